@@ -1,0 +1,22 @@
+"""cr_consumer: a consistent-region Kafka consumer-group operator.
+
+Public API::
+
+    from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConsumerOperator", "OperatorConfig", "StartPosition"]
+
+
+def __getattr__(name: str):  # lazy: importing the package must not import kafka
+    if name in ("OperatorConfig", "StartPosition", "RegionMode"):
+        from cr_consumer import config
+
+        return getattr(config, name)
+    if name == "ConsumerOperator":
+        from cr_consumer.operator import ConsumerOperator
+
+        return ConsumerOperator
+    raise AttributeError(name)

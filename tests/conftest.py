@@ -1,0 +1,45 @@
+"""Shared fixtures: one Kafka-protocol broker per test session (per xdist worker).
+
+Set KAFKA_BOOTSTRAP_SERVERS to run the whole suite against a real cluster;
+otherwise an embedded tansu broker is started on a free loopback port. Tests
+use unique topic and group names, so they can share the broker.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
+from cr_consumer.kafka_util import unique_name
+
+# Short group timeouts: a first join takes about session_timeout_ms / 2.
+TEST_SESSION_TIMEOUT_MS = 6000
+TEST_HEARTBEAT_INTERVAL_MS = 1000
+
+
+@pytest.fixture(scope="session")
+def bootstrap(tmp_path_factory) -> str:
+    address = os.environ.get(ENV_BOOTSTRAP)
+    if address:
+        yield address
+        return
+    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log_path=log) as broker:
+        yield broker.bootstrap
+
+
+@pytest.fixture
+def names(request):
+    """Unique topic/group names for one test."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:30]
+
+    class _Names:
+        def topic(self, suffix: str = "t") -> str:
+            return unique_name(f"{base}-{suffix}")
+
+        def group(self, suffix: str = "g") -> str:
+            return unique_name(f"{base}-{suffix}")
+
+    return _Names()

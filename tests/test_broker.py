@@ -1,0 +1,22 @@
+"""The embedded broker and the Kafka helpers work end to end."""
+
+from cr_consumer.kafka_util import create_topic, produce
+from kafka import KafkaConsumer, TopicPartition
+
+
+def test_produce_and_consume_dense_offsets(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [f"v{i}".encode() for i in range(10)])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    seen = {0: [], 1: []}
+    import time
+
+    deadline = time.monotonic() + 20
+    while sum(map(len, seen.values())) < 10 and time.monotonic() < deadline:
+        for tp, recs in consumer.poll(timeout_ms=200).items():
+            seen[tp.partition].extend(r.offset for r in recs)
+    consumer.close()
+    assert seen == {0: [0, 1, 2, 3, 4], 1: [0, 1, 2, 3, 4]}
