@@ -1,0 +1,120 @@
+"""The record that flows through a pipeline, and its JSON form for sinks.
+
+A pipeline moves :class:`Record` objects (or any object with the same
+attributes, such as the consumer operator's own record type) in batches. Every
+record keeps its provenance (topic, partition, offset) through map / filter /
+flat_map / aggregate, so a sink can write it and a verifier can check that every
+input offset appears exactly once.
+
+JSON form of keys and values (used by the file and console sinks):
+
+* ``bytes`` that are valid UTF-8 become a JSON string;
+* other ``bytes`` become ``{"base64": "<standard base64>"}`` (the marker object),
+  so no byte string is ever lost or mangled;
+* ``None`` becomes ``null``; ``str``, numbers, booleans, lists and dicts are
+  written as JSON as they are; anything else raises ``TypeError`` naming the
+  record's topic/partition/offset (map it to a JSON type first).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import attrs
+
+#: The key of the marker object that holds non-UTF-8 bytes as base64.
+BASE64_MARKER = "base64"
+
+_encode_str = json.encoder.encode_basestring_ascii  # C implementation: fast
+
+
+@attrs.frozen(slots=True)
+class Record:
+    """One tuple: its provenance and its (possibly transformed) key and value."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None = None
+    key: Any = None
+    value: Any = None
+    headers: tuple = ()
+
+
+def replace(record: Any, **changes: Any) -> Any:
+    """A copy of ``record`` with ``changes``; works for attrs classes and namedtuples."""
+    if attrs.has(type(record)):
+        return attrs.evolve(record, **changes)
+    if hasattr(record, "_replace"):
+        return record._replace(**changes)
+    fields = {
+        name: getattr(record, name)
+        for name in ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+    }
+    fields.update(changes)
+    return Record(**fields)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-ready form of a key or value (see the module docstring)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return {BASE64_MARKER: base64.b64encode(raw).decode("ascii")}
+    return value
+
+
+def decode_json_value(value: Any) -> Any:
+    """Inverse of :func:`json_value` for byte strings: marker objects become bytes."""
+    if isinstance(value, dict) and len(value) == 1 and BASE64_MARKER in value:
+        return base64.b64decode(value[BASE64_MARKER])
+    return value
+
+
+def _field_json(value: Any) -> str:
+    """JSON text of a key/value: a fast path for the common str/bytes/None/int cases."""
+    if value is None:
+        return "null"
+    if isinstance(value, bytes):
+        try:
+            return _encode_str(value.decode("utf-8"))
+        except UnicodeDecodeError:
+            return '{"base64":"' + base64.b64encode(value).decode("ascii") + '"}'
+    if isinstance(value, str):
+        return _encode_str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(json_value(value), separators=(",", ":"), default=_reject)
+
+
+def _reject(obj: Any) -> Any:
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return json_value(obj)
+    if isinstance(obj, (tuple, set, frozenset)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def to_json_line(record: Any, extra: str = "") -> str:
+    """One JSON line (with trailing newline) carrying topic, partition, offset,
+    timestamp, key and value; ``extra`` is pre-encoded ``,"name":value`` text."""
+    try:
+        ts = record.timestamp
+        return (
+            '{"topic":' + _encode_str(record.topic)
+            + ',"partition":' + str(int(record.partition))
+            + ',"offset":' + str(int(record.offset))
+            + ',"timestamp":' + ("null" if ts is None else str(int(ts)))
+            + ',"key":' + _field_json(record.key)
+            + ',"value":' + _field_json(record.value)
+            + extra + "}\n"
+        )
+    except (TypeError, ValueError) as exc:
+        where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
+        raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc

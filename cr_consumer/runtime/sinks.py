@@ -1,0 +1,231 @@
+"""Sinks: the exactly-once file sink (two-phase) and the console sink.
+
+Exactly-once file sink
+======================
+Records are written as JSON lines (``records.to_json_line``: topic, partition,
+offset, timestamp, key, value, plus ``"member"``) to a *pending* file, one per
+checkpoint interval. Only published files end in ``.jsonl``; pending files are
+hidden (``.<member>-<token>.pending``) and invisible to readers that glob
+``*.jsonl``.
+
+1. ``process_batch``: append the batch's lines to the interval's pending file
+   (opened on the first record of the interval; one ``write`` per batch).
+2. ``drain()``: flush the pending file to the OS.
+3. ``checkpoint(seq)``: flush + fsync + close the pending file, and record
+   ``{pending name, final name, seq}`` in the sink's checkpoint data, together
+   with every earlier interval that is not published yet. The final name is
+   ``<member>-<seq:010d>.jsonl`` (the controller never reuses a seq).
+4. ``notify_checkpoint_complete(seq)`` (the region's RESUME after a completed
+   checkpoint) and ``retire_checkpoint(seq)``: publish every recorded interval
+   with seq <= ``seq``: ``os.replace(pending, final)`` then fsync the directory.
+   Publishing is idempotent: a missing pending file whose final file exists was
+   published before.
+5. ``reset(seq, data)``: the region goes back to the consistent checkpoint
+   ``seq``, so every interval recorded in ``data`` is published (this covers a
+   crash between checkpoint and publish); every other pending file of this
+   member (the open interval, intervals of later, failed checkpoints) is
+   deleted: those records will be replayed.
+6. ``reset_to_initial_state()``: delete all of this member's pending files.
+
+A crash at any point leaves either a pending file (decided at the next reset) or
+a complete published file; a published file is never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, TextIO
+
+from .operators import Operator
+from .records import _encode_str, to_json_line
+
+FILE_SINK_CHECKPOINT_VERSION = 1
+PENDING_SUFFIX = ".pending"
+PUBLISHED_SUFFIX = ".jsonl"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename/unlink in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FileSink(Operator):
+    """Exactly-once JSON-lines output into ``directory`` (see the module docstring)."""
+
+    kind = "file_sink"
+
+    def __init__(self, directory: str | os.PathLike, member: str, *, name: str | None = None) -> None:
+        super().__init__(name)
+        if not member or "/" in member or member.startswith("."):
+            raise ValueError(f"file sink: member name {member!r} must be non-empty, without '/', not starting with '.'")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.member = member
+        self._extra = ',"member":' + _encode_str(member)
+        self._file: Any = None
+        self._pending_name: str | None = None
+        self._unpublished: list[dict] = []  # recorded intervals: {"seq", "pending", "final"}
+        self._lock = threading.Lock()  # process thread writes, control thread checkpoints
+        self.records_written = 0
+
+    # -- data -----------------------------------------------------------------
+    def process_batch(self, records: list) -> list:
+        if not records:
+            return []
+        extra = self._extra
+        text = "".join([to_json_line(r, extra) for r in records])
+        with self._lock:
+            if self._file is None:
+                self._pending_name = f".{self.member}-{uuid.uuid4().hex}{PENDING_SUFFIX}"
+                self._file = open(self.directory / self._pending_name, "w", encoding="utf-8")
+            self._file.write(text)
+            self.records_written += len(records)
+        return []
+
+    # -- region ---------------------------------------------------------------
+    def drain(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def checkpoint(self, seq: int) -> bytes:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
+                self._file = None
+                self._unpublished.append(
+                    {"seq": seq, "pending": self._pending_name, "final": f"{self.member}-{seq:010d}{PUBLISHED_SUFFIX}"}
+                )
+                self._pending_name = None
+                fsync_dir(self.directory)
+            doc = {"version": FILE_SINK_CHECKPOINT_VERSION, "kind": self.kind, "member": self.member,
+                   "intervals": list(self._unpublished)}
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def notify_checkpoint_complete(self, seq: int) -> None:
+        self._publish_upto(seq)
+
+    def retire_checkpoint(self, seq: int) -> None:
+        self._publish_upto(seq)
+
+    def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
+        doc = json.loads(data)
+        if doc.get("version") != FILE_SINK_CHECKPOINT_VERSION or doc.get("kind") != self.kind:
+            raise ValueError(
+                f"file sink {self.name!r}: checkpoint {seq} has version {doc.get('version')!r} "
+                f"kind {doc.get('kind')!r}; expected version {FILE_SINK_CHECKPOINT_VERSION} kind {self.kind!r}"
+            )
+        with self._lock:
+            self._close_open_file()
+            intervals = [i for i in doc["intervals"] if i["seq"] <= seq]
+            for interval in intervals:
+                self._publish(interval)
+            self._unpublished = []
+            self._discard_pending(keep=set())
+            fsync_dir(self.directory)
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        with self._lock:
+            self._close_open_file()
+            self._unpublished = []
+            self._discard_pending(keep=set())
+            fsync_dir(self.directory)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    # -- helpers ----------------------------------------------------------------
+    def _close_open_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._pending_name = None
+
+    def _publish_upto(self, seq: int) -> None:
+        with self._lock:
+            ready = [i for i in self._unpublished if i["seq"] <= seq]
+            if not ready:
+                return
+            for interval in ready:
+                self._publish(interval)
+            self._unpublished = [i for i in self._unpublished if i["seq"] > seq]
+            fsync_dir(self.directory)
+
+    def _publish(self, interval: dict) -> None:
+        pending = self.directory / interval["pending"]
+        final = self.directory / interval["final"]
+        if pending.exists():
+            os.replace(pending, final)
+        elif not final.exists():
+            raise FileNotFoundError(
+                f"file sink {self.name!r}: interval of checkpoint {interval['seq']} is lost: "
+                f"neither {pending.name} nor {final.name} exists in {self.directory}"
+            )
+
+    def _discard_pending(self, keep: set[str]) -> None:
+        prefix = f".{self.member}-"
+        for path in self.directory.iterdir():
+            if path.name.startswith(prefix) and path.name.endswith(PENDING_SUFFIX) and path.name not in keep:
+                path.unlink()
+
+    def published_files(self) -> list[Path]:
+        return sorted(self.directory.glob(f"{self.member}-*{PUBLISHED_SUFFIX}"))
+
+
+class ConsoleSink(Operator):
+    """Prints every record as a JSON line to ``stream`` (stdout). At-least-once:
+    records replayed after a reset are printed again."""
+
+    kind = "console_sink"
+
+    def __init__(self, stream: TextIO | None = None, *, prefix: str = "", name: str | None = None) -> None:
+        super().__init__(name)
+        self.stream = stream
+        self.prefix = prefix
+
+    def process_batch(self, records: list) -> list:
+        if records:
+            stream = self.stream or sys.stdout
+            stream.write("".join(self.prefix + to_json_line(r) for r in records))
+            stream.flush()
+        return []
+
+
+class CollectSink(Operator):
+    """Keeps records in memory (``self.records``); for tests and notebooks.
+    Not exactly-once: a reset drops records collected since the checkpoint."""
+
+    kind = "collect_sink"
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.records: list = []
+        self._marks: dict[int, int] = {}
+
+    def process_batch(self, records: list) -> list:
+        self.records.extend(records)
+        return []
+
+    def checkpoint(self, seq: int) -> bytes:
+        self._marks[seq] = len(self.records)
+        return json.dumps({"version": 1, "kind": self.kind, "count": len(self.records)}).encode()
+
+    def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
+        del self.records[json.loads(data)["count"]:]
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        self.records.clear()
