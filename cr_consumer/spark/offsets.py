@@ -1,0 +1,109 @@
+"""The ``crkafka`` source offset: which records a Spark micro-batch covers.
+
+Spark stores a source offset as JSON in the query's offset log and hands it back
+to ``read(start)``, ``readBetweenOffsets(start, end)`` and ``commit(end)``. It
+must round-trip unchanged, so it only uses string keys, ints and dicts::
+
+    {"v": 1, "epoch": 7,
+     "offsets": {"orders:0": 1200, "orders:1": 1187},   # next offset to read, per partition
+     "from": {"orders:2": 40}}                          # optional, see below
+
+* ``offsets`` is the merged checkpoint of the group at the end of the batch:
+  for every partition any member has been assigned, the offset of the next
+  record to read. A batch holds, per partition, the records from the start
+  offset's position (inclusive) to the end offset's position (exclusive).
+* ``from`` names, for a partition that first appears in this batch (absent from
+  the start offset), the offset of its first record in the batch, so that the
+  batch can be re-read deterministically after a crash. Partitions known in the
+  start offset never appear in ``from``.
+* ``epoch`` counts the end offsets handed to Spark. An idle source hands out one
+  end with a bumped epoch and unchanged positions, so that Spark runs one empty
+  batch and delivers the pending ``commit`` (see ``docs/spark.md``).
+
+Kafka topic names use only ``[A-Za-z0-9._-]``, so ``topic:partition`` is an
+unambiguous key. A wrong version or shape raises :class:`OffsetFormatError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+OFFSET_VERSION = 1
+
+TopicPartitionKey = tuple[str, int]
+
+
+class OffsetFormatError(ValueError):
+    """A source offset from Spark's offset log is not a version-1 crkafka offset."""
+
+
+def tp_key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def parse_tp_key(key: str) -> TopicPartitionKey:
+    topic, sep, partition = key.rpartition(":")
+    if not sep or not topic or not partition.isdigit():
+        raise OffsetFormatError(f"bad partition key {key!r}: expected 'topic:partition'")
+    return topic, int(partition)
+
+
+def _freeze(positions: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+    return {(str(t), int(p)): int(o) for (t, p), o in positions.items()}
+
+
+@attrs.frozen
+class SourceOffset:
+    """One end (or start) offset of the source; compare with ``==``."""
+
+    epoch: int = 0
+    positions: dict[TopicPartitionKey, int] = attrs.field(factory=dict, converter=_freeze)
+    first: dict[TopicPartitionKey, int] = attrs.field(factory=dict, converter=_freeze)
+
+    @classmethod
+    def initial(cls) -> SourceOffset:
+        """The offset before any batch: every partition starts at its control variable."""
+        return cls(epoch=0)
+
+    def to_json(self) -> dict:
+        out: dict = {
+            "v": OFFSET_VERSION,
+            "epoch": self.epoch,
+            "offsets": {tp_key(t, p): o for (t, p), o in sorted(self.positions.items())},
+        }
+        if self.first:
+            out["from"] = {tp_key(t, p): o for (t, p), o in sorted(self.first.items())}
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> SourceOffset:
+        if not isinstance(data, Mapping):
+            raise OffsetFormatError(f"expected a JSON object, got {type(data).__name__}")
+        if data.get("v") != OFFSET_VERSION:
+            raise OffsetFormatError(f"unsupported crkafka offset version {data.get('v')!r} (this build reads {OFFSET_VERSION})")
+        epoch = data.get("epoch")
+        if not isinstance(epoch, int) or epoch < 0:
+            raise OffsetFormatError(f"bad epoch {epoch!r}")
+        return cls(epoch=epoch, positions=_read_map(data.get("offsets", {}), "offsets"), first=_read_map(data.get("from", {}), "from"))
+
+    def same_positions(self, other: SourceOffset) -> bool:
+        return self.positions == other.positions
+
+    def start_of(self, tp: TopicPartitionKey, start: SourceOffset) -> int:
+        """Where this end's batch begins for ``tp`` (given the batch's ``start``)."""
+        if tp in start.positions:
+            return start.positions[tp]
+        return self.first.get(tp, self.positions[tp])
+
+
+def _read_map(raw, name: str) -> dict[TopicPartitionKey, int]:
+    if not isinstance(raw, Mapping):
+        raise OffsetFormatError(f"{name!r} must be an object")
+    out = {}
+    for key, value in raw.items():
+        if not isinstance(value, int) or value < 0:
+            raise OffsetFormatError(f"bad offset {value!r} for {key!r} in {name!r}")
+        out[parse_tp_key(key)] = value
+    return out

@@ -1,0 +1,114 @@
+"""Options fail at load() naming the option; offsets and Arrow batches round-trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cr_consumer.spark.arrow import ARROW_SCHEMA, records_to_batch, spark_schema
+from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
+from cr_consumer.spark.options import InvalidOptionError, parse_options
+
+BASE = {
+    "kafka.bootstrap.servers": "127.0.0.1:9092",
+    "group.id": "g",
+    "subscribe": "a,b",
+    "coordinator": "tcp://127.0.0.1:5570",
+}
+
+BAD = [
+    ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers"),
+    ({"kafka.bootstrap.servers": "nohostport"}, "kafka.bootstrap.servers"),
+    ({"group.id": None}, "group.id"),
+    ({"coordinator": None}, "coordinator"),
+    ({"coordinator": "localhost:5570"}, "coordinator"),
+    ({"subscribe": None}, "subscribe"),
+    ({"subscribePattern": "a.*"}, "subscribe"),
+    ({"subscribe": "bad topic"}, "subscribe"),
+    ({"members": "0"}, "members"),
+    ({"members": "two"}, "members"),
+    ({"startPosition": "offset"}, "startPosition"),
+    ({"startPosition": "time"}, "startTime"),
+    ({"startTime": "123"}, "startTime"),
+    ({"maxRecordsPerBatch": "0"}, "maxRecordsPerBatch"),
+    ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit"),
+    ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
+    ({"kafka.session.timeout.ms": "soon"}, "kafka.session.timeout.ms"),
+    ({"colour": "blue"}, "colour"),
+]
+
+
+def _opts(**changes):
+    out = dict(BASE)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return {k.lower(): v for k, v in out.items()}  # Spark delivers lower-cased keys
+
+
+@pytest.mark.parametrize("change,option", BAD, ids=[o for _, o in BAD])
+def test_invalid_option_is_named(change, option):
+    with pytest.raises(InvalidOptionError) as err:
+        parse_options(_opts(**change))
+    assert err.value.option.lower() == option.lower()
+    assert option in str(err.value)
+
+
+def test_valid_options_parse():
+    o = parse_options(
+        _opts(**{"members": "3", "startPosition": "TIME", "startTime": "2024-01-01T00:00:00Z",
+                 "kafka.session.timeout.ms": "6000", "kafka.check.crcs": "false"})
+    )
+    assert o.topics == ("a", "b") and o.pattern is None and o.members == 3
+    assert o.start_position == "time" and o.start_time_ms == 1704067200000
+    assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
+    assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
+    p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))
+    assert p.pattern == r"orders-\d+" and p.topics == ()
+
+
+def test_offset_json_round_trip():
+    off = SourceOffset(epoch=3, positions={("a", 0): 10, ("a.b-c", 11): 7}, first={("a.b-c", 11): 2})
+    wire = json.loads(json.dumps(off.to_json()))
+    assert wire == {"v": 1, "epoch": 3, "offsets": {"a:0": 10, "a.b-c:11": 7}, "from": {"a.b-c:11": 2}}
+    assert SourceOffset.from_json(wire) == off
+    assert SourceOffset.from_json(wire).to_json() == wire
+    assert SourceOffset.initial().to_json() == SourceOffset.initial().to_json() == {"v": 1, "epoch": 0, "offsets": {}}
+    with pytest.raises(OffsetFormatError, match="version"):
+        SourceOffset.from_json({"v": 2, "epoch": 0, "offsets": {}})
+    with pytest.raises(OffsetFormatError, match="partition key"):
+        SourceOffset.from_json({"v": 1, "epoch": 0, "offsets": {"nocolon": 1}})
+
+
+def test_arrow_batch_matches_spark_schema():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert to_arrow_schema(spark_schema(), timezone="UTC").equals(ARROW_SCHEMA)
+    recs = [("t", 1, 5, 1_700_000_000_123, b"k", b"v", []), ("t", 0, 6, 1_700_000_000_124, None, b"w", [("h", b"x")])]
+    batch = records_to_batch(recs)
+    assert batch.schema.equals(ARROW_SCHEMA)
+    rows = batch.to_pylist()
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows] == [(1, 5, b"k", b"v"), (0, 6, None, b"w")]
+    assert rows[1]["headers"] == [{"key": "h", "value": b"x"}]
+    assert rows[0]["timestamp"].timestamp() == 1_700_000_000.123
+
+
+@pytest.mark.spark
+@pytest.mark.xdist_group("spark")
+def test_invalid_options_fail_at_load(spark):
+    def load(**changes):
+        reader = spark.readStream.format("crkafka")
+        for k, v in _opts(**changes).items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    df = load()  # valid options load without touching Kafka
+    assert df.isStreaming and df.columns == ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+    for change, option in [({"members": "0"}, "members"), ({"colour": "blue"}, "colour"),
+                           ({"subscribePattern": "x"}, "subscribe"), ({"kafka.no.such.property": "1"}, "kafka.no.such.property")]:
+        with pytest.raises(Exception) as err:
+            load(**change)
+        assert f"crkafka option '{option}'" in str(err.value), str(err.value)[:2000]
