@@ -1,0 +1,168 @@
+"""Background compaction of the durable log (the log cleaner of seed 000/001).
+
+Dead entries are entries still in the log that no longer decide the state:
+overwritten values, tombstones, and the entries tombstones deleted. When they
+exceed a ratio of the log the store rewrites only the live entries into a new
+segment. The store's owner thread is blocked only for steps 1 and 5:
+
+1. (owner) snapshot the state: copy the dict levels of the tables (one entry
+   per group/topic/document; the offset arrays are shared, see
+   `control_table`), and note the log offset `start` where the snapshot stands.
+2. (compaction thread) write the snapshot as batched records (at most
+   `batch_entries` keyed entries each) into `segment-<g+1>.log.tmp`.
+3. (compaction thread) catch up: copy the bytes the owner appended to the old
+   segment since `start` (raw records, up to the owner's last write), repeating
+   while more than CATCH_UP_SLACK bytes remain, then fsync the new file.
+4. (compaction thread) signal done.
+5. (owner, from `maybe_compact`) copy the last few records, fsync, rename the
+   new segment into place, fsync the directory, switch appends to it and
+   delete the old segment (`SegmentLog.switch_to`).
+
+Replaying the new segment gives the same state as the old one: the snapshot is
+the state at `start` (or newer for entries the owner wrote during step 2, which
+the copied records then set again), followed by every record written since.
+
+Failure: if steps 2-3 fail (disk full, ...) the error is logged with its
+traceback, the `.tmp` file is deleted, the failure is counted in the store's
+stats, and the old segment stays in use: nothing is lost. A crash at any step
+leaves either the old segment (the `.tmp` is deleted on open) or, after the
+rename, the complete new one (the old segment is deleted on open).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import attrs
+
+from coordinator import records
+from coordinator.control_table import Snapshot, iter_snapshot
+from coordinator.durable_log import SegmentLog, SegmentRewrite
+
+log = logging.getLogger(__name__)
+
+# Step 3 stops catching up once fewer bytes than this remain: the owner copies
+# the rest while it is blocked, so this bounds the switch pause (a few ms).
+CATCH_UP_SLACK = 256 << 10
+CATCH_UP_ROUNDS = 20
+# close() waits this long for a cancelled compaction thread; it prevents a
+# shutdown from hanging on a stuck disk (the thread is a daemon).
+JOIN_TIMEOUT_S = 30.0
+
+
+@attrs.frozen
+class StoreSnapshot:
+    control: Snapshot
+    groups: dict[str, Any]  # group -> value dict for records.group_entry (immutable)
+    documents: dict[str, dict[str, str]]  # namespace -> key -> JSON text
+    activity: dict[str, float]
+    ts: float
+
+
+class CompactionCancelled(Exception):
+    pass
+
+
+class Compaction:
+    """One compaction run. Created and finished by the store's owner thread."""
+
+    def __init__(self, seglog: SegmentLog, snap: StoreSnapshot, start: int, batch_entries: int) -> None:
+        self._seglog = seglog
+        self._snap = snap
+        self.start_offset = start
+        self.copied_upto = start
+        self.batch_entries = batch_entries
+        self.entries_written = 0  # keyed entries in the snapshot part
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self._cancel = threading.Event()
+        self._rewrite: SegmentRewrite | None = None
+        self.started = time.perf_counter()
+        self.thread = threading.Thread(target=self._run, name="state-compaction", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    # ---- compaction thread ---------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._rewrite = self._seglog.begin_rewrite()
+            self._write_snapshot(self._rewrite)
+            self._catch_up(self._rewrite)
+            self._rewrite.fsync()
+        except BaseException as exc:  # reported to the owner through self.error
+            self.error = exc
+            if not isinstance(exc, CompactionCancelled):
+                log.exception("compaction into generation %d failed", self._seglog.generation + 1)
+            if self._rewrite is not None:
+                self._rewrite.abort()
+        finally:
+            self._snap = None  # type: ignore[assignment]  # free the snapshot
+            self.done.set()
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise CompactionCancelled()
+
+    def _write_snapshot(self, out: SegmentRewrite) -> None:
+        snap, batch = self._snap, self.batch_entries
+        activity = list(snap.activity.items())
+        for i in range(0, len(activity), batch):
+            out.append(records.encode(snap.ts, [], dict(activity[i : i + batch])))
+        entries: list[list] = []
+        count = 0
+
+        def emit() -> None:
+            nonlocal entries, count
+            if entries:
+                out.append(records.encode(snap.ts, entries))
+                self.entries_written += count
+                entries, count = [], 0
+                self._check_cancel()
+
+        for group, value in snap.groups.items():
+            entries.append([records.GROUP, group, value])
+            count += 1
+            if count >= batch:
+                emit()
+        for namespace, docs in snap.documents.items():
+            for key, text in docs.items():
+                entries.append(records.document_entry(namespace, key, json.loads(text)))
+                count += 1
+                if count >= batch:
+                    emit()
+        for group, topic, partitions, offsets in iter_snapshot(snap.control, batch):
+            if count + len(partitions) > batch:
+                emit()
+            entries.append(records.control_entry(group, topic, partitions, offsets))
+            count += len(partitions)
+        emit()
+
+    def _catch_up(self, out: SegmentRewrite) -> None:
+        for _ in range(CATCH_UP_ROUNDS):
+            end = self._seglog.flushed_end
+            if end - self.copied_upto < CATCH_UP_SLACK:
+                return
+            for chunk in self._seglog.read_range(self.copied_upto, end):
+                out.write(chunk)
+            self.copied_upto = end
+            self._check_cancel()
+
+    # ---- owner thread ----------------------------------------------------------------
+    def finish(self) -> None:
+        """Step 5; call only after `done` is set and `error` is None."""
+        assert self.done.is_set() and self.error is None and self._rewrite is not None
+        self._seglog.switch_to(self._rewrite, self.copied_upto)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self.thread.join(JOIN_TIMEOUT_S)
+        if self.thread.is_alive():
+            log.error("compaction thread did not stop within %.0f s; leaving it (daemon)", JOIN_TIMEOUT_S)
+        elif self._rewrite is not None and self.error is None:
+            self._rewrite.abort()
+

@@ -1,0 +1,456 @@
+"""The coordinator's durable log: one append-only segment file of framed records.
+
+This module knows bytes, files and fsync; it does not know what a record means
+(that is `coordinator.records`) nor how the table is built (`state_store`).
+
+Record framing (all integers big-endian)::
+
+    u32 length   number of bytes that follow the crc field (1 + len(payload))
+    u32 crc32c   CRC-32C (Castagnoli) of those bytes: version byte + payload
+    u8  version  payload format version (FORMAT_VERSION)
+    ... payload  (JSON, see coordinator/records.py)
+
+Files in the state directory::
+
+    segment-<generation:020d>.log        the active segment (exactly one after open)
+    segment-<generation:020d>.log.tmp    a compaction in progress (deleted on open)
+    segment-<generation:020d>.log.corrupt-<offset>   bytes cut off by recovery (kept for forensics)
+    LOCK                                 flock'ed while a store has the directory open
+
+Protocol of the writer (one owner thread):
+
+1. `append(payload)` frames the record into an in-memory buffer: no I/O.
+2. `sync()` writes the whole buffer with one write() and makes it durable with
+   one fsync (plus one fsync of the directory when a file was created or
+   renamed since the last sync). That is the group commit: everything appended
+   since the previous sync shares one fsync. A value is acknowledged only after
+   the sync that covers it returned.
+3. `flush()` writes the buffer without fsync (compaction uses it so that a
+   reader thread can copy the bytes; they are durable after the next fsync).
+
+Recovery on open (`SegmentLog.open`):
+
+1. Take the directory lock (a second coordinator on the same directory fails
+   at start-up with a clear error).
+2. Delete `*.tmp` files (a compaction that did not reach its rename) and every
+   segment older than the newest one (a compaction that renamed but did not
+   get to delete the old file). The rename is the commit point of a compaction,
+   so the newest segment is always complete.
+3. Scan the newest segment from offset 0. The first record that is short (torn
+   length or payload), has a bad CRC or is not decodable ends the valid log:
+   like Kafka's log recovery, everything from that record on is cut off. The
+   cut bytes are first copied to a `.corrupt-<offset>` file, then the segment
+   is truncated and fsynced, and new appends follow the last good record. A
+   torn tail is logged as a WARNING; a bad record followed by valid records
+   (corruption in the middle, not a torn write) is logged as an ERROR. Since a
+   sync returns only after the bytes are on disk, a torn tail can only contain
+   records that were never acknowledged.
+4. A record whose CRC is valid but whose version is newer than this code
+   understands is not corruption: open fails with `UnsupportedFormat` and
+   truncates nothing (upgrade the coordinator).
+
+Compaction support (`begin_rewrite` / `SegmentRewrite`): the new segment is
+written as `segment-<generation+1>.log.tmp`, fsynced, renamed to its final name
+(atomic), and the directory fsynced; then the writer switches to it and the
+old segment is deleted.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import re
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import crc32c
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+HEADER = struct.Struct(">II")  # length, crc32c
+HEADER_SIZE = HEADER.size
+# A length above this is treated as corruption, not as a record to allocate:
+# it prevents a garbage length field from making recovery read gigabytes.
+MAX_RECORD_BYTES = 64 << 20
+# `append` writes the buffer out (without fsync) past this many bytes, so a
+# caller that never syncs cannot grow the process without bound.
+FLUSH_THRESHOLD = 4 << 20
+SEGMENT_RE = re.compile(r"^segment-(\d{20})\.log$")
+LOCK_NAME = "LOCK"
+
+
+class LogError(Exception):
+    """A problem with the state directory that needs an operator."""
+
+
+class StateDirInUse(LogError):
+    pass
+
+
+class UnsupportedFormat(LogError):
+    def __init__(self, path: Path, offset: int, version: int) -> None:
+        super().__init__(
+            f"{path}: record at byte {offset} has format version {version}, this coordinator "
+            f"reads version {FORMAT_VERSION}; upgrade the coordinator (nothing was truncated)"
+        )
+        self.path, self.offset, self.version = path, offset, version
+
+
+def encode_record(payload: bytes, version: int = FORMAT_VERSION) -> bytes:
+    body = bytes((version,)) + payload
+    return HEADER.pack(len(body), crc32c.crc32c(body)) + body
+
+
+@attrs.frozen
+class Damage:
+    """Why the valid log ends before the end of the file."""
+
+    offset: int  # byte offset of the first bad record
+    size: int  # bytes from `offset` to the end of the file
+    reason: str
+    valid_records_after: int  # well-formed records found after the bad one (0 = torn tail)
+
+
+@attrs.define
+class ScanResult:
+    end: int = 0  # offset just after the last good record
+    records: int = 0
+    damage: Damage | None = None
+
+
+def scan(
+    buf: bytes | memoryview,
+    on_record: Callable[[int, memoryview], None],
+    *,
+    path: Path = Path("<buffer>"),
+) -> ScanResult:
+    """Walk the records of `buf`, calling on_record(offset, payload) for each good one.
+
+    `on_record` may raise ValueError to declare the payload undecodable, which
+    ends the valid log at that record like a bad CRC does.
+    """
+    view = memoryview(buf)
+    total = len(view)
+    pos = 0
+    result = ScanResult()
+    unpack = HEADER.unpack_from
+    crc = crc32c.crc32c
+    while pos < total:
+        reason = None
+        if total - pos < HEADER_SIZE:
+            reason = f"short header ({total - pos} of {HEADER_SIZE} bytes)"
+        else:
+            length, want = unpack(view, pos)
+            if length < 1 or length > MAX_RECORD_BYTES:
+                reason = f"implausible length {length}"
+            elif total - pos - HEADER_SIZE < length:
+                reason = f"short record ({total - pos - HEADER_SIZE} of {length} bytes)"
+            else:
+                body = view[pos + HEADER_SIZE : pos + HEADER_SIZE + length]
+                if crc(body) != want:
+                    reason = "CRC mismatch"
+                elif body[0] != FORMAT_VERSION:
+                    raise UnsupportedFormat(path, pos, body[0])
+                else:
+                    try:
+                        on_record(pos, body[1:])
+                    except ValueError as exc:
+                        reason = f"undecodable payload ({exc})"
+        if reason is not None:
+            result.damage = Damage(pos, total - pos, reason, _count_valid_after(view, pos))
+            break
+        pos += HEADER_SIZE + length
+        result.records += 1
+    result.end = pos
+    return result
+
+
+def _count_valid_after(view: memoryview, bad: int) -> int:
+    """Valid records that follow the bad one, if its length field can be trusted."""
+    total = len(view)
+    if total - bad < HEADER_SIZE:
+        return 0
+    length, _ = HEADER.unpack_from(view, bad)
+    if length < 1 or length > MAX_RECORD_BYTES:
+        return 0
+    pos, count = bad + HEADER_SIZE + length, 0
+    while total - pos >= HEADER_SIZE:
+        length, want = HEADER.unpack_from(view, pos)
+        if length < 1 or length > MAX_RECORD_BYTES or total - pos - HEADER_SIZE < length:
+            break
+        if crc32c.crc32c(view[pos + HEADER_SIZE : pos + HEADER_SIZE + length]) != want:
+            break
+        count += 1
+        pos += HEADER_SIZE + length
+    return count
+
+
+def segment_name(generation: int) -> str:
+    return f"segment-{generation:020d}.log"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@attrs.frozen
+class Recovery:
+    """What `SegmentLog.open` found."""
+
+    path: Path
+    records: int
+    bytes: int  # valid bytes replayed
+    truncated_bytes: int
+    damage: Damage | None
+    removed: tuple[str, ...]  # leftover files deleted (tmp files, superseded segments)
+
+
+class SegmentLog:
+    """The active segment: buffered appends, one fsync per sync(). One owner thread.
+
+    `flushed_end` may be read from another thread (compaction): every byte
+    before it has been written to the file by a completed write().
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(state_dir)
+        self.generation = 0
+        self.path = self.state_dir / segment_name(0)
+        self._fd: int | None = None
+        self._lock_fd: int | None = None
+        self._buf = bytearray()
+        self._file_end = 0  # bytes written to the file
+        self.flushed_end = 0  # published copy of _file_end for reader threads
+        self._dir_dirty = False
+        self.fsyncs = 0
+
+    # ---- open / recovery -------------------------------------------------------------
+    def open(self, on_record: Callable[[int, memoryview], None]) -> Recovery:
+        """Lock the directory, clean leftovers, replay the newest segment, repair its tail."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        try:
+            return self._recover(on_record)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self) -> None:
+        path = self.state_dir / LOCK_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StateDirInUse(
+                    f"state dir {self.state_dir} is in use by another coordinator "
+                    f"(lock {path} is held); stop it or use another --state-dir"
+                ) from exc
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    def _recover(self, on_record: Callable[[int, memoryview], None]) -> Recovery:
+        removed: list[str] = []
+        generations = []
+        for entry in os.listdir(self.state_dir):
+            if entry.endswith(".tmp"):
+                os.unlink(self.state_dir / entry)
+                removed.append(entry)
+                log.warning("removed %s: a compaction that did not finish", entry)
+            elif m := SEGMENT_RE.match(entry):
+                generations.append(int(m.group(1)))
+        generations.sort()
+        for old in generations[:-1]:
+            os.unlink(self.state_dir / segment_name(old))
+            removed.append(segment_name(old))
+            log.warning("removed %s: superseded by a finished compaction", segment_name(old))
+        self.generation = generations[-1] if generations else 0
+        self.path = self.state_dir / segment_name(self.generation)
+        created = not self.path.exists()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created or removed:
+            self._dir_dirty = True
+        with open(self.path, "rb") as f:
+            data = f.read()
+        result = scan(data, on_record, path=self.path)
+        truncated = 0
+        if result.damage is not None:
+            truncated = self._cut_tail(data, result.damage)
+        del data
+        self._file_end = self.flushed_end = result.end
+        if self._dir_dirty:
+            self.sync()
+        return Recovery(self.path, result.records, result.end, truncated, result.damage, tuple(removed))
+
+    def _cut_tail(self, data: bytes, damage: Damage) -> int:
+        keep = self.state_dir / f"{self.path.name}.corrupt-{damage.offset}"
+        with open(keep, "wb") as f:
+            f.write(data[damage.offset :])
+            f.flush()
+            os.fsync(f.fileno())
+        os.ftruncate(self._fd, damage.offset)
+        os.fsync(self._fd)
+        self._dir_dirty = True
+        if damage.valid_records_after:
+            log.error(
+                "%s: corrupt record at byte %d (%s) followed by %d valid records: not a torn write "
+                "but damage inside the log; cut %d bytes at that record (copy kept in %s); "
+                "values written by those records are lost",
+                self.path, damage.offset, damage.reason, damage.valid_records_after, damage.size, keep,
+            )
+        else:
+            log.warning(
+                "%s: torn tail at byte %d (%s): truncated %d bytes (copy kept in %s); "
+                "appends continue after the last good record",
+                self.path, damage.offset, damage.reason, damage.size, keep,
+            )
+        return damage.size
+
+    # ---- writing -----------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Logical size: bytes in the file plus bytes appended but not yet written."""
+        return self._file_end + len(self._buf)
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+    def append(self, payload: bytes) -> int:
+        """Frame `payload` into the buffer; returns its offset. Durable after the next sync()."""
+        self._check_open()
+        offset = self.size
+        self._buf += encode_record(payload)
+        if len(self._buf) >= FLUSH_THRESHOLD:
+            self.flush()
+        return offset
+
+    def flush(self) -> None:
+        """Write the buffer to the file (no fsync)."""
+        if self._buf:
+            self._check_open()
+            view = memoryview(self._buf)
+            written = 0
+            while written < len(view):
+                written += os.write(self._fd, view[written:])
+            view.release()
+            self._file_end += written
+            self._buf.clear()
+            self.flushed_end = self._file_end
+
+    def sync(self) -> None:
+        """Group commit: one write, one fsync of the file (and of the directory if it changed)."""
+        self._check_open()
+        self.flush()
+        os.fsync(self._fd)
+        self.fsyncs += 1
+        if self._dir_dirty:
+            fsync_dir(self.state_dir)
+            self._dir_dirty = False
+
+    def _check_open(self) -> None:
+        if self._fd is None:
+            raise RuntimeError(f"segment log {self.path} is not open")
+
+    def close(self) -> None:
+        """Sync and close; releases the directory lock."""
+        if self._fd is not None:
+            try:
+                self.sync()
+            finally:
+                os.close(self._fd)
+                self._fd = None
+                self._unlock()
+
+    # ---- compaction support ----------------------------------------------------------
+    def begin_rewrite(self) -> SegmentRewrite:
+        return SegmentRewrite(self.state_dir, self.generation + 1)
+
+    def read_range(self, start: int, end: int) -> Iterator[bytes]:
+        """Bytes [start, end) of the active file, in chunks (safe from another thread
+        for end <= flushed_end: those bytes are immutable)."""
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                chunk = f.read(min(remaining, 1 << 20))
+                if not chunk:
+                    raise LogError(f"{self.path} ends before byte {end}")
+                remaining -= len(chunk)
+                yield chunk
+
+    def switch_to(self, rewrite: SegmentRewrite, copied_upto: int) -> None:
+        """Finish a compaction (owner thread): copy what was appended since the rewrite
+        caught up, make the new segment durable, rename it into place, switch to it.
+
+        1. write the buffer to the old file (no fsync: the new file gets it durably);
+        2. copy old bytes [copied_upto, end) into the new file, fsync it;
+        3. rename new.tmp -> new (atomic), fsync the directory: the commit point;
+        4. reopen for append, delete the old segment.
+        """
+        self.flush()
+        for chunk in self.read_range(copied_upto, self._file_end):
+            rewrite.write(chunk)
+        new_path = rewrite.commit()
+        old_path, old_fd = self.path, self._fd
+        self._fd = os.open(new_path, os.O_RDWR | os.O_APPEND)
+        os.close(old_fd)
+        self.path, self.generation = new_path, rewrite.generation
+        self._file_end = self.flushed_end = rewrite.size
+        os.unlink(old_path)
+        self._dir_dirty = True  # the unlink; not needed for safety (open deletes old segments)
+
+
+class SegmentRewrite:
+    """A new segment being written as `<name>.tmp` (by the compaction thread)."""
+
+    def __init__(self, state_dir: Path, generation: int) -> None:
+        self.state_dir = state_dir
+        self.generation = generation
+        self.final = state_dir / segment_name(generation)
+        self.tmp = state_dir / (segment_name(generation) + ".tmp")
+        self._f = open(self.tmp, "wb")
+        self.size = 0
+
+    def append(self, payload: bytes) -> None:
+        self.write(encode_record(payload))
+
+    def write(self, data: bytes) -> None:
+        self._f.write(data)
+        self.size += len(data)
+
+    def fsync(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def commit(self) -> Path:
+        self.fsync()
+        self._f.close()
+        os.rename(self.tmp, self.final)
+        fsync_dir(self.state_dir)
+        return self.final
+
+    def abort(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass

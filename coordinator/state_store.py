@@ -1,0 +1,498 @@
+"""The coordinator's durable state: an in-memory table over an append-only log.
+
+This follows Kafka's offsets topic (seeds 000, 001, 002, 004): every write is
+appended to a keyed log (`coordinator.durable_log`, payloads in
+`coordinator.records`), an in-memory table serves every read, the log is
+replayed on start-up, deletes are tombstones, idle groups' control variables
+expire, and the log is compacted when it is mostly dead entries
+(`coordinator.compaction`). docs/durable-state.md describes the format.
+
+What it holds:
+- control variables (group, topic, partition) -> initial offset, first writer
+  wins (`control_table.ControlTable`);
+- the group registry: group -> consistent-region index and registered
+  operator names;
+- small JSON documents of other services (namespace, key) -> dict;
+- each group's last-activity time (retention).
+
+Protocol with the server (one owner thread calls every method):
+1. `load()` once; until it returns the server answers LOAD_IN_PROGRESS.
+2. Per loop iteration: apply every ready request (each write appends one
+   record to the log buffer, no I/O), call `sync()` once (one fsync: group
+   commit), then send the replies. A write is acknowledged only after that
+   sync returned; a crash before it loses only unacknowledged writes.
+3. Periodically `expire()` and `maybe_compact()` (the latter starts a
+   background compaction, and on a later call switches to the new segment).
+4. `close()` on shutdown: stops a compaction, syncs, closes, unlocks.
+
+Failure: a write that raises (bad input: ValueError/TypeError naming the
+problem; RegionIndexMismatch) has changed nothing. An OSError from the disk
+propagates: the caller must not acknowledge anything not covered by a
+successful sync.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from coordinator import records
+from coordinator.compaction import Compaction, StoreSnapshot
+from coordinator.control_table import MAX_OFFSET, ControlTable
+from coordinator.durable_log import MAX_RECORD_BYTES, LogError, SegmentLog
+
+log = logging.getLogger(__name__)
+
+# Largest partition number accepted: the table stores offsets in an array
+# indexed by partition, so this bounds one topic's array (8 MiB).
+MAX_PARTITION = (1 << 20) - 1
+# Keyed entries per record written by compaction and expiry (seed: batched
+# records make a 1,000,000-entry replay take well under 2 s).
+BATCH_ENTRIES = 10_000
+
+
+class RegionIndexMismatch(Exception):
+    def __init__(self, group: str, expected: int, got: int) -> None:
+        super().__init__(
+            f"group {group!r} is registered with consistent-region index {expected}, not {got}"
+        )
+        self.group, self.expected, self.got = group, expected, got
+
+
+@attrs.frozen
+class LoadReport:
+    records: int
+    entries: int
+    bytes: int
+    seconds: float
+    truncated_bytes: int
+
+
+@attrs.frozen
+class _Group:
+    region_index: int
+    members: tuple[str, ...]  # sorted
+
+    def value(self) -> dict[str, Any]:
+        return {"region_index": self.region_index, "members": list(self.members)}
+
+
+def _check_name(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_int(what: str, value: Any, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"{what} must be an int in [{low}, {high}], got {value!r}")
+    return value
+
+
+class StateStore:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        retention_s: float = 7 * 86400,
+        compact_dead_ratio: float = 0.5,
+        compact_min_bytes: int = 1 << 20,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not retention_s > 0:
+            raise ValueError(f"retention_s must be > 0 seconds, got {retention_s!r}")
+        if not 0 < compact_dead_ratio < 1:
+            raise ValueError(f"compact_dead_ratio must be in (0, 1), got {compact_dead_ratio!r}")
+        if compact_min_bytes < 0:
+            raise ValueError(f"compact_min_bytes must be >= 0, got {compact_min_bytes!r}")
+        self.state_dir = Path(state_dir)
+        self.retention_s = float(retention_s)
+        self.compact_dead_ratio = compact_dead_ratio
+        self.compact_min_bytes = compact_min_bytes
+        self._clock = clock
+        self._log = SegmentLog(self.state_dir)
+        self._control = ControlTable()
+        self._groups: dict[str, _Group] = {}
+        self._docs: dict[str, dict[str, str]] = {}  # namespace -> key -> JSON text
+        self._activity: dict[str, float] = {}
+        self._dirty_activity: set[str] = set()
+        self._log_entries = 0  # keyed entries in the active segment
+        self._appended_entries = 0  # keyed entries appended since load (monotonic)
+        self._compaction: Compaction | None = None
+        self._compaction_base = 0  # _appended_entries when the running compaction started
+        self._compactions = 0
+        self._compaction_failures = 0
+        self._last_pause_s = 0.0
+        self._max_pause_s = 0.0
+        self._load_seconds = 0.0
+        self._truncated = 0
+        self.loaded = False
+        self._closed = False
+
+    # ---- start-up ----------------------------------------------------------------
+    def load(self) -> LoadReport:
+        """Replay the log into the tables; detect, report and truncate a torn tail."""
+        if self.loaded or self._closed:
+            raise RuntimeError("StateStore.load() may be called once, before close()")
+        t0 = time.perf_counter()
+        entries = 0
+
+        def on_record(offset: int, payload: memoryview) -> None:
+            nonlocal entries
+            _ts, act, items = records.decode(payload)  # ValueError = undecodable: cut here
+            try:
+                for entry in items:
+                    entries += self._apply(entry)
+                for group, at in act.items():
+                    if at > self._activity.get(group, 0.0):
+                        self._activity[group] = float(at)
+            except (ValueError, TypeError) as exc:
+                # Not a torn write (the CRC matched and the shape is valid): refuse to
+                # truncate acknowledged data because of what may be a bug here.
+                raise LogError(f"record at byte {offset} of {self._log.path} cannot be applied: {exc}") from exc
+
+        recovery = self._log.open(on_record)
+        # Groups with state but no recorded activity count as active now; activity of
+        # groups that no longer hold state is dropped.
+        now, known = self._clock(), self._known_groups()
+        self._activity = {g: self._activity.get(g, now) for g in known}
+        self._log_entries = entries
+        self._truncated = recovery.truncated_bytes
+        self._load_seconds = time.perf_counter() - t0
+        self.loaded = True
+        report = LoadReport(recovery.records, entries, recovery.bytes, self._load_seconds, recovery.truncated_bytes)
+        log.info(
+            "loaded %s: %d records, %d entries, %d bytes in %.3f s (%d control variables, %d groups, "
+            "%d truncated bytes)",
+            recovery.path, report.records, report.entries, report.bytes, report.seconds,
+            len(self._control), len(self._groups), report.truncated_bytes,
+        )
+        return report
+
+    def _apply(self, entry: list) -> int:
+        """Apply one decoded log entry to the tables; returns its keyed-entry count."""
+        kind = entry[0]
+        if kind == records.CONTROL:
+            _, group, topic, partitions, offsets = entry
+            self._control.set_many(group, topic, partitions, offsets)
+            return len(partitions)
+        if kind == records.GROUP:
+            _, group, value = entry
+            if value is None:
+                self._groups.pop(group, None)
+            else:
+                self._groups[group] = _Group(value["region_index"], tuple(sorted(value["members"])))
+            return 1
+        _, namespace, key, value = entry
+        if value is None:
+            docs = self._docs.get(namespace)
+            if docs is not None:
+                docs.pop(key, None)
+                if not docs:
+                    del self._docs[namespace]
+        else:
+            self._docs.setdefault(namespace, {})[key] = json.dumps(value, separators=(",", ":"))
+        return 1
+
+    # ---- writing -----------------------------------------------------------------
+    def _ready(self) -> None:
+        if not self.loaded:
+            raise RuntimeError("StateStore is not loaded: call load() first")
+        if self._closed:
+            raise RuntimeError("StateStore is closed")
+
+    def _encode(self, entries: list[list]) -> tuple[bytes, int]:
+        act = {g: self._activity[g] for g in self._dirty_activity if g in self._activity}
+        payload = records.encode(self._clock(), entries, act)
+        if len(payload) > MAX_RECORD_BYTES - 1:
+            raise ValueError(
+                f"request too large for one log record ({len(payload)} bytes > {MAX_RECORD_BYTES}); "
+                "split it into smaller requests"
+            )
+        return payload, sum(records.entry_count(e) for e in entries)
+
+    def _append_encoded(self, payload: bytes, count: int) -> None:
+        self._log.append(payload)
+        self._dirty_activity.clear()
+        self._log_entries += count
+        self._appended_entries += count
+
+    def _mark_active(self, group: str) -> None:
+        self._activity[group] = self._clock()
+        self._dirty_activity.add(group)
+
+    def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Put-if-absent: store the keys not yet set; return the effective value of every key.
+
+        Appends one record for the new entries (none if nothing is new). Not
+        durable until the next `sync()`.
+        """
+        self._ready()
+        _check_name("group", group)
+        effective: dict[tuple[str, int], int] = {}
+        new: dict[str, tuple[list[int], list[int]]] = {}
+        for key, offset in offsets.items():
+            if not isinstance(key, tuple) or len(key) != 2:
+                raise ValueError(f"control variable key must be (topic, partition), got {key!r}")
+            topic, partition = key
+            _check_name("topic", topic)
+            _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
+            _check_int(f"offset of {topic}[{partition}]", offset, 0, MAX_OFFSET)
+            current = self._control.get(group, topic, partition)
+            if current is None:
+                ps, os_ = new.setdefault(topic, ([], []))
+                ps.append(partition)
+                os_.append(offset)
+                current = offset
+            effective[(topic, partition)] = current
+        self._mark_active(group)
+        if new:
+            entries = [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()]
+            payload, count = self._encode(entries)  # may raise: nothing changed yet
+            for topic, (ps, os_) in new.items():
+                self._control.set_many(group, topic, ps, os_)
+            self._append_encoded(payload, count)
+        return effective
+
+    def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        self._ready()
+        return self._control.group_items(group)
+
+    def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]:
+        """Register `operator_name` in `group` (created on first registration); idempotent."""
+        self._ready()
+        _check_name("group", group)
+        _check_int("region_index", region_index, 0, MAX_OFFSET)
+        _check_name("operator_name", operator_name)
+        current = self._groups.get(group)
+        if current is not None and current.region_index != region_index:
+            raise RegionIndexMismatch(group, current.region_index, region_index)
+        self._mark_active(group)
+        if current is not None and operator_name in current.members:
+            return list(current.members)
+        members = tuple(sorted((*current.members, operator_name) if current else (operator_name,)))
+        return self._write_group(group, _Group(region_index, members))
+
+    def unregister_member(self, group: str, operator_name: str) -> list[str]:
+        """Remove `operator_name` from `group`; idempotent. The group (and its region
+        index) stays until retention expires it while it has no members."""
+        self._ready()
+        current = self._groups.get(group)
+        if current is None:
+            return []
+        self._mark_active(group)
+        if operator_name not in current.members:
+            return list(current.members)
+        members = tuple(m for m in current.members if m != operator_name)
+        return self._write_group(group, _Group(current.region_index, members))
+
+    def _write_group(self, group: str, value: _Group) -> list[str]:
+        payload, count = self._encode([[records.GROUP, group, value.value()]])
+        self._groups[group] = value
+        self._append_encoded(payload, count)
+        return list(value.members)
+
+    def members(self, group: str) -> list[str]:
+        self._ready()
+        current = self._groups.get(group)
+        return list(current.members) if current else []
+
+    def region_index(self, group: str) -> int | None:
+        self._ready()
+        current = self._groups.get(group)
+        return current.region_index if current else None
+
+    def groups(self) -> list[str]:
+        self._ready()
+        return sorted(self._known_groups())
+
+    def _known_groups(self) -> set[str]:
+        return set(self._groups) | set(self._control.groups())
+
+    def touch(self, group: str) -> None:
+        """Record activity of a known group (in memory; persisted with the next write)."""
+        if group in self._groups or self._control.has_group(group):
+            self._mark_active(group)
+
+    def put_document(self, namespace: str, key: str, value: dict | None) -> None:
+        self._ready()
+        _check_name("namespace", namespace)
+        _check_name("key", key)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"document {namespace}/{key} must be a dict or None, got {type(value).__name__}")
+        docs = self._docs.get(namespace)
+        if value is None and (docs is None or key not in docs):
+            return
+        text = None if value is None else json.dumps(value, separators=(",", ":"), allow_nan=False)
+        payload, count = self._encode([records.document_entry(namespace, key, value)])
+        if text is None:
+            del docs[key]
+            if not docs:
+                del self._docs[namespace]
+        else:
+            self._docs.setdefault(namespace, {})[key] = text
+        self._append_encoded(payload, count)
+
+    def get_document(self, namespace: str, key: str) -> dict | None:
+        self._ready()
+        text = self._docs.get(namespace, {}).get(key)
+        return None if text is None else json.loads(text)
+
+    def documents(self, namespace: str) -> dict[str, dict]:
+        self._ready()
+        return {k: json.loads(v) for k, v in self._docs.get(namespace, {}).items()}
+
+    def sync(self) -> None:
+        """Group commit: one fsync for everything appended since the last sync."""
+        self._ready()
+        self._log.sync()
+
+    # ---- retention and compaction -----------------------------------------------------
+    def expire(self, now: float | None = None) -> int:
+        """Tombstone the control variables of groups idle longer than retention_s.
+
+        A group's registry entry is tombstoned too when it has no members left.
+        Returns the number of control variables tombstoned.
+        """
+        self._ready()
+        now = self._clock() if now is None else now
+        cutoff = now - self.retention_s
+        expired = 0
+        entries: list[list] = []
+        count = 0
+        for group in sorted(self._known_groups()):
+            last = self._activity.setdefault(group, now)
+            if last >= cutoff:
+                continue
+            removed = self._control.drop_group(group)
+            for topic, partitions in removed:
+                entries.append(records.control_entry(group, topic, partitions, [None] * len(partitions)))
+                count += len(partitions)
+                expired += len(partitions)
+            registry = self._groups.get(group)
+            if registry is not None and not registry.members:
+                del self._groups[group]
+                entries.append(records.group_tombstone(group))
+                count += 1
+            if group not in self._groups:
+                del self._activity[group]
+                self._dirty_activity.discard(group)
+            log.info("retention: group %r idle since %.0f: tombstoned %d control variables",
+                     group, last, sum(len(p) for _, p in removed))
+            if count >= BATCH_ENTRIES:
+                self._append_encoded(*self._encode(entries))
+                entries, count = [], 0
+        if entries:
+            self._append_encoded(*self._encode(entries))
+        return expired
+
+    def _live_entries(self) -> int:
+        return len(self._control) + len(self._groups) + sum(len(d) for d in self._docs.values())
+
+    def _should_compact(self) -> bool:
+        if self._log.size < self.compact_min_bytes or self._log_entries == 0:
+            return False
+        dead = self._log_entries - self._live_entries()
+        return dead / self._log_entries > self.compact_dead_ratio
+
+    def maybe_compact(self) -> bool:
+        """Start a compaction if dead entries exceed the ratio, or finish one that is done.
+
+        Returns True when this call started or finished a compaction.
+        """
+        self._ready()
+        if self._compaction is not None:
+            if not self._compaction.done.is_set():
+                return False
+            return self._finish_compaction()
+        if not self._should_compact():
+            return False
+        self._start_compaction()
+        return True
+
+    def compact(self, timeout: float = 60.0) -> None:
+        """Compact now and wait for it (tests, benchmarks, operator tools)."""
+        self._ready()
+        if self._compaction is None:
+            self._start_compaction()
+        assert self._compaction is not None
+        if not self._compaction.done.wait(timeout):
+            raise TimeoutError(f"compaction did not finish within {timeout} s")
+        if not self._finish_compaction():
+            raise RuntimeError("compaction failed (see the log)") from self._last_compaction_error
+
+    def _start_compaction(self) -> None:
+        t0 = time.perf_counter()
+        self._log.flush()
+        snap = StoreSnapshot(
+            control=self._control.snapshot(),
+            groups={g: v.value() for g, v in self._groups.items()},
+            documents={ns: dict(d) for ns, d in self._docs.items()},
+            activity={g: t for g, t in self._activity.items() if g in self._groups or self._control.has_group(g)},
+            ts=self._clock(),
+        )
+        self._compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
+        self._compaction_base = self._appended_entries
+        self._compaction.start()
+        self._note_pause(time.perf_counter() - t0)
+        log.info("compaction started: %d bytes, %d entries (%d live)",
+                 self._log.size, self._log_entries, self._live_entries())
+
+    _last_compaction_error: BaseException | None = None
+
+    def _finish_compaction(self) -> bool:
+        job, self._compaction = self._compaction, None
+        assert job is not None
+        if job.error is not None:
+            self._compaction_failures += 1
+            self._last_compaction_error = job.error
+            return False
+        t0 = time.perf_counter()
+        before = self._log.size
+        job.finish()
+        self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)
+        self._compactions += 1
+        pause = time.perf_counter() - t0
+        self._note_pause(pause)
+        log.info("compaction done in %.3f s: %d -> %d bytes, %d entries; switch paused the caller %.1f ms",
+                 time.perf_counter() - job.started, before, self._log.size, self._log_entries, pause * 1e3)
+        return True
+
+    def _note_pause(self, seconds: float) -> None:
+        self._last_pause_s = seconds
+        self._max_pause_s = max(self._max_pause_s, seconds)
+
+    def stats(self) -> dict:
+        live = self._live_entries()
+        return {
+            "control_variables": len(self._control),
+            "groups": len(self._known_groups()),
+            "documents": sum(len(d) for d in self._docs.values()),
+            "log_bytes": self._log.size,
+            "live_entries": live,
+            "dead_entries": max(self._log_entries - live, 0),
+            "compactions": self._compactions,
+            "compaction_running": self._compaction is not None,
+            "compaction_failures": self._compaction_failures,
+            "compaction_max_pause_ms": self._max_pause_s * 1e3,
+            "fsyncs": self._log.fsyncs,
+            "load_seconds": self._load_seconds,
+            "truncated_bytes": self._truncated,
+        }
+
+    def close(self) -> None:
+        """Stop a running compaction, sync and close the log, release the directory."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._compaction is not None:
+            self._compaction.cancel()
+            self._compaction = None
+        if self.loaded:
+            self._log.close()
