@@ -1,0 +1,2 @@
+"""Checkpoint/reset drills: run a pipeline, inject a fault, verify exactly-once
+output independently (see docs/drills.md)."""

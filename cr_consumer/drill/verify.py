@@ -1,0 +1,315 @@
+"""Independent verification of a drill's exactly-once output.
+
+The verifier knows nothing about the pipeline or the region: it compares what
+the drill *produced* (the manifest, written while producing, from the
+producer's own acknowledgements) with what the sinks *published* (every
+``*.jsonl`` file under the output directory; pending files never end in
+``.jsonl``), and with the group's committed offsets as any Kafka tool sees them.
+
+Manifest (versioned JSON, ``manifest.json``)::
+
+    {"version": 1, "group": "...",
+     "topics": {"<topic>": {"<partition>": {"offsets": [o, ...], "values": [v, ...],
+                                             "poison": [o, ...]}}}}
+
+``offsets[i]`` was acknowledged for ``values[i]``; ``poison`` lists the offsets
+of undecodable records, which the pipeline must count and skip.
+
+Checks, per (topic, partition), with ``first``/``last`` the lowest/highest
+produced offset:
+
+1. every offset in ``first..last`` that is not poison is delivered (else *missing*;
+   this is the contiguity check: a hole anywhere in the range is missing);
+2. no offset is delivered twice (*duplicates* counts the extra copies);
+3. the delivered value equals the produced one (*wrong_values*);
+4. nothing else is delivered: no poison record, no offset outside what was
+   produced, no unknown topic/partition (*unexpected*);
+5. the committed offset is not behind the output: committed >= highest
+   published offset + 1 (every published record belongs to a completed
+   checkpoint, and the drain commits before the checkpoint completes), reported
+   as *committed_behind*.
+
+A line that is not a JSON object with topic, partition and offset is a
+*malformed_lines* failure. The result is OK only when every count is zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+MANIFEST_VERSION = 1
+PUBLISHED_SUFFIX = ".jsonl"
+#: Examples of each problem kept in the result, so a failure names offsets
+#: without a report of megabytes.
+MAX_EXAMPLES = 10
+
+
+class ManifestError(ValueError):
+    """The manifest is missing, of another version, or inconsistent."""
+
+
+@attrs.define
+class Manifest:
+    """What was produced (see the module docstring)."""
+
+    group: str
+    #: (topic, partition) -> {offset: value}
+    values: dict[tuple[str, int], dict[int, Any]] = attrs.field(factory=dict)
+    #: (topic, partition) -> set of poison offsets
+    poison: dict[tuple[str, int], set[int]] = attrs.field(factory=dict)
+
+    def add(self, topic: str, partition: int, offset: int, value: Any, *, poison: bool = False) -> None:
+        key = (topic, partition)
+        if poison:
+            self.poison.setdefault(key, set()).add(offset)
+            self.values.setdefault(key, {})
+        else:
+            self.values.setdefault(key, {})[offset] = value
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(set(self.values) | set(self.poison))
+
+    @property
+    def produced(self) -> int:
+        return sum(len(v) for v in self.values.values()) + self.poison_count
+
+    @property
+    def poison_count(self) -> int:
+        return sum(len(v) for v in self.poison.values())
+
+    def last_offsets(self) -> dict[tuple[str, int], int]:
+        out = {}
+        for key in self.partitions():
+            offs = list(self.values.get(key, {})) + list(self.poison.get(key, ()))
+            if offs:
+                out[key] = max(offs)
+        return out
+
+    def to_json(self) -> dict:
+        topics: dict[str, dict[str, dict]] = defaultdict(dict)
+        for topic, part in self.partitions():
+            vals = self.values.get((topic, part), {})
+            offsets = sorted(vals)
+            topics[topic][str(part)] = {
+                "offsets": offsets,
+                "values": [vals[o] for o in offsets],
+                "poison": sorted(self.poison.get((topic, part), ())),
+            }
+        return {"version": MANIFEST_VERSION, "group": self.group, "topics": dict(topics)}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Manifest":
+        if not isinstance(doc, dict) or doc.get("version") != MANIFEST_VERSION:
+            raise ManifestError(
+                f"manifest version {doc.get('version') if isinstance(doc, dict) else doc!r} "
+                f"is not supported (expected {MANIFEST_VERSION})"
+            )
+        m = cls(group=doc.get("group", ""))
+        for topic, parts in doc["topics"].items():
+            for part_s, entry in parts.items():
+                part = int(part_s)
+                offsets, values = entry["offsets"], entry["values"]
+                if len(offsets) != len(values):
+                    raise ManifestError(f"manifest {topic}/{part}: {len(offsets)} offsets but {len(values)} values")
+                m.values[(topic, part)] = dict(zip(offsets, values))
+                if entry.get("poison"):
+                    m.poison[(topic, part)] = set(entry["poison"])
+        return m
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Manifest":
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ManifestError(f"manifest {path} does not exist") from None
+        return cls.from_json(doc)
+
+
+@attrs.frozen
+class PartitionResult:
+    topic: str
+    partition: int
+    first: int | None
+    last: int | None
+    expected: int
+    poison: int
+    delivered: int
+    missing: int
+    duplicates: int
+    wrong_values: int
+    unexpected: int
+    committed: int | None = None
+    committed_behind: bool = False
+
+
+@attrs.frozen
+class VerifyResult:
+    produced: int
+    poison: int
+    expected: int
+    delivered: int
+    missing: int
+    duplicates: int
+    wrong_values: int
+    unexpected: int
+    malformed_lines: int
+    committed_behind: int
+    files: int
+    partitions: tuple[PartitionResult, ...]
+    examples: dict[str, list] = attrs.field(factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.missing or self.duplicates or self.wrong_values or self.unexpected
+            or self.malformed_lines or self.committed_behind
+        )
+
+    def summary(self) -> dict:
+        return {
+            "ok": self.ok,
+            "produced": self.produced,
+            "poison": self.poison,
+            "expected": self.expected,
+            "delivered": self.delivered,
+            "missing": self.missing,
+            "duplicates": self.duplicates,
+            "wrong_values": self.wrong_values,
+            "unexpected": self.unexpected,
+            "malformed_lines": self.malformed_lines,
+            "committed_behind": self.committed_behind,
+            "files": self.files,
+            "examples": self.examples,
+        }
+
+
+def published_files(output_dir: str | os.PathLike) -> list[Path]:
+    """Every published output file under ``output_dir`` (recursively)."""
+    return sorted(p for p in Path(output_dir).rglob(f"*{PUBLISHED_SUFFIX}") if not p.name.startswith("."))
+
+
+def count_lines(paths: list[Path]) -> int:
+    n = 0
+    for p in paths:
+        with open(p, "rb") as f:
+            n += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    return n
+
+
+def verify(
+    manifest: Manifest,
+    output_dir: str | os.PathLike,
+    committed: dict[tuple[str, int], int | None] | None = None,
+) -> VerifyResult:
+    """Check the published output against the manifest (see the module docstring).
+
+    ``committed`` maps (topic, partition) to the group's committed offset
+    (``None`` when nothing is committed); when it is None the commit check is skipped.
+    """
+    seen: dict[tuple[str, int], Counter] = defaultdict(Counter)
+    got_value: dict[tuple[str, int], dict[int, Any]] = defaultdict(dict)
+    examples: dict[str, list] = defaultdict(list)
+    malformed = 0
+    files = published_files(output_dir)
+
+    def example(kind: str, item: Any) -> None:
+        if len(examples[kind]) < MAX_EXAMPLES:
+            examples[kind].append(item)
+
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                try:
+                    doc = json.loads(line)
+                    key = (doc["topic"], int(doc["partition"]))
+                    offset = int(doc["offset"])
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    malformed += 1
+                    example("malformed_lines", f"{path.name}:{lineno}")
+                    continue
+                seen[key][offset] += 1
+                values = got_value[key]
+                if offset not in values:
+                    values[offset] = doc.get("value")
+                elif values[offset] != doc.get("value"):
+                    values[offset] = _Conflict()
+
+    totals = Counter()
+    results = []
+    for key in sorted(set(manifest.partitions()) | set(seen)):
+        topic, part = key
+        vals = manifest.values.get(key, {})
+        poison = manifest.poison.get(key, set())
+        produced_offsets = set(vals) | poison
+        counts = seen.get(key, Counter())
+        first = min(produced_offsets) if produced_offsets else None
+        last = max(produced_offsets) if produced_offsets else None
+        missing = dup = wrong = unexpected = 0
+        if first is not None:
+            for off in range(first, last + 1):
+                if off not in counts and off not in poison:
+                    missing += 1
+                    example("missing", [topic, part, off])
+        for off, n in counts.items():
+            if n > 1:
+                dup += n - 1
+                example("duplicates", [topic, part, off, n])
+            if off in vals:
+                got = got_value[key][off]
+                if isinstance(got, _Conflict) or got != vals[off]:
+                    wrong += 1
+                    example("wrong_values", [topic, part, off, repr(got)[:80], repr(vals[off])[:80]])
+            else:
+                unexpected += 1
+                example("unexpected", [topic, part, off, "poison" if off in poison else "not produced"])
+        delivered = sum(counts.values())
+        comm = None
+        behind = False
+        if committed is not None and counts:
+            comm = committed.get(key)
+            need = max(counts) + 1
+            behind = comm is None or comm < need
+            if behind:
+                example("committed_behind", [topic, part, comm, need])
+        results.append(PartitionResult(
+            topic=topic, partition=part, first=first, last=last, expected=len(vals), poison=len(poison),
+            delivered=delivered, missing=missing, duplicates=dup, wrong_values=wrong,
+            unexpected=unexpected, committed=comm, committed_behind=behind,
+        ))
+        totals.update(missing=missing, duplicates=dup, wrong=wrong, unexpected=unexpected,
+                      delivered=delivered, behind=int(behind))
+
+    return VerifyResult(
+        produced=manifest.produced,
+        poison=manifest.poison_count,
+        expected=manifest.produced - manifest.poison_count,
+        delivered=totals["delivered"],
+        missing=totals["missing"],
+        duplicates=totals["duplicates"],
+        wrong_values=totals["wrong"],
+        unexpected=totals["unexpected"],
+        malformed_lines=malformed,
+        committed_behind=totals["behind"],
+        files=len(files),
+        partitions=tuple(results),
+        examples=dict(examples),
+    )
+
+
+class _Conflict:
+    """Marker: the same offset was delivered with two different values."""
+
+    def __repr__(self) -> str:
+        return "<conflicting values>"
