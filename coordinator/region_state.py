@@ -1,0 +1,502 @@
+"""The region controller's state machine, without I/O (driven by ``region_controller.py``).
+
+A :class:`RegionCore` holds one consistent region: its config, its members,
+its phase and the durable facts (last consistent checkpoint, next sequence id,
+next reset attempt). Inputs are method calls (``join``, ``heartbeat``, ``ack``,
+``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through two
+callbacks: ``send(member, body)`` (a command pushed to a member) and
+``persist(doc)`` (the durable document; the service makes it durable before any
+command queued after it is sent).
+
+The checkpoint cycle (periodic: every ``period_s`` after the last RESUME;
+operator-driven: on a member's ``trigger``):
+
+1. RUNNING -> DRAINING: ``seq = next_seq`` (persisted), DRAIN(seq) to every
+   member; each blocks its region permit and drains its operators.
+2. All drained -> CHECKPOINTING: CHECKPOINT(seq) to every member; each saves
+   its operators' checkpoints and answers with its source offsets.
+3. All checkpointed: ``seq`` is the last consistent checkpoint; it is persisted
+   (with the members and the union of their source offsets) BEFORE anyone is
+   told.
+4. RESUME(complete=seq) to every member: sinks publish the interval, permits
+   are released. Phase RUNNING; the consecutive-reset counter goes to 0.
+5. RETIRE(previous consistent seq): members delete older checkpoints.
+
+A member that does not answer within the drain timeout, an error answer, a
+member that stops heartbeating (``member_timeout_s``) or leaves, or a new
+member fails the cycle and starts a reset.
+
+The reset:
+
+1. Cause: a member's request (``force`` for rebalances: the consecutive counter
+   goes to 0), a failure (the counter goes up), or a membership change (the
+   counter is unchanged). While a reset is running, further requests do not
+   stack: they are logged and dropped. A member joining during a reset restarts
+   the reset round (new attempt) so that it takes part.
+2. Past ``max_consecutive_resets`` the region goes to FAILED: it stays there
+   (status, metrics; the runner exits non-zero).
+3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
+   rounds never mix in a merge), then RESET(last consistent seq, attempt,
+   checkpoint members, merged offsets) to every member, or RESET_TO_INITIAL
+   (attempt) when there is no consistent checkpoint yet.
+4. All members answered within ``reset_timeout_s``: RESUME(complete=None),
+   phase RUNNING. A failed or late answer retries from step 1 as a failure.
+
+Coordinator restart: the durable document brings back the config, the last
+consistent checkpoint, the counters and the member names; the phase starts in
+WAITING. Members notice (their heartbeats get NOT_REGISTERED), join again, and
+once the expected members are back (or ``join_grace_s`` after the first
+join) the region resets to its last consistent checkpoint.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+DOC_VERSION = 1
+
+
+class Phase(str, enum.Enum):
+    WAITING = "WAITING"  # not enough members yet (start-up, coordinator restart, everyone left)
+    RUNNING = "RUNNING"  # members process tuples
+    DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
+    CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
+    RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
+    FAILED = "FAILED"  # too many consecutive resets; terminal
+
+
+#: The only allowed phase transitions; anything else is a bug and raises.
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    Phase.WAITING: frozenset({Phase.RESETTING, Phase.FAILED}),
+    Phase.RUNNING: frozenset({Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
+    Phase.DRAINING: frozenset({Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
+    Phase.CHECKPOINTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
+    Phase.RESETTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
+    Phase.FAILED: frozenset(),
+}
+
+
+class InvalidTransition(RuntimeError):
+    pass
+
+
+class ResetKind(str, enum.Enum):
+    FAILURE = "failure"  # counts towards max_consecutive_resets
+    FORCE = "force"  # a rebalance: resets the consecutive counter
+    MEMBERSHIP = "membership"  # a member joined/left: counter unchanged
+
+
+def _positive(name: str):
+    def check(instance, attribute, value):
+        if value <= 0:
+            raise ValueError(f"region config: {name} must be > 0, got {value!r}")
+
+    return check
+
+
+@attrs.frozen
+class RegionConfig:
+    """A region's settings; the first member to join fixes them."""
+
+    name: str
+    index: int = 0
+    mode: str = attrs.field(default="periodic")
+    #: Seconds between the end of one cycle and the start of the next (periodic mode).
+    period_s: float = attrs.field(default=1.0, validator=_positive("period_s"))
+    #: Bound on each of the drain and checkpoint phases: a member that is stuck
+    #: (a wedged sink, a lost broker) fails the cycle instead of blocking the region.
+    drain_timeout_s: float = attrs.field(default=30.0, validator=_positive("drain_timeout_s"))
+    #: Bound on a reset round: a member that never finishes its reset is retried.
+    reset_timeout_s: float = attrs.field(default=30.0, validator=_positive("reset_timeout_s"))
+    max_consecutive_resets: int = attrs.field(default=5, validator=_positive("max_consecutive_resets"))
+    #: A member silent this long is considered dead (detects kill -9 and hosts
+    #: that vanish, so the region does not wait for it for ever).
+    member_timeout_s: float = attrs.field(default=5.0, validator=_positive("member_timeout_s"))
+    #: Members expected at start-up; the first reset waits for them (or join_grace_s).
+    min_members: int = attrs.field(default=1, validator=_positive("min_members"))
+    #: Bound on waiting for min_members / the members known before a coordinator
+    #: restart, so one member that never comes back cannot stall the region.
+    join_grace_s: float = attrs.field(default=10.0, validator=_positive("join_grace_s"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in ("periodic", "operator_driven"):
+            raise ValueError(f"region config: mode must be 'periodic' or 'operator_driven', got {self.mode!r}")
+        if not self.name:
+            raise ValueError("region config: name must be non-empty")
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RegionConfig":
+        known = {f.name for f in attrs.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"region config: unknown settings {sorted(unknown)}")
+        return cls(**d)
+
+    def same_settings(self, other: "RegionConfig") -> list[str]:
+        """Names of the settings that differ (min_members and join_grace_s may differ)."""
+        skip = {"min_members", "join_grace_s"}
+        return [f.name for f in attrs.fields(RegionConfig)
+                if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)]
+
+
+@attrs.define
+class MemberInfo:
+    name: str
+    identity: bytes
+    incarnation: str
+    last_seen: float
+    pid: int | None = None
+
+
+Send = Callable[[str, dict[str, Any]], None]
+Persist = Callable[[dict[str, Any]], None]
+
+
+class RegionCore:
+    """One region's controller state (see the module docstring). Not thread-safe:
+    the coordinator's loop thread is its only caller."""
+
+    def __init__(self, config: RegionConfig, send: Send, persist: Persist, doc: dict | None = None,
+                 on_event: Callable[[str, dict], None] | None = None) -> None:
+        self.config = config
+        self._send = send
+        self._persist = persist
+        self._on_event = on_event or (lambda kind, info: None)
+        self.phase = Phase.WAITING
+        self.members: dict[str, MemberInfo] = {}
+        self.last_consistent: int | None = None
+        self.next_seq = 1
+        self.next_attempt = 1
+        self.consecutive_resets = 0
+        self.checkpoint_members: list[str] = []
+        self.checkpoint_offsets: list[list] = []
+        self.known_members: list[str] = []  # members at the last persist (for restarts)
+        self.failed_reason: str | None = None
+        # current round
+        self.seq: int | None = None  # seq of the running cycle
+        self.attempt: int | None = None  # attempt of the running reset
+        self.waiting: set[str] = set()
+        self.deadline: float | None = None
+        self.next_cycle_at: float | None = None
+        self.first_join_at: float | None = None
+        self._cycle_offsets: list[list] = []
+        self._cycle_start: float | None = None
+        self.reset_started_at: float | None = None
+        # counters for status and metrics
+        self.checkpoints = 0
+        self.resets = 0
+        self.failed_cycles = 0
+        self.last_resume_at: float | None = None
+        if doc:
+            self._load(doc)
+
+    # ------------------------------------------------------------------ durable document
+    def _load(self, doc: dict) -> None:
+        if doc.get("version") != DOC_VERSION:
+            raise ValueError(f"region {self.config.name!r}: stored document version {doc.get('version')!r} "
+                             f"is not {DOC_VERSION}")
+        self.last_consistent = doc["last_consistent"]
+        self.next_seq = doc["next_seq"]
+        self.next_attempt = doc["next_attempt"]
+        self.consecutive_resets = doc["consecutive_resets"]
+        self.checkpoint_members = list(doc["checkpoint_members"])
+        self.checkpoint_offsets = list(doc["checkpoint_offsets"])
+        self.known_members = list(doc["members"])
+        if doc.get("failed"):
+            self.phase = Phase.FAILED
+            self.failed_reason = doc.get("failed_reason") or "failed before the coordinator restarted"
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "version": DOC_VERSION,
+            "config": self.config.to_dict(),
+            "last_consistent": self.last_consistent,
+            "next_seq": self.next_seq,
+            "next_attempt": self.next_attempt,
+            "consecutive_resets": self.consecutive_resets,
+            "checkpoint_members": self.checkpoint_members,
+            "checkpoint_offsets": self.checkpoint_offsets,
+            "members": sorted(self.members) if self.members else self.known_members,
+            "failed": self.phase is Phase.FAILED,
+            "failed_reason": self.failed_reason,
+        }
+
+    def _save(self) -> None:
+        self._persist(self.document())
+
+    # ------------------------------------------------------------------ transitions
+    def _goto(self, phase: Phase, why: str) -> None:
+        if phase not in TRANSITIONS[self.phase]:
+            raise InvalidTransition(f"region {self.config.name!r}: {self.phase.value} -> {phase.value} is not allowed ({why})")
+        log.info("region %s: %s -> %s (%s)", self.config.name, self.phase.value, phase.value, why)
+        self.phase = phase
+        self._on_event("phase", {"phase": phase.value, "why": why})
+
+    def _broadcast(self, names, body: dict[str, Any]) -> None:
+        for name in sorted(names):
+            self._send(name, dict(body))
+
+    # ------------------------------------------------------------------ inputs
+    def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None) -> dict[str, Any]:
+        existing = self.members.get(name)
+        if existing is not None and existing.incarnation == incarnation:
+            existing.identity = identity  # a retry, or a reconnect with a new socket
+            existing.last_seen = now
+            return self._join_reply(name)
+        self.members[name] = MemberInfo(name, identity, incarnation, now, pid)
+        if self.first_join_at is None:
+            self.first_join_at = now
+        why = f"member {name} joined" if existing is None else f"member {name} restarted (new incarnation)"
+        log.info("region %s: %s (pid %s); members %s", self.config.name, why, pid, sorted(self.members))
+        self._on_event("join", {"member": name, "pid": pid})
+        self._save()
+        if self.phase is Phase.FAILED:
+            return self._join_reply(name)
+        if self.phase is Phase.WAITING:
+            self._maybe_start(now)
+        else:
+            self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True)
+        return self._join_reply(name)
+
+    def _join_reply(self, name: str) -> dict[str, Any]:
+        return {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
+                "config": self.config.to_dict()}
+
+    def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float) -> bool:
+        """False when the member is unknown (it must join again)."""
+        m = self.members.get(name)
+        if m is None or m.incarnation != incarnation:
+            return False
+        m.identity = identity
+        m.last_seen = now
+        return True
+
+    def leave(self, name: str, now: float, reason: str = "left") -> None:
+        if self.members.pop(name, None) is None:
+            return
+        log.info("region %s: member %s %s; members %s", self.config.name, name, reason, sorted(self.members))
+        self._on_event("leave", {"member": name, "reason": reason})
+        self._save()
+        if self.phase is Phase.FAILED:
+            return
+        if not self.members:
+            self.waiting.clear()
+            self.first_join_at = None
+            self._goto(Phase.WAITING, "no members left")
+            return
+        kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
+        if self.phase is Phase.RESETTING:
+            # The round goes on without it; its partitions move to the others by a
+            # Kafka rebalance, which asks for its own (force) reset.
+            self.waiting.discard(name)
+            self._maybe_reset_done(now)
+        elif self.phase is not Phase.WAITING:
+            self._start_reset(f"member {name} {reason}", kind, now)
+
+    def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
+            error: str | None, now: float, offsets: list | None = None) -> None:
+        m = self.members.get(name)
+        if m is None:
+            log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command, name)
+            return
+        m.last_seen = now
+        current = {
+            Phase.DRAINING: ("drain", self.seq, None),
+            Phase.CHECKPOINTING: ("checkpoint", self.seq, None),
+            Phase.RESETTING: ("reset", self.last_consistent, self.attempt),
+        }.get(self.phase)
+        expected = current is not None and current[0] == command and (
+            (command == "reset" and attempt == current[2]) or (command != "reset" and seq == current[1]))
+        if not expected or name not in self.waiting:
+            log.debug("region %s: stale %s answer from %s (seq %s attempt %s) in %s",
+                      self.config.name, command, name, seq, attempt, self.phase.value)
+            return
+        if not ok:
+            what = f"member {name} failed {command}(seq={seq}, attempt={attempt}): {error}"
+            log.warning("region %s: %s", self.config.name, what)
+            if command != "reset":
+                self.failed_cycles += 1
+            self._start_reset(what, ResetKind.FAILURE, now, restart=True)
+            return
+        self.waiting.discard(name)
+        if command == "checkpoint" and offsets:
+            self._cycle_offsets.extend(offsets)
+        if self.waiting:
+            return
+        if command == "drain":
+            self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
+            self.waiting = set(self.members)
+            self._cycle_offsets = []
+            self.deadline = now + self.config.drain_timeout_s
+            self._broadcast(self.waiting, {"cmd": "checkpoint", "seq": self.seq})
+        elif command == "checkpoint":
+            self._complete_checkpoint(now)
+        else:
+            self._maybe_reset_done(now)
+
+    def request_reset(self, name: str, force: bool, reason: str, now: float) -> None:
+        if name not in self.members:
+            log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
+            return
+        kind = ResetKind.FORCE if force else ResetKind.FAILURE
+        self._start_reset(f"member {name} requested a {'forced ' if force else ''}reset: {reason}", kind, now)
+
+    def trigger(self, name: str, now: float) -> None:
+        """Operator-driven mode: a member asks for a checkpoint now."""
+        if self.phase is Phase.RUNNING:
+            self._start_cycle(now, f"trigger from {name}")
+
+    def tick(self, now: float) -> None:
+        if self.phase is Phase.FAILED:
+            return
+        for m in list(self.members.values()):
+            if now - m.last_seen > self.config.member_timeout_s:
+                self.leave(m.name, now, reason=f"stopped heartbeating ({now - m.last_seen:.1f}s)")
+        if self.phase is Phase.WAITING:
+            self._maybe_start(now)
+        elif self.phase in (Phase.DRAINING, Phase.CHECKPOINTING, Phase.RESETTING):
+            if self.deadline is not None and now > self.deadline:
+                late = sorted(self.waiting)
+                what = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint", Phase.RESETTING: "reset"}[self.phase]
+                why = f"members {late} did not answer {what} in time"
+                log.warning("region %s: %s", self.config.name, why)
+                if self.phase is not Phase.RESETTING:
+                    self.failed_cycles += 1
+                self._start_reset(why, ResetKind.FAILURE, now, restart=True)
+        elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
+            if self.next_cycle_at is not None and now >= self.next_cycle_at:
+                self._start_cycle(now, "period")
+
+    # ------------------------------------------------------------------ cycle
+    def _start_cycle(self, now: float, why: str) -> None:
+        self.seq = self.next_seq
+        self.next_seq += 1
+        self._save()  # a seq is never reused, even across a coordinator restart
+        self._goto(Phase.DRAINING, f"checkpoint {self.seq} ({why})")
+        self._cycle_start = now
+        self.waiting = set(self.members)
+        self.deadline = now + self.config.drain_timeout_s
+        self._broadcast(self.waiting, {"cmd": "drain", "seq": self.seq})
+
+    def _complete_checkpoint(self, now: float) -> None:
+        previous = self.last_consistent
+        self.last_consistent = self.seq
+        self.checkpoint_members = sorted(self.members)
+        self.checkpoint_offsets = _union_offsets(self._cycle_offsets)
+        self.consecutive_resets = 0
+        self.checkpoints += 1
+        self._save()  # durable before anyone hears of it
+        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
+                                  f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
+        self._on_event("checkpoint", {"seq": self.seq})
+        self._broadcast(self.members, {"cmd": "resume", "complete": self.seq})
+        if previous is not None:
+            self._broadcast(self.members, {"cmd": "retire", "seq": previous})
+        self.last_resume_at = now
+        self.waiting = set()
+        self.deadline = None
+        self.next_cycle_at = now + self.config.period_s
+
+    # ------------------------------------------------------------------ reset
+    def _maybe_start(self, now: float) -> None:
+        if not self.members:
+            return
+        expected = max(self.config.min_members, len(self.known_members))
+        all_known_back = bool(self.known_members) and set(self.known_members) <= set(self.members)
+        grace_over = self.first_join_at is not None and now - self.first_join_at >= self.config.join_grace_s
+        if len(self.members) >= expected or all_known_back or grace_over:
+            self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
+
+    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False) -> None:
+        if self.phase is Phase.FAILED:
+            return
+        if self.phase is Phase.RESETTING and not restart:
+            log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
+                     self.attempt, why)
+            return
+        if kind is ResetKind.FORCE:
+            self.consecutive_resets = 0
+        elif kind is ResetKind.FAILURE:
+            self.consecutive_resets += 1
+        if self.consecutive_resets > self.config.max_consecutive_resets:
+            self.failed_reason = (f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
+                                  f"back (max {self.config.max_consecutive_resets}); last cause: {why}")
+            self._goto(Phase.FAILED, self.failed_reason)
+            self._save()
+            self._on_event("failed", {"reason": self.failed_reason})
+            self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+            return
+        self.attempt = self.next_attempt
+        self.next_attempt += 1
+        self.resets += 1
+        self._save()
+        self._goto(Phase.RESETTING, f"attempt {self.attempt} ({kind.value}, consecutive "
+                                    f"{self.consecutive_resets}): {why}")
+        if self.reset_started_at is None:
+            self.reset_started_at = now
+        self._on_event("reset", {"attempt": self.attempt, "kind": kind.value, "why": why,
+                                 "seq": self.last_consistent})
+        self.waiting = set(self.members)
+        self.deadline = now + self.config.reset_timeout_s
+        if self.last_consistent is None:
+            body = {"cmd": "reset_to_initial", "attempt": self.attempt}
+        else:
+            body = {"cmd": "reset", "seq": self.last_consistent, "attempt": self.attempt,
+                    "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
+        self._broadcast(self.waiting, body)
+
+    def _maybe_reset_done(self, now: float) -> None:
+        if self.phase is not Phase.RESETTING or self.waiting:
+            return
+        took = now - (self.reset_started_at or now)
+        self.reset_started_at = None
+        self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
+        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
+        self._broadcast(self.members, {"cmd": "resume", "complete": None})
+        self.last_resume_at = now
+        self.deadline = None
+        self.next_cycle_at = now + self.config.period_s
+
+    # ------------------------------------------------------------------ status
+    def status(self, now: float) -> dict[str, Any]:
+        return {
+            "name": self.config.name,
+            "index": self.config.index,
+            "phase": self.phase.value,
+            "mode": self.config.mode,
+            "period_s": self.config.period_s,
+            "members": {
+                n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3)}
+                for n, m in sorted(self.members.items())
+            },
+            "last_consistent": self.last_consistent,
+            "seq": self.seq,
+            "attempt": self.attempt,
+            "waiting_for": sorted(self.waiting),
+            "consecutive_resets": self.consecutive_resets,
+            "max_consecutive_resets": self.config.max_consecutive_resets,
+            "checkpoints": self.checkpoints,
+            "resets": self.resets,
+            "failed_cycles": self.failed_cycles,
+            "failed_reason": self.failed_reason,
+        }
+
+
+def _union_offsets(triples: list[list]) -> list[list]:
+    """Union of members' [topic, partition, offset] lists; the minimum wins on overlap
+    (replays, never skips)."""
+    out: dict[tuple[str, int], int] = {}
+    for t, p, o in triples:
+        key = (t, p)
+        out[key] = o if key not in out else min(out[key], o)
+    return [[t, p, o] for (t, p), o in sorted(out.items())]

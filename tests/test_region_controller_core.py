@@ -1,0 +1,184 @@
+"""The region controller's state machine (no I/O): cycle, resets, failure, restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.region_state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
+
+
+class Harness:
+    def __init__(self, doc=None, **cfg):
+        self.sent: list[tuple[str, dict]] = []
+        self.docs: list[dict] = []
+        self.events: list[tuple[str, dict]] = []
+        config = RegionConfig(name="r", **cfg)
+        self.core = RegionCore(config, lambda m, b: self.sent.append((m, b)), self.docs.append, doc,
+                               on_event=lambda k, i: self.events.append((k, i)))
+
+    def take(self):
+        out, self.sent = self.sent, []
+        return out
+
+    def ack_all(self, cmd, now, **kw):
+        for name in sorted(self.core.waiting):
+            self.core.ack(name, cmd, kw.get("seq"), kw.get("attempt"), True, None, now, kw.get("offsets", {}).get(name))
+
+
+def started(n=2, **cfg) -> Harness:
+    h = Harness(min_members=n, **cfg)
+    for i in range(n):
+        h.core.join(f"m{i}", b"id%d" % i, "inc1", 0.0)
+    assert h.core.phase is Phase.RESETTING
+    sent = h.take()
+    assert {b["cmd"] for _, b in sent} == {"reset_to_initial"}
+    h.ack_all("reset", 0.1, attempt=h.core.attempt)
+    assert h.core.phase is Phase.RUNNING
+    assert [b["cmd"] for _, b in h.take()] == ["resume"] * n
+    return h
+
+
+def test_full_cycle_persists_before_resume_and_retires_older():
+    h = started(2, period_s=1.0)
+    h.core.tick(0.5)
+    assert h.take() == []
+    h.core.tick(1.2)
+    assert h.core.phase is Phase.DRAINING
+    assert [b for _, b in h.take()] == [{"cmd": "drain", "seq": 1}] * 2
+    h.ack_all("drain", 1.3, seq=1)
+    assert h.core.phase is Phase.CHECKPOINTING
+    assert [b["cmd"] for _, b in h.take()] == ["checkpoint"] * 2
+    n_docs = len(h.docs)
+    h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 5]], "m1": [["t", 1, 7]]})
+    assert h.core.phase is Phase.RUNNING
+    assert h.docs[-1]["last_consistent"] == 1 and len(h.docs) == n_docs + 1
+    assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
+    assert [b for _, b in h.take()] == [{"cmd": "resume", "complete": 1}] * 2
+    # second cycle retires the first
+    h.core.tick(2.5)
+    h.ack_all("drain", 2.6, seq=2)
+    h.ack_all("checkpoint", 2.7, seq=2)
+    cmds = [b for _, b in h.take()]
+    assert {"cmd": "retire", "seq": 1} in cmds
+
+
+def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
+    h = started(2, period_s=1.0, drain_timeout_s=2.0)
+    h.core.tick(1.1)
+    h.ack_all("drain", 1.2, seq=1)
+    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 3]]})
+    h.take()
+    h.core.tick(2.4)
+    h.core.ack("m0", "drain", 2, None, True, None, 2.5)
+    h.core.heartbeat("m1", b"id1", "inc1", 3.0)
+    h.core.heartbeat("m0", b"id0", "inc1", 3.0)
+    h.core.tick(4.5)  # m1 never drained
+    assert h.core.phase is Phase.RESETTING
+    resets = [b for _, b in h.take() if b["cmd"] == "reset"]
+    assert len(resets) == 2 and resets[0]["seq"] == 1 and resets[0]["offsets"] == [["t", 0, 3]]
+    assert h.core.consecutive_resets == 1 and h.core.failed_cycles == 1
+
+
+def test_requests_during_reset_do_not_stack_and_force_clears_counter():
+    h = started(2)
+    h.core.request_reset("m0", False, "sink error", 1.0)
+    attempt = h.core.attempt
+    h.take()
+    h.core.request_reset("m1", False, "sink error too", 1.1)
+    h.core.request_reset("m0", True, "rebalance", 1.1)
+    assert h.core.attempt == attempt and h.take() == []
+    assert h.core.consecutive_resets == 1
+    h.ack_all("reset", 1.2, attempt=attempt)
+    h.core.request_reset("m1", True, "rebalance", 1.5)
+    assert h.core.consecutive_resets == 0
+
+
+def test_too_many_consecutive_resets_fail_the_region():
+    h = started(1, max_consecutive_resets=3)
+    for i in range(3):
+        h.core.request_reset("m0", False, "sink raises", 1.0 + i)
+        assert h.core.phase is Phase.RESETTING
+        h.ack_all("reset", 1.1 + i, attempt=h.core.attempt)
+    h.core.request_reset("m0", False, "sink raises", 5.0)
+    assert h.core.phase is Phase.FAILED
+    assert h.docs[-1]["failed"] is True
+    assert ("m0", {"cmd": "failed", "reason": h.core.failed_reason}) in h.take()
+    h.core.request_reset("m0", True, "rebalance", 6.0)  # FAILED is terminal
+    assert h.core.phase is Phase.FAILED
+
+
+def test_reset_failure_answer_retries_with_new_attempt():
+    h = started(2)
+    h.core.request_reset("m0", True, "rebalance", 1.0)
+    a1 = h.core.attempt
+    h.core.ack("m0", "reset", None, a1, False, "merge timed out", 1.1)
+    assert h.core.phase is Phase.RESETTING and h.core.attempt == a1 + 1
+    h.core.ack("m1", "reset", None, a1, True, None, 1.2)  # stale attempt: ignored
+    assert h.core.waiting == {"m0", "m1"}
+
+
+def test_member_silence_and_restart():
+    h = started(2, member_timeout_s=2.0)
+    h.core.heartbeat("m0", b"id0", "inc1", 1.9)
+    h.core.tick(2.5)  # m1 silent since 0.1
+    assert "m1" not in h.core.members and h.core.phase is Phase.RESETTING
+    h.ack_all("reset", 2.6, attempt=h.core.attempt)
+    h.take()
+    # the runner restarts m1: a new incarnation joins -> membership reset, counter unchanged
+    before = h.core.consecutive_resets
+    h.core.join("m1", b"id1b", "inc2", 3.0)
+    assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == before
+    assert {m for m, _ in h.take()} == {"m0", "m1"}
+
+
+def test_join_during_reset_restarts_round_including_joiner():
+    h = started(1)
+    h.core.request_reset("m0", True, "rebalance", 1.0)
+    a1 = h.core.attempt
+    h.take()
+    h.core.join("m9", b"x", "i", 1.1)
+    assert h.core.attempt == a1 + 1 and h.core.waiting == {"m0", "m9"}
+
+
+def test_restart_from_document_waits_for_known_members_then_resets_to_checkpoint():
+    h = started(2)
+    h.core.tick(1.1)
+    h.ack_all("drain", 1.2, seq=1)
+    h.ack_all("checkpoint", 1.3, seq=1)
+    doc = h.docs[-1]
+    again = Harness(doc=doc, min_members=1)
+    assert again.core.phase is Phase.WAITING and again.core.next_seq == 2
+    assert again.core.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
+    again.core.join("m0", b"id0", "inc1", 5.0)
+    assert again.core.phase is Phase.WAITING  # m1 was a member: wait for it (or the grace)
+    again.core.join("m1", b"id1", "inc1", 5.1)
+    assert again.core.phase is Phase.RESETTING
+    assert {b["cmd"] for _, b in again.take()} == {"reset"}
+    assert again.core.attempt > h.core.attempt - 1
+
+
+def test_grace_starts_region_without_a_lost_member():
+    h = Harness(min_members=3, join_grace_s=1.0)
+    h.core.join("m0", b"a", "i", 0.0)
+    h.core.tick(0.5)
+    assert h.core.phase is Phase.WAITING
+    h.core.heartbeat("m0", b"a", "i", 1.0)
+    h.core.tick(1.01)
+    assert h.core.phase is Phase.RESETTING
+
+
+def test_transition_table_is_enforced():
+    h = Harness()
+    assert Phase.RUNNING not in TRANSITIONS[Phase.WAITING]
+    with pytest.raises(InvalidTransition):
+        h.core._goto(Phase.RUNNING, "test")
+    assert TRANSITIONS[Phase.FAILED] == frozenset()
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="mode"):
+        RegionConfig(name="r", mode="sometimes")
+    with pytest.raises(ValueError, match="period_s"):
+        RegionConfig(name="r", period_s=0)
+    with pytest.raises(ValueError, match="unknown settings"):
+        RegionConfig.from_dict({"name": "r", "perid_s": 1})
