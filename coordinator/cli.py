@@ -1,0 +1,238 @@
+"""``cr-coordinator``: run the coordinator process in the foreground (or make CURVE keys).
+
+    cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
+                   [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
+                   [--allow-remote] [--max-frame-bytes N] [--log-level INFO]
+    cr-coordinator keygen --out DIR [--name NAME]
+
+Start-up, in order:
+
+1. Arguments are checked; a bad one fails here, naming the flag. A bind to a
+   non-loopback address is refused unless CURVE is on or ``--allow-remote``.
+2. The state store is opened on ``--state-dir`` (created if missing).
+3. With CURVE, the ZAP authenticator thread starts before the socket binds.
+4. The server binds and starts its loop; the store's log is replayed in the
+   background (requests get LOAD_IN_PROGRESS meanwhile).
+5. ``--http`` starts the /metrics and /status endpoint.
+6. One line ``ready endpoint=... http=... pid=...`` is printed on stdout, so
+   launchers can wait for it.
+
+Shutdown on SIGTERM/SIGINT: stop the loop (queued replies are flushed, pending
+writes synced), close the store (flush + fsync), stop HTTP and the
+authenticator; exit 0. A fatal failure (load or sync error) exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import zmq
+
+from coordinator import protocol, security
+from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
+from coordinator.merge import MergeService
+from coordinator.registry import ControlVariablesService, RegistryService
+from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer, CurveServerConfig
+
+log = logging.getLogger("coordinator")
+
+DEFAULT_BIND = "tcp://127.0.0.1:5570"
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 3600, 30s, 10m, 2h, 7d)")
+    value = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"duration {text!r} must be > 0")
+    return value
+
+
+def is_loopback_endpoint(endpoint: str) -> bool:
+    """True for ipc://, inproc:// and tcp:// on a loopback address."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        raise ValueError(f"--bind {endpoint!r} must look like tcp://HOST:PORT")
+    if scheme in ("ipc", "inproc"):
+        return True
+    if scheme != "tcp":
+        raise ValueError(f"--bind {endpoint!r}: only tcp://, ipc:// and inproc:// are supported")
+    host = rest.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # '*', an interface name or a host name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cr-coordinator",
+        description="The consistent-region coordinator: group registry, control variables, checkpoint merge. "
+        "Use 'cr-coordinator keygen --out DIR' to make CURVE keys.",
+    )
+    p.add_argument("--bind", default=DEFAULT_BIND, help=f"ZeroMQ endpoint to bind (default {DEFAULT_BIND})")
+    p.add_argument("--state-dir", required=True, help="directory of the durable state (created if missing)")
+    p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve /metrics and /status here")
+    p.add_argument(
+        "--retention", type=parse_duration, default=7 * 86400.0,
+        help="tombstone the control variables of a group idle this long (default 7d)",
+    )
+    p.add_argument("--curve-secret-key", default=None, metavar="FILE", help="server keypair (.key_secret) for CURVE")
+    p.add_argument("--curve-allow", default=None, metavar="DIR_OR_FILE", help="allowed client public keys (.key)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback bind without CURVE")
+    p.add_argument(
+        "--max-frame-bytes", type=int, default=protocol.DEFAULT_MAX_FRAME_BYTES,
+        help=f"largest request parsed; larger ones get TOO_LARGE (default {protocol.DEFAULT_MAX_FRAME_BYTES})",
+    )
+    p.add_argument(
+        "--expire-interval", type=parse_duration, default=EXPIRE_INTERVAL_S,
+        help=f"how often retention and compaction are checked (default {EXPIRE_INTERVAL_S:g}s)",
+    )
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return p
+
+
+def build_keygen_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cr-coordinator keygen", description="write a CURVE keypair")
+    p.add_argument("--out", required=True, help="directory for NAME.key (public) and NAME.key_secret")
+    p.add_argument("--name", default="coordinator", help="file name stem (default 'coordinator')")
+    return p
+
+
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    try:
+        local = is_loopback_endpoint(args.bind)
+    except ValueError as exc:
+        parser.error(str(exc))
+    curve = args.curve_secret_key is not None
+    if (args.curve_secret_key is None) != (args.curve_allow is None):
+        parser.error("--curve-secret-key and --curve-allow go together (CURVE needs both)")
+    if not local and not curve and not args.allow_remote:
+        parser.error(
+            f"--bind {args.bind} is not a loopback address: turn on CURVE (--curve-secret-key and "
+            f"--curve-allow) or pass --allow-remote to accept unauthenticated remote clients"
+        )
+    if args.http is not None:
+        try:
+            parse_host_port(args.http)
+        except ValueError as exc:
+            parser.error(f"--http: {exc}")
+    if args.max_frame_bytes < 1024:
+        parser.error(f"--max-frame-bytes must be >= 1024, got {args.max_frame_bytes}")
+    try:
+        args.level = logging.getLevelName(args.log_level.upper())
+        if not isinstance(args.level, int):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--log-level {args.log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
+    state = Path(args.state_dir)
+    if state.exists() and not state.is_dir():
+        parser.error(f"--state-dir {state} exists and is not a directory")
+
+
+def serve(args: argparse.Namespace) -> int:
+    from coordinator.state_store import StateStore
+
+    ctx = zmq.Context()
+    curve_cfg = None
+    auth = None
+    if args.curve_secret_key:
+        public, secret = security.load_keypair(args.curve_secret_key)
+        allowed = security.load_allow_list(args.curve_allow)
+        curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
+        auth = security.CurveAuthenticator(ctx, allowed)
+        auth.start()
+    Path(args.state_dir).mkdir(parents=True, exist_ok=True)
+    store = StateStore(Path(args.state_dir), retention_s=args.retention)
+    metrics = CoordinatorMetrics()
+    server = CoordinatorServer(
+        store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
+        metrics=metrics, expire_interval_s=args.expire_interval,
+    )
+    registry = RegistryService()
+    server.add_service(registry)
+    server.add_service(ControlVariablesService())
+    server.add_service(MergeService(registry))
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+
+    http = None
+    try:
+        endpoint = server.start()
+        log.info("coordinator bound to %s (state dir %s, CURVE %s)", endpoint, args.state_dir,
+                 "on" if curve_cfg else "off")
+        if args.http:
+            http = HttpEndpoint(args.http, server, metrics)
+            http.start()
+        print(f"ready endpoint={endpoint} http={http.address if http else '-'} pid={os.getpid()}", flush=True)
+        while not stop.wait(0.2):
+            if server.wait(0):
+                break
+    finally:
+        server.stop()
+        try:
+            store.close()
+        finally:
+            if http is not None:
+                http.stop()
+            if auth is not None:
+                auth.stop()
+            if not server.running:  # a wedged loop still holds its socket: do not hang in term()
+                ctx.term()
+    if server.failure is not None:
+        log.error("coordinator stopped after a failure: %s", server.failure)
+        return 1
+    log.info("coordinator stopped cleanly")
+    return 0
+
+
+def keygen(argv: list[str]) -> int:
+    args = build_keygen_parser().parse_args(argv)
+    try:
+        public, secret = security.keygen(args.out, args.name)
+    except security.SecurityConfigError as exc:
+        print(f"cr-coordinator keygen: {exc}", file=sys.stderr)
+        return 2
+    print(f"public key: {public}\nsecret key: {secret}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keygen"]:
+        return keygen(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check(args, parser)
+    logging.basicConfig(
+        level=args.level, format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s", stream=sys.stderr
+    )
+    try:
+        return serve(args)
+    except (OSError, security.SecurityConfigError) as exc:
+        log.error("cannot start: %s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""Client of the coordinator: the only way the consumer side talks to it.
+
+Protocol (docs/protocol.md has every message):
+
+1. Each calling thread gets its own DEALER socket (thread-local), so a merge
+   blocking in one thread never blocks another thread's request. Replies are
+   matched by request id; a reply with another id (a stale answer to an
+   earlier, abandoned request) is dropped.
+2. A request is sent and its reply awaited for at most ``try_timeout``
+   seconds. No reply -> the connection is presumed lost: the socket is closed
+   and recreated (a fresh connection and identity) and the SAME request (same
+   id) is re-sent, with exponential backoff and jitter (tenacity).
+3. A ``LOAD_IN_PROGRESS`` reply is retried the same way (the coordinator is
+   replaying its log after a restart).
+4. When the caller's deadline (``timeout``) passes without a usable reply,
+   :class:`~coordinator.errors.CoordinatorUnavailable` is raised, naming the
+   endpoint and what was tried. Any other error reply raises the
+   :class:`~coordinator.errors.CoordinatorError` subclass of its code (``.code``).
+
+Retries are safe because every request is idempotent under re-sending:
+register (same name twice = once), put_initial_offsets (put-if-absent),
+get/members/status/ping (reads), merge_checkpoint (deduplicated by operator
+name; a retry after completion gets the same merged map), retire_checkpoint
+(a watermark). set_reset_pending is a get-and-set; the server remembers the
+answer per request id, so a re-send of the same call returns the ORIGINAL
+answer (a retry never makes the first setter believe someone else set it).
+
+``merge_checkpoint`` waits up to its own ``timeout`` (the server answers
+``TIMEOUT`` then); while it waits, the contribution is re-sent every
+``try_timeout`` with the remaining time, so a coordinator restart during a
+merge does not lose it.
+
+Thread safety: every method may be called from any thread concurrently.
+``close()`` must be called once, after the other threads stopped using the
+client (ZeroMQ sockets may not be closed while another thread polls them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tenacity
+import zmq
+
+from coordinator import protocol
+from coordinator.errors import (
+    CoordinatorError,
+    CoordinatorUnavailable,
+    LoadInProgress,
+    error_for_code,
+)
+
+log = logging.getLogger(__name__)
+
+#: Wait for one reply before presuming the connection lost and re-sending;
+#: prevents a request from hanging on a coordinator that died or restarted.
+TRY_TIMEOUT_S = 2.0
+#: Extra time a merge waits beyond its own timeout for the server's TIMEOUT
+#: reply to travel back, so the server's answer wins over the client's deadline.
+MERGE_GRACE_S = 1.0
+#: Entries per put_initial_offsets frame, so a huge map stays under the server's
+#: frame limit (about 30 bytes per entry -> ~1.5 MiB per frame).
+PUT_CHUNK = 50_000
+#: Backoff between tries (LOAD_IN_PROGRESS or no reply): exponential with jitter.
+BACKOFF_INITIAL_S = 0.02
+BACKOFF_MAX_S = 1.0
+
+
+class _NoReply(Exception):
+    pass
+
+
+class CoordinatorClient:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout: float = 10.0,
+        curve_server_key: bytes | None = None,
+        curve_keypair: tuple[bytes, bytes] | None = None,
+        try_timeout: float = TRY_TIMEOUT_S,
+        context: zmq.Context | None = None,
+        on_push: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        if not endpoint or "://" not in endpoint:
+            raise ValueError(f"coordinator endpoint must look like tcp://HOST:PORT, got {endpoint!r}")
+        if timeout <= 0 or try_timeout <= 0:
+            raise ValueError("timeout and try_timeout must be > 0")
+        if (curve_server_key is None) != (curve_keypair is None):
+            raise ValueError("CURVE needs both curve_server_key and curve_keypair (public, secret)")
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.try_timeout = try_timeout
+        self.on_push = on_push
+        self._curve_server_key = curve_server_key
+        self._curve_keypair = curve_keypair
+        self._ctx = context or zmq.Context.instance()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._sockets: set[zmq.Socket] = set()
+        self._closed = False
+        self._prefix = f"{os.getpid():x}-{uuid.uuid4().hex[:8]}"
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ sockets
+
+    def _socket(self) -> zmq.Socket:
+        sock = getattr(self._local, "sock", None)
+        if sock is not None:
+            return sock
+        if self._closed:
+            raise RuntimeError("CoordinatorClient is closed")
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        if self._curve_keypair is not None:
+            sock.curve_publickey, sock.curve_secretkey = self._curve_keypair
+            sock.curve_serverkey = self._curve_server_key
+        sock.connect(self.endpoint)
+        with self._lock:
+            self._sockets.add(sock)
+        self._local.sock = sock
+        return sock
+
+    def _drop_socket(self) -> None:
+        sock = getattr(self._local, "sock", None)
+        self._local.sock = None
+        if sock is not None:
+            with self._lock:
+                self._sockets.discard(sock)
+            sock.close(0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            socks, self._sockets = self._sockets, set()
+        for s in socks:
+            s.close(0)
+
+    def __enter__(self) -> CoordinatorClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ requests
+
+    def request(
+        self,
+        msg_type: str,
+        body: Mapping[str, Any] | Callable[[float], Mapping[str, Any]],
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return the reply body; retries as described above.
+
+        ``body`` may be a function of the remaining seconds (used by merges to
+        re-send with the remaining wait). Raises CoordinatorError subclasses
+        for error replies and CoordinatorUnavailable after the deadline.
+        """
+        total = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + total
+        rid = f"{self._prefix}-{next(self._ids)}"
+        tries = 0
+
+        def remaining() -> float:
+            return deadline - time.monotonic()
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type((_NoReply, LoadInProgress)),
+            wait=tenacity.wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S),
+            stop=tenacity.stop_before_delay(total),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    tries += 1
+                    left = remaining()
+                    if left <= 0:
+                        raise _NoReply()
+                    payload = body(left) if callable(body) else body
+                    frame = protocol.encode(msg_type, payload, rid)
+                    return self._try(frame, rid, min(self.try_timeout, left))
+        except _NoReply:
+            raise CoordinatorUnavailable(
+                f"no reply from the coordinator at {self.endpoint} to {msg_type!r} within {total:.1f}s "
+                f"({tries} tries): is cr-coordinator running there, and if it uses CURVE, is this "
+                f"client's public key in its allow-list?",
+                endpoint=self.endpoint,
+            ) from None
+        except LoadInProgress:
+            raise CoordinatorUnavailable(
+                f"the coordinator at {self.endpoint} was still loading its state after {total:.1f}s "
+                f"({tries} tries); retry later or raise the client timeout",
+                endpoint=self.endpoint,
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _try(self, frame: bytes, rid: str, wait_s: float) -> dict[str, Any]:
+        sock = self._socket()
+        # IMMEDIATE: send blocks (up to the try's wait) until a connection is up,
+        # so a down coordinator or a refused CURVE handshake ends in _NoReply.
+        sock.setsockopt(zmq.SNDTIMEO, max(1, int(wait_s * 1000)))
+        end = time.monotonic() + wait_s
+        try:
+            sock.send(frame)
+        except zmq.Again:
+            self._drop_socket()
+            raise _NoReply() from None
+        while True:
+            left = end - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                if time.monotonic() < end:
+                    continue
+                self._drop_socket()
+                raise _NoReply()
+            raw = sock.recv()
+            try:
+                env = protocol.decode(raw)
+            except protocol.BadEnvelope as bad:
+                log.warning("dropped an undecodable frame from the coordinator: %s", bad)
+                continue
+            if env.type == "error":
+                # id null: the server could not read our id (e.g. TOO_LARGE); one
+                # request is outstanding per socket, so it is ours.
+                if env.id not in (rid, None):
+                    continue
+                raise error_for_code(str(env.body.get("code")), str(env.body.get("message")))
+            if env.id is None:
+                if self.on_push is not None:
+                    self.on_push(env.type, env.body)
+                continue
+            if env.id != rid:
+                log.debug("dropped a stale reply (id %r, waiting for %r)", env.id, rid)
+                continue
+            return env.body
+
+    # ------------------------------------------------------------------ operations
+
+    def ping(self, timeout: float | None = None) -> dict[str, Any]:
+        return self.request(protocol.Ping.TYPE, {}, timeout)
+
+    def status(self, timeout: float | None = None) -> dict[str, Any]:
+        return self.request(protocol.Status.TYPE, {}, timeout)
+
+    def register(self, group_id: str, region_index: int, operator_name: str) -> list[str]:
+        msg = protocol.Register(group_id, region_index, operator_name)
+        protocol.Register.from_body(msg.to_body())
+        return list(self.request(msg.TYPE, msg.to_body())["members"])
+
+    def unregister(self, group_id: str, operator_name: str) -> list[str]:
+        msg = protocol.Unregister(group_id, operator_name)
+        return list(self.request(msg.TYPE, msg.to_body())["members"])
+
+    def members(self, group_id: str) -> list[str]:
+        return list(self.request(protocol.Members.TYPE, {"group": group_id})["members"])
+
+    def put_initial_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Put-if-absent each entry; returns the effective value of every given entry."""
+        items = list(protocol.check_offsets(offsets).items())
+        out: dict[tuple[str, int], int] = {}
+        for i in range(0, max(len(items), 1), PUT_CHUNK):
+            msg = protocol.PutInitialOffsets(group_id, dict(items[i : i + PUT_CHUNK]))
+            reply = self.request(msg.TYPE, msg.to_body())
+            out.update(protocol.decode_offsets(reply["offsets"]))
+        return out
+
+    def get_initial_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        reply = self.request(protocol.GetInitialOffsets.TYPE, {"group": group_id})
+        return protocol.decode_offsets(reply["offsets"])
+
+    def merge_checkpoint(
+        self,
+        group_id: str,
+        seq: int,
+        attempt: int,
+        n_contributors: int,
+        operator_name: str,
+        offsets: Mapping[tuple[str, int], int],
+        timeout: float,
+    ) -> dict[tuple[str, int], int]:
+        """Contribute this member's offsets; blocks until the merged map arrives.
+
+        Raises MergeTimeout (code TIMEOUT) when the other contributions did not
+        arrive within ``timeout`` seconds, MergeRetired when the checkpoint was retired.
+        """
+        if timeout <= 0:
+            raise ValueError(f"merge timeout must be > 0, got {timeout}")
+        base = protocol.MergeCheckpoint(
+            group_id, seq, attempt, n_contributors, operator_name, protocol.check_offsets(offsets), 1
+        ).to_body()
+        protocol.MergeCheckpoint.from_body(base)
+        merge_deadline = time.monotonic() + timeout
+
+        def body(_left: float) -> dict[str, Any]:
+            ms = max(1, int((merge_deadline - time.monotonic()) * 1000))
+            return {**base, "timeout_ms": ms}
+
+        reply = self.request(protocol.MergeCheckpoint.TYPE, body, timeout + MERGE_GRACE_S)
+        return protocol.decode_offsets(reply["offsets"])
+
+    def retire_checkpoint(self, group_id: str, seq: int) -> int:
+        """Drop every merge of the group with sequence id <= seq; returns how many."""
+        msg = protocol.RetireCheckpoint(group_id, seq)
+        protocol.RetireCheckpoint.from_body(msg.to_body())
+        return int(self.request(msg.TYPE, msg.to_body())["dropped"])
+
+    def set_reset_pending(self, group_id: str, value: bool) -> bool:
+        """Atomically set the group's reset-pending flag; returns the previous value."""
+        return bool(self.request(protocol.SetResetPending.TYPE, {"group": group_id, "value": bool(value)})["previous"])
+
+
+__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable"]

@@ -1,0 +1,141 @@
+"""Error codes of the coordinator protocol and the exceptions that carry them.
+
+The same classes are used on both sides of the wire:
+
+* on the server, a handler raises a :class:`CoordinatorError` subclass and the
+  server turns it into an error reply ``{"type": "error", "body": {"code":
+  CODE, "message": TEXT}}`` for the request that caused it;
+* on the client, an error reply is turned back into the matching subclass
+  (:func:`error_for_code`), so callers can ``except CrIndexMismatch`` or look
+  at ``.code``.
+
+:class:`CoordinatorUnavailable` is different: it is raised by the client only,
+when no usable reply arrived before the caller's deadline (the process is down,
+unreachable, refuses our CURVE key, or is still loading its state).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(str, enum.Enum):
+    """Codes of error replies. The string value is what travels on the wire."""
+
+    #: Not one JSON object with v/id/type/body, an empty or multi-frame message.
+    MALFORMED = "MALFORMED"
+    #: Envelope version the server does not speak.
+    UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
+    #: No handler for the message type.
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    #: A field is missing, has the wrong type, or an impossible value.
+    INVALID = "INVALID"
+    #: A member registered with a different consistent-region index than the group's.
+    CR_INDEX_MISMATCH = "CR_INDEX_MISMATCH"
+    #: The group, or the operator name within it, is not registered.
+    NOT_REGISTERED = "NOT_REGISTERED"
+    #: The server is still replaying its log; retry with backoff.
+    LOAD_IN_PROGRESS = "LOAD_IN_PROGRESS"
+    #: The frame is larger than the server's maximum; it was not parsed.
+    TOO_LARGE = "TOO_LARGE"
+    #: A wait inside the server (a checkpoint merge) ran past its timeout.
+    TIMEOUT = "TIMEOUT"
+    #: The merge was dropped by retire_checkpoint (its sequence id <= the retired id).
+    RETIRED = "RETIRED"
+    #: An unexpected failure inside the server (logged there with its traceback).
+    INTERNAL = "INTERNAL"
+
+
+class CoordinatorError(Exception):
+    """An error reply from the coordinator (or a request rejected before sending)."""
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str, *, code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code.value}: {self.message}"
+
+
+class Malformed(CoordinatorError):
+    code = ErrorCode.MALFORMED
+
+
+class UnsupportedVersion(CoordinatorError):
+    code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class UnknownType(CoordinatorError):
+    code = ErrorCode.UNKNOWN_TYPE
+
+
+class Invalid(CoordinatorError):
+    code = ErrorCode.INVALID
+
+
+class CrIndexMismatch(CoordinatorError):
+    code = ErrorCode.CR_INDEX_MISMATCH
+
+
+class NotRegistered(CoordinatorError):
+    code = ErrorCode.NOT_REGISTERED
+
+
+class LoadInProgress(CoordinatorError):
+    code = ErrorCode.LOAD_IN_PROGRESS
+
+
+class TooLarge(CoordinatorError):
+    code = ErrorCode.TOO_LARGE
+
+
+class MergeTimeout(CoordinatorError):
+    code = ErrorCode.TIMEOUT
+
+
+class MergeRetired(CoordinatorError):
+    code = ErrorCode.RETIRED
+
+
+class InternalError(CoordinatorError):
+    code = ErrorCode.INTERNAL
+
+
+_BY_CODE: dict[ErrorCode, type[CoordinatorError]] = {
+    cls.code: cls
+    for cls in (
+        Malformed,
+        UnsupportedVersion,
+        UnknownType,
+        Invalid,
+        CrIndexMismatch,
+        NotRegistered,
+        LoadInProgress,
+        TooLarge,
+        MergeTimeout,
+        MergeRetired,
+        InternalError,
+    )
+}
+
+
+def error_for_code(code: str, message: str) -> CoordinatorError:
+    """The exception for an error reply; an unknown code gives a plain CoordinatorError."""
+    try:
+        ec = ErrorCode(code)
+    except ValueError:
+        err = CoordinatorError(f"(unknown code {code!r}) {message}")
+        return err
+    return _BY_CODE[ec](message)
+
+
+class CoordinatorUnavailable(Exception):
+    """No usable reply from the coordinator before the caller's deadline."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint

@@ -1,0 +1,189 @@
+"""Start, stop, kill and restart a ``cr-coordinator`` process (tests, ``crkafka run``, drills, demos).
+
+Life cycle of :class:`CoordinatorProcess`:
+
+1. ``start()`` runs ``python -m coordinator --bind B --state-dir D [--http H]
+   [extra args]`` with stderr (its log) going to ``log_path``. With
+   ``bind=None`` the coordinator binds a free loopback port (``tcp://127.0.0.1:*``);
+   ``http="auto"`` picks a free HTTP port the same way.
+2. It waits for the process's ``ready endpoint=... http=...`` line (bounded
+   by ``start_timeout``), then pings it with a client until the ping succeeds,
+   i.e. the log replay is done (same bound). A process that exits or never
+   gets ready raises :class:`CoordinatorStartError` with the tail of its log.
+3. The resolved endpoint and HTTP address are kept: ``restart()`` binds the
+   same ones, so clients keep working across a restart.
+4. ``terminate()`` sends SIGTERM (clean shutdown) and waits ``STOP_TIMEOUT_S``,
+   then SIGKILL; ``kill()`` sends SIGKILL at once (the crash drill).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from coordinator.errors import CoordinatorUnavailable
+
+#: Bound on waiting for the ready line and the first successful ping, so a
+#: coordinator that cannot bind or load turns into an error, not a hang.
+START_TIMEOUT_S = 30.0
+#: How long terminate() waits after SIGTERM before SIGKILL.
+STOP_TIMEOUT_S = 10.0
+
+
+class CoordinatorStartError(RuntimeError):
+    """The coordinator process exited or did not become ready in time."""
+
+
+class CoordinatorProcess:
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        bind: str | None = None,
+        http: str | None = None,
+        extra_args: Sequence[str] = (),
+        log_path: str | Path | None = None,
+        start_timeout: float = START_TIMEOUT_S,
+        client_kwargs: dict[str, Any] | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self._bind = bind or "tcp://127.0.0.1:*"
+        self._http = "127.0.0.1:0" if http == "auto" else http
+        self.extra_args = list(extra_args)
+        self.log_path = Path(log_path) if log_path else self.state_dir.with_name(self.state_dir.name + ".coordinator.log")
+        self.start_timeout = start_timeout
+        self.client_kwargs = dict(client_kwargs or {})
+        self._python = python
+        self._proc: subprocess.Popen | None = None
+        self._log_file: Any = None
+        self.endpoint: str | None = None
+        self.http_address: str | None = None
+
+    # ------------------------------------------------------------------ control
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> CoordinatorProcess:
+        if self.running:
+            raise RuntimeError(f"coordinator already running (pid {self.pid})")
+        bind = self.endpoint or self._bind
+        http = self.http_address or self._http
+        cmd = [self._python, "-m", "coordinator", "--bind", bind, "--state-dir", str(self.state_dir)]
+        if http:
+            cmd += ["--http", http]
+        cmd += self.extra_args
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed in _reap)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env)
+        lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        threading.Thread(target=_pump, args=(self._proc.stdout, lines), name="coordinator-stdout", daemon=True).start()
+        deadline = time.monotonic() + self.start_timeout
+        ready = None
+        while ready is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise CoordinatorStartError(f"coordinator not ready within {self.start_timeout}s\n{self.log_tail()}")
+            try:
+                line = lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                code = self._proc.wait(STOP_TIMEOUT_S)
+                self._reap()
+                raise CoordinatorStartError(f"coordinator exited with {code} during start-up\n{self.log_tail()}")
+            if line.startswith("ready "):
+                ready = dict(kv.split("=", 1) for kv in line.split()[1:])
+        self.endpoint = ready["endpoint"]
+        self.http_address = None if ready.get("http", "-") == "-" else ready["http"]
+        self._wait_ping(deadline)
+        return self
+
+    def _wait_ping(self, deadline: float) -> None:
+        from coordinator.client import CoordinatorClient
+
+        kwargs = {"timeout": max(0.5, deadline - time.monotonic()), "try_timeout": 1.0, **self.client_kwargs}
+        client = CoordinatorClient(self.endpoint, **kwargs)
+        try:
+            client.ping()
+        except CoordinatorUnavailable as exc:
+            raise CoordinatorStartError(f"coordinator bound but not answering: {exc}\n{self.log_tail()}") from exc
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        """SIGKILL, no clean shutdown (the crash drill)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait(STOP_TIMEOUT_S)
+        self._reap()
+
+    def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM and wait for the clean shutdown (SIGKILL after ``timeout``); returns the exit code."""
+        if self._proc is None:
+            return None
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(STOP_TIMEOUT_S)
+        code = self._proc.returncode
+        self._reap()
+        return code
+
+    def restart(self, *, hard: bool = False) -> CoordinatorProcess:
+        """Stop (SIGKILL if ``hard``, else SIGTERM) and start again on the same endpoint and state."""
+        if hard:
+            self.kill()
+        else:
+            self.terminate()
+        return self.start()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._proc else None
+
+    def _reap(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> CoordinatorProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.terminate()
+
+
+def _pump(stream: Any, lines: queue.SimpleQueue) -> None:
+    """Forward the child's stdout lines until EOF (owned by the child's lifetime)."""
+    try:
+        for raw in stream:
+            lines.put(raw.decode(errors="replace").strip())
+    finally:
+        lines.put(None)
+        stream.close()

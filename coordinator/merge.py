@@ -1,0 +1,209 @@
+"""Checkpoint merge: the members of a group combine their offset maps when the region resets.
+
+Protocol (``merge_checkpoint`` / ``retire_checkpoint``; all on the loop thread):
+
+1. A member sends ``merge_checkpoint {group, seq, attempt, n_contributors,
+   operator, offsets, timeout_ms}``. The operator must be registered in the
+   group (else ``NOT_REGISTERED``); ``seq`` must be above the group's retired
+   id (else ``RETIRED``).
+2. The merge is keyed by ``(group, seq, attempt)``: two reset attempts never
+   mix. The first contribution fixes N; a contribution with another N gets
+   ``INVALID``.
+3. Contributions are keyed by operator name: a second one from the same name
+   (a client retry or a re-send after a coordinator restart) replaces the
+   first and never counts twice; the waiting request becomes the newest one.
+4. The reply is withheld until N distinct names have contributed; then EVERY
+   waiting contributor gets the merged map as the reply to its own request
+   (pushed, not polled). A sole contributor (N = 1) is answered at once.
+5. Each waiting contributor has its own deadline (``timeout_ms`` from when its
+   request arrived): when it passes, that contributor gets ``TIMEOUT``. A
+   pending merge whose contributors have all timed out is dropped.
+6. A completed merge is kept (at most ``COMPLETED_KEEP``) so that a retry of a
+   contribution whose reply was lost gets the same merged map again.
+7. ``retire_checkpoint {group, seq}`` drops every merge of the group with
+   sequence id <= seq, pending or completed; waiting contributors of a
+   dropped merge get ``RETIRED``, and later contributions to it too.
+
+Merging is the union of the maps. In the reference design each partition is
+assigned to exactly one member at checkpoint time, so maps are disjoint; if two
+members do report the same (topic, partition), the MINIMUM offset is kept
+(which can only replay records, never skip them) and a warning is logged.
+
+Merge state is in memory: a coordinator restart loses pending merges; the
+client re-sends its contribution (step 3), so a merge that was in progress
+completes once every member has re-sent.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Any
+
+import attrs
+
+from coordinator import protocol
+from coordinator.errors import Invalid, MergeRetired, MergeTimeout
+from coordinator.registry import RegistryService
+from coordinator.server import DEFERRED, CoordinatorServer, Request, Timer
+
+log = logging.getLogger(__name__)
+
+#: Completed merges remembered for retries; bounds memory when nobody retires.
+COMPLETED_KEEP = 1024
+
+MergeKey = tuple[str, int, int]
+
+
+@attrs.define
+class _Pending:
+    key: MergeKey
+    n: int
+    created: float
+    contributions: dict[str, protocol.OffsetMap] = attrs.field(factory=dict)
+    waiters: dict[str, tuple[Request, Timer]] = attrs.field(factory=dict)
+
+
+def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.OffsetMap, int]:
+    """Union of the maps; on a conflict the minimum offset. Returns (merged, conflicts)."""
+    merged: protocol.OffsetMap = {}
+    conflicts = 0
+    for offsets in contributions.values():
+        for tp, off in offsets.items():
+            prev = merged.get(tp)
+            if prev is None:
+                merged[tp] = off
+            else:
+                conflicts += 1
+                if off < prev:
+                    merged[tp] = off
+    return merged, conflicts
+
+
+class MergeService:
+    def __init__(self, registry: RegistryService) -> None:
+        self._registry = registry
+        self._server: CoordinatorServer | None = None
+        self._pending: dict[MergeKey, _Pending] = {}
+        self._completed: collections.OrderedDict[MergeKey, tuple[protocol.OffsetMap, list[str]]] = (
+            collections.OrderedDict()
+        )
+        self._retired: dict[str, int] = {}
+        self.completed_total = 0
+        self.timeouts_total = 0
+
+    def attach(self, server: CoordinatorServer) -> None:
+        self._server = server
+        server.add_handler(protocol.MergeCheckpoint.TYPE, protocol.MergeCheckpoint, self._on_merge)
+        server.add_handler(protocol.RetireCheckpoint.TYPE, protocol.RetireCheckpoint, self._on_retire)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _on_merge(self, req: Request, msg: protocol.MergeCheckpoint) -> Any:
+        self._registry.require_member(msg.group, msg.operator)
+        retired = self._retired.get(msg.group)
+        if retired is not None and msg.seq <= retired:
+            raise MergeRetired(f"checkpoint {msg.seq} of group {msg.group!r} is retired (retired up to {retired})")
+        key: MergeKey = (msg.group, msg.seq, msg.attempt)
+        done = self._completed.get(key)
+        if done is not None:
+            if msg.operator not in done[1]:
+                log.warning("merge %s already complete; late contribution of %r ignored", key, msg.operator)
+            return protocol.merge_reply(done[0], done[1])
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = _Pending(key=key, n=msg.n_contributors, created=time.monotonic())
+            self._pending[key] = pending
+        elif pending.n != msg.n_contributors:
+            raise Invalid(
+                f"merge {key}: n_contributors {msg.n_contributors} from {msg.operator!r} differs from "
+                f"{pending.n} given by the first contributor"
+            )
+        pending.contributions[msg.operator] = msg.offsets
+        old = pending.waiters.pop(msg.operator, None)
+        if old is not None:
+            old[1].cancel()
+        if len(pending.contributions) >= pending.n:
+            self._complete(pending, req)
+            return DEFERRED
+        timer = self._server.schedule(msg.timeout_ms / 1000.0, lambda: self._on_timeout(key, msg.operator, req))
+        pending.waiters[msg.operator] = (req, timer)
+        return DEFERRED
+
+    def _complete(self, pending: _Pending, last: Request) -> None:
+        merged, conflicts = merge_maps(pending.contributions)
+        names = sorted(pending.contributions)
+        if conflicts:
+            log.warning("merge %s: %d partitions reported by several members; kept the minimum offset", pending.key, conflicts)
+        body = protocol.merge_reply(merged, names)
+        for req, timer in pending.waiters.values():
+            timer.cancel()
+            self._server.reply(req, body)
+        self._server.reply(last, body)
+        del self._pending[pending.key]
+        self._completed[pending.key] = (merged, names)
+        if len(self._completed) > COMPLETED_KEEP:
+            self._completed.popitem(last=False)
+        self.completed_total += 1
+        if self._server.metrics is not None:
+            self._server.metrics.merges_completed.inc()
+        log.info("merge %s complete: %d members, %d partitions", pending.key, len(names), len(merged))
+
+    def _on_timeout(self, key: MergeKey, operator: str, req: Request) -> None:
+        pending = self._pending.get(key)
+        if pending is None:
+            return
+        waiter = pending.waiters.get(operator)
+        if waiter is None or waiter[0] is not req:
+            return
+        del pending.waiters[operator]
+        self.timeouts_total += 1
+        have = sorted(pending.contributions)
+        self._server.reply_error(
+            req,
+            MergeTimeout(
+                f"merge {key} timed out for {operator!r}: {len(have)} of {pending.n} contributions ({', '.join(have)})"
+            ),
+        )
+        if not pending.waiters:
+            del self._pending[key]
+            log.warning("merge %s dropped: every contributor timed out (%d of %d)", key, len(have), pending.n)
+
+    def _on_retire(self, req: Request, msg: protocol.RetireCheckpoint) -> dict[str, Any]:
+        self._retired[msg.group] = max(msg.seq, self._retired.get(msg.group, -1))
+        dropped = 0
+        for key in [k for k in self._pending if k[0] == msg.group and k[1] <= msg.seq]:
+            pending = self._pending.pop(key)
+            for wreq, timer in pending.waiters.values():
+                timer.cancel()
+                self._server.reply_error(wreq, MergeRetired(f"merge {key} was retired (checkpoint {msg.seq})"))
+            dropped += 1
+        for key in [k for k in self._completed if k[0] == msg.group and k[1] <= msg.seq]:
+            del self._completed[key]
+            dropped += 1
+        return {"dropped": dropped}
+
+    # ------------------------------------------------------------------ observability
+
+    def status(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "merges": [
+                {
+                    "group": p.key[0],
+                    "seq": p.key[1],
+                    "attempt": p.key[2],
+                    "n_contributors": p.n,
+                    "contributors": sorted(p.contributions),
+                    "waiting": sorted(p.waiters),
+                    "age_s": round(now - p.created, 3),
+                }
+                for p in self._pending.values()
+            ],
+            "merges_completed": self.completed_total,
+            "merge_timeouts": self.timeouts_total,
+        }
+
+    def update_metrics(self, metrics: Any) -> None:
+        metrics.merges_pending.set(len(self._pending))

@@ -1,0 +1,524 @@
+"""The coordinator's ZeroMQ server loop: one ROUTER socket, one loop thread, group commit.
+
+Protocol loop (the envelope and messages are in :mod:`coordinator.protocol`):
+
+1. Start: the ROUTER socket is bound in :meth:`CoordinatorServer.start` (so a
+   bad endpoint fails the caller), the loop thread starts, and a load thread
+   runs ``store.load()``. Until the load completes, every request gets a
+   ``LOAD_IN_PROGRESS`` error reply (clients retry with backoff). A failed load
+   stops the server (``server.failure`` holds the exception).
+2. Each iteration polls the socket (and a wake-up pipe) with a timeout bounded
+   by the next timer, so timers run on time even when no request arrives.
+3. It reads ALL ready frames without blocking (up to ``MAX_BATCH``), and for
+   each: checks size (``TOO_LARGE`` unparsed), frame count (``MALFORMED``),
+   envelope (``MALFORMED`` / ``UNSUPPORTED_VERSION``), type (``UNKNOWN_TYPE``),
+   fields (``INVALID``), then calls the handler. Handlers append to the store.
+4. Due timers, thread-safe callbacks and the services' tick hooks run.
+5. If anything was appended (a handler called :meth:`mark_dirty`),
+   ``store.sync()`` runs ONCE for the whole batch: the group commit.
+6. Only then are the queued replies and pushes sent, so no write is
+   acknowledged before it is on disk. If the sync fails, every queued reply is
+   replaced by an ``INTERNAL`` error and the server stops (fail-stop: a restart
+   replays the log, which holds exactly what reached the disk).
+
+Garbage never stops the loop: a bad frame gets an error reply and the loop
+moves on; an unexpected exception in a handler is logged with its traceback
+and answered with ``INTERNAL``.
+
+Extension API (how services plug in; the registry, control variables and merge
+services use it, and so can the region controller):
+
+* ``server.add_service(svc)`` calls ``svc.attach(server)``; the service then
+  calls ``server.add_handler(msg_type, message_class, handler)``. The message
+  class has ``from_body(body)`` (validating, raising ``Invalid``). The handler
+  ``handler(req: Request, msg)`` runs on the loop thread and returns a reply
+  body (dict), or :data:`DEFERRED` to answer later with
+  ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
+  :class:`~coordinator.errors.CoordinatorError` for an error reply.
+* ``server.push(identity, msg_type, body)`` sends an unsolicited message (id
+  null) to a client identity (``req.identity`` of an earlier request).
+* ``server.schedule(delay_s, callback) -> Timer`` runs ``callback()`` on the
+  loop thread after ``delay_s``; ``timer.cancel()`` cancels it.
+* ``svc.on_tick(now)`` (optional) runs on every loop iteration, at least every
+  ``TICK_S``; ``svc.on_loaded()`` (optional) runs once the store is loaded;
+  ``svc.status()`` (optional) returns a dict merged into the ``status`` reply.
+* ``server.call_soon_threadsafe(fn)`` / ``server.call_in_loop(fn, timeout)``
+  run code on the loop thread from another thread (the HTTP thread uses it).
+* ``server.store`` is the state store; call ``server.mark_dirty()`` after
+  appending so the batch is synced before replies go out.
+
+Everything a service touches runs on the loop thread, so services need no locks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import heapq
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import zmq
+
+from coordinator import protocol
+from coordinator.errors import (
+    CoordinatorError,
+    ErrorCode,
+    InternalError,
+    LoadInProgress,
+    Malformed,
+    TooLarge,
+    UnknownType,
+)
+
+log = logging.getLogger(__name__)
+
+#: Longest poll wait when no timer is due, so tick hooks and housekeeping run
+#: even on an idle server (prevents a stalled region controller tick).
+TICK_S = 0.1
+#: Frames handled per iteration at most, so one flood cannot delay the sync
+#: and replies of the requests already read (bounds reply latency).
+MAX_BATCH = 4096
+#: Interval of the metrics refresh (store stats -> gauges).
+HOUSEKEEPING_S = 1.0
+#: Interval of retention expiry (compaction is checked every HOUSEKEEPING_S).
+EXPIRE_INTERVAL_S = 60.0
+#: How long stop() waits for the loop thread, so a wedged handler cannot hang shutdown.
+STOP_TIMEOUT_S = 10.0
+#: Hard limit at which ZeroMQ drops a connection instead of delivering the
+#: frame (protects memory); frames between max_frame_bytes and this get TOO_LARGE.
+HARD_FRAME_FACTOR = 4
+
+DEFERRED = object()
+
+
+@attrs.frozen
+class Request:
+    """Where a request came from: enough to reply to it later."""
+
+    identity: bytes
+    id: str | int | None
+    type: str
+    received: float
+
+
+Handler = Callable[[Request, Any], Any]
+
+
+class Service(Protocol):
+    def attach(self, server: CoordinatorServer) -> None: ...
+
+
+class Timer:
+    __slots__ = ("deadline", "callback", "cancelled")
+
+    def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
+        self.deadline = deadline
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+@attrs.frozen
+class CurveServerConfig:
+    """CurveZMQ server keys; the allow-list is enforced by the ZAP authenticator (security.py)."""
+
+    public_key: bytes
+    secret_key: bytes
+
+
+class CoordinatorServer:
+    def __init__(
+        self,
+        store: Any,
+        bind: str,
+        *,
+        max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
+        curve: CurveServerConfig | None = None,
+        context: zmq.Context | None = None,
+        metrics: Any | None = None,
+        expire_interval_s: float = EXPIRE_INTERVAL_S,
+    ) -> None:
+        if max_frame_bytes < 1024:
+            raise ValueError(f"max_frame_bytes must be >= 1024, got {max_frame_bytes}")
+        self.store = store
+        self.bind_address = bind
+        self.max_frame_bytes = max_frame_bytes
+        self.metrics = metrics
+        self._curve = curve
+        self._ctx = context or zmq.Context.instance()
+        self._expire_interval_s = expire_interval_s
+        self._handlers: dict[str, tuple[type, Handler]] = {}
+        self._services: list[Any] = []
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._timer_seq = itertools.count()
+        self._outbox: list[tuple[bytes, bytes]] = []
+        self._dirty = False
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self.loaded = threading.Event()
+        self.load_report: Any = None
+        self.failure: BaseException | None = None
+        self.endpoint: str | None = None
+        self.started_at = time.time()
+        self._sock: zmq.Socket | None = None
+        self._thread: threading.Thread | None = None
+        self._load_thread: threading.Thread | None = None
+        self.add_handler(protocol.Ping.TYPE, protocol.Ping, self._on_ping)
+        self.add_handler(protocol.Status.TYPE, protocol.Status, self._on_status)
+
+    # ------------------------------------------------------------------ extension API
+
+    def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None:
+        if msg_type in self._handlers:
+            raise ValueError(f"a handler for message type {msg_type!r} is already registered")
+        self._handlers[msg_type] = (message_cls, handler)
+
+    def add_service(self, service: Any) -> None:
+        self._services.append(service)
+        service.attach(self)
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+
+    def reply(self, req: Request, body: dict[str, Any]) -> None:
+        self._outbox.append((req.identity, protocol.encode(protocol.reply_type(req.type), body, req.id)))
+
+    def reply_error(self, req: Request, err: CoordinatorError) -> None:
+        self._count_error(err.code)
+        self._outbox.append((req.identity, protocol.encode_error(err.code, err.message, req.id)))
+
+    def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
+        self._outbox.append((identity, protocol.encode(msg_type, body, None)))
+
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer(time.monotonic() + max(0.0, delay_s), callback)
+        heapq.heappush(self._timers, (timer.deadline, next(self._timer_seq), timer))
+        return timer
+
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
+        self._calls.put(fn)
+        self._wake()
+
+    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """Run ``fn`` on the loop thread and return its result (raises TimeoutError)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # handed to the caller, which re-raises it
+                fut.set_exception(exc)
+
+        self.call_soon_threadsafe(run)
+        return fut.result(timeout=timeout)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> str:
+        """Bind, start the loop and the load; returns the bound endpoint."""
+        sock = self._ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes * HARD_FRAME_FACTOR)
+        if self._curve is not None:
+            sock.curve_secretkey = self._curve.secret_key
+            sock.curve_publickey = self._curve.public_key
+            sock.curve_server = True
+        try:
+            sock.bind(self.bind_address)
+        except zmq.ZMQError as exc:
+            sock.close(0)
+            raise OSError(f"cannot bind the coordinator to {self.bind_address}: {exc}") from exc
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._run, name="coordinator-loop", daemon=True)
+        self._thread.start()
+        self._load_thread = threading.Thread(target=self._load, name="coordinator-load", daemon=True)
+        self._load_thread.start()
+        return self.endpoint
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the loop (replies already queued are flushed); idempotent."""
+        self._stopping.set()
+        self._wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("coordinator loop did not stop within %.1fs", timeout)
+        if self._load_thread is not None:
+            self._load_thread.join(timeout)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the loop has ended (stop() or a fatal failure)."""
+        return self._stopped.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ------------------------------------------------------------------ internals
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # pipe full (a wake-up is already pending) or closed at shutdown
+
+    def _load(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self.load_report = self.store.load()
+        except BaseException as exc:
+            log.exception("loading the coordinator state failed; stopping")
+            self.failure = exc
+            self._stopping.set()
+            self._wake()
+            return
+        seconds = time.monotonic() - t0
+        log.info("state loaded in %.3fs: %s", seconds, self.load_report)
+        if self.metrics is not None:
+            self.metrics.load_seconds.set(seconds)
+        self.call_soon_threadsafe(self._on_loaded)
+
+    def _on_loaded(self) -> None:
+        self.loaded.set()
+        for svc in self._services:
+            hook = getattr(svc, "on_loaded", None)
+            if hook is not None:
+                hook()
+
+    def _run(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        next_housekeeping = time.monotonic()
+        next_expire = time.monotonic() + self._expire_interval_s
+        try:
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                wait = TICK_S
+                if self._timers:
+                    wait = min(wait, max(0.0, self._timers[0][0] - now))
+                events = dict(poller.poll(int(wait * 1000)))
+                if self._wake_r in events:
+                    self._drain_wake()
+                if sock in events:
+                    self._read_batch(sock)
+                self._run_calls()
+                self._run_timers()
+                now = time.monotonic()
+                for svc in self._services:
+                    tick = getattr(svc, "on_tick", None)
+                    if tick is not None:
+                        tick(now)
+                if self.loaded.is_set():
+                    if now >= next_expire:
+                        next_expire = now + self._expire_interval_s
+                        self._expire()
+                    if now >= next_housekeeping:
+                        next_housekeeping = now + HOUSEKEEPING_S
+                        self._housekeeping()
+                self._commit_and_send(sock)
+        except BaseException as exc:
+            log.exception("coordinator loop failed; stopping")
+            self.failure = exc
+        finally:
+            try:
+                if self._dirty and self.failure is None:
+                    self.store.sync()
+                    self._dirty = False
+                self._send(sock)
+            except BaseException as exc:
+                log.exception("final flush at shutdown failed")
+                self.failure = self.failure or exc
+            sock.close(0)
+            self._stopped.set()
+            log.info("coordinator loop stopped")
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _run_calls(self) -> None:
+        while True:
+            try:
+                fn = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            fn()
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, timer = heapq.heappop(self._timers)
+            if not timer.cancelled:
+                timer.callback()
+
+    def _read_batch(self, sock: zmq.Socket) -> None:
+        for _ in range(MAX_BATCH):
+            try:
+                parts = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            self._handle(parts)
+
+    def _handle(self, parts: list[bytes]) -> None:
+        now = time.monotonic()
+        identity = parts[0]
+        if len(parts) != 2:
+            self._reject(identity, None, Malformed(f"a request is exactly one frame, got {len(parts) - 1}"))
+            return
+        payload = parts[1]
+        if not payload:
+            self._reject(identity, None, Malformed("empty frame"))
+            return
+        if len(payload) > self.max_frame_bytes:
+            self._reject(
+                identity, None, TooLarge(f"frame of {len(payload)} bytes exceeds the limit of {self.max_frame_bytes}")
+            )
+            return
+        try:
+            env = protocol.decode(payload)
+        except protocol.BadEnvelope as bad:
+            self._reject(identity, bad.request_id, bad.error)
+            return
+        entry = self._handlers.get(env.type)
+        self._count_request(env.type if entry is not None else "unknown")
+        req = Request(identity=identity, id=env.id, type=env.type, received=now)
+        if not self.loaded.is_set():
+            self.reply_error(req, LoadInProgress("the coordinator is loading its state; retry shortly"))
+            return
+        if entry is None:
+            self.reply_error(req, UnknownType(f"unknown message type {env.type!r}"))
+            return
+        cls, handler = entry
+        try:
+            msg = cls.from_body(env.body)
+            result = handler(req, msg)
+        except CoordinatorError as err:
+            self.reply_error(req, err)
+            return
+        except Exception as exc:
+            log.exception("handler for %r failed on request %r", env.type, env.id)
+            self.reply_error(req, InternalError(f"{type(exc).__name__}: {exc}"))
+            return
+        if result is not DEFERRED:
+            self.reply(req, result)
+
+    def _reject(self, identity: bytes, request_id: Any, err: CoordinatorError) -> None:
+        self._count_request("malformed")
+        log.warning("rejected a frame from %s: %s", identity.hex(), err)
+        self._count_error(err.code)
+        self._outbox.append((identity, protocol.encode_error(err.code, err.message, request_id)))
+
+    def _commit_and_send(self, sock: zmq.Socket) -> None:
+        if self._dirty:
+            try:
+                self.store.sync()
+            except BaseException:
+                log.exception("store sync failed: no write of this batch is acknowledged; stopping")
+                self._fail_outbox()
+                raise
+            self._dirty = False
+        self._send(sock)
+
+    def _fail_outbox(self) -> None:
+        failed = []
+        for identity, frame in self._outbox:
+            try:
+                rid = protocol.decode(frame).id
+            except protocol.BadEnvelope:
+                rid = None
+            failed.append((identity, protocol.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))
+        self._outbox = failed
+
+    def _send(self, sock: zmq.Socket) -> None:
+        outbox, self._outbox = self._outbox, []
+        for identity, frame in outbox:
+            try:
+                sock.send_multipart([identity, frame], zmq.NOBLOCK)
+            except zmq.Again:
+                log.warning("reply to %s dropped: the client's queue is full", identity.hex())
+
+    def _expire(self) -> None:
+        n = self.store.expire()
+        if n:
+            log.info("retention: tombstoned %d idle control variables", n)
+        self.mark_dirty()  # expiry may also have tombstoned empty groups
+
+    def _housekeeping(self) -> None:
+        # Starts a background compaction when dead records dominate, or switches
+        # to the finished one (the switch is the only pause on this thread).
+        self.store.maybe_compact()
+        if self.metrics is not None:
+            self.metrics.update_from_stats(self.store.stats())
+            for svc in self._services:
+                update = getattr(svc, "update_metrics", None)
+                if update is not None:
+                    update(self.metrics)
+
+    def _count_request(self, msg_type: str) -> None:
+        if self.metrics is not None:
+            self.metrics.requests.labels(msg_type).inc()
+
+    def _count_error(self, code: ErrorCode) -> None:
+        if self.metrics is not None:
+            self.metrics.errors.labels(code.value).inc()
+
+    # ------------------------------------------------------------------ built-in messages
+
+    def _on_ping(self, req: Request, msg: protocol.Ping) -> dict[str, Any]:
+        return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
+
+    def status_snapshot(self) -> dict[str, Any]:
+        """Everything /status and the ``status`` message report (loop thread only)."""
+        out: dict[str, Any] = {
+            "endpoint": self.endpoint,
+            "loaded": self.loaded.is_set(),
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "store": self.store.stats() if self.loaded.is_set() else {},
+            "load": _jsonable(self.load_report),
+        }
+        for svc in self._services:
+            status = getattr(svc, "status", None)
+            if status is not None and self.loaded.is_set():
+                out.update(status())
+        return out
+
+    def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
+        return self.status_snapshot()
+
+
+def _jsonable(obj: Any) -> Any:
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return obj
+    if attrs.has(type(obj)):
+        return attrs.asdict(obj)
+    if hasattr(obj, "_asdict"):
+        return obj._asdict()
+    if hasattr(obj, "__dict__"):
+        return {k: v for k, v in vars(obj).items() if not k.startswith("_")}
+    return str(obj)
