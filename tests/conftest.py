@@ -43,3 +43,21 @@ def names(request):
             return unique_name(f"{base}-{suffix}")
 
     return _Names()
+
+
+# --- coordinator (issue 2: coordinator server) -------------------------------------------
+@pytest.fixture
+def coordinator(tmp_path):
+    """A real cr-coordinator process on a free loopback port, its own state dir.
+
+    Yields the launcher's CoordinatorProcess (``.endpoint``, ``.kill()``,
+    ``.restart()``); terminated (SIGTERM) at the end of the test.
+    """
+    from coordinator.launcher import CoordinatorProcess
+
+    proc = CoordinatorProcess(tmp_path / "coordinator-state")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.terminate()
