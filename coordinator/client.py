@@ -71,6 +71,7 @@ PUT_CHUNK = 50_000
 #: Backoff between tries (LOAD_IN_PROGRESS or no reply): exponential with jitter.
 BACKOFF_INITIAL_S = 0.02
 BACKOFF_MAX_S = 1.0
+BACKOFF_JITTER_S = 0.05
 
 
 class _NoReply(Exception):
@@ -174,7 +175,7 @@ class CoordinatorClient:
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type((_NoReply, LoadInProgress)),
-            wait=tenacity.wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S),
+            wait=tenacity.wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_JITTER_S),
             stop=tenacity.stop_before_delay(total),
             reraise=True,
         )
