@@ -1,0 +1,179 @@
+"""The drill's own pipeline: Kafka source -> Probe -> exactly-once file sink.
+
+``build(ctx)`` is what ``crkafka member cr_consumer.drill.pipeline`` calls in
+every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
+
+* ``topics`` (comma-separated) or ``pattern`` (a regex; the new-topic scenario
+  subscribes by pattern so that a topic created mid-run is picked up);
+* ``timeline_dir``: where the :class:`Probe` writes this member's events;
+* ``fault_dir``: where the drill drops fault triggers (``sink-failure``);
+* ``session_timeout_ms`` / ``heartbeat_interval_ms``: the group timeouts
+  (short in tests: a join takes about half the session timeout);
+* ``max_poll_records``.
+
+Records: the drill produces UTF-8 values; a *poison* record has a value that is
+not UTF-8. The source's value deserialiser (:func:`decode_value`) raises on
+it and the source's ``on_malformed="skip"`` policy counts and skips it, so it
+never reaches the sink; the verifier expects exactly that.
+
+Fault hooks, both in this module so the drill needs nothing from the runtime:
+
+* :class:`Probe` writes the timeline (throughput samples, drain, checkpoint,
+  complete, reset, resume) used for the report and the plot;
+* :class:`DrillFileSink` is the exactly-once :class:`FileSink` that raises once
+  when the drill drops ``<fault_dir>/sink-failure``: the first member to claim the
+  trigger (an atomic rename, so exactly one member raises) fails its batch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from cr_consumer.runtime import KafkaSource, Pipeline
+from cr_consumer.runtime.operators import Operator
+from cr_consumer.runtime.sinks import FileSink
+
+from .timeline import SAMPLE_PERIOD_S, TimelineWriter
+
+SINK_FAILURE_TRIGGER = "sink-failure"
+#: The sink looks for a trigger file at most this often (one stat() per period,
+#: not per batch).
+TRIGGER_CHECK_PERIOD_S = 0.05
+
+
+class InjectedSinkFailure(RuntimeError):
+    """The failure the sink-failure drill injects."""
+
+
+def decode_value(raw: bytes | None) -> str | None:
+    """The drill's value deserialiser: UTF-8 text; anything else is poison."""
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"undecodable (poison) value: {raw[:16]!r}") from exc
+
+
+class Probe(Operator):
+    """Pass-through operator that writes the member's timeline events."""
+
+    kind = "probe"
+
+    def __init__(self, timeline: TimelineWriter, name: str | None = None) -> None:
+        super().__init__(name)
+        self.timeline = timeline
+        self._count = 0
+        self._last_sample = time.monotonic()
+        self._after_reset = False
+        self.timeline.event("start", pid=os.getpid())
+
+    def process_batch(self, records: list) -> list:
+        if self._after_reset:
+            self._after_reset = False
+            self.timeline.event("resume")
+        self._count += len(records)
+        now = time.monotonic()
+        if now - self._last_sample >= SAMPLE_PERIOD_S:
+            self._sample(now)
+        return records
+
+    def _sample(self, now: float | None = None) -> None:
+        if self._count:
+            self.timeline.event("batch", n=self._count)
+            self._count = 0
+        self._last_sample = now if now is not None else time.monotonic()
+
+    def drain(self) -> None:
+        self._sample()
+        self.timeline.event("drain")
+
+    def checkpoint(self, seq: int) -> bytes:
+        self.timeline.event("checkpoint", seq=seq)
+        return super().checkpoint(seq)
+
+    def notify_checkpoint_complete(self, seq: int) -> None:
+        self.timeline.event("complete", seq=seq)
+
+    def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
+        super().reset(seq, data, attempt)
+        self._sample()
+        self._after_reset = True
+        self.timeline.event("reset", seq=seq, attempt=attempt)
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        self._sample()
+        self._after_reset = True
+        self.timeline.event("reset", seq=None, attempt=attempt)
+
+    def retire_checkpoint(self, seq: int) -> None:
+        pass
+
+    def close(self) -> None:
+        self._sample()
+        self.timeline.event("close")
+        self.timeline.close()
+
+
+class DrillFileSink(FileSink):
+    """A :class:`FileSink` that raises once per trigger file (see the module docstring)."""
+
+    def __init__(self, directory, member: str, fault_dir: str | os.PathLike | None,
+                 timeline: TimelineWriter | None = None, name: str | None = None) -> None:
+        super().__init__(directory, member, name=name)
+        self.fault_dir = Path(fault_dir) if fault_dir else None
+        self.timeline = timeline
+        self._next_check = 0.0
+
+    def process_batch(self, records: list) -> list:
+        if self.fault_dir is not None and records:
+            now = time.monotonic()
+            if now >= self._next_check:
+                self._next_check = now + TRIGGER_CHECK_PERIOD_S
+                self._maybe_fail()
+        return super().process_batch(records)
+
+    def _maybe_fail(self) -> None:
+        trigger = self.fault_dir / SINK_FAILURE_TRIGGER
+        claimed = self.fault_dir / f"{SINK_FAILURE_TRIGGER}.claimed-by-{self.member}-{os.getpid()}"
+        try:
+            os.rename(trigger, claimed)  # atomic: one member wins the trigger
+        except FileNotFoundError:
+            return
+        if self.timeline is not None:
+            self.timeline.event("fault_fired", fault="sink-failure")
+        raise InjectedSinkFailure(f"drill: injected sink failure in member {self.member}")
+
+
+def build(ctx) -> Pipeline:
+    topics = ctx.params.get("topics")
+    pattern = ctx.params.get("pattern")
+    if bool(topics) == bool(pattern):
+        raise ValueError("drill pipeline: pass exactly one of --param topics=a,b or --param pattern=REGEX")
+    session = int(ctx.param("session_timeout_ms", "6000"))
+    heartbeat = int(ctx.param("heartbeat_interval_ms", str(max(100, session // 6))))
+    source = KafkaSource(
+        topics=tuple(t for t in (topics or "").split(",") if t),
+        pattern=pattern or None,
+        options={
+            "start_position": "beginning",
+            "value_deserializer": decode_value,
+            "on_malformed": "skip",
+            "max_poll_records": int(ctx.param("max_poll_records", "500")),
+        },
+        kafka={
+            "session.timeout.ms": session,
+            "heartbeat.interval.ms": heartbeat,
+            "auto.offset.reset": "earliest",
+        },
+    )
+    timeline_dir = Path(ctx.param("timeline_dir", str(Path(ctx.output_dir).parent / "timeline")))
+    timeline = TimelineWriter(timeline_dir / f"{ctx.member}-{os.getpid()}.jsonl", ctx.member)
+    fault_dir = ctx.params.get("fault_dir")
+    return (
+        Pipeline(source)
+        .then(Probe(timeline))
+        .sink(DrillFileSink(ctx.output_dir, ctx.member, fault_dir, timeline))
+    )

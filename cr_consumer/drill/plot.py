@@ -1,0 +1,89 @@
+"""The drill's timeline plot (PNG, matplotlib, no display needed).
+
+Top panel: records processed per second by each member (0.5 s bins, replays
+included). Vertical markers on both panels: completed checkpoints (thin green
+dotted), resets (red dashed), faults (black solid, labelled) and member
+starts (grey, labelled: a start after the first is a restarted or added
+member, i.e. a rebalance). Bottom panel: cumulative records processed by the
+whole region, with the produced total as a horizontal line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .report import per_member_series
+
+
+def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, produced: int | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    if not events:
+        raise ValueError("plot_timeline: no timeline events to plot")
+    events = sorted(events, key=lambda e: e["t"])
+    t0 = events[0]["t"]
+    series = per_member_series(events)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 1.4]})
+    for member, (xs, ys) in series.items():
+        ax.step(xs, ys, where="post", label=member, linewidth=1.3)
+    ax.set_ylabel("records/s per member")
+    ax.set_title(title)
+
+    seen_ckpt = set()
+    seen_reset = set()
+    member_starts = 0
+    for e in events:
+        x = e["t"] - t0
+        if e["ev"] == "complete" and e["seq"] not in seen_ckpt:
+            seen_ckpt.add(e["seq"])
+            for a in (ax, ax2):
+                a.axvline(x, color="tab:green", linestyle=":", linewidth=0.8, alpha=0.7)
+        elif e["ev"] == "reset" and (e.get("seq"), e.get("attempt")) not in seen_reset:
+            seen_reset.add((e.get("seq"), e.get("attempt")))
+            for a in (ax, ax2):
+                a.axvline(x, color="tab:red", linestyle="--", linewidth=1.2)
+        elif e["ev"] == "fault":
+            for a in (ax, ax2):
+                a.axvline(x, color="black", linewidth=1.8)
+            ax.annotate(e.get("fault", "fault"), (x, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(3, -12), textcoords="offset points", fontsize=9, fontweight="bold")
+        elif e["ev"] == "start":
+            member_starts += 1
+            if member_starts > 1:
+                ax.axvline(x, color="grey", linewidth=0.8, alpha=0.6)
+            ax.annotate(f"+{e['member']}", (x, 0.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, 4 + 11 * ((member_starts - 1) % 4)), textcoords="offset points",
+                        fontsize=7, color="grey")
+
+    # legend proxies for the markers
+    ax.plot([], [], color="tab:green", linestyle=":", label=f"checkpoint complete ({len(seen_ckpt)})")
+    ax.plot([], [], color="tab:red", linestyle="--", label=f"reset ({len(seen_reset)})")
+    ax.plot([], [], color="black", label="fault")
+    ax.plot([], [], color="grey", label="member (re)start / rebalance")
+    ax.legend(loc="upper right", fontsize=8, ncol=2)
+    ax.set_ylim(bottom=0)
+
+    xs, ys, total = [], [], 0
+    for e in events:
+        if e["ev"] == "batch":
+            total += e["n"]
+            xs.append(e["t"] - t0)
+            ys.append(total)
+    ax2.plot(xs, ys, color="tab:blue", linewidth=1.3, label="processed (incl. replays)")
+    if produced:
+        ax2.axhline(produced, color="tab:purple", linewidth=1, linestyle="-.", label=f"produced ({produced})")
+    ax2.set_ylabel("records")
+    ax2.set_xlabel("seconds since the first member started")
+    ax2.legend(loc="lower right", fontsize=8)
+    ax2.set_ylim(bottom=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

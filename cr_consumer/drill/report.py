@@ -1,0 +1,144 @@
+"""The drill report: timeline analysis and the JSON document.
+
+From the timeline events (``timeline.py``) and the verifier's result:
+
+* ``resets``: distinct reset rounds seen by members (a round is a
+  (seq, attempt) pair; every member logs it once);
+* ``checkpoints``: distinct checkpoints the region declared complete;
+* ``time_to_detect_s``: from the (first) fault to the first reset a member
+  performed after it (the reset event is logged when the member's probe is
+  reset, i.e. when the region has detected the fault and is resetting);
+* ``time_to_resume_s``: from the fault to the first record processed after the
+  *last* reset that followed it (the region runs again; a kill -9 of a member
+  is typically followed by two resets: the survivors' rebalance, then the
+  restarted member's join);
+* ``time_to_recover_s``: from the fault to the first checkpoint completed after
+  that last reset (the region is consistent again);
+* ``throughput_before`` / ``throughput_after`` (records/s, all members):
+  records processed from the first batch to the fault, divided by that time;
+  and from the resume to the last batch.
+
+Times are wall-clock seconds (``time.time()``) of the events; all processes
+run on the same host.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from .verify import VerifyResult
+
+REPORT_VERSION = 1
+
+
+def _first(events: list[dict], pred) -> dict | None:
+    return next((e for e in events if pred(e)), None)
+
+
+def analyse(events: list[dict], fault_time: float | None) -> dict[str, Any]:
+    events = sorted(events, key=lambda e: e["t"])
+    resets = {(e.get("seq"), e.get("attempt")) for e in events if e["ev"] == "reset"}
+    completes = {e["seq"] for e in events if e["ev"] == "complete"}
+    batches = [e for e in events if e["ev"] == "batch"]
+    processed = sum(e["n"] for e in batches)
+    out: dict[str, Any] = {
+        "resets": len(resets),
+        "checkpoints": len(completes),
+        "processed": processed,
+        "time_to_detect_s": None,
+        "time_to_resume_s": None,
+        "time_to_recover_s": None,
+        "throughput_before": None,
+        "throughput_after": None,
+        "members_seen": sorted({e["member"] for e in events if e["ev"] == "start"}),
+    }
+    if fault_time is None:
+        if batches:
+            span = batches[-1]["t"] - batches[0]["t"]
+            out["throughput_before"] = round(processed / span, 1) if span > 0 else None
+        return out
+    after = [e for e in events if e["t"] >= fault_time]
+    first_reset = _first(after, lambda e: e["ev"] == "reset")
+    if first_reset:
+        out["time_to_detect_s"] = round(first_reset["t"] - fault_time, 3)
+    last_reset = next((e for e in reversed(after) if e["ev"] == "reset"), None)
+    if last_reset:
+        tail = [e for e in after if e["t"] >= last_reset["t"]]
+        resume = _first(tail, lambda e: e["ev"] in ("resume", "batch"))
+        complete = _first(tail, lambda e: e["ev"] == "complete")
+        if resume:
+            out["time_to_resume_s"] = round(resume["t"] - fault_time, 3)
+        if complete:
+            out["time_to_recover_s"] = round(complete["t"] - fault_time, 3)
+    before = [e for e in batches if e["t"] < fault_time]
+    if len(before) >= 2:
+        span = fault_time - before[0]["t"]
+        out["throughput_before"] = round(sum(e["n"] for e in before[1:]) / span, 1) if span > 0 else None
+    start_after = out["time_to_resume_s"]
+    if start_after is not None:
+        t_resume = fault_time + start_after
+        later = [e for e in batches if e["t"] >= t_resume]
+        if len(later) >= 2:
+            span = later[-1]["t"] - t_resume
+            out["throughput_after"] = round(sum(e["n"] for e in later) / span, 1) if span > 0 else None
+    return out
+
+
+def per_member_series(events: list[dict], bin_s: float = 0.5) -> dict[str, tuple[list[float], list[float]]]:
+    """member -> (bin start times relative to t0, records/s) for the plot."""
+    batches = [e for e in events if e["ev"] == "batch"]
+    if not batches:
+        return {}
+    t0 = min(e["t"] for e in events)
+    bins: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for e in batches:
+        bins[e["member"]][int((e["t"] - t0) / bin_s)] += e["n"]
+    last = int((max(e["t"] for e in events) - t0) / bin_s) + 1
+    series = {}
+    for member, counts in sorted(bins.items()):
+        xs = [i * bin_s for i in range(last)]
+        ys = [counts.get(i, 0) / bin_s for i in range(last)]
+        series[member] = (xs, ys)
+    return series
+
+
+def build_report(*, scenario: str, seed: int, members: int, partitions: int, messages: int,
+                 verify_result: VerifyResult, analysis: dict, faults: list[dict], elapsed_s: float,
+                 out_dir: str, plot: str | None, error: str | None = None,
+                 fault_fired: bool | None = None) -> dict:
+    v = verify_result
+    report = {
+        "version": REPORT_VERSION,
+        "scenario": scenario,
+        "seed": seed,
+        "members": members,
+        "partitions": partitions,
+        "messages": messages,
+        "ok": v.ok and error is None and fault_fired is not False,
+        "produced": v.produced,
+        "poison": v.poison,
+        "expected": v.expected,
+        "delivered": v.delivered,
+        "missing": v.missing,
+        "duplicates": v.duplicates,
+        "wrong_values": v.wrong_values,
+        "unexpected": v.unexpected,
+        "committed_behind": v.committed_behind,
+        "resets": analysis["resets"],
+        "checkpoints": analysis["checkpoints"],
+        "time_to_detect_s": analysis["time_to_detect_s"],
+        "time_to_resume_s": analysis["time_to_resume_s"],
+        "time_to_recover_s": analysis["time_to_recover_s"],
+        "throughput_before": analysis["throughput_before"],
+        "throughput_after": analysis["throughput_after"],
+        "processed_including_replays": analysis["processed"],
+        "faults": faults,
+        "fault_fired": fault_fired,
+        "elapsed_s": round(elapsed_s, 2),
+        "out_dir": out_dir,
+        "plot": plot,
+        "error": error,
+        "examples": v.examples,
+    }
+    return report

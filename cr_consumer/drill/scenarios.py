@@ -1,0 +1,263 @@
+"""Running one drill end to end.
+
+:func:`run_drill` (one scenario) does, in order:
+
+1. Lay out the drill directory ``OUT/<scenario>-s<seed>/``: ``output/`` (the
+   sinks' files), ``timeline/`` (events), ``faults/`` (triggers), ``state/``
+   (member checkpoints), ``coordinator/`` (its durable state), ``logs/``.
+2. Use ``--bootstrap`` / ``$KAFKA_BOOTSTRAP_SERVERS``, else start an embedded
+   broker (stopped at the end).
+3. Create the input topic (``partitions`` partitions) with unique names; the
+   new-topic scenario subscribes by pattern, the others by topic name.
+4. Start the coordinator process (``coordinator.launcher``), then the producer
+   thread (``workload.py``; with ``rate`` > 0 the input keeps arriving while
+   the fault happens), then the region's member processes (``harness.py``).
+5. Watch the timeline; when the members have processed a seeded random
+   fraction (20-60 %) of the input, inject the fault (``faults.py``).
+6. Wait (bounded by ``timeout_s``) until the published output holds every
+   expected record (produced minus poison). Progress is printed every second.
+7. Stop the region, read the group's committed offsets, stop the coordinator
+   and the broker. Every process started here is stopped in ``finally``.
+8. Verify the output independently (``verify.py``), analyse the timeline
+   (``report.py``), write ``report.json``, ``manifest.json`` and the PNG.
+
+A drill that times out still verifies and reports (its records are then
+missing) and fails. The report's ``ok`` is true only if nothing is missing,
+duplicated, altered or unexpected, committed offsets are not behind the
+output, and the injected fault really fired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import re
+import shutil
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+
+from cr_consumer.broker import bootstrap_or_embedded
+from cr_consumer.kafka_util import committed_offsets, create_topic, unique_name
+
+from . import faults as fault_mod
+from .harness import start_region
+from .plot import plot_timeline
+from .report import analyse, build_report
+from .timeline import TimelineReader, TimelineWriter
+from .verify import Manifest, count_lines, published_files, verify
+from .workload import Workload
+
+log = logging.getLogger(__name__)
+
+SCENARIOS = (
+    "kill-member", "kill-coordinator", "add-member", "remove-member",
+    "new-topic", "sink-failure", "poison", "reset-storm",
+)
+#: Share of poison records in the poison scenario's input.
+POISON_RATIO = 0.02
+#: How often the drill looks at the timeline and the output.
+WATCH_PERIOD_S = 0.1
+#: How often it prints a progress line.
+PROGRESS_PERIOD_S = 1.0
+#: Bound on the producer thread's end after the drill stops it.
+PRODUCER_JOIN_S = 60.0
+
+
+@attrs.frozen(kw_only=True)
+class DrillConfig:
+    scenario: str = attrs.field(validator=attrs.validators.in_(SCENARIOS))
+    members: int = 3
+    partitions: int = 8
+    messages: int = 200_000
+    bootstrap: str | None = None
+    out: Path = attrs.field(default=Path("drill-out"), converter=Path)
+    seed: int = 0
+    #: Production rate in records/s; 0 produces as fast as possible.
+    rate: float = 0.0
+    #: Region checkpoint period.
+    period_s: float = 1.0
+    session_timeout_ms: int = 6000
+    #: Bound on the whole drill after the region starts.
+    timeout_s: float = 180.0
+    #: Keep the drill directory's output files (the report and plot are always kept).
+    keep_output: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.members < 1:
+            raise ValueError(f"--members must be >= 1, got {self.members}")
+        if self.scenario == "remove-member" and self.members < 2:
+            raise ValueError("the remove-member scenario needs --members >= 2")
+        if self.partitions < 1:
+            raise ValueError(f"--partitions must be >= 1, got {self.partitions}")
+        if self.messages < self.partitions:
+            raise ValueError(f"--messages ({self.messages}) must be >= --partitions ({self.partitions})")
+        if self.rate < 0:
+            raise ValueError(f"--rate must be >= 0, got {self.rate}")
+        if self.period_s <= 0 or self.timeout_s <= 0:
+            raise ValueError("--period and --timeout must be > 0")
+
+
+def _progress(msg: str) -> None:
+    print(f"[drill {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class _OutputCounter:
+    """Counts published lines incrementally (a published file is never rewritten)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.counted: dict[Path, int] = {}
+
+    def count(self) -> int:
+        for p in published_files(self.directory):
+            if p not in self.counted:
+                self.counted[p] = count_lines([p])
+        return sum(self.counted.values())
+
+
+def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> dict[str, Any]:
+    rng = random.Random(cfg.seed)
+    drill_dir = (cfg.out / f"{cfg.scenario}-s{cfg.seed}").resolve()
+    if drill_dir.exists():
+        shutil.rmtree(drill_dir)
+    dirs = {name: drill_dir / name for name in ("output", "timeline", "faults", "state", "coordinator", "logs")}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    prefix = unique_name(f"drill-{cfg.scenario}")
+    group = f"{prefix}-group"
+    manifest = Manifest(group=group)
+    drill_tl = TimelineWriter(dirs["timeline"] / "drill.jsonl", "drill")
+    reader = TimelineReader(dirs["timeline"])
+    faults: list[dict] = []
+    error: str | None = None
+    fault_time: float | None = None
+    topics = [f"{prefix}-in"]
+    t_start = time.time()
+    committed: dict[tuple[str, int], int | None] | None = None
+    progress(f"{cfg.scenario}: seed {cfg.seed}, {cfg.members} members, {cfg.partitions} partitions, "
+             f"{cfg.messages} messages -> {drill_dir}")
+
+    with contextlib.ExitStack() as stack:
+        bootstrap = stack.enter_context(bootstrap_or_embedded(cfg.bootstrap))
+        from coordinator.launcher import CoordinatorProcess
+
+        region = coordinator = workload = None
+        try:
+            create_topic(bootstrap, topics[0], cfg.partitions)
+            coordinator = CoordinatorProcess(dirs["coordinator"] / "state", http="auto",
+                                             log_path=dirs["logs"] / "coordinator.log")
+            coordinator.start()
+            progress(f"broker {bootstrap}, coordinator {coordinator.endpoint} (pid {coordinator.pid})")
+            workload = Workload(bootstrap, topics[0], cfg.partitions, cfg.messages, manifest, seed=cfg.seed,
+                                rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0)
+            workload.start()
+            params = {
+                "timeline_dir": str(dirs["timeline"]),
+                "fault_dir": str(dirs["faults"]),
+                "session_timeout_ms": str(cfg.session_timeout_ms),
+            }
+            if cfg.scenario == "new-topic":
+                params["pattern"] = re.escape(prefix) + r"-.*"
+            else:
+                params["topics"] = topics[0]
+            region = start_region(
+                pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=coordinator.endpoint,
+                bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
+                log_dir=dirs["logs"], params=params, period_s=cfg.period_s,
+            )
+            env = fault_mod.DrillEnv(
+                bootstrap=bootstrap, region=region, coordinator=coordinator, manifest=manifest,
+                manifest_lock=workload.lock, fault_dir=dirs["faults"], timeline=drill_tl, rng=rng, seed=cfg.seed,
+                topic_prefix=prefix, partitions=cfg.partitions, messages=cfg.messages,
+            )
+            fraction = rng.uniform(0.2, 0.6)
+            trigger_at = int(fraction * cfg.messages)
+            counter = _OutputCounter(dirs["output"])
+            deadline = time.monotonic() + cfg.timeout_s
+            next_progress = 0.0
+            processed = delivered = 0
+            while True:
+                now = time.monotonic()
+                for e in reader.poll():
+                    if e["ev"] == "batch":
+                        processed += e["n"]
+                if fault_time is None and processed >= trigger_at:
+                    progress(f"injecting {cfg.scenario} after {processed} records ({fraction:.0%} of the input)")
+                    fault_time = time.time()
+                    faults.append(fault_mod.inject(env, cfg.scenario))
+                delivered = counter.count()
+                if workload.done.is_set():
+                    workload.join(PRODUCER_JOIN_S)
+                    with workload.lock:
+                        expected = manifest.produced - manifest.poison_count
+                    if fault_time is not None and delivered >= expected:
+                        break
+                if now >= next_progress:
+                    next_progress = now + PROGRESS_PERIOD_S
+                    progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
+                             f"(incl. replays), published {delivered}, members {sorted(region.members())}")
+                if now >= deadline:
+                    raise TimeoutError(
+                        f"drill did not finish within {cfg.timeout_s:.0f}s: published {delivered}, "
+                        f"produced {workload.produced}, fault {'injected' if fault_time else 'not injected'}"
+                    )
+                time.sleep(WATCH_PERIOD_S)  # the watch loop's period, not a synchronisation
+            progress(f"all {delivered} expected records published; stopping the region")
+        except Exception as exc:  # turned into the report's error: the drill fails, never hangs
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
+        finally:
+            if workload is not None:
+                workload.stop()
+            if region is not None:
+                region.stop()
+            if workload is not None:
+                with contextlib.suppress(Exception):
+                    workload.join(PRODUCER_JOIN_S)
+            if error is None:
+                try:
+                    committed = {}
+                    for topic in sorted({t for t, _ in manifest.partitions()}):
+                        for part, off in committed_offsets(bootstrap, group, topic).items():
+                            committed[(topic, part)] = off
+                except Exception as exc:
+                    error = f"reading committed offsets failed: {exc!r}"
+            if coordinator is not None:
+                coordinator.terminate()
+            drill_tl.close()
+
+    manifest.save(drill_dir / "manifest.json")
+    result = verify(manifest, dirs["output"], committed)
+    events = reader.all_events()
+    analysis = analyse(events, fault_time)
+    fired = None
+    if cfg.scenario == "sink-failure":
+        fired = any(e["ev"] == "fault_fired" for e in events)
+    plot_path = None
+    if events:
+        try:
+            plot_path = str(plot_timeline(events, drill_dir / "timeline.png",
+                                          title=f"drill {cfg.scenario} (seed {cfg.seed})",
+                                          produced=result.produced))
+        except Exception as exc:  # the plot is an aid; its failure is reported, not hidden
+            log.exception("timeline plot failed")
+            error = error or f"plot failed: {exc!r}"
+    report = build_report(
+        scenario=cfg.scenario, seed=cfg.seed, members=cfg.members, partitions=cfg.partitions,
+        messages=cfg.messages, verify_result=result, analysis=analysis, faults=faults,
+        elapsed_s=time.time() - t_start, out_dir=str(drill_dir), plot=plot_path, error=error,
+        fault_fired=fired,
+    )
+    (drill_dir / "report.json").write_text(json.dumps(report, indent=2))
+    if not cfg.keep_output and report["ok"]:
+        shutil.rmtree(dirs["output"], ignore_errors=True)
+        shutil.rmtree(dirs["state"], ignore_errors=True)
+    return report

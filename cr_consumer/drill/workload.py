@@ -1,0 +1,157 @@
+"""The drill's input: produce messages and record them in the manifest.
+
+Values are UTF-8 text ``drill:<seed>:<topic>:<partition>:<k>`` (k counts per
+partition); a poison record's value is ``b"\\xff\\xfe"`` + text, which is not
+UTF-8. Records go round robin over the topic's partitions with explicit
+partition numbers, in chunks: each chunk is sent, flushed, and every record's
+acknowledged offset is written to the manifest (offsets come from the broker's
+acknowledgements, not from assumptions).
+
+:class:`Workload` runs the production on a thread it owns:
+
+1. ``start()`` starts the thread; it produces ``total`` records, at ``rate``
+   records/s when ``rate`` > 0 (else as fast as the producer goes);
+2. ``stop()`` asks it to stop early and ``join(timeout)`` waits for it;
+   a production error is kept and re-raised by ``join``.
+
+:func:`produce_into` produces synchronously (the new-topic fault uses it).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+from cr_consumer.kafka_util import producer
+
+from .verify import Manifest
+
+log = logging.getLogger(__name__)
+
+POISON_PREFIX = b"\xff\xfe"
+#: Records per send/flush/acknowledge round: bounds the futures held at once.
+CHUNK = 2000
+#: Bound on waiting for one chunk's acknowledgements: a broker that stops
+#: answering fails the drill instead of hanging it.
+ACK_TIMEOUT_S = 30.0
+
+
+def value_for(seed: int, topic: str, partition: int, k: int) -> str:
+    return f"drill:{seed}:{topic}:{partition}:{k}"
+
+
+class _Producer:
+    """Sends chunks and records acknowledged offsets in the manifest."""
+
+    def __init__(self, bootstrap: str, manifest: Manifest, lock: threading.Lock, seed: int,
+                 poison_ratio: float, rng: random.Random) -> None:
+        self.p = producer(bootstrap, linger_ms=5)
+        self.manifest = manifest
+        self.lock = lock
+        self.seed = seed
+        self.poison_ratio = poison_ratio
+        self.rng = rng
+        self.counters: dict[tuple[str, int], int] = {}
+        self.sent = 0
+        self.poison = 0
+
+    def send_chunk(self, topic: str, partitions: list[int], n: int) -> None:
+        pending = []
+        for _ in range(n):
+            part = partitions[self.sent % len(partitions)]
+            k = self.counters.get((topic, part), 0)
+            self.counters[(topic, part)] = k + 1
+            text = value_for(self.seed, topic, part, k)
+            poison = self.poison_ratio > 0 and self.rng.random() < self.poison_ratio
+            raw = POISON_PREFIX + text.encode() if poison else text.encode()
+            pending.append((topic, part, text, poison, self.p.send(topic, value=raw, partition=part)))
+            self.sent += 1
+            self.poison += poison
+        self.p.flush(timeout=ACK_TIMEOUT_S)
+        with self.lock:
+            for topic, part, text, poison, fut in pending:
+                md = fut.get(timeout=ACK_TIMEOUT_S)
+                self.manifest.add(topic, part, md.offset, None if poison else text, poison=poison)
+
+    def close(self) -> None:
+        self.p.close(timeout=ACK_TIMEOUT_S)
+
+
+class Workload:
+    """Produces ``total`` records into ``topic`` on its own thread (see the module docstring)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, total: int, manifest: Manifest, *,
+                 seed: int = 0, rate: float = 0.0, poison_ratio: float = 0.0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = list(range(partitions))
+        self.total = total
+        self.manifest = manifest
+        self.lock = threading.Lock()
+        self.seed = seed
+        self.rate = rate
+        self.poison_ratio = poison_ratio
+        self.rng = random.Random(seed * 7919 + 1)
+        self.produced = 0
+        self.poison = 0
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="drill-producer", daemon=True)
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+
+    def start(self) -> "Workload":
+        self.started_at = time.time()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        prod = _Producer(self.bootstrap, self.manifest, self.lock, self.seed, self.poison_ratio, self.rng)
+        try:
+            t0 = time.monotonic()
+            chunk = CHUNK if self.rate <= 0 else max(1, min(CHUNK, int(self.rate / 20)))
+            while self.produced < self.total and not self._stop.is_set():
+                n = min(chunk, self.total - self.produced)
+                prod.send_chunk(self.topic, self.partitions, n)
+                self.produced += n
+                self.poison = prod.poison
+                if self.rate > 0:
+                    ahead = self.produced / self.rate - (time.monotonic() - t0)
+                    if ahead > 0:
+                        self._stop.wait(ahead)  # rate limit; stop() cuts it short
+        except BaseException as exc:  # kept and re-raised by join(): the drill fails loudly
+            log.exception("drill producer failed")
+            self._error = exc
+        finally:
+            try:
+                prod.close()
+            finally:
+                self.finished_at = time.time()
+                self.done.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"drill producer still running after {timeout:.0f}s ({self.produced}/{self.total} sent)")
+        if self._error is not None:
+            raise RuntimeError(f"drill producer failed: {self._error!r}") from self._error
+
+
+def produce_into(bootstrap: str, topic: str, partitions: int, n: int, manifest: Manifest,
+                 lock: threading.Lock, *, seed: int) -> None:
+    """Produce ``n`` records into ``topic`` now, recording them in ``manifest``."""
+    prod = _Producer(bootstrap, manifest, lock, seed, 0.0, random.Random(seed))
+    try:
+        sent = 0
+        while sent < n:
+            k = min(CHUNK, n - sent)
+            prod.send_chunk(topic, list(range(partitions)), k)
+            sent += k
+    finally:
+        prod.close()
