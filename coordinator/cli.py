@@ -39,6 +39,7 @@ import zmq
 from coordinator import protocol, security
 from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
 from coordinator.merge import MergeService
+from coordinator.region_controller import RegionControllerService
 from coordinator.registry import ControlVariablesService, RegistryService
 from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer, CurveServerConfig
 
@@ -166,6 +167,7 @@ def serve(args: argparse.Namespace) -> int:
     server.add_service(registry)
     server.add_service(ControlVariablesService())
     server.add_service(MergeService(registry))
+    server.add_service(RegionControllerService())  # issue 4: consistent regions
 
     stop = threading.Event()
 

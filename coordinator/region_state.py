@@ -349,6 +349,8 @@ class RegionCore:
             log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
             return
         kind = ResetKind.FORCE if force else ResetKind.FAILURE
+        if force and self.phase is Phase.RESETTING:
+            self.consecutive_resets = 0  # force clears the counter even when it does not stack
         self._start_reset(f"member {name} requested a {'forced ' if force else ''}reset: {reason}", kind, now)
 
     def trigger(self, name: str, now: float) -> None:

@@ -1,0 +1,346 @@
+"""The region controller: a coordinator service that drives consistent regions.
+
+It runs on the coordinator's loop thread (``server.add_service(RegionControllerService())``)
+and holds one :class:`~coordinator.region_state.RegionCore` per region name; the
+cycle and the reset are numbered in ``region_state.py``. This module is the
+I/O around it: the messages, their validation, the pushes, durability and metrics.
+
+Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
+
+* ``region_join {region, member, incarnation, pid, config}``: the first join of a
+  region creates it with ``config`` (a ``RegionConfig`` dict); a later join with
+  other settings gets ``INVALID`` naming them; another ``index`` gets
+  ``CR_INDEX_MISMATCH``. ``incarnation`` is unique per member process: a new one
+  (a restarted process) makes the region reset. Reply ``{region, phase,
+  last_consistent, config}``. The reply tells the member its socket identity is
+  where commands will be pushed.
+* ``region_heartbeat {region, member, incarnation}``: every ``HEARTBEAT_S``
+  (member side); ``NOT_REGISTERED`` if the controller does not know this
+  incarnation (after a coordinator restart): the member joins again.
+* ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets}``:
+  the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
+  (``[[topic, partition, next offset], ...]``) are the source's at a checkpoint.
+* ``region_reset_request {region, member, incarnation, force, reason}``: a reset
+  (``force`` for a rebalance). Requests during a reset do not stack.
+* ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
+* ``region_leave {region, member, incarnation}``: graceful leave (the region resets).
+* ``region_status {region?}``: one region's status, or all.
+
+Controller -> member (pushed, envelope id null, type ``region_command``), body
+``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
+``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
+members, offsets}``, ``reset_to_initial {attempt}``, ``failed {reason}``.
+
+Durability: the region document (namespace ``region``) is written with
+``store.put_document`` and the server syncs the store before it sends any reply
+or push queued in the same loop iteration, so "seq is consistent" is on disk
+before a RESUME naming it leaves the process. On start (``on_loaded``) every
+stored region is rebuilt in phase WAITING.
+
+Failure behaviour: commands are pushes and may be lost (a member's socket
+reconnecting); the member's silence then fails the phase by its timeout and
+the region resets. A member that misses its heartbeats for ``member_timeout_s``
+is dropped and the region resets without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from coordinator import protocol
+from coordinator.errors import CrIndexMismatch, Invalid, NotRegistered
+from coordinator.region_state import Phase, RegionConfig, RegionCore
+from coordinator.server import CoordinatorServer, Request
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "region"
+COMMAND_TYPE = "region_command"
+#: Recent events kept per region for the status reply (bounded memory).
+EVENTS_KEPT = 200
+
+
+def _opt_int(body: Mapping[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    return protocol.req_int(body, name, 0)
+
+
+def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Invalid(f"field '{name}' must be a string or null")
+    return value[:2000]
+
+
+@attrs.frozen
+class RegionJoin:
+    TYPE: ClassVar[str] = "region_join"
+    region: str
+    member: str
+    incarnation: str
+    pid: int | None
+    config: dict
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> "RegionJoin":
+        config = body.get("config")
+        if not isinstance(config, dict):
+            raise Invalid("field 'config' must be an object with the region settings")
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), _opt_int(body, "pid"), dict(config))
+
+
+@attrs.frozen
+class RegionMemberMessage:
+    """region_heartbeat, region_trigger, region_leave: who is speaking."""
+
+    TYPE: ClassVar[str] = "region_heartbeat"
+    region: str
+    member: str
+    incarnation: str
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> "RegionMemberMessage":
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"))
+
+
+@attrs.frozen
+class RegionAck:
+    TYPE: ClassVar[str] = "region_ack"
+    region: str
+    member: str
+    incarnation: str
+    command: str
+    seq: int | None
+    attempt: int | None
+    ok: bool
+    error: str | None
+    offsets: list | None
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> "RegionAck":
+        command = protocol.req_str(body, "command")
+        if command not in ("drain", "checkpoint", "reset"):
+            raise Invalid(f"field 'command' must be drain, checkpoint or reset, got {command!r}")
+        offsets = body.get("offsets")
+        if offsets is not None:
+            offsets = protocol.encode_offsets(protocol.decode_offsets(offsets))
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), command, _opt_int(body, "seq"),
+                   _opt_int(body, "attempt"), protocol.req_bool(body, "ok"), _opt_str(body, "error"), offsets)
+
+
+@attrs.frozen
+class RegionResetRequest:
+    TYPE: ClassVar[str] = "region_reset_request"
+    region: str
+    member: str
+    incarnation: str
+    force: bool
+    reason: str
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> "RegionResetRequest":
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), protocol.req_bool(body, "force"),
+                   _opt_str(body, "reason") or "")
+
+
+@attrs.frozen
+class RegionStatusRequest:
+    TYPE: ClassVar[str] = "region_status"
+    region: str | None
+
+    def to_body(self) -> dict[str, Any]:
+        return {"region": self.region}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> "RegionStatusRequest":
+        return cls(_opt_str(body, "region"))
+
+
+class RegionControllerService:
+    """Plugs the region controller into a :class:`CoordinatorServer`."""
+
+    def __init__(self) -> None:
+        self._server: CoordinatorServer | None = None
+        self.regions: dict[str, RegionCore] = {}
+        self.events: dict[str, list[dict]] = {}
+        self._metrics: Any = None
+
+    # ------------------------------------------------------------------ service API
+    def attach(self, server: CoordinatorServer) -> None:
+        self._server = server
+        server.add_handler(RegionJoin.TYPE, RegionJoin, self._on_join)
+        server.add_handler("region_heartbeat", RegionMemberMessage, self._on_heartbeat)
+        server.add_handler("region_trigger", RegionMemberMessage, self._on_trigger)
+        server.add_handler("region_leave", RegionMemberMessage, self._on_leave)
+        server.add_handler(RegionAck.TYPE, RegionAck, self._on_ack)
+        server.add_handler(RegionResetRequest.TYPE, RegionResetRequest, self._on_reset_request)
+        server.add_handler(RegionStatusRequest.TYPE, RegionStatusRequest, self._on_status)
+
+    def on_loaded(self) -> None:
+        assert self._server is not None
+        for name, doc in self._server.store.documents(NAMESPACE).items():
+            try:
+                config = RegionConfig.from_dict(doc["config"])
+                self.regions[name] = self._make_core(config, doc)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.error("region %s: stored document is unusable (%s); the region starts afresh", name, exc)
+                continue
+            log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
+                     name, self.regions[name].phase.value, self.regions[name].last_consistent,
+                     self.regions[name].known_members)
+
+    def on_tick(self, now: float) -> None:
+        for core in self.regions.values():
+            core.tick(now)
+
+    def status(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {"regions": {name: core.status(now) for name, core in self.regions.items()}}
+
+    def update_metrics(self, metrics: Any) -> None:
+        registry = getattr(metrics, "registry", None)
+        if registry is None:
+            return
+        if self._metrics is None:
+            from prometheus_client import Gauge
+
+            self._metrics = {
+                "phase": Gauge("region_phase", "1 for the region's current phase", ["region", "phase"], registry=registry),
+                "last": Gauge("region_last_consistent_checkpoint", "Last consistent checkpoint id", ["region"], registry=registry),
+                "checkpoints": Gauge("region_checkpoints", "Checkpoints completed since start", ["region"], registry=registry),
+                "resets": Gauge("region_resets", "Reset rounds started since start", ["region"], registry=registry),
+                "consecutive": Gauge("region_consecutive_resets", "Consecutive resets without a checkpoint", ["region"], registry=registry),
+                "failed": Gauge("region_failed", "1 when the region is FAILED", ["region"], registry=registry),
+                "members": Gauge("region_members", "Members joined", ["region"], registry=registry),
+            }
+        m = self._metrics
+        for name, core in self.regions.items():
+            for phase in Phase:
+                m["phase"].labels(name, phase.value).set(1 if core.phase is phase else 0)
+            m["last"].labels(name).set(core.last_consistent if core.last_consistent is not None else -1)
+            m["checkpoints"].labels(name).set(core.checkpoints)
+            m["resets"].labels(name).set(core.resets)
+            m["consecutive"].labels(name).set(core.consecutive_resets)
+            m["failed"].labels(name).set(1 if core.phase is Phase.FAILED else 0)
+            m["members"].labels(name).set(len(core.members))
+
+    # ------------------------------------------------------------------ plumbing
+    def _make_core(self, config: RegionConfig, doc: dict | None) -> RegionCore:
+        name = config.name
+        server = self._server
+        assert server is not None
+
+        def send(member: str, body: dict[str, Any]) -> None:
+            info = self.regions[name].members.get(member)
+            if info is None:
+                return
+            body["region"] = name
+            server.push(info.identity, COMMAND_TYPE, body)
+
+        def persist(document: dict[str, Any]) -> None:
+            server.store.put_document(NAMESPACE, name, document)
+            server.mark_dirty()
+
+        def on_event(kind: str, info: dict) -> None:
+            events = self.events.setdefault(name, [])
+            events.append({"t": time.time(), "kind": kind, **info})
+            del events[:-EVENTS_KEPT]
+
+        return RegionCore(config, send, persist, doc, on_event=on_event)
+
+    def _core(self, region: str) -> RegionCore:
+        core = self.regions.get(region)
+        if core is None:
+            raise NotRegistered(f"region {region!r} is unknown: members must send region_join first")
+        return core
+
+    def _known(self, region: str, member: str, incarnation: str) -> RegionCore:
+        core = self._core(region)
+        m = core.members.get(member)
+        if m is None or m.incarnation != incarnation:
+            raise NotRegistered(f"member {member!r} (incarnation {incarnation}) has not joined region {region!r}")
+        return core
+
+    # ------------------------------------------------------------------ handlers
+    def _on_join(self, req: Request, msg: RegionJoin) -> dict[str, Any]:
+        try:
+            config = RegionConfig.from_dict({**msg.config, "name": msg.region})
+        except (TypeError, ValueError) as exc:
+            raise Invalid(f"region {msg.region!r}: bad config: {exc}") from None
+        core = self.regions.get(msg.region)
+        if core is None:
+            core = self.regions[msg.region] = self._make_core(config, None)
+            log.info("region %s created by %s: %s", msg.region, msg.member, config)
+        elif config.index != core.config.index:
+            raise CrIndexMismatch(f"region {msg.region!r} has index {core.config.index}; "
+                                  f"member {msg.member!r} joined with {config.index}")
+        else:
+            differ = core.config.same_settings(config)
+            if differ:
+                raise Invalid(f"region {msg.region!r} already runs with other settings: {differ} "
+                              f"(have {[getattr(core.config, d) for d in differ]}, "
+                              f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
+                              f"start every member with the same region settings")
+        return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid)
+
+    def _on_heartbeat(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+        core = self._core(msg.region)
+        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received):
+            raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
+                                f"{msg.region!r}: join again")
+        return {"phase": core.phase.value, "last_consistent": core.last_consistent}
+
+    def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+        core = self._known(msg.region, msg.member, msg.incarnation)
+        core.trigger(msg.member, req.received)
+        return {"phase": core.phase.value}
+
+    def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+        core = self.regions.get(msg.region)
+        if core is not None:
+            m = core.members.get(msg.member)
+            if m is not None and m.incarnation == msg.incarnation:
+                core.leave(msg.member, req.received)
+        return {}
+
+    def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
+        core = self._known(msg.region, msg.member, msg.incarnation)
+        core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets)
+        return {"phase": core.phase.value}
+
+    def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> dict[str, Any]:
+        core = self._known(msg.region, msg.member, msg.incarnation)
+        core.request_reset(msg.member, msg.force, msg.reason, req.received)
+        return {"phase": core.phase.value}
+
+    def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
+        now = time.monotonic()
+        if msg.region is not None:
+            core = self._core(msg.region)
+            return {"region": core.status(now), "events": self.events.get(msg.region, [])[-50:]}
+        return {"regions": {n: c.status(now) for n, c in self.regions.items()}}

@@ -1,0 +1,259 @@
+"""A member's control channel to the region controller (member side of docs/region.md).
+
+One I/O thread owns one ZeroMQ DEALER socket (ZeroMQ sockets are not
+thread-safe, so no other thread touches it). Its routing id is fixed,
+``<member>/<incarnation>``, so that after a reconnect (a coordinator restart)
+commands pushed to that identity still arrive, and a restarted member process
+(new incarnation) is never confused with its predecessor.
+
+The I/O thread loop:
+
+1. Until joined: send ``region_join`` (re-sent every ``JOIN_RETRY_S`` without
+   an answer; ``LOAD_IN_PROGRESS`` is retried the same way).
+2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``.
+3. Send what other threads queued (acks, reset requests, triggers) at once: they
+   write to a queue and wake the loop through a pipe.
+4. Pushed ``region_command`` messages go to ``on_command`` (the member's
+   control thread queue), in arrival order.
+5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
+   answer to anything for ``LOST_AFTER_S``: back to step 1.
+Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from coordinator import protocol
+
+log = logging.getLogger(__name__)
+
+#: Heartbeat interval; the controller's member_timeout_s must be several of these.
+HEARTBEAT_S = 0.5
+#: Re-send a join that got no answer (coordinator down or restarting).
+JOIN_RETRY_S = 0.5
+#: No answer at all for this long: presume the coordinator lost us and join again
+#: (its restart may have dropped our queued messages).
+LOST_AFTER_S = 3.0
+#: Bound on the I/O thread's exit at stop().
+STOP_JOIN_S = 5.0
+
+Command = dict[str, Any]
+
+
+class RegionFatal(RuntimeError):
+    """The controller refused this member for good (bad settings)."""
+
+
+class ControlChannel:
+    def __init__(
+        self,
+        endpoint: str,
+        region: str,
+        member: str,
+        incarnation: str,
+        region_config: dict[str, Any],
+        on_command: Callable[[Command], None],
+        *,
+        context: zmq.Context | None = None,
+        curve: tuple[bytes, bytes, bytes] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.region = region
+        self.member = member
+        self.incarnation = incarnation
+        self.region_config = dict(region_config)
+        self.on_command = on_command
+        self._ctx = context or zmq.Context.instance()
+        self._curve = curve  # (server public, client public, client secret)
+        self._outbox: queue.SimpleQueue[tuple[str, dict]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ids = itertools.count(1)
+        self.joined = threading.Event()
+        self.failure: BaseException | None = None
+        self.joins = 0
+        self.last_reply: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ API (any thread)
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"region-io-{self.member}", daemon=True)
+        self._thread.start()
+
+    def stop(self, leave: bool = True) -> None:
+        if leave and self.joined.is_set():
+            self.send("region_leave", {})
+        self._stop.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(STOP_JOIN_S)
+            if self._thread.is_alive():
+                log.error("%s: control I/O thread did not stop within %.1fs", self.member, STOP_JOIN_S)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def send(self, msg_type: str, body: dict[str, Any]) -> None:
+        """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
+        self._outbox.put((msg_type, body))
+        self._wake()
+
+    def ack(self, command: str, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
+            error: str | None = None, offsets: list | None = None) -> None:
+        self.send("region_ack", {"command": command, "seq": seq, "attempt": attempt, "ok": ok,
+                                 "error": error, "offsets": offsets})
+
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        self.send("region_reset_request", {"force": force, "reason": reason[:2000]})
+
+    def trigger(self) -> None:
+        self.send("region_trigger", {})
+
+    # ------------------------------------------------------------------ I/O thread
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _socket(self) -> zmq.Socket:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, f"{self.member}/{self.incarnation}".encode())
+        sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        if self._curve is not None:
+            server_public, public, secret = self._curve
+            sock.curve_serverkey = server_public
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret
+        sock.connect(self.endpoint)
+        return sock
+
+    def _base(self) -> dict[str, Any]:
+        return {"region": self.region, "member": self.member, "incarnation": self.incarnation}
+
+    def _run(self) -> None:
+        sock = self._socket()
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        pending: dict[str, str] = {}  # request id -> type
+        join_sent = 0.0
+        last_hb = 0.0
+        last_heard = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if not self.joined.is_set() and now - join_sent >= JOIN_RETRY_S:
+                    join_sent = now
+                    self._request(sock, pending, "region_join",
+                                  {"pid": os.getpid(), "config": self.region_config})
+                elif self.joined.is_set():
+                    if now - last_hb >= HEARTBEAT_S:
+                        last_hb = now
+                        self._request(sock, pending, "region_heartbeat", {})
+                    if now - last_heard > LOST_AFTER_S:
+                        log.warning("%s: no answer from the coordinator for %.1fs; joining again",
+                                    self.member, now - last_heard)
+                        self.joined.clear()
+                        last_heard = now
+                while True:
+                    try:
+                        msg_type, body = self._outbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if self.joined.is_set() or msg_type == "region_leave":
+                        self._request(sock, pending, msg_type, body)
+                    else:
+                        log.info("%s: not joined; dropped %s %s (the rejoin resets the region)",
+                                 self.member, msg_type, body.get("command", ""))
+                events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
+                if self._wake_r in events:
+                    try:
+                        while os.read(self._wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                if sock in events:
+                    while True:
+                        try:
+                            raw = sock.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        last_heard = time.monotonic()
+                        self._on_frame(raw, pending)
+                if self.failure is not None:
+                    return
+            # flush a final leave
+            while True:
+                try:
+                    msg_type, body = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if msg_type == "region_leave":
+                    self._request(sock, pending, msg_type, body)
+        except BaseException as exc:  # the member's control loop sees it and exits non-zero
+            log.exception("%s: control I/O thread failed", self.member)
+            self.failure = exc
+        finally:
+            sock.close(linger=200)
+
+    def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> None:
+        rid = f"{self.member}-{next(self._ids)}"
+        pending[rid] = msg_type
+        if len(pending) > 1000:  # answers lost in a restart: forget the oldest
+            for key in list(pending)[:500]:
+                pending.pop(key, None)
+        try:
+            sock.send(protocol.encode(msg_type, {**self._base(), **body}, rid), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("%s: %s not sent: the coordinator connection is congested", self.member, msg_type)
+
+    def _on_frame(self, raw: bytes, pending: dict) -> None:
+        try:
+            env = protocol.decode(raw)
+        except protocol.BadEnvelope as bad:
+            log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
+            return
+        if env.id is None and env.type == "region_command":
+            self.on_command(dict(env.body))
+            return
+        msg_type = pending.pop(env.id, None) if env.id is not None else None
+        if env.type == "error":
+            code = env.body.get("code")
+            message = env.body.get("message")
+            if code == "NOT_REGISTERED":
+                if self.joined.is_set():
+                    log.warning("%s: the coordinator does not know us (%s); joining again", self.member, message)
+                self.joined.clear()
+            elif code == "LOAD_IN_PROGRESS":
+                pass  # the join is re-sent after JOIN_RETRY_S
+            elif msg_type == "region_join" and code in ("INVALID", "CR_INDEX_MISMATCH"):
+                self.failure = RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code}: {message}")
+                log.error("%s", self.failure)
+            else:
+                log.warning("%s: %s answered %s: %s", self.member, msg_type, code, message)
+            return
+        if msg_type == "region_join":
+            self.joins += 1
+            self.last_reply = dict(env.body)
+            self.joined.set()
+            log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
+                     self.region, env.body.get("phase"), env.body.get("last_consistent"))
+        elif env.type.endswith("_reply"):
+            self.last_reply = dict(env.body)

@@ -1,0 +1,382 @@
+"""A member process of a consistent region: one pipeline, one Kafka source.
+
+Start-up:
+
+1. Load the pipeline module (a module name or a ``.py`` path) and call its
+   ``build(ctx) -> Pipeline``.
+2. Block the region permit: nothing is submitted before the region's first
+   RESET/RESUME tells this member where to start.
+3. Start the control channel (``control.py``: join, heartbeats, pushed
+   commands) and the Kafka source (``ConsumerOperator`` with this member's
+   permit; its reset requests and operator-driven triggers go to the channel).
+4. Run the control loop on the calling thread (the *control thread*, owned
+   here): it takes the controller's commands and executes them in order.
+
+Commands (each answered with ``region_ack`` ok / error text):
+
+* ``drain {seq}``: block the permit (drain timeout), then ``drain()`` every
+  operator in pipeline order, the source first. A pipeline error since the
+  last reset fails the drain (its records were lost, so this interval must
+  not become a checkpoint).
+* ``checkpoint {seq}``: ``checkpoint(seq)`` every operator, save each in the
+  checkpoint store, seal ``seq``; the ack carries the source's offsets.
+* ``resume {complete}``: ``notify_checkpoint_complete(complete)`` on every
+  operator when a checkpoint completed (the file sink publishes), then unblock
+  the permit.
+* ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
+  checkpoints <= seq from the store.
+* ``reset {seq, attempt, members, offsets}``: block the permit; in reverse
+  pipeline order ``reset(seq, data)`` each operator with its stored data (a
+  member that is not in ``members`` was not there at ``seq``: its operators
+  go to their initial state); the source gets a checkpoint holding the
+  controller's union of all members' offsets, as the sole contributor, so a
+  reset never waits for a member that is dead, removed or new. The permit
+  stays blocked until ``resume``.
+* ``reset_to_initial {attempt}``: the same with ``reset_to_initial_state``.
+* ``failed {reason}``: the region gave up; the member exits with code 3.
+
+When several commands are queued and one of them is a reset, everything
+queued before the last reset is skipped (a reset supersedes them).
+
+Exit codes: 0 stopped (SIGTERM/SIGINT or :meth:`Member.stop`), 1 the source or
+the control channel failed, 2 bad settings, 3 the region FAILED.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import queue
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+
+from cr_consumer.region import RegionPermit
+
+from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
+from .control import ControlChannel
+from .pipeline import KafkaSource, Pipeline, PipelineContext
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REGION_FAILED = 0, 1, 2, 3
+SOURCE_ID = "00-source"
+#: Control loop wake-up when no command arrives, to notice stop requests and failures.
+LOOP_WAIT_S = 0.2
+#: Bound on waiting for the region to accept this member at start-up; a
+#: coordinator that never answers fails the member (the runner restarts it).
+JOIN_TIMEOUT_S = 60.0
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def load_pipeline_module(spec: str) -> ModuleType:
+    """A module name (``examples.wordcount``) or a path (``examples/wordcount.py``)."""
+    if spec.endswith(".py") or "/" in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise SettingsError(f"pipeline module {spec!r}: no such file")
+        name = f"crpipeline_{path.stem}"
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise SettingsError(f"pipeline module {spec!r} cannot be loaded")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(spec)
+        except ModuleNotFoundError as exc:
+            raise SettingsError(f"pipeline module {spec!r} not found ({exc}); give a module name or a .py path") from None
+    if not callable(getattr(module, "build", None)):
+        raise SettingsError(f"pipeline module {spec!r} has no build(ctx) -> Pipeline function")
+    return module
+
+
+@attrs.frozen
+class MemberSettings:
+    """Everything one member process needs (``crkafka member`` builds it from its arguments)."""
+
+    pipeline: str
+    bootstrap: str
+    coordinator: str
+    group: str
+    member: str
+    output_dir: Path = attrs.field(converter=Path)
+    state_dir: Path = attrs.field(converter=Path)
+    region_index: int = 0
+    #: RegionConfig settings sent with the join (period_s, drain_timeout_s, ...).
+    region: dict = attrs.field(factory=dict)
+    params: dict = attrs.field(factory=dict)
+    #: Kafka consumer properties by dotted name, over the pipeline's own.
+    kafka: dict = attrs.field(factory=dict)
+
+
+class Member:
+    def __init__(self, settings: MemberSettings) -> None:
+        self.settings = settings
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.permit = RegionPermit()
+        self.commands: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self.exit_code: int | None = None
+        self.broken: BaseException | None = None  # pipeline error since the last reset
+        self.pipeline: Pipeline | None = None
+        self.source: Any = None
+        self.handlers: list[tuple[str, Any]] = []
+        self.channel: ControlChannel | None = None
+        self.completed: list[int] = []
+        self.resets = 0
+        region = dict(settings.region)
+        region.setdefault("index", settings.region_index)
+        self.region_config = region
+        self.store = DirectoryCheckpointStore(Path(settings.state_dir) / "checkpoints" / settings.member)
+
+    # ------------------------------------------------------------------ set-up
+    def build(self) -> None:
+        s = self.settings
+        ctx = PipelineContext(bootstrap=s.bootstrap, group=s.group, member=s.member, coordinator=s.coordinator,
+                              output_dir=s.output_dir, state_dir=s.state_dir, region_index=s.region_index,
+                              params=dict(s.params))
+        module = load_pipeline_module(s.pipeline)
+        pipeline = module.build(ctx)
+        if not isinstance(pipeline, Pipeline):
+            raise SettingsError(f"{s.pipeline}: build(ctx) returned {type(pipeline).__name__}, not a Pipeline")
+        if not isinstance(pipeline.source, KafkaSource):
+            raise SettingsError(f"{s.pipeline}: the pipeline needs a KafkaSource (Pipeline(KafkaSource(topics=[...])))")
+        self.pipeline = pipeline
+        self.source = self._make_source(pipeline.source)
+        self.handlers = [(SOURCE_ID, self.source)] + list(zip(pipeline.operator_ids(), pipeline.operators))
+
+    def _make_source(self, spec: KafkaSource) -> Any:
+        from cr_consumer.config import ConfigError, OperatorConfig
+        from cr_consumer.operator import ConsumerOperator
+
+        s = self.settings
+        options = dict(spec.options)
+        options.setdefault("drain_timeout_s", float(self.region_config.get("drain_timeout_s", 30.0)))
+        options.setdefault("reset_timeout_s", float(self.region_config.get("reset_timeout_s", 30.0)))
+        if self.region_config.get("mode") == "operator_driven":
+            options.setdefault("region_mode", "operator_driven")
+        try:
+            config = OperatorConfig(
+                bootstrap_servers=s.bootstrap, group_id=s.group, operator_name=s.member, coordinator=s.coordinator,
+                topics=spec.topics, pattern=spec.pattern, region_index=s.region_index,
+                consumer_properties={**dict(spec.kafka), **dict(s.kafka)}, **options,
+            )
+        except (ConfigError, TypeError) as exc:
+            raise SettingsError(f"{s.pipeline}: Kafka source settings: {exc}") from None
+        return ConsumerOperator(config, submit_batch=self._submit, permit=self.permit, region=self)
+
+    # ------------------------------------------------------------------ data path (process thread)
+    def _submit(self, records: list) -> None:
+        if self.broken is not None:
+            return  # dropped: the drain fails and the reset replays them
+        try:
+            self.pipeline.process_batch(records)
+        except Exception as exc:  # turned into a region reset; the next drain fails
+            self.broken = exc
+            log.exception("%s: the pipeline failed on a batch of %d records; requesting a reset",
+                          self.settings.member, len(records))
+            if self.channel is not None:
+                self.channel.request_reset(force=False, reason=f"{self.settings.member}: pipeline error: {exc!r}")
+
+    # ------------------------------------------------------------------ region object for the source
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        if self.channel is not None:
+            self.channel.request_reset(force=force, reason=reason)
+
+    def request_drain(self, *, reason: str) -> None:
+        if self.channel is not None:
+            self.channel.trigger()
+
+    # ------------------------------------------------------------------ life cycle
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        """Build, join, execute commands until stopped; returns the exit code."""
+        s = self.settings
+        try:
+            self.build()
+        except SettingsError as exc:
+            log.error("%s", exc)
+            return EXIT_CONFIG
+        self.permit.block(0.0)  # 2. nothing is submitted before the first reset
+        self.channel = ControlChannel(s.coordinator, s.group, s.member, self.incarnation, self.region_config,
+                                      self.commands.put)
+        self.channel.start()
+        code = EXIT_ERROR
+        try:
+            if not self.channel.joined.wait(JOIN_TIMEOUT_S):
+                if self.channel.failure is not None:
+                    log.error("%s", self.channel.failure)
+                    return EXIT_CONFIG
+                log.error("%s: could not join region %s at %s within %.0fs", s.member, s.group, s.coordinator,
+                          JOIN_TIMEOUT_S)
+                return EXIT_ERROR
+            self.source.start()
+            log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
+                     [i for i, _ in self.handlers])
+            code = self._loop()
+            return code
+        finally:
+            self._shutdown(leave=code == EXIT_OK)
+
+    def _loop(self) -> int:
+        while not self._stop.is_set():
+            if self.channel.failure is not None:
+                log.error("%s: control channel failed: %s", self.settings.member, self.channel.failure)
+                return EXIT_CONFIG if "refused" in str(self.channel.failure) else EXIT_ERROR
+            failure = getattr(self.source, "failure", None)
+            if failure is not None:
+                log.error("%s: the Kafka source failed: %r", self.settings.member, failure)
+                return EXIT_ERROR
+            try:
+                first = self.commands.get(timeout=LOOP_WAIT_S)
+            except queue.Empty:
+                continue
+            batch = [first]
+            while True:
+                try:
+                    batch.append(self.commands.get_nowait())
+                except queue.Empty:
+                    break
+            resets = [i for i, c in enumerate(batch) if c.get("cmd") in ("reset", "reset_to_initial")]
+            if resets and resets[-1] > 0:
+                skipped = batch[: resets[-1]]
+                log.info("%s: skipping %s (superseded by a later reset)", self.settings.member,
+                         [c.get("cmd") for c in skipped])
+                batch = batch[resets[-1]:]
+            for cmd in batch:
+                if cmd.get("cmd") == "failed":
+                    log.error("%s: region %s FAILED: %s", self.settings.member, self.settings.group, cmd.get("reason"))
+                    return EXIT_REGION_FAILED
+                self._execute(cmd)
+        return EXIT_OK
+
+    def _shutdown(self, leave: bool) -> None:
+        if self.channel is not None:
+            self.channel.stop(leave=leave)
+        self.permit.unblock()
+        errors = []
+        for closer in (getattr(self.source, "close", None), getattr(self.pipeline, "close", None)):
+            if closer is None:
+                continue
+            try:
+                closer()
+            except Exception as exc:  # log every one; the process is ending anyway
+                log.exception("%s: error while closing", self.settings.member)
+                errors.append(exc)
+
+    # ------------------------------------------------------------------ commands (control thread)
+    def _execute(self, cmd: dict) -> None:
+        kind = cmd.get("cmd")
+        seq, attempt = cmd.get("seq"), cmd.get("attempt")
+        t0 = time.monotonic()
+        try:
+            if kind == "drain":
+                self._drain(seq)
+                self.channel.ack("drain", seq=seq)
+            elif kind == "checkpoint":
+                offsets = self._checkpoint(seq)
+                self.channel.ack("checkpoint", seq=seq, offsets=offsets)
+            elif kind == "resume":
+                self._resume(cmd.get("complete"))
+            elif kind == "retire":
+                for _, h in self.handlers:
+                    h.retire_checkpoint(seq)
+                self.store.retire(seq)
+            elif kind == "reset":
+                self._reset(seq, attempt, cmd.get("members") or [], cmd.get("offsets") or [])
+                self.channel.ack("reset", seq=seq, attempt=attempt)
+            elif kind == "reset_to_initial":
+                self._reset_initial(attempt)
+                self.channel.ack("reset", seq=None, attempt=attempt)
+            else:
+                log.warning("%s: unknown command %r ignored", self.settings.member, cmd)
+                return
+        except Exception as exc:  # answered as a failed ack: the controller resets or retries
+            log.exception("%s: %s(seq=%s, attempt=%s) failed", self.settings.member, kind, seq, attempt)
+            if kind in ("drain", "checkpoint", "reset", "reset_to_initial"):
+                self.channel.ack("reset" if kind == "reset_to_initial" else kind, seq=seq, attempt=attempt,
+                                 ok=False, error=f"{type(exc).__name__}: {exc}"[:2000])
+            return
+        log.debug("%s: %s(seq=%s, attempt=%s) done in %.1f ms", self.settings.member, kind, seq, attempt,
+                  (time.monotonic() - t0) * 1000)
+
+    def _block(self, what: str) -> None:
+        timeout = float(self.region_config.get("drain_timeout_s", 30.0))
+        if not self.permit.block(timeout):
+            raise TimeoutError(f"{what}: the in-flight batch did not finish within {timeout}s")
+
+    def _drain(self, seq: int) -> None:
+        self._block(f"drain {seq}")
+        if self.broken is not None:
+            raise RuntimeError(f"the pipeline failed since the last reset ({self.broken!r}); "
+                               f"checkpoint {seq} would lose records")
+        for _, h in self.handlers:
+            h.drain()
+
+    def _checkpoint(self, seq: int) -> list:
+        from cr_consumer.checkpoint import OperatorCheckpoint
+
+        offsets: list = []
+        for op_id, h in self.handlers:
+            data = h.checkpoint(seq)
+            self.store.save(seq, op_id, data)
+            if op_id == SOURCE_ID:
+                ckpt = OperatorCheckpoint.decode(data)
+                offsets = [[tp.topic, tp.partition, int(o)] for tp, o in sorted(ckpt.offsets.items())]
+        self.store.seal(seq)
+        return offsets
+
+    def _resume(self, complete: int | None) -> None:
+        if complete is not None:
+            for _, h in self.handlers:
+                notify = getattr(h, "notify_checkpoint_complete", None)
+                if notify is not None:
+                    notify(complete)
+            self.completed.append(complete)
+            del self.completed[:-100]
+        self.permit.unblock()
+
+    def _reset(self, seq: int, attempt: int, members: list[str], offsets: list) -> None:
+        from kafka import TopicPartition
+
+        from cr_consumer.checkpoint import OperatorCheckpoint
+
+        self._block(f"reset to {seq}")
+        was_member = self.settings.member in members
+        for op_id, h in reversed(self.handlers):
+            if op_id == SOURCE_ID:
+                merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
+                data = OperatorCheckpoint(self.settings.member, (self.settings.member,), merged).encode()
+                h.reset(seq, data, attempt)
+            elif was_member:
+                try:
+                    data = self.store.load(seq, op_id)
+                except CheckpointNotFound as exc:
+                    raise RuntimeError(f"{self.settings.member} took part in checkpoint {seq} but its data "
+                                       f"for {op_id} is gone from {self.store.root}: {exc}") from None
+                h.reset(seq, data, attempt)
+            else:
+                h.reset_to_initial_state(attempt)
+        self.broken = None
+        self.resets += 1
+
+    def _reset_initial(self, attempt: int) -> None:
+        self._block("reset to initial state")
+        for _, h in reversed(self.handlers):
+            h.reset_to_initial_state(attempt)
+        self.broken = None
+        self.resets += 1
