@@ -116,14 +116,26 @@ class CoordinatorProcess:
         return self
 
     def _wait_ping(self, deadline: float) -> None:
+        """Ping until it succeeds (the replay is done), the process exits, or the deadline."""
         from coordinator.client import CoordinatorClient
 
-        kwargs = {"timeout": max(0.5, deadline - time.monotonic()), "try_timeout": 1.0, **self.client_kwargs}
+        kwargs = {"timeout": 0.5, "try_timeout": 0.5, **self.client_kwargs}
         client = CoordinatorClient(self.endpoint, **kwargs)
         try:
-            client.ping()
-        except CoordinatorUnavailable as exc:
-            raise CoordinatorStartError(f"coordinator bound but not answering: {exc}\n{self.log_tail()}") from exc
+            while True:
+                if self._proc is None or self._proc.poll() is not None:
+                    code = self._proc.wait(STOP_TIMEOUT_S) if self._proc else None
+                    self._reap()
+                    raise CoordinatorStartError(f"coordinator exited with {code} while loading\n{self.log_tail()}")
+                try:
+                    client.ping()
+                    return
+                except CoordinatorUnavailable as exc:
+                    if time.monotonic() > deadline:
+                        self.kill()
+                        raise CoordinatorStartError(
+                            f"coordinator bound but not answering: {exc}\n{self.log_tail()}"
+                        ) from exc
         finally:
             client.close()
 
