@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -105,8 +107,12 @@ class Compaction:
             self.done.set()
 
     def _check_cancel(self) -> None:
+        """Between records: stop if cancelled, and yield the GIL so that the owner
+        thread (waiting in an fsync or for the GIL) does not wait a whole switch
+        interval (5 ms) behind this thread's encoding work."""
         if self._cancel.is_set():
             raise CompactionCancelled()
+        time.sleep(0)
 
     def _write_snapshot(self, out: SegmentRewrite) -> None:
         snap, batch = self._snap, self.batch_entries
@@ -136,6 +142,7 @@ class Compaction:
                 if count >= batch:
                     emit()
         for group, topic, partitions, offsets in iter_snapshot(snap.control, batch):
+            time.sleep(0)  # yield the GIL often (see _check_cancel)
             if count + len(partitions) > batch:
                 emit()
             entries.append(records.control_entry(group, topic, partitions, offsets))
@@ -153,10 +160,11 @@ class Compaction:
             self._check_cancel()
 
     # ---- owner thread ----------------------------------------------------------------
-    def finish(self) -> None:
-        """Step 5; call only after `done` is set and `error` is None."""
+    def finish(self) -> Path:
+        """Step 5; call only after `done` is set and `error` is None. Returns the old
+        segment's path, to be deleted with `delete_segment` off the owner thread."""
         assert self.done.is_set() and self.error is None and self._rewrite is not None
-        self._seglog.switch_to(self._rewrite, self.copied_upto)
+        return self._seglog.switch_to(self._rewrite, self.copied_upto)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -166,3 +174,20 @@ class Compaction:
         elif self._rewrite is not None and self.error is None:
             self._rewrite.abort()
 
+
+
+def delete_segment(path: Path) -> threading.Thread:
+    """Unlink a superseded segment in a thread (owned and joined by the store).
+
+    A failure is logged; the file is deleted again by the next `SegmentLog.open`.
+    """
+
+    def run() -> None:
+        try:
+            os.unlink(path)
+        except Exception:
+            log.exception("could not delete superseded segment %s (it is removed on next start)", path)
+
+    thread = threading.Thread(target=run, name="state-segment-delete", daemon=True)
+    thread.start()
+    return thread

@@ -80,6 +80,11 @@ MAX_RECORD_BYTES = 64 << 20
 # `append` writes the buffer out (without fsync) past this many bytes, so a
 # caller that never syncs cannot grow the process without bound.
 FLUSH_THRESHOLD = 4 << 20
+# A compaction writing its new segment flushes it to disk every this many bytes.
+# On ext4 (data=ordered) the owner's fsync of the active segment also writes
+# out other files' dirty data, so a large unflushed rewrite would add its whole
+# size to the latency of the next acknowledged write.
+REWRITE_SYNC_EVERY = 256 << 10
 SEGMENT_RE = re.compile(r"^segment-(\d{20})\.log$")
 LOCK_NAME = "LOCK"
 
@@ -396,14 +401,16 @@ class SegmentLog:
                 remaining -= len(chunk)
                 yield chunk
 
-    def switch_to(self, rewrite: SegmentRewrite, copied_upto: int) -> None:
+    def switch_to(self, rewrite: SegmentRewrite, copied_upto: int) -> Path:
         """Finish a compaction (owner thread): copy what was appended since the rewrite
         caught up, make the new segment durable, rename it into place, switch to it.
 
         1. write the buffer to the old file (no fsync: the new file gets it durably);
         2. copy old bytes [copied_upto, end) into the new file, fsync it;
         3. rename new.tmp -> new (atomic), fsync the directory: the commit point;
-        4. reopen for append, delete the old segment.
+        4. reopen for append. Returns the old segment's path: the caller deletes it
+           (off its own thread: unlinking a large file takes tens of ms; if the
+           process dies first, `open` deletes it).
         """
         self.flush()
         for chunk in self.read_range(copied_upto, self._file_end):
@@ -414,8 +421,7 @@ class SegmentLog:
         os.close(old_fd)
         self.path, self.generation = new_path, rewrite.generation
         self._file_end = self.flushed_end = rewrite.size
-        os.unlink(old_path)
-        self._dir_dirty = True  # the unlink; not needed for safety (open deletes old segments)
+        return old_path
 
 
 class SegmentRewrite:
@@ -428,6 +434,7 @@ class SegmentRewrite:
         self.tmp = state_dir / (segment_name(generation) + ".tmp")
         self._f = open(self.tmp, "wb")
         self.size = 0
+        self._synced = 0
 
     def append(self, payload: bytes) -> None:
         self.write(encode_record(payload))
@@ -435,6 +442,10 @@ class SegmentRewrite:
     def write(self, data: bytes) -> None:
         self._f.write(data)
         self.size += len(data)
+        if self.size - self._synced >= REWRITE_SYNC_EVERY:
+            self._f.flush()
+            os.fdatasync(self._f.fileno())
+            self._synced = self.size
 
     def fsync(self) -> None:
         self._f.flush()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,7 +44,7 @@ from typing import Any
 import attrs
 
 from coordinator import records
-from coordinator.compaction import Compaction, StoreSnapshot
+from coordinator.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
 from coordinator.control_table import MAX_OFFSET, ControlTable
 from coordinator.durable_log import MAX_RECORD_BYTES, LogError, SegmentLog
 
@@ -126,6 +127,7 @@ class StateStore:
         self._appended_entries = 0  # keyed entries appended since load (monotonic)
         self._compaction: Compaction | None = None
         self._compaction_base = 0  # _appended_entries when the running compaction started
+        self._deleter: threading.Thread | None = None  # unlinks the superseded segment
         self._compactions = 0
         self._compaction_failures = 0
         self._last_pause_s = 0.0
@@ -455,7 +457,9 @@ class StateStore:
             return False
         t0 = time.perf_counter()
         before = self._log.size
-        job.finish()
+        old_segment = job.finish()
+        self._join_deleter()
+        self._deleter = delete_segment(old_segment)
         self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)
         self._compactions += 1
         pause = time.perf_counter() - t0
@@ -463,6 +467,13 @@ class StateStore:
         log.info("compaction done in %.3f s: %d -> %d bytes, %d entries; switch paused the caller %.1f ms",
                  time.perf_counter() - job.started, before, self._log.size, self._log_entries, pause * 1e3)
         return True
+
+    def _join_deleter(self) -> None:
+        if self._deleter is not None:
+            self._deleter.join(JOIN_TIMEOUT_S)
+            if self._deleter.is_alive():
+                log.error("deleting the superseded segment takes over %.0f s", JOIN_TIMEOUT_S)
+            self._deleter = None
 
     def _note_pause(self, seconds: float) -> None:
         self._last_pause_s = seconds
@@ -494,5 +505,6 @@ class StateStore:
         if self._compaction is not None:
             self._compaction.cancel()
             self._compaction = None
+        self._join_deleter()
         if self.loaded:
             self._log.close()
