@@ -1,0 +1,279 @@
+"""Coordinator server figures: durable control-variable writes/s and checkpoint-merge latency.
+
+Everything goes through a real ``cr-coordinator`` process (launcher) over real
+ZeroMQ sockets, on a state dir on the same disk as the repository (real fsync).
+Baselines are measured in the same run:
+
+* writes: the raw fsync rate of this disk (64-byte append + fsync, one
+  thread), and one client writing one entry per request sequentially. The
+  concurrent single-entry figure divided by the raw fsync rate shows the group
+  commit (several writes per fsync); entries per fsync is read from the
+  store's fsync counter.
+* merges: the ping round trip of the same sockets.
+
+Merge latency: for each round, N-1 members (raw DEALER sockets, one thread)
+send their contribution, then a ping on the same socket (FIFO per connection,
+so when the pong is back the contribution is pending in the server); then the
+last contribution is sent at t0 and the latency is the time until ALL N
+replies have arrived. "wall/round" is measured separately with N threads
+using CoordinatorClient.merge_checkpoint (client library, threads, GIL and
+all): from the round's start barrier until every thread has its merged map.
+
+    .venv/bin/python bench/bench_coordinator.py            # full run (~1-2 min)
+    .venv/bin/python bench/bench_coordinator.py --quick    # shorter
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import zmq
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from coordinator.client import CoordinatorClient  # noqa: E402
+from coordinator.launcher import CoordinatorProcess  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def raw_fsync_rate(directory: Path, seconds: float) -> float:
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        n, end = 0, time.perf_counter() + seconds
+        t0 = time.perf_counter()
+        while time.perf_counter() < end:
+            os.write(fd, b"x" * 64)
+            os.fsync(fd)
+            n += 1
+        return n / (time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def _writer_proc(endpoint: str, group: str, worker: int, threads: int, batch: int, seconds: float, q) -> None:
+    client = CoordinatorClient(endpoint, timeout=30)
+    counts = [0] * threads
+    elapsed = [0.0] * threads
+    start = threading.Barrier(threads)
+
+    def run(t: int) -> None:
+        start.wait()
+        t0 = time.perf_counter()
+        end = t0 + seconds
+        i, total, topic = 0, 0, f"w{worker}-{t}"
+        while time.perf_counter() < end:
+            client.put_initial_offsets(group, {(topic, i + k): i + k for k in range(batch)})
+            i += batch
+            total += batch
+            if i + batch > 1_000_000:  # the store caps partitions at ~1M per topic
+                topic, i = topic + "x", 0
+        counts[t] = total
+        elapsed[t] = time.perf_counter() - t0
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    client.close()
+    q.put((sum(counts), max(elapsed)))
+
+
+def write_rate(endpoint: str, procs: int, threads: int, batch: int, seconds: float) -> tuple[float, float]:
+    """(entries/s, entries per fsync) for procs x threads clients writing batches of `batch` entries."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    group = f"bench-{procs}x{threads}x{batch}-{time.monotonic_ns()}"
+    with CoordinatorClient(endpoint, timeout=30) as c:
+        fs0 = c.status()["store"]["fsyncs"]
+    ps = [ctx.Process(target=_writer_proc, args=(endpoint, group, w, threads, batch, seconds, q)) for w in range(procs)]
+    for p in ps:
+        p.start()
+    results = [q.get(timeout=seconds + 120) for _ in ps]
+    for p in ps:
+        p.join(30)
+    total = sum(r[0] for r in results)
+    window = max(r[1] for r in results)  # the writers' own window (process start-up excluded)
+    with CoordinatorClient(endpoint, timeout=30) as c:
+        fsyncs = c.status()["store"]["fsyncs"] - fs0
+    return total / window, total / max(fsyncs, 1)
+
+
+def sequential_single(endpoint: str, seconds: float) -> float:
+    with CoordinatorClient(endpoint, timeout=30) as c:
+        end, n = time.perf_counter() + seconds, 0
+        t0 = time.perf_counter()
+        while time.perf_counter() < end:
+            c.put_initial_offsets("bench-seq", {("s", n): n})
+            n += 1
+        return n / (time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ merges
+
+
+def _env(rid: str, msg_type: str, body: dict) -> bytes:
+    return json.dumps({"v": 1, "id": rid, "type": msg_type, "body": body}).encode()
+
+
+def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
+    group = f"bench-merge-{n}-{time.monotonic_ns()}"
+    ops = [f"m{i:03d}" for i in range(n)]
+    with CoordinatorClient(endpoint, timeout=30) as c:
+        for op in ops:
+            c.register(group, 0, op)
+    ctx = zmq.Context.instance()
+    socks = []
+    for _ in ops:
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(endpoint)
+        socks.append(s)
+    poller = zmq.Poller()
+    for s in socks:
+        poller.register(s, zmq.POLLIN)
+
+    def recv(sock: zmq.Socket) -> dict:
+        assert sock.poll(30_000), "no reply"
+        return json.loads(sock.recv())
+
+    lat, rtt = [], []
+    index = {s: i for i, s in enumerate(socks)}
+    try:
+        for s in socks:  # connect + warm up
+            s.send(_env("w", "ping", {}))
+            recv(s)
+        for r in range(rounds):
+            seq = r + 1
+            for i, (s, op) in enumerate(zip(socks[:-1], ops[:-1], strict=True)):
+                body = {"group": group, "seq": seq, "attempt": 0, "n_contributors": n, "operator": op,
+                        "offsets": [["t", i, seq * 10]], "timeout_ms": 30_000}
+                s.send(_env(f"m{seq}", "merge_checkpoint", body))
+                s.send(_env(f"p{seq}", "ping", {}))
+            for s in socks[:-1]:
+                reply = recv(s)
+                assert reply["id"] == f"p{seq}", reply
+            t = time.perf_counter()
+            socks[-1].send(_env(f"p{seq}", "ping", {}))
+            recv(socks[-1])
+            rtt.append(time.perf_counter() - t)
+            body = {"group": group, "seq": seq, "attempt": 0, "n_contributors": n, "operator": ops[-1],
+                    "offsets": [["t", n - 1, seq * 10]], "timeout_ms": 30_000}
+            t0 = time.perf_counter()
+            socks[-1].send(_env(f"m{seq}", "merge_checkpoint", body))
+            waiting = set(range(n))
+            while waiting:
+                for s, _ in poller.poll(30_000):
+                    reply = json.loads(s.recv())
+                    assert reply["type"] == "merge_checkpoint_reply" and reply["id"] == f"m{seq}", reply
+                    assert len(reply["body"]["offsets"]) == n
+                    waiting.discard(index[s])
+            lat.append(time.perf_counter() - t0)
+            if seq % 100 == 0:
+                socks[0].send(_env(f"r{seq}", "retire_checkpoint", {"group": group, "seq": seq}))
+                recv(socks[0])
+    finally:
+        for s in socks:
+            s.close(0)
+    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "rtt_p50": pct(rtt, 50), "rtt_p99": pct(rtt, 99)}
+
+
+def merge_wall(endpoint: str, n: int, rounds: int) -> dict:
+    group = f"bench-wall-{n}-{time.monotonic_ns()}"
+    ops = [f"m{i:03d}" for i in range(n)]
+    client = CoordinatorClient(endpoint, timeout=30)
+    for op in ops:
+        client.register(group, 0, op)
+    start = threading.Barrier(n + 1)
+    done = threading.Barrier(n + 1)
+    walls = []
+
+    def member(i: int) -> None:
+        client.ping()
+        for r in range(rounds):
+            start.wait(60)
+            merged = client.merge_checkpoint(group, r + 1, 0, n, ops[i], {("t", i): r}, 30.0)
+            assert len(merged) == n
+            done.wait(60)
+
+    ts = [threading.Thread(target=member, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for _ in range(rounds):
+        start.wait(60)
+        t0 = time.perf_counter()
+        done.wait(60)
+        walls.append(time.perf_counter() - t0)
+    for t in ts:
+        t.join(60)
+    client.close()
+    return {"p50": pct(walls, 50), "p99": pct(walls, 99)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="shorter windows and fewer rounds")
+    args = ap.parse_args()
+    secs = 1.5 if args.quick else 4.0
+    rounds = {2: 200, 8: 200, 32: 100} if args.quick else {2: 1000, 8: 1000, 32: 400}
+    workdir = Path(tempfile.mkdtemp(prefix="bench-coordinator-", dir=ROOT / "bench"))
+    print(f"state dir {workdir} (same disk as the repo); {os.cpu_count()} cores", flush=True)
+    out: dict = {}
+    proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log")
+    proc.start()
+    try:
+        ep = proc.endpoint
+        fs = raw_fsync_rate(workdir, secs)
+        out["raw_fsync_per_s"] = fs
+        print(f"baseline: raw 64-byte append+fsync            {fs:10.0f} /s", flush=True)
+        seq = sequential_single(ep, secs)
+        out["single_sequential_per_s"] = seq
+        print(f"single entries, 1 client sequential          {seq:10.0f} entries/s  ({seq / fs:.2f} x raw fsync)")
+        for procs, threads in ((4, 4), (4, 16)):
+            rate, per_fsync = write_rate(ep, procs, threads, 1, secs)
+            out[f"single_{procs}x{threads}_per_s"] = rate
+            out[f"single_{procs}x{threads}_entries_per_fsync"] = per_fsync
+            print(f"single entries, {procs * threads:3d} clients ({procs} procs)      {rate:10.0f} entries/s  "
+                  f"({rate / fs:.2f} x raw fsync, {per_fsync:.1f} entries/fsync, {rate / seq:.1f} x sequential)",
+                  flush=True)
+        for procs, threads, batch in ((1, 1, 10_000), (2, 1, 10_000), (1, 1, 50_000)):
+            rate, per_fsync = write_rate(ep, procs, threads, batch, secs)
+            out[f"batched_{procs}x{batch}_per_s"] = rate
+            print(f"batched {batch:6d}/request, {procs} client(s)        {rate:10.0f} entries/s  "
+                  f"({rate / seq:.0f} x sequential single)", flush=True)
+        for n in (2, 8, 32):
+            m = merge_latency(ep, n, rounds[n])
+            w = merge_wall(ep, n, max(50, rounds[n] // 4))
+            out[f"merge_{n}"] = {**m, "wall_p50": w["p50"], "wall_p99": w["p99"]}
+            print(f"merge N={n:2d}: last contribution -> all replies p50 {m['p50'] * 1e3:6.2f} ms p99 "
+                  f"{m['p99'] * 1e3:6.2f} ms  (ping rtt p50 {m['rtt_p50'] * 1e3:.2f} ms p99 {m['rtt_p99'] * 1e3:.2f} ms; "
+                  f"p99/rtt_p99 {m['p99'] / m['rtt_p99']:.1f}); client threads wall/round p50 "
+                  f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms", flush=True)
+    finally:
+        proc.terminate()
+    (workdir / "results.json").write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    import shutil
+
+    shutil.rmtree(workdir / "state", ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
