@@ -50,6 +50,14 @@ class ResetRequester(Protocol):
         counter (used for rebalances, which are not failures)."""
 
 
+class DrainRequester(Protocol):
+    def request_drain(self, *, reason: str) -> None:
+        """Operator-driven regions: ask the region to drain and checkpoint now
+        (a source calls it every trigger-count tuples, without holding the
+        permit). May block until the drain ran; the source waits for its own
+        ``drain()`` call either way, with the drain timeout."""
+
+
 class RegionPermit:
     """The region permit: held by a source while it submits tuples, and by the
     runtime while it drains, checkpoints or resets.

@@ -1,0 +1,74 @@
+"""The consumer operator's checkpoint: versioned, language-neutral JSON.
+
+Layout (version 1)::
+
+    {"v": 1, "operator": "member-0", "members": ["member-0", "member-1"],
+     "offsets": [["topic", 0, 1234], ["topic", 1, 99]]}
+
+``offsets`` lists (topic, partition, next offset to fetch) of the partitions
+this operator had assigned at the drain. ``members`` are the names registered
+in the group when the checkpoint was taken: their count is the number of
+contributions the reset merge waits for. Unknown versions and malformed
+documents are rejected with :class:`CheckpointError` naming the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import attrs
+from kafka import TopicPartition
+
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """The checkpoint bytes are not a checkpoint this version understands."""
+
+
+@attrs.frozen
+class OperatorCheckpoint:
+    operator: str
+    members: tuple[str, ...]
+    offsets: Mapping[TopicPartition, int]
+
+    def encode(self) -> bytes:
+        doc = {
+            "v": VERSION,
+            "operator": self.operator,
+            "members": list(self.members),
+            "offsets": [[tp.topic, tp.partition, int(off)] for tp, off in sorted(self.offsets.items())],
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> OperatorCheckpoint:
+        try:
+            doc = json.loads(data)
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"checkpoint is not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise CheckpointError("checkpoint is not a JSON object")
+        version = doc.get("v")
+        if version != VERSION:
+            raise CheckpointError(f"unsupported checkpoint version {version!r} (this operator reads version {VERSION})")
+        operator = doc.get("operator")
+        members = doc.get("members")
+        rows = doc.get("offsets")
+        if not isinstance(operator, str) or not isinstance(members, list) or not isinstance(rows, list):
+            raise CheckpointError("checkpoint needs 'operator' (string), 'members' (list) and 'offsets' (list)")
+        offsets: dict[TopicPartition, int] = {}
+        for row in rows:
+            if (
+                not isinstance(row, list)
+                or len(row) != 3
+                or not isinstance(row[0], str)
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in row[1:])
+            ):
+                raise CheckpointError(f"bad offsets entry {row!r}: expected [topic, partition, next_offset]")
+            offsets[TopicPartition(row[0], row[1])] = row[2]
+        return cls(operator, tuple(str(m) for m in members), offsets)
+
+
+__all__ = ["CheckpointError", "OperatorCheckpoint", "VERSION"]

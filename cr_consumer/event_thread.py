@@ -1,0 +1,277 @@
+"""The event thread: the only thread that touches the KafkaConsumer.
+
+It loops:
+
+1. serve every queued event (a callable run with the consumer; its caller
+   waits on a Future with a timeout, and an exception raised by the callable
+   is set on that Future: delivered to the waiter, never swallowed);
+2. run the operator's deferred rebalance work (``after_poll``), because
+   kafka-python 3 calls rebalance listeners on its own IO thread, where no
+   blocking consumer call is allowed;
+3. if polling is on: pause every assigned partition while the message queue
+   has less free space than max.poll.records (and resume them when space
+   returns), then ``poll`` for at most :data:`POLL_TIMEOUT_MS`, so a
+   stop-polling request waits at most that long; hand the records to the
+   operator (``on_records``). While the operator says "throttled" (after a
+   checkpoint or reset, while the runtime still holds the permit) it waits
+   :data:`THROTTLE_WAIT_S` for events after each poll. (The reference polls
+   with timeout 0 then; kafka-python 3 cannot finish a group join with
+   zero-timeout polls, so the poll keeps its short timeout.)
+4. if polling is off: wait up to :data:`IDLE_WAIT_S` for the next event.
+
+Failure: an exception outside an event (poll, rebalance work) is fatal: it is
+logged, kept as :attr:`EventThread.failure`, every waiting and later caller
+gets :class:`OperatorFailed` caused by it, and the consumer is closed.
+Shutdown: :meth:`EventThread.stop` asks the loop to end, which closes the
+consumer (leaving the group) and joins the thread with a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from cr_consumer.kafka_compat import unstick_parked_fetches
+
+log = logging.getLogger(__name__)
+
+#: Longest single poll: bounds how late a stop-polling event (drain) or any
+#: other event is served while records keep arriving.
+POLL_TIMEOUT_MS = 50
+#: Wait between throttled polls after a checkpoint/reset (reference: 100 ms):
+#: prevents filling the queue before the runtime has resumed the region.
+THROTTLE_WAIT_S = 0.1
+#: Wait for events while not polling; bounds the reaction to a stop request.
+IDLE_WAIT_S = 0.1
+#: Bound on closing the consumer (leave group) so shutdown never hangs on a
+#: dead broker.
+CLOSE_TIMEOUT_MS = 5000
+
+
+class OperatorFailed(RuntimeError):
+    """The operator hit a fatal error; ``__cause__`` is the original."""
+
+
+class _Stop:
+    pass
+
+
+class EventThread:
+    def __init__(
+        self,
+        name: str,
+        consumer_factory: Callable[[], Any],
+        *,
+        on_records: Callable[[Any, dict], None],
+        after_poll: Callable[[Any], None],
+        should_pause: Callable[[], bool],
+        throttled: Callable[[], bool],
+        held: Callable[[], set],
+        on_failure: Callable[[BaseException], None],
+        max_poll_records: int,
+    ) -> None:
+        self.name = name
+        self._factory = consumer_factory
+        self._on_records = on_records
+        self._after_poll = after_poll
+        self._should_pause = should_pause
+        self._throttled = throttled
+        self._held = held
+        self._on_failure = on_failure
+        self._max_poll_records = max_poll_records
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._polling = False
+        self._paused = False
+        self._stop_requested = False
+        self.failure: BaseException | None = None
+        self.n_queue_full_pause = 0
+        self.consumer = None
+        self._thread = threading.Thread(target=self._run, name=f"cr-event-{name}", daemon=True)
+        self._started: Future = Future()
+
+    # -- control (any thread) ---------------------------------------------
+    def start(self, timeout: float) -> None:
+        self._thread.start()
+        self._started.result(timeout)
+
+    def submit(self, fn: Callable[[Any], Any], what: str) -> Future:
+        fut: Future = Future()
+        if self.failure is not None:
+            fut.set_exception(self._failed(what))
+            return fut
+        self._events.put((fn, fut, what))
+        return fut
+
+    def call(self, fn: Callable[[Any], Any], timeout: float, what: str) -> Any:
+        """Run ``fn(consumer)`` on the event thread and return its result."""
+        if threading.current_thread() is self._thread:
+            return fn(self.consumer)
+        fut = self.submit(fn, what)
+        try:
+            return fut.result(timeout)
+        except FutureTimeout:
+            fut.cancel()
+            raise TimeoutError(f"{self.name}: event {what!r} not done within {timeout:.1f}s") from None
+
+    def set_polling(self, on: bool, timeout: float = 5.0) -> None:
+        """Start/stop polling; returns once the loop has seen it (no poll in progress)."""
+        def apply(_consumer):
+            self._polling = on
+
+        self.call(apply, timeout, "start polling" if on else "stop polling")
+
+    @property
+    def polling(self) -> bool:
+        return self._polling
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def stop(self, timeout: float) -> None:
+        self._stop_requested = True
+        self._events.put(_Stop)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("%s: event thread did not stop within %.1fs", self.name, timeout)
+
+    def _failed(self, what: str) -> OperatorFailed:
+        exc = OperatorFailed(f"{self.name}: cannot run {what!r}: the event thread failed: {self.failure!r}")
+        exc.__cause__ = self.failure
+        return exc
+
+    # -- the loop (event thread) ------------------------------------------
+    def _run(self) -> None:
+        try:
+            self.consumer = self._factory()
+        except BaseException as exc:  # noqa: BLE001 - delivered to start()
+            log.exception("%s: cannot create the Kafka consumer", self.name)
+            self.failure = exc
+            self._started.set_exception(exc)
+            return
+        self._started.set_result(None)
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - kept, reported, re-raised to waiters
+            log.exception("%s: event thread failed", self.name)
+            self.failure = exc
+            try:
+                self._on_failure(exc)
+            except Exception:  # the failure is already recorded; log the secondary error
+                log.exception("%s: failure handler raised", self.name)
+        finally:
+            self._fail_pending()
+            self._close_consumer()
+
+    def _loop(self) -> None:
+        consumer = self.consumer
+        while not self._stop_requested:
+            if not self._serve_events(block_s=0.0):
+                return
+            self._after_poll(consumer)
+            if not self._polling:
+                if not self._serve_events(block_s=IDLE_WAIT_S):
+                    return
+                continue
+            self._backpressure(consumer)
+            throttled = self._throttled()
+            unstick_parked_fetches(consumer)
+            records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=self._max_poll_records)
+            self._after_poll(consumer)
+            if records:
+                self._on_records(consumer, records)
+            if throttled and not self._serve_events(block_s=THROTTLE_WAIT_S):
+                return
+
+    def _serve_events(self, block_s: float) -> bool:
+        """Run queued events; False when asked to stop."""
+        try:
+            item = self._events.get(timeout=block_s) if block_s > 0 else self._events.get_nowait()
+        except queue.Empty:
+            return True
+        while True:
+            if item is _Stop:
+                return False
+            fn, fut, what = item
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn(self.consumer))
+                except BaseException as exc:  # noqa: BLE001 - delivered to the waiter
+                    log.warning("%s: event %r failed: %r", self.name, what, exc)
+                    fut.set_exception(exc)
+            try:
+                item = self._events.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _backpressure(self, consumer) -> None:
+        if self._should_pause():
+            missing = consumer.assignment() - consumer.paused()
+            if missing:
+                consumer.pause(*missing)
+            if not self._paused:
+                self._paused = True
+                self.n_queue_full_pause += 1
+                log.debug("%s: queue full: paused %d partitions", self.name, len(missing))
+        elif self._paused:
+            held = self._held()
+            paused = [tp for tp in consumer.paused() if tp not in held]
+            if paused:
+                consumer.resume(*paused)
+            self._paused = False
+            log.debug("%s: queue has room: resumed %d partitions", self.name, len(paused))
+
+    def pause_partitions(self, partitions) -> None:
+        """Hold partitions (rebalance listener, on Kafka's IO thread during our poll)."""
+        consumer = self.consumer
+        if partitions and consumer is not None:
+            consumer.pause(*partitions)
+
+    def stop_polling_async(self) -> None:
+        """Stop polling without waiting (from the rebalance listener)."""
+        self._polling = False
+
+    def wake(self) -> None:
+        """End a throttle/idle wait early."""
+        self._events.put((lambda _c: None, Future(), "wake"))
+
+    def resume_partitions(self, consumer, partitions) -> None:
+        """Resume unless the queue is full (then the backpressure resumes them)."""
+        if partitions and not self._paused:
+            consumer.resume(*partitions)
+
+    def _fail_pending(self) -> None:
+        while True:
+            try:
+                item = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if item is _Stop:
+                continue
+            _fn, fut, what = item
+            if fut.set_running_or_notify_cancel():
+                if self.failure is not None:
+                    fut.set_exception(self._failed(what))
+                else:
+                    fut.set_exception(OperatorFailed(f"{self.name}: closed before {what!r} ran"))
+
+    def _close_consumer(self) -> None:
+        consumer, self.consumer = self.consumer, None
+        if consumer is None:
+            return
+        started = time.monotonic()
+        try:
+            consumer.close(autocommit=False, timeout_ms=CLOSE_TIMEOUT_MS)
+        except Exception:  # closing is best effort; the error is logged, not hidden
+            log.exception("%s: error while closing the Kafka consumer", self.name)
+        log.info("%s: consumer closed in %.0f ms", self.name, (time.monotonic() - started) * 1000)
+
+
+__all__ = ["EventThread", "OperatorFailed", "POLL_TIMEOUT_MS"]

@@ -1,0 +1,92 @@
+"""The bounded queue between the event thread and the process thread.
+
+Records cross it in batches: one :class:`Batch` per partition per poll. The
+queue counts records, not batches, for its capacity. It never blocks the
+producer (the event thread): instead the event thread checks
+:meth:`BatchQueue.free` before each poll and pauses all assigned partitions
+while free space < max.poll.records, so the queue overshoots its capacity by
+at most one poll. The consumer (the process thread) waits with a timeout.
+
+Every batch carries the reset epoch at which it was polled; a reset increments
+the epoch and clears the queue, and the process thread drops any batch of an
+older epoch that it still holds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+
+class Batch:
+    """Records of one partition from one poll (kafka-python ConsumerRecords)."""
+
+    __slots__ = ("epoch", "tp", "records")
+
+    def __init__(self, epoch: int, tp, records: list) -> None:
+        self.epoch = epoch
+        self.tp = tp
+        self.records = records
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Batch(epoch={self.epoch}, tp={self.tp}, n={len(self.records)})"
+
+
+class BatchQueue:
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"queue capacity must be > 0, got {capacity}")
+        self.capacity = capacity
+        self._items: deque[Batch] = deque()
+        self._count = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def put(self, batch: Batch) -> None:
+        with self._cond:
+            self._items.append(batch)
+            self._count += len(batch.records)
+            self._cond.notify()
+
+    def put_many(self, batches: list[Batch]) -> None:
+        if not batches:
+            return
+        with self._cond:
+            for b in batches:
+                self._items.append(b)
+                self._count += len(b.records)
+            self._cond.notify()
+
+    def get(self, timeout: float) -> Batch | None:
+        """The oldest batch, or None after ``timeout`` seconds."""
+        with self._cond:
+            if not self._items and not self._cond.wait_for(lambda: self._items, timeout):
+                return None
+            b = self._items.popleft()
+            self._count -= len(b.records)
+            return b
+
+    def take_all(self) -> list[Batch]:
+        """Remove and return every queued batch (oldest first)."""
+        with self._cond:
+            items = list(self._items)
+            self._items.clear()
+            self._count = 0
+            return items
+
+    def clear(self) -> int:
+        """Drop everything; return the number of records dropped."""
+        with self._cond:
+            n = self._count
+            self._items.clear()
+            self._count = 0
+            return n
+
+    def free(self) -> int:
+        return self.capacity - self._count
+
+    def __len__(self) -> int:
+        """Records queued."""
+        return self._count
+
+
+__all__ = ["Batch", "BatchQueue"]

@@ -1,0 +1,457 @@
+"""The consumer operator: one member of a Kafka consumer group in a consistent region.
+
+Threads (see event_thread.py and process_thread.py): the event thread owns the
+KafkaConsumer, polls and serves events; the process thread submits batches
+under the region permit. The region runtime (or a test, or the standalone
+driver) calls the state-handler methods below. The permit is held by the
+caller for the whole drain/checkpoint/reset (``permit.block()``): ``drain``
+and ``reset`` block it themselves too (idempotent), and whoever runs the
+cycle unblocks it at RESUME.
+
+Standalone (no ``permit`` given): the operator makes its own permit and a
+driver thread (standalone.py) drains and commits every ``commit_period_s``
+and handles rebalances by seeking to the committed offsets (at-least-once,
+like a plain group consumer).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from cr_consumer.checkpoint import OperatorCheckpoint
+from cr_consumer.config import OperatorConfig, RegionMode
+from cr_consumer.event_thread import EventThread, OperatorFailed
+from cr_consumer.local_control import LocalControl
+from cr_consumer.message_queue import Batch, BatchQueue
+from cr_consumer.metrics import OperatorMetrics
+from cr_consumer.offset_manager import OffsetManager
+from cr_consumer.process_thread import Decoder, ProcessThread
+from cr_consumer.rebalance import Listener, Rebalancer
+from cr_consumer.region import RegionPermit
+from cr_consumer.states import ClientState, StateMachine
+
+log = logging.getLogger(__name__)
+S = ClientState
+
+#: Bound on creating the KafkaConsumer and subscribing (bad bootstrap address).
+START_TIMEOUT_S = 30.0
+#: Bound on a stop/start-polling round trip to the event thread (at most one
+#: poll of POLL_TIMEOUT_MS plus queued events): a wedged event thread fails
+#: the handler instead of hanging it.
+EVENT_TIMEOUT_S = 10.0
+#: Bound on stopping each thread at close.
+CLOSE_JOIN_S = 10.0
+#: How often the event thread refreshes the high-water marks for lag metrics.
+HIGHWATER_REFRESH_S = 0.5
+
+
+class DrainError(RuntimeError):
+    """The drain could not complete; the region must reset."""
+
+
+class ResetError(RuntimeError):
+    """The reset could not complete; the region retries it."""
+
+
+class _LoggingRegion:
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        log.warning("region reset requested (force=%s) but no region runtime is attached: %s", force, reason)
+
+    def request_drain(self, *, reason: str) -> None:
+        log.warning("region drain requested but no region runtime is attached: %s", reason)
+
+
+class ConsumerOperator:
+    def __init__(
+        self,
+        config: OperatorConfig,
+        submit=None,
+        *,
+        submit_batch=None,
+        permit: RegionPermit | None = None,
+        region=None,
+        control=None,
+    ) -> None:
+        if not isinstance(config, OperatorConfig):
+            raise TypeError(f"config must be an OperatorConfig, got {type(config).__name__}")
+        if submit is None and submit_batch is None:
+            raise ValueError("give submit(record) or submit_batch(records)")
+        self.config = config
+        self.name = config.operator_name
+        self.standalone = permit is None
+        self.permit = permit if permit is not None else RegionPermit()
+        if config.region_mode is RegionMode.OPERATOR_DRIVEN and region is not None and not hasattr(region, "request_drain"):
+            raise TypeError("region_mode operator_driven needs a region object with request_drain(reason=...)")
+        self._region = region if region is not None else _LoggingRegion()
+        self._own_control = control is None
+        if control is None:
+            if config.coordinator:
+                from coordinator.client import CoordinatorClient
+
+                control = CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
+            else:
+                control = LocalControl()
+        self.control = control
+        self.sm = StateMachine(self.name)
+        self.offsets = OffsetManager()
+        self.queue = BatchQueue(config.effective_queue_capacity)
+        self._buffer: collections.deque[Batch] = collections.deque()
+        self._epoch = 0
+        self._throttle = False
+        self._merged: tuple[int, dict] | None = None
+        self._drained: dict | None = None
+        self._members: list[str] = []
+        self._failure: BaseException | None = None
+        self._drain_cond = threading.Condition()
+        self._drain_count = 0
+        self._highwater: dict[TopicPartition, int | None] = {}
+        self._highwater_at = 0.0
+        self.use_committed_first = self.standalone
+        self.stats = OperatorMetrics(self)
+        self.rebalancer = Rebalancer(self)
+        decoder = None
+        if config.key_deserializer is not None or config.value_deserializer is not None:
+            decoder = Decoder(config.key_deserializer, config.value_deserializer, config.on_malformed)
+        self.decoder = decoder
+        self.events = EventThread(
+            self.name,
+            self._make_consumer,
+            on_records=self._on_records,
+            after_poll=self._after_poll,
+            should_pause=lambda: self.queue.free() < config.max_poll_records,
+            throttled=lambda: self._throttle and self.permit.blocked,
+            held=lambda: self.rebalancer.held,
+            on_failure=self._on_failure,
+            max_poll_records=config.max_poll_records,
+        )
+        self.process = ProcessThread(
+            self.name,
+            queue=self.queue,
+            drain_buffer=self._buffer,
+            permit=self.permit,
+            offsets=self.offsets,
+            epoch=lambda: self._epoch,
+            submit=submit,
+            submit_batch=submit_batch,
+            decoder=decoder,
+            trigger_count=config.trigger_count,
+            on_trigger=self._on_trigger,
+            on_permit=self._on_permit,
+            on_failure=self._on_failure,
+        )
+        self._driver = None
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> ConsumerOperator:
+        """1. register with the coordinator; 2. start the event thread (creates
+        the consumer); 3. subscribe; 4. start the process thread; 5. poll."""
+        cfg = self.config
+        self._members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
+        log.info("%s: registered in group %s (members %s)", self.name, cfg.group_id, self._members)
+        self.events.start(START_TIMEOUT_S)
+
+        def subscribe(consumer):
+            listener = Listener(self.rebalancer)
+            if cfg.pattern:
+                consumer.subscribe(pattern=cfg.pattern, listener=listener)
+            else:
+                consumer.subscribe(topics=list(cfg.topics), listener=listener)
+            self.sm.to(S.SUBSCRIBED, f"topics={list(cfg.topics)} pattern={cfg.pattern}")
+
+        self.events.call(subscribe, START_TIMEOUT_S, "subscribe")
+        self.process.start()
+        self.events.set_polling(True, EVENT_TIMEOUT_S)
+        if self.standalone:
+            from cr_consumer.standalone import StandaloneDriver
+
+            self._driver = StandaloneDriver(self)
+            self._driver.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the driver, the process thread and the event thread (which
+        closes the consumer: it leaves the group); unregister; close the client."""
+        if self.sm.state is S.CLOSED:
+            return
+        self.sm.to(S.CLOSED, "close()")
+        if self._driver is not None:
+            self._driver.stop(CLOSE_JOIN_S)
+        self.process.stop(CLOSE_JOIN_S)
+        self.events.stop(CLOSE_JOIN_S)
+        try:
+            if hasattr(self.control, "unregister"):
+                self.control.unregister(self.config.group_id, self.name)
+        except Exception:  # noqa: BLE001 - shutting down; the coordinator may be gone
+            log.warning("%s: could not unregister from the coordinator", self.name, exc_info=True)
+        if self._own_control:
+            self.control.close()
+        self.stats.unregister()
+
+    def __enter__(self) -> ConsumerOperator:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def state(self) -> ClientState:
+        return self.sm.state
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._failure
+
+    # -- the region handlers ----------------------------------------------------
+    def drain(self) -> None:
+        """Drain: afterwards the committed offsets are exactly what was submitted.
+
+        1. Stop polling (the event thread finishes at most one short poll).
+        2. Periodic mode: move the queued batches into the drain buffer; they
+           are submitted after the drain (operator-driven: they stay queued).
+        3. Wait (drain timeout) until the in-flight batch is done: block the permit.
+        4. Commit the offset manager's offsets of the assignment in one
+           synchronous commit on the event thread; a failure raises DrainError.
+        5. Keep the offsets for the checkpoint; record drainTimeMillis(Max).
+        """
+        self._check_alive()
+        cfg = self.config
+        t0 = time.monotonic()
+        self.events.set_polling(False, EVENT_TIMEOUT_S)
+        if cfg.region_mode is RegionMode.PERIODIC:
+            self._buffer.extend(self.queue.take_all())
+        if not self.permit.block(cfg.drain_timeout_s):
+            raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
+        if self.sm.state is S.CR_RESET_PENDING:
+            raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
+        offsets = self.offsets.snapshot()
+
+        def commit(consumer):
+            if offsets:
+                consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()})
+
+        try:
+            self.events.call(commit, cfg.drain_timeout_s, "drain commit")
+        except Exception as exc:
+            raise DrainError(f"{self.name}: committing offsets {self._fmt(offsets)} failed: {exc!r}") from exc
+        self._drained = offsets
+        self.process.reset_trigger()
+        self.stats.drain_done((time.monotonic() - t0) * 1000)
+        with self._drain_cond:
+            self._drain_count += 1
+            self._drain_cond.notify_all()
+        log.debug("%s: drained, committed %s", self.name, self._fmt(offsets))
+
+    def checkpoint(self, seq: int) -> bytes:
+        """Checkpoint: 1. take the offsets of the last drain (or the current
+        ones); 2. read the registered members; 3. encode the versioned JSON;
+        4. resume polling, throttled until the process thread holds a permit."""
+        self._check_alive()
+        offsets = self._drained if self._drained is not None else self.offsets.snapshot()
+        members = self.control.members(self.config.group_id)
+        self._members = list(members)
+        data = OperatorCheckpoint(self.name, tuple(members), offsets).encode()
+        self.resume_polling()
+        return data
+
+    def reset(self, seq: int, data: bytes | None, attempt: int = 0) -> None:
+        """Reset to checkpoint ``seq``.
+
+        1. Enter CR_RESET_PENDING (records polled from now on are dropped).
+        2. Merge the members' checkpoints through the coordinator (waits at most
+           min(reset timeout/2, max.poll.interval/2, 15 s); a sole contributor
+           gets its own offsets back). ``data`` None or empty: this member has
+           no checkpoint ``seq`` and contributes no offsets.
+        3-7. As :meth:`_reset_to`: stop polling, clear the queue and the drain
+           buffer, seek every assigned partition to its merged offset or, when
+           absent from the checkpoint, to its control variable, read positions
+           back, RESET_COMPLETE, clear reset-pending, resume throttled.
+        """
+        self._check_alive()
+        t0 = time.monotonic()
+        self.sm.to(S.CR_RESET_PENDING, f"reset to checkpoint {seq} attempt {attempt}")
+        ckpt = OperatorCheckpoint.decode(data) if data else None
+        own = dict(ckpt.offsets) if ckpt is not None else {}
+        n = len(ckpt.members) if ckpt is not None and ckpt.members else max(1, len(self._members))
+        try:
+            merged_raw = self.control.merge_checkpoint(
+                self.config.group_id, seq, attempt, n, self.name, own, timeout=self.config.merge_timeout_s
+            )
+        except Exception as exc:
+            raise ResetError(f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}") from exc
+        merged = {TopicPartition(t, p): int(o) for (t, p), o in merged_raw.items()}
+        self._merged = (seq, merged)
+        self._reset_to(merged, initial=False, what=f"checkpoint {seq}")
+        self.stats.reset_done((time.monotonic() - t0) * 1000)
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        """Reset to initial state: as :meth:`reset`, every partition seeked to
+        its control variable (else its start position, saved first-writer-wins)."""
+        self._check_alive()
+        t0 = time.monotonic()
+        self.sm.to(S.CR_RESET_PENDING, f"reset to initial state attempt {attempt}")
+        self._merged = None
+        self._reset_to(None, initial=True, what="initial state")
+        self.stats.reset_done((time.monotonic() - t0) * 1000)
+
+    def retire_checkpoint(self, seq: int) -> None:
+        """Retire: drop the merged map of a checkpoint <= seq, here and in the coordinator."""
+        if self._merged is not None and self._merged[0] <= seq:
+            self._merged = None
+        self.control.retire_checkpoint(self.config.group_id, seq)
+
+    def _reset_to(self, merged: dict | None, *, initial: bool, what: str) -> None:
+        """3. stop polling; 4. block the permit (the in-flight batch finishes)
+        and clear the queue and the drain buffer (new epoch); 5. on the event
+        thread seek every assigned partition, read positions back, resume held
+        partitions, RESET_COMPLETE; 6. clear the group's reset-pending flag;
+        7. resume polling throttled."""
+        cfg = self.config
+        self.events.set_polling(False, EVENT_TIMEOUT_S)
+        if not self.permit.block(cfg.reset_timeout_s):
+            raise ResetError(f"{self.name}: the in-flight batch did not finish within {cfg.reset_timeout_s}s")
+        self.clear_queued(f"reset to {what}")
+
+        def seek_all(consumer):
+            tps = consumer.assignment()
+            self.offsets.set_assignment(tps)
+            self.rebalancer.clear_held()
+            positions = self.rebalancer.seek(consumer, tps, merged=merged, initial_only=initial)
+            paused = consumer.paused()
+            if paused:
+                consumer.resume(*paused)
+            self.sm.to(S.RESET_COMPLETE, f"reset to {what}")
+            return positions
+
+        try:
+            positions = self.events.call(seek_all, cfg.reset_timeout_s, f"reset to {what}")
+        except Exception as exc:
+            raise ResetError(f"{self.name}: seeking for the reset to {what} failed: {exc!r}") from exc
+        self._drained = None
+        if not self.standalone:
+            self.control.set_reset_pending(cfg.group_id, False)
+        log.info("%s: reset to %s complete: %s", self.name, what, self._fmt(positions))
+        self.resume_polling()
+
+    def resume_polling(self) -> None:
+        """Resume polling throttled (until the process thread holds a permit)."""
+        if self.sm.state in (S.CR_RESET_PENDING, S.CLOSED, S.FAILED):
+            return
+        self._throttle = True
+        self.events.set_polling(True, EVENT_TIMEOUT_S)
+
+    # -- called by the threads ----------------------------------------------------
+    def _make_consumer(self) -> KafkaConsumer:
+        return KafkaConsumer(**self.config.kafka_config())
+
+    def _on_records(self, consumer, records: dict) -> None:
+        epoch = self._epoch  # read before the state: a revocation in between bumps it
+        state = self.sm.state
+        if state is S.CR_RESET_PENDING or state is S.CLOSED or state is S.FAILED:
+            self.stats.n_dropped_reset_pending += sum(len(r) for r in records.values())
+            return
+        if state is not S.RECORDS_FETCHED:
+            self.sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED, "first records fetched")
+        self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
+
+    def _after_poll(self, consumer) -> None:
+        self.rebalancer.after_poll(consumer)
+        now = time.monotonic()
+        if now - self._highwater_at >= HIGHWATER_REFRESH_S:
+            self._highwater_at = now
+            self._highwater = {tp: consumer.highwater(tp) for tp in consumer.assignment()}
+
+    def _on_permit(self) -> None:
+        if self._throttle:
+            self._throttle = False
+            self.events.wake()
+
+    def _on_trigger(self) -> None:
+        """Operator-driven: trigger-count tuples submitted; ask for a drain and wait for it."""
+        with self._drain_cond:
+            before = self._drain_count
+        reason = f"{self.name}: {self.config.trigger_count} tuples since the last drain"
+        if self._driver is not None:
+            self._driver.request_drain(reason)
+        else:
+            self._region.request_drain(reason=reason)
+        with self._drain_cond:
+            if not self._drain_cond.wait_for(
+                lambda: self._drain_count > before or self.sm.state in (S.CLOSED, S.FAILED),
+                self.config.drain_timeout_s,
+            ):
+                log.warning("%s: requested drain did not happen within %.0fs", self.name, self.config.drain_timeout_s)
+
+    def _on_failure(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        self.sm.to_if({S.INITIALIZED, S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE},
+                      S.FAILED, f"{type(exc).__name__}: {exc}")
+        self.events.stop_polling_async()
+        with self._drain_cond:
+            self._drain_cond.notify_all()
+
+    def _check_alive(self) -> None:
+        if self._failure is not None:
+            raise OperatorFailed(f"{self.name} failed: {self._failure!r}") from self._failure
+        if self.sm.state is S.CLOSED:
+            raise OperatorFailed(f"{self.name} is closed")
+
+    # -- used by the rebalancer (event thread / IO thread) -----------------------------
+    def clear_queued(self, reason: str) -> None:
+        """New epoch; drop the queued batches and the drain buffer."""
+        self._epoch += 1
+        n = self.queue.clear()
+        n += sum(len(b.records) for b in self._buffer)
+        self._buffer.clear()
+        if n:
+            log.info("%s: dropped %d queued records (%s)", self.name, n, reason)
+
+    def merged_offsets(self) -> dict | None:
+        return self._merged[1] if self._merged is not None else None
+
+    def control_variables(self) -> dict:
+        cv = self.control.get_initial_offsets(self.config.group_id)
+        return {TopicPartition(t, p): int(o) for (t, p), o in cv.items()}
+
+    def save_control_variables(self, offsets: dict) -> dict:
+        eff = self.control.put_initial_offsets(self.config.group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()})
+        return {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
+
+    def request_region_reset(self, reason: str) -> None:
+        """After a revocation with fetched records: one reset per rebalance group-wide."""
+        self.stats.n_reset_requests += 1
+        if self._driver is not None:
+            self._driver.request_reset(reason)
+            return
+        try:
+            first = not self.control.set_reset_pending(self.config.group_id, True)
+        except Exception:  # noqa: BLE001 - a duplicate reset is harmless, a missing one is not
+            log.exception("%s: cannot set reset-pending in the coordinator; requesting a reset anyway", self.name)
+            first = True
+        if first:
+            log.info("%s: requesting a region reset (force): %s", self.name, reason)
+            self._region.request_reset(force=True, reason=f"{self.name}: {reason}")
+        else:
+            log.info("%s: a reset is already pending in group %s (%s)", self.name, self.config.group_id, reason)
+
+    # -- metrics ----------------------------------------------------------------
+    def metrics(self) -> dict:
+        """A snapshot of the operator's metrics (see metrics.py for the names)."""
+        return self.stats.snapshot()
+
+    @property
+    def prometheus_registry(self):
+        return self.stats.registry
+
+    @staticmethod
+    def _fmt(offsets: dict) -> str:
+        return "{" + ", ".join(f"{tp.topic}[{tp.partition}]={o}" for tp, o in sorted(offsets.items())) + "}"
+
+
+__all__ = ["ConsumerOperator", "DrainError", "OperatorFailed", "ResetError"]

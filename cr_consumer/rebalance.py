@@ -1,0 +1,161 @@
+"""Rebalance handling: the listener, and the seeks it defers to the event thread.
+
+kafka-python 3 calls rebalance listeners on its own IO thread, where blocking
+consumer calls are not allowed. So the listener only changes in-memory state;
+everything that needs the broker or the coordinator runs on the event thread
+right after the poll that triggered it (:meth:`Rebalancer.after_poll`).
+
+Revocation (eager: every owned partition, before every rebalance):
+
+1. bump the reset epoch and clear the message queue (always);
+2. if records were fetched since subscribe or the last reset (state
+   RECORDS_FETCHED), or partitions were lost: enter CR_RESET_PENDING, stop
+   polling, and on the event thread set the group's reset-pending flag in the
+   coordinator; if this member set it first, ask the region for a reset in
+   force mode (one reset per rebalance across the group);
+3. otherwise nothing more.
+
+Assignment:
+
+1. update the offset manager's assignment and nPartitionRebalances; pause the
+   new partitions (held) so nothing is fetched before they are seeked;
+2. on the event thread, in SUBSCRIBED or RESET_COMPLETE: seek each partition to
+   its merged checkpoint offset (kept from the last reset until retired), else
+   its control variable, else its start position (then saved as the control
+   variable, first writer wins, using the effective value); read positions
+   back into the offset manager; resume the partitions;
+3. in CR_RESET_PENDING: no seek: the reset will seek and resume them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from kafka import TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from cr_consumer.start_position import initial_offsets
+from cr_consumer.states import ClientState
+
+log = logging.getLogger(__name__)
+
+S = ClientState
+#: Bound on reading a position back after a seek (it may need a broker round trip).
+POSITION_TIMEOUT_MS = 15000
+
+
+class Listener(ConsumerRebalanceListener):
+    def __init__(self, rebalancer: Rebalancer) -> None:
+        self._r = rebalancer
+
+    def on_partitions_revoked(self, revoked):
+        self._r.on_revoked(revoked, lost=False)
+
+    def on_partitions_lost(self, lost):
+        self._r.on_revoked(lost, lost=True)
+
+    def on_partitions_assigned(self, assigned):
+        self._r.on_assigned(assigned)
+
+
+class Rebalancer:
+    def __init__(self, op) -> None:
+        self._op = op
+        self._lock = threading.Lock()
+        self.held: set[TopicPartition] = set()
+        self._assign_pending = False
+        self._reset_reason: str | None = None
+        self.n_partition_rebalances = 0
+
+    # -- IO thread ----------------------------------------------------------
+    def on_revoked(self, tps, *, lost: bool) -> None:
+        op = self._op
+        state = op.state
+        if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
+            return
+        op.clear_queued(reason="partitions lost" if lost else "partitions revoked")
+        need = lost or state is S.RECORDS_FETCHED
+        if not need:
+            log.info("%s: revocation of %d partitions ignored (state %s: nothing fetched)",
+                     op.name, len(tps), state.value)
+            return
+        op.sm.to_if({S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING}, S.CR_RESET_PENDING,
+                    "partitions lost" if lost else "partitions revoked after records were fetched")
+        op.events.stop_polling_async()
+        with self._lock:
+            self._reset_reason = f"{'lost' if lost else 'revoked'} {len(tps)} partitions"
+
+    def on_assigned(self, tps) -> None:
+        op = self._op
+        tps = set(tps)
+        op.offsets.set_assignment(tps)
+        op.events.pause_partitions(tps)
+        with self._lock:
+            self.n_partition_rebalances += 1
+            self.held = set(tps)
+            self._assign_pending = True
+        log.info("%s: assigned %s", op.name, sorted(tps))
+
+    # -- event thread ---------------------------------------------------------
+    def after_poll(self, consumer) -> None:
+        with self._lock:
+            reason, self._reset_reason = self._reset_reason, None
+            assign = self._assign_pending
+        if reason is not None:
+            self._op.request_region_reset(reason)
+        if assign:
+            state = self._op.state
+            if state is S.CR_RESET_PENDING:
+                with self._lock:
+                    self._assign_pending = False
+                return
+            if state in (S.CLOSED, S.FAILED, S.INITIALIZED):
+                return
+            with self._lock:
+                held = set(self.held)
+                self._assign_pending = False
+            self.seek(consumer, held & consumer.assignment(), merged=self._op.merged_offsets())
+            with self._lock:
+                self.held -= held
+            self._op.events.resume_partitions(consumer, held)
+
+    def seek(self, consumer, tps, *, merged: dict | None, initial_only: bool = False) -> dict:
+        """Seek ``tps``: merged offset, else control variable, else start position.
+
+        Returns {tp: position read back}; also stores them in the offset manager.
+        """
+        op = self._op
+        targets: dict[TopicPartition, int] = {}
+        if merged and not initial_only:
+            targets.update({tp: merged[tp] for tp in tps if tp in merged})
+        missing = [tp for tp in tps if tp not in targets]
+        if missing and op.use_committed_first and not initial_only:
+            for tp in missing:
+                c = consumer.committed(tp, timeout_ms=POSITION_TIMEOUT_MS)
+                if c is not None:
+                    targets[tp] = c
+            missing = [tp for tp in missing if tp not in targets]
+        if missing:
+            cv = op.control_variables()
+            targets.update({tp: cv[tp] for tp in missing if tp in cv})
+            missing = [tp for tp in missing if tp not in targets]
+        if missing:
+            start = initial_offsets(consumer, op.config, missing)
+            effective = op.save_control_variables(start)
+            targets.update({tp: effective[tp] for tp in missing})
+        for tp, off in targets.items():
+            consumer.seek(tp, off)
+        positions = {tp: consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS) for tp in targets}
+        op.offsets.set_many(positions)
+        log.info("%s: seeked %s", op.name, {f"{tp.topic}[{tp.partition}]": off for tp, off in sorted(positions.items())})
+        return positions
+
+    def clear_held(self) -> set:
+        with self._lock:
+            held, self.held = self.held, set()
+            self._assign_pending = False
+        return held
+
+
+__all__ = ["Listener", "Rebalancer"]

@@ -1,0 +1,109 @@
+"""Helpers shared by the consumer-operator tests (no tests here)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from cr_consumer import ConsumerOperator, OperatorConfig
+from conftest import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
+
+FAST_GROUP = {
+    "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
+    "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
+}
+
+
+def wait_until(pred, timeout: float, what: str, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Sink:
+    """Collects submitted records (thread-safe); `per_partition` -> list of offsets."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records = []
+        self.cond = threading.Condition(self._lock)
+
+    def __call__(self, record) -> None:
+        with self._lock:
+            self.records.append(record)
+            self.cond.notify_all()
+
+    def batch(self, records) -> None:
+        with self._lock:
+            self.records.extend(records)
+            self.cond.notify_all()
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def offsets(self) -> dict[tuple[str, int], list[int]]:
+        out: dict[tuple[str, int], list[int]] = {}
+        with self._lock:
+            for r in self.records:
+                out.setdefault((r.topic, r.partition), []).append(r.offset)
+        return out
+
+    def wait_count(self, n: int, timeout: float) -> None:
+        with self._lock:
+            if not self.cond.wait_for(lambda: len(self.records) >= n, timeout):
+                raise AssertionError(f"only {len(self.records)} of {n} records arrived within {timeout}s")
+
+    def clear(self) -> None:
+        with self._lock:
+            self.records.clear()
+
+
+def config(bootstrap: str, group: str, name: str, **kw) -> OperatorConfig:
+    props = dict(FAST_GROUP)
+    props.update(kw.pop("consumer_properties", {}))
+    kw.setdefault("drain_timeout_s", 10.0)
+    kw.setdefault("reset_timeout_s", 20.0)
+    return OperatorConfig(bootstrap_servers=bootstrap, group_id=group, operator_name=name,
+                          consumer_properties=props, **kw)
+
+
+def make(bootstrap, group, name, sink=None, **kw) -> ConsumerOperator:
+    op_kw = {k: kw.pop(k) for k in ("permit", "region", "control", "submit_batch") if k in kw}
+    return ConsumerOperator(config(bootstrap, group, name, **kw), sink, **op_kw)
+
+
+class Region:
+    """Records reset/drain requests (what the runtime of issue 4 would receive)."""
+
+    def __init__(self) -> None:
+        self.resets: list[str] = []
+        self.drains: list[str] = []
+        self.event = threading.Event()
+
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        self.resets.append(reason)
+        self.event.set()
+
+    def request_drain(self, *, reason: str) -> None:
+        self.drains.append(reason)
+        self.event.set()
+
+
+def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets for ``topic`` as any Kafka tool sees them.
+
+    (cr_consumer.kafka_util.committed_offsets calls a method kafka-python 3.0.12
+    does not have; this uses list_group_offsets.)
+    """
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-test-admin")
+    try:
+        found = admin.list_group_offsets({group_id: None}).get(group_id, {})
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
