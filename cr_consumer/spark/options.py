@@ -46,7 +46,6 @@ _RESERVED_KAFKA = {
     "key.deserializer": "keys are delivered as binary",
     "value.deserializer": "values are delivered as binary",
     "consumer.timeout.ms": "the source controls its own polling",
-    "max.poll.records": "set by the source",
 }
 
 #: Kafka consumer properties that are Python objects in kafka-python and cannot

@@ -1,0 +1,86 @@
+"""Process hooks of the Spark source runner: members leave the group when it ends.
+
+Spark runs the reader's ``read``/``commit`` in a long-lived "source runner"
+Python process, a child of the JVM. It never calls ``stop()`` on a simple
+reader, and on ``query.stop()`` it terminates the runner. Two hooks make the
+members leave the group cleanly instead of being evicted a session timeout
+later:
+
+1. SIGTERM (query stop): the handler closes the group (every member closes
+   its consumer, which sends LeaveGroup) and raises ``SystemExit``.
+2. Parent watchdog: if the JVM dies (kill -9 of the driver), the runner is
+   re-parented; a daemon thread notices the parent pid change within
+   :data:`WATCHDOG_PERIOD_S`, closes the group and exits the process, so an
+   orphaned runner never keeps consuming. (A kill -9 of the runner itself
+   leaves no chance to clean up: the group evicts its members after
+   ``session.timeout.ms``.)
+
+Both are installed once per process, from the runner's main thread (signal
+handlers can only be installed there); :func:`uninstall` stops the watchdog.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+log = logging.getLogger(__name__)
+
+#: How often the watchdog checks that the JVM is still the parent; bounds how
+#: long an orphaned runner keeps its members in the group.
+WATCHDOG_PERIOD_S = 1.0
+
+_state: dict = {"close": None, "sigterm": False, "stop": None}
+
+
+def install(close) -> None:
+    """Run ``close()`` on SIGTERM and when the parent process dies."""
+    _state["close"] = close
+    if not _state["sigterm"]:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGTERM)
+
+            def on_sigterm(signum, frame):
+                log.info("crkafka: SIGTERM: closing the members (they leave the group)")
+                _run_close()
+                if callable(previous):
+                    previous(signum, frame)
+                raise SystemExit(0)
+
+            signal.signal(signal.SIGTERM, on_sigterm)
+            _state["sigterm"] = True
+        else:
+            log.warning("crkafka: not on the main thread: no SIGTERM handler (members are evicted on stop)")
+    if _state["stop"] is None:
+        stop = threading.Event()
+        parent = os.getppid()
+
+        def watchdog():
+            while not stop.wait(WATCHDOG_PERIOD_S):
+                if os.getppid() != parent:
+                    log.warning("crkafka: the Spark JVM (pid %d) is gone: closing the members and exiting", parent)
+                    _run_close()
+                    os._exit(0)
+
+        threading.Thread(target=watchdog, name="crkafka-watchdog", daemon=True).start()
+        _state["stop"] = stop
+
+
+def _run_close() -> None:
+    close, _state["close"] = _state["close"], None
+    if close is None:
+        return
+    try:
+        close()
+    except Exception:  # noqa: BLE001 - the process is ending; report and go on exiting
+        log.exception("crkafka: closing the members failed")
+
+
+def uninstall() -> None:
+    """Stop the watchdog and forget the close callback (the SIGTERM handler stays, inert)."""
+    stop, _state["stop"] = _state["stop"], None
+    if stop is not None:
+        stop.set()
+    _state["close"] = None

@@ -1,0 +1,297 @@
+"""Kafka -> Spark word count -> exactly-once output, on the ``crkafka`` source.
+
+Two sub-commands:
+
+``run``   the streaming query. Reads ``--topic`` through ``crkafka`` (group
+          membership, offsets committed to Kafka at every micro-batch), counts
+          the words of each micro-batch, and writes one JSON file per batch id
+          into ``--out`` (``batch-<id>.json``: the batch's word counts and the
+          offsets of its records). The write is a temp file + rename named by
+          the batch id, so a batch replayed after a crash overwrites its own
+          file: output is exactly once. Runs until SIGTERM/SIGINT, or until
+          ``--expect`` records are in the output and the group's committed
+          offsets have caught up (``--exit-when-done``).
+
+``demo``  the whole story on this machine: an embedded broker, the coordinator
+          as its own process, N input lines, the query started, killed with
+          ``kill -9`` half way through (in the middle of a batch), restarted from
+          the same checkpoint location, then verification that the output holds
+          every input record exactly once, and the group's committed offsets as
+          any Kafka tool (KafkaAdminClient) sees them.
+
+    python examples/spark_wordcount.py demo --records 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+
+#: Bound on waiting for the restarted query to finish the input, so a stuck
+#: query fails the demo instead of hanging it.
+FINISH_TIMEOUT_S = 240.0
+#: Bound on waiting for the first query to reach the middle of the input.
+HALFWAY_TIMEOUT_S = 180.0
+
+
+def line_for(i: int) -> bytes:
+    return " ".join(WORDS[(i + k) % len(WORDS)] for k in range(i % 3 + 1)).encode()
+
+
+# --------------------------------------------------------------------------- run
+def output_state(out: Path) -> tuple[collections.Counter, dict[tuple[str, int], list[int]]]:
+    """Sum of word counts, and (topic, partition) -> every offset in the output."""
+    counts: collections.Counter = collections.Counter()
+    offsets: dict[tuple[str, int], list[int]] = collections.defaultdict(list)
+    for path in sorted(out.glob("batch-*.json")):
+        doc = json.loads(path.read_text())
+        counts.update(doc["counts"])
+        for key, offs in doc["offsets"].items():
+            topic, _, part = key.rpartition(":")
+            offsets[(topic, int(part))].extend(offs)
+    return counts, offsets
+
+
+def write_batch(out: Path, batch_id: int, doc: dict) -> None:
+    tmp = out / f".batch-{batch_id:06d}.tmp"
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, out / f"batch-{batch_id:06d}.json")
+
+
+def make_sink(out: Path, delay_s: float):
+    from pyspark.sql import functions as F
+
+    def sink(df, batch_id: int) -> None:
+        (out / f"started-{batch_id:06d}").touch()
+        rows = df.select("topic", "partition", "offset").collect()
+        if not rows:
+            return
+        if delay_s:
+            time.sleep(delay_s)  # demo/test only: widens the window for a kill mid-batch
+        words = df.select(F.explode(F.split(F.col("value").cast("string"), " ")).alias("word"))
+        counts = {r["word"]: r["count"] for r in words.groupBy("word").count().collect()}
+        offsets: dict[str, list[int]] = collections.defaultdict(list)
+        for r in rows:
+            offsets[f"{r['topic']}:{r['partition']}"].append(r["offset"])
+        write_batch(out, batch_id, {"batch_id": batch_id, "rows": len(rows), "counts": counts, "offsets": offsets})
+
+    return sink
+
+
+def spark_session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("crkafka-wordcount")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def committed_total(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets of ``topic``, as any Kafka tool sees them."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="crkafka-verify")
+    try:
+        offsets = admin.list_group_offsets(group).get(group, {})
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
+
+
+def cmd_run(args) -> int:
+    from cr_consumer.spark import register
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spark = spark_session()
+    register(spark)
+    reader = (
+        spark.readStream.format("crkafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("group.id", args.group)
+        .option("subscribe", args.topic)
+        .option("coordinator", args.coordinator)
+        .option("members", args.members)
+        .option("startPosition", "beginning")
+        .option("maxRecordsPerBatch", args.max_records_per_batch)
+        .option("kafka.session.timeout.ms", args.session_timeout_ms)
+        .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100))
+    )
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(make_sink(out, args.sink_delay))
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime=f"{args.trigger_ms} milliseconds")
+        .start()
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"query {query.id} started", flush=True)
+    rc = 0
+    try:
+        while not stop.wait(0.5):
+            if query.exception() is not None:
+                print(f"query failed: {query.exception()}", file=sys.stderr, flush=True)
+                rc = 1
+                break
+            if args.exit_when_done and args.expect:
+                _, offsets = output_state(out)
+                if sum(len(v) for v in offsets.values()) >= args.expect:
+                    done = {p: max(v) + 1 for (t, p), v in offsets.items()}
+                    committed = committed_total(args.bootstrap, args.group, args.topic)
+                    if all(committed.get(p) == n for p, n in done.items()):
+                        print(f"done: {args.expect} records out, committed {dict(sorted(committed.items()))}", flush=True)
+                        break
+    finally:
+        query.stop()
+        spark.stop()
+    return rc
+
+
+# -------------------------------------------------------------------------- demo
+def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str) -> subprocess.Popen:
+    cmd = [
+        sys.executable, __file__, "run",
+        "--bootstrap", args.bootstrap, "--coordinator", args.coordinator, "--topic", args.topic,
+        "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
+        "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
+        "--max-records-per-batch", str(args.max_records_per_batch), "--expect", str(args.records),
+    ]
+    if exit_when_done:
+        cmd.append("--exit-when-done")
+    log = open(workdir / log_name, "w")
+    # own session: kill -9 of the group takes the driver, its JVM and the source runner
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_until(predicate, timeout_s: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"query process exited with {proc.returncode} while waiting for {what}")
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def mid_batch(out: Path, total: int) -> bool:
+    """A batch has started but not written, and some (not all) records are out."""
+    _, offsets = output_state(out)
+    n = sum(len(v) for v in offsets.values())
+    if not (0 < n < total):
+        return False
+    started = {p.name.split("-")[1] for p in out.glob("started-*")}
+    written = {p.name.split("-")[1].split(".")[0] for p in out.glob("batch-*.json")}
+    return bool(started - written) and n >= total // 3
+
+
+def verify(out: Path, total: int, topic: str) -> dict:
+    counts, offsets = output_state(out)
+    seen = collections.Counter((t, p, o) for (t, p), offs in offsets.items() for o in offs)
+    dups = [k for k, c in seen.items() if c > 1]
+    per_part = collections.Counter(p for (_t, p, _o) in seen)
+    expected_counts = collections.Counter(w for i in range(total) for w in line_for(i).decode().split())
+    return {
+        "records_out": sum(seen.values()),
+        "distinct": len(seen),
+        "duplicates": len(dups),
+        "gaps": sum(max(o for (_t, q, o) in seen if q == p) + 1 - n for p, n in per_part.items()),
+        "counts_match": counts == expected_counts,
+        "per_partition": dict(sorted(per_part.items())),
+    }
+
+
+def cmd_demo(args) -> int:
+    from coordinator.launcher import CoordinatorProcess
+
+    from cr_consumer.broker import EmbeddedBroker
+    from cr_consumer.kafka_util import create_topic, produce, unique_name
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="crkafka-demo-"))
+    (workdir / "out").mkdir(parents=True, exist_ok=True)
+    with EmbeddedBroker(log_path=workdir / "broker.log") as broker, CoordinatorProcess(
+        state_dir=workdir / "coordinator"
+    ) as coord:
+        args.bootstrap, args.coordinator = broker.bootstrap, coord.endpoint
+        args.topic, args.group = unique_name("words"), unique_name("wordcount")
+        print(f"broker {args.bootstrap}, coordinator {args.coordinator} (pid {coord.pid}), workdir {workdir}")
+        create_topic(args.bootstrap, args.topic, partitions=args.partitions)
+        produce(args.bootstrap, args.topic, (line_for(i) for i in range(args.records)))
+        print(f"produced {args.records} lines to {args.topic} ({args.partitions} partitions)")
+
+        first = run_query_process(args, workdir, sink_delay=2.0, exit_when_done=False, log_name="query-1.log")
+        wait_until(lambda: mid_batch(workdir / "out", args.records), HALFWAY_TIMEOUT_S, "the middle of a batch", first)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        before = verify(workdir / "out", args.records, args.topic)
+        print(f"kill -9 of the query in the middle of a batch: {before['records_out']} records were out")
+
+        second = run_query_process(args, workdir, sink_delay=0.0, exit_when_done=True, log_name="query-2.log")
+        try:
+            rc = second.wait(timeout=FINISH_TIMEOUT_S)
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+        result = verify(workdir / "out", args.records, args.topic)
+        committed = committed_total(args.bootstrap, args.group, args.topic)
+        print(f"restarted query exited with {rc}")
+        print(f"verification: {json.dumps(result)}")
+        print(f"committed offsets of group {args.group} (KafkaAdminClient): {dict(sorted(committed.items()))}")
+        ok = (
+            rc == 0
+            and result["records_out"] == args.records == result["distinct"]
+            and result["duplicates"] == 0
+            and result["gaps"] == 0
+            and result["counts_match"]
+            and committed == result["per_partition"]
+        )
+        print("EXACTLY ONCE: OK" if ok else "EXACTLY ONCE: FAILED")
+        return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the streaming query")
+    for name in ("bootstrap", "coordinator", "topic", "group", "out", "checkpoint"):
+        run.add_argument(f"--{name}", required=True)
+    demo = sub.add_parser("demo", help="kill -9 half way, restart, verify exactly once")
+    demo.add_argument("--records", type=int, default=20000)
+    demo.add_argument("--partitions", type=int, default=4)
+    demo.add_argument("--workdir", default=None)
+    for p in (run, demo):
+        p.add_argument("--members", type=int, default=2)
+        p.add_argument("--max-records-per-batch", type=int, default=2000)
+        p.add_argument("--session-timeout-ms", type=int, default=6000)
+    run.add_argument("--sink-delay", type=float, default=0.0, help="seconds each non-empty batch sleeps (tests)")
+    run.add_argument("--trigger-ms", type=int, default=200)
+    run.add_argument("--expect", type=int, default=0, help="records expected in the output")
+    run.add_argument("--exit-when-done", action="store_true")
+    args = parser.parse_args(argv)
+    return cmd_run(args) if args.command == "run" else cmd_demo(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
