@@ -137,10 +137,9 @@ class MergeService:
         if conflicts:
             log.warning("merge %s: %d partitions reported by several members; kept the minimum offset", pending.key, conflicts)
         body = protocol.merge_reply(merged, names)
-        for req, timer in pending.waiters.values():
+        for _, timer in pending.waiters.values():
             timer.cancel()
-            self._server.reply(req, body)
-        self._server.reply(last, body)
+        self._server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
         del self._pending[pending.key]
         self._completed[pending.key] = (merged, names)
         if len(self._completed) > COMPLETED_KEEP:

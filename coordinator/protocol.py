@@ -77,6 +77,17 @@ def encode(msg_type: str, body: Mapping[str, Any], request_id: str | int | None)
     return _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": body})
 
 
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """A body encoded once, for replies sent to many requests (see encode_prepared)."""
+    return _dumps(body)
+
+
+def encode_prepared(msg_type: str, body_json: bytes, request_id: str | int | None) -> bytes:
+    """Same bytes as ``encode`` would give, from an already encoded body."""
+    head = _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": None})
+    return head[: -len(b"null}")] + body_json + b"}"
+
+
 def encode_error(code: ErrorCode, message: str, request_id: str | int | None) -> bytes:
     return encode("error", {"code": code.value, "message": message}, request_id)
 
@@ -156,20 +167,37 @@ def decode_offsets(value: Any, name: str = "offsets") -> OffsetMap:
     if not isinstance(value, list):
         raise Invalid(f"field '{name}' must be a list of [topic, partition, offset]")
     out: OffsetMap = {}
+    # Fast path (batches of 10^4..10^5 entries): exact type checks, bool is not int.
     for i, item in enumerate(value):
-        if not isinstance(item, list) or len(item) != 3:
+        if type(item) is not list or len(item) != 3:
             raise Invalid(f"{name}[{i}] must be [topic, partition, offset], got {item!r:.80}")
         t, p, o = item
-        if not isinstance(t, str) or not t or len(t) > MAX_NAME_LEN:
-            raise Invalid(f"{name}[{i}]: topic must be a non-empty string")
-        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-            raise Invalid(f"{name}[{i}]: partition must be an integer >= 0, got {p!r}")
-        if isinstance(o, bool) or not isinstance(o, int) or o < 0:
-            raise Invalid(f"{name}[{i}]: offset must be an integer >= 0, got {o!r}")
-        if (t, p) in out:
-            raise Invalid(f"{name}: ({t}, {p}) appears twice")
+        if (
+            type(t) is not str
+            or type(p) is not int
+            or type(o) is not int
+            or p < 0
+            or o < 0
+            or not t
+            or len(t) > MAX_NAME_LEN
+        ):
+            _explain_entry(name, i, t, p, o)
         out[(t, p)] = o
+    if len(out) != len(value):
+        seen: set[tuple[str, int]] = set()
+        for t, p, _ in value:
+            if (t, p) in seen:
+                raise Invalid(f"{name}: ({t}, {p}) appears twice")
+            seen.add((t, p))
     return out
+
+
+def _explain_entry(name: str, i: int, t: Any, p: Any, o: Any) -> None:
+    if not isinstance(t, str) or not t or len(t) > MAX_NAME_LEN:
+        raise Invalid(f"{name}[{i}]: topic must be a non-empty string of at most {MAX_NAME_LEN} characters")
+    if type(p) is not int or p < 0:
+        raise Invalid(f"{name}[{i}]: partition must be an integer >= 0, got {p!r}")
+    raise Invalid(f"{name}[{i}]: offset must be an integer >= 0, got {o!r}")
 
 
 def check_offsets(offsets: Mapping[tuple[str, int], int], name: str = "offsets") -> OffsetMap:

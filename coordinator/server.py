@@ -35,6 +35,8 @@ services use it, and so can the region controller):
   body (dict), or :data:`DEFERRED` to answer later with
   ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
   :class:`~coordinator.errors.CoordinatorError` for an error reply.
+* ``server.reply_many(reqs, body)`` answers several requests with one body
+  (encoded once).
 * ``server.push(identity, msg_type, body)`` sends an unsolicited message (id
   null) to a client identity (``req.identity`` of an earlier request).
 * ``server.schedule(delay_s, callback) -> Timer`` runs ``callback()`` on the
@@ -195,6 +197,14 @@ class CoordinatorServer:
 
     def reply(self, req: Request, body: dict[str, Any]) -> None:
         self._outbox.append((req.identity, protocol.encode(protocol.reply_type(req.type), body, req.id)))
+
+    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
+        """The same body to several requests (of one type), encoded once (merge completion)."""
+        if not reqs:
+            return
+        body_json = protocol.encode_body(body)
+        for req in reqs:
+            self._outbox.append((req.identity, protocol.encode_prepared(protocol.reply_type(req.type), body_json, req.id)))
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
         self._count_error(err.code)
