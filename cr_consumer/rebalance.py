@@ -9,8 +9,10 @@ Revocation (eager: every owned partition, before every rebalance):
 
 1. bump the reset epoch and clear the message queue (always);
 2. if records were fetched since subscribe or the last reset (state
-   RECORDS_FETCHED), or partitions were lost: enter CR_RESET_PENDING, stop
-   polling, and on the event thread set the group's reset-pending flag in the
+   RECORDS_FETCHED), or partitions were lost: enter CR_RESET_PENDING (stop
+   fetching: the partitions assigned next stay paused until the reset seeks
+   them; the event thread keeps calling poll, because kafka-python completes
+   the group join only inside poll), and on the event thread set the group's reset-pending flag in the
    coordinator; if this member set it first, ask the region for a reset in
    force mode (one reset per rebalance across the group);
 3. otherwise nothing more.
@@ -82,7 +84,9 @@ class Rebalancer:
             return
         op.sm.to_if({S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING}, S.CR_RESET_PENDING,
                     "partitions lost" if lost else "partitions revoked after records were fetched")
-        op.events.stop_polling_async()
+        # Not "stop polling" as in the reference: kafka-python completes the
+        # group join only inside poll(). Nothing is fetched meanwhile: eager
+        # revocation took every partition, and new ones arrive paused (held).
         with self._lock:
             self._reset_reason = f"{'lost' if lost else 'revoked'} {len(tps)} partitions"
 

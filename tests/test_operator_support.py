@@ -107,3 +107,61 @@ def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
     finally:
         admin.close()
     return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
+
+
+class Members:
+    """Drives the region handlers of several operators the way the runtime does:
+    permit blocked around drain/checkpoint/reset, reset run concurrently (the
+    merge blocks until every member contributed), RESUME = unblock."""
+
+    def __init__(self) -> None:
+        self.ops = []
+
+    def add(self, op):
+        self.ops.append(op)
+        return op
+
+    def block(self):
+        for op in self.ops:
+            assert op.permit.block(10), f"{op.name}: permit not released"
+
+    def resume(self):
+        for op in self.ops:
+            op.permit.unblock()
+
+    def drain_checkpoint(self, seq: int) -> dict[str, bytes]:
+        self.block()
+        for op in self.ops:
+            op.drain()
+        data = {op.name: op.checkpoint(seq) for op in self.ops}
+        self.resume()
+        return data
+
+    def _all(self, fn):
+        errors = []
+
+        def run(op):
+            try:
+                fn(op)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        self.block()
+        threads = [threading.Thread(target=run, args=(op,)) for op in self.ops]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        if errors:
+            raise errors[0]
+        self.resume()
+
+    def reset(self, seq: int, data: dict[str, bytes], attempt: int = 0):
+        self._all(lambda op: op.reset(seq, data.get(op.name), attempt))
+
+    def reset_initial(self, attempt: int = 0):
+        self._all(lambda op: op.reset_to_initial_state(attempt))
+
+    def close(self):
+        for op in self.ops:
+            op.close()

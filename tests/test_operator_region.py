@@ -1,0 +1,78 @@
+"""Several operators in one group with a real coordinator process: the revocation
+rules, one reset per rebalance, reset to a merged checkpoint, reset to initial state."""
+
+from __future__ import annotations
+
+from cr_consumer import StartPosition
+from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.region import RegionPermit
+from test_operator_support import Members, Region, Sink, committed, make, wait_until
+
+PARTS = 6
+
+
+def _start(bootstrap, coordinator, group, topic, name, sink, region):
+    op = make(bootstrap, group, name, sink, topics=[topic], coordinator=coordinator.endpoint,
+              start_position=StartPosition.BEGINNING, permit=RegionPermit(), region=region,
+              max_poll_records=20)
+    return op.start()
+
+
+def _by_partition(records):
+    out = {}
+    for r in records:
+        out.setdefault(r.partition, []).append(r.offset)
+    return {p: sorted(v) for p, v in out.items()}
+
+
+def test_three_members_merged_reset_replays_exactly_and_one_reset_per_rebalance(bootstrap, names, coordinator):
+    topic = create_topic(bootstrap, names.topic(), partitions=PARTS)
+    group = names.group()
+    region = Region()
+    sink = Sink()
+    members = Members()
+    try:
+        for i in range(3):
+            members.add(_start(bootstrap, coordinator, group, topic, f"m{i}", sink, region))
+        # Three joins cause revocations, but nothing was fetched yet: all ignored.
+        wait_until(lambda: sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
+                   and all(op.metrics()["nAssignedPartitions"] == 2 for op in members.ops), 40, "balanced group")
+        produce(bootstrap, topic, (b"a%d" % i for i in range(300)))
+        sink.wait_count(300, 30)
+        assert region.resets == []
+        assert _by_partition(sink.records) == {p: list(range(50)) for p in range(PARTS)}
+
+        data = members.drain_checkpoint(1)
+        assert committed(bootstrap, group, topic) == {p: 50 for p in range(PARTS)}
+        produce(bootstrap, topic, (b"b%d" % i for i in range(300)))
+        sink.wait_count(600, 30)
+
+        # Reset to checkpoint 1: every member contributes, the merge gives all offsets.
+        sink.clear()
+        members.reset(1, data)
+        sink.wait_count(300, 30)
+        assert _by_partition(sink.records) == {p: list(range(50, 100)) for p in range(PARTS)}
+        assert all(op.state.value in ("RECORDS_FETCHED", "RESET_COMPLETE") for op in members.ops)
+
+        # A fourth member joins: the three that fetched records revoke; exactly one reset request.
+        sink.clear()
+        members.add(_start(bootstrap, coordinator, group, topic, "m3", sink, region))
+        wait_until(lambda: region.resets, 40, "a reset request after the rebalance")
+        wait_until(lambda: sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
+                   and all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops), 40, "4 members balanced")
+        assert len(region.resets) == 1, region.resets
+        assert sum(op.metrics()["nResetRequests"] for op in members.ops) == 3  # each revoking member asked once
+        assert all(op.state.value == "CR_RESET_PENDING" for op in members.ops[:3])
+
+        # Reset to initial state: every partition back to its control variable (0).
+        sink.clear()
+        members.reset_initial()
+        sink.wait_count(600, 30)
+        assert _by_partition(sink.records) == {p: list(range(100)) for p in range(PARTS)}
+
+        # The reset cleared the reset-pending flag: the next rebalance requests a reset again.
+        leaving = members.ops.pop()
+        leaving.close()
+        wait_until(lambda: len(region.resets) == 2, 40, "a second reset request after a member left")
+    finally:
+        members.close()
