@@ -1,0 +1,118 @@
+"""``crkafka member PIPELINE_MODULE --coordinator ENDPOINT``: one member process.
+
+Runs one member of a region alone, so members can run on other hosts against
+the same coordinator and broker (``crkafka run`` starts these for you). The
+region settings (--period, --drain-timeout, ...) must be the same on every
+member: the first member to join fixes them and later ones with other values
+are refused with a message naming the setting.
+
+Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad settings, 3 the region FAILED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from .member import Member, MemberSettings
+
+log = logging.getLogger(__name__)
+
+
+def parse_pairs(items: list[str] | None, what: str) -> dict[str, object]:
+    """``KEY=VALUE`` items -> dict; integers become ints (Kafka settings are mostly numbers)."""
+    out: dict[str, object] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{what} {item!r}: expected KEY=VALUE")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def add_region_arguments(parser: argparse.ArgumentParser) -> None:
+    """Settings shared by ``crkafka run`` and ``crkafka member``."""
+    parser.add_argument("pipeline", metavar="PIPELINE_MODULE",
+                        help="module name (examples.wordcount) or .py path exposing build(ctx) -> Pipeline")
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+                        help="Kafka bootstrap servers (default $KAFKA_BOOTSTRAP_SERVERS)")
+    parser.add_argument("--group", help="consumer group id, also the region's name (default crkafka-<module>)")
+    parser.add_argument("--region-index", type=int, default=0, help="consistent region index (default 0)")
+    parser.add_argument("--out", default="out", help="output directory of the pipeline's sinks (default ./out)")
+    parser.add_argument("--state-dir", default="state", help="checkpoints and logs (default ./state)")
+    parser.add_argument("--period", type=float, default=1.0, help="seconds between checkpoints (default 1.0)")
+    parser.add_argument("--operator-driven", action="store_true",
+                        help="checkpoint when the source asks (trigger count) instead of periodically")
+    parser.add_argument("--drain-timeout", type=float, default=30.0, help="seconds (default 30)")
+    parser.add_argument("--reset-timeout", type=float, default=30.0, help="seconds (default 30)")
+    parser.add_argument("--max-resets", type=int, default=5, help="max consecutive resets before FAILED (default 5)")
+    parser.add_argument("--member-timeout", type=float, default=5.0,
+                        help="a member silent this long is dropped (default 5 s)")
+    parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (repeatable)")
+    parser.add_argument("--kafka", action="append", metavar="PROP=VALUE",
+                        help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000")
+
+
+def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
+    return {
+        "mode": "operator_driven" if args.operator_driven else "periodic",
+        "period_s": args.period,
+        "drain_timeout_s": args.drain_timeout,
+        "reset_timeout_s": args.reset_timeout,
+        "max_consecutive_resets": args.max_resets,
+        "member_timeout_s": args.member_timeout,
+        "min_members": members,
+    }
+
+
+def default_group(pipeline: str) -> str:
+    stem = os.path.splitext(os.path.basename(pipeline))[0].split(".")[-1]
+    return f"crkafka-{stem}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_region_arguments(parser)
+    parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")
+    parser.add_argument("--name", default=f"member-{os.getpid()}", help="member name, unique in the region")
+    parser.add_argument("--min-members", type=int, default=1, help="members the first reset waits for")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.bootstrap:
+        print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", flush=True)
+        return 2
+    settings = MemberSettings(
+        pipeline=args.pipeline, bootstrap=args.bootstrap, coordinator=args.coordinator,
+        group=args.group or default_group(args.pipeline), member=args.name, output_dir=args.out,
+        state_dir=args.state_dir, region_index=args.region_index,
+        region=region_settings(args, args.min_members),
+        params=parse_pairs(args.param, "--param"), kafka=parse_pairs(args.kafka, "--kafka"),
+    )
+    member = Member(settings)
+
+    def on_signal(signum, _frame) -> None:
+        log.info("%s: %s: stopping", settings.member, signal.Signals(signum).name)
+        member.stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    return member.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cr_consumer.runtime.cli_member``: what ``crkafka run`` spawns (no other
+    sub-command is imported, so a member starts fast and alone)."""
+    parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+"""Run a pipeline as a region of member processes, from Python or ``crkafka run``.
+
+``run_pipeline(pipeline, members=3, bootstrap=...)`` (or ``Region(...).start()``)
+returns a :class:`Region` handle:
+
+1. Start a coordinator process (``coordinator.launcher``) unless an endpoint is
+   given; it holds the region controller.
+2. Start N ``crkafka member`` processes (``python -m cr_consumer.cli member``),
+   named ``member-0`` ... ``member-<N-1>``, each logging to
+   ``<state_dir>/logs/<name>.log``.
+3. A supervisor thread (owned by the handle) checks the processes every
+   ``SUPERVISE_S``: a member that died (kill -9, crash) is restarted under the
+   same name, with a backoff that grows when it keeps dying; a member that
+   exits with code 3 (region FAILED) or 2 (bad settings) is not restarted and
+   marks the region failed. The coordinator this handle started is restarted
+   on the same endpoint and state dir if it dies.
+4. ``stop()`` (also on Ctrl-C / SIGTERM in ``crkafka run``): stop the
+   supervisor, SIGTERM every member (SIGKILL after ``STOP_TIMEOUT_S``), then
+   the coordinator.
+
+Fault handles for drills and tests: ``kill(member)`` (SIGKILL; the supervisor
+restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
+``kill_coordinator()``, ``status()`` (the controller's region status),
+``wait_until(predicate, timeout)``, ``pids()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+#: Supervisor poll interval: bounds how long a dead member stays dead.
+SUPERVISE_S = 0.1
+#: First restart delay of a member that died, doubled while it keeps dying
+#: within RESTART_WINDOW_S (avoids a hot restart loop), up to RESTART_MAX_S.
+RESTART_MIN_S = 0.0
+RESTART_MAX_S = 5.0
+RESTART_WINDOW_S = 10.0
+#: SIGTERM -> SIGKILL grace for a member at stop()/remove_member().
+STOP_TIMEOUT_S = 10.0
+#: Bound on one status request to the coordinator.
+STATUS_TIMEOUT_S = 3.0
+
+
+class RegionFailed(RuntimeError):
+    pass
+
+
+@attrs.define
+class _MemberProc:
+    name: str
+    proc: subprocess.Popen | None = None
+    log_file: Any = None
+    restarts: int = 0
+    last_start: float = 0.0
+    next_start: float = 0.0
+    delay: float = RESTART_MIN_S
+    removed: bool = False
+    exit_codes: list[int] = attrs.field(factory=list)
+
+
+class Region:
+    """A running region of member processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        pipeline: str,
+        *,
+        members: int = 3,
+        bootstrap: str,
+        coordinator: str | None = None,
+        group: str | None = None,
+        output_dir: str | os.PathLike = "out",
+        state_dir: str | os.PathLike = "state",
+        period_s: float = 1.0,
+        operator_driven: bool = False,
+        drain_timeout_s: float = 30.0,
+        reset_timeout_s: float = 30.0,
+        max_consecutive_resets: int = 5,
+        member_timeout_s: float = 5.0,
+        region_index: int = 0,
+        params: dict[str, Any] | None = None,
+        kafka: dict[str, Any] | None = None,
+        restart_members: bool = True,
+        log_level: str = "INFO",
+        python: str = sys.executable,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if members < 1:
+            raise ValueError(f"members must be >= 1, got {members}")
+        if not bootstrap:
+            raise ValueError("bootstrap is required (HOST:PORT of the Kafka cluster or embedded broker)")
+        self.pipeline = str(pipeline)
+        self.n_members = members
+        self.bootstrap = bootstrap
+        self.endpoint = coordinator
+        stem = Path(self.pipeline).stem.split(".")[-1]
+        self.group = group or f"crkafka-{stem}-{uuid.uuid4().hex[:8]}"
+        self.output_dir = Path(output_dir).resolve()
+        self.state_dir = Path(state_dir).resolve()
+        self.region_settings = {
+            "mode": "operator_driven" if operator_driven else "periodic",
+            "period_s": period_s,
+            "drain_timeout_s": drain_timeout_s,
+            "reset_timeout_s": reset_timeout_s,
+            "max_consecutive_resets": max_consecutive_resets,
+            "member_timeout_s": member_timeout_s,
+        }
+        self.region_index = region_index
+        self.params = dict(params or {})
+        self.kafka = dict(kafka or {})
+        self.restart_members = restart_members
+        self.log_level = log_level
+        self.python = python
+        self.env = dict(env or {})
+        self.coordinator_proc: Any = None
+        self.members: dict[str, _MemberProc] = {}
+        self._next_index = 0
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self.failed: str | None = None
+        self.events: list[dict] = []  # (time, kind, member): starts, deaths, restarts, kills
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> "Region":
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
+        if self.endpoint is None:
+            from coordinator.launcher import CoordinatorProcess
+
+            self.coordinator_proc = CoordinatorProcess(
+                self.state_dir / "coordinator", log_path=self.state_dir / "logs" / "coordinator.log")
+            self.coordinator_proc.start()
+            self.endpoint = self.coordinator_proc.endpoint
+            log.info("coordinator started at %s (pid %s)", self.endpoint, self.coordinator_proc.pid)
+        with self._lock:
+            for _ in range(self.n_members):
+                self._add(min_members=self.n_members)
+        self._supervisor = threading.Thread(target=self._supervise, name="region-supervisor", daemon=True)
+        self._supervisor.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(5.0)
+        with self._lock:
+            for m in self.members.values():
+                if m.proc is not None and m.proc.poll() is None:
+                    m.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for m in self.members.values():
+                self._reap(m, deadline)
+        if self.coordinator_proc is not None:
+            self.coordinator_proc.terminate()
+
+    def __enter__(self) -> "Region":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ members
+    def _command(self, name: str, min_members: int) -> list[str]:
+        cmd = [self.python, "-m", "cr_consumer.runtime.cli_member", "--log-level", self.log_level, self.pipeline,
+               "--coordinator", self.endpoint, "--bootstrap", self.bootstrap, "--group", self.group,
+               "--name", name, "--out", str(self.output_dir), "--state-dir", str(self.state_dir),
+               "--region-index", str(self.region_index), "--min-members", str(min_members),
+               "--period", str(self.region_settings["period_s"]),
+               "--drain-timeout", str(self.region_settings["drain_timeout_s"]),
+               "--reset-timeout", str(self.region_settings["reset_timeout_s"]),
+               "--max-resets", str(self.region_settings["max_consecutive_resets"]),
+               "--member-timeout", str(self.region_settings["member_timeout_s"])]
+        if self.region_settings["mode"] == "operator_driven":
+            cmd.append("--operator-driven")
+        for k, v in self.params.items():
+            cmd += ["--param", f"{k}={v}"]
+        for k, v in self.kafka.items():
+            cmd += ["--kafka", f"{k}={v}"]
+        return cmd
+
+    def _spawn(self, m: _MemberProc, min_members: int | None = None) -> None:
+        if m.log_file is None:
+            m.log_file = open(self.state_dir / "logs" / f"{m.name}.log", "ab")  # noqa: SIM115 (closed in _reap)
+        env = dict(os.environ)
+        env.update(self.env)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        m.proc = subprocess.Popen(self._command(m.name, min_members or 1), stdout=m.log_file,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        m.last_start = time.monotonic()
+        self._event("start", m.name, pid=m.proc.pid)
+        log.info("started %s (pid %d)", m.name, m.proc.pid)
+
+    def _add(self, min_members: int = 1) -> str:
+        name = f"member-{self._next_index}"
+        self._next_index += 1
+        m = _MemberProc(name)
+        self.members[name] = m
+        self._spawn(m, min_members)
+        return name
+
+    def add_member(self) -> str:
+        """Start one more member process; returns its name."""
+        with self._lock:
+            return self._add()
+
+    def remove_member(self, name: str | None = None) -> str:
+        """Stop a member for good (SIGTERM: it leaves the region and the group)."""
+        with self._lock:
+            live = [n for n, m in self.members.items() if not m.removed]
+            if not live:
+                raise ValueError("no member to remove")
+            name = name or live[-1]
+            m = self.members[name]
+            m.removed = True
+            if m.proc is not None and m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGTERM)
+            self._event("remove", name)
+            self._reap(m, time.monotonic() + STOP_TIMEOUT_S)
+            return name
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` (SIGKILL) to a member; the supervisor restarts it. Returns the pid."""
+        with self._lock:
+            m = self.members[name]
+            if m.proc is None or m.proc.poll() is not None:
+                raise ValueError(f"{name} is not running")
+            pid = m.proc.pid
+            m.proc.send_signal(sig)
+            self._event("kill", name, pid=pid, signal=int(sig))
+            return pid
+
+    def kill_coordinator(self) -> int | None:
+        """SIGKILL the coordinator this handle started; the supervisor restarts it."""
+        if self.coordinator_proc is None:
+            raise ValueError("this region uses an external coordinator")
+        with self._lock:
+            pid = self.coordinator_proc.pid
+            self.coordinator_proc.kill()
+            self._event("kill", "coordinator", pid=pid)
+            return pid
+
+    def pids(self) -> dict[str, int | None]:
+        with self._lock:
+            return {n: (m.proc.pid if m.proc is not None and m.proc.poll() is None else None)
+                    for n, m in self.members.items() if not m.removed}
+
+    def live_members(self) -> list[str]:
+        with self._lock:
+            return [n for n, m in self.members.items() if not m.removed]
+
+    def restarts(self) -> dict[str, int]:
+        with self._lock:
+            return {n: m.restarts for n, m in self.members.items()}
+
+    # ------------------------------------------------------------------ observation
+    def status(self, timeout: float = STATUS_TIMEOUT_S) -> dict[str, Any]:
+        """The controller's view: phase, members, last consistent checkpoint, counters, events."""
+        from coordinator.client import CoordinatorClient
+
+        with CoordinatorClient(self.endpoint, timeout=timeout) as client:
+            reply = client.request("region_status", {"region": self.group}, timeout)
+        out = dict(reply["region"])
+        out["events"] = reply.get("events", [])
+        return out
+
+    def wait_until(self, predicate: Callable[[dict], bool], timeout: float, interval: float = 0.1) -> dict:
+        """Poll ``status()`` until ``predicate(status)``; raises TimeoutError with the last
+        status, or RegionFailed when the region failed meanwhile."""
+        deadline = time.monotonic() + timeout
+        last: dict | None = None
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.status(timeout=min(STATUS_TIMEOUT_S, max(0.2, deadline - time.monotonic())))
+            except Exception as exc:  # the coordinator may be restarting or the region not created yet
+                last_error = exc
+                last = None
+            if last is not None:
+                if predicate(last):
+                    return last
+                if last.get("phase") == "FAILED":
+                    raise RegionFailed(f"region {self.group} FAILED: {last.get('failed_reason')}")
+            if self.failed:
+                raise RegionFailed(self.failed)
+            time.sleep(interval)
+        raise TimeoutError(f"region {self.group}: condition not met within {timeout}s; last status {last!r}"
+                           + (f"; last error {last_error!r}" if last is None and last_error else ""))
+
+    def _event(self, kind: str, member: str, **info: Any) -> None:
+        self.events.append({"t": time.time(), "kind": kind, "member": member, **info})
+
+    # ------------------------------------------------------------------ supervisor
+    def _reap(self, m: _MemberProc, deadline: float) -> None:
+        if m.proc is not None:
+            try:
+                m.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in time: SIGKILL", m.name)
+                m.proc.kill()
+                m.proc.wait(5.0)
+        if m.log_file is not None:
+            m.log_file.close()
+            m.log_file = None
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(SUPERVISE_S):
+            try:
+                self._check_members()
+                self._check_coordinator()
+            except Exception:  # keep supervising; the next round retries
+                log.exception("region supervisor: check failed")
+
+    def _check_members(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for m in self.members.values():
+                if m.removed or m.proc is None:
+                    continue
+                code = m.proc.poll()
+                if code is None:
+                    continue
+                if m.next_start == 0.0:  # first time we see it dead
+                    m.exit_codes.append(code)
+                    self._event("exit", m.name, pid=m.proc.pid, code=code)
+                    if code in (2, 3):
+                        self.failed = (f"{m.name} exited with code {code} "
+                                       f"({'region FAILED' if code == 3 else 'bad settings'}); see its log "
+                                       f"{self.state_dir / 'logs' / (m.name + '.log')}")
+                        log.error("%s", self.failed)
+                        m.removed = True
+                        continue
+                    if not self.restart_members:
+                        m.removed = True
+                        continue
+                    m.delay = (min(RESTART_MAX_S, max(0.2, m.delay * 2))
+                               if now - m.last_start < RESTART_WINDOW_S else RESTART_MIN_S)
+                    m.next_start = now + m.delay
+                    log.warning("%s (pid %d) exited with code %s; restarting in %.1fs", m.name, m.proc.pid, code,
+                                m.delay)
+                if now >= m.next_start:
+                    m.next_start = 0.0
+                    m.restarts += 1
+                    self._spawn(m)
+                    self._event("restart", m.name, pid=m.proc.pid)
+
+    def _check_coordinator(self) -> None:
+        c = self.coordinator_proc
+        with self._lock:
+            if c is None or self._stop.is_set() or c.running:
+                return
+            log.warning("coordinator exited (%s); restarting it on %s", c.returncode, self.endpoint)
+            c.restart()
+            self._event("restart", "coordinator", pid=c.pid)
+
+    # ------------------------------------------------------------------ exit code
+    def exit_code(self) -> int:
+        if self.failed:
+            return 3
+        return 0
+
+
+def run_pipeline(pipeline: str, **kwargs: Any) -> Region:
+    """Start a region for ``pipeline`` (module name or .py path) and return its handle."""
+    return Region(pipeline, **kwargs).start()
