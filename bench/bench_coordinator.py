@@ -29,7 +29,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import statistics
+import shutil
 import sys
 import tempfile
 import threading
@@ -232,7 +232,8 @@ def main() -> int:
     args = ap.parse_args()
     secs = 1.5 if args.quick else 4.0
     rounds = {2: 200, 8: 200, 32: 100} if args.quick else {2: 1000, 8: 1000, 32: 400}
-    workdir = Path(tempfile.mkdtemp(prefix="bench-coordinator-", dir=ROOT / "bench"))
+    # On the repository's disk (not a tmpfs /tmp), so fsync is real.
+    workdir = Path(tempfile.mkdtemp(prefix=".bench-coordinator-", dir=ROOT / "bench"))
     print(f"state dir {workdir} (same disk as the repo); {os.cpu_count()} cores", flush=True)
     out: dict = {}
     proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log")
@@ -267,11 +268,8 @@ def main() -> int:
                   f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms", flush=True)
     finally:
         proc.terminate()
-    (workdir / "results.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
-    import shutil
-
-    shutil.rmtree(workdir / "state", ignore_errors=True)
+    shutil.rmtree(workdir, ignore_errors=True)  # scratch only: the figures are on stdout
     return 0
 
 

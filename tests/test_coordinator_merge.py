@@ -157,7 +157,7 @@ def test_merge_rejects_unregistered_and_mismatched_n(coordinator, names):
     client = CoordinatorClient(coordinator.endpoint, timeout=10)
     with pytest.raises(NotRegistered):
         client.merge_checkpoint(group, 1, 0, 2, "stranger", {}, 1.0)
-    t, box = _start(lambda: client.merge_checkpoint(group, 2, 0, 2, "a", {}, 2.0))
+    t, box = _start(lambda: client.merge_checkpoint(group, 2, 0, 2, "a", {}, 1.0))
     _wait_pending(client, 1)
     with pytest.raises(Invalid):
         client.merge_checkpoint(group, 2, 0, 3, "b", {}, 1.0)
