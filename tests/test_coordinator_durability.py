@@ -163,3 +163,27 @@ def test_second_coordinator_on_same_state_dir_fails(coordinator, tmp_path):
         other.kill()
     assert coordinator.running
     assert Path(coordinator.state_dir).is_dir()
+
+
+def test_retention_expires_idle_groups_and_keeps_active_ones(tmp_path, names):
+    """--retention through the process: an idle group's control variables are tombstoned, an active one's kept."""
+    idle, active = names.group("idle"), names.group("active")
+    proc = CoordinatorProcess(tmp_path / "state", extra_args=["--retention", "1.5s", "--expire-interval", "0.2s"])
+    proc.start()
+    try:
+        with CoordinatorClient(proc.endpoint, timeout=10) as c:
+            c.put_initial_offsets(idle, {("t", 0): 1, ("t", 1): 2})
+            c.put_initial_offsets(active, {("t", 0): 3})
+            deadline = time.monotonic() + 15
+            while idle in c.status()["groups"]:  # (status does not count as the group's activity)
+                assert time.monotonic() < deadline, "idle group never expired"
+                assert c.get_initial_offsets(active) == {("t", 0): 3}  # a read keeps it active
+                time.sleep(0.1)
+            assert c.get_initial_offsets(active) == {("t", 0): 3}
+        proc.kill()  # the tombstones are durable
+        proc.start()
+        with CoordinatorClient(proc.endpoint, timeout=10) as c:
+            assert c.get_initial_offsets(idle) == {}
+            assert c.get_initial_offsets(active) == {("t", 0): 3}
+    finally:
+        proc.terminate()
