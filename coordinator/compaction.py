@@ -79,6 +79,7 @@ class Compaction:
         self.copied_upto = start
         self.batch_entries = batch_entries
         self.entries_written = 0  # keyed entries in the snapshot part
+        self.records_written = 0  # records in the snapshot part
         self.error: BaseException | None = None
         self.done = threading.Event()
         self._cancel = threading.Event()
@@ -119,6 +120,7 @@ class Compaction:
         activity = list(snap.activity.items())
         for i in range(0, len(activity), batch):
             out.append(records.encode(snap.ts, [], dict(activity[i : i + batch])))
+            self.records_written += 1
         entries: list[list] = []
         count = 0
 
@@ -127,6 +129,7 @@ class Compaction:
             if entries:
                 out.append(records.encode(snap.ts, entries))
                 self.entries_written += count
+                self.records_written += 1
                 entries, count = [], 0
                 self._check_cancel()
 

@@ -91,10 +91,12 @@ class ControlTable:
                 if min(offsets) < 0:
                     raise ValueError(f"negative offset in {group}/{topic}")
                 arr = self._array(group, topic, max(partitions) + 1)
-                before = arr.count(ABSENT)
+                added = 0
                 for partition, offset in zip(partitions, offsets):
+                    if arr[partition] == ABSENT:
+                        added += 1
                     arr[partition] = offset
-                self.count += before - arr.count(ABSENT)
+                self.count += added
                 return
             puts = [p for p, o in zip(partitions, offsets) if o is not None]
             if not puts and topic not in self._groups.get(group, {}):

@@ -33,6 +33,8 @@ CONTROL = "c"
 GROUP = "g"
 DOCUMENT = "d"
 
+# The C scanner behind json.loads, without its per-call wrapper (replay speed).
+_scan_once = json.JSONDecoder().scan_once
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
@@ -67,9 +69,14 @@ def encode(ts: float, entries: list[list], act: Mapping[str, float] | None = Non
 def decode(payload: bytes | memoryview) -> tuple[float, dict[str, float], list[list]]:
     """(ts, act, entries); raises ValueError naming the problem if the payload is malformed."""
     try:
-        body = json.loads(bytes(payload))
+        text = str(payload, "utf-8")
+        body, end = _scan_once(text, 0)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not JSON: {exc}") from exc
+    except StopIteration:
+        raise ValueError("not JSON: no value at offset 0") from None
+    if end != len(text):
+        raise ValueError(f"not JSON: extra data at offset {end}")
     if not isinstance(body, dict):
         raise ValueError("payload is not a JSON object")
     entries = body.get("e")

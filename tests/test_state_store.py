@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import compaction as compaction_mod
+from coordinator import state_store as state_store_mod
 from coordinator.state_store import RegionIndexMismatch, StateStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,6 +200,25 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
     assert store.documents("ns") == {f"k{g}": {"v": g + 1} for g in range(20)}
     assert store.members("g0") == ["op"]
     assert store.stats()["dead_entries"] == 0
+    store.close()
+
+
+def test_many_small_records_are_rebatched_by_compaction(tmp_path, monkeypatch):
+    monkeypatch.setattr(state_store_mod, "REBATCH_RECORDS", 200)
+    store = _open(tmp_path, compact_min_bytes=0)
+    for i in range(200):
+        store.put_initial_offsets("g", {("t", i): i})
+    assert not store.maybe_compact()  # nothing dead and not yet too many records
+    store.put_initial_offsets("g", {("t", 200): 200})
+    store.compact_dead_ratio = 0.99
+    assert store.maybe_compact()
+    deadline = time.monotonic() + 30
+    while not store.maybe_compact():
+        assert time.monotonic() < deadline
+    assert store.stats()["log_records"] <= 2  # one activity record, one batched record
+    store = _reopen(store)
+    assert store.get_initial_offsets("g") == {("t", i): i for i in range(201)}
+    assert store.stats()["log_records"] <= 2
     store.close()
 
 
