@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed in the report)")
     parser.add_argument("--rate", type=_non_negative_float, default=0.0,
                         help="production rate in records/s (default 0: as fast as possible)")
-    parser.add_argument("--period", type=_positive_float, default=1.0, help="checkpoint period in s (default 1.0)")
+    parser.add_argument("--period", type=_positive_float, default=2.0,
+                        help="checkpoint period in s (default 2.0; see docs/drills.md on 1 s and group joins)")
     parser.add_argument("--session-timeout-ms", type=_positive_int, default=6000,
                         help="Kafka session.timeout.ms of the members (default 6000)")
     parser.add_argument("--timeout", type=_positive_float, default=None,

@@ -28,13 +28,15 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, pr
     events = sorted(events, key=lambda e: e["t"])
     t0 = events[0]["t"]
     series = per_member_series(events)
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True,
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 7), sharex=True,
                                   gridspec_kw={"height_ratios": [3, 1.4]})
     for member, (xs, ys) in series.items():
         ax.step(xs, ys, where="post", label=member, linewidth=1.3)
     ax.set_ylabel("records/s per member")
-    ax.set_title(title)
+    fig.suptitle(title)
 
+    first_batch = next((e["t"] for e in events if e["ev"] == "batch"), events[-1]["t"])
+    peak = max((max(ys) for _, ys in series.values() if ys), default=1.0)
     seen_ckpt = set()
     seen_reset = set()
     member_starts = 0
@@ -55,7 +57,7 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, pr
                         xytext=(3, -12), textcoords="offset points", fontsize=9, fontweight="bold")
         elif e["ev"] == "start":
             member_starts += 1
-            if member_starts > 1:
+            if e["t"] > first_batch:  # a restarted or added member: a rebalance follows
                 ax.axvline(x, color="grey", linewidth=0.8, alpha=0.6)
             ax.annotate(f"+{e['member']}", (x, 0.0), xycoords=("data", "axes fraction"),
                         xytext=(2, 4 + 11 * ((member_starts - 1) % 4)), textcoords="offset points",
@@ -66,8 +68,8 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, pr
     ax.plot([], [], color="tab:red", linestyle="--", label=f"reset ({len(seen_reset)})")
     ax.plot([], [], color="black", label="fault")
     ax.plot([], [], color="grey", label="member (re)start / rebalance")
-    ax.legend(loc="upper right", fontsize=8, ncol=2)
-    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=8, ncol=4, frameon=False)
+    ax.set_ylim(0, max(peak, 1.0) * 1.15)  # headroom for the fault labels
 
     xs, ys, total = [], [], 0
     for e in events:

@@ -38,7 +38,8 @@ def _first(events: list[dict], pred) -> dict | None:
 
 def analyse(events: list[dict], fault_time: float | None) -> dict[str, Any]:
     events = sorted(events, key=lambda e: e["t"])
-    resets = {(e.get("seq"), e.get("attempt")) for e in events if e["ev"] == "reset"}
+    resets = {e.get("attempt") if e.get("attempt") is not None else (e.get("seq"), e["member"])
+              for e in events if e["ev"] == "reset"}
     completes = {e["seq"] for e in events if e["ev"] == "complete"}
     batches = [e for e in events if e["ev"] == "batch"]
     processed = sum(e["n"] for e in batches)

@@ -45,14 +45,14 @@ from typing import Any, Callable
 import attrs
 
 from cr_consumer.broker import bootstrap_or_embedded
-from cr_consumer.kafka_util import committed_offsets, create_topic, unique_name
+from cr_consumer.kafka_util import create_topic, unique_name
 
 from . import faults as fault_mod
 from .harness import start_region
 from .plot import plot_timeline
 from .report import analyse, build_report
 from .timeline import TimelineReader, TimelineWriter
-from .verify import Manifest, count_lines, published_files, verify
+from .verify import Manifest, count_lines, published_files, read_committed, verify
 from .workload import Workload
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,9 @@ SCENARIOS = (
 )
 #: Share of poison records in the poison scenario's input.
 POISON_RATIO = 0.02
+#: Share of the input produced before the region starts; the rest is produced
+#: once the members process records, so the fault lands in a live stream.
+WARMUP_SHARE = 0.05
 #: How often the drill looks at the timeline and the output.
 WATCH_PERIOD_S = 0.1
 #: How often it prints a progress line.
@@ -83,12 +86,14 @@ class DrillConfig:
     #: Production rate in records/s; 0 produces as fast as possible.
     rate: float = 0.0
     #: Region checkpoint period.
-    period_s: float = 1.0
+    period_s: float = 2.0
     session_timeout_ms: int = 6000
     #: Bound on the whole drill after the region starts.
     timeout_s: float = 180.0
     #: Keep the drill directory's output files (the report and plot are always kept).
     keep_output: bool = True
+    #: Inject the fault when this fraction of the input is processed; None: seeded random in 0.2-0.6.
+    fault_at: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.members < 1:
@@ -101,6 +106,8 @@ class DrillConfig:
             raise ValueError(f"--messages ({self.messages}) must be >= --partitions ({self.partitions})")
         if self.rate < 0:
             raise ValueError(f"--rate must be >= 0, got {self.rate}")
+        if self.fault_at is not None and not 0 <= self.fault_at < 1:
+            raise ValueError(f"fault_at must be in [0, 1), got {self.fault_at}")
         if self.period_s <= 0 or self.timeout_s <= 0:
             raise ValueError("--period and --timeout must be > 0")
 
@@ -158,7 +165,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             progress(f"broker {bootstrap}, coordinator {coordinator.endpoint} (pid {coordinator.pid})")
             workload = Workload(bootstrap, topics[0], cfg.partitions, cfg.messages, manifest, seed=cfg.seed,
                                 rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0)
-            workload.start()
+            workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
             params = {
                 "timeline_dir": str(dirs["timeline"]),
                 "fault_dir": str(dirs["faults"]),
@@ -178,27 +185,34 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 manifest_lock=workload.lock, fault_dir=dirs["faults"], timeline=drill_tl, rng=rng, seed=cfg.seed,
                 topic_prefix=prefix, partitions=cfg.partitions, messages=cfg.messages,
             )
-            fraction = rng.uniform(0.2, 0.6)
+            fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
             trigger_at = int(fraction * cfg.messages)
             counter = _OutputCounter(dirs["output"])
             deadline = time.monotonic() + cfg.timeout_s
             next_progress = 0.0
             processed = delivered = 0
+            fired = False if cfg.scenario == "sink-failure" else None
             while True:
                 now = time.monotonic()
                 for e in reader.poll():
                     if e["ev"] == "batch":
                         processed += e["n"]
+                    elif e["ev"] == "fault_fired":
+                        fired = True
+                if processed and not workload.started_at:
+                    progress(f"members are processing: producing the rest of the input"
+                             + (f" at {cfg.rate:.0f} records/s" if cfg.rate else ""))
+                    workload.start()
                 if fault_time is None and processed >= trigger_at:
                     progress(f"injecting {cfg.scenario} after {processed} records ({fraction:.0%} of the input)")
                     fault_time = time.time()
                     faults.append(fault_mod.inject(env, cfg.scenario))
                 delivered = counter.count()
-                if workload.done.is_set():
+                if workload.started_at and workload.done.is_set():
                     workload.join(PRODUCER_JOIN_S)
                     with workload.lock:
                         expected = manifest.produced - manifest.poison_count
-                    if fault_time is not None and delivered >= expected:
+                    if fault_time is not None and delivered >= expected and fired is not False:
                         break
                 if now >= next_progress:
                     next_progress = now + PROGRESS_PERIOD_S
@@ -217,17 +231,19 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         finally:
             if workload is not None:
                 workload.stop()
+                if not workload.started_at:
+                    workload.done.set()
             if region is not None:
                 region.stop()
-            if workload is not None:
-                with contextlib.suppress(Exception):
+            if workload is not None and workload.started_at:
+                try:
                     workload.join(PRODUCER_JOIN_S)
+                except Exception as exc:
+                    error = error or f"producer: {exc}"
+
             if error is None:
                 try:
-                    committed = {}
-                    for topic in sorted({t for t, _ in manifest.partitions()}):
-                        for part, off in committed_offsets(bootstrap, group, topic).items():
-                            committed[(topic, part)] = off
+                    committed = read_committed(bootstrap, group)
                 except Exception as exc:
                     error = f"reading committed offsets failed: {exc!r}"
             if coordinator is not None:

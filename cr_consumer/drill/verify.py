@@ -313,3 +313,16 @@ class _Conflict:
 
     def __repr__(self) -> str:
         return "<conflicting values>"
+
+
+def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], int | None]:
+    """The group's committed offsets, as any Kafka tool sees them (OffsetFetch
+    through the admin client; kafka-python 3.0.12 names it ``list_group_offsets``)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-drill-verify")
+    try:
+        found = admin.list_group_offsets({group: None}).get(group, {})
+    finally:
+        admin.close()
+    return {(tp.topic, tp.partition): (meta.offset if meta.offset >= 0 else None) for tp, meta in found.items()}

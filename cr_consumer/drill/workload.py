@@ -46,14 +46,15 @@ class _Producer:
     """Sends chunks and records acknowledged offsets in the manifest."""
 
     def __init__(self, bootstrap: str, manifest: Manifest, lock: threading.Lock, seed: int,
-                 poison_ratio: float, rng: random.Random) -> None:
+                 poison_ratio: float, rng: random.Random,
+                 counters: dict[tuple[str, int], int] | None = None) -> None:
         self.p = producer(bootstrap, linger_ms=5)
         self.manifest = manifest
         self.lock = lock
         self.seed = seed
         self.poison_ratio = poison_ratio
         self.rng = rng
-        self.counters: dict[tuple[str, int], int] = {}
+        self.counters = counters if counters is not None else {}
         self.sent = 0
         self.poison = 0
 
@@ -102,6 +103,28 @@ class Workload:
         self._thread = threading.Thread(target=self._run, name="drill-producer", daemon=True)
         self.started_at: float | None = None
         self.finished_at: float | None = None
+        self._counters: dict[tuple[str, int], int] = {}
+
+    def warmup(self, n: int) -> None:
+        """Produce ``n`` of the ``total`` records now, on the caller's thread
+        (so the region has input as soon as it starts)."""
+        n = min(n, self.total)
+        prod = self._producer()
+        try:
+            while self.produced < n:
+                k = min(CHUNK, n - self.produced)
+                prod.send_chunk(self.topic, self.partitions, k)
+                self.produced += k
+            self.poison = prod.poison
+        finally:
+            prod.close()
+
+    def _producer(self) -> _Producer:
+        prod = _Producer(self.bootstrap, self.manifest, self.lock, self.seed, self.poison_ratio, self.rng,
+                         self._counters)
+        prod.sent = self.produced
+        prod.poison = self.poison
+        return prod
 
     def start(self) -> "Workload":
         self.started_at = time.time()
@@ -109,9 +132,10 @@ class Workload:
         return self
 
     def _run(self) -> None:
-        prod = _Producer(self.bootstrap, self.manifest, self.lock, self.seed, self.poison_ratio, self.rng)
+        prod = self._producer()
         try:
             t0 = time.monotonic()
+            base = self.produced
             chunk = CHUNK if self.rate <= 0 else max(1, min(CHUNK, int(self.rate / 20)))
             while self.produced < self.total and not self._stop.is_set():
                 n = min(chunk, self.total - self.produced)
@@ -119,7 +143,7 @@ class Workload:
                 self.produced += n
                 self.poison = prod.poison
                 if self.rate > 0:
-                    ahead = self.produced / self.rate - (time.monotonic() - t0)
+                    ahead = (self.produced - base) / self.rate - (time.monotonic() - t0)
                     if ahead > 0:
                         self._stop.wait(ahead)  # rate limit; stop() cuts it short
         except BaseException as exc:  # kept and re-raised by join(): the drill fails loudly
