@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--expire-interval", type=parse_duration, default=EXPIRE_INTERVAL_S,
-        help=f"how often retention and compaction are checked (default {EXPIRE_INTERVAL_S:g}s)",
+        help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
