@@ -105,7 +105,7 @@ class CoordinatorClient:
         self._ctx = context or zmq.Context.instance()
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._sockets: set[zmq.Socket] = set()
+        self._sockets: dict[zmq.Socket, threading.Thread] = {}  # socket -> owning thread
         self._closed = False
         self._prefix = f"{os.getpid():x}-{uuid.uuid4().hex[:8]}"
         self._ids = itertools.count(1)
@@ -126,7 +126,14 @@ class CoordinatorClient:
             sock.curve_serverkey = self._curve_server_key
         sock.connect(self.endpoint)
         with self._lock:
-            self._sockets.add(sock)
+            # Sockets of threads that have ended are closed here, so a client used
+            # from many short-lived threads does not accumulate file descriptors.
+            dead = [s for s, t in self._sockets.items() if not t.is_alive()]
+            for s in dead:
+                del self._sockets[s]
+            self._sockets[sock] = threading.current_thread()
+        for s in dead:
+            s.close(0)
         self._local.sock = sock
         return sock
 
@@ -135,13 +142,13 @@ class CoordinatorClient:
         self._local.sock = None
         if sock is not None:
             with self._lock:
-                self._sockets.discard(sock)
+                self._sockets.pop(sock, None)
             sock.close(0)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            socks, self._sockets = self._sockets, set()
+            socks, self._sockets = list(self._sockets), {}
         for s in socks:
             s.close(0)
 

@@ -131,3 +131,15 @@ def test_control_variables_of_groups_are_separate(coordinator, names):
         big = {(f"topic-{i % 7}", i): i for i in range(60_000)}  # more than one frame's chunk
         assert c.put_initial_offsets(g1, big)[("topic-3", 3)] == 3
         assert len(c.get_initial_offsets(g1)) == 60_001
+
+
+def test_client_closes_sockets_of_finished_threads(coordinator, names):
+    group = names.group()
+    with CoordinatorClient(coordinator.endpoint, timeout=10) as c:
+        for i in range(20):
+            t = threading.Thread(target=lambda i=i: c.put_initial_offsets(group, {("t", i): i}))
+            t.start()
+            t.join(10)
+        c.ping()  # a new socket in this thread prunes the finished threads' sockets
+        assert len(c._sockets) <= 2
+        assert len(c.get_initial_offsets(group)) == 20
