@@ -177,6 +177,7 @@ def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done:
         "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
         "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
         "--max-records-per-batch", str(args.max_records_per_batch), "--expect", str(args.records),
+        "--session-timeout-ms", str(args.session_timeout_ms),
     ]
     if exit_when_done:
         cmd.append("--exit-when-done")
@@ -223,6 +224,51 @@ def verify(out: Path, total: int, topic: str) -> dict:
     }
 
 
+def kill_restart_verify(args, workdir: Path) -> dict:
+    """Run the query, kill -9 it in the middle of a batch, restart it from the
+    same checkpoint location, wait until it is done, and verify the output.
+
+    ``args`` holds bootstrap, coordinator, topic, group, members, records,
+    max_records_per_batch and session_timeout_ms; the topic holds
+    ``line_for(i)`` for i < records.
+    """
+    out = workdir / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    first = run_query_process(args, workdir, sink_delay=2.0, exit_when_done=False, log_name="query-1.log")
+    try:
+        wait_until(lambda: mid_batch(out, args.records), HALFWAY_TIMEOUT_S, "the middle of a batch", first)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver, its JVM and the source runner
+        first.wait()
+    before = verify(out, args.records, args.topic)
+    print(f"kill -9 of the query in the middle of a batch: {before['records_out']} records were out", flush=True)
+
+    second = run_query_process(args, workdir, sink_delay=0.0, exit_when_done=True, log_name="query-2.log")
+    try:
+        rc = second.wait(timeout=FINISH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.wait()
+    result = verify(out, args.records, args.topic)
+    result.update(
+        killed_at=before["records_out"],
+        restart_rc=rc,
+        committed=committed_total(args.bootstrap, args.group, args.topic),
+    )
+    result["ok"] = (
+        rc == 0
+        and result["records_out"] == args.records == result["distinct"]
+        and result["duplicates"] == 0
+        and result["gaps"] == 0
+        and result["counts_match"]
+        and result["committed"] == result["per_partition"]
+    )
+    return result
+
+
 def cmd_demo(args) -> int:
     from coordinator.launcher import CoordinatorProcess
 
@@ -230,7 +276,7 @@ def cmd_demo(args) -> int:
     from cr_consumer.kafka_util import create_topic, produce, unique_name
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="crkafka-demo-"))
-    (workdir / "out").mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker, CoordinatorProcess(
         state_dir=workdir / "coordinator"
     ) as coord:
@@ -239,36 +285,13 @@ def cmd_demo(args) -> int:
         print(f"broker {args.bootstrap}, coordinator {args.coordinator} (pid {coord.pid}), workdir {workdir}")
         create_topic(args.bootstrap, args.topic, partitions=args.partitions)
         produce(args.bootstrap, args.topic, (line_for(i) for i in range(args.records)))
-        print(f"produced {args.records} lines to {args.topic} ({args.partitions} partitions)")
-
-        first = run_query_process(args, workdir, sink_delay=2.0, exit_when_done=False, log_name="query-1.log")
-        wait_until(lambda: mid_batch(workdir / "out", args.records), HALFWAY_TIMEOUT_S, "the middle of a batch", first)
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-        before = verify(workdir / "out", args.records, args.topic)
-        print(f"kill -9 of the query in the middle of a batch: {before['records_out']} records were out")
-
-        second = run_query_process(args, workdir, sink_delay=0.0, exit_when_done=True, log_name="query-2.log")
-        try:
-            rc = second.wait(timeout=FINISH_TIMEOUT_S)
-        finally:
-            if second.poll() is None:
-                os.killpg(second.pid, signal.SIGKILL)
-        result = verify(workdir / "out", args.records, args.topic)
-        committed = committed_total(args.bootstrap, args.group, args.topic)
-        print(f"restarted query exited with {rc}")
-        print(f"verification: {json.dumps(result)}")
-        print(f"committed offsets of group {args.group} (KafkaAdminClient): {dict(sorted(committed.items()))}")
-        ok = (
-            rc == 0
-            and result["records_out"] == args.records == result["distinct"]
-            and result["duplicates"] == 0
-            and result["gaps"] == 0
-            and result["counts_match"]
-            and committed == result["per_partition"]
-        )
-        print("EXACTLY ONCE: OK" if ok else "EXACTLY ONCE: FAILED")
-        return 0 if ok else 1
+        print(f"produced {args.records} lines to {args.topic} ({args.partitions} partitions)", flush=True)
+        result = kill_restart_verify(args, workdir)
+    print(f"restarted query exited with {result['restart_rc']}")
+    print("verification: " + json.dumps({k: v for k, v in result.items() if k != "committed"}))
+    print(f"committed offsets of group {args.group} (KafkaAdminClient): {dict(sorted(result['committed'].items()))}")
+    print("EXACTLY ONCE: OK" if result["ok"] else f"EXACTLY ONCE: FAILED (logs in {workdir})")
+    return 0 if result["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,10 @@ Producing batch N+1 from ``start`` (= end[N]), :meth:`SourceGroup.next_batch`:
 2. If ``start`` is not the end this runner handed out last, or a member asked
    for a reset (a rebalance after records were fetched), reset to ``start``.
 3. Idle (nothing submitted since the last cut): return ``start`` unchanged, or
-   once, when ``start``'s positions are not yet committed to Kafka, ``start``
-   with a bumped epoch, so Spark runs one empty batch and delivers the
-   pending ``commit`` (Spark commits a batch only after planning the next).
+   once, when ``start``'s positions are neither committed to Kafka nor held as
+   a pending (failed, to be retried) commit, ``start`` with a bumped epoch, so
+   Spark runs one empty batch and delivers the pending ``commit`` (Spark
+   commits a batch only after planning the next).
 4. Cut: hold off capped submitters; block every member's permit (each
    in-flight batch finishes: its records are in the buffer and its offsets in
    the member's offset manager); snapshot every member's offsets; take the
@@ -181,6 +182,8 @@ class SourceGroup:
             return start
         if self._committed is not None and self._committed.same_positions(start):
             return start
+        if self._pending_commit is not None and self._pending_commit.same_positions(start):
+            return start  # Spark already delivered this commit: it is retried here, no empty batch needed
         self.stats["idle_bumps"] += 1
         return SourceOffset(epoch=start.epoch + 1, positions=start.positions)
 

@@ -58,6 +58,7 @@ class CrKafkaStreamReader(SimpleDataSourceStreamReader):
         return iter(batches), end.to_json()
 
     def readBetweenOffsets(self, start: dict, end: dict):
+        _configure_logging()
         return iter(read_range(self.options, SourceOffset.from_json(start), SourceOffset.from_json(end)))
 
     def commit(self, end: dict) -> None:

@@ -36,3 +36,12 @@ def spark():
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    """A real coordinator process on a free loopback port."""
+    from coordinator.launcher import CoordinatorProcess
+
+    with CoordinatorProcess(state_dir=tmp_path / "coordinator") as proc:
+        yield proc.endpoint
