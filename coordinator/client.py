@@ -5,7 +5,8 @@ Protocol (docs/protocol.md has every message):
 1. Each calling thread gets its own DEALER socket (thread-local), so a merge
    blocking in one thread never blocks another thread's request. Replies are
    matched by request id; a reply with another id (a stale answer to an
-   earlier, abandoned request) is dropped.
+   earlier, abandoned request) is dropped. The sockets of threads that have
+   ended are closed when another thread opens its socket.
 2. A request is sent and its reply awaited for at most ``try_timeout``
    seconds. No reply -> the connection is presumed lost: the socket is closed
    and recreated (a fresh connection and identity) and the SAME request (same
