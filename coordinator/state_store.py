@@ -44,7 +44,8 @@ from typing import Any
 import attrs
 
 from coordinator import records
-from coordinator.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
+from coordinator.compaction import Compaction
+from coordinator.store_maintenance import StoreMaintenance
 from coordinator.control_table import MAX_OFFSET, ControlTable
 from coordinator.durable_log import MAX_RECORD_BYTES, LogError, SegmentLog
 
@@ -53,19 +54,6 @@ log = logging.getLogger(__name__)
 # Largest partition number accepted: the table stores offsets in an array
 # indexed by partition, so this bounds one topic's array (8 MiB).
 MAX_PARTITION = (1 << 20) - 1
-# Keyed entries per record written by compaction and expiry (seed: batched
-# records make a 1,000,000-entry replay take well under 2 s).
-BATCH_ENTRIES = 10_000
-# Compact also when more than max(REBATCH_RECORDS, live entries / 10) records
-# were appended since the last compaction, even if few are dead: replay costs
-# ~8 us per record however small, so a log of 1,000,000 one-entry records
-# would take ~8 s to load; rewritten into batched records it loads in ~0.3 s.
-# This keeps the replay of 1,000,000 live entries near 1 s whatever the request
-# sizes, and (the live/10 part) keeps a sustained stream of tiny requests from
-# compacting back to back.
-REBATCH_RECORDS = 50_000
-
-
 class RegionIndexMismatch(Exception):
     def __init__(self, group: str, expected: int, got: int) -> None:
         super().__init__(
@@ -104,7 +92,7 @@ def _check_int(what: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-class StateStore:
+class StateStore(StoreMaintenance):
     def __init__(
         self,
         state_dir: Path,
@@ -281,6 +269,11 @@ class StateStore:
         self._ready()
         return self._control.group_items(group)
 
+    def group_count(self, group: str) -> int:
+        """Number of control variables of `group`, without copying them (status pages)."""
+        self._ready()
+        return self._control.group_count(group)
+
     def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]:
         """Register `operator_name` in `group` (created on first registration); idempotent."""
         self._ready()
@@ -369,136 +362,6 @@ class StateStore:
         """Group commit: one fsync for everything appended since the last sync."""
         self._ready()
         self._log.sync()
-
-    # ---- retention and compaction -----------------------------------------------------
-    def expire(self, now: float | None = None) -> int:
-        """Tombstone the control variables of groups idle longer than retention_s.
-
-        A group's registry entry is tombstoned too when it has no members left.
-        Returns the number of control variables tombstoned.
-        """
-        self._ready()
-        now = self._clock() if now is None else now
-        cutoff = now - self.retention_s
-        expired = 0
-        entries: list[list] = []
-        count = 0
-        for group in sorted(self._known_groups()):
-            last = self._activity.setdefault(group, now)
-            if last >= cutoff:
-                continue
-            removed = self._control.drop_group(group)
-            for topic, partitions in removed:
-                entries.append(records.control_entry(group, topic, partitions, [None] * len(partitions)))
-                count += len(partitions)
-                expired += len(partitions)
-            registry = self._groups.get(group)
-            if registry is not None and not registry.members:
-                del self._groups[group]
-                entries.append(records.group_tombstone(group))
-                count += 1
-            if group not in self._groups:
-                del self._activity[group]
-                self._dirty_activity.discard(group)
-            log.info("retention: group %r idle since %.0f: tombstoned %d control variables",
-                     group, last, sum(len(p) for _, p in removed))
-            if count >= BATCH_ENTRIES:
-                self._append_encoded(*self._encode(entries))
-                entries, count = [], 0
-        if entries:
-            self._append_encoded(*self._encode(entries))
-        return expired
-
-    def _live_entries(self) -> int:
-        return len(self._control) + len(self._groups) + sum(len(d) for d in self._docs.values())
-
-    def _should_compact(self) -> bool:
-        if self._log.size < self.compact_min_bytes or self._log_entries == 0:
-            return False
-        unbatched = self._log_records - self._records_at_compaction
-        if unbatched > max(REBATCH_RECORDS, len(self._control) // 10):
-            return True
-        dead = self._log_entries - self._live_entries()
-        return dead / self._log_entries > self.compact_dead_ratio
-
-    def maybe_compact(self) -> bool:
-        """Start a compaction if dead entries exceed the ratio, or finish one that is done.
-
-        Returns True when this call started or finished a compaction.
-        """
-        self._ready()
-        if self._compaction is not None:
-            if not self._compaction.done.is_set():
-                return False
-            return self._finish_compaction()
-        if not self._should_compact():
-            return False
-        self._start_compaction()
-        return True
-
-    def compact(self, timeout: float = 60.0) -> None:
-        """Compact now and wait for it (tests, benchmarks, operator tools)."""
-        self._ready()
-        if self._compaction is None:
-            self._start_compaction()
-        assert self._compaction is not None
-        if not self._compaction.done.wait(timeout):
-            raise TimeoutError(f"compaction did not finish within {timeout} s")
-        if not self._finish_compaction():
-            raise RuntimeError("compaction failed (see the log)") from self._last_compaction_error
-
-    def _start_compaction(self) -> None:
-        t0 = time.perf_counter()
-        self._log.flush()
-        snap = StoreSnapshot(
-            control=self._control.snapshot(),
-            groups={g: v.value() for g, v in self._groups.items()},
-            documents={ns: dict(d) for ns, d in self._docs.items()},
-            activity={g: t for g, t in self._activity.items() if g in self._groups or self._control.has_group(g)},
-            ts=self._clock(),
-        )
-        self._compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
-        self._compaction_base = self._appended_entries
-        self._compaction_base_records = self._appended_records
-        self._compaction.start()
-        self._note_pause(time.perf_counter() - t0)
-        log.info("compaction started: %d bytes, %d entries (%d live)",
-                 self._log.size, self._log_entries, self._live_entries())
-
-    _last_compaction_error: BaseException | None = None
-
-    def _finish_compaction(self) -> bool:
-        job, self._compaction = self._compaction, None
-        assert job is not None
-        if job.error is not None:
-            self._compaction_failures += 1
-            self._last_compaction_error = job.error
-            return False
-        t0 = time.perf_counter()
-        before = self._log.size
-        old_segment = job.finish()
-        self._join_deleter()
-        self._deleter = delete_segment(old_segment)
-        self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)
-        self._log_records = job.records_written + (self._appended_records - self._compaction_base_records)
-        self._records_at_compaction = job.records_written
-        self._compactions += 1
-        pause = time.perf_counter() - t0
-        self._note_pause(pause)
-        log.info("compaction done in %.3f s: %d -> %d bytes, %d entries; switch paused the caller %.1f ms",
-                 time.perf_counter() - job.started, before, self._log.size, self._log_entries, pause * 1e3)
-        return True
-
-    def _join_deleter(self) -> None:
-        if self._deleter is not None:
-            self._deleter.join(JOIN_TIMEOUT_S)
-            if self._deleter.is_alive():
-                log.error("deleting the superseded segment takes over %.0f s", JOIN_TIMEOUT_S)
-            self._deleter = None
-
-    def _note_pause(self, seconds: float) -> None:
-        self._last_pause_s = seconds
-        self._max_pause_s = max(self._max_pause_s, seconds)
 
     def stats(self) -> dict:
         live = self._live_entries()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import compaction as compaction_mod
-from coordinator import state_store as state_store_mod
+from coordinator import store_maintenance as maintenance_mod
 from coordinator.state_store import RegionIndexMismatch, StateStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +53,7 @@ def test_every_kind_of_state_is_replayed_after_close(tmp_path):
     store = _reopen(store)
     assert store.get_initial_offsets("g1") == {("a", 0): 10, ("a", 2): 12, ("b", 1): 21}
     assert store.get_initial_offsets("g2") == {("a", 0): 5}
+    assert store.group_count("g1") == 3 and store.group_count("nope") == 0
     assert store.members("g1") == ["op-a", "op-b"] and store.region_index("g1") == 3
     assert store.region_index("nope") is None and store.members("nope") == []
     assert store.groups() == ["g1", "g2"]
@@ -204,7 +205,7 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
 
 
 def test_many_small_records_are_rebatched_by_compaction(tmp_path, monkeypatch):
-    monkeypatch.setattr(state_store_mod, "REBATCH_RECORDS", 200)
+    monkeypatch.setattr(maintenance_mod, "REBATCH_RECORDS", 200)
     store = _open(tmp_path, compact_min_bytes=0)
     for i in range(200):
         store.put_initial_offsets("g", {("t", i): i})
