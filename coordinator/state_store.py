@@ -45,9 +45,9 @@ import attrs
 
 from coordinator import records
 from coordinator.compaction import Compaction
-from coordinator.store_maintenance import StoreMaintenance
 from coordinator.control_table import MAX_OFFSET, ControlTable
 from coordinator.durable_log import MAX_RECORD_BYTES, LogError, SegmentLog
+from coordinator.store_maintenance import StoreMaintenance
 
 log = logging.getLogger(__name__)
 
