@@ -17,9 +17,11 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
 * ``region_heartbeat {region, member, incarnation}``: every ``HEARTBEAT_S``
   (member side); ``NOT_REGISTERED`` if the controller does not know this
   incarnation (after a coordinator restart): the member joins again.
-* ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets}``:
+* ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
   the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
-  (``[[topic, partition, next offset], ...]``) are the source's at a checkpoint.
+  (``[[topic, partition, next offset], ...]``) are the source's at a checkpoint;
+  ``rebalance`` true marks a failure caused by a group rebalance (the reset is
+  then forced: it does not count towards the consecutive-reset maximum).
 * ``region_reset_request {region, member, incarnation, force, reason}``: a reset
   (``force`` for a rebalance). Requests during a reset do not stack.
 * ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
@@ -132,6 +134,7 @@ class RegionAck:
     ok: bool
     error: str | None
     offsets: list | None
+    rebalance: bool = False
 
     def to_body(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -146,7 +149,8 @@ class RegionAck:
             offsets = protocol.encode_offsets(protocol.decode_offsets(offsets))
         return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
                    protocol.req_str(body, "incarnation"), command, _opt_int(body, "seq"),
-                   _opt_int(body, "attempt"), protocol.req_bool(body, "ok"), _opt_str(body, "error"), offsets)
+                   _opt_int(body, "attempt"), protocol.req_bool(body, "ok"), _opt_str(body, "error"), offsets,
+                   bool(body.get("rebalance", False)))
 
 
 @attrs.frozen
@@ -330,7 +334,8 @@ class RegionControllerService:
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets)
+        core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
+                 rebalance=msg.rebalance)
         return {"phase": core.phase.value}
 
     def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> dict[str, Any]:

@@ -22,8 +22,8 @@ operator-driven: on a member's ``trigger``):
    are released. Phase RUNNING; the consecutive-reset counter goes to 0.
 5. RETIRE(previous consistent seq): members delete older checkpoints.
 
-A member that does not answer within the drain timeout, an error answer, a
-member that stops heartbeating (``member_timeout_s``) or leaves, or a new
+A member that does not answer within the drain timeout, an error answer (one
+caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
 member fails the cycle and starts a reset.
 
 The reset:
@@ -304,7 +304,7 @@ class RegionCore:
             self._start_reset(f"member {name} {reason}", kind, now)
 
     def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
-            error: str | None, now: float, offsets: list | None = None) -> None:
+            error: str | None, now: float, offsets: list | None = None, rebalance: bool = False) -> None:
         m = self.members.get(name)
         if m is None:
             log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command, name)
@@ -326,7 +326,8 @@ class RegionCore:
             log.warning("region %s: %s", self.config.name, what)
             if command != "reset":
                 self.failed_cycles += 1
-            self._start_reset(what, ResetKind.FAILURE, now, restart=True)
+            # A rebalance (commit refused while the group rebalances) is not a failure.
+            self._start_reset(what, ResetKind.FORCE if rebalance else ResetKind.FAILURE, now, restart=True)
             return
         self.waiting.discard(name)
         if command == "checkpoint" and offsets:

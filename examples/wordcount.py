@@ -100,6 +100,9 @@ def main() -> int:  # pragma: no cover - a demo script
                     region.kill(region.live_members()[0])
                     killed = True
                     print("killed a member (kill -9); the runner restarts it", flush=True)
+                if region.failed:
+                    print(f"region failed: {region.failed}", file=sys.stderr)
+                    return 1
                 if time.monotonic() - t0 > 300:
                     print("not finished within 300 s", file=sys.stderr)
                     return 1

@@ -182,3 +182,12 @@ def test_config_validation():
         RegionConfig(name="r", period_s=0)
     with pytest.raises(ValueError, match="unknown settings"):
         RegionConfig.from_dict({"name": "r", "perid_s": 1})
+
+
+def test_rebalance_caused_failure_forces_the_reset():
+    h = started(2, max_consecutive_resets=1)
+    h.core.request_reset("m0", False, "sink error", 0.5)  # consecutive 1
+    h.ack_all("reset", 0.6, attempt=h.core.attempt)
+    h.core.tick(1.7)
+    h.core.ack("m0", "drain", h.core.seq, None, False, "RebalanceInProgressError", 1.8, rebalance=True)
+    assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == 0

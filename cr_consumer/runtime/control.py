@@ -113,9 +113,9 @@ class ControlChannel:
         self._wake()
 
     def ack(self, command: str, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
-            error: str | None = None, offsets: list | None = None) -> None:
+            error: str | None = None, offsets: list | None = None, rebalance: bool = False) -> None:
         self.send("region_ack", {"command": command, "seq": seq, "attempt": attempt, "ok": ok,
-                                 "error": error, "offsets": offsets})
+                                 "error": error, "offsets": offsets, "rebalance": rebalance})
 
     def request_reset(self, *, force: bool, reason: str) -> None:
         self.send("region_reset_request", {"force": force, "reason": reason[:2000]})

@@ -79,6 +79,24 @@ class SettingsError(ValueError):
     pass
 
 
+#: Kafka errors that mean "the group is rebalancing", not "this member is broken".
+_REBALANCE_ERRORS = ("RebalanceInProgressError", "CommitFailedError", "IllegalGenerationError",
+                     "UnknownMemberIdError")
+
+
+def caused_by_rebalance(exc: BaseException) -> bool:
+    """True when a failed drain/checkpoint/reset was caused by a group rebalance
+    (the controller then resets in force mode: a rebalance is not a failure and
+    must not count towards max_consecutive_resets)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if type(exc).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
 def load_pipeline_module(spec: str) -> ModuleType:
     """A module name (``examples.wordcount``) or a path (``examples/wordcount.py``)."""
     if spec.endswith(".py") or "/" in spec:
@@ -309,7 +327,8 @@ class Member:
             log.exception("%s: %s(seq=%s, attempt=%s) failed", self.settings.member, kind, seq, attempt)
             if kind in ("drain", "checkpoint", "reset", "reset_to_initial"):
                 self.channel.ack("reset" if kind == "reset_to_initial" else kind, seq=seq, attempt=attempt,
-                                 ok=False, error=f"{type(exc).__name__}: {exc}"[:2000])
+                                 ok=False, error=f"{type(exc).__name__}: {exc}"[:2000],
+                                 rebalance=caused_by_rebalance(exc))
             return
         log.debug("%s: %s(seq=%s, attempt=%s) done in %.1f ms", self.settings.member, kind, seq, attempt,
                   (time.monotonic() - t0) * 1000)
