@@ -11,7 +11,8 @@ It loops:
 3. if polling is on: pause every assigned partition while the message queue
    has less free space than max.poll.records (and resume them when space
    returns), then ``poll`` for at most :data:`POLL_TIMEOUT_MS`, so a
-   stop-polling request waits at most that long; hand the records to the
+   stop-polling request waits at most that long (:data:`JOIN_POLL_TIMEOUT_MS`
+   while a group join is in progress); hand the records to the
    operator (``on_records``). While the operator says "throttled" (after a
    checkpoint or reset, while the runtime still holds the permit) it waits
    :data:`THROTTLE_WAIT_S` for events after each poll. (The reference polls
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 #: Longest single poll: bounds how late a stop-polling event (drain) or any
 #: other event is served while records keep arriving.
 POLL_TIMEOUT_MS = 50
+#: Poll timeout while the group join is in progress (no assignment yet, or
+#: after a revocation): kafka-python finishes a join only inside poll(), and
+#: with a pattern subscription each poll first waits for a metadata refresh;
+#: a 50 ms poll times out there every time and the join never completes.
+JOIN_POLL_TIMEOUT_MS = 500
 #: Wait between throttled polls after a checkpoint/reset (reference: 100 ms):
 #: prevents filling the queue before the runtime has resumed the region.
 THROTTLE_WAIT_S = 0.1
@@ -73,6 +79,7 @@ class EventThread:
         should_pause: Callable[[], bool],
         throttled: Callable[[], bool],
         held: Callable[[], set],
+        joining: Callable[[], bool],
         on_failure: Callable[[BaseException], None],
         max_poll_records: int,
     ) -> None:
@@ -83,6 +90,7 @@ class EventThread:
         self._should_pause = should_pause
         self._throttled = throttled
         self._held = held
+        self._joining = joining
         self._on_failure = on_failure
         self._max_poll_records = max_poll_records
         self._events: queue.SimpleQueue = queue.SimpleQueue()
@@ -183,7 +191,8 @@ class EventThread:
             self._backpressure(consumer)
             throttled = self._throttled()
             unstick_parked_fetches(consumer)
-            records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=self._max_poll_records)
+            timeout_ms = JOIN_POLL_TIMEOUT_MS if self._joining() else POLL_TIMEOUT_MS
+            records = consumer.poll(timeout_ms=timeout_ms, max_records=self._max_poll_records)
             self._after_poll(consumer)
             if records:
                 self._on_records(consumer, records)

@@ -127,6 +127,7 @@ class ConsumerOperator:
             should_pause=lambda: self.queue.free() < config.max_poll_records,
             throttled=lambda: self._throttle and self.permit.blocked,
             held=lambda: self.rebalancer.held,
+            joining=lambda: self.rebalancer.joining,
             on_failure=self._on_failure,
             max_poll_records=config.max_poll_records,
         )
@@ -222,6 +223,8 @@ class ConsumerOperator:
         self._check_alive()
         cfg = self.config
         t0 = time.monotonic()
+        if self.sm.state is S.CR_RESET_PENDING:
+            raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
         self.events.set_polling(False, EVENT_TIMEOUT_S)
         if cfg.region_mode is RegionMode.PERIODIC:
             self._buffer.extend(self.queue.take_all())
@@ -339,8 +342,12 @@ class ConsumerOperator:
         self.resume_polling()
 
     def resume_polling(self) -> None:
-        """Resume polling throttled (until the process thread holds a permit)."""
-        if self.sm.state in (S.CR_RESET_PENDING, S.CLOSED, S.FAILED):
+        """Resume polling throttled (until the process thread holds a permit).
+
+        Also in CR_RESET_PENDING: nothing is fetched then (partitions held
+        paused, records dropped), but kafka-python needs poll() to finish a
+        group join."""
+        if self.sm.state in (S.CLOSED, S.FAILED):
             return
         self._throttle = True
         self.events.set_polling(True, EVENT_TIMEOUT_S)
@@ -426,8 +433,8 @@ class ConsumerOperator:
     def request_region_reset(self, reason: str) -> None:
         """After a revocation with fetched records: one reset per rebalance group-wide."""
         self.stats.n_reset_requests += 1
-        if self._driver is not None:
-            self._driver.request_reset(reason)
+        if self.standalone:
+            log.info("%s: standalone: the next assignment seeks to the committed offsets (%s)", self.name, reason)
             return
         try:
             first = not self.control.set_reset_pending(self.config.group_id, True)

@@ -27,6 +27,9 @@ Assignment:
    variable, first writer wins, using the effective value); read positions
    back into the offset manager; resume the partitions;
 3. in CR_RESET_PENDING: no seek: the reset will seek and resume them.
+   Standalone (no region): the seek above is done anyway, committed offsets
+   first, and is the reset (RESET_COMPLETE): at-least-once, like any plain
+   group consumer.
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ class Rebalancer:
         self._assign_pending = False
         self._reset_reason: str | None = None
         self.n_partition_rebalances = 0
+        #: True from subscribe/revocation until the next assignment (event
+        #: thread polls longer then, see event_thread.JOIN_POLL_TIMEOUT_MS).
+        self.joining = True
 
     # -- IO thread ----------------------------------------------------------
     def on_revoked(self, tps, *, lost: bool) -> None:
@@ -76,6 +82,7 @@ class Rebalancer:
         state = op.state
         if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
             return
+        self.joining = True
         op.clear_queued(reason="partitions lost" if lost else "partitions revoked")
         need = lost or state is S.RECORDS_FETCHED
         if not need:
@@ -99,6 +106,7 @@ class Rebalancer:
             self.n_partition_rebalances += 1
             self.held = set(tps)
             self._assign_pending = True
+        self.joining = False
         log.info("%s: assigned %s", op.name, sorted(tps))
 
     # -- event thread ---------------------------------------------------------
@@ -110,7 +118,7 @@ class Rebalancer:
             self._op.request_region_reset(reason)
         if assign:
             state = self._op.state
-            if state is S.CR_RESET_PENDING:
+            if state is S.CR_RESET_PENDING and not self._op.standalone:
                 with self._lock:
                     self._assign_pending = False
                 return
@@ -120,6 +128,8 @@ class Rebalancer:
                 held = set(self.held)
                 self._assign_pending = False
             self.seek(consumer, held & consumer.assignment(), merged=self._op.merged_offsets())
+            if state is S.CR_RESET_PENDING:  # standalone: the seek (committed offsets first) is the reset
+                self._op.sm.to_if({S.CR_RESET_PENDING}, S.RESET_COMPLETE, "standalone: seeked after the rebalance")
             with self._lock:
                 self.held -= held
             self._op.events.resume_partitions(consumer, held)

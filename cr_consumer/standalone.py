@@ -10,11 +10,13 @@ does that with the operator's own handlers, and handles rebalances:
   3. resume polling (throttled) and unblock the permit.
   A failed drain is logged and retried at the next period (a rebalance makes
   the commit fail; the reset below follows).
-* on a reset request (a revocation after records were fetched):
-  1. block the permit; 2. reset: clear the queue and seek every assigned
-  partition to its committed offset (else control variable, else start
-  position); 3. unblock. Records submitted after the last commit are
-  submitted again: at-least-once, as with any group consumer.
+* rebalances need no cycle here: the revocation clears the queue and the
+  next assignment seeks every partition to its committed offset (else
+  control variable, else start position), see rebalance.py. Records
+  submitted after the last commit are submitted again: at-least-once, as
+  with any group consumer. Drains during a rebalance fail and are retried.
+* ``request_reset`` (kept for callers that want one) resets the same way:
+  block the permit, seek all to the committed offsets, unblock.
 
 The thread ends on ``stop()`` (joined with a timeout); an exception in a
 cycle other than a failed drain is fatal for the operator.
