@@ -162,5 +162,5 @@ def inject(env: DrillEnv, name: str) -> dict:
     desc.setdefault("fault", name)
     desc["at"] = t0
     if name != "reset-storm":
-        env.timeline.event("fault", **desc)
+        env.timeline.event("fault", t=t0, **{k: v for k, v in desc.items() if k != "at"})
     return desc

@@ -2,8 +2,9 @@
 
 From the timeline events (``timeline.py``) and the verifier's result:
 
-* ``resets``: distinct reset rounds seen by members (a round is a
-  (seq, attempt) pair; every member logs it once);
+* ``resets``: distinct reset rounds seen by members (a round is an attempt
+  number, never reused by the controller; every member logs it once),
+  including the region's first reset to the initial state at start-up;
 * ``checkpoints``: distinct checkpoints the region declared complete;
 * ``time_to_detect_s``: from the (first) fault to the first reset a member
   performed after it (the reset event is logged when the member's probe is
@@ -18,6 +19,7 @@ From the timeline events (``timeline.py``) and the verifier's result:
   records processed from the first batch to the fault, divided by that time;
   and from the resume to the last batch.
 
+Only events up to the moment the drill starts stopping the region count.
 Times are wall-clock seconds (``time.time()``) of the events; all processes
 run on the same host.
 """
@@ -36,8 +38,12 @@ def _first(events: list[dict], pred) -> dict | None:
     return next((e for e in events if pred(e)), None)
 
 
-def analyse(events: list[dict], fault_time: float | None) -> dict[str, Any]:
+def analyse(events: list[dict], fault_time: float | None, end_time: float | None = None) -> dict[str, Any]:
+    """``end_time``: when the drill started stopping the region; later events
+    (resets caused by members leaving at shutdown) are not counted."""
     events = sorted(events, key=lambda e: e["t"])
+    if end_time is not None:
+        events = [e for e in events if e["t"] <= end_time]
     resets = {e.get("attempt") if e.get("attempt") is not None else (e.get("seq"), e["member"])
               for e in events if e["ev"] == "reset"}
     completes = {e["seq"] for e in events if e["ev"] == "complete"}

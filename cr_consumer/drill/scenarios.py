@@ -149,6 +149,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     topics = [f"{prefix}-in"]
     t_start = time.time()
     committed: dict[tuple[str, int], int | None] | None = None
+    end_time: float | None = None
     progress(f"{cfg.scenario}: seed {cfg.seed}, {cfg.members} members, {cfg.partitions} partitions, "
              f"{cfg.messages} messages -> {drill_dir}")
 
@@ -229,6 +230,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
         finally:
+            end_time = time.time()
+            drill_tl.event("phase", phase="stopping")
             if workload is not None:
                 workload.stop()
                 if not workload.started_at:
@@ -253,7 +256,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     manifest.save(drill_dir / "manifest.json")
     result = verify(manifest, dirs["output"], committed)
     events = reader.all_events()
-    analysis = analyse(events, fault_time)
+    analysis = analyse(events, fault_time, end_time)
     fired = None
     if cfg.scenario == "sink-failure":
         fired = any(e["ev"] == "fault_fired" for e in events)
