@@ -1,0 +1,176 @@
+"""A pipeline as a region of real member processes on the real broker, with a
+real coordinator process: exactly-once output under member kill -9 and
+coordinator kill -9, the region's failure after too many resets, and a keyed
+aggregate's totals after a reset."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.runtime.runner import Region, RegionFailed
+
+pytestmark = pytest.mark.slow
+
+KAFKA = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+PASSTHROUGH = '''
+from cr_consumer.runtime import KafkaSource, Pipeline
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+            .sink(ctx.file_sink()))
+'''
+
+FAILING_SINK = '''
+from cr_consumer.runtime import KafkaSource, Operator, Pipeline
+
+class Broken(Operator):
+    kind = "broken_sink"
+    def process_batch(self, records):
+        raise IOError("disk full (test)")
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+            .sink(Broken()))
+'''
+
+
+def write_module(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return str(path)
+
+
+def published(out: Path) -> list[dict]:
+    rows = []
+    for path in sorted(out.glob("*.jsonl")):
+        rows.extend(json.loads(line) for line in path.read_text().splitlines())
+    return rows
+
+
+def check_exactly_once(rows: list[dict], topic: str, per_partition: dict[int, int]) -> None:
+    by_part: dict[int, list[int]] = {}
+    for r in rows:
+        assert r["topic"] == topic
+        by_part.setdefault(r["partition"], []).append(r["offset"])
+    for p, n in per_partition.items():
+        offsets = by_part.get(p, [])
+        dups = [o for o, c in Counter(offsets).items() if c > 1]
+        assert not dups, f"partition {p}: duplicated offsets {dups[:10]} ({len(dups)} in all)"
+        missing = sorted(set(range(n)) - set(offsets))
+        assert not missing, f"partition {p}: missing offsets {missing[:10]} ({len(missing)} in all)"
+        assert sorted(offsets) == list(range(n))
+
+
+def wait_rows(out: Path, n: int, timeout: float, region: Region) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    rows: list[dict] = []
+    while time.monotonic() < deadline:
+        if region.failed:
+            raise RegionFailed(region.failed)
+        rows = published(out)
+        if len(rows) >= n:
+            return rows
+        time.sleep(0.1)
+    raise AssertionError(f"only {len(rows)} of {n} records published within {timeout}s; "
+                         f"status {region.status()}")
+
+
+def make_region(tmp_path, bootstrap, pipeline, topic, members, **kw) -> Region:
+    settings = dict(members=members, bootstrap=bootstrap, output_dir=tmp_path / "out",
+                    state_dir=tmp_path / "state", period_s=0.5, member_timeout_s=3.0, drain_timeout_s=10.0,
+                    reset_timeout_s=10.0, params={"topic": topic}, kafka=KAFKA)
+    settings.update(kw)
+    return Region(pipeline, **settings)
+
+
+def half_values(n: int, start: int = 0) -> list[bytes]:
+    return [b"value-%d" % i for i in range(start, start + n)]
+
+
+def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
+    produce(bootstrap, topic, half_values(6000))
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=3) as region:
+        wait_rows(tmp_path / "out", 1000, 40, region)
+        victim = region.live_members()[0]
+        region.kill(victim)
+        produce(bootstrap, topic, half_values(6000, 6000))
+        rows = wait_rows(tmp_path / "out", 12000, 60, region)
+        status = region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 3, 30)
+        assert region.restarts()[victim] == 1
+        assert status["resets"] >= 2  # the start, and at least the restart of the victim
+        time.sleep(1.5)  # a few more checkpoints: nothing may be published twice later
+        rows = published(tmp_path / "out")
+    check_exactly_once(rows, topic, {p: 3000 for p in range(4)})
+    assert not list((tmp_path / "out").glob("*.jsonl.tmp"))
+
+
+def test_exactly_once_with_coordinator_kill_and_restart(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=3)
+    pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
+    produce(bootstrap, topic, half_values(3000))
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2) as region:
+        wait_rows(tmp_path / "out", 500, 40, region)
+        before = region.status()["last_consistent"]
+        region.kill_coordinator()  # the runner restarts it on the same endpoint and state dir
+        produce(bootstrap, topic, half_values(3000, 3000))
+        status = region.wait_until(
+            lambda s: s["phase"] == "RUNNING" and (s["last_consistent"] or 0) > before and s["checkpoints"] >= 1, 40)
+        assert status["resets"] >= 1  # the restarted controller reset the region to its durable checkpoint
+        rows = wait_rows(tmp_path / "out", 6000, 60, region)
+        time.sleep(1.0)
+        rows = published(tmp_path / "out")
+    check_exactly_once(rows, topic, {p: 2000 for p in range(3)})
+
+
+def test_region_fails_after_too_many_consecutive_resets(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    pipeline = write_module(tmp_path, "failing", FAILING_SINK)
+    produce(bootstrap, topic, half_values(200))
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2, max_consecutive_resets=3) as region:
+        with pytest.raises(RegionFailed, match="consecutive resets|region FAILED|code 3"):
+            region.wait_until(lambda s: False, 60)
+        deadline = time.monotonic() + 20
+        while not region.failed and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert region.failed and "code 3" in region.failed  # the members exit with 3: not restarted
+        status = region.status()
+        assert status["phase"] == "FAILED"
+        assert "disk full" in status["failed_reason"]
+        assert region.exit_code() == 3
+    assert not list((tmp_path / "out").glob("*.jsonl"))
+
+
+def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("order_totals", EXAMPLES / "order_totals.py")
+    ot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ot)
+    orders = ot.make_orders(8000, customers=20, seed=5)
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[:4000]))
+    produce(bootstrap, topic, [b"not json", b"\xff\xfe"])  # dropped by the pipeline's filter
+    with make_region(tmp_path, bootstrap, str(EXAMPLES / "order_totals.py"), topic, members=2) as region:
+        deadline = time.monotonic() + 40
+        while sum(t["orders"] for t in ot.customer_totals(tmp_path / "out").values()) < 1000:
+            assert time.monotonic() < deadline and not region.failed
+            time.sleep(0.1)
+        region.kill(region.live_members()[1])
+        produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[4000:]))
+        expected = ot.expected_totals(orders)
+        deadline = time.monotonic() + 60
+        while ot.customer_totals(tmp_path / "out") != expected:
+            assert not region.failed, region.failed
+            assert time.monotonic() < deadline, (ot.customer_totals(tmp_path / "out"), region.status())
+            time.sleep(0.2)
+        assert region.status()["resets"] >= 2
