@@ -1,0 +1,87 @@
+"""OperatorConfig: validation at construction, derived Kafka settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from cr_consumer import OperatorConfig, StartPosition
+from cr_consumer.config import ConfigError, MalformedPolicy, RegionMode
+
+BASE = dict(bootstrap_servers="127.0.0.1:9092", group_id="g", operator_name="m0", topics=["t"])
+
+
+def cfg(**kw):
+    return OperatorConfig(**{**BASE, **kw})
+
+
+def test_defaults_and_derived_timeouts():
+    c = cfg(drain_timeout_s=180, reset_timeout_s=20)
+    assert c.start_position is StartPosition.DEFAULT and c.region_mode is RegionMode.PERIODIC
+    assert c.effective_queue_capacity == 50_000
+    k = c.kafka_config()
+    assert k["enable_auto_commit"] is False
+    assert k["max_poll_interval_ms"] == 540_000  # 3 x max(drain, reset)
+    assert k["metadata_max_age_ms"] == 2000
+    assert k["max_poll_records"] == 500 and k["group_id"] == "g"
+    assert [a.name for a in k["partition_assignment_strategy"]] == ["range", "roundrobin"]
+    assert c.merge_timeout_s == 10.0  # min(reset/2, max.poll.interval/2, 15)
+
+
+def test_pass_through_properties_by_dotted_name():
+    c = cfg(consumer_properties={"fetch.max.bytes": 1024, "metadata.max.age.ms": 60000,
+                                 "session.timeout.ms": 6000, "max.poll.interval.ms": 10})
+    k = c.kafka_config()
+    assert k["fetch_max_bytes"] == 1024
+    assert k["metadata_max_age_ms"] == 2000  # capped
+    assert k["session_timeout_ms"] == 6000 and k["heartbeat_interval_ms"] == 2000
+    assert k["max_poll_interval_ms"] == 540_000  # raised to the floor
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(topics=[], pattern=None), "no subscription"),
+        (dict(pattern="x.*"), "either topics or pattern"),
+        (dict(topics=(), pattern="(["), "not a valid regular expression"),
+        (dict(start_position="offset"), "an offset belongs to one partition"),
+        (dict(start_position="time"), "start_time"),
+        (dict(start_time=5), "only used with start_position TIME"),
+        (dict(start_position="sideways"), "not one of"),
+        (dict(region_mode="operator_driven"), "trigger_count > 0"),
+        (dict(region_mode="operator_driven", trigger_count=0), "trigger_count > 0"),
+        (dict(trigger_count=5), "only used with region_mode operator_driven"),
+        (dict(max_poll_records=0), "max_poll_records"),
+        (dict(queue_capacity=10), "queue_capacity must be an integer >= max_poll_records"),
+        (dict(drain_timeout_s=0), "drain_timeout_s"),
+        (dict(coordinator="localhost:5570"), "ZeroMQ endpoint"),
+        (dict(operator_name=""), "operator_name"),
+        (dict(value_deserializer="json"), "value_deserializer must be callable"),
+        (dict(on_malformed="ignore"), "MalformedPolicy"),
+        (dict(consumer_properties={"enable.auto.commit": True}), "committed by the drain"),
+        (dict(consumer_properties={"group.id": "x"}), "OperatorConfig(group_id"),
+        (dict(consumer_properties={"fetch_max_bytes": 1}), "dotted Kafka name"),
+        (dict(consumer_properties={"no.such.setting": 1}), "unknown consumer property 'no.such.setting'"),
+        (dict(consumer_properties={"partition.assignment.strategy": "cooperative-sticky"}), "only eager assignors"),
+        (dict(consumer_properties={"auto.offset.reset": "smallest"}), "auto.offset.reset"),
+        (dict(consumer_properties={"session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}), "heartbeat.interval.ms"),
+    ],
+)
+def test_bad_settings_fail_naming_the_setting(kw, words):
+    with pytest.raises(ConfigError, match=None) as info:
+        cfg(**kw)
+    assert words in str(info.value)
+
+
+def test_enums_from_strings_and_roundrobin_only():
+    c = cfg(start_position="Beginning", on_malformed="FAIL",
+            consumer_properties={"partition.assignment.strategy": ["roundrobin"]})
+    assert c.start_position is StartPosition.BEGINNING and c.on_malformed is MalformedPolicy.FAIL
+    assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["roundrobin"]
+    c = cfg(region_mode="operator_driven", trigger_count=100, start_position="time", start_time=0)
+    assert c.trigger_count == 100
+
+
+def test_frozen():
+    c = cfg()
+    with pytest.raises(AttributeError):
+        c.group_id = "other"
