@@ -5,9 +5,11 @@ overwritten values, tombstones, and the entries tombstones deleted. When they
 exceed a ratio of the log the store rewrites only the live entries into a new
 segment. The store's owner thread is blocked only for steps 1 and 5:
 
-1. (owner) snapshot the state: copy the dict levels of the tables (one entry
-   per group/topic/document; the offset arrays are shared, see
-   `control_table`), and note the log offset `start` where the snapshot stands.
+1. (owner) snapshot the state with C-level dict copies only: the group level of
+   the control table (topic dicts shared copy-on-write, offset arrays shared,
+   see `control_table`), the registry, the documents, the activity times; and
+   note the log offset `start` where the snapshot stands. ~1 ms at 1,000
+   groups, ~8 ms at 100,000 groups.
 2. (compaction thread) write the snapshot as batched records (at most
    `batch_entries` keyed entries each) into `segment-<g+1>.log.tmp`.
 3. (compaction thread) catch up: copy the bytes the owner appended to the old
@@ -59,9 +61,9 @@ JOIN_TIMEOUT_S = 30.0
 @attrs.frozen
 class StoreSnapshot:
     control: Snapshot
-    groups: dict[str, Any]  # group -> value dict for records.group_entry (immutable)
+    groups: dict[str, Any]  # group -> frozen registry value (has .value())
     documents: dict[str, dict[str, str]]  # namespace -> key -> JSON text
-    activity: dict[str, float]
+    activity: dict[str, float]  # may name groups without state: filtered when written
     ts: float
 
 
@@ -117,7 +119,7 @@ class Compaction:
 
     def _write_snapshot(self, out: SegmentRewrite) -> None:
         snap, batch = self._snap, self.batch_entries
-        activity = list(snap.activity.items())
+        activity = [(g, t) for g, t in snap.activity.items() if g in snap.groups or g in snap.control]
         for i in range(0, len(activity), batch):
             out.append(records.encode(snap.ts, [], dict(activity[i : i + batch])))
             self.records_written += 1
@@ -134,7 +136,7 @@ class Compaction:
                 self._check_cancel()
 
         for group, value in snap.groups.items():
-            entries.append([records.GROUP, group, value])
+            entries.append([records.GROUP, group, value.value()])
             count += 1
             if count >= batch:
                 emit()

@@ -14,7 +14,11 @@ entry at 100 partitions per topic; the table is least compact with very few,
 or very sparse, partitions per (group, topic) (see BENCHMARKS.md).
 
 Thread use: the owner thread mutates; the compaction thread reads a
-`snapshot()` (dicts copied by the owner, arrays shared). Arrays are only ever
+`snapshot()`. The snapshot is a copy of the group level only (one C-level dict
+copy, ~1 ms per 100,000 groups); the per-group topic dicts are shared
+copy-on-write: until `release_snapshot()`, the owner copies a group's topic
+dict before it adds or removes a topic there, so the compaction thread never
+iterates a dict that changes size. Arrays are shared as they are: they are only
 modified in place by single C-level operations (item set, frombytes), and the
 compaction thread copies each with one `tobytes()` call, so it sees each array
 either before or after a given write; the log records appended after the
@@ -38,6 +42,10 @@ class ControlTable:
     def __init__(self) -> None:
         self._groups: dict[str, dict[str, array]] = {}
         self.count = 0  # live entries
+        # While a snapshot is out: groups whose topic dict was copied since (owned
+        # again). None = no snapshot. Tracking the copied ones, not the shared ones,
+        # makes starting a snapshot O(1) beyond the group-level dict copy.
+        self._copied: set[str] | None = None
 
     def __len__(self) -> int:
         return self.count
@@ -66,13 +74,21 @@ class ControlTable:
     def group_count(self, group: str) -> int:
         return sum(len(arr) - arr.count(ABSENT) for arr in self._groups.get(group, {}).values())
 
+    def _own(self, group: str) -> dict[str, array]:
+        """The group's topic dict, copied first if a snapshot shares it (copy-on-write)."""
+        topics = self._groups[group]
+        if self._copied is not None and group not in self._copied:
+            topics = self._groups[group] = dict(topics)
+            self._copied.add(group)
+        return topics
+
     def _array(self, group: str, topic: str, size: int) -> array:
         topics = self._groups.get(group)
         if topics is None:
             topics = self._groups[sys.intern(group)] = {}
         arr = topics.get(topic)
         if arr is None:
-            arr = topics[sys.intern(topic)] = array("q")
+            arr = self._own(group)[sys.intern(topic)] = array("q")
         if len(arr) < size:
             arr.frombytes(_ABSENT_BYTES * (size - len(arr)))
         return arr
@@ -114,7 +130,7 @@ class ControlTable:
             after = arr.count(ABSENT)
             self.count += before - after
             if after == len(arr):
-                topics = self._groups[group]
+                topics = self._own(group)
                 del topics[topic]
                 if not topics:
                     del self._groups[group]
@@ -144,8 +160,16 @@ class ControlTable:
         return removed
 
     def snapshot(self) -> Snapshot:
-        """Copy of the dict levels (cheap: one entry per group and per topic); arrays shared."""
-        return {group: dict(topics) for group, topics in self._groups.items()}
+        """Copy of the group level; topic dicts shared copy-on-write until
+        `release_snapshot()`, arrays shared (see the module docstring)."""
+        if self._copied is not None:
+            raise RuntimeError("a snapshot is already in use")
+        self._copied = set()
+        return dict(self._groups)
+
+    def release_snapshot(self) -> None:
+        """The snapshot's reader is done: stop copying on write."""
+        self._copied = None
 
 
 def iter_snapshot(

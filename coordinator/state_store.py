@@ -390,6 +390,7 @@ class StateStore(StoreMaintenance):
         if self._compaction is not None:
             self._compaction.cancel()
             self._compaction = None
+            self._control.release_snapshot()
         self._join_deleter()
         if self.loaded:
             self._log.close()

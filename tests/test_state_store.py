@@ -16,6 +16,7 @@ import pytest
 
 from coordinator import compaction as compaction_mod
 from coordinator import store_maintenance as maintenance_mod
+from coordinator.control_table import ControlTable, iter_snapshot
 from coordinator.state_store import RegionIndexMismatch, StateStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -279,6 +280,71 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     assert "g1" not in docs and docs["late"] == {"v": 9} and docs["g2"] == {"v": 2}
     assert store.members("g0") == ["op", "op2"]
     assert store.stats()["control_variables"] == 10 * 1000 + 150 * 500 + 2
+    store.close()
+
+
+def test_snapshot_is_copy_on_write_for_topics():
+    table = ControlTable()
+    table.set_many("g", "a", [0, 1], [10, 11])
+    table.set_many("h", "a", [0], [1])
+    snap = table.snapshot()
+    table.set_many("g", "b", [0], [20])  # new topic in a shared group: copied first
+    table.set_many("g", "a", [0, 1], [None, None])  # topic removed: the snapshot keeps it
+    table.set_many("new", "a", [0], [1])
+    # the snapshot's dicts never change size (the compaction thread iterates them)...
+    assert sorted(snap) == ["g", "h"] and sorted(snap["g"]) == ["a"]
+    # ... while the arrays are shared: in-place writes show (the copied log records
+    # that follow the snapshot set them again in order)
+    assert list(iter_snapshot(snap, 100)) == [("h", "a", [0], [1])]
+    assert table.group_items("g") == {("b", 0): 20}
+    table.release_snapshot()
+    snap = table.snapshot()
+    assert sorted(snap["g"]) == ["b"]
+    table.release_snapshot()
+
+
+def test_structural_changes_while_the_snapshot_is_being_written(tmp_path, monkeypatch):
+    """Hold the compaction thread before it reads the snapshot; meanwhile add topics to
+    existing groups and expire others; the compacted log has exactly the final state."""
+    gate, started = threading.Event(), threading.Event()
+    original = compaction_mod.Compaction._write_snapshot
+
+    def held(self, out):
+        started.set()
+        assert gate.wait(30), "test did not release the compaction"
+        original(self, out)
+
+    monkeypatch.setattr(compaction_mod.Compaction, "_write_snapshot", held)
+    clock = Clock()
+    store = _open(tmp_path, compact_min_bytes=0, compact_dead_ratio=0.01, retention_s=100, clock=clock)
+    for g in range(20):
+        store.put_initial_offsets(f"g{g}", {("a", p): p for p in range(10)})
+    for i in range(10):
+        store.put_document("ns", "k", {"i": i})
+    clock.now += 60
+    for g in range(10):
+        store.touch(f"g{g}")
+    store.sync()
+    assert store.maybe_compact()
+    assert started.wait(30)
+    for g in range(10):
+        store.put_initial_offsets(f"g{g}", {("b", 0): 100 + g})  # new topic, existing group
+    clock.now += 60
+    assert store.expire() == 10 * 10  # g10..g19: whole groups dropped
+    store.sync()
+    gate.set()
+    deadline = time.monotonic() + 30
+    while not store.maybe_compact():
+        assert time.monotonic() < deadline
+    assert store.stats()["compactions"] == 1
+    expected = {f"g{g}": {**{("a", p): p for p in range(10)}, ("b", 0): 100 + g} for g in range(10)}
+    for g, items in expected.items():
+        assert store.get_initial_offsets(g) == items
+    store = _reopen(store, clock=clock, retention_s=100)
+    assert store.groups() == sorted(expected)
+    for g, items in expected.items():
+        assert store.get_initial_offsets(g) == items
+    assert store.get_document("ns", "k") == {"i": 9}
     store.close()
 
 
