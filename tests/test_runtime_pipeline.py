@@ -187,3 +187,18 @@ def test_directory_store_save_load_seal_retire(tmp_path):
         store.load(1, "01-source")
     with pytest.raises(ValueError, match="operator id"):
         store.save(3, "../evil", b"x")
+
+
+def test_batch_json_lines_equal_single_lines():
+    from cr_consumer.runtime.records import to_json_lines
+
+    batch = [
+        Record("t", 0, 1, 5, None, b"plain"),
+        Record("t", 0, 2, None, b"\xff", b"\x00\xfe"),
+        Record("u", 3, 3, 7, "k", {"a": [1, 2]}),
+        Record("u", 3, 4, 8, 12, 3.5),
+        Record("t", 0, 5, 9, b'q"uote', "line\nbreak"),
+    ]
+    assert to_json_lines(batch, ',"m":1') == "".join(to_json_line(r, ',"m":1') for r in batch)
+    with pytest.raises(TypeError, match="u/3@9"):
+        to_json_lines([Record("u", 3, 9, None, None, object())])

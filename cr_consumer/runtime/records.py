@@ -118,3 +118,56 @@ def to_json_line(record: Any, extra: str = "") -> str:
     except (TypeError, ValueError) as exc:
         where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
         raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc
+
+
+def to_json_lines(records: list, extra: str = "") -> str:
+    """:func:`to_json_line` for a whole batch, as one string: the hot path of the file
+    sink. Batches usually hold one partition's records, so the topic/partition
+    prefix is built once per run of equal (topic, partition); str/bytes/None
+    keys and values are encoded inline, anything else goes through
+    :func:`_field_json`."""
+    out: list[str] = []
+    append = out.append
+    enc = _encode_str
+    last = None
+    prefix = ""
+    suffix = extra + "}\n"
+    for r in records:
+        topic, partition = r.topic, r.partition
+        if (topic, partition) != last:
+            last = (topic, partition)
+            if not isinstance(topic, str) or not isinstance(partition, int):
+                return "".join(out) + "".join(to_json_line(x, extra) for x in records[len(out):])
+            prefix = '{"topic":' + enc(topic) + ',"partition":' + str(partition) + ',"offset":'
+        k, v, ts, off = r.key, r.value, r.timestamp, r.offset
+        if type(v) is bytes:
+            try:
+                vj = enc(v.decode("utf-8"))
+            except UnicodeDecodeError:
+                vj = _field_json(v)
+        elif v is None:
+            vj = "null"
+        else:
+            vj = _field_json_checked(r, v)
+        if k is None:
+            kj = "null"
+        elif type(k) is bytes:
+            try:
+                kj = enc(k.decode("utf-8"))
+            except UnicodeDecodeError:
+                kj = _field_json(k)
+        else:
+            kj = _field_json_checked(r, k)
+        if type(off) is not int or (ts is not None and type(ts) is not int):
+            append(to_json_line(r, extra))
+            continue
+        append(f'{prefix}{off},"timestamp":{"null" if ts is None else ts},"key":{kj},"value":{vj}{suffix}')
+    return "".join(out)
+
+
+def _field_json_checked(record: Any, value: Any) -> str:
+    try:
+        return _field_json(value)
+    except (TypeError, ValueError) as exc:
+        where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
+        raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .operators import Operator
-from .records import _encode_str, to_json_line
+from .records import _encode_str, to_json_line, to_json_lines
 
 FILE_SINK_CHECKPOINT_VERSION = 1
 PENDING_SUFFIX = ".pending"
@@ -82,7 +82,7 @@ class FileSink(Operator):
         if not records:
             return []
         extra = self._extra
-        text = "".join([to_json_line(r, extra) for r in records])
+        text = to_json_lines(records, extra)
         with self._lock:
             if self._file is None:
                 self._pending_name = f".{self.member}-{uuid.uuid4().hex}{PENDING_SUFFIX}"
