@@ -2,9 +2,11 @@
 
 Top panel: records processed per second by each member (0.5 s bins, replays
 included). Vertical markers on both panels: completed checkpoints (thin green
-dotted), resets (red dashed), faults (black solid, labelled) and member
-starts (grey, labelled: a start after the first is a restarted or added
-member, i.e. a rebalance). Bottom panel: cumulative records processed by the
+dotted), resets (red dashed), faults (black solid, labelled) and, after the
+first records, members joining (+name) or leaving (-name) the region (grey:
+a membership change, so a Kafka rebalance). Checkpoints, resets and
+membership come from the controller's events when the drill watched it, else
+from the members' probes. Bottom panel: cumulative records processed by the
 whole region, with the produced total as a horizontal line.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .report import per_member_series
+from .report import checkpoint_events, per_member_series, reset_events
 
 
 def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, produced: int | None = None) -> Path:
@@ -37,37 +39,36 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, pr
 
     first_batch = next((e["t"] for e in events if e["ev"] == "batch"), events[-1]["t"])
     peak = max((max(ys) for _, ys in series.values() if ys), default=1.0)
-    seen_ckpt = set()
-    seen_reset = set()
-    member_starts = 0
+    ckpts = checkpoint_events(events)
+    resets = reset_events(events)
+    for e in ckpts:
+        for a in (ax, ax2):
+            a.axvline(e["t"] - t0, color="tab:green", linestyle=":", linewidth=0.8, alpha=0.7)
+    for e in resets:
+        for a in (ax, ax2):
+            a.axvline(e["t"] - t0, color="tab:red", linestyle="--", linewidth=1.2)
+    n_label = 0
     for e in events:
         x = e["t"] - t0
-        if e["ev"] == "complete" and e["seq"] not in seen_ckpt:
-            seen_ckpt.add(e["seq"])
-            for a in (ax, ax2):
-                a.axvline(x, color="tab:green", linestyle=":", linewidth=0.8, alpha=0.7)
-        elif e["ev"] == "reset" and (e.get("seq"), e.get("attempt")) not in seen_reset:
-            seen_reset.add((e.get("seq"), e.get("attempt")))
-            for a in (ax, ax2):
-                a.axvline(x, color="tab:red", linestyle="--", linewidth=1.2)
-        elif e["ev"] == "fault":
+        if e["ev"] == "fault":
             for a in (ax, ax2):
                 a.axvline(x, color="black", linewidth=1.8)
             ax.annotate(e.get("fault", "fault"), (x, 1.0), xycoords=("data", "axes fraction"),
                         xytext=(3, -12), textcoords="offset points", fontsize=9, fontweight="bold")
-        elif e["ev"] == "start":
-            member_starts += 1
-            if e["t"] > first_batch:  # a restarted or added member: a rebalance follows
-                ax.axvline(x, color="grey", linewidth=0.8, alpha=0.6)
-            ax.annotate(f"+{e['member']}", (x, 0.0), xycoords=("data", "axes fraction"),
-                        xytext=(2, 4 + 11 * ((member_starts - 1) % 4)), textcoords="offset points",
-                        fontsize=7, color="grey")
+        elif e["ev"] in ("ctl_join", "ctl_leave") and e["t"] > first_batch:
+            # a member joined or left after the start: a membership change / rebalance
+            sign = "+" if e["ev"] == "ctl_join" else "-"
+            ax.axvline(x, color="grey", linewidth=0.8, alpha=0.6)
+            n_label += 1
+            ax.annotate(f"{sign}{e.get('ctl', {}).get('member', '?')}", (x, 0.0),
+                        xycoords=("data", "axes fraction"), xytext=(2, 4 + 11 * (n_label % 4)),
+                        textcoords="offset points", fontsize=7, color="dimgrey")
 
     # legend proxies for the markers
-    ax.plot([], [], color="tab:green", linestyle=":", label=f"checkpoint complete ({len(seen_ckpt)})")
-    ax.plot([], [], color="tab:red", linestyle="--", label=f"reset ({len(seen_reset)})")
+    ax.plot([], [], color="tab:green", linestyle=":", label=f"checkpoint complete ({len(ckpts)})")
+    ax.plot([], [], color="tab:red", linestyle="--", label=f"reset ({len(resets)})")
     ax.plot([], [], color="black", label="fault")
-    ax.plot([], [], color="grey", label="member (re)start / rebalance")
+    ax.plot([], [], color="grey", label="member joined (+) / left (-): rebalance")
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=8, ncol=4, frameon=False)
     ax.set_ylim(0, max(peak, 1.0) * 1.15)  # headroom for the fault labels
 
@@ -81,7 +82,7 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, pr
     if produced:
         ax2.axhline(produced, color="tab:purple", linewidth=1, linestyle="-.", label=f"produced ({produced})")
     ax2.set_ylabel("records")
-    ax2.set_xlabel("seconds since the first member started")
+    ax2.set_xlabel("seconds since the first event of the drill")
     ax2.legend(loc="lower right", fontsize=8)
     ax2.set_ylim(bottom=0)
     fig.tight_layout()

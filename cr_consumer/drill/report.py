@@ -2,17 +2,18 @@
 
 From the timeline events (``timeline.py``) and the verifier's result:
 
-* ``resets``: distinct reset rounds seen by members (a round is an attempt
-  number, never reused by the controller; every member logs it once),
-  including the region's first reset to the initial state at start-up;
-* ``checkpoints``: distinct checkpoints the region declared complete;
-* ``time_to_detect_s``: from the (first) fault to the first reset a member
-  performed after it (the reset event is logged when the member's probe is
-  reset, i.e. when the region has detected the fault and is resetting);
-* ``time_to_resume_s``: from the fault to the first record processed after the
-  *last* reset that followed it (the region runs again; a kill -9 of a member
-  is typically followed by two resets: the survivors' rebalance, then the
-  restarted member's join);
+* ``resets``: reset rounds, including the region's first reset to the
+  initial state at start-up: the controller's RESET events when the drill
+  watched the controller (``controller_watch.py``), else distinct attempt
+  numbers seen by the members' probes;
+* ``checkpoints``: checkpoints the region declared consistent (same sources);
+* ``time_to_detect_s``: from the (first) fault to the first reset after it
+  (the controller's decision to reset; else a member's probe being reset);
+* ``time_to_resume_s``: from the fault to the controller's RESUME after the
+  *last* reset that followed it (else the first record a member processed
+  after that reset): a kill -9 of a member is typically followed by several
+  resets (the controller notices the silent member, the survivors' Kafka
+  rebalance, the restarted member's join);
 * ``time_to_recover_s``: from the fault to the first checkpoint completed after
   that last reset (the region is consistent again);
 * ``throughput_before`` / ``throughput_after`` (records/s, all members):
@@ -38,53 +39,81 @@ def _first(events: list[dict], pred) -> dict | None:
     return next((e for e in events if pred(e)), None)
 
 
+def reset_events(events: list[dict]) -> list[dict]:
+    """One event per reset round: the controller's (exact) when it was watched,
+    else the first member probe event of each attempt."""
+    ctl = [e for e in events if e["ev"] == "ctl_reset"]
+    if ctl:
+        return ctl
+    out, seen = [], set()
+    for e in events:
+        if e["ev"] == "reset":
+            key = e.get("attempt") if e.get("attempt") is not None else (e.get("seq"), e["member"])
+            if key not in seen:
+                seen.add(key)
+                out.append(e)
+    return out
+
+
+def checkpoint_events(events: list[dict]) -> list[dict]:
+    """One event per completed checkpoint (controller's, else the first probe's)."""
+    ctl = [e for e in events if e["ev"] == "ctl_checkpoint"]
+    if ctl:
+        return ctl
+    out, seen = [], set()
+    for e in events:
+        if e["ev"] == "complete" and e["seq"] not in seen:
+            seen.add(e["seq"])
+            out.append(e)
+    return out
+
+
 def analyse(events: list[dict], fault_time: float | None, end_time: float | None = None) -> dict[str, Any]:
     """``end_time``: when the drill started stopping the region; later events
     (resets caused by members leaving at shutdown) are not counted."""
     events = sorted(events, key=lambda e: e["t"])
     if end_time is not None:
         events = [e for e in events if e["t"] <= end_time]
-    resets = {e.get("attempt") if e.get("attempt") is not None else (e.get("seq"), e["member"])
-              for e in events if e["ev"] == "reset"}
-    completes = {e["seq"] for e in events if e["ev"] == "complete"}
+    resets = reset_events(events)
+    checkpoints = checkpoint_events(events)
     batches = [e for e in events if e["ev"] == "batch"]
     processed = sum(e["n"] for e in batches)
+    watched = any(e["ev"].startswith("ctl_") for e in events)
     out: dict[str, Any] = {
         "resets": len(resets),
-        "checkpoints": len(completes),
+        "checkpoints": len(checkpoints),
         "processed": processed,
         "time_to_detect_s": None,
         "time_to_resume_s": None,
         "time_to_recover_s": None,
         "throughput_before": None,
         "throughput_after": None,
+        "times_from": "controller" if watched else "member probes",
         "members_seen": sorted({e["member"] for e in events if e["ev"] == "start"}),
     }
     if fault_time is None:
-        if batches:
+        if len(batches) >= 2:
             span = batches[-1]["t"] - batches[0]["t"]
             out["throughput_before"] = round(processed / span, 1) if span > 0 else None
         return out
-    after = [e for e in events if e["t"] >= fault_time]
-    first_reset = _first(after, lambda e: e["ev"] == "reset")
-    if first_reset:
-        out["time_to_detect_s"] = round(first_reset["t"] - fault_time, 3)
-    last_reset = next((e for e in reversed(after) if e["ev"] == "reset"), None)
-    if last_reset:
-        tail = [e for e in after if e["t"] >= last_reset["t"]]
-        resume = _first(tail, lambda e: e["ev"] in ("resume", "batch"))
-        complete = _first(tail, lambda e: e["ev"] == "complete")
+    after_resets = [e for e in resets if e["t"] >= fault_time]
+    if after_resets:
+        out["time_to_detect_s"] = round(after_resets[0]["t"] - fault_time, 3)
+        last = after_resets[-1]
+        tail = [e for e in events if e["t"] >= last["t"]]
+        resume_kinds = ("ctl_resume",) if watched else ("resume", "batch")
+        resume = _first(tail, lambda e: e["ev"] in resume_kinds)
         if resume:
             out["time_to_resume_s"] = round(resume["t"] - fault_time, 3)
+        complete = _first([c for c in checkpoints if c["t"] >= last["t"]], lambda e: True)
         if complete:
             out["time_to_recover_s"] = round(complete["t"] - fault_time, 3)
     before = [e for e in batches if e["t"] < fault_time]
     if len(before) >= 2:
         span = fault_time - before[0]["t"]
         out["throughput_before"] = round(sum(e["n"] for e in before[1:]) / span, 1) if span > 0 else None
-    start_after = out["time_to_resume_s"]
-    if start_after is not None:
-        t_resume = fault_time + start_after
+    if out["time_to_resume_s"] is not None:
+        t_resume = fault_time + out["time_to_resume_s"]
         later = [e for e in batches if e["t"] >= t_resume]
         if len(later) >= 2:
             span = later[-1]["t"] - t_resume

@@ -48,6 +48,7 @@ from cr_consumer.broker import bootstrap_or_embedded
 from cr_consumer.kafka_util import create_topic, unique_name
 
 from . import faults as fault_mod
+from .controller_watch import ControllerWatch
 from .harness import start_region
 from .plot import plot_timeline
 from .report import analyse, build_report
@@ -68,6 +69,8 @@ POISON_RATIO = 0.02
 WARMUP_SHARE = 0.05
 #: How often the drill looks at the timeline and the output.
 WATCH_PERIOD_S = 0.1
+#: How often it fetches the controller's events (they are kept 200 deep).
+CONTROLLER_WATCH_PERIOD_S = 0.5
 #: How often it prints a progress line.
 PROGRESS_PERIOD_S = 1.0
 #: Bound on the producer thread's end after the drill stops it.
@@ -157,13 +160,15 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         bootstrap = stack.enter_context(bootstrap_or_embedded(cfg.bootstrap))
         from coordinator.launcher import CoordinatorProcess
 
-        region = coordinator = workload = None
+        region = coordinator = workload = watch = None
+        next_watch = 0.0
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
             coordinator = CoordinatorProcess(dirs["coordinator"] / "state", http="auto",
                                              log_path=dirs["logs"] / "coordinator.log")
             coordinator.start()
             progress(f"broker {bootstrap}, coordinator {coordinator.endpoint} (pid {coordinator.pid})")
+            watch = ControllerWatch(coordinator.endpoint, group, drill_tl)
             workload = Workload(bootstrap, topics[0], cfg.partitions, cfg.messages, manifest, seed=cfg.seed,
                                 rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0)
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
@@ -208,6 +213,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                     progress(f"injecting {cfg.scenario} after {processed} records ({fraction:.0%} of the input)")
                     fault_time = time.time()
                     faults.append(fault_mod.inject(env, cfg.scenario))
+                if now >= next_watch:
+                    next_watch = now + CONTROLLER_WATCH_PERIOD_S
+                    watch.poll()
                 delivered = counter.count()
                 if workload.started_at and workload.done.is_set():
                     workload.join(PRODUCER_JOIN_S)
@@ -230,6 +238,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
         finally:
+            if watch is not None:
+                watch.poll()
+                watch.close()
             end_time = time.time()
             drill_tl.event("phase", phase="stopping")
             if workload is not None:
