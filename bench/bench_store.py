@@ -6,7 +6,8 @@ Figures (issue 2), each with a baseline measured in the same run:
    the same framed bytes written with os.write + os.fsync, no store.
 2. memory per control variable at 1,000,000 entries (tracemalloc of the table;
    names pre-created, as seed 002 assumes interned strings); baseline: a dict
-   {(group, topic, partition): offset}.
+   {(group, topic, partition): offset}. And the objects the table adds to the
+   cyclic GC's work (baseline: the same table built of array('q')).
 3. replay time for 1,000,000 entries, from the log the batched writes leave,
    from a compacted segment, and from 1,000,000 one-entry requests (the
    rebatching compaction runs meanwhile); baseline: reading the file and
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from array import array
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -115,6 +117,7 @@ def bench_memory(entries: int) -> dict:
         tnames = [sys.intern(f"topic-{t:03d}") for t in range(topics)]
         plist, olist = list(range(parts)), [1_000_000_000 + p for p in range(parts)]
         gc.collect()
+        tracked0 = len(gc.get_objects())
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         table = ControlTable()
@@ -123,6 +126,8 @@ def bench_memory(entries: int) -> dict:
                 table.set_many(g, t, plist, olist)
         used = tracemalloc.get_traced_memory()[0] - base
         tracemalloc.stop()
+        gc.collect()
+        tracked = len(gc.get_objects()) - tracked0
         n = len(table)
         del table
         gc.collect()
@@ -137,7 +142,18 @@ def bench_memory(entries: int) -> dict:
         tracemalloc.stop()
         del flat
         gc.collect()
-        out[label] = {"entries": n, "bytes_per_entry": used / n, "dict_of_tuples_bytes_per_entry": flat_used / n}
+        arrays = {g: {t: array("q", olist) for t in tnames} for g in gnames}  # the array('q') design
+        gc.collect()
+        arrays_tracked = len(gc.get_objects()) - tracked0
+        del arrays
+        gc.collect()
+        out[label] = {
+            "entries": n,
+            "bytes_per_entry": used / n,
+            "dict_of_tuples_bytes_per_entry": flat_used / n,
+            "gc_tracked_objects": tracked,
+            "array_q_table_gc_tracked_objects": arrays_tracked,
+        }
     return out
 
 
@@ -271,6 +287,33 @@ def bench_compaction(base: Path, entries: int) -> dict:
     }
 
 
+def bench_snapshot_many_groups(base: Path, groups: int) -> dict:
+    """The compaction's start pause (the caller-side snapshot) with many small groups."""
+    path = fresh(base, "many-groups")
+    store = StateStore(path, compact_min_bytes=0, compact_dead_ratio=0.001)
+    store.load()
+    for g in range(groups):
+        store.put_initial_offsets(f"consumer-group-{g:07d}", {("topic", p): p for p in range(10)})
+    for i in range(groups // 10):
+        store.put_document("ns", "k", {"i": i})
+    store.sync()
+    t0 = time.perf_counter()
+    assert store.maybe_compact()
+    start = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    while not store.maybe_compact():
+        store.put_initial_offsets(f"late-{time.perf_counter_ns()}", {("t", 0): 1})
+        store.sync()
+    total = time.perf_counter() - t0
+    switch = store.stats()["compaction_max_pause_ms"]
+    t0 = time.perf_counter()
+    store.expire()
+    expire_s = time.perf_counter() - t0
+    store.close()
+    return {"groups": groups, "start_pause_ms": start * 1e3, "max_pause_ms": switch,
+            "background_s": total, "expire_scan_ms": expire_s * 1e3}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000, help="entries for memory/replay/compaction")
@@ -287,6 +330,7 @@ def main() -> None:
         "memory": bench_memory(args.entries),
         "replay": bench_replay(base, args.entries, args.batch),
         "compaction": bench_compaction(base, args.entries),
+        "many_groups": bench_snapshot_many_groups(base, args.entries // 10),
     }
     if args.dir is None:
         shutil.rmtree(base, ignore_errors=True)
@@ -304,7 +348,8 @@ def main() -> None:
     print("memory per control variable (bytes, tracemalloc)")
     for label, m in result["memory"].items():
         print(f"  {label:22s} {m['entries']:8d} entries: {m['bytes_per_entry']:6.1f}"
-              f"   dict of tuples {m['dict_of_tuples_bytes_per_entry']:6.1f}")
+              f"   dict of tuples {m['dict_of_tuples_bytes_per_entry']:6.1f};  GC-tracked objects"
+              f" {m['gc_tracked_objects']} (array('q') table: {m['array_q_table_gc_tracked_objects']})")
     print("replay")
     for label, r in result["replay"].items():
         print(f"  {label:18s} {r['entries']:8d} entries in {r['records']:6d} records, {r['bytes'] / 1e6:6.1f} MB:"
@@ -317,6 +362,10 @@ def main() -> None:
     w0, w1 = c["sync_ms_without"], c["sync_ms_during"]
     print(f"  sync latency ms without compaction p50 {w0['p50']:.2f} p99 {w0['p99']:.2f} max {w0['max']:.2f}; "
           f"during p50 {w1['p50']:.2f} p99 {w1['p99']:.2f} max {w1['max']:.2f}")
+    m = result["many_groups"]
+    print(f"compaction with {m['groups']} groups x 10 partitions: start pause {m['start_pause_ms']:.1f} ms, "
+          f"longest pause {m['max_pause_ms']:.1f} ms, background {m['background_s']:.2f} s; "
+          f"expire() scan {m['expire_scan_ms']:.1f} ms")
 
 if __name__ == "__main__":
     main()

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -71,8 +71,10 @@ class LoadReport:
     truncated_bytes: int
 
 
-@attrs.frozen
-class _Group:
+class _Group(NamedTuple):
+    """A registry value. A tuple of ints and strings, so the cyclic GC untracks it
+    (a million-entry state must not give every full collection work to do)."""
+
     region_index: int
     members: tuple[str, ...]  # sorted
 
@@ -117,6 +119,8 @@ class StateStore(StoreMaintenance):
         self._control = ControlTable()
         self._groups: dict[str, _Group] = {}
         self._docs: dict[str, dict[str, str]] = {}  # namespace -> key -> JSON text
+        # Last activity of every group that holds state (registry entry or control
+        # variables), and only of those: len() is the group count, expire() scans it.
         self._activity: dict[str, float] = {}
         self._dirty_activity: set[str] = set()
         self._log_entries = 0  # keyed entries in the active segment
@@ -256,7 +260,8 @@ class StateStore(StoreMaintenance):
                 os_.append(offset)
                 current = offset
             effective[(topic, partition)] = current
-        self._mark_active(group)
+        if new or effective:
+            self._mark_active(group)
         if new:
             entries = [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()]
             payload, count = self._encode(entries)  # may raise: nothing changed yet
@@ -320,7 +325,7 @@ class StateStore(StoreMaintenance):
 
     def groups(self) -> list[str]:
         self._ready()
-        return sorted(self._known_groups())
+        return sorted(self._activity)  # the groups holding state (see __init__)
 
     def _known_groups(self) -> set[str]:
         return set(self._groups) | set(self._control.groups())
@@ -367,7 +372,7 @@ class StateStore(StoreMaintenance):
         live = self._live_entries()
         return {
             "control_variables": len(self._control),
-            "groups": len(self._known_groups()),
+            "groups": len(self._activity),
             "documents": sum(len(d) for d in self._docs.values()),
             "log_bytes": self._log.size,
             "log_records": self._log_records,

@@ -57,10 +57,8 @@ class StoreMaintenance:
         expired = 0
         entries: list[list] = []
         count = 0
-        for group in sorted(self._known_groups()):
-            last = self._activity.setdefault(group, now)
-            if last >= cutoff:
-                continue
+        # _activity has exactly the groups that hold state (StateStore keeps it so).
+        for group, last in [(g, t) for g, t in self._activity.items() if t < cutoff]:
             removed = self._control.drop_group(group)
             for topic, partitions in removed:
                 entries.append(records.control_entry(group, topic, partitions, [None] * len(partitions)))

@@ -30,6 +30,12 @@ class Clock:
         return self.now
 
 
+def _check_activity_invariant(store: StateStore) -> None:
+    """Activity is tracked for exactly the groups holding state (stats and expire rely on it)."""
+    assert set(store._activity) == store._known_groups()
+    assert store.stats()["groups"] == len(store.groups())
+
+
 def _open(path, **kw) -> StateStore:
     store = StateStore(path, **kw)
     store.load()
@@ -37,6 +43,7 @@ def _open(path, **kw) -> StateStore:
 
 
 def _reopen(store: StateStore, **kw) -> StateStore:
+    _check_activity_invariant(store)
     store.close()
     return _open(store.state_dir, **kw)
 
@@ -73,6 +80,8 @@ def test_first_writer_wins_and_survives_restart(tmp_path):
     # an existing value wins; nothing new -> no record
     assert store.put_initial_offsets("g", {("t", 0): 99}) == {("t", 0): 1}
     assert store.stats()["log_bytes"] == size
+    assert store.put_initial_offsets("empty", {}) == {}
+    assert store.groups() == ["g"]
     assert store.put_initial_offsets("g", {("t", 0): 99, ("t", 5): 50}) == {("t", 0): 1, ("t", 5): 50}
     store = _reopen(store)
     assert store.put_initial_offsets("g", {("t", 1): 77}) == {("t", 1): 2}
