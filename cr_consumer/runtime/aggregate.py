@@ -10,7 +10,7 @@ State handling (called by the member runtime with the region permit held):
 
 1. ``drain()``: nothing in flight (batches are processed synchronously).
 2. ``checkpoint(seq)``: the whole table as versioned JSON,
-   ``{"version": 1, "kind": "keyed_aggregate", "entries": [[key, state], ...]}``.
+   ``{"version": 1, "kind": "aggregate", "seq": seq, "entries": [[key, state], ...]}``.
    Keys and states must be JSON values (strings, numbers, lists, dicts, ...);
    bytes keys are stored with the base64 marker of ``records.json_value``.
 3. ``reset(seq, data)``: the table becomes exactly the checkpointed one.
