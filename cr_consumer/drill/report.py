@@ -9,6 +9,9 @@ From the timeline events (``timeline.py``) and the verifier's result:
 * ``checkpoints``: checkpoints the region declared consistent (same sources);
 * ``time_to_detect_s``: from the (first) fault to the first reset after it
   (the controller's decision to reset; else a member's probe being reset);
+* ``time_to_first_resume_s``: from the fault to the first RESUME after the
+  first reset that followed it (the region runs again, maybe without the
+  faulty member);
 * ``time_to_resume_s``: from the fault to the controller's RESUME after the
   *last* reset that followed it (else the first record a member processed
   after that reset): a kill -9 of a member is typically followed by several
@@ -84,6 +87,7 @@ def analyse(events: list[dict], fault_time: float | None, end_time: float | None
         "checkpoints": len(checkpoints),
         "processed": processed,
         "time_to_detect_s": None,
+        "time_to_first_resume_s": None,
         "time_to_resume_s": None,
         "time_to_recover_s": None,
         "throughput_before": None,
@@ -99,9 +103,13 @@ def analyse(events: list[dict], fault_time: float | None, end_time: float | None
     after_resets = [e for e in resets if e["t"] >= fault_time]
     if after_resets:
         out["time_to_detect_s"] = round(after_resets[0]["t"] - fault_time, 3)
+        resume_kinds = ("ctl_resume",) if watched else ("resume", "batch")
+        first_resume = _first([e for e in events if e["t"] >= after_resets[0]["t"]],
+                              lambda e: e["ev"] in resume_kinds)
+        if first_resume:
+            out["time_to_first_resume_s"] = round(first_resume["t"] - fault_time, 3)
         last = after_resets[-1]
         tail = [e for e in events if e["t"] >= last["t"]]
-        resume_kinds = ("ctl_resume",) if watched else ("resume", "batch")
         resume = _first(tail, lambda e: e["ev"] in resume_kinds)
         if resume:
             out["time_to_resume_s"] = round(resume["t"] - fault_time, 3)
@@ -164,11 +172,13 @@ def build_report(*, scenario: str, seed: int, members: int, partitions: int, mes
         "resets": analysis["resets"],
         "checkpoints": analysis["checkpoints"],
         "time_to_detect_s": analysis["time_to_detect_s"],
+        "time_to_first_resume_s": analysis["time_to_first_resume_s"],
         "time_to_resume_s": analysis["time_to_resume_s"],
         "time_to_recover_s": analysis["time_to_recover_s"],
         "throughput_before": analysis["throughput_before"],
         "throughput_after": analysis["throughput_after"],
         "processed_including_replays": analysis["processed"],
+        "times_from": analysis["times_from"],
         "faults": faults,
         "fault_fired": fault_fired,
         "elapsed_s": round(elapsed_s, 2),
