@@ -16,8 +16,8 @@ operator-driven: on a member's ``trigger``):
 2. All drained -> CHECKPOINTING: CHECKPOINT(seq) to every member; each saves
    its operators' checkpoints and answers with its source offsets.
 3. All checkpointed: ``seq`` is the last consistent checkpoint; it is persisted
-   (with the members and the union of their source offsets) BEFORE anyone is
-   told.
+   (with the members and the union of their source offsets, plus the previous
+   checkpoint's offsets of partitions nobody reported) BEFORE anyone is told.
 4. RESUME(complete=seq) to every member: sinks publish the interval, permits
    are released. Phase RUNNING; the consecutive-reset counter goes to 0.
 5. RETIRE(previous consistent seq): members delete older checkpoints.
@@ -395,7 +395,9 @@ class RegionCore:
         previous = self.last_consistent
         self.last_consistent = self.seq
         self.checkpoint_members = sorted(self.members)
-        self.checkpoint_offsets = _union_offsets(self._cycle_offsets)
+        # Partitions nobody reported (unassigned while the group rebalances) keep the
+        # offset of the previous consistent checkpoint: nobody consumed them since.
+        self.checkpoint_offsets = _carry_forward(self.checkpoint_offsets, _union_offsets(self._cycle_offsets))
         self.consecutive_resets = 0
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
@@ -502,4 +504,18 @@ def _union_offsets(triples: list[list]) -> list[list]:
     for t, p, o in triples:
         key = (t, p)
         out[key] = o if key not in out else min(out[key], o)
+    return [[t, p, o] for (t, p), o in sorted(out.items())]
+
+
+def _carry_forward(previous: list[list], current: list[list]) -> list[list]:
+    """``current`` plus the partitions only ``previous`` knows.
+
+    A partition that no member had assigned at the drain (its owner died and the
+    group has not reassigned it yet) was not consumed since the previous
+    consistent checkpoint (a revocation after fetching forces a reset to that
+    checkpoint), so its offset there is still right; dropping it would send the
+    next owner back to the partition's initial offset and duplicate its records.
+    """
+    out = {(t, p): o for t, p, o in previous}
+    out.update({(t, p): o for t, p, o in current})
     return [[t, p, o] for (t, p), o in sorted(out.items())]

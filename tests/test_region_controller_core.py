@@ -191,3 +191,20 @@ def test_rebalance_caused_failure_forces_the_reset():
     h.core.tick(1.7)
     h.core.ack("m0", "drain", h.core.seq, None, False, "RebalanceInProgressError", 1.8, rebalance=True)
     assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == 0
+
+
+def test_unreported_partitions_keep_the_previous_checkpoint_offset():
+    """A partition nobody owns at checkpoint N (its owner was killed, not yet
+    reassigned) must keep its offset of N-1, not vanish (else the next owner
+    starts it from its initial offset and duplicates published records)."""
+    h = started(2)
+    h.core.tick(1.1)
+    h.ack_all("drain", 1.2, seq=1)
+    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 10], ["t", 1, 20]], "m1": [["t", 2, 30]]})
+    h.core.tick(2.4)
+    h.ack_all("drain", 2.5, seq=2)
+    h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 15]], "m1": [["t", 2, 35]]})
+    assert h.core.checkpoint_offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
+    h.core.request_reset("m0", True, "rebalance", 3.0)
+    reset = [b for _, b in h.take() if b["cmd"] == "reset"][0]
+    assert reset["offsets"] == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
