@@ -1,7 +1,11 @@
 """The drill's handle on a running region: member processes it can kill, add and remove.
 
 :func:`start_region` starts ``members`` ``crkafka member`` processes of one
-pipeline against a coordinator endpoint, and returns a :class:`ProcessRegion`:
+pipeline against a coordinator endpoint. By default it uses the runtime's
+runner (``cr_consumer.runtime.runner.Region``, the same code as ``crkafka
+run``) through :class:`RunnerRegion`; with ``CRKAFKA_DRILL_HARNESS=process``
+it uses the drill's own minimal supervisor :class:`ProcessRegion` (useful to
+tell a runner problem from a region problem). Both offer:
 
 * ``members()``: names of the members whose process is alive;
 * ``kill(name)``: SIGKILL that member's process (no clean shutdown); the
@@ -167,5 +171,44 @@ def _wait_or_kill(proc: subprocess.Popen) -> None:
         proc.wait(STOP_TIMEOUT_S)
 
 
-def start_region(**kwargs) -> ProcessRegion:
-    return ProcessRegion(**kwargs)
+class RunnerRegion:
+    """Adapter from the runtime's ``Region`` handle to the drill's handle.
+
+    Member logs go to ``<state_dir>/logs/<member>.log`` (the runner's layout).
+    """
+
+    def __init__(self, *, pipeline: str, members: int, coordinator: str, bootstrap: str, group: str,
+                 output_dir: Path, state_dir: Path, log_dir: Path, params: dict[str, str],
+                 period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = 10) -> None:
+        from cr_consumer.runtime.runner import Region
+
+        self.region = Region(pipeline, members=members, bootstrap=bootstrap, coordinator=coordinator, group=group,
+                             output_dir=output_dir, state_dir=state_dir, period_s=period_s,
+                             member_timeout_s=member_timeout_s, max_consecutive_resets=max_resets,
+                             params=dict(params)).start()
+
+    def members(self) -> list[str]:
+        """Members whose process is running now (not those waiting for a restart)."""
+        return [n for n, pid in self.region.pids().items() if pid]
+
+    def kill(self, name: str) -> int:
+        return self.region.kill(name)
+
+    def add_member(self) -> str:
+        return self.region.add_member()
+
+    def remove_member(self, name: str | None = None) -> str:
+        return self.region.remove_member(name)
+
+    @property
+    def failed(self) -> str | None:
+        return self.region.failed
+
+    def stop(self) -> None:
+        self.region.stop()
+
+
+def start_region(**kwargs):
+    if os.environ.get("CRKAFKA_DRILL_HARNESS", "runner") == "process":
+        return ProcessRegion(**kwargs)
+    return RunnerRegion(**kwargs)
