@@ -268,8 +268,10 @@ class ConsumerOperator:
         1. Enter CR_RESET_PENDING (records polled from now on are dropped).
         2. Merge the members' checkpoints through the coordinator (waits at most
            min(reset timeout/2, max.poll.interval/2, 15 s); a sole contributor
-           gets its own offsets back). ``data`` None or empty: this member has
-           no checkpoint ``seq`` and contributes no offsets.
+           uses its own offsets without asking: a runtime that merged the
+           offsets itself passes them as a one-member checkpoint). ``data``
+           None or empty: this member has no checkpoint ``seq`` and
+           contributes no offsets, with N = the members registered now.
         3-7. As :meth:`_reset_to`: stop polling, clear the queue and the drain
            buffer, seek every assigned partition to its merged offset or, when
            absent from the checkpoint, to its control variable, read positions
@@ -282,9 +284,12 @@ class ConsumerOperator:
         own = dict(ckpt.offsets) if ckpt is not None else {}
         n = len(ckpt.members) if ckpt is not None and ckpt.members else max(1, len(self._members))
         try:
-            merged_raw = self.control.merge_checkpoint(
-                self.config.group_id, seq, attempt, n, self.name, own, timeout=self.config.merge_timeout_s
-            )
+            if n == 1:  # a sole contributor uses its own offsets: no round trip
+                merged_raw = {(tp.topic, tp.partition): off for tp, off in own.items()}
+            else:
+                merged_raw = self.control.merge_checkpoint(
+                    self.config.group_id, seq, attempt, n, self.name, own, timeout=self.config.merge_timeout_s
+                )
         except Exception as exc:
             raise ResetError(f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}") from exc
         merged = {TopicPartition(t, p): int(o) for (t, p), o in merged_raw.items()}

@@ -25,6 +25,11 @@ def test_standalone_consumes_everything_and_commits(bootstrap, names):
         m = op.metrics()
         assert m["nAssignedPartitions"] == 4 and m["nConsumedTopics"] == 1 and m["nDrains"] >= 1
         wait_until(lambda: op.metrics()["consumerLag"] == {f"{topic}[{p}]": 0 for p in range(4)}, 10, "lag 0")
+        from prometheus_client import generate_latest
+
+        text = generate_latest(op.prometheus_registry).decode()
+        assert 'cr_consumer_nSubmittedMessages_total{operator="m0"} 4000.0' in text
+        assert f'cr_consumer_consumer_lag{{operator="m0",partition="{topic}[3]"}} 0.0' in text
     assert op.state.value == "CLOSED"
 
 

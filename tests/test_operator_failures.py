@@ -9,6 +9,7 @@ import pytest
 
 from cr_consumer import StartPosition
 from cr_consumer.broker import EmbeddedBroker
+from cr_consumer.checkpoint import OperatorCheckpoint
 from cr_consumer.event_thread import OperatorFailed
 from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.operator import DrainError, ResetError
@@ -87,7 +88,9 @@ def test_lost_coordinator_fails_the_reset_clearly(bootstrap, names, coordinator)
         sink.wait_count(5, 20)
         permit.block(5)
         op.drain()
-        data = op.checkpoint(1)
+        own = OperatorCheckpoint.decode(op.checkpoint(1))
+        # A checkpoint of two members: the reset must merge through the coordinator.
+        data = OperatorCheckpoint("m0", ("m0", "m1"), own.offsets).encode()
         coordinator.kill()
         t0 = time.monotonic()
         with pytest.raises(ResetError, match="merging checkpoint 1"):
