@@ -227,6 +227,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                     next_progress = now + PROGRESS_PERIOD_S
                     progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
                              f"(incl. replays), published {delivered}, members {sorted(region.members())}")
+                if getattr(region, "failed", None):
+                    raise RuntimeError(f"the region failed: {region.failed}")
                 if now >= deadline:
                     raise TimeoutError(
                         f"drill did not finish within {cfg.timeout_s:.0f}s: published {delivered}, "
@@ -238,9 +240,19 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
         finally:
+            # Every step runs even if an earlier one fails; failures go into the report.
+            cleanup_errors: list[str] = []
+
+            def step(what: str, fn: Callable[[], Any]) -> None:
+                try:
+                    fn()
+                except Exception as exc:
+                    log.exception("drill clean-up: %s failed", what)
+                    cleanup_errors.append(f"{what}: {exc!r}")
+
             if watch is not None:
-                watch.poll()
-                watch.close()
+                step("controller watch", watch.poll)
+                step("controller watch close", watch.close)
             end_time = time.time()
             drill_tl.event("phase", phase="stopping")
             if workload is not None:
@@ -248,21 +260,19 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 if not workload.started_at:
                     workload.done.set()
             if region is not None:
-                region.stop()
+                step("stopping the members", region.stop)
             if workload is not None and workload.started_at:
-                try:
-                    workload.join(PRODUCER_JOIN_S)
-                except Exception as exc:
-                    error = error or f"producer: {exc}"
-
-            if error is None:
-                try:
+                step("producer", lambda: workload.join(PRODUCER_JOIN_S))
+            if error is None and not cleanup_errors:
+                def read() -> None:
+                    nonlocal committed
                     committed = read_committed(bootstrap, group)
-                except Exception as exc:
-                    error = f"reading committed offsets failed: {exc!r}"
+                step("reading committed offsets", read)
             if coordinator is not None:
-                coordinator.terminate()
+                step("stopping the coordinator", coordinator.terminate)
             drill_tl.close()
+            if cleanup_errors and error is None:
+                error = "; ".join(cleanup_errors)
 
     manifest.save(drill_dir / "manifest.json")
     result = verify(manifest, dirs["output"], committed)
