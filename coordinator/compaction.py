@@ -6,7 +6,7 @@ exceed a ratio of the log the store rewrites only the live entries into a new
 segment. The store's owner thread is blocked only for steps 1 and 5:
 
 1. (owner) snapshot the state with C-level dict copies only: the group level of
-   the control table (topic dicts shared copy-on-write, offset arrays shared,
+   the control table (topic dicts shared copy-on-write, offset buffers shared,
    see `control_table`), the registry, the documents, the activity times; and
    note the log offset `start` where the snapshot stands. ~1 ms at 1,000
    groups, ~8 ms at 100,000 groups.
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 # the rest while it is blocked, so this bounds the switch pause (a few ms).
 CATCH_UP_SLACK = 256 << 10
 CATCH_UP_ROUNDS = 20
+# The compaction thread yields the GIL at most this often (see Compaction._yield).
+YIELD_EVERY_S = 0.001
 # close() waits this long for a cancelled compaction thread; it prevents a
 # shutdown from hanging on a stuck disk (the thread is a daemon).
 JOIN_TIMEOUT_S = 30.0
@@ -87,6 +89,7 @@ class Compaction:
         self._cancel = threading.Event()
         self._rewrite: SegmentRewrite | None = None
         self.started = time.perf_counter()
+        self._last_yield = self.started
         self.thread = threading.Thread(target=self._run, name="state-compaction", daemon=True)
 
     def start(self) -> None:
@@ -110,12 +113,20 @@ class Compaction:
             self.done.set()
 
     def _check_cancel(self) -> None:
-        """Between records: stop if cancelled, and yield the GIL so that the owner
-        thread (waiting in an fsync or for the GIL) does not wait a whole switch
-        interval (5 ms) behind this thread's encoding work."""
+        """Between records: stop if cancelled, and yield the GIL (see _yield)."""
         if self._cancel.is_set():
             raise CompactionCancelled()
-        time.sleep(0)
+        self._yield()
+
+    def _yield(self) -> None:
+        """Give the GIL away after YIELD_EVERY_S of work, so that the owner thread
+        (back from an fsync, wanting the GIL) does not wait a whole switch interval
+        (5 ms) behind this thread. Not more often: each yield to a busy owner can
+        cost this thread up to a switch interval."""
+        now = time.perf_counter()
+        if now - self._last_yield >= YIELD_EVERY_S:
+            time.sleep(0)
+            self._last_yield = time.perf_counter()
 
     def _write_snapshot(self, out: SegmentRewrite) -> None:
         snap, batch = self._snap, self.batch_entries
@@ -147,7 +158,7 @@ class Compaction:
                 if count >= batch:
                     emit()
         for group, topic, partitions, offsets in iter_snapshot(snap.control, batch):
-            time.sleep(0)  # yield the GIL often (see _check_cancel)
+            self._yield()
             if count + len(partitions) > batch:
                 emit()
             entries.append(records.control_entry(group, topic, partitions, offsets))

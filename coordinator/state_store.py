@@ -51,8 +51,8 @@ from coordinator.store_maintenance import StoreMaintenance
 
 log = logging.getLogger(__name__)
 
-# Largest partition number accepted: the table stores offsets in an array
-# indexed by partition, so this bounds one topic's array (8 MiB).
+# Largest partition number accepted: the table stores offsets in a buffer
+# indexed by partition, so this bounds one topic's buffer (8 MiB).
 MAX_PARTITION = (1 << 20) - 1
 class RegionIndexMismatch(Exception):
     def __init__(self, group: str, expected: int, got: int) -> None:
