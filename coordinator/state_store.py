@@ -260,14 +260,23 @@ class StateStore(StoreMaintenance):
                 os_.append(offset)
                 current = offset
             effective[(topic, partition)] = current
-        if new or effective:
-            self._mark_active(group)
-        if new:
-            entries = [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()]
-            payload, count = self._encode(entries)  # may raise: nothing changed yet
-            for topic, (ps, os_) in new.items():
-                self._control.set_many(group, topic, ps, os_)
-            self._append_encoded(payload, count)
+        if not new:
+            if effective:
+                self._mark_active(group)
+            return effective
+        had_state = group in self._activity
+        self._mark_active(group)  # before encoding: the record carries the activity
+        entries = [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()]
+        try:
+            payload, count = self._encode(entries)
+        except ValueError:
+            if not had_state:  # keep _activity == the groups holding state
+                del self._activity[group]
+                self._dirty_activity.discard(group)
+            raise
+        for topic, (ps, os_) in new.items():
+            self._control.set_many(group, topic, ps, os_)
+        self._append_encoded(payload, count)
         return effective
 
     def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:

@@ -6,7 +6,7 @@ tables and the log it works on are the store's (same owner thread).
 Retention (`expire`): a group whose last activity (a write, a registration, a
 `touch`) is older than `retention_s` gets every control variable tombstoned,
 and its registry entry too if no member is registered. Tombstones are batched
-into records of at most BATCH_ENTRIES keyed entries (never splitting a group).
+into records of about BATCH_ENTRIES keyed entries.
 
 Compaction (`maybe_compact`, run by the owner periodically): when dead entries
 exceed `compact_dead_ratio` of the entries in the log (and the log is at least
@@ -57,28 +57,39 @@ class StoreMaintenance:
         expired = 0
         entries: list[list] = []
         count = 0
+        groups = 0
         # _activity has exactly the groups that hold state (StateStore keeps it so).
         for group, last in [(g, t) for g, t in self._activity.items() if t < cutoff]:
             removed = self._control.drop_group(group)
+            registry = self._groups.get(group)
+            drop_registry = registry is not None and not registry.members
+            if not removed and not drop_registry:
+                continue  # a registered group whose control variables are gone already
+            groups += 1
             for topic, partitions in removed:
                 entries.append(records.control_entry(group, topic, partitions, [None] * len(partitions)))
                 count += len(partitions)
                 expired += len(partitions)
-            registry = self._groups.get(group)
-            if registry is not None and not registry.members:
+                if count >= BATCH_ENTRIES:
+                    # Memory already changed: the records must follow (a group may span
+                    # records; a crash in between leaves it idle, and the next expire
+                    # finishes it).
+                    self._append_encoded(*self._encode(entries))
+                    entries, count = [], 0
+            if drop_registry:
                 del self._groups[group]
                 entries.append(records.group_tombstone(group))
                 count += 1
             if group not in self._groups:
                 del self._activity[group]
                 self._dirty_activity.discard(group)
-            log.info("retention: group %r idle since %.0f: tombstoned %d control variables",
-                     group, last, sum(len(p) for _, p in removed))
-            if count >= BATCH_ENTRIES:
-                self._append_encoded(*self._encode(entries))
-                entries, count = [], 0
+            log.debug("retention: group %r idle since %.0f: tombstoned %d control variables%s",
+                      group, last, sum(len(p) for _, p in removed), " and its registry entry" if drop_registry else "")
         if entries:
             self._append_encoded(*self._encode(entries))
+        if groups:
+            log.info("retention: %d groups idle for more than %.0f s: tombstoned %d control variables",
+                     groups, self.retention_s, expired)
         return expired
 
     def _live_entries(self) -> int:

@@ -173,6 +173,22 @@ def test_retention_expires_exactly_the_idle_groups(tmp_path):
     store.close()
 
 
+def test_a_big_group_expires_across_several_records(tmp_path):
+    clock = Clock()
+    store = _open(tmp_path, retention_s=10, clock=clock)
+    store.put_initial_offsets("big", {(f"t{t}", p): p for t in range(5) for p in range(5000)})
+    store.put_initial_offsets("small", {("t", 0): 1})
+    clock.now += 20
+    records_before = store.stats()["log_records"]
+    assert store.expire() == 25_001
+    assert store.stats()["log_records"] - records_before >= 3  # batched by ~10,000 entries
+    assert store.groups() == [] and store.stats()["control_variables"] == 0
+    store.sync()
+    store = _reopen(store, retention_s=10, clock=clock)
+    assert store.groups() == [] and store.stats()["control_variables"] == 0
+    store.close()
+
+
 def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
     clock = Clock()
     store = _open(tmp_path, clock=clock, retention_s=100, compact_min_bytes=1000, compact_dead_ratio=0.5)
