@@ -25,7 +25,9 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
 * ``region_reset_request {region, member, incarnation, force, reason}``: a reset
   (``force`` for a rebalance). Requests during a reset do not stack.
 * ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
-* ``region_leave {region, member, incarnation}``: graceful leave (the region resets).
+* ``region_leave {region, member, incarnation}``: graceful leave (the region
+  resets); reply ``{last_consistent}``: the leaver publishes what that
+  checkpoint covers (it may have missed the RESUME naming it) before it exits.
 * ``region_status {region?}``: one region's status, or all.
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
@@ -330,7 +332,10 @@ class RegionControllerService:
             m = core.members.get(msg.member)
             if m is not None and m.incarnation == msg.incarnation:
                 core.leave(msg.member, req.received)
-        return {}
+            # The leaver publishes what the last consistent checkpoint covers (it may
+            # have missed the RESUME that names it) before it exits.
+            return {"last_consistent": core.last_consistent}
+        return {"last_consistent": None}
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)

@@ -18,8 +18,9 @@ operator-driven: on a member's ``trigger``):
 3. All checkpointed: ``seq`` is the last consistent checkpoint; it is persisted
    (with the members and the union of their source offsets, plus the previous
    checkpoint's offsets of partitions nobody reported) BEFORE anyone is told.
-4. RESUME(complete=seq) to every member: sinks publish the interval, permits
-   are released. Phase RUNNING; the consecutive-reset counter goes to 0.
+4. RESUME(complete=seq, offsets) to every member: sinks publish the interval,
+   sources keep ``offsets`` as the place to start a partition assigned to them
+   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0.
 5. RETIRE(previous consistent seq): members delete older checkpoints.
 
 A member that does not answer within the drain timeout, an error answer (one
@@ -404,7 +405,7 @@ class RegionCore:
         self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
                                   f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
         self._on_event("checkpoint", {"seq": self.seq})
-        self._broadcast(self.members, {"cmd": "resume", "complete": self.seq})
+        self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
         if previous is not None:
             self._broadcast(self.members, {"cmd": "retire", "seq": previous})
         self.last_resume_at = now

@@ -53,7 +53,8 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     assert h.core.phase is Phase.RUNNING
     assert h.docs[-1]["last_consistent"] == 1 and len(h.docs) == n_docs + 1
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
-    assert [b for _, b in h.take()] == [{"cmd": "resume", "complete": 1}] * 2
+    assert [b for _, b in h.take()] == [{"cmd": "resume", "complete": 1,
+                                         "offsets": [["t", 0, 5], ["t", 1, 7]]}] * 2
     # second cycle retires the first
     h.core.tick(2.5)
     h.ack_all("drain", 2.6, seq=2)

@@ -174,3 +174,23 @@ def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
             assert time.monotonic() < deadline, (ot.customer_totals(tmp_path / "out"), region.status())
             time.sleep(0.2)
         assert region.status()["resets"] >= 2
+
+
+def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
+    produce(bootstrap, topic, half_values(4000))
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2) as region:
+        wait_rows(tmp_path / "out", 500, 40, region)
+        added = region.add_member()
+        region.wait_until(lambda s: added in s["members"] and s["phase"] == "RUNNING", 30)
+        produce(bootstrap, topic, half_values(4000, 4000))
+        removed = region.remove_member("member-0")  # graceful: leaves the region and the group
+        assert removed == "member-0" and "member-0" not in region.pids()
+        produce(bootstrap, topic, half_values(4000, 8000))
+        rows = wait_rows(tmp_path / "out", 12000, 60, region)
+        status = region.wait_until(lambda s: "member-0" not in s["members"] and s["phase"] == "RUNNING", 30)
+        assert sorted(status["members"]) == ["member-1", added]
+        time.sleep(1.0)
+        rows = published(tmp_path / "out")
+    check_exactly_once(rows, topic, {p: 3000 for p in range(4)})

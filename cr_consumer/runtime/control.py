@@ -46,6 +46,8 @@ JOIN_RETRY_S = 0.5
 LOST_AFTER_S = 3.0
 #: Bound on the I/O thread's exit at stop().
 STOP_JOIN_S = 5.0
+#: Bound on waiting for the answer to a graceful leave (the coordinator may be down).
+LEAVE_TIMEOUT_S = 3.0
 
 Command = dict[str, Any]
 
@@ -86,15 +88,31 @@ class ControlChannel:
         self.failure: BaseException | None = None
         self.joins = 0
         self.last_reply: dict[str, Any] = {}
+        self._left = threading.Event()
+        self._leaving = False
+        self.leave_reply: dict | None = None
 
     # ------------------------------------------------------------------ API (any thread)
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"region-io-{self.member}", daemon=True)
         self._thread.start()
 
-    def stop(self, leave: bool = True) -> None:
-        if leave and self.joined.is_set():
-            self.send("region_leave", {})
+    def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
+        """Leave the region gracefully; returns the controller's answer
+        (``{"last_consistent": seq}``) or None when none came within ``timeout``."""
+        if not self.joined.is_set() or self._thread is None or not self._thread.is_alive():
+            return None
+        self._left.clear()
+        self._leaving = True  # the I/O thread must not join again
+        self.send("region_leave", {})
+        if not self._left.wait(timeout):
+            log.warning("%s: no answer to region_leave within %.1fs", self.member, timeout)
+            return None
+        return self.leave_reply
+
+    def stop(self, leave: bool = False) -> None:
+        if leave:
+            self.leave()
         self._stop.set()
         self._wake()
         if self._thread is not None:
@@ -159,7 +177,9 @@ class ControlChannel:
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
-                if not self.joined.is_set() and now - join_sent >= JOIN_RETRY_S:
+                if self._leaving:
+                    pass
+                elif not self.joined.is_set() and now - join_sent >= JOIN_RETRY_S:
                     join_sent = now
                     self._request(sock, pending, "region_join",
                                   {"pid": os.getpid(), "config": self.region_config})
@@ -255,5 +275,9 @@ class ControlChannel:
             self.joined.set()
             log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
                      self.region, env.body.get("phase"), env.body.get("last_consistent"))
+        elif msg_type == "region_leave":
+            self.leave_reply = dict(env.body)
+            self.joined.clear()
+            self._left.set()
         elif env.type.endswith("_reply"):
             self.last_reply = dict(env.body)

@@ -20,9 +20,10 @@ Commands (each answered with ``region_ack`` ok / error text):
   not become a checkpoint).
 * ``checkpoint {seq}``: ``checkpoint(seq)`` every operator, save each in the
   checkpoint store, seal ``seq``; the ack carries the source's offsets.
-* ``resume {complete}``: ``notify_checkpoint_complete(complete)`` on every
-  operator when a checkpoint completed (the file sink publishes), then unblock
-  the permit.
+* ``resume {complete, offsets}``: when a checkpoint completed, the source keeps
+  ``offsets`` (the checkpoint's union) for partitions assigned to it later,
+  ``notify_checkpoint_complete(complete)`` on every operator (the file sink
+  publishes), then unblock the permit.
 * ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
   checkpoints <= seq from the store.
 * ``reset {seq, attempt, members, offsets}``: block the permit; in reverse
@@ -283,18 +284,30 @@ class Member:
         return EXIT_OK
 
     def _shutdown(self, leave: bool) -> None:
+        """1. stop the source (no more batches); 2. on a graceful stop, leave the
+        region and publish what its last consistent checkpoint covers (a RESUME
+        naming it may not have been processed); 3. stop the channel; 4. close
+        the operators."""
+        self.permit.unblock()  # let the source's threads finish their batch and stop
+        self._close(getattr(self.source, "close", None))
         if self.channel is not None:
-            self.channel.stop(leave=leave)
-        self.permit.unblock()
-        errors = []
-        for closer in (getattr(self.source, "close", None), getattr(self.pipeline, "close", None)):
-            if closer is None:
-                continue
-            try:
-                closer()
-            except Exception as exc:  # log every one; the process is ending anyway
-                log.exception("%s: error while closing", self.settings.member)
-                errors.append(exc)
+            answer = self.channel.leave() if leave else None
+            complete = (answer or {}).get("last_consistent")
+            if complete is not None:
+                for op_id, h in self.handlers:
+                    notify = getattr(h, "notify_checkpoint_complete", None)
+                    if op_id != SOURCE_ID and notify is not None:
+                        self._close(lambda n=notify: n(complete))
+            self.channel.stop(leave=False)
+        self._close(getattr(self.pipeline, "close", None))
+
+    def _close(self, closer) -> None:
+        if closer is None:
+            return
+        try:
+            closer()
+        except Exception:  # logged; the process is ending and the other parts must still close
+            log.exception("%s: error while shutting down", self.settings.member)
 
     # ------------------------------------------------------------------ commands (control thread)
     def _execute(self, cmd: dict) -> None:
@@ -309,7 +322,7 @@ class Member:
                 offsets = self._checkpoint(seq)
                 self.channel.ack("checkpoint", seq=seq, offsets=offsets)
             elif kind == "resume":
-                self._resume(cmd.get("complete"))
+                self._resume(cmd.get("complete"), cmd.get("offsets"))
             elif kind == "retire":
                 for _, h in self.handlers:
                     h.retire_checkpoint(seq)
@@ -359,7 +372,9 @@ class Member:
         self.store.seal(seq)
         return offsets
 
-    def _resume(self, complete: int | None) -> None:
+    def _resume(self, complete: int | None, offsets: list | None = None) -> None:
+        if complete is not None and offsets is not None:
+            self._set_source_offsets(complete, offsets)
         if complete is not None:
             for _, h in self.handlers:
                 notify = getattr(h, "notify_checkpoint_complete", None)
@@ -368,6 +383,21 @@ class Member:
             self.completed.append(complete)
             del self.completed[:-100]
         self.permit.unblock()
+
+    def _set_source_offsets(self, seq: int, offsets: list) -> None:
+        """The source seeks a partition assigned to it later (without a reset) to its
+        offset in the LAST consistent checkpoint, not the one of its last reset
+        (which the retire of older checkpoints drops; the partition would then
+        start at its initial offset and repeat published records)."""
+        from kafka import TopicPartition
+
+        merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
+        setter = getattr(self.source, "set_consistent_offsets", None)
+        if setter is not None:
+            setter(seq, merged)
+        elif hasattr(self.source, "_merged"):
+            # ConsumerOperator keeps the map of its last reset there (see handlers.py).
+            self.source._merged = (seq, merged)
 
     def _reset(self, seq: int, attempt: int, members: list[str], offsets: list) -> None:
         from kafka import TopicPartition
