@@ -14,6 +14,12 @@ ratio is against the median of the bare loop in the same run. Drain latency
 (stop polling -> commit acknowledged, 4 partitions) is sampled by a drain +
 checkpoint every 100 ms during a separate consuming run.
 
+Reset latency after a member joins (a real coordinator process): two members
+consume a topic, a third joins; the region (as the runtime would) resets all
+three to a merged checkpoint when asked. Reported: from the first revocation
+to every member's first tuple after its reset, minus the broker's own
+rebalance time (first revocation -> last assignment).
+
     .venv/bin/python bench/bench_operator.py                      # 1M x 100 B, 4 partitions, 3 trials
     .venv/bin/python bench/bench_operator.py --messages 200000 --trials 3
 """
@@ -113,6 +119,138 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False) -
             "drains": len(drains_ms), "drain_ms": drains_ms}
 
 
+class _Timed:
+    """A submit_batch that remembers when each batch arrived."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.count = 0
+
+    def __call__(self, records) -> None:
+        self.times.append(time.monotonic())
+        self.count += len(records)
+
+    def first_after(self, t: float) -> float | None:
+        for x in self.times:
+            if x >= t:
+                return x
+        return None
+
+
+class _BenchRegion:
+    """What the region runtime does on a reset request: block every member's
+    permit, reset each (concurrently) to the merged offsets given as a
+    one-member checkpoint, unblock."""
+
+    def __init__(self, merged) -> None:
+        self.members = []
+        self.merged = merged
+        self.requests = 0
+        self.done_at: dict[str, float] = {}
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._running = False
+
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        with self._lock:
+            self.requests += 1
+            if self._running:
+                return
+            self._running = True
+        threading.Thread(target=self._cycle, daemon=True).start()
+
+    def _cycle(self) -> None:
+        from cr_consumer.checkpoint import OperatorCheckpoint
+
+        ops = list(self.members)
+        try:
+            for op in ops:
+                op.permit.block(30)
+            threads = []
+            for op in ops:
+                data = OperatorCheckpoint(op.name, (op.name,), self.merged).encode()
+                t = threading.Thread(target=self._reset_one, args=(op, data))
+                t.start()
+                threads.append(t)
+            for t in threads:
+                t.join(60)
+        finally:
+            for op in ops:
+                op.permit.unblock()
+            with self._lock:
+                self._running = False
+
+    def _reset_one(self, op, data) -> None:
+        try:
+            op.reset(1, data, 0)
+            self.done_at[op.name] = time.monotonic()
+        except BaseException as exc:  # noqa: BLE001 - reported by the bench
+            self.errors.append(exc)
+
+
+def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
+    """Two members consume; a third joins. Latency = from the first revocation
+    to every member's first tuple after its reset, minus the broker's
+    rebalance time (first revocation -> last assignment)."""
+    from kafka import TopicPartition
+
+    group = f"bench-reset-{uuid.uuid4().hex[:8]}"
+    merged = {TopicPartition(topic, p): 0 for p in range(partitions)}
+    region = _BenchRegion(merged)
+    revoked: list[float] = []
+    assigned: dict[str, float] = {}
+    sinks: dict[str, _Timed] = {}
+
+    def member(name):
+        sink = _Timed()
+        sinks[name] = sink
+        cfg = OperatorConfig(
+            bootstrap_servers=bootstrap, group_id=group, operator_name=name, topics=[topic],
+            coordinator=coordinator, start_position=StartPosition.BEGINNING, drain_timeout_s=10, reset_timeout_s=20,
+            consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        op = ConsumerOperator(cfg, submit_batch=sink, permit=RegionPermit(), region=region)
+        orig_revoked, orig_assigned = op.rebalancer.on_revoked, op.rebalancer.on_assigned
+
+        def on_revoked(tps, *, lost):
+            if tps:
+                revoked.append(time.monotonic())
+            orig_revoked(tps, lost=lost)
+
+        def on_assigned(tps):
+            assigned[name] = time.monotonic()
+            orig_assigned(tps)
+
+        op.rebalancer.on_revoked = on_revoked
+        op.rebalancer.on_assigned = on_assigned
+        region.members.append(op)
+        return op.start()
+
+    ops = [member("m0"), member("m1")]
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while sum(s.count for s in sinks.values()) < n or not all(
+                op.metrics()["nAssignedPartitions"] == partitions // 2 for op in ops):
+            if time.monotonic() > deadline:
+                raise TimeoutError("two members did not consume the topic")
+            time.sleep(0.05)
+        ops.append(member("m2"))
+        while not (len(region.done_at) == 3 and all(
+                sinks[name].first_after(max(region.done_at[name], assigned.get(name, 0))) for name in sinks)):
+            if time.monotonic() > deadline or region.errors:
+                raise TimeoutError(f"reset did not complete: {region.errors}")
+            time.sleep(0.01)
+    finally:
+        for op in ops:
+            op.close()
+    t_rev = min(revoked)
+    t_asg = max(assigned.values())
+    firsts = {name: sinks[name].first_after(max(region.done_at[name], assigned[name])) for name in sinks}
+    total = max(firsts.values()) - t_rev
+    broker = t_asg - t_rev
+    return {"total_ms": total * 1000, "broker_rebalance_ms": broker * 1000, "reset_ms": (total - broker) * 1000,
+            "reset_requests": region.requests}
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else None
@@ -129,6 +267,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--modes", default="bare,operator,operator+cycles,operator/submit")
     ap.add_argument("--drain-samples-s", type=float, default=10.0, help="length of the drain-latency run")
+    ap.add_argument("--reset-trials", type=int, default=3, help="member-join reset-latency trials (0: skip)")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
     modes = args.modes.split(",")
@@ -155,15 +294,35 @@ def main() -> None:
                 results[mode].append(r)
                 print(f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s)", flush=True)
         drain = None
-        if args.drain_samples_s > 0:
+        if args.drain_samples_s > 0 and args.trials > 0:
             # Drain latency: a drain + checkpoint every 100 ms while consuming.
             r = run_operator(bootstrap, topic, n, cycle_every_s=0.1)
             drain = {"samples": len(r["drain_ms"]), "p50_ms": pct(r["drain_ms"], 0.5),
                      "p99_ms": pct(r["drain_ms"], 0.99), "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None}
-    base = statistics.median(r["records_per_s"] for r in results["bare"]) if "bare" in results else None
+        resets = []
+        if args.reset_trials > 0:
+            from coordinator.launcher import CoordinatorProcess
+            import tempfile
+
+            small = create_topic(bootstrap, unique_name("bench-reset"), args.partitions)
+            produce_fixed(bootstrap, small, 20_000)
+            with tempfile.TemporaryDirectory() as state, CoordinatorProcess(Path(state)) as coord:
+                for trial in range(args.reset_trials):
+                    r = reset_latency_trial(bootstrap, coord.endpoint, small, args.partitions, 20_000)
+                    resets.append(r)
+                    print(f"reset trial {trial}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
+    base = statistics.median(r["records_per_s"] for r in results["bare"]) if results.get("bare") else None
     summary = {"messages": args.messages, "partitions": args.partitions, "trials": args.trials,
-               "median_records_per_s": {}, "ratio_to_bare": {}, "drain_latency": drain}
+               "median_records_per_s": {}, "ratio_to_bare": {}, "drain_latency": drain,
+               "reset_after_join_ms": {
+                   "trials": len(resets),
+                   "median_reset_ms": statistics.median(r["reset_ms"] for r in resets) if resets else None,
+                   "max_reset_ms": max(r["reset_ms"] for r in resets) if resets else None,
+                   "median_broker_rebalance_ms": statistics.median(r["broker_rebalance_ms"] for r in resets) if resets else None,
+               }}
     for mode, runs in results.items():
+        if not runs:
+            continue
         med = statistics.median(r["records_per_s"] for r in runs)
         summary["median_records_per_s"][mode] = round(med)
         if base:

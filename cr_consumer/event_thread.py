@@ -44,11 +44,11 @@ log = logging.getLogger(__name__)
 
 #: Longest single poll: bounds how late a stop-polling event (drain) or any
 #: other event is served while records keep arriving.
-POLL_TIMEOUT_MS = 50
+POLL_TIMEOUT_MS = 20
 #: Poll timeout while the group join is in progress (no assignment yet, or
 #: after a revocation): kafka-python finishes a join only inside poll(), and
 #: with a pattern subscription each poll first waits for a metadata refresh;
-#: a 50 ms poll times out there every time and the join never completes.
+#: a short poll times out there every time and the join never completes.
 JOIN_POLL_TIMEOUT_MS = 500
 #: Wait between throttled polls after a checkpoint/reset (reference: 100 ms):
 #: prevents filling the queue before the runtime has resumed the region.
