@@ -103,7 +103,7 @@ def analyse(events: list[dict], fault_time: float | None, end_time: float | None
     after_resets = [e for e in resets if e["t"] >= fault_time]
     if after_resets:
         out["time_to_detect_s"] = round(after_resets[0]["t"] - fault_time, 3)
-        resume_kinds = ("ctl_resume",) if watched else ("resume", "batch")
+        resume_kinds = ("ctl_resume",) if watched else ("resume",)
         first_resume = _first([e for e in events if e["t"] >= after_resets[0]["t"]],
                               lambda e: e["ev"] in resume_kinds)
         if first_resume:
