@@ -194,3 +194,49 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
         time.sleep(1.0)
         rows = published(tmp_path / "out")
     check_exactly_once(rows, topic, {p: 3000 for p in range(4)})
+
+
+OPERATOR_DRIVEN = '''
+from cr_consumer.runtime import KafkaSource, Pipeline
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")],
+                                 options={"start_position": "beginning", "trigger_count": 700}))
+            .sink(ctx.file_sink()))
+'''
+
+
+def test_operator_driven_region_checkpoints_on_trigger(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    pipeline = write_module(tmp_path, "driven", OPERATOR_DRIVEN)
+    produce(bootstrap, topic, half_values(4000))
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2, operator_driven=True,
+                     period_s=60.0) as region:
+        rows = wait_rows(tmp_path / "out", 4000 - 2 * 700, 40, region)  # the tail waits for a trigger
+        status = region.status()
+        assert status["mode"] == "operator_driven" and status["checkpoints"] >= 2
+        rows = published(tmp_path / "out")
+    offsets: dict[int, list[int]] = {}
+    for r in rows:
+        offsets.setdefault(r["partition"], []).append(r["offset"])
+    for p, offs in offsets.items():  # a contiguous prefix from 0, each once
+        assert sorted(offs) == list(range(len(offs))), p
+
+
+def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
+    import subprocess
+    import sys
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
+    produce(bootstrap, topic, half_values(2000))
+    proc = subprocess.run(
+        [sys.executable, "-m", "cr_consumer.cli", "run", pipeline, "--members", "2", "--bootstrap", bootstrap,
+         "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
+         "--period", "0.5", "--duration", "14", "--status-every", "2",
+         "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],
+        capture_output=True, text=True, timeout=90, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "RUNNING" in proc.stdout or "DRAINING" in proc.stdout or "CHECKPOINTING" in proc.stdout
+    check_exactly_once(published(tmp_path / "out"), topic, {0: 1000, 1: 1000})
+    assert (tmp_path / "state" / "logs" / "member-0.log").exists()
