@@ -52,112 +52,23 @@ join) the region resets to its last consistent checkpoint.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable
 from typing import Any
 
-import attrs
+from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
+    DOC_VERSION,
+    TRANSITIONS,
+    InvalidTransition,
+    MemberInfo,
+    Phase,
+    RegionConfig,
+    ResetKind,
+    carry_forward,
+    union_offsets,
+)
 
 log = logging.getLogger(__name__)
-
-DOC_VERSION = 1
-
-
-class Phase(str, enum.Enum):
-    WAITING = "WAITING"  # not enough members yet (start-up, coordinator restart, everyone left)
-    RUNNING = "RUNNING"  # members process tuples
-    DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
-    CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
-    RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
-    FAILED = "FAILED"  # too many consecutive resets; terminal
-
-
-#: The only allowed phase transitions; anything else is a bug and raises.
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.WAITING: frozenset({Phase.RESETTING, Phase.FAILED}),
-    Phase.RUNNING: frozenset({Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.DRAINING: frozenset({Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.CHECKPOINTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.RESETTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.FAILED: frozenset(),
-}
-
-
-class InvalidTransition(RuntimeError):
-    pass
-
-
-class ResetKind(str, enum.Enum):
-    FAILURE = "failure"  # counts towards max_consecutive_resets
-    FORCE = "force"  # a rebalance: resets the consecutive counter
-    MEMBERSHIP = "membership"  # a member joined/left: counter unchanged
-
-
-def _positive(name: str):
-    def check(instance, attribute, value):
-        if value <= 0:
-            raise ValueError(f"region config: {name} must be > 0, got {value!r}")
-
-    return check
-
-
-@attrs.frozen
-class RegionConfig:
-    """A region's settings; the first member to join fixes them."""
-
-    name: str
-    index: int = 0
-    mode: str = attrs.field(default="periodic")
-    #: Seconds between the end of one cycle and the start of the next (periodic mode).
-    period_s: float = attrs.field(default=1.0, validator=_positive("period_s"))
-    #: Bound on each of the drain and checkpoint phases: a member that is stuck
-    #: (a wedged sink, a lost broker) fails the cycle instead of blocking the region.
-    drain_timeout_s: float = attrs.field(default=30.0, validator=_positive("drain_timeout_s"))
-    #: Bound on a reset round: a member that never finishes its reset is retried.
-    reset_timeout_s: float = attrs.field(default=30.0, validator=_positive("reset_timeout_s"))
-    max_consecutive_resets: int = attrs.field(default=5, validator=_positive("max_consecutive_resets"))
-    #: A member silent this long is considered dead (detects kill -9 and hosts
-    #: that vanish, so the region does not wait for it for ever).
-    member_timeout_s: float = attrs.field(default=5.0, validator=_positive("member_timeout_s"))
-    #: Members expected at start-up; the first reset waits for them (or join_grace_s).
-    min_members: int = attrs.field(default=1, validator=_positive("min_members"))
-    #: Bound on waiting for min_members / the members known before a coordinator
-    #: restart, so one member that never comes back cannot stall the region.
-    join_grace_s: float = attrs.field(default=10.0, validator=_positive("join_grace_s"))
-
-    def __attrs_post_init__(self) -> None:
-        if self.mode not in ("periodic", "operator_driven"):
-            raise ValueError(f"region config: mode must be 'periodic' or 'operator_driven', got {self.mode!r}")
-        if not self.name:
-            raise ValueError("region config: name must be non-empty")
-
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RegionConfig":
-        known = {f.name for f in attrs.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"region config: unknown settings {sorted(unknown)}")
-        return cls(**d)
-
-    def same_settings(self, other: "RegionConfig") -> list[str]:
-        """Names of the settings that differ (min_members and join_grace_s may differ)."""
-        skip = {"min_members", "join_grace_s"}
-        return [f.name for f in attrs.fields(RegionConfig)
-                if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)]
-
-
-@attrs.define
-class MemberInfo:
-    name: str
-    identity: bytes
-    incarnation: str
-    last_seen: float
-    pid: int | None = None
-
 
 Send = Callable[[str, dict[str, Any]], None]
 Persist = Callable[[dict[str, Any]], None]
@@ -398,7 +309,7 @@ class RegionCore:
         self.checkpoint_members = sorted(self.members)
         # Partitions nobody reported (unassigned while the group rebalances) keep the
         # offset of the previous consistent checkpoint: nobody consumed them since.
-        self.checkpoint_offsets = _carry_forward(self.checkpoint_offsets, _union_offsets(self._cycle_offsets))
+        self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
         self.consecutive_resets = 0
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
@@ -496,27 +407,3 @@ class RegionCore:
             "failed_cycles": self.failed_cycles,
             "failed_reason": self.failed_reason,
         }
-
-
-def _union_offsets(triples: list[list]) -> list[list]:
-    """Union of members' [topic, partition, offset] lists; the minimum wins on overlap
-    (replays, never skips)."""
-    out: dict[tuple[str, int], int] = {}
-    for t, p, o in triples:
-        key = (t, p)
-        out[key] = o if key not in out else min(out[key], o)
-    return [[t, p, o] for (t, p), o in sorted(out.items())]
-
-
-def _carry_forward(previous: list[list], current: list[list]) -> list[list]:
-    """``current`` plus the partitions only ``previous`` knows.
-
-    A partition that no member had assigned at the drain (its owner died and the
-    group has not reassigned it yet) was not consumed since the previous
-    consistent checkpoint (a revocation after fetching forces a reset to that
-    checkpoint), so its offset there is still right; dropping it would send the
-    next owner back to the partition's initial offset and duplicate its records.
-    """
-    out = {(t, p): o for t, p, o in previous}
-    out.update({(t, p): o for t, p, o in current})
-    return [[t, p, o] for (t, p), o in sorted(out.items())]

@@ -1,0 +1,76 @@
+"""Setting up a member: its settings, loading the pipeline module, and telling
+rebalance-caused failures from real ones (used by ``member.py``)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import attrs
+
+
+class SettingsError(ValueError):
+    pass
+
+
+#: Kafka errors that mean "the group is rebalancing", not "this member is broken".
+_REBALANCE_ERRORS = ("RebalanceInProgressError", "CommitFailedError", "IllegalGenerationError",
+                     "UnknownMemberIdError")
+
+
+def caused_by_rebalance(exc: BaseException) -> bool:
+    """True when a failed drain/checkpoint/reset was caused by a group rebalance
+    (the controller then resets in force mode: a rebalance is not a failure and
+    must not count towards max_consecutive_resets)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if type(exc).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def load_pipeline_module(spec: str) -> ModuleType:
+    """A module name (``examples.wordcount``) or a path (``examples/wordcount.py``)."""
+    if spec.endswith(".py") or "/" in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise SettingsError(f"pipeline module {spec!r}: no such file")
+        name = f"crpipeline_{path.stem}"
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise SettingsError(f"pipeline module {spec!r} cannot be loaded")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(spec)
+        except ModuleNotFoundError as exc:
+            raise SettingsError(f"pipeline module {spec!r} not found ({exc}); give a module name or a .py path") from None
+    if not callable(getattr(module, "build", None)):
+        raise SettingsError(f"pipeline module {spec!r} has no build(ctx) -> Pipeline function")
+    return module
+
+
+@attrs.frozen
+class MemberSettings:
+    """Everything one member process needs (``crkafka member`` builds it from its arguments)."""
+
+    pipeline: str
+    bootstrap: str
+    coordinator: str
+    group: str
+    member: str
+    output_dir: Path = attrs.field(converter=Path)
+    state_dir: Path = attrs.field(converter=Path)
+    region_index: int = 0
+    #: RegionConfig settings sent with the join (period_s, drain_timeout_s, ...).
+    region: dict = attrs.field(factory=dict)
+    params: dict = attrs.field(factory=dict)
+    #: Kafka consumer properties by dotted name, over the pipeline's own.
+    kafka: dict = attrs.field(factory=dict)
