@@ -23,6 +23,11 @@ Protocol of the writer (one owner thread):
    the sync that covers it returned.
 3. `flush()` writes the buffer without fsync (compaction uses it so that a
    reader thread can copy the bytes; they are durable after the next fsync).
+4. Fail-stop: if a write() or fsync of the segment fails, the log refuses every
+   later append and sync (`LogFailed`). After a failed fsync the kernel may
+   have dropped the dirty pages, so a later fsync that succeeds proves nothing,
+   and a failed write may have left half a record. The process must restart:
+   recovery then replays what is really on disk (a half record is a torn tail).
 
 Recovery on open (`SegmentLog.open`):
 
@@ -95,6 +100,10 @@ class StateDirInUse(LogError):
     pass
 
 
+class LogFailed(LogError):
+    """A write or fsync of the log failed earlier; restart to recover from disk."""
+
+
 def segment_name(generation: int) -> str:
     return f"segment-{generation:020d}.log"
 
@@ -137,6 +146,7 @@ class SegmentLog:
         self.flushed_end = 0  # published copy of _file_end for reader threads
         self._dir_dirty = False
         self.fsyncs = 0
+        self.failed: OSError | None = None  # set by the first write/fsync failure
 
     # ---- open / recovery -------------------------------------------------------------
     def open(self, on_record: Callable[[int, memoryview], None]) -> Recovery:
@@ -253,9 +263,13 @@ class SegmentLog:
             self._check_open()
             view = memoryview(self._buf)
             written = 0
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
-            view.release()
+            try:
+                while written < len(view):
+                    written += os.write(self._fd, view[written:])
+            except OSError as exc:
+                self._fail(exc, "write")
+            finally:
+                view.release()
             self._file_end += written
             self._buf.clear()
             self.flushed_end = self._file_end
@@ -264,21 +278,35 @@ class SegmentLog:
         """Group commit: one write, one fsync of the file (and of the directory if it changed)."""
         self._check_open()
         self.flush()
-        os.fsync(self._fd)
+        try:
+            os.fsync(self._fd)
+            if self._dir_dirty:
+                fsync_dir(self.state_dir)
+        except OSError as exc:
+            self._fail(exc, "fsync")
         self.fsyncs += 1
-        if self._dir_dirty:
-            fsync_dir(self.state_dir)
-            self._dir_dirty = False
+        self._dir_dirty = False
+
+    def _fail(self, exc: OSError, what: str) -> None:
+        self.failed = exc
+        log.critical("%s of %s failed (%s): the log accepts no more writes; restart the coordinator "
+                     "(recovery replays what is on disk)", what, self.path, exc)
+        raise LogFailed(f"{what} of {self.path} failed: {exc}; restart the coordinator") from exc
 
     def _check_open(self) -> None:
         if self._fd is None:
             raise RuntimeError(f"segment log {self.path} is not open")
+        if self.failed is not None:
+            raise LogFailed(
+                f"an earlier write/fsync of {self.path} failed ({self.failed}); restart the coordinator"
+            ) from self.failed
 
     def close(self) -> None:
-        """Sync and close; releases the directory lock."""
+        """Sync and close; releases the directory lock. After a failure, only closes."""
         if self._fd is not None:
             try:
-                self.sync()
+                if self.failed is None:
+                    self.sync()
             finally:
                 os.close(self._fd)
                 self._fd = None
@@ -313,14 +341,28 @@ class SegmentLog:
            process dies first, `open` deletes it).
         """
         self.flush()
-        for chunk in self.read_range(copied_upto, self._file_end):
-            rewrite.write(chunk)
-        new_path = rewrite.commit()
+        try:
+            for chunk in self.read_range(copied_upto, self._file_end):
+                rewrite.write(chunk)
+            rewrite.seal()
+            os.rename(rewrite.tmp, rewrite.final)
+        except OSError:
+            rewrite.abort()  # nothing switched: the old segment stays in use
+            raise
+        # Renamed: from here on the directory may name the new segment, so appends
+        # must go there; a failure now is fatal (fail-stop, see the module docstring).
         old_path, old_fd = self.path, self._fd
-        self._fd = os.open(new_path, os.O_RDWR | os.O_APPEND)
+        try:
+            self._fd = os.open(rewrite.final, os.O_RDWR | os.O_APPEND)
+        except OSError as exc:
+            self._fail(exc, "reopen after compaction")
         os.close(old_fd)
-        self.path, self.generation = new_path, rewrite.generation
+        self.path, self.generation = rewrite.final, rewrite.generation
         self._file_end = self.flushed_end = rewrite.size
+        try:
+            fsync_dir(self.state_dir)
+        except OSError as exc:
+            self._fail(exc, "directory fsync after compaction")
         return old_path
 
 
@@ -351,12 +393,10 @@ class SegmentRewrite:
         self._f.flush()
         os.fsync(self._f.fileno())
 
-    def commit(self) -> Path:
+    def seal(self) -> None:
+        """fsync and close: the file is complete and durable (not yet renamed)."""
         self.fsync()
         self._f.close()
-        os.rename(self.tmp, self.final)
-        fsync_dir(self.state_dir)
-        return self.final
 
     def abort(self) -> None:
         if not self._f.closed:

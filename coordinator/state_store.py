@@ -26,9 +26,12 @@ Protocol with the server (one owner thread calls every method):
 4. `close()` on shutdown: stops a compaction, syncs, closes, unlocks.
 
 Failure: a write that raises (bad input: ValueError/TypeError naming the
-problem; RegionIndexMismatch) has changed nothing. An OSError from the disk
-propagates: the caller must not acknowledge anything not covered by a
-successful sync.
+problem; RegionIndexMismatch) has changed nothing. A failed write() or fsync of
+the log raises `durable_log.LogFailed` (an OSError's consequence), and so does
+every later write or sync: the log is fail-stop, because after a failed fsync
+the kernel may have dropped the data and a later "successful" fsync proves
+nothing. The caller must not acknowledge anything not covered by a successful
+sync, and should exit so that a restart recovers from what is on disk.
 """
 
 from __future__ import annotations
@@ -274,9 +277,9 @@ class StateStore(StoreMaintenance):
                 del self._activity[group]
                 self._dirty_activity.discard(group)
             raise
+        self._append_encoded(payload, count)  # first: if the log refuses, nothing changed
         for topic, (ps, os_) in new.items():
             self._control.set_many(group, topic, ps, os_)
-        self._append_encoded(payload, count)
         return effective
 
     def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
@@ -318,8 +321,8 @@ class StateStore(StoreMaintenance):
 
     def _write_group(self, group: str, value: _Group) -> list[str]:
         payload, count = self._encode([[records.GROUP, group, value.value()]])
-        self._groups[group] = value
         self._append_encoded(payload, count)
+        self._groups[group] = value
         return list(value.members)
 
     def members(self, group: str) -> list[str]:
@@ -355,13 +358,13 @@ class StateStore(StoreMaintenance):
             return
         text = None if value is None else json.dumps(value, separators=(",", ":"), allow_nan=False)
         payload, count = self._encode([records.document_entry(namespace, key, value)])
+        self._append_encoded(payload, count)
         if text is None:
             del docs[key]
             if not docs:
                 del self._docs[namespace]
         else:
             self._docs.setdefault(namespace, {})[key] = text
-        self._append_encoded(payload, count)
 
     def get_document(self, namespace: str, key: str) -> dict | None:
         self._ready()

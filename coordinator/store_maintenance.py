@@ -26,6 +26,7 @@ import time
 
 from coordinator import records
 from coordinator.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
+from coordinator.durable_log import LogFailed
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,15 @@ class StoreMaintenance:
             return False
         t0 = time.perf_counter()
         before = self._log.size
-        old_segment = job.finish()
+        try:
+            old_segment = job.finish()
+        except LogFailed:
+            raise  # fatal: the log refuses writes from now on
+        except OSError as exc:  # before the rename: the old segment stays in use
+            log.exception("switching to the compacted segment failed; keeping the old one")
+            self._compaction_failures += 1
+            self._last_compaction_error = exc
+            return False
         self._join_deleter()
         self._deleter = delete_segment(old_segment)
         self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)

@@ -184,3 +184,61 @@ def test_sync_is_one_fsync_for_many_appends(tmp_path):
     store.sync()
     assert store.stats()["fsyncs"] == base + 1
     store.close()
+
+
+FAIL_CHILD = """
+import json, resource, signal, sys
+from coordinator.durable_log import LogFailed
+from coordinator.state_store import StateStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+store = StateStore(sys.argv[1])
+store.load()
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+acked = -1
+error = None
+for i in range(100_000):
+    try:
+        store.put_initial_offsets("g", {("t", i): i})
+        if i % 7 == 6:
+            store.sync()
+            acked = i
+    except LogFailed as exc:
+        error = str(exc)
+        break
+later = []
+for call in (lambda: store.put_initial_offsets("g", {("u", 0): 1}), store.sync):
+    try:
+        call()
+        later.append("accepted")
+    except LogFailed:
+        later.append("refused")
+store.close()
+print(json.dumps({"acked": acked, "error": error, "later": later}))
+"""
+
+
+def test_a_failed_write_makes_the_log_fail_stop_and_loses_nothing_acknowledged(tmp_path):
+    """A real write failure (file size limit, EFBIG): every later write and sync is
+    refused; a restart keeps every value acknowledged before the failure."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", FAIL_CHILD, str(tmp_path)],
+        capture_output=True, text=True, cwd=repo, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["error"] and "restart the coordinator" in result["error"]
+    assert result["later"] == ["refused", "refused"]
+    assert result["acked"] > 100
+    store = StateStore(tmp_path)
+    store.load()
+    got = store.get_initial_offsets("g")
+    assert all(got.get(("t", i)) == i for i in range(result["acked"] + 1))
+    assert ("u", 0) not in got
+    store.close()
