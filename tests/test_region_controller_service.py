@@ -8,7 +8,6 @@ import queue
 import threading
 import time
 
-
 from coordinator.client import CoordinatorClient
 from cr_consumer.runtime.control import ControlChannel
 
