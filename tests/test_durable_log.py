@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -220,11 +224,6 @@ print(json.dumps({"acked": acked, "error": error, "later": later}))
 def test_a_failed_write_makes_the_log_fail_stop_and_loses_nothing_acknowledged(tmp_path):
     """A real write failure (file size limit, EFBIG): every later write and sync is
     refused; a restart keeps every value acknowledged before the failure."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
     repo = Path(__file__).resolve().parents[1]
     out = subprocess.run(
         [sys.executable, "-c", FAIL_CHILD, str(tmp_path)],
