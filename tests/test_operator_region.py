@@ -3,6 +3,8 @@ rules, one reset per rebalance, reset to a merged checkpoint, reset to initial s
 
 from __future__ import annotations
 
+import threading
+
 from cr_consumer import StartPosition
 from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.region import RegionPermit
@@ -74,5 +76,60 @@ def test_three_members_merged_reset_replays_exactly_and_one_reset_per_rebalance(
         leaving = members.ops.pop()
         leaving.close()
         wait_until(lambda: len(region.resets) == 2, 40, "a second reset request after a member left")
+    finally:
+        members.close()
+
+
+class ResettingRegion(Region):
+    """Resets every member when asked, the way the member runtime does: each
+    gets the merged offsets as a one-member checkpoint."""
+
+    def __init__(self, members: Members, merged, on_blocked) -> None:
+        super().__init__()
+        self.on_blocked = on_blocked
+        self.members = members
+        self.merged = merged
+        self.done = threading.Event()
+        self.errors = []
+
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        super().request_reset(force=force, reason=reason)
+        threading.Thread(target=self._cycle, daemon=True).start()
+
+    def _cycle(self) -> None:
+        from cr_consumer.checkpoint import OperatorCheckpoint
+
+        try:
+            self.members._all(lambda op: op.reset(
+                1, OperatorCheckpoint(op.name, (op.name,), self.merged).encode(), 0), self.on_blocked)
+        except BaseException as exc:  # noqa: BLE001 - asserted by the test
+            self.errors.append(exc)
+        self.done.set()
+
+
+def test_member_joins_region_resets_everyone_to_the_merged_offsets(bootstrap, names, coordinator):
+    """A new member's partitions start at the merged checkpoint offsets, not at
+    the control variables, and nothing after the checkpoint is lost or doubled."""
+    from kafka import TopicPartition
+
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    group = names.group()
+    sink = Sink()
+    members = Members()
+    merged = {TopicPartition(topic, p): 30 for p in range(4)}
+    # Tuples submitted before the reset are discarded by the region: count from the reset on.
+    region = ResettingRegion(members, merged, on_blocked=sink.clear)
+    try:
+        for i in range(2):
+            members.add(_start(bootstrap, coordinator, group, topic, f"m{i}", sink, region))
+        wait_until(lambda: all(op.metrics()["nAssignedPartitions"] == 2 for op in members.ops), 40, "2 members")
+        produce(bootstrap, topic, (b"v%d" % i for i in range(400)))
+        sink.wait_count(400, 30)
+        members.add(_start(bootstrap, coordinator, group, topic, "m2", sink, region))
+        assert region.done.wait(60) and region.errors == []
+        assert len(region.resets) == 1
+        sink.wait_count(4 * 70, 30)
+        wait_until(lambda: all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops), 30, "3 members")
+        assert _by_partition(sink.records) == {p: list(range(30, 100)) for p in range(4)}
     finally:
         members.close()

@@ -137,7 +137,7 @@ class Members:
         self.resume()
         return data
 
-    def _all(self, fn):
+    def _all(self, fn, on_blocked=None):
         errors = []
 
         def run(op):
@@ -147,6 +147,8 @@ class Members:
                 errors.append(exc)
 
         self.block()
+        if on_blocked is not None:
+            on_blocked()
         threads = [threading.Thread(target=run, args=(op,)) for op in self.ops]
         for t in threads:
             t.start()
