@@ -40,6 +40,7 @@ class ResetError(RuntimeError):
 
 class RegionHandlers:
     """drain, checkpoint, reset, reset_to_initial_state, retire_checkpoint."""
+
     def drain(self) -> None:
         """Drain: afterwards the committed offsets are exactly what was submitted.
 
@@ -54,6 +55,7 @@ class RegionHandlers:
         self._check_alive()
         cfg = self.config
         t0 = time.monotonic()
+        self._drained = None  # a failed drain leaves nothing for a checkpoint
         if self.sm.state is S.CR_RESET_PENDING:
             raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
         self.events.set_polling(False, EVENT_TIMEOUT_S)
