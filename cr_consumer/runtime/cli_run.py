@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     region.start()
-    print(f"region {region.group}: coordinator {region.endpoint}, members {region.live_members()}, "
+    print(f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
+          f"members {region.live_members()}, "
           f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
     started = time.monotonic()
     code = 0

@@ -143,7 +143,7 @@ class Region:
             from coordinator.launcher import CoordinatorProcess
 
             self.coordinator_proc = CoordinatorProcess(
-                self.state_dir / "coordinator", log_path=self.state_dir / "logs" / "coordinator.log")
+                self.state_dir / "coordinator", http="auto", log_path=self.state_dir / "logs" / "coordinator.log")
             self.coordinator_proc.start()
             self.endpoint = self.coordinator_proc.endpoint
             log.info("coordinator started at %s (pid %s)", self.endpoint, self.coordinator_proc.pid)
@@ -254,6 +254,11 @@ class Region:
             self.coordinator_proc.kill()
             self._event("kill", "coordinator", pid=pid)
             return pid
+
+    @property
+    def http_address(self) -> str | None:
+        """HOST:PORT of the coordinator's /metrics and /status (when this handle started it)."""
+        return self.coordinator_proc.http_address if self.coordinator_proc is not None else None
 
     def pids(self) -> dict[str, int | None]:
         with self._lock:
