@@ -119,21 +119,9 @@ class RegistryService:
                 "region_index": self.store.region_index(g),
                 "members": sorted(self.store.members(g)),
                 "reset_pending": self._reset_pending.get(g, False),
-                "control_variables": _control_count(self.store, g),
+                "control_variables": self.store.group_count(g),
             }
         return {"groups": out, "n_groups": len(groups)}
-
-
-def _control_count(store: Any, group: str) -> int:
-    """Entries of one group without copying them (status runs on the loop thread)."""
-    count = getattr(store, "group_count", None)
-    if count is None:
-        # The store has no public per-group count (yet); its table has one. Fall
-        # back to copying the group's map only if neither exists.
-        count = getattr(getattr(store, "_control", None), "group_count", None)
-    if count is not None:
-        return int(count(group))
-    return len(store.get_initial_offsets(group))
 
 
 class ControlVariablesService:
