@@ -36,7 +36,6 @@ import random
 import re
 import shutil
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -206,7 +205,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                     elif e["ev"] == "fault_fired":
                         fired = True
                 if processed and not workload.started_at:
-                    progress(f"members are processing: producing the rest of the input"
+                    progress("members are processing: producing the rest of the input"
                              + (f" at {cfg.rate:.0f} records/s" if cfg.rate else ""))
                     workload.start()
                 if fault_time is None and processed >= trigger_at:
