@@ -128,7 +128,7 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     }
 
 
-def commit_latency(bootstrap: str, coordinator: str, topic: str, batches: int, members: int) -> dict:
+def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int) -> dict:
     """Drive the source group directly: cut batches and commit them, timing both."""
     from cr_consumer.spark.group import SourceGroup
     from cr_consumer.spark.offsets import SourceOffset
@@ -137,17 +137,21 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, batches: int, m
     options = parse_options({
         "kafka.bootstrap.servers": bootstrap, "group.id": unique_name("bench-commit"), "subscribe": topic,
         "coordinator": coordinator, "members": str(members), "startPosition": "beginning",
-        "maxRecordsPerBatch": "2000", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+        "maxRecordsPerBatch": "1000", "kafka.max.poll.records": "500", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
     })
     group = SourceGroup(options)
     commits, cuts = [], []
     start = SourceOffset.initial()
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
-        while len(commits) < batches and time.monotonic() < deadline:
+        rows = 0
+        while len(commits) < batches and rows < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"commit bench: {len(commits)} commits, {rows}/{n} rows")
             t0 = time.perf_counter()
-            _, end = group.next_batch(start)
+            out, end = group.next_batch(start)
             t1 = time.perf_counter()
+            rows += sum(b.num_rows for b in out)
             if end == start:
                 time.sleep(0.01)
                 continue
@@ -218,7 +222,7 @@ def main() -> int:
         finally:
             spark.stop()
         results["spark"] = runs
-        results["commit"] = commit_latency(broker.bootstrap, coord.endpoint, topic, 200 if not args.quick else 50, 2)
+        results["commit"] = commit_latency(broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2)
         print(json.dumps(results["commit"]), flush=True)
     print(json.dumps(results, indent=2))
     return 0

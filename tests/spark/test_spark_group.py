@@ -1,0 +1,75 @@
+"""The source group without Spark: a rebalance mid-stream resets the members to
+the last handed-out end, and the batches stay exactly once."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+from kafka import KafkaConsumer
+
+from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.spark.group import SourceGroup
+from cr_consumer.spark.offsets import SourceOffset
+from cr_consumer.spark.options import parse_options
+
+
+def test_rebalance_resets_to_last_end_without_gap_or_duplicate(bootstrap, coordinator, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    group_id = names.group()
+    n = 8000
+    produce(bootstrap, topic, [b"v%d" % i for i in range(n)])
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": group_id, "subscribe": topic, "coordinator": coordinator,
+        "members": "2", "startPosition": "beginning", "maxRecordsPerBatch": "400", "kafka.max.poll.records": "100",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+    group = SourceGroup(options)
+    seen: collections.Counter = collections.Counter()
+    intruder_done = threading.Event()
+    intruder_assigned = threading.Event()
+
+    def intruder():
+        # a third member joins (rebalance), holds partitions for a moment, leaves (rebalance)
+        c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False,
+                          session_timeout_ms=6000, heartbeat_interval_ms=1000, auto_offset_reset="latest")
+        try:
+            deadline = time.monotonic() + 30
+            while not c.assignment() and time.monotonic() < deadline:
+                c.poll(timeout_ms=100, max_records=1)
+            intruder_assigned.set()
+            c.poll(timeout_ms=500, max_records=1)
+        finally:
+            c.close()
+            intruder_done.set()
+
+    start = SourceOffset.initial()
+    thread = None
+    try:
+        deadline = time.monotonic() + 120
+        while sum(seen.values()) < n or not intruder_done.is_set():
+            assert time.monotonic() < deadline, f"stuck at {sum(seen.values())}/{n}, stats {group.stats}"
+            batches, end = group.next_batch(start)
+            for b in batches:
+                seen.update(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist()))
+            if end != start:
+                group.commit(start)  # Spark commits the previous end after planning the next
+                # every batch covers exactly its offset range
+                rows = collections.Counter(p for b in batches for p in b.column("partition").to_pylist())
+                for (t, p), stop in end.positions.items():
+                    assert rows.get(p, 0) == stop - end.start_of((t, p), start), (p, start, end)
+            start = end
+            if thread is None and sum(seen.values()) >= 1000:
+                thread = threading.Thread(target=intruder, name="intruder")
+                thread.start()
+            time.sleep(0.02)
+        assert intruder_assigned.is_set()
+    finally:
+        if thread is not None:
+            thread.join(30)
+        group.close()
+    dups = {k: c for k, c in seen.items() if c > 1}
+    assert not dups, f"duplicates: {list(dups)[:10]}"
+    assert set(seen) == {(p, o) for p in range(4) for o in range(n // 4)}
+    assert group.stats["resets"] >= 1, group.stats
