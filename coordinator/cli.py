@@ -41,7 +41,8 @@ from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
 from coordinator.merge import MergeService
 from coordinator.region_controller import RegionControllerService
 from coordinator.registry import ControlVariablesService, RegistryService
-from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer, CurveServerConfig
+from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer
+from coordinator.service_api import CurveServerConfig
 
 log = logging.getLogger("coordinator")
 

@@ -46,7 +46,8 @@ import attrs
 from coordinator import protocol
 from coordinator.errors import Invalid, MergeRetired, MergeTimeout
 from coordinator.registry import RegistryService
-from coordinator.server import DEFERRED, CoordinatorServer, Request, Timer
+from coordinator.server import CoordinatorServer
+from coordinator.service_api import DEFERRED, Request, Timer
 
 log = logging.getLogger(__name__)
 

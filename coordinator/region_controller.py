@@ -59,7 +59,8 @@ import attrs
 from coordinator import protocol
 from coordinator.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.region_state import Phase, RegionConfig, RegionCore
-from coordinator.server import CoordinatorServer, Request
+from coordinator.server import CoordinatorServer
+from coordinator.service_api import Request
 
 log = logging.getLogger(__name__)
 

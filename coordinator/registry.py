@@ -36,7 +36,8 @@ from typing import Any
 
 from coordinator import protocol
 from coordinator.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.server import CoordinatorServer, Request
+from coordinator.server import CoordinatorServer
+from coordinator.service_api import Request
 from coordinator.state_store import RegionIndexMismatch
 
 #: Remembered answers of set_reset_pending, for retries of the same request id.

@@ -25,31 +25,8 @@ Garbage never stops the loop: a bad frame gets an error reply and the loop
 moves on; an unexpected exception in a handler is logged with its traceback
 and answered with ``INTERNAL``.
 
-Extension API (how services plug in; the registry, control variables and merge
-services use it, and so can the region controller):
-
-* ``server.add_service(svc)`` calls ``svc.attach(server)``; the service then
-  calls ``server.add_handler(msg_type, message_class, handler)``. The message
-  class has ``from_body(body)`` (validating, raising ``Invalid``). The handler
-  ``handler(req: Request, msg)`` runs on the loop thread and returns a reply
-  body (dict), or :data:`DEFERRED` to answer later with
-  ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
-  :class:`~coordinator.errors.CoordinatorError` for an error reply.
-* ``server.reply_many(reqs, body)`` answers several requests with one body
-  (encoded once).
-* ``server.push(identity, msg_type, body)`` sends an unsolicited message (id
-  null) to a client identity (``req.identity`` of an earlier request).
-* ``server.schedule(delay_s, callback) -> Timer`` runs ``callback()`` on the
-  loop thread after ``delay_s``; ``timer.cancel()`` cancels it.
-* ``svc.on_tick(now)`` (optional) runs on every loop iteration, at least every
-  ``TICK_S``; ``svc.on_loaded()`` (optional) runs once the store is loaded;
-  ``svc.status()`` (optional) returns a dict merged into the ``status`` reply.
-* ``server.call_soon_threadsafe(fn)`` / ``server.call_in_loop(fn, timeout)``
-  run code on the loop thread from another thread (the HTTP thread uses it).
-* ``server.store`` is the state store; call ``server.mark_dirty()`` after
-  appending so the batch is synced before replies go out.
-
-Everything a service touches runs on the loop thread, so services need no locks.
+Services (registry, control variables, merge, region controller) plug in
+through the extension API described in :mod:`coordinator.service_api`.
 """
 
 from __future__ import annotations
@@ -63,12 +40,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-import attrs
 import zmq
 
-from coordinator import protocol
+from coordinator import builtin, protocol
 from coordinator.errors import (
     CoordinatorError,
     ErrorCode,
@@ -78,6 +54,7 @@ from coordinator.errors import (
     TooLarge,
     UnknownType,
 )
+from coordinator.service_api import DEFERRED, CurveServerConfig, Handler, Request, Timer
 
 log = logging.getLogger(__name__)
 
@@ -96,46 +73,6 @@ STOP_TIMEOUT_S = 10.0
 #: Hard limit at which ZeroMQ drops a connection instead of delivering the
 #: frame (protects memory); frames between max_frame_bytes and this get TOO_LARGE.
 HARD_FRAME_FACTOR = 4
-
-DEFERRED = object()
-
-
-@attrs.frozen
-class Request:
-    """Where a request came from: enough to reply to it later."""
-
-    identity: bytes
-    id: str | int | None
-    type: str
-    received: float
-
-
-Handler = Callable[[Request, Any], Any]
-
-
-class Service(Protocol):
-    def attach(self, server: CoordinatorServer) -> None: ...
-
-
-class Timer:
-    __slots__ = ("deadline", "callback", "cancelled")
-
-    def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
-        self.deadline = deadline
-        self.callback = callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-@attrs.frozen
-class CurveServerConfig:
-    """CurveZMQ server keys; the allow-list is enforced by the ZAP authenticator (security.py)."""
-
-    public_key: bytes
-    secret_key: bytes
-
 
 class CoordinatorServer:
     def __init__(
@@ -178,8 +115,7 @@ class CoordinatorServer:
         self._sock: zmq.Socket | None = None
         self._thread: threading.Thread | None = None
         self._load_thread: threading.Thread | None = None
-        self.add_handler(protocol.Ping.TYPE, protocol.Ping, self._on_ping)
-        self.add_handler(protocol.Status.TYPE, protocol.Status, self._on_status)
+        self.add_service(builtin.BuiltinService())
 
     # ------------------------------------------------------------------ extension API
 
@@ -498,37 +434,6 @@ class CoordinatorServer:
         if self.metrics is not None:
             self.metrics.errors.labels(code.value).inc()
 
-    # ------------------------------------------------------------------ built-in messages
-
-    def _on_ping(self, req: Request, msg: protocol.Ping) -> dict[str, Any]:
-        return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
-
     def status_snapshot(self) -> dict[str, Any]:
         """Everything /status and the ``status`` message report (loop thread only)."""
-        out: dict[str, Any] = {
-            "endpoint": self.endpoint,
-            "loaded": self.loaded.is_set(),
-            "uptime_s": round(time.time() - self.started_at, 3),
-            "store": self.store.stats() if self.loaded.is_set() else {},
-            "load": _jsonable(self.load_report),
-        }
-        for svc in self._services:
-            status = getattr(svc, "status", None)
-            if status is not None and self.loaded.is_set():
-                out.update(status())
-        return out
-
-    def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
-        return self.status_snapshot()
-
-
-def _jsonable(obj: Any) -> Any:
-    if obj is None or isinstance(obj, str | int | float | bool):
-        return obj
-    if attrs.has(type(obj)):
-        return attrs.asdict(obj)
-    if hasattr(obj, "_asdict"):
-        return obj._asdict()
-    if hasattr(obj, "__dict__"):
-        return {k: v for k, v in vars(obj).items() if not k.startswith("_")}
-    return str(obj)
+        return builtin.status_snapshot(self)
