@@ -14,9 +14,7 @@ import pytest
 from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.kafka_util import unique_name
 
-# Short group timeouts: a first join takes about session_timeout_ms / 2.
-TEST_SESSION_TIMEOUT_MS = 6000
-TEST_HEARTBEAT_INTERVAL_MS = 1000
+from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import threading
 import time
 
 from cr_consumer import ConsumerOperator, OperatorConfig
-from conftest import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
+from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
 
 FAST_GROUP = {
     "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
