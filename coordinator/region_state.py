@@ -42,6 +42,11 @@ The reset:
    (attempt) when there is no consistent checkpoint yet.
 4. All members answered within ``reset_timeout_s``: RESUME(complete=None),
    phase RUNNING. A failed or late answer retries from step 1 as a failure.
+   After forced (rebalance) resets the next checkpoint waits
+   ``rebalance_settle_s``, doubling per forced reset since the last completed
+   checkpoint (up to ``rebalance_settle_max_s``): a drain's commit during a
+   group join makes the consumer rejoin, so draining every period could keep
+   the group from ever settling.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -104,6 +109,7 @@ class RegionCore:
         self._cycle_offsets: list[list] = []
         self._cycle_start: float | None = None
         self.reset_started_at: float | None = None
+        self.forced_since_checkpoint = 0  # forced resets since the last completed checkpoint
         # counters for status and metrics
         self.checkpoints = 0
         self.resets = 0
@@ -264,6 +270,7 @@ class RegionCore:
         kind = ResetKind.FORCE if force else ResetKind.FAILURE
         if force and self.phase is Phase.RESETTING:
             self.consecutive_resets = 0  # force clears the counter even when it does not stack
+            self.forced_since_checkpoint += 1
         self._start_reset(f"member {name} requested a {'forced ' if force else ''}reset: {reason}", kind, now)
 
     def trigger(self, name: str, now: float) -> None:
@@ -311,6 +318,7 @@ class RegionCore:
         # offset of the previous consistent checkpoint: nobody consumed them since.
         self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
         self.consecutive_resets = 0
+        self.forced_since_checkpoint = 0
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
         self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
@@ -343,6 +351,7 @@ class RegionCore:
             return
         if kind is ResetKind.FORCE:
             self.consecutive_resets = 0
+            self.forced_since_checkpoint += 1
         elif kind is ResetKind.FAILURE:
             self.consecutive_resets += 1
         if self.consecutive_resets > self.config.max_consecutive_resets:
@@ -382,7 +391,16 @@ class RegionCore:
         self._broadcast(self.members, {"cmd": "resume", "complete": None})
         self.last_resume_at = now
         self.deadline = None
-        self.next_cycle_at = now + self.config.period_s
+        self.next_cycle_at = now + self.settle_delay()
+
+    def settle_delay(self) -> float:
+        """Time from a RESUME after a reset to the next checkpoint: the period, or
+        longer while the group rebalances (see RegionConfig.rebalance_settle_s)."""
+        n = self.forced_since_checkpoint
+        if n == 0:
+            return self.config.period_s
+        settle = min(self.config.rebalance_settle_max_s, self.config.rebalance_settle_s * 2 ** (n - 1))
+        return max(self.config.period_s, settle)
 
     # ------------------------------------------------------------------ status
     def status(self, now: float) -> dict[str, Any]:

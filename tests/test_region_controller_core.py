@@ -209,3 +209,24 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     h.core.request_reset("m0", True, "rebalance", 3.0)
     reset = [b for _, b in h.take() if b["cmd"] == "reset"][0]
     assert reset["offsets"] == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
+
+
+def test_checkpoints_back_off_while_the_group_rebalances():
+    h = started(2, period_s=0.5, rebalance_settle_s=2.0, rebalance_settle_max_s=5.0, member_timeout_s=60.0)
+    h.core.request_reset("m0", True, "revoked", 1.0)
+    h.ack_all("reset", 1.1, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.1 + 2.0)
+    h.core.tick(2.0)
+    assert h.core.phase is Phase.RUNNING  # no drain while the group settles
+    h.core.tick(3.2)
+    assert h.core.phase is Phase.DRAINING
+    h.core.ack("m0", "drain", h.core.seq, None, False, "RebalanceInProgressError", 3.3, rebalance=True)
+    h.ack_all("reset", 3.4, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(3.4 + 4.0)  # doubled
+    h.core.request_reset("m1", True, "revoked", 4.0)
+    h.ack_all("reset", 4.1, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(4.1 + 5.0)  # capped
+    h.core.tick(9.2)
+    h.ack_all("drain", 9.3, seq=h.core.seq)
+    h.ack_all("checkpoint", 9.4, seq=h.core.seq)
+    assert h.core.forced_since_checkpoint == 0 and h.core.next_cycle_at == pytest.approx(9.9)
