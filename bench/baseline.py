@@ -55,12 +55,14 @@ def bare_poll_loop(bootstrap: str, topic: str, n: int, *, max_poll_records: int 
             if batch:
                 if first is None:
                     first = time.perf_counter()
+                    cpu_first = time.process_time()
                 for records in batch.values():
                     seen += len(records)
         seconds = time.perf_counter() - first
+        cpu_s = time.process_time() - cpu_first
     finally:
         consumer.close(autocommit=False)
-    return {"records": seen, "seconds": seconds, "records_per_s": seen / seconds}
+    return {"records": seen, "seconds": seconds, "records_per_s": seen / seconds, "cpu_s": cpu_s}
 
 
 def main() -> None:

@@ -57,17 +57,21 @@ class Counter:
     def batch(self, records) -> None:
         if self.first is None:
             self.first = time.perf_counter()
+            self.cpu_first = time.process_time()
         self.seen += len(records)
         if self.seen >= self.n:
             self.last = time.perf_counter()
+            self.cpu_last = time.process_time()
             self.done.set()
 
     def record(self, _record) -> None:
         if self.first is None:
             self.first = time.perf_counter()
+            self.cpu_first = time.process_time()
         self.seen += 1
         if self.seen >= self.n:
             self.last = time.perf_counter()
+            self.cpu_last = time.process_time()
             self.done.set()
 
 
@@ -116,7 +120,7 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False) -
         op.close()
     seconds = counter.last - counter.first
     return {"records": counter.seen, "seconds": seconds, "records_per_s": counter.seen / seconds,
-            "drains": len(drains_ms), "drain_ms": drains_ms}
+            "cpu_s": counter.cpu_last - counter.cpu_first, "drains": len(drains_ms), "drain_ms": drains_ms}
 
 
 class _Timed:
@@ -234,17 +238,21 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
                 raise TimeoutError("two members did not consume the topic")
             time.sleep(0.05)
         ops.append(member("m2"))
-        while not (len(region.done_at) == 3 and all(
-                sinks[name].first_after(max(region.done_at[name], assigned.get(name, 0))) for name in sinks)):
+        while True:
             if time.monotonic() > deadline or region.errors:
                 raise TimeoutError(f"reset did not complete: {region.errors}")
+            if len(region.done_at) == 3:
+                snap_assigned = dict(assigned)
+                firsts = {name: sinks[name].first_after(max(region.done_at[name], snap_assigned.get(name, 0)))
+                          for name in sinks}
+                if all(firsts.values()):
+                    break
             time.sleep(0.01)
     finally:
         for op in ops:
             op.close()
     t_rev = min(revoked)
-    t_asg = max(assigned.values())
-    firsts = {name: sinks[name].first_after(max(region.done_at[name], assigned[name])) for name in sinks}
+    t_asg = max(snap_assigned.values())
     total = max(firsts.values()) - t_rev
     broker = t_asg - t_rev
     return {"total_ms": total * 1000, "broker_rebalance_ms": broker * 1000, "reset_ms": (total - broker) * 1000,
@@ -294,7 +302,8 @@ def main() -> None:
                 else:
                     raise SystemExit(f"unknown mode {mode!r}")
                 results[mode].append(r)
-                print(f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s)", flush=True)
+                print(f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s, "
+                      f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec)", flush=True)
         drain = None
         if args.drain_samples_s > 0 and args.trials > 0:
             # Drain latency: a drain + checkpoint every 100 ms while consuming.
@@ -314,8 +323,19 @@ def main() -> None:
                     resets.append(r)
                     print(f"reset trial {trial}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
     base = statistics.median(r["records_per_s"] for r in results["bare"]) if results.get("bare") else None
+    pair = {}  # per trial: mode / bare of the same trial (robust to load drifting between trials)
+    cpu = {}  # CPU seconds of this process per record, bare / mode (robust to other processes' load)
+    if results.get("bare"):
+        for mode, runs in results.items():
+            if mode == "bare" or not runs:
+                continue
+            pair[mode] = round(statistics.median(
+                r["records_per_s"] / b["records_per_s"] for r, b in zip(runs, results["bare"])), 3)
+            cpu[mode] = round(statistics.median(
+                (b["cpu_s"] / b["records"]) / (r["cpu_s"] / r["records"]) for r, b in zip(runs, results["bare"])), 3)
     summary = {"messages": args.messages, "partitions": args.partitions, "trials": args.trials,
-               "median_records_per_s": {}, "ratio_to_bare": {}, "drain_latency": drain,
+               "median_records_per_s": {}, "ratio_to_bare": {}, "median_pair_ratio": pair,
+               "cpu_efficiency_vs_bare": cpu, "drain_latency": drain,
                "reset_after_join_ms": {
                    "trials": len(resets),
                    "median_reset_ms": statistics.median(r["reset_ms"] for r in resets) if resets else None,
