@@ -7,13 +7,18 @@ and ``seal(seq)`` (all operators of ``seq`` are saved).
 
 :class:`DirectoryCheckpointStore` is the default: ``ROOT/<seq:010d>/<operator_id>.ckpt``.
 
-1. ``save`` writes ``<operator_id>.ckpt.tmp``, fsyncs it, renames it over the
-   final name and fsyncs the directory: a reader sees the whole old file or the
-   whole new one, never a torn one, and a saved checkpoint survives a power cut.
-2. ``seal(seq)`` writes the ``SEALED`` marker the same way, after every operator
-   of the member is saved; ``latest()`` only returns sealed checkpoints.
+1. ``save`` writes ``<operator_id>.ckpt.tmp``, fsyncs it and renames it over
+   the final name: a reader sees the whole old file or the whole new one, never
+   a torn one.
+2. ``seal(seq)``, after every operator of the member is saved, writes the
+   ``SEALED`` marker the same way, then fsyncs the checkpoint's directory and
+   the root: one directory fsync makes every rename of step 1 durable, so a
+   sealed checkpoint survives a power cut; ``latest()`` only returns sealed
+   checkpoints, and the member acknowledges a checkpoint only after the seal.
 3. ``retire(seq)`` deletes the directories of checkpoints <= seq (marker first,
-   so a crash mid-delete leaves an unsealed directory that ``retire`` finishes later).
+   so a crash mid-delete leaves an unsealed directory that ``retire`` finishes
+   later). It does not fsync: a retired checkpoint that reappears after a power
+   cut is never reset to, and the next retire deletes it.
 
 Operator ids must be simple names (letters, digits, ``-``, ``_``, ``.``).
 """
@@ -54,14 +59,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
 
 
 class DirectoryCheckpointStore:
@@ -84,10 +90,8 @@ class DirectoryCheckpointStore:
     def save(self, seq: int, operator_id: str, data: bytes) -> None:
         self._check_id(operator_id)
         d = self._dir(seq)
-        if not d.exists():
-            d.mkdir(parents=True)
-            _fsync_dir(self.root)
-        _atomic_write(d / f"{operator_id}.ckpt", bytes(data))
+        d.mkdir(parents=True, exist_ok=True)
+        _atomic_write(d / f"{operator_id}.ckpt", bytes(data), sync_dir=False)  # seal() syncs the directory
 
     def load(self, seq: int, operator_id: str) -> bytes:
         self._check_id(operator_id)
@@ -101,7 +105,9 @@ class DirectoryCheckpointStore:
         return (self._dir(seq) / SEALED).exists()
 
     def seal(self, seq: int) -> None:
-        _atomic_write(self._dir(seq) / SEALED, b"1\n")
+        d = self._dir(seq)
+        _atomic_write(d / SEALED, b"1\n")  # fsyncs d: the operators' renames are durable too
+        _fsync_dir(self.root)  # and d's own entry
 
     def seqs(self) -> list[int]:
         out = []
@@ -111,15 +117,11 @@ class DirectoryCheckpointStore:
         return sorted(out)
 
     def retire(self, seq: int) -> None:
-        removed = False
         for s in self.seqs():
             if s <= seq:
                 d = self._dir(s)
                 (d / SEALED).unlink(missing_ok=True)
                 shutil.rmtree(d)
-                removed = True
-        if removed:
-            _fsync_dir(self.root)
 
     def latest(self) -> int | None:
         sealed = [s for s in self.seqs() if self.has(s)]

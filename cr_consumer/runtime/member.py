@@ -21,9 +21,9 @@ Commands (each answered with ``region_ack`` ok / error text):
 * ``checkpoint {seq}``: ``checkpoint(seq)`` every operator, save each in the
   checkpoint store, seal ``seq``; the ack carries the source's offsets.
 * ``resume {complete, offsets}``: when a checkpoint completed, the source keeps
-  ``offsets`` (the checkpoint's union) for partitions assigned to it later,
-  ``notify_checkpoint_complete(complete)`` on every operator (the file sink
-  publishes), then unblock the permit.
+  ``offsets`` (the checkpoint's union) for partitions assigned to it later; the
+  permit is unblocked; then ``notify_checkpoint_complete(complete)`` on every
+  operator (the file sink publishes).
 * ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
   checkpoints <= seq from the store.
 * ``reset {seq, attempt, members, offsets}``: block the permit; in reverse
@@ -306,6 +306,10 @@ class Member:
     def _resume(self, complete: int | None, offsets: list | None = None) -> None:
         if complete is not None and offsets is not None:
             self._set_source_offsets(complete, offsets)
+        # Unblock first: publishing (renames + a directory fsync) does not touch the
+        # interval that starts now, and a crash before it is covered by the reset,
+        # which publishes every interval of the checkpoint it resets to.
+        self.permit.unblock()
         if complete is not None:
             for _, h in self.handlers:
                 notify = getattr(h, "notify_checkpoint_complete", None)
@@ -313,7 +317,6 @@ class Member:
                     notify(complete)
             self.completed.append(complete)
             del self.completed[:-100]
-        self.permit.unblock()
 
     def _set_source_offsets(self, seq: int, offsets: list) -> None:
         """The source seeks a partition assigned to it later (without a reset) to its
