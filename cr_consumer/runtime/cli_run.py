@@ -18,6 +18,7 @@ import threading
 import time
 
 from .cli_member import add_region_arguments, default_group, parse_pairs
+from .member_setup import SettingsError
 from .runner import Region
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    region.start()
+    try:
+        region.start()
+    except SettingsError as exc:
+        print(f"crkafka run: {exc}", flush=True)
+        return 2
     print(f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
           f"members {region.live_members()}, "
           f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
@@ -75,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         while not stop.wait(0.2):
             if region.failed:
                 print(f"region {region.group}: {region.failed}", flush=True)
-                code = 3
+                code = region.exit_code()
                 break
             if args.duration is not None and time.monotonic() - started >= args.duration:
                 break

@@ -133,10 +133,14 @@ class Region:
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self.failed: str | None = None
+        self.failed_code: int | None = None
         self.events: list[dict] = []  # (time, kind, member): starts, deaths, restarts, kills
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> "Region":
+        from .member_setup import load_pipeline_module
+
+        load_pipeline_module(self.pipeline)  # fail here, clearly, not in N member logs
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
         if self.endpoint is None:
@@ -344,6 +348,7 @@ class Region:
                     m.exit_codes.append(code)
                     self._event("exit", m.name, pid=m.proc.pid, code=code)
                     if code in (2, 3):
+                        self.failed_code = code
                         self.failed = (f"{m.name} exited with code {code} "
                                        f"({'region FAILED' if code == 3 else 'bad settings'}); see its log "
                                        f"{self.state_dir / 'logs' / (m.name + '.log')}")
@@ -375,8 +380,9 @@ class Region:
 
     # ------------------------------------------------------------------ exit code
     def exit_code(self) -> int:
+        """0, or the failing member's code: 2 bad settings, 3 region FAILED."""
         if self.failed:
-            return 3
+            return self.failed_code or 3
         return 0
 
 
