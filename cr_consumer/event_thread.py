@@ -53,6 +53,8 @@ JOIN_POLL_TIMEOUT_MS = 500
 #: Wait between throttled polls after a checkpoint/reset (reference: 100 ms):
 #: prevents filling the queue before the runtime has resumed the region.
 THROTTLE_WAIT_S = 0.1
+#: Slice of the throttle wait: how late the end of the throttle is noticed.
+THROTTLE_SLICE_S = 0.005
 #: Wait for events while not polling; bounds the reaction to a stop request.
 IDLE_WAIT_S = 0.1
 #: Bound on closing the consumer (leave group) so shutdown never hangs on a
@@ -196,8 +198,13 @@ class EventThread:
             self._after_poll(consumer)
             if records:
                 self._on_records(consumer, records)
-            if throttled and not self._serve_events(block_s=THROTTLE_WAIT_S):
-                return
+            if throttled:
+                # Wait THROTTLE_WAIT_S, but stop as soon as the throttle ends
+                # (the runtime gave the permit back), so no bubble follows RESUME.
+                end = time.monotonic() + THROTTLE_WAIT_S
+                while self._throttled() and time.monotonic() < end:
+                    if not self._serve_events(block_s=THROTTLE_SLICE_S):
+                        return
 
     def _serve_events(self, block_s: float) -> bool:
         """Run queued events; False when asked to stop."""
