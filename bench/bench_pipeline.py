@@ -57,14 +57,37 @@ while n < expected and time.monotonic() < deadline:
             n += len(recs)
             last = time.monotonic()
 c.close()
-print(json.dumps({"n": n, "first": first, "last": last}))
+print(json.dumps({"n": n, "first": first, "last": last, "cpu": time.process_time()}))
 '''
 
 PASSTHROUGH = '''
-from cr_consumer.runtime import KafkaSource, Pipeline
+from cr_consumer.runtime import KafkaSource, Operator, Pipeline
+
+
+class CountSink(Operator):
+    """Counts records; writes the count at each checkpoint (not exactly-once: the
+    'source only' variant, to see the runtime's cost without the file sink)."""
+
+    kind = "count_sink"
+
+    def __init__(self, path):
+        super().__init__()
+        self.path, self.n = path, 0
+
+    def process_batch(self, records):
+        self.n += len(records)
+        return []
+
+    def checkpoint(self, seq):
+        self.path.write_text(str(self.n))
+        return super().checkpoint(seq)
+
 
 def build(ctx):
     p = Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    if ctx.param("sink", "file") == "count":
+        ctx.output_dir.mkdir(parents=True, exist_ok=True)
+        return p.sink(CountSink(ctx.output_dir / (ctx.member + ".count")))
     return p.sink(ctx.file_sink())
 '''
 
@@ -86,7 +109,16 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int) -> d
     results = [json.loads(p.communicate(timeout=900)[0]) for p in procs]
     rates = [r["n"] / max(1e-9, r["last"] - r["first"]) for r in results]
     span = max(r["last"] for r in results) - min(r["first"] for r in results)
-    return {"per_member": rates, "total": sum(r["n"] for r in results) / span}
+    cpu_us = 1e6 * sum(r["cpu"] for r in results) / max(1, sum(r["n"] for r in results))
+    return {"per_member": rates, "total": sum(r["n"] for r in results) / span, "cpu_us_per_record": cpu_us}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (Linux /proc), in seconds."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float) -> dict:
@@ -96,17 +128,21 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     out = work / ("out-drop" if drop else "out")
     region = Region(str(module), members=members, bootstrap=bootstrap, output_dir=out,
                     state_dir=work / ("state-drop" if drop else "state"), period_s=period,
-                    params={"topic": topic, "drop": "yes" if drop else "no"},
+                    params={"topic": topic, "sink": "count" if drop else "file"},
                     kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
     region.start()
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            count = sum(1 for f in out.glob("*.jsonl") for _ in open(f, "rb"))
+            if drop:
+                count = sum(int(f.read_text() or 0) for f in out.glob("*.count"))
+            else:
+                count = sum(1 for f in out.glob("*.jsonl") for _ in open(f, "rb"))
             if count >= n:
                 break
             time.sleep(0.5)
         status = region.status()
+        cpu = sum(_cpu_seconds(pid) for pid in region.pids().values() if pid)
     finally:
         region.stop()
     per_member = []
@@ -125,7 +161,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
         lasts.append(mtimes[-1])
         total += sum(lines[1:])
     return {"per_member": per_member, "total": total / max(1e-9, max(lasts) - min(firsts)) if lasts else 0.0,
-            "checkpoints": status.get("checkpoints"), "resets": status.get("resets")}
+            "checkpoints": status.get("checkpoints"), "resets": status.get("resets"),
+            "cpu_us_per_record": 1e6 * cpu / n}
 
 
 def main() -> int:
@@ -136,6 +173,8 @@ def main() -> int:
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3,
                         help="bare/pipeline pairs, interleaved so that load from other processes hits both")
+    parser.add_argument("--count-sink", action="store_true",
+                        help="also run each round with a counting sink instead of the file sink (runtime cost alone)")
     parser.add_argument("--bootstrap")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
@@ -151,16 +190,25 @@ def main() -> int:
                             period=args.period)
             b = statistics.median(base["per_member"])
             m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
+            count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
+                                  drop=True, period=args.period) if args.count_sink else None
             rounds.append({"bare_per_process": round(b), "pipeline_per_member": round(m),
                            "ratio_per_member": round(m / b, 3), "bare_total": round(base["total"]),
                            "pipeline_total": round(full["total"]), "ratio_total": round(full["total"] / base["total"], 3),
-                           "checkpoints": full["checkpoints"], "resets": full["resets"]})
+                           "checkpoints": full["checkpoints"], "resets": full["resets"],
+                           "bare_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
+                           "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
+                           "cpu_ratio": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
+            if count_only is not None:
+                rounds[-1]["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
+                rounds[-1]["count_sink_cpu_ratio"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
             print(f"round {i}: {rounds[-1]}", flush=True)
     report = {
         "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
         "rounds": rounds,
         "median_ratio_per_member": statistics.median(r["ratio_per_member"] for r in rounds),
         "median_ratio_total": statistics.median(r["ratio_total"] for r in rounds),
+        "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
     }
     print(json.dumps(report, indent=2))
     return 0
