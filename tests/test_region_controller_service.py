@@ -126,3 +126,19 @@ def test_join_with_other_settings_is_refused(coordinator, names):
         other.stop(leave=False)
     finally:
         ok.stop()
+
+
+def test_member_joining_a_failed_region_is_told_so(coordinator, names):
+    region = names.group("region")
+    members = [FakeMember(coordinator.endpoint, region, "m0").start(),
+               FakeMember(coordinator.endpoint, region, "m1", fail_drain=True).start()]
+    try:
+        wait_for(lambda: region_status(coordinator.endpoint, region)["phase"] == "FAILED", 30, "the region to fail")
+    finally:
+        for m in members:
+            m.stop()
+    late = FakeMember(coordinator.endpoint, region, "m7").start()
+    try:
+        wait_for(lambda: any(c["cmd"] == "failed" for c in late.seen), 10, "the late member to hear FAILED")
+    finally:
+        late.stop()
