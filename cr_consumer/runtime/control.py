@@ -37,14 +37,16 @@ from coordinator import protocol
 
 log = logging.getLogger(__name__)
 
-#: Heartbeat interval; the controller's member_timeout_s must be several of these.
+#: Heartbeat interval: how the controller tells a silent (killed, partitioned)
+#: member from a live one; its member_timeout_s must be several of these.
 HEARTBEAT_S = 0.5
 #: Re-send a join that got no answer (coordinator down or restarting).
 JOIN_RETRY_S = 0.5
 #: No answer at all for this long: presume the coordinator lost us and join again
 #: (its restart may have dropped our queued messages).
 LOST_AFTER_S = 3.0
-#: Bound on the I/O thread's exit at stop().
+#: Bound on the I/O thread's exit at stop(), so a wedged socket cannot hang the
+#: member's shutdown.
 STOP_JOIN_S = 5.0
 #: Bound on waiting for the answer to a graceful leave (the coordinator may be down).
 LEAVE_TIMEOUT_S = 3.0

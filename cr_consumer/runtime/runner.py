@@ -49,9 +49,11 @@ SUPERVISE_S = 0.1
 RESTART_MIN_S = 0.0
 RESTART_MAX_S = 5.0
 RESTART_WINDOW_S = 10.0
-#: SIGTERM -> SIGKILL grace for a member at stop()/remove_member().
+#: SIGTERM -> SIGKILL grace for a member at stop()/remove_member(), so a wedged
+#: member (a sink stuck in I/O) cannot hang the runner's shutdown.
 STOP_TIMEOUT_S = 10.0
-#: Bound on one status request to the coordinator.
+#: Bound on one status request, so a dead or restarting coordinator makes
+#: status() fail (and wait_until() retry) instead of blocking the caller.
 STATUS_TIMEOUT_S = 3.0
 
 
