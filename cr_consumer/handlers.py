@@ -11,6 +11,7 @@ the region, or retries the reset.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -38,9 +39,22 @@ class ResetError(RuntimeError):
     """The reset could not complete; the region retries it."""
 
 
+def _serialized(method):
+    """One handler at a time per operator: two resets (or a drain and a reset)
+    called concurrently by a runtime run one after the other, never interleaved."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._handler_lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class RegionHandlers:
     """drain, checkpoint, reset, reset_to_initial_state, retire_checkpoint."""
 
+    @_serialized
     def drain(self) -> None:
         """Drain: afterwards the committed offsets are exactly what was submitted.
 
@@ -84,6 +98,7 @@ class RegionHandlers:
             self._drain_cond.notify_all()
         log.debug("%s: drained, committed %s", self.name, self._fmt(offsets))
 
+    @_serialized
     def checkpoint(self, seq: int) -> bytes:
         """Checkpoint: 1. take the offsets of the last drain (or the current
         ones); 2. read the registered members; 3. encode the versioned JSON;
@@ -96,6 +111,7 @@ class RegionHandlers:
         self.resume_polling()
         return data
 
+    @_serialized
     def reset(self, seq: int, data: bytes | None, attempt: int = 0) -> None:
         """Reset to checkpoint ``seq``.
 
@@ -131,6 +147,7 @@ class RegionHandlers:
         self._reset_to(merged, initial=False, what=f"checkpoint {seq}")
         self.stats.reset_done((time.monotonic() - t0) * 1000)
 
+    @_serialized
     def reset_to_initial_state(self, attempt: int = 0) -> None:
         """Reset to initial state: as :meth:`reset`, every partition seeked to
         its control variable (else its start position, saved first-writer-wins)."""
@@ -141,6 +158,7 @@ class RegionHandlers:
         self._reset_to(None, initial=True, what="initial state")
         self.stats.reset_done((time.monotonic() - t0) * 1000)
 
+    @_serialized
     def retire_checkpoint(self, seq: int) -> None:
         """Retire: drop the merged map of a checkpoint <= seq, here and in the coordinator."""
         if self._merged is not None and self._merged[0] <= seq:

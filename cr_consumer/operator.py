@@ -95,6 +95,7 @@ class ConsumerOperator(RegionHandlers):
         self._drained: dict | None = None
         self._members: list[str] = []
         self._failure: BaseException | None = None
+        self._handler_lock = threading.RLock()  # see handlers._serialized
         self._drain_cond = threading.Condition()
         self._drain_count = 0
         self._highwater: dict[TopicPartition, int | None] = {}

@@ -9,7 +9,9 @@ For each batch (one partition's records from one poll):
 3. acquire the region permit (retrying every :data:`PERMIT_TIMEOUT_S` while the
    runtime holds it for a drain/checkpoint/reset: the batch is kept, so a batch
    taken before a drain is submitted after it, and dropped after a reset
-   because the epoch check is repeated under the permit);
+   because the epoch check is repeated under the permit); further batches
+   that are already queued are submitted under the same permit unless the
+   runtime is waiting for it (fewer thread hand-offs);
 4. in operator-driven mode cut the batch at the trigger-count boundary;
 5. decode keys/values if deserialisers are configured (a malformed record is
    counted and skipped, or fails the operator naming topic/partition/offset);
@@ -133,14 +135,14 @@ class ProcessThread:
         """A drain happened: count trigger-count tuples from zero again."""
         self._since_drain = 0
 
-    def _next(self) -> Batch | None:
+    def _next(self, wait: bool = True) -> Batch | None:
         buf = self._buffer
         if buf:
             try:
                 return buf.popleft()
             except IndexError:  # cleared by a reset meanwhile
                 pass
-        return self._queue.get(GET_TIMEOUT_S)
+        return self._queue.get(GET_TIMEOUT_S if wait else 0.0)
 
     def _run(self) -> None:
         try:
@@ -172,6 +174,16 @@ class ProcessThread:
                     pending = None
                     continue
                 pending, triggered = self._process(pending)
+                # More batches ready? Submit them under the same permit, unless
+                # the runtime is waiting for it (drain/checkpoint/reset).
+                while pending is None and not triggered and not permit.blocked:
+                    nxt = self._next(wait=False)
+                    if nxt is None:
+                        break
+                    if nxt.epoch != self._epoch():
+                        self.n_dropped_stale += len(nxt.records)
+                        continue
+                    pending, triggered = self._process(nxt)
             finally:
                 permit.release()
             if triggered:

@@ -63,7 +63,9 @@ def test_three_members_merged_reset_replays_exactly_and_one_reset_per_rebalance(
         wait_until(lambda: sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
                    and all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops), 40, "4 members balanced")
         assert len(region.resets) == 1, region.resets
-        assert sum(op.metrics()["nResetRequests"] for op in members.ops) == 3  # each revoking member asked once
+        # Every member that had fetched records asked (the new one too if a second
+        # rebalance round caught it after its first fetch), yet one reset request.
+        assert sum(op.metrics()["nResetRequests"] for op in members.ops) >= 3
         assert all(op.state.value == "CR_RESET_PENDING" for op in members.ops[:3])
 
         # Reset to initial state: every partition back to its control variable (0).
@@ -90,6 +92,7 @@ class ResettingRegion(Region):
         self.members = members
         self.merged = merged
         self.done = threading.Event()
+        self.lock = threading.Lock()
         self.errors = []
 
     def request_reset(self, *, force: bool, reason: str) -> None:
@@ -99,6 +102,10 @@ class ResettingRegion(Region):
     def _cycle(self) -> None:
         from cr_consumer.checkpoint import OperatorCheckpoint
 
+        with self.lock:  # requests during a reset do not stack: they run after it
+            self._reset_all(OperatorCheckpoint)
+
+    def _reset_all(self, OperatorCheckpoint) -> None:
         try:
             self.members._all(lambda op: op.reset(
                 1, OperatorCheckpoint(op.name, (op.name,), self.merged).encode(), 0), self.on_blocked)
@@ -126,10 +133,13 @@ def test_member_joins_region_resets_everyone_to_the_merged_offsets(bootstrap, na
         produce(bootstrap, topic, (b"v%d" % i for i in range(400)))
         sink.wait_count(400, 30)
         members.add(_start(bootstrap, coordinator, group, topic, "m2", sink, region))
-        assert region.done.wait(60) and region.errors == []
-        assert len(region.resets) == 1
-        sink.wait_count(4 * 70, 30)
+        assert region.done.wait(60)
+        # (A join can take more than one rebalance round: a member that fetched
+        # after the first reset asks again; each reset restarts the count.)
+        wait_until(lambda: _by_partition(list(sink.records)) == {p: list(range(30, 100)) for p in range(4)}, 40,
+                   "every record after the merged offsets exactly once")
         wait_until(lambda: all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops), 30, "3 members")
-        assert _by_partition(sink.records) == {p: list(range(30, 100)) for p in range(4)}
+        assert region.errors == []
+        assert _by_partition(list(sink.records)) == {p: list(range(30, 100)) for p in range(4)}
     finally:
         members.close()
