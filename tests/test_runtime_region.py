@@ -252,3 +252,32 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
     assert "RUNNING" in proc.stdout or "DRAINING" in proc.stdout or "CHECKPOINTING" in proc.stdout
     check_exactly_once(published(tmp_path / "out"), topic, {0: 1000, 1: 1000})
     assert (tmp_path / "state" / "logs" / "member-0.log").exists()
+
+
+def test_region_over_a_curve_coordinator(bootstrap, names, tmp_path):
+    """Members authenticate with CURVE on both their channels (the control channel
+    and the source's coordinator client); output is exactly once."""
+    from coordinator import security
+    from coordinator.launcher import CoordinatorProcess
+
+    keys = {n: security.keygen(tmp_path / "keys" / n, n) for n in ("server", "member")}
+    allow = tmp_path / "allow"
+    allow.mkdir()
+    (allow / "member.key").write_bytes(keys["member"][0].read_bytes())
+    coordinator = CoordinatorProcess(
+        tmp_path / "coordinator",
+        extra_args=["--curve-secret-key", str(keys["server"][1]), "--curve-allow", str(allow)],
+        client_kwargs={"curve_server_key": security.load_public_key(keys["server"][0]),
+                       "curve_keypair": security.load_keypair(keys["member"][1])})
+    coordinator.start()
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
+    produce(bootstrap, topic, half_values(2000))
+    try:
+        with make_region(tmp_path, bootstrap, pipeline, topic, members=2, coordinator=coordinator.endpoint,
+                         curve_server_key=str(keys["server"][0]), curve_key=str(keys["member"][1])) as region:
+            rows = wait_rows(tmp_path / "out", 2000, 60, region)
+            assert region.status()["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
+    finally:
+        coordinator.terminate()
+    check_exactly_once(rows, topic, {0: 1000, 1: 1000})

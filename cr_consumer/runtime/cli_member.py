@@ -54,6 +54,10 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (repeatable)")
     parser.add_argument("--kafka", action="append", metavar="PROP=VALUE",
                         help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000")
+    parser.add_argument("--curve-server-key", metavar="FILE",
+                        help="CURVE: the coordinator's public key (.key); needs --curve-key")
+    parser.add_argument("--curve-key", metavar="FILE",
+                        help="CURVE: this member's keypair (.key_secret from cr-coordinator keygen)")
 
 
 def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
@@ -90,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir, region_index=args.region_index,
         region=region_settings(args, args.min_members),
         params=parse_pairs(args.param, "--param"), kafka=parse_pairs(args.kafka, "--kafka"),
+        curve_server_key=args.curve_server_key, curve_key=args.curve_key,
     )
     member = Member(settings)
 

@@ -48,15 +48,20 @@ def run(args: argparse.Namespace) -> int:
     if args.members < 1:
         print("crkafka run: --members must be >= 1", flush=True)
         return 2
-    region = Region(
-        args.pipeline, members=args.members, bootstrap=args.bootstrap, coordinator=args.coordinator,
-        group=args.group or default_group(args.pipeline), output_dir=args.out, state_dir=args.state_dir,
-        period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
-        reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
-        member_timeout_s=args.member_timeout, region_index=args.region_index,
-        params=parse_pairs(args.param, "--param"), kafka=parse_pairs(args.kafka, "--kafka"),
-        restart_members=not args.no_restart, log_level=args.log_level,
-    )
+    try:
+        region = Region(
+            args.pipeline, members=args.members, bootstrap=args.bootstrap, coordinator=args.coordinator,
+            group=args.group or default_group(args.pipeline), output_dir=args.out, state_dir=args.state_dir,
+            period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
+            reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
+            member_timeout_s=args.member_timeout, region_index=args.region_index,
+            params=parse_pairs(args.param, "--param"), kafka=parse_pairs(args.kafka, "--kafka"),
+            restart_members=not args.no_restart, log_level=args.log_level,
+            curve_server_key=args.curve_server_key, curve_key=args.curve_key,
+        )
+    except ValueError as exc:
+        print(f"crkafka run: {exc}", flush=True)
+        return 2
     stop = threading.Event()
 
     def on_signal(signum, _frame) -> None:

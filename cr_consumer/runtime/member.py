@@ -90,6 +90,8 @@ class Member:
         region.setdefault("index", settings.region_index)
         self.region_config = region
         self.store = DirectoryCheckpointStore(Path(settings.state_dir) / "checkpoints" / settings.member)
+        self.curve: tuple[bytes, bytes, bytes] | None = None
+        self._client: Any = None  # the source's CURVE client, owned here (closed at shutdown)
 
     # ------------------------------------------------------------------ set-up
     def build(self) -> None:
@@ -125,7 +127,14 @@ class Member:
             )
         except (ConfigError, TypeError) as exc:
             raise SettingsError(f"{s.pipeline}: Kafka source settings: {exc}") from None
-        return ConsumerOperator(config, submit_batch=self._submit, permit=self.permit, region=self)
+        control = None
+        if self.curve is not None:  # the source's own coordinator client must use CURVE too
+            from coordinator.client import CoordinatorClient
+
+            server, public, secret = self.curve
+            control = self._client = CoordinatorClient(s.coordinator, timeout=config.coordinator_timeout_s,
+                                                       curve_server_key=server, curve_keypair=(public, secret))
+        return ConsumerOperator(config, submit_batch=self._submit, permit=self.permit, region=self, control=control)
 
     # ------------------------------------------------------------------ data path (process thread)
     def _submit(self, records: list) -> None:
@@ -157,13 +166,14 @@ class Member:
         """Build, join, execute commands until stopped; returns the exit code."""
         s = self.settings
         try:
+            self.curve = s.curve_keys()
             self.build()
         except SettingsError as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
         self.permit.block(0.0)  # 2. nothing is submitted before the first reset
         self.channel = ControlChannel(s.coordinator, s.group, s.member, self.incarnation, self.region_config,
-                                      self.commands.put)
+                                      self.commands.put, curve=self.curve)
         self.channel.start()
         code = EXIT_ERROR
         try:
@@ -231,6 +241,7 @@ class Member:
                         self._close(lambda n=notify: n(complete))
             self.channel.stop(leave=False)
         self._close(getattr(self.pipeline, "close", None))
+        self._close(getattr(self._client, "close", None))
 
     def _close(self, closer) -> None:
         if closer is None:

@@ -74,3 +74,22 @@ class MemberSettings:
     params: dict = attrs.field(factory=dict)
     #: Kafka consumer properties by dotted name, over the pipeline's own.
     kafka: dict = attrs.field(factory=dict)
+    #: CURVE: the coordinator's public key file (.key) and this member's keypair
+    #: (.key_secret from ``cr-coordinator keygen``); both or neither.
+    curve_server_key: str | None = None
+    curve_key: str | None = None
+
+    def curve_keys(self) -> tuple[bytes, bytes, bytes] | None:
+        """(server public, client public, client secret), or None without CURVE."""
+        if (self.curve_server_key is None) != (self.curve_key is None):
+            raise SettingsError("--curve-server-key and --curve-key go together (CURVE needs both)")
+        if self.curve_server_key is None:
+            return None
+        from coordinator.security import SecurityConfigError, load_keypair, load_public_key
+
+        try:
+            server = load_public_key(self.curve_server_key)
+            public, secret = load_keypair(self.curve_key)
+        except SecurityConfigError as exc:
+            raise SettingsError(f"CURVE keys: {exc}") from None
+        return server, public, secret

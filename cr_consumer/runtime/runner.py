@@ -100,6 +100,8 @@ class Region:
         log_level: str = "INFO",
         python: str = sys.executable,
         env: dict[str, str] | None = None,
+        curve_server_key: str | None = None,
+        curve_key: str | None = None,
     ) -> None:
         if members < 1:
             raise ValueError(f"members must be >= 1, got {members}")
@@ -128,6 +130,12 @@ class Region:
         self.log_level = log_level
         self.python = python
         self.env = dict(env or {})
+        if (curve_server_key is None) != (curve_key is None):
+            raise ValueError("curve_server_key and curve_key go together (CURVE needs both)")
+        if curve_server_key is not None and coordinator is None:
+            raise ValueError("CURVE keys are for an external coordinator (coordinator=...); the one the runner "
+                             "starts listens on loopback without CURVE")
+        self.curve = (curve_server_key, curve_key) if curve_server_key else None
         self.coordinator_proc: Any = None
         self.members: dict[str, _MemberProc] = {}
         self._next_index = 0
@@ -197,6 +205,8 @@ class Region:
             cmd += ["--param", f"{k}={v}"]
         for k, v in self.kafka.items():
             cmd += ["--kafka", f"{k}={v}"]
+        if self.curve is not None:
+            cmd += ["--curve-server-key", str(self.curve[0]), "--curve-key", str(self.curve[1])]
         return cmd
 
     def _spawn(self, m: _MemberProc, min_members: int | None = None) -> None:
@@ -284,7 +294,12 @@ class Region:
         """The controller's view: phase, members, last consistent checkpoint, counters, events."""
         from coordinator.client import CoordinatorClient
 
-        with CoordinatorClient(self.endpoint, timeout=timeout) as client:
+        kwargs: dict[str, Any] = {}
+        if self.curve is not None:
+            from coordinator.security import load_keypair, load_public_key
+
+            kwargs = {"curve_server_key": load_public_key(self.curve[0]), "curve_keypair": load_keypair(self.curve[1])}
+        with CoordinatorClient(self.endpoint, timeout=timeout, **kwargs) as client:
             reply = client.request("region_status", {"region": self.group}, timeout)
         out = dict(reply["region"])
         out["events"] = reply.get("events", [])
