@@ -73,8 +73,11 @@ class FileSink(Operator):
         self._extra = ',"member":' + _encode_str(member)
         self._file: Any = None
         self._pending_name: str | None = None
-        self._unpublished: list[dict] = []  # recorded intervals: {"seq", "pending", "final"}
-        self._lock = threading.Lock()  # process thread writes, control thread checkpoints
+        # Recorded intervals {"seq", "pending", "final"}: the control thread's only.
+        self._unpublished: list[dict] = []
+        # The open interval (_file, _pending_name) is shared: the process thread
+        # writes it, the control thread closes it at checkpoint/reset.
+        self._lock = threading.Lock()
         self.records_written = 0
 
     # -- data -----------------------------------------------------------------
@@ -156,14 +159,16 @@ class FileSink(Operator):
             self._pending_name = None
 
     def _publish_upto(self, seq: int) -> None:
-        with self._lock:
-            ready = [i for i in self._unpublished if i["seq"] <= seq]
-            if not ready:
-                return
-            for interval in ready:
-                self._publish(interval)
-            self._unpublished = [i for i in self._unpublished if i["seq"] > seq]
-            fsync_dir(self.directory)
+        # No lock: the recorded intervals are closed files that only the control
+        # thread touches; the process thread may keep writing the open interval
+        # meanwhile (the member unblocks its permit before publishing).
+        ready = [i for i in self._unpublished if i["seq"] <= seq]
+        if not ready:
+            return
+        for interval in ready:
+            self._publish(interval)
+        self._unpublished = [i for i in self._unpublished if i["seq"] > seq]
+        fsync_dir(self.directory)
 
     def _publish(self, interval: dict) -> None:
         pending = self.directory / interval["pending"]
