@@ -39,6 +39,11 @@ def member_configs(options: SourceOptions) -> list[OperatorConfig]:
     """One OperatorConfig per member; a contradiction raises InvalidOptionError."""
     props = dict(options.consumer_properties)
     max_poll = int(props.pop("max.poll.records", DEFAULT_MAX_POLL_RECORDS))
+    instance = props.pop("group.instance.id", None)  # static membership: one id per member
+
+    def member_props(i: int) -> dict:
+        return {**props, "group.instance.id": f"{instance}-{i}"} if instance else props
+
     try:
         return [
             OperatorConfig(
@@ -52,7 +57,7 @@ def member_configs(options: SourceOptions) -> list[OperatorConfig]:
                 start_position=options.start_position,
                 start_time=options.start_time_ms,
                 max_poll_records=max_poll,
-                consumer_properties=props,
+                consumer_properties=member_props(i),
             )
             for i in range(options.members)
         ]

@@ -63,6 +63,7 @@ def batch_ranges(start: SourceOffset, end: SourceOffset) -> dict[tuple[str, int]
 
 def replay_consumer(options: SourceOptions) -> KafkaConsumer:
     config = options.kafka_config
+    config.pop("group_instance_id", None)  # no group here
     config.update(
         bootstrap_servers=options.bootstrap_servers.split(","),
         group_id=None,

@@ -7,7 +7,9 @@ members leave the group cleanly instead of being evicted a session timeout
 later:
 
 1. SIGTERM (query stop): the handler closes the group (every member closes
-   its consumer, which sends LeaveGroup) and raises ``SystemExit``.
+   its consumer, which sends LeaveGroup) and raises ``SystemExit``. Spark
+   sends SIGTERM twice in a row on stop; a SIGTERM during the close is
+   ignored, so that it cannot abort the close half way.
 2. Parent watchdog: if the JVM dies (kill -9 of the driver), the runner is
    re-parented; a daemon thread notices the parent pid change within
    :data:`WATCHDOG_PERIOD_S`, closes the group and exits the process, so an
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 #: long an orphaned runner keeps its members in the group.
 WATCHDOG_PERIOD_S = 1.0
 
-_state: dict = {"close": None, "sigterm": False, "stop": None}
+_state: dict = {"close": None, "sigterm": False, "stop": None, "closing": False}
 
 
 def install(close) -> None:
@@ -43,6 +45,12 @@ def install(close) -> None:
             previous = signal.getsignal(signal.SIGTERM)
 
             def on_sigterm(signum, frame):
+                if _state["closing"]:
+                    # Spark sends SIGTERM twice on stop (stopWorker, then the factory's
+                    # stop): raising again here would abort the close in progress
+                    log.info("crkafka: SIGTERM again: the members are already closing")
+                    return
+                _state["closing"] = True
                 log.info("crkafka: SIGTERM: closing the members (they leave the group)")
                 _run_close()
                 if callable(previous):
@@ -61,6 +69,7 @@ def install(close) -> None:
             while not stop.wait(WATCHDOG_PERIOD_S):
                 if os.getppid() != parent:
                     log.warning("crkafka: the Spark JVM (pid %d) is gone: closing the members and exiting", parent)
+                    _state["closing"] = True
                     _run_close()
                     os._exit(0)
 

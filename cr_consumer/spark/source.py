@@ -26,7 +26,9 @@ class CrKafkaDataSource(DataSource):
         return parse_options(self.options)
 
     def schema(self) -> StructType:
-        self.source_options()  # fail load() on a bad option
+        from cr_consumer.spark.members import member_configs
+
+        member_configs(self.source_options())  # fail load() on a bad or contradictory option
         return spark_schema()
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:

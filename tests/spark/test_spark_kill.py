@@ -11,7 +11,7 @@ import pytest
 
 from cr_consumer.kafka_util import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_wordcount.py"
 

@@ -108,7 +108,19 @@ def test_invalid_options_fail_at_load(spark):
     df = load()  # valid options load without touching Kafka
     assert df.isStreaming and df.columns == ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
     for change, option in [({"members": "0"}, "members"), ({"colour": "blue"}, "colour"),
-                           ({"subscribePattern": "x"}, "subscribe"), ({"kafka.no.such.property": "1"}, "kafka.no.such.property")]:
+                           ({"subscribePattern": "x"}, "subscribe"), ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
+                           ({"kafka.heartbeat.interval.ms": "30000"}, "kafka.*")]:
         with pytest.raises(Exception) as err:
             load(**change)
         assert f"crkafka option '{option}'" in str(err.value), str(err.value)[:2000]
+
+
+def test_member_configs():
+    from cr_consumer.spark.members import member_configs
+
+    configs = member_configs(parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"})))
+    assert [c.operator_name for c in configs] == ["crkafka-0", "crkafka-1"]
+    assert [c.consumer_properties["group.instance.id"] for c in configs] == ["etl-0", "etl-1"]
+    assert {c.max_poll_records for c in configs} == {300}
+    with pytest.raises(InvalidOptionError, match="heartbeat.interval.ms"):
+        member_configs(parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"})))

@@ -10,7 +10,7 @@ import pytest
 
 from cr_consumer.kafka_util import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 
 
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
@@ -74,10 +74,10 @@ def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, co
         .start()
     )
     try:
-        wait_for(lambda: sum(seen.values()) >= n, 90, f"{n} records", query)
+        wait_for(lambda: sum(seen.values()) >= n, 200, f"{n} records", query)
         per_partition = {p: n // 3 for p in range(3)}
         # idle input: one empty batch delivers the pending commit of the last batch
-        wait_for(lambda: group_offsets(bootstrap, group, topic) == per_partition, 30, "the idle commit", query)
+        wait_for(lambda: group_offsets(bootstrap, group, topic) == per_partition, 60, "the idle commit", query)
     finally:
         query.stop()
     assert query.exception() is None
@@ -86,7 +86,7 @@ def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, co
     from coordinator.client import CoordinatorClient
 
     with CoordinatorClient(coordinator, timeout=5.0) as client:
-        wait_for(lambda: client.members(group) == [], 30, "the members to leave")
+        wait_for(lambda: client.members(group) == [], 60, "the members to leave")
     assert sum(seen.values()) == n and len(seen) == n, "duplicates"
     assert set(seen) == {(p, o) for p in range(3) for o in range(n // 3)}, "gaps"
     # Kafka's committed offsets never run ahead of the batches the sink completed,
