@@ -184,7 +184,11 @@ class Member:
                 log.error("%s: could not join region %s at %s within %.0fs", s.member, s.group, s.coordinator,
                           JOIN_TIMEOUT_S)
                 return EXIT_ERROR
-            self.source.start()
+            try:
+                self.source.start()
+            except Exception:  # broker or coordinator unreachable: exit 1, the runner restarts us
+                log.exception("%s: the Kafka source could not start", s.member)
+                return EXIT_ERROR
             log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
                      [i for i, _ in self.handlers])
             code = self._loop()
