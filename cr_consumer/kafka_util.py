@@ -89,14 +89,15 @@ def produce(
     return n
 
 
-def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:
-    """The group's committed offsets for ``topic``, as any Kafka tool sees them."""
+def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets for ``topic``, as any Kafka tool sees them
+    (partitions without a committed offset are left out)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-admin")
     try:
-        offsets = admin.list_consumer_group_offsets(group_id)
+        found = admin.list_group_offsets({group_id: None}).get(group_id, {})
     finally:
         admin.close()
-    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
 
 
 __all__ = [

@@ -20,3 +20,19 @@ def test_produce_and_consume_dense_offsets(bootstrap, names):
             seen[tp.partition].extend(r.offset for r in recs)
     consumer.close()
     assert seen == {0: [0, 1, 2, 3, 4], 1: [0, 1, 2, 3, 4]}
+
+
+def test_committed_offsets_as_an_admin_client_sees_them(bootstrap, names):
+    from cr_consumer.kafka_util import committed_offsets
+    from kafka.structs import OffsetAndMetadata
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    assert committed_offsets(bootstrap, group, topic) == {}
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        consumer.commit({TopicPartition(topic, 1): OffsetAndMetadata(7, "", -1)})
+    finally:
+        consumer.close()
+    assert committed_offsets(bootstrap, group, topic) == {1: 7}

@@ -6,6 +6,7 @@ import threading
 import time
 
 from cr_consumer import ConsumerOperator, OperatorConfig
+from cr_consumer.kafka_util import committed_offsets
 from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
 
 FAST_GROUP = {
@@ -93,20 +94,7 @@ class Region:
         self.event.set()
 
 
-def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets for ``topic`` as any Kafka tool sees them.
-
-    (cr_consumer.kafka_util.committed_offsets calls a method kafka-python 3.0.12
-    does not have; this uses list_group_offsets.)
-    """
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-test-admin")
-    try:
-        found = admin.list_group_offsets({group_id: None}).get(group_id, {})
-    finally:
-        admin.close()
-    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
+committed = committed_offsets  # the same view any Kafka tool has
 
 
 class Members:
