@@ -72,6 +72,10 @@ WATCH_PERIOD_S = 0.1
 CONTROLLER_WATCH_PERIOD_S = 0.5
 #: How often it prints a progress line.
 PROGRESS_PERIOD_S = 1.0
+#: sink-failure: when the input is consumed before a sink claimed the trigger,
+#: produce a few more records, at most MAX_NUDGES times, NUDGE_PERIOD_S apart.
+MAX_NUDGES = 5
+NUDGE_PERIOD_S = 2.0
 #: Bound on the producer thread's end after the drill stops it.
 PRODUCER_JOIN_S = 60.0
 
@@ -197,6 +201,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             next_progress = 0.0
             processed = delivered = 0
             fired = False if cfg.scenario == "sink-failure" else None
+            nudges, next_nudge = 0, 0.0
             while True:
                 now = time.monotonic()
                 for e in reader.poll():
@@ -222,6 +227,14 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                         expected = manifest.produced - manifest.poison_count
                     if fault_time is not None and delivered >= expected and fired is not False:
                         break
+                    if (fired is False and fault_time is not None and delivered >= expected
+                            and now >= next_nudge and nudges < MAX_NUDGES):
+                        # The input ran out before a sink saw the trigger: give it records.
+                        nudges += 1
+                        next_nudge = now + NUDGE_PERIOD_S
+                        progress("the sink-failure trigger is not claimed yet and the input is consumed: "
+                                 f"producing {cfg.partitions * 10} more records")
+                        workload.produce_more(cfg.partitions * 10)
                 if now >= next_progress:
                     next_progress = now + PROGRESS_PERIOD_S
                     progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "

@@ -119,6 +119,17 @@ class Workload:
         finally:
             prod.close()
 
+    def produce_more(self, n: int) -> None:
+        """Produce ``n`` records beyond ``total`` now (after the thread ended),
+        e.g. so that a fault that acts on records still sees some."""
+        prod = self._producer()
+        try:
+            prod.send_chunk(self.topic, self.partitions, n)
+            self.produced += n
+            self.total += n
+        finally:
+            prod.close()
+
     def _producer(self) -> _Producer:
         prod = _Producer(self.bootstrap, self.manifest, self.lock, self.seed, self.poison_ratio, self.rng,
                          self._counters)
