@@ -7,8 +7,8 @@ appending it to ``PARTS``.
 region_part: a consistent region of three member processes (``crkafka member``
 running the drill pipeline: Kafka source -> exactly-once file sink) and a
 coordinator process, on the embedded broker (or ``$KAFKA_BOOTSTRAP_SERVERS``).
-Half way through the input, one member is killed with SIGKILL; the runner-style
-supervisor restarts it, the region resets to its last consistent checkpoint,
+Half way through the input, one member is killed with SIGKILL; the runtime's
+runner restarts it, the region resets to its last consistent checkpoint,
 and the output is verified independently: every produced record exactly once.
 It prints the drill report and where the timeline plot is. Every process it
 starts (broker, coordinator, members) is stopped before it returns.
