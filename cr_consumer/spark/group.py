@@ -132,7 +132,15 @@ class SourceGroup:
         self.buffer.close()
         for permit in self.permits:
             permit.unblock()
-        futures = [self._pool.submit(op.close) for op in self.members]
+        try:
+            futures = [self._pool.submit(op.close) for op in self.members]
+        except RuntimeError:  # at interpreter exit (atexit) the pool takes no work: one by one
+            futures = []
+            for op in self.members:
+                try:
+                    op.close()
+                except Exception:  # noqa: BLE001 - keep closing the others; reported here
+                    log.exception("crkafka: closing member %s failed", op.name)
         for fut in futures:
             try:
                 fut.result(CLOSE_TIMEOUT_S)

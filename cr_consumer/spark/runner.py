@@ -10,7 +10,10 @@ later:
    its consumer, which sends LeaveGroup) and raises ``SystemExit``. Spark
    sends SIGTERM twice in a row on stop; a SIGTERM during the close is
    ignored, so that it cannot abort the close half way.
-2. Parent watchdog: if the JVM dies (kill -9 of the driver), the runner is
+2. Interpreter exit: when the JVM goes away, the runner's main loop fails on
+   its socket and the process exits (``sys.exit``) without any Spark
+   callback; an ``atexit`` hook closes the group on that path.
+3. Parent watchdog: if the JVM dies (kill -9 of the driver), the runner is
    re-parented; a daemon thread notices the parent pid change within
    :data:`WATCHDOG_PERIOD_S`, closes the group and exits the process, so an
    orphaned runner never keeps consuming. (A kill -9 of the runner itself
@@ -23,6 +26,7 @@ handlers can only be installed there); :func:`uninstall` stops the watchdog.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -61,6 +65,9 @@ def install(close) -> None:
             _state["sigterm"] = True
         else:
             log.warning("crkafka: not on the main thread: no SIGTERM handler (members are evicted on stop)")
+    if not _state.get("atexit"):
+        atexit.register(_close_at_exit)
+        _state["atexit"] = True
     if _state["stop"] is None:
         stop = threading.Event()
         parent = os.getppid()
@@ -75,6 +82,13 @@ def install(close) -> None:
 
         threading.Thread(target=watchdog, name="crkafka-watchdog", daemon=True).start()
         _state["stop"] = stop
+
+
+def _close_at_exit() -> None:
+    if _state["close"] is not None:
+        log.info("crkafka: the source runner is exiting: closing the members (they leave the group)")
+    _state["closing"] = True
+    _run_close()
 
 
 def _run_close() -> None:
