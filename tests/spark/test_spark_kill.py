@@ -39,3 +39,36 @@ def test_kill9_mid_batch_then_restart_is_exactly_once(bootstrap, coordinator, na
     assert result["records_out"] == result["distinct"] == args.records, result
     assert result["counts_match"], result
     assert result["committed"] == result["per_partition"] == {p: args.records // 4 for p in range(4)}, result
+
+
+def test_kill9_of_the_driver_alone_makes_the_members_leave(bootstrap, coordinator, names, tmp_path):
+    """Only the driver dies: its JVM follows, the source runner exits and closes its members."""
+    import os
+    import signal
+    import time
+
+    from coordinator.client import CoordinatorClient
+
+    example = load_example()
+    topic, group = names.topic(), names.group()
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, (example.line_for(i) for i in range(500)))
+    out = tmp_path / "out"
+    args = types.SimpleNamespace(bootstrap=bootstrap, coordinator=coordinator, topic=topic, group=group, members=2,
+                                 records=500, max_records_per_batch=1000, session_timeout_ms=6000)
+    proc = example.run_query_process(args, tmp_path, sink_delay=0.0, exit_when_done=False, log_name="query.log")
+    try:
+        with CoordinatorClient(coordinator, timeout=5.0) as client:
+            example.wait_until(lambda: any(out.glob("batch-*.json")), 180, "a first batch", proc)
+            assert sorted(client.members(group)) == ["crkafka-0", "crkafka-1"]
+            os.kill(proc.pid, signal.SIGKILL)  # the driver only, not its process group
+            proc.wait()
+            deadline = time.monotonic() + 30
+            while client.members(group) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert client.members(group) == [], (tmp_path / "query.log").read_text()[-3000:]
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
