@@ -5,7 +5,7 @@ Figures, all in one run on one freshly produced topic (default 1,000,000 x
 
 1. baseline: a bare kafka-python poll loop (no group, assign + seek to the
    beginning, max_poll_records 2000, records counted and dropped) over the
-   whole topic: rows/s;
+   whole topic, right before and right after each query (mean): rows/s;
 2. the Spark query ``readStream.format("crkafka") -> writeStream.format("noop")``
    (local[2], 1 and 2 members): rows/s from Spark's own progress reports, over
    the batches after the first non-empty one (so the group join and the first
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cr_consumer.kafka_util import create_topic, producer, unique_name  # noqa: E402
+from cr_consumer.kafka_util import create_topic, producer, unique_name
 
 #: Bound on any one consumption run, so a stuck query fails the bench.
 RUN_TIMEOUT_S = 600.0
@@ -213,9 +213,14 @@ def main() -> int:
         runs = []
         try:
             for members, max_batch in variants:
-                base = bare_poll_loop(broker.bootstrap, topic, args.records)
+                # the baseline runs right before and right after the query; their mean is the reference
+                before = bare_poll_loop(broker.bootstrap, topic, args.records)
                 rate = spark_rate(spark, broker.bootstrap, coord.endpoint, topic, args.records, members, max_batch, workdir)
+                after = bare_poll_loop(broker.bootstrap, topic, args.records)
+                base = (before + after) / 2
                 rate["baseline_rows_per_s"] = base
+                rate["baseline_before_after"] = [round(before), round(after)]
+                rate["load_avg_1m"] = os.getloadavg()[0]
                 rate["ratio"] = rate["rows_per_s"] / base
                 runs.append(rate)
                 print(json.dumps(rate), flush=True)

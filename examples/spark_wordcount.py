@@ -181,9 +181,9 @@ def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done:
     ]
     if exit_when_done:
         cmd.append("--exit-when-done")
-    log = open(workdir / log_name, "w")
-    # own session: kill -9 of the group takes the driver, its JVM and the source runner
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(workdir / log_name, "w") as log:  # the child keeps its own descriptor
+        # own session: kill -9 of the group takes the driver, its JVM and the source runner
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_until(predicate, timeout_s: float, what: str, proc: subprocess.Popen | None = None) -> None:
@@ -271,7 +271,6 @@ def kill_restart_verify(args, workdir: Path) -> dict:
 
 def cmd_demo(args) -> int:
     from coordinator.launcher import CoordinatorProcess
-
     from cr_consumer.broker import EmbeddedBroker
     from cr_consumer.kafka_util import create_topic, produce, unique_name
 

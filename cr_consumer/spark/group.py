@@ -139,12 +139,12 @@ class SourceGroup:
             for op in self.members:
                 try:
                     op.close()
-                except Exception:  # noqa: BLE001 - keep closing the others; reported here
+                except Exception:  # keep closing the others; logged with its traceback
                     log.exception("crkafka: closing member %s failed", op.name)
         for fut in futures:
             try:
                 fut.result(CLOSE_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - keep closing the others; reported here
+            except Exception:  # keep closing the others; logged with its traceback
                 log.exception("crkafka: closing a member failed")
         self._pool.shutdown(wait=False, cancel_futures=True)
         log.info("crkafka: members closed (%s)", self.stats)

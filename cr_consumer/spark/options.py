@@ -112,7 +112,7 @@ def _parse_time(option: str, raw: str) -> int:
                 option, f"expected epoch milliseconds or an ISO-8601 date-time, got {raw!r}"
             ) from None
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=_dt.timezone.utc)
+            moment = moment.replace(tzinfo=_dt.UTC)
         value = int(moment.timestamp() * 1000)
     if value < 0:
         raise InvalidOptionError(option, f"must not be before 1970-01-01, got {raw!r}")

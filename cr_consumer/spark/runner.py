@@ -97,7 +97,7 @@ def _run_close() -> None:
         return
     try:
         close()
-    except Exception:  # noqa: BLE001 - the process is ending; report and go on exiting
+    except Exception:  # the process is ending: logged with its traceback, exit goes on
         log.exception("crkafka: closing the members failed")
 
 
