@@ -108,14 +108,9 @@ def spark_session():
 
 def committed_total(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The group's committed offsets of ``topic``, as any Kafka tool sees them."""
-    from kafka import KafkaAdminClient
+    from cr_consumer.kafka_util import committed_offsets
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="crkafka-verify")
-    try:
-        offsets = admin.list_group_offsets(group).get(group, {})
-    finally:
-        admin.close()
-    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
+    return committed_offsets(bootstrap, group, topic)
 
 
 def cmd_run(args) -> int:

@@ -8,21 +8,14 @@ import time
 
 import pytest
 
-from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.kafka_util import committed_offsets, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 
 
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """Committed offsets as a separate admin client sees them."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="crkafka-test-admin")
-    try:
-        offsets = admin.list_group_offsets(group).get(group, {})
-    finally:
-        admin.close()
-    return {tp.partition: m.offset for tp, m in offsets.items() if tp.topic == topic and m.offset >= 0}
+    return committed_offsets(bootstrap, group, topic)
 
 
 def wait_for(predicate, timeout_s: float, what: str, query=None):
