@@ -255,8 +255,11 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
     t_asg = max(snap_assigned.values())
     total = max(firsts.values()) - t_rev
     broker = t_asg - t_rev
+    detail = {name: {"assigned_ms": round((snap_assigned[name] - t_rev) * 1000),
+                     "reset_done_ms": round((region.done_at[name] - t_rev) * 1000),
+                     "first_tuple_ms": round((firsts[name] - t_rev) * 1000)} for name in sorted(sinks)}
     return {"total_ms": total * 1000, "broker_rebalance_ms": broker * 1000, "reset_ms": (total - broker) * 1000,
-            "reset_requests": region.requests}
+            "reset_requests": region.requests, "members": detail}
 
 
 def pct(values, q):
@@ -321,7 +324,7 @@ def main() -> None:
                 for trial in range(args.reset_trials):
                     r = reset_latency_trial(bootstrap, coord.endpoint, small, args.partitions, 20_000)
                     resets.append(r)
-                    print(f"reset trial {trial}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
+                    print(f"reset trial {trial}: {json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()})}", flush=True)
     base = statistics.median(r["records_per_s"] for r in results["bare"]) if results.get("bare") else None
     pair = {}  # per trial: mode / bare of the same trial (robust to load drifting between trials)
     cpu = {}  # CPU seconds of this process per record, bare / mode (robust to other processes' load)

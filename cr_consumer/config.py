@@ -97,6 +97,10 @@ _EAGER_ASSIGNORS = {"range": "RangePartitionAssignor", "roundrobin": "RoundRobin
 #: new partitions) must be seen within ~2 s, as in the reference.
 METADATA_MAX_AGE_CAP_MS = 2000
 DEFAULT_SESSION_TIMEOUT_MS = 20000
+#: fetch.max.wait.ms unless set: a fetch at the log end waits this long in the
+#: broker, and a partition seeked by a reset is not fetched again until that
+#: fetch returns; Kafka's 500 ms default would add up to 500 ms to every reset.
+DEFAULT_FETCH_MAX_WAIT_MS = 100
 DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 
 
@@ -302,6 +306,7 @@ class OperatorConfig:
             metadata_max_age_ms=min(int(cfg.get("metadata_max_age_ms", METADATA_MAX_AGE_CAP_MS)), METADATA_MAX_AGE_CAP_MS),
             partition_assignment_strategy=self._assignors(cfg.get("partition_assignment_strategy", ("range", "roundrobin"))),
             auto_offset_reset=self.auto_offset_reset,
+            fetch_max_wait_ms=int(cfg.get("fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS)),
         )
         return cfg
 

@@ -25,6 +25,12 @@ from cr_consumer.states import ClientState
 log = logging.getLogger("cr_consumer.operator")
 S = ClientState
 
+#: Bound on the drain's synchronous commit (and the drain timeout, if lower):
+#: kafka-python retries a commit during a rebalance until its timeout, on the
+#: event thread, while the rebalance itself needs that thread to poll; so a
+#: commit that cannot complete (group rebalancing, broker gone) fails the drain
+#: after this long instead of freezing the group join for the drain timeout.
+COMMIT_TIMEOUT_S = 5.0
 #: Bound on a stop/start-polling round trip to the event thread (at most one
 #: poll plus queued events): a wedged event thread fails the handler instead
 #: of hanging it.
@@ -84,7 +90,7 @@ class RegionHandlers:
         def commit(consumer):
             if offsets:
                 consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
-                                timeout_ms=int(cfg.drain_timeout_s * 1000))
+                                timeout_ms=int(min(cfg.drain_timeout_s, COMMIT_TIMEOUT_S) * 1000))
 
         try:
             self.events.call(commit, cfg.drain_timeout_s, "drain commit")

@@ -99,6 +99,7 @@ class ConsumerOperator(RegionHandlers):
         self._drain_cond = threading.Condition()
         self._drain_count = 0
         self._highwater: dict[TopicPartition, int | None] = {}
+        self._cv_cache: dict[TopicPartition, int] = {}
         self._highwater_at = 0.0
         self.use_committed_first = self.standalone
         self.stats = OperatorMetrics(self)
@@ -268,11 +269,19 @@ class ConsumerOperator(RegionHandlers):
 
     def control_variables(self) -> dict:
         cv = self.control.get_initial_offsets(self.config.group_id)
-        return {TopicPartition(t, p): int(o) for (t, p), o in cv.items()}
+        out = {TopicPartition(t, p): int(o) for (t, p), o in cv.items()}
+        self._cv_cache = {**self._cv_cache, **out}
+        return out
 
     def save_control_variables(self, offsets: dict) -> dict:
         eff = self.control.put_initial_offsets(self.config.group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()})
-        return {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
+        out = {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
+        self._cv_cache = {**self._cv_cache, **out}
+        return out
+
+    def cached_control_variables(self) -> dict:
+        """Control variables read or written before (they never change: first writer wins)."""
+        return self._cv_cache
 
     def request_region_reset(self, reason: str) -> None:
         """After a revocation with fetched records: one reset per rebalance group-wide."""

@@ -19,9 +19,11 @@ Revocation (eager: every owned partition, before every rebalance):
 
 Assignment:
 
-1. update the offset manager's assignment and nPartitionRebalances; pause the
-   new partitions (held) so nothing is fetched before they are seeked;
-2. on the event thread, in SUBSCRIBED or RESET_COMPLETE: seek each partition to
+1. update the offset manager's assignment and nPartitionRebalances; in
+   SUBSCRIBED or RESET_COMPLETE seek at once every partition whose target is
+   known in memory (merged checkpoint offset, cached control variable); pause
+   the others (held) so nothing is fetched before they are seeked;
+2. on the event thread, in SUBSCRIBED or RESET_COMPLETE: seek each held partition to
    its merged checkpoint offset (kept from the last reset until retired), else
    its control variable, else its start position (then saved as the control
    variable, first writer wins, using the effective value); read positions
@@ -101,13 +103,38 @@ class Rebalancer:
         op = self._op
         tps = set(tps)
         op.offsets.set_assignment(tps)
-        op.events.pause_partitions(tps)
+        # Fast path: a target known in memory (merged checkpoint, cached
+        # control variable) is seeked right here (seek is pure client state),
+        # so fetching starts in this very poll; the rest is held (paused) and
+        # seeked on the event thread after the poll.
+        fast = self._known_targets(tps) if op.state in (S.SUBSCRIBED, S.RESET_COMPLETE) else {}
+        consumer = op.events.consumer
+        for tp, off in fast.items():
+            consumer.seek(tp, off)
+        op.offsets.set_many(fast)
+        held = tps - fast.keys()
+        op.events.pause_partitions(held)
         with self._lock:
             self.n_partition_rebalances += 1
-            self.held = set(tps)
-            self._assign_pending = True
+            self.held = held
+            self._assign_pending = bool(held)
         self.joining = False
-        log.info("%s: assigned %s", op.name, sorted(tps))
+        log.info("%s: assigned %s (seeked at once: %s)", op.name, sorted(tps),
+                 {f"{tp.topic}[{tp.partition}]": o for tp, o in sorted(fast.items())})
+
+    def _known_targets(self, tps) -> dict:
+        op = self._op
+        if op.use_committed_first:  # standalone: committed offsets need the broker
+            return {}
+        merged = op.merged_offsets() or {}
+        cached = op.cached_control_variables()
+        out = {}
+        for tp in tps:
+            if tp in merged:
+                out[tp] = merged[tp]
+            elif tp in cached:
+                out[tp] = cached[tp]
+        return out
 
     # -- event thread ---------------------------------------------------------
     def after_poll(self, consumer) -> None:

@@ -89,6 +89,8 @@ class StandaloneDriver:
                     self._cycle(lambda: op._reset_to(None, initial=False, what=f"committed offsets ({reset})"))
                 elif drain is not None or (periodic and time.monotonic() >= next_commit):
                     next_commit = time.monotonic() + period
+                    if op.rebalancer.joining and drain is None:
+                        continue  # nothing assigned, nothing to commit; do not interrupt the join's polls
                     self._cycle(self._drain_and_resume)
         except Exception as exc:  # noqa: BLE001 - fatal for the operator, reported there
             log.exception("%s: standalone driver failed", op.name)
