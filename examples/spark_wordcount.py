@@ -288,6 +288,13 @@ def cmd_demo(args) -> int:
     return 0 if result["ok"] else 1
 
 
+def demo_part(workdir: Path | None = None, records: int = 20000) -> bool:
+    """The Spark part of ``make demo`` (examples/demo.py can append it to its PARTS)."""
+    print("== Spark: crkafka source -> word count -> exactly-once files; kill -9 half way ==", flush=True)
+    argv = ["demo", "--records", str(records)] + (["--workdir", str(workdir)] if workdir else [])
+    return main(argv) == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
