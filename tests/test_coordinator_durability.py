@@ -105,8 +105,10 @@ def test_load_in_progress_then_success(tmp_path):
     state = tmp_path / "state"
     store = StateStore(state)
     store.load()
-    for b in range(50):
-        store.put_initial_offsets("big", {(f"t{b}", p): p for p in range(10_000)})  # 500,000 entries
+    # 2,000,000 entries in one-entry-per-partition records of 10,000: the replay
+    # takes about a second here, long enough to observe LOAD_IN_PROGRESS.
+    for b in range(200):
+        store.put_initial_offsets("big", {(f"t{b}", p): p for p in range(10_000)})
     store.put_initial_offsets("probe", {("t", p): 100 + p for p in range(8)})
     store.sync()
     store.close()
@@ -116,6 +118,7 @@ def test_load_in_progress_then_success(tmp_path):
     ctx = zmq.Context.instance()
     raw = ctx.socket(zmq.DEALER)
     raw.setsockopt(zmq.LINGER, 0)
+    raw.setsockopt(zmq.RECONNECT_IVL, 5)  # reach the coordinator within ms of its bind
     raw.connect(endpoint)  # queued until the coordinator binds
     log = open(tmp_path / "coordinator.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -128,7 +131,7 @@ def test_load_in_progress_then_success(tmp_path):
 
         def use_client() -> None:
             with CoordinatorClient(endpoint, timeout=30) as c:
-                # A small read: the 500,000 entries only make the replay slow
+                # A small read: the 2,000,000 entries only make the replay slow
                 # enough to observe LOAD_IN_PROGRESS.
                 result["offsets"] = c.get_initial_offsets("probe")
 
