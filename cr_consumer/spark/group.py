@@ -52,6 +52,7 @@ with :class:`SourceFailed`, which fails the query.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -196,6 +197,24 @@ class SourceGroup:
         return SourceOffset(epoch=start.epoch + 1, positions=start.positions)
 
     def _cut(self, start: SourceOffset) -> tuple[list[pa.RecordBatch], SourceOffset] | None:
+        with self._members_held():
+            snapshots = [op.offsets.snapshot() for op in self.members]
+            if self._reset_wanted():
+                return None
+            batches = self.buffer.cut()
+        positions = dict(start.positions)
+        for snap in snapshots:
+            positions.update({(tp.topic, tp.partition): off for tp, off in snap.items()})
+        new = [tp for tp in positions if tp not in start.positions]
+        return batches, SourceOffset(epoch=start.epoch + 1, positions=positions, first=_first_offsets(batches, new))
+
+    @contextlib.contextmanager
+    def _members_held(self):
+        """Hold every member's permit (no member is mid-batch), released on exit.
+
+        The buffer stops taking new rows first, so a cut or reset sees a
+        consistent (offsets, buffered rows) pair across all members.
+        """
         self.buffer.hold_off()
         blocked = []
         try:
@@ -203,18 +222,10 @@ class SourceGroup:
                 blocked.append(permit)
                 if not permit.block(CUT_TIMEOUT_S):
                     raise SourceFailed(f"a member's in-flight batch did not finish within {CUT_TIMEOUT_S}s")
-            snapshots = [op.offsets.snapshot() for op in self.members]
-            if self._reset_wanted():
-                return None
-            batches = self.buffer.cut()
+            yield
         finally:
             for permit in blocked:
                 permit.unblock()
-        positions = dict(start.positions)
-        for snap in snapshots:
-            positions.update({(tp.topic, tp.partition): off for tp, off in snap.items()})
-        new = [tp for tp in positions if tp not in start.positions]
-        return batches, SourceOffset(epoch=start.epoch + 1, positions=positions, first=_first_offsets(batches, new))
 
     def _reset_wanted(self) -> bool:
         with self._lock:
@@ -229,13 +240,7 @@ class SourceGroup:
         attempt = self._attempt
         names = tuple(op.name for op in self.members)
         offsets = {TopicPartition(t, p): o for (t, p), o in start.positions.items()}
-        self.buffer.hold_off()
-        blocked = []
-        try:
-            for permit in self.permits:
-                blocked.append(permit)
-                if not permit.block(CUT_TIMEOUT_S):
-                    raise SourceFailed(f"a member's in-flight batch did not finish within {CUT_TIMEOUT_S}s")
+        with self._members_held():
             with self._lock:
                 self._reset_reason = None
             if start.positions:
@@ -254,9 +259,6 @@ class SourceGroup:
             if errors:
                 raise SourceFailed(f"reset to epoch {start.epoch} (attempt {attempt}) failed: {'; '.join(errors)}")
             dropped = self.buffer.clear()
-        finally:
-            for permit in blocked:
-                permit.unblock()
         self._last_reset_seq = start.epoch
         self.stats["resets"] += 1
         log.info("crkafka: reset to epoch %d (%s) in %.0f ms, %d buffered rows dropped",
