@@ -19,7 +19,6 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from cr_consumer.checkpoint import OperatorCheckpoint
-from cr_consumer.config import RegionMode
 from cr_consumer.states import ClientState
 
 log = logging.getLogger("cr_consumer.operator")
@@ -65,8 +64,15 @@ class RegionHandlers:
         """Drain: afterwards the committed offsets are exactly what was submitted.
 
         1. Stop polling (the event thread finishes at most one short poll).
-        2. Periodic mode: move the queued batches into the drain buffer; they
-           are submitted after the drain (operator-driven: they stay queued).
+        2. Records fetched but not submitted stay in the message queue, in
+           both region modes; they are submitted after the drain, in fetch
+           order. (The reference moves them into a drain buffer in periodic
+           mode. Not here: the process thread reads the buffer before it waits
+           on the queue, so one that was already waiting on the queue when the
+           batches moved took the first batch polled after the drain ahead of
+           them; a partition's older batch was then submitted after its newer
+           one, the offset manager went back to the older batch's end, and the
+           next drain committed less than was published.)
         3. Wait (drain timeout) until the in-flight batch is done: block the permit.
         4. Commit the offset manager's offsets of the assignment in one
            synchronous commit on the event thread; a failure raises DrainError.
@@ -79,8 +85,6 @@ class RegionHandlers:
         if self.sm.state is S.CR_RESET_PENDING:
             raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
         self.events.set_polling(False, EVENT_TIMEOUT_S)
-        if cfg.region_mode is RegionMode.PERIODIC:
-            self._buffer.extend(self.queue.take_all())
         if not self.permit.block(cfg.drain_timeout_s):
             raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
         if self.sm.state is S.CR_RESET_PENDING:
