@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from cr_consumer.kafka_compat import unstick_parked_fetches
+from cr_consumer.kafka_compat import keep_completed_joins, unstick_parked_fetches
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,9 @@ class EventThread:
     def _run(self) -> None:
         try:
             self.consumer = self._factory()
+            # kafka-python 3.0.12 drops a join that completes between polls
+            # (see cr_consumer.kafka_compat): keep it instead.
+            keep_completed_joins(self.consumer)
         except BaseException as exc:  # noqa: BLE001 - delivered to start()
             log.exception("%s: cannot create the Kafka consumer", self.name)
             self.failure = exc

@@ -1,4 +1,6 @@
-"""Work-around for a kafka-python 3.0.12 defect in pause()/resume().
+"""Work-arounds for two kafka-python 3.0.12 defects.
+
+1. pause()/resume() (:func:`unstick_parked_fetches`)
 
 The defect (see /work/shared/notes/kafka-environment.md): when a partition is
 paused while the fetcher holds parsed records for it, the fetcher parks them
@@ -20,9 +22,65 @@ This touches a private attribute, so it is guarded: it does nothing unless the
 attributes look exactly as in the affected versions, and the behaviour is
 covered by ``tests/test_operator_backpressure.py`` (fill the queue, pause,
 resume, and get every record), which fails if a future version changes it.
+
+2. A group join whose result is never used (:func:`keep_completed_joins`)
+
+kafka-python 3.0.12 runs one JoinGroup -> SyncGroup round trip as a task on
+its IO thread (``coordinator._join_task``); ``poll()`` waits for it only up to
+its own timeout and leaves it in flight, meaning to await it again on the
+next poll. Two code paths lose its result:
+
+a. The next poll awaits it only if ``need_rejoin()`` is still True. But a
+   rejoin triggered by a subscription change (a pattern subscription that
+   now matches a new topic: ``_joined_subscription != subscription``) or by
+   a metadata change seen by the leader (``_assignment_snapshot``) does not
+   set ``rejoin_needed``; building the JoinGroup request updates
+   ``_joined_subscription`` (and the revocation clears the snapshot), so
+   ``need_rejoin()`` turns False as soon as the JoinGroup is sent. If the
+   first wait times out (on tansu a JoinGroup takes ~session_timeout/2),
+   nobody ever awaits the task again: the SyncGroup succeeds in the
+   background, its assignment is dropped, the member stays REBALANCING for
+   good (no partitions; every commit refused with "not part of an active
+   group" / RebalanceInProgressError; its log stops at "Successfully joined
+   group"), and the group's other members wait for it.
+b. ``join_group_async`` starts a NEW JoinGroup whenever the task ``is_done``,
+   also when it finished successfully while no poll was waiting for it
+   (pattern subscriptions make this likely: a poll that needs a rejoin first
+   waits for a metadata refresh and returns early when that exceeds its
+   timeout). The assignment is dropped and the member re-joins, again and
+   again on tansu, until one completion happens to land inside a poll.
+
+Neither path is tansu-specific: a real Kafka answers a JoinGroup only when
+every member has joined, so a poll timeout shorter than the rebalance hits
+(a) there as well.
+
+The fix, installed on the consumer's coordinator instance (so every caller
+goes through it; the library's code is otherwise unchanged):
+
+1. ``need_rejoin()`` is also True while a join task exists whose outcome has
+   not been consumed (``_join_task is not None``: the library clears it when
+   it consumes the outcome) and the member is still REBALANCING (not left,
+   reset or closed since), so polls keep driving the join (fixes a).
+2. ``join_group_async`` first completes a join task that finished
+   successfully while the member is still REBALANCING for it, exactly as the
+   library completes an awaited one (rejoining/rejoin_needed cleared, state
+   STABLE, heartbeat enabled, ``_on_join_complete_async`` with the received
+   assignment, which calls the rebalance listener); then the library's code
+   runs: it returns at once, or rejoins if a rejoin is still needed (e.g.
+   the metadata changed again during the join) (fixes b). A failed task is
+   left to the library, which retries.
+
+Guarded like (1): installed only when the private attributes exist (a
+warning is logged otherwise); covered by
+``tests/test_operator_start.py::test_pattern_subscription_picks_up_a_new_topic``
+and the new-topic drill (``tests/test_drill_scenarios.py``).
 """
 
 from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
 
 
 def unstick_parked_fetches(consumer) -> bool:
@@ -37,4 +95,57 @@ def unstick_parked_fetches(consumer) -> bool:
     return True
 
 
-__all__ = ["unstick_parked_fetches"]
+def keep_completed_joins(consumer) -> bool:
+    """Install work-around (2) on ``consumer``; True if installed."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    needed = ("_join_task", "join_group_async", "need_rejoin", "_on_join_complete_async", "_enable_heartbeat",
+              "_generation", "_lock", "state", "rejoining", "rejoin_needed")
+    if coordinator is None or not all(hasattr(coordinator, a) for a in needed):
+        log.warning("kafka-python coordinator has an unknown layout: completed-join work-around not installed")
+        return False
+    if getattr(coordinator, "_cr_keeps_completed_joins", False):
+        return True
+    try:
+        from kafka.structs import MemberState
+    except ImportError:
+        log.warning("kafka.structs.MemberState missing: completed-join work-around not installed")
+        return False
+    original_join = coordinator.join_group_async
+    original_need_rejoin = coordinator.need_rejoin
+
+    async def join_group_async(timeout_ms=None):
+        await _finish_completed_join(coordinator, MemberState)
+        return await original_join(timeout_ms=timeout_ms)
+
+    def need_rejoin():
+        # A join attempt whose outcome was not consumed yet is still a rejoin
+        # (REBALANCING: not left, reset or closed since it started).
+        return original_need_rejoin() or (
+            coordinator._join_task is not None and coordinator.state is MemberState.REBALANCING)
+
+    coordinator.join_group_async = join_group_async
+    coordinator.need_rejoin = need_rejoin
+    coordinator._cr_keeps_completed_joins = True
+    return True
+
+
+async def _finish_completed_join(coordinator, member_state) -> None:
+    """Complete a successful join task nobody awaited (runs on the IO thread)."""
+    task = coordinator._join_task
+    if task is None or not task.is_done or not task.succeeded():
+        return
+    with coordinator._lock:
+        if coordinator.state is not member_state.REBALANCING:
+            return  # the group was left or reset since: the library decides
+        coordinator._join_task = None
+        coordinator.rejoining = False
+        coordinator.rejoin_needed = False
+        coordinator.state = member_state.STABLE
+        coordinator._enable_heartbeat()
+        generation = coordinator._generation
+    log.info("group %s: completing a join that finished between polls (%s)", coordinator.group_id, generation)
+    await coordinator._on_join_complete_async(
+        generation.generation_id, generation.member_id, generation.protocol, task.value)
+
+
+__all__ = ["keep_completed_joins", "unstick_parked_fetches"]
