@@ -177,7 +177,7 @@ class RegionHandlers:
 
     def _reset_to(self, merged: dict | None, *, initial: bool, what: str) -> None:
         """3. stop polling; 4. block the permit (the in-flight batch finishes)
-        and clear the queue and the drain buffer (new epoch); 5. on the event
+        and clear the queue (new epoch); 5. on the event
         thread seek every assigned partition, read positions back, resume held
         partitions, RESET_COMPLETE; 6. clear the group's reset-pending flag;
         7. resume polling throttled."""

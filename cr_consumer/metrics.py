@@ -84,7 +84,7 @@ class OperatorMetrics:
             "nAssignedPartitions": len(assigned),
             "nConsumedTopics": len({tp.topic for tp in assigned}),
             "nPartitionRebalances": op.rebalancer.n_partition_rebalances,
-            "nPendingMessages": len(op.queue) + sum(len(b.records) for b in list(op._buffer)),
+            "nPendingMessages": len(op.queue),
             "nQueueFullPause": op.events.n_queue_full_pause,
             "isPaused": int(op.events.paused),
             "drainTimeMillis": round(self.drain_ms, 3),

@@ -16,7 +16,6 @@ like a plain group consumer).
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -88,7 +87,6 @@ class ConsumerOperator(RegionHandlers):
         self.sm = StateMachine(self.name)
         self.offsets = OffsetManager()
         self.queue = BatchQueue(config.effective_queue_capacity)
-        self._buffer: collections.deque[Batch] = collections.deque()
         self._epoch = 0
         self._throttle = False
         self._merged: tuple[int, dict] | None = None
@@ -123,7 +121,6 @@ class ConsumerOperator(RegionHandlers):
         self.process = ProcessThread(
             self.name,
             queue=self.queue,
-            drain_buffer=self._buffer,
             permit=self.permit,
             offsets=self.offsets,
             epoch=lambda: self._epoch,
@@ -256,11 +253,9 @@ class ConsumerOperator(RegionHandlers):
 
     # -- used by the rebalancer (event thread / IO thread) -----------------------------
     def clear_queued(self, reason: str) -> None:
-        """New epoch; drop the queued batches and the drain buffer."""
+        """New epoch; drop the queued batches."""
         self._epoch += 1
         n = self.queue.clear()
-        n += sum(len(b.records) for b in self._buffer)
-        self._buffer.clear()
         if n:
             log.info("%s: dropped %d queued records (%s)", self.name, n, reason)
 

@@ -2,9 +2,9 @@
 
 For each batch (one partition's records from one poll):
 
-1. take it from the drain buffer if that holds anything (records queued when a
-   periodic drain started, submitted after it), else from the message queue
-   (waiting at most :data:`GET_TIMEOUT_S`);
+1. take it from the message queue (waiting at most :data:`GET_TIMEOUT_S`);
+   there is no separate drain buffer: records fetched before a drain stay in
+   the queue and are submitted after it, in fetch order (see handlers.py);
 2. drop it if it was polled before the last reset (its epoch is older);
 3. acquire the region permit (retrying every :data:`PERMIT_TIMEOUT_S` while the
    runtime holds it for a drain/checkpoint/reset: the batch is kept, so a batch
@@ -87,7 +87,6 @@ class ProcessThread:
         name: str,
         *,
         queue: BatchQueue,
-        drain_buffer: collections.deque,
         permit: RegionPermit,
         offsets: OffsetManager,
         epoch: Callable[[], int],
@@ -103,7 +102,6 @@ class ProcessThread:
             raise ValueError("give submit(record) or submit_batch(records)")
         self.name = name
         self._queue = queue
-        self._buffer = drain_buffer
         self._permit = permit
         self._offsets = offsets
         self._epoch = epoch
@@ -136,12 +134,6 @@ class ProcessThread:
         self._since_drain = 0
 
     def _next(self, wait: bool = True) -> Batch | None:
-        buf = self._buffer
-        if buf:
-            try:
-                return buf.popleft()
-            except IndexError:  # cleared by a reset meanwhile
-                pass
         return self._queue.get(GET_TIMEOUT_S if wait else 0.0)
 
     def _run(self) -> None:
