@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
@@ -106,10 +105,6 @@ def test_reset_seeks_a_partition_missing_from_the_checkpoint_to_its_control_vari
         members.close()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "kafka-python 3.0.12 + tansu: the rebalance after a new matching topic sometimes stalls after the "
-    "leader's 'performing partition assignments' (reproduced with a plain KafkaConsumer, no operator, "
-    "in about 2 of 3 runs when the suite runs in parallel); passes when it does not stall"))
 def test_pattern_subscription_picks_up_a_new_topic(bootstrap, names):
     prefix = names.topic("pat")
     first = create_topic(bootstrap, f"{prefix}-a")
