@@ -24,7 +24,6 @@ import json
 import random
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from cr_consumer.runtime import KafkaSource, Pipeline, replace
@@ -93,7 +92,8 @@ def main() -> int:  # pragma: no cover - a demo script
 
     from cr_consumer.broker import bootstrap_or_embedded
     from cr_consumer.kafka_util import create_topic, produce, unique_name
-    from cr_consumer.runtime.runner import run_pipeline
+    from cr_consumer.runtime.drive import run_until_done
+    from cr_consumer.runtime.runner import RegionFailed, run_pipeline
 
     orders = make_orders(args.orders)
     expected = expected_totals(orders)
@@ -104,24 +104,17 @@ def main() -> int:  # pragma: no cover - a demo script
         region = run_pipeline(__file__, members=args.members, bootstrap=bootstrap, output_dir=work / "out",
                               state_dir=work / "state", params={"topic": topic},
                               kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        out = work / "out"
         try:
-            t0 = time.monotonic()
-            killed = False
-            while customer_totals(work / "out") != expected:
-                done = sum(t["orders"] for t in customer_totals(work / "out").values())
-                if args.kill and not killed and done > args.orders / 2:
-                    region.kill(region.live_members()[0])
-                    killed = True
-                    print("killed a member (kill -9); the runner restarts it", flush=True)
-                if region.failed:
-                    print(f"region failed: {region.failed}", file=sys.stderr)
-                    return 1
-                if time.monotonic() - t0 > 300:
-                    print("not finished within 300 s", file=sys.stderr)
-                    return 1
-                time.sleep(0.5)
-            print(f"{args.orders} orders, {len(expected)} customers: totals exact "
-                  f"({time.monotonic() - t0:.1f}s); output in {work / 'out'}")
+            elapsed = run_until_done(
+                region, done=lambda: customer_totals(out) == expected,
+                progress=lambda: sum(t["orders"] for t in customer_totals(out).values()) / args.orders,
+                kill_half_way=args.kill)
+        except (RegionFailed, TimeoutError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        else:
+            print(f"{args.orders} orders, {len(expected)} customers: totals exact ({elapsed:.1f}s); output in {out}")
         finally:
             region.stop()
     return 0

@@ -31,7 +31,6 @@ import json
 import random
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -80,7 +79,8 @@ def main() -> int:  # pragma: no cover - a demo script
 
     from cr_consumer.broker import bootstrap_or_embedded
     from cr_consumer.kafka_util import create_topic, produce, unique_name
-    from cr_consumer.runtime.runner import run_pipeline
+    from cr_consumer.runtime.drive import run_until_done
+    from cr_consumer.runtime.runner import RegionFailed, run_pipeline
 
     rng = random.Random(7)
     lines = [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 8))) for _ in range(args.lines)]
@@ -92,23 +92,17 @@ def main() -> int:  # pragma: no cover - a demo script
         region = run_pipeline(__file__, members=args.members, bootstrap=bootstrap, output_dir=work / "out",
                               state_dir=work / "state", params={"topic": topic},
                               kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        out = work / "out"
+        total = sum(expected.values())
         try:
-            t0 = time.monotonic()
-            killed = False
-            while totals(work / "out") != expected:
-                if args.kill and not killed and sum(totals(work / "out").values()) > sum(expected.values()) / 2:
-                    region.kill(region.live_members()[0])
-                    killed = True
-                    print("killed a member (kill -9); the runner restarts it", flush=True)
-                if region.failed:
-                    print(f"region failed: {region.failed}", file=sys.stderr)
-                    return 1
-                if time.monotonic() - t0 > 300:
-                    print("not finished within 300 s", file=sys.stderr)
-                    return 1
-                time.sleep(0.5)
-            print(f"{sum(expected.values())} words counted exactly once in {time.monotonic() - t0:.1f}s; "
-                  f"top 5: {totals(work / 'out').most_common(5)}; output in {work / 'out'}")
+            elapsed = run_until_done(region, done=lambda: totals(out) == expected,
+                                     progress=lambda: sum(totals(out).values()) / total, kill_half_way=args.kill)
+        except (RegionFailed, TimeoutError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        else:
+            print(f"{total} words counted exactly once in {elapsed:.1f}s; "
+                  f"top 5: {totals(out).most_common(5)}; output in {out}")
         finally:
             region.stop()
     return 0
