@@ -201,14 +201,9 @@ def main() -> int:
         results["produce_s"] = produce_fixed(broker.bootstrap, topic, args.records, args.size)
         print(f"produced {args.records} x {args.size} B in {results['produce_s']:.1f}s", flush=True)
 
-        from pyspark.sql import SparkSession
+        from cr_consumer.spark import local_session
 
-        from cr_consumer.spark import register
-
-        spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
-                 .config("spark.ui.enabled", "false").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
+        spark = local_session("bench-spark")
         variants = [(1, 200_000), (2, 200_000)] if not args.quick else [(2, 100_000)]
         runs = []
         try:

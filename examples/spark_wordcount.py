@@ -90,20 +90,9 @@ def make_sink(out: Path, delay_s: float):
 
 
 def spark_session():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from cr_consumer.spark import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("crkafka-wordcount")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("crkafka-wordcount")
 
 
 def committed_total(bootstrap: str, group: str, topic: str) -> dict[int, int]:

@@ -31,6 +31,8 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
+from coordinator.durable_log import fsync_dir
+
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 SEALED = "SEALED"
 
@@ -51,14 +53,6 @@ class CheckpointStore(Protocol):
     def latest(self) -> int | None: ...
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -67,7 +61,7 @@ def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     if sync_dir:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 class DirectoryCheckpointStore:
@@ -107,7 +101,7 @@ class DirectoryCheckpointStore:
     def seal(self, seq: int) -> None:
         d = self._dir(seq)
         _atomic_write(d / SEALED, b"1\n")  # fsyncs d: the operators' renames are durable too
-        _fsync_dir(self.root)  # and d's own entry
+        fsync_dir(self.root)  # and d's own entry
 
     def seqs(self) -> list[int]:
         out = []

@@ -41,21 +41,14 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+from coordinator.durable_log import fsync_dir
+
 from .operators import Operator
 from .records import _encode_str, to_json_line, to_json_lines
 
 FILE_SINK_CHECKPOINT_VERSION = 1
 PENDING_SUFFIX = ".pending"
 PUBLISHED_SUFFIX = ".jsonl"
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename/unlink in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileSink(Operator):

@@ -6,34 +6,16 @@ All Spark tests carry ``xdist_group("spark")`` so that, under
 
 from __future__ import annotations
 
-import os
-import sys
-
+import pyarrow  # noqa: F401,E402  (required: without it the source runner dies silently, see the notes)
+import pyspark  # noqa: F401,E402
 import pytest
-
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")  # without it the source runner dies silently (see the notes)
 
 
 @pytest.fixture(scope="session")
 def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from cr_consumer.spark import local_session
 
-    from cr_consumer.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("crkafka-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = local_session("crkafka-tests")
     yield session
     session.stop()
 
