@@ -2,73 +2,55 @@
 
 This module knows bytes, files and fsync; it does not know what a record means
 (that is `coordinator.records`) nor how the table is built (`state_store`).
-
 Records are framed by `coordinator.record_frame` (length, CRC32C, version
-byte, payload); payloads are `coordinator.records`.
-
-Files in the state directory::
-
-    segment-<generation:020d>.log        the active segment (exactly one after open)
-    segment-<generation:020d>.log.tmp    a compaction in progress (deleted on open)
-    segment-<generation:020d>.log.corrupt-<offset>   bytes cut off by recovery (kept for forensics)
-    LOCK                                 flock'ed while a store has the directory open
+byte, payload). What happens when the log is opened (directory lock, leftover
+files, replay, torn-tail detection, truncation, the `.corrupt-<offset>` file)
+is `coordinator.log_recovery`, which also names the files in the state
+directory.
 
 Protocol of the writer (one owner thread):
 
-1. `append(payload)` frames the record into an in-memory buffer: no I/O.
-2. `sync()` writes the whole buffer with one write() and makes it durable with
+1. `open(on_record)` locks the directory and recovers the newest segment
+   (`coordinator.log_recovery`); appends then follow its last good record.
+2. `append(payload)` frames the record into an in-memory buffer: no I/O.
+3. `sync()` writes the whole buffer with one write() and makes it durable with
    one fsync (plus one fsync of the directory when a file was created or
    renamed since the last sync). That is the group commit: everything appended
    since the previous sync shares one fsync. A value is acknowledged only after
    the sync that covers it returned.
-3. `flush()` writes the buffer without fsync (compaction uses it so that a
+4. `flush()` writes the buffer without fsync (compaction uses it so that a
    reader thread can copy the bytes; they are durable after the next fsync).
-4. Fail-stop: if a write() or fsync of the segment fails, the log refuses every
+5. Fail-stop: if a write() or fsync of the segment fails, the log refuses every
    later append and sync (`LogFailed`). After a failed fsync the kernel may
    have dropped the dirty pages, so a later fsync that succeeds proves nothing,
    and a failed write may have left half a record. The process must restart:
    recovery then replays what is really on disk (a half record is a torn tail).
+6. `close()` syncs (unless the log failed), closes and releases the lock.
 
-Recovery on open (`SegmentLog.open`):
-
-1. Take the directory lock (a second coordinator on the same directory fails
-   at start-up with a clear error).
-2. Delete `*.tmp` files (a compaction that did not reach its rename) and every
-   segment older than the newest one (a compaction that renamed but did not
-   get to delete the old file). The rename is the commit point of a compaction,
-   so the newest segment is always complete.
-3. Scan the newest segment from offset 0. The first record that is short (torn
-   length or payload), has a bad CRC or is not decodable ends the valid log:
-   like Kafka's log recovery, everything from that record on is cut off. The
-   cut bytes are first copied to a `.corrupt-<offset>` file, then the segment
-   is truncated and fsynced, and new appends follow the last good record. A
-   torn tail is logged as a WARNING; a bad record followed by valid records
-   (corruption in the middle, not a torn write) is logged as an ERROR. Since a
-   sync returns only after the bytes are on disk, a torn tail can only contain
-   records that were never acknowledged.
-4. A record whose CRC is valid but whose version is newer than this code
-   understands is not corruption: open fails with `UnsupportedFormat` and
-   truncates nothing (upgrade the coordinator).
-
-Compaction support (`begin_rewrite` / `SegmentRewrite`): the new segment is
-written as `segment-<generation+1>.log.tmp`, fsynced, renamed to its final name
-(atomic), and the directory fsynced; then the writer switches to it and the
-old segment is deleted.
+Compaction support (`begin_rewrite` / `SegmentRewrite` / `switch_to`): the new
+segment is written as `segment-<generation+1>.log.tmp`, fsynced, renamed to its
+final name (atomic), and the directory fsynced; then the writer switches to it
+and the old segment is deleted.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import attrs
-
-# Record framing lives in record_frame; re-exported here for callers of the log.
+# Framing lives in record_frame, recovery and file names in log_recovery;
+# re-exported here for callers of the log.
+from coordinator.log_recovery import (  # noqa: F401
+    LOCK_NAME,
+    SEGMENT_RE,
+    Recovery,
+    StateDirInUse,
+    lock_state_dir,
+    recover,
+    segment_name,
+)
 from coordinator.record_frame import (  # noqa: F401
     FORMAT_VERSION,
     HEADER,
@@ -92,20 +74,10 @@ FLUSH_THRESHOLD = 4 << 20
 # out other files' dirty data, so a large unflushed rewrite would add its whole
 # size to the latency of the next acknowledged write.
 REWRITE_SYNC_EVERY = 256 << 10
-SEGMENT_RE = re.compile(r"^segment-(\d{20})\.log$")
-LOCK_NAME = "LOCK"
-
-
-class StateDirInUse(LogError):
-    pass
 
 
 class LogFailed(LogError):
     """A write or fsync of the log failed earlier; restart to recover from disk."""
-
-
-def segment_name(generation: int) -> str:
-    return f"segment-{generation:020d}.log"
 
 
 def fsync_dir(path: Path) -> None:
@@ -114,18 +86,6 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-@attrs.frozen
-class Recovery:
-    """What `SegmentLog.open` found."""
-
-    path: Path
-    records: int
-    bytes: int  # valid bytes replayed
-    truncated_bytes: int
-    damage: Damage | None
-    removed: tuple[str, ...]  # leftover files deleted (tmp files, superseded segments)
 
 
 class SegmentLog:
@@ -148,95 +108,31 @@ class SegmentLog:
         self.fsyncs = 0
         self.failed: OSError | None = None  # set by the first write/fsync failure
 
-    # ---- open / recovery -------------------------------------------------------------
+    # ---- open ----------------------------------------------------------------------
     def open(self, on_record: Callable[[int, memoryview], None]) -> Recovery:
-        """Lock the directory, clean leftovers, replay the newest segment, repair its tail."""
+        """Lock the directory, clean leftovers, replay the newest segment, repair its tail
+        (`coordinator.log_recovery`); then appends follow the last good record."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._lock()
+        self._lock_fd = lock_state_dir(self.state_dir)
         try:
-            return self._recover(on_record)
+            self._fd, recovery = recover(self.state_dir, on_record)
+            self.generation, self.path = recovery.generation, recovery.path
+            self._file_end = self.flushed_end = recovery.bytes
+            if recovery.dir_changed:
+                self._dir_dirty = True
+                self.sync()
         except BaseException:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
             self._unlock()
             raise
-
-    def _lock(self) -> None:
-        path = self.state_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StateDirInUse(
-                    f"state dir {self.state_dir} is in use by another coordinator "
-                    f"(lock {path} is held); stop it or use another --state-dir"
-                ) from exc
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+        return recovery
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing releases the flock
             self._lock_fd = None
-
-    def _recover(self, on_record: Callable[[int, memoryview], None]) -> Recovery:
-        removed: list[str] = []
-        generations = []
-        for entry in os.listdir(self.state_dir):
-            if entry.endswith(".tmp"):
-                os.unlink(self.state_dir / entry)
-                removed.append(entry)
-                log.warning("removed %s: a compaction that did not finish", entry)
-            elif m := SEGMENT_RE.match(entry):
-                generations.append(int(m.group(1)))
-        generations.sort()
-        for old in generations[:-1]:
-            os.unlink(self.state_dir / segment_name(old))
-            removed.append(segment_name(old))
-            log.warning("removed %s: superseded by a finished compaction", segment_name(old))
-        self.generation = generations[-1] if generations else 0
-        self.path = self.state_dir / segment_name(self.generation)
-        created = not self.path.exists()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if created or removed:
-            self._dir_dirty = True
-        with open(self.path, "rb") as f:
-            data = f.read()
-        result = scan(data, on_record, path=self.path)
-        truncated = 0
-        if result.damage is not None:
-            truncated = self._cut_tail(data, result.damage)
-        del data
-        self._file_end = self.flushed_end = result.end
-        if self._dir_dirty:
-            self.sync()
-        return Recovery(self.path, result.records, result.end, truncated, result.damage, tuple(removed))
-
-    def _cut_tail(self, data: bytes, damage: Damage) -> int:
-        keep = self.state_dir / f"{self.path.name}.corrupt-{damage.offset}"
-        with open(keep, "wb") as f:
-            f.write(data[damage.offset :])
-            f.flush()
-            os.fsync(f.fileno())
-        os.ftruncate(self._fd, damage.offset)
-        os.fsync(self._fd)
-        self._dir_dirty = True
-        if damage.valid_records_after:
-            log.error(
-                "%s: corrupt record at byte %d (%s) followed by %d valid records: not a torn write "
-                "but damage inside the log; cut %d bytes at that record (copy kept in %s); "
-                "values written by those records are lost",
-                self.path, damage.offset, damage.reason, damage.valid_records_after, damage.size, keep,
-            )
-        else:
-            log.warning(
-                "%s: torn tail at byte %d (%s): truncated %d bytes (copy kept in %s); "
-                "appends continue after the last good record",
-                self.path, damage.offset, damage.reason, damage.size, keep,
-            )
-        return damage.size
 
     # ---- writing -----------------------------------------------------------------
     @property
@@ -374,7 +270,7 @@ class SegmentRewrite:
         self.generation = generation
         self.final = state_dir / segment_name(generation)
         self.tmp = state_dir / (segment_name(generation) + ".tmp")
-        self._f = open(self.tmp, "wb")
+        self._f = open(self.tmp, "wb")  # noqa: SIM115 (open until seal() or abort())
         self.size = 0
         self._synced = 0
 

@@ -15,8 +15,14 @@ What it holds:
 - small JSON documents of other services (namespace, key) -> dict;
 - each group's last-activity time (retention).
 
+Where each part lives: replay of the log at start-up is
+`coordinator.store_replay` (mixin `StoreReplay`), retention and compaction
+scheduling `coordinator.store_maintenance` (mixin `StoreMaintenance`); this
+module is the live table API the server calls.
+
 Protocol with the server (one owner thread calls every method):
-1. `load()` once; until it returns the server answers LOAD_IN_PROGRESS.
+1. `load()` once (`store_replay`); until it returns the server answers
+   LOAD_IN_PROGRESS.
 2. Per loop iteration: apply every ready request (each write appends one
    record to the log buffer, no I/O), call `sync()` once (one fsync: group
    commit), then send the replies. A write is acknowledged only after that
@@ -42,47 +48,30 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import attrs
+from typing import Any
 
 from coordinator import records
 from coordinator.compaction import Compaction
 from coordinator.control_table import MAX_OFFSET, ControlTable
-from coordinator.durable_log import MAX_RECORD_BYTES, LogError, SegmentLog
+from coordinator.durable_log import MAX_RECORD_BYTES, SegmentLog
 from coordinator.store_maintenance import StoreMaintenance
+from coordinator.store_replay import LoadReport, RegistryEntry, StoreReplay
+
+__all__ = ["MAX_PARTITION", "LoadReport", "RegionIndexMismatch", "StateStore"]
 
 log = logging.getLogger(__name__)
 
 # Largest partition number accepted: the table stores offsets in a buffer
 # indexed by partition, so this bounds one topic's buffer (8 MiB).
 MAX_PARTITION = (1 << 20) - 1
+
+
 class RegionIndexMismatch(Exception):
     def __init__(self, group: str, expected: int, got: int) -> None:
         super().__init__(
             f"group {group!r} is registered with consistent-region index {expected}, not {got}"
         )
         self.group, self.expected, self.got = group, expected, got
-
-
-@attrs.frozen
-class LoadReport:
-    records: int
-    entries: int
-    bytes: int
-    seconds: float
-    truncated_bytes: int
-
-
-class _Group(NamedTuple):
-    """A registry value. A tuple of ints and strings, so the cyclic GC untracks it
-    (a million-entry state must not give every full collection work to do)."""
-
-    region_index: int
-    members: tuple[str, ...]  # sorted
-
-    def value(self) -> dict[str, Any]:
-        return {"region_index": self.region_index, "members": list(self.members)}
 
 
 def _check_name(what: str, value: Any) -> str:
@@ -97,7 +86,7 @@ def _check_int(what: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-class StateStore(StoreMaintenance):
+class StateStore(StoreReplay, StoreMaintenance):
     def __init__(
         self,
         state_dir: Path,
@@ -120,7 +109,7 @@ class StateStore(StoreMaintenance):
         self._clock = clock
         self._log = SegmentLog(self.state_dir)
         self._control = ControlTable()
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, RegistryEntry] = {}
         self._docs: dict[str, dict[str, str]] = {}  # namespace -> key -> JSON text
         # Last activity of every group that holds state (registry entry or control
         # variables), and only of those: len() is the group count, expire() scans it.
@@ -143,72 +132,6 @@ class StateStore(StoreMaintenance):
         self._truncated = 0
         self.loaded = False
         self._closed = False
-
-    # ---- start-up ----------------------------------------------------------------
-    def load(self) -> LoadReport:
-        """Replay the log into the tables; detect, report and truncate a torn tail."""
-        if self.loaded or self._closed:
-            raise RuntimeError("StateStore.load() may be called once, before close()")
-        t0 = time.perf_counter()
-        entries = 0
-
-        def on_record(offset: int, payload: memoryview) -> None:
-            nonlocal entries
-            _ts, act, items = records.decode(payload)  # ValueError = undecodable: cut here
-            try:
-                for entry in items:
-                    entries += self._apply(entry)
-                for group, at in act.items():
-                    if at > self._activity.get(group, 0.0):
-                        self._activity[group] = float(at)
-            except (ValueError, TypeError) as exc:
-                # Not a torn write (the CRC matched and the shape is valid): refuse to
-                # truncate acknowledged data because of what may be a bug here.
-                raise LogError(f"record at byte {offset} of {self._log.path} cannot be applied: {exc}") from exc
-
-        recovery = self._log.open(on_record)
-        # Groups with state but no recorded activity count as active now; activity of
-        # groups that no longer hold state is dropped.
-        now, known = self._clock(), self._known_groups()
-        self._activity = {g: self._activity.get(g, now) for g in known}
-        self._log_entries = entries
-        self._log_records = recovery.records
-        self._truncated = recovery.truncated_bytes
-        self._load_seconds = time.perf_counter() - t0
-        self.loaded = True
-        report = LoadReport(recovery.records, entries, recovery.bytes, self._load_seconds, recovery.truncated_bytes)
-        log.info(
-            "loaded %s: %d records, %d entries, %d bytes in %.3f s (%d control variables, %d groups, "
-            "%d truncated bytes)",
-            recovery.path, report.records, report.entries, report.bytes, report.seconds,
-            len(self._control), len(self._groups), report.truncated_bytes,
-        )
-        return report
-
-    def _apply(self, entry: list) -> int:
-        """Apply one decoded log entry to the tables; returns its keyed-entry count."""
-        kind = entry[0]
-        if kind == records.CONTROL:
-            _, group, topic, partitions, offsets = entry
-            self._control.set_many(group, topic, partitions, offsets)
-            return len(partitions)
-        if kind == records.GROUP:
-            _, group, value = entry
-            if value is None:
-                self._groups.pop(group, None)
-            else:
-                self._groups[group] = _Group(value["region_index"], tuple(sorted(value["members"])))
-            return 1
-        _, namespace, key, value = entry
-        if value is None:
-            docs = self._docs.get(namespace)
-            if docs is not None:
-                docs.pop(key, None)
-                if not docs:
-                    del self._docs[namespace]
-        else:
-            self._docs.setdefault(namespace, {})[key] = json.dumps(value, separators=(",", ":"))
-        return 1
 
     # ---- writing -----------------------------------------------------------------
     def _ready(self) -> None:
@@ -304,7 +227,7 @@ class StateStore(StoreMaintenance):
         if current is not None and operator_name in current.members:
             return list(current.members)
         members = tuple(sorted((*current.members, operator_name) if current else (operator_name,)))
-        return self._write_group(group, _Group(region_index, members))
+        return self._write_group(group, RegistryEntry(region_index, members))
 
     def unregister_member(self, group: str, operator_name: str) -> list[str]:
         """Remove `operator_name` from `group`; idempotent. The group (and its region
@@ -317,9 +240,9 @@ class StateStore(StoreMaintenance):
         if operator_name not in current.members:
             return list(current.members)
         members = tuple(m for m in current.members if m != operator_name)
-        return self._write_group(group, _Group(current.region_index, members))
+        return self._write_group(group, RegistryEntry(current.region_index, members))
 
-    def _write_group(self, group: str, value: _Group) -> list[str]:
+    def _write_group(self, group: str, value: RegistryEntry) -> list[str]:
         payload, count = self._encode([[records.GROUP, group, value.value()]])
         self._append_encoded(payload, count)
         self._groups[group] = value
@@ -338,9 +261,6 @@ class StateStore(StoreMaintenance):
     def groups(self) -> list[str]:
         self._ready()
         return sorted(self._activity)  # the groups holding state (see __init__)
-
-    def _known_groups(self) -> set[str]:
-        return set(self._groups) | set(self._control.groups())
 
     def touch(self, group: str) -> None:
         """Record activity of a known group (in memory; persisted with the next write)."""

@@ -1,0 +1,173 @@
+"""Recovery of the durable log on open: lock, leftovers, replay, torn-tail repair.
+
+`coordinator.durable_log.SegmentLog.open` calls `lock_state_dir` and then
+`recover`; this module owns the files in the state directory and what is done
+to them when a coordinator starts. Appending and syncing are
+`coordinator.durable_log`'s business.
+
+Files in the state directory::
+
+    segment-<generation:020d>.log        the active segment (exactly one after open)
+    segment-<generation:020d>.log.tmp    a compaction in progress (deleted on open)
+    segment-<generation:020d>.log.corrupt-<offset>   bytes cut off by recovery (kept for forensics)
+    LOCK                                 flock'ed while a store has the directory open
+
+Recovery on open:
+
+1. Take the directory lock (`lock_state_dir`). A second coordinator on the same
+   directory fails at start-up with `StateDirInUse`, a clear error. The kernel
+   releases the lock when the process dies, so a restart after kill -9 works.
+2. Delete `*.tmp` files (a compaction that did not reach its rename) and every
+   segment older than the newest one (a compaction that renamed but did not
+   get to delete the old file). The rename is the commit point of a compaction,
+   so the newest segment is always complete.
+3. Scan the newest segment from offset 0, handing every record to the
+   caller's `on_record(offset, payload)`. The first record that is short (torn
+   length or payload), has a bad CRC or is not decodable (the callback raises
+   ValueError) ends the valid log: like Kafka's log recovery, everything from
+   that record on is cut off (`_cut_tail`). The cut bytes are first copied to a
+   `.corrupt-<offset>` file and fsynced, then the segment is truncated and
+   fsynced, and new appends follow the last good record. A torn tail is logged
+   as a WARNING; a bad record followed by valid records (corruption in the
+   middle, not a torn write) is logged as an ERROR with the number of valid
+   records lost. Since a sync returns only after the bytes are on disk, a torn
+   tail can only contain records that were never acknowledged.
+4. A record whose CRC is valid but whose version is newer than this code
+   understands is not corruption: open fails with `UnsupportedFormat` and
+   truncates nothing (upgrade the coordinator). Any other exception of the
+   callback (a `LogError` for a well-formed record that cannot be applied) also
+   stops the open without truncating.
+
+If a file was created, deleted or cut, `Recovery.dir_changed` tells the log to
+fsync the directory before it acknowledges anything.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from coordinator.record_frame import Damage, LogError, scan
+
+log = logging.getLogger(__name__)
+
+SEGMENT_RE = re.compile(r"^segment-(\d{20})\.log$")
+LOCK_NAME = "LOCK"
+
+
+class StateDirInUse(LogError):
+    pass
+
+
+def segment_name(generation: int) -> str:
+    return f"segment-{generation:020d}.log"
+
+
+@attrs.frozen
+class Recovery:
+    """What `recover` found (and `SegmentLog.open` returns)."""
+
+    path: Path
+    generation: int
+    records: int
+    bytes: int  # valid bytes replayed
+    truncated_bytes: int
+    damage: Damage | None
+    removed: tuple[str, ...]  # leftover files deleted (tmp files, superseded segments)
+    dir_changed: bool  # a file was created, deleted or cut: the directory needs an fsync
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Step 1: flock `state_dir/LOCK` (non-blocking) and write our pid; returns its fd.
+
+    Closing the fd releases the lock.
+    """
+    path = state_dir / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise StateDirInUse(
+                f"state dir {state_dir} is in use by another coordinator "
+                f"(lock {path} is held); stop it or use another --state-dir"
+            ) from exc
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def recover(state_dir: Path, on_record: Callable[[int, memoryview], None]) -> tuple[int, Recovery]:
+    """Steps 2-4 (the caller holds the lock): returns an O_APPEND fd of the newest
+    segment, positioned after its last good record, and what was found."""
+    generation, removed = _remove_leftovers(state_dir)
+    path = state_dir / segment_name(generation)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        result = scan(data, on_record, path=path)
+        truncated = 0
+        if result.damage is not None:
+            truncated = _cut_tail(path, fd, data, result.damage)
+    except BaseException:
+        os.close(fd)
+        raise
+    dir_changed = created or bool(removed) or result.damage is not None
+    return fd, Recovery(
+        path, generation, result.records, result.end, truncated, result.damage, tuple(removed), dir_changed
+    )
+
+
+def _remove_leftovers(state_dir: Path) -> tuple[int, list[str]]:
+    """Step 2: delete tmp files and superseded segments; returns the newest generation."""
+    removed: list[str] = []
+    generations = []
+    for entry in os.listdir(state_dir):
+        if entry.endswith(".tmp"):
+            os.unlink(state_dir / entry)
+            removed.append(entry)
+            log.warning("removed %s: a compaction that did not finish", entry)
+        elif m := SEGMENT_RE.match(entry):
+            generations.append(int(m.group(1)))
+    generations.sort()
+    for old in generations[:-1]:
+        os.unlink(state_dir / segment_name(old))
+        removed.append(segment_name(old))
+        log.warning("removed %s: superseded by a finished compaction", segment_name(old))
+    return (generations[-1] if generations else 0), removed
+
+
+def _cut_tail(path: Path, fd: int, data: bytes, damage: Damage) -> int:
+    """Step 3: keep the bad bytes in `.corrupt-<offset>`, truncate the segment there."""
+    keep = path.parent / f"{path.name}.corrupt-{damage.offset}"
+    with open(keep, "wb") as f:
+        f.write(data[damage.offset :])
+        f.flush()
+        os.fsync(f.fileno())
+    os.ftruncate(fd, damage.offset)
+    os.fsync(fd)
+    if damage.valid_records_after:
+        log.error(
+            "%s: corrupt record at byte %d (%s) followed by %d valid records: not a torn write "
+            "but damage inside the log; cut %d bytes at that record (copy kept in %s); "
+            "values written by those records are lost",
+            path, damage.offset, damage.reason, damage.valid_records_after, damage.size, keep,
+        )
+    else:
+        log.warning(
+            "%s: torn tail at byte %d (%s): truncated %d bytes (copy kept in %s); "
+            "appends continue after the last good record",
+            path, damage.offset, damage.reason, damage.size, keep,
+        )
+    return damage.size

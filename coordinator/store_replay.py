@@ -1,0 +1,136 @@
+"""Start-up of the state store: replay the durable log into the in-memory tables.
+
+`StoreReplay` is a mixin of `coordinator.state_store.StateStore` (like
+`coordinator.store_maintenance.StoreMaintenance`); the tables and the log it
+fills are the store's. The live table API (writes, reads, sync) is in
+`state_store`.
+
+Protocol of `load()` (called once, by the owner thread; the server answers
+LOAD_IN_PROGRESS to every request until it returns):
+
+1. Open the log (`durable_log.SegmentLog.open`): take the directory lock,
+   delete leftovers of an unfinished compaction, then hand every record of the
+   newest segment, in order, to `on_record` (`coordinator.log_recovery`).
+2. `on_record` decodes the payload (`coordinator.records`) and applies its
+   entries in order (`_apply`): control variables, registry values and
+   documents, a `null` value being a tombstone. One record holds all entries of
+   one request, so a request is replayed all or nothing. A payload that does
+   not decode raises ValueError: recovery treats the record as the end of the
+   valid log and cuts it off (torn tail or damage, see `log_recovery`).
+3. A record that decodes but cannot be applied (for example a negative
+   offset) is not a torn write: `LogError` stops start-up and nothing is
+   truncated, because truncating acknowledged data for what may be a bug here
+   would lose it for good.
+4. Activity times come from the `act` field of the records (the newest wins).
+   A group that holds state but has no recorded activity counts as active now;
+   activity of groups that no longer hold state is dropped, so `_activity`
+   holds exactly the groups with state.
+5. The counters that drive compaction (entries and records in the segment) are
+   set, and `LoadReport` says what was replayed and how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, NamedTuple
+
+import attrs
+
+from coordinator import records
+from coordinator.record_frame import LogError
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class LoadReport:
+    records: int
+    entries: int
+    bytes: int
+    seconds: float
+    truncated_bytes: int
+
+
+class RegistryEntry(NamedTuple):
+    """A registry value. A tuple of ints and strings, so the cyclic GC untracks it
+    (a million-entry state must not give every full collection work to do)."""
+
+    region_index: int
+    members: tuple[str, ...]  # sorted
+
+    def value(self) -> dict[str, Any]:
+        return {"region_index": self.region_index, "members": list(self.members)}
+
+
+class StoreReplay:
+    """Mixin: needs the attributes StateStore.__init__ sets."""
+
+    def load(self) -> LoadReport:
+        """Replay the log into the tables; detect, report and truncate a torn tail."""
+        if self.loaded or self._closed:
+            raise RuntimeError("StateStore.load() may be called once, before close()")
+        t0 = time.perf_counter()
+        entries = 0
+
+        def on_record(offset: int, payload: memoryview) -> None:
+            nonlocal entries
+            _ts, act, items = records.decode(payload)  # ValueError = undecodable: cut here
+            try:
+                for entry in items:
+                    entries += self._apply(entry)
+                for group, at in act.items():
+                    if at > self._activity.get(group, 0.0):
+                        self._activity[group] = float(at)
+            except (ValueError, TypeError) as exc:
+                # Not a torn write (the CRC matched and the shape is valid): refuse to
+                # truncate acknowledged data because of what may be a bug here.
+                raise LogError(f"record at byte {offset} of {self._log.path} cannot be applied: {exc}") from exc
+
+        recovery = self._log.open(on_record)
+        # Groups with state but no recorded activity count as active now; activity of
+        # groups that no longer hold state is dropped.
+        now, known = self._clock(), self._known_groups()
+        self._activity = {g: self._activity.get(g, now) for g in known}
+        self._log_entries = entries
+        self._log_records = recovery.records
+        self._truncated = recovery.truncated_bytes
+        self._load_seconds = time.perf_counter() - t0
+        self.loaded = True
+        report = LoadReport(recovery.records, entries, recovery.bytes, self._load_seconds, recovery.truncated_bytes)
+        log.info(
+            "loaded %s: %d records, %d entries, %d bytes in %.3f s (%d control variables, %d groups, "
+            "%d truncated bytes)",
+            recovery.path, report.records, report.entries, report.bytes, report.seconds,
+            len(self._control), len(self._groups), report.truncated_bytes,
+        )
+        return report
+
+    def _apply(self, entry: list) -> int:
+        """Apply one decoded log entry to the tables; returns its keyed-entry count."""
+        kind = entry[0]
+        if kind == records.CONTROL:
+            _, group, topic, partitions, offsets = entry
+            self._control.set_many(group, topic, partitions, offsets)
+            return len(partitions)
+        if kind == records.GROUP:
+            _, group, value = entry
+            if value is None:
+                self._groups.pop(group, None)
+            else:
+                self._groups[group] = RegistryEntry(value["region_index"], tuple(sorted(value["members"])))
+            return 1
+        _, namespace, key, value = entry
+        if value is None:
+            docs = self._docs.get(namespace)
+            if docs is not None:
+                docs.pop(key, None)
+                if not docs:
+                    del self._docs[namespace]
+        else:
+            self._docs.setdefault(namespace, {})[key] = json.dumps(value, separators=(",", ":"))
+        return 1
+
+    def _known_groups(self) -> set[str]:
+        return set(self._groups) | set(self._control.groups())
