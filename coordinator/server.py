@@ -1,6 +1,17 @@
 """The coordinator's ZeroMQ server loop: one ROUTER socket, one loop thread, group commit.
 
-Protocol loop (the envelope and messages are in :mod:`coordinator.protocol`):
+The parts (the envelope and messages are in :mod:`coordinator.protocol`):
+
+* this module: the socket, the loop thread, timers, cross-thread calls,
+  housekeeping, start/stop, and the extension API services call
+  (:mod:`coordinator.service_api`);
+* :mod:`coordinator.dispatch`: one received frame -> checks -> handler ->
+  reply or error reply (``TOO_LARGE``, ``MALFORMED``, ``UNSUPPORTED_VERSION``,
+  ``LOAD_IN_PROGRESS``, ``UNKNOWN_TYPE``, ``INVALID``, ``INTERNAL``);
+* :mod:`coordinator.group_commit`: the outbox; one ``store.sync()`` per batch,
+  and no reply before it.
+
+Protocol loop:
 
 1. Start: the ROUTER socket is bound in :meth:`CoordinatorServer.start` (so a
    bad endpoint fails the caller), the loop thread starts, and a load thread
@@ -9,24 +20,25 @@ Protocol loop (the envelope and messages are in :mod:`coordinator.protocol`):
    stops the server (``server.failure`` holds the exception).
 2. Each iteration polls the socket (and a wake-up pipe) with a timeout bounded
    by the next timer, so timers run on time even when no request arrives.
-3. It reads ALL ready frames without blocking (up to ``MAX_BATCH``), and for
-   each: checks size (``TOO_LARGE`` unparsed), frame count (``MALFORMED``),
-   envelope (``MALFORMED`` / ``UNSUPPORTED_VERSION``), type (``UNKNOWN_TYPE``),
-   fields (``INVALID``), then calls the handler. Handlers append to the store.
-4. Due timers, thread-safe callbacks and the services' tick hooks run.
+3. It reads ALL ready frames without blocking (up to ``MAX_BATCH``) and hands
+   each to the dispatcher, which checks it and calls its handler. Handlers
+   append to the store and queue their replies.
+4. Due timers, thread-safe callbacks and the services' tick hooks run; once
+   loaded, retention expiry and housekeeping (compaction, metrics) when due.
 5. If anything was appended (a handler called :meth:`mark_dirty`),
    ``store.sync()`` runs ONCE for the whole batch: the group commit.
 6. Only then are the queued replies and pushes sent, so no write is
    acknowledged before it is on disk. If the sync fails, every queued reply is
    replaced by an ``INTERNAL`` error and the server stops (fail-stop: a restart
    replays the log, which holds exactly what reached the disk).
+7. Stop: :meth:`stop` sets a flag and wakes the loop; the loop syncs and sends
+   what is queued (no sync after a failure), closes the socket and ends.
 
 Garbage never stops the loop: a bad frame gets an error reply and the loop
 moves on; an unexpected exception in a handler is logged with its traceback
-and answered with ``INTERNAL``.
-
-Services (registry, control variables, merge, region controller) plug in
-through the extension API described in :mod:`coordinator.service_api`.
+and answered with ``INTERNAL``. An exception anywhere else in the loop (a
+timer, a tick hook, the sync) is logged and stops the server
+(``server.failure``).
 """
 
 from __future__ import annotations
@@ -45,16 +57,10 @@ from typing import Any
 import zmq
 
 from coordinator import builtin, protocol
-from coordinator.errors import (
-    CoordinatorError,
-    ErrorCode,
-    InternalError,
-    LoadInProgress,
-    Malformed,
-    TooLarge,
-    UnknownType,
-)
-from coordinator.service_api import DEFERRED, CurveServerConfig, Handler, Request, Timer
+from coordinator.dispatch import Dispatcher
+from coordinator.errors import CoordinatorError
+from coordinator.group_commit import GroupCommit
+from coordinator.service_api import CurveServerConfig, Handler, Request, Timer
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +79,7 @@ STOP_TIMEOUT_S = 10.0
 #: Hard limit at which ZeroMQ drops a connection instead of delivering the
 #: frame (protects memory); frames between max_frame_bytes and this get TOO_LARGE.
 HARD_FRAME_FACTOR = 4
+
 
 class CoordinatorServer:
     def __init__(
@@ -95,12 +102,9 @@ class CoordinatorServer:
         self._curve = curve
         self._ctx = context or zmq.Context.instance()
         self._expire_interval_s = expire_interval_s
-        self._handlers: dict[str, tuple[type, Handler]] = {}
         self._services: list[Any] = []
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
-        self._outbox: list[tuple[bytes, bytes]] = []
-        self._dirty = False
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -108,6 +112,8 @@ class CoordinatorServer:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self.loaded = threading.Event()
+        self._commit = GroupCommit(store, metrics)
+        self._dispatch = Dispatcher(self._commit, self.loaded, max_frame_bytes, metrics)
         self.load_report: Any = None
         self.failure: BaseException | None = None
         self.endpoint: str | None = None
@@ -120,34 +126,28 @@ class CoordinatorServer:
     # ------------------------------------------------------------------ extension API
 
     def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None:
-        if msg_type in self._handlers:
-            raise ValueError(f"a handler for message type {msg_type!r} is already registered")
-        self._handlers[msg_type] = (message_cls, handler)
+        self._dispatch.add(msg_type, message_cls, handler)
 
     def add_service(self, service: Any) -> None:
         self._services.append(service)
         service.attach(self)
 
     def mark_dirty(self) -> None:
-        self._dirty = True
+        """The store was appended to: sync before the next replies go out."""
+        self._commit.mark_dirty()
 
     def reply(self, req: Request, body: dict[str, Any]) -> None:
-        self._outbox.append((req.identity, protocol.encode(protocol.reply_type(req.type), body, req.id)))
+        self._commit.reply(req, body)
 
     def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
         """The same body to several requests (of one type), encoded once (merge completion)."""
-        if not reqs:
-            return
-        body_json = protocol.encode_body(body)
-        for req in reqs:
-            self._outbox.append((req.identity, protocol.encode_prepared(protocol.reply_type(req.type), body_json, req.id)))
+        self._commit.reply_many(reqs, body)
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
-        self._count_error(err.code)
-        self._outbox.append((req.identity, protocol.encode_error(err.code, err.message, req.id)))
+        self._commit.reply_error(req, err)
 
     def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
-        self._outbox.append((identity, protocol.encode(msg_type, body, None)))
+        self._commit.push(identity, msg_type, body)
 
     def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(time.monotonic() + max(0.0, delay_s), callback)
@@ -165,7 +165,7 @@ class CoordinatorServer:
         def run() -> None:
             try:
                 fut.set_result(fn())
-            except BaseException as exc:  # handed to the caller, which re-raises it
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller, which re-raises it)
                 fut.set_exception(exc)
 
         self.call_soon_threadsafe(run)
@@ -284,16 +284,13 @@ class CoordinatorServer:
                     if now >= next_housekeeping:
                         next_housekeeping = now + HOUSEKEEPING_S
                         self._housekeeping()
-                self._commit_and_send(sock)
+                self._commit.commit_and_send(sock)
         except BaseException as exc:
             log.exception("coordinator loop failed; stopping")
             self.failure = exc
         finally:
             try:
-                if self._dirty and self.failure is None:
-                    self.store.sync()
-                    self._dirty = False
-                self._send(sock)
+                self._commit.final_flush(sock, sync=self.failure is None)
             except BaseException as exc:
                 log.exception("final flush at shutdown failed")
                 self.failure = self.failure or exc
@@ -329,85 +326,7 @@ class CoordinatorServer:
                 parts = sock.recv_multipart(zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 return
-            self._handle(parts)
-
-    def _handle(self, parts: list[bytes]) -> None:
-        now = time.monotonic()
-        identity = parts[0]
-        if len(parts) != 2:
-            self._reject(identity, None, Malformed(f"a request is exactly one frame, got {len(parts) - 1}"))
-            return
-        payload = parts[1]
-        if not payload:
-            self._reject(identity, None, Malformed("empty frame"))
-            return
-        if len(payload) > self.max_frame_bytes:
-            self._reject(
-                identity, None, TooLarge(f"frame of {len(payload)} bytes exceeds the limit of {self.max_frame_bytes}")
-            )
-            return
-        try:
-            env = protocol.decode(payload)
-        except protocol.BadEnvelope as bad:
-            self._reject(identity, bad.request_id, bad.error)
-            return
-        entry = self._handlers.get(env.type)
-        self._count_request(env.type if entry is not None else "unknown")
-        req = Request(identity=identity, id=env.id, type=env.type, received=now)
-        if not self.loaded.is_set():
-            self.reply_error(req, LoadInProgress("the coordinator is loading its state; retry shortly"))
-            return
-        if entry is None:
-            self.reply_error(req, UnknownType(f"unknown message type {env.type!r}"))
-            return
-        cls, handler = entry
-        try:
-            msg = cls.from_body(env.body)
-            result = handler(req, msg)
-        except CoordinatorError as err:
-            self.reply_error(req, err)
-            return
-        except Exception as exc:
-            log.exception("handler for %r failed on request %r", env.type, env.id)
-            self.reply_error(req, InternalError(f"{type(exc).__name__}: {exc}"))
-            return
-        if result is not DEFERRED:
-            self.reply(req, result)
-
-    def _reject(self, identity: bytes, request_id: Any, err: CoordinatorError) -> None:
-        self._count_request("malformed")
-        log.warning("rejected a frame from %s: %s", identity.hex(), err)
-        self._count_error(err.code)
-        self._outbox.append((identity, protocol.encode_error(err.code, err.message, request_id)))
-
-    def _commit_and_send(self, sock: zmq.Socket) -> None:
-        if self._dirty:
-            try:
-                self.store.sync()
-            except BaseException:
-                log.exception("store sync failed: no write of this batch is acknowledged; stopping")
-                self._fail_outbox()
-                raise
-            self._dirty = False
-        self._send(sock)
-
-    def _fail_outbox(self) -> None:
-        failed = []
-        for identity, frame in self._outbox:
-            try:
-                rid = protocol.decode(frame).id
-            except protocol.BadEnvelope:
-                rid = None
-            failed.append((identity, protocol.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))
-        self._outbox = failed
-
-    def _send(self, sock: zmq.Socket) -> None:
-        outbox, self._outbox = self._outbox, []
-        for identity, frame in outbox:
-            try:
-                sock.send_multipart([identity, frame], zmq.NOBLOCK)
-            except zmq.Again:
-                log.warning("reply to %s dropped: the client's queue is full", identity.hex())
+            self._dispatch.handle(parts)
 
     def _expire(self) -> None:
         n = self.store.expire()
@@ -425,14 +344,6 @@ class CoordinatorServer:
                 update = getattr(svc, "update_metrics", None)
                 if update is not None:
                     update(self.metrics)
-
-    def _count_request(self, msg_type: str) -> None:
-        if self.metrics is not None:
-            self.metrics.requests.labels(msg_type).inc()
-
-    def _count_error(self, code: ErrorCode) -> None:
-        if self.metrics is not None:
-            self.metrics.errors.labels(code.value).inc()
 
     def status_snapshot(self) -> dict[str, Any]:
         """Everything /status and the ``status`` message report (loop thread only)."""
