@@ -63,8 +63,18 @@ class RegionHandlers:
     def drain(self) -> None:
         """Drain: afterwards the committed offsets are exactly what was submitted.
 
-        1. Stop polling (the event thread finishes at most one short poll).
-        2. Records fetched but not submitted stay in the message queue, in
+        1. Wait (drain timeout) until the in-flight batch is done: block the
+           permit. Polling goes on meanwhile; records fetched now wait in the
+           message queue (the backpressure pauses the partitions if it fills).
+        2. One event on the event thread does the rest, so the drain waits for
+           the event thread once (for the poll in progress), not once to stop
+           polling and again to commit:
+           a. stop polling;
+           b. refuse if a rebalance made a reset necessary (CR_RESET_PENDING);
+           c. read the offset manager's offsets of the assignment (consistent:
+              the permit is blocked, nothing is being submitted);
+           d. commit them in one synchronous commit; a failure raises DrainError.
+        3. Records fetched but not submitted stay in the message queue, in
            both region modes; they are submitted after the drain, in fetch
            order. (The reference moves them into a drain buffer in periodic
            mode. Not here: the process thread reads the buffer before it waits
@@ -73,10 +83,7 @@ class RegionHandlers:
            them; a partition's older batch was then submitted after its newer
            one, the offset manager went back to the older batch's end, and the
            next drain committed less than was published.)
-        3. Wait (drain timeout) until the in-flight batch is done: block the permit.
-        4. Commit the offset manager's offsets of the assignment in one
-           synchronous commit on the event thread; a failure raises DrainError.
-        5. Keep the offsets for the checkpoint; record drainTimeMillis(Max).
+        4. Keep the offsets for the checkpoint; record drainTimeMillis(Max).
         """
         self._check_alive()
         cfg = self.config
@@ -84,22 +91,27 @@ class RegionHandlers:
         self._drained = None  # a failed drain leaves nothing for a checkpoint
         if self.sm.state is S.CR_RESET_PENDING:
             raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
-        self.events.set_polling(False, EVENT_TIMEOUT_S)
         if not self.permit.block(cfg.drain_timeout_s):
             raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
-        if self.sm.state is S.CR_RESET_PENDING:
-            raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
-        offsets = self.offsets.snapshot()
+        commit_timeout_ms = int(min(cfg.drain_timeout_s, COMMIT_TIMEOUT_S) * 1000)
 
-        def commit(consumer):
+        def stop_and_commit(consumer):
+            self.events.stop_polling_async()
+            if self.sm.state is S.CR_RESET_PENDING:
+                raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
+            offsets = self.offsets.snapshot()
             if offsets:
-                consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
-                                timeout_ms=int(min(cfg.drain_timeout_s, COMMIT_TIMEOUT_S) * 1000))
+                try:
+                    consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
+                                    timeout_ms=commit_timeout_ms)
+                except Exception as exc:
+                    raise DrainError(f"{self.name}: committing offsets {self._fmt(offsets)} failed: {exc!r}") from exc
+            return offsets
 
         try:
-            self.events.call(commit, cfg.drain_timeout_s, "drain commit")
-        except Exception as exc:
-            raise DrainError(f"{self.name}: committing offsets {self._fmt(offsets)} failed: {exc!r}") from exc
+            offsets = self.events.call(stop_and_commit, cfg.drain_timeout_s, "drain")
+        except TimeoutError as exc:
+            raise DrainError(f"{self.name}: the drain did not finish within {cfg.drain_timeout_s}s: {exc}") from exc
         self._drained = offsets
         self.process.reset_trigger()
         self.stats.drain_done((time.monotonic() - t0) * 1000)
