@@ -54,21 +54,29 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--seed", type=int, default=500)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep every drill's directory (logs, timeline), not only failed ones")
+    ap.add_argument("--scenarios", default="kill-member,kill-coordinator",
+                    help="comma-separated subset of kill-member,kill-coordinator")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-recovery-"))
     session_s = args.session_timeout_ms / 1000
     rows: dict[str, list[dict]] = {"kill-member": [], "kill-coordinator": []}
+    chosen = [x.strip() for x in args.scenarios.split(",") if x.strip()]
+    unknown = set(chosen) - set(rows)
+    if unknown:
+        ap.error(f"--scenarios: unknown {sorted(unknown)}; choose from {sorted(rows)}")
     with bootstrap_or_embedded() as bootstrap:
         for i in range(args.trials):
-            for scenario in rows:
+            for scenario in chosen:
                 cfg = DrillConfig(scenario=scenario, members=args.members, partitions=args.partitions,
                                   messages=args.messages, rate=args.rate, bootstrap=bootstrap, out=out,
                                   seed=args.seed + i, fault_at=0.25, session_timeout_ms=args.session_timeout_ms,
-                                  timeout_s=120.0, keep_output=False)
+                                  timeout_s=120.0, keep_output=args.keep)
                 r = run_drill(cfg, progress=lambda m: None)
                 row = {k: r[k] for k in ("seed", "ok", "missing", "duplicates", "resets", "time_to_detect_s",
                                          "time_to_first_resume_s", "time_to_resume_s", "times_from", "error")}
+                row["dir"] = r.get("out_dir")
                 rows[scenario].append(row)
                 print(json.dumps({"scenario": scenario, **row}), flush=True)
     km, kc = rows["kill-member"], rows["kill-coordinator"]

@@ -14,9 +14,14 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   (a restarted process) makes the region reset. Reply ``{region, phase,
   last_consistent, config}``. The reply tells the member its socket identity is
   where commands will be pushed.
-* ``region_heartbeat {region, member, incarnation}``: every ``HEARTBEAT_S``
-  (member side); ``NOT_REGISTERED`` if the controller does not know this
-  incarnation (after a coordinator restart): the member joins again.
+  The reply's ``predecessor`` (null, or ``{incarnation, pid, kafka_member_id}``)
+  names the incarnation a restarted member replaces; the member removes that
+  dead consumer from the Kafka group before its own consumer joins.
+* ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
+  (member side); ``kafka`` (optional) is the member's Kafka group state
+  ``{member_id, generation, rebalancing}``: the controller defers periodic
+  drains while the group rebalances. ``NOT_REGISTERED`` if the controller does
+  not know this incarnation (after a coordinator restart): the member joins again.
 * ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
   the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
   (``[[topic, partition, next offset], ...]``) are the source's at a checkpoint;
@@ -109,9 +114,9 @@ class RegionJoin:
 
 @attrs.frozen
 class RegionMemberMessage:
-    """region_heartbeat, region_trigger, region_leave: who is speaking."""
+    """region_trigger, region_leave: who is speaking."""
 
-    TYPE: ClassVar[str] = "region_heartbeat"
+    TYPE: ClassVar[str] = "region_trigger"
     region: str
     member: str
     incarnation: str
@@ -123,6 +128,39 @@ class RegionMemberMessage:
     def from_body(cls, body: Mapping[str, Any]) -> "RegionMemberMessage":
         return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
                    protocol.req_str(body, "incarnation"))
+
+
+def _kafka_report(value: Any) -> dict | None:
+    """A heartbeat's ``kafka`` field: {member_id: str|null, generation: int|null, rebalancing: bool}."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid("field 'kafka' must be an object {member_id, generation, rebalancing} or null")
+    member_id = _opt_str(value, "member_id")
+    generation = value.get("generation")
+    if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)):
+        raise Invalid(f"field 'kafka.generation' must be an integer or null, got {generation!r}")
+    rebalancing = value.get("rebalancing", False)
+    if not isinstance(rebalancing, bool):
+        raise Invalid(f"field 'kafka.rebalancing' must be a boolean, got {rebalancing!r}")
+    return {"member_id": member_id, "generation": generation, "rebalancing": rebalancing}
+
+
+@attrs.frozen
+class RegionHeartbeat:
+    TYPE: ClassVar[str] = "region_heartbeat"
+    region: str
+    member: str
+    incarnation: str
+    kafka: dict | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> "RegionHeartbeat":
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), _kafka_report(body.get("kafka")))
 
 
 @attrs.frozen
@@ -201,7 +239,7 @@ class RegionControllerService:
     def attach(self, server: CoordinatorServer) -> None:
         self._server = server
         server.add_handler(RegionJoin.TYPE, RegionJoin, self._on_join)
-        server.add_handler("region_heartbeat", RegionMemberMessage, self._on_heartbeat)
+        server.add_handler(RegionHeartbeat.TYPE, RegionHeartbeat, self._on_heartbeat)
         server.add_handler("region_trigger", RegionMemberMessage, self._on_trigger)
         server.add_handler("region_leave", RegionMemberMessage, self._on_leave)
         server.add_handler(RegionAck.TYPE, RegionAck, self._on_ack)
@@ -315,9 +353,9 @@ class RegionControllerService:
                               f"start every member with the same region settings")
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid)
 
-    def _on_heartbeat(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+    def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)
-        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received):
+        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka):
             raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
                                 f"{msg.region!r}: join again")
         return {"phase": core.phase.value, "last_consistent": core.last_consistent}

@@ -114,6 +114,10 @@ class MemberInfo:
     incarnation: str
     last_seen: float
     pid: int | None = None
+    #: Last Kafka group report of its heartbeats: member_id, generation, rebalancing.
+    kafka: dict | None = None
+    #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
+    predecessor: dict | None = None
 
 
 def union_offsets(triples: list[list]) -> list[list]:

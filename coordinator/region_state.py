@@ -27,26 +27,7 @@ A member that does not answer within the drain timeout, an error answer (one
 caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
 member fails the cycle and starts a reset.
 
-The reset:
-
-1. Cause: a member's request (``force`` for rebalances: the consecutive counter
-   goes to 0), a failure (the counter goes up), or a membership change (the
-   counter is unchanged). While a reset is running, further requests do not
-   stack: they are logged and dropped. A member joining during a reset restarts
-   the reset round (new attempt) so that it takes part.
-2. Past ``max_consecutive_resets`` the region goes to FAILED: it stays there
-   (status, metrics; the runner exits non-zero).
-3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
-   rounds never mix in a merge), then RESET(last consistent seq, attempt,
-   checkpoint members, merged offsets) to every member, or RESET_TO_INITIAL
-   (attempt) when there is no consistent checkpoint yet.
-4. All members answered within ``reset_timeout_s``: RESUME(complete=None),
-   phase RUNNING. A failed or late answer retries from step 1 as a failure.
-   After forced (rebalance) resets the next checkpoint waits
-   ``rebalance_settle_s``, doubling per forced reset since the last completed
-   checkpoint (up to ``rebalance_settle_max_s``): a drain's commit during a
-   group join makes the consumer rejoin, so draining every period could keep
-   the group from ever settling.
+The reset and the pacing of checkpoints after rebalances: ``region_reset.py``.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -72,6 +53,7 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
     carry_forward,
     union_offsets,
 )
+from coordinator.region_reset import ResetMixin
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +61,7 @@ Send = Callable[[str, dict[str, Any]], None]
 Persist = Callable[[dict[str, Any]], None]
 
 
-class RegionCore:
+class RegionCore(ResetMixin):
     """One region's controller state (see the module docstring). Not thread-safe:
     the coordinator's loop thread is its only caller."""
 
@@ -110,6 +92,7 @@ class RegionCore:
         self._cycle_start: float | None = None
         self.reset_started_at: float | None = None
         self.forced_since_checkpoint = 0  # forced resets since the last completed checkpoint
+        self._deferring_since: float | None = None  # a due checkpoint waits for the group to settle
         # counters for status and metrics
         self.checkpoints = 0
         self.resets = 0
@@ -166,12 +149,21 @@ class RegionCore:
 
     # ------------------------------------------------------------------ inputs
     def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None) -> dict[str, Any]:
+        """A member joins. A new incarnation of a known name is a restarted process:
+        the reply names its predecessor's Kafka group member id (from its last
+        heartbeat report), so the new process can remove that dead consumer from
+        the group before it joins (one rebalance instead of two, no wait for the
+        broker's session timeout)."""
         existing = self.members.get(name)
         if existing is not None and existing.incarnation == incarnation:
             existing.identity = identity  # a retry, or a reconnect with a new socket
             existing.last_seen = now
-            return self._join_reply(name)
-        self.members[name] = MemberInfo(name, identity, incarnation, now, pid)
+            return self._join_reply(name, existing.predecessor)
+        predecessor = None
+        if existing is not None:
+            predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
+                           "kafka_member_id": (existing.kafka or {}).get("member_id")}
+        self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor)
         if self.first_join_at is None:
             self.first_join_at = now
         why = f"member {name} joined" if existing is None else f"member {name} restarted (new incarnation)"
@@ -179,24 +171,29 @@ class RegionCore:
         self._on_event("join", {"member": name, "pid": pid})
         self._save()
         if self.phase is Phase.FAILED:
-            return self._join_reply(name)
+            return self._join_reply(name, predecessor)
         if self.phase is Phase.WAITING:
             self._maybe_start(now)
         else:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True)
-        return self._join_reply(name)
+        return self._join_reply(name, predecessor)
 
-    def _join_reply(self, name: str) -> dict[str, Any]:
+    def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         return {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
-                "config": self.config.to_dict()}
+                "config": self.config.to_dict(), "predecessor": predecessor}
 
-    def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float) -> bool:
-        """False when the member is unknown (it must join again)."""
+    def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
+                  kafka: dict | None = None) -> bool:
+        """False when the member is unknown (it must join again). ``kafka``: the
+        member's Kafka group state (member_id, generation, rebalancing), kept for
+        pacing checkpoints (region_reset.py) and for its successor's join."""
         m = self.members.get(name)
         if m is None or m.incarnation != incarnation:
             return False
         m.identity = identity
         m.last_seen = now
+        if kafka is not None:
+            m.kafka = kafka
         return True
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
@@ -264,14 +261,23 @@ class RegionCore:
             self._maybe_reset_done(now)
 
     def request_reset(self, name: str, force: bool, reason: str, now: float) -> None:
+        """A member asks for a reset. During a reset round, requests do not stack,
+        except from a member that already answered this round: what it asks about
+        (a revocation, a pipeline error) happened after its reset, so the round
+        restarts with a new attempt (dropping it left the member waiting for a
+        reset until its next drain failed)."""
         if name not in self.members:
             log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
             return
         kind = ResetKind.FORCE if force else ResetKind.FAILURE
+        why = f"member {name} requested a {'forced ' if force else ''}reset: {reason}"
+        if self.phase is Phase.RESETTING and name not in self.waiting:
+            self._start_reset(f"{why} (after its answer to attempt {self.attempt})", kind, now, restart=True)
+            return
         if force and self.phase is Phase.RESETTING:
             self.consecutive_resets = 0  # force clears the counter even when it does not stack
             self.forced_since_checkpoint += 1
-        self._start_reset(f"member {name} requested a {'forced ' if force else ''}reset: {reason}", kind, now)
+        self._start_reset(why, kind, now)
 
     def trigger(self, name: str, now: float) -> None:
         """Operator-driven mode: a member asks for a checkpoint now."""
@@ -296,7 +302,7 @@ class RegionCore:
                     self.failed_cycles += 1
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
-            if self.next_cycle_at is not None and now >= self.next_cycle_at:
+            if self.cycle_due(now):
                 self._start_cycle(now, "period")
 
     # ------------------------------------------------------------------ cycle
@@ -332,76 +338,6 @@ class RegionCore:
         self.deadline = None
         self.next_cycle_at = now + self.config.period_s
 
-    # ------------------------------------------------------------------ reset
-    def _maybe_start(self, now: float) -> None:
-        if not self.members:
-            return
-        expected = max(self.config.min_members, len(self.known_members))
-        all_known_back = bool(self.known_members) and set(self.known_members) <= set(self.members)
-        grace_over = self.first_join_at is not None and now - self.first_join_at >= self.config.join_grace_s
-        if len(self.members) >= expected or all_known_back or grace_over:
-            self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
-
-    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False) -> None:
-        if self.phase is Phase.FAILED:
-            return
-        if self.phase is Phase.RESETTING and not restart:
-            log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
-                     self.attempt, why)
-            return
-        if kind is ResetKind.FORCE:
-            self.consecutive_resets = 0
-            self.forced_since_checkpoint += 1
-        elif kind is ResetKind.FAILURE:
-            self.consecutive_resets += 1
-        if self.consecutive_resets > self.config.max_consecutive_resets:
-            self.failed_reason = (f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
-                                  f"back (max {self.config.max_consecutive_resets}); last cause: {why}")
-            self._goto(Phase.FAILED, self.failed_reason)
-            self._save()
-            self._on_event("failed", {"reason": self.failed_reason})
-            self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
-            return
-        self.attempt = self.next_attempt
-        self.next_attempt += 1
-        self.resets += 1
-        self._save()
-        self._goto(Phase.RESETTING, f"attempt {self.attempt} ({kind.value}, consecutive "
-                                    f"{self.consecutive_resets}): {why}")
-        if self.reset_started_at is None:
-            self.reset_started_at = now
-        self._on_event("reset", {"attempt": self.attempt, "kind": kind.value, "why": why,
-                                 "seq": self.last_consistent})
-        self.waiting = set(self.members)
-        self.deadline = now + self.config.reset_timeout_s
-        if self.last_consistent is None:
-            body = {"cmd": "reset_to_initial", "attempt": self.attempt}
-        else:
-            body = {"cmd": "reset", "seq": self.last_consistent, "attempt": self.attempt,
-                    "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
-        self._broadcast(self.waiting, body)
-
-    def _maybe_reset_done(self, now: float) -> None:
-        if self.phase is not Phase.RESETTING or self.waiting:
-            return
-        took = now - (self.reset_started_at or now)
-        self.reset_started_at = None
-        self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
-        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
-        self._broadcast(self.members, {"cmd": "resume", "complete": None})
-        self.last_resume_at = now
-        self.deadline = None
-        self.next_cycle_at = now + self.settle_delay()
-
-    def settle_delay(self) -> float:
-        """Time from a RESUME after a reset to the next checkpoint: the period, or
-        longer while the group rebalances (see RegionConfig.rebalance_settle_s)."""
-        n = self.forced_since_checkpoint
-        if n == 0:
-            return self.config.period_s
-        settle = min(self.config.rebalance_settle_max_s, self.config.rebalance_settle_s * 2 ** (n - 1))
-        return max(self.config.period_s, settle)
-
     # ------------------------------------------------------------------ status
     def status(self, now: float) -> dict[str, Any]:
         return {
@@ -411,7 +347,8 @@ class RegionCore:
             "mode": self.config.mode,
             "period_s": self.config.period_s,
             "members": {
-                n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3)}
+                n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
+                    "kafka": m.kafka}
                 for n, m in sorted(self.members.items())
             },
             "last_consistent": self.last_consistent,

@@ -230,3 +230,68 @@ def test_checkpoints_back_off_while_the_group_rebalances():
     h.ack_all("drain", 9.3, seq=h.core.seq)
     h.ack_all("checkpoint", 9.4, seq=h.core.seq)
     assert h.core.forced_since_checkpoint == 0 and h.core.next_cycle_at == pytest.approx(9.9)
+
+
+def test_request_after_own_reset_answer_restarts_the_round():
+    """A member revoked after it answered the running reset needs a new round; one
+    that has not answered yet is covered by the reset it is about to do."""
+    h = started(2)
+    h.core.request_reset("m0", True, "revoked 2 partitions", 1.0)
+    a1 = h.core.attempt
+    h.take()
+    h.core.request_reset("m1", True, "revoked 2 partitions", 1.05)  # m1 has not answered a1: covered
+    assert h.core.attempt == a1 and h.take() == []
+    h.core.ack("m0", "reset", None, a1, True, None, 1.1)
+    h.core.request_reset("m0", True, "revoked 2 partitions", 1.2)  # after its answer: new round
+    assert h.core.phase is Phase.RESETTING and h.core.attempt == a1 + 1
+    assert h.core.waiting == {"m0", "m1"}
+    assert {m for m, b in h.take() if b["cmd"] == "reset_to_initial" and b["attempt"] == a1 + 1} == {"m0", "m1"}
+    h.ack_all("reset", 1.3, attempt=a1 + 1)
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
+
+
+def test_restarted_member_learns_its_predecessors_kafka_member_id():
+    h = started(2)
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {"member_id": "cr-m1-abc", "generation": 3,
+                                                         "rebalancing": False})
+    reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42)
+    assert reply["predecessor"] == {"incarnation": "inc1", "pid": None, "kafka_member_id": "cr-m1-abc"}
+    assert h.core.join("m1", b"id1b", "inc2", 1.1)["predecessor"]["kafka_member_id"] == "cr-m1-abc"  # retry
+    assert h.core.join("m2", b"id2", "inc1", 1.2)["predecessor"] is None
+
+
+def _report(h, now, **rebalancing):
+    for name in sorted(h.core.members):
+        h.core.heartbeat(name, b"id", "inc1", now, {"member_id": f"k-{name}", "generation": 5,
+                                                    "rebalancing": rebalancing.get(name, False)})
+
+
+def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
+    h = started(2, period_s=1.0, rebalance_settle_max_s=4.0)
+    _report(h, 1.0, m1=True)
+    h.core.tick(1.2)
+    assert h.core.phase is Phase.RUNNING and h.take() == []  # due, but m1's group is rebalancing
+    _report(h, 1.5)
+    h.core.tick(1.6)
+    assert h.core.phase is Phase.DRAINING
+    h.ack_all("drain", 1.7, seq=1)
+    h.ack_all("checkpoint", 1.8, seq=1)
+    # bounded: a report that never settles delays the drain by rebalance_settle_max_s at most
+    _report(h, 2.0, m0=True)
+    h.core.tick(2.9)
+    assert h.core.phase is Phase.RUNNING
+    h.core.tick(6.8)
+    assert h.core.phase is Phase.RUNNING
+    h.core.tick(6.95)
+    assert h.core.phase is Phase.DRAINING
+
+
+def test_forced_reset_paces_by_reports_not_by_settle_delay():
+    h = started(2, period_s=1.0, rebalance_settle_s=2.0)
+    h.core.request_reset("m0", True, "rebalance", 1.0)
+    h.ack_all("reset", 1.1, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.1 + 2.0)  # nobody reports: settle delay
+    _report(h, 1.2)
+    h.core.request_reset("m0", True, "rebalance", 1.3)
+    h.ack_all("reset", 1.4, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.4 + 1.0)  # reports: the period, drains wait for a settled group

@@ -9,8 +9,12 @@ commands pushed to that identity still arrive, and a restarted member process
 The I/O thread loop:
 
 1. Until joined: send ``region_join`` (re-sent every ``JOIN_RETRY_S`` without
-   an answer; ``LOAD_IN_PROGRESS`` is retried the same way).
-2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``.
+   an answer; ``LOAD_IN_PROGRESS`` is retried the same way). When the reply
+   names a ``predecessor`` (this is a restarted process) with a Kafka member
+   id, ``on_predecessor`` runs before the channel counts as joined, so before
+   the member starts its Kafka source (``group_state.evict_predecessor``).
+2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``, with ``report()``
+   (the member's Kafka group state) as its ``kafka`` field.
 3. Send what other threads queued (acks, reset requests, triggers) at once: they
    write to a queue and wake the loop through a pipe.
 4. Pushed ``region_command`` messages go to ``on_command`` (the member's
@@ -70,6 +74,8 @@ class ControlChannel:
         *,
         context: zmq.Context | None = None,
         curve: tuple[bytes, bytes, bytes] | None = None,
+        report: Callable[[], dict[str, Any] | None] | None = None,
+        on_predecessor: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.region = region
@@ -79,6 +85,9 @@ class ControlChannel:
         self.on_command = on_command
         self._ctx = context or zmq.Context.instance()
         self._curve = curve  # (server public, client public, client secret)
+        self._report = report
+        self._on_predecessor = on_predecessor
+        self._predecessor_done = False
         self._outbox: queue.SimpleQueue[tuple[str, dict]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -188,7 +197,7 @@ class ControlChannel:
                 elif self.joined.is_set():
                     if now - last_hb >= HEARTBEAT_S:
                         last_hb = now
-                        self._request(sock, pending, "region_heartbeat", {})
+                        self._request(sock, pending, "region_heartbeat", self._heartbeat_body())
                     if now - last_heard > LOST_AFTER_S:
                         log.warning("%s: no answer from the coordinator for %.1fs; joining again",
                                     self.member, now - last_heard)
@@ -235,6 +244,28 @@ class ControlChannel:
         finally:
             sock.close(linger=200)
 
+    def _heartbeat_body(self) -> dict[str, Any]:
+        if self._report is None:
+            return {}
+        try:
+            return {"kafka": self._report()}
+        except Exception:  # noqa: BLE001 - the report only paces checkpoints; the heartbeat must go out
+            log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
+            return {}
+
+    def _handle_predecessor(self, reply: dict[str, Any]) -> None:
+        """Once per process: let the member remove its dead predecessor's Kafka consumer."""
+        pred = reply.get("predecessor")
+        if self._predecessor_done or not isinstance(pred, dict) or self._on_predecessor is None:
+            return
+        self._predecessor_done = True
+        log.info("%s: replaces incarnation %s (pid %s, Kafka member %s)", self.member, pred.get("incarnation"),
+                 pred.get("pid"), pred.get("kafka_member_id"))
+        try:
+            self._on_predecessor(pred)
+        except Exception:  # noqa: BLE001 - an optimisation (the session timeout removes it); logged
+            log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
+
     def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> None:
         rid = f"{self.member}-{next(self._ids)}"
         pending[rid] = msg_type
@@ -274,6 +305,7 @@ class ControlChannel:
         if msg_type == "region_join":
             self.joins += 1
             self.last_reply = dict(env.body)
+            self._handle_predecessor(self.last_reply)
             self.joined.set()
             log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
                      self.region, env.body.get("phase"), env.body.get("last_consistent"))

@@ -57,6 +57,7 @@ from cr_consumer.region import RegionPermit
 
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
+from .group_state import evict_predecessor, group_report
 from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module  # noqa: F401
 from .pipeline import KafkaSource, Pipeline, PipelineContext
 
@@ -158,6 +159,13 @@ class Member:
         if self.channel is not None:
             self.channel.trigger()
 
+    def _on_predecessor(self, pred: dict) -> None:
+        """A restarted process: remove the dead predecessor's consumer from the group
+        before ours joins (group_state.py), so the group rebalances once."""
+        member_id = pred.get("kafka_member_id")
+        if member_id and getattr(self.source, "config", None) is not None:
+            evict_predecessor(self.source.config, member_id)
+
     # ------------------------------------------------------------------ life cycle
     def stop(self) -> None:
         self._stop.set()
@@ -173,7 +181,9 @@ class Member:
             return EXIT_CONFIG
         self.permit.block(0.0)  # 2. nothing is submitted before the first reset
         self.channel = ControlChannel(s.coordinator, s.group, s.member, self.incarnation, self.region_config,
-                                      self.commands.put, curve=self.curve)
+                                      self.commands.put, curve=self.curve,
+                                      report=lambda: group_report(self.source),
+                                      on_predecessor=self._on_predecessor)
         self.channel.start()
         code = EXIT_ERROR
         try:
