@@ -106,3 +106,40 @@ def test_manifest_round_trip_and_version(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"version": 99}))
     with pytest.raises(ManifestError, match="version 99"):
         Manifest.load(tmp_path / "bad.json")
+
+
+def _store_checkpoint(state_dir, member, seq, offsets):
+    from kafka import TopicPartition
+
+    from cr_consumer.checkpoint import OperatorCheckpoint
+    from cr_consumer.runtime.checkpoint_store import DirectoryCheckpointStore
+
+    store = DirectoryCheckpointStore(state_dir / "checkpoints" / member)
+    ckpt = OperatorCheckpoint(member, (member,), {TopicPartition(t, p): o for (t, p), o in offsets.items()})
+    store.save(seq, "00-source", ckpt.encode())
+    store.seal(seq)
+
+
+def test_committed_offsets_compared_with_the_last_checkpoint_per_partition(tmp_path):
+    """Check 5 reads the sources' offsets of the last completed checkpoint from the
+    members' checkpoint stores, not the output."""
+    from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets
+
+    out, state = tmp_path / "out", tmp_path / "state"
+    out.mkdir()
+    _write(out / "a.jsonl", _good_rows())
+    _store_checkpoint(state, "m0", 4, {("t", 0): 10})
+    _store_checkpoint(state, "m1", 4, {("t", 1): 10})
+    _store_checkpoint(state, "m1", 3, {("t", 1): 2})
+    (state / "checkpoints" / "m1" / "0000000005").mkdir()  # an unsealed later one: ignored
+    ckpt = last_checkpoint_offsets(state, 4)
+    assert ckpt == {("t", 0): 10, ("t", 1): 10}
+    r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 10}, checkpoint=(4, ckpt))
+    assert r.ok and r.committed_basis == "checkpoint 4"
+    r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 9}, checkpoint=(4, ckpt))
+    assert r.committed_behind == 1 and r.examples["committed_behind"] == [["t", 1, 9, 10]]
+    # committed at the checkpoint although the output goes further (an older checkpoint):
+    r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 2}, checkpoint=(3, last_checkpoint_offsets(state, 3)))
+    assert r.committed_behind == 0 and r.committed_basis == "checkpoint 3"
+    with pytest.raises(CheckpointMissing, match="checkpoint 5"):
+        last_checkpoint_offsets(state, 5)

@@ -71,6 +71,16 @@ def checkpoint_events(events: list[dict]) -> list[dict]:
     return out
 
 
+def last_completed_checkpoint(events: list[dict]) -> int | None:
+    """The highest checkpoint id the region completed: the controller's events,
+    and the members' probes (they also see a RESUME after the controller watch's
+    last poll, and the completion a leaving member is told)."""
+    seqs = [e["ctl"].get("seq") for e in events if e["ev"] == "ctl_checkpoint" and isinstance(e.get("ctl"), dict)]
+    seqs += [e.get("seq") for e in events if e["ev"] == "complete"]
+    seqs = [s for s in seqs if isinstance(s, int)]
+    return max(seqs) if seqs else None
+
+
 def analyse(events: list[dict], fault_time: float | None, end_time: float | None = None) -> dict[str, Any]:
     """``end_time``: when the drill started stopping the region; later events
     (resets caused by members leaving at shutdown) are not counted."""
@@ -169,6 +179,7 @@ def build_report(*, scenario: str, seed: int, members: int, partitions: int, mes
         "wrong_values": v.wrong_values,
         "unexpected": v.unexpected,
         "committed_behind": v.committed_behind,
+        "committed_basis": v.committed_basis,
         "resets": analysis["resets"],
         "checkpoints": analysis["checkpoints"],
         "time_to_detect_s": analysis["time_to_detect_s"],

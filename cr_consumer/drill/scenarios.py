@@ -50,9 +50,17 @@ from . import faults as fault_mod
 from .controller_watch import ControllerWatch
 from .harness import start_region
 from .plot import plot_timeline
-from .report import analyse, build_report
+from .report import analyse, build_report, last_completed_checkpoint
 from .timeline import TimelineReader, TimelineWriter
-from .verify import Manifest, count_lines, published_files, read_committed, verify
+from .verify import (
+    CheckpointMissing,
+    Manifest,
+    count_lines,
+    last_checkpoint_offsets,
+    published_files,
+    read_committed,
+    verify,
+)
 from .workload import Workload
 
 log = logging.getLogger(__name__)
@@ -287,8 +295,16 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 error = "; ".join(cleanup_errors)
 
     manifest.save(drill_dir / "manifest.json")
-    result = verify(manifest, dirs["output"], committed)
     events = reader.all_events()
+    checkpoint = None
+    last_seq = last_completed_checkpoint(events)
+    if committed is not None and last_seq is not None:
+        try:
+            checkpoint = (last_seq, last_checkpoint_offsets(dirs["state"], last_seq))
+        except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
+            log.error("drill %s: %s", cfg.scenario, exc)
+            error = error or f"committed-offsets check: {exc}"
+    result = verify(manifest, dirs["output"], committed, checkpoint)
     analysis = analyse(events, fault_time, end_time)
     fired = None
     if cfg.scenario == "sink-failure":

@@ -24,10 +24,13 @@ produced offset:
 3. the delivered value equals the produced one (*wrong_values*);
 4. nothing else is delivered: no poison record, no offset outside what was
    produced, no unknown topic/partition (*unexpected*);
-5. the committed offset is not behind the output: committed >= highest
-   published offset + 1 (every published record belongs to a completed
-   checkpoint, and the drain commits before the checkpoint completes), reported
-   as *committed_behind*.
+5. the committed offsets are not behind the last completed checkpoint: for
+   every partition in that checkpoint (the sources' offsets the members saved
+   in their checkpoint stores, ``last_checkpoint_offsets``), committed >= the
+   checkpoint's offset (the drain commits before the checkpoint completes),
+   reported as *committed_behind*. Without a checkpoint (none completed, or a
+   caller that has no stores) the check falls back to the output: committed >=
+   highest published offset + 1. ``committed_basis`` says which was used.
 
 A line that is not a JSON object with topic, partition and offset is a
 *malformed_lines* failure. The result is OK only when every count is zero.
@@ -152,6 +155,7 @@ class PartitionResult:
     unexpected: int
     committed: int | None = None
     committed_behind: bool = False
+    checkpointed: int | None = None
 
 
 @attrs.frozen
@@ -169,6 +173,7 @@ class VerifyResult:
     files: int
     partitions: tuple[PartitionResult, ...]
     examples: dict[str, list] = attrs.field(factory=dict)
+    committed_basis: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -190,6 +195,7 @@ class VerifyResult:
             "unexpected": self.unexpected,
             "malformed_lines": self.malformed_lines,
             "committed_behind": self.committed_behind,
+            "committed_basis": self.committed_basis,
             "files": self.files,
             "examples": self.examples,
         }
@@ -212,11 +218,14 @@ def verify(
     manifest: Manifest,
     output_dir: str | os.PathLike,
     committed: dict[tuple[str, int], int | None] | None = None,
+    checkpoint: tuple[int, dict[tuple[str, int], int]] | None = None,
 ) -> VerifyResult:
     """Check the published output against the manifest (see the module docstring).
 
     ``committed`` maps (topic, partition) to the group's committed offset
     (``None`` when nothing is committed); when it is None the commit check is skipped.
+    ``checkpoint`` is ``(seq, {(topic, partition): offset})`` of the last completed
+    checkpoint (:func:`last_checkpoint_offsets`); None: compare with the output.
     """
     seen: dict[tuple[str, int], Counter] = defaultdict(Counter)
     got_value: dict[tuple[str, int], dict[int, Any]] = defaultdict(dict)
@@ -248,7 +257,12 @@ def verify(
 
     totals = Counter()
     results = []
-    for key in sorted(set(manifest.partitions()) | set(seen)):
+    ckpt_offsets = checkpoint[1] if checkpoint is not None else None
+    basis = None
+    if committed is not None:
+        basis = f"checkpoint {checkpoint[0]}" if checkpoint is not None else "output"
+    keys = set(manifest.partitions()) | set(seen) | set(ckpt_offsets or {})
+    for key in sorted(keys):
         topic, part = key
         vals = manifest.values.get(key, {})
         poison = manifest.poison.get(key, set())
@@ -277,16 +291,21 @@ def verify(
         delivered = sum(counts.values())
         comm = None
         behind = False
-        if committed is not None and counts:
-            comm = committed.get(key)
+        need = None
+        if committed is not None and ckpt_offsets is not None:
+            need = ckpt_offsets.get(key)
+        elif committed is not None and counts:
             need = max(counts) + 1
-            behind = comm is None or comm < need
+        if need is not None:
+            comm = committed.get(key)
+            behind = (comm is None and need > 0) or (comm is not None and comm < need)
             if behind:
                 example("committed_behind", [topic, part, comm, need])
         results.append(PartitionResult(
             topic=topic, partition=part, first=first, last=last, expected=len(vals), poison=len(poison),
             delivered=delivered, missing=missing, duplicates=dup, wrong_values=wrong,
             unexpected=unexpected, committed=comm, committed_behind=behind,
+            checkpointed=ckpt_offsets.get(key) if ckpt_offsets is not None else None,
         ))
         totals.update(missing=missing, duplicates=dup, wrong=wrong, unexpected=unexpected,
                       delivered=delivered, behind=int(behind))
@@ -305,6 +324,7 @@ def verify(
         files=len(files),
         partitions=tuple(results),
         examples=dict(examples),
+        committed_basis=basis,
     )
 
 
@@ -313,6 +333,38 @@ class _Conflict:
 
     def __repr__(self) -> str:
         return "<conflicting values>"
+
+
+class CheckpointMissing(RuntimeError):
+    """The last completed checkpoint is in no member's checkpoint store."""
+
+
+def last_checkpoint_offsets(state_dir: str | os.PathLike, seq: int,
+                            source_id: str = "00-source") -> dict[tuple[str, int], int]:
+    """The sources' offsets in checkpoint ``seq``, from every member's checkpoint
+    store under ``state_dir/checkpoints/<member>/`` (the runtime's layout).
+
+    A partition in several members' checkpoints (it should not be) gets the
+    lowest offset, as the region controller's union does. Raises
+    CheckpointMissing when no store holds ``seq`` sealed."""
+    from cr_consumer.checkpoint import OperatorCheckpoint
+    from cr_consumer.runtime.checkpoint_store import DirectoryCheckpointStore
+
+    root = Path(state_dir) / "checkpoints"
+    out: dict[tuple[str, int], int] = {}
+    found = []
+    for member_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        store = DirectoryCheckpointStore(member_dir)
+        if not store.has(seq):
+            continue
+        found.append(member_dir.name)
+        ckpt = OperatorCheckpoint.decode(store.load(seq, source_id))
+        for tp, off in ckpt.offsets.items():
+            key = (tp.topic, tp.partition)
+            out[key] = off if key not in out else min(out[key], off)
+    if not found:
+        raise CheckpointMissing(f"checkpoint {seq} is sealed in no member's store under {root}")
+    return out
 
 
 def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], int | None]:

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 #: Heartbeat interval: how the controller tells a silent (killed, partitioned)
 #: member from a live one; its member_timeout_s must be several of these.
 HEARTBEAT_S = 0.5
+#: Reconnect interval of the DEALER socket while the coordinator is down: bounds
+#: how long after a coordinator restart the member notices it.
+RECONNECT_IVL_MS = 100
 #: Re-send a join that got no answer (coordinator down or restarting).
 JOIN_RETRY_S = 0.5
 #: No answer at all for this long: presume the coordinator lost us and join again
@@ -163,8 +166,10 @@ class ControlChannel:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTING_ID, f"{self.member}/{self.incarnation}".encode())
-        sock.setsockopt(zmq.RECONNECT_IVL, 100)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        # A constant, short reconnect interval (no exponential backoff): after a
+        # coordinator restart the member is back within RECONNECT_IVL_MS of the bind.
+        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MS)
         if self._curve is not None:
             server_public, public, secret = self._curve
             sock.curve_serverkey = server_public
@@ -181,6 +186,12 @@ class ControlChannel:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        # Connection events: a reconnect (the coordinator restarted) sends a
+        # heartbeat at once, whose NOT_REGISTERED answer makes us join again,
+        # instead of waiting for the next heartbeat.
+        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
+        poller.register(monitor, zmq.POLLIN)
+        connects = 0
         pending: dict[str, str] = {}  # request id -> type
         join_sent = 0.0
         last_hb = 0.0
@@ -220,6 +231,17 @@ class ControlChannel:
                             pass
                     except BlockingIOError:
                         pass
+                if monitor in events:
+                    while True:
+                        try:
+                            monitor.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        connects += 1
+                        if connects > 1 and self.joined.is_set() and not self._leaving:
+                            log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
+                            last_hb = time.monotonic()
+                            self._request(sock, pending, "region_heartbeat", self._heartbeat_body())
                 if sock in events:
                     while True:
                         try:
@@ -242,6 +264,8 @@ class ControlChannel:
             log.exception("%s: control I/O thread failed", self.member)
             self.failure = exc
         finally:
+            sock.disable_monitor()
+            monitor.close(linger=0)
             sock.close(linger=200)
 
     def _heartbeat_body(self) -> dict[str, Any]:
