@@ -7,13 +7,17 @@ I/O around it: the messages, their validation, the pushes, durability and metric
 
 Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
 
-* ``region_join {region, member, incarnation, pid, config}``: the first join of a
+* ``region_join {region, member, incarnation, pid, host, replace, config}``: the first join of a
   region creates it with ``config`` (a ``RegionConfig`` dict); a later join with
   other settings gets ``INVALID`` naming them; another ``index`` gets
   ``CR_INDEX_MISMATCH``. ``incarnation`` is unique per member process: a new one
   (a restarted process) makes the region reset. Reply ``{region, phase,
   last_consistent, config}``. The reply tells the member its socket identity is
   where commands will be pushed.
+  Names are unique: while another incarnation of ``member`` is alive (heard
+  within ``member_timeout_s``) the reply is ``{refused, holder: {incarnation,
+  pid, host, silent_s}}`` and nothing changes, unless ``replace`` is true (the
+  joiner saw the holder's process is gone); the member retries, then fails.
   The reply's ``predecessor`` (null, or ``{incarnation, pid, kafka_member_id}``)
   names the incarnation a restarted member replaces; the member removes that
   dead consumer from the Kafka group before its own consumer joins.
@@ -99,6 +103,8 @@ class RegionJoin:
     incarnation: str
     pid: int | None
     config: dict
+    host: str | None = None
+    replace: bool = False
 
     def to_body(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -108,8 +114,12 @@ class RegionJoin:
         config = body.get("config")
         if not isinstance(config, dict):
             raise Invalid("field 'config' must be an object with the region settings")
+        replace = body.get("replace", False)
+        if not isinstance(replace, bool):
+            raise Invalid(f"field 'replace' must be a boolean, got {replace!r}")
         return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
-                   protocol.req_str(body, "incarnation"), _opt_int(body, "pid"), dict(config))
+                   protocol.req_str(body, "incarnation"), _opt_int(body, "pid"), dict(config),
+                   _opt_str(body, "host"), replace)
 
 
 @attrs.frozen
@@ -351,7 +361,7 @@ class RegionControllerService:
                               f"(have {[getattr(core.config, d) for d in differ]}, "
                               f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
                               f"start every member with the same region settings")
-        return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid)
+        return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)

@@ -118,6 +118,7 @@ class MemberInfo:
     kafka: dict | None = None
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
+    host: str | None = None
 
 
 def union_offsets(triples: list[list]) -> list[list]:

@@ -148,22 +148,37 @@ class RegionCore(ResetMixin):
             self._send(name, dict(body))
 
     # ------------------------------------------------------------------ inputs
-    def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None) -> dict[str, Any]:
+    def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
+             host: str | None = None, replace: bool = False) -> dict[str, Any]:
         """A member joins. A new incarnation of a known name is a restarted process:
         the reply names its predecessor's Kafka group member id (from its last
         heartbeat report), so the new process can remove that dead consumer from
         the group before it joins (one rebalance instead of two, no wait for the
-        broker's session timeout)."""
+        broker's session timeout).
+
+        Names are unique in the region: while the incarnation holding ``name`` is
+        alive (heard within ``member_timeout_s``), another one is refused (reply
+        ``refused`` + ``holder``) unless it says ``replace`` (it checked that the
+        holder's process is gone: same host, pid not running); the joiner retries
+        and gives up with a clear error if the holder stays alive."""
         existing = self.members.get(name)
         if existing is not None and existing.incarnation == incarnation:
             existing.identity = identity  # a retry, or a reconnect with a new socket
             existing.last_seen = now
             return self._join_reply(name, existing.predecessor)
+        if (existing is not None and not replace and self.phase is not Phase.FAILED
+                and now - existing.last_seen < self.config.member_timeout_s):
+            log.info("region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
+                     "join of incarnation %s (pid %s on %s) refused", self.config.name, name, existing.incarnation,
+                     existing.pid, existing.host, now - existing.last_seen, incarnation, pid, host)
+            return {**self._join_reply(name), "refused": f"member name {name!r} is in use",
+                    "holder": {"incarnation": existing.incarnation, "pid": existing.pid, "host": existing.host,
+                               "silent_s": round(now - existing.last_seen, 3)}}
         predecessor = None
         if existing is not None:
             predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
                            "kafka_member_id": (existing.kafka or {}).get("member_id")}
-        self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor)
+        self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
         if self.first_join_at is None:
             self.first_join_at = now
         why = f"member {name} joined" if existing is None else f"member {name} restarted (new incarnation)"

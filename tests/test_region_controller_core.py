@@ -254,7 +254,7 @@ def test_restarted_member_learns_its_predecessors_kafka_member_id():
     h = started(2)
     assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {"member_id": "cr-m1-abc", "generation": 3,
                                                          "rebalancing": False})
-    reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42)
+    reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)  # its predecessor's pid is gone
     assert reply["predecessor"] == {"incarnation": "inc1", "pid": None, "kafka_member_id": "cr-m1-abc"}
     assert h.core.join("m1", b"id1b", "inc2", 1.1)["predecessor"]["kafka_member_id"] == "cr-m1-abc"  # retry
     assert h.core.join("m2", b"id2", "inc1", 1.2)["predecessor"] is None
@@ -295,3 +295,17 @@ def test_forced_reset_paces_by_reports_not_by_settle_delay():
     h.core.request_reset("m0", True, "rebalance", 1.3)
     h.ack_all("reset", 1.4, attempt=h.core.attempt)
     assert h.core.next_cycle_at == pytest.approx(1.4 + 1.0)  # reports: the period, drains wait for a settled group
+
+
+def test_member_name_held_by_a_live_incarnation_is_refused():
+    h = started(2, member_timeout_s=2.0)
+    h.core.heartbeat("m1", b"id1", "inc1", 1.0)
+    reply = h.core.join("m1", b"dup", "inc9", 1.5, pid=77, host="h2")
+    assert "m1" in reply["refused"] and reply["holder"]["incarnation"] == "inc1"
+    assert h.core.members["m1"].incarnation == "inc1" and h.core.phase is Phase.RUNNING and h.take() == []
+    # the joiner saw the holder's process is gone (same host, no such pid): accepted at once
+    assert "refused" not in h.core.join("m1", b"new", "inc9", 1.6, pid=77, host="h2", replace=True)
+    assert h.core.members["m1"].incarnation == "inc9" and h.core.phase is Phase.RESETTING
+    # a holder silent for member_timeout_s no longer counts as alive
+    h.core.heartbeat("m0", b"id0", "inc1", 1.0)
+    assert "refused" not in h.core.join("m0", b"x", "inc2", 3.1, pid=5, host="h3")

@@ -13,6 +13,11 @@ The I/O thread loop:
    names a ``predecessor`` (this is a restarted process) with a Kafka member
    id, ``on_predecessor`` runs before the channel counts as joined, so before
    the member starts its Kafka source (``group_state.evict_predecessor``).
+   A ``refused`` reply (another live process holds this member name): if the
+   holder ran on this host and its pid is gone, join again at once with
+   ``replace``; else keep retrying, and after ``member_timeout_s`` +
+   ``DUPLICATE_GRACE_S`` of refusals fail (``failure``, the member exits 2)
+   naming the duplicate.
 2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``, with ``report()``
    (the member's Kafka group state) as its ``kafka`` field.
 3. Send what other threads queued (acks, reset requests, triggers) at once: they
@@ -30,6 +35,7 @@ import itertools
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +58,10 @@ JOIN_RETRY_S = 0.5
 #: No answer at all for this long: presume the coordinator lost us and join again
 #: (its restart may have dropped our queued messages).
 LOST_AFTER_S = 3.0
+#: A refused join (the name is held by a live process) is retried this long past
+#: the region's member_timeout_s (the holder may be a killed process whose
+#: silence the controller has not timed out yet) before the member gives up.
+DUPLICATE_GRACE_S = 1.0
 #: Bound on the I/O thread's exit at stop(), so a wedged socket cannot hang the
 #: member's shutdown.
 STOP_JOIN_S = 5.0
@@ -59,6 +69,17 @@ STOP_JOIN_S = 5.0
 LEAVE_TIMEOUT_S = 3.0
 
 Command = dict[str, Any]
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this host (EPERM: it does, as another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RegionFatal(RuntimeError):
@@ -99,6 +120,10 @@ class ControlChannel:
         self._thread: threading.Thread | None = None
         self._ids = itertools.count(1)
         self.joined = threading.Event()
+        self._settled = threading.Event()  # joined, or failed for good
+        self._replace = False
+        self._join_now = False
+        self._refused_since: float | None = None
         self.failure: BaseException | None = None
         self.joins = 0
         self.last_reply: dict[str, Any] = {}
@@ -110,6 +135,12 @@ class ControlChannel:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"region-io-{self.member}", daemon=True)
         self._thread.start()
+
+    def wait_joined(self, timeout: float) -> bool:
+        """Wait until the region accepted this member (True), or it refused it for
+        good (``failure`` set) or ``timeout`` passed (False)."""
+        self._settled.wait(timeout)
+        return self.joined.is_set() and self.failure is None
 
     def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
         """Leave the region gracefully; returns the controller's answer
@@ -201,10 +232,12 @@ class ControlChannel:
                 now = time.monotonic()
                 if self._leaving:
                     pass
-                elif not self.joined.is_set() and now - join_sent >= JOIN_RETRY_S:
+                elif not self.joined.is_set() and (now - join_sent >= JOIN_RETRY_S or self._join_now):
                     join_sent = now
+                    self._join_now = False
                     self._request(sock, pending, "region_join",
-                                  {"pid": os.getpid(), "config": self.region_config})
+                                  {"pid": os.getpid(), "host": socket.gethostname(), "replace": self._replace,
+                                   "config": self.region_config})
                 elif self.joined.is_set():
                     if now - last_hb >= HEARTBEAT_S:
                         last_hb = now
@@ -268,6 +301,32 @@ class ControlChannel:
             monitor.close(linger=0)
             sock.close(linger=200)
 
+    def _on_refused(self, reply: dict[str, Any]) -> None:
+        """The member name is held by another live process (see step 1)."""
+        holder = reply.get("holder") or {}
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+        pid, host = holder.get("pid"), holder.get("host")
+        if not self._replace and host == socket.gethostname() and isinstance(pid, int) and not _pid_alive(pid):
+            log.info("%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
+                     self.member, pid)
+            self._replace = True
+            self._join_now = True
+            return
+        limit = float(self.region_config.get("member_timeout_s", 5.0)) + DUPLICATE_GRACE_S
+        if now - self._refused_since >= limit:
+            self.failure = RegionFatal(
+                f"region {self.region!r} refused member {self.member!r}: member name {self.member!r} is already "
+                f"used by a live member in this group (pid {pid} on host {host}, incarnation "
+                f"{holder.get('incarnation')}); operator names must be unique in the group: start this member "
+                f"with another --name, or stop the other one")
+            log.error("%s", self.failure)
+            self._settled.set()
+        else:
+            log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member, pid,
+                     host, holder.get("silent_s", 0.0))
+
     def _heartbeat_body(self) -> dict[str, Any]:
         if self._report is None:
             return {}
@@ -323,14 +382,19 @@ class ControlChannel:
             elif msg_type == "region_join" and code in ("INVALID", "CR_INDEX_MISMATCH"):
                 self.failure = RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code}: {message}")
                 log.error("%s", self.failure)
+                self._settled.set()
             else:
                 log.warning("%s: %s answered %s: %s", self.member, msg_type, code, message)
+            return
+        if msg_type == "region_join" and env.body.get("refused"):
+            self._on_refused(dict(env.body))
             return
         if msg_type == "region_join":
             self.joins += 1
             self.last_reply = dict(env.body)
             self._handle_predecessor(self.last_reply)
             self.joined.set()
+            self._settled.set()
             log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
                      self.region, env.body.get("phase"), env.body.get("last_consistent"))
             if env.body.get("phase") == "FAILED":  # terminal: nobody will send us commands

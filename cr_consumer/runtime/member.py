@@ -187,7 +187,7 @@ class Member:
         self.channel.start()
         code = EXIT_ERROR
         try:
-            if not self.channel.joined.wait(JOIN_TIMEOUT_S):
+            if not self.channel.wait_joined(JOIN_TIMEOUT_S):
                 if self.channel.failure is not None:
                     log.error("%s", self.channel.failure)
                     return EXIT_CONFIG
