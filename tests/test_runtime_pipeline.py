@@ -202,3 +202,56 @@ def test_batch_json_lines_equal_single_lines():
     assert to_json_lines(batch, ',"m":1') == "".join(to_json_line(r, ',"m":1') for r in batch)
     with pytest.raises(TypeError, match="u/3@9"):
         to_json_lines([Record("u", 3, 9, None, None, object())])
+
+
+def test_batch_json_lines_of_consumer_records_equal_single_lines():
+    """The fast path for the source's own records (plain bytes, one partition)
+    writes exactly what the general path writes, and falls back for anything else."""
+    from kafka.consumer.fetcher import ConsumerRecord
+
+    from cr_consumer.runtime.records import _plain_consumer_records_json, to_json_lines
+
+    def rec(i, key=None, value=b"x" * 100, tp=("t", 3), ts=1_700_000_000_000):
+        return ConsumerRecord(tp[0], tp[1], -1, 1000 + i, ts, 0, key, value, [], None, -1, 100, -1)
+
+    batches = {
+        "plain": ([rec(i) for i in range(50)], True),
+        "plain keys": ([rec(i, key=b"k%d" % i) for i in range(5)], True),
+        "printable ascii": ([rec(0, value=b" ~!#$%&'()*+,-./09:;<=>?@AZ[]^_`az{|}", key=b"")], True),
+        "quote": ([rec(0), rec(1, value=b'a"b')], False),
+        "backslash": ([rec(0, value=b"a\\b")], False),
+        "newline and DEL": ([rec(0, value=b"a\nb\x7f")], False),
+        "non-ASCII UTF-8": ([rec(0, value="\u00e9".encode())], False),
+        "not UTF-8": ([rec(0, value=b"\xff\x00")], False),
+        "None and bytes keys": ([rec(0), rec(1, key=b"k")], False),
+        "None value": ([rec(0, value=None), rec(1)], False),
+        "decoded value": ([rec(0, value={"a": 1}), rec(1)], False),
+        "two partitions": ([rec(0), rec(1, tp=("t", 4))], False),
+        "two topics": ([rec(0), rec(1, tp=("u", 3))], False),
+        "no timestamp": ([rec(0, ts=None)], False),
+    }
+    for name, (batch, fast) in batches.items():
+        expected = "".join(to_json_line(r, ',"m":1') for r in batch)
+        assert to_json_lines(batch, ',"m":1') == expected, name
+        assert (_plain_consumer_records_json(batch, ',"m":1') is not None) == fast, name
+        for line in expected.splitlines():
+            json.loads(line)
+
+
+def test_file_sink_syncs_large_intervals_while_writing(tmp_path, monkeypatch):
+    """Past SYNC_EVERY_BYTES the open pending file is fdatasync'ed as it grows;
+    the published output is the same, each record once, in order."""
+    from cr_consumer.runtime import sinks
+
+    monkeypatch.setattr(sinks, "SYNC_EVERY_BYTES", 300)
+    sink = FileSink(tmp_path, "m4")
+    for start in range(0, 40, 4):
+        sink.process_batch(recs(2, start, 4))
+        assert sink._unsynced < 300
+    sink.drain()
+    data = sink.checkpoint(1)
+    assert sink._unsynced == 0
+    sink.process_batch(recs(2, 40, 4))  # the next interval, discarded by the reset
+    sink.reset(1, data)
+    assert [r["offset"] for r in read_published(tmp_path)] == list(range(40))
+    sink.close()
