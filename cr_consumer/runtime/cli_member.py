@@ -77,6 +77,30 @@ def default_group(pipeline: str) -> str:
     return f"crkafka-{stem}"
 
 
+def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
+                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict,
+                params: dict, kafka: dict, log_level: str = "INFO",
+                curve: tuple[str, str] | None = None) -> list[str]:
+    """The command line of one member process (what ``crkafka run`` spawns), the
+    inverse of :func:`add_arguments`; ``region`` is a region-settings dict as
+    :func:`region_settings` returns."""
+    cmd = [python, "-m", "cr_consumer.runtime.cli_member", "--log-level", log_level, pipeline,
+           "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group, "--name", name,
+           "--out", str(output_dir), "--state-dir", str(state_dir), "--region-index", str(region_index),
+           "--min-members", str(min_members), "--period", str(region["period_s"]),
+           "--drain-timeout", str(region["drain_timeout_s"]), "--reset-timeout", str(region["reset_timeout_s"]),
+           "--max-resets", str(region["max_consecutive_resets"]), "--member-timeout", str(region["member_timeout_s"])]
+    if region["mode"] == "operator_driven":
+        cmd.append("--operator-driven")
+    for k, v in params.items():
+        cmd += ["--param", f"{k}={v}"]
+    for k, v in kafka.items():
+        cmd += ["--kafka", f"{k}={v}"]
+    if curve is not None:
+        cmd += ["--curve-server-key", str(curve[0]), "--curve-key", str(curve[1])]
+    return cmd
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_region_arguments(parser)
     parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")

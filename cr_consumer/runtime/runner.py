@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 
 #: Supervisor poll interval: bounds how long a dead member stays dead.
 SUPERVISE_S = 0.1
-#: First restart delay of a member that died, doubled while it keeps dying
-#: within RESTART_WINDOW_S (avoids a hot restart loop), up to RESTART_MAX_S.
+#: Restart delay of a member that died: none at first; a restarted member that
+#: dies again within RESTART_WINDOW_S waits 0.2 s, doubling while it keeps
+#: dying (avoids a hot restart loop), up to RESTART_MAX_S.
 RESTART_MIN_S = 0.0
 RESTART_MAX_S = 5.0
 RESTART_WINDOW_S = 10.0
@@ -192,24 +193,13 @@ class Region:
 
     # ------------------------------------------------------------------ members
     def _command(self, name: str, min_members: int) -> list[str]:
-        cmd = [self.python, "-m", "cr_consumer.runtime.cli_member", "--log-level", self.log_level, self.pipeline,
-               "--coordinator", self.endpoint, "--bootstrap", self.bootstrap, "--group", self.group,
-               "--name", name, "--out", str(self.output_dir), "--state-dir", str(self.state_dir),
-               "--region-index", str(self.region_index), "--min-members", str(min_members),
-               "--period", str(self.region_settings["period_s"]),
-               "--drain-timeout", str(self.region_settings["drain_timeout_s"]),
-               "--reset-timeout", str(self.region_settings["reset_timeout_s"]),
-               "--max-resets", str(self.region_settings["max_consecutive_resets"]),
-               "--member-timeout", str(self.region_settings["member_timeout_s"])]
-        if self.region_settings["mode"] == "operator_driven":
-            cmd.append("--operator-driven")
-        for k, v in self.params.items():
-            cmd += ["--param", f"{k}={v}"]
-        for k, v in self.kafka.items():
-            cmd += ["--kafka", f"{k}={v}"]
-        if self.curve is not None:
-            cmd += ["--curve-server-key", str(self.curve[0]), "--curve-key", str(self.curve[1])]
-        return cmd
+        from .cli_member import member_argv
+
+        return member_argv(self.python, self.pipeline, name=name, coordinator=self.endpoint,
+                           bootstrap=self.bootstrap, group=self.group, output_dir=str(self.output_dir),
+                           state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
+                           region=self.region_settings, params=self.params, kafka=self.kafka,
+                           log_level=self.log_level, curve=self.curve)
 
     def _spawn(self, m: _MemberProc, min_members: int | None = None) -> None:
         if m.log_file is None:
@@ -378,8 +368,11 @@ class Region:
                     if not self.restart_members:
                         m.removed = True
                         continue
-                    m.delay = (min(RESTART_MAX_S, max(0.2, m.delay * 2))
-                               if now - m.last_start < RESTART_WINDOW_S else RESTART_MIN_S)
+                    # The first death since a start that was not itself a quick
+                    # restart is restarted at once (a kill -9 must not add a
+                    # delay to recovery); only a member that keeps dying backs off.
+                    quick = m.restarts > 0 and now - m.last_start < RESTART_WINDOW_S
+                    m.delay = min(RESTART_MAX_S, max(0.2, m.delay * 2)) if quick else RESTART_MIN_S
                     m.next_start = now + m.delay
                     log.warning("%s (pid %d) exited with code %s; restarting in %.1fs", m.name, m.proc.pid, code,
                                 m.delay)
