@@ -1,21 +1,33 @@
 """Pipeline throughput of a 3-member region (1 s period) vs the bare kafka-python poll loop.
 
 Same input for both (one topic, ``--partitions`` partitions, ``--messages`` x
-100-byte records, produced once), same machine, same run:
+100-byte records, produced once), same machine, same run, same number of
+record-handling processes, same partitions per process, same
+max.poll.records (500):
 
 * baseline: 3 processes, each a bare ``KafkaConsumer.poll`` loop over a third
-  of the partitions (assigned, from the beginning), counting records;
+  of the partitions (assigned, from the beginning), counting the records (it
+  gets the same ``ConsumerRecord``s with value bytes as the pipeline's source).
+  The processes import, connect and seek first, then start polling together
+  (a "go" line on stdin), as the members of a region start together.
 * pipeline: ``crkafka run``'s runner with 3 member processes, a 1 s checkpoint
   period, Kafka source -> exactly-once file sink (``passthrough``: every record
   written as a JSON line, published per checkpoint).
 
-Per-process steady-state rate: baseline = records / (last poll - first poll)
-of that process; pipeline = records of a member's output files 2..k-1 /
-(mtime of file k-1 - mtime of file 1) (files are published once per
-checkpoint: the first interval holds the group join, the last one idles after
-the input ran out, so both are excluded). The figure is the
-ratio pipeline rate / baseline rate per member (median of the members), and
-the total rates. Goal: >= 0.8 per member.
+Steady-state windows, per process:
+
+* baseline: from its first record to its last; rate = records / that time;
+  CPU = its CPU time (process_time) over the same window.
+* pipeline: output files 2..k-1 of a member (files are published once per
+  checkpoint: the first interval holds the group join, the last one idles
+  after the input ran out, so both are excluded): rate = their records /
+  (mtime of file k-1 - mtime of file 1); CPU = the member's CPU time over the
+  same window (the bench samples every member's /proc CPU time every 50 ms).
+
+The figures are the ratio pipeline rate / baseline rate per member (median of
+the members; goal >= 0.8), the total rates, and the ratio of CPU time per
+record (baseline / pipeline; excludes start-up: imports, group join). The load
+average before each round is printed too (the machine may be shared).
 
     .venv/bin/python bench/bench_pipeline.py [--messages 600000] [--rounds 3] [--bootstrap HOST:PORT]
 """
@@ -24,14 +36,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Period of the CPU-time samples of the member processes.
+CPU_SAMPLE_S = 0.05
 sys.path.insert(0, str(ROOT))
 
 from cr_consumer.broker import bootstrap_or_embedded  # noqa: E402
@@ -46,18 +63,20 @@ c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_pol
 tps = [TopicPartition(topic, p) for p in parts]
 c.assign(tps)
 c.seek_to_beginning(*tps)
-n, first, last = 0, None, None
+print("ready", flush=True)
+sys.stdin.readline()  # "go": every process starts polling at the same time
+n, n_first, first, last, cpu_first, cpu_last = 0, 0, None, None, None, None
 deadline = time.monotonic() + 600
 while n < expected and time.monotonic() < deadline:
     batch = c.poll(timeout_ms=500)
-    for recs in batch.values():
-        if recs:
-            if first is None:
-                first = time.monotonic()
-            n += len(recs)
-            last = time.monotonic()
+    if batch:
+        n += sum(len(recs) for recs in batch.values())
+        if first is None:  # the clock starts after the first poll: its records are not in the window
+            first, cpu_first, n_first = time.monotonic(), time.process_time(), n
+        last, cpu_last = time.monotonic(), time.process_time()
 c.close()
-print(json.dumps({"n": n, "first": first, "last": last, "cpu": time.process_time()}))
+print(json.dumps({"n": n, "window_n": n - n_first, "first": first, "last": last, "cpu": time.process_time(),
+                  "window_cpu": (cpu_last or 0.0) - (cpu_first or 0.0)}))
 '''
 
 PASSTHROUGH = '''
@@ -104,13 +123,21 @@ def produce_input(bootstrap: str, topic: str, n: int, partitions: int) -> None:
 def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int) -> dict:
     groups = [[p for p in range(partitions) if p % members == m] for m in range(members)]
     procs = [subprocess.Popen([sys.executable, "-c", BARE, bootstrap, topic, ",".join(map(str, g)),
-                               str(n // partitions * len(g))], stdout=subprocess.PIPE, text=True)
+                               str(n // partitions * len(g))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for g in groups]
+    for p in procs:  # all connected and seeked: start them together
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError("a bare poll loop failed to start")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     results = [json.loads(p.communicate(timeout=900)[0]) for p in procs]
-    rates = [r["n"] / max(1e-9, r["last"] - r["first"]) for r in results]
+    rates = [r["window_n"] / max(1e-9, r["last"] - r["first"]) for r in results]
     span = max(r["last"] for r in results) - min(r["first"] for r in results)
-    cpu_us = 1e6 * sum(r["cpu"] for r in results) / max(1, sum(r["n"] for r in results))
-    return {"per_member": rates, "total": sum(r["n"] for r in results) / span, "cpu_us_per_record": cpu_us}
+    window_n = max(1, sum(r["window_n"] for r in results))
+    return {"per_member": rates, "total": sum(rates), "total_over_span": window_n / span,
+            "cpu_us_per_record": 1e6 * sum(r["window_cpu"] for r in results) / window_n,
+            "cpu_us_per_record_with_startup": 1e6 * sum(r["cpu"] for r in results) / max(1, sum(r["n"] for r in results))}
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -119,6 +146,47 @@ def _cpu_seconds(pid: int) -> float:
 
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler:
+    """Samples the CPU time of a set of processes every :data:`CPU_SAMPLE_S`
+    (wall clock ``time.time()``, the clock of file mtimes)."""
+
+    def __init__(self, pids: Callable[[], dict[str, int | None]]) -> None:
+        self._pids = pids
+        self.samples: dict[str, list[tuple[float, float]]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(CPU_SAMPLE_S):
+            for name, pid in self._pids().items():
+                if pid:
+                    try:
+                        self.samples.setdefault(name, []).append((time.time(), _cpu_seconds(pid)))
+                    except (FileNotFoundError, ProcessLookupError):  # exited meanwhile
+                        pass
+
+    def between(self, name: str, t0: float, t1: float) -> float | None:
+        """CPU seconds of ``name`` between wall times t0 and t1 (linear interpolation)."""
+        s = self.samples.get(name) or []
+        if len(s) < 2 or t0 < s[0][0] or t1 > s[-1][0]:
+            return None
+
+        def at(t: float) -> float:
+            for (ta, ca), (tb, cb) in zip(s, s[1:]):
+                if ta <= t <= tb:
+                    return ca + (cb - ca) * (t - ta) / max(1e-9, tb - ta)
+            return s[-1][1]
+
+        return at(t1) - at(t0)
 
 
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float) -> dict:
@@ -131,6 +199,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                     params={"topic": topic, "sink": "count" if drop else "file"},
                     kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
     region.start()
+    sampler = CpuSampler(region.pids)
+    sampler.start()
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -144,25 +214,29 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
         status = region.status()
         cpu = sum(_cpu_seconds(pid) for pid in region.pids().values() if pid)
     finally:
+        sampler.stop()
         region.stop()
     per_member = []
-    firsts, lasts, total = [], [], 0
+    window_cpu, window_records = 0.0, 0
     for name in region.members:
         files = sorted(out.glob(f"{name}-*.jsonl"))
         # Files 2..k-1 only: the first interval includes the group join, the last one
         # idles after the input ran out (its file is published at the next checkpoint).
         files = files[:-1]
-        if len(files) < 3:
+        if len(files) < 2:  # no full interval after the first one
             continue
         lines = [sum(1 for _ in open(f, "rb")) for f in files]
         mtimes = [f.stat().st_mtime for f in files]
         per_member.append(sum(lines[1:]) / max(1e-9, mtimes[-1] - mtimes[0]))
-        firsts.append(mtimes[0])
-        lasts.append(mtimes[-1])
-        total += sum(lines[1:])
-    return {"per_member": per_member, "total": total / max(1e-9, max(lasts) - min(firsts)) if lasts else 0.0,
+        member_cpu = sampler.between(name, mtimes[0], mtimes[-1])
+        if member_cpu is not None:
+            window_cpu += member_cpu
+            window_records += sum(lines[1:])
+    # total: the sum of the members' steady rates (their windows differ by a checkpoint or so)
+    return {"per_member": per_member, "total": sum(per_member),
             "checkpoints": status.get("checkpoints"), "resets": status.get("resets"),
-            "cpu_us_per_record": 1e6 * cpu / n}
+            "cpu_us_per_record": 1e6 * window_cpu / window_records if window_records else float("nan"),
+            "cpu_us_per_record_with_startup": 1e6 * cpu / n}
 
 
 def main() -> int:
@@ -185,6 +259,7 @@ def main() -> int:
         produce_input(bootstrap, topic, args.messages, args.partitions)
         print(f"produced {args.messages} x 100 B in {time.monotonic() - t0:.1f}s", flush=True)
         for i in range(args.rounds):
+            load = os.getloadavg()[0]
             base = bare(bootstrap, topic, args.partitions, args.messages, args.members)
             full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
                             period=args.period)
@@ -192,13 +267,15 @@ def main() -> int:
             m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
             count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
                                   drop=True, period=args.period) if args.count_sink else None
-            rounds.append({"bare_per_process": round(b), "pipeline_per_member": round(m),
+            rounds.append({"load_avg_1m": round(load, 2), "bare_per_process": round(b), "pipeline_per_member": round(m),
                            "ratio_per_member": round(m / b, 3), "bare_total": round(base["total"]),
                            "pipeline_total": round(full["total"]), "ratio_total": round(full["total"] / base["total"], 3),
                            "checkpoints": full["checkpoints"], "resets": full["resets"],
                            "bare_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
                            "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
-                           "cpu_ratio": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
+                           "cpu_ratio": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3),
+                           "bare_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
+                           "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2)})
             if count_only is not None:
                 rounds[-1]["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
                 rounds[-1]["count_sink_cpu_ratio"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
