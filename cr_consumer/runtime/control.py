@@ -15,9 +15,9 @@ The I/O thread loop:
    the member starts its Kafka source (``group_state.evict_predecessor``).
    A ``refused`` reply (another live process holds this member name): if the
    holder ran on this host and its pid is gone, join again at once with
-   ``replace``; else keep retrying, and after ``member_timeout_s`` +
-   ``DUPLICATE_GRACE_S`` of refusals fail (``failure``, the member exits 2)
-   naming the duplicate.
+   ``replace``; else keep retrying, and after ``member_timeout_s`` + 1 s of
+   refusals fail (``failure``, the member exits 2) naming the duplicate
+   (``name_claim.py``).
 2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``, with ``report()``
    (the member's Kafka group state) as its ``kafka`` field.
 3. Send what other threads queued (acks, reset requests, triggers) at once: they
@@ -45,6 +45,8 @@ import zmq
 
 from coordinator import protocol
 
+from .name_claim import NameClaim
+
 log = logging.getLogger(__name__)
 
 #: Heartbeat interval: how the controller tells a silent (killed, partitioned)
@@ -58,10 +60,6 @@ JOIN_RETRY_S = 0.5
 #: No answer at all for this long: presume the coordinator lost us and join again
 #: (its restart may have dropped our queued messages).
 LOST_AFTER_S = 3.0
-#: A refused join (the name is held by a live process) is retried this long past
-#: the region's member_timeout_s (the holder may be a killed process whose
-#: silence the controller has not timed out yet) before the member gives up.
-DUPLICATE_GRACE_S = 1.0
 #: Bound on the I/O thread's exit at stop(), so a wedged socket cannot hang the
 #: member's shutdown.
 STOP_JOIN_S = 5.0
@@ -69,17 +67,6 @@ STOP_JOIN_S = 5.0
 LEAVE_TIMEOUT_S = 3.0
 
 Command = dict[str, Any]
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this host (EPERM: it does, as another user)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RegionFatal(RuntimeError):
@@ -121,9 +108,8 @@ class ControlChannel:
         self._ids = itertools.count(1)
         self.joined = threading.Event()
         self._settled = threading.Event()  # joined, or failed for good
-        self._replace = False
+        self._claim = NameClaim(region, member, float(self.region_config.get("member_timeout_s", 5.0)))
         self._join_now = False
-        self._refused_since: float | None = None
         self.failure: BaseException | None = None
         self.joins = 0
         self.last_reply: dict[str, Any] = {}
@@ -236,7 +222,7 @@ class ControlChannel:
                     join_sent = now
                     self._join_now = False
                     self._request(sock, pending, "region_join",
-                                  {"pid": os.getpid(), "host": socket.gethostname(), "replace": self._replace,
+                                  {"pid": os.getpid(), "host": socket.gethostname(), "replace": self._claim.replace,
                                    "config": self.region_config})
                 elif self.joined.is_set():
                     if now - last_hb >= HEARTBEAT_S:
@@ -302,37 +288,27 @@ class ControlChannel:
             sock.close(linger=200)
 
     def _on_refused(self, reply: dict[str, Any]) -> None:
-        """The member name is held by another live process (see step 1)."""
+        """The member name is held by another live process (step 1, name_claim.py)."""
         holder = reply.get("holder") or {}
-        now = time.monotonic()
-        if self._refused_since is None:
-            self._refused_since = now
-        pid, host = holder.get("pid"), holder.get("host")
-        if not self._replace and host == socket.gethostname() and isinstance(pid, int) and not _pid_alive(pid):
+        what = self._claim.on_refused(reply, time.monotonic())
+        if what == "replace":
             log.info("%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
-                     self.member, pid)
-            self._replace = True
+                     self.member, holder.get("pid"))
             self._join_now = True
-            return
-        limit = float(self.region_config.get("member_timeout_s", 5.0)) + DUPLICATE_GRACE_S
-        if now - self._refused_since >= limit:
-            self.failure = RegionFatal(
-                f"region {self.region!r} refused member {self.member!r}: member name {self.member!r} is already "
-                f"used by a live member in this group (pid {pid} on host {host}, incarnation "
-                f"{holder.get('incarnation')}); operator names must be unique in the group: start this member "
-                f"with another --name, or stop the other one")
+        elif what == "retry":
+            log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member,
+                     holder.get("pid"), holder.get("host"), holder.get("silent_s", 0.0))
+        else:
+            self.failure = RegionFatal(what)
             log.error("%s", self.failure)
             self._settled.set()
-        else:
-            log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member, pid,
-                     host, holder.get("silent_s", 0.0))
 
     def _heartbeat_body(self) -> dict[str, Any]:
         if self._report is None:
             return {}
         try:
             return {"kafka": self._report()}
-        except Exception:  # noqa: BLE001 - the report only paces checkpoints; the heartbeat must go out
+        except Exception:  # the report only paces checkpoints; the heartbeat must go out
             log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
             return {}
 
@@ -346,7 +322,7 @@ class ControlChannel:
                  pred.get("pid"), pred.get("kafka_member_id"))
         try:
             self._on_predecessor(pred)
-        except Exception:  # noqa: BLE001 - an optimisation (the session timeout removes it); logged
+        except Exception:  # an optimisation (the session timeout removes it); logged
             log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
 
     def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> None:

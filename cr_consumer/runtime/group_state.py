@@ -88,7 +88,7 @@ def evict_predecessor(config: Any, member_id: str) -> bool:
         log.info("%s: the broker did not remove %s from group %s (%s); the session timeout will",
                  config.operator_name, member_id, config.group_id, getattr(error, "__name__", error))
         return False
-    except Exception:  # noqa: BLE001 - an optimisation: the session timeout removes it anyway
+    except Exception:  # an optimisation: the session timeout removes it anyway
         log.warning("%s: could not remove the predecessor's consumer %s from group %s; the broker's session "
                     "timeout will", config.operator_name, member_id, config.group_id, exc_info=True)
         return False
