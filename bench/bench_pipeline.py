@@ -57,14 +57,36 @@ from cr_consumer.runtime.runner import Region  # noqa: E402
 
 BARE = r'''
 import json, sys, time
-from kafka import KafkaConsumer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 bootstrap, topic, parts, expected = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
-c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500)
-tps = [TopicPartition(topic, p) for p in parts]
-c.assign(tps)
-c.seek_to_beginning(*tps)
+mode, group = sys.argv[5], sys.argv[6]
+if mode == "assign":
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500)
+    tps = [TopicPartition(topic, p) for p in parts]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+else:  # "group": a member of one consumer group, as the pipeline's sources are
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, max_poll_records=500,
+                      auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+
+    class Hold(ConsumerRebalanceListener):  # nothing is fetched before "go"
+        def on_partitions_revoked(self, revoked):
+            pass
+
+        def on_partitions_assigned(self, assigned):
+            c.pause(*assigned)
+
+    c.subscribe([topic], listener=Hold())
+    join_deadline = time.monotonic() + 120
+    while len(c.assignment()) != len(parts):  # the range assignor gives each member its share once all joined
+        if c.poll(timeout_ms=200):
+            raise SystemExit("bare group member: records before go")
+        if time.monotonic() > join_deadline:
+            raise SystemExit(f"bare group member: assignment {sorted(c.assignment())} after 120 s")
 print("ready", flush=True)
 sys.stdin.readline()  # "go": every process starts polling at the same time
+if mode != "assign":
+    c.resume(*c.assignment())
 n, n_first, first, last, cpu_first, cpu_last = 0, 0, None, None, None, None
 deadline = time.monotonic() + 600
 while n < expected and time.monotonic() < deadline:
@@ -120,11 +142,21 @@ def produce_input(bootstrap: str, topic: str, n: int, partitions: int) -> None:
     p.close()
 
 
-def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int) -> dict:
-    groups = [[p for p in range(partitions) if p % members == m] for m in range(members)]
+def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode: str) -> dict:
+    """``members`` bare poll loops, each over its share of the partitions:
+    ``assign`` (assigned explicitly, no group) or ``group`` (one consumer group,
+    range assignment, as the pipeline's sources; the join is not timed)."""
+    shares = [[p for p in range(partitions) if p % members == m] for m in range(members)]
+    if mode == "group":  # the range assignor's split: consecutive partitions per member
+        size = partitions // members
+        shares = [list(range(m * size, (m + 1) * size)) for m in range(members)]
+        if partitions % members:
+            raise ValueError("--bare-mode group needs partitions divisible by members")
+    group = unique_name("bench-bare")
     procs = [subprocess.Popen([sys.executable, "-c", BARE, bootstrap, topic, ",".join(map(str, g)),
-                               str(n // partitions * len(g))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for g in groups]
+                               str(n // partitions * len(g)), mode, group],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for g in shares]
     for p in procs:  # all connected and seeked: start them together
         if p.stdout.readline().strip() != "ready":
             raise RuntimeError("a bare poll loop failed to start")
@@ -249,6 +281,9 @@ def main() -> int:
                         help="bare/pipeline pairs, interleaved so that load from other processes hits both")
     parser.add_argument("--count-sink", action="store_true",
                         help="also run each round with a counting sink instead of the file sink (runtime cost alone)")
+    parser.add_argument("--bare-mode", choices=("group", "assign", "both"), default="both",
+                        help="baseline poll loops as members of one consumer group (as the pipeline's sources), "
+                             "with explicitly assigned partitions, or both (default; the ratio is against group)")
     parser.add_argument("--bootstrap")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
@@ -258,35 +293,45 @@ def main() -> int:
         t0 = time.monotonic()
         produce_input(bootstrap, topic, args.messages, args.partitions)
         print(f"produced {args.messages} x 100 B in {time.monotonic() - t0:.1f}s", flush=True)
+        modes = ["group", "assign"] if args.bare_mode == "both" else [args.bare_mode]
         for i in range(args.rounds):
             load = os.getloadavg()[0]
-            base = bare(bootstrap, topic, args.partitions, args.messages, args.members)
+            bases = {mode: bare(bootstrap, topic, args.partitions, args.messages, args.members, mode) for mode in modes}
             full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
                             period=args.period)
-            b = statistics.median(base["per_member"])
-            m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
             count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
                                   drop=True, period=args.period) if args.count_sink else None
-            rounds.append({"load_avg_1m": round(load, 2), "bare_per_process": round(b), "pipeline_per_member": round(m),
-                           "ratio_per_member": round(m / b, 3), "bare_total": round(base["total"]),
-                           "pipeline_total": round(full["total"]), "ratio_total": round(full["total"] / base["total"], 3),
-                           "checkpoints": full["checkpoints"], "resets": full["resets"],
-                           "bare_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
-                           "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
-                           "cpu_ratio": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3),
-                           "bare_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
-                           "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2)})
+            m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
+            row = {"load_avg_1m": round(load, 2), "pipeline_per_member": round(m),
+                   "pipeline_total": round(full["total"]), "checkpoints": full["checkpoints"], "resets": full["resets"],
+                   "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
+                   "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2)}
+            for k, (mode, base) in enumerate(bases.items()):
+                tag = "" if k == 0 else f"_vs_{mode}"  # the first mode is the headline ratio
+                b = statistics.median(base["per_member"])
+                row.update({f"bare_{mode}_per_process": round(b), f"bare_{mode}_total": round(base["total"]),
+                            f"bare_{mode}_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
+                            f"bare_{mode}_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
+                            f"ratio_per_member{tag}": round(m / b, 3),
+                            f"ratio_total{tag}": round(full["total"] / base["total"], 3),
+                            f"cpu_ratio{tag}": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
+                if count_only is not None:
+                    row[f"count_sink_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
             if count_only is not None:
-                rounds[-1]["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
-                rounds[-1]["count_sink_cpu_ratio"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
-            print(f"round {i}: {rounds[-1]}", flush=True)
+                row["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
+            row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
+            rounds.append(row)
+            print(f"round {i}: {row}", flush=True)
     report = {
         "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
-        "rounds": rounds,
+        "bare_modes": modes, "rounds": rounds,
         "median_ratio_per_member": statistics.median(r["ratio_per_member"] for r in rounds),
         "median_ratio_total": statistics.median(r["ratio_total"] for r in rounds),
         "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
     }
+    for mode in modes[1:]:
+        report[f"median_ratio_per_member_vs_{mode}"] = statistics.median(r[f"ratio_per_member_vs_{mode}"] for r in rounds)
+        report[f"median_cpu_ratio_vs_{mode}"] = statistics.median(r[f"cpu_ratio_vs_{mode}"] for r in rounds)
     print(json.dumps(report, indent=2))
     return 0
 
