@@ -14,6 +14,12 @@ The reset:
    rounds never mix in a merge), then RESET(last consistent seq, attempt,
    checkpoint members, merged offsets) to every member, or RESET_TO_INITIAL
    (attempt) when there is no consistent checkpoint yet.
+   A reset caused by a member joining (new or restarted) or leaving gracefully
+   carries ``rejoin: true``: a Kafka consumer is joining or has left the
+   group, so a rebalance follows; each member asks its consumer to rejoin the
+   group at once, so it is revoked during this reset (nothing fetched: no
+   further forced reset) instead of at its next Kafka heartbeat, after the
+   reset, with records fetched (one more forced reset round).
 4. All members answered within ``reset_timeout_s``: RESUME(complete=None),
    phase RUNNING. A failed or late answer retries from step 1 as a failure.
 
@@ -54,7 +60,8 @@ class ResetMixin:
         if len(self.members) >= expected or all_known_back or grace_over:
             self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
 
-    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False) -> None:
+    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False,
+                     rejoin: bool = False) -> None:
         if self.phase is Phase.FAILED:
             return
         if self.phase is Phase.RESETTING and not restart:
@@ -91,6 +98,8 @@ class ResetMixin:
         else:
             body = {"cmd": "reset", "seq": self.last_consistent, "attempt": self.attempt,
                     "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
+        if rejoin:
+            body["rejoin"] = True
         self._broadcast(self.waiting, body)
 
     def _maybe_reset_done(self, now: float) -> None:

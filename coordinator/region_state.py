@@ -190,7 +190,7 @@ class RegionCore(ResetMixin):
         if self.phase is Phase.WAITING:
             self._maybe_start(now)
         else:
-            self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True)
+            self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
@@ -231,7 +231,9 @@ class RegionCore(ResetMixin):
             self.waiting.discard(name)
             self._maybe_reset_done(now)
         elif self.phase is not Phase.WAITING:
-            self._start_reset(f"member {name} {reason}", kind, now)
+            # A graceful leaver's consumer has left the Kafka group: the others rejoin
+            # now (rejoin hint) instead of at their next Kafka heartbeat.
+            self._start_reset(f"member {name} {reason}", kind, now, rejoin=reason == "left")
 
     def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
             error: str | None, now: float, offsets: list | None = None, rebalance: bool = False) -> None:

@@ -309,3 +309,17 @@ def test_member_name_held_by_a_live_incarnation_is_refused():
     # a holder silent for member_timeout_s no longer counts as alive
     h.core.heartbeat("m0", b"id0", "inc1", 1.0)
     assert "refused" not in h.core.join("m0", b"x", "inc2", 3.1, pid=5, host="h3")
+
+
+def test_reset_for_a_joining_or_leaving_member_carries_the_rejoin_hint():
+    h = started(2)
+    h.core.join("m2", b"id2", "inc1", 1.0)  # a consumer joins the group: everyone rejoins at once
+    assert all(b.get("rejoin") is True for _, b in h.take() if b["cmd"].startswith("reset"))
+    h.ack_all("reset", 1.1, attempt=h.core.attempt)
+    h.take()
+    h.core.leave("m2", 1.2)  # graceful leave: its consumer left the group
+    assert all(b.get("rejoin") is True for _, b in h.take() if b["cmd"].startswith("reset"))
+    h.ack_all("reset", 1.3, attempt=h.core.attempt)
+    h.take()
+    h.core.request_reset("m0", True, "revoked", 1.4)  # a rebalance already under way: no hint
+    assert [b.get("rejoin") for _, b in h.take()] == [None, None]

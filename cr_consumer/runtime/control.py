@@ -23,7 +23,8 @@ The I/O thread loop:
 3. Send what other threads queued (acks, reset requests, triggers) at once: they
    write to a queue and wake the loop through a pipe.
 4. Pushed ``region_command`` messages go to ``on_command`` (the member's
-   control thread queue), in arrival order.
+   control thread queue), in arrival order; a reset with ``rejoin: true``
+   first calls ``on_rejoin_hint`` (the source's consumer rejoins its group).
 5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
    answer to anything for ``LOST_AFTER_S``: back to step 1.
 Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
@@ -87,6 +88,7 @@ class ControlChannel:
         curve: tuple[bytes, bytes, bytes] | None = None,
         report: Callable[[], dict[str, Any] | None] | None = None,
         on_predecessor: Callable[[dict[str, Any]], None] | None = None,
+        on_rejoin_hint: Callable[[], Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.region = region
@@ -98,6 +100,7 @@ class ControlChannel:
         self._curve = curve  # (server public, client public, client secret)
         self._report = report
         self._on_predecessor = on_predecessor
+        self._on_rejoin_hint = on_rejoin_hint
         self._predecessor_done = False
         self._outbox: queue.SimpleQueue[tuple[str, dict]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -343,6 +346,11 @@ class ControlChannel:
             log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
             return
         if env.id is None and env.type == "region_command":
+            if env.body.get("rejoin") and self._on_rejoin_hint is not None:
+                try:  # at once, on this thread: the command itself may wait behind others
+                    self._on_rejoin_hint()
+                except Exception:  # a hint only; the next Kafka heartbeat does the same
+                    log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
             self.on_command(dict(env.body))
             return
         msg_type = pending.pop(env.id, None) if env.id is not None else None

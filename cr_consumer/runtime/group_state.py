@@ -1,6 +1,6 @@
 """A member's Kafka group state, for the region controller (member side).
 
-Two things the control channel (``control.py``) does with the member's Kafka
+Three things the control channel (``control.py``) does with the member's Kafka
 source (a ``ConsumerOperator``):
 
 * ``group_report(source)``: what each ``region_heartbeat`` carries as
@@ -20,6 +20,8 @@ source (a ``ConsumerOperator``):
   rebalance forcing a region reset. Failure (old broker, no access, the member
   already gone) is logged and the member goes on: the session timeout then
   removes the dead consumer as before.
+* ``request_rejoin(source)``: on a reset command with ``rejoin: true`` (a
+  member joined or left gracefully, see ``coordinator/region_reset.py``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,20 @@ def group_report(source: Any) -> dict[str, Any] | None:
     return {"member_id": meta.member_id or None,
             "generation": meta.generation_id if meta.generation_id >= 0 else None,
             "rebalancing": rebalancing}
+
+
+def request_rejoin(source: Any) -> bool:
+    """Ask the source's consumer to rejoin its group at its next poll (the
+    controller's ``rejoin`` hint on a reset: a consumer joined or left the group,
+    so a rebalance is coming; being revoked now, during the reset, costs no
+    further reset). Only sets kafka-python's rejoin flag: safe from any thread.
+    False when there is no consumer (yet)."""
+    consumer = getattr(getattr(source, "events", None), "consumer", None)
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None:
+        return False
+    coordinator.request_rejoin()
+    return True
 
 
 def _admin_settings(config: Any) -> dict[str, Any]:

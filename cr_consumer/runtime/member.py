@@ -58,7 +58,7 @@ from cr_consumer.region import RegionPermit
 
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
-from .group_state import evict_predecessor, group_report
+from .group_state import evict_predecessor, group_report, request_rejoin
 from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module  # noqa: F401
 from .pipeline import KafkaSource, Pipeline, PipelineContext
 
@@ -184,7 +184,8 @@ class Member:
         self.channel = ControlChannel(s.coordinator, s.group, s.member, self.incarnation, self.region_config,
                                       self.commands.put, curve=self.curve,
                                       report=lambda: group_report(self.source),
-                                      on_predecessor=self._on_predecessor)
+                                      on_predecessor=self._on_predecessor,
+                                      on_rejoin_hint=lambda: request_rejoin(self.source))
         self.channel.start()
         code = EXIT_ERROR
         try:
