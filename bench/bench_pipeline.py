@@ -102,12 +102,14 @@ print(json.dumps({"n": n, "window_n": n - n_first, "first": first, "last": last,
 '''
 
 PASSTHROUGH = '''
+import time
+
 from cr_consumer.runtime import KafkaSource, Operator, Pipeline
 
 
 class CountSink(Operator):
-    """Counts records; writes the count at each checkpoint (not exactly-once: the
-    'source only' variant, to see the runtime's cost without the file sink)."""
+    """Counts records; appends "count wall-time" to its file at each checkpoint (not
+    exactly-once: the 'runtime without the file sink' variant, --count-sink)."""
 
     kind = "count_sink"
 
@@ -120,7 +122,8 @@ class CountSink(Operator):
         return []
 
     def checkpoint(self, seq):
-        self.path.write_text(str(self.n))
+        with open(self.path, "a") as f:
+            f.write(f"{self.n} {time.time()}\\n")
         return super().checkpoint(seq)
 
 
@@ -231,13 +234,14 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                     params={"topic": topic, "sink": "count" if drop else "file"},
                     kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
     region.start()
-    sampler = CpuSampler(region.pids)
+    coordinator = region.coordinator_proc.pid if region.coordinator_proc is not None else None
+    sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator})
     sampler.start()
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             if drop:
-                count = sum(int(f.read_text() or 0) for f in out.glob("*.count"))
+                count = sum(int(f.read_text().split()[-2]) for f in out.glob("*.count") if f.read_text().strip())
             else:
                 count = sum(1 for f in out.glob("*.jsonl") for _ in open(f, "rb"))
             if count >= n:
@@ -250,22 +254,43 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
         region.stop()
     per_member = []
     window_cpu, window_records = 0.0, 0
+    windows: list[tuple[float, float]] = []
     for name in region.members:
-        files = sorted(out.glob(f"{name}-*.jsonl"))
-        # Files 2..k-1 only: the first interval includes the group join, the last one
-        # idles after the input ran out (its file is published at the next checkpoint).
-        files = files[:-1]
-        if len(files) < 2:  # no full interval after the first one
-            continue
-        lines = [sum(1 for _ in open(f, "rb")) for f in files]
-        mtimes = [f.stat().st_mtime for f in files]
+        if drop:  # (count, time) per checkpoint: an interval that added records stands for a file
+            path = out / f"{name}.count"
+            marks = path.read_text().split() if path.exists() else []
+            intervals, prev = [], 0
+            for count, t in zip(marks[::2], marks[1::2]):
+                if int(count) > prev:
+                    intervals.append((int(count) - prev, float(t)))
+                    prev = int(count)
+            intervals = intervals[:-1]
+            if len(intervals) < 2:
+                continue
+            lines, mtimes = [k for k, _ in intervals], [t for _, t in intervals]
+        else:
+            files = sorted(out.glob(f"{name}-*.jsonl"))
+            # Files 2..k-1 only: the first interval includes the group join, the last one
+            # idles after the input ran out (its file is published at the next checkpoint).
+            files = files[:-1]
+            if len(files) < 2:  # no full interval after the first one
+                continue
+            lines = [sum(1 for _ in open(f, "rb")) for f in files]
+            mtimes = [f.stat().st_mtime for f in files]
         per_member.append(sum(lines[1:]) / max(1e-9, mtimes[-1] - mtimes[0]))
         member_cpu = sampler.between(name, mtimes[0], mtimes[-1])
         if member_cpu is not None:
             window_cpu += member_cpu
             window_records += sum(lines[1:])
+            windows.append((mtimes[0], mtimes[-1]))
+    coordinator_cpu = None
+    if windows:  # the coordinator's CPU over the members' common span, per record of that span
+        t0, t1 = min(w[0] for w in windows), max(w[1] for w in windows)
+        span_cpu = sampler.between("coordinator", t0, t1)
+        if span_cpu is not None and window_records:
+            coordinator_cpu = 1e6 * span_cpu / window_records
     # total: the sum of the members' steady rates (their windows differ by a checkpoint or so)
-    return {"per_member": per_member, "total": sum(per_member),
+    return {"per_member": per_member, "total": sum(per_member), "coordinator_cpu_us_per_record": coordinator_cpu,
             "checkpoints": status.get("checkpoints"), "resets": status.get("resets"),
             "cpu_us_per_record": 1e6 * window_cpu / window_records if window_records else float("nan"),
             "cpu_us_per_record_with_startup": 1e6 * cpu / n}
@@ -305,7 +330,9 @@ def main() -> int:
             row = {"load_avg_1m": round(load, 2), "pipeline_per_member": round(m),
                    "pipeline_total": round(full["total"]), "checkpoints": full["checkpoints"], "resets": full["resets"],
                    "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
-                   "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2)}
+                   "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2),
+                   "coordinator_cpu_us_per_record": (round(full["coordinator_cpu_us_per_record"], 3)
+                                                     if full["coordinator_cpu_us_per_record"] is not None else None)}
             for k, (mode, base) in enumerate(bases.items()):
                 tag = "" if k == 0 else f"_vs_{mode}"  # the first mode is the headline ratio
                 b = statistics.median(base["per_member"])
