@@ -108,6 +108,10 @@ def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path):
         status = region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 3, 30)
         assert region.restarts()[victim] == 1
         assert status["resets"] >= 2  # the start, and at least the restart of the victim
+        # the restarted process removed its killed predecessor's consumer from the group
+        # (one rebalance, no wait for the session timeout)
+        victim_log = (tmp_path / "state" / "logs" / f"{victim}.log").read_text()
+        assert "removed the predecessor's consumer" in victim_log
         time.sleep(1.5)  # a few more checkpoints: nothing may be published twice later
         rows = published(tmp_path / "out")
     check_exactly_once(rows, topic, {p: 3000 for p in range(4)})
