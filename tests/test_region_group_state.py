@@ -1,0 +1,102 @@
+"""The member's Kafka group helpers on the real broker: the heartbeat's group
+report, removing a (dead) predecessor's consumer from the group, the rejoin hint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from cr_consumer.kafka_util import create_topic
+from cr_consumer.runtime.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
+
+KAFKA = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+class _Pump:
+    """Polls one consumer on its own thread (as a member's event thread does) until stopped."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.consumer.poll(100)
+
+    def halt(self):
+        self.stop.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+def _wait(pred, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)  # polling a condition another thread makes true, bounded by the deadline
+    return False
+
+
+class _Count(ConsumerRebalanceListener):
+    def __init__(self):
+        self.assigned = 0
+
+    def on_partitions_revoked(self, revoked):
+        pass
+
+    def on_partitions_assigned(self, assigned):
+        self.assigned += 1
+
+
+def _source(consumer):
+    return SimpleNamespace(events=SimpleNamespace(consumer=consumer), rebalancer=SimpleNamespace(joining=False),
+                           state=None)
+
+
+@pytest.mark.slow
+def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    group = names.group()
+    a = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="a", **KAFKA)
+    joins = _Count()
+    a.subscribe([topic], listener=joins)
+    b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="b", **KAFKA)
+    pump_a, pump_b = _Pump(a), _Pump(b)
+    try:
+        assert _wait(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30)
+        report = group_report(_source(a))
+        assert report["member_id"].startswith("a-") and report["generation"] >= 0
+        assert report["rebalancing"] is False
+        victim = group_report(_source(b))["member_id"]
+        # b stands for a killed process: nobody polls it any more; the broker would
+        # keep it in the group for the session timeout (6 s) and then rebalance.
+        pump_b.halt()
+        config = SimpleNamespace(bootstrap_servers=bootstrap, group_id=group, operator_name="b-restarted",
+                                 consumer_properties={"request.timeout.ms": 5000, "fetch.min.bytes": 1})
+        assert "fetch_min_bytes" not in _admin_settings(config)  # consumer-only settings are left out
+        t0 = time.monotonic()
+        assert evict_predecessor(config, victim) is True
+        assert _wait(lambda: len(a.assignment()) == 4, 6.0), a.assignment()
+        assert time.monotonic() - t0 < 6.0  # before the session timeout would have removed it
+        # an unknown member id is reported, not raised
+        assert evict_predecessor(config, "no-such-member") is False
+        # the rejoin hint: the consumer rejoins at its next poll (tansu keeps the
+        # generation id of a sole member that rejoins: count the assignments)
+        before = joins.assigned
+        assert request_rejoin(_source(a)) is True
+        assert request_rejoin(_source(None)) is False
+        assert _wait(lambda: joins.assigned > before, 15)
+        assert len(a.assignment()) == 4
+    finally:
+        pump_a.halt()
+        pump_b.halt()
+        a.close()
+        b.close(autocommit=False)
