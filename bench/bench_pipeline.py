@@ -96,9 +96,10 @@ while n < expected and time.monotonic() < deadline:
         if first is None:  # the clock starts after the first poll: its records are not in the window
             first, cpu_first, n_first = time.monotonic(), time.process_time(), n
         last, cpu_last = time.monotonic(), time.process_time()
-c.close()
 print(json.dumps({"n": n, "window_n": n - n_first, "first": first, "last": last, "cpu": time.process_time(),
-                  "window_cpu": (cpu_last or 0.0) - (cpu_first or 0.0)}))
+                  "window_cpu": (cpu_last or 0.0) - (cpu_first or 0.0)}), flush=True)
+sys.stdin.readline()  # "close": a group member that left early would make the others rebalance mid-run
+c.close()
 '''
 
 PASSTHROUGH = '''
@@ -166,7 +167,9 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.flush()
-    results = [json.loads(p.communicate(timeout=900)[0]) for p in procs]
+    results = [json.loads(p.stdout.readline()) for p in procs]  # (each loop has a 600 s deadline)
+    for p in procs:
+        p.communicate("close\n", timeout=60)
     rates = [r["window_n"] / max(1e-9, r["last"] - r["first"]) for r in results]
     span = max(r["last"] for r in results) - min(r["first"] for r in results)
     window_n = max(1, sum(r["window_n"] for r in results))
