@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from cr_consumer.kafka_compat import keep_completed_joins, unstick_parked_fetches
+from cr_consumer.kafka_compat import keep_completed_joins, request_rejoin, unstick_parked_fetches
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,11 @@ class EventThread:
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
         self.consumer = None
+        #: The consumer's group membership (kafka-python's ConsumerGroupMetadata:
+        #: member_id, generation_id, state), refreshed by this thread after every
+        #: poll, so other threads (the member's heartbeat) read it without
+        #: touching the consumer. None before the consumer exists.
+        self.group = None
         self._thread = threading.Thread(target=self._run, name=f"cr-event-{name}", daemon=True)
         self._started: Future = Future()
 
@@ -148,6 +153,14 @@ class EventThread:
     def paused(self) -> bool:
         return self._paused
 
+    def request_rejoin(self) -> bool:
+        """Make the consumer rejoin its group at its next poll (an event: the
+        consumer is only touched on this thread). False before the consumer exists."""
+        if self.consumer is None:
+            return False
+        self.submit(request_rejoin, "rejoin the group")
+        return True
+
     def stop(self, timeout: float) -> None:
         self._stop_requested = True
         self._events.put(_Stop)
@@ -168,6 +181,7 @@ class EventThread:
             # kafka-python 3.0.12 drops a join that completes between polls
             # (see cr_consumer.kafka_compat): keep it instead.
             keep_completed_joins(self.consumer)
+            self.group = self.consumer.group_metadata()
         except BaseException as exc:  # noqa: BLE001 - delivered to start()
             log.exception("%s: cannot create the Kafka consumer", self.name)
             self.failure = exc
@@ -202,6 +216,7 @@ class EventThread:
             unstick_parked_fetches(consumer)
             timeout_ms = JOIN_POLL_TIMEOUT_MS if self._joining() else POLL_TIMEOUT_MS
             records = consumer.poll(timeout_ms=timeout_ms, max_records=self._max_poll_records)
+            self.group = consumer.group_metadata()
             self._after_poll(consumer)
             if records:
                 self._on_records(consumer, records)

@@ -1,4 +1,4 @@
-"""Work-arounds for two kafka-python 3.0.12 defects.
+"""Work-arounds for two kafka-python 3.0.12 defects, and one missing public call.
 
 1. pause()/resume() (:func:`unstick_parked_fetches`)
 
@@ -74,6 +74,12 @@ Guarded like (1): installed only when the private attributes exist (a
 warning is logged otherwise); covered by
 ``tests/test_operator_start.py::test_pattern_subscription_picks_up_a_new_topic``
 and the new-topic drill (``tests/test_drill_scenarios.py``).
+3. No public "rejoin now" (:func:`request_rejoin`)
+
+The region's rejoin hint (a member joined or left the region, so a group
+rebalance is coming) wants the consumer to rejoin at once; kafka-python has no
+public call for it, so the coordinator's own ``request_rejoin()`` is used, on
+the event thread, guarded like the others.
 """
 
 from __future__ import annotations
@@ -148,4 +154,19 @@ async def _finish_completed_join(coordinator, member_state) -> None:
         generation.generation_id, generation.member_id, generation.protocol, task.value)
 
 
-__all__ = ["keep_completed_joins", "unstick_parked_fetches"]
+def request_rejoin(consumer) -> bool:
+    """3. Ask the consumer to rejoin its group at its next poll.
+
+    kafka-python 3.0.12 has no public call for it (the Java client's
+    ``enforceRebalance``); this sets the coordinator's ``rejoin_needed`` flag
+    through its own ``request_rejoin()``. Call it on the event thread. False
+    (logged) when the coordinator has no such method."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not callable(getattr(coordinator, "request_rejoin", None)):
+        log.warning("kafka-python coordinator has no request_rejoin(): the rejoin hint is ignored")
+        return False
+    coordinator.request_rejoin()
+    return True
+
+
+__all__ = ["keep_completed_joins", "request_rejoin", "unstick_parked_fetches"]

@@ -11,6 +11,7 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from cr_consumer import kafka_compat
 from cr_consumer.kafka_util import create_topic
 from cr_consumer.runtime.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
 
@@ -18,17 +19,29 @@ KAFKA = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
 
 class _Pump:
-    """Polls one consumer on its own thread (as a member's event thread does) until stopped."""
+    """Polls one consumer on its own thread until stopped, with the event
+    thread's contract: a group snapshot after every poll, and requests to
+    rejoin served on the polling thread."""
 
     def __init__(self, consumer):
         self.consumer = consumer
+        self.group = consumer.group_metadata()
         self.stop = threading.Event()
+        self._rejoin = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def request_rejoin(self):
+        self._rejoin.set()
+        return True
+
     def _run(self):
         while not self.stop.is_set():
+            if self._rejoin.is_set():
+                self._rejoin.clear()
+                assert kafka_compat.request_rejoin(self.consumer)
             self.consumer.poll(100)
+            self.group = self.consumer.group_metadata()
 
     def halt(self):
         self.stop.set()
@@ -56,9 +69,8 @@ class _Count(ConsumerRebalanceListener):
         self.assigned += 1
 
 
-def _source(consumer):
-    return SimpleNamespace(events=SimpleNamespace(consumer=consumer), rebalancer=SimpleNamespace(joining=False),
-                           state=None)
+def _source(pump):
+    return SimpleNamespace(events=pump, rebalancer=SimpleNamespace(joining=False), state=None)
 
 
 @pytest.mark.slow
@@ -72,10 +84,13 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
     pump_a, pump_b = _Pump(a), _Pump(b)
     try:
         assert _wait(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30)
-        report = group_report(_source(a))
+        # the snapshot is taken right after the poll that completed the join
+        assert _wait(lambda: not group_report(_source(pump_a))["rebalancing"]
+                     and not group_report(_source(pump_b))["rebalancing"], 5)
+        report = group_report(_source(pump_a))
         assert report["member_id"].startswith("a-") and report["generation"] >= 0
         assert report["rebalancing"] is False
-        victim = group_report(_source(b))["member_id"]
+        victim = group_report(_source(pump_b))["member_id"]
         # b stands for a killed process: nobody polls it any more; the broker would
         # keep it in the group for the session timeout (6 s) and then rebalance.
         pump_b.halt()
@@ -91,8 +106,9 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         # the rejoin hint: the consumer rejoins at its next poll (tansu keeps the
         # generation id of a sole member that rejoins: count the assignments)
         before = joins.assigned
-        assert request_rejoin(_source(a)) is True
+        assert request_rejoin(_source(pump_a)) is True
         assert request_rejoin(_source(None)) is False
+        assert group_report(_source(None)) is None
         assert _wait(lambda: joins.assigned > before, 15)
         assert len(a.assignment()) == 4
     finally:

@@ -37,17 +37,17 @@ EVICT_TIMEOUT_MS = 3000
 
 
 def group_report(source: Any) -> dict[str, Any] | None:
-    """The source's Kafka group state, or None before its consumer exists."""
+    """The source's Kafka group state, or None before its consumer exists.
+    Reads the snapshot the event thread takes after each poll: the consumer
+    itself is only touched on the event thread."""
     events = getattr(source, "events", None)
-    consumer = getattr(events, "consumer", None)
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None:
+    meta = getattr(events, "group", None)
+    if meta is None:
         return None
     from kafka.structs import MemberState
 
     from cr_consumer.states import ClientState
 
-    meta = coordinator.group_metadata()
     rebalancing = (meta.state is not MemberState.STABLE
                    or bool(getattr(getattr(source, "rebalancer", None), "joining", False))
                    or getattr(source, "state", None) is ClientState.CR_RESET_PENDING)
@@ -60,14 +60,12 @@ def request_rejoin(source: Any) -> bool:
     """Ask the source's consumer to rejoin its group at its next poll (the
     controller's ``rejoin`` hint on a reset: a consumer joined or left the group,
     so a rebalance is coming; being revoked now, during the reset, costs no
-    further reset). Only sets kafka-python's rejoin flag: safe from any thread.
+    further reset). Queued as an event for the source's event thread.
     False when there is no consumer (yet)."""
-    consumer = getattr(getattr(source, "events", None), "consumer", None)
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None:
+    events = getattr(source, "events", None)
+    if events is None:
         return False
-    coordinator.request_rejoin()
-    return True
+    return events.request_rejoin()
 
 
 def _admin_settings(config: Any) -> dict[str, Any]:
