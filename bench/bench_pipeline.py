@@ -35,6 +35,7 @@ average before each round is printed too (the machine may be shared).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -51,9 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CPU_SAMPLE_S = 0.05
 sys.path.insert(0, str(ROOT))
 
-from cr_consumer.broker import bootstrap_or_embedded  # noqa: E402
-from cr_consumer.kafka_util import create_topic, producer, unique_name  # noqa: E402
-from cr_consumer.runtime.runner import Region  # noqa: E402
+from cr_consumer.broker import bootstrap_or_embedded
+from cr_consumer.kafka_util import create_topic, producer, unique_name
+from cr_consumer.runtime.runner import Region
 
 BARE = r'''
 import json, sys, time
@@ -219,7 +220,7 @@ class CpuSampler:
             return None
 
         def at(t: float) -> float:
-            for (ta, ca), (tb, cb) in zip(s, s[1:]):
+            for (ta, ca), (tb, cb) in itertools.pairwise(s):
                 if ta <= t <= tb:
                     return ca + (cb - ca) * (t - ta) / max(1e-9, tb - ta)
             return s[-1][1]

@@ -59,7 +59,7 @@ from cr_consumer.region import RegionPermit
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
 from .group_state import evict_predecessor, group_report, request_rejoin
-from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module  # noqa: F401
+from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
 from .pipeline import KafkaSource, Pipeline, PipelineContext
 
 log = logging.getLogger(__name__)

@@ -94,7 +94,8 @@ class FileSink(Operator):
         with self._lock:
             if self._file is None:
                 self._pending_name = f".{self.member}-{uuid.uuid4().hex}{PENDING_SUFFIX}"
-                self._file = open(self.directory / self._pending_name, "w", encoding="utf-8")
+                # open for the whole interval: closed by checkpoint/reset/close
+                self._file = open(self.directory / self._pending_name, "w", encoding="utf-8")  # noqa: SIM115
             self._file.write(text)
             self.records_written += len(records)
             self._unsynced += len(text)
