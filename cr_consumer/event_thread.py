@@ -10,9 +10,15 @@ It loops:
    blocking consumer call is allowed;
 3. if polling is on: pause every assigned partition while the message queue
    has less free space than max.poll.records (and resume them when space
-   returns), then ``poll`` for at most :data:`POLL_TIMEOUT_MS`, so a
-   stop-polling request waits at most that long (:data:`JOIN_POLL_TIMEOUT_MS`
-   while a group join is in progress); hand the records to the
+   returns); while the region permit is blocked (the runtime is about to
+   drain, checkpoint or reset: nothing is being submitted), first wait up to
+   :data:`BLOCKED_WAIT_S` for events, so the handler's event is picked up at
+   once instead of after a poll, and then poll briefly
+   (:data:`BLOCKED_POLL_TIMEOUT_MS`, :data:`BLOCKED_MAX_RECORDS`); otherwise
+   ``poll`` for at most :data:`POLL_TIMEOUT_MS` while records flow
+   (:data:`IDLE_POLL_TIMEOUT_MS` after an empty poll), so a stop-polling
+   request waits at most that long (:data:`JOIN_POLL_TIMEOUT_MS` while a
+   group join is in progress); hand the records to the
    operator (``on_records``). While the operator says "throttled" (after a
    checkpoint or reset, while the runtime still holds the permit) it waits
    :data:`THROTTLE_WAIT_S` for events after each poll. (The reference polls
@@ -42,9 +48,28 @@ from cr_consumer.kafka_compat import keep_completed_joins, request_rejoin, unsti
 
 log = logging.getLogger(__name__)
 
-#: Longest single poll: bounds how late a stop-polling event (drain) or any
-#: other event is served while records keep arriving.
-POLL_TIMEOUT_MS = 20
+#: Longest single poll while records are flowing (the previous poll returned
+#: some): bounds how late a stop-polling event (drain) or any other event is
+#: served when the poll has to wait for a fetch. 20 ms made that wait the
+#: drain's latency tail (p99 ~23 ms with 250 drains under load); 5 ms: p99
+#: 8-16 ms, same throughput (BENCHMARKS.md).
+POLL_TIMEOUT_MS = 5
+#: Longest single poll when the previous one returned nothing (caught up, or
+#: paused): each poll costs ~1.2 ms of CPU in kafka-python 3 (thread
+#: hand-offs), so 5 ms polls would burn ~23 % of a core on an idle topic
+#: (20 ms: ~7 %). A drain on an idle operator waits up to this long.
+IDLE_POLL_TIMEOUT_MS = 20
+#: While the permit is blocked: the longest wait for events between two polls.
+#: The drain's event then finds the thread waiting for it, not inside a poll
+#: that returns only when a fetch lands or the poll times out (that wait was
+#: the drain's latency tail: up to 30 ms of a 35 ms p99). Polling goes on
+#: between the waits (group heartbeat-driven work, rebalances).
+BLOCKED_WAIT_S = 0.02
+#: While the permit is blocked: the poll's timeout and record cap, so an event
+#: that arrives during that poll waits ~1-3 ms, not a full poll of
+#: max.poll.records. Nothing is submitted while blocked, so nothing is lost.
+BLOCKED_POLL_TIMEOUT_MS = 2
+BLOCKED_MAX_RECORDS = 100
 #: Poll timeout while the group join is in progress (no assignment yet, or
 #: after a revocation): kafka-python finishes a join only inside poll(), and
 #: with a pattern subscription each poll first waits for a metadata refresh;
@@ -84,6 +109,7 @@ class EventThread:
         after_poll: Callable[[Any], None],
         should_pause: Callable[[], bool],
         throttled: Callable[[], bool],
+        blocked: Callable[[], bool],
         held: Callable[[], set],
         joining: Callable[[], bool],
         on_failure: Callable[[BaseException], None],
@@ -95,6 +121,7 @@ class EventThread:
         self._after_poll = after_poll
         self._should_pause = should_pause
         self._throttled = throttled
+        self._blocked = blocked
         self._held = held
         self._joining = joining
         self._on_failure = on_failure
@@ -102,6 +129,7 @@ class EventThread:
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._polling = False
         self._paused = False
+        self._flowing = False  # the last poll returned records
         self._stop_requested = False
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
@@ -212,11 +240,21 @@ class EventThread:
                     return
                 continue
             self._backpressure(consumer)
+            timeout_ms = POLL_TIMEOUT_MS if self._flowing else IDLE_POLL_TIMEOUT_MS
+            max_records = self._max_poll_records
+            if self._joining():
+                timeout_ms = JOIN_POLL_TIMEOUT_MS
+            elif self._blocked():
+                if not self._wait_while_blocked():
+                    return
+                if not self._polling:
+                    continue  # the event served was a stop (a drain)
+                timeout_ms, max_records = BLOCKED_POLL_TIMEOUT_MS, min(BLOCKED_MAX_RECORDS, max_records)
             throttled = self._throttled()
             unstick_parked_fetches(consumer)
-            timeout_ms = JOIN_POLL_TIMEOUT_MS if self._joining() else POLL_TIMEOUT_MS
-            records = consumer.poll(timeout_ms=timeout_ms, max_records=self._max_poll_records)
+            records = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
             self.group = consumer.group_metadata()
+            self._flowing = bool(records)
             self._after_poll(consumer)
             if records:
                 self._on_records(consumer, records)
@@ -227,6 +265,15 @@ class EventThread:
                 while self._throttled() and time.monotonic() < end:
                     if not self._serve_events(block_s=THROTTLE_SLICE_S):
                         return
+
+    def _wait_while_blocked(self) -> bool:
+        """Serve events for up to BLOCKED_WAIT_S while polling is on and the
+        permit blocked; False when asked to stop."""
+        end = time.monotonic() + BLOCKED_WAIT_S
+        while self._polling and self._blocked() and time.monotonic() < end:
+            if not self._serve_events(block_s=THROTTLE_SLICE_S):
+                return False
+        return True
 
     def _serve_events(self, block_s: float) -> bool:
         """Run queued events; False when asked to stop."""

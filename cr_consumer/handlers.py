@@ -30,6 +30,11 @@ S = ClientState
 #: commit that cannot complete (group rebalancing, broker gone) fails the drain
 #: after this long instead of freezing the group join for the drain timeout.
 COMMIT_TIMEOUT_S = 5.0
+#: The drain's commit ends this long before the drain's deadline (at most a
+#: fifth of the drain timeout), so a failing commit reports its own error
+#: (the offsets and the cause) instead of the waiter giving up a moment earlier
+#: with a bare "did not finish in time".
+COMMIT_MARGIN_S = 0.5
 #: Bound on a stop/start-polling round trip to the event thread (at most one
 #: poll plus queued events): a wedged event thread fails the handler instead
 #: of hanging it.
@@ -91,11 +96,13 @@ class RegionHandlers:
         self._drained = None  # a failed drain leaves nothing for a checkpoint
         if self.sm.state is S.CR_RESET_PENDING:
             raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
+        deadline = t0 + cfg.drain_timeout_s
         if not self.permit.block(cfg.drain_timeout_s):
             raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
-        commit_timeout_ms = int(min(cfg.drain_timeout_s, COMMIT_TIMEOUT_S) * 1000)
+        margin = min(COMMIT_MARGIN_S, cfg.drain_timeout_s / 5)
 
         def stop_and_commit(consumer):
+            commit_timeout_ms = int(max(0.05, min(deadline - margin - time.monotonic(), COMMIT_TIMEOUT_S)) * 1000)
             self.events.stop_polling_async()
             if self.sm.state is S.CR_RESET_PENDING:
                 raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
@@ -109,7 +116,7 @@ class RegionHandlers:
             return offsets
 
         try:
-            offsets = self.events.call(stop_and_commit, cfg.drain_timeout_s, "drain")
+            offsets = self.events.call(stop_and_commit, max(0.05, deadline - time.monotonic()), "drain")
         except TimeoutError as exc:
             raise DrainError(f"{self.name}: the drain did not finish within {cfg.drain_timeout_s}s: {exc}") from exc
         self._drained = offsets

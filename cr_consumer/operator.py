@@ -113,6 +113,7 @@ class ConsumerOperator(RegionHandlers):
             after_poll=self._after_poll,
             should_pause=lambda: self.queue.free() < config.max_poll_records,
             throttled=lambda: self._throttle and self.permit.blocked,
+            blocked=lambda: self.permit.blocked,
             held=lambda: self.rebalancer.held,
             joining=lambda: self.rebalancer.joining,
             on_failure=self._on_failure,
