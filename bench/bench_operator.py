@@ -12,7 +12,8 @@ Modes, alternated trial by trial on the same topic (each trial its own group):
 Throughput is records/s from the first submitted record to the last; the
 ratio is against the median of the bare loop in the same run. Drain latency
 (stop polling -> commit acknowledged, 4 partitions) is sampled by a drain +
-checkpoint every 100 ms during a separate consuming run.
+checkpoint every ``--drain-samples-s`` (100 ms) during a separate consuming run.
+Also the CPU of one operator on an idle topic (``--idle-s``).
 
 Reset latency after a member joins (a real coordinator process): two members
 consume a topic, a third joins; the region (as the runtime would) resets all
@@ -262,6 +263,23 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
             "reset_requests": region.requests, "members": detail}
 
 
+def idle_cpu(bootstrap, topic, seconds: float) -> float:
+    """Percent of a core this process spends on one assigned operator with nothing to consume."""
+    op = ConsumerOperator(_config(bootstrap, topic), submit_batch=lambda _records: None, permit=RegionPermit())
+    op.start()
+    try:
+        deadline = time.monotonic() + 60
+        while op.metrics()["nAssignedPartitions"] == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the idle operator was not assigned partitions within 60 s")
+            time.sleep(0.05)  # polling a metric another thread sets, bounded by the deadline
+        cpu0, t0 = time.process_time(), time.monotonic()
+        time.sleep(seconds)  # the measurement window itself
+        return (time.process_time() - cpu0) / (time.monotonic() - t0) * 100
+    finally:
+        op.close()
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else None
@@ -277,8 +295,10 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--modes", default="bare,operator,operator+cycles,operator/submit")
-    ap.add_argument("--drain-samples-s", type=float, default=1.0,
-                    help="> 0: run the drain-latency measurement (a drain every 100 ms while consuming)")
+    ap.add_argument("--drain-samples-s", type=float, default=0.1,
+                    help="> 0: run the drain-latency measurement, a drain every this many seconds while consuming")
+    ap.add_argument("--idle-s", type=float, default=5.0,
+                    help="> 0: CPU of one operator on an idle topic, sampled over this many seconds (0: skip)")
     ap.add_argument("--reset-trials", type=int, default=3, help="member-join reset-latency trials (0: skip)")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
@@ -309,10 +329,17 @@ def main() -> None:
                       f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec)", flush=True)
         drain = None
         if args.drain_samples_s > 0 and args.trials > 0:
-            # Drain latency: a drain + checkpoint every 100 ms while consuming.
-            r = run_operator(bootstrap, topic, n, cycle_every_s=0.1)
+            # Drain latency: a drain + checkpoint every --drain-samples-s while consuming.
+            r = run_operator(bootstrap, topic, n, cycle_every_s=args.drain_samples_s)
             drain = {"samples": len(r["drain_ms"]), "p50_ms": pct(r["drain_ms"], 0.5),
-                     "p99_ms": pct(r["drain_ms"], 0.99), "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None}
+                     "p90_ms": pct(r["drain_ms"], 0.9), "p99_ms": pct(r["drain_ms"], 0.99),
+                     "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None}
+            print("drain latency: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                                for k, v in drain.items()), flush=True)
+        idle = None
+        if args.idle_s > 0:
+            idle = idle_cpu(bootstrap, create_topic(bootstrap, unique_name("bench-idle"), args.partitions), args.idle_s)
+            print(f"idle operator: {idle:.1f} % of a core", flush=True)
         resets = []
         if args.reset_trials > 0:
             from coordinator.launcher import CoordinatorProcess
@@ -338,7 +365,7 @@ def main() -> None:
                 (b["cpu_s"] / b["records"]) / (r["cpu_s"] / r["records"]) for r, b in zip(runs, results["bare"])), 3)
     summary = {"messages": args.messages, "partitions": args.partitions, "trials": args.trials,
                "median_records_per_s": {}, "ratio_to_bare": {}, "median_pair_ratio": pair,
-               "cpu_efficiency_vs_bare": cpu, "drain_latency": drain,
+               "cpu_efficiency_vs_bare": cpu, "drain_latency": drain, "idle_cpu_percent": idle,
                "reset_after_join_ms": {
                    "trials": len(resets),
                    "median_reset_ms": statistics.median(r["reset_ms"] for r in resets) if resets else None,
