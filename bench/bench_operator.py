@@ -342,8 +342,9 @@ def main() -> None:
             print(f"idle operator: {idle:.1f} % of a core", flush=True)
         resets = []
         if args.reset_trials > 0:
-            from coordinator.launcher import CoordinatorProcess
             import tempfile
+
+            from coordinator.launcher import CoordinatorProcess
 
             small = create_topic(bootstrap, unique_name("bench-reset"), args.partitions)
             produce_fixed(bootstrap, small, 20_000)

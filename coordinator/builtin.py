@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class BuiltinService:
-    def attach(self, server: "CoordinatorServer") -> None:
+    def attach(self, server: CoordinatorServer) -> None:
         self.server = server
         server.add_handler(protocol.Ping.TYPE, protocol.Ping, self._on_ping)
         server.add_handler(protocol.Status.TYPE, protocol.Status, self._on_status)
@@ -34,7 +34,7 @@ class BuiltinService:
         return status_snapshot(self.server)
 
 
-def status_snapshot(server: "CoordinatorServer") -> dict[str, Any]:
+def status_snapshot(server: CoordinatorServer) -> dict[str, Any]:
     """Everything /status and the ``status`` message report (loop thread only)."""
     loaded = server.loaded.is_set()
     out: dict[str, Any] = {

@@ -93,14 +93,14 @@ class RegionConfig:
         return attrs.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RegionConfig":
+    def from_dict(cls, d: dict[str, Any]) -> RegionConfig:
         known = {f.name for f in attrs.fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise ValueError(f"region config: unknown settings {sorted(unknown)}")
         return cls(**d)
 
-    def same_settings(self, other: "RegionConfig") -> list[str]:
+    def same_settings(self, other: RegionConfig) -> list[str]:
         """Names of the settings that differ (min_members and join_grace_s may differ)."""
         skip = {"min_members", "join_grace_s"}
         return [f.name for f in attrs.fields(RegionConfig)

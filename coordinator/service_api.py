@@ -56,7 +56,7 @@ Handler = Callable[[Request, Any], Any]
 
 
 class Service(Protocol):
-    def attach(self, server: "CoordinatorServer") -> None: ...
+    def attach(self, server: CoordinatorServer) -> None: ...
 
 
 class Timer:

@@ -101,7 +101,7 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self) -> "EmbeddedBroker":
+    def start(self) -> EmbeddedBroker:
         if self.port is None:
             self.port = free_port(self.host)
         if self.log_path is None:
@@ -156,7 +156,7 @@ class EmbeddedBroker:
             self._log_file.close()
             self._log_file = None
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -223,7 +223,7 @@ class OperatorConfig:
 
     def _check_properties(self) -> None:
         defaults = _kafka_defaults()
-        for key, value in self.consumer_properties.items():
+        for key in self.consumer_properties:
             if not isinstance(key, str) or "_" in key:
                 raise ConfigError(
                     f"consumer property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"

@@ -86,7 +86,7 @@ class StandaloneDriver:
                 if op.failure is not None:
                     return
                 if reset is not None:
-                    self._cycle(lambda: op._reset_to(None, initial=False, what=f"committed offsets ({reset})"))
+                    self._cycle(lambda why=reset: op._reset_to(None, initial=False, what=f"committed offsets ({why})"))
                 elif drain is not None or (periodic and time.monotonic() >= next_commit):
                     next_commit = time.monotonic() + period
                     if op.rebalancer.joining and drain is None:

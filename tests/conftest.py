@@ -10,11 +10,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS  # noqa: F401
 
 from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.kafka_util import unique_name
-
-from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS  # noqa: F401
 
 
 @pytest.fixture(scope="session")

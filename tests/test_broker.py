@@ -1,7 +1,8 @@
 """The embedded broker and the Kafka helpers work end to end."""
 
-from cr_consumer.kafka_util import create_topic, produce
 from kafka import KafkaConsumer, TopicPartition
+
+from cr_consumer.kafka_util import create_topic, produce
 
 
 def test_produce_and_consume_dense_offsets(bootstrap, names):
@@ -23,8 +24,9 @@ def test_produce_and_consume_dense_offsets(bootstrap, names):
 
 
 def test_committed_offsets_as_an_admin_client_sees_them(bootstrap, names):
-    from cr_consumer.kafka_util import committed_offsets
     from kafka.structs import OffsetAndMetadata
+
+    from cr_consumer.kafka_util import committed_offsets
 
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     group = names.group()

@@ -64,7 +64,7 @@ def test_torn_tail_repaired_at_every_cut_point(tmp_path, caplog):
         assert report.truncated_bytes == cut - last_start
         assert report.records == 4
         assert store.get_initial_offsets("g") == {("t", i): 100 + i for i in range(4)}
-        assert any("torn tail at byte %d" % last_start in r.getMessage() for r in caplog.records)
+        assert any(f"torn tail at byte {last_start}" in r.getMessage() for r in caplog.records)
         # new appends follow the last good record and replay
         store.put_initial_offsets("g", {("t", 4): 999})
         store.close()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 
+from test_operator_support import Sink, make, wait_until
+
 from cr_consumer import StartPosition
 from cr_consumer.kafka_util import create_topic, produce
-from test_operator_support import Sink, make, wait_until
 
 
 def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, names):

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import time
 
+from test_operator_support import Sink, committed, make, wait_until
+
 from cr_consumer import StartPosition
 from cr_consumer.checkpoint import OperatorCheckpoint
 from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.region import RegionPermit
-from test_operator_support import Sink, committed, make, wait_until
 
 PARTITIONS = 4
 PER_PARTITION = 1500
@@ -54,7 +55,7 @@ def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(boot
             permit.unblock()
             n = len(sink)
             # Resume briefly: let a few batches through, then drain again.
-            wait_until(lambda: len(sink) > n, 10, "records after a resume", interval=0.002)
+            wait_until(lambda n=n: len(sink) > n, 10, "records after a resume", interval=0.002)
             assert permit.block(10), "the in-flight batch did not finish"
             op.drain()
             seq += 1

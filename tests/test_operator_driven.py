@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 
+from test_operator_support import Sink, make
+
 from cr_consumer import StartPosition
 from cr_consumer.checkpoint import OperatorCheckpoint
 from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.region import RegionPermit
-from test_operator_support import Sink, make
 
 
 class DrivingRegion:

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from test_operator_support import Sink, committed, make, wait_until
 
 from cr_consumer import StartPosition
 from cr_consumer.broker import EmbeddedBroker
@@ -15,7 +16,6 @@ from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.operator import DrainError, ResetError
 from cr_consumer.process_thread import MalformedRecord
 from cr_consumer.region import RegionPermit
-from test_operator_support import Sink, committed, make, wait_until
 
 
 def _mixed(n):

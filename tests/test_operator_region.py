@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import threading
 
+from test_operator_support import Members, Region, Sink, committed, make, wait_until
+
 from cr_consumer import StartPosition
 from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.region import RegionPermit
-from test_operator_support import Members, Region, Sink, committed, make, wait_until
 
 PARTS = 6
 

@@ -6,12 +6,12 @@ import time
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
+from test_operator_support import Members, Sink, make, wait_until
 
 from cr_consumer import StartPosition
 from cr_consumer.checkpoint import OperatorCheckpoint
 from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.region import RegionPermit
-from test_operator_support import Members, Sink, make, wait_until
 
 
 def _seeked(op, tps, timeout=30):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
+from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
+
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.kafka_util import committed_offsets
-from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
 
 FAST_GROUP = {
     "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,

@@ -27,7 +27,7 @@ class FakeMember:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "FakeMember":
+    def start(self) -> FakeMember:
         self.channel.start()
         self._thread.start()
         return self

@@ -107,7 +107,7 @@ class Manifest:
         return {"version": MANIFEST_VERSION, "group": self.group, "topics": dict(topics)}
 
     @classmethod
-    def from_json(cls, doc: dict) -> "Manifest":
+    def from_json(cls, doc: dict) -> Manifest:
         if not isinstance(doc, dict) or doc.get("version") != MANIFEST_VERSION:
             raise ManifestError(
                 f"manifest version {doc.get('version') if isinstance(doc, dict) else doc!r} "
@@ -132,7 +132,7 @@ class Manifest:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Manifest":
+    def load(cls, path: str | os.PathLike) -> Manifest:
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:

@@ -137,7 +137,7 @@ class Workload:
         prod.poison = self.poison
         return prod
 
-    def start(self) -> "Workload":
+    def start(self) -> Workload:
         self.started_at = time.time()
         self._thread.start()
         return self

@@ -92,7 +92,7 @@ class Pipeline:
         self.operators: list[Operator] = []
 
     # -- building -----------------------------------------------------------
-    def then(self, operator: Operator) -> "Pipeline":
+    def then(self, operator: Operator) -> Pipeline:
         """Append any operator (your own subclass of ``Operator`` included)."""
         if not callable(getattr(operator, "process_batch", None)):
             raise TypeError(f"{operator!r} has no process_batch(records) method")
@@ -102,22 +102,22 @@ class Pipeline:
         self.operators.append(operator)
         return self
 
-    def map(self, fn: Callable[[Any], Any], name: str | None = None) -> "Pipeline":
+    def map(self, fn: Callable[[Any], Any], name: str | None = None) -> Pipeline:
         return self.then(Map(fn, name))
 
-    def filter(self, predicate: Callable[[Any], bool], name: str | None = None) -> "Pipeline":
+    def filter(self, predicate: Callable[[Any], bool], name: str | None = None) -> Pipeline:
         return self.then(Filter(predicate, name))
 
-    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> "Pipeline":
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> Pipeline:
         return self.then(FlatMap(fn, name))
 
-    def aggregate(self, key_fn, update, initial=None, **kwargs) -> "Pipeline":
+    def aggregate(self, key_fn, update, initial=None, **kwargs) -> Pipeline:
         return self.then(KeyedAggregate(key_fn, update, initial, **kwargs))
 
-    def sink(self, sink: Operator) -> "Pipeline":
+    def sink(self, sink: Operator) -> Pipeline:
         return self.then(sink)
 
-    def console(self, **kwargs) -> "Pipeline":
+    def console(self, **kwargs) -> Pipeline:
         return self.then(ConsoleSink(**kwargs))
 
     # -- running ------------------------------------------------------------

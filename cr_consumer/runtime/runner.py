@@ -150,7 +150,7 @@ class Region:
         self.events: list[dict] = []  # (time, kind, member): starts, deaths, restarts, kills
 
     # ------------------------------------------------------------------ life cycle
-    def start(self) -> "Region":
+    def start(self) -> Region:
         from .member_setup import load_pipeline_module
 
         load_pipeline_module(self.pipeline)  # fail here, clearly, not in N member logs
@@ -185,7 +185,7 @@ class Region:
         if self.coordinator_proc is not None:
             self.coordinator_proc.terminate()
 
-    def __enter__(self) -> "Region":
+    def __enter__(self) -> Region:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
