@@ -116,6 +116,8 @@ class MemberInfo:
     pid: int | None = None
     #: Last Kafka group report of its heartbeats: member_id, generation, rebalancing.
     kafka: dict | None = None
+    #: When that report arrived (coordinator clock).
+    kafka_at: float | None = None
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
     host: str | None = None

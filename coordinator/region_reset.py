@@ -100,6 +100,7 @@ class ResetMixin:
                     "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
         if rejoin:
             body["rejoin"] = True
+            self.rejoin_hint_at = now
         self._broadcast(self.waiting, body)
 
     def _maybe_reset_done(self, now: float) -> None:

@@ -55,6 +55,22 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
 )
 from coordinator.region_reset import ResetMixin
 
+#: A restarted member is told its predecessor's Kafka member id (to remove that
+#: dead consumer from the group at once) only while the group looks settled:
+#: no rejoin hint (a region-triggered Kafka rebalance) in the last
+#: EVICT_QUIET_S that some other member has not answered with a settled
+#: report since, and no other member reporting a rebalance. Removing a
+#: consumer while a rebalance is in progress can leave a tansu group without a
+#: leader: the removed consumer stays the leader of the generation being
+#: formed, every live consumer joins as a follower, SyncGroup times out and
+#: the group rebalances for ever (seen in a reset-storm drill: add-member,
+#: kill-member and kill-coordinator within 1 s). The broker's session timeout
+#: then removes the dead consumer instead, as without eviction.
+EVICT_QUIET_S = 10.0
+#: A report counts as "after the rejoin hint" only this long after it: a
+#: heartbeat sent before the consumer acted on the hint still says "settled".
+HINT_SETTLE_S = 1.0
+
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, dict[str, Any]], None]
@@ -88,6 +104,7 @@ class RegionCore(ResetMixin):
         self.deadline: float | None = None
         self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
+        self.rejoin_hint_at: float | None = None  # last reset that told the consumers to rejoin
         self._cycle_offsets: list[list] = []
         self._cycle_start: float | None = None
         self.reset_started_at: float | None = None
@@ -178,6 +195,12 @@ class RegionCore(ResetMixin):
         if existing is not None:
             predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
                            "kafka_member_id": (existing.kafka or {}).get("member_id")}
+            unsettled = self._group_unsettled(name, now)
+            if unsettled and predecessor["kafka_member_id"]:
+                log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
+                         "the broker's session timeout will", self.config.name, name,
+                         predecessor["kafka_member_id"], unsettled)
+                predecessor["kafka_member_id"] = None
         self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
         if self.first_join_at is None:
             self.first_join_at = now
@@ -192,6 +215,19 @@ class RegionCore(ResetMixin):
         else:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
+
+    def _group_unsettled(self, joiner: str, now: float) -> str | None:
+        """Why the Kafka group may be rebalancing now (see EVICT_QUIET_S), else None."""
+        others = {n: m for n, m in self.members.items() if n != joiner}
+        busy = sorted(n for n, m in others.items() if (m.kafka or {}).get("rebalancing"))
+        if busy:
+            return f"members {busy} report a group rebalance"
+        hint = self.rejoin_hint_at
+        if hint is not None and now - hint < EVICT_QUIET_S:
+            silent = sorted(n for n, m in others.items() if m.kafka_at is None or m.kafka_at < hint + HINT_SETTLE_S)
+            if silent:
+                return f"members {silent} have not reported a settled group since the rejoin hint {now - hint:.1f}s ago"
+        return None
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         return {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
@@ -209,6 +245,7 @@ class RegionCore(ResetMixin):
         m.last_seen = now
         if kafka is not None:
             m.kafka = kafka
+            m.kafka_at = now
         return True
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:

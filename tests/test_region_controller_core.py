@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region_state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
+from coordinator.region_state import HINT_SETTLE_S, TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
 
 
 class Harness:
@@ -258,6 +258,34 @@ def test_restarted_member_learns_its_predecessors_kafka_member_id():
     assert reply["predecessor"] == {"incarnation": "inc1", "pid": None, "kafka_member_id": "cr-m1-abc"}
     assert h.core.join("m1", b"id1b", "inc2", 1.1)["predecessor"]["kafka_member_id"] == "cr-m1-abc"  # retry
     assert h.core.join("m2", b"id2", "inc1", 1.2)["predecessor"] is None
+
+
+def test_no_eviction_while_the_group_may_be_rebalancing():
+    """Removing a consumer during a rebalance can leave a tansu group leaderless:
+    a restarted member is not told its predecessor's Kafka member id right after
+    a rejoin hint that the others have not answered with a settled report, nor
+    while another member reports a rebalance."""
+    settled = {"member_id": "cr-m0-x", "generation": 3, "rebalancing": False}
+    h = started(2)
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {**settled, "member_id": "cr-m1-abc"})
+    h.core.join("m2", b"id2", "inc1", 1.0)  # a member added: a reset with the rejoin hint
+    assert h.core.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
+    reply = h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
+    assert reply["predecessor"]["incarnation"] == "inc1" and reply["predecessor"]["kafka_member_id"] is None
+
+    h = started(2)
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {**settled, "member_id": "cr-m1-abc"})
+    h.core.join("m2", b"id2", "inc1", 1.0)
+    for name in ("m0", "m2"):  # both settled well after the hint: the group has formed
+        assert h.core.heartbeat(name, f"id-{name}".encode(), "inc1", 1.0 + HINT_SETTLE_S + 0.5, settled)
+    reply = h.core.join("m1", b"id1b", "inc2", 2.6, pid=42, replace=True)
+    assert reply["predecessor"]["kafka_member_id"] == "cr-m1-abc"
+
+    h = started(2)
+    assert h.core.heartbeat("m0", b"id0", "inc1", 0.5, {**settled, "rebalancing": True})
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {**settled, "member_id": "cr-m1-abc"})
+    reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)
+    assert reply["predecessor"]["kafka_member_id"] is None
 
 
 def _report(h, now, **rebalancing):
