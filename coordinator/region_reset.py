@@ -37,6 +37,10 @@ from ever finishing):
 * When a member does not report (an older member), the next checkpoint after
   forced (rebalance) resets waits ``rebalance_settle_s``, doubling per forced
   reset since the last completed checkpoint, up to ``rebalance_settle_max_s``.
+
+The same reports decide whether a restarted member may remove its dead
+predecessor's consumer from the Kafka group (``_group_unsettled``, used by the
+join in region_state.py; see ``EVICT_QUIET_S``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,23 @@ import logging
 from coordinator.region_model import Phase, ResetKind
 
 log = logging.getLogger("coordinator.region_state")
+
+
+#: A restarted member is told its predecessor's Kafka member id (to remove that
+#: dead consumer from the group at once) only while the group looks settled:
+#: no rejoin hint (a region-triggered Kafka rebalance) in the last
+#: EVICT_QUIET_S that some other member has not answered with a settled
+#: report since, and no other member reporting a rebalance. Removing a
+#: consumer while a rebalance is in progress can leave a tansu group without a
+#: leader: the removed consumer stays the leader of the generation being
+#: formed, every live consumer joins as a follower, SyncGroup times out and
+#: the group rebalances for ever (seen in a reset-storm drill: add-member,
+#: kill-member and kill-coordinator within 1 s). The broker's session timeout
+#: then removes the dead consumer instead, as without eviction.
+EVICT_QUIET_S = 10.0
+#: A report counts as "after the rejoin hint" only this long after it: a
+#: heartbeat sent before the consumer acted on the hint still says "settled".
+HINT_SETTLE_S = 1.0
 
 
 class ResetMixin:
@@ -165,3 +186,16 @@ class ResetMixin:
             self._deferring_since = None
             return True
         return False
+
+    def _group_unsettled(self, joiner: str, now: float) -> str | None:
+        """Why the Kafka group may be rebalancing now (see EVICT_QUIET_S), else None."""
+        others = {n: m for n, m in self.members.items() if n != joiner}
+        busy = sorted(n for n, m in others.items() if (m.kafka or {}).get("rebalancing"))
+        if busy:
+            return f"members {busy} report a group rebalance"
+        hint = self.rejoin_hint_at
+        if hint is not None and now - hint < EVICT_QUIET_S:
+            silent = sorted(n for n, m in others.items() if m.kafka_at is None or m.kafka_at < hint + HINT_SETTLE_S)
+            if silent:
+                return f"members {silent} have not reported a settled group since the rejoin hint {now - hint:.1f}s ago"
+        return None

@@ -55,22 +55,6 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
 )
 from coordinator.region_reset import ResetMixin
 
-#: A restarted member is told its predecessor's Kafka member id (to remove that
-#: dead consumer from the group at once) only while the group looks settled:
-#: no rejoin hint (a region-triggered Kafka rebalance) in the last
-#: EVICT_QUIET_S that some other member has not answered with a settled
-#: report since, and no other member reporting a rebalance. Removing a
-#: consumer while a rebalance is in progress can leave a tansu group without a
-#: leader: the removed consumer stays the leader of the generation being
-#: formed, every live consumer joins as a follower, SyncGroup times out and
-#: the group rebalances for ever (seen in a reset-storm drill: add-member,
-#: kill-member and kill-coordinator within 1 s). The broker's session timeout
-#: then removes the dead consumer instead, as without eviction.
-EVICT_QUIET_S = 10.0
-#: A report counts as "after the rejoin hint" only this long after it: a
-#: heartbeat sent before the consumer acted on the hint still says "settled".
-HINT_SETTLE_S = 1.0
-
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, dict[str, Any]], None]
@@ -215,19 +199,6 @@ class RegionCore(ResetMixin):
         else:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
-
-    def _group_unsettled(self, joiner: str, now: float) -> str | None:
-        """Why the Kafka group may be rebalancing now (see EVICT_QUIET_S), else None."""
-        others = {n: m for n, m in self.members.items() if n != joiner}
-        busy = sorted(n for n, m in others.items() if (m.kafka or {}).get("rebalancing"))
-        if busy:
-            return f"members {busy} report a group rebalance"
-        hint = self.rejoin_hint_at
-        if hint is not None and now - hint < EVICT_QUIET_S:
-            silent = sorted(n for n, m in others.items() if m.kafka_at is None or m.kafka_at < hint + HINT_SETTLE_S)
-            if silent:
-                return f"members {silent} have not reported a settled group since the rejoin hint {now - hint:.1f}s ago"
-        return None
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         return {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,

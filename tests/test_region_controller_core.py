@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region_state import HINT_SETTLE_S, TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
+from coordinator.region_reset import HINT_SETTLE_S
+from coordinator.region_state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
 
 
 class Harness:
