@@ -19,11 +19,12 @@ It loops:
    (:data:`IDLE_POLL_TIMEOUT_MS` after an empty poll), so a stop-polling
    request waits at most that long (:data:`JOIN_POLL_TIMEOUT_MS` while a
    group join is in progress); hand the records to the
-   operator (``on_records``). While the operator says "throttled" (after a
-   checkpoint or reset, while the runtime still holds the permit) it waits
-   :data:`THROTTLE_WAIT_S` for events after each poll. (The reference polls
-   with timeout 0 then; kafka-python 3 cannot finish a group join with
-   zero-timeout polls, so the poll keeps its short timeout.)
+   operator (``on_records``). The blocked-permit pacing is also the
+   reference's throttle after a checkpoint or reset: until the runtime gives
+   the permit back (RESUME), polls are short and sparse, so the queue does not
+   fill before the region resumes. (The reference polls with timeout 0 then;
+   kafka-python 3 cannot finish a group join with zero-timeout polls, so the
+   poll keeps a short timeout.)
 4. if polling is off: wait up to :data:`IDLE_WAIT_S` for the next event.
 
 Failure: an exception outside an event (poll, rebalance work) is fatal: it is
@@ -79,11 +80,9 @@ BLOCKED_MAX_RECORDS = 100
 #: the dropped-join stall; 100 ms joins as reliably in the tests and cuts a
 #: restarted member's wait for its reset by up to 400 ms.
 JOIN_POLL_TIMEOUT_MS = 100
-#: Wait between throttled polls after a checkpoint/reset (reference: 100 ms):
-#: prevents filling the queue before the runtime has resumed the region.
-THROTTLE_WAIT_S = 0.1
-#: Slice of the throttle wait: how late the end of the throttle is noticed.
-THROTTLE_SLICE_S = 0.005
+#: Slice of the blocked-permit wait: how late the permit's unblocking (RESUME)
+#: is noticed.
+BLOCKED_SLICE_S = 0.005
 #: Wait for events while not polling; bounds the reaction to a stop request.
 IDLE_WAIT_S = 0.1
 #: Bound on closing the consumer (leave group) so shutdown never hangs on a
@@ -108,7 +107,6 @@ class EventThread:
         on_records: Callable[[Any, dict], None],
         after_poll: Callable[[Any], None],
         should_pause: Callable[[], bool],
-        throttled: Callable[[], bool],
         blocked: Callable[[], bool],
         held: Callable[[], set],
         joining: Callable[[], bool],
@@ -120,7 +118,6 @@ class EventThread:
         self._on_records = on_records
         self._after_poll = after_poll
         self._should_pause = should_pause
-        self._throttled = throttled
         self._blocked = blocked
         self._held = held
         self._joining = joining
@@ -250,7 +247,6 @@ class EventThread:
                 if not self._polling:
                     continue  # the event served was a stop (a drain)
                 timeout_ms, max_records = BLOCKED_POLL_TIMEOUT_MS, min(BLOCKED_MAX_RECORDS, max_records)
-            throttled = self._throttled()
             unstick_parked_fetches(consumer)
             records = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
             self.group = consumer.group_metadata()
@@ -258,20 +254,13 @@ class EventThread:
             self._after_poll(consumer)
             if records:
                 self._on_records(consumer, records)
-            if throttled:
-                # Wait THROTTLE_WAIT_S, but stop as soon as the throttle ends
-                # (the runtime gave the permit back), so no bubble follows RESUME.
-                end = time.monotonic() + THROTTLE_WAIT_S
-                while self._throttled() and time.monotonic() < end:
-                    if not self._serve_events(block_s=THROTTLE_SLICE_S):
-                        return
 
     def _wait_while_blocked(self) -> bool:
         """Serve events for up to BLOCKED_WAIT_S while polling is on and the
         permit blocked; False when asked to stop."""
         end = time.monotonic() + BLOCKED_WAIT_S
         while self._polling and self._blocked() and time.monotonic() < end:
-            if not self._serve_events(block_s=THROTTLE_SLICE_S):
+            if not self._serve_events(block_s=BLOCKED_SLICE_S):
                 return False
         return True
 
@@ -322,10 +311,6 @@ class EventThread:
     def stop_polling_async(self) -> None:
         """Stop polling without waiting (from the rebalance listener)."""
         self._polling = False
-
-    def wake(self) -> None:
-        """End a throttle/idle wait early."""
-        self._events.put((lambda _c: None, Future(), "wake"))
 
     def resume_partitions(self, consumer, partitions) -> None:
         """Resume unless the queue is full (then the backpressure resumes them)."""

@@ -131,7 +131,7 @@ class RegionHandlers:
     def checkpoint(self, seq: int) -> bytes:
         """Checkpoint: 1. take the offsets of the last drain (or the current
         ones); 2. read the registered members; 3. encode the versioned JSON;
-        4. resume polling, throttled until the process thread holds a permit."""
+        4. resume polling, throttled while the permit stays blocked."""
         self._check_alive()
         offsets = self._drained if self._drained is not None else self.offsets.snapshot()
         members = self.control.members(self.config.group_id)
@@ -232,14 +232,14 @@ class RegionHandlers:
         self.resume_polling()
 
     def resume_polling(self) -> None:
-        """Resume polling throttled (until the process thread holds a permit).
+        """Resume polling; while the permit stays blocked (until RESUME) the
+        event thread polls short and sparse (event_thread.py: the throttle).
 
         Also in CR_RESET_PENDING: nothing is fetched then (partitions held
         paused, records dropped), but kafka-python needs poll() to finish a
         group join."""
         if self.sm.state in (S.CLOSED, S.FAILED):
             return
-        self._throttle = True
         self.events.set_polling(True, EVENT_TIMEOUT_S)
 
 

@@ -88,7 +88,6 @@ class ConsumerOperator(RegionHandlers):
         self.offsets = OffsetManager()
         self.queue = BatchQueue(config.effective_queue_capacity)
         self._epoch = 0
-        self._throttle = False
         self._merged: tuple[int, dict] | None = None
         self._drained: dict | None = None
         self._members: list[str] = []
@@ -112,7 +111,6 @@ class ConsumerOperator(RegionHandlers):
             on_records=self._on_records,
             after_poll=self._after_poll,
             should_pause=lambda: self.queue.free() < config.max_poll_records,
-            throttled=lambda: self._throttle and self.permit.blocked,
             blocked=lambda: self.permit.blocked,
             held=lambda: self.rebalancer.held,
             joining=lambda: self.rebalancer.joining,
@@ -130,7 +128,6 @@ class ConsumerOperator(RegionHandlers):
             decoder=decoder,
             trigger_count=config.trigger_count,
             on_trigger=self._on_trigger,
-            on_permit=self._on_permit,
             on_failure=self._on_failure,
         )
         self._driver = None
@@ -215,11 +212,6 @@ class ConsumerOperator(RegionHandlers):
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
             self._highwater_at = now
             self._highwater = {tp: consumer.highwater(tp) for tp in consumer.assignment()}
-
-    def _on_permit(self) -> None:
-        if self._throttle:
-            self._throttle = False
-            self.events.wake()
 
     def _on_trigger(self) -> None:
         """Operator-driven: trigger-count tuples submitted; ask for a drain and wait for it."""

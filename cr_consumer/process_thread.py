@@ -95,7 +95,6 @@ class ProcessThread:
         decoder: Decoder | None,
         trigger_count: int | None,
         on_trigger: Callable[[], None],
-        on_permit: Callable[[], None],
         on_failure: Callable[[BaseException], None],
     ) -> None:
         if submit is None and submit_batch is None:
@@ -110,7 +109,6 @@ class ProcessThread:
         self._decoder = decoder
         self._trigger = trigger_count
         self._on_trigger = on_trigger
-        self._on_permit = on_permit
         self._on_failure = on_failure
         self._since_drain = 0
         self._stop = threading.Event()
@@ -160,7 +158,6 @@ class ProcessThread:
                 continue
             triggered = False
             try:
-                self._on_permit()
                 if pending.epoch != self._epoch():  # a reset ran while we waited
                     self.n_dropped_stale += len(pending.records)
                     pending = None
