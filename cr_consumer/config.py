@@ -15,6 +15,8 @@ the reference design does:
   member that stops polling for a drain or a reset is not evicted;
 * ``metadata.max.age.ms`` <= 2000, so new partitions (pattern subscription)
   are seen quickly;
+* ``fetch.max.bytes`` defaults to 1 MB (Kafka: 50 MB), so no fetch response
+  takes long to decode while a drain waits (see DEFAULT_FETCH_MAX_BYTES);
 * ``enable.auto.commit`` is always false (the drain commits);
 * only eager assignors (range, round robin).
 """
@@ -102,6 +104,13 @@ DEFAULT_SESSION_TIMEOUT_MS = 20000
 #: fetch returns; Kafka's 500 ms default would add up to 500 ms to every reset.
 DEFAULT_FETCH_MAX_WAIT_MS = 100
 DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
+#: fetch.max.bytes unless set: kafka-python decodes a fetch response on its IO
+#: thread, holding the GIL ~2-3 ms per MB, and a drain's commit response (or
+#: the poll the drain waits for) queues behind it. With Kafka's 50 MB default
+#: a broker that ignores max.partition.fetch.bytes (tansu) answers with ~5 MB
+#: responses whose decoding stalled drains for 10-25 ms (the drain-latency
+#: p99). 1 MB: p99 12 ms, same throughput (BENCHMARKS.md, issue 3, session 4).
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
 
 def _kafka_defaults() -> dict[str, Any]:
@@ -307,6 +316,7 @@ class OperatorConfig:
             partition_assignment_strategy=self._assignors(cfg.get("partition_assignment_strategy", ("range", "roundrobin"))),
             auto_offset_reset=self.auto_offset_reset,
             fetch_max_wait_ms=int(cfg.get("fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS)),
+            fetch_max_bytes=int(cfg.get("fetch_max_bytes", DEFAULT_FETCH_MAX_BYTES)),
         )
         return cfg
 

@@ -16,7 +16,8 @@ It loops:
    once instead of after a poll, and then poll briefly
    (:data:`BLOCKED_POLL_TIMEOUT_MS`, :data:`BLOCKED_MAX_RECORDS`); otherwise
    ``poll`` for at most :data:`POLL_TIMEOUT_MS` while records flow
-   (:data:`IDLE_POLL_TIMEOUT_MS` after an empty poll), so a stop-polling
+   (:data:`IDLE_POLL_TIMEOUT_MS` once no poll has returned records for
+   :data:`IDLE_AFTER_S`), so a stop-polling
    request waits at most that long (:data:`JOIN_POLL_TIMEOUT_MS` while a
    group join is in progress); hand the records to the
    operator (``on_records``). The blocked-permit pacing is also the
@@ -55,11 +56,18 @@ log = logging.getLogger(__name__)
 #: drain's latency tail (p99 ~23 ms with 250 drains under load); 5 ms: p99
 #: 8-16 ms, same throughput (BENCHMARKS.md).
 POLL_TIMEOUT_MS = 5
-#: Longest single poll when the previous one returned nothing (caught up, or
-#: paused): each poll costs ~1.2 ms of CPU in kafka-python 3 (thread
-#: hand-offs), so 5 ms polls would burn ~23 % of a core on an idle topic
-#: (20 ms: ~7 %). A drain on an idle operator waits up to this long.
+#: Longest single poll once the topic looks idle (see IDLE_AFTER_S): each poll
+#: costs ~1.2 ms of CPU in kafka-python 3 (thread hand-offs), so 5 ms polls
+#: would burn ~23 % of a core on an idle topic (20 ms: ~7 %). A drain on an
+#: idle operator waits up to this long.
 IDLE_POLL_TIMEOUT_MS = 20
+#: How long no poll must have returned records before polls use
+#: IDLE_POLL_TIMEOUT_MS. Not "after one empty poll": while records flow, a
+#: poll often finds the fetch buffer empty between two fetch responses, and a
+#: 20 ms poll started then returns only when the next response has landed and
+#: 500 records are parsed (25-45 ms measured): that poll was the whole drain
+#: latency tail (p99 22-30 ms, BENCHMARKS.md, session 4).
+IDLE_AFTER_S = 0.5
 #: While the permit is blocked: the longest wait for events between two polls.
 #: The drain's event then finds the thread waiting for it, not inside a poll
 #: that returns only when a fetch lands or the poll times out (that wait was
@@ -126,7 +134,7 @@ class EventThread:
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._polling = False
         self._paused = False
-        self._flowing = False  # the last poll returned records
+        self._last_records_at = 0.0  # monotonic time of the last poll that returned records
         self._stop_requested = False
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
@@ -237,7 +245,8 @@ class EventThread:
                     return
                 continue
             self._backpressure(consumer)
-            timeout_ms = POLL_TIMEOUT_MS if self._flowing else IDLE_POLL_TIMEOUT_MS
+            idle = time.monotonic() - self._last_records_at > IDLE_AFTER_S
+            timeout_ms = IDLE_POLL_TIMEOUT_MS if idle else POLL_TIMEOUT_MS
             max_records = self._max_poll_records
             if self._joining():
                 timeout_ms = JOIN_POLL_TIMEOUT_MS
@@ -250,9 +259,9 @@ class EventThread:
             unstick_parked_fetches(consumer)
             records = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
             self.group = consumer.group_metadata()
-            self._flowing = bool(records)
             self._after_poll(consumer)
             if records:
+                self._last_records_at = time.monotonic()
                 self._on_records(consumer, records)
 
     def _wait_while_blocked(self) -> bool:

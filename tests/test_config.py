@@ -23,6 +23,7 @@ def test_defaults_and_derived_timeouts():
     assert k["max_poll_interval_ms"] == 540_000  # 3 x max(drain, reset)
     assert k["metadata_max_age_ms"] == 2000
     assert k["max_poll_records"] == 500 and k["group_id"] == "g"
+    assert k["fetch_max_bytes"] == 1024 * 1024 and k["fetch_max_wait_ms"] == 100  # not Kafka's 50 MB / 500 ms
     assert [a.name for a in k["partition_assignment_strategy"]] == ["range", "roundrobin"]
     assert c.merge_timeout_s == 10.0  # min(reset/2, max.poll.interval/2, 15)
 
