@@ -28,6 +28,7 @@ rebalance time (first revocation -> last assignment).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -301,6 +302,8 @@ def main() -> None:
                     help="> 0: CPU of one operator on an idle topic, sampled over this many seconds (0: skip)")
     ap.add_argument("--reset-trials", type=int, default=3, help="member-join reset-latency trials (0: skip)")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--no-gc-freeze", action="store_true",
+                    help="do not gc.freeze() the start-up heap before the trials (the member runtime freezes it)")
     args = ap.parse_args()
     modes = args.modes.split(",")
     results: dict[str, list[dict]] = {m: [] for m in modes}
@@ -311,6 +314,13 @@ def main() -> None:
             produce_fixed(bootstrap, topic, args.messages)
         print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
               flush=True)
+        if not args.no_gc_freeze:
+            # As the member runtime does once running (cr_consumer/runtime/member.py):
+            # the ~40k start-up objects (modules, clients) out of the cyclic GC's
+            # full collections, which otherwise re-scan them for ~20 ms about once
+            # a second, stalling whichever drain they hit (bare loop and operator alike).
+            gc.collect()
+            gc.freeze()
         n = args.messages
         for trial in range(args.trials):
             for mode in modes:
