@@ -6,10 +6,15 @@ reader, and on ``query.stop()`` it terminates the runner. Two hooks make the
 members leave the group cleanly instead of being evicted a session timeout
 later:
 
-1. SIGTERM (query stop): the handler closes the group (every member closes
-   its consumer, which sends LeaveGroup) and raises ``SystemExit``. Spark
-   sends SIGTERM twice in a row on stop; a SIGTERM during the close is
-   ignored, so that it cannot abort the close half way.
+1. SIGTERM (query stop) and SIGHUP: the handler closes the group (every
+   member closes its consumer, which sends LeaveGroup) and raises
+   ``SystemExit``. Spark sends SIGTERM twice in a row on stop; a signal
+   during the close is ignored, so that it cannot abort the close half way.
+   SIGHUP is what pyspark's worker daemon sends its whole process group when
+   the JVM goes away (its stdin closes): the forked runner has SIGHUP at its
+   default action, which killed it without any clean-up and left the members
+   registered in the coordinator (seen when a kill -9 of the driver made the
+   JVM exit under load, before the watchdog below noticed anything).
 2. Interpreter exit: when the JVM goes away, the runner's main loop fails on
    its socket and the process exits (``sys.exit``) without any Spark
    callback; an ``atexit`` hook closes the group on that path.
@@ -20,7 +25,7 @@ later:
    leaves no chance to clean up: the group evicts its members after
    ``session.timeout.ms``.)
 
-Both are installed once per process, from the runner's main thread (signal
+They are installed once per process, from the runner's main thread (signal
 handlers can only be installed there); :func:`uninstall` stops the watchdog.
 """
 
@@ -42,29 +47,15 @@ _state: dict = {"close": None, "sigterm": False, "stop": None, "closing": False}
 
 
 def install(close) -> None:
-    """Run ``close()`` on SIGTERM and when the parent process dies."""
+    """Run ``close()`` on SIGTERM or SIGHUP, at interpreter exit, and when the parent process dies."""
     _state["close"] = close
     if not _state["sigterm"]:
         if threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGTERM)
-
-            def on_sigterm(signum, frame):
-                if _state["closing"]:
-                    # Spark sends SIGTERM twice on stop (stopWorker, then the factory's
-                    # stop): raising again here would abort the close in progress
-                    log.info("crkafka: SIGTERM again: the members are already closing")
-                    return
-                _state["closing"] = True
-                log.info("crkafka: SIGTERM: closing the members (they leave the group)")
-                _run_close()
-                if callable(previous):
-                    previous(signum, frame)
-                raise SystemExit(0)
-
-            signal.signal(signal.SIGTERM, on_sigterm)
+            for signum in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, _closing_handler(signal.getsignal(signum)))
             _state["sigterm"] = True
         else:
-            log.warning("crkafka: not on the main thread: no SIGTERM handler (members are evicted on stop)")
+            log.warning("crkafka: not on the main thread: no SIGTERM/SIGHUP handler (members are evicted on stop)")
     if not _state.get("atexit"):
         atexit.register(_close_at_exit)
         _state["atexit"] = True
@@ -82,6 +73,25 @@ def install(close) -> None:
 
         threading.Thread(target=watchdog, name="crkafka-watchdog", daemon=True).start()
         _state["stop"] = stop
+
+
+def _closing_handler(previous):
+    def on_signal(signum, frame):
+        name = signal.Signals(signum).name
+        if _state["closing"]:
+            # Spark sends SIGTERM twice on stop (stopWorker, then the factory's
+            # stop), and the daemon's SIGHUP may follow: raising again here
+            # would abort the close in progress
+            log.info("crkafka: %s again: the members are already closing", name)
+            return
+        _state["closing"] = True
+        log.info("crkafka: %s: closing the members (they leave the group)", name)
+        _run_close()
+        if callable(previous):
+            previous(signum, frame)
+        raise SystemExit(0)
+
+    return on_signal
 
 
 def _close_at_exit() -> None:
