@@ -10,7 +10,8 @@ returns a :class:`Region` handle:
    ``<state_dir>/logs/<name>.log``.
 3. A supervisor thread (owned by the handle) checks the processes every
    ``SUPERVISE_S``: a member that died (kill -9, crash) is restarted under the
-   same name, with a backoff that grows when it keeps dying; a member that
+   same name, at once, with a backoff only when it keeps dying
+   (``member_proc.py``); a member that
    exits with code 3 (region FAILED) or 2 (bad settings) is not restarted and
    marks the region failed. The coordinator this handle started is restarted
    on the same endpoint and state dir if it dies.
@@ -38,20 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from coordinator.launcher import die_with_parent_preexec
+from cr_consumer.runtime.member_proc import MemberProc
 
 log = logging.getLogger(__name__)
 
 #: Supervisor poll interval: bounds how long a dead member stays dead.
 SUPERVISE_S = 0.1
-#: Restart delay of a member that died: none at first; a restarted member that
-#: dies again within RESTART_WINDOW_S waits 0.2 s, doubling while it keeps
-#: dying (avoids a hot restart loop), up to RESTART_MAX_S.
-RESTART_MIN_S = 0.0
-RESTART_MAX_S = 5.0
-RESTART_WINDOW_S = 10.0
 #: SIGTERM -> SIGKILL grace for a member at stop()/remove_member(), so a wedged
 #: member (a sink stuck in I/O) cannot hang the runner's shutdown.
 STOP_TIMEOUT_S = 10.0
@@ -62,19 +56,6 @@ STATUS_TIMEOUT_S = 3.0
 
 class RegionFailed(RuntimeError):
     pass
-
-
-@attrs.define
-class _MemberProc:
-    name: str
-    proc: subprocess.Popen | None = None
-    log_file: Any = None
-    restarts: int = 0
-    last_start: float = 0.0
-    next_start: float = 0.0
-    delay: float = RESTART_MIN_S
-    removed: bool = False
-    exit_codes: list[int] = attrs.field(factory=list)
 
 
 class Region:
@@ -140,7 +121,7 @@ class Region:
                              "starts listens on loopback without CURVE")
         self.curve = (curve_server_key, curve_key) if curve_server_key else None
         self.coordinator_proc: Any = None
-        self.members: dict[str, _MemberProc] = {}
+        self.members: dict[str, MemberProc] = {}
         self._next_index = 0
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -201,7 +182,7 @@ class Region:
                            region=self.region_settings, params=self.params, kafka=self.kafka,
                            log_level=self.log_level, curve=self.curve)
 
-    def _spawn(self, m: _MemberProc, min_members: int | None = None) -> None:
+    def _spawn(self, m: MemberProc, min_members: int | None = None) -> None:
         if m.log_file is None:
             m.log_file = open(self.state_dir / "logs" / f"{m.name}.log", "ab")  # noqa: SIM115 (closed in _reap)
         env = dict(os.environ)
@@ -218,7 +199,7 @@ class Region:
     def _add(self, min_members: int = 1) -> str:
         name = f"member-{self._next_index}"
         self._next_index += 1
-        m = _MemberProc(name)
+        m = MemberProc(name)
         self.members[name] = m
         self._spawn(m, min_members)
         return name
@@ -325,7 +306,7 @@ class Region:
         self.events.append({"t": time.time(), "kind": kind, "member": member, **info})
 
     # ------------------------------------------------------------------ supervisor
-    def _reap(self, m: _MemberProc, deadline: float) -> None:
+    def _reap(self, m: MemberProc, deadline: float) -> None:
         if m.proc is not None:
             try:
                 m.proc.wait(max(0.0, deadline - time.monotonic()))
@@ -368,12 +349,7 @@ class Region:
                     if not self.restart_members:
                         m.removed = True
                         continue
-                    # The first death since a start that was not itself a quick
-                    # restart is restarted at once (a kill -9 must not add a
-                    # delay to recovery); only a member that keeps dying backs off.
-                    quick = m.restarts > 0 and now - m.last_start < RESTART_WINDOW_S
-                    m.delay = min(RESTART_MAX_S, max(0.2, m.delay * 2)) if quick else RESTART_MIN_S
-                    m.next_start = now + m.delay
+                    m.schedule_restart(now)  # at once, unless it keeps dying (member_proc.py)
                     log.warning("%s (pid %d) exited with code %s; restarting in %.1fs", m.name, m.proc.pid, code,
                                 m.delay)
                 if now >= m.next_start:

@@ -1,0 +1,50 @@
+"""One supervised member process of a region runner, and its restart backoff.
+
+The runner's supervisor (``runner.Region._check_members``) keeps one
+:class:`MemberProc` per member name. When it first sees the process dead it
+calls :meth:`MemberProc.schedule_restart`, then starts the member again once
+``next_start`` has passed:
+
+1. The first death since a start that was not itself a quick restart is
+   restarted at once: a kill -9 must not add a delay to recovery.
+2. A member that dies again within :data:`RESTART_WINDOW_S` of its restart
+   waits 0.2 s, doubling while it keeps dying (no hot restart loop), up to
+   :data:`RESTART_MAX_S`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import attrs
+
+#: Restart delay of a member's first death: none.
+RESTART_MIN_S = 0.0
+#: Longest restart delay of a member that keeps dying.
+RESTART_MAX_S = 5.0
+#: A death within this long of the last (re)start counts as "keeps dying".
+RESTART_WINDOW_S = 10.0
+
+
+@attrs.define
+class MemberProc:
+    name: str
+    proc: subprocess.Popen | None = None
+    log_file: Any = None
+    restarts: int = 0
+    last_start: float = 0.0
+    next_start: float = 0.0
+    delay: float = RESTART_MIN_S
+    removed: bool = False
+    exit_codes: list[int] = attrs.field(factory=list)
+
+    def schedule_restart(self, now: float) -> float:
+        """Set ``next_start`` after a death seen at ``now`` (monotonic); returns the delay."""
+        quick = self.restarts > 0 and now - self.last_start < RESTART_WINDOW_S
+        self.delay = min(RESTART_MAX_S, max(0.2, self.delay * 2)) if quick else RESTART_MIN_S
+        self.next_start = now + self.delay
+        return self.delay
+
+
+__all__ = ["RESTART_MAX_S", "RESTART_MIN_S", "RESTART_WINDOW_S", "MemberProc"]
