@@ -11,10 +11,11 @@ later:
    ``SystemExit``. Spark sends SIGTERM twice in a row on stop; a signal
    during the close is ignored, so that it cannot abort the close half way.
    SIGHUP is what pyspark's worker daemon sends its whole process group when
-   the JVM goes away (its stdin closes): the forked runner has SIGHUP at its
-   default action, which killed it without any clean-up and left the members
-   registered in the coordinator (seen when a kill -9 of the driver made the
-   JVM exit under load, before the watchdog below noticed anything).
+   the JVM goes away (its stdin closes), and the runner is in that group.
+   At SIGHUP's default action the runner dies with no clean-up, leaving its
+   members registered in the coordinator: the likely cause (inferred from
+   pyspark's daemon.py; the runner's log dies with the driver) of members
+   still registered 60 s after a kill -9 of the driver under load.
 2. Interpreter exit: when the JVM goes away, the runner's main loop fails on
    its socket and the process exits (``sys.exit``) without any Spark
    callback; an ``atexit`` hook closes the group on that path.
