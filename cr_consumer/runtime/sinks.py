@@ -95,7 +95,7 @@ class FileSink(Operator):
             if self._file is None:
                 self._pending_name = f".{self.member}-{uuid.uuid4().hex}{PENDING_SUFFIX}"
                 # open for the whole interval: closed by checkpoint/reset/close
-                self._file = open(self.directory / self._pending_name, "w", encoding="utf-8")  # noqa: SIM115
+                self._file = open(self.directory / self._pending_name, "w", encoding="utf-8")
             self._file.write(text)
             self.records_written += len(records)
             self._unsynced += len(text)

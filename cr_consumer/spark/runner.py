@@ -2,7 +2,7 @@
 
 Spark runs the reader's ``read``/``commit`` in a long-lived "source runner"
 Python process, a child of the JVM. It never calls ``stop()`` on a simple
-reader, and on ``query.stop()`` it terminates the runner. Two hooks make the
+reader, and on ``query.stop()`` it terminates the runner. Three hooks make the
 members leave the group cleanly instead of being evicted a session timeout
 later:
 
@@ -44,17 +44,17 @@ log = logging.getLogger(__name__)
 #: long an orphaned runner keeps its members in the group.
 WATCHDOG_PERIOD_S = 1.0
 
-_state: dict = {"close": None, "sigterm": False, "stop": None, "closing": False}
+_state: dict = {"close": None, "signals": False, "stop": None, "closing": False}
 
 
 def install(close) -> None:
     """Run ``close()`` on SIGTERM or SIGHUP, at interpreter exit, and when the parent process dies."""
     _state["close"] = close
-    if not _state["sigterm"]:
+    if not _state["signals"]:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(signum, _closing_handler(signal.getsignal(signum)))
-            _state["sigterm"] = True
+            _state["signals"] = True
         else:
             log.warning("crkafka: not on the main thread: no SIGTERM/SIGHUP handler (members are evicted on stop)")
     if not _state.get("atexit"):
