@@ -16,7 +16,11 @@ CHILD = r"""
 import signal, sys, time
 from cr_consumer.spark import runner
 out = sys.argv[1]
+hold = len(sys.argv) > 2  # the close waits for a line on stdin (a signal can arrive during it)
 def close():
+    if hold:
+        print("closing", flush=True)
+        sys.stdin.readline()
     with open(out, "a") as f:
         f.write("closed\n")
 signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as pyspark's daemon leaves it in a forked worker
@@ -29,12 +33,16 @@ time.sleep(60)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_signal_closes_the_members_once_then_exits(tmp_path, signum):
     out = tmp_path / "closed.txt"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out), "hold"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(signum)
+        assert proc.stdout.readline().strip() == "closing"
         # a second signal while closing (Spark sends SIGTERM twice) must not close again
         proc.send_signal(signum)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
         assert proc.wait(timeout=20) == 0
     finally:
         if proc.poll() is None:
