@@ -8,8 +8,14 @@
 Start-up, in order:
 
 1. Arguments are checked; a bad one fails here, naming the flag. A bind to a
-   non-loopback address is refused unless CURVE is on or ``--allow-remote``.
-2. The state store is opened on ``--state-dir`` (created if missing).
+   non-loopback address is refused unless CURVE is on or ``--allow-remote``;
+   ``--http`` on a non-loopback address is refused unless ``--allow-remote``
+   (CURVE does not cover HTTP: /status would be open to the network).
+2. The state dir is created 0700 if missing and checked (no symlink, owned by
+   this user, not writable by others: ``security.prepare_state_dir``), then
+   locked (``log_recovery.hold_state_dir``): a second coordinator on the same
+   directory fails here, before it binds or prints ``ready``. The state store
+   is opened on it.
 3. With CURVE, the ZAP authenticator thread starts before the socket binds.
 4. The server binds and starts its loop; the store's log is replayed in the
    background (requests get LOAD_IN_PROGRESS meanwhile).
@@ -32,6 +38,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
@@ -39,6 +46,7 @@ import zmq
 from coordinator import protocol, security
 from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
 from coordinator.merge import MergeService
+from coordinator.record_frame import LogError
 from coordinator.region_controller import RegionControllerService
 from coordinator.registry import ControlVariablesService, RegistryService
 from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer
@@ -128,10 +136,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
             f"--curve-allow) or pass --allow-remote to accept unauthenticated remote clients"
         )
     if args.http is not None:
-        try:
-            parse_host_port(args.http)
-        except ValueError as exc:
-            parser.error(f"--http: {exc}")
+        _check_http(args, parser)
     if args.max_frame_bytes < 1024:
         parser.error(f"--max-frame-bytes must be >= 1024, got {args.max_frame_bytes}")
     try:
@@ -145,7 +150,37 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--state-dir {state} exists and is not a directory")
 
 
+def _check_http(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``--http`` must be HOST:PORT on loopback unless ``--allow-remote``: /status
+    lists groups, members, pids and merges, and HTTP has no authentication."""
+    try:
+        host, _port = parse_host_port(args.http)
+    except ValueError as exc:
+        parser.error(f"--http: {exc}")
+    if not is_loopback_endpoint(f"tcp://{host}:0") and not args.allow_remote:
+        parser.error(
+            f"--http {args.http} is not a loopback address: /metrics and /status have no authentication "
+            f"(CURVE covers only --bind); serve them on 127.0.0.1 or pass --allow-remote to expose them"
+        )
+
+
+def _hold_state_dir(path: Path) -> Callable[[], None]:
+    """Create/check the state dir and lock it for this process; returns the release function."""
+    from coordinator.log_recovery import hold_state_dir
+
+    security.prepare_state_dir(path)
+    return hold_state_dir(path)
+
+
 def serve(args: argparse.Namespace) -> int:
+    release_state_dir = _hold_state_dir(Path(args.state_dir))
+    try:
+        return _serve_locked(args)
+    finally:
+        release_state_dir()
+
+
+def _serve_locked(args: argparse.Namespace) -> int:
     from coordinator.state_store import StateStore
 
     ctx = zmq.Context()
@@ -157,7 +192,6 @@ def serve(args: argparse.Namespace) -> int:
         curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
         auth = security.CurveAuthenticator(ctx, allowed)
         auth.start()
-    Path(args.state_dir).mkdir(parents=True, exist_ok=True)
     store = StateStore(Path(args.state_dir), retention_s=args.retention)
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
@@ -232,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return serve(args)
-    except (OSError, security.SecurityConfigError) as exc:
+    except (OSError, security.SecurityConfigError, LogError) as exc:
         log.error("cannot start: %s", exc)
         return 2
 

@@ -17,6 +17,9 @@ Recovery on open:
 1. Take the directory lock (`lock_state_dir`). A second coordinator on the same
    directory fails at start-up with `StateDirInUse`, a clear error. The kernel
    releases the lock when the process dies, so a restart after kill -9 works.
+   ``cr-coordinator`` takes the lock with `hold_state_dir` before it binds and
+   prints ``ready`` (the replay runs later, in the background); the store's
+   own `lock_state_dir` then reuses that held lock.
 2. Delete `*.tmp` files (a compaction that did not reach its rename) and every
    segment older than the newest one (a compaction that renamed but did not
    get to delete the old file). The rename is the commit point of a compaction,
@@ -84,13 +87,39 @@ class Recovery:
     dir_changed: bool  # a file was created, deleted or cut: the directory needs an fsync
 
 
+#: Locks this process took ahead of its store (`hold_state_dir`): resolved dir -> fd.
+_held: dict[Path, int] = {}
+
+
+def hold_state_dir(state_dir: Path) -> Callable[[], None]:
+    """Step 1 taken early, for the whole process: lock `state_dir` now, so a
+    second coordinator fails before it reports ready. Returns the release
+    function (call it after the store is closed)."""
+    key = Path(state_dir).resolve()
+    if key in _held:
+        raise StateDirInUse(f"state dir {state_dir} is already held by this process")
+    fd = lock_state_dir(Path(state_dir))
+    _held[key] = fd
+
+    def release() -> None:
+        if _held.pop(key, None) is not None:
+            os.close(fd)
+
+    return release
+
+
 def lock_state_dir(state_dir: Path) -> int:
     """Step 1: flock `state_dir/LOCK` (non-blocking) and write our pid; returns its fd.
 
-    Closing the fd releases the lock.
+    Closing the fd releases the lock. If this process holds the directory
+    (`hold_state_dir`), returns a duplicate of the held fd: the flock belongs
+    to the shared open file, so it stays held until both are closed.
     """
+    held = _held.get(Path(state_dir).resolve())
+    if held is not None:
+        return os.dup(held)
     path = state_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

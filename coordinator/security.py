@@ -4,12 +4,17 @@ How authentication works (ZeroMQ's CURVE mechanism + ZAP):
 
 1. ``cr-coordinator keygen --out DIR [--name NAME]`` writes a keypair:
    ``NAME.key`` (public key only, safe to hand out) and ``NAME.key_secret``
-   (public + secret, mode 0600). Make one for the server and one per client.
+   (public + secret), created with mode 0600 (never readable by others, not
+   even for an instant) and never overwritten. Make one for the server and
+   one per client.
 2. The server runs with ``--curve-secret-key server.key_secret`` and
    ``--curve-allow PATH`` (a public ``.key`` file, or a directory of them).
-   Its ROUTER socket is a CURVE server; a ZAP authenticator thread
-   (:class:`CurveAuthenticator`, owned by the process) accepts a handshake
-   only when the client's public key is in the allow-list.
+   Its ROUTER socket is a CURVE server in the ZAP domain :data:`ZAP_DOMAIN`
+   with domain enforcement on (:func:`configure_curve_server`); a ZAP
+   authenticator thread (:class:`CurveAuthenticator`, owned by the process)
+   accepts a handshake only when the client's public key is in the allow-list.
+   Without a ZAP handler (the thread stopped or died) every handshake fails:
+   authentication fails closed, never open.
 3. A client (``CoordinatorClient(..., curve_server_key=SERVER_PUBLIC,
    curve_keypair=(PUBLIC, SECRET))``) must know the server's public key.
    A client whose key is not allowed never completes the handshake: nothing
@@ -17,12 +22,18 @@ How authentication works (ZeroMQ's CURVE mechanism + ZAP):
    requests end in CoordinatorUnavailable after its timeout.
 
 The allow-list is read once at start-up; restart to change it.
+
+The state directory is checked by :func:`prepare_state_dir` before the store
+opens it: created 0700, never a symbolic link, owned by this user, not
+writable by group or others.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
+import stat
 from pathlib import Path
 
 import zmq
@@ -32,20 +43,131 @@ from zmq.auth.thread import ThreadAuthenticator
 log = logging.getLogger(__name__)
 
 
+#: The ZAP domain of the coordinator's CURVE socket. With a domain set and
+#: domain enforcement on, libzmq refuses a handshake when no ZAP handler answers
+#: (fail closed) instead of accepting any client key (fail open).
+ZAP_DOMAIN = "coordinator"
+#: Mode of a new state directory and of a secret key file: owner only.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PUBLIC_FILE_MODE = 0o644
+
+
 class SecurityConfigError(ValueError):
-    """A key file or allow-list that cannot be used (message names the file)."""
+    """A key file, allow-list or state directory that cannot be used (message names it)."""
 
 
 def keygen(out_dir: str | Path, name: str = "coordinator") -> tuple[Path, Path]:
-    """Write NAME.key and NAME.key_secret into out_dir; returns (public, secret) paths."""
+    """Write NAME.key and NAME.key_secret into out_dir; returns (public, secret) paths.
+
+    1. The directory is created 0700 if missing.
+    2. Both files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and their
+       final mode (secret 0600), so the secret is never readable by others and
+       an existing file or a planted symlink is never written through.
+    3. A failure after the secret was created removes what this call created.
+    """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
     public, secret = (out / f"{name}.key", out / f"{name}.key_secret")
-    if public.exists() or secret.exists():
+    if public.exists() or secret.exists() or public.is_symlink() or secret.is_symlink():
         raise SecurityConfigError(f"{public} or {secret} already exists; refusing to overwrite a key")
-    pub, sec = zmq.auth.create_certificates(str(out), name)
-    os.chmod(sec, 0o600)
-    return Path(pub), Path(sec)
+    pub, sec = zmq.curve_keypair()
+    created: list[Path] = []
+    try:
+        _write_key(secret, PRIVATE_FILE_MODE, "Secret", pub, sec)
+        created.append(secret)
+        _write_key(public, PUBLIC_FILE_MODE, "Public", pub, None)
+        created.append(public)
+    except FileExistsError as exc:
+        for path in created:
+            path.unlink()
+        raise SecurityConfigError(f"{exc.filename} already exists; refusing to overwrite a key") from exc
+    except BaseException:
+        for path in created:
+            path.unlink()
+        raise
+    return public, secret
+
+
+def _write_key(path: Path, mode: int, kind: str, public: bytes, secret: bytes | None) -> None:
+    """One certificate file in ZeroMQ's format (what ``zmq.auth.load_certificate`` reads)."""
+    lines = [
+        f"#   ****  Generated on {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S} UTC by cr-coordinator  ****",
+        f"#   ZeroMQ CURVE **{kind}** Certificate",
+        "#   DO NOT PROVIDE THIS FILE TO OTHER USERS nor change its permissions." if secret else "",
+        "",
+        "metadata",
+        "curve",
+        f'    public-key = "{public.decode()}"',
+    ]
+    if secret is not None:
+        lines.append(f'    secret-key = "{secret.decode()}"')
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def prepare_state_dir(path: str | Path) -> Path:
+    """Create the state directory 0700 if missing, then check it is safe to trust.
+
+    Refused (SecurityConfigError naming the directory): a symbolic link (the
+    state could be redirected anywhere), a directory owned by another user, or
+    one writable by group or others (anyone could plant or replace a segment).
+    Readable by group or others is allowed with a WARNING (the state holds
+    group names and offsets, no secrets). Returns the path.
+    """
+    p = Path(path)
+    if p.is_symlink():
+        raise SecurityConfigError(f"state dir {p} is a symbolic link; give the real directory")
+    p.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    try:
+        p.mkdir(mode=PRIVATE_DIR_MODE)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise SecurityConfigError(f"cannot open state dir {p}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if st.st_uid != os.geteuid():
+        raise SecurityConfigError(
+            f"state dir {p} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}); "
+            "use a directory of your own"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise SecurityConfigError(
+            f"state dir {p} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"chmod 700 {p}"
+        )
+    if st.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        log.warning("state dir %s is readable by group or others (mode %o); chmod 700 recommended",
+                    p, stat.S_IMODE(st.st_mode))
+    return p
+
+
+def configure_curve_server(sock: zmq.Socket, public_key: bytes, secret_key: bytes) -> None:
+    """Make ``sock`` a CURVE server that fails closed (call before bind).
+
+    The ZAP domain plus ``ZAP_ENFORCE_DOMAIN`` make libzmq refuse a handshake
+    when no ZAP handler is bound; without them it would accept any client
+    key once the authenticator is gone.
+    """
+    sock.curve_secretkey = secret_key
+    sock.curve_publickey = public_key
+    sock.curve_server = True
+    sock.zap_domain = ZAP_DOMAIN.encode()
+    try:
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    except zmq.ZMQError as exc:
+        raise SecurityConfigError(
+            f"this libzmq ({zmq.zmq_version()}) cannot enforce the ZAP domain ({exc}); CURVE would fail open "
+            "without the authenticator: use the libzmq bundled with pyzmq"
+        ) from exc
 
 
 def load_keypair(path: str | Path) -> tuple[bytes, bytes]:
@@ -107,7 +229,7 @@ class CurveAuthenticator:
 
     def start(self) -> None:
         self._auth.start()
-        self._auth.configure_curve_callback(domain="*", credentials_provider=_AllowList(self._allowed))
+        self._auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=_AllowList(self._allowed))
         log.info("CURVE authentication on: %d allowed client key(s)", len(self._allowed))
 
     def stop(self) -> None:

@@ -56,7 +56,7 @@ from typing import Any
 
 import zmq
 
-from coordinator import builtin, protocol
+from coordinator import builtin, protocol, security
 from coordinator.dispatch import Dispatcher
 from coordinator.errors import CoordinatorError
 from coordinator.group_commit import GroupCommit
@@ -179,9 +179,7 @@ class CoordinatorServer:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes * HARD_FRAME_FACTOR)
         if self._curve is not None:
-            sock.curve_secretkey = self._curve.secret_key
-            sock.curve_publickey = self._curve.public_key
-            sock.curve_server = True
+            security.configure_curve_server(sock, self._curve.public_key, self._curve.secret_key)
         try:
             sock.bind(self.bind_address)
         except zmq.ZMQError as exc:
