@@ -3,6 +3,7 @@
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO]
+                   [--max-connections N] [--handshake-timeout 10s]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
@@ -17,7 +18,8 @@ Start-up, in order:
    directory fails here, before it binds or prints ``ready``. The state store
    is opened on it.
 3. With CURVE, the ZAP authenticator thread starts before the socket binds.
-4. The server binds and starts its loop; the store's log is replayed in the
+4. The soft file descriptor limit is raised to the hard one; the server binds
+   with its connection limits (``coordinator.connections``) and starts its loop; the store's log is replayed in the
    background (requests get LOAD_IN_PROGRESS meanwhile).
 5. ``--http`` starts the /metrics and /status endpoint.
 6. One line ``ready endpoint=... http=... pid=...`` is printed on stdout, so
@@ -44,6 +46,13 @@ from pathlib import Path
 import zmq
 
 from coordinator import protocol, security
+from coordinator.connections import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    FD_RESERVE,
+    ConnectionLimits,
+    raise_nofile_limit,
+)
 from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
 from coordinator.merge import MergeService
 from coordinator.record_frame import LogError
@@ -112,7 +121,29 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_connection_arguments(p)
     return p
+
+
+def add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    """The connection limits (coordinator.connections; docs/security.md)."""
+    p.add_argument(
+        "--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+        help=f"open client connections at most; more are closed at once (default {DEFAULT_MAX_CONNECTIONS}, "
+             f"lowered to the file descriptor limit minus {FD_RESERVE})",
+    )
+    p.add_argument(
+        "--handshake-timeout", type=parse_duration, default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+        help=f"close a connection that has not completed its handshake after this long "
+             f"(default {DEFAULT_HANDSHAKE_TIMEOUT_S:g}s)",
+    )
+
+
+def connection_limits(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ConnectionLimits:
+    try:
+        return ConnectionLimits(max_connections=args.max_connections, handshake_timeout_s=args.handshake_timeout)
+    except ValueError as exc:
+        parser.error(f"--max-connections/--handshake-timeout: {exc}")
 
 
 def build_keygen_parser() -> argparse.ArgumentParser:
@@ -137,6 +168,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         )
     if args.http is not None:
         _check_http(args, parser)
+    args.connection_limits = connection_limits(args, parser)
     if args.max_frame_bytes < 1024:
         parser.error(f"--max-frame-bytes must be >= 1024, got {args.max_frame_bytes}")
     try:
@@ -173,6 +205,7 @@ def _hold_state_dir(path: Path) -> Callable[[], None]:
 
 
 def serve(args: argparse.Namespace) -> int:
+    raise_nofile_limit()
     release_state_dir = _hold_state_dir(Path(args.state_dir))
     try:
         return _serve_locked(args)
@@ -196,7 +229,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
         store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
-        metrics=metrics, expire_interval_s=args.expire_interval,
+        metrics=metrics, expire_interval_s=args.expire_interval, connection_limits=args.connection_limits,
     )
     registry = RegistryService()
     server.add_service(registry)

@@ -11,13 +11,18 @@
 * Anything else: 404.
 
 The HTTP server runs on one daemon thread owned by :class:`HttpEndpoint`;
-``stop()`` shuts it down and joins it.
+``stop()`` shuts it down and joins it. Each connection is served on its own
+thread; at most ``MAX_HTTP_CONNECTIONS`` at once (more are closed at once and
+counted in ``coordinator_http_refused``), and a connection that sends nothing
+for ``HTTP_IDLE_TIMEOUT_S`` is closed, so idle or slow clients cannot hold
+threads and file descriptors for ever.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +37,11 @@ log = logging.getLogger(__name__)
 STATUS_TIMEOUT_S = 5.0
 #: How long stop() waits for the HTTP thread.
 STOP_TIMEOUT_S = 5.0
+#: Concurrent HTTP connections served; more are closed at once (bounds threads
+#: and descriptors taken by scrapers or an attacker on the HTTP port).
+MAX_HTTP_CONNECTIONS = 16
+#: An HTTP connection silent this long is closed (bounds slow-loris clients).
+HTTP_IDLE_TIMEOUT_S = 10.0
 
 
 class CoordinatorMetrics:
@@ -48,6 +58,23 @@ class CoordinatorMetrics:
         self.compactions = Counter("coordinator_compactions", "Log compactions done by this process", registry=r)
         self._compactions_seen = 0
         self.load_seconds = Gauge("coordinator_load_seconds", "Time the start-up replay of the log took", registry=r)
+        self.connections = Gauge("coordinator_connections", "Open client connections on the ZeroMQ socket", registry=r)
+        self.connection_limit = Gauge(
+            "coordinator_connection_limit", "Connections accepted at most (--max-connections, capped by the fd limit)",
+            registry=r)
+        self.connections_refused = Counter(
+            "coordinator_connections_refused", "Connections closed because the connection limit was reached",
+            registry=r)
+        self.http_refused = Counter(
+            "coordinator_http_refused", "HTTP connections closed because MAX_HTTP_CONNECTIONS were being served",
+            registry=r)
+
+    def set_connections(self, open_now: int, limit: int) -> None:
+        self.connections.set(open_now)
+        self.connection_limit.set(limit)
+
+    def connection_refused(self) -> None:
+        self.connections_refused.inc()
 
     def update_from_stats(self, stats: dict[str, Any]) -> None:
         """Refresh gauges from ``store.stats()`` (keys that are absent are skipped)."""
@@ -75,7 +102,7 @@ class HttpEndpoint:
         self.metrics = metrics
         handler = _make_handler(self)
         try:
-            self._httpd = ThreadingHTTPServer((host, port), handler)
+            self._httpd = _BoundedHTTPServer((host, port), handler, metrics)
         except OSError as exc:
             raise OSError(f"cannot serve HTTP on {address}: {exc}") from exc
         self._httpd.daemon_threads = True
@@ -98,13 +125,45 @@ class HttpEndpoint:
 
 def parse_host_port(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"HTTP address must be HOST:PORT (e.g. 127.0.0.1:9570), got {address!r}")
-    return host, int(port)
+    return host.strip("[]"), int(port)
+
+
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most MAX_HTTP_CONNECTIONS at once; more are closed at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 metrics: CoordinatorMetrics) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_HTTP_CONNECTIONS)
+        self._metrics = metrics
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._metrics.http_refused.inc()
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 def _make_handler(endpoint: HttpEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = HTTP_IDLE_TIMEOUT_S
+
         def do_GET(self) -> None:  # noqa: N802 (http.server API)
             path = self.path.split("?", 1)[0]
             if path == "/metrics":

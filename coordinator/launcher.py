@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,20 @@ def die_with_parent_preexec():
     return set_pdeathsig
 
 
+def _child_preexec(max_open_files: int | None) -> Callable[[], None] | None:
+    """``die_with_parent_preexec``, plus an RLIMIT_NOFILE for the child when given."""
+    die = die_with_parent_preexec()
+    if max_open_files is None:
+        return die
+
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
+        if die is not None:
+            die()
+
+    return preexec
+
+
 class CoordinatorStartError(RuntimeError):
     """The coordinator process exited or did not become ready in time."""
 
@@ -80,6 +95,7 @@ class CoordinatorProcess:
         start_timeout: float = START_TIMEOUT_S,
         client_kwargs: dict[str, Any] | None = None,
         python: str = sys.executable,
+        max_open_files: int | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self._bind = bind or "tcp://127.0.0.1:*"
@@ -89,6 +105,8 @@ class CoordinatorProcess:
         self.start_timeout = start_timeout
         self.client_kwargs = dict(client_kwargs or {})
         self._python = python
+        #: RLIMIT_NOFILE (soft and hard) of the child, for tests of descriptor exhaustion.
+        self.max_open_files = max_open_files
         self._proc: subprocess.Popen | None = None
         self._log_file: Any = None
         self.endpoint: str | None = None
@@ -117,7 +135,7 @@ class CoordinatorProcess:
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed in _reap)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env,
-                                      preexec_fn=die_with_parent_preexec())
+                                      preexec_fn=_child_preexec(self.max_open_files))
         lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         threading.Thread(target=_pump, args=(self._proc.stdout, lines), name="coordinator-stdout", daemon=True).start()
         deadline = time.monotonic() + self.start_timeout

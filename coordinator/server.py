@@ -57,6 +57,7 @@ from typing import Any
 import zmq
 
 from coordinator import builtin, protocol, security
+from coordinator.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.dispatch import Dispatcher
 from coordinator.errors import CoordinatorError
 from coordinator.group_commit import GroupCommit
@@ -92,6 +93,7 @@ class CoordinatorServer:
         context: zmq.Context | None = None,
         metrics: Any | None = None,
         expire_interval_s: float = EXPIRE_INTERVAL_S,
+        connection_limits: ConnectionLimits | None = None,
     ) -> None:
         if max_frame_bytes < 1024:
             raise ValueError(f"max_frame_bytes must be >= 1024, got {max_frame_bytes}")
@@ -102,6 +104,8 @@ class CoordinatorServer:
         self._curve = curve
         self._ctx = context or zmq.Context.instance()
         self._expire_interval_s = expire_interval_s
+        self.connection_limits = connection_limits or ConnectionLimits()
+        self.connections: ConnectionLimiter | None = None
         self._services: list[Any] = []
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
@@ -180,12 +184,16 @@ class CoordinatorServer:
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes * HARD_FRAME_FACTOR)
         if self._curve is not None:
             security.configure_curve_server(sock, self._curve.public_key, self._curve.secret_key)
+        configure_socket(sock, self.connection_limits)
+        self.connections = ConnectionLimiter(sock, self.connection_limits, self.metrics)
         try:
             sock.bind(self.bind_address)
         except zmq.ZMQError as exc:
+            self.connections.close()
             sock.close(0)
             raise OSError(f"cannot bind the coordinator to {self.bind_address}: {exc}") from exc
         self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.connections.bound(self.endpoint)
         self._sock = sock
         self._thread = threading.Thread(target=self._run, name="coordinator-loop", daemon=True)
         self._thread.start()
@@ -255,6 +263,9 @@ class CoordinatorServer:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        connections = self.connections
+        assert connections is not None
+        poller.register(connections.monitor, zmq.POLLIN)
         next_housekeeping = time.monotonic()
         next_expire = time.monotonic() + self._expire_interval_s
         try:
@@ -266,6 +277,8 @@ class CoordinatorServer:
                 events = dict(poller.poll(int(wait * 1000)))
                 if self._wake_r in events:
                     self._drain_wake()
+                if connections.monitor in events:
+                    connections.on_events()
                 if sock in events:
                     self._read_batch(sock)
                 self._run_calls()
@@ -292,6 +305,7 @@ class CoordinatorServer:
             except BaseException as exc:
                 log.exception("final flush at shutdown failed")
                 self.failure = self.failure or exc
+            connections.close()
             sock.close(0)
             self._stopped.set()
             log.info("coordinator loop stopped")

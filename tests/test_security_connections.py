@@ -1,0 +1,92 @@
+"""The coordinator under a flood of idle connections: the connection limit holds,
+descriptors are not exhausted, the loop does not spin, clients and /status answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from coordinator.client import CoordinatorClient
+from coordinator.launcher import CoordinatorProcess
+
+#: The flood: more idle connections than the limit and than the descriptors.
+FLOOD = 300
+LIMIT = 32
+MAX_OPEN_FILES = 256
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _metric(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def _get(address: str, path: str) -> str:
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as r:
+        return r.read().decode()
+
+
+@pytest.fixture
+def limited(tmp_path):
+    proc = CoordinatorProcess(tmp_path / "state", http="auto", max_open_files=MAX_OPEN_FILES,
+                              extra_args=["--max-connections", str(LIMIT), "--handshake-timeout", "2s"])
+    proc.start()
+    yield proc
+    proc.terminate()
+
+
+def test_idle_connection_flood_is_capped_and_the_coordinator_keeps_answering(limited, names):
+    host, port = limited.endpoint.removeprefix("tcp://").rsplit(":", 1)
+    group = names.group()
+    with CoordinatorClient(limited.endpoint, timeout=10) as early:
+        early.register(group, 0, "op")  # connected before the flood
+        flood: list[socket.socket] = []
+        try:
+            for _ in range(FLOOD):
+                try:
+                    flood.append(socket.create_connection((host, int(port)), timeout=2))
+                except OSError:
+                    pass  # the backlog may be full for a moment: the attack still lands
+            assert len(flood) > MAX_OPEN_FILES - 50  # enough to exhaust descriptors without a cap
+            # The loop is not spinning on a failed accept.
+            time.sleep(0.2)
+            cpu0, t0 = _cpu_seconds(limited.pid), time.monotonic()
+            time.sleep(2.0)
+            busy = (_cpu_seconds(limited.pid) - cpu0) / (time.monotonic() - t0)
+            assert busy < 0.5, f"coordinator busy {busy:.0%} of a core under an idle flood"
+            # A client connected before the flood is unaffected.
+            assert early.members(group) == ["op"]
+            # /status and a new client answer (the idle connections are closed by the handshake timeout).
+            status = json.loads(_get(limited.http_address, "/status"))
+            assert status["groups"][group]["members"] == ["op"]
+            with CoordinatorClient(limited.endpoint, timeout=15) as late:
+                assert late.members(group) == ["op"]
+            metrics = _get(limited.http_address, "/metrics")
+            assert _metric(metrics, "coordinator_connection_limit") == LIMIT
+            assert _metric(metrics, "coordinator_connections_refused_total") >= len(flood) - LIMIT
+        finally:
+            for s in flood:
+                s.close()
+    assert limited.running
+
+
+def test_connection_limit_flags_are_checked(tmp_path):
+    import subprocess
+    import sys
+
+    for args in (["--max-connections", "0"], ["--handshake-timeout", "1ms"]):
+        r = subprocess.run([sys.executable, "-m", "coordinator", "--state-dir", str(tmp_path / "s"), *args],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 2 and "--max-connections/--handshake-timeout" in r.stderr
