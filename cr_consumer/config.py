@@ -30,6 +30,8 @@ from typing import Any
 
 import attrs
 
+from cr_consumer.kafka_properties import redacted_repr
+
 
 class ConfigError(ValueError):
     """A setting is unknown, out of range or contradicts another one."""
@@ -147,7 +149,8 @@ class OperatorConfig:
     commit_period_s: float = 5.0
     #: Timeout of one coordinator request (the client retries inside it).
     coordinator_timeout_s: float = 10.0
-    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    #: Shown with secret values redacted (cr_consumer.kafka_properties.is_secret).
+    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
 
     def __attrs_post_init__(self) -> None:
         self._check_identity()

@@ -6,6 +6,11 @@ region settings (--period, --drain-timeout, ...) must be the same on every
 member: the first member to join fixes them and later ones with other values
 are refused with a message naming the setting.
 
+Kafka properties: ``--kafka-config FILE`` (a ``.properties`` file), ``--kafka
+KEY=VALUE`` items and ``env:NAME`` values (``cr_consumer.kafka_properties``).
+``crkafka run`` hands its members their properties as JSON on stdin
+(``--kafka-stdin``), so no secret is ever on a command line.
+
 Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad settings, 3 the region FAILED.
 """
 
@@ -17,20 +22,25 @@ import os
 import signal
 import sys
 
+from cr_consumer import kafka_properties
+
 from .member import Member, MemberSettings
 
 log = logging.getLogger(__name__)
 
 
 def parse_pairs(items: list[str] | None, what: str) -> dict[str, object]:
-    """``KEY=VALUE`` items -> dict; integers become ints (Kafka settings are mostly numbers)."""
-    out: dict[str, object] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"{what} {item!r}: expected KEY=VALUE")
-        out[key] = int(value) if value.lstrip("-").isdigit() else value
-    return out
+    """``KEY=VALUE`` items -> dict; integers become ints (pipeline parameters)."""
+    try:
+        raw = kafka_properties.parse_items(items, what)
+    except kafka_properties.KafkaPropertiesError as exc:
+        raise SystemExit(str(exc)) from None
+    return {k: kafka_properties.typed(v) for k, v in raw.items()}
+
+
+def kafka_from_args(args: argparse.Namespace) -> dict[str, object]:
+    """``--kafka-config`` then ``--kafka`` items, ``env:NAME`` resolved (KafkaPropertiesError)."""
+    return kafka_properties.from_cli(args.kafka_config, args.kafka)
 
 
 def add_region_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +63,11 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a member silent this long is dropped (default 5 s)")
     parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (repeatable)")
     parser.add_argument("--kafka", action="append", metavar="PROP=VALUE",
-                        help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000")
+                        help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000; "
+                             "a value env:NAME is read from the environment variable NAME (use it for secrets)")
+    parser.add_argument("--kafka-config", metavar="FILE",
+                        help="Kafka consumer properties file (Java .properties, as Kafka's tools take; mode 0600 "
+                             "if it holds secrets); --kafka items override it")
     parser.add_argument("--curve-server-key", metavar="FILE",
                         help="CURVE: the coordinator's public key (.key); needs --curve-key")
     parser.add_argument("--curve-key", metavar="FILE",
@@ -79,11 +93,13 @@ def default_group(pipeline: str) -> str:
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
                 output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict,
-                params: dict, kafka: dict, log_level: str = "INFO",
+                params: dict, kafka_stdin: bool, log_level: str = "INFO",
                 curve: tuple[str, str] | None = None) -> list[str]:
     """The command line of one member process (what ``crkafka run`` spawns), the
     inverse of :func:`add_arguments`; ``region`` is a region-settings dict as
-    :func:`region_settings` returns."""
+    :func:`region_settings` returns. Kafka properties are never on it: with
+    ``kafka_stdin`` the member reads them from stdin
+    (``kafka_properties.encode_for_stdin``)."""
     cmd = [python, "-m", "cr_consumer.runtime.cli_member", "--log-level", log_level, pipeline,
            "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group, "--name", name,
            "--out", str(output_dir), "--state-dir", str(state_dir), "--region-index", str(region_index),
@@ -94,8 +110,8 @@ def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, boot
         cmd.append("--operator-driven")
     for k, v in params.items():
         cmd += ["--param", f"{k}={v}"]
-    for k, v in kafka.items():
-        cmd += ["--kafka", f"{k}={v}"]
+    if kafka_stdin:
+        cmd.append("--kafka-stdin")
     if curve is not None:
         cmd += ["--curve-server-key", str(curve[0]), "--curve-key", str(curve[1])]
     return cmd
@@ -106,18 +122,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")
     parser.add_argument("--name", default=f"member-{os.getpid()}", help="member name, unique in the region")
     parser.add_argument("--min-members", type=int, default=1, help="members the first reset waits for")
+    parser.add_argument("--kafka-stdin", action="store_true",
+                        help="read Kafka properties as JSON from stdin (how crkafka run passes them)")
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.bootstrap:
         print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", flush=True)
         return 2
+    try:
+        kafka = kafka_properties.read_stdin(sys.stdin.buffer) if args.kafka_stdin else {}
+        kafka.update(kafka_from_args(args))
+    except kafka_properties.KafkaPropertiesError as exc:
+        print(f"crkafka member: {exc}", flush=True)
+        return 2
     settings = MemberSettings(
         pipeline=args.pipeline, bootstrap=args.bootstrap, coordinator=args.coordinator,
         group=args.group or default_group(args.pipeline), member=args.name, output_dir=args.out,
         state_dir=args.state_dir, region_index=args.region_index,
         region=region_settings(args, args.min_members),
-        params=parse_pairs(args.param, "--param"), kafka=parse_pairs(args.kafka, "--kafka"),
+        params=parse_pairs(args.param, "--param"), kafka=kafka,
         curve_server_key=args.curve_server_key, curve_key=args.curve_key,
     )
     member = Member(settings)

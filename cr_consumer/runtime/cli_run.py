@@ -17,7 +17,9 @@ import signal
 import threading
 import time
 
-from .cli_member import add_region_arguments, default_group, parse_pairs
+from cr_consumer.kafka_properties import KafkaPropertiesError
+
+from .cli_member import add_region_arguments, default_group, kafka_from_args, parse_pairs
 from .member_setup import SettingsError
 from .runner import Region
 
@@ -49,13 +51,18 @@ def run(args: argparse.Namespace) -> int:
         print("crkafka run: --members must be >= 1", flush=True)
         return 2
     try:
+        kafka = kafka_from_args(args)
+    except KafkaPropertiesError as exc:
+        print(f"crkafka run: {exc}", flush=True)
+        return 2
+    try:
         region = Region(
             args.pipeline, members=args.members, bootstrap=args.bootstrap, coordinator=args.coordinator,
             group=args.group or default_group(args.pipeline), output_dir=args.out, state_dir=args.state_dir,
             period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
             reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
             member_timeout_s=args.member_timeout, region_index=args.region_index,
-            params=parse_pairs(args.param, "--param"), kafka=parse_pairs(args.kafka, "--kafka"),
+            params=parse_pairs(args.param, "--param"), kafka=kafka,
             restart_members=not args.no_restart, log_level=args.log_level,
             curve_server_key=args.curve_server_key, curve_key=args.curve_key,
         )

@@ -11,6 +11,8 @@ from types import ModuleType
 
 import attrs
 
+from cr_consumer.kafka_properties import redacted_repr
+
 
 class SettingsError(ValueError):
     pass
@@ -73,7 +75,7 @@ class MemberSettings:
     region: dict = attrs.field(factory=dict)
     params: dict = attrs.field(factory=dict)
     #: Kafka consumer properties by dotted name, over the pipeline's own.
-    kafka: dict = attrs.field(factory=dict)
+    kafka: dict = attrs.field(factory=dict, repr=redacted_repr)
     #: CURVE: the coordinator's public key file (.key) and this member's keypair
     #: (.key_secret from ``cr-coordinator keygen``); both or neither.
     curve_server_key: str | None = None

@@ -31,6 +31,8 @@ from typing import Any
 
 import attrs
 
+from cr_consumer.kafka_properties import redacted_repr
+
 from .aggregate import KeyedAggregate
 from .operators import Filter, FlatMap, Map, Operator
 from .sinks import ConsoleSink, FileSink
@@ -50,7 +52,7 @@ class KafkaSource:
     topics: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     pattern: str | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
-    kafka: Mapping[str, Any] = attrs.field(factory=dict)
+    kafka: Mapping[str, Any] = attrs.field(factory=dict, repr=redacted_repr)
     name: str = "source"
 
     def __attrs_post_init__(self) -> None:

@@ -7,7 +7,9 @@ returns a :class:`Region` handle:
    given; it holds the region controller.
 2. Start N ``crkafka member`` processes (``python -m cr_consumer.cli member``),
    named ``member-0`` ... ``member-<N-1>``, each logging to
-   ``<state_dir>/logs/<name>.log``.
+   ``<state_dir>/logs/<name>.log``. Kafka properties go to each member as
+   JSON on its stdin (written, then closed, at every start), never on its
+   command line, where any local user could read them (``ps``).
 3. A supervisor thread (owned by the handle) checks the processes every
    ``SUPERVISE_S``: a member that died (kill -9, crash) is restarted under the
    same name, at once, with a backoff only when it keeps dying
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.launcher import die_with_parent_preexec
+from cr_consumer.kafka_properties import encode_for_stdin
 from cr_consumer.runtime.member_proc import MemberProc
 
 log = logging.getLogger(__name__)
@@ -110,6 +113,7 @@ class Region:
         self.region_index = region_index
         self.params = dict(params or {})
         self.kafka = dict(kafka or {})
+        self._kafka_stdin = encode_for_stdin(self.kafka) if self.kafka else None  # checks the size up front
         self.restart_members = restart_members
         self.log_level = log_level
         self.python = python
@@ -179,7 +183,8 @@ class Region:
         return member_argv(self.python, self.pipeline, name=name, coordinator=self.endpoint,
                            bootstrap=self.bootstrap, group=self.group, output_dir=str(self.output_dir),
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
-                           region=self.region_settings, params=self.params, kafka=self.kafka,
+                           region=self.region_settings, params=self.params,
+                           kafka_stdin=self._kafka_stdin is not None,
                            log_level=self.log_level, curve=self.curve)
 
     def _spawn(self, m: MemberProc, min_members: int | None = None) -> None:
@@ -189,12 +194,30 @@ class Region:
         env.update(self.env)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        stdin = subprocess.PIPE if self._kafka_stdin is not None else subprocess.DEVNULL
         m.proc = subprocess.Popen(self._command(m.name, min_members or 1), stdout=m.log_file,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                  stderr=subprocess.STDOUT, stdin=stdin, env=env,
                                   preexec_fn=die_with_parent_preexec())
+        if self._kafka_stdin is not None:
+            self._hand_kafka_properties(m)
         m.last_start = time.monotonic()
         self._event("start", m.name, pid=m.proc.pid)
         log.info("started %s (pid %d)", m.name, m.proc.pid)
+
+    def _hand_kafka_properties(self, m: MemberProc) -> None:
+        """Write the properties to the new member's stdin and close it. The document
+        fits a pipe buffer (encode_for_stdin bounds it), so this does not wait for
+        the member; a member that died at once (broken pipe) is the supervisor's."""
+        assert m.proc is not None and m.proc.stdin is not None and self._kafka_stdin is not None
+        try:
+            m.proc.stdin.write(self._kafka_stdin)
+        except BrokenPipeError:
+            log.warning("%s exited before it read its Kafka properties", m.name)
+        finally:
+            try:
+                m.proc.stdin.close()
+            except BrokenPipeError:
+                pass
 
     def _add(self, min_members: int = 1) -> str:
         name = f"member-{self._next_index}"

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from cr_consumer.kafka_properties import redacted_repr
+
 #: The start positions accepted by ``startPosition`` (a specific offset is not one:
 #: an offset belongs to one partition, and this source reads many).
 START_POSITIONS = ("default", "beginning", "end", "time")
@@ -158,8 +160,9 @@ class SourceOptions:
     start_time_ms: int | None = None
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     region_index: int = 0
-    #: Kafka consumer properties by dotted name (typed values), sorted (name, value) pairs.
-    kafka_properties: tuple[tuple[str, object], ...] = ()
+    #: Kafka consumer properties by dotted name (typed values), sorted (name, value) pairs;
+    #: shown with secret values redacted.
+    kafka_properties: tuple[tuple[str, object], ...] = attrs.field(default=(), repr=redacted_repr)
 
     @property
     def consumer_properties(self) -> dict:
