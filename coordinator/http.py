@@ -39,9 +39,9 @@ STATUS_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
 #: Concurrent HTTP connections served; more are closed at once (bounds threads
 #: and descriptors taken by scrapers or an attacker on the HTTP port).
-MAX_HTTP_CONNECTIONS = 16
+MAX_HTTP_CONNECTIONS = 64
 #: An HTTP connection silent this long is closed (bounds slow-loris clients).
-HTTP_IDLE_TIMEOUT_S = 10.0
+HTTP_IDLE_TIMEOUT_S = 5.0
 
 
 class CoordinatorMetrics:
@@ -134,6 +134,9 @@ class _BoundedHTTPServer(ThreadingHTTPServer):
     """A thread per connection, at most MAX_HTTP_CONNECTIONS at once; more are closed at once."""
 
     daemon_threads = True
+    #: Listen backlog: a burst of connections waits to be accepted (and counted
+    #: against MAX_HTTP_CONNECTIONS) instead of trickling in by SYN retries.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  metrics: CoordinatorMetrics) -> None:

@@ -90,3 +90,45 @@ def test_connection_limit_flags_are_checked(tmp_path):
         r = subprocess.run([sys.executable, "-m", "coordinator", "--state-dir", str(tmp_path / "s"), *args],
                            capture_output=True, text=True, timeout=20)
         assert r.returncode == 2 and "--max-connections/--handshake-timeout" in r.stderr
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise AssertionError("no Threads line")
+
+
+def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
+    from coordinator.http import HTTP_IDLE_TIMEOUT_S, MAX_HTTP_CONNECTIONS
+
+    proc = CoordinatorProcess(tmp_path / "state", http="auto")
+    proc.start()
+    try:
+        host, port = proc.http_address.rsplit(":", 1)
+        baseline = _threads(proc.pid)
+        idle = [socket.create_connection((host, int(port)), timeout=2) for _ in range(MAX_HTTP_CONNECTIONS + 40)]
+        try:
+            deadline = time.monotonic() + 5
+            while _threads(proc.pid) < baseline + MAX_HTTP_CONNECTIONS and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            assert _threads(proc.pid) <= baseline + MAX_HTTP_CONNECTIONS  # one thread per served connection
+            # The idle ones are closed after the idle timeout; /status answers again.
+            deadline = time.monotonic() + HTTP_IDLE_TIMEOUT_S + 10
+            while True:
+                try:
+                    status = json.loads(_get(proc.http_address, "/status"))
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "/status did not come back after the idle timeout"
+                    time.sleep(0.2)
+            assert status["loaded"] is True
+            refused = _metric(_get(proc.http_address, "/metrics"), "coordinator_http_refused_total")
+            assert refused is not None and refused >= 40
+        finally:
+            for s in idle:
+                s.close()
+    finally:
+        proc.terminate()
