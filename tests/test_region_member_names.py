@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cr_consumer.kafka_properties import encode_for_stdin
 from cr_consumer.kafka_util import create_topic
 from cr_consumer.runtime.runner import Region
 
@@ -39,7 +40,8 @@ def test_duplicate_member_name_refused_at_start_up(bootstrap, names, tmp_path):
         cmd = region._command("member-0", 1)  # the same name, group and settings as the running member
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         t0 = time.monotonic()
-        dup = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, env=env)
+        dup = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, env=env,
+                             input=encode_for_stdin(region.kafka).decode())  # as the runner hands them
         took = time.monotonic() - t0
         assert dup.returncode == 2, dup.stdout[-2000:] + dup.stderr[-2000:]
         log = dup.stdout + dup.stderr
