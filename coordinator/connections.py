@@ -139,6 +139,7 @@ class ConnectionLimiter:
                         limits.max_connections, self.limit, resource.getrlimit(resource.RLIMIT_NOFILE)[0],
                         FD_RESERVE)
         self._sock = sock
+        self._limits = limits
         self._metrics = metrics
         self.monitor: zmq.Socket = sock.get_monitor_socket(_EVENTS)
         self.open: set[int] = set()
@@ -155,7 +156,8 @@ class ConnectionLimiter:
             self._local = (socket.AF_INET, int(rest.rpartition(":")[2]))
         elif scheme == "ipc":
             self._local = (socket.AF_UNIX, rest)
-        log.info("connection limit %d, handshake timeout applies to %s", self.limit, endpoint)
+        log.info("%s: at most %d connections, handshake timeout %gs", endpoint, self.limit,
+                 self._limits.handshake_timeout_s)
 
     def on_events(self) -> None:
         """Read the queued monitor events, then shut down connections over the limit."""

@@ -19,7 +19,9 @@ Protocol loop:
    ``LOAD_IN_PROGRESS`` error reply (clients retry with backoff). A failed load
    stops the server (``server.failure`` holds the exception).
 2. Each iteration polls the socket (and a wake-up pipe) with a timeout bounded
-   by the next timer, so timers run on time even when no request arrives.
+   by the next timer, so timers run on time even when no request arrives. It
+   also polls the socket's connection monitor: connections over the limit are
+   closed there (:mod:`coordinator.connections`).
 3. It reads ALL ready frames without blocking (up to ``MAX_BATCH``) and hands
    each to the dispatcher, which checks it and calls its handler. Handlers
    append to the store and queue their replies.
