@@ -37,6 +37,7 @@ something else); the monitor's events are applied in order before any shutdown.
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import socket
 import time
@@ -161,37 +162,36 @@ class ConnectionLimiter:
 
     def on_events(self) -> None:
         """Read the queued monitor events, then shut down connections over the limit."""
-        newest: list[int] = []
+        newest: dict[int, None] = {}  # accepted in this call, in order (a reused descriptor: its last accept)
         for _ in range(MAX_EVENTS_PER_CALL):
             try:
                 event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 break
-            kind, fd = event["event"], event["value"]
+            kind, value = event["event"], event["value"]
             if kind == zmq.EVENT_ACCEPTED:
-                if fd in newest:  # a descriptor reused within this batch: one entry, the newest
-                    newest.remove(fd)
-                self.open.add(fd)
-                newest.append(fd)
+                newest.pop(value, None)
+                newest[value] = None
+                self.open.add(value)
             elif kind == zmq.EVENT_DISCONNECTED:
-                self.open.discard(fd)
-                if fd in newest:
-                    newest.remove(fd)
+                newest.pop(value, None)
+                self.open.discard(value)
             elif kind == zmq.EVENT_ACCEPT_FAILED:
                 self.accept_failures += 1
-                self._warn(f"accept failed ({fd}): the process is out of file descriptors or memory")
+                self._warn(f"accept failed ({os.strerror(value)}): the process is out of descriptors or memory")
         over = len(self.open) - self.limit
-        # Refuse the newest connections: the ones over the limit.
-        for fd in reversed(newest):
+        refused = 0
+        for fd in reversed(newest):  # the newest connections are the ones over the limit
             if over <= 0:
                 break
             self.open.discard(fd)
             over -= 1
             if self._shutdown(fd):
-                self.refused += 1
+                refused += 1
                 if self._metrics is not None:
                     self._metrics.connection_refused()
-        if newest and self.refused:
+        if refused:
+            self.refused += refused
             self._warn(f"connection limit {self.limit} reached: {self.refused} connection(s) refused so far")
         self._publish()
 
