@@ -66,7 +66,8 @@ HEARTBEAT_TIMEOUT_S = 30.0
 KEEPALIVE_IDLE_S = 60
 KEEPALIVE_INTVL_S = 10
 KEEPALIVE_CNT = 3
-#: Pending (not yet accepted) TCP connections the kernel queues.
+#: Pending (not yet accepted) TCP connections the kernel queues: a burst of
+#: reconnecting members waits to be accepted instead of retrying SYNs for seconds.
 LISTEN_BACKLOG = 128
 #: At most one WARNING per this many seconds about refused connections or
 #: failed accepts (a flood must not flood the log).
