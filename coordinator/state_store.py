@@ -168,7 +168,8 @@ class StateStore(StoreReplay, StoreMaintenance):
         """
         ts = self._clock()
         parts = [records.encode_entry(e) for e in entries]
-        act = [records.encode_activity(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        active = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        act = [records.encode_activity(g, at) for g, at in active]
         payload = records.assemble(ts, parts, act)
         separate_activity = len(payload) > records.BATCH_BYTES and bool(act)
         if separate_activity:
@@ -180,9 +181,8 @@ class StateStore(StoreReplay, StoreMaintenance):
             )
         if separate_activity:
             batcher = records.Batcher(ts, lambda p, _e, _c: self._append_payload(p, 0))
-            for group in self._dirty_activity:
-                if group in self._activity:
-                    batcher.add_activity(group, self._activity[group])
+            for group, at in active:
+                batcher.add_activity(group, at)
             batcher.flush()
         self._append_payload(payload, sum(records.entry_count(e) for e in entries))
         for entry in entries:
