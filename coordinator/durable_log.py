@@ -290,6 +290,9 @@ class SegmentLog:
             raise
         # Renamed: from here on the directory may name the new segment, so appends
         # must go there; a failure now is fatal (fail-stop, see the module docstring).
+        # The rename is durable only with the directory's fsync: until that has
+        # succeeded, every sync() fsyncs the directory too.
+        self._dir_dirty = True
         old_path, old_fd = self.path, self._fd
         try:
             self._fd = os.open(rewrite.final, os.O_RDWR | os.O_APPEND)
@@ -303,6 +306,7 @@ class SegmentLog:
             fsync_dir(self.state_dir)
         except OSError as exc:
             self._fail(exc, "directory fsync after compaction")
+        self._dir_dirty = False
         crash_point("switch-dir-fsynced")
         return old_path
 
