@@ -2,7 +2,7 @@
 
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
-                   [--allow-remote] [--max-frame-bytes N] [--log-level INFO]
+                   [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument(
+        "--truncate-corrupt", action="store_true",
+        help="if the state log is damaged where acknowledged records may lie (a bad record followed by "
+        "valid ones, or a CRC-valid record that does not decode), cut it at the damage instead of refusing "
+        "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
+    )
     return p
 
 
@@ -158,7 +164,7 @@ def serve(args: argparse.Namespace) -> int:
         auth = security.CurveAuthenticator(ctx, allowed)
         auth.start()
     Path(args.state_dir).mkdir(parents=True, exist_ok=True)
-    store = StateStore(Path(args.state_dir), retention_s=args.retention)
+    store = StateStore(Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt)
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
         store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,

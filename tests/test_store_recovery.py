@@ -138,3 +138,31 @@ def test_a_complete_record_over_the_frame_limit_is_replayed_not_truncated(tmp_pa
     assert len(again.groups()) == 10_001
     assert again.get_initial_offsets(f"{name}-10000") == {("orders", 0): 10_000}
     again.close()
+
+
+def test_the_coordinator_refuses_a_corrupt_log_until_told_to_truncate(tmp_path):
+    """Through the process: a flipped byte mid-log stops start-up with the file and
+    offset in the log; `--truncate-corrupt` then starts it with what precedes it."""
+    from coordinator.client import CoordinatorClient
+    from coordinator.launcher import CoordinatorProcess, CoordinatorStartError
+
+    state = tmp_path / "state"
+    seg, offsets = _ten_groups(state)
+    broken = bytearray(seg.read_bytes())
+    broken[offsets[3] + dl.HEADER_SIZE + 10] ^= 0x20
+    seg.write_bytes(bytes(broken))
+    proc = CoordinatorProcess(state)
+    with pytest.raises(CoordinatorStartError) as info:
+        proc.start()
+    proc.terminate()
+    assert proc.returncode == 1
+    assert f"{seg} at byte {offsets[3]}" in str(info.value) and "--truncate-corrupt" in str(info.value)
+    assert seg.read_bytes() == bytes(broken)
+    proc = CoordinatorProcess(state, extra_args=["--truncate-corrupt"])
+    proc.start()
+    try:
+        with CoordinatorClient(proc.endpoint, timeout=10) as c:
+            assert sorted(c.status()["groups"]) == [f"group-{g}" for g in range(3)]
+    finally:
+        proc.terminate()
+    assert (state / f"{seg.name}.corrupt-{offsets[3]}").exists()
