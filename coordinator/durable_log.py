@@ -48,8 +48,8 @@ from pathlib import Path
 # re-exported here for callers of the log.
 from coordinator.log_recovery import (  # noqa: F401
     LOCK_NAME,
-    CorruptLog,
     SEGMENT_RE,
+    CorruptLog,
     Recovery,
     StateDirInUse,
     lock_state_dir,

@@ -40,7 +40,7 @@ with "upgrade the coordinator" instead of taking them for damage.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coordinator.record_frame import MAX_PAYLOAD_BYTES, RecordTooLarge
