@@ -184,13 +184,16 @@ class StateStore(StoreReplay, StoreMaintenance):
             for group, at in active:
                 batcher.add_activity(group, at)
             batcher.flush()
-        self._append_payload(payload, sum(records.entry_count(e) for e in entries))
+        self._append_payload(payload, sum(records.entry_count(e) for e in entries), carries_activity=True)
         for entry in entries:
             self._apply(entry)
 
-    def _append_payload(self, payload: bytes, count: int) -> None:
+    def _append_payload(self, payload: bytes, count: int, *, carries_activity: bool = False) -> None:
+        """Append one encoded record; `carries_activity`: it holds the activity of every
+        group touched since the last such record (so those need not be written again)."""
         self._log.append(payload)  # first: if the log refuses, nothing changed
-        self._dirty_activity.clear()
+        if carries_activity:
+            self._dirty_activity.clear()
         self._log_entries += count
         self._appended_entries += count
         self._log_records += 1
@@ -305,7 +308,8 @@ class StateStore(StoreReplay, StoreMaintenance):
         is in use (registry and control-variable requests, merges, region
         heartbeats, acks and checkpoints). Retention tombstones a group's state
         only after `retention_s` without any. Kept in memory and persisted with
-        the next record; a group that holds no state is ignored."""
+        the next record or the next `expire()` run, whichever comes first; a
+        group that holds no state is ignored."""
         if group in self._groups or self._control.has_group(group):
             self._mark_active(group)
 

@@ -148,9 +148,16 @@ class StoreMaintenance:
             expired += n
             log.debug("retention: group %r idle since %.0f: tombstoning %d control variables%s",
                       group, last, n, " and its registry entry" if drop_registry else "")
+        # The activity of groups touched since the last record (reads, heartbeats) rides
+        # on the next request's record; written here too, so that even a group that is
+        # only read has its activity on disk within one expiry interval.
+        carried = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        for group, at in carried:
+            batcher.add_activity(group, at)
         # A group may span records: a crash between them leaves it idle, and the
         # next expire finishes it.
         batcher.flush()
+        self._dirty_activity.difference_update(g for g, _ in carried)
         for group, _ in idle:
             if group not in self._groups and not self._control.has_group(group):
                 self._activity.pop(group, None)

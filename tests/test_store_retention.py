@@ -141,3 +141,43 @@ def test_a_failed_log_stays_fatal_for_maintenance(tmp_path):
         store.expire()
     assert store.get_initial_offsets("g") == {("t", 0): 1}  # nothing applied ahead of the log
     store.close()
+
+
+def test_activity_touched_before_an_expiry_survives_a_restart(tmp_path):
+    """Expiry writes records of its own; the activity of groups touched since the
+    last write must still reach the log, or a restart would date them back."""
+    clock = Clock()
+    store = StateStore(tmp_path, clock=clock, retention_s=100)
+    store.load()
+    store.put_initial_offsets("busy", {("t", 0): 1})
+    store.put_initial_offsets("idle", {("t", 0): 1})
+    store.sync()
+    clock.now += 90
+    store.touch("busy")  # in memory only, until the next record
+    clock.now += 20
+    assert store.expire() == 1  # "idle" (1000) expires, "busy" (1090) stays: cutoff 1010
+    store.sync()
+    store.close()  # no other write after the expiry
+    again = StateStore(tmp_path, clock=clock, retention_s=100)
+    again.load()
+    assert again.expire() == 0  # "busy" is dated 1090 from the log, not 1000
+    assert again.get_initial_offsets("busy") == {("t", 0): 1}
+    again.close()
+
+
+def test_activity_of_a_group_that_is_only_read_reaches_the_log_at_the_next_expiry(tmp_path):
+    clock = Clock()
+    store = StateStore(tmp_path, clock=clock, retention_s=100)
+    store.load()
+    store.put_initial_offsets("read-only", {("t", 0): 1})
+    store.sync()
+    clock.now += 90
+    store.touch("read-only")  # a read: no record of its own
+    assert store.expire() == 0  # nothing idle, but the activity is written
+    store.sync()
+    store.close()
+    clock.now += 20  # 110 s after the write, 20 s after the read
+    again = StateStore(tmp_path, clock=clock, retention_s=100)
+    again.load()
+    assert again.expire() == 0 and again.get_initial_offsets("read-only") == {("t", 0): 1}
+    again.close()
