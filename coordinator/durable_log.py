@@ -285,7 +285,7 @@ class SegmentLog:
             rewrite.seal()
             crash_point("switch-sealed")
             os.rename(rewrite.tmp, rewrite.final)
-        except OSError:
+        except BaseException:
             rewrite.abort()  # nothing switched: the old segment stays in use
             raise
         # Renamed: from here on the directory may name the new segment, so appends

@@ -90,8 +90,10 @@ def test_a_crash_at_each_compaction_step_keeps_everything_acknowledged(tmp_path,
     _check_acknowledged(tmp_path, acked[-1])
 
 
-@pytest.mark.parametrize("step", ["rewrite-record", "rewrite-caught-up", "rewrite-fsynced"])
-def test_a_failure_at_a_compaction_thread_step_keeps_the_old_segment(tmp_path, step):
+@pytest.mark.parametrize(
+    "step", ["rewrite-record", "rewrite-caught-up", "rewrite-fsynced", "switch-copied", "switch-sealed"]
+)
+def test_a_failure_before_the_rename_keeps_the_old_segment(tmp_path, step):
     store = StateStore(tmp_path, compact_min_bytes=0, compact_dead_ratio=0.05)
     store.load()
     for i in range(GROUPS):
@@ -116,5 +118,8 @@ def test_a_failure_at_a_compaction_thread_step_keeps_the_old_segment(tmp_path, s
         dl.set_crash_point(None)
     assert store._log.path == segment and not list(tmp_path.glob("*.tmp"))
     assert store.stats()["compaction_failures"] == 1
+    store.put_document("ns", "after", {"ok": True})  # the old segment still takes writes
+    store.compact()  # and a later compaction succeeds
+    assert store._log.path != segment
     store.close()
     _check_acknowledged(tmp_path, GROUPS - 1)
