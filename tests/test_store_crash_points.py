@@ -24,10 +24,14 @@ CHILD = textwrap.dedent(
     from coordinator.state_store import StateStore
 
     step, state_dir = sys.argv[1], sys.argv[2]
+    target, _, nth = step.partition("#")  # "name#n": the n-th time the step is reached
+    seen = {"n": 0}
 
     def crash(name):
-        if name == step:
-            os._exit(%d)
+        if name == target:
+            seen["n"] += 1
+            if seen["n"] == int(nth or 1):
+                os._exit(%d)
 
     store = StateStore(state_dir, compact_min_bytes=0, compact_dead_ratio=0.05)
     store.load()
@@ -75,7 +79,7 @@ def _check_acknowledged(state_dir: Path, last: int) -> None:
     assert len(list(state_dir.glob("segment-*.log"))) == 1 and not list(state_dir.glob("*.tmp"))
 
 
-@pytest.mark.parametrize("step", dl.CRASH_STEPS)
+@pytest.mark.parametrize("step", [*dl.CRASH_STEPS, "rewrite-record#2"])
 def test_a_crash_at_each_compaction_step_keeps_everything_acknowledged(tmp_path, step):
     out = subprocess.run(
         [sys.executable, "-c", CHILD, step, str(tmp_path)],
