@@ -2,7 +2,7 @@
 
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
-                   [--allow-remote] [--max-frame-bytes N] [--log-level INFO]
+                   [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
                    [--max-connections N] [--handshake-timeout 10s]
     cr-coordinator keygen --out DIR [--name NAME]
 
@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     add_connection_arguments(p)
+    p.add_argument(
+        "--truncate-corrupt", action="store_true",
+        help="if the state log is damaged where acknowledged records may lie (a bad record followed by "
+        "valid ones, or a CRC-valid record that does not decode), cut it at the damage instead of refusing "
+        "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
+    )
     return p
 
 
@@ -225,7 +231,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
         curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
         auth = security.CurveAuthenticator(ctx, allowed)
         auth.start()
-    store = StateStore(Path(args.state_dir), retention_s=args.retention)
+    store = StateStore(Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt)
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
         store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
@@ -235,7 +241,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
     server.add_service(registry)
     server.add_service(ControlVariablesService())
     server.add_service(MergeService(registry))
-    server.add_service(RegionControllerService())  # issue 4: consistent regions
+    server.add_service(RegionControllerService())
 
     stop = threading.Event()
 

@@ -10,8 +10,12 @@ segment. The store's owner thread is blocked only for steps 1 and 5:
    see `control_table`), the registry, the documents, the activity times; and
    note the log offset `start` where the snapshot stands. ~1 ms at 1,000
    groups, ~8 ms at 100,000 groups.
-2. (compaction thread) write the snapshot as batched records (at most
-   `batch_entries` keyed entries each) into `segment-<g+1>.log.tmp`.
+2. (compaction thread) write the snapshot as batched records into
+   `segment-<g+1>.log.tmp`: `records.Batcher` bounds each record by bytes
+   (`records.BATCH_BYTES`) and by keyed entries (`batch_entries`), so no
+   record comes near the frame limit however long the names are. The
+   registry is written per member (a group's "r" entry, then one "m" entry
+   per member), also when the old segment held version-1 whole-group values.
 3. (compaction thread) catch up: copy the bytes the owner appended to the old
    segment since `start` (raw records, up to the owner's last write), repeating
    while more than CATCH_UP_SLACK bytes remain, then fsync the new file.
@@ -28,7 +32,10 @@ Failure: if steps 2-3 fail (disk full, ...) the error is logged with its
 traceback, the `.tmp` file is deleted, the failure is counted in the store's
 stats, and the old segment stays in use: nothing is lost. A crash at any step
 leaves either the old segment (the `.tmp` is deleted on open) or, after the
-rename, the complete new one (the old segment is deleted on open).
+rename, the complete new one (the old segment is deleted on open). Every step
+calls `durable_log.crash_point` (a test hook; the names are
+`durable_log.CRASH_STEPS`), and tests/test_store_crash_points.py crashes a
+process at each of them.
 """
 
 from __future__ import annotations
@@ -39,13 +46,13 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from coordinator import records
 from coordinator.control_table import Snapshot, iter_snapshot
-from coordinator.durable_log import SegmentLog, SegmentRewrite
+from coordinator.durable_log import SegmentLog, SegmentRewrite, crash_point
+from coordinator.store_replay import RegistryEntry
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +70,7 @@ JOIN_TIMEOUT_S = 30.0
 @attrs.frozen
 class StoreSnapshot:
     control: Snapshot
-    groups: dict[str, Any]  # group -> frozen registry value (has .value())
+    groups: dict[str, RegistryEntry]
     documents: dict[str, dict[str, str]]  # namespace -> key -> JSON text
     activity: dict[str, float]  # may name groups without state: filtered when written
     ts: float
@@ -84,6 +91,7 @@ class Compaction:
         self.batch_entries = batch_entries
         self.entries_written = 0  # keyed entries in the snapshot part
         self.records_written = 0  # records in the snapshot part
+        self.largest_record = 0  # payload bytes of the largest record written
         self.error: BaseException | None = None
         self.done = threading.Event()
         self._cancel = threading.Event()
@@ -101,7 +109,9 @@ class Compaction:
             self._rewrite = self._seglog.begin_rewrite()
             self._write_snapshot(self._rewrite)
             self._catch_up(self._rewrite)
+            crash_point("rewrite-caught-up")
             self._rewrite.fsync()
+            crash_point("rewrite-fsynced")
         except BaseException as exc:  # reported to the owner through self.error
             self.error = exc
             if not isinstance(exc, CompactionCancelled):
@@ -129,41 +139,31 @@ class Compaction:
             self._last_yield = time.perf_counter()
 
     def _write_snapshot(self, out: SegmentRewrite) -> None:
-        snap, batch = self._snap, self.batch_entries
-        activity = [(g, t) for g, t in snap.activity.items() if g in snap.groups or g in snap.control]
-        for i in range(0, len(activity), batch):
-            out.append(records.encode(snap.ts, [], dict(activity[i : i + batch])))
+        snap = self._snap
+
+        def emit(payload: bytes, _entries: list[list], count: int) -> None:
+            out.append(payload)
+            self.entries_written += count
             self.records_written += 1
-        entries: list[list] = []
-        count = 0
+            crash_point("rewrite-record")
+            self._check_cancel()
 
-        def emit() -> None:
-            nonlocal entries, count
-            if entries:
-                out.append(records.encode(snap.ts, entries))
-                self.entries_written += count
-                self.records_written += 1
-                entries, count = [], 0
-                self._check_cancel()
-
+        batcher = records.Batcher(snap.ts, emit, max_entries=self.batch_entries)
+        for group, at in snap.activity.items():
+            if group in snap.groups or group in snap.control:
+                batcher.add_activity(group, at)
         for group, value in snap.groups.items():
-            entries.append([records.GROUP, group, value.value()])
-            count += 1
-            if count >= batch:
-                emit()
+            batcher.add(records.registry_entry(group, value.region_index))
+            for member in value.members:
+                batcher.add(records.member_entry(group, member, True))
         for namespace, docs in snap.documents.items():
             for key, text in docs.items():
-                entries.append(records.document_entry(namespace, key, json.loads(text)))
-                count += 1
-                if count >= batch:
-                    emit()
-        for group, topic, partitions, offsets in iter_snapshot(snap.control, batch):
+                batcher.add(records.document_entry(namespace, key, json.loads(text)))
+        for group, topic, partitions, offsets in iter_snapshot(snap.control, self.batch_entries):
             self._yield()
-            if count + len(partitions) > batch:
-                emit()
-            entries.append(records.control_entry(group, topic, partitions, offsets))
-            count += len(partitions)
-        emit()
+            batcher.add(records.control_entry(group, topic, partitions, offsets))
+        batcher.flush()
+        self.largest_record = batcher.largest
 
     def _catch_up(self, out: SegmentRewrite) -> None:
         for _ in range(CATCH_UP_ROUNDS):
@@ -201,6 +201,7 @@ def delete_segment(path: Path) -> threading.Thread:
     def run() -> None:
         try:
             os.unlink(path)
+            crash_point("old-segment-deleted")
         except Exception:
             log.exception("could not delete superseded segment %s (it is removed on next start)", path)
 

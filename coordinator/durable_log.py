@@ -12,7 +12,9 @@ Protocol of the writer (one owner thread):
 
 1. `open(on_record)` locks the directory and recovers the newest segment
    (`coordinator.log_recovery`); appends then follow its last good record.
-2. `append(payload)` frames the record into an in-memory buffer: no I/O.
+2. `append(payload)` frames the record into an in-memory buffer: no I/O. A
+   payload over the frame limit raises `RecordTooLarge` and nothing is
+   buffered: no writer can put a record on disk that recovery would reject.
 3. `sync()` writes the whole buffer with one write() and makes it durable with
    one fsync (plus one fsync of the directory when a file was created or
    renamed since the last sync). That is the group commit: everything appended
@@ -30,7 +32,9 @@ Protocol of the writer (one owner thread):
 Compaction support (`begin_rewrite` / `SegmentRewrite` / `switch_to`): the new
 segment is written as `segment-<generation+1>.log.tmp`, fsynced, renamed to its
 final name (atomic), and the directory fsynced; then the writer switches to it
-and the old segment is deleted.
+and the old segment is deleted. Each step calls `crash_point(name)` (a test
+hook, see `set_crash_point`) so tests can crash the process there and check
+that a restart loads everything acknowledged.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from pathlib import Path
 from coordinator.log_recovery import (  # noqa: F401
     LOCK_NAME,
     SEGMENT_RE,
+    CorruptLog,
     Recovery,
     StateDirInUse,
     lock_state_dir,
@@ -55,9 +60,12 @@ from coordinator.record_frame import (  # noqa: F401
     FORMAT_VERSION,
     HEADER,
     HEADER_SIZE,
+    MAX_PAYLOAD_BYTES,
     MAX_RECORD_BYTES,
     Damage,
+    DamageKind,
     LogError,
+    RecordTooLarge,
     ScanResult,
     UnsupportedFormat,
     encode_record,
@@ -74,6 +82,34 @@ FLUSH_THRESHOLD = 4 << 20
 # out other files' dirty data, so a large unflushed rewrite would add its whole
 # size to the latency of the next acknowledged write.
 REWRITE_SYNC_EVERY = 256 << 10
+
+
+# Test hook: called with the name of each step of a compaction (CRASH_STEPS);
+# tests install a function that raises or calls os._exit at one of them.
+_crash_hook: Callable[[str], None] | None = None
+
+#: The named steps of a compaction, in order (see coordinator/compaction.py).
+CRASH_STEPS = (
+    "rewrite-record",  # after each record of the snapshot was written to the .tmp file
+    "rewrite-caught-up",  # the .tmp file holds the snapshot and the catch-up copy
+    "rewrite-fsynced",  # the compaction thread fsynced the .tmp file
+    "switch-copied",  # the owner copied the last records into the .tmp file
+    "switch-sealed",  # the .tmp file is fsynced and closed, not yet renamed
+    "switch-renamed",  # renamed into place, directory not yet fsynced
+    "switch-dir-fsynced",  # the directory is fsynced: the new segment is the log
+    "old-segment-deleted",  # the superseded segment was unlinked
+)
+
+
+def set_crash_point(hook: Callable[[str], None] | None) -> None:
+    """Install (or remove, with None) the test hook called at every CRASH_STEPS step."""
+    global _crash_hook
+    _crash_hook = hook
+
+
+def crash_point(step: str) -> None:
+    if _crash_hook is not None:
+        _crash_hook(step)
 
 
 class LogFailed(LogError):
@@ -109,13 +145,16 @@ class SegmentLog:
         self.failed: OSError | None = None  # set by the first write/fsync failure
 
     # ---- open ----------------------------------------------------------------------
-    def open(self, on_record: Callable[[int, memoryview], None]) -> Recovery:
-        """Lock the directory, clean leftovers, replay the newest segment, repair its tail
-        (`coordinator.log_recovery`); then appends follow the last good record."""
+    def open(self, on_record: Callable[[int, memoryview], None], *, truncate_corrupt: bool = False) -> Recovery:
+        """Lock the directory, clean leftovers, replay the newest segment, repair a torn
+        tail (`coordinator.log_recovery`); then appends follow the last good record.
+
+        Damage that is not a torn tail raises `CorruptLog` (nothing changed) unless
+        `truncate_corrupt` (the operator's explicit choice) cuts the log there."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_state_dir(self.state_dir)
         try:
-            self._fd, recovery = recover(self.state_dir, on_record)
+            self._fd, recovery = recover(self.state_dir, on_record, truncate_corrupt=truncate_corrupt)
             self.generation, self.path = recovery.generation, recovery.path
             self._file_end = self.flushed_end = recovery.bytes
             if recovery.dir_changed:
@@ -145,7 +184,9 @@ class SegmentLog:
         return len(self._buf)
 
     def append(self, payload: bytes) -> int:
-        """Frame `payload` into the buffer; returns its offset. Durable after the next sync()."""
+        """Frame `payload` into the buffer; returns its offset. Durable after the next sync().
+
+        Raises RecordTooLarge (nothing buffered) for a payload over MAX_PAYLOAD_BYTES."""
         self._check_open()
         offset = self.size
         self._buf += encode_record(payload)
@@ -240,13 +281,18 @@ class SegmentLog:
         try:
             for chunk in self.read_range(copied_upto, self._file_end):
                 rewrite.write(chunk)
+            crash_point("switch-copied")
             rewrite.seal()
+            crash_point("switch-sealed")
             os.rename(rewrite.tmp, rewrite.final)
-        except OSError:
+        except BaseException:
             rewrite.abort()  # nothing switched: the old segment stays in use
             raise
         # Renamed: from here on the directory may name the new segment, so appends
         # must go there; a failure now is fatal (fail-stop, see the module docstring).
+        # The rename is durable only with the directory's fsync: until that has
+        # succeeded, every sync() fsyncs the directory too.
+        self._dir_dirty = True
         old_path, old_fd = self.path, self._fd
         try:
             self._fd = os.open(rewrite.final, os.O_RDWR | os.O_APPEND)
@@ -255,10 +301,13 @@ class SegmentLog:
         os.close(old_fd)
         self.path, self.generation = rewrite.final, rewrite.generation
         self._file_end = self.flushed_end = rewrite.size
+        crash_point("switch-renamed")
         try:
             fsync_dir(self.state_dir)
         except OSError as exc:
             self._fail(exc, "directory fsync after compaction")
+        self._dir_dirty = False
+        crash_point("switch-dir-fsynced")
         return old_path
 
 
@@ -275,6 +324,7 @@ class SegmentRewrite:
         self._synced = 0
 
     def append(self, payload: bytes) -> None:
+        """Frame and write one record; RecordTooLarge (nothing written) over the limit."""
         self.write(encode_record(payload))
 
     def write(self, data: bytes) -> None:

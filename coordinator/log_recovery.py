@@ -25,21 +25,31 @@ Recovery on open:
    get to delete the old file). The rename is the commit point of a compaction,
    so the newest segment is always complete.
 3. Scan the newest segment from offset 0, handing every record to the
-   caller's `on_record(offset, payload)`. The first record that is short (torn
-   length or payload), has a bad CRC or is not decodable (the callback raises
-   ValueError) ends the valid log: like Kafka's log recovery, everything from
-   that record on is cut off (`_cut_tail`). The cut bytes are first copied to a
-   `.corrupt-<offset>` file and fsynced, then the segment is truncated and
-   fsynced, and new appends follow the last good record. A torn tail is logged
-   as a WARNING; a bad record followed by valid records (corruption in the
-   middle, not a torn write) is logged as an ERROR with the number of valid
-   records lost. Since a sync returns only after the bytes are on disk, a torn
-   tail can only contain records that were never acknowledged.
-4. A record whose CRC is valid but whose version is newer than this code
+   caller's `on_record(offset, payload)` (`record_frame.scan`).
+4. The first bad record ends the valid log. What happens depends on its kind
+   (`record_frame.DamageKind`; the reasoning is in docs/durable-state.md,
+   "Torn tail or corruption"):
+   - TORN (nothing good follows it: the end of an append cut by a crash) is
+     truncated automatically and logged as a WARNING. Since a sync returns
+     only after the bytes are on disk, a torn tail holds no acknowledged
+     record.
+   - CORRUPT (a good record follows it) and UNDECODABLE (CRC-valid but not a
+     record) may hide acknowledged records: open fails with `CorruptLog`,
+     naming the file and the byte offset, and changes nothing, unless the
+     operator passed `truncate_corrupt` (`cr-coordinator --truncate-corrupt`);
+     then the log is cut there too, logged as an ERROR with the number of
+     good records lost.
+   A cut first copies the bytes from the bad record on to
+   `<segment>.corrupt-<offset>` and fsyncs it, then truncates the segment
+   and fsyncs it; new appends follow the last good record.
+5. A record whose CRC is valid but whose version is newer than this code
    understands is not corruption: open fails with `UnsupportedFormat` and
    truncates nothing (upgrade the coordinator). Any other exception of the
    callback (a `LogError` for a well-formed record that cannot be applied) also
    stops the open without truncating.
+6. A good record over the frame limit (written by an older coordinator that
+   did not bound its records) is replayed and logged as a WARNING; the next
+   compaction rewrites its entries in bounded records.
 
 If a file was created, deleted or cut, `Recovery.dir_changed` tells the log to
 fsync the directory before it acknowledges anything.
@@ -57,7 +67,7 @@ from pathlib import Path
 
 import attrs
 
-from coordinator.record_frame import Damage, LogError, scan
+from coordinator.record_frame import MAX_RECORD_BYTES, Damage, DamageKind, LogError, scan
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +77,19 @@ LOCK_NAME = "LOCK"
 
 class StateDirInUse(LogError):
     pass
+
+
+class CorruptLog(LogError):
+    """The segment is damaged where acknowledged records may lie; nothing was changed."""
+
+    def __init__(self, path: Path, damage: Damage) -> None:
+        super().__init__(
+            f"{damage.describe(path)}. Not a torn tail, so records after it may have been "
+            f"acknowledged; nothing was truncated. Keep a copy of {path.parent}, then restart "
+            f"with --truncate-corrupt to cut the log at byte {damage.offset} "
+            f"(the {damage.size} bytes cut would be kept in {path.name}.corrupt-{damage.offset})"
+        )
+        self.path, self.damage = path, damage
 
 
 def segment_name(generation: int) -> str:
@@ -83,6 +106,7 @@ class Recovery:
     bytes: int  # valid bytes replayed
     truncated_bytes: int
     damage: Damage | None
+    oversize_records: int  # good records over the frame limit (written by an older coordinator)
     removed: tuple[str, ...]  # leftover files deleted (tmp files, superseded segments)
     dir_changed: bool  # a file was created, deleted or cut: the directory needs an fsync
 
@@ -135,9 +159,14 @@ def lock_state_dir(state_dir: Path) -> int:
     return fd
 
 
-def recover(state_dir: Path, on_record: Callable[[int, memoryview], None]) -> tuple[int, Recovery]:
-    """Steps 2-4 (the caller holds the lock): returns an O_APPEND fd of the newest
-    segment, positioned after its last good record, and what was found."""
+def recover(
+    state_dir: Path, on_record: Callable[[int, memoryview], None], *, truncate_corrupt: bool = False
+) -> tuple[int, Recovery]:
+    """Steps 2-6 (the caller holds the lock): returns an O_APPEND fd of the newest
+    segment, positioned after its last good record, and what was found.
+
+    Raises CorruptLog (nothing changed) for damage that is not a torn tail,
+    unless `truncate_corrupt`."""
     generation, removed = _remove_leftovers(state_dir)
     path = state_dir / segment_name(generation)
     created = not path.exists()
@@ -146,15 +175,22 @@ def recover(state_dir: Path, on_record: Callable[[int, memoryview], None]) -> tu
         with open(path, "rb") as f:
             data = f.read()
         result = scan(data, on_record, path=path)
+        for offset in result.oversize_records:
+            log.warning("%s: record at byte %d is over the %d-byte frame limit (written by an older "
+                        "coordinator); replayed, the next compaction rewrites it in bounded records",
+                        path, offset, MAX_RECORD_BYTES)
         truncated = 0
         if result.damage is not None:
+            if result.damage.kind is not DamageKind.TORN and not truncate_corrupt:
+                raise CorruptLog(path, result.damage)
             truncated = _cut_tail(path, fd, data, result.damage)
     except BaseException:
         os.close(fd)
         raise
     dir_changed = created or bool(removed) or result.damage is not None
     return fd, Recovery(
-        path, generation, result.records, result.end, truncated, result.damage, tuple(removed), dir_changed
+        path, generation, result.records, result.end, truncated, result.damage, len(result.oversize_records),
+        tuple(removed), dir_changed,
     )
 
 
@@ -178,7 +214,7 @@ def _remove_leftovers(state_dir: Path) -> tuple[int, list[str]]:
 
 
 def _cut_tail(path: Path, fd: int, data: bytes, damage: Damage) -> int:
-    """Step 3: keep the bad bytes in `.corrupt-<offset>`, truncate the segment there."""
+    """Step 4: keep the bad bytes in `.corrupt-<offset>`, truncate the segment there."""
     keep = path.parent / f"{path.name}.corrupt-{damage.offset}"
     with open(keep, "wb") as f:
         f.write(data[damage.offset :])
@@ -186,17 +222,16 @@ def _cut_tail(path: Path, fd: int, data: bytes, damage: Damage) -> int:
         os.fsync(f.fileno())
     os.ftruncate(fd, damage.offset)
     os.fsync(fd)
-    if damage.valid_records_after:
-        log.error(
-            "%s: corrupt record at byte %d (%s) followed by %d valid records: not a torn write "
-            "but damage inside the log; cut %d bytes at that record (copy kept in %s); "
-            "values written by those records are lost",
-            path, damage.offset, damage.reason, damage.valid_records_after, damage.size, keep,
-        )
-    else:
+    if damage.kind is DamageKind.TORN:
         log.warning(
             "%s: torn tail at byte %d (%s): truncated %d bytes (copy kept in %s); "
             "appends continue after the last good record",
             path, damage.offset, damage.reason, damage.size, keep,
+        )
+    else:
+        log.error(
+            "--truncate-corrupt: %s; cut %d bytes at byte %d (copy kept in %s): the values written by "
+            "%d or more valid records after it are lost",
+            damage.describe(path), damage.size, damage.offset, keep, damage.valid_records_after,
         )
     return damage.size

@@ -103,6 +103,7 @@ class MergeService:
 
     def _on_merge(self, req: Request, msg: protocol.MergeCheckpoint) -> Any:
         self._registry.require_member(msg.group, msg.operator)
+        self._server.store.touch(msg.group)  # retention activity
         retired = self._retired.get(msg.group)
         if retired is not None and msg.seq <= retired:
             raise MergeRetired(f"checkpoint {msg.seq} of group {msg.group!r} is retired (retired up to {retired})")
@@ -171,6 +172,7 @@ class MergeService:
             log.warning("merge %s dropped: every contributor timed out (%d of %d)", key, len(have), pending.n)
 
     def _on_retire(self, req: Request, msg: protocol.RetireCheckpoint) -> dict[str, Any]:
+        self._server.store.touch(msg.group)  # retention activity
         self._retired[msg.group] = max(msg.seq, self._retired.get(msg.group, -1))
         dropped = 0
         for key in [k for k in self._pending if k[0] == msg.group and k[1] <= msg.seq]:

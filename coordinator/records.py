@@ -1,37 +1,64 @@
-"""Payload of one durable-log record (format version 1): versioned JSON, never pickle.
+"""Payload of one durable-log record: versioned JSON, never pickle.
 
-One record carries every entry written by one request, so a request's entries
-are replayed all or nothing (the transactional commit of seed 002). The record
-frame (length, CRC32C, version byte) is `coordinator.durable_log`'s business.
+The frame's version byte (`coordinator.record_frame`) is the payload version.
+Version 2 is written; version 1 records are still read, so a log written by an
+older coordinator replays unchanged.
 
 Payload (UTF-8 JSON object)::
 
     {"ts": 1732240000.5,               # wall-clock time of the write (informational)
-     "act": {"group-a": 1732240000.5}, # optional: last-activity time of groups (retention)
-     "e": [ENTRY, ...]}                # keyed entries, applied in order
+     "e": [ENTRY, ...],                # keyed entries, applied in order
+     "act": {"group-a": 1732240000.5}} # optional: last-activity time of groups (retention)
 
     ENTRY is one of
       ["c", group, topic, [partition, ...], [offset | null, ...]]
             control variables (group, topic, partition) -> initial offset;
             null = tombstone. One "c" entry counts as len(partitions) keyed entries.
+      ["r", group, region_index | null]                      (version 2)
+            the group's registry entry (its consistent-region index);
+            null = tombstone of the group and of all its members
+      ["m", group, member, 1 | null]                         (version 2)
+            member registered in the group (key: group + member, as in the
+            offsets topic); null = tombstone. The group's "r" comes first.
       ["g", group, {"region_index": int, "members": [name, ...]} | null]
-            the group's registry entry (whole value); null = tombstone
+            (version 1 only, read but no longer written) the whole registry
+            value: every register rewrote the whole member list
       ["d", namespace, key, {...} | null]
             a small JSON document of another service; null = tombstone
 
+One record carries every entry written by one request, so a request's entries
+are replayed all or nothing (the transactional commit of seed 002). Records
+written in bulk (compaction, expiry, activity) are packed by `Batcher`, which
+bounds every record by bytes (BATCH_BYTES) and by entries (BATCH_ENTRIES).
+
 Unknown fields of the payload object are ignored (forward-compatible additions);
-an unknown entry kind makes the record undecodable.
+an unknown entry kind makes the record undecodable. The "r" and "m" kinds are
+why the version byte went to 2: a coordinator that reads only version 1 stops
+with "upgrade the coordinator" instead of taking them for damage.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from coordinator.record_frame import MAX_PAYLOAD_BYTES, RecordTooLarge
+
 CONTROL = "c"
-GROUP = "g"
+REGISTRY = "r"
+MEMBER = "m"
+GROUP = "g"  # version 1
 DOCUMENT = "d"
+
+#: Payload bytes of one batched record at most. Far below the frame limit, so
+#: that an entry that fits a record alone always fits, and so that replay and
+#: the compaction thread handle records of bounded size (~1 MiB: a few ms of
+#: JSON decoding each).
+BATCH_BYTES = 1 << 20
+#: Keyed entries per batched record at most (seed: batched records make a
+#: 1,000,000-entry replay take well under 2 s).
+BATCH_ENTRIES = 10_000
 
 # The C scanner behind json.loads, without its per-call wrapper (replay speed).
 _scan_once = json.JSONDecoder().scan_once
@@ -42,12 +69,12 @@ def control_entry(group: str, topic: str, partitions: Sequence[int], offsets: Se
     return [CONTROL, group, topic, list(partitions), list(offsets)]
 
 
-def group_entry(group: str, region_index: int, members: Iterable[str]) -> list:
-    return [GROUP, group, {"region_index": region_index, "members": sorted(members)}]
+def registry_entry(group: str, region_index: int | None) -> list:
+    return [REGISTRY, group, region_index]
 
 
-def group_tombstone(group: str) -> list:
-    return [GROUP, group, None]
+def member_entry(group: str, member: str, present: bool) -> list:
+    return [MEMBER, group, member, 1 if present else None]
 
 
 def document_entry(namespace: str, key: str, value: Mapping[str, Any] | None) -> list:
@@ -59,11 +86,111 @@ def entry_count(entry: list) -> int:
     return len(entry[3]) if entry[0] == CONTROL else 1
 
 
-def encode(ts: float, entries: list[list], act: Mapping[str, float] | None = None) -> bytes:
-    body: dict[str, Any] = {"ts": ts, "e": entries}
+def encode_entry(entry: list) -> bytes:
+    return _dumps(entry).encode("utf-8")
+
+
+def encode_activity(group: str, at: float) -> bytes:
+    return f"{_dumps(group)}:{_dumps(at)}".encode()
+
+
+def assemble(ts: float, entries: Sequence[bytes], act: Sequence[bytes] = ()) -> bytes:
+    """The payload of pre-encoded entries (`encode_entry`) and activity items
+    (`encode_activity`); same bytes as encoding the whole object at once."""
+    out = b'{"ts":' + _dumps(ts).encode() + b',"e":[' + b",".join(entries) + b"]"
     if act:
-        body["act"] = act
-    return _dumps(body).encode("utf-8")
+        out += b',"act":{' + b",".join(act) + b"}"
+    return out + b"}"
+
+
+def encode(ts: float, entries: list[list], act: Mapping[str, float] | None = None) -> bytes:
+    return assemble(ts, [encode_entry(e) for e in entries], [encode_activity(g, t) for g, t in (act or {}).items()])
+
+
+def _overhead(ts: float) -> int:
+    """Bytes of a payload besides its entries and activity items (upper bound)."""
+    return len(assemble(ts, [], [b""])) + 8
+
+
+class Batcher:
+    """Packs entries and activity items into records bounded by bytes and entries.
+
+    `emit(payload, entries, count)` is called for every record, in order, with
+    the entries it holds and their keyed-entry count; `flush()` emits the last
+    one. An entry too large for a batch is emitted alone if it fits the frame;
+    a control entry that does not is split by partitions; anything else raises
+    RecordTooLarge before it is emitted.
+    """
+
+    def __init__(
+        self,
+        ts: float,
+        emit: Callable[[bytes, list[list], int], None],
+        *,
+        max_bytes: int = BATCH_BYTES,
+        max_entries: int = BATCH_ENTRIES,
+    ) -> None:
+        self.ts = ts
+        self._emit = emit
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._overhead = _overhead(ts)
+        self._parts: list[bytes] = []
+        self._entries: list[list] = []
+        self._act: list[bytes] = []
+        self._bytes = self._overhead
+        self._count = 0
+        self.records = 0
+        self.largest = 0  # payload bytes of the largest record emitted
+
+    def add(self, entry: list) -> None:
+        part = encode_entry(entry)
+        count = entry_count(entry)
+        size = len(part) + 1
+        if self._overhead + size > self.max_bytes or count > self.max_entries:
+            self._add_oversize(entry, part, count)
+            return
+        if self._bytes + size > self.max_bytes or self._count + count > self.max_entries:
+            self.flush()
+        self._parts.append(part)
+        self._entries.append(entry)
+        self._bytes += size
+        self._count += count
+
+    def add_activity(self, group: str, at: float) -> None:
+        part = encode_activity(group, at)
+        size = len(part) + 1
+        if self._overhead + size > MAX_PAYLOAD_BYTES:
+            raise RecordTooLarge(f"activity of group {group[:80]!r}... does not fit a log record")
+        if self._bytes + size > self.max_bytes:
+            self.flush()
+        self._act.append(part)
+        self._bytes += size
+
+    def _add_oversize(self, entry: list, part: bytes, count: int) -> None:
+        if entry[0] == CONTROL and len(entry[3]) > 1:
+            half = len(entry[3]) // 2
+            _, group, topic, partitions, offsets = entry
+            self.add(control_entry(group, topic, partitions[:half], offsets[:half]))
+            self.add(control_entry(group, topic, partitions[half:], offsets[half:]))
+            return
+        if self._overhead + len(part) > MAX_PAYLOAD_BYTES:
+            raise RecordTooLarge(f"one {entry[0]!r} entry of {len(part)} bytes does not fit a log record")
+        self.flush()
+        self._parts, self._entries, self._count = [part], [entry], count
+        self._bytes += len(part) + 1
+        self.flush()
+
+    def flush(self) -> None:
+        if not self._parts and not self._act:
+            return
+        payload = assemble(self.ts, self._parts, self._act)
+        entries, count = self._entries, self._count
+        self._parts, self._entries, self._act = [], [], []
+        self._bytes, self._count = self._overhead, 0
+        self.records += 1
+        self.largest = max(self.largest, len(payload))
+        self._emit(payload, entries, count)
 
 
 def decode(payload: bytes | memoryview) -> tuple[float, dict[str, float], list[list]]:
@@ -102,6 +229,10 @@ def _check_entry(entry: Any) -> None:
             and isinstance(entry[4], list)
             and len(entry[3]) == len(entry[4])
         )
+    elif kind == REGISTRY:
+        ok = len(entry) == 3 and isinstance(entry[1], str) and (entry[2] is None or type(entry[2]) is int)
+    elif kind == MEMBER:
+        ok = len(entry) == 4 and isinstance(entry[1], str) and isinstance(entry[2], str) and entry[3] in (1, None)
     elif kind == GROUP:
         value = entry[2] if len(entry) == 3 else 0
         ok = isinstance(entry[1], str) and (

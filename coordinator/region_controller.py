@@ -166,6 +166,7 @@ class RegionControllerService:
             server.push(info.identity, COMMAND_TYPE, body)
 
         def persist(document: dict[str, Any]) -> None:
+            server.store.touch(name)  # a region's name is its Kafka group: retention activity
             server.store.put_document(NAMESPACE, name, document)
             server.mark_dirty()
 
@@ -213,6 +214,7 @@ class RegionControllerService:
 
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)
+        self._server.store.touch(msg.region)  # retention activity of the region's group
         if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka):
             raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
                                 f"{msg.region!r}: join again")
@@ -236,6 +238,7 @@ class RegionControllerService:
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
+        self._server.store.touch(msg.region)  # retention activity of the region's group
         core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
                  rebalance=msg.rebalance)
         return {"phase": core.phase.value}

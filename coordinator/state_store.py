@@ -11,7 +11,8 @@ What it holds:
 - control variables (group, topic, partition) -> initial offset, first writer
   wins (`control_table.ControlTable`);
 - the group registry: group -> consistent-region index and registered
-  operator names;
+  operator names (logged per member, so a registration appends O(1) bytes
+  however many members the group has);
 - small JSON documents of other services (namespace, key) -> dict;
 - each group's last-activity time (retention).
 
@@ -24,11 +25,16 @@ Protocol with the server (one owner thread calls every method):
 1. `load()` once (`store_replay`); until it returns the server answers
    LOAD_IN_PROGRESS.
 2. Per loop iteration: apply every ready request (each write appends one
-   record to the log buffer, no I/O), call `sync()` once (one fsync: group
+   record to the log buffer, no I/O, and then applies the same entries to the
+   tables that replay would apply), call `sync()` once (one fsync: group
    commit), then send the replies. A write is acknowledged only after that
    sync returned; a crash before it loses only unacknowledged writes.
 3. Periodically `expire()` and `maybe_compact()` (the latter starts a
    background compaction, and on a later call switches to the new segment).
+   Neither raises for a failed run (it is logged, counted and retried with
+   backoff) except `LogFailed`, which is fatal.
+   Services call `touch(group)` for every message that shows a group is in use
+   (retention counts idleness from the last one).
 4. `close()` on shutdown: stops a compaction, syncs, closes, unlocks.
 
 Failure: a write that raises (bad input: ValueError/TypeError naming the
@@ -53,8 +59,8 @@ from typing import Any
 from coordinator import records
 from coordinator.compaction import Compaction
 from coordinator.control_table import MAX_OFFSET, ControlTable
-from coordinator.durable_log import MAX_RECORD_BYTES, SegmentLog
-from coordinator.store_maintenance import StoreMaintenance
+from coordinator.durable_log import MAX_PAYLOAD_BYTES, RecordTooLarge, SegmentLog
+from coordinator.store_maintenance import Backoff, StoreMaintenance
 from coordinator.store_replay import LoadReport, RegistryEntry, StoreReplay
 
 __all__ = ["MAX_PARTITION", "LoadReport", "RegionIndexMismatch", "StateStore"]
@@ -95,6 +101,7 @@ class StateStore(StoreReplay, StoreMaintenance):
         compact_dead_ratio: float = 0.5,
         compact_min_bytes: int = 1 << 20,
         clock: Callable[[], float] = time.time,
+        truncate_corrupt: bool = False,
     ) -> None:
         if not retention_s > 0:
             raise ValueError(f"retention_s must be > 0 seconds, got {retention_s!r}")
@@ -107,9 +114,12 @@ class StateStore(StoreReplay, StoreMaintenance):
         self.compact_dead_ratio = compact_dead_ratio
         self.compact_min_bytes = compact_min_bytes
         self._clock = clock
+        # The operator's explicit choice to cut a corrupt log at load (see log_recovery).
+        self.truncate_corrupt = truncate_corrupt
         self._log = SegmentLog(self.state_dir)
         self._control = ControlTable()
         self._groups: dict[str, RegistryEntry] = {}
+        self._member_count = 0  # sum of len(members) over the registry
         self._docs: dict[str, dict[str, str]] = {}  # namespace -> key -> JSON text
         # Last activity of every group that holds state (registry entry or control
         # variables), and only of those: len() is the group count, expire() scans it.
@@ -126,6 +136,11 @@ class StateStore(StoreReplay, StoreMaintenance):
         self._deleter: threading.Thread | None = None  # unlinks the superseded segment
         self._compactions = 0
         self._compaction_failures = 0
+        self._expire_failures = 0
+        self._compact_backoff = Backoff()
+        self._expire_backoff = Backoff()
+        self._compact_soon = False  # load found records over the frame limit: rewrite them
+        self._largest_compaction_record = 0
         self._last_pause_s = 0.0
         self._max_pause_s = 0.0
         self._load_seconds = 0.0
@@ -140,19 +155,45 @@ class StateStore(StoreReplay, StoreMaintenance):
         if self._closed:
             raise RuntimeError("StateStore is closed")
 
-    def _encode(self, entries: list[list]) -> tuple[bytes, int]:
-        act = {g: self._activity[g] for g in self._dirty_activity if g in self._activity}
-        payload = records.encode(self._clock(), entries, act)
-        if len(payload) > MAX_RECORD_BYTES - 1:
-            raise ValueError(
-                f"request too large for one log record ({len(payload)} bytes > {MAX_RECORD_BYTES}); "
+    def _append_request(self, entries: list[list]) -> None:
+        """Append one request's entries as ONE record (replayed all or nothing), then
+        apply them to the tables exactly as replay will.
+
+        The record also carries the activity of the groups touched since the last
+        record; if that would make it larger than a batched record, the activity
+        goes first into bounded records of its own. Raises RecordTooLarge (a
+        ValueError) when the entries alone exceed the frame limit, and
+        ValueError/TypeError for values JSON cannot encode: nothing written,
+        nothing changed.
+        """
+        ts = self._clock()
+        parts = [records.encode_entry(e) for e in entries]
+        active = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        act = [records.encode_activity(g, at) for g, at in active]
+        payload = records.assemble(ts, parts, act)
+        separate_activity = len(payload) > records.BATCH_BYTES and bool(act)
+        if separate_activity:
+            payload = records.assemble(ts, parts)
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise RecordTooLarge(
+                f"request too large for one log record ({len(payload)} bytes > {MAX_PAYLOAD_BYTES}); "
                 "split it into smaller requests"
             )
-        return payload, sum(records.entry_count(e) for e in entries)
+        if separate_activity:
+            batcher = records.Batcher(ts, lambda p, _e, _c: self._append_payload(p, 0))
+            for group, at in active:
+                batcher.add_activity(group, at)
+            batcher.flush()
+        self._append_payload(payload, sum(records.entry_count(e) for e in entries), carries_activity=True)
+        for entry in entries:
+            self._apply(entry)
 
-    def _append_encoded(self, payload: bytes, count: int) -> None:
-        self._log.append(payload)
-        self._dirty_activity.clear()
+    def _append_payload(self, payload: bytes, count: int, *, carries_activity: bool = False) -> None:
+        """Append one encoded record; `carries_activity`: it holds the activity of every
+        group touched since the last such record (so those need not be written again)."""
+        self._log.append(payload)  # first: if the log refuses, nothing changed
+        if carries_activity:
+            self._dirty_activity.clear()
         self._log_entries += count
         self._appended_entries += count
         self._log_records += 1
@@ -161,6 +202,19 @@ class StateStore(StoreReplay, StoreMaintenance):
     def _mark_active(self, group: str) -> None:
         self._activity[group] = self._clock()
         self._dirty_activity.add(group)
+
+    def _write_for_group(self, group: str, entries: list[list]) -> None:
+        """Mark `group` active and append `entries`; if the write is refused, a group
+        that held no state is not left marked (`_activity` is the groups with state)."""
+        had_state = group in self._activity
+        self._mark_active(group)  # before encoding: the record carries the activity
+        try:
+            self._append_request(entries)
+        except (ValueError, TypeError):
+            if not had_state:
+                del self._activity[group]
+                self._dirty_activity.discard(group)
+            raise
 
     def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Put-if-absent: store the keys not yet set; return the effective value of every key.
@@ -190,19 +244,7 @@ class StateStore(StoreReplay, StoreMaintenance):
             if effective:
                 self._mark_active(group)
             return effective
-        had_state = group in self._activity
-        self._mark_active(group)  # before encoding: the record carries the activity
-        entries = [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()]
-        try:
-            payload, count = self._encode(entries)
-        except ValueError:
-            if not had_state:  # keep _activity == the groups holding state
-                del self._activity[group]
-                self._dirty_activity.discard(group)
-            raise
-        self._append_encoded(payload, count)  # first: if the log refuses, nothing changed
-        for topic, (ps, os_) in new.items():
-            self._control.set_many(group, topic, ps, os_)
+        self._write_for_group(group, [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()])
         return effective
 
     def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
@@ -215,7 +257,10 @@ class StateStore(StoreReplay, StoreMaintenance):
         return self._control.group_count(group)
 
     def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]:
-        """Register `operator_name` in `group` (created on first registration); idempotent."""
+        """Register `operator_name` in `group` (created on first registration); idempotent.
+
+        Appends one member record (plus the group's registry record when it is
+        new): O(1) log bytes however many members the group has."""
         self._ready()
         _check_name("group", group)
         _check_int("region_index", region_index, 0, MAX_OFFSET)
@@ -223,11 +268,13 @@ class StateStore(StoreReplay, StoreMaintenance):
         current = self._groups.get(group)
         if current is not None and current.region_index != region_index:
             raise RegionIndexMismatch(group, current.region_index, region_index)
-        self._mark_active(group)
-        if current is not None and operator_name in current.members:
+        if current is not None and current.has(operator_name):
+            self._mark_active(group)
             return list(current.members)
-        members = tuple(sorted((*current.members, operator_name) if current else (operator_name,)))
-        return self._write_group(group, RegistryEntry(region_index, members))
+        entries = [] if current is not None else [records.registry_entry(group, region_index)]
+        entries.append(records.member_entry(group, operator_name, True))
+        self._write_for_group(group, entries)
+        return list(self._groups[group].members)
 
     def unregister_member(self, group: str, operator_name: str) -> list[str]:
         """Remove `operator_name` from `group`; idempotent. The group (and its region
@@ -237,16 +284,10 @@ class StateStore(StoreReplay, StoreMaintenance):
         if current is None:
             return []
         self._mark_active(group)
-        if operator_name not in current.members:
+        if not current.has(operator_name):
             return list(current.members)
-        members = tuple(m for m in current.members if m != operator_name)
-        return self._write_group(group, RegistryEntry(current.region_index, members))
-
-    def _write_group(self, group: str, value: RegistryEntry) -> list[str]:
-        payload, count = self._encode([[records.GROUP, group, value.value()]])
-        self._append_encoded(payload, count)
-        self._groups[group] = value
-        return list(value.members)
+        self._append_request([records.member_entry(group, operator_name, False)])
+        return list(self._groups[group].members)
 
     def members(self, group: str) -> list[str]:
         self._ready()
@@ -263,7 +304,12 @@ class StateStore(StoreReplay, StoreMaintenance):
         return sorted(self._activity)  # the groups holding state (see __init__)
 
     def touch(self, group: str) -> None:
-        """Record activity of a known group (in memory; persisted with the next write)."""
+        """Record activity of a group: call it for every message that shows the group
+        is in use (registry and control-variable requests, merges, region
+        heartbeats, acks and checkpoints). Retention tombstones a group's state
+        only after `retention_s` without any. Kept in memory and persisted with
+        the next record or the next `expire()` run, whichever comes first; a
+        group that holds no state is ignored."""
         if group in self._groups or self._control.has_group(group):
             self._mark_active(group)
 
@@ -276,15 +322,7 @@ class StateStore(StoreReplay, StoreMaintenance):
         docs = self._docs.get(namespace)
         if value is None and (docs is None or key not in docs):
             return
-        text = None if value is None else json.dumps(value, separators=(",", ":"), allow_nan=False)
-        payload, count = self._encode([records.document_entry(namespace, key, value)])
-        self._append_encoded(payload, count)
-        if text is None:
-            del docs[key]
-            if not docs:
-                del self._docs[namespace]
-        else:
-            self._docs.setdefault(namespace, {})[key] = text
+        self._append_request([records.document_entry(namespace, key, value)])
 
     def get_document(self, namespace: str, key: str) -> dict | None:
         self._ready()
@@ -313,6 +351,8 @@ class StateStore(StoreReplay, StoreMaintenance):
             "compactions": self._compactions,
             "compaction_running": self._compaction is not None,
             "compaction_failures": self._compaction_failures,
+            "expire_failures": self._expire_failures,
+            "largest_compaction_record_bytes": self._largest_compaction_record,
             "compaction_max_pause_ms": self._max_pause_s * 1e3,
             "fsyncs": self._log.fsyncs,
             "load_seconds": self._load_seconds,

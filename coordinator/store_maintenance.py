@@ -3,20 +3,32 @@
 `StoreMaintenance` is a mixin of `coordinator.state_store.StateStore`; the
 tables and the log it works on are the store's (same owner thread).
 
-Retention (`expire`): a group whose last activity (a write, a registration, a
-`touch`) is older than `retention_s` gets every control variable tombstoned,
-and its registry entry too if no member is registered. Tombstones are batched
-into records of about BATCH_ENTRIES keyed entries.
+Retention (`expire`): a group whose last activity is older than `retention_s`
+gets every control variable tombstoned, and its registry entry too if no
+member is registered. Activity is every write to the group and every
+`touch(group)`: the services touch a group for each request that names it
+(registry, control variables, merges) and the region controller for each
+message of the region of that name (joins, heartbeats, acks, triggers), so a
+region that runs for weeks without a restart keeps its control variables.
+Tombstones are packed by `records.Batcher` into records bounded by bytes and
+entries; each record is appended first and then applied to the tables, so
+memory never gets ahead of the log.
 
 Compaction (`maybe_compact`, run by the owner periodically): when dead entries
 exceed `compact_dead_ratio` of the entries in the log (and the log is at least
-`compact_min_bytes`), or when too many small records accumulated (see
-REBATCH_RECORDS), start a background `coordinator.compaction.Compaction`; a
-later call switches to the new segment once the background part is done. The
-owner is paused only for the snapshot (dict copies) and the switch; both are
-measured and reported in `stats()["compaction_max_pause_ms"]`. A failed
-compaction is logged, counted (`compaction_failures`), and the old segment
-stays in use.
+`compact_min_bytes`), when too many small records accumulated (see
+REBATCH_RECORDS), or when load found records over the frame limit, start a
+background `coordinator.compaction.Compaction`; a later call switches to the
+new segment once the background part is done. The owner is paused only for
+the snapshot (dict copies) and the switch; both are measured and reported in
+`stats()["compaction_max_pause_ms"]`.
+
+Failures: a failed compaction or expiry is logged with its traceback, counted
+(`compaction_failures`, `expire_failures`) and retried after a backoff
+(`Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
+raise for it, so maintenance never stops the server loop. The one exception
+is `LogFailed`: the log is fail-stop (see `durable_log`), and the server must
+stop and restart from what is on disk.
 """
 
 from __future__ import annotations
@@ -24,15 +36,17 @@ from __future__ import annotations
 import logging
 import time
 
+import attrs
+
 from coordinator import records
 from coordinator.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
 from coordinator.durable_log import LogFailed
 
 log = logging.getLogger(__name__)
 
-# Keyed entries per record written by compaction and expiry (seed: batched
-# records make a 1,000,000-entry replay take well under 2 s).
-BATCH_ENTRIES = 10_000
+# Keyed entries per record written by compaction and expiry (records.Batcher
+# also bounds each record by bytes).
+BATCH_ENTRIES = records.BATCH_ENTRIES
 # Compact also when more than max(REBATCH_RECORDS, live entries / 10) records
 # were appended since the last compaction, even if few are dead: replay costs
 # ~8 us per record however small, so a log of 1,000,000 one-entry records
@@ -41,6 +55,36 @@ BATCH_ENTRIES = 10_000
 # sizes, and (the live/10 part) keeps a sustained stream of tiny requests from
 # compacting back to back.
 REBATCH_RECORDS = 50_000
+# Retry schedule of a failed maintenance task: the first retry after this many
+# seconds, doubling, at most MAINTENANCE_BACKOFF_MAX_S. It keeps a persistent
+# failure (a full disk) from rewriting a large segment every second, while a
+# transient one is retried soon.
+MAINTENANCE_BACKOFF_FIRST_S = 1.0
+MAINTENANCE_BACKOFF_MAX_S = 300.0
+
+
+@attrs.define
+class Backoff:
+    """When a failed maintenance task may run again (times from the store's clock)."""
+
+    first_s: float = MAINTENANCE_BACKOFF_FIRST_S
+    max_s: float = MAINTENANCE_BACKOFF_MAX_S
+    failures: int = 0  # consecutive
+    not_before: float = float("-inf")
+
+    def ready(self, now: float) -> bool:
+        return now >= self.not_before
+
+    def failed(self, now: float) -> float:
+        """Count a failure; returns the delay before the next attempt."""
+        self.failures += 1
+        delay = min(self.max_s, self.first_s * 2 ** min(self.failures - 1, 30))
+        self.not_before = now + delay
+        return delay
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.not_before = float("-inf")
 
 
 class StoreMaintenance:
@@ -50,53 +94,85 @@ class StoreMaintenance:
         """Tombstone the control variables of groups idle longer than retention_s.
 
         A group's registry entry is tombstoned too when it has no members left.
-        Returns the number of control variables tombstoned.
+        Returns the number of control variables tombstoned. A failure is logged
+        and retried after a backoff (0 is returned meanwhile); only LogFailed
+        is raised.
         """
         self._ready()
-        now = self._clock() if now is None else now
+        wall = self._clock()
+        if not self._expire_backoff.ready(wall):
+            return 0
+        try:
+            expired = self._expire(wall if now is None else now)
+        except LogFailed:
+            raise
+        except Exception:
+            self._expire_failures += 1
+            delay = self._expire_backoff.failed(wall)
+            log.exception("retention expiry failed (%d in a row); retrying in %.0f s",
+                          self._expire_backoff.failures, delay)
+            return 0
+        self._expire_backoff.succeeded()
+        return expired
+
+    def _expire(self, now: float) -> int:
         cutoff = now - self.retention_s
-        expired = 0
-        entries: list[list] = []
-        count = 0
-        groups = 0
+        expired = groups = 0
+
+        def emit(payload: bytes, entries: list[list], count: int) -> None:
+            self._append_payload(payload, count)  # first: memory never gets ahead of the log
+            for entry in entries:
+                self._apply(entry)
+
+        batcher = records.Batcher(self._clock(), emit)
+        idle = [(g, t) for g, t in self._activity.items() if t < cutoff]
         # _activity has exactly the groups that hold state (StateStore keeps it so).
-        for group, last in [(g, t) for g, t in self._activity.items() if t < cutoff]:
-            removed = self._control.drop_group(group)
+        for group, last in idle:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in self._control.group_items(group):
+                by_topic.setdefault(topic, []).append(partition)
             registry = self._groups.get(group)
             drop_registry = registry is not None and not registry.members
-            if not removed and not drop_registry:
+            if not by_topic and not drop_registry:
                 continue  # a registered group whose control variables are gone already
             groups += 1
-            for topic, partitions in removed:
-                entries.append(records.control_entry(group, topic, partitions, [None] * len(partitions)))
-                count += len(partitions)
-                expired += len(partitions)
-                if count >= BATCH_ENTRIES:
-                    # Memory already changed: the records must follow (a group may span
-                    # records; a crash in between leaves it idle, and the next expire
-                    # finishes it).
-                    self._append_encoded(*self._encode(entries))
-                    entries, count = [], 0
+            n = 0
+            for topic, partitions in by_topic.items():
+                partitions.sort()
+                for i in range(0, len(partitions), BATCH_ENTRIES):
+                    chunk = partitions[i : i + BATCH_ENTRIES]
+                    batcher.add(records.control_entry(group, topic, chunk, [None] * len(chunk)))
+                n += len(partitions)
             if drop_registry:
-                del self._groups[group]
-                entries.append(records.group_tombstone(group))
-                count += 1
-            if group not in self._groups:
-                del self._activity[group]
+                batcher.add(records.registry_entry(group, None))
+            expired += n
+            log.debug("retention: group %r idle since %.0f: tombstoning %d control variables%s",
+                      group, last, n, " and its registry entry" if drop_registry else "")
+        # The activity of groups touched since the last record (reads, heartbeats) rides
+        # on the next request's record; written here too, so that even a group that is
+        # only read has its activity on disk within one expiry interval.
+        carried = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        for group, at in carried:
+            batcher.add_activity(group, at)
+        # A group may span records: a crash between them leaves it idle, and the
+        # next expire finishes it.
+        batcher.flush()
+        self._dirty_activity.difference_update(g for g, _ in carried)
+        for group, _ in idle:
+            if group not in self._groups and not self._control.has_group(group):
+                self._activity.pop(group, None)
                 self._dirty_activity.discard(group)
-            log.debug("retention: group %r idle since %.0f: tombstoned %d control variables%s",
-                      group, last, sum(len(p) for _, p in removed), " and its registry entry" if drop_registry else "")
-        if entries:
-            self._append_encoded(*self._encode(entries))
         if groups:
-            log.info("retention: %d groups idle for more than %.0f s: tombstoned %d control variables",
-                     groups, self.retention_s, expired)
+            log.info("retention: %d groups idle for more than %.0f s: tombstoned %d control variables "
+                     "in %d records", groups, self.retention_s, expired, batcher.records)
         return expired
 
     def _live_entries(self) -> int:
-        return len(self._control) + len(self._groups) + sum(len(d) for d in self._docs.values())
+        return len(self._control) + len(self._groups) + self._member_count + sum(len(d) for d in self._docs.values())
 
     def _should_compact(self) -> bool:
+        if self._compact_soon:
+            return True
         if self._log.size < self.compact_min_bytes or self._log_entries == 0:
             return False
         unbatched = self._log_records - self._records_at_compaction
@@ -106,19 +182,27 @@ class StoreMaintenance:
         return dead / self._log_entries > self.compact_dead_ratio
 
     def maybe_compact(self) -> bool:
-        """Start a compaction if dead entries exceed the ratio, or finish one that is done.
+        """Start a compaction if one is due, or finish one that is done.
 
-        Returns True when this call started or finished a compaction.
+        Returns True when this call started or finished a compaction. A failure
+        is logged and the next start waits for a backoff; only LogFailed is raised.
         """
         self._ready()
-        if self._compaction is not None:
-            if not self._compaction.done.is_set():
+        now = self._clock()
+        try:
+            if self._compaction is not None:
+                if not self._compaction.done.is_set():
+                    return False
+                return self._finish_compaction()
+            if not self._compact_backoff.ready(now) or not self._should_compact():
                 return False
-            return self._finish_compaction()
-        if not self._should_compact():
+            self._start_compaction()
+            return True
+        except LogFailed:
+            raise
+        except Exception as exc:
+            self._note_compaction_failure(exc, "compaction failed")
             return False
-        self._start_compaction()
-        return True
 
     def compact(self, timeout: float = 60.0) -> None:
         """Compact now and wait for it (tests, benchmarks, operator tools)."""
@@ -141,23 +225,34 @@ class StoreMaintenance:
             activity=dict(self._activity),
             ts=self._clock(),
         )
-        self._compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
-        self._compaction_base = self._appended_entries
-        self._compaction_base_records = self._appended_records
-        self._compaction.start()
+        try:
+            self._compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
+            self._compaction_base = self._appended_entries
+            self._compaction_base_records = self._appended_records
+            self._compaction.start()
+        except BaseException:
+            self._compaction = None
+            self._control.release_snapshot()
+            raise
         self._note_pause(time.perf_counter() - t0)
         log.info("compaction started: %d bytes, %d entries (%d live)",
                  self._log.size, self._log_entries, self._live_entries())
 
     _last_compaction_error: BaseException | None = None
 
+    def _note_compaction_failure(self, exc: BaseException, what: str) -> None:
+        self._compaction_failures += 1
+        self._last_compaction_error = exc
+        delay = self._compact_backoff.failed(self._clock())
+        log.error("%s (%d in a row; the old segment stays in use): %s; next attempt in %.0f s or later",
+                  what, self._compact_backoff.failures, exc, delay, exc_info=exc)
+
     def _finish_compaction(self) -> bool:
         job, self._compaction = self._compaction, None
         assert job is not None
         self._control.release_snapshot()
         if job.error is not None:
-            self._compaction_failures += 1
-            self._last_compaction_error = job.error
+            self._note_compaction_failure(job.error, "compaction into a new segment failed")
             return False
         t0 = time.perf_counter()
         before = self._log.size
@@ -166,20 +261,22 @@ class StoreMaintenance:
         except LogFailed:
             raise  # fatal: the log refuses writes from now on
         except OSError as exc:  # before the rename: the old segment stays in use
-            log.exception("switching to the compacted segment failed; keeping the old one")
-            self._compaction_failures += 1
-            self._last_compaction_error = exc
+            self._note_compaction_failure(exc, "switching to the compacted segment failed")
             return False
         self._join_deleter()
         self._deleter = delete_segment(old_segment)
         self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)
         self._log_records = job.records_written + (self._appended_records - self._compaction_base_records)
         self._records_at_compaction = job.records_written
+        self._largest_compaction_record = max(self._largest_compaction_record, job.largest_record)
         self._compactions += 1
+        self._compact_soon = False
+        self._compact_backoff.succeeded()
         pause = time.perf_counter() - t0
         self._note_pause(pause)
-        log.info("compaction done in %.3f s: %d -> %d bytes, %d entries; switch paused the caller %.1f ms",
-                 time.perf_counter() - job.started, before, self._log.size, self._log_entries, pause * 1e3)
+        log.info("compaction done in %.3f s: %d -> %d bytes, %d entries in records of at most %d bytes; "
+                 "switch paused the caller %.1f ms", time.perf_counter() - job.started, before, self._log.size,
+                 self._log_entries, job.largest_record, pause * 1e3)
         return True
 
     def _join_deleter(self) -> None:

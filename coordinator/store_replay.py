@@ -11,12 +11,16 @@ LOAD_IN_PROGRESS to every request until it returns):
 1. Open the log (`durable_log.SegmentLog.open`): take the directory lock,
    delete leftovers of an unfinished compaction, then hand every record of the
    newest segment, in order, to `on_record` (`coordinator.log_recovery`).
-2. `on_record` decodes the payload (`coordinator.records`) and applies its
-   entries in order (`_apply`): control variables, registry values and
-   documents, a `null` value being a tombstone. One record holds all entries of
-   one request, so a request is replayed all or nothing. A payload that does
-   not decode raises ValueError: recovery treats the record as the end of the
-   valid log and cuts it off (torn tail or damage, see `log_recovery`).
+2. `on_record` decodes the payload (`coordinator.records`, versions 1 and 2)
+   and applies its entries in order (`_apply`): control variables, registry
+   entries, members and documents, a `null` value being a tombstone; a
+   version-1 whole-group value replaces the group's member set. One record
+   holds all entries of one request, so a request is replayed all or nothing.
+   The live writes apply their entries with the same `_apply`, so memory after
+   a write equals memory after replaying it. A payload that does not decode
+   raises ValueError: recovery refuses to start (a CRC-valid record is never a
+   torn write), unless the operator asked to cut the log
+   (`truncate_corrupt`, see `log_recovery`).
 3. A record that decodes but cannot be applied (for example a negative
    offset) is not a torn write: `LogError` stops start-up and nothing is
    truncated, because truncating acknowledged data for what may be a bug here
@@ -31,6 +35,7 @@ LOAD_IN_PROGRESS to every request until it returns):
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
@@ -60,6 +65,10 @@ class RegistryEntry(NamedTuple):
     region_index: int
     members: tuple[str, ...]  # sorted
 
+    def has(self, member: str) -> bool:
+        i = bisect.bisect_left(self.members, member)
+        return i < len(self.members) and self.members[i] == member
+
     def value(self) -> dict[str, Any]:
         return {"region_index": self.region_index, "members": list(self.members)}
 
@@ -76,7 +85,7 @@ class StoreReplay:
 
         def on_record(offset: int, payload: memoryview) -> None:
             nonlocal entries
-            _ts, act, items = records.decode(payload)  # ValueError = undecodable: cut here
+            _ts, act, items = records.decode(payload)  # ValueError = undecodable (see log_recovery)
             try:
                 for entry in items:
                     entries += self._apply(entry)
@@ -88,7 +97,8 @@ class StoreReplay:
                 # truncate acknowledged data because of what may be a bug here.
                 raise LogError(f"record at byte {offset} of {self._log.path} cannot be applied: {exc}") from exc
 
-        recovery = self._log.open(on_record)
+        recovery = self._log.open(on_record, truncate_corrupt=self.truncate_corrupt)
+        self._compact_soon = recovery.oversize_records > 0
         # Groups with state but no recorded activity count as active now; activity of
         # groups that no longer hold state is dropped.
         now, known = self._clock(), self._known_groups()
@@ -114,12 +124,29 @@ class StoreReplay:
             _, group, topic, partitions, offsets = entry
             self._control.set_many(group, topic, partitions, offsets)
             return len(partitions)
-        if kind == records.GROUP:
-            _, group, value = entry
-            if value is None:
-                self._groups.pop(group, None)
+        if kind == records.MEMBER:
+            _, group, member, present = entry
+            self._apply_member(group, member, present is not None)
+            return 1
+        if kind == records.REGISTRY:
+            _, group, index = entry
+            current = self._groups.get(group)
+            if index is None:
+                if current is not None:
+                    self._member_count -= len(current.members)
+                    del self._groups[group]
             else:
-                self._groups[group] = RegistryEntry(value["region_index"], tuple(sorted(value["members"])))
+                self._groups[group] = RegistryEntry(index, current.members if current is not None else ())
+            return 1
+        if kind == records.GROUP:  # version 1: the whole value
+            _, group, value = entry
+            current = self._groups.pop(group, None)
+            if current is not None:
+                self._member_count -= len(current.members)
+            if value is not None:
+                members = tuple(sorted(set(value["members"])))
+                self._groups[group] = RegistryEntry(value["region_index"], members)
+                self._member_count += len(members)
             return 1
         _, namespace, key, value = entry
         if value is None:
@@ -131,6 +158,23 @@ class StoreReplay:
         else:
             self._docs.setdefault(namespace, {})[key] = json.dumps(value, separators=(",", ":"))
         return 1
+
+    def _apply_member(self, group: str, member: str, present: bool) -> None:
+        current = self._groups.get(group)
+        if current is None:
+            raise ValueError(f"member {member!r} of group {group!r}, which has no registry entry")
+        members = current.members
+        i = bisect.bisect_left(members, member)
+        found = i < len(members) and members[i] == member
+        if present and not found:
+            members = (*members[:i], member, *members[i:])
+            self._member_count += 1
+        elif not present and found:
+            members = members[:i] + members[i + 1 :]
+            self._member_count -= 1
+        else:
+            return
+        self._groups[group] = RegistryEntry(current.region_index, members)
 
     def _known_groups(self) -> set[str]:
         return set(self._groups) | set(self._control.groups())

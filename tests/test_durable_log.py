@@ -99,31 +99,41 @@ def test_zero_filled_tail_is_truncated(tmp_path):
     assert seg.stat().st_size == size
 
 
-def test_corrupt_crc_in_the_middle_stops_there_and_reports_error(tmp_path, caplog):
+def test_corrupt_crc_in_the_middle_refuses_to_start_unless_told_to_cut(tmp_path, caplog):
     seg = _store_with_values(tmp_path, 5)
     data = bytearray(seg.read_bytes())
     offsets = []
     dl.scan(bytes(data), lambda off, p: offsets.append(off))
     data[offsets[2] + dl.HEADER_SIZE + 5] ^= 0xFF  # flip one payload byte of record 3
     seg.write_bytes(bytes(data))
-    store = StateStore(tmp_path)
+    with pytest.raises(dl.CorruptLog) as info:
+        StateStore(tmp_path).load()
+    message = str(info.value)
+    assert str(seg) in message and f"at byte {offsets[2]}" in message and "--truncate-corrupt" in message
+    assert f"valid record at byte {offsets[3]}" in message and "CRC mismatch" in message
+    assert seg.read_bytes() == bytes(data)  # nothing truncated
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    # The operator's explicit choice: cut at the bad record, keep the cut bytes.
+    store = StateStore(tmp_path, truncate_corrupt=True)
     with caplog.at_level(logging.WARNING, logger="coordinator.durable_log"):
         report = store.load()
-    # Like Kafka's recovery: the log ends at the first bad record.
     assert report.records == 2 and report.truncated_bytes == len(data) - offsets[2]
     assert store.get_initial_offsets("g") == {("t", 0): 100, ("t", 1): 101}
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert errors and "followed by 2 valid records" in errors[0].getMessage()
-    assert "CRC mismatch" in errors[0].getMessage()
+    assert errors and "2 or more valid records after it are lost" in errors[0].getMessage()
     store.close()
     assert (tmp_path / f"{seg.name}.corrupt-{offsets[2]}").read_bytes() == bytes(data[offsets[2]:])
 
 
-def test_undecodable_payload_with_good_crc_is_cut(tmp_path):
+def test_undecodable_payload_with_good_crc_refuses_to_start(tmp_path):
     seg = _store_with_values(tmp_path, 2)
+    size = seg.stat().st_size
     with open(seg, "ab") as f:
         f.write(dl.encode_record(b"not json"))
-    store = StateStore(tmp_path)
+    with pytest.raises(dl.CorruptLog, match=f"at byte {size}: a CRC-valid record"):
+        StateStore(tmp_path).load()
+    assert seg.stat().st_size == size + dl.HEADER_SIZE + 1 + len(b"not json")
+    store = StateStore(tmp_path, truncate_corrupt=True)
     report = store.load()
     assert report.records == 2 and report.truncated_bytes == dl.HEADER_SIZE + 1 + len(b"not json")
     store.close()
