@@ -70,6 +70,9 @@ SEQ_LISTS_KEPT = 16
 LEASE_EXPIRIES_PER_TICK = 256
 #: Groups listed in a status reply at most (the rest are counted).
 STATUS_MAX_GROUPS = 1000
+#: Member names listed per group in a status reply at most (the rest are counted),
+#: so a status reply stays small whatever the limits allow.
+STATUS_MAX_MEMBERS = 100
 
 
 class RegistryService:
@@ -240,7 +243,8 @@ class RegistryService:
         for g in groups[:STATUS_MAX_GROUPS]:
             out[g] = {
                 "region_index": self.store.region_index(g),
-                "members": sorted(self.store.members(g)),
+                "members": sorted(self.store.members(g))[:STATUS_MAX_MEMBERS],
+                "n_members": len(self.store.members(g)),
                 "reset_pending": self._reset_pending.get(g, False),
                 "control_variables": self.store.group_count(g),
             }
