@@ -199,6 +199,10 @@ class RegistryService:
         if msg.operator is not None and msg.operator in names:
             self.renew(msg.group, msg.operator)
         if msg.seq is not None:
+            if msg.group not in self._seq_lists and len(self._seq_lists) >= self.server.limits.max_groups:
+                # Groups expired by retention leave their lists behind: drop those.
+                for g in [g for g in self._seq_lists if self.store.region_index(g) is None]:
+                    del self._seq_lists[g]
             lists = self._seq_lists.setdefault(msg.group, collections.OrderedDict())
             fixed = lists.get(msg.seq)
             if fixed is None:

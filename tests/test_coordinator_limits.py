@@ -241,7 +241,7 @@ def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
         server.call_soon_threadsafe(lambda: server.schedule(0.05, ran.set))
         assert ran.wait(5)
         deadline = time.monotonic() + 5
-        while ticker.ticks < 3:
+        while ticker.ticks < 2:  # retried after its backoff
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert server.running and server.failure is None
