@@ -53,9 +53,11 @@ def _start(tmp_path: Path, *extra: str) -> CoordinatorProcess:
     return proc
 
 
-@pytest.fixture
-def coord(tmp_path):
-    proc = _start(tmp_path)
+@pytest.fixture(scope="module")
+def coord(tmp_path_factory):
+    """One coordinator for the module: every hostile frame meets the state the
+    earlier ones left, as in a real attack (tests needing flags start their own)."""
+    proc = _start(tmp_path_factory.mktemp("hostile"))
     try:
         yield proc
     finally:
