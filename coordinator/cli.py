@@ -4,6 +4,9 @@
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
                    [--max-connections N] [--handshake-timeout 10s]
+                   [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
+                   [--max-regions N] [--max-pending-merges N] [--max-pending-merge-bytes N]
+                   [--member-lease 1h] [--region-expiry 7d]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
@@ -54,6 +57,7 @@ from coordinator.connections import (
     raise_nofile_limit,
 )
 from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
+from coordinator.limits import Limits
 from coordinator.merge import MergeService
 from coordinator.record_frame import LogError
 from coordinator.region_controller import RegionControllerService
@@ -122,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     add_connection_arguments(p)
+    _add_limit_flags(p)
     p.add_argument(
         "--truncate-corrupt", action="store_true",
         help="if the state log is damaged where acknowledged records may lie (a bad record followed by "
@@ -150,6 +155,55 @@ def connection_limits(args: argparse.Namespace, parser: argparse.ArgumentParser)
         return ConnectionLimits(max_connections=args.max_connections, handshake_timeout_s=args.handshake_timeout)
     except ValueError as exc:
         parser.error(f"--max-connections/--handshake-timeout: {exc}")
+
+
+#: Integer limits: flag -> Limits field (defaults and meaning in coordinator.limits).
+_LIMIT_FLAGS = {
+    "--max-groups": "max_groups",
+    "--max-members-per-group": "max_members_per_group",
+    "--max-control-variables-per-group": "max_control_variables_per_group",
+    "--max-regions": "max_regions",
+    "--max-pending-merges": "max_pending_merges",
+    "--max-pending-merge-bytes": "max_pending_merge_bytes",
+}
+_LIMIT_HELP = {
+    "max_groups": "groups held (registry entries or control variables)",
+    "max_members_per_group": "registered names per group, members per region",
+    "max_control_variables_per_group": "control variables per group",
+    "max_regions": "regions of the region controller",
+    "max_pending_merges": "checkpoint merges waiting for contributions",
+    "max_pending_merge_bytes": "estimated bytes held by pending merges",
+}
+#: Duration limits: flag -> Limits field.
+_LIMIT_DURATIONS = {"--member-lease": "member_lease_s", "--region-expiry": "region_expiry_s"}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _add_limit_flags(p: argparse.ArgumentParser) -> None:
+    defaults = Limits()
+    g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
+    for flag, field in _LIMIT_FLAGS.items():
+        g.add_argument(flag, dest=field, type=_positive_int, default=getattr(defaults, field), metavar="N",
+                       help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})")
+    g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
+                   metavar="DURATION",
+                   help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)")
+    g.add_argument("--region-expiry", dest="region_expiry_s", type=parse_duration,
+                   default=defaults.region_expiry_s, metavar="DURATION",
+                   help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)")
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    return Limits(**{field: vars(args)[field] for field in (*_LIMIT_FLAGS.values(), *_LIMIT_DURATIONS.values())})
 
 
 def build_keygen_parser() -> argparse.ArgumentParser:
@@ -236,10 +290,11 @@ def _serve_locked(args: argparse.Namespace) -> int:
     server = CoordinatorServer(
         store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
         metrics=metrics, expire_interval_s=args.expire_interval, connection_limits=args.connection_limits,
+        limits=limits_from_args(args),
     )
     registry = RegistryService()
     server.add_service(registry)
-    server.add_service(ControlVariablesService())
+    server.add_service(ControlVariablesService(registry))
     server.add_service(MergeService(registry))
     server.add_service(RegionControllerService())
 
