@@ -228,9 +228,12 @@ class RegionCore(ResetMixin):
         if self.phase is Phase.FAILED:
             return
         if not self.members:
+            # Nobody left to answer: wait for joins. A region that is already
+            # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
             self.first_join_at = None
-            self._goto(Phase.WAITING, "no members left")
+            if self.phase is not Phase.WAITING:
+                self._goto(Phase.WAITING, "no members left")
             return
         kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
         if self.phase is Phase.RESETTING:
