@@ -95,12 +95,8 @@ class ResetMixin:
         elif kind is ResetKind.FAILURE:
             self.consecutive_resets += 1
         if self.consecutive_resets > self.config.max_consecutive_resets:
-            self.failed_reason = (f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
-                                  f"back (max {self.config.max_consecutive_resets}); last cause: {why}")
-            self._goto(Phase.FAILED, self.failed_reason)
-            self._save()
-            self._on_event("failed", {"reason": self.failed_reason})
-            self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+            self.fail(f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
+                      f"back (max {self.config.max_consecutive_resets}); last cause: {why}", now)
             return
         self.attempt = self.next_attempt
         self.next_attempt += 1

@@ -116,7 +116,8 @@ class RegionCore(ResetMixin):
         self.known_members = list(doc["members"])
         if doc.get("failed"):
             self.phase = Phase.FAILED
-            self.failed_reason = doc.get("failed_reason") or "failed before the coordinator restarted"
+            self.failed_reason = doc.get("failed_reason") or ("failed before the coordinator restarted "
+                                                                  "(the stored document has no reason)")
 
     def document(self) -> dict[str, Any]:
         return {
@@ -138,11 +139,36 @@ class RegionCore(ResetMixin):
 
     # ------------------------------------------------------------------ transitions
     def _goto(self, phase: Phase, why: str) -> None:
+        if phase is Phase.FAILED and not self.failed_reason:
+            # Invariant: a FAILED region always says why (status, members, runner).
+            raise InvalidTransition(f"region {self.config.name!r}: FAILED without a reason ({why})")
         if phase not in TRANSITIONS[self.phase]:
             raise InvalidTransition(f"region {self.config.name!r}: {self.phase.value} -> {phase.value} is not allowed ({why})")
         log.info("region %s: %s -> %s (%s)", self.config.name, self.phase.value, phase.value, why)
         self.phase = phase
         self._on_event("phase", {"phase": phase.value, "why": why})
+
+    def fail(self, reason: str, now: float) -> None:
+        """Give up on the region (terminal): the only way to FAILED.
+
+        1. ``failed_reason`` is set first (never empty: status, the members'
+           ``failed`` command and the runner's exit all show it);
+        2. the transition, then the durable document (FAILED survives a
+           coordinator restart);
+        3. every member is told (``failed {reason}``: it exits with code 3).
+        A region already FAILED keeps its first reason. Used for too many
+        consecutive resets and by the service when a tick raised."""
+        if self.phase is Phase.FAILED:
+            log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
+                     self.failed_reason, reason)
+            return
+        self.failed_reason = reason or "failed (no reason given)"
+        self._goto(Phase.FAILED, self.failed_reason)
+        self.waiting = set()
+        self.deadline = None
+        self._save()
+        self._on_event("failed", {"reason": self.failed_reason})
+        self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
 
     def _broadcast(self, names, body: dict[str, Any]) -> None:
         for name in sorted(names):
@@ -201,8 +227,11 @@ class RegionCore(ResetMixin):
         return self._join_reply(name, predecessor)
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
-        return {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
-                "config": self.config.to_dict(), "predecessor": predecessor}
+        reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
+                 "config": self.config.to_dict(), "predecessor": predecessor}
+        if self.phase is Phase.FAILED:
+            reply["failed_reason"] = self.failed_reason
+        return reply
 
     def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
                   kafka: dict | None = None) -> bool:

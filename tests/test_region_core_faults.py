@@ -64,3 +64,31 @@ def test_restored_region_whose_rejoined_member_goes_silent_keeps_waiting():
     again.core.join("m0", b"a", "inc1", 5.0)
     again.core.tick(7.5)
     assert again.core.phase is Phase.WAITING and again.core.members == {}
+
+
+def test_every_way_to_failed_says_why():
+    # too many consecutive resets
+    h = started(1, max_consecutive_resets=1)
+    h.core.request_reset("m0", False, "sink raises", 1.0)
+    h.ack_all("reset", 1.1, attempt=h.core.attempt)
+    h.core.request_reset("m0", False, "sink raises again", 2.0)
+    status = h.core.status(2.0)
+    assert status["phase"] == "FAILED" and "sink raises again" in status["failed_reason"]
+    # an internal error the service turns into FAILED (a tick that raised)
+    h = started(2)
+    h.take()
+    h.core.fail("tick raised ValueError: boom", 3.0)
+    status = h.core.status(3.0)
+    assert status["phase"] == "FAILED" and status["failed_reason"] == "tick raised ValueError: boom"
+    assert h.docs[-1]["failed"] is True and h.docs[-1]["failed_reason"] == "tick raised ValueError: boom"
+    assert sorted(m for m, b in h.take() if b == {"cmd": "failed", "reason": "tick raised ValueError: boom"}) \
+        == ["m0", "m1"]
+    h.core.fail("a second cause", 3.1)  # terminal: the first reason stays
+    assert h.core.status(3.1)["failed_reason"] == "tick raised ValueError: boom"
+    # restored from a document that lost its reason
+    doc = dict(h.docs[-1], failed_reason=None)
+    again = Harness(doc=doc)
+    assert again.core.phase is Phase.FAILED and again.core.status(4.0)["failed_reason"]
+    # a FAILED region tells a joiner why
+    reply = again.core.join("m5", b"x", "i", 4.0)
+    assert reply["phase"] == "FAILED" and reply["failed_reason"]
