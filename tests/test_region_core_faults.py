@@ -92,3 +92,63 @@ def test_every_way_to_failed_says_why():
     # a FAILED region tells a joiner why
     reply = again.core.join("m5", b"x", "i", 4.0)
     assert reply["phase"] == "FAILED" and reply["failed_reason"]
+
+
+def resets(sent) -> dict[str, dict]:
+    return {m: b for m, b in sent if b["cmd"] == "reset"}
+
+
+def test_member_dropped_after_a_checkpoint_is_reset_to_its_own_checkpoint_when_it_returns():
+    """m1 took part in checkpoint 1, then stayed away past member_timeout_s;
+    checkpoint 2 completed without it. On its return its reset names its own
+    last completed checkpoint (1): its sink publishes the intervals it sealed
+    there instead of deleting them, its other operators load their data of 1."""
+    h = started(2, member_timeout_s=2.0)
+    assert checkpoint(h, 1.1) == 1
+    h.core.heartbeat("m0", b"id0", "inc1", 2.0)
+    h.core.tick(3.5)  # m1 silent since 1.12: dropped
+    assert "m1" not in h.core.members
+    assert resets(h.take())["m0"]["own"] == 1
+    h.ack_all("reset", 3.6, attempt=h.core.attempt)
+    assert checkpoint(h, 4.7) == 2
+    assert h.docs[-1]["checkpoint_members"] == ["m0"] and h.docs[-1]["absent_checkpoints"] == {"m1": 1}
+    h.take()
+    h.core.join("m1", b"id1b", "inc2", 5.0)  # the returning process (a new incarnation)
+    sent = resets(h.take())
+    assert sent["m1"]["seq"] == 2 and sent["m1"]["members"] == ["m0"] and sent["m1"]["own"] == 1
+    assert sent["m0"]["own"] == 2
+    # the region's restart keeps what it knows about the absent member
+    again = Harness(doc=h.docs[-1], min_members=1)
+    again.core.join("m1", b"id1", "inc3", 9.0)
+    again.core.join("m0", b"id0", "inc3", 9.0)
+    assert resets(again.take())["m1"]["own"] == 1
+    # once m1 takes part in a checkpoint again, that one is its own
+    h.ack_all("reset", 5.1, attempt=h.core.attempt)
+    assert checkpoint(h, 6.2) == 3
+    assert h.docs[-1]["absent_checkpoints"] == {}
+    h.core.request_reset("m0", True, "revoked", 7.0)
+    assert {m: b["own"] for m, b in resets(h.take()).items()} == {"m0": 3, "m1": 3}
+
+
+def test_a_new_member_has_no_own_checkpoint():
+    h = started(1)
+    checkpoint(h, 1.1)
+    h.core.join("m7", b"x", "i", 2.0)
+    sent = resets(h.take())
+    assert sent["m7"]["own"] is None and sent["m0"]["own"] == 1
+
+
+def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
+    h = started(2, member_timeout_s=2.0)
+    checkpoint(h, 1.1)
+    assert h.core.leave_reply("m0", "inc1") == 1
+    h.core.heartbeat("m0", b"id0", "inc1", 2.0)
+    h.core.tick(3.5)  # m1 dropped while it may still be alive (a network blip)
+    h.ack_all("reset", 3.6, attempt=h.core.attempt)
+    checkpoint(h, 4.7)
+    # m1's process was dropped: what it sealed after checkpoint 1 may belong to a
+    # checkpoint that never completed, so it publishes nothing; its next process
+    # is reset to its checkpoint 1
+    assert h.core.leave_reply("m1", "inc1") is None
+    assert h.core.leave_reply("m0", "inc1") == 2
+    assert h.core.leave_reply("m9", "inc1") is None

@@ -61,3 +61,32 @@ def test_publish_after_a_crash_between_link_and_unlink_is_idempotent(tmp_path):
     again.reset(1, data)
     assert offsets(tmp_path, "m") == [0, 1, 2]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".pending")]
+
+
+def test_returning_member_publishes_its_sealed_interval_from_its_store(tmp_path):
+    """The member sealed interval 2 (checkpoint 2 completed) and died before the
+    RESUME published it; it wrote interval 3 (never completed). Its next process
+    is reset to its own checkpoint 2 from its checkpoint store: interval 2 is
+    published, interval 3 deleted (replayed), nothing else of it touched."""
+    from cr_consumer.runtime import DirectoryCheckpointStore
+
+    out, store = tmp_path / "out", DirectoryCheckpointStore(tmp_path / "ckpt" / "m")
+    sink = FileSink(out, "m")
+    for seq, start in ((1, 0), (2, 5)):
+        sink.process_batch(recs(0, start, 5))
+        store.save(seq, "01-file_sink", sink.checkpoint(seq))
+        store.seal(seq)
+        if seq == 1:
+            sink.notify_checkpoint_complete(1)
+    sink.process_batch(recs(0, 10, 5))
+    store.save(3, "01-file_sink", sink.checkpoint(3))
+    store.seal(3)  # acked, but checkpoint 3 never completed
+    sink.process_batch(recs(0, 15, 2))  # the open interval
+    del sink  # kill -9: nothing closed
+
+    again = FileSink(out, "m")
+    store = DirectoryCheckpointStore(tmp_path / "ckpt" / "m")
+    again.reset(2, store.load(2, "01-file_sink"))
+    assert offsets(out, "m") == list(range(10))
+    assert [p.name for p in again.published_files()] == ["m-0000000001.jsonl", "m-0000000002.jsonl"]
+    assert not [p for p in out.iterdir() if p.name.endswith(".pending")]
