@@ -35,6 +35,10 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
 * ``region_reset_request {region, member, incarnation, force, reason}``: a reset
   (``force`` for a rebalance). Requests during a reset do not stack.
 * ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
+  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
+  (a drain of this member follows: its source waits for it) or ``not_now`` (none
+  follows: resetting, waiting, already drained in the running cycle; the source
+  goes on at once instead of waiting its drain timeout).
 * ``region_leave {region, member, incarnation}``: graceful leave (the region
   resets); reply ``{last_consistent, complete}``: the leaver publishes what
   ``complete`` covers (its own last completed checkpoint, null for a process the
@@ -222,8 +226,8 @@ class RegionControllerService:
 
     def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        core.trigger(msg.member, req.received)
-        return {"phase": core.phase.value}
+        answer = core.trigger(msg.member, req.received)
+        return {"phase": core.phase.value, **answer.to_body()}
 
     def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self.regions.get(msg.region)

@@ -50,6 +50,8 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
     Phase,
     RegionConfig,
     ResetKind,
+    TriggerAnswer,
+    TriggerReply,
     carry_forward,
     union_offsets,
 )
@@ -352,10 +354,24 @@ class RegionCore(ResetMixin):
             self.forced_since_checkpoint += 1
         self._start_reset(why, kind, now)
 
-    def trigger(self, name: str, now: float) -> None:
-        """Operator-driven mode: a member asks for a checkpoint now."""
+    def trigger(self, name: str, now: float) -> TriggerReply:
+        """Operator-driven mode: a member asks for a checkpoint now. The answer says
+        at once whether a drain of that member follows (the member's source waits
+        for it only then): RUNNING starts a cycle; a cycle that is draining and
+        still waits for this member serves it; otherwise (the member drained
+        already in the running cycle, which covers what it submitted; the region
+        is checkpointing, resetting, waiting or FAILED) not now, with the reason."""
         if self.phase is Phase.RUNNING:
             self._start_cycle(now, f"trigger from {name}")
+            return TriggerReply(TriggerAnswer.STARTED, f"checkpoint {self.seq} started")
+        if self.phase is Phase.DRAINING and name in self.waiting:
+            return TriggerReply(TriggerAnswer.DRAIN_COMING, f"checkpoint {self.seq} is draining")
+        if self.phase in (Phase.DRAINING, Phase.CHECKPOINTING):
+            why = f"checkpoint {self.seq} is running and {name} already drained for it"
+        else:
+            why = f"the region is {self.phase.value}; trigger again after the next RESUME"
+        log.debug("region %s: trigger from %s not served: %s", self.config.name, name, why)
+        return TriggerReply(TriggerAnswer.NOT_NOW, why)
 
     def tick(self, now: float) -> None:
         if self.phase is Phase.FAILED:
