@@ -13,7 +13,7 @@ def test_pending_source_asks_again_then_gives_up():
     assert w.check(True, True, 2.5) is WatchAction.NONE
     assert w.check(True, True, 3.1) is WatchAction.REQUEST
     assert w.check(True, True, 4.0) is WatchAction.NONE
-    assert w.check(True, False, 9.0) is WatchAction.NONE  # not joined: the channel holds the request
+    assert w.check(True, False, 9.0) is WatchAction.NONE  # the region is not RUNNING: it resets us anyway
     assert w.check(True, True, 9.1) is WatchAction.REQUEST
     assert w.check(True, True, 11.2) is WatchAction.GIVE_UP
 

@@ -189,6 +189,13 @@ class ControlChannel:
             except OSError:
                 pass
 
+    def region_phase(self) -> str | None:
+        """The region's phase as the last answer said (None while not joined)."""
+        if not self.joined.is_set():
+            return None
+        phase = self.last_reply.get("phase")
+        return phase if isinstance(phase, str) else None
+
     def send(self, msg_type: str, body: dict[str, Any]) -> None:
         """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
         self._outbox.put((msg_type, body, None))

@@ -260,7 +260,7 @@ class Member:
         from cr_consumer.states import ClientState
 
         pending = getattr(self.source, "state", None) is ClientState.CR_RESET_PENDING
-        action = self.reset_watch.check(pending, self.channel.joined.is_set(), time.monotonic())
+        action = self.reset_watch.check(pending, self.channel.region_phase() == "RUNNING", time.monotonic())
         if action is WatchAction.REQUEST:
             log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
                         "served); asking again (%d of %d)", self.settings.member, self.reset_watch.requests,

@@ -15,8 +15,10 @@ The watch, polled by the member's control thread between commands:
 
 1. While the source is not in CR_RESET_PENDING, nothing (and the count of
    re-requests starts again).
-2. In CR_RESET_PENDING, joined (while the control channel is not joined it
-   holds the last request and sends it once joined again), and no reset
+2. In CR_RESET_PENDING, the region RUNNING as the last heartbeat answer said
+   (while the control channel is not joined it holds the last request and
+   sends it once joined again; a region that is resetting or waiting resets
+   this member anyway, and a drain fails in CR_RESET_PENDING), and no reset
    request or completed reset for ``interval_s``: ask again (``REQUEST``; the member sends a forced reset
    request directly on its control channel, past the group's flag).
 3. After ``max_requests`` re-requests within one stay in CR_RESET_PENDING:
@@ -64,12 +66,12 @@ class ResetPendingWatch:
             self._last = now
             self._count = 0
 
-    def check(self, pending: bool, joined: bool, now: float) -> WatchAction:
+    def check(self, pending: bool, region_running: bool, now: float) -> WatchAction:
         with self._lock:
             if not pending:
                 self._count = 0
                 return WatchAction.NONE
-            if not joined:
+            if not region_running:
                 return WatchAction.NONE
             if self._last is None:
                 self._last = now  # pending seen first now: give the source's own request its time
