@@ -92,6 +92,8 @@ class RegionCore(ResetMixin):
         # left, restarted too late); see own_checkpoint. Bounded: ABSENT_KEPT.
         self.absent_checkpoints: dict[str, int] = {}
         self.failed_reason: str | None = None
+        # FAILED over an unusable stored document: never overwrite it (fail(persist=False))
+        self._keep_stored = False
         # current round
         self.seq: int | None = None  # seq of the running cycle
         self.attempt: int | None = None  # attempt of the running reset
@@ -153,6 +155,8 @@ class RegionCore(ResetMixin):
         }
 
     def _save(self) -> None:
+        if self._keep_stored:
+            return
         self._persist(self.document())
 
     # ------------------------------------------------------------------ transitions
@@ -166,7 +170,7 @@ class RegionCore(ResetMixin):
         self.phase = phase
         self._on_event("phase", {"phase": phase.value, "why": why})
 
-    def fail(self, reason: str, now: float) -> None:
+    def fail(self, reason: str, now: float, *, persist: bool = True) -> None:
         """Give up on the region (terminal): the only way to FAILED.
 
         1. ``failed_reason`` is set first (never empty: status, the members'
@@ -175,7 +179,9 @@ class RegionCore(ResetMixin):
            coordinator restart);
         3. every member is told (``failed {reason}``: it exits with code 3).
         A region already FAILED keeps its first reason. Used for too many
-        consecutive resets and by the service when a tick raised."""
+        consecutive resets and by the service when a tick raised; ``persist``
+        False for a region whose stored document is unusable: it is kept as it
+        is (never written again by this core), for a coordinator that can read it."""
         if self.phase is Phase.FAILED:
             log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
                      self.failed_reason, reason)
@@ -184,6 +190,7 @@ class RegionCore(ResetMixin):
         self._goto(Phase.FAILED, self.failed_reason)
         self.waiting = set()
         self.deadline = None
+        self._keep_stored = not persist
         self._save()
         self._on_event("failed", {"reason": self.failed_reason})
         self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})

@@ -122,3 +122,38 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
         assert reply and status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
     finally:
         m0.stop()
+
+
+def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_path):
+    """A region document the coordinator cannot read (a newer version, a damaged
+    field) must not start the region afresh (that forgets its last consistent
+    checkpoint and repeats published output): FAILED, saying why, to status
+    and to a joining member."""
+    from coordinator.launcher import CoordinatorProcess
+    from coordinator.state_store import StateStore
+
+    state = tmp_path / "state"
+    store = StateStore(state)
+    store.load()
+    store.put_document("region", "r1", {"version": 99, "config": {"name": "r1"}, "last_consistent": 7})
+    store.sync()
+    store.close()
+    coordinator = CoordinatorProcess(state)
+    coordinator.start()
+    try:
+        region = status(coordinator.endpoint, "r1")["region"]
+        assert region["phase"] == "FAILED" and "unusable" in region["failed_reason"]
+        seen: queue.SimpleQueue = queue.SimpleQueue()
+        channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", REGION, seen.put)
+        channel.start()
+        try:
+            cmd = seen.get(timeout=10)
+            assert cmd["cmd"] == "failed" and "unusable" in cmd["reason"]
+        finally:
+            channel.stop()
+    finally:
+        coordinator.terminate()
+    again = StateStore(state)
+    again.load()
+    assert again.documents("region")["r1"]["version"] == 99  # kept as it was
+    again.close()

@@ -25,8 +25,11 @@ The I/O thread loop:
    coordinator restarted, or went silent for ``LOST_AFTER_S``), a reset request
    is held, not dropped, and sent as soon as the member is joined again (a
    rejoin of the same incarnation does not reset the region by itself; a
-   dropped forced request left the source in CR_RESET_PENDING). Other requests
-   are dropped then (a phase the member misses fails by its timeout).
+   dropped forced request left the source in CR_RESET_PENDING). Acks are held
+   the same way (at most ``HELD_KEPT``, oldest dropped): a command can arrive
+   just before the join reply that makes the channel count itself joined, and
+   a dropped answer to it failed that phase only by its timeout; the
+   controller ignores answers that are stale by then.
    ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
    it is answered None at once.
 4. Pushed ``region_command`` messages go to ``on_command`` (the member's
@@ -39,6 +42,7 @@ Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -77,6 +81,8 @@ LEAVE_TIMEOUT_S = 3.0
 #: that does not answer must not stall the records' flow (the source then goes
 #: on without waiting for a drain).
 TRIGGER_ANSWER_S = 2.0
+#: Bound on the acks held while not joined (sent once joined; oldest dropped).
+HELD_KEPT = 100
 #: Bound on the answers awaited at once by other threads (``ask``): a lost
 #: answer's waiter is dropped, oldest first.
 WAITERS_KEPT = 64
@@ -131,8 +137,9 @@ class ControlChannel:
         self._outbox: queue.SimpleQueue[tuple[str, dict, _Waiter | None]] = queue.SimpleQueue()
         # request id -> waiter of an ``ask``; the I/O thread's only
         self._waiters: dict[str, _Waiter] = {}
-        # a reset request made while not joined, sent once joined; the I/O thread's only
+        # a reset request and acks made while not joined, sent once joined; the I/O thread's only
         self._held_reset: dict[str, Any] | None = None
+        self._held: collections.deque[tuple[str, dict]] = collections.deque(maxlen=HELD_KEPT)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -295,6 +302,9 @@ class ControlChannel:
                                     self.member, now - last_heard)
                         self.joined.clear()
                         last_heard = now
+                while self.joined.is_set() and self._held:
+                    msg_type, body = self._held.popleft()
+                    self._request(sock, pending, msg_type, body)
                 if self.joined.is_set() and self._held_reset is not None:
                     body, self._held_reset = self._held_reset, None
                     log.info("%s: joined again; sending the reset request held meanwhile", self.member)
@@ -313,6 +323,9 @@ class ControlChannel:
                         if held is None or body.get("force") or not held.get("force"):
                             self._held_reset = body  # a forced request is never replaced by a plain one
                         log.info("%s: not joined; reset request held until joined again", self.member)
+                    elif msg_type == "region_ack":
+                        self._held.append((msg_type, body))
+                        log.info("%s: not joined; %s answer held until joined", self.member, body.get("command"))
                     else:
                         if waiter is not None:
                             waiter.answer(None)
