@@ -39,7 +39,9 @@ Commands (each answered with ``region_ack`` ok / error text):
 * ``failed {reason}``: the region gave up; the member exits with code 3.
 
 When several commands are queued and one of them is a reset, everything
-queued before the last reset is skipped (a reset supersedes them).
+queued before the last reset is skipped (a reset supersedes them). Between
+commands, a source left in CR_RESET_PENDING while the region runs asks for
+its reset again, boundedly (``reset_watch.py``).
 
 Exit codes: 0 stopped (SIGTERM/SIGINT or :meth:`Member.stop`), 1 the source or
 the control channel failed, 2 bad settings, 3 the region FAILED.
