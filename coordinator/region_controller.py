@@ -35,15 +35,21 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
 * ``region_reset_request {region, member, incarnation, force, reason}``: a reset
   (``force`` for a rebalance). Requests during a reset do not stack.
 * ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
+  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
+  (a drain of this member follows: its source waits for it) or ``not_now`` (none
+  follows: resetting, waiting, already drained in the running cycle; the source
+  goes on at once instead of waiting its drain timeout).
 * ``region_leave {region, member, incarnation}``: graceful leave (the region
-  resets); reply ``{last_consistent}``: the leaver publishes what that
-  checkpoint covers (it may have missed the RESUME naming it) before it exits.
+  resets); reply ``{last_consistent, complete}``: the leaver publishes what
+  ``complete`` covers (its own last completed checkpoint, null for a process the
+  region already dropped; it may have missed the RESUME naming it) before it exits.
 * ``region_status {region?}``: one region's status, or all.
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
 ``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
 ``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
-members, offsets}``, ``reset_to_initial {attempt}``, ``failed {reason}``.
+members, offsets, own}`` (``own``: the member's own last completed checkpoint,
+see ``RegionCore.own_checkpoint``), ``reset_to_initial {attempt}``, ``failed {reason}``.
 
 Durability: the region document (namespace ``region``) is written with
 ``store.put_document`` and the server syncs the store before it sends any reply
@@ -119,7 +125,15 @@ class RegionControllerService:
                 config = RegionConfig.from_dict(doc["config"])
                 self.regions[name] = self._make_core(config, doc)
             except (KeyError, TypeError, ValueError) as exc:
-                log.error("region %s: stored document is unusable (%s); the region starts afresh", name, exc)
+                # Never start afresh: that would forget the last consistent checkpoint
+                # (sources back to their initial offsets, published output repeated).
+                # FAILED in memory only, the document kept for a coordinator that can read it.
+                reason = (f"the stored region document is unusable ({type(exc).__name__}: {exc}); the region is not "
+                          f"started afresh, which would repeat published output: run a coordinator version that "
+                          f"reads it, or start the pipeline under another --group")
+                log.error("region %s: %s", name, reason)
+                core = self.regions[name] = self._make_core(RegionConfig(name=name), None)
+                core.fail(reason, time.monotonic(), persist=False)
                 continue
             log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
                      name, self.regions[name].phase.value, self.regions[name].last_consistent,
@@ -134,12 +148,12 @@ class RegionControllerService:
                 core.tick(now)
             except Exception as exc:
                 log.exception("region %s: tick failed; the region goes to FAILED", name)
-                self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}")
+                self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}", now)
         self._expire_regions(now)
 
-    def _fail(self, name: str, core: RegionCore, reason: str) -> None:
+    def _fail(self, name: str, core: RegionCore, reason: str, now: float) -> None:
         try:
-            core.fail(reason[:2000])
+            core.fail(reason[:2000], now)
         except Exception:
             log.exception("region %s: could not mark the region FAILED (%s)", name, reason)
 
@@ -246,6 +260,8 @@ class RegionControllerService:
                     f"region {msg.region!r} not created")
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
+        elif core.phase is Phase.FAILED:
+            pass  # whatever its settings, the joiner is told the region FAILED and why
         elif config.index != core.config.index:
             raise CrIndexMismatch(f"region {msg.region!r} has index {core.config.index}; "
                                   f"member {msg.member!r} joined with {config.index}")
@@ -273,19 +289,21 @@ class RegionControllerService:
 
     def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        core.trigger(msg.member, req.received)
-        return {"phase": core.phase.value}
+        answer = core.trigger(msg.member, req.received)
+        return {"phase": core.phase.value, **answer.to_body()}
 
     def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self.regions.get(msg.region)
         if core is not None:
+            # The leaver publishes what its own last completed checkpoint covers (it
+            # may have missed the RESUME that names it) before it exits; a process
+            # the region already dropped is told None (RegionCore.leave_reply).
+            complete = core.leave_reply(msg.member, msg.incarnation)
             m = core.members.get(msg.member)
             if m is not None and m.incarnation == msg.incarnation:
                 core.leave(msg.member, req.received)
-            # The leaver publishes what the last consistent checkpoint covers (it may
-            # have missed the RESUME that names it) before it exits.
-            return {"last_consistent": core.last_consistent}
-        return {"last_consistent": None}
+            return {"last_consistent": core.last_consistent, "complete": complete}
+        return {"last_consistent": None, "complete": None}
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)

@@ -6,14 +6,22 @@ The reset:
 1. Cause: a member's request (``force`` for rebalances: the consecutive counter
    goes to 0), a failure (the counter goes up), or a membership change (the
    counter is unchanged). While a reset is running, further requests do not
-   stack: they are logged and dropped. A member joining during a reset restarts
-   the reset round (new attempt) so that it takes part.
+   stack: they are logged and dropped, except one from a member that already
+   answered the round (the round restarts). A request that arrived before the
+   asker's own answer but was about a revocation after its reset is therefore
+   dropped: the member asks again while its source stays in CR_RESET_PENDING
+   (``cr_consumer/runtime/reset_watch.py``). A member joining during a reset
+   restarts the reset round (new attempt) so that it takes part.
 2. Past ``max_consecutive_resets`` the region goes to FAILED: it stays there
    (status, metrics; the runner exits non-zero).
 3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
    rounds never mix in a merge), then RESET(last consistent seq, attempt,
-   checkpoint members, merged offsets) to every member, or RESET_TO_INITIAL
-   (attempt) when there is no consistent checkpoint yet.
+   checkpoint members, merged offsets, own) to every member, or
+   RESET_TO_INITIAL (attempt) when there is no consistent checkpoint yet.
+   ``own`` is the member's own last completed checkpoint (``own_checkpoint``:
+   the last consistent one, an earlier one for a member that was away, None
+   for a new member): its non-source operators go back to their data of
+   ``own``, so intervals it sealed there are published, never deleted.
    A reset caused by a member joining (new or restarted) or leaving gracefully
    carries ``rejoin: true``: a Kafka consumer is joining or has left the
    group, so a rebalance follows; each member asks its consumer to rejoin the
@@ -95,12 +103,8 @@ class ResetMixin:
         elif kind is ResetKind.FAILURE:
             self.consecutive_resets += 1
         if self.consecutive_resets > self.config.max_consecutive_resets:
-            self.failed_reason = (f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
-                                  f"back (max {self.config.max_consecutive_resets}); last cause: {why}")
-            self._goto(Phase.FAILED, self.failed_reason)
-            self._save()
-            self._on_event("failed", {"reason": self.failed_reason})
-            self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+            self.fail(f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
+                      f"back (max {self.config.max_consecutive_resets}); last cause: {why}", now)
             return
         self.attempt = self.next_attempt
         self.next_attempt += 1
@@ -110,7 +114,7 @@ class ResetMixin:
                                     f"{self.consecutive_resets}): {why}")
         if self.reset_started_at is None:
             self.reset_started_at = now
-        self._on_event("reset", {"attempt": self.attempt, "kind": kind.value, "why": why,
+        self._on_event("reset", {"attempt": self.attempt, "cause": kind.value, "why": why,
                                  "seq": self.last_consistent})
         self.waiting = set(self.members)
         self.deadline = now + self.config.reset_timeout_s
@@ -122,7 +126,11 @@ class ResetMixin:
         if rejoin:
             body["rejoin"] = True
             self.rejoin_hint_at = now
-        self._broadcast(self.waiting, body)
+        if self.last_consistent is None:
+            self._broadcast(self.waiting, body)
+        else:
+            for name in sorted(self.waiting):  # each member's own checkpoint (own_checkpoint)
+                self._send(name, {**body, "own": self.own_checkpoint(name)})
 
     def _maybe_reset_done(self, now: float) -> None:
         if self.phase is not Phase.RESETTING or self.waiting:

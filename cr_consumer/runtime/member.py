@@ -26,10 +26,12 @@ Commands (each answered with ``region_ack`` ok / error text):
   operator (the file sink publishes).
 * ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
   checkpoints <= seq from the store.
-* ``reset {seq, attempt, members, offsets}``: block the permit; in reverse
-  pipeline order ``reset(seq, data)`` each operator with its stored data (a
-  member that is not in ``members`` was not there at ``seq``: its operators
-  go to their initial state); the source gets a checkpoint holding the
+* ``reset {seq, attempt, members, offsets, own}``: block the permit; in reverse
+  pipeline order ``reset(own, data)`` each operator with its stored data of
+  ``own``, this member's own last completed checkpoint (``seq``, or an earlier
+  one when it was away while ``seq`` completed: the file sink then publishes
+  what it sealed there instead of deleting it; null when it never took part:
+  its operators go to their initial state); the source gets a checkpoint holding the
   controller's union of all members' offsets, as the sole contributor, so a
   reset never waits for a member that is dead, removed or new. The permit
   stays blocked until ``resume``.
@@ -37,7 +39,9 @@ Commands (each answered with ``region_ack`` ok / error text):
 * ``failed {reason}``: the region gave up; the member exits with code 3.
 
 When several commands are queued and one of them is a reset, everything
-queued before the last reset is skipped (a reset supersedes them).
+queued before the last reset is skipped (a reset supersedes them). Between
+commands, a source left in CR_RESET_PENDING while the region runs asks for
+its reset again, boundedly (``reset_watch.py``).
 
 Exit codes: 0 stopped (SIGTERM/SIGINT or :meth:`Member.stop`), 1 the source or
 the control channel failed, 2 bad settings, 3 the region FAILED.
@@ -61,6 +65,7 @@ from .control import ControlChannel
 from .group_state import evict_predecessor, group_report, request_rejoin
 from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
 from .pipeline import KafkaSource, Pipeline, PipelineContext
+from .reset_watch import ResetPendingWatch, WatchAction
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +93,7 @@ class Member:
         self.channel: ControlChannel | None = None
         self.completed: list[int] = []
         self.resets = 0
+        self.reset_watch = ResetPendingWatch()
         region = dict(settings.region)
         region.setdefault("index", settings.region_index)
         self.region_config = region
@@ -153,12 +159,16 @@ class Member:
 
     # ------------------------------------------------------------------ region object for the source
     def request_reset(self, *, force: bool, reason: str) -> None:
+        self.reset_watch.requested(time.monotonic())
         if self.channel is not None:
             self.channel.request_reset(force=force, reason=reason)
 
-    def request_drain(self, *, reason: str) -> None:
-        if self.channel is not None:
-            self.channel.trigger()
+    def request_drain(self, *, reason: str) -> bool:
+        """Operator-driven: ask the region for a checkpoint; False when no drain of
+        this member follows (the source then does not wait for one)."""
+        if self.channel is None:
+            return False
+        return self.channel.trigger()
 
     def _on_predecessor(self, pred: dict) -> None:
         """A restarted process: remove the dead predecessor's consumer from the group
@@ -224,6 +234,8 @@ class Member:
             try:
                 first = self.commands.get(timeout=LOOP_WAIT_S)
             except queue.Empty:
+                if self._watch_reset_pending():
+                    return EXIT_ERROR
                 continue
             batch = [first]
             while True:
@@ -244,6 +256,24 @@ class Member:
                 self._execute(cmd)
         return EXIT_OK
 
+    def _watch_reset_pending(self) -> bool:
+        """Between commands: a source left in CR_RESET_PENDING asks again
+        (reset_watch.py); True when it gave up (the member exits)."""
+        from cr_consumer.states import ClientState
+
+        pending = getattr(self.source, "state", None) is ClientState.CR_RESET_PENDING
+        action = self.reset_watch.check(pending, self.channel.region_phase() == "RUNNING", time.monotonic())
+        if action is WatchAction.REQUEST:
+            log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
+                        "served); asking again (%d of %d)", self.settings.member, self.reset_watch.requests,
+                        self.reset_watch.max_requests)
+            self.channel.request_reset(force=True, reason=f"{self.settings.member}: still in CR_RESET_PENDING")
+        elif action is WatchAction.GIVE_UP:
+            log.error("%s: the source waited for a reset through %d requests; exiting (the restart resets the "
+                      "region)", self.settings.member, self.reset_watch.max_requests)
+            return True
+        return False
+
     def _shutdown(self, leave: bool) -> None:
         """1. stop the source (no more batches); 2. on a graceful stop, leave the
         region and publish what its last consistent checkpoint covers (a RESUME
@@ -253,7 +283,9 @@ class Member:
         self._close(getattr(self.source, "close", None))
         if self.channel is not None:
             answer = self.channel.leave() if leave else None
-            complete = (answer or {}).get("last_consistent")
+            # Only this process's own last completed checkpoint: what it sealed
+            # later may belong to a checkpoint that never completed.
+            complete = (answer or {}).get("complete")
             if complete is not None:
                 for op_id, h in self.handlers:
                     notify = getattr(h, "notify_checkpoint_complete", None)
@@ -290,7 +322,9 @@ class Member:
                     h.retire_checkpoint(seq)
                 self.store.retire(seq)
             elif kind == "reset":
-                self._reset(seq, attempt, cmd.get("members") or [], cmd.get("offsets") or [])
+                members = cmd.get("members") or []
+                own = cmd["own"] if "own" in cmd else (seq if self.settings.member in members else None)
+                self._reset(seq, attempt, own, cmd.get("offsets") or [])
                 self.channel.ack("reset", seq=seq, attempt=attempt)
             elif kind == "reset_to_initial":
                 self._reset_initial(attempt)
@@ -364,29 +398,41 @@ class Member:
             # ConsumerOperator keeps the map of its last reset there (see handlers.py).
             self.source._merged = (seq, merged)
 
-    def _reset(self, seq: int, attempt: int, members: list[str], offsets: list) -> None:
+    def _reset(self, seq: int, attempt: int, own: int | None, offsets: list) -> None:
+        """Reset to the region's checkpoint ``seq``: the source to ``offsets`` (the
+        union of every member's source offsets at ``seq``); every other operator
+        to its own data of ``own``, this member's last completed checkpoint
+        (``seq`` itself, an earlier one when this member was away while ``seq``
+        completed, None when it never took part: initial state). So the file sink
+        publishes every interval sealed up to ``own`` (their records lie below
+        the offsets the region continues from) and deletes only later ones."""
         from kafka import TopicPartition
 
         from cr_consumer.checkpoint import OperatorCheckpoint
 
+        if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own > seq):
+            raise ValueError(f"reset to {seq}: own checkpoint {own!r} must be a checkpoint id <= {seq}")
         self._block(f"reset to {seq}")
-        was_member = self.settings.member in members
+        if own is not None and own != seq:
+            log.info("%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
+                     "(it was away when later ones completed)", self.settings.member, seq, own)
         for op_id, h in reversed(self.handlers):
             if op_id == SOURCE_ID:
                 merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
                 data = OperatorCheckpoint(self.settings.member, (self.settings.member,), merged).encode()
                 h.reset(seq, data, attempt)
-            elif was_member:
+            elif own is not None:
                 try:
-                    data = self.store.load(seq, op_id)
+                    data = self.store.load(own, op_id)
                 except CheckpointNotFound as exc:
-                    raise RuntimeError(f"{self.settings.member} took part in checkpoint {seq} but its data "
+                    raise RuntimeError(f"{self.settings.member} took part in checkpoint {own} but its data "
                                        f"for {op_id} is gone from {self.store.root}: {exc}") from None
-                h.reset(seq, data, attempt)
+                h.reset(own, data, attempt)
             else:
                 h.reset_to_initial_state(attempt)
         self.broken = None
         self.resets += 1
+        self.reset_watch.reset_done(time.monotonic())
 
     def _reset_initial(self, attempt: int) -> None:
         self._block("reset to initial state")
@@ -394,3 +440,4 @@ class Member:
             h.reset_to_initial_state(attempt)
         self.broken = None
         self.resets += 1
+        self.reset_watch.reset_done(time.monotonic())
