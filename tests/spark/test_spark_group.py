@@ -117,3 +117,56 @@ def test_pattern_new_topic_and_every_batch_replays_identically(bootstrap, coordi
     for s, e, rows in batches_seen:
         replayed = sorted((r["topic"], r["partition"], r["offset"]) for b in read_range(options, s, e) for r in b.to_pylist())
         assert replayed == rows, (s, e)
+
+
+def _drive(group: SourceGroup, start: SourceOffset, *, min_epoch: int, seen: collections.Counter,
+           timeout: float = 60) -> SourceOffset:
+    """Plan batches the way Spark does (commit the previous end after planning
+    the next) until a batch with records ends at ``min_epoch`` or later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline, f"stuck at epoch {start.epoch}, stats {group.stats}"
+        batches, end = group.next_batch(start)
+        if end != start:
+            group.commit(start)
+        for b in batches:
+            seen.update(zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                            b.column("offset").to_pylist()))
+        start = end
+        if batches and end.epoch >= min_epoch:
+            return end
+        time.sleep(0.02)
+
+
+def test_new_query_reusing_the_group_id_restarts_without_retired_refusals(bootstrap, coordinator, names):
+    """A new query (new checkpoint location: epochs from 0) with the group.id of
+    an earlier query restarts from its own checkpoint, although the earlier
+    query retired higher checkpoint ids in the same coordinator."""
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [b"v%d" % i for i in range(400)])
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": names.group(), "subscribe": topic, "coordinator": coordinator,
+        "members": "2", "startPosition": "beginning", "maxRecordsPerBatch": "40", "kafka.max.poll.records": "20",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+
+    def run(start: SourceOffset, min_epoch: int, seen: collections.Counter) -> SourceOffset:
+        group = SourceGroup(options)
+        try:
+            return _drive(group, start, min_epoch=min_epoch, seen=seen)
+        finally:
+            group.close()
+
+    first_query: collections.Counter = collections.Counter()
+    end = run(SourceOffset.initial(), 3, first_query)
+    run(end, end.epoch + 1, first_query)  # a restart: reset to `end`, commit: earlier checkpoints retired
+    second_query: collections.Counter = collections.Counter()
+    end = run(SourceOffset.initial(), 1, second_query)  # a new query: its own epochs from 0
+    assert end.epoch < 3
+    end = run(end, end.epoch + 2, second_query)  # its restart resets to its own checkpoint
+    assert not [k for k, c in second_query.items() if c > 1], "duplicates"
+    per_partition = collections.defaultdict(list)
+    for _, p, o in second_query:
+        per_partition[p].append(o)
+    # the new query started at the beginning (its own start position) and has no gap
+    assert per_partition and all(sorted(v) == list(range(len(v))) for v in per_partition.values()), per_partition

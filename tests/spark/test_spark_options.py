@@ -83,6 +83,35 @@ def test_offset_json_round_trip():
         SourceOffset.from_json({"v": 1, "epoch": 0, "offsets": {"nocolon": 1}})
 
 
+def test_offset_query_id_round_trips_and_is_bounded():
+    off = SourceOffset(epoch=1, positions={("a", 0): 4}, query="5f0c2a91d3e84b7a")
+    wire = json.loads(json.dumps(off.to_json()))
+    assert wire["query"] == "5f0c2a91d3e84b7a"
+    assert SourceOffset.from_json(wire) == off
+    for bad in ("", "x" * 16, "5F0C2A91D3E84B7A", "ab", "a" * 33, 7, None, "5f0c2a91\n"):
+        if bad == "":
+            assert SourceOffset.from_json({**wire, "query": bad}).query == ""
+            continue
+        with pytest.raises(OffsetFormatError, match="query id"):
+            SourceOffset.from_json({**wire, "query": bad})
+
+
+def test_query_control_maps_only_its_own_group():
+    from coordinator.client import CoordinatorClient
+    from cr_consumer.spark.control import QueryControl, coordinator_group
+
+    assert coordinator_group("orders", "") == "orders"
+    assert coordinator_group("orders", "5f0c2a91d3e84b7a") == "orders#q5f0c2a91d3e84b7a"
+    client = CoordinatorClient("tcp://127.0.0.1:1")  # never contacted: the group is refused first
+    try:
+        control = QueryControl(client, "orders", "5f0c2a91d3e84b7a")
+        assert control.group == "orders#q5f0c2a91d3e84b7a"
+        with pytest.raises(ValueError, match="serves group"):
+            control.members("other")
+    finally:
+        client.close()
+
+
 def test_arrow_batch_matches_spark_schema():
     from pyspark.sql.pandas.types import to_arrow_schema
 
