@@ -88,10 +88,8 @@ def test_offset_query_id_round_trips_and_is_bounded():
     wire = json.loads(json.dumps(off.to_json()))
     assert wire["query"] == "5f0c2a91d3e84b7a"
     assert SourceOffset.from_json(wire) == off
-    for bad in ("", "x" * 16, "5F0C2A91D3E84B7A", "ab", "a" * 33, 7, None, "5f0c2a91\n"):
-        if bad == "":
-            assert SourceOffset.from_json({**wire, "query": bad}).query == ""
-            continue
+    assert SourceOffset.from_json({**wire, "query": ""}).query == ""  # absent: an offset of an earlier build
+    for bad in ("x" * 16, "5F0C2A91D3E84B7A", "ab", "a" * 33, 7, None, "5f0c2a91\n"):
         with pytest.raises(OffsetFormatError, match="query id"):
             SourceOffset.from_json({**wire, "query": bad})
 
