@@ -43,7 +43,10 @@ Producing batch N+1 from ``start`` (= end[N]), :meth:`SourceGroup.next_batch`:
 ``commit(end)`` (:meth:`SourceGroup.commit`): idempotent by epoch (an end not
 newer than the last committed one is ignored, as Spark re-delivers commits
 after a restart); splits ``end``'s positions by owner and commits each part
-synchronously through its member's event thread; then retires older
+synchronously through its member's event thread, leaving out partitions
+whose topic no longer exists, bounded by ``members.COMMIT_TIMEOUT_S``
+(kafka-python would otherwise retry on the event thread for as long as the
+broker answers with a retriable error); then retires older
 checkpoints (never the one of the last reset, whose merged offsets still
 decide where a newly assigned partition starts). A commit that fails (a
 rebalance is in progress) is logged, kept pending and retried at the next
@@ -69,7 +72,13 @@ from cr_consumer.checkpoint import OperatorCheckpoint
 from cr_consumer.region import RegionPermit
 from cr_consumer.spark.buffer import BatchBuffer
 from cr_consumer.spark.control import QueryControl, coordinator_group, new_query_id
-from cr_consumer.spark.members import commit_plan, commit_through, member_configs
+from cr_consumer.spark.members import (
+    COMMIT_EVENT_MARGIN_S,
+    COMMIT_TIMEOUT_S,
+    commit_plan,
+    commit_through,
+    member_configs,
+)
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.states import ClientState
@@ -108,6 +117,7 @@ class SourceGroup:
         self._attempt = int(time.time()) % (1 << 30)  # unique across runner restarts
         self._last_reset_seq = 0
         self._retired = -1
+        self._gone: set[TopicPartition] = set()  # left out of the last commit: their topic is gone
         self._closed = False
         self.stats = {"batches": 0, "rows": 0, "resets": 0, "idle_bumps": 0, "commit_failures": 0}
 
@@ -317,15 +327,21 @@ class SourceGroup:
     def _commit_now(self, end: SourceOffset) -> None:
         plan = commit_plan(end.positions, [op.offsets.assigned() for op in self.members])
         futures = [self._pool.submit(commit_through, op, part) for op, part in zip(self.members, plan) if part]
+        gone: set[TopicPartition] = set()
+        deadline = time.monotonic() + COMMIT_TIMEOUT_S + COMMIT_EVENT_MARGIN_S + 1.0
         try:
-            for fut in futures:
-                fut.result()  # commit_through is bounded by COMMIT_TIMEOUT_S
+            for fut in futures:  # concurrent: bounded together like one
+                gone |= fut.result(max(0.0, deadline - time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - kept pending and retried (see the module doc)
             self.stats["commit_failures"] += 1
             self._pending_commit = end
             log.warning("crkafka: committing epoch %d to Kafka failed (%r); retried at the next read or commit",
                         end.epoch, exc)
             return
+        if gone - self._gone:
+            log.warning("crkafka: partitions whose topic no longer exists are left out of the Kafka commits: %s",
+                        sorted(f"{tp.topic}[{tp.partition}]" for tp in gone - self._gone))
+        self._gone = gone
         self._pending_commit = None
         self._committed = end
         retire = min(end.epoch - 1, self._last_reset_seq - 1)

@@ -170,3 +170,66 @@ def test_new_query_reusing_the_group_id_restarts_without_retired_refusals(bootst
         per_partition[p].append(o)
     # the new query started at the beginning (its own start position) and has no gap
     assert per_partition and all(sorted(v) == list(range(len(v))) for v in per_partition.values()), per_partition
+
+
+def test_deleted_topic_is_dropped_from_commits_and_commits_stay_bounded(bootstrap, coordinator, names):
+    """After a subscribed topic is deleted, its partition stays in the source's
+    offsets but leaves the Kafka commits: the other topic's committed offsets
+    keep following the batches, and no commit holds Spark's thread long."""
+    from kafka import KafkaAdminClient
+
+    from cr_consumer.kafka_util import committed_offsets
+    from cr_consumer.spark.members import COMMIT_TIMEOUT_S
+
+    prefix = names.topic("del")
+    kept = create_topic(bootstrap, f"{prefix}-a", partitions=2)
+    doomed = create_topic(bootstrap, f"{prefix}-b", partitions=1)
+    produce(bootstrap, kept, [b"a%d" % i for i in range(100)])
+    produce(bootstrap, doomed, [b"b%d" % i for i in range(50)])
+    group_id = names.group()
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": group_id, "subscribePattern": f"{prefix}-.*",
+        "coordinator": coordinator, "members": "2", "startPosition": "beginning",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+    group = SourceGroup(options)
+    seen: collections.Counter = collections.Counter()
+    slowest = 0.0
+
+    def step(start: SourceOffset) -> SourceOffset:
+        nonlocal slowest
+        batches, end = group.next_batch(start)
+        if end != start:
+            t0 = time.monotonic()
+            group.commit(start)
+            slowest = max(slowest, time.monotonic() - t0)
+        for b in batches:
+            seen.update(zip(b.column("topic").to_pylist(), b.column("offset").to_pylist()))
+        time.sleep(0.02)
+        return end
+
+    start = SourceOffset.initial()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(seen.values()) < 150:
+            assert time.monotonic() < deadline, f"stuck at {sum(seen.values())}/150, stats {group.stats}"
+            start = step(start)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.delete_topics([doomed])
+        finally:
+            admin.close()
+        produce(bootstrap, kept, [b"c%d" % i for i in range(100)])
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, (
+                f"committed {committed_offsets(bootstrap, group_id, kept)} never reached the batches' "
+                f"{start.positions}; stats {group.stats}")
+            start = step(start)
+            want = {p: o for (t, p), o in start.positions.items() if t == kept}
+            if sum(want.values()) == 200 and committed_offsets(bootstrap, group_id, kept) == want:
+                break
+        assert (doomed, 0) in start.positions  # the source's offsets still hold it
+    finally:
+        group.close()
+    assert slowest < COMMIT_TIMEOUT_S + 5, slowest
