@@ -151,6 +151,7 @@ def test_new_query_reusing_the_group_id_restarts_without_retired_refusals(bootst
     })
 
     def run(start: SourceOffset, min_epoch: int, seen: collections.Counter) -> SourceOffset:
+        produce(bootstrap, topic, [b"w%d" % i for i in range(40)])  # a batch for every run to cut
         group = SourceGroup(options)
         try:
             return _drive(group, start, min_epoch=min_epoch, seen=seen)
