@@ -234,3 +234,47 @@ def test_deleted_topic_is_dropped_from_commits_and_commits_stay_bounded(bootstra
     finally:
         group.close()
     assert slowest < COMMIT_TIMEOUT_S + 5, slowest
+
+
+def test_new_topic_written_before_assignment_is_read_from_earliest(bootstrap, coordinator, names):
+    """startPosition=end applies to the topics of the query's first start; a
+    topic that the pattern matches later is read from its earliest offset, so
+    records written into it before the members are assigned it are in the
+    batches, each once."""
+    prefix = names.topic("ne")
+    old = create_topic(bootstrap, f"{prefix}-a", partitions=2)
+    produce(bootstrap, old, [b"old%d" % i for i in range(6)], single_record_batches=True)
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": names.group(), "subscribePattern": f"{prefix}-.*",
+        "coordinator": coordinator, "members": "2", "startPosition": "end",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+    group = SourceGroup(options)
+    seen: collections.Counter = collections.Counter()
+    start = SourceOffset.initial()
+    new = None
+    try:
+        deadline = time.monotonic() + 90
+        while sum(c for (t, _, _), c in seen.items() if t == new) < 50:
+            assert time.monotonic() < deadline, f"stuck at {dict(seen)}, stats {group.stats}"
+            batches, end = group.next_batch(start)
+            if end != start:
+                group.commit(start)
+            for b in batches:
+                seen.update(zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                                b.column("offset").to_pylist()))
+            start = end
+            seeked = {tp: off for op in group.members for tp, off in op.offsets.snapshot().items()}
+            if new is None and len(seeked) == 2:  # the first start is done: both partitions seeked
+                assert sorted(seeked.values()) == [3, 3]  # end: the old records are skipped
+                new = create_topic(bootstrap, f"{prefix}-b", partitions=2)
+                produce(bootstrap, new, [b"b%d" % i for i in range(40)])
+                assigned = {tp.topic for op in group.members for tp in op.offsets.assigned()}
+                assert assigned == {old}, "the new topic's records must be written before its assignment"
+                produce(bootstrap, new, [b"c%d" % i for i in range(10)])
+            time.sleep(0.02)
+    finally:
+        group.close()
+    assert not [k for k, c in seen.items() if c > 1], "duplicates"
+    assert {(p, o) for t, p, o in seen if t == new} == {(p, o) for p in range(2) for o in range(25)}
+    assert not [k for k in seen if k[0] == old]
