@@ -28,8 +28,10 @@ a new one, with nothing to lose: no offset of the old id was persisted.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 from coordinator.client import CoordinatorClient
 
@@ -41,6 +43,28 @@ def new_query_id() -> str:
 def coordinator_group(group_id: str, query: str) -> str:
     """The coordinator group of a query (``group_id`` itself without a query id)."""
     return f"{group_id}#q{query}" if query else group_id
+
+
+def query_of_checkpoint(checkpoint_location: str | Path) -> str | None:
+    """The query id in a checkpoint location's newest offset log entry.
+
+    Spark writes ``offsets/<batch>``: a version line, a metadata line, then one
+    line per source with its offset JSON. None when no batch is planned yet or
+    the entry has no crkafka query id. Use it to find a query's coordinator
+    group (``coordinator_group(group_id, query)``), e.g. for ``/status``.
+    """
+    log_dir = Path(checkpoint_location) / "offsets"
+    entries = sorted((int(f.name), f) for f in log_dir.glob("[0-9]*") if f.name.isdigit()) if log_dir.is_dir() else []
+    if not entries:
+        return None
+    for line in entries[-1][1].read_text().splitlines()[2:]:
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offset, dict) and isinstance(offset.get("query"), str):
+            return offset["query"]
+    return None
 
 
 class QueryControl:
@@ -99,4 +123,4 @@ class QueryControl:
         self._client.close()
 
 
-__all__ = ["QueryControl", "coordinator_group", "new_query_id"]
+__all__ = ["QueryControl", "coordinator_group", "new_query_id", "query_of_checkpoint"]

@@ -151,3 +151,19 @@ def test_member_configs():
     assert {c.max_poll_records for c in configs} == {300}
     with pytest.raises(InvalidOptionError, match="heartbeat.interval.ms"):
         member_configs(parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"})))
+
+
+def test_query_of_checkpoint_reads_the_newest_offset_log_entry(tmp_path):
+    from cr_consumer.spark.control import query_of_checkpoint
+
+    assert query_of_checkpoint(tmp_path / "none") is None
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    assert query_of_checkpoint(tmp_path) is None
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (offsets / "0").write_text(f'v1\n{meta}\n{{"v":1,"epoch":0,"offsets":{{}}}}\n')
+    assert query_of_checkpoint(tmp_path) is None  # written by an earlier build: no query id
+    (offsets / "10").write_text(f'v1\n{meta}\n{{"v":1,"epoch":3,"offsets":{{}},"query":"5f0c2a91d3e84b7a"}}\n')
+    (offsets / "9").write_text(f'v1\n{meta}\n{{"v":1,"epoch":2,"offsets":{{}},"query":"0000000000000000"}}\n')
+    (offsets / ".10.crc").write_text("x")
+    assert query_of_checkpoint(tmp_path) == "5f0c2a91d3e84b7a"
