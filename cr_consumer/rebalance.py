@@ -26,7 +26,10 @@ Assignment:
 2. on the event thread, in SUBSCRIBED or RESET_COMPLETE: seek each held partition to
    its merged checkpoint offset (kept from the last reset until retired), else
    its control variable, else its start position (then saved as the control
-   variable, first writer wins, using the effective value); read positions
+   variable, first writer wins, using the effective value): the configured
+   one at the job's first start (then saved for every subscribed partition),
+   its earliest offset for a partition that appeared later
+   (start_position.py); read positions
    back into the offset manager; resume the partitions;
 3. in CR_RESET_PENDING: no seek: the reset will seek and resume them.
    Standalone (no region): the seek above is done anyway, committed offsets
@@ -42,7 +45,7 @@ import threading
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-from cr_consumer.start_position import initial_offsets
+from cr_consumer.start_position import plan_start, start_offsets, subscribed_partitions
 from cr_consumer.states import ClientState
 
 log = logging.getLogger(__name__)
@@ -181,10 +184,12 @@ class Rebalancer:
             cv = op.control_variables()
             targets.update({tp: cv[tp] for tp in missing if tp in cv})
             missing = [tp for tp in missing if tp not in targets]
-        if missing:
-            start = initial_offsets(consumer, op.config, missing)
-            effective = op.save_control_variables(start)
-            targets.update({tp: effective[tp] for tp in missing})
+            if missing:
+                group_started = bool(cv)
+                subscribed = set() if group_started else subscribed_partitions(consumer)
+                plan = plan_start(missing, group_started=group_started, subscribed=subscribed)
+                effective = op.save_control_variables(start_offsets(consumer, op.config, plan))
+                targets.update({tp: effective[tp] for tp in missing})
         for tp, off in targets.items():
             consumer.seek(tp, off)
         positions = {tp: consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS) for tp in targets}

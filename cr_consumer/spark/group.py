@@ -7,9 +7,12 @@ the reader's ``read(start)`` and ``commit(end)`` on the runner's main thread.
 
 Producing batch N+1 from ``start`` (= end[N]), :meth:`SourceGroup.next_batch`:
 
-1. Start the members on the first call of this runner. If ``start`` carries
-   positions (a restart from the checkpoint location), reset the members to
-   them (step 6) before anything is handed out.
+1. Start the members on the first call of this runner, in the query's own
+   coordinator group (``start``'s query id, or a new one when the checkpoint
+   location is empty: :mod:`cr_consumer.spark.control`); every end handed
+   out carries the query id. If ``start`` carries positions (a restart from
+   the checkpoint location), reset the members to them (step 6) before
+   anything is handed out.
 2. If ``start`` is not the end this runner handed out last, or a member asked
    for a reset (a rebalance after records were fetched), reset to ``start``.
 3. Idle (nothing submitted since the last cut): return ``start`` unchanged, or
@@ -40,7 +43,10 @@ Producing batch N+1 from ``start`` (= end[N]), :meth:`SourceGroup.next_batch`:
 ``commit(end)`` (:meth:`SourceGroup.commit`): idempotent by epoch (an end not
 newer than the last committed one is ignored, as Spark re-delivers commits
 after a restart); splits ``end``'s positions by owner and commits each part
-synchronously through its member's event thread; then retires older
+synchronously through its member's event thread, leaving out partitions
+whose topic no longer exists, bounded by ``members.COMMIT_TIMEOUT_S``
+(kafka-python would otherwise retry on the event thread for as long as the
+broker answers with a retriable error); then retires older
 checkpoints (never the one of the last reset, whose merged offsets still
 decide where a newly assigned partition starts). A commit that fails (a
 rebalance is in progress) is logged, kept pending and retried at the next
@@ -65,7 +71,14 @@ from kafka import TopicPartition
 from cr_consumer.checkpoint import OperatorCheckpoint
 from cr_consumer.region import RegionPermit
 from cr_consumer.spark.buffer import BatchBuffer
-from cr_consumer.spark.members import commit_plan, commit_through, member_configs
+from cr_consumer.spark.control import QueryControl, coordinator_group, new_query_id
+from cr_consumer.spark.members import (
+    COMMIT_EVENT_MARGIN_S,
+    COMMIT_TIMEOUT_S,
+    commit_plan,
+    commit_through,
+    member_configs,
+)
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.states import ClientState
@@ -93,6 +106,8 @@ class SourceGroup:
         self.buffer = BatchBuffer(options.max_records_per_batch)
         self.permits = [RegionPermit() for _ in self.configs]
         self.members: list = []
+        self._controls: list[QueryControl] = []
+        self._query: str | None = None  # set when the members start
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.configs)), thread_name_prefix="crkafka-region")
         self._lock = threading.Lock()
         self._reset_reason: str | None = None
@@ -102,6 +117,7 @@ class SourceGroup:
         self._attempt = int(time.time()) % (1 << 30)  # unique across runner restarts
         self._last_reset_seq = 0
         self._retired = -1
+        self._gone: set[TopicPartition] = set()  # left out of the last commit: their topic is gone
         self._closed = False
         self.stats = {"batches": 0, "rows": 0, "resets": 0, "idle_bumps": 0, "commit_failures": 0}
 
@@ -115,15 +131,43 @@ class SourceGroup:
         log.debug("crkafka: drain request ignored (%s): batches are cut by Spark's reads", reason)
 
     # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, query: str) -> None:
+        """Start the members in the coordinator group of ``query`` (see control.py)."""
+        from coordinator.client import CoordinatorClient
         from cr_consumer.operator import ConsumerOperator
 
+        self._query = query
         for config, permit in zip(self.configs, self.permits):
-            op = ConsumerOperator(config, submit_batch=self.buffer.submit_batch, permit=permit, region=self)
+            client = CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
+            control = QueryControl(client, config.group_id, query)
+            self._controls.append(control)
+            op = ConsumerOperator(config, submit_batch=self.buffer.submit_batch, permit=permit, region=self,
+                                  control=control)
             self.members.append(op)
             op.start()
-        log.info("crkafka: %d members started in group %s (%s)", len(self.members), self.options.group_id,
+        log.info("crkafka: %d members started in group %s, coordinator group %s (%s)", len(self.members),
+                 self.options.group_id, coordinator_group(self.options.group_id, query),
                  self.options.describe_subscription())
+
+    def _start_for(self, offset: SourceOffset) -> None:
+        """Start the members for the query of ``offset``: its query id; none and
+        positions: an offset of an earlier build (the plain group.id); none and
+        no positions: a query starting from an empty checkpoint location."""
+        if offset.query:
+            query = offset.query
+        elif offset.positions:
+            query = ""
+        else:
+            query = new_query_id()
+        self.start(query)
+
+    def _own(self, offset: SourceOffset) -> SourceOffset:
+        """``offset`` with this runner's query id (Spark's initial offset has none)."""
+        if offset.query == self._query:
+            return offset
+        if offset.query:
+            raise SourceFailed(f"offset of query {offset.query!r} handed to the source runner of query {self._query!r}")
+        return offset.with_query(self._query)
 
     def close(self) -> None:
         """Close every member (each leaves the group); safe to call twice."""
@@ -147,6 +191,8 @@ class SourceGroup:
                 fut.result(CLOSE_TIMEOUT_S)
             except Exception:  # keep closing the others; logged with its traceback
                 log.exception("crkafka: closing a member failed")
+        for control in self._controls:  # after the members: they unregister through it
+            control.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         log.info("crkafka: members closed (%s)", self.stats)
 
@@ -154,10 +200,12 @@ class SourceGroup:
     def next_batch(self, start: SourceOffset) -> tuple[list[pa.RecordBatch], SourceOffset]:
         self._check_members()
         if not self.members:
-            self.start()
+            self._start_for(start)
+            start = self._own(start)
             if start.positions:
                 self._reset(start, "restart from Spark's checkpoint")
             self._last_end = start
+        start = self._own(start)
         with self._lock:
             reason, self._reset_reason = self._reset_reason, None
         if reason is None and any(op.state is ClientState.CR_RESET_PENDING for op in self.members):
@@ -194,7 +242,7 @@ class SourceGroup:
         if self._pending_commit is not None and self._pending_commit.same_positions(start):
             return start  # Spark already delivered this commit: it is retried here, no empty batch needed
         self.stats["idle_bumps"] += 1
-        return SourceOffset(epoch=start.epoch + 1, positions=start.positions)
+        return SourceOffset(epoch=start.epoch + 1, positions=start.positions, query=start.query)
 
     def _cut(self, start: SourceOffset) -> tuple[list[pa.RecordBatch], SourceOffset] | None:
         with self._members_held():
@@ -206,7 +254,8 @@ class SourceGroup:
         for snap in snapshots:
             positions.update({(tp.topic, tp.partition): off for tp, off in snap.items()})
         new = [tp for tp in positions if tp not in start.positions]
-        return batches, SourceOffset(epoch=start.epoch + 1, positions=positions, first=_first_offsets(batches, new))
+        return batches, SourceOffset(epoch=start.epoch + 1, positions=positions, first=_first_offsets(batches, new),
+                                     query=start.query)
 
     @contextlib.contextmanager
     def _members_held(self):
@@ -268,7 +317,8 @@ class SourceGroup:
     def commit(self, end: SourceOffset) -> None:
         self._check_members()
         if not self.members:  # a commit before any read in this runner: start and commit
-            self.start()
+            self._start_for(end)
+        end = self._own(end)
         newest = self._pending_commit or self._committed
         if newest is not None and end.epoch <= newest.epoch:
             return  # re-delivered after a restart, or older than what is already committed
@@ -277,15 +327,21 @@ class SourceGroup:
     def _commit_now(self, end: SourceOffset) -> None:
         plan = commit_plan(end.positions, [op.offsets.assigned() for op in self.members])
         futures = [self._pool.submit(commit_through, op, part) for op, part in zip(self.members, plan) if part]
+        gone: set[TopicPartition] = set()
+        deadline = time.monotonic() + COMMIT_TIMEOUT_S + COMMIT_EVENT_MARGIN_S + 1.0
         try:
-            for fut in futures:
-                fut.result()  # commit_through is bounded by COMMIT_TIMEOUT_S
+            for fut in futures:  # concurrent: bounded together like one
+                gone |= fut.result(max(0.0, deadline - time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - kept pending and retried (see the module doc)
             self.stats["commit_failures"] += 1
             self._pending_commit = end
             log.warning("crkafka: committing epoch %d to Kafka failed (%r); retried at the next read or commit",
                         end.epoch, exc)
             return
+        if gone - self._gone:
+            log.warning("crkafka: partitions whose topic no longer exists are left out of the Kafka commits: %s",
+                        sorted(f"{tp.topic}[{tp.partition}]" for tp in gone - self._gone))
+        self._gone = gone
         self._pending_commit = None
         self._committed = end
         retire = min(end.epoch - 1, self._last_reset_seq - 1)

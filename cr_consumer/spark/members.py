@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 
 from kafka import TopicPartition
+from kafka.errors import KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
 from cr_consumer.config import ConfigError, OperatorConfig
@@ -21,10 +22,17 @@ from cr_consumer.spark.options import InvalidOptionError, SourceOptions
 
 log = logging.getLogger(__name__)
 
-#: Bound on one member's synchronous offset commit on its event thread (one
-#: short poll plus a broker round trip); a dead broker fails the commit
-#: instead of hanging Spark's commit call.
-COMMIT_TIMEOUT_S = 15.0
+#: Bound on one member's synchronous offset commit, given to kafka-python
+#: itself: it retries a commit for as long as the broker answers with a
+#: retriable error (a rebalance in progress; a partition whose topic was
+#: deleted: UNKNOWN_TOPIC_OR_PARTITION, for ever), on the member's event
+#: thread, which then neither polls (the group's rebalance and heartbeats
+#: wait) nor serves a reset. Past it the commit fails with
+#: :class:`CommitTimedOut` and is retried at the next read or commit.
+COMMIT_TIMEOUT_S = 5.0
+#: Extra wait for the commit event beyond COMMIT_TIMEOUT_S: the event may
+#: queue behind one poll, and the topic check may refresh the metadata once.
+COMMIT_EVENT_MARGIN_S = 5.0
 
 #: Records per poll when the user sets none: large polls mean fewer batches
 #: through the member's queue and fewer Arrow chunks.
@@ -77,12 +85,52 @@ def commit_plan(
     return plan
 
 
-def commit_through(member, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
-    """Synchronously commit ``offsets`` on the member's event thread (it owns the consumer)."""
+class CommitTimedOut(RuntimeError):
+    """A member's offset commit did not complete within COMMIT_TIMEOUT_S."""
+
+
+def live_offsets(consumer, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> tuple[dict, set]:
+    """Split ``offsets`` into (partitions that exist, partitions that do not).
+
+    Existence is the consumer's cluster metadata (kafka-python refreshes it
+    every ``metadata.max.age.ms``; a topic it does not know is looked up once).
+    A deleted topic's partition stays in the source's offsets (Spark's offset
+    log is authoritative), but committing it would fail every commit.
+    """
+    known: dict[str, set[int]] = {}
+    live: dict[TopicPartition, OffsetAndMetadata] = {}
+    gone: set[TopicPartition] = set()
+    for tp, off in offsets.items():
+        if tp.topic not in known:
+            known[tp.topic] = set(consumer.partitions_for_topic(tp.topic) or ())
+        if tp.partition in known[tp.topic]:
+            live[tp] = off
+        else:
+            gone.add(tp)
+    return live, gone
+
+
+def commit_through(member, offsets: dict[TopicPartition, OffsetAndMetadata]) -> set[TopicPartition]:
+    """Synchronously commit ``offsets`` on the member's event thread (it owns the consumer).
+
+    1. On the event thread, drop the partitions whose topic no longer exists
+       (:func:`live_offsets`);
+    2. commit the rest, bounded by COMMIT_TIMEOUT_S (:class:`CommitTimedOut`).
+
+    Returns the dropped partitions.
+    """
     if not offsets:
-        return
+        return set()
 
     def commit(consumer):
-        consumer.commit(offsets)
+        live, gone = live_offsets(consumer, offsets)
+        if live:
+            try:
+                consumer.commit(live, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+            except KafkaTimeoutError:
+                raise CommitTimedOut(
+                    f"{member.name}: committing {len(live)} partitions did not complete within {COMMIT_TIMEOUT_S}s "
+                    "(broker unreachable or a rebalance in progress)") from None
+        return gone
 
-    member.events.call(commit, COMMIT_TIMEOUT_S, "spark batch commit")
+    return member.events.call(commit, COMMIT_TIMEOUT_S + COMMIT_EVENT_MARGIN_S, "spark batch commit")

@@ -4,7 +4,7 @@ Spark stores a source offset as JSON in the query's offset log and hands it back
 to ``read(start)``, ``readBetweenOffsets(start, end)`` and ``commit(end)``. It
 must round-trip unchanged, so it only uses string keys, ints and dicts::
 
-    {"v": 1, "epoch": 7,
+    {"v": 1, "epoch": 7, "query": "5f0c2a91d3e84b7a",
      "offsets": {"orders:0": 1200, "orders:1": 1187},   # next offset to read, per partition
      "from": {"orders:2": 40}}                          # optional, see below
 
@@ -19,6 +19,10 @@ must round-trip unchanged, so it only uses string keys, ints and dicts::
 * ``epoch`` counts the end offsets handed to Spark. An idle source hands out one
   end with a bumped epoch and unchanged positions, so that Spark runs one empty
   batch and delivers the pending ``commit`` (see ``docs/spark.md``).
+* ``query`` identifies the query of the checkpoint location: drawn at its
+  first read, carried by every end after it; the query's coordinator group is
+  ``group.id`` + query id (:mod:`cr_consumer.spark.control`). Optional: the
+  initial offset has none, and offsets written before it existed have none.
 
 Kafka topic names use only ``[A-Za-z0-9._-]``, so ``topic:partition`` is an
 unambiguous key. A wrong version or shape raises :class:`OffsetFormatError`.
@@ -26,11 +30,16 @@ unambiguous key. A wrong version or shape raises :class:`OffsetFormatError`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import attrs
 
 OFFSET_VERSION = 1
+
+#: A query id: lower-case hex (see cr_consumer.spark.control.new_query_id);
+#: bounded so a corrupt offset log cannot make an unbounded coordinator group name.
+QUERY_ID_RE = re.compile(r"[0-9a-f]{8,32}")
 
 TopicPartitionKey = tuple[str, int]
 
@@ -61,6 +70,10 @@ class SourceOffset:
     epoch: int = 0
     positions: dict[TopicPartitionKey, int] = attrs.field(factory=dict, converter=_freeze)
     first: dict[TopicPartitionKey, int] = attrs.field(factory=dict, converter=_freeze)
+    query: str = ""
+
+    def with_query(self, query: str) -> SourceOffset:
+        return attrs.evolve(self, query=query)
 
     @classmethod
     def initial(cls) -> SourceOffset:
@@ -73,6 +86,8 @@ class SourceOffset:
             "epoch": self.epoch,
             "offsets": {tp_key(t, p): o for (t, p), o in sorted(self.positions.items())},
         }
+        if self.query:
+            out["query"] = self.query
         if self.first:
             out["from"] = {tp_key(t, p): o for (t, p), o in sorted(self.first.items())}
         return out
@@ -86,7 +101,11 @@ class SourceOffset:
         epoch = data.get("epoch")
         if not isinstance(epoch, int) or epoch < 0:
             raise OffsetFormatError(f"bad epoch {epoch!r}")
-        return cls(epoch=epoch, positions=_read_map(data.get("offsets", {}), "offsets"), first=_read_map(data.get("from", {}), "from"))
+        query = data.get("query", "")
+        if query != "" and not (isinstance(query, str) and QUERY_ID_RE.fullmatch(query)):
+            raise OffsetFormatError(f"bad query id {query!r}: expected {QUERY_ID_RE.pattern}")
+        return cls(epoch=epoch, positions=_read_map(data.get("offsets", {}), "offsets"),
+                   first=_read_map(data.get("from", {}), "from"), query=query)
 
     def same_positions(self, other: SourceOffset) -> bool:
         return self.positions == other.positions

@@ -117,3 +117,172 @@ def test_pattern_new_topic_and_every_batch_replays_identically(bootstrap, coordi
     for s, e, rows in batches_seen:
         replayed = sorted((r["topic"], r["partition"], r["offset"]) for b in read_range(options, s, e) for r in b.to_pylist())
         assert replayed == rows, (s, e)
+
+
+def _drive(group: SourceGroup, start: SourceOffset, *, min_epoch: int, seen: collections.Counter,
+           timeout: float = 60) -> SourceOffset:
+    """Plan batches the way Spark does (commit the previous end after planning
+    the next) until a batch with records ends at ``min_epoch`` or later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline, f"stuck at epoch {start.epoch}, stats {group.stats}"
+        batches, end = group.next_batch(start)
+        if end != start:
+            group.commit(start)
+        for b in batches:
+            seen.update(zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                            b.column("offset").to_pylist()))
+        start = end
+        if batches and end.epoch >= min_epoch:
+            return end
+        time.sleep(0.02)
+
+
+def test_new_query_reusing_the_group_id_is_not_refused_by_earlier_retirements(bootstrap, coordinator, names):
+    """An earlier query with the same group.id retired checkpoints up to 5 in
+    this coordinator (its epochs; here sent directly, as that query's members
+    did, so the Kafka group is not restarted: tansu sometimes leaves a group
+    without a leader when all its members leave and new ones join at once).
+    A new query numbers its epochs from 0; when Spark re-plans from its epoch-1
+    end, the members reset to it, merging checkpoint 1 through the coordinator,
+    and are not refused."""
+    from coordinator.client import CoordinatorClient
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [b"v%d" % i for i in range(400)])
+    group_id = names.group()
+    with CoordinatorClient(coordinator, timeout=5.0) as client:
+        client.register(group_id, 0, "crkafka-0")
+        client.retire_checkpoint(group_id, 5)
+        client.unregister(group_id, "crkafka-0")
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": group_id, "subscribe": topic, "coordinator": coordinator,
+        "members": "2", "startPosition": "beginning", "maxRecordsPerBatch": "40", "kafka.max.poll.records": "20",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+    group = SourceGroup(options)
+    seen: collections.Counter = collections.Counter()
+    again: collections.Counter = collections.Counter()
+    try:
+        first = _drive(group, SourceOffset.initial(), min_epoch=1, seen=seen)
+        assert first.epoch <= 5 and first.query, first
+        _drive(group, first, min_epoch=first.epoch + 2, seen=seen)
+        _drive(group, first, min_epoch=first.epoch + 1, seen=again)  # re-planned from `first`: a reset
+    finally:
+        group.close()
+    assert group.stats["resets"] == 1, group.stats
+    assert not [k for k, c in again.items() if c > 1], "duplicates"
+    per_partition = collections.defaultdict(list)
+    for _, p, o in again:
+        per_partition[p].append(o)
+    # the re-planned batches start exactly at `first`'s positions, without gaps
+    for p, offsets in per_partition.items():
+        begin = first.positions[(topic, p)]
+        assert sorted(offsets) == list(range(begin, begin + len(offsets))), (p, begin, sorted(offsets)[:5])
+
+
+def test_deleted_topic_is_dropped_from_commits_and_commits_stay_bounded(bootstrap, coordinator, names):
+    """After a subscribed topic is deleted, its partition stays in the source's
+    offsets but leaves the Kafka commits: the other topic's committed offsets
+    keep following the batches, and no commit holds Spark's thread long."""
+    from kafka import KafkaAdminClient
+
+    from cr_consumer.kafka_util import committed_offsets
+    from cr_consumer.spark.members import COMMIT_TIMEOUT_S
+
+    prefix = names.topic("del")
+    kept = create_topic(bootstrap, f"{prefix}-a", partitions=2)
+    doomed = create_topic(bootstrap, f"{prefix}-b", partitions=1)
+    produce(bootstrap, kept, [b"a%d" % i for i in range(100)])
+    produce(bootstrap, doomed, [b"b%d" % i for i in range(50)])
+    group_id = names.group()
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": group_id, "subscribePattern": f"{prefix}-.*",
+        "coordinator": coordinator, "members": "2", "startPosition": "beginning",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+    group = SourceGroup(options)
+    seen: collections.Counter = collections.Counter()
+    slowest = 0.0
+
+    def step(start: SourceOffset) -> SourceOffset:
+        nonlocal slowest
+        batches, end = group.next_batch(start)
+        if end != start:
+            t0 = time.monotonic()
+            group.commit(start)
+            slowest = max(slowest, time.monotonic() - t0)
+        for b in batches:
+            seen.update(zip(b.column("topic").to_pylist(), b.column("offset").to_pylist()))
+        time.sleep(0.02)
+        return end
+
+    start = SourceOffset.initial()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(seen.values()) < 150:
+            assert time.monotonic() < deadline, f"stuck at {sum(seen.values())}/150, stats {group.stats}"
+            start = step(start)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.delete_topics([doomed])
+        finally:
+            admin.close()
+        produce(bootstrap, kept, [b"c%d" % i for i in range(100)])
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, (
+                f"committed {committed_offsets(bootstrap, group_id, kept)} never reached the batches' "
+                f"{start.positions}; stats {group.stats}")
+            start = step(start)
+            want = {p: o for (t, p), o in start.positions.items() if t == kept}
+            if sum(want.values()) == 200 and committed_offsets(bootstrap, group_id, kept) == want:
+                break
+        assert (doomed, 0) in start.positions  # the source's offsets still hold it
+    finally:
+        group.close()
+    assert slowest < COMMIT_TIMEOUT_S + 5, slowest
+
+
+def test_new_topic_written_before_assignment_is_read_from_earliest(bootstrap, coordinator, names):
+    """startPosition=end applies to the topics of the query's first start; a
+    topic that the pattern matches later is read from its earliest offset, so
+    records written into it before the members are assigned it are in the
+    batches, each once."""
+    prefix = names.topic("ne")
+    old = create_topic(bootstrap, f"{prefix}-a", partitions=2)
+    produce(bootstrap, old, [b"old%d" % i for i in range(6)], single_record_batches=True)
+    options = parse_options({
+        "kafka.bootstrap.servers": bootstrap, "group.id": names.group(), "subscribePattern": f"{prefix}-.*",
+        "coordinator": coordinator, "members": "2", "startPosition": "end",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+    })
+    group = SourceGroup(options)
+    seen: collections.Counter = collections.Counter()
+    start = SourceOffset.initial()
+    new = None
+    try:
+        deadline = time.monotonic() + 90
+        while sum(c for (t, _, _), c in seen.items() if t == new) < 50:
+            assert time.monotonic() < deadline, f"stuck at {dict(seen)}, stats {group.stats}"
+            batches, end = group.next_batch(start)
+            if end != start:
+                group.commit(start)
+            for b in batches:
+                seen.update(zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                                b.column("offset").to_pylist()))
+            start = end
+            seeked = {tp: off for op in group.members for tp, off in op.offsets.snapshot().items()}
+            if new is None and len(seeked) == 2:  # the first start is done: both partitions seeked
+                assert sorted(seeked.values()) == [3, 3]  # end: the old records are skipped
+                new = create_topic(bootstrap, f"{prefix}-b", partitions=2)
+                produce(bootstrap, new, [b"b%d" % i for i in range(40)])
+                assigned = {tp.topic for op in group.members for tp in op.offsets.assigned()}
+                assert assigned == {old}, "the new topic's records must be written before its assignment"
+                produce(bootstrap, new, [b"c%d" % i for i in range(10)])
+            time.sleep(0.02)
+    finally:
+        group.close()
+    assert not [k for k, c in seen.items() if c > 1], "duplicates"
+    assert {(p, o) for t, p, o in seen if t == new} == {(p, o) for p in range(2) for o in range(25)}
+    assert not [k for k in seen if k[0] == old]

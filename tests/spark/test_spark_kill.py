@@ -48,6 +48,7 @@ def test_kill9_of_the_driver_alone_makes_the_members_leave(bootstrap, coordinato
     import time
 
     from coordinator.client import CoordinatorClient
+    from cr_consumer.spark.control import coordinator_group, query_of_checkpoint
 
     example = load_example()
     topic, group = names.topic(), names.group()
@@ -60,7 +61,10 @@ def test_kill9_of_the_driver_alone_makes_the_members_leave(bootstrap, coordinato
     try:
         with CoordinatorClient(coordinator, timeout=5.0) as client:
             example.wait_until(lambda: any(out.glob("batch-*.json")), 180, "a first batch", proc)
-            assert sorted(client.members(group)) == ["crkafka-0", "crkafka-1"]
+            query_id = query_of_checkpoint(tmp_path / "checkpoint")
+            assert query_id, "the offset log records the query id"
+            qgroup = coordinator_group(group, query_id)  # the members register in the query's coordinator group
+            assert sorted(client.members(qgroup)) == ["crkafka-0", "crkafka-1"]
             os.kill(proc.pid, signal.SIGKILL)  # the driver only, not its process group
             proc.wait()
             # The chain: driver gone -> its JVM exits (stdin closed, shutdown hooks) ->
@@ -69,9 +73,9 @@ def test_kill9_of_the_driver_alone_makes_the_members_leave(bootstrap, coordinato
             # members once never left: pyspark's daemon SIGHUPed the runner, which
             # then died without closing them (fixed: spark/runner.py handles SIGHUP).
             deadline = time.monotonic() + 60
-            while client.members(group) and time.monotonic() < deadline:
+            while client.members(qgroup) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert client.members(group) == [], (tmp_path / "query.log").read_text()[-3000:]
+            assert client.members(qgroup) == [], (tmp_path / "query.log").read_text()[-3000:]
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -83,6 +83,33 @@ def test_offset_json_round_trip():
         SourceOffset.from_json({"v": 1, "epoch": 0, "offsets": {"nocolon": 1}})
 
 
+def test_offset_query_id_round_trips_and_is_bounded():
+    off = SourceOffset(epoch=1, positions={("a", 0): 4}, query="5f0c2a91d3e84b7a")
+    wire = json.loads(json.dumps(off.to_json()))
+    assert wire["query"] == "5f0c2a91d3e84b7a"
+    assert SourceOffset.from_json(wire) == off
+    assert SourceOffset.from_json({**wire, "query": ""}).query == ""  # absent: an offset of an earlier build
+    for bad in ("x" * 16, "5F0C2A91D3E84B7A", "ab", "a" * 33, 7, None, "5f0c2a91\n"):
+        with pytest.raises(OffsetFormatError, match="query id"):
+            SourceOffset.from_json({**wire, "query": bad})
+
+
+def test_query_control_maps_only_its_own_group():
+    from coordinator.client import CoordinatorClient
+    from cr_consumer.spark.control import QueryControl, coordinator_group
+
+    assert coordinator_group("orders", "") == "orders"
+    assert coordinator_group("orders", "5f0c2a91d3e84b7a") == "orders#q5f0c2a91d3e84b7a"
+    client = CoordinatorClient("tcp://127.0.0.1:1")  # never contacted: the group is refused first
+    try:
+        control = QueryControl(client, "orders", "5f0c2a91d3e84b7a")
+        assert control.group == "orders#q5f0c2a91d3e84b7a"
+        with pytest.raises(ValueError, match="serves group"):
+            control.members("other")
+    finally:
+        client.close()
+
+
 def test_arrow_batch_matches_spark_schema():
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -124,3 +151,19 @@ def test_member_configs():
     assert {c.max_poll_records for c in configs} == {300}
     with pytest.raises(InvalidOptionError, match="heartbeat.interval.ms"):
         member_configs(parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"})))
+
+
+def test_query_of_checkpoint_reads_the_newest_offset_log_entry(tmp_path):
+    from cr_consumer.spark.control import query_of_checkpoint
+
+    assert query_of_checkpoint(tmp_path / "none") is None
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    assert query_of_checkpoint(tmp_path) is None
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (offsets / "0").write_text(f'v1\n{meta}\n{{"v":1,"epoch":0,"offsets":{{}}}}\n')
+    assert query_of_checkpoint(tmp_path) is None  # written by an earlier build: no query id
+    (offsets / "10").write_text(f'v1\n{meta}\n{{"v":1,"epoch":3,"offsets":{{}},"query":"5f0c2a91d3e84b7a"}}\n')
+    (offsets / "9").write_text(f'v1\n{meta}\n{{"v":1,"epoch":2,"offsets":{{}},"query":"0000000000000000"}}\n')
+    (offsets / ".10.crc").write_text("x")
+    assert query_of_checkpoint(tmp_path) == "5f0c2a91d3e84b7a"

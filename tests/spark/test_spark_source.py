@@ -77,9 +77,12 @@ def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, co
     # query stop = SIGTERM in the source runner: the members close (leaving the
     # group) and unregister from the coordinator
     from coordinator.client import CoordinatorClient
+    from cr_consumer.spark.control import coordinator_group, query_of_checkpoint
 
+    query_id = query_of_checkpoint(tmp_path / "checkpoint")
+    assert query_id, "the offset log records the query id"
     with CoordinatorClient(coordinator, timeout=5.0) as client:
-        wait_for(lambda: client.members(group) == [], 60, "the members to leave")
+        wait_for(lambda: client.members(coordinator_group(group, query_id)) == [], 60, "the members to leave")
     assert sum(seen.values()) == n and len(seen) == n, "duplicates"
     assert set(seen) == {(p, o) for p in range(3) for o in range(n // 3)}, "gaps"
     # Kafka's committed offsets never run ahead of the batches the sink completed,
