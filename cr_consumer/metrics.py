@@ -36,17 +36,24 @@ nDrains, nResets, resetTimeMillis, state, isPaused, consumerLag
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
+from wsgiref.simple_server import WSGIServer
 
 from kafka import TopicPartition
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
     from cr_consumer.operator import ConsumerOperator
 
+log = logging.getLogger(__name__)
+
 PREFIX = "crkafka_consumer_"
+#: How long MetricsEndpoint.stop() waits for the HTTP thread.
+ENDPOINT_STOP_TIMEOUT_S = 5.0
 
 #: Buckets (seconds) of the drain and reset duration histograms: a drain is a
 #: commit round trip (milliseconds); a reset may wait for a merge (seconds).
@@ -230,4 +237,63 @@ def merged_registry(registries: Iterable[CollectorRegistry]) -> CollectorRegistr
     return registry
 
 
-__all__ = ["DURATION_BUCKETS", "MergedCollector", "OperatorMetrics", "merged_registry"]
+class StatsCollector:
+    """Counters read from a dict of running totals when scraped (``prefix + key + "_total"``)."""
+
+    def __init__(self, prefix: str, stats: Callable[[], Mapping[str, int]], docs: Mapping[str, str]) -> None:
+        self._prefix = prefix
+        self._stats = stats
+        self._docs = dict(docs)
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        for key, doc in self._docs.items():
+            yield CounterMetricFamily(self._prefix + key, doc, value=stats.get(key, 0))
+
+
+class MetricsEndpoint:
+    """``GET /metrics`` of a member process or the Spark runner, on ``host:port``.
+
+    1. :meth:`start` binds the port (0: any free port; :attr:`address` tells
+       which) and serves ``registry`` from one daemon thread that this object
+       owns; a port in use raises ``OSError`` naming the address.
+    2. Each scrape runs the registry's collectors on a thread of the server:
+       they only read what the operator's threads publish (see OperatorMetrics).
+    3. :meth:`stop` shuts the server down and joins its thread (bounded).
+    """
+
+    def __init__(self, registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"metrics port must be 0..65535, got {port}")
+        self._registry = registry
+        self._port = port
+        self._host = host
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.address: str | None = None
+
+    def start(self) -> str:
+        try:
+            self._server, self._thread = start_http_server(self._port, self._host, self._registry)
+        except OSError as exc:
+            raise OSError(f"cannot serve /metrics on {self._host}:{self._port}: {exc}") from exc
+        host, port = self._server.server_address[:2]
+        self.address = f"{host}:{port}"
+        log.info("metrics on http://%s/metrics", self.address)
+        return self.address
+
+    def stop(self) -> None:
+        server, thread, self._server, self._thread = self._server, self._thread, None, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(ENDPOINT_STOP_TIMEOUT_S)
+
+
+__all__ = ["DURATION_BUCKETS", "MergedCollector", "MetricsEndpoint", "OperatorMetrics", "StatsCollector",
+           "merged_registry"]
