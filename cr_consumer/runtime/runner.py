@@ -199,9 +199,9 @@ class Region:
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
                            region=self.region_settings, params=self.params,
                            kafka_stdin=self._kafka_stdin is not None,
-                           log_level=self.log_level, curve=self.curve, metrics=self._metrics_bind(name))
+                           log_level=self.log_level, curve=self.curve, metrics=self.metrics_bind(name))
 
-    def _metrics_bind(self, name: str) -> tuple[str, int] | None:
+    def metrics_bind(self, name: str) -> tuple[str, int] | None:
         """member-N's /metrics: metrics_port + N, the same port across restarts."""
         if self.metrics_port is None:
             return None
@@ -216,7 +216,7 @@ class Region:
             names = [name for name, m in self.members.items() if not m.removed]
         out = {}
         for name in names:
-            bind = self._metrics_bind(name)
+            bind = self.metrics_bind(name)
             if bind is not None:
                 out[name] = f"{bind[0]}:{bind[1]}"
         return out
