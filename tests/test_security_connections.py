@@ -74,7 +74,7 @@ def test_idle_connection_flood_is_capped_and_the_coordinator_keeps_answering(lim
             with CoordinatorClient(limited.endpoint, timeout=15) as late:
                 assert late.members(group) == ["op"]
             metrics = _get(limited.http_address, "/metrics")
-            assert _metric(metrics, "coordinator_connection_limit") == LIMIT
+            assert _metric(metrics, "crkafka_coordinator_max_connections") == LIMIT
             assert _metric(metrics, "crkafka_coordinator_connections_refused_total") >= len(flood) - LIMIT
         finally:
             for s in flood:
