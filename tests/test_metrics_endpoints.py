@@ -188,3 +188,44 @@ def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
         if group is not None:
             group.close()
         coordinator.terminate()
+
+
+def test_crkafka_run_gives_each_member_base_port_plus_index(bootstrap, names, tmp_path):
+    """``crkafka run --metrics-port BASE``: member-N serves on BASE+N and says so at start."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
+    produce(bootstrap, topic, [b"c%d" % i for i in range(RECORDS)])
+    pipeline = tmp_path / "passthrough.py"
+    pipeline.write_text(PASSTHROUGH)
+    base = free_port_pair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cr_consumer.cli", "run", str(pipeline), "--members", "2", "--bootstrap", bootstrap,
+         "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
+         "--period", "0.5", "--duration", "60", "--status-every", "30", "--metrics-port", str(base),
+         "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assigned: dict[int, float] = {}
+        deadline = time.monotonic() + 60
+        while len(assigned) < 2 or sum(assigned.values()) != PARTITIONS:  # both serve; every partition assigned
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, f"members not serving: {assigned}"
+            for i in range(2):
+                try:
+                    text = scrape(f"127.0.0.1:{base + i}")
+                except OSError:
+                    continue
+                assert promtool_problems(text) == ""
+                (labels, value), = samples(text, "crkafka_consumer_assigned_partitions")
+                assert labels == {"operator": f"member-{i}"}
+                assigned[i] = value
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out[-3000:]
+    for i in range(2):
+        assert f"member-{i}: metrics on http://127.0.0.1:{base + i}/metrics" in out
