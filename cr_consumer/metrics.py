@@ -210,17 +210,20 @@ class OperatorMetrics:
 
 
 class MergedCollector:
-    """Collects several operators' registries as one (the members of one Spark runner)."""
+    """Collects several operators' registries as one (the members of one Spark runner).
 
-    def __init__(self, registries: Iterable[CollectorRegistry]) -> None:
-        self._registries = list(registries)
+    ``registries`` is called at every scrape, so operators started after the
+    endpoint are included once they exist."""
+
+    def __init__(self, registries: Callable[[], Iterable[CollectorRegistry]]) -> None:
+        self._registries = registries
 
     def describe(self) -> list[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, Metric] = {}
-        for registry in self._registries:
+        for registry in self._registries():
             for family in registry.collect():
                 merged = families.get(family.name)
                 if merged is None:
@@ -230,8 +233,8 @@ class MergedCollector:
         yield from families.values()
 
 
-def merged_registry(registries: Iterable[CollectorRegistry]) -> CollectorRegistry:
-    """One registry exposing every sample of ``registries`` (families merged by name)."""
+def merged_registry(registries: Callable[[], Iterable[CollectorRegistry]]) -> CollectorRegistry:
+    """One registry exposing every sample of ``registries()`` (families merged by name)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(MergedCollector(registries))
     return registry

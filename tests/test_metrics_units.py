@@ -97,3 +97,21 @@ def test_member_with_its_metrics_port_taken_exits_with_bad_settings(tmp_path, ca
                                   state_dir=tmp_path / "state", metrics_port=port)
         assert Member(settings).run() == EXIT_CONFIG
     assert f"cannot serve /metrics on 127.0.0.1:{port}" in caplog.text
+
+
+def test_spark_runner_with_its_metrics_port_taken_fails_before_any_member_joins():
+    from cr_consumer.spark.group import SourceGroup
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        group = SourceGroup(parse_options({
+            "kafka.bootstrap.servers": "127.0.0.1:9", "group.id": "g", "subscribe": "a",
+            "coordinator": "tcp://127.0.0.1:9", "metricsPort": str(port)}))
+        try:
+            with pytest.raises(OSError, match=f"cannot serve /metrics on 127.0.0.1:{port}"):
+                group.start("q")
+            assert group.members == [] and group.metrics_endpoint is None
+        finally:
+            group.close()

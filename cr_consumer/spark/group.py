@@ -150,6 +150,10 @@ class SourceGroup:
         from cr_consumer.operator import ConsumerOperator
 
         self._query = query
+        if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group
+            endpoint = MetricsEndpoint(self.metrics_registry(), self.options.metrics_port, self.options.metrics_host)
+            endpoint.start()
+            self.metrics_endpoint = endpoint
         for config, permit in zip(self.configs, self.permits):
             client = CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
             control = QueryControl(client, config.group_id, query)
@@ -161,14 +165,10 @@ class SourceGroup:
         log.info("crkafka: %d members started in group %s, coordinator group %s (%s)", len(self.members),
                  self.options.group_id, coordinator_group(self.options.group_id, query),
                  self.options.describe_subscription())
-        if self.options.metrics_port is not None:
-            self.metrics_endpoint = MetricsEndpoint(self.metrics_registry(), self.options.metrics_port,
-                                                    self.options.metrics_host)
-            self.metrics_endpoint.start()
 
     def metrics_registry(self) -> CollectorRegistry:
         """Every member's ``crkafka_consumer_*`` plus the group's ``crkafka_spark_*`` counters."""
-        registry = merged_registry(op.prometheus_registry for op in self.members)
+        registry = merged_registry(lambda: [op.prometheus_registry for op in list(self.members)])
         registry.register(StatsCollector("crkafka_spark_", lambda: dict(self.stats), SPARK_COUNTERS))
         return registry
 
