@@ -105,7 +105,7 @@ class RegionControllerService:
         self._server: CoordinatorServer | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
-        self._metrics: RegionMetrics | None = None  # set by the first update_metrics
+        self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
     # ------------------------------------------------------------------ service API
@@ -184,7 +184,6 @@ class RegionControllerService:
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         """Loop thread, every metrics refresh: the regions' counters and gauges."""
-        self._metrics = metrics.regions
         metrics.regions.update(
             (RegionSample(name=name, phase=core.phase.value, last_consistent=core.last_consistent,
                           checkpoints=core.checkpoints, resets=core.resets,
