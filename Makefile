@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
+test: $(STAMP) promtool
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
 
 bench: $(STAMP)
@@ -28,3 +28,17 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# promtool (Debian package prometheus) checks every /metrics endpoint in the tests:
+# installed when missing and running as root, else a clear error.
+.PHONY: promtool
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y --no-install-recommends prometheus || \
+	    { apt-get update && apt-get install -y --no-install-recommends prometheus; }; \
+	  else \
+	    echo "promtool is missing: install the Debian package prometheus as root" \
+	         "(apt-get install -y --no-install-recommends prometheus); the metrics tests need it" >&2; \
+	    exit 1; \
+	  fi; }

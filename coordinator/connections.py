@@ -23,7 +23,7 @@ How, in order:
    once (``shutdown(2)`` on its descriptor: libzmq reads EOF and closes it
    itself). The client sees a closed connection and reconnects later; clients
    already connected are not affected. Each refusal is counted
-   (``coordinator_connections_refused``); a WARNING is logged at most every
+   (``crkafka_coordinator_connections_refused_total``); a WARNING is logged at most every
    ``WARN_EVERY_S``.
 5. The limit in force is ``min(--max-connections, soft RLIMIT_NOFILE -
    FD_RESERVE)``, so the cap is reached before the descriptors run out and the

@@ -1,7 +1,8 @@
 """Observability of the coordinator: Prometheus metrics and the HTTP /metrics and /status endpoints.
 
 * ``GET /metrics``: Prometheus text format of :class:`CoordinatorMetrics`
-  (a registry per server, so several servers in one process do not clash).
+  (a registry per server, so several servers in one process do not clash;
+  every name is listed in docs/operations.md, "Metrics").
   Counters and the load time are updated by the loop as things happen; the
   gauges from the store's stats are refreshed by the loop every second.
 * ``GET /status``: JSON snapshot (groups, members, region index, reset-pending
@@ -13,7 +14,7 @@
 The HTTP server runs on one daemon thread owned by :class:`HttpEndpoint`;
 ``stop()`` shuts it down and joins it. Each connection is served on its own
 thread; at most ``MAX_HTTP_CONNECTIONS`` at once (more are closed at once and
-counted in ``coordinator_http_refused``), and a connection that sends nothing
+counted in ``crkafka_coordinator_http_connections_refused_total``), and a connection that sends nothing
 for ``HTTP_IDLE_TIMEOUT_S`` is closed, so idle or slow clients cannot hold
 threads and file descriptors for ever.
 """
@@ -24,10 +25,13 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+import attrs
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger(__name__)
@@ -44,31 +48,133 @@ MAX_HTTP_CONNECTIONS = 64
 HTTP_IDLE_TIMEOUT_S = 5.0
 
 
+#: Buckets (seconds) of the region checkpoint and reset duration histograms: a
+#: checkpoint round is a drain and a checkpoint on every member (milliseconds
+#: to seconds); a reset may wait up to the reset timeout (minutes).
+REGION_DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+@attrs.frozen
+class RegionSample:
+    """One region's state as the loop thread saw it (read by the HTTP thread)."""
+
+    name: str
+    phase: str
+    last_consistent: int | None
+    checkpoints: int
+    resets: int
+    consecutive_resets: int
+    failed: bool
+    members: int
+
+
+class RegionMetrics:
+    """``crkafka_region_*``: counters and gauges from a snapshot, duration histograms.
+
+    1. The loop thread calls :meth:`update` every metrics refresh with one
+       :class:`RegionSample` per region; the tuple is replaced, never mutated,
+       so a scrape (HTTP thread) sees one consistent set.
+    2. The loop thread calls :meth:`checkpoint_done` / :meth:`reset_done` when
+       a checkpoint becomes consistent or a reset round completes.
+    3. A dropped region's samples vanish at the next :meth:`update`.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._phases: tuple[str, ...] = ()
+        self._samples: tuple[RegionSample, ...] = ()
+        self._observed: set[str] = set()  # regions with histogram children (loop thread only)
+        self._checkpoint_seconds = Histogram(
+            "crkafka_region_checkpoint_duration_seconds",
+            "Duration of a checkpoint round, from the drain command to the checkpoint being consistent",
+            ["region"], buckets=REGION_DURATION_BUCKETS, registry=registry)
+        self._reset_seconds = Histogram(
+            "crkafka_region_reset_duration_seconds",
+            "Duration of a reset, from its first cause to every member having reset",
+            ["region"], buckets=REGION_DURATION_BUCKETS, registry=registry)
+        registry.register(self)
+
+    def update(self, samples: Iterable[RegionSample], phases: Iterable[str]) -> None:
+        """Loop thread: the regions now and every phase a region can be in."""
+        self._phases = tuple(phases)
+        self._samples = tuple(samples)
+        live = {s.name for s in self._samples}
+        for region in self._observed - live:
+            for histogram in (self._checkpoint_seconds, self._reset_seconds):
+                histogram.labels(region)  # both children exist: remove() needs them
+                histogram.remove(region)
+        self._observed &= live
+
+    def checkpoint_done(self, region: str, seconds: float) -> None:
+        self._observed.add(region)
+        self._checkpoint_seconds.labels(region).observe(seconds)
+
+    def reset_done(self, region: str, seconds: float) -> None:
+        self._observed.add(region)
+        self._reset_seconds.labels(region).observe(seconds)
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        samples = self._samples
+        phase = GaugeMetricFamily("crkafka_region_phase", "1 for the region's current phase, 0 for the others",
+                                  labels=["region", "phase"])
+        families = {
+            "last": GaugeMetricFamily("crkafka_region_last_consistent_checkpoint",
+                                      "Sequence number of the last consistent checkpoint (-1: none yet)",
+                                      labels=["region"]),
+            "checkpoints": CounterMetricFamily("crkafka_region_checkpoints", "Checkpoints that became consistent",
+                                               labels=["region"]),
+            "resets": CounterMetricFamily("crkafka_region_resets", "Reset rounds started", labels=["region"]),
+            "consecutive": GaugeMetricFamily("crkafka_region_consecutive_resets",
+                                             "Resets since the last consistent checkpoint", labels=["region"]),
+            "failed": GaugeMetricFamily("crkafka_region_failed", "1 when the region is FAILED", labels=["region"]),
+            "members": GaugeMetricFamily("crkafka_region_members", "Members joined", labels=["region"]),
+        }
+        for s in samples:
+            for p in self._phases:
+                phase.add_metric([s.name, p], 1 if s.phase == p else 0)
+            families["last"].add_metric([s.name], s.last_consistent if s.last_consistent is not None else -1)
+            families["checkpoints"].add_metric([s.name], s.checkpoints)
+            families["resets"].add_metric([s.name], s.resets)
+            families["consecutive"].add_metric([s.name], s.consecutive_resets)
+            families["failed"].add_metric([s.name], 1 if s.failed else 0)
+            families["members"].add_metric([s.name], s.members)
+        yield phase
+        yield from families.values()
+
+
 class CoordinatorMetrics:
+    """``crkafka_coordinator_*`` and ``crkafka_region_*``: one registry per server."""
+
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("coordinator_requests", "Requests received, by message type", ["type"], registry=r)
-        self.errors = Counter("coordinator_errors", "Error replies sent, by code", ["code"], registry=r)
-        self.merges_pending = Gauge("coordinator_merges_pending", "Checkpoint merges waiting for contributions", registry=r)
-        self.merges_completed = Counter("coordinator_merges_completed", "Checkpoint merges completed", registry=r)
-        self.control_variables = Gauge("coordinator_control_variables", "Live control-variable entries", registry=r)
-        self.groups = Gauge("coordinator_groups", "Registered consumer groups", registry=r)
-        self.log_bytes = Gauge("coordinator_log_bytes", "Size of the durable log in bytes", registry=r)
-        self.compactions = Counter("coordinator_compactions", "Log compactions done by this process", registry=r)
+        p = "crkafka_coordinator_"
+        # prometheus_client adds "_total" to counter names
+        self.requests = Counter(p + "requests", "Requests received, by message type", ["type"], registry=r)
+        self.errors = Counter(p + "errors", "Error replies sent, by code", ["code"], registry=r)
+        self.merges_pending = Gauge(p + "merges_pending", "Checkpoint merges waiting for contributions", registry=r)
+        self.merges_completed = Counter(p + "merges_completed", "Checkpoint merges completed", registry=r)
+        self.control_variables = Gauge(p + "control_variables", "Live control-variable entries", registry=r)
+        self.groups = Gauge(p + "groups", "Registered consumer groups", registry=r)
+        self.log_bytes = Gauge(p + "log_bytes", "Size of the durable log", registry=r)
+        self.compactions = Counter(p + "compactions", "Log compactions done by this process", registry=r)
         self._compactions_seen = 0
-        self.limit_rejections = Counter("coordinator_limit_rejections", "Requests refused by a resource limit, by limit", ["limit"], registry=r)
-        self.load_seconds = Gauge("coordinator_load_seconds", "Time the start-up replay of the log took", registry=r)
-        self.connections = Gauge("coordinator_connections", "Open client connections on the ZeroMQ socket", registry=r)
+        self.limit_rejections = Counter(p + "limit_rejections", "Requests refused by a resource limit, by limit",
+                                        ["limit"], registry=r)
+        self.load_seconds = Gauge(p + "load_duration_seconds", "Time the start-up replay of the log took",
+                                  registry=r)
+        self.connections = Gauge(p + "connections", "Open client connections on the ZeroMQ socket", registry=r)
         self.connection_limit = Gauge(
-            "coordinator_connection_limit", "Connections accepted at most (--max-connections, capped by the fd limit)",
+            p + "max_connections", "Connections accepted at most (--max-connections, capped by the fd limit)",
             registry=r)
         self.connections_refused = Counter(
-            "coordinator_connections_refused", "Connections closed because the connection limit was reached",
-            registry=r)
+            p + "connections_refused", "Connections closed because the connection limit was reached", registry=r)
         self.http_refused = Counter(
-            "coordinator_http_refused", "HTTP connections closed because MAX_HTTP_CONNECTIONS were being served",
-            registry=r)
+            p + "http_connections_refused",
+            "HTTP connections closed because MAX_HTTP_CONNECTIONS were being served", registry=r)
+        self.regions = RegionMetrics(r)
 
     def set_connections(self, open_now: int, limit: int) -> None:
         self.connections.set(open_now)

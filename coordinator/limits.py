@@ -3,7 +3,7 @@
 Every limit bounds memory or log size that a client could otherwise grow
 without end. A request that would exceed one changes nothing and gets the
 error reply ``LIMIT_EXCEEDED`` naming the limit; each rejection is counted in
-the Prometheus counter ``coordinator_limit_rejections{limit=...}``.
+the Prometheus counter ``crkafka_coordinator_limit_rejections_total{limit=...}``.
 
 Leases and expiry (not rejections, but bounds of the same kind):
 

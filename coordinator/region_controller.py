@@ -77,6 +77,7 @@ import time
 from typing import Any
 
 from coordinator.errors import CrIndexMismatch, Invalid, NotRegistered
+from coordinator.http import CoordinatorMetrics, RegionMetrics, RegionSample
 from coordinator.region_messages import (
     RegionAck,
     RegionHeartbeat,
@@ -104,12 +105,14 @@ class RegionControllerService:
         self._server: CoordinatorServer | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
-        self._metrics: Any = None
+        self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
     # ------------------------------------------------------------------ service API
     def attach(self, server: CoordinatorServer) -> None:
         self._server = server
+        if isinstance(server.metrics, CoordinatorMetrics):
+            self._metrics = server.metrics.regions
         server.add_handler(RegionJoin.TYPE, RegionJoin, self._on_join)
         server.add_handler(RegionHeartbeat.TYPE, RegionHeartbeat, self._on_heartbeat)
         server.add_handler("region_trigger", RegionMemberMessage, self._on_trigger)
@@ -179,32 +182,15 @@ class RegionControllerService:
         now = time.monotonic()
         return {"regions": {name: core.status(now) for name, core in self.regions.items()}}
 
-    def update_metrics(self, metrics: Any) -> None:
-        registry = getattr(metrics, "registry", None)
-        if registry is None:
-            return
-        if self._metrics is None:
-            from prometheus_client import Gauge
-
-            self._metrics = {
-                "phase": Gauge("region_phase", "1 for the region's current phase", ["region", "phase"], registry=registry),
-                "last": Gauge("region_last_consistent_checkpoint", "Last consistent checkpoint id", ["region"], registry=registry),
-                "checkpoints": Gauge("region_checkpoints", "Checkpoints completed since start", ["region"], registry=registry),
-                "resets": Gauge("region_resets", "Reset rounds started since start", ["region"], registry=registry),
-                "consecutive": Gauge("region_consecutive_resets", "Consecutive resets without a checkpoint", ["region"], registry=registry),
-                "failed": Gauge("region_failed", "1 when the region is FAILED", ["region"], registry=registry),
-                "members": Gauge("region_members", "Members joined", ["region"], registry=registry),
-            }
-        m = self._metrics
-        for name, core in self.regions.items():
-            for phase in Phase:
-                m["phase"].labels(name, phase.value).set(1 if core.phase is phase else 0)
-            m["last"].labels(name).set(core.last_consistent if core.last_consistent is not None else -1)
-            m["checkpoints"].labels(name).set(core.checkpoints)
-            m["resets"].labels(name).set(core.resets)
-            m["consecutive"].labels(name).set(core.consecutive_resets)
-            m["failed"].labels(name).set(1 if core.phase is Phase.FAILED else 0)
-            m["members"].labels(name).set(len(core.members))
+    def update_metrics(self, metrics: CoordinatorMetrics) -> None:
+        """Loop thread, every metrics refresh: the regions' counters and gauges."""
+        metrics.regions.update(
+            (RegionSample(name=name, phase=core.phase.value, last_consistent=core.last_consistent,
+                          checkpoints=core.checkpoints, resets=core.resets,
+                          consecutive_resets=core.consecutive_resets, failed=core.phase is Phase.FAILED,
+                          members=len(core.members))
+             for name, core in self.regions.items()),
+            (phase.value for phase in Phase))
 
     # ------------------------------------------------------------------ plumbing
     def _make_core(self, config: RegionConfig, doc: dict | None) -> RegionCore:
@@ -229,8 +215,19 @@ class RegionControllerService:
             events = self.events.setdefault(name, [])
             events.append({"t": time.time(), "kind": kind, **info})
             del events[:-EVENTS_KEPT]
+            self._observe(name, kind, info)
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
+
+    def _observe(self, region: str, kind: str, info: dict) -> None:
+        """Feeds the duration histograms from the region's events (loop thread)."""
+        metrics = self._metrics
+        if metrics is None:
+            return
+        if kind == "checkpoint" and isinstance(info.get("checkpoint_ms"), int | float):
+            metrics.checkpoint_done(region, info["checkpoint_ms"] / 1000)
+        elif kind == "resume" and isinstance(info.get("reset_ms"), int | float):
+            metrics.reset_done(region, info["reset_ms"] / 1000)
 
     def _core(self, region: str) -> RegionCore:
         core = self.regions.get(region)

@@ -415,7 +415,8 @@ class RegionCore(ResetMixin):
         self._save()  # durable before anyone hears of it
         self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
                                   f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
-        self._on_event("checkpoint", {"seq": self.seq})
+        self._on_event("checkpoint", {"seq": self.seq,
+                                      "checkpoint_ms": round((now - (self._cycle_start or now)) * 1000, 1)})
         self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
         if previous is not None:
             self._broadcast(self.members, {"cmd": "retire", "seq": previous})

@@ -113,6 +113,7 @@ class RegionHandlers:
                                     timeout_ms=commit_timeout_ms)
                 except Exception as exc:
                     raise DrainError(f"{self.name}: committing offsets {self._fmt(offsets)} failed: {exc!r}") from exc
+                self.stats.set_committed(offsets)
             return offsets
 
         try:

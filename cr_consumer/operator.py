@@ -95,7 +95,6 @@ class ConsumerOperator(RegionHandlers):
         self._handler_lock = threading.RLock()  # see handlers._serialized
         self._drain_cond = threading.Condition()
         self._drain_count = 0
-        self._highwater: dict[TopicPartition, int | None] = {}
         self._cv_cache: dict[TopicPartition, int] = {}
         self._highwater_at = 0.0
         self.use_committed_first = self.standalone
@@ -211,7 +210,8 @@ class ConsumerOperator(RegionHandlers):
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
             self._highwater_at = now
-            self._highwater = {tp: consumer.highwater(tp) for tp in consumer.assignment()}
+            # highwater() reads the last fetch response: no request to the broker
+            self.stats.set_end_offsets({tp: consumer.highwater(tp) for tp in consumer.assignment()})
 
     def _on_trigger(self) -> None:
         """Operator-driven: trigger-count tuples submitted; ask for a drain and wait for it."""

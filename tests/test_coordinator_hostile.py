@@ -325,7 +325,7 @@ def test_limits_answer_limit_exceeded_and_are_counted(tmp_path):
         metrics = urllib.request.urlopen(f"http://{proc.http_address}/metrics", timeout=10).read().decode()
         for limit, n in (("max_groups", 2), ("max_members_per_group", 1), ("max_control_variables_per_group", 1),
                          ("max_regions", 1), ("max_pending_merges", 1)):
-            assert f'coordinator_limit_rejections_total{{limit="{limit}"}} {float(n)}' in metrics, limit
+            assert f'crkafka_coordinator_limit_rejections_total{{limit="{limit}"}} {float(n)}' in metrics, limit
         raw.close()
         assert_alive_and_intact(proc, writes=False)
     finally:

@@ -60,16 +60,16 @@ def test_metrics_and_status(coordinator_http, names):
     deadline = time.monotonic() + 5
     while True:
         text = _get(addr, "/metrics")
-        if _metric(text, "coordinator_control_variables") == 5 or time.monotonic() > deadline:
+        if _metric(text, "crkafka_coordinator_control_variables") == 5 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert _metric(text, "coordinator_control_variables") == 5
-    assert _metric(text, 'coordinator_requests_total{type="register"}') == 2
-    assert _metric(text, "coordinator_merges_completed_total") == 1
-    assert _metric(text, 'coordinator_errors_total{code="TIMEOUT"}') == 1
-    assert _metric(text, "coordinator_log_bytes") > 0
-    assert _metric(text, "coordinator_load_seconds") is not None
-    assert _metric(text, "coordinator_compactions_total") == 0
+    assert _metric(text, "crkafka_coordinator_control_variables") == 5
+    assert _metric(text, 'crkafka_coordinator_requests_total{type="register"}') == 2
+    assert _metric(text, "crkafka_coordinator_merges_completed_total") == 1
+    assert _metric(text, 'crkafka_coordinator_errors_total{code="TIMEOUT"}') == 1
+    assert _metric(text, "crkafka_coordinator_log_bytes") > 0
+    assert _metric(text, "crkafka_coordinator_load_duration_seconds") is not None
+    assert _metric(text, "crkafka_coordinator_compactions_total") == 0
     with pytest.raises(urllib.error.HTTPError):
         _get(addr, "/nope")
 

@@ -29,8 +29,8 @@ def test_standalone_consumes_everything_and_commits(bootstrap, names):
         from prometheus_client import generate_latest
 
         text = generate_latest(op.prometheus_registry).decode()
-        assert 'cr_consumer_nSubmittedMessages_total{operator="m0"} 4000.0' in text
-        assert f'cr_consumer_consumer_lag{{operator="m0",partition="{topic}[3]"}} 0.0' in text
+        assert 'crkafka_consumer_records_submitted_total{operator="m0"} 4000.0' in text
+        assert f'crkafka_consumer_lag{{operator="m0",partition="3",topic="{topic}"}} 0.0' in text
     assert op.state.value == "CLOSED"
 
 

@@ -204,9 +204,9 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
         import urllib.request
 
         metrics = urllib.request.urlopen(f"http://{region.http_address}/metrics", timeout=5).read().decode()
-        assert f'region_failed{{region="{region.group}"}} 0.0' in metrics
-        assert f'region_members{{region="{region.group}"}} 2.0' in metrics
-        assert f'region_phase{{phase="FAILED",region="{region.group}"}} 0.0' in metrics
+        assert f'crkafka_region_failed{{region="{region.group}"}} 0.0' in metrics
+        assert f'crkafka_region_members{{region="{region.group}"}} 2.0' in metrics
+        assert f'crkafka_region_phase{{phase="FAILED",region="{region.group}"}} 0.0' in metrics
         time.sleep(1.0)
         rows = published(tmp_path / "out")
     check_exactly_once(rows, topic, {p: 3000 for p in range(4)})

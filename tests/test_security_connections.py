@@ -74,8 +74,8 @@ def test_idle_connection_flood_is_capped_and_the_coordinator_keeps_answering(lim
             with CoordinatorClient(limited.endpoint, timeout=15) as late:
                 assert late.members(group) == ["op"]
             metrics = _get(limited.http_address, "/metrics")
-            assert _metric(metrics, "coordinator_connection_limit") == LIMIT
-            assert _metric(metrics, "coordinator_connections_refused_total") >= len(flood) - LIMIT
+            assert _metric(metrics, "crkafka_coordinator_max_connections") == LIMIT
+            assert _metric(metrics, "crkafka_coordinator_connections_refused_total") >= len(flood) - LIMIT
         finally:
             for s in flood:
                 s.close()
@@ -125,7 +125,7 @@ def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
                     assert time.monotonic() < deadline, "/status did not come back after the idle timeout"
                     time.sleep(0.2)
             assert status["loaded"] is True
-            refused = _metric(_get(proc.http_address, "/metrics"), "coordinator_http_refused_total")
+            refused = _metric(_get(proc.http_address, "/metrics"), "crkafka_coordinator_http_connections_refused_total")
             assert refused is not None and refused >= 40
         finally:
             for s in idle:

@@ -72,6 +72,8 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CURVE: the coordinator's public key (.key); needs --curve-key")
     parser.add_argument("--curve-key", metavar="FILE",
                         help="CURVE: this member's keypair (.key_secret from cr-coordinator keygen)")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="address the members' /metrics endpoints bind (default 127.0.0.1; 0.0.0.0 for all)")
 
 
 def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
@@ -94,7 +96,7 @@ def default_group(pipeline: str) -> str:
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
                 output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict,
                 params: dict, kafka_stdin: bool, log_level: str = "INFO",
-                curve: tuple[str, str] | None = None) -> list[str]:
+                curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
     """The command line of one member process (what ``crkafka run`` spawns), the
     inverse of :func:`add_arguments`; ``region`` is a region-settings dict as
     :func:`region_settings` returns. Kafka properties are never on it: with
@@ -114,6 +116,8 @@ def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, boot
         cmd.append("--kafka-stdin")
     if curve is not None:
         cmd += ["--curve-server-key", str(curve[0]), "--curve-key", str(curve[1])]
+    if metrics is not None:
+        cmd += ["--metrics-host", metrics[0], "--metrics-port", str(metrics[1])]
     return cmd
 
 
@@ -124,6 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-members", type=int, default=1, help="members the first reset waits for")
     parser.add_argument("--kafka-stdin", action="store_true",
                         help="read Kafka properties as JSON from stdin (how crkafka run passes them)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus /metrics on this port (0: any free port, logged; default: none)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         region=region_settings(args, args.min_members),
         params=parse_pairs(args.param, "--param"), kafka=kafka,
         curve_server_key=args.curve_server_key, curve_key=args.curve_key,
+        metrics_port=args.metrics_port, metrics_host=args.metrics_host,
     )
     member = Member(settings)
 

@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-restart", action="store_true", help="do not restart members that die")
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
     parser.add_argument("--status-every", type=float, default=5.0, help="print the status this often (s)")
+    parser.add_argument("--metrics-port", type=int, metavar="BASE",
+                        help="member-N serves Prometheus /metrics on port BASE+N (a restarted member keeps "
+                             "its port; default: no member endpoint)")
 
 
 def _line(status: dict) -> str:
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
             params=parse_pairs(args.param, "--param"), kafka=kafka,
             restart_members=not args.no_restart, log_level=args.log_level,
             curve_server_key=args.curve_server_key, curve_key=args.curve_key,
+            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
         )
     except ValueError as exc:
         print(f"crkafka run: {exc}", flush=True)
@@ -85,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
           f"members {region.live_members()}, "
           f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
+    for name, address in region.metrics_addresses().items():
+        print(f"{name}: metrics on http://{address}/metrics", flush=True)
     started = time.monotonic()
     code = 0
     try:

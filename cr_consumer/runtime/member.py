@@ -58,6 +58,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from cr_consumer.metrics import MetricsEndpoint
 from cr_consumer.region import RegionPermit
 
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
@@ -100,6 +101,7 @@ class Member:
         self.store = DirectoryCheckpointStore(Path(settings.state_dir) / "checkpoints" / settings.member)
         self.curve: tuple[bytes, bytes, bytes] | None = None
         self._client: Any = None  # the source's CURVE client, owned here (closed at shutdown)
+        self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, owned here (stopped at shutdown)
 
     # ------------------------------------------------------------------ set-up
     def build(self) -> None:
@@ -187,6 +189,7 @@ class Member:
         try:
             self.curve = s.curve_keys()
             self.build()
+            self._serve_metrics()
         except SettingsError as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
@@ -221,6 +224,18 @@ class Member:
             return code
         finally:
             self._shutdown(leave=code == EXIT_OK)
+
+    def _serve_metrics(self) -> None:
+        """Serve the source's registry on --metrics-port (a port in use is a bad setting)."""
+        s = self.settings
+        if s.metrics_port is None:
+            return
+        endpoint = MetricsEndpoint(self.source.prometheus_registry, s.metrics_port, s.metrics_host)
+        try:
+            endpoint.start()
+        except (OSError, ValueError) as exc:
+            raise SettingsError(f"{s.member}: {exc}") from None
+        self.metrics_endpoint = endpoint
 
     def _loop(self) -> int:
         while not self._stop.is_set():
@@ -294,6 +309,8 @@ class Member:
             self.channel.stop(leave=False)
         self._close(getattr(self.pipeline, "close", None))
         self._close(getattr(self._client, "close", None))
+        if self.metrics_endpoint is not None:
+            self._close(self.metrics_endpoint.stop)
 
     def _close(self, closer) -> None:
         if closer is None:

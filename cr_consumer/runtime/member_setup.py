@@ -80,6 +80,9 @@ class MemberSettings:
     #: (.key_secret from ``cr-coordinator keygen``); both or neither.
     curve_server_key: str | None = None
     curve_key: str | None = None
+    #: Serve /metrics on metrics_host:metrics_port (None: no endpoint; 0: any free port).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def curve_keys(self) -> tuple[bytes, bytes, bytes] | None:
         """(server public, client public, client secret), or None without CURVE."""

@@ -10,6 +10,10 @@ returns a :class:`Region` handle:
    ``<state_dir>/logs/<name>.log``. Kafka properties go to each member as
    JSON on its stdin (written, then closed, at every start), never on its
    command line, where any local user could read them (``ps``).
+   With ``metrics_port`` (``crkafka run --metrics-port BASE``) member-N
+   serves Prometheus ``/metrics`` on ``metrics_host:BASE+N``: ports are a
+   function of the member's name, so a restarted member keeps its port and
+   scrape targets never change; an added member takes the next index.
 3. A supervisor thread (owned by the handle) checks the processes every
    ``SUPERVISE_S``: a member that died (kill -9, crash) is restarted under the
    same name, at once, with a backoff only when it keeps dying
@@ -52,6 +56,9 @@ SUPERVISE_S = 0.1
 #: SIGTERM -> SIGKILL grace for a member at stop()/remove_member(), so a wedged
 #: member (a sink stuck in I/O) cannot hang the runner's shutdown.
 STOP_TIMEOUT_S = 10.0
+#: Members with a metrics port (metrics_port + N for member-N): bounds the
+#: port range a region takes so a base port is checked once, up front.
+MAX_METRICS_PORTS = 1000
 #: Bound on one status request, so a dead or restarting coordinator makes
 #: status() fail (and wait_until() retry) instead of blocking the caller.
 STATUS_TIMEOUT_S = 3.0
@@ -89,6 +96,8 @@ class Region:
         env: dict[str, str] | None = None,
         curve_server_key: str | None = None,
         curve_key: str | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         if members < 1:
             raise ValueError(f"members must be >= 1, got {members}")
@@ -124,6 +133,11 @@ class Region:
             raise ValueError("CURVE keys are for an external coordinator (coordinator=...); the one the runner "
                              "starts listens on loopback without CURVE")
         self.curve = (curve_server_key, curve_key) if curve_server_key else None
+        if metrics_port is not None and not 1 <= metrics_port <= 65535 - MAX_METRICS_PORTS:
+            raise ValueError(f"metrics port must be 1..{65535 - MAX_METRICS_PORTS} (member-N serves on "
+                             f"port+N), got {metrics_port}")
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
         self.coordinator_proc: Any = None
         self.members: dict[str, MemberProc] = {}
         self._next_index = 0
@@ -185,7 +199,27 @@ class Region:
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
                            region=self.region_settings, params=self.params,
                            kafka_stdin=self._kafka_stdin is not None,
-                           log_level=self.log_level, curve=self.curve)
+                           log_level=self.log_level, curve=self.curve, metrics=self.metrics_bind(name))
+
+    def metrics_bind(self, name: str) -> tuple[str, int] | None:
+        """member-N's /metrics: metrics_port + N, the same port across restarts."""
+        if self.metrics_port is None:
+            return None
+        index = int(name.rsplit("-", 1)[1])
+        if index >= MAX_METRICS_PORTS:
+            raise ValueError(f"{name}: more than {MAX_METRICS_PORTS} members with metrics ports")
+        return self.metrics_host, self.metrics_port + index
+
+    def metrics_addresses(self) -> dict[str, str]:
+        """HOST:PORT of each live member's /metrics (empty without metrics_port)."""
+        with self._lock:
+            names = [name for name, m in self.members.items() if not m.removed]
+        out = {}
+        for name in names:
+            bind = self.metrics_bind(name)
+            if bind is not None:
+                out[name] = f"{bind[0]}:{bind[1]}"
+        return out
 
     def _spawn(self, m: MemberProc, min_members: int | None = None) -> None:
         if m.log_file is None:

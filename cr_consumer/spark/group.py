@@ -67,8 +67,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 from kafka import TopicPartition
+from prometheus_client import CollectorRegistry
 
 from cr_consumer.checkpoint import OperatorCheckpoint
+from cr_consumer.metrics import MetricsEndpoint, StatsCollector, merged_registry
 from cr_consumer.region import RegionPermit
 from cr_consumer.spark.buffer import BatchBuffer
 from cr_consumer.spark.control import QueryControl, coordinator_group, new_query_id
@@ -99,6 +101,16 @@ class SourceFailed(RuntimeError):
     """A member failed or a region step could not complete; the query must fail."""
 
 
+#: The group's counters (``self.stats`` keys) as ``crkafka_spark_<key>_total``.
+SPARK_COUNTERS = {
+    "batches": "Micro-batches handed to Spark with records",
+    "rows": "Rows handed to Spark",
+    "resets": "Resets of the members to a batch's start",
+    "idle_bumps": "Empty batches handed out so that Spark delivers a pending commit",
+    "commit_failures": "Offset commits to Kafka that failed (retried at the next read or commit)",
+}
+
+
 class SourceGroup:
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -120,6 +132,7 @@ class SourceGroup:
         self._gone: set[TopicPartition] = set()  # left out of the last commit: their topic is gone
         self._closed = False
         self.stats = {"batches": 0, "rows": 0, "resets": 0, "idle_bumps": 0, "commit_failures": 0}
+        self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
 
     # -- the region interface the members call -------------------------------------
     def request_reset(self, *, force: bool, reason: str) -> None:
@@ -137,6 +150,10 @@ class SourceGroup:
         from cr_consumer.operator import ConsumerOperator
 
         self._query = query
+        if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group
+            endpoint = MetricsEndpoint(self.metrics_registry(), self.options.metrics_port, self.options.metrics_host)
+            endpoint.start()
+            self.metrics_endpoint = endpoint
         for config, permit in zip(self.configs, self.permits):
             client = CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
             control = QueryControl(client, config.group_id, query)
@@ -148,6 +165,12 @@ class SourceGroup:
         log.info("crkafka: %d members started in group %s, coordinator group %s (%s)", len(self.members),
                  self.options.group_id, coordinator_group(self.options.group_id, query),
                  self.options.describe_subscription())
+
+    def metrics_registry(self) -> CollectorRegistry:
+        """Every member's ``crkafka_consumer_*`` plus the group's ``crkafka_spark_*`` counters."""
+        registry = merged_registry(lambda: [op.prometheus_registry for op in list(self.members)])
+        registry.register(StatsCollector("crkafka_spark_", lambda: dict(self.stats), SPARK_COUNTERS))
+        return registry
 
     def _start_for(self, offset: SourceOffset) -> None:
         """Start the members for the query of ``offset``: its query id; none and
@@ -194,6 +217,8 @@ class SourceGroup:
         for control in self._controls:  # after the members: they unregister through it
             control.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
         log.info("crkafka: members closed (%s)", self.stats)
 
     # -- read ------------------------------------------------------------------------------

@@ -131,6 +131,7 @@ def commit_through(member, offsets: dict[TopicPartition, OffsetAndMetadata]) -> 
                 raise CommitTimedOut(
                     f"{member.name}: committing {len(live)} partitions did not complete within {COMMIT_TIMEOUT_S}s "
                     "(broker unreachable or a rebalance in progress)") from None
+            member.stats.set_committed({tp: off.offset for tp, off in live.items()})
         return gone
 
     return member.events.call(commit, COMMIT_TIMEOUT_S + COMMIT_EVENT_MARGIN_S, "spark batch commit")

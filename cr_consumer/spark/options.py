@@ -19,6 +19,9 @@ Options (names are case-insensitive)::
     startTime                 -          with startPosition=time: epoch milliseconds or ISO-8601
     maxRecordsPerBatch        200000     soft cap on the rows of one micro-batch (>= 1)
     regionIndex               0          the consistent-region index registered with the coordinator
+    metricsPort               -          serve Prometheus /metrics of the source runner on this port
+                                         (0: any free port, logged; absent: no endpoint)
+    metricsHost               127.0.0.1  the address metricsPort binds (0.0.0.0: all interfaces)
     kafka.<consumer property> -          passed to every KafkaConsumer (members and replay),
                                          by its standard dotted name, e.g. kafka.session.timeout.ms
 """
@@ -160,6 +163,9 @@ class SourceOptions:
     start_time_ms: int | None = None
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     region_index: int = 0
+    #: Prometheus /metrics of the source runner (None: not served).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     #: Kafka consumer properties by dotted name (typed values), sorted (name, value) pairs;
     #: shown with secret values redacted.
     kafka_properties: tuple[tuple[str, object], ...] = attrs.field(default=(), repr=redacted_repr)
@@ -190,6 +196,8 @@ KNOWN_OPTIONS = (
     "starttime",
     "maxrecordsperbatch",
     "regionindex",
+    "metricsport",
+    "metricshost",
 )
 
 #: Spark's own spelling of each option, for error messages.
@@ -199,6 +207,8 @@ _SPELLING = {
     "starttime": "startTime",
     "maxrecordsperbatch": "maxRecordsPerBatch",
     "regionindex": "regionIndex",
+    "metricsport": "metricsPort",
+    "metricshost": "metricsHost",
 }
 
 
@@ -272,6 +282,14 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         "maxRecordsPerBatch", opts.get("maxrecordsperbatch", str(DEFAULT_MAX_RECORDS_PER_BATCH)), minimum=1
     )
     region_index = _parse_int("regionIndex", opts.get("regionindex", "0"), minimum=0)
+    metrics_port = None
+    if "metricsport" in opts:
+        metrics_port = _parse_int("metricsPort", opts["metricsport"], minimum=0)
+        if metrics_port > 65535:
+            raise InvalidOptionError("metricsPort", f"expected a port 0..65535, got {metrics_port}")
+    metrics_host = opts.get("metricshost", "127.0.0.1").strip()
+    if not metrics_host or any(c.isspace() for c in metrics_host):
+        raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
 
     return SourceOptions(
         bootstrap_servers=bootstrap,
@@ -284,5 +302,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         start_time_ms=start_time_ms,
         max_records_per_batch=max_records,
         region_index=region_index,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
         kafka_properties=tuple(sorted(kafka_props.items())),
     )
