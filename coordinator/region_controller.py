@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any
 
 from coordinator.errors import CrIndexMismatch, Invalid, NotRegistered
@@ -95,6 +96,10 @@ NAMESPACE = "region"
 COMMAND_TYPE = "region_command"
 #: Recent events kept per region for the status reply (bounded memory).
 EVENTS_KEPT = 200
+#: Recent completed checkpoints and reset rounds kept per region for the status
+#: page and ``crkafka status`` (kept apart from the events: the phase changes of
+#: a busy region would push them out of EVENTS_KEPT within minutes).
+RECENT_KEPT = 10
 
 
 class RegionControllerService:
@@ -104,6 +109,8 @@ class RegionControllerService:
         self._server: CoordinatorServer | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
+        self.recent_checkpoints: dict[str, deque[dict]] = {}
+        self.recent_resets: dict[str, deque[dict]] = {}
         self._metrics: Any = None
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
@@ -173,11 +180,22 @@ class RegionControllerService:
             self._server.mark_dirty()
             del self.regions[name]
             self.events.pop(name, None)
+            self.recent_checkpoints.pop(name, None)
+            self.recent_resets.pop(name, None)
             del self._empty_since[name]
 
     def status(self) -> dict[str, Any]:
+        """Every region's ``RegionCore.status`` plus its recent checkpoints and
+        resets (newest first, at most RECENT_KEPT each, wall-clock ``t``)."""
         now = time.monotonic()
-        return {"regions": {name: core.status(now) for name, core in self.regions.items()}}
+        out: dict[str, Any] = {}
+        for name, core in self.regions.items():
+            out[name] = {
+                **core.status(now),
+                "recent_checkpoints": list(reversed(self.recent_checkpoints.get(name, ()))),
+                "recent_resets": list(reversed(self.recent_resets.get(name, ()))),
+            }
+        return {"regions": out}
 
     def update_metrics(self, metrics: Any) -> None:
         registry = getattr(metrics, "registry", None)
@@ -227,8 +245,14 @@ class RegionControllerService:
 
         def on_event(kind: str, info: dict) -> None:
             events = self.events.setdefault(name, [])
-            events.append({"t": time.time(), "kind": kind, **info})
+            event = {"t": time.time(), "kind": kind, **info}
+            events.append(event)
             del events[:-EVENTS_KEPT]
+            if kind == "checkpoint":
+                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(event)
+            elif kind == "phase" and info.get("phase") == Phase.RESETTING.value:
+                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
+                    {"t": event["t"], "why": info.get("why", "")})
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
 
