@@ -74,10 +74,9 @@ def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coor
                    bootstrap: str | None, errors: list[str]) -> dict[str, Any]:
     """The versioned ``--json`` document from a coordinator snapshot and the lag rows."""
     snap = snap or {}
-    regions = []
+    regions = {}
     for name, r in sorted(snap.get("regions", {}).items()):
-        regions.append({
-            "name": name,
+        regions[name] = {
             "phase": r.get("phase"),
             "mode": r.get("mode"),
             "last_consistent": r.get("last_consistent"),
@@ -95,12 +94,12 @@ def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coor
             ],
             "recent_checkpoints": r.get("recent_checkpoints", []),
             "recent_resets": r.get("recent_resets", []),
-        })
-    groups = [
-        {"name": g, "region_index": v.get("region_index"), "members": v.get("members", []),
-         "reset_pending": bool(v.get("reset_pending")), "control_variables": v.get("control_variables")}
+        }
+    groups = {
+        g: {"region_index": v.get("region_index"), "members": v.get("members", []),
+            "reset_pending": bool(v.get("reset_pending")), "control_variables": v.get("control_variables")}
         for g, v in sorted(snap.get("groups", {}).items())
-    ]
+    }
     return {
         "version": JSON_VERSION,
         "time": round(time.time(), 3),
@@ -137,15 +136,16 @@ def format_document(doc: dict[str, Any]) -> str:
     out = [f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s"]
     regions = doc["regions"]
     out += ["", f"regions ({len(regions)})"]
-    rows = [[r["name"], r["phase"], r["last_consistent"], r["checkpoints"], r["resets"],
-             f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", len(r["members"])] for r in regions]
+    rows = [[name, r["phase"], r["last_consistent"], r["checkpoints"], r["resets"],
+             f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", len(r["members"])]
+            for name, r in regions.items()]
     out.append(_table(["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "members"], rows)
                if rows else "  (none)")
-    for r in regions:
+    for name, r in regions.items():
         if r["failed_reason"]:
-            out.append(f"  {r['name']} FAILED: {r['failed_reason']}")
-    rows = [[r["name"], m["name"], m["pid"], m["silent_s"], m["kafka_generation"]]
-            for r in regions for m in r["members"]]
+            out.append(f"  {name} FAILED: {r['failed_reason']}")
+    rows = [[name, m["name"], m["pid"], m["silent_s"], m["kafka_generation"]]
+            for name, r in regions.items() for m in r["members"]]
     out += ["", f"members ({len(rows)})"]
     out.append(_table(["region", "member", "pid", "silent_s", "kafka_generation"], rows) if rows else "  (none)")
     lag = doc["lag"]
@@ -158,8 +158,8 @@ def format_document(doc: dict[str, Any]) -> str:
                    else "  (no committed offsets)")
     groups = doc["groups"]
     out += ["", f"groups ({len(groups)})"]
-    rows = [[g["name"], g["region_index"], len(g["members"]), ",".join(g["members"]),
-             "yes" if g["reset_pending"] else "no", g["control_variables"]] for g in groups]
+    rows = [[name, g["region_index"], len(g["members"]), ",".join(g["members"]),
+             "yes" if g["reset_pending"] else "no", g["control_variables"]] for name, g in groups.items()]
     out.append(_table(["group", "region", "n", "members", "reset_pending", "control_vars"], rows)
                if rows else "  (none)")
     merges = doc["merges"]

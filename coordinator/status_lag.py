@@ -6,7 +6,7 @@ name is its Kafka group). Every call is bounded by ``timeout_s``:
 1. An admin client connects (an unreachable broker raises
    :class:`BrokerUnavailable` naming the bootstrap address, no traceback for
    the operator); each group's committed offsets are read with
-   ``list_consumer_group_offsets`` (a group without commits has no rows).
+   ``list_group_offsets`` (a group without commits has no rows).
 2. A consumer without a group reads the end offsets of those partitions with
    ListOffsets ("latest").
 3. ListOffsets is not trusted alone: some brokers (tansu) answer the base
@@ -26,7 +26,7 @@ import time
 
 import attrs
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError, NoBrokersAvailable
+from kafka.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +66,15 @@ def read_lag(bootstrap: str, groups: list[str], timeout_s: float) -> list[Partit
     deadline = time.monotonic() + timeout_s
     timeout_ms = max(100, int(timeout_s * 1000))
     common = {"bootstrap_servers": bootstrap, "request_timeout_ms": timeout_ms + 1000,
-              "api_version_auto_timeout_ms": timeout_ms, "client_id": "crkafka-status"}
+              "bootstrap_timeout_ms": timeout_ms, "client_id": "crkafka-status"}
     try:
         admin = KafkaAdminClient(**common)
-    except NoBrokersAvailable as exc:
+    except KafkaError as exc:
         raise BrokerUnavailable(f"the Kafka broker at {bootstrap} did not answer within {timeout_s:g}s") from exc
     committed: dict[tuple[str, TopicPartition], int] = {}
     try:
         for group in groups:
-            for tp, meta in admin.list_consumer_group_offsets(group).items():
+            for tp, meta in admin.list_group_offsets({group: None}).get(group, {}).items():
                 if meta.offset >= 0:
                     committed[(group, tp)] = meta.offset
     except KafkaError as exc:
@@ -94,7 +94,7 @@ def _end_offsets(common: dict, tps: list[TopicPartition],
     try:
         consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, fetch_max_wait_ms=PROBE_FETCH_WAIT_MS,
                                  max_partition_fetch_bytes=PROBE_FETCH_BYTES, **common)
-    except NoBrokersAvailable as exc:
+    except KafkaError as exc:
         raise BrokerUnavailable(f"the Kafka broker at {common['bootstrap_servers']} did not answer") from exc
     try:
         remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))

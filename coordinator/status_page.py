@@ -18,6 +18,8 @@ from typing import Any
 
 #: Seconds between the page's automatic reloads.
 REFRESH_S = 5
+#: Recent checkpoints shown per region (the controller keeps more; /status has them all).
+CHECKPOINTS_SHOWN = 3
 #: Phases with a colour of their own; any other value is shown uncoloured.
 _PHASE_CLASSES = {"RUNNING": "ok", "DRAINING": "busy", "CHECKPOINTING": "busy", "RESETTING": "warn",
                   "WAITING": "warn", "FAILED": "bad"}
@@ -33,7 +35,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .phase{font-weight:600;padding:.1em .5em;border-radius:.3em}
 .ok{background:#d6f5dd;color:#135a23}.busy{background:#dde8fb;color:#1b3f87}
 .warn{background:#fff1c7;color:#6b4d00}.bad{background:#fbd9d9;color:#8a1414}
-.reason{color:#8a1414;font-weight:600}.none{color:#5a6270;font-style:italic}
+td.t{white-space:nowrap}
+tr.why td{border-top:0;padding-top:0;color:#8a1414;font-weight:600}.none{color:#5a6270;font-style:italic}
 code{background:#eef0f3;padding:0 .3em;border-radius:.2em}
 """
 
@@ -50,7 +53,7 @@ def _when(t: Any) -> str:
 
 def _table(headers: list[str], rows: Iterable[list[str]], empty: str) -> str:
     """``rows`` hold cells already escaped (HTML fragments)."""
-    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
     if not body:
         return f'<p class="none">{html.escape(empty)}</p>'
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
@@ -82,16 +85,18 @@ def render_page(snap: dict[str, Any]) -> bytes:
     ]
 
     parts.append(f"<h2>Regions ({len(regions)})</h2>")
-    rows = []
+    body = []
     for name, r in sorted(regions.items()):
-        rows.append([_td(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True),
-                     _td(r.get("checkpoints"), True), _td(r.get("resets"), True),
-                     _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
-                     _td(len(r.get("members", {})), True),
-                     f'<td class="reason">{_e(r.get("failed_reason"))}</td>' if r.get("failed_reason")
-                     else "<td></td>"])
-    parts.append(_table(["region", "phase", "last consistent checkpoint", "checkpoints", "resets",
-                         "consecutive resets", "members", "why FAILED"], rows, "No region has joined yet."))
+        body.append("<tr>" + "".join([
+            _td(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True), _td(r.get("checkpoints"), True),
+            _td(r.get("resets"), True), _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
+            _td(len(r.get("members", {})), True)]) + "</tr>")
+        if r.get("failed_reason"):
+            body.append(f'<tr class="why"><td colspan="7">why FAILED: {_e(r.get("failed_reason"))}</td></tr>')
+    headers = ["region", "phase", "last consistent checkpoint", "checkpoints", "resets", "consecutive resets",
+               "members"]
+    parts.append(f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in headers)}</tr></thead>"
+                 f"<tbody>{''.join(body)}</tbody></table>" if body else '<p class="none">No region has joined yet.</p>')
 
     rows = [
         [_td(name), _td(member), _td(info.get("pid"), True), _td(info.get("silent_s"), True),
@@ -102,12 +107,15 @@ def render_page(snap: dict[str, Any]) -> bytes:
     parts.append(_table(["region", "member", "pid", "silent (s)", "Kafka generation"], rows, "No members."))
 
     parts.append("<h2>Recent checkpoints</h2>")
-    rows = [[_td(name), _td(c.get("seq"), True), f"<td>{_when(c.get('t'))}</td>"]
-            for name, r in sorted(regions.items()) for c in r.get("recent_checkpoints", [])]
+    rows = [[_td(name), _td(c.get("seq"), True), f"<td class=\"t\">{_when(c.get('t'))}</td>"]
+            for name, r in sorted(regions.items()) for c in r.get("recent_checkpoints", [])[:CHECKPOINTS_SHOWN]]
     parts.append(_table(["region", "checkpoint", "consistent at"], rows, "No checkpoint completed yet."))
+    if any(len(r.get("recent_checkpoints", [])) > CHECKPOINTS_SHOWN for r in regions.values()):
+        parts.append(f'<p class="meta">The newest {CHECKPOINTS_SHOWN} per region; '
+                     '<a href="/status">/status</a> has more.</p>')
 
     parts.append("<h2>Recent resets</h2>")
-    rows = [[_td(name), f"<td>{_when(x.get('t'))}</td>", _td(x.get("why"))]
+    rows = [[_td(name), f"<td class=\"t\">{_when(x.get('t'))}</td>", _td(x.get("why"))]
             for name, r in sorted(regions.items()) for x in r.get("recent_resets", [])]
     parts.append(_table(["region", "started at", "why"], rows, "No reset since the coordinator started."))
 
