@@ -63,7 +63,8 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         assert "regions (2)" in out and "members (3)" in out and f"lag (Kafka {bootstrap})" in out
         assert f"{failing} FAILED: " in out and "sink refused the batch" in out
         lag_rows = [line.split() for line in out.splitlines() if line.startswith(region) and topic in line]
-        assert sorted(lag_rows) == [[region, topic, "0", "100", "500", "400"], [region, topic, "1", "200", "500", "300"]]
+        assert sorted(lag_rows) == [[region, topic, "0", "100", "500", "400"],
+                                    [region, topic, "1", "200", "500", "300"]]
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json", "--watch", "0.2", "--count", "2")
         assert r.returncode == 0, r.stderr

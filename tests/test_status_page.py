@@ -161,7 +161,8 @@ def test_page_shows_regions_members_and_failure_in_chromium(coordinator_http, re
     dom = r.stdout
     text = _visible_text(dom)
     for expected in (good, bad, "orders-member-1", "orders-member-2", "payments-member-1", "RUNNING", "FAILED",
-                     "why FAILED: " + reason, HOSTILE_REGION, HOSTILE_MEMBER, "Recent checkpoints", "Recent resets", "/metrics"):
+                     "why FAILED: " + reason, HOSTILE_REGION, HOSTILE_MEMBER, "Recent checkpoints", "Recent resets",
+                     "/metrics"):
         assert expected in text, f"{expected!r} not visible on the page"
     assert "<title>crkafka coordinator status</title>" in dom  # the hostile script did not run
     assert "data-pwned" not in dom and "<img" not in dom.lower()
