@@ -35,7 +35,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .phase{font-weight:600;padding:.1em .5em;border-radius:.3em}
 .ok{background:#d6f5dd;color:#135a23}.busy{background:#dde8fb;color:#1b3f87}
 .warn{background:#fff1c7;color:#6b4d00}.bad{background:#fbd9d9;color:#8a1414}
-td.t{white-space:nowrap}
+td.t,td.name{white-space:nowrap}
 tr.why td{border-top:0;padding-top:0;color:#8a1414;font-weight:600}.none{color:#5a6270;font-style:italic}
 code{background:#eef0f3;padding:0 .3em;border-radius:.2em}
 """
@@ -64,6 +64,11 @@ def _td(value: Any, num: bool = False) -> str:
     return f'<td class="num">{_e(value)}</td>' if num else f"<td>{_e(value)}</td>"
 
 
+def _name(value: Any) -> str:
+    """A region, member or group name: kept on one line (names often hold hyphens)."""
+    return f'<td class="name">{_e(value)}</td>'
+
+
 def _phase(phase: Any) -> str:
     cls = _PHASE_CLASSES.get(str(phase), "")
     return f'<td><span class="phase {cls}">{_e(phase)}</span></td>'
@@ -88,7 +93,7 @@ def render_page(snap: dict[str, Any]) -> bytes:
     body = []
     for name, r in sorted(regions.items()):
         body.append("<tr>" + "".join([
-            _td(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True), _td(r.get("checkpoints"), True),
+            _name(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True), _td(r.get("checkpoints"), True),
             _td(r.get("resets"), True), _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
             _td(len(r.get("members", {})), True)]) + "</tr>")
         if r.get("failed_reason"):
@@ -99,7 +104,7 @@ def render_page(snap: dict[str, Any]) -> bytes:
                  f"<tbody>{''.join(body)}</tbody></table>" if body else '<p class="none">No region has joined yet.</p>')
 
     rows = [
-        [_td(name), _td(member), _td(info.get("pid"), True), _td(info.get("silent_s"), True),
+        [_name(name), _name(member), _td(info.get("pid"), True), _td(info.get("silent_s"), True),
          _td((info.get("kafka") or {}).get("generation"), True)]
         for name, r in sorted(regions.items()) for member, info in sorted(r.get("members", {}).items())
     ]
@@ -107,7 +112,7 @@ def render_page(snap: dict[str, Any]) -> bytes:
     parts.append(_table(["region", "member", "pid", "silent (s)", "Kafka generation"], rows, "No members."))
 
     parts.append("<h2>Recent checkpoints</h2>")
-    rows = [[_td(name), _td(c.get("seq"), True), f"<td class=\"t\">{_when(c.get('t'))}</td>"]
+    rows = [[_name(name), _td(c.get("seq"), True), f"<td class=\"t\">{_when(c.get('t'))}</td>"]
             for name, r in sorted(regions.items()) for c in r.get("recent_checkpoints", [])[:CHECKPOINTS_SHOWN]]
     parts.append(_table(["region", "checkpoint", "consistent at"], rows, "No checkpoint completed yet."))
     if any(len(r.get("recent_checkpoints", [])) > CHECKPOINTS_SHOWN for r in regions.values()):
@@ -115,7 +120,7 @@ def render_page(snap: dict[str, Any]) -> bytes:
                      '<a href="/status">/status</a> has more.</p>')
 
     parts.append("<h2>Recent resets</h2>")
-    rows = [[_td(name), f"<td class=\"t\">{_when(x.get('t'))}</td>", _td(x.get("why"))]
+    rows = [[_name(name), f"<td class=\"t\">{_when(x.get('t'))}</td>", _td(x.get("why"))]
             for name, r in sorted(regions.items()) for x in r.get("recent_resets", [])]
     parts.append(_table(["region", "started at", "why"], rows, "No reset since the coordinator started."))
 
@@ -127,14 +132,14 @@ def render_page(snap: dict[str, Any]) -> bytes:
 
     groups: dict[str, dict[str, Any]] = snap.get("groups", {})
     parts.append(f"<h2>Registered groups ({len(groups)})</h2>")
-    rows = [[_td(g), _td(v.get("region_index"), True), _td(", ".join(map(str, v.get("members", [])))),
+    rows = [[_name(g), _td(v.get("region_index"), True), _td(", ".join(map(str, v.get("members", [])))),
              _td("yes" if v.get("reset_pending") else "no"), _td(v.get("control_variables"), True)]
             for g, v in sorted(groups.items())]
     parts.append(_table(["group", "region index", "members", "reset pending", "control variables"], rows,
                         "No registered group."))
     merges = snap.get("merges", [])
     parts.append(f"<h2>Pending checkpoint merges ({len(merges)})</h2>")
-    rows = [[_td(m.get("group")), _td(m.get("seq"), True), _td(m.get("attempt"), True),
+    rows = [[_name(m.get("group")), _td(m.get("seq"), True), _td(m.get("attempt"), True),
              _td(f"{len(m.get('contributors', []))}/{m.get('n_contributors')}"), _td(m.get("age_s"), True)]
             for m in merges]
     parts.append(_table(["group", "checkpoint", "attempt", "contributions", "age (s)"], rows, "None."))
