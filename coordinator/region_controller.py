@@ -249,7 +249,8 @@ class RegionControllerService:
             events.append(event)
             del events[:-EVENTS_KEPT]
             if kind == "checkpoint":
-                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(event)
+                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
+                    {"t": event["t"], "seq": info.get("seq")})
             elif kind == "phase" and info.get("phase") == Phase.RESETTING.value:
                 self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
                     {"t": event["t"], "why": info.get("why", "")})
