@@ -124,7 +124,7 @@ class HttpEndpoint:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("HTTP /metrics and /status on http://%s", self.address)
+        log.info("HTTP /, /status, /metrics, /healthz and /ready on http://%s", self.address)
 
     def stop(self) -> None:
         self._httpd.shutdown()

@@ -19,15 +19,19 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.client import CoordinatorClient
 from coordinator.http import HttpEndpoint
 from coordinator.launcher import CoordinatorProcess
 from coordinator.server import CoordinatorServer
 from coordinator.state_store import StateStore
+from coordinator.status_page import render_page
 from cr_consumer.runtime.control import ControlChannel
 
 CHROMIUM = "/usr/bin/chromium"
@@ -207,3 +211,57 @@ def _metrics():
     from coordinator.http import CoordinatorMetrics
 
     return CoordinatorMetrics()
+
+
+# ---------------------------------------------------------------------------- the page as a pure function
+
+_PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "table", "thead", "tbody", "tr",
+              "th", "td", "span", "code", "a"}
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.links: set[str] = set()
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attributes.update(name for name, _ in attrs)
+        self.links.update(value for name, value in attrs if name == "href")
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _snapshot(name: str) -> dict:
+    """A snapshot where every client-given string is ``name``."""
+    return {
+        "endpoint": "tcp://127.0.0.1:5570", "loaded": True, "uptime_s": 1.5,
+        "regions": {name: {"phase": "FAILED", "last_consistent": 3, "checkpoints": 3, "resets": 1,
+                           "consecutive_resets": 1, "max_consecutive_resets": 5, "failed_reason": name,
+                           "members": {name: {"pid": 1, "silent_s": 0.1, "kafka": {"generation": 2}}},
+                           "recent_checkpoints": [{"seq": 3, "t": 1.0}], "recent_resets": [{"why": name, "t": 2.0}]}},
+        "groups": {name: {"region_index": 0, "members": [name], "reset_pending": False, "control_variables": 1}},
+        "merges": [{"group": name, "seq": 1, "attempt": 0, "n_contributors": 2, "contributors": [name],
+                    "age_s": 0.2}],
+        "limits": {"max_regions": 1000}, "limit_rejections": {name: 2},
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=60)
+       | st.sampled_from([HOSTILE_REGION, HOSTILE_MEMBER, '"><a href="javascript:x">', "' onmouseover='x",
+                          "</td></tr></table><script>x</script>", "&lt;b&gt;", "<!--", "]]>"]))
+def test_every_name_is_escaped(name):
+    page = render_page(_snapshot(name)).decode()
+    parser = _Tags()
+    parser.feed(page)
+    parser.close()
+    assert parser.tags <= _PAGE_TAGS  # no element of the name's making
+    assert parser.attributes <= {"lang", "charset", "http-equiv", "content", "class", "colspan", "href"}
+    assert parser.links == {"/status", "/metrics", "/healthz", "/ready"}
+    text = "".join(parser.text)
+    assert text.count(name) >= 6  # region, member, group, merge, reset cause, FAILED reason: shown as text
