@@ -18,6 +18,9 @@ from typing import Any
 
 #: Seconds between the page's automatic reloads.
 REFRESH_S = 5
+#: Rows shown per table: a coordinator may hold 1,000 regions of 1,000 members;
+#: the page stays a size a browser renders at once, /status has every row.
+MAX_ROWS = 500
 #: Recent checkpoints shown per region (the controller keeps more; /status has them all).
 CHECKPOINTS_SHOWN = 3
 #: Phases with a colour of their own; any other value is shown uncoloured.
@@ -52,12 +55,17 @@ def _when(t: Any) -> str:
 
 
 def _table(headers: list[str], rows: Iterable[list[str]], empty: str) -> str:
-    """``rows`` hold cells already escaped (HTML fragments)."""
-    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
-    if not body:
+    """``rows`` hold cells already escaped (HTML fragments); at most MAX_ROWS are shown."""
+    return _html_table(headers, ["<tr>" + "".join(row) + "</tr>" for row in rows], empty)
+
+
+def _html_table(headers: list[str], trs: list[str], empty: str, limit: int = MAX_ROWS) -> str:
+    if not trs:
         return f'<p class="none">{html.escape(empty)}</p>'
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    more = (f'<p class="meta">{len(trs) - limit} more rows: see <a href="/status">/status</a>.</p>'
+            if len(trs) > limit else "")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(trs[:limit])}</tbody></table>{more}"
 
 
 def _td(value: Any, num: bool = False) -> str:
@@ -91,7 +99,7 @@ def render_page(snap: dict[str, Any]) -> bytes:
 
     parts.append(f"<h2>Regions ({len(regions)})</h2>")
     body = []
-    for name, r in sorted(regions.items()):
+    for name, r in sorted(regions.items())[:MAX_ROWS]:
         body.append("<tr>" + "".join([
             _name(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True), _td(r.get("checkpoints"), True),
             _td(r.get("resets"), True), _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
@@ -100,8 +108,10 @@ def render_page(snap: dict[str, Any]) -> bytes:
             body.append(f'<tr class="why"><td colspan="7">why FAILED: {_e(r.get("failed_reason"))}</td></tr>')
     headers = ["region", "phase", "last consistent checkpoint", "checkpoints", "resets", "consecutive resets",
                "members"]
-    parts.append(f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in headers)}</tr></thead>"
-                 f"<tbody>{''.join(body)}</tbody></table>" if body else '<p class="none">No region has joined yet.</p>')
+    # at most MAX_ROWS regions, each with its FAILED reason row
+    parts.append(_html_table(headers, body, "No region has joined yet.", limit=2 * MAX_ROWS))
+    if len(regions) > MAX_ROWS:
+        parts.append(f'<p class="meta">{len(regions) - MAX_ROWS} more regions: see <a href="/status">/status</a>.</p>')
 
     rows = [
         [_name(name), _name(member), _td(info.get("pid"), True), _td(info.get("silent_s"), True),

@@ -265,3 +265,11 @@ def test_every_name_is_escaped(name):
     assert parser.links == {"/status", "/metrics", "/healthz", "/ready"}
     text = "".join(parser.text)
     assert text.count(name) >= 6  # region, member, group, merge, reset cause, FAILED reason: shown as text
+
+
+def test_tables_are_bounded():
+    snap = _snapshot("r")
+    snap["groups"] = {f"g{i:05d}": {"region_index": 0, "members": [], "control_variables": 0} for i in range(1200)}
+    page = render_page(snap).decode()
+    assert "g00499" in page and "g00500" not in page
+    assert "700 more rows" in page
