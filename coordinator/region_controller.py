@@ -188,14 +188,14 @@ class RegionControllerService:
         """Every region's ``RegionCore.status`` plus its recent checkpoints and
         resets (newest first, at most RECENT_KEPT each, wall-clock ``t``)."""
         now = time.monotonic()
-        out: dict[str, Any] = {}
-        for name, core in self.regions.items():
-            out[name] = {
-                **core.status(now),
-                "recent_checkpoints": list(reversed(self.recent_checkpoints.get(name, ()))),
-                "recent_resets": list(reversed(self.recent_resets.get(name, ()))),
-            }
-        return {"regions": out}
+        return {"regions": {name: self._region_status(name, now) for name in self.regions}}
+
+    def _region_status(self, name: str, now: float) -> dict[str, Any]:
+        return {
+            **self.regions[name].status(now),
+            "recent_checkpoints": list(reversed(self.recent_checkpoints.get(name, ()))),
+            "recent_resets": list(reversed(self.recent_resets.get(name, ()))),
+        }
 
     def update_metrics(self, metrics: Any) -> None:
         registry = getattr(metrics, "registry", None)
@@ -343,8 +343,8 @@ class RegionControllerService:
         return {"phase": core.phase.value}
 
     def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
-        now = time.monotonic()
         if msg.region is not None:
-            core = self._core(msg.region)
-            return {"region": core.status(now), "events": self.events.get(msg.region, [])[-50:]}
-        return {"regions": {n: c.status(now) for n, c in self.regions.items()}}
+            self._core(msg.region)  # NOT_REGISTERED for an unknown region
+            return {"region": self._region_status(msg.region, time.monotonic()),
+                    "events": self.events.get(msg.region, [])[-50:]}
+        return self.status()

@@ -20,6 +20,13 @@ from coordinator.status_cli import JSON_VERSION
 from cr_consumer.kafka_util import create_topic, produce
 
 
+def _steady(region: dict, members: int) -> bool:
+    """All ``members`` joined and a checkpoint completed since the last of them did."""
+    resets, checkpoints = region.get("recent_resets", []), region.get("recent_checkpoints", [])
+    return (len(region.get("members", {})) == members and bool(checkpoints)
+            and (not resets or checkpoints[0]["t"] > resets[0]["t"]))
+
+
 def _status(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cr_consumer.cli", "status", *args],
                           capture_output=True, text=True, timeout=timeout)
@@ -39,7 +46,7 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
     members = [Member(endpoint, region, "m-1").start(), Member(endpoint, region, "m-2").start(),
                Member(endpoint, failing, "p-1", fail_drain=True).start()]
     try:
-        _wait_for(lambda: (_regions(endpoint).get(region, {}).get("last_consistent") or 0) >= 1, 30, "a checkpoint")
+        _wait_for(lambda: _steady(_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
         _wait_for(lambda: _regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json")
