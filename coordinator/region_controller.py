@@ -43,7 +43,8 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   resets); reply ``{last_consistent, complete}``: the leaver publishes what
   ``complete`` covers (its own last completed checkpoint, null for a process the
   region already dropped; it may have missed the RESUME naming it) before it exits.
-* ``region_status {region?}``: one region's status, or all.
+* ``region_status {region?}``: one region's status, or all, each with its newest
+  checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
 ``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), metavar="HOST:PORT",
                         help="Kafka bootstrap servers, for committed/end offsets and lag "
                              "(default $KAFKA_BOOTSTRAP_SERVERS; without it no lag is shown)")
-    parser.add_argument("--timeout", type=_seconds(0.1, TIMEOUT_MAX_S), default=5.0,
+    parser.add_argument("--timeout", type=_seconds(0.1, TIMEOUT_MAX_S), default=5.0, metavar="SECONDS",
                         help="seconds to wait for the coordinator and for the broker (default 5)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON document (version {JSON_VERSION})")
     parser.add_argument("--watch", nargs="?", const=2.0, default=None, type=_seconds(WATCH_MIN_S, WATCH_MAX_S),
