@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # pytest workers: 2 cores here; each worker starts one embedded broker.
 WORKERS ?= 2
 
-.PHONY: install demo test bench clean lint
+.PHONY: install demo test bench clean lint chromium
 
 install: $(STAMP)
 
@@ -20,7 +20,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP) promtool
+# The status-page test drives headless Chromium (Debian package chromium).
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { test "$$(id -u)" = 0 && apt-get install -y --no-install-recommends chromium; } \
+	  || { echo "make chromium: $(CHROMIUM) is missing; as root run: apt-get install -y --no-install-recommends chromium" >&2; exit 1; }
+
+test: $(STAMP) promtool chromium
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
 
 bench: $(STAMP)

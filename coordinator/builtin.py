@@ -2,9 +2,10 @@
 
 * ``ping`` -> ``ping_reply {time, version}``: liveness; launchers and clients
   use it to wait for a coordinator (it gets LOAD_IN_PROGRESS while loading).
-* ``status`` -> ``status_reply``: endpoint, load state, uptime, store stats and
-  whatever each service's ``status()`` adds (groups, merges, regions). The HTTP
-  ``/status`` page serves the same snapshot.
+* ``status`` -> ``status_reply``: endpoint, load state, uptime, store stats, the
+  resource limits and whatever each service's ``status()`` adds (groups,
+  merges, limit rejections, regions with their recent checkpoints and resets).
+  HTTP ``/status`` serves the same snapshot and ``/`` renders it as a page.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def status_snapshot(server: CoordinatorServer) -> dict[str, Any]:
         "uptime_s": round(time.time() - server.started_at, 3),
         "store": server.store.stats() if loaded else {},
         "load": _jsonable(server.load_report),
+        "limits": attrs.asdict(server.limits),
     }
     for svc in server._services:
         status = getattr(svc, "status", None)

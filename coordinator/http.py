@@ -1,4 +1,11 @@
-"""Observability of the coordinator: Prometheus metrics and the HTTP /metrics and /status endpoints.
+"""Observability of the coordinator: Prometheus metrics and the HTTP endpoints.
+
+* ``GET /``: the status page for people (:mod:`coordinator.status_page`), built
+  from the same snapshot as /status; 503 when the loop does not answer.
+* ``GET /healthz``: 200 ``ok`` while the loop thread runs and answers a no-op
+  call within ``HEALTH_TIMEOUT_S``; 503 otherwise (a wedged or dead loop).
+* ``GET /ready``: 200 once the durable log is replayed (requests are served),
+  503 before.
 
 * ``GET /metrics``: Prometheus text format of :class:`CoordinatorMetrics`
   (a registry per server, so several servers in one process do not clash;
@@ -34,11 +41,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from coordinator.status_page import render_page
+
 log = logging.getLogger(__name__)
 
 #: Bound on waiting for the loop thread to build /status, so a busy or wedged
 #: loop makes /status fail (503) instead of hanging the HTTP thread.
 STATUS_TIMEOUT_S = 5.0
+#: Bound on the /healthz no-op call on the loop: a loop that cannot run it this
+#: fast is reported unhealthy (503) instead of hanging the probe.
+HEALTH_TIMEOUT_S = 2.0
 #: How long stop() waits for the HTTP thread.
 STOP_TIMEOUT_S = 5.0
 #: Concurrent HTTP connections served; more are closed at once (bounds threads
@@ -218,7 +230,7 @@ class HttpEndpoint:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("HTTP /metrics and /status on http://%s", self.address)
+        log.info("HTTP /, /status, /metrics, /healthz and /ready on http://%s", self.address)
 
     def stop(self) -> None:
         self._httpd.shutdown()
@@ -228,6 +240,22 @@ class HttpEndpoint:
     def status_json(self) -> bytes:
         snap = self.server.call_in_loop(self.server.status_snapshot, STATUS_TIMEOUT_S)
         return json.dumps(snap, indent=2, sort_keys=True, default=str).encode()
+
+    def status_html(self) -> bytes:
+        return render_page(self.server.call_in_loop(self.server.status_snapshot, STATUS_TIMEOUT_S))
+
+    def healthy(self) -> tuple[bool, str]:
+        """The loop thread runs and executes a call within HEALTH_TIMEOUT_S."""
+        if not self.server.running:
+            return False, "the coordinator loop has stopped"
+        try:
+            self.server.call_in_loop(lambda: None, HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            return False, f"the coordinator loop did not answer within {HEALTH_TIMEOUT_S:g}s"
+        return True, "ok"
+
+    def ready(self) -> bool:
+        return bool(self.server.loaded.is_set())
 
 
 def parse_host_port(address: str) -> tuple[str, int]:
@@ -278,16 +306,23 @@ def _make_handler(endpoint: HttpEndpoint) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, endpoint.metrics.render())
-            elif path == "/status":
+            elif path in ("/status", "/"):
                 try:
-                    body = endpoint.status_json()
+                    body = endpoint.status_json() if path == "/status" else endpoint.status_html()
                 except Exception as exc:
-                    log.exception("/status failed")
+                    log.exception("%s failed", path)
                     self._send(503, "text/plain", f"status unavailable: {exc}\n".encode())
                     return
-                self._send(200, "application/json", body)
+                self._send(200, "application/json" if path == "/status" else "text/html; charset=utf-8", body)
+            elif path == "/healthz":
+                ok, why = endpoint.healthy()
+                self._send(200 if ok else 503, "text/plain", f"{why}\n".encode())
+            elif path == "/ready":
+                ready = endpoint.ready()
+                self._send(200 if ready else 503, "text/plain",
+                           b"ready\n" if ready else b"not ready: replaying the durable log\n")
             else:
-                self._send(404, "text/plain", b"not found: try /metrics or /status\n")
+                self._send(404, "text/plain", b"not found: try /, /status, /metrics, /healthz or /ready\n")
 
         def _send(self, code: int, ctype: str, body: bytes) -> None:
             self.send_response(code)

@@ -43,7 +43,8 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   resets); reply ``{last_consistent, complete}``: the leaver publishes what
   ``complete`` covers (its own last completed checkpoint, null for a process the
   region already dropped; it may have missed the RESUME naming it) before it exits.
-* ``region_status {region?}``: one region's status, or all.
+* ``region_status {region?}``: one region's status, or all, each with its newest
+  checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
 ``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
@@ -74,6 +75,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any
 
 from coordinator.errors import CrIndexMismatch, Invalid, NotRegistered
@@ -96,6 +98,10 @@ NAMESPACE = "region"
 COMMAND_TYPE = "region_command"
 #: Recent events kept per region for the status reply (bounded memory).
 EVENTS_KEPT = 200
+#: Recent completed checkpoints and reset rounds kept per region for the status
+#: page and ``crkafka status`` (kept apart from the events: the phase changes of
+#: a busy region would push them out of EVENTS_KEPT within minutes).
+RECENT_KEPT = 10
 
 
 class RegionControllerService:
@@ -105,6 +111,8 @@ class RegionControllerService:
         self._server: CoordinatorServer | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
+        self.recent_checkpoints: dict[str, deque[dict]] = {}
+        self.recent_resets: dict[str, deque[dict]] = {}
         self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
@@ -176,11 +184,22 @@ class RegionControllerService:
             self._server.mark_dirty()
             del self.regions[name]
             self.events.pop(name, None)
+            self.recent_checkpoints.pop(name, None)
+            self.recent_resets.pop(name, None)
             del self._empty_since[name]
 
     def status(self) -> dict[str, Any]:
+        """Every region's ``RegionCore.status`` plus its recent checkpoints and
+        resets (newest first, at most RECENT_KEPT each, wall-clock ``t``)."""
         now = time.monotonic()
-        return {"regions": {name: core.status(now) for name, core in self.regions.items()}}
+        return {"regions": {name: self._region_status(name, now) for name in self.regions}}
+
+    def _region_status(self, name: str, now: float) -> dict[str, Any]:
+        return {
+            **self.regions[name].status(now),
+            "recent_checkpoints": list(reversed(self.recent_checkpoints.get(name, ()))),
+            "recent_resets": list(reversed(self.recent_resets.get(name, ()))),
+        }
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         """Loop thread, every metrics refresh: the regions' counters and gauges."""
@@ -213,9 +232,16 @@ class RegionControllerService:
 
         def on_event(kind: str, info: dict) -> None:
             events = self.events.setdefault(name, [])
-            events.append({"t": time.time(), "kind": kind, **info})
+            event = {"t": time.time(), "kind": kind, **info}
+            events.append(event)
             del events[:-EVENTS_KEPT]
             self._observe(name, kind, info)
+            if kind == "checkpoint":
+                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
+                    {"t": event["t"], "seq": info.get("seq")})
+            elif kind == "phase" and info.get("phase") == Phase.RESETTING.value:
+                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
+                    {"t": event["t"], "why": info.get("why", "")})
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
 
@@ -315,8 +341,8 @@ class RegionControllerService:
         return {"phase": core.phase.value}
 
     def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
-        now = time.monotonic()
         if msg.region is not None:
-            core = self._core(msg.region)
-            return {"region": core.status(now), "events": self.events.get(msg.region, [])[-50:]}
-        return {"regions": {n: c.status(now) for n, c in self.regions.items()}}
+            self._core(msg.region)  # NOT_REGISTERED for an unknown region
+            return {"region": self._region_status(msg.region, time.monotonic()),
+                    "events": self.events.get(msg.region, [])[-50:]}
+        return self.status()

@@ -5,7 +5,7 @@ them. Each command module exposes ``add_arguments(parser)`` and
 ``run(args) -> int`` (the process exit code).
 
     crkafka broker  [--port N]                     embedded tansu broker (cr_consumer.broker_cli)
-    crkafka status  --coordinator ENDPOINT         coordinator state as a table (coordinator.status_cli)
+    crkafka status  --coordinator ENDPOINT         regions, members, lag (coordinator.status_cli)
     crkafka run     PIPELINE_MODULE --members N    a region of N member processes (cr_consumer.runtime.cli)
     crkafka member  PIPELINE_MODULE --coordinator  one member process (cr_consumer.runtime.cli)
     crkafka drill   --scenario NAME ...            fault drills with verification (cr_consumer.drill.cli)
@@ -21,7 +21,7 @@ import sys
 #: name -> (module, help). The module provides add_arguments(parser) and run(args).
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("cr_consumer.broker_cli", "run an embedded Kafka-protocol broker on loopback"),
-    "status": ("coordinator.status_cli", "print a coordinator's groups, members and merges"),
+    "status": ("coordinator.status_cli", "regions, members, Kafka lag and merges of a coordinator (--watch, --json)"),
     "run": ("cr_consumer.runtime.cli_run", "run a pipeline as a region of N member processes"),
     "member": ("cr_consumer.runtime.cli_member", "run one member process of a pipeline"),
     "drill": ("cr_consumer.drill.cli", "run a checkpoint/reset fault drill and verify the output"),

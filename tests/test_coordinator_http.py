@@ -97,8 +97,8 @@ def test_crkafka_status_prints_tables(coordinator, names):
     assert json.loads(r.stdout)["groups"][group]["members"] == ["op-x"]
 
 
-def test_crkafka_status_unreachable_coordinator_exits_1():
+def test_crkafka_status_unreachable_coordinator_exits_2():
     r = subprocess.run([sys.executable, "-m", "cr_consumer.cli", "status", "--coordinator", "tcp://127.0.0.1:1",
                         "--timeout", "1"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "no reply from the coordinator" in r.stderr
