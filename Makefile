@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # pytest workers: 2 cores here; each worker starts one embedded broker.
 WORKERS ?= 2
 
-.PHONY: install demo test bench clean lint
+.PHONY: install demo test bench fuzz clean lint
 
 install: $(STAMP)
 
@@ -22,6 +22,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
+
+# Long wire fuzz of the coordinator (FUZZ_FRAMES frames, seed FUZZ_SEED); see bench/fuzz.py.
+FUZZ_FRAMES ?= 100000
+FUZZ_SEED   ?= 0
+fuzz: $(STAMP)
+	$(BIN)/python bench/fuzz.py --frames $(FUZZ_FRAMES) --seed $(FUZZ_SEED) --minimize
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
