@@ -12,9 +12,11 @@ A simulated member behaves like the member runtime (docs/region.md):
 * ``checkpoint(seq)`` seals the interval ``seq`` in its checkpoint store
   (kept across restarts of the same member name); the ack follows;
 * ``resume(complete=N)`` publishes its sealed intervals <= N;
-* ``reset(seq=S, members=M)``: if it is in M, its intervals <= S stay (they
-  are covered by S) and later ones are discarded; if not (or
-  ``reset_to_initial``), every pending interval is discarded;
+* ``reset(seq=S, members=M, own=O)``: its operators go back to their data of
+  its own last completed checkpoint O (S if it is in M, when ``own`` is absent):
+  its intervals <= O are published, later ones discarded; with no such
+  checkpoint (or ``reset_to_initial``), every pending interval is discarded;
+* a graceful leave publishes what the leave reply names (its own checkpoint);
 * a reset request sets its source's reset-pending state, which only a reset
   it executes *after* the request clears; a drain while it is pending fails.
 
@@ -34,6 +36,8 @@ Invariants, checked after every step:
 
 from __future__ import annotations
 
+import os
+
 import attrs
 import pytest
 from hypothesis import HealthCheck, settings
@@ -43,6 +47,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from coordinator.region_state import Phase, RegionConfig, RegionCore
 
 NAMES = ["m0", "m1", "m2"]
+#: A reset request sent after the member executed the running reset but before its ack is
+#: dropped (reported; see the xfail test below). While True the machine does not generate
+#: it, so that it keeps searching for other defects; set to False once the controller keeps it.
+RESET_REQUEST_BEFORE_OWN_ACK_IS_LOST = True
 #: Time steps: below, near and past every timeout of the config below.
 STEPS = [0.05, 0.3, 1.0, 2.5, 6.0]
 SETTLE_ROUNDS = 120
@@ -133,11 +141,11 @@ class RegionMachine(RuleBasedStateMachine):
     def leave(self, name: str) -> None:
         m = self.sim.get(name)
         if m is not None and m.alive:
-            # the leaver publishes what the last consistent checkpoint covers before it exits
-            last = self.core.last_consistent
+            # the leaver publishes what its own last completed checkpoint covers before it exits
+            own = self.core.leave_reply(name, str(m.incarnation))
             self.core.leave(name, self.now)
-            if last is not None:
-                self._publish(name, last)
+            if own is not None:
+                self._publish(name, own)
             m.alive = False
             m.inbox.clear()
             m.executing = None
@@ -181,6 +189,13 @@ class RegionMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES), force=st.booleans())
     def request_reset(self, name: str, force: bool) -> None:
+        m = self.sim.get(name)
+        executing_reset = m is not None and m.executing is not None and m.executing["cmd"].startswith("reset")
+        if not (RESET_REQUEST_BEFORE_OWN_ACK_IS_LOST and executing_reset):
+            self.send_reset_request(name, force)
+
+    def send_reset_request(self, name: str, force: bool) -> None:
+        """The member's source needs a reset (a revocation, a pipeline error): it is reset-pending."""
         m = self.sim.get(name)
         if m is not None and m.alive:
             m.reset_pending = True
@@ -230,9 +245,11 @@ class RegionMachine(RuleBasedStateMachine):
             self._publish(name, body["complete"])
         elif cmd == "reset":
             m.reset_pending = False
-            if name in body["members"]:
-                self._publish(name, body["seq"])
-                self._discard(name, lambda n: n > body["seq"])
+            # its operators go back to their data of its own last completed checkpoint
+            own = body["own"] if "own" in body else (body["seq"] if name in body["members"] else None)
+            if own is not None:
+                self._publish(name, own)
+                self._discard(name, lambda n: n > own)
             else:
                 self._discard(name, lambda n: True)
         elif cmd == "reset_to_initial":
@@ -339,24 +356,23 @@ def test_a_member_back_after_checkpoints_completed_without_it_keeps_its_sealed_i
     assert m.violations == []
 
 
-@pytest.mark.xfail(strict=True, reason="reported to the lead: a reset request a member sends after it has executed "
+@pytest.mark.xfail(RESET_REQUEST_BEFORE_OWN_ACK_IS_LOST, strict=True, reason="reported to the lead: a reset request a member sends after it has executed "
                    "the running reset but before its ack is dropped as covered by that reset; in operator-driven "
                    "mode nothing triggers another one and its source stays reset-pending")
 def test_a_reset_request_made_while_the_member_executes_its_reset_is_not_lost():
     m = _machine(mode="operator_driven")
     m.join("m0")
     m.execute("m0")  # reset_to_initial executed, not yet acked
-    m.request_reset("m0", False)  # a revocation after its reset, sent before the ack
+    m.send_reset_request("m0", False)  # a revocation after its reset, sent before the ack
     m.settle()
     assert not m.sim["m0"].reset_pending
 
 
+# Deterministic in ``make test``; MODEL_EXAMPLES=5000 MODEL_RANDOM=1 for a longer, random search.
 RegionMachine.TestCase.settings = settings(
-    max_examples=int(__import__("os").environ.get("MODEL_EXAMPLES", "60")), stateful_step_count=40,
-    deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None,
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")), stateful_step_count=40,
+    derandomize=not os.environ.get("MODEL_RANDOM"), deadline=None,
+    suppress_health_check=[HealthCheck.too_slow], database=None,
 )
 test_region_core_model = RegionMachine.TestCase
 
-
-if __name__ == "__main__":  # pragma: no cover
-    pytest.main([__file__, "-q"])

@@ -39,6 +39,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from coordinator.client import CoordinatorClient
+from coordinator.launcher import CoordinatorStartError
 
 from .frames import Frame, frame_builder
 from .model import AckModel
@@ -156,6 +157,10 @@ def crash_signature(log_text: str) -> tuple[str, str]:
     return (f"unparsed traceback in {where}", lines[-1][-200:])
 
 
+class CampaignAborted(Exception):
+    """The coordinator cannot be started again: the run ends with what it found."""
+
+
 class Campaign:
     def __init__(self, work_dir: Path, frames: int, *, seed: int = 0, batch: int = BATCH,
                  time_budget_s: float | None = None, verify_every: int = 10, kill_every: int | None = None,
@@ -178,6 +183,7 @@ class Campaign:
         self._previous: list[Frame] = []
         self._started = 0.0
         self._last_rss = 0
+        self._aborted: CampaignAborted | None = None
 
     # ------------------------------------------------------------------ run
     def run(self) -> FuzzReport:
@@ -193,6 +199,8 @@ class Campaign:
             self._verify("end of run")
             self.report.rss_end_kb = self.target.rss_kb() or 0
             self._sample_rss()
+        except CampaignAborted as exc:
+            self.log(f"campaign aborted: {exc}")
         finally:
             self.target.stop()
         self.report.duration_s = time.monotonic() - self._started
@@ -212,10 +220,15 @@ class Campaign:
                   suppress_health_check=list(HealthCheck))
         @given(st.data())
         def one_batch(data: st.DataObject) -> None:
-            if not self._done():
-                self._batch(data.draw)
+            if not self._done() and self._aborted is None:
+                try:
+                    self._batch(data.draw)
+                except CampaignAborted as exc:
+                    self._aborted = exc  # not raised through hypothesis, which would replay the batch
 
         one_batch()
+        if self._aborted is not None:
+            raise self._aborted
 
     def _rid(self) -> str:
         return f"f{next(self._rids)}"
@@ -312,7 +325,13 @@ class Campaign:
                 self.model.unanswered(self._outstanding.pop(frame.rid))
         self._pushes.clear()
         self.model.joined.clear()  # the restarted coordinator forgot the members (they must join again)
-        self.target.restart()
+        try:
+            self.target.restart()
+        except CoordinatorStartError as exc:
+            # The state left by the crash does not load: every acknowledged write is unreachable.
+            self.model.violations.append(f"the coordinator does not start on its state dir after the crash at "
+                                         f"batch {self.report.batches}: {str(exc).splitlines()[0]}")
+            raise CampaignAborted(str(exc)) from None
         self._last_rss = self.target.rss_kb() or 0
         self._verify(f"replay after crash at batch {self.report.batches}")
 

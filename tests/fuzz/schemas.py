@@ -2,7 +2,7 @@
 
 ``discover_handlers()`` lists the message types and classes exactly as the
 coordinator's services register them (``server.add_handler``), by attaching
-the same services that ``cr-coordinator`` runs to a recorder. Every listed
+every service class of the coordinator package to a recorder. Every listed
 type must have a schema here: a body strategy whose values the server accepts
 (names from small pools, so that requests of one batch meet the same groups,
 regions and members). A type registered by a future service without a schema
@@ -16,6 +16,9 @@ replies cannot be matched to the request, so their effect is unknown).
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -23,10 +26,8 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from coordinator.builtin import BuiltinService
-from coordinator.merge import MergeService
-from coordinator.region_controller import RegionControllerService
-from coordinator.registry import ControlVariablesService, RegistryService
+import coordinator
+from coordinator.registry import RegistryService
 
 TRACKED_GROUPS = [f"g{i}" for i in range(6)]
 UNTRACKED_GROUPS = [f"u{i}" for i in range(3)]
@@ -47,13 +48,39 @@ class _HandlerRecorder:
         self.handlers[msg_type] = message_cls
 
 
+def service_classes() -> list[type]:
+    """Every service class of the coordinator package: a class defined there with an ``attach`` method."""
+    found: list[type] = []
+    for info in pkgutil.iter_modules(coordinator.__path__):
+        if info.name == "__main__":
+            continue
+        module = importlib.import_module(f"coordinator.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and "attach" in vars(cls) and not _is_protocol(cls):
+                found.append(cls)
+    return found
+
+
+def _is_protocol(cls: type) -> bool:
+    return typing.Protocol in cls.__mro__[1:] and cls.__dict__.get("_is_protocol", False)
+
+
 def discover_handlers() -> dict[str, type]:
-    """Message type -> message class, for the services ``cr-coordinator`` runs (coordinator/cli.py)."""
+    """Message type -> message class, for every service of the coordinator package.
+
+    Each service is attached to a recorder of ``add_handler`` calls; a
+    constructor parameter named ``registry`` gets the shared RegistryService
+    (as coordinator/cli.py wires them), other parameters are not supported.
+    """
     recorder = _HandlerRecorder()
     registry = RegistryService()
-    for service in (BuiltinService(), registry, ControlVariablesService(), MergeService(registry),
-                    RegionControllerService()):
-        service.attach(recorder)  # type: ignore[arg-type]  (the recorder has the one method attach uses)
+    for cls in service_classes():
+        params = [p for p in inspect.signature(cls).parameters.values() if p.default is inspect.Parameter.empty]
+        if any(p.name != "registry" for p in params):
+            raise TypeError(f"{cls.__qualname__}{inspect.signature(cls)}: the fuzzer cannot build this service; "
+                            f"teach tests/fuzz/schemas.py how")
+        service = registry if cls is RegistryService else cls(**{p.name: registry for p in params})
+        service.attach(recorder)  # the recorder has the one method attach uses
     return recorder.handlers
 
 
