@@ -3,7 +3,7 @@
 The long run is ``make fuzz`` (bench/fuzz.py, 100,000 frames). Here:
 
 * a short campaign against a real coordinator process (``FUZZ_FRAMES``,
-  default 300 frames, ``FUZZ_SEED``): no crash, no hang, no acknowledged write
+  default 800 frames, ``FUZZ_SEED``): no crash, no hang, no acknowledged write
   lost or changed, no INTERNAL reply, no out-of-range echo;
 * the same with a ``kill -9`` every few batches: the restart replays every
   acknowledged write (proves the replay check runs, whatever the build);
@@ -29,7 +29,7 @@ from fuzz.target import Reply
 from fuzz.values import Token, encode_json
 
 CORPUS = sorted((Path(__file__).parent / "fuzz" / "corpus").glob("*.json"))
-FRAMES = int(os.environ.get("FUZZ_FRAMES", "300"))
+FRAMES = int(os.environ.get("FUZZ_FRAMES", "800"))
 SEED = int(os.environ.get("FUZZ_SEED", "0"))
 
 
