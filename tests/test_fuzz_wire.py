@@ -20,7 +20,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fuzz.campaign import Campaign, crash_signature, replay
 from fuzz.frames import Frame
 from fuzz.model import AckModel

@@ -3,7 +3,8 @@
 Protocol of one batch (``Campaign._batch``, driven by hypothesis: every frame
 is drawn from ``data.draw``, so a seed replays a campaign):
 
-1. Draw ``batch`` frames (``frames.frame_builder``), plus the answers of a
+1. Draw ``batch`` frames (``frames.frame_builder``), plus (from a drawn seed:
+   hypothesis requires draws that do not depend on the coordinator) the answers of a
    well-behaved member to the region commands pushed during the previous
    batch (acks of drain / checkpoint / reset, heartbeats), so that regions
    move through their cycle and the hostile frames hit every phase.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
 import tempfile
 import time
@@ -220,9 +222,14 @@ class Campaign:
                   suppress_health_check=list(HealthCheck))
         @given(st.data())
         def one_batch(data: st.DataObject) -> None:
+            # Every example draws the same way whatever the coordinator did (hypothesis
+            # requires it): the frames, then one seed for the answers to pushed commands.
+            build = frame_builder(data.draw, self.handlers)
+            frames = [build(self._rid()) for _ in range(self.batch)]
+            rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
             if not self._done() and self._aborted is None:
                 try:
-                    self._batch(data.draw)
+                    self._batch(frames, rng)
                 except CampaignAborted as exc:
                     self._aborted = exc  # not raised through hypothesis, which would replay the batch
 
@@ -231,13 +238,11 @@ class Campaign:
             raise self._aborted
 
     def _rid(self) -> str:
-        return f"f{next(self._rids)}"
+        return f"f{next(self._rids):09d}"  # fixed width: draws never depend on the id's length
 
     # ------------------------------------------------------------------ one batch
-    def _batch(self, draw: Callable[[st.SearchStrategy[Any]], Any]) -> None:
-        build = frame_builder(draw, self.handlers)
-        frames = [build(self._rid()) for _ in range(self.batch)]
-        frames += self._member_answers(draw)
+    def _batch(self, frames: list[Frame], rng: random.Random) -> None:
+        frames = frames + self._member_answers(rng)
         self.report.batches += 1
         for frame in frames:
             self.target.send(frame)
@@ -261,7 +266,7 @@ class Campaign:
             for rid in list(self._outstanding)[: len(self._outstanding) - OUTSTANDING_MAX]:
                 del self._outstanding[rid]
 
-    def _member_answers(self, draw: Callable[[st.SearchStrategy[Any]], Any]) -> list[Frame]:
+    def _member_answers(self, rng: random.Random) -> list[Frame]:
         """A well-behaved member's answers to the commands pushed since the last batch."""
         out: list[Frame] = []
         pushes, self._pushes = self._pushes[-20:], []
@@ -269,16 +274,16 @@ class Campaign:
             region, cmd = push.get("region"), push.get("cmd")
             command = {"drain": "drain", "checkpoint": "checkpoint", "reset": "reset",
                        "reset_to_initial": "reset"}.get(cmd)
-            if command is None or not isinstance(region, str) or not draw(st.booleans()):
+            if command is None or not isinstance(region, str) or rng.random() < 0.5:
                 continue
             for member, incarnation in sorted(self.model.joined.get(region, ())):
                 body = {"region": region, "member": member, "incarnation": incarnation, "command": command,
                         "seq": push.get("seq"), "attempt": push.get("attempt"),
-                        "ok": draw(st.sampled_from([True, True, True, False])), "error": None,
-                        "offsets": [["t0", 0, draw(st.integers(0, 1000))]] if command == "checkpoint" else None}
+                        "ok": rng.random() < 0.75, "error": None,
+                        "offsets": [["t0", 0, rng.randrange(1000)]] if command == "checkpoint" else None}
                 out.append(_plain("region_ack", body, self._rid()))
         for region, members in sorted(self.model.joined.items()):
-            if draw(st.booleans()):
+            if rng.random() < 0.5:
                 for member, incarnation in sorted(members):
                     out.append(_plain("region_heartbeat", {"region": region, "member": member,
                                                            "incarnation": incarnation}, self._rid()))
