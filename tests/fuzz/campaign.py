@@ -41,6 +41,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from coordinator.client import CoordinatorClient
+from coordinator.errors import CoordinatorUnavailable
 from coordinator.launcher import CoordinatorStartError
 
 from .frames import Frame, frame_builder
@@ -198,7 +199,7 @@ class Campaign:
                 left = -(-(self.target_frames - self.report.frames) // self.batch)
                 self._run_round(self.seed * 1000 + round_, left)
                 round_ += 1
-            self._verify("end of run")
+            self._verify_or_crash("end of run", self._previous)
             self.report.rss_end_kb = self.target.rss_kb() or 0
             self._sample_rss()
         except CampaignAborted as exc:
@@ -260,7 +261,7 @@ class Campaign:
         else:
             self._sample_rss(frames)
             if self.report.batches % self.verify_every == 0:
-                self._verify(f"batch {self.report.batches}")
+                self._verify_or_crash(f"batch {self.report.batches}", frames)
         self._previous = frames
         if len(self._outstanding) > OUTSTANDING_MAX:
             for rid in list(self._outstanding)[: len(self._outstanding) - OUTSTANDING_MAX]:
@@ -338,7 +339,19 @@ class Campaign:
                                          f"batch {self.report.batches}: {str(exc).splitlines()[0]}")
             raise CampaignAborted(str(exc)) from None
         self._last_rss = self.target.rss_kb() or 0
-        self._verify(f"replay after crash at batch {self.report.batches}")
+        try:
+            self._verify(f"replay after crash at batch {self.report.batches}")
+        except CoordinatorUnavailable as exc:
+            # It stops again right after the restart: a crash loop (the state it replays stops it).
+            self.model.violations.append(f"the coordinator stops again right after restarting on its state dir "
+                                         f"(crash at batch {self.report.batches}): {crash_signature(self.target.log_tail(400))}")
+            raise CampaignAborted(str(exc)) from None
+
+    def _verify_or_crash(self, when: str, frames: list[Frame]) -> None:
+        try:
+            self._verify(when)
+        except CoordinatorUnavailable:  # it stopped (or hung) after the barrier: a crash like any other
+            self._crashed(frames)
 
     def _verify(self, when: str) -> None:
         with CoordinatorClient(self.target.proc.endpoint, timeout=30) as client:
