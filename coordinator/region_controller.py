@@ -53,6 +53,13 @@ or push queued in the same loop iteration, so "seq is consistent" is on disk
 before a RESUME naming it leaves the process. On start (``on_loaded``) every
 stored region is rebuilt in phase WAITING.
 
+Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a region
+beyond ``limits.max_regions`` or add a member beyond
+``limits.max_members_per_group``. A region without members for
+``limits.region_expiry_s`` is dropped with its document. A region whose tick
+raises goes FAILED with the reason (logged with the traceback); the others and
+the coordinator go on.
+
 Failure behaviour: commands are pushes and may be lost (a member's socket
 reconnecting); the member's silence then fails the phase by its timeout and
 the region resets. A member that misses its heartbeats for ``member_timeout_s``
@@ -250,6 +257,11 @@ class RegionControllerService:
                               f"(have {[getattr(core.config, d) for d in differ]}, "
                               f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
                               f"start every member with the same region settings")
+        limit = self._server.limits.max_members_per_group
+        if msg.member not in core.members and len(core.members) >= limit:
+            raise self._server.limit_counter.exceeded(
+                "max_members_per_group", f"region {msg.region!r} has {len(core.members)} members (limit {limit}); "
+                f"{msg.member!r} not joined")
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
