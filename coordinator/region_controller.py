@@ -35,6 +35,10 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
 * ``region_reset_request {region, member, incarnation, force, reason}``: a reset
   (``force`` for a rebalance). Requests during a reset do not stack.
 * ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
+  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
+  (a drain of this member follows: its source waits for it) or ``not_now`` (none
+  follows: resetting, waiting, already drained in the running cycle; the source
+  goes on at once instead of waiting its drain timeout).
 * ``region_leave {region, member, incarnation}``: graceful leave (the region
   resets); reply ``{last_consistent, complete}``: the leaver publishes what
   ``complete`` covers (its own last completed checkpoint, null for a process the
@@ -121,7 +125,15 @@ class RegionControllerService:
                 config = RegionConfig.from_dict(doc["config"])
                 self.regions[name] = self._make_core(config, doc)
             except (KeyError, TypeError, ValueError) as exc:
-                log.error("region %s: stored document is unusable (%s); the region starts afresh", name, exc)
+                # Never start afresh: that would forget the last consistent checkpoint
+                # (sources back to their initial offsets, published output repeated).
+                # FAILED in memory only, the document kept for a coordinator that can read it.
+                reason = (f"the stored region document is unusable ({type(exc).__name__}: {exc}); the region is not "
+                          f"started afresh, which would repeat published output: run a coordinator version that "
+                          f"reads it, or start the pipeline under another --group")
+                log.error("region %s: %s", name, reason)
+                core = self.regions[name] = self._make_core(RegionConfig(name=name), None)
+                core.fail(reason, time.monotonic(), persist=False)
                 continue
             log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
                      name, self.regions[name].phase.value, self.regions[name].last_consistent,
@@ -141,7 +153,7 @@ class RegionControllerService:
 
     def _fail(self, name: str, core: RegionCore, reason: str) -> None:
         try:
-            core.fail(reason[:2000])
+            core.fail(reason[:2000], time.monotonic())
         except Exception:
             log.exception("region %s: could not mark the region FAILED (%s)", name, reason)
 
@@ -247,6 +259,8 @@ class RegionControllerService:
                     f"region {msg.region!r} not created")
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
+        elif core.phase is Phase.FAILED:
+            pass  # whatever its settings, the joiner is told the region FAILED and why
         elif config.index != core.config.index:
             raise CrIndexMismatch(f"region {msg.region!r} has index {core.config.index}; "
                                   f"member {msg.member!r} joined with {config.index}")
@@ -273,8 +287,8 @@ class RegionControllerService:
 
     def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        core.trigger(msg.member, req.received)
-        return {"phase": core.phase.value}
+        answer = core.trigger(msg.member, req.received)
+        return {"phase": core.phase.value, **answer.to_body()}
 
     def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self.regions.get(msg.region)

@@ -110,7 +110,7 @@ class ResetMixin:
                                     f"{self.consecutive_resets}): {why}")
         if self.reset_started_at is None:
             self.reset_started_at = now
-        self._on_event("reset", {"attempt": self.attempt, "kind": kind.value, "why": why,
+        self._on_event("reset", {"attempt": self.attempt, "cause": kind.value, "why": why,
                                  "seq": self.last_consistent})
         self.waiting = set(self.members)
         self.deadline = now + self.config.reset_timeout_s

@@ -50,6 +50,8 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
     Phase,
     RegionConfig,
     ResetKind,
+    TriggerAnswer,
+    TriggerReply,
     carry_forward,
     union_offsets,
 )
@@ -90,6 +92,8 @@ class RegionCore(ResetMixin):
         # left, restarted too late); see own_checkpoint. Bounded: ABSENT_KEPT.
         self.absent_checkpoints: dict[str, int] = {}
         self.failed_reason: str | None = None
+        # FAILED over an unusable stored document: never overwrite it (fail(persist=False))
+        self._keep_stored = False
         # current round
         self.seq: int | None = None  # seq of the running cycle
         self.attempt: int | None = None  # attempt of the running reset
@@ -151,6 +155,8 @@ class RegionCore(ResetMixin):
         }
 
     def _save(self) -> None:
+        if self._keep_stored:
+            return
         self._persist(self.document())
 
     # ------------------------------------------------------------------ transitions
@@ -164,7 +170,7 @@ class RegionCore(ResetMixin):
         self.phase = phase
         self._on_event("phase", {"phase": phase.value, "why": why})
 
-    def fail(self, reason: str, now: float) -> None:
+    def fail(self, reason: str, now: float, *, persist: bool = True) -> None:
         """Give up on the region (terminal): the only way to FAILED.
 
         1. ``failed_reason`` is set first (never empty: status, the members'
@@ -173,7 +179,9 @@ class RegionCore(ResetMixin):
            coordinator restart);
         3. every member is told (``failed {reason}``: it exits with code 3).
         A region already FAILED keeps its first reason. Used for too many
-        consecutive resets and by the service when a tick raised."""
+        consecutive resets and by the service when a tick raised; ``persist``
+        False for a region whose stored document is unusable: it is kept as it
+        is (never written again by this core), for a coordinator that can read it."""
         if self.phase is Phase.FAILED:
             log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
                      self.failed_reason, reason)
@@ -182,6 +190,7 @@ class RegionCore(ResetMixin):
         self._goto(Phase.FAILED, self.failed_reason)
         self.waiting = set()
         self.deadline = None
+        self._keep_stored = not persist
         self._save()
         self._on_event("failed", {"reason": self.failed_reason})
         self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
@@ -352,10 +361,24 @@ class RegionCore(ResetMixin):
             self.forced_since_checkpoint += 1
         self._start_reset(why, kind, now)
 
-    def trigger(self, name: str, now: float) -> None:
-        """Operator-driven mode: a member asks for a checkpoint now."""
+    def trigger(self, name: str, now: float) -> TriggerReply:
+        """Operator-driven mode: a member asks for a checkpoint now. The answer says
+        at once whether a drain of that member follows (the member's source waits
+        for it only then): RUNNING starts a cycle; a cycle that is draining and
+        still waits for this member serves it; otherwise (the member drained
+        already in the running cycle, which covers what it submitted; the region
+        is checkpointing, resetting, waiting or FAILED) not now, with the reason."""
         if self.phase is Phase.RUNNING:
             self._start_cycle(now, f"trigger from {name}")
+            return TriggerReply(TriggerAnswer.STARTED, f"checkpoint {self.seq} started")
+        if self.phase is Phase.DRAINING and name in self.waiting:
+            return TriggerReply(TriggerAnswer.DRAIN_COMING, f"checkpoint {self.seq} is draining")
+        if self.phase in (Phase.DRAINING, Phase.CHECKPOINTING):
+            why = f"checkpoint {self.seq} is running and {name} already drained for it"
+        else:
+            why = f"the region is {self.phase.value}; trigger again after the next RESUME"
+        log.debug("region %s: trigger from %s not served: %s", self.config.name, name, why)
+        return TriggerReply(TriggerAnswer.NOT_NOW, why)
 
     def tick(self, now: float) -> None:
         if self.phase is Phase.FAILED:
@@ -377,18 +400,6 @@ class RegionCore(ResetMixin):
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
             if self.cycle_due(now):
                 self._start_cycle(now, "period")
-
-    def fail(self, reason: str) -> None:
-        """Put the region in FAILED with ``reason``: the service calls this when the
-        region's own logic raised (a bug), so that region stops, says why, and the
-        coordinator goes on. Members are told (``failed``); the state is persisted."""
-        if self.phase is Phase.FAILED:
-            return
-        self.failed_reason = reason
-        self._goto(Phase.FAILED, reason)
-        self._on_event("failed", {"reason": reason})
-        self._broadcast(self.members, {"cmd": "failed", "reason": reason})
-        self._save()
 
     # ------------------------------------------------------------------ cycle
     def _start_cycle(self, now: float, why: str) -> None:

@@ -152,3 +152,25 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
     assert h.core.leave_reply("m1", "inc1") is None
     assert h.core.leave_reply("m0", "inc1") == 2
     assert h.core.leave_reply("m9", "inc1") is None
+
+
+def test_trigger_is_answered_with_whether_a_drain_will_come():
+    from coordinator.region_model import TriggerAnswer
+
+    h = started(2, mode="operator_driven")
+    answer = h.core.trigger("m0", 1.0)
+    assert answer.kind is TriggerAnswer.STARTED and h.core.phase is Phase.DRAINING
+    assert h.core.trigger("m1", 1.01).kind is TriggerAnswer.DRAIN_COMING  # m1 has not drained yet
+    h.core.ack("m0", "drain", h.core.seq, None, True, None, 1.02)
+    late = h.core.trigger("m0", 1.03)  # m0 drained already: the running cycle covers what it submitted
+    assert late.kind is TriggerAnswer.NOT_NOW and "already drained" in late.reason
+    h.core.ack("m1", "drain", h.core.seq, None, True, None, 1.04)
+    assert h.core.trigger("m1", 1.05).kind is TriggerAnswer.NOT_NOW  # checkpointing
+    h.ack_all("checkpoint", 1.1, seq=h.core.seq)
+    h.core.request_reset("m0", True, "revoked", 2.0)
+    resetting = h.core.trigger("m1", 2.1)
+    assert resetting.kind is TriggerAnswer.NOT_NOW and "RESETTING" in resetting.reason
+    assert h.core.phase is Phase.RESETTING
+    waiting = Harness(min_members=2, mode="operator_driven")
+    waiting.core.join("m0", b"a", "i", 0.0)
+    assert waiting.core.trigger("m0", 0.1).kind is TriggerAnswer.NOT_NOW
