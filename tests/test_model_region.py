@@ -18,7 +18,10 @@ A simulated member behaves like the member runtime (docs/region.md):
   checkpoint (or ``reset_to_initial``), every pending interval is discarded;
 * a graceful leave publishes what the leave reply names (its own checkpoint);
 * a reset request sets its source's reset-pending state, which only a reset
-  it executes *after* the request clears; a drain while it is pending fails.
+  it executes *after* the request clears; a drain while it is pending fails;
+  its reset watch asks again (forced) every ``RE_REQUEST_S`` while the region
+  is RUNNING, and after ``RE_REQUESTS_MAX`` re-requests the process exits and
+  is restarted.
 
 Invariants, checked after every step:
 
@@ -39,18 +42,15 @@ from __future__ import annotations
 import os
 
 import attrs
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from coordinator.region_state import Phase, RegionConfig, RegionCore
+from cr_consumer.runtime.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
 NAMES = ["m0", "m1", "m2"]
-#: A reset request sent after the member executed the running reset but before its ack is
-#: dropped (reported; see the xfail test below). While True the machine does not generate
-#: it, so that it keeps searching for other defects; set to False once the controller keeps it.
-RESET_REQUEST_BEFORE_OWN_ACK_IS_LOST = True
+
 #: Time steps: below, near and past every timeout of the config below.
 STEPS = [0.05, 0.3, 1.0, 2.5, 6.0]
 SETTLE_ROUNDS = 120
@@ -64,6 +64,8 @@ class SimMember:
     inbox: list[dict] = attrs.field(factory=list)
     executing: dict | None = None
     reset_pending: bool = False
+    asked_at: float = 0.0  # last reset request (or completed reset) while reset-pending
+    re_requests: int = 0
 
 
 class RegionMachine(RuleBasedStateMachine):
@@ -158,6 +160,18 @@ class RegionMachine(RuleBasedStateMachine):
                 # NOT_REGISTERED (dropped after a silence): the member joins again, same incarnation
                 self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now,
                                pid=m.incarnation, host="h")
+            elif m.reset_pending and self.core.phase is Phase.RUNNING and self.now - m.asked_at >= RE_REQUEST_S:
+                self._watch(name)
+
+    def _watch(self, name: str) -> None:
+        """The member's reset watch (cr_consumer/runtime/reset_watch.py): still reset-pending in a
+        RUNNING region: ask again (forced), and after RE_REQUESTS_MAX re-requests exit (restarted)."""
+        m = self.sim[name]
+        if m.re_requests >= RE_REQUESTS_MAX:
+            self.restart(name)
+            return
+        m.re_requests += 1
+        self.send_reset_request(name, True)
 
     @rule(name=st.sampled_from(NAMES))
     def execute(self, name: str) -> None:
@@ -190,8 +204,8 @@ class RegionMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), force=st.booleans())
     def request_reset(self, name: str, force: bool) -> None:
         m = self.sim.get(name)
-        executing_reset = m is not None and m.executing is not None and m.executing["cmd"].startswith("reset")
-        if not (RESET_REQUEST_BEFORE_OWN_ACK_IS_LOST and executing_reset):
+        if m is not None and m.alive:
+            m.re_requests = 0
             self.send_reset_request(name, force)
 
     def send_reset_request(self, name: str, force: bool) -> None:
@@ -199,6 +213,7 @@ class RegionMachine(RuleBasedStateMachine):
         m = self.sim.get(name)
         if m is not None and m.alive:
             m.reset_pending = True
+            m.asked_at = self.now
             self.core.request_reset(name, force, "revoked" if force else "pipeline error", self.now)
 
     @rule(name=st.sampled_from(NAMES))
@@ -356,14 +371,17 @@ def test_a_member_back_after_checkpoints_completed_without_it_keeps_its_sealed_i
     assert m.violations == []
 
 
-@pytest.mark.xfail(RESET_REQUEST_BEFORE_OWN_ACK_IS_LOST, strict=True, reason="reported to the lead: a reset request a member sends after it has executed "
-                   "the running reset but before its ack is dropped as covered by that reset; in operator-driven "
-                   "mode nothing triggers another one and its source stays reset-pending")
-def test_a_reset_request_made_while_the_member_executes_its_reset_is_not_lost():
+def test_a_reset_request_made_while_the_member_executes_its_reset_is_asked_again():
+    """The controller drops a request that arrives before the member's own reset answer (it
+    counts it as covered by that reset); when the member had already executed that reset,
+    its source stays reset-pending: its reset watch asks again once the region is RUNNING
+    (operator-driven mode: nothing else would ever reset it)."""
     m = _machine(mode="operator_driven")
     m.join("m0")
     m.execute("m0")  # reset_to_initial executed, not yet acked
     m.send_reset_request("m0", False)  # a revocation after its reset, sent before the ack
+    m.ack("m0", True)
+    assert m.core.phase is Phase.RUNNING and m.sim["m0"].reset_pending  # dropped by the controller
     m.settle()
     assert not m.sim["m0"].reset_pending
 
