@@ -270,6 +270,9 @@ class RegionMachine(RuleBasedStateMachine):
         elif cmd == "reset_to_initial":
             m.reset_pending = False
             self._discard(name, lambda n: True)
+        elif cmd == "failed":
+            m.alive = False  # exits with code 3; the runner does not restart it
+            m.inbox.clear()
 
     def _publish(self, name: str, upto: int) -> None:
         for n in sorted(self.sealed[name]):
@@ -307,7 +310,9 @@ class RegionMachine(RuleBasedStateMachine):
             self.now += 0.25
             self.core.tick(self.now)
             idle = all(not m.inbox and m.executing is None for m in self.sim.values() if m.alive)
-            pending = [n for n, m in self.sim.items() if m.alive and m.reset_pending]
+            # in a FAILED region members exit (code 3): a pending reset no longer matters
+            pending = [n for n, m in self.sim.items() if m.alive and m.reset_pending
+                       and self.core.phase is not Phase.FAILED]
             cycled = (self.core.config.mode != "periodic" or not self.core.members
                       or self.core.checkpoints > checkpoints)
             if idle and not pending and not self.core.waiting and (

@@ -81,8 +81,8 @@ def _huge_offsets(draw: Draw) -> Any:
     kind = draw(st.sampled_from(["partitions", "long", "duplicates", "bad_entry"]))
     if kind == "partitions":  # few bytes that ask the store for a buffer per topic up to the largest partition
         big = st.sampled_from([(1 << 20) - 1] * 4 + [(1 << 20) - 2, 1 << 20, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64])
-        n_topics = draw(st.integers(1, 25))
-        return [[f"t{i}", draw(big), draw(st.integers(0, 2**63 - 1))] for i in range(n_topics)]
+        n_topics, partition = draw(st.integers(1, 25)), draw(big)
+        return [[f"t{i}", partition, draw(st.integers(0, 2**63 - 1))] for i in range(n_topics)]
     if kind == "long":
         n = draw(st.integers(1000, HUGE_LIST))
         return [["t0", p, p] for p in range(n)]
