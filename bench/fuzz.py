@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.summary())
     figures = {
         "frames": report.frames,
+        "member_answer_frames": report.member_frames,
         "bytes": report.bytes,
         "crashes": len(report.crashes),
         "crash_signatures": report.signatures(),

@@ -89,6 +89,7 @@ class Crash:
 class FuzzReport:
     seed: int
     frames: int = 0
+    member_frames: int = 0  # of which answers of a well-behaved member (acks, heartbeats)
     bytes: int = 0
     batches: int = 0
     crashes: list[Crash] = attrs.field(factory=list)
@@ -114,7 +115,8 @@ class FuzzReport:
 
     def summary(self) -> str:
         lines = [
-            f"seed {self.seed}: {self.frames} frames ({self.bytes / 1e6:.1f} MB) in {self.batches} batches, "
+            f"seed {self.seed}: {self.frames} frames ({self.member_frames} of them a member's answers; "
+            f"{self.bytes / 1e6:.1f} MB) in {self.batches} batches, "
             f"{self.duration_s:.1f} s; {len(self.crashes)} crashes; {self.kills} deliberate kills; {len(self.violations)} model violations; "
             f"{self.acked_writes} acknowledged writes checked",
             f"RSS start {self.rss_start_kb / 1024:.1f} MiB, end {self.rss_end_kb / 1024:.1f} MiB, "
@@ -248,6 +250,7 @@ class Campaign:
         for frame in frames:
             self.target.send(frame)
             self.report.frames += 1
+            self.report.member_frames += frame.mutation == "member"
             self.report.bytes += sum(len(p) for p in frame.parts)
             if frame.rid is not None:
                 self._outstanding[frame.rid] = frame
