@@ -41,6 +41,21 @@ def test_short_fuzz_campaign_finds_no_crash_and_loses_no_write(tmp_path):
     assert report.findings == {}, summary
 
 
+#: Count limits far below the fuzzer's name pools, so LIMIT_EXCEEDED paths run (leases and
+#: region expiry are left at their defaults: they change state without a request, which
+#: the model of acknowledged writes does not predict).
+TIGHT_LIMITS = ["--max-groups=4", "--max-members-per-group=2", "--max-regions=5", "--max-pending-merges=3",
+                "--max-pending-merge-bytes=20000", "--max-control-variables-per-group=20"]
+
+
+def test_short_fuzz_campaign_under_tight_limits(tmp_path):
+    report = Campaign(tmp_path, FRAMES // 2, seed=SEED + 2, time_budget_s=20.0, coordinator_args=TIGHT_LIMITS).run()
+    summary = report.summary()
+    assert report.crashes == [], summary
+    assert report.violations == [], summary
+    assert report.findings == {}, summary
+
+
 def test_replay_after_kill_keeps_every_acknowledged_write(tmp_path):
     report = Campaign(tmp_path, 150, seed=SEED + 1, kill_every=2, time_budget_s=25.0).run()
     summary = report.summary()

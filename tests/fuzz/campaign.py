@@ -31,7 +31,7 @@ import random
 import re
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +169,7 @@ class CampaignAborted(Exception):
 class Campaign:
     def __init__(self, work_dir: Path, frames: int, *, seed: int = 0, batch: int = BATCH,
                  time_budget_s: float | None = None, verify_every: int = 10, kill_every: int | None = None,
-                 log: Callable[[str], None] = lambda s: None) -> None:
+                 coordinator_args: Sequence[str] = (), log: Callable[[str], None] = lambda s: None) -> None:
         self.work_dir = Path(work_dir)
         self.target_frames = frames
         self.seed = seed
@@ -181,7 +181,8 @@ class Campaign:
         self.handlers = discover_handlers()
         self.model = AckModel()
         self.report = FuzzReport(seed=seed)
-        self.target = Target(self.work_dir / "state", log_path=self.work_dir / "coordinator.log")
+        self.target = Target(self.work_dir / "state", log_path=self.work_dir / "coordinator.log",
+                             extra_args=coordinator_args)
         self._rids = itertools.count()
         self._outstanding: dict[str, Frame] = {}
         self._pushes: list[dict[str, Any]] = []

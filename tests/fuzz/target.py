@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,9 @@ class Reply:
 
 
 class Target:
-    def __init__(self, state_dir: Path, log_path: Path | None = None) -> None:
+    def __init__(self, state_dir: Path, log_path: Path | None = None, extra_args: Sequence[str] = ()) -> None:
         self.state_dir = Path(state_dir)
-        self.proc = CoordinatorProcess(self.state_dir, log_path=log_path)
+        self.proc = CoordinatorProcess(self.state_dir, log_path=log_path, extra_args=extra_args)
         self._ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         self._ids = itertools.count()
