@@ -212,6 +212,11 @@ class RegistryService:
             names = fixed
         return protocol.members_reply(names, index)
 
+    def fixed_members(self, group: str, seq: int) -> list[str] | None:
+        """The member list fixed for checkpoint ``seq`` (see ``members``), or None."""
+        lists = self._seq_lists.get(group)
+        return None if lists is None else lists.get(seq)
+
     def retire(self, group: str, seq: int) -> None:
         """Forget the member lists fixed for checkpoints <= seq (retire_checkpoint)."""
         lists = self._seq_lists.get(group)
