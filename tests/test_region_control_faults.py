@@ -157,3 +157,17 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
     again.load()
     assert again.documents("region")["r1"]["version"] == 99  # kept as it was
     again.close()
+
+
+def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
+    region = names.group("region")
+    m0 = Member(coordinator.endpoint, region, "m0", REGION).start()
+    try:
+        wait_for(lambda: (status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
+                 "two checkpoints")
+        answer = m0.channel.leave()
+        assert answer is not None and answer["complete"] is not None
+        assert answer["complete"] <= answer["last_consistent"]
+        assert answer["complete"] >= 2
+    finally:
+        m0.stop()

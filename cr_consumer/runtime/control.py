@@ -170,7 +170,7 @@ class ControlChannel:
 
     def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
         """Leave the region gracefully; returns the controller's answer
-        (``{"last_consistent": seq}``) or None when none came within ``timeout``."""
+        (``{"last_consistent": seq, "complete": own seq}``) or None when none came within ``timeout``."""
         if not self.joined.is_set() or self._thread is None or not self._thread.is_alive():
             return None
         self._left.clear()
