@@ -34,7 +34,12 @@ Invariants, checked after every step:
 4. a FAILED region says why (``failed_reason``, the persisted ``failed``);
 5. ``settle`` (every live member heartbeats and answers every command, time
    passes): the region ends RUNNING (or FAILED, or WAITING without members),
-   waits for nobody, and no live member is left reset-pending.
+   waits for nobody, no live member is left reset-pending, and a periodic
+   region with members completes a checkpoint.
+
+Faults besides the members' own: a crash right after a checkpoint ack (before
+the RESUME), and a coordinator restart (the core rebuilt from its last
+persisted document, pushes in flight lost).
 """
 
 from __future__ import annotations
@@ -246,6 +251,16 @@ class RegionMachine(RuleBasedStateMachine):
         for name in sorted(self.sim):
             self.heartbeat(name)
         self.time_passes(dt)
+
+    @rule()
+    def coordinator_restarts(self) -> None:
+        """kill -9 and restart of the coordinator: the core comes back from its last persisted
+        document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
+        doc = self.docs[-1] if self.docs else None
+        self.core = RegionCore(self.core.config, self._send, self._persist, doc)
+        for m in self.sim.values():
+            m.inbox.clear()
+            m.executing = None
 
     @rule(dt=st.sampled_from(STEPS))
     def time_passes(self, dt: float) -> None:
