@@ -59,6 +59,8 @@ MINIMIZE_TRIALS = 24
 #: RSS growth over one batch reported as a memory finding: far above what a
 #: batch of bounded requests may cost (a batch holds ~25 frames of <= 4 MiB).
 RSS_JUMP_KB = 64 * 1024
+#: Batches between two progress lines in the log.
+PROGRESS_EVERY = 100
 #: Frames whose reply is still awaited (deferred merges); older ones are forgotten.
 OUTSTANDING_MAX = 20_000
 
@@ -266,6 +268,9 @@ class Campaign:
             self._sample_rss(frames)
             if self.report.batches % self.verify_every == 0:
                 self._verify_or_crash(f"batch {self.report.batches}", frames)
+            if self.report.batches % PROGRESS_EVERY == 0:
+                self.log(f"{self.report.frames} frames, {len(self.report.crashes)} crashes, "
+                         f"RSS {(self.target.rss_kb() or 0) / 1024:.1f} MiB")
         self._previous = frames
         if len(self._outstanding) > OUTSTANDING_MAX:
             for rid in list(self._outstanding)[: len(self._outstanding) - OUTSTANDING_MAX]:
