@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", default=None, help="state dir and coordinator log (default: a temp dir)")
     p.add_argument("--coordinator-arg", action="append", default=[], metavar="ARG",
                    help="extra cr-coordinator argument (repeat), e.g. --coordinator-arg=--max-groups=4")
+    p.add_argument("--verify-every", type=int, default=25, help="batches between two read-backs of every write")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
 
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     campaign = Campaign(work, args.frames, seed=args.seed,
                         time_budget_s=args.minutes * 60 if args.minutes else None,
-                        coordinator_args=args.coordinator_arg, log=log)
+                        coordinator_args=args.coordinator_arg, verify_every=args.verify_every, log=log)
     report = campaign.run()
     first = {}
     for crash in report.crashes:

@@ -59,6 +59,8 @@ MINIMIZE_TRIALS = 24
 #: RSS growth over one batch reported as a memory finding: far above what a
 #: batch of bounded requests may cost (a batch holds ~25 frames of <= 4 MiB).
 RSS_JUMP_KB = 64 * 1024
+#: Regions whose members heartbeat in one batch (bounds a batch's well-behaved traffic).
+HEARTBEAT_REGIONS = 4
 #: Batches between two progress lines in the log.
 PROGRESS_EVERY = 100
 #: Frames whose reply is still awaited (deferred merges); older ones are forgotten.
@@ -292,11 +294,12 @@ class Campaign:
                         "ok": rng.random() < 0.75, "error": None,
                         "offsets": [["t0", 0, rng.randrange(1000)]] if command == "checkpoint" else None}
                 out.append(_plain("region_ack", body, self._rid()))
-        for region, members in sorted(self.model.joined.items()):
-            if rng.random() < 0.5:
-                for member, incarnation in sorted(members):
-                    out.append(_plain("region_heartbeat", {"region": region, "member": member,
-                                                           "incarnation": incarnation}, self._rid()))
+        joined = sorted(self.model.joined.items())
+        # heartbeats for a few regions per batch: enough to keep some alive, bounded however many joined
+        for region, members in rng.sample(joined, min(len(joined), HEARTBEAT_REGIONS)):
+            for member, incarnation in sorted(members):
+                out.append(_plain("region_heartbeat", {"region": region, "member": member,
+                                                       "incarnation": incarnation}, self._rid()))
         return out
 
     def _absorb(self, replies: list[Reply]) -> None:

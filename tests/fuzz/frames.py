@@ -114,6 +114,10 @@ class _Builder:
         body = dict(draw(self.tracked[msg_type]))
         if mutation == "offsets" and "offsets" not in body:
             mutation = "field"
+        elif mutation == "offsets":
+            # huge maps go to untracked groups: every read of a tracked group is decoded and
+            # compared with the model, which would slow the whole run down as they pile up
+            body = dict(draw(self.untracked[msg_type]))
         if mutation == "valid":
             return valid_frame(msg_type, body, rid)
         plain = True
