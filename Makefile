@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # pytest workers: 2 cores here; each worker starts one embedded broker.
 WORKERS ?= 2
 
-.PHONY: install demo test bench clean lint chromium
+.PHONY: install demo test bench fuzz clean lint chromium
 
 install: $(STAMP)
 
@@ -28,6 +28,12 @@ chromium:
 
 test: $(STAMP) promtool chromium
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
+
+# Long wire fuzz of the coordinator (FUZZ_FRAMES frames, seed FUZZ_SEED); see bench/fuzz.py.
+FUZZ_FRAMES ?= 100000
+FUZZ_SEED   ?= 0
+fuzz: $(STAMP)
+	$(BIN)/python bench/fuzz.py --frames $(FUZZ_FRAMES) --seed $(FUZZ_SEED) --minimize
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -1,0 +1,416 @@
+"""Model-based (stateful) test of the region controller core (``RegionCore``, no I/O).
+
+Hypothesis drives a ``RegionCore`` and a set of simulated members through any
+interleaving of: members joining, restarting (a new incarnation), leaving,
+dying (no more heartbeats), heartbeating, executing and acking the commands
+pushed to them (or failing them), asking for resets (forced or not) at any
+moment (also while executing a reset, before their ack), triggering
+checkpoints, and time passing (``tick``).
+
+A simulated member behaves like the member runtime (docs/region.md):
+
+* ``checkpoint(seq)`` seals the interval ``seq`` in its checkpoint store
+  (kept across restarts of the same member name); the ack follows;
+* ``resume(complete=N)`` publishes its sealed intervals <= N;
+* ``reset(seq=S, members=M, own=O)``: its operators go back to their data of
+  its own last completed checkpoint O (S if it is in M, when ``own`` is absent):
+  its intervals <= O are published, later ones discarded; with no such
+  checkpoint (or ``reset_to_initial``), every pending interval is discarded;
+* a graceful leave publishes what the leave reply names (its own checkpoint);
+* a reset request sets its source's reset-pending state, which only a reset
+  it executes *after* the request clears; a drain while it is pending fails;
+  its reset watch asks again (forced) every ``RE_REQUEST_S`` while the region
+  is RUNNING, and after ``RE_REQUESTS_MAX`` re-requests the process exits and
+  is restarted.
+
+Invariants, checked after every step:
+
+1. ``tick`` never raises, nor does any input;
+2. a member publishes interval N only if N is a consistent checkpoint
+   (persisted as ``last_consistent`` with that member among its members);
+   a ``resume(complete=N)`` leaves only after N is persisted;
+3. nothing checkpointed is deleted unpublished: a member never discards a
+   sealed interval of a consistent checkpoint it was a member of;
+4. a FAILED region says why (``failed_reason``, the persisted ``failed``);
+5. ``settle`` (every live member heartbeats and answers every command, time
+   passes): the region ends RUNNING (or FAILED, or WAITING without members),
+   waits for nobody, no live member is left reset-pending, and a periodic
+   region with members completes a checkpoint.
+
+Faults besides the members' own: a crash right after a checkpoint ack (before
+the RESUME), and a coordinator restart (the core rebuilt from its last
+persisted document, pushes in flight lost).
+"""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from coordinator.region_state import Phase, RegionConfig, RegionCore
+from cr_consumer.runtime.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
+
+NAMES = ["m0", "m1", "m2"]
+
+#: Time steps: below, near and past every timeout of the config below.
+STEPS = [0.05, 0.3, 1.0, 2.5, 6.0]
+SETTLE_ROUNDS = 120
+
+
+@attrs.define
+class SimMember:
+    name: str
+    incarnation: int = 0
+    alive: bool = True
+    inbox: list[dict] = attrs.field(factory=list)
+    executing: dict | None = None
+    reset_pending: bool = False
+    asked_at: float = 0.0  # last reset request (or completed reset) while reset-pending
+    re_requests: int = 0
+
+
+class RegionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.sim: dict[str, SimMember] = {}
+        self.sealed: dict[str, set[int]] = {n: set() for n in NAMES}  # per name: survives restarts
+        self.published: dict[str, set[int]] = {n: set() for n in NAMES}
+        self.docs: list[dict] = []
+        self.consistent: dict[int, set[str]] = {}  # checkpoint -> its members (from persisted docs)
+        self.violations: list[str] = []
+        self.core: RegionCore | None = None
+
+    # ------------------------------------------------------------------ core callbacks
+    def _send(self, member: str, body: dict) -> None:
+        if body["cmd"] == "resume" and body.get("complete") is not None:
+            last = self.docs[-1]["last_consistent"] if self.docs else None
+            if last != body["complete"]:
+                self.violations.append(f"resume({body['complete']}) sent while the persisted checkpoint is {last}")
+        m = self.sim.get(member)
+        if m is not None and m.alive:
+            m.inbox.append(dict(body))
+
+    def _persist(self, doc: dict) -> None:
+        self.docs.append(doc)
+        if doc["last_consistent"] is not None:
+            self.consistent.setdefault(doc["last_consistent"], set(doc["checkpoint_members"]))
+
+    @initialize(mode=st.sampled_from(["periodic", "operator_driven"]), min_members=st.integers(1, 3),
+                max_resets=st.integers(2, 6))
+    def setup(self, mode: str, min_members: int, max_resets: int) -> None:
+        config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
+                              member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
+                              max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0)
+        self.core = RegionCore(config, self._send, self._persist)
+
+    # ------------------------------------------------------------------ members
+    def _join(self, name: str, replace: bool) -> None:
+        m = self.sim[name]
+        m.inbox.clear()
+        m.executing = None
+        m.reset_pending = False  # a new process starts its source afresh
+        self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, pid=m.incarnation,
+                       host="h", replace=replace)
+
+    @rule(name=st.sampled_from(NAMES))
+    def join(self, name: str) -> None:
+        if name not in self.sim:
+            self.sim[name] = SimMember(name)
+        elif self.sim[name].alive:
+            return
+        self.sim[name].alive = True
+        self._join(name, replace=False)
+
+    @rule(name=st.sampled_from(NAMES))
+    def restart(self, name: str) -> None:
+        """The process died and the runner restarted it at once (same host, pid gone: replace)."""
+        if name not in self.sim:
+            return
+        m = self.sim[name]
+        m.incarnation += 1
+        m.alive = True
+        self._join(name, replace=True)
+
+    @rule(name=st.sampled_from(NAMES))
+    def die(self, name: str) -> None:
+        m = self.sim.get(name)
+        if m is not None:
+            m.alive = False
+            m.inbox.clear()
+            m.executing = None
+
+    @rule(name=st.sampled_from(NAMES))
+    def leave(self, name: str) -> None:
+        m = self.sim.get(name)
+        if m is not None and m.alive:
+            # the leaver publishes what its own last completed checkpoint covers before it exits
+            own = self.core.leave_reply(name, str(m.incarnation))
+            self.core.leave(name, self.now)
+            if own is not None:
+                self._publish(name, own)
+            m.alive = False
+            m.inbox.clear()
+            m.executing = None
+
+    @rule(name=st.sampled_from(NAMES))
+    def heartbeat(self, name: str) -> None:
+        m = self.sim.get(name)
+        if m is not None and m.alive:
+            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now):
+                # NOT_REGISTERED (dropped after a silence): the member joins again, same incarnation
+                self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now,
+                               pid=m.incarnation, host="h")
+            elif m.reset_pending and self.core.phase is Phase.RUNNING and self.now - m.asked_at >= RE_REQUEST_S:
+                self._watch(name)
+
+    def _watch(self, name: str) -> None:
+        """The member's reset watch (cr_consumer/runtime/reset_watch.py): still reset-pending in a
+        RUNNING region: ask again (forced), and after RE_REQUESTS_MAX re-requests exit (restarted)."""
+        m = self.sim[name]
+        if m.re_requests >= RE_REQUESTS_MAX:
+            self.restart(name)
+            return
+        m.re_requests += 1
+        self.send_reset_request(name, True)
+
+    @rule(name=st.sampled_from(NAMES))
+    def execute(self, name: str) -> None:
+        """The member takes its next command (skipping those before the last queued reset)."""
+        m = self.sim.get(name)
+        if m is None or not m.alive or not m.inbox or m.executing is not None:
+            return
+        resets = [i for i, b in enumerate(m.inbox) if b["cmd"] in ("reset", "reset_to_initial")]
+        if resets:
+            del m.inbox[: resets[-1]]
+        body = m.inbox.pop(0)
+        self._apply(name, body)
+        if body["cmd"] in ("drain", "checkpoint", "reset", "reset_to_initial"):
+            m.executing = body
+
+    @rule(name=st.sampled_from(NAMES), ok=st.booleans())
+    def ack(self, name: str, ok: bool) -> None:
+        m = self.sim.get(name)
+        if m is None or not m.alive or m.executing is None:
+            return
+        body, m.executing = m.executing, None
+        if body["cmd"] == "drain" and m.reset_pending:
+            ok = False  # a source waiting for its reset fails the drain
+        command = "reset" if body["cmd"].startswith("reset") else body["cmd"]
+        if body["cmd"] == "checkpoint" and ok:
+            self.sealed[name].add(body["seq"])
+        self.core.ack(name, command, body.get("seq"), body.get("attempt"), ok, None if ok else "failed", self.now,
+                      [["t", NAMES.index(name), body["seq"]]] if body["cmd"] == "checkpoint" else None)
+
+    @rule(name=st.sampled_from(NAMES), force=st.booleans())
+    def request_reset(self, name: str, force: bool) -> None:
+        m = self.sim.get(name)
+        if m is not None and m.alive:
+            m.re_requests = 0
+            self.send_reset_request(name, force)
+
+    def send_reset_request(self, name: str, force: bool) -> None:
+        """The member's source needs a reset (a revocation, a pipeline error): it is reset-pending."""
+        m = self.sim.get(name)
+        if m is not None and m.alive:
+            m.reset_pending = True
+            m.asked_at = self.now
+            self.core.request_reset(name, force, "revoked" if force else "pipeline error", self.now)
+
+    @rule(name=st.sampled_from(NAMES))
+    def trigger(self, name: str) -> None:
+        m = self.sim.get(name)
+        if m is not None and m.alive and not m.reset_pending:
+            self.core.trigger(name, self.now)
+
+    @rule()
+    def answer_round(self) -> None:
+        """Every live member heartbeats and answers at most one command (a step of a healthy region)."""
+        for name in sorted(self.sim):
+            m = self.sim[name]
+            if m.alive:
+                self.heartbeat(name)
+                self.execute(name)
+                self.ack(name, True)
+
+    @rule(name=st.sampled_from(NAMES))
+    def crash_after_checkpoint_ack(self, name: str) -> None:
+        """The fault point 'crash after the checkpoint ack': sealed and acked, RESUME never executed."""
+        m = self.sim.get(name)
+        if m is not None and m.alive and m.executing is not None and m.executing["cmd"] == "checkpoint":
+            self.ack(name, True)
+            self.die(name)
+
+    @rule(dt=st.sampled_from(STEPS))
+    def healthy_time_passes(self, dt: float) -> None:
+        """Live members heartbeat, then time passes (only the dead fall silent)."""
+        for name in sorted(self.sim):
+            self.heartbeat(name)
+        self.time_passes(dt)
+
+    @rule()
+    def coordinator_restarts(self) -> None:
+        """kill -9 and restart of the coordinator: the core comes back from its last persisted
+        document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
+        doc = self.docs[-1] if self.docs else None
+        self.core = RegionCore(self.core.config, self._send, self._persist, doc)
+        for m in self.sim.values():
+            m.inbox.clear()
+            m.executing = None
+
+    @rule(dt=st.sampled_from(STEPS))
+    def time_passes(self, dt: float) -> None:
+        self.now += dt
+        self.core.tick(self.now)
+
+    # ------------------------------------------------------------------ member semantics
+    def _apply(self, name: str, body: dict) -> None:
+        m = self.sim[name]
+        cmd = body["cmd"]
+        if cmd == "resume" and body.get("complete") is not None:
+            self._publish(name, body["complete"])
+        elif cmd == "reset":
+            m.reset_pending = False
+            # its operators go back to their data of its own last completed checkpoint
+            own = body["own"] if "own" in body else (body["seq"] if name in body["members"] else None)
+            if own is not None:
+                self._publish(name, own)
+                self._discard(name, lambda n: n > own)
+            else:
+                self._discard(name, lambda n: True)
+        elif cmd == "reset_to_initial":
+            m.reset_pending = False
+            self._discard(name, lambda n: True)
+        elif cmd == "failed":
+            m.alive = False  # exits with code 3; the runner does not restart it
+            m.inbox.clear()
+
+    def _publish(self, name: str, upto: int) -> None:
+        for n in sorted(self.sealed[name]):
+            if n <= upto and n not in self.published[name]:
+                if name not in self.consistent.get(n, ()):
+                    self.violations.append(f"{name} published interval {n}, not a consistent checkpoint it was in "
+                                           f"(consistent: {sorted(self.consistent)})")
+                self.published[name].add(n)
+
+    def _discard(self, name: str, which) -> None:
+        for n in sorted(self.sealed[name]):
+            if which(n) and n not in self.published[name]:
+                if name in self.consistent.get(n, ()):
+                    self.violations.append(f"{name} discarded interval {n} of consistent checkpoint {n} unpublished")
+                self.sealed[name].discard(n)
+
+    # ------------------------------------------------------------------ liveness
+    @precondition(lambda self: self.core is not None)
+    @rule()
+    def settle(self) -> None:
+        """Every live member heartbeats and answers everything; time passes. Nothing may stay stuck,
+        and a periodic region with members completes a checkpoint."""
+        checkpoints = self.core.checkpoints
+        for _ in range(SETTLE_ROUNDS):
+            for name in sorted(self.sim):
+                m = self.sim[name]
+                if not m.alive:
+                    continue
+                self.heartbeat(name)
+                while m.inbox or m.executing is not None:
+                    if m.executing is None:
+                        self.execute(name)
+                    if m.executing is not None:
+                        self.ack(name, True)
+            self.now += 0.25
+            self.core.tick(self.now)
+            idle = all(not m.inbox and m.executing is None for m in self.sim.values() if m.alive)
+            # in a FAILED region members exit (code 3): a pending reset no longer matters
+            pending = [n for n, m in self.sim.items() if m.alive and m.reset_pending
+                       and self.core.phase is not Phase.FAILED]
+            cycled = (self.core.config.mode != "periodic" or not self.core.members
+                      or self.core.checkpoints > checkpoints)
+            if idle and not pending and not self.core.waiting and (
+                    self.core.phase is Phase.FAILED
+                    or (self.core.phase is Phase.RUNNING and cycled)
+                    or (self.core.phase is Phase.WAITING and not self.core.members)):
+                return
+        stuck = {n: m.reset_pending for n, m in self.sim.items() if m.alive}
+        raise AssertionError(f"region did not settle: phase {self.core.phase.value}, waiting for "
+                             f"{sorted(self.core.waiting)}, live members reset-pending {stuck}")
+
+    # ------------------------------------------------------------------ invariants
+    @invariant()
+    def no_violation(self) -> None:
+        assert not self.violations, self.violations
+
+    @invariant()
+    def failed_says_why(self) -> None:
+        if self.core is not None and self.core.phase is Phase.FAILED:
+            assert self.core.failed_reason
+            assert self.docs and self.docs[-1]["failed"] is True
+
+
+# --------------------------------------------------------------------------- regressions
+# Minimal sequences the machine found (or that it checks), kept as plain tests.
+
+
+def _machine(mode: str = "periodic", min_members: int = 1, max_resets: int = 5) -> RegionMachine:
+    m = RegionMachine()
+    m.setup(mode=mode, min_members=min_members, max_resets=max_resets)
+    return m
+
+
+def test_a_waiting_region_whose_only_member_leaves_or_falls_silent_stays_waiting():
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.leave("m0")  # raised WAITING -> WAITING (from the service: an INTERNAL reply)
+    assert m.core.phase is Phase.WAITING
+    m.join("m1")
+    m.time_passes(2.5)  # silent past member_timeout_s: raised from the tick, which stopped the coordinator
+    assert m.core.phase is Phase.WAITING and not m.core.members
+
+
+def test_a_member_back_after_checkpoints_completed_without_it_keeps_its_sealed_interval():
+    """m0 acks checkpoint 1 and dies before its RESUME; checkpoint 3 completes without it;
+    the restarted m0 must not discard interval 1 (below the offsets everyone continues from)."""
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    m.healthy_time_passes(1.0)  # drain
+    m.answer_round()  # drains acked: checkpoint
+    m.execute("m0")
+    m.crash_after_checkpoint_ack("m0")
+    m.answer_round()  # m1 acks: checkpoint complete, RESUME to m1 only
+    assert m.consistent and "m0" in m.consistent[max(m.consistent)]
+    m.healthy_time_passes(2.5)  # m0 dropped after member_timeout_s
+    m.settle()  # a checkpoint completes without m0
+    m.restart("m0")
+    m.settle()
+    assert m.violations == []
+
+
+def test_a_reset_request_made_while_the_member_executes_its_reset_is_asked_again():
+    """The controller drops a request that arrives before the member's own reset answer (it
+    counts it as covered by that reset); when the member had already executed that reset,
+    its source stays reset-pending: its reset watch asks again once the region is RUNNING
+    (operator-driven mode: nothing else would ever reset it)."""
+    m = _machine(mode="operator_driven")
+    m.join("m0")
+    m.execute("m0")  # reset_to_initial executed, not yet acked
+    m.send_reset_request("m0", False)  # a revocation after its reset, sent before the ack
+    m.ack("m0", True)
+    assert m.core.phase is Phase.RUNNING and m.sim["m0"].reset_pending  # dropped by the controller
+    m.settle()
+    assert not m.sim["m0"].reset_pending
+
+
+# Deterministic in ``make test``; MODEL_EXAMPLES=5000 MODEL_RANDOM=1 for a longer, random search.
+RegionMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")), stateful_step_count=40,
+    derandomize=not os.environ.get("MODEL_RANDOM"), deadline=None,
+    suppress_health_check=[HealthCheck.too_slow], database=None,
+)
+test_region_core_model = RegionMachine.TestCase
+
