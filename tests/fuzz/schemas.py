@@ -41,6 +41,9 @@ TOPICS = ["t0", "t1", "t2"]
 class _HandlerRecorder:
     """Stands in for the server while services attach: records their add_handler calls."""
 
+    #: No metrics: services attach without registering their collectors.
+    metrics = None
+
     def __init__(self) -> None:
         self.handlers: dict[str, type] = {}
 
