@@ -18,13 +18,38 @@ description (recorded as a ``fault`` event on the drill's timeline):
 * ``reset-storm``: three faults from the list above, in random order, each
   0.2-0.8 s after the previous one.
 
+Faults that play out over time (a pause, a trigger that fires when the member
+reaches a protocol step) return at once and leave a task to
+:class:`FaultTasks` (a thread each, owned by the drill): the drill does not
+finish before every task is done, and the report says whether the fault fired.
+
+* ``pause-member`` / ``pause-coordinator`` / ``pause-broker``: SIGSTOP that
+  process (a member drawn by the seeded RNG; the broker only when the drill
+  started it), SIGCONT after ``pause_s``;
+* ``kill-member-long``: a member SIGKILLs itself at a step of checkpoint N
+  where it acked N but has not published it (``after-checkpoint-ack`` or
+  ``before-publish``, seeded), and its replacement (the runner restarts it at
+  once) SIGSTOPs itself at start-up (the ``member-start`` point) until the
+  controller has dropped the dead member and completed a checkpoint without
+  it; then it continues and joins;
+* the fault-point scenarios (``POINT_SCENARIOS``): arm one point of the member
+  runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
+  seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
+  points need a reset, so they also drop the sink-failure trigger.
+  ``fault-point`` draws the point and the action from the seed.
+
 Failure: a fault that cannot act (no member to kill, coordinator does not come
-back within its start timeout) raises; the drill reports it and fails.
+back within its start timeout) raises; the drill reports it and fails. A task
+that fails (its trigger never fires within ``FIRE_TIMEOUT_S``) is reported as
+the drill's error.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -33,12 +58,36 @@ from typing import Any, Protocol
 
 import attrs
 
+from coordinator.client import CoordinatorClient
+from coordinator.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.kafka_util import create_topic
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Action, Point
 
 from .pipeline import SINK_FAILURE_TRIGGER
 from .timeline import TimelineWriter
 from .verify import Manifest
 from .workload import produce_into
+
+log = logging.getLogger(__name__)
+
+#: Default length of a pause (pause-member, -coordinator, -broker, and fault
+#: points armed with ``pause``): long enough to pass the member timeout and
+#: the broker's session timeout the drills use.
+PAUSE_S = 10.0
+#: Bound on waiting for an armed point to fire (the member must reach that
+#: protocol step: a checkpoint period or a reset away), so a trigger that
+#: never fires fails the drill instead of hanging it.
+FIRE_TIMEOUT_S = 60.0
+#: kill-member-long: bound on holding the replacement down, waiting for the
+#: controller to drop the dead member and complete a checkpoint without it.
+HOLD_MAX_S = 60.0
+#: How often a task looks for a claimed trigger or at the controller's status.
+TASK_POLL_S = 0.1
+#: Bound on one status request of the kill-member-long task.
+STATUS_TIMEOUT_S = 1.0
+#: Bound on the tasks' end when the drill stops them.
+TASK_JOIN_S = 10.0
 
 
 class RegionHandle(Protocol):
@@ -51,6 +100,121 @@ class RegionHandle(Protocol):
     def add_member(self) -> str: ...
 
     def remove_member(self, member: str | None = None) -> str: ...
+
+    def pid(self, member: str) -> int: ...
+
+
+class FaultTasks:
+    """The background side of faults that play out over time.
+
+    Each task runs on its own thread (owned here): it waits for its trigger
+    or its pause, records ``fault_fired`` on the timeline, and marks itself
+    fired. Every wait ends at ``close()``. Processes a task stopped (SIGSTOP,
+    or a member that stopped itself at a point) are recorded and continued by
+    the task, or by ``close()`` at the latest, so no stopped process outlives
+    the drill.
+    """
+
+    def __init__(self, timeline: TimelineWriter) -> None:
+        self.timeline = timeline
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._stopped: set[int] = set()
+        self._stop = threading.Event()
+        self.errors: list[str] = []
+        self.started = 0
+        self.fired = 0
+
+    def start(self, name: str, fn: Callable[[], None]) -> None:
+        t = threading.Thread(target=self._run, args=(name, fn), name=f"fault-{name}", daemon=True)
+        with self._lock:
+            self._threads.append(t)
+            self.started += 1
+        t.start()
+
+    def _run(self, name: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # reported as the drill's error
+            log.exception("fault task %s failed", name)
+            with self._lock:
+                self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            return
+        with self._lock:
+            self.fired += 1
+
+    def done(self) -> bool:
+        with self._lock:
+            return all(not t.is_alive() for t in self._threads)
+
+    def all_fired(self) -> bool | None:
+        """None without tasks; else whether every task fired and ended cleanly."""
+        with self._lock:
+            return None if not self.started else (self.fired == self.started and not self.errors)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when the drill is stopping the tasks."""
+        return self._stop.wait(seconds)
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop_process(self, pid: int, what: str) -> None:
+        self.stopped(pid)
+        os.kill(pid, signal.SIGSTOP)
+        self.timeline.event("fault_pause", target=what, pid=pid)
+
+    def stopped(self, pid: int) -> None:
+        """Record a process that stopped itself (a ``pause`` fault point)."""
+        with self._lock:
+            self._stopped.add(pid)
+
+    def continue_process(self, pid: int, what: str) -> None:
+        with self._lock:
+            self._stopped.discard(pid)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            log.warning("fault task: %s (pid %d) is gone; nothing to continue", what, pid)
+            return
+        self.timeline.event("fault_continue", target=what, pid=pid)
+
+    def pause(self, pid: int, seconds: float, what: str) -> None:
+        """SIGSTOP ``pid`` now, SIGCONT it after ``seconds`` (or at ``close()``)."""
+        self.stop_process(pid, what)
+        self.wait(seconds)
+        self.continue_process(pid, what)
+
+    def wait_fired(self, fault_dir: Path, point: Point, member: str) -> fault_points.Fired:
+        """Wait until ``member`` claimed the trigger of ``point``; raises TimeoutError
+        after FIRE_TIMEOUT_S, InterruptedError when the drill stops the tasks."""
+        deadline = time.monotonic() + FIRE_TIMEOUT_S
+        while True:
+            for f in fault_points.fired(fault_dir, point):
+                if f.member == member:
+                    return f
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"fault point {point.value} armed for {member} did not fire "
+                                   f"within {FIRE_TIMEOUT_S:.0f}s")
+            if self.wait(TASK_POLL_S):
+                raise InterruptedError(f"the drill ended before fault point {point.value} fired for {member}")
+
+    def close(self) -> None:
+        """Stop every task, continue every process still stopped."""
+        self._stop.set()
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:
+            t.join(TASK_JOIN_S)
+            if t.is_alive():
+                log.error("fault task %s did not end within %.0fs", t.name, TASK_JOIN_S)
+        with self._lock:
+            pids, self._stopped = sorted(self._stopped), set()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                continue
 
 
 @attrs.define
@@ -69,6 +233,12 @@ class DrillEnv:
     topic_prefix: str
     partitions: int
     messages: int
+    group: str
+    tasks: FaultTasks
+    #: Length of a pause (see PAUSE_S).
+    pause_s: float = PAUSE_S
+    #: The embedded broker's pid (None: an external cluster, which a drill never pauses).
+    broker_pid: int | None = None
     new_topics: list[str] = attrs.field(factory=list)
 
 
@@ -125,6 +295,141 @@ def poison(env: DrillEnv) -> dict:
     return {"fault": "poison", "note": "poison records are mixed into the input from the start"}
 
 
+def _victim(env: DrillEnv, fault: str) -> str:
+    members = sorted(env.region.members())
+    if not members:
+        raise RuntimeError(f"{fault}: the region has no live member")
+    return env.rng.choice(members)
+
+
+def pause_member(env: DrillEnv) -> dict:
+    victim = _victim(env, "pause-member")
+    pid = env.region.pid(victim)
+    env.tasks.start("pause-member", lambda: env.tasks.pause(pid, env.pause_s, victim))
+    return {"fault": "pause-member", "member": victim, "pid": pid, "pause_s": env.pause_s}
+
+
+def pause_coordinator(env: DrillEnv) -> dict:
+    pid = env.coordinator.pid
+    if pid is None:
+        raise RuntimeError("pause-coordinator: the coordinator is not running")
+    env.tasks.start("pause-coordinator", lambda: env.tasks.pause(pid, env.pause_s, "coordinator"))
+    return {"fault": "pause-coordinator", "pid": pid, "pause_s": env.pause_s}
+
+
+def pause_broker(env: DrillEnv) -> dict:
+    pid = env.broker_pid
+    if pid is None:
+        raise RuntimeError("pause-broker: only the embedded broker can be paused (the drill has no broker "
+                           "process: it runs against --bootstrap / $KAFKA_BOOTSTRAP_SERVERS)")
+    env.tasks.start("pause-broker", lambda: env.tasks.pause(pid, env.pause_s, "broker"))
+    return {"fault": "pause-broker", "pid": pid, "pause_s": env.pause_s}
+
+
+#: Where kill-member-long kills: the member acked checkpoint N and has not published it.
+LONG_KILL_POINTS = (Point.AFTER_CHECKPOINT_ACK, Point.BEFORE_PUBLISH)
+
+
+def kill_member_long(env: DrillEnv) -> dict:
+    victim = _victim(env, "kill-member-long")
+    point = env.rng.choice(LONG_KILL_POINTS)
+    # Hold first: the replacement the runner starts at once stops itself at start-up.
+    fault_points.arm(env.fault_dir, Point.MEMBER_START, Action.PAUSE, victim)
+    fault_points.arm(env.fault_dir, point, Action.CRASH, victim)
+    env.tasks.start("kill-member-long", lambda: _hold_replacement(env, victim, point))
+    return {"fault": "kill-member-long", "member": victim, "point": point.value}
+
+
+def _hold_replacement(env: DrillEnv, victim: str, point: Point) -> None:
+    """kill-member-long's task: 1. wait for the crash; 2. wait for the replacement
+    to stop itself at start-up; 3. keep it stopped until the controller's status
+    shows the victim dropped and then a checkpoint completed (bounded by
+    HOLD_MAX_S); 4. continue it."""
+    crash = env.tasks.wait_fired(env.fault_dir, point, victim)
+    env.timeline.event("fault_fired", fault="kill-member-long", point=point.value, member=victim, pid=crash.pid)
+    start = env.tasks.wait_fired(env.fault_dir, Point.MEMBER_START, victim)
+    env.tasks.stopped(start.pid)
+    held_for = _wait_dropped_and_checkpointed(env, victim, deadline=time.monotonic() + HOLD_MAX_S)
+    env.timeline.event("fault_hold", member=victim, pid=start.pid, down_s=round(time.time() - crash.t, 3),
+                       outcome=held_for)
+    env.tasks.continue_process(start.pid, victim)
+
+
+def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) -> str:
+    """Poll the controller until it dropped ``victim`` and completed a checkpoint
+    after that; returns what ended the wait."""
+    gone = False
+    last_when_gone: int | None = None  # last_consistent when the victim was first seen gone
+    with CoordinatorClient(env.coordinator.endpoint, timeout=STATUS_TIMEOUT_S,
+                           try_timeout=STATUS_TIMEOUT_S) as client:
+        while time.monotonic() < deadline:
+            try:
+                st = client.request("region_status", {"region": env.group}, timeout=STATUS_TIMEOUT_S)["region"]
+            except (CoordinatorUnavailable, CoordinatorError, KeyError):
+                st = None
+            if st is not None:
+                last = st.get("last_consistent")
+                if victim not in (st.get("members") or {}):
+                    if not gone:
+                        gone, last_when_gone = True, last
+                    elif last is not None and (last_when_gone is None or last > last_when_gone):
+                        return f"dropped, then checkpoint {last} completed without it"
+            if env.tasks.wait(TASK_POLL_S):
+                return "drill stopping"
+    return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
+
+
+def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], dict]:
+    def fault(env: DrillEnv) -> dict:
+        return _arm_point(env, name, point, action)
+
+    fault.__name__ = name.replace("-", "_")
+    return fault
+
+
+def _arm_point(env: DrillEnv, name: str, point: Point, action: Action) -> dict:
+    victim = _victim(env, name)
+    fault_points.arm(env.fault_dir, point, action, victim)
+    desc = {"fault": name, "member": victim, "point": point.value, "action": action.value}
+    if point in (Point.AFTER_RESET, Point.RECEIVE_RESET):
+        sink_failure(env)  # the point needs a reset: one member's sink raises once
+        desc["reset_by"] = "sink-failure"
+    env.tasks.start(name, lambda: _await_point(env, name, point, action, victim))
+    return desc
+
+
+def _await_point(env: DrillEnv, name: str, point: Point, action: Action, victim: str) -> None:
+    f = env.tasks.wait_fired(env.fault_dir, point, victim)
+    env.timeline.event("fault_fired", fault=name, point=point.value, action=action.value, member=victim, pid=f.pid)
+    if action is Action.PAUSE:
+        env.tasks.stopped(f.pid)
+        env.tasks.wait(env.pause_s)
+        env.tasks.continue_process(f.pid, victim)
+
+
+#: One scenario per fault point of the member runtime (docs/drills.md).
+POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
+    "crash-after-drain": (Point.AFTER_DRAIN, Action.CRASH),
+    "crash-after-ack": (Point.AFTER_CHECKPOINT_ACK, Action.CRASH),
+    "crash-before-publish": (Point.BEFORE_PUBLISH, Action.CRASH),
+    "crash-after-publish": (Point.AFTER_PUBLISH, Action.CRASH),
+    "crash-after-reset": (Point.AFTER_RESET, Action.CRASH),
+    "drop-resume": (Point.RECEIVE_RESUME, Action.DROP),
+}
+#: What ``fault-point`` draws from: every point but start-up, crashed or paused,
+#: and a dropped RESUME. A dropped drain, checkpoint or reset is not drawn: the
+#: controller notices it only by that phase's timeout (30 s in drills), which
+#: would make the drill several times longer (arm it by hand: ``fault_points.arm``).
+RANDOM_POINTS = tuple(
+    (p, a) for p in Point if p is not Point.MEMBER_START for a in (Action.CRASH, Action.PAUSE)
+) + ((Point.RECEIVE_RESUME, Action.DROP),)
+
+
+def fault_point(env: DrillEnv) -> dict:
+    point, action = env.rng.choice(RANDOM_POINTS)
+    return _arm_point(env, "fault-point", point, action)
+
+
 #: Faults a reset storm draws from.
 STORM_FAULTS = ("kill-member", "sink-failure", "kill-coordinator", "add-member")
 STORM_LENGTH = 3
@@ -150,6 +455,12 @@ FAULTS: dict[str, Callable[[DrillEnv], dict]] = {
     "sink-failure": sink_failure,
     "poison": poison,
     "reset-storm": reset_storm,
+    "kill-member-long": kill_member_long,
+    "pause-member": pause_member,
+    "pause-coordinator": pause_coordinator,
+    "pause-broker": pause_broker,
+    **{name: _point_fault(name, point, action) for name, (point, action) in POINT_SCENARIOS.items()},
+    "fault-point": fault_point,
 }
 
 

@@ -58,6 +58,7 @@ from cr_consumer.region import RegionPermit
 
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
+from . import fault_points
 from .group_state import evict_predecessor, group_report, request_rejoin
 from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
 from .pipeline import KafkaSource, Pipeline, PipelineContext
@@ -174,6 +175,7 @@ class Member:
     def run(self) -> int:
         """Build, join, execute commands until stopped; returns the exit code."""
         s = self.settings
+        fault_points.hit(fault_points.Point.MEMBER_START, s.member)
         try:
             self.curve = s.curve_keys()
             self.build()
@@ -280,9 +282,11 @@ class Member:
             if kind == "drain":
                 self._drain(seq)
                 self.channel.ack("drain", seq=seq)
+                fault_points.hit(fault_points.Point.AFTER_DRAIN, self.settings.member)
             elif kind == "checkpoint":
                 offsets = self._checkpoint(seq)
                 self.channel.ack("checkpoint", seq=seq, offsets=offsets)
+                fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.settings.member)
             elif kind == "resume":
                 self._resume(cmd.get("complete"), cmd.get("offsets"))
             elif kind == "retire":
@@ -291,9 +295,11 @@ class Member:
                 self.store.retire(seq)
             elif kind == "reset":
                 self._reset(seq, attempt, cmd.get("members") or [], cmd.get("offsets") or [])
+                fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
                 self.channel.ack("reset", seq=seq, attempt=attempt)
             elif kind == "reset_to_initial":
                 self._reset_initial(attempt)
+                fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
                 self.channel.ack("reset", seq=None, attempt=attempt)
             else:
                 log.warning("%s: unknown command %r ignored", self.settings.member, cmd)

@@ -47,6 +47,7 @@ from typing import Any, TextIO
 
 from coordinator.durable_log import fsync_dir
 
+from . import fault_points
 from .operators import Operator
 from .records import _encode_str, to_json_line, to_json_lines
 
@@ -178,8 +179,10 @@ class FileSink(Operator):
         ready = [i for i in self._unpublished if i["seq"] <= seq]
         if not ready:
             return
+        fault_points.hit(fault_points.Point.BEFORE_PUBLISH, self.member)
         for interval in ready:
             self._publish(interval)
+        fault_points.hit(fault_points.Point.AFTER_PUBLISH, self.member)
         self._unpublished = [i for i in self._unpublished if i["seq"] > seq]
         fsync_dir(self.directory)
 
