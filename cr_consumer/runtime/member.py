@@ -56,9 +56,9 @@ from typing import Any
 
 from cr_consumer.region import RegionPermit
 
+from . import fault_points
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
-from . import fault_points
 from .group_state import evict_predecessor, group_report, request_rejoin
 from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
 from .pipeline import KafkaSource, Pipeline, PipelineContext

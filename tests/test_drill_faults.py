@@ -1,0 +1,58 @@
+"""The drill scenarios of untimely faults, end to end and verified exactly once:
+a member kept down past its member timeout, SIGSTOPped processes (member,
+coordinator, broker), and a crash, pause or lost message at each step of the
+region protocol (the member runtime's fault points). Same small scale as
+test_drill_scenarios.py; pauses of 5 s (past the drills' 3 s member timeout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_drill_scenarios import SMALL, _assert_exactly_once
+
+from cr_consumer.broker import ENV_BOOTSTRAP
+from cr_consumer.drill import faults
+from cr_consumer.drill.scenarios import DrillConfig, run_drill
+
+PAUSE_S = 5.0
+NEW_SCENARIOS = ("kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
+                 *faults.POINT_SCENARIOS, "fault-point")
+SEEDS = {name: 300 + i for i, name in enumerate(NEW_SCENARIOS)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", NEW_SCENARIOS)
+def test_untimely_fault_exactly_once(scenario, bootstrap, tmp_path, monkeypatch):
+    if scenario == "pause-broker":  # the drill pauses a broker it starts itself
+        monkeypatch.delenv(ENV_BOOTSTRAP, raising=False)
+        bootstrap = None
+    cfg = DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], pause_s=PAUSE_S,
+                      **SMALL)
+    report = run_drill(cfg)
+    _assert_exactly_once(report)
+    assert report["fault_fired"] is True, report["faults"]
+    [fault] = report["faults"]
+    assert fault["fault"] == scenario
+    if scenario in faults.POINT_SCENARIOS:
+        point, action = faults.POINT_SCENARIOS[scenario]
+        assert (fault["point"], fault["action"]) == (point.value, action.value)
+    timeline = Path(report["out_dir"]) / "timeline" / "drill.jsonl"
+    text = timeline.read_text()
+    if scenario.startswith("pause-"):
+        assert '"ev":"fault_pause"' in text and '"ev":"fault_continue"' in text
+    if scenario == "kill-member-long":
+        # the replacement was held until the controller had dropped the dead member
+        # and completed a checkpoint without it: the situation that must not lose its interval
+        assert "completed without it" in text, text
+
+
+def test_pause_broker_is_refused_with_an_external_cluster():
+    with pytest.raises(ValueError, match="needs the embedded broker"):
+        DrillConfig(scenario="pause-broker", bootstrap="kafka.example:9092")
+
+
+def test_pause_member_must_outlast_the_member_timeout():
+    with pytest.raises(ValueError, match="past the member timeout"):
+        DrillConfig(scenario="pause-member", pause_s=2.0)
+    DrillConfig(scenario="pause-coordinator", pause_s=2.0)  # no such bound there
