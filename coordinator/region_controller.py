@@ -35,15 +35,21 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
 * ``region_reset_request {region, member, incarnation, force, reason}``: a reset
   (``force`` for a rebalance). Requests during a reset do not stack.
 * ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
+  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
+  (a drain of this member follows: its source waits for it) or ``not_now`` (none
+  follows: resetting, waiting, already drained in the running cycle; the source
+  goes on at once instead of waiting its drain timeout).
 * ``region_leave {region, member, incarnation}``: graceful leave (the region
-  resets); reply ``{last_consistent}``: the leaver publishes what that
-  checkpoint covers (it may have missed the RESUME naming it) before it exits.
+  resets); reply ``{last_consistent, complete}``: the leaver publishes what
+  ``complete`` covers (its own last completed checkpoint, null for a process the
+  region already dropped; it may have missed the RESUME naming it) before it exits.
 * ``region_status {region?}``: one region's status, or all.
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
 ``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
 ``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
-members, offsets}``, ``reset_to_initial {attempt}``, ``failed {reason}``.
+members, offsets, own}`` (``own``: the member's own last completed checkpoint,
+see ``RegionCore.own_checkpoint``), ``reset_to_initial {attempt}``, ``failed {reason}``.
 
 Durability: the region document (namespace ``region``) is written with
 ``store.put_document`` and the server syncs the store before it sends any reply
@@ -220,19 +226,21 @@ class RegionControllerService:
 
     def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        core.trigger(msg.member, req.received)
-        return {"phase": core.phase.value}
+        answer = core.trigger(msg.member, req.received)
+        return {"phase": core.phase.value, **answer.to_body()}
 
     def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self.regions.get(msg.region)
         if core is not None:
+            # The leaver publishes what its own last completed checkpoint covers (it
+            # may have missed the RESUME that names it) before it exits; a process
+            # the region already dropped is told None (RegionCore.leave_reply).
+            complete = core.leave_reply(msg.member, msg.incarnation)
             m = core.members.get(msg.member)
             if m is not None and m.incarnation == msg.incarnation:
                 core.leave(msg.member, req.received)
-            # The leaver publishes what the last consistent checkpoint covers (it may
-            # have missed the RESUME that names it) before it exits.
-            return {"last_consistent": core.last_consistent}
-        return {"last_consistent": None}
+            return {"last_consistent": core.last_consistent, "complete": complete}
+        return {"last_consistent": None, "complete": None}
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)

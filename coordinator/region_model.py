@@ -45,6 +45,29 @@ class ResetKind(str, enum.Enum):
     MEMBERSHIP = "membership"  # a member joined/left: counter unchanged
 
 
+class TriggerAnswer(str, enum.Enum):
+    """The controller's answer to an operator-driven trigger: does a drain of the
+    asking member follow? The member's source waits for its drain only when one
+    does (else it would wait its whole drain timeout for nothing)."""
+
+    STARTED = "started"  # a cycle started now: the member's drain follows
+    DRAIN_COMING = "drain_coming"  # a cycle is draining and this member has not drained yet
+    NOT_NOW = "not_now"  # no drain follows for this trigger (resetting, waiting, drained already, failed)
+
+
+@attrs.frozen
+class TriggerReply:
+    kind: TriggerAnswer
+    reason: str = ""
+
+    @property
+    def drain_follows(self) -> bool:
+        return self.kind is not TriggerAnswer.NOT_NOW
+
+    def to_body(self) -> dict[str, Any]:
+        return {"trigger": self.kind.value, "reason": self.reason}
+
+
 def _positive(name: str):
     def check(instance, attribute, value):
         if value <= 0:

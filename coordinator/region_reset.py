@@ -12,8 +12,12 @@ The reset:
    (status, metrics; the runner exits non-zero).
 3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
    rounds never mix in a merge), then RESET(last consistent seq, attempt,
-   checkpoint members, merged offsets) to every member, or RESET_TO_INITIAL
-   (attempt) when there is no consistent checkpoint yet.
+   checkpoint members, merged offsets, own) to every member, or
+   RESET_TO_INITIAL (attempt) when there is no consistent checkpoint yet.
+   ``own`` is the member's own last completed checkpoint (``own_checkpoint``:
+   the last consistent one, an earlier one for a member that was away, None
+   for a new member): its non-source operators go back to their data of
+   ``own``, so intervals it sealed there are published, never deleted.
    A reset caused by a member joining (new or restarted) or leaving gracefully
    carries ``rejoin: true``: a Kafka consumer is joining or has left the
    group, so a rebalance follows; each member asks its consumer to rejoin the
@@ -95,12 +99,8 @@ class ResetMixin:
         elif kind is ResetKind.FAILURE:
             self.consecutive_resets += 1
         if self.consecutive_resets > self.config.max_consecutive_resets:
-            self.failed_reason = (f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
-                                  f"back (max {self.config.max_consecutive_resets}); last cause: {why}")
-            self._goto(Phase.FAILED, self.failed_reason)
-            self._save()
-            self._on_event("failed", {"reason": self.failed_reason})
-            self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+            self.fail(f"{self.consecutive_resets - 1} consecutive resets did not bring the region "
+                      f"back (max {self.config.max_consecutive_resets}); last cause: {why}", now)
             return
         self.attempt = self.next_attempt
         self.next_attempt += 1
@@ -122,7 +122,11 @@ class ResetMixin:
         if rejoin:
             body["rejoin"] = True
             self.rejoin_hint_at = now
-        self._broadcast(self.waiting, body)
+        if self.last_consistent is None:
+            self._broadcast(self.waiting, body)
+        else:
+            for name in sorted(self.waiting):  # each member's own checkpoint (own_checkpoint)
+                self._send(name, {**body, "own": self.own_checkpoint(name)})
 
     def _maybe_reset_done(self, now: float) -> None:
         if self.phase is not Phase.RESETTING or self.waiting:

@@ -50,12 +50,19 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
     Phase,
     RegionConfig,
     ResetKind,
+    TriggerAnswer,
+    TriggerReply,
     carry_forward,
     union_offsets,
 )
 from coordinator.region_reset import ResetMixin
 
 log = logging.getLogger(__name__)
+
+#: Absent members (see ``own_checkpoint``) remembered per region: bounds the
+#: durable document, which is rewritten at every checkpoint. Past it the member
+#: with the oldest checkpoint is forgotten, with an ERROR log and an event.
+ABSENT_KEPT = 1024
 
 Send = Callable[[str, dict[str, Any]], None]
 Persist = Callable[[dict[str, Any]], None]
@@ -80,6 +87,10 @@ class RegionCore(ResetMixin):
         self.checkpoint_members: list[str] = []
         self.checkpoint_offsets: list[list] = []
         self.known_members: list[str] = []  # members at the last persist (for restarts)
+        # name -> the last completed checkpoint it took part in, for members that
+        # took part in an earlier one but not in the last consistent one (dropped,
+        # left, restarted too late); see own_checkpoint. Bounded: ABSENT_KEPT.
+        self.absent_checkpoints: dict[str, int] = {}
         self.failed_reason: str | None = None
         # current round
         self.seq: int | None = None  # seq of the running cycle
@@ -114,9 +125,16 @@ class RegionCore(ResetMixin):
         self.checkpoint_members = list(doc["checkpoint_members"])
         self.checkpoint_offsets = list(doc["checkpoint_offsets"])
         self.known_members = list(doc["members"])
+        absent = doc.get("absent_checkpoints") or {}
+        if not isinstance(absent, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in absent.items()):
+            raise ValueError(f"region {self.config.name!r}: stored absent_checkpoints {absent!r} "
+                             f"is not a map of member name to checkpoint id")
+        self.absent_checkpoints = dict(absent)
         if doc.get("failed"):
             self.phase = Phase.FAILED
-            self.failed_reason = doc.get("failed_reason") or "failed before the coordinator restarted"
+            self.failed_reason = doc.get("failed_reason") or ("failed before the coordinator restarted "
+                                                                  "(the stored document has no reason)")
 
     def document(self) -> dict[str, Any]:
         return {
@@ -128,6 +146,7 @@ class RegionCore(ResetMixin):
             "consecutive_resets": self.consecutive_resets,
             "checkpoint_members": self.checkpoint_members,
             "checkpoint_offsets": self.checkpoint_offsets,
+            "absent_checkpoints": self.absent_checkpoints,
             "members": sorted(self.members) if self.members else self.known_members,
             "failed": self.phase is Phase.FAILED,
             "failed_reason": self.failed_reason,
@@ -138,11 +157,36 @@ class RegionCore(ResetMixin):
 
     # ------------------------------------------------------------------ transitions
     def _goto(self, phase: Phase, why: str) -> None:
+        if phase is Phase.FAILED and not self.failed_reason:
+            # Invariant: a FAILED region always says why (status, members, runner).
+            raise InvalidTransition(f"region {self.config.name!r}: FAILED without a reason ({why})")
         if phase not in TRANSITIONS[self.phase]:
             raise InvalidTransition(f"region {self.config.name!r}: {self.phase.value} -> {phase.value} is not allowed ({why})")
         log.info("region %s: %s -> %s (%s)", self.config.name, self.phase.value, phase.value, why)
         self.phase = phase
         self._on_event("phase", {"phase": phase.value, "why": why})
+
+    def fail(self, reason: str, now: float) -> None:
+        """Give up on the region (terminal): the only way to FAILED.
+
+        1. ``failed_reason`` is set first (never empty: status, the members'
+           ``failed`` command and the runner's exit all show it);
+        2. the transition, then the durable document (FAILED survives a
+           coordinator restart);
+        3. every member is told (``failed {reason}``: it exits with code 3).
+        A region already FAILED keeps its first reason. Used for too many
+        consecutive resets and by the service when a tick raised."""
+        if self.phase is Phase.FAILED:
+            log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
+                     self.failed_reason, reason)
+            return
+        self.failed_reason = reason or "failed (no reason given)"
+        self._goto(Phase.FAILED, self.failed_reason)
+        self.waiting = set()
+        self.deadline = None
+        self._save()
+        self._on_event("failed", {"reason": self.failed_reason})
+        self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
 
     def _broadcast(self, names, body: dict[str, Any]) -> None:
         for name in sorted(names):
@@ -201,8 +245,11 @@ class RegionCore(ResetMixin):
         return self._join_reply(name, predecessor)
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
-        return {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
-                "config": self.config.to_dict(), "predecessor": predecessor}
+        reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
+                 "config": self.config.to_dict(), "predecessor": predecessor}
+        if self.phase is Phase.FAILED:
+            reply["failed_reason"] = self.failed_reason
+        return reply
 
     def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
                   kafka: dict | None = None) -> bool:
@@ -228,9 +275,12 @@ class RegionCore(ResetMixin):
         if self.phase is Phase.FAILED:
             return
         if not self.members:
+            # Nobody left to answer: wait for joins. A region that is already
+            # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
             self.first_join_at = None
-            self._goto(Phase.WAITING, "no members left")
+            if self.phase is not Phase.WAITING:
+                self._goto(Phase.WAITING, "no members left")
             return
         kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
         if self.phase is Phase.RESETTING:
@@ -304,10 +354,24 @@ class RegionCore(ResetMixin):
             self.forced_since_checkpoint += 1
         self._start_reset(why, kind, now)
 
-    def trigger(self, name: str, now: float) -> None:
-        """Operator-driven mode: a member asks for a checkpoint now."""
+    def trigger(self, name: str, now: float) -> TriggerReply:
+        """Operator-driven mode: a member asks for a checkpoint now. The answer says
+        at once whether a drain of that member follows (the member's source waits
+        for it only then): RUNNING starts a cycle; a cycle that is draining and
+        still waits for this member serves it; otherwise (the member drained
+        already in the running cycle, which covers what it submitted; the region
+        is checkpointing, resetting, waiting or FAILED) not now, with the reason."""
         if self.phase is Phase.RUNNING:
             self._start_cycle(now, f"trigger from {name}")
+            return TriggerReply(TriggerAnswer.STARTED, f"checkpoint {self.seq} started")
+        if self.phase is Phase.DRAINING and name in self.waiting:
+            return TriggerReply(TriggerAnswer.DRAIN_COMING, f"checkpoint {self.seq} is draining")
+        if self.phase in (Phase.DRAINING, Phase.CHECKPOINTING):
+            why = f"checkpoint {self.seq} is running and {name} already drained for it"
+        else:
+            why = f"the region is {self.phase.value}; trigger again after the next RESUME"
+        log.debug("region %s: trigger from %s not served: %s", self.config.name, name, why)
+        return TriggerReply(TriggerAnswer.NOT_NOW, why)
 
     def tick(self, now: float) -> None:
         if self.phase is Phase.FAILED:
@@ -343,6 +407,7 @@ class RegionCore(ResetMixin):
 
     def _complete_checkpoint(self, now: float) -> None:
         previous = self.last_consistent
+        self._remember_absent(previous, self.checkpoint_members, sorted(self.members))
         self.last_consistent = self.seq
         self.checkpoint_members = sorted(self.members)
         # Partitions nobody reported (unassigned while the group rebalances) keep the
@@ -362,6 +427,53 @@ class RegionCore(ResetMixin):
         self.waiting = set()
         self.deadline = None
         self.next_cycle_at = now + self.config.period_s
+
+    # ------------------------------------------------------------------ own checkpoints
+    def own_checkpoint(self, name: str) -> int | None:
+        """The last completed checkpoint member ``name`` took part in (None: none).
+
+        Invariant (nothing checkpointed is ever deleted unpublished): a member
+        that acknowledged checkpoint N, which then completed, may die before the
+        RESUME that publishes its interval N, and stay away past
+        ``member_timeout_s`` while later checkpoints complete without it. Its
+        interval N lies below N's offsets, which the others continue from, so
+        nobody replays it: it must be published, not deleted, when a process of
+        that name returns. Every reset therefore tells each member its own
+        checkpoint: its operators load their data of that checkpoint (the file
+        sink publishes every interval sealed up to it and deletes only later
+        pending files; a keyed aggregate keeps its partial table), while its
+        source starts from the region's last consistent offsets."""
+        if self.last_consistent is not None and name in self.checkpoint_members:
+            return self.last_consistent
+        return self.absent_checkpoints.get(name)
+
+    def leave_reply(self, name: str, incarnation: str) -> int | None:
+        """The checkpoint whose sealed intervals a gracefully leaving process may
+        publish before it exits: its own (``own_checkpoint``) while it is the
+        current incarnation of a member; None for a process the region already
+        dropped (what it sealed since may belong to a checkpoint that never
+        completed; its next process is reset to its own checkpoint instead)."""
+        m = self.members.get(name)
+        if m is None or m.incarnation != incarnation:
+            return None
+        return self.own_checkpoint(name)
+
+    def _remember_absent(self, previous: int | None, before: list[str], now_members: list[str]) -> None:
+        """A checkpoint completes with ``now_members``: members of the previous one
+        that are not among them keep ``previous`` as their own checkpoint."""
+        for name in now_members:
+            self.absent_checkpoints.pop(name, None)
+        if previous is None:
+            return
+        for name in set(before) - set(now_members):
+            self.absent_checkpoints[name] = previous
+        while len(self.absent_checkpoints) > ABSENT_KEPT:
+            oldest = min(self.absent_checkpoints, key=lambda n: (self.absent_checkpoints[n], n))
+            seq = self.absent_checkpoints.pop(oldest)
+            log.error("region %s: forgetting that absent member %s took part in checkpoint %s (more than %d absent "
+                      "members); if a process of that name returns, its pending intervals are deleted, not published",
+                      self.config.name, oldest, seq, ABSENT_KEPT)
+            self._on_event("forgotten", {"member": oldest, "seq": seq})
 
     # ------------------------------------------------------------------ status
     def status(self, now: float) -> dict[str, Any]:

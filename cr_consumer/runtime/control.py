@@ -383,8 +383,9 @@ class ControlChannel:
             log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
                      self.region, env.body.get("phase"), env.body.get("last_consistent"))
             if env.body.get("phase") == "FAILED":  # terminal: nobody will send us commands
-                self.on_command({"cmd": "failed", "reason": f"region {self.region!r} is FAILED (it failed before "
-                                                           f"this member joined; start it under another --group)"})
+                why = env.body.get("failed_reason") or "no reason given"
+                self.on_command({"cmd": "failed", "reason": f"region {self.region!r} is FAILED ({why}); it failed "
+                                                           f"before this member joined: start it under another --group"})
         elif msg_type == "region_leave":
             self.leave_reply = dict(env.body)
             self.joined.clear()

@@ -26,10 +26,12 @@ Commands (each answered with ``region_ack`` ok / error text):
   operator (the file sink publishes).
 * ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
   checkpoints <= seq from the store.
-* ``reset {seq, attempt, members, offsets}``: block the permit; in reverse
-  pipeline order ``reset(seq, data)`` each operator with its stored data (a
-  member that is not in ``members`` was not there at ``seq``: its operators
-  go to their initial state); the source gets a checkpoint holding the
+* ``reset {seq, attempt, members, offsets, own}``: block the permit; in reverse
+  pipeline order ``reset(own, data)`` each operator with its stored data of
+  ``own``, this member's own last completed checkpoint (``seq``, or an earlier
+  one when it was away while ``seq`` completed: the file sink then publishes
+  what it sealed there instead of deleting it; null when it never took part:
+  its operators go to their initial state); the source gets a checkpoint holding the
   controller's union of all members' offsets, as the sole contributor, so a
   reset never waits for a member that is dead, removed or new. The permit
   stays blocked until ``resume``.
@@ -255,7 +257,9 @@ class Member:
         self._close(getattr(self.source, "close", None))
         if self.channel is not None:
             answer = self.channel.leave() if leave else None
-            complete = (answer or {}).get("last_consistent")
+            # Only this process's own last completed checkpoint: what it sealed
+            # later may belong to a checkpoint that never completed.
+            complete = (answer or {}).get("complete")
             if complete is not None:
                 for op_id, h in self.handlers:
                     notify = getattr(h, "notify_checkpoint_complete", None)
@@ -294,7 +298,9 @@ class Member:
                     h.retire_checkpoint(seq)
                 self.store.retire(seq)
             elif kind == "reset":
-                self._reset(seq, attempt, cmd.get("members") or [], cmd.get("offsets") or [])
+                members = cmd.get("members") or []
+                own = cmd["own"] if "own" in cmd else (seq if self.settings.member in members else None)
+                self._reset(seq, attempt, own, cmd.get("offsets") or [])
                 fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
                 self.channel.ack("reset", seq=seq, attempt=attempt)
             elif kind == "reset_to_initial":
@@ -370,25 +376,36 @@ class Member:
             # ConsumerOperator keeps the map of its last reset there (see handlers.py).
             self.source._merged = (seq, merged)
 
-    def _reset(self, seq: int, attempt: int, members: list[str], offsets: list) -> None:
+    def _reset(self, seq: int, attempt: int, own: int | None, offsets: list) -> None:
+        """Reset to the region's checkpoint ``seq``: the source to ``offsets`` (the
+        union of every member's source offsets at ``seq``); every other operator
+        to its own data of ``own``, this member's last completed checkpoint
+        (``seq`` itself, an earlier one when this member was away while ``seq``
+        completed, None when it never took part: initial state). So the file sink
+        publishes every interval sealed up to ``own`` (their records lie below
+        the offsets the region continues from) and deletes only later ones."""
         from kafka import TopicPartition
 
         from cr_consumer.checkpoint import OperatorCheckpoint
 
+        if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own > seq):
+            raise ValueError(f"reset to {seq}: own checkpoint {own!r} must be a checkpoint id <= {seq}")
         self._block(f"reset to {seq}")
-        was_member = self.settings.member in members
+        if own is not None and own != seq:
+            log.info("%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
+                     "(it was away when later ones completed)", self.settings.member, seq, own)
         for op_id, h in reversed(self.handlers):
             if op_id == SOURCE_ID:
                 merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
                 data = OperatorCheckpoint(self.settings.member, (self.settings.member,), merged).encode()
                 h.reset(seq, data, attempt)
-            elif was_member:
+            elif own is not None:
                 try:
-                    data = self.store.load(seq, op_id)
+                    data = self.store.load(own, op_id)
                 except CheckpointNotFound as exc:
-                    raise RuntimeError(f"{self.settings.member} took part in checkpoint {seq} but its data "
+                    raise RuntimeError(f"{self.settings.member} took part in checkpoint {own} but its data "
                                        f"for {op_id} is gone from {self.store.root}: {exc}") from None
-                h.reset(seq, data, attempt)
+                h.reset(own, data, attempt)
             else:
                 h.reset_to_initial_state(attempt)
         self.broken = None

@@ -5,8 +5,11 @@ Exactly-once file sink
 Records are written as JSON lines (``records.to_json_line``: topic, partition,
 offset, timestamp, key, value, plus ``"member"``) to a *pending* file, one per
 checkpoint interval. Only published files end in ``.jsonl``; pending files are
-hidden (``.<member>-<token>.pending``) and invisible to readers that glob
-``*.jsonl``.
+hidden (``.<member>-<token>.pending``, the token 32 hex digits) and invisible
+to readers that glob ``*.jsonl``. A member's files are matched by their whole
+name (:func:`pending_owner`, :func:`published_owner`), never by a prefix: the
+pending files of member ``a-b`` are not member ``a``'s, whatever ``a``'s reset
+deletes.
 
 1. ``process_batch``: append the batch's lines to the interval's pending file
    (opened on the first record of the interval; one ``write`` per batch).
@@ -21,9 +24,15 @@ hidden (``.<member>-<token>.pending``) and invisible to readers that glob
    ``<member>-<seq:010d>.jsonl`` (the controller never reuses a seq).
 4. ``notify_checkpoint_complete(seq)`` (the region's RESUME after a completed
    checkpoint) and ``retire_checkpoint(seq)``: publish every recorded interval
-   with seq <= ``seq``: ``os.replace(pending, final)`` then fsync the directory.
-   Publishing is idempotent: a missing pending file whose final file exists was
-   published before.
+   with seq <= ``seq``: ``os.link(pending, final)``, ``os.unlink(pending)``,
+   then fsync the directory. A link never replaces an existing name (a rename
+   would silently overwrite a published file): a final name that exists is an
+   error, unless it is the same file or byte-identical (a crash between the link
+   and the unlink: the re-publish only unlinks the pending name). Publishing is
+   idempotent: a missing pending file whose final file exists was published
+   before. (Hard links are chosen over ``renameat2(RENAME_NOREPLACE)``, which
+   Python does not expose and not every platform or filesystem has; the
+   output directory must support hard links, as every local POSIX one does.)
 5. ``reset(seq, data)``: the region goes back to the consistent checkpoint
    ``seq``, so every interval recorded in ``data`` is published (this covers a
    crash between checkpoint and publish); every other pending file of this
@@ -37,8 +46,10 @@ a complete published file; a published file is never rewritten.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
+import re
 import sys
 import threading
 import uuid
@@ -61,6 +72,23 @@ PUBLISHED_SUFFIX = ".jsonl"
 #: waited behind it: 40-70 ms of stopped flow per checkpoint instead of ~10.
 SYNC_EVERY_BYTES = 1 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+_PENDING = re.compile(r"^\.(?P<member>.+)-[0-9a-f]{32}" + re.escape(PENDING_SUFFIX) + "$", re.DOTALL)
+_PUBLISHED = re.compile(r"^(?P<member>.+)-[0-9]{10,}" + re.escape(PUBLISHED_SUFFIX) + "$", re.DOTALL)
+
+
+def pending_owner(name: str) -> str | None:
+    """The member whose pending file ``name`` is (``.<member>-<32 hex>.pending``), else None.
+    The token's fixed length makes the owner unique: ``.a-b-<token>.pending`` is
+    member ``a-b``'s, never member ``a``'s."""
+    m = _PENDING.match(name)
+    return m.group("member") if m else None
+
+
+def published_owner(name: str) -> str | None:
+    """The member whose published file ``name`` is (``<member>-<seq, 10+ digits>.jsonl``), else None."""
+    m = _PUBLISHED.match(name)
+    return m.group("member") if m else None
+
 
 
 class FileSink(Operator):
@@ -187,10 +215,22 @@ class FileSink(Operator):
         fsync_dir(self.directory)
 
     def _publish(self, interval: dict) -> None:
+        """Publish one sealed interval: link the final name, then unlink the pending
+        one (step 4 of the module docstring); never overwrites a published file."""
         pending = self.directory / interval["pending"]
         final = self.directory / interval["final"]
         if pending.exists():
-            os.replace(pending, final)
+            try:
+                os.link(pending, final)
+            except FileExistsError:
+                if not (os.path.samefile(pending, final) or filecmp.cmp(pending, final, shallow=False)):
+                    raise FileExistsError(
+                        f"file sink {self.name!r}: cannot publish checkpoint {interval['seq']}: {final.name} "
+                        f"already exists in {self.directory} with other contents (a published file is never "
+                        f"overwritten; is another process writing as member {self.member!r}?); "
+                        f"the interval stays in {pending.name}") from None
+                # byte-identical: a crash between link and unlink published it already
+            os.unlink(pending)
         elif not final.exists():
             raise FileNotFoundError(
                 f"file sink {self.name!r}: interval of checkpoint {interval['seq']} is lost: "
@@ -198,13 +238,12 @@ class FileSink(Operator):
             )
 
     def _discard_pending(self, keep: set[str]) -> None:
-        prefix = f".{self.member}-"
         for path in self.directory.iterdir():
-            if path.name.startswith(prefix) and path.name.endswith(PENDING_SUFFIX) and path.name not in keep:
+            if pending_owner(path.name) == self.member and path.name not in keep:
                 path.unlink()
 
     def published_files(self) -> list[Path]:
-        return sorted(self.directory.glob(f"{self.member}-*{PUBLISHED_SUFFIX}"))
+        return sorted(p for p in self.directory.iterdir() if published_owner(p.name) == self.member)
 
 
 class ConsoleSink(Operator):
