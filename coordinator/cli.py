@@ -3,6 +3,9 @@
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO]
+                   [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
+                   [--max-regions N] [--max-pending-merges N] [--max-pending-merge-bytes N]
+                   [--member-lease 1h] [--region-expiry 7d]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
@@ -38,6 +41,7 @@ import zmq
 
 from coordinator import protocol, security
 from coordinator.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
+from coordinator.limits import Limits
 from coordinator.merge import MergeService
 from coordinator.region_controller import RegionControllerService
 from coordinator.registry import ControlVariablesService, RegistryService
@@ -104,7 +108,48 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    _add_limit_flags(p)
     return p
+
+
+#: Integer limits: flag -> Limits field (defaults and meaning in coordinator.limits).
+_LIMIT_FLAGS = {
+    "--max-groups": "max_groups",
+    "--max-members-per-group": "max_members_per_group",
+    "--max-control-variables-per-group": "max_control_variables_per_group",
+    "--max-regions": "max_regions",
+    "--max-pending-merges": "max_pending_merges",
+    "--max-pending-merge-bytes": "max_pending_merge_bytes",
+}
+#: Duration limits: flag -> Limits field.
+_LIMIT_DURATIONS = {"--member-lease": "member_lease_s", "--region-expiry": "region_expiry_s"}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _add_limit_flags(p: argparse.ArgumentParser) -> None:
+    defaults = Limits()
+    g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
+    for flag, field in _LIMIT_FLAGS.items():
+        g.add_argument(flag, dest=field, type=_positive_int, default=getattr(defaults, field),
+                       help=f"default {getattr(defaults, field)}")
+    g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
+                   help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)")
+    g.add_argument("--region-expiry", dest="region_expiry_s", type=parse_duration,
+                   default=defaults.region_expiry_s,
+                   help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)")
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    return Limits(**{field: vars(args)[field] for field in (*_LIMIT_FLAGS.values(), *_LIMIT_DURATIONS.values())})
 
 
 def build_keygen_parser() -> argparse.ArgumentParser:
@@ -162,11 +207,11 @@ def serve(args: argparse.Namespace) -> int:
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
         store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
-        metrics=metrics, expire_interval_s=args.expire_interval,
+        metrics=metrics, expire_interval_s=args.expire_interval, limits=limits_from_args(args),
     )
     registry = RegistryService()
     server.add_service(registry)
-    server.add_service(ControlVariablesService())
+    server.add_service(ControlVariablesService(registry))
     server.add_service(MergeService(registry))
     server.add_service(RegionControllerService())  # issue 4: consistent regions
 

@@ -232,7 +232,7 @@ class CoordinatorClient:
                 raise _NoReply()
             raw = sock.recv()
             try:
-                env = protocol.decode(raw)
+                env = protocol.decode(raw, protocol.MAX_REPLY_DEPTH)
             except protocol.BadEnvelope as bad:
                 log.warning("dropped an undecodable frame from the coordinator: %s", bad)
                 continue
@@ -268,8 +268,12 @@ class CoordinatorClient:
         msg = protocol.Unregister(group_id, operator_name)
         return list(self.request(msg.TYPE, msg.to_body())["members"])
 
-    def members(self, group_id: str) -> list[str]:
-        return list(self.request(protocol.Members.TYPE, {"group": group_id})["members"])
+    def members(self, group_id: str, operator: str | None = None, seq: int | None = None) -> list[str]:
+        """Registered names. ``operator``: the caller's own name (renews its lease);
+        ``seq``: a checkpoint id, answered with the list fixed for it (see registry.py)."""
+        msg = protocol.Members(group_id, operator, seq)
+        protocol.Members.from_body(msg.to_body())
+        return list(self.request(msg.TYPE, msg.to_body())["members"])
 
     def put_initial_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Put-if-absent each entry; returns the effective value of every given entry."""
@@ -300,8 +304,8 @@ class CoordinatorClient:
         Raises MergeTimeout (code TIMEOUT) when the other contributions did not
         arrive within ``timeout`` seconds, MergeRetired when the checkpoint was retired.
         """
-        if timeout <= 0:
-            raise ValueError(f"merge timeout must be > 0, got {timeout}")
+        if not 0 < timeout <= protocol.MAX_TIMEOUT_MS / 1000:
+            raise ValueError(f"merge timeout must be in (0, {protocol.MAX_TIMEOUT_MS / 1000:g}] seconds, got {timeout}")
         base = protocol.MergeCheckpoint(
             group_id, seq, attempt, n_contributors, operator_name, protocol.check_offsets(offsets), 1
         ).to_body()
@@ -309,7 +313,7 @@ class CoordinatorClient:
         merge_deadline = time.monotonic() + timeout
 
         def body(_left: float) -> dict[str, Any]:
-            ms = max(1, int((merge_deadline - time.monotonic()) * 1000))
+            ms = min(protocol.MAX_TIMEOUT_MS, max(1, int((merge_deadline - time.monotonic()) * 1000)))
             return {**base, "timeout_ms": ms}
 
         reply = self.request(protocol.MergeCheckpoint.TYPE, body, timeout + MERGE_GRACE_S)

@@ -7,6 +7,16 @@ the table is two levels of dicts ending in packed offsets::
 
     group -> topic -> bytearray of native int64 offsets indexed by partition (-1 = absent)
 
+Sparse topics: a (group, topic) stays dense only while its buffer has at most
+``DENSE_SLACK + DENSE_FACTOR * live entries`` slots; a write that would grow it
+beyond that turns it into a dict ``partition -> offset`` (~100 bytes per
+entry). So memory is bounded by the entries actually stored, whatever the
+partition numbers: at most ``8 * DENSE_FACTOR`` bytes of buffer per live entry
+plus ``8 * DENSE_SLACK`` per (group, topic), or ~100 bytes per entry when
+sparse. A request entry costs at least 9 bytes on the wire (``["t",0,0],``),
+so the table grows by at most ~20 bytes per request byte for entries and a few
+hundred bytes per new (group, topic) name (measured: tests/test_coordinator_limits.py).
+
 Group and topic names are interned (`sys.intern`), so a topic name shared by
 many groups is stored once. A (group, topic) with P partitions costs 8 bytes
 per partition slot plus one bytearray header (~60 bytes), which is ~10 bytes
@@ -39,22 +49,31 @@ import sys
 from array import array
 from collections.abc import Iterator
 
+#: A dense buffer may have this many slots beyond DENSE_FACTOR per live entry.
+DENSE_SLACK = 16
+#: Slots per live entry a dense buffer may have (bounds memory per stored entry).
+DENSE_FACTOR = 4
+
 ABSENT = -1
 _ABSENT_BYTES = struct.pack("=q", ABSENT)
 _ITEM = struct.Struct("=q")
 MAX_OFFSET = (1 << 63) - 1
 
-Snapshot = dict[str, dict[str, bytearray]]
+#: A (group, topic)'s offsets: dense (bytearray indexed by partition) or sparse.
+Offsets = bytearray | dict[int, int]
+Snapshot = dict[str, dict[str, Offsets]]
 
 
 class ControlTable:
     def __init__(self) -> None:
-        self._groups: dict[str, dict[str, bytearray]] = {}
+        self._groups: dict[str, dict[str, Offsets]] = {}
         self.count = 0  # live entries
         # While a snapshot is out: groups whose topic dict was copied since (owned
         # again). None = no snapshot. Tracking the copied ones, not the shared ones,
         # makes starting a snapshot O(1) beyond the group-level dict copy.
         self._copied: set[str] | None = None
+        # While a snapshot is out: sparse (group, topic) dicts copied since (owned again).
+        self._copied_sparse: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
         return self.count
@@ -68,7 +87,11 @@ class ControlTable:
     def get(self, group: str, topic: str, partition: int) -> int | None:
         topics = self._groups.get(group)
         buf = topics.get(topic) if topics else None
-        if buf is None or (partition + 1) * 8 > len(buf):
+        if buf is None:
+            return None
+        if isinstance(buf, dict):
+            return buf.get(partition)
+        if (partition + 1) * 8 > len(buf):
             return None
         value = _ITEM.unpack_from(buf, partition * 8)[0]
         return None if value == ABSENT else value
@@ -76,19 +99,14 @@ class ControlTable:
     def group_items(self, group: str) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
         for topic, buf in self._groups.get(group, {}).items():
-            for partition, offset in enumerate(array("q", buf)):
-                if offset != ABSENT:
-                    out[(topic, partition)] = offset
+            for partition, offset in _items(buf):
+                out[(topic, partition)] = offset
         return out
 
     def group_count(self, group: str) -> int:
-        total = 0
-        for buf in self._groups.get(group, {}).values():
-            arr = array("q", buf)
-            total += len(arr) - arr.count(ABSENT)
-        return total
+        return sum(_live(buf) for buf in self._groups.get(group, {}).values())
 
-    def _own(self, group: str) -> dict[str, bytearray]:
+    def _own(self, group: str) -> dict[str, Offsets]:
         """The group's topic dict, copied first if a snapshot shares it (copy-on-write)."""
         topics = self._groups[group]
         if self._copied is not None and group not in self._copied:
@@ -96,15 +114,33 @@ class ControlTable:
             self._copied.add(group)
         return topics
 
-    def _buffer(self, group: str, topic: str, slots: int) -> bytearray:
-        """The (group, topic) buffer, created or grown to at least `slots` partitions."""
+    def _own_sparse(self, group: str, topic: str, sparse: dict[int, int]) -> dict[int, int]:
+        """A sparse dict the owner may change: copied first if a snapshot shares it."""
+        if self._copied is None or (group, topic) in self._copied_sparse:
+            return sparse
+        self._copied_sparse.add((group, topic))
+        owned = self._own(group)[topic] = dict(sparse)
+        return owned
+
+    def _buffer(self, group: str, topic: str, slots: int, adding: int) -> Offsets:
+        """The (group, topic) offsets, created or grown to at least `slots` partitions;
+        sparse instead when that many slots would exceed the density bound for the
+        live entries after `adding` new ones."""
         topics = self._groups.get(group)
         if topics is None:
             topics = self._groups[sys.intern(group)] = {}
         buf = topics.get(topic)
         if buf is None:
             buf = self._own(group)[sys.intern(topic)] = bytearray()
+        if isinstance(buf, dict):
+            return self._own_sparse(group, topic, buf)
         if len(buf) < slots * 8:
+            if slots > DENSE_SLACK + DENSE_FACTOR * (_live(buf) + adding):
+                sparse = dict(_items(buf))
+                self._own(group)[topic] = sparse
+                if self._copied is not None:
+                    self._copied_sparse.add((group, topic))
+                return sparse
             buf += _ABSENT_BYTES * (slots - len(buf) // 8)
         return buf
 
@@ -125,28 +161,52 @@ class ControlTable:
                     return  # only deletes of a topic that does not exist
             else:
                 top = max(partitions)
-            buf = self._buffer(group, topic, top + 1)
-            slots, delta = len(buf) // 8, 0
-            with memoryview(buf) as raw, raw.cast("q") as view:
-                for partition, offset in zip(partitions, offsets):
-                    if offset is None:
-                        if partition < slots and view[partition] != ABSENT:
-                            view[partition] = ABSENT
-                            delta -= 1
-                    elif offset < 0:
-                        raise ValueError(f"negative offset in {group}/{topic}")
-                    else:
-                        if view[partition] == ABSENT:
-                            delta += 1
-                        view[partition] = offset
+            adding = sum(1 for o in offsets if o is not None)
+            buf = self._buffer(group, topic, top + 1, adding)
+            if isinstance(buf, dict):
+                delta = self._set_sparse(buf, partitions, offsets)
+            else:
+                delta = self._set_dense(buf, partitions, offsets)
             self.count += delta
-            if tombstones and buf == _ABSENT_BYTES * slots:
+            if tombstones and _live(buf) == 0:
                 topics = self._own(group)
                 del topics[topic]
                 if not topics:
                     del self._groups[group]
         except (TypeError, OverflowError) as exc:
             raise ValueError(f"bad control variable for {group}/{topic}: {exc}") from exc
+
+    @staticmethod
+    def _set_sparse(buf: dict[int, int], partitions: list[int], offsets: list[int | None]) -> int:
+        delta = 0
+        for partition, offset in zip(partitions, offsets):
+            if offset is None:
+                if buf.pop(partition, None) is not None:
+                    delta -= 1
+            else:
+                if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
+                    raise ValueError(f"offset {offset!r:.40} of partition {partition} is out of range")
+                if partition not in buf:
+                    delta += 1
+                buf[partition] = offset
+        return delta
+
+    @staticmethod
+    def _set_dense(buf: bytearray, partitions: list[int], offsets: list[int | None]) -> int:
+        slots, delta = len(buf) // 8, 0
+        with memoryview(buf) as raw, raw.cast("q") as view:
+            for partition, offset in zip(partitions, offsets):
+                if offset is None:
+                    if partition < slots and view[partition] != ABSENT:
+                        view[partition] = ABSENT
+                        delta -= 1
+                elif offset < 0:
+                    raise ValueError(f"negative offset {offset} of partition {partition}")
+                else:
+                    if view[partition] == ABSENT:
+                        delta += 1
+                    view[partition] = offset
+        return delta
 
     def drop_group(self, group: str) -> list[tuple[str, list[int]]]:
         """Remove every control variable of `group`; returns (topic, partitions) removed."""
@@ -155,22 +215,38 @@ class ControlTable:
             return []
         removed = []
         for topic, buf in topics.items():
-            partitions = [p for p, o in enumerate(array("q", buf)) if o != ABSENT]
+            partitions = [p for p, _ in _items(buf)]
             self.count -= len(partitions)
             removed.append((topic, partitions))
         return removed
 
     def snapshot(self) -> Snapshot:
-        """Copy of the group level; topic dicts shared copy-on-write until
-        `release_snapshot()`, offset buffers shared (see the module docstring)."""
+        """Copy of the group level; topic dicts and sparse dicts shared copy-on-write
+        until `release_snapshot()`, offset buffers shared (see the module docstring)."""
         if self._copied is not None:
             raise RuntimeError("a snapshot is already in use")
         self._copied = set()
+        self._copied_sparse = set()
         return dict(self._groups)
 
     def release_snapshot(self) -> None:
         """The snapshot's reader is done: stop copying on write."""
         self._copied = None
+        self._copied_sparse = set()
+
+
+def _items(buf: Offsets) -> list[tuple[int, int]]:
+    """(partition, offset) of the live entries, in partition order (one consistent copy)."""
+    if isinstance(buf, dict):
+        return sorted(buf.items())
+    return [(p, o) for p, o in enumerate(array("q", buf)) if o != ABSENT]
+
+
+def _live(buf: Offsets) -> int:
+    if isinstance(buf, dict):
+        return len(buf)
+    arr = array("q", buf)
+    return len(arr) - arr.count(ABSENT)
 
 
 def iter_snapshot(
@@ -179,8 +255,7 @@ def iter_snapshot(
     """(group, topic, partitions, offsets) chunks of at most max_entries live entries."""
     for group, topics in snap.items():
         for topic, shared in topics.items():
-            arr = array("q", shared)  # one C call: a consistent copy
-            partitions = [p for p, o in enumerate(arr) if o != ABSENT]
-            for i in range(0, len(partitions), max_entries):
-                chunk = partitions[i : i + max_entries]
-                yield group, topic, chunk, [arr[p] for p in chunk]
+            items = _items(shared)  # one C-level copy: consistent
+            for i in range(0, len(items), max_entries):
+                chunk = items[i : i + max_entries]
+                yield group, topic, [p for p, _ in chunk], [o for _, o in chunk]

@@ -13,9 +13,10 @@ messages are in `coordinator.protocol`):
 2. At most ``max_frame_bytes``: else ``TOO_LARGE``, without parsing it.
    (ZeroMQ itself drops a connection whose frame exceeds
    ``HARD_FRAME_FACTOR`` times that, see `coordinator.server`.)
-3. A valid envelope (JSON object, protocol version, id, type): else
-   ``MALFORMED`` or ``UNSUPPORTED_VERSION``, with the request id if one could
-   be read.
+3. A valid envelope (strict UTF-8, nesting at most
+   ``protocol.MAX_REQUEST_DEPTH``, no lone surrogate, a JSON object with
+   protocol version, id, type): else ``MALFORMED`` or ``UNSUPPORTED_VERSION``,
+   with the request id if a valid one could be read.
 4. While the store is loading: ``LOAD_IN_PROGRESS`` (clients retry with
    backoff).
 5. A registered type: else ``UNKNOWN_TYPE``.
@@ -26,7 +27,8 @@ messages are in `coordinator.protocol`):
 
 Garbage never stops the loop: a rejected frame is logged and answered; an
 unexpected exception in a handler is logged with its traceback and answered
-with ``INTERNAL``.
+with ``INTERNAL``; a reply that cannot be encoded becomes ``INTERNAL`` too
+(`coordinator.group_commit`).
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ class Dispatcher:
             return
         except Exception as exc:
             log.exception("handler for %r failed on request %r", env.type, env.id)
-            self._commit.reply_error(req, InternalError(f"{type(exc).__name__}: {exc}"))
+            self._commit.reply_error(req, InternalError(f"{type(exc).__name__}: {str(exc)[:500]}"))
             return
         if result is not DEFERRED:
             self._commit.reply(req, result)

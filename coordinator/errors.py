@@ -42,6 +42,13 @@ class ErrorCode(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
     #: The merge was dropped by retire_checkpoint (its sequence id <= the retired id).
     RETIRED = "RETIRED"
+    #: A configured resource limit (groups, members per group, control variables
+    #: per group, regions, pending merges and their bytes) would be exceeded;
+    #: nothing was changed. The message names the limit and its value.
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    #: The merge completed without this contributor (it is not among the names
+    #: its map covers); the caller resets again with a new attempt.
+    MERGE_CLOSED = "MERGE_CLOSED"
     #: An unexpected failure inside the server (logged there with its traceback).
     INTERNAL = "INTERNAL"
 
@@ -101,6 +108,14 @@ class MergeRetired(CoordinatorError):
     code = ErrorCode.RETIRED
 
 
+class LimitExceeded(CoordinatorError):
+    code = ErrorCode.LIMIT_EXCEEDED
+
+
+class MergeClosed(CoordinatorError):
+    code = ErrorCode.MERGE_CLOSED
+
+
 class InternalError(CoordinatorError):
     code = ErrorCode.INTERNAL
 
@@ -118,6 +133,8 @@ _BY_CODE: dict[ErrorCode, type[CoordinatorError]] = {
         TooLarge,
         MergeTimeout,
         MergeRetired,
+        LimitExceeded,
+        MergeClosed,
         InternalError,
     )
 }

@@ -28,6 +28,12 @@ Protocol, once per loop iteration:
 
 Sending never blocks: a frame for a client whose queue is full is dropped and
 logged; the client's request times out and it retries.
+
+Encoding never stops the loop: a reply or push body that cannot be encoded
+(a value JSON cannot hold, a string UTF-8 cannot hold) is logged with its
+traceback and replaced by an ``INTERNAL`` error reply to the same request (a
+push is dropped). Requests are validated so that this does not happen; this is
+the last line of defence.
 """
 
 from __future__ import annotations
@@ -58,15 +64,27 @@ class GroupCommit:
         self._dirty = True
 
     def reply(self, req: Request, body: dict[str, Any]) -> None:
-        self._outbox.append((req.identity, protocol.encode(protocol.reply_type(req.type), body, req.id)))
+        try:
+            frame = protocol.encode(protocol.reply_type(req.type), body, req.id)
+        except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
+            log.exception("the reply to %s request %r cannot be encoded", req.type, req.id)
+            self._unencodable(req.identity, req.id)
+            return
+        self._outbox.append((req.identity, frame))
 
     def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
         """The same body to several requests (of one type), encoded once (merge completion)."""
         if not reqs:
             return
-        body_json = protocol.encode_body(body)
-        for req in reqs:
-            self._outbox.append((req.identity, protocol.encode_prepared(protocol.reply_type(req.type), body_json, req.id)))
+        try:
+            body_json = protocol.encode_body(body)
+            frames = [protocol.encode_prepared(protocol.reply_type(req.type), body_json, req.id) for req in reqs]
+        except (ValueError, TypeError, RecursionError):
+            log.exception("a reply to %d %s requests cannot be encoded", len(reqs), reqs[0].type)
+            for req in reqs:
+                self._unencodable(req.identity, req.id)
+            return
+        self._outbox.extend(zip([req.identity for req in reqs], frames, strict=True))
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
         self.reject(req.identity, req.id, err)
@@ -75,10 +93,30 @@ class GroupCommit:
         """An error reply to a frame that may not even have a request id (None)."""
         if self.metrics is not None:
             self.metrics.errors.labels(err.code.value).inc()
-        self._outbox.append((identity, protocol.encode_error(err.code, err.message, request_id)))
+        try:
+            frame = protocol.encode_error(err.code, err.message, request_id)
+        except (ValueError, TypeError, RecursionError):
+            log.exception("the %s error reply to request %r cannot be encoded", err.code.value, request_id)
+            self._unencodable(identity, request_id)
+            return
+        self._outbox.append((identity, frame))
 
     def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
-        self._outbox.append((identity, protocol.encode(msg_type, body, None)))
+        try:
+            frame = protocol.encode(msg_type, body, None)
+        except (ValueError, TypeError, RecursionError):
+            log.exception("a %s push to %s cannot be encoded; dropped", msg_type, identity.hex())
+            return
+        self._outbox.append((identity, frame))
+
+    def _unencodable(self, identity: bytes, request_id: Any) -> None:
+        """INTERNAL for a reply that could not be encoded; the id too if it is the problem."""
+        message = "the reply could not be encoded (logged by the coordinator)"
+        try:
+            frame = protocol.encode_error(ErrorCode.INTERNAL, message, request_id)
+        except (ValueError, TypeError, RecursionError):
+            frame = protocol.encode_error(ErrorCode.INTERNAL, message, None)
+        self._outbox.append((identity, frame))
 
     # ---- step 3-6: commit, then send ---------------------------------------------------
     def commit_and_send(self, sock: zmq.Socket) -> None:
@@ -103,7 +141,7 @@ class GroupCommit:
         failed = []
         for identity, frame in self._outbox:
             try:
-                rid = protocol.decode(frame).id
+                rid = protocol.decode(frame, protocol.MAX_REPLY_DEPTH).id
             except protocol.BadEnvelope:
                 rid = None
             failed.append((identity, protocol.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))

@@ -47,6 +47,7 @@ class CoordinatorMetrics:
         self.log_bytes = Gauge("coordinator_log_bytes", "Size of the durable log in bytes", registry=r)
         self.compactions = Counter("coordinator_compactions", "Log compactions done by this process", registry=r)
         self._compactions_seen = 0
+        self.limit_rejections = Counter("coordinator_limit_rejections", "Requests refused by a resource limit, by limit", ["limit"], registry=r)
         self.load_seconds = Gauge("coordinator_load_seconds", "Time the start-up replay of the log took", registry=r)
 
     def update_from_stats(self, stats: dict[str, Any]) -> None:

@@ -19,10 +19,24 @@ Protocol (``merge_checkpoint`` / ``retire_checkpoint``; all on the loop thread):
    request arrived): when it passes, that contributor gets ``TIMEOUT``. A
    pending merge whose contributors have all timed out is dropped.
 6. A completed merge is kept (at most ``COMPLETED_KEEP``) so that a retry of a
-   contribution whose reply was lost gets the same merged map again.
+   contribution whose reply was lost gets the same merged map again. A
+   contribution from a name that is NOT among its contributors gets
+   ``MERGE_CLOSED``: the merged map does not cover its partitions, so answering
+   with it would reset them to offsets nobody checkpointed; the member fails
+   its reset and the region resets again with a new attempt (a new merge).
 7. ``retire_checkpoint {group, seq}`` drops every merge of the group with
    sequence id <= seq, pending or completed; waiting contributors of a
-   dropped merge get ``RETIRED``, and later contributions to it too.
+   dropped merge get ``RETIRED``, and later contributions to it too. For a
+   group that is not registered it does nothing (``dropped`` 0): no merge of
+   it can exist, and no watermark is kept for names nobody registered.
+
+Bounds (checked before anything is stored; ``LIMIT_EXCEEDED`` or ``INVALID``,
+nothing changed): ``timeout_ms`` <= ``protocol.MAX_TIMEOUT_MS`` (10 min);
+``n_contributors`` <= ``limits.max_members_per_group``; at most
+``limits.max_pending_merges`` pending merges holding at most
+``limits.max_pending_merge_bytes`` (estimated, ``limits.MERGE_ENTRY_BYTES`` +
+topic length per entry). The retired watermark is kept only for registered
+groups (at most ``limits.max_groups``).
 
 Merging is the union of the maps. In the reference design each partition is
 assigned to exactly one member at checkpoint time, so maps are disjoint; if two
@@ -44,7 +58,8 @@ from typing import Any
 import attrs
 
 from coordinator import protocol
-from coordinator.errors import Invalid, MergeRetired, MergeTimeout
+from coordinator.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
+from coordinator.limits import MERGE_ENTRY_BYTES
 from coordinator.registry import RegistryService
 from coordinator.server import CoordinatorServer
 from coordinator.service_api import DEFERRED, Request, Timer
@@ -64,6 +79,12 @@ class _Pending:
     created: float
     contributions: dict[str, protocol.OffsetMap] = attrs.field(factory=dict)
     waiters: dict[str, tuple[Request, Timer]] = attrs.field(factory=dict)
+    sizes: dict[str, int] = attrs.field(factory=dict)  # estimated bytes per contribution
+
+
+def contribution_bytes(offsets: protocol.OffsetMap) -> int:
+    """Estimated memory of one contribution held by a pending merge."""
+    return MERGE_ENTRY_BYTES * len(offsets) + sum(len(t) for t, _ in offsets)
 
 
 def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.OffsetMap, int]:
@@ -91,6 +112,7 @@ class MergeService:
             collections.OrderedDict()
         )
         self._retired: dict[str, int] = {}
+        self._pending_bytes = 0
         self.completed_total = 0
         self.timeouts_total = 0
 
@@ -110,18 +132,38 @@ class MergeService:
         done = self._completed.get(key)
         if done is not None:
             if msg.operator not in done[1]:
-                log.warning("merge %s already complete; late contribution of %r ignored", key, msg.operator)
+                raise MergeClosed(
+                    f"merge {key} completed with contributors {done[1][:20]} without {msg.operator!r}; "
+                    f"its map does not cover this member's partitions: reset again with a new attempt")
             return protocol.merge_reply(done[0], done[1])
+        limits = self._server.limits
+        if msg.n_contributors > limits.max_members_per_group:
+            raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
+                          f"{limits.max_members_per_group}")
         pending = self._pending.get(key)
         if pending is None:
-            pending = _Pending(key=key, n=msg.n_contributors, created=time.monotonic())
-            self._pending[key] = pending
+            if len(self._pending) >= limits.max_pending_merges:
+                raise self._server.limit_counter.exceeded(
+                    "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})")
         elif pending.n != msg.n_contributors:
             raise Invalid(
                 f"merge {key}: n_contributors {msg.n_contributors} from {msg.operator!r} differs from "
                 f"{pending.n} given by the first contributor"
             )
+        size = contribution_bytes(msg.offsets)
+        replaced = pending.sizes.get(msg.operator, 0) if pending is not None else 0
+        if self._pending_bytes - replaced + size > limits.max_pending_merge_bytes:
+            raise self._server.limit_counter.exceeded(
+                "max_pending_merge_bytes",
+                f"pending merges hold ~{self._pending_bytes} bytes; this contribution (~{size}) would exceed "
+                f"the limit of {limits.max_pending_merge_bytes}")
+        # Everything is checked: from here on the merge changes.
+        if pending is None:
+            pending = _Pending(key=key, n=msg.n_contributors, created=time.monotonic())
+            self._pending[key] = pending
         pending.contributions[msg.operator] = msg.offsets
+        pending.sizes[msg.operator] = size
+        self._pending_bytes += size - replaced
         old = pending.waiters.pop(msg.operator, None)
         if old is not None:
             old[1].cancel()
@@ -132,6 +174,11 @@ class MergeService:
         pending.waiters[msg.operator] = (req, timer)
         return DEFERRED
 
+    def _drop_pending(self, key: MergeKey) -> _Pending:
+        pending = self._pending.pop(key)
+        self._pending_bytes -= sum(pending.sizes.values())
+        return pending
+
     def _complete(self, pending: _Pending, last: Request) -> None:
         merged, conflicts = merge_maps(pending.contributions)
         names = sorted(pending.contributions)
@@ -141,7 +188,7 @@ class MergeService:
         for _, timer in pending.waiters.values():
             timer.cancel()
         self._server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
-        del self._pending[pending.key]
+        self._drop_pending(pending.key)
         self._completed[pending.key] = (merged, names)
         if len(self._completed) > COMPLETED_KEEP:
             self._completed.popitem(last=False)
@@ -167,14 +214,22 @@ class MergeService:
             ),
         )
         if not pending.waiters:
-            del self._pending[key]
+            self._drop_pending(key)
             log.warning("merge %s dropped: every contributor timed out (%d of %d)", key, len(have), pending.n)
 
     def _on_retire(self, req: Request, msg: protocol.RetireCheckpoint) -> dict[str, Any]:
+        # Only registered groups keep a watermark (a merge needs a registered member
+        # anyway), so the map holds at most one entry per group.
+        if self._registry.store.region_index(msg.group) is None:
+            return {"dropped": 0}
         self._retired[msg.group] = max(msg.seq, self._retired.get(msg.group, -1))
+        if len(self._retired) > self._server.limits.max_groups:
+            for group in [g for g in self._retired if self._registry.store.region_index(g) is None]:
+                del self._retired[group]
+        self._registry.retire(msg.group, msg.seq)
         dropped = 0
         for key in [k for k in self._pending if k[0] == msg.group and k[1] <= msg.seq]:
-            pending = self._pending.pop(key)
+            pending = self._drop_pending(key)
             for wreq, timer in pending.waiters.values():
                 timer.cancel()
                 self._server.reply_error(wreq, MergeRetired(f"merge {key} was retired (checkpoint {msg.seq})"))
@@ -201,6 +256,7 @@ class MergeService:
                 }
                 for p in self._pending.values()
             ],
+            "merges_pending_bytes": self._pending_bytes,
             "merges_completed": self.completed_total,
             "merge_timeouts": self.timeouts_total,
         }

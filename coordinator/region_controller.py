@@ -57,6 +57,13 @@ or push queued in the same loop iteration, so "seq is consistent" is on disk
 before a RESUME naming it leaves the process. On start (``on_loaded``) every
 stored region is rebuilt in phase WAITING.
 
+Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a region
+beyond ``limits.max_regions`` or add a member beyond
+``limits.max_members_per_group``. A region without members for
+``limits.region_expiry_s`` is dropped with its document. A region whose tick
+raises goes FAILED with the reason (logged with the traceback); the others and
+the coordinator go on.
+
 Failure behaviour: commands are pushes and may be lost (a member's socket
 reconnecting); the member's silence then fails the phase by its timeout and
 the region resets. A member that misses its heartbeats for ``member_timeout_s``
@@ -98,6 +105,7 @@ class RegionControllerService:
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
         self._metrics: Any = None
+        self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
     # ------------------------------------------------------------------ service API
     def attach(self, server: CoordinatorServer) -> None:
@@ -124,8 +132,40 @@ class RegionControllerService:
                      self.regions[name].known_members)
 
     def on_tick(self, now: float) -> None:
-        for core in self.regions.values():
-            core.tick(now)
+        """Tick every region; a tick that raises fails THAT region (FAILED with the
+        reason, logged with the traceback) and the others go on. Then regions
+        without members for ``limits.region_expiry_s`` are dropped."""
+        for name, core in list(self.regions.items()):
+            try:
+                core.tick(now)
+            except Exception as exc:
+                log.exception("region %s: tick failed; the region goes to FAILED", name)
+                self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}")
+        self._expire_regions(now)
+
+    def _fail(self, name: str, core: RegionCore, reason: str) -> None:
+        try:
+            core.fail(reason[:2000])
+        except Exception:
+            log.exception("region %s: could not mark the region FAILED (%s)", name, reason)
+
+    def _expire_regions(self, now: float) -> None:
+        assert self._server is not None
+        expiry = self._server.limits.region_expiry_s
+        for name, core in list(self.regions.items()):
+            if core.members:
+                self._empty_since.pop(name, None)
+                continue
+            since = self._empty_since.setdefault(name, now)
+            if now - since < expiry:
+                continue
+            log.info("region %s: no member for %.0fs (region expiry %.0fs): dropped with its state",
+                     name, now - since, expiry)
+            self._server.store.put_document(NAMESPACE, name, None)
+            self._server.mark_dirty()
+            del self.regions[name]
+            self.events.pop(name, None)
+            del self._empty_since[name]
 
     def status(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -165,7 +205,8 @@ class RegionControllerService:
         assert server is not None
 
         def send(member: str, body: dict[str, Any]) -> None:
-            info = self.regions[name].members.get(member)
+            region = self.regions.get(name)
+            info = region.members.get(member) if region is not None else None
             if info is None:
                 return
             body["region"] = name
@@ -203,6 +244,11 @@ class RegionControllerService:
             raise Invalid(f"region {msg.region!r}: bad config: {exc}") from None
         core = self.regions.get(msg.region)
         if core is None:
+            limit = self._server.limits.max_regions
+            if len(self.regions) >= limit:
+                raise self._server.limit_counter.exceeded(
+                    "max_regions", f"the coordinator holds {len(self.regions)} regions (limit {limit}); "
+                    f"region {msg.region!r} not created")
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
         elif config.index != core.config.index:
@@ -215,6 +261,11 @@ class RegionControllerService:
                               f"(have {[getattr(core.config, d) for d in differ]}, "
                               f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
                               f"start every member with the same region settings")
+        limit = self._server.limits.max_members_per_group
+        if msg.member not in core.members and len(core.members) >= limit:
+            raise self._server.limit_counter.exceeded(
+                "max_members_per_group", f"region {msg.region!r} has {len(core.members)} members (limit {limit}); "
+                f"{msg.member!r} not joined")
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:

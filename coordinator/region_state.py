@@ -394,6 +394,18 @@ class RegionCore(ResetMixin):
             if self.cycle_due(now):
                 self._start_cycle(now, "period")
 
+    def fail(self, reason: str) -> None:
+        """Put the region in FAILED with ``reason``: the service calls this when the
+        region's own logic raised (a bug), so that region stops, says why, and the
+        coordinator goes on. Members are told (``failed``); the state is persisted."""
+        if self.phase is Phase.FAILED:
+            return
+        self.failed_reason = reason
+        self._goto(Phase.FAILED, reason)
+        self._on_event("failed", {"reason": reason})
+        self._broadcast(self.members, {"cmd": "failed", "reason": reason})
+        self._save()
+
     # ------------------------------------------------------------------ cycle
     def _start_cycle(self, now: float, why: str) -> None:
         self.seq = self.next_seq

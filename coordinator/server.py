@@ -34,11 +34,15 @@ Protocol loop:
 7. Stop: :meth:`stop` sets a flag and wakes the loop; the loop syncs and sends
    what is queued (no sync after a failure), closes the socket and ends.
 
-Garbage never stops the loop: a bad frame gets an error reply and the loop
-moves on; an unexpected exception in a handler is logged with its traceback
-and answered with ``INTERNAL``. An exception anywhere else in the loop (a
-timer, a tick hook, the sync) is logged and stops the server
-(``server.failure``).
+Nothing a request causes stops the loop: a bad frame gets an error reply
+and the loop moves on; an unexpected exception in a handler is logged with its
+traceback and answered with ``INTERNAL``; a timer, cross-thread call or tick
+hook that raises is logged with its traceback and the loop goes on (a service
+turns its own failures into state, e.g. a FAILED region); retention expiry and
+housekeeping that raise are logged and retried after a backoff
+(``MAINTENANCE_BACKOFF_S``, doubling up to ``MAINTENANCE_BACKOFF_MAX_S``).
+Only a failed sync (the disk) or a failure of the loop machinery itself stops
+the server (``server.failure``): a restart then replays what reached the disk.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from coordinator import builtin, protocol
 from coordinator.dispatch import Dispatcher
 from coordinator.errors import CoordinatorError
 from coordinator.group_commit import GroupCommit
+from coordinator.limits import LimitCounter, Limits
 from coordinator.service_api import CurveServerConfig, Handler, Request, Timer
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,10 @@ STOP_TIMEOUT_S = 10.0
 #: Hard limit at which ZeroMQ drops a connection instead of delivering the
 #: frame (protects memory); frames between max_frame_bytes and this get TOO_LARGE.
 HARD_FRAME_FACTOR = 4
+#: First retry delay of a failed maintenance task (expiry, housekeeping), so a
+#: persistent failure is retried without flooding the log; doubles up to the max.
+MAINTENANCE_BACKOFF_S = 1.0
+MAINTENANCE_BACKOFF_MAX_S = 300.0
 
 
 class CoordinatorServer:
@@ -92,6 +101,7 @@ class CoordinatorServer:
         context: zmq.Context | None = None,
         metrics: Any | None = None,
         expire_interval_s: float = EXPIRE_INTERVAL_S,
+        limits: Limits | None = None,
     ) -> None:
         if max_frame_bytes < 1024:
             raise ValueError(f"max_frame_bytes must be >= 1024, got {max_frame_bytes}")
@@ -99,6 +109,8 @@ class CoordinatorServer:
         self.bind_address = bind
         self.max_frame_bytes = max_frame_bytes
         self.metrics = metrics
+        self.limits = limits or Limits()
+        self.limit_counter = LimitCounter(metrics)
         self._curve = curve
         self._ctx = context or zmq.Context.instance()
         self._expire_interval_s = expire_interval_s
@@ -259,6 +271,7 @@ class CoordinatorServer:
         poller.register(self._wake_r, zmq.POLLIN)
         next_housekeeping = time.monotonic()
         next_expire = time.monotonic() + self._expire_interval_s
+        expire_backoff = housekeeping_backoff = MAINTENANCE_BACKOFF_S
         try:
             while not self._stopping.is_set():
                 now = time.monotonic()
@@ -276,14 +289,20 @@ class CoordinatorServer:
                 for svc in self._services:
                     tick = getattr(svc, "on_tick", None)
                     if tick is not None:
-                        tick(now)
+                        self._guarded(tick, now, what=f"tick of {type(svc).__name__}")
                 if self.loaded.is_set():
                     if now >= next_expire:
-                        next_expire = now + self._expire_interval_s
-                        self._expire()
+                        if self._guarded(self._expire, what="retention expiry"):
+                            next_expire, expire_backoff = now + self._expire_interval_s, MAINTENANCE_BACKOFF_S
+                        else:
+                            next_expire = now + expire_backoff
+                            expire_backoff = min(expire_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
                     if now >= next_housekeeping:
-                        next_housekeeping = now + HOUSEKEEPING_S
-                        self._housekeeping()
+                        if self._guarded(self._housekeeping, what="housekeeping"):
+                            next_housekeeping, housekeeping_backoff = now + HOUSEKEEPING_S, MAINTENANCE_BACKOFF_S
+                        else:
+                            next_housekeeping = now + housekeeping_backoff
+                            housekeeping_backoff = min(housekeeping_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
                 self._commit.commit_and_send(sock)
         except BaseException as exc:
             log.exception("coordinator loop failed; stopping")
@@ -298,6 +317,18 @@ class CoordinatorServer:
             self._stopped.set()
             log.info("coordinator loop stopped")
 
+    @staticmethod
+    def _guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:
+        """Run one timer/call/hook/maintenance step; an exception is logged with its
+        traceback and the loop goes on. Returns False if it raised.
+        (A failed store sync is not run here: it stops the server.)"""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("%s failed; the coordinator goes on", what)
+            return False
+        return True
+
     def _drain_wake(self) -> None:
         try:
             while os.read(self._wake_r, 4096):
@@ -311,14 +342,14 @@ class CoordinatorServer:
                 fn = self._calls.get_nowait()
             except queue.Empty:
                 return
-            fn()
+            self._guarded(fn, what="cross-thread call")
 
     def _run_timers(self) -> None:
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
             _, _, timer = heapq.heappop(self._timers)
             if not timer.cancelled:
-                timer.callback()
+                self._guarded(timer.callback, what="timer")
 
     def _read_batch(self, sock: zmq.Socket) -> None:
         for _ in range(MAX_BATCH):

@@ -134,7 +134,9 @@ class RegionHandlers:
         4. resume polling, throttled while the permit stays blocked."""
         self._check_alive()
         offsets = self._drained if self._drained is not None else self.offsets.snapshot()
-        members = self.control.members(self.config.group_id)
+        # seq: every member's checkpoint of seq gets the same list (the coordinator
+        # fixes it at the first call), so the merge's N agrees; operator renews our lease.
+        members = self.control.members(self.config.group_id, operator=self.name, seq=seq)
         self._members = list(members)
         data = OperatorCheckpoint(self.name, tuple(members), offsets).encode()
         self.resume_polling()

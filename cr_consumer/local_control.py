@@ -35,7 +35,7 @@ class LocalControl:
                 names.remove(operator_name)
             return list(names)
 
-    def members(self, group_id: str) -> list[str]:
+    def members(self, group_id: str, operator: str | None = None, seq: int | None = None) -> list[str]:
         with self._lock:
             return list(self._members.get(group_id, []))
 

@@ -330,7 +330,7 @@ class ControlChannel:
             log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
 
     def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> None:
-        rid = f"{self.member}-{next(self._ids)}"
+        rid = f"{self.member[:64]}-{next(self._ids)}"  # ids are bounded (protocol.MAX_ID_LEN)
         pending[rid] = msg_type
         if len(pending) > 1000:  # answers lost in a restart: forget the oldest
             for key in list(pending)[:500]:
