@@ -290,6 +290,7 @@ POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
     "crash-after-drain": (Point.AFTER_DRAIN, Action.CRASH),
     "crash-after-ack": (Point.AFTER_CHECKPOINT_ACK, Action.CRASH),
     "crash-before-publish": (Point.BEFORE_PUBLISH, Action.CRASH),
+    "crash-mid-publish": (Point.MID_PUBLISH, Action.CRASH),
     "crash-after-publish": (Point.AFTER_PUBLISH, Action.CRASH),
     "crash-after-reset": (Point.AFTER_RESET, Action.CRASH),
     "drop-resume": (Point.RECEIVE_RESUME, Action.DROP),

@@ -73,7 +73,10 @@ class Point(enum.Enum):
     AFTER_CHECKPOINT_ACK = "after-checkpoint-ack"
     #: A RESUME (or retire) runs and sealed intervals wait: none renamed yet.
     BEFORE_PUBLISH = "before-publish"
-    #: The sealed intervals are renamed to their published names; the
+    #: One interval is linked to its published name, its pending name not yet
+    #: unlinked (both names exist).
+    MID_PUBLISH = "mid-publish"
+    #: Every due interval is published (linked and unlinked); the
     #: directory is not fsynced and the rest of the RESUME has not run.
     AFTER_PUBLISH = "after-publish"
     #: A reset is applied to every operator; its ack is not sent.

@@ -230,6 +230,7 @@ class FileSink(Operator):
                         f"overwritten; is another process writing as member {self.member!r}?); "
                         f"the interval stays in {pending.name}") from None
                 # byte-identical: a crash between link and unlink published it already
+            fault_points.hit(fault_points.Point.MID_PUBLISH, self.member)
             os.unlink(pending)
         elif not final.exists():
             raise FileNotFoundError(
