@@ -13,16 +13,14 @@ from test_drill_scenarios import SMALL, _assert_exactly_once
 
 from cr_consumer.broker import ENV_BOOTSTRAP
 from cr_consumer.drill import faults
-from cr_consumer.drill.scenarios import DrillConfig, run_drill
+from cr_consumer.drill.scenarios import SCENARIOS, UNTIMELY_SCENARIOS, DrillConfig, run_drill
 
 PAUSE_S = 5.0
-NEW_SCENARIOS = ("kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
-                 *faults.POINT_SCENARIOS, "fault-point")
-SEEDS = {name: 300 + i for i, name in enumerate(NEW_SCENARIOS)}
+SEEDS = {name: 300 + i for i, name in enumerate(UNTIMELY_SCENARIOS)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", NEW_SCENARIOS)
+@pytest.mark.parametrize("scenario", UNTIMELY_SCENARIOS)
 def test_untimely_fault_exactly_once(scenario, bootstrap, tmp_path, monkeypatch):
     if scenario == "pause-broker":  # the drill pauses a broker it starts itself
         monkeypatch.delenv(ENV_BOOTSTRAP, raising=False)
@@ -56,3 +54,13 @@ def test_pause_member_must_outlast_the_member_timeout():
     with pytest.raises(ValueError, match="past the member timeout"):
         DrillConfig(scenario="pause-member", pause_s=2.0)
     DrillConfig(scenario="pause-coordinator", pause_s=2.0)  # no such bound there
+
+
+def test_every_scenario_has_a_fault_and_all_of_them_are_drawn():
+    assert set(SCENARIOS) == set(faults.FAULTS)
+    assert {"kill-member-long", "pause-member", "pause-coordinator", "pause-broker", "drop-resume",
+            "crash-after-ack", "crash-before-publish", "crash-after-publish"} <= set(UNTIMELY_SCENARIOS)
+    # fault-point draws every point but start-up, crashed and paused, and a dropped RESUME
+    drawn = {(p.value, a.value) for p, a in faults.RANDOM_POINTS}
+    assert ("member-start", "crash") not in drawn and ("receive-resume", "drop") in drawn
+    assert {p for p, _ in drawn} == {p.value for p in faults.Point if p is not faults.Point.MEMBER_START}

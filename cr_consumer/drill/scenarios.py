@@ -71,12 +71,18 @@ from .workload import Workload
 
 log = logging.getLogger(__name__)
 
-SCENARIOS = (
+#: Faults the region was designed for.
+BASIC_SCENARIOS = (
     "kill-member", "kill-coordinator", "add-member", "remove-member",
     "new-topic", "sink-failure", "poison", "reset-storm",
+)
+#: Untimely faults: a member kept down past its timeout, stopped processes, a
+#: crash / pause / lost message at each step of the region protocol.
+UNTIMELY_SCENARIOS = (
     "kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
     *fault_mod.POINT_SCENARIOS, "fault-point",
 )
+SCENARIOS = BASIC_SCENARIOS + UNTIMELY_SCENARIOS
 #: Scenarios whose pause must outlast the member timeout (the member is to be dropped).
 PAST_MEMBER_TIMEOUT = ("pause-member",)
 #: Scenarios that need the broker process the drill starts itself.
