@@ -75,7 +75,11 @@ def main() -> int:
                               out=out, seed=seed, timeout_s=args.timeout, keep_output=False, pause_s=args.pause)
             r = run_drill(cfg, progress=lambda m: None)
             row = {"i": i, **{k: r[k] for k in ("scenario", "seed", "ok", "produced", "delivered", "missing",
-                                                "duplicates", "resets", "time_to_resume_s", "elapsed_s", "error")}}
+                                                "duplicates", "resets", "time_to_resume_s", "elapsed_s", "error",
+                                                "fault_fired")}}
+            fault = (r["faults"] or [{}])[0]
+            if "point" in fault:  # a fault point: which step, which action
+                row["point"] = f"{fault['point']}/{fault.get('action', 'crash')}"
             print(json.dumps(row), flush=True)
             log_file.write(json.dumps(row) + "\n")
             log_file.flush()
