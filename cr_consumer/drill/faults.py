@@ -223,9 +223,16 @@ def _hold_replacement(env: DrillEnv, victim: str, point: Point) -> None:
     to stop itself at start-up; 3. keep it stopped until the controller's status
     shows the victim dropped and then a checkpoint completed (bounded by
     HOLD_MAX_S); 4. continue it."""
-    crash = env.tasks.wait_fired(env.fault_dir, point, victim)
-    env.timeline.event("fault_fired", fault="kill-member-long", point=point.value, member=victim, pid=crash.pid)
-    start = env.tasks.wait_fired(env.fault_dir, Point.MEMBER_START, victim)
+    try:
+        crash = env.tasks.wait_fired(env.fault_dir, point, victim)
+        env.timeline.event("fault_fired", fault="kill-member-long", point=point.value, member=victim, pid=crash.pid)
+        start = env.tasks.wait_fired(env.fault_dir, Point.MEMBER_START, victim)
+    except (TimeoutError, InterruptedError):
+        # A process of the victim may have stopped itself at start-up all the same
+        # (it died of something else): continue it, or it stays stopped.
+        for f in fault_points.fired(env.fault_dir, Point.MEMBER_START):
+            env.tasks.continue_process(f.pid, victim)
+        raise
     env.tasks.stopped(start.pid)
     held_for = _wait_dropped_and_checkpointed(env, victim, deadline=time.monotonic() + HOLD_MAX_S)
     env.timeline.event("fault_hold", member=victim, pid=start.pid, down_s=round(time.time() - crash.t, 3),
