@@ -139,3 +139,56 @@ def test_pause_stops_the_process_until_sigcont(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _wait_state(pid: int, want: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _state(pid) != want:
+        assert time.monotonic() < deadline, f"pid {pid} not in state {want}"
+        time.sleep(0.02)
+
+
+def test_fault_tasks_pause_continue_and_close_continues_what_is_still_stopped(tmp_path):
+    from cr_consumer.drill.fault_tasks import FaultTasks
+    from cr_consumer.drill.timeline import TimelineWriter
+
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+    timeline = TimelineWriter(tmp_path / "drill.jsonl", "drill")
+    tasks = FaultTasks(timeline)
+    try:
+        tasks.start("short", lambda: tasks.pause(procs[0].pid, 0.3, "p0"))
+        tasks.start("long", lambda: tasks.pause(procs[1].pid, 600, "p1"))  # ended by close()
+        _wait_state(procs[1].pid, "T")
+        deadline = time.monotonic() + 30
+        while not (tasks.fired == 1 and _state(procs[0].pid) != "T"):
+            assert time.monotonic() < deadline, "the short pause did not end"
+            time.sleep(0.02)
+        assert not tasks.done() and _state(procs[1].pid) == "T"
+        tasks.close()
+        assert tasks.done() and tasks.all_fired() is True
+        _wait_state(procs[1].pid, "S")  # continued, sleeping again
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+        timeline.close()
+    events = [json.loads(line)["ev"] for line in (tmp_path / "drill.jsonl").read_text().splitlines()]
+    assert events.count("fault_pause") == 2 and events.count("fault_continue") == 2
+
+
+def test_fault_tasks_report_a_point_that_never_fires(tmp_path, monkeypatch):
+    from cr_consumer.drill import fault_tasks
+    from cr_consumer.drill.timeline import TimelineWriter
+
+    monkeypatch.setattr(fault_tasks, "FIRE_TIMEOUT_S", 0.3)
+    timeline = TimelineWriter(tmp_path / "drill.jsonl", "drill")
+    tasks = fault_tasks.FaultTasks(timeline)
+    tasks.start("never", lambda: tasks.wait_fired(tmp_path, Point.AFTER_DRAIN, "m0"))
+    deadline = time.monotonic() + 30
+    while not tasks.done():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    tasks.close()
+    timeline.close()
+    assert tasks.all_fired() is False
+    assert tasks.errors and "after-drain" in tasks.errors[0] and "did not fire" in tasks.errors[0]
