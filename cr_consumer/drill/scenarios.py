@@ -17,7 +17,7 @@
    fraction (20-60 %) of the input, inject the fault (``faults.py``).
 6. Wait (bounded by ``timeout_s``) until the published output holds every
    expected record (produced minus poison) and the fault has played out (a
-   pause ended, an armed fault point fired: ``faults.FaultTasks``). Progress
+   pause ended, an armed fault point fired: ``fault_tasks.py``). Progress
    is printed every second.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator and the broker.
@@ -54,6 +54,7 @@ from cr_consumer.kafka_util import create_topic, unique_name
 
 from . import faults as fault_mod
 from .controller_watch import ControllerWatch
+from .fault_tasks import FaultTasks
 from .harness import MEMBER_TIMEOUT_S, start_region
 from .plot import plot_timeline
 from .report import analyse, build_report, last_completed_checkpoint
@@ -214,7 +215,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         from coordinator.launcher import CoordinatorProcess
 
         region = coordinator = workload = watch = None
-        tasks = fault_mod.FaultTasks(drill_tl)
+        tasks = FaultTasks(drill_tl)
         next_watch = 0.0
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
