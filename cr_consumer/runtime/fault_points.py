@@ -136,12 +136,12 @@ class Fired:
         """The claim at ``path``, or None while its process has not written it yet."""
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            if not isinstance(doc, dict) or doc.get("version") != TRIGGER_VERSION or "pid" not in doc:
+                return None  # the trigger itself: the claiming process has not written yet
+            return cls(point=Point(doc["point"]), action=Action(doc["action"]), member=str(doc["member"]),
+                       pid=int(doc["pid"]), t=float(doc["t"]), path=path)
+        except (OSError, ValueError, KeyError, TypeError):
             return None
-        if not isinstance(doc, dict) or doc.get("version") != TRIGGER_VERSION or "pid" not in doc:
-            return None
-        return cls(point=Point(doc["point"]), action=Action(doc["action"]), member=str(doc["member"]),
-                   pid=int(doc["pid"]), t=float(doc["t"]), path=path)
 
 
 # ---------------------------------------------------------------------- process side
