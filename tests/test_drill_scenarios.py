@@ -1,6 +1,7 @@
-"""Every drill scenario end to end: a real coordinator process, real member
+"""Every basic drill scenario end to end: a real coordinator process, real member
 processes (`crkafka member`), the session's broker; the output verified
-independently. Small scale so that all of them together stay within ~3 minutes."""
+independently. Small scale so that all of them together stay within ~3 minutes.
+The untimely-fault scenarios: test_drill_faults.py."""
 
 from __future__ import annotations
 
