@@ -40,13 +40,12 @@ finish before every task is done, and the report says whether the fault fired.
 
 Failure: a fault that cannot act (no member to kill, coordinator does not come
 back within its start timeout) raises; the drill reports it and fails. A task
-that fails (its trigger never fires within ``FIRE_TIMEOUT_S``) is reported as
+that fails (its trigger never fires within ``fault_tasks.FIRE_TIMEOUT_S``) is reported as
 the drill's error.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -67,8 +66,6 @@ from .pipeline import SINK_FAILURE_TRIGGER
 from .timeline import TimelineWriter
 from .verify import Manifest
 from .workload import produce_into
-
-log = logging.getLogger(__name__)
 
 #: Default length of a pause (pause-member, -coordinator, -broker, and fault
 #: points armed with ``pause``): long enough to pass the member timeout and
