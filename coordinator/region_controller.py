@@ -125,7 +125,15 @@ class RegionControllerService:
                 config = RegionConfig.from_dict(doc["config"])
                 self.regions[name] = self._make_core(config, doc)
             except (KeyError, TypeError, ValueError) as exc:
-                log.error("region %s: stored document is unusable (%s); the region starts afresh", name, exc)
+                # Never start afresh: that would forget the last consistent checkpoint
+                # (sources back to their initial offsets, published output repeated).
+                # FAILED in memory only, the document kept for a coordinator that can read it.
+                reason = (f"the stored region document is unusable ({type(exc).__name__}: {exc}); the region is not "
+                          f"started afresh, which would repeat published output: run a coordinator version that "
+                          f"reads it, or start the pipeline under another --group")
+                log.error("region %s: %s", name, reason)
+                core = self.regions[name] = self._make_core(RegionConfig(name=name), None)
+                core.fail(reason, time.monotonic(), persist=False)
                 continue
             log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
                      name, self.regions[name].phase.value, self.regions[name].last_consistent,
@@ -251,6 +259,8 @@ class RegionControllerService:
                     f"region {msg.region!r} not created")
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
+        elif core.phase is Phase.FAILED:
+            pass  # whatever its settings, the joiner is told the region FAILED and why
         elif config.index != core.config.index:
             raise CrIndexMismatch(f"region {msg.region!r} has index {core.config.index}; "
                                   f"member {msg.member!r} joined with {config.index}")

@@ -146,6 +146,51 @@ class MemberInfo:
     host: str | None = None
 
 
+#: Absent members remembered per region (see ``AbsentCheckpoints``): bounds the
+#: durable document, which is rewritten at every checkpoint. Past it the member
+#: with the oldest checkpoint is forgotten (the caller logs an ERROR and an event).
+ABSENT_KEPT = 1024
+
+
+@attrs.define
+class AbsentCheckpoints:
+    """Member name -> the last completed checkpoint it took part in, for members
+    that took part in an earlier checkpoint but not in the last consistent one
+    (dropped, left, restarted too late). ``RegionCore.own_checkpoint`` states
+    the invariant this serves; durable in the region document."""
+
+    seqs: dict[str, int] = attrs.field(factory=dict)
+    kept: int = ABSENT_KEPT
+
+    @classmethod
+    def from_doc(cls, value: Any) -> AbsentCheckpoints:
+        value = value or {}
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
+            raise ValueError(f"stored absent_checkpoints {value!r} is not a map of member name to checkpoint id")
+        return cls(dict(value))
+
+    def get(self, name: str) -> int | None:
+        return self.seqs.get(name)
+
+    def checkpoint_completed(self, previous: int | None, before: list[str],
+                             members: list[str]) -> list[tuple[str, int]]:
+        """A checkpoint completed with ``members``; ``before`` took part in the
+        ``previous`` one. Members of ``before`` that are not among ``members`` keep
+        ``previous`` as their own; ``members`` are no longer absent. Returns the
+        (name, seq) pairs forgotten past ``kept``, oldest checkpoint first."""
+        for name in members:
+            self.seqs.pop(name, None)
+        if previous is not None:
+            for name in set(before) - set(members):
+                self.seqs[name] = previous
+        forgotten = []
+        while len(self.seqs) > self.kept:
+            oldest = min(self.seqs, key=lambda n: (self.seqs[n], n))
+            forgotten.append((oldest, self.seqs.pop(oldest)))
+        return forgotten
+
+
 def union_offsets(triples: list[list]) -> list[list]:
     """Union of members' [topic, partition, offset] lists; the minimum wins on overlap
     (replays, never skips)."""

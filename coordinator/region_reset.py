@@ -6,8 +6,12 @@ The reset:
 1. Cause: a member's request (``force`` for rebalances: the consecutive counter
    goes to 0), a failure (the counter goes up), or a membership change (the
    counter is unchanged). While a reset is running, further requests do not
-   stack: they are logged and dropped. A member joining during a reset restarts
-   the reset round (new attempt) so that it takes part.
+   stack: they are logged and dropped, except one from a member that already
+   answered the round (the round restarts). A request that arrived before the
+   asker's own answer but was about a revocation after its reset is therefore
+   dropped: the member asks again while its source stays in CR_RESET_PENDING
+   (``cr_consumer/runtime/reset_watch.py``). A member joining during a reset
+   restarts the reset round (new attempt) so that it takes part.
 2. Past ``max_consecutive_resets`` the region goes to FAILED: it stays there
    (status, metrics; the runner exits non-zero).
 3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
@@ -110,7 +114,7 @@ class ResetMixin:
                                     f"{self.consecutive_resets}): {why}")
         if self.reset_started_at is None:
             self.reset_started_at = now
-        self._on_event("reset", {"attempt": self.attempt, "kind": kind.value, "why": why,
+        self._on_event("reset", {"attempt": self.attempt, "cause": kind.value, "why": why,
                                  "seq": self.last_consistent})
         self.waiting = set(self.members)
         self.deadline = now + self.config.reset_timeout_s

@@ -45,6 +45,7 @@ from typing import Any
 from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     DOC_VERSION,
     TRANSITIONS,
+    AbsentCheckpoints,
     InvalidTransition,
     MemberInfo,
     Phase,
@@ -58,11 +59,6 @@ from coordinator.region_model import (  # noqa: F401 (Phase, RegionConfig are re
 from coordinator.region_reset import ResetMixin
 
 log = logging.getLogger(__name__)
-
-#: Absent members (see ``own_checkpoint``) remembered per region: bounds the
-#: durable document, which is rewritten at every checkpoint. Past it the member
-#: with the oldest checkpoint is forgotten, with an ERROR log and an event.
-ABSENT_KEPT = 1024
 
 Send = Callable[[str, dict[str, Any]], None]
 Persist = Callable[[dict[str, Any]], None]
@@ -87,11 +83,11 @@ class RegionCore(ResetMixin):
         self.checkpoint_members: list[str] = []
         self.checkpoint_offsets: list[list] = []
         self.known_members: list[str] = []  # members at the last persist (for restarts)
-        # name -> the last completed checkpoint it took part in, for members that
-        # took part in an earlier one but not in the last consistent one (dropped,
-        # left, restarted too late); see own_checkpoint. Bounded: ABSENT_KEPT.
-        self.absent_checkpoints: dict[str, int] = {}
+        # members absent from the last consistent checkpoint: their own one (own_checkpoint)
+        self.absent = AbsentCheckpoints()
         self.failed_reason: str | None = None
+        # FAILED over an unusable stored document: never overwrite it (fail(persist=False))
+        self._keep_stored = False
         # current round
         self.seq: int | None = None  # seq of the running cycle
         self.attempt: int | None = None  # attempt of the running reset
@@ -125,12 +121,7 @@ class RegionCore(ResetMixin):
         self.checkpoint_members = list(doc["checkpoint_members"])
         self.checkpoint_offsets = list(doc["checkpoint_offsets"])
         self.known_members = list(doc["members"])
-        absent = doc.get("absent_checkpoints") or {}
-        if not isinstance(absent, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in absent.items()):
-            raise ValueError(f"region {self.config.name!r}: stored absent_checkpoints {absent!r} "
-                             f"is not a map of member name to checkpoint id")
-        self.absent_checkpoints = dict(absent)
+        self.absent = AbsentCheckpoints.from_doc(doc.get("absent_checkpoints"))
         if doc.get("failed"):
             self.phase = Phase.FAILED
             self.failed_reason = doc.get("failed_reason") or ("failed before the coordinator restarted "
@@ -146,13 +137,15 @@ class RegionCore(ResetMixin):
             "consecutive_resets": self.consecutive_resets,
             "checkpoint_members": self.checkpoint_members,
             "checkpoint_offsets": self.checkpoint_offsets,
-            "absent_checkpoints": self.absent_checkpoints,
+            "absent_checkpoints": self.absent.seqs,
             "members": sorted(self.members) if self.members else self.known_members,
             "failed": self.phase is Phase.FAILED,
             "failed_reason": self.failed_reason,
         }
 
     def _save(self) -> None:
+        if self._keep_stored:
+            return
         self._persist(self.document())
 
     # ------------------------------------------------------------------ transitions
@@ -166,7 +159,7 @@ class RegionCore(ResetMixin):
         self.phase = phase
         self._on_event("phase", {"phase": phase.value, "why": why})
 
-    def fail(self, reason: str, now: float) -> None:
+    def fail(self, reason: str, now: float, *, persist: bool = True) -> None:
         """Give up on the region (terminal): the only way to FAILED.
 
         1. ``failed_reason`` is set first (never empty: status, the members'
@@ -175,7 +168,9 @@ class RegionCore(ResetMixin):
            coordinator restart);
         3. every member is told (``failed {reason}``: it exits with code 3).
         A region already FAILED keeps its first reason. Used for too many
-        consecutive resets and by the service when a tick raised."""
+        consecutive resets and by the service when a tick raised; ``persist``
+        False for a region whose stored document is unusable: it is kept as it
+        is (never written again by this core), for a coordinator that can read it."""
         if self.phase is Phase.FAILED:
             log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
                      self.failed_reason, reason)
@@ -184,6 +179,7 @@ class RegionCore(ResetMixin):
         self._goto(Phase.FAILED, self.failed_reason)
         self.waiting = set()
         self.deadline = None
+        self._keep_stored = not persist
         self._save()
         self._on_event("failed", {"reason": self.failed_reason})
         self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
@@ -457,7 +453,7 @@ class RegionCore(ResetMixin):
         source starts from the region's last consistent offsets."""
         if self.last_consistent is not None and name in self.checkpoint_members:
             return self.last_consistent
-        return self.absent_checkpoints.get(name)
+        return self.absent.get(name)
 
     def leave_reply(self, name: str, incarnation: str) -> int | None:
         """The checkpoint whose sealed intervals a gracefully leaving process may
@@ -471,21 +467,11 @@ class RegionCore(ResetMixin):
         return self.own_checkpoint(name)
 
     def _remember_absent(self, previous: int | None, before: list[str], now_members: list[str]) -> None:
-        """A checkpoint completes with ``now_members``: members of the previous one
-        that are not among them keep ``previous`` as their own checkpoint."""
-        for name in now_members:
-            self.absent_checkpoints.pop(name, None)
-        if previous is None:
-            return
-        for name in set(before) - set(now_members):
-            self.absent_checkpoints[name] = previous
-        while len(self.absent_checkpoints) > ABSENT_KEPT:
-            oldest = min(self.absent_checkpoints, key=lambda n: (self.absent_checkpoints[n], n))
-            seq = self.absent_checkpoints.pop(oldest)
+        for name, seq in self.absent.checkpoint_completed(previous, before, now_members):
             log.error("region %s: forgetting that absent member %s took part in checkpoint %s (more than %d absent "
                       "members); if a process of that name returns, its pending intervals are deleted, not published",
-                      self.config.name, oldest, seq, ABSENT_KEPT)
-            self._on_event("forgotten", {"member": oldest, "seq": seq})
+                      self.config.name, name, seq, self.absent.kept)
+            self._on_event("forgotten", {"member": name, "seq": seq})
 
     # ------------------------------------------------------------------ status
     def status(self, now: float) -> dict[str, Any]:

@@ -220,8 +220,8 @@ class ConsumerOperator(RegionHandlers):
         reason = f"{self.name}: {self.config.trigger_count} tuples since the last drain"
         if self._driver is not None:
             self._driver.request_drain(reason)
-        else:
-            self._region.request_drain(reason=reason)
+        elif self._region.request_drain(reason=reason) is False:
+            return  # no drain follows (the region resets or waits): do not wait the drain timeout for it
         with self._drain_cond:
             if not self._drain_cond.wait_for(
                 lambda: self._drain_count > before or self.sm.state in (S.CLOSED, S.FAILED),

@@ -51,11 +51,14 @@ class ResetRequester(Protocol):
 
 
 class DrainRequester(Protocol):
-    def request_drain(self, *, reason: str) -> None:
+    def request_drain(self, *, reason: str) -> bool | None:
         """Operator-driven regions: ask the region to drain and checkpoint now
         (a source calls it every trigger-count tuples, without holding the
-        permit). May block until the drain ran; the source waits for its own
-        ``drain()`` call either way, with the drain timeout."""
+        permit). Returns False when no drain of this source follows (the region
+        is resetting or waiting, or it drained already in the running cycle):
+        the source goes on at once. Otherwise (True, or None from a requester
+        that cannot tell) the source waits for its own ``drain()`` call, at
+        most the drain timeout."""
 
 
 class RegionPermit:

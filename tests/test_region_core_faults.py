@@ -5,6 +5,9 @@ cannot be served now answered at once."""
 
 from __future__ import annotations
 
+import pytest
+
+from coordinator.region_model import AbsentCheckpoints, TriggerAnswer
 from coordinator.region_state import Phase, RegionConfig, RegionCore
 
 
@@ -155,8 +158,6 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
 
 
 def test_trigger_is_answered_with_whether_a_drain_will_come():
-    from coordinator.region_model import TriggerAnswer
-
     h = started(2, mode="operator_driven")
     answer = h.core.trigger("m0", 1.0)
     assert answer.kind is TriggerAnswer.STARTED and h.core.phase is Phase.DRAINING
@@ -174,3 +175,15 @@ def test_trigger_is_answered_with_whether_a_drain_will_come():
     waiting = Harness(min_members=2, mode="operator_driven")
     waiting.core.join("m0", b"a", "i", 0.0)
     assert waiting.core.trigger("m0", 0.1).kind is TriggerAnswer.NOT_NOW
+
+
+def test_absent_members_are_bounded_oldest_forgotten():
+    absent = AbsentCheckpoints(kept=2)
+    assert absent.checkpoint_completed(None, [], ["a", "b", "c"]) == []
+    assert absent.checkpoint_completed(1, ["a", "b", "c"], ["b", "c"]) == []  # a away since 1
+    assert absent.checkpoint_completed(2, ["b", "c"], ["c"]) == []  # b away since 2
+    assert absent.checkpoint_completed(3, ["c"], ["x"]) == [("a", 1)]  # c away since 3: a forgotten
+    assert absent.seqs == {"b": 2, "c": 3}
+    assert absent.checkpoint_completed(4, ["x"], ["x", "b"]) == [] and absent.seqs == {"c": 3}
+    with pytest.raises(ValueError, match="absent_checkpoints"):
+        AbsentCheckpoints.from_doc({"a": "1"})

@@ -7,12 +7,11 @@ lie below the offsets the others continued from), so the output is exactly once.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from test_runtime_region import check_exactly_once, make_region, published, wait_rows, write_module
 
 from cr_consumer.kafka_util import create_topic, produce
-from test_runtime_region import check_exactly_once, make_region, published, wait_rows, write_module
 
 pytestmark = pytest.mark.slow
 

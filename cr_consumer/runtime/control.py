@@ -21,7 +21,17 @@ The I/O thread loop:
 2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``, with ``report()``
    (the member's Kafka group state) as its ``kafka`` field.
 3. Send what other threads queued (acks, reset requests, triggers) at once: they
-   write to a queue and wake the loop through a pipe.
+   write to a queue and wake the loop through a pipe. While not joined (the
+   coordinator restarted, or went silent for ``LOST_AFTER_S``), a reset request
+   is held, not dropped, and sent as soon as the member is joined again (a
+   rejoin of the same incarnation does not reset the region by itself; a
+   dropped forced request left the source in CR_RESET_PENDING). Acks are held
+   the same way (at most ``HELD_KEPT``, oldest dropped): a command can arrive
+   just before the join reply that makes the channel count itself joined, and
+   a dropped answer to it failed that phase only by its timeout; the
+   controller ignores answers that are stale by then.
+   ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
+   it is answered None at once.
 4. Pushed ``region_command`` messages go to ``on_command`` (the member's
    control thread queue), in arrival order; a reset with ``rejoin: true``
    first calls ``on_rejoin_hint`` (the source's consumer rejoins its group).
@@ -32,6 +42,7 @@ Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -67,8 +78,29 @@ LOST_AFTER_S = 3.0
 STOP_JOIN_S = 5.0
 #: Bound on waiting for the answer to a graceful leave (the coordinator may be down).
 LEAVE_TIMEOUT_S = 3.0
+#: Bound on the process thread's wait for the answer to a trigger: a coordinator
+#: that does not answer must not stall the records' flow (the source then goes
+#: on without waiting for a drain).
+TRIGGER_ANSWER_S = 2.0
+#: Bound on the acks held while not joined (sent once joined; oldest dropped).
+HELD_KEPT = 100
+#: Bound on the answers awaited at once by other threads (``ask``): a lost
+#: answer's waiter is dropped, oldest first.
+WAITERS_KEPT = 64
 
 Command = dict[str, Any]
+
+
+class _Waiter:
+    """One ``ask``: the I/O thread puts the answer (or None) and sets the event."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: dict[str, Any] | None = None
+
+    def answer(self, reply: dict[str, Any] | None) -> None:
+        self.reply = reply
+        self.done.set()
 
 
 class RegionFatal(RuntimeError):
@@ -103,7 +135,12 @@ class ControlChannel:
         self._on_predecessor = on_predecessor
         self._on_rejoin_hint = on_rejoin_hint
         self._predecessor_done = False
-        self._outbox: queue.SimpleQueue[tuple[str, dict]] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[str, dict, _Waiter | None]] = queue.SimpleQueue()
+        # request id -> waiter of an ``ask``; the I/O thread's only
+        self._waiters: dict[str, _Waiter] = {}
+        # a reset request and acks made while not joined, sent once joined; the I/O thread's only
+        self._held_reset: dict[str, Any] | None = None
+        self._held: collections.deque[tuple[str, dict]] = collections.deque(maxlen=HELD_KEPT)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -134,7 +171,7 @@ class ControlChannel:
 
     def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
         """Leave the region gracefully; returns the controller's answer
-        (``{"last_consistent": seq}``) or None when none came within ``timeout``."""
+        (``{"last_consistent": seq, "complete": own seq}``) or None when none came within ``timeout``."""
         if not self.joined.is_set() or self._thread is None or not self._thread.is_alive():
             return None
         self._left.clear()
@@ -160,10 +197,29 @@ class ControlChannel:
             except OSError:
                 pass
 
+    def region_phase(self) -> str | None:
+        """The region's phase as the last answer said (None while not joined)."""
+        if not self.joined.is_set():
+            return None
+        phase = self.last_reply.get("phase")
+        return phase if isinstance(phase, str) else None
+
     def send(self, msg_type: str, body: dict[str, Any]) -> None:
         """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
-        self._outbox.put((msg_type, body))
+        self._outbox.put((msg_type, body, None))
         self._wake()
+
+    def ask(self, msg_type: str, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Send a request and wait for its answer: the reply body, ``{"error": code,
+        "message": text}`` for an error answer, or None when not joined or no
+        answer came within ``timeout``."""
+        waiter = _Waiter()
+        self._outbox.put((msg_type, body, waiter))
+        self._wake()
+        if not waiter.done.wait(timeout):
+            log.info("%s: no answer to %s within %.1fs", self.member, msg_type, timeout)
+            return None
+        return waiter.reply
 
     def ack(self, command: str, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
             error: str | None = None, offsets: list | None = None, rebalance: bool = False) -> None:
@@ -173,8 +229,18 @@ class ControlChannel:
     def request_reset(self, *, force: bool, reason: str) -> None:
         self.send("region_reset_request", {"force": force, "reason": reason[:2000]})
 
-    def trigger(self) -> None:
-        self.send("region_trigger", {})
+    def trigger(self, timeout: float = TRIGGER_ANSWER_S) -> bool:
+        """Operator-driven mode: ask for a checkpoint; True when a drain of this
+        member follows (the controller's ``trigger`` answer), False when none does
+        (not now: the region resets or waits, this member drained already, no
+        answer, not joined): the caller then does not wait for a drain."""
+        reply = self.ask("region_trigger", {}, timeout)
+        if reply is None or "error" in reply:
+            return False
+        if reply.get("trigger") == "not_now":
+            log.info("%s: trigger not served now: %s", self.member, reply.get("reason"))
+            return False
+        return True
 
     # ------------------------------------------------------------------ I/O thread
     def _wake(self) -> None:
@@ -237,16 +303,34 @@ class ControlChannel:
                                     self.member, now - last_heard)
                         self.joined.clear()
                         last_heard = now
+                while self.joined.is_set() and self._held:
+                    msg_type, body = self._held.popleft()
+                    self._request(sock, pending, msg_type, body)
+                if self.joined.is_set() and self._held_reset is not None:
+                    body, self._held_reset = self._held_reset, None
+                    log.info("%s: joined again; sending the reset request held meanwhile", self.member)
+                    self._request(sock, pending, "region_reset_request", body)
                 while True:
                     try:
-                        msg_type, body = self._outbox.get_nowait()
+                        msg_type, body, waiter = self._outbox.get_nowait()
                     except queue.Empty:
                         break
                     if self.joined.is_set() or msg_type == "region_leave":
-                        self._request(sock, pending, msg_type, body)
+                        rid = self._request(sock, pending, msg_type, body)
+                        if waiter is not None:
+                            self._await(rid, waiter)
+                    elif msg_type == "region_reset_request":
+                        held = self._held_reset
+                        if held is None or body.get("force") or not held.get("force"):
+                            self._held_reset = body  # a forced request is never replaced by a plain one
+                        log.info("%s: not joined; reset request held until joined again", self.member)
+                    elif msg_type == "region_ack":
+                        self._held.append((msg_type, body))
+                        log.info("%s: not joined; %s answer held until joined", self.member, body.get("command"))
                     else:
-                        log.info("%s: not joined; dropped %s %s (the rejoin resets the region)",
-                                 self.member, msg_type, body.get("command", ""))
+                        if waiter is not None:
+                            waiter.answer(None)
+                        log.info("%s: not joined; dropped %s %s", self.member, msg_type, body.get("command", ""))
                 events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
                 if self._wake_r in events:
                     try:
@@ -275,18 +359,23 @@ class ControlChannel:
                         self._on_frame(raw, pending)
                 if self.failure is not None:
                     return
-            # flush a final leave
+            # flush a final leave; nobody waits for other answers any more
             while True:
                 try:
-                    msg_type, body = self._outbox.get_nowait()
+                    msg_type, body, waiter = self._outbox.get_nowait()
                 except queue.Empty:
                     break
+                if waiter is not None:
+                    waiter.answer(None)
                 if msg_type == "region_leave":
                     self._request(sock, pending, msg_type, body)
         except BaseException as exc:  # the member's control loop sees it and exits non-zero
             log.exception("%s: control I/O thread failed", self.member)
             self.failure = exc
         finally:
+            for waiter in self._waiters.values():
+                waiter.answer(None)
+            self._waiters.clear()
             sock.disable_monitor()
             monitor.close(linger=0)
             sock.close(linger=200)
@@ -329,7 +418,12 @@ class ControlChannel:
         except Exception:  # an optimisation (the session timeout removes it); logged
             log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
 
-    def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> None:
+    def _await(self, rid: str, waiter: _Waiter) -> None:
+        self._waiters[rid] = waiter
+        while len(self._waiters) > WAITERS_KEPT:  # answers lost: the askers timed out already
+            self._waiters.pop(next(iter(self._waiters))).answer(None)
+
+    def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> str:
         rid = f"{self.member[:64]}-{next(self._ids)}"  # ids are bounded (protocol.MAX_ID_LEN)
         pending[rid] = msg_type
         if len(pending) > 1000:  # answers lost in a restart: forget the oldest
@@ -339,6 +433,7 @@ class ControlChannel:
             sock.send(protocol.encode(msg_type, {**self._base(), **body}, rid), zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: %s not sent: the coordinator connection is congested", self.member, msg_type)
+        return rid
 
     def _on_frame(self, raw: bytes, pending: dict) -> None:
         try:
@@ -355,6 +450,10 @@ class ControlChannel:
             self.on_command(dict(env.body))
             return
         msg_type = pending.pop(env.id, None) if env.id is not None else None
+        waiter = self._waiters.pop(env.id, None) if env.id is not None else None
+        if waiter is not None:
+            waiter.answer({"error": env.body.get("code"), "message": env.body.get("message")}
+                          if env.type == "error" else dict(env.body))
         if env.type == "error":
             code = env.body.get("code")
             message = env.body.get("message")

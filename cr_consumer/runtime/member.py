@@ -39,7 +39,9 @@ Commands (each answered with ``region_ack`` ok / error text):
 * ``failed {reason}``: the region gave up; the member exits with code 3.
 
 When several commands are queued and one of them is a reset, everything
-queued before the last reset is skipped (a reset supersedes them).
+queued before the last reset is skipped (a reset supersedes them). Between
+commands, a source left in CR_RESET_PENDING while the region runs asks for
+its reset again, boundedly (``reset_watch.py``).
 
 Exit codes: 0 stopped (SIGTERM/SIGINT or :meth:`Member.stop`), 1 the source or
 the control channel failed, 2 bad settings, 3 the region FAILED.
@@ -64,6 +66,7 @@ from .control import ControlChannel
 from .group_state import evict_predecessor, group_report, request_rejoin
 from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
 from .pipeline import KafkaSource, Pipeline, PipelineContext
+from .reset_watch import ResetPendingWatch, WatchAction
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,7 @@ class Member:
         self.channel: ControlChannel | None = None
         self.completed: list[int] = []
         self.resets = 0
+        self.reset_watch = ResetPendingWatch()
         region = dict(settings.region)
         region.setdefault("index", settings.region_index)
         self.region_config = region
@@ -156,12 +160,16 @@ class Member:
 
     # ------------------------------------------------------------------ region object for the source
     def request_reset(self, *, force: bool, reason: str) -> None:
+        self.reset_watch.requested(time.monotonic())
         if self.channel is not None:
             self.channel.request_reset(force=force, reason=reason)
 
-    def request_drain(self, *, reason: str) -> None:
-        if self.channel is not None:
-            self.channel.trigger()
+    def request_drain(self, *, reason: str) -> bool:
+        """Operator-driven: ask the region for a checkpoint; False when no drain of
+        this member follows (the source then does not wait for one)."""
+        if self.channel is None:
+            return False
+        return self.channel.trigger()
 
     def _on_predecessor(self, pred: dict) -> None:
         """A restarted process: remove the dead predecessor's consumer from the group
@@ -228,6 +236,8 @@ class Member:
             try:
                 first = self.commands.get(timeout=LOOP_WAIT_S)
             except queue.Empty:
+                if self._watch_reset_pending():
+                    return EXIT_ERROR
                 continue
             batch = [first]
             while True:
@@ -247,6 +257,24 @@ class Member:
                     return EXIT_REGION_FAILED
                 self._execute(cmd)
         return EXIT_OK
+
+    def _watch_reset_pending(self) -> bool:
+        """Between commands: a source left in CR_RESET_PENDING asks again
+        (reset_watch.py); True when it gave up (the member exits)."""
+        from cr_consumer.states import ClientState
+
+        pending = getattr(self.source, "state", None) is ClientState.CR_RESET_PENDING
+        action = self.reset_watch.check(pending, self.channel.region_phase() == "RUNNING", time.monotonic())
+        if action is WatchAction.REQUEST:
+            log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
+                        "served); asking again (%d of %d)", self.settings.member, self.reset_watch.requests,
+                        self.reset_watch.max_requests)
+            self.channel.request_reset(force=True, reason=f"{self.settings.member}: still in CR_RESET_PENDING")
+        elif action is WatchAction.GIVE_UP:
+            log.error("%s: the source waited for a reset through %d requests; exiting (the restart resets the "
+                      "region)", self.settings.member, self.reset_watch.max_requests)
+            return True
+        return False
 
     def _shutdown(self, leave: bool) -> None:
         """1. stop the source (no more batches); 2. on a graceful stop, leave the
@@ -410,6 +438,7 @@ class Member:
                 h.reset_to_initial_state(attempt)
         self.broken = None
         self.resets += 1
+        self.reset_watch.reset_done(time.monotonic())
 
     def _reset_initial(self, attempt: int) -> None:
         self._block("reset to initial state")
@@ -417,3 +446,4 @@ class Member:
             h.reset_to_initial_state(attempt)
         self.broken = None
         self.resets += 1
+        self.reset_watch.reset_done(time.monotonic())
