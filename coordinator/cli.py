@@ -121,6 +121,14 @@ _LIMIT_FLAGS = {
     "--max-pending-merges": "max_pending_merges",
     "--max-pending-merge-bytes": "max_pending_merge_bytes",
 }
+_LIMIT_HELP = {
+    "max_groups": "groups held (registry entries or control variables)",
+    "max_members_per_group": "registered names per group, members per region",
+    "max_control_variables_per_group": "control variables per group",
+    "max_regions": "regions of the region controller",
+    "max_pending_merges": "checkpoint merges waiting for contributions",
+    "max_pending_merge_bytes": "estimated bytes held by pending merges",
+}
 #: Duration limits: flag -> Limits field.
 _LIMIT_DURATIONS = {"--member-lease": "member_lease_s", "--region-expiry": "region_expiry_s"}
 
@@ -139,12 +147,13 @@ def _add_limit_flags(p: argparse.ArgumentParser) -> None:
     defaults = Limits()
     g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
     for flag, field in _LIMIT_FLAGS.items():
-        g.add_argument(flag, dest=field, type=_positive_int, default=getattr(defaults, field),
-                       help=f"default {getattr(defaults, field)}")
+        g.add_argument(flag, dest=field, type=_positive_int, default=getattr(defaults, field), metavar="N",
+                       help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})")
     g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
+                   metavar="DURATION",
                    help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)")
     g.add_argument("--region-expiry", dest="region_expiry_s", type=parse_duration,
-                   default=defaults.region_expiry_s,
+                   default=defaults.region_expiry_s, metavar="DURATION",
                    help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)")
 
 

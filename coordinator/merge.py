@@ -8,7 +8,11 @@ Protocol (``merge_checkpoint`` / ``retire_checkpoint``; all on the loop thread):
    id (else ``RETIRED``).
 2. The merge is keyed by ``(group, seq, attempt)``: two reset attempts never
    mix. The first contribution fixes N; a contribution with another N gets
-   ``INVALID``.
+   ``INVALID``. When the registry holds the member list fixed for ``seq``
+   (``members`` with ``seq``, see registry.py), N must be its length and the
+   operator one of its names (else ``INVALID``): the merge then completes
+   only with every recorded member's map, never with an outsider counted in
+   place of a recorded member (whose partitions would be missing).
 3. Contributions are keyed by operator name: a second one from the same name
    (a client retry or a re-send after a coordinator restart) replaces the
    first and never counts twice; the waiting request becomes the newest one.
@@ -140,6 +144,14 @@ class MergeService:
         if msg.n_contributors > limits.max_members_per_group:
             raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
                           f"{limits.max_members_per_group}")
+        fixed = self._registry.fixed_members(msg.group, msg.seq)
+        if fixed is not None:
+            if msg.operator not in fixed:
+                raise Invalid(f"operator {msg.operator!r} is not among the {len(fixed)} members recorded for "
+                              f"checkpoint {msg.seq} of group {msg.group!r}: it has no share in that checkpoint")
+            if msg.n_contributors != len(fixed):
+                raise Invalid(f"n_contributors {msg.n_contributors} from {msg.operator!r} differs from the "
+                              f"{len(fixed)} members recorded for checkpoint {msg.seq} of group {msg.group!r}")
         pending = self._pending.get(key)
         if pending is None:
             if len(self._pending) >= limits.max_pending_merges:

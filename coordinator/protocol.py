@@ -25,7 +25,16 @@ Offset maps: JSON objects only have string keys, so a map
 
 Each message is a frozen attrs class with ``TYPE``, ``to_body()`` and
 ``from_body(body)``; ``from_body`` validates every field and raises
-:class:`coordinator.errors.Invalid` naming the field. The full reference of
+:class:`coordinator.errors.Invalid` naming the field.
+
+Bounds (each constant below says which failure it prevents): a frame must be
+strict UTF-8, nest at most ``MAX_REQUEST_DEPTH`` levels and hold no lone
+UTF-16 surrogate (:func:`decode`, ``MALFORMED``), so no string that reaches a
+handler, a reply or a log record fails to encode; names are at most
+``MAX_NAME_LEN`` characters without control characters (:func:`check_name`);
+integers are bounded (offsets int64, partitions int32, ids int64,
+``timeout_ms`` at most ``MAX_TIMEOUT_MS``); free text is cut and escaped
+(:func:`safe_text`). The full reference of
 every message, reply and failure behaviour is docs/protocol.md.
 """
 

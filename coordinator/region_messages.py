@@ -17,7 +17,6 @@ import attrs
 from coordinator import protocol
 from coordinator.errors import Invalid
 
-
 #: Kafka's generation id is an int32 (-1 before the first join).
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 #: Largest process id accepted (Linux pid_max is at most 2^22).

@@ -70,6 +70,9 @@ SEQ_LISTS_KEPT = 16
 LEASE_EXPIRIES_PER_TICK = 256
 #: Groups listed in a status reply at most (the rest are counted).
 STATUS_MAX_GROUPS = 1000
+#: Member names listed per group in a status reply at most (the rest are counted),
+#: so a status reply stays small whatever the limits allow.
+STATUS_MAX_MEMBERS = 100
 
 
 class RegistryService:
@@ -196,6 +199,10 @@ class RegistryService:
         if msg.operator is not None and msg.operator in names:
             self.renew(msg.group, msg.operator)
         if msg.seq is not None:
+            if msg.group not in self._seq_lists and len(self._seq_lists) >= self.server.limits.max_groups:
+                # Groups expired by retention leave their lists behind: drop those.
+                for g in [g for g in self._seq_lists if self.store.region_index(g) is None]:
+                    del self._seq_lists[g]
             lists = self._seq_lists.setdefault(msg.group, collections.OrderedDict())
             fixed = lists.get(msg.seq)
             if fixed is None:
@@ -204,6 +211,11 @@ class RegistryService:
                     lists.popitem(last=False)
             names = fixed
         return protocol.members_reply(names, index)
+
+    def fixed_members(self, group: str, seq: int) -> list[str] | None:
+        """The member list fixed for checkpoint ``seq`` (see ``members``), or None."""
+        lists = self._seq_lists.get(group)
+        return None if lists is None else lists.get(seq)
 
     def retire(self, group: str, seq: int) -> None:
         """Forget the member lists fixed for checkpoints <= seq (retire_checkpoint)."""
@@ -240,7 +252,8 @@ class RegistryService:
         for g in groups[:STATUS_MAX_GROUPS]:
             out[g] = {
                 "region_index": self.store.region_index(g),
-                "members": sorted(self.store.members(g)),
+                "members": sorted(self.store.members(g))[:STATUS_MAX_MEMBERS],
+                "n_members": len(self.store.members(g)),
                 "reset_pending": self._reset_pending.get(g, False),
                 "control_variables": self.store.group_count(g),
             }

@@ -115,6 +115,7 @@ class CoordinatorServer:
         self._ctx = context or zmq.Context.instance()
         self._expire_interval_s = expire_interval_s
         self._services: list[Any] = []
+        self._tick_backoff: dict[int, tuple[float, float]] = {}  # id(service) -> (resume at, backoff)
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
@@ -286,10 +287,7 @@ class CoordinatorServer:
                 self._run_calls()
                 self._run_timers()
                 now = time.monotonic()
-                for svc in self._services:
-                    tick = getattr(svc, "on_tick", None)
-                    if tick is not None:
-                        self._guarded(tick, now, what=f"tick of {type(svc).__name__}")
+                self._run_ticks(now)
                 if self.loaded.is_set():
                     if now >= next_expire:
                         if self._guarded(self._expire, what="retention expiry"):
@@ -316,6 +314,22 @@ class CoordinatorServer:
             sock.close(0)
             self._stopped.set()
             log.info("coordinator loop stopped")
+
+    def _run_ticks(self, now: float) -> None:
+        """Services' tick hooks; one that raises is logged and skipped for a
+        backoff (doubling), so a persistent failure does not flood the log."""
+        for svc in self._services:
+            tick = getattr(svc, "on_tick", None)
+            if tick is None:
+                continue
+            resume_at, backoff = self._tick_backoff.get(id(svc), (0.0, 0.0))
+            if now < resume_at:
+                continue
+            if self._guarded(tick, now, what=f"tick of {type(svc).__name__}"):
+                self._tick_backoff.pop(id(svc), None)
+            else:
+                backoff = min(max(backoff * 2, MAINTENANCE_BACKOFF_S), MAINTENANCE_BACKOFF_MAX_S)
+                self._tick_backoff[id(svc)] = (now + backoff, backoff)
 
     @staticmethod
     def _guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:

@@ -17,6 +17,7 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
+from coordinator.errors import Invalid
 from coordinator.launcher import CoordinatorProcess
 
 REPLY_TIMEOUT_MS = 10_000
@@ -53,9 +54,11 @@ def _start(tmp_path: Path, *extra: str) -> CoordinatorProcess:
     return proc
 
 
-@pytest.fixture
-def coord(tmp_path):
-    proc = _start(tmp_path)
+@pytest.fixture(scope="module")
+def coord(tmp_path_factory):
+    """One coordinator for the module: every hostile frame meets the state the
+    earlier ones left, as in a real attack (tests needing flags start their own)."""
+    proc = _start(tmp_path_factory.mktemp("hostile"))
     try:
         yield proc
     finally:
@@ -364,6 +367,11 @@ def test_member_list_is_fixed_per_checkpoint_and_late_contributions_are_refused(
         out = {}
         t = threading.Thread(target=lambda: out.update(a=c.merge_checkpoint("fixed", 3, 0, 2, "a", {("t", 0): 1}, 5)))
         t.start()
+        # c is not among checkpoint 3's members: it never counts in place of b
+        with pytest.raises(Invalid, match="not among"):
+            c.merge_checkpoint("fixed", 3, 0, 2, "c", {("t", 2): 3}, 5)
+        with pytest.raises(Invalid, match="differs"):
+            c.merge_checkpoint("fixed", 3, 0, 3, "b", {("t", 1): 2}, 5)
         assert c.merge_checkpoint("fixed", 3, 0, 2, "b", {("t", 1): 2}, 5) == {("t", 0): 1, ("t", 1): 2}
         t.join(10)
         assert out["a"] == {("t", 0): 1, ("t", 1): 2}
