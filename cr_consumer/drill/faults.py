@@ -36,7 +36,10 @@ finish before every task is done, and the report says whether the fault fired.
   runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
   seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
   points need a reset, so they also drop the sink-failure trigger.
-  ``fault-point`` draws the point and the action from the seed.
+  ``fault-point`` draws the point and the action from the seed;
+  ``drop-command`` loses a pushed drain, checkpoint or reset (seeded), which
+  the controller notices only by that phase's timeout, so that drill runs the
+  region with short phase timeouts (``scenarios.SHORT_PHASE_TIMEOUT_S``).
 
 Failure: a fault that cannot act (no member to kill, coordinator does not come
 back within its start timeout) raises; the drill reports it and fails. A task
@@ -300,12 +303,20 @@ POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
     "drop-resume": (Point.RECEIVE_RESUME, Action.DROP),
 }
 #: What ``fault-point`` draws from: every point but start-up, crashed or paused,
-#: and a dropped RESUME. A dropped drain, checkpoint or reset is not drawn: the
-#: controller notices it only by that phase's timeout (30 s in drills), which
-#: would make the drill several times longer (arm it by hand: ``fault_points.arm``).
+#: and a dropped RESUME. A dropped drain, checkpoint or reset is drop-command's:
+#: the controller notices it only by that phase's timeout, which only that
+#: drill shortens.
 RANDOM_POINTS = tuple(
     (p, a) for p in Point if p is not Point.MEMBER_START for a in (Action.CRASH, Action.PAUSE)
 ) + ((Point.RECEIVE_RESUME, Action.DROP),)
+
+
+#: What ``drop-command`` draws from: a pushed drain, checkpoint or reset lost.
+DROPPED_COMMANDS = (Point.RECEIVE_DRAIN, Point.RECEIVE_CHECKPOINT, Point.RECEIVE_RESET)
+
+
+def drop_command(env: DrillEnv) -> dict:
+    return _arm_point(env, "drop-command", env.rng.choice(DROPPED_COMMANDS), Action.DROP)
 
 
 def fault_point(env: DrillEnv) -> dict:
@@ -343,6 +354,7 @@ FAULTS: dict[str, Callable[[DrillEnv], dict]] = {
     "pause-coordinator": pause_coordinator,
     "pause-broker": pause_broker,
     **{name: _point_fault(name, point, action) for name, (point, action) in POINT_SCENARIOS.items()},
+    "drop-command": drop_command,
     "fault-point": fault_point,
 }
 

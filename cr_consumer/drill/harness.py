@@ -51,6 +51,9 @@ STOP_TIMEOUT_S = 15.0
 #: shorter than the broker's session timeout so that a kill -9 is seen quickly,
 #: long enough that a busy 2-core machine does not cause false alarms.
 MEMBER_TIMEOUT_S = 3.0
+#: The region's drain and reset timeouts (the runner's defaults): how long a
+#: phase waits for a member that stays silent.
+PHASE_TIMEOUT_S = 30.0
 #: Exit code of a member whose region FAILED (cr_consumer.runtime.member).
 EXIT_REGION_FAILED = 3
 
@@ -60,7 +63,7 @@ class ProcessRegion:
                  output_dir: Path, state_dir: Path, log_dir: Path, params: dict[str, str],
                  period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S,
                  max_resets: int = 10, extra_args: list[str] | None = None,
-                 fault_dir: Path | None = None) -> None:
+                 fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S) -> None:
         self.log_dir = Path(log_dir)
         self.env = dict(os.environ, PYTHONUNBUFFERED="1")
         if fault_dir is not None:
@@ -72,6 +75,7 @@ class ProcessRegion:
             "--out", str(output_dir), "--state-dir", str(state_dir), "--period", str(period_s),
             "--member-timeout", str(member_timeout_s), "--max-resets", str(max_resets),
             "--min-members", str(members),
+            "--drain-timeout", str(phase_timeout_s), "--reset-timeout", str(phase_timeout_s),
         ]
         for k, v in params.items():
             self.base_cmd += ["--param", f"{k}={v}"]
@@ -195,13 +199,14 @@ class RunnerRegion:
     def __init__(self, *, pipeline: str, members: int, coordinator: str, bootstrap: str, group: str,
                  output_dir: Path, state_dir: Path, log_dir: Path, params: dict[str, str],
                  period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = 10,
-                 fault_dir: Path | None = None) -> None:
+                 fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S) -> None:
         from cr_consumer.runtime.runner import Region
 
         env = {ENV_FAULT_DIR: str(fault_dir)} if fault_dir is not None else None
         self.region = Region(pipeline, members=members, bootstrap=bootstrap, coordinator=coordinator, group=group,
                              output_dir=output_dir, state_dir=state_dir, period_s=period_s,
                              member_timeout_s=member_timeout_s, max_consecutive_resets=max_resets,
+                             drain_timeout_s=phase_timeout_s, reset_timeout_s=phase_timeout_s,
                              params=dict(params), env=env).start()
 
     def members(self) -> list[str]:

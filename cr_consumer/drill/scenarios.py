@@ -55,7 +55,7 @@ from cr_consumer.kafka_util import create_topic, unique_name
 from . import faults as fault_mod
 from .controller_watch import ControllerWatch
 from .fault_tasks import FaultTasks
-from .harness import MEMBER_TIMEOUT_S, start_region
+from .harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
 from .plot import plot_timeline
 from .report import analyse, build_report, last_completed_checkpoint
 from .timeline import TimelineReader, TimelineWriter
@@ -81,11 +81,15 @@ BASIC_SCENARIOS = (
 #: crash / pause / lost message at each step of the region protocol.
 UNTIMELY_SCENARIOS = (
     "kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
-    *fault_mod.POINT_SCENARIOS, "fault-point",
+    *fault_mod.POINT_SCENARIOS, "drop-command", "fault-point",
 )
 SCENARIOS = BASIC_SCENARIOS + UNTIMELY_SCENARIOS
 #: Scenarios whose pause must outlast the member timeout (the member is to be dropped).
 PAST_MEMBER_TIMEOUT = ("pause-member",)
+#: Drain and reset timeout of the region in the scenarios that lose a pushed
+#: command (the phase fails by this timeout); others keep the runner's 30 s.
+SHORT_PHASE_TIMEOUT_S = 5.0
+SHORT_PHASE_SCENARIOS = ("drop-command",)
 #: Scenarios that need the broker process the drill starts itself.
 EMBEDDED_BROKER_ONLY = ("pause-broker",)
 #: Share of poison records in the poison scenario's input.
@@ -240,6 +244,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=coordinator.endpoint,
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
                 log_dir=dirs["logs"], params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
+                phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
             )
             env = fault_mod.DrillEnv(
                 bootstrap=bootstrap, region=region, coordinator=coordinator, manifest=manifest,
