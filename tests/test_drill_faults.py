@@ -75,3 +75,19 @@ def test_every_scenario_has_a_fault_and_all_of_them_are_drawn():
     drawn = {(p.value, a.value) for p, a in faults.RANDOM_POINTS}
     assert ("member-start", "crash") not in drawn and ("receive-resume", "drop") in drawn
     assert {p for p, _ in drawn} == {p.value for p in faults.Point if p is not faults.Point.MEMBER_START}
+
+
+def test_all_scenarios_leave_pause_broker_out_against_an_external_cluster(capsys, monkeypatch):
+    import argparse
+
+    from cr_consumer.drill.cli import add_arguments, configs
+
+    monkeypatch.delenv(ENV_BOOTSTRAP, raising=False)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    external = configs(parser.parse_args(["--scenario", "all", "--bootstrap", "kafka.example:9092", "--seed", "1"]))
+    assert [c.scenario for c in external] == [s for s in SCENARIOS if s != "pause-broker"]
+    assert "skipping pause-broker" in capsys.readouterr().err
+    embedded = configs(parser.parse_args(["--scenario", "all", "--seed", "1", "--pause", "4"]))
+    assert [c.scenario for c in embedded] == list(SCENARIOS)
+    assert {c.pause_s for c in embedded} == {4.0}
