@@ -10,7 +10,8 @@ out of the draw against an external cluster. One JSON line per drill goes to std
 ``OUT/soak.jsonl``; the summary (per scenario: runs, passed, missing,
 duplicates, errors) at the end. Exit code 0 only if every drill passed.
 
-    .venv/bin/python bench/soak.py [--count 100] [--seed 1] [--scenarios kill-member,...] [--pause 10]
+    .venv/bin/python bench/soak.py [--count 100] [--seed 1] [--scenarios all|basic|untimely|kill-member,...]
+                                   [--pause 10]
 """
 
 from __future__ import annotations
@@ -30,15 +31,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cr_consumer.broker import ENV_BOOTSTRAP, bootstrap_or_embedded  # noqa: E402
 from cr_consumer.drill.faults import PAUSE_S  # noqa: E402
-from cr_consumer.drill.scenarios import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig, run_drill  # noqa: E402
+from cr_consumer.drill.scenarios import (  # noqa: E402
+    BASIC_SCENARIOS,
+    EMBEDDED_BROKER_ONLY,
+    SCENARIOS,
+    UNTIMELY_SCENARIOS,
+    DrillConfig,
+    run_drill,
+)
+
+#: Names for sets of scenarios in --scenarios.
+SETS = {"all": SCENARIOS, "basic": BASIC_SCENARIOS, "untimely": UNTIMELY_SCENARIOS}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
-                    help="comma-separated scenarios to draw from (default: all)")
+    ap.add_argument("--scenarios", default="all",
+                    help="comma-separated scenarios to draw from, or a set: all (default), basic, untimely")
     ap.add_argument("--members", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--messages", type=int, default=4000)
@@ -48,7 +59,7 @@ def main() -> int:
                     help=f"length of the pause scenarios' SIGSTOP (s, default {PAUSE_S:g})")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    names = [n for s in args.scenarios.split(",") if s.strip() for n in SETS.get(s.strip(), (s.strip(),))]
     unknown = [s for s in names if s not in SCENARIOS]
     if unknown:
         ap.error(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
