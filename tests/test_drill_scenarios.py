@@ -1,6 +1,7 @@
-"""Every drill scenario end to end: a real coordinator process, real member
+"""Every basic drill scenario end to end: a real coordinator process, real member
 processes (`crkafka member`), the session's broker; the output verified
-independently. Small scale so that all of them together stay within ~3 minutes."""
+independently. Small scale so that all of them together stay within ~3 minutes.
+The untimely-fault scenarios: test_drill_faults.py."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cr_consumer.drill.scenarios import SCENARIOS, DrillConfig, run_drill
+from cr_consumer.drill.scenarios import BASIC_SCENARIOS, DrillConfig, run_drill
 
 # Small scale: 2 members, 4 partitions, 4,000 records produced at 1,500/s after
 # a 5 % warm-up, so the fault lands while records are flowing.
 SMALL = dict(members=2, partitions=4, messages=4000, rate=1500.0, timeout_s=75.0, session_timeout_ms=6000)
-SEEDS = {name: 100 + i for i, name in enumerate(SCENARIOS)}
+SEEDS = {name: 100 + i for i, name in enumerate(BASIC_SCENARIOS)}
 
 
 def _assert_exactly_once(report: dict) -> None:
@@ -32,7 +33,7 @@ def _assert_exactly_once(report: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "poison"])
+@pytest.mark.parametrize("scenario", [s for s in BASIC_SCENARIOS if s != "poison"])
 def test_drill_scenario_exactly_once(scenario, bootstrap, tmp_path):
     report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], **SMALL))
     _assert_exactly_once(report)

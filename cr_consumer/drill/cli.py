@@ -2,9 +2,11 @@
 
     crkafka drill --scenario kill-member [--members 3] [--partitions 8]
                   [--messages 200000] [--bootstrap HOST:PORT] [--out DIR]
-                  [--seed N] [--rate R] [--period S] [--timeout S] [--json]
+                  [--seed N] [--rate R] [--period S] [--pause S] [--timeout S] [--json]
 
-``--scenario all`` runs every scenario in turn (seeds N, N+1, ...). Progress
+``--scenario all`` runs every scenario in turn (seeds N, N+1, ...), but
+pause-broker against an external cluster (it can only pause the embedded
+broker; asked for alone it is refused, exit code 2). Progress
 goes to stderr; the JSON report (a list for ``all``) goes to stdout, preceded by
 a short summary unless ``--json``. Exit code 0 only if every drill passed:
 nothing missing, duplicated, altered or unexpected, and the fault fired.
@@ -19,7 +21,8 @@ import sys
 
 from cr_consumer.broker import ENV_BOOTSTRAP
 
-from .scenarios import SCENARIOS, DrillConfig, run_drill
+from .faults import PAUSE_S
+from .scenarios import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig, run_drill
 
 
 def _positive_int(text: str) -> int:
@@ -71,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="production rate in records/s (default 0: as fast as possible)")
     parser.add_argument("--period", type=_positive_float, default=2.0,
                         help="checkpoint period in s (default 2.0; see docs/drills.md on 1 s and group joins)")
+    parser.add_argument("--pause", type=_positive_float, default=PAUSE_S,
+                        help=f"length of the pause-* scenarios' SIGSTOP in s (default {PAUSE_S:g})")
     parser.add_argument("--session-timeout-ms", type=_positive_int, default=6000,
                         help="Kafka session.timeout.ms of the members (default 6000)")
     parser.add_argument("--timeout", type=_positive_float, default=None,
@@ -80,12 +85,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def configs(args: argparse.Namespace) -> list[DrillConfig]:
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
-    scenarios = SCENARIOS if args.scenario == "all" else (args.scenario,)
+    scenarios: tuple[str, ...] = (args.scenario,)
+    if args.scenario == "all":
+        external = args.bootstrap or os.environ.get(ENV_BOOTSTRAP)
+        scenarios = tuple(s for s in SCENARIOS if not (external and s in EMBEDDED_BROKER_ONLY))
+        if external:
+            print(f"crkafka drill: skipping {', '.join(EMBEDDED_BROKER_ONLY)} (needs the embedded broker; "
+                  f"the drills run against {external})", file=sys.stderr)
     timeout = args.timeout if args.timeout is not None else 120.0 + args.messages / 2000
     return [
         DrillConfig(scenario=name, members=args.members, partitions=args.partitions, messages=args.messages,
                     bootstrap=args.bootstrap, out=args.out, seed=seed + i, rate=args.rate,
-                    period_s=args.period, session_timeout_ms=args.session_timeout_ms, timeout_s=timeout)
+                    period_s=args.period, session_timeout_ms=args.session_timeout_ms, timeout_s=timeout,
+                    pause_s=args.pause)
         for i, name in enumerate(scenarios)
     ]
 

@@ -18,8 +18,33 @@ description (recorded as a ``fault`` event on the drill's timeline):
 * ``reset-storm``: three faults from the list above, in random order, each
   0.2-0.8 s after the previous one.
 
+Faults that play out over time (a pause, a trigger that fires when the member
+reaches a protocol step) return at once and leave a task to
+:class:`FaultTasks` (a thread each, owned by the drill): the drill does not
+finish before every task is done, and the report says whether the fault fired.
+
+* ``pause-member`` / ``pause-coordinator`` / ``pause-broker``: SIGSTOP that
+  process (a member drawn by the seeded RNG; the broker only when the drill
+  started it), SIGCONT after ``pause_s``;
+* ``kill-member-long``: a member SIGKILLs itself at a step of checkpoint N
+  where it acked N but has not published it (``after-checkpoint-ack`` or
+  ``before-publish``, seeded), and its replacement (the runner restarts it at
+  once) SIGSTOPs itself at start-up (the ``member-start`` point) until the
+  controller has dropped the dead member and completed a checkpoint without
+  it; then it continues and joins;
+* the fault-point scenarios (``POINT_SCENARIOS``): arm one point of the member
+  runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
+  seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
+  points need a reset, so they also drop the sink-failure trigger.
+  ``fault-point`` draws the point and the action from the seed;
+  ``drop-command`` loses a pushed drain, checkpoint or reset (seeded), which
+  the controller notices only by that phase's timeout, so that drill runs the
+  region with short phase timeouts (``scenarios.SHORT_PHASE_TIMEOUT_S``).
+
 Failure: a fault that cannot act (no member to kill, coordinator does not come
-back within its start timeout) raises; the drill reports it and fails.
+back within its start timeout) raises; the drill reports it and fails. A task
+that fails (its trigger never fires within ``fault_tasks.FIRE_TIMEOUT_S``) is reported as
+the drill's error.
 """
 
 from __future__ import annotations
@@ -33,12 +58,27 @@ from typing import Any, Protocol
 
 import attrs
 
+from coordinator.client import CoordinatorClient
+from coordinator.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.kafka_util import create_topic
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Action, Point
 
+from .fault_tasks import TASK_POLL_S, FaultTasks
 from .pipeline import SINK_FAILURE_TRIGGER
 from .timeline import TimelineWriter
 from .verify import Manifest
 from .workload import produce_into
+
+#: Default length of a pause (pause-member, -coordinator, -broker, and fault
+#: points armed with ``pause``): long enough to pass the member timeout and
+#: the broker's session timeout the drills use.
+PAUSE_S = 10.0
+#: kill-member-long: bound on holding the replacement down, waiting for the
+#: controller to drop the dead member and complete a checkpoint without it.
+HOLD_MAX_S = 60.0
+#: Bound on one status request of the kill-member-long task.
+STATUS_TIMEOUT_S = 1.0
 
 
 class RegionHandle(Protocol):
@@ -51,6 +91,8 @@ class RegionHandle(Protocol):
     def add_member(self) -> str: ...
 
     def remove_member(self, member: str | None = None) -> str: ...
+
+    def pid(self, member: str) -> int: ...
 
 
 @attrs.define
@@ -69,6 +111,12 @@ class DrillEnv:
     topic_prefix: str
     partitions: int
     messages: int
+    group: str
+    tasks: FaultTasks
+    #: Length of a pause (see PAUSE_S).
+    pause_s: float = PAUSE_S
+    #: The embedded broker's pid (None: an external cluster, which a drill never pauses).
+    broker_pid: int | None = None
     new_topics: list[str] = attrs.field(factory=list)
 
 
@@ -125,6 +173,157 @@ def poison(env: DrillEnv) -> dict:
     return {"fault": "poison", "note": "poison records are mixed into the input from the start"}
 
 
+def _victim(env: DrillEnv, fault: str) -> str:
+    members = sorted(env.region.members())
+    if not members:
+        raise RuntimeError(f"{fault}: the region has no live member")
+    return env.rng.choice(members)
+
+
+def pause_member(env: DrillEnv) -> dict:
+    victim = _victim(env, "pause-member")
+    pid = env.region.pid(victim)
+    env.tasks.start("pause-member", lambda: env.tasks.pause(pid, env.pause_s, victim))
+    return {"fault": "pause-member", "member": victim, "pid": pid, "pause_s": env.pause_s}
+
+
+def pause_coordinator(env: DrillEnv) -> dict:
+    pid = env.coordinator.pid
+    if pid is None:
+        raise RuntimeError("pause-coordinator: the coordinator is not running")
+    env.tasks.start("pause-coordinator", lambda: env.tasks.pause(pid, env.pause_s, "coordinator"))
+    return {"fault": "pause-coordinator", "pid": pid, "pause_s": env.pause_s}
+
+
+def pause_broker(env: DrillEnv) -> dict:
+    pid = env.broker_pid
+    if pid is None:
+        raise RuntimeError("pause-broker: only the embedded broker can be paused (the drill has no broker "
+                           "process: it runs against --bootstrap / $KAFKA_BOOTSTRAP_SERVERS)")
+    env.tasks.start("pause-broker", lambda: env.tasks.pause(pid, env.pause_s, "broker"))
+    return {"fault": "pause-broker", "pid": pid, "pause_s": env.pause_s}
+
+
+#: Where kill-member-long kills: the member acked checkpoint N and has not published it.
+LONG_KILL_POINTS = (Point.AFTER_CHECKPOINT_ACK, Point.BEFORE_PUBLISH)
+
+
+def kill_member_long(env: DrillEnv) -> dict:
+    victim = _victim(env, "kill-member-long")
+    point = env.rng.choice(LONG_KILL_POINTS)
+    # Hold first: the replacement the runner starts at once stops itself at start-up.
+    fault_points.arm(env.fault_dir, Point.MEMBER_START, Action.PAUSE, victim)
+    fault_points.arm(env.fault_dir, point, Action.CRASH, victim)
+    env.tasks.start("kill-member-long", lambda: _hold_replacement(env, victim, point))
+    return {"fault": "kill-member-long", "member": victim, "point": point.value}
+
+
+def _hold_replacement(env: DrillEnv, victim: str, point: Point) -> None:
+    """kill-member-long's task: 1. wait for the crash; 2. wait for the replacement
+    to stop itself at start-up; 3. keep it stopped until the controller's status
+    shows the victim dropped and then a checkpoint completed (bounded by
+    HOLD_MAX_S); 4. continue it."""
+    try:
+        crash = env.tasks.wait_fired(env.fault_dir, point, victim)
+        env.timeline.event("fault_fired", fault="kill-member-long", point=point.value, member=victim, pid=crash.pid)
+        start = env.tasks.wait_fired(env.fault_dir, Point.MEMBER_START, victim)
+    except (TimeoutError, InterruptedError):
+        # A process of the victim may have stopped itself at start-up all the same
+        # (it died of something else): continue it, or it stays stopped.
+        for f in fault_points.fired(env.fault_dir, Point.MEMBER_START):
+            env.tasks.continue_process(f.pid, victim)
+        raise
+    env.tasks.stopped(start.pid)
+    held_for = _wait_dropped_and_checkpointed(env, victim, deadline=time.monotonic() + HOLD_MAX_S)
+    env.timeline.event("fault_hold", member=victim, pid=start.pid, down_s=round(time.time() - crash.t, 3),
+                       outcome=held_for)
+    env.tasks.continue_process(start.pid, victim)
+
+
+def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) -> str:
+    """Poll the controller until it dropped ``victim`` and completed a checkpoint
+    after that; returns what ended the wait."""
+    gone = False
+    last_when_gone: int | None = None  # last_consistent when the victim was first seen gone
+    with CoordinatorClient(env.coordinator.endpoint, timeout=STATUS_TIMEOUT_S,
+                           try_timeout=STATUS_TIMEOUT_S) as client:
+        while time.monotonic() < deadline:
+            try:
+                st = client.request("region_status", {"region": env.group}, timeout=STATUS_TIMEOUT_S)["region"]
+            except (CoordinatorUnavailable, CoordinatorError, KeyError):
+                st = None
+            if st is not None:
+                last = st.get("last_consistent")
+                if victim not in (st.get("members") or {}):
+                    if not gone:
+                        gone, last_when_gone = True, last
+                    elif last is not None and (last_when_gone is None or last > last_when_gone):
+                        return f"dropped, then checkpoint {last} completed without it"
+            if env.tasks.wait(TASK_POLL_S):
+                return "drill stopping"
+    return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
+
+
+def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], dict]:
+    def fault(env: DrillEnv) -> dict:
+        return _arm_point(env, name, point, action)
+
+    fault.__name__ = name.replace("-", "_")
+    return fault
+
+
+def _arm_point(env: DrillEnv, name: str, point: Point, action: Action) -> dict:
+    victim = _victim(env, name)
+    fault_points.arm(env.fault_dir, point, action, victim)
+    desc = {"fault": name, "member": victim, "point": point.value, "action": action.value}
+    if point in (Point.AFTER_RESET, Point.RECEIVE_RESET):
+        sink_failure(env)  # the point needs a reset: one member's sink raises once
+        desc["reset_by"] = "sink-failure"
+    env.tasks.start(name, lambda: _await_point(env, name, point, action, victim))
+    return desc
+
+
+def _await_point(env: DrillEnv, name: str, point: Point, action: Action, victim: str) -> None:
+    f = env.tasks.wait_fired(env.fault_dir, point, victim)
+    env.timeline.event("fault_fired", fault=name, point=point.value, action=action.value, member=victim, pid=f.pid)
+    if action is Action.PAUSE:
+        env.tasks.stopped(f.pid)
+        env.tasks.wait(env.pause_s)
+        env.tasks.continue_process(f.pid, victim)
+
+
+#: One scenario per fault point of the member runtime (docs/drills.md).
+POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
+    "crash-after-drain": (Point.AFTER_DRAIN, Action.CRASH),
+    "crash-after-ack": (Point.AFTER_CHECKPOINT_ACK, Action.CRASH),
+    "crash-before-publish": (Point.BEFORE_PUBLISH, Action.CRASH),
+    "crash-mid-publish": (Point.MID_PUBLISH, Action.CRASH),
+    "crash-after-publish": (Point.AFTER_PUBLISH, Action.CRASH),
+    "crash-after-reset": (Point.AFTER_RESET, Action.CRASH),
+    "drop-resume": (Point.RECEIVE_RESUME, Action.DROP),
+}
+#: What ``fault-point`` draws from: every point but start-up, crashed or paused,
+#: and a dropped RESUME. A dropped drain, checkpoint or reset is drop-command's:
+#: the controller notices it only by that phase's timeout, which only that
+#: drill shortens.
+RANDOM_POINTS = tuple(
+    (p, a) for p in Point if p is not Point.MEMBER_START for a in (Action.CRASH, Action.PAUSE)
+) + ((Point.RECEIVE_RESUME, Action.DROP),)
+
+
+#: What ``drop-command`` draws from: a pushed drain, checkpoint or reset lost.
+DROPPED_COMMANDS = (Point.RECEIVE_DRAIN, Point.RECEIVE_CHECKPOINT, Point.RECEIVE_RESET)
+
+
+def drop_command(env: DrillEnv) -> dict:
+    return _arm_point(env, "drop-command", env.rng.choice(DROPPED_COMMANDS), Action.DROP)
+
+
+def fault_point(env: DrillEnv) -> dict:
+    point, action = env.rng.choice(RANDOM_POINTS)
+    return _arm_point(env, "fault-point", point, action)
+
+
 #: Faults a reset storm draws from.
 STORM_FAULTS = ("kill-member", "sink-failure", "kill-coordinator", "add-member")
 STORM_LENGTH = 3
@@ -150,6 +349,13 @@ FAULTS: dict[str, Callable[[DrillEnv], dict]] = {
     "sink-failure": sink_failure,
     "poison": poison,
     "reset-storm": reset_storm,
+    "kill-member-long": kill_member_long,
+    "pause-member": pause_member,
+    "pause-coordinator": pause_coordinator,
+    "pause-broker": pause_broker,
+    **{name: _point_fault(name, point, action) for name, (point, action) in POINT_SCENARIOS.items()},
+    "drop-command": drop_command,
+    "fault-point": fault_point,
 }
 
 

@@ -13,6 +13,7 @@ tell a runner problem from a region problem). Both offer:
 * ``add_member()``: start one more member (a new name);
 * ``remove_member(name)``: stop that member cleanly (SIGTERM: it leaves the
   region and the group) and do not restart it;
+* ``pid(name)``: the pid of that member's running process (pause-member);
 * ``stop()``: stop the supervisor, SIGTERM every member, SIGKILL any that is
   still alive after ``STOP_TIMEOUT_S``.
 
@@ -22,7 +23,9 @@ removed; a member that exits with code 3 (the region FAILED) is not restarted
 and is recorded in ``failed``.
 
 Every member's stdout/stderr goes to ``<log_dir>/<name>.log`` (appended over
-restarts).
+restarts). With ``fault_dir``, every member process gets
+``$CRKAFKA_FAULT_DIR`` (``cr_consumer/runtime/fault_points.py``): the drill can
+arm the runtime's fault points there.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import sys
 import threading
 from pathlib import Path
 
+from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
+
 log = logging.getLogger(__name__)
 
 #: How often the supervisor looks for dead members.
@@ -46,6 +51,9 @@ STOP_TIMEOUT_S = 15.0
 #: shorter than the broker's session timeout so that a kill -9 is seen quickly,
 #: long enough that a busy 2-core machine does not cause false alarms.
 MEMBER_TIMEOUT_S = 3.0
+#: The region's drain and reset timeouts (the runner's defaults): how long a
+#: phase waits for a member that stays silent.
+PHASE_TIMEOUT_S = 30.0
 #: Exit code of a member whose region FAILED (cr_consumer.runtime.member).
 EXIT_REGION_FAILED = 3
 
@@ -54,8 +62,12 @@ class ProcessRegion:
     def __init__(self, *, pipeline: str, members: int, coordinator: str, bootstrap: str, group: str,
                  output_dir: Path, state_dir: Path, log_dir: Path, params: dict[str, str],
                  period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S,
-                 max_resets: int = 10, extra_args: list[str] | None = None) -> None:
+                 max_resets: int = 10, extra_args: list[str] | None = None,
+                 fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S) -> None:
         self.log_dir = Path(log_dir)
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if fault_dir is not None:
+            self.env[ENV_FAULT_DIR] = str(fault_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.base_cmd = [
             sys.executable, "-m", "cr_consumer.cli", "member", pipeline,
@@ -63,6 +75,7 @@ class ProcessRegion:
             "--out", str(output_dir), "--state-dir", str(state_dir), "--period", str(period_s),
             "--member-timeout", str(member_timeout_s), "--max-resets", str(max_resets),
             "--min-members", str(members),
+            "--drain-timeout", str(phase_timeout_s), "--reset-timeout", str(phase_timeout_s),
         ]
         for k, v in params.items():
             self.base_cmd += ["--param", f"{k}={v}"]
@@ -84,7 +97,7 @@ class ProcessRegion:
         logf = open(self.log_dir / f"{name}.log", "ab")
         try:
             return subprocess.Popen(self.base_cmd + ["--name", name], stdout=logf, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                    stdin=subprocess.DEVNULL, env=self.env)
         finally:
             logf.close()  # the child has its own descriptor
 
@@ -112,6 +125,12 @@ class ProcessRegion:
     def pids(self) -> dict[str, int]:
         with self._lock:
             return {n: p.pid for n, p in self._procs.items() if p.poll() is None}
+
+    def pid(self, name: str) -> int:
+        pid = self.pids().get(name)
+        if pid is None:
+            raise RuntimeError(f"member {name!r} has no live process")
+        return pid
 
     def kill(self, name: str) -> int:
         with self._lock:
@@ -179,17 +198,26 @@ class RunnerRegion:
 
     def __init__(self, *, pipeline: str, members: int, coordinator: str, bootstrap: str, group: str,
                  output_dir: Path, state_dir: Path, log_dir: Path, params: dict[str, str],
-                 period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = 10) -> None:
+                 period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = 10,
+                 fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S) -> None:
         from cr_consumer.runtime.runner import Region
 
+        env = {ENV_FAULT_DIR: str(fault_dir)} if fault_dir is not None else None
         self.region = Region(pipeline, members=members, bootstrap=bootstrap, coordinator=coordinator, group=group,
                              output_dir=output_dir, state_dir=state_dir, period_s=period_s,
                              member_timeout_s=member_timeout_s, max_consecutive_resets=max_resets,
-                             params=dict(params)).start()
+                             drain_timeout_s=phase_timeout_s, reset_timeout_s=phase_timeout_s,
+                             params=dict(params), env=env).start()
 
     def members(self) -> list[str]:
         """Members whose process is running now (not those waiting for a restart)."""
         return [n for n, pid in self.region.pids().items() if pid]
+
+    def pid(self, name: str) -> int:
+        pid = self.region.pids().get(name)
+        if pid is None:
+            raise RuntimeError(f"member {name!r} has no running process")
+        return pid
 
     def kill(self, name: str) -> int:
         return self.region.kill(name)

@@ -6,7 +6,8 @@
    sinks' files), ``timeline/`` (events), ``faults/`` (triggers), ``state/``
    (member checkpoints), ``coordinator/`` (its durable state), ``logs/``.
 2. Use ``--bootstrap`` / ``$KAFKA_BOOTSTRAP_SERVERS``, else start an embedded
-   broker (stopped at the end).
+   broker (stopped at the end; its pid is what pause-broker stops, so that
+   scenario is refused with an external cluster).
 3. Create the input topic (``partitions`` partitions) with unique names; the
    new-topic scenario subscribes by pattern, the others by topic name.
 4. Start the coordinator process (``coordinator.launcher``), then the producer
@@ -15,9 +16,12 @@
 5. Watch the timeline; when the members have processed a seeded random
    fraction (20-60 %) of the input, inject the fault (``faults.py``).
 6. Wait (bounded by ``timeout_s``) until the published output holds every
-   expected record (produced minus poison). Progress is printed every second.
-7. Stop the region, read the group's committed offsets, stop the coordinator
-   and the broker. Every process started here is stopped in ``finally``.
+   expected record (produced minus poison) and the fault has played out (a
+   pause ended, an armed fault point fired: ``fault_tasks.py``). Progress
+   is printed every second.
+7. End the fault tasks (every paused process is continued), stop the region,
+   read the group's committed offsets, stop the coordinator and the broker.
+   Every process started here is stopped in ``finally``.
 8. Verify the output independently (``verify.py``), analyse the timeline
    (``report.py``), write ``report.json``, ``manifest.json`` and the PNG.
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import random
 import re
 import shutil
@@ -44,12 +49,13 @@ from typing import Any
 
 import attrs
 
-from cr_consumer.broker import bootstrap_or_embedded
+from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.kafka_util import create_topic, unique_name
 
 from . import faults as fault_mod
 from .controller_watch import ControllerWatch
-from .harness import start_region
+from .fault_tasks import FaultTasks
+from .harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
 from .plot import plot_timeline
 from .report import analyse, build_report, last_completed_checkpoint
 from .timeline import TimelineReader, TimelineWriter
@@ -66,10 +72,26 @@ from .workload import Workload
 
 log = logging.getLogger(__name__)
 
-SCENARIOS = (
+#: Faults the region was designed for.
+BASIC_SCENARIOS = (
     "kill-member", "kill-coordinator", "add-member", "remove-member",
     "new-topic", "sink-failure", "poison", "reset-storm",
 )
+#: Untimely faults: a member kept down past its timeout, stopped processes, a
+#: crash / pause / lost message at each step of the region protocol.
+UNTIMELY_SCENARIOS = (
+    "kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
+    *fault_mod.POINT_SCENARIOS, "drop-command", "fault-point",
+)
+SCENARIOS = BASIC_SCENARIOS + UNTIMELY_SCENARIOS
+#: Scenarios whose pause must outlast the member timeout (the member is to be dropped).
+PAST_MEMBER_TIMEOUT = ("pause-member",)
+#: Drain and reset timeout of the region in the scenarios that lose a pushed
+#: command (the phase fails by this timeout); others keep the runner's 30 s.
+SHORT_PHASE_TIMEOUT_S = 5.0
+SHORT_PHASE_SCENARIOS = ("drop-command",)
+#: Scenarios that need the broker process the drill starts itself.
+EMBEDDED_BROKER_ONLY = ("pause-broker",)
 #: Share of poison records in the poison scenario's input.
 POISON_RATIO = 0.02
 #: Share of the input produced before the region starts; the rest is produced
@@ -109,6 +131,8 @@ class DrillConfig:
     keep_output: bool = True
     #: Inject the fault when this fraction of the input is processed; None: seeded random in 0.2-0.6.
     fault_at: float | None = None
+    #: Length of the pause scenarios' SIGSTOP (and of a pause fault point).
+    pause_s: float = fault_mod.PAUSE_S
 
     def __attrs_post_init__(self) -> None:
         if self.members < 1:
@@ -125,6 +149,16 @@ class DrillConfig:
             raise ValueError(f"fault_at must be in [0, 1), got {self.fault_at}")
         if self.period_s <= 0 or self.timeout_s <= 0:
             raise ValueError("--period and --timeout must be > 0")
+        if not 0 < self.pause_s <= 3600:
+            raise ValueError(f"--pause must be in (0, 3600] s, got {self.pause_s}")
+        if self.scenario in PAST_MEMBER_TIMEOUT and self.pause_s <= MEMBER_TIMEOUT_S:
+            raise ValueError(f"the {self.scenario} scenario pauses past the member timeout ({MEMBER_TIMEOUT_S:g} s): "
+                             f"--pause must be longer, got {self.pause_s:g}")
+        external = self.bootstrap or os.environ.get(ENV_BOOTSTRAP)
+        if self.scenario in EMBEDDED_BROKER_ONLY and external:
+            raise ValueError(f"the {self.scenario} scenario SIGSTOPs the broker process, so it needs the embedded "
+                             f"broker the drill starts itself; it cannot pause an external cluster ({external}): "
+                             f"run it without --bootstrap and without ${ENV_BOOTSTRAP}")
 
 
 def _progress(msg: str) -> None:
@@ -143,6 +177,18 @@ class _OutputCounter:
             if p not in self.counted:
                 self.counted[p] = count_lines([p])
         return sum(self.counted.values())
+
+
+@contextlib.contextmanager
+def _broker(bootstrap: str | None, log_path: Path):
+    """Yield ``(bootstrap, pid)``: an external cluster (pid None), else an embedded
+    broker started here (its log in the drill's logs) and stopped on exit."""
+    address = bootstrap or os.environ.get(ENV_BOOTSTRAP)
+    if address:
+        yield address, None
+        return
+    with EmbeddedBroker(log_path=log_path) as broker:
+        yield broker.bootstrap, broker.pid
 
 
 def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> dict[str, Any]:
@@ -169,10 +215,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
              f"{cfg.messages} messages -> {drill_dir}")
 
     with contextlib.ExitStack() as stack:
-        bootstrap = stack.enter_context(bootstrap_or_embedded(cfg.bootstrap))
+        bootstrap, broker_pid = stack.enter_context(_broker(cfg.bootstrap, dirs["logs"] / "broker.log"))
         from coordinator.launcher import CoordinatorProcess
 
         region = coordinator = workload = watch = None
+        tasks = FaultTasks(drill_tl)
         next_watch = 0.0
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
@@ -196,12 +243,14 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             region = start_region(
                 pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=coordinator.endpoint,
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
-                log_dir=dirs["logs"], params=params, period_s=cfg.period_s,
+                log_dir=dirs["logs"], params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
+                phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
             )
             env = fault_mod.DrillEnv(
                 bootstrap=bootstrap, region=region, coordinator=coordinator, manifest=manifest,
                 manifest_lock=workload.lock, fault_dir=dirs["faults"], timeline=drill_tl, rng=rng, seed=cfg.seed,
-                topic_prefix=prefix, partitions=cfg.partitions, messages=cfg.messages,
+                topic_prefix=prefix, partitions=cfg.partitions, messages=cfg.messages, group=group, tasks=tasks,
+                pause_s=cfg.pause_s, broker_pid=broker_pid,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
             trigger_at = int(fraction * cfg.messages)
@@ -234,14 +283,16 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                     workload.join(PRODUCER_JOIN_S)
                     with workload.lock:
                         expected = manifest.produced - manifest.poison_count
-                    if fault_time is not None and delivered >= expected and fired is not False:
+                    played_out = fired is not False and tasks.done()
+                    if fault_time is not None and delivered >= expected and played_out:
                         break
-                    if (fired is False and fault_time is not None and delivered >= expected
+                    if (not played_out and fault_time is not None and delivered >= expected
                             and now >= next_nudge and nudges < MAX_NUDGES):
-                        # The input ran out before a sink saw the trigger: give it records.
+                        # The input ran out before the fault fired (a sink trigger, a fault
+                        # point that needs records) or while it plays out: give it records.
                         nudges += 1
                         next_nudge = now + NUDGE_PERIOD_S
-                        progress("the sink-failure trigger is not claimed yet and the input is consumed: "
+                        progress("the fault has not fired or ended yet and the input is consumed: "
                                  f"producing {cfg.partitions * 10} more records")
                         workload.produce_more(cfg.partitions * 10)
                 if now >= next_progress:
@@ -276,6 +327,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 step("controller watch close", watch.close)
             end_time = time.time()
             drill_tl.event("phase", phase="stopping")
+            step("fault tasks", tasks.close)  # first: no member, coordinator or broker stays stopped
             if workload is not None:
                 workload.stop()
                 if not workload.started_at:
@@ -307,9 +359,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             error = error or f"committed-offsets check: {exc}"
     result = verify(manifest, dirs["output"], committed, checkpoint)
     analysis = analyse(events, fault_time, end_time)
-    fired = None
+    fired = tasks.all_fired()
     if cfg.scenario == "sink-failure":
         fired = any(e["ev"] == "fault_fired" for e in events)
+    if tasks.errors:
+        error = error or "fault: " + "; ".join(tasks.errors)
     plot_path = None
     if events:
         try:

@@ -9,7 +9,11 @@ Writers
   region declared it consistent), ``reset`` (seq, attempt), ``reset_initial``,
   ``resume`` (first batch after a reset) and ``partitions`` (the set of
   partitions this member receives records from changed: a rebalance).
-* The drill itself appends ``fault`` and ``phase`` events to ``drill.jsonl``.
+* The drill itself appends ``fault`` and ``phase`` events to ``drill.jsonl``,
+  and its fault tasks (``fault_tasks.py``) ``fault_fired`` (an armed fault
+  point fired: point, member, pid), ``fault_pause`` / ``fault_continue``
+  (SIGSTOP / SIGCONT of a process) and ``fault_hold`` (kill-member-long: how
+  long the member was down and what ended the hold).
 
 One line per event: ``{"v": 1, "t": <unix time, s>, "member": str, "ev": str, ...}``.
 Each writer owns its file and writes whole lines with one ``write`` call on a

@@ -57,6 +57,7 @@ import zmq
 
 from coordinator import protocol
 
+from . import fault_points
 from .name_claim import NameClaim
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class ControlChannel:
         self.member = member
         self.incarnation = incarnation
         self.region_config = dict(region_config)
-        self.on_command = on_command
+        self.on_command = fault_points.lossy(on_command, member)  # itself unless a drill arms receive-* points
         self._ctx = context or zmq.Context.instance()
         self._curve = curve  # (server public, client public, client secret)
         self._report = report

@@ -61,6 +61,7 @@ from typing import Any
 from cr_consumer.metrics import MetricsEndpoint
 from cr_consumer.region import RegionPermit
 
+from . import fault_points
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
 from .group_state import evict_predecessor, group_report, request_rejoin
@@ -186,6 +187,7 @@ class Member:
     def run(self) -> int:
         """Build, join, execute commands until stopped; returns the exit code."""
         s = self.settings
+        fault_points.hit(fault_points.Point.MEMBER_START, s.member)
         try:
             self.curve = s.curve_keys()
             self.build()
@@ -329,9 +331,11 @@ class Member:
             if kind == "drain":
                 self._drain(seq)
                 self.channel.ack("drain", seq=seq)
+                fault_points.hit(fault_points.Point.AFTER_DRAIN, self.settings.member)
             elif kind == "checkpoint":
                 offsets = self._checkpoint(seq)
                 self.channel.ack("checkpoint", seq=seq, offsets=offsets)
+                fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.settings.member)
             elif kind == "resume":
                 self._resume(cmd.get("complete"), cmd.get("offsets"))
             elif kind == "retire":
@@ -342,9 +346,11 @@ class Member:
                 members = cmd.get("members") or []
                 own = cmd["own"] if "own" in cmd else (seq if self.settings.member in members else None)
                 self._reset(seq, attempt, own, cmd.get("offsets") or [])
+                fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
                 self.channel.ack("reset", seq=seq, attempt=attempt)
             elif kind == "reset_to_initial":
                 self._reset_initial(attempt)
+                fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
                 self.channel.ack("reset", seq=None, attempt=attempt)
             else:
                 log.warning("%s: unknown command %r ignored", self.settings.member, cmd)

@@ -58,6 +58,7 @@ from typing import Any, TextIO
 
 from coordinator.durable_log import fsync_dir
 
+from . import fault_points
 from .operators import Operator
 from .records import _encode_str, to_json_line, to_json_lines
 
@@ -206,8 +207,10 @@ class FileSink(Operator):
         ready = [i for i in self._unpublished if i["seq"] <= seq]
         if not ready:
             return
+        fault_points.hit(fault_points.Point.BEFORE_PUBLISH, self.member)
         for interval in ready:
             self._publish(interval)
+        fault_points.hit(fault_points.Point.AFTER_PUBLISH, self.member)
         self._unpublished = [i for i in self._unpublished if i["seq"] > seq]
         fsync_dir(self.directory)
 
@@ -227,6 +230,7 @@ class FileSink(Operator):
                         f"overwritten; is another process writing as member {self.member!r}?); "
                         f"the interval stays in {pending.name}") from None
                 # byte-identical: a crash between link and unlink published it already
+            fault_points.hit(fault_points.Point.MID_PUBLISH, self.member)
             os.unlink(pending)
         elif not final.exists():
             raise FileNotFoundError(
