@@ -1,4 +1,4 @@
-"""Consumer-operator figures (issue 3), side by side in one run against the bare poll loop.
+"""Consumer-operator figures, side by side in one run against the bare poll loop.
 
 Modes, alternated trial by trial on the same topic (each trial its own group):
 

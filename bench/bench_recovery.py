@@ -1,4 +1,4 @@
-"""Recovery time of a consistent region after kill -9 (issue 4 figure).
+"""Recovery time of a consistent region after kill -9.
 
 Two faults, several trials each, every trial a full drill (real coordinator and
 member processes, embedded broker unless $KAFKA_BOOTSTRAP_SERVERS) whose

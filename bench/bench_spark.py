@@ -1,4 +1,4 @@
-"""Benchmark of the ``crkafka`` Spark source (issue 5).
+"""Benchmark of the ``crkafka`` Spark source.
 
 Figures, all in one run on one freshly produced topic (default 1,000,000 x
 100-byte records, 4 partitions, embedded broker, coordinator process):

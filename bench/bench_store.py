@@ -1,6 +1,6 @@
 """Benchmark of the coordinator's durable state (coordinator.state_store), no broker needed.
 
-Figures (issue 2), each with a baseline measured in the same run:
+Figures, each with a baseline measured in the same run:
 1. durable control-variable writes per second: single (one entry per record,
    sync after each) and batched (N entries per record, one sync each); baseline:
    the same framed bytes written with os.write + os.fsync, no store.

@@ -42,7 +42,7 @@ def names(request):
     return _Names()
 
 
-# --- coordinator (issue 2: coordinator server) -------------------------------------------
+# --- coordinator (a server in this process) -------------------------------------------------
 @pytest.fixture
 def coordinator(tmp_path):
     """A real cr-coordinator process on a free loopback port, its own state dir.

@@ -79,7 +79,7 @@ def make(bootstrap, group, name, sink=None, **kw) -> ConsumerOperator:
 
 
 class Region:
-    """Records reset/drain requests (what the runtime of issue 4 would receive)."""
+    """Records reset/drain requests (what the region runtime would receive)."""
 
     def __init__(self) -> None:
         self.resets: list[str] = []
