@@ -8,76 +8,23 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import threading
 import time
 
-from coordinator.client import CoordinatorClient
+from scripted_member import ScriptedMember, region_status, wait_for
+
 from cr_consumer.runtime.control import LOST_AFTER_S, ControlChannel
 
 REGION = {"period_s": 0.3, "drain_timeout_s": 20.0, "reset_timeout_s": 20.0, "member_timeout_s": 30.0,
           "max_consecutive_resets": 5, "min_members": 1, "join_grace_s": 1.0}
 
 
-class Member:
-    """Answers commands like a healthy member unless ``answer_resets`` is False."""
-
-    def __init__(self, endpoint: str, region: str, name: str, config: dict, answer_resets: bool = True) -> None:
-        self.answer_resets = answer_resets
-        self.seen: list[dict] = []
-        self.commands: queue.SimpleQueue = queue.SimpleQueue()
-        self.channel = ControlChannel(endpoint, region, name, f"inc-{name}", config, self.commands.put)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> Member:
-        self.channel.start()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                cmd = self.commands.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            self.seen.append(cmd)
-            kind = cmd["cmd"]
-            if kind == "drain":
-                self.channel.ack("drain", seq=cmd["seq"])
-            elif kind == "checkpoint":
-                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=[])
-            elif kind in ("reset", "reset_to_initial") and self.answer_resets:
-                self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.channel.stop(leave=False)
-
-
-def status(endpoint: str, region: str) -> dict:
-    with CoordinatorClient(endpoint, timeout=5.0) as client:
-        return client.request("region_status", {"region": region}, 5.0)
-
-
-def wait_for(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last {last!r}")
-
-
 def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names):
     region = names.group("region")
     config = {**REGION, "mode": "operator_driven", "min_members": 2}
-    m0 = Member(coordinator.endpoint, region, "m0", config).start()
-    m1 = Member(coordinator.endpoint, region, "m1", config, answer_resets=False).start()  # stuck in its reset
+    m0 = ScriptedMember(coordinator.endpoint, region, "m0", config).start()
+    m1 = ScriptedMember(coordinator.endpoint, region, "m1", config, answer_resets=False).start()  # stuck in its reset
     try:
-        wait_for(lambda: status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING")
+        wait_for(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING")
         t0 = time.monotonic()
         assert m0.channel.trigger() is False
         assert time.monotonic() - t0 < 1.0  # not the drain timeout (20 s)
@@ -88,11 +35,11 @@ def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names)
 
 def test_trigger_while_running_starts_a_cycle(coordinator, names):
     region = names.group("region")
-    m0 = Member(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
+    m0 = ScriptedMember(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
     try:
-        wait_for(lambda: status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
+        wait_for(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
         assert m0.channel.trigger() is True
-        wait_for(lambda: (status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1, 10,
+        wait_for(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1, 10,
                  "a checkpoint")
     finally:
         m0.stop()
@@ -104,10 +51,10 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
     controller after the pause, although the rejoin (same incarnation) does not
     reset the region by itself."""
     region = names.group("region")
-    m0 = Member(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
+    m0 = ScriptedMember(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
     try:
-        wait_for(lambda: status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
-        resets_before = status(coordinator.endpoint, region)["region"]["resets"]
+        wait_for(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
+        resets_before = region_status(coordinator.endpoint, region)["region"]["resets"]
         os.kill(coordinator.pid, signal.SIGSTOP)
         try:
             wait_for(lambda: not m0.channel.joined.is_set(), LOST_AFTER_S + 5, "the channel to count itself lost")
@@ -116,10 +63,10 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
         finally:
             os.kill(coordinator.pid, signal.SIGCONT)
         wait_for(lambda: m0.channel.joined.is_set(), 10, "the rejoin")
-        reply = wait_for(lambda: [e for e in status(coordinator.endpoint, region)["events"]
+        reply = wait_for(lambda: [e for e in region_status(coordinator.endpoint, region)["events"]
                                   if e["kind"] == "reset" and "revoked 2 partitions (test)" in e["why"]], 10,
                          "the held reset request to reach the controller")
-        assert reply and status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
+        assert reply and region_status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
     finally:
         m0.stop()
 
@@ -141,7 +88,7 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
     coordinator = CoordinatorProcess(state)
     coordinator.start()
     try:
-        region = status(coordinator.endpoint, "r1")["region"]
+        region = region_status(coordinator.endpoint, "r1")["region"]
         assert region["phase"] == "FAILED" and "unusable" in region["failed_reason"]
         seen: queue.SimpleQueue = queue.SimpleQueue()
         channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", REGION, seen.put)
@@ -161,9 +108,9 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
 
 def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
     region = names.group("region")
-    m0 = Member(coordinator.endpoint, region, "m0", REGION).start()
+    m0 = ScriptedMember(coordinator.endpoint, region, "m0", REGION).start()
     try:
-        wait_for(lambda: (status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
+        wait_for(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
                  "two checkpoints")
         answer = m0.channel.leave()
         assert answer is not None and answer["complete"] is not None

@@ -5,73 +5,29 @@ commands directly, so the controller's protocol is observed on its own)."""
 from __future__ import annotations
 
 import queue
-import threading
-import time
 
-from coordinator.client import CoordinatorClient
+import scripted_member
+from scripted_member import ScriptedMember, wait_for
+
 from cr_consumer.runtime.control import ControlChannel
 
 REGION = {"period_s": 0.3, "drain_timeout_s": 2.0, "reset_timeout_s": 2.0, "member_timeout_s": 2.0,
           "max_consecutive_resets": 3, "min_members": 2, "join_grace_s": 3.0}
 
 
-class FakeMember:
-    """Answers every command like a healthy member; records what it saw."""
-
-    def __init__(self, endpoint: str, region: str, name: str, fail_drain: bool = False) -> None:
-        self.name = name
-        self.fail_drain = fail_drain
-        self.seen: list[dict] = []
-        self.commands: queue.SimpleQueue = queue.SimpleQueue()
-        self.channel = ControlChannel(endpoint, region, name, f"inc-{name}", REGION, self.commands.put)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> FakeMember:
-        self.channel.start()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                cmd = self.commands.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            self.seen.append(cmd)
-            kind = cmd["cmd"]
-            if kind == "drain":
-                self.channel.ack("drain", seq=cmd["seq"], ok=not self.fail_drain, error="sink broken" if self.fail_drain else None)
-            elif kind == "checkpoint":
-                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=[["t", int(self.name[-1]), cmd["seq"] * 10]])
-            elif kind in ("reset", "reset_to_initial"):
-                self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.channel.stop(leave=False)
+def member(endpoint: str, region: str, name: str, fail_drain: bool = False) -> ScriptedMember:
+    """A member that answers like a healthy one; its checkpoint names partition int(name[-1])."""
+    return ScriptedMember(endpoint, region, name, REGION, fail_drain=fail_drain,
+                          checkpoint_offsets=lambda seq: [["t", int(name[-1]), seq * 10]])
 
 
 def region_status(endpoint: str, region: str) -> dict:
-    with CoordinatorClient(endpoint, timeout=5.0) as client:
-        return client.request("region_status", {"region": region}, 5.0)["region"]
-
-
-def wait_for(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last {last!r}")
+    return scripted_member.region_status(endpoint, region)["region"]
 
 
 def test_cycles_and_coordinator_kill_restart(coordinator, names):
     region = names.group("region")
-    members = [FakeMember(coordinator.endpoint, region, f"m{i}").start() for i in range(2)]
+    members = [member(coordinator.endpoint, region, f"m{i}").start() for i in range(2)]
     try:
         wait_for(lambda: (region_status(coordinator.endpoint, region)["last_consistent"] or 0) >= 3, 20, "3 checkpoints")
         before = region_status(coordinator.endpoint, region)
@@ -101,12 +57,12 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
 
 def test_failing_member_fails_region_after_max_resets(coordinator, names):
     region = names.group("region")
-    members = [FakeMember(coordinator.endpoint, region, "m0").start(),
-               FakeMember(coordinator.endpoint, region, "m1", fail_drain=True).start()]
+    members = [member(coordinator.endpoint, region, "m0").start(),
+               member(coordinator.endpoint, region, "m1", fail_drain=True).start()]
     try:
         status = wait_for(lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
                           30, "the region to fail")
-        assert status["failed_reason"] and "sink broken" in status["failed_reason"]
+        assert status["failed_reason"] and "sink refused the batch" in status["failed_reason"]
         assert status["resets"] == 1 + REGION["max_consecutive_resets"]  # the first start + the retries
         assert any(c["cmd"] == "failed" for c in members[0].seen)
     finally:
@@ -116,7 +72,7 @@ def test_failing_member_fails_region_after_max_resets(coordinator, names):
 
 def test_join_with_other_settings_is_refused(coordinator, names):
     region = names.group("region")
-    ok = FakeMember(coordinator.endpoint, region, "m0").start()
+    ok = member(coordinator.endpoint, region, "m0").start()
     try:
         wait_for(lambda: ok.channel.joined.is_set(), 10, "join")
         other = ControlChannel(coordinator.endpoint, region, "m9", "x", {**REGION, "period_s": 9.0}, lambda c: None)
@@ -130,14 +86,14 @@ def test_join_with_other_settings_is_refused(coordinator, names):
 
 def test_member_joining_a_failed_region_is_told_so(coordinator, names):
     region = names.group("region")
-    members = [FakeMember(coordinator.endpoint, region, "m0").start(),
-               FakeMember(coordinator.endpoint, region, "m1", fail_drain=True).start()]
+    members = [member(coordinator.endpoint, region, "m0").start(),
+               member(coordinator.endpoint, region, "m1", fail_drain=True).start()]
     try:
         wait_for(lambda: region_status(coordinator.endpoint, region)["phase"] == "FAILED", 30, "the region to fail")
     finally:
         for m in members:
             m.stop()
-    late = FakeMember(coordinator.endpoint, region, "m7").start()
+    late = member(coordinator.endpoint, region, "m7").start()
     try:
         wait_for(lambda: any(c["cmd"] == "failed" for c in late.seen), 10, "the late member to hear FAILED")
     finally:

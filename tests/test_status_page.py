@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import html
 import os
-import queue
 import re
 import subprocess
-import threading
-import time
 import urllib.error
 import urllib.request
 from html.parser import HTMLParser
@@ -25,14 +22,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripted_member import ScriptedMember, region_status, wait_for
 
-from coordinator.client import CoordinatorClient
 from coordinator.http import HttpEndpoint
 from coordinator.launcher import CoordinatorProcess
 from coordinator.server import CoordinatorServer
 from coordinator.state_store import StateStore
 from coordinator.status_page import render_page
-from cr_consumer.runtime.control import ControlChannel
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -44,55 +40,13 @@ HOSTILE_REGION = '<script>document.title="pwned"</script>'
 HOSTILE_MEMBER = '<img src=x onerror="document.body.dataset.pwned=1">'
 
 
-class Member:
-    """A member process's control channel that answers every command (drains fail if asked)."""
-
-    def __init__(self, endpoint: str, region: str, name: str, *, fail_drain: bool = False) -> None:
-        self.fail_drain = fail_drain
-        self.commands: queue.SimpleQueue = queue.SimpleQueue()
-        self.channel = ControlChannel(endpoint, region, name, f"inc-{os.getpid()}-{name}", REGION, self.commands.put)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
-
-    def start(self) -> Member:
-        self.channel.start()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                cmd = self.commands.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if cmd["cmd"] == "drain":
-                self.channel.ack("drain", seq=cmd["seq"], ok=not self.fail_drain,
-                                 error="sink refused the batch" if self.fail_drain else None)
-            elif cmd["cmd"] == "checkpoint":
-                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=[["orders", 0, cmd["seq"] * 10]])
-            elif cmd["cmd"] in ("reset", "reset_to_initial"):
-                self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.channel.stop(leave=False)
+def member(endpoint: str, region: str, name: str, *, fail_drain: bool = False) -> ScriptedMember:
+    return ScriptedMember(endpoint, region, name, REGION, incarnation=f"inc-{os.getpid()}-{name}",
+                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", 0, seq * 10]])
 
 
 def _regions(endpoint: str) -> dict:
-    with CoordinatorClient(endpoint, timeout=5.0) as client:
-        return client.request("region_status", {}, 5.0)["regions"]
-
-
-def _wait_for(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last {last!r}")
+    return region_status(endpoint)["regions"]
 
 
 def _get(address: str, path: str) -> tuple[int, str, str]:
@@ -130,15 +84,15 @@ def regions(coordinator_http, names):
     """Three live regions: 'good' checkpointing, 'bad' FAILED, a hostile-named one."""
     endpoint = coordinator_http.endpoint
     good, bad = names.group("orders"), names.group("payments")
-    members = [Member(endpoint, good, "orders-member-1").start(), Member(endpoint, good, "orders-member-2").start(),
-               Member(endpoint, bad, "payments-member-1", fail_drain=True).start(),
-               Member(endpoint, HOSTILE_REGION, HOSTILE_MEMBER).start()]
+    members = [member(endpoint, good, "orders-member-1").start(), member(endpoint, good, "orders-member-2").start(),
+               member(endpoint, bad, "payments-member-1", fail_drain=True).start(),
+               member(endpoint, HOSTILE_REGION, HOSTILE_MEMBER).start()]
     try:
-        _wait_for(lambda: len(_regions(endpoint).get(good, {}).get("members", {})) == 2
+        wait_for(lambda: len(_regions(endpoint).get(good, {}).get("members", {})) == 2
                   and (_regions(endpoint)[good].get("last_consistent") or 0) >= 2
                   and _regions(endpoint)[good]["phase"] != "RESETTING", 30, "two members, two checkpoints")
-        _wait_for(lambda: _regions(endpoint).get(bad, {}).get("phase") == "FAILED", 30, "the failing region FAILED")
-        _wait_for(lambda: HOSTILE_MEMBER in _regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}), 30,
+        wait_for(lambda: _regions(endpoint).get(bad, {}).get("phase") == "FAILED", 30, "the failing region FAILED")
+        wait_for(lambda: HOSTILE_MEMBER in _regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}), 30,
                   "the hostile member joined")
         yield good, bad
     finally:
