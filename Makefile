@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # pytest workers: 2 cores here; each worker starts one embedded broker.
 WORKERS ?= 2
 
-.PHONY: install demo test bench clean lint
+.PHONY: install demo test bench clean lint docs
 
 install: $(STAMP)
 
@@ -23,8 +23,20 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
 
+# The benches that exist, each with small defaults (a few minutes in all);
+# BENCHMARKS.md gives the full-size commands and figures.
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_store.py --entries 100000 --singles 500 --batches 50
+	$(BIN)/python bench/bench_coordinator.py --quick
+	$(BIN)/python bench/bench_operator.py --messages 100000 --trials 1 --reset-trials 0
+
+# ruff with the rule set pinned in pyproject.toml ([tool.ruff.lint]).
+lint: $(STAMP)
+	$(BIN)/ruff check cr_consumer coordinator tests bench examples
+
+# API reference from the docstrings (pdoc), into docs/api/ (gitignored).
+docs: $(STAMP)
+	$(BIN)/pdoc --docformat markdown -o docs/api cr_consumer coordinator
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache docs/api

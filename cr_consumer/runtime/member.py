@@ -85,6 +85,9 @@ class Member:
         self.permit = RegionPermit()
         self.commands: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self._stop = threading.Event()
+        #: Set once joined and bootstrapped, when the command loop starts: before it,
+        #: a stop request has no loop to notice it (``crkafka member`` interrupts instead).
+        self.running = threading.Event()
         self.exit_code: int | None = None
         self.broken: BaseException | None = None  # pipeline error since the last reset
         self.pipeline: Pipeline | None = None
@@ -209,7 +212,7 @@ class Member:
             try:
                 self.source.start()
             except Exception:  # broker or coordinator unreachable: exit 1, the runner restarts us
-                log.exception("%s: the Kafka source could not start", s.member)
+                log.exception("%s: the Kafka source could not start (bootstrap %s)", s.member, s.bootstrap)
                 return EXIT_ERROR
             log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
                      [i for i, _ in self.handlers])
@@ -217,6 +220,7 @@ class Member:
             # keep them out of the cyclic GC's full collections, which otherwise
             # re-scan them (~40k objects, ~20 ms each) while records stream through.
             gc.freeze()
+            self.running.set()
             code = self._loop()
             return code
         finally:

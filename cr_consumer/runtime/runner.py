@@ -15,7 +15,9 @@ returns a :class:`Region` handle:
    same name, at once, with a backoff only when it keeps dying
    (``member_proc.py``); a member that
    exits with code 3 (region FAILED) or 2 (bad settings) is not restarted and
-   marks the region failed. The coordinator this handle started is restarted
+   marks the region failed; its last ERROR line (from its log) is part of
+   ``failed``, and a member restarted after a failure logs its last ERROR
+   line too, so the reason reaches the console. The coordinator this handle started is restarted
    on the same endpoint and state dir if it dies.
 4. ``stop()`` (also on Ctrl-C / SIGTERM in ``crkafka run``): stop the
    supervisor, SIGTERM every member (SIGKILL after ``STOP_TIMEOUT_S``), then
@@ -29,6 +31,7 @@ restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -52,6 +55,10 @@ SUPERVISE_S = 0.1
 #: SIGTERM -> SIGKILL grace for a member at stop()/remove_member(), so a wedged
 #: member (a sink stuck in I/O) cannot hang the runner's shutdown.
 STOP_TIMEOUT_S = 10.0
+#: Bytes read back from the end of a member's log to find its last ERROR line.
+LOG_TAIL_BYTES = 64 * 1024
+#: Longest error line echoed (the rest of a long line stays in the log).
+MAX_ECHO_CHARS = 500
 #: Bound on one status request, so a dead or restarting coordinator makes
 #: status() fail (and wait_until() retry) instead of blocking the caller.
 STATUS_TIMEOUT_S = 3.0
@@ -85,6 +92,7 @@ class Region:
         kafka: dict[str, Any] | None = None,
         restart_members: bool = True,
         log_level: str = "INFO",
+        log_format: str = "text",
         python: str = sys.executable,
         env: dict[str, str] | None = None,
         curve_server_key: str | None = None,
@@ -116,6 +124,7 @@ class Region:
         self._kafka_stdin = encode_for_stdin(self.kafka) if self.kafka else None  # checks the size up front
         self.restart_members = restart_members
         self.log_level = log_level
+        self.log_format = log_format
         self.python = python
         self.env = dict(env or {})
         if (curve_server_key is None) != (curve_key is None):
@@ -136,9 +145,15 @@ class Region:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Region:
-        from .member_setup import load_pipeline_module
+        from cr_consumer.config import ConfigError, check_property_names
+
+        from .member_setup import SettingsError, load_pipeline_module
 
         load_pipeline_module(self.pipeline)  # fail here, clearly, not in N member logs
+        try:
+            check_property_names(self.kafka)
+        except ConfigError as exc:
+            raise SettingsError(f"Kafka settings: {exc}") from None
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
         if self.endpoint is None:
@@ -185,7 +200,7 @@ class Region:
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
                            region=self.region_settings, params=self.params,
                            kafka_stdin=self._kafka_stdin is not None,
-                           log_level=self.log_level, curve=self.curve)
+                           log_level=self.log_level, log_format=self.log_format, curve=self.curve)
 
     def _spawn(self, m: MemberProc, min_members: int | None = None) -> None:
         if m.log_file is None:
@@ -361,10 +376,12 @@ class Region:
                 if m.next_start == 0.0:  # first time we see it dead
                     m.exit_codes.append(code)
                     self._event("exit", m.name, pid=m.proc.pid, code=code)
+                    reason = self.last_error(m.name)
                     if code in (2, 3):
                         self.failed_code = code
                         self.failed = (f"{m.name} exited with code {code} "
-                                       f"({'region FAILED' if code == 3 else 'bad settings'}); see its log "
+                                       f"({'region FAILED' if code == 3 else 'bad settings'})"
+                                       + (f": {reason}" if reason else "") + "; see its log "
                                        f"{self.state_dir / 'logs' / (m.name + '.log')}")
                         log.error("%s", self.failed)
                         m.removed = True
@@ -373,13 +390,30 @@ class Region:
                         m.removed = True
                         continue
                     m.schedule_restart(now)  # at once, unless it keeps dying (member_proc.py)
-                    log.warning("%s (pid %d) exited with code %s; restarting in %.1fs", m.name, m.proc.pid, code,
-                                m.delay)
+                    log.warning("%s (pid %d) exited with code %s; restarting in %.1fs%s", m.name, m.proc.pid, code,
+                                m.delay, f" (last error: {reason})" if reason else "")
                 if now >= m.next_start:
                     m.next_start = 0.0
                     m.restarts += 1
                     self._spawn(m)
                     self._event("restart", m.name, pid=m.proc.pid)
+
+    def last_error(self, name: str) -> str | None:
+        """The message of the last ERROR (or CRITICAL) record in a member's log, read
+        from its last :data:`LOG_TAIL_BYTES`; text or JSON log format."""
+        path = self.state_dir / "logs" / f"{name}.log"
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError as exc:
+            log.warning("%s: cannot read its log %s: %s", name, path, exc)
+            return None
+        for line in reversed(lines):
+            message = _error_message(line)
+            if message is not None:
+                return message[:MAX_ECHO_CHARS]
+        return None
 
     def _check_coordinator(self) -> None:
         c = self.coordinator_proc
@@ -396,6 +430,24 @@ class Region:
         if self.failed:
             return self.failed_code or 3
         return 0
+
+
+def _error_message(line: str) -> str | None:
+    """The message of one log line when it is an ERROR/CRITICAL record, else None."""
+    if line.startswith("{"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return None
+        if isinstance(doc, dict) and doc.get("level") in ("ERROR", "CRITICAL"):
+            return str(doc.get("msg", ""))
+        return None
+    for level in (" ERROR ", " CRITICAL "):
+        head, sep, tail = line.partition(level)
+        if sep and head[:4].isdigit():  # "<asctime> ERROR <logger> [<thread>] <message>"
+            _logger, _, rest = tail.partition(" ")
+            return rest.partition("] ")[2] or rest
+    return None
 
 
 def run_pipeline(pipeline: str, **kwargs: Any) -> Region:
