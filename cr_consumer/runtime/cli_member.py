@@ -36,6 +36,7 @@ from cr_consumer.logging_setup import add_logging_arguments, setup_logging
 
 from .cli_types import duration
 from .member import Member, MemberSettings
+from .member_setup import default_stem
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ def curve_keypair_from_args(args: argparse.Namespace, prog: str) -> str | None:
 def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     """Settings shared by ``crkafka run`` and ``crkafka member``."""
     parser.add_argument("pipeline", metavar="PIPELINE_MODULE",
-                        help="module name (examples.wordcount) or .py path exposing build(ctx) -> Pipeline")
+                        help="module name (examples.wordcount, imported from the working directory) or .py path "
+                             "exposing build(ctx) -> Pipeline; MODULE:FUNCTION names another build function")
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
                         help="Kafka bootstrap servers (default $KAFKA_BOOTSTRAP_SERVERS)")
     parser.add_argument("--group", help="consumer group id, also the region's name (default crkafka-<module>)")
@@ -112,8 +114,7 @@ def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
 
 
 def default_group(pipeline: str) -> str:
-    stem = os.path.splitext(os.path.basename(pipeline))[0].split(".")[-1]
-    return f"crkafka-{stem}"
+    return f"crkafka-{default_stem(pipeline)}"
 
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,

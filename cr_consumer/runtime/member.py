@@ -63,7 +63,7 @@ from cr_consumer.region import RegionPermit
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
 from .group_state import evict_predecessor, group_report, request_rejoin
-from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
+from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_build
 from .pipeline import KafkaSource, Pipeline, PipelineContext
 from .reset_watch import ResetPendingWatch, WatchAction
 
@@ -110,8 +110,7 @@ class Member:
         ctx = PipelineContext(bootstrap=s.bootstrap, group=s.group, member=s.member, coordinator=s.coordinator,
                               output_dir=s.output_dir, state_dir=s.state_dir, region_index=s.region_index,
                               params=dict(s.params))
-        module = load_pipeline_module(s.pipeline)
-        pipeline = module.build(ctx)
+        pipeline = load_build(s.pipeline)(ctx)
         if not isinstance(pipeline, Pipeline):
             raise SettingsError(f"{s.pipeline}: build(ctx) returned {type(pipeline).__name__}, not a Pipeline")
         if not isinstance(pipeline.source, KafkaSource):

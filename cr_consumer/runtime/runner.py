@@ -47,6 +47,7 @@ from typing import Any
 from coordinator.launcher import die_with_parent_preexec
 from cr_consumer.kafka_properties import encode_for_stdin
 from cr_consumer.runtime.member_proc import MemberProc
+from cr_consumer.runtime.member_setup import default_stem
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class Region:
         self.n_members = members
         self.bootstrap = bootstrap
         self.endpoint = coordinator
-        stem = Path(self.pipeline).stem.split(".")[-1]
+        stem = default_stem(self.pipeline)
         self.group = group or f"crkafka-{stem}-{uuid.uuid4().hex[:8]}"
         self.output_dir = Path(output_dir).resolve()
         self.state_dir = Path(state_dir).resolve()
