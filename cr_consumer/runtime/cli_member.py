@@ -154,11 +154,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    curve_keypair = curve_keypair_from_args(args, "crkafka member")
     if not args.bootstrap:
         print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr,
               flush=True)
         return 2
-    curve_keypair = curve_keypair_from_args(args, "crkafka member")
     try:
         kafka = kafka_properties.read_stdin(sys.stdin.buffer) if args.kafka_stdin else {}
         kafka.update(kafka_from_args(args))
@@ -188,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    log.info("%s: joining region %s at %s (Kafka %s)", settings.member, settings.group, settings.coordinator,
+             settings.bootstrap)
     try:
         return member.run()
     except Interrupted as exc:

@@ -50,10 +50,10 @@ def _error(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    curve_keypair = curve_keypair_from_args(args, "crkafka run")
     if not args.bootstrap:
         return _error("give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
                       "(`crkafka broker` starts an embedded one)")
-    curve_keypair = curve_keypair_from_args(args, "crkafka run")
     try:
         kafka = kafka_from_args(args)
     except KafkaPropertiesError as exc:
