@@ -16,7 +16,6 @@ the plot was skipped (:data:`SKIPPED_MESSAGE`).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -29,7 +28,11 @@ SKIPPED_MESSAGE = "plot skipped: matplotlib is not installed (pip install 'cr-co
 
 
 def matplotlib_available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
+    try:
+        import matplotlib  # noqa: F401 (only whether it imports)
+    except ImportError:
+        return False
+    return True
 
 
 def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
