@@ -34,9 +34,15 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check cr_consumer coordinator tests bench examples
 
-# API reference from the docstrings (pdoc), into docs/api/ (gitignored).
+# API reference from the docstrings (pdoc), into docs/api/ (gitignored). pdoc
+# follows a package's __all__, which names no submodules, so every module is
+# named, except those of a package without __all__ (pdoc adds them itself).
+API_MODULES = $(shell find cr_consumer coordinator -name '*.py' ! -name '__main__.py' | sort | while read f; do \
+	d=$$(dirname $$f); if [ $${d%%/*} != $$d ] && [ $$(basename $$f) != __init__.py ] && ! grep -q __all__ $$d/__init__.py; \
+	then continue; fi; echo $$f | sed 's:[.]py$$::; s:/__init__$$::; s:/:.:g'; done)
 docs: $(STAMP)
-	$(BIN)/pdoc --docformat markdown -o docs/api cr_consumer coordinator
+	rm -rf docs/api
+	$(BIN)/pdoc --docformat markdown -o docs/api $(API_MODULES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache docs/api
