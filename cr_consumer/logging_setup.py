@@ -30,7 +30,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 #: repeat at every bootstrap attempt).
 KAFKA_DEFAULT_LEVEL = "WARNING"
 #: Text of kafka-python's connection-refused records (dropped by default).
-_REFUSED = ("ECONNREFUSED", "Connection refused")
+_REFUSED = ("ECONNREFUSED", "Connection refused", "not ready; waiting")
 #: Most ``logger=LEVEL`` items in one spec (bounds the parse).
 MAX_ITEMS = 50
 

@@ -14,7 +14,7 @@ from cr_consumer.config import ConfigError, check_property_names
 from cr_consumer.logging_setup import parse_log_levels, setup_logging
 from cr_consumer.runtime.cli_types import duration, port
 from cr_consumer.runtime.member_setup import SettingsError, default_stem, split_spec
-from cr_consumer.runtime.runner import _error_message
+from cr_consumer.runtime.runner import Region, _error_record
 
 
 @pytest.fixture
@@ -81,13 +81,23 @@ def test_durations_and_ports():
             port(bad)
 
 
-def test_last_error_line_of_a_member_log():
+def test_last_error_line_of_a_member_log(tmp_path):
     text = "2026-11-23 21:14:29,052 ERROR cr_consumer.runtime.member [MainThread] x.py: build(ctx) returned int"
-    assert _error_message(text) == "x.py: build(ctx) returned int"
-    assert _error_message("2026-11-23 21:14:29,052 INFO a [T] fine") is None
-    assert _error_message("    raise ERROR here") is None  # a traceback line
-    assert _error_message(json.dumps({"level": "ERROR", "msg": "bad"})) == "bad"
-    assert _error_message(json.dumps({"level": "INFO", "msg": "ok"})) is None
+    assert _error_record(text) == ("cr_consumer.runtime.member", "x.py: build(ctx) returned int")
+    assert _error_record("2026-11-23 21:14:29,052 INFO a [T] fine") is None
+    assert _error_record("    raise ERROR here") is None  # a traceback line
+    assert _error_record(json.dumps({"level": "ERROR", "logger": "l", "msg": "bad"})) == ("l", "bad")
+    assert _error_record(json.dumps({"level": "INFO", "msg": "ok"})) is None
+    region = Region("examples.wordcount", members=1, bootstrap="127.0.0.1:1", state_dir=tmp_path)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "member-0.log").write_text(
+        "2026-11-23 21:18:50,829 ERROR cr_consumer.runtime.member [MainThread] member-0: the Kafka source "
+        "could not start (bootstrap 127.0.0.1:1)\nTraceback (most recent call last):\n  ERROR x\n"
+        "2026-11-23 21:18:50,852 ERROR cr_consumer.event_thread [cr-event-member-0] member-0: cannot create it\n")
+    assert region.last_error("member-0") == "member-0: the Kafka source could not start (bootstrap 127.0.0.1:1)"
+    (tmp_path / "logs" / "member-1.log").write_text("2026-11-23 21:18:50,852 ERROR lib [t] other\n")
+    assert region.last_error("member-1") == "other"
+    assert region.last_error("member-2") is None
 
 
 @pytest.mark.parametrize("key, instead", [

@@ -58,6 +58,8 @@ SUPERVISE_S = 0.1
 STOP_TIMEOUT_S = 10.0
 #: Bytes read back from the end of a member's log to find its last ERROR line.
 LOG_TAIL_BYTES = 64 * 1024
+#: The member's own loggers: their ERROR records state why it stopped.
+MEMBER_LOGGERS = frozenset({"cr_consumer.runtime.member", "__main__", "cr_consumer.runtime.cli_member"})
 #: Longest error line echoed (the rest of a long line stays in the log).
 MAX_ECHO_CHARS = 500
 #: Bound on one status request, so a dead or restarting coordinator makes
@@ -401,7 +403,9 @@ class Region:
 
     def last_error(self, name: str) -> str | None:
         """The message of the last ERROR (or CRITICAL) record in a member's log, read
-        from its last :data:`LOG_TAIL_BYTES`; text or JSON log format."""
+        from its last :data:`LOG_TAIL_BYTES`; text or JSON log format. A record of the
+        member's own loggers (:data:`MEMBER_LOGGERS`, which name the cause and the
+        address) wins over a later one of its threads or libraries."""
         path = self.state_dir / "logs" / f"{name}.log"
         try:
             with open(path, "rb") as f:
@@ -410,10 +414,10 @@ class Region:
         except OSError as exc:
             log.warning("%s: cannot read its log %s: %s", name, path, exc)
             return None
-        for line in reversed(lines):
-            message = _error_message(line)
-            if message is not None:
-                return message[:MAX_ECHO_CHARS]
+        errors = [e for e in map(_error_record, lines) if e is not None]
+        own = [message for logger, message in errors if logger in MEMBER_LOGGERS]
+        if own or errors:
+            return (own or [errors[-1][1]])[-1][:MAX_ECHO_CHARS]
         return None
 
     def _check_coordinator(self) -> None:
@@ -433,21 +437,21 @@ class Region:
         return 0
 
 
-def _error_message(line: str) -> str | None:
-    """The message of one log line when it is an ERROR/CRITICAL record, else None."""
+def _error_record(line: str) -> tuple[str, str] | None:
+    """(logger, message) of one log line when it is an ERROR/CRITICAL record, else None."""
     if line.startswith("{"):
         try:
             doc = json.loads(line)
         except ValueError:
             return None
         if isinstance(doc, dict) and doc.get("level") in ("ERROR", "CRITICAL"):
-            return str(doc.get("msg", ""))
+            return str(doc.get("logger", "")), str(doc.get("msg", ""))
         return None
     for level in (" ERROR ", " CRITICAL "):
         head, sep, tail = line.partition(level)
         if sep and head[:4].isdigit():  # "<asctime> ERROR <logger> [<thread>] <message>"
-            _logger, _, rest = tail.partition(" ")
-            return rest.partition("] ")[2] or rest
+            logger, _, rest = tail.partition(" ")
+            return logger, rest.partition("] ")[2] or rest
     return None
 
 
