@@ -74,3 +74,21 @@ def test_run_prints_a_failed_members_reason(tmp_path):
     assert "member-0 exited with code 2 (bad settings)" in proc.stderr
     assert "build(ctx) returned int, not a Pipeline" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_run_against_an_unreachable_coordinator_names_it_and_stops_promptly(tmp_path):
+    """The status line names the coordinator that does not answer; at the end the
+    member, still joining, stops on SIGTERM (no SIGKILL after the stop grace)."""
+    coordinator = f"tcp://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(BIN / "crkafka"), "run", "examples.wordcount", "--members", "1", "--bootstrap", "127.0.0.1:1",
+         "--coordinator", coordinator, "--status-every", "1s", "--duration", "3s",
+         "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env=_env())
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert f"status unavailable (no reply from the coordinator at {coordinator}" in proc.stdout
+    assert "did not stop in time" not in proc.stderr
+    assert time.monotonic() - started < 3 + 8
+    member_log = (tmp_path / "state" / "logs" / "member-0.log").read_text()
+    assert "stopped by SIGTERM before it was running" in member_log
