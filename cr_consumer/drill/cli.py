@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-from cr_consumer.broker import ENV_BOOTSTRAP
+from cr_consumer.broker import ENV_BOOTSTRAP, BrokerStartError
 from cr_consumer.runtime.cli_types import duration
 
 from .plot import SKIPPED_MESSAGE, matplotlib_available
@@ -102,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"crkafka drill: {exc}", file=sys.stderr)
         return 2
-    reports = [run_drill(cfg) for cfg in cfgs]
+    try:
+        reports = [run_drill(cfg) for cfg in cfgs]
+    except BrokerStartError as exc:  # no broker extra and no --bootstrap: say how to get one
+        print(f"crkafka drill: {exc}", file=sys.stderr)
+        return 2
     if not args.json:
         for r in reports:
             print(_summary(r))
