@@ -102,3 +102,15 @@ def test_commands_needing_the_embedded_broker_say_how_to_install_it(argv):
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env=env)
     assert_usage_error(proc, "pip install 'cr-consumer[broker]'")
+
+
+@pytest.mark.parametrize("prop, text", [
+    ("auto.offset.reset=sometimes", "auto.offset.reset must be earliest, latest or none"),
+    ("fetch_max_bytes=1", "use the standard dotted Kafka name"),
+    ("no.such.setting=1", "unknown consumer property 'no.such.setting'"),
+])
+def test_crkafka_run_checks_kafka_settings_before_spawning(tmp_path, prop, text):
+    proc = run("crkafka", "run", "examples.wordcount", "--bootstrap", "127.0.0.1:1", "--kafka", prop,
+               "--state-dir", str(tmp_path / "state"))
+    assert_usage_error(proc, "crkafka run: Kafka settings:", text)
+    assert not (tmp_path / "state").exists()

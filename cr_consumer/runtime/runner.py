@@ -47,7 +47,7 @@ from typing import Any
 from coordinator.launcher import die_with_parent_preexec
 from cr_consumer.kafka_properties import encode_for_stdin
 from cr_consumer.runtime.member_proc import MemberProc
-from cr_consumer.runtime.member_setup import default_stem
+from cr_consumer.runtime.member_setup import SettingsError, default_stem
 
 log = logging.getLogger(__name__)
 
@@ -148,15 +148,10 @@ class Region:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Region:
-        from cr_consumer.config import ConfigError, check_property_names
-
-        from .member_setup import SettingsError, load_pipeline_module
+        from .member_setup import load_pipeline_module
 
         load_pipeline_module(self.pipeline)  # fail here, clearly, not in N member logs
-        try:
-            check_property_names(self.kafka)
-        except ConfigError as exc:
-            raise SettingsError(f"Kafka settings: {exc}") from None
+        self._check_kafka_settings()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
         if self.endpoint is None:
@@ -173,6 +168,21 @@ class Region:
         self._supervisor = threading.Thread(target=self._supervise, name="region-supervisor", daemon=True)
         self._supervisor.start()
         return self
+
+    def _check_kafka_settings(self) -> None:
+        """The Kafka properties and region timeouts as a member's source will check
+        them (its topics come from the pipeline's build(), which only a member runs:
+        a placeholder stands in), so a bad one fails here rather than in every member."""
+        from cr_consumer.config import ConfigError, OperatorConfig
+
+        try:
+            OperatorConfig(bootstrap_servers=self.bootstrap, group_id=self.group, operator_name="member-0",
+                           coordinator=self.endpoint or "tcp://127.0.0.1:1", topics=("placeholder",),
+                           region_index=self.region_index, consumer_properties=self.kafka,
+                           drain_timeout_s=float(self.region_settings["drain_timeout_s"]),
+                           reset_timeout_s=float(self.region_settings["reset_timeout_s"]))
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise SettingsError(f"Kafka settings: {exc}") from None
 
     def stop(self) -> None:
         self._stop.set()
