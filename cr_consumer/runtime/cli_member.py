@@ -55,7 +55,7 @@ def kafka_from_args(args: argparse.Namespace) -> dict[str, object]:
     return kafka_properties.from_cli(args.kafka_config, args.kafka)
 
 
-class Interrupted(Exception):  # noqa: N818 (a control-flow signal, not an error)
+class Interrupted(Exception):
     """Raised by the signal handler while the member is not yet running its loop."""
 
 
@@ -79,14 +79,14 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region-index", type=int, default=0, help="consistent region index (default 0)")
     parser.add_argument("--out", default="out", help="output directory of the pipeline's sinks (default ./out)")
     parser.add_argument("--state-dir", default="state", help="checkpoints and logs (default ./state)")
-    parser.add_argument("--period", type=duration, default=1.0, help="seconds between checkpoints (default 1.0)")
+    parser.add_argument("--period", type=duration, default=1.0, help="time between checkpoints (default 1s)")
     parser.add_argument("--operator-driven", action="store_true",
                         help="checkpoint when the source asks (trigger count) instead of periodically")
     parser.add_argument("--drain-timeout", type=duration, default=30.0, help="duration (default 30s)")
     parser.add_argument("--reset-timeout", type=duration, default=30.0, help="duration (default 30s)")
     parser.add_argument("--max-resets", type=int, default=5, help="max consecutive resets before FAILED (default 5)")
     parser.add_argument("--member-timeout", type=duration, default=5.0,
-                        help="a member silent this long is dropped (default 5 s)")
+                        help="a member silent this long is dropped (default 5s)")
     parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (repeatable)")
     parser.add_argument("--kafka", action="append", metavar="PROP=VALUE",
                         help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000; "
