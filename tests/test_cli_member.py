@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -61,19 +63,23 @@ def test_sigterm_while_joining_an_unreachable_coordinator_stops_the_member(tmp_p
     assert "stopped by SIGTERM" in rest and "Traceback" not in rest
 
 
-def test_run_prints_a_failed_members_reason(tmp_path):
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_run_prints_a_failed_members_reason(tmp_path, log_format):
     """The pipeline module loads in the parent, but its build() fails in the member
-    (exit 2): `crkafka run` says why, on stderr, and exits 2."""
+    (exit 2): `crkafka run` says why, on stderr, and exits 2 (members log in the
+    runner's format, and both are read back)."""
     module = tmp_path / "broken_build.py"
     module.write_text("def build(ctx):\n    return 42\n")
     proc = subprocess.run(
-        [str(BIN / "crkafka"), "run", str(module), "--members", "1", "--bootstrap", "127.0.0.1:1",
+        [str(BIN / "crkafka"), "--log-format", log_format, "run", str(module), "--members", "1", "--bootstrap", "127.0.0.1:1",
          "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out"), "--duration", "60s"],
         capture_output=True, text=True, timeout=90, cwd=tmp_path, env=_env())
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "member-0 exited with code 2 (bad settings)" in proc.stderr
     assert "build(ctx) returned int, not a Pipeline" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+    member_log = (tmp_path / "state" / "logs" / "member-0.log").read_text().splitlines()
+    assert member_log and all(line.startswith("{") == (log_format == "json") for line in member_log)
 
 
 def test_run_against_an_unreachable_coordinator_names_it_and_stops_promptly(tmp_path):
