@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 from cr_consumer import kafka_properties
 from cr_consumer.logging_setup import add_logging_arguments, setup_logging
@@ -39,6 +40,13 @@ from .member import Member, MemberSettings
 from .member_setup import default_stem
 
 log = logging.getLogger(__name__)
+
+#: How long the clean-up after a SIGTERM during start-up may take before the
+#: process exits anyway: a Kafka client blocked in its bootstrap cannot be
+#: interrupted, and its close waits for it (10 s), past the runner's own
+#: SIGTERM -> SIGKILL grace. A member that never ran holds nothing to save; the
+#: region drops it like a crashed one.
+INTERRUPT_GRACE_S = 3.0
 
 
 def parse_pairs(items: list[str] | None, what: str) -> dict[str, object]:
@@ -55,8 +63,9 @@ def kafka_from_args(args: argparse.Namespace) -> dict[str, object]:
     return kafka_properties.from_cli(args.kafka_config, args.kafka)
 
 
-class Interrupted(Exception):
-    """Raised by the signal handler while the member is not yet running its loop."""
+class Interrupted(BaseException):
+    """Raised by the signal handler while the member is not yet running its loop (a
+    BaseException, like KeyboardInterrupt, so start-up code that handles errors lets it pass)."""
 
 
 def curve_keypair_from_args(args: argparse.Namespace, prog: str) -> str | None:
@@ -184,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
         # second signal does not cut the shutdown that the first one started.
         if not member.running.is_set() and not interrupted:
             interrupted.append(signal.Signals(signum).name)
+            timer = threading.Timer(INTERRUPT_GRACE_S, _exit_now, args=(settings.member,))
+            timer.name, timer.daemon = "member-stop-grace", True
+            timer.start()
             raise Interrupted(interrupted[0])
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -195,6 +207,14 @@ def run(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         log.info("%s: stopped by %s before it was running", settings.member, exc)
         return 0
+
+
+def _exit_now(member: str) -> None:
+    """The clean-up after an early SIGTERM did not finish in INTERRUPT_GRACE_S: exit 0."""
+    log.warning("%s: clean-up after the stop request takes longer than %.0fs (a Kafka client still "
+                "bootstrapping?); exiting now", member, INTERRUPT_GRACE_S)
+    logging.shutdown()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
