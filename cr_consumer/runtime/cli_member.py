@@ -18,7 +18,8 @@ deprecation message on stderr.
 
 SIGTERM/SIGINT stop the member at any time: once it runs, gracefully (it
 leaves the region); while it is still joining the coordinator or
-bootstrapping Kafka, at once (exit 0).
+bootstrapping Kafka, at once (exit 0; after at most ``INTERRUPT_GRACE_S`` of
+clean-up).
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad settings, 3 the region FAILED.
 """
