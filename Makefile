@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # pytest workers: 2 cores here; each worker starts one embedded broker.
 WORKERS ?= 2
 
-.PHONY: install demo test bench fuzz clean lint chromium
+.PHONY: install demo test bench fuzz clean lint docs chromium promtool
 
 install: $(STAMP)
 
@@ -20,12 +20,6 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-# The status-page test drives headless Chromium (Debian package chromium).
-CHROMIUM := /usr/bin/chromium
-chromium:
-	@test -x $(CHROMIUM) || { test "$$(id -u)" = 0 && apt-get install -y --no-install-recommends chromium; } \
-	  || { echo "make chromium: $(CHROMIUM) is missing; as root run: apt-get install -y --no-install-recommends chromium" >&2; exit 1; }
-
 test: $(STAMP) promtool chromium
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
 
@@ -35,22 +29,46 @@ FUZZ_SEED   ?= 0
 fuzz: $(STAMP)
 	$(BIN)/python bench/fuzz.py --frames $(FUZZ_FRAMES) --seed $(FUZZ_SEED) --minimize
 
+# The benches that exist, each with small defaults (a few minutes in all);
+# BENCHMARKS.md gives the full-size commands and figures.
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_store.py --entries 100000 --singles 500 --batches 50
+	$(BIN)/python bench/bench_coordinator.py --quick
+	$(BIN)/python bench/bench_operator.py --messages 100000 --trials 1 --reset-trials 0
+
+# ruff with the rule set pinned in pyproject.toml ([tool.ruff.lint]).
+lint: $(STAMP)
+	$(BIN)/ruff check cr_consumer coordinator tests bench examples
+
+# API reference from the docstrings (pdoc), into docs/api/ (gitignored). pdoc
+# follows a package's __all__, which names no submodules, so every module is
+# named, except those of a package without __all__ (pdoc adds them itself).
+API_MODULES = $(shell find cr_consumer coordinator -name '*.py' ! -name '__main__.py' | sort | while read f; do \
+	d=$$(dirname $$f); if [ $${d%%/*} != $$d ] && [ $$(basename $$f) != __init__.py ] && ! grep -q __all__ $$d/__init__.py; \
+	then continue; fi; echo $$f | sed 's:[.]py$$::; s:/__init__$$::; s:/:.:g'; done)
+docs: $(STAMP)
+	rm -rf docs/api
+	$(BIN)/pdoc --docformat markdown -o docs/api $(API_MODULES)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache docs/api
 
-# promtool (Debian package prometheus) checks every /metrics endpoint in the tests:
-# installed when missing and running as root, else a clear error.
-.PHONY: promtool
-promtool:
-	@command -v promtool >/dev/null 2>&1 || { \
+# Debian packages the tests drive as real tools: promtool (package prometheus)
+# checks every /metrics endpoint, headless Chromium loads the status page.
+# Installed when missing and running as root (apt lists refreshed if the first
+# try fails), else a clear error naming the command to run.
+APT_INSTALL = apt-get install -y --no-install-recommends
+define need_debian_package
+	@command -v $(1) >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get install -y --no-install-recommends prometheus || \
-	    { apt-get update && apt-get install -y --no-install-recommends prometheus; }; \
+	    $(APT_INSTALL) $(2) || { apt-get update && $(APT_INSTALL) $(2); }; \
 	  else \
-	    echo "promtool is missing: install the Debian package prometheus as root" \
-	         "(apt-get install -y --no-install-recommends prometheus); the metrics tests need it" >&2; \
-	    exit 1; \
+	    echo "$(1) is missing: as root run: $(APT_INSTALL) $(2) (the tests need it)" >&2; exit 1; \
 	  fi; }
+endef
+
+promtool:
+	$(call need_debian_package,promtool,prometheus)
+
+chromium:
+	$(call need_debian_package,chromium,chromium)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import zmq
 
-from coordinator import protocol, security
+from coordinator import __version__, protocol, security
 from coordinator.connections import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -64,6 +64,7 @@ from coordinator.region_controller import RegionControllerService
 from coordinator.registry import ControlVariablesService, RegistryService
 from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.service_api import CurveServerConfig
+from cr_consumer.logging_setup import parse_log_levels, setup_logging
 
 log = logging.getLogger("coordinator")
 
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The consistent-region coordinator: group registry, control variables, checkpoint merge. "
         "Use 'cr-coordinator keygen --out DIR' to make CURVE keys.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--bind", default=DEFAULT_BIND, help=f"ZeroMQ endpoint to bind (default {DEFAULT_BIND})")
     p.add_argument("--state-dir", required=True, help="directory of the durable state (created if missing)")
     p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve /metrics and /status here")
@@ -124,7 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--expire-interval", type=parse_duration, default=EXPIRE_INTERVAL_S,
         help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
-    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument("--log-level", default="INFO", metavar="LEVELS",
+                   help="a level (DEBUG, INFO, WARNING, ERROR) or per-logger levels, e.g. "
+                        "root=INFO,coordinator=DEBUG (default INFO)")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="text (default) or json (one JSON object per line)")
     add_connection_arguments(p)
     _add_limit_flags(p)
     p.add_argument(
@@ -232,11 +238,9 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.max_frame_bytes < 1024:
         parser.error(f"--max-frame-bytes must be >= 1024, got {args.max_frame_bytes}")
     try:
-        args.level = logging.getLevelName(args.log_level.upper())
-        if not isinstance(args.level, int):
-            raise ValueError
-    except ValueError:
-        parser.error(f"--log-level {args.log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
+        args.level = parse_log_levels(args.log_level)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--log-level: {exc}")
     state = Path(args.state_dir)
     if state.exists() and not state.is_dir():
         parser.error(f"--state-dir {state} exists and is not a directory")
@@ -341,8 +345,11 @@ def keygen(argv: list[str]) -> int:
     args = build_keygen_parser().parse_args(argv)
     try:
         public, secret = security.keygen(args.out, args.name)
-    except security.SecurityConfigError as exc:
+    except security.SecurityConfigError as exc:  # a key already there
         print(f"cr-coordinator keygen: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out cannot be created or written
+        print(f"cr-coordinator keygen: cannot write keys to {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(f"public key: {public}\nsecret key: {secret}")
     return 0
@@ -355,9 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _check(args, parser)
-    logging.basicConfig(
-        level=args.level, format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s", stream=sys.stderr
-    )
+    setup_logging(args.level, args.log_format)
     try:
         return serve(args)
     except (OSError, security.SecurityConfigError, LogError) as exc:

@@ -7,7 +7,14 @@ Public API::
 
 from __future__ import annotations
 
-__all__ = ["ConsumerOperator", "OperatorConfig", "StartPosition"]
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("cr-consumer")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["ConsumerOperator", "OperatorConfig", "StartPosition", "__version__"]
 
 
 def __getattr__(name: str):  # lazy: importing the package must not import kafka

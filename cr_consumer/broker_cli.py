@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 
-from cr_consumer.broker import EmbeddedBroker
+from cr_consumer.broker import BrokerStartError, EmbeddedBroker
+from cr_consumer.runtime.cli_types import port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=None, help="TCP port (default: a free one)")
+    parser.add_argument("--port", type=port, default=None, help="TCP port (default: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
 
 
@@ -18,10 +20,17 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with EmbeddedBroker(port=args.port, host=args.host) as broker:
+    try:
+        broker = EmbeddedBroker(port=args.port, host=args.host).start()
+    except BrokerStartError as exc:  # the broker extra missing, or the port taken
+        print(f"crkafka broker: {exc}", file=sys.stderr, flush=True)
+        return 2
+    try:
         print(broker.bootstrap, flush=True)
         while not stop.wait(0.5):
             if broker._proc is None or broker._proc.poll() is not None:
-                print("broker exited", flush=True)
+                print("broker exited", file=sys.stderr, flush=True)
                 return 1
+    finally:
+        broker.stop()
     return 0

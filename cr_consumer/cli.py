@@ -9,14 +9,20 @@ them. Each command module exposes ``add_arguments(parser)`` and
     crkafka run     PIPELINE_MODULE --members N    a region of N member processes (cr_consumer.runtime.cli)
     crkafka member  PIPELINE_MODULE --coordinator  one member process (cr_consumer.runtime.cli)
     crkafka drill   --scenario NAME ...            fault drills with verification (cr_consumer.drill.cli)
+
+Errors (a bad flag, a bad setting, a missing optional dependency) are one
+line on stderr and exit code 2; logging is set up once here
+(``cr_consumer.logging_setup``: ``--log-level``, ``--log-format``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
+
+from cr_consumer import __version__
+from cr_consumer.logging_setup import add_logging_arguments, setup_logging
 
 #: name -> (module, help). The module provides add_arguments(parser) and run(args).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -30,7 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crkafka", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_logging_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
@@ -48,10 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
-    )
+    setup_logging(args.log_level, args.log_format)
     if args._module is None:
         print(f"crkafka {args.command}: not available in this build ({args._missing})", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from cr_consumer.kafka_properties import redacted_repr
+from cr_consumer.kafka_properties import jvm_equivalent, redacted_repr
 
 
 class ConfigError(ValueError):
@@ -119,6 +119,26 @@ def _kafka_defaults() -> dict[str, Any]:
     from kafka import KafkaConsumer  # imported lazily: the package import stays light
 
     return dict(KafkaConsumer.DEFAULT_CONFIG)
+
+
+def check_property_names(props: Mapping[str, Any]) -> None:
+    """Every key is a dotted kafka-python consumer property this operator lets the
+    user set; a Java-client-only name (``sasl.jaas.config``, ``ssl.truststore.location``)
+    is refused naming the kafka-python equivalent. Raises ConfigError."""
+    defaults = _kafka_defaults()
+    for key in props:
+        if not isinstance(key, str) or "_" in key:
+            raise ConfigError(
+                f"consumer property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"
+            )
+        if key in _RESERVED:
+            raise ConfigError(f"consumer property {key!r} cannot be set here: {_RESERVED[key]}")
+        instead = jvm_equivalent(key)
+        if instead is not None:
+            raise ConfigError(f"consumer property {key!r} is a Java client setting that kafka-python does not "
+                              f"read; use {instead} (docs/operations.md, Connecting to a real cluster)")
+        if key.replace(".", "_") not in defaults:
+            raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
 
 
 @attrs.frozen(kw_only=True)
@@ -234,16 +254,7 @@ class OperatorConfig:
                 raise ConfigError(f"{name} must be callable (bytes -> object), got {value!r}")
 
     def _check_properties(self) -> None:
-        defaults = _kafka_defaults()
-        for key in self.consumer_properties:
-            if not isinstance(key, str) or "_" in key:
-                raise ConfigError(
-                    f"consumer property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"
-                )
-            if key in _RESERVED:
-                raise ConfigError(f"consumer property {key!r} cannot be set here: {_RESERVED[key]}")
-            if key.replace(".", "_") not in defaults:
-                raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
+        check_property_names(self.consumer_properties)
         strategy = self.consumer_properties.get("partition.assignment.strategy")
         if strategy is not None:
             self._assignors(strategy)
@@ -324,4 +335,4 @@ class OperatorConfig:
         return cfg
 
 
-__all__ = ["ConfigError", "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition"]
+__all__ = ["ConfigError", "check_property_names", "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition"]

@@ -56,6 +56,36 @@ MAX_PROPERTIES = 1000
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+#: Java-client property names that kafka-python has no equivalent of under the
+#: same name -> what to set instead (shown when one is given; docs/operations.md,
+#: "Connecting to a real cluster"). kafka-python reads PEM files, not JKS/PKCS12 stores.
+JVM_ONLY: dict[str, str] = {
+    "sasl.jaas.config": "sasl.plain.username and sasl.plain.password (PLAIN, SCRAM-SHA-256/512) "
+                        "or sasl.kerberos.service.name (GSSAPI)",
+    "sasl.client.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
+    "sasl.login.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
+    "ssl.truststore.location": "ssl.cafile (the CA certificates as a PEM file)",
+    "ssl.truststore.password": "nothing: ssl.cafile is a PEM file without a password",
+    "ssl.truststore.type": "ssl.cafile (PEM)",
+    "ssl.truststore.certificates": "ssl.cafile (PEM)",
+    "ssl.keystore.location": "ssl.certfile and ssl.keyfile (PEM files)",
+    "ssl.keystore.password": "ssl.password (the password of ssl.keyfile)",
+    "ssl.keystore.type": "ssl.certfile and ssl.keyfile (PEM)",
+    "ssl.keystore.key": "ssl.keyfile (PEM)",
+    "ssl.keystore.certificate.chain": "ssl.certfile (PEM)",
+    "ssl.key.password": "ssl.password",
+    "ssl.endpoint.identification.algorithm": "ssl.check.hostname (true, or false for an empty algorithm)",
+    "ssl.enabled.protocols": "ssl.context (an ssl.SSLContext, from Python)",
+    "ssl.protocol": "ssl.context (an ssl.SSLContext, from Python)",
+    "ssl.cipher.suites": "ssl.ciphers (OpenSSL cipher list syntax)",
+}
+
+
+def jvm_equivalent(key: str) -> str | None:
+    """The kafka-python property to use instead of a Java-only one, or None."""
+    return JVM_ONLY.get(key)
+
+
 class KafkaPropertiesError(ValueError):
     """A property source that cannot be used (the message names the file, property or variable)."""
 
@@ -247,6 +277,6 @@ def read_stdin(stream: IO[bytes]) -> dict[str, object]:
 
 
 __all__ = [
-    "REDACTED", "KafkaPropertiesError", "encode_for_stdin", "from_cli", "is_secret", "load_properties_file",
+    "JVM_ONLY", "REDACTED", "jvm_equivalent", "KafkaPropertiesError", "encode_for_stdin", "from_cli", "is_secret", "load_properties_file",
     "parse_properties", "read_stdin", "redacted", "redacted_repr", "resolve_env",
 ]

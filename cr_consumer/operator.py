@@ -130,6 +130,9 @@ class ConsumerOperator(RegionHandlers):
             on_failure=self._on_failure,
         )
         self._driver = None
+        #: Set once register() answered: close() unregisters only then, so closing an
+        #: operator that never started does not wait on an unreachable coordinator.
+        self._registered = False
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> ConsumerOperator:
@@ -137,6 +140,7 @@ class ConsumerOperator(RegionHandlers):
         the consumer); 3. subscribe; 4. start the process thread; 5. poll."""
         cfg = self.config
         self._members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
+        self._registered = True
         log.info("%s: registered in group %s (members %s)", self.name, cfg.group_id, self._members)
         self.events.start(START_TIMEOUT_S)
 
@@ -169,7 +173,7 @@ class ConsumerOperator(RegionHandlers):
         self.process.stop(CLOSE_JOIN_S)
         self.events.stop(CLOSE_JOIN_S)
         try:
-            if hasattr(self.control, "unregister"):
+            if self._registered and hasattr(self.control, "unregister"):
                 self.control.unregister(self.config.group_id, self.name)
         except Exception:  # noqa: BLE001 - shutting down; the coordinator may be gone
             log.warning("%s: could not unregister from the coordinator", self.name, exc_info=True)

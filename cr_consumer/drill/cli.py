@@ -19,9 +19,11 @@ import json
 import os
 import sys
 
-from cr_consumer.broker import ENV_BOOTSTRAP
+from cr_consumer.broker import ENV_BOOTSTRAP, BrokerStartError
+from cr_consumer.runtime.cli_types import duration
 
 from .faults import PAUSE_S
+from .plot import SKIPPED_MESSAGE, matplotlib_available
 from .scenarios import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig, run_drill
 
 
@@ -45,13 +47,6 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
-def _positive_float(text: str) -> float:
-    value = _non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
 def _bootstrap(text: str) -> str:
     for server in text.split(","):
         host, sep, port = server.strip().rpartition(":")
@@ -72,14 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed in the report)")
     parser.add_argument("--rate", type=_non_negative_float, default=0.0,
                         help="production rate in records/s (default 0: as fast as possible)")
-    parser.add_argument("--period", type=_positive_float, default=2.0,
-                        help="checkpoint period in s (default 2.0; see docs/drills.md on 1 s and group joins)")
-    parser.add_argument("--pause", type=_positive_float, default=PAUSE_S,
-                        help=f"length of the pause-* scenarios' SIGSTOP in s (default {PAUSE_S:g})")
+    parser.add_argument("--period", type=duration, default=2.0,
+                        help="checkpoint period, a duration (default 2s; see docs/drills.md on 1 s and group joins)")
+    parser.add_argument("--pause", type=duration, default=PAUSE_S,
+                        help=f"length of the pause-* scenarios' SIGSTOP, a duration (default {PAUSE_S:g}s)")
     parser.add_argument("--session-timeout-ms", type=_positive_int, default=6000,
                         help="Kafka session.timeout.ms of the members (default 6000)")
-    parser.add_argument("--timeout", type=_positive_float, default=None,
-                        help="bound on one drill in s (default 120 + messages/2000)")
+    parser.add_argument("--timeout", type=duration, default=None,
+                        help="bound on one drill, a duration (default 120s + messages/2000 s)")
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -109,7 +104,8 @@ def _summary(report: dict) -> str:
             f"duplicates {report['duplicates']}, resets {report['resets']}, checkpoints {report['checkpoints']}, "
             f"detect {report['time_to_detect_s']} s, recover {report['time_to_recover_s']} s"
             + (f", error: {report['error']}" if report["error"] else "")
-            + (f"\n  plot: {report['plot']}" if report["plot"] else ""))
+            + (f"\n  plot: {report['plot']}" if report["plot"]
+               else f"\n  {SKIPPED_MESSAGE}" if not matplotlib_available() else ""))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"crkafka drill: {exc}", file=sys.stderr)
         return 2
-    reports = [run_drill(cfg) for cfg in cfgs]
+    try:
+        reports = [run_drill(cfg) for cfg in cfgs]
+    except BrokerStartError as exc:  # no broker extra and no --bootstrap: say how to get one
+        print(f"crkafka drill: {exc}", file=sys.stderr)
+        return 2
     if not args.json:
         for r in reports:
             print(_summary(r))

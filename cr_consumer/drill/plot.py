@@ -8,17 +8,39 @@ a membership change, so a Kafka rebalance). Checkpoints, resets and
 membership come from the controller's events when the drill watched it, else
 from the members' probes. Bottom panel: cumulative records processed by the
 whole region, with the produced total as a horizontal line.
+
+matplotlib is optional (the ``plot`` extra): without it :func:`plot_timeline`
+draws nothing and returns None, the drill still verifies, and the report says
+the plot was skipped (:data:`SKIPPED_MESSAGE`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from .report import checkpoint_events, per_member_series, reset_events
 
+log = logging.getLogger(__name__)
 
-def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str, produced: int | None = None) -> Path:
+SKIPPED_MESSAGE = "plot skipped: matplotlib is not installed (pip install 'cr-consumer[plot]')"
+
+
+def matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401 (only whether it imports)
+    except ImportError:
+        return False
+    return True
+
+
+def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
+                  produced: int | None = None) -> Path | None:
+    """Write the plot to ``path`` and return it; None (logged) without matplotlib."""
+    if not matplotlib_available():
+        log.warning("%s", SKIPPED_MESSAGE)
+        return None
     import matplotlib
 
     matplotlib.use("Agg")

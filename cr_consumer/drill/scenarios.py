@@ -367,9 +367,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     plot_path = None
     if events:
         try:
-            plot_path = str(plot_timeline(events, drill_dir / "timeline.png",
-                                          title=f"drill {cfg.scenario} (seed {cfg.seed})",
-                                          produced=result.produced))
+            drawn = plot_timeline(events, drill_dir / "timeline.png",
+                                  title=f"drill {cfg.scenario} (seed {cfg.seed})", produced=result.produced)
+            plot_path = str(drawn) if drawn is not None else None
         except Exception as exc:  # the plot is an aid; its failure is reported, not hidden
             log.exception("timeline plot failed")
             error = error or f"plot failed: {exc!r}"

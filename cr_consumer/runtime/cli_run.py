@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 import time
 
 from cr_consumer.kafka_properties import KafkaPropertiesError
 
-from .cli_member import add_region_arguments, default_group, kafka_from_args, parse_pairs
+from .cli_member import add_region_arguments, curve_keypair_from_args, default_group, kafka_from_args, parse_pairs
+from .cli_types import duration, port, positive_int
 from .member_setup import SettingsError
 from .runner import Region
 
@@ -28,12 +30,12 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_region_arguments(parser)
-    parser.add_argument("--members", type=int, default=3, help="member processes (default 3)")
+    parser.add_argument("--members", type=positive_int, default=3, help="member processes (default 3)")
     parser.add_argument("--coordinator", help="use this coordinator endpoint instead of starting one")
     parser.add_argument("--no-restart", action="store_true", help="do not restart members that die")
-    parser.add_argument("--duration", type=float, help="stop after this many seconds")
-    parser.add_argument("--status-every", type=float, default=5.0, help="print the status this often (s)")
-    parser.add_argument("--metrics-port", type=int, metavar="BASE",
+    parser.add_argument("--duration", type=duration, help="stop after this long (e.g. 30s, 5m)")
+    parser.add_argument("--status-every", type=duration, default=5.0, help="print the status this often (default 5s)")
+    parser.add_argument("--metrics-port", type=port, metavar="BASE",
                         help="member-N serves Prometheus /metrics on port BASE+N (a restarted member keeps "
                              "its port; default: no member endpoint)")
 
@@ -45,19 +47,20 @@ def _line(status: dict) -> str:
             + (f" failed: {status.get('failed_reason')}" if status.get("failed_reason") else ""))
 
 
+def _error(message: str) -> int:
+    print(f"crkafka run: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
+    curve_keypair = curve_keypair_from_args(args, "crkafka run")
     if not args.bootstrap:
-        print("crkafka run: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
-              "(`crkafka broker` starts an embedded one)", flush=True)
-        return 2
-    if args.members < 1:
-        print("crkafka run: --members must be >= 1", flush=True)
-        return 2
+        return _error("give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
+                      "(`crkafka broker` starts an embedded one)")
     try:
         kafka = kafka_from_args(args)
     except KafkaPropertiesError as exc:
-        print(f"crkafka run: {exc}", flush=True)
-        return 2
+        return _error(str(exc))
     try:
         region = Region(
             args.pipeline, members=args.members, bootstrap=args.bootstrap, coordinator=args.coordinator,
@@ -66,13 +69,12 @@ def run(args: argparse.Namespace) -> int:
             reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
             member_timeout_s=args.member_timeout, region_index=args.region_index,
             params=parse_pairs(args.param, "--param"), kafka=kafka,
-            restart_members=not args.no_restart, log_level=args.log_level,
-            curve_server_key=args.curve_server_key, curve_key=args.curve_key,
+            restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,
+            curve_server_key=args.curve_server_key, curve_key=curve_keypair,
             metrics_port=args.metrics_port, metrics_host=args.metrics_host,
         )
     except ValueError as exc:
-        print(f"crkafka run: {exc}", flush=True)
-        return 2
+        return _error(str(exc))
     stop = threading.Event()
 
     def on_signal(signum, _frame) -> None:
@@ -84,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         region.start()
     except SettingsError as exc:
-        print(f"crkafka run: {exc}", flush=True)
-        return 2
+        return _error(str(exc))
     print(f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
           f"members {region.live_members()}, "
           f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         next_status = time.monotonic() + args.status_every
         while not stop.wait(0.2):
             if region.failed:
-                print(f"region {region.group}: {region.failed}", flush=True)
+                print(f"region {region.group}: {region.failed}", file=sys.stderr, flush=True)
                 code = region.exit_code()
                 break
             if args.duration is not None and time.monotonic() - started >= args.duration:

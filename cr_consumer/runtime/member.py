@@ -65,7 +65,7 @@ from . import fault_points
 from .checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
 from .control import ControlChannel
 from .group_state import evict_predecessor, group_report, request_rejoin
-from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_pipeline_module
+from .member_setup import MemberSettings, SettingsError, caused_by_rebalance, load_build
 from .pipeline import KafkaSource, Pipeline, PipelineContext
 from .reset_watch import ResetPendingWatch, WatchAction
 
@@ -87,6 +87,9 @@ class Member:
         self.permit = RegionPermit()
         self.commands: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self._stop = threading.Event()
+        #: Set once joined and bootstrapped, when the command loop starts: before it,
+        #: a stop request has no loop to notice it (``crkafka member`` interrupts instead).
+        self.running = threading.Event()
         self.exit_code: int | None = None
         self.broken: BaseException | None = None  # pipeline error since the last reset
         self.pipeline: Pipeline | None = None
@@ -110,8 +113,7 @@ class Member:
         ctx = PipelineContext(bootstrap=s.bootstrap, group=s.group, member=s.member, coordinator=s.coordinator,
                               output_dir=s.output_dir, state_dir=s.state_dir, region_index=s.region_index,
                               params=dict(s.params))
-        module = load_pipeline_module(s.pipeline)
-        pipeline = module.build(ctx)
+        pipeline = load_build(s.pipeline)(ctx)
         if not isinstance(pipeline, Pipeline):
             raise SettingsError(f"{s.pipeline}: build(ctx) returned {type(pipeline).__name__}, not a Pipeline")
         if not isinstance(pipeline.source, KafkaSource):
@@ -214,7 +216,7 @@ class Member:
             try:
                 self.source.start()
             except Exception:  # broker or coordinator unreachable: exit 1, the runner restarts us
-                log.exception("%s: the Kafka source could not start", s.member)
+                log.exception("%s: the Kafka source could not start (bootstrap %s)", s.member, s.bootstrap)
                 return EXIT_ERROR
             log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
                      [i for i, _ in self.handlers])
@@ -222,6 +224,7 @@ class Member:
             # keep them out of the cyclic GC's full collections, which otherwise
             # re-scan them (~40k objects, ~20 ms each) while records stream through.
             gc.freeze()
+            self.running.set()
             code = self._loop()
             return code
         finally:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -36,8 +38,27 @@ def caused_by_rebalance(exc: BaseException) -> bool:
     return False
 
 
+def split_spec(spec: str) -> tuple[str, str]:
+    """``module``, ``module:attr``, ``path.py`` or ``path.py:attr`` -> (module or path, attr);
+    the attribute defaults to ``build``."""
+    where, sep, attr = spec.rpartition(":")
+    if not sep or "/" in attr or attr.endswith(".py"):
+        return spec, "build"
+    if not attr.isidentifier():
+        raise SettingsError(f"pipeline {spec!r}: {attr!r} is not a Python name (give MODULE:FUNCTION)")
+    return where, attr
+
+
+def default_stem(pipeline: str) -> str:
+    """``examples.wordcount``, ``examples/wordcount.py`` or ``...:build`` -> ``wordcount``."""
+    return Path(split_spec(pipeline)[0]).name.removesuffix(".py").split(".")[-1]
+
+
 def load_pipeline_module(spec: str) -> ModuleType:
-    """A module name (``examples.wordcount``) or a path (``examples/wordcount.py``)."""
+    """A module name (``examples.wordcount``, imported with the working directory on
+    ``sys.path``, as ``python -m`` does) or a path (``examples/wordcount.py``);
+    an optional ``:attr`` names the build function (default ``build``)."""
+    spec, attr = split_spec(spec)
     if spec.endswith(".py") or "/" in spec:
         path = Path(spec)
         if not path.is_file():
@@ -50,13 +71,21 @@ def load_pipeline_module(spec: str) -> ModuleType:
         sys.modules[name] = module
         mod_spec.loader.exec_module(module)
     else:
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
         try:
             module = importlib.import_module(spec)
         except ModuleNotFoundError as exc:
             raise SettingsError(f"pipeline module {spec!r} not found ({exc}); give a module name or a .py path") from None
-    if not callable(getattr(module, "build", None)):
-        raise SettingsError(f"pipeline module {spec!r} has no build(ctx) -> Pipeline function")
+    if not callable(getattr(module, attr, None)):
+        raise SettingsError(f"pipeline module {spec!r} has no {attr}(ctx) -> Pipeline function")
     return module
+
+
+def load_build(spec: str) -> Callable[..., object]:
+    """The build function ``spec`` names (:func:`load_pipeline_module`, :func:`split_spec`)."""
+    return getattr(load_pipeline_module(spec), split_spec(spec)[1])
 
 
 @attrs.frozen

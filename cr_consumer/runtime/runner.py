@@ -19,7 +19,9 @@ returns a :class:`Region` handle:
    same name, at once, with a backoff only when it keeps dying
    (``member_proc.py``); a member that
    exits with code 3 (region FAILED) or 2 (bad settings) is not restarted and
-   marks the region failed. The coordinator this handle started is restarted
+   marks the region failed; its last ERROR line (from its log) is part of
+   ``failed``, and a member restarted after a failure logs its last ERROR
+   line too, so the reason reaches the console. The coordinator this handle started is restarted
    on the same endpoint and state dir if it dies.
 4. ``stop()`` (also on Ctrl-C / SIGTERM in ``crkafka run``): stop the
    supervisor, SIGTERM every member (SIGKILL after ``STOP_TIMEOUT_S``), then
@@ -33,6 +35,7 @@ restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -48,6 +51,7 @@ from typing import Any
 from coordinator.launcher import die_with_parent_preexec
 from cr_consumer.kafka_properties import encode_for_stdin
 from cr_consumer.runtime.member_proc import MemberProc
+from cr_consumer.runtime.member_setup import SettingsError, default_stem
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,12 @@ STOP_TIMEOUT_S = 10.0
 #: Members with a metrics port (metrics_port + N for member-N): bounds the
 #: port range a region takes so a base port is checked once, up front.
 MAX_METRICS_PORTS = 1000
+#: Bytes read back from the end of a member's log to find its last ERROR line.
+LOG_TAIL_BYTES = 64 * 1024
+#: The member's own loggers: their ERROR records state why it stopped.
+MEMBER_LOGGERS = frozenset({"cr_consumer.runtime.member", "__main__", "cr_consumer.runtime.cli_member"})
+#: Longest error line echoed (the rest of a long line stays in the log).
+MAX_ECHO_CHARS = 500
 #: Bound on one status request, so a dead or restarting coordinator makes
 #: status() fail (and wait_until() retry) instead of blocking the caller.
 STATUS_TIMEOUT_S = 3.0
@@ -92,6 +102,7 @@ class Region:
         kafka: dict[str, Any] | None = None,
         restart_members: bool = True,
         log_level: str = "INFO",
+        log_format: str = "text",
         python: str = sys.executable,
         env: dict[str, str] | None = None,
         curve_server_key: str | None = None,
@@ -107,7 +118,7 @@ class Region:
         self.n_members = members
         self.bootstrap = bootstrap
         self.endpoint = coordinator
-        stem = Path(self.pipeline).stem.split(".")[-1]
+        stem = default_stem(self.pipeline)
         self.group = group or f"crkafka-{stem}-{uuid.uuid4().hex[:8]}"
         self.output_dir = Path(output_dir).resolve()
         self.state_dir = Path(state_dir).resolve()
@@ -125,6 +136,7 @@ class Region:
         self._kafka_stdin = encode_for_stdin(self.kafka) if self.kafka else None  # checks the size up front
         self.restart_members = restart_members
         self.log_level = log_level
+        self.log_format = log_format
         self.python = python
         self.env = dict(env or {})
         if (curve_server_key is None) != (curve_key is None):
@@ -153,6 +165,7 @@ class Region:
         from .member_setup import load_pipeline_module
 
         load_pipeline_module(self.pipeline)  # fail here, clearly, not in N member logs
+        self._check_kafka_settings()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
         if self.endpoint is None:
@@ -169,6 +182,21 @@ class Region:
         self._supervisor = threading.Thread(target=self._supervise, name="region-supervisor", daemon=True)
         self._supervisor.start()
         return self
+
+    def _check_kafka_settings(self) -> None:
+        """The Kafka properties and region timeouts as a member's source will check
+        them (its topics come from the pipeline's build(), which only a member runs:
+        a placeholder stands in), so a bad one fails here rather than in every member."""
+        from cr_consumer.config import ConfigError, OperatorConfig
+
+        try:
+            OperatorConfig(bootstrap_servers=self.bootstrap, group_id=self.group, operator_name="member-0",
+                           coordinator=self.endpoint or "tcp://127.0.0.1:1", topics=("placeholder",),
+                           region_index=self.region_index, consumer_properties=self.kafka,
+                           drain_timeout_s=float(self.region_settings["drain_timeout_s"]),
+                           reset_timeout_s=float(self.region_settings["reset_timeout_s"]))
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise SettingsError(f"Kafka settings: {exc}") from None
 
     def stop(self) -> None:
         self._stop.set()
@@ -199,7 +227,7 @@ class Region:
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
                            region=self.region_settings, params=self.params,
                            kafka_stdin=self._kafka_stdin is not None,
-                           log_level=self.log_level, curve=self.curve, metrics=self.metrics_bind(name))
+                           log_level=self.log_level, log_format=self.log_format, curve=self.curve, metrics=self.metrics_bind(name))
 
     def metrics_bind(self, name: str) -> tuple[str, int] | None:
         """member-N's /metrics: metrics_port + N, the same port across restarts."""
@@ -395,10 +423,12 @@ class Region:
                 if m.next_start == 0.0:  # first time we see it dead
                     m.exit_codes.append(code)
                     self._event("exit", m.name, pid=m.proc.pid, code=code)
+                    reason = self.last_error(m.name)
                     if code in (2, 3):
                         self.failed_code = code
                         self.failed = (f"{m.name} exited with code {code} "
-                                       f"({'region FAILED' if code == 3 else 'bad settings'}); see its log "
+                                       f"({'region FAILED' if code == 3 else 'bad settings'})"
+                                       + (f": {reason}" if reason else "") + "; see its log "
                                        f"{self.state_dir / 'logs' / (m.name + '.log')}")
                         log.error("%s", self.failed)
                         m.removed = True
@@ -407,13 +437,32 @@ class Region:
                         m.removed = True
                         continue
                     m.schedule_restart(now)  # at once, unless it keeps dying (member_proc.py)
-                    log.warning("%s (pid %d) exited with code %s; restarting in %.1fs", m.name, m.proc.pid, code,
-                                m.delay)
+                    log.warning("%s (pid %d) exited with code %s; restarting in %.1fs%s", m.name, m.proc.pid, code,
+                                m.delay, f" (last error: {reason})" if reason else "")
                 if now >= m.next_start:
                     m.next_start = 0.0
                     m.restarts += 1
                     self._spawn(m)
                     self._event("restart", m.name, pid=m.proc.pid)
+
+    def last_error(self, name: str) -> str | None:
+        """The message of the last ERROR (or CRITICAL) record in a member's log, read
+        from its last :data:`LOG_TAIL_BYTES`; text or JSON log format. A record of the
+        member's own loggers (:data:`MEMBER_LOGGERS`, which name the cause and the
+        address) wins over a later one of its threads or libraries."""
+        path = self.state_dir / "logs" / f"{name}.log"
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError as exc:
+            log.warning("%s: cannot read its log %s: %s", name, path, exc)
+            return None
+        errors = [e for e in map(_error_record, lines) if e is not None]
+        own = [message for logger, message in errors if logger in MEMBER_LOGGERS]
+        if own or errors:
+            return (own or [errors[-1][1]])[-1][:MAX_ECHO_CHARS]
+        return None
 
     def _check_coordinator(self) -> None:
         c = self.coordinator_proc
@@ -430,6 +479,24 @@ class Region:
         if self.failed:
             return self.failed_code or 3
         return 0
+
+
+def _error_record(line: str) -> tuple[str, str] | None:
+    """(logger, message) of one log line when it is an ERROR/CRITICAL record, else None."""
+    if line.startswith("{"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return None
+        if isinstance(doc, dict) and doc.get("level") in ("ERROR", "CRITICAL"):
+            return str(doc.get("logger", "")), str(doc.get("msg", ""))
+        return None
+    for level in (" ERROR ", " CRITICAL "):
+        head, sep, tail = line.partition(level)
+        if sep and head[:4].isdigit():  # "<asctime> ERROR <logger> [<thread>] <message>"
+            logger, _, rest = tail.partition(" ")
+            return logger, rest.partition("] ")[2] or rest
+    return None
 
 
 def run_pipeline(pipeline: str, **kwargs: Any) -> Region:
