@@ -39,7 +39,6 @@ import argparse
 import ipaddress
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -65,22 +64,17 @@ from coordinator.registry import ControlVariablesService, RegistryService
 from coordinator.server import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.service_api import CurveServerConfig
 from cr_consumer.logging_setup import parse_log_levels, setup_logging
+from cr_consumer.runtime.cli_types import duration
 
 log = logging.getLogger("coordinator")
 
 DEFAULT_BIND = "tcp://127.0.0.1:5570"
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(text: str) -> float:
-    """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 3600, 30s, 10m, 2h, 7d)")
-    value = float(m.group(1)) * _UNITS[m.group(2) or "s"]
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"duration {text!r} must be > 0")
-    return value
+    """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds (the one
+    duration syntax of every command: cr_consumer.runtime.cli_types.duration)."""
+    return duration(text)
 
 
 def is_loopback_endpoint(endpoint: str) -> bool:

@@ -30,6 +30,7 @@ from coordinator import security
 from coordinator.client import CoordinatorClient
 from coordinator.errors import CoordinatorError, CoordinatorUnavailable
 from coordinator.status_lag import BrokerUnavailable, PartitionLag, read_lag
+from cr_consumer.runtime.cli_types import bounded_duration
 
 #: Version of the ``--json`` document; a field is renamed or removed only with a new version.
 JSON_VERSION = 1
@@ -40,27 +41,15 @@ TIMEOUT_MAX_S = 300.0
 EXIT_OK, EXIT_UNREACHABLE = 0, 2
 
 
-def _seconds(lo: float, hi: float) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text.rstrip("s"))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{text!r} is outside {lo:g}..{hi:g} seconds")
-        return value
-    return parse
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coordinator", required=True, metavar="ENDPOINT", help="e.g. tcp://127.0.0.1:5570")
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), metavar="HOST:PORT",
                         help="Kafka bootstrap servers, for committed/end offsets and lag "
                              "(default $KAFKA_BOOTSTRAP_SERVERS; without it no lag is shown)")
-    parser.add_argument("--timeout", type=_seconds(0.1, TIMEOUT_MAX_S), default=5.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=bounded_duration(0.1, TIMEOUT_MAX_S), default=5.0, metavar="SECONDS",
                         help="seconds to wait for the coordinator and for the broker (default 5)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON document (version {JSON_VERSION})")
-    parser.add_argument("--watch", nargs="?", const=2.0, default=None, type=_seconds(WATCH_MIN_S, WATCH_MAX_S),
+    parser.add_argument("--watch", nargs="?", const=2.0, default=None, type=bounded_duration(WATCH_MIN_S, WATCH_MAX_S),
                         metavar="SECONDS", help="refresh every SECONDS (default 2) until Ctrl-C")
     parser.add_argument("--count", type=int, default=None, metavar="N",
                         help="with --watch: stop after N refreshes")

@@ -14,7 +14,8 @@ import sys
 
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
-from test_status_page import Member, _regions, _wait_for
+from scripted_member import wait_for
+from test_status_page import _regions, member
 
 from coordinator.status_cli import JSON_VERSION
 from cr_consumer.kafka_util import create_topic, produce
@@ -43,11 +44,11 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
                                            TopicPartition(topic, 1): OffsetAndMetadata(200, "", -1)})
     finally:
         admin.close()
-    members = [Member(endpoint, region, "m-1").start(), Member(endpoint, region, "m-2").start(),
-               Member(endpoint, failing, "p-1", fail_drain=True).start()]
+    members = [member(endpoint, region, "m-1").start(), member(endpoint, region, "m-2").start(),
+               member(endpoint, failing, "p-1", fail_drain=True).start()]
     try:
-        _wait_for(lambda: _steady(_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
-        _wait_for(lambda: _regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
+        wait_for(lambda: _steady(_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
+        wait_for(lambda: _regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json")
         assert r.returncode == 0, r.stderr

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*")
 #: Longest duration accepted (a year): bounds every wait built from a flag.
 MAX_DURATION_S = 365 * 86400.0
 
 
 def duration(text: str) -> float:
-    """``500ms``, ``10s``, ``1m``, ``2h``, ``1d`` or plain seconds -> seconds (> 0)."""
+    """``500ms``, ``10s``, ``1m``, ``2h``, ``1d``, ``1w`` or plain seconds -> seconds (> 0)."""
     m = _DURATION.fullmatch(str(text))
     if not m:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 1.5, 500ms, 10s, 1m, 2h)")
@@ -29,6 +30,16 @@ def duration(text: str) -> float:
     if value > MAX_DURATION_S:
         raise argparse.ArgumentTypeError(f"duration {text!r} is longer than a year")
     return value
+
+
+def bounded_duration(lo: float, hi: float) -> Callable[[str], float]:
+    """A duration parser that also refuses values outside ``lo..hi`` seconds."""
+    def parse(text: str) -> float:
+        value = duration(text)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} is outside {lo:g}..{hi:g} seconds")
+        return value
+    return parse
 
 
 def port(text: str) -> int:
