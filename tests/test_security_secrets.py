@@ -164,9 +164,10 @@ def test_run_never_puts_a_secret_on_a_member_command_line(tmp_path, bootstrap, n
     assert "member-0" in text
 
 
-def test_run_hands_file_and_command_line_properties_to_the_members(tmp_path, bootstrap, names):
-    """The members get the file's and the items' properties: a heartbeat above the
-    session timeout (one from each source) is refused by every member's config check."""
+def test_run_checks_file_and_command_line_properties_together(tmp_path, bootstrap, names):
+    """The file's and the items' properties are one set, checked before any member
+    starts: a heartbeat above the session timeout (one from each source) is refused
+    by the parent, naming both values, and the secret appears nowhere."""
     repo = Path(__file__).resolve().parents[1]
     conf = tmp_path / "client.properties"
     conf.write_text(f"session.timeout.ms=6000\nsasl.plain.password={SECRET}\n")
@@ -178,9 +179,9 @@ def test_run_hands_file_and_command_line_properties_to_the_members(tmp_path, boo
          "--kafka-config", str(conf), "--kafka", "heartbeat.interval.ms=7000"],
         capture_output=True, text=True, timeout=90, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(repo)))
     assert r.returncode == 2, r.stdout + r.stderr
-    member_log = (tmp_path / "state" / "logs" / "member-0.log").read_text()
-    assert "heartbeat.interval.ms (7000) must be lower than session.timeout.ms (6000)" in member_log
-    assert SECRET not in member_log + r.stdout + r.stderr
+    assert "heartbeat.interval.ms (7000) must be lower than session.timeout.ms (6000)" in r.stderr
+    assert not (tmp_path / "state" / "logs" / "member-0.log").exists()  # refused before spawning
+    assert SECRET not in r.stdout + r.stderr
 
 
 def test_member_refuses_a_missing_env_reference(tmp_path):
