@@ -20,21 +20,11 @@ import os
 import sys
 
 from cr_consumer.broker import ENV_BOOTSTRAP, BrokerStartError
-from cr_consumer.runtime.cli_types import duration
+from cr_consumer.runtime.cli_types import duration, positive_int
 
 from .faults import PAUSE_S
 from .plot import SKIPPED_MESSAGE, matplotlib_available
 from .scenarios import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig, run_drill
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _non_negative_float(text: str) -> float:
@@ -58,9 +48,9 @@ def _bootstrap(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", required=True, choices=(*SCENARIOS, "all"),
                         help="the fault to inject ('all' runs every scenario)")
-    parser.add_argument("--members", type=_positive_int, default=3, help="member processes (default 3)")
-    parser.add_argument("--partitions", type=_positive_int, default=8, help="input partitions (default 8)")
-    parser.add_argument("--messages", type=_positive_int, default=200_000, help="records to produce (default 200000)")
+    parser.add_argument("--members", type=positive_int, default=3, help="member processes (default 3)")
+    parser.add_argument("--partitions", type=positive_int, default=8, help="input partitions (default 8)")
+    parser.add_argument("--messages", type=positive_int, default=200_000, help="records to produce (default 200000)")
     parser.add_argument("--bootstrap", type=_bootstrap, default=None,
                         help=f"Kafka bootstrap servers (default ${ENV_BOOTSTRAP}, else an embedded broker)")
     parser.add_argument("--out", default="drill-out", help="directory for outputs, reports and plots (default drill-out)")
@@ -71,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoint period, a duration (default 2s; see docs/drills.md on 1 s and group joins)")
     parser.add_argument("--pause", type=duration, default=PAUSE_S,
                         help=f"length of the pause-* scenarios' SIGSTOP, a duration (default {PAUSE_S:g}s)")
-    parser.add_argument("--session-timeout-ms", type=_positive_int, default=6000,
+    parser.add_argument("--session-timeout-ms", type=positive_int, default=6000,
                         help="Kafka session.timeout.ms of the members (default 6000)")
     parser.add_argument("--timeout", type=duration, default=None,
                         help="bound on one drill, a duration (default 120s + messages/2000 s)")
