@@ -208,9 +208,11 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    log.info("%s: joining region %s at %s (Kafka %s)", settings.member, settings.group, settings.coordinator,
-             settings.bootstrap)
     try:
+        # Inside the try: a signal may land while this line is still being logged
+        # (a supervisor that waits for it signals at once).
+        log.info("%s: joining region %s at %s (Kafka %s)", settings.member, settings.group, settings.coordinator,
+                 settings.bootstrap)
         return member.run()
     except Interrupted as exc:
         log.info("%s: stopped by %s before it was running", settings.member, exc)
