@@ -206,11 +206,12 @@ def run(args: argparse.Namespace) -> int:
             timer.start()
             raise Interrupted(interrupted[0])
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
     try:
-        # Inside the try: a signal may land while this line is still being logged
-        # (a supervisor that waits for it signals at once).
+        # The handlers and the log line inside the try: a signal may land as soon as
+        # a handler is set, or while this line is still being logged (a supervisor
+        # that waits for it signals at once).
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
         log.info("%s: joining region %s at %s (Kafka %s)", settings.member, settings.group, settings.coordinator,
                  settings.bootstrap)
         return member.run()
