@@ -16,6 +16,11 @@ from cr_consumer.kafka_util import create_topic
 from cr_consumer.runtime.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
 
 KAFKA = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+#: The eviction test's session timeout: long enough that only the eviction can
+#: explain a rebalance within EVICTION_WAIT_S (a rejoin can repeat when a metadata
+#: refresh lands mid-join, so the wait has room for a second round).
+EVICTION_SESSION_TIMEOUT_MS = 15000
+EVICTION_WAIT_S = 10.0
 
 
 class _Pump:
@@ -77,10 +82,11 @@ def _source(pump):
 def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     group = names.group()
-    a = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="a", **KAFKA)
+    settings = {**KAFKA, "session_timeout_ms": EVICTION_SESSION_TIMEOUT_MS}
+    a = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="a", **settings)
     joins = _Count()
     a.subscribe([topic], listener=joins)
-    b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="b", **KAFKA)
+    b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="b", **settings)
     pump_a, pump_b = _Pump(a), _Pump(b)
     try:
         assert _wait(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30)
@@ -92,15 +98,16 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         assert report["rebalancing"] is False
         victim = group_report(_source(pump_b))["member_id"]
         # b stands for a killed process: nobody polls it any more; the broker would
-        # keep it in the group for the session timeout (6 s) and then rebalance.
+        # keep it in the group for the session timeout (15 s) and then rebalance.
         pump_b.halt()
         config = SimpleNamespace(bootstrap_servers=bootstrap, group_id=group, operator_name="b-restarted",
                                  consumer_properties={"request.timeout.ms": 5000, "fetch.min.bytes": 1})
         assert "fetch_min_bytes" not in _admin_settings(config)  # consumer-only settings are left out
         t0 = time.monotonic()
         assert evict_predecessor(config, victim) is True
-        assert _wait(lambda: len(a.assignment()) == 4, 6.0), a.assignment()
-        assert time.monotonic() - t0 < 6.0  # before the session timeout would have removed it
+        assert _wait(lambda: len(a.assignment()) == 4, EVICTION_WAIT_S), a.assignment()
+        # before the session timeout would have removed it
+        assert time.monotonic() - t0 < EVICTION_WAIT_S < EVICTION_SESSION_TIMEOUT_MS / 1000
         # an unknown member id is reported, not raised
         assert evict_predecessor(config, "no-such-member") is False
         # the rejoin hint: the consumer rejoins at its next poll (tansu keeps the
