@@ -1,4 +1,4 @@
-"""Background compaction of the durable log (the log cleaner of seed 000/001).
+"""Background compaction of the durable log (Kafka's log cleaner for a compacted topic).
 
 Dead entries are entries still in the log that no longer decide the state:
 overwritten values, tombstones, and the entries tombstones deleted. When they

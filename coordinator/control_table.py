@@ -1,7 +1,7 @@
 """In-memory table of control variables: (group, topic, partition) -> initial offset.
 
-Seed 002 asks for no more than 64 bytes per group/topic/partition/offset entry
-"assuming the strings are interned and a compact lookup structure". A dict of
+Budget: at most 64 bytes per group/topic/partition/offset entry, with the
+strings interned and a compact lookup structure. A dict of
 (group, topic, partition) tuples costs ~100-200 bytes per entry in CPython, so
 the table is two levels of dicts ending in packed offsets::
 

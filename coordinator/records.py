@@ -27,7 +27,7 @@ Payload (UTF-8 JSON object)::
             a small JSON document of another service; null = tombstone
 
 One record carries every entry written by one request, so a request's entries
-are replayed all or nothing (the transactional commit of seed 002). Records
+are replayed all or nothing (one request, one atomic commit). Records
 written in bulk (compaction, expiry, activity) are packed by `Batcher`, which
 bounds every record by bytes (BATCH_BYTES) and by entries (BATCH_ENTRIES).
 

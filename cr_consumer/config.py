@@ -111,7 +111,7 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 #: the poll the drain waits for) queues behind it. With Kafka's 50 MB default
 #: a broker that ignores max.partition.fetch.bytes (tansu) answers with ~5 MB
 #: responses whose decoding stalled drains for 10-25 ms (the drain-latency
-#: p99). 1 MB: p99 12 ms, same throughput (BENCHMARKS.md, "Drain latency, session 4").
+#: p99). With 1 MB the drain p99 is ~12 ms at the same throughput (BENCHMARKS.md).
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
 

@@ -66,7 +66,7 @@ IDLE_POLL_TIMEOUT_MS = 20
 #: poll often finds the fetch buffer empty between two fetch responses, and a
 #: 20 ms poll started then returns only when the next response has landed and
 #: 500 records are parsed (25-45 ms measured): that poll was the whole drain
-#: latency tail (p99 22-30 ms, BENCHMARKS.md, session 4).
+#: latency tail (p99 22-30 ms; BENCHMARKS.md, drain latency).
 IDLE_AFTER_S = 0.5
 #: While the permit is blocked: the longest wait for events between two polls.
 #: The drain's event then finds the thread waiting for it, not inside a poll

@@ -2,7 +2,7 @@
 
 1. pause()/resume() (:func:`unstick_parked_fetches`)
 
-The defect (see /work/shared/notes/kafka-environment.md): when a partition is
+The defect (kafka-python 3.0.12): when a partition is
 paused while the fetcher holds parsed records for it, the fetcher parks them
 (``_paused_partition_records``) and excludes that partition from every fetch
 request until they are restored. ``Fetcher.fetched_records`` restores parked
