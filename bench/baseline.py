@@ -28,7 +28,7 @@ RUN_TIMEOUT_S = 300.0
 
 def produce_fixed(bootstrap: str, topic: str, n: int, size: int = 100) -> None:
     """``n`` records of ``size`` bytes, round robin over the topic's partitions."""
-    from cr_consumer.kafka_util import produce
+    from cr_consumer.testing.kafka_util import produce
 
     payload = b"x" * size
     produce(bootstrap, topic, (payload for _ in range(n)))
@@ -66,8 +66,8 @@ def bare_poll_loop(bootstrap: str, topic: str, n: int, *, max_poll_records: int 
 
 
 def main() -> None:
-    from cr_consumer.broker import bootstrap_or_embedded
-    from cr_consumer.kafka_util import create_topic, unique_name
+    from cr_consumer.testing.broker import bootstrap_or_embedded
+    from cr_consumer.testing.kafka_util import create_topic, unique_name
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", default=None)

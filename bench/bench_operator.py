@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import bare_poll_loop, produce_fixed  # noqa: E402
 
 from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition  # noqa: E402
-from cr_consumer.region import RegionPermit  # noqa: E402
+from cr_consumer.operator.region import RegionPermit  # noqa: E402
 
 #: Bound on one operator run, so a stall fails the benchmark instead of hanging it.
 RUN_TIMEOUT_S = 300.0
@@ -166,7 +166,7 @@ class _BenchRegion:
         threading.Thread(target=self._cycle, daemon=True).start()
 
     def _cycle(self) -> None:
-        from cr_consumer.checkpoint import OperatorCheckpoint
+        from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
         ops = list(self.members)
         try:
@@ -287,8 +287,8 @@ def pct(values, q):
 
 
 def main() -> None:
-    from cr_consumer.broker import bootstrap_or_embedded
-    from cr_consumer.kafka_util import create_topic, unique_name
+    from cr_consumer.testing.broker import bootstrap_or_embedded
+    from cr_consumer.testing.kafka_util import create_topic, unique_name
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", default=None)
@@ -315,7 +315,7 @@ def main() -> None:
         print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
               flush=True)
         if not args.no_gc_freeze:
-            # As the member runtime does once running (cr_consumer/runtime/member.py):
+            # As the member runtime does once running (cr_consumer/runtime/member/process.py):
             # the ~40k start-up objects (modules, clients) out of the cyclic GC's
             # full collections, which otherwise re-scan them for ~20 ms about once
             # a second, stalling whichever drain they hit (bare loop and operator alike).

@@ -52,9 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CPU_SAMPLE_S = 0.05
 sys.path.insert(0, str(ROOT))
 
-from cr_consumer.broker import bootstrap_or_embedded
-from cr_consumer.kafka_util import create_topic, producer, unique_name
-from cr_consumer.runtime.runner import Region
+from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.testing.broker import bootstrap_or_embedded
+from cr_consumer.testing.kafka_util import create_topic, producer, unique_name
 
 BARE = r'''
 import json, sys, time

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cr_consumer.kafka_util import create_topic, producer, unique_name
+from cr_consumer.testing.kafka_util import create_topic, producer, unique_name
 
 #: Bound on any one consumption run, so a stuck query fails the bench.
 RUN_TIMEOUT_S = 600.0
@@ -192,7 +192,7 @@ def main() -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     from coordinator.launcher import CoordinatorProcess
-    from cr_consumer.broker import EmbeddedBroker
+    from cr_consumer.testing.broker import EmbeddedBroker
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     results: dict = {"records": args.records, "size": args.size, "partitions": args.partitions}

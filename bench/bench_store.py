@@ -1,4 +1,4 @@
-"""Benchmark of the coordinator's durable state (coordinator.state_store), no broker needed.
+"""Benchmark of the coordinator's durable state (coordinator.store.state_store), no broker needed.
 
 Figures, each with a baseline measured in the same run:
 1. durable control-variable writes per second: single (one entry per record,
@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator import durable_log as dl  # noqa: E402
-from coordinator import records  # noqa: E402
-from coordinator.control_table import ControlTable  # noqa: E402
-from coordinator.state_store import StateStore  # noqa: E402
+from coordinator.store import records
+from coordinator.store.control_table import ControlTable  # noqa: E402
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore  # noqa: E402
 
 
 def fresh(base: Path, name: str) -> Path:
@@ -52,14 +52,14 @@ def bench_writes(base: Path, singles: int, batches: int, batch: int) -> dict:
     path = fresh(base, "raw")
     path.mkdir()
     payload = records.encode(time.time(), [records.control_entry("group-x", "topic", [7], [123456])])
-    frame = dl.encode_record(payload)
+    frame = segment.encode_record(payload)
     fd = os.open(path / "raw.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     t0 = time.perf_counter()
     for _ in range(singles):
         os.write(fd, frame)
         os.fsync(fd)
     out["raw_single_per_s"] = singles / (time.perf_counter() - t0)
-    big = dl.encode_record(
+    big = segment.encode_record(
         records.encode(time.time(), [records.control_entry("group-x", "topic", list(range(batch)), [123456] * batch)])
     )
     t0 = time.perf_counter()
@@ -174,7 +174,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
         seg = next(path.glob("segment-*.log"))
         data = seg.read_bytes()
         t0 = time.perf_counter()
-        dl.scan(open(seg, "rb").read(), lambda off, p: None)
+        segment.scan(open(seg, "rb").read(), lambda off, p: None)
         raw = time.perf_counter() - t0
         gc.collect()
         store = StateStore(path)
@@ -207,7 +207,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
     seg = next(path.glob("segment-*.log"))
     size = seg.stat().st_size
     t0 = time.perf_counter()
-    dl.scan(open(seg, "rb").read(), lambda off, p: None)
+    segment.scan(open(seg, "rb").read(), lambda off, p: None)
     raw = time.perf_counter() - t0
     store = StateStore(path)
     report = store.load()

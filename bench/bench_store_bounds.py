@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir, removed)")
     args = ap.parse_args()
     sys.path.insert(0, args.code)
-    from coordinator.state_store import StateStore
+    from coordinator.store.state_store import StateStore
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-store-bounds-"))
     try:

@@ -1,6 +1,6 @@
 """coordinator: the consistent-region control plane (a ZeroMQ server process).
 
-Run it with ``cr-coordinator --state-dir DIR`` (coordinator/cli.py); talk to it
+Run it with ``cr-coordinator --state-dir DIR`` (coordinator/cli/main.py); talk to it
 with :class:`coordinator.client.CoordinatorClient`.
 """
 

@@ -1,7 +1,7 @@
-"""``python -m coordinator``: the same as ``cr-coordinator`` (see coordinator/cli.py)."""
+"""``python -m coordinator``: the same as ``cr-coordinator`` (see coordinator/cli/main.py)."""
 
 import sys
 
-from coordinator.cli import main
+from coordinator.cli.main import main
 
 sys.exit(main())

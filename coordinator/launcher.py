@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from coordinator.errors import CoordinatorUnavailable
+from coordinator.wire.errors import CoordinatorUnavailable
 
 #: Bound on waiting for the ready line and the first successful ping, so a
 #: coordinator that cannot bind or load turns into an error, not a hang.

@@ -19,11 +19,11 @@ __all__ = ["ConsumerOperator", "OperatorConfig", "StartPosition", "__version__"]
 
 def __getattr__(name: str):  # lazy: importing the package must not import kafka
     if name in ("OperatorConfig", "StartPosition", "RegionMode"):
-        from cr_consumer import config
+        from cr_consumer.operator import config
 
         return getattr(config, name)
     if name == "ConsumerOperator":
-        from cr_consumer.operator import ConsumerOperator
+        from cr_consumer.operator.consumer import ConsumerOperator
 
         return ConsumerOperator
     raise AttributeError(name)

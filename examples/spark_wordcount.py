@@ -97,7 +97,7 @@ def spark_session():
 
 def committed_total(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The group's committed offsets of ``topic``, as any Kafka tool sees them."""
-    from cr_consumer.kafka_util import committed_offsets
+    from cr_consumer.testing.kafka_util import committed_offsets
 
     return committed_offsets(bootstrap, group, topic)
 
@@ -255,8 +255,8 @@ def kill_restart_verify(args, workdir: Path) -> dict:
 
 def cmd_demo(args) -> int:
     from coordinator.launcher import CoordinatorProcess
-    from cr_consumer.broker import EmbeddedBroker
-    from cr_consumer.kafka_util import create_topic, produce, unique_name
+    from cr_consumer.testing.broker import EmbeddedBroker
+    from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="crkafka-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,8 @@ import os
 import pytest
 from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS  # noqa: F401
 
-from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
-from cr_consumer.kafka_util import unique_name
+from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
+from cr_consumer.testing.kafka_util import unique_name
 
 
 @pytest.fixture(scope="session")

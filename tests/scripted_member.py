@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.client import CoordinatorClient
-from cr_consumer.runtime.control import ControlChannel
+from cr_consumer.runtime.member.control import ControlChannel
 
 #: How long stop() waits for the answering thread (it polls its queue every 0.1 s).
 STOP_TIMEOUT_S = 5.0

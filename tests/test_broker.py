@@ -2,7 +2,7 @@
 
 from kafka import KafkaConsumer, TopicPartition
 
-from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def test_produce_and_consume_dense_offsets(bootstrap, names):
@@ -26,7 +26,7 @@ def test_produce_and_consume_dense_offsets(bootstrap, names):
 def test_committed_offsets_as_an_admin_client_sees_them(bootstrap, names):
     from kafka.structs import OffsetAndMetadata
 
-    from cr_consumer.kafka_util import committed_offsets
+    from cr_consumer.testing.kafka_util import committed_offsets
 
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     group = names.group()

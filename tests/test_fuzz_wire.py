@@ -87,7 +87,7 @@ def test_encoder_writes_surrogates_both_ways_and_splices_tokens():
 
 def test_crash_parser_names_exception_and_innermost_frame():
     log = """2026 INFO x
-2026 ERROR coordinator.server [coordinator-loop] coordinator loop failed; stopping
+2026 ERROR coordinator.server.loop [coordinator-loop] coordinator loop failed; stopping
 Traceback (most recent call last):
   File "/w/coordinator/server.py", line 280, in _run
     self._commit.commit_and_send(sock)

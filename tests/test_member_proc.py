@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cr_consumer.runtime.member_proc import RESTART_MAX_S, RESTART_WINDOW_S, MemberProc
+from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, RESTART_WINDOW_S, MemberProc
 
 
 def test_first_death_restarts_at_once():

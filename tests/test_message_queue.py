@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from cr_consumer.message_queue import Batch, BatchQueue
+from cr_consumer.operator.message_queue import Batch, BatchQueue
 
 
 def test_counts_records_not_batches_and_is_fifo():

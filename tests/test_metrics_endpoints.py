@@ -11,8 +11,8 @@ import time
 import pytest
 from metrics_support import dashboard_metric_names, exposed_names, promtool_problems, samples, scrape
 
-from cr_consumer.kafka_util import create_topic, produce, unique_name
-from cr_consumer.runtime.runner import Region
+from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
 
 pytestmark = pytest.mark.slow
 
@@ -202,7 +202,7 @@ def test_crkafka_run_gives_each_member_base_port_plus_index(bootstrap, names, tm
     pipeline.write_text(PASSTHROUGH)
     base = free_port_pair()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cr_consumer.cli", "run", str(pipeline), "--members", "2", "--bootstrap", bootstrap,
+        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(pipeline), "--members", "2", "--bootstrap", bootstrap,
          "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
          "--period", "0.5", "--duration", "60", "--status-every", "30", "--metrics-port", str(base),
          "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],

@@ -10,12 +10,12 @@ import sys
 import pytest
 from metrics_support import exposed_names, promtool_problems, samples
 
-from coordinator.http import CoordinatorMetrics, RegionSample
-from coordinator.region_model import Phase
-from cr_consumer.runtime.cli_member import member_argv
-from cr_consumer.runtime.member import EXIT_CONFIG, Member
-from cr_consumer.runtime.member_setup import MemberSettings
-from cr_consumer.runtime.runner import MAX_METRICS_PORTS, Region
+from coordinator.region.model import Phase
+from coordinator.server.http import CoordinatorMetrics, RegionSample
+from cr_consumer.cli.member import member_argv
+from cr_consumer.runtime.member.process import EXIT_CONFIG, Member
+from cr_consumer.runtime.member.setup import MemberSettings
+from cr_consumer.runtime.runner.region_runner import MAX_METRICS_PORTS, Region
 from cr_consumer.spark.options import InvalidOptionError, parse_options
 
 PHASES = tuple(phase.value for phase in Phase)

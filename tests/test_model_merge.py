@@ -37,13 +37,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator import protocol
-from coordinator.errors import CoordinatorError
-from coordinator.limits import LimitCounter, Limits
-from coordinator.merge import MergeService
-from coordinator.registry import RegistryService
-from coordinator.service_api import DEFERRED, Request, Timer
-from coordinator.state_store import StateStore
+from coordinator.server.api import DEFERRED, Request, Timer
+from coordinator.server.limits import LimitCounter, Limits
+from coordinator.services.merge import MergeService
+from coordinator.services.registry import RegistryService
+from coordinator.store.state_store import StateStore
+from coordinator.wire import protocol
+from coordinator.wire.errors import CoordinatorError
 
 GROUP = "g"
 OPERATORS = ["a", "b", "c"]
@@ -65,7 +65,7 @@ class ServiceHarness:
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
 
-    # the extension API (coordinator/service_api.py)
+    # the extension API (coordinator/server/api.py)
     def add_handler(self, msg_type: str, message_cls: type, handler: Any) -> None:
         self._handlers[msg_type] = (message_cls, handler)
 

@@ -51,8 +51,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.region_state import Phase, RegionConfig, RegionCore
-from cr_consumer.runtime.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
+from coordinator.region.state import Phase, RegionConfig, RegionCore
+from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
 NAMES = ["m0", "m1", "m2"]
 
@@ -169,7 +169,7 @@ class RegionMachine(RuleBasedStateMachine):
                 self._watch(name)
 
     def _watch(self, name: str) -> None:
-        """The member's reset watch (cr_consumer/runtime/reset_watch.py): still reset-pending in a
+        """The member's reset watch (cr_consumer/runtime/member/reset_watch.py): still reset-pending in a
         RUNNING region: ask again (forced), and after RE_REQUESTS_MAX re-requests exit (restarted)."""
         m = self.sim[name]
         if m.re_requests >= RE_REQUESTS_MAX:

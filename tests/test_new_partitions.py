@@ -12,10 +12,10 @@ from kafka import TopicPartition
 from test_operator_support import Sink, make, wait_until
 
 from cr_consumer import StartPosition
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.local_control import LocalControl
-from cr_consumer.region import RegionPermit
-from cr_consumer.start_position import plan_start
+from cr_consumer.operator.local_control import LocalControl
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.start_position import plan_start
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def _by_topic(sink: Sink, topic: str) -> dict[int, list[int]]:

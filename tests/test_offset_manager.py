@@ -6,7 +6,7 @@ import threading
 
 from kafka import TopicPartition
 
-from cr_consumer.offset_manager import OffsetManager
+from cr_consumer.operator.offset_manager import OffsetManager
 
 A, B, C = (TopicPartition("t", p) for p in range(3))
 

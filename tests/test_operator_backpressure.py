@@ -7,7 +7,7 @@ import threading
 from test_operator_support import Sink, make, wait_until
 
 from cr_consumer import StartPosition
-from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, names):
@@ -45,7 +45,7 @@ def _pause_one_partition_mid_batch(bootstrap, topic, *, workaround: bool) -> dic
 
     from kafka import KafkaConsumer, TopicPartition
 
-    from cr_consumer.kafka_compat import unstick_parked_fetches
+    from cr_consumer.kafka.compat import unstick_parked_fetches
 
     tps = [TopicPartition(topic, p) for p in range(2)]
     c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
@@ -85,5 +85,5 @@ def test_kafka_python_pause_defect_and_its_work_around(bootstrap, names):
     assert fixed == {0: 1000, 1: 1000}
     broken = _pause_one_partition_mid_batch(bootstrap, topic, workaround=False)
     # Documents the defect in kafka-python 3.0.12: if this starts failing, the
-    # library was fixed and cr_consumer/kafka_compat.py can go.
+    # library was fixed and cr_consumer/kafka/compat.py can go.
     assert broken[1] == 1000 and broken[0] < 1000

@@ -5,9 +5,9 @@ from __future__ import annotations
 from test_operator_support import Sink, committed, make, wait_until
 
 from cr_consumer import StartPosition
-from cr_consumer.checkpoint import OperatorCheckpoint
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.region import RegionPermit
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def test_standalone_consumes_everything_and_commits(bootstrap, names):

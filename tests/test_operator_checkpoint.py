@@ -7,7 +7,7 @@ import json
 import pytest
 from kafka import TopicPartition
 
-from cr_consumer.checkpoint import CheckpointError, OperatorCheckpoint
+from cr_consumer.operator.checkpoint import CheckpointError, OperatorCheckpoint
 
 
 def test_round_trip_is_plain_json():

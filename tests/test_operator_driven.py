@@ -8,9 +8,9 @@ import threading
 from test_operator_support import Sink, make
 
 from cr_consumer import StartPosition
-from cr_consumer.checkpoint import OperatorCheckpoint
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.region import RegionPermit
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 class DrivingRegion:

@@ -9,13 +9,13 @@ import pytest
 from test_operator_support import Sink, committed, make, wait_until
 
 from cr_consumer import StartPosition
-from cr_consumer.broker import EmbeddedBroker
-from cr_consumer.checkpoint import OperatorCheckpoint
-from cr_consumer.event_thread import OperatorFailed
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.operator import DrainError, ResetError
-from cr_consumer.process_thread import MalformedRecord
-from cr_consumer.region import RegionPermit
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.consumer import DrainError, ResetError
+from cr_consumer.operator.event_thread import OperatorFailed
+from cr_consumer.operator.process_thread import MalformedRecord
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.broker import EmbeddedBroker
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def _mixed(n):

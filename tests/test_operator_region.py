@@ -8,8 +8,8 @@ import threading
 from test_operator_support import Members, Region, Sink, committed, make, wait_until
 
 from cr_consumer import StartPosition
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.region import RegionPermit
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 PARTS = 6
 
@@ -101,7 +101,7 @@ class ResettingRegion(Region):
         threading.Thread(target=self._cycle, daemon=True).start()
 
     def _cycle(self) -> None:
-        from cr_consumer.checkpoint import OperatorCheckpoint
+        from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
         with self.lock:  # requests during a reset do not stack: they run after it
             self._reset_all(OperatorCheckpoint)

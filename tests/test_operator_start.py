@@ -9,9 +9,9 @@ from kafka.structs import OffsetAndMetadata
 from test_operator_support import Members, Sink, make, wait_until
 
 from cr_consumer import StartPosition
-from cr_consumer.checkpoint import OperatorCheckpoint
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.region import RegionPermit
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def _seeked(op, tps, timeout=30):

@@ -8,7 +8,7 @@ import time
 from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
 
 from cr_consumer import ConsumerOperator, OperatorConfig
-from cr_consumer.kafka_util import committed_offsets
+from cr_consumer.testing.kafka_util import committed_offsets
 
 FAST_GROUP = {
     "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,

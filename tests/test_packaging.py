@@ -42,7 +42,7 @@ def test_extras_and_ranges():
 
 
 def test_missing_broker_names_the_extra():
-    from cr_consumer import broker
+    from cr_consumer.testing import broker
 
     assert "pip install 'cr-consumer[broker]'" in Path(broker.__file__).read_text()
 
@@ -78,13 +78,14 @@ def test_drill_without_matplotlib_skips_the_plot_and_says_so(tmp_path):
     code = textwrap.dedent("""
         import sys
         sys.modules["matplotlib"] = None  # as if not installed
-        from cr_consumer.drill import cli, plot
+        from cr_consumer.cli import drill
+        from cr_consumer.drill import plot
         events = [{"t": 1.0, "ev": "batch", "member": "m", "n": 3}]
         assert plot.plot_timeline(events, sys.argv[1], title="t") is None
         report = {"ok": True, "scenario": "kill-member", "seed": 1, "produced": 3, "poison": 0, "delivered": 3,
                   "missing": 0, "duplicates": 0, "resets": 1, "checkpoints": 2, "time_to_detect_s": 0.1,
                   "time_to_recover_s": 0.2, "error": None, "plot": None}
-        print(cli._summary(report))
+        print(drill._summary(report))
     """)
     out = tmp_path / "timeline.png"
     proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60,

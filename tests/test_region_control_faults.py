@@ -12,7 +12,7 @@ import time
 
 from scripted_member import ScriptedMember, region_status, wait_for
 
-from cr_consumer.runtime.control import LOST_AFTER_S, ControlChannel
+from cr_consumer.runtime.member.control import LOST_AFTER_S, ControlChannel
 
 REGION = {"period_s": 0.3, "drain_timeout_s": 20.0, "reset_timeout_s": 20.0, "member_timeout_s": 30.0,
           "max_consecutive_resets": 5, "min_members": 1, "join_grace_s": 1.0}
@@ -77,7 +77,7 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
     checkpoint and repeats published output): FAILED, saying why, to status
     and to a joining member."""
     from coordinator.launcher import CoordinatorProcess
-    from coordinator.state_store import StateStore
+    from coordinator.store.state_store import StateStore
 
     state = tmp_path / "state"
     store = StateStore(state)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region_reset import HINT_SETTLE_S
-from coordinator.region_state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
+from coordinator.region.reset import HINT_SETTLE_S
+from coordinator.region.state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
 
 
 class Harness:

@@ -9,7 +9,7 @@ import queue
 import scripted_member
 from scripted_member import ScriptedMember, wait_for
 
-from cr_consumer.runtime.control import ControlChannel
+from cr_consumer.runtime.member.control import ControlChannel
 
 REGION = {"period_s": 0.3, "drain_timeout_s": 2.0, "reset_timeout_s": 2.0, "member_timeout_s": 2.0,
           "max_consecutive_resets": 3, "min_members": 2, "join_grace_s": 3.0}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region_model import AbsentCheckpoints, TriggerAnswer
-from coordinator.region_state import Phase, RegionConfig, RegionCore
+from coordinator.region.model import AbsentCheckpoints, TriggerAnswer
+from coordinator.region.state import Phase, RegionConfig, RegionCore
 
 
 class Harness:

@@ -11,9 +11,9 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-from cr_consumer import kafka_compat
-from cr_consumer.kafka_util import create_topic
-from cr_consumer.runtime.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
+from cr_consumer.kafka import compat
+from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
+from cr_consumer.testing.kafka_util import create_topic
 
 KAFKA = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 #: The eviction test's session timeout: long enough that only the eviction can
@@ -44,7 +44,7 @@ class _Pump:
         while not self.stop.is_set():
             if self._rejoin.is_set():
                 self._rejoin.clear()
-                assert kafka_compat.request_rejoin(self.consumer)
+                assert compat.request_rejoin(self.consumer)
             self.consumer.poll(100)
             self.group = self.consumer.group_metadata()
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from test_runtime_region import check_exactly_once, make_region, published, wait_rows, write_module
 
-from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cr_consumer.kafka_properties import encode_for_stdin
-from cr_consumer.kafka_util import create_topic
-from cr_consumer.runtime.runner import Region
+from cr_consumer.kafka.properties import encode_for_stdin
+from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.testing.kafka_util import create_topic
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ import time
 import pytest
 from test_runtime_region import make_region, published, write_module
 
-from cr_consumer.kafka_util import create_topic, produce
-from cr_consumer.runtime.control import LOST_AFTER_S
+from cr_consumer.runtime.member.control import LOST_AFTER_S
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 pytestmark = pytest.mark.slow
 

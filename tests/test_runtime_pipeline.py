@@ -19,8 +19,8 @@ from cr_consumer.runtime import (
     Record,
     replace,
 )
-from cr_consumer.runtime.checkpoint_store import CheckpointNotFound
-from cr_consumer.runtime.records import decode_json_value, to_json_line
+from cr_consumer.runtime.pipeline.checkpoint_store import CheckpointNotFound
+from cr_consumer.runtime.pipeline.records import decode_json_value, to_json_line
 
 
 def recs(partition: int, start: int, n: int, topic: str = "t") -> list[Record]:
@@ -190,7 +190,7 @@ def test_directory_store_save_load_seal_retire(tmp_path):
 
 
 def test_batch_json_lines_equal_single_lines():
-    from cr_consumer.runtime.records import to_json_lines
+    from cr_consumer.runtime.pipeline.records import to_json_lines
 
     batch = [
         Record("t", 0, 1, 5, None, b"plain"),
@@ -209,7 +209,7 @@ def test_batch_json_lines_of_consumer_records_equal_single_lines():
     writes exactly what the general path writes, and falls back for anything else."""
     from kafka.consumer.fetcher import ConsumerRecord
 
-    from cr_consumer.runtime.records import _plain_consumer_records_json, to_json_lines
+    from cr_consumer.runtime.pipeline.records import _plain_consumer_records_json, to_json_lines
 
     def rec(i, key=None, value=b"x" * 100, tp=("t", 3), ts=1_700_000_000_000):
         return ConsumerRecord(tp[0], tp[1], -1, 1000 + i, ts, 0, key, value, [], None, -1, 100, -1)
@@ -241,7 +241,7 @@ def test_batch_json_lines_of_consumer_records_equal_single_lines():
 def test_file_sink_syncs_large_intervals_while_writing(tmp_path, monkeypatch):
     """Past SYNC_EVERY_BYTES the open pending file is fdatasync'ed as it grows;
     the published output is the same, each record once, in order."""
-    from cr_consumer.runtime import sinks
+    from cr_consumer.runtime.pipeline import sinks
 
     monkeypatch.setattr(sinks, "SYNC_EVERY_BYTES", 300)
     sink = FileSink(tmp_path, "m4")

@@ -3,7 +3,7 @@ boundedly (reset_watch.py; no I/O)."""
 
 from __future__ import annotations
 
-from cr_consumer.runtime.reset_watch import ResetPendingWatch, WatchAction
+from cr_consumer.runtime.member.reset_watch import ResetPendingWatch, WatchAction
 
 
 def test_pending_source_asks_again_then_gives_up():

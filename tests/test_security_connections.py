@@ -101,7 +101,7 @@ def _threads(pid: int) -> int:
 
 
 def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
-    from coordinator.http import HTTP_IDLE_TIMEOUT_S, MAX_HTTP_CONNECTIONS
+    from coordinator.server.http import HTTP_IDLE_TIMEOUT_S, MAX_HTTP_CONNECTIONS
 
     proc = CoordinatorProcess(tmp_path / "state", http="auto")
     proc.start()

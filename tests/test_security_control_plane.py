@@ -14,11 +14,11 @@ import zmq
 
 from coordinator import security
 from coordinator.client import CoordinatorClient
-from coordinator.errors import CoordinatorUnavailable
 from coordinator.launcher import CoordinatorProcess
-from coordinator.server import CoordinatorServer
-from coordinator.service_api import CurveServerConfig
-from coordinator.state_store import StateStore
+from coordinator.server.api import CurveServerConfig
+from coordinator.server.loop import CoordinatorServer
+from coordinator.store.state_store import StateStore
+from coordinator.wire.errors import CoordinatorUnavailable
 
 
 def _cli(*args, timeout=20):

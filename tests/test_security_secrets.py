@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cr_consumer import kafka_properties as kp
-from cr_consumer.config import OperatorConfig
-from cr_consumer.runtime.member_setup import MemberSettings
+from cr_consumer.kafka import properties
+from cr_consumer.operator.config import OperatorConfig
+from cr_consumer.runtime.member.setup import MemberSettings
 from cr_consumer.spark.options import parse_options
 
 SECRET = "s3cr3t-Pa55word"
@@ -30,12 +30,12 @@ SECRET_PROPS = {
     "sasl.oauthbearer.token.endpoint.credentials",
 ])
 def test_secret_keys_are_recognised(key):
-    assert kp.is_secret(key)
+    assert properties.is_secret(key)
 
 
 @pytest.mark.parametrize("key", ["sasl.plain.username", "session.timeout.ms", "ssl.keyfile", "security.protocol"])
 def test_ordinary_keys_are_not_secret(key):
-    assert not kp.is_secret(key)
+    assert not properties.is_secret(key)
 
 
 def test_operator_config_repr_redacts_secrets():
@@ -44,7 +44,7 @@ def test_operator_config_repr_redacts_secrets():
                                               "session.timeout.ms": 6000})
     text = repr(cfg)
     assert SECRET not in text
-    assert "alice" in text and "6000" in text and kp.REDACTED in text
+    assert "alice" in text and "6000" in text and properties.REDACTED in text
     assert cfg.kafka_config()["sasl_plain_password"] == SECRET  # the consumer still gets it
 
 
@@ -65,11 +65,11 @@ def test_member_settings_repr_redacts_secrets():
 
 
 def test_env_reference_is_resolved_and_a_missing_one_is_named():
-    props = kp.resolve_env({"sasl.plain.password": "env:KAFKA_PW", "session.timeout.ms": "6000"},
+    props = properties.resolve_env({"sasl.plain.password": "env:KAFKA_PW", "session.timeout.ms": "6000"},
                            {"KAFKA_PW": "123456"})
     assert props == {"sasl.plain.password": "123456", "session.timeout.ms": 6000}  # a secret stays a string
-    with pytest.raises(kp.KafkaPropertiesError, match="KAFKA_MISSING is not set") as err:
-        kp.resolve_env({"sasl.plain.password": "env:KAFKA_MISSING"}, {})
+    with pytest.raises(properties.KafkaPropertiesError, match="KAFKA_MISSING is not set") as err:
+        properties.resolve_env({"sasl.plain.password": "env:KAFKA_MISSING"}, {})
     assert "sasl.plain.password" in str(err.value)
 
 
@@ -86,7 +86,7 @@ def test_properties_file_format(tmp_path):
         "empty=\n"
     )
     f.chmod(0o600)
-    props = kp.load_properties_file(f)
+    props = properties.load_properties_file(f)
     assert props == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
@@ -101,18 +101,18 @@ def test_properties_file_with_a_secret_readable_by_others_is_refused(tmp_path):
     f = tmp_path / "client.properties"
     f.write_text(f"sasl.plain.password={SECRET}\n")
     f.chmod(0o644)
-    with pytest.raises(kp.KafkaPropertiesError, match="chmod 600") as err:
-        kp.load_properties_file(f)
+    with pytest.raises(properties.KafkaPropertiesError, match="chmod 600") as err:
+        properties.load_properties_file(f)
     assert SECRET not in str(err.value)
 
 
 def test_stdin_document_round_trip_and_bounds():
     props = {"sasl.plain.password": SECRET, "session.timeout.ms": 6000}
-    assert kp.read_stdin(io.BytesIO(kp.encode_for_stdin(props))) == props
-    with pytest.raises(kp.KafkaPropertiesError):
-        kp.read_stdin(io.BytesIO(b'{"version": 1, "kafka": {"a": [1]}}'))
-    with pytest.raises(kp.KafkaPropertiesError):
-        kp.read_stdin(io.BytesIO(b"x" * (kp.MAX_PROPERTIES_BYTES + 10)))
+    assert properties.read_stdin(io.BytesIO(properties.encode_for_stdin(props))) == props
+    with pytest.raises(properties.KafkaPropertiesError):
+        properties.read_stdin(io.BytesIO(b'{"version": 1, "kafka": {"a": [1]}}'))
+    with pytest.raises(properties.KafkaPropertiesError):
+        properties.read_stdin(io.BytesIO(b"x" * (properties.MAX_PROPERTIES_BYTES + 10)))
 
 
 def _cmdlines() -> list[str]:
@@ -135,7 +135,7 @@ def test_run_never_puts_a_secret_on_a_member_command_line(tmp_path, bootstrap, n
     conf.chmod(0o600)
     env = dict(os.environ, KAFKA_OTHER_SECRET=SECRET + "-env", PYTHONPATH=str(repo))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cr_consumer.cli", "run", str(repo / "examples" / "wordcount.py"),
+        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(repo / "examples" / "wordcount.py"),
          "--param", f"topic={names.topic()}", "--bootstrap", bootstrap, "--members", "2",
          "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"), "--duration", "8",
          "--kafka-config", str(conf), "--kafka", "ssl.password=env:KAFKA_OTHER_SECRET",
@@ -173,7 +173,7 @@ def test_run_checks_file_and_command_line_properties_together(tmp_path, bootstra
     conf.write_text(f"session.timeout.ms=6000\nsasl.plain.password={SECRET}\n")
     conf.chmod(0o600)
     r = subprocess.run(
-        [sys.executable, "-m", "cr_consumer.cli", "run", str(repo / "examples" / "wordcount.py"),
+        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(repo / "examples" / "wordcount.py"),
          "--param", f"topic={names.topic()}", "--bootstrap", bootstrap, "--members", "1",
          "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"), "--duration", "60",
          "--kafka-config", str(conf), "--kafka", "heartbeat.interval.ms=7000"],
@@ -185,7 +185,7 @@ def test_run_checks_file_and_command_line_properties_together(tmp_path, bootstra
 
 
 def test_member_refuses_a_missing_env_reference(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.runtime.cli_member", "examples/wordcount.py",
+    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.member", "examples/wordcount.py",
                         "--coordinator", "tcp://127.0.0.1:1", "--bootstrap", "127.0.0.1:1",
                         "--kafka", "sasl.plain.password=env:NO_SUCH_VARIABLE_X"],
                        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import compaction as compaction_mod
-from coordinator import store_maintenance as maintenance_mod
-from coordinator.control_table import ControlTable, iter_snapshot
-from coordinator.state_store import RegionIndexMismatch, StateStore
+from coordinator.store import compaction, maintenance
+from coordinator.store.control_table import ControlTable, iter_snapshot
+from coordinator.store.state_store import RegionIndexMismatch, StateStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -231,7 +230,7 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
 
 
 def test_many_small_records_are_rebatched_by_compaction(tmp_path, monkeypatch):
-    monkeypatch.setattr(maintenance_mod, "REBATCH_RECORDS", 200)
+    monkeypatch.setattr(maintenance, "REBATCH_RECORDS", 200)
     store = _open(tmp_path, compact_min_bytes=0)
     for i in range(200):
         store.put_initial_offsets("g", {("t", i): i})
@@ -253,7 +252,7 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     """The compaction thread is held after writing its snapshot while the owner keeps
     writing (more than CATCH_UP_SLACK, so the catch-up copy runs too)."""
     gate, snapshot_written = threading.Event(), threading.Event()
-    original = compaction_mod.Compaction._write_snapshot
+    original = compaction.Compaction._write_snapshot
     jobs = []
 
     def held(self, out):
@@ -262,7 +261,7 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
         snapshot_written.set()
         assert gate.wait(30), "test did not release the compaction"
 
-    monkeypatch.setattr(compaction_mod.Compaction, "_write_snapshot", held)
+    monkeypatch.setattr(compaction.Compaction, "_write_snapshot", held)
     store = _open(tmp_path, compact_min_bytes=0, compact_dead_ratio=0.001)
     for g in range(10):
         store.put_initial_offsets(f"g{g}", {("t", p): p for p in range(1000)})
@@ -283,7 +282,7 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     store.put_document("ns", "late", {"v": 9})
     store.register_member("g0", 0, "op2")
     store.sync()
-    assert store.stats()["log_bytes"] - start_bytes > compaction_mod.CATCH_UP_SLACK
+    assert store.stats()["log_bytes"] - start_bytes > compaction.CATCH_UP_SLACK
     gate.set()
     store.put_initial_offsets("after-gate", {("t", 0): 1})  # possibly during catch-up
     store.sync()
@@ -332,14 +331,14 @@ def test_structural_changes_while_the_snapshot_is_being_written(tmp_path, monkey
     """Hold the compaction thread before it reads the snapshot; meanwhile add topics to
     existing groups and expire others; the compacted log has exactly the final state."""
     gate, started = threading.Event(), threading.Event()
-    original = compaction_mod.Compaction._write_snapshot
+    original = compaction.Compaction._write_snapshot
 
     def held(self, out):
         started.set()
         assert gate.wait(30), "test did not release the compaction"
         original(self, out)
 
-    monkeypatch.setattr(compaction_mod.Compaction, "_write_snapshot", held)
+    monkeypatch.setattr(compaction.Compaction, "_write_snapshot", held)
     clock = Clock()
     store = _open(tmp_path, compact_min_bytes=0, compact_dead_ratio=0.01, retention_s=100, clock=clock)
     for g in range(20):
@@ -375,13 +374,13 @@ def test_structural_changes_while_the_snapshot_is_being_written(tmp_path, monkey
 
 def test_close_during_compaction_keeps_the_old_segment(tmp_path, monkeypatch):
     gate = threading.Event()
-    original = compaction_mod.Compaction._write_snapshot
+    original = compaction.Compaction._write_snapshot
 
     def held(self, out):
         gate.wait(30)
         original(self, out)
 
-    monkeypatch.setattr(compaction_mod.Compaction, "_write_snapshot", held)
+    monkeypatch.setattr(compaction.Compaction, "_write_snapshot", held)
     store = _open(tmp_path, compact_min_bytes=0)
     for i in range(10):
         store.put_document("ns", "k", {"v": i})
@@ -397,7 +396,7 @@ def test_close_during_compaction_keeps_the_old_segment(tmp_path, monkeypatch):
 CHILD = textwrap.dedent(
     """
     import sys
-    from coordinator.state_store import StateStore
+    from coordinator.store.state_store import StateStore
     store = StateStore(sys.argv[1], compact_min_bytes=0, compact_dead_ratio=0.3)
     store.load()
     i = 0

@@ -6,14 +6,14 @@ import logging
 
 import pytest
 
-from cr_consumer.states import TRANSITIONS, ClientState, IllegalTransition, StateMachine
+from cr_consumer.operator.states import TRANSITIONS, ClientState, IllegalTransition, StateMachine
 
 S = ClientState
 
 
 def test_normal_life_cycle_is_logged(caplog):
     sm = StateMachine("m0")
-    with caplog.at_level(logging.INFO, logger="cr_consumer.states"):
+    with caplog.at_level(logging.INFO, logger="cr_consumer.operator.states"):
         for to in (S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE,
                    S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE, S.CLOSED):
             sm.to(to, "test")

@@ -17,8 +17,8 @@ from kafka.structs import OffsetAndMetadata
 from scripted_member import wait_for
 from test_status_page import _regions, member
 
-from coordinator.status_cli import JSON_VERSION
-from cr_consumer.kafka_util import create_topic, produce
+from coordinator.cli.status import JSON_VERSION
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def _steady(region: dict, members: int) -> bool:
@@ -29,7 +29,7 @@ def _steady(region: dict, members: int) -> bool:
 
 
 def _status(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cr_consumer.cli", "status", *args],
+    return subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", *args],
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -24,11 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted_member import ScriptedMember, region_status, wait_for
 
-from coordinator.http import HttpEndpoint
 from coordinator.launcher import CoordinatorProcess
-from coordinator.server import CoordinatorServer
-from coordinator.state_store import StateStore
-from coordinator.status_page import render_page
+from coordinator.server.http import HttpEndpoint
+from coordinator.server.loop import CoordinatorServer
+from coordinator.server.status_page import render_page
+from coordinator.store.state_store import StateStore
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -163,7 +163,7 @@ def test_not_ready_and_unhealthy_before_the_loop_runs(tmp_path):
 
 
 def _metrics():
-    from coordinator.http import CoordinatorMetrics
+    from coordinator.server.http import CoordinatorMetrics
 
     return CoordinatorMetrics()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import durable_log as dl
-from coordinator import records
-from coordinator.state_store import StateStore
+from coordinator.store import records
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore
 
 LONG = "n" * 7000  # 10,001 such names are > 64 MiB: one unbounded batch would exceed the frame
 GROUPS = 10_001
@@ -23,7 +23,7 @@ class Clock:
 def _record_sizes(path) -> list[int]:
     (seg,) = [p for p in path.iterdir() if p.name.startswith("segment-") and p.name.endswith(".log")]
     sizes: list[int] = []
-    result = dl.scan(seg.read_bytes(), lambda _off, p: sizes.append(len(p)))
+    result = segment.scan(seg.read_bytes(), lambda _off, p: sizes.append(len(p)))
     assert result.damage is None
     return sizes
 
@@ -91,12 +91,12 @@ def test_writers_refuse_a_record_over_the_frame_limit_and_write_nothing(tmp_path
     store.put_initial_offsets("g", {("t", 0): 1})
     store.sync()
     size = store.stats()["log_bytes"]
-    with pytest.raises(dl.RecordTooLarge):
-        store._log.append(b"x" * (dl.MAX_PAYLOAD_BYTES + 1))
+    with pytest.raises(segment.RecordTooLarge):
+        store._log.append(b"x" * (segment.MAX_PAYLOAD_BYTES + 1))
     with pytest.raises(ValueError, match="too large for one log record"):
-        store.put_document("ns", "big", {"blob": "x" * dl.MAX_RECORD_BYTES})
+        store.put_document("ns", "big", {"blob": "x" * segment.MAX_RECORD_BYTES})
     with pytest.raises(ValueError, match="too large for one log record"):
-        store.register_member("g" * dl.MAX_RECORD_BYTES, 0, "op")
+        store.register_member("g" * segment.MAX_RECORD_BYTES, 0, "op")
     assert store.stats()["log_bytes"] == size
     assert store.get_document("ns", "big") is None and store.groups() == ["g"]
     store.put_initial_offsets("g", {("t", 1): 2})  # later writes are unaffected
@@ -105,9 +105,9 @@ def test_writers_refuse_a_record_over_the_frame_limit_and_write_nothing(tmp_path
     again.load()
     assert again.get_initial_offsets("g") == {("t", 0): 1, ("t", 1): 2}
     again.close()
-    rewrite = dl.SegmentRewrite(tmp_path, 9)
-    with pytest.raises(dl.RecordTooLarge):
-        rewrite.append(b"x" * (dl.MAX_PAYLOAD_BYTES + 1))
+    rewrite = segment.SegmentRewrite(tmp_path, 9)
+    with pytest.raises(segment.RecordTooLarge):
+        rewrite.append(b"x" * (segment.MAX_PAYLOAD_BYTES + 1))
     assert rewrite.size == 0
     rewrite.abort()
 
@@ -125,5 +125,5 @@ def test_batcher_bounds_bytes_and_entries_and_splits_a_huge_control_entry():
     decoded = [records.decode(p) for p, _ in out]
     partitions = [p for _, _, es in decoded for e in es if e[0] == "c" for p in e[3]]
     assert partitions == list(range(500))
-    with pytest.raises(dl.RecordTooLarge):
-        batcher.add(records.document_entry("ns", "k", {"v": "x" * dl.MAX_RECORD_BYTES}))
+    with pytest.raises(segment.RecordTooLarge):
+        batcher.add(records.document_entry("ns", "k", {"v": "x" * segment.MAX_RECORD_BYTES}))

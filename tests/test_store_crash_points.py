@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import durable_log as dl
-from coordinator.state_store import StateStore
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore
 
 REPO = Path(__file__).resolve().parents[1]
 CRASH_EXIT = 17
@@ -21,7 +21,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     from coordinator import durable_log
-    from coordinator.state_store import StateStore
+    from coordinator.store.state_store import StateStore
 
     step, state_dir = sys.argv[1], sys.argv[2]
     target, _, nth = step.partition("#")  # "name#n": the n-th time the step is reached
@@ -79,7 +79,7 @@ def _check_acknowledged(state_dir: Path, last: int) -> None:
     assert len(list(state_dir.glob("segment-*.log"))) == 1 and not list(state_dir.glob("*.tmp"))
 
 
-@pytest.mark.parametrize("step", [*dl.CRASH_STEPS, "rewrite-record#2"])
+@pytest.mark.parametrize("step", [*segment.CRASH_STEPS, "rewrite-record#2"])
 def test_a_crash_at_each_compaction_step_keeps_everything_acknowledged(tmp_path, step):
     out = subprocess.run(
         [sys.executable, "-c", CHILD, step, str(tmp_path)],
@@ -108,22 +108,22 @@ def test_a_failure_before_the_rename_keeps_the_old_segment(tmp_path, step):
             store.put_document("junk", "k", {"k": k})
     store.unregister_member("reg", "op0")
     store.sync()
-    segment = store._log.path
+    old_path = store._log.path
 
     def fail(name: str) -> None:
         if name == step:
             raise OSError(28, f"injected failure at {name}")
 
-    dl.set_crash_point(fail)
+    segment.set_crash_point(fail)
     try:
         with pytest.raises(RuntimeError, match="compaction failed"):
             store.compact()
     finally:
-        dl.set_crash_point(None)
-    assert store._log.path == segment and not list(tmp_path.glob("*.tmp"))
+        segment.set_crash_point(None)
+    assert store._log.path == old_path and not list(tmp_path.glob("*.tmp"))
     assert store.stats()["compaction_failures"] == 1
     store.put_document("ns", "after", {"ok": True})  # the old segment still takes writes
     store.compact()  # and a later compaction succeeds
-    assert store._log.path != segment
+    assert store._log.path != old_path
     store.close()
     _check_acknowledged(tmp_path, GROUPS - 1)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import durable_log as dl
-from coordinator.state_store import StateStore
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore
 
 
 def _build() -> tuple[bytes, list[int], str]:
@@ -29,7 +29,7 @@ def _build() -> tuple[bytes, list[int], str]:
         (seg,) = Path(d).glob("segment-*.log")
         data = seg.read_bytes()
     offsets: list[int] = []
-    dl.scan(data, lambda off, _p: offsets.append(off))
+    segment.scan(data, lambda off, _p: offsets.append(off))
     return data, offsets, seg.name
 
 
@@ -48,7 +48,7 @@ def _load(data: bytes) -> tuple[StateStore | None, BaseException | None, bytes]:
         store = StateStore(Path(d))
         try:
             store.load()
-        except dl.CorruptLog as exc:
+        except segment.CorruptLog as exc:
             return None, exc, (Path(d) / NAME).read_bytes()
         try:
             _expected(store, 0)

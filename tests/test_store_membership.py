@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import crc32c
 
-from coordinator import durable_log as dl
-from coordinator import records
-from coordinator.state_store import StateStore
+from coordinator.store import records
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore
 
 MEMBERS = 1500
 
@@ -41,7 +41,7 @@ def test_a_registration_appends_constant_bytes_whatever_the_group_size(tmp_path)
 
 def _v1_record(entries: list[list]) -> bytes:
     body = bytes((1,)) + records.encode(1.0, entries)
-    return dl.HEADER.pack(len(body), crc32c.crc32c(body)) + body
+    return segment.HEADER.pack(len(body), crc32c.crc32c(body)) + body
 
 
 def test_a_version_1_log_replays_and_continues_with_member_records(tmp_path):
@@ -55,7 +55,7 @@ def test_a_version_1_log_replays_and_continues_with_member_records(tmp_path):
         [records.GROUP, "gone", None],
         records.control_entry("g", "t", [0, 1], [10, 11]),
     ]
-    (tmp_path / dl.segment_name(0)).write_bytes(b"".join(_v1_record([e]) for e in old))
+    (tmp_path / segment.segment_name(0)).write_bytes(b"".join(_v1_record([e]) for e in old))
     store = StateStore(tmp_path, compact_min_bytes=0)
     store.load()
     assert store.members("g") == ["a", "b", "c"] and store.region_index("g") == 2
@@ -70,7 +70,7 @@ def test_a_version_1_log_replays_and_continues_with_member_records(tmp_path):
     store.close()
     (seg,) = tmp_path.glob("segment-*.log")
     kinds = []
-    dl.scan(seg.read_bytes(), lambda _o, p: kinds.extend(e[0] for e in records.decode(p)[2]))
+    segment.scan(seg.read_bytes(), lambda _o, p: kinds.extend(e[0] for e in records.decode(p)[2]))
     assert records.GROUP not in kinds and kinds.count(records.MEMBER) == 3
     again = StateStore(tmp_path)
     again.load()

@@ -7,9 +7,9 @@ import logging
 import crc32c
 import pytest
 
-from coordinator import durable_log as dl
-from coordinator import records
-from coordinator.state_store import StateStore
+from coordinator.store import records
+from coordinator.store.log import segment
+from coordinator.store.state_store import StateStore
 
 
 def _segment(path):
@@ -27,7 +27,7 @@ def _ten_groups(path):
     store.close()
     seg = _segment(path)
     offsets: list[int] = []
-    dl.scan(seg.read_bytes(), lambda off, _p: offsets.append(off))
+    segment.scan(seg.read_bytes(), lambda off, _p: offsets.append(off))
     return seg, offsets
 
 
@@ -46,7 +46,7 @@ def test_any_flipped_byte_of_a_record_mid_log_is_a_start_up_error(tmp_path):
             broken = bytearray(data)
             broken[i] ^= mask
             (d / seg.name).write_bytes(bytes(broken))
-            with pytest.raises(dl.CorruptLog) as info:
+            with pytest.raises(segment.CorruptLog) as info:
                 StateStore(d).load()
             assert str(d / seg.name) in str(info.value) and f"at byte {start}" in str(info.value)
             assert (d / seg.name).read_bytes() == bytes(broken)
@@ -56,7 +56,7 @@ def test_any_flipped_byte_of_a_record_mid_log_is_a_start_up_error(tmp_path):
 def test_truncate_corrupt_cuts_at_the_damage_and_keeps_the_bytes(tmp_path, caplog):
     seg, offsets = _ten_groups(tmp_path)
     broken = bytearray(seg.read_bytes())
-    broken[offsets[3] + dl.HEADER_SIZE + 10] ^= 0x20
+    broken[offsets[3] + segment.HEADER_SIZE + 10] ^= 0x20
     seg.write_bytes(bytes(broken))
     store = StateStore(tmp_path, truncate_corrupt=True)
     with caplog.at_level(logging.ERROR):
@@ -78,7 +78,7 @@ def test_a_torn_multi_record_write_is_truncated_automatically(tmp_path, caplog):
     seg, offsets = _ten_groups(tmp_path)
     data = seg.read_bytes()
     batch = b"".join(
-        dl.encode_record(records.encode(1.0, [records.control_entry("late", "t", [p], [p])])) for p in range(3)
+        segment.encode_record(records.encode(1.0, [records.control_entry("late", "t", [p], [p])])) for p in range(3)
     )
     first = len(batch) // 3
     torn = batch[:first] + batch[first : first + 20] + b"\0" * (len(batch) - first - 20)
@@ -98,7 +98,7 @@ def test_a_bad_last_record_with_garbage_after_it_is_a_torn_tail(tmp_path):
     bytes after it: what a crash in the middle of one append leaves."""
     seg, offsets = _ten_groups(tmp_path)
     data = seg.read_bytes()
-    last = dl.encode_record(records.encode(1.0, [records.control_entry("late", "t", [0], [5])]))
+    last = segment.encode_record(records.encode(1.0, [records.control_entry("late", "t", [0], [5])]))
     garbled = last[:20] + bytes(b ^ 0x5A for b in last[20:]) + b"\xff" * 100
     seg.write_bytes(data + garbled)
     store = StateStore(tmp_path)
@@ -115,10 +115,10 @@ def test_a_complete_record_over_the_frame_limit_is_replayed_not_truncated(tmp_pa
     name = "g" * 7000
     entries = [records.control_entry(f"{name}-{g:05d}", "orders", [0], [g]) for g in range(10_001)]
     payload = records.encode(1.0, entries)
-    assert len(payload) > dl.MAX_RECORD_BYTES
+    assert len(payload) > segment.MAX_RECORD_BYTES
     body = bytes((1,)) + payload  # version 1, as the older coordinator wrote it
-    seg = tmp_path / dl.segment_name(0)
-    seg.write_bytes(dl.HEADER.pack(len(body), crc32c.crc32c(body)) + body)
+    seg = tmp_path / segment.segment_name(0)
+    seg.write_bytes(segment.HEADER.pack(len(body), crc32c.crc32c(body)) + body)
     store = StateStore(tmp_path)
     with caplog.at_level(logging.WARNING):
         report = store.load()
@@ -131,7 +131,7 @@ def test_a_complete_record_over_the_frame_limit_is_replayed_not_truncated(tmp_pa
     store.close()
     seg = _segment(tmp_path)
     sizes: list[int] = []
-    dl.scan(seg.read_bytes(), lambda _off, p: sizes.append(len(p)))
+    segment.scan(seg.read_bytes(), lambda _off, p: sizes.append(len(p)))
     assert max(sizes) <= records.BATCH_BYTES
     again = StateStore(tmp_path)
     again.load()
@@ -149,7 +149,7 @@ def test_the_coordinator_refuses_a_corrupt_log_until_told_to_truncate(tmp_path):
     state = tmp_path / "state"
     seg, offsets = _ten_groups(state)
     broken = bytearray(seg.read_bytes())
-    broken[offsets[3] + dl.HEADER_SIZE + 10] ^= 0x20
+    broken[offsets[3] + segment.HEADER_SIZE + 10] ^= 0x20
     seg.write_bytes(bytes(broken))
     proc = CoordinatorProcess(state)
     with pytest.raises(CoordinatorStartError) as info:

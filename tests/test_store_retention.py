@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from coordinator import compaction as compaction_mod
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
-from coordinator.state_store import StateStore
-from coordinator.store_maintenance import Backoff
+from coordinator.store import compaction
+from coordinator.store.maintenance import Backoff
+from coordinator.store.state_store import StateStore
 
 
 def test_region_traffic_and_merges_keep_a_group_from_expiring(tmp_path, names):
@@ -72,7 +72,7 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
         attempts.append(clock.now)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(compaction_mod.Compaction, "_write_snapshot", broken)
+    monkeypatch.setattr(compaction.Compaction, "_write_snapshot", broken)
 
     def run_until_idle() -> None:
         for _ in range(1000):
@@ -128,7 +128,7 @@ def test_a_failing_expiry_is_logged_and_retried_with_backoff(tmp_path, monkeypat
 
 
 def test_a_failed_log_stays_fatal_for_maintenance(tmp_path):
-    from coordinator.durable_log import LogFailed
+    from coordinator.store.log.segment import LogFailed
 
     clock = Clock()
     store = StateStore(tmp_path, clock=clock, retention_s=10)

@@ -20,9 +20,8 @@ from __future__ import annotations
 import logging
 
 from coordinator.client import CoordinatorClient
-from coordinator.errors import CoordinatorError, CoordinatorUnavailable
-
-from .timeline import TimelineWriter
+from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
+from cr_consumer.drill.timeline import TimelineWriter
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cr_consumer.runtime import fault_points
-from cr_consumer.runtime.fault_points import Point
-
-from .timeline import TimelineWriter
+from cr_consumer.drill.timeline import TimelineWriter
+from cr_consumer.runtime.member import fault_points
+from cr_consumer.runtime.member.fault_points import Point
 
 log = logging.getLogger(__name__)
 

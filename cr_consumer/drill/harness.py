@@ -2,7 +2,7 @@
 
 :func:`start_region` starts ``members`` ``crkafka member`` processes of one
 pipeline against a coordinator endpoint. By default it uses the runtime's
-runner (``cr_consumer.runtime.runner.Region``, the same code as ``crkafka
+runner (``cr_consumer.runtime.runner.region_runner.Region``, the same code as ``crkafka
 run``) through :class:`RunnerRegion`; with ``CRKAFKA_DRILL_HARNESS=process``
 it uses the drill's own minimal supervisor :class:`ProcessRegion` (useful to
 tell a runner problem from a region problem). Both offer:
@@ -24,7 +24,7 @@ and is recorded in ``failed``.
 
 Every member's stdout/stderr goes to ``<log_dir>/<name>.log`` (appended over
 restarts). With ``fault_dir``, every member process gets
-``$CRKAFKA_FAULT_DIR`` (``cr_consumer/runtime/fault_points.py``): the drill can
+``$CRKAFKA_FAULT_DIR`` (``cr_consumer/runtime/member/fault_points.py``): the drill can
 arm the runtime's fault points there.
 """
 
@@ -38,7 +38,7 @@ import sys
 import threading
 from pathlib import Path
 
-from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
+from cr_consumer.runtime.member.fault_points import ENV_FAULT_DIR
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ MEMBER_TIMEOUT_S = 3.0
 #: The region's drain and reset timeouts (the runner's defaults): how long a
 #: phase waits for a member that stays silent.
 PHASE_TIMEOUT_S = 30.0
-#: Exit code of a member whose region FAILED (cr_consumer.runtime.member).
+#: Exit code of a member whose region FAILED (cr_consumer.runtime.member.process).
 EXIT_REGION_FAILED = 3
 
 
@@ -70,7 +70,7 @@ class ProcessRegion:
             self.env[ENV_FAULT_DIR] = str(fault_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.base_cmd = [
-            sys.executable, "-m", "cr_consumer.cli", "member", pipeline,
+            sys.executable, "-m", "cr_consumer.cli.main", "member", pipeline,
             "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group,
             "--out", str(output_dir), "--state-dir", str(state_dir), "--period", str(period_s),
             "--member-timeout", str(member_timeout_s), "--max-resets", str(max_resets),
@@ -200,7 +200,7 @@ class RunnerRegion:
                  output_dir: Path, state_dir: Path, log_dir: Path, params: dict[str, str],
                  period_s: float = 1.0, member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = 10,
                  fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S) -> None:
-        from cr_consumer.runtime.runner import Region
+        from cr_consumer.runtime.runner.region_runner import Region
 
         env = {ENV_FAULT_DIR: str(fault_dir)} if fault_dir is not None else None
         self.region = Region(pipeline, members=members, bootstrap=bootstrap, coordinator=coordinator, group=group,

@@ -31,11 +31,10 @@ import os
 import time
 from pathlib import Path
 
+from cr_consumer.drill.timeline import SAMPLE_PERIOD_S, TimelineWriter
 from cr_consumer.runtime import KafkaSource, Pipeline
-from cr_consumer.runtime.operators import Operator
-from cr_consumer.runtime.sinks import FileSink
-
-from .timeline import SAMPLE_PERIOD_S, TimelineWriter
+from cr_consumer.runtime.pipeline.operators import Operator
+from cr_consumer.runtime.pipeline.sinks import FileSink
 
 SINK_FAILURE_TRIGGER = "sink-failure"
 #: The sink looks for a trigger file at most this often (one stat() per period,

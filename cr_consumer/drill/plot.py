@@ -20,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-from .report import checkpoint_events, per_member_series, reset_events
+from cr_consumer.drill.report import checkpoint_events, per_member_series, reset_events
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .verify import VerifyResult
+from cr_consumer.drill.verify import VerifyResult
 
 REPORT_VERSION = 1
 

@@ -49,17 +49,14 @@ from typing import Any
 
 import attrs
 
-from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
-from cr_consumer.kafka_util import create_topic, unique_name
-
-from . import faults as fault_mod
-from .controller_watch import ControllerWatch
-from .fault_tasks import FaultTasks
-from .harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
-from .plot import plot_timeline
-from .report import analyse, build_report, last_completed_checkpoint
-from .timeline import TimelineReader, TimelineWriter
-from .verify import (
+from cr_consumer.drill import faults as fault_mod
+from cr_consumer.drill.controller_watch import ControllerWatch
+from cr_consumer.drill.fault_tasks import FaultTasks
+from cr_consumer.drill.harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
+from cr_consumer.drill.plot import plot_timeline
+from cr_consumer.drill.report import analyse, build_report, last_completed_checkpoint
+from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
+from cr_consumer.drill.verify import (
     CheckpointMissing,
     Manifest,
     count_lines,
@@ -68,7 +65,9 @@ from .verify import (
     read_committed,
     verify,
 )
-from .workload import Workload
+from cr_consumer.drill.workload import Workload
+from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
+from cr_consumer.testing.kafka_util import create_topic, unique_name
 
 log = logging.getLogger(__name__)
 

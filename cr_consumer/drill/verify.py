@@ -347,8 +347,8 @@ def last_checkpoint_offsets(state_dir: str | os.PathLike, seq: int,
     A partition in several members' checkpoints (it should not be) gets the
     lowest offset, as the region controller's union does. Raises
     CheckpointMissing when no store holds ``seq`` sealed."""
-    from cr_consumer.checkpoint import OperatorCheckpoint
-    from cr_consumer.runtime.checkpoint_store import DirectoryCheckpointStore
+    from cr_consumer.operator.checkpoint import OperatorCheckpoint
+    from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
 
     root = Path(state_dir) / "checkpoints"
     out: dict[tuple[str, int], int] = {}

@@ -24,9 +24,8 @@ import random
 import threading
 import time
 
-from cr_consumer.kafka_util import producer
-
-from .verify import Manifest
+from cr_consumer.drill.verify import Manifest
+from cr_consumer.testing.kafka_util import producer
 
 log = logging.getLogger(__name__)
 

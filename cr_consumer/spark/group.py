@@ -69,9 +69,10 @@ import pyarrow.compute as pc
 from kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from cr_consumer.checkpoint import OperatorCheckpoint
-from cr_consumer.metrics import MetricsEndpoint, StatsCollector, merged_registry
-from cr_consumer.region import RegionPermit
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.metrics import MetricsEndpoint, StatsCollector, merged_registry
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.states import ClientState
 from cr_consumer.spark.buffer import BatchBuffer
 from cr_consumer.spark.control import QueryControl, coordinator_group, new_query_id
 from cr_consumer.spark.members import (
@@ -83,7 +84,6 @@ from cr_consumer.spark.members import (
 )
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import SourceOptions
-from cr_consumer.states import ClientState
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class SourceGroup:
     def start(self, query: str) -> None:
         """Start the members in the coordinator group of ``query`` (see control.py)."""
         from coordinator.client import CoordinatorClient
-        from cr_consumer.operator import ConsumerOperator
+        from cr_consumer.operator.consumer import ConsumerOperator
 
         self._query = query
         if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group

@@ -1,7 +1,7 @@
 """The consumer operators of one ``crkafka`` stream: configs, start, commit, close.
 
-Each member is a :class:`~cr_consumer.operator.ConsumerOperator` with its own
-:class:`~cr_consumer.region.RegionPermit` (so it is not standalone: nothing
+Each member is a :class:`~cr_consumer.operator.consumer.ConsumerOperator` with its own
+:class:`~cr_consumer.operator.region.RegionPermit` (so it is not standalone: nothing
 drains or commits behind the source's back), submitting its batches to the
 shared :class:`~cr_consumer.spark.buffer.BatchBuffer`. Member names are
 ``crkafka-<i>``: unique in the group and the same after a restart, so a
@@ -17,7 +17,7 @@ from kafka import TopicPartition
 from kafka.errors import KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
-from cr_consumer.config import ConfigError, OperatorConfig
+from cr_consumer.operator.config import ConfigError, OperatorConfig
 from cr_consumer.spark.options import InvalidOptionError, SourceOptions
 
 log = logging.getLogger(__name__)

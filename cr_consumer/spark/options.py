@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from cr_consumer.kafka_properties import redacted_repr
+from cr_consumer.kafka.properties import redacted_repr
 
 #: The start positions accepted by ``startPosition`` (a specific offset is not one:
 #: an offset belongs to one partition, and this source reads many).

@@ -41,13 +41,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from coordinator.client import CoordinatorClient
-from coordinator.errors import CoordinatorUnavailable
 from coordinator.launcher import CoordinatorStartError
-
-from .frames import Frame, frame_builder
-from .model import AckModel
-from .schemas import discover_handlers
-from .target import Reply, Target
+from coordinator.wire.errors import CoordinatorUnavailable
+from tests.fuzz.frames import Frame, frame_builder
+from tests.fuzz.model import AckModel
+from tests.fuzz.schemas import discover_handlers
+from tests.fuzz.target import Reply, Target
 
 #: Frames drawn per batch: small enough that hypothesis' per-example buffer holds them.
 BATCH = 25

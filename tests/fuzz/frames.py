@@ -30,8 +30,8 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from .schemas import TRACKED_GROUPS, UNTRACKED_GROUPS, body_schemas, derived_body
-from .values import Token, any_json, deep, encode_json, hostile_value
+from tests.fuzz.schemas import TRACKED_GROUPS, UNTRACKED_GROUPS, body_schemas, derived_body
+from tests.fuzz.values import Token, any_json, deep, encode_json, hostile_value
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 

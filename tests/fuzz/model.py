@@ -34,11 +34,10 @@ from typing import Any
 import attrs
 
 from coordinator.client import CoordinatorClient
-from coordinator.errors import CoordinatorError, NotRegistered
-
-from .frames import Frame
-from .schemas import TRACKED_GROUPS
-from .target import Reply
+from coordinator.wire.errors import CoordinatorError, NotRegistered
+from tests.fuzz.frames import Frame
+from tests.fuzz.schemas import TRACKED_GROUPS
+from tests.fuzz.target import Reply
 
 MAX_PARTITION_ECHO = 2**31 - 1
 MAX_OFFSET_ECHO = 2**63 - 1

@@ -27,7 +27,7 @@ import attrs
 from hypothesis import strategies as st
 
 import coordinator
-from coordinator.registry import RegistryService
+from coordinator.services.registry import RegistryService
 
 TRACKED_GROUPS = [f"g{i}" for i in range(6)]
 UNTRACKED_GROUPS = [f"u{i}" for i in range(3)]
@@ -73,7 +73,7 @@ def discover_handlers() -> dict[str, type]:
 
     Each service is attached to a recorder of ``add_handler`` calls; a
     constructor parameter named ``registry`` gets the shared RegistryService
-    (as coordinator/cli.py wires them), other parameters are not supported.
+    (as coordinator/cli/main.py wires them), other parameters are not supported.
     """
     recorder = _HandlerRecorder()
     registry = RegistryService()

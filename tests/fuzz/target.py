@@ -28,8 +28,7 @@ import attrs
 import zmq
 
 from coordinator.launcher import CoordinatorProcess
-
-from .frames import Frame
+from tests.fuzz.frames import Frame
 
 #: How long a barrier waits for the ping reply: far above a healthy loop's
 #: latency (a few ms, ~1 s after a 4 MiB frame) so that a slow machine is not a "hang".

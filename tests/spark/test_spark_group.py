@@ -11,11 +11,11 @@ import time
 import pytest
 from kafka import KafkaConsumer
 
-from cr_consumer.broker import ENV_BOOTSTRAP, EmbeddedBroker
-from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.spark.group import SourceGroup
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import parse_options
+from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def test_rebalance_resets_to_last_end_without_gap_or_duplicate(bootstrap, coordinator, names):
@@ -206,8 +206,8 @@ def test_deleted_topic_is_dropped_from_commits_and_commits_stay_bounded(private_
     bootstrap = private_bootstrap
     from kafka import KafkaAdminClient
 
-    from cr_consumer.kafka_util import committed_offsets
     from cr_consumer.spark.members import COMMIT_TIMEOUT_S
+    from cr_consumer.testing.kafka_util import committed_offsets
 
     prefix = names.topic("del")
     kept = create_topic(bootstrap, f"{prefix}-a", partitions=2)

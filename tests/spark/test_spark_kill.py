@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cr_consumer.kafka_util import create_topic, produce
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cr_consumer.kafka_util import create_topic, produce
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import parse_options
 from cr_consumer.spark.replay import batch_ranges, read_range
+from cr_consumer.testing.kafka_util import create_topic, produce
 
 
 def test_replay_reads_exact_offset_range(bootstrap, names):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cr_consumer.kafka_util import committed_offsets, create_topic, produce
+from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 

@@ -1,0 +1,369 @@
+"""``cr-coordinator``: run the coordinator process in the foreground (or make CURVE keys).
+
+    cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
+                   [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
+                   [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
+                   [--max-connections N] [--handshake-timeout 10s]
+                   [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
+                   [--max-regions N] [--max-pending-merges N] [--max-pending-merge-bytes N]
+                   [--member-lease 1h] [--region-expiry 7d]
+    cr-coordinator keygen --out DIR [--name NAME]
+
+Start-up, in order:
+
+1. Arguments are checked; a bad one fails here, naming the flag. A bind to a
+   non-loopback address is refused unless CURVE is on or ``--allow-remote``;
+   ``--http`` on a non-loopback address is refused unless ``--allow-remote``
+   (CURVE does not cover HTTP: /status would be open to the network).
+2. The state dir is created 0700 if missing and checked (no symlink, owned by
+   this user, not writable by others: ``security.prepare_state_dir``), then
+   locked (``log_recovery.hold_state_dir``): a second coordinator on the same
+   directory fails here, before it binds or prints ``ready``. The state store
+   is opened on it.
+3. With CURVE, the ZAP authenticator thread starts before the socket binds.
+4. The soft file descriptor limit is raised to the hard one; the server binds
+   with its connection limits (``coordinator.server.connections``) and starts its loop; the store's log is replayed in the
+   background (requests get LOAD_IN_PROGRESS meanwhile).
+5. ``--http`` starts the /metrics and /status endpoint.
+6. One line ``ready endpoint=... http=... pid=...`` is printed on stdout, so
+   launchers can wait for it.
+
+Shutdown on SIGTERM/SIGINT: stop the loop (queued replies are flushed, pending
+writes synced), close the store (flush + fsync), stop HTTP and the
+authenticator; exit 0. A fatal failure (load or sync error) exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import zmq
+
+from coordinator import __version__, security
+from coordinator.common.cli_types import duration
+from coordinator.common.logging_setup import parse_log_levels, setup_logging
+from coordinator.region.controller import RegionControllerService
+from coordinator.server.api import CurveServerConfig
+from coordinator.server.connections import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    FD_RESERVE,
+    ConnectionLimits,
+    raise_nofile_limit,
+)
+from coordinator.server.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
+from coordinator.server.limits import Limits
+from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
+from coordinator.services.merge import MergeService
+from coordinator.services.registry import ControlVariablesService, RegistryService
+from coordinator.store.log.frame import LogError
+from coordinator.wire import protocol
+
+log = logging.getLogger("coordinator")
+
+DEFAULT_BIND = "tcp://127.0.0.1:5570"
+
+
+def parse_duration(text: str) -> float:
+    """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds (the one
+    duration syntax of every command: coordinator.common.cli_types.duration)."""
+    return duration(text)
+
+
+def is_loopback_endpoint(endpoint: str) -> bool:
+    """True for ipc://, inproc:// and tcp:// on a loopback address."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        raise ValueError(f"--bind {endpoint!r} must look like tcp://HOST:PORT")
+    if scheme in ("ipc", "inproc"):
+        return True
+    if scheme != "tcp":
+        raise ValueError(f"--bind {endpoint!r}: only tcp://, ipc:// and inproc:// are supported")
+    host = rest.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # '*', an interface name or a host name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cr-coordinator",
+        description="The consistent-region coordinator: group registry, control variables, checkpoint merge. "
+        "Use 'cr-coordinator keygen --out DIR' to make CURVE keys.",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--bind", default=DEFAULT_BIND, help=f"ZeroMQ endpoint to bind (default {DEFAULT_BIND})")
+    p.add_argument("--state-dir", required=True, help="directory of the durable state (created if missing)")
+    p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve /metrics and /status here")
+    p.add_argument(
+        "--retention", type=parse_duration, default=7 * 86400.0,
+        help="tombstone the control variables of a group idle this long (default 7d)",
+    )
+    p.add_argument("--curve-secret-key", default=None, metavar="FILE", help="server keypair (.key_secret) for CURVE")
+    p.add_argument("--curve-allow", default=None, metavar="DIR_OR_FILE", help="allowed client public keys (.key)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback bind without CURVE")
+    p.add_argument(
+        "--max-frame-bytes", type=int, default=protocol.DEFAULT_MAX_FRAME_BYTES,
+        help=f"largest request parsed; larger ones get TOO_LARGE (default {protocol.DEFAULT_MAX_FRAME_BYTES})",
+    )
+    p.add_argument(
+        "--expire-interval", type=parse_duration, default=EXPIRE_INTERVAL_S,
+        help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
+    )
+    p.add_argument("--log-level", default="INFO", metavar="LEVELS",
+                   help="a level (DEBUG, INFO, WARNING, ERROR) or per-logger levels, e.g. "
+                        "root=INFO,coordinator=DEBUG (default INFO)")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="text (default) or json (one JSON object per line)")
+    add_connection_arguments(p)
+    _add_limit_flags(p)
+    p.add_argument(
+        "--truncate-corrupt", action="store_true",
+        help="if the state log is damaged where acknowledged records may lie (a bad record followed by "
+        "valid ones, or a CRC-valid record that does not decode), cut it at the damage instead of refusing "
+        "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
+    )
+    return p
+
+
+def add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    """The connection limits (coordinator.server.connections; docs/security.md)."""
+    p.add_argument(
+        "--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+        help=f"open client connections at most; more are closed at once (default {DEFAULT_MAX_CONNECTIONS}, "
+             f"lowered to the file descriptor limit minus {FD_RESERVE})",
+    )
+    p.add_argument(
+        "--handshake-timeout", type=parse_duration, default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+        help=f"close a connection that has not completed its handshake after this long "
+             f"(default {DEFAULT_HANDSHAKE_TIMEOUT_S:g}s)",
+    )
+
+
+def connection_limits(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ConnectionLimits:
+    try:
+        return ConnectionLimits(max_connections=args.max_connections, handshake_timeout_s=args.handshake_timeout)
+    except ValueError as exc:
+        parser.error(f"--max-connections/--handshake-timeout: {exc}")
+
+
+#: Integer limits: flag -> Limits field (defaults and meaning in coordinator.server.limits).
+_LIMIT_FLAGS = {
+    "--max-groups": "max_groups",
+    "--max-members-per-group": "max_members_per_group",
+    "--max-control-variables-per-group": "max_control_variables_per_group",
+    "--max-regions": "max_regions",
+    "--max-pending-merges": "max_pending_merges",
+    "--max-pending-merge-bytes": "max_pending_merge_bytes",
+}
+_LIMIT_HELP = {
+    "max_groups": "groups held (registry entries or control variables)",
+    "max_members_per_group": "registered names per group, members per region",
+    "max_control_variables_per_group": "control variables per group",
+    "max_regions": "regions of the region controller",
+    "max_pending_merges": "checkpoint merges waiting for contributions",
+    "max_pending_merge_bytes": "estimated bytes held by pending merges",
+}
+#: Duration limits: flag -> Limits field.
+_LIMIT_DURATIONS = {"--member-lease": "member_lease_s", "--region-expiry": "region_expiry_s"}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _add_limit_flags(p: argparse.ArgumentParser) -> None:
+    defaults = Limits()
+    g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
+    for flag, field in _LIMIT_FLAGS.items():
+        g.add_argument(flag, dest=field, type=_positive_int, default=getattr(defaults, field), metavar="N",
+                       help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})")
+    g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
+                   metavar="DURATION",
+                   help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)")
+    g.add_argument("--region-expiry", dest="region_expiry_s", type=parse_duration,
+                   default=defaults.region_expiry_s, metavar="DURATION",
+                   help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)")
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    return Limits(**{field: vars(args)[field] for field in (*_LIMIT_FLAGS.values(), *_LIMIT_DURATIONS.values())})
+
+
+def build_keygen_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cr-coordinator keygen", description="write a CURVE keypair")
+    p.add_argument("--out", required=True, help="directory for NAME.key (public) and NAME.key_secret")
+    p.add_argument("--name", default="coordinator", help="file name stem (default 'coordinator')")
+    return p
+
+
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    try:
+        local = is_loopback_endpoint(args.bind)
+    except ValueError as exc:
+        parser.error(str(exc))
+    curve = args.curve_secret_key is not None
+    if (args.curve_secret_key is None) != (args.curve_allow is None):
+        parser.error("--curve-secret-key and --curve-allow go together (CURVE needs both)")
+    if not local and not curve and not args.allow_remote:
+        parser.error(
+            f"--bind {args.bind} is not a loopback address: turn on CURVE (--curve-secret-key and "
+            f"--curve-allow) or pass --allow-remote to accept unauthenticated remote clients"
+        )
+    if args.http is not None:
+        _check_http(args, parser)
+    args.connection_limits = connection_limits(args, parser)
+    if args.max_frame_bytes < 1024:
+        parser.error(f"--max-frame-bytes must be >= 1024, got {args.max_frame_bytes}")
+    try:
+        args.level = parse_log_levels(args.log_level)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--log-level: {exc}")
+    state = Path(args.state_dir)
+    if state.exists() and not state.is_dir():
+        parser.error(f"--state-dir {state} exists and is not a directory")
+
+
+def _check_http(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``--http`` must be HOST:PORT on loopback unless ``--allow-remote``: /status
+    lists groups, members, pids and merges, and HTTP has no authentication."""
+    try:
+        host, _port = parse_host_port(args.http)
+    except ValueError as exc:
+        parser.error(f"--http: {exc}")
+    if not is_loopback_endpoint(f"tcp://{host}:0") and not args.allow_remote:
+        parser.error(
+            f"--http {args.http} is not a loopback address: /metrics and /status have no authentication "
+            f"(CURVE covers only --bind); serve them on 127.0.0.1 or pass --allow-remote to expose them"
+        )
+
+
+def _hold_state_dir(path: Path) -> Callable[[], None]:
+    """Create/check the state dir and lock it for this process; returns the release function."""
+    from coordinator.store.log.recovery import hold_state_dir
+
+    security.prepare_state_dir(path)
+    return hold_state_dir(path)
+
+
+def serve(args: argparse.Namespace) -> int:
+    raise_nofile_limit()
+    release_state_dir = _hold_state_dir(Path(args.state_dir))
+    try:
+        return _serve_locked(args)
+    finally:
+        release_state_dir()
+
+
+def _serve_locked(args: argparse.Namespace) -> int:
+    from coordinator.store.state_store import StateStore
+
+    ctx = zmq.Context()
+    curve_cfg = None
+    auth = None
+    if args.curve_secret_key:
+        public, secret = security.load_keypair(args.curve_secret_key)
+        allowed = security.load_allow_list(args.curve_allow)
+        curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
+        auth = security.CurveAuthenticator(ctx, allowed)
+        auth.start()
+    store = StateStore(Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt)
+    metrics = CoordinatorMetrics()
+    server = CoordinatorServer(
+        store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
+        metrics=metrics, expire_interval_s=args.expire_interval, connection_limits=args.connection_limits,
+        limits=limits_from_args(args),
+    )
+    registry = RegistryService()
+    server.add_service(registry)
+    server.add_service(ControlVariablesService(registry))
+    server.add_service(MergeService(registry))
+    server.add_service(RegionControllerService())
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+
+    http = None
+    try:
+        endpoint = server.start()
+        log.info("coordinator bound to %s (state dir %s, CURVE %s)", endpoint, args.state_dir,
+                 "on" if curve_cfg else "off")
+        if args.http:
+            http = HttpEndpoint(args.http, server, metrics)
+            http.start()
+        print(f"ready endpoint={endpoint} http={http.address if http else '-'} pid={os.getpid()}", flush=True)
+        while not stop.wait(0.2):
+            if server.wait(0):
+                break
+    finally:
+        server.stop()
+        try:
+            store.close()
+        finally:
+            if http is not None:
+                http.stop()
+            if auth is not None:
+                auth.stop()
+            if not server.running:  # a wedged loop still holds its socket: do not hang in term()
+                ctx.term()
+    if server.failure is not None:
+        log.error("coordinator stopped after a failure: %s", server.failure)
+        return 1
+    log.info("coordinator stopped cleanly")
+    return 0
+
+
+def keygen(argv: list[str]) -> int:
+    args = build_keygen_parser().parse_args(argv)
+    try:
+        public, secret = security.keygen(args.out, args.name)
+    except security.SecurityConfigError as exc:  # a key already there
+        print(f"cr-coordinator keygen: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out cannot be created or written
+        print(f"cr-coordinator keygen: cannot write keys to {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"public key: {public}\nsecret key: {secret}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keygen"]:
+        return keygen(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check(args, parser)
+    setup_logging(args.level, args.log_format)
+    try:
+        return serve(args)
+    except (OSError, security.SecurityConfigError, LogError) as exc:
+        log.error("cannot start: %s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""``crkafka status --coordinator ENDPOINT [--bootstrap HOST:PORT]``: what an operator needs to see.
+
+1. One ``status`` request to the coordinator (the snapshot HTTP /status serves)
+   gives the regions (phase, last consistent checkpoint, resets, why FAILED,
+   recent checkpoints and resets), their members, the registered groups and
+   the pending checkpoint merges.
+2. With a Kafka bootstrap address (``--bootstrap`` or ``KAFKA_BOOTSTRAP_SERVERS``)
+   the committed and end offsets of every group the coordinator knows are read
+   from the broker (:mod:`coordinator.cli.lag`, bounded by ``--timeout``)
+   and shown per partition with the lag.
+3. The result is printed as tables, or with ``--json`` as one versioned JSON
+   document (:data:`JSON_VERSION`; fields are only added within a version).
+   ``--watch [SECONDS]`` repeats this until Ctrl-C (or ``--count`` rounds).
+
+Exit code 0; 2 when the coordinator or the broker does not answer (the
+message names which, and where) or the flags are wrong. The tables and the
+JSON still carry whatever was read before the failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from coordinator import security
+from coordinator.cli.lag import BrokerUnavailable, PartitionLag, read_lag
+from coordinator.client import CoordinatorClient
+from coordinator.common.cli_types import bounded_duration
+from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
+
+#: Version of the ``--json`` document; a field is renamed or removed only with a new version.
+JSON_VERSION = 1
+#: Bounds of ``--watch`` (a faster refresh loads the coordinator loop for nothing).
+WATCH_MIN_S, WATCH_MAX_S = 0.2, 3600.0
+#: Bound of ``--timeout``: each request waits at most this long.
+TIMEOUT_MAX_S = 300.0
+EXIT_OK, EXIT_UNREACHABLE = 0, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--coordinator", required=True, metavar="ENDPOINT", help="e.g. tcp://127.0.0.1:5570")
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), metavar="HOST:PORT",
+                        help="Kafka bootstrap servers, for committed/end offsets and lag "
+                             "(default $KAFKA_BOOTSTRAP_SERVERS; without it no lag is shown)")
+    parser.add_argument("--timeout", type=bounded_duration(0.1, TIMEOUT_MAX_S), default=5.0, metavar="SECONDS",
+                        help="seconds to wait for the coordinator and for the broker (default 5)")
+    parser.add_argument("--json", action="store_true", help=f"print one JSON document (version {JSON_VERSION})")
+    parser.add_argument("--watch", nargs="?", const=2.0, default=None, type=bounded_duration(WATCH_MIN_S, WATCH_MAX_S),
+                        metavar="SECONDS", help="refresh every SECONDS (default 2) until Ctrl-C")
+    parser.add_argument("--count", type=int, default=None, metavar="N",
+                        help="with --watch: stop after N refreshes")
+    parser.add_argument("--curve-server-key", metavar="FILE", help="the coordinator's public key (.key)")
+    parser.add_argument("--curve-keypair", metavar="FILE", help="this client's keypair (.key_secret)")
+
+
+# ---------------------------------------------------------------------------- the document
+
+def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coordinator: str,
+                   bootstrap: str | None, errors: list[str]) -> dict[str, Any]:
+    """The versioned ``--json`` document from a coordinator snapshot and the lag rows."""
+    snap = snap or {}
+    regions = {}
+    for name, r in sorted(snap.get("regions", {}).items()):
+        regions[name] = {
+            "phase": r.get("phase"),
+            "mode": r.get("mode"),
+            "last_consistent": r.get("last_consistent"),
+            "seq": r.get("seq"),
+            "checkpoints": r.get("checkpoints"),
+            "resets": r.get("resets"),
+            "consecutive_resets": r.get("consecutive_resets"),
+            "max_consecutive_resets": r.get("max_consecutive_resets"),
+            "failed_reason": r.get("failed_reason"),
+            "waiting_for": r.get("waiting_for", []),
+            "members": [
+                {"name": m, "pid": info.get("pid"), "silent_s": info.get("silent_s"),
+                 "kafka_generation": (info.get("kafka") or {}).get("generation")}
+                for m, info in sorted(r.get("members", {}).items())
+            ],
+            "recent_checkpoints": r.get("recent_checkpoints", []),
+            "recent_resets": r.get("recent_resets", []),
+        }
+    groups = {
+        g: {"region_index": v.get("region_index"), "members": v.get("members", []),
+            "reset_pending": bool(v.get("reset_pending")), "control_variables": v.get("control_variables")}
+        for g, v in sorted(snap.get("groups", {}).items())
+    }
+    return {
+        "version": JSON_VERSION,
+        "time": round(time.time(), 3),
+        "coordinator": {"endpoint": snap.get("endpoint", coordinator), "reachable": bool(snap),
+                        "loaded": snap.get("loaded"), "uptime_s": snap.get("uptime_s")},
+        "regions": regions,
+        "groups": groups,
+        "merges": snap.get("merges", []),
+        "limits": snap.get("limits", {}),
+        "limit_rejections": snap.get("limit_rejections", {}),
+        "lag": {"bootstrap": bootstrap, "partitions": [p.to_dict() for p in lag]},
+        "errors": errors,
+    }
+
+
+def known_groups(snap: dict[str, Any]) -> list[str]:
+    """Kafka groups the coordinator knows: its regions (a region's name is its group) and registered groups."""
+    return sorted(set(snap.get("regions", {})) | set(snap.get("groups", {})))
+
+
+# ---------------------------------------------------------------------------- tables
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_document(doc: dict[str, Any]) -> str:
+    c = doc["coordinator"]
+    state = "unreachable" if not c["reachable"] else ("loaded" if c["loaded"] else "loading the log")
+    out = [f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s"]
+    regions = doc["regions"]
+    out += ["", f"regions ({len(regions)})"]
+    rows = [[name, r["phase"], r["last_consistent"], r["checkpoints"], r["resets"],
+             f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", len(r["members"])]
+            for name, r in regions.items()]
+    out.append(_table(["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "members"], rows)
+               if rows else "  (none)")
+    for name, r in regions.items():
+        if r["failed_reason"]:
+            out.append(f"  {name} FAILED: {r['failed_reason']}")
+    rows = [[name, m["name"], m["pid"], m["silent_s"], m["kafka_generation"]]
+            for name, r in regions.items() for m in r["members"]]
+    out += ["", f"members ({len(rows)})"]
+    out.append(_table(["region", "member", "pid", "silent_s", "kafka_generation"], rows) if rows else "  (none)")
+    lag = doc["lag"]
+    out += ["", f"lag (Kafka {lag['bootstrap']})" if lag["bootstrap"] else
+            "lag: not read (give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS)"]
+    if lag["bootstrap"]:
+        rows = [[p["group"], p["topic"], p["partition"], p["committed"], p["end"], p["lag"]]
+                for p in lag["partitions"]]
+        out.append(_table(["group", "topic", "partition", "committed", "end", "lag"], rows) if rows
+                   else "  (no committed offsets)")
+    groups = doc["groups"]
+    out += ["", f"groups ({len(groups)})"]
+    rows = [[name, g["region_index"], len(g["members"]), ",".join(g["members"]),
+             "yes" if g["reset_pending"] else "no", g["control_variables"]] for name, g in groups.items()]
+    out.append(_table(["group", "region", "n", "members", "reset_pending", "control_vars"], rows)
+               if rows else "  (none)")
+    merges = doc["merges"]
+    out += ["", f"pending merges ({len(merges)})"]
+    rows = [[m["group"], m["seq"], m["attempt"], f"{len(m['contributors'])}/{m['n_contributors']}",
+             ",".join(m["contributors"]), m["age_s"]] for m in merges]
+    out.append(_table(["group", "seq", "attempt", "have", "contributors", "age_s"], rows) if rows else "  (none)")
+    if doc["limit_rejections"]:
+        out += ["", "limit rejections: " + ", ".join(f"{k}={v}" for k, v in sorted(doc["limit_rejections"].items()))]
+    for err in doc["errors"]:
+        out.append(f"error: {err}")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- run
+
+def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"timeout": args.timeout}
+    if args.curve_server_key or args.curve_keypair:
+        if not (args.curve_server_key and args.curve_keypair):
+            raise ValueError("--curve-server-key and --curve-keypair go together")
+        kwargs["curve_server_key"] = security.load_public_key(args.curve_server_key)
+        kwargs["curve_keypair"] = security.load_keypair(args.curve_keypair)
+    return kwargs
+
+
+def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One round: the coordinator's snapshot, then the lag; failures become ``errors``."""
+    errors: list[str] = []
+    snap: dict[str, Any] | None = None
+    lag: list[PartitionLag] = []
+    try:
+        with CoordinatorClient(args.coordinator, **client_kwargs) as client:
+            snap = client.status()
+    except (CoordinatorUnavailable, CoordinatorError) as exc:
+        errors.append(f"coordinator {args.coordinator}: {exc}")
+    if snap is not None and args.bootstrap:
+        groups = known_groups(snap)
+        if groups:
+            try:
+                lag = read_lag(args.bootstrap, groups, args.timeout)
+            except BrokerUnavailable as exc:
+                errors.append(str(exc))
+    return build_document(snap, lag, coordinator=args.coordinator, bootstrap=args.bootstrap, errors=errors)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.count is not None and (args.watch is None or args.count < 1):
+        print("crkafka status: --count N (N >= 1) goes with --watch", file=sys.stderr)
+        return 2
+    try:
+        client_kwargs = _client_kwargs(args)
+    except (security.SecurityConfigError, ValueError, OSError) as exc:
+        print(f"crkafka status: {exc}", file=sys.stderr)
+        return 2
+    rounds = 0
+    try:
+        while True:
+            doc = collect(args, client_kwargs)
+            rounds += 1
+            if args.json:
+                print(json.dumps(doc, sort_keys=True, default=str, indent=None if args.watch else 2), flush=True)
+            else:
+                if args.watch is not None and sys.stdout.isatty():
+                    print("\x1b[H\x1b[2J", end="")
+                print(format_document(doc), flush=True)
+                if args.watch is not None:
+                    print(f"\n(every {args.watch:g}s; Ctrl-C to stop)", flush=True)
+            for err in doc["errors"]:
+                print(f"crkafka status: {err}", file=sys.stderr, flush=True)
+            if args.watch is None or (args.count is not None and rounds >= args.count):
+                return EXIT_UNREACHABLE if doc["errors"] else EXIT_OK
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return EXIT_OK

@@ -1,0 +1,348 @@
+"""The region controller: a coordinator service that drives consistent regions.
+
+It runs on the coordinator's loop thread (``server.add_service(RegionControllerService())``)
+and holds one :class:`~coordinator.region.state.RegionCore` per region name; the
+cycle and the reset are numbered in ``region_state.py``. This module is the
+I/O around it: the message handlers (the messages and their validation are in
+``region_messages.py``), the pushes, durability and metrics.
+
+Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
+
+* ``region_join {region, member, incarnation, pid, host, replace, config}``: the first join of a
+  region creates it with ``config`` (a ``RegionConfig`` dict); a later join with
+  other settings gets ``INVALID`` naming them; another ``index`` gets
+  ``CR_INDEX_MISMATCH``. ``incarnation`` is unique per member process: a new one
+  (a restarted process) makes the region reset. Reply ``{region, phase,
+  last_consistent, config}``. The reply tells the member its socket identity is
+  where commands will be pushed.
+  Names are unique: while another incarnation of ``member`` is alive (heard
+  within ``member_timeout_s``) the reply is ``{refused, holder: {incarnation,
+  pid, host, silent_s}}`` and nothing changes, unless ``replace`` is true (the
+  joiner saw the holder's process is gone); the member retries, then fails.
+  The reply's ``predecessor`` (null, or ``{incarnation, pid, kafka_member_id}``)
+  names the incarnation a restarted member replaces; the member removes that
+  dead consumer from the Kafka group before its own consumer joins.
+* ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
+  (member side); ``kafka`` (optional) is the member's Kafka group state
+  ``{member_id, generation, rebalancing}``: the controller defers periodic
+  drains while the group rebalances. ``NOT_REGISTERED`` if the controller does
+  not know this incarnation (after a coordinator restart): the member joins again.
+* ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
+  the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
+  (``[[topic, partition, next offset], ...]``) are the source's at a checkpoint;
+  ``rebalance`` true marks a failure caused by a group rebalance (the reset is
+  then forced: it does not count towards the consecutive-reset maximum).
+* ``region_reset_request {region, member, incarnation, force, reason}``: a reset
+  (``force`` for a rebalance). Requests during a reset do not stack.
+* ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
+  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
+  (a drain of this member follows: its source waits for it) or ``not_now`` (none
+  follows: resetting, waiting, already drained in the running cycle; the source
+  goes on at once instead of waiting its drain timeout).
+* ``region_leave {region, member, incarnation}``: graceful leave (the region
+  resets); reply ``{last_consistent, complete}``: the leaver publishes what
+  ``complete`` covers (its own last completed checkpoint, null for a process the
+  region already dropped; it may have missed the RESUME naming it) before it exits.
+* ``region_status {region?}``: one region's status, or all, each with its newest
+  checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
+
+Controller -> member (pushed, envelope id null, type ``region_command``), body
+``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
+``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
+members, offsets, own}`` (``own``: the member's own last completed checkpoint,
+see ``RegionCore.own_checkpoint``), ``reset_to_initial {attempt}``, ``failed {reason}``.
+
+Durability: the region document (namespace ``region``) is written with
+``store.put_document`` and the server syncs the store before it sends any reply
+or push queued in the same loop iteration, so "seq is consistent" is on disk
+before a RESUME naming it leaves the process. On start (``on_loaded``) every
+stored region is rebuilt in phase WAITING.
+
+Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a region
+beyond ``limits.max_regions`` or add a member beyond
+``limits.max_members_per_group``. A region without members for
+``limits.region_expiry_s`` is dropped with its document. A region whose tick
+raises goes FAILED with the reason (logged with the traceback); the others and
+the coordinator go on.
+
+Failure behaviour: commands are pushes and may be lost (a member's socket
+reconnecting); the member's silence then fails the phase by its timeout and
+the region resets. A member that misses its heartbeats for ``member_timeout_s``
+is dropped and the region resets without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from coordinator.region.messages import (
+    RegionAck,
+    RegionHeartbeat,
+    RegionJoin,
+    RegionMemberMessage,
+    RegionResetRequest,
+    RegionStatusRequest,
+)
+from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.server.api import Request
+from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
+from coordinator.server.loop import CoordinatorServer
+from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "region"
+COMMAND_TYPE = "region_command"
+#: Recent events kept per region for the status reply (bounded memory).
+EVENTS_KEPT = 200
+#: Recent completed checkpoints and reset rounds kept per region for the status
+#: page and ``crkafka status`` (kept apart from the events: the phase changes of
+#: a busy region would push them out of EVENTS_KEPT within minutes).
+RECENT_KEPT = 10
+
+
+class RegionControllerService:
+    """Plugs the region controller into a :class:`CoordinatorServer`."""
+
+    def __init__(self) -> None:
+        self._server: CoordinatorServer | None = None
+        self.regions: dict[str, RegionCore] = {}
+        self.events: dict[str, list[dict]] = {}
+        self.recent_checkpoints: dict[str, deque[dict]] = {}
+        self.recent_resets: dict[str, deque[dict]] = {}
+        self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
+        self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
+
+    # ------------------------------------------------------------------ service API
+    def attach(self, server: CoordinatorServer) -> None:
+        self._server = server
+        if isinstance(server.metrics, CoordinatorMetrics):
+            self._metrics = server.metrics.regions
+        server.add_handler(RegionJoin.TYPE, RegionJoin, self._on_join)
+        server.add_handler(RegionHeartbeat.TYPE, RegionHeartbeat, self._on_heartbeat)
+        server.add_handler("region_trigger", RegionMemberMessage, self._on_trigger)
+        server.add_handler("region_leave", RegionMemberMessage, self._on_leave)
+        server.add_handler(RegionAck.TYPE, RegionAck, self._on_ack)
+        server.add_handler(RegionResetRequest.TYPE, RegionResetRequest, self._on_reset_request)
+        server.add_handler(RegionStatusRequest.TYPE, RegionStatusRequest, self._on_status)
+
+    def on_loaded(self) -> None:
+        assert self._server is not None
+        for name, doc in self._server.store.documents(NAMESPACE).items():
+            try:
+                config = RegionConfig.from_dict(doc["config"])
+                self.regions[name] = self._make_core(config, doc)
+            except (KeyError, TypeError, ValueError) as exc:
+                # Never start afresh: that would forget the last consistent checkpoint
+                # (sources back to their initial offsets, published output repeated).
+                # FAILED in memory only, the document kept for a coordinator that can read it.
+                reason = (f"the stored region document is unusable ({type(exc).__name__}: {exc}); the region is not "
+                          f"started afresh, which would repeat published output: run a coordinator version that "
+                          f"reads it, or start the pipeline under another --group")
+                log.error("region %s: %s", name, reason)
+                core = self.regions[name] = self._make_core(RegionConfig(name=name), None)
+                core.fail(reason, time.monotonic(), persist=False)
+                continue
+            log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
+                     name, self.regions[name].phase.value, self.regions[name].last_consistent,
+                     self.regions[name].known_members)
+
+    def on_tick(self, now: float) -> None:
+        """Tick every region; a tick that raises fails THAT region (FAILED with the
+        reason, logged with the traceback) and the others go on. Then regions
+        without members for ``limits.region_expiry_s`` are dropped."""
+        for name, core in list(self.regions.items()):
+            try:
+                core.tick(now)
+            except Exception as exc:
+                log.exception("region %s: tick failed; the region goes to FAILED", name)
+                self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}", now)
+        self._expire_regions(now)
+
+    def _fail(self, name: str, core: RegionCore, reason: str, now: float) -> None:
+        try:
+            core.fail(reason[:2000], now)
+        except Exception:
+            log.exception("region %s: could not mark the region FAILED (%s)", name, reason)
+
+    def _expire_regions(self, now: float) -> None:
+        assert self._server is not None
+        expiry = self._server.limits.region_expiry_s
+        for name, core in list(self.regions.items()):
+            if core.members:
+                self._empty_since.pop(name, None)
+                continue
+            since = self._empty_since.setdefault(name, now)
+            if now - since < expiry:
+                continue
+            log.info("region %s: no member for %.0fs (region expiry %.0fs): dropped with its state",
+                     name, now - since, expiry)
+            self._server.store.put_document(NAMESPACE, name, None)
+            self._server.mark_dirty()
+            del self.regions[name]
+            self.events.pop(name, None)
+            self.recent_checkpoints.pop(name, None)
+            self.recent_resets.pop(name, None)
+            del self._empty_since[name]
+
+    def status(self) -> dict[str, Any]:
+        """Every region's ``RegionCore.status`` plus its recent checkpoints and
+        resets (newest first, at most RECENT_KEPT each, wall-clock ``t``)."""
+        now = time.monotonic()
+        return {"regions": {name: self._region_status(name, now) for name in self.regions}}
+
+    def _region_status(self, name: str, now: float) -> dict[str, Any]:
+        return {
+            **self.regions[name].status(now),
+            "recent_checkpoints": list(reversed(self.recent_checkpoints.get(name, ()))),
+            "recent_resets": list(reversed(self.recent_resets.get(name, ()))),
+        }
+
+    def update_metrics(self, metrics: CoordinatorMetrics) -> None:
+        """Loop thread, every metrics refresh: the regions' counters and gauges."""
+        metrics.regions.update(
+            (RegionSample(name=name, phase=core.phase.value, last_consistent=core.last_consistent,
+                          checkpoints=core.checkpoints, resets=core.resets,
+                          consecutive_resets=core.consecutive_resets, failed=core.phase is Phase.FAILED,
+                          members=len(core.members))
+             for name, core in self.regions.items()),
+            (phase.value for phase in Phase))
+
+    # ------------------------------------------------------------------ plumbing
+    def _make_core(self, config: RegionConfig, doc: dict | None) -> RegionCore:
+        name = config.name
+        server = self._server
+        assert server is not None
+
+        def send(member: str, body: dict[str, Any]) -> None:
+            region = self.regions.get(name)
+            info = region.members.get(member) if region is not None else None
+            if info is None:
+                return
+            body["region"] = name
+            server.push(info.identity, COMMAND_TYPE, body)
+
+        def persist(document: dict[str, Any]) -> None:
+            server.store.touch(name)  # a region's name is its Kafka group: retention activity
+            server.store.put_document(NAMESPACE, name, document)
+            server.mark_dirty()
+
+        def on_event(kind: str, info: dict) -> None:
+            events = self.events.setdefault(name, [])
+            event = {"t": time.time(), "kind": kind, **info}
+            events.append(event)
+            del events[:-EVENTS_KEPT]
+            self._observe(name, kind, info)
+            if kind == "checkpoint":
+                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
+                    {"t": event["t"], "seq": info.get("seq")})
+            elif kind == "phase" and info.get("phase") == Phase.RESETTING.value:
+                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
+                    {"t": event["t"], "why": info.get("why", "")})
+
+        return RegionCore(config, send, persist, doc, on_event=on_event)
+
+    def _observe(self, region: str, kind: str, info: dict) -> None:
+        """Feeds the duration histograms from the region's events (loop thread)."""
+        metrics = self._metrics
+        if metrics is None:
+            return
+        if kind == "checkpoint" and isinstance(info.get("checkpoint_ms"), int | float):
+            metrics.checkpoint_done(region, info["checkpoint_ms"] / 1000)
+        elif kind == "resume" and isinstance(info.get("reset_ms"), int | float):
+            metrics.reset_done(region, info["reset_ms"] / 1000)
+
+    def _core(self, region: str) -> RegionCore:
+        core = self.regions.get(region)
+        if core is None:
+            raise NotRegistered(f"region {region!r} is unknown: members must send region_join first")
+        return core
+
+    def _known(self, region: str, member: str, incarnation: str) -> RegionCore:
+        core = self._core(region)
+        m = core.members.get(member)
+        if m is None or m.incarnation != incarnation:
+            raise NotRegistered(f"member {member!r} (incarnation {incarnation}) has not joined region {region!r}")
+        return core
+
+    # ------------------------------------------------------------------ handlers
+    def _on_join(self, req: Request, msg: RegionJoin) -> dict[str, Any]:
+        try:
+            config = RegionConfig.from_dict({**msg.config, "name": msg.region})
+        except (TypeError, ValueError) as exc:
+            raise Invalid(f"region {msg.region!r}: bad config: {exc}") from None
+        core = self.regions.get(msg.region)
+        if core is None:
+            limit = self._server.limits.max_regions
+            if len(self.regions) >= limit:
+                raise self._server.limit_counter.exceeded(
+                    "max_regions", f"the coordinator holds {len(self.regions)} regions (limit {limit}); "
+                    f"region {msg.region!r} not created")
+            core = self.regions[msg.region] = self._make_core(config, None)
+            log.info("region %s created by %s: %s", msg.region, msg.member, config)
+        elif core.phase is Phase.FAILED:
+            pass  # whatever its settings, the joiner is told the region FAILED and why
+        elif config.index != core.config.index:
+            raise CrIndexMismatch(f"region {msg.region!r} has index {core.config.index}; "
+                                  f"member {msg.member!r} joined with {config.index}")
+        else:
+            differ = core.config.same_settings(config)
+            if differ:
+                raise Invalid(f"region {msg.region!r} already runs with other settings: {differ} "
+                              f"(have {[getattr(core.config, d) for d in differ]}, "
+                              f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
+                              f"start every member with the same region settings")
+        limit = self._server.limits.max_members_per_group
+        if msg.member not in core.members and len(core.members) >= limit:
+            raise self._server.limit_counter.exceeded(
+                "max_members_per_group", f"region {msg.region!r} has {len(core.members)} members (limit {limit}); "
+                f"{msg.member!r} not joined")
+        return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
+
+    def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
+        core = self._core(msg.region)
+        self._server.store.touch(msg.region)  # retention activity of the region's group
+        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka):
+            raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
+                                f"{msg.region!r}: join again")
+        return {"phase": core.phase.value, "last_consistent": core.last_consistent}
+
+    def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+        core = self._known(msg.region, msg.member, msg.incarnation)
+        answer = core.trigger(msg.member, req.received)
+        return {"phase": core.phase.value, **answer.to_body()}
+
+    def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+        core = self.regions.get(msg.region)
+        if core is not None:
+            # The leaver publishes what its own last completed checkpoint covers (it
+            # may have missed the RESUME that names it) before it exits; a process
+            # the region already dropped is told None (RegionCore.leave_reply).
+            complete = core.leave_reply(msg.member, msg.incarnation)
+            m = core.members.get(msg.member)
+            if m is not None and m.incarnation == msg.incarnation:
+                core.leave(msg.member, req.received)
+            return {"last_consistent": core.last_consistent, "complete": complete}
+        return {"last_consistent": None, "complete": None}
+
+    def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
+        core = self._known(msg.region, msg.member, msg.incarnation)
+        self._server.store.touch(msg.region)  # retention activity of the region's group
+        core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
+                 rebalance=msg.rebalance)
+        return {"phase": core.phase.value}
+
+    def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> dict[str, Any]:
+        core = self._known(msg.region, msg.member, msg.incarnation)
+        core.request_reset(msg.member, msg.force, msg.reason, req.received)
+        return {"phase": core.phase.value}
+
+    def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
+        if msg.region is not None:
+            self._core(msg.region)  # NOT_REGISTERED for an unknown region
+            return {"region": self._region_status(msg.region, time.monotonic()),
+                    "events": self.events.get(msg.region, [])[-50:]}
+        return self.status()

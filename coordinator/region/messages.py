@@ -1,0 +1,234 @@
+"""The region controller's wire messages (member -> controller), as frozen attrs
+classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
+naming it. Every field is bounded: names as in :func:`coordinator.wire.protocol.check_name`,
+integers to their ranges, free text cut and escaped (:func:`coordinator.wire.protocol.opt_text`),
+and every region config setting to the type and range in :data:`CONFIG_FIELDS`. The protocol itself (who sends what, when) is described in
+``region_controller.py`` and docs/region.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from coordinator.wire import protocol
+from coordinator.wire.errors import Invalid
+
+#: Kafka's generation id is an int32 (-1 before the first join).
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+#: Largest process id accepted (Linux pid_max is at most 2^22).
+MAX_PID = _INT32_MAX
+#: Bound of every duration in a region config (seconds): one day. Also keeps a
+#: deadline computed from it finite and a timer from overflowing.
+MAX_CONFIG_SECONDS = 86_400.0
+#: Smallest duration (seconds): below it a region would spin its tick.
+MIN_CONFIG_SECONDS = 0.001
+
+
+def _number(what: str, low: float, high: float) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Invalid(f"{what} must be a number, got {value!r:.80}")
+        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+            raise Invalid(f"{what} must be in [{low}, {high}], got an integer of {len(str(value))} digits")
+        if not (math.isfinite(value) and low <= value <= high):
+            raise Invalid(f"{what} must be a finite number in [{low}, {high}], got {value!r:.40}")
+        return float(value)
+
+    return check
+
+
+def _integer(what: str, low: int, high: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        return protocol.check_int(value, what, low, high)
+
+    return check
+
+
+def _mode(value: Any) -> str:
+    if value not in ("periodic", "operator_driven"):
+        raise Invalid(f"region config: mode must be 'periodic' or 'operator_driven', got {value!r:.80}")
+    return value
+
+
+def _seconds(name: str) -> Callable[[Any], float]:
+    return _number(f"region config: {name}", MIN_CONFIG_SECONDS, MAX_CONFIG_SECONDS)
+
+
+#: Every region config setting a member may send, with its check (type and range).
+CONFIG_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "index": _integer("region config: index", 0, protocol.MAX_INT),
+    "mode": _mode,
+    "period_s": _seconds("period_s"),
+    "drain_timeout_s": _seconds("drain_timeout_s"),
+    "reset_timeout_s": _seconds("reset_timeout_s"),
+    "max_consecutive_resets": _integer("region config: max_consecutive_resets", 1, 1_000_000),
+    "member_timeout_s": _seconds("member_timeout_s"),
+    "min_members": _integer("region config: min_members", 1, 100_000),
+    "join_grace_s": _seconds("join_grace_s"),
+    "rebalance_settle_s": _seconds("rebalance_settle_s"),
+    "rebalance_settle_max_s": _seconds("rebalance_settle_max_s"),
+}
+
+
+def check_region_config(value: Any) -> dict[str, Any]:
+    """A join's ``config``: an object of the settings in CONFIG_FIELDS (each
+    optional; ``name`` is accepted and ignored: the region name is the join's).
+    Returns a clean dict holding only checked values."""
+    if not isinstance(value, dict):
+        raise Invalid("field 'config' must be an object with the region settings")
+    unknown = set(value) - set(CONFIG_FIELDS) - {"name"}
+    if unknown:
+        raise Invalid(f"region config: unknown settings {sorted(unknown)[:10]!r:.200}")
+    return {key: check(value[key]) for key, check in CONFIG_FIELDS.items() if key in value}
+
+
+def _opt_int(body: Mapping[str, Any], name: str, maximum: int = protocol.MAX_INT) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    return protocol.req_int(body, name, 0, maximum)
+
+
+def _opt_name(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    return protocol.req_str(body, name)
+
+
+@attrs.frozen
+class RegionJoin:
+    TYPE: ClassVar[str] = "region_join"
+    region: str
+    member: str
+    incarnation: str
+    pid: int | None
+    config: dict
+    host: str | None = None
+    replace: bool = False
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionJoin:
+        config = check_region_config(body.get("config"))
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID), config,
+                   protocol.opt_text(body, "host"), protocol.opt_bool(body, "replace"))
+
+
+@attrs.frozen
+class RegionMemberMessage:
+    """region_trigger, region_leave: who is speaking."""
+
+    TYPE: ClassVar[str] = "region_trigger"
+    region: str
+    member: str
+    incarnation: str
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionMemberMessage:
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"))
+
+
+def _kafka_report(value: Any) -> dict | None:
+    """A heartbeat's ``kafka`` field: {member_id: str|null, generation: int|null, rebalancing: bool}."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid("field 'kafka' must be an object {member_id, generation, rebalancing} or null")
+    member_id = protocol.opt_text(value, "member_id")
+    generation = value.get("generation")
+    if generation is not None:
+        protocol.check_int(generation, "field 'kafka.generation'", _INT32_MIN, _INT32_MAX)
+    rebalancing = protocol.opt_bool(value, "rebalancing")
+    return {"member_id": member_id, "generation": generation, "rebalancing": rebalancing}
+
+
+@attrs.frozen
+class RegionHeartbeat:
+    TYPE: ClassVar[str] = "region_heartbeat"
+    region: str
+    member: str
+    incarnation: str
+    kafka: dict | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionHeartbeat:
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), _kafka_report(body.get("kafka")))
+
+
+@attrs.frozen
+class RegionAck:
+    TYPE: ClassVar[str] = "region_ack"
+    region: str
+    member: str
+    incarnation: str
+    command: str
+    seq: int | None
+    attempt: int | None
+    ok: bool
+    error: str | None
+    offsets: list | None
+    rebalance: bool = False
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionAck:
+        command = protocol.req_str(body, "command")
+        if command not in ("drain", "checkpoint", "reset"):
+            raise Invalid(f"field 'command' must be drain, checkpoint or reset, got {command!r}")
+        offsets = body.get("offsets")
+        if offsets is not None:
+            offsets = protocol.encode_offsets(protocol.decode_offsets(offsets))
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), command, _opt_int(body, "seq"),
+                   _opt_int(body, "attempt"), protocol.req_bool(body, "ok"), protocol.opt_text(body, "error"), offsets,
+                   protocol.opt_bool(body, "rebalance"))
+
+
+@attrs.frozen
+class RegionResetRequest:
+    TYPE: ClassVar[str] = "region_reset_request"
+    region: str
+    member: str
+    incarnation: str
+    force: bool
+    reason: str
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionResetRequest:
+        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
+                   protocol.req_str(body, "incarnation"), protocol.req_bool(body, "force"),
+                   protocol.opt_text(body, "reason") or "")
+
+
+@attrs.frozen
+class RegionStatusRequest:
+    TYPE: ClassVar[str] = "region_status"
+    region: str | None
+
+    def to_body(self) -> dict[str, Any]:
+        return {"region": self.region}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionStatusRequest:
+        return cls(_opt_name(body, "region"))

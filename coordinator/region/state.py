@@ -1,0 +1,488 @@
+"""The region controller's state machine, without I/O (driven by ``region_controller.py``).
+
+A :class:`RegionCore` holds one consistent region: its config, its members,
+its phase and the durable facts (last consistent checkpoint, next sequence id,
+next reset attempt). Inputs are method calls (``join``, ``heartbeat``, ``ack``,
+``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through two
+callbacks: ``send(member, body)`` (a command pushed to a member) and
+``persist(doc)`` (the durable document; the service makes it durable before any
+command queued after it is sent).
+
+The checkpoint cycle (periodic: every ``period_s`` after the last RESUME;
+operator-driven: on a member's ``trigger``):
+
+1. RUNNING -> DRAINING: ``seq = next_seq`` (persisted), DRAIN(seq) to every
+   member; each blocks its region permit and drains its operators.
+2. All drained -> CHECKPOINTING: CHECKPOINT(seq) to every member; each saves
+   its operators' checkpoints and answers with its source offsets.
+3. All checkpointed: ``seq`` is the last consistent checkpoint; it is persisted
+   (with the members and the union of their source offsets, plus the previous
+   checkpoint's offsets of partitions nobody reported) BEFORE anyone is told.
+4. RESUME(complete=seq, offsets) to every member: sinks publish the interval,
+   sources keep ``offsets`` as the place to start a partition assigned to them
+   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0.
+5. RETIRE(previous consistent seq): members delete older checkpoints.
+
+A member that does not answer within the drain timeout, an error answer (one
+caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
+member fails the cycle and starts a reset.
+
+The reset and the pacing of checkpoints after rebalances: ``region_reset.py``.
+
+Coordinator restart: the durable document brings back the config, the last
+consistent checkpoint, the counters and the member names; the phase starts in
+WAITING. Members notice (their heartbeats get NOT_REGISTERED), join again, and
+once the expected members are back (or ``join_grace_s`` after the first
+join) the region resets to its last consistent checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
+    DOC_VERSION,
+    TRANSITIONS,
+    AbsentCheckpoints,
+    InvalidTransition,
+    MemberInfo,
+    Phase,
+    RegionConfig,
+    ResetKind,
+    TriggerAnswer,
+    TriggerReply,
+    carry_forward,
+    union_offsets,
+)
+from coordinator.region.reset import ResetMixin
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, dict[str, Any]], None]
+Persist = Callable[[dict[str, Any]], None]
+
+
+class RegionCore(ResetMixin):
+    """One region's controller state (see the module docstring). Not thread-safe:
+    the coordinator's loop thread is its only caller."""
+
+    def __init__(self, config: RegionConfig, send: Send, persist: Persist, doc: dict | None = None,
+                 on_event: Callable[[str, dict], None] | None = None) -> None:
+        self.config = config
+        self._send = send
+        self._persist = persist
+        self._on_event = on_event or (lambda kind, info: None)
+        self.phase = Phase.WAITING
+        self.members: dict[str, MemberInfo] = {}
+        self.last_consistent: int | None = None
+        self.next_seq = 1
+        self.next_attempt = 1
+        self.consecutive_resets = 0
+        self.checkpoint_members: list[str] = []
+        self.checkpoint_offsets: list[list] = []
+        self.known_members: list[str] = []  # members at the last persist (for restarts)
+        # members absent from the last consistent checkpoint: their own one (own_checkpoint)
+        self.absent = AbsentCheckpoints()
+        self.failed_reason: str | None = None
+        # FAILED over an unusable stored document: never overwrite it (fail(persist=False))
+        self._keep_stored = False
+        # current round
+        self.seq: int | None = None  # seq of the running cycle
+        self.attempt: int | None = None  # attempt of the running reset
+        self.waiting: set[str] = set()
+        self.deadline: float | None = None
+        self.next_cycle_at: float | None = None
+        self.first_join_at: float | None = None
+        self.rejoin_hint_at: float | None = None  # last reset that told the consumers to rejoin
+        self._cycle_offsets: list[list] = []
+        self._cycle_start: float | None = None
+        self.reset_started_at: float | None = None
+        self.forced_since_checkpoint = 0  # forced resets since the last completed checkpoint
+        self._deferring_since: float | None = None  # a due checkpoint waits for the group to settle
+        # counters for status and metrics
+        self.checkpoints = 0
+        self.resets = 0
+        self.failed_cycles = 0
+        self.last_resume_at: float | None = None
+        if doc:
+            self._load(doc)
+
+    # ------------------------------------------------------------------ durable document
+    def _load(self, doc: dict) -> None:
+        if doc.get("version") != DOC_VERSION:
+            raise ValueError(f"region {self.config.name!r}: stored document version {doc.get('version')!r} "
+                             f"is not {DOC_VERSION}")
+        self.last_consistent = doc["last_consistent"]
+        self.next_seq = doc["next_seq"]
+        self.next_attempt = doc["next_attempt"]
+        self.consecutive_resets = doc["consecutive_resets"]
+        self.checkpoint_members = list(doc["checkpoint_members"])
+        self.checkpoint_offsets = list(doc["checkpoint_offsets"])
+        self.known_members = list(doc["members"])
+        self.absent = AbsentCheckpoints.from_doc(doc.get("absent_checkpoints"))
+        if doc.get("failed"):
+            self.phase = Phase.FAILED
+            self.failed_reason = doc.get("failed_reason") or ("failed before the coordinator restarted "
+                                                                  "(the stored document has no reason)")
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "version": DOC_VERSION,
+            "config": self.config.to_dict(),
+            "last_consistent": self.last_consistent,
+            "next_seq": self.next_seq,
+            "next_attempt": self.next_attempt,
+            "consecutive_resets": self.consecutive_resets,
+            "checkpoint_members": self.checkpoint_members,
+            "checkpoint_offsets": self.checkpoint_offsets,
+            "absent_checkpoints": self.absent.seqs,
+            "members": sorted(self.members) if self.members else self.known_members,
+            "failed": self.phase is Phase.FAILED,
+            "failed_reason": self.failed_reason,
+        }
+
+    def _save(self) -> None:
+        if self._keep_stored:
+            return
+        self._persist(self.document())
+
+    # ------------------------------------------------------------------ transitions
+    def _goto(self, phase: Phase, why: str) -> None:
+        if phase is Phase.FAILED and not self.failed_reason:
+            # Invariant: a FAILED region always says why (status, members, runner).
+            raise InvalidTransition(f"region {self.config.name!r}: FAILED without a reason ({why})")
+        if phase not in TRANSITIONS[self.phase]:
+            raise InvalidTransition(f"region {self.config.name!r}: {self.phase.value} -> {phase.value} is not allowed ({why})")
+        log.info("region %s: %s -> %s (%s)", self.config.name, self.phase.value, phase.value, why)
+        self.phase = phase
+        self._on_event("phase", {"phase": phase.value, "why": why})
+
+    def fail(self, reason: str, now: float, *, persist: bool = True) -> None:
+        """Give up on the region (terminal): the only way to FAILED.
+
+        1. ``failed_reason`` is set first (never empty: status, the members'
+           ``failed`` command and the runner's exit all show it);
+        2. the transition, then the durable document (FAILED survives a
+           coordinator restart);
+        3. every member is told (``failed {reason}``: it exits with code 3).
+        A region already FAILED keeps its first reason. Used for too many
+        consecutive resets and by the service when a tick raised; ``persist``
+        False for a region whose stored document is unusable: it is kept as it
+        is (never written again by this core), for a coordinator that can read it."""
+        if self.phase is Phase.FAILED:
+            log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
+                     self.failed_reason, reason)
+            return
+        self.failed_reason = reason or "failed (no reason given)"
+        self._goto(Phase.FAILED, self.failed_reason)
+        self.waiting = set()
+        self.deadline = None
+        self._keep_stored = not persist
+        self._save()
+        self._on_event("failed", {"reason": self.failed_reason})
+        self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+
+    def _broadcast(self, names, body: dict[str, Any]) -> None:
+        for name in sorted(names):
+            self._send(name, dict(body))
+
+    # ------------------------------------------------------------------ inputs
+    def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
+             host: str | None = None, replace: bool = False) -> dict[str, Any]:
+        """A member joins. A new incarnation of a known name is a restarted process:
+        the reply names its predecessor's Kafka group member id (from its last
+        heartbeat report), so the new process can remove that dead consumer from
+        the group before it joins (one rebalance instead of two, no wait for the
+        broker's session timeout).
+
+        Names are unique in the region: while the incarnation holding ``name`` is
+        alive (heard within ``member_timeout_s``), another one is refused (reply
+        ``refused`` + ``holder``) unless it says ``replace`` (it checked that the
+        holder's process is gone: same host, pid not running); the joiner retries
+        and gives up with a clear error if the holder stays alive."""
+        existing = self.members.get(name)
+        if existing is not None and existing.incarnation == incarnation:
+            existing.identity = identity  # a retry, or a reconnect with a new socket
+            existing.last_seen = now
+            return self._join_reply(name, existing.predecessor)
+        if (existing is not None and not replace and self.phase is not Phase.FAILED
+                and now - existing.last_seen < self.config.member_timeout_s):
+            log.info("region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
+                     "join of incarnation %s (pid %s on %s) refused", self.config.name, name, existing.incarnation,
+                     existing.pid, existing.host, now - existing.last_seen, incarnation, pid, host)
+            return {**self._join_reply(name), "refused": f"member name {name!r} is in use",
+                    "holder": {"incarnation": existing.incarnation, "pid": existing.pid, "host": existing.host,
+                               "silent_s": round(now - existing.last_seen, 3)}}
+        predecessor = None
+        if existing is not None:
+            predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
+                           "kafka_member_id": (existing.kafka or {}).get("member_id")}
+            unsettled = self._group_unsettled(name, now)
+            if unsettled and predecessor["kafka_member_id"]:
+                log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
+                         "the broker's session timeout will", self.config.name, name,
+                         predecessor["kafka_member_id"], unsettled)
+                predecessor["kafka_member_id"] = None
+        self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
+        if self.first_join_at is None:
+            self.first_join_at = now
+        why = f"member {name} joined" if existing is None else f"member {name} restarted (new incarnation)"
+        log.info("region %s: %s (pid %s); members %s", self.config.name, why, pid, sorted(self.members))
+        self._on_event("join", {"member": name, "pid": pid})
+        self._save()
+        if self.phase is Phase.FAILED:
+            return self._join_reply(name, predecessor)
+        if self.phase is Phase.WAITING:
+            self._maybe_start(now)
+        else:
+            self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
+        return self._join_reply(name, predecessor)
+
+    def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
+        reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
+                 "config": self.config.to_dict(), "predecessor": predecessor}
+        if self.phase is Phase.FAILED:
+            reply["failed_reason"] = self.failed_reason
+        return reply
+
+    def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
+                  kafka: dict | None = None) -> bool:
+        """False when the member is unknown (it must join again). ``kafka``: the
+        member's Kafka group state (member_id, generation, rebalancing), kept for
+        pacing checkpoints (region_reset.py) and for its successor's join."""
+        m = self.members.get(name)
+        if m is None or m.incarnation != incarnation:
+            return False
+        m.identity = identity
+        m.last_seen = now
+        if kafka is not None:
+            m.kafka = kafka
+            m.kafka_at = now
+        return True
+
+    def leave(self, name: str, now: float, reason: str = "left") -> None:
+        if self.members.pop(name, None) is None:
+            return
+        log.info("region %s: member %s %s; members %s", self.config.name, name, reason, sorted(self.members))
+        self._on_event("leave", {"member": name, "reason": reason})
+        self._save()
+        if self.phase is Phase.FAILED:
+            return
+        if not self.members:
+            # Nobody left to answer: wait for joins. A region that is already
+            # WAITING stays so (its grace restarts at the next first join).
+            self.waiting.clear()
+            self.first_join_at = None
+            if self.phase is not Phase.WAITING:
+                self._goto(Phase.WAITING, "no members left")
+            return
+        kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
+        if self.phase is Phase.RESETTING:
+            # The round goes on without it; its partitions move to the others by a
+            # Kafka rebalance, which asks for its own (force) reset.
+            self.waiting.discard(name)
+            self._maybe_reset_done(now)
+        elif self.phase is not Phase.WAITING:
+            # A graceful leaver's consumer has left the Kafka group: the others rejoin
+            # now (rejoin hint) instead of at their next Kafka heartbeat.
+            self._start_reset(f"member {name} {reason}", kind, now, rejoin=reason == "left")
+
+    def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
+            error: str | None, now: float, offsets: list | None = None, rebalance: bool = False) -> None:
+        m = self.members.get(name)
+        if m is None:
+            log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command, name)
+            return
+        m.last_seen = now
+        current = {
+            Phase.DRAINING: ("drain", self.seq, None),
+            Phase.CHECKPOINTING: ("checkpoint", self.seq, None),
+            Phase.RESETTING: ("reset", self.last_consistent, self.attempt),
+        }.get(self.phase)
+        expected = current is not None and current[0] == command and (
+            (command == "reset" and attempt == current[2]) or (command != "reset" and seq == current[1]))
+        if not expected or name not in self.waiting:
+            log.debug("region %s: stale %s answer from %s (seq %s attempt %s) in %s",
+                      self.config.name, command, name, seq, attempt, self.phase.value)
+            return
+        if not ok:
+            what = f"member {name} failed {command}(seq={seq}, attempt={attempt}): {error}"
+            log.warning("region %s: %s", self.config.name, what)
+            if command != "reset":
+                self.failed_cycles += 1
+            # A rebalance (commit refused while the group rebalances) is not a failure.
+            self._start_reset(what, ResetKind.FORCE if rebalance else ResetKind.FAILURE, now, restart=True)
+            return
+        self.waiting.discard(name)
+        if command == "checkpoint" and offsets:
+            self._cycle_offsets.extend(offsets)
+        if self.waiting:
+            return
+        if command == "drain":
+            self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
+            self.waiting = set(self.members)
+            self._cycle_offsets = []
+            self.deadline = now + self.config.drain_timeout_s
+            self._broadcast(self.waiting, {"cmd": "checkpoint", "seq": self.seq})
+        elif command == "checkpoint":
+            self._complete_checkpoint(now)
+        else:
+            self._maybe_reset_done(now)
+
+    def request_reset(self, name: str, force: bool, reason: str, now: float) -> None:
+        """A member asks for a reset. During a reset round, requests do not stack,
+        except from a member that already answered this round: what it asks about
+        (a revocation, a pipeline error) happened after its reset, so the round
+        restarts with a new attempt (dropping it left the member waiting for a
+        reset until its next drain failed)."""
+        if name not in self.members:
+            log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
+            return
+        kind = ResetKind.FORCE if force else ResetKind.FAILURE
+        why = f"member {name} requested a {'forced ' if force else ''}reset: {reason}"
+        if self.phase is Phase.RESETTING and name not in self.waiting:
+            self._start_reset(f"{why} (after its answer to attempt {self.attempt})", kind, now, restart=True)
+            return
+        if force and self.phase is Phase.RESETTING:
+            self.consecutive_resets = 0  # force clears the counter even when it does not stack
+            self.forced_since_checkpoint += 1
+        self._start_reset(why, kind, now)
+
+    def trigger(self, name: str, now: float) -> TriggerReply:
+        """Operator-driven mode: a member asks for a checkpoint now. The answer says
+        at once whether a drain of that member follows (the member's source waits
+        for it only then): RUNNING starts a cycle; a cycle that is draining and
+        still waits for this member serves it; otherwise (the member drained
+        already in the running cycle, which covers what it submitted; the region
+        is checkpointing, resetting, waiting or FAILED) not now, with the reason."""
+        if self.phase is Phase.RUNNING:
+            self._start_cycle(now, f"trigger from {name}")
+            return TriggerReply(TriggerAnswer.STARTED, f"checkpoint {self.seq} started")
+        if self.phase is Phase.DRAINING and name in self.waiting:
+            return TriggerReply(TriggerAnswer.DRAIN_COMING, f"checkpoint {self.seq} is draining")
+        if self.phase in (Phase.DRAINING, Phase.CHECKPOINTING):
+            why = f"checkpoint {self.seq} is running and {name} already drained for it"
+        else:
+            why = f"the region is {self.phase.value}; trigger again after the next RESUME"
+        log.debug("region %s: trigger from %s not served: %s", self.config.name, name, why)
+        return TriggerReply(TriggerAnswer.NOT_NOW, why)
+
+    def tick(self, now: float) -> None:
+        if self.phase is Phase.FAILED:
+            return
+        for m in list(self.members.values()):
+            if now - m.last_seen > self.config.member_timeout_s:
+                self.leave(m.name, now, reason=f"stopped heartbeating ({now - m.last_seen:.1f}s)")
+        if self.phase is Phase.WAITING:
+            self._maybe_start(now)
+        elif self.phase in (Phase.DRAINING, Phase.CHECKPOINTING, Phase.RESETTING):
+            if self.deadline is not None and now > self.deadline:
+                late = sorted(self.waiting)
+                what = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint", Phase.RESETTING: "reset"}[self.phase]
+                why = f"members {late} did not answer {what} in time"
+                log.warning("region %s: %s", self.config.name, why)
+                if self.phase is not Phase.RESETTING:
+                    self.failed_cycles += 1
+                self._start_reset(why, ResetKind.FAILURE, now, restart=True)
+        elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
+            if self.cycle_due(now):
+                self._start_cycle(now, "period")
+
+    # ------------------------------------------------------------------ cycle
+    def _start_cycle(self, now: float, why: str) -> None:
+        self.seq = self.next_seq
+        self.next_seq += 1
+        self._save()  # a seq is never reused, even across a coordinator restart
+        self._goto(Phase.DRAINING, f"checkpoint {self.seq} ({why})")
+        self._cycle_start = now
+        self.waiting = set(self.members)
+        self.deadline = now + self.config.drain_timeout_s
+        self._broadcast(self.waiting, {"cmd": "drain", "seq": self.seq})
+
+    def _complete_checkpoint(self, now: float) -> None:
+        previous = self.last_consistent
+        self._remember_absent(previous, self.checkpoint_members, sorted(self.members))
+        self.last_consistent = self.seq
+        self.checkpoint_members = sorted(self.members)
+        # Partitions nobody reported (unassigned while the group rebalances) keep the
+        # offset of the previous consistent checkpoint: nobody consumed them since.
+        self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
+        self.consecutive_resets = 0
+        self.forced_since_checkpoint = 0
+        self.checkpoints += 1
+        self._save()  # durable before anyone hears of it
+        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
+                                  f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
+        self._on_event("checkpoint", {"seq": self.seq,
+                                      "checkpoint_ms": round((now - (self._cycle_start or now)) * 1000, 1)})
+        self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
+        if previous is not None:
+            self._broadcast(self.members, {"cmd": "retire", "seq": previous})
+        self.last_resume_at = now
+        self.waiting = set()
+        self.deadline = None
+        self.next_cycle_at = now + self.config.period_s
+
+    # ------------------------------------------------------------------ own checkpoints
+    def own_checkpoint(self, name: str) -> int | None:
+        """The last completed checkpoint member ``name`` took part in (None: none).
+
+        Invariant (nothing checkpointed is ever deleted unpublished): a member
+        that acknowledged checkpoint N, which then completed, may die before the
+        RESUME that publishes its interval N, and stay away past
+        ``member_timeout_s`` while later checkpoints complete without it. Its
+        interval N lies below N's offsets, which the others continue from, so
+        nobody replays it: it must be published, not deleted, when a process of
+        that name returns. Every reset therefore tells each member its own
+        checkpoint: its operators load their data of that checkpoint (the file
+        sink publishes every interval sealed up to it and deletes only later
+        pending files; a keyed aggregate keeps its partial table), while its
+        source starts from the region's last consistent offsets."""
+        if self.last_consistent is not None and name in self.checkpoint_members:
+            return self.last_consistent
+        return self.absent.get(name)
+
+    def leave_reply(self, name: str, incarnation: str) -> int | None:
+        """The checkpoint whose sealed intervals a gracefully leaving process may
+        publish before it exits: its own (``own_checkpoint``) while it is the
+        current incarnation of a member; None for a process the region already
+        dropped (what it sealed since may belong to a checkpoint that never
+        completed; its next process is reset to its own checkpoint instead)."""
+        m = self.members.get(name)
+        if m is None or m.incarnation != incarnation:
+            return None
+        return self.own_checkpoint(name)
+
+    def _remember_absent(self, previous: int | None, before: list[str], now_members: list[str]) -> None:
+        for name, seq in self.absent.checkpoint_completed(previous, before, now_members):
+            log.error("region %s: forgetting that absent member %s took part in checkpoint %s (more than %d absent "
+                      "members); if a process of that name returns, its pending intervals are deleted, not published",
+                      self.config.name, name, seq, self.absent.kept)
+            self._on_event("forgotten", {"member": name, "seq": seq})
+
+    # ------------------------------------------------------------------ status
+    def status(self, now: float) -> dict[str, Any]:
+        return {
+            "name": self.config.name,
+            "index": self.config.index,
+            "phase": self.phase.value,
+            "mode": self.config.mode,
+            "period_s": self.config.period_s,
+            "members": {
+                n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
+                    "kafka": m.kafka}
+                for n, m in sorted(self.members.items())
+            },
+            "last_consistent": self.last_consistent,
+            "seq": self.seq,
+            "attempt": self.attempt,
+            "waiting_for": sorted(self.waiting),
+            "consecutive_resets": self.consecutive_resets,
+            "max_consecutive_resets": self.config.max_consecutive_resets,
+            "checkpoints": self.checkpoints,
+            "resets": self.resets,
+            "failed_cycles": self.failed_cycles,
+            "failed_reason": self.failed_reason,
+        }

@@ -1,0 +1,4 @@
+"""The coordinator's ZeroMQ server: the loop thread, request dispatch, group commit,
+connection limits, resource limits, the extension API services plug into, and the HTTP
+endpoints (metrics, health, status page).
+"""

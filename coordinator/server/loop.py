@@ -1,0 +1,415 @@
+"""The coordinator's ZeroMQ server loop: one ROUTER socket, one loop thread, group commit.
+
+The parts (the envelope and messages are in :mod:`coordinator.wire.protocol`):
+
+* this module: the socket, the loop thread, timers, cross-thread calls,
+  housekeeping, start/stop, and the extension API services call
+  (:mod:`coordinator.server.api`);
+* :mod:`coordinator.server.dispatch`: one received frame -> checks -> handler ->
+  reply or error reply (``TOO_LARGE``, ``MALFORMED``, ``UNSUPPORTED_VERSION``,
+  ``LOAD_IN_PROGRESS``, ``UNKNOWN_TYPE``, ``INVALID``, ``INTERNAL``);
+* :mod:`coordinator.server.group_commit`: the outbox; one ``store.sync()`` per batch,
+  and no reply before it.
+
+Protocol loop:
+
+1. Start: the ROUTER socket is bound in :meth:`CoordinatorServer.start` (so a
+   bad endpoint fails the caller), the loop thread starts, and a load thread
+   runs ``store.load()``. Until the load completes, every request gets a
+   ``LOAD_IN_PROGRESS`` error reply (clients retry with backoff). A failed load
+   stops the server (``server.failure`` holds the exception).
+2. Each iteration polls the socket (and a wake-up pipe) with a timeout bounded
+   by the next timer, so timers run on time even when no request arrives. It
+   also polls the socket's connection monitor: connections over the limit are
+   closed there (:mod:`coordinator.server.connections`).
+3. It reads ALL ready frames without blocking (up to ``MAX_BATCH``) and hands
+   each to the dispatcher, which checks it and calls its handler. Handlers
+   append to the store and queue their replies.
+4. Due timers, thread-safe callbacks and the services' tick hooks run; once
+   loaded, retention expiry and housekeeping (compaction, metrics) when due.
+5. If anything was appended (a handler called :meth:`mark_dirty`),
+   ``store.sync()`` runs ONCE for the whole batch: the group commit.
+6. Only then are the queued replies and pushes sent, so no write is
+   acknowledged before it is on disk. If the sync fails, every queued reply is
+   replaced by an ``INTERNAL`` error and the server stops (fail-stop: a restart
+   replays the log, which holds exactly what reached the disk).
+7. Stop: :meth:`stop` sets a flag and wakes the loop; the loop syncs and sends
+   what is queued (no sync after a failure), closes the socket and ends.
+
+Nothing a request causes stops the loop: a bad frame gets an error reply
+and the loop moves on; an unexpected exception in a handler is logged with its
+traceback and answered with ``INTERNAL``; a timer, cross-thread call or tick
+hook that raises is logged with its traceback and the loop goes on (a service
+turns its own failures into state, e.g. a FAILED region); retention expiry and
+housekeeping that raise are logged and retried after a backoff
+(``MAINTENANCE_BACKOFF_S``, doubling up to ``MAINTENANCE_BACKOFF_MAX_S``).
+Only a failed sync (the disk) or a failure of the loop machinery itself stops
+the server (``server.failure``): a restart then replays what reached the disk.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import heapq
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from coordinator import security
+from coordinator.server import builtin
+from coordinator.server.api import CurveServerConfig, Handler, Request, Timer
+from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
+from coordinator.server.dispatch import Dispatcher
+from coordinator.server.group_commit import GroupCommit
+from coordinator.server.limits import LimitCounter, Limits
+from coordinator.store.log.segment import LogFailed
+from coordinator.wire import protocol
+from coordinator.wire.errors import CoordinatorError
+
+log = logging.getLogger(__name__)
+
+#: Longest poll wait when no timer is due, so tick hooks and housekeeping run
+#: even on an idle server (prevents a stalled region controller tick).
+TICK_S = 0.1
+#: Frames handled per iteration at most, so one flood cannot delay the sync
+#: and replies of the requests already read (bounds reply latency).
+MAX_BATCH = 4096
+#: Interval of the metrics refresh (store stats -> gauges).
+HOUSEKEEPING_S = 1.0
+#: Interval of retention expiry (compaction is checked every HOUSEKEEPING_S).
+EXPIRE_INTERVAL_S = 60.0
+#: How long stop() waits for the loop thread, so a wedged handler cannot hang shutdown.
+STOP_TIMEOUT_S = 10.0
+#: Hard limit at which ZeroMQ drops a connection instead of delivering the
+#: frame (protects memory); frames between max_frame_bytes and this get TOO_LARGE.
+HARD_FRAME_FACTOR = 4
+#: First retry delay of a failed maintenance task (expiry, housekeeping), so a
+#: persistent failure is retried without flooding the log; doubles up to the max.
+MAINTENANCE_BACKOFF_S = 1.0
+MAINTENANCE_BACKOFF_MAX_S = 300.0
+
+
+class CoordinatorServer:
+    def __init__(
+        self,
+        store: Any,
+        bind: str,
+        *,
+        max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
+        curve: CurveServerConfig | None = None,
+        context: zmq.Context | None = None,
+        metrics: Any | None = None,
+        expire_interval_s: float = EXPIRE_INTERVAL_S,
+        connection_limits: ConnectionLimits | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        if max_frame_bytes < 1024:
+            raise ValueError(f"max_frame_bytes must be >= 1024, got {max_frame_bytes}")
+        self.store = store
+        self.bind_address = bind
+        self.max_frame_bytes = max_frame_bytes
+        self.metrics = metrics
+        self.limits = limits or Limits()
+        self.limit_counter = LimitCounter(metrics)
+        self._curve = curve
+        self._ctx = context or zmq.Context.instance()
+        self._expire_interval_s = expire_interval_s
+        self.connection_limits = connection_limits or ConnectionLimits()
+        self.connections: ConnectionLimiter | None = None
+        self._services: list[Any] = []
+        self._tick_backoff: dict[int, tuple[float, float]] = {}  # id(service) -> (resume at, backoff)
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._timer_seq = itertools.count()
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self.loaded = threading.Event()
+        self._commit = GroupCommit(store, metrics)
+        self._dispatch = Dispatcher(self._commit, self.loaded, max_frame_bytes, metrics)
+        self.load_report: Any = None
+        self.failure: BaseException | None = None
+        self.endpoint: str | None = None
+        self.started_at = time.time()
+        self._sock: zmq.Socket | None = None
+        self._thread: threading.Thread | None = None
+        self._load_thread: threading.Thread | None = None
+        self.add_service(builtin.BuiltinService())
+
+    # ------------------------------------------------------------------ extension API
+
+    def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None:
+        self._dispatch.add(msg_type, message_cls, handler)
+
+    def add_service(self, service: Any) -> None:
+        self._services.append(service)
+        service.attach(self)
+
+    def mark_dirty(self) -> None:
+        """The store was appended to: sync before the next replies go out."""
+        self._commit.mark_dirty()
+
+    def reply(self, req: Request, body: dict[str, Any]) -> None:
+        self._commit.reply(req, body)
+
+    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
+        """The same body to several requests (of one type), encoded once (merge completion)."""
+        self._commit.reply_many(reqs, body)
+
+    def reply_error(self, req: Request, err: CoordinatorError) -> None:
+        self._commit.reply_error(req, err)
+
+    def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
+        self._commit.push(identity, msg_type, body)
+
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer(time.monotonic() + max(0.0, delay_s), callback)
+        heapq.heappush(self._timers, (timer.deadline, next(self._timer_seq), timer))
+        return timer
+
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
+        self._calls.put(fn)
+        self._wake()
+
+    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """Run ``fn`` on the loop thread and return its result (raises TimeoutError)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller, which re-raises it)
+                fut.set_exception(exc)
+
+        self.call_soon_threadsafe(run)
+        return fut.result(timeout=timeout)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> str:
+        """Bind, start the loop and the load; returns the bound endpoint."""
+        sock = self._ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes * HARD_FRAME_FACTOR)
+        if self._curve is not None:
+            security.configure_curve_server(sock, self._curve.public_key, self._curve.secret_key)
+        configure_socket(sock, self.connection_limits)
+        self.connections = ConnectionLimiter(sock, self.connection_limits, self.metrics)
+        try:
+            sock.bind(self.bind_address)
+        except zmq.ZMQError as exc:
+            self.connections.close()
+            sock.close(0)
+            raise OSError(f"cannot bind the coordinator to {self.bind_address}: {exc}") from exc
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.connections.bound(self.endpoint)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._run, name="coordinator-loop", daemon=True)
+        self._thread.start()
+        self._load_thread = threading.Thread(target=self._load, name="coordinator-load", daemon=True)
+        self._load_thread.start()
+        return self.endpoint
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the loop (replies already queued are flushed); idempotent."""
+        self._stopping.set()
+        self._wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("coordinator loop did not stop within %.1fs", timeout)
+        if self._load_thread is not None:
+            self._load_thread.join(timeout)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the loop has ended (stop() or a fatal failure)."""
+        return self._stopped.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ------------------------------------------------------------------ internals
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # pipe full (a wake-up is already pending) or closed at shutdown
+
+    def _load(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self.load_report = self.store.load()
+        except BaseException as exc:
+            log.exception("loading the coordinator state failed; stopping")
+            self.failure = exc
+            self._stopping.set()
+            self._wake()
+            return
+        seconds = time.monotonic() - t0
+        log.info("state loaded in %.3fs: %s", seconds, self.load_report)
+        if self.metrics is not None:
+            self.metrics.load_seconds.set(seconds)
+        self.call_soon_threadsafe(self._on_loaded)
+
+    def _on_loaded(self) -> None:
+        self.loaded.set()
+        for svc in self._services:
+            hook = getattr(svc, "on_loaded", None)
+            if hook is not None:
+                hook()
+
+    def _run(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        connections = self.connections
+        assert connections is not None
+        poller.register(connections.monitor, zmq.POLLIN)
+        next_housekeeping = time.monotonic()
+        next_expire = time.monotonic() + self._expire_interval_s
+        expire_backoff = housekeeping_backoff = MAINTENANCE_BACKOFF_S
+        try:
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                wait = TICK_S
+                if self._timers:
+                    wait = min(wait, max(0.0, self._timers[0][0] - now))
+                events = dict(poller.poll(int(wait * 1000)))
+                if self._wake_r in events:
+                    self._drain_wake()
+                if connections.monitor in events:
+                    connections.on_events()
+                if sock in events:
+                    self._read_batch(sock)
+                self._run_calls()
+                self._run_timers()
+                now = time.monotonic()
+                self._run_ticks(now)
+                if self.loaded.is_set():
+                    if now >= next_expire:
+                        if self._guarded(self._expire, what="retention expiry"):
+                            next_expire, expire_backoff = now + self._expire_interval_s, MAINTENANCE_BACKOFF_S
+                        else:
+                            next_expire = now + expire_backoff
+                            expire_backoff = min(expire_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
+                    if now >= next_housekeeping:
+                        if self._guarded(self._housekeeping, what="housekeeping"):
+                            next_housekeeping, housekeeping_backoff = now + HOUSEKEEPING_S, MAINTENANCE_BACKOFF_S
+                        else:
+                            next_housekeeping = now + housekeeping_backoff
+                            housekeeping_backoff = min(housekeeping_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
+                self._commit.commit_and_send(sock)
+        except BaseException as exc:
+            log.exception("coordinator loop failed; stopping")
+            self.failure = exc
+        finally:
+            try:
+                self._commit.final_flush(sock, sync=self.failure is None)
+            except BaseException as exc:
+                log.exception("final flush at shutdown failed")
+                self.failure = self.failure or exc
+            connections.close()
+            sock.close(0)
+            self._stopped.set()
+            log.info("coordinator loop stopped")
+
+    def _run_ticks(self, now: float) -> None:
+        """Services' tick hooks; one that raises is logged and skipped for a
+        backoff (doubling), so a persistent failure does not flood the log."""
+        for svc in self._services:
+            tick = getattr(svc, "on_tick", None)
+            if tick is None:
+                continue
+            resume_at, backoff = self._tick_backoff.get(id(svc), (0.0, 0.0))
+            if now < resume_at:
+                continue
+            if self._guarded(tick, now, what=f"tick of {type(svc).__name__}"):
+                self._tick_backoff.pop(id(svc), None)
+            else:
+                backoff = min(max(backoff * 2, MAINTENANCE_BACKOFF_S), MAINTENANCE_BACKOFF_MAX_S)
+                self._tick_backoff[id(svc)] = (now + backoff, backoff)
+
+    @staticmethod
+    def _guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:
+        """Run one timer/call/hook/maintenance step; an exception is logged with its
+        traceback and the loop goes on. Returns False if it raised.
+        A failed log (LogFailed: the durable log refuses every write after an I/O
+        error) is re-raised: the server is fail-stop on disk failure."""
+        try:
+            fn(*args)
+        except LogFailed:
+            raise
+        except Exception:
+            log.exception("%s failed; the coordinator goes on", what)
+            return False
+        return True
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _run_calls(self) -> None:
+        while True:
+            try:
+                fn = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            self._guarded(fn, what="cross-thread call")
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, timer = heapq.heappop(self._timers)
+            if not timer.cancelled:
+                self._guarded(timer.callback, what="timer")
+
+    def _read_batch(self, sock: zmq.Socket) -> None:
+        for _ in range(MAX_BATCH):
+            try:
+                parts = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            self._dispatch.handle(parts)
+
+    def _expire(self) -> None:
+        n = self.store.expire()
+        if n:
+            log.info("retention: tombstoned %d idle control variables", n)
+        self.mark_dirty()  # expiry may also have tombstoned empty groups
+
+    def _housekeeping(self) -> None:
+        # Starts a background compaction when dead records dominate, or switches
+        # to the finished one (the switch is the only pause on this thread).
+        self.store.maybe_compact()
+        if self.metrics is not None:
+            self.metrics.update_from_stats(self.store.stats())
+            for svc in self._services:
+                update = getattr(svc, "update_metrics", None)
+                if update is not None:
+                    update(self.metrics)
+
+    def status_snapshot(self) -> dict[str, Any]:
+        """Everything /status and the ``status`` message report (loop thread only)."""
+        return builtin.status_snapshot(self)

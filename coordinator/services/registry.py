@@ -1,0 +1,309 @@
+"""Group registry and control variables: the services that answer from the state store.
+
+Group registry (``RegistryService``), the reference's MXBean made durable:
+
+* ``register {group, region_index, operator}``: the first member creates the
+  group with its consistent-region index; later members must give the same
+  index or get ``CR_INDEX_MISMATCH``. Registering twice is harmless (a client
+  retry). Durable before the reply. Replies the registered names.
+* ``unregister {group, operator}``, ``members {group, operator?, seq?}``:
+  ``NOT_REGISTERED`` when the group does not exist. ``members`` with ``seq``
+  answers the member list fixed by the first ``members`` call naming that
+  checkpoint (kept for the last ``SEQ_LISTS_KEPT`` checkpoints of a group and
+  dropped by ``retire_checkpoint``), so every member's checkpoint records the
+  same members and the merge the same N.
+* Liveness: every registered name holds a lease, renewed by each request that
+  names it (``register``, ``unregister``, ``merge_checkpoint``, ``members``
+  with ``operator``); a name silent for ``limits.member_lease_s`` is
+  unregistered (durably), so a killed member stops counting in member lists.
+  After a coordinator restart every lease starts afresh.
+* Limits (``LIMIT_EXCEEDED``, nothing changed): a register that would create
+  a group beyond ``limits.max_groups``, or add a name beyond
+  ``limits.max_members_per_group``.
+* ``set_reset_pending {group, value}``: atomic get-and-set of the group-wide
+  "reset pending" flag (so one rebalance causes one region reset, not one per
+  member); replies ``{"previous": bool}``. The flag is held in memory only: a
+  coordinator restart clears it, which at worst lets a second member request
+  one more (harmless) reset. A retry of the same request (same request id)
+  gets the answer of the first attempt, never ``previous = value`` from its
+  own earlier write; answers are remembered for the last ``DEDUP_ENTRIES``
+  requests and at most ``DEDUP_BYTES`` of group names and ids (ids are at most
+  ``protocol.MAX_ID_LEN`` characters).
+
+Control variables (``ControlVariablesService``), (group, topic, partition) ->
+initial offset:
+
+* ``put_initial_offsets {group, offsets}``: put-if-absent per entry (the first
+  writer wins), durable before the reply; replies the effective value of every
+  requested entry. No registration is needed. ``LIMIT_EXCEEDED`` when it would
+  create a group beyond ``limits.max_groups`` or hold more than
+  ``limits.max_control_variables_per_group`` entries in the group.
+* ``get_initial_offsets {group}``: every entry of the group (may be empty).
+
+Both services run on the server's loop thread (see server.py), so they use
+the store without locks.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Any
+
+from coordinator.server.api import Request
+from coordinator.server.loop import CoordinatorServer
+from coordinator.store.state_store import RegionIndexMismatch
+from coordinator.wire import protocol
+from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
+
+log = logging.getLogger(__name__)
+
+#: Remembered answers of set_reset_pending, for retries of the same request id.
+DEDUP_ENTRIES = 4096
+#: Bound of the same cache in bytes (group name + id + ~100 bytes of overhead each).
+DEDUP_BYTES = 4 * 1024 * 1024
+#: Member lists fixed per checkpoint id (``members`` with ``seq``), kept per group.
+SEQ_LISTS_KEPT = 16
+#: Expired leases handled per loop iteration at most, so a mass expiry does not
+#: delay the loop (each is one log record).
+LEASE_EXPIRIES_PER_TICK = 256
+#: Groups listed in a status reply at most (the rest are counted).
+STATUS_MAX_GROUPS = 1000
+#: Member names listed per group in a status reply at most (the rest are counted),
+#: so a status reply stays small whatever the limits allow.
+STATUS_MAX_MEMBERS = 100
+
+
+class RegistryService:
+    def __init__(self) -> None:
+        self._server: CoordinatorServer | None = None
+        self._reset_pending: dict[str, bool] = {}
+        self._answers: collections.OrderedDict[tuple[str, Any], bool] = collections.OrderedDict()
+        self._answers_bytes = 0
+        # (group, operator) -> last renewal (monotonic), oldest first: the lease sweep
+        # pops from the front, so it costs O(expired), not O(registered).
+        self._leases: collections.OrderedDict[tuple[str, str], float] = collections.OrderedDict()
+        # group -> {seq: member list fixed at the first `members` naming seq}
+        self._seq_lists: dict[str, collections.OrderedDict[int, list[str]]] = {}
+
+    def attach(self, server: CoordinatorServer) -> None:
+        self._server = server
+        server.add_handler(protocol.Register.TYPE, protocol.Register, self._on_register)
+        server.add_handler(protocol.Unregister.TYPE, protocol.Unregister, self._on_unregister)
+        server.add_handler(protocol.Members.TYPE, protocol.Members, self._on_members)
+        server.add_handler(protocol.SetResetPending.TYPE, protocol.SetResetPending, self._on_set_reset_pending)
+
+    @property
+    def server(self) -> CoordinatorServer:
+        assert self._server is not None
+        return self._server
+
+    @property
+    def store(self) -> Any:
+        return self.server.store
+
+    def require_group(self, group: str) -> int:
+        index = self.store.region_index(group)
+        if index is None:
+            raise NotRegistered(f"group {group!r} is not registered (no member has called register)")
+        return index
+
+    def require_member(self, group: str, operator: str) -> None:
+        self.require_group(group)
+        if operator not in self.store.members(group):
+            raise NotRegistered(f"operator {operator!r} is not registered in group {group!r}")
+        self.renew(group, operator)
+
+    # ------------------------------------------------------------------ leases
+
+    def renew(self, group: str, operator: str, now: float | None = None) -> None:
+        """The registered name was heard from: its lease starts again."""
+        key = (group, operator)
+        self._leases[key] = time.monotonic() if now is None else now
+        self._leases.move_to_end(key)
+
+    def on_loaded(self) -> None:
+        now = time.monotonic()
+        for group in self.store.groups():
+            for operator in self.store.members(group):
+                self.renew(group, operator, now)
+
+    def on_tick(self, now: float) -> None:
+        """Unregister names whose lease ran out (durable; at most LEASE_EXPIRIES_PER_TICK)."""
+        if not self.server.loaded.is_set():
+            return
+        lease = self.server.limits.member_lease_s
+        for _ in range(LEASE_EXPIRIES_PER_TICK):
+            if not self._leases:
+                return
+            (group, operator), seen = next(iter(self._leases.items()))
+            if now - seen < lease:
+                return
+            del self._leases[(group, operator)]
+            if operator in self.store.members(group):
+                log.warning("group %s: operator %s sent nothing naming it for %.0fs (lease %.0fs): unregistered",
+                            group, operator, now - seen, lease)
+                self.store.unregister_member(group, operator)
+                self.server.mark_dirty()
+
+    # ------------------------------------------------------------------ handlers
+
+    def _group_exists(self, group: str) -> bool:
+        return self.store.region_index(group) is not None or self.store.group_count(group) > 0
+
+    def check_new_group(self, group: str) -> None:
+        """LIMIT_EXCEEDED if ``group`` does not exist and the group limit is reached."""
+        if self._group_exists(group):
+            return
+        limit = self.server.limits.max_groups
+        held = self.store.stats()["groups"]
+        if held >= limit:
+            raise self.server.limit_counter.exceeded(
+                "max_groups", f"the coordinator holds {held} groups (limit {limit}); group {group!r} not created")
+
+    def _on_register(self, req: Request, msg: protocol.Register) -> dict[str, Any]:
+        members = self.store.members(msg.group)
+        if msg.operator not in members:
+            self.check_new_group(msg.group)
+            limit = self.server.limits.max_members_per_group
+            if len(members) >= limit:
+                raise self.server.limit_counter.exceeded(
+                    "max_members_per_group",
+                    f"group {msg.group!r} has {len(members)} registered names (limit {limit}); "
+                    f"{msg.operator!r} not registered")
+        try:
+            names = self.store.register_member(msg.group, msg.region_index, msg.operator)
+        except RegionIndexMismatch as exc:
+            raise CrIndexMismatch(
+                f"group {msg.group!r} belongs to consistent region {exc.expected}; "
+                f"operator {msg.operator!r} registered with region index {exc.got}"
+            ) from None
+        except ValueError as exc:  # the store's own bounds (it changed nothing)
+            raise Invalid(str(exc)) from None
+        self.store.touch(msg.group)
+        self.renew(msg.group, msg.operator)
+        self.server.mark_dirty()
+        return protocol.members_reply(names, msg.region_index)
+
+    def _on_unregister(self, req: Request, msg: protocol.Unregister) -> dict[str, Any]:
+        index = self.require_group(msg.group)
+        names = self.store.unregister_member(msg.group, msg.operator)
+        self._leases.pop((msg.group, msg.operator), None)
+        self.server.mark_dirty()
+        return protocol.members_reply(names, index)
+
+    def _on_members(self, req: Request, msg: protocol.Members) -> dict[str, Any]:
+        index = self.require_group(msg.group)
+        names = self.store.members(msg.group)
+        if msg.operator is not None and msg.operator in names:
+            self.renew(msg.group, msg.operator)
+        if msg.seq is not None:
+            if msg.group not in self._seq_lists and len(self._seq_lists) >= self.server.limits.max_groups:
+                # Groups expired by retention leave their lists behind: drop those.
+                for g in [g for g in self._seq_lists if self.store.region_index(g) is None]:
+                    del self._seq_lists[g]
+            lists = self._seq_lists.setdefault(msg.group, collections.OrderedDict())
+            fixed = lists.get(msg.seq)
+            if fixed is None:
+                fixed = lists[msg.seq] = list(names)
+                while len(lists) > SEQ_LISTS_KEPT:
+                    lists.popitem(last=False)
+            names = fixed
+        return protocol.members_reply(names, index)
+
+    def fixed_members(self, group: str, seq: int) -> list[str] | None:
+        """The member list fixed for checkpoint ``seq`` (see ``members``), or None."""
+        lists = self._seq_lists.get(group)
+        return None if lists is None else lists.get(seq)
+
+    def retire(self, group: str, seq: int) -> None:
+        """Forget the member lists fixed for checkpoints <= seq (retire_checkpoint)."""
+        lists = self._seq_lists.get(group)
+        if lists is None:
+            return
+        for s in [s for s in lists if s <= seq]:
+            del lists[s]
+        if not lists:
+            del self._seq_lists[group]
+
+    def _on_set_reset_pending(self, req: Request, msg: protocol.SetResetPending) -> dict[str, Any]:
+        key = (msg.group, req.id)
+        if req.id is not None and key in self._answers:
+            return {"previous": self._answers[key]}
+        self.require_group(msg.group)
+        previous = self._reset_pending.get(msg.group, False)
+        self._reset_pending[msg.group] = msg.value
+        if len(self._reset_pending) > self.server.limits.max_groups:
+            # Groups expired by retention leave their flag behind: drop those.
+            for g in [g for g in self._reset_pending if self.store.region_index(g) is None]:
+                del self._reset_pending[g]
+        if req.id is not None:
+            self._answers[key] = previous
+            self._answers_bytes += _answer_bytes(key)
+            while len(self._answers) > DEDUP_ENTRIES or self._answers_bytes > DEDUP_BYTES:
+                old, _ = self._answers.popitem(last=False)
+                self._answers_bytes -= _answer_bytes(old)
+        return {"previous": previous}
+
+    def status(self) -> dict[str, Any]:
+        groups = sorted(self.store.groups())
+        out = {}
+        for g in groups[:STATUS_MAX_GROUPS]:
+            out[g] = {
+                "region_index": self.store.region_index(g),
+                "members": sorted(self.store.members(g))[:STATUS_MAX_MEMBERS],
+                "n_members": len(self.store.members(g)),
+                "reset_pending": self._reset_pending.get(g, False),
+                "control_variables": self.store.group_count(g),
+            }
+        return {"groups": out, "n_groups": len(groups), "limit_rejections": dict(self.server.limit_counter.totals)}
+
+
+def _answer_bytes(key: tuple[str, Any]) -> int:
+    return len(key[0]) + len(str(key[1])) + 100
+
+
+class ControlVariablesService:
+    def __init__(self, registry: RegistryService) -> None:
+        self._server: CoordinatorServer | None = None
+        self._registry = registry
+
+    def attach(self, server: CoordinatorServer) -> None:
+        self._server = server
+        server.add_handler(protocol.PutInitialOffsets.TYPE, protocol.PutInitialOffsets, self._on_put)
+        server.add_handler(protocol.GetInitialOffsets.TYPE, protocol.GetInitialOffsets, self._on_get)
+
+    def _on_put(self, req: Request, msg: protocol.PutInitialOffsets) -> dict[str, Any]:
+        store = self._server.store
+        self._check_limits(msg)
+        try:
+            effective = store.put_initial_offsets(msg.group, msg.offsets) if msg.offsets else {}
+        except ValueError as exc:  # the store's own bounds (it changed nothing)
+            raise Invalid(str(exc)) from None
+        store.touch(msg.group)
+        self._server.mark_dirty()
+        return protocol.offsets_reply(effective)
+
+    def _check_limits(self, msg: protocol.PutInitialOffsets) -> None:
+        """LIMIT_EXCEEDED (nothing stored) for a new group beyond max_groups or a
+        group beyond max_control_variables_per_group."""
+        if not msg.offsets:
+            return
+        store = self._server.store
+        self._registry.check_new_group(msg.group)
+        limit = self._server.limits.max_control_variables_per_group
+        held = store.group_count(msg.group)
+        if held + len(msg.offsets) <= limit:
+            return
+        existing = store.get_initial_offsets(msg.group)
+        new = sum(1 for key in msg.offsets if key not in existing)
+        if held + new > limit:
+            raise self._server.limit_counter.exceeded(
+                "max_control_variables_per_group",
+                f"group {msg.group!r} holds {held} control variables; {new} more would exceed the limit of {limit}")
+
+    def _on_get(self, req: Request, msg: protocol.GetInitialOffsets) -> dict[str, Any]:
+        store = self._server.store
+        store.touch(msg.group)  # a read is activity too (retention counts idleness)
+        return protocol.offsets_reply(store.get_initial_offsets(msg.group))

@@ -1,0 +1,291 @@
+"""Retention and compaction scheduling: the maintenance half of `StateStore`.
+
+`StoreMaintenance` is a mixin of `coordinator.store.state_store.StateStore`; the
+tables and the log it works on are the store's (same owner thread).
+
+Retention (`expire`): a group whose last activity is older than `retention_s`
+gets every control variable tombstoned, and its registry entry too if no
+member is registered. Activity is every write to the group and every
+`touch(group)`: the services touch a group for each request that names it
+(registry, control variables, merges) and the region controller for each
+message of the region of that name (joins, heartbeats, acks, triggers), so a
+region that runs for weeks without a restart keeps its control variables.
+Tombstones are packed by `records.Batcher` into records bounded by bytes and
+entries; each record is appended first and then applied to the tables, so
+memory never gets ahead of the log.
+
+Compaction (`maybe_compact`, run by the owner periodically): when dead entries
+exceed `compact_dead_ratio` of the entries in the log (and the log is at least
+`compact_min_bytes`), when too many small records accumulated (see
+REBATCH_RECORDS), or when load found records over the frame limit, start a
+background `coordinator.store.compaction.Compaction`; a later call switches to the
+new segment once the background part is done. The owner is paused only for
+the snapshot (dict copies) and the switch; both are measured and reported in
+`stats()["compaction_max_pause_ms"]`.
+
+Failures: a failed compaction or expiry is logged with its traceback, counted
+(`compaction_failures`, `expire_failures`) and retried after a backoff
+(`Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
+raise for it, so maintenance never stops the server loop. The one exception
+is `LogFailed`: the log is fail-stop (see `durable_log`), and the server must
+stop and restart from what is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import attrs
+
+from coordinator.store import records
+from coordinator.store.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
+from coordinator.store.log.segment import LogFailed
+
+log = logging.getLogger(__name__)
+
+# Keyed entries per record written by compaction and expiry (records.Batcher
+# also bounds each record by bytes).
+BATCH_ENTRIES = records.BATCH_ENTRIES
+# Compact also when more than max(REBATCH_RECORDS, live entries / 10) records
+# were appended since the last compaction, even if few are dead: replay costs
+# ~8 us per record however small, so a log of 1,000,000 one-entry records
+# would take ~8 s to load; rewritten into batched records it loads in ~0.3 s.
+# This keeps the replay of 1,000,000 live entries near 1 s whatever the request
+# sizes, and (the live/10 part) keeps a sustained stream of tiny requests from
+# compacting back to back.
+REBATCH_RECORDS = 50_000
+# Retry schedule of a failed maintenance task: the first retry after this many
+# seconds, doubling, at most MAINTENANCE_BACKOFF_MAX_S. It keeps a persistent
+# failure (a full disk) from rewriting a large segment every second, while a
+# transient one is retried soon.
+MAINTENANCE_BACKOFF_FIRST_S = 1.0
+MAINTENANCE_BACKOFF_MAX_S = 300.0
+
+
+@attrs.define
+class Backoff:
+    """When a failed maintenance task may run again (times from the store's clock)."""
+
+    first_s: float = MAINTENANCE_BACKOFF_FIRST_S
+    max_s: float = MAINTENANCE_BACKOFF_MAX_S
+    failures: int = 0  # consecutive
+    not_before: float = float("-inf")
+
+    def ready(self, now: float) -> bool:
+        return now >= self.not_before
+
+    def failed(self, now: float) -> float:
+        """Count a failure; returns the delay before the next attempt."""
+        self.failures += 1
+        delay = min(self.max_s, self.first_s * 2 ** min(self.failures - 1, 30))
+        self.not_before = now + delay
+        return delay
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.not_before = float("-inf")
+
+
+class StoreMaintenance:
+    """Mixin: needs the attributes StateStore.__init__ sets."""
+
+    def expire(self, now: float | None = None) -> int:
+        """Tombstone the control variables of groups idle longer than retention_s.
+
+        A group's registry entry is tombstoned too when it has no members left.
+        Returns the number of control variables tombstoned. A failure is logged
+        and retried after a backoff (0 is returned meanwhile); only LogFailed
+        is raised.
+        """
+        self._ready()
+        wall = self._clock()
+        if not self._expire_backoff.ready(wall):
+            return 0
+        try:
+            expired = self._expire(wall if now is None else now)
+        except LogFailed:
+            raise
+        except Exception:
+            self._expire_failures += 1
+            delay = self._expire_backoff.failed(wall)
+            log.exception("retention expiry failed (%d in a row); retrying in %.0f s",
+                          self._expire_backoff.failures, delay)
+            return 0
+        self._expire_backoff.succeeded()
+        return expired
+
+    def _expire(self, now: float) -> int:
+        cutoff = now - self.retention_s
+        expired = groups = 0
+
+        def emit(payload: bytes, entries: list[list], count: int) -> None:
+            self._append_payload(payload, count)  # first: memory never gets ahead of the log
+            for entry in entries:
+                self._apply(entry)
+
+        batcher = records.Batcher(self._clock(), emit)
+        idle = [(g, t) for g, t in self._activity.items() if t < cutoff]
+        # _activity has exactly the groups that hold state (StateStore keeps it so).
+        for group, last in idle:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in self._control.group_items(group):
+                by_topic.setdefault(topic, []).append(partition)
+            registry = self._groups.get(group)
+            drop_registry = registry is not None and not registry.members
+            if not by_topic and not drop_registry:
+                continue  # a registered group whose control variables are gone already
+            groups += 1
+            n = 0
+            for topic, partitions in by_topic.items():
+                partitions.sort()
+                for i in range(0, len(partitions), BATCH_ENTRIES):
+                    chunk = partitions[i : i + BATCH_ENTRIES]
+                    batcher.add(records.control_entry(group, topic, chunk, [None] * len(chunk)))
+                n += len(partitions)
+            if drop_registry:
+                batcher.add(records.registry_entry(group, None))
+            expired += n
+            log.debug("retention: group %r idle since %.0f: tombstoning %d control variables%s",
+                      group, last, n, " and its registry entry" if drop_registry else "")
+        # The activity of groups touched since the last record (reads, heartbeats) rides
+        # on the next request's record; written here too, so that even a group that is
+        # only read has its activity on disk within one expiry interval.
+        carried = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        for group, at in carried:
+            batcher.add_activity(group, at)
+        # A group may span records: a crash between them leaves it idle, and the
+        # next expire finishes it.
+        batcher.flush()
+        self._dirty_activity.difference_update(g for g, _ in carried)
+        for group, _ in idle:
+            if group not in self._groups and not self._control.has_group(group):
+                self._activity.pop(group, None)
+                self._dirty_activity.discard(group)
+        if groups:
+            log.info("retention: %d groups idle for more than %.0f s: tombstoned %d control variables "
+                     "in %d records", groups, self.retention_s, expired, batcher.records)
+        return expired
+
+    def _live_entries(self) -> int:
+        return len(self._control) + len(self._groups) + self._member_count + sum(len(d) for d in self._docs.values())
+
+    def _should_compact(self) -> bool:
+        if self._compact_soon:
+            return True
+        if self._log.size < self.compact_min_bytes or self._log_entries == 0:
+            return False
+        unbatched = self._log_records - self._records_at_compaction
+        if unbatched > max(REBATCH_RECORDS, len(self._control) // 10):
+            return True
+        dead = self._log_entries - self._live_entries()
+        return dead / self._log_entries > self.compact_dead_ratio
+
+    def maybe_compact(self) -> bool:
+        """Start a compaction if one is due, or finish one that is done.
+
+        Returns True when this call started or finished a compaction. A failure
+        is logged and the next start waits for a backoff; only LogFailed is raised.
+        """
+        self._ready()
+        now = self._clock()
+        try:
+            if self._compaction is not None:
+                if not self._compaction.done.is_set():
+                    return False
+                return self._finish_compaction()
+            if not self._compact_backoff.ready(now) or not self._should_compact():
+                return False
+            self._start_compaction()
+            return True
+        except LogFailed:
+            raise
+        except Exception as exc:
+            self._note_compaction_failure(exc, "compaction failed")
+            return False
+
+    def compact(self, timeout: float = 60.0) -> None:
+        """Compact now and wait for it (tests, benchmarks, operator tools)."""
+        self._ready()
+        if self._compaction is None:
+            self._start_compaction()
+        assert self._compaction is not None
+        if not self._compaction.done.wait(timeout):
+            raise TimeoutError(f"compaction did not finish within {timeout} s")
+        if not self._finish_compaction():
+            raise RuntimeError("compaction failed (see the log)") from self._last_compaction_error
+
+    def _start_compaction(self) -> None:
+        t0 = time.perf_counter()
+        self._log.flush()
+        snap = StoreSnapshot(  # C-level copies only: O(groups) at memcpy-like speed
+            control=self._control.snapshot(),
+            groups=dict(self._groups),  # values are frozen
+            documents={ns: dict(d) for ns, d in self._docs.items()},
+            activity=dict(self._activity),
+            ts=self._clock(),
+        )
+        try:
+            self._compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
+            self._compaction_base = self._appended_entries
+            self._compaction_base_records = self._appended_records
+            self._compaction.start()
+        except BaseException:
+            self._compaction = None
+            self._control.release_snapshot()
+            raise
+        self._note_pause(time.perf_counter() - t0)
+        log.info("compaction started: %d bytes, %d entries (%d live)",
+                 self._log.size, self._log_entries, self._live_entries())
+
+    _last_compaction_error: BaseException | None = None
+
+    def _note_compaction_failure(self, exc: BaseException, what: str) -> None:
+        self._compaction_failures += 1
+        self._last_compaction_error = exc
+        delay = self._compact_backoff.failed(self._clock())
+        log.error("%s (%d in a row; the old segment stays in use): %s; next attempt in %.0f s or later",
+                  what, self._compact_backoff.failures, exc, delay, exc_info=exc)
+
+    def _finish_compaction(self) -> bool:
+        job, self._compaction = self._compaction, None
+        assert job is not None
+        self._control.release_snapshot()
+        if job.error is not None:
+            self._note_compaction_failure(job.error, "compaction into a new segment failed")
+            return False
+        t0 = time.perf_counter()
+        before = self._log.size
+        try:
+            old_segment = job.finish()
+        except LogFailed:
+            raise  # fatal: the log refuses writes from now on
+        except OSError as exc:  # before the rename: the old segment stays in use
+            self._note_compaction_failure(exc, "switching to the compacted segment failed")
+            return False
+        self._join_deleter()
+        self._deleter = delete_segment(old_segment)
+        self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)
+        self._log_records = job.records_written + (self._appended_records - self._compaction_base_records)
+        self._records_at_compaction = job.records_written
+        self._largest_compaction_record = max(self._largest_compaction_record, job.largest_record)
+        self._compactions += 1
+        self._compact_soon = False
+        self._compact_backoff.succeeded()
+        pause = time.perf_counter() - t0
+        self._note_pause(pause)
+        log.info("compaction done in %.3f s: %d -> %d bytes, %d entries in records of at most %d bytes; "
+                 "switch paused the caller %.1f ms", time.perf_counter() - job.started, before, self._log.size,
+                 self._log_entries, job.largest_record, pause * 1e3)
+        return True
+
+    def _join_deleter(self) -> None:
+        if self._deleter is not None:
+            self._deleter.join(JOIN_TIMEOUT_S)
+            if self._deleter.is_alive():
+                log.error("deleting the superseded segment takes over %.0f s", JOIN_TIMEOUT_S)
+            self._deleter = None
+
+    def _note_pause(self, seconds: float) -> None:
+        self._last_pause_s = seconds
+        self._max_pause_s = max(self._max_pause_s, seconds)

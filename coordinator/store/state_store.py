@@ -1,0 +1,373 @@
+"""The coordinator's durable state: an in-memory table over an append-only log.
+
+This follows Kafka's offsets topic (seeds 000, 001, 002, 004): every write is
+appended to a keyed log (`coordinator.store.log.segment`, payloads in
+`coordinator.store.records`), an in-memory table serves every read, the log is
+replayed on start-up, deletes are tombstones, idle groups' control variables
+expire, and the log is compacted when it is mostly dead entries
+(`coordinator.store.compaction`). docs/durable-state.md describes the format.
+
+What it holds:
+- control variables (group, topic, partition) -> initial offset, first writer
+  wins (`control_table.ControlTable`);
+- the group registry: group -> consistent-region index and registered
+  operator names (logged per member, so a registration appends O(1) bytes
+  however many members the group has);
+- small JSON documents of other services (namespace, key) -> dict;
+- each group's last-activity time (retention).
+
+Where each part lives: replay of the log at start-up is
+`coordinator.store.replay` (mixin `StoreReplay`), retention and compaction
+scheduling `coordinator.store.maintenance` (mixin `StoreMaintenance`); this
+module is the live table API the server calls.
+
+Protocol with the server (one owner thread calls every method):
+1. `load()` once (`store_replay`); until it returns the server answers
+   LOAD_IN_PROGRESS.
+2. Per loop iteration: apply every ready request (each write appends one
+   record to the log buffer, no I/O, and then applies the same entries to the
+   tables that replay would apply), call `sync()` once (one fsync: group
+   commit), then send the replies. A write is acknowledged only after that
+   sync returned; a crash before it loses only unacknowledged writes.
+3. Periodically `expire()` and `maybe_compact()` (the latter starts a
+   background compaction, and on a later call switches to the new segment).
+   Neither raises for a failed run (it is logged, counted and retried with
+   backoff) except `LogFailed`, which is fatal.
+   Services call `touch(group)` for every message that shows a group is in use
+   (retention counts idleness from the last one).
+4. `close()` on shutdown: stops a compaction, syncs, closes, unlocks.
+
+Failure: a write that raises (bad input: ValueError/TypeError naming the
+problem; RegionIndexMismatch) has changed nothing. A failed write() or fsync of
+the log raises `durable_log.LogFailed` (an OSError's consequence), and so does
+every later write or sync: the log is fail-stop, because after a failed fsync
+the kernel may have dropped the data and a later "successful" fsync proves
+nothing. The caller must not acknowledge anything not covered by a successful
+sync, and should exit so that a restart recovers from what is on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from coordinator.store import records
+from coordinator.store.compaction import Compaction
+from coordinator.store.control_table import MAX_OFFSET, ControlTable
+from coordinator.store.log.segment import MAX_PAYLOAD_BYTES, RecordTooLarge, SegmentLog
+from coordinator.store.maintenance import Backoff, StoreMaintenance
+from coordinator.store.replay import LoadReport, RegistryEntry, StoreReplay
+
+__all__ = ["MAX_PARTITION", "LoadReport", "RegionIndexMismatch", "StateStore"]
+
+log = logging.getLogger(__name__)
+
+# Largest partition number accepted: the table stores offsets in a buffer
+# indexed by partition, so this bounds one topic's buffer (8 MiB).
+MAX_PARTITION = (1 << 20) - 1
+
+
+class RegionIndexMismatch(Exception):
+    def __init__(self, group: str, expected: int, got: int) -> None:
+        super().__init__(
+            f"group {group!r} is registered with consistent-region index {expected}, not {got}"
+        )
+        self.group, self.expected, self.got = group, expected, got
+
+
+def _check_name(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_int(what: str, value: Any, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"{what} must be an int in [{low}, {high}], got {value!r}")
+    return value
+
+
+class StateStore(StoreReplay, StoreMaintenance):
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        retention_s: float = 7 * 86400,
+        compact_dead_ratio: float = 0.5,
+        compact_min_bytes: int = 1 << 20,
+        clock: Callable[[], float] = time.time,
+        truncate_corrupt: bool = False,
+    ) -> None:
+        if not retention_s > 0:
+            raise ValueError(f"retention_s must be > 0 seconds, got {retention_s!r}")
+        if not 0 < compact_dead_ratio < 1:
+            raise ValueError(f"compact_dead_ratio must be in (0, 1), got {compact_dead_ratio!r}")
+        if compact_min_bytes < 0:
+            raise ValueError(f"compact_min_bytes must be >= 0, got {compact_min_bytes!r}")
+        self.state_dir = Path(state_dir)
+        self.retention_s = float(retention_s)
+        self.compact_dead_ratio = compact_dead_ratio
+        self.compact_min_bytes = compact_min_bytes
+        self._clock = clock
+        # The operator's explicit choice to cut a corrupt log at load (see log_recovery).
+        self.truncate_corrupt = truncate_corrupt
+        self._log = SegmentLog(self.state_dir)
+        self._control = ControlTable()
+        self._groups: dict[str, RegistryEntry] = {}
+        self._member_count = 0  # sum of len(members) over the registry
+        self._docs: dict[str, dict[str, str]] = {}  # namespace -> key -> JSON text
+        # Last activity of every group that holds state (registry entry or control
+        # variables), and only of those: len() is the group count, expire() scans it.
+        self._activity: dict[str, float] = {}
+        self._dirty_activity: set[str] = set()
+        self._log_entries = 0  # keyed entries in the active segment
+        self._log_records = 0  # records in the active segment
+        self._records_at_compaction = 0  # _log_records right after the last compaction
+        self._appended_records = 0  # records appended since load (monotonic)
+        self._appended_entries = 0  # keyed entries appended since load (monotonic)
+        self._compaction: Compaction | None = None
+        self._compaction_base = 0  # _appended_entries when the running compaction started
+        self._compaction_base_records = 0
+        self._deleter: threading.Thread | None = None  # unlinks the superseded segment
+        self._compactions = 0
+        self._compaction_failures = 0
+        self._expire_failures = 0
+        self._compact_backoff = Backoff()
+        self._expire_backoff = Backoff()
+        self._compact_soon = False  # load found records over the frame limit: rewrite them
+        self._largest_compaction_record = 0
+        self._last_pause_s = 0.0
+        self._max_pause_s = 0.0
+        self._load_seconds = 0.0
+        self._truncated = 0
+        self.loaded = False
+        self._closed = False
+
+    # ---- writing -----------------------------------------------------------------
+    def _ready(self) -> None:
+        if not self.loaded:
+            raise RuntimeError("StateStore is not loaded: call load() first")
+        if self._closed:
+            raise RuntimeError("StateStore is closed")
+
+    def _append_request(self, entries: list[list]) -> None:
+        """Append one request's entries as ONE record (replayed all or nothing), then
+        apply them to the tables exactly as replay will.
+
+        The record also carries the activity of the groups touched since the last
+        record; if that would make it larger than a batched record, the activity
+        goes first into bounded records of its own. Raises RecordTooLarge (a
+        ValueError) when the entries alone exceed the frame limit, and
+        ValueError/TypeError for values JSON cannot encode: nothing written,
+        nothing changed.
+        """
+        ts = self._clock()
+        parts = [records.encode_entry(e) for e in entries]
+        active = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        act = [records.encode_activity(g, at) for g, at in active]
+        payload = records.assemble(ts, parts, act)
+        separate_activity = len(payload) > records.BATCH_BYTES and bool(act)
+        if separate_activity:
+            payload = records.assemble(ts, parts)
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise RecordTooLarge(
+                f"request too large for one log record ({len(payload)} bytes > {MAX_PAYLOAD_BYTES}); "
+                "split it into smaller requests"
+            )
+        if separate_activity:
+            batcher = records.Batcher(ts, lambda p, _e, _c: self._append_payload(p, 0))
+            for group, at in active:
+                batcher.add_activity(group, at)
+            batcher.flush()
+        self._append_payload(payload, sum(records.entry_count(e) for e in entries), carries_activity=True)
+        for entry in entries:
+            self._apply(entry)
+
+    def _append_payload(self, payload: bytes, count: int, *, carries_activity: bool = False) -> None:
+        """Append one encoded record; `carries_activity`: it holds the activity of every
+        group touched since the last such record (so those need not be written again)."""
+        self._log.append(payload)  # first: if the log refuses, nothing changed
+        if carries_activity:
+            self._dirty_activity.clear()
+        self._log_entries += count
+        self._appended_entries += count
+        self._log_records += 1
+        self._appended_records += 1
+
+    def _mark_active(self, group: str) -> None:
+        self._activity[group] = self._clock()
+        self._dirty_activity.add(group)
+
+    def _write_for_group(self, group: str, entries: list[list]) -> None:
+        """Mark `group` active and append `entries`; if the write is refused, a group
+        that held no state is not left marked (`_activity` is the groups with state)."""
+        had_state = group in self._activity
+        self._mark_active(group)  # before encoding: the record carries the activity
+        try:
+            self._append_request(entries)
+        except (ValueError, TypeError):
+            if not had_state:
+                del self._activity[group]
+                self._dirty_activity.discard(group)
+            raise
+
+    def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Put-if-absent: store the keys not yet set; return the effective value of every key.
+
+        Appends one record for the new entries (none if nothing is new). Not
+        durable until the next `sync()`.
+        """
+        self._ready()
+        _check_name("group", group)
+        effective: dict[tuple[str, int], int] = {}
+        new: dict[str, tuple[list[int], list[int]]] = {}
+        for key, offset in offsets.items():
+            if not isinstance(key, tuple) or len(key) != 2:
+                raise ValueError(f"control variable key must be (topic, partition), got {key!r}")
+            topic, partition = key
+            _check_name("topic", topic)
+            _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
+            _check_int(f"offset of {topic}[{partition}]", offset, 0, MAX_OFFSET)
+            current = self._control.get(group, topic, partition)
+            if current is None:
+                ps, os_ = new.setdefault(topic, ([], []))
+                ps.append(partition)
+                os_.append(offset)
+                current = offset
+            effective[(topic, partition)] = current
+        if not new:
+            if effective:
+                self._mark_active(group)
+            return effective
+        self._write_for_group(group, [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()])
+        return effective
+
+    def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        self._ready()
+        return self._control.group_items(group)
+
+    def group_count(self, group: str) -> int:
+        """Number of control variables of `group`, without copying them (status pages)."""
+        self._ready()
+        return self._control.group_count(group)
+
+    def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]:
+        """Register `operator_name` in `group` (created on first registration); idempotent.
+
+        Appends one member record (plus the group's registry record when it is
+        new): O(1) log bytes however many members the group has."""
+        self._ready()
+        _check_name("group", group)
+        _check_int("region_index", region_index, 0, MAX_OFFSET)
+        _check_name("operator_name", operator_name)
+        current = self._groups.get(group)
+        if current is not None and current.region_index != region_index:
+            raise RegionIndexMismatch(group, current.region_index, region_index)
+        if current is not None and current.has(operator_name):
+            self._mark_active(group)
+            return list(current.members)
+        entries = [] if current is not None else [records.registry_entry(group, region_index)]
+        entries.append(records.member_entry(group, operator_name, True))
+        self._write_for_group(group, entries)
+        return list(self._groups[group].members)
+
+    def unregister_member(self, group: str, operator_name: str) -> list[str]:
+        """Remove `operator_name` from `group`; idempotent. The group (and its region
+        index) stays until retention expires it while it has no members."""
+        self._ready()
+        current = self._groups.get(group)
+        if current is None:
+            return []
+        self._mark_active(group)
+        if not current.has(operator_name):
+            return list(current.members)
+        self._append_request([records.member_entry(group, operator_name, False)])
+        return list(self._groups[group].members)
+
+    def members(self, group: str) -> list[str]:
+        self._ready()
+        current = self._groups.get(group)
+        return list(current.members) if current else []
+
+    def region_index(self, group: str) -> int | None:
+        self._ready()
+        current = self._groups.get(group)
+        return current.region_index if current else None
+
+    def groups(self) -> list[str]:
+        self._ready()
+        return sorted(self._activity)  # the groups holding state (see __init__)
+
+    def touch(self, group: str) -> None:
+        """Record activity of a group: call it for every message that shows the group
+        is in use (registry and control-variable requests, merges, region
+        heartbeats, acks and checkpoints). Retention tombstones a group's state
+        only after `retention_s` without any. Kept in memory and persisted with
+        the next record or the next `expire()` run, whichever comes first; a
+        group that holds no state is ignored."""
+        if group in self._groups or self._control.has_group(group):
+            self._mark_active(group)
+
+    def put_document(self, namespace: str, key: str, value: dict | None) -> None:
+        self._ready()
+        _check_name("namespace", namespace)
+        _check_name("key", key)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"document {namespace}/{key} must be a dict or None, got {type(value).__name__}")
+        docs = self._docs.get(namespace)
+        if value is None and (docs is None or key not in docs):
+            return
+        self._append_request([records.document_entry(namespace, key, value)])
+
+    def get_document(self, namespace: str, key: str) -> dict | None:
+        self._ready()
+        text = self._docs.get(namespace, {}).get(key)
+        return None if text is None else json.loads(text)
+
+    def documents(self, namespace: str) -> dict[str, dict]:
+        self._ready()
+        return {k: json.loads(v) for k, v in self._docs.get(namespace, {}).items()}
+
+    def sync(self) -> None:
+        """Group commit: one fsync for everything appended since the last sync."""
+        self._ready()
+        self._log.sync()
+
+    def stats(self) -> dict:
+        live = self._live_entries()
+        return {
+            "control_variables": len(self._control),
+            "groups": len(self._activity),
+            "documents": sum(len(d) for d in self._docs.values()),
+            "log_bytes": self._log.size,
+            "log_records": self._log_records,
+            "live_entries": live,
+            "dead_entries": max(self._log_entries - live, 0),
+            "compactions": self._compactions,
+            "compaction_running": self._compaction is not None,
+            "compaction_failures": self._compaction_failures,
+            "expire_failures": self._expire_failures,
+            "largest_compaction_record_bytes": self._largest_compaction_record,
+            "compaction_max_pause_ms": self._max_pause_s * 1e3,
+            "fsyncs": self._log.fsyncs,
+            "load_seconds": self._load_seconds,
+            "truncated_bytes": self._truncated,
+        }
+
+    def close(self) -> None:
+        """Stop a running compaction, sync and close the log, release the directory."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._compaction is not None:
+            self._compaction.cancel()
+            self._compaction = None
+            self._control.release_snapshot()
+        self._join_deleter()
+        if self.loaded:
+            self._log.close()

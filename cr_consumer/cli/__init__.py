@@ -1,0 +1,2 @@
+"""``crkafka``: the project's command-line tool (``main``) and its sub-commands.
+"""

@@ -1,0 +1,36 @@
+"""``crkafka broker``: start the embedded tansu broker and print its bootstrap address."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from coordinator.common.cli_types import port
+from cr_consumer.testing.broker import BrokerStartError, EmbeddedBroker
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=port, default=None, help="TCP port (default: a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        broker = EmbeddedBroker(port=args.port, host=args.host).start()
+    except BrokerStartError as exc:  # the broker extra missing, or the port taken
+        print(f"crkafka broker: {exc}", file=sys.stderr, flush=True)
+        return 2
+    try:
+        print(broker.bootstrap, flush=True)
+        while not stop.wait(0.5):
+            if broker._proc is None or broker._proc.poll() is not None:
+                print("broker exited", file=sys.stderr, flush=True)
+                return 1
+    finally:
+        broker.stop()
+    return 0

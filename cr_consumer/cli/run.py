@@ -1,0 +1,124 @@
+"""``crkafka run PIPELINE_MODULE --members N``: a region of N member processes.
+
+Starts a coordinator unless ``--coordinator`` is given, starts N members
+(``crkafka member``), restarts members that die, prints the region's status
+every ``--status-every`` seconds, and stops everything on Ctrl-C / SIGTERM
+(``--duration S`` stops after S seconds, for scripts and demos).
+
+Exit codes: 0 stopped cleanly, 2 bad settings, 3 the region FAILED
+(too many consecutive resets; the status line says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+
+from coordinator.common.cli_types import duration, port, positive_int
+from cr_consumer.cli.member import (
+    add_region_arguments,
+    curve_keypair_from_args,
+    default_group,
+    kafka_from_args,
+    parse_pairs,
+)
+from cr_consumer.kafka.properties import KafkaPropertiesError
+from cr_consumer.runtime.member.setup import SettingsError
+from cr_consumer.runtime.runner.region_runner import Region
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_region_arguments(parser)
+    parser.add_argument("--members", type=positive_int, default=3, help="member processes (default 3)")
+    parser.add_argument("--coordinator", help="use this coordinator endpoint instead of starting one")
+    parser.add_argument("--no-restart", action="store_true", help="do not restart members that die")
+    parser.add_argument("--duration", type=duration, help="stop after this long (e.g. 30s, 5m)")
+    parser.add_argument("--status-every", type=duration, default=5.0, help="print the status this often (default 5s)")
+    parser.add_argument("--metrics-port", type=port, metavar="BASE",
+                        help="member-N serves Prometheus /metrics on port BASE+N (a restarted member keeps "
+                             "its port; default: no member endpoint)")
+
+
+def _line(status: dict) -> str:
+    return (f"region {status.get('name')}: {status.get('phase')} members={sorted(status.get('members', {}))} "
+            f"last_consistent={status.get('last_consistent')} checkpoints={status.get('checkpoints')} "
+            f"resets={status.get('resets')} consecutive={status.get('consecutive_resets')}"
+            + (f" failed: {status.get('failed_reason')}" if status.get("failed_reason") else ""))
+
+
+def _error(message: str) -> int:
+    print(f"crkafka run: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    curve_keypair = curve_keypair_from_args(args, "crkafka run")
+    if not args.bootstrap:
+        return _error("give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
+                      "(`crkafka broker` starts an embedded one)")
+    try:
+        kafka = kafka_from_args(args)
+    except KafkaPropertiesError as exc:
+        return _error(str(exc))
+    try:
+        region = Region(
+            args.pipeline, members=args.members, bootstrap=args.bootstrap, coordinator=args.coordinator,
+            group=args.group or default_group(args.pipeline), output_dir=args.out, state_dir=args.state_dir,
+            period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
+            reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
+            member_timeout_s=args.member_timeout, region_index=args.region_index,
+            params=parse_pairs(args.param, "--param"), kafka=kafka,
+            restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,
+            curve_server_key=args.curve_server_key, curve_key=curve_keypair,
+            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+        )
+    except ValueError as exc:
+        return _error(str(exc))
+    stop = threading.Event()
+
+    def on_signal(signum, _frame) -> None:
+        log.info("%s: stopping the region", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        region.start()
+    except SettingsError as exc:
+        return _error(str(exc))
+    print(f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
+          f"members {region.live_members()}, "
+          f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
+    for name, address in region.metrics_addresses().items():
+        print(f"{name}: metrics on http://{address}/metrics", flush=True)
+    started = time.monotonic()
+    code = 0
+    try:
+        next_status = time.monotonic() + args.status_every
+        while not stop.wait(0.2):
+            if region.failed:
+                print(f"region {region.group}: {region.failed}", file=sys.stderr, flush=True)
+                code = region.exit_code()
+                break
+            if args.duration is not None and time.monotonic() - started >= args.duration:
+                break
+            if time.monotonic() >= next_status:
+                next_status = time.monotonic() + args.status_every
+                try:
+                    status = region.status()
+                except Exception as exc:  # the coordinator may be restarting: report and go on
+                    print(f"region {region.group}: status unavailable ({exc})", flush=True)
+                    continue
+                print(_line(status), flush=True)
+                if status.get("phase") == "FAILED":
+                    code = 3
+                    break
+    finally:
+        region.stop()
+    return code

@@ -1,0 +1,338 @@
+"""Configuration of one consumer operator, validated when it is built.
+
+``OperatorConfig`` is a frozen attrs class. Every field is checked at
+construction; a wrong or contradictory setting raises :class:`ConfigError`
+naming the setting and what to change, so a bad job fails at start-up rather
+than in the middle of a region cycle.
+
+Kafka consumer properties that have no field of their own are passed through
+by their standard dotted name (``"fetch.max.bytes"``, ``"session.timeout.ms"``)
+in ``consumer_properties``; :meth:`OperatorConfig.kafka_config` turns the whole
+config into kafka-python keyword arguments and derives the timeouts the way
+the reference design does:
+
+* ``max.poll.interval.ms`` >= 3 x max(drain timeout, reset timeout), so a
+  member that stops polling for a drain or a reset is not evicted;
+* ``metadata.max.age.ms`` <= 2000, so new partitions (pattern subscription)
+  are seen quickly;
+* ``fetch.max.bytes`` defaults to 1 MB (Kafka: 50 MB), so no fetch response
+  takes long to decode while a drain waits (see DEFAULT_FETCH_MAX_BYTES);
+* ``enable.auto.commit`` is always false (the drain commits);
+* only eager assignors (range, round robin).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from cr_consumer.kafka.properties import jvm_equivalent, redacted_repr
+
+
+class ConfigError(ValueError):
+    """A setting is unknown, out of range or contradicts another one."""
+
+
+class StartPosition(enum.Enum):
+    """Where a partition starts the first time the job sees it."""
+
+    DEFAULT = "default"  # committed offset, else auto.offset.reset
+    BEGINNING = "beginning"
+    END = "end"
+    TIME = "time"  # offsets_for_times(start_time), else auto.offset.reset
+    #: Listed only to be rejected with an explanation (see _check_start).
+    OFFSET = "offset"
+
+
+class RegionMode(enum.Enum):
+    PERIODIC = "periodic"
+    OPERATOR_DRIVEN = "operator_driven"
+
+
+class MalformedPolicy(enum.Enum):
+    """What to do with a record the deserialiser cannot decode."""
+
+    SKIP = "skip"  # count it (nDroppedMalformedMessages) and go on
+    FAIL = "fail"  # fail the operator, naming topic/partition/offset
+
+
+def _enum(cls):
+    def convert(value):
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower())
+            except ValueError:
+                pass
+        choices = ", ".join(m.value for m in cls)
+        raise ConfigError(f"{cls.__name__}: {value!r} is not one of {choices}")
+
+    return convert
+
+
+def _topics(value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+#: Kafka properties that have a field of their own, or that the operator
+#: decides itself: setting them through consumer_properties is an error.
+_RESERVED = {
+    "bootstrap.servers": "use OperatorConfig(bootstrap_servers=...)",
+    "group.id": "use OperatorConfig(group_id=...)",
+    "max.poll.records": "use OperatorConfig(max_poll_records=...)",
+    "key.deserializer": "use OperatorConfig(key_deserializer=...)",
+    "value.deserializer": "use OperatorConfig(value_deserializer=...)",
+    "enable.auto.commit": "offsets are committed by the drain; auto commit would commit unsubmitted records",
+    "auto.commit.interval.ms": "offsets are committed by the drain, not automatically",
+}
+
+_EAGER_ASSIGNORS = {"range": "RangePartitionAssignor", "roundrobin": "RoundRobinPartitionAssignor"}
+
+#: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
+#: new partitions) must be seen within ~2 s, as in the reference.
+METADATA_MAX_AGE_CAP_MS = 2000
+DEFAULT_SESSION_TIMEOUT_MS = 20000
+#: fetch.max.wait.ms unless set: a fetch at the log end waits this long in the
+#: broker, and a partition seeked by a reset is not fetched again until that
+#: fetch returns; Kafka's 500 ms default would add up to 500 ms to every reset.
+DEFAULT_FETCH_MAX_WAIT_MS = 100
+DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
+#: fetch.max.bytes unless set: kafka-python decodes a fetch response on its IO
+#: thread, holding the GIL ~2-3 ms per MB, and a drain's commit response (or
+#: the poll the drain waits for) queues behind it. With Kafka's 50 MB default
+#: a broker that ignores max.partition.fetch.bytes (tansu) answers with ~5 MB
+#: responses whose decoding stalled drains for 10-25 ms (the drain-latency
+#: p99). With 1 MB the drain p99 is ~12 ms at the same throughput (BENCHMARKS.md).
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
+
+
+def _kafka_defaults() -> dict[str, Any]:
+    from kafka import KafkaConsumer  # imported lazily: the package import stays light
+
+    return dict(KafkaConsumer.DEFAULT_CONFIG)
+
+
+def check_property_names(props: Mapping[str, Any]) -> None:
+    """Every key is a dotted kafka-python consumer property this operator lets the
+    user set; a Java-client-only name (``sasl.jaas.config``, ``ssl.truststore.location``)
+    is refused naming the kafka-python equivalent. Raises ConfigError."""
+    defaults = _kafka_defaults()
+    for key in props:
+        if not isinstance(key, str) or "_" in key:
+            raise ConfigError(
+                f"consumer property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"
+            )
+        if key in _RESERVED:
+            raise ConfigError(f"consumer property {key!r} cannot be set here: {_RESERVED[key]}")
+        instead = jvm_equivalent(key)
+        if instead is not None:
+            raise ConfigError(f"consumer property {key!r} is a Java client setting that kafka-python does not "
+                              f"read; use {instead} (docs/operations.md, Connecting to a real cluster)")
+        if key.replace(".", "_") not in defaults:
+            raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
+
+
+@attrs.frozen(kw_only=True)
+class OperatorConfig:
+    bootstrap_servers: str
+    group_id: str
+    operator_name: str
+    #: Coordinator endpoint (tcp://host:port); None runs with control variables
+    #: and checkpoint merges kept in this process (one member only).
+    coordinator: str | None = None
+    topics: tuple[str, ...] = attrs.field(default=(), converter=_topics)
+    pattern: str | None = None
+    region_index: int = 0
+    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=_enum(StartPosition))
+    #: Start timestamp in milliseconds since the epoch (StartPosition.TIME only).
+    start_time: int | None = None
+    region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=_enum(RegionMode))
+    trigger_count: int | None = None
+    max_poll_records: int = 500
+    #: Records the message queue holds; default 100 x max_poll_records.
+    queue_capacity: int | None = None
+    drain_timeout_s: float = 180.0
+    reset_timeout_s: float = 20.0
+    key_deserializer: Callable[[bytes | None], Any] | None = None
+    value_deserializer: Callable[[bytes | None], Any] | None = None
+    on_malformed: MalformedPolicy = attrs.field(default=MalformedPolicy.SKIP, converter=_enum(MalformedPolicy))
+    #: Standalone use (no region runtime): drain and commit this often.
+    commit_period_s: float = 5.0
+    #: Timeout of one coordinator request (the client retries inside it).
+    coordinator_timeout_s: float = 10.0
+    #: Shown with secret values redacted (cr_consumer.kafka.properties.is_secret).
+    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
+
+    def __attrs_post_init__(self) -> None:
+        self._check_identity()
+        self._check_subscription()
+        self._check_start()
+        self._check_region()
+        self._check_numbers()
+        self._check_properties()
+
+    # -- validation -------------------------------------------------------
+    def _check_identity(self) -> None:
+        for name in ("bootstrap_servers", "group_id", "operator_name"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+        if self.coordinator is not None and not re.match(r"^(tcp|ipc|inproc)://.+", self.coordinator):
+            raise ConfigError(
+                f"coordinator must be a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {self.coordinator!r}"
+            )
+        if not isinstance(self.region_index, int) or self.region_index < 0:
+            raise ConfigError(f"region_index must be an integer >= 0, got {self.region_index!r}")
+
+    def _check_subscription(self) -> None:
+        if self.topics and self.pattern:
+            raise ConfigError("give either topics or pattern, not both")
+        if not self.topics and not self.pattern:
+            raise ConfigError("no subscription: give topics=[...] or pattern='regex'")
+        for t in self.topics:
+            if not isinstance(t, str) or not t:
+                raise ConfigError(f"topics must be non-empty strings, got {t!r}")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ConfigError(f"pattern {self.pattern!r} is not a valid regular expression: {exc}") from None
+
+    def _check_start(self) -> None:
+        if self.start_position is StartPosition.OFFSET:
+            raise ConfigError(
+                "start_position OFFSET is not supported: an offset belongs to one partition, "
+                "and a group subscription spans many partitions whose assignment changes; "
+                "use BEGINNING, END, TIME (with start_time) or DEFAULT"
+            )
+        if self.start_position is StartPosition.TIME:
+            if not isinstance(self.start_time, int) or isinstance(self.start_time, bool) or self.start_time < 0:
+                raise ConfigError(
+                    "start_position TIME needs start_time: milliseconds since the epoch (int >= 0), "
+                    f"got {self.start_time!r}"
+                )
+        elif self.start_time is not None:
+            raise ConfigError(
+                f"start_time is only used with start_position TIME (start_position is {self.start_position.value})"
+            )
+
+    def _check_region(self) -> None:
+        if self.region_mode is RegionMode.OPERATOR_DRIVEN:
+            if not isinstance(self.trigger_count, int) or self.trigger_count <= 0:
+                raise ConfigError(
+                    f"region_mode operator_driven needs trigger_count > 0, got {self.trigger_count!r}"
+                )
+        elif self.trigger_count is not None:
+            raise ConfigError("trigger_count is only used with region_mode operator_driven")
+
+    def _check_numbers(self) -> None:
+        if not isinstance(self.max_poll_records, int) or self.max_poll_records <= 0:
+            raise ConfigError(f"max_poll_records must be an integer > 0, got {self.max_poll_records!r}")
+        if self.queue_capacity is not None and (
+            not isinstance(self.queue_capacity, int) or self.queue_capacity < self.max_poll_records
+        ):
+            raise ConfigError(
+                f"queue_capacity must be an integer >= max_poll_records ({self.max_poll_records}), "
+                f"got {self.queue_capacity!r}"
+            )
+        for name in ("drain_timeout_s", "reset_timeout_s", "commit_period_s", "coordinator_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+        for name in ("key_deserializer", "value_deserializer"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise ConfigError(f"{name} must be callable (bytes -> object), got {value!r}")
+
+    def _check_properties(self) -> None:
+        check_property_names(self.consumer_properties)
+        strategy = self.consumer_properties.get("partition.assignment.strategy")
+        if strategy is not None:
+            self._assignors(strategy)
+        if self.auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ConfigError(f"auto.offset.reset must be earliest, latest or none, got {self.auto_offset_reset!r}")
+        session = self.session_timeout_ms
+        heartbeat = int(self.consumer_properties.get("heartbeat.interval.ms", min(DEFAULT_HEARTBEAT_INTERVAL_MS, session // 3)))
+        if heartbeat >= session:
+            raise ConfigError(
+                f"heartbeat.interval.ms ({heartbeat}) must be lower than session.timeout.ms ({session})"
+            )
+
+    @staticmethod
+    def _assignors(strategy) -> tuple:
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        classes = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+        items = [strategy] if isinstance(strategy, str) else list(strategy)
+        out = []
+        for item in items:
+            name = item if isinstance(item, str) else getattr(item, "name", repr(item))
+            key = str(name).lower().replace("_", "").replace("-", "")
+            for short, cls in classes.items():
+                if key in (short, cls.__name__.lower(), f"{short}partitionassignor"):
+                    out.append(cls)
+                    break
+            else:
+                raise ConfigError(
+                    f"partition.assignment.strategy {name!r} is not supported: only eager assignors "
+                    "(range, roundrobin) are used; cooperative rebalancing would let a member keep "
+                    "fetching while others reset"
+                )
+        return tuple(out)
+
+    # -- derived values ---------------------------------------------------
+    @property
+    def effective_queue_capacity(self) -> int:
+        return self.queue_capacity if self.queue_capacity is not None else 100 * self.max_poll_records
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return int(self.consumer_properties.get("session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
+
+    @property
+    def max_poll_interval_ms(self) -> int:
+        floor = int(3 * max(self.drain_timeout_s, self.reset_timeout_s) * 1000)
+        return max(int(self.consumer_properties.get("max.poll.interval.ms", 300000)), floor)
+
+    @property
+    def merge_timeout_s(self) -> float:
+        """How long a reset waits for the other members' checkpoints."""
+        return min(self.reset_timeout_s / 2, self.max_poll_interval_ms / 2000, 15.0)
+
+    @property
+    def auto_offset_reset(self) -> str:
+        return str(self.consumer_properties.get("auto.offset.reset", "latest"))
+
+    def kafka_config(self) -> dict[str, Any]:
+        """kafka-python keyword arguments for the operator's KafkaConsumer."""
+        cfg: dict[str, Any] = {k.replace(".", "_"): v for k, v in self.consumer_properties.items()}
+        session = self.session_timeout_ms
+        cfg.update(
+            bootstrap_servers=self.bootstrap_servers,
+            group_id=self.group_id,
+            client_id=cfg.get("client_id", f"cr-{self.operator_name}"),
+            enable_auto_commit=False,
+            max_poll_records=self.max_poll_records,
+            session_timeout_ms=session,
+            heartbeat_interval_ms=int(cfg.get("heartbeat_interval_ms", min(DEFAULT_HEARTBEAT_INTERVAL_MS, session // 3))),
+            max_poll_interval_ms=self.max_poll_interval_ms,
+            metadata_max_age_ms=min(int(cfg.get("metadata_max_age_ms", METADATA_MAX_AGE_CAP_MS)), METADATA_MAX_AGE_CAP_MS),
+            partition_assignment_strategy=self._assignors(cfg.get("partition_assignment_strategy", ("range", "roundrobin"))),
+            auto_offset_reset=self.auto_offset_reset,
+            fetch_max_wait_ms=int(cfg.get("fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS)),
+            fetch_max_bytes=int(cfg.get("fetch_max_bytes", DEFAULT_FETCH_MAX_BYTES)),
+        )
+        return cfg
+
+
+__all__ = ["ConfigError", "check_property_names", "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition"]

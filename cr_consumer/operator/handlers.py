@@ -1,0 +1,249 @@
+"""The region handlers of the consumer operator (a mixin of ConsumerOperator).
+
+The region runtime (or a test, or the standalone driver) calls these with the
+region permit held for the whole drain/checkpoint/reset (``permit.block()``);
+``drain`` and ``reset`` block it themselves too (idempotent) to wait for the
+in-flight batch, and whoever runs the cycle unblocks it at RESUME. Each
+method's steps are numbered in its docstring. A handler that cannot do its
+job raises (DrainError, ResetError, OperatorFailed): the runtime then resets
+the region, or retries the reset.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.states import ClientState
+
+log = logging.getLogger("cr_consumer.operator.consumer")
+S = ClientState
+
+#: Bound on the drain's synchronous commit (and the drain timeout, if lower):
+#: kafka-python retries a commit during a rebalance until its timeout, on the
+#: event thread, while the rebalance itself needs that thread to poll; so a
+#: commit that cannot complete (group rebalancing, broker gone) fails the drain
+#: after this long instead of freezing the group join for the drain timeout.
+COMMIT_TIMEOUT_S = 5.0
+#: The drain's commit ends this long before the drain's deadline (at most a
+#: fifth of the drain timeout), so a failing commit reports its own error
+#: (the offsets and the cause) instead of the waiter giving up a moment earlier
+#: with a bare "did not finish in time".
+COMMIT_MARGIN_S = 0.5
+#: Bound on a stop/start-polling round trip to the event thread (at most one
+#: poll plus queued events): a wedged event thread fails the handler instead
+#: of hanging it.
+EVENT_TIMEOUT_S = 10.0
+
+
+class DrainError(RuntimeError):
+    """The drain could not complete; the region must reset."""
+
+
+class ResetError(RuntimeError):
+    """The reset could not complete; the region retries it."""
+
+
+def _serialized(method):
+    """One handler at a time per operator: two resets (or a drain and a reset)
+    called concurrently by a runtime run one after the other, never interleaved."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._handler_lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class RegionHandlers:
+    """drain, checkpoint, reset, reset_to_initial_state, retire_checkpoint."""
+
+    @_serialized
+    def drain(self) -> None:
+        """Drain: afterwards the committed offsets are exactly what was submitted.
+
+        1. Wait (drain timeout) until the in-flight batch is done: block the
+           permit. Polling goes on meanwhile; records fetched now wait in the
+           message queue (the backpressure pauses the partitions if it fills).
+        2. One event on the event thread does the rest, so the drain waits for
+           the event thread once (for the poll in progress), not once to stop
+           polling and again to commit:
+           a. stop polling;
+           b. refuse if a rebalance made a reset necessary (CR_RESET_PENDING);
+           c. read the offset manager's offsets of the assignment (consistent:
+              the permit is blocked, nothing is being submitted);
+           d. commit them in one synchronous commit; a failure raises DrainError.
+        3. Records fetched but not submitted stay in the message queue, in
+           both region modes; they are submitted after the drain, in fetch
+           order. (The reference moves them into a drain buffer in periodic
+           mode. Not here: the process thread reads the buffer before it waits
+           on the queue, so one that was already waiting on the queue when the
+           batches moved took the first batch polled after the drain ahead of
+           them; a partition's older batch was then submitted after its newer
+           one, the offset manager went back to the older batch's end, and the
+           next drain committed less than was published.)
+        4. Keep the offsets for the checkpoint; record drainTimeMillis(Max).
+        """
+        self._check_alive()
+        cfg = self.config
+        t0 = time.monotonic()
+        self._drained = None  # a failed drain leaves nothing for a checkpoint
+        if self.sm.state is S.CR_RESET_PENDING:
+            raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
+        deadline = t0 + cfg.drain_timeout_s
+        if not self.permit.block(cfg.drain_timeout_s):
+            raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
+        margin = min(COMMIT_MARGIN_S, cfg.drain_timeout_s / 5)
+
+        def stop_and_commit(consumer):
+            commit_timeout_ms = int(max(0.05, min(deadline - margin - time.monotonic(), COMMIT_TIMEOUT_S)) * 1000)
+            self.events.stop_polling_async()
+            if self.sm.state is S.CR_RESET_PENDING:
+                raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
+            offsets = self.offsets.snapshot()
+            if offsets:
+                try:
+                    consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
+                                    timeout_ms=commit_timeout_ms)
+                except Exception as exc:
+                    raise DrainError(f"{self.name}: committing offsets {self._fmt(offsets)} failed: {exc!r}") from exc
+                self.stats.set_committed(offsets)
+            return offsets
+
+        try:
+            offsets = self.events.call(stop_and_commit, max(0.05, deadline - time.monotonic()), "drain")
+        except TimeoutError as exc:
+            raise DrainError(f"{self.name}: the drain did not finish within {cfg.drain_timeout_s}s: {exc}") from exc
+        self._drained = offsets
+        self.process.reset_trigger()
+        self.stats.drain_done((time.monotonic() - t0) * 1000)
+        with self._drain_cond:
+            self._drain_count += 1
+            self._drain_cond.notify_all()
+        log.debug("%s: drained, committed %s", self.name, self._fmt(offsets))
+
+    @_serialized
+    def checkpoint(self, seq: int) -> bytes:
+        """Checkpoint: 1. take the offsets of the last drain (or the current
+        ones); 2. read the registered members; 3. encode the versioned JSON;
+        4. resume polling, throttled while the permit stays blocked."""
+        self._check_alive()
+        offsets = self._drained if self._drained is not None else self.offsets.snapshot()
+        # seq: every member's checkpoint of seq gets the same list (the coordinator
+        # fixes it at the first call), so the merge's N agrees; operator renews our lease.
+        members = self.control.members(self.config.group_id, operator=self.name, seq=seq)
+        self._members = list(members)
+        data = OperatorCheckpoint(self.name, tuple(members), offsets).encode()
+        self.resume_polling()
+        return data
+
+    @_serialized
+    def reset(self, seq: int, data: bytes | None, attempt: int = 0) -> None:
+        """Reset to checkpoint ``seq``.
+
+        1. Enter CR_RESET_PENDING (records polled from now on are dropped).
+        2. Merge the members' checkpoints through the coordinator (waits at most
+           min(reset timeout/2, max.poll.interval/2, 15 s); a sole contributor
+           uses its own offsets without asking: a runtime that merged the
+           offsets itself passes them as a one-member checkpoint). ``data``
+           None or empty: this member has no checkpoint ``seq`` and
+           contributes no offsets, with N = the members registered now.
+        3-7. As :meth:`_reset_to`: stop polling, clear the queue and the drain
+           buffer, seek every assigned partition to its merged offset or, when
+           absent from the checkpoint, to its control variable, read positions
+           back, RESET_COMPLETE, clear reset-pending, resume throttled.
+        """
+        self._check_alive()
+        t0 = time.monotonic()
+        self.sm.to(S.CR_RESET_PENDING, f"reset to checkpoint {seq} attempt {attempt}")
+        ckpt = OperatorCheckpoint.decode(data) if data else None
+        own = dict(ckpt.offsets) if ckpt is not None else {}
+        n = len(ckpt.members) if ckpt is not None and ckpt.members else max(1, len(self._members))
+        try:
+            if n == 1:  # a sole contributor uses its own offsets: no round trip
+                merged_raw = {(tp.topic, tp.partition): off for tp, off in own.items()}
+            else:
+                merged_raw = self.control.merge_checkpoint(
+                    self.config.group_id, seq, attempt, n, self.name, own, timeout=self.config.merge_timeout_s
+                )
+        except Exception as exc:
+            raise ResetError(f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}") from exc
+        merged = {TopicPartition(t, p): int(o) for (t, p), o in merged_raw.items()}
+        self._merged = (seq, merged)
+        self._reset_to(merged, initial=False, what=f"checkpoint {seq}")
+        self.stats.reset_done((time.monotonic() - t0) * 1000)
+
+    @_serialized
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        """Reset to initial state: as :meth:`reset`, every partition seeked to
+        its control variable (else its start position, saved first-writer-wins)."""
+        self._check_alive()
+        t0 = time.monotonic()
+        self.sm.to(S.CR_RESET_PENDING, f"reset to initial state attempt {attempt}")
+        self._merged = None
+        self._reset_to(None, initial=True, what="initial state")
+        self.stats.reset_done((time.monotonic() - t0) * 1000)
+
+    @_serialized
+    def retire_checkpoint(self, seq: int) -> None:
+        """Retire: drop the merged map of a checkpoint <= seq, here and in the coordinator."""
+        if self._merged is not None and self._merged[0] <= seq:
+            self._merged = None
+        self.control.retire_checkpoint(self.config.group_id, seq)
+
+    def _reset_to(self, merged: dict | None, *, initial: bool, what: str) -> None:
+        """3. stop polling; 4. block the permit (the in-flight batch finishes)
+        and clear the queue (new epoch); 5. on the event
+        thread seek every assigned partition, read positions back, resume held
+        partitions, RESET_COMPLETE; 6. clear the group's reset-pending flag;
+        7. resume polling throttled."""
+        cfg = self.config
+        self.events.set_polling(False, EVENT_TIMEOUT_S)
+        if not self.permit.block(cfg.reset_timeout_s):
+            raise ResetError(f"{self.name}: the in-flight batch did not finish within {cfg.reset_timeout_s}s")
+        self.clear_queued(f"reset to {what}")
+
+        def seek_all(consumer):
+            tps = consumer.assignment()
+            self.offsets.set_assignment(tps)
+            self.rebalancer.clear_held()
+            positions = self.rebalancer.seek(consumer, tps, merged=merged, initial_only=initial)
+            paused = consumer.paused()
+            if paused:
+                consumer.resume(*paused)
+            self.sm.to(S.RESET_COMPLETE, f"reset to {what}")
+            return positions
+
+        try:
+            positions = self.events.call(seek_all, cfg.reset_timeout_s, f"reset to {what}")
+        except Exception as exc:
+            raise ResetError(f"{self.name}: seeking for the reset to {what} failed: {exc!r}") from exc
+        self._drained = None
+        if not self.standalone:
+            try:
+                self.control.set_reset_pending(cfg.group_id, False)
+            except Exception as exc:
+                raise ResetError(f"{self.name}: the reset to {what} is done here but clearing the group's "
+                                 f"reset-pending flag failed (retry the reset): {exc!r}") from exc
+        log.info("%s: reset to %s complete: %s", self.name, what, self._fmt(positions))
+        self.resume_polling()
+
+    def resume_polling(self) -> None:
+        """Resume polling; while the permit stays blocked (until RESUME) the
+        event thread polls short and sparse (event_thread.py: the throttle).
+
+        Also in CR_RESET_PENDING: nothing is fetched then (partitions held
+        paused, records dropped), but kafka-python needs poll() to finish a
+        group join."""
+        if self.sm.state in (S.CLOSED, S.FAILED):
+            return
+        self.events.set_polling(True, EVENT_TIMEOUT_S)
+
+
+__all__ = ["DrainError", "RegionHandlers", "ResetError"]

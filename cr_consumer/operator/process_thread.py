@@ -1,0 +1,207 @@
+"""The process thread: takes batches from the message queue and submits them.
+
+For each batch (one partition's records from one poll):
+
+1. take it from the message queue (waiting at most :data:`GET_TIMEOUT_S`);
+   there is no separate drain buffer: records fetched before a drain stay in
+   the queue and are submitted after it, in fetch order (see handlers.py);
+2. drop it if it was polled before the last reset (its epoch is older);
+3. acquire the region permit (retrying every :data:`PERMIT_TIMEOUT_S` while the
+   runtime holds it for a drain/checkpoint/reset: the batch is kept, so a batch
+   taken before a drain is submitted after it, and dropped after a reset
+   because the epoch check is repeated under the permit); further batches
+   that are already queued are submitted under the same permit unless the
+   runtime is waiting for it (fewer thread hand-offs);
+4. in operator-driven mode cut the batch at the trigger-count boundary;
+5. decode keys/values if deserialisers are configured (a malformed record is
+   counted and skipped, or fails the operator naming topic/partition/offset);
+6. submit: ``submit_batch(records)`` if given (the fast path), else
+   ``submit(record)`` per record;
+7. record last offset + 1 in the offset manager (once per batch);
+8. release the permit; in operator-driven mode, when trigger-count tuples were
+   submitted since the last drain, ask the region for a drain and wait for it.
+
+Records are kafka-python ConsumerRecords (topic, partition, offset, timestamp,
+key, value, headers, ...), passed on without copies unless decoded.
+An exception from submit (or a malformed record under policy FAIL) is fatal:
+it is logged and handed to ``on_failure``; the thread ends.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+
+from cr_consumer.operator.config import MalformedPolicy
+from cr_consumer.operator.message_queue import Batch, BatchQueue
+from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.region import RegionPermit
+
+log = logging.getLogger(__name__)
+
+#: Wait for the next batch; bounds how late the thread notices a stop request.
+GET_TIMEOUT_S = 0.1
+#: Wait for the permit while the runtime holds it; bounds the reaction to stop.
+PERMIT_TIMEOUT_S = 0.1
+
+
+class MalformedRecord(ValueError):
+    """A record's key or value could not be deserialised."""
+
+
+class Decoder:
+    """Applies the configured deserialisers to a batch (process thread)."""
+
+    def __init__(self, key_fn, value_fn, policy: MalformedPolicy) -> None:
+        self.key_fn = key_fn
+        self.value_fn = value_fn
+        self.policy = policy
+        self.n_dropped = 0
+
+    def __call__(self, records: list) -> list:
+        key_fn, value_fn = self.key_fn, self.value_fn
+        out = []
+        for r in records:
+            try:
+                changes = {}
+                if key_fn is not None:
+                    changes["key"] = key_fn(r.key)
+                if value_fn is not None:
+                    changes["value"] = value_fn(r.value)
+            except Exception as exc:  # noqa: BLE001 - counted/skipped or re-raised below
+                self.n_dropped += 1
+                where = f"topic {r.topic} partition {r.partition} offset {r.offset}"
+                if self.policy is MalformedPolicy.FAIL:
+                    raise MalformedRecord(f"cannot deserialise the record at {where}: {exc!r}") from exc
+                log.warning("dropping malformed record at %s: %r", where, exc)
+                continue
+            out.append(r._replace(**changes))
+        return out
+
+
+class ProcessThread:
+    def __init__(
+        self,
+        name: str,
+        *,
+        queue: BatchQueue,
+        permit: RegionPermit,
+        offsets: OffsetManager,
+        epoch: Callable[[], int],
+        submit: Callable | None,
+        submit_batch: Callable | None,
+        decoder: Decoder | None,
+        trigger_count: int | None,
+        on_trigger: Callable[[], None],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        if submit is None and submit_batch is None:
+            raise ValueError("give submit(record) or submit_batch(records)")
+        self.name = name
+        self._queue = queue
+        self._permit = permit
+        self._offsets = offsets
+        self._epoch = epoch
+        self._submit = submit
+        self._submit_batch = submit_batch
+        self._decoder = decoder
+        self._trigger = trigger_count
+        self._on_trigger = on_trigger
+        self._on_failure = on_failure
+        self._since_drain = 0
+        self._stop = threading.Event()
+        self.n_submitted = 0
+        self.n_dropped_stale = 0
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"cr-process-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("%s: process thread did not stop within %.1fs (submit blocked?)", self.name, timeout)
+
+    def reset_trigger(self) -> None:
+        """A drain happened: count trigger-count tuples from zero again."""
+        self._since_drain = 0
+
+    def _next(self, wait: bool = True) -> Batch | None:
+        return self._queue.get(GET_TIMEOUT_S if wait else 0.0)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - kept and reported as the operator's failure
+            log.exception("%s: process thread failed", self.name)
+            self.failure = exc
+            self._on_failure(exc)
+
+    def _loop(self) -> None:
+        permit = self._permit
+        pending: Batch | None = None
+        while not self._stop.is_set():
+            if pending is None:
+                pending = self._next()
+                if pending is None:
+                    continue
+            if pending.epoch != self._epoch():
+                self.n_dropped_stale += len(pending.records)
+                pending = None
+                continue
+            if not permit.acquire(PERMIT_TIMEOUT_S):
+                continue
+            triggered = False
+            try:
+                if pending.epoch != self._epoch():  # a reset ran while we waited
+                    self.n_dropped_stale += len(pending.records)
+                    pending = None
+                    continue
+                pending, triggered = self._process(pending)
+                # More batches ready? Submit them under the same permit, unless
+                # the runtime is waiting for it (drain/checkpoint/reset).
+                while pending is None and not triggered and not permit.blocked:
+                    nxt = self._next(wait=False)
+                    if nxt is None:
+                        break
+                    if nxt.epoch != self._epoch():
+                        self.n_dropped_stale += len(nxt.records)
+                        continue
+                    pending, triggered = self._process(nxt)
+            finally:
+                permit.release()
+            if triggered:
+                self._on_trigger()
+
+    def _process(self, batch: Batch) -> tuple[Batch | None, bool]:
+        records = batch.records
+        rest = None
+        triggered = False
+        if self._trigger is not None:
+            room = self._trigger - self._since_drain
+            if len(records) >= room:
+                records, rest = records[:room], records[room:]
+                triggered = True
+                self._since_drain = 0
+            else:
+                self._since_drain += len(records)
+        end = records[-1].offset + 1
+        out = self._decoder(records) if self._decoder is not None else records
+        if out:
+            if self._submit_batch is not None:
+                self._submit_batch(out)
+            else:
+                collections.deque(map(self._submit, out), maxlen=0)
+            self.n_submitted += len(out)
+        self._offsets.update(batch.tp, end)
+        if rest:
+            return Batch(batch.epoch, batch.tp, rest), triggered
+        return None, triggered
+
+
+__all__ = ["Decoder", "MalformedRecord", "ProcessThread"]

@@ -1,0 +1,207 @@
+"""Rebalance handling: the listener, and the seeks it defers to the event thread.
+
+kafka-python 3 calls rebalance listeners on its own IO thread, where blocking
+consumer calls are not allowed. So the listener only changes in-memory state;
+everything that needs the broker or the coordinator runs on the event thread
+right after the poll that triggered it (:meth:`Rebalancer.after_poll`).
+
+Revocation (eager: every owned partition, before every rebalance):
+
+1. bump the reset epoch and clear the message queue (always);
+2. if records were fetched since subscribe or the last reset (state
+   RECORDS_FETCHED), or partitions were lost: enter CR_RESET_PENDING (stop
+   fetching: the partitions assigned next stay paused until the reset seeks
+   them; the event thread keeps calling poll, because kafka-python completes
+   the group join only inside poll), and on the event thread set the group's reset-pending flag in the
+   coordinator; if this member set it first, ask the region for a reset in
+   force mode (one reset per rebalance across the group);
+3. otherwise nothing more.
+
+Assignment:
+
+1. update the offset manager's assignment and nPartitionRebalances; in
+   SUBSCRIBED or RESET_COMPLETE seek at once every partition whose target is
+   known in memory (merged checkpoint offset, cached control variable); pause
+   the others (held) so nothing is fetched before they are seeked;
+2. on the event thread, in SUBSCRIBED or RESET_COMPLETE: seek each held partition to
+   its merged checkpoint offset (kept from the last reset until retired), else
+   its control variable, else its start position (then saved as the control
+   variable, first writer wins, using the effective value): the configured
+   one at the job's first start (then saved for every subscribed partition),
+   its earliest offset for a partition that appeared later
+   (start_position.py); read positions
+   back into the offset manager; resume the partitions;
+3. in CR_RESET_PENDING: no seek: the reset will seek and resume them.
+   Standalone (no region): the seek above is done anyway, committed offsets
+   first, and is the reset (RESET_COMPLETE): at-least-once, like any plain
+   group consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from kafka import TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from cr_consumer.operator.start_position import plan_start, start_offsets, subscribed_partitions
+from cr_consumer.operator.states import ClientState
+
+log = logging.getLogger(__name__)
+
+S = ClientState
+#: Bound on reading a position back after a seek (it may need a broker round trip).
+POSITION_TIMEOUT_MS = 15000
+
+
+class Listener(ConsumerRebalanceListener):
+    def __init__(self, rebalancer: Rebalancer) -> None:
+        self._r = rebalancer
+
+    def on_partitions_revoked(self, revoked):
+        self._r.on_revoked(revoked, lost=False)
+
+    def on_partitions_lost(self, lost):
+        self._r.on_revoked(lost, lost=True)
+
+    def on_partitions_assigned(self, assigned):
+        self._r.on_assigned(assigned)
+
+
+class Rebalancer:
+    def __init__(self, op) -> None:
+        self._op = op
+        self._lock = threading.Lock()
+        self.held: set[TopicPartition] = set()
+        self._assign_pending = False
+        self._reset_reason: str | None = None
+        self.n_partition_rebalances = 0
+        #: True from subscribe/revocation until the next assignment (event
+        #: thread polls longer then, see event_thread.JOIN_POLL_TIMEOUT_MS).
+        self.joining = True
+
+    # -- IO thread ----------------------------------------------------------
+    def on_revoked(self, tps, *, lost: bool) -> None:
+        op = self._op
+        state = op.state
+        if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
+            return
+        self.joining = True
+        op.clear_queued(reason="partitions lost" if lost else "partitions revoked")
+        need = lost or state is S.RECORDS_FETCHED
+        if not need:
+            log.info("%s: revocation of %d partitions ignored (state %s: nothing fetched)",
+                     op.name, len(tps), state.value)
+            return
+        op.sm.to_if({S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING}, S.CR_RESET_PENDING,
+                    "partitions lost" if lost else "partitions revoked after records were fetched")
+        # Not "stop polling" as in the reference: kafka-python completes the
+        # group join only inside poll(). Nothing is fetched meanwhile: eager
+        # revocation took every partition, and new ones arrive paused (held).
+        with self._lock:
+            self._reset_reason = f"{'lost' if lost else 'revoked'} {len(tps)} partitions"
+
+    def on_assigned(self, tps) -> None:
+        op = self._op
+        tps = set(tps)
+        op.offsets.set_assignment(tps)
+        # Fast path: a target known in memory (merged checkpoint, cached
+        # control variable) is seeked right here (seek is pure client state),
+        # so fetching starts in this very poll; the rest is held (paused) and
+        # seeked on the event thread after the poll.
+        fast = self._known_targets(tps) if op.state in (S.SUBSCRIBED, S.RESET_COMPLETE) else {}
+        consumer = op.events.consumer
+        for tp, off in fast.items():
+            consumer.seek(tp, off)
+        op.offsets.set_many(fast)
+        held = tps - fast.keys()
+        op.events.pause_partitions(held)
+        with self._lock:
+            self.n_partition_rebalances += 1
+            self.held = held
+            self._assign_pending = bool(held)
+        self.joining = False
+        log.info("%s: assigned %s (seeked at once: %s)", op.name, sorted(tps),
+                 {f"{tp.topic}[{tp.partition}]": o for tp, o in sorted(fast.items())})
+
+    def _known_targets(self, tps) -> dict:
+        op = self._op
+        if op.use_committed_first:  # standalone: committed offsets need the broker
+            return {}
+        merged = op.merged_offsets() or {}
+        cached = op.cached_control_variables()
+        out = {}
+        for tp in tps:
+            if tp in merged:
+                out[tp] = merged[tp]
+            elif tp in cached:
+                out[tp] = cached[tp]
+        return out
+
+    # -- event thread ---------------------------------------------------------
+    def after_poll(self, consumer) -> None:
+        with self._lock:
+            reason, self._reset_reason = self._reset_reason, None
+            assign = self._assign_pending
+        if reason is not None:
+            self._op.request_region_reset(reason)
+        if assign:
+            state = self._op.state
+            if state is S.CR_RESET_PENDING and not self._op.standalone:
+                with self._lock:
+                    self._assign_pending = False
+                return
+            if state in (S.CLOSED, S.FAILED, S.INITIALIZED):
+                return
+            with self._lock:
+                held = set(self.held)
+                self._assign_pending = False
+            self.seek(consumer, held & consumer.assignment(), merged=self._op.merged_offsets())
+            if state is S.CR_RESET_PENDING:  # standalone: the seek (committed offsets first) is the reset
+                self._op.sm.to_if({S.CR_RESET_PENDING}, S.RESET_COMPLETE, "standalone: seeked after the rebalance")
+            with self._lock:
+                self.held -= held
+            self._op.events.resume_partitions(consumer, held)
+
+    def seek(self, consumer, tps, *, merged: dict | None, initial_only: bool = False) -> dict:
+        """Seek ``tps``: merged offset, else control variable, else start position.
+
+        Returns {tp: position read back}; also stores them in the offset manager.
+        """
+        op = self._op
+        targets: dict[TopicPartition, int] = {}
+        if merged and not initial_only:
+            targets.update({tp: merged[tp] for tp in tps if tp in merged})
+        missing = [tp for tp in tps if tp not in targets]
+        if missing and op.use_committed_first and not initial_only:
+            for tp in missing:
+                c = consumer.committed(tp, timeout_ms=POSITION_TIMEOUT_MS)
+                if c is not None:
+                    targets[tp] = c
+            missing = [tp for tp in missing if tp not in targets]
+        if missing:
+            cv = op.control_variables()
+            targets.update({tp: cv[tp] for tp in missing if tp in cv})
+            missing = [tp for tp in missing if tp not in targets]
+            if missing:
+                group_started = bool(cv)
+                subscribed = set() if group_started else subscribed_partitions(consumer)
+                plan = plan_start(missing, group_started=group_started, subscribed=subscribed)
+                effective = op.save_control_variables(start_offsets(consumer, op.config, plan))
+                targets.update({tp: effective[tp] for tp in missing})
+        for tp, off in targets.items():
+            consumer.seek(tp, off)
+        positions = {tp: consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS) for tp in targets}
+        op.offsets.set_many(positions)
+        log.info("%s: seeked %s", op.name, {f"{tp.topic}[{tp.partition}]": off for tp, off in sorted(positions.items())})
+        return positions
+
+    def clear_held(self) -> set:
+        with self._lock:
+            held, self.held = self.held, set()
+            self._assign_pending = False
+        return held
+
+
+__all__ = ["Listener", "Rebalancer"]

@@ -1,0 +1,137 @@
+"""Initial offsets of partitions the job sees for the first time.
+
+Runs on the event thread (it calls blocking KafkaConsumer methods). The result
+is saved as the partition's control variable (first writer wins), so the start
+position applies only once per partition and job.
+
+Which partitions get the configured start position (:func:`plan_start`):
+
+1. The job's first start is the moment the group has no control variable at
+   all. The member that seeks first then computes the configured start
+   position for EVERY partition of its subscription that exists now (not
+   only its own assignment) and saves them all in one request, so a partition
+   that existed at the first start but is assigned later (to another member,
+   or after a restart) still starts at the configured position.
+2. After that, a partition without a control variable did not exist (or did
+   not match the subscription) at the first start: a topic created later
+   that a pattern now matches, or a partition added to a topic. It starts at
+   its log start offset (earliest), as Spark's Kafka source does, so records
+   written into it before the group was assigned it are read. The configured
+   position (``END`` by default through ``auto.offset.reset=latest``) would
+   skip them.
+
+The control variables are the record of the first start, so the decision is
+the same after any restart of any member. A topic created in the instant
+between the first start's metadata snapshot and its save is treated as new
+(read from earliest): more records, never fewer.
+
+The configured start positions:
+
+* DEFAULT: the group's committed offset, else ``auto.offset.reset``;
+* BEGINNING: the log start offset;
+* END: the log end offset;
+* TIME: the first offset whose timestamp is >= start_time
+  (``offsets_for_times``), else ``auto.offset.reset``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+import attrs
+from kafka import TopicPartition
+
+from cr_consumer.operator.config import OperatorConfig, StartPosition
+
+log = logging.getLogger(__name__)
+
+#: Bound on each offset lookup so a lost broker fails the assignment handling
+#: (and thus the operator) instead of hanging the event thread.
+LOOKUP_TIMEOUT_MS = 15000
+
+
+class NoStartOffset(RuntimeError):
+    """auto.offset.reset=none and a partition has no committed offset."""
+
+
+def _fallback(consumer, config: OperatorConfig, tps: list) -> dict:
+    if not tps:
+        return {}
+    policy = config.auto_offset_reset
+    if policy == "earliest":
+        return dict(consumer.beginning_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+    if policy == "latest":
+        return dict(consumer.end_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+    raise NoStartOffset(
+        f"no committed offset for {sorted(tps)} and auto.offset.reset is 'none': "
+        "set auto.offset.reset to earliest/latest or choose another start position"
+    )
+
+
+def initial_offsets(consumer, config: OperatorConfig, tps) -> dict:
+    """{TopicPartition: offset} for every partition in ``tps``."""
+    tps = sorted(tps)
+    if not tps:
+        return {}
+    pos = config.start_position
+    if pos is StartPosition.BEGINNING:
+        return dict(consumer.beginning_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+    if pos is StartPosition.END:
+        return dict(consumer.end_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+    if pos is StartPosition.TIME:
+        found = consumer.offsets_for_times({tp: config.start_time for tp in tps}, timeout_ms=LOOKUP_TIMEOUT_MS)
+        out = {tp: ot.offset for tp, ot in found.items() if ot is not None}
+        out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
+        return out
+    out = {}
+    for tp in tps:
+        committed = consumer.committed(tp, timeout_ms=LOOKUP_TIMEOUT_MS)
+        if committed is not None:
+            out[tp] = committed
+    out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
+    return out
+
+
+@attrs.frozen
+class StartPlan:
+    """Which partitions start at the configured position, which at earliest."""
+
+    configured: frozenset[TopicPartition]
+    earliest: frozenset[TopicPartition]
+
+
+def plan_start(
+    missing: Collection[TopicPartition], *, group_started: bool, subscribed: Collection[TopicPartition]
+) -> StartPlan:
+    """Plan the start of ``missing`` (partitions without a control variable).
+
+    ``group_started``: the group has control variables (its first start is
+    over); ``subscribed``: every partition of the subscription now.
+    """
+    if group_started:
+        return StartPlan(configured=frozenset(), earliest=frozenset(missing))
+    return StartPlan(configured=frozenset(missing) | frozenset(subscribed), earliest=frozenset())
+
+
+def subscribed_partitions(consumer) -> set[TopicPartition]:
+    """Every partition of the consumer's subscription (for a pattern: the
+    topics it matches in the current metadata)."""
+    out: set[TopicPartition] = set()
+    for topic in consumer.subscription() or ():
+        out.update(TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ())
+    return out
+
+
+def start_offsets(consumer, config: OperatorConfig, plan: StartPlan) -> dict:
+    """{TopicPartition: offset} for every partition of ``plan``."""
+    out = initial_offsets(consumer, config, plan.configured)
+    if plan.earliest:
+        earliest = sorted(plan.earliest)
+        log.info("%s: partitions first seen after the job's first start begin at their earliest offset: %s",
+                 config.operator_name, [f"{tp.topic}[{tp.partition}]" for tp in earliest])
+        out.update(consumer.beginning_offsets(earliest, timeout_ms=LOOKUP_TIMEOUT_MS))
+    return out
+
+
+__all__ = ["NoStartOffset", "StartPlan", "initial_offsets", "plan_start", "start_offsets", "subscribed_partitions"]

@@ -1,0 +1,492 @@
+"""A member's control channel to the region controller (member side of docs/region.md).
+
+One I/O thread owns one ZeroMQ DEALER socket (ZeroMQ sockets are not
+thread-safe, so no other thread touches it). Its routing id is fixed,
+``<member>/<incarnation>``, so that after a reconnect (a coordinator restart)
+commands pushed to that identity still arrive, and a restarted member process
+(new incarnation) is never confused with its predecessor.
+
+The I/O thread loop:
+
+1. Until joined: send ``region_join`` (re-sent every ``JOIN_RETRY_S`` without
+   an answer; ``LOAD_IN_PROGRESS`` is retried the same way). When the reply
+   names a ``predecessor`` (this is a restarted process) with a Kafka member
+   id, ``on_predecessor`` runs before the channel counts as joined, so before
+   the member starts its Kafka source (``group_state.evict_predecessor``).
+   A ``refused`` reply (another live process holds this member name): if the
+   holder ran on this host and its pid is gone, join again at once with
+   ``replace``; else keep retrying, and after ``member_timeout_s`` + 1 s of
+   refusals fail (``failure``, the member exits 2) naming the duplicate
+   (``name_claim.py``).
+2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``, with ``report()``
+   (the member's Kafka group state) as its ``kafka`` field.
+3. Send what other threads queued (acks, reset requests, triggers) at once: they
+   write to a queue and wake the loop through a pipe. While not joined (the
+   coordinator restarted, or went silent for ``LOST_AFTER_S``), a reset request
+   is held, not dropped, and sent as soon as the member is joined again (a
+   rejoin of the same incarnation does not reset the region by itself; a
+   dropped forced request left the source in CR_RESET_PENDING). Acks are held
+   the same way (at most ``HELD_KEPT``, oldest dropped): a command can arrive
+   just before the join reply that makes the channel count itself joined, and
+   a dropped answer to it failed that phase only by its timeout; the
+   controller ignores answers that are stale by then.
+   ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
+   it is answered None at once.
+4. Pushed ``region_command`` messages go to ``on_command`` (the member's
+   control thread queue), in arrival order; a reset with ``rejoin: true``
+   first calls ``on_rejoin_hint`` (the source's consumer rejoins its group).
+5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
+   answer to anything for ``LOST_AFTER_S``: back to step 1.
+Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from coordinator.wire import protocol
+from cr_consumer.runtime.member import fault_points
+from cr_consumer.runtime.member.name_claim import NameClaim
+
+log = logging.getLogger(__name__)
+
+#: Heartbeat interval: how the controller tells a silent (killed, partitioned)
+#: member from a live one; its member_timeout_s must be several of these.
+HEARTBEAT_S = 0.5
+#: Reconnect interval of the DEALER socket while the coordinator is down: bounds
+#: how long after a coordinator restart the member notices it.
+RECONNECT_IVL_MS = 100
+#: Re-send a join that got no answer (coordinator down or restarting).
+JOIN_RETRY_S = 0.5
+#: No answer at all for this long: presume the coordinator lost us and join again
+#: (its restart may have dropped our queued messages).
+LOST_AFTER_S = 3.0
+#: Bound on the I/O thread's exit at stop(), so a wedged socket cannot hang the
+#: member's shutdown.
+STOP_JOIN_S = 5.0
+#: Bound on waiting for the answer to a graceful leave (the coordinator may be down).
+LEAVE_TIMEOUT_S = 3.0
+#: Bound on the process thread's wait for the answer to a trigger: a coordinator
+#: that does not answer must not stall the records' flow (the source then goes
+#: on without waiting for a drain).
+TRIGGER_ANSWER_S = 2.0
+#: Bound on the acks held while not joined (sent once joined; oldest dropped).
+HELD_KEPT = 100
+#: Bound on the answers awaited at once by other threads (``ask``): a lost
+#: answer's waiter is dropped, oldest first.
+WAITERS_KEPT = 64
+
+Command = dict[str, Any]
+
+
+class _Waiter:
+    """One ``ask``: the I/O thread puts the answer (or None) and sets the event."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: dict[str, Any] | None = None
+
+    def answer(self, reply: dict[str, Any] | None) -> None:
+        self.reply = reply
+        self.done.set()
+
+
+class RegionFatal(RuntimeError):
+    """The controller refused this member for good (bad settings)."""
+
+
+class ControlChannel:
+    def __init__(
+        self,
+        endpoint: str,
+        region: str,
+        member: str,
+        incarnation: str,
+        region_config: dict[str, Any],
+        on_command: Callable[[Command], None],
+        *,
+        context: zmq.Context | None = None,
+        curve: tuple[bytes, bytes, bytes] | None = None,
+        report: Callable[[], dict[str, Any] | None] | None = None,
+        on_predecessor: Callable[[dict[str, Any]], None] | None = None,
+        on_rejoin_hint: Callable[[], Any] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.region = region
+        self.member = member
+        self.incarnation = incarnation
+        self.region_config = dict(region_config)
+        self.on_command = fault_points.lossy(on_command, member)  # itself unless a drill arms receive-* points
+        self._ctx = context or zmq.Context.instance()
+        self._curve = curve  # (server public, client public, client secret)
+        self._report = report
+        self._on_predecessor = on_predecessor
+        self._on_rejoin_hint = on_rejoin_hint
+        self._predecessor_done = False
+        self._outbox: queue.SimpleQueue[tuple[str, dict, _Waiter | None]] = queue.SimpleQueue()
+        # request id -> waiter of an ``ask``; the I/O thread's only
+        self._waiters: dict[str, _Waiter] = {}
+        # a reset request and acks made while not joined, sent once joined; the I/O thread's only
+        self._held_reset: dict[str, Any] | None = None
+        self._held: collections.deque[tuple[str, dict]] = collections.deque(maxlen=HELD_KEPT)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ids = itertools.count(1)
+        self.joined = threading.Event()
+        self._settled = threading.Event()  # joined, or failed for good
+        self._claim = NameClaim(region, member, float(self.region_config.get("member_timeout_s", 5.0)))
+        self._join_now = False
+        self.failure: BaseException | None = None
+        self.joins = 0
+        self.last_reply: dict[str, Any] = {}
+        self._left = threading.Event()
+        self._leaving = False
+        self.leave_reply: dict | None = None
+
+    # ------------------------------------------------------------------ API (any thread)
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"region-io-{self.member}", daemon=True)
+        self._thread.start()
+
+    def wait_joined(self, timeout: float) -> bool:
+        """Wait until the region accepted this member (True), or it refused it for
+        good (``failure`` set) or ``timeout`` passed (False)."""
+        self._settled.wait(timeout)
+        return self.joined.is_set() and self.failure is None
+
+    def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
+        """Leave the region gracefully; returns the controller's answer
+        (``{"last_consistent": seq, "complete": own seq}``) or None when none came within ``timeout``."""
+        if not self.joined.is_set() or self._thread is None or not self._thread.is_alive():
+            return None
+        self._left.clear()
+        self._leaving = True  # the I/O thread must not join again
+        self.send("region_leave", {})
+        if not self._left.wait(timeout):
+            log.warning("%s: no answer to region_leave within %.1fs", self.member, timeout)
+            return None
+        return self.leave_reply
+
+    def stop(self, leave: bool = False) -> None:
+        if leave:
+            self.leave()
+        self._stop.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(STOP_JOIN_S)
+            if self._thread.is_alive():
+                log.error("%s: control I/O thread did not stop within %.1fs", self.member, STOP_JOIN_S)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def region_phase(self) -> str | None:
+        """The region's phase as the last answer said (None while not joined)."""
+        if not self.joined.is_set():
+            return None
+        phase = self.last_reply.get("phase")
+        return phase if isinstance(phase, str) else None
+
+    def send(self, msg_type: str, body: dict[str, Any]) -> None:
+        """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
+        self._outbox.put((msg_type, body, None))
+        self._wake()
+
+    def ask(self, msg_type: str, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Send a request and wait for its answer: the reply body, ``{"error": code,
+        "message": text}`` for an error answer, or None when not joined or no
+        answer came within ``timeout``."""
+        waiter = _Waiter()
+        self._outbox.put((msg_type, body, waiter))
+        self._wake()
+        if not waiter.done.wait(timeout):
+            log.info("%s: no answer to %s within %.1fs", self.member, msg_type, timeout)
+            return None
+        return waiter.reply
+
+    def ack(self, command: str, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
+            error: str | None = None, offsets: list | None = None, rebalance: bool = False) -> None:
+        self.send("region_ack", {"command": command, "seq": seq, "attempt": attempt, "ok": ok,
+                                 "error": error, "offsets": offsets, "rebalance": rebalance})
+
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        self.send("region_reset_request", {"force": force, "reason": reason[:2000]})
+
+    def trigger(self, timeout: float = TRIGGER_ANSWER_S) -> bool:
+        """Operator-driven mode: ask for a checkpoint; True when a drain of this
+        member follows (the controller's ``trigger`` answer), False when none does
+        (not now: the region resets or waits, this member drained already, no
+        answer, not joined): the caller then does not wait for a drain."""
+        reply = self.ask("region_trigger", {}, timeout)
+        if reply is None or "error" in reply:
+            return False
+        if reply.get("trigger") == "not_now":
+            log.info("%s: trigger not served now: %s", self.member, reply.get("reason"))
+            return False
+        return True
+
+    # ------------------------------------------------------------------ I/O thread
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _socket(self) -> zmq.Socket:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, f"{self.member}/{self.incarnation}".encode())
+        # A constant, short reconnect interval (no exponential backoff): after a
+        # coordinator restart the member is back within RECONNECT_IVL_MS of the bind.
+        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MS)
+        if self._curve is not None:
+            server_public, public, secret = self._curve
+            sock.curve_serverkey = server_public
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret
+        sock.connect(self.endpoint)
+        return sock
+
+    def _base(self) -> dict[str, Any]:
+        return {"region": self.region, "member": self.member, "incarnation": self.incarnation}
+
+    def _run(self) -> None:
+        sock = self._socket()
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        # Connection events: a reconnect (the coordinator restarted) sends a
+        # heartbeat at once, whose NOT_REGISTERED answer makes us join again,
+        # instead of waiting for the next heartbeat.
+        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
+        poller.register(monitor, zmq.POLLIN)
+        connects = 0
+        pending: dict[str, str] = {}  # request id -> type
+        join_sent = 0.0
+        last_hb = 0.0
+        last_heard = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if self._leaving:
+                    pass
+                elif not self.joined.is_set() and (now - join_sent >= JOIN_RETRY_S or self._join_now):
+                    join_sent = now
+                    self._join_now = False
+                    self._request(sock, pending, "region_join",
+                                  {"pid": os.getpid(), "host": socket.gethostname(), "replace": self._claim.replace,
+                                   "config": self.region_config})
+                elif self.joined.is_set():
+                    if now - last_hb >= HEARTBEAT_S:
+                        last_hb = now
+                        self._request(sock, pending, "region_heartbeat", self._heartbeat_body())
+                    if now - last_heard > LOST_AFTER_S:
+                        log.warning("%s: no answer from the coordinator for %.1fs; joining again",
+                                    self.member, now - last_heard)
+                        self.joined.clear()
+                        last_heard = now
+                while self.joined.is_set() and self._held:
+                    msg_type, body = self._held.popleft()
+                    self._request(sock, pending, msg_type, body)
+                if self.joined.is_set() and self._held_reset is not None:
+                    body, self._held_reset = self._held_reset, None
+                    log.info("%s: joined again; sending the reset request held meanwhile", self.member)
+                    self._request(sock, pending, "region_reset_request", body)
+                while True:
+                    try:
+                        msg_type, body, waiter = self._outbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if self.joined.is_set() or msg_type == "region_leave":
+                        rid = self._request(sock, pending, msg_type, body)
+                        if waiter is not None:
+                            self._await(rid, waiter)
+                    elif msg_type == "region_reset_request":
+                        held = self._held_reset
+                        if held is None or body.get("force") or not held.get("force"):
+                            self._held_reset = body  # a forced request is never replaced by a plain one
+                        log.info("%s: not joined; reset request held until joined again", self.member)
+                    elif msg_type == "region_ack":
+                        self._held.append((msg_type, body))
+                        log.info("%s: not joined; %s answer held until joined", self.member, body.get("command"))
+                    else:
+                        if waiter is not None:
+                            waiter.answer(None)
+                        log.info("%s: not joined; dropped %s %s", self.member, msg_type, body.get("command", ""))
+                events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
+                if self._wake_r in events:
+                    try:
+                        while os.read(self._wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                if monitor in events:
+                    while True:
+                        try:
+                            monitor.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        connects += 1
+                        if connects > 1 and self.joined.is_set() and not self._leaving:
+                            log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
+                            last_hb = time.monotonic()
+                            self._request(sock, pending, "region_heartbeat", self._heartbeat_body())
+                if sock in events:
+                    while True:
+                        try:
+                            raw = sock.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        last_heard = time.monotonic()
+                        self._on_frame(raw, pending)
+                if self.failure is not None:
+                    return
+            # flush a final leave; nobody waits for other answers any more
+            while True:
+                try:
+                    msg_type, body, waiter = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if waiter is not None:
+                    waiter.answer(None)
+                if msg_type == "region_leave":
+                    self._request(sock, pending, msg_type, body)
+        except BaseException as exc:  # the member's control loop sees it and exits non-zero
+            log.exception("%s: control I/O thread failed", self.member)
+            self.failure = exc
+        finally:
+            for waiter in self._waiters.values():
+                waiter.answer(None)
+            self._waiters.clear()
+            sock.disable_monitor()
+            monitor.close(linger=0)
+            sock.close(linger=200)
+
+    def _on_refused(self, reply: dict[str, Any]) -> None:
+        """The member name is held by another live process (step 1, name_claim.py)."""
+        holder = reply.get("holder") or {}
+        what = self._claim.on_refused(reply, time.monotonic())
+        if what == "replace":
+            log.info("%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
+                     self.member, holder.get("pid"))
+            self._join_now = True
+        elif what == "retry":
+            log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member,
+                     holder.get("pid"), holder.get("host"), holder.get("silent_s", 0.0))
+        else:
+            self.failure = RegionFatal(what)
+            log.error("%s", self.failure)
+            self._settled.set()
+
+    def _heartbeat_body(self) -> dict[str, Any]:
+        if self._report is None:
+            return {}
+        try:
+            return {"kafka": self._report()}
+        except Exception:  # the report only paces checkpoints; the heartbeat must go out
+            log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
+            return {}
+
+    def _handle_predecessor(self, reply: dict[str, Any]) -> None:
+        """Once per process: let the member remove its dead predecessor's Kafka consumer."""
+        pred = reply.get("predecessor")
+        if self._predecessor_done or not isinstance(pred, dict) or self._on_predecessor is None:
+            return
+        self._predecessor_done = True
+        log.info("%s: replaces incarnation %s (pid %s, Kafka member %s)", self.member, pred.get("incarnation"),
+                 pred.get("pid"), pred.get("kafka_member_id"))
+        try:
+            self._on_predecessor(pred)
+        except Exception:  # an optimisation (the session timeout removes it); logged
+            log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
+
+    def _await(self, rid: str, waiter: _Waiter) -> None:
+        self._waiters[rid] = waiter
+        while len(self._waiters) > WAITERS_KEPT:  # answers lost: the askers timed out already
+            self._waiters.pop(next(iter(self._waiters))).answer(None)
+
+    def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> str:
+        rid = f"{self.member[:64]}-{next(self._ids)}"  # ids are bounded (protocol.MAX_ID_LEN)
+        pending[rid] = msg_type
+        if len(pending) > 1000:  # answers lost in a restart: forget the oldest
+            for key in list(pending)[:500]:
+                pending.pop(key, None)
+        try:
+            sock.send(protocol.encode(msg_type, {**self._base(), **body}, rid), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("%s: %s not sent: the coordinator connection is congested", self.member, msg_type)
+        return rid
+
+    def _on_frame(self, raw: bytes, pending: dict) -> None:
+        try:
+            env = protocol.decode(raw)
+        except protocol.BadEnvelope as bad:
+            log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
+            return
+        if env.id is None and env.type == "region_command":
+            if env.body.get("rejoin") and self._on_rejoin_hint is not None:
+                try:  # at once, on this thread: the command itself may wait behind others
+                    self._on_rejoin_hint()
+                except Exception:  # a hint only; the next Kafka heartbeat does the same
+                    log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
+            self.on_command(dict(env.body))
+            return
+        msg_type = pending.pop(env.id, None) if env.id is not None else None
+        waiter = self._waiters.pop(env.id, None) if env.id is not None else None
+        if waiter is not None:
+            waiter.answer({"error": env.body.get("code"), "message": env.body.get("message")}
+                          if env.type == "error" else dict(env.body))
+        if env.type == "error":
+            code = env.body.get("code")
+            message = env.body.get("message")
+            if code == "NOT_REGISTERED":
+                if self.joined.is_set():
+                    log.warning("%s: the coordinator does not know us (%s); joining again", self.member, message)
+                self.joined.clear()
+            elif code == "LOAD_IN_PROGRESS":
+                pass  # the join is re-sent after JOIN_RETRY_S
+            elif msg_type == "region_join" and code in ("INVALID", "CR_INDEX_MISMATCH"):
+                self.failure = RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code}: {message}")
+                log.error("%s", self.failure)
+                self._settled.set()
+            else:
+                log.warning("%s: %s answered %s: %s", self.member, msg_type, code, message)
+            return
+        if msg_type == "region_join" and env.body.get("refused"):
+            self._on_refused(dict(env.body))
+            return
+        if msg_type == "region_join":
+            self.joins += 1
+            self.last_reply = dict(env.body)
+            self._handle_predecessor(self.last_reply)
+            self.joined.set()
+            self._settled.set()
+            log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
+                     self.region, env.body.get("phase"), env.body.get("last_consistent"))
+            if env.body.get("phase") == "FAILED":  # terminal: nobody will send us commands
+                why = env.body.get("failed_reason") or "no reason given"
+                self.on_command({"cmd": "failed", "reason": f"region {self.region!r} is FAILED ({why}); it failed "
+                                                           f"before this member joined: start it under another --group"})
+        elif msg_type == "region_leave":
+            self.leave_reply = dict(env.body)
+            self.joined.clear()
+            self._left.set()
+        elif env.type.endswith("_reply"):
+            self.last_reply = dict(env.body)

@@ -1,0 +1,111 @@
+"""A member's Kafka group state, for the region controller (member side).
+
+Three things the control channel (``control.py``) does with the member's Kafka
+source (a ``ConsumerOperator``):
+
+* ``group_report(source)``: what each ``region_heartbeat`` carries as
+  ``kafka``: ``{member_id, generation, rebalancing}``. ``rebalancing`` is true
+  while the consumer is not in a stable group generation (joining, or revoked
+  and not yet assigned again) or the source waits for a reset after a
+  revocation. The controller does not start a periodic drain while a member
+  reports it (a commit during a join is refused and makes that consumer
+  rejoin), see ``coordinator/region/reset.py``.
+* ``evict_predecessor(config, member_id)``: run by a restarted member when
+  the controller's join reply names the Kafka member id of the incarnation it
+  replaces (a process that was killed). It removes that consumer from the
+  group (LeaveGroup on its behalf, the admin API's ``remove_group_members``),
+  before this process's own consumer joins: otherwise the group first forms a
+  generation that still holds the dead consumer (its partitions unconsumed)
+  and rebalances once more when the broker's session timeout expires, each
+  rebalance forcing a region reset. Failure (old broker, no access, the member
+  already gone) is logged and the member goes on: the session timeout then
+  removes the dead consumer as before.
+* ``request_rejoin(source)``: on a reset command with ``rejoin: true`` (a
+  member joined or left gracefully, see ``coordinator/region/reset.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Bound on the eviction (find the group coordinator + LeaveGroup), so a broker
+#: that does not answer delays the restarted member's start by at most this.
+EVICT_TIMEOUT_MS = 3000
+
+
+def group_report(source: Any) -> dict[str, Any] | None:
+    """The source's Kafka group state, or None before its consumer exists.
+    Reads the snapshot the event thread takes after each poll: the consumer
+    itself is only touched on the event thread."""
+    events = getattr(source, "events", None)
+    meta = getattr(events, "group", None)
+    if meta is None:
+        return None
+    from kafka.structs import MemberState
+
+    from cr_consumer.operator.states import ClientState
+
+    rebalancing = (meta.state is not MemberState.STABLE
+                   or bool(getattr(getattr(source, "rebalancer", None), "joining", False))
+                   or getattr(source, "state", None) is ClientState.CR_RESET_PENDING)
+    return {"member_id": meta.member_id or None,
+            "generation": meta.generation_id if meta.generation_id >= 0 else None,
+            "rebalancing": rebalancing}
+
+
+def request_rejoin(source: Any) -> bool:
+    """Ask the source's consumer to rejoin its group at its next poll (the
+    controller's ``rejoin`` hint on a reset: a consumer joined or left the group,
+    so a rebalance is coming; being revoked now, during the reset, costs no
+    further reset). Queued as an event for the source's event thread.
+    False when there is no consumer (yet)."""
+    events = getattr(source, "events", None)
+    if events is None:
+        return False
+    return events.request_rejoin()
+
+
+def _admin_settings(config: Any) -> dict[str, Any]:
+    """Bootstrap and the connection/security settings of the source's consumer
+    properties that the admin client also knows (dotted -> kafka-python names)."""
+    from kafka.admin import KafkaAdminClient
+
+    known = KafkaAdminClient.DEFAULT_CONFIG
+    out = {"bootstrap_servers": config.bootstrap_servers, "request_timeout_ms": EVICT_TIMEOUT_MS,
+           "client_id": f"{config.operator_name}-evict"}
+    for key, value in dict(config.consumer_properties).items():
+        name = key.replace(".", "_")
+        if name in known and name not in out and name != "client_id":
+            out[name] = value
+    return out
+
+
+def evict_predecessor(config: Any, member_id: str) -> bool:
+    """Remove ``member_id`` (a dead predecessor's consumer) from ``config.group_id``.
+    True when the broker confirmed it; False (logged) otherwise."""
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+    from kafka.errors import NoError
+
+    admin = None
+    try:
+        admin = KafkaAdminClient(**_admin_settings(config))
+        result = admin.remove_group_members(config.group_id, [MemberToRemove(member_id=member_id,
+                                                                              reason="restarted member")])
+        error = result.get(member_id)
+        if error is NoError:
+            log.info("%s: removed the predecessor's consumer %s from group %s", config.operator_name, member_id,
+                     config.group_id)
+            return True
+        log.info("%s: the broker did not remove %s from group %s (%s); the session timeout will",
+                 config.operator_name, member_id, config.group_id, getattr(error, "__name__", error))
+        return False
+    except Exception:  # an optimisation: the session timeout removes it anyway
+        log.warning("%s: could not remove the predecessor's consumer %s from group %s; the broker's session "
+                    "timeout will", config.operator_name, member_id, config.group_id, exc_info=True)
+        return False
+    finally:
+        if admin is not None:
+            admin.close()

@@ -1,0 +1,129 @@
+"""Setting up a member: its settings, loading the pipeline module, and telling
+rebalance-caused failures from real ones (used by ``member.py``)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import attrs
+
+from cr_consumer.kafka.properties import redacted_repr
+
+
+class SettingsError(ValueError):
+    pass
+
+
+#: Kafka errors that mean "the group is rebalancing", not "this member is broken".
+_REBALANCE_ERRORS = ("RebalanceInProgressError", "CommitFailedError", "IllegalGenerationError",
+                     "UnknownMemberIdError")
+
+
+def caused_by_rebalance(exc: BaseException) -> bool:
+    """True when a failed drain/checkpoint/reset was caused by a group rebalance
+    (the controller then resets in force mode: a rebalance is not a failure and
+    must not count towards max_consecutive_resets)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if type(exc).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``module``, ``module:attr``, ``path.py`` or ``path.py:attr`` -> (module or path, attr);
+    the attribute defaults to ``build``."""
+    where, sep, attr = spec.rpartition(":")
+    if not sep or "/" in attr or attr.endswith(".py"):
+        return spec, "build"
+    if not attr.isidentifier():
+        raise SettingsError(f"pipeline {spec!r}: {attr!r} is not a Python name (give MODULE:FUNCTION)")
+    return where, attr
+
+
+def default_stem(pipeline: str) -> str:
+    """``examples.wordcount``, ``examples/wordcount.py`` or ``...:build`` -> ``wordcount``."""
+    return Path(split_spec(pipeline)[0]).name.removesuffix(".py").split(".")[-1]
+
+
+def load_pipeline_module(spec: str) -> ModuleType:
+    """A module name (``examples.wordcount``, imported with the working directory on
+    ``sys.path``, as ``python -m`` does) or a path (``examples/wordcount.py``);
+    an optional ``:attr`` names the build function (default ``build``)."""
+    spec, attr = split_spec(spec)
+    if spec.endswith(".py") or "/" in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise SettingsError(f"pipeline module {spec!r}: no such file")
+        name = f"crpipeline_{path.stem}"
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise SettingsError(f"pipeline module {spec!r} cannot be loaded")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+    else:
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            module = importlib.import_module(spec)
+        except ModuleNotFoundError as exc:
+            raise SettingsError(f"pipeline module {spec!r} not found ({exc}); give a module name or a .py path") from None
+    if not callable(getattr(module, attr, None)):
+        raise SettingsError(f"pipeline module {spec!r} has no {attr}(ctx) -> Pipeline function")
+    return module
+
+
+def load_build(spec: str) -> Callable[..., object]:
+    """The build function ``spec`` names (:func:`load_pipeline_module`, :func:`split_spec`)."""
+    return getattr(load_pipeline_module(spec), split_spec(spec)[1])
+
+
+@attrs.frozen
+class MemberSettings:
+    """Everything one member process needs (``crkafka member`` builds it from its arguments)."""
+
+    pipeline: str
+    bootstrap: str
+    coordinator: str
+    group: str
+    member: str
+    output_dir: Path = attrs.field(converter=Path)
+    state_dir: Path = attrs.field(converter=Path)
+    region_index: int = 0
+    #: RegionConfig settings sent with the join (period_s, drain_timeout_s, ...).
+    region: dict = attrs.field(factory=dict)
+    params: dict = attrs.field(factory=dict)
+    #: Kafka consumer properties by dotted name, over the pipeline's own.
+    kafka: dict = attrs.field(factory=dict, repr=redacted_repr)
+    #: CURVE: the coordinator's public key file (.key) and this member's keypair
+    #: (.key_secret from ``cr-coordinator keygen``); both or neither.
+    curve_server_key: str | None = None
+    curve_key: str | None = None
+    #: Serve /metrics on metrics_host:metrics_port (None: no endpoint; 0: any free port).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+    def curve_keys(self) -> tuple[bytes, bytes, bytes] | None:
+        """(server public, client public, client secret), or None without CURVE."""
+        if (self.curve_server_key is None) != (self.curve_key is None):
+            raise SettingsError("--curve-server-key and --curve-key go together (CURVE needs both)")
+        if self.curve_server_key is None:
+            return None
+        from coordinator.security import SecurityConfigError, load_keypair, load_public_key
+
+        try:
+            server = load_public_key(self.curve_server_key)
+            public, secret = load_keypair(self.curve_key)
+        except SecurityConfigError as exc:
+            raise SettingsError(f"CURVE keys: {exc}") from None
+        return server, public, secret

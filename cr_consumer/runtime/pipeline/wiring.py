@@ -1,0 +1,149 @@
+"""Wiring operators into a pipeline: Kafka source -> operators -> sinks.
+
+A pipeline module exposes ``build(ctx: PipelineContext) -> Pipeline``::
+
+    from cr_consumer.runtime import Pipeline, KafkaSource
+
+    def build(ctx):
+        return (
+            Pipeline(KafkaSource(topics=[ctx.param("topic")]))
+            .map(lambda r: replace(r, value=r.value.upper()))
+            .filter(lambda r: r.value)
+            .sink(ctx.file_sink())
+        )
+
+Data flow: the source (a ``ConsumerOperator``, built by the member runtime
+from the :class:`KafkaSource` spec) hands each batch of records to
+:meth:`Pipeline.process_batch` on its process thread; the batch goes down the
+chain, each operator returning the batch for the next one. Nothing crosses a
+thread record by record.
+
+Region flow: :meth:`Pipeline.handlers` lists ``(operator_id, handler)`` in
+pipeline order, the source first; the member runtime drains and checkpoints
+in that order and resets in the reverse order (see ``member.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from cr_consumer.kafka.properties import redacted_repr
+from cr_consumer.runtime.pipeline.aggregate import KeyedAggregate
+from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, Map, Operator
+from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
+
+
+@attrs.frozen
+class KafkaSource:
+    """What the member runtime needs to build the Kafka source of a pipeline.
+
+    ``topics`` or ``pattern`` (exactly one); ``options`` are further keyword
+    arguments of ``OperatorConfig`` (start_position, max_poll_records, ...);
+    ``kafka`` is a pass-through of Kafka consumer properties by dotted name.
+    Bootstrap servers, group id, operator name, coordinator and region index
+    come from the member's context.
+    """
+
+    topics: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    pattern: str | None = None
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    kafka: Mapping[str, Any] = attrs.field(factory=dict, repr=redacted_repr)
+    name: str = "source"
+
+    def __attrs_post_init__(self) -> None:
+        if bool(self.topics) == bool(self.pattern):
+            raise ValueError("KafkaSource: give exactly one of topics=[...] or pattern='regex'")
+
+
+@attrs.frozen
+class PipelineContext:
+    """What ``build(ctx)`` gets: where the member runs and with which settings."""
+
+    bootstrap: str
+    group: str
+    member: str
+    coordinator: str | None
+    output_dir: Path = attrs.field(converter=Path)
+    state_dir: Path = attrs.field(converter=Path)
+    region_index: int = 0
+    params: Mapping[str, str] = attrs.field(factory=dict)
+
+    def param(self, name: str, default: str | None = None) -> str:
+        """A ``--param NAME=VALUE`` of the run; a missing required one is a clear error."""
+        if name in self.params:
+            return self.params[name]
+        if default is None:
+            raise KeyError(f"pipeline parameter {name!r} is required: pass --param {name}=VALUE")
+        return default
+
+    def file_sink(self, subdir: str | None = None, name: str | None = None) -> FileSink:
+        directory = self.output_dir / subdir if subdir else self.output_dir
+        return FileSink(directory, self.member, name=name)
+
+
+class Pipeline:
+    """A Kafka source followed by a chain of operators (see the module docstring)."""
+
+    def __init__(self, source: KafkaSource | None = None) -> None:
+        self.source = source
+        self.operators: list[Operator] = []
+
+    # -- building -----------------------------------------------------------
+    def then(self, operator: Operator) -> Pipeline:
+        """Append any operator (your own subclass of ``Operator`` included)."""
+        if not callable(getattr(operator, "process_batch", None)):
+            raise TypeError(f"{operator!r} has no process_batch(records) method")
+        for method in ("drain", "checkpoint", "reset", "reset_to_initial_state", "retire_checkpoint"):
+            if not callable(getattr(operator, method, None)):
+                raise TypeError(f"{operator!r} is not a state handler: it has no {method}()")
+        self.operators.append(operator)
+        return self
+
+    def map(self, fn: Callable[[Any], Any], name: str | None = None) -> Pipeline:
+        return self.then(Map(fn, name))
+
+    def filter(self, predicate: Callable[[Any], bool], name: str | None = None) -> Pipeline:
+        return self.then(Filter(predicate, name))
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> Pipeline:
+        return self.then(FlatMap(fn, name))
+
+    def aggregate(self, key_fn, update, initial=None, **kwargs) -> Pipeline:
+        return self.then(KeyedAggregate(key_fn, update, initial, **kwargs))
+
+    def sink(self, sink: Operator) -> Pipeline:
+        return self.then(sink)
+
+    def console(self, **kwargs) -> Pipeline:
+        return self.then(ConsoleSink(**kwargs))
+
+    # -- running ------------------------------------------------------------
+    def process_batch(self, records: list) -> None:
+        """Push one batch down the chain (on the source's process thread)."""
+        batch = records
+        for op in self.operators:
+            if not batch:
+                return
+            batch = op.process_batch(batch)
+
+    def operator_ids(self) -> list[str]:
+        ids = [f"{i + 1:02d}-{op.name}" for i, op in enumerate(self.operators)]
+        if len(set(ids)) != len(ids):  # pragma: no cover - index makes them unique
+            raise ValueError(f"duplicate operator ids {ids}")
+        return ids
+
+    def close(self) -> None:
+        errors = []
+        for op in self.operators:
+            try:
+                op.close()
+            except Exception as exc:  # collect, then raise the first: every operator gets closed
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+

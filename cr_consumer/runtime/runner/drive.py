@@ -1,0 +1,37 @@
+"""Drive a running region until its output is complete: used by the examples.
+
+1. Poll ``done()`` every ``poll_s``.
+2. With ``kill_half_way``, once ``progress()`` (0..1) passes 0.5, SIGKILL one
+   live member (the runner restarts it and the region resets).
+3. Raise :class:`~cr_consumer.runtime.runner.region_runner.RegionFailed` as soon as the region
+   failed, and ``TimeoutError`` after ``timeout_s`` (a stuck region fails the
+   example instead of hanging it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from cr_consumer.runtime.runner.region_runner import RegionFailed
+
+#: Bound on an example run, so a stuck region fails instead of hanging.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def run_until_done(region, *, done: Callable[[], bool], progress: Callable[[], float], kill_half_way: bool = False,
+                   timeout_s: float = DEFAULT_TIMEOUT_S, poll_s: float = 0.5) -> float:
+    """Wait until ``done()``; returns the seconds it took."""
+    t0 = time.monotonic()
+    killed = False
+    while not done():
+        if kill_half_way and not killed and progress() > 0.5:
+            region.kill(region.live_members()[0])
+            killed = True
+            print("killed a member (kill -9); the runner restarts it", flush=True)
+        if region.failed:
+            raise RegionFailed(f"region failed: {region.failed}")
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"not finished within {timeout_s:.0f} s")
+        time.sleep(poll_s)
+    return time.monotonic() - t0
