@@ -202,7 +202,7 @@ def test_crkafka_run_gives_each_member_base_port_plus_index(bootstrap, names, tm
     pipeline.write_text(PASSTHROUGH)
     base = free_port_pair()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(pipeline), "--members", "2", "--bootstrap", bootstrap,
+        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(pipeline), "--members", "2", "--bootstrap", bootstrap, "--group", names.group(),
          "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
          "--period", "0.5", "--duration", "60", "--status-every", "30", "--metrics-port", str(base),
          "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],

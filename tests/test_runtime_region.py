@@ -253,7 +253,7 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
     log_path = tmp_path / "run.log"
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cr_consumer.cli.main", "run", pipeline, "--members", "2", "--bootstrap", bootstrap,
+            [sys.executable, "-m", "cr_consumer.cli.main", "run", pipeline, "--members", "2", "--bootstrap", bootstrap, "--group", names.group(),
              "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
              "--period", "0.5", "--duration", "120", "--status-every", "2",
              "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],

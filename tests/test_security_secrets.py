@@ -136,7 +136,7 @@ def test_run_never_puts_a_secret_on_a_member_command_line(tmp_path, bootstrap, n
     env = dict(os.environ, KAFKA_OTHER_SECRET=SECRET + "-env", PYTHONPATH=str(repo))
     proc = subprocess.Popen(
         [sys.executable, "-m", "cr_consumer.cli.main", "run", str(repo / "examples" / "wordcount.py"),
-         "--param", f"topic={names.topic()}", "--bootstrap", bootstrap, "--members", "2",
+         "--param", f"topic={names.topic()}", "--group", names.group(), "--bootstrap", bootstrap, "--members", "2",
          "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"), "--duration", "8",
          "--kafka-config", str(conf), "--kafka", "ssl.password=env:KAFKA_OTHER_SECRET",
          "--kafka", "heartbeat.interval.ms=1000"],
