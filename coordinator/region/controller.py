@@ -87,9 +87,8 @@ from coordinator.region.messages import (
     RegionStatusRequest,
 )
 from coordinator.region.state import Phase, RegionConfig, RegionCore
-from coordinator.server.api import Request
+from coordinator.server.api import Request, ServerApi
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
-from coordinator.server.loop import CoordinatorServer
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
 log = logging.getLogger(__name__)
@@ -105,10 +104,10 @@ RECENT_KEPT = 10
 
 
 class RegionControllerService:
-    """Plugs the region controller into a :class:`CoordinatorServer`."""
+    """Plugs the region controller into a :class:`ServerApi`."""
 
     def __init__(self) -> None:
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
         self.recent_checkpoints: dict[str, deque[dict]] = {}
@@ -117,7 +116,7 @@ class RegionControllerService:
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
     # ------------------------------------------------------------------ service API
-    def attach(self, server: CoordinatorServer) -> None:
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         if isinstance(server.metrics, CoordinatorMetrics):
             self._metrics = server.metrics.regions

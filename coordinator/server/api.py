@@ -1,9 +1,9 @@
 """The coordinator server's extension API: how services plug into the loop.
 
-The registry, control-variable, merge and region-controller services all use it.
-
-Extension API (how services plug in; the registry, control variables and merge
-services use it, and so can the region controller):
+The registry, control-variable, merge and region-controller services see the
+server only through `ServerApi` and the store only through `ServiceStore`
+(both implemented by `coordinator.server.loop` and `coordinator.store`, which
+this module does not import):
 
 * ``server.add_service(svc)`` calls ``svc.attach(server)``; the service then
   calls ``server.add_handler(msg_type, message_class, handler)``. The message
@@ -31,14 +31,19 @@ Everything a service touches runs on the loop thread, so services need no locks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-if TYPE_CHECKING:
-    from coordinator.server.loop import CoordinatorServer
+from coordinator.server.limits import LimitCounter, Limits
+from coordinator.wire.errors import CoordinatorError
 
+if TYPE_CHECKING:
+    from coordinator.server.http import CoordinatorMetrics
+
+#: What a handler returns when it will answer later (``ServerApi.reply``/``reply_error``).
 DEFERRED = object()
 
 
@@ -52,14 +57,14 @@ class Request:
     received: float
 
 
+#: ``handler(req, msg)``: ``msg`` is the validated instance of the message class
+#: the handler was registered with; returns a reply body or `DEFERRED`.
 Handler = Callable[[Request, Any], Any]
 
 
-class Service(Protocol):
-    def attach(self, server: CoordinatorServer) -> None: ...
-
-
 class Timer:
+    """A callback the loop runs once at ``deadline`` (monotonic) unless cancelled."""
+
     __slots__ = ("deadline", "callback", "cancelled")
 
     def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
@@ -79,3 +84,73 @@ class CurveServerConfig:
     secret_key: bytes
 
 
+class ServiceStore(Protocol):
+    """The state store as services use it (`coordinator.store.state_store.StateStore`).
+
+    Every method runs on the loop thread. A write appends to the log without
+    I/O; the caller then calls ``ServerApi.mark_dirty()`` so the batch is synced
+    before its replies go out. A write that raises (ValueError/TypeError naming
+    the bad input, ``RegionIndexMismatch``) has changed nothing."""
+
+    def put_initial_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], int]: ...
+    def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]: ...
+    def group_count(self, group: str) -> int: ...
+    def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]: ...
+    def unregister_member(self, group: str, operator_name: str) -> list[str]: ...
+    def members(self, group: str) -> list[str]: ...
+    def region_index(self, group: str) -> int | None: ...
+    def groups(self) -> list[str]: ...
+    def touch(self, group: str) -> None: ...
+    def put_document(self, namespace: str, key: str, value: dict | None) -> None: ...
+    def get_document(self, namespace: str, key: str) -> dict | None: ...
+    def documents(self, namespace: str) -> dict[str, dict]: ...
+
+
+class ServerStore(ServiceStore, Protocol):
+    """The store as the server loop drives it (see `coordinator.store.state_store`)."""
+
+    def load(self) -> Any: ...
+    def sync(self) -> None: ...
+    def expire(self, now: float | None = None) -> int: ...
+    def maybe_compact(self) -> bool: ...
+    def stats(self) -> dict: ...
+
+
+class ServerApi(Protocol):
+    """The coordinator server as a service sees it (`coordinator.server.loop.CoordinatorServer`).
+
+    Every method is called on the loop thread, except ``call_soon_threadsafe``
+    and ``call_in_loop`` (any thread) and ``add_service``/``add_handler``
+    (before ``start()``)."""
+
+    store: ServiceStore
+    limits: Limits
+    limit_counter: LimitCounter
+    metrics: CoordinatorMetrics | None
+    loaded: threading.Event  # set by the loop once the store is loaded
+
+    def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None: ...
+    def mark_dirty(self) -> None: ...
+    def reply(self, req: Request, body: dict[str, Any]) -> None: ...
+    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None: ...
+    def reply_error(self, req: Request, err: CoordinatorError) -> None: ...
+    def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None: ...
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer: ...
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> None: ...
+    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any: ...
+
+
+class Service(Protocol):
+    """A service plugged into the loop with ``server.add_service(svc)``.
+
+    1. ``attach(server)`` once, before the loop starts: register handlers.
+    2. The loop then calls the optional hooks, each on the loop thread:
+       ``on_loaded()`` once the store is loaded; ``on_tick(now)`` every
+       iteration (at least every ``TICK_S``; a hook that raises is logged and
+       backed off); ``status()`` for the ``status`` reply (once loaded);
+       ``update_metrics(metrics)`` at every metrics refresh. The hooks a
+       service does not define are skipped."""
+
+    def attach(self, server: ServerApi) -> None: ...

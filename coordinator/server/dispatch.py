@@ -40,6 +40,7 @@ from typing import Any
 
 from coordinator.server.api import DEFERRED, Handler, Request
 from coordinator.server.group_commit import GroupCommit
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.wire import protocol
 from coordinator.wire.errors import (
     CoordinatorError,
@@ -57,7 +58,7 @@ class Dispatcher:
     """Handler table and per-frame checks (loop thread only, except `add` before start)."""
 
     def __init__(
-        self, commit: GroupCommit, loaded: threading.Event, max_frame_bytes: int, metrics: Any | None
+        self, commit: GroupCommit, loaded: threading.Event, max_frame_bytes: int, metrics: CoordinatorMetrics | None
     ) -> None:
         self._commit = commit
         self._loaded = loaded

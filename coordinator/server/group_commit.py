@@ -43,7 +43,8 @@ from typing import Any
 
 import zmq
 
-from coordinator.server.api import Request
+from coordinator.server.api import Request, ServerStore
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.wire import protocol
 from coordinator.wire.errors import CoordinatorError, ErrorCode
 
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 class GroupCommit:
     """The queued frames of one loop iteration and the dirty flag (loop thread only)."""
 
-    def __init__(self, store: Any, metrics: Any | None) -> None:
+    def __init__(self, store: ServerStore, metrics: CoordinatorMetrics | None) -> None:
         self.store = store
         self.metrics = metrics
         self._outbox: list[tuple[bytes, bytes]] = []

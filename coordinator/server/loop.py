@@ -64,10 +64,11 @@ import zmq
 
 from coordinator import security
 from coordinator.server import builtin
-from coordinator.server.api import CurveServerConfig, Handler, Request, Timer
+from coordinator.server.api import CurveServerConfig, Handler, Request, ServerStore, Service, Timer
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.store.log.segment import LogFailed
 from coordinator.wire import protocol
@@ -97,15 +98,17 @@ MAINTENANCE_BACKOFF_MAX_S = 300.0
 
 
 class CoordinatorServer:
+    """The loop and the `ServerApi` its services see (see the module docstring)."""
+
     def __init__(
         self,
-        store: Any,
+        store: ServerStore,
         bind: str,
         *,
         max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
         curve: CurveServerConfig | None = None,
         context: zmq.Context | None = None,
-        metrics: Any | None = None,
+        metrics: CoordinatorMetrics | None = None,
         expire_interval_s: float = EXPIRE_INTERVAL_S,
         connection_limits: ConnectionLimits | None = None,
         limits: Limits | None = None,
@@ -123,7 +126,7 @@ class CoordinatorServer:
         self._expire_interval_s = expire_interval_s
         self.connection_limits = connection_limits or ConnectionLimits()
         self.connections: ConnectionLimiter | None = None
-        self._services: list[Any] = []
+        self._services: list[Service] = []
         self._tick_backoff: dict[int, tuple[float, float]] = {}  # id(service) -> (resume at, backoff)
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
@@ -143,14 +146,14 @@ class CoordinatorServer:
         self._sock: zmq.Socket | None = None
         self._thread: threading.Thread | None = None
         self._load_thread: threading.Thread | None = None
-        self.add_service(builtin.BuiltinService())
+        self.add_service(builtin.BuiltinService(self.status_snapshot))
 
     # ------------------------------------------------------------------ extension API
 
     def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None:
         self._dispatch.add(msg_type, message_cls, handler)
 
-    def add_service(self, service: Any) -> None:
+    def add_service(self, service: Service) -> None:
         self._services.append(service)
         service.attach(self)
 
@@ -412,4 +415,13 @@ class CoordinatorServer:
 
     def status_snapshot(self) -> dict[str, Any]:
         """Everything /status and the ``status`` message report (loop thread only)."""
-        return builtin.status_snapshot(self)
+        statuses = [status for svc in self._services if (status := getattr(svc, "status", None)) is not None]
+        return builtin.status_snapshot(
+            endpoint=self.endpoint,
+            loaded=self.loaded.is_set(),
+            started_at=self.started_at,
+            store_stats=self.store.stats,
+            load_report=self.load_report,
+            limits=self.limits,
+            service_statuses=statuses,
+        )

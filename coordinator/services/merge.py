@@ -61,9 +61,8 @@ from typing import Any
 
 import attrs
 
-from coordinator.server.api import DEFERRED, Request, Timer
+from coordinator.server.api import DEFERRED, Request, ServerApi, Timer
 from coordinator.server.limits import MERGE_ENTRY_BYTES
-from coordinator.server.loop import CoordinatorServer
 from coordinator.services.registry import RegistryService
 from coordinator.wire import protocol
 from coordinator.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
@@ -110,7 +109,7 @@ def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.O
 class MergeService:
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self._pending: dict[MergeKey, _Pending] = {}
         self._completed: collections.OrderedDict[MergeKey, tuple[protocol.OffsetMap, list[str]]] = (
             collections.OrderedDict()
@@ -120,7 +119,7 @@ class MergeService:
         self.completed_total = 0
         self.timeouts_total = 0
 
-    def attach(self, server: CoordinatorServer) -> None:
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         server.add_handler(protocol.MergeCheckpoint.TYPE, protocol.MergeCheckpoint, self._on_merge)
         server.add_handler(protocol.RetireCheckpoint.TYPE, protocol.RetireCheckpoint, self._on_retire)

@@ -51,8 +51,7 @@ import logging
 import time
 from typing import Any
 
-from coordinator.server.api import Request
-from coordinator.server.loop import CoordinatorServer
+from coordinator.server.api import Request, ServerApi
 from coordinator.store.state_store import RegionIndexMismatch
 from coordinator.wire import protocol
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
@@ -77,7 +76,7 @@ STATUS_MAX_MEMBERS = 100
 
 class RegistryService:
     def __init__(self) -> None:
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self._reset_pending: dict[str, bool] = {}
         self._answers: collections.OrderedDict[tuple[str, Any], bool] = collections.OrderedDict()
         self._answers_bytes = 0
@@ -87,7 +86,7 @@ class RegistryService:
         # group -> {seq: member list fixed at the first `members` naming seq}
         self._seq_lists: dict[str, collections.OrderedDict[int, list[str]]] = {}
 
-    def attach(self, server: CoordinatorServer) -> None:
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         server.add_handler(protocol.Register.TYPE, protocol.Register, self._on_register)
         server.add_handler(protocol.Unregister.TYPE, protocol.Unregister, self._on_unregister)
@@ -95,7 +94,7 @@ class RegistryService:
         server.add_handler(protocol.SetResetPending.TYPE, protocol.SetResetPending, self._on_set_reset_pending)
 
     @property
-    def server(self) -> CoordinatorServer:
+    def server(self) -> ServerApi:
         assert self._server is not None
         return self._server
 
@@ -266,10 +265,10 @@ def _answer_bytes(key: tuple[str, Any]) -> int:
 
 class ControlVariablesService:
     def __init__(self, registry: RegistryService) -> None:
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self._registry = registry
 
-    def attach(self, server: CoordinatorServer) -> None:
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         server.add_handler(protocol.PutInitialOffsets.TYPE, protocol.PutInitialOffsets, self._on_put)
         server.add_handler(protocol.GetInitialOffsets.TYPE, protocol.GetInitialOffsets, self._on_get)
