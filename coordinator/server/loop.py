@@ -53,7 +53,6 @@ import concurrent.futures
 import heapq
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
@@ -63,6 +62,7 @@ from typing import Any
 import zmq
 
 from coordinator import security
+from coordinator.common.osutil import WakePipe
 from coordinator.server import builtin
 from coordinator.server.api import CurveServerConfig, Handler, Request, ServerStore, Service, Timer
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
@@ -131,9 +131,7 @@ class CoordinatorServer:
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wake_pipe = WakePipe()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self.loaded = threading.Event()
@@ -232,12 +230,7 @@ class CoordinatorServer:
                 log.error("coordinator loop did not stop within %.1fs", timeout)
         if self._load_thread is not None:
             self._load_thread.join(timeout)
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._wake_r = self._wake_w = -1
+        self._wake_pipe.close()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the loop has ended (stop() or a fatal failure)."""
@@ -250,10 +243,7 @@ class CoordinatorServer:
     # ------------------------------------------------------------------ internals
 
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # pipe full (a wake-up is already pending) or closed at shutdown
+        self._wake_pipe.wake()
 
     def _load(self) -> None:
         t0 = time.monotonic()
@@ -283,7 +273,8 @@ class CoordinatorServer:
         assert sock is not None
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        wake_fd = self._wake_pipe.fileno
+        poller.register(wake_fd, zmq.POLLIN)
         connections = self.connections
         assert connections is not None
         poller.register(connections.monitor, zmq.POLLIN)
@@ -297,8 +288,8 @@ class CoordinatorServer:
                 if self._timers:
                     wait = min(wait, max(0.0, self._timers[0][0] - now))
                 events = dict(poller.poll(int(wait * 1000)))
-                if self._wake_r in events:
-                    self._drain_wake()
+                if wake_fd in events:
+                    self._wake_pipe.drain()
                 if connections.monitor in events:
                     connections.on_events()
                 if sock in events:
@@ -365,13 +356,6 @@ class CoordinatorServer:
             log.exception("%s failed; the coordinator goes on", what)
             return False
         return True
-
-    def _drain_wake(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
 
     def _run_calls(self) -> None:
         while True:

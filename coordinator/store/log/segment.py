@@ -44,6 +44,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from coordinator.common.osutil import fsync_dir
 from coordinator.store.log.frame import (  # noqa: F401
     FORMAT_VERSION,
     HEADER,
@@ -115,14 +116,6 @@ def crash_point(step: str) -> None:
 
 class LogFailed(LogError):
     """A write or fsync of the log failed earlier; restart to recover from disk."""
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class SegmentLog:
