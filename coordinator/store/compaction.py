@@ -52,7 +52,7 @@ import attrs
 from coordinator.store import records
 from coordinator.store.control_table import Snapshot, iter_snapshot
 from coordinator.store.log.segment import SegmentLog, SegmentRewrite, crash_point
-from coordinator.store.replay import RegistryEntry
+from coordinator.store.tables import RegistryEntry
 
 log = logging.getLogger(__name__)
 
