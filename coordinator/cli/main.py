@@ -67,7 +67,7 @@ from coordinator.services.registry import ControlVariablesService, RegistryServi
 from coordinator.store.log.frame import LogError
 from coordinator.wire import protocol
 
-log = logging.getLogger("coordinator")
+log = logging.getLogger(__name__)
 
 DEFAULT_BIND = "tcp://127.0.0.1:5570"
 

@@ -22,13 +22,12 @@ from coordinator.wire import protocol
 
 
 class BuiltinService:
-    """``ping`` and ``status``; `snapshot` is the server's status snapshot
-    (`CoordinatorServer.status_snapshot`), given at construction."""
+    """``ping`` and ``status`` (the server's `ServerApi.status_snapshot`)."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
-        self._snapshot = snapshot
+    _server: ServerApi | None = None  # set by attach
 
     def attach(self, server: ServerApi) -> None:
+        self._server = server
         server.add_handler(protocol.Ping.TYPE, protocol.Ping, self._on_ping)
         server.add_handler(protocol.Status.TYPE, protocol.Status, self._on_status)
 
@@ -36,7 +35,8 @@ class BuiltinService:
         return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
 
     def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
-        return self._snapshot()
+        assert self._server is not None  # attached before the loop runs a handler
+        return self._server.status_snapshot()
 
 
 def status_snapshot(

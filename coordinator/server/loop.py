@@ -144,7 +144,7 @@ class CoordinatorServer:
         self._sock: zmq.Socket | None = None
         self._thread: threading.Thread | None = None
         self._load_thread: threading.Thread | None = None
-        self.add_service(builtin.BuiltinService(self.status_snapshot))
+        self.add_service(builtin.BuiltinService())
 
     # ------------------------------------------------------------------ extension API
 
