@@ -2,9 +2,9 @@
 
 It runs on the coordinator's loop thread (``server.add_service(RegionControllerService())``)
 and holds one :class:`~coordinator.region.state.RegionCore` per region name; the
-cycle and the reset are numbered in ``region_state.py``. This module is the
+cycle and the reset are numbered in ``coordinator/region/state.py``. This module is the
 I/O around it: the message handlers (the messages and their validation are in
-``region_messages.py``), the pushes, durability and metrics.
+``coordinator/region/messages.py``), the pushes, durability and metrics.
 
 Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
 

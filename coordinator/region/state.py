@@ -1,4 +1,4 @@
-"""The region controller's state machine, without I/O (driven by ``region_controller.py``).
+"""The region controller's state machine, without I/O (driven by ``coordinator/region/controller.py``).
 
 A :class:`RegionCore` holds one consistent region: its config, its members,
 its phase and the durable facts (last consistent checkpoint, next sequence id,
@@ -102,7 +102,6 @@ class RegionCore:
         # counters for status and metrics
         self.checkpoints = 0
         self.failed_cycles = 0
-        self.last_resume_at: float | None = None
         if doc:
             self._load(doc)
 
@@ -437,7 +436,6 @@ class RegionCore:
         self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
         if previous is not None:
             self._broadcast(self.members, {"cmd": "retire", "seq": previous})
-        self.last_resume_at = now
         self.waiting = set()
         self.deadline = None
         self.next_cycle_at = now + self.config.period_s
@@ -494,7 +492,6 @@ class RegionCore:
         self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
         self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
         self._broadcast(self.members, {"cmd": "resume", "complete": None})
-        self.last_resume_at = now
         self.deadline = None
         self.next_cycle_at = now + self._pacing.settle_delay()
         self._pacing.resumed()

@@ -18,7 +18,7 @@ Protocol, once per loop iteration:
    commit).
 4. Only then is every queued frame sent, so a client never sees an
    acknowledgement for a write that a crash could still lose.
-5. If the sync fails (`durable_log.LogFailed`: disk full, I/O error), every
+5. If the sync fails (`coordinator.store.log.segment.LogFailed`: disk full, I/O error), every
    queued frame is replaced by an ``INTERNAL`` error ("the write could not be
    synced") with the same request id, and the exception is re-raised: the
    server stops (fail-stop). A restart replays the log, which holds exactly

@@ -40,7 +40,7 @@ initial offset:
   ``limits.max_control_variables_per_group`` entries in the group.
 * ``get_initial_offsets {group}``: every entry of the group (may be empty).
 
-Both services run on the server's loop thread (see server.py), so they use
+Both services run on the server's loop thread (see `coordinator.server.loop`), so they use
 the store without locks.
 """
 

@@ -208,7 +208,6 @@ class Maintenance:
         self._expire_backoff = Backoff()
         self._compact_soon = False  # load found records over the frame limit: rewrite them
         self._largest_compaction_record = 0
-        self._last_pause_s = 0.0
         self._max_pause_s = 0.0
         self._last_compaction_error: BaseException | None = None
 
@@ -360,7 +359,6 @@ class Maintenance:
             self._deleter = None
 
     def _note_pause(self, seconds: float) -> None:
-        self._last_pause_s = seconds
         self._max_pause_s = max(self._max_pause_s, seconds)
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ in `coordinator.store.state_store`, the tables in `coordinator.store.tables`.
 Protocol of `Replay.run()` (called once, by the owner thread; the server
 answers LOAD_IN_PROGRESS to every request until `load()` returns):
 
-1. Open the log (`durable_log.SegmentLog.open`): take the directory lock,
+1. Open the log (`coordinator.store.log.segment.SegmentLog.open`): take the directory lock,
    delete leftovers of an unfinished compaction, then hand every record of the
    newest segment, in order, to `on_record` (`coordinator.store.log.recovery`).
 2. `on_record` decodes the payload (`coordinator.store.records`, versions 1 and 2)
@@ -19,7 +19,7 @@ answers LOAD_IN_PROGRESS to every request until `load()` returns):
    a write equals memory after replaying it. A payload that does not decode
    raises ValueError: recovery refuses to start (a CRC-valid record is never a
    torn write), unless the operator asked to cut the log
-   (`truncate_corrupt`, see `log_recovery`).
+   (`truncate_corrupt`, see `coordinator.store.log.recovery`).
 3. A record that decodes but cannot be applied (for example a negative
    offset) is not a torn write: `LogError` stops start-up and nothing is
    truncated, because truncating acknowledged data for what may be a bug here
@@ -104,7 +104,7 @@ class Replay:
         return ReplayResult(report, recovery.oversize_records)
 
     def _on_record(self, offset: int, payload: memoryview) -> None:
-        _ts, act, items = records.decode(payload)  # ValueError = undecodable (see log_recovery)
+        _ts, act, items = records.decode(payload)  # ValueError = undecodable (see log.recovery)
         tables = self._tables
         try:
             for entry in items:

@@ -61,7 +61,7 @@ from coordinator.store.log.frame import (  # noqa: F401
     scan,
 )
 
-# Framing lives in record_frame, recovery and file names in log_recovery;
+# Framing lives in log.frame, recovery and file names in log.recovery;
 # re-exported here for callers of the log.
 from coordinator.store.log.recovery import (  # noqa: F401
     LOCK_NAME,
