@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from coordinator.region.model import MemberInfo, RegionConfig
 
@@ -77,7 +78,7 @@ class CheckpointPacing:
         self._deferring_since = None
 
     # ---- decisions ----------------------------------------------------------------------
-    def _kafka_reports(self) -> dict[str, dict] | None:
+    def _kafka_reports(self) -> dict[str, dict[str, Any]] | None:
         """Every member's last Kafka group report, or None when one has not reported."""
         reports = {n: m.kafka for n, m in self._members.items()}
         if not reports or any(r is None for r in reports.values()):
@@ -104,7 +105,7 @@ class CheckpointPacing:
         n = self.forced_since_checkpoint
         if n == 0 or self._kafka_reports() is not None:
             return self._config.period_s
-        settle = min(self._config.rebalance_settle_max_s, self._config.rebalance_settle_s * 2 ** (n - 1))
+        settle = min(self._config.rebalance_settle_max_s, self._config.rebalance_settle_s * float(2 ** (n - 1)))
         return max(self._config.period_s, settle)
 
     def cycle_due(self, now: float, next_cycle_at: float | None) -> bool:

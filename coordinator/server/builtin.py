@@ -18,6 +18,7 @@ import attrs
 
 from coordinator.server.api import Request, ServerApi
 from coordinator.server.limits import Limits
+from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
 
 
@@ -45,7 +46,7 @@ def status_snapshot(
     loaded: bool,
     started_at: float,
     store_stats: Callable[[], dict[str, Any]],
-    load_report: Any,
+    load_report: LoadReport | None,
     limits: Limits,
     service_statuses: list[Callable[[], dict[str, Any]]],
 ) -> dict[str, Any]:

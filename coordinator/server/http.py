@@ -32,9 +32,9 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -214,8 +214,24 @@ class CoordinatorMetrics:
         return generate_latest(self.registry)
 
 
+class ServedLoop(Protocol):
+    """The server loop as the HTTP thread uses it (`coordinator.server.loop.CoordinatorServer`).
+
+    Only `call_in_loop` runs code on the loop; `running` and `loaded` are read
+    from the HTTP thread (a bool and a threading.Event)."""
+
+    loaded: threading.Event
+
+    @property
+    def running(self) -> bool: ...
+    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any: ...
+    def status_snapshot(self) -> dict[str, Any]: ...
+
+
 class HttpEndpoint:
-    def __init__(self, address: str, server: Any, metrics: CoordinatorMetrics) -> None:
+    """The HTTP thread: /, /status, /metrics, /healthz and /ready of one server loop."""
+
+    def __init__(self, address: str, server: ServedLoop, metrics: CoordinatorMetrics) -> None:
         host, port = parse_host_port(address)
         self.server = server
         self.metrics = metrics

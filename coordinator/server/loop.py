@@ -64,13 +64,14 @@ import zmq
 from coordinator import security
 from coordinator.common.osutil import WakePipe
 from coordinator.server import builtin
-from coordinator.server.api import CurveServerConfig, Handler, Request, ServerStore, Service, Timer
+from coordinator.server.api import CurveServerConfig, Handler, Message, Request, ServerStore, Service, Timer
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.store.log.segment import LogFailed
+from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
 from coordinator.wire.errors import CoordinatorError
 
@@ -137,7 +138,7 @@ class CoordinatorServer:
         self.loaded = threading.Event()
         self._commit = GroupCommit(store, metrics)
         self._dispatch = Dispatcher(self._commit, self.loaded, max_frame_bytes, metrics)
-        self.load_report: Any = None
+        self.load_report: LoadReport | None = None
         self.failure: BaseException | None = None
         self.endpoint: str | None = None
         self.started_at = time.time()
@@ -148,7 +149,7 @@ class CoordinatorServer:
 
     # ------------------------------------------------------------------ extension API
 
-    def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None:
+    def add_handler(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
         self._dispatch.add(msg_type, message_cls, handler)
 
     def add_service(self, service: Service) -> None:

@@ -85,7 +85,7 @@ class Backoff:
     def failed(self, now: float) -> float:
         """Count a failure; returns the delay before the next attempt."""
         self.failures += 1
-        delay = min(self.max_s, self.first_s * 2 ** min(self.failures - 1, 30))
+        delay = min(self.max_s, self.first_s * float(2 ** min(self.failures - 1, 30)))
         self.not_before = now + delay
         return delay
 
@@ -127,7 +127,7 @@ class Expiry:
         cutoff = now - self._retention_s
         expired = groups = 0
 
-        def emit(payload: bytes, entries: list[list], count: int) -> None:
+        def emit(payload: bytes, entries: list[list[Any]], count: int) -> None:
             self._append(payload, count)  # first: memory never gets ahead of the log
             for entry in entries:
                 tables.apply(entry)
