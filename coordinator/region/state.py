@@ -43,8 +43,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.region.document import RegionDocument
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
-    DOC_VERSION,
     TRANSITIONS,
     AbsentCheckpoints,
     InvalidTransition,
@@ -106,37 +106,35 @@ class RegionCore:
             self._load(doc)
 
     # ------------------------------------------------------------------ durable document
-    def _load(self, doc: dict) -> None:
-        if doc.get("version") != DOC_VERSION:
-            raise ValueError(f"region {self.config.name!r}: stored document version {doc.get('version')!r} "
-                             f"is not {DOC_VERSION}")
-        self.last_consistent = doc["last_consistent"]
-        self.next_seq = doc["next_seq"]
-        self._resets.restore(next_attempt=doc["next_attempt"], consecutive=doc["consecutive_resets"])
-        self.checkpoint_members = list(doc["checkpoint_members"])
-        self.checkpoint_offsets = list(doc["checkpoint_offsets"])
-        self.known_members = list(doc["members"])
-        self.absent = AbsentCheckpoints.from_doc(doc.get("absent_checkpoints"))
-        if doc.get("failed"):
+    def _load(self, doc: dict[str, Any]) -> None:
+        stored = RegionDocument.from_dict(doc, self.config.name)
+        self.last_consistent = stored.last_consistent
+        self.next_seq = stored.next_seq
+        self._resets.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets)
+        self.checkpoint_members = stored.checkpoint_members
+        self.checkpoint_offsets = stored.checkpoint_offsets
+        self.known_members = stored.members
+        self.absent = AbsentCheckpoints(stored.absent_checkpoints)
+        if stored.failed:
             self.phase = Phase.FAILED
-            self.failed_reason = doc.get("failed_reason") or ("failed before the coordinator restarted "
-                                                                  "(the stored document has no reason)")
+            self.failed_reason = stored.failed_reason or ("failed before the coordinator restarted "
+                                                          "(the stored document has no reason)")
 
     def document(self) -> dict[str, Any]:
-        return {
-            "version": DOC_VERSION,
-            "config": self.config.to_dict(),
-            "last_consistent": self.last_consistent,
-            "next_seq": self.next_seq,
-            "next_attempt": self.next_attempt,
-            "consecutive_resets": self.consecutive_resets,
-            "checkpoint_members": self.checkpoint_members,
-            "checkpoint_offsets": self.checkpoint_offsets,
-            "absent_checkpoints": self.absent.seqs,
-            "members": sorted(self.members) if self.members else self.known_members,
-            "failed": self.phase is Phase.FAILED,
-            "failed_reason": self.failed_reason,
-        }
+        """The durable document (`coordinator.region.document`) as it stands now."""
+        return RegionDocument(
+            config=self.config.to_dict(),
+            last_consistent=self.last_consistent,
+            next_seq=self.next_seq,
+            next_attempt=self.next_attempt,
+            consecutive_resets=self.consecutive_resets,
+            checkpoint_members=self.checkpoint_members,
+            checkpoint_offsets=self.checkpoint_offsets,
+            absent_checkpoints=self.absent.seqs,
+            members=sorted(self.members) if self.members else self.known_members,
+            failed=self.phase is Phase.FAILED,
+            failed_reason=self.failed_reason,
+        ).to_dict()
 
     def _save(self) -> None:
         if self._keep_stored:
