@@ -98,6 +98,27 @@ MAINTENANCE_BACKOFF_S = 1.0
 MAINTENANCE_BACKOFF_MAX_S = 300.0
 
 
+class Periodic:
+    """When a recurring loop step runs next: every `interval_s` while it succeeds,
+    after a doubling backoff (MAINTENANCE_BACKOFF_S up to MAINTENANCE_BACKOFF_MAX_S)
+    while it fails, so a persistent failure is retried without flooding the log."""
+
+    def __init__(self, interval_s: float, first_at: float) -> None:
+        self._interval_s = interval_s
+        self._next_at = first_at
+        self._backoff = MAINTENANCE_BACKOFF_S
+
+    def due(self, now: float) -> bool:
+        return now >= self._next_at
+
+    def ran(self, now: float, ok: bool) -> None:
+        if ok:
+            self._next_at, self._backoff = now + self._interval_s, MAINTENANCE_BACKOFF_S
+        else:
+            self._next_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
+
+
 class CoordinatorServer:
     """The loop and the `ServerApi` its services see (see the module docstring)."""
 
@@ -128,7 +149,7 @@ class CoordinatorServer:
         self.connection_limits = connection_limits or ConnectionLimits()
         self.connections: ConnectionLimiter | None = None
         self._services: list[Service] = []
-        self._tick_backoff: dict[int, tuple[float, float]] = {}  # id(service) -> (resume at, backoff)
+        self._tick_schedule: dict[int, Periodic] = {}  # id(service) -> when its tick hook runs next
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
@@ -279,9 +300,8 @@ class CoordinatorServer:
         connections = self.connections
         assert connections is not None
         poller.register(connections.monitor, zmq.POLLIN)
-        next_housekeeping = time.monotonic()
-        next_expire = time.monotonic() + self._expire_interval_s
-        expire_backoff = housekeeping_backoff = MAINTENANCE_BACKOFF_S
+        housekeeping = Periodic(HOUSEKEEPING_S, time.monotonic())
+        expiry = Periodic(self._expire_interval_s, time.monotonic() + self._expire_interval_s)
         try:
             while not self._stopping.is_set():
                 now = time.monotonic()
@@ -300,18 +320,10 @@ class CoordinatorServer:
                 now = time.monotonic()
                 self._run_ticks(now)
                 if self.loaded.is_set():
-                    if now >= next_expire:
-                        if self._guarded(self._expire, what="retention expiry"):
-                            next_expire, expire_backoff = now + self._expire_interval_s, MAINTENANCE_BACKOFF_S
-                        else:
-                            next_expire = now + expire_backoff
-                            expire_backoff = min(expire_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
-                    if now >= next_housekeeping:
-                        if self._guarded(self._housekeeping, what="housekeeping"):
-                            next_housekeeping, housekeeping_backoff = now + HOUSEKEEPING_S, MAINTENANCE_BACKOFF_S
-                        else:
-                            next_housekeeping = now + housekeeping_backoff
-                            housekeeping_backoff = min(housekeeping_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
+                    if expiry.due(now):
+                        expiry.ran(now, self._guarded(self._expire, what="retention expiry"))
+                    if housekeeping.due(now):
+                        housekeeping.ran(now, self._guarded(self._housekeeping, what="housekeeping"))
                 self._commit.commit_and_send(sock)
         except BaseException as exc:
             log.exception("coordinator loop failed; stopping")
@@ -334,14 +346,9 @@ class CoordinatorServer:
             tick = getattr(svc, "on_tick", None)
             if tick is None:
                 continue
-            resume_at, backoff = self._tick_backoff.get(id(svc), (0.0, 0.0))
-            if now < resume_at:
-                continue
-            if self._guarded(tick, now, what=f"tick of {type(svc).__name__}"):
-                self._tick_backoff.pop(id(svc), None)
-            else:
-                backoff = min(max(backoff * 2, MAINTENANCE_BACKOFF_S), MAINTENANCE_BACKOFF_MAX_S)
-                self._tick_backoff[id(svc)] = (now + backoff, backoff)
+            schedule = self._tick_schedule.setdefault(id(svc), Periodic(0.0, now))  # every iteration
+            if schedule.due(now):
+                schedule.ran(now, self._guarded(tick, now, what=f"tick of {type(svc).__name__}"))
 
     @staticmethod
     def _guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:
