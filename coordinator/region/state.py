@@ -70,6 +70,10 @@ class RegionCore:
     """One region's controller state (see the module docstring). Not thread-safe:
     the coordinator's loop thread is its only caller."""
 
+    #: The member table: written only by this core (join, heartbeat, leave); read by
+    #: its `CheckpointPacing` (the members' Kafka reports).
+    members: dict[str, MemberInfo]
+
     def __init__(self, config: RegionConfig, send: Send, persist: Persist, doc: dict | None = None,
                  on_event: Callable[[str, dict], None] | None = None) -> None:
         self.config = config
@@ -77,7 +81,7 @@ class RegionCore:
         self._persist = persist
         self._on_event = on_event or (lambda kind, info: None)
         self.phase = Phase.WAITING
-        self.members: dict[str, MemberInfo] = {}
+        self.members = {}
         self.last_consistent: int | None = None
         self.next_seq = 1
         self.checkpoint_members: list[str] = []

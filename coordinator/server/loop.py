@@ -122,6 +122,17 @@ class Periodic:
 class CoordinatorServer:
     """The loop and the `ServerApi` its services see (see the module docstring)."""
 
+    # State shared between threads (the loop, the load thread, the HTTP thread, the owner):
+    #: Set by the loop thread once the load finished; read by services, dispatch and HTTP.
+    loaded: threading.Event
+    #: Written by the load thread before `loaded` is set; read afterwards (status).
+    load_report: LoadReport | None
+    #: Written by the load or loop thread when it stops the server; read by the owner after `wait()`.
+    failure: BaseException | None
+    #: Written by `start()` (the owner) before the loop thread starts.
+    endpoint: str | None
+    connections: ConnectionLimiter | None
+
     def __init__(
         self,
         store: ServerStore,

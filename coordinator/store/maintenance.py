@@ -182,6 +182,10 @@ class Maintenance:
     Every method runs on the store's owner thread; the store calls them only
     once it is loaded (except `close` and `stats`)."""
 
+    #: The running compaction (None: none): written here only; the store reads it
+    #: (tests wait for it). Its own thread writes only the job's fields.
+    compaction: Compaction | None
+
     def __init__(
         self,
         log: SegmentLog,
@@ -196,8 +200,7 @@ class Maintenance:
         self._counters = counters
         self._policy = policy
         self._clock = clock
-        # The running compaction (None: none). Read by the store for status and shutdown.
-        self.compaction: Compaction | None = None
+        self.compaction = None
         self._compaction_base = 0  # counters.appended_entries when the running compaction started
         self._compaction_base_records = 0
         self._deleter: threading.Thread | None = None  # unlinks the superseded segment

@@ -96,6 +96,13 @@ def _check_int(what: str, value: Any, low: int, high: int) -> int:
 class StateStore:
     """The live table API (see the module docstring); one owner thread."""
 
+    #: The tables: filled by one `Replay` at load, then written by the writes below and
+    #: by retention (`Expiry`); snapshotted by compaction (`Maintenance`).
+    _tables: StoreTables
+    #: Counts of the active segment: set at load, advanced by `_append_payload`,
+    #: rebased by `Maintenance` when it switches to a compacted segment.
+    _counters: LogCounters
+
     def __init__(
         self,
         state_dir: Path,
