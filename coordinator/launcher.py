@@ -141,6 +141,7 @@ class CoordinatorProcess:
         from coordinator.client import CoordinatorClient
 
         kwargs = {"timeout": 0.5, "try_timeout": 0.5, **self.client_kwargs}
+        assert self.endpoint is not None  # set from the ready line before the first ping
         client = CoordinatorClient(self.endpoint, **kwargs)
         try:
             while True:

@@ -131,7 +131,7 @@ class RegionMetrics:
         samples = self._samples
         phase = GaugeMetricFamily("crkafka_region_phase", "1 for the region's current phase, 0 for the others",
                                   labels=["region", "phase"])
-        families = {
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "last": GaugeMetricFamily("crkafka_region_last_consistent_checkpoint",
                                       "Sequence number of the last consistent checkpoint (-1: none yet)",
                                       labels=["region"]),
@@ -241,7 +241,7 @@ class HttpEndpoint:
         except OSError as exc:
             raise OSError(f"cannot serve HTTP on {address}: {exc}") from exc
         self._httpd.daemon_threads = True
-        self.address = f"{self._httpd.server_address[0]}:{self._httpd.server_address[1]}"
+        self.address = f"{self._httpd.server_address[0]}:{self._httpd.server_address[1]}"  # type: ignore[str-bytes-safe]  # AF_INET: str
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="coordinator-http", daemon=True)
 
     def start(self) -> None:

@@ -26,7 +26,7 @@ answers LOAD_IN_PROGRESS to every request until `load()` returns):
    would lose it for good.
 4. Activity times come from the `act` field of the records (the newest wins).
    A group that holds state but has no recorded activity counts as active now;
-   activity of groups that no longer hold state is dropped, so `_activity`
+   activity of groups that no longer hold state is dropped, so `activity`
    holds exactly the groups with state.
 5. `ReplayResult` carries the counters that drive compaction (entries and
    records in the segment, records over the frame limit) for the store to

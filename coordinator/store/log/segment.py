@@ -191,12 +191,12 @@ class SegmentLog:
     def flush(self) -> None:
         """Write the buffer to the file (no fsync)."""
         if self._buf:
-            self._check_open()
+            fd = self._check_open()
             view = memoryview(self._buf)
             written = 0
             try:
                 while written < len(view):
-                    written += os.write(self._fd, view[written:])
+                    written += os.write(fd, view[written:])
             except OSError as exc:
                 self._fail(exc, "write")
             finally:
@@ -207,10 +207,10 @@ class SegmentLog:
 
     def sync(self) -> None:
         """Group commit: one write, one fsync of the file (and of the directory if it changed)."""
-        self._check_open()
+        fd = self._check_open()
         self.flush()
         try:
-            os.fsync(self._fd)
+            os.fsync(fd)
             if self._dir_dirty:
                 fsync_dir(self.state_dir)
         except OSError as exc:
@@ -224,13 +224,15 @@ class SegmentLog:
                      "(recovery replays what is on disk)", what, self.path, exc)
         raise LogFailed(f"{what} of {self.path} failed: {exc}; restart the coordinator") from exc
 
-    def _check_open(self) -> None:
+    def _check_open(self) -> int:
+        """The open file descriptor; raises when the log is not open or has failed."""
         if self._fd is None:
             raise RuntimeError(f"segment log {self.path} is not open")
         if self.failed is not None:
             raise LogFailed(
                 f"an earlier write/fsync of {self.path} failed ({self.failed}); restart the coordinator"
             ) from self.failed
+        return self._fd
 
     def close(self) -> None:
         """Sync and close; releases the directory lock. After a failure, only closes."""
@@ -292,7 +294,8 @@ class SegmentLog:
             self._fd = os.open(rewrite.final, os.O_RDWR | os.O_APPEND)
         except OSError as exc:
             self._fail(exc, "reopen after compaction")
-        os.close(old_fd)
+        if old_fd is not None:
+            os.close(old_fd)
         self.path, self.generation = rewrite.final, rewrite.generation
         self._file_end = self.flushed_end = rewrite.size
         crash_point("switch-renamed")
