@@ -1,10 +1,12 @@
 """Retention and compaction scheduling: the maintenance half of `StateStore`.
 
 `Maintenance` is owned by `coordinator.store.state_store.StateStore` and built
-with the store's log, tables (`coordinator.store.tables`), segment counters and
-append function; it runs on the store's owner thread. Its episodes of work are
-objects of their own: one `Expiry` per retention pass, one
-`coordinator.store.compaction.Compaction` per compaction.
+with the store's log, tables (`coordinator.store.tables`) and segment counters;
+it runs on the store's owner thread and keeps what spans episodes (the backoffs,
+the running compaction, the counters in `stats()`). Its episodes of work are
+objects of their own: one `Expiry` per retention pass (built by the store with
+its append function), one `coordinator.store.compaction.Compaction` per
+compaction.
 
 Retention (`expire`): a group whose last activity is older than `retention_s`
 gets every control variable tombstoned, and its registry entry too if no
