@@ -52,10 +52,11 @@ class _HandlerRecorder:
 
 
 def service_classes() -> list[type]:
-    """Every service class of the coordinator package: a class defined there with an ``attach`` method."""
+    """Every service class of the coordinator package and its sub-packages: a class defined
+    there with an ``attach`` method."""
     found: list[type] = []
     for info in pkgutil.walk_packages(coordinator.__path__, "coordinator."):
-        if info.name.endswith("__main__"):
+        if info.name.rpartition(".")[2] == "__main__":
             continue
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
