@@ -236,7 +236,7 @@ class CoordinatorClient:
             except protocol.BadEnvelope as bad:
                 log.warning("dropped an undecodable frame from the coordinator: %s", bad)
                 continue
-            if env.type == "error":
+            if env.type == protocol.ERROR_TYPE:
                 # id null: the server could not read our id (e.g. TOO_LARGE); one
                 # request is outstanding per socket, so it is ours.
                 if env.id not in (rid, None):

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from coordinator.common.osutil import die_with_parent_preexec
 from coordinator.wire.errors import CoordinatorUnavailable
 
 #: Bound on waiting for the ready line and the first successful ping, so a
@@ -38,31 +39,6 @@ START_TIMEOUT_S = 30.0
 #: How long terminate() waits after SIGTERM before SIGKILL.
 STOP_TIMEOUT_S = 10.0
 
-
-
-def die_with_parent_preexec():
-    """A ``preexec_fn`` so that Linux sends the child SIGTERM when its parent dies
-    (``PR_SET_PDEATHSIG``): a killed test run or runner leaves no process behind.
-
-    Returns None unless called on the main thread (the signal fires when the
-    spawning *thread* exits, which would kill children of short-lived threads),
-    or where libc has no prctl. libc is loaded here, in the parent, so that the
-    child only makes one foreign call between fork and exec (no imports, no locks).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux/glibc: children outlive a killed owner
-        return None
-    sigterm = int(signal.SIGTERM)
-
-    def set_pdeathsig() -> None:
-        prctl(1, sigterm)  # 1 = PR_SET_PDEATHSIG
-
-    return set_pdeathsig
 
 
 def _child_preexec(max_open_files: int | None) -> Callable[[], None] | None:
@@ -165,6 +141,7 @@ class CoordinatorProcess:
         from coordinator.client import CoordinatorClient
 
         kwargs = {"timeout": 0.5, "try_timeout": 0.5, **self.client_kwargs}
+        assert self.endpoint is not None  # set from the ready line before the first ping
         client = CoordinatorClient(self.endpoint, **kwargs)
         try:
             while True:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region.reset import HINT_SETTLE_S
+from coordinator.region.pacing import HINT_SETTLE_S
 from coordinator.region.state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
 
 

@@ -20,7 +20,7 @@ GROUPS = 300  # x 40 partitions: 12,000 entries, so the snapshot spans several r
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from coordinator import durable_log
+    from coordinator.store.log import segment as durable_log
     from coordinator.store.state_store import StateStore
 
     step, state_dir = sys.argv[1], sys.argv[2]

@@ -17,7 +17,7 @@ Start-up, in order:
    (CURVE does not cover HTTP: /status would be open to the network).
 2. The state dir is created 0700 if missing and checked (no symlink, owned by
    this user, not writable by others: ``security.prepare_state_dir``), then
-   locked (``log_recovery.hold_state_dir``): a second coordinator on the same
+   locked (``coordinator.store.log.recovery.hold_state_dir``): a second coordinator on the same
    directory fails here, before it binds or prints ``ready``. The state store
    is opened on it.
 3. With CURVE, the ZAP authenticator thread starts before the socket binds.
@@ -67,7 +67,7 @@ from coordinator.services.registry import ControlVariablesService, RegistryServi
 from coordinator.store.log.frame import LogError
 from coordinator.wire import protocol
 
-log = logging.getLogger("coordinator")
+log = logging.getLogger(__name__)
 
 DEFAULT_BIND = "tcp://127.0.0.1:5570"
 

@@ -1,4 +1,5 @@
 """The region controller: the consistent region's drain / checkpoint / reset cycle as a
-state machine without I/O (``state``, ``model``), its reset rounds (``reset``), its wire
+state machine without I/O (``state``, ``model``), its reset rounds (``reset``), the pacing
+of checkpoints after rebalances (``pacing``), its durable document (``document``), its wire
 messages (``messages``) and the service that drives it from the server loop (``controller``).
 """

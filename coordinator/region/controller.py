@@ -2,9 +2,9 @@
 
 It runs on the coordinator's loop thread (``server.add_service(RegionControllerService())``)
 and holds one :class:`~coordinator.region.state.RegionCore` per region name; the
-cycle and the reset are numbered in ``region_state.py``. This module is the
+cycle and the reset are numbered in ``coordinator/region/state.py``. This module is the
 I/O around it: the message handlers (the messages and their validation are in
-``region_messages.py``), the pushes, durability and metrics.
+``coordinator/region/messages.py``), the pushes, durability and metrics.
 
 Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
 
@@ -87,9 +87,8 @@ from coordinator.region.messages import (
     RegionStatusRequest,
 )
 from coordinator.region.state import Phase, RegionConfig, RegionCore
-from coordinator.server.api import Request
+from coordinator.server.api import Request, ServerApi
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
-from coordinator.server.loop import CoordinatorServer
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
 log = logging.getLogger(__name__)
@@ -105,10 +104,10 @@ RECENT_KEPT = 10
 
 
 class RegionControllerService:
-    """Plugs the region controller into a :class:`CoordinatorServer`."""
+    """Plugs the region controller into a :class:`ServerApi`."""
 
     def __init__(self) -> None:
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict]] = {}
         self.recent_checkpoints: dict[str, deque[dict]] = {}
@@ -117,7 +116,13 @@ class RegionControllerService:
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
 
     # ------------------------------------------------------------------ service API
-    def attach(self, server: CoordinatorServer) -> None:
+    @property
+    def server(self) -> ServerApi:
+        """The server this service is attached to (handlers run only after attach)."""
+        assert self._server is not None, "attach() the service first"
+        return self._server
+
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         if isinstance(server.metrics, CoordinatorMetrics):
             self._metrics = server.metrics.regions
@@ -131,7 +136,7 @@ class RegionControllerService:
 
     def on_loaded(self) -> None:
         assert self._server is not None
-        for name, doc in self._server.store.documents(NAMESPACE).items():
+        for name, doc in self.server.store.documents(NAMESPACE).items():
             try:
                 config = RegionConfig.from_dict(doc["config"])
                 self.regions[name] = self._make_core(config, doc)
@@ -170,7 +175,7 @@ class RegionControllerService:
 
     def _expire_regions(self, now: float) -> None:
         assert self._server is not None
-        expiry = self._server.limits.region_expiry_s
+        expiry = self.server.limits.region_expiry_s
         for name, core in list(self.regions.items()):
             if core.members:
                 self._empty_since.pop(name, None)
@@ -180,8 +185,8 @@ class RegionControllerService:
                 continue
             log.info("region %s: no member for %.0fs (region expiry %.0fs): dropped with its state",
                      name, now - since, expiry)
-            self._server.store.put_document(NAMESPACE, name, None)
-            self._server.mark_dirty()
+            self.server.store.put_document(NAMESPACE, name, None)
+            self.server.mark_dirty()
             del self.regions[name]
             self.events.pop(name, None)
             self.recent_checkpoints.pop(name, None)
@@ -276,9 +281,9 @@ class RegionControllerService:
             raise Invalid(f"region {msg.region!r}: bad config: {exc}") from None
         core = self.regions.get(msg.region)
         if core is None:
-            limit = self._server.limits.max_regions
+            limit = self.server.limits.max_regions
             if len(self.regions) >= limit:
-                raise self._server.limit_counter.exceeded(
+                raise self.server.limit_counter.exceeded(
                     "max_regions", f"the coordinator holds {len(self.regions)} regions (limit {limit}); "
                     f"region {msg.region!r} not created")
             core = self.regions[msg.region] = self._make_core(config, None)
@@ -295,16 +300,16 @@ class RegionControllerService:
                               f"(have {[getattr(core.config, d) for d in differ]}, "
                               f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
                               f"start every member with the same region settings")
-        limit = self._server.limits.max_members_per_group
+        limit = self.server.limits.max_members_per_group
         if msg.member not in core.members and len(core.members) >= limit:
-            raise self._server.limit_counter.exceeded(
+            raise self.server.limit_counter.exceeded(
                 "max_members_per_group", f"region {msg.region!r} has {len(core.members)} members (limit {limit}); "
                 f"{msg.member!r} not joined")
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)
-        self._server.store.touch(msg.region)  # retention activity of the region's group
+        self.server.store.touch(msg.region)  # retention activity of the region's group
         if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka):
             raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
                                 f"{msg.region!r}: join again")
@@ -330,7 +335,7 @@ class RegionControllerService:
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        self._server.store.touch(msg.region)  # retention activity of the region's group
+        self.server.store.touch(msg.region)  # retention activity of the region's group
         core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
                  rebalance=msg.rebalance)
         return {"phase": core.phase.value}

@@ -1,8 +1,8 @@
 """The region's data model: phases and their transition table, reset kinds,
 the region config, member records, and the offset-list helpers.
 
-Used by the state machine (``region_state.py``) and the service
-(``region_controller.py``); no I/O here.
+Used by the state machine (``coordinator/region/state.py``) and the service
+(``coordinator/region/controller.py``); no I/O here.
 """
 
 from __future__ import annotations
@@ -59,10 +59,6 @@ class TriggerAnswer(str, enum.Enum):
 class TriggerReply:
     kind: TriggerAnswer
     reason: str = ""
-
-    @property
-    def drain_follows(self) -> bool:
-        return self.kind is not TriggerAnswer.NOT_NOW
 
     def to_body(self) -> dict[str, Any]:
         return {"trigger": self.kind.value, "reason": self.reason}

@@ -1,4 +1,4 @@
-"""The region controller's state machine, without I/O (driven by ``region_controller.py``).
+"""The region controller's state machine, without I/O (driven by ``coordinator/region/controller.py``).
 
 A :class:`RegionCore` holds one consistent region: its config, its members,
 its phase and the durable facts (last consistent checkpoint, next sequence id,
@@ -27,7 +27,8 @@ A member that does not answer within the drain timeout, an error answer (one
 caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
 member fails the cycle and starts a reset.
 
-The reset and the pacing of checkpoints after rebalances: ``region_reset.py``.
+The reset round's counters: ``coordinator/region/reset.py``; the pacing of
+checkpoints after rebalances: ``coordinator/region/pacing.py``.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -42,8 +43,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.region.document import RegionDocument
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
-    DOC_VERSION,
     TRANSITIONS,
     AbsentCheckpoints,
     InvalidTransition,
@@ -56,7 +57,8 @@ from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re
     carry_forward,
     union_offsets,
 )
-from coordinator.region.reset import ResetMixin
+from coordinator.region.pacing import CheckpointPacing
+from coordinator.region.reset import ResetRounds
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +66,13 @@ Send = Callable[[str, dict[str, Any]], None]
 Persist = Callable[[dict[str, Any]], None]
 
 
-class RegionCore(ResetMixin):
+class RegionCore:
     """One region's controller state (see the module docstring). Not thread-safe:
     the coordinator's loop thread is its only caller."""
+
+    #: The member table: written only by this core (join, heartbeat, leave); read by
+    #: its `CheckpointPacing` (the members' Kafka reports).
+    members: dict[str, MemberInfo]
 
     def __init__(self, config: RegionConfig, send: Send, persist: Persist, doc: dict | None = None,
                  on_event: Callable[[str, dict], None] | None = None) -> None:
@@ -75,11 +81,9 @@ class RegionCore(ResetMixin):
         self._persist = persist
         self._on_event = on_event or (lambda kind, info: None)
         self.phase = Phase.WAITING
-        self.members: dict[str, MemberInfo] = {}
+        self.members = {}
         self.last_consistent: int | None = None
         self.next_seq = 1
-        self.next_attempt = 1
-        self.consecutive_resets = 0
         self.checkpoint_members: list[str] = []
         self.checkpoint_offsets: list[list] = []
         self.known_members: list[str] = []  # members at the last persist (for restarts)
@@ -90,63 +94,79 @@ class RegionCore(ResetMixin):
         self._keep_stored = False
         # current round
         self.seq: int | None = None  # seq of the running cycle
-        self.attempt: int | None = None  # attempt of the running reset
         self.waiting: set[str] = set()
         self.deadline: float | None = None
         self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
-        self.rejoin_hint_at: float | None = None  # last reset that told the consumers to rejoin
         self._cycle_offsets: list[list] = []
         self._cycle_start: float | None = None
-        self.reset_started_at: float | None = None
-        self.forced_since_checkpoint = 0  # forced resets since the last completed checkpoint
-        self._deferring_since: float | None = None  # a due checkpoint waits for the group to settle
+        # Pacing reads the member table (written here only); the reset rounds hold the attempt counters.
+        self._pacing = CheckpointPacing(config, self.members)
+        self._resets = ResetRounds(config, self._pacing)
         # counters for status and metrics
         self.checkpoints = 0
-        self.resets = 0
         self.failed_cycles = 0
-        self.last_resume_at: float | None = None
         if doc:
             self._load(doc)
 
     # ------------------------------------------------------------------ durable document
-    def _load(self, doc: dict) -> None:
-        if doc.get("version") != DOC_VERSION:
-            raise ValueError(f"region {self.config.name!r}: stored document version {doc.get('version')!r} "
-                             f"is not {DOC_VERSION}")
-        self.last_consistent = doc["last_consistent"]
-        self.next_seq = doc["next_seq"]
-        self.next_attempt = doc["next_attempt"]
-        self.consecutive_resets = doc["consecutive_resets"]
-        self.checkpoint_members = list(doc["checkpoint_members"])
-        self.checkpoint_offsets = list(doc["checkpoint_offsets"])
-        self.known_members = list(doc["members"])
-        self.absent = AbsentCheckpoints.from_doc(doc.get("absent_checkpoints"))
-        if doc.get("failed"):
+    def _load(self, doc: dict[str, Any]) -> None:
+        stored = RegionDocument.from_dict(doc, self.config.name)
+        self.last_consistent = stored.last_consistent
+        self.next_seq = stored.next_seq
+        self._resets.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets)
+        self.checkpoint_members = stored.checkpoint_members
+        self.checkpoint_offsets = stored.checkpoint_offsets
+        self.known_members = stored.members
+        self.absent = AbsentCheckpoints(stored.absent_checkpoints)
+        if stored.failed:
             self.phase = Phase.FAILED
-            self.failed_reason = doc.get("failed_reason") or ("failed before the coordinator restarted "
-                                                                  "(the stored document has no reason)")
+            self.failed_reason = stored.failed_reason or ("failed before the coordinator restarted "
+                                                          "(the stored document has no reason)")
 
     def document(self) -> dict[str, Any]:
-        return {
-            "version": DOC_VERSION,
-            "config": self.config.to_dict(),
-            "last_consistent": self.last_consistent,
-            "next_seq": self.next_seq,
-            "next_attempt": self.next_attempt,
-            "consecutive_resets": self.consecutive_resets,
-            "checkpoint_members": self.checkpoint_members,
-            "checkpoint_offsets": self.checkpoint_offsets,
-            "absent_checkpoints": self.absent.seqs,
-            "members": sorted(self.members) if self.members else self.known_members,
-            "failed": self.phase is Phase.FAILED,
-            "failed_reason": self.failed_reason,
-        }
+        """The durable document (`coordinator.region.document`) as it stands now."""
+        return RegionDocument(
+            config=self.config.to_dict(),
+            last_consistent=self.last_consistent,
+            next_seq=self.next_seq,
+            next_attempt=self.next_attempt,
+            consecutive_resets=self.consecutive_resets,
+            checkpoint_members=self.checkpoint_members,
+            checkpoint_offsets=self.checkpoint_offsets,
+            absent_checkpoints=self.absent.seqs,
+            members=sorted(self.members) if self.members else self.known_members,
+            failed=self.phase is Phase.FAILED,
+            failed_reason=self.failed_reason,
+        ).to_dict()
 
     def _save(self) -> None:
         if self._keep_stored:
             return
         self._persist(self.document())
+
+    # ------------------------------------------------------------------ reset counters (ResetRounds)
+    @property
+    def attempt(self) -> int | None:
+        """Attempt of the running (or last) reset round."""
+        return self._resets.attempt
+
+    @property
+    def next_attempt(self) -> int:
+        return self._resets.next_attempt
+
+    @property
+    def consecutive_resets(self) -> int:
+        return self._resets.consecutive
+
+    @property
+    def resets(self) -> int:
+        """Reset rounds started (status and metrics)."""
+        return self._resets.rounds
+
+    @property
+    def forced_since_checkpoint(self) -> int:
+        return self._pacing.forced_since_checkpoint
 
     # ------------------------------------------------------------------ transitions
     def _goto(self, phase: Phase, why: str) -> None:
@@ -219,7 +239,7 @@ class RegionCore(ResetMixin):
         if existing is not None:
             predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
                            "kafka_member_id": (existing.kafka or {}).get("member_id")}
-            unsettled = self._group_unsettled(name, now)
+            unsettled = self._pacing.eviction_blocked(name, now)
             if unsettled and predecessor["kafka_member_id"]:
                 log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
                          "the broker's session timeout will", self.config.name, name,
@@ -251,7 +271,7 @@ class RegionCore(ResetMixin):
                   kafka: dict | None = None) -> bool:
         """False when the member is unknown (it must join again). ``kafka``: the
         member's Kafka group state (member_id, generation, rebalancing), kept for
-        pacing checkpoints (region_reset.py) and for its successor's join."""
+        pacing checkpoints (``coordinator/region/pacing.py``) and for its successor's join."""
         m = self.members.get(name)
         if m is None or m.incarnation != incarnation:
             return False
@@ -346,8 +366,7 @@ class RegionCore(ResetMixin):
             self._start_reset(f"{why} (after its answer to attempt {self.attempt})", kind, now, restart=True)
             return
         if force and self.phase is Phase.RESETTING:
-            self.consecutive_resets = 0  # force clears the counter even when it does not stack
-            self.forced_since_checkpoint += 1
+            self._resets.note_cause(ResetKind.FORCE)  # force clears the counter even when it does not stack
         self._start_reset(why, kind, now)
 
     def trigger(self, name: str, now: float) -> TriggerReply:
@@ -387,7 +406,7 @@ class RegionCore(ResetMixin):
                     self.failed_cycles += 1
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
-            if self.cycle_due(now):
+            if self._pacing.cycle_due(now, self.next_cycle_at):
                 self._start_cycle(now, "period")
 
     # ------------------------------------------------------------------ cycle
@@ -409,8 +428,7 @@ class RegionCore(ResetMixin):
         # Partitions nobody reported (unassigned while the group rebalances) keep the
         # offset of the previous consistent checkpoint: nobody consumed them since.
         self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
-        self.consecutive_resets = 0
-        self.forced_since_checkpoint = 0
+        self._resets.checkpoint_completed()
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
         self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
@@ -420,10 +438,65 @@ class RegionCore(ResetMixin):
         self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
         if previous is not None:
             self._broadcast(self.members, {"cmd": "retire", "seq": previous})
-        self.last_resume_at = now
         self.waiting = set()
         self.deadline = None
         self.next_cycle_at = now + self.config.period_s
+
+    # ------------------------------------------------------------------ reset round (see reset.py)
+    def _maybe_start(self, now: float) -> None:
+        if not self.members:
+            return
+        expected = max(self.config.min_members, len(self.known_members))
+        all_known_back = bool(self.known_members) and set(self.known_members) <= set(self.members)
+        grace_over = self.first_join_at is not None and now - self.first_join_at >= self.config.join_grace_s
+        if len(self.members) >= expected or all_known_back or grace_over:
+            self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
+
+    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False,
+                     rejoin: bool = False) -> None:
+        if self.phase is Phase.FAILED:
+            return
+        if self.phase is Phase.RESETTING and not restart:
+            log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
+                     self.attempt, why)
+            return
+        too_many = self._resets.note_cause(kind)
+        if too_many is not None:
+            self.fail(f"{too_many}; last cause: {why}", now)
+            return
+        attempt = self._resets.begin()
+        self._save()  # the attempt is durable before any member hears of it
+        self._goto(Phase.RESETTING, f"attempt {attempt} ({kind.value}, consecutive "
+                                    f"{self.consecutive_resets}): {why}")
+        self._resets.started(now)
+        self._on_event("reset", {"attempt": attempt, "cause": kind.value, "why": why,
+                                 "seq": self.last_consistent})
+        self.waiting = set(self.members)
+        self.deadline = now + self.config.reset_timeout_s
+        if self.last_consistent is None:
+            body = {"cmd": "reset_to_initial", "attempt": attempt}
+        else:
+            body = {"cmd": "reset", "seq": self.last_consistent, "attempt": attempt,
+                    "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
+        if rejoin:
+            body["rejoin"] = True
+            self._pacing.rejoin_hinted(now)
+        if self.last_consistent is None:
+            self._broadcast(self.waiting, body)
+        else:
+            for name in sorted(self.waiting):  # each member's own checkpoint (own_checkpoint)
+                self._send(name, {**body, "own": self.own_checkpoint(name)})
+
+    def _maybe_reset_done(self, now: float) -> None:
+        if self.phase is not Phase.RESETTING or self.waiting:
+            return
+        took = self._resets.finish(now)
+        self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
+        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
+        self._broadcast(self.members, {"cmd": "resume", "complete": None})
+        self.deadline = None
+        self.next_cycle_at = now + self._pacing.settle_delay()
+        self._pacing.resumed()
 
     # ------------------------------------------------------------------ own checkpoints
     def own_checkpoint(self, name: str) -> int | None:

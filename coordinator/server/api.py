@@ -1,9 +1,9 @@
 """The coordinator server's extension API: how services plug into the loop.
 
-The registry, control-variable, merge and region-controller services all use it.
-
-Extension API (how services plug in; the registry, control variables and merge
-services use it, and so can the region controller):
+The registry, control-variable, merge and region-controller services see the
+server only through `ServerApi` and the store only through `ServiceStore`
+(both implemented by `coordinator.server.loop` and `coordinator.store`, which
+this module does not import):
 
 * ``server.add_service(svc)`` calls ``svc.attach(server)``; the service then
   calls ``server.add_handler(msg_type, message_class, handler)``. The message
@@ -31,14 +31,20 @@ Everything a service touches runs on the loop thread, so services need no locks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-if TYPE_CHECKING:
-    from coordinator.server.loop import CoordinatorServer
+from coordinator.server.limits import LimitCounter, Limits
+from coordinator.wire.errors import CoordinatorError
 
+if TYPE_CHECKING:
+    from coordinator.server.http import CoordinatorMetrics
+    from coordinator.store.replay import LoadReport
+
+#: What a handler returns when it will answer later (``ServerApi.reply``/``reply_error``).
 DEFERRED = object()
 
 
@@ -52,14 +58,22 @@ class Request:
     received: float
 
 
+#: ``handler(req, msg)``: ``msg`` is the validated instance of the message class
+#: the handler was registered with; returns a reply body or `DEFERRED`.
 Handler = Callable[[Request, Any], Any]
 
 
-class Service(Protocol):
-    def attach(self, server: CoordinatorServer) -> None: ...
+class Message(Protocol):
+    """A request message class: ``from_body`` validates every field of a received
+    body and raises `coordinator.wire.errors.Invalid` naming the bad one."""
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Message: ...
 
 
 class Timer:
+    """A callback the loop runs once at ``deadline`` (monotonic) unless cancelled."""
+
     __slots__ = ("deadline", "callback", "cancelled")
 
     def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
@@ -79,3 +93,162 @@ class CurveServerConfig:
     secret_key: bytes
 
 
+class ServiceStore(Protocol):
+    """The state store as services use it (`coordinator.store.state_store.StateStore`).
+
+    The caller guarantees, for every method: it runs on the loop thread, and
+    only once the store is loaded (``ServerApi.loaded``; handlers run only
+    then). A write appends to the log without I/O and is durable only after the
+    loop's next sync: the caller calls ``ServerApi.mark_dirty()`` and replies
+    through the server, never before. A write that raises (ValueError or
+    TypeError naming the bad input, ``RegionIndexMismatch``) changed nothing."""
+
+    def put_initial_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], int]:
+        """Put-if-absent of control variables; returns the effective value of every key.
+        `group` is a name; keys are (topic, partition) with bounded ints."""
+        ...
+
+    def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The control variables of `group` (a copy; empty for an unknown group)."""
+        ...
+
+    def group_count(self, group: str) -> int:
+        """How many control variables `group` holds, without copying them."""
+        ...
+
+    def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]:
+        """Idempotent registration; raises RegionIndexMismatch for another index of a known group."""
+        ...
+
+    def unregister_member(self, group: str, operator_name: str) -> list[str]:
+        """Idempotent removal; returns the remaining members."""
+        ...
+
+    def members(self, group: str) -> list[str]:
+        """Registered members of `group`, sorted (empty for an unknown group)."""
+        ...
+
+    def region_index(self, group: str) -> int | None:
+        """The consistent-region index `group` is registered with (None: unknown group)."""
+        ...
+
+    def groups(self) -> list[str]:
+        """Every group holding state, sorted."""
+        ...
+
+    def touch(self, group: str) -> None:
+        """`group` is in use (retention counts idleness from the last touch); the caller
+        calls it for every message that names the group. No effect for a group without state."""
+        ...
+
+    def put_document(self, namespace: str, key: str, value: dict[str, Any] | None) -> None:
+        """Store a JSON-encodable document (None deletes it)."""
+        ...
+
+    def get_document(self, namespace: str, key: str) -> dict[str, Any] | None:
+        """A fresh copy of the document (None: absent)."""
+        ...
+
+    def documents(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """Fresh copies of every document of `namespace`, by key."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for status and metrics (JSON-encodable)."""
+        ...
+
+
+class ServerStore(ServiceStore, Protocol):
+    """The store as the server loop drives it (see `coordinator.store.state_store`).
+
+    The loop guarantees: `load` once, on the load thread, before anything else
+    but `stats`; every other call on the loop thread once `load` returned."""
+
+    def load(self) -> LoadReport:
+        """Replay the log; raises when the state cannot be recovered (the server stops)."""
+        ...
+
+    def sync(self) -> None:
+        """One fsync for everything appended since the last one; raises LogFailed (fatal)."""
+        ...
+
+    def expire(self, now: float | None = None) -> int:
+        """One retention pass; raises only LogFailed."""
+        ...
+
+    def maybe_compact(self) -> bool:
+        """Start a due compaction or switch to a finished one; raises only LogFailed."""
+        ...
+
+
+class ServerApi(Protocol):
+    """The coordinator server as a service sees it (`coordinator.server.loop.CoordinatorServer`).
+
+    The caller guarantees: every method runs on the loop thread, except
+    `call_soon_threadsafe` and `call_in_loop` (any other thread) and
+    `add_handler` (during ``attach``, before the loop starts)."""
+
+    limits: Limits  # read only
+    limit_counter: LimitCounter  # counts and builds LIMIT_EXCEEDED errors
+    metrics: CoordinatorMetrics | None  # None when metrics are off
+    loaded: threading.Event  # set by the loop once the store is loaded
+
+    @property
+    def store(self) -> ServiceStore: ...
+
+    def add_handler(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
+        """Route requests of `msg_type` (one handler per type, else ValueError)."""
+        ...
+
+    def mark_dirty(self) -> None:
+        """The caller appended to the store: sync before the next replies go out."""
+        ...
+
+    def reply(self, req: Request, body: dict[str, Any]) -> None:
+        """Answer a DEFERRED request once (`body` JSON-encodable)."""
+        ...
+
+    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
+        """The same body to several requests of one type, encoded once."""
+        ...
+
+    def reply_error(self, req: Request, err: CoordinatorError) -> None:
+        """Answer a DEFERRED request once with an error reply."""
+        ...
+
+    def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
+        """An unsolicited message (id null) to the client `identity` of an earlier request."""
+        ...
+
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        """Run `callback` on the loop thread after `delay_s` (>= 0) unless cancelled."""
+        ...
+
+    def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the loop thread soon (from any thread)."""
+        ...
+
+    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """Run `fn` on the loop thread and return its result; TimeoutError after `timeout`.
+        Never called from the loop thread itself (it would wait for itself)."""
+        ...
+
+    def status_snapshot(self) -> dict[str, Any]:
+        """What the ``status`` reply and HTTP ``/status`` report (loop thread only)."""
+        ...
+
+
+class Service(Protocol):
+    """A service plugged into the loop with ``server.add_service(svc)``.
+
+    1. ``attach(server)`` once, before the loop starts: register handlers.
+    2. The loop then calls the optional hooks, each on the loop thread:
+       ``on_loaded()`` once the store is loaded; ``on_tick(now)`` every
+       iteration (at least every ``TICK_S``; a hook that raises is logged and
+       backed off); ``status()`` for the ``status`` reply (once loaded);
+       ``update_metrics(metrics)`` at every metrics refresh. The hooks a
+       service does not define are skipped."""
+
+    def attach(self, server: ServerApi) -> None: ...

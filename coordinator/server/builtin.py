@@ -11,20 +11,24 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
-from coordinator.server.api import Request
+from coordinator.server.api import Request, ServerApi
+from coordinator.server.limits import Limits
+from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
-
-if TYPE_CHECKING:
-    from coordinator.server.loop import CoordinatorServer
 
 
 class BuiltinService:
-    def attach(self, server: CoordinatorServer) -> None:
-        self.server = server
+    """``ping`` and ``status`` (the server's `ServerApi.status_snapshot`)."""
+
+    _server: ServerApi | None = None  # set by attach
+
+    def attach(self, server: ServerApi) -> None:
+        self._server = server
         server.add_handler(protocol.Ping.TYPE, protocol.Ping, self._on_ping)
         server.add_handler(protocol.Status.TYPE, protocol.Status, self._on_status)
 
@@ -32,23 +36,31 @@ class BuiltinService:
         return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
 
     def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
-        return status_snapshot(self.server)
+        assert self._server is not None  # attached before the loop runs a handler
+        return self._server.status_snapshot()
 
 
-def status_snapshot(server: CoordinatorServer) -> dict[str, Any]:
+def status_snapshot(
+    *,
+    endpoint: str | None,
+    loaded: bool,
+    started_at: float,
+    store_stats: Callable[[], dict[str, Any]],
+    load_report: LoadReport | None,
+    limits: Limits,
+    service_statuses: list[Callable[[], dict[str, Any]]],
+) -> dict[str, Any]:
     """Everything /status and the ``status`` message report (loop thread only)."""
-    loaded = server.loaded.is_set()
     out: dict[str, Any] = {
-        "endpoint": server.endpoint,
+        "endpoint": endpoint,
         "loaded": loaded,
-        "uptime_s": round(time.time() - server.started_at, 3),
-        "store": server.store.stats() if loaded else {},
-        "load": _jsonable(server.load_report),
-        "limits": attrs.asdict(server.limits),
+        "uptime_s": round(time.time() - started_at, 3),
+        "store": store_stats() if loaded else {},
+        "load": _jsonable(load_report),
+        "limits": attrs.asdict(limits),
     }
-    for svc in server._services:
-        status = getattr(svc, "status", None)
-        if status is not None and loaded:
+    if loaded:
+        for status in service_statuses:
             out.update(status())
     return out
 

@@ -146,7 +146,6 @@ class ConnectionLimiter:
         self.monitor: zmq.Socket = sock.get_monitor_socket(_EVENTS)
         self.open: set[int] = set()
         self.refused = 0
-        self.accept_failures = 0
         self._local: tuple[int, str | int] | None = None  # (family, port or ipc path) of the listener
         self._last_warning = 0.0
         self._publish()
@@ -178,7 +177,6 @@ class ConnectionLimiter:
                 newest.pop(value, None)
                 self.open.discard(value)
             elif kind == zmq.EVENT_ACCEPT_FAILED:
-                self.accept_failures += 1
                 self._warn(f"accept failed ({os.strerror(value)}): the process is out of descriptors or memory")
         over = len(self.open) - self.limit
         refused = 0

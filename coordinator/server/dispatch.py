@@ -38,8 +38,9 @@ import threading
 import time
 from typing import Any
 
-from coordinator.server.api import DEFERRED, Handler, Request
+from coordinator.server.api import DEFERRED, Handler, Message, Request
 from coordinator.server.group_commit import GroupCommit
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.wire import protocol
 from coordinator.wire.errors import (
     CoordinatorError,
@@ -57,15 +58,15 @@ class Dispatcher:
     """Handler table and per-frame checks (loop thread only, except `add` before start)."""
 
     def __init__(
-        self, commit: GroupCommit, loaded: threading.Event, max_frame_bytes: int, metrics: Any | None
+        self, commit: GroupCommit, loaded: threading.Event, max_frame_bytes: int, metrics: CoordinatorMetrics | None
     ) -> None:
         self._commit = commit
         self._loaded = loaded
         self.max_frame_bytes = max_frame_bytes
         self.metrics = metrics
-        self._handlers: dict[str, tuple[type, Handler]] = {}
+        self._handlers: dict[str, tuple[type[Message], Handler]] = {}
 
-    def add(self, msg_type: str, message_cls: type, handler: Handler) -> None:
+    def add(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
         if msg_type in self._handlers:
             raise ValueError(f"a handler for message type {msg_type!r} is already registered")
         self._handlers[msg_type] = (message_cls, handler)

@@ -18,7 +18,7 @@ Protocol, once per loop iteration:
    commit).
 4. Only then is every queued frame sent, so a client never sees an
    acknowledgement for a write that a crash could still lose.
-5. If the sync fails (`durable_log.LogFailed`: disk full, I/O error), every
+5. If the sync fails (`coordinator.store.log.segment.LogFailed`: disk full, I/O error), every
    queued frame is replaced by an ``INTERNAL`` error ("the write could not be
    synced") with the same request id, and the exception is re-raised: the
    server stops (fail-stop). A restart replays the log, which holds exactly
@@ -43,7 +43,8 @@ from typing import Any
 
 import zmq
 
-from coordinator.server.api import Request
+from coordinator.server.api import Request, ServerStore
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.wire import protocol
 from coordinator.wire.errors import CoordinatorError, ErrorCode
 
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 class GroupCommit:
     """The queued frames of one loop iteration and the dirty flag (loop thread only)."""
 
-    def __init__(self, store: Any, metrics: Any | None) -> None:
+    def __init__(self, store: ServerStore, metrics: CoordinatorMetrics | None) -> None:
         self.store = store
         self.metrics = metrics
         self._outbox: list[tuple[bytes, bytes]] = []

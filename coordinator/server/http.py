@@ -32,9 +32,9 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -131,7 +131,7 @@ class RegionMetrics:
         samples = self._samples
         phase = GaugeMetricFamily("crkafka_region_phase", "1 for the region's current phase, 0 for the others",
                                   labels=["region", "phase"])
-        families = {
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "last": GaugeMetricFamily("crkafka_region_last_consistent_checkpoint",
                                       "Sequence number of the last consistent checkpoint (-1: none yet)",
                                       labels=["region"]),
@@ -214,8 +214,24 @@ class CoordinatorMetrics:
         return generate_latest(self.registry)
 
 
+class ServedLoop(Protocol):
+    """The server loop as the HTTP thread uses it (`coordinator.server.loop.CoordinatorServer`).
+
+    Only `call_in_loop` runs code on the loop; `running` and `loaded` are read
+    from the HTTP thread (a bool and a threading.Event)."""
+
+    loaded: threading.Event
+
+    @property
+    def running(self) -> bool: ...
+    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any: ...
+    def status_snapshot(self) -> dict[str, Any]: ...
+
+
 class HttpEndpoint:
-    def __init__(self, address: str, server: Any, metrics: CoordinatorMetrics) -> None:
+    """The HTTP thread: /, /status, /metrics, /healthz and /ready of one server loop."""
+
+    def __init__(self, address: str, server: ServedLoop, metrics: CoordinatorMetrics) -> None:
         host, port = parse_host_port(address)
         self.server = server
         self.metrics = metrics
@@ -225,7 +241,7 @@ class HttpEndpoint:
         except OSError as exc:
             raise OSError(f"cannot serve HTTP on {address}: {exc}") from exc
         self._httpd.daemon_threads = True
-        self.address = f"{self._httpd.server_address[0]}:{self._httpd.server_address[1]}"
+        self.address = f"{self._httpd.server_address[0]}:{self._httpd.server_address[1]}"  # type: ignore[str-bytes-safe]  # AF_INET: str
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="coordinator-http", daemon=True)
 
     def start(self) -> None:

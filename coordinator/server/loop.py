@@ -53,7 +53,6 @@ import concurrent.futures
 import heapq
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
@@ -63,13 +62,16 @@ from typing import Any
 import zmq
 
 from coordinator import security
+from coordinator.common.osutil import WakePipe
 from coordinator.server import builtin
-from coordinator.server.api import CurveServerConfig, Handler, Request, Timer
+from coordinator.server.api import CurveServerConfig, Handler, Message, Request, ServerStore, Service, Timer
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.store.log.segment import LogFailed
+from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
 from coordinator.wire.errors import CoordinatorError
 
@@ -96,16 +98,50 @@ MAINTENANCE_BACKOFF_S = 1.0
 MAINTENANCE_BACKOFF_MAX_S = 300.0
 
 
+class Periodic:
+    """When a recurring loop step runs next: every `interval_s` while it succeeds,
+    after a doubling backoff (MAINTENANCE_BACKOFF_S up to MAINTENANCE_BACKOFF_MAX_S)
+    while it fails, so a persistent failure is retried without flooding the log."""
+
+    def __init__(self, interval_s: float, first_at: float) -> None:
+        self._interval_s = interval_s
+        self._next_at = first_at
+        self._backoff = MAINTENANCE_BACKOFF_S
+
+    def due(self, now: float) -> bool:
+        return now >= self._next_at
+
+    def ran(self, now: float, ok: bool) -> None:
+        if ok:
+            self._next_at, self._backoff = now + self._interval_s, MAINTENANCE_BACKOFF_S
+        else:
+            self._next_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
+
+
 class CoordinatorServer:
+    """The loop and the `ServerApi` its services see (see the module docstring)."""
+
+    # State shared between threads (the loop, the load thread, the HTTP thread, the owner):
+    #: Set by the loop thread once the load finished; read by services, dispatch and HTTP.
+    loaded: threading.Event
+    #: Written by the load thread before `loaded` is set; read afterwards (status).
+    load_report: LoadReport | None
+    #: Written by the load or loop thread when it stops the server; read by the owner after `wait()`.
+    failure: BaseException | None
+    #: Written by `start()` (the owner) before the loop thread starts.
+    endpoint: str | None
+    connections: ConnectionLimiter | None
+
     def __init__(
         self,
-        store: Any,
+        store: ServerStore,
         bind: str,
         *,
         max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
         curve: CurveServerConfig | None = None,
         context: zmq.Context | None = None,
-        metrics: Any | None = None,
+        metrics: CoordinatorMetrics | None = None,
         expire_interval_s: float = EXPIRE_INTERVAL_S,
         connection_limits: ConnectionLimits | None = None,
         limits: Limits | None = None,
@@ -123,20 +159,18 @@ class CoordinatorServer:
         self._expire_interval_s = expire_interval_s
         self.connection_limits = connection_limits or ConnectionLimits()
         self.connections: ConnectionLimiter | None = None
-        self._services: list[Any] = []
-        self._tick_backoff: dict[int, tuple[float, float]] = {}  # id(service) -> (resume at, backoff)
+        self._services: list[Service] = []
+        self._tick_schedule: dict[int, Periodic] = {}  # id(service) -> when its tick hook runs next
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wake_pipe = WakePipe()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self.loaded = threading.Event()
         self._commit = GroupCommit(store, metrics)
         self._dispatch = Dispatcher(self._commit, self.loaded, max_frame_bytes, metrics)
-        self.load_report: Any = None
+        self.load_report: LoadReport | None = None
         self.failure: BaseException | None = None
         self.endpoint: str | None = None
         self.started_at = time.time()
@@ -147,10 +181,10 @@ class CoordinatorServer:
 
     # ------------------------------------------------------------------ extension API
 
-    def add_handler(self, msg_type: str, message_cls: type, handler: Handler) -> None:
+    def add_handler(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
         self._dispatch.add(msg_type, message_cls, handler)
 
-    def add_service(self, service: Any) -> None:
+    def add_service(self, service: Service) -> None:
         self._services.append(service)
         service.attach(self)
 
@@ -229,12 +263,7 @@ class CoordinatorServer:
                 log.error("coordinator loop did not stop within %.1fs", timeout)
         if self._load_thread is not None:
             self._load_thread.join(timeout)
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._wake_r = self._wake_w = -1
+        self._wake_pipe.close()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the loop has ended (stop() or a fatal failure)."""
@@ -247,10 +276,7 @@ class CoordinatorServer:
     # ------------------------------------------------------------------ internals
 
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # pipe full (a wake-up is already pending) or closed at shutdown
+        self._wake_pipe.wake()
 
     def _load(self) -> None:
         t0 = time.monotonic()
@@ -280,13 +306,13 @@ class CoordinatorServer:
         assert sock is not None
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        wake_fd = self._wake_pipe.fileno
+        poller.register(wake_fd, zmq.POLLIN)
         connections = self.connections
         assert connections is not None
         poller.register(connections.monitor, zmq.POLLIN)
-        next_housekeeping = time.monotonic()
-        next_expire = time.monotonic() + self._expire_interval_s
-        expire_backoff = housekeeping_backoff = MAINTENANCE_BACKOFF_S
+        housekeeping = Periodic(HOUSEKEEPING_S, time.monotonic())
+        expiry = Periodic(self._expire_interval_s, time.monotonic() + self._expire_interval_s)
         try:
             while not self._stopping.is_set():
                 now = time.monotonic()
@@ -294,8 +320,8 @@ class CoordinatorServer:
                 if self._timers:
                     wait = min(wait, max(0.0, self._timers[0][0] - now))
                 events = dict(poller.poll(int(wait * 1000)))
-                if self._wake_r in events:
-                    self._drain_wake()
+                if wake_fd in events:
+                    self._wake_pipe.drain()
                 if connections.monitor in events:
                     connections.on_events()
                 if sock in events:
@@ -305,18 +331,10 @@ class CoordinatorServer:
                 now = time.monotonic()
                 self._run_ticks(now)
                 if self.loaded.is_set():
-                    if now >= next_expire:
-                        if self._guarded(self._expire, what="retention expiry"):
-                            next_expire, expire_backoff = now + self._expire_interval_s, MAINTENANCE_BACKOFF_S
-                        else:
-                            next_expire = now + expire_backoff
-                            expire_backoff = min(expire_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
-                    if now >= next_housekeeping:
-                        if self._guarded(self._housekeeping, what="housekeeping"):
-                            next_housekeeping, housekeeping_backoff = now + HOUSEKEEPING_S, MAINTENANCE_BACKOFF_S
-                        else:
-                            next_housekeeping = now + housekeeping_backoff
-                            housekeeping_backoff = min(housekeeping_backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
+                    if expiry.due(now):
+                        expiry.ran(now, self._guarded(self._expire, what="retention expiry"))
+                    if housekeeping.due(now):
+                        housekeeping.ran(now, self._guarded(self._housekeeping, what="housekeeping"))
                 self._commit.commit_and_send(sock)
         except BaseException as exc:
             log.exception("coordinator loop failed; stopping")
@@ -339,14 +357,9 @@ class CoordinatorServer:
             tick = getattr(svc, "on_tick", None)
             if tick is None:
                 continue
-            resume_at, backoff = self._tick_backoff.get(id(svc), (0.0, 0.0))
-            if now < resume_at:
-                continue
-            if self._guarded(tick, now, what=f"tick of {type(svc).__name__}"):
-                self._tick_backoff.pop(id(svc), None)
-            else:
-                backoff = min(max(backoff * 2, MAINTENANCE_BACKOFF_S), MAINTENANCE_BACKOFF_MAX_S)
-                self._tick_backoff[id(svc)] = (now + backoff, backoff)
+            schedule = self._tick_schedule.setdefault(id(svc), Periodic(0.0, now))  # every iteration
+            if schedule.due(now):
+                schedule.ran(now, self._guarded(tick, now, what=f"tick of {type(svc).__name__}"))
 
     @staticmethod
     def _guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:
@@ -362,13 +375,6 @@ class CoordinatorServer:
             log.exception("%s failed; the coordinator goes on", what)
             return False
         return True
-
-    def _drain_wake(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
 
     def _run_calls(self) -> None:
         while True:
@@ -412,4 +418,13 @@ class CoordinatorServer:
 
     def status_snapshot(self) -> dict[str, Any]:
         """Everything /status and the ``status`` message report (loop thread only)."""
-        return builtin.status_snapshot(self)
+        statuses = [status for svc in self._services if (status := getattr(svc, "status", None)) is not None]
+        return builtin.status_snapshot(
+            endpoint=self.endpoint,
+            loaded=self.loaded.is_set(),
+            started_at=self.started_at,
+            store_stats=self.store.stats,
+            load_report=self.load_report,
+            limits=self.limits,
+            service_statuses=statuses,
+        )

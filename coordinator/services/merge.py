@@ -61,9 +61,9 @@ from typing import Any
 
 import attrs
 
-from coordinator.server.api import DEFERRED, Request, Timer
+from coordinator.server.api import DEFERRED, Request, ServerApi, Timer
+from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
-from coordinator.server.loop import CoordinatorServer
 from coordinator.services.registry import RegistryService
 from coordinator.wire import protocol
 from coordinator.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
@@ -110,7 +110,7 @@ def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.O
 class MergeService:
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self._pending: dict[MergeKey, _Pending] = {}
         self._completed: collections.OrderedDict[MergeKey, tuple[protocol.OffsetMap, list[str]]] = (
             collections.OrderedDict()
@@ -120,7 +120,13 @@ class MergeService:
         self.completed_total = 0
         self.timeouts_total = 0
 
-    def attach(self, server: CoordinatorServer) -> None:
+    @property
+    def server(self) -> ServerApi:
+        """The server this service is attached to (handlers run only after attach)."""
+        assert self._server is not None, "attach() the service first"
+        return self._server
+
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         server.add_handler(protocol.MergeCheckpoint.TYPE, protocol.MergeCheckpoint, self._on_merge)
         server.add_handler(protocol.RetireCheckpoint.TYPE, protocol.RetireCheckpoint, self._on_retire)
@@ -129,7 +135,7 @@ class MergeService:
 
     def _on_merge(self, req: Request, msg: protocol.MergeCheckpoint) -> Any:
         self._registry.require_member(msg.group, msg.operator)
-        self._server.store.touch(msg.group)  # retention activity
+        self.server.store.touch(msg.group)  # retention activity
         retired = self._retired.get(msg.group)
         if retired is not None and msg.seq <= retired:
             raise MergeRetired(f"checkpoint {msg.seq} of group {msg.group!r} is retired (retired up to {retired})")
@@ -141,7 +147,7 @@ class MergeService:
                     f"merge {key} completed with contributors {done[1][:20]} without {msg.operator!r}; "
                     f"its map does not cover this member's partitions: reset again with a new attempt")
             return protocol.merge_reply(done[0], done[1])
-        limits = self._server.limits
+        limits = self.server.limits
         if msg.n_contributors > limits.max_members_per_group:
             raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
                           f"{limits.max_members_per_group}")
@@ -156,7 +162,7 @@ class MergeService:
         pending = self._pending.get(key)
         if pending is None:
             if len(self._pending) >= limits.max_pending_merges:
-                raise self._server.limit_counter.exceeded(
+                raise self.server.limit_counter.exceeded(
                     "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})")
         elif pending.n != msg.n_contributors:
             raise Invalid(
@@ -166,7 +172,7 @@ class MergeService:
         size = contribution_bytes(msg.offsets)
         replaced = pending.sizes.get(msg.operator, 0) if pending is not None else 0
         if self._pending_bytes - replaced + size > limits.max_pending_merge_bytes:
-            raise self._server.limit_counter.exceeded(
+            raise self.server.limit_counter.exceeded(
                 "max_pending_merge_bytes",
                 f"pending merges hold ~{self._pending_bytes} bytes; this contribution (~{size}) would exceed "
                 f"the limit of {limits.max_pending_merge_bytes}")
@@ -183,7 +189,7 @@ class MergeService:
         if len(pending.contributions) >= pending.n:
             self._complete(pending, req)
             return DEFERRED
-        timer = self._server.schedule(msg.timeout_ms / 1000.0, lambda: self._on_timeout(key, msg.operator, req))
+        timer = self.server.schedule(msg.timeout_ms / 1000.0, lambda: self._on_timeout(key, msg.operator, req))
         pending.waiters[msg.operator] = (req, timer)
         return DEFERRED
 
@@ -200,14 +206,14 @@ class MergeService:
         body = protocol.merge_reply(merged, names)
         for _, timer in pending.waiters.values():
             timer.cancel()
-        self._server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
+        self.server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
         self._drop_pending(pending.key)
         self._completed[pending.key] = (merged, names)
         if len(self._completed) > COMPLETED_KEEP:
             self._completed.popitem(last=False)
         self.completed_total += 1
-        if self._server.metrics is not None:
-            self._server.metrics.merges_completed.inc()
+        if self.server.metrics is not None:
+            self.server.metrics.merges_completed.inc()
         log.info("merge %s complete: %d members, %d partitions", pending.key, len(names), len(merged))
 
     def _on_timeout(self, key: MergeKey, operator: str, req: Request) -> None:
@@ -220,7 +226,7 @@ class MergeService:
         del pending.waiters[operator]
         self.timeouts_total += 1
         have = sorted(pending.contributions)
-        self._server.reply_error(
+        self.server.reply_error(
             req,
             MergeTimeout(
                 f"merge {key} timed out for {operator!r}: {len(have)} of {pending.n} contributions ({', '.join(have)})"
@@ -235,9 +241,9 @@ class MergeService:
         # anyway), so the map holds at most one entry per group.
         if self._registry.store.region_index(msg.group) is None:
             return {"dropped": 0}
-        self._server.store.touch(msg.group)  # retention activity
+        self.server.store.touch(msg.group)  # retention activity
         self._retired[msg.group] = max(msg.seq, self._retired.get(msg.group, -1))
-        if len(self._retired) > self._server.limits.max_groups:
+        if len(self._retired) > self.server.limits.max_groups:
             for group in [g for g in self._retired if self._registry.store.region_index(g) is None]:
                 del self._retired[group]
         self._registry.retire(msg.group, msg.seq)
@@ -246,7 +252,7 @@ class MergeService:
             pending = self._drop_pending(key)
             for wreq, timer in pending.waiters.values():
                 timer.cancel()
-                self._server.reply_error(wreq, MergeRetired(f"merge {key} was retired (checkpoint {msg.seq})"))
+                self.server.reply_error(wreq, MergeRetired(f"merge {key} was retired (checkpoint {msg.seq})"))
             dropped += 1
         for key in [k for k in self._completed if k[0] == msg.group and k[1] <= msg.seq]:
             del self._completed[key]
@@ -275,5 +281,5 @@ class MergeService:
             "merge_timeouts": self.timeouts_total,
         }
 
-    def update_metrics(self, metrics: Any) -> None:
+    def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         metrics.merges_pending.set(len(self._pending))

@@ -40,7 +40,7 @@ initial offset:
   ``limits.max_control_variables_per_group`` entries in the group.
 * ``get_initial_offsets {group}``: every entry of the group (may be empty).
 
-Both services run on the server's loop thread (see server.py), so they use
+Both services run on the server's loop thread (see `coordinator.server.loop`), so they use
 the store without locks.
 """
 
@@ -51,8 +51,7 @@ import logging
 import time
 from typing import Any
 
-from coordinator.server.api import Request
-from coordinator.server.loop import CoordinatorServer
+from coordinator.server.api import Request, ServerApi, ServiceStore
 from coordinator.store.state_store import RegionIndexMismatch
 from coordinator.wire import protocol
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
@@ -77,7 +76,7 @@ STATUS_MAX_MEMBERS = 100
 
 class RegistryService:
     def __init__(self) -> None:
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self._reset_pending: dict[str, bool] = {}
         self._answers: collections.OrderedDict[tuple[str, Any], bool] = collections.OrderedDict()
         self._answers_bytes = 0
@@ -87,7 +86,7 @@ class RegistryService:
         # group -> {seq: member list fixed at the first `members` naming seq}
         self._seq_lists: dict[str, collections.OrderedDict[int, list[str]]] = {}
 
-    def attach(self, server: CoordinatorServer) -> None:
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         server.add_handler(protocol.Register.TYPE, protocol.Register, self._on_register)
         server.add_handler(protocol.Unregister.TYPE, protocol.Unregister, self._on_unregister)
@@ -95,12 +94,12 @@ class RegistryService:
         server.add_handler(protocol.SetResetPending.TYPE, protocol.SetResetPending, self._on_set_reset_pending)
 
     @property
-    def server(self) -> CoordinatorServer:
+    def server(self) -> ServerApi:
         assert self._server is not None
         return self._server
 
     @property
-    def store(self) -> Any:
+    def store(self) -> ServiceStore:
         return self.server.store
 
     def require_group(self, group: str) -> int:
@@ -266,23 +265,29 @@ def _answer_bytes(key: tuple[str, Any]) -> int:
 
 class ControlVariablesService:
     def __init__(self, registry: RegistryService) -> None:
-        self._server: CoordinatorServer | None = None
+        self._server: ServerApi | None = None
         self._registry = registry
 
-    def attach(self, server: CoordinatorServer) -> None:
+    @property
+    def server(self) -> ServerApi:
+        """The server this service is attached to (handlers run only after attach)."""
+        assert self._server is not None, "attach() the service first"
+        return self._server
+
+    def attach(self, server: ServerApi) -> None:
         self._server = server
         server.add_handler(protocol.PutInitialOffsets.TYPE, protocol.PutInitialOffsets, self._on_put)
         server.add_handler(protocol.GetInitialOffsets.TYPE, protocol.GetInitialOffsets, self._on_get)
 
     def _on_put(self, req: Request, msg: protocol.PutInitialOffsets) -> dict[str, Any]:
-        store = self._server.store
+        store = self.server.store
         self._check_limits(msg)
         try:
             effective = store.put_initial_offsets(msg.group, msg.offsets) if msg.offsets else {}
         except ValueError as exc:  # the store's own bounds (it changed nothing)
             raise Invalid(str(exc)) from None
         store.touch(msg.group)
-        self._server.mark_dirty()
+        self.server.mark_dirty()
         return protocol.offsets_reply(effective)
 
     def _check_limits(self, msg: protocol.PutInitialOffsets) -> None:
@@ -290,20 +295,20 @@ class ControlVariablesService:
         group beyond max_control_variables_per_group."""
         if not msg.offsets:
             return
-        store = self._server.store
+        store = self.server.store
         self._registry.check_new_group(msg.group)
-        limit = self._server.limits.max_control_variables_per_group
+        limit = self.server.limits.max_control_variables_per_group
         held = store.group_count(msg.group)
         if held + len(msg.offsets) <= limit:
             return
         existing = store.get_initial_offsets(msg.group)
         new = sum(1 for key in msg.offsets if key not in existing)
         if held + new > limit:
-            raise self._server.limit_counter.exceeded(
+            raise self.server.limit_counter.exceeded(
                 "max_control_variables_per_group",
                 f"group {msg.group!r} holds {held} control variables; {new} more would exceed the limit of {limit}")
 
     def _on_get(self, req: Request, msg: protocol.GetInitialOffsets) -> dict[str, Any]:
-        store = self._server.store
+        store = self.server.store
         store.touch(msg.group)  # a read is activity too (retention counts idleness)
         return protocol.offsets_reply(store.get_initial_offsets(msg.group))

@@ -33,8 +33,8 @@ traceback, the `.tmp` file is deleted, the failure is counted in the store's
 stats, and the old segment stays in use: nothing is lost. A crash at any step
 leaves either the old segment (the `.tmp` is deleted on open) or, after the
 rename, the complete new one (the old segment is deleted on open). Every step
-calls `durable_log.crash_point` (a test hook; the names are
-`durable_log.CRASH_STEPS`), and tests/test_store_crash_points.py crashes a
+calls `coordinator.store.log.segment.crash_point` (a test hook; the names are
+`CRASH_STEPS` there), and tests/test_store_crash_points.py crashes a
 process at each of them.
 """
 
@@ -52,7 +52,7 @@ import attrs
 from coordinator.store import records
 from coordinator.store.control_table import Snapshot, iter_snapshot
 from coordinator.store.log.segment import SegmentLog, SegmentRewrite, crash_point
-from coordinator.store.replay import RegistryEntry
+from coordinator.store.tables import RegistryEntry
 
 log = logging.getLogger(__name__)
 

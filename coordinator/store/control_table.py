@@ -208,18 +208,6 @@ class ControlTable:
                     view[partition] = offset
         return delta
 
-    def drop_group(self, group: str) -> list[tuple[str, list[int]]]:
-        """Remove every control variable of `group`; returns (topic, partitions) removed."""
-        topics = self._groups.pop(group, None)
-        if not topics:
-            return []
-        removed = []
-        for topic, buf in topics.items():
-            partitions = [p for p, _ in _items(buf)]
-            self.count -= len(partitions)
-            removed.append((topic, partitions))
-        return removed
-
     def snapshot(self) -> Snapshot:
         """Copy of the group level; topic dicts and sparse dicts shared copy-on-write
         until `release_snapshot()`, offset buffers shared (see the module docstring)."""

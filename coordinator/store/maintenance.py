@@ -1,7 +1,12 @@
 """Retention and compaction scheduling: the maintenance half of `StateStore`.
 
-`StoreMaintenance` is a mixin of `coordinator.store.state_store.StateStore`; the
-tables and the log it works on are the store's (same owner thread).
+`Maintenance` is owned by `coordinator.store.state_store.StateStore` and built
+with the store's log, tables (`coordinator.store.tables`) and segment counters;
+it runs on the store's owner thread and keeps what spans episodes (the backoffs,
+the running compaction, the counters in `stats()`). Its episodes of work are
+objects of their own: one `Expiry` per retention pass (built by the store with
+its append function), one `coordinator.store.compaction.Compaction` per
+compaction.
 
 Retention (`expire`): a group whose last activity is older than `retention_s`
 gets every control variable tombstoned, and its registry entry too if no
@@ -27,20 +32,24 @@ Failures: a failed compaction or expiry is logged with its traceback, counted
 (`compaction_failures`, `expire_failures`) and retried after a backoff
 (`Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
 raise for it, so maintenance never stops the server loop. The one exception
-is `LogFailed`: the log is fail-stop (see `durable_log`), and the server must
+is `LogFailed`: the log is fail-stop (see `coordinator.store.log.segment`), and the server must
 stop and restart from what is on disk.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from coordinator.store import records
 from coordinator.store.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
-from coordinator.store.log.segment import LogFailed
+from coordinator.store.log.segment import LogFailed, SegmentLog
+from coordinator.store.tables import LogCounters, StoreTables
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +87,7 @@ class Backoff:
     def failed(self, now: float) -> float:
         """Count a failure; returns the delay before the next attempt."""
         self.failures += 1
-        delay = min(self.max_s, self.first_s * 2 ** min(self.failures - 1, 30))
+        delay = min(self.max_s, self.first_s * float(2 ** min(self.failures - 1, 30)))
         self.not_before = now + delay
         return delay
 
@@ -87,51 +96,52 @@ class Backoff:
         self.not_before = float("-inf")
 
 
-class StoreMaintenance:
-    """Mixin: needs the attributes StateStore.__init__ sets."""
+#: ``append(payload, entries)``: append one encoded record of `entries` keyed
+#: entries to the log and count it (`StateStore`'s append; raises LogFailed).
+Append = Callable[[bytes, int], None]
 
-    def expire(self, now: float | None = None) -> int:
-        """Tombstone the control variables of groups idle longer than retention_s.
 
-        A group's registry entry is tombstoned too when it has no members left.
-        Returns the number of control variables tombstoned. A failure is logged
-        and retried after a backoff (0 is returned meanwhile); only LogFailed
-        is raised.
-        """
-        self._ready()
-        wall = self._clock()
-        if not self._expire_backoff.ready(wall):
-            return 0
-        try:
-            expired = self._expire(wall if now is None else now)
-        except LogFailed:
-            raise
-        except Exception:
-            self._expire_failures += 1
-            delay = self._expire_backoff.failed(wall)
-            log.exception("retention expiry failed (%d in a row); retrying in %.0f s",
-                          self._expire_backoff.failures, delay)
-            return 0
-        self._expire_backoff.succeeded()
-        return expired
+@attrs.frozen
+class MaintenancePolicy:
+    """When to expire and when to compact (validated by `StateStore`)."""
 
-    def _expire(self, now: float) -> int:
-        cutoff = now - self.retention_s
+    retention_s: float
+    compact_dead_ratio: float
+    compact_min_bytes: int
+
+
+class Expiry:
+    """One retention pass: tombstone the state of groups idle since before `now - retention_s`.
+
+    Each record is appended first (`append`) and then applied to `tables`, so
+    memory never gets ahead of the log. The caller guarantees that the store
+    is loaded and that nothing else uses `tables` during `run()`."""
+
+    def __init__(self, tables: StoreTables, append: Append, *, clock: Callable[[], float], retention_s: float) -> None:
+        self._tables = tables
+        self._append = append
+        self._clock = clock
+        self._retention_s = retention_s
+
+    def run(self, now: float) -> int:
+        """Returns the number of control variables tombstoned; raises what an append raises."""
+        tables = self._tables
+        cutoff = now - self._retention_s
         expired = groups = 0
 
-        def emit(payload: bytes, entries: list[list], count: int) -> None:
-            self._append_payload(payload, count)  # first: memory never gets ahead of the log
+        def emit(payload: bytes, entries: list[list[Any]], count: int) -> None:
+            self._append(payload, count)  # first: memory never gets ahead of the log
             for entry in entries:
-                self._apply(entry)
+                tables.apply(entry)
 
         batcher = records.Batcher(self._clock(), emit)
-        idle = [(g, t) for g, t in self._activity.items() if t < cutoff]
-        # _activity has exactly the groups that hold state (StateStore keeps it so).
+        idle = [(g, t) for g, t in tables.activity.items() if t < cutoff]
+        # `activity` has exactly the groups that hold state (StoreTables invariant).
         for group, last in idle:
             by_topic: dict[str, list[int]] = {}
-            for topic, partition in self._control.group_items(group):
+            for topic, partition in tables.control.group_items(group):
                 by_topic.setdefault(topic, []).append(partition)
-            registry = self._groups.get(group)
+            registry = tables.groups.get(group)
             drop_registry = registry is not None and not registry.members
             if not by_topic and not drop_registry:
                 continue  # a registered group whose control variables are gone already
@@ -151,35 +161,103 @@ class StoreMaintenance:
         # The activity of groups touched since the last record (reads, heartbeats) rides
         # on the next request's record; written here too, so that even a group that is
         # only read has its activity on disk within one expiry interval.
-        carried = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        carried = [(g, tables.activity[g]) for g in tables.dirty_activity if g in tables.activity]
         for group, at in carried:
             batcher.add_activity(group, at)
         # A group may span records: a crash between them leaves it idle, and the
         # next expire finishes it.
         batcher.flush()
-        self._dirty_activity.difference_update(g for g, _ in carried)
+        tables.dirty_activity.difference_update(g for g, _ in carried)
         for group, _ in idle:
-            if group not in self._groups and not self._control.has_group(group):
-                self._activity.pop(group, None)
-                self._dirty_activity.discard(group)
+            if not tables.holds_state(group):
+                tables.activity.pop(group, None)
+                tables.dirty_activity.discard(group)
         if groups:
             log.info("retention: %d groups idle for more than %.0f s: tombstoned %d control variables "
-                     "in %d records", groups, self.retention_s, expired, batcher.records)
+                     "in %d records", groups, self._retention_s, expired, batcher.records)
         return expired
 
-    def _live_entries(self) -> int:
-        return len(self._control) + len(self._groups) + self._member_count + sum(len(d) for d in self._docs.values())
 
+class Maintenance:
+    """Retention passes and compaction scheduling of one store (see the module docstring).
+
+    Every method runs on the store's owner thread; the store calls them only
+    once it is loaded (except `close` and `stats`)."""
+
+    #: The running compaction (None: none): written here only; the store reads it
+    #: (tests wait for it). Its own thread writes only the job's fields.
+    compaction: Compaction | None
+
+    def __init__(
+        self,
+        log: SegmentLog,
+        tables: StoreTables,
+        counters: LogCounters,
+        policy: MaintenancePolicy,
+        *,
+        clock: Callable[[], float],
+    ) -> None:
+        self._log = log
+        self._tables = tables
+        self._counters = counters
+        self._policy = policy
+        self._clock = clock
+        self.compaction = None
+        self._compaction_base = 0  # counters.appended_entries when the running compaction started
+        self._compaction_base_records = 0
+        self._deleter: threading.Thread | None = None  # unlinks the superseded segment
+        self._compactions = 0
+        self._compaction_failures = 0
+        self._expire_failures = 0
+        self._compact_backoff = Backoff()
+        self._expire_backoff = Backoff()
+        self._compact_soon = False  # load found records over the frame limit: rewrite them
+        self._largest_compaction_record = 0
+        self._max_pause_s = 0.0
+        self._last_compaction_error: BaseException | None = None
+
+    def compact_soon(self) -> None:
+        """Compact at the next `maybe_compact` whatever the dead ratio (the store's load
+        found records over the frame limit, which a compaction rewrites in bounded ones)."""
+        self._compact_soon = True
+
+    # ---- retention -------------------------------------------------------------------
+    def expire(self, run_pass: Callable[[float], int], now: float | None = None) -> int:
+        """Run one retention pass, ``run_pass(now)`` (an `Expiry`), unless a failed one
+        is still backing off.
+
+        Returns the number of control variables tombstoned. A failure is logged
+        and retried after a backoff (0 is returned meanwhile); only LogFailed
+        is raised.
+        """
+        wall = self._clock()
+        if not self._expire_backoff.ready(wall):
+            return 0
+        try:
+            expired = run_pass(wall if now is None else now)
+        except LogFailed:
+            raise
+        except Exception:
+            self._expire_failures += 1
+            delay = self._expire_backoff.failed(wall)
+            log.exception("retention expiry failed (%d in a row); retrying in %.0f s",
+                          self._expire_backoff.failures, delay)
+            return 0
+        self._expire_backoff.succeeded()
+        return expired
+
+    # ---- compaction ------------------------------------------------------------------
     def _should_compact(self) -> bool:
         if self._compact_soon:
             return True
-        if self._log.size < self.compact_min_bytes or self._log_entries == 0:
+        counters = self._counters
+        if self._log.size < self._policy.compact_min_bytes or counters.entries == 0:
             return False
-        unbatched = self._log_records - self._records_at_compaction
-        if unbatched > max(REBATCH_RECORDS, len(self._control) // 10):
+        unbatched = counters.records - counters.records_at_compaction
+        if unbatched > max(REBATCH_RECORDS, len(self._tables.control) // 10):
             return True
-        dead = self._log_entries - self._live_entries()
-        return dead / self._log_entries > self.compact_dead_ratio
+        dead = counters.entries - self._tables.live_entries()
+        return dead / counters.entries > self._policy.compact_dead_ratio
 
     def maybe_compact(self) -> bool:
         """Start a compaction if one is due, or finish one that is done.
@@ -187,11 +265,10 @@ class StoreMaintenance:
         Returns True when this call started or finished a compaction. A failure
         is logged and the next start waits for a backoff; only LogFailed is raised.
         """
-        self._ready()
         now = self._clock()
         try:
-            if self._compaction is not None:
-                if not self._compaction.done.is_set():
+            if self.compaction is not None:
+                if not self.compaction.done.is_set():
                     return False
                 return self._finish_compaction()
             if not self._compact_backoff.ready(now) or not self._should_compact():
@@ -206,39 +283,37 @@ class StoreMaintenance:
 
     def compact(self, timeout: float = 60.0) -> None:
         """Compact now and wait for it (tests, benchmarks, operator tools)."""
-        self._ready()
-        if self._compaction is None:
+        if self.compaction is None:
             self._start_compaction()
-        assert self._compaction is not None
-        if not self._compaction.done.wait(timeout):
+        assert self.compaction is not None
+        if not self.compaction.done.wait(timeout):
             raise TimeoutError(f"compaction did not finish within {timeout} s")
         if not self._finish_compaction():
             raise RuntimeError("compaction failed (see the log)") from self._last_compaction_error
 
     def _start_compaction(self) -> None:
         t0 = time.perf_counter()
+        tables = self._tables
         self._log.flush()
         snap = StoreSnapshot(  # C-level copies only: O(groups) at memcpy-like speed
-            control=self._control.snapshot(),
-            groups=dict(self._groups),  # values are frozen
-            documents={ns: dict(d) for ns, d in self._docs.items()},
-            activity=dict(self._activity),
+            control=tables.control.snapshot(),
+            groups=dict(tables.groups),  # values are frozen
+            documents={ns: dict(d) for ns, d in tables.docs.items()},
+            activity=dict(tables.activity),
             ts=self._clock(),
         )
         try:
-            self._compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
-            self._compaction_base = self._appended_entries
-            self._compaction_base_records = self._appended_records
-            self._compaction.start()
+            self.compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
+            self._compaction_base = self._counters.appended_entries
+            self._compaction_base_records = self._counters.appended_records
+            self.compaction.start()
         except BaseException:
-            self._compaction = None
-            self._control.release_snapshot()
+            self.compaction = None
+            tables.control.release_snapshot()
             raise
         self._note_pause(time.perf_counter() - t0)
         log.info("compaction started: %d bytes, %d entries (%d live)",
-                 self._log.size, self._log_entries, self._live_entries())
-
-    _last_compaction_error: BaseException | None = None
+                 self._log.size, self._counters.entries, tables.live_entries())
 
     def _note_compaction_failure(self, exc: BaseException, what: str) -> None:
         self._compaction_failures += 1
@@ -248,9 +323,9 @@ class StoreMaintenance:
                   what, self._compact_backoff.failures, exc, delay, exc_info=exc)
 
     def _finish_compaction(self) -> bool:
-        job, self._compaction = self._compaction, None
+        job, self.compaction = self.compaction, None
         assert job is not None
-        self._control.release_snapshot()
+        self._tables.control.release_snapshot()
         if job.error is not None:
             self._note_compaction_failure(job.error, "compaction into a new segment failed")
             return False
@@ -263,11 +338,12 @@ class StoreMaintenance:
         except OSError as exc:  # before the rename: the old segment stays in use
             self._note_compaction_failure(exc, "switching to the compacted segment failed")
             return False
-        self._join_deleter()
+        self.join_deleter()
         self._deleter = delete_segment(old_segment)
-        self._log_entries = job.entries_written + (self._appended_entries - self._compaction_base)
-        self._log_records = job.records_written + (self._appended_records - self._compaction_base_records)
-        self._records_at_compaction = job.records_written
+        counters = self._counters
+        counters.entries = job.entries_written + (counters.appended_entries - self._compaction_base)
+        counters.records = job.records_written + (counters.appended_records - self._compaction_base_records)
+        counters.records_at_compaction = job.records_written
         self._largest_compaction_record = max(self._largest_compaction_record, job.largest_record)
         self._compactions += 1
         self._compact_soon = False
@@ -276,10 +352,11 @@ class StoreMaintenance:
         self._note_pause(pause)
         log.info("compaction done in %.3f s: %d -> %d bytes, %d entries in records of at most %d bytes; "
                  "switch paused the caller %.1f ms", time.perf_counter() - job.started, before, self._log.size,
-                 self._log_entries, job.largest_record, pause * 1e3)
+                 counters.entries, job.largest_record, pause * 1e3)
         return True
 
-    def _join_deleter(self) -> None:
+    def join_deleter(self) -> None:
+        """Wait (bounded by JOIN_TIMEOUT_S) for the deletion of a superseded segment."""
         if self._deleter is not None:
             self._deleter.join(JOIN_TIMEOUT_S)
             if self._deleter.is_alive():
@@ -287,5 +364,22 @@ class StoreMaintenance:
             self._deleter = None
 
     def _note_pause(self, seconds: float) -> None:
-        self._last_pause_s = seconds
         self._max_pause_s = max(self._max_pause_s, seconds)
+
+    def close(self) -> None:
+        """Cancel a running compaction and wait for a pending segment deletion."""
+        if self.compaction is not None:
+            self.compaction.cancel()
+            self.compaction = None
+            self._tables.control.release_snapshot()
+        self.join_deleter()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "compactions": self._compactions,
+            "compaction_running": self.compaction is not None,
+            "compaction_failures": self._compaction_failures,
+            "expire_failures": self._expire_failures,
+            "largest_compaction_record_bytes": self._largest_compaction_record,
+            "compaction_max_pause_ms": self._max_pause_s * 1e3,
+        }

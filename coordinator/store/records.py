@@ -61,7 +61,7 @@ BATCH_BYTES = 1 << 20
 BATCH_ENTRIES = 10_000
 
 # The C scanner behind json.loads, without its per-call wrapper (replay speed).
-_scan_once = json.JSONDecoder().scan_once
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 

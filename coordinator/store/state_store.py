@@ -1,6 +1,6 @@
 """The coordinator's durable state: an in-memory table over an append-only log.
 
-This follows Kafka's offsets topic (seeds 000, 001, 002, 004): every write is
+This follows Kafka's offsets topic: every write is
 appended to a keyed log (`coordinator.store.log.segment`, payloads in
 `coordinator.store.records`), an in-memory table serves every read, the log is
 replayed on start-up, deletes are tombstones, idle groups' control variables
@@ -16,13 +16,14 @@ What it holds:
 - small JSON documents of other services (namespace, key) -> dict;
 - each group's last-activity time (retention).
 
-Where each part lives: replay of the log at start-up is
-`coordinator.store.replay` (mixin `StoreReplay`), retention and compaction
-scheduling `coordinator.store.maintenance` (mixin `StoreMaintenance`); this
-module is the live table API the server calls.
+Where each part lives: the tables are `coordinator.store.tables.StoreTables`;
+replay of the log at start-up is one `coordinator.store.replay.Replay`,
+retention and compaction scheduling the store's
+`coordinator.store.maintenance.Maintenance`; this module is the live table API
+the server calls (`coordinator.server.api.ServerStore`).
 
 Protocol with the server (one owner thread calls every method):
-1. `load()` once (`store_replay`); until it returns the server answers
+1. `load()` once (`coordinator.store.replay`); until it returns the server answers
    LOAD_IN_PROGRESS.
 2. Per loop iteration: apply every ready request (each write appends one
    record to the log buffer, no I/O, and then applies the same entries to the
@@ -39,7 +40,7 @@ Protocol with the server (one owner thread calls every method):
 
 Failure: a write that raises (bad input: ValueError/TypeError naming the
 problem; RegionIndexMismatch) has changed nothing. A failed write() or fsync of
-the log raises `durable_log.LogFailed` (an OSError's consequence), and so does
+the log raises `coordinator.store.log.segment.LogFailed` (an OSError's consequence), and so does
 every later write or sync: the log is fail-stop, because after a failed fsync
 the kernel may have dropped the data and a later "successful" fsync proves
 nothing. The caller must not acknowledge anything not covered by a successful
@@ -50,7 +51,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -60,8 +60,9 @@ from coordinator.store import records
 from coordinator.store.compaction import Compaction
 from coordinator.store.control_table import MAX_OFFSET, ControlTable
 from coordinator.store.log.segment import MAX_PAYLOAD_BYTES, RecordTooLarge, SegmentLog
-from coordinator.store.maintenance import Backoff, StoreMaintenance
-from coordinator.store.replay import LoadReport, RegistryEntry, StoreReplay
+from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
+from coordinator.store.replay import LoadReport, Replay
+from coordinator.store.tables import LogCounters, StoreTables
 
 __all__ = ["MAX_PARTITION", "LoadReport", "RegionIndexMismatch", "StateStore"]
 
@@ -92,7 +93,16 @@ def _check_int(what: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-class StateStore(StoreReplay, StoreMaintenance):
+class StateStore:
+    """The live table API (see the module docstring); one owner thread."""
+
+    #: The tables: filled by one `Replay` at load, then written by the writes below and
+    #: by retention (`Expiry`); snapshotted by compaction (`Maintenance`).
+    _tables: StoreTables
+    #: Counts of the active segment: set at load, advanced by `_append_payload`,
+    #: rebased by `Maintenance` when it switches to a compacted segment.
+    _counters: LogCounters
+
     def __init__(
         self,
         state_dir: Path,
@@ -114,39 +124,52 @@ class StateStore(StoreReplay, StoreMaintenance):
         self.compact_dead_ratio = compact_dead_ratio
         self.compact_min_bytes = compact_min_bytes
         self._clock = clock
-        # The operator's explicit choice to cut a corrupt log at load (see log_recovery).
+        # The operator's explicit choice to cut a corrupt log at load (see log.recovery).
         self.truncate_corrupt = truncate_corrupt
         self._log = SegmentLog(self.state_dir)
-        self._control = ControlTable()
-        self._groups: dict[str, RegistryEntry] = {}
-        self._member_count = 0  # sum of len(members) over the registry
-        self._docs: dict[str, dict[str, str]] = {}  # namespace -> key -> JSON text
-        # Last activity of every group that holds state (registry entry or control
-        # variables), and only of those: len() is the group count, expire() scans it.
-        self._activity: dict[str, float] = {}
-        self._dirty_activity: set[str] = set()
-        self._log_entries = 0  # keyed entries in the active segment
-        self._log_records = 0  # records in the active segment
-        self._records_at_compaction = 0  # _log_records right after the last compaction
-        self._appended_records = 0  # records appended since load (monotonic)
-        self._appended_entries = 0  # keyed entries appended since load (monotonic)
-        self._compaction: Compaction | None = None
-        self._compaction_base = 0  # _appended_entries when the running compaction started
-        self._compaction_base_records = 0
-        self._deleter: threading.Thread | None = None  # unlinks the superseded segment
-        self._compactions = 0
-        self._compaction_failures = 0
-        self._expire_failures = 0
-        self._compact_backoff = Backoff()
-        self._expire_backoff = Backoff()
-        self._compact_soon = False  # load found records over the frame limit: rewrite them
-        self._largest_compaction_record = 0
-        self._last_pause_s = 0.0
-        self._max_pause_s = 0.0
+        # Written by replay (load), the writes below and retention; read by compaction.
+        self._tables = StoreTables()
+        # Written by _append_payload, set at load, rebased by Maintenance after a compaction.
+        self._counters = LogCounters()
+        self._maintenance = Maintenance(
+            self._log,
+            self._tables,
+            self._counters,
+            MaintenancePolicy(self.retention_s, compact_dead_ratio, compact_min_bytes),
+            clock=clock,
+        )
         self._load_seconds = 0.0
         self._truncated = 0
         self.loaded = False
         self._closed = False
+
+    # ---- start-up ----------------------------------------------------------------
+    def load(self) -> LoadReport:
+        """Replay the log into the tables (`coordinator.store.replay`); once, before close()."""
+        if self.loaded or self._closed:
+            raise RuntimeError("StateStore.load() may be called once, before close()")
+        result = Replay(self._log, self._tables, clock=self._clock, truncate_corrupt=self.truncate_corrupt).run()
+        report = result.report
+        if result.oversize_records:
+            self._maintenance.compact_soon()
+        self._counters.entries = report.entries
+        self._counters.records = report.records
+        self._truncated = report.truncated_bytes
+        self._load_seconds = report.seconds
+        self.loaded = True
+        return report
+
+    # Views of the tables for tests and tools that check the store's invariants.
+    @property
+    def _control(self) -> ControlTable:
+        return self._tables.control
+
+    @property
+    def _activity(self) -> dict[str, float]:
+        return self._tables.activity
+
+    def _known_groups(self) -> set[str]:
+        return self._tables.known_groups()
 
     # ---- writing -----------------------------------------------------------------
     def _ready(self) -> None:
@@ -168,7 +191,7 @@ class StateStore(StoreReplay, StoreMaintenance):
         """
         ts = self._clock()
         parts = [records.encode_entry(e) for e in entries]
-        active = [(g, self._activity[g]) for g in self._dirty_activity if g in self._activity]
+        active = [(g, self._tables.activity[g]) for g in self._tables.dirty_activity if g in self._tables.activity]
         act = [records.encode_activity(g, at) for g, at in active]
         payload = records.assemble(ts, parts, act)
         separate_activity = len(payload) > records.BATCH_BYTES and bool(act)
@@ -186,34 +209,31 @@ class StateStore(StoreReplay, StoreMaintenance):
             batcher.flush()
         self._append_payload(payload, sum(records.entry_count(e) for e in entries), carries_activity=True)
         for entry in entries:
-            self._apply(entry)
+            self._tables.apply(entry)
 
     def _append_payload(self, payload: bytes, count: int, *, carries_activity: bool = False) -> None:
         """Append one encoded record; `carries_activity`: it holds the activity of every
         group touched since the last such record (so those need not be written again)."""
         self._log.append(payload)  # first: if the log refuses, nothing changed
         if carries_activity:
-            self._dirty_activity.clear()
-        self._log_entries += count
-        self._appended_entries += count
-        self._log_records += 1
-        self._appended_records += 1
+            self._tables.dirty_activity.clear()
+        self._counters.appended(count)
 
     def _mark_active(self, group: str) -> None:
-        self._activity[group] = self._clock()
-        self._dirty_activity.add(group)
+        self._tables.activity[group] = self._clock()
+        self._tables.dirty_activity.add(group)
 
     def _write_for_group(self, group: str, entries: list[list]) -> None:
         """Mark `group` active and append `entries`; if the write is refused, a group
         that held no state is not left marked (`_activity` is the groups with state)."""
-        had_state = group in self._activity
+        had_state = group in self._tables.activity
         self._mark_active(group)  # before encoding: the record carries the activity
         try:
             self._append_request(entries)
         except (ValueError, TypeError):
             if not had_state:
-                del self._activity[group]
-                self._dirty_activity.discard(group)
+                del self._tables.activity[group]
+                self._tables.dirty_activity.discard(group)
             raise
 
     def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -233,7 +253,7 @@ class StateStore(StoreReplay, StoreMaintenance):
             _check_name("topic", topic)
             _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
             _check_int(f"offset of {topic}[{partition}]", offset, 0, MAX_OFFSET)
-            current = self._control.get(group, topic, partition)
+            current = self._tables.control.get(group, topic, partition)
             if current is None:
                 ps, os_ = new.setdefault(topic, ([], []))
                 ps.append(partition)
@@ -249,12 +269,12 @@ class StateStore(StoreReplay, StoreMaintenance):
 
     def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
         self._ready()
-        return self._control.group_items(group)
+        return self._tables.control.group_items(group)
 
     def group_count(self, group: str) -> int:
         """Number of control variables of `group`, without copying them (status pages)."""
         self._ready()
-        return self._control.group_count(group)
+        return self._tables.control.group_count(group)
 
     def register_member(self, group: str, region_index: int, operator_name: str) -> list[str]:
         """Register `operator_name` in `group` (created on first registration); idempotent.
@@ -265,7 +285,7 @@ class StateStore(StoreReplay, StoreMaintenance):
         _check_name("group", group)
         _check_int("region_index", region_index, 0, MAX_OFFSET)
         _check_name("operator_name", operator_name)
-        current = self._groups.get(group)
+        current = self._tables.groups.get(group)
         if current is not None and current.region_index != region_index:
             raise RegionIndexMismatch(group, current.region_index, region_index)
         if current is not None and current.has(operator_name):
@@ -274,34 +294,34 @@ class StateStore(StoreReplay, StoreMaintenance):
         entries = [] if current is not None else [records.registry_entry(group, region_index)]
         entries.append(records.member_entry(group, operator_name, True))
         self._write_for_group(group, entries)
-        return list(self._groups[group].members)
+        return list(self._tables.groups[group].members)
 
     def unregister_member(self, group: str, operator_name: str) -> list[str]:
         """Remove `operator_name` from `group`; idempotent. The group (and its region
         index) stays until retention expires it while it has no members."""
         self._ready()
-        current = self._groups.get(group)
+        current = self._tables.groups.get(group)
         if current is None:
             return []
         self._mark_active(group)
         if not current.has(operator_name):
             return list(current.members)
         self._append_request([records.member_entry(group, operator_name, False)])
-        return list(self._groups[group].members)
+        return list(self._tables.groups[group].members)
 
     def members(self, group: str) -> list[str]:
         self._ready()
-        current = self._groups.get(group)
+        current = self._tables.groups.get(group)
         return list(current.members) if current else []
 
     def region_index(self, group: str) -> int | None:
         self._ready()
-        current = self._groups.get(group)
+        current = self._tables.groups.get(group)
         return current.region_index if current else None
 
     def groups(self) -> list[str]:
         self._ready()
-        return sorted(self._activity)  # the groups holding state (see __init__)
+        return sorted(self._tables.activity)  # the groups holding state (StoreTables invariant)
 
     def touch(self, group: str) -> None:
         """Record activity of a group: call it for every message that shows the group
@@ -310,7 +330,7 @@ class StateStore(StoreReplay, StoreMaintenance):
         only after `retention_s` without any. Kept in memory and persisted with
         the next record or the next `expire()` run, whichever comes first; a
         group that holds no state is ignored."""
-        if group in self._groups or self._control.has_group(group):
+        if self._tables.holds_state(group):
             self._mark_active(group)
 
     def put_document(self, namespace: str, key: str, value: dict | None) -> None:
@@ -319,41 +339,65 @@ class StateStore(StoreReplay, StoreMaintenance):
         _check_name("key", key)
         if value is not None and not isinstance(value, dict):
             raise ValueError(f"document {namespace}/{key} must be a dict or None, got {type(value).__name__}")
-        docs = self._docs.get(namespace)
+        docs = self._tables.docs.get(namespace)
         if value is None and (docs is None or key not in docs):
             return
         self._append_request([records.document_entry(namespace, key, value)])
 
     def get_document(self, namespace: str, key: str) -> dict | None:
         self._ready()
-        text = self._docs.get(namespace, {}).get(key)
+        text = self._tables.docs.get(namespace, {}).get(key)
         return None if text is None else json.loads(text)
 
     def documents(self, namespace: str) -> dict[str, dict]:
         self._ready()
-        return {k: json.loads(v) for k, v in self._docs.get(namespace, {}).items()}
+        return {k: json.loads(v) for k, v in self._tables.docs.get(namespace, {}).items()}
 
     def sync(self) -> None:
         """Group commit: one fsync for everything appended since the last sync."""
         self._ready()
         self._log.sync()
 
+    # ---- maintenance (coordinator.store.maintenance) ----------------------------------
+    def expire(self, now: float | None = None) -> int:
+        """Retention pass (`Maintenance.expire`): tombstone the state of idle groups."""
+        self._ready()
+        return self._maintenance.expire(self._expire, now)
+
+    def _expire(self, now: float) -> int:
+        """One retention pass (`Expiry`): the groups idle since before ``now - retention_s``."""
+        return Expiry(self._tables, self._append_payload, clock=self._clock, retention_s=self.retention_s).run(now)
+
+    def maybe_compact(self) -> bool:
+        """Start a due compaction or finish a done one (`Maintenance.maybe_compact`)."""
+        self._ready()
+        return self._maintenance.maybe_compact()
+
+    def compact(self, timeout: float = 60.0) -> None:
+        """Compact now and wait for it (tests, benchmarks, operator tools)."""
+        self._ready()
+        self._maintenance.compact(timeout)
+
+    @property
+    def _compaction(self) -> Compaction | None:
+        """The running compaction, if any (tests wait for it)."""
+        return self._maintenance.compaction
+
+    def _join_deleter(self) -> None:
+        self._maintenance.join_deleter()
+
     def stats(self) -> dict:
-        live = self._live_entries()
+        tables, counters = self._tables, self._counters
+        live = tables.live_entries()
         return {
-            "control_variables": len(self._control),
-            "groups": len(self._activity),
-            "documents": sum(len(d) for d in self._docs.values()),
+            "control_variables": len(tables.control),
+            "groups": len(tables.activity),
+            "documents": sum(len(d) for d in tables.docs.values()),
             "log_bytes": self._log.size,
-            "log_records": self._log_records,
+            "log_records": counters.records,
             "live_entries": live,
-            "dead_entries": max(self._log_entries - live, 0),
-            "compactions": self._compactions,
-            "compaction_running": self._compaction is not None,
-            "compaction_failures": self._compaction_failures,
-            "expire_failures": self._expire_failures,
-            "largest_compaction_record_bytes": self._largest_compaction_record,
-            "compaction_max_pause_ms": self._max_pause_s * 1e3,
+            "dead_entries": max(counters.entries - live, 0),
+            **self._maintenance.stats(),
             "fsyncs": self._log.fsyncs,
             "load_seconds": self._load_seconds,
             "truncated_bytes": self._truncated,
@@ -364,10 +408,6 @@ class StateStore(StoreReplay, StoreMaintenance):
         if self._closed:
             return
         self._closed = True
-        if self._compaction is not None:
-            self._compaction.cancel()
-            self._compaction = None
-            self._control.release_snapshot()
-        self._join_deleter()
+        self._maintenance.close()
         if self.loaded:
             self._log.close()

@@ -1,3 +1,4 @@
-"""The coordinator's wire format: the request/reply envelope, the messages and their
-validation, and the error codes. Shared by the server, its services and the client.
+"""The coordinator's wire format: the request/reply envelope (``envelope``), the field
+checks (``fields``), the messages (``protocol``, which re-exports the other two) and the
+error codes (``errors``). Shared by the server, its services and the client.
 """

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import attrs
 
-from coordinator.launcher import die_with_parent_preexec
+from coordinator.common.osutil import die_with_parent_preexec, free_port
 
 #: How long start() waits for the port to accept connections. tansu is ready in
 #: milliseconds; this bound turns a broker that cannot bind into an error, not a hang.
@@ -50,13 +50,6 @@ ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 
 class BrokerStartError(RuntimeError):
     """The embedded broker could not be started."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def tansu_binary() -> str:

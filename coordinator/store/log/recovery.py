@@ -25,9 +25,9 @@ Recovery on open:
    get to delete the old file). The rename is the commit point of a compaction,
    so the newest segment is always complete.
 3. Scan the newest segment from offset 0, handing every record to the
-   caller's `on_record(offset, payload)` (`record_frame.scan`).
+   caller's `on_record(offset, payload)` (`coordinator.store.log.frame.scan`).
 4. The first bad record ends the valid log. What happens depends on its kind
-   (`record_frame.DamageKind`; the reasoning is in docs/durable-state.md,
+   (`coordinator.store.log.frame.DamageKind`; the reasoning is in docs/durable-state.md,
    "Torn tail or corruption"):
    - TORN (nothing good follows it: the end of an append cut by a crash) is
      truncated automatically and logged as a WARNING. Since a sync returns

@@ -44,6 +44,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from coordinator.common.osutil import fsync_dir
 from coordinator.store.log.frame import (  # noqa: F401
     FORMAT_VERSION,
     HEADER,
@@ -60,7 +61,7 @@ from coordinator.store.log.frame import (  # noqa: F401
     scan,
 )
 
-# Framing lives in record_frame, recovery and file names in log_recovery;
+# Framing lives in log.frame, recovery and file names in log.recovery;
 # re-exported here for callers of the log.
 from coordinator.store.log.recovery import (  # noqa: F401
     LOCK_NAME,
@@ -115,14 +116,6 @@ def crash_point(step: str) -> None:
 
 class LogFailed(LogError):
     """A write or fsync of the log failed earlier; restart to recover from disk."""
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class SegmentLog:
@@ -198,12 +191,12 @@ class SegmentLog:
     def flush(self) -> None:
         """Write the buffer to the file (no fsync)."""
         if self._buf:
-            self._check_open()
+            fd = self._check_open()
             view = memoryview(self._buf)
             written = 0
             try:
                 while written < len(view):
-                    written += os.write(self._fd, view[written:])
+                    written += os.write(fd, view[written:])
             except OSError as exc:
                 self._fail(exc, "write")
             finally:
@@ -214,10 +207,10 @@ class SegmentLog:
 
     def sync(self) -> None:
         """Group commit: one write, one fsync of the file (and of the directory if it changed)."""
-        self._check_open()
+        fd = self._check_open()
         self.flush()
         try:
-            os.fsync(self._fd)
+            os.fsync(fd)
             if self._dir_dirty:
                 fsync_dir(self.state_dir)
         except OSError as exc:
@@ -231,13 +224,15 @@ class SegmentLog:
                      "(recovery replays what is on disk)", what, self.path, exc)
         raise LogFailed(f"{what} of {self.path} failed: {exc}; restart the coordinator") from exc
 
-    def _check_open(self) -> None:
+    def _check_open(self) -> int:
+        """The open file descriptor; raises when the log is not open or has failed."""
         if self._fd is None:
             raise RuntimeError(f"segment log {self.path} is not open")
         if self.failed is not None:
             raise LogFailed(
                 f"an earlier write/fsync of {self.path} failed ({self.failed}); restart the coordinator"
             ) from self.failed
+        return self._fd
 
     def close(self) -> None:
         """Sync and close; releases the directory lock. After a failure, only closes."""
@@ -299,7 +294,8 @@ class SegmentLog:
             self._fd = os.open(rewrite.final, os.O_RDWR | os.O_APPEND)
         except OSError as exc:
             self._fail(exc, "reopen after compaction")
-        os.close(old_fd)
+        if old_fd is not None:
+            os.close(old_fd)
         self.path, self.generation = rewrite.final, rewrite.generation
         self._file_end = self.flushed_end = rewrite.size
         crash_point("switch-renamed")

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coordinator.launcher import die_with_parent_preexec
+from coordinator.common.osutil import die_with_parent_preexec
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
 from cr_consumer.runtime.runner.member_proc import MemberProc

@@ -1,0 +1,143 @@
+"""Pacing of a region's checkpoints after rebalances, from the members' Kafka reports
+(no I/O, the loop thread only; owned by :class:`~coordinator.region.state.RegionCore`).
+
+A drain commits offsets, and a commit while the Kafka group rebalances is
+refused and makes that consumer rejoin: draining during a join fails the drain,
+forces one more reset, and can keep the join from ever finishing. So:
+
+* Members report their Kafka group state in their heartbeats (``kafka``:
+  ``member_id``, ``generation``, ``rebalancing``). When every member reports
+  one, a periodic drain that is due waits while any member reports
+  ``rebalancing`` or the members' generations differ (a rebalance not every
+  member has seen yet), for at most ``rebalance_settle_max_s`` past its due
+  time; then it starts anyway (a failing drain resets the region).
+* When a member does not report (an older member), the next checkpoint after
+  forced (rebalance) resets waits ``rebalance_settle_s``, doubling per forced
+  reset since the last completed checkpoint, up to ``rebalance_settle_max_s``.
+
+The same reports decide whether a restarted member may remove its dead
+predecessor's consumer from the Kafka group (`CheckpointPacing.eviction_blocked`,
+see ``EVICT_QUIET_S``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from coordinator.region.model import MemberInfo, RegionConfig
+
+log = logging.getLogger(__name__)
+
+#: A restarted member is told its predecessor's Kafka member id (to remove that
+#: dead consumer from the group at once) only while the group looks settled:
+#: no rejoin hint (a region-triggered Kafka rebalance) in the last
+#: EVICT_QUIET_S that some other member has not answered with a settled
+#: report since, and no other member reporting a rebalance. Removing a
+#: consumer while a rebalance is in progress can leave a tansu group without a
+#: leader: the removed consumer stays the leader of the generation being
+#: formed, every live consumer joins as a follower, SyncGroup times out and
+#: the group rebalances for ever (seen in a reset-storm drill: add-member,
+#: kill-member and kill-coordinator within 1 s). The broker's session timeout
+#: then removes the dead consumer instead, as without eviction.
+EVICT_QUIET_S = 10.0
+#: A report counts as "after the rejoin hint" only this long after it: a
+#: heartbeat sent before the consumer acted on the hint still says "settled".
+HINT_SETTLE_S = 1.0
+
+
+class CheckpointPacing:
+    """When the next checkpoint may start, and whether the Kafka group is settled.
+
+    `members` is the region core's member table: the core adds and removes
+    members and writes their reports; this object only reads it. The counters
+    below are written only through this object's methods, by the core."""
+
+    def __init__(self, config: RegionConfig, members: Mapping[str, MemberInfo]) -> None:
+        self._config = config
+        self._members = members
+        #: Forced (rebalance) resets since the last completed checkpoint.
+        self.forced_since_checkpoint = 0
+        #: When the last reset told the consumers to rejoin the group (None: never).
+        self.rejoin_hint_at: float | None = None
+        self._deferring_since: float | None = None  # a due checkpoint waits for the group to settle
+
+    # ---- inputs (from the core) -------------------------------------------------------
+    def forced_reset(self) -> None:
+        self.forced_since_checkpoint += 1
+
+    def checkpoint_completed(self) -> None:
+        self.forced_since_checkpoint = 0
+
+    def rejoin_hinted(self, now: float) -> None:
+        self.rejoin_hint_at = now
+
+    def resumed(self) -> None:
+        """A reset round completed: a deferral of an earlier due checkpoint is over."""
+        self._deferring_since = None
+
+    # ---- decisions ----------------------------------------------------------------------
+    def _kafka_reports(self) -> dict[str, dict[str, Any]] | None:
+        """Every member's last Kafka group report, or None when one has not reported."""
+        reports = {n: m.kafka for n, m in self._members.items()}
+        if not reports or any(r is None for r in reports.values()):
+            return None
+        return reports  # type: ignore[return-value]  # no None left
+
+    def group_unsettled(self) -> str | None:
+        """Why the Kafka group is rebalancing as the members report it, else None."""
+        reports = self._kafka_reports()
+        if reports is None:
+            return None
+        busy = sorted(n for n, r in reports.items() if r.get("rebalancing"))
+        if busy:
+            return f"members {busy} report a group rebalance in progress"
+        generations = {r.get("generation") for r in reports.values()}
+        if len(generations) > 1:
+            return f"members are in different group generations {sorted(map(str, generations))}"
+        return None
+
+    def settle_delay(self) -> float:
+        """Time from a RESUME after a reset to the next checkpoint: the period when
+        every member reports its group state (the drain then waits for a settled
+        group, see cycle_due), else longer after rebalances (rebalance_settle_s)."""
+        n = self.forced_since_checkpoint
+        if n == 0 or self._kafka_reports() is not None:
+            return self._config.period_s
+        settle = min(self._config.rebalance_settle_max_s, self._config.rebalance_settle_s * float(2 ** (n - 1)))
+        return max(self._config.period_s, settle)
+
+    def cycle_due(self, now: float, next_cycle_at: float | None) -> bool:
+        """Periodic mode: the next checkpoint (due at `next_cycle_at`) is due and the
+        group is not rebalancing (or has been for longer than
+        rebalance_settle_max_s past the due time)."""
+        if next_cycle_at is None or now < next_cycle_at:
+            return False
+        why = self.group_unsettled()
+        if why is None:
+            self._deferring_since = None
+            return True
+        if self._deferring_since is None:
+            self._deferring_since = now
+            log.info("region %s: checkpoint deferred: %s", self._config.name, why)
+        if now - self._deferring_since >= self._config.rebalance_settle_max_s:
+            log.warning("region %s: group still not settled after %.1fs (%s); checkpointing anyway",
+                        self._config.name, now - self._deferring_since, why)
+            self._deferring_since = None
+            return True
+        return False
+
+    def eviction_blocked(self, joiner: str, now: float) -> str | None:
+        """Why the Kafka group may be rebalancing now, so that `joiner` must not remove
+        its predecessor's consumer (see EVICT_QUIET_S); None when it may."""
+        others = {n: m for n, m in self._members.items() if n != joiner}
+        busy = sorted(n for n, m in others.items() if (m.kafka or {}).get("rebalancing"))
+        if busy:
+            return f"members {busy} report a group rebalance"
+        hint = self.rejoin_hint_at
+        if hint is not None and now - hint < EVICT_QUIET_S:
+            silent = sorted(n for n, m in others.items() if m.kafka_at is None or m.kafka_at < hint + HINT_SETTLE_S)
+            if silent:
+                return f"members {silent} have not reported a settled group since the rejoin hint {now - hint:.1f}s ago"
+        return None

@@ -1,0 +1,192 @@
+"""The envelope of the wire protocol: one frame <-> (version, id, type, body).
+
+The frame format, its bounds and the error replies are described in
+`coordinator.wire.protocol` (and docs/protocol.md); this module encodes frames
+and checks a received one before any handler sees it (`decode`). Each bound
+below says which failure it prevents.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from coordinator.wire.errors import CoordinatorError, ErrorCode, Malformed, UnsupportedVersion
+from coordinator.wire.fields import CONTROL_CHARS, LONE_SURROGATE, MAX_INT
+
+#: The envelope version this side speaks (``v``).
+PROTOCOL_VERSION = 1
+#: Default largest frame the server parses; a larger one gets TOO_LARGE unread.
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: Longest request id (characters): ids are echoed and kept in the retry-dedup
+#: cache, so a long id must not cost memory or reply bytes.
+MAX_ID_LEN = 128
+#: Longest message type (characters): unknown types are echoed in the error.
+MAX_TYPE_LEN = 64
+#: Deepest JSON nesting of a request (the envelope counts as 1; real requests
+#: need at most 4). Prevents a deeply nested frame from exhausting the parser's
+#: recursion (RecursionError) or a later serialisation of a stored value.
+MAX_REQUEST_DEPTH = 8
+#: Deepest nesting of a reply or push the client accepts (status replies nest more).
+MAX_REPLY_DEPTH = 64
+#: Type of an error reply; its body is ``{"code": CODE, "message": TEXT}``.
+ERROR_TYPE = "error"
+
+#: A JSON string literal (to skip brackets inside strings when measuring depth).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+#: A \uD800-\uDFFF escape somewhere in the text (then strings are checked one by one).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+@attrs.frozen
+class Envelope:
+    v: int
+    id: str | int | None
+    type: str
+    body: dict[str, Any]
+
+
+class BadEnvelope(Exception):
+    """A frame that is not a valid request envelope; ``error`` is the reply to send."""
+
+    def __init__(self, error: CoordinatorError, request_id: str | int | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.request_id = request_id
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def encode(msg_type: str, body: Mapping[str, Any], request_id: str | int | None) -> bytes:
+    """One envelope as a frame."""
+    return _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": body})
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """A body encoded once, for replies sent to many requests (see encode_prepared)."""
+    return _dumps(body)
+
+
+def encode_prepared(msg_type: str, body_json: bytes, request_id: str | int | None) -> bytes:
+    """Same bytes as ``encode`` would give, from an already encoded body."""
+    head = _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": None})
+    return head[: -len(b"null}")] + body_json + b"}"
+
+
+def encode_error(code: ErrorCode, message: str, request_id: str | int | None) -> bytes:
+    return encode(ERROR_TYPE, {"code": code.value, "message": message}, request_id)
+
+
+def reply_type(request_type: str) -> str:
+    return f"{request_type}_reply"
+
+
+def json_depth_exceeds(frame: bytes, max_depth: int) -> bool:
+    """True when the JSON text nests arrays/objects deeper than ``max_depth``.
+
+    Measured without parsing (C-speed passes): string literals are removed,
+    everything but brackets is deleted, then innermost ``[]``/``{}`` pairs are
+    removed one level per pass. A text whose brackets do not balance is left
+    to the parser to reject.
+    """
+    brackets = _JSON_STRING.sub(b"", frame).translate(None, _NOT_BRACKET)
+    for _ in range(max_depth):
+        if not brackets:
+            return False
+        stripped = _INNERMOST.sub(b"", brackets)
+        if stripped == brackets:
+            return False  # unbalanced: not JSON, the parser says so
+        brackets = stripped
+    return bool(brackets) and _INNERMOST.search(brackets) is not None
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """True if any string (key or value) in the parsed JSON holds a lone surrogate."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if LONE_SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def valid_id(rid: Any) -> bool:
+    if isinstance(rid, bool):
+        return False
+    if isinstance(rid, int):
+        return -MAX_INT - 1 <= rid <= MAX_INT
+    return isinstance(rid, str) and len(rid) <= MAX_ID_LEN and not CONTROL_CHARS.search(rid)
+
+
+def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
+    """Parse and check an envelope (requests and replies alike).
+
+    1. The frame must be strict UTF-8 (no encoded surrogates such as ED A0 80).
+    2. Its nesting must not exceed ``max_depth`` (measured before parsing).
+    3. It must parse as JSON; no string in it may hold a lone surrogate
+       (a ``\\ud800`` escape), so nothing downstream meets a string that
+       cannot be encoded again.
+    4. The envelope fields are checked; ``id`` is echoed only if it is valid.
+
+    Raises :class:`BadEnvelope` carrying the error to reply with, and the
+    request id when it could be read.
+    """
+    try:
+        text = frame.decode("utf-8") if isinstance(frame, bytes | bytearray | memoryview) else frame
+    except UnicodeDecodeError as exc:
+        raise BadEnvelope(Malformed(f"frame is not valid UTF-8 (byte {exc.start}: {exc.reason})")) from None
+    raw = frame if isinstance(frame, bytes | bytearray) else text.encode("utf-8", "surrogatepass")
+    if json_depth_exceeds(bytes(raw), max_depth):
+        raise BadEnvelope(Malformed(f"frame nests JSON deeper than {max_depth} levels"))
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise BadEnvelope(Malformed(f"frame nests JSON deeper than {max_depth} levels")) from None
+    except ValueError as exc:
+        raise BadEnvelope(Malformed(f"frame is not JSON: {str(exc)[:200]}")) from None
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
+        raise BadEnvelope(Malformed("frame holds a lone UTF-16 surrogate (\\ud800-\\udfff escape); strings must be valid Unicode"))
+    if not isinstance(obj, dict):
+        raise BadEnvelope(Malformed(f"envelope must be a JSON object, got {type(obj).__name__}"))
+    rid = obj.get("id")
+    if rid is not None and not valid_id(rid):
+        raise BadEnvelope(
+            Malformed(f"envelope field 'id' must be a string of at most {MAX_ID_LEN} printable characters, "
+                      "an int64 or null")
+        )
+    v = obj.get("v")
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadEnvelope(Malformed("envelope field 'v' (protocol version, int) is missing"), rid)
+    if v != PROTOCOL_VERSION:
+        raise BadEnvelope(
+            UnsupportedVersion(f"protocol version {str(v)[:20]} is not supported; this server speaks {PROTOCOL_VERSION}"),
+            rid,
+        )
+    msg_type = obj.get("type")
+    if not isinstance(msg_type, str) or not msg_type or len(msg_type) > MAX_TYPE_LEN or CONTROL_CHARS.search(msg_type):
+        raise BadEnvelope(
+            Malformed(f"envelope field 'type' must be a non-empty string of at most {MAX_TYPE_LEN} printable characters"),
+            rid,
+        )
+    body = obj.get("body", {})
+    if not isinstance(body, dict):
+        raise BadEnvelope(Malformed("envelope field 'body' must be a JSON object"), rid)
+    extra = set(obj) - {"v", "id", "type", "body"}
+    if extra:
+        raise BadEnvelope(Malformed(f"unknown envelope fields {sorted(extra)[:10]!r:.200}"), rid)
+    return Envelope(v=v, id=rid, type=msg_type, body=body)
+

@@ -1,0 +1,155 @@
+"""Field checks of the wire protocol: names, integers, free text and offset maps.
+
+Every message's ``from_body`` (`coordinator.wire.protocol`,
+`coordinator.region.messages`) validates its body with these, and the client
+checks what it sends with the same rules. Each check raises
+:class:`~coordinator.wire.errors.Invalid` naming the field. Each bound below
+says which failure it prevents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from coordinator.wire.errors import Invalid
+
+#: Longest group id / operator name / topic accepted (a sanity bound, not Kafka's).
+MAX_NAME_LEN = 1024
+#: Kafka's bounds: offsets are int64, partitions int32.
+MAX_OFFSET = (1 << 63) - 1
+MAX_PARTITION = (1 << 31) - 1
+#: Bound of the other integers (sequence ids, attempts, region indexes): int64.
+MAX_INT = (1 << 63) - 1
+#: Longest merge wait a request may ask for (10 minutes): a longer one would keep
+#: the contribution in memory for ever (and a huge value would not fit a timer).
+MAX_TIMEOUT_MS = 600_000
+#: Longest free-text field (an error text, a reason, a host name) kept; the rest is cut.
+MAX_TEXT_LEN = 2000
+#: Most contributors a merge may name (the server's members-per-group limit is
+#: checked as well; this bounds the field itself).
+MAX_CONTRIBUTORS = 1_000_000
+
+#: Characters no name may hold: C0/C1 controls, DEL and the Unicode line and
+#: paragraph separators (a name with a newline could forge a log line).
+CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: Lone UTF-16 surrogates cannot be encoded as UTF-8 (replies, log records).
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+OffsetMap = dict[tuple[str, int], int]
+
+
+def check_name(value: Any, what: str) -> str:
+    """A name (group, operator, topic, region, member, incarnation): a non-empty
+    string of at most MAX_NAME_LEN characters without control characters."""
+    if not isinstance(value, str) or not value:
+        raise Invalid(f"{what} must be a non-empty string, got {value!r:.80}")
+    if len(value) > MAX_NAME_LEN:
+        raise Invalid(f"{what} is longer than {MAX_NAME_LEN} characters")
+    bad = CONTROL_CHARS.search(value)
+    if bad is not None:
+        raise Invalid(f"{what} holds the control character U+{ord(bad.group()):04X} at {bad.start()}")
+    if LONE_SURROGATE.search(value):
+        raise Invalid(f"{what} holds a lone UTF-16 surrogate")
+    return value
+
+
+def req_str(body: Mapping[str, Any], name: str) -> str:
+    return check_name(body.get(name), f"field '{name}'")
+
+
+def check_int(value: Any, what: str, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(f"{what} must be an integer, got {value!r:.80}")
+    if not minimum <= value <= maximum:
+        raise Invalid(f"{what} must be in [{minimum}, {maximum}], got {str(value)[:40]}")
+    return value
+
+
+def req_int(body: Mapping[str, Any], name: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
+    return check_int(body.get(name), f"field '{name}'", minimum, maximum)
+
+
+def req_bool(body: Mapping[str, Any], name: str) -> bool:
+    value = body.get(name)
+    if not isinstance(value, bool):
+        raise Invalid(f"field '{name}' must be true or false, got {value!r:.80}")
+    return value
+
+
+def opt_bool(body: Mapping[str, Any], name: str, default: bool = False) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise Invalid(f"field '{name}' must be true or false, got {value!r:.80}")
+    return value
+
+
+def safe_text(value: str, limit: int = MAX_TEXT_LEN) -> str:
+    """Free text (an error message, a reason, a host) cut to ``limit`` characters,
+    control characters escaped as ``\\xNN`` so it cannot forge log lines."""
+    cut = value[:limit]
+    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", cut)
+
+
+def opt_text(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Invalid(f"field '{name}' must be a string or null, got {type(value).__name__}")
+    return safe_text(value)
+
+
+def encode_offsets(offsets: Mapping[tuple[str, int], int]) -> list[list[Any]]:
+    return [[t, p, o] for (t, p), o in offsets.items()]
+
+
+def decode_offsets(value: Any, name: str = "offsets") -> OffsetMap:
+    """``[[topic, partition, offset], ...]`` -> ``{(topic, partition): offset}``, validated.
+
+    Topics are names (see :func:`check_name`), partitions int32 >= 0, offsets
+    int64 >= 0 (Kafka's types).
+    """
+    if not isinstance(value, list):
+        raise Invalid(f"field '{name}' must be a list of [topic, partition, offset]")
+    out: OffsetMap = {}
+    topics: set[str] = set()  # topic names already checked (they repeat)
+    # Fast path (batches of 10^4..10^5 entries): exact type checks, bool is not int.
+    for i, item in enumerate(value):
+        if type(item) is not list or len(item) != 3:
+            raise Invalid(f"{name}[{i}] must be [topic, partition, offset], got {item!r:.80}")
+        t, p, o = item
+        if (
+            type(t) is not str
+            or type(p) is not int
+            or type(o) is not int
+            or p < 0
+            or o < 0
+            or p > MAX_PARTITION
+            or o > MAX_OFFSET
+        ):
+            _explain_entry(name, i, t, p, o)
+        if t not in topics:
+            check_name(t, f"{name}[{i}]: topic")
+            topics.add(t)
+        out[(t, p)] = o
+    if len(out) != len(value):
+        seen: set[tuple[str, int]] = set()
+        for t, p, _ in value:
+            if (t, p) in seen:
+                raise Invalid(f"{name}: ({t}, {p}) appears twice")
+            seen.add((t, p))
+    return out
+
+
+def _explain_entry(name: str, i: int, t: Any, p: Any, o: Any) -> None:
+    check_name(t, f"{name}[{i}]: topic")
+    check_int(p, f"{name}[{i}]: partition", 0, MAX_PARTITION)
+    check_int(o, f"{name}[{i}]: offset", 0, MAX_OFFSET)
+
+
+def check_offsets(offsets: Mapping[tuple[str, int], int], name: str = "offsets") -> OffsetMap:
+    """Validate a caller's map before it is sent (same rules as decode_offsets)."""
+    return decode_offsets([[t, p, o] for (t, p), o in dict(offsets).items()], name)
+
