@@ -95,8 +95,6 @@ _RESERVED = {
     "auto.commit.interval.ms": "offsets are committed by the drain, not automatically",
 }
 
-_EAGER_ASSIGNORS = {"range": "RangePartitionAssignor", "roundrobin": "RoundRobinPartitionAssignor"}
-
 #: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
 #: new partitions) must be seen within ~2 s, as in the reference.
 METADATA_MAX_AGE_CAP_MS = 2000

@@ -84,9 +84,9 @@ BLOCKED_MAX_RECORDS = 100
 #: with a pattern subscription each poll first waits for a metadata refresh;
 #: a poll must outlast that refresh or the join never completes. Also bounds
 #: how late an event (the reset of a member that is joining) is served during
-#: a join: it was 500 ms, chosen before kafka_compat.keep_completed_joins fixed
-#: the dropped-join stall; 100 ms joins as reliably in the tests and cuts a
-#: restarted member's wait for its reset by up to 400 ms.
+#: a join. With kafka.compat.keep_completed_joins installed (a join that
+#: completes between polls is kept), 100 ms completes joins reliably and keeps
+#: a restarted member's wait for its reset short.
 JOIN_POLL_TIMEOUT_MS = 100
 #: Slice of the blocked-permit wait: how late the permit's unblocking (RESUME)
 #: is noticed.
@@ -177,10 +177,6 @@ class EventThread:
             self._polling = on
 
         self.call(apply, timeout, "start polling" if on else "stop polling")
-
-    @property
-    def polling(self) -> bool:
-        return self._polling
 
     @property
     def paused(self) -> bool:
