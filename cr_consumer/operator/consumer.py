@@ -274,7 +274,7 @@ class ConsumerOperator:
         epoch = self._epoch  # read before the state: a revocation in between bumps it
         state = self.sm.state
         if state is S.CR_RESET_PENDING or state is S.CLOSED or state is S.FAILED:
-            self.stats.n_dropped_reset_pending += sum(len(r) for r in records.values())
+            self.stats.dropped_reset_pending(sum(len(r) for r in records.values()))
             return
         if state is not S.RECORDS_FETCHED:
             self.sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED, "first records fetched")
@@ -325,7 +325,7 @@ class ConsumerOperator:
     def _request_region_reset(self, reason: str) -> None:
         """Event thread, after a revocation with fetched records: one reset per
         rebalance group-wide (the first member to set reset-pending asks)."""
-        self.stats.n_reset_requests += 1
+        self.stats.reset_requested()
         if self.standalone:
             log.info("%s: standalone: the next assignment seeks to the committed offsets (%s)", self.name, reason)
             return

@@ -99,6 +99,20 @@ class OperatorMetrics:
     ``readings()``: the :data:`READINGS` of the operator, read when asked.
     """
 
+    #: Written by the handler caller's thread (drain_done, reset_done) and the
+    #: event thread (the rest, and both offset maps); read by any thread that
+    #: asks for a snapshot or scrapes. Plain numbers and maps replaced as a
+    #: whole, so no lock: a reader sees each value either before or after an update.
+    drain_ms: float
+    drain_ms_max: float
+    reset_ms: float
+    n_drains: int
+    n_resets: int
+    n_dropped_reset_pending: int
+    n_reset_requests: int
+    _end_offsets: dict[TopicPartition, int]
+    _committed: dict[TopicPartition, int]
+
     def __init__(self, name: str, offsets: OffsetManager, readings: Callable[[], Mapping[str, int | str]]) -> None:
         self._name = name
         self._offsets = offsets
@@ -110,8 +124,8 @@ class OperatorMetrics:
         self.n_resets = 0
         self.n_dropped_reset_pending = 0
         self.n_reset_requests = 0
-        self._end_offsets: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
+        self._end_offsets = {}
+        self._committed = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(self)
         self._drain_seconds = Histogram(
@@ -131,6 +145,14 @@ class OperatorMetrics:
         self.reset_ms = ms
         self.n_resets += 1
         self._reset_seconds.observe(ms / 1000)
+
+    def dropped_reset_pending(self, n: int) -> None:
+        """Event thread: ``n`` records polled while a reset was pending, dropped."""
+        self.n_dropped_reset_pending += n
+
+    def reset_requested(self) -> None:
+        """Event thread: a revocation made this operator ask for a region reset."""
+        self.n_reset_requests += 1
 
     def set_end_offsets(self, end_offsets: Mapping[TopicPartition, int | None]) -> None:
         """Event thread: the high-water marks of the assigned partitions (None: not fetched yet)."""
