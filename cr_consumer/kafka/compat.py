@@ -93,8 +93,7 @@ log = logging.getLogger(__name__)
 def unstick_parked_fetches(consumer) -> bool:
     """Apply the work-around; True if there were parked records to release."""
     fetcher = getattr(consumer, "_fetcher", None)
-    parked = getattr(fetcher, "_paused_partition_records", None)
-    if not parked:
+    if fetcher is None or not getattr(fetcher, "_paused_partition_records", None):
         return False
     slot = getattr(fetcher, "_next_partition_records", None)
     if slot is not None and not slot:  # drained: holds no records

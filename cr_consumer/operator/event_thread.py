@@ -107,6 +107,34 @@ class _Stop:
 
 
 class EventThread:
+    """The thread that owns the KafkaConsumer (see the module docstring).
+
+    Every callable is injected: ``consumer_factory`` makes the consumer on this
+    thread; ``on_records(consumer, records)`` and ``after_poll(consumer)`` run
+    here after each poll; ``should_pause()``, ``blocked()``, ``held()`` and
+    ``joining()`` are read before each poll; ``on_failure(exc)`` is called
+    once if the loop dies.
+    """
+
+    #: Polling on/off: written by this thread (set_polling's event) and by any
+    #: thread through stop_polling_async (a plain bool: a stop is seen at the
+    #: next loop turn).
+    _polling: bool
+    #: The first fatal error; written once by this thread, read by any caller.
+    failure: BaseException | None
+    #: The consumer; set and cleared by this thread. Other threads read it only
+    #: to know whether it exists (request_rejoin) or from inside the poll
+    #: (the rebalance listener on Kafka's IO thread).
+    consumer: Any
+    #: The consumer's group membership (kafka-python's ConsumerGroupMetadata:
+    #: member_id, generation_id, state), refreshed by this thread after every
+    #: poll, so other threads (the member's heartbeat) read it without touching
+    #: the consumer. None before the consumer exists.
+    group: Any
+    #: Backpressure episode state and count; this thread writes, metrics read.
+    _paused: bool
+    n_queue_full_pause: int
+
     def __init__(
         self,
         name: str,
@@ -139,10 +167,6 @@ class EventThread:
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
         self.consumer = None
-        #: The consumer's group membership (kafka-python's ConsumerGroupMetadata:
-        #: member_id, generation_id, state), refreshed by this thread after every
-        #: poll, so other threads (the member's heartbeat) read it without
-        #: touching the consumer. None before the consumer exists.
         self.group = None
         self._thread = threading.Thread(target=self._run, name=f"cr-event-{name}", daemon=True)
         self._started: Future = Future()

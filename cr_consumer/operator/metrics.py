@@ -316,7 +316,7 @@ class MetricsEndpoint:
         except OSError as exc:
             raise OSError(f"cannot serve /metrics on {self._host}:{self._port}: {exc}") from exc
         host, port = self._server.server_address[:2]
-        self.address = f"{host}:{port}"
+        self.address = f"{host.decode() if isinstance(host, bytes) else host}:{port}"
         log.info("metrics on http://%s/metrics", self.address)
         return self.address
 
