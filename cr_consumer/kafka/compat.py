@@ -20,8 +20,8 @@ matches the position are discarded by the fetcher's own position check.
 
 This touches a private attribute, so it is guarded: it does nothing unless the
 attributes look exactly as in the affected versions, and the behaviour is
-covered by ``tests/test_operator_backpressure.py`` (fill the queue, pause,
-resume, and get every record), which fails if a future version changes it.
+covered by the operator's backpressure test (``test_operator_backpressure.py``:
+fill the queue, pause, resume, and get every record), which fails if a future version changes it.
 
 2. A group join whose result is never used (:func:`keep_completed_joins`)
 
@@ -72,8 +72,9 @@ goes through it; the library's code is otherwise unchanged):
 
 Guarded like (1): installed only when the private attributes exist (a
 warning is logged otherwise); covered by
-``tests/test_operator_start.py::test_pattern_subscription_picks_up_a_new_topic``
-and the new-topic drill (``tests/test_drill_scenarios.py``).
+``test_operator_start.py::test_pattern_subscription_picks_up_a_new_topic``
+and the new-topic drill (``test_drill_scenarios.py``).
+
 3. No public "rejoin now" (:func:`request_rejoin`)
 
 The region's rejoin hint (a member joined or left the region, so a group
@@ -92,8 +93,7 @@ log = logging.getLogger(__name__)
 def unstick_parked_fetches(consumer) -> bool:
     """Apply the work-around; True if there were parked records to release."""
     fetcher = getattr(consumer, "_fetcher", None)
-    parked = getattr(fetcher, "_paused_partition_records", None)
-    if not parked:
+    if fetcher is None or not getattr(fetcher, "_paused_partition_records", None):
         return False
     slot = getattr(fetcher, "_next_partition_records", None)
     if slot is not None and not slot:  # drained: holds no records

@@ -26,11 +26,13 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from cr_consumer.kafka.properties import jvm_equivalent, redacted_repr
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class ConfigError(ValueError):
@@ -60,19 +62,28 @@ class MalformedPolicy(enum.Enum):
     FAIL = "fail"  # fail the operator, naming topic/partition/offset
 
 
-def _enum(cls):
-    def convert(value):
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().lower())
-            except ValueError:
-                pass
-        choices = ", ".join(m.value for m in cls)
-        raise ConfigError(f"{cls.__name__}: {value!r} is not one of {choices}")
+def _enum(cls: type[E], value: object) -> E:
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            pass
+    choices = ", ".join(m.value for m in cls)
+    raise ConfigError(f"{cls.__name__}: {value!r} is not one of {choices}")
 
-    return convert
+
+def _start_position(value: object) -> StartPosition:
+    return _enum(StartPosition, value)
+
+
+def _region_mode(value: object) -> RegionMode:
+    return _enum(RegionMode, value)
+
+
+def _malformed_policy(value: object) -> MalformedPolicy:
+    return _enum(MalformedPolicy, value)
 
 
 def _topics(value) -> tuple[str, ...]:
@@ -94,8 +105,6 @@ _RESERVED = {
     "enable.auto.commit": "offsets are committed by the drain; auto commit would commit unsubmitted records",
     "auto.commit.interval.ms": "offsets are committed by the drain, not automatically",
 }
-
-_EAGER_ASSIGNORS = {"range": "RangePartitionAssignor", "roundrobin": "RoundRobinPartitionAssignor"}
 
 #: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
 #: new partitions) must be seen within ~2 s, as in the reference.
@@ -152,10 +161,10 @@ class OperatorConfig:
     topics: tuple[str, ...] = attrs.field(default=(), converter=_topics)
     pattern: str | None = None
     region_index: int = 0
-    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=_enum(StartPosition))
+    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=_start_position)
     #: Start timestamp in milliseconds since the epoch (StartPosition.TIME only).
     start_time: int | None = None
-    region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=_enum(RegionMode))
+    region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=_region_mode)
     trigger_count: int | None = None
     max_poll_records: int = 500
     #: Records the message queue holds; default 100 x max_poll_records.
@@ -164,7 +173,7 @@ class OperatorConfig:
     reset_timeout_s: float = 20.0
     key_deserializer: Callable[[bytes | None], Any] | None = None
     value_deserializer: Callable[[bytes | None], Any] | None = None
-    on_malformed: MalformedPolicy = attrs.field(default=MalformedPolicy.SKIP, converter=_enum(MalformedPolicy))
+    on_malformed: MalformedPolicy = attrs.field(default=MalformedPolicy.SKIP, converter=_malformed_policy)
     #: Standalone use (no region runtime): drain and commit this often.
     commit_period_s: float = 5.0
     #: Timeout of one coordinator request (the client retries inside it).

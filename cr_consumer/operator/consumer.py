@@ -1,12 +1,20 @@
 """The consumer operator: one member of a Kafka consumer group in a consistent region.
 
-Threads (see event_thread.py and process_thread.py): the event thread owns the
-KafkaConsumer, polls and serves events; the process thread submits batches
-under the region permit. The region runtime (or a test, or the standalone
-driver) calls the state-handler methods (handlers.py). The permit is held by the
-caller for the whole drain/checkpoint/reset (``permit.block()``): ``drain``
-and ``reset`` block it themselves too (idempotent), and whoever runs the
-cycle unblocks it at RESUME.
+Parts, each owned by the operator and given what it needs at construction:
+
+* the event thread (event_thread.py) owns the KafkaConsumer, polls and serves
+  events; the rebalancer (rebalance.py) is its rebalance listener and seeks;
+* the process thread (process_thread.py) submits batches under the region
+  permit; a bounded queue (message_queue.py) joins the two threads;
+* the region handlers (handlers.py): drain, checkpoint, reset, called by the
+  region runtime (or a test, or the standalone driver) through this class;
+* the seek targets (seek_targets.py) and the control plane (control_plane.py):
+  merged checkpoint offsets and control variables;
+* the metrics (metrics.py).
+
+The permit is held by the caller for the whole drain/checkpoint/reset
+(``permit.block()``): ``drain`` and ``reset`` block it themselves too
+(idempotent), and whoever runs the cycle unblocks it at RESUME.
 
 Standalone (no ``permit`` given): the operator makes its own permit and a
 driver thread (standalone.py) drains and commits every ``commit_period_s``
@@ -17,21 +25,27 @@ like a plain group consumer).
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import ConsumerGroupMetadata
+from prometheus_client import CollectorRegistry
 
 from cr_consumer.operator.config import OperatorConfig, RegionMode
+from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
-from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, RegionHandlers, ResetError
+from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, DrainSignal, RegionHandlers, ResetError
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread
 from cr_consumer.operator.rebalance import Listener, Rebalancer
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import NoRegion, RegionPermit, RegionRequests
+from cr_consumer.operator.seek_targets import SeekTargets
+from cr_consumer.operator.standalone import StandaloneDriver
 from cr_consumer.operator.states import ClientState, StateMachine
 
 log = logging.getLogger(__name__)
@@ -45,24 +59,30 @@ CLOSE_JOIN_S = 10.0
 HIGHWATER_REFRESH_S = 0.5
 
 
-class _LoggingRegion:
-    def request_reset(self, *, force: bool, reason: str) -> None:
-        log.warning("region reset requested (force=%s) but no region runtime is attached: %s", force, reason)
+class ConsumerOperator:
+    """One source operator; see the module docstring for its threads and parts."""
 
-    def request_drain(self, *, reason: str) -> None:
-        log.warning("region drain requested but no region runtime is attached: %s", reason)
+    #: Reset epoch of the batches queued now: bumped (never lowered) by a
+    #: revocation (Kafka's IO thread) and a reset (the handler caller), read by
+    #: the event thread (stamping batches) and the process thread (dropping
+    #: older ones). No lock: any bump makes older batches stale, and two racing
+    #: bumps still leave a value above every stamped batch.
+    _epoch: int
+    #: The first fatal error; written once by whichever thread fails first
+    #: (event, process, standalone driver), read by every caller.
+    _failure: BaseException | None
+    #: Event thread only: when the high-water marks were last refreshed.
+    _highwater_at: float
 
-
-class ConsumerOperator(RegionHandlers):
     def __init__(
         self,
         config: OperatorConfig,
-        submit=None,
+        submit: Callable[[Any], None] | None = None,
         *,
-        submit_batch=None,
+        submit_batch: Callable[[list[Any]], None] | None = None,
         permit: RegionPermit | None = None,
-        region=None,
-        control=None,
+        region: RegionRequests | None = None,
+        control: ControlPlane | None = None,
     ) -> None:
         if not isinstance(config, OperatorConfig):
             raise TypeError(f"config must be an OperatorConfig, got {type(config).__name__}")
@@ -74,7 +94,7 @@ class ConsumerOperator(RegionHandlers):
         self.permit = permit if permit is not None else RegionPermit()
         if config.region_mode is RegionMode.OPERATOR_DRIVEN and region is not None and not hasattr(region, "request_drain"):
             raise TypeError("region_mode operator_driven needs a region object with request_drain(reason=...)")
-        self._region = region if region is not None else _LoggingRegion()
+        self._region: RegionRequests = region if region is not None else NoRegion()
         self._own_control = control is None
         if control is None:
             if config.coordinator:
@@ -83,23 +103,16 @@ class ConsumerOperator(RegionHandlers):
                 control = CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
             else:
                 control = LocalControl()
-        self.control = control
+        self.control: ControlPlane = control
         self.sm = StateMachine(self.name)
         self.offsets = OffsetManager()
         self.queue = BatchQueue(config.effective_queue_capacity)
+        self.targets = SeekTargets(control, config.group_id)
         self._epoch = 0
-        self._merged: tuple[int, dict] | None = None
-        self._drained: dict | None = None
-        self._members: list[str] = []
-        self._failure: BaseException | None = None
-        self._handler_lock = threading.RLock()  # see handlers._serialized
-        self._drain_cond = threading.Condition()
-        self._drain_count = 0
-        self._cv_cache: dict[TopicPartition, int] = {}
+        self._failure = None
         self._highwater_at = 0.0
-        self.use_committed_first = self.standalone
-        self.stats = OperatorMetrics(self)
-        self.rebalancer = Rebalancer(self)
+        self._drains = DrainSignal()
+        self.stats = OperatorMetrics(self.name, self.offsets, self._readings)
         decoder = None
         if config.key_deserializer is not None or config.value_deserializer is not None:
             decoder = Decoder(config.key_deserializer, config.value_deserializer, config.on_malformed)
@@ -116,6 +129,10 @@ class ConsumerOperator(RegionHandlers):
             on_failure=self._on_failure,
             max_poll_records=config.max_poll_records,
         )
+        self.rebalancer = Rebalancer(
+            self.name, config, sm=self.sm, offsets=self.offsets, targets=self.targets, events=self.events,
+            new_epoch=self._new_epoch, request_reset=self._request_region_reset, standalone=self.standalone,
+        )
         self.process = ProcessThread(
             self.name,
             queue=self.queue,
@@ -129,7 +146,19 @@ class ConsumerOperator(RegionHandlers):
             on_trigger=self._on_trigger,
             on_failure=self._on_failure,
         )
-        self._driver = None
+        self.handlers = RegionHandlers(
+            config, sm=self.sm, permit=self.permit, events=self.events, process=self.process, offsets=self.offsets,
+            rebalancer=self.rebalancer, targets=self.targets, control=control, stats=self.stats, drains=self._drains,
+            new_epoch=self._new_epoch, check_alive=self._check_alive, standalone=self.standalone,
+        )
+        self._driver: StandaloneDriver | None = None
+        if self.standalone:
+            self._driver = StandaloneDriver(
+                self.name, mode=config.region_mode, commit_period_s=config.commit_period_s, permit=self.permit,
+                drain=self.handlers.drain, resume_polling=self.handlers.resume_polling, state=lambda: self.sm.state,
+                failed=lambda: self._failure is not None, joining=lambda: self.rebalancer.joining,
+                on_failure=self._on_failure,
+            )
         #: Set once register() answered: close() unregisters only then, so closing an
         #: operator that never started does not wait on an unreachable coordinator.
         self._registered = False
@@ -137,11 +166,13 @@ class ConsumerOperator(RegionHandlers):
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> ConsumerOperator:
         """1. register with the coordinator; 2. start the event thread (creates
-        the consumer); 3. subscribe; 4. start the process thread; 5. poll."""
+        the consumer); 3. subscribe; 4. start the process thread; 5. poll;
+        6. standalone: start the driver."""
         cfg = self.config
-        self._members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
+        members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
+        self.handlers.set_members(members)
         self._registered = True
-        log.info("%s: registered in group %s (members %s)", self.name, cfg.group_id, self._members)
+        log.info("%s: registered in group %s (members %s)", self.name, cfg.group_id, members)
         self.events.start(START_TIMEOUT_S)
 
         def subscribe(consumer):
@@ -155,10 +186,7 @@ class ConsumerOperator(RegionHandlers):
         self.events.call(subscribe, START_TIMEOUT_S, "subscribe")
         self.process.start()
         self.events.set_polling(True, EVENT_TIMEOUT_S)
-        if self.standalone:
-            from cr_consumer.operator.standalone import StandaloneDriver
-
-            self._driver = StandaloneDriver(self)
+        if self._driver is not None:
             self._driver.start()
         return self
 
@@ -173,7 +201,7 @@ class ConsumerOperator(RegionHandlers):
         self.process.stop(CLOSE_JOIN_S)
         self.events.stop(CLOSE_JOIN_S)
         try:
-            if self._registered and hasattr(self.control, "unregister"):
+            if self._registered:
                 self.control.unregister(self.config.group_id, self.name)
         except Exception:  # noqa: BLE001 - shutting down; the coordinator may be gone
             log.warning("%s: could not unregister from the coordinator", self.name, exc_info=True)
@@ -184,7 +212,7 @@ class ConsumerOperator(RegionHandlers):
     def __enter__(self) -> ConsumerOperator:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -195,21 +223,64 @@ class ConsumerOperator(RegionHandlers):
     def failure(self) -> BaseException | None:
         return self._failure
 
+    # -- the region handlers (StateHandler, region.py; steps in handlers.py) -------
+    def drain(self) -> None:
+        self.handlers.drain()
+
+    def checkpoint(self, seq: int) -> bytes:
+        return self.handlers.checkpoint(seq)
+
+    def reset(self, seq: int, data: bytes | None, attempt: int = 0) -> None:
+        self.handlers.reset(seq, data, attempt)
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        self.handlers.reset_to_initial_state(attempt)
+
+    def retire_checkpoint(self, seq: int) -> None:
+        self.handlers.retire_checkpoint(seq)
+
+    def resume_polling(self) -> None:
+        self.handlers.resume_polling()
+
+    def set_consistent_offsets(self, seq: int, offsets: dict[TopicPartition, int]) -> None:
+        """The runtime's last consistent checkpoint ``seq`` and its source offsets:
+        a partition assigned later (without a reset) starts there, not at the
+        offsets of the last reset (which retiring older checkpoints drops)."""
+        self.targets.set_merged(seq, offsets)
+
+    # -- read by the member's control channel (any thread) -------------------------
+    @property
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        """The consumer's group membership as of the last poll (None before the
+        consumer exists); a snapshot the event thread takes, so reading it
+        never touches the consumer."""
+        return self.events.group
+
+    @property
+    def joining(self) -> bool:
+        """True from subscribe or a revocation until the next assignment."""
+        return self.rebalancer.joining
+
+    def request_rejoin(self) -> bool:
+        """Make the consumer rejoin its group at its next poll (queued for the
+        event thread); False before the consumer exists."""
+        return self.events.request_rejoin()
+
     # -- called by the threads ----------------------------------------------------
     def _make_consumer(self) -> KafkaConsumer:
         return KafkaConsumer(**self.config.kafka_config())
 
-    def _on_records(self, consumer, records: dict) -> None:
+    def _on_records(self, consumer: Any, records: dict) -> None:
         epoch = self._epoch  # read before the state: a revocation in between bumps it
         state = self.sm.state
         if state is S.CR_RESET_PENDING or state is S.CLOSED or state is S.FAILED:
-            self.stats.n_dropped_reset_pending += sum(len(r) for r in records.values())
+            self.stats.dropped_reset_pending(sum(len(r) for r in records.values()))
             return
         if state is not S.RECORDS_FETCHED:
             self.sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED, "first records fetched")
         self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
 
-    def _after_poll(self, consumer) -> None:
+    def _after_poll(self, consumer: Any) -> None:
         self.rebalancer.after_poll(consumer)
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
@@ -219,19 +290,15 @@ class ConsumerOperator(RegionHandlers):
 
     def _on_trigger(self) -> None:
         """Operator-driven: trigger-count tuples submitted; ask for a drain and wait for it."""
-        with self._drain_cond:
-            before = self._drain_count
+        before = self._drains.count()
         reason = f"{self.name}: {self.config.trigger_count} tuples since the last drain"
         if self._driver is not None:
             self._driver.request_drain(reason)
         elif self._region.request_drain(reason=reason) is False:
             return  # no drain follows (the region resets or waits): do not wait the drain timeout for it
-        with self._drain_cond:
-            if not self._drain_cond.wait_for(
-                lambda: self._drain_count > before or self.sm.state in (S.CLOSED, S.FAILED),
-                self.config.drain_timeout_s,
-            ):
-                log.warning("%s: requested drain did not happen within %.0fs", self.name, self.config.drain_timeout_s)
+        if not self._drains.wait_after(before, self.config.drain_timeout_s,
+                                       lambda: self.sm.state in (S.CLOSED, S.FAILED)):
+            log.warning("%s: requested drain did not happen within %.0fs", self.name, self.config.drain_timeout_s)
 
     def _on_failure(self, exc: BaseException) -> None:
         if self._failure is None:
@@ -239,8 +306,7 @@ class ConsumerOperator(RegionHandlers):
         self.sm.to_if({S.INITIALIZED, S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE},
                       S.FAILED, f"{type(exc).__name__}: {exc}")
         self.events.stop_polling_async()
-        with self._drain_cond:
-            self._drain_cond.notify_all()
+        self._drains.wake()
 
     def _check_alive(self) -> None:
         if self._failure is not None:
@@ -248,36 +314,18 @@ class ConsumerOperator(RegionHandlers):
         if self.sm.state is S.CLOSED:
             raise OperatorFailed(f"{self.name} is closed")
 
-    # -- used by the rebalancer (event thread / IO thread) -----------------------------
-    def clear_queued(self, reason: str) -> None:
-        """New epoch; drop the queued batches."""
+    def _new_epoch(self, reason: str) -> None:
+        """New reset epoch: drop the queued batches (and, in the process thread,
+        any older batch it still holds)."""
         self._epoch += 1
         n = self.queue.clear()
         if n:
             log.info("%s: dropped %d queued records (%s)", self.name, n, reason)
 
-    def merged_offsets(self) -> dict | None:
-        return self._merged[1] if self._merged is not None else None
-
-    def control_variables(self) -> dict:
-        cv = self.control.get_initial_offsets(self.config.group_id)
-        out = {TopicPartition(t, p): int(o) for (t, p), o in cv.items()}
-        self._cv_cache = {**self._cv_cache, **out}
-        return out
-
-    def save_control_variables(self, offsets: dict) -> dict:
-        eff = self.control.put_initial_offsets(self.config.group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()})
-        out = {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
-        self._cv_cache = {**self._cv_cache, **out}
-        return out
-
-    def cached_control_variables(self) -> dict:
-        """Control variables read or written before (they never change: first writer wins)."""
-        return self._cv_cache
-
-    def request_region_reset(self, reason: str) -> None:
-        """After a revocation with fetched records: one reset per rebalance group-wide."""
-        self.stats.n_reset_requests += 1
+    def _request_region_reset(self, reason: str) -> None:
+        """Event thread, after a revocation with fetched records: one reset per
+        rebalance group-wide (the first member to set reset-pending asks)."""
+        self.stats.reset_requested()
         if self.standalone:
             log.info("%s: standalone: the next assignment seeks to the committed offsets (%s)", self.name, reason)
             return
@@ -298,12 +346,22 @@ class ConsumerOperator(RegionHandlers):
         return self.stats.snapshot()
 
     @property
-    def prometheus_registry(self):
+    def prometheus_registry(self) -> CollectorRegistry:
         return self.stats.registry
 
-    @staticmethod
-    def _fmt(offsets: dict) -> str:
-        return "{" + ", ".join(f"{tp.topic}[{tp.partition}]={o}" for tp, o in sorted(offsets.items())) + "}"
+    def _readings(self) -> dict[str, int | str]:
+        """The metrics the threads hold (metrics.READINGS), for the snapshot."""
+        decoder = self.decoder
+        return {
+            "state": self.sm.state.value,
+            "nPartitionRebalances": self.rebalancer.n_partition_rebalances,
+            "nPendingMessages": len(self.queue),
+            "nQueueFullPause": self.events.n_queue_full_pause,
+            "isPaused": int(self.events.paused),
+            "nDroppedMalformedMessages": decoder.n_dropped if decoder is not None else 0,
+            "nSubmittedMessages": self.process.n_submitted,
+            "nDroppedStale": self.process.n_dropped_stale,
+        }
 
 
 __all__ = ["ConsumerOperator", "DrainError", "OperatorFailed", "ResetError"]

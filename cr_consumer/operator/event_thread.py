@@ -84,9 +84,9 @@ BLOCKED_MAX_RECORDS = 100
 #: with a pattern subscription each poll first waits for a metadata refresh;
 #: a poll must outlast that refresh or the join never completes. Also bounds
 #: how late an event (the reset of a member that is joining) is served during
-#: a join: it was 500 ms, chosen before kafka_compat.keep_completed_joins fixed
-#: the dropped-join stall; 100 ms joins as reliably in the tests and cuts a
-#: restarted member's wait for its reset by up to 400 ms.
+#: a join. With kafka.compat.keep_completed_joins installed (a join that
+#: completes between polls is kept), 100 ms completes joins reliably and keeps
+#: a restarted member's wait for its reset short.
 JOIN_POLL_TIMEOUT_MS = 100
 #: Slice of the blocked-permit wait: how late the permit's unblocking (RESUME)
 #: is noticed.
@@ -107,6 +107,34 @@ class _Stop:
 
 
 class EventThread:
+    """The thread that owns the KafkaConsumer (see the module docstring).
+
+    Every callable is injected: ``consumer_factory`` makes the consumer on this
+    thread; ``on_records(consumer, records)`` and ``after_poll(consumer)`` run
+    here after each poll; ``should_pause()``, ``blocked()``, ``held()`` and
+    ``joining()`` are read before each poll; ``on_failure(exc)`` is called
+    once if the loop dies.
+    """
+
+    #: Polling on/off: written by this thread (set_polling's event) and by any
+    #: thread through stop_polling_async (a plain bool: a stop is seen at the
+    #: next loop turn).
+    _polling: bool
+    #: The first fatal error; written once by this thread, read by any caller.
+    failure: BaseException | None
+    #: The consumer; set and cleared by this thread. Other threads read it only
+    #: to know whether it exists (request_rejoin) or from inside the poll
+    #: (the rebalance listener on Kafka's IO thread).
+    consumer: Any
+    #: The consumer's group membership (kafka-python's ConsumerGroupMetadata:
+    #: member_id, generation_id, state), refreshed by this thread after every
+    #: poll, so other threads (the member's heartbeat) read it without touching
+    #: the consumer. None before the consumer exists.
+    group: Any
+    #: Backpressure episode state and count; this thread writes, metrics read.
+    _paused: bool
+    n_queue_full_pause: int
+
     def __init__(
         self,
         name: str,
@@ -139,10 +167,6 @@ class EventThread:
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
         self.consumer = None
-        #: The consumer's group membership (kafka-python's ConsumerGroupMetadata:
-        #: member_id, generation_id, state), refreshed by this thread after every
-        #: poll, so other threads (the member's heartbeat) read it without
-        #: touching the consumer. None before the consumer exists.
         self.group = None
         self._thread = threading.Thread(target=self._run, name=f"cr-event-{name}", daemon=True)
         self._started: Future = Future()
@@ -177,10 +201,6 @@ class EventThread:
             self._polling = on
 
         self.call(apply, timeout, "start polling" if on else "stop polling")
-
-    @property
-    def polling(self) -> bool:
-        return self._polling
 
     @property
     def paused(self) -> bool:

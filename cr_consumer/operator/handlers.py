@@ -1,6 +1,7 @@
-"""The region handlers of the consumer operator (a mixin of ConsumerOperator).
+"""The region handlers of the consumer operator: drain, checkpoint, reset.
 
-The region runtime (or a test, or the standalone driver) calls these with the
+:class:`RegionHandlers` is owned by ``ConsumerOperator``, which forwards the
+``StateHandler`` methods (region.py) to it. The region runtime (or a test, or the standalone driver) calls these with the
 region permit held for the whole drain/checkpoint/reset (``permit.block()``);
 ``drain`` and ``reset`` block it themselves too (idempotent) to wait for the
 in-flight batch, and whoever runs the cycle unblocks it at RESUME. Each
@@ -13,15 +14,26 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
+from collections.abc import Callable
 
 from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
-from cr_consumer.operator.states import ClientState
+from cr_consumer.operator.config import OperatorConfig
+from cr_consumer.operator.control_plane import ControlPlane
+from cr_consumer.operator.event_thread import EventThread
+from cr_consumer.operator.metrics import OperatorMetrics
+from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.process_thread import ProcessThread
+from cr_consumer.operator.rebalance import Rebalancer
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.seek_targets import SeekTargets
+from cr_consumer.operator.states import ClientState, StateMachine
 
-log = logging.getLogger("cr_consumer.operator.consumer")
+log = logging.getLogger(__name__)
 S = ClientState
 
 #: Bound on the drain's synchronous commit (and the drain timeout, if lower):
@@ -49,20 +61,112 @@ class ResetError(RuntimeError):
     """The reset could not complete; the region retries it."""
 
 
+def fmt_offsets(offsets: dict) -> str:
+    """``{topic[partition]=offset, ...}`` for log lines and errors."""
+    return "{" + ", ".join(f"{tp.topic}[{tp.partition}]={o}" for tp, o in sorted(offsets.items())) + "}"
+
+
 def _serialized(method):
-    """One handler at a time per operator: two resets (or a drain and a reset)
-    called concurrently by a runtime run one after the other, never interleaved."""
+    """Run the handler under the handlers' lock (see RegionHandlers)."""
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with self._handler_lock:
+        with self._lock:
             return method(self, *args, **kwargs)
 
     return wrapper
 
 
+class DrainSignal:
+    """Completed drains, counted, so a thread that asked for a drain can wait for it.
+
+    The process thread (operator-driven mode) reads :meth:`count`, asks the
+    region for a drain, then :meth:`wait_after` that count; the handler caller
+    calls :meth:`done` after each drain; a failure :meth:`wake` s the waiter.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0  # guarded by _cond
+
+    def count(self) -> int:
+        with self._cond:
+            return self._count
+
+    def done(self) -> None:
+        with self._cond:
+            self._count += 1
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_after(self, before: int, timeout: float, give_up: Callable[[], bool]) -> bool:
+        """Wait until a drain completed after ``before`` was read or ``give_up()``; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count > before or give_up(), timeout)
+
+
 class RegionHandlers:
-    """drain, checkpoint, reset, reset_to_initial_state, retire_checkpoint."""
+    """drain, checkpoint, reset, reset_to_initial_state, retire_checkpoint.
+
+    One handler at a time per operator: two resets (or a drain and a reset)
+    called concurrently by a runtime run one after the other, never
+    interleaved (``_lock``). ``new_epoch(reason)`` drops the queued batches;
+    ``check_alive()`` raises OperatorFailed once the operator failed or closed;
+    ``standalone``: no region runtime (no reset-pending flag to clear).
+    """
+
+    #: The group's registered members: written by set_members() (the operator's
+    #: start()) and checkpoint(); read by reset() (how many contributions a
+    #: merge waits for). Handler caller threads, under ``_lock``.
+    _members: list[str]
+    #: Offsets committed by the last successful drain, for the checkpoint that
+    #: follows; None after a failed drain or a reset. Handler threads, ``_lock``.
+    _drained: dict[TopicPartition, int] | None
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        *,
+        sm: StateMachine,
+        permit: RegionPermit,
+        events: EventThread,
+        process: ProcessThread,
+        offsets: OffsetManager,
+        rebalancer: Rebalancer,
+        targets: SeekTargets,
+        control: ControlPlane,
+        stats: OperatorMetrics,
+        drains: DrainSignal,
+        new_epoch: Callable[[str], None],
+        check_alive: Callable[[], None],
+        standalone: bool,
+    ) -> None:
+        self.name = config.operator_name
+        self.config = config
+        self._sm = sm
+        self._permit = permit
+        self._events = events
+        self._process = process
+        self._offsets = offsets
+        self._rebalancer = rebalancer
+        self._targets = targets
+        self._control = control
+        self._stats = stats
+        self._drains = drains
+        self._new_epoch = new_epoch
+        self._check_alive = check_alive
+        self._standalone = standalone
+        self._lock = threading.RLock()
+        self._members = []
+        self._drained = None
+
+    @_serialized
+    def set_members(self, members: list[str]) -> None:
+        """The members registered when the operator started."""
+        self._members = list(members)
 
     @_serialized
     def drain(self) -> None:
@@ -80,53 +184,48 @@ class RegionHandlers:
               the permit is blocked, nothing is being submitted);
            d. commit them in one synchronous commit; a failure raises DrainError.
         3. Records fetched but not submitted stay in the message queue, in
-           both region modes; they are submitted after the drain, in fetch
-           order. (The reference moves them into a drain buffer in periodic
-           mode. Not here: the process thread reads the buffer before it waits
-           on the queue, so one that was already waiting on the queue when the
-           batches moved took the first batch polled after the drain ahead of
-           them; a partition's older batch was then submitted after its newer
-           one, the offset manager went back to the older batch's end, and the
-           next drain committed less than was published.)
+           both region modes, and are submitted after the drain in fetch
+           order. There is no separate drain buffer: a process thread already
+           waiting on the queue would take a batch polled after the drain ahead
+           of the buffered ones, submit a partition's newer batch before its
+           older one, and move the offset manager backwards.
         4. Keep the offsets for the checkpoint; record drainTimeMillis(Max).
         """
         self._check_alive()
         cfg = self.config
         t0 = time.monotonic()
         self._drained = None  # a failed drain leaves nothing for a checkpoint
-        if self.sm.state is S.CR_RESET_PENDING:
+        if self._sm.state is S.CR_RESET_PENDING:
             raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
         deadline = t0 + cfg.drain_timeout_s
-        if not self.permit.block(cfg.drain_timeout_s):
+        if not self._permit.block(cfg.drain_timeout_s):
             raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
         margin = min(COMMIT_MARGIN_S, cfg.drain_timeout_s / 5)
 
         def stop_and_commit(consumer):
             commit_timeout_ms = int(max(0.05, min(deadline - margin - time.monotonic(), COMMIT_TIMEOUT_S)) * 1000)
-            self.events.stop_polling_async()
-            if self.sm.state is S.CR_RESET_PENDING:
+            self._events.stop_polling_async()
+            if self._sm.state is S.CR_RESET_PENDING:
                 raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
-            offsets = self.offsets.snapshot()
+            offsets = self._offsets.snapshot()
             if offsets:
                 try:
                     consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
                                     timeout_ms=commit_timeout_ms)
                 except Exception as exc:
-                    raise DrainError(f"{self.name}: committing offsets {self._fmt(offsets)} failed: {exc!r}") from exc
-                self.stats.set_committed(offsets)
+                    raise DrainError(f"{self.name}: committing offsets {fmt_offsets(offsets)} failed: {exc!r}") from exc
+                self._stats.set_committed(offsets)
             return offsets
 
         try:
-            offsets = self.events.call(stop_and_commit, max(0.05, deadline - time.monotonic()), "drain")
+            offsets = self._events.call(stop_and_commit, max(0.05, deadline - time.monotonic()), "drain")
         except TimeoutError as exc:
             raise DrainError(f"{self.name}: the drain did not finish within {cfg.drain_timeout_s}s: {exc}") from exc
         self._drained = offsets
-        self.process.reset_trigger()
-        self.stats.drain_done((time.monotonic() - t0) * 1000)
-        with self._drain_cond:
-            self._drain_count += 1
-            self._drain_cond.notify_all()
-        log.debug("%s: drained, committed %s", self.name, self._fmt(offsets))
+        self._process.reset_trigger()
+        self._stats.drain_done((time.monotonic() - t0) * 1000)
+        self._drains.done()
+        log.debug("%s: drained, committed %s", self.name, fmt_offsets(offsets))
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -134,10 +233,10 @@ class RegionHandlers:
         ones); 2. read the registered members; 3. encode the versioned JSON;
         4. resume polling, throttled while the permit stays blocked."""
         self._check_alive()
-        offsets = self._drained if self._drained is not None else self.offsets.snapshot()
+        offsets = self._drained if self._drained is not None else self._offsets.snapshot()
         # seq: every member's checkpoint of seq gets the same list (the coordinator
         # fixes it at the first call), so the merge's N agrees; operator renews our lease.
-        members = self.control.members(self.config.group_id, operator=self.name, seq=seq)
+        members = self._control.members(self.config.group_id, operator=self.name, seq=seq)
         self._members = list(members)
         data = OperatorCheckpoint(self.name, tuple(members), offsets).encode()
         self.resume_polling()
@@ -154,14 +253,13 @@ class RegionHandlers:
            offsets itself passes them as a one-member checkpoint). ``data``
            None or empty: this member has no checkpoint ``seq`` and
            contributes no offsets, with N = the members registered now.
-        3-7. As :meth:`_reset_to`: stop polling, clear the queue and the drain
-           buffer, seek every assigned partition to its merged offset or, when
+        3-7. As :meth:`_reset_to`: stop polling, clear the queue, seek every assigned partition to its merged offset or, when
            absent from the checkpoint, to its control variable, read positions
            back, RESET_COMPLETE, clear reset-pending, resume throttled.
         """
         self._check_alive()
         t0 = time.monotonic()
-        self.sm.to(S.CR_RESET_PENDING, f"reset to checkpoint {seq} attempt {attempt}")
+        self._sm.to(S.CR_RESET_PENDING, f"reset to checkpoint {seq} attempt {attempt}")
         ckpt = OperatorCheckpoint.decode(data) if data else None
         own = dict(ckpt.offsets) if ckpt is not None else {}
         n = len(ckpt.members) if ckpt is not None and ckpt.members else max(1, len(self._members))
@@ -169,15 +267,15 @@ class RegionHandlers:
             if n == 1:  # a sole contributor uses its own offsets: no round trip
                 merged_raw = {(tp.topic, tp.partition): off for tp, off in own.items()}
             else:
-                merged_raw = self.control.merge_checkpoint(
+                merged_raw = self._control.merge_checkpoint(
                     self.config.group_id, seq, attempt, n, self.name, own, timeout=self.config.merge_timeout_s
                 )
         except Exception as exc:
             raise ResetError(f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}") from exc
         merged = {TopicPartition(t, p): int(o) for (t, p), o in merged_raw.items()}
-        self._merged = (seq, merged)
+        self._targets.set_merged(seq, merged)
         self._reset_to(merged, initial=False, what=f"checkpoint {seq}")
-        self.stats.reset_done((time.monotonic() - t0) * 1000)
+        self._stats.reset_done((time.monotonic() - t0) * 1000)
 
     @_serialized
     def reset_to_initial_state(self, attempt: int = 0) -> None:
@@ -185,17 +283,16 @@ class RegionHandlers:
         its control variable (else its start position, saved first-writer-wins)."""
         self._check_alive()
         t0 = time.monotonic()
-        self.sm.to(S.CR_RESET_PENDING, f"reset to initial state attempt {attempt}")
-        self._merged = None
+        self._sm.to(S.CR_RESET_PENDING, f"reset to initial state attempt {attempt}")
+        self._targets.clear_merged()
         self._reset_to(None, initial=True, what="initial state")
-        self.stats.reset_done((time.monotonic() - t0) * 1000)
+        self._stats.reset_done((time.monotonic() - t0) * 1000)
 
     @_serialized
     def retire_checkpoint(self, seq: int) -> None:
         """Retire: drop the merged map of a checkpoint <= seq, here and in the coordinator."""
-        if self._merged is not None and self._merged[0] <= seq:
-            self._merged = None
-        self.control.retire_checkpoint(self.config.group_id, seq)
+        self._targets.retire(seq)
+        self._control.retire_checkpoint(self.config.group_id, seq)
 
     def _reset_to(self, merged: dict | None, *, initial: bool, what: str) -> None:
         """3. stop polling; 4. block the permit (the in-flight batch finishes)
@@ -204,34 +301,34 @@ class RegionHandlers:
         partitions, RESET_COMPLETE; 6. clear the group's reset-pending flag;
         7. resume polling throttled."""
         cfg = self.config
-        self.events.set_polling(False, EVENT_TIMEOUT_S)
-        if not self.permit.block(cfg.reset_timeout_s):
+        self._events.set_polling(False, EVENT_TIMEOUT_S)
+        if not self._permit.block(cfg.reset_timeout_s):
             raise ResetError(f"{self.name}: the in-flight batch did not finish within {cfg.reset_timeout_s}s")
-        self.clear_queued(f"reset to {what}")
+        self._new_epoch(f"reset to {what}")
 
         def seek_all(consumer):
             tps = consumer.assignment()
-            self.offsets.set_assignment(tps)
-            self.rebalancer.clear_held()
-            positions = self.rebalancer.seek(consumer, tps, merged=merged, initial_only=initial)
+            self._offsets.set_assignment(tps)
+            self._rebalancer.clear_held()
+            positions = self._rebalancer.seek(consumer, tps, merged=merged, initial_only=initial)
             paused = consumer.paused()
             if paused:
                 consumer.resume(*paused)
-            self.sm.to(S.RESET_COMPLETE, f"reset to {what}")
+            self._sm.to(S.RESET_COMPLETE, f"reset to {what}")
             return positions
 
         try:
-            positions = self.events.call(seek_all, cfg.reset_timeout_s, f"reset to {what}")
+            positions = self._events.call(seek_all, cfg.reset_timeout_s, f"reset to {what}")
         except Exception as exc:
             raise ResetError(f"{self.name}: seeking for the reset to {what} failed: {exc!r}") from exc
         self._drained = None
-        if not self.standalone:
+        if not self._standalone:
             try:
-                self.control.set_reset_pending(cfg.group_id, False)
+                self._control.set_reset_pending(cfg.group_id, False)
             except Exception as exc:
                 raise ResetError(f"{self.name}: the reset to {what} is done here but clearing the group's "
                                  f"reset-pending flag failed (retry the reset): {exc!r}") from exc
-        log.info("%s: reset to %s complete: %s", self.name, what, self._fmt(positions))
+        log.info("%s: reset to %s complete: %s", self.name, what, fmt_offsets(positions))
         self.resume_polling()
 
     def resume_polling(self) -> None:
@@ -241,9 +338,9 @@ class RegionHandlers:
         Also in CR_RESET_PENDING: nothing is fetched then (partitions held
         paused, records dropped), but kafka-python needs poll() to finish a
         group join."""
-        if self.sm.state in (S.CLOSED, S.FAILED):
+        if self._sm.state in (S.CLOSED, S.FAILED):
             return
-        self.events.set_polling(True, EVENT_TIMEOUT_S)
+        self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-__all__ = ["DrainError", "RegionHandlers", "ResetError"]
+__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError", "fmt_offsets"]

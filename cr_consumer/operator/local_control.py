@@ -1,7 +1,7 @@
 """In-process control variables for an operator run without a coordinator.
 
-Same methods as ``coordinator.client.CoordinatorClient`` (the subset the
-operator uses), kept in this process's memory: first writer wins for the
+The :class:`~cr_consumer.operator.control_plane.ControlPlane` of one member,
+kept in this process's memory: first writer wins for the
 initial offsets, a merge of one contributor returns its own offsets, and a
 merge that needs other members fails, because without a coordinator nobody
 else can contribute. Use it for a single member (standalone use, tests of one
@@ -15,6 +15,8 @@ from collections.abc import Mapping
 
 
 class LocalControl:
+    """Thread-safe: the event thread and the handler caller use it at once (``_lock``)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._members: dict[str, list[str]] = {}
@@ -42,19 +44,20 @@ class LocalControl:
     def put_initial_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         with self._lock:
             table = self._initial.setdefault(group_id, {})
-            return {tuple(k): table.setdefault(tuple(k), int(v)) for k, v in offsets.items()}
+            return {(t, p): table.setdefault((t, p), int(v)) for (t, p), v in offsets.items()}
 
     def get_initial_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         with self._lock:
             return dict(self._initial.get(group_id, {}))
 
-    def merge_checkpoint(self, group_id, seq, attempt, n_contributors, operator_name, offsets, timeout):
+    def merge_checkpoint(self, group_id: str, seq: int, attempt: int, n_contributors: int, operator_name: str,
+                         offsets: Mapping[tuple[str, int], int], timeout: float) -> dict[tuple[str, int], int]:
         if n_contributors > 1:
             raise RuntimeError(
                 f"checkpoint {seq} has {n_contributors} members: merging needs the coordinator "
                 "(set OperatorConfig.coordinator)"
             )
-        return {tuple(k): int(v) for k, v in offsets.items()}
+        return {(t, p): int(v) for (t, p), v in offsets.items()}
 
     def retire_checkpoint(self, group_id: str, seq: int) -> int:
         return 0

@@ -33,6 +33,11 @@ class Batch:
 
 
 class BatchQueue:
+    #: Records queued: written under ``_cond`` by the event thread (put) and the
+    #: process thread (get); read without it by :meth:`free` and ``len`` (the
+    #: backpressure check and metrics, where a value one batch old is fine).
+    _count: int
+
     def __init__(self, capacity: int) -> None:
         if capacity <= 0:
             raise ValueError(f"queue capacity must be > 0, got {capacity}")

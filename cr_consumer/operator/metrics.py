@@ -39,15 +39,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 from kafka import TopicPartition
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-if TYPE_CHECKING:
-    from cr_consumer.operator.consumer import ConsumerOperator
+from cr_consumer.operator.offset_manager import OffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +85,38 @@ PARTITION_GAUGES = (
 )
 
 
-class OperatorMetrics:
-    """Counters, duration histograms and per-partition offsets of one operator."""
+#: Snapshot keys whose values live in the operator's threads (the state
+#: machine, the rebalancer, the queue, the event and process threads, the
+#: decoder); ``readings()`` returns them at every snapshot.
+READINGS = ("state", "nPartitionRebalances", "nPendingMessages", "nQueueFullPause", "isPaused",
+            "nDroppedMalformedMessages", "nSubmittedMessages", "nDroppedStale")
 
-    def __init__(self, op: ConsumerOperator) -> None:
-        self._op = op
+
+class OperatorMetrics:
+    """Counters, duration histograms and per-partition offsets of one operator.
+
+    ``offsets``: the operator's offset manager (positions, assignment);
+    ``readings()``: the :data:`READINGS` of the operator, read when asked.
+    """
+
+    #: Written by the handler caller's thread (drain_done, reset_done) and the
+    #: event thread (the rest, and both offset maps); read by any thread that
+    #: asks for a snapshot or scrapes. Plain numbers and maps replaced as a
+    #: whole, so no lock: a reader sees each value either before or after an update.
+    drain_ms: float
+    drain_ms_max: float
+    reset_ms: float
+    n_drains: int
+    n_resets: int
+    n_dropped_reset_pending: int
+    n_reset_requests: int
+    _end_offsets: dict[TopicPartition, int]
+    _committed: dict[TopicPartition, int]
+
+    def __init__(self, name: str, offsets: OffsetManager, readings: Callable[[], Mapping[str, int | str]]) -> None:
+        self._name = name
+        self._offsets = offsets
+        self._readings = readings
         self.drain_ms = 0.0
         self.drain_ms_max = 0.0
         self.reset_ms = 0.0
@@ -99,16 +124,16 @@ class OperatorMetrics:
         self.n_resets = 0
         self.n_dropped_reset_pending = 0
         self.n_reset_requests = 0
-        self._end_offsets: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
+        self._end_offsets = {}
+        self._committed = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(self)
         self._drain_seconds = Histogram(
             PREFIX + "drain_duration_seconds", "Duration of a drain (block, stop polling, commit)",
-            ["operator"], buckets=DURATION_BUCKETS, registry=self.registry).labels(op.name)
+            ["operator"], buckets=DURATION_BUCKETS, registry=self.registry).labels(name)
         self._reset_seconds = Histogram(
             PREFIX + "reset_duration_seconds", "Duration of a reset (merge, seek, read positions back)",
-            ["operator"], buckets=DURATION_BUCKETS, registry=self.registry).labels(op.name)
+            ["operator"], buckets=DURATION_BUCKETS, registry=self.registry).labels(name)
 
     def drain_done(self, ms: float) -> None:
         self.drain_ms = ms
@@ -120,6 +145,14 @@ class OperatorMetrics:
         self.reset_ms = ms
         self.n_resets += 1
         self._reset_seconds.observe(ms / 1000)
+
+    def dropped_reset_pending(self, n: int) -> None:
+        """Event thread: ``n`` records polled while a reset was pending, dropped."""
+        self.n_dropped_reset_pending += n
+
+    def reset_requested(self) -> None:
+        """Event thread: a revocation made this operator ask for a region reset."""
+        self.n_reset_requests += 1
 
     def set_end_offsets(self, end_offsets: Mapping[TopicPartition, int | None]) -> None:
         """Event thread: the high-water marks of the assigned partitions (None: not fetched yet)."""
@@ -137,11 +170,11 @@ class OperatorMetrics:
 
     def partition_offsets(self) -> dict[TopicPartition, dict[str, int]]:
         """Per assigned partition: position, end_offset, lag, committed_offset (those known)."""
-        positions = self._op.offsets.snapshot()
+        positions = self._offsets.snapshot()
         end_offsets = self._end_offsets
         committed = self._committed
         out: dict[TopicPartition, dict[str, int]] = {}
-        for tp in self._op.offsets.assigned():
+        for tp in self._offsets.assigned():
             row: dict[str, int] = {}
             if tp in positions:
                 row["position"] = positions[tp]
@@ -155,26 +188,25 @@ class OperatorMetrics:
         return out
 
     def snapshot(self) -> dict:
-        op = self._op
-        assigned = op.offsets.assigned()
+        live = self._readings()
+        assigned = self._offsets.assigned()
         lag = {f"{tp.topic}[{tp.partition}]": row["lag"]
                for tp, row in self.partition_offsets().items() if "lag" in row}
-        decoder = op.decoder
         return {
-            "state": op.state.value,
+            "state": live["state"],
             "nAssignedPartitions": len(assigned),
             "nConsumedTopics": len({tp.topic for tp in assigned}),
-            "nPartitionRebalances": op.rebalancer.n_partition_rebalances,
-            "nPendingMessages": len(op.queue),
-            "nQueueFullPause": op.events.n_queue_full_pause,
-            "isPaused": int(op.events.paused),
+            "nPartitionRebalances": live["nPartitionRebalances"],
+            "nPendingMessages": live["nPendingMessages"],
+            "nQueueFullPause": live["nQueueFullPause"],
+            "isPaused": live["isPaused"],
             "drainTimeMillis": round(self.drain_ms, 3),
             "drainTimeMillisMax": round(self.drain_ms_max, 3),
             "resetTimeMillis": round(self.reset_ms, 3),
-            "nDroppedMalformedMessages": decoder.n_dropped if decoder is not None else 0,
-            "nSubmittedMessages": op.process.n_submitted,
+            "nDroppedMalformedMessages": live["nDroppedMalformedMessages"],
+            "nSubmittedMessages": live["nSubmittedMessages"],
             "nDroppedResetPending": self.n_dropped_reset_pending,
-            "nDroppedStale": op.process.n_dropped_stale,
+            "nDroppedStale": live["nDroppedStale"],
             "nResetRequests": self.n_reset_requests,
             "nDrains": self.n_drains,
             "nResets": self.n_resets,
@@ -187,7 +219,7 @@ class OperatorMetrics:
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot()
-        name = self._op.name
+        name = self._name
         for metric, key, doc in COUNTERS:
             c = CounterMetricFamily(PREFIX + metric, doc, labels=["operator"])
             c.add_metric([name], snap[key])
@@ -284,7 +316,7 @@ class MetricsEndpoint:
         except OSError as exc:
             raise OSError(f"cannot serve /metrics on {self._host}:{self._port}: {exc}") from exc
         host, port = self._server.server_address[:2]
-        self.address = f"{host}:{port}"
+        self.address = f"{host.decode() if isinstance(host, bytes) else host}:{port}"
         log.info("metrics on http://%s/metrics", self.address)
         return self.address
 
@@ -298,5 +330,5 @@ class MetricsEndpoint:
             thread.join(ENDPOINT_STOP_TIMEOUT_S)
 
 
-__all__ = ["DURATION_BUCKETS", "MergedCollector", "MetricsEndpoint", "OperatorMetrics", "StatsCollector",
+__all__ = ["DURATION_BUCKETS", "READINGS", "MergedCollector", "MetricsEndpoint", "OperatorMetrics", "StatsCollector",
            "merged_registry"]

@@ -81,7 +81,36 @@ class Decoder:
         return out
 
 
+def _per_record(submit: Callable | None) -> Callable[[list], object]:
+    """submit(record) for each record of a batch, without a Python-level loop per record."""
+    assert submit is not None
+
+    def submit_each(records: list) -> None:
+        collections.deque(map(submit, records), maxlen=0)
+
+    return submit_each
+
+
 class ProcessThread:
+    """The thread that submits queued batches (see the module docstring).
+
+    Injected: the queue, permit and offset manager it shares with the other
+    parts; ``epoch()`` (the current reset epoch); ``submit``/``submit_batch``;
+    ``on_trigger()`` (operator-driven: called after the permit is released,
+    may block until the drain); ``on_failure(exc)``, called once if the loop dies.
+    """
+
+    #: Tuples submitted since the last drain (operator-driven mode): written by
+    #: this thread under the permit, and set to 0 by reset_trigger() from the
+    #: handler caller during a drain, which holds the permit blocked: the two
+    #: never write at once, so no lock.
+    _since_drain: int
+    #: Counters this thread writes and metrics read.
+    n_submitted: int
+    n_dropped_stale: int
+    #: The fatal error, if any; written once by this thread.
+    failure: BaseException | None
+
     def __init__(
         self,
         name: str,
@@ -104,8 +133,8 @@ class ProcessThread:
         self._permit = permit
         self._offsets = offsets
         self._epoch = epoch
-        self._submit = submit
-        self._submit_batch = submit_batch
+        self._submit_batch: Callable[[list], object] = (
+            submit_batch if submit_batch is not None else _per_record(submit))
         self._decoder = decoder
         self._trigger = trigger_count
         self._on_trigger = on_trigger
@@ -193,10 +222,7 @@ class ProcessThread:
         end = records[-1].offset + 1
         out = self._decoder(records) if self._decoder is not None else records
         if out:
-            if self._submit_batch is not None:
-                self._submit_batch(out)
-            else:
-                collections.deque(map(self._submit, out), maxlen=0)
+            self._submit_batch(out)
             self.n_submitted += len(out)
         self._offsets.update(batch.tp, end)
         if rest:

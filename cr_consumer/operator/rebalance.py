@@ -41,18 +41,40 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from cr_consumer.operator.config import OperatorConfig
+from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.start_position import plan_start, start_offsets, subscribed_partitions
-from cr_consumer.operator.states import ClientState
+from cr_consumer.operator.states import ClientState, StateMachine
 
 log = logging.getLogger(__name__)
 
 S = ClientState
 #: Bound on reading a position back after a seek (it may need a broker round trip).
 POSITION_TIMEOUT_MS = 15000
+
+
+class PartitionGate(Protocol):
+    """The part of the event thread the rebalancer uses (``EventThread``)."""
+
+    @property
+    def consumer(self) -> Any:
+        """The KafkaConsumer (None before it exists)."""
+        ...
+
+    def pause_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Hold ``partitions`` (Kafka's IO thread, during the event thread's poll)."""
+        ...
+
+    def resume_partitions(self, consumer: Any, partitions: Iterable[TopicPartition]) -> None:
+        """Resume ``partitions`` unless the backpressure holds them (event thread)."""
+        ...
 
 
 class Listener(ConsumerRebalanceListener):
@@ -70,67 +92,104 @@ class Listener(ConsumerRebalanceListener):
 
 
 class Rebalancer:
-    def __init__(self, op) -> None:
-        self._op = op
+    """The listener's state and the deferred seeks of one operator.
+
+    ``new_epoch(reason)`` drops the queued batches (a new reset epoch);
+    ``request_reset(reason)`` asks the region for a reset (once per rebalance,
+    see the module docstring); ``standalone``: no region runtime, so the seek
+    after an assignment is the reset, committed offsets first.
+    """
+
+    #: Partitions assigned but not yet seeked (paused meanwhile). Written under
+    #: ``_lock`` on Kafka's IO thread (replaced at an assignment) and on the
+    #: event thread (shrunk after the seek, emptied by a reset); read without
+    #: the lock by the event thread's backpressure, on the thread that shrinks
+    #: it, so it sees either the set before or after a replacement.
+    held: set[TopicPartition]
+    #: True from subscribe/revocation until the next assignment (the event
+    #: thread polls longer then, see event_thread.JOIN_POLL_TIMEOUT_MS).
+    #: Written on Kafka's IO thread; read by the event thread and the member's
+    #: heartbeat. A plain bool: no lock.
+    joining: bool
+    #: Assignments received; written on Kafka's IO thread under ``_lock``.
+    n_partition_rebalances: int
+
+    def __init__(
+        self,
+        name: str,
+        config: OperatorConfig,
+        *,
+        sm: StateMachine,
+        offsets: OffsetManager,
+        targets: SeekTargets,
+        events: PartitionGate,
+        new_epoch: Callable[[str], None],
+        request_reset: Callable[[str], None],
+        standalone: bool,
+    ) -> None:
+        self.name = name
+        self._config = config
+        self._sm = sm
+        self._offsets = offsets
+        self._targets = targets
+        self._events = events
+        self._new_epoch = new_epoch
+        self._request_reset = request_reset
+        self._standalone = standalone
         self._lock = threading.Lock()
-        self.held: set[TopicPartition] = set()
+        self.held = set()
         self._assign_pending = False
         self._reset_reason: str | None = None
         self.n_partition_rebalances = 0
-        #: True from subscribe/revocation until the next assignment (event
-        #: thread polls longer then, see event_thread.JOIN_POLL_TIMEOUT_MS).
         self.joining = True
 
     # -- IO thread ----------------------------------------------------------
     def on_revoked(self, tps, *, lost: bool) -> None:
-        op = self._op
-        state = op.state
+        state = self._sm.state
         if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
             return
         self.joining = True
-        op.clear_queued(reason="partitions lost" if lost else "partitions revoked")
+        self._new_epoch("partitions lost" if lost else "partitions revoked")
         need = lost or state is S.RECORDS_FETCHED
         if not need:
             log.info("%s: revocation of %d partitions ignored (state %s: nothing fetched)",
-                     op.name, len(tps), state.value)
+                     self.name, len(tps), state.value)
             return
-        op.sm.to_if({S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING}, S.CR_RESET_PENDING,
-                    "partitions lost" if lost else "partitions revoked after records were fetched")
-        # Not "stop polling" as in the reference: kafka-python completes the
-        # group join only inside poll(). Nothing is fetched meanwhile: eager
-        # revocation took every partition, and new ones arrive paused (held).
+        self._sm.to_if({S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING}, S.CR_RESET_PENDING,
+                       "partitions lost" if lost else "partitions revoked after records were fetched")
+        # Polling goes on: kafka-python completes the group join only inside
+        # poll(). Nothing is fetched meanwhile: eager revocation took every
+        # partition, and new ones arrive paused (held).
         with self._lock:
             self._reset_reason = f"{'lost' if lost else 'revoked'} {len(tps)} partitions"
 
     def on_assigned(self, tps) -> None:
-        op = self._op
         tps = set(tps)
-        op.offsets.set_assignment(tps)
+        self._offsets.set_assignment(tps)
         # Fast path: a target known in memory (merged checkpoint, cached
         # control variable) is seeked right here (seek is pure client state),
         # so fetching starts in this very poll; the rest is held (paused) and
         # seeked on the event thread after the poll.
-        fast = self._known_targets(tps) if op.state in (S.SUBSCRIBED, S.RESET_COMPLETE) else {}
-        consumer = op.events.consumer
+        fast = self._known_targets(tps) if self._sm.state in (S.SUBSCRIBED, S.RESET_COMPLETE) else {}
+        consumer = self._events.consumer
         for tp, off in fast.items():
             consumer.seek(tp, off)
-        op.offsets.set_many(fast)
+        self._offsets.set_many(fast)
         held = tps - fast.keys()
-        op.events.pause_partitions(held)
+        self._events.pause_partitions(held)
         with self._lock:
             self.n_partition_rebalances += 1
             self.held = held
             self._assign_pending = bool(held)
         self.joining = False
-        log.info("%s: assigned %s (seeked at once: %s)", op.name, sorted(tps),
+        log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps),
                  {f"{tp.topic}[{tp.partition}]": o for tp, o in sorted(fast.items())})
 
     def _known_targets(self, tps) -> dict:
-        op = self._op
-        if op.use_committed_first:  # standalone: committed offsets need the broker
+        if self._standalone:  # committed offsets come first, and they need the broker
             return {}
-        merged = op.merged_offsets() or {}
-        cached = op.cached_control_variables()
+        merged = self._targets.merged() or {}
+        cached = self._targets.cached_control_variables()
         out = {}
         for tp in tps:
             if tp in merged:
@@ -145,10 +204,10 @@ class Rebalancer:
             reason, self._reset_reason = self._reset_reason, None
             assign = self._assign_pending
         if reason is not None:
-            self._op.request_region_reset(reason)
+            self._request_reset(reason)
         if assign:
-            state = self._op.state
-            if state is S.CR_RESET_PENDING and not self._op.standalone:
+            state = self._sm.state
+            if state is S.CR_RESET_PENDING and not self._standalone:
                 with self._lock:
                     self._assign_pending = False
                 return
@@ -157,44 +216,44 @@ class Rebalancer:
             with self._lock:
                 held = set(self.held)
                 self._assign_pending = False
-            self.seek(consumer, held & consumer.assignment(), merged=self._op.merged_offsets())
+            self.seek(consumer, held & consumer.assignment(), merged=self._targets.merged())
             if state is S.CR_RESET_PENDING:  # standalone: the seek (committed offsets first) is the reset
-                self._op.sm.to_if({S.CR_RESET_PENDING}, S.RESET_COMPLETE, "standalone: seeked after the rebalance")
+                self._sm.to_if({S.CR_RESET_PENDING}, S.RESET_COMPLETE, "standalone: seeked after the rebalance")
             with self._lock:
                 self.held -= held
-            self._op.events.resume_partitions(consumer, held)
+            self._events.resume_partitions(consumer, held)
 
     def seek(self, consumer, tps, *, merged: dict | None, initial_only: bool = False) -> dict:
         """Seek ``tps``: merged offset, else control variable, else start position.
 
         Returns {tp: position read back}; also stores them in the offset manager.
         """
-        op = self._op
         targets: dict[TopicPartition, int] = {}
         if merged and not initial_only:
             targets.update({tp: merged[tp] for tp in tps if tp in merged})
         missing = [tp for tp in tps if tp not in targets]
-        if missing and op.use_committed_first and not initial_only:
+        if missing and self._standalone and not initial_only:
             for tp in missing:
                 c = consumer.committed(tp, timeout_ms=POSITION_TIMEOUT_MS)
                 if c is not None:
                     targets[tp] = c
             missing = [tp for tp in missing if tp not in targets]
         if missing:
-            cv = op.control_variables()
+            cv = self._targets.control_variables()
             targets.update({tp: cv[tp] for tp in missing if tp in cv})
             missing = [tp for tp in missing if tp not in targets]
             if missing:
                 group_started = bool(cv)
                 subscribed = set() if group_started else subscribed_partitions(consumer)
                 plan = plan_start(missing, group_started=group_started, subscribed=subscribed)
-                effective = op.save_control_variables(start_offsets(consumer, op.config, plan))
+                effective = self._targets.save_control_variables(start_offsets(consumer, self._config, plan))
                 targets.update({tp: effective[tp] for tp in missing})
         for tp, off in targets.items():
             consumer.seek(tp, off)
         positions = {tp: consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS) for tp in targets}
-        op.offsets.set_many(positions)
-        log.info("%s: seeked %s", op.name, {f"{tp.topic}[{tp.partition}]": off for tp, off in sorted(positions.items())})
+        self._offsets.set_many(positions)
+        log.info("%s: seeked %s", self.name,
+                 {f"{tp.topic}[{tp.partition}]": off for tp, off in sorted(positions.items())})
         return positions
 
     def clear_held(self) -> set:
@@ -204,4 +263,4 @@ class Rebalancer:
         return held
 
 
-__all__ = ["Listener", "Rebalancer"]
+__all__ = ["Listener", "PartitionGate", "Rebalancer"]

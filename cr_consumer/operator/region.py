@@ -3,8 +3,8 @@
 A consistent region makes a set of operators agree on checkpoints. The runtime
 (``cr_consumer.runtime``, driven by the coordinator's region controller) calls
 every operator's :class:`StateHandler` methods; a source operator additionally
-takes a :class:`RegionPermit` around each batch of tuples it submits and may ask
-the runtime for a reset through :class:`ResetRequester`.
+takes a :class:`RegionPermit` around each batch of tuples it submits and asks
+the runtime for a reset or a drain through :class:`RegionRequests`.
 
 The cycle, as seen by one operator:
 
@@ -27,30 +27,81 @@ region (for a failed drain or checkpoint) or retries the reset.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
 class StateHandler(Protocol):
-    def drain(self) -> None: ...
+    """What the region runtime calls on every operator of a region.
 
-    def checkpoint(self, seq: int) -> bytes: ...
+    Common to every method: the runtime calls them from its own threads (the
+    member's control loop, a test, the standalone driver), never from the
+    operator's own threads; an operator that can be called from two runtime
+    threads at once serializes the calls itself. A method that cannot do its
+    job raises, and the region resets (drain, checkpoint) or retries (reset).
+    For a source, the runtime holds the region permit (``permit.block()``)
+    from before ``drain`` until after ``checkpoint``, and around each reset;
+    it unblocks the permit at RESUME.
+    """
 
-    def reset(self, seq: int, data: bytes, attempt: int = 0) -> None: ...
+    def drain(self) -> None:
+        """Finish in-flight work; afterwards the operator's durable output is
+        exactly what it received before the call.
 
-    def reset_to_initial_state(self, attempt: int = 0) -> None: ...
+        Called first in every checkpoint cycle. The caller guarantees that no
+        new tuple arrives during the call (the permit is blocked). A failure
+        raises; the runtime then resets the region instead of checkpointing.
+        """
 
-    def retire_checkpoint(self, seq: int) -> None: ...
+    def checkpoint(self, seq: int) -> bytes:
+        """Return the state as of the last ``drain`` as versioned JSON bytes.
+
+        Called right after a successful ``drain`` of the same cycle, with the
+        permit still blocked; ``seq`` increases from cycle to cycle. The runtime
+        stores the bytes and hands them back to ``reset(seq, ...)``.
+        """
+
+    def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
+        """Go back to the state of checkpoint ``seq``.
+
+        ``data`` is what ``checkpoint(seq)`` returned in this operator, or a
+        merge of every member's data made by the runtime; empty when this
+        operator has nothing for ``seq``. ``attempt`` numbers the reset
+        attempts for ``seq`` (from 0); the caller retries with a higher
+        attempt after a failure. Called with the permit blocked, possibly
+        before any ``drain`` (a restarted member).
+        """
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        """Go back to the state before any tuple (no checkpoint completed yet).
+
+        As ``reset``: permit blocked, ``attempt`` numbers the attempts.
+        """
+
+    def retire_checkpoint(self, seq: int) -> None:
+        """Checkpoints with id <= ``seq`` will never be reset to: drop their state.
+
+        Called after a later checkpoint completed; the permit may or may not
+        be held.
+        """
 
 
-class ResetRequester(Protocol):
+class RegionRequests(Protocol):
+    """What a source operator asks of the region runtime it belongs to.
+
+    Both are called from the operator's own threads (the event thread after a
+    revocation, the process thread at the trigger count), never while the
+    caller holds the permit; neither may block for long.
+    """
+
     def request_reset(self, *, force: bool, reason: str) -> None:
         """Ask the region to reset. ``force`` resets the consecutive-attempt
         counter (used for rebalances, which are not failures)."""
 
-
-class DrainRequester(Protocol):
     def request_drain(self, *, reason: str) -> bool | None:
         """Operator-driven regions: ask the region to drain and checkpoint now
         (a source calls it every trigger-count tuples, without holding the
@@ -105,7 +156,14 @@ class RegionPermit:
 
 
 class NoRegion:
-    """Standalone use: nobody to ask for a reset; requests are logged by the operator."""
+    """A source with no region runtime attached: requests are logged and dropped."""
 
-    def request_reset(self, *, force: bool, reason: str) -> None:  # pragma: no cover - trivial
-        pass
+    def request_reset(self, *, force: bool, reason: str) -> None:
+        log.warning("region reset requested (force=%s) but no region runtime is attached: %s", force, reason)
+
+    def request_drain(self, *, reason: str) -> bool | None:
+        log.warning("region drain requested but no region runtime is attached: %s", reason)
+        return None
+
+
+__all__ = ["NoRegion", "RegionPermit", "RegionRequests", "StateHandler"]

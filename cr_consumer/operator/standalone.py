@@ -1,25 +1,26 @@
 """The standalone driver: the operator without a region runtime.
 
 A plain group consumer commits what it processed now and then; this thread
-does that with the operator's own handlers, and handles rebalances:
+does that with the operator's own handlers:
 
-* every ``commit_period_s`` (periodic mode), or when the process thread
-  reached the trigger count (operator-driven mode):
-  1. block the permit (the in-flight batch finishes);
-  2. ``drain()``: stop polling, one synchronous commit of the submitted offsets;
-  3. resume polling (throttled) and unblock the permit.
-  A failed drain is logged and retried at the next period (a rebalance makes
-  the commit fail; the reset below follows).
-* rebalances need no cycle here: the revocation clears the queue and the
-  next assignment seeks every partition to its committed offset (else
-  control variable, else start position), see rebalance.py. Records
-  submitted after the last commit are submitted again: at-least-once, as
-  with any group consumer. Drains during a rebalance fail and are retried.
-* ``request_reset`` (kept for callers that want one) resets the same way:
-  block the permit, seek all to the committed offsets, unblock.
+1. every ``commit_period_s`` (periodic mode), or when the process thread
+   reached the trigger count (operator-driven mode, :meth:`StandaloneDriver.request_drain`):
+   a. block the permit (the in-flight batch finishes);
+   b. ``drain()``: stop polling, one synchronous commit of the submitted offsets;
+   c. resume polling (throttled) and unblock the permit.
+   A failed drain is logged and retried at the next period (a rebalance makes
+   the commit fail).
+2. A periodic commit is skipped while the group join is in progress (nothing
+   is assigned, and the drain would interrupt the join's polls).
 
-The thread ends on ``stop()`` (joined with a timeout); an exception in a
-cycle other than a failed drain is fatal for the operator.
+Rebalances need no cycle here: the revocation clears the queue and the next
+assignment seeks every partition to its committed offset (else control
+variable, else start position), see rebalance.py. Records submitted after the
+last commit are submitted again: at-least-once, as with any group consumer.
+
+The thread ends on :meth:`StandaloneDriver.stop` (joined with a timeout); an
+exception in a cycle other than a failed drain is handed to ``on_failure``
+(fatal for the operator).
 """
 
 from __future__ import annotations
@@ -27,22 +28,58 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+
+from cr_consumer.operator.config import RegionMode
+from cr_consumer.operator.handlers import DrainError
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.states import ClientState
 
 log = logging.getLogger(__name__)
 
-#: Bound on blocking the permit before a standalone drain/reset, so a stuck
-#: submit shows as an error in the log instead of a silent hang.
+#: Bound on blocking the permit before a standalone drain, so a stuck submit
+#: shows as an error in the log instead of a silent hang.
 PERMIT_BLOCK_S = 60.0
+#: Wait between checks in operator-driven mode (no period): bounds how late the
+#: thread notices that the operator failed (a failure does not notify it).
+IDLE_WAIT_S = 1.0
 
 
 class StandaloneDriver:
-    def __init__(self, op) -> None:
-        self._op = op
+    #: The reason of a drain asked for by the process thread, or None. Written
+    #: by the process thread and this thread, under ``_cond``.
+    _drain_reason: str | None
+    #: Set by stop() (the closing thread), under ``_cond``.
+    _stop: bool
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        mode: RegionMode,
+        commit_period_s: float,
+        permit: RegionPermit,
+        drain: Callable[[], None],
+        resume_polling: Callable[[], None],
+        state: Callable[[], ClientState],
+        failed: Callable[[], bool],
+        joining: Callable[[], bool],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self.name = name
+        self._periodic = mode is RegionMode.PERIODIC
+        self._period = commit_period_s
+        self._permit = permit
+        self._drain = drain
+        self._resume_polling = resume_polling
+        self._state = state
+        self._failed = failed
+        self._joining = joining
+        self._on_failure = on_failure
         self._cond = threading.Condition()
         self._stop = False
-        self._reset_reason: str | None = None
-        self._drain_reason: str | None = None
-        self._thread = threading.Thread(target=self._run, name=f"cr-standalone-{op.name}", daemon=True)
+        self._drain_reason = None
+        self._thread = threading.Thread(target=self._run, name=f"cr-standalone-{name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -54,70 +91,45 @@ class StandaloneDriver:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
-    def request_reset(self, reason: str) -> None:
-        with self._cond:
-            self._reset_reason = reason
-            self._cond.notify_all()
-
     def request_drain(self, reason: str) -> None:
         with self._cond:
             self._drain_reason = reason
             self._cond.notify_all()
 
     def _run(self) -> None:
-        from cr_consumer.operator.config import RegionMode
-
-        op = self._op
-        periodic = op.config.region_mode is RegionMode.PERIODIC
-        period = op.config.commit_period_s
-        next_commit = time.monotonic() + period
+        next_commit = time.monotonic() + self._period
         try:
             while True:
                 with self._cond:
-                    wait = max(0.0, next_commit - time.monotonic()) if periodic else None
-                    self._cond.wait_for(
-                        lambda: self._stop or self._reset_reason is not None or self._drain_reason is not None,
-                        wait if wait is not None else 1.0,
-                    )
+                    wait = max(0.0, next_commit - time.monotonic()) if self._periodic else IDLE_WAIT_S
+                    self._cond.wait_for(lambda: self._stop or self._drain_reason is not None, wait)
                     if self._stop:
                         return
-                    reset, self._reset_reason = self._reset_reason, None
                     drain, self._drain_reason = self._drain_reason, None
-                if op.failure is not None:
+                if self._failed():
                     return
-                if reset is not None:
-                    self._cycle(lambda why=reset: op._reset_to(None, initial=False, what=f"committed offsets ({why})"))
-                elif drain is not None or (periodic and time.monotonic() >= next_commit):
-                    next_commit = time.monotonic() + period
-                    if op.rebalancer.joining and drain is None:
+                if drain is not None or (self._periodic and time.monotonic() >= next_commit):
+                    next_commit = time.monotonic() + self._period
+                    if self._joining() and drain is None:
                         continue  # nothing assigned, nothing to commit; do not interrupt the join's polls
-                    self._cycle(self._drain_and_resume)
+                    self._cycle()
         except Exception as exc:  # noqa: BLE001 - fatal for the operator, reported there
-            log.exception("%s: standalone driver failed", op.name)
-            op._on_failure(exc)
+            log.exception("%s: standalone driver failed", self.name)
+            self._on_failure(exc)
 
-    def _drain_and_resume(self) -> None:
-        op = self._op
-        from cr_consumer.operator.consumer import DrainError
-
+    def _cycle(self) -> None:
+        if not self._permit.block(PERMIT_BLOCK_S):
+            self._permit.unblock()
+            raise TimeoutError(f"{self.name}: the process thread kept the permit for {PERMIT_BLOCK_S}s")
         try:
-            op.drain()
-        except DrainError as exc:
-            log.warning("%s: standalone drain failed (will retry): %s", op.name, exc)
-        op.resume_polling()
-
-    def _cycle(self, fn) -> None:
-        op = self._op
-        from cr_consumer.operator.states import ClientState
-
-        if not op.permit.block(PERMIT_BLOCK_S):
-            op.permit.unblock()
-            raise TimeoutError(f"{op.name}: the process thread kept the permit for {PERMIT_BLOCK_S}s")
-        try:
-            if op.state not in (ClientState.CLOSED, ClientState.FAILED):
-                fn()
+            if self._state() not in (ClientState.CLOSED, ClientState.FAILED):
+                try:
+                    self._drain()
+                except DrainError as exc:
+                    log.warning("%s: standalone drain failed (will retry): %s", self.name, exc)
+                self._resume_polling()
         finally:
-            op.permit.unblock()
+            self._permit.unblock()
 
 
 __all__ = ["StandaloneDriver"]

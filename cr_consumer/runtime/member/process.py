@@ -416,12 +416,7 @@ class Member:
         from kafka import TopicPartition
 
         merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
-        setter = getattr(self.source, "set_consistent_offsets", None)
-        if setter is not None:
-            setter(seq, merged)
-        elif hasattr(self.source, "_merged"):
-            # ConsumerOperator keeps the map of its last reset there (see handlers.py).
-            self.source._merged = (seq, merged)
+        self.source.set_consistent_offsets(seq, merged)
 
     def _reset(self, seq: int, attempt: int, own: int | None, offsets: list) -> None:
         """Reset to the region's checkpoint ``seq``: the source to ``offsets`` (the

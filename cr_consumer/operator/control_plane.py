@@ -1,0 +1,72 @@
+"""The control plane an operator talks to: the coordinator's group services.
+
+Two implementations: ``coordinator.client.CoordinatorClient`` (a group of
+members, over ZeroMQ) and :class:`~cr_consumer.operator.local_control.LocalControl`
+(one member, in memory). The operator calls them from the thread that runs
+the step that needs them:
+
+1. ``register`` at ``start()`` and ``unregister`` at ``close()`` (the caller's
+   thread);
+2. ``get_initial_offsets`` / ``put_initial_offsets`` when a partition without
+   a known target is seeked (the event thread);
+3. ``set_reset_pending`` after a revocation (event thread) and at the end of
+   a reset (the handler caller's thread);
+4. ``members``, ``merge_checkpoint`` and ``retire_checkpoint`` from the region
+   handlers (the handler caller's thread).
+
+Every call either answers or raises (the coordinator client after its request
+timeout); the operator turns a raise into a handler error (DrainError,
+ResetError) or, on the event thread, a failed operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+#: Offsets keyed by (topic, partition), as they cross the wire.
+WireOffsets = Mapping[tuple[str, int], int]
+
+
+class ControlPlane(Protocol):
+    def register(self, group_id: str, region_index: int, operator_name: str) -> list[str]:
+        """Add ``operator_name`` to the group; return every registered name."""
+        ...
+
+    def unregister(self, group_id: str, operator_name: str) -> list[str]:
+        """Remove ``operator_name`` from the group; return the names left."""
+        ...
+
+    def members(self, group_id: str, operator: str | None = None, seq: int | None = None) -> list[str]:
+        """Registered names; with ``seq``, the list fixed for checkpoint ``seq`` (the
+        same for every member that asks), and ``operator`` renews the caller's lease."""
+        ...
+
+    def put_initial_offsets(self, group_id: str, offsets: WireOffsets) -> dict[tuple[str, int], int]:
+        """Put-if-absent each control variable; return the effective value of each."""
+        ...
+
+    def get_initial_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """Every control variable of the group."""
+        ...
+
+    def merge_checkpoint(self, group_id: str, seq: int, attempt: int, n_contributors: int, operator_name: str,
+                         offsets: WireOffsets, timeout: float) -> dict[tuple[str, int], int]:
+        """Contribute ``offsets`` to the merge of (``seq``, ``attempt``); block until all
+        ``n_contributors`` contributed (at most ``timeout`` s) and return the union."""
+        ...
+
+    def retire_checkpoint(self, group_id: str, seq: int) -> int:
+        """Drop every merge with sequence id <= ``seq``; return how many."""
+        ...
+
+    def set_reset_pending(self, group_id: str, value: bool) -> bool:
+        """Atomically set the group's reset-pending flag; return the previous value."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection (the operator closes only a control plane it made)."""
+        ...
+
+
+__all__ = ["ControlPlane", "WireOffsets"]

@@ -1,0 +1,248 @@
+"""EventThread without a broker: a scripted consumer and injected callables.
+
+The fake consumer implements only what the event thread calls (poll,
+group_metadata, assignment, paused, pause, resume, close); the tests assert
+what reached ``on_records``, which partitions were paused or resumed, how the
+poll was paced, and how failures reach the callers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import pytest
+from kafka import TopicPartition
+
+from cr_consumer.operator import event_thread as et
+from cr_consumer.operator.event_thread import EventThread, OperatorFailed
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+WAIT_S = 5.0
+
+
+def _wait_until(pred, what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.005)  # polling a condition the event thread makes true
+
+
+class FakeConsumer:
+    """Polls return the scripted results in order, then nothing (after waiting
+    the poll's timeout, as a real poll does)."""
+
+    def __init__(self, assigned=(T0, T1)) -> None:
+        self.results: deque = deque()
+        self.polls: list[tuple[int, int]] = []  # (timeout_ms, max_records)
+        self.assigned = set(assigned)
+        self.paused_set: set[TopicPartition] = set()
+        self.closed_with: dict | None = None
+        self.poll_error: BaseException | None = None
+        self._idle = threading.Event()
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict:
+        self.polls.append((timeout_ms, max_records))
+        if self.poll_error is not None:
+            raise self.poll_error
+        if self.results:
+            return self.results.popleft()
+        self._idle.wait(timeout_ms / 1000)
+        return {}
+
+    def group_metadata(self) -> str:
+        return f"generation-after-{len(self.polls)}-polls"
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self.paused_set)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self.paused_set.update(tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self.paused_set.difference_update(tps)
+
+    def close(self, autocommit: bool, timeout_ms: int) -> None:
+        self.closed_with = {"autocommit": autocommit, "timeout_ms": timeout_ms}
+
+
+class Harness:
+    """An EventThread with every callable injected; the flags drive its loop."""
+
+    def __init__(self, consumer: FakeConsumer | None = None, factory=None, max_poll_records: int = 500) -> None:
+        self.consumer = consumer if consumer is not None else FakeConsumer()
+        self.records: list[dict] = []
+        self.after_polls = 0
+        self.pause = False
+        self.blocked = False
+        self.joining = False
+        self.held: set[TopicPartition] = set()
+        self.failures: list[BaseException] = []
+        self.events = EventThread(
+            "unit",
+            factory or (lambda: self.consumer),
+            on_records=lambda consumer, records: self.records.append(records),
+            after_poll=self._after_poll,
+            should_pause=lambda: self.pause,
+            blocked=lambda: self.blocked,
+            held=lambda: self.held,
+            joining=lambda: self.joining,
+            on_failure=self.failures.append,
+            max_poll_records=max_poll_records,
+        )
+
+    def _after_poll(self, consumer) -> None:
+        self.after_polls += 1
+
+
+@pytest.fixture
+def harness():
+    h = Harness()
+    h.events.start(WAIT_S)
+    yield h
+    h.events.stop(WAIT_S)
+
+
+def test_polled_records_reach_on_records_in_order(harness):
+    batches = [{T0: ["a", "b"]}, {T1: ["c"]}, {T0: ["d"]}]
+    harness.consumer.results.extend(batches)
+    harness.events.set_polling(True, WAIT_S)
+    _wait_until(lambda: len(harness.records) == 3, "three polls handed over")
+    assert harness.records == batches
+    assert harness.after_polls >= 3
+    assert harness.events.group is not None  # the group snapshot is taken after each poll
+
+
+def test_call_runs_on_the_event_thread_with_the_consumer_and_returns_its_result(harness):
+    seen = harness.events.call(lambda consumer: (consumer, threading.current_thread().name), WAIT_S, "probe")
+    assert seen == (harness.consumer, "cr-event-unit")
+
+
+def test_an_event_that_raises_fails_only_its_caller(harness):
+    def boom(_consumer):
+        raise ValueError("bad event")
+
+    with pytest.raises(ValueError, match="bad event"):
+        harness.events.call(boom, WAIT_S, "boom")
+    assert harness.events.call(lambda c: 42, WAIT_S, "after") == 42
+    assert harness.events.failure is None and harness.failures == []
+
+
+def test_stop_polling_returns_after_the_loop_saw_it(harness):
+    harness.events.set_polling(True, WAIT_S)
+    _wait_until(lambda: len(harness.consumer.polls) >= 2, "polling")
+    harness.events.set_polling(False, WAIT_S)
+    n = len(harness.consumer.polls)
+    harness.events.call(lambda c: None, WAIT_S, "a round trip after the stop")
+    assert len(harness.consumer.polls) == n
+
+
+def test_poll_pacing_follows_joining_blocked_and_idle(harness):
+    ev = harness.events
+    harness.joining = True
+    ev.set_polling(True, WAIT_S)
+    _wait_until(lambda: et.JOIN_POLL_TIMEOUT_MS in (p[0] for p in harness.consumer.polls), "join poll")
+    ev.set_polling(False, WAIT_S)
+    assert set(harness.consumer.polls) == {(et.JOIN_POLL_TIMEOUT_MS, 500)}
+
+    harness.consumer.polls.clear()
+    harness.joining, harness.blocked = False, True
+    ev.set_polling(True, WAIT_S)
+    _wait_until(lambda: len(harness.consumer.polls) >= 2, "blocked polls")
+    ev.set_polling(False, WAIT_S)
+    assert set(harness.consumer.polls) == {(et.BLOCKED_POLL_TIMEOUT_MS, et.BLOCKED_MAX_RECORDS)}
+
+    harness.consumer.polls.clear()
+    harness.blocked = False
+    ev.set_polling(True, WAIT_S)
+    _wait_until(lambda: len(harness.consumer.polls) >= 2, "idle polls")
+    ev.set_polling(False, WAIT_S)
+    # no poll has returned records yet: the topic looks idle
+    assert set(harness.consumer.polls) == {(et.IDLE_POLL_TIMEOUT_MS, 500)}
+
+
+def test_records_make_the_poll_short_while_they_flow(harness):
+    harness.consumer.results.append({T0: ["a"]})
+    harness.events.set_polling(True, WAIT_S)
+    _wait_until(lambda: len(harness.consumer.polls) >= 3, "polls after records")
+    harness.events.set_polling(False, WAIT_S)
+    assert harness.consumer.polls[0] == (et.IDLE_POLL_TIMEOUT_MS, 500)
+    assert harness.consumer.polls[1] == (et.POLL_TIMEOUT_MS, 500)
+
+
+def test_backpressure_pauses_every_assigned_partition_and_resumes_all_but_the_held(harness):
+    harness.pause = True
+    harness.held = {T1}
+    harness.events.set_polling(True, WAIT_S)
+    _wait_until(lambda: harness.consumer.paused_set == {T0, T1}, "both paused")
+    assert harness.events.paused
+    harness.consumer.paused_set.discard(T0)  # pause() is idempotent: a partition found unpaused is paused again
+    _wait_until(lambda: harness.consumer.paused_set == {T0, T1}, "paused again")
+    assert harness.events.n_queue_full_pause == 1  # one episode, however many polls it lasts
+    harness.pause = False
+    _wait_until(lambda: not harness.events.paused, "room again")
+    assert harness.consumer.paused_set == {T1}  # the held partition waits for its seek
+
+
+def test_resume_partitions_leaves_them_to_the_backpressure_while_the_queue_is_full(harness):
+    harness.pause = True
+    harness.events.set_polling(True, WAIT_S)
+    _wait_until(lambda: harness.events.paused, "queue-full pause")
+    harness.events.call(lambda c: harness.events.resume_partitions(c, {T0}), WAIT_S, "resume")
+    assert T0 in harness.consumer.paused_set
+
+
+def test_a_poll_failure_is_kept_reported_and_raised_to_later_callers():
+    h = Harness()
+    h.consumer.poll_error = RuntimeError("broker exploded")
+    h.events.start(WAIT_S)
+    try:
+        h.events.set_polling(True, WAIT_S)
+        _wait_until(lambda: h.failures, "on_failure called")
+        assert h.failures == [h.consumer.poll_error]
+        assert h.events.failure is h.consumer.poll_error
+        _wait_until(lambda: h.consumer.closed_with is not None, "consumer closed")
+        assert h.consumer.closed_with == {"autocommit": False, "timeout_ms": et.CLOSE_TIMEOUT_MS}
+        with pytest.raises(OperatorFailed) as info:
+            h.events.call(lambda c: None, WAIT_S, "later")
+        assert info.value.__cause__ is h.consumer.poll_error
+    finally:
+        h.events.stop(WAIT_S)
+
+
+def test_a_consumer_that_cannot_be_created_fails_start():
+    def factory():
+        raise ValueError("no bootstrap")
+
+    h = Harness(factory=factory)
+    with pytest.raises(ValueError, match="no bootstrap"):
+        h.events.start(WAIT_S)
+    assert isinstance(h.events.failure, ValueError)
+    fut = h.events.submit(lambda c: None, "after")
+    assert isinstance(fut.exception(0), OperatorFailed)
+
+
+def test_stop_closes_the_consumer_without_committing_and_fails_queued_events():
+    h = Harness()
+    h.events.start(WAIT_S)
+    gate = threading.Event()
+    first = h.events.submit(lambda c: gate.wait(WAIT_S), "slow")
+    h.events.stop(0.0)  # asks the loop to end; the slow event is still running
+    second = h.events.submit(lambda c: "never", "queued behind the stop")
+    gate.set()
+    assert first.result(WAIT_S) is True
+    with pytest.raises(OperatorFailed, match="closed before"):
+        second.result(WAIT_S)
+    _wait_until(lambda: h.consumer.closed_with is not None, "consumer closed")
+    assert h.consumer.closed_with["autocommit"] is False
+    assert h.events.consumer is None
+
+
+def test_request_rejoin_is_false_before_the_consumer_exists():
+    h = Harness()
+    assert h.events.request_rejoin() is False

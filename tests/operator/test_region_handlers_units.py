@@ -1,0 +1,189 @@
+"""RegionHandlers without a broker: a real event thread around a fake consumer,
+the real rebalancer, offset manager and in-memory control plane. The tests
+assert what the drain committed, what the checkpoint holds, where a reset
+seeked, and the state afterwards."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kafka import TopicPartition
+
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.config import OperatorConfig, StartPosition
+from cr_consumer.operator.event_thread import EventThread
+from cr_consumer.operator.handlers import DrainError, DrainSignal, RegionHandlers
+from cr_consumer.operator.local_control import LocalControl
+from cr_consumer.operator.message_queue import BatchQueue
+from cr_consumer.operator.metrics import OperatorMetrics
+from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.process_thread import ProcessThread
+from cr_consumer.operator.rebalance import Rebalancer
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.seek_targets import SeekTargets
+from cr_consumer.operator.states import ClientState, StateMachine
+
+S = ClientState
+GROUP = "g"
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+WAIT_S = 5.0
+
+
+class FakeConsumer:
+    """What the event thread, the drain and the reset's seek call."""
+
+    def __init__(self) -> None:
+        self.assigned = {T0, T1}
+        self.paused_set: set[TopicPartition] = set()
+        self.seeks: dict[TopicPartition, int] = {}
+        self.commits: list[dict[TopicPartition, int]] = []
+        self.commit_error: BaseException | None = None
+        self.n_polls = 0
+        self._idle = threading.Event()
+
+    def poll(self, timeout_ms, max_records):
+        self.n_polls += 1
+        self._idle.wait(timeout_ms / 1000)
+        return {}
+
+    def group_metadata(self):
+        return None
+
+    def assignment(self):
+        return set(self.assigned)
+
+    def paused(self):
+        return set(self.paused_set)
+
+    def pause(self, *tps):
+        self.paused_set.update(tps)
+
+    def resume(self, *tps):
+        self.paused_set.difference_update(tps)
+
+    def close(self, autocommit, timeout_ms):
+        pass
+
+    def commit(self, offsets, timeout_ms):
+        if self.commit_error is not None:
+            raise self.commit_error
+        self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+
+    def seek(self, tp, offset):
+        self.seeks[tp] = offset
+
+    def position(self, tp, timeout_ms):
+        return self.seeks[tp]
+
+    def beginning_offsets(self, tps, timeout_ms):
+        return {tp: 100 + tp.partition for tp in tps}
+
+    def subscription(self):
+        return {"t"}
+
+    def partitions_for_topic(self, topic):
+        return {0, 1}
+
+
+class Parts:
+    def __init__(self) -> None:
+        self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
+                                     topics=["t"], start_position=StartPosition.BEGINNING,
+                                     drain_timeout_s=WAIT_S, reset_timeout_s=WAIT_S)
+        self.consumer = FakeConsumer()
+        self.sm = StateMachine("m0")
+        self.sm.to(S.SUBSCRIBED)
+        self.permit = RegionPermit()
+        self.offsets = OffsetManager()
+        self.offsets.set_assignment([T0, T1])
+        self.control = LocalControl()
+        self.control.register(GROUP, 0, "m0")
+        self.targets = SeekTargets(self.control, GROUP)
+        self.epochs: list[str] = []
+        self.resets: list[str] = []
+        self.events = EventThread(
+            "m0", lambda: self.consumer, on_records=lambda c, r: None, after_poll=lambda c: None,
+            should_pause=lambda: False, blocked=lambda: self.permit.blocked, held=lambda: self.rebalancer.held,
+            joining=lambda: False, on_failure=lambda exc: None, max_poll_records=500,
+        )
+        self.rebalancer = Rebalancer("m0", self.config, sm=self.sm, offsets=self.offsets, targets=self.targets,
+                                     events=self.events, new_epoch=self.epochs.append,
+                                     request_reset=self.resets.append, standalone=False)
+        process = ProcessThread("m0", queue=BatchQueue(10), permit=self.permit, offsets=self.offsets,
+                                epoch=lambda: 0, submit_batch=lambda records: None, submit=None, decoder=None,
+                                trigger_count=None, on_trigger=lambda: None, on_failure=lambda exc: None)
+        self.stats = OperatorMetrics("m0", self.offsets, lambda: {})
+        self.handlers = RegionHandlers(
+            self.config, sm=self.sm, permit=self.permit, events=self.events, process=process,
+            offsets=self.offsets, rebalancer=self.rebalancer, targets=self.targets, control=self.control,
+            stats=self.stats, drains=DrainSignal(), new_epoch=self.epochs.append, check_alive=lambda: None,
+            standalone=False,
+        )
+        self.handlers.set_members(["m0"])
+
+
+@pytest.fixture
+def parts():
+    p = Parts()
+    p.events.start(WAIT_S)
+    p.events.set_polling(True, WAIT_S)
+    yield p
+    p.permit.unblock()
+    p.events.stop(WAIT_S)
+
+
+def test_drain_commits_what_was_submitted_and_the_checkpoint_holds_it(parts):
+    parts.offsets.update(T0, 7)
+    parts.offsets.update(T1, 3)
+    assert parts.permit.block(WAIT_S)  # the runtime holds the permit for the cycle
+    parts.handlers.drain()
+    assert parts.consumer.commits == [{T0: 7, T1: 3}]
+    polls = parts.consumer.n_polls
+    parts.events.call(lambda c: None, WAIT_S, "a round trip")
+    assert parts.consumer.n_polls == polls  # the drain stopped polling
+    parts.offsets.update(T0, 9)  # submitted after the drain: not in this checkpoint
+    ckpt = OperatorCheckpoint.decode(parts.handlers.checkpoint(1))
+    assert ckpt.offsets == {T0: 7, T1: 3} and ckpt.members == ("m0",)
+    assert parts.stats.n_drains == 1
+
+
+def test_drain_refuses_while_a_reset_is_pending(parts):
+    parts.offsets.update(T0, 7)
+    parts.sm.to(S.CR_RESET_PENDING, "revoked")
+    with pytest.raises(DrainError, match="reset necessary"):
+        parts.handlers.drain()
+    assert parts.consumer.commits == []
+
+
+def test_a_failed_commit_fails_the_drain_naming_the_offsets(parts):
+    parts.offsets.update(T0, 7)
+    parts.consumer.commit_error = RuntimeError("rebalance in progress")
+    with pytest.raises(DrainError, match=r"t\[0\]=7"):
+        parts.handlers.drain()
+    assert parts.stats.n_drains == 0
+
+
+def test_reset_seeks_to_the_checkpoint_and_keeps_it_for_later_assignments(parts):
+    parts.sm.to(S.RECORDS_FETCHED)
+    data = OperatorCheckpoint("m0", ("m0",), {T0: 40, T1: 41}).encode()
+    parts.handlers.reset(5, data, attempt=0)
+    assert parts.consumer.seeks == {T0: 40, T1: 41}
+    assert parts.offsets.snapshot() == {T0: 40, T1: 41}
+    assert parts.sm.state is S.RESET_COMPLETE
+    assert parts.epochs == ["reset to checkpoint 5"]
+    assert parts.targets.merged() == {T0: 40, T1: 41}
+    assert parts.control.set_reset_pending(GROUP, True) is False  # the reset cleared the flag
+    parts.handlers.retire_checkpoint(4)
+    assert parts.targets.merged() is not None
+    parts.handlers.retire_checkpoint(5)
+    assert parts.targets.merged() is None
+
+
+def test_reset_to_initial_state_seeks_to_the_control_variables_else_the_start_position(parts):
+    parts.control.put_initial_offsets(GROUP, {("t", 0): 12})
+    parts.targets.set_merged(3, {T0: 50, T1: 51})  # ignored: back to the state before any tuple
+    parts.handlers.reset_to_initial_state(attempt=1)
+    assert parts.consumer.seeks == {T0: 12, T1: 101}
+    assert parts.targets.merged() is None
+    assert parts.sm.state is S.RESET_COMPLETE
