@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import logging
 
+from coordinator.region.commands import Reset, ResetToInitial, Resume
 from coordinator.region.model import Phase, ResetKind
 
 log = logging.getLogger("coordinator.region.state")
@@ -118,19 +119,14 @@ class ResetMixin:
                                  "seq": self.last_consistent})
         self.waiting = set(self.members)
         self.deadline = now + self.config.reset_timeout_s
-        if self.last_consistent is None:
-            body = {"cmd": "reset_to_initial", "attempt": self.attempt}
-        else:
-            body = {"cmd": "reset", "seq": self.last_consistent, "attempt": self.attempt,
-                    "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
         if rejoin:
-            body["rejoin"] = True
             self.rejoin_hint_at = now
         if self.last_consistent is None:
-            self._broadcast(self.waiting, body)
+            self._broadcast(self.waiting, ResetToInitial(self.attempt, rejoin=rejoin))
         else:
             for name in sorted(self.waiting):  # each member's own checkpoint (own_checkpoint)
-                self._send(name, {**body, "own": self.own_checkpoint(name)})
+                self._send(name, Reset(self.last_consistent, self.attempt, self.checkpoint_members,
+                                       self.checkpoint_offsets, self.own_checkpoint(name), rejoin=rejoin))
 
     def _maybe_reset_done(self, now: float) -> None:
         if self.phase is not Phase.RESETTING or self.waiting:
@@ -139,7 +135,7 @@ class ResetMixin:
         self.reset_started_at = None
         self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
         self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
-        self._broadcast(self.members, {"cmd": "resume", "complete": None})
+        self._broadcast(self.members, Resume(None))
         self.last_resume_at = now
         self.deadline = None
         self.next_cycle_at = now + self.settle_delay()

@@ -4,7 +4,8 @@ A :class:`RegionCore` holds one consistent region: its config, its members,
 its phase and the durable facts (last consistent checkpoint, next sequence id,
 next reset attempt). Inputs are method calls (``join``, ``heartbeat``, ``ack``,
 ``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through two
-callbacks: ``send(member, body)`` (a command pushed to a member) and
+callbacks: ``send(member, command)`` (a command pushed to a member,
+``coordinator/region/commands.py``) and
 ``persist(doc)`` (the durable document; the service makes it durable before any
 command queued after it is sent).
 
@@ -42,6 +43,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Resume, Retire
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     DOC_VERSION,
     TRANSITIONS,
@@ -60,7 +62,7 @@ from coordinator.region.reset import ResetMixin
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, dict[str, Any]], None]
+Send = Callable[[str, RegionCommand], None]
 Persist = Callable[[dict[str, Any]], None]
 
 
@@ -182,11 +184,11 @@ class RegionCore(ResetMixin):
         self._keep_stored = not persist
         self._save()
         self._on_event("failed", {"reason": self.failed_reason})
-        self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+        self._broadcast(self.members, Failed(self.failed_reason))
 
-    def _broadcast(self, names, body: dict[str, Any]) -> None:
+    def _broadcast(self, names, command: RegionCommand) -> None:
         for name in sorted(names):
-            self._send(name, dict(body))
+            self._send(name, command)
 
     # ------------------------------------------------------------------ inputs
     def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
@@ -325,7 +327,7 @@ class RegionCore(ResetMixin):
             self.waiting = set(self.members)
             self._cycle_offsets = []
             self.deadline = now + self.config.drain_timeout_s
-            self._broadcast(self.waiting, {"cmd": "checkpoint", "seq": self.seq})
+            self._broadcast(self.waiting, Checkpoint(self.seq))
         elif command == "checkpoint":
             self._complete_checkpoint(now)
         else:
@@ -399,7 +401,7 @@ class RegionCore(ResetMixin):
         self._cycle_start = now
         self.waiting = set(self.members)
         self.deadline = now + self.config.drain_timeout_s
-        self._broadcast(self.waiting, {"cmd": "drain", "seq": self.seq})
+        self._broadcast(self.waiting, Drain(self.seq))
 
     def _complete_checkpoint(self, now: float) -> None:
         previous = self.last_consistent
@@ -417,9 +419,9 @@ class RegionCore(ResetMixin):
                                   f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
         self._on_event("checkpoint", {"seq": self.seq,
                                       "checkpoint_ms": round((now - (self._cycle_start or now)) * 1000, 1)})
-        self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
+        self._broadcast(self.members, Resume(self.seq, self.checkpoint_offsets))
         if previous is not None:
-            self._broadcast(self.members, {"cmd": "retire", "seq": previous})
+            self._broadcast(self.members, Retire(previous))
         self.last_resume_at = now
         self.waiting = set()
         self.deadline = None

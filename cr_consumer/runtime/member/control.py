@@ -32,9 +32,11 @@ The I/O thread loop:
    controller ignores answers that are stale by then.
    ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
    it is answered None at once.
-4. Pushed ``region_command`` messages go to ``on_command`` (the member's
-   control thread queue), in arrival order; a reset with ``rejoin: true``
-   first calls ``on_rejoin_hint`` (the source's consumer rejoins its group).
+4. Pushed ``region_command`` messages are decoded and validated
+   (``coordinator/region/commands.py``; an invalid one is logged and dropped)
+   and go to ``on_command`` (the member's control thread queue) as typed
+   commands, in arrival order; a reset with ``rejoin`` first calls
+   ``on_rejoin_hint`` (the source's consumer rejoins its group).
 5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
    answer to anything for ``LOST_AFTER_S``: back to step 1.
 Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
@@ -55,7 +57,9 @@ from typing import Any
 
 import zmq
 
+from coordinator.region.commands import COMMAND_TYPE, Failed, RegionCommand, Reset, ResetToInitial, decode_command
 from coordinator.wire import protocol
+from coordinator.wire.errors import Invalid
 from cr_consumer.runtime.member import fault_points
 from cr_consumer.runtime.member.name_claim import NameClaim
 
@@ -87,7 +91,6 @@ HELD_KEPT = 100
 #: answer's waiter is dropped, oldest first.
 WAITERS_KEPT = 64
 
-Command = dict[str, Any]
 
 
 class _Waiter:
@@ -114,7 +117,7 @@ class ControlChannel:
         member: str,
         incarnation: str,
         region_config: dict[str, Any],
-        on_command: Callable[[Command], None],
+        on_command: Callable[[RegionCommand], None],
         *,
         context: zmq.Context | None = None,
         curve: tuple[bytes, bytes, bytes] | None = None,
@@ -404,6 +407,27 @@ class ControlChannel:
             log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
             return {}
 
+    def _on_push(self, body: Any) -> None:
+        """A pushed command (step 4): validated here, before anything acts on it; an
+        invalid one is logged and dropped (the controller's phase timeout covers it,
+        as for a push lost on the way)."""
+        try:
+            addressed = decode_command(body)
+        except Invalid as exc:
+            log.error("%s: invalid region_command dropped: %s", self.member, exc)
+            return
+        if addressed.region != self.region:
+            log.error("%s: region_command for region %r dropped (this member is in %r)", self.member,
+                      addressed.region, self.region)
+            return
+        command = addressed.command
+        if isinstance(command, Reset | ResetToInitial) and command.rejoin and self._on_rejoin_hint is not None:
+            try:  # at once, on this thread: the command itself may wait behind others
+                self._on_rejoin_hint()
+            except Exception:  # a hint only; the next Kafka heartbeat does the same
+                log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
+        self.on_command(command)
+
     def _handle_predecessor(self, reply: dict[str, Any]) -> None:
         """Once per process: let the member remove its dead predecessor's Kafka consumer."""
         pred = reply.get("predecessor")
@@ -440,13 +464,8 @@ class ControlChannel:
         except protocol.BadEnvelope as bad:
             log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
             return
-        if env.id is None and env.type == "region_command":
-            if env.body.get("rejoin") and self._on_rejoin_hint is not None:
-                try:  # at once, on this thread: the command itself may wait behind others
-                    self._on_rejoin_hint()
-                except Exception:  # a hint only; the next Kafka heartbeat does the same
-                    log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
-            self.on_command(dict(env.body))
+        if env.id is None and env.type == COMMAND_TYPE:
+            self._on_push(env.body)
             return
         msg_type = pending.pop(env.id, None) if env.id is not None else None
         waiter = self._waiters.pop(env.id, None) if env.id is not None else None
@@ -482,8 +501,8 @@ class ControlChannel:
                      self.region, env.body.get("phase"), env.body.get("last_consistent"))
             if env.body.get("phase") == "FAILED":  # terminal: nobody will send us commands
                 why = env.body.get("failed_reason") or "no reason given"
-                self.on_command({"cmd": "failed", "reason": f"region {self.region!r} is FAILED ({why}); it failed "
-                                                           f"before this member joined: start it under another --group"})
+                self.on_command(Failed(f"region {self.region!r} is FAILED ({why}); it failed before this member "
+                                       f"joined: start it under another --group"))
         elif msg_type == "region_leave":
             self.leave_reply = dict(env.body)
             self.joined.clear()

@@ -36,15 +36,17 @@ Commands (each answered with ``region_ack`` ok / error text):
   reset never waits for a member that is dead, removed or new. The permit
   stays blocked until ``resume``.
 * ``reset_to_initial {attempt}``: the same with ``reset_to_initial_state``.
-* ``failed {reason}``: the region gave up; the member exits with code 3.
+* ``failed {reason}``: the region gave up; the member exits with ExitCode.REGION_FAILED.
 
 When several commands are queued and one of them is a reset, everything
 queued before the last reset is skipped (a reset supersedes them). Between
 commands, a source left in CR_RESET_PENDING while the region runs asks for
 its reset again, boundedly (``reset_watch.py``).
 
-Exit codes: 0 stopped (SIGTERM/SIGINT or :meth:`Member.stop`), 1 the source or
-the control channel failed, 2 bad settings, 3 the region FAILED.
+Exit codes (:class:`~cr_consumer.exit_code.ExitCode`): OK stopped (SIGTERM/SIGINT
+or :meth:`Member.stop`), ERROR the source or the control channel failed, CONFIG
+bad settings (the region refused this member: :class:`RegionFatal`),
+REGION_FAILED the region FAILED.
 """
 
 from __future__ import annotations
@@ -58,10 +60,23 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from coordinator.region.commands import (
+    RESETS,
+    Checkpoint,
+    CommandKind,
+    Drain,
+    Failed,
+    RegionCommand,
+    Reset,
+    ResetToInitial,
+    Resume,
+    Retire,
+)
+from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.control import ControlChannel
+from cr_consumer.runtime.member.control import ControlChannel, RegionFatal
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch, WatchAction
 from cr_consumer.runtime.member.setup import MemberSettings, SettingsError, caused_by_rebalance, load_build
@@ -70,7 +85,6 @@ from cr_consumer.runtime.pipeline.wiring import KafkaSource, Pipeline, PipelineC
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REGION_FAILED = 0, 1, 2, 3
 SOURCE_ID = "00-source"
 #: Control loop wake-up when no command arrives, to notice stop requests and failures.
 LOOP_WAIT_S = 0.2
@@ -84,12 +98,11 @@ class Member:
         self.settings = settings
         self.incarnation = uuid.uuid4().hex[:12]
         self.permit = RegionPermit()
-        self.commands: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self.commands: queue.SimpleQueue[RegionCommand] = queue.SimpleQueue()
         self._stop = threading.Event()
         #: Set once joined and bootstrapped, when the command loop starts: before it,
         #: a stop request has no loop to notice it (``crkafka member`` interrupts instead).
         self.running = threading.Event()
-        self.exit_code: int | None = None
         self.broken: BaseException | None = None  # pipeline error since the last reset
         self.pipeline: Pipeline | None = None
         self.source: Any = None
@@ -185,7 +198,7 @@ class Member:
     def stop(self) -> None:
         self._stop.set()
 
-    def run(self) -> int:
+    def run(self) -> ExitCode:
         """Build, join, execute commands until stopped; returns the exit code."""
         s = self.settings
         fault_points.hit(fault_points.Point.MEMBER_START, s.member)
@@ -195,7 +208,7 @@ class Member:
             self._serve_metrics()
         except SettingsError as exc:
             log.error("%s", exc)
-            return EXIT_CONFIG
+            return ExitCode.CONFIG
         self.permit.block(0.0)  # 2. nothing is submitted before the first reset
         self.channel = ControlChannel(s.coordinator, s.group, s.member, self.incarnation, self.region_config,
                                       self.commands.put, curve=self.curve,
@@ -203,20 +216,20 @@ class Member:
                                       on_predecessor=self._on_predecessor,
                                       on_rejoin_hint=lambda: request_rejoin(self.source))
         self.channel.start()
-        code = EXIT_ERROR
+        code = ExitCode.ERROR
         try:
             if not self.channel.wait_joined(JOIN_TIMEOUT_S):
                 if self.channel.failure is not None:
                     log.error("%s", self.channel.failure)
-                    return EXIT_CONFIG
+                    return ExitCode.CONFIG
                 log.error("%s: could not join region %s at %s within %.0fs", s.member, s.group, s.coordinator,
                           JOIN_TIMEOUT_S)
-                return EXIT_ERROR
+                return ExitCode.ERROR
             try:
                 self.source.start()
             except Exception:  # broker or coordinator unreachable: exit 1, the runner restarts us
                 log.exception("%s: the Kafka source could not start (bootstrap %s)", s.member, s.bootstrap)
-                return EXIT_ERROR
+                return ExitCode.ERROR
             log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
                      [i for i, _ in self.handlers])
             # The modules, the pipeline and the clients live as long as the process:
@@ -227,7 +240,7 @@ class Member:
             code = self._loop()
             return code
         finally:
-            self._shutdown(leave=code == EXIT_OK)
+            self._shutdown(leave=code == ExitCode.OK)
 
     def _serve_metrics(self) -> None:
         """Serve the source's registry on --metrics-port (a port in use is a bad setting)."""
@@ -241,20 +254,20 @@ class Member:
             raise SettingsError(f"{s.member}: {exc}") from None
         self.metrics_endpoint = endpoint
 
-    def _loop(self) -> int:
+    def _loop(self) -> ExitCode:
         while not self._stop.is_set():
             if self.channel.failure is not None:
                 log.error("%s: control channel failed: %s", self.settings.member, self.channel.failure)
-                return EXIT_CONFIG if "refused" in str(self.channel.failure) else EXIT_ERROR
+                return ExitCode.CONFIG if isinstance(self.channel.failure, RegionFatal) else ExitCode.ERROR
             failure = getattr(self.source, "failure", None)
             if failure is not None:
                 log.error("%s: the Kafka source failed: %r", self.settings.member, failure)
-                return EXIT_ERROR
+                return ExitCode.ERROR
             try:
                 first = self.commands.get(timeout=LOOP_WAIT_S)
             except queue.Empty:
                 if self._watch_reset_pending():
-                    return EXIT_ERROR
+                    return ExitCode.ERROR
                 continue
             batch = [first]
             while True:
@@ -262,18 +275,18 @@ class Member:
                     batch.append(self.commands.get_nowait())
                 except queue.Empty:
                     break
-            resets = [i for i, c in enumerate(batch) if c.get("cmd") in ("reset", "reset_to_initial")]
+            resets = [i for i, c in enumerate(batch) if isinstance(c, RESETS)]
             if resets and resets[-1] > 0:
                 skipped = batch[: resets[-1]]
                 log.info("%s: skipping %s (superseded by a later reset)", self.settings.member,
-                         [c.get("cmd") for c in skipped])
+                         [c.KIND.value for c in skipped])
                 batch = batch[resets[-1]:]
             for cmd in batch:
-                if cmd.get("cmd") == "failed":
-                    log.error("%s: region %s FAILED: %s", self.settings.member, self.settings.group, cmd.get("reason"))
-                    return EXIT_REGION_FAILED
+                if isinstance(cmd, Failed):
+                    log.error("%s: region %s FAILED: %s", self.settings.member, self.settings.group, cmd.reason)
+                    return ExitCode.REGION_FAILED
                 self._execute(cmd)
-        return EXIT_OK
+        return ExitCode.OK
 
     def _watch_reset_pending(self) -> bool:
         """Between commands: a source left in CR_RESET_PENDING asks again
@@ -325,46 +338,41 @@ class Member:
             log.exception("%s: error while shutting down", self.settings.member)
 
     # ------------------------------------------------------------------ commands (control thread)
-    def _execute(self, cmd: dict) -> None:
-        kind = cmd.get("cmd")
-        seq, attempt = cmd.get("seq"), cmd.get("attempt")
+    def _execute(self, cmd: RegionCommand) -> None:
+        seq, attempt = _ids(cmd)
         t0 = time.monotonic()
         try:
-            if kind == "drain":
-                self._drain(seq)
-                self.channel.ack("drain", seq=seq)
-                fault_points.hit(fault_points.Point.AFTER_DRAIN, self.settings.member)
-            elif kind == "checkpoint":
-                offsets = self._checkpoint(seq)
-                self.channel.ack("checkpoint", seq=seq, offsets=offsets)
-                fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.settings.member)
-            elif kind == "resume":
-                self._resume(cmd.get("complete"), cmd.get("offsets"))
-            elif kind == "retire":
-                for _, h in self.handlers:
-                    h.retire_checkpoint(seq)
-                self.store.retire(seq)
-            elif kind == "reset":
-                members = cmd.get("members") or []
-                own = cmd["own"] if "own" in cmd else (seq if self.settings.member in members else None)
-                self._reset(seq, attempt, own, cmd.get("offsets") or [])
-                fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
-                self.channel.ack("reset", seq=seq, attempt=attempt)
-            elif kind == "reset_to_initial":
-                self._reset_initial(attempt)
-                fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
-                self.channel.ack("reset", seq=None, attempt=attempt)
-            else:
-                log.warning("%s: unknown command %r ignored", self.settings.member, cmd)
-                return
+            match cmd:
+                case Drain():
+                    self._drain(seq)
+                    self.channel.ack("drain", seq=seq)
+                    fault_points.hit(fault_points.Point.AFTER_DRAIN, self.settings.member)
+                case Checkpoint():
+                    offsets = self._checkpoint(seq)
+                    self.channel.ack("checkpoint", seq=seq, offsets=offsets)
+                    fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.settings.member)
+                case Resume(complete=complete, offsets=offsets):
+                    self._resume(complete, offsets)
+                case Retire():
+                    for _, h in self.handlers:
+                        h.retire_checkpoint(seq)
+                    self.store.retire(seq)
+                case Reset(own=own, offsets=offsets):
+                    self._reset(seq, attempt, own, offsets)
+                    fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
+                    self.channel.ack("reset", seq=seq, attempt=attempt)
+                case ResetToInitial():
+                    self._reset_initial(attempt)
+                    fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
+                    self.channel.ack("reset", seq=None, attempt=attempt)
         except Exception as exc:  # answered as a failed ack: the controller resets or retries
-            log.exception("%s: %s(seq=%s, attempt=%s) failed", self.settings.member, kind, seq, attempt)
-            if kind in ("drain", "checkpoint", "reset", "reset_to_initial"):
-                self.channel.ack("reset" if kind == "reset_to_initial" else kind, seq=seq, attempt=attempt,
-                                 ok=False, error=f"{type(exc).__name__}: {exc}"[:2000],
-                                 rebalance=caused_by_rebalance(exc))
+            log.exception("%s: %s(seq=%s, attempt=%s) failed", self.settings.member, cmd.KIND.value, seq, attempt)
+            acked = ACKED_AS.get(cmd.KIND)
+            if acked is not None:
+                self.channel.ack(acked, seq=seq, attempt=attempt, ok=False,
+                                 error=f"{type(exc).__name__}: {exc}"[:2000], rebalance=caused_by_rebalance(exc))
             return
-        log.debug("%s: %s(seq=%s, attempt=%s) done in %.1f ms", self.settings.member, kind, seq, attempt,
+        log.debug("%s: %s(seq=%s, attempt=%s) done in %.1f ms", self.settings.member, cmd.KIND.value, seq, attempt,
                   (time.monotonic() - t0) * 1000)
 
     def _block(self, what: str) -> None:
@@ -435,8 +443,6 @@ class Member:
 
         from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
-        if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own > seq):
-            raise ValueError(f"reset to {seq}: own checkpoint {own!r} must be a checkpoint id <= {seq}")
         self._block(f"reset to {seq}")
         if own is not None and own != seq:
             log.info("%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
@@ -466,3 +472,20 @@ class Member:
         self.broken = None
         self.resets += 1
         self.reset_watch.reset_done(time.monotonic())
+
+
+#: The ``command`` of the ack a command gets (the unlisted ones are not answered).
+ACKED_AS = {CommandKind.DRAIN: "drain", CommandKind.CHECKPOINT: "checkpoint", CommandKind.RESET: "reset",
+            CommandKind.RESET_TO_INITIAL: "reset"}
+
+
+def _ids(cmd: RegionCommand) -> tuple[int | None, int | None]:
+    """(seq, attempt) of a command, for its ack and log lines."""
+    match cmd:
+        case Drain(seq=seq) | Checkpoint(seq=seq) | Retire(seq=seq):
+            return seq, None
+        case Reset(seq=seq, attempt=attempt):
+            return seq, attempt
+        case ResetToInitial(attempt=attempt):
+            return None, attempt
+    return None, None
