@@ -21,7 +21,8 @@ leaves the region); while it is still joining the coordinator or
 bootstrapping Kafka, at once (exit 0; after at most ``INTERRUPT_GRACE_S`` of
 clean-up).
 
-Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad settings, 3 the region FAILED.
+Exit codes (``cr_consumer.exit_code.ExitCode``): 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad
+settings, 3 the region FAILED.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import threading
 
 from coordinator.common.cli_types import duration
 from coordinator.common.logging_setup import add_logging_arguments, setup_logging
+from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka import properties
 from cr_consumer.runtime.member.process import Member, MemberSettings
 from cr_consumer.runtime.member.setup import default_stem
@@ -168,18 +170,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus /metrics on this port (0: any free port, logged; default: none)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     curve_keypair = curve_keypair_from_args(args, "crkafka member")
     if not args.bootstrap:
         print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr,
               flush=True)
-        return 2
+        return ExitCode.CONFIG
     try:
         kafka = properties.read_stdin(sys.stdin.buffer) if args.kafka_stdin else {}
         kafka.update(kafka_from_args(args))
     except properties.KafkaPropertiesError as exc:
         print(f"crkafka member: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return ExitCode.CONFIG
     settings = MemberSettings(
         pipeline=args.pipeline, bootstrap=args.bootstrap, coordinator=args.coordinator,
         group=args.group or default_group(args.pipeline), member=args.name, output_dir=args.out,
@@ -216,18 +218,18 @@ def run(args: argparse.Namespace) -> int:
         return member.run()
     except Interrupted as exc:
         log.info("%s: stopped by %s before it was running", settings.member, exc)
-        return 0
+        return ExitCode.OK
 
 
 def _exit_now(member: str) -> None:
-    """The clean-up after an early SIGTERM did not finish in INTERRUPT_GRACE_S: exit 0."""
+    """The clean-up after an early SIGTERM did not finish in INTERRUPT_GRACE_S: exit OK."""
     log.warning("%s: clean-up after the stop request takes longer than %.0fs (a Kafka client still "
                 "bootstrapping?); exiting now", member, INTERRUPT_GRACE_S)
     logging.shutdown()
-    os._exit(0)
+    os._exit(ExitCode.OK)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> ExitCode:
     """``python -m cr_consumer.cli.member``: what ``crkafka run`` spawns (no other
     sub-command is imported, so a member starts fast and alone)."""
     parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0])
