@@ -242,7 +242,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             region = start_region(
                 pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=coordinator.endpoint,
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
-                log_dir=dirs["logs"], params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
+                params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
                 phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
             )
             env = fault_mod.DrillEnv(
@@ -297,8 +297,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 if now >= next_progress:
                     next_progress = now + PROGRESS_PERIOD_S
                     progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
-                             f"(incl. replays), published {delivered}, members {sorted(region.members())}")
-                if getattr(region, "failed", None):
+                             f"(incl. replays), published {delivered}, members {sorted(region.running_members())}")
+                if region.failed:
                     raise RuntimeError(f"the region failed: {region.failed}")
                 if now >= deadline:
                     raise TimeoutError(
