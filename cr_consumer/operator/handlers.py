@@ -190,6 +190,12 @@ class RegionHandlers:
         self._reset_to(None, initial=True, what="initial state")
         self.stats.reset_done((time.monotonic() - t0) * 1000)
 
+    def set_consistent_offsets(self, seq: int, merged: dict) -> None:
+        """The region's last consistent checkpoint ``seq`` and its merged offsets
+        (RESUME): where a partition assigned later starts, instead of the map of
+        the last reset, which a retire drops."""
+        self._merged = (seq, merged)
+
     @_serialized
     def retire_checkpoint(self, seq: int) -> None:
         """Retire: drop the merged map of a checkpoint <= seq, here and in the coordinator."""

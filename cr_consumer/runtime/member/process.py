@@ -12,31 +12,10 @@ Start-up:
 4. Run the control loop on the calling thread (the *control thread*, owned
    here): it takes the controller's commands and executes them in order.
 
-Commands (each answered with ``region_ack`` ok / error text):
-
-* ``drain {seq}``: block the permit (drain timeout), then ``drain()`` every
-  operator in pipeline order, the source first. A pipeline error since the
-  last reset fails the drain (its records were lost, so this interval must
-  not become a checkpoint).
-* ``checkpoint {seq}``: ``checkpoint(seq)`` every operator, save each in the
-  checkpoint store, seal ``seq``; the ack carries the source's offsets.
-* ``resume {complete, offsets}``: when a checkpoint completed, the source keeps
-  ``offsets`` (the checkpoint's union) for partitions assigned to it later; the
-  permit is unblocked; then ``notify_checkpoint_complete(complete)`` on every
-  operator (the file sink publishes).
-* ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
-  checkpoints <= seq from the store.
-* ``reset {seq, attempt, members, offsets, own}``: block the permit; in reverse
-  pipeline order ``reset(own, data)`` each operator with its stored data of
-  ``own``, this member's own last completed checkpoint (``seq``, or an earlier
-  one when it was away while ``seq`` completed: the file sink then publishes
-  what it sealed there instead of deleting it; null when it never took part:
-  its operators go to their initial state); the source gets a checkpoint holding the
-  controller's union of all members' offsets, as the sole contributor, so a
-  reset never waits for a member that is dead, removed or new. The permit
-  stays blocked until ``resume``.
-* ``reset_to_initial {attempt}``: the same with ``reset_to_initial_state``.
-* ``failed {reason}``: the region gave up; the member exits with ExitCode.REGION_FAILED.
+Commands: ``executor.py`` runs ``drain``, ``checkpoint``, ``resume``,
+``retire``, ``reset`` and ``reset_to_initial`` on the operators and answers
+each with ``region_ack``; ``failed {reason}`` (the region gave up) ends the
+loop and the member exits with ExitCode.REGION_FAILED.
 
 When several commands are queued and one of them is a reset, everything
 queued before the last reset is skipped (a reset supersedes them). Between
@@ -57,35 +36,29 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from coordinator.region.commands import (
-    RESETS,
-    Checkpoint,
-    CommandKind,
-    Drain,
-    Failed,
-    RegionCommand,
-    Reset,
-    ResetToInitial,
-    Resume,
-    Retire,
-)
+from coordinator.region.commands import RESETS, Failed, RegionCommand
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import RegionPermit, StateHandler
 from cr_consumer.runtime.member import fault_points
 from cr_consumer.runtime.member.control import ControlChannel, RegionFatal
+from cr_consumer.runtime.member.executor import SOURCE_ID, CommandExecutor
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch, WatchAction
-from cr_consumer.runtime.member.setup import MemberSettings, SettingsError, caused_by_rebalance, load_build
-from cr_consumer.runtime.pipeline.checkpoint_store import CheckpointNotFound, DirectoryCheckpointStore
+from cr_consumer.runtime.member.setup import MemberSettings, SettingsError, load_build, make_source
+from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
 from cr_consumer.runtime.pipeline.wiring import KafkaSource, Pipeline, PipelineContext
+
+if TYPE_CHECKING:
+    from coordinator.client import CoordinatorClient
+    from cr_consumer.operator.consumer import ConsumerOperator
 
 log = logging.getLogger(__name__)
 
-SOURCE_ID = "00-source"
 #: Control loop wake-up when no command arrives, to notice stop requests and failures.
 LOOP_WAIT_S = 0.2
 #: Bound on waiting for the region to accept this member at start-up; a
@@ -94,6 +67,22 @@ JOIN_TIMEOUT_S = 60.0
 
 
 class Member:
+    """One member process (see the module docstring).
+
+    Threads: the *control thread* (the caller of :meth:`run`) owns the life
+    cycle and executes the commands; the source's process thread calls
+    :meth:`_submit` with each batch, and its event thread :meth:`request_reset`
+    and :meth:`request_drain`; the channel's I/O thread puts commands on
+    ``commands``. Shared state: ``commands`` (a thread-safe queue), ``running``
+    and the stop event; ``executor.broken`` (see :class:`CommandExecutor`).
+    Everything else is written by the control thread before the source starts.
+    """
+
+    pipeline: Pipeline | None
+    source: ConsumerOperator | None
+    channel: ControlChannel | None
+    executor: CommandExecutor | None
+
     def __init__(self, settings: MemberSettings) -> None:
         self.settings = settings
         self.incarnation = uuid.uuid4().hex[:12]
@@ -103,20 +92,18 @@ class Member:
         #: Set once joined and bootstrapped, when the command loop starts: before it,
         #: a stop request has no loop to notice it (``crkafka member`` interrupts instead).
         self.running = threading.Event()
-        self.broken: BaseException | None = None  # pipeline error since the last reset
-        self.pipeline: Pipeline | None = None
-        self.source: Any = None
-        self.handlers: list[tuple[str, Any]] = []
-        self.channel: ControlChannel | None = None
-        self.completed: list[int] = []
-        self.resets = 0
+        self.pipeline = None
+        self.source = None
+        self.operators: list[tuple[str, StateHandler]] = []  # the pipeline's, by operator id
+        self.channel = None
+        self.executor = None  # set once the channel exists, before the source starts
         self.reset_watch = ResetPendingWatch()
         region = dict(settings.region)
         region.setdefault("index", settings.region_index)
         self.region_config = region
         self.store = DirectoryCheckpointStore(Path(settings.state_dir) / "checkpoints" / settings.member)
         self.curve: tuple[bytes, bytes, bytes] | None = None
-        self._client: Any = None  # the source's CURVE client, owned here (closed at shutdown)
+        self._client: CoordinatorClient | None = None  # the source's CURVE client, owned here (closed at shutdown)
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, owned here (stopped at shutdown)
 
     # ------------------------------------------------------------------ set-up
@@ -131,44 +118,20 @@ class Member:
         if not isinstance(pipeline.source, KafkaSource):
             raise SettingsError(f"{s.pipeline}: the pipeline needs a KafkaSource (Pipeline(KafkaSource(topics=[...])))")
         self.pipeline = pipeline
-        self.source = self._make_source(pipeline.source)
-        self.handlers = [(SOURCE_ID, self.source)] + list(zip(pipeline.operator_ids(), pipeline.operators))
-
-    def _make_source(self, spec: KafkaSource) -> Any:
-        from cr_consumer.operator.config import ConfigError, OperatorConfig
-        from cr_consumer.operator.consumer import ConsumerOperator
-
-        s = self.settings
-        options = dict(spec.options)
-        options.setdefault("drain_timeout_s", float(self.region_config.get("drain_timeout_s", 30.0)))
-        options.setdefault("reset_timeout_s", float(self.region_config.get("reset_timeout_s", 30.0)))
-        if self.region_config.get("mode") == "operator_driven":
-            options.setdefault("region_mode", "operator_driven")
-        try:
-            config = OperatorConfig(
-                bootstrap_servers=s.bootstrap, group_id=s.group, operator_name=s.member, coordinator=s.coordinator,
-                topics=spec.topics, pattern=spec.pattern, region_index=s.region_index,
-                consumer_properties={**dict(spec.kafka), **dict(s.kafka)}, **options,
-            )
-        except (ConfigError, TypeError) as exc:
-            raise SettingsError(f"{s.pipeline}: Kafka source settings: {exc}") from None
-        control = None
-        if self.curve is not None:  # the source's own coordinator client must use CURVE too
-            from coordinator.client import CoordinatorClient
-
-            server, public, secret = self.curve
-            control = self._client = CoordinatorClient(s.coordinator, timeout=config.coordinator_timeout_s,
-                                                       curve_server_key=server, curve_keypair=(public, secret))
-        return ConsumerOperator(config, submit_batch=self._submit, permit=self.permit, region=self, control=control)
+        self.source, self._client = make_source(s, pipeline.source, self.region_config, permit=self.permit,
+                                                region=self, submit=self._submit, curve=self.curve)
+        self.operators = list(zip(pipeline.operator_ids(), pipeline.operators))
 
     # ------------------------------------------------------------------ data path (process thread)
     def _submit(self, records: list) -> None:
-        if self.broken is not None:
+        executor, pipeline = self.executor, self.pipeline
+        assert executor is not None and pipeline is not None  # the source starts after both exist
+        if executor.broken is not None:
             return  # dropped: the drain fails and the reset replays them
         try:
-            self.pipeline.process_batch(records)
+            pipeline.process_batch(records)
         except Exception as exc:  # turned into a region reset; the next drain fails
-            self.broken = exc
+            executor.mark_broken(exc)
             log.exception("%s: the pipeline failed on a batch of %d records; requesting a reset",
                           self.settings.member, len(records))
             if self.channel is not None:
@@ -191,7 +154,7 @@ class Member:
         """A restarted process: remove the dead predecessor's consumer from the group
         before ours joins (group_state.py), so the group rebalances once."""
         member_id = pred.get("kafka_member_id")
-        if member_id and getattr(self.source, "config", None) is not None:
+        if member_id and self.source is not None:
             evict_predecessor(self.source.config, member_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -215,6 +178,8 @@ class Member:
                                       report=lambda: group_report(self.source),
                                       on_predecessor=self._on_predecessor,
                                       on_rejoin_hint=lambda: request_rejoin(self.source))
+        self.executor = CommandExecutor(s.member, self.source, self.operators, self.store, self.permit, self.channel,
+                                        self.reset_watch, float(self.region_config.get("drain_timeout_s", 30.0)))
         self.channel.start()
         code = ExitCode.ERROR
         try:
@@ -231,7 +196,7 @@ class Member:
                 log.exception("%s: the Kafka source could not start (bootstrap %s)", s.member, s.bootstrap)
                 return ExitCode.ERROR
             log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
-                     [i for i, _ in self.handlers])
+                     [SOURCE_ID] + [i for i, _ in self.operators])
             # The modules, the pipeline and the clients live as long as the process:
             # keep them out of the cyclic GC's full collections, which otherwise
             # re-scan them (~40k objects, ~20 ms each) while records stream through.
@@ -259,7 +224,7 @@ class Member:
             if self.channel.failure is not None:
                 log.error("%s: control channel failed: %s", self.settings.member, self.channel.failure)
                 return ExitCode.CONFIG if isinstance(self.channel.failure, RegionFatal) else ExitCode.ERROR
-            failure = getattr(self.source, "failure", None)
+            failure = self.source.failure
             if failure is not None:
                 log.error("%s: the Kafka source failed: %r", self.settings.member, failure)
                 return ExitCode.ERROR
@@ -285,7 +250,7 @@ class Member:
                 if isinstance(cmd, Failed):
                     log.error("%s: region %s FAILED: %s", self.settings.member, self.settings.group, cmd.reason)
                     return ExitCode.REGION_FAILED
-                self._execute(cmd)
+                self.executor.execute(cmd)
         return ExitCode.OK
 
     def _watch_reset_pending(self) -> bool:
@@ -293,7 +258,7 @@ class Member:
         (reset_watch.py); True when it gave up (the member exits)."""
         from cr_consumer.operator.states import ClientState
 
-        pending = getattr(self.source, "state", None) is ClientState.CR_RESET_PENDING
+        pending = self.source.state is ClientState.CR_RESET_PENDING
         action = self.reset_watch.check(pending, self.channel.region_phase() == "RUNNING", time.monotonic())
         if action is WatchAction.REQUEST:
             log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
@@ -312,180 +277,26 @@ class Member:
         naming it may not have been processed); 3. stop the channel; 4. close
         the operators."""
         self.permit.unblock()  # let the source's threads finish their batch and stop
-        self._close(getattr(self.source, "close", None))
+        if self.source is not None:
+            self._close(self.source.close)
         if self.channel is not None:
             answer = self.channel.leave() if leave else None
             # Only this process's own last completed checkpoint: what it sealed
             # later may belong to a checkpoint that never completed.
             complete = (answer or {}).get("complete")
-            if complete is not None:
-                for op_id, h in self.handlers:
-                    notify = getattr(h, "notify_checkpoint_complete", None)
-                    if op_id != SOURCE_ID and notify is not None:
-                        self._close(lambda n=notify: n(complete))
+            if complete is not None and self.executor is not None:
+                executor = self.executor
+                self._close(lambda: executor.publish(complete, keep_going=True))
             self.channel.stop(leave=False)
-        self._close(getattr(self.pipeline, "close", None))
-        self._close(getattr(self._client, "close", None))
+        if self.pipeline is not None:
+            self._close(self.pipeline.close)
+        if self._client is not None:
+            self._close(self._client.close)
         if self.metrics_endpoint is not None:
             self._close(self.metrics_endpoint.stop)
 
-    def _close(self, closer) -> None:
-        if closer is None:
-            return
+    def _close(self, closer: Callable[[], object]) -> None:
         try:
             closer()
         except Exception:  # logged; the process is ending and the other parts must still close
             log.exception("%s: error while shutting down", self.settings.member)
-
-    # ------------------------------------------------------------------ commands (control thread)
-    def _execute(self, cmd: RegionCommand) -> None:
-        seq, attempt = _ids(cmd)
-        t0 = time.monotonic()
-        try:
-            match cmd:
-                case Drain():
-                    self._drain(seq)
-                    self.channel.ack("drain", seq=seq)
-                    fault_points.hit(fault_points.Point.AFTER_DRAIN, self.settings.member)
-                case Checkpoint():
-                    offsets = self._checkpoint(seq)
-                    self.channel.ack("checkpoint", seq=seq, offsets=offsets)
-                    fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.settings.member)
-                case Resume(complete=complete, offsets=offsets):
-                    self._resume(complete, offsets)
-                case Retire():
-                    for _, h in self.handlers:
-                        h.retire_checkpoint(seq)
-                    self.store.retire(seq)
-                case Reset(own=own, offsets=offsets):
-                    self._reset(seq, attempt, own, offsets)
-                    fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
-                    self.channel.ack("reset", seq=seq, attempt=attempt)
-                case ResetToInitial():
-                    self._reset_initial(attempt)
-                    fault_points.hit(fault_points.Point.AFTER_RESET, self.settings.member)
-                    self.channel.ack("reset", seq=None, attempt=attempt)
-        except Exception as exc:  # answered as a failed ack: the controller resets or retries
-            log.exception("%s: %s(seq=%s, attempt=%s) failed", self.settings.member, cmd.KIND.value, seq, attempt)
-            acked = ACKED_AS.get(cmd.KIND)
-            if acked is not None:
-                self.channel.ack(acked, seq=seq, attempt=attempt, ok=False,
-                                 error=f"{type(exc).__name__}: {exc}"[:2000], rebalance=caused_by_rebalance(exc))
-            return
-        log.debug("%s: %s(seq=%s, attempt=%s) done in %.1f ms", self.settings.member, cmd.KIND.value, seq, attempt,
-                  (time.monotonic() - t0) * 1000)
-
-    def _block(self, what: str) -> None:
-        timeout = float(self.region_config.get("drain_timeout_s", 30.0))
-        if not self.permit.block(timeout):
-            raise TimeoutError(f"{what}: the in-flight batch did not finish within {timeout}s")
-
-    def _drain(self, seq: int) -> None:
-        self._block(f"drain {seq}")
-        if self.broken is not None:
-            raise RuntimeError(f"the pipeline failed since the last reset ({self.broken!r}); "
-                               f"checkpoint {seq} would lose records")
-        for _, h in self.handlers:
-            h.drain()
-
-    def _checkpoint(self, seq: int) -> list:
-        from cr_consumer.operator.checkpoint import OperatorCheckpoint
-
-        offsets: list = []
-        for op_id, h in self.handlers:
-            data = h.checkpoint(seq)
-            self.store.save(seq, op_id, data)
-            if op_id == SOURCE_ID:
-                ckpt = OperatorCheckpoint.decode(data)
-                offsets = [[tp.topic, tp.partition, int(o)] for tp, o in sorted(ckpt.offsets.items())]
-        self.store.seal(seq)
-        return offsets
-
-    def _resume(self, complete: int | None, offsets: list | None = None) -> None:
-        if complete is not None and offsets is not None:
-            self._set_source_offsets(complete, offsets)
-        # Unblock first: publishing (renames + a directory fsync) does not touch the
-        # interval that starts now, and a crash before it is covered by the reset,
-        # which publishes every interval of the checkpoint it resets to.
-        self.permit.unblock()
-        if complete is not None:
-            for _, h in self.handlers:
-                notify = getattr(h, "notify_checkpoint_complete", None)
-                if notify is not None:
-                    notify(complete)
-            self.completed.append(complete)
-            del self.completed[:-100]
-
-    def _set_source_offsets(self, seq: int, offsets: list) -> None:
-        """The source seeks a partition assigned to it later (without a reset) to its
-        offset in the LAST consistent checkpoint, not the one of its last reset
-        (which the retire of older checkpoints drops; the partition would then
-        start at its initial offset and repeat published records)."""
-        from kafka import TopicPartition
-
-        merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
-        setter = getattr(self.source, "set_consistent_offsets", None)
-        if setter is not None:
-            setter(seq, merged)
-        elif hasattr(self.source, "_merged"):
-            # ConsumerOperator keeps the map of its last reset there (see handlers.py).
-            self.source._merged = (seq, merged)
-
-    def _reset(self, seq: int, attempt: int, own: int | None, offsets: list) -> None:
-        """Reset to the region's checkpoint ``seq``: the source to ``offsets`` (the
-        union of every member's source offsets at ``seq``); every other operator
-        to its own data of ``own``, this member's last completed checkpoint
-        (``seq`` itself, an earlier one when this member was away while ``seq``
-        completed, None when it never took part: initial state). So the file sink
-        publishes every interval sealed up to ``own`` (their records lie below
-        the offsets the region continues from) and deletes only later ones."""
-        from kafka import TopicPartition
-
-        from cr_consumer.operator.checkpoint import OperatorCheckpoint
-
-        self._block(f"reset to {seq}")
-        if own is not None and own != seq:
-            log.info("%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
-                     "(it was away when later ones completed)", self.settings.member, seq, own)
-        for op_id, h in reversed(self.handlers):
-            if op_id == SOURCE_ID:
-                merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
-                data = OperatorCheckpoint(self.settings.member, (self.settings.member,), merged).encode()
-                h.reset(seq, data, attempt)
-            elif own is not None:
-                try:
-                    data = self.store.load(own, op_id)
-                except CheckpointNotFound as exc:
-                    raise RuntimeError(f"{self.settings.member} took part in checkpoint {own} but its data "
-                                       f"for {op_id} is gone from {self.store.root}: {exc}") from None
-                h.reset(own, data, attempt)
-            else:
-                h.reset_to_initial_state(attempt)
-        self.broken = None
-        self.resets += 1
-        self.reset_watch.reset_done(time.monotonic())
-
-    def _reset_initial(self, attempt: int) -> None:
-        self._block("reset to initial state")
-        for _, h in reversed(self.handlers):
-            h.reset_to_initial_state(attempt)
-        self.broken = None
-        self.resets += 1
-        self.reset_watch.reset_done(time.monotonic())
-
-
-#: The ``command`` of the ack a command gets (the unlisted ones are not answered).
-ACKED_AS = {CommandKind.DRAIN: "drain", CommandKind.CHECKPOINT: "checkpoint", CommandKind.RESET: "reset",
-            CommandKind.RESET_TO_INITIAL: "reset"}
-
-
-def _ids(cmd: RegionCommand) -> tuple[int | None, int | None]:
-    """(seq, attempt) of a command, for its ack and log lines."""
-    match cmd:
-        case Drain(seq=seq) | Checkpoint(seq=seq) | Retire(seq=seq):
-            return seq, None
-        case Reset(seq=seq, attempt=attempt):
-            return seq, attempt
-        case ResetToInitial(attempt=attempt):
-            return None, attempt
-    return None, None
