@@ -1,4 +1,4 @@
-"""The member runtime's fault points (cr_consumer/runtime/member/fault_points.py), without
+"""The member runtime's fault points (cr_consumer/runtime/fault_points.py), without
 a broker: arming, claiming, each action, invalid triggers, and the unarmed path."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.region.commands import Drain, Resume
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Action, Point, TriggerError
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Action, Point, TriggerError
 
 
 @pytest.fixture
@@ -89,8 +89,8 @@ def test_an_invalid_trigger_is_set_aside_and_nothing_acts(fault_dir, doc):
 
 _CHILD = """
 import sys
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Point
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Point
 print("ready", flush=True)
 sys.stdin.readline()
 fault_points.hit(Point[sys.argv[1]], "m0")

@@ -12,10 +12,10 @@ from metrics_support import exposed_names, promtool_problems, samples
 
 from coordinator.region.model import Phase
 from coordinator.server.http import CoordinatorMetrics, RegionSample
-from cr_consumer.cli.member import member_argv
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.member.process import Member
 from cr_consumer.runtime.member.setup import MemberSettings
+from cr_consumer.runtime.runner.launch import member_argv
 from cr_consumer.runtime.runner.region_runner import MAX_METRICS_PORTS, Region
 from cr_consumer.spark.options import InvalidOptionError, parse_options
 

@@ -130,35 +130,6 @@ def default_group(pipeline: str) -> str:
     return f"crkafka-{default_stem(pipeline)}"
 
 
-def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
-                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict,
-                params: dict, kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
-                curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
-    """The command line of one member process (what ``crkafka run`` spawns), the
-    inverse of :func:`add_arguments`; ``region`` is a region-settings dict as
-    :func:`region_settings` returns. Kafka properties are never on it: with
-    ``kafka_stdin`` the member reads them from stdin
-    (``properties.encode_for_stdin``)."""
-    cmd = [python, "-m", "cr_consumer.cli.member", "--log-level", str(log_level),
-           "--log-format", log_format, pipeline,
-           "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group, "--name", name,
-           "--out", str(output_dir), "--state-dir", str(state_dir), "--region-index", str(region_index),
-           "--min-members", str(min_members), "--period", str(region["period_s"]),
-           "--drain-timeout", str(region["drain_timeout_s"]), "--reset-timeout", str(region["reset_timeout_s"]),
-           "--max-resets", str(region["max_consecutive_resets"]), "--member-timeout", str(region["member_timeout_s"])]
-    if region["mode"] == "operator_driven":
-        cmd.append("--operator-driven")
-    for k, v in params.items():
-        cmd += ["--param", f"{k}={v}"]
-    if kafka_stdin:
-        cmd.append("--kafka-stdin")
-    if curve is not None:
-        cmd += ["--curve-server-key", str(curve[0]), "--curve-keypair", str(curve[1])]
-    if metrics is not None:
-        cmd += ["--metrics-host", metrics[0], "--metrics-port", str(metrics[1])]
-    return cmd
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_region_arguments(parser)
     parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cr_consumer.drill.timeline import TimelineWriter
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Point
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Point
 
 log = logging.getLogger(__name__)
 

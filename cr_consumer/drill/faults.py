@@ -33,7 +33,7 @@ finish before every task is done, and the report says whether the fault fired.
   controller has dropped the dead member and completed a checkpoint without
   it; then it continues and joins;
 * the fault-point scenarios (``POINT_SCENARIOS``): arm one point of the member
-  runtime (``cr_consumer/runtime/member/fault_points.py``) for a member drawn by the
+  runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
   seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
   points need a reset, so they also drop the sink-failure trigger.
   ``fault-point`` draws the point and the action from the seed;
@@ -65,8 +65,8 @@ from cr_consumer.drill.pipeline import SINK_FAILURE_TRIGGER
 from cr_consumer.drill.timeline import TimelineWriter
 from cr_consumer.drill.verify import Manifest
 from cr_consumer.drill.workload import produce_into
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Action, Point
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Action, Point
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.testing.kafka_util import create_topic
 

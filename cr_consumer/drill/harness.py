@@ -8,7 +8,7 @@ supervisor restarts a member that dies (a kill -9 fault) under the same name;
 a member's final exit (the region FAILED) sets ``failed``, which ends the
 drill. Member logs go to ``<state_dir>/logs/<member>.log``. With
 ``fault_dir``, every member process gets ``$CRKAFKA_FAULT_DIR``
-(``cr_consumer/runtime/member/fault_points.py``): the drill arms the
+(``cr_consumer/runtime/fault_points.py``): the drill arms the
 runtime's fault points there.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cr_consumer.runtime.member.fault_points import ENV_FAULT_DIR
+from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import Region
 

@@ -58,7 +58,7 @@ import zmq
 from coordinator.region.commands import COMMAND_TYPE, Failed, RegionCommand, Reset, ResetToInitial, decode_command
 from coordinator.wire import protocol
 from coordinator.wire.errors import Invalid
-from cr_consumer.runtime.member import fault_points
+from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.name_claim import NameClaim
 from cr_consumer.runtime.member.request_book import RequestBook, Waiter
 

@@ -50,7 +50,7 @@ from coordinator.region.commands import (
     Retire,
 )
 from cr_consumer.operator.region import RegionPermit, StateHandler
-from cr_consumer.runtime.member import fault_points
+from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.control import ControlChannel
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch
 from cr_consumer.runtime.member.setup import caused_by_rebalance

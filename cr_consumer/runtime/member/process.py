@@ -44,7 +44,7 @@ from coordinator.region.commands import RESETS, Failed, RegionCommand
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler
-from cr_consumer.runtime.member import fault_points
+from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.control import ControlChannel, RegionFatal
 from cr_consumer.runtime.member.executor import SOURCE_ID, CommandExecutor
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin

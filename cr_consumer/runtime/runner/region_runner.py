@@ -43,7 +43,7 @@ from coordinator.launcher import CoordinatorProcess
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
-from cr_consumer.runtime.runner.launch import MemberLauncher
+from cr_consumer.runtime.runner.launch import MemberLauncher, member_argv
 from cr_consumer.runtime.runner.member_log import last_error
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
@@ -186,8 +186,6 @@ class Region:
 
     # ------------------------------------------------------------------ members
     def _command(self, name: str, min_members: int) -> list[str]:
-        from cr_consumer.cli.member import member_argv
-
         return member_argv(self.python, self.pipeline, name=name, coordinator=str(self.endpoint),
                            bootstrap=self.bootstrap, group=self.group, output_dir=str(self.output_dir),
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
