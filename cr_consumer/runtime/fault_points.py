@@ -1,8 +1,9 @@
 """Fault-injection points in the member runtime, armed by drills.
 
 A *point* is a named step of the region protocol in a member process; the
-runtime calls :func:`hit` there (one line in ``member.py``, ``control.py``,
-``sinks.py``). Nothing happens unless a drill armed that point:
+runtime calls :func:`hit` there (one line in ``member/process.py``,
+``member/executor.py``, ``member/control.py``, ``pipeline/sinks.py``). Nothing
+happens unless a drill armed that point:
 
 1. The drill starts the member processes with ``$CRKAFKA_FAULT_DIR`` set to its
    ``faults/`` directory (the same directory as the sink-failure trigger).

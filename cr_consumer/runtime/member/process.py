@@ -107,7 +107,8 @@ class Member:
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, owned here (stopped at shutdown)
 
     # ------------------------------------------------------------------ set-up
-    def build(self) -> None:
+    def build(self) -> ConsumerOperator:
+        """Step 1: the pipeline and the Kafka source (returned); SettingsError when unusable."""
         s = self.settings
         ctx = PipelineContext(bootstrap=s.bootstrap, group=s.group, member=s.member, coordinator=s.coordinator,
                               output_dir=s.output_dir, state_dir=s.state_dir, region_index=s.region_index,
@@ -121,6 +122,7 @@ class Member:
         self.source, self._client = make_source(s, pipeline.source, self.region_config, permit=self.permit,
                                                 region=self, submit=self._submit, curve=self.curve)
         self.operators = list(zip(pipeline.operator_ids(), pipeline.operators))
+        return self.source
 
     # ------------------------------------------------------------------ data path (process thread)
     def _submit(self, records: list) -> None:
@@ -167,31 +169,31 @@ class Member:
         fault_points.hit(fault_points.Point.MEMBER_START, s.member)
         try:
             self.curve = s.curve_keys()
-            self.build()
-            self._serve_metrics()
+            source = self.build()
+            self._serve_metrics(source)
         except SettingsError as exc:
             log.error("%s", exc)
             return ExitCode.CONFIG
         self.permit.block(0.0)  # 2. nothing is submitted before the first reset
-        self.channel = ControlChannel(s.coordinator, s.group, s.member, self.incarnation, self.region_config,
-                                      self.commands.put, curve=self.curve,
-                                      report=lambda: group_report(self.source),
-                                      on_predecessor=self._on_predecessor,
-                                      on_rejoin_hint=lambda: request_rejoin(self.source))
-        self.executor = CommandExecutor(s.member, self.source, self.operators, self.store, self.permit, self.channel,
-                                        self.reset_watch, float(self.region_config.get("drain_timeout_s", 30.0)))
-        self.channel.start()
+        channel = self.channel = ControlChannel(
+            s.coordinator, s.group, s.member, self.incarnation, self.region_config, self.commands.put,
+            curve=self.curve, report=lambda: group_report(source), on_predecessor=self._on_predecessor,
+            on_rejoin_hint=lambda: request_rejoin(source))
+        executor = self.executor = CommandExecutor(
+            s.member, source, self.operators, self.store, self.permit, channel, self.reset_watch,
+            float(self.region_config.get("drain_timeout_s", 30.0)))
+        channel.start()
         code = ExitCode.ERROR
         try:
-            if not self.channel.wait_joined(JOIN_TIMEOUT_S):
-                if self.channel.failure is not None:
-                    log.error("%s", self.channel.failure)
+            if not channel.wait_joined(JOIN_TIMEOUT_S):
+                if channel.failure is not None:
+                    log.error("%s", channel.failure)
                     return ExitCode.CONFIG
                 log.error("%s: could not join region %s at %s within %.0fs", s.member, s.group, s.coordinator,
                           JOIN_TIMEOUT_S)
                 return ExitCode.ERROR
             try:
-                self.source.start()
+                source.start()
             except Exception:  # broker or coordinator unreachable: exit 1, the runner restarts us
                 log.exception("%s: the Kafka source could not start (bootstrap %s)", s.member, s.bootstrap)
                 return ExitCode.ERROR
@@ -202,36 +204,38 @@ class Member:
             # re-scan them (~40k objects, ~20 ms each) while records stream through.
             gc.freeze()
             self.running.set()
-            code = self._loop()
+            code = self._loop(source, channel, executor)
             return code
         finally:
             self._shutdown(leave=code == ExitCode.OK)
 
-    def _serve_metrics(self) -> None:
+    def _serve_metrics(self, source: ConsumerOperator) -> None:
         """Serve the source's registry on --metrics-port (a port in use is a bad setting)."""
         s = self.settings
         if s.metrics_port is None:
             return
-        endpoint = MetricsEndpoint(self.source.prometheus_registry, s.metrics_port, s.metrics_host)
+        endpoint = MetricsEndpoint(source.prometheus_registry, s.metrics_port, s.metrics_host)
         try:
             endpoint.start()
         except (OSError, ValueError) as exc:
             raise SettingsError(f"{s.member}: {exc}") from None
         self.metrics_endpoint = endpoint
 
-    def _loop(self) -> ExitCode:
+    def _loop(self, source: ConsumerOperator, channel: ControlChannel, executor: CommandExecutor) -> ExitCode:
+        """Step 4: commands in order until stopped, the channel or the source failed,
+        or the region FAILED."""
         while not self._stop.is_set():
-            if self.channel.failure is not None:
-                log.error("%s: control channel failed: %s", self.settings.member, self.channel.failure)
-                return ExitCode.CONFIG if isinstance(self.channel.failure, RegionFatal) else ExitCode.ERROR
-            failure = self.source.failure
+            if channel.failure is not None:
+                log.error("%s: control channel failed: %s", self.settings.member, channel.failure)
+                return ExitCode.CONFIG if isinstance(channel.failure, RegionFatal) else ExitCode.ERROR
+            failure = source.failure
             if failure is not None:
                 log.error("%s: the Kafka source failed: %r", self.settings.member, failure)
                 return ExitCode.ERROR
             try:
                 first = self.commands.get(timeout=LOOP_WAIT_S)
             except queue.Empty:
-                if self._watch_reset_pending():
+                if self._watch_reset_pending(source, channel):
                     return ExitCode.ERROR
                 continue
             batch = [first]
@@ -250,21 +254,21 @@ class Member:
                 if isinstance(cmd, Failed):
                     log.error("%s: region %s FAILED: %s", self.settings.member, self.settings.group, cmd.reason)
                     return ExitCode.REGION_FAILED
-                self.executor.execute(cmd)
+                executor.execute(cmd)
         return ExitCode.OK
 
-    def _watch_reset_pending(self) -> bool:
+    def _watch_reset_pending(self, source: ConsumerOperator, channel: ControlChannel) -> bool:
         """Between commands: a source left in CR_RESET_PENDING asks again
         (reset_watch.py); True when it gave up (the member exits)."""
         from cr_consumer.operator.states import ClientState
 
-        pending = self.source.state is ClientState.CR_RESET_PENDING
-        action = self.reset_watch.check(pending, self.channel.region_phase() == "RUNNING", time.monotonic())
+        pending = source.state is ClientState.CR_RESET_PENDING
+        action = self.reset_watch.check(pending, channel.region_phase() == "RUNNING", time.monotonic())
         if action is WatchAction.REQUEST:
             log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
                         "served); asking again (%d of %d)", self.settings.member, self.reset_watch.requests,
                         self.reset_watch.max_requests)
-            self.channel.request_reset(force=True, reason=f"{self.settings.member}: still in CR_RESET_PENDING")
+            channel.request_reset(force=True, reason=f"{self.settings.member}: still in CR_RESET_PENDING")
         elif action is WatchAction.GIVE_UP:
             log.error("%s: the source waited for a reset through %d requests; exiting (the restart resets the "
                       "region)", self.settings.member, self.reset_watch.max_requests)

@@ -38,10 +38,11 @@ def caused_by_rebalance(exc: BaseException) -> bool:
     (the controller then resets in force mode: a rebalance is not a failure and
     must not count towards max_consecutive_resets)."""
     seen = 0
-    while exc is not None and seen < 10:
-        if type(exc).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(exc).lower():
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if type(cause).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(cause).lower():
             return True
-        exc = exc.__cause__ or exc.__context__
+        cause = cause.__cause__ or cause.__context__
         seen += 1
     return False
 
@@ -125,7 +126,7 @@ class MemberSettings:
         """(server public, client public, client secret), or None without CURVE."""
         if (self.curve_server_key is None) != (self.curve_key is None):
             raise SettingsError("--curve-server-key and --curve-key go together (CURVE needs both)")
-        if self.curve_server_key is None:
+        if self.curve_server_key is None or self.curve_key is None:
             return None
         from coordinator.security import SecurityConfigError, load_keypair, load_public_key
 

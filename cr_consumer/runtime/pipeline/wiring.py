@@ -20,7 +20,7 @@ thread record by record.
 
 Region flow: :meth:`Pipeline.handlers` lists ``(operator_id, handler)`` in
 pipeline order, the source first; the member runtime drains and checkpoints
-in that order and resets in the reverse order (see ``member.py``).
+in that order and resets in the reverse order (see ``cr_consumer/runtime/member/executor.py``).
 """
 
 from __future__ import annotations

@@ -127,7 +127,8 @@ class Region:
         if curve_server_key is not None and coordinator is None:
             raise ValueError("CURVE keys are for an external coordinator (coordinator=...); the one the runner "
                              "starts listens on loopback without CURVE")
-        self.curve = (curve_server_key, curve_key) if curve_server_key else None
+        self.curve: tuple[str, str] | None = (
+            (curve_server_key, curve_key) if curve_server_key and curve_key else None)
         if metrics_port is not None and not 1 <= metrics_port <= 65535 - MAX_METRICS_PORTS:
             raise ValueError(f"metrics port must be 1..{65535 - MAX_METRICS_PORTS} (member-N serves on "
                              f"port+N), got {metrics_port}")
@@ -282,6 +283,8 @@ class Region:
         """The controller's view: phase, members, last consistent checkpoint, counters, events."""
         from coordinator.client import CoordinatorClient
 
+        if self.endpoint is None:
+            raise NotRunning("the region is not started (Region.start())")
         kwargs: dict[str, Any] = {}
         if self.curve is not None:
             from coordinator.security import load_keypair, load_public_key
