@@ -229,9 +229,12 @@ def _hold_replacement(env: DrillEnv, victim: str, point: Point) -> None:
 def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) -> str:
     """Poll the controller until it dropped ``victim`` and completed a checkpoint
     after that; returns what ended the wait."""
+    endpoint = env.coordinator.endpoint
+    if endpoint is None:
+        raise RuntimeError("kill-member-long: the drill's coordinator was never started")
     gone = False
     last_when_gone: int | None = None  # last_consistent when the victim was first seen gone
-    with CoordinatorClient(env.coordinator.endpoint, timeout=STATUS_TIMEOUT_S,
+    with CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S,
                            try_timeout=STATUS_TIMEOUT_S) as client:
         while time.monotonic() < deadline:
             try:
