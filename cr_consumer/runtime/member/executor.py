@@ -43,6 +43,7 @@ from coordinator.region.commands import (
     Checkpoint,
     CommandKind,
     Drain,
+    OffsetList,
     RegionCommand,
     Reset,
     ResetToInitial,
@@ -172,19 +173,19 @@ class CommandExecutor:
         for _, op in self.operators:
             op.drain()
 
-    def _checkpoint(self, seq: int) -> list[list]:
+    def _checkpoint(self, seq: int) -> OffsetList:
         from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
         data = self.source.checkpoint(seq)
         self.store.save(seq, SOURCE_ID, data)
         ckpt = OperatorCheckpoint.decode(data)
-        offsets: list[list] = [[tp.topic, tp.partition, int(o)] for tp, o in sorted(ckpt.offsets.items())]
+        offsets: OffsetList = [[tp.topic, tp.partition, int(o)] for tp, o in sorted(ckpt.offsets.items())]
         for op_id, op in self.operators:
             self.store.save(seq, op_id, op.checkpoint(seq))
         self.store.seal(seq)
         return offsets
 
-    def _resume(self, complete: int | None, offsets: list[list] | None) -> None:
+    def _resume(self, complete: int | None, offsets: OffsetList | None) -> None:
         if complete is not None and offsets is not None:
             self._set_source_offsets(complete, offsets)
         # Unblock first: publishing (renames + a directory fsync) does not touch the
@@ -196,7 +197,7 @@ class CommandExecutor:
             self.completed.append(complete)
             del self.completed[:-COMPLETED_KEPT]
 
-    def _set_source_offsets(self, seq: int, offsets: list[list]) -> None:
+    def _set_source_offsets(self, seq: int, offsets: OffsetList) -> None:
         """The source seeks a partition assigned to it later (without a reset) to its
         offset in the LAST consistent checkpoint, not the one of its last reset
         (which the retire of older checkpoints drops; the partition would then
@@ -205,7 +206,7 @@ class CommandExecutor:
 
         self.source.set_consistent_offsets(seq, {TopicPartition(t, p): int(o) for t, p, o in offsets})
 
-    def _reset(self, seq: int, attempt: int, own: int | None, offsets: list[list]) -> None:
+    def _reset(self, seq: int, attempt: int, own: int | None, offsets: OffsetList) -> None:
         """Reset to the region's checkpoint ``seq``: every pipeline operator to its
         own data of ``own``, this member's last completed checkpoint (``seq``
         itself, an earlier one when this member was away while ``seq``

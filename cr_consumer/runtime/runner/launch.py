@@ -23,6 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cr_consumer
 from coordinator.launcher import die_with_parent_preexec
@@ -83,8 +84,8 @@ class MemberLauncher:
 
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
-                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict,
-                params: dict, kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
+                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict[str, Any],
+                params: dict[str, Any], kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
                 curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
     """The command line of one member process (what ``crkafka run`` spawns), the
     inverse of ``cr_consumer.cli.member.add_arguments`` (a test parses it back);
