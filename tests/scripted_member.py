@@ -60,9 +60,10 @@ class ScriptedMember:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                cmd = self.commands.get(timeout=0.1)
+                command = self.commands.get(timeout=0.1)
             except queue.Empty:
                 continue
+            cmd = command.to_body()
             self.seen.append(cmd)
             kind = cmd["cmd"]
             if kind == "drain":

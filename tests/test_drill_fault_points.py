@@ -1,4 +1,4 @@
-"""The member runtime's fault points (cr_consumer/runtime/member/fault_points.py), without
+"""The member runtime's fault points (cr_consumer/runtime/fault_points.py), without
 a broker: arming, claiming, each action, invalid triggers, and the unarmed path."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Action, Point, TriggerError
+from coordinator.region.commands import Drain, Resume
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Action, Point, TriggerError
 
 
 @pytest.fixture
@@ -46,13 +47,13 @@ def test_drop_a_resume_once_for_the_targeted_member_only(fault_dir):
     recv_a = fault_points.lossy(got["a"].append, "a")
     recv_b = fault_points.lossy(got["b"].append, "b")
     fault_points.arm(fault_dir, Point.RECEIVE_RESUME, Action.DROP, member="a")
-    resume = {"region": "r", "cmd": "resume", "complete": 4}
+    resume = Resume(4)
     recv_b(resume)  # not the targeted member: delivered, trigger left armed
-    recv_a({"region": "r", "cmd": "drain", "seq": 5})  # another command: delivered
+    recv_a(Drain(5))  # another command: delivered
     recv_a(resume)  # dropped
     recv_a(resume)  # the trigger fired once: delivered
     assert got["b"] == [resume]
-    assert got["a"] == [{"region": "r", "cmd": "drain", "seq": 5}, resume]
+    assert got["a"] == [Drain(5), resume]
     [f] = fault_points.fired(fault_dir)
     assert (f.point, f.action, f.member, f.pid) == (Point.RECEIVE_RESUME, Action.DROP, "a", os.getpid())
     assert not list(fault_dir.glob("point.receive-resume@a"))  # claimed, not re-armed
@@ -89,7 +90,7 @@ def test_an_invalid_trigger_is_set_aside_and_nothing_acts(fault_dir, doc):
 _CHILD = """
 import sys
 from cr_consumer.runtime import fault_points
-from cr_consumer.runtime.member.fault_points import Point
+from cr_consumer.runtime.fault_points import Point
 print("ready", flush=True)
 sys.stdin.readline()
 fault_points.hit(Point[sys.argv[1]], "m0")

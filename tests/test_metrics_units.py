@@ -12,9 +12,10 @@ from metrics_support import exposed_names, promtool_problems, samples
 
 from coordinator.region.model import Phase
 from coordinator.server.http import CoordinatorMetrics, RegionSample
-from cr_consumer.cli.member import member_argv
-from cr_consumer.runtime.member.process import EXIT_CONFIG, Member
+from cr_consumer.exit_code import ExitCode
+from cr_consumer.runtime.member.process import Member
 from cr_consumer.runtime.member.setup import MemberSettings
+from cr_consumer.runtime.runner.launch import member_argv
 from cr_consumer.runtime.runner.region_runner import MAX_METRICS_PORTS, Region
 from cr_consumer.spark.options import InvalidOptionError, parse_options
 
@@ -95,7 +96,7 @@ def test_member_with_its_metrics_port_taken_exits_with_bad_settings(tmp_path, ca
         settings = MemberSettings(pipeline=str(tmp_path / "p.py"), bootstrap="127.0.0.1:9", group="g",
                                   coordinator="tcp://127.0.0.1:9", member="member-0", output_dir=tmp_path / "out",
                                   state_dir=tmp_path / "state", metrics_port=port)
-        assert Member(settings).run() == EXIT_CONFIG
+        assert Member(settings).run() == ExitCode.CONFIG
     assert f"cannot serve /metrics on 127.0.0.1:{port}" in caplog.text
 
 

@@ -51,6 +51,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from coordinator.region.commands import RegionCommand
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
@@ -86,7 +87,8 @@ class RegionMachine(RuleBasedStateMachine):
         self.core: RegionCore | None = None
 
     # ------------------------------------------------------------------ core callbacks
-    def _send(self, member: str, body: dict) -> None:
+    def _send(self, member: str, command: RegionCommand) -> None:
+        body = command.to_body()
         if body["cmd"] == "resume" and body.get("complete") is not None:
             last = self.docs[-1]["last_consistent"] if self.docs else None
             if last != body["complete"]:

@@ -91,7 +91,7 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
         region = region_status(coordinator.endpoint, "r1")["region"]
         assert region["phase"] == "FAILED" and "unusable" in region["failed_reason"]
         seen: queue.SimpleQueue = queue.SimpleQueue()
-        channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", REGION, seen.put)
+        channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", REGION, lambda c: seen.put(c.to_body()))
         channel.start()
         try:
             cmd = seen.get(timeout=10)

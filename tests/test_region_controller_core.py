@@ -14,7 +14,7 @@ class Harness:
         self.docs: list[dict] = []
         self.events: list[tuple[str, dict]] = []
         config = RegionConfig(name="r", **cfg)
-        self.core = RegionCore(config, lambda m, b: self.sent.append((m, b)), self.docs.append, doc,
+        self.core = RegionCore(config, lambda m, c: self.sent.append((m, c.to_body())), self.docs.append, doc,
                                on_event=lambda k, i: self.events.append((k, i)))
 
     def take(self):

@@ -118,7 +118,7 @@ def test_curve_member_joins_and_unknown_key_cannot(tmp_path, names):
     region = names.group("region")
     config = {**REGION, "min_members": 1}
     seen: queue.SimpleQueue = queue.SimpleQueue()
-    good = ControlChannel(proc.endpoint, region, "m0", "i0", config, seen.put,
+    good = ControlChannel(proc.endpoint, region, "m0", "i0", config, lambda c: seen.put(c.to_body()),
                           curve=(server_public, *security.load_keypair(keys["good"][1])))
     bad = ControlChannel(proc.endpoint, region, "m1", "i1", config, lambda c: None,
                          curve=(server_public, *security.load_keypair(keys["bad"][1])))

@@ -16,7 +16,7 @@ class Harness:
         self.sent: list[tuple[str, dict]] = []
         self.docs: list[dict] = []
         config = RegionConfig(name="r", **cfg)
-        self.core = RegionCore(config, lambda m, b: self.sent.append((m, b)), self.docs.append, doc)
+        self.core = RegionCore(config, lambda m, c: self.sent.append((m, c.to_body())), self.docs.append, doc)
 
     def take(self):
         out, self.sent = self.sent, []

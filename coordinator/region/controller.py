@@ -47,7 +47,7 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
-``{region, cmd, ...}`` with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
+``{v, region, cmd, ...}`` (``coordinator/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
 ``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
 members, offsets, own}`` (``own``: the member's own last completed checkpoint,
 see ``RegionCore.own_checkpoint``), ``reset_to_initial {attempt}``, ``failed {reason}``.
@@ -78,6 +78,7 @@ import time
 from collections import deque
 from typing import Any
 
+from coordinator.region.commands import COMMAND_TYPE, RegionCommand, encode_command
 from coordinator.region.messages import (
     RegionAck,
     RegionHeartbeat,
@@ -94,7 +95,6 @@ from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 log = logging.getLogger(__name__)
 
 NAMESPACE = "region"
-COMMAND_TYPE = "region_command"
 #: Recent events kept per region for the status reply (bounded memory).
 EVENTS_KEPT = 200
 #: Recent completed checkpoints and reset rounds kept per region for the status
@@ -222,13 +222,12 @@ class RegionControllerService:
         server = self._server
         assert server is not None
 
-        def send(member: str, body: dict[str, Any]) -> None:
+        def send(member: str, command: RegionCommand) -> None:
             region = self.regions.get(name)
             info = region.members.get(member) if region is not None else None
             if info is None:
                 return
-            body["region"] = name
-            server.push(info.identity, COMMAND_TYPE, body)
+            server.push(info.identity, COMMAND_TYPE, encode_command(name, command))
 
         def persist(document: dict[str, Any]) -> None:
             server.store.touch(name)  # a region's name is its Kafka group: retention activity

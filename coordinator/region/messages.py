@@ -1,4 +1,5 @@
-"""The region controller's wire messages (member -> controller), as frozen attrs
+"""The region controller's wire messages (member -> controller; the commands the
+controller pushes back are in ``commands.py``), as frozen attrs
 classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
 naming it. Every field is bounded: names as in :func:`coordinator.wire.protocol.check_name`,
 integers to their ranges, free text cut and escaped (:func:`coordinator.wire.protocol.opt_text`),

@@ -4,7 +4,8 @@ A :class:`RegionCore` holds one consistent region: its config, its members,
 its phase and the durable facts (last consistent checkpoint, next sequence id,
 next reset attempt). Inputs are method calls (``join``, ``heartbeat``, ``ack``,
 ``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through two
-callbacks: ``send(member, body)`` (a command pushed to a member) and
+callbacks: ``send(member, command)`` (a command pushed to a member,
+``coordinator/region/commands.py``) and
 ``persist(doc)`` (the durable document; the service makes it durable before any
 command queued after it is sent).
 
@@ -43,6 +44,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
 from coordinator.region.document import RegionDocument
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
@@ -62,7 +64,7 @@ from coordinator.region.reset import ResetRounds
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, dict[str, Any]], None]
+Send = Callable[[str, RegionCommand], None]
 Persist = Callable[[dict[str, Any]], None]
 
 
@@ -202,11 +204,11 @@ class RegionCore:
         self._keep_stored = not persist
         self._save()
         self._on_event("failed", {"reason": self.failed_reason})
-        self._broadcast(self.members, {"cmd": "failed", "reason": self.failed_reason})
+        self._broadcast(self.members, Failed(self.failed_reason))
 
-    def _broadcast(self, names, body: dict[str, Any]) -> None:
+    def _broadcast(self, names, command: RegionCommand) -> None:
         for name in sorted(names):
-            self._send(name, dict(body))
+            self._send(name, command)
 
     # ------------------------------------------------------------------ inputs
     def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
@@ -345,7 +347,7 @@ class RegionCore:
             self.waiting = set(self.members)
             self._cycle_offsets = []
             self.deadline = now + self.config.drain_timeout_s
-            self._broadcast(self.waiting, {"cmd": "checkpoint", "seq": self.seq})
+            self._broadcast(self.waiting, Checkpoint(self.seq))
         elif command == "checkpoint":
             self._complete_checkpoint(now)
         else:
@@ -418,7 +420,7 @@ class RegionCore:
         self._cycle_start = now
         self.waiting = set(self.members)
         self.deadline = now + self.config.drain_timeout_s
-        self._broadcast(self.waiting, {"cmd": "drain", "seq": self.seq})
+        self._broadcast(self.waiting, Drain(self.seq))
 
     def _complete_checkpoint(self, now: float) -> None:
         previous = self.last_consistent
@@ -435,9 +437,9 @@ class RegionCore:
                                   f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
         self._on_event("checkpoint", {"seq": self.seq,
                                       "checkpoint_ms": round((now - (self._cycle_start or now)) * 1000, 1)})
-        self._broadcast(self.members, {"cmd": "resume", "complete": self.seq, "offsets": self.checkpoint_offsets})
+        self._broadcast(self.members, Resume(self.seq, self.checkpoint_offsets))
         if previous is not None:
-            self._broadcast(self.members, {"cmd": "retire", "seq": previous})
+            self._broadcast(self.members, Retire(previous))
         self.waiting = set()
         self.deadline = None
         self.next_cycle_at = now + self.config.period_s
@@ -473,19 +475,14 @@ class RegionCore:
                                  "seq": self.last_consistent})
         self.waiting = set(self.members)
         self.deadline = now + self.config.reset_timeout_s
-        if self.last_consistent is None:
-            body = {"cmd": "reset_to_initial", "attempt": attempt}
-        else:
-            body = {"cmd": "reset", "seq": self.last_consistent, "attempt": attempt,
-                    "members": self.checkpoint_members, "offsets": self.checkpoint_offsets}
         if rejoin:
-            body["rejoin"] = True
             self._pacing.rejoin_hinted(now)
         if self.last_consistent is None:
-            self._broadcast(self.waiting, body)
+            self._broadcast(self.waiting, ResetToInitial(attempt, rejoin=rejoin))
         else:
             for name in sorted(self.waiting):  # each member's own checkpoint (own_checkpoint)
-                self._send(name, {**body, "own": self.own_checkpoint(name)})
+                self._send(name, Reset(self.last_consistent, attempt, self.checkpoint_members,
+                                       self.checkpoint_offsets, self.own_checkpoint(name), rejoin=rejoin))
 
     def _maybe_reset_done(self, now: float) -> None:
         if self.phase is not Phase.RESETTING or self.waiting:
@@ -493,7 +490,7 @@ class RegionCore:
         took = self._resets.finish(now)
         self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
         self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
-        self._broadcast(self.members, {"cmd": "resume", "complete": None})
+        self._broadcast(self.members, Resume(None))
         self.deadline = None
         self.next_cycle_at = now + self._pacing.settle_delay()
         self._pacing.resumed()

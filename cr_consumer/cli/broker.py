@@ -8,6 +8,7 @@ import sys
 import threading
 
 from coordinator.common.cli_types import port
+from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import BrokerStartError, EmbeddedBroker
 
 
@@ -16,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -24,13 +25,13 @@ def run(args: argparse.Namespace) -> int:
         broker = EmbeddedBroker(port=args.port, host=args.host).start()
     except BrokerStartError as exc:  # the broker extra missing, or the port taken
         print(f"crkafka broker: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return ExitCode.CONFIG
     try:
         print(broker.bootstrap, flush=True)
         while not stop.wait(0.5):
-            if broker._proc is None or broker._proc.poll() is not None:
+            if not broker.running:
                 print("broker exited", file=sys.stderr, flush=True)
-                return 1
+                return ExitCode.ERROR
     finally:
         broker.stop()
-    return 0
+    return ExitCode.OK

@@ -23,6 +23,7 @@ from coordinator.common.cli_types import duration, positive_int
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
 from cr_consumer.drill.scenarios import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig, run_drill
+from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, BrokerStartError
 
 
@@ -97,20 +98,20 @@ def _summary(report: dict) -> str:
                else f"\n  {SKIPPED_MESSAGE}" if not matplotlib_available() else ""))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     try:
         cfgs = configs(args)
     except ValueError as exc:
         print(f"crkafka drill: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.CONFIG
     try:
         reports = [run_drill(cfg) for cfg in cfgs]
     except BrokerStartError as exc:  # no broker extra and no --bootstrap: say how to get one
         print(f"crkafka drill: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.CONFIG
     if not args.json:
         for r in reports:
             print(_summary(r))
     doc = reports if args.scenario == "all" else reports[0]
     print(json.dumps(doc, indent=2))
-    return 0 if all(r["ok"] for r in reports) else 1
+    return ExitCode.OK if all(r["ok"] for r in reports) else ExitCode.ERROR

@@ -23,6 +23,7 @@ import sys
 
 from coordinator.common.logging_setup import add_logging_arguments, setup_logging
 from cr_consumer import __version__
+from cr_consumer.exit_code import ExitCode
 
 #: name -> (module, help). The module provides add_arguments(parser) and run(args).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_format)
     if args._module is None:
         print(f"crkafka {args.command}: not available in this build ({args._missing})", file=sys.stderr)
-        return 2
+        return ExitCode.CONFIG
     return int(args._module.run(args) or 0)
 
 

@@ -21,7 +21,8 @@ leaves the region); while it is still joining the coordinator or
 bootstrapping Kafka, at once (exit 0; after at most ``INTERRUPT_GRACE_S`` of
 clean-up).
 
-Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad settings, 3 the region FAILED.
+Exit codes (``cr_consumer.exit_code.ExitCode``): 0 stopped by SIGTERM/SIGINT, 1 failure, 2 bad
+settings, 3 the region FAILED.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import threading
 
 from coordinator.common.cli_types import duration
 from coordinator.common.logging_setup import add_logging_arguments, setup_logging
+from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka import properties
 from cr_consumer.runtime.member.process import Member, MemberSettings
 from cr_consumer.runtime.member.setup import default_stem
@@ -128,35 +130,6 @@ def default_group(pipeline: str) -> str:
     return f"crkafka-{default_stem(pipeline)}"
 
 
-def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
-                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict,
-                params: dict, kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
-                curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
-    """The command line of one member process (what ``crkafka run`` spawns), the
-    inverse of :func:`add_arguments`; ``region`` is a region-settings dict as
-    :func:`region_settings` returns. Kafka properties are never on it: with
-    ``kafka_stdin`` the member reads them from stdin
-    (``properties.encode_for_stdin``)."""
-    cmd = [python, "-m", "cr_consumer.cli.member", "--log-level", str(log_level),
-           "--log-format", log_format, pipeline,
-           "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group, "--name", name,
-           "--out", str(output_dir), "--state-dir", str(state_dir), "--region-index", str(region_index),
-           "--min-members", str(min_members), "--period", str(region["period_s"]),
-           "--drain-timeout", str(region["drain_timeout_s"]), "--reset-timeout", str(region["reset_timeout_s"]),
-           "--max-resets", str(region["max_consecutive_resets"]), "--member-timeout", str(region["member_timeout_s"])]
-    if region["mode"] == "operator_driven":
-        cmd.append("--operator-driven")
-    for k, v in params.items():
-        cmd += ["--param", f"{k}={v}"]
-    if kafka_stdin:
-        cmd.append("--kafka-stdin")
-    if curve is not None:
-        cmd += ["--curve-server-key", str(curve[0]), "--curve-keypair", str(curve[1])]
-    if metrics is not None:
-        cmd += ["--metrics-host", metrics[0], "--metrics-port", str(metrics[1])]
-    return cmd
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_region_arguments(parser)
     parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")
@@ -168,18 +141,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus /metrics on this port (0: any free port, logged; default: none)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     curve_keypair = curve_keypair_from_args(args, "crkafka member")
     if not args.bootstrap:
         print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr,
               flush=True)
-        return 2
+        return ExitCode.CONFIG
     try:
         kafka = properties.read_stdin(sys.stdin.buffer) if args.kafka_stdin else {}
         kafka.update(kafka_from_args(args))
     except properties.KafkaPropertiesError as exc:
         print(f"crkafka member: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return ExitCode.CONFIG
     settings = MemberSettings(
         pipeline=args.pipeline, bootstrap=args.bootstrap, coordinator=args.coordinator,
         group=args.group or default_group(args.pipeline), member=args.name, output_dir=args.out,
@@ -216,18 +189,18 @@ def run(args: argparse.Namespace) -> int:
         return member.run()
     except Interrupted as exc:
         log.info("%s: stopped by %s before it was running", settings.member, exc)
-        return 0
+        return ExitCode.OK
 
 
 def _exit_now(member: str) -> None:
-    """The clean-up after an early SIGTERM did not finish in INTERRUPT_GRACE_S: exit 0."""
+    """The clean-up after an early SIGTERM did not finish in INTERRUPT_GRACE_S: exit OK."""
     log.warning("%s: clean-up after the stop request takes longer than %.0fs (a Kafka client still "
                 "bootstrapping?); exiting now", member, INTERRUPT_GRACE_S)
     logging.shutdown()
-    os._exit(0)
+    os._exit(ExitCode.OK)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> ExitCode:
     """``python -m cr_consumer.cli.member``: what ``crkafka run`` spawns (no other
     sub-command is imported, so a member starts fast and alone)."""
     parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0])

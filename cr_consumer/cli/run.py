@@ -5,7 +5,7 @@ Starts a coordinator unless ``--coordinator`` is given, starts N members
 every ``--status-every`` seconds, and stops everything on Ctrl-C / SIGTERM
 (``--duration S`` stops after S seconds, for scripts and demos).
 
-Exit codes: 0 stopped cleanly, 2 bad settings, 3 the region FAILED
+Exit codes (``cr_consumer.exit_code.ExitCode``): 0 stopped cleanly, 2 bad settings, 3 the region FAILED
 (too many consecutive resets; the status line says why).
 """
 
@@ -26,6 +26,7 @@ from cr_consumer.cli.member import (
     kafka_from_args,
     parse_pairs,
 )
+from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import KafkaPropertiesError
 from cr_consumer.runtime.member.setup import SettingsError
 from cr_consumer.runtime.runner.region_runner import Region
@@ -52,12 +53,12 @@ def _line(status: dict) -> str:
             + (f" failed: {status.get('failed_reason')}" if status.get("failed_reason") else ""))
 
 
-def _error(message: str) -> int:
+def _error(message: str) -> ExitCode:
     print(f"crkafka run: {message}", file=sys.stderr, flush=True)
-    return 2
+    return ExitCode.CONFIG
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     curve_keypair = curve_keypair_from_args(args, "crkafka run")
     if not args.bootstrap:
         return _error("give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     for name, address in region.metrics_addresses().items():
         print(f"{name}: metrics on http://{address}/metrics", flush=True)
     started = time.monotonic()
-    code = 0
+    code = ExitCode.OK
     try:
         next_status = time.monotonic() + args.status_every
         while not stop.wait(0.2):
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 print(_line(status), flush=True)
                 if status.get("phase") == "FAILED":
-                    code = 3
+                    code = ExitCode.REGION_FAILED
                     break
     finally:
         region.stop()

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cr_consumer.drill.timeline import TimelineWriter
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Point
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Point
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,15 @@ class FaultTasks:
     or a member that stopped itself at a point) are recorded and continued by
     the task, or by ``close()`` at the latest, so no stopped process outlives
     the drill.
+
+    Shared thread state, under ``_lock``: ``started`` (the drill's thread),
+    ``fired`` and ``errors`` (the task threads), ``_threads``, ``_stopped``
+    (both); read by the drill's thread through :meth:`done`.
     """
+
+    started: int
+    fired: int
+    errors: list[str]
 
     def __init__(self, timeline: TimelineWriter) -> None:
         self.timeline = timeline

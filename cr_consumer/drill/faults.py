@@ -33,7 +33,7 @@ finish before every task is done, and the report says whether the fault fired.
   controller has dropped the dead member and completed a checkpoint without
   it; then it continues and joins;
 * the fault-point scenarios (``POINT_SCENARIOS``): arm one point of the member
-  runtime (``cr_consumer/runtime/member/fault_points.py``) for a member drawn by the
+  runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
   seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
   points need a reset, so they also drop the sink-failure trigger.
   ``fault-point`` draws the point and the action from the seed;
@@ -54,19 +54,20 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
 
 import attrs
 
 from coordinator.client import CoordinatorClient
+from coordinator.launcher import CoordinatorProcess
 from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill.fault_tasks import TASK_POLL_S, FaultTasks
 from cr_consumer.drill.pipeline import SINK_FAILURE_TRIGGER
 from cr_consumer.drill.timeline import TimelineWriter
 from cr_consumer.drill.verify import Manifest
 from cr_consumer.drill.workload import produce_into
-from cr_consumer.runtime.member import fault_points
-from cr_consumer.runtime.member.fault_points import Action, Point
+from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.fault_points import Action, Point
+from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.testing.kafka_util import create_topic
 
 #: Default length of a pause (pause-member, -coordinator, -broker, and fault
@@ -80,27 +81,13 @@ HOLD_MAX_S = 60.0
 STATUS_TIMEOUT_S = 1.0
 
 
-class RegionHandle(Protocol):
-    """What the drill needs from a running region (see ``harness.py``)."""
-
-    def members(self) -> list[str]: ...
-
-    def kill(self, member: str) -> int: ...
-
-    def add_member(self) -> str: ...
-
-    def remove_member(self, member: str | None = None) -> str: ...
-
-    def pid(self, member: str) -> int: ...
-
-
 @attrs.define
 class DrillEnv:
     """Everything a fault acts on."""
 
     bootstrap: str
-    region: Any  # RegionHandle
-    coordinator: Any  # coordinator.launcher.CoordinatorProcess
+    region: RegionHandle
+    coordinator: CoordinatorProcess
     manifest: Manifest
     manifest_lock: threading.Lock
     fault_dir: Path
@@ -120,7 +107,7 @@ class DrillEnv:
 
 
 def kill_member(env: DrillEnv) -> dict:
-    members = sorted(env.region.members())
+    members = sorted(env.region.running_members())
     if not members:
         raise RuntimeError("kill-member: the region has no live member to kill")
     victim = env.rng.choice(members)
@@ -142,7 +129,7 @@ def add_member(env: DrillEnv) -> dict:
 
 
 def remove_member(env: DrillEnv) -> dict:
-    members = sorted(env.region.members())
+    members = sorted(env.region.running_members())
     if len(members) < 2:
         raise RuntimeError(f"remove-member: need at least 2 members, the region has {members}")
     victim = env.rng.choice(members)
@@ -173,7 +160,7 @@ def poison(env: DrillEnv) -> dict:
 
 
 def _victim(env: DrillEnv, fault: str) -> str:
-    members = sorted(env.region.members())
+    members = sorted(env.region.running_members())
     if not members:
         raise RuntimeError(f"{fault}: the region has no live member")
     return env.rng.choice(members)
@@ -242,9 +229,12 @@ def _hold_replacement(env: DrillEnv, victim: str, point: Point) -> None:
 def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) -> str:
     """Poll the controller until it dropped ``victim`` and completed a checkpoint
     after that; returns what ended the wait."""
+    endpoint = env.coordinator.endpoint
+    if endpoint is None:
+        raise RuntimeError("kill-member-long: the drill's coordinator was never started")
     gone = False
     last_when_gone: int | None = None  # last_consistent when the victim was first seen gone
-    with CoordinatorClient(env.coordinator.endpoint, timeout=STATUS_TIMEOUT_S,
+    with CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S,
                            try_timeout=STATUS_TIMEOUT_S) as client:
         while time.monotonic() < deadline:
             try:

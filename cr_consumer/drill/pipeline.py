@@ -131,12 +131,12 @@ class DrillFileSink(FileSink):
             now = time.monotonic()
             if now >= self._next_check:
                 self._next_check = now + TRIGGER_CHECK_PERIOD_S
-                self._maybe_fail()
+                self._maybe_fail(self.fault_dir)
         return super().process_batch(records)
 
-    def _maybe_fail(self) -> None:
-        trigger = self.fault_dir / SINK_FAILURE_TRIGGER
-        claimed = self.fault_dir / f"{SINK_FAILURE_TRIGGER}.claimed-by-{self.member}-{os.getpid()}"
+    def _maybe_fail(self, fault_dir: Path) -> None:
+        trigger = fault_dir / SINK_FAILURE_TRIGGER
+        claimed = fault_dir / f"{SINK_FAILURE_TRIGGER}.claimed-by-{self.member}-{os.getpid()}"
         try:
             os.rename(trigger, claimed)  # atomic: one member wins the trigger
         except FileNotFoundError:
@@ -147,14 +147,14 @@ class DrillFileSink(FileSink):
 
 
 def build(ctx) -> Pipeline:
-    topics = ctx.params.get("topics")
-    pattern = ctx.params.get("pattern")
+    topics = str(ctx.params.get("topics") or "")
+    pattern = str(ctx.params.get("pattern") or "")
     if bool(topics) == bool(pattern):
         raise ValueError("drill pipeline: pass exactly one of --param topics=a,b or --param pattern=REGEX")
     session = int(ctx.param("session_timeout_ms", "6000"))
     heartbeat = int(ctx.param("heartbeat_interval_ms", str(max(100, session // 6))))
     source = KafkaSource(
-        topics=tuple(t for t in (topics or "").split(",") if t),
+        topics=tuple(t for t in topics.split(",") if t),
         pattern=pattern or None,
         options={
             "start_position": "beginning",

@@ -225,8 +225,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             coordinator = CoordinatorProcess(dirs["coordinator"] / "state", http="auto",
                                              log_path=dirs["logs"] / "coordinator.log")
             coordinator.start()
-            progress(f"broker {bootstrap}, coordinator {coordinator.endpoint} (pid {coordinator.pid})")
-            watch = ControllerWatch(coordinator.endpoint, group, drill_tl)
+            endpoint = coordinator.endpoint
+            if endpoint is None:
+                raise RuntimeError("the coordinator started without an endpoint")
+            progress(f"broker {bootstrap}, coordinator {endpoint} (pid {coordinator.pid})")
+            watch = ControllerWatch(endpoint, group, drill_tl)
             workload = Workload(bootstrap, topics[0], cfg.partitions, cfg.messages, manifest, seed=cfg.seed,
                                 rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0)
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
@@ -240,9 +243,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             else:
                 params["topics"] = topics[0]
             region = start_region(
-                pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=coordinator.endpoint,
+                pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=endpoint,
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
-                log_dir=dirs["logs"], params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
+                params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
                 phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
             )
             env = fault_mod.DrillEnv(
@@ -297,8 +300,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 if now >= next_progress:
                     next_progress = now + PROGRESS_PERIOD_S
                     progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
-                             f"(incl. replays), published {delivered}, members {sorted(region.members())}")
-                if getattr(region, "failed", None):
+                             f"(incl. replays), published {delivered}, members {sorted(region.running_members())}")
+                if region.failed:
                     raise RuntimeError(f"the region failed: {region.failed}")
                 if now >= deadline:
                     raise TimeoutError(

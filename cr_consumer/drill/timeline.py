@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 TIMELINE_VERSION = 1
 #: At most one ``batch`` sample per member per this period: enough resolution for
@@ -49,7 +49,7 @@ class TimelineWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.member = member
         self._lock = threading.Lock()
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+        self._file: TextIO | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (closed in close())
 
     def event(self, ev: str, t: float | None = None, member: str | None = None, **fields: Any) -> None:
         """Append one event; ``t`` defaults to now (a fault is stamped with its

@@ -255,7 +255,7 @@ def verify(
                 elif values[offset] != doc.get("value"):
                     values[offset] = _Conflict()
 
-    totals = Counter()
+    totals: Counter[str] = Counter()
     results = []
     ckpt_offsets = checkpoint[1] if checkpoint is not None else None
     basis = None
@@ -271,7 +271,7 @@ def verify(
         first = min(produced_offsets) if produced_offsets else None
         last = max(produced_offsets) if produced_offsets else None
         missing = dup = wrong = unexpected = 0
-        if first is not None:
+        if first is not None and last is not None:
             for off in range(first, last + 1):
                 if off not in counts and off not in poison:
                     missing += 1
@@ -296,7 +296,7 @@ def verify(
             need = ckpt_offsets.get(key)
         elif committed is not None and counts:
             need = max(counts) + 1
-        if need is not None:
+        if need is not None and committed is not None:
             comm = committed.get(key)
             behind = (comm is None and need > 0) or (comm is not None and comm < need)
             if behind:

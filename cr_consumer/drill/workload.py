@@ -80,7 +80,17 @@ class _Producer:
 
 
 class Workload:
-    """Produces ``total`` records into ``topic`` on its own thread (see the module docstring)."""
+    """Produces ``total`` records into ``topic`` on its own thread (see the module docstring).
+
+    Shared thread state: ``produced``, ``poison`` and ``finished_at`` are
+    written by the producer thread (by the caller's thread in :meth:`warmup`
+    and :meth:`produce_more`, before or after that thread runs) and read by the
+    drill's thread (progress lines); ``manifest`` is guarded by ``lock``.
+    """
+
+    produced: int
+    poison: int
+    finished_at: float | None
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, total: int, manifest: Manifest, *,
                  seed: int = 0, rate: float = 0.0, poison_ratio: float = 0.0) -> None:

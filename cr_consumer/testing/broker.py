@@ -94,6 +94,11 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def running(self) -> bool:
+        """Started and its process has not exited."""
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> EmbeddedBroker:
         if self.port is None:
             self.port = free_port(self.host)

@@ -1,4 +1,5 @@
-"""One member process of a consistent region: its pipeline and Kafka source (``process``),
-its control channel to the region controller (``control``), its Kafka group state, and
-the fault points drills arm.
+"""One member process of a consistent region: its life cycle (``process``), the
+controller's commands run on its operators (``executor``), its control channel to
+the region controller (``control``, ``request_book``, ``name_claim``), its set-up
+(``setup``), its Kafka group state (``group_state``) and the reset-pending watch.
 """

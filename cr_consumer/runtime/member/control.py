@@ -26,15 +26,17 @@ The I/O thread loop:
    is held, not dropped, and sent as soon as the member is joined again (a
    rejoin of the same incarnation does not reset the region by itself; a
    dropped forced request left the source in CR_RESET_PENDING). Acks are held
-   the same way (at most ``HELD_KEPT``, oldest dropped): a command can arrive
+   the same way (bounded, oldest dropped; ``request_book.py``): a command can arrive
    just before the join reply that makes the channel count itself joined, and
    a dropped answer to it failed that phase only by its timeout; the
    controller ignores answers that are stale by then.
    ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
    it is answered None at once.
-4. Pushed ``region_command`` messages go to ``on_command`` (the member's
-   control thread queue), in arrival order; a reset with ``rejoin: true``
-   first calls ``on_rejoin_hint`` (the source's consumer rejoins its group).
+4. Pushed ``region_command`` messages are decoded and validated
+   (``coordinator/region/commands.py``; an invalid one is logged and dropped)
+   and go to ``on_command`` (the member's control thread queue) as typed
+   commands, in arrival order; a reset with ``rejoin`` first calls
+   ``on_rejoin_hint`` (the source's consumer rejoins its group).
 5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
    answer to anything for ``LOST_AFTER_S``: back to step 1.
 Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
@@ -42,8 +44,6 @@ Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
 
 from __future__ import annotations
 
-import collections
-import itertools
 import logging
 import os
 import queue
@@ -55,9 +55,12 @@ from typing import Any
 
 import zmq
 
+from coordinator.region.commands import COMMAND_TYPE, Failed, RegionCommand, Reset, ResetToInitial, decode_command
 from coordinator.wire import protocol
-from cr_consumer.runtime.member import fault_points
+from coordinator.wire.errors import Invalid
+from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.name_claim import NameClaim
+from cr_consumer.runtime.member.request_book import RequestBook, Waiter
 
 log = logging.getLogger(__name__)
 
@@ -81,32 +84,33 @@ LEAVE_TIMEOUT_S = 3.0
 #: that does not answer must not stall the records' flow (the source then goes
 #: on without waiting for a drain).
 TRIGGER_ANSWER_S = 2.0
-#: Bound on the acks held while not joined (sent once joined; oldest dropped).
-HELD_KEPT = 100
-#: Bound on the answers awaited at once by other threads (``ask``): a lost
-#: answer's waiter is dropped, oldest first.
-WAITERS_KEPT = 64
 
-Command = dict[str, Any]
-
-
-class _Waiter:
-    """One ``ask``: the I/O thread puts the answer (or None) and sets the event."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.reply: dict[str, Any] | None = None
-
-    def answer(self, reply: dict[str, Any] | None) -> None:
-        self.reply = reply
-        self.done.set()
 
 
 class RegionFatal(RuntimeError):
-    """The controller refused this member for good (bad settings)."""
+    """The controller refused this member for good: bad or differing settings, or
+    its name held by another live process (the member exits with ExitCode.CONFIG)."""
 
 
 class ControlChannel:
+    """The member's end of the control channel (see the module docstring).
+
+    Shared thread state, written by the I/O thread and read by any thread:
+    ``joined`` (also cleared by :meth:`leave`'s answer), ``failure`` (set once:
+    the channel gave up), ``last_reply`` (replaced whole, never mutated),
+    ``leave_reply`` (before ``_left`` is set), ``joins``. Written by the caller
+    of :meth:`leave` and read by the I/O thread: ``_leaving``. Everything else
+    is the I/O thread's only (``_book``, ``_claim``, ``_join_now``,
+    ``_predecessor_done``) or set before :meth:`start`.
+    """
+
+    joined: threading.Event
+    failure: BaseException | None
+    last_reply: dict[str, Any]
+    leave_reply: dict[str, Any] | None
+    joins: int
+    _leaving: bool
+
     def __init__(
         self,
         endpoint: str,
@@ -114,7 +118,7 @@ class ControlChannel:
         member: str,
         incarnation: str,
         region_config: dict[str, Any],
-        on_command: Callable[[Command], None],
+        on_command: Callable[[RegionCommand], None],
         *,
         context: zmq.Context | None = None,
         curve: tuple[bytes, bytes, bytes] | None = None,
@@ -134,18 +138,13 @@ class ControlChannel:
         self._on_predecessor = on_predecessor
         self._on_rejoin_hint = on_rejoin_hint
         self._predecessor_done = False
-        self._outbox: queue.SimpleQueue[tuple[str, dict, _Waiter | None]] = queue.SimpleQueue()
-        # request id -> waiter of an ``ask``; the I/O thread's only
-        self._waiters: dict[str, _Waiter] = {}
-        # a reset request and acks made while not joined, sent once joined; the I/O thread's only
-        self._held_reset: dict[str, Any] | None = None
-        self._held: collections.deque[tuple[str, dict]] = collections.deque(maxlen=HELD_KEPT)
+        self._outbox: queue.SimpleQueue[tuple[str, dict, Waiter | None]] = queue.SimpleQueue()
+        self._book = RequestBook(member)  # ids, waiters, held requests: the I/O thread's only
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._ids = itertools.count(1)
         self.joined = threading.Event()
         self._settled = threading.Event()  # joined, or failed for good
         self._claim = NameClaim(region, member, float(self.region_config.get("member_timeout_s", 5.0)))
@@ -212,7 +211,7 @@ class ControlChannel:
         """Send a request and wait for its answer: the reply body, ``{"error": code,
         "message": text}`` for an error answer, or None when not joined or no
         answer came within ``timeout``."""
-        waiter = _Waiter()
+        waiter = Waiter()
         self._outbox.put((msg_type, body, waiter))
         self._wake()
         if not waiter.done.wait(timeout):
@@ -278,7 +277,6 @@ class ControlChannel:
         monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
         poller.register(monitor, zmq.POLLIN)
         connects = 0
-        pending: dict[str, str] = {}  # request id -> type
         join_sent = 0.0
         last_hb = 0.0
         last_heard = time.monotonic()
@@ -290,46 +288,32 @@ class ControlChannel:
                 elif not self.joined.is_set() and (now - join_sent >= JOIN_RETRY_S or self._join_now):
                     join_sent = now
                     self._join_now = False
-                    self._request(sock, pending, "region_join",
+                    self._request(sock, "region_join",
                                   {"pid": os.getpid(), "host": socket.gethostname(), "replace": self._claim.replace,
                                    "config": self.region_config})
                 elif self.joined.is_set():
                     if now - last_hb >= HEARTBEAT_S:
                         last_hb = now
-                        self._request(sock, pending, "region_heartbeat", self._heartbeat_body())
+                        self._request(sock, "region_heartbeat", self._heartbeat_body())
                     if now - last_heard > LOST_AFTER_S:
                         log.warning("%s: no answer from the coordinator for %.1fs; joining again",
                                     self.member, now - last_heard)
                         self.joined.clear()
                         last_heard = now
-                while self.joined.is_set() and self._held:
-                    msg_type, body = self._held.popleft()
-                    self._request(sock, pending, msg_type, body)
-                if self.joined.is_set() and self._held_reset is not None:
-                    body, self._held_reset = self._held_reset, None
-                    log.info("%s: joined again; sending the reset request held meanwhile", self.member)
-                    self._request(sock, pending, "region_reset_request", body)
+                if self.joined.is_set():
+                    for msg_type, body in self._book.take_held():
+                        self._request(sock, msg_type, body)
                 while True:
                     try:
                         msg_type, body, waiter = self._outbox.get_nowait()
                     except queue.Empty:
                         break
                     if self.joined.is_set() or msg_type == "region_leave":
-                        rid = self._request(sock, pending, msg_type, body)
+                        rid = self._request(sock, msg_type, body)
                         if waiter is not None:
-                            self._await(rid, waiter)
-                    elif msg_type == "region_reset_request":
-                        held = self._held_reset
-                        if held is None or body.get("force") or not held.get("force"):
-                            self._held_reset = body  # a forced request is never replaced by a plain one
-                        log.info("%s: not joined; reset request held until joined again", self.member)
-                    elif msg_type == "region_ack":
-                        self._held.append((msg_type, body))
-                        log.info("%s: not joined; %s answer held until joined", self.member, body.get("command"))
+                            self._book.await_answer(rid, waiter)
                     else:
-                        if waiter is not None:
-                            waiter.answer(None)
-                        log.info("%s: not joined; dropped %s %s", self.member, msg_type, body.get("command", ""))
+                        self._book.hold(msg_type, body, waiter)
                 events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
                 if self._wake_r in events:
                     try:
@@ -347,7 +331,7 @@ class ControlChannel:
                         if connects > 1 and self.joined.is_set() and not self._leaving:
                             log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
                             last_hb = time.monotonic()
-                            self._request(sock, pending, "region_heartbeat", self._heartbeat_body())
+                            self._request(sock, "region_heartbeat", self._heartbeat_body())
                 if sock in events:
                     while True:
                         try:
@@ -355,7 +339,7 @@ class ControlChannel:
                         except zmq.Again:
                             break
                         last_heard = time.monotonic()
-                        self._on_frame(raw, pending)
+                        self._on_frame(raw)
                 if self.failure is not None:
                     return
             # flush a final leave; nobody waits for other answers any more
@@ -367,14 +351,12 @@ class ControlChannel:
                 if waiter is not None:
                     waiter.answer(None)
                 if msg_type == "region_leave":
-                    self._request(sock, pending, msg_type, body)
+                    self._request(sock, msg_type, body)
         except BaseException as exc:  # the member's control loop sees it and exits non-zero
             log.exception("%s: control I/O thread failed", self.member)
             self.failure = exc
         finally:
-            for waiter in self._waiters.values():
-                waiter.answer(None)
-            self._waiters.clear()
+            self._book.abandon()
             sock.disable_monitor()
             monitor.close(linger=0)
             sock.close(linger=200)
@@ -404,6 +386,27 @@ class ControlChannel:
             log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
             return {}
 
+    def _on_push(self, body: Any) -> None:
+        """A pushed command (step 4): validated here, before anything acts on it; an
+        invalid one is logged and dropped (the controller's phase timeout covers it,
+        as for a push lost on the way)."""
+        try:
+            addressed = decode_command(body)
+        except Invalid as exc:
+            log.error("%s: invalid region_command dropped: %s", self.member, exc)
+            return
+        if addressed.region != self.region:
+            log.error("%s: region_command for region %r dropped (this member is in %r)", self.member,
+                      addressed.region, self.region)
+            return
+        command = addressed.command
+        if isinstance(command, Reset | ResetToInitial) and command.rejoin and self._on_rejoin_hint is not None:
+            try:  # at once, on this thread: the command itself may wait behind others
+                self._on_rejoin_hint()
+            except Exception:  # a hint only; the next Kafka heartbeat does the same
+                log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
+        self.on_command(command)
+
     def _handle_predecessor(self, reply: dict[str, Any]) -> None:
         """Once per process: let the member remove its dead predecessor's Kafka consumer."""
         pred = reply.get("predecessor")
@@ -417,39 +420,24 @@ class ControlChannel:
         except Exception:  # an optimisation (the session timeout removes it); logged
             log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
 
-    def _await(self, rid: str, waiter: _Waiter) -> None:
-        self._waiters[rid] = waiter
-        while len(self._waiters) > WAITERS_KEPT:  # answers lost: the askers timed out already
-            self._waiters.pop(next(iter(self._waiters))).answer(None)
-
-    def _request(self, sock: zmq.Socket, pending: dict, msg_type: str, body: dict) -> str:
-        rid = f"{self.member[:64]}-{next(self._ids)}"  # ids are bounded (protocol.MAX_ID_LEN)
-        pending[rid] = msg_type
-        if len(pending) > 1000:  # answers lost in a restart: forget the oldest
-            for key in list(pending)[:500]:
-                pending.pop(key, None)
+    def _request(self, sock: zmq.Socket, msg_type: str, body: dict) -> str:
+        rid = self._book.new_id(msg_type)
         try:
             sock.send(protocol.encode(msg_type, {**self._base(), **body}, rid), zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: %s not sent: the coordinator connection is congested", self.member, msg_type)
         return rid
 
-    def _on_frame(self, raw: bytes, pending: dict) -> None:
+    def _on_frame(self, raw: bytes) -> None:
         try:
             env = protocol.decode(raw)
         except protocol.BadEnvelope as bad:
             log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
             return
-        if env.id is None and env.type == "region_command":
-            if env.body.get("rejoin") and self._on_rejoin_hint is not None:
-                try:  # at once, on this thread: the command itself may wait behind others
-                    self._on_rejoin_hint()
-                except Exception:  # a hint only; the next Kafka heartbeat does the same
-                    log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
-            self.on_command(dict(env.body))
+        if env.id is None and env.type == COMMAND_TYPE:
+            self._on_push(env.body)
             return
-        msg_type = pending.pop(env.id, None) if env.id is not None else None
-        waiter = self._waiters.pop(env.id, None) if env.id is not None else None
+        msg_type, waiter = self._book.answered(env.id)
         if waiter is not None:
             waiter.answer({"error": env.body.get("code"), "message": env.body.get("message")}
                           if env.type == "error" else dict(env.body))
@@ -482,8 +470,8 @@ class ControlChannel:
                      self.region, env.body.get("phase"), env.body.get("last_consistent"))
             if env.body.get("phase") == "FAILED":  # terminal: nobody will send us commands
                 why = env.body.get("failed_reason") or "no reason given"
-                self.on_command({"cmd": "failed", "reason": f"region {self.region!r} is FAILED ({why}); it failed "
-                                                           f"before this member joined: start it under another --group"})
+                self.on_command(Failed(f"region {self.region!r} is FAILED ({why}); it failed before this member "
+                                       f"joined: start it under another --group"))
         elif msg_type == "region_leave":
             self.leave_reply = dict(env.body)
             self.joined.clear()

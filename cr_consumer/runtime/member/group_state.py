@@ -27,7 +27,10 @@ source (a ``ConsumerOperator``):
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from cr_consumer.operator.states import ClientState
 
 log = logging.getLogger(__name__)
 
@@ -36,36 +39,65 @@ log = logging.getLogger(__name__)
 EVICT_TIMEOUT_MS = 3000
 
 
-def group_report(source: Any) -> dict[str, Any] | None:
+class GroupEvents(Protocol):
+    """The source's event thread, as far as the group state goes."""
+
+    @property
+    def group(self) -> Any:
+        """The group snapshot taken after each poll (None before the first)."""
+        ...
+
+    def request_rejoin(self) -> bool: ...
+
+
+class JoiningFlag(Protocol):
+    @property
+    def joining(self) -> bool: ...
+
+
+class GroupSource(Protocol):
+    """What these functions read of the member's Kafka source (a ``ConsumerOperator``)."""
+
+    @property
+    def events(self) -> GroupEvents | None:
+        """None: no consumer (yet)."""
+        ...
+
+    @property
+    def rebalancer(self) -> JoiningFlag: ...
+
+    @property
+    def state(self) -> ClientState | None: ...
+
+
+def group_report(source: GroupSource) -> dict[str, Any] | None:
     """The source's Kafka group state, or None before its consumer exists.
     Reads the snapshot the event thread takes after each poll: the consumer
     itself is only touched on the event thread."""
-    events = getattr(source, "events", None)
-    meta = getattr(events, "group", None)
+    events = source.events
+    meta = events.group if events is not None else None
     if meta is None:
         return None
     from kafka.structs import MemberState
 
     from cr_consumer.operator.states import ClientState
 
-    rebalancing = (meta.state is not MemberState.STABLE
-                   or bool(getattr(getattr(source, "rebalancer", None), "joining", False))
-                   or getattr(source, "state", None) is ClientState.CR_RESET_PENDING)
+    rebalancing = (meta.state is not MemberState.STABLE or source.rebalancer.joining
+                   or source.state is ClientState.CR_RESET_PENDING)
     return {"member_id": meta.member_id or None,
             "generation": meta.generation_id if meta.generation_id >= 0 else None,
             "rebalancing": rebalancing}
 
 
-def request_rejoin(source: Any) -> bool:
+def request_rejoin(source: GroupSource) -> bool:
     """Ask the source's consumer to rejoin its group at its next poll (the
     controller's ``rejoin`` hint on a reset: a consumer joined or left the group,
     so a rebalance is coming; being revoked now, during the reset, costs no
     further reset). Queued as an event for the source's event thread.
     False when there is no consumer (yet)."""
-    events = getattr(source, "events", None)
-    if events is None:
+    if source.events is None:
         return False
-    return events.request_rejoin()
+    return source.events.request_rejoin()
 
 
 def _admin_settings(config: Any) -> dict[str, Any]:

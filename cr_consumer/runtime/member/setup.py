@@ -1,5 +1,6 @@
-"""Setting up a member: its settings, loading the pipeline module, and telling
-rebalance-caused failures from real ones (used by ``member.py``)."""
+"""Setting up a member: its settings, loading the pipeline module, building its
+Kafka source, and telling rebalance-caused failures from real ones (used by
+``process.py`` and ``executor.py``)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,21 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from cr_consumer.kafka.properties import redacted_repr
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.runtime.pipeline.wiring import KafkaSource
+
+if TYPE_CHECKING:
+    from coordinator.client import CoordinatorClient
+    from cr_consumer.operator.consumer import ConsumerOperator
 
 
 class SettingsError(ValueError):
-    pass
+    """A setting the member cannot run with (the process exits with ExitCode.CONFIG)."""
 
 
 #: Kafka errors that mean "the group is rebalancing", not "this member is broken".
@@ -30,10 +38,11 @@ def caused_by_rebalance(exc: BaseException) -> bool:
     (the controller then resets in force mode: a rebalance is not a failure and
     must not count towards max_consecutive_resets)."""
     seen = 0
-    while exc is not None and seen < 10:
-        if type(exc).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(exc).lower():
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if type(cause).__name__ in _REBALANCE_ERRORS or "rebalanc" in str(cause).lower():
             return True
-        exc = exc.__cause__ or exc.__context__
+        cause = cause.__cause__ or cause.__context__
         seen += 1
     return False
 
@@ -117,7 +126,7 @@ class MemberSettings:
         """(server public, client public, client secret), or None without CURVE."""
         if (self.curve_server_key is None) != (self.curve_key is None):
             raise SettingsError("--curve-server-key and --curve-key go together (CURVE needs both)")
-        if self.curve_server_key is None:
+        if self.curve_server_key is None or self.curve_key is None:
             return None
         from coordinator.security import SecurityConfigError, load_keypair, load_public_key
 
@@ -127,3 +136,39 @@ class MemberSettings:
         except SecurityConfigError as exc:
             raise SettingsError(f"CURVE keys: {exc}") from None
         return server, public, secret
+
+
+def make_source(settings: MemberSettings, spec: KafkaSource, region_config: dict[str, Any], *,
+                permit: RegionPermit, region: Any, submit: Callable[[list], None],
+                curve: tuple[bytes, bytes, bytes] | None) -> tuple[ConsumerOperator, CoordinatorClient | None]:
+    """The member's Kafka source for the pipeline's ``spec``: its own options, the
+    region's drain/reset timeouts and mode, the member's Kafka properties over the
+    pipeline's. ``region`` is the member (reset requests, operator-driven
+    triggers). With CURVE the source gets its own CURVE client, returned for the
+    caller to close. Raises SettingsError for settings the source refuses."""
+    from cr_consumer.operator.config import ConfigError, OperatorConfig
+    from cr_consumer.operator.consumer import ConsumerOperator
+
+    s = settings
+    options = dict(spec.options)
+    options.setdefault("drain_timeout_s", float(region_config.get("drain_timeout_s", 30.0)))
+    options.setdefault("reset_timeout_s", float(region_config.get("reset_timeout_s", 30.0)))
+    if region_config.get("mode") == "operator_driven":
+        options.setdefault("region_mode", "operator_driven")
+    try:
+        config = OperatorConfig(
+            bootstrap_servers=s.bootstrap, group_id=s.group, operator_name=s.member, coordinator=s.coordinator,
+            topics=spec.topics, pattern=spec.pattern, region_index=s.region_index,
+            consumer_properties={**dict(spec.kafka), **dict(s.kafka)}, **options,
+        )
+    except (ConfigError, TypeError) as exc:
+        raise SettingsError(f"{s.pipeline}: Kafka source settings: {exc}") from None
+    client = None
+    if curve is not None:  # the source's own coordinator client must use CURVE too
+        from coordinator.client import CoordinatorClient
+
+        server, public, secret = curve
+        client = CoordinatorClient(s.coordinator, timeout=config.coordinator_timeout_s,
+                                   curve_server_key=server, curve_keypair=(public, secret))
+    source = ConsumerOperator(config, submit_batch=submit, permit=permit, region=region, control=client)
+    return source, client

@@ -20,7 +20,7 @@ thread record by record.
 
 Region flow: :meth:`Pipeline.handlers` lists ``(operator_id, handler)`` in
 pipeline order, the source first; the member runtime drains and checkpoints
-in that order and resets in the reverse order (see ``member.py``).
+in that order and resets in the reverse order (see ``cr_consumer/runtime/member/executor.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, Map, Operato
 from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    """Topic names as given (a list, a tuple, a generator) -> a tuple."""
+    return tuple(value)
+
+
 @attrs.frozen
 class KafkaSource:
     """What the member runtime needs to build the Kafka source of a pipeline.
@@ -48,7 +53,7 @@ class KafkaSource:
     come from the member's context.
     """
 
-    topics: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    topics: tuple[str, ...] = attrs.field(default=(), converter=_names)
     pattern: str | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
     kafka: Mapping[str, Any] = attrs.field(factory=dict, repr=redacted_repr)

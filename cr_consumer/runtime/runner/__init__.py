@@ -1,3 +1,7 @@
-"""Supervising a region: the runner that starts the coordinator and N member processes,
-restarts them with a backoff, and drives a region until its output is complete.
+"""Supervising a region: the runner that starts the coordinator and N member
+processes (``region_runner``: the :class:`~handle.RegionHandle` the drills and
+``crkafka run`` use), how a member is started (``launch``), the supervisor that
+restarts them with a backoff (``supervisor``, ``member_proc``), a member's last
+error (``member_log``), and driving a region until its output is complete
+(``drive``).
 """

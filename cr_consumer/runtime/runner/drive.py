@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 
 #: Bound on an example run, so a stuck region fails instead of hanging.
 DEFAULT_TIMEOUT_S = 300.0
 
 
-def run_until_done(region, *, done: Callable[[], bool], progress: Callable[[], float], kill_half_way: bool = False,
+def run_until_done(region: RegionHandle, *, done: Callable[[], bool], progress: Callable[[], float], kill_half_way: bool = False,
                    timeout_s: float = DEFAULT_TIMEOUT_S, poll_s: float = 0.5) -> float:
     """Wait until ``done()``; returns the seconds it took."""
     t0 = time.monotonic()

@@ -1,6 +1,6 @@
 """One supervised member process of a region runner, and its restart backoff.
 
-The runner's supervisor (``runner.Region._check_members``) keeps one
+The runner's supervisor (``supervisor.MemberSupervisor``) keeps one
 :class:`MemberProc` per member name. When it first sees the process dead it
 calls :meth:`MemberProc.schedule_restart`, then starts the member again once
 ``next_start`` has passed:

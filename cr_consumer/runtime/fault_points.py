@@ -1,8 +1,9 @@
 """Fault-injection points in the member runtime, armed by drills.
 
 A *point* is a named step of the region protocol in a member process; the
-runtime calls :func:`hit` there (one line in ``member.py``, ``control.py``,
-``sinks.py``). Nothing happens unless a drill armed that point:
+runtime calls :func:`hit` there (one line in ``member/process.py``,
+``member/executor.py``, ``member/control.py``, ``pipeline/sinks.py``). Nothing
+happens unless a drill armed that point:
 
 1. The drill starts the member processes with ``$CRKAFKA_FAULT_DIR`` set to its
    ``faults/`` directory (the same directory as the sink-failure trigger).
@@ -42,9 +43,10 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
+
+from coordinator.region.commands import CommandKind, RegionCommand
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +97,13 @@ class Action(enum.Enum):
     DROP = "drop"
 
 
-#: Pushed command name -> its receive point.
+#: Pushed command kind -> its receive point.
 RECEIVE_POINTS = {
-    "drain": Point.RECEIVE_DRAIN,
-    "checkpoint": Point.RECEIVE_CHECKPOINT,
-    "resume": Point.RECEIVE_RESUME,
-    "reset": Point.RECEIVE_RESET,
-    "reset_to_initial": Point.RECEIVE_RESET,
+    CommandKind.DRAIN: Point.RECEIVE_DRAIN,
+    CommandKind.CHECKPOINT: Point.RECEIVE_CHECKPOINT,
+    CommandKind.RESUME: Point.RECEIVE_RESUME,
+    CommandKind.RESET: Point.RECEIVE_RESET,
+    CommandKind.RESET_TO_INITIAL: Point.RECEIVE_RESET,
 }
 #: Points where ``drop`` has a meaning (a message to skip).
 DROP_POINTS = frozenset(RECEIVE_POINTS.values())
@@ -172,14 +174,14 @@ def hit(point: Point, member: str) -> bool:
     return _fire(point, member)
 
 
-def lossy(deliver: Callable[[dict[str, Any]], None], member: str) -> Callable[[dict[str, Any]], None]:
+def lossy(deliver: Callable[[RegionCommand], None], member: str) -> Callable[[RegionCommand], None]:
     """Wrap the control channel's command callback with the ``receive-*`` points;
     without a fault directory, ``deliver`` itself."""
     if not _enabled:
         return deliver
 
-    def receive(cmd: dict[str, Any]) -> None:
-        point = RECEIVE_POINTS.get(str(cmd.get("cmd")))
+    def receive(cmd: RegionCommand) -> None:
+        point = RECEIVE_POINTS.get(cmd.KIND)
         if point is not None and hit(point, member):
             log.warning("%s: fault point %s: dropped %s", member, point.value, cmd)
             return

@@ -1,0 +1,118 @@
+"""The control channel's bookkeeping of its requests, without I/O: request ids,
+the answers other threads wait for, and what is held while the channel is not
+joined (used by the I/O thread of ``control.py`` only; not thread-safe).
+
+1. Every request gets an id (``<member>-<n>``, bounded by
+   ``protocol.MAX_ID_LEN``) and its type is remembered until its answer comes
+   (at most ``PENDING_KEPT``; answers lost in a coordinator restart are
+   forgotten oldest first).
+2. An ``ask`` registers a :class:`Waiter` under its request id; the answer (or
+   None) is handed to it. At most ``WAITERS_KEPT`` wait at once: the oldest is
+   answered None (its asker timed out already).
+3. While not joined, :meth:`RequestBook.hold` decides what happens to a queued
+   request: a reset request is held (one: a forced request is never replaced
+   by a plain one), acks are held (at most ``HELD_KEPT``, oldest dropped),
+   anything else is dropped (its waiter answered None). Once joined again,
+   :meth:`RequestBook.take_held` hands back the held acks, then the held reset
+   request, to be sent.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Bound on the acks held while not joined (sent once joined; oldest dropped).
+HELD_KEPT = 100
+#: Bound on the answers awaited at once by other threads (``ask``): a lost
+#: answer's waiter is dropped, oldest first.
+WAITERS_KEPT = 64
+#: Bound on the request types remembered for their answers; past it the oldest
+#: half is forgotten (answers lost in a coordinator restart never come).
+PENDING_KEPT = 1000
+#: Longest member-name prefix of a request id (ids are bounded: protocol.MAX_ID_LEN).
+ID_PREFIX_CHARS = 64
+
+Body = dict[str, Any]
+
+
+class Waiter:
+    """One ``ask``: the I/O thread puts the answer (or None) and sets the event."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: Body | None = None
+
+    def answer(self, reply: Body | None) -> None:
+        self.reply = reply
+        self.done.set()
+
+
+class RequestBook:
+    """See the module docstring. The I/O thread's only."""
+
+    def __init__(self, member: str) -> None:
+        self.member = member
+        self._ids = itertools.count(1)
+        self._pending: dict[str, str] = {}  # request id -> type
+        self._waiters: dict[str, Waiter] = {}
+        self._held_reset: Body | None = None
+        self._held: collections.deque[tuple[str, Body]] = collections.deque(maxlen=HELD_KEPT)
+
+    def new_id(self, msg_type: str) -> str:
+        """Step 1: the id of a request about to be sent."""
+        rid = f"{self.member[:ID_PREFIX_CHARS]}-{next(self._ids)}"
+        self._pending[rid] = msg_type
+        if len(self._pending) > PENDING_KEPT:
+            for key in list(self._pending)[: PENDING_KEPT // 2]:
+                self._pending.pop(key, None)
+        return rid
+
+    def await_answer(self, rid: str, waiter: Waiter) -> None:
+        """Step 2: ``waiter`` gets the answer to request ``rid``."""
+        self._waiters[rid] = waiter
+        while len(self._waiters) > WAITERS_KEPT:  # answers lost: the askers timed out already
+            self._waiters.pop(next(iter(self._waiters))).answer(None)
+
+    def answered(self, rid: str | int | None) -> tuple[str | None, Waiter | None]:
+        """The type of the request an answer with id ``rid`` is for, and its waiter
+        (None, None for a push or an answer whose request was forgotten)."""
+        if rid is None or not isinstance(rid, str):
+            return None, None
+        return self._pending.pop(rid, None), self._waiters.pop(rid, None)
+
+    def hold(self, msg_type: str, body: Body, waiter: Waiter | None) -> None:
+        """Step 3: a request queued while not joined."""
+        if msg_type == "region_reset_request":
+            held = self._held_reset
+            if held is None or body.get("force") or not held.get("force"):
+                self._held_reset = body  # a forced request is never replaced by a plain one
+            log.info("%s: not joined; reset request held until joined again", self.member)
+        elif msg_type == "region_ack":
+            self._held.append((msg_type, body))
+            log.info("%s: not joined; %s answer held until joined", self.member, body.get("command"))
+        else:
+            if waiter is not None:
+                waiter.answer(None)
+            log.info("%s: not joined; dropped %s %s", self.member, msg_type, body.get("command", ""))
+
+    def take_held(self) -> list[tuple[str, Body]]:
+        """Step 3, joined again: the held acks (oldest first), then the held reset request."""
+        out = list(self._held)
+        self._held.clear()
+        if self._held_reset is not None:
+            log.info("%s: joined again; sending the reset request held meanwhile", self.member)
+            out.append(("region_reset_request", self._held_reset))
+            self._held_reset = None
+        return out
+
+    def abandon(self) -> None:
+        """The I/O thread ends: every waiter is answered None."""
+        for waiter in self._waiters.values():
+            waiter.answer(None)
+        self._waiters.clear()

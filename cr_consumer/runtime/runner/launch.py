@@ -1,0 +1,112 @@
+"""How the runner starts one member process (``crkafka member``).
+
+:meth:`MemberLauncher.launch`:
+
+1. Open the member's log ``<state_dir>/logs/<name>.log`` (appended over
+   restarts; the :class:`~cr_consumer.runtime.runner.member_proc.MemberProc`
+   holds it until the process is reaped).
+2. Start ``argv(name, min_members)`` with the caller's environment plus
+   ``extra_env``, this source tree first on ``PYTHONPATH``, stdout and stderr to
+   the log, and the parent-death signal (a killed runner leaves no member behind).
+3. Kafka properties, when there are any, go to the member as JSON on its stdin,
+   written then closed, never on its command line where any local user could
+   read them (``ps``). The document fits a pipe buffer (``encode_for_stdin``
+   bounds it), so this does not wait for the member; a member that died at once
+   (broken pipe) is the supervisor's to restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cr_consumer
+from coordinator.common.osutil import die_with_parent_preexec
+from cr_consumer.runtime.runner.member_proc import MemberProc
+
+log = logging.getLogger(__name__)
+
+#: The directory holding the ``cr_consumer`` package: first on the members'
+#: ``PYTHONPATH`` so they run this source tree. Never a directory inside the
+#: package, whose sub-packages (``operator``, ``kafka``) would shadow the
+#: standard library's and kafka-python's modules of the same name.
+SOURCE_ROOT = Path(cr_consumer.__file__).resolve().parent.parent
+#: The member's command line for (name, members the first reset waits for).
+Argv = Callable[[str, int], list[str]]
+
+
+class MemberLauncher:
+    """Starts member processes; called under the supervisor's lock only."""
+
+    def __init__(self, argv: Argv, log_dir: Path, *, extra_env: dict[str, str] | None = None,
+                 kafka_stdin: bytes | None = None) -> None:
+        self._argv = argv
+        self.log_dir = log_dir
+        self._extra_env = dict(extra_env or {})
+        self._kafka_stdin = kafka_stdin
+
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def launch(self, m: MemberProc, min_members: int = 1) -> None:
+        """Start ``m``'s process (steps 1-3); sets ``m.proc``, ``m.log_file``, ``m.last_start``."""
+        if m.log_file is None:
+            m.log_file = open(self.log_path(m.name), "ab")  # noqa: SIM115 (closed when the process is reaped)
+        env = dict(os.environ)
+        env.update(self._extra_env)
+        root = str(SOURCE_ROOT)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        stdin = subprocess.PIPE if self._kafka_stdin is not None else subprocess.DEVNULL
+        m.proc = subprocess.Popen(self._argv(m.name, min_members), stdout=m.log_file, stderr=subprocess.STDOUT,
+                                  stdin=stdin, env=env, preexec_fn=die_with_parent_preexec())
+        if self._kafka_stdin is not None:
+            self._hand_kafka_properties(m, self._kafka_stdin)
+        m.last_start = time.monotonic()
+        log.info("started %s (pid %d)", m.name, m.proc.pid)
+
+    @staticmethod
+    def _hand_kafka_properties(m: MemberProc, document: bytes) -> None:
+        assert m.proc is not None and m.proc.stdin is not None
+        try:
+            m.proc.stdin.write(document)
+        except BrokenPipeError:
+            log.warning("%s exited before it read its Kafka properties", m.name)
+        finally:
+            try:
+                m.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+
+
+def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
+                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict[str, Any],
+                params: dict[str, Any], kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
+                curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
+    """The command line of one member process (what ``crkafka run`` spawns), the
+    inverse of ``cr_consumer.cli.member.add_arguments`` (a test parses it back);
+    ``region`` is a region-settings dict as ``cli.member.region_settings`` returns. Kafka properties are never on it: with
+    ``kafka_stdin`` the member reads them from stdin
+    (``properties.encode_for_stdin``)."""
+    cmd = [python, "-m", "cr_consumer.cli.member", "--log-level", str(log_level),
+           "--log-format", log_format, pipeline,
+           "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group, "--name", name,
+           "--out", str(output_dir), "--state-dir", str(state_dir), "--region-index", str(region_index),
+           "--min-members", str(min_members), "--period", str(region["period_s"]),
+           "--drain-timeout", str(region["drain_timeout_s"]), "--reset-timeout", str(region["reset_timeout_s"]),
+           "--max-resets", str(region["max_consecutive_resets"]), "--member-timeout", str(region["member_timeout_s"])]
+    if region["mode"] == "operator_driven":
+        cmd.append("--operator-driven")
+    for k, v in params.items():
+        cmd += ["--param", f"{k}={v}"]
+    if kafka_stdin:
+        cmd.append("--kafka-stdin")
+    if curve is not None:
+        cmd += ["--curve-server-key", str(curve[0]), "--curve-keypair", str(curve[1])]
+    if metrics is not None:
+        cmd += ["--metrics-host", metrics[0], "--metrics-port", str(metrics[1])]
+    return cmd

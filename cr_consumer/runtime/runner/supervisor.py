@@ -1,0 +1,259 @@
+"""The runner's supervisor: keeps a region's member processes (and the
+coordinator the runner started) running.
+
+One thread (``region-supervisor``, owned by :class:`MemberSupervisor`,
+started by :meth:`~MemberSupervisor.start`, stopped by
+:meth:`~MemberSupervisor.stop`) checks the processes every ``SUPERVISE_S``:
+
+1. A member that died (kill -9, crash) is restarted under the same name, at
+   once, with a backoff only when it keeps dying (``member_proc.py``); its last
+   ERROR line (``member_log.py``) is logged with the restart.
+2. A member that exits with a final code (:data:`cr_consumer.exit_code.FINAL`:
+   bad settings, region FAILED) is not restarted and marks the region failed:
+   ``failed`` names the member, the code, its last ERROR line and its log.
+3. With ``restart_members`` False a dead member stays dead (removed).
+4. The coordinator this runner started is restarted on the same endpoint and
+   state directory if it died.
+
+A check that raises is logged and the next round retries. The fault handles
+(``kill``, ``add``, ``remove``, ``kill_coordinator``) run on the callers'
+threads, under the same lock as the checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import threading
+import time
+from typing import Any, ClassVar
+
+from coordinator.launcher import CoordinatorProcess
+from cr_consumer.exit_code import FINAL, ExitCode
+from cr_consumer.runtime.runner.launch import MemberLauncher
+from cr_consumer.runtime.runner.member_log import last_error
+from cr_consumer.runtime.runner.member_proc import MemberProc
+
+log = logging.getLogger(__name__)
+
+#: Supervisor poll interval: bounds how long a dead member stays dead.
+SUPERVISE_S = 0.1
+#: SIGTERM -> SIGKILL grace for a member at stop()/remove(), so a wedged
+#: member (a sink stuck in I/O) cannot hang the runner's shutdown.
+STOP_TIMEOUT_S = 10.0
+#: Bound on the supervisor thread's exit at stop() (it wakes every SUPERVISE_S;
+#: a restart in progress finishes first).
+THREAD_JOIN_S = 5.0
+#: Bound on reaping a member after its SIGKILL.
+KILL_WAIT_S = 5.0
+
+
+class NotRunning(ValueError):
+    """A fault handle named a member (or coordinator) that has no live process."""
+
+
+class MemberSupervisor:
+    """The member processes of one region (see the module docstring).
+
+    Shared thread state, guarded by ``_lock`` (the supervisor thread and the
+    callers of the fault handles): ``_members`` (added by callers, restarted and
+    marked removed by both) and ``events``. ``failed`` and ``failed_code`` are
+    written once, by the supervisor thread (step 2), and read by any thread.
+    """
+
+    _members: dict[str, MemberProc]
+    events: list[dict[str, Any]]
+    failed: str | None
+    failed_code: ExitCode | None
+    #: Names are ``member-<index>``; an index is never reused (metrics ports, logs).
+    NAME_PREFIX: ClassVar[str] = "member-"
+
+    def __init__(self, launcher: MemberLauncher, *, restart_members: bool = True,
+                 coordinator: CoordinatorProcess | None = None) -> None:
+        self._launcher = launcher
+        self._restart_members = restart_members
+        self._coordinator = coordinator
+        self._members = {}
+        self.events = []  # starts, exits, restarts, kills, removals: {t, kind, member, ...}
+        self.failed = None
+        self.failed_code = None
+        self._next_index = 0
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self, members: int) -> None:
+        """Start ``members`` members (the first reset waits for all of them), then the thread."""
+        with self._lock:
+            for _ in range(members):
+                self._add(min_members=members)
+        self._thread = threading.Thread(target=self._supervise, name="region-supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, SIGTERM every member, reap them (SIGKILL after STOP_TIMEOUT_S)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(THREAD_JOIN_S)
+        with self._lock:
+            for m in self._members.values():
+                if m.proc is not None and m.proc.poll() is None:
+                    m.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for m in self._members.values():
+                self._reap(m, deadline)
+
+    # ------------------------------------------------------------------ fault handles (callers' threads)
+    def add(self) -> str:
+        with self._lock:
+            return self._add()
+
+    def remove(self, name: str | None = None) -> str:
+        """Stop a member for good (SIGTERM: it leaves the region and the group); the
+        last live one when ``name`` is None."""
+        with self._lock:
+            live = self.live()
+            if not live:
+                raise NotRunning("no member to remove")
+            name = name or live[-1]
+            m = self._members[name]
+            m.removed = True
+            if m.proc is not None and m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGTERM)
+            self._event("remove", name)
+            self._reap(m, time.monotonic() + STOP_TIMEOUT_S)
+            return name
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` to a member's process (step 1 restarts it); returns its pid."""
+        with self._lock:
+            m = self._members[name]
+            if m.proc is None or m.proc.poll() is not None:
+                raise NotRunning(f"{name} is not running")
+            pid = m.proc.pid
+            m.proc.send_signal(sig)
+            self._event("kill", name, pid=pid, signal=int(sig))
+            return pid
+
+    def kill_coordinator(self) -> int | None:
+        """SIGKILL the coordinator the runner started (step 4 restarts it)."""
+        if self._coordinator is None:
+            raise NotRunning("this region uses an external coordinator")
+        with self._lock:
+            pid = self._coordinator.pid
+            self._coordinator.kill()
+            self._event("kill", "coordinator", pid=pid)
+            return pid
+
+    # ------------------------------------------------------------------ views (any thread)
+    def names(self) -> list[str]:
+        """Every member name ever started, removed ones included."""
+        with self._lock:
+            return list(self._members)
+
+    def live(self) -> list[str]:
+        """Members not removed (running, or dead and waiting for their restart)."""
+        with self._lock:
+            return [n for n, m in self._members.items() if not m.removed]
+
+    def pids(self) -> dict[str, int | None]:
+        """Each member not removed -> the pid of its running process (None: dead now)."""
+        with self._lock:
+            return {n: (m.proc.pid if m.proc is not None and m.proc.poll() is None else None)
+                    for n, m in self._members.items() if not m.removed}
+
+    def restarts(self) -> dict[str, int]:
+        with self._lock:
+            return {n: m.restarts for n, m in self._members.items()}
+
+    def last_error(self, name: str) -> str | None:
+        return last_error(self._launcher.log_path(name))
+
+    # ------------------------------------------------------------------ supervisor thread
+    def _add(self, min_members: int = 1) -> str:
+        name = f"{self.NAME_PREFIX}{self._next_index}"
+        self._next_index += 1
+        m = MemberProc(name)
+        self._members[name] = m
+        self._launch(m, min_members)
+        return name
+
+    def _launch(self, m: MemberProc, min_members: int = 1) -> None:
+        self._launcher.launch(m, min_members)
+        assert m.proc is not None
+        self._event("start", m.name, pid=m.proc.pid)
+
+    def _event(self, kind: str, member: str, **info: Any) -> None:
+        self.events.append({"t": time.time(), "kind": kind, "member": member, **info})
+
+    def _reap(self, m: MemberProc, deadline: float) -> None:
+        if m.proc is not None:
+            try:
+                m.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in time: SIGKILL", m.name)
+                m.proc.kill()
+                m.proc.wait(KILL_WAIT_S)
+        if m.log_file is not None:
+            m.log_file.close()
+            m.log_file = None
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(SUPERVISE_S):
+            try:
+                self._check_members()
+                self._check_coordinator()
+            except Exception:  # keep supervising; the next round retries
+                log.exception("region supervisor: check failed")
+
+    def _check_members(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for m in self._members.values():
+                if m.removed or m.proc is None:
+                    continue
+                code = m.proc.poll()
+                if code is None:
+                    continue
+                if m.next_start == 0.0:  # first time we see it dead
+                    self._on_death(m, code, now)
+                    if m.removed:
+                        continue
+                if now >= m.next_start:
+                    m.next_start = 0.0
+                    m.restarts += 1
+                    self._launch(m)
+                    self._event("restart", m.name, pid=m.proc.pid)
+
+    def _on_death(self, m: MemberProc, code: int, now: float) -> None:
+        """Steps 1-3 for a member first seen dead with exit ``code``."""
+        assert m.proc is not None
+        m.exit_codes.append(code)
+        self._event("exit", m.name, pid=m.proc.pid, code=code)
+        reason = self.last_error(m.name)
+        if code in FINAL:
+            final = ExitCode(code)
+            self.failed_code = final
+            self.failed = (f"{m.name} exited with code {code} "
+                           f"({'region FAILED' if final is ExitCode.REGION_FAILED else 'bad settings'})"
+                           + (f": {reason}" if reason else "") + f"; see its log {self._launcher.log_path(m.name)}")
+            log.error("%s", self.failed)
+            m.removed = True
+            return
+        if not self._restart_members:
+            m.removed = True
+            return
+        m.schedule_restart(now)  # at once, unless it keeps dying (member_proc.py)
+        log.warning("%s (pid %d) exited with code %s; restarting in %.1fs%s", m.name, m.proc.pid, code,
+                    m.delay, f" (last error: {reason})" if reason else "")
+
+    def _check_coordinator(self) -> None:
+        c = self._coordinator
+        with self._lock:
+            if c is None or self._stop.is_set() or c.running:
+                return
+            log.warning("coordinator exited (%s); restarting it on %s", c.returncode, c.endpoint)
+            c.restart()
+            self._event("restart", "coordinator", pid=c.pid)

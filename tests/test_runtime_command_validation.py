@@ -1,0 +1,58 @@
+"""The member's control channel validates every pushed command before the member
+acts on it: over real ZeroMQ, a fake controller (a ROUTER socket) pushes invalid
+commands, then a valid one; only the valid one reaches the member, typed."""
+
+from __future__ import annotations
+
+import queue
+
+import zmq
+
+from coordinator.region.commands import Drain, Failed, encode_command
+from coordinator.wire import protocol
+from cr_consumer.runtime.member.control import ControlChannel
+
+REGION = {"mode": "periodic", "period_s": 1.0, "member_timeout_s": 5.0}
+TIMEOUT_MS = 10_000
+
+
+def _recv(router: zmq.Socket) -> tuple[bytes, protocol.Envelope]:
+    assert router.poll(TIMEOUT_MS), "the member sent nothing"
+    identity, frame = router.recv_multipart()
+    return identity, protocol.decode(frame)
+
+
+def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    got: queue.SimpleQueue = queue.SimpleQueue()
+    channel = ControlChannel(f"tcp://127.0.0.1:{port}", "r", "m0", "inc", REGION, got.put)
+    channel.start()
+    try:
+        identity, env = _recv(router)
+        while env.type != "region_join":
+            identity, env = _recv(router)
+        router.send_multipart([identity, protocol.encode("region_join_reply",
+                                                         {"region": "r", "phase": "RESETTING",
+                                                          "last_consistent": None}, env.id)])
+        assert channel.wait_joined(10)
+
+        def push(body: dict) -> None:
+            router.send_multipart([identity, protocol.encode("region_command", body, None)])
+
+        push({"region": "r", "cmd": "drain", "seq": 1})  # no version
+        push({"v": 2, "region": "r", "cmd": "drain", "seq": 1})  # another version
+        push({"v": 1, "region": "r", "cmd": "drain", "seq": -1})  # out of range
+        push({"v": 1, "region": "r", "cmd": "reset", "seq": 2, "attempt": 1, "members": [], "offsets": [],
+              "own": 5})  # own after seq
+        push(encode_command("other", Drain(1)))  # another region's
+        push(encode_command("r", Drain(7)))
+        push(encode_command("r", Failed("gave up")))
+        assert got.get(timeout=10) == Drain(7)
+        assert got.get(timeout=10) == Failed("gave up")
+        assert got.empty()
+    finally:
+        channel.stop()
+        router.close(linger=0)

@@ -1,0 +1,56 @@
+"""The control channel's request bookkeeping (cr_consumer/runtime/member/request_book.py),
+without sockets: ids and answers, waiters, and what is held while not joined."""
+
+from __future__ import annotations
+
+from cr_consumer.runtime.member.request_book import HELD_KEPT, PENDING_KEPT, WAITERS_KEPT, RequestBook, Waiter
+
+
+def test_an_answer_finds_its_request_type_and_waiter_once():
+    book = RequestBook("m0")
+    rid = book.new_id("region_trigger")
+    waiter = Waiter()
+    book.await_answer(rid, waiter)
+    assert book.answered(rid) == ("region_trigger", waiter)
+    assert book.answered(rid) == (None, None)
+    assert book.answered(None) == (None, None)
+
+
+def test_ids_are_bounded_and_unique():
+    book = RequestBook("m" * 500)
+    ids = {book.new_id("region_heartbeat") for _ in range(3)}
+    assert len(ids) == 3 and all(len(i) <= 64 + 12 for i in ids)
+
+
+def test_forgotten_requests_and_waiters_are_bounded():
+    book = RequestBook("m0")
+    first = book.new_id("region_heartbeat")
+    for _ in range(PENDING_KEPT):
+        book.new_id("region_heartbeat")
+    assert book.answered(first) == (None, None)
+    waiters = [Waiter() for _ in range(WAITERS_KEPT + 1)]
+    for w in waiters:
+        book.await_answer(book.new_id("region_trigger"), w)
+    assert waiters[0].done.is_set() and waiters[0].reply is None  # the oldest asker is answered None
+    assert not waiters[1].done.is_set()
+    book.abandon()
+    assert all(w.done.is_set() for w in waiters)
+
+
+def test_while_not_joined_acks_and_one_reset_request_are_held_the_rest_dropped():
+    book = RequestBook("m0")
+    book.hold("region_reset_request", {"force": True, "reason": "a"}, None)
+    book.hold("region_reset_request", {"force": False, "reason": "b"}, None)  # never replaces a forced one
+    for seq in range(HELD_KEPT + 2):
+        book.hold("region_ack", {"command": "drain", "seq": seq}, None)
+    trigger = Waiter()
+    book.hold("region_trigger", {}, trigger)
+    assert trigger.done.is_set() and trigger.reply is None
+    held = book.take_held()
+    assert len(held) == HELD_KEPT + 1
+    assert held[0] == ("region_ack", {"command": "drain", "seq": 2})  # the oldest were dropped
+    assert held[-1] == ("region_reset_request", {"force": True, "reason": "a"})
+    assert book.take_held() == []
+    book.hold("region_reset_request", {"force": False, "reason": "c"}, None)
+    book.hold("region_reset_request", {"force": True, "reason": "d"}, None)
+    assert book.take_held() == [("region_reset_request", {"force": True, "reason": "d"})]
