@@ -122,7 +122,9 @@ def test_reset_pending_retry_of_same_request_gets_the_original_answer(coordinato
 
 def test_control_variables_of_groups_are_separate(coordinator, names):
     g1, g2 = names.group("a"), names.group("b")
-    with CoordinatorClient(coordinator.endpoint, timeout=10) as c:
+    # 30 s: the 60,000-entry request below takes ~0.4 s on an idle machine and was
+    # seen past 10 s with the two test workers beside Spark JVMs on two cores
+    with CoordinatorClient(coordinator.endpoint, timeout=30) as c:
         c.put_initial_offsets(g1, {("t", 0): 1})
         c.put_initial_offsets(g2, {("t", 0): 2})
         assert c.get_initial_offsets(g1) == {("t", 0): 1}

@@ -246,14 +246,20 @@ class StateStore:
         _check_name("group", group)
         effective: dict[tuple[str, int], int] = {}
         new: dict[str, tuple[list[int], list[int]]] = {}
+        checked_topics: set[str] = set()
+        control = self._tables.control
         for key, offset in offsets.items():
-            if not isinstance(key, tuple) or len(key) != 2:
+            if type(key) is not tuple or len(key) != 2:
                 raise ValueError(f"control variable key must be (topic, partition), got {key!r}")
             topic, partition = key
-            _check_name("topic", topic)
-            _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
-            _check_int(f"offset of {topic}[{partition}]", offset, 0, MAX_OFFSET)
-            current = self._tables.control.get(group, topic, partition)
+            if topic not in checked_topics:  # a name is checked once per request, not once per partition
+                checked_topics.add(_check_name("topic", topic))
+            # the checks' messages are built only on failure: this loop runs once per partition
+            if type(partition) is not int or not 0 <= partition <= MAX_PARTITION:
+                _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
+            if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
+                _check_int(f"offset of {topic}[{partition}]", offset, 0, MAX_OFFSET)
+            current = control.get(group, topic, partition)
             if current is None:
                 ps, os_ = new.setdefault(topic, ([], []))
                 ps.append(partition)
