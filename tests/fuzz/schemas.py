@@ -52,12 +52,13 @@ class _HandlerRecorder:
 
 
 def service_classes() -> list[type]:
-    """Every service class of the coordinator package: a class defined there with an ``attach`` method."""
+    """Every service class of the coordinator package and its sub-packages: a class defined
+    there with an ``attach`` method."""
     found: list[type] = []
-    for info in pkgutil.iter_modules(coordinator.__path__):
-        if info.name == "__main__":
+    for info in pkgutil.walk_packages(coordinator.__path__, "coordinator."):
+        if info.name.rpartition(".")[2] == "__main__":
             continue
-        module = importlib.import_module(f"coordinator.{info.name}")
+        module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and "attach" in vars(cls) and not _is_protocol(cls):
                 found.append(cls)
