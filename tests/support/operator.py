@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.testing.kafka_util import committed_offsets
 
 from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    from kafka.consumer.fetcher import ConsumerRecord
 
 FAST_GROUP = {
     "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
@@ -31,7 +35,7 @@ class Sink:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.records = []
+        self.records: list[ConsumerRecord] = []
         self.cond = threading.Condition(self._lock)
 
     def __call__(self, record) -> None:
@@ -104,7 +108,7 @@ class Members:
     merge blocks until every member contributed), RESUME = unblock."""
 
     def __init__(self) -> None:
-        self.ops = []
+        self.ops: list[ConsumerOperator] = []
 
     def add(self, op):
         self.ops.append(op)

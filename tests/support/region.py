@@ -20,7 +20,7 @@ def write_module(tmp_path: Path, name: str, text: str) -> str:
 
 
 def published(out: Path) -> list[dict]:
-    rows = []
+    rows: list[dict] = []
     for path in sorted(out.glob("*.jsonl")):
         rows.extend(json.loads(line) for line in path.read_text().splitlines())
     return rows
