@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING
 
+from coordinator.common.waiting import wait_until  # noqa: F401 (the operator tests import it from here)
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.testing.kafka_util import committed_offsets
 
@@ -18,16 +18,6 @@ FAST_GROUP = {
     "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
     "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
 }
-
-
-def wait_until(pred, timeout: float, what: str, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Sink:

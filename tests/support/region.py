@@ -4,10 +4,10 @@ write a pipeline module, read the file sink's rows, wait for them, check them ex
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
+from coordinator.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.region_runner import Region, RegionFailed
 
 KAFKA = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
@@ -41,17 +41,18 @@ def check_exactly_once(rows: list[dict], topic: str, per_partition: dict[int, in
 
 
 def wait_rows(out: Path, n: int, timeout: float, region: Region) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    rows: list[dict] = []
-    while time.monotonic() < deadline:
+    """The published rows once there are ``n``; ``RegionFailed`` at once if the region fails first."""
+    def enough() -> list[dict] | None:
         if region.failed:
             raise RegionFailed(region.failed)
         rows = published(out)
-        if len(rows) >= n:
-            return rows
-        time.sleep(0.1)
-    raise AssertionError(f"only {len(rows)} of {n} records published within {timeout}s; "
-                         f"status {region.status()}")
+        return rows if len(rows) >= n else None
+
+    try:
+        return wait_until(enough, timeout, f"{n} published records", interval=0.1)
+    except WaitTimeout as exc:
+        raise AssertionError(f"only {len(published(out))} of {n} records published within {timeout}s; "
+                             f"status {region.status()}") from exc
 
 
 def make_region(tmp_path, bootstrap, pipeline, topic, members, **kw) -> Region:

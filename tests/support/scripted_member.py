@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -101,15 +100,3 @@ def region_status(endpoint: str, region: str | None = None) -> dict:
     """The controller's ``region_status`` reply: one region's, or every region's (``region`` None)."""
     with CoordinatorClient(endpoint, timeout=5.0) as client:
         return client.request("region_status", {} if region is None else {"region": region}, 5.0)
-
-
-def wait_for(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``fn`` every 50 ms until it returns something true; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last {last!r}")

@@ -16,9 +16,10 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator.cli.status import JSON_VERSION
+from coordinator.common.waiting import wait_until
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.scripted_member import all_regions, member, wait_for
+from support.scripted_member import all_regions, member
 
 
 def _steady(region: dict, members: int) -> bool:
@@ -47,8 +48,8 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
     members = [member(endpoint, region, "m-1").start(), member(endpoint, region, "m-2").start(),
                member(endpoint, failing, "p-1", fail_drain=True).start()]
     try:
-        wait_for(lambda: _steady(all_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
-        wait_for(lambda: all_regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
+        wait_until(lambda: _steady(all_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
+        wait_until(lambda: all_regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json")
         assert r.returncode == 0, r.stderr

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import queue
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.runtime.member.control import ControlChannel
 
 from support import scripted_member
-from support.scripted_member import ScriptedMember, wait_for
+from support.scripted_member import ScriptedMember
 
 REGION = {"period_s": 0.3, "drain_timeout_s": 2.0, "reset_timeout_s": 2.0, "member_timeout_s": 2.0,
           "max_consecutive_resets": 3, "min_members": 2, "join_grace_s": 3.0}
@@ -29,7 +30,7 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
     region = names.group("region")
     members = [member(coordinator.endpoint, region, f"m{i}").start() for i in range(2)]
     try:
-        wait_for(lambda: (region_status(coordinator.endpoint, region)["last_consistent"] or 0) >= 3, 20, "3 checkpoints")
+        wait_until(lambda: (region_status(coordinator.endpoint, region)["last_consistent"] or 0) >= 3, 20, "3 checkpoints")
         before = region_status(coordinator.endpoint, region)
         assert before["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
         # members saw: reset_to_initial first, then drain/checkpoint/resume(complete)
@@ -44,10 +45,10 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
         def reset_seen():
             resets = [c for c in members[1].seen if c["cmd"] == "reset"]
             return resets[-1] if resets else None
-        reset = wait_for(reset_seen, 20, "a reset after the restart")
+        reset = wait_until(reset_seen, 20, "a reset after the restart")
         assert reset["seq"] >= before["last_consistent"]
         assert sorted(map(tuple, reset["offsets"]))[0][0] == "t"
-        after = wait_for(lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] > reset["seq"] and s,
+        after = wait_until(lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] > reset["seq"] and s,
                          20, "a checkpoint after the restart")
         assert after["phase"] != "FAILED"
     finally:
@@ -60,7 +61,7 @@ def test_failing_member_fails_region_after_max_resets(coordinator, names):
     members = [member(coordinator.endpoint, region, "m0").start(),
                member(coordinator.endpoint, region, "m1", fail_drain=True).start()]
     try:
-        status = wait_for(lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
+        status = wait_until(lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
                           30, "the region to fail")
         assert status["failed_reason"] and "sink refused the batch" in status["failed_reason"]
         assert status["resets"] == 1 + REGION["max_consecutive_resets"]  # the first start + the retries
@@ -74,10 +75,10 @@ def test_join_with_other_settings_is_refused(coordinator, names):
     region = names.group("region")
     ok = member(coordinator.endpoint, region, "m0").start()
     try:
-        wait_for(lambda: ok.channel.joined.is_set(), 10, "join")
+        wait_until(lambda: ok.channel.joined.is_set(), 10, "join")
         other = ControlChannel(coordinator.endpoint, region, "m9", "x", {**REGION, "period_s": 9.0}, lambda c: None)
         other.start()
-        wait_for(lambda: other.failure is not None, 10, "refusal")
+        wait_until(lambda: other.failure is not None, 10, "refusal")
         assert "period_s" in str(other.failure)
         other.stop(leave=False)
     finally:
@@ -89,13 +90,13 @@ def test_member_joining_a_failed_region_is_told_so(coordinator, names):
     members = [member(coordinator.endpoint, region, "m0").start(),
                member(coordinator.endpoint, region, "m1", fail_drain=True).start()]
     try:
-        wait_for(lambda: region_status(coordinator.endpoint, region)["phase"] == "FAILED", 30, "the region to fail")
+        wait_until(lambda: region_status(coordinator.endpoint, region)["phase"] == "FAILED", 30, "the region to fail")
     finally:
         for m in members:
             m.stop()
     late = member(coordinator.endpoint, region, "m7").start()
     try:
-        wait_for(lambda: any(c["cmd"] == "failed" for c in late.seen), 10, "the late member to hear FAILED")
+        wait_until(lambda: any(c["cmd"] == "failed" for c in late.seen), 10, "the late member to hear FAILED")
     finally:
         late.stop()
 

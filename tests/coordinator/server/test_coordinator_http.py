@@ -6,13 +6,13 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from coordinator.client import CoordinatorClient
+from coordinator.common.waiting import wait_until
 from coordinator.launcher import CoordinatorProcess
 
 
@@ -46,10 +46,7 @@ def test_metrics_and_status(coordinator_http, names):
         c.merge_checkpoint(group, 1, 0, 1, "op-a", {("t", 0): 1}, 5.0)
         waiter = threading.Thread(target=lambda: _swallow_timeout(c, group))
         waiter.start()
-        deadline = time.monotonic() + 5
-        while not json.loads(_get(addr, "/status"))["merges"]:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: json.loads(_get(addr, "/status"))["merges"], 5, "a pending merge in /status", interval=0.02)
         status = json.loads(_get(addr, "/status"))
         waiter.join(10)
     g = status["groups"][group]
@@ -57,13 +54,11 @@ def test_metrics_and_status(coordinator_http, names):
     assert status["merges"][0]["group"] == group and status["merges"][0]["contributors"] == ["op-b"]
     assert status["loaded"] is True
     # gauges refresh every second
-    deadline = time.monotonic() + 5
-    while True:
+    def refreshed() -> str | None:
         text = _get(addr, "/metrics")
-        if _metric(text, "crkafka_coordinator_control_variables") == 5 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert _metric(text, "crkafka_coordinator_control_variables") == 5
+        return text if _metric(text, "crkafka_coordinator_control_variables") == 5 else None
+
+    text = wait_until(refreshed, 5, "the control-variables gauge to refresh", interval=0.1)
     assert _metric(text, 'crkafka_coordinator_requests_total{type="register"}') == 2
     assert _metric(text, "crkafka_coordinator_merges_completed_total") == 1
     assert _metric(text, 'crkafka_coordinator_errors_total{code="TIMEOUT"}') == 1

@@ -14,6 +14,7 @@ import tracemalloc
 import pytest
 import zmq
 
+from coordinator.common.waiting import wait_until
 from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
 from coordinator.server.api import Request
 from coordinator.server.group_commit import GroupCommit
@@ -240,10 +241,7 @@ def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
         server.call_soon_threadsafe(lambda: server.schedule(0.0, lambda: [][1]))
         server.call_soon_threadsafe(lambda: server.schedule(0.05, ran.set))
         assert ran.wait(5)
-        deadline = time.monotonic() + 5
-        while ticker.ticks < 2:  # retried after its backoff
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: ticker.ticks >= 2, 5, "the failed tick to be retried after its backoff")
         assert server.running and server.failure is None
     finally:
         server.stop()

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator.common.waiting import wait_until
 from coordinator.launcher import CoordinatorProcess
 from coordinator.server.http import HttpEndpoint
 from coordinator.server.loop import CoordinatorServer
@@ -30,7 +31,7 @@ from coordinator.server.status_page import render_page
 from coordinator.store.state_store import StateStore
 
 from support.paths import REPO
-from support.scripted_member import all_regions, member, wait_for
+from support.scripted_member import all_regions, member
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -79,11 +80,11 @@ def regions(coordinator_http, names):
                member(endpoint, bad, "payments-member-1", fail_drain=True).start(),
                member(endpoint, HOSTILE_REGION, HOSTILE_MEMBER).start()]
     try:
-        wait_for(lambda: len(all_regions(endpoint).get(good, {}).get("members", {})) == 2
+        wait_until(lambda: len(all_regions(endpoint).get(good, {}).get("members", {})) == 2
                   and (all_regions(endpoint)[good].get("last_consistent") or 0) >= 2
                   and all_regions(endpoint)[good]["phase"] != "RESETTING", 30, "two members, two checkpoints")
-        wait_for(lambda: all_regions(endpoint).get(bad, {}).get("phase") == "FAILED", 30, "the failing region FAILED")
-        wait_for(lambda: HOSTILE_MEMBER in all_regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}), 30,
+        wait_until(lambda: all_regions(endpoint).get(bad, {}).get("phase") == "FAILED", 30, "the failing region FAILED")
+        wait_until(lambda: HOSTILE_MEMBER in all_regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}), 30,
                   "the hostile member joined")
         yield good, bad
     finally:

@@ -10,6 +10,7 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
+from coordinator.common.waiting import wait_until
 from coordinator.services.merge import merge_maps
 from coordinator.wire.errors import Invalid, MergeRetired, MergeTimeout, NotRegistered
 
@@ -30,10 +31,7 @@ def _start(fn):
 
 def _wait_pending(client, n, timeout=5.0):
     """Poll the coordinator's status until n merges are pending (its own view, not a guess)."""
-    deadline = time.monotonic() + timeout
-    while len(client.status()["merges"]) < n:
-        assert time.monotonic() < deadline, "merge contribution never arrived"
-        time.sleep(0.01)
+    wait_until(lambda: len(client.status()["merges"]) >= n, timeout, f"{n} pending merge contributions", interval=0.01)
 
 
 def _register(endpoint, group, names_):

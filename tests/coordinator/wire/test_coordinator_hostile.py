@@ -17,6 +17,7 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
+from coordinator.common.waiting import wait_until
 from coordinator.launcher import CoordinatorProcess
 from coordinator.wire.errors import Invalid
 
@@ -341,10 +342,8 @@ def test_a_silent_registered_name_expires_and_leaves_the_member_list(tmp_path):
         with CoordinatorClient(proc.endpoint, timeout=10) as c:
             c.register("live", 0, "alive")
             c.register("live", 0, "dead")
-            deadline = time.monotonic() + 10
-            while c.members("live", operator="alive") != ["alive"]:
-                assert time.monotonic() < deadline, c.members("live")
-                time.sleep(0.2)
+            wait_until(lambda: c.members("live", operator="alive") == ["alive"], 10, "the live member alone",
+                       interval=0.2)
             assert c.merge_checkpoint("live", 1, 0, 1, "alive", {("t", 0): 4}, 5.0) == {("t", 0): 4}
         proc.restart()
         with CoordinatorClient(proc.endpoint, timeout=10) as c:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.runtime.member import fault_points
 from cr_consumer.runtime.member.fault_points import Action, Point, TriggerError
 
@@ -88,7 +89,7 @@ def test_an_invalid_trigger_is_set_aside_and_nothing_acts(fault_dir, doc):
 
 _CHILD = """
 import sys
-from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.member import fault_points
 from cr_consumer.runtime.member.fault_points import Point
 print("ready", flush=True)
 sys.stdin.readline()
@@ -126,10 +127,7 @@ def test_pause_stops_the_process_until_sigcont(tmp_path):
         fault_points.arm(tmp_path, Point.MEMBER_START, Action.PAUSE)
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        deadline = time.monotonic() + 30
-        while _state(proc.pid) != "T":  # stopped, not killed
-            assert time.monotonic() < deadline, "the process did not stop itself"
-            time.sleep(0.02)
+        _wait_state(proc.pid, "T")  # stopped, not killed
         [f] = fault_points.fired(tmp_path, Point.MEMBER_START)
         assert f.pid == proc.pid and f.action is Action.PAUSE
         os.kill(proc.pid, signal.SIGCONT)
@@ -142,10 +140,7 @@ def test_pause_stops_the_process_until_sigcont(tmp_path):
 
 
 def _wait_state(pid: int, want: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _state(pid) != want:
-        assert time.monotonic() < deadline, f"pid {pid} not in state {want}"
-        time.sleep(0.02)
+    wait_until(lambda: _state(pid) == want, timeout, f"pid {pid} in state {want}", interval=0.02)
 
 
 def test_fault_tasks_pause_continue_and_close_continues_what_is_still_stopped(tmp_path):
@@ -159,10 +154,8 @@ def test_fault_tasks_pause_continue_and_close_continues_what_is_still_stopped(tm
         tasks.start("short", lambda: tasks.pause(procs[0].pid, 0.3, "p0"))
         tasks.start("long", lambda: tasks.pause(procs[1].pid, 600, "p1"))  # ended by close()
         _wait_state(procs[1].pid, "T")
-        deadline = time.monotonic() + 30
-        while not (tasks.fired == 1 and _state(procs[0].pid) != "T"):
-            assert time.monotonic() < deadline, "the short pause did not end"
-            time.sleep(0.02)
+        wait_until(lambda: tasks.fired == 1 and _state(procs[0].pid) != "T", 30, "the short pause to end",
+                   interval=0.02)
         assert not tasks.done() and _state(procs[1].pid) == "T"
         tasks.close()
         assert tasks.done() and tasks.all_fired() is True
@@ -184,10 +177,7 @@ def test_fault_tasks_report_a_point_that_never_fires(tmp_path, monkeypatch):
     timeline = TimelineWriter(tmp_path / "drill.jsonl", "drill")
     tasks = fault_tasks.FaultTasks(timeline)
     tasks.start("never", lambda: tasks.wait_fired(tmp_path, Point.AFTER_DRAIN, "m0"))
-    deadline = time.monotonic() + 30
-    while not tasks.done():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(tasks.done, 30, "the fault tasks to finish", interval=0.02)
     tasks.close()
     timeline.close()
     assert tasks.all_fired() is False

@@ -10,9 +10,10 @@ import queue
 import signal
 import time
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.runtime.member.control import LOST_AFTER_S, ControlChannel
 
-from support.scripted_member import ScriptedMember, region_status, wait_for
+from support.scripted_member import ScriptedMember, region_status
 
 REGION = {"period_s": 0.3, "drain_timeout_s": 20.0, "reset_timeout_s": 20.0, "member_timeout_s": 30.0,
           "max_consecutive_resets": 5, "min_members": 1, "join_grace_s": 1.0}
@@ -24,7 +25,7 @@ def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names)
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", config).start()
     m1 = ScriptedMember(coordinator.endpoint, region, "m1", config, answer_resets=False).start()  # stuck in its reset
     try:
-        wait_for(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING")
+        wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING")
         t0 = time.monotonic()
         assert m0.channel.trigger() is False
         assert time.monotonic() - t0 < 1.0  # not the drain timeout (20 s)
@@ -37,9 +38,9 @@ def test_trigger_while_running_starts_a_cycle(coordinator, names):
     region = names.group("region")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
     try:
-        wait_for(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
+        wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
         assert m0.channel.trigger() is True
-        wait_for(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1, 10,
+        wait_until(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1, 10,
                  "a checkpoint")
     finally:
         m0.stop()
@@ -53,17 +54,17 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
     region = names.group("region")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
     try:
-        wait_for(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
+        wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
         resets_before = region_status(coordinator.endpoint, region)["region"]["resets"]
         os.kill(coordinator.pid, signal.SIGSTOP)
         try:
-            wait_for(lambda: not m0.channel.joined.is_set(), LOST_AFTER_S + 5, "the channel to count itself lost")
+            wait_until(lambda: not m0.channel.joined.is_set(), LOST_AFTER_S + 5, "the channel to count itself lost")
             m0.channel.request_reset(force=True, reason="m0: revoked 2 partitions (test)")
             time.sleep(0.3)  # the I/O thread has taken it from its queue while not joined
         finally:
             os.kill(coordinator.pid, signal.SIGCONT)
-        wait_for(lambda: m0.channel.joined.is_set(), 10, "the rejoin")
-        reply = wait_for(lambda: [e for e in region_status(coordinator.endpoint, region)["events"]
+        wait_until(lambda: m0.channel.joined.is_set(), 10, "the rejoin")
+        reply = wait_until(lambda: [e for e in region_status(coordinator.endpoint, region)["events"]
                                   if e["kind"] == "reset" and "revoked 2 partitions (test)" in e["why"]], 10,
                          "the held reset request to reach the controller")
         assert reply and region_status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
@@ -110,7 +111,7 @@ def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
     region = names.group("region")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", REGION).start()
     try:
-        wait_for(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
+        wait_until(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
                  "two checkpoints")
         answer = m0.channel.leave()
         assert answer is not None and answer["complete"] is not None

@@ -11,6 +11,7 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.kafka import compat
 from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
 from cr_consumer.testing.kafka_util import create_topic
@@ -54,15 +55,6 @@ class _Pump:
         assert not self.thread.is_alive()
 
 
-def _wait(pred, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)  # polling a condition another thread makes true, bounded by the deadline
-    return False
-
-
 class _Count(ConsumerRebalanceListener):
     def __init__(self):
         self.assigned = 0
@@ -89,10 +81,10 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
     b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="b", **settings)
     pump_a, pump_b = _Pump(a), _Pump(b)
     try:
-        assert _wait(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30)
+        wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30, "both consumers to get two partitions")
         # the snapshot is taken right after the poll that completed the join
-        assert _wait(lambda: not group_report(_source(pump_a))["rebalancing"]
-                     and not group_report(_source(pump_b))["rebalancing"], 5)
+        wait_until(lambda: not group_report(_source(pump_a))["rebalancing"]
+                   and not group_report(_source(pump_b))["rebalancing"], 5, "both reports out of rebalancing")
         report = group_report(_source(pump_a))
         assert report["member_id"].startswith("a-") and report["generation"] >= 0
         assert report["rebalancing"] is False
@@ -105,7 +97,7 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         assert "fetch_min_bytes" not in _admin_settings(config)  # consumer-only settings are left out
         t0 = time.monotonic()
         assert evict_predecessor(config, victim) is True
-        assert _wait(lambda: len(a.assignment()) == 4, EVICTION_WAIT_S), a.assignment()
+        wait_until(lambda: len(a.assignment()) == 4, EVICTION_WAIT_S, "the survivor to take all four partitions")
         # before the session timeout would have removed it
         assert time.monotonic() - t0 < EVICTION_WAIT_S < EVICTION_SESSION_TIMEOUT_MS / 1000
         # an unknown member id is reported, not raised
@@ -116,7 +108,7 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         assert request_rejoin(_source(pump_a)) is True
         assert request_rejoin(_source(None)) is False
         assert group_report(_source(None)) is None
-        assert _wait(lambda: joins.assigned > before, 15)
+        wait_until(lambda: joins.assigned > before, 15, "a new assignment after the rejoin hint")
         assert len(a.assignment()) == 4
     finally:
         pump_a.halt()

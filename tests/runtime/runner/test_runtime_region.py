@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 from cr_consumer.testing.kafka_util import create_topic, produce
 
@@ -93,10 +94,8 @@ def test_region_fails_after_too_many_consecutive_resets(bootstrap, names, tmp_pa
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2, max_consecutive_resets=3) as region:
         with pytest.raises(RegionFailed, match="consecutive resets|region FAILED|code 3"):
             region.wait_until(lambda s: False, 60)
-        deadline = time.monotonic() + 20
-        while not region.failed and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert region.failed and "code 3" in region.failed  # the members exit with 3: not restarted
+        wait_until(lambda: region.failed, 20, "the region to fail", interval=0.1)
+        assert "code 3" in region.failed  # the members exit with 3: not restarted
         status = region.status()
         assert status["phase"] == "FAILED"
         assert "disk full" in status["failed_reason"]
