@@ -1,7 +1,7 @@
 """Validation, bounds and limits of the coordinator as pure units (no processes).
 
 The same properties are checked against a real coordinator process in
-tests/test_coordinator_hostile.py; here each rule is tested on its own.
+tests/coordinator/wire/test_coordinator_hostile.py; here each rule is tested on its own.
 """
 
 from __future__ import annotations
