@@ -13,15 +13,6 @@ import pytest
 
 from coordinator.client import CoordinatorClient
 from coordinator.common.waiting import wait_until
-from coordinator.launcher import CoordinatorProcess
-
-
-@pytest.fixture
-def coordinator_http(tmp_path):
-    proc = CoordinatorProcess(tmp_path / "state", http="auto")
-    proc.start()
-    yield proc
-    proc.terminate()
 
 
 def _get(address, path):

@@ -24,7 +24,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.common.waiting import wait_until
-from coordinator.launcher import CoordinatorProcess
 from coordinator.server.http import HttpEndpoint
 from coordinator.server.loop import CoordinatorServer
 from coordinator.server.status_page import render_page
@@ -61,14 +60,6 @@ def _visible_text(dom: str) -> str:
     """Text a person reads: the body without tags, entities decoded, blanks collapsed."""
     body = dom.split("<body", 1)[1]
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))
-
-
-@pytest.fixture
-def coordinator_http(tmp_path):
-    proc = CoordinatorProcess(tmp_path / "state", http="auto")
-    proc.start()
-    yield proc
-    proc.terminate()
 
 
 @pytest.fixture
