@@ -146,7 +146,7 @@ def test_run_never_puts_a_secret_on_a_member_command_line(tmp_path, bootstrap, n
         deadline = time.monotonic() + 30
         seen_members = False
         while time.monotonic() < deadline and proc.poll() is None:
-            lines = [c for c in _cmdlines() if "cli_member" in c and str(tmp_path) in c]
+            lines = [c for c in _cmdlines() if "cr_consumer.cli.member" in c and str(tmp_path) in c]
             assert not any(SECRET in c for c in _cmdlines())
             if len(lines) >= 2:
                 seen_members = True

@@ -21,7 +21,7 @@ GROUPS = 300  # x 40 partitions: 12,000 entries, so the snapshot spans several r
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from coordinator import durable_log
+    from coordinator.store.log import segment
     from coordinator.store.state_store import StateStore
 
     step, state_dir = sys.argv[1], sys.argv[2]
@@ -51,7 +51,7 @@ CHILD = textwrap.dedent(
     store.unregister_member("reg", "op0")
     store.sync()
     print("unregistered", flush=True)
-    durable_log.set_crash_point(crash)
+    segment.set_crash_point(crash)
     assert store.maybe_compact()  # starts the background compaction
     i = %d
     while store._compaction is not None:  # acknowledged writes while it runs
