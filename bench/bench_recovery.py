@@ -8,9 +8,9 @@ output is verified exactly-once:
   controller's first RESUME, kill -> the RESUME after the last reset it
   caused (the restarted member is back and the Kafka group's rebalance has
   been reset for), that last value minus the broker's session timeout (the
-  issue's figure; since the restarted member removes its predecessor's
-  consumer from the group, the recovery no longer waits for the session
-  timeout, so this is negative), and kill -> the first consistent checkpoint
+  recovery beyond waiting for the dead consumer to expire; since the restarted
+  member removes its predecessor's consumer from the group, the recovery no
+  longer waits for the session timeout, so this is negative), and kill -> the first consistent checkpoint
   after that RESUME (the group has finished its join and drains succeed).
 * kill-coordinator: SIGKILL of the coordinator, restarted at once on the same
   endpoint and state. Reported: kill -> the controller's RESUME after the

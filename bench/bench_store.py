@@ -5,7 +5,7 @@ Figures, each with a baseline measured in the same run:
    sync after each) and batched (N entries per record, one sync each); baseline:
    the same framed bytes written with os.write + os.fsync, no store.
 2. memory per control variable at 1,000,000 entries (tracemalloc of the table;
-   names pre-created, as seed 002 assumes interned strings); baseline: a dict
+   names pre-created and interned, as a real workload reuses them); baseline: a dict
    {(group, topic, partition): offset}. And the objects the table adds to the
    cyclic GC's work (baseline: the same table built of array('q')).
 3. replay time for 1,000,000 entries, from the log the batched writes leave,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS  # noqa: F401
 
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.testing.kafka_util import unique_name
+
+from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS  # noqa: F401
 
 
 @pytest.fixture(scope="session")

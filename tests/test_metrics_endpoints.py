@@ -9,10 +9,11 @@ import socket
 import time
 
 import pytest
-from metrics_support import dashboard_metric_names, exposed_names, promtool_problems, samples, scrape
 
 from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
+
+from support.metrics import dashboard_metric_names, exposed_names, promtool_problems, samples, scrape
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,6 @@ import socket
 import sys
 
 import pytest
-from metrics_support import exposed_names, promtool_problems, samples
 
 from coordinator.region.model import Phase
 from coordinator.server.http import CoordinatorMetrics, RegionSample
@@ -18,6 +17,8 @@ from cr_consumer.runtime.member.setup import MemberSettings
 from cr_consumer.runtime.runner.launch import member_argv
 from cr_consumer.runtime.runner.region_runner import MAX_METRICS_PORTS, Region
 from cr_consumer.spark.options import InvalidOptionError, parse_options
+
+from support.metrics import exposed_names, promtool_problems, samples
 
 PHASES = tuple(phase.value for phase in Phase)
 

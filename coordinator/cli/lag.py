@@ -28,6 +28,8 @@ import attrs
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
+from coordinator.common.group_offsets import group_committed_offsets
+
 log = logging.getLogger(__name__)
 
 #: Bytes fetched per partition to learn its high watermark: the records are
@@ -74,9 +76,8 @@ def read_lag(bootstrap: str, groups: list[str], timeout_s: float) -> list[Partit
     committed: dict[tuple[str, TopicPartition], int] = {}
     try:
         for group in groups:
-            for tp, meta in admin.list_group_offsets({group: None}).get(group, {}).items():
-                if meta.offset >= 0:
-                    committed[(group, tp)] = meta.offset
+            for tp, offset in group_committed_offsets(admin, group).items():
+                committed[(group, tp)] = offset
     except KafkaError as exc:
         raise BrokerUnavailable(f"the Kafka broker at {bootstrap} did not list the groups' offsets: {exc}") from exc
     finally:

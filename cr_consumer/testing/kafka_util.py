@@ -7,13 +7,15 @@ dense: record i of a partition has offset i. Nothing here is tansu-specific.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterable
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
+
+from coordinator.common.group_offsets import group_committed_offsets
+from coordinator.common.waiting import wait_until
 
 #: Bound on waiting for a new topic's partitions to appear in metadata, so a
 #: broker that never creates the topic fails the caller instead of hanging it.
@@ -40,13 +42,8 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
 def wait_for_partitions(bootstrap: str, topic: str, partitions: int) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="cr-meta")
     try:
-        deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            found = consumer.partitions_for_topic(topic) or set()
-            if len(found) >= partitions:
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"topic {topic!r} did not show {partitions} partitions within {TOPIC_READY_TIMEOUT_S}s")
+        wait_until(lambda: len(consumer.partitions_for_topic(topic) or ()) >= partitions, TOPIC_READY_TIMEOUT_S,
+                   f"topic {topic!r} to show {partitions} partitions")
     finally:
         consumer.close()
 
@@ -74,7 +71,7 @@ def produce(
     p = producer(bootstrap)
     n = 0
     try:
-        parts = None if partition is not None else sorted(p.partitions_for(topic))
+        parts = [] if partition is not None else sorted(p.partitions_for(topic))
         key_iter = iter(keys) if keys is not None else None
         for i, v in enumerate(values):
             key = next(key_iter) if key_iter is not None else None
@@ -94,10 +91,10 @@ def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, in
     (partitions without a committed offset are left out)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-admin")
     try:
-        found = admin.list_group_offsets({group_id: None}).get(group_id, {})
+        found = group_committed_offsets(admin, group_id)
     finally:
         admin.close()
-    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
+    return {tp.partition: offset for tp, offset in found.items() if tp.topic == topic}
 
 
 __all__ = [

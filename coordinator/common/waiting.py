@@ -1,0 +1,48 @@
+"""Polling with a timeout: ``wait_until(predicate, timeout, what)``.
+
+For a condition another thread or process makes true and nothing signals
+(a port that opens, a file that appears, a status that changes):
+
+1. ``predicate()`` is called at once, then every ``interval`` seconds;
+2. its first true result is returned;
+3. an exception it raises propagates at once (it is not retried);
+4. after ``timeout`` seconds without a true result, :class:`WaitTimeout`
+   names ``what`` and the last result, so a hung wait says what it waited for.
+
+Where something can be signalled (a ``threading.Condition``, an ``Event``, a
+process exit), wait on that instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+import tenacity
+
+T = TypeVar("T")
+
+#: Default pause between two calls of the predicate: short enough for tests
+#: measured in seconds, long enough not to spin a core.
+POLL_INTERVAL_S = 0.05
+
+
+class WaitTimeout(TimeoutError):
+    """The predicate stayed false for the whole timeout."""
+
+
+def wait_until(predicate: Callable[[], T | None], timeout: float, what: str, *, interval: float = POLL_INTERVAL_S) -> T:
+    """Call ``predicate`` until it returns something true and return that (see the module's steps)."""
+    if timeout < 0 or interval <= 0:
+        raise ValueError(f"wait_until: timeout {timeout!r} must be >= 0 and interval {interval!r} > 0")
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(timeout),
+        wait=tenacity.wait_fixed(interval),
+        retry=tenacity.retry_if_result(lambda value: not value),
+    )
+    try:
+        result = retrying(predicate)
+    except tenacity.RetryError as exc:
+        last = exc.last_attempt.result()
+        raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what}; last {last!r:.200}") from None
+    return cast(T, result)  # the retrying stops before its timeout only on a true result, never None

@@ -1,0 +1,117 @@
+"""The member's Kafka group helpers on the real broker: the heartbeat's group
+report, removing a (dead) predecessor's consumer from the group, the rejoin hint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from coordinator.common.waiting import wait_until
+from cr_consumer.kafka import compat
+from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
+from cr_consumer.testing.kafka_util import create_topic
+
+KAFKA = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+#: The eviction test's session timeout: long enough that only the eviction can
+#: explain a rebalance within EVICTION_WAIT_S (a rejoin can repeat when a metadata
+#: refresh lands mid-join, so the wait has room for a second round).
+EVICTION_SESSION_TIMEOUT_MS = 15000
+EVICTION_WAIT_S = 10.0
+
+
+class _Pump:
+    """Polls one consumer on its own thread until stopped, with the event
+    thread's contract: a group snapshot after every poll, and requests to
+    rejoin served on the polling thread."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+        self.group = consumer.group_metadata()
+        self.stop = threading.Event()
+        self._rejoin = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def request_rejoin(self):
+        self._rejoin.set()
+        return True
+
+    def _run(self):
+        while not self.stop.is_set():
+            if self._rejoin.is_set():
+                self._rejoin.clear()
+                assert compat.request_rejoin(self.consumer)
+            self.consumer.poll(100)
+            self.group = self.consumer.group_metadata()
+
+    def halt(self):
+        self.stop.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+class _Count(ConsumerRebalanceListener):
+    def __init__(self):
+        self.assigned = 0
+
+    def on_partitions_revoked(self, revoked):
+        pass
+
+    def on_partitions_assigned(self, assigned):
+        self.assigned += 1
+
+
+def _source(pump):
+    return SimpleNamespace(events=pump, rebalancer=SimpleNamespace(joining=False), state=None)
+
+
+@pytest.mark.slow
+def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    group = names.group()
+    settings = {**KAFKA, "session_timeout_ms": EVICTION_SESSION_TIMEOUT_MS}
+    a = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="a", **settings)
+    joins = _Count()
+    a.subscribe([topic], listener=joins)
+    b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="b", **settings)
+    pump_a, pump_b = _Pump(a), _Pump(b)
+    try:
+        wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30, "both consumers to get two partitions")
+        # the snapshot is taken right after the poll that completed the join
+        wait_until(lambda: not group_report(_source(pump_a))["rebalancing"]
+                   and not group_report(_source(pump_b))["rebalancing"], 5, "both reports out of rebalancing")
+        report = group_report(_source(pump_a))
+        assert report["member_id"].startswith("a-") and report["generation"] >= 0
+        assert report["rebalancing"] is False
+        victim = group_report(_source(pump_b))["member_id"]
+        # b stands for a killed process: nobody polls it any more; the broker would
+        # keep it in the group for the session timeout (15 s) and then rebalance.
+        pump_b.halt()
+        config = SimpleNamespace(bootstrap_servers=bootstrap, group_id=group, operator_name="b-restarted",
+                                 consumer_properties={"request.timeout.ms": 5000, "fetch.min.bytes": 1})
+        assert "fetch_min_bytes" not in _admin_settings(config)  # consumer-only settings are left out
+        t0 = time.monotonic()
+        assert evict_predecessor(config, victim) is True
+        wait_until(lambda: len(a.assignment()) == 4, EVICTION_WAIT_S, "the survivor to take all four partitions")
+        # before the session timeout would have removed it
+        assert time.monotonic() - t0 < EVICTION_WAIT_S < EVICTION_SESSION_TIMEOUT_MS / 1000
+        # an unknown member id is reported, not raised
+        assert evict_predecessor(config, "no-such-member") is False
+        # the rejoin hint: the consumer rejoins at its next poll (tansu keeps the
+        # generation id of a sole member that rejoins: count the assignments)
+        before = joins.assigned
+        assert request_rejoin(_source(pump_a)) is True
+        assert request_rejoin(_source(None)) is False
+        assert group_report(_source(None)) is None
+        wait_until(lambda: joins.assigned > before, 15, "a new assignment after the rejoin hint")
+        assert len(a.assignment()) == 4
+    finally:
+        pump_a.halt()
+        pump_b.halt()
+        a.close()
+        b.close(autocommit=False)

@@ -1,0 +1,19 @@
+"""The drills' small scale and the exactly-once verdict on a drill report."""
+
+from __future__ import annotations
+
+# Small scale: 2 members, 4 partitions, 4,000 records produced at 1,500/s after
+# a 5 % warm-up, so the fault lands while records are flowing.
+SMALL = dict(members=2, partitions=4, messages=4000, rate=1500.0, timeout_s=75.0, session_timeout_ms=6000)
+
+
+def assert_exactly_once(report: dict) -> None:
+    summary = {k: report[k] for k in ("scenario", "produced", "poison", "delivered", "missing", "duplicates",
+                                      "wrong_values", "unexpected", "committed_behind", "error", "examples")}
+    assert report["error"] is None, summary
+    assert report["missing"] == 0, summary
+    assert report["duplicates"] == 0, summary
+    assert report["wrong_values"] == 0 and report["unexpected"] == 0, summary
+    assert report["committed_behind"] == 0, summary
+    assert report["delivered"] == report["produced"] - report["poison"], summary
+    assert report["ok"], summary

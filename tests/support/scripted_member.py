@@ -1,0 +1,103 @@
+"""A region member without Kafka, for tests of the region controller over real ZeroMQ.
+
+It joins through the runtime's real control channel (``ControlChannel``) and
+answers the controller's commands the way a healthy member process does:
+
+1. ``drain``: acked (``ok`` False with an error when ``fail_drain``);
+2. ``checkpoint``: acked with the offsets ``checkpoint_offsets(seq)`` returns;
+3. ``reset`` / ``reset_to_initial``: acked, unless ``answer_resets`` is False
+   (a member stuck in its reset);
+4. every command is recorded in ``seen``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.client import CoordinatorClient
+from cr_consumer.runtime.member.control import ControlChannel
+
+#: How long stop() waits for the answering thread (it polls its queue every 0.1 s).
+STOP_TIMEOUT_S = 5.0
+
+
+def no_offsets(seq: int) -> list[list[Any]]:
+    return []
+
+
+class ScriptedMember:
+    def __init__(
+        self,
+        endpoint: str,
+        region: str,
+        name: str,
+        config: dict,
+        *,
+        incarnation: str | None = None,
+        fail_drain: bool = False,
+        answer_resets: bool = True,
+        checkpoint_offsets: Callable[[int], list[list[Any]]] = no_offsets,
+    ) -> None:
+        self.name = name
+        self.fail_drain = fail_drain
+        self.answer_resets = answer_resets
+        self._checkpoint_offsets = checkpoint_offsets
+        self.seen: list[dict] = []
+        self.commands: queue.SimpleQueue = queue.SimpleQueue()
+        self.channel = ControlChannel(endpoint, region, name, incarnation or f"inc-{name}", config, self.commands.put)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
+
+    def start(self) -> ScriptedMember:
+        self.channel.start()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                command = self.commands.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            cmd = command.to_body()
+            self.seen.append(cmd)
+            kind = cmd["cmd"]
+            if kind == "drain":
+                self.channel.ack("drain", seq=cmd["seq"], ok=not self.fail_drain,
+                                 error="sink refused the batch" if self.fail_drain else None)
+            elif kind == "checkpoint":
+                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=self._checkpoint_offsets(cmd["seq"]))
+            elif kind in ("reset", "reset_to_initial") and self.answer_resets:
+                self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(STOP_TIMEOUT_S)
+        self.channel.stop(leave=False)
+
+
+#: A region that checkpoints every 0.3 s and gives up after two consecutive resets
+#: (the status page's and ``crkafka status``'s tests).
+FAST_REGION = {"period_s": 0.3, "drain_timeout_s": 2.0, "reset_timeout_s": 2.0, "member_timeout_s": 3.0,
+          "max_consecutive_resets": 2, "min_members": 1, "join_grace_s": 1.0}
+
+
+def member(endpoint: str, region: str, name: str, *, fail_drain: bool = False) -> ScriptedMember:
+    """A member of a ``FAST_REGION`` region whose checkpoint is offset ``seq * 10`` of ``orders[0]``."""
+    return ScriptedMember(endpoint, region, name, FAST_REGION, incarnation=f"inc-{os.getpid()}-{name}",
+                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", 0, seq * 10]])
+
+
+def all_regions(endpoint: str) -> dict:
+    """Every region's status, by name."""
+    return region_status(endpoint)["regions"]
+
+
+def region_status(endpoint: str, region: str | None = None) -> dict:
+    """The controller's ``region_status`` reply: one region's, or every region's (``region`` None)."""
+    with CoordinatorClient(endpoint, timeout=5.0) as client:
+        return client.request("region_status", {} if region is None else {"region": region}, 5.0)
