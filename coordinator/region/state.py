@@ -343,6 +343,8 @@ class RegionCore:
         if self.waiting:
             return
         if command == "drain":
+            if self.seq is None:  # a cycle's seq is set when its drain starts
+                raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")
             self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
             self.waiting = set(self.members)
             self._cycle_offsets = []
