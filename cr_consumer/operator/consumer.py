@@ -23,6 +23,7 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 
 from cr_consumer.operator.config import OperatorConfig, RegionMode
+from cr_consumer.operator.gc_policy import apply_gc_policy
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, RegionHandlers, ResetError
 from cr_consumer.operator.local_control import LocalControl
@@ -160,6 +161,7 @@ class ConsumerOperator(RegionHandlers):
 
             self._driver = StandaloneDriver(self)
             self._driver.start()
+        apply_gc_policy(cfg.gc_policy, self.name)
         return self
 
     def close(self) -> None:
