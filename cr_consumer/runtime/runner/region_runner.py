@@ -254,7 +254,7 @@ class Region:
             m.log_file = open(self.state_dir / "logs" / f"{m.name}.log", "ab")  # noqa: SIM115 (closed in _reap)
         env = dict(os.environ)
         env.update(self.env)
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(Path(__file__).resolve().parents[3])  # the repository root (the package is cr_consumer/runtime/runner)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         stdin = subprocess.PIPE if self._kafka_stdin is not None else subprocess.DEVNULL
         m.proc = subprocess.Popen(self._command(m.name, min_members or 1), stdout=m.log_file,
