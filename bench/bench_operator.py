@@ -213,6 +213,20 @@ def work_trial(mode: str, bootstrap: str, topic: str, n: int) -> dict:
     return r
 
 
+def profile_work(bootstrap: str, topic: str, n: int, out: Path) -> None:
+    """Each work mode once under py-spy --gil --threads; summaries printed and saved."""
+    from profile_util import print_summary, py_spy_record, summarise
+
+    out.mkdir(parents=True, exist_ok=True)
+    for mode in WORK_MODES:
+        raw = out / (mode.replace("/", "_") + ".txt")
+        py_spy_record([sys.executable, __file__, "--work-trial", mode, "--bootstrap", bootstrap, "--topic", topic,
+                       "--messages", str(n)], raw, gil=True)
+        s = summarise(raw)
+        (out / (mode.replace("/", "_") + ".summary.json")).write_text(json.dumps(s, indent=2))
+        print_summary(mode, s)
+
+
 def work_trials(bootstrap: str, topic: str, n: int, trials: int, modes=WORK_MODES) -> dict:
     """``trials`` rounds of every work mode, each a fresh process, the order
     reversed every other round; ratios per round against that round's bare loop."""
@@ -431,6 +445,8 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--work-trials", type=int, default=0,
                     help="> 0: the per-record-work modes, this many alternated trials (each a fresh process)")
+    ap.add_argument("--profile-dir", default=None,
+                    help="run each work mode once more under py-spy --gil, stacks and a summary in this directory")
     ap.add_argument("--work-trial", default=None, help=argparse.SUPPRESS)  # one trial, in a child process
     ap.add_argument("--topic", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-gc-freeze", action="store_true",
@@ -449,11 +465,14 @@ def main() -> None:
         print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
               flush=True)
         work = None
-        if args.work_trials > 0:
+        if args.work_trials > 0 or args.profile_dir:
             work_topic = create_topic(bootstrap, unique_name("bench-work"), args.partitions)
             produce_fixed(bootstrap, work_topic, args.messages)
+        if args.work_trials > 0:
             work = work_trials(bootstrap, work_topic, args.messages, args.work_trials)
             print("per-record work: " + json.dumps({k: work[k] for k in ("rate_ratio", "cpu_ratio")}), flush=True)
+        if args.profile_dir:
+            profile_work(bootstrap, work_topic, args.messages, Path(args.profile_dir))
         if not args.no_gc_freeze:
             # As the member runtime does once running (cr_consumer/runtime/member/process.py):
             # the ~40k start-up objects (modules, clients) out of the cyclic GC's

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Period of the CPU-time samples of the member processes.
 CPU_SAMPLE_S = 0.05
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.broker import bootstrap_or_embedded
@@ -228,7 +229,10 @@ class CpuSampler:
         return at(t1) - at(t0)
 
 
-def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float) -> dict:
+def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
+             profile: Path | None = None, profile_s: int = 8) -> dict:
+    """One pipeline round; with ``profile``, member-0 is sampled by py-spy --gil
+    for ``profile_s`` seconds once its output appears (collapsed stacks to that file)."""
     work.mkdir(parents=True, exist_ok=True)
     module = work / "passthrough.py"
     module.write_text(PASSTHROUGH)
@@ -242,6 +246,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator})
     sampler.start()
     lines_of: dict[Path, int] = {}  # published files never change: each is counted once (cheaply)
+    profiler = None
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -254,7 +259,16 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                 count = sum(lines_of.values())
             if count >= n:
                 break
+            if profile is not None and profiler is None and count > 0:
+                from profile_util import py_spy_record
+
+                pid = region.pids().get(region.members[0])
+                profiler = threading.Thread(target=py_spy_record, args=(None, profile),
+                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": True}, daemon=True)
+                profiler.start()
             time.sleep(0.5)
+        if profiler is not None:
+            profiler.join(profile_s + 30)
         status = region.status()
         cpu = sum(_cpu_seconds(pid) for pid in region.pids().values() if pid)
     finally:
@@ -318,6 +332,8 @@ def main() -> int:
                         help="baseline poll loops as members of one consumer group (as the pipeline's sources), "
                              "with explicitly assigned partitions, or both (default; the ratio is against group)")
     parser.add_argument("--bootstrap")
+    parser.add_argument("--profile-dir", default=None,
+                        help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     rounds = []
@@ -357,6 +373,18 @@ def main() -> int:
             row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
             rounds.append(row)
             print(f"round {i}: {row}", flush=True)
+        if args.profile_dir:
+            from profile_util import print_summary, summarise
+
+            out = Path(args.profile_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            pipeline(bootstrap, topic, args.messages, args.members, work / "profiled", drop=False, period=args.period,
+                     profile=out / "member-0.txt")
+            summary = summarise(out / "member-0.txt")
+            (out / "member-0.summary.json").write_text(json.dumps(summary, indent=2))
+            print_summary("pipeline member-0 (py-spy --gil)", summary)
+    if not rounds:
+        return 0
     report = {
         "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
         "bare_modes": modes, "rounds": rounds,
