@@ -23,8 +23,8 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 
 from cr_consumer.operator.config import OperatorConfig, RegionMode
-from cr_consumer.operator.gc_policy import apply_gc_policy
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
+from cr_consumer.operator.gc_policy import apply_gc_policy
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, RegionHandlers, ResetError
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import Batch, BatchQueue
