@@ -262,7 +262,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
             if profile is not None and profiler is None and count > 0:
                 from profile_util import py_spy_record
 
-                pid = region.pids().get(region.members[0])
+                pid = region.pids()[min(region.pids())]  # the first member by name
                 profiler = threading.Thread(target=py_spy_record, args=(None, profile),
                                             kwargs={"pid": pid, "duration_s": profile_s, "gil": True}, daemon=True)
                 profiler.start()

@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: The thread frame py-spy --threads puts at the root: 'process 123:"python x.py";thread (0x7f..)'.
-_THREAD = re.compile(r'thread \((0x[0-9a-fA-F]+)\)')
+#: The thread frame py-spy --threads puts at the root of a stack: 'thread (15150): cr-event-m0'.
+_THREAD = re.compile(r"^thread \(\w+\)")
 
 
 def py_spy() -> str | None:
@@ -75,8 +75,7 @@ def summarise(path: Path, top: int = 15) -> dict:
         frames = stack.split(";")
         names = [f for f in frames if not f.startswith("process ") and not _THREAD.search(f)]
         thread = next((f for f in frames if _THREAD.search(f)), "?")
-        # The thread's own entry function names it better than its id.
-        threads[_frame_name(names[1]) if len(names) > 1 else thread] += n
+        threads[re.sub(r"^thread \(\w+\):? ?", "", thread) or thread] += n
         if names:
             self_t[_frame_name(names[-1])] += n
         for name in {_frame_name(f) for f in names}:
