@@ -24,7 +24,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from cr_consumer.operator.config import OperatorConfig, RegionMode
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
-from cr_consumer.operator.gc_policy import apply_gc_policy
+from cr_consumer.operator.gc_policy import apply_gc_policy, release_gc_policy
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, RegionHandlers, ResetError
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import Batch, BatchQueue
@@ -182,6 +182,7 @@ class ConsumerOperator(RegionHandlers):
         if self._own_control:
             self.control.close()
         self.stats.unregister()
+        release_gc_policy(self.config.gc_policy, self.name)
 
     def __enter__(self) -> ConsumerOperator:
         return self.start()

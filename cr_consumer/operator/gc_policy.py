@@ -20,11 +20,17 @@ running:
    allocated until ``gc.unfreeze()`` (a start-up heap lives as long as the
    process, so this holds nothing that would be freed otherwise).
 
-Freezing is process wide and idempotent: each operator start (and the member
-runtime once its pipeline is built) moves what is alive at that moment. A
-program that manages the collector itself (its own ``gc.freeze()``,
-thresholds, ``gc.disable()``) sets ``OperatorConfig(gc_policy="none")`` and
-the operator leaves the collector alone.
+3. at ``close()``: ``gc.unfreeze()``. The closed operator's objects were
+   frozen with the rest and hold reference cycles (threads, callbacks, the
+   Kafka client); frozen, they would never be freed. Unfrozen, the next full
+   collection frees them. Operators still running in the process are scanned
+   again until the next ``start()`` freezes once more.
+
+Freezing is process wide: each operator start (the member runtime's source
+starts once its pipeline is built) moves what is alive at that moment, and
+each close thaws everything. A program that manages the collector itself (its
+own ``gc.freeze()``, thresholds, ``gc.disable()``) sets
+``OperatorConfig(gc_policy="none")`` and the operator leaves the collector alone.
 """
 
 from __future__ import annotations
@@ -61,4 +67,14 @@ def apply_gc_policy(policy: GcPolicy, who: str) -> None:
               who, gc.get_freeze_count(), freed)
 
 
-__all__ = ["GcPolicy", "apply_gc_policy"]
+def release_gc_policy(policy: GcPolicy, who: str) -> None:
+    """Undo :func:`apply_gc_policy` at close, so that the closed operator can be freed."""
+    if not isinstance(policy, GcPolicy):
+        raise TypeError(f"policy must be a GcPolicy, got {type(policy).__name__}")
+    if policy is GcPolicy.NONE:
+        return
+    log.debug("%s: gc unfrozen (%d objects back in the collected generations)", who, gc.get_freeze_count())
+    gc.unfreeze()
+
+
+__all__ = ["GcPolicy", "apply_gc_policy", "release_gc_policy"]

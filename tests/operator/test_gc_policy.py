@@ -1,16 +1,19 @@
 """The operator's garbage-collector policy: FREEZE moves the start-up heap out of
-the collector's scans after start(), NONE leaves the collector alone."""
+the collector's scans after start() and thaws it at close(), NONE leaves the
+collector alone."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
 
 import pytest
 
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.operator.config import ConfigError
-from cr_consumer.operator.gc_policy import GcPolicy, apply_gc_policy
+from cr_consumer.operator.gc_policy import GcPolicy, apply_gc_policy, release_gc_policy
 from cr_consumer.testing.kafka_util import create_topic
 
 
@@ -92,3 +95,39 @@ def test_operator_start_applies_the_policy(bootstrap, names, policy, frozen):
         assert any(o is op for o in gc.get_objects()) is not frozen
     finally:
         op.close()
+
+
+#: Run in a child process: pytest's log capture keeps references to whatever the
+#: operator logged, so an operator is never freed inside the test process itself.
+_CLOSED_OPERATOR_SCRIPT = """
+import gc, sys, weakref
+from cr_consumer import ConsumerOperator, OperatorConfig
+config = OperatorConfig(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], operator_name="m0",
+                        topics=[sys.argv[3]], gc_policy=sys.argv[4])
+op = ConsumerOperator(config, submit_batch=lambda records: None)
+op.start()
+frozen_while_running = gc.get_freeze_count()
+op.close()
+ref = weakref.ref(op)
+del op
+gc.collect()
+print(frozen_while_running > 0, gc.get_freeze_count() == 0, ref() is None)
+"""
+
+
+def test_close_thaws_so_that_the_closed_operator_is_freed(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), 1)
+    out = subprocess.run([sys.executable, "-c", _CLOSED_OPERATOR_SCRIPT, bootstrap, names.group(), topic, "freeze"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    frozen, thawed, freed = out.stdout.split()
+    assert (frozen, thawed, freed) == ("True", "True", "True")
+
+
+def test_release_with_none_leaves_a_freeze_alone():
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    release_gc_policy(GcPolicy.NONE, "test")
+    assert gc.get_freeze_count() == frozen > 0
+    release_gc_policy(GcPolicy.FREEZE, "test")
+    assert gc.get_freeze_count() == 0
