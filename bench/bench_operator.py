@@ -107,6 +107,8 @@ class Counter:
         self.first = None
         self.last = None
         self.done = threading.Event()
+        self.threads_first: dict[str, float] | None = None
+        self.threads_last: dict[str, float] = {}
 
     def batch(self, records) -> None:
         if self.first is None:
@@ -131,7 +133,7 @@ class Counter:
             self.done.set()
 
     def threads(self) -> dict[str, float] | None:
-        if not hasattr(self, "threads_first"):
+        if self.threads_first is None:
             return None
         return {k: round(v - self.threads_first.get(k, 0.0), 3) for k, v in self.threads_last.items()}
 

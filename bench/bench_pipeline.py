@@ -62,14 +62,16 @@ import json, sys, time
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 bootstrap, topic, parts, expected = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
 mode, group = sys.argv[5], sys.argv[6]
-if mode == "assign":
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500)
+# "-opfetch": the operator's fetch settings (cr_consumer/operator/config.py) instead of Kafka's defaults
+fetch = {"fetch_max_bytes": 1024 * 1024, "fetch_max_wait_ms": 100} if mode.endswith("-opfetch") else {}
+if mode.startswith("assign"):
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500, **fetch)
     tps = [TopicPartition(topic, p) for p in parts]
     c.assign(tps)
     c.seek_to_beginning(*tps)
 else:  # "group": a member of one consumer group, as the pipeline's sources are
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, max_poll_records=500,
-                      auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+                      auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000, **fetch)
 
     class Hold(ConsumerRebalanceListener):  # nothing is fetched before "go"
         def on_partitions_revoked(self, revoked):
@@ -87,7 +89,7 @@ else:  # "group": a member of one consumer group, as the pipeline's sources are
             raise SystemExit(f"bare group member: assignment {sorted(c.assignment())} after 120 s")
 print("ready", flush=True)
 sys.stdin.readline()  # "go": every process starts polling at the same time
-if mode != "assign":
+if not mode.startswith("assign"):
     c.resume(*c.assignment())
 n, n_first, first, last, cpu_first, cpu_last = 0, 0, None, None, None, None
 deadline = time.monotonic() + 600
@@ -153,7 +155,7 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode
     ``assign`` (assigned explicitly, no group) or ``group`` (one consumer group,
     range assignment, as the pipeline's sources; the join is not timed)."""
     shares = [[p for p in range(partitions) if p % members == m] for m in range(members)]
-    if mode == "group":  # the range assignor's split: consecutive partitions per member
+    if mode.startswith("group"):  # the range assignor's split: consecutive partitions per member
         size = partitions // members
         shares = [list(range(m * size, (m + 1) * size)) for m in range(members)]
         if partitions % members:
@@ -328,9 +330,10 @@ def main() -> int:
                         help="bare/pipeline pairs, interleaved so that load from other processes hits both")
     parser.add_argument("--count-sink", action="store_true",
                         help="also run each round with a counting sink instead of the file sink (runtime cost alone)")
-    parser.add_argument("--bare-mode", choices=("group", "assign", "both"), default="both",
+    parser.add_argument("--bare-mode", choices=("group", "assign", "both", "group+opfetch"), default="both",
                         help="baseline poll loops as members of one consumer group (as the pipeline's sources), "
-                             "with explicitly assigned partitions, or both (default; the ratio is against group)")
+                             "with explicitly assigned partitions, or both (default; the ratio is against group); "
+                             "group+opfetch: group, and group with the operator's fetch.max.bytes / fetch.max.wait.ms")
     parser.add_argument("--bootstrap")
     parser.add_argument("--profile-dir", default=None,
                         help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
@@ -342,7 +345,8 @@ def main() -> int:
         t0 = time.monotonic()
         produce_input(bootstrap, topic, args.messages, args.partitions)
         print(f"produced {args.messages} x 100 B in {time.monotonic() - t0:.1f}s", flush=True)
-        modes = ["group", "assign"] if args.bare_mode == "both" else [args.bare_mode]
+        modes = {"both": ["group", "assign"], "group+opfetch": ["group", "group-opfetch"]}.get(
+            args.bare_mode, [args.bare_mode])
         for i in range(args.rounds):
             load = os.getloadavg()[0]
             bases = {mode: bare(bootstrap, topic, args.partitions, args.messages, args.members, mode) for mode in modes}
