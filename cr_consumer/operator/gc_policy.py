@@ -5,9 +5,10 @@ Why: a process that runs a consumer operator holds a large, long-lived heap
 pipeline: tens of thousands of container objects). The cyclic collector's
 older generations re-scan all of it whenever enough young objects survive,
 and a per-record callback always allocates (dicts, sets, decoded values). The
-re-scans then cost 10-30 % of the throughput of a callback doing about a
-microsecond of Python work per record, and each full collection stalls the
-thread it hits for ~20 ms (a drain in flight waits for it).
+re-scans then cost 7-19 % of the CPU per record of a callback doing about a
+microsecond of Python work (bench/bench_operator.py --work-trials, BENCHMARKS.md),
+and each full collection stalls the thread it hits for ~20 ms (a drain in
+flight waits for it).
 
 The default policy, :attr:`GcPolicy.FREEZE`, does once the operator is
 running:
@@ -17,9 +18,7 @@ running:
    which later collections do not scan. Young objects are still collected as
    usual, and frozen objects are still freed by reference counting when the
    last reference goes; only a reference cycle among frozen objects stays
-   allocated until ``gc.unfreeze()`` (a start-up heap lives as long as the
-   process, so this holds nothing that would be freed otherwise).
-
+   allocated until ``gc.unfreeze()``;
 3. at ``close()``: ``gc.unfreeze()``. The closed operator's objects were
    frozen with the rest and hold reference cycles (threads, callbacks, the
    Kafka client); frozen, they would never be freed. Unfrozen, the next full
@@ -45,7 +44,7 @@ log = logging.getLogger(__name__)
 class GcPolicy(enum.Enum):
     """How the operator treats the cyclic garbage collector after start-up."""
 
-    #: gc.collect() then gc.freeze() once started (the default).
+    #: gc.collect() then gc.freeze() once started, gc.unfreeze() at close (the default).
     FREEZE = "freeze"
     #: Leave the collector as the program set it.
     NONE = "none"
