@@ -34,7 +34,10 @@ def produce_fixed(bootstrap: str, topic: str, n: int, size: int = 100) -> None:
     produce(bootstrap, topic, (payload for _ in range(n)))
 
 
-def bare_poll_loop(bootstrap: str, topic: str, n: int, *, max_poll_records: int = 500, **config) -> dict:
+def bare_poll_loop(bootstrap: str, topic: str, n: int, *, max_poll_records: int = 500, on_record=None,
+                   **config) -> dict:
+    """Poll until ``n`` records were seen; ``on_record(record)``, if given, is
+    called for each record (the per-record work a callback would do)."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -58,6 +61,9 @@ def bare_poll_loop(bootstrap: str, topic: str, n: int, *, max_poll_records: int 
                     cpu_first = time.process_time()
                 for records in batch.values():
                     seen += len(records)
+                    if on_record is not None:
+                        for record in records:
+                            on_record(record)
         seconds = time.perf_counter() - first
         cpu_s = time.process_time() - cpu_first
     finally:

@@ -21,6 +21,7 @@ all): from the round's start barrier until every thread has its merged map.
 
     .venv/bin/python bench/bench_coordinator.py            # full run (~1-2 min)
     .venv/bin/python bench/bench_coordinator.py --quick    # shorter
+    .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 5
 """
 
 from __future__ import annotations
@@ -194,7 +195,12 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
     return {"p50": pct(lat, 50), "p99": pct(lat, 99), "rtt_p50": pct(rtt, 50), "rtt_p99": pct(rtt, 99)}
 
 
-def merge_wall(endpoint: str, n: int, rounds: int) -> dict:
+def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False) -> dict:
+    """Per round: ``n`` threads sharing one CoordinatorClient (a socket per
+    thread) each call merge_checkpoint after a start barrier; the wall time
+    is from the barrier until every thread has its merged map. With ``ping``
+    each thread sends a ping instead: the same threads, sockets and client
+    code without the merge (the baseline of the figure)."""
     group = f"bench-wall-{n}-{time.monotonic_ns()}"
     ops = [f"m{i:03d}" for i in range(n)]
     client = CoordinatorClient(endpoint, timeout=30)
@@ -208,9 +214,14 @@ def merge_wall(endpoint: str, n: int, rounds: int) -> dict:
         client.ping()
         for r in range(rounds):
             start.wait(60)
-            merged = client.merge_checkpoint(group, r + 1, 0, n, ops[i], {("t", i): r}, 30.0)
-            assert len(merged) == n
+            if ping:
+                client.ping()
+            else:
+                merged = client.merge_checkpoint(group, r + 1, 0, n, ops[i], {("t", i): r}, 30.0)
+                assert len(merged) == n
             done.wait(60)
+            if i == 0 and not ping and (r + 1) % 100 == 0:
+                client.retire_checkpoint(group, r + 1)
 
     ts = [threading.Thread(target=member, args=(i,)) for i in range(n)]
     for t in ts:
@@ -223,12 +234,38 @@ def merge_wall(endpoint: str, n: int, rounds: int) -> dict:
     for t in ts:
         t.join(60)
     client.close()
-    return {"p50": pct(walls, 50), "p99": pct(walls, 99)}
+    return {"p50": pct(walls, 50), "p90": pct(walls, 90), "p99": pct(walls, 99), "max": max(walls),
+            "rounds": rounds}
+
+
+def merge_only(endpoint: str, sizes: list[int], rounds: int, trials: int) -> dict:
+    """The merge figures alone, alternated with their ping baseline, ``trials`` times."""
+    out: dict = {}
+    for n in sizes:
+        runs = []
+        for trial in range(trials):
+            base = merge_wall(endpoint, n, rounds, ping=True)
+            wall = merge_wall(endpoint, n, rounds)
+            runs.append({"merge": wall, "ping": base})
+            print(f"merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} ms "
+                  f"p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
+                  f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms",
+                  flush=True)
+        p99s = sorted(r["merge"]["p99"] for r in runs)
+        out[f"merge_wall_{n}"] = {"runs": runs, "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
+                                  "median_ping_p99_ms": round(sorted(r["ping"]["p99"] for r in runs)
+                                                              [len(runs) // 2] * 1e3, 3)}
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter windows and fewer rounds")
+    ap.add_argument("--merge-only", default=None, metavar="N[,N]",
+                    help="only the client-thread merge figure for these contributor counts, with its ping baseline")
+    ap.add_argument("--rounds", type=int, default=1000, help="rounds per --merge-only trial")
+    ap.add_argument("--trials", type=int, default=3, help="--merge-only trials (merge and ping alternated)")
+    ap.add_argument("--pid-file", default=None, help="write the coordinator's pid here (to attach a profiler)")
     args = ap.parse_args()
     secs = 1.5 if args.quick else 4.0
     rounds = {2: 200, 8: 200, 32: 100} if args.quick else {2: 1000, 8: 1000, 32: 400}
@@ -240,6 +277,12 @@ def main() -> int:
     proc.start()
     try:
         ep = proc.endpoint
+        if args.pid_file:
+            Path(args.pid_file).write_text(str(proc.pid))
+        if args.merge_only:
+            out = merge_only(ep, [int(x) for x in args.merge_only.split(",")], args.rounds, args.trials)
+            print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in out.items()}, indent=2))
+            return 0
         fs = raw_fsync_rate(workdir, secs)
         out["raw_fsync_per_s"] = fs
         print(f"baseline: raw 64-byte append+fsync            {fs:10.0f} /s", flush=True)
@@ -268,8 +311,8 @@ def main() -> int:
                   f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms", flush=True)
     finally:
         proc.terminate()
+        shutil.rmtree(workdir, ignore_errors=True)  # scratch only: the figures are on stdout
     print(json.dumps(out, indent=2))
-    shutil.rmtree(workdir, ignore_errors=True)  # scratch only: the figures are on stdout
     return 0
 
 

@@ -9,6 +9,24 @@ Modes, alternated trial by trial on the same topic (each trial its own group):
   (permit blocked, drain, checkpoint, unblock: what the region runtime does);
 * ``operator/submit``: per-record ``submit(record)`` no-op instead of the batch form.
 
+Per-record work (``--work-trials N``; each trial a fresh process, so the
+collector's state is that of a plain program): a callback doing about a
+microsecond of Python per record (:class:`RecordWork`: a dict and a set
+update) is given to
+
+* ``work/bare``: the bare poll loop calling it for each record;
+* ``work/operator``: ``ConsumerOperator(config, submit=...)`` with the default
+  ``gc_policy`` (freeze after ``start()``), as a library user writes it;
+* ``work/operator-gc-none``: the same with ``gc_policy="none"`` (the collector
+  left alone: the figure before the policy existed).
+
+Both sides import the operator package (the same script). The modes run
+alternated, the order reversed every other trial; the figures are medians of
+the per-trial ratios to the bare loop of the same trial: records/s and CPU
+per record (this process's CPU from the first record to the last, which the
+load of other processes on a shared machine does not inflate), plus each
+thread's share of that CPU (/proc/self/task).
+
 Throughput is records/s from the first submitted record to the last; the
 ratio is against the median of the bare loop in the same run. Drain latency
 (stop polling -> commit acknowledged, 4 partitions) is sampled by a drain +
@@ -23,6 +41,8 @@ rebalance time (first revocation -> last assignment).
 
     .venv/bin/python bench/bench_operator.py                      # 1M x 100 B, 4 partitions, 3 trials
     .venv/bin/python bench/bench_operator.py --messages 200000 --trials 3
+    .venv/bin/python bench/bench_operator.py --messages 300000 --trials 0 --drain-samples-s 0 \
+        --idle-s 0 --reset-trials 0 --work-trials 5              # per-record work only
 """
 
 from __future__ import annotations
@@ -30,7 +50,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -48,6 +70,36 @@ from cr_consumer.operator.region import RegionPermit  # noqa: E402
 RUN_TIMEOUT_S = 300.0
 
 
+class RecordWork:
+    """About a microsecond of Python per record, as a real callback does:
+    a dict update keyed by (partition, offset bucket) and a set insert."""
+
+    def __init__(self) -> None:
+        self.bytes_per_key: dict[tuple[int, int], int] = {}
+        self.offsets: set[int] = set()
+
+    def __call__(self, record) -> None:
+        key = (record.partition, record.offset & 1023)
+        self.bytes_per_key[key] = self.bytes_per_key.get(key, 0) + len(record.value)
+        self.offsets.add(record.offset)
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each thread of this process, by thread name."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = names.get(int(tid), f"tid-{tid}")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 class Counter:
     def __init__(self, n: int) -> None:
         self.n = n
@@ -55,6 +107,8 @@ class Counter:
         self.first = None
         self.last = None
         self.done = threading.Event()
+        self.threads_first: dict[str, float] | None = None
+        self.threads_last: dict[str, float] = {}
 
     def batch(self, records) -> None:
         if self.first is None:
@@ -70,11 +124,18 @@ class Counter:
         if self.first is None:
             self.first = time.perf_counter()
             self.cpu_first = time.process_time()
+            self.threads_first = thread_cpu()
         self.seen += 1
         if self.seen >= self.n:
             self.last = time.perf_counter()
             self.cpu_last = time.process_time()
+            self.threads_last = thread_cpu()
             self.done.set()
+
+    def threads(self) -> dict[str, float] | None:
+        if self.threads_first is None:
+            return None
+        return {k: round(v - self.threads_first.get(k, 0.0), 3) for k, v in self.threads_last.items()}
 
 
 def _config(bootstrap, topic, **kw) -> OperatorConfig:
@@ -84,13 +145,19 @@ def _config(bootstrap, topic, **kw) -> OperatorConfig:
         consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, **kw)
 
 
-def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False) -> dict:
+def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, **config) -> dict:
     counter = Counter(n)
     permit = RegionPermit()
-    if per_record:
-        op = ConsumerOperator(_config(bootstrap, topic), counter.record, permit=permit)
+    if work is not None:
+        def submit(record) -> None:
+            work(record)
+            counter.record(record)
+
+        op = ConsumerOperator(_config(bootstrap, topic, **config), submit, permit=permit)
+    elif per_record:
+        op = ConsumerOperator(_config(bootstrap, topic, **config), counter.record, permit=permit)
     else:
-        op = ConsumerOperator(_config(bootstrap, topic), submit_batch=counter.batch, permit=permit)
+        op = ConsumerOperator(_config(bootstrap, topic, **config), submit_batch=counter.batch, permit=permit)
     drains_ms: list[float] = []
     stop = threading.Event()
 
@@ -122,7 +189,83 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False) -
         op.close()
     seconds = counter.last - counter.first
     return {"records": counter.seen, "seconds": seconds, "records_per_s": counter.seen / seconds,
-            "cpu_s": counter.cpu_last - counter.cpu_first, "drains": len(drains_ms), "drain_ms": drains_ms}
+            "cpu_s": counter.cpu_last - counter.cpu_first, "drains": len(drains_ms), "drain_ms": drains_ms,
+            "thread_cpu_s": counter.threads()}
+
+
+WORK_MODES = ("work/bare", "work/operator", "work/operator-gc-none")
+
+
+def work_trial(mode: str, bootstrap: str, topic: str, n: int) -> dict:
+    """One per-record-work trial in this (fresh) process; see the module docstring."""
+    work = RecordWork()
+    if mode == "work/bare":
+        r = bare_poll_loop(bootstrap, topic, n, on_record=work)
+    elif mode == "work/operator":
+        r = run_operator(bootstrap, topic, n, work=work)
+    elif mode == "work/operator-gc-none":
+        r = run_operator(bootstrap, topic, n, work=work, gc_policy="none")
+    else:
+        raise SystemExit(f"unknown work mode {mode!r}")
+    r.pop("drain_ms", None)
+    import gc
+
+    r["gc_collections"] = [g["collections"] for g in gc.get_stats()]
+    r["gc_frozen"] = gc.get_freeze_count()
+    return r
+
+
+def profile_work(bootstrap: str, topic: str, n: int, out: Path) -> None:
+    """Each work mode once under py-spy --gil --threads; summaries printed and saved."""
+    from profile_util import print_summary, py_spy_record, summarise
+
+    out.mkdir(parents=True, exist_ok=True)
+    for mode in WORK_MODES:
+        raw = out / (mode.replace("/", "_") + ".txt")
+        py_spy_record([sys.executable, __file__, "--work-trial", mode, "--bootstrap", bootstrap, "--topic", topic,
+                       "--messages", str(n)], raw, gil=True)
+        s = summarise(raw)
+        (out / (mode.replace("/", "_") + ".summary.json")).write_text(json.dumps(s, indent=2))
+        print_summary(mode, s)
+
+
+def work_trials(bootstrap: str, topic: str, n: int, trials: int, modes=WORK_MODES) -> dict:
+    """``trials`` rounds of every work mode, each a fresh process, the order
+    reversed every other round; ratios per round against that round's bare loop."""
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for trial in range(trials):
+        order = list(modes) if trial % 2 == 0 else list(reversed(modes))
+        for mode in order:
+            out = subprocess.run(
+                [sys.executable, __file__, "--work-trial", mode, "--bootstrap", bootstrap, "--topic", topic,
+                 "--messages", str(n)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S + 60)
+            if out.returncode != 0:
+                raise RuntimeError(f"{mode} trial failed: {out.stderr[-2000:]}")
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[mode].append(r)
+            print(f"work trial {trial} {mode:22s} {r['records_per_s']:10.0f} rec/s, "
+                  f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec, gc collections {r['gc_collections']}",
+                  flush=True)
+    bare = runs["work/bare"]
+    summary: dict = {"trials": trials, "messages": n, "median_records_per_s": {}, "rate_ratio": {},
+                     "cpu_ratio": {}, "rate_ratios": {}, "cpu_ratios": {}, "thread_cpu_share": {}}
+    for mode, rs in runs.items():
+        summary["median_records_per_s"][mode] = round(statistics.median(r["records_per_s"] for r in rs))
+        if mode == "work/bare":
+            continue
+        rate = [r["records_per_s"] / b["records_per_s"] for r, b in zip(rs, bare)]
+        cpu = [(b["cpu_s"] / b["records"]) / (r["cpu_s"] / r["records"]) for r, b in zip(rs, bare)]
+        summary["rate_ratios"][mode] = [round(x, 3) for x in rate]
+        summary["cpu_ratios"][mode] = [round(x, 3) for x in cpu]
+        summary["rate_ratio"][mode] = round(statistics.median(rate), 3)
+        summary["cpu_ratio"][mode] = round(statistics.median(cpu), 3)
+        shares: dict[str, list[float]] = {}
+        for r in rs:
+            total = sum((r.get("thread_cpu_s") or {}).values()) or 1.0
+            for name, v in (r.get("thread_cpu_s") or {}).items():
+                shares.setdefault(name, []).append(v / total)
+        summary["thread_cpu_share"][mode] = {k: round(statistics.median(v), 3) for k, v in shares.items()}
+    return summary
 
 
 class _Timed:
@@ -302,9 +445,18 @@ def main() -> None:
                     help="> 0: CPU of one operator on an idle topic, sampled over this many seconds (0: skip)")
     ap.add_argument("--reset-trials", type=int, default=3, help="member-join reset-latency trials (0: skip)")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--work-trials", type=int, default=0,
+                    help="> 0: the per-record-work modes, this many alternated trials (each a fresh process)")
+    ap.add_argument("--profile-dir", default=None,
+                    help="run each work mode once more under py-spy --gil, stacks and a summary in this directory")
+    ap.add_argument("--work-trial", default=None, help=argparse.SUPPRESS)  # one trial, in a child process
+    ap.add_argument("--topic", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-gc-freeze", action="store_true",
                     help="do not gc.freeze() the start-up heap before the trials (the member runtime freezes it)")
     args = ap.parse_args()
+    if args.work_trial:
+        print(json.dumps(work_trial(args.work_trial, args.bootstrap, args.topic, args.messages)))
+        return
     modes = args.modes.split(",")
     results: dict[str, list[dict]] = {m: [] for m in modes}
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
@@ -314,6 +466,15 @@ def main() -> None:
             produce_fixed(bootstrap, topic, args.messages)
         print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
               flush=True)
+        work = None
+        if args.work_trials > 0 or args.profile_dir:
+            work_topic = create_topic(bootstrap, unique_name("bench-work"), args.partitions)
+            produce_fixed(bootstrap, work_topic, args.messages)
+        if args.work_trials > 0:
+            work = work_trials(bootstrap, work_topic, args.messages, args.work_trials)
+            print("per-record work: " + json.dumps({k: work[k] for k in ("rate_ratio", "cpu_ratio")}), flush=True)
+        if args.profile_dir:
+            profile_work(bootstrap, work_topic, args.messages, Path(args.profile_dir))
         if not args.no_gc_freeze:
             # As the member runtime does once running (cr_consumer/runtime/member/process.py):
             # the ~40k start-up objects (modules, clients) out of the cyclic GC's
@@ -377,6 +538,7 @@ def main() -> None:
     summary = {"messages": args.messages, "partitions": args.partitions, "trials": args.trials,
                "median_records_per_s": {}, "ratio_to_bare": {}, "median_pair_ratio": pair,
                "cpu_efficiency_vs_bare": cpu, "drain_latency": drain, "idle_cpu_percent": idle,
+               "per_record_work": work,
                "reset_after_join_ms": {
                    "trials": len(resets),
                    "median_reset_ms": statistics.median(r["reset_ms"] for r in resets) if resets else None,

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Period of the CPU-time samples of the member processes.
 CPU_SAMPLE_S = 0.05
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.broker import bootstrap_or_embedded
@@ -61,14 +62,16 @@ import json, sys, time
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 bootstrap, topic, parts, expected = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
 mode, group = sys.argv[5], sys.argv[6]
-if mode == "assign":
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500)
+# "-opfetch": the operator's fetch settings (cr_consumer/operator/config.py) instead of Kafka's defaults
+fetch = {"fetch_max_bytes": 1024 * 1024, "fetch_max_wait_ms": 100} if mode.endswith("-opfetch") else {}
+if mode.startswith("assign"):
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500, **fetch)
     tps = [TopicPartition(topic, p) for p in parts]
     c.assign(tps)
     c.seek_to_beginning(*tps)
 else:  # "group": a member of one consumer group, as the pipeline's sources are
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, max_poll_records=500,
-                      auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+                      auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000, **fetch)
 
     class Hold(ConsumerRebalanceListener):  # nothing is fetched before "go"
         def on_partitions_revoked(self, revoked):
@@ -86,7 +89,7 @@ else:  # "group": a member of one consumer group, as the pipeline's sources are
             raise SystemExit(f"bare group member: assignment {sorted(c.assignment())} after 120 s")
 print("ready", flush=True)
 sys.stdin.readline()  # "go": every process starts polling at the same time
-if mode != "assign":
+if not mode.startswith("assign"):
     c.resume(*c.assignment())
 n, n_first, first, last, cpu_first, cpu_last = 0, 0, None, None, None, None
 deadline = time.monotonic() + 600
@@ -152,7 +155,7 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode
     ``assign`` (assigned explicitly, no group) or ``group`` (one consumer group,
     range assignment, as the pipeline's sources; the join is not timed)."""
     shares = [[p for p in range(partitions) if p % members == m] for m in range(members)]
-    if mode == "group":  # the range assignor's split: consecutive partitions per member
+    if mode.startswith("group"):  # the range assignor's split: consecutive partitions per member
         size = partitions // members
         shares = [list(range(m * size, (m + 1) * size)) for m in range(members)]
         if partitions % members:
@@ -228,7 +231,10 @@ class CpuSampler:
         return at(t1) - at(t0)
 
 
-def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float) -> dict:
+def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
+             profile: Path | None = None, profile_s: int = 8) -> dict:
+    """One pipeline round; with ``profile``, member-0 is sampled by py-spy --gil
+    for ``profile_s`` seconds once its output appears (collapsed stacks to that file)."""
     work.mkdir(parents=True, exist_ok=True)
     module = work / "passthrough.py"
     module.write_text(PASSTHROUGH)
@@ -242,6 +248,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator})
     sampler.start()
     lines_of: dict[Path, int] = {}  # published files never change: each is counted once (cheaply)
+    profiler = None
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -254,7 +261,16 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                 count = sum(lines_of.values())
             if count >= n:
                 break
+            if profile is not None and profiler is None and count > 0:
+                from profile_util import py_spy_record
+
+                pid = region.pids()[min(region.pids())]  # the first member by name
+                profiler = threading.Thread(target=py_spy_record, args=(None, profile),
+                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": True}, daemon=True)
+                profiler.start()
             time.sleep(0.5)
+        if profiler is not None:
+            profiler.join(profile_s + 30)
         status = region.status()
         cpu = sum(_cpu_seconds(pid) for pid in region.pids().values() if pid)
     finally:
@@ -314,10 +330,13 @@ def main() -> int:
                         help="bare/pipeline pairs, interleaved so that load from other processes hits both")
     parser.add_argument("--count-sink", action="store_true",
                         help="also run each round with a counting sink instead of the file sink (runtime cost alone)")
-    parser.add_argument("--bare-mode", choices=("group", "assign", "both"), default="both",
+    parser.add_argument("--bare-mode", choices=("group", "assign", "both", "group+opfetch"), default="both",
                         help="baseline poll loops as members of one consumer group (as the pipeline's sources), "
-                             "with explicitly assigned partitions, or both (default; the ratio is against group)")
+                             "with explicitly assigned partitions, or both (default; the ratio is against group); "
+                             "group+opfetch: group, and group with the operator's fetch.max.bytes / fetch.max.wait.ms")
     parser.add_argument("--bootstrap")
+    parser.add_argument("--profile-dir", default=None,
+                        help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     rounds = []
@@ -326,7 +345,8 @@ def main() -> int:
         t0 = time.monotonic()
         produce_input(bootstrap, topic, args.messages, args.partitions)
         print(f"produced {args.messages} x 100 B in {time.monotonic() - t0:.1f}s", flush=True)
-        modes = ["group", "assign"] if args.bare_mode == "both" else [args.bare_mode]
+        modes = {"both": ["group", "assign"], "group+opfetch": ["group", "group-opfetch"]}.get(
+            args.bare_mode, [args.bare_mode])
         for i in range(args.rounds):
             load = os.getloadavg()[0]
             bases = {mode: bare(bootstrap, topic, args.partitions, args.messages, args.members, mode) for mode in modes}
@@ -357,6 +377,18 @@ def main() -> int:
             row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
             rounds.append(row)
             print(f"round {i}: {row}", flush=True)
+        if args.profile_dir:
+            from profile_util import print_summary, summarise
+
+            out = Path(args.profile_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            pipeline(bootstrap, topic, args.messages, args.members, work / "profiled", drop=False, period=args.period,
+                     profile=out / "member-0.txt")
+            summary = summarise(out / "member-0.txt")
+            (out / "member-0.summary.json").write_text(json.dumps(summary, indent=2))
+            print_summary("pipeline member-0 (py-spy --gil)", summary)
+    if not rounds:
+        return 0
     report = {
         "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
         "bare_modes": modes, "rounds": rounds,

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import attrs
 
 from cr_consumer.kafka.properties import jvm_equivalent, redacted_repr
+from cr_consumer.operator.gc_policy import GcPolicy
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -180,6 +181,9 @@ class OperatorConfig:
     coordinator_timeout_s: float = 10.0
     #: Shown with secret values redacted (cr_consumer.kafka.properties.is_secret).
     consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
+    #: What start() does with the cyclic garbage collector (cr_consumer.operator.gc_policy):
+    #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
+    gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=_enum(GcPolicy))
 
     def __attrs_post_init__(self) -> None:
         self._check_identity()

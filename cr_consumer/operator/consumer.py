@@ -36,6 +36,7 @@ from prometheus_client import CollectorRegistry
 from cr_consumer.operator.config import OperatorConfig, RegionMode
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
+from cr_consumer.operator.gc_policy import apply_gc_policy, release_gc_policy
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, DrainSignal, RegionHandlers, ResetError
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import Batch, BatchQueue
@@ -188,6 +189,7 @@ class ConsumerOperator:
         self.events.set_polling(True, EVENT_TIMEOUT_S)
         if self._driver is not None:
             self._driver.start()
+        apply_gc_policy(cfg.gc_policy, self.name)
         return self
 
     def close(self) -> None:
@@ -208,6 +210,7 @@ class ConsumerOperator:
         if self._own_control:
             self.control.close()
         self.stats.unregister()
+        release_gc_policy(self.config.gc_policy, self.name)
 
     def __enter__(self) -> ConsumerOperator:
         return self.start()

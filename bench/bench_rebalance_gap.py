@@ -1,0 +1,192 @@
+"""Longest time without newly published output around a membership change.
+
+Runs the drills (``cr_consumer.drill``: the runner of ``crkafka run``, real
+member processes, an embedded broker, a coordinator process) with a steady
+input and a 1 s checkpoint period, and injects one fault per trial:
+
+* ``kill-member``: kill -9 of one member of three (the runner restarts it);
+* ``add-member``: a fourth member joins;
+* ``remove-member``: one member of three stops cleanly (SIGTERM).
+
+The Kafka session timeout is the operator's default (``DEFAULT_SESSION_TIMEOUT_MS``,
+20 s, what ``crkafka run`` uses when not told otherwise), not the drills' 6 s.
+
+Figures per trial, read from the drill directory afterwards:
+
+* ``publish_gap_s``: the longest interval between two consecutive publishes
+  of output (the mtimes of the published files, any member), from the last
+  publish before the fault to the last publish of the run. The input is
+  produced at a steady ``--rate`` until it runs out and the drill stops once
+  every record is published, so every interval in that window had input
+  waiting. ``publish_interval_before_s``: the median interval between
+  checkpoints' first publishes in the 10 s before the fault (about the
+  checkpoint period).
+* ``processing_gap_s``: the longest interval after the fault in which no
+  member processed a record (the members' ``batch`` timeline events, sampled
+  every 0.25 s per member; from the last sample before the fault).
+* ``survivor_gap_s``: for the members that neither failed nor joined, the
+  longest interval between two of their own publishes in the same window
+  (what a change confined to the partitions that moved would keep short).
+* ``ok``: the drill's exactly-once verification (no record missing, none
+  twice) and its own ``time_to_recover_s``.
+
+Goals (issue): kill <= 2 s, add and remove <= 1.5 s, over >= 10 trials each.
+
+    .venv/bin/python bench/bench_rebalance_gap.py --trials 3                  # ~12 min on 2 cores
+    .venv/bin/python bench/bench_rebalance_gap.py --scenarios kill-member --trials 10 --json gaps.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cr_consumer.drill.scenarios import DrillConfig, run_drill
+from cr_consumer.drill.verify import published_files
+from cr_consumer.operator.config import DEFAULT_SESSION_TIMEOUT_MS
+
+SCENARIOS = ("kill-member", "add-member", "remove-member")
+#: Window before the fault whose publish intervals give the steady-state figure.
+BEFORE_WINDOW_S = 10.0
+
+
+def _events(timeline_dir: Path) -> list[dict]:
+    out = []
+    for path in sorted(timeline_dir.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+    out.sort(key=lambda e: e["t"])
+    return out
+
+
+#: Published file names of the drill pipeline's sink: <member>-<checkpoint seq>.jsonl
+_PUBLISHED_NAME = re.compile(r"^(?P<member>.+)-(?P<seq>\d+)\.")
+
+
+def _publishes(output_dir: Path) -> list[tuple[float, str, int]]:
+    """(mtime, member, checkpoint seq) of every non-empty published file."""
+    out = []
+    for p in published_files(output_dir):
+        st = p.stat()
+        m = _PUBLISHED_NAME.match(p.name)
+        if st.st_size > 0 and m:
+            out.append((st.st_mtime, m["member"], int(m["seq"])))
+    return out
+
+
+def _longest_gap(times: list[float], start: float) -> float | None:
+    """Longest interval between consecutive times, counting from the last time <= start."""
+    times = sorted(times)
+    before = [t for t in times if t <= start]
+    window = ([before[-1]] if before else []) + [t for t in times if t > start]
+    if len(window) < 2:
+        return None
+    return max(b - a for a, b in zip(window, window[1:]))
+
+
+def analyse(drill_dir: Path) -> dict:
+    """The gap figures of one finished drill (see the module docstring)."""
+    events = _events(drill_dir / "timeline")
+    fault = next(e for e in events if e["ev"] == "fault")
+    t_fault = fault["t"]
+    changed = fault.get("member")
+    members = {e["member"] for e in events if e["member"] != "drill"}
+    publishes = _publishes(drill_dir / "output")
+    times = sorted(t for t, _, _ in publishes)
+    first_of_seq: dict[int, float] = {}
+    for t, _, seq in publishes:
+        first_of_seq[seq] = min(t, first_of_seq.get(seq, t))
+    before = sorted(t for t in first_of_seq.values() if t_fault - BEFORE_WINDOW_S <= t <= t_fault)
+    intervals_before = [b - a for a, b in zip(before, before[1:])]
+    batches = [e["t"] for e in events if e["ev"] == "batch" and e.get("n", 0) > 0]
+    survivors = {m for m in members if m != changed and any(e["t"] < t_fault for e in events
+                                                             if e["member"] == m and e["ev"] == "batch")}
+    survivor_gaps = {}
+    for m in sorted(survivors):
+        own = [t for t, who, _ in publishes if who == m]
+        gap = _longest_gap(own, t_fault)
+        if gap is not None:
+            survivor_gaps[m] = round(gap, 3)
+    gap = _longest_gap(times, t_fault)
+    return {
+        "publish_gap_s": round(gap, 3) if gap is not None else None,
+        "publish_interval_before_s": round(statistics.median(intervals_before), 3) if intervals_before else None,
+        "processing_gap_s": round(_longest_gap(batches, t_fault) or 0.0, 3),
+        "survivor_gap_s": max(survivor_gaps.values()) if survivor_gaps else None,
+        "survivor_gaps_s": survivor_gaps,
+        "published_files": len(times),
+        "changed_member": changed,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=3000.0, help="steady production rate, records/s")
+    ap.add_argument("--seconds", type=float, default=40.0, help="input length at --rate")
+    ap.add_argument("--fault-at", type=float, default=0.4, help="fraction of the input processed at the fault")
+    ap.add_argument("--period", type=float, default=1.0, help="checkpoint period, s")
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS)
+    ap.add_argument("--bootstrap", default=None, help="a Kafka cluster (default: an embedded broker per drill)")
+    ap.add_argument("--out", default=None, help="drill directories here (default: a temporary directory)")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    args = ap.parse_args()
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            raise SystemExit(f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}")
+    messages = int(args.rate * args.seconds)
+    out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-rebalance-gap-"))
+    results: dict[str, list[dict]] = {s: [] for s in scenarios}
+    for trial in range(args.trials):
+        for scenario in scenarios:  # alternated: load drifting over the run hits every scenario alike
+            cfg = DrillConfig(scenario=scenario, members=3, partitions=args.partitions, messages=messages,
+                              bootstrap=args.bootstrap, out=out_dir, seed=trial + 1, rate=args.rate,
+                              period_s=args.period, session_timeout_ms=args.session_timeout_ms,
+                              timeout_s=120.0 + args.seconds * 2, fault_at=args.fault_at)
+            t0 = time.monotonic()
+            report = run_drill(cfg, progress=lambda _msg: None)
+            r = analyse(out_dir / f"{scenario}-s{trial + 1}")
+            r.update(ok=report["ok"], error=report.get("error"), missing=report["missing"],
+                     duplicates=report["duplicates"], time_to_recover_s=report["time_to_recover_s"],
+                     wall_s=round(time.monotonic() - t0, 1))
+            results[scenario].append(r)
+            print(f"{scenario:14s} trial {trial}: publish gap {r['publish_gap_s']} s (before: every "
+                  f"{r['publish_interval_before_s']} s), processing gap {r['processing_gap_s']} s, survivors' "
+                  f"longest gap {r['survivor_gap_s']} s, exactly once {r['ok']}, recover "
+                  f"{r['time_to_recover_s']} s", flush=True)
+    summary = {}
+    for scenario, rs in results.items():
+        gaps = [r["publish_gap_s"] for r in rs if r["publish_gap_s"] is not None]
+        summary[scenario] = {
+            "trials": len(rs),
+            "all_exactly_once": all(r["ok"] for r in rs),
+            "publish_gap_s": {"median": statistics.median(gaps) if gaps else None, "max": max(gaps, default=None),
+                              "all": gaps},
+            "processing_gap_s_median": statistics.median(r["processing_gap_s"] for r in rs) if rs else None,
+            "survivor_gap_s_median": statistics.median(
+                [r["survivor_gap_s"] for r in rs if r["survivor_gap_s"] is not None] or [0.0]),
+            "publish_interval_before_s_median": statistics.median(
+                [r["publish_interval_before_s"] for r in rs if r["publish_interval_before_s"]] or [0.0]),
+        }
+    doc = {"settings": {"rate": args.rate, "seconds": args.seconds, "period_s": args.period,
+                        "partitions": args.partitions, "session_timeout_ms": args.session_timeout_ms,
+                        "members": 3, "drills": str(out_dir)},
+           "summary": summary, "trials": results}
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
