@@ -87,6 +87,10 @@ def _malformed_policy(value: object) -> MalformedPolicy:
     return _enum(MalformedPolicy, value)
 
 
+def _gc_policy(value: object) -> GcPolicy:
+    return _enum(GcPolicy, value)
+
+
 def _topics(value) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -183,7 +187,7 @@ class OperatorConfig:
     consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
     #: What start() does with the cyclic garbage collector (cr_consumer.operator.gc_policy):
     #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
-    gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=_enum(GcPolicy))
+    gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=_gc_policy)
 
     def __attrs_post_init__(self) -> None:
         self._check_identity()
