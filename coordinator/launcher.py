@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.common.osutil import die_with_parent_preexec
+from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.wire.errors import CoordinatorUnavailable
 
 #: Bound on waiting for the ready line and the first successful ping, so a
@@ -143,21 +144,28 @@ class CoordinatorProcess:
         kwargs = {"timeout": 0.5, "try_timeout": 0.5, **self.client_kwargs}
         assert self.endpoint is not None  # set from the ready line before the first ping
         client = CoordinatorClient(self.endpoint, **kwargs)
+        unanswered: CoordinatorUnavailable | None = None
+
+        def answered() -> bool:
+            nonlocal unanswered
+            if self._proc is None or self._proc.poll() is not None:
+                code = self._proc.wait(STOP_TIMEOUT_S) if self._proc else None
+                self._reap()
+                raise CoordinatorStartError(f"coordinator exited with {code} while loading\n{self.log_tail()}")
+            try:
+                client.ping()
+            except CoordinatorUnavailable as exc:
+                unanswered = exc
+                return False
+            return True
+
         try:
-            while True:
-                if self._proc is None or self._proc.poll() is not None:
-                    code = self._proc.wait(STOP_TIMEOUT_S) if self._proc else None
-                    self._reap()
-                    raise CoordinatorStartError(f"coordinator exited with {code} while loading\n{self.log_tail()}")
-                try:
-                    client.ping()
-                    return
-                except CoordinatorUnavailable as exc:
-                    if time.monotonic() > deadline:
-                        self.kill()
-                        raise CoordinatorStartError(
-                            f"coordinator bound but not answering: {exc}\n{self.log_tail()}"
-                        ) from exc
+            wait_until(answered, max(0.0, deadline - time.monotonic()), "the coordinator to answer a ping")
+        except WaitTimeout:
+            self.kill()
+            raise CoordinatorStartError(
+                f"coordinator bound but not answering: {unanswered}\n{self.log_tail()}"
+            ) from unanswered
         finally:
             client.close()
 

@@ -14,6 +14,7 @@ from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
 
 from support.metrics import dashboard_metric_names, exposed_names, promtool_problems, samples, scrape
+from support.region import wait_region
 
 pytestmark = pytest.mark.slow
 
@@ -65,28 +66,27 @@ def region_expositions(bootstrap, tmp_path_factory):
                     kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, metrics_port=base)
     with region:
         assert region.metrics_addresses() == {"member-0": f"127.0.0.1:{base}"}
-        deadline = time.monotonic() + 60
-        while True:
-            assert not region.failed, region.failed
+
+        def member_settled() -> str | None:
             try:
                 member = scrape(f"127.0.0.1:{base}")
             except OSError:
-                member = ""  # the member is still starting
+                return None  # the member is still starting
             committed = by_partition(member, "crkafka_consumer_committed_offset", topic)
             lag = by_partition(member, "crkafka_consumer_lag", topic)
-            if (len(committed) == PARTITIONS and sum(committed.values()) == RECORDS
-                    and len(lag) == PARTITIONS and sum(lag.values()) == 0):
-                break
-            assert time.monotonic() < deadline, f"member metrics not settled:\n{member}"
-            time.sleep(0.2)
-        while True:  # the coordinator refreshes its region gauges and counters every second
+            settled = (len(committed) == PARTITIONS and sum(committed.values()) == RECORDS
+                       and len(lag) == PARTITIONS and sum(lag.values()) == 0)
+            return member if settled else None
+
+        def coordinator_settled() -> str | None:
             coordinator = scrape(region.http_address)
             checkpoints = [v for labels, v in samples(coordinator, "crkafka_region_checkpoints_total")
                            if labels["region"] == region.group]
-            if checkpoints and checkpoints[0] >= 2:
-                break
-            assert time.monotonic() < deadline, f"coordinator metrics not settled:\n{coordinator}"
-            time.sleep(0.2)
+            return coordinator if checkpoints and checkpoints[0] >= 2 else None
+
+        member = wait_region(region, member_settled, 60, "the member's metrics to settle", interval=0.2)
+        # the coordinator refreshes its region gauges and counters every second
+        coordinator = wait_region(region, coordinator_settled, 30, "the coordinator's region metrics", interval=0.2)
         yield {"topic": topic, "group": region.group, "member": member, "coordinator": coordinator}
 
 

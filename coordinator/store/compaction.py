@@ -34,8 +34,8 @@ stats, and the old segment stays in use: nothing is lost. A crash at any step
 leaves either the old segment (the `.tmp` is deleted on open) or, after the
 rename, the complete new one (the old segment is deleted on open). Every step
 calls `coordinator.store.log.segment.crash_point` (a test hook; the names are
-`CRASH_STEPS` there), and tests/test_store_crash_points.py crashes a
-process at each of them.
+`CRASH_STEPS` there), and tests/coordinator/store/test_store_crash_points.py
+crashes a process at each of them.
 """
 
 from __future__ import annotations

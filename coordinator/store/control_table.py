@@ -15,7 +15,8 @@ partition numbers: at most ``8 * DENSE_FACTOR`` bytes of buffer per live entry
 plus ``8 * DENSE_SLACK`` per (group, topic), or ~100 bytes per entry when
 sparse. A request entry costs at least 9 bytes on the wire (``["t",0,0],``),
 so the table grows by at most ~20 bytes per request byte for entries and a few
-hundred bytes per new (group, topic) name (measured: tests/test_coordinator_limits.py).
+hundred bytes per new (group, topic) name (measured:
+tests/coordinator/server/test_coordinator_limits.py).
 
 Group and topic names are interned (`sys.intern`), so a topic name shared by
 many groups is stored once. A (group, topic) with P partitions costs 8 bytes

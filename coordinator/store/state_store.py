@@ -56,6 +56,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from coordinator.common.partitions import partition_label
 from coordinator.store import records
 from coordinator.store.compaction import Compaction
 from coordinator.store.control_table import MAX_OFFSET, ControlTable
@@ -258,7 +259,7 @@ class StateStore:
             if type(partition) is not int or not 0 <= partition <= MAX_PARTITION:
                 _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
             if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
-                _check_int(f"offset of {topic}[{partition}]", offset, 0, MAX_OFFSET)
+                _check_int(f"offset of {partition_label(topic, partition)}", offset, 0, MAX_OFFSET)
             current = control.get(group, topic, partition)
             if current is None:
                 ps, os_ = new.setdefault(topic, ([], []))

@@ -22,10 +22,10 @@ import logging
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from coordinator.common.waiting import WaitTimeout, wait_until
 from cr_consumer.drill.timeline import TimelineWriter
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.fault_points import Point
@@ -134,16 +134,19 @@ class FaultTasks:
     def wait_fired(self, fault_dir: Path, point: Point, member: str) -> fault_points.Fired:
         """Wait until ``member`` claimed the trigger of ``point``; raises TimeoutError
         after FIRE_TIMEOUT_S, InterruptedError when the drill stops the tasks."""
-        deadline = time.monotonic() + FIRE_TIMEOUT_S
-        while True:
+        def claimed() -> fault_points.Fired | None:
             for f in fault_points.fired(fault_dir, point):
                 if f.member == member:
                     return f
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"fault point {point.value} armed for {member} did not fire "
-                                   f"within {FIRE_TIMEOUT_S:.0f}s")
-            if self.wait(TASK_POLL_S):
+            if self.stopping():
                 raise InterruptedError(f"the drill ended before fault point {point.value} fired for {member}")
+            return None
+
+        try:
+            return wait_until(claimed, FIRE_TIMEOUT_S, f"fault point {point.value} to fire", interval=TASK_POLL_S)
+        except WaitTimeout:
+            raise TimeoutError(f"fault point {point.value} armed for {member} did not fire "
+                               f"within {FIRE_TIMEOUT_S:.0f}s") from None
 
     def close(self) -> None:
         """Stop every task, continue every process still stopped."""

@@ -46,6 +46,8 @@ from typing import Any
 
 import attrs
 
+from coordinator.common.group_offsets import group_committed_offsets
+
 MANIFEST_VERSION = 1
 PUBLISHED_SUFFIX = ".jsonl"
 #: Examples of each problem kept in the result, so a failure names offsets
@@ -368,13 +370,14 @@ def last_checkpoint_offsets(state_dir: str | os.PathLike, seq: int,
 
 
 def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], int | None]:
-    """The group's committed offsets, as any Kafka tool sees them (OffsetFetch
-    through the admin client; kafka-python 3.0.12 names it ``list_group_offsets``)."""
+    """The group's committed offsets, as any Kafka tool sees them
+    (``group_committed_offsets``); a partition without one is left out, which
+    ``verify`` reads as nothing committed."""
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-drill-verify")
     try:
-        found = admin.list_group_offsets({group: None}).get(group, {})
+        found = group_committed_offsets(admin, group)
     finally:
         admin.close()
-    return {(tp.topic, tp.partition): (meta.offset if meta.offset >= 0 else None) for tp, meta in found.items()}
+    return {(tp.topic, tp.partition): offset for tp, offset in found.items()}

@@ -20,7 +20,7 @@ matches the position are discarded by the fetcher's own position check.
 
 This touches a private attribute, so it is guarded: it does nothing unless the
 attributes look exactly as in the affected versions, and the behaviour is
-covered by the operator's backpressure test (``test_operator_backpressure.py``:
+covered by the operator's backpressure test (``tests/operator/test_operator_backpressure.py``:
 fill the queue, pause, resume, and get every record), which fails if a future version changes it.
 
 2. A group join whose result is never used (:func:`keep_completed_joins`)
@@ -72,8 +72,8 @@ goes through it; the library's code is otherwise unchanged):
 
 Guarded like (1): installed only when the private attributes exist (a
 warning is logged otherwise); covered by
-``test_operator_start.py::test_pattern_subscription_picks_up_a_new_topic``
-and the new-topic drill (``test_drill_scenarios.py``).
+``tests/operator/test_operator_start.py::test_pattern_subscription_picks_up_a_new_topic``
+and the new-topic drill (``tests/drill/test_drill_scenarios.py``).
 
 3. No public "rejoin now" (:func:`request_rejoin`)
 

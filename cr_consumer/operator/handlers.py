@@ -21,6 +21,7 @@ from collections.abc import Callable
 from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from coordinator.common.partitions import offsets_text
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
@@ -59,11 +60,6 @@ class DrainError(RuntimeError):
 
 class ResetError(RuntimeError):
     """The reset could not complete; the region retries it."""
-
-
-def fmt_offsets(offsets: dict) -> str:
-    """``{topic[partition]=offset, ...}`` for log lines and errors."""
-    return "{" + ", ".join(f"{tp.topic}[{tp.partition}]={o}" for tp, o in sorted(offsets.items())) + "}"
 
 
 def _serialized(method):
@@ -213,7 +209,7 @@ class RegionHandlers:
                     consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
                                     timeout_ms=commit_timeout_ms)
                 except Exception as exc:
-                    raise DrainError(f"{self.name}: committing offsets {fmt_offsets(offsets)} failed: {exc!r}") from exc
+                    raise DrainError(f"{self.name}: committing offsets {offsets_text(offsets)} failed: {exc!r}") from exc
                 self._stats.set_committed(offsets)
             return offsets
 
@@ -225,7 +221,7 @@ class RegionHandlers:
         self._process.reset_trigger()
         self._stats.drain_done((time.monotonic() - t0) * 1000)
         self._drains.done()
-        log.debug("%s: drained, committed %s", self.name, fmt_offsets(offsets))
+        log.debug("%s: drained, committed %s", self.name, offsets_text(offsets))
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -328,7 +324,7 @@ class RegionHandlers:
             except Exception as exc:
                 raise ResetError(f"{self.name}: the reset to {what} is done here but clearing the group's "
                                  f"reset-pending flag failed (retry the reset): {exc!r}") from exc
-        log.info("%s: reset to %s complete: %s", self.name, what, fmt_offsets(positions))
+        log.info("%s: reset to %s complete: %s", self.name, what, offsets_text(positions))
         self.resume_polling()
 
     def resume_polling(self) -> None:
@@ -343,4 +339,4 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError", "fmt_offsets"]
+__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError"]

@@ -45,6 +45,7 @@ from kafka import TopicPartition
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from coordinator.common.partitions import by_label
 from cr_consumer.operator.offset_manager import OffsetManager
 
 log = logging.getLogger(__name__)
@@ -190,8 +191,7 @@ class OperatorMetrics:
     def snapshot(self) -> dict:
         live = self._readings()
         assigned = self._offsets.assigned()
-        lag = {f"{tp.topic}[{tp.partition}]": row["lag"]
-               for tp, row in self.partition_offsets().items() if "lag" in row}
+        lag = by_label({tp: row["lag"] for tp, row in self.partition_offsets().items() if "lag" in row})
         return {
             "state": live["state"],
             "nAssignedPartitions": len(assigned),

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from coordinator.common.partitions import by_label
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.seek_targets import SeekTargets
@@ -183,7 +184,7 @@ class Rebalancer:
             self._assign_pending = bool(held)
         self.joining = False
         log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps),
-                 {f"{tp.topic}[{tp.partition}]": o for tp, o in sorted(fast.items())})
+                 by_label(fast))
 
     def _known_targets(self, tps) -> dict:
         if self._standalone:  # committed offsets come first, and they need the broker
@@ -253,7 +254,7 @@ class Rebalancer:
         positions = {tp: consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS) for tp in targets}
         self._offsets.set_many(positions)
         log.info("%s: seeked %s", self.name,
-                 {f"{tp.topic}[{tp.partition}]": off for tp, off in sorted(positions.items())})
+                 by_label(positions))
         return positions
 
     def clear_held(self) -> set:

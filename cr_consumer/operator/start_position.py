@@ -42,6 +42,7 @@ from collections.abc import Collection
 import attrs
 from kafka import TopicPartition
 
+from coordinator.common.partitions import partition_label
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def start_offsets(consumer, config: OperatorConfig, plan: StartPlan) -> dict:
     if plan.earliest:
         earliest = sorted(plan.earliest)
         log.info("%s: partitions first seen after the job's first start begin at their earliest offset: %s",
-                 config.operator_name, [f"{tp.topic}[{tp.partition}]" for tp in earliest])
+                 config.operator_name, [partition_label(tp.topic, tp.partition) for tp in earliest])
         out.update(consumer.beginning_offsets(earliest, timeout_ms=LOOKUP_TIMEOUT_MS))
     return out
 

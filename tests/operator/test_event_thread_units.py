@@ -9,25 +9,18 @@ poll was paced, and how failures reach the callers.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 
 import pytest
 from kafka import TopicPartition
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.operator import event_thread as et
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 WAIT_S = 5.0
-
-
-def _wait_until(pred, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.005)  # polling a condition the event thread makes true
+POLL_S = 0.005  # polling a condition another thread makes true
 
 
 class FakeConsumer:
@@ -112,7 +105,7 @@ def test_polled_records_reach_on_records_in_order(harness):
     batches = [{T0: ["a", "b"]}, {T1: ["c"]}, {T0: ["d"]}]
     harness.consumer.results.extend(batches)
     harness.events.set_polling(True, WAIT_S)
-    _wait_until(lambda: len(harness.records) == 3, "three polls handed over")
+    wait_until(lambda: len(harness.records) == 3, WAIT_S, "three polls handed over", interval=POLL_S)
     assert harness.records == batches
     assert harness.after_polls >= 3
     assert harness.events.group is not None  # the group snapshot is taken after each poll
@@ -135,7 +128,7 @@ def test_an_event_that_raises_fails_only_its_caller(harness):
 
 def test_stop_polling_returns_after_the_loop_saw_it(harness):
     harness.events.set_polling(True, WAIT_S)
-    _wait_until(lambda: len(harness.consumer.polls) >= 2, "polling")
+    wait_until(lambda: len(harness.consumer.polls) >= 2, WAIT_S, "polling", interval=POLL_S)
     harness.events.set_polling(False, WAIT_S)
     n = len(harness.consumer.polls)
     harness.events.call(lambda c: None, WAIT_S, "a round trip after the stop")
@@ -146,21 +139,21 @@ def test_poll_pacing_follows_joining_blocked_and_idle(harness):
     ev = harness.events
     harness.joining = True
     ev.set_polling(True, WAIT_S)
-    _wait_until(lambda: et.JOIN_POLL_TIMEOUT_MS in (p[0] for p in harness.consumer.polls), "join poll")
+    wait_until(lambda: et.JOIN_POLL_TIMEOUT_MS in (p[0] for p in harness.consumer.polls), WAIT_S, "join poll", interval=POLL_S)
     ev.set_polling(False, WAIT_S)
     assert set(harness.consumer.polls) == {(et.JOIN_POLL_TIMEOUT_MS, 500)}
 
     harness.consumer.polls.clear()
     harness.joining, harness.blocked = False, True
     ev.set_polling(True, WAIT_S)
-    _wait_until(lambda: len(harness.consumer.polls) >= 2, "blocked polls")
+    wait_until(lambda: len(harness.consumer.polls) >= 2, WAIT_S, "blocked polls", interval=POLL_S)
     ev.set_polling(False, WAIT_S)
     assert set(harness.consumer.polls) == {(et.BLOCKED_POLL_TIMEOUT_MS, et.BLOCKED_MAX_RECORDS)}
 
     harness.consumer.polls.clear()
     harness.blocked = False
     ev.set_polling(True, WAIT_S)
-    _wait_until(lambda: len(harness.consumer.polls) >= 2, "idle polls")
+    wait_until(lambda: len(harness.consumer.polls) >= 2, WAIT_S, "idle polls", interval=POLL_S)
     ev.set_polling(False, WAIT_S)
     # no poll has returned records yet: the topic looks idle
     assert set(harness.consumer.polls) == {(et.IDLE_POLL_TIMEOUT_MS, 500)}
@@ -169,7 +162,7 @@ def test_poll_pacing_follows_joining_blocked_and_idle(harness):
 def test_records_make_the_poll_short_while_they_flow(harness):
     harness.consumer.results.append({T0: ["a"]})
     harness.events.set_polling(True, WAIT_S)
-    _wait_until(lambda: len(harness.consumer.polls) >= 3, "polls after records")
+    wait_until(lambda: len(harness.consumer.polls) >= 3, WAIT_S, "polls after records", interval=POLL_S)
     harness.events.set_polling(False, WAIT_S)
     assert harness.consumer.polls[0] == (et.IDLE_POLL_TIMEOUT_MS, 500)
     assert harness.consumer.polls[1] == (et.POLL_TIMEOUT_MS, 500)
@@ -179,20 +172,20 @@ def test_backpressure_pauses_every_assigned_partition_and_resumes_all_but_the_he
     harness.pause = True
     harness.held = {T1}
     harness.events.set_polling(True, WAIT_S)
-    _wait_until(lambda: harness.consumer.paused_set == {T0, T1}, "both paused")
+    wait_until(lambda: harness.consumer.paused_set == {T0, T1}, WAIT_S, "both paused", interval=POLL_S)
     assert harness.events.paused
     harness.consumer.paused_set.discard(T0)  # pause() is idempotent: a partition found unpaused is paused again
-    _wait_until(lambda: harness.consumer.paused_set == {T0, T1}, "paused again")
+    wait_until(lambda: harness.consumer.paused_set == {T0, T1}, WAIT_S, "paused again", interval=POLL_S)
     assert harness.events.n_queue_full_pause == 1  # one episode, however many polls it lasts
     harness.pause = False
-    _wait_until(lambda: not harness.events.paused, "room again")
+    wait_until(lambda: not harness.events.paused, WAIT_S, "room again", interval=POLL_S)
     assert harness.consumer.paused_set == {T1}  # the held partition waits for its seek
 
 
 def test_resume_partitions_leaves_them_to_the_backpressure_while_the_queue_is_full(harness):
     harness.pause = True
     harness.events.set_polling(True, WAIT_S)
-    _wait_until(lambda: harness.events.paused, "queue-full pause")
+    wait_until(lambda: harness.events.paused, WAIT_S, "queue-full pause", interval=POLL_S)
     harness.events.call(lambda c: harness.events.resume_partitions(c, {T0}), WAIT_S, "resume")
     assert T0 in harness.consumer.paused_set
 
@@ -203,10 +196,10 @@ def test_a_poll_failure_is_kept_reported_and_raised_to_later_callers():
     h.events.start(WAIT_S)
     try:
         h.events.set_polling(True, WAIT_S)
-        _wait_until(lambda: h.failures, "on_failure called")
+        wait_until(lambda: h.failures, WAIT_S, "on_failure called", interval=POLL_S)
         assert h.failures == [h.consumer.poll_error]
         assert h.events.failure is h.consumer.poll_error
-        _wait_until(lambda: h.consumer.closed_with is not None, "consumer closed")
+        wait_until(lambda: h.consumer.closed_with is not None, WAIT_S, "consumer closed", interval=POLL_S)
         assert h.consumer.closed_with == {"autocommit": False, "timeout_ms": et.CLOSE_TIMEOUT_MS}
         with pytest.raises(OperatorFailed) as info:
             h.events.call(lambda c: None, WAIT_S, "later")
@@ -238,7 +231,7 @@ def test_stop_closes_the_consumer_without_committing_and_fails_queued_events():
     assert first.result(WAIT_S) is True
     with pytest.raises(OperatorFailed, match="closed before"):
         second.result(WAIT_S)
-    _wait_until(lambda: h.consumer.closed_with is not None, "consumer closed")
+    wait_until(lambda: h.consumer.closed_with is not None, WAIT_S, "consumer closed", interval=POLL_S)
     assert h.consumer.closed_with["autocommit"] is False
     assert h.events.consumer is None
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from kafka import TopicPartition
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.operator.start_position import plan_start
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Sink, make, wait_until
+from support.operator import Sink, make
 
 
 def _by_topic(sink: Sink, topic: str) -> dict[int, list[int]]:

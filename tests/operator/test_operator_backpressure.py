@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Sink, make, wait_until
+from support.operator import Sink, make
 
 
 def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, names):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Sink, committed, make, wait_until
+from support.operator import Sink, committed, make
 
 
 def test_standalone_consumes_everything_and_commits(bootstrap, names):

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import time
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Sink, committed, make, wait_until
+from support.operator import Sink, committed, make
 
 PARTITIONS = 4
 PER_PARTITION = 1500

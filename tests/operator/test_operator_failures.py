@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.consumer import DrainError, ResetError
@@ -16,7 +17,7 @@ from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Sink, committed, make, wait_until
+from support.operator import Sink, committed, make
 
 
 def _mixed(n):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Members, Region, Sink, committed, make, wait_until
+from support.operator import Members, Region, Sink, committed, make
 
 PARTS = 6
 

@@ -7,12 +7,13 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-from support.operator import Members, Sink, make, wait_until
+from support.operator import Members, Sink, make
 
 
 def _seeked(op, tps, timeout=30):

@@ -5,12 +5,12 @@ submitted (and in which order), the offsets recorded, and what was dropped."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import namedtuple
 
 import pytest
 from kafka import TopicPartition
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.operator.config import MalformedPolicy
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager
@@ -20,14 +20,7 @@ from cr_consumer.operator.region import RegionPermit
 Rec = namedtuple("Rec", "topic partition offset key value")
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 WAIT_S = 5.0
-
-
-def _wait_until(pred, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.005)  # polling a condition the process thread makes true
+POLL_S = 0.005  # polling a condition another thread makes true
 
 
 def recs(tp: TopicPartition, first: int, n: int, value=b"v") -> list[Rec]:
@@ -87,7 +80,7 @@ class Harness:
 def test_batches_are_submitted_in_queue_order_and_offsets_recorded_once_per_batch():
     with Harness() as h:
         h.queue.put_many([Batch(0, T0, recs(T0, 0, 3)), Batch(0, T1, recs(T1, 10, 2)), Batch(0, T0, recs(T0, 3, 2))])
-        _wait_until(lambda: h.thread.n_submitted == 7, "seven records submitted")
+        wait_until(lambda: h.thread.n_submitted == 7, WAIT_S, "seven records submitted", interval=POLL_S)
         assert h.flat() == [(0, 0), (0, 1), (0, 2), (1, 10), (1, 11), (0, 3), (0, 4)]
         assert h.offsets.snapshot() == {T0: 5, T1: 12}
 
@@ -95,7 +88,7 @@ def test_batches_are_submitted_in_queue_order_and_offsets_recorded_once_per_batc
 def test_submit_per_record_when_no_batch_callable_is_given():
     with Harness(per_record=True) as h:
         h.queue.put(Batch(0, T0, recs(T0, 7, 3)))
-        _wait_until(lambda: h.thread.n_submitted == 3, "three records")
+        wait_until(lambda: h.thread.n_submitted == 3, WAIT_S, "three records", interval=POLL_S)
         assert [len(b) for b in h.submitted] == [1, 1, 1]
         assert h.offsets.get(T0) == 10
 
@@ -104,7 +97,7 @@ def test_a_batch_of_an_older_epoch_is_dropped_not_submitted():
     with Harness() as h:
         h.epoch = 1
         h.queue.put_many([Batch(0, T0, recs(T0, 0, 4)), Batch(1, T1, recs(T1, 0, 2))])
-        _wait_until(lambda: h.thread.n_submitted == 2, "the current batch")
+        wait_until(lambda: h.thread.n_submitted == 2, WAIT_S, "the current batch", interval=POLL_S)
         assert h.flat() == [(1, 0), (1, 1)]
         assert h.thread.n_dropped_stale == 4
         assert h.offsets.snapshot() == {T1: 2}
@@ -114,10 +107,10 @@ def test_nothing_is_submitted_while_the_permit_is_blocked_and_the_batch_waits_fo
     with Harness() as h:
         assert h.permit.block(WAIT_S)
         h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
-        _wait_until(lambda: len(h.queue) == 0, "the batch taken from the queue")
+        wait_until(lambda: len(h.queue) == 0, WAIT_S, "the batch taken from the queue", interval=POLL_S)
         assert h.submitted == [] and h.offsets.get(T0) is None
         h.permit.unblock()
-        _wait_until(lambda: h.thread.n_submitted == 2, "submitted after the unblock")
+        wait_until(lambda: h.thread.n_submitted == 2, WAIT_S, "submitted after the unblock", interval=POLL_S)
         assert h.offsets.get(T0) == 2
 
 
@@ -125,12 +118,12 @@ def test_a_reset_while_the_batch_waits_for_the_permit_drops_it():
     with Harness() as h:
         assert h.permit.block(WAIT_S)
         h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
-        _wait_until(lambda: len(h.queue) == 0, "the batch taken from the queue")
+        wait_until(lambda: len(h.queue) == 0, WAIT_S, "the batch taken from the queue", interval=POLL_S)
         h.epoch = 1  # the reset's new epoch, set while the runtime holds the permit
         h.permit.unblock()
-        _wait_until(lambda: h.thread.n_dropped_stale == 2, "the stale batch dropped")
+        wait_until(lambda: h.thread.n_dropped_stale == 2, WAIT_S, "the stale batch dropped", interval=POLL_S)
         h.queue.put(Batch(1, T0, recs(T0, 5, 1)))
-        _wait_until(lambda: h.thread.n_submitted == 1, "the new epoch's batch")
+        wait_until(lambda: h.thread.n_submitted == 1, WAIT_S, "the new epoch's batch", interval=POLL_S)
         assert h.flat() == [(0, 5)]
         assert h.offsets.get(T0) == 6
 
@@ -138,12 +131,12 @@ def test_a_reset_while_the_batch_waits_for_the_permit_drops_it():
 def test_operator_driven_batches_are_cut_at_the_trigger_count():
     with Harness(trigger_count=100) as h:
         h.queue.put(Batch(0, T0, recs(T0, 0, 250)))
-        _wait_until(lambda: h.thread.n_submitted == 250, "every record")
+        wait_until(lambda: h.thread.n_submitted == 250, WAIT_S, "every record", interval=POLL_S)
         assert [len(b) for b in h.submitted] == [100, 100, 50]
         assert h.triggers == 2
         assert h.offsets.get(T0) == 250
         h.queue.put(Batch(0, T0, recs(T0, 250, 50)))  # 50 + 50 reaches the count again
-        _wait_until(lambda: h.thread.n_submitted == 300, "the next batch")
+        wait_until(lambda: h.thread.n_submitted == 300, WAIT_S, "the next batch", interval=POLL_S)
         assert h.triggers == 3
 
 
@@ -160,7 +153,7 @@ def test_trigger_waits_until_the_permit_is_released():
     with Harness(trigger_count=2, on_trigger=on_trigger) as h:
         permit.append(h.permit)
         h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
-        _wait_until(lambda: seen, "the trigger")
+        wait_until(lambda: seen, WAIT_S, "the trigger", interval=POLL_S)
         assert seen == [True]
 
 
@@ -172,7 +165,7 @@ def test_malformed_records_are_skipped_and_counted():
     with Harness(decoder=decoder) as h:
         batch = [Rec("t", 0, 0, None, b"1"), Rec("t", 0, 1, None, b"x"), Rec("t", 0, 2, None, b"3")]
         h.queue.put(Batch(0, T0, batch))
-        _wait_until(lambda: h.offsets.get(T0) == 3, "the batch done")
+        wait_until(lambda: h.offsets.get(T0) == 3, WAIT_S, "the batch done", interval=POLL_S)
         assert [r.value for b in h.submitted for r in b] == [1, 3]
         assert decoder.n_dropped == 1
 
@@ -181,7 +174,7 @@ def test_a_malformed_record_under_fail_fails_the_thread_naming_it():
     decoder = Decoder(None, int, MalformedPolicy.FAIL)
     with Harness(decoder=decoder) as h:
         h.queue.put(Batch(0, T0, [Rec("t", 0, 41, None, b"x")]))
-        _wait_until(lambda: h.failures, "on_failure")
+        wait_until(lambda: h.failures, WAIT_S, "on_failure", interval=POLL_S)
         assert isinstance(h.failures[0], MalformedRecord)
         assert "topic t partition 0 offset 41" in str(h.failures[0])
         assert h.thread.failure is h.failures[0]
@@ -192,7 +185,7 @@ def test_an_exception_from_submit_is_fatal_and_reported():
     error = RuntimeError("sink down")
     with Harness(submit_error=error) as h:
         h.queue.put(Batch(0, T0, recs(T0, 0, 1)))
-        _wait_until(lambda: h.failures, "on_failure")
+        wait_until(lambda: h.failures, WAIT_S, "on_failure", interval=POLL_S)
         assert h.failures == [error]
         assert h.offsets.get(T0) is None  # the batch's offsets are not recorded
         assert h.permit.block(WAIT_S)  # the permit was released

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from coordinator.common.waiting import wait_until
 from cr_consumer.operator.config import RegionMode
 from cr_consumer.operator.handlers import DrainError
 from cr_consumer.operator.region import RegionPermit
@@ -15,14 +16,7 @@ from cr_consumer.operator.standalone import StandaloneDriver
 from cr_consumer.operator.states import ClientState
 
 WAIT_S = 5.0
-
-
-def _wait_until(pred, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.005)  # polling a condition the driver thread makes true
+POLL_S = 0.005  # polling a condition another thread makes true
 
 
 class Harness:
@@ -57,7 +51,7 @@ class Harness:
 
 def test_periodic_drains_run_with_the_permit_blocked_then_resume_and_unblock():
     with Harness() as h:
-        _wait_until(lambda: len(h.drains) >= 2 and h.resumes >= 2, "two periodic drains")
+        wait_until(lambda: len(h.drains) >= 2 and h.resumes >= 2, WAIT_S, "two periodic drains", interval=POLL_S)
     assert all(h.drains)
     assert not h.permit.blocked
 
@@ -69,26 +63,26 @@ def test_no_periodic_drain_while_the_group_join_is_in_progress():
         time.sleep(0.2)  # twenty periods: that nothing happens can only be seen by waiting
         assert h.drains == []
         h.joining = False
-        _wait_until(lambda: h.drains, "a drain once joined")
+        wait_until(lambda: h.drains, WAIT_S, "a drain once joined", interval=POLL_S)
 
 
 def test_operator_driven_drains_only_when_asked():
     with Harness(mode=RegionMode.OPERATOR_DRIVEN) as h:
         h.driver.request_drain("trigger count reached")
-        _wait_until(lambda: h.resumes == 1, "the requested drain")
+        wait_until(lambda: h.resumes == 1, WAIT_S, "the requested drain", interval=POLL_S)
         assert h.drains == [True]
 
 
 def test_a_failed_drain_is_retried_at_the_next_period_not_fatal():
     with Harness(drain_error=DrainError("rebalance in progress")) as h:
-        _wait_until(lambda: len(h.drains) >= 2, "a second attempt")
+        wait_until(lambda: len(h.drains) >= 2, WAIT_S, "a second attempt", interval=POLL_S)
         assert h.failures == [] and h.resumes >= 2
 
 
 def test_any_other_error_is_handed_to_the_operator_and_ends_the_thread():
     error = RuntimeError("bug")
     with Harness(drain_error=error) as h:
-        _wait_until(lambda: h.failures, "on_failure")
+        wait_until(lambda: h.failures, WAIT_S, "on_failure", interval=POLL_S)
         assert h.failures == [error]
         assert not h.permit.blocked  # unblocked on the way out
         n = len(h.drains)

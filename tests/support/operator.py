@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from coordinator.common.waiting import wait_until  # noqa: F401 (the operator tests import it from here)
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.testing.kafka_util import committed_offsets
 

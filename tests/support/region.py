@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from coordinator.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.region_runner import Region, RegionFailed
+
+T = TypeVar("T")
 
 KAFKA = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 
@@ -40,19 +44,31 @@ def check_exactly_once(rows: list[dict], topic: str, per_partition: dict[int, in
         assert sorted(offsets) == list(range(n))
 
 
+def wait_region(region: Region, condition: Callable[[], T | None], timeout: float, what: str,
+                interval: float = 0.1) -> T:
+    """``condition()``'s first true result; ``RegionFailed`` at once if the region fails first,
+    and after ``timeout`` an AssertionError that names ``what`` and the region's status."""
+    def met() -> T | None:
+        if region.failed:
+            raise RegionFailed(region.failed)
+        return condition()
+
+    try:
+        return wait_until(met, timeout, what, interval=interval)
+    except WaitTimeout as exc:
+        raise AssertionError(f"{exc}; status {region.status()}") from exc
+
+
 def wait_rows(out: Path, n: int, timeout: float, region: Region) -> list[dict]:
     """The published rows once there are ``n``; ``RegionFailed`` at once if the region fails first."""
     def enough() -> list[dict] | None:
-        if region.failed:
-            raise RegionFailed(region.failed)
         rows = published(out)
         return rows if len(rows) >= n else None
 
     try:
-        return wait_until(enough, timeout, f"{n} published records", interval=0.1)
-    except WaitTimeout as exc:
-        raise AssertionError(f"only {len(published(out))} of {n} records published within {timeout}s; "
-                             f"status {region.status()}") from exc
+        return wait_region(region, enough, timeout, f"{n} published records")
+    except AssertionError as exc:
+        raise AssertionError(f"only {len(published(out))} of {n} records published within {timeout}s; {exc}") from exc
 
 
 def make_region(tmp_path, bootstrap, pipeline, topic, members, **kw) -> Region:

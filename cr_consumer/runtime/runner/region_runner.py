@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
@@ -302,7 +303,9 @@ class Region:
         deadline = time.monotonic() + timeout
         last: dict | None = None
         last_error: Exception | None = None
-        while time.monotonic() < deadline:
+
+        def met() -> dict | None:
+            nonlocal last, last_error
             try:
                 last = self.status(timeout=min(STATUS_TIMEOUT_S, max(0.2, deadline - time.monotonic())))
             except Exception as exc:  # the coordinator may be restarting or the region not created yet
@@ -315,9 +318,13 @@ class Region:
                     raise RegionFailed(f"region {self.group} FAILED: {last.get('failed_reason')}")
             if self.failed:
                 raise RegionFailed(self.failed)
-            time.sleep(interval)
-        raise TimeoutError(f"region {self.group}: condition not met within {timeout}s; last status {last!r}"
-                           + (f"; last error {last_error!r}" if last is None and last_error else ""))
+            return None
+
+        try:
+            return wait_until(met, timeout, f"region {self.group}'s condition", interval=interval)
+        except WaitTimeout:
+            raise TimeoutError(f"region {self.group}: condition not met within {timeout}s; last status {last!r}"
+                               + (f"; last error {last_error!r}" if last is None and last_error else "")) from None
 
     def last_error(self, name: str) -> str | None:
         """The last ERROR line of a member's log (``member_log.last_error``)."""

@@ -3,6 +3,7 @@ descriptors are not exhausted, the loop does not spin, clients and /status answe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ import urllib.request
 import pytest
 
 from coordinator.client import CoordinatorClient
+from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
 
 #: The flood: more idle connections than the limit and than the descriptors.
@@ -110,20 +112,19 @@ def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
         baseline = _threads(proc.pid)
         idle = [socket.create_connection((host, int(port)), timeout=2) for _ in range(MAX_HTTP_CONNECTIONS + 40)]
         try:
-            deadline = time.monotonic() + 5
-            while _threads(proc.pid) < baseline + MAX_HTTP_CONNECTIONS and time.monotonic() < deadline:
-                time.sleep(0.05)
+            with contextlib.suppress(WaitTimeout):  # fewer threads is what the assertion below allows
+                wait_until(lambda: _threads(proc.pid) >= baseline + MAX_HTTP_CONNECTIONS, 5, "the connection threads")
             time.sleep(0.3)
             assert _threads(proc.pid) <= baseline + MAX_HTTP_CONNECTIONS  # one thread per served connection
             # The idle ones are closed after the idle timeout; /status answers again.
-            deadline = time.monotonic() + HTTP_IDLE_TIMEOUT_S + 10
-            while True:
+            def status_page() -> dict | None:
                 try:
-                    status = json.loads(_get(proc.http_address, "/status"))
-                    break
+                    return json.loads(_get(proc.http_address, "/status"))
                 except OSError:
-                    assert time.monotonic() < deadline, "/status did not come back after the idle timeout"
-                    time.sleep(0.2)
+                    return None
+
+            status = wait_until(status_page, HTTP_IDLE_TIMEOUT_S + 10, "/status to come back after the idle timeout",
+                                interval=0.2)
             assert status["loaded"] is True
             refused = _metric(_get(proc.http_address, "/metrics"), "crkafka_coordinator_http_connections_refused_total")
             assert refused is not None and refused >= 40

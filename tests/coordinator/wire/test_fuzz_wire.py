@@ -90,14 +90,14 @@ def test_crash_parser_names_exception_and_innermost_frame():
     log = """2026 INFO x
 2026 ERROR coordinator.server.loop [coordinator-loop] coordinator loop failed; stopping
 Traceback (most recent call last):
-  File "/w/coordinator/server.py", line 280, in _run
+  File "/w/coordinator/server/loop.py", line 304, in _run
     self._commit.commit_and_send(sock)
-  File "/w/coordinator/protocol.py", line 71, in _dumps
+  File "/w/coordinator/wire/envelope.py", line 64, in _dumps
     return json.dumps(obj).encode("utf-8")
 UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800'
 2026 ERROR coordinator coordinator stopped after a failure
 """
-    assert crash_signature(log) == ("UnicodeEncodeError in protocol.py:_dumps",
+    assert crash_signature(log) == ("UnicodeEncodeError in envelope.py:_dumps",
                                     "'utf-8' codec can't encode character '\\ud800'")
 
 

@@ -5,17 +5,18 @@ aggregate's totals after a reset."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.paths import EXAMPLES, REPO
-from support.region import check_exactly_once, make_region, published, wait_rows, write_module
+from support.region import check_exactly_once, make_region, published, wait_region, wait_rows, write_module
 
 pytestmark = pytest.mark.slow
 
@@ -114,18 +115,16 @@ def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
     produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[:4000]))
     produce(bootstrap, topic, [b"not json", b"\xff\xfe"])  # dropped by the pipeline's filter
     with make_region(tmp_path, bootstrap, str(EXAMPLES / "order_totals.py"), topic, members=2) as region:
-        deadline = time.monotonic() + 40
-        while sum(t["orders"] for t in ot.customer_totals(tmp_path / "out").values()) < 1000:
-            assert time.monotonic() < deadline and not region.failed
-            time.sleep(0.1)
+        wait_region(region, lambda: sum(t["orders"] for t in ot.customer_totals(tmp_path / "out").values()) >= 1000,
+                    40, "1000 orders totalled")
         region.kill(region.live_members()[1])
         produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[4000:]))
         expected = ot.expected_totals(orders)
-        deadline = time.monotonic() + 60
-        while ot.customer_totals(tmp_path / "out") != expected:
-            assert not region.failed, region.failed
-            assert time.monotonic() < deadline, (ot.customer_totals(tmp_path / "out"), region.status())
-            time.sleep(0.2)
+        try:
+            wait_region(region, lambda: ot.customer_totals(tmp_path / "out") == expected, 60, "the expected totals",
+                        interval=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; totals {ot.customer_totals(tmp_path / 'out')}") from exc
         assert region.status()["resets"] >= 2
 
 
@@ -140,10 +139,8 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
         produce(bootstrap, topic, half_values(4000, 4000))
         # Remove only once the group is stable (the new member publishes): tansu can
         # livelock a group whose leader leaves while a rebalance is in flight (see the report).
-        deadline = time.monotonic() + 40
-        while not any(r["member"] == added for r in published(tmp_path / "out")):
-            assert time.monotonic() < deadline, region.status()
-            time.sleep(0.1)
+        wait_region(region, lambda: any(r["member"] == added for r in published(tmp_path / "out")), 40,
+                    f"a record published by {added}")
         removed = region.remove_member("member-0")  # graceful: leaves the region and the group
         assert removed == "member-0" and "member-0" not in region.pids()
         produce(bootstrap, topic, half_values(4000, 8000))
@@ -208,11 +205,10 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
              "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],
             stdout=log_file, stderr=subprocess.STDOUT, text=True, cwd=REPO)
         try:
-            deadline = time.monotonic() + 60
-            rows: list[dict] = []
-            while time.monotonic() < deadline and proc.poll() is None and len(rows) < 2000:
-                rows = published(tmp_path / "out")
-                time.sleep(0.2)
+            with contextlib.suppress(WaitTimeout):  # the assertion below says what was published
+                wait_until(lambda: proc.poll() is not None or len(published(tmp_path / "out")) >= 2000, 60,
+                           "2000 published records or the run's exit", interval=0.2)
+            rows = published(tmp_path / "out")
             assert len(rows) >= 2000, f"{len(rows)} of 2000 published; crkafka run said:\n{log_path.read_text()[-3000:]}"
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=30) == 0, log_path.read_text()[-3000:]
