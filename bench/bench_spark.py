@@ -201,7 +201,7 @@ def main() -> int:
         results["produce_s"] = produce_fixed(broker.bootstrap, topic, args.records, args.size)
         print(f"produced {args.records} x {args.size} B in {results['produce_s']:.1f}s", flush=True)
 
-        from cr_consumer.spark import local_session
+        from cr_consumer.spark.session import local_session
 
         spark = local_session("bench-spark")
         variants = [(1, 200_000), (2, 200_000)] if not args.quick else [(2, 100_000)]

@@ -90,7 +90,7 @@ def make_sink(out: Path, delay_s: float):
 
 
 def spark_session():
-    from cr_consumer.spark import local_session
+    from cr_consumer.spark.session import local_session
 
     return local_session("crkafka-wordcount")
 
@@ -103,7 +103,7 @@ def committed_total(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
 
 def cmd_run(args) -> int:
-    from cr_consumer.spark import register
+    from cr_consumer.spark.session import register
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,11 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from cr_consumer.spark import FORMAT_NAME
 from cr_consumer.spark.arrow import spark_schema
 from cr_consumer.spark.options import SourceOptions, parse_options
+
+#: The name given to ``spark.readStream.format(...)``.
+FORMAT_NAME = "crkafka"
 
 
 class CrKafkaDataSource(DataSource):
