@@ -166,6 +166,12 @@ class SourceOptions:
     #: Prometheus /metrics of the source runner (None: not served).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: Spark's maxOffsetsPerTrigger (None: everything available).
+    max_offsets_per_trigger: int | None = None
+    #: Spark's minPartitions (None: one task per Kafka partition).
+    min_partitions: int | None = None
+    #: Spark's failOnDataLoss: a range no longer on the broker fails the task.
+    fail_on_data_loss: bool = True
     #: Kafka consumer properties by dotted name (typed values), sorted (name, value) pairs;
     #: shown with secret values redacted.
     kafka_properties: tuple[tuple[str, object], ...] = attrs.field(default=(), repr=redacted_repr)

@@ -9,7 +9,7 @@ naming it.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from cr_consumer.spark.arrow import spark_schema
@@ -28,12 +28,10 @@ class CrKafkaDataSource(DataSource):
         return parse_options(self.options)
 
     def schema(self) -> StructType:
-        from cr_consumer.spark.members import member_configs
-
-        member_configs(self.source_options())  # fail load() on a bad or contradictory option
+        self.source_options()  # fail load() on a bad or contradictory option
         return spark_schema()
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from cr_consumer.spark.reader import CrKafkaStreamReader
 
         if schema != spark_schema():

@@ -1,0 +1,254 @@
+"""The query's consumer-group membership in the driver: holds partitions, reads no records.
+
+With the partitioned reader the records are read in the executors
+(:mod:`cr_consumer.spark.executor`); the driver-side source runner only needs
+the group's verdict (which partitions this query owns) and a member to commit
+through. :class:`GroupMember` is that member:
+
+1. :meth:`GroupMember.start` starts a thread that owns one ``KafkaConsumer``
+   in the group (``enable_auto_commit`` off), subscribed to the topics or
+   pattern with a rebalance listener.
+2. The listener pauses every partition the moment it is assigned, so the
+   consumer never fetches a record; the thread calls ``poll`` every
+   :data:`POLL_MS` only to take part in the group (joins, rebalances,
+   heartbeats are kafka-python's background work).
+3. :meth:`assignment` returns the partitions held now and a counter bumped at
+   every revocation or assignment (the planner notices a rebalance).
+4. :meth:`commit` runs a synchronous offset commit on the thread (the consumer
+   is not thread-safe), bounded by :data:`COMMIT_TIMEOUT_S`; past it the
+   commit fails with :class:`CommitTimedOut` and the caller retries later.
+5. :meth:`close` stops the thread, which closes the consumer (LeaveGroup).
+
+Failure: an exception on the thread (a broker error kafka-python does not
+retry) is kept as :attr:`failure`; every later call raises
+:class:`MemberFailed` naming it, which fails the query.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaTimeoutError
+from kafka.structs import OffsetAndMetadata
+
+from cr_consumer.spark.options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+#: One poll of the paused consumer; bounds how long a queued commit waits for
+#: the thread (the commit latency) and how late a close is noticed.
+POLL_MS = 10
+#: Bound on one synchronous commit inside kafka-python: it retries a commit for
+#: as long as the broker answers with a retriable error (a rebalance in
+#: progress, a deleted topic), and the member's thread then stops polling.
+COMMIT_TIMEOUT_S = 5.0
+#: Extra wait for a queued call beyond its own bound (one poll in progress).
+CALL_MARGIN_S = 2.0
+#: Bound on creating the consumer (a bad bootstrap address fails the start).
+START_TIMEOUT_S = 30.0
+#: Bound on joining the thread at close (the consumer's LeaveGroup).
+CLOSE_TIMEOUT_S = 15.0
+
+
+class MemberFailed(RuntimeError):
+    """The member's consumer thread died; the query must fail."""
+
+
+class CommitTimedOut(RuntimeError):
+    """An offset commit did not complete within COMMIT_TIMEOUT_S."""
+
+
+def member_name(i: int) -> str:
+    return f"crkafka-{i}"
+
+
+def membership_config(options: SourceOptions, index: int) -> dict:
+    """kafka-python keyword arguments of member ``index``'s consumer."""
+    config = options.kafka_config
+    instance = config.pop("group_instance_id", None)
+    if instance:  # static membership: one id per member
+        config["group_instance_id"] = f"{instance}-{index}"
+    config.update(
+        bootstrap_servers=options.bootstrap_servers.split(","),
+        group_id=options.group_id,
+        enable_auto_commit=False,
+        # positions of this consumer are never used (it fetches nothing); a
+        # reset policy of 'none' would fail its poll on a partition without commit
+        auto_offset_reset="latest",
+        client_id=f"crkafka-{options.group_id}-{index}",
+    )
+    return config
+
+
+class _PauseOnAssign(ConsumerRebalanceListener):
+    def __init__(self, member: GroupMember) -> None:
+        self._member = member
+
+    def on_partitions_revoked(self, revoked):
+        self._member._on_revoked(set(revoked))
+
+    def on_partitions_assigned(self, assigned):
+        self._member._on_assigned(set(assigned))
+
+
+class GroupMember:
+    def __init__(self, options: SourceOptions, index: int) -> None:
+        self.options = options
+        self.name = member_name(index)
+        self._config = membership_config(options, index)
+        self._calls: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        self._changes = 0  # revocations + assignments seen
+        self._joined = threading.Event()  # first assignment (possibly empty) received
+        self._started = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: KafkaConsumer | None = None  # created and used on the member's thread only
+        self.failure: BaseException | None = None
+
+    # -- owner thread ----------------------------------------------------------------
+    def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        with self._lock:
+            self._assigned = self._assigned - revoked
+            self._changes += 1
+        log.info("crkafka %s: revoked %s", self.name, _names(revoked))
+
+    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._consumer.pause(*assigned)  # never fetch: executors read the records
+        with self._lock:
+            self._assigned = self._assigned | assigned
+            self._changes += 1
+        self._joined.set()
+        log.info("crkafka %s: assigned %s", self.name, _names(assigned))
+
+    def _run(self) -> None:
+        try:
+            self._consumer = KafkaConsumer(**self._config)
+            listener = _PauseOnAssign(self)
+            if self.options.pattern is not None:
+                self._consumer.subscribe(pattern=self.options.pattern, listener=listener)
+            else:
+                self._consumer.subscribe(topics=list(self.options.topics), listener=listener)
+        except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
+            self.failure = exc
+            self._started.set()
+            log.exception("crkafka %s: the consumer could not start", self.name)
+            return
+        self._started.set()
+        try:
+            while not self._stop.is_set():
+                self._serve_calls()
+                records = self._consumer.poll(timeout_ms=POLL_MS)
+                if records:  # a paused partition never returns records: a broken invariant
+                    raise MemberFailed(f"{self.name}: the membership consumer fetched records of {list(records)}")
+        except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
+            self.failure = exc
+            log.exception("crkafka %s: the membership thread failed", self.name)
+        finally:
+            self._fail_calls()
+            try:
+                self._consumer.close()
+            except Exception:  # closing after a failure; logged, the thread ends anyway
+                log.exception("crkafka %s: closing the consumer failed", self.name)
+
+    def _serve_calls(self) -> None:
+        while True:
+            try:
+                fn, fut = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(self._consumer))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                fut.set_exception(exc)
+
+    def _fail_calls(self) -> None:
+        while True:
+            try:
+                _, fut = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+
+    # -- callers (the runner's main thread) ----------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"crkafka-member-{self.name}", daemon=True)
+        self._thread.start()
+        if not self._started.wait(START_TIMEOUT_S):
+            raise MemberFailed(f"{self.name}: the consumer did not start within {START_TIMEOUT_S}s")
+        self.check()
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise MemberFailed(f"member {self.name} failed: {self.failure!r}") from self.failure
+
+    def wait_joined(self, timeout_s: float) -> bool:
+        return self._joined.wait(timeout_s)
+
+    def assignment(self) -> tuple[frozenset[TopicPartition], int]:
+        """(partitions held now, count of assignment changes so far)."""
+        with self._lock:
+            return self._assigned, self._changes
+
+    def call(self, fn: Callable[[KafkaConsumer], object], timeout_s: float, what: str):
+        """Run ``fn(consumer)`` on the member's thread; bounded by ``timeout_s``."""
+        self.check()
+        fut: Future = Future()
+        self._calls.put((fn, fut))
+        try:
+            return fut.result(timeout_s)
+        except TimeoutError:
+            fut.cancel()
+            raise CommitTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
+        if not offsets:
+            return
+        meta = {tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
+
+        def commit(consumer: KafkaConsumer) -> None:
+            try:
+                consumer.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+            except KafkaTimeoutError:
+                raise CommitTimedOut(f"{self.name}: committing {len(meta)} partitions did not complete "
+                                     f"within {COMMIT_TIMEOUT_S}s") from None
+
+        self.call(commit, COMMIT_TIMEOUT_S + CALL_MARGIN_S, "a batch commit")
+
+    def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets of ``tps`` (absent: never committed)."""
+
+        def lookup(consumer: KafkaConsumer) -> dict[TopicPartition, int]:
+            out = {}
+            for tp in tps:
+                off = consumer.committed(tp, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+                if off is not None:
+                    out[tp] = off
+            return out
+
+        return self.call(lookup, COMMIT_TIMEOUT_S * max(1, len(tps)) + CALL_MARGIN_S, "a committed-offset lookup")
+
+    def close(self) -> None:
+        """Stop the thread; the consumer leaves the group. Safe to call twice."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
+
+
+def _names(tps) -> list[str]:
+    return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
+
+
+__all__ = ["CommitTimedOut", "GroupMember", "MemberFailed", "member_name", "membership_config"]
