@@ -72,7 +72,7 @@ def executor_config(options: SourceOptions) -> dict:
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="none",
-        client_id=f"crkafka-executor-{options.group_id}",
+        client_id="crkafka-executor",
     )
     return config
 
@@ -149,10 +149,10 @@ def read_range(
                 pending.extend(records)
                 rows += len(records)
             while len(pending) >= batch_rows:
-                yield records_to_batch(pending[:batch_rows])
+                yield records_to_batch(pending[:batch_rows], options.include_headers)
                 del pending[:batch_rows]
         if pending:
-            yield records_to_batch(pending)
+            yield records_to_batch(pending, options.include_headers)
     except BaseException:
         drop_worker_consumer(options)
         raise

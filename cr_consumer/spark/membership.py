@@ -8,6 +8,8 @@ through. :class:`GroupMember` is that member:
 1. :meth:`GroupMember.start` starts a thread that owns one ``KafkaConsumer``
    in the group (``enable_auto_commit`` off), subscribed to the topics or
    pattern with a rebalance listener.
+   With ``assign`` (fixed partitions) member 0 assigns them itself, without
+   a group assignment, and commits them to the group.
 2. The listener pauses every partition the moment it is assigned, so the
    consumer never fetches a record; the thread calls ``poll`` every
    :data:`POLL_MS` only to take part in the group (joins, rebalances,
@@ -67,20 +69,20 @@ def member_name(i: int) -> str:
     return f"crkafka-{i}"
 
 
-def membership_config(options: SourceOptions, index: int) -> dict:
-    """kafka-python keyword arguments of member ``index``'s consumer."""
+def membership_config(options: SourceOptions, group: str, index: int) -> dict:
+    """kafka-python keyword arguments of member ``index``'s consumer in ``group``."""
     config = options.kafka_config
     instance = config.pop("group_instance_id", None)
     if instance:  # static membership: one id per member
         config["group_instance_id"] = f"{instance}-{index}"
     config.update(
         bootstrap_servers=options.bootstrap_servers.split(","),
-        group_id=options.group_id,
+        group_id=group,
         enable_auto_commit=False,
         # positions of this consumer are never used (it fetches nothing); a
         # reset policy of 'none' would fail its poll on a partition without commit
         auto_offset_reset="latest",
-        client_id=f"crkafka-{options.group_id}-{index}",
+        client_id=f"crkafka-{group}-{index}",
     )
     return config
 
@@ -97,10 +99,12 @@ class _PauseOnAssign(ConsumerRebalanceListener):
 
 
 class GroupMember:
-    def __init__(self, options: SourceOptions, index: int) -> None:
+    def __init__(self, options: SourceOptions, group: str, index: int) -> None:
         self.options = options
+        self.group = group
         self.name = member_name(index)
-        self._config = membership_config(options, index)
+        self.index_holds_assign = index == 0  # with ``assign``, member 0 holds every partition
+        self._config = membership_config(options, group, index)
         self._calls: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._assigned: frozenset[TopicPartition] = frozenset()
@@ -131,7 +135,11 @@ class GroupMember:
         try:
             self._consumer = KafkaConsumer(**self._config)
             listener = _PauseOnAssign(self)
-            if self.options.pattern is not None:
+            if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
+                tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []
+                self._consumer.assign(tps)
+                self._on_assigned(set(tps))
+            elif self.options.pattern is not None:
                 self._consumer.subscribe(pattern=self.options.pattern, listener=listener)
             else:
                 self._consumer.subscribe(topics=list(self.options.topics), listener=listener)

@@ -47,11 +47,14 @@ import logging
 import time
 
 from kafka import TopicPartition
+from prometheus_client import CollectorRegistry
+
+from cr_consumer.operator.metrics import MetricsEndpoint, StatsCollector
 
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.membership import GroupMember, MemberFailed
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
-from cr_consumer.spark.options import SourceOptions
+from cr_consumer.spark.options import EARLIEST_OFFSET, LATEST_OFFSET, SourceOptions, StartKind
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
 from cr_consumer.spark.watermarks import WatermarkProbe
 
@@ -62,6 +65,16 @@ log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 60.0
 #: Timeout of each coordinator request.
 COORDINATOR_TIMEOUT_S = 10.0
+
+
+#: The planner's counters (``self.stats`` keys) as ``crkafka_spark_<key>_total``.
+PLANNER_COUNTERS = {
+    "batches": "Micro-batches planned with new offset ranges",
+    "planned_rows": "Records in the planned offset ranges (read by the executors)",
+    "idle_bumps": "Empty batches handed out so that Spark delivers a pending commit",
+    "commit_failures": "Offset commits to Kafka that failed (retried at the next trigger)",
+    "commits": "Offset commits to Kafka",
+}
 
 
 class PlanningFailed(RuntimeError):
@@ -93,11 +106,17 @@ class QueryPlanner:
         self._closed = False
         self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0}
         self.commit_ms: list[float] = []  # latency of the last commits (bounded)
+        self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
+    def group(self) -> str:
+        """The consumer group (kafka.group.id, or groupIdPrefix + the query id)."""
+        return self.options.group_for(self._query or "")
+
+    @property
     def coordinator_group(self) -> str:
-        return coordinator_group(self.options.group_id, self._query or "")
+        return coordinator_group(self.group, self._query or "")
 
     def _start_for(self, offset: SourceOffset) -> None:
         from coordinator.client import CoordinatorClient
@@ -109,7 +128,11 @@ class QueryPlanner:
         else:
             self._query = new_query_id()
         self._client = CoordinatorClient(self.options.coordinator, timeout=COORDINATOR_TIMEOUT_S)
-        self.members = [GroupMember(self.options, i) for i in range(self.options.members)]
+        if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group
+            self.metrics_endpoint = MetricsEndpoint(self._metrics_registry(), self.options.metrics_port,
+                                                    self.options.metrics_host)
+            self.metrics_endpoint.start()
+        self.members = [GroupMember(self.options, self.group, i) for i in range(self.options.members)]
         for member in self.members:
             self._client.register(self.coordinator_group, self.options.region_index, member.name)
             member.start()
@@ -117,10 +140,15 @@ class QueryPlanner:
         for member in self.members:
             if not member.wait_joined(max(0.0, deadline - time.monotonic())):
                 member.check()
-                raise PlanningFailed(f"{member.name} got no assignment from group {self.options.group_id!r} "
+                raise PlanningFailed(f"{member.name} got no assignment from group {self.group!r} "
                                      f"within {JOIN_TIMEOUT_S}s")
         log.info("crkafka: %d members joined group %s, coordinator group %s (%s)", len(self.members),
-                 self.options.group_id, self.coordinator_group, self.options.describe_subscription())
+                 self.group, self.coordinator_group, self.options.describe_subscription())
+
+    def _metrics_registry(self) -> CollectorRegistry:
+        registry = CollectorRegistry()
+        registry.register(StatsCollector("crkafka_spark_", lambda: dict(self.stats), PLANNER_COUNTERS))
+        return registry
 
     def _own(self, offset: SourceOffset) -> SourceOffset:
         if offset.query == self._query:
@@ -153,6 +181,8 @@ class QueryPlanner:
                     log.exception("crkafka: unregistering %s failed", member.name)
             self._client.close()
         self.probe.close()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
         log.info("crkafka: planner closed (%s)", self.stats)
 
     # -- planning ----------------------------------------------------------------------------
@@ -209,24 +239,37 @@ class QueryPlanner:
         return {_key(tp): known[_key(tp)] for tp in tps}
 
     def _configured(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The configured start position of ``tps`` at the query's first start."""
-        position = self.options.start_position
-        if position == "beginning":
+        """The configured start position of ``tps`` at the query's first start (startingOffsets ...)."""
+        starting = self.options.starting
+        if starting.kind is StartKind.EARLIEST:
             return self.probe.beginning(tps)
-        if position == "end":
+        if starting.kind is StartKind.LATEST:
             return self.probe.ends(tps)
-        if position == "time":
-            found = self.probe.offsets_for_time(tps, self.options.start_time_ms)
-            out = {tp: off for tp, off in found.items() if off is not None}
-            out.update(self.probe.ends([tp for tp in tps if tp not in out]))  # no record that late: the end
-            return out
-        committed = self.members[0].committed(tps)  # default: the group's committed offset, else the reset policy
-        rest = [tp for tp in tps if tp not in committed]
-        reset = self.options.kafka_config.get("auto_offset_reset", "latest")
-        if rest and reset == "none":
-            raise PlanningFailed(f"no committed offset for {sorted(map(str, rest))} and auto.offset.reset is none")
-        committed.update(self.probe.beginning(rest) if reset == "earliest" else self.probe.ends(rest))
-        return committed
+        if starting.kind is StartKind.COMMITTED:  # crkafka's addition; no commit yet: earliest
+            committed = self.members[0].committed(tps)
+            committed.update(self.probe.beginning([tp for tp in tps if tp not in committed]))
+            return committed
+        out: dict[TopicPartition, int] = {}
+        earliest, latest = [], []
+        if starting.kind is StartKind.TIMESTAMP:
+            by_time = [tp for tp in tps if starting.value_of(tp.topic, tp.partition) is not None]
+            for stamp in {starting.value_of(tp.topic, tp.partition) for tp in by_time}:
+                group = [tp for tp in by_time if starting.value_of(tp.topic, tp.partition) == stamp]
+                found = self.probe.offsets_for_time(group, stamp)
+                out.update({tp: off for tp, off in found.items() if off is not None})
+            latest = [tp for tp in tps if tp not in out]  # no record that late (or not listed): latest
+        else:  # SPECIFIC
+            for tp in tps:
+                value = starting.value_of(tp.topic, tp.partition)
+                if value == EARLIEST_OFFSET:
+                    earliest.append(tp)
+                elif value is None or value == LATEST_OFFSET:
+                    latest.append(tp)
+                else:
+                    out[tp] = value
+        out.update(self.probe.beginning(earliest))
+        out.update(self.probe.ends(latest))
+        return out
 
     # -- commit ------------------------------------------------------------------------------
     def commit(self, end: SourceOffset) -> None:

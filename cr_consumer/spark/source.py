@@ -1,19 +1,22 @@
-"""The ``crkafka`` DataSource: options, schema, and the stream reader factory.
+"""The ``crkafka`` DataSource: options, schema, and the stream and batch reader factories.
 
 Spark constructs the DataSource in a planner process and pickles it to the
 source runner; it only holds the raw option map. The options are validated in
-:meth:`CrKafkaDataSource.schema`, which ``readStream...load()`` calls, so that an
-invalid option fails ``load()`` with an :class:`~cr_consumer.spark.options.InvalidOptionError`
-naming it.
+:meth:`CrKafkaDataSource.schema`, which ``readStream...load()`` and
+``read...load()`` call, so that an invalid option fails ``load()`` with an
+:class:`~cr_consumer.spark.options.InvalidOptionError` naming it.
+
+The schema is Spark's Kafka source schema (key, value, topic, partition,
+offset, timestamp, timestampType, and headers with ``includeHeaders=true``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from cr_consumer.spark.arrow import spark_schema
-from cr_consumer.spark.options import SourceOptions, parse_options
+from cr_consumer.spark.options import InvalidOptionError, SourceOptions, parse_options
 
 #: The name given to ``spark.readStream.format(...)``.
 FORMAT_NAME = "crkafka"
@@ -28,12 +31,19 @@ class CrKafkaDataSource(DataSource):
         return parse_options(self.options)
 
     def schema(self) -> StructType:
-        self.source_options()  # fail load() on a bad or contradictory option
-        return spark_schema()
+        return spark_schema(self.source_options().include_headers)  # fails load() on a bad option
+
+    def _checked(self, schema: StructType) -> SourceOptions:
+        options = self.source_options()
+        expected = spark_schema(options.include_headers)
+        if schema != expected:
+            raise ValueError(f"crkafka has a fixed schema ({expected.simpleString()}); got {schema.simpleString()}")
+        return options
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from cr_consumer.spark.reader import CrKafkaStreamReader
 
-        if schema != spark_schema():
-            raise ValueError(f"crkafka has a fixed schema ({spark_schema().simpleString()}); got {schema.simpleString()}")
-        return CrKafkaStreamReader(self.source_options())
+        options = self._checked(schema)
+        if options.ending:
+            raise InvalidOptionError("endingOffsets", "is for batch queries (spark.read) only")
+        return CrKafkaStreamReader(options)

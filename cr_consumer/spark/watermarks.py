@@ -60,7 +60,7 @@ def probe_config(options: SourceOptions) -> dict:
         auto_offset_reset="none",
         max_partition_fetch_bytes=1,
         fetch_max_wait_ms=10,
-        client_id=f"crkafka-probe-{options.group_id}",
+        client_id="crkafka-probe",
     )
     return config
 
