@@ -2,8 +2,9 @@
 
 Two sub-commands:
 
-``run``   the streaming query. Reads ``--topic`` through ``crkafka`` (group
-          membership, offsets committed to Kafka at every micro-batch), counts
+``run``   the streaming query. Reads ``--topic`` through ``crkafka`` (the
+          driver holds the group membership and commits offsets to Kafka at
+          every micro-batch; the executors read each batch's offset ranges), counts
           the words of each micro-batch, and writes one JSON file per batch id
           into ``--out`` (``batch-<id>.json``: the batch's word counts and the
           offsets of its records). The write is a temp file + rename named by
@@ -112,12 +113,12 @@ def cmd_run(args) -> int:
     reader = (
         spark.readStream.format("crkafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("group.id", args.group)
+        .option("kafka.group.id", args.group)
         .option("subscribe", args.topic)
         .option("coordinator", args.coordinator)
         .option("members", args.members)
-        .option("startPosition", "beginning")
-        .option("maxRecordsPerBatch", args.max_records_per_batch)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", args.max_records_per_batch)
         .option("kafka.session.timeout.ms", args.session_timeout_ms)
         .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100))
     )

@@ -12,7 +12,7 @@ Spark's names (``format("kafka")``), see docs/spark.md for the table::
     kafka.bootstrap.servers      required   host:port[,host:port...]
     subscribe | subscribePattern | assign   exactly one: topic list, regular
                                             expression, or JSON {"topic":[0,1]}
-    startingOffsets              latest     earliest | latest | committed |
+    startingOffsets              latest (*) earliest | latest | committed |
                                             JSON {"topic":{"0":23,"1":-2}} (-2 earliest, -1 latest)
     startingTimestamp            -          epoch ms (or ISO-8601): every partition
     startingOffsetsByTimestamp   -          JSON {"topic":{"0":<epoch ms>}}
@@ -24,6 +24,8 @@ Spark's names (``format("kafka")``), see docs/spark.md for the table::
     kafka.group.id               -          the consumer group (default: groupIdPrefix-<query id>)
     groupIdPrefix                crkafka    prefix of the generated group id
     kafka.<consumer property>    -          passed to every KafkaConsumer by its dotted name
+
+(*) a batch read (``spark.read``) starts at earliest by default, as in Spark.
 
 crkafka's own::
 
@@ -207,7 +209,8 @@ class SourceOptions:
     pattern: str | None = None
     #: ``assign``: fixed partitions, no group assignment (the group is used for commits only).
     assign: tuple[tuple[str, int], ...] = ()
-    starting: StartingOffsets = StartingOffsets()
+    #: None: not given (streaming starts at latest, a batch read at earliest, as in Spark).
+    starting: StartingOffsets | None = None
     #: Batch queries: ((topic, partition), offset or -1) pairs; empty: latest everywhere.
     ending: PartitionValues = ()
     max_offsets_per_trigger: int | None = None
@@ -233,6 +236,9 @@ class SourceOptions:
         """The pass-through properties as kafka-python keyword arguments."""
         return {k.replace(".", "_"): v for k, v in self.kafka_properties}
 
+    def starting_or(self, default: StartKind) -> StartingOffsets:
+        return self.starting if self.starting is not None else StartingOffsets(default)
+
     def group_for(self, query: str) -> str:
         """The consumer group of the query with id ``query``."""
         return self.group_id if self.group_id is not None else f"{self.group_id_prefix}-{query or 'noquery'}"
@@ -245,12 +251,13 @@ class SourceOptions:
     # -- the names of the simple reader's group (cr_consumer.spark.group) ----------------------
     @property
     def start_position(self) -> str:
+        kind = self.starting_or(StartKind.LATEST).kind
         return {StartKind.EARLIEST: "beginning", StartKind.LATEST: "end", StartKind.COMMITTED: "default",
-                StartKind.TIMESTAMP: "time"}.get(self.starting.kind, "end")
+                StartKind.TIMESTAMP: "time"}.get(kind, "end")
 
     @property
     def start_time_ms(self) -> int | None:
-        return self.starting.timestamp_ms
+        return self.starting_or(StartKind.LATEST).timestamp_ms
 
     @property
     def max_records_per_batch(self) -> int:
@@ -365,7 +372,7 @@ def _subscription(opts: Mapping[str, str]) -> tuple[tuple[str, ...], str | None,
     return (), None, tuple(sorted(tps))
 
 
-def _starting(opts: Mapping[str, str]) -> StartingOffsets:
+def _starting(opts: Mapping[str, str]) -> StartingOffsets | None:
     given = [n for n in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp", "startposition")
              if n in opts]
     if len(given) > 1:
@@ -388,7 +395,9 @@ def _starting(opts: Mapping[str, str]) -> StartingOffsets:
     if "startingoffsetsbytimestamp" in opts:
         return StartingOffsets(StartKind.TIMESTAMP, values=_json_map("startingOffsetsByTimestamp",
                                                                      opts["startingoffsetsbytimestamp"], minimum=0))
-    raw = opts.get("startingoffsets", "latest").strip()
+    if "startingoffsets" not in opts:
+        return None
+    raw = opts["startingoffsets"].strip()
     kinds = {k.value: k for k in (StartKind.EARLIEST, StartKind.LATEST, StartKind.COMMITTED)}
     if raw.lower() in kinds:
         return StartingOffsets(kinds[raw.lower()])

@@ -54,7 +54,8 @@ from cr_consumer.operator.metrics import MetricsEndpoint, StatsCollector
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.membership import GroupMember, MemberFailed
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
-from cr_consumer.spark.options import EARLIEST_OFFSET, LATEST_OFFSET, SourceOptions, StartKind
+from cr_consumer.spark.options import SourceOptions, StartKind
+from cr_consumer.spark.positions import start_offsets
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
 from cr_consumer.spark.watermarks import WatermarkProbe
 
@@ -240,36 +241,7 @@ class QueryPlanner:
 
     def _configured(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The configured start position of ``tps`` at the query's first start (startingOffsets ...)."""
-        starting = self.options.starting
-        if starting.kind is StartKind.EARLIEST:
-            return self.probe.beginning(tps)
-        if starting.kind is StartKind.LATEST:
-            return self.probe.ends(tps)
-        if starting.kind is StartKind.COMMITTED:  # crkafka's addition; no commit yet: earliest
-            committed = self.members[0].committed(tps)
-            committed.update(self.probe.beginning([tp for tp in tps if tp not in committed]))
-            return committed
-        out: dict[TopicPartition, int] = {}
-        earliest, latest = [], []
-        if starting.kind is StartKind.TIMESTAMP:
-            by_time = [tp for tp in tps if starting.value_of(tp.topic, tp.partition) is not None]
-            for stamp in {starting.value_of(tp.topic, tp.partition) for tp in by_time}:
-                group = [tp for tp in by_time if starting.value_of(tp.topic, tp.partition) == stamp]
-                found = self.probe.offsets_for_time(group, stamp)
-                out.update({tp: off for tp, off in found.items() if off is not None})
-            latest = [tp for tp in tps if tp not in out]  # no record that late (or not listed): latest
-        else:  # SPECIFIC
-            for tp in tps:
-                value = starting.value_of(tp.topic, tp.partition)
-                if value == EARLIEST_OFFSET:
-                    earliest.append(tp)
-                elif value is None or value == LATEST_OFFSET:
-                    latest.append(tp)
-                else:
-                    out[tp] = value
-        out.update(self.probe.beginning(earliest))
-        out.update(self.probe.ends(latest))
-        return out
+        return start_offsets(self.options.starting_or(StartKind.LATEST), tps, self.probe, self.members[0].committed)
 
     # -- commit ------------------------------------------------------------------------------
     def commit(self, end: SourceOffset) -> None:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from cr_consumer.spark import runner
 from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
-from cr_consumer.spark.options import SourceOptions
+from cr_consumer.spark.options import SourceOptions, StartKind
 from cr_consumer.spark.ranges import OffsetRange
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,59 @@ class CrKafkaStreamReader(DataSourceStreamReader):
             self._planner.close()
             runner.uninstall()
             self._planner = None
+
+
+class CrKafkaBatchReader(DataSourceReader):
+    """``spark.read.format("crkafka")``: the records from ``startingOffsets`` (default
+    earliest) to ``endingOffsets`` (default latest) of every partition of the
+    subscription now, read by the executors like a streaming batch. No group
+    membership and no commit: a batch read leaves the group's offsets alone.
+
+    ``partitions()`` runs once in the driver (a planner process) and reads no record
+    beyond one fetch per partition for its high watermark.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[RangePartition]:
+        from cr_consumer.spark.positions import end_offsets, start_offsets, subscribed_partitions
+        from cr_consumer.spark.ranges import split_ranges
+        from cr_consumer.spark.watermarks import WatermarkProbe
+
+        configure_logging()
+        probe = WatermarkProbe(self.options)
+        try:
+            tps = subscribed_partitions(self.options, probe)
+            starts = start_offsets(self.options.starting_or(StartKind.EARLIEST), tps, probe, self._committed)
+            ends = end_offsets(self.options, tps, probe)
+        finally:
+            probe.close()
+        ranges = []
+        for tp in tps:
+            if ends[tp] < starts[tp]:
+                raise ValueError(f"crkafka batch read: {tp.topic}:{tp.partition} starts at {starts[tp]}, "
+                                 f"after its end {ends[tp]} (startingOffsets / endingOffsets)")
+            ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]))
+        return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
+
+    def _committed(self, tps: list) -> dict:
+        """startingOffsets=committed: the committed offsets of kafka.group.id (none without it)."""
+        if self.options.group_id is None:
+            return {}
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(bootstrap_servers=self.options.bootstrap_servers.split(","),
+                                 group_id=self.options.group_id, enable_auto_commit=False)
+        try:
+            found = {tp: consumer.committed(tp, timeout_ms=15_000) for tp in tps}
+        finally:
+            consumer.close()
+        return {tp: off for tp, off in found.items() if off is not None}
+
+    def read(self, partition: RangePartition):
+        configure_logging()
+        return read_range(self.options, partition.range)
 
 
 def configure_logging() -> None:

@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from cr_consumer.spark.arrow import spark_schema
-from cr_consumer.spark.options import InvalidOptionError, SourceOptions, parse_options
+from cr_consumer.spark.options import InvalidOptionError, SourceOptions, StartKind, parse_options
 
 #: The name given to ``spark.readStream.format(...)``.
 FORMAT_NAME = "crkafka"
@@ -39,6 +39,14 @@ class CrKafkaDataSource(DataSource):
         if schema != expected:
             raise ValueError(f"crkafka has a fixed schema ({expected.simpleString()}); got {schema.simpleString()}")
         return options
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from cr_consumer.spark.reader import CrKafkaBatchReader
+
+        options = self._checked(schema)
+        if options.starting is not None and options.starting.kind is StartKind.LATEST:
+            raise InvalidOptionError("startingOffsets", "latest is not allowed for a batch read (it would read nothing)")
+        return CrKafkaBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from cr_consumer.spark.reader import CrKafkaStreamReader

@@ -76,6 +76,11 @@ class WatermarkProbe:
             self._consumer = KafkaConsumer(**probe_config(self._options))
         return self._consumer
 
+    def partitions(self) -> dict[str, set[int]]:
+        """Every topic the cluster metadata lists now, with its partitions."""
+        consumer = self._client()
+        return {topic: set(consumer.partitions_for_topic(topic) or ()) for topic in consumer.topics()}
+
     def beginning(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         if not tps:
             return {}

@@ -25,7 +25,8 @@ def test_spark_names_parse():
     assert (o.max_offsets_per_trigger, o.min_partitions, o.fail_on_data_loss, o.include_headers) == (500, 8, False, True)
     assert o.consumer_properties == {"session.timeout.ms": 6000}
     default = parse()
-    assert default.starting.kind is StartKind.LATEST and default.fail_on_data_loss and not default.include_headers
+    assert default.starting is None and default.starting_or(StartKind.LATEST).kind is StartKind.LATEST
+    assert default.fail_on_data_loss and not default.include_headers
     assert default.group_id is None and default.group_for("5f0c2a91d3e84b7a") == "crkafka-5f0c2a91d3e84b7a"
     assert parse(groupIdPrefix="etl").group_for("ab") == "etl-ab"
     assert parse(startingTimestamp="1700000000000").starting.timestamp_ms == 1_700_000_000_000
