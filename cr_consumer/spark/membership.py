@@ -16,10 +16,17 @@ through. :class:`GroupMember` is that member:
    heartbeats are kafka-python's background work).
 3. :meth:`assignment` returns the partitions held now and a counter bumped at
    every revocation or assignment (the planner notices a rebalance).
-4. :meth:`commit` runs a synchronous offset commit on the thread (the consumer
+4. Handover: when the group revokes partitions (another consumer of the group,
+   e.g. a second Spark application, takes them), the listener holds the
+   rebalance until the query has committed every range it planned for them
+   (:attr:`handover`, set by the planner), serving commit calls meanwhile,
+   bounded by :data:`HANDOVER_TIMEOUT_S` (past it the member fails with
+   :class:`HandoverTimedOut`, which fails the query). The rebalance, and
+   so the next owner's assignment, completes only after that commit.
+5. :meth:`commit` runs a synchronous offset commit on the thread (the consumer
    is not thread-safe), bounded by :data:`COMMIT_TIMEOUT_S`; past it the
    commit fails with :class:`CommitTimedOut` and the caller retries later.
-5. :meth:`close` stops the thread, which closes the consumer (LeaveGroup).
+6. :meth:`close` stops the thread, which closes the consumer (LeaveGroup).
 
 Failure: an exception on the thread (a broker error kafka-python does not
 retry) is kept as :attr:`failure`; every later call raises
@@ -31,6 +38,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 
@@ -51,6 +59,11 @@ POLL_MS = 10
 COMMIT_TIMEOUT_S = 5.0
 #: Extra wait for a queued call beyond its own bound (one poll in progress).
 CALL_MARGIN_S = 2.0
+#: Bound on holding a rebalance until the ranges planned for the revoked
+#: partitions are committed (Spark finishes the batch in flight and commits it
+#: after planning the next). Below the group's rebalance timeout
+#: (max.poll.interval.ms, 300 s by default), so the member is not evicted.
+HANDOVER_TIMEOUT_S = 60.0
 #: Bound on creating the consumer (a bad bootstrap address fails the start).
 START_TIMEOUT_S = 30.0
 #: Bound on joining the thread at close (the consumer's LeaveGroup).
@@ -59,6 +72,10 @@ CLOSE_TIMEOUT_S = 15.0
 
 class MemberFailed(RuntimeError):
     """The member's consumer thread died; the query must fail."""
+
+
+class HandoverTimedOut(RuntimeError):
+    """A revoked partition's planned ranges were not committed in time; the query fails."""
 
 
 class CommitTimedOut(RuntimeError):
@@ -108,7 +125,11 @@ class GroupMember:
         self._calls: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._assigned: frozenset[TopicPartition] = frozenset()
+        self._handing_over: frozenset[TopicPartition] = frozenset()  # revoked, their last ranges not committed
         self._changes = 0  # revocations + assignments seen
+        #: Set by the planner: handover(revoked) is True once every range planned
+        #: for ``revoked`` is committed (called on this member's thread).
+        self.handover: Callable[[set[TopicPartition]], bool] | None = None
         self._joined = threading.Event()  # first assignment (possibly empty) received
         self._started = threading.Event()
         self._stop = threading.Event()
@@ -120,8 +141,35 @@ class GroupMember:
     def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         with self._lock:
             self._assigned = self._assigned - revoked
+            self._handing_over = frozenset(revoked)
             self._changes += 1
         log.info("crkafka %s: revoked %s", self.name, _names(revoked))
+        try:
+            if revoked and self.handover is not None:
+                self._hand_over(revoked)
+        except BaseException as exc:  # kafka-python logs and drops a listener's exception: kept as the failure
+            self.failure = exc
+            log.error("crkafka %s: %s", self.name, exc)
+            raise
+        finally:
+            with self._lock:
+                self._handing_over = frozenset()
+
+    def _hand_over(self, revoked: set[TopicPartition]) -> None:
+        """Hold the rebalance until the query has committed every range it planned
+        for ``revoked`` (serving the commit calls meanwhile), bounded by HANDOVER_TIMEOUT_S."""
+        t0 = time.monotonic()
+        deadline = t0 + HANDOVER_TIMEOUT_S
+        while not self.handover(revoked):
+            if time.monotonic() > deadline:
+                raise HandoverTimedOut(
+                    f"{self.name}: the ranges planned for {_names(revoked)} were not committed within "
+                    f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
+            self._serve_calls()
+            self._stop.wait(POLL_MS / 1000)
+            if self._stop.is_set():
+                return
+        log.info("crkafka %s: handed over %s in %.0f ms", self.name, _names(revoked), (time.monotonic() - t0) * 1000)
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._consumer.pause(*assigned)  # never fetch: executors read the records
@@ -206,6 +254,11 @@ class GroupMember:
         """(partitions held now, count of assignment changes so far)."""
         with self._lock:
             return self._assigned, self._changes
+
+    def committable(self) -> frozenset[TopicPartition]:
+        """Partitions this member commits: those held, and those being handed over."""
+        with self._lock:
+            return self._assigned | self._handing_over
 
     def call(self, fn: Callable[[KafkaConsumer], object], timeout_s: float, what: str):
         """Run ``fn(consumer)`` on the member's thread; bounded by ``timeout_s``."""

@@ -44,6 +44,7 @@ Spark's offset log stays authoritative either way.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from kafka import TopicPartition
@@ -108,6 +109,10 @@ class QueryPlanner:
         self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0}
         self.commit_ms: list[float] = []  # latency of the last commits (bounded)
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
+        # shared with the members' threads (handover checks): the last end handed to Spark, the last committed
+        self._handover_lock = threading.Lock()
+        self._last_end: SourceOffset | None = None
+        self._held: set[TopicPartition] | None = None  # partitions planned at the last trigger (None: none yet)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -136,6 +141,7 @@ class QueryPlanner:
         self.members = [GroupMember(self.options, self.group, i) for i in range(self.options.members)]
         for member in self.members:
             self._client.register(self.coordinator_group, self.options.region_index, member.name)
+            member.handover = self._handed_over
             member.start()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         for member in self.members:
@@ -200,18 +206,38 @@ class QueryPlanner:
             self._commit_now(self._pending_commit)
         owned = sorted(self.assigned())
         begins = {_key(tp): start.positions[_key(tp)] for tp in owned if _key(tp) in start.positions}
-        new = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
-        begins.update(new)
+        first = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
+        begins.update(first)
+        moved_in = [tp for tp in owned if self._held is not None and tp not in self._held]
+        for tp, committed in self._committed_of(moved_in).items():
+            if committed > begins[_key(tp)]:  # another consumer of the group read up to its commit
+                log.info("crkafka: %s[%d] handed over at the group's commit %d (this query was at %d)",
+                         tp.topic, tp.partition, committed, begins[_key(tp)])
+                begins[_key(tp)] = first[_key(tp)] = committed
+        self._held = set(owned)
         latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
         ends = capped_ends(begins, latest, limit)
         positions = {**start.positions, **ends}
-        if positions == start.positions:
-            return self._idle_end(start)
-        first = {tp: off for tp, off in new.items()}
-        end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
-        self.stats["batches"] += 1
-        self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
+        if positions == start.positions and not first:
+            end = self._idle_end(start)
+        else:
+            end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
+            self.stats["batches"] += 1
+            self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
+        with self._handover_lock:
+            self._last_end = end
         return end
+
+    def _committed_of(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets of partitions moved to this query by a rebalance."""
+        return self.members[0].committed(tps) if tps else {}
+
+    def _handed_over(self, revoked: set[TopicPartition]) -> bool:
+        """True once every range planned for ``revoked`` is committed (a member's thread asks)."""
+        with self._handover_lock:
+            planned = self._last_end.positions if self._last_end is not None else {}
+            committed = self._committed.positions if self._committed is not None else {}
+        return all(committed.get(_key(tp), -1) >= planned[_key(tp)] for tp in revoked if _key(tp) in planned)
 
     def _idle_end(self, start: SourceOffset) -> SourceOffset:
         if not start.positions:
@@ -253,7 +279,7 @@ class QueryPlanner:
 
     def _commit_now(self, end: SourceOffset) -> None:
         t0 = time.perf_counter()
-        owners = self.assigned()
+        owners = {tp: member for member in self.members for tp in member.committable()}
         parts: dict[str, dict[TopicPartition, int]] = {}
         for (topic, partition), off in end.positions.items():
             owner = owners.get(TopicPartition(topic, partition))
@@ -271,7 +297,8 @@ class QueryPlanner:
                         end.epoch, exc)
             return
         self._pending_commit = None
-        self._committed = end
+        with self._handover_lock:
+            self._committed = end
         self.stats["commits"] += 1
         self.commit_ms.append((time.perf_counter() - t0) * 1000)
         del self.commit_ms[:-1000]
