@@ -5,7 +5,7 @@ of the reader; a worker process serves many tasks one after the other
 (``spark.python.worker.reuse``). :func:`read_range`:
 
 1. Takes this worker's consumer for the source's Kafka settings
-   (:func:`worker_consumer`: one group-less ``KafkaConsumer`` per settings,
+   (:func:`worker_consumer`: one group-less ``KafkaConsumer`` per thread and settings,
    created on the first task and reused by the next ones; no group, no
    commit, ``auto.offset.reset=none``).
 2. ``assign([tp])`` + ``seek(start)``, then polls until the position reaches
@@ -82,7 +82,8 @@ _consumers: dict[tuple, KafkaConsumer] = {}
 
 
 def _cache_key(options: SourceOptions) -> tuple:
-    return (options.bootstrap_servers, options.kafka_properties)
+    # per thread: a KafkaConsumer is not thread-safe (a pyspark worker runs its tasks on one thread)
+    return (threading.get_ident(), options.bootstrap_servers, options.kafka_properties)
 
 
 def worker_consumer(options: SourceOptions) -> KafkaConsumer:

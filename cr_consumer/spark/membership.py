@@ -42,8 +42,10 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaTimeoutError
+from kafka.net.selector import KernelEvent
 from kafka.structs import OffsetAndMetadata
 
 from cr_consumer.spark.options import SourceOptions
@@ -104,14 +106,25 @@ def membership_config(options: SourceOptions, group: str, index: int) -> dict:
     return config
 
 
-class _PauseOnAssign(ConsumerRebalanceListener):
+def _io_sleep(delay_s: float) -> KernelEvent:
+    """An awaitable pause on kafka-python's IO loop (its ``sleep`` kernel call): a
+    listener awaiting it lets the loop serve heartbeats and other threads' requests."""
+    return KernelEvent("_sleep", delay_s)
+
+
+class _PauseOnAssign(AsyncConsumerRebalanceListener):
+    """kafka-python 3 runs rebalance listeners on its IO loop: a listener that
+    blocks stops every request of the consumer (a commit from the member's
+    thread fails with "Cannot block on net.run() from the IO thread"). The
+    handover therefore waits by awaiting the loop's sleep."""
+
     def __init__(self, member: GroupMember) -> None:
         self._member = member
 
-    def on_partitions_revoked(self, revoked):
-        self._member._on_revoked(set(revoked))
+    async def on_partitions_revoked(self, revoked):
+        await self._member._on_revoked(set(revoked))
 
-    def on_partitions_assigned(self, assigned):
+    async def on_partitions_assigned(self, assigned):
         self._member._on_assigned(set(assigned))
 
 
@@ -123,6 +136,8 @@ class GroupMember:
         self.index_holds_assign = index == 0  # with ``assign``, member 0 holds every partition
         self._config = membership_config(options, group, index)
         self._calls: queue.Queue = queue.Queue()
+        #: (offsets, Future): served by the member's thread, or during a handover by the listener
+        self._commits: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._assigned: frozenset[TopicPartition] = frozenset()
         self._handing_over: frozenset[TopicPartition] = frozenset()  # revoked, their last ranges not committed
@@ -136,9 +151,10 @@ class GroupMember:
         self._thread: threading.Thread | None = None
         self._consumer: KafkaConsumer | None = None  # created and used on the member's thread only
         self.failure: BaseException | None = None
+        self.handover_ms: list[float] = []  # how long each handover held its rebalance
 
     # -- owner thread ----------------------------------------------------------------
-    def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         with self._lock:
             self._assigned = self._assigned - revoked
             self._handing_over = frozenset(revoked)
@@ -146,7 +162,7 @@ class GroupMember:
         log.info("crkafka %s: revoked %s", self.name, _names(revoked))
         try:
             if revoked and self.handover is not None:
-                self._hand_over(revoked)
+                await self._hand_over(revoked)
         except BaseException as exc:  # kafka-python logs and drops a listener's exception: kept as the failure
             self.failure = exc
             log.error("crkafka %s: %s", self.name, exc)
@@ -155,9 +171,9 @@ class GroupMember:
             with self._lock:
                 self._handing_over = frozenset()
 
-    def _hand_over(self, revoked: set[TopicPartition]) -> None:
+    async def _hand_over(self, revoked: set[TopicPartition]) -> None:
         """Hold the rebalance until the query has committed every range it planned
-        for ``revoked`` (serving the commit calls meanwhile), bounded by HANDOVER_TIMEOUT_S."""
+        for ``revoked`` (the member's thread serves the commit meanwhile), bounded by HANDOVER_TIMEOUT_S."""
         t0 = time.monotonic()
         deadline = t0 + HANDOVER_TIMEOUT_S
         while not self.handover(revoked):
@@ -165,11 +181,13 @@ class GroupMember:
                 raise HandoverTimedOut(
                     f"{self.name}: the ranges planned for {_names(revoked)} were not committed within "
                     f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
-            self._serve_calls()
-            self._stop.wait(POLL_MS / 1000)
+            await self._serve_commits_on_io_loop()
+            await _io_sleep(POLL_MS / 1000)
             if self._stop.is_set():
                 return
-        log.info("crkafka %s: handed over %s in %.0f ms", self.name, _names(revoked), (time.monotonic() - t0) * 1000)
+        waited_ms = (time.monotonic() - t0) * 1000
+        self.handover_ms.append(waited_ms)
+        log.info("crkafka %s: handed over %s in %.0f ms", self.name, _names(revoked), waited_ms)
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._consumer.pause(*assigned)  # never fetch: executors read the records
@@ -199,6 +217,7 @@ class GroupMember:
         self._started.set()
         try:
             while not self._stop.is_set():
+                self._serve_commits()
                 self._serve_calls()
                 records = self._consumer.poll(timeout_ms=POLL_MS)
                 if records:  # a paused partition never returns records: a broken invariant
@@ -208,10 +227,51 @@ class GroupMember:
             log.exception("crkafka %s: the membership thread failed", self.name)
         finally:
             self._fail_calls()
+            self._fail_commits()
             try:
                 self._consumer.close()
             except Exception:  # closing after a failure; logged, the thread ends anyway
                 log.exception("crkafka %s: closing the consumer failed", self.name)
+
+    async def _serve_commits_on_io_loop(self) -> None:
+        """Commits asked for during a handover, sent from the listener on the IO loop
+        (the member's thread is inside ``poll`` until the rebalance completes)."""
+        while True:
+            try:
+                meta, fut = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            sent = self._consumer.commit_async(meta)
+            deadline = time.monotonic() + COMMIT_TIMEOUT_S
+            while not sent.is_done and time.monotonic() < deadline:
+                await _io_sleep(0.002)
+            if not sent.is_done:
+                fut.set_exception(CommitTimedOut(f"{self.name}: a handover commit did not complete within "
+                                                 f"{COMMIT_TIMEOUT_S}s"))
+            elif sent.failed():
+                fut.set_exception(sent.exception)
+            else:
+                fut.set_result(None)
+
+    def _serve_commits(self) -> None:
+        while True:
+            try:
+                meta, fut = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                self._consumer.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+            except KafkaTimeoutError:
+                fut.set_exception(CommitTimedOut(f"{self.name}: committing {len(meta)} partitions did not "
+                                                 f"complete within {COMMIT_TIMEOUT_S}s"))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
 
     def _serve_calls(self) -> None:
         while True:
@@ -225,6 +285,15 @@ class GroupMember:
                 fut.set_result(fn(self._consumer))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 fut.set_exception(exc)
+
+    def _fail_commits(self) -> None:
+        while True:
+            try:
+                _, fut = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
 
     def _fail_calls(self) -> None:
         while True:
@@ -275,16 +344,15 @@ class GroupMember:
         """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
         if not offsets:
             return
-        meta = {tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
-
-        def commit(consumer: KafkaConsumer) -> None:
-            try:
-                consumer.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
-            except KafkaTimeoutError:
-                raise CommitTimedOut(f"{self.name}: committing {len(meta)} partitions did not complete "
-                                     f"within {COMMIT_TIMEOUT_S}s") from None
-
-        self.call(commit, COMMIT_TIMEOUT_S + CALL_MARGIN_S, "a batch commit")
+        self.check()
+        fut: Future = Future()
+        self._commits.put(({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, fut))
+        try:
+            fut.result(COMMIT_TIMEOUT_S + CALL_MARGIN_S)
+        except TimeoutError:
+            fut.cancel()
+            raise CommitTimedOut(f"{self.name}: a batch commit did not complete within "
+                                 f"{COMMIT_TIMEOUT_S + CALL_MARGIN_S}s") from None
 
     def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of ``tps`` (absent: never committed)."""
