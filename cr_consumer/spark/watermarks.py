@@ -21,6 +21,10 @@ watermark in a fetch response is right on both. :class:`WatermarkProbe`:
 4. The end of each partition is the consumer's ``highwater`` after that fetch
    (never below the ListOffsets answer). The fetched records are dropped:
    at most one batch per partition per trigger passes through the driver.
+5. While a partition's ListOffsets answer is the same as at its last probe,
+   no record batch was appended to it (on Kafka and on tansu alike): its
+   last high watermark is reused without a fetch (idle partitions cost one
+   ListOffsets request per trigger).
 
 The probe is used on the source runner's main thread only.
 """
@@ -70,6 +74,9 @@ class WatermarkProbe:
         self._options = options
         self._consumer: KafkaConsumer | None = None
         self.records_dropped = 0  # records fetched only for their response's watermark
+        #: partition -> (ListOffsets answer, high watermark) of the last probe: while the
+        #: answer is unchanged no batch was appended, so the watermark still holds
+        self._known: dict[TopicPartition, tuple[int, int]] = {}
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:
@@ -100,6 +107,10 @@ class WatermarkProbe:
             return {}
         consumer = self._client()
         listed = dict(consumer.end_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+        known = {tp: self._known[tp][1] for tp in tps if tp in self._known and self._known[tp][0] == listed[tp]}
+        tps = [tp for tp in tps if tp not in known]
+        if not tps:
+            return known
         consumer.assign(tps)
         for tp in tps:
             consumer.seek(tp, max(listed[tp] - 1, 0))
@@ -116,7 +127,9 @@ class WatermarkProbe:
                 self.records_dropped += len(records)
                 fresh[tp] = consumer.highwater(tp)
                 waiting.discard(tp)
-        return {tp: max(listed[tp], fresh.get(tp) or 0) for tp in tps}
+        ends = {tp: max(listed[tp], fresh.get(tp) or 0) for tp in tps}
+        self._known.update({tp: (listed[tp], end) for tp, end in ends.items() if tp in fresh or listed[tp] == 0})
+        return {**known, **ends}
 
     def close(self) -> None:
         if self._consumer is not None:
