@@ -54,3 +54,27 @@ def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordina
         planner.close()
     assert sum(seen.values()) == 3000 and set(seen) == {(p, o) for p in range(3) for o in range(1000)}
 
+
+
+def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(bootstrap, coordinator, names):
+    import time
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [b"old%d" % i for i in range(20)])
+    time.sleep(1.1)  # tansu answers offsets_for_times per record batch by its append time
+    since_ms = int(time.time() * 1000)
+    time.sleep(0.1)
+    produce(bootstrap, topic, [b"new%d" % i for i in range(10)])
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(),
+                             "subscribe": topic, "coordinator": coordinator, "startingTimestamp": str(since_ms),
+                             "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000"})
+    planner = QueryPlanner(options)
+    try:
+        start = SourceOffset.initial()
+        end = planner.latest_offset(start, None)
+        values = [r["value"] for rng in batch_ranges(start, end, None)
+                  for b in read_range(options, rng) for r in b.to_pylist()]
+    finally:
+        planner.close()
+    assert sorted(values) == sorted(b"new%d" % i for i in range(10))
+    assert end.first == {(topic, 0): 10, (topic, 1): 10}
