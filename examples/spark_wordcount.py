@@ -117,7 +117,7 @@ def cmd_run(args) -> int:
         .option("subscribe", args.topic)
         .option("coordinator", args.coordinator)
         .option("members", args.members)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", args.starting_offsets)
         .option("maxOffsetsPerTrigger", args.max_records_per_batch)
         .option("kafka.session.timeout.ms", args.session_timeout_ms)
         .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100))
@@ -155,14 +155,15 @@ def cmd_run(args) -> int:
 
 
 # -------------------------------------------------------------------------- demo
-def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str) -> subprocess.Popen:
+def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str,
+                      starting_offsets: str = "earliest") -> subprocess.Popen:
     cmd = [
         sys.executable, __file__, "run",
         "--bootstrap", args.bootstrap, "--coordinator", args.coordinator, "--topic", args.topic,
         "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
         "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
         "--max-records-per-batch", str(args.max_records_per_batch), "--expect", str(args.records),
-        "--session-timeout-ms", str(args.session_timeout_ms),
+        "--session-timeout-ms", str(args.session_timeout_ms), "--starting-offsets", starting_offsets,
     ]
     if exit_when_done:
         cmd.append("--exit-when-done")
@@ -301,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--session-timeout-ms", type=int, default=6000)
     run.add_argument("--sink-delay", type=float, default=0.0, help="seconds each non-empty batch sleeps (tests)")
     run.add_argument("--trigger-ms", type=int, default=200)
+    run.add_argument("--starting-offsets", default="earliest",
+                     help="earliest, latest or committed (a second query joining a running group)")
     run.add_argument("--expect", type=int, default=0, help="records expected in the output")
     run.add_argument("--exit-when-done", action="store_true")
     args = parser.parse_args(argv)

@@ -51,7 +51,6 @@ from kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from cr_consumer.operator.metrics import MetricsEndpoint, StatsCollector
-
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.membership import GroupMember, MemberFailed
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey

@@ -25,6 +25,7 @@ from kafka import TopicPartition
 from cr_consumer.spark.options import EARLIEST_OFFSET, LATEST_OFFSET, SourceOptions, StartingOffsets, StartKind
 from cr_consumer.spark.watermarks import WatermarkProbe
 
+
 class UnknownTopic(LookupError):
     """A topic listed in ``subscribe`` does not exist (batch read)."""
 

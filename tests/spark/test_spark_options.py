@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cr_consumer.spark.arrow import ARROW_SCHEMA, arrow_schema, records_to_batch, spark_schema
+from cr_consumer.spark.arrow import ARROW_SCHEMA, records_to_batch, spark_schema
 from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
 from cr_consumer.spark.options import InvalidOptionError, parse_options
 

@@ -27,7 +27,7 @@ def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordina
     seen: collections.Counter = collections.Counter()
     start = SourceOffset.initial()
     try:
-        for batch in range(4):
+        for _ in range(4):
             end = planner.latest_offset(start, 700)  # maxOffsetsPerTrigger
             assert end.epoch == start.epoch + 1
             for rng in batch_ranges(start, end, 5):
