@@ -51,7 +51,9 @@ def test_two_applications_in_one_group_hand_over_exactly_once(bootstrap, coordin
         example.wait_until(lambda: sum(_records(dirs[0] / "out").values()) > 0, 180, "the first output", procs[0])
         procs.append(example.run_query_process(args, dirs[1], sink_delay=0.3, exit_when_done=False,
                                                log_name="query.log", starting_offsets="committed"))
-        example.wait_until(lambda: sum(_records(dirs[1] / "out").values()) > 0, 180, "the second output", procs[1])
+        # the second application's members joined: the group has moved partitions to it
+        example.wait_until(lambda: "members joined group" in (dirs[1] / "query.log").read_text(), 180,
+                           "the second application to join", procs[1])
         produce(bootstrap, topic, (example.line_for(i) for i in range(half, 2 * half)))
 
         def total():
