@@ -80,7 +80,11 @@ class HandoverTimedOut(RuntimeError):
     """A revoked partition's planned ranges were not committed in time; the query fails."""
 
 
-class CommitTimedOut(RuntimeError):
+class CallTimedOut(TimeoutError):
+    """A call on the member's thread did not complete in time."""
+
+
+class CommitTimedOut(CallTimedOut):
     """An offset commit did not complete within COMMIT_TIMEOUT_S."""
 
 
@@ -112,7 +116,7 @@ def _io_sleep(delay_s: float) -> KernelEvent:
     return KernelEvent("_sleep", delay_s)
 
 
-class _PauseOnAssign(AsyncConsumerRebalanceListener):
+class _MemberListener(AsyncConsumerRebalanceListener):
     """kafka-python 3 runs rebalance listeners on its IO loop: a listener that
     blocks stops every request of the consumer (a commit from the member's
     thread fails with "Cannot block on net.run() from the IO thread"). The
@@ -200,7 +204,7 @@ class GroupMember:
     def _run(self) -> None:
         try:
             self._consumer = KafkaConsumer(**self._config)
-            listener = _PauseOnAssign(self)
+            listener = _MemberListener(self)
             if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
                 tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []
                 self._consumer.assign(tps)
@@ -338,7 +342,7 @@ class GroupMember:
             return fut.result(timeout_s)
         except TimeoutError:
             fut.cancel()
-            raise CommitTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
+            raise CallTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
@@ -380,4 +384,4 @@ def _names(tps) -> list[str]:
     return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
 
 
-__all__ = ["CommitTimedOut", "GroupMember", "MemberFailed", "member_name", "membership_config"]
+__all__ = ["CallTimedOut", "CommitTimedOut", "GroupMember", "MemberFailed", "member_name", "membership_config"]

@@ -144,7 +144,7 @@ def _parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, o
         raise InvalidOptionError(option, "is a Python object in kafka-python and cannot be set as an option")
     key = dotted.replace(".", "_")
     if "_" in dotted or key not in defaults:
-        raise InvalidOptionError(option, f"unknown Kafka consumer property {dotted!r}")
+        raise InvalidOptionError(option, f"unknown Kafka consumer property {dotted!r} (closest option: {_closest(option)})")
     if dotted == "api.version":
         try:
             return dotted, tuple(int(p) for p in raw.strip().split("."))
@@ -437,13 +437,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
                                            f"{UNSUPPORTED[name]}")
         if name.startswith("kafka."):
-            try:
-                key, parsed = _parse_kafka_property(name, value, defaults)
-            except InvalidOptionError as exc:
-                if "unknown Kafka consumer property" in str(exc):
-                    raise InvalidOptionError(name, f"unknown Kafka consumer property {name[6:]!r} "
-                                                   f"(closest option: {_closest(name)})") from None
-                raise
+            key, parsed = _parse_kafka_property(name, value, defaults)
             kafka_props[key] = parsed
         elif name not in SPELLING and name not in ("startposition", "starttime"):
             raise InvalidOptionError(name, f"unknown option; did you mean {_closest(name)}?")

@@ -106,7 +106,6 @@ class QueryPlanner:
         self._pending_commit: SourceOffset | None = None
         self._closed = False
         self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0}
-        self.commit_ms: list[float] = []  # latency of the last commits (bounded)
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
         # shared with the members' threads (handover checks): the last end handed to Spark, the last committed
         self._handover_lock = threading.Lock()
@@ -277,7 +276,6 @@ class QueryPlanner:
         self._commit_now(end)
 
     def _commit_now(self, end: SourceOffset) -> None:
-        t0 = time.perf_counter()
         owners = {tp: member for member in self.members for tp in member.committable()}
         parts: dict[str, dict[TopicPartition, int]] = {}
         for (topic, partition), off in end.positions.items():
@@ -299,8 +297,6 @@ class QueryPlanner:
         with self._handover_lock:
             self._committed = end
         self.stats["commits"] += 1
-        self.commit_ms.append((time.perf_counter() - t0) * 1000)
-        del self.commit_ms[:-1000]
 
 
 __all__ = ["JOIN_TIMEOUT_S", "PlanningFailed", "QueryPlanner", "batch_ranges"]
