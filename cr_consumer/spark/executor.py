@@ -28,6 +28,7 @@ is closed and dropped, so the next task starts clean.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -97,6 +98,7 @@ def worker_consumer(options: SourceOptions) -> KafkaConsumer:
                 oldest.close()
             consumer = KafkaConsumer(**executor_config(options))
             _consumers[key] = consumer
+            log.info("crkafka: executor worker %d: a new consumer (reused by this worker's next tasks)", os.getpid())
         return consumer
 
 
