@@ -78,3 +78,23 @@ def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(bootstrap,
         planner.close()
     assert sorted(values) == sorted(b"new%d" % i for i in range(10))
     assert end.first == {(topic, 0): 10, (topic, 1): 10}
+
+
+def test_assign_plans_only_the_given_partitions_and_commits_them(bootstrap, coordinator, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=3)
+    group = names.group()
+    produce(bootstrap, topic, [b"v%d" % i for i in range(30)])  # 10 per partition
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "members": "2",
+                             "assign": '{"%s": [1]}' % topic, "coordinator": coordinator,
+                             "startingOffsets": "earliest"})
+    planner = QueryPlanner(options)
+    try:
+        start = SourceOffset.initial()
+        end = planner.latest_offset(start, None)
+        assert end.positions == {(topic, 1): 10} and end.first == {(topic, 1): 0}
+        idle = planner.latest_offset(end, None)
+        planner.commit(end)
+        assert idle.positions == end.positions
+    finally:
+        planner.close()
+    assert committed_offsets(bootstrap, group, topic) == {1: 10}
