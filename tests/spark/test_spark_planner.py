@@ -4,6 +4,7 @@ assignment and reads no record; executors read exactly each range; commits follo
 from __future__ import annotations
 
 import collections
+import json
 
 from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
@@ -85,7 +86,7 @@ def test_assign_plans_only_the_given_partitions_and_commits_them(bootstrap, coor
     group = names.group()
     produce(bootstrap, topic, [b"v%d" % i for i in range(30)])  # 10 per partition
     options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "members": "2",
-                             "assign": '{"%s": [1]}' % topic, "coordinator": coordinator,
+                             "assign": json.dumps({topic: [1]}), "coordinator": coordinator,
                              "startingOffsets": "earliest"})
     planner = QueryPlanner(options)
     try:
