@@ -176,6 +176,7 @@ class QueryPlanner:
         if self._closed:
             return
         self._closed = True
+        self._commit_last_planned()
         for member in self.members:
             member.close()
         if self._client is not None:
@@ -189,6 +190,20 @@ class QueryPlanner:
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
         log.info("crkafka: planner closed (%s)", self.stats)
+
+    def _commit_last_planned(self) -> None:
+        """At close, commit the last end handed to Spark, so that the group's next owner
+        of these partitions starts after it: Spark's offset log holds that batch and a
+        restart from the checkpoint location replays it (Spark delivers no commit for
+        the batch in flight at a stop). Best effort: a failure is logged."""
+        with self._handover_lock:
+            last, committed = self._last_end, self._committed
+        if last is None or not self.members or (committed is not None and committed.epoch >= last.epoch):
+            return
+        try:
+            self._commit_now(last)
+        except Exception:  # closing: logged with its traceback, the members still leave
+            log.exception("crkafka: committing the last planned end at close failed")
 
     # -- planning ----------------------------------------------------------------------------
     def assigned(self) -> dict[TopicPartition, GroupMember]:
