@@ -10,10 +10,12 @@ Figures, all in one run on one freshly produced topic (default 1,000,000 x
    (local[2], 1 and 2 members): rows/s from Spark's own progress reports, over
    the batches after the first non-empty one (so the group join and the first
    batch's planning are excluded), as a ratio of (1);
-3. batch commit latency: ``commit(end)`` of the source group (synchronous
-   commit through the members to Kafka), p50/p99/max over many batches, the
-   same code the runner runs on ``commit``, driven directly (Spark does not
-   report it separately); with the cut (``read``) latency alongside.
+3. the driver side alone (``QueryPlanner``, the code the source runner runs):
+   ``commit(end)`` latency (synchronous commit through the paused group
+   members), p50/p99/max over many batches, the planning (``latestOffset``)
+   latency, the first plan after start (group join included), rows through
+   the driver (0: executors read the ranges) and the records the watermark
+   probe fetched, and the driver's CPU seconds per 1M planned rows.
 
     .venv/bin/python bench/bench_spark.py [--records 1000000] [--quick]
 """
@@ -80,12 +82,12 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     query = (
         spark.readStream.format("crkafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("group.id", group)
+        .option("kafka.group.id", group)
         .option("subscribe", topic)
         .option("coordinator", coordinator)
         .option("members", members)
-        .option("startPosition", "beginning")
-        .option("maxRecordsPerBatch", max_batch)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_batch)
         .option("kafka.session.timeout.ms", 6000)
         .option("kafka.heartbeat.interval.ms", 1000)
         .load()
@@ -129,41 +131,48 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
 
 
 def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int) -> dict:
-    """Drive the source group directly: cut batches and commit them, timing both."""
-    from cr_consumer.spark.group import SourceGroup
+    """Drive the driver-side planner directly: plan a batch, commit the previous one (as
+    Spark does), timing both; the ranges are not read (the executors' work). Also counts
+    the records the driver fetched (only the watermark probe's last batch per partition)."""
+    import resource
+
     from cr_consumer.spark.offsets import SourceOffset
     from cr_consumer.spark.options import parse_options
+    from cr_consumer.spark.planner import QueryPlanner
 
     options = parse_options({
-        "kafka.bootstrap.servers": bootstrap, "group.id": unique_name("bench-commit"), "subscribe": topic,
-        "coordinator": coordinator, "members": str(members), "startPosition": "beginning",
-        "maxRecordsPerBatch": "1000", "kafka.max.poll.records": "500", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
+        "kafka.bootstrap.servers": bootstrap, "kafka.group.id": unique_name("bench-commit"), "subscribe": topic,
+        "coordinator": coordinator, "members": str(members), "startingOffsets": "earliest",
+        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
     })
-    group = SourceGroup(options)
-    commits, cuts = [], []
+    planner = QueryPlanner(options)
+    commits, plans = [], []
     start = SourceOffset.initial()
+    step = max(1, n // batches)
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     try:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        rows = 0
-        while len(commits) < batches and rows < n:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"commit bench: {len(commits)} commits, {rows}/{n} rows")
+        t_first = time.perf_counter()
+        first_plan_ms = None
+        planned = 0
+        while len(commits) < batches and planned < n:
             t0 = time.perf_counter()
-            out, end = group.next_batch(start)
-            t1 = time.perf_counter()
-            rows += sum(b.num_rows for b in out)
-            if end == start:
-                time.sleep(0.01)
-                continue
-            cuts.append((t1 - t0) * 1000)
+            end = planner.latest_offset(start, step)
+            plans.append((time.perf_counter() - t0) * 1000)
+            if first_plan_ms is None:
+                first_plan_ms = (time.perf_counter() - t_first) * 1000
+            if end.positions == start.positions:
+                break
+            planned += sum(end.positions.values()) - sum(start.positions.values())
             t2 = time.perf_counter()
-            group.commit(end)
+            planner.commit(start)
             commits.append((time.perf_counter() - t2) * 1000)
             start = end
-            time.sleep(0.02)  # Spark would be running the batch now
-        failures = group.stats["commit_failures"]
+        failures = planner.stats["commit_failures"]
+        probe_rows = planner.probe.records_dropped
     finally:
-        group.close()
+        planner.close()
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
 
     def pct(xs, q):
         xs = sorted(xs)
@@ -172,8 +181,13 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
     return {
         "members": members,
         "commits": len(commits),
+        "planned_rows": planned,
+        "rows_through_driver": 0,  # by construction: the members are paused, ranges are read by executors
+        "probe_rows_fetched": probe_rows,
+        "driver_cpu_s_per_1m_rows": cpu_s * 1_000_000 / max(1, planned),
+        "first_plan_ms": first_plan_ms,
         "commit_ms_p50": pct(commits, 0.5), "commit_ms_p99": pct(commits, 0.99), "commit_ms_max": max(commits),
-        "cut_ms_p50": pct(cuts, 0.5), "cut_ms_p99": pct(cuts, 0.99),
+        "plan_ms_p50": pct(plans, 0.5), "plan_ms_p99": pct(plans, 0.99),
         "commit_failures": failures,
     }
 
@@ -201,10 +215,10 @@ def main() -> int:
         results["produce_s"] = produce_fixed(broker.bootstrap, topic, args.records, args.size)
         print(f"produced {args.records} x {args.size} B in {results['produce_s']:.1f}s", flush=True)
 
-        from cr_consumer.spark import local_session
+        from cr_consumer.spark.session import local_session
 
         spark = local_session("bench-spark")
-        variants = [(1, 200_000), (2, 200_000)] if not args.quick else [(2, 100_000)]
+        variants = [(1, 250_000), (2, 250_000)] if not args.quick else [(1, 100_000)]
         runs = []
         try:
             for members, max_batch in variants:

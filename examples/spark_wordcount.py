@@ -2,8 +2,9 @@
 
 Two sub-commands:
 
-``run``   the streaming query. Reads ``--topic`` through ``crkafka`` (group
-          membership, offsets committed to Kafka at every micro-batch), counts
+``run``   the streaming query. Reads ``--topic`` through ``crkafka`` (the
+          driver holds the group membership and commits offsets to Kafka at
+          every micro-batch; the executors read each batch's offset ranges), counts
           the words of each micro-batch, and writes one JSON file per batch id
           into ``--out`` (``batch-<id>.json``: the batch's word counts and the
           offsets of its records). The write is a temp file + rename named by
@@ -90,7 +91,7 @@ def make_sink(out: Path, delay_s: float):
 
 
 def spark_session():
-    from cr_consumer.spark import local_session
+    from cr_consumer.spark.session import local_session
 
     return local_session("crkafka-wordcount")
 
@@ -103,7 +104,7 @@ def committed_total(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
 
 def cmd_run(args) -> int:
-    from cr_consumer.spark import register
+    from cr_consumer.spark.session import register
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,12 +113,12 @@ def cmd_run(args) -> int:
     reader = (
         spark.readStream.format("crkafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("group.id", args.group)
+        .option("kafka.group.id", args.group)
         .option("subscribe", args.topic)
         .option("coordinator", args.coordinator)
         .option("members", args.members)
-        .option("startPosition", "beginning")
-        .option("maxRecordsPerBatch", args.max_records_per_batch)
+        .option("startingOffsets", args.starting_offsets)
+        .option("maxOffsetsPerTrigger", args.max_records_per_batch)
         .option("kafka.session.timeout.ms", args.session_timeout_ms)
         .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100))
     )
@@ -154,14 +155,15 @@ def cmd_run(args) -> int:
 
 
 # -------------------------------------------------------------------------- demo
-def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str) -> subprocess.Popen:
+def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str,
+                      starting_offsets: str = "earliest") -> subprocess.Popen:
     cmd = [
         sys.executable, __file__, "run",
         "--bootstrap", args.bootstrap, "--coordinator", args.coordinator, "--topic", args.topic,
         "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
         "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
         "--max-records-per-batch", str(args.max_records_per_batch), "--expect", str(args.records),
-        "--session-timeout-ms", str(args.session_timeout_ms),
+        "--session-timeout-ms", str(args.session_timeout_ms), "--starting-offsets", starting_offsets,
     ]
     if exit_when_done:
         cmd.append("--exit-when-done")
@@ -300,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--session-timeout-ms", type=int, default=6000)
     run.add_argument("--sink-delay", type=float, default=0.0, help="seconds each non-empty batch sleeps (tests)")
     run.add_argument("--trigger-ms", type=int, default=200)
+    run.add_argument("--starting-offsets", default="earliest",
+                     help="earliest, latest or committed (a second query joining a running group)")
     run.add_argument("--expect", type=int, default=0, help="records expected in the output")
     run.add_argument("--exit-when-done", action="store_true")
     args = parser.parse_args(argv)

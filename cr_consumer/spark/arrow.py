@@ -1,9 +1,12 @@
 """Kafka records -> ``pyarrow.RecordBatch`` in the source's Spark schema.
 
-Spark accepts a ``pyarrow.RecordBatch`` from a Python data source only when its
-Arrow schema equals ``to_arrow_schema(<source schema>, timezone="UTC")`` exactly
-(field names, types and nullability): :data:`ARROW_SCHEMA` is that schema and
-:data:`SPARK_SCHEMA_DDL` the matching Spark schema (a test checks they agree).
+The columns are those of Spark's Kafka source, in its order: key, value,
+topic, partition, offset, timestamp, timestampType, and headers with
+``includeHeaders=true``. Spark accepts a ``pyarrow.RecordBatch`` from a
+Python data source only when its Arrow schema equals
+``to_arrow_schema(<source schema>, timezone="UTC")`` exactly (field names,
+types and nullability): :func:`arrow_schema` is that schema and
+:func:`spark_schema` the matching Spark schema (a test checks they agree).
 
 Batches are built column by column: the records are transposed once with
 ``zip(*records)`` (C speed, no per-row dict or per-row Arrow call), and the
@@ -12,7 +15,7 @@ building the list array from offsets alone.
 
 Accepted record shapes: kafka-python ``ConsumerRecord`` (13-field namedtuple)
 or plain 7-tuples ``(topic, partition, offset, timestamp_ms, key, value, headers)``
-as delivered by the consumer operator.
+as delivered by the consumer operator (timestampType 0, CreateTime).
 """
 
 from __future__ import annotations
@@ -22,32 +25,40 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
-ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("topic", pa.string(), nullable=False),
-        pa.field("partition", pa.int32(), nullable=False),
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("headers", pa.list_(pa.field("element", HEADER_TYPE, nullable=False))),
-    ]
-)
+#: Spark's Kafka source columns, in its order (all nullable, as Spark declares them).
+_BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestampType", pa.int32()),
+]
+_HEADERS_FIELD = pa.field("headers", pa.list_(pa.field("element", HEADER_TYPE)))
 
-#: The Spark schema of the source (same fields as ARROW_SCHEMA).
+
+def arrow_schema(include_headers: bool = True) -> pa.Schema:
+    return pa.schema(_BASE_FIELDS + ([_HEADERS_FIELD] if include_headers else []))
+
+
+#: The schema with the headers column (``includeHeaders=true``).
+ARROW_SCHEMA = arrow_schema(True)
+
+#: The Spark schema with headers (the same fields as ARROW_SCHEMA).
 SPARK_SCHEMA_DDL = (
-    "topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, timestamp TIMESTAMP, "
-    "key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING NOT NULL, value: BINARY> NOT NULL>"
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 )
 
-#: Column positions in a kafka-python ConsumerRecord and in a 7-tuple record.
-_CONSUMER_RECORD_COLUMNS = (0, 1, 3, 4, 6, 7, 8)
-_TUPLE_COLUMNS = (0, 1, 2, 3, 4, 5, 6)
+#: Column positions (topic, partition, offset, timestamp, timestampType, key, value, headers)
+#: in a kafka-python ConsumerRecord; a 7-tuple record has no timestampType (CreateTime, 0).
+_CONSUMER_RECORD_COLUMNS = (0, 1, 3, 4, 5, 6, 7, 8)
 
 
-def spark_schema():
+def spark_schema(include_headers: bool = True):
     """The source schema as a pyspark StructType (imports pyspark lazily)."""
     from pyspark.sql.types import (
         ArrayType,
@@ -60,31 +71,32 @@ def spark_schema():
         TimestampType,
     )
 
-    header = StructType([StructField("key", StringType(), False), StructField("value", BinaryType(), True)])
-    return StructType(
-        [
-            StructField("topic", StringType(), False),
-            StructField("partition", IntegerType(), False),
-            StructField("offset", LongType(), False),
-            StructField("timestamp", TimestampType(), True),
-            StructField("key", BinaryType(), True),
-            StructField("value", BinaryType(), True),
-            StructField("headers", ArrayType(header, containsNull=False), True),
-        ]
-    )
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
 
 
-def empty_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+def empty_batch(include_headers: bool = True) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=arrow_schema(include_headers))
 
 
 def _headers_column(headers: Sequence) -> pa.Array:
     n = len(headers)
     if not any(headers):  # no record has headers: offsets only
         offsets = pa.array([0] * (n + 1), type=pa.int32())
-        return pa.ListArray.from_arrays(offsets, pa.array([], type=HEADER_TYPE), type=ARROW_SCHEMA.field("headers").type)
+        return pa.ListArray.from_arrays(offsets, pa.array([], type=HEADER_TYPE), type=_HEADERS_FIELD.type)
     rows = [[{"key": k, "value": v} for k, v in h] if h else [] for h in headers]
-    return pa.array(rows, type=ARROW_SCHEMA.field("headers").type)
+    return pa.array(rows, type=_HEADERS_FIELD.type)
 
 
 def _timestamp_column(millis: Sequence) -> pa.Array:
@@ -93,29 +105,32 @@ def _timestamp_column(millis: Sequence) -> pa.Array:
     return micros.cast(pa.timestamp("us", tz="UTC"))
 
 
-def records_to_batch(records: Sequence) -> pa.RecordBatch:
+def records_to_batch(records: Sequence, include_headers: bool = True) -> pa.RecordBatch:
     """Build one RecordBatch from a sequence of records (see the module doc)."""
     if not records:
-        return empty_batch()
+        return empty_batch(include_headers)
     first = records[0]
+    cols = list(zip(*records))
     if len(first) == 7:
-        idx = _TUPLE_COLUMNS
+        topic, partition, offset, ts, key, value, headers = cols
+        ts_type = pa.array([0] * len(records), type=pa.int32())
     elif hasattr(first, "leader_epoch"):
-        idx = _CONSUMER_RECORD_COLUMNS
+        topic, partition, offset, ts, ts_type, key, value, headers = (cols[i] for i in _CONSUMER_RECORD_COLUMNS)
+        ts_type = pa.array(ts_type, type=pa.int32())
     else:
         raise TypeError(f"unsupported record shape {type(first).__name__} of length {len(first)}")
-    cols = list(zip(*records))
-    topic, partition, offset, ts, key, value, headers = (cols[i] for i in idx)
     arrays = [
+        pa.array(key, type=pa.binary()),
+        pa.array(value, type=pa.binary()),
         pa.array(topic, type=pa.string()),
         pa.array(partition, type=pa.int32()),
         pa.array(offset, type=pa.int64()),
         _timestamp_column(ts),
-        pa.array(key, type=pa.binary()),
-        pa.array(value, type=pa.binary()),
-        _headers_column(headers),
+        ts_type,
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    if include_headers:
+        arrays.append(_headers_column(headers))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
 def concat_batches(batches: Sequence[pa.RecordBatch]) -> list[pa.RecordBatch]:

@@ -12,10 +12,11 @@ must round-trip unchanged, so it only uses string keys, ints and dicts::
   for every partition any member has been assigned, the offset of the next
   record to read. A batch holds, per partition, the records from the start
   offset's position (inclusive) to the end offset's position (exclusive).
-* ``from`` names, for a partition that first appears in this batch (absent from
-  the start offset), the offset of its first record in the batch, so that the
-  batch can be re-read deterministically after a crash. Partitions known in the
-  start offset never appear in ``from``.
+* ``from`` names where a partition's range in this batch begins when that is
+  not the start offset's position: a partition that first appears in this
+  batch (absent from the start offset), or one handed over by another
+  consumer of the group (it begins at that consumer's commit). So the batch
+  can be re-read deterministically after a crash.
 * ``epoch`` counts the end offsets handed to Spark. An idle source hands out one
   end with a bumped epoch and unchanged positions, so that Spark runs one empty
   batch and delivers the pending ``commit`` (see ``docs/spark.md``).
@@ -112,9 +113,9 @@ class SourceOffset:
 
     def start_of(self, tp: TopicPartitionKey, start: SourceOffset) -> int:
         """Where this end's batch begins for ``tp`` (given the batch's ``start``)."""
-        if tp in start.positions:
-            return start.positions[tp]
-        return self.first.get(tp, self.positions[tp])
+        if tp in self.first:
+            return self.first[tp]
+        return start.positions.get(tp, self.positions[tp])
 
 
 def _read_map(raw, name: str) -> dict[TopicPartitionKey, int]:

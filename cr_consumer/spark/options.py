@@ -1,34 +1,52 @@
-"""Options of the ``crkafka`` Spark source: parsed and validated at ``load()``.
+"""Options of the ``crkafka`` Spark source: Spark's Kafka source names, validated at ``load()``.
 
-Spark hands a Python data source its options as a case-insensitive map of
-strings (keys arrive lower-cased). :func:`parse_options` turns that map into a
-frozen :class:`SourceOptions`, or raises :class:`InvalidOptionError` naming the
-option and what to change. It runs in ``DataSource.__init__``, which Spark calls
-while planning ``readStream...load()``, so a bad option fails ``load()`` and never
-reaches a running query.
+Spark hands a Python data source its options as a case-insensitive map
+(pyspark lower-cases the names before the source sees them, so an error
+names the option lower-cased). :func:`parse_options` turns the map into a
+frozen :class:`SourceOptions`, or raises :class:`InvalidOptionError` naming
+the option and what to change; ``DataSource.schema()`` calls it, so a bad
+option fails ``load()`` and never reaches a running query.
 
-Options (names are case-insensitive)::
+Spark's names (``format("kafka")``), see docs/spark.md for the table::
 
-    kafka.bootstrap.servers   required   host:port[,host:port...]
-    group.id                  required   the Kafka consumer group the members join
-    subscribe                 one of     comma-separated topic names
-    subscribePattern          these two  a regular expression over topic names
-    coordinator               required   the coordinator endpoint, e.g. tcp://127.0.0.1:5570
-    members                   1          consumer operators (group members) in the source runner
-    startPosition             default    default | beginning | end | time
-    startTime                 -          with startPosition=time: epoch milliseconds or ISO-8601
-    maxRecordsPerBatch        200000     soft cap on the rows of one micro-batch (>= 1)
-    regionIndex               0          the consistent-region index registered with the coordinator
-    metricsPort               -          serve Prometheus /metrics of the source runner on this port
-                                         (0: any free port, logged; absent: no endpoint)
-    metricsHost               127.0.0.1  the address metricsPort binds (0.0.0.0: all interfaces)
-    kafka.<consumer property> -          passed to every KafkaConsumer (members and replay),
-                                         by its standard dotted name, e.g. kafka.session.timeout.ms
+    kafka.bootstrap.servers      required   host:port[,host:port...]
+    subscribe | subscribePattern | assign   exactly one: topic list, regular
+                                            expression, or JSON {"topic":[0,1]}
+    startingOffsets              latest (*) earliest | latest | committed |
+                                            JSON {"topic":{"0":23,"1":-2}} (-2 earliest, -1 latest)
+    startingTimestamp            -          epoch ms (or ISO-8601): every partition
+    startingOffsetsByTimestamp   -          JSON {"topic":{"0":<epoch ms>}}
+    endingOffsets                latest     batch queries only: latest | JSON (-1 latest)
+    maxOffsetsPerTrigger         -          records per micro-batch (all partitions)
+    minPartitions                -          Spark tasks per batch at least (ranges split)
+    failOnDataLoss               true       fail when a range is no longer on the broker
+    includeHeaders               false      add the headers column
+    kafka.group.id               -          the consumer group (default: groupIdPrefix-<query id>)
+    groupIdPrefix                crkafka    prefix of the generated group id
+    kafka.<consumer property>    -          passed to every KafkaConsumer by its dotted name
+
+(*) a batch read (``spark.read``) starts at earliest by default, as in Spark.
+
+crkafka's own::
+
+    coordinator                  required   the coordinator endpoint, e.g. tcp://127.0.0.1:5570
+    members                      1          group members in the driver (hold partitions, commit)
+    regionIndex                  0          the region index registered with the coordinator
+    metricsPort / metricsHost    - / 127.0.0.1   Prometheus /metrics of the source runner
+
+Earlier names, still accepted as documented aliases: ``group.id`` (=
+``kafka.group.id``), ``startPosition`` ``beginning|end|default|time`` (=
+``startingOffsets`` ``earliest|latest|committed``, ``time`` with ``startTime``
+= ``startingTimestamp``), ``maxRecordsPerBatch`` (= ``maxOffsetsPerTrigger``).
+An unknown option fails, naming the closest valid one.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
+import enum
+import json
 import re
 from collections.abc import Mapping
 
@@ -36,18 +54,12 @@ import attrs
 
 from cr_consumer.kafka.properties import redacted_repr
 
-#: The start positions accepted by ``startPosition`` (a specific offset is not one:
-#: an offset belongs to one partition, and this source reads many).
-START_POSITIONS = ("default", "beginning", "end", "time")
-
-DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
-
-#: Kafka consumer properties this source owns; setting them would break the
-#: exactly-once contract or duplicate another option.
+#: Kafka consumer properties this source owns (as Spark's Kafka source does);
+#: setting them would break the exactly-once contract or duplicate an option.
 _RESERVED_KAFKA = {
-    "group.id": "use the option group.id",
     "enable.auto.commit": "offsets are committed by the source when Spark commits a batch",
     "auto.commit.interval.ms": "offsets are committed by the source when Spark commits a batch",
+    "auto.offset.reset": "use startingOffsets (earliest, latest, committed or JSON per partition)",
     "key.deserializer": "keys are delivered as binary",
     "value.deserializer": "values are delivered as binary",
     "consumer.timeout.ms": "the source controls its own polling",
@@ -132,7 +144,7 @@ def _parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, o
         raise InvalidOptionError(option, "is a Python object in kafka-python and cannot be set as an option")
     key = dotted.replace(".", "_")
     if "_" in dotted or key not in defaults:
-        raise InvalidOptionError(option, f"unknown Kafka consumer property {dotted!r}")
+        raise InvalidOptionError(option, f"unknown Kafka consumer property {dotted!r} (closest option: {_closest(option)})")
     if dotted == "api.version":
         try:
             return dotted, tuple(int(p) for p in raw.strip().split("."))
@@ -149,19 +161,63 @@ def _parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, o
     raise InvalidOptionError(option, "cannot be set as an option")  # pragma: no cover - table above
 
 
+
+
+class StartKind(enum.Enum):
+    """Where a partition starts the first time the query sees it (``startingOffsets`` ...)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    #: crkafka's addition: the group's committed offset; a partition without one starts at earliest.
+    COMMITTED = "committed"
+    #: JSON per partition: an offset, -2 (earliest) or -1 (latest); partitions not listed start at latest.
+    SPECIFIC = "specific"
+    #: ``startingTimestamp`` / ``startingOffsetsByTimestamp``: the first offset at or after the
+    #: timestamp; a partition with no record that late starts at latest.
+    TIMESTAMP = "timestamp"
+
+
+#: In a JSON offset map: the partition's earliest / latest offset (Spark's values).
+EARLIEST_OFFSET = -2
+LATEST_OFFSET = -1
+
+PartitionValues = tuple[tuple[tuple[str, int], int], ...]
+
+
+@attrs.frozen
+class StartingOffsets:
+    kind: StartKind = StartKind.LATEST
+    #: SPECIFIC: ((topic, partition), offset) pairs; TIMESTAMP: ((topic, partition), epoch ms)
+    #: pairs, or empty with ``timestamp_ms`` for every partition.
+    values: PartitionValues = ()
+    timestamp_ms: int | None = None
+
+    def value_of(self, topic: str, partition: int) -> int | None:
+        return dict(self.values).get((topic, partition), self.timestamp_ms)
+
+
 @attrs.frozen
 class SourceOptions:
-    """The validated options of one ``crkafka`` stream (picklable, no live objects)."""
+    """The validated options of one ``crkafka`` source (picklable, no live objects)."""
 
     bootstrap_servers: str
-    group_id: str
     coordinator: str
+    #: The consumer group (kafka.group.id); None: ``<group_id_prefix>-<query id>``, fixed per checkpoint.
+    group_id: str | None = None
+    group_id_prefix: str = "crkafka"
     topics: tuple[str, ...] = ()
     pattern: str | None = None
+    #: ``assign``: fixed partitions, no group assignment (the group is used for commits only).
+    assign: tuple[tuple[str, int], ...] = ()
+    #: None: not given (streaming starts at latest, a batch read at earliest, as in Spark).
+    starting: StartingOffsets | None = None
+    #: Batch queries: ((topic, partition), offset or -1) pairs; empty: latest everywhere.
+    ending: PartitionValues = ()
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
     members: int = 1
-    start_position: str = "default"
-    start_time_ms: int | None = None
-    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     region_index: int = 0
     #: Prometheus /metrics of the source runner (None: not served).
     metrics_port: int | None = None
@@ -180,85 +236,117 @@ class SourceOptions:
         """The pass-through properties as kafka-python keyword arguments."""
         return {k.replace(".", "_"): v for k, v in self.kafka_properties}
 
+    def starting_or(self, default: StartKind) -> StartingOffsets:
+        return self.starting if self.starting is not None else StartingOffsets(default)
+
+    def group_for(self, query: str) -> str:
+        """The consumer group of the query with id ``query``."""
+        return self.group_id if self.group_id is not None else f"{self.group_id_prefix}-{query or 'noquery'}"
+
     def describe_subscription(self) -> str:
+        if self.assign:
+            return f"assign {[f'{t}:{p}' for t, p in self.assign]}"
         return f"pattern {self.pattern!r}" if self.pattern is not None else f"topics {list(self.topics)}"
 
+    # -- the names of the simple reader's group (cr_consumer.spark.group) ----------------------
+    @property
+    def start_position(self) -> str:
+        kind = self.starting_or(StartKind.LATEST).kind
+        return {StartKind.EARLIEST: "beginning", StartKind.LATEST: "end", StartKind.COMMITTED: "default",
+                StartKind.TIMESTAMP: "time"}.get(kind, "end")
 
-#: Known option names (lower-case, as Spark delivers them) other than kafka.*.
-KNOWN_OPTIONS = (
-    "kafka.bootstrap.servers",
-    "group.id",
-    "subscribe",
-    "subscribepattern",
-    "coordinator",
-    "members",
-    "startposition",
-    "starttime",
-    "maxrecordsperbatch",
-    "regionindex",
-    "metricsport",
-    "metricshost",
-)
+    @property
+    def start_time_ms(self) -> int | None:
+        return self.starting_or(StartKind.LATEST).timestamp_ms
 
-#: Spark's own spelling of each option, for error messages.
-_SPELLING = {
-    "subscribepattern": "subscribePattern",
-    "startposition": "startPosition",
-    "starttime": "startTime",
-    "maxrecordsperbatch": "maxRecordsPerBatch",
-    "regionindex": "regionIndex",
-    "metricsport": "metricsPort",
-    "metricshost": "metricsHost",
+    @property
+    def max_records_per_batch(self) -> int:
+        return self.max_offsets_per_trigger or DEFAULT_MAX_RECORDS_PER_BATCH
+
+
+#: Rows per batch of the simple reader's group when maxOffsetsPerTrigger is not set.
+DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
+
+#: Every option by its lower-cased name -> its spelling (kafka.* aside).
+SPELLING = {name.lower(): name for name in (
+    "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets", "startingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsets", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
+    "includeHeaders", "kafka.group.id", "groupIdPrefix", "coordinator", "members", "regionIndex", "metricsPort",
+    "metricsHost",
+)}
+
+#: Earlier crkafka names -> the option they stand for (documented aliases).
+ALIASES = {"group.id": "kafka.group.id", "startposition": "startingOffsets", "starttime": "startingTimestamp",
+           "maxrecordsperbatch": "maxOffsetsPerTrigger"}
+
+#: Options of Spark's Kafka source that crkafka does not offer, and why.
+UNSUPPORTED = {
+    "endingtimestamp": "batch reads end at endingOffsets",
+    "endingoffsetsbytimestamp": "batch reads end at endingOffsets",
+    "startingoffsetsbytimestampstrategy": "a partition with no record at or after the timestamp starts at latest",
+    "minoffsetspertrigger": "every trigger reads what is available (up to maxOffsetsPerTrigger)",
+    "maxtriggerdelay": "every trigger reads what is available (up to maxOffsetsPerTrigger)",
+    "kafkaconsumer.polltimeoutms": "executors bound each range read themselves",
+    "fetchoffset.numretries": "end offsets are read from a fetch's high watermark",
+    "fetchoffset.retryintervalms": "end offsets are read from a fetch's high watermark",
+    "maxrecordsperpartition": "use maxOffsetsPerTrigger",
 }
+
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _closest(name: str) -> str:
+    candidates = list(SPELLING) + list(ALIASES)
+    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if not match and name.startswith("kafka."):
+        return "kafka.<a Kafka consumer property>"
+    if not match:
+        return "none close; valid: " + ", ".join(sorted(SPELLING.values()))
+    return SPELLING.get(match[0], match[0]) if match[0] not in ALIASES else ALIASES[match[0]]
 
 
 def _required(opts: Mapping[str, str], name: str) -> str:
-    value = opts.get(name)
+    value = opts.get(name.lower())
     if value is None or not str(value).strip():
-        raise InvalidOptionError(_SPELLING.get(name, name), "is required")
+        raise InvalidOptionError(name, "is required")
     return str(value).strip()
 
 
-def parse_options(raw: Mapping[str, str]) -> SourceOptions:
-    """Validate Spark's option map; raise :class:`InvalidOptionError` naming the option."""
-    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(raw).items()}
-    defaults = _kafka_defaults()
-    kafka_props: dict[str, object] = {}
-    for name, value in opts.items():
-        if name == "kafka.bootstrap.servers":
-            continue
-        if name.startswith("kafka."):
-            key, parsed = _parse_kafka_property(name, value, defaults)
-            kafka_props[key] = parsed
-        elif name not in KNOWN_OPTIONS:
-            known = ", ".join(sorted(_SPELLING.get(k, k) for k in KNOWN_OPTIONS))
-            raise InvalidOptionError(name, f"unknown option (known: {known}, and kafka.<consumer property>)")
+def _json_map(option: str, raw: str, *, minimum: int) -> PartitionValues:
+    """``{"topic": {"0": value, ...}, ...}`` as sorted ((topic, partition), value) pairs."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidOptionError(option, f'expected JSON like {{"topic":{{"0":23}}}}: {exc}') from None
+    if not isinstance(doc, dict) or not doc:
+        raise InvalidOptionError(option, 'expected a non-empty JSON object like {"topic":{"0":23}}')
+    out = {}
+    for topic, parts in doc.items():
+        if not _TOPIC_RE.fullmatch(str(topic)) or not isinstance(parts, dict) or not parts:
+            raise InvalidOptionError(option, f"topic {topic!r}: expected a valid topic name and an object of partitions")
+        for part, value in parts.items():
+            if not str(part).isdigit() or isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise InvalidOptionError(option, f"{topic}:{part} = {value!r}: expected a partition number and an "
+                                                 f"integer >= {minimum}")
+            out[(topic, int(part))] = value
+    return tuple(sorted(out.items()))
 
-    bootstrap = _required(opts, "kafka.bootstrap.servers")
-    for server in bootstrap.split(","):
-        if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
-            raise InvalidOptionError("kafka.bootstrap.servers", f"expected host:port[,host:port...], got {bootstrap!r}")
-    group_id = _required(opts, "group.id")
-    coordinator = _required(opts, "coordinator")
-    if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
-        raise InvalidOptionError("coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}")
 
-    has_topics = "subscribe" in opts
-    has_pattern = "subscribepattern" in opts
-    if has_topics == has_pattern:
-        raise InvalidOptionError("subscribe", "exactly one of subscribe and subscribePattern must be given")
-    topics: tuple[str, ...] = ()
-    pattern = None
-    if has_topics:
+def _subscription(opts: Mapping[str, str]) -> tuple[tuple[str, ...], str | None, tuple[tuple[str, int], ...]]:
+    given = [name for name in ("subscribe", "subscribepattern", "assign") if name in opts]
+    if len(given) != 1:
+        raise InvalidOptionError("subscribe", "exactly one of subscribe, subscribePattern and assign must be given")
+    if "subscribe" in opts:
         topics = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
         if not topics:
             raise InvalidOptionError("subscribe", "names no topic")
         for topic in topics:
-            if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic):
+            if not _TOPIC_RE.fullmatch(topic):
                 raise InvalidOptionError("subscribe", f"{topic!r} is not a valid Kafka topic name")
         if len(set(topics)) != len(topics):
             raise InvalidOptionError("subscribe", f"lists a topic twice: {opts['subscribe']!r}")
-    else:
+        return topics, None, ()
+    if "subscribepattern" in opts:
         pattern = opts["subscribepattern"]
         if not pattern:
             raise InvalidOptionError("subscribePattern", "is empty")
@@ -266,21 +354,122 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             re.compile(pattern)
         except re.error as exc:
             raise InvalidOptionError("subscribePattern", f"is not a valid regular expression: {exc}") from None
+        return (), pattern, ()
+    try:
+        doc = json.loads(opts["assign"])
+    except ValueError as exc:
+        raise InvalidOptionError("assign", f'expected JSON like {{"topic":[0,1]}}: {exc}') from None
+    if not isinstance(doc, dict) or not doc:
+        raise InvalidOptionError("assign", 'expected a non-empty JSON object like {"topic":[0,1]}')
+    tps = set()
+    for topic, parts in doc.items():
+        if not _TOPIC_RE.fullmatch(str(topic)) or not isinstance(parts, list) or not parts:
+            raise InvalidOptionError("assign", f"topic {topic!r}: expected a valid topic name and a list of partitions")
+        for part in parts:
+            if isinstance(part, bool) or not isinstance(part, int) or part < 0:
+                raise InvalidOptionError("assign", f"{topic}: partition {part!r} is not a partition number")
+            tps.add((topic, part))
+    return (), None, tuple(sorted(tps))
 
+
+def _starting(opts: Mapping[str, str]) -> StartingOffsets | None:
+    given = [n for n in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp", "startposition")
+             if n in opts]
+    if len(given) > 1:
+        names = [ALIASES.get(n) and f"{n} (alias of {ALIASES[n]})" or SPELLING[n] for n in given]
+        raise InvalidOptionError(SPELLING.get(given[1], given[1]), f"give only one of {', '.join(names)}")
+    if "starttime" in opts and opts.get("startposition", "").strip().lower() != "time":
+        raise InvalidOptionError("startTime", "is an alias of startingTimestamp used with startPosition=time; "
+                                              "give startingTimestamp instead")
+    if "startposition" in opts:  # the earlier name
+        raw = opts["startposition"].strip().lower()
+        if raw == "time":
+            return StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=_parse_time("startTime", _required(opts, "startTime")))
+        mapped = {"beginning": StartKind.EARLIEST, "end": StartKind.LATEST, "default": StartKind.COMMITTED}.get(raw)
+        if mapped is None:
+            raise InvalidOptionError("startPosition", f"expected beginning, end, default or time, got "
+                                                      f"{opts['startposition']!r} (the option is now startingOffsets)")
+        return StartingOffsets(mapped)
+    if "startingtimestamp" in opts:
+        return StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=_parse_time("startingTimestamp", opts["startingtimestamp"]))
+    if "startingoffsetsbytimestamp" in opts:
+        return StartingOffsets(StartKind.TIMESTAMP, values=_json_map("startingOffsetsByTimestamp",
+                                                                     opts["startingoffsetsbytimestamp"], minimum=0))
+    if "startingoffsets" not in opts:
+        return None
+    raw = opts["startingoffsets"].strip()
+    kinds = {k.value: k for k in (StartKind.EARLIEST, StartKind.LATEST, StartKind.COMMITTED)}
+    if raw.lower() in kinds:
+        return StartingOffsets(kinds[raw.lower()])
+    if not raw.startswith("{"):
+        raise InvalidOptionError("startingOffsets", f"expected earliest, latest, committed or JSON per partition, "
+                                                    f"got {raw!r}")
+    return StartingOffsets(StartKind.SPECIFIC, values=_json_map("startingOffsets", raw, minimum=EARLIEST_OFFSET))
+
+
+def _ending(opts: Mapping[str, str]) -> PartitionValues:
+    raw = opts.get("endingoffsets", "latest").strip()
+    if raw.lower() == "latest":
+        return ()
+    if not raw.startswith("{"):
+        raise InvalidOptionError("endingOffsets", f"expected latest or JSON per partition, got {raw!r}")
+    values = _json_map("endingOffsets", raw, minimum=LATEST_OFFSET)
+    return values
+
+
+def parse_options(raw: Mapping[str, str]) -> SourceOptions:
+    """Validate Spark's option map; raise :class:`InvalidOptionError` naming the option."""
+    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(raw).items()}
+    if "group.id" in opts:
+        if "kafka.group.id" in opts:
+            raise InvalidOptionError("group.id", "is an alias of kafka.group.id; give only kafka.group.id")
+        opts["kafka.group.id"] = opts.pop("group.id")
+    if "maxrecordsperbatch" in opts:
+        if "maxoffsetspertrigger" in opts:
+            raise InvalidOptionError("maxRecordsPerBatch", "is an alias of maxOffsetsPerTrigger; give only that")
+        opts["maxoffsetspertrigger"] = opts.pop("maxrecordsperbatch")
+    defaults = _kafka_defaults()
+    kafka_props: dict[str, object] = {}
+    for name, value in opts.items():
+        if name in ("kafka.bootstrap.servers", "kafka.group.id"):
+            continue
+        if name in UNSUPPORTED:
+            raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
+                                           f"{UNSUPPORTED[name]}")
+        if name.startswith("kafka."):
+            key, parsed = _parse_kafka_property(name, value, defaults)
+            kafka_props[key] = parsed
+        elif name not in SPELLING and name not in ("startposition", "starttime"):
+            raise InvalidOptionError(name, f"unknown option; did you mean {_closest(name)}?")
+
+    bootstrap = _required(opts, "kafka.bootstrap.servers")
+    for server in bootstrap.split(","):
+        if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
+            raise InvalidOptionError("kafka.bootstrap.servers", f"expected host:port[,host:port...], got {bootstrap!r}")
+    group_id = None
+    if "kafka.group.id" in opts:
+        group_id = _required(opts, "kafka.group.id")
+    prefix = opts.get("groupidprefix", "crkafka").strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
+        raise InvalidOptionError("groupIdPrefix", f"expected letters, digits, '.', '_' or '-', got {prefix!r}")
+    coordinator = _required(opts, "coordinator")
+    if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
+        raise InvalidOptionError("coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}")
+    topics, pattern, assign = _subscription(opts)
+    starting = _starting(opts)
+    ending = _ending(opts)
+
+    max_offsets = None
+    if "maxoffsetspertrigger" in opts:
+        max_offsets = _parse_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"], minimum=1)
+    min_partitions = None
+    if "minpartitions" in opts:
+        min_partitions = _parse_int("minPartitions", opts["minpartitions"], minimum=1)
+    fail_on_data_loss = _parse_bool("failOnDataLoss", opts.get("failondataloss", "true"))
+    include_headers = _parse_bool("includeHeaders", opts.get("includeheaders", "false"))
     members = _parse_int("members", opts.get("members", "1"), minimum=1)
-    start_position = opts.get("startposition", "default").strip().lower()
-    if start_position not in START_POSITIONS:
-        raise InvalidOptionError(
-            "startPosition", f"expected one of {', '.join(START_POSITIONS)}, got {opts['startposition']!r}"
-        )
-    start_time_ms = None
-    if start_position == "time":
-        start_time_ms = _parse_time("startTime", _required(opts, "starttime"))
-    elif "starttime" in opts:
-        raise InvalidOptionError("startTime", "is only allowed with startPosition=time")
-    max_records = _parse_int(
-        "maxRecordsPerBatch", opts.get("maxrecordsperbatch", str(DEFAULT_MAX_RECORDS_PER_BATCH)), minimum=1
-    )
+    if members > 64:
+        raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
     region_index = _parse_int("regionIndex", opts.get("regionindex", "0"), minimum=0)
     metrics_port = None
     if "metricsport" in opts:
@@ -290,17 +479,27 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     metrics_host = opts.get("metricshost", "127.0.0.1").strip()
     if not metrics_host or any(c.isspace() for c in metrics_host):
         raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
+    session_ms = kafka_props.get("session.timeout.ms")
+    heartbeat_ms = kafka_props.get("heartbeat.interval.ms")
+    if isinstance(heartbeat_ms, int) and heartbeat_ms >= (session_ms if isinstance(session_ms, int) else 10_000):
+        raise InvalidOptionError("kafka.*", f"kafka.heartbeat.interval.ms ({heartbeat_ms}) must be lower than "
+                                            f"kafka.session.timeout.ms ({session_ms or 10_000})")
 
     return SourceOptions(
         bootstrap_servers=bootstrap,
-        group_id=group_id,
         coordinator=coordinator,
+        group_id=group_id,
+        group_id_prefix=prefix,
         topics=topics,
         pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        max_offsets_per_trigger=max_offsets,
+        min_partitions=min_partitions,
+        fail_on_data_loss=fail_on_data_loss,
+        include_headers=include_headers,
         members=members,
-        start_position=start_position,
-        start_time_ms=start_time_ms,
-        max_records_per_batch=max_records,
         region_index=region_index,
         metrics_port=metrics_port,
         metrics_host=metrics_host,

@@ -1,78 +1,161 @@
-"""The ``crkafka`` stream reader (a ``SimpleDataSourceStreamReader``).
+"""The ``crkafka`` stream reader (a partitioned ``DataSourceStreamReader``).
 
-Where each method runs (see docs/spark.md for why the simple reader):
+Where each method runs:
 
-* ``initialOffset``, ``read(start)``, ``commit(end)``: the long-lived source
-  runner process, main thread. ``read`` starts the members lazily on its first
+* ``initialOffset``, ``latestOffset(start, limit)``, ``partitions(start, end)``,
+  ``commit(end)``, ``stop``: the long-lived source runner process (the driver
+  side), main thread. ``latestOffset`` starts the planner lazily on its first
   call (never in ``__init__``: the reader is also built and pickled by a
-  short-lived planner process) and returns ``(iter([RecordBatch, ...]), end)``;
-  Spark ships the Arrow batches to the JVM and plans the batch from them.
-* ``readBetweenOffsets(start, end)``: an executor Python worker, only to replay
-  an uncommitted batch after a restart; it re-reads the offset range from Kafka
-  (:mod:`cr_consumer.spark.replay`).
+  short-lived planner process) and returns the end offset of the next batch
+  (:mod:`cr_consumer.spark.planner`). No record passes through this process.
+* ``read(partition)``: executor Python workers, one task per offset range; it
+  reads exactly that range from Kafka (:mod:`cr_consumer.spark.executor`) and
+  returns Arrow record batches. A batch replayed after a restart takes the
+  same path, its ranges planned again from Spark's offset log.
 
-The live members are never pickled (``__getstate__`` keeps the options only).
-Offsets are :class:`~cr_consumer.spark.offsets.SourceOffset` JSON.
+The planner and its members are never pickled (``__getstate__`` keeps the
+options only). Offsets are :class:`~cr_consumer.spark.offsets.SourceOffset` JSON.
 """
 
 from __future__ import annotations
 
 import logging
 
-from pyspark.sql.datasource import SimpleDataSourceStreamReader
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from cr_consumer.spark import runner
+from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
-from cr_consumer.spark.options import SourceOptions
-from cr_consumer.spark.replay import read_range
+from cr_consumer.spark.options import SourceOptions, StartKind
+from cr_consumer.spark.ranges import OffsetRange
 
 log = logging.getLogger(__name__)
 
 
-class CrKafkaStreamReader(SimpleDataSourceStreamReader):
+class RangePartition(InputPartition):
+    """One Spark task: one Kafka partition's offset range (picklable)."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        super().__init__(rng)
+        self.range = rng
+
+
+def max_rows(limit: ReadLimit | None) -> int | None:
+    """The row cap of Spark's read limit (None: read all available)."""
+    if isinstance(limit, ReadMaxRows):
+        return limit.max_rows
+    if limit is None or isinstance(limit, ReadAllAvailable):
+        return None
+    raise ValueError(f"crkafka supports the read limits ReadAllAvailable and ReadMaxRows, not {limit!r}")
+
+
+class CrKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._group = None
+        self._planner = None
 
     def __getstate__(self) -> dict:
         return {"options": self.options}
 
     def __setstate__(self, state: dict) -> None:
         self.options = state["options"]
-        self._group = None
+        self._planner = None
 
-    def _members(self):
-        if self._group is None:
-            from cr_consumer.spark.group import SourceGroup
+    def planner(self):
+        if self._planner is None:
+            from cr_consumer.spark.planner import QueryPlanner
 
-            _configure_logging()
-            self._group = SourceGroup(self.options)
-            runner.install(self._group.close)
-        return self._group
+            configure_logging()
+            self._planner = QueryPlanner(self.options)
+            runner.install(self._planner.close)
+        return self._planner
 
     def initialOffset(self) -> dict:
         return SourceOffset.initial().to_json()
 
-    def read(self, start: dict):
-        batches, end = self._members().next_batch(SourceOffset.from_json(start))
-        return iter(batches), end.to_json()
+    def getDefaultReadLimit(self) -> ReadLimit:
+        cap = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if cap is None else ReadMaxRows(cap)
 
-    def readBetweenOffsets(self, start: dict, end: dict):
-        _configure_logging()
-        return iter(read_range(self.options, SourceOffset.from_json(start), SourceOffset.from_json(end)))
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self.planner().latest_offset(SourceOffset.from_json(start), max_rows(limit)).to_json()
+
+    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+        from cr_consumer.spark.planner import batch_ranges
+
+        ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions)
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: RangePartition):
+        configure_logging()
+        return read_range(self.options, partition.range)
 
     def commit(self, end: dict) -> None:
-        self._members().commit(SourceOffset.from_json(end))
+        self.planner().commit(SourceOffset.from_json(end))
 
-    def stop(self) -> None:  # called by Spark for non-simple readers only; kept for direct use
-        if self._group is not None:
-            self._group.close()
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
             runner.uninstall()
-            self._group = None
+            self._planner = None
 
 
-def _configure_logging() -> None:
-    """The runner has no logging config: send ours to stderr (Spark's log) at INFO."""
+class CrKafkaBatchReader(DataSourceReader):
+    """``spark.read.format("crkafka")``: the records from ``startingOffsets`` (default
+    earliest) to ``endingOffsets`` (default latest) of every partition of the
+    subscription now, read by the executors like a streaming batch. No group
+    membership and no commit: a batch read leaves the group's offsets alone.
+
+    ``partitions()`` runs once in the driver (a planner process) and reads no record
+    beyond one fetch per partition for its high watermark.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[RangePartition]:
+        from cr_consumer.spark.positions import end_offsets, start_offsets, subscribed_partitions
+        from cr_consumer.spark.ranges import split_ranges
+        from cr_consumer.spark.watermarks import WatermarkProbe
+
+        configure_logging()
+        probe = WatermarkProbe(self.options)
+        try:
+            tps = subscribed_partitions(self.options, probe)
+            starts = start_offsets(self.options.starting_or(StartKind.EARLIEST), tps, probe, self._committed)
+            ends = end_offsets(self.options, tps, probe)
+        finally:
+            probe.close()
+        ranges = []
+        for tp in tps:
+            if ends[tp] < starts[tp]:
+                raise ValueError(f"crkafka batch read: {tp.topic}:{tp.partition} starts at {starts[tp]}, "
+                                 f"after its end {ends[tp]} (startingOffsets / endingOffsets)")
+            ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]))
+        return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
+
+    def _committed(self, tps: list) -> dict:
+        """startingOffsets=committed: the committed offsets of kafka.group.id (none without it)."""
+        if self.options.group_id is None:
+            return {}
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(bootstrap_servers=self.options.bootstrap_servers.split(","),
+                                 group_id=self.options.group_id, enable_auto_commit=False)
+        try:
+            found = {tp: consumer.committed(tp, timeout_ms=15_000) for tp in tps}
+        finally:
+            consumer.close()
+        return {tp: off for tp, off in found.items() if off is not None}
+
+    def read(self, partition: RangePartition):
+        configure_logging()
+        return read_range(self.options, partition.range)
+
+
+def configure_logging() -> None:
+    """Spark's Python processes have no logging config: send ours to stderr (Spark's log) at INFO."""
     root = logging.getLogger("cr_consumer")
     if not root.handlers:
         handler = logging.StreamHandler()

@@ -1,10 +1,10 @@
 """Process hooks of the Spark source runner: members leave the group when it ends.
 
-Spark runs the reader's ``read``/``commit`` in a long-lived "source runner"
-Python process, a child of the JVM. It never calls ``stop()`` on a simple
-reader, and on ``query.stop()`` it terminates the runner. Three hooks make the
-members leave the group cleanly instead of being evicted a session timeout
-later:
+Spark runs the reader's ``latestOffset``/``commit`` in a long-lived "source
+runner" Python process, a child of the JVM. Its ``stop()`` is unreliable (the
+JVM may terminate the runner first; a simple reader never gets one), and on
+``query.stop()`` it terminates the runner. Three hooks make the members leave
+the group cleanly instead of being evicted a session timeout later:
 
 1. SIGTERM (query stop) and SIGHUP: the handler closes the group (every
    member closes its consumer, which sends LeaveGroup) and raises

@@ -1,20 +1,25 @@
-"""The ``crkafka`` DataSource: options, schema, and the stream reader factory.
+"""The ``crkafka`` DataSource: options, schema, and the stream and batch reader factories.
 
 Spark constructs the DataSource in a planner process and pickles it to the
 source runner; it only holds the raw option map. The options are validated in
-:meth:`CrKafkaDataSource.schema`, which ``readStream...load()`` calls, so that an
-invalid option fails ``load()`` with an :class:`~cr_consumer.spark.options.InvalidOptionError`
-naming it.
+:meth:`CrKafkaDataSource.schema`, which ``readStream...load()`` and
+``read...load()`` call, so that an invalid option fails ``load()`` with an
+:class:`~cr_consumer.spark.options.InvalidOptionError` naming it.
+
+The schema is Spark's Kafka source schema (key, value, topic, partition,
+offset, timestamp, timestampType, and headers with ``includeHeaders=true``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from cr_consumer.spark import FORMAT_NAME
 from cr_consumer.spark.arrow import spark_schema
-from cr_consumer.spark.options import SourceOptions, parse_options
+from cr_consumer.spark.options import InvalidOptionError, SourceOptions, StartKind, parse_options
+
+#: The name given to ``spark.readStream.format(...)``.
+FORMAT_NAME = "crkafka"
 
 
 class CrKafkaDataSource(DataSource):
@@ -26,14 +31,27 @@ class CrKafkaDataSource(DataSource):
         return parse_options(self.options)
 
     def schema(self) -> StructType:
-        from cr_consumer.spark.members import member_configs
+        return spark_schema(self.source_options().include_headers)  # fails load() on a bad option
 
-        member_configs(self.source_options())  # fail load() on a bad or contradictory option
-        return spark_schema()
+    def _checked(self, schema: StructType) -> SourceOptions:
+        options = self.source_options()
+        expected = spark_schema(options.include_headers)
+        if schema != expected:
+            raise ValueError(f"crkafka has a fixed schema ({expected.simpleString()}); got {schema.simpleString()}")
+        return options
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from cr_consumer.spark.reader import CrKafkaBatchReader
+
+        options = self._checked(schema)
+        if options.starting is not None and options.starting.kind is StartKind.LATEST:
+            raise InvalidOptionError("startingOffsets", "latest is not allowed for a batch read (it would read nothing)")
+        return CrKafkaBatchReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from cr_consumer.spark.reader import CrKafkaStreamReader
 
-        if schema != spark_schema():
-            raise ValueError(f"crkafka has a fixed schema ({spark_schema().simpleString()}); got {schema.simpleString()}")
-        return CrKafkaStreamReader(self.source_options())
+        options = self._checked(schema)
+        if options.ending:
+            raise InvalidOptionError("endingOffsets", "is for batch queries (spark.read) only")
+        return CrKafkaStreamReader(options)

@@ -13,7 +13,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from cr_consumer.spark import local_session
+    from cr_consumer.spark.session import local_session
 
     session = local_session("crkafka-tests")
     yield session

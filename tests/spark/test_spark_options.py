@@ -20,7 +20,6 @@ BASE = {
 BAD = [
     ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers"),
     ({"kafka.bootstrap.servers": "nohostport"}, "kafka.bootstrap.servers"),
-    ({"group.id": None}, "group.id"),
     ({"coordinator": None}, "coordinator"),
     ({"coordinator": "localhost:5570"}, "coordinator"),
     ({"subscribe": None}, "subscribe"),
@@ -31,7 +30,12 @@ BAD = [
     ({"startPosition": "offset"}, "startPosition"),
     ({"startPosition": "time"}, "startTime"),
     ({"startTime": "123"}, "startTime"),
-    ({"maxRecordsPerBatch": "0"}, "maxRecordsPerBatch"),
+    ({"maxRecordsPerBatch": "0"}, "maxOffsetsPerTrigger"),
+    ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+    ({"minPartitions": "0"}, "minPartitions"),
+    ({"failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"startingOffsets": "first"}, "startingOffsets"),
+    ({"kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset"),
     ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit"),
     ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
     ({"kafka.session.timeout.ms": "soon"}, "kafka.session.timeout.ms"),
@@ -63,7 +67,7 @@ def test_valid_options_parse():
                  "kafka.session.timeout.ms": "6000", "kafka.check.crcs": "false"})
     )
     assert o.topics == ("a", "b") and o.pattern is None and o.members == 3
-    assert o.start_position == "time" and o.start_time_ms == 1704067200000
+    assert o.start_position == "time" and o.start_time_ms == 1704067200000  # aliases of startingTimestamp
     assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
     assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
     p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))
@@ -133,7 +137,7 @@ def test_invalid_options_fail_at_load(spark):
         return reader.load()
 
     df = load()  # valid options load without touching Kafka
-    assert df.isStreaming and df.columns == ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+    assert df.isStreaming and df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     for change, option in [({"members": "0"}, "members"), ({"colour": "blue"}, "colour"),
                            ({"subscribePattern": "x"}, "subscribe"), ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
                            ({"kafka.heartbeat.interval.ms": "30000"}, "kafka.*")]:

@@ -1,0 +1,387 @@
+"""The query's consumer-group membership in the driver: holds partitions, reads no records.
+
+With the partitioned reader the records are read in the executors
+(:mod:`cr_consumer.spark.executor`); the driver-side source runner only needs
+the group's verdict (which partitions this query owns) and a member to commit
+through. :class:`GroupMember` is that member:
+
+1. :meth:`GroupMember.start` starts a thread that owns one ``KafkaConsumer``
+   in the group (``enable_auto_commit`` off), subscribed to the topics or
+   pattern with a rebalance listener.
+   With ``assign`` (fixed partitions) member 0 assigns them itself, without
+   a group assignment, and commits them to the group.
+2. The listener pauses every partition the moment it is assigned, so the
+   consumer never fetches a record; the thread calls ``poll`` every
+   :data:`POLL_MS` only to take part in the group (joins, rebalances,
+   heartbeats are kafka-python's background work).
+3. :meth:`assignment` returns the partitions held now and a counter bumped at
+   every revocation or assignment (the planner notices a rebalance).
+4. Handover: when the group revokes partitions (another consumer of the group,
+   e.g. a second Spark application, takes them), the listener holds the
+   rebalance until the query has committed every range it planned for them
+   (:attr:`handover`, set by the planner), serving commit calls meanwhile,
+   bounded by :data:`HANDOVER_TIMEOUT_S` (past it the member fails with
+   :class:`HandoverTimedOut`, which fails the query). The rebalance, and
+   so the next owner's assignment, completes only after that commit.
+5. :meth:`commit` runs a synchronous offset commit on the thread (the consumer
+   is not thread-safe), bounded by :data:`COMMIT_TIMEOUT_S`; past it the
+   commit fails with :class:`CommitTimedOut` and the caller retries later.
+6. :meth:`close` stops the thread, which closes the consumer (LeaveGroup).
+
+Failure: an exception on the thread (a broker error kafka-python does not
+retry) is kept as :attr:`failure`; every later call raises
+:class:`MemberFailed` naming it, which fails the query.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+from kafka.errors import KafkaTimeoutError
+from kafka.net.selector import KernelEvent
+from kafka.structs import OffsetAndMetadata
+
+from cr_consumer.spark.options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+#: One poll of the paused consumer; bounds how long a queued commit waits for
+#: the thread (the commit latency) and how late a close is noticed.
+POLL_MS = 10
+#: Bound on one synchronous commit inside kafka-python: it retries a commit for
+#: as long as the broker answers with a retriable error (a rebalance in
+#: progress, a deleted topic), and the member's thread then stops polling.
+COMMIT_TIMEOUT_S = 5.0
+#: Extra wait for a queued call beyond its own bound (one poll in progress).
+CALL_MARGIN_S = 2.0
+#: Bound on holding a rebalance until the ranges planned for the revoked
+#: partitions are committed (Spark finishes the batch in flight and commits it
+#: after planning the next). Below the group's rebalance timeout
+#: (max.poll.interval.ms, 300 s by default), so the member is not evicted.
+HANDOVER_TIMEOUT_S = 60.0
+#: Bound on creating the consumer (a bad bootstrap address fails the start).
+START_TIMEOUT_S = 30.0
+#: Bound on joining the thread at close (the consumer's LeaveGroup).
+CLOSE_TIMEOUT_S = 15.0
+
+
+class MemberFailed(RuntimeError):
+    """The member's consumer thread died; the query must fail."""
+
+
+class HandoverTimedOut(RuntimeError):
+    """A revoked partition's planned ranges were not committed in time; the query fails."""
+
+
+class CallTimedOut(TimeoutError):
+    """A call on the member's thread did not complete in time."""
+
+
+class CommitTimedOut(CallTimedOut):
+    """An offset commit did not complete within COMMIT_TIMEOUT_S."""
+
+
+def member_name(i: int) -> str:
+    return f"crkafka-{i}"
+
+
+def membership_config(options: SourceOptions, group: str, index: int) -> dict:
+    """kafka-python keyword arguments of member ``index``'s consumer in ``group``."""
+    config = options.kafka_config
+    instance = config.pop("group_instance_id", None)
+    if instance:  # static membership: one id per member
+        config["group_instance_id"] = f"{instance}-{index}"
+    config.update(
+        bootstrap_servers=options.bootstrap_servers.split(","),
+        group_id=group,
+        enable_auto_commit=False,
+        # positions of this consumer are never used (it fetches nothing); a
+        # reset policy of 'none' would fail its poll on a partition without commit
+        auto_offset_reset="latest",
+        client_id=f"crkafka-{group}-{index}",
+    )
+    return config
+
+
+def _io_sleep(delay_s: float) -> KernelEvent:
+    """An awaitable pause on kafka-python's IO loop (its ``sleep`` kernel call): a
+    listener awaiting it lets the loop serve heartbeats and other threads' requests."""
+    return KernelEvent("_sleep", delay_s)
+
+
+class _MemberListener(AsyncConsumerRebalanceListener):
+    """kafka-python 3 runs rebalance listeners on its IO loop: a listener that
+    blocks stops every request of the consumer (a commit from the member's
+    thread fails with "Cannot block on net.run() from the IO thread"). The
+    handover therefore waits by awaiting the loop's sleep."""
+
+    def __init__(self, member: GroupMember) -> None:
+        self._member = member
+
+    async def on_partitions_revoked(self, revoked):
+        await self._member._on_revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned):
+        self._member._on_assigned(set(assigned))
+
+
+class GroupMember:
+    def __init__(self, options: SourceOptions, group: str, index: int) -> None:
+        self.options = options
+        self.group = group
+        self.name = member_name(index)
+        self.index_holds_assign = index == 0  # with ``assign``, member 0 holds every partition
+        self._config = membership_config(options, group, index)
+        self._calls: queue.Queue = queue.Queue()
+        #: (offsets, Future): served by the member's thread, or during a handover by the listener
+        self._commits: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        self._handing_over: frozenset[TopicPartition] = frozenset()  # revoked, their last ranges not committed
+        self._changes = 0  # revocations + assignments seen
+        #: Set by the planner: handover(revoked) is True once every range planned
+        #: for ``revoked`` is committed (called on this member's thread).
+        self.handover: Callable[[set[TopicPartition]], bool] | None = None
+        self._joined = threading.Event()  # first assignment (possibly empty) received
+        self._started = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: KafkaConsumer | None = None  # created and used on the member's thread only
+        self.failure: BaseException | None = None
+        self.handover_ms: list[float] = []  # how long each handover held its rebalance
+
+    # -- owner thread ----------------------------------------------------------------
+    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        with self._lock:
+            self._assigned = self._assigned - revoked
+            self._handing_over = frozenset(revoked)
+            self._changes += 1
+        log.info("crkafka %s: revoked %s", self.name, _names(revoked))
+        try:
+            if revoked and self.handover is not None:
+                await self._hand_over(revoked)
+        except BaseException as exc:  # kafka-python logs and drops a listener's exception: kept as the failure
+            self.failure = exc
+            log.error("crkafka %s: %s", self.name, exc)
+            raise
+        finally:
+            with self._lock:
+                self._handing_over = frozenset()
+
+    async def _hand_over(self, revoked: set[TopicPartition]) -> None:
+        """Hold the rebalance until the query has committed every range it planned
+        for ``revoked`` (the member's thread serves the commit meanwhile), bounded by HANDOVER_TIMEOUT_S."""
+        t0 = time.monotonic()
+        deadline = t0 + HANDOVER_TIMEOUT_S
+        while not self.handover(revoked):
+            if time.monotonic() > deadline:
+                raise HandoverTimedOut(
+                    f"{self.name}: the ranges planned for {_names(revoked)} were not committed within "
+                    f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
+            await self._serve_commits_on_io_loop()
+            await _io_sleep(POLL_MS / 1000)
+            if self._stop.is_set():
+                return
+        waited_ms = (time.monotonic() - t0) * 1000
+        self.handover_ms.append(waited_ms)
+        log.info("crkafka %s: handed over %s in %.0f ms", self.name, _names(revoked), waited_ms)
+
+    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._consumer.pause(*assigned)  # never fetch: executors read the records
+        with self._lock:
+            self._assigned = self._assigned | assigned
+            self._changes += 1
+        self._joined.set()
+        log.info("crkafka %s: assigned %s", self.name, _names(assigned))
+
+    def _run(self) -> None:
+        try:
+            self._consumer = KafkaConsumer(**self._config)
+            listener = _MemberListener(self)
+            if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
+                tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []
+                self._consumer.assign(tps)
+                self._on_assigned(set(tps))
+            elif self.options.pattern is not None:
+                self._consumer.subscribe(pattern=self.options.pattern, listener=listener)
+            else:
+                self._consumer.subscribe(topics=list(self.options.topics), listener=listener)
+        except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
+            self.failure = exc
+            self._started.set()
+            log.exception("crkafka %s: the consumer could not start", self.name)
+            return
+        self._started.set()
+        try:
+            while not self._stop.is_set():
+                self._serve_commits()
+                self._serve_calls()
+                records = self._consumer.poll(timeout_ms=POLL_MS)
+                if records:  # a paused partition never returns records: a broken invariant
+                    raise MemberFailed(f"{self.name}: the membership consumer fetched records of {list(records)}")
+        except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
+            self.failure = exc
+            log.exception("crkafka %s: the membership thread failed", self.name)
+        finally:
+            self._fail_calls()
+            self._fail_commits()
+            try:
+                self._consumer.close()
+            except Exception:  # closing after a failure; logged, the thread ends anyway
+                log.exception("crkafka %s: closing the consumer failed", self.name)
+
+    async def _serve_commits_on_io_loop(self) -> None:
+        """Commits asked for during a handover, sent from the listener on the IO loop
+        (the member's thread is inside ``poll`` until the rebalance completes)."""
+        while True:
+            try:
+                meta, fut = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            sent = self._consumer.commit_async(meta)
+            deadline = time.monotonic() + COMMIT_TIMEOUT_S
+            while not sent.is_done and time.monotonic() < deadline:
+                await _io_sleep(0.002)
+            if not sent.is_done:
+                fut.set_exception(CommitTimedOut(f"{self.name}: a handover commit did not complete within "
+                                                 f"{COMMIT_TIMEOUT_S}s"))
+            elif sent.failed():
+                fut.set_exception(sent.exception)
+            else:
+                fut.set_result(None)
+
+    def _serve_commits(self) -> None:
+        while True:
+            try:
+                meta, fut = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                self._consumer.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+            except KafkaTimeoutError:
+                fut.set_exception(CommitTimedOut(f"{self.name}: committing {len(meta)} partitions did not "
+                                                 f"complete within {COMMIT_TIMEOUT_S}s"))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)
+
+    def _serve_calls(self) -> None:
+        while True:
+            try:
+                fn, fut = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(self._consumer))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                fut.set_exception(exc)
+
+    def _fail_commits(self) -> None:
+        while True:
+            try:
+                _, fut = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+
+    def _fail_calls(self) -> None:
+        while True:
+            try:
+                _, fut = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+
+    # -- callers (the runner's main thread) ----------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"crkafka-member-{self.name}", daemon=True)
+        self._thread.start()
+        if not self._started.wait(START_TIMEOUT_S):
+            raise MemberFailed(f"{self.name}: the consumer did not start within {START_TIMEOUT_S}s")
+        self.check()
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise MemberFailed(f"member {self.name} failed: {self.failure!r}") from self.failure
+
+    def wait_joined(self, timeout_s: float) -> bool:
+        return self._joined.wait(timeout_s)
+
+    def assignment(self) -> tuple[frozenset[TopicPartition], int]:
+        """(partitions held now, count of assignment changes so far)."""
+        with self._lock:
+            return self._assigned, self._changes
+
+    def committable(self) -> frozenset[TopicPartition]:
+        """Partitions this member commits: those held, and those being handed over."""
+        with self._lock:
+            return self._assigned | self._handing_over
+
+    def call(self, fn: Callable[[KafkaConsumer], object], timeout_s: float, what: str):
+        """Run ``fn(consumer)`` on the member's thread; bounded by ``timeout_s``."""
+        self.check()
+        fut: Future = Future()
+        self._calls.put((fn, fut))
+        try:
+            return fut.result(timeout_s)
+        except TimeoutError:
+            fut.cancel()
+            raise CallTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
+        if not offsets:
+            return
+        self.check()
+        fut: Future = Future()
+        self._commits.put(({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, fut))
+        try:
+            fut.result(COMMIT_TIMEOUT_S + CALL_MARGIN_S)
+        except TimeoutError:
+            fut.cancel()
+            raise CommitTimedOut(f"{self.name}: a batch commit did not complete within "
+                                 f"{COMMIT_TIMEOUT_S + CALL_MARGIN_S}s") from None
+
+    def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets of ``tps`` (absent: never committed)."""
+
+        def lookup(consumer: KafkaConsumer) -> dict[TopicPartition, int]:
+            out = {}
+            for tp in tps:
+                off = consumer.committed(tp, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+                if off is not None:
+                    out[tp] = off
+            return out
+
+        return self.call(lookup, COMMIT_TIMEOUT_S * max(1, len(tps)) + CALL_MARGIN_S, "a committed-offset lookup")
+
+    def close(self) -> None:
+        """Stop the thread; the consumer leaves the group. Safe to call twice."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
+
+
+def _names(tps) -> list[str]:
+    return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
+
+
+__all__ = ["CallTimedOut", "CommitTimedOut", "GroupMember", "MemberFailed", "member_name", "membership_config"]

@@ -1,0 +1,48 @@
+"""A batch read (spark.read.format("crkafka")) reads exactly startingOffsets..endingOffsets,
+split by minPartitions, with the headers column, and commits nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cr_consumer.testing.kafka_util import committed_offsets, create_topic, producer
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(300)]
+
+
+def test_batch_read_of_offset_ranges(spark, bootstrap, coordinator, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=3)
+    group = names.group()
+    p = producer(bootstrap)
+    try:
+        for i in range(300):
+            p.send(topic, value=b"v%d" % i, key=b"k%d" % i, partition=i % 3, headers=[("n", str(i).encode())])
+        p.flush()
+    finally:
+        p.close()
+    df = (spark.read.format("crkafka")
+          .option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic)
+          .option("coordinator", coordinator)
+          .option("kafka.group.id", group)
+          .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2, "2": -2}}))
+          .option("endingOffsets", json.dumps({topic: {"0": 50, "1": -1, "2": 20}}))
+          .option("minPartitions", 6)
+          .option("includeHeaders", "true")
+          .load())
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    assert df.rdd.getNumPartitions() >= 6
+    rows = df.collect()
+    got = sorted((r["partition"], r["offset"]) for r in rows)
+    assert got == sorted([(0, o) for o in range(10, 50)] + [(1, o) for o in range(100)] + [(2, o) for o in range(20)])
+    for r in rows:
+        i = 3 * r["offset"] + r["partition"]
+        assert (r["key"], r["value"], r["topic"]) == (b"k%d" % i, b"v%d" % i, topic)
+        assert [(h["key"], h["value"]) for h in r["headers"]] == [("n", str(i).encode())]
+        assert r["timestampType"] == 0
+    assert committed_offsets(bootstrap, group, topic) == {}  # a batch read commits nothing
+    everything = (spark.read.format("crkafka").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("coordinator", coordinator).load())
+    assert everything.count() == 300  # default: earliest to latest

@@ -1,0 +1,101 @@
+"""The partitioned reader without Spark: the driver plans ranges from the group's
+assignment and reads no record; executors read exactly each range; commits follow."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+from cr_consumer.spark.executor import read_range
+from cr_consumer.spark.offsets import SourceOffset
+from cr_consumer.spark.options import parse_options
+from cr_consumer.spark.planner import QueryPlanner, batch_ranges
+from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce
+
+
+def _options(bootstrap, topic, group, coordinator, **extra):
+    return parse_options({"kafka.bootstrap.servers": bootstrap, "group.id": group, "subscribe": topic,
+                          "coordinator": coordinator, "members": "2", "startPosition": "beginning",
+                          "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000", **extra})
+
+
+def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordinator, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=3)
+    group = names.group()
+    produce(bootstrap, topic, [b"v%d" % i for i in range(3000)])  # 1000 per partition
+    options = _options(bootstrap, topic, group, coordinator)
+    planner = QueryPlanner(options)
+    seen: collections.Counter = collections.Counter()
+    start = SourceOffset.initial()
+    try:
+        for _ in range(4):
+            end = planner.latest_offset(start, 700)  # maxOffsetsPerTrigger
+            assert end.epoch == start.epoch + 1
+            for rng in batch_ranges(start, end, 5):
+                rows = [r for b in read_range(options, rng, batch_rows=100) for r in b.to_pylist()]
+                assert [r["offset"] for r in rows] == list(range(rng.start, rng.until)), rng
+                seen.update((r["partition"], r["offset"]) for r in rows)
+            assert sum(end.positions.values()) - sum(start.positions.values()) <= 700 + 3
+            planner.commit(start)  # Spark commits the previous end after planning the next
+            start = end
+        end = planner.latest_offset(start, None)  # the rest
+        for rng in batch_ranges(start, end, None):
+            seen.update((r["partition"], r["offset"]) for b in read_range(options, rng) for r in b.to_pylist())
+        planner.commit(start)
+        assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in start.positions.items()}
+        start = end
+        # idle: one bumped epoch with unchanged positions delivers the last commit
+        idle = planner.latest_offset(start, None)
+        assert idle.epoch == start.epoch + 1 and idle.positions == start.positions
+        planner.commit(start)
+        assert committed_offsets(bootstrap, group, topic) == {p: 1000 for p in range(3)}
+        assert planner.latest_offset(idle, None) == idle  # committed: nothing more to do
+        assert planner.probe.records_dropped <= 3 * 1000 * 10  # the probe reads at most the last batch per trigger
+    finally:
+        planner.close()
+    assert sum(seen.values()) == 3000 and set(seen) == {(p, o) for p in range(3) for o in range(1000)}
+
+
+
+def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(bootstrap, coordinator, names):
+    import time
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [b"old%d" % i for i in range(20)])
+    time.sleep(1.1)  # tansu answers offsets_for_times per record batch by its append time
+    since_ms = int(time.time() * 1000)
+    time.sleep(0.1)
+    produce(bootstrap, topic, [b"new%d" % i for i in range(10)])
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(),
+                             "subscribe": topic, "coordinator": coordinator, "startingTimestamp": str(since_ms),
+                             "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000"})
+    planner = QueryPlanner(options)
+    try:
+        start = SourceOffset.initial()
+        end = planner.latest_offset(start, None)
+        values = [r["value"] for rng in batch_ranges(start, end, None)
+                  for b in read_range(options, rng) for r in b.to_pylist()]
+    finally:
+        planner.close()
+    assert sorted(values) == sorted(b"new%d" % i for i in range(10))
+    assert end.first == {(topic, 0): 10, (topic, 1): 10}
+
+
+def test_assign_plans_only_the_given_partitions_and_commits_them(bootstrap, coordinator, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=3)
+    group = names.group()
+    produce(bootstrap, topic, [b"v%d" % i for i in range(30)])  # 10 per partition
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "members": "2",
+                             "assign": json.dumps({topic: [1]}), "coordinator": coordinator,
+                             "startingOffsets": "earliest"})
+    planner = QueryPlanner(options)
+    try:
+        start = SourceOffset.initial()
+        end = planner.latest_offset(start, None)
+        assert end.positions == {(topic, 1): 10} and end.first == {(topic, 1): 0}
+        idle = planner.latest_offset(end, None)
+        planner.commit(end)
+        assert idle.positions == end.positions
+    finally:
+        planner.close()
+    assert committed_offsets(bootstrap, group, topic) == {1: 10}
