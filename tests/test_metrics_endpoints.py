@@ -147,47 +147,53 @@ def test_dashboard_queries_only_exposed_metrics(region_expositions):
 
 
 def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
-    """The Spark source runner's endpoint, served by the source group the runner
-    drives (read and commit as Spark calls them, without a JVM)."""
+    """The Spark source runner's endpoint, served by the query planner the runner
+    drives (latestOffset and commit as Spark calls them, the ranges read as the
+    executors read them, without a JVM)."""
     from coordinator.launcher import CoordinatorProcess
-    from cr_consumer.spark.group import SourceGroup
+    from cr_consumer.spark.executor import read_range
     from cr_consumer.spark.offsets import SourceOffset
     from cr_consumer.spark.options import parse_options
+    from cr_consumer.spark.planner import QueryPlanner, batch_ranges
 
     topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
     produce(bootstrap, topic, [b"s%d" % i for i in range(RECORDS)])
     coordinator = CoordinatorProcess(tmp_path / "coordinator")
     coordinator.start()
-    group = None
+    planner = None
     try:
         options = parse_options({
             "kafka.bootstrap.servers": bootstrap, "group.id": names.group(), "subscribe": topic,
-            "coordinator": coordinator.endpoint, "members": "2", "startPosition": "beginning",
+            "coordinator": coordinator.endpoint, "members": "2", "startingOffsets": "earliest",
             "metricsPort": "0", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
         })
-        group = SourceGroup(options)
+        planner = QueryPlanner(options)
         start, rows = SourceOffset.initial(), 0
         deadline = time.monotonic() + 60
         while rows < RECORDS:
-            assert time.monotonic() < deadline, f"stuck at {rows}/{RECORDS}, stats {group.stats}"
-            batches, end = group.next_batch(start)
-            rows += sum(b.num_rows for b in batches)
+            assert time.monotonic() < deadline, f"stuck at {rows}/{RECORDS}, stats {planner.stats}"
+            end = planner.latest_offset(start, None)
+            rows += sum(b.num_rows for rng in batch_ranges(start, end, None) for b in read_range(options, rng))
+            planner.commit(start)  # Spark commits the previous end after planning the next
             start = end
-            time.sleep(0.05)
-        group.commit(start)
-        assert group.metrics_endpoint is not None and group.metrics_endpoint.address is not None
-        text = scrape(group.metrics_endpoint.address)
+        planner.latest_offset(start, None)  # idle: hands out an empty batch so that Spark delivers the commit
+        planner.commit(start)
+        assert planner.metrics_endpoint is not None and planner.metrics_endpoint.address is not None
+        text = scrape(planner.metrics_endpoint.address)
         assert promtool_problems(text) == ""
         committed = by_partition(text, "crkafka_consumer_committed_offset", topic)
         assert sorted(committed) == list(range(PARTITIONS)) and sum(committed.values()) == RECORDS
+        assert by_partition(text, "crkafka_consumer_lag", topic) == {p: 0 for p in range(PARTITIONS)}
         operators = {labels["operator"] for labels, _ in samples(text, "crkafka_consumer_assigned_partitions")}
         assert operators == {"crkafka-0", "crkafka-1"}
-        assert samples(text, "crkafka_spark_rows_total")[0][1] == RECORDS
-        spark_names = {n for n in dashboard_metric_names() if n.startswith("crkafka_consumer_")}
-        assert spark_names <= exposed_names(text)  # the member panels work for Spark runners too
+        assert sum(v for _, v in samples(text, "crkafka_consumer_assigned_partitions")) == PARTITIONS
+        assert samples(text, "crkafka_spark_planned_rows_total")[0][1] == RECORDS
+        assert samples(text, "crkafka_spark_commits_total")[0][1] >= 1
+        # the dashboard's per-partition panels work for Spark runners too
+        assert {"crkafka_consumer_lag", "crkafka_consumer_committed_offset"} <= exposed_names(text)
     finally:
-        if group is not None:
-            group.close()
+        if planner is not None:
+            planner.close()
         coordinator.terminate()
 
 

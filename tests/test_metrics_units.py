@@ -102,18 +102,19 @@ def test_member_with_its_metrics_port_taken_exits_with_bad_settings(tmp_path, ca
 
 
 def test_spark_runner_with_its_metrics_port_taken_fails_before_any_member_joins():
-    from cr_consumer.spark.group import SourceGroup
+    from cr_consumer.spark.offsets import SourceOffset
+    from cr_consumer.spark.planner import QueryPlanner
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        group = SourceGroup(parse_options({
+        planner = QueryPlanner(parse_options({
             "kafka.bootstrap.servers": "127.0.0.1:9", "group.id": "g", "subscribe": "a",
             "coordinator": "tcp://127.0.0.1:9", "metricsPort": str(port)}))
         try:
             with pytest.raises(OSError, match=f"cannot serve /metrics on 127.0.0.1:{port}"):
-                group.start("q")
-            assert group.members == [] and group.metrics_endpoint is None
+                planner.latest_offset(SourceOffset.initial(), None)  # the first trigger starts the members
+            assert planner.members == [] and planner.metrics_endpoint is None
         finally:
-            group.close()
+            planner.close()

@@ -248,24 +248,6 @@ class SourceOptions:
             return f"assign {[f'{t}:{p}' for t, p in self.assign]}"
         return f"pattern {self.pattern!r}" if self.pattern is not None else f"topics {list(self.topics)}"
 
-    # -- the names of the simple reader's group (cr_consumer.spark.group) ----------------------
-    @property
-    def start_position(self) -> str:
-        kind = self.starting_or(StartKind.LATEST).kind
-        return {StartKind.EARLIEST: "beginning", StartKind.LATEST: "end", StartKind.COMMITTED: "default",
-                StartKind.TIMESTAMP: "time"}.get(kind, "end")
-
-    @property
-    def start_time_ms(self) -> int | None:
-        return self.starting_or(StartKind.LATEST).timestamp_ms
-
-    @property
-    def max_records_per_batch(self) -> int:
-        return self.max_offsets_per_trigger or DEFAULT_MAX_RECORDS_PER_BATCH
-
-
-#: Rows per batch of the simple reader's group when maxOffsetsPerTrigger is not set.
-DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
 
 #: Every option by its lower-cased name -> its spelling (kafka.* aside).
 SPELLING = {name.lower(): name for name in (

@@ -46,18 +46,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from kafka import TopicPartition
-from prometheus_client import CollectorRegistry
 
-from cr_consumer.operator.metrics import MetricsEndpoint, StatsCollector
+from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.membership import GroupMember, MemberFailed
+from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 from cr_consumer.spark.options import SourceOptions, StartKind
 from cr_consumer.spark.positions import start_offsets
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
 from cr_consumer.spark.watermarks import WatermarkProbe
+
+if TYPE_CHECKING:
+    from coordinator.client import CoordinatorClient
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +70,6 @@ log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 60.0
 #: Timeout of each coordinator request.
 COORDINATOR_TIMEOUT_S = 10.0
-
-
-#: The planner's counters (``self.stats`` keys) as ``crkafka_spark_<key>_total``.
-PLANNER_COUNTERS = {
-    "batches": "Micro-batches planned with new offset ranges",
-    "planned_rows": "Records in the planned offset ranges (read by the executors)",
-    "idle_bumps": "Empty batches handed out so that Spark delivers a pending commit",
-    "commit_failures": "Offset commits to Kafka that failed (retried at the next trigger)",
-    "commits": "Offset commits to Kafka",
-}
 
 
 class PlanningFailed(RuntimeError):
@@ -100,7 +94,7 @@ class QueryPlanner:
         self.options = options
         self.members: list[GroupMember] = []
         self.probe = WatermarkProbe(options)
-        self._client = None  # CoordinatorClient, created at start
+        self._client: CoordinatorClient | None = None  # created at start
         self._query: str | None = None
         self._committed: SourceOffset | None = None
         self._pending_commit: SourceOffset | None = None
@@ -111,16 +105,33 @@ class QueryPlanner:
         self._handover_lock = threading.Lock()
         self._last_end: SourceOffset | None = None
         self._held: set[TopicPartition] | None = None  # partitions planned at the last trigger (None: none yet)
+        # read by the metrics endpoint's thread: replaced as a whole, never mutated
+        self._latest: dict[TopicPartitionKey, int] = {}  # high watermarks probed at the last trigger
+        self._committed_by: dict[str, dict[TopicPartitionKey, int]] = {}  # member name -> its last commits
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
+    def query(self) -> str:
+        """The query id ("" for an offset of an earlier build), known from the first trigger on."""
+        if self._query is None:
+            raise PlanningFailed("the crkafka planner has no query id before its first trigger")
+        return self._query
+
+    @property
+    def client(self) -> CoordinatorClient:
+        """The coordinator client of the query's control variables, created at the first trigger."""
+        if self._client is None:
+            raise PlanningFailed("the crkafka planner has no coordinator client before its first trigger")
+        return self._client
+
+    @property
     def group(self) -> str:
         """The consumer group (kafka.group.id, or groupIdPrefix + the query id)."""
-        return self.options.group_for(self._query or "")
+        return self.options.group_for(self.query)
 
     @property
     def coordinator_group(self) -> str:
-        return coordinator_group(self.group, self._query or "")
+        return coordinator_group(self.group, self.query)
 
     def _start_for(self, offset: SourceOffset) -> None:
         from coordinator.client import CoordinatorClient
@@ -131,14 +142,15 @@ class QueryPlanner:
             self._query = ""  # an offset of an earlier build: the plain group.id
         else:
             self._query = new_query_id()
-        self._client = CoordinatorClient(self.options.coordinator, timeout=COORDINATOR_TIMEOUT_S)
         if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group
-            self.metrics_endpoint = MetricsEndpoint(self._metrics_registry(), self.options.metrics_port,
-                                                    self.options.metrics_host)
-            self.metrics_endpoint.start()
+            endpoint = MetricsEndpoint(runner_registry(lambda: dict(self.stats), self.member_offsets),
+                                       self.options.metrics_port, self.options.metrics_host)
+            endpoint.start()
+            self.metrics_endpoint = endpoint
+        client = self._client = CoordinatorClient(self.options.coordinator, timeout=COORDINATOR_TIMEOUT_S)
         self.members = [GroupMember(self.options, self.group, i) for i in range(self.options.members)]
         for member in self.members:
-            self._client.register(self.coordinator_group, self.options.region_index, member.name)
+            client.register(self.coordinator_group, self.options.region_index, member.name)
             member.handover = self._handed_over
             member.start()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
@@ -150,17 +162,27 @@ class QueryPlanner:
         log.info("crkafka: %d members joined group %s, coordinator group %s (%s)", len(self.members),
                  self.group, self.coordinator_group, self.options.describe_subscription())
 
-    def _metrics_registry(self) -> CollectorRegistry:
-        registry = CollectorRegistry()
-        registry.register(StatsCollector("crkafka_spark_", lambda: dict(self.stats), PLANNER_COUNTERS))
-        return registry
+    def member_offsets(self) -> list[MemberOffsets]:
+        """Each member's assignment and offsets (the endpoint's thread asks at every scrape)."""
+        with self._handover_lock:
+            planned = self._last_end.positions if self._last_end is not None else {}
+        latest, committed_by = self._latest, self._committed_by
+        out = []
+        for member in list(self.members):
+            held = frozenset(_key(tp) for tp in member.assignment()[0])
+            out.append(MemberOffsets(
+                name=member.name, assigned=held,
+                position={tp: off for tp, off in planned.items() if tp in held},
+                end_offset={tp: off for tp, off in latest.items() if tp in held},
+                committed_offset=committed_by.get(member.name, {})))
+        return out
 
     def _own(self, offset: SourceOffset) -> SourceOffset:
         if offset.query == self._query:
             return offset
         if offset.query:
             raise PlanningFailed(f"offset of query {offset.query!r} handed to the runner of query {self._query!r}")
-        return offset.with_query(self._query or "")
+        return offset.with_query(self.query)
 
     def _ensure_started(self, offset: SourceOffset) -> SourceOffset:
         if self._closed:
@@ -229,6 +251,7 @@ class QueryPlanner:
                 begins[_key(tp)] = first[_key(tp)] = committed
         self._held = set(owned)
         latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
+        self._latest = latest
         ends = capped_ends(begins, latest, limit)
         positions = {**start.positions, **ends}
         if positions == start.positions and not first:
@@ -266,7 +289,7 @@ class QueryPlanner:
         """Control variables of partitions absent from ``start`` (put once, first writer wins)."""
         if not tps:
             return {}
-        known = self._client.get_initial_offsets(self.coordinator_group)
+        known = self.client.get_initial_offsets(self.coordinator_group)
         missing = [tp for tp in tps if _key(tp) not in known]
         if missing:
             first_start = not known and not start.positions
@@ -274,7 +297,7 @@ class QueryPlanner:
             if not first_start:
                 log.info("crkafka: partitions first seen after the query's first start begin at earliest: %s",
                          sorted(map(str, missing)))
-            known.update(self._client.put_initial_offsets(self.coordinator_group,
+            known.update(self.client.put_initial_offsets(self.coordinator_group,
                                                           {_key(tp): off for tp, off in computed.items()}))
         return {_key(tp): known[_key(tp)] for tp in tps}
 
@@ -309,6 +332,10 @@ class QueryPlanner:
                         end.epoch, exc)
             return
         self._pending_commit = None
+        committed_by = {name: dict(offsets) for name, offsets in self._committed_by.items()}
+        for name, offsets in parts.items():
+            committed_by.setdefault(name, {}).update({_key(tp): off for tp, off in offsets.items()})
+        self._committed_by = committed_by
         with self._handover_lock:
             self._committed = end
         self.stats["commits"] += 1

@@ -8,7 +8,7 @@ import pytest
 
 from cr_consumer.spark.arrow import ARROW_SCHEMA, records_to_batch, spark_schema
 from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
-from cr_consumer.spark.options import InvalidOptionError, parse_options
+from cr_consumer.spark.options import InvalidOptionError, StartingOffsets, StartKind, parse_options
 
 BASE = {
     "kafka.bootstrap.servers": "127.0.0.1:9092",
@@ -67,7 +67,7 @@ def test_valid_options_parse():
                  "kafka.session.timeout.ms": "6000", "kafka.check.crcs": "false"})
     )
     assert o.topics == ("a", "b") and o.pattern is None and o.members == 3
-    assert o.start_position == "time" and o.start_time_ms == 1704067200000  # aliases of startingTimestamp
+    assert o.starting == StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=1704067200000)  # aliases of startingTimestamp
     assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
     assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
     p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))
@@ -146,15 +146,17 @@ def test_invalid_options_fail_at_load(spark):
         assert f"crkafka option '{option}'" in str(err.value), str(err.value)[:2000]
 
 
-def test_member_configs():
-    from cr_consumer.spark.members import member_configs
+def test_membership_configs():
+    from cr_consumer.spark.membership import member_name, membership_config
 
-    configs = member_configs(parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"})))
-    assert [c.operator_name for c in configs] == ["crkafka-0", "crkafka-1"]
-    assert [c.consumer_properties["group.instance.id"] for c in configs] == ["etl-0", "etl-1"]
-    assert {c.max_poll_records for c in configs} == {300}
+    options = parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"}))
+    configs = [membership_config(options, "g", i) for i in range(options.members)]
+    assert [member_name(i) for i in range(2)] == ["crkafka-0", "crkafka-1"]
+    assert [c["group_instance_id"] for c in configs] == ["etl-0", "etl-1"]  # static membership: one id each
+    assert {c["group_id"] for c in configs} == {"g"} and not any(c["enable_auto_commit"] for c in configs)
+    assert {c["max_poll_records"] for c in configs} == {300}
     with pytest.raises(InvalidOptionError, match="heartbeat.interval.ms"):
-        member_configs(parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"})))
+        parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"}))
 
 
 def test_query_of_checkpoint_reads_the_newest_offset_log_entry(tmp_path):
