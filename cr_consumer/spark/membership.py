@@ -158,6 +158,14 @@ class GroupMember:
         self.handover_ms: list[float] = []  # how long each handover held its rebalance
 
     # -- owner thread ----------------------------------------------------------------
+    @property
+    def _kafka(self) -> KafkaConsumer:
+        """The member's consumer: created at the start of its thread, used on that thread
+        (and in the listener, on its IO loop) only."""
+        if self._consumer is None:
+            raise MemberFailed(f"{self.name}: the consumer is used before the member's thread created it")
+        return self._consumer
+
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         with self._lock:
             self._assigned = self._assigned - revoked
@@ -166,7 +174,7 @@ class GroupMember:
         log.info("crkafka %s: revoked %s", self.name, _names(revoked))
         try:
             if revoked and self.handover is not None:
-                await self._hand_over(revoked)
+                await self._hand_over(revoked, self.handover)
         except BaseException as exc:  # kafka-python logs and drops a listener's exception: kept as the failure
             self.failure = exc
             log.error("crkafka %s: %s", self.name, exc)
@@ -175,12 +183,13 @@ class GroupMember:
             with self._lock:
                 self._handing_over = frozenset()
 
-    async def _hand_over(self, revoked: set[TopicPartition]) -> None:
+    async def _hand_over(self, revoked: set[TopicPartition],
+                         handed_over: Callable[[set[TopicPartition]], bool]) -> None:
         """Hold the rebalance until the query has committed every range it planned
         for ``revoked`` (the member's thread serves the commit meanwhile), bounded by HANDOVER_TIMEOUT_S."""
         t0 = time.monotonic()
         deadline = t0 + HANDOVER_TIMEOUT_S
-        while not self.handover(revoked):
+        while not handed_over(revoked):
             if time.monotonic() > deadline:
                 raise HandoverTimedOut(
                     f"{self.name}: the ranges planned for {_names(revoked)} were not committed within "
@@ -194,7 +203,7 @@ class GroupMember:
         log.info("crkafka %s: handed over %s in %.0f ms", self.name, _names(revoked), waited_ms)
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._consumer.pause(*assigned)  # never fetch: executors read the records
+        self._kafka.pause(*assigned)  # never fetch: executors read the records
         with self._lock:
             self._assigned = self._assigned | assigned
             self._changes += 1
@@ -247,7 +256,7 @@ class GroupMember:
                 return
             if not fut.set_running_or_notify_cancel():
                 continue
-            sent = self._consumer.commit_async(meta)
+            sent = self._kafka.commit_async(meta)
             deadline = time.monotonic() + COMMIT_TIMEOUT_S
             while not sent.is_done and time.monotonic() < deadline:
                 await _io_sleep(0.002)
@@ -268,7 +277,7 @@ class GroupMember:
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
-                self._consumer.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
+                self._kafka.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
             except KafkaTimeoutError:
                 fut.set_exception(CommitTimedOut(f"{self.name}: committing {len(meta)} partitions did not "
                                                  f"complete within {COMMIT_TIMEOUT_S}s"))

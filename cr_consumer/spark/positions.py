@@ -76,9 +76,9 @@ def start_offsets(
     earliest: list[TopicPartition] = []
     latest: list[TopicPartition] = []
     if starting.kind is StartKind.TIMESTAMP:
-        by_time = [tp for tp in tps if starting.value_of(tp.topic, tp.partition) is not None]
-        for stamp in sorted({starting.value_of(tp.topic, tp.partition) for tp in by_time}):
-            group = [tp for tp in by_time if starting.value_of(tp.topic, tp.partition) == stamp]
+        stamps = {tp: stamp for tp in tps if (stamp := starting.value_of(tp.topic, tp.partition)) is not None}
+        for stamp in sorted(set(stamps.values())):
+            group = [tp for tp, at in stamps.items() if at == stamp]
             found = probe.offsets_for_time(group, stamp)
             out.update({tp: off for tp, off in found.items() if off is not None})
         latest = [tp for tp in tps if tp not in out]

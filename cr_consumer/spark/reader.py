@@ -20,6 +20,8 @@ options only). Offsets are :class:`~cr_consumer.spark.offsets.SourceOffset` JSON
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -30,6 +32,11 @@ from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import SourceOptions, StartKind
 from cr_consumer.spark.ranges import OffsetRange
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from cr_consumer.spark.planner import QueryPlanner
+
 log = logging.getLogger(__name__)
 
 
@@ -39,6 +46,13 @@ class RangePartition(InputPartition):
     def __init__(self, rng: OffsetRange) -> None:
         super().__init__(rng)
         self.range = rng
+
+
+def range_of(partition: InputPartition) -> OffsetRange:
+    """The offset range of a task's partition (``partitions()`` only hands out RangePartitions)."""
+    if not isinstance(partition, RangePartition):
+        raise TypeError(f"crkafka reads RangePartition tasks, got {type(partition).__name__}")
+    return partition.range
 
 
 def max_rows(limit: ReadLimit | None) -> int | None:
@@ -53,7 +67,7 @@ def max_rows(limit: ReadLimit | None) -> int | None:
 class CrKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._planner = None
+        self._planner: QueryPlanner | None = None
 
     def __getstate__(self) -> dict:
         return {"options": self.options}
@@ -62,13 +76,14 @@ class CrKafkaStreamReader(DataSourceStreamReader):
         self.options = state["options"]
         self._planner = None
 
-    def planner(self):
+    def planner(self) -> QueryPlanner:
+        """The query's planner, started at the first call (in the source runner process)."""
         if self._planner is None:
             from cr_consumer.spark.planner import QueryPlanner
 
             configure_logging()
-            self._planner = QueryPlanner(self.options)
-            runner.install(self._planner.close)
+            planner = self._planner = QueryPlanner(self.options)
+            runner.install(planner.close)
         return self._planner
 
     def initialOffset(self) -> dict:
@@ -87,9 +102,9 @@ class CrKafkaStreamReader(DataSourceStreamReader):
         ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions)
         return [RangePartition(r) for r in ranges]
 
-    def read(self, partition: RangePartition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         configure_logging()
-        return read_range(self.options, partition.range)
+        return read_range(self.options, range_of(partition))
 
     def commit(self, end: dict) -> None:
         self.planner().commit(SourceOffset.from_json(end))
@@ -149,9 +164,9 @@ class CrKafkaBatchReader(DataSourceReader):
             consumer.close()
         return {tp: off for tp, off in found.items() if off is not None}
 
-    def read(self, partition: RangePartition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         configure_logging()
-        return read_range(self.options, partition.range)
+        return read_range(self.options, range_of(partition))
 
 
 def configure_logging() -> None:

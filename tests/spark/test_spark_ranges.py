@@ -39,3 +39,14 @@ def test_batch_ranges_use_from_for_new_partitions():
     assert batch_ranges(start, end, None) == [OffsetRange("a", 0, 5, 12), OffsetRange("b", 0, 3, 9)]
     with pytest.raises(ValueError, match="backwards"):
         batch_ranges(SourceOffset(epoch=1, positions={("a", 0): 20}), end, None)
+
+
+def test_a_task_partition_that_is_not_a_range_is_refused_by_name():
+    from pyspark.sql.datasource import InputPartition
+
+    from cr_consumer.spark.reader import RangePartition, range_of
+
+    rng = OffsetRange("t", 0, 3, 9)
+    assert range_of(RangePartition(rng)) == rng
+    with pytest.raises(TypeError, match="crkafka reads RangePartition tasks, got InputPartition"):
+        range_of(InputPartition(1))
