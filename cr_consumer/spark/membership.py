@@ -48,6 +48,7 @@ from kafka.errors import KafkaTimeoutError
 from kafka.net.selector import KernelEvent
 from kafka.structs import OffsetAndMetadata
 
+from cr_consumer.kafka.compat import keep_completed_joins
 from cr_consumer.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,9 @@ class GroupMember:
     def _run(self) -> None:
         try:
             self._consumer = KafkaConsumer(**self._config)
+            # kafka-python 3.0.12 drops a join that completes between polls (a pattern
+            # that now matches a new topic rejoins so): keep it (cr_consumer.kafka.compat)
+            keep_completed_joins(self._consumer)
             listener = _MemberListener(self)
             if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
                 tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []

@@ -99,3 +99,47 @@ def test_assign_plans_only_the_given_partitions_and_commits_them(bootstrap, coor
     finally:
         planner.close()
     assert committed_offsets(bootstrap, group, topic) == {1: 10}
+
+
+def test_topic_matched_after_the_first_start_is_read_from_earliest(bootstrap, coordinator, names):
+    """startingOffsets=latest applies to the partitions of the query's first start; a
+    topic the pattern matches later enters the end offset with a ``from`` entry at its
+    earliest offset, so records written into it before the members are assigned it
+    are planned, each once."""
+    import time
+
+    prefix = names.topic("ne")
+    old = create_topic(bootstrap, f"{prefix}-a", partitions=2)
+    produce(bootstrap, old, [b"old%d" % i for i in range(6)])
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "group.id": names.group(),
+                             "subscribePattern": f"{prefix}-.*", "coordinator": coordinator, "members": "2",
+                             "startingOffsets": "latest", "kafka.metadata.max.age.ms": "1000",
+                             "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000"})
+    planner = QueryPlanner(options)
+    seen: collections.Counter = collections.Counter()
+    try:
+        start = SourceOffset.initial()
+        end = planner.latest_offset(start, None)
+        assert end.first == end.positions and sum(end.positions.values()) == 6  # latest: the old records skipped
+        planner.commit(start)
+        start = end
+        new = create_topic(bootstrap, f"{prefix}-b", partitions=2)
+        produce(bootstrap, new, [b"b%d" % i for i in range(40)])  # before the members are assigned the topic
+        firsts: dict = {}
+        deadline = time.monotonic() + 60
+        while sum(seen.values()) < 40:
+            assert time.monotonic() < deadline, f"stuck at {dict(seen)}, stats {planner.stats}"
+            end = planner.latest_offset(start, None)
+            firsts.update({tp: off for tp, off in end.first.items() if tp[0] == new})
+            for rng in batch_ranges(start, end, None):
+                seen.update((rng.topic, r["partition"], r["offset"])
+                            for b in read_range(options, rng) for r in b.to_pylist())
+            planner.commit(start)
+            start = end
+            time.sleep(0.1)
+    finally:
+        planner.close()
+    assert firsts == {(new, 0): 0, (new, 1): 0}
+    assert not [k for k, c in seen.items() if c > 1], "duplicates"
+    assert {(p, o) for t, p, o in seen if t == new} == {(p, o) for p in range(2) for o in range(20)}
+    assert not [k for k in seen if k[0] == old]
