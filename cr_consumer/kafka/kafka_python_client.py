@@ -87,7 +87,12 @@ _TIMESTAMP_TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TI
 
 def _assignors(value: object) -> tuple[type, ...]:
     items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
-    names = [part.strip() for item in items for part in (item.split(",") if isinstance(item, str) else [item])]
+    names: list[object] = []
+    for item in items:
+        if isinstance(item, str):
+            names.extend(part.strip() for part in item.split(","))
+        else:
+            names.append(item)
     out = []
     for name in names:
         cls = ASSIGNORS.get(str(name).lower()) if isinstance(name, str) else None
@@ -256,7 +261,10 @@ class KafkaPythonClient:
         return {_tp(tp): (ot.offset if ot is not None else None) for tp, ot in found.items()}
 
     def highwater(self, partition: TopicPartition) -> int | None:
-        return self._consumer.highwater(_ktp(partition))
+        try:
+            return self._consumer.highwater(_ktp(partition))
+        except kafka_errors.IllegalStateError:
+            return None  # not assigned (any more): no fetch response to read
 
     def assignment(self) -> set[TopicPartition]:
         return {_tp(tp) for tp in self._consumer.assignment()}
@@ -283,16 +291,15 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc is None:
-            return False
+            return
         if isinstance(exc, kafka_errors.KafkaTimeoutError):
             raise ClientTimeout(f"{self._what}: no answer in time: {exc!r}") from exc
         if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
             raise UnknownTopicOrPartition(f"{self._what}: {exc!r}") from exc
         if isinstance(exc, kafka_errors.KafkaError):
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
-        return False
 
 
 __all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "kafka_python_config"]

@@ -319,11 +319,15 @@ class LibrdkafkaClient:
         last_partition = -1
         bucket: list[KafkaRecord] | None = None
         dropped = 0
+        # A message without an error always has its topic, partition and offset (the
+        # library's types say "or None" for error events): hence the ignores below.
         for m in messages:
-            if m.error() is not None:
-                self._message_error(m.error())
+            err = m.error()
+            if err is not None:
+                self._message_error(err)
                 continue
-            topic, partition = m.topic(), m.partition()
+            topic: str = m.topic()  # type: ignore[assignment]
+            partition: int = m.partition()  # type: ignore[assignment]
             if partition != last_partition or topic != last_topic:
                 last_topic, last_partition = topic, partition
                 tp = TopicPartition(topic, partition)
@@ -334,8 +338,9 @@ class LibrdkafkaClient:
                 continue
             ts_type, ts = m.timestamp()
             headers = m.headers()
-            bucket.append(record(topic, partition, m.offset(), ts if ts_type else None, types[ts_type],
-                                 m.key(), m.value(), tuple(headers) if headers else ()))
+            bucket.append(record(topic, partition, m.offset(), ts if ts_type else None,  # type: ignore[arg-type]
+                                 types[ts_type], m.key(), m.value(),
+                                 tuple(headers) if headers else ()))  # type: ignore[arg-type]
         for tp, records in out.items():
             self._positions[tp] = records[-1].offset + 1
         if dropped:
@@ -451,9 +456,12 @@ class LibrdkafkaClient:
         out = {}
         for tp in partitions:
             left = max(0.001, end - time.monotonic())
-            low, high = self._lookup(f"watermarks of {tp}",
-                                     lambda tp=tp, left=left: self._consumer.get_watermark_offsets(_ck(tp), timeout=left))
-            out[tp] = (int(low), int(high))
+
+            def query(tp: TopicPartition = tp, left: float = left) -> tuple[int, int]:
+                low, high = self._consumer.get_watermark_offsets(_ck(tp), timeout=left)
+                return int(low), int(high)
+
+            out[tp] = self._lookup(f"watermarks of {tp}", query)
         return out
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
