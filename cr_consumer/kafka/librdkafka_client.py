@@ -188,6 +188,9 @@ class LibrdkafkaClient:
     _assigning: frozenset[TopicPartition] | None
     #: Next offset per partition as the caller sees it (polling thread only).
     _positions: dict[TopicPartition, int]
+    #: The assignment: replaced (never mutated) by the rebalance callbacks on the
+    #: polling thread, so a reader on any thread sees a whole set.
+    _assigned: set[TopicPartition]
     #: The first fatal error reported by librdkafka (its thread); raised by poll.
     _fatal: KafkaError | None
 
@@ -211,6 +214,7 @@ class LibrdkafkaClient:
         self._pending_seeks: dict[TopicPartition, int] = {}
         self._pending_pauses: set[TopicPartition] = set()
         self._paused: set[TopicPartition] = set()
+        self._assigned: set[TopicPartition] = set()
         self._positions = {}
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
@@ -260,6 +264,7 @@ class LibrdkafkaClient:
             else:
                 consumer.assign(start)
             self._positions.update(seeks)
+            self._assigned = self._assigned | tps if self._protocol is RebalanceProtocol.COOPERATIVE else set(tps)
             if pauses:
                 consumer.pause([_ck(tp) for tp in sorted(pauses)])
                 self._paused |= pauses
@@ -285,6 +290,7 @@ class LibrdkafkaClient:
                 consumer.incremental_unassign(partitions)
             else:
                 consumer.unassign()
+            self._assigned = self._assigned - tps if self._protocol is RebalanceProtocol.COOPERATIVE else set()
             self._paused -= tps
             for tp in tps:
                 self._positions.pop(tp, None)
@@ -504,7 +510,9 @@ class LibrdkafkaClient:
 
     # -- group --------------------------------------------------------------------
     def assignment(self) -> set[TopicPartition]:
-        return set(_tps(self._consumer.assignment()))
+        """As set by the rebalance callbacks (no librdkafka call: asking librdkafka
+        from another thread while a poll is inside a rebalance callback blocks)."""
+        return set(self._assigned)
 
     def group(self) -> GroupMembership:
         try:
