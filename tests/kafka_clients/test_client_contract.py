@@ -314,3 +314,27 @@ def test_cooperative_rebalance_revokes_only_what_moves(kind, bootstrap, names, c
     revoked = a_events.of("revoked")
     assert revoked and all(len(r) < 4 for r in revoked), a_events.events
     assert set().union(*revoked) == all4 - a.assignment()
+
+
+def test_a_partition_paused_in_the_assignment_callback_yields_nothing_until_resumed(kind, bootstrap, names, clients):
+    """What the operator does with partitions it cannot seek yet (held): paused
+    in on_assigned, nothing of them is fetched; resumed, every record comes once."""
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    produce(bootstrap, topic, [b"h%02d" % i for i in range(30)])
+    tp = TopicPartition(topic, 0)
+    holder: list[KafkaClient] = []
+    recorder = Recorder(lambda partitions: holder[0].pause(partitions))
+    client = clients(kind, props(bootstrap, names.group()))
+    holder.append(client)
+    client.subscribe([topic], listener=recorder)
+    end = time.monotonic() + JOIN_S
+    while not recorder.of("assigned"):
+        assert time.monotonic() < end, "never assigned"
+        assert client.poll(100, 100) == {}
+    assert client.paused() == {tp}
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        assert client.poll(100, 100) == {}
+    client.resume([tp])
+    got = poll_until(client, lambda rs: len(rs) >= 30, FETCH_S, "records after resume")
+    assert offsets_of(got, tp) == list(range(30))
