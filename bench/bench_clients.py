@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline import bare_poll_loop, produce_fixed
 
-from cr_consumer.kafka.client import ClientKind, make_client
+from cr_consumer.kafka.client import ClientKind
+from cr_consumer.kafka.factory import make_client
 from cr_consumer.testing.broker import bootstrap_or_embedded
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 

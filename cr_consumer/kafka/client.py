@@ -6,7 +6,7 @@ Two implementations sit behind :class:`KafkaClient`:
 * ``librdkafka_client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
   ``[librdkafka]`` extra, about 2.5x the consume throughput).
 
-:func:`make_client` builds either from one :class:`ClientKind` and one mapping of
+:func:`cr_consumer.kafka.factory.make_client` builds either from one :class:`ClientKind` and one mapping of
 Kafka properties under their standard dotted names (``session.timeout.ms``,
 ``fetch.max.wait.ms``, ...); each implementation maps the few names its library
 spells differently and refuses the properties that would break the operator's
@@ -258,23 +258,8 @@ class KafkaClient(Protocol):
         ...
 
 
-def make_client(kind: ClientKind | str, properties: Mapping[str, object]) -> KafkaClient:
-    """A client of ``kind`` with ``properties`` (standard dotted names; must hold
-    ``bootstrap.servers`` and ``group.id``). ClientUnavailable when the library is
-    missing; ClientConfigError for a property it cannot use."""
-    kind = ClientKind(kind)
-    if kind is ClientKind.LIBRDKAFKA:
-        from cr_consumer.kafka.librdkafka_client import LibrdkafkaClient
-
-        return LibrdkafkaClient(properties)
-    from cr_consumer.kafka.kafka_python_client import KafkaPythonClient
-
-    return KafkaPythonClient(properties)
-
-
 __all__ = [
     "ClientConfigError", "ClientKind", "ClientTimeout", "ClientUnavailable", "CommitRefused", "GUARANTEE_PROPERTIES",
     "GroupMembership", "Header", "KafkaClient", "KafkaClientError", "KafkaRecord", "RebalanceListener",
     "RebalanceProtocol", "TimestampType", "TopicPartition", "UnknownTopicOrPartition", "check_guarantees",
-    "make_client",
 ]

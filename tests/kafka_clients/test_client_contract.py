@@ -22,8 +22,8 @@ from cr_consumer.kafka.client import (
     RebalanceProtocol,
     TimestampType,
     TopicPartition,
-    make_client,
 )
+from cr_consumer.kafka.factory import make_client
 from cr_consumer.testing.kafka_util import create_topic, produce, producer
 
 from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS

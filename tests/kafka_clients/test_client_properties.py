@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable, check_guarantees, make_client
+from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable, check_guarantees
+from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python_client import kafka_python_config
 from cr_consumer.kafka.librdkafka_client import librdkafka_config
 
