@@ -138,6 +138,22 @@ SYSTEMS: dict[str, Callable[[str, str, int], dict]] = {
 }
 
 
+def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Medians per system, and two ratios against the bare kafka-python loop:
+    records/s (wall clock; on a loaded machine the broker and other processes
+    weigh in) and CPU seconds of this process per run (bare / system: how much
+    less Python work the system does for the same records)."""
+    def median(name: str, field: str) -> float:
+        return statistics.median(r[field] for r in runs[name])
+
+    base_rate, base_cpu = median("bare-kafka-python", "records_per_s"), median("bare-kafka-python", "cpu_s")
+    return {name: {"median_records_per_s": round(median(name, "records_per_s")),
+                   "median_cpu_s": round(median(name, "cpu_s"), 2),
+                   "vs_bare_kafka_python": round(median(name, "records_per_s") / base_rate, 2),
+                   "cpu_vs_bare_kafka_python": round(base_cpu / median(name, "cpu_s"), 2)}
+            for name in runs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", default=None)
@@ -158,11 +174,7 @@ def main() -> None:
                 runs[name].append(result)
                 print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s "
                       f"(cpu {result['cpu_s']:.2f} s)", flush=True)
-    base = statistics.median(r["records_per_s"] for r in runs["bare-kafka-python"])
-    summary = {name: {"median_records_per_s": round(statistics.median(r["records_per_s"] for r in rs)),
-                      "median_cpu_s": round(statistics.median(r["cpu_s"] for r in rs), 2),
-                      "vs_bare_kafka_python": round(statistics.median(r["records_per_s"] for r in rs) / base, 2)}
-               for name, rs in runs.items()}
+    summary = summarize(runs)
     doc = {"version": 1, "messages": args.messages, "value_bytes": 100, "partitions": args.partitions,
            "trials": args.trials, "work": "one dict update per record", "summary": summary, "runs": runs}
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -338,3 +338,20 @@ def test_a_partition_paused_in_the_assignment_callback_yields_nothing_until_resu
     client.resume([tp])
     got = poll_until(client, lambda rs: len(rs) >= 30, FETCH_S, "records after resume")
     assert offsets_of(got, tp) == list(range(30))
+
+
+def test_pattern_subscription_matches_from_the_start_of_the_name(kind, bootstrap, names, clients):
+    prefix = names.topic("pat")
+    matching = [create_topic(bootstrap, f"{prefix}-a"), create_topic(bootstrap, f"{prefix}-b")]
+    other = create_topic(bootstrap, f"x-{prefix}-a")  # holds the pattern, but not at the start
+    for topic in [*matching, other]:
+        produce(bootstrap, topic, [topic.encode()] * 3)
+    client = clients(kind, props(bootstrap, names.group(), **{"metadata.max.age.ms": 1000}))
+    client.subscribe(pattern=f"{prefix}-.*", listener=Recorder())
+    got = poll_until(client, lambda rs: len(rs) >= 6, JOIN_S, "the matching topics' records")
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:  # nothing more arrives (the other topic is not subscribed)
+        for records in client.poll(100, 100).values():
+            got.extend(records)
+    assert sorted(r.topic for r in got) == sorted(matching * 3)
+    assert client.subscribed_partitions(LOOKUP_MS) == {TopicPartition(t, 0) for t in matching}
