@@ -324,7 +324,7 @@ class LibrdkafkaClient:
         last_topic: str | None = None
         last_partition = -1
         bucket: list[KafkaRecord] | None = None
-        dropped = 0
+        refetch: dict[TopicPartition, int] = {}
         # A message without an error always has its topic, partition and offset (the
         # library's types say "or None" for error events): hence the ignores below.
         for m in messages:
@@ -337,10 +337,11 @@ class LibrdkafkaClient:
             if partition != last_partition or topic != last_topic:
                 last_topic, last_partition = topic, partition
                 tp = TopicPartition(topic, partition)
-                # a partition paused meanwhile gets nothing (what kafka-python does)
+                # a paused partition yields nothing (what kafka-python does); its
+                # records are fetched again after resume (the seek back below)
                 bucket = None if tp in self._paused else out.setdefault(tp, [])
             if bucket is None:
-                dropped += 1
+                refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
                 continue
             ts_type, ts = m.timestamp()
             headers = m.headers()
@@ -349,8 +350,10 @@ class LibrdkafkaClient:
                                  tuple(headers) if headers else ()))  # type: ignore[arg-type]
         for tp, records in out.items():
             self._positions[tp] = records[-1].offset + 1
-        if dropped:
-            log.debug("dropped %d records of paused partitions", dropped)
+        for tp, offset in refetch.items():
+            log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
+            self._consumer.seek(_ck(tp, offset))
+            self._positions[tp] = offset
         return {tp: records for tp, records in out.items() if records}
 
     def _message_error(self, err: KafkaError) -> None:
@@ -526,12 +529,17 @@ class LibrdkafkaClient:
         return False
 
     def close(self, timeout_ms: int) -> None:
+        """Leave the group and free the client; a second call does nothing."""
+        if self._closing:
+            return
         self._closing = True
         try:
             self._bounded(self._consumer.close, timeout_ms, "close")
         except ClientTimeout:
             log.error("librdkafka consumer did not close within %d ms; its worker thread finishes it", timeout_ms)
             raise
+        except (KafkaException, RuntimeError) as exc:
+            raise KafkaClientError(f"close: {exc!r}") from exc
         finally:
             self._worker.shutdown(wait=False)
 

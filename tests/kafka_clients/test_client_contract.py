@@ -289,6 +289,7 @@ def test_close_leaves_the_group(kind, bootstrap, names, clients):
         while b.assignment() != both:
             assert time.monotonic() - started < session_ms / 1000 * 0.75, "B did not take over before A's session ran out"
             time.sleep(0.1)
+    a.close(CLOSE_MS)  # a second close does nothing
 
 
 def test_cooperative_rebalance_revokes_only_what_moves(kind, bootstrap, names, clients):
