@@ -1,0 +1,265 @@
+"""The Kafka client seam: what the operator's event thread needs from a Kafka consumer.
+
+Two implementations sit behind :class:`KafkaClient`:
+
+* ``kafka_python_client.KafkaPythonClient`` (kafka-python, pure Python, the default);
+* ``librdkafka_client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
+  ``[librdkafka]`` extra, about 2.5x the consume throughput).
+
+:func:`cr_consumer.kafka.factory.make_client` builds either from one :class:`ClientKind` and one mapping of
+Kafka properties under their standard dotted names (``session.timeout.ms``,
+``fetch.max.wait.ms``, ...); each implementation maps the few names its library
+spells differently and refuses the properties that would break the operator's
+guarantees (:data:`GUARANTEE_PROPERTIES`).
+
+The protocol of one client (every call on the thread that owns it, the event thread):
+
+1. ``subscribe(topics or pattern, listener)``; nothing happens until ``poll``.
+2. ``poll(timeout_ms, max_records)`` joins the group, runs the listener's
+   callbacks (:class:`RebalanceListener`) *during* the poll, and returns at most
+   ``max_records`` records grouped by partition, in offset order per partition.
+   Callbacks may run on the client library's own thread while ``poll`` runs
+   (kafka-python) or on the polling thread (librdkafka): they may call only
+   ``pause``, ``resume`` and ``seek`` (client state, no broker round trip).
+3. ``pause`` / ``resume`` / ``seek`` change what the next polls fetch; a seek
+   made in ``on_assigned`` applies before anything of that partition is fetched.
+4. ``commit(offsets, timeout_ms)`` commits synchronously: it returns once the
+   broker accepted every offset; :class:`CommitRefused` when the group refused it
+   (rebalanced, member fenced or evicted: the offsets are NOT committed);
+   :class:`ClientTimeout` when no answer came in time (outcome unknown).
+5. ``close(timeout_ms)`` leaves the group (no commit) and frees the client.
+
+Lookups (``position``, ``committed``, ``beginning_offsets``, ``end_offsets``,
+``offsets_for_times``, ``subscribed_partitions``) may ask the broker and are
+bounded by their ``timeout_ms`` (:class:`ClientTimeout`). ``end_offsets`` is the
+broker's ListOffsets(latest) answer (tansu answers the base offset of the last
+record batch there); ``highwater`` is the high watermark of the last fetch
+response, which is right on every broker: use it for lag.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, Protocol
+
+import attrs
+
+
+class ClientKind(enum.Enum):
+    """Which Kafka client library a :class:`KafkaClient` uses."""
+
+    KAFKA_PYTHON = "kafka-python"
+    LIBRDKAFKA = "librdkafka"
+
+
+class TopicPartition(NamedTuple):
+    """A partition. Equal to (and hashed like) kafka-python's ``TopicPartition``
+    (both are ``(topic, partition)`` tuples), so maps keyed by either agree."""
+
+    topic: str
+    partition: int
+
+
+class TimestampType(enum.Enum):
+    """What a record's timestamp means (Kafka's record attribute)."""
+
+    NOT_AVAILABLE = "not_available"
+    CREATE_TIME = "create_time"
+    LOG_APPEND_TIME = "log_append_time"
+
+
+#: A header: its name and its value (None for a null value).
+Header = tuple[str, bytes | None]
+
+
+@attrs.frozen(slots=True)
+class KafkaRecord:
+    """One consumed record, the same shape whichever client fetched it.
+
+    ``timestamp`` is milliseconds since the epoch, None when the record has
+    none (``timestamp_type`` NOT_AVAILABLE); ``key``/``value`` are the raw bytes
+    (None for null); ``headers`` in record order."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+class RebalanceProtocol(enum.Enum):
+    """EAGER: every owned partition is revoked before each rebalance and the
+    whole new assignment is given after it. COOPERATIVE (incremental): only the
+    partitions that move are revoked, and ``on_assigned`` gets only the added
+    ones (possibly none)."""
+
+    EAGER = "eager"
+    COOPERATIVE = "cooperative"
+
+
+class RebalanceListener(Protocol):
+    """Called by :meth:`KafkaClient.poll` (see the module docstring, step 2)."""
+
+    def on_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        """Partitions now owned (eager: the whole assignment; cooperative: the added ones)."""
+        ...
+
+    def on_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        """Partitions given up in an orderly rebalance (their offsets could still be committed)."""
+        ...
+
+    def on_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        """Partitions lost without a rebalance (session expired, fenced): another
+        member may own them already; a commit for them is refused."""
+        ...
+
+
+@attrs.frozen
+class GroupMembership:
+    """The client's group membership as of the last poll.
+
+    ``generation`` is None when the library does not expose it (librdkafka);
+    ``rebalancing``: a join or rebalance is in progress (no stable assignment)."""
+
+    member_id: str | None
+    generation: int | None
+    rebalancing: bool
+
+
+# -- errors -------------------------------------------------------------------
+class KafkaClientError(RuntimeError):
+    """A Kafka client call failed; the message names the call and the library's error."""
+
+
+class CommitRefused(KafkaClientError):
+    """The group refused the commit because of a rebalance (rebalance in progress,
+    stale generation, unknown or fenced member): nothing was committed."""
+
+
+class ClientTimeout(KafkaClientError):
+    """A bounded call got no answer within its timeout (a commit's outcome is then unknown)."""
+
+
+class UnknownTopicOrPartition(KafkaClientError):
+    """The broker does not know the topic or partition asked about."""
+
+
+class ClientConfigError(ValueError):
+    """A Kafka property the chosen client cannot use, or one that would break the
+    operator's guarantees (the message names the property and what to do)."""
+
+
+class ClientUnavailable(ImportError):
+    """The chosen client's library is not installed (the message names the extra)."""
+
+
+#: Properties the operator decides itself: a value other than the one given here
+#: would break exactly-once (a commit of records not yet submitted, or offsets
+#: stored behind the operator's back). The safe value is accepted (and is what
+#: both clients use); any other is refused with the reason.
+GUARANTEE_PROPERTIES: Mapping[str, tuple[object, str]] = {
+    "enable.auto.commit": (False, "offsets are committed by the drain; auto commit would commit unsubmitted records"),
+    "enable.auto.offset.store": (False, "the drain commits explicit offsets; auto offset store would track fetched, "
+                                        "not submitted, records"),
+    "auto.commit.interval.ms": (None, "offsets are committed by the drain, not on a timer"),
+    "enable.partition.eof": (False, "end-of-partition events are not records; the operator reads lag from the "
+                                    "high watermark"),
+}
+
+
+def _is_false(value: object) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false") or value == 0
+
+
+def check_guarantees(properties: Mapping[str, object]) -> dict[str, object]:
+    """``properties`` without the guarantee properties given at their safe value;
+    ClientConfigError naming a guarantee property given any other value."""
+    out: dict[str, object] = {}
+    for key, value in properties.items():
+        if key in GUARANTEE_PROPERTIES:
+            safe, reason = GUARANTEE_PROPERTIES[key]
+            if safe is False and _is_false(value):
+                continue
+            raise ClientConfigError(f"Kafka property {key}={value!r} cannot be used: {reason}")
+        out[key] = value
+    return out
+
+
+class KafkaClient(Protocol):
+    """A group consumer as the event thread uses it (see the module docstring)."""
+
+    @property
+    def kind(self) -> ClientKind: ...
+
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol:
+        """Which kind of rebalance the configured assignors run."""
+        ...
+
+    def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
+                  listener: RebalanceListener) -> None:
+        """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python
+        regular expression matched at the start of the name, as ``re.match``)."""
+        ...
+
+    def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
+        """Every partition of the subscription in the current metadata."""
+        ...
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[KafkaRecord]]: ...
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def paused(self) -> set[TopicPartition]: ...
+
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+    def position(self, partition: TopicPartition, timeout_ms: int) -> int:
+        """The offset of the next record ``poll`` returns for ``partition``."""
+        ...
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
+        """Commit ``offsets`` (next offset to read) synchronously; raises CommitRefused
+        or ClientTimeout (see the module docstring, step 4)."""
+        ...
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]: ...
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]: ...
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]: ...
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout_ms: int) -> dict[TopicPartition, int | None]:
+        """The first offset whose timestamp is >= the given one; None past the end."""
+        ...
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The high watermark of the last fetch response (no broker request); None before one."""
+        ...
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def group(self) -> GroupMembership: ...
+
+    def request_rejoin(self) -> bool:
+        """Rejoin the group at the next poll; False when the library cannot (the
+        rebalance then comes when the broker starts it)."""
+        ...
+
+    def close(self, timeout_ms: int) -> None:
+        """Leave the group (no commit) and free the client."""
+        ...
+
+
+__all__ = [
+    "ClientConfigError", "ClientKind", "ClientTimeout", "ClientUnavailable", "CommitRefused", "GUARANTEE_PROPERTIES",
+    "GroupMembership", "Header", "KafkaClient", "KafkaClientError", "KafkaRecord", "RebalanceListener",
+    "RebalanceProtocol", "TimestampType", "TopicPartition", "UnknownTopicOrPartition", "check_guarantees",
+]

@@ -1,0 +1,28 @@
+"""Building a :class:`~cr_consumer.kafka.client.KafkaClient` of the chosen kind.
+
+A module of its own so that the seam (``client.py``) imports neither
+implementation, and each implementation imports only the seam.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cr_consumer.kafka.client import ClientKind, KafkaClient
+
+
+def make_client(kind: ClientKind | str, properties: Mapping[str, object]) -> KafkaClient:
+    """A client of ``kind`` with ``properties`` (standard dotted names; must hold
+    ``bootstrap.servers`` and ``group.id``). ClientUnavailable when the library is
+    missing; ClientConfigError for a property it cannot use."""
+    kind = ClientKind(kind)
+    if kind is ClientKind.LIBRDKAFKA:
+        from cr_consumer.kafka.librdkafka_client import LibrdkafkaClient
+
+        return LibrdkafkaClient(properties)
+    from cr_consumer.kafka.kafka_python_client import KafkaPythonClient
+
+    return KafkaPythonClient(properties)
+
+
+__all__ = ["make_client"]

@@ -1,0 +1,305 @@
+"""The kafka-python implementation of :class:`~cr_consumer.kafka.client.KafkaClient`.
+
+kafka-python is pure Python (installs everywhere) and the default client. Its
+defects' work-arounds (``cr_consumer.kafka.compat``) stay inside this class:
+
+1. at construction: keep a group join that completes between two polls
+   (``keep_completed_joins``);
+2. before every poll: release partitions parked by pause() (``unstick_parked_fetches``);
+3. ``request_rejoin``: the coordinator's own ``request_rejoin()``.
+
+Properties: standard dotted names become kafka-python keyword arguments
+(``fetch.max.wait.ms`` -> ``fetch_max_wait_ms``); the librdkafka spellings of the
+security settings are mapped (:data:`RENAMED`); ``partition.assignment.strategy``
+takes ``range``, ``roundrobin`` or ``cooperative-sticky`` (or the Java class
+names), all eager or all cooperative; ``max.poll.records`` is the poll's cap.
+Rebalance callbacks run on kafka-python's IO thread while ``poll`` runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka import errors as kafka_errors
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.structs import MemberState, OffsetAndMetadata
+
+from cr_consumer.kafka.client import (
+    ClientConfigError,
+    ClientKind,
+    ClientTimeout,
+    CommitRefused,
+    GroupMembership,
+    KafkaClientError,
+    KafkaRecord,
+    RebalanceListener,
+    RebalanceProtocol,
+    TimestampType,
+    TopicPartition,
+    UnknownTopicOrPartition,
+    check_guarantees,
+)
+from cr_consumer.kafka.compat import keep_completed_joins, request_rejoin, unstick_parked_fetches
+
+log = logging.getLogger(__name__)
+
+#: librdkafka's names of settings kafka-python spells otherwise (dotted -> dotted).
+RENAMED: Mapping[str, str] = {
+    "sasl.username": "sasl.plain.username",
+    "sasl.password": "sasl.plain.password",
+    "sasl.mechanisms": "sasl.mechanism",
+    "ssl.ca.location": "ssl.cafile",
+    "ssl.certificate.location": "ssl.certfile",
+    "ssl.key.location": "ssl.keyfile",
+    "ssl.key.password": "ssl.password",
+    "socket.timeout.ms": "request.timeout.ms",
+    "fetch.wait.max.ms": "fetch.max.wait.ms",
+}
+
+#: Assignor names (short, kafka-python's and Java's class names, lower case) -> class.
+ASSIGNORS: Mapping[str, type] = {
+    "range": RangePartitionAssignor,
+    "rangeassignor": RangePartitionAssignor,
+    "org.apache.kafka.clients.consumer.rangeassignor": RangePartitionAssignor,
+    "roundrobin": RoundRobinPartitionAssignor,
+    "roundrobinassignor": RoundRobinPartitionAssignor,
+    "org.apache.kafka.clients.consumer.roundrobinassignor": RoundRobinPartitionAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
+    "cooperativestickyassignor": CooperativeStickyAssignor,
+    "org.apache.kafka.clients.consumer.cooperativestickyassignor": CooperativeStickyAssignor,
+}
+COOPERATIVE_ASSIGNORS = frozenset({CooperativeStickyAssignor})
+
+#: kafka-python errors that mean "the group refused the commit because of a rebalance".
+_REFUSED = (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError,
+            kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError,
+            kafka_errors.FencedInstanceIdError)
+_TIMESTAMP_TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
+
+
+def _assignors(value: object) -> tuple[type, ...]:
+    items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
+    names: list[object] = []
+    for item in items:
+        if isinstance(item, str):
+            names.extend(part.strip() for part in item.split(","))
+        else:
+            names.append(item)
+    out = []
+    for name in names:
+        cls = ASSIGNORS.get(str(name).lower()) if isinstance(name, str) else None
+        if cls is None:
+            raise ClientConfigError(f"partition.assignment.strategy {name!r}: use range, roundrobin or "
+                                    "cooperative-sticky")
+        out.append(cls)
+    if len({cls in COOPERATIVE_ASSIGNORS for cls in out}) > 1:
+        raise ClientConfigError("partition.assignment.strategy mixes eager and cooperative assignors: "
+                                "give all eager (range, roundrobin) or cooperative-sticky")
+    return tuple(out)
+
+
+def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
+    """kafka-python keyword arguments for ``properties`` (see the module docstring)."""
+    known = KafkaConsumer.DEFAULT_CONFIG
+    cfg: dict[str, Any] = {"enable_auto_commit": False}
+    for key, value in check_guarantees(properties).items():
+        name = RENAMED.get(key, key).replace(".", "_")
+        if name not in known:
+            raise ClientConfigError(f"Kafka property {key!r} is not a kafka-python consumer setting")
+        cfg[name] = value
+    if "partition_assignment_strategy" in cfg:
+        cfg["partition_assignment_strategy"] = _assignors(cfg["partition_assignment_strategy"])
+    return cfg
+
+
+def _tp(tp: KafkaTopicPartition) -> TopicPartition:
+    return TopicPartition(tp.topic, tp.partition)
+
+
+def _ktp(tp: TopicPartition) -> KafkaTopicPartition:
+    return KafkaTopicPartition(tp.topic, tp.partition)
+
+
+class _Listener(ConsumerRebalanceListener):
+    """kafka-python's listener interface -> :class:`RebalanceListener` (IO thread)."""
+
+    def __init__(self, listener: RebalanceListener) -> None:
+        self._listener = listener
+
+    def on_partitions_revoked(self, revoked: Iterable[KafkaTopicPartition]) -> None:
+        self._listener.on_revoked(frozenset(map(_tp, revoked)))
+
+    def on_partitions_lost(self, lost: Iterable[KafkaTopicPartition]) -> None:
+        self._listener.on_lost(frozenset(map(_tp, lost)))
+
+    def on_partitions_assigned(self, assigned: Iterable[KafkaTopicPartition]) -> None:
+        self._listener.on_assigned(frozenset(map(_tp, assigned)))
+
+
+class _Deadline:
+    """What is left of one timeout shared by several calls."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self._end = time.monotonic() + timeout_ms / 1000
+
+    def left_ms(self) -> int:
+        return max(1, int((self._end - time.monotonic()) * 1000))
+
+
+class KafkaPythonClient:
+    """:class:`~cr_consumer.kafka.client.KafkaClient` on kafka-python (see the module docstring)."""
+
+    def __init__(self, properties: Mapping[str, object]) -> None:
+        cfg = kafka_python_config(properties)
+        assignors = cfg.get("partition_assignment_strategy", KafkaConsumer.DEFAULT_CONFIG["partition_assignment_strategy"])
+        self._protocol = (RebalanceProtocol.COOPERATIVE if all(a in COOPERATIVE_ASSIGNORS for a in assignors)
+                          else RebalanceProtocol.EAGER)
+        self._consumer = KafkaConsumer(**cfg)
+        keep_completed_joins(self._consumer)
+
+    @property
+    def kind(self) -> ClientKind:
+        return ClientKind.KAFKA_PYTHON
+
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol:
+        return self._protocol
+
+    def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
+                  listener: RebalanceListener) -> None:
+        if bool(topics) == bool(pattern):
+            raise ValueError("subscribe: give topics or a pattern (exactly one)")
+        self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=_Listener(listener))
+
+    def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
+        out: set[TopicPartition] = set()
+        for topic in self._consumer.subscription() or ():
+            out.update(TopicPartition(topic, p) for p in self._consumer.partitions_for_topic(topic) or ())
+        return out
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[KafkaRecord]]:
+        unstick_parked_fetches(self._consumer)
+        raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        out: dict[TopicPartition, list[KafkaRecord]] = {}
+        types = _TIMESTAMP_TYPES
+        not_available = TimestampType.NOT_AVAILABLE
+        for ktp, records in raw.items():
+            out[TopicPartition(ktp.topic, ktp.partition)] = [
+                KafkaRecord(r.topic, r.partition, r.offset,
+                            r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
+                            types.get(r.timestamp_type, not_available), r.key, r.value,
+                            tuple(r.headers) if r.headers else ())
+                for r in records
+            ]
+        return out
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = [_ktp(tp) for tp in partitions]
+        if tps:
+            self._consumer.pause(*tps)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = [_ktp(tp) for tp in partitions]
+        if tps:
+            self._consumer.resume(*tps)
+
+    def paused(self) -> set[TopicPartition]:
+        return {_tp(tp) for tp in self._consumer.paused()}
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._consumer.seek(_ktp(partition), offset)
+
+    def position(self, partition: TopicPartition, timeout_ms: int) -> int:
+        with _errors(f"position of {partition}"):
+            pos = self._consumer.position(_ktp(partition), timeout_ms=timeout_ms)
+        if pos is None:
+            raise ClientTimeout(f"position of {partition}: not known within {timeout_ms} ms")
+        return int(pos)
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
+        request = {_ktp(tp): OffsetAndMetadata(int(off), "", -1) for tp, off in offsets.items()}
+        try:
+            self._consumer.commit(request, timeout_ms=timeout_ms)
+        except _REFUSED as exc:
+            raise CommitRefused(f"commit refused by the group (rebalance): {exc!r}") from exc
+        except kafka_errors.KafkaTimeoutError as exc:
+            raise ClientTimeout(f"commit not answered within {timeout_ms} ms (outcome unknown): {exc!r}") from exc
+        except kafka_errors.KafkaError as exc:
+            raise KafkaClientError(f"commit failed: {exc!r}") from exc
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
+        deadline = _Deadline(timeout_ms)
+        out: dict[TopicPartition, int | None] = {}
+        with _errors("committed offsets"):
+            for tp in partitions:
+                out[tp] = self._consumer.committed(_ktp(tp), timeout_ms=deadline.left_ms())
+        return out
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+        with _errors("beginning offsets"):
+            found = self._consumer.beginning_offsets([_ktp(tp) for tp in partitions], timeout_ms=timeout_ms)
+        return {_tp(tp): int(off) for tp, off in found.items()}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+        with _errors("end offsets"):
+            found = self._consumer.end_offsets([_ktp(tp) for tp in partitions], timeout_ms=timeout_ms)
+        return {_tp(tp): int(off) for tp, off in found.items()}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout_ms: int) -> dict[TopicPartition, int | None]:
+        with _errors("offsets for times"):
+            found = self._consumer.offsets_for_times({_ktp(tp): ts for tp, ts in timestamps.items()},
+                                                     timeout_ms=timeout_ms)
+        return {_tp(tp): (ot.offset if ot is not None else None) for tp, ot in found.items()}
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        try:
+            return self._consumer.highwater(_ktp(partition))
+        except kafka_errors.IllegalStateError:
+            return None  # not assigned (any more): no fetch response to read
+
+    def assignment(self) -> set[TopicPartition]:
+        return {_tp(tp) for tp in self._consumer.assignment()}
+
+    def group(self) -> GroupMembership:
+        meta = self._consumer.group_metadata()
+        return GroupMembership(member_id=meta.member_id or None,
+                               generation=meta.generation_id if meta.generation_id >= 0 else None,
+                               rebalancing=meta.state is not MemberState.STABLE)
+
+    def request_rejoin(self) -> bool:
+        return request_rejoin(self._consumer)
+
+    def close(self, timeout_ms: int) -> None:
+        self._consumer.close(autocommit=False, timeout_ms=timeout_ms)
+
+
+class _errors:
+    """Turn kafka-python's errors of a lookup into the seam's error types."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, kafka_errors.KafkaTimeoutError):
+            raise ClientTimeout(f"{self._what}: no answer in time: {exc!r}") from exc
+        if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
+            raise UnknownTopicOrPartition(f"{self._what}: {exc!r}") from exc
+        if isinstance(exc, kafka_errors.KafkaError):
+            raise KafkaClientError(f"{self._what}: {exc!r}") from exc
+
+
+__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "kafka_python_config"]
