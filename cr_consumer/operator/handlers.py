@@ -66,6 +66,22 @@ def fmt_offsets(offsets: dict) -> str:
     return "{" + ", ".join(f"{tp.topic}[{tp.partition}]={o}" for tp, o in sorted(offsets.items())) + "}"
 
 
+def commit_deferred(group, joining: bool) -> str | None:
+    """Why a cooperative drain must not commit to Kafka now (see
+    ``RegionHandlers._commit_cooperative``), else None. ``group``: the
+    consumer's ``group_metadata()`` (kafka-python's ConsumerGroupMetadata, or
+    None); ``joining``: waiting for an assignment (rebalance.py)."""
+    from kafka.structs import MemberState
+
+    if group is None:
+        return "no group membership yet"
+    if group.state != MemberState.STABLE:
+        return f"group state {group.state}"
+    if joining:
+        return "waiting for an assignment"
+    return None
+
+
 def _serialized(method):
     """Run the handler under the handlers' lock (see RegionHandlers)."""
 
@@ -183,6 +199,9 @@ class RegionHandlers:
            c. read the offset manager's offsets of the assignment (consistent:
               the permit is blocked, nothing is being submitted);
            d. commit them in one synchronous commit; a failure raises DrainError.
+              Cooperative rebalancing: the commit waits for a stable group
+              generation and a refused one does not fail the drain
+              (:meth:`_commit_cooperative`): the checkpoint holds the offsets.
         3. Records fetched but not submitted stay in the message queue, in
            both region modes, and are submitted after the drain in fetch
            order. There is no separate drain buffer: a process thread already
@@ -208,7 +227,9 @@ class RegionHandlers:
             if self._sm.state is S.CR_RESET_PENDING:
                 raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
             offsets = self._offsets.snapshot()
-            if offsets:
+            if offsets and cfg.cooperative:
+                self._commit_cooperative(consumer, offsets, commit_timeout_ms)
+            elif offsets:
                 try:
                     consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
                                     timeout_ms=commit_timeout_ms)
@@ -226,6 +247,38 @@ class RegionHandlers:
         self._stats.drain_done((time.monotonic() - t0) * 1000)
         self._drains.done()
         log.debug("%s: drained, committed %s", self.name, fmt_offsets(offsets))
+
+    def _commit_cooperative(self, consumer, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
+        """The drain's Kafka commit under cooperative rebalancing (event thread).
+
+        The region's consistent offsets are the coordinator's checkpoint (the
+        members' checkpoint answers; resets and later assignments seek to
+        them); the committed offsets in Kafka only serve the lag monitoring
+        and a job's very first start. So a drain goes on while the group
+        rebalances (the survivors keep processing, and their output must be
+        published), and:
+
+        1. while this consumer is not in a stable generation, it does not
+           commit at all: a commit during a join is refused and makes the
+           consumer rejoin (on tansu, joins then never finished); the next
+           drain in a stable generation commits the newer offsets;
+        2. otherwise it commits; a refusal (a rebalance the broker began
+           since, a coordinator moving, a timeout) is logged with the offsets
+           and does not fail the drain: the checkpoint still holds them, and
+           the next drain commits again.
+        """
+        why = commit_deferred(consumer.group_metadata(), self._rebalancer.joining)
+        if why is not None:
+            log.info("%s: Kafka commit of %s deferred to the next drain (%s); the checkpoint holds them",
+                     self.name, fmt_offsets(offsets), why)
+            return
+        try:
+            consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, timeout_ms=timeout_ms)
+        except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
+            log.warning("%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain "
+                        "commits again", self.name, fmt_offsets(offsets), exc)
+            return
+        self._stats.set_committed(offsets)
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -343,4 +396,4 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError", "fmt_offsets"]
+__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError", "commit_deferred", "fmt_offsets"]
