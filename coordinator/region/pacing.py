@@ -11,6 +11,13 @@ forces one more reset, and can keep the join from ever finishing. So:
   ``rebalancing`` or the members' generations differ (a rebalance not every
   member has seen yet), for at most ``rebalance_settle_max_s`` past its due
   time; then it starts anyway (a failing drain resets the region).
+* A member whose consumer rebalances cooperatively (``cooperative: true`` in
+  its report) keeps its partitions and keeps processing through a rebalance,
+  and its drain does not commit to Kafka while its group is not stable (the
+  checkpoint is the source of truth, cr_consumer/operator/handlers.py): its
+  rebalance does not defer a checkpoint, only its ``reset_pending`` does (a
+  revocation after records were fetched: a reset follows, and its drain would
+  fail). Deferring would stop the survivors' output for the whole join.
 * When a member does not report (an older member), the next checkpoint after
   forced (rebalance) resets waits ``rebalance_settle_s``, doubling per forced
   reset since the last completed checkpoint, up to ``rebalance_settle_max_s``.
@@ -90,10 +97,12 @@ class CheckpointPacing:
         reports = self._kafka_reports()
         if reports is None:
             return None
-        busy = sorted(n for n, r in reports.items() if r.get("rebalancing"))
+        busy = sorted(n for n, r in reports.items()
+                      if (r.get("reset_pending") if r.get("cooperative") else r.get("rebalancing")))
         if busy:
             return f"members {busy} report a group rebalance in progress"
-        generations = {r.get("generation") for r in reports.values()}
+        eager = [r for r in reports.values() if not r.get("cooperative")]
+        generations = {r.get("generation") for r in eager}
         if len(generations) > 1:
             return f"members are in different group generations {sorted(map(str, generations))}"
         return None

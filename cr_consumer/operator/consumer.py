@@ -260,6 +260,11 @@ class ConsumerOperator:
         return self.events.group
 
     @property
+    def cooperative(self) -> bool:
+        """Incremental rebalancing (the cooperative-sticky assignor, OperatorConfig.cooperative)."""
+        return self.config.cooperative
+
+    @property
     def joining(self) -> bool:
         """True from subscribe or a revocation until the next assignment."""
         return self.rebalancer.joining

@@ -315,6 +315,32 @@ def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
     assert h.core.phase is Phase.DRAINING
 
 
+def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does():
+    h = started(2, period_s=1.0, rebalance_settle_max_s=4.0)
+
+    def report(now, m1_generation, **flags):
+        for name in sorted(h.core.members):
+            h.core.heartbeat(name, b"id", "inc1", now, {
+                "member_id": f"k-{name}", "generation": m1_generation if name == "m1" else 5,
+                "rebalancing": flags.get(f"{name}_rebalancing", False), "cooperative": True,
+                "reset_pending": flags.get(f"{name}_reset_pending", False)})
+
+    # m1 rebalances (and is a generation ahead): its partitions keep flowing, so the drain runs when due
+    report(1.0, 6, m1_rebalancing=True)
+    h.core.tick(1.2)
+    assert h.core.phase is Phase.DRAINING
+    h.ack_all("drain", 1.3, seq=1)
+    h.ack_all("checkpoint", 1.4, seq=1)
+    h.take()
+    # m0 was revoked after fetching: its reset is coming and its drain would fail, so the drain waits
+    report(1.5, 6, m0_rebalancing=True, m0_reset_pending=True)
+    h.core.tick(2.5)
+    assert h.core.phase is Phase.RUNNING and h.take() == []
+    report(2.6, 6)
+    h.core.tick(2.7)
+    assert h.core.phase is Phase.DRAINING
+
+
 def test_forced_reset_paces_by_reports_not_by_settle_delay():
     h = started(2, period_s=1.0, rebalance_settle_s=2.0)
     h.core.request_reset("m0", True, "rebalance", 1.0)
