@@ -54,6 +54,13 @@ EVICT_QUIET_S = 10.0
 HINT_SETTLE_S = 1.0
 
 
+#: Cooperative members: the first checkpoint after a reset comes this share of
+#: the period after the RESUME (see CheckpointPacing.settle_delay): a quarter
+#: period still holds records at any steady input, and it keeps the longest
+#: time without published output after a membership change near 1.5 periods.
+POST_RESET_PERIOD_SHARE = 0.25
+
+
 class CheckpointPacing:
     """When the next checkpoint may start, and whether the Kafka group is settled.
 
@@ -110,7 +117,17 @@ class CheckpointPacing:
     def settle_delay(self) -> float:
         """Time from a RESUME after a reset to the next checkpoint: the period when
         every member reports its group state (the drain then waits for a settled
-        group, see cycle_due), else longer after rebalances (rebalance_settle_s)."""
+        group, see cycle_due), else longer after rebalances (rebalance_settle_s).
+
+        When every member reports cooperative rebalancing, a fraction of the
+        period (POST_RESET_PERIOD_SHARE): the reset discarded what the members
+        produced since the last checkpoint, so the output has already paused
+        for up to a period plus the reset; a drain does not disturb their
+        rebalances (no Kafka commit while a group is not stable), so the next
+        checkpoint comes early and the output resumes sooner."""
+        reports = self._kafka_reports()
+        if reports is not None and all(r.get("cooperative") for r in reports.values()):
+            return self._config.period_s * POST_RESET_PERIOD_SHARE
         n = self.forced_since_checkpoint
         if n == 0 or self._kafka_reports() is not None:
             return self._config.period_s

@@ -341,6 +341,16 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
     assert h.core.phase is Phase.DRAINING
 
 
+def test_cooperative_members_checkpoint_early_after_a_reset():
+    h = started(2, period_s=1.0)
+    for name in sorted(h.core.members):
+        h.core.heartbeat(name, b"id", "inc1", 1.0, {"member_id": f"k-{name}", "generation": 5,
+                                                   "rebalancing": False, "cooperative": True})
+    h.core.request_reset("m0", True, "rebalance", 1.1)
+    h.ack_all("reset", 1.2, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.2 + 0.25)
+
+
 def test_forced_reset_paces_by_reports_not_by_settle_delay():
     h = started(2, period_s=1.0, rebalance_settle_s=2.0)
     h.core.request_reset("m0", True, "rebalance", 1.0)
