@@ -290,6 +290,8 @@ class ConsumerOperator:
 
     def _after_poll(self, consumer: Any) -> None:
         self.rebalancer.after_poll(consumer)
+        if self.config.cooperative:
+            self.handlers.commit_deferred_after_poll(consumer)
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
             self._highwater_at = now

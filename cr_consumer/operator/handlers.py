@@ -141,6 +141,10 @@ class RegionHandlers:
     #: Offsets committed by the last successful drain, for the checkpoint that
     #: follows; None after a failed drain or a reset. Handler threads, ``_lock``.
     _drained: dict[TopicPartition, int] | None
+    #: Cooperative: the last drain's offsets whose Kafka commit waits for a
+    #: stable group (None: nothing waits). Event thread only (the drain's
+    #: commit, the reset's seek and the after-poll retry all run there).
+    _deferred_commit: dict[TopicPartition, int] | None
 
     def __init__(
         self,
@@ -178,6 +182,7 @@ class RegionHandlers:
         self._lock = threading.RLock()
         self._members = []
         self._drained = None
+        self._deferred_commit = None
 
     @_serialized
     def set_members(self, members: list[str]) -> None:
@@ -262,6 +267,9 @@ class RegionHandlers:
            commit at all: a commit during a join is refused and makes the
            consumer rejoin (on tansu, joins then never finished); the next
            drain in a stable generation commits the newer offsets;
+           When it becomes stable, the deferred offsets (of the partitions
+           still assigned) are committed after a poll
+           (:meth:`commit_deferred_after_poll`), unless a reset came first;
         2. otherwise it commits; a refusal (a rebalance the broker began
            since, a coordinator moving, a timeout) is logged with the offsets
            and does not fail the drain: the checkpoint still holds them, and
@@ -269,9 +277,14 @@ class RegionHandlers:
         """
         why = commit_deferred(consumer.group_metadata(), self._rebalancer.joining)
         if why is not None:
-            log.info("%s: Kafka commit of %s deferred to the next drain (%s); the checkpoint holds them",
+            log.info("%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
                      self.name, fmt_offsets(offsets), why)
+            self._deferred_commit = dict(offsets)
             return
+        self._deferred_commit = None
+        self._commit_now(consumer, offsets, timeout_ms)
+
+    def _commit_now(self, consumer, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
         try:
             consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, timeout_ms=timeout_ms)
         except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
@@ -279,6 +292,22 @@ class RegionHandlers:
                         "commits again", self.name, fmt_offsets(offsets), exc)
             return
         self._stats.set_committed(offsets)
+
+    def commit_deferred_after_poll(self, consumer) -> None:
+        """Event thread, after each poll (cooperative): the drain's commit that
+        waited for a stable group, once it is stable, for the partitions still
+        assigned. Dropped by a reset (the region rewound below it) and replaced
+        by the next drain's; a failure is logged and not retried (the next
+        drain commits again)."""
+        offsets = self._deferred_commit
+        if offsets is None or commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None:
+            return
+        self._deferred_commit = None
+        assigned = consumer.assignment()
+        offsets = {tp: off for tp, off in offsets.items() if tp in assigned}
+        if offsets:
+            self._commit_now(consumer, offsets, int(COMMIT_TIMEOUT_S * 1000))
+            log.info("%s: deferred Kafka commit of %s done", self.name, fmt_offsets(offsets))
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -360,6 +389,7 @@ class RegionHandlers:
         self._new_epoch(f"reset to {what}")
 
         def seek_all(consumer):
+            self._deferred_commit = None  # the region rewinds below the drain that deferred it
             tps = consumer.assignment()
             self._offsets.set_assignment(tps)
             self._rebalancer.clear_held()

@@ -217,10 +217,26 @@ def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint
     coop.handlers.drain()  # no DrainError: the survivors' output must keep flowing
     assert coop.consumer.commits == []
     assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7, T1: 3}
-    coop.consumer.group = _stable(4)  # the next drain in a stable generation commits the newer offsets
+    coop.consumer.group = _stable(4)  # once stable, the deferred commit is done after a poll
+    coop.consumer.assigned = {T0}  # T1 was revoked meanwhile: not committed by this member
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    assert coop.consumer.commits == [{T0: 7}]
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    assert coop.consumer.commits == [{T0: 7}]  # once
     coop.offsets.update(T0, 9)
+    coop.handlers.drain()  # the next drain in a stable generation commits at once
+    assert coop.consumer.commits == [{T0: 7}, {T0: 9, T1: 3}]
+
+
+def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
     coop.handlers.drain()
-    assert coop.consumer.commits == [{T0: 9, T1: 3}]
+    coop.handlers.reset(5, OperatorCheckpoint("m0", ("m0",), {T0: 4, T1: 2}).encode(), attempt=0)
+    coop.consumer.group = _stable(4)
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    assert coop.consumer.commits == []  # never ahead of the checkpoint the region rewound to
 
 
 def test_cooperative_drain_survives_a_refused_commit(coop):
