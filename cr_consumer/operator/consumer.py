@@ -56,6 +56,10 @@ S = ClientState
 START_TIMEOUT_S = 30.0
 #: Bound on stopping each thread at close.
 CLOSE_JOIN_S = 10.0
+#: Cooperative: how long close() lets a drain's deferred Kafka commit wait for
+#: the group's rebalance to end (then the consumer closes without it; the
+#: region's checkpoint holds the offsets). Below CLOSE_JOIN_S.
+CLOSE_COMMIT_WAIT_S = 6.0
 #: How often the event thread refreshes the high-water marks for lag metrics.
 HIGHWATER_REFRESH_S = 0.5
 
@@ -193,14 +197,22 @@ class ConsumerOperator:
         return self
 
     def close(self) -> None:
-        """Stop the driver, the process thread and the event thread (which
-        closes the consumer: it leaves the group); unregister; close the client."""
+        """Stop the driver, the process thread; cooperative: finish a deferred
+        Kafka commit (bounded, handlers.commit_deferred_at_close); stop the event
+        thread (which closes the consumer: it leaves the group); unregister;
+        close the client."""
         if self.sm.state is S.CLOSED:
             return
         self.sm.to(S.CLOSED, "close()")
         if self._driver is not None:
             self._driver.stop(CLOSE_JOIN_S)
         self.process.stop(CLOSE_JOIN_S)
+        if self.config.cooperative and self.handlers.has_deferred_commit and self._failure is None:
+            try:
+                self.events.call(lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
+                                 CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S, "deferred commit at close")
+            except Exception:  # noqa: BLE001 - closing goes on; the checkpoint holds the offsets
+                log.warning("%s: the deferred Kafka commit at close failed", self.name, exc_info=True)
         self.events.stop(CLOSE_JOIN_S)
         try:
             if self._registered:

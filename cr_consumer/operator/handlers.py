@@ -47,6 +47,10 @@ COMMIT_TIMEOUT_S = 5.0
 #: (the offsets and the cause) instead of the waiter giving up a moment earlier
 #: with a bare "did not finish in time".
 COMMIT_MARGIN_S = 0.5
+#: Poll timeout while a closing cooperative operator waits for its group's
+#: rebalance to end (commit_deferred_at_close): short, so the wait ends soon
+#: after the group is stable.
+CLOSE_POLL_MS = 50
 #: Bound on a stop/start-polling round trip to the event thread (at most one
 #: poll plus queued events): a wedged event thread fails the handler instead
 #: of hanging it.
@@ -292,6 +296,28 @@ class RegionHandlers:
                         "commits again", self.name, fmt_offsets(offsets), exc)
             return
         self._stats.set_committed(offsets)
+
+    @property
+    def has_deferred_commit(self) -> bool:
+        """A drain's Kafka commit still waits for a stable group (read on any thread)."""
+        return self._deferred_commit is not None
+
+    def commit_deferred_at_close(self, consumer, wait_s: float) -> None:
+        """Event thread, at a graceful close (cooperative): the deferred commit
+        waits at most ``wait_s`` for the group's rebalance to end, polling to
+        drive it (the operator is CLOSED: nothing polled is submitted), then
+        commits as after a poll. Without this a region stopped during a
+        rebalance leaves Kafka's committed offsets behind its last checkpoint."""
+        deadline = time.monotonic() + wait_s
+        while (self._deferred_commit is not None and time.monotonic() < deadline
+               and commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None):
+            consumer.poll(timeout_ms=CLOSE_POLL_MS, max_records=1)
+        if self._deferred_commit is not None:
+            if commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None:
+                log.warning("%s: closing during a group rebalance: the Kafka commit of %s is not done (the "
+                            "checkpoint holds these offsets)", self.name, fmt_offsets(self._deferred_commit))
+                return
+            self.commit_deferred_after_poll(consumer)
 
     def commit_deferred_after_poll(self, consumer) -> None:
         """Event thread, after each poll (cooperative): the drain's commit that

@@ -254,3 +254,17 @@ def test_commit_deferred_names_the_reason():
     assert "rebalancing" in commit_deferred(ConsumerGroupMetadata(GROUP, 3, "m", None, MemberState.REBALANCING), False)
     assert commit_deferred(_stable(), True) == "waiting for an assignment"
     assert commit_deferred(_stable(), False) is None
+
+
+def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable(coop):
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    coop.handlers.drain()
+    # still rebalancing when the wait ends: nothing committed, the deferral kept
+    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, 0.2), WAIT_S, "close")
+    assert coop.consumer.commits == [] and coop.handlers.has_deferred_commit
+    threading.Timer(0.2, lambda: setattr(coop.consumer, "group", _stable(4))).start()
+    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
+    assert coop.consumer.commits == [{T0: 7}]
+    assert not coop.handlers.has_deferred_commit
