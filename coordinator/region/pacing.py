@@ -99,6 +99,14 @@ class CheckpointPacing:
             return None
         return reports  # type: ignore[return-value]  # no None left
 
+    def _all_cooperative(self) -> bool:
+        """Every member that reported its group state reports cooperative
+        rebalancing, and one at least did. A member that has not reported yet
+        (a restarted process whose consumer does not exist yet) has nothing to
+        commit, so an early drain cannot disturb its join."""
+        reports = [m.kafka for m in self._members.values() if m.kafka is not None]
+        return bool(reports) and all(r.get("cooperative") for r in reports)
+
     def group_unsettled(self) -> str | None:
         """Why the Kafka group is rebalancing as the members report it, else None."""
         reports = self._kafka_reports()
@@ -119,14 +127,13 @@ class CheckpointPacing:
         every member reports its group state (the drain then waits for a settled
         group, see cycle_due), else longer after rebalances (rebalance_settle_s).
 
-        When every member reports cooperative rebalancing, a fraction of the
+        When every member that reports says cooperative rebalancing, a fraction of the
         period (POST_RESET_PERIOD_SHARE): the reset discarded what the members
         produced since the last checkpoint, so the output has already paused
         for up to a period plus the reset; a drain does not disturb their
         rebalances (no Kafka commit while a group is not stable), so the next
         checkpoint comes early and the output resumes sooner."""
-        reports = self._kafka_reports()
-        if reports is not None and all(r.get("cooperative") for r in reports.values()):
+        if self._all_cooperative():
             return self._config.period_s * POST_RESET_PERIOD_SHARE
         n = self.forced_since_checkpoint
         if n == 0 or self._kafka_reports() is not None:

@@ -349,6 +349,10 @@ def test_cooperative_members_checkpoint_early_after_a_reset():
     h.core.request_reset("m0", True, "rebalance", 1.1)
     h.ack_all("reset", 1.2, attempt=h.core.attempt)
     assert h.core.next_cycle_at == pytest.approx(1.2 + 0.25)
+    # a restarted member has not reported yet (no consumer): still early
+    h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
+    h.ack_all("reset", 1.4, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.4 + 0.25)
 
 
 def test_forced_reset_paces_by_reports_not_by_settle_delay():
