@@ -95,6 +95,8 @@ class ConsumerOperator:
             raise ValueError("give submit(record) or submit_batch(records)")
         self.config = config
         self.name = config.operator_name
+        #: Incremental rebalancing (config.cooperative, parsed once: read after every poll).
+        self._cooperative = config.cooperative
         self.standalone = permit is None
         self.permit = permit if permit is not None else RegionPermit()
         if config.region_mode is RegionMode.OPERATOR_DRIVEN and region is not None and not hasattr(region, "request_drain"):
@@ -302,7 +304,7 @@ class ConsumerOperator:
 
     def _after_poll(self, consumer: Any) -> None:
         self.rebalancer.after_poll(consumer)
-        if self.config.cooperative:
+        if self._cooperative:
             self.handlers.commit_deferred_after_poll(consumer)
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
