@@ -58,8 +58,10 @@ START_TIMEOUT_S = 30.0
 CLOSE_JOIN_S = 10.0
 #: Cooperative: how long close() lets a drain's deferred Kafka commit wait for
 #: the group's rebalance to end (then the consumer closes without it; the
-#: region's checkpoint holds the offsets). Below CLOSE_JOIN_S.
-CLOSE_COMMIT_WAIT_S = 6.0
+#: region's checkpoint holds the offsets). Short: the member runtime leaves the
+#: region only after its source closed, so a cycle that starts meanwhile waits
+#: for this member (a remove during a rebalance would stall the survivors).
+CLOSE_COMMIT_WAIT_S = 2.0
 #: How often the event thread refreshes the high-water marks for lag metrics.
 HIGHWATER_REFRESH_S = 0.5
 
