@@ -99,7 +99,7 @@ class CheckpointPacing:
             return None
         return reports  # type: ignore[return-value]  # no None left
 
-    def _all_cooperative(self) -> bool:
+    def all_cooperative(self) -> bool:
         """Every member that reported its group state reports cooperative
         rebalancing, and one at least did. A member that has not reported yet
         (a restarted process whose consumer does not exist yet) has nothing to
@@ -133,7 +133,7 @@ class CheckpointPacing:
         for up to a period plus the reset; a drain does not disturb their
         rebalances (no Kafka commit while a group is not stable), so the next
         checkpoint comes early and the output resumes sooner."""
-        if self._all_cooperative():
+        if self.all_cooperative():
             return self._config.period_s * POST_RESET_PERIOD_SHARE
         n = self.forced_since_checkpoint
         if n == 0 or self._kafka_reports() is not None:

@@ -306,6 +306,16 @@ class RegionCore:
             # Kafka rebalance, which asks for its own (force) reset.
             self.waiting.discard(name)
             self._maybe_reset_done(now)
+        elif self.phase is Phase.RUNNING and reason == "left" and self._pacing.all_cooperative():
+            # Every member rebalances cooperatively: the others keep their partitions
+            # and their state, nothing of theirs needs a rewind. The leaver answered
+            # no cycle since the last checkpoint, so no checkpoint holds its offsets
+            # beyond it: its partitions keep that checkpoint's offsets (carried
+            # forward) until their next owners, assigned by the Kafka rebalance, start
+            # there; what it processed since is never published (its leave reply
+            # names its last completed checkpoint). docs/region.md, cooperative step 9.
+            log.info("region %s: member %s left while running; every member is cooperative: no reset",
+                     self.config.name, name)
         elif self.phase is not Phase.WAITING:
             # A graceful leaver's consumer has left the Kafka group: the others rejoin
             # now (rejoin hint) instead of at their next Kafka heartbeat.

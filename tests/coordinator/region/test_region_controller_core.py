@@ -355,6 +355,36 @@ def test_cooperative_members_checkpoint_early_after_a_reset():
     assert h.core.next_cycle_at == pytest.approx(1.4 + 0.25)
 
 
+def _cooperative_reports(h, now):
+    for name in sorted(h.core.members):
+        h.core.heartbeat(name, b"id", "inc1", now, {"member_id": f"k-{name}", "generation": 5,
+                                                   "rebalancing": False, "cooperative": True})
+
+
+def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():
+    h = started(3, period_s=1.0)
+    _cooperative_reports(h, 0.5)
+    h.core.leave("m2", 0.6)
+    assert h.core.phase is Phase.RUNNING and h.take() == []
+    h.core.tick(1.2)  # the next checkpoint goes on without the leaver
+    assert h.core.phase is Phase.DRAINING
+    assert sorted(m for m, b in h.take() if b["cmd"] == "drain") == ["m0", "m1"]
+
+
+def test_a_graceful_leave_during_a_cycle_or_of_an_eager_region_still_resets():
+    h = started(3, period_s=1.0)
+    _cooperative_reports(h, 0.5)
+    h.core.tick(1.2)
+    assert h.core.phase is Phase.DRAINING
+    h.take()
+    h.core.leave("m2", 1.3)  # it may have answered this cycle: the cycle cannot keep its offsets
+    assert h.core.phase is Phase.RESETTING
+    h = started(3, period_s=1.0)
+    _report(h, 0.5)  # eager reports
+    h.core.leave("m2", 0.6)
+    assert h.core.phase is Phase.RESETTING
+
+
 def test_forced_reset_paces_by_reports_not_by_settle_delay():
     h = started(2, period_s=1.0, rebalance_settle_s=2.0)
     h.core.request_reset("m0", True, "rebalance", 1.0)
