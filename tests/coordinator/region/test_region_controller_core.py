@@ -371,13 +371,28 @@ def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():
     assert sorted(m for m, b in h.take() if b["cmd"] == "drain") == ["m0", "m1"]
 
 
-def test_a_graceful_leave_during_a_cycle_or_of_an_eager_region_still_resets():
+def test_a_cooperative_cycle_goes_on_without_a_leaver_that_has_not_answered_its_checkpoint():
     h = started(3, period_s=1.0)
     _cooperative_reports(h, 0.5)
     h.core.tick(1.2)
     assert h.core.phase is Phase.DRAINING
     h.take()
-    h.core.leave("m2", 1.3)  # it may have answered this cycle: the cycle cannot keep its offsets
+    h.core.ack("m0", "drain", h.core.seq, None, True, None, 1.25)
+    h.core.ack("m1", "drain", h.core.seq, None, True, None, 1.25)
+    h.core.leave("m2", 1.3)  # the last one awaited: the cycle moves on
+    assert h.core.phase is Phase.CHECKPOINTING
+    assert sorted(m for m, b in h.take() if b["cmd"] == "checkpoint") == ["m0", "m1"]
+    h.ack_all("checkpoint", 1.4, seq=h.core.seq)
+    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_members == ["m0", "m1"]
+
+
+def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_still_resets():
+    h = started(3, period_s=1.0)
+    _cooperative_reports(h, 0.5)
+    h.core.tick(1.2)
+    h.ack_all("drain", 1.25, seq=h.core.seq)
+    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 40]])
+    h.core.leave("m2", 1.35)  # its offsets are in the cycle, its interval is never published
     assert h.core.phase is Phase.RESETTING
     h = started(3, period_s=1.0)
     _report(h, 0.5)  # eager reports
