@@ -142,7 +142,9 @@ class RegionMemberMessage:
 
 
 def _kafka_report(value: Any) -> dict | None:
-    """A heartbeat's ``kafka`` field: {member_id: str|null, generation: int|null, rebalancing: bool}."""
+    """A heartbeat's ``kafka`` field: {member_id: str|null, generation: int|null, rebalancing: bool,
+    cooperative: bool, reset_pending: bool}; the last two are optional (false when absent: an
+    older member), see coordinator/region/pacing.py."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -152,7 +154,10 @@ def _kafka_report(value: Any) -> dict | None:
     if generation is not None:
         protocol.check_int(generation, "field 'kafka.generation'", _INT32_MIN, _INT32_MAX)
     rebalancing = protocol.opt_bool(value, "rebalancing")
-    return {"member_id": member_id, "generation": generation, "rebalancing": rebalancing}
+    report = {"member_id": member_id, "generation": generation, "rebalancing": rebalancing}
+    if protocol.opt_bool(value, "cooperative"):
+        report.update(cooperative=True, reset_pending=protocol.opt_bool(value, "reset_pending"))
+    return report
 
 
 @attrs.frozen

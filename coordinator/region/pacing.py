@@ -11,6 +11,13 @@ forces one more reset, and can keep the join from ever finishing. So:
   ``rebalancing`` or the members' generations differ (a rebalance not every
   member has seen yet), for at most ``rebalance_settle_max_s`` past its due
   time; then it starts anyway (a failing drain resets the region).
+* A member whose consumer rebalances cooperatively (``cooperative: true`` in
+  its report) keeps its partitions and keeps processing through a rebalance,
+  and its drain does not commit to Kafka while its group is not stable (the
+  checkpoint is the source of truth, cr_consumer/operator/handlers.py): its
+  rebalance does not defer a checkpoint, only its ``reset_pending`` does (a
+  revocation after records were fetched: a reset follows, and its drain would
+  fail). Deferring would stop the survivors' output for the whole join.
 * When a member does not report (an older member), the next checkpoint after
   forced (rebalance) resets waits ``rebalance_settle_s``, doubling per forced
   reset since the last completed checkpoint, up to ``rebalance_settle_max_s``.
@@ -45,6 +52,13 @@ EVICT_QUIET_S = 10.0
 #: A report counts as "after the rejoin hint" only this long after it: a
 #: heartbeat sent before the consumer acted on the hint still says "settled".
 HINT_SETTLE_S = 1.0
+
+
+#: Cooperative members: the first checkpoint after a reset comes this share of
+#: the period after the RESUME (see CheckpointPacing.settle_delay): a quarter
+#: period still holds records at any steady input, and it keeps the longest
+#: time without published output after a membership change near 1.5 periods.
+POST_RESET_PERIOD_SHARE = 0.25
 
 
 class CheckpointPacing:
@@ -85,15 +99,25 @@ class CheckpointPacing:
             return None
         return reports  # type: ignore[return-value]  # no None left
 
+    def all_cooperative(self) -> bool:
+        """Every member that reported its group state reports cooperative
+        rebalancing, and one at least did. A member that has not reported yet
+        (a restarted process whose consumer does not exist yet) has nothing to
+        commit, so an early drain cannot disturb its join."""
+        reports = [m.kafka for m in self._members.values() if m.kafka is not None]
+        return bool(reports) and all(r.get("cooperative") for r in reports)
+
     def group_unsettled(self) -> str | None:
         """Why the Kafka group is rebalancing as the members report it, else None."""
         reports = self._kafka_reports()
         if reports is None:
             return None
-        busy = sorted(n for n, r in reports.items() if r.get("rebalancing"))
+        busy = sorted(n for n, r in reports.items()
+                      if (r.get("reset_pending") if r.get("cooperative") else r.get("rebalancing")))
         if busy:
             return f"members {busy} report a group rebalance in progress"
-        generations = {r.get("generation") for r in reports.values()}
+        eager = [r for r in reports.values() if not r.get("cooperative")]
+        generations = {r.get("generation") for r in eager}
         if len(generations) > 1:
             return f"members are in different group generations {sorted(map(str, generations))}"
         return None
@@ -101,7 +125,16 @@ class CheckpointPacing:
     def settle_delay(self) -> float:
         """Time from a RESUME after a reset to the next checkpoint: the period when
         every member reports its group state (the drain then waits for a settled
-        group, see cycle_due), else longer after rebalances (rebalance_settle_s)."""
+        group, see cycle_due), else longer after rebalances (rebalance_settle_s).
+
+        When every member that reports says cooperative rebalancing, a fraction of the
+        period (POST_RESET_PERIOD_SHARE): the reset discarded what the members
+        produced since the last checkpoint, so the output has already paused
+        for up to a period plus the reset; a drain does not disturb their
+        rebalances (no Kafka commit while a group is not stable), so the next
+        checkpoint comes early and the output resumes sooner."""
+        if self.all_cooperative():
+            return self._config.period_s * POST_RESET_PERIOD_SHARE
         n = self.forced_since_checkpoint
         if n == 0 or self._kafka_reports() is not None:
             return self._config.period_s

@@ -306,6 +306,21 @@ class RegionCore:
             # Kafka rebalance, which asks for its own (force) reset.
             self.waiting.discard(name)
             self._maybe_reset_done(now)
+        elif reason == "left" and self._cooperative_leave_keeps_cycle(name):
+            # Every member rebalances cooperatively: the others keep their partitions
+            # and their state, nothing of theirs needs a rewind. No checkpoint holds
+            # the leaver's offsets beyond the last consistent one (it answered no
+            # checkpoint since): its partitions keep that checkpoint's offsets
+            # (carried forward) until their next owners, assigned by the Kafka
+            # rebalance, start there; what it processed since is never published
+            # (its leave reply names its last completed checkpoint). A cycle in
+            # flight goes on without it. docs/region.md, cooperative step 9.
+            log.info("region %s: member %s left in %s; every member is cooperative: no reset",
+                     self.config.name, name, self.phase.value)
+            if name in self.waiting:
+                self.waiting.discard(name)
+                if not self.waiting:
+                    self._phase_answered(now)
         elif self.phase is not Phase.WAITING:
             # A graceful leaver's consumer has left the Kafka group: the others rejoin
             # now (rejoin hint) instead of at their next Kafka heartbeat.
@@ -342,6 +357,22 @@ class RegionCore:
             self._cycle_offsets.extend(offsets)
         if self.waiting:
             return
+        self._phase_answered(now)
+
+    def _cooperative_leave_keeps_cycle(self, name: str) -> bool:
+        """A graceful leave of ``name`` (already removed from the members) needs
+        no reset: every reporting member is cooperative, and the leaver has not
+        answered a checkpoint of the cycle in flight (RUNNING; DRAINING, where
+        no offsets are collected yet; CHECKPOINTING while it is still awaited)."""
+        if not self._pacing.all_cooperative():
+            return False
+        if self.phase is Phase.RUNNING or self.phase is Phase.DRAINING:
+            return True
+        return self.phase is Phase.CHECKPOINTING and name in self.waiting
+
+    def _phase_answered(self, now: float) -> None:
+        """Every awaited member answered the current phase (or left): the next step."""
+        command = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint"}.get(self.phase, "reset")
         if command == "drain":
             if self.seq is None:  # a cycle's seq is set when its drain starts
                 raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")

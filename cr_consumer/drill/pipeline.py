@@ -9,7 +9,9 @@ every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
 * ``fault_dir``: where the drill drops fault triggers (``sink-failure``);
 * ``session_timeout_ms`` / ``heartbeat_interval_ms``: the group timeouts
   (short in tests: a join takes about half the session timeout);
-* ``max_poll_records``.
+* ``max_poll_records``;
+* ``assignment_strategy``: the consumers' ``partition.assignment.strategy``
+  (``cooperative-sticky``: incremental rebalancing; default: the operator's eager assignors).
 
 Records: the drill produces UTF-8 values; a *poison* record has a value that is
 not UTF-8. The source's value deserialiser (:func:`decode_value`) raises on
@@ -153,6 +155,7 @@ def build(ctx) -> Pipeline:
         raise ValueError("drill pipeline: pass exactly one of --param topics=a,b or --param pattern=REGEX")
     session = int(ctx.param("session_timeout_ms", "6000"))
     heartbeat = int(ctx.param("heartbeat_interval_ms", str(max(100, session // 6))))
+    strategy = str(ctx.params.get("assignment_strategy") or "")
     source = KafkaSource(
         topics=tuple(t for t in topics.split(",") if t),
         pattern=pattern or None,
@@ -166,6 +169,7 @@ def build(ctx) -> Pipeline:
             "session.timeout.ms": session,
             "heartbeat.interval.ms": heartbeat,
             "auto.offset.reset": "earliest",
+            **({"partition.assignment.strategy": strategy} if strategy else {}),
         },
     )
     timeline_dir = Path(ctx.param("timeline_dir", str(Path(ctx.output_dir).parent / "timeline")))

@@ -124,6 +124,8 @@ class DrillConfig:
     #: Region checkpoint period.
     period_s: float = 2.0
     session_timeout_ms: int = 6000
+    #: The members' consumers rebalance incrementally (the cooperative-sticky assignor).
+    cooperative: bool = False
     #: Bound on the whole drill after the region starts.
     timeout_s: float = 180.0
     #: Keep the drill directory's output files (the report and plot are always kept).
@@ -238,6 +240,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 "fault_dir": str(dirs["faults"]),
                 "session_timeout_ms": str(cfg.session_timeout_ms),
             }
+            if cfg.cooperative:
+                params["assignment_strategy"] = "cooperative-sticky"
             if cfg.scenario == "new-topic":
                 params["pattern"] = re.escape(prefix) + r"-.*"
             else:

@@ -1,4 +1,4 @@
-"""Work-arounds for two kafka-python 3.0.12 defects, and one missing public call.
+"""Work-arounds for three kafka-python 3.0.12 defects, and one missing public call.
 
 1. pause()/resume() (:func:`unstick_parked_fetches`)
 
@@ -81,6 +81,27 @@ The region's rejoin hint (a member joined or left the region, so a group
 rebalance is coming) wants the consumer to rejoin at once; kafka-python has no
 public call for it, so the coordinator's own ``request_rejoin()`` is used, on
 the event thread, guarded like the others.
+
+4. No fetching during a cooperative rebalance (:func:`fetch_during_cooperative_joins`)
+
+Under the cooperative protocol (KIP-429) a member keeps its partitions through
+a rebalance and the Java client keeps fetching them while the join is in
+flight. kafka-python 3.0.12's ``KafkaConsumer._poll_once`` returns no records
+whenever ``coordinator.poll()`` has not finished the join within the poll's
+timeout, so a member fetches nothing for the whole join phase (10 s on tansu
+with a 20 s session timeout), exactly as under the eager protocol.
+
+The fix, installed on the coordinator instance when the consumer's assignors
+are cooperative: while the member is REBALANCING and still owns partitions,
+``coordinator.poll()`` drives the join for at most
+:data:`COOPERATIVE_JOIN_WAIT_MS` (the join task runs on the IO thread and
+work-around 2 keeps a join that completes between polls) and then lets the
+consumer fetch. Revocations still arrive through the rebalance listener when
+the join completes (the operator's rebalancer then resets the region if it
+fetched, see ``cr_consumer/operator/rebalance.py``); a member whose
+generation was lost has no partitions left (kafka-python clears them before
+rejoining), so it fetches nothing. Guarded like the others; covered by the
+cooperative drills (``tests/drill/test_drill_cooperative.py``).
 """
 
 from __future__ import annotations
@@ -154,6 +175,44 @@ async def _finish_completed_join(coordinator, member_state) -> None:
         generation.generation_id, generation.member_id, generation.protocol, task.value)
 
 
+#: Longest wait for a cooperative join inside one poll before the consumer
+#: fetches its kept partitions (work-around 4): long enough for the IO thread to
+#: hand over a join that is complete, short enough that the owned partitions'
+#: records keep flowing at the poll rate during a join that lasts seconds.
+COOPERATIVE_JOIN_WAIT_MS = 20
+
+
+def fetch_during_cooperative_joins(consumer) -> bool:
+    """Install work-around (4) on ``consumer``; True if installed (cooperative assignors only)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    needed = ("poll", "state", "_rebalance_protocol", "_subscription")
+    if coordinator is None or not all(hasattr(coordinator, a) for a in needed):
+        log.warning("kafka-python coordinator has an unknown layout: cooperative fetching work-around not installed")
+        return False
+    try:
+        from kafka.coordinator.assignors.abstract import RebalanceProtocol
+        from kafka.structs import MemberState
+    except ImportError:
+        log.warning("kafka-python has no RebalanceProtocol/MemberState: cooperative fetching work-around not installed")
+        return False
+    if coordinator._rebalance_protocol != RebalanceProtocol.COOPERATIVE:
+        return False
+    if getattr(coordinator, "_cr_fetches_during_joins", False):
+        return True
+    original_poll = coordinator.poll
+
+    def poll(timeout_ms=None):
+        if coordinator.state is MemberState.REBALANCING and coordinator._subscription.assigned_partitions():
+            wait = COOPERATIVE_JOIN_WAIT_MS if timeout_ms is None else min(timeout_ms, COOPERATIVE_JOIN_WAIT_MS)
+            original_poll(timeout_ms=wait)
+            return True  # the owned partitions keep fetching while the join goes on
+        return original_poll(timeout_ms=timeout_ms)
+
+    coordinator.poll = poll
+    coordinator._cr_fetches_during_joins = True
+    return True
+
+
 def request_rejoin(consumer) -> bool:
     """3. Ask the consumer to rejoin its group at its next poll.
 
@@ -169,4 +228,4 @@ def request_rejoin(consumer) -> bool:
     return True
 
 
-__all__ = ["keep_completed_joins", "request_rejoin", "unstick_parked_fetches"]
+__all__ = ["fetch_during_cooperative_joins", "keep_completed_joins", "request_rejoin", "unstick_parked_fetches"]

@@ -18,7 +18,10 @@ the reference design does:
 * ``fetch.max.bytes`` defaults to 1 MB (Kafka: 50 MB), so no fetch response
   takes long to decode while a drain waits (see DEFAULT_FETCH_MAX_BYTES);
 * ``enable.auto.commit`` is always false (the drain commits);
-* only eager assignors (range, round robin).
+* eager assignors (range, round robin), or the cooperative sticky assignor
+  alone (``partition.assignment.strategy=cooperative-sticky``, the switch for
+  incremental rebalancing: see :attr:`OperatorConfig.cooperative` and
+  rebalance.py); eager and cooperative assignors are never mixed.
 """
 
 from __future__ import annotations
@@ -286,26 +289,50 @@ class OperatorConfig:
 
     @staticmethod
     def _assignors(strategy) -> tuple:
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-        classes = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+        classes = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                   "cooperativesticky": CooperativeStickyAssignor}
         items = [strategy] if isinstance(strategy, str) else list(strategy)
+        if isinstance(strategy, str) and "," in strategy:
+            items = [part.strip() for part in strategy.split(",") if part.strip()]
         out = []
         for item in items:
             name = item if isinstance(item, str) else getattr(item, "name", repr(item))
             key = str(name).lower().replace("_", "").replace("-", "")
             for short, cls in classes.items():
-                if key in (short, cls.__name__.lower(), f"{short}partitionassignor"):
+                if key in (short, cls.__name__.lower(), f"{short}partitionassignor", f"{short}assignor"):
                     out.append(cls)
                     break
             else:
                 raise ConfigError(
-                    f"partition.assignment.strategy {name!r} is not supported: only eager assignors "
-                    "(range, roundrobin) are used; cooperative rebalancing would let a member keep "
-                    "fetching while others reset"
+                    f"partition.assignment.strategy {name!r} is not supported: use range, roundrobin "
+                    "(eager) or cooperative-sticky (incremental; alone)"
                 )
+        if not out:
+            raise ConfigError("partition.assignment.strategy is empty: use range, roundrobin or cooperative-sticky")
+        if CooperativeStickyAssignor in out and len(set(out)) > 1:
+            # One protocol per consumer: the operator's revocation handling
+            # (rebalance.py) differs between eager and incremental rebalances.
+            raise ConfigError(
+                "partition.assignment.strategy: cooperative-sticky cannot be combined with eager assignors "
+                f"({', '.join(sorted(c.__name__ for c in set(out) if c is not CooperativeStickyAssignor))})"
+            )
         return tuple(out)
+
+    @property
+    def cooperative(self) -> bool:
+        """Incremental (cooperative) rebalancing: survivors keep their partitions
+        through a rebalance; only the partitions that move are revoked (and a
+        revocation after records were fetched still resets the region)."""
+        strategy = self.consumer_properties.get("partition.assignment.strategy")
+        if strategy is None:
+            return False
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+        return CooperativeStickyAssignor in self._assignors(strategy)
 
     # -- derived values ---------------------------------------------------
     @property

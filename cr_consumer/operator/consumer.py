@@ -56,6 +56,12 @@ S = ClientState
 START_TIMEOUT_S = 30.0
 #: Bound on stopping each thread at close.
 CLOSE_JOIN_S = 10.0
+#: Cooperative: how long close() lets a drain's deferred Kafka commit wait for
+#: the group's rebalance to end (then the consumer closes without it; the
+#: region's checkpoint holds the offsets). Short: the member runtime leaves the
+#: region only after its source closed, so a cycle that starts meanwhile waits
+#: for this member (a remove during a rebalance would stall the survivors).
+CLOSE_COMMIT_WAIT_S = 2.0
 #: How often the event thread refreshes the high-water marks for lag metrics.
 HIGHWATER_REFRESH_S = 0.5
 
@@ -91,6 +97,8 @@ class ConsumerOperator:
             raise ValueError("give submit(record) or submit_batch(records)")
         self.config = config
         self.name = config.operator_name
+        #: Incremental rebalancing (config.cooperative, parsed once: read after every poll).
+        self._cooperative = config.cooperative
         self.standalone = permit is None
         self.permit = permit if permit is not None else RegionPermit()
         if config.region_mode is RegionMode.OPERATOR_DRIVEN and region is not None and not hasattr(region, "request_drain"):
@@ -193,14 +201,22 @@ class ConsumerOperator:
         return self
 
     def close(self) -> None:
-        """Stop the driver, the process thread and the event thread (which
-        closes the consumer: it leaves the group); unregister; close the client."""
+        """Stop the driver, the process thread; cooperative: finish a deferred
+        Kafka commit (bounded, handlers.commit_deferred_at_close); stop the event
+        thread (which closes the consumer: it leaves the group); unregister;
+        close the client."""
         if self.sm.state is S.CLOSED:
             return
         self.sm.to(S.CLOSED, "close()")
         if self._driver is not None:
             self._driver.stop(CLOSE_JOIN_S)
         self.process.stop(CLOSE_JOIN_S)
+        if self.config.cooperative and self.handlers.has_deferred_commit and self._failure is None:
+            try:
+                self.events.call(lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
+                                 CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S, "deferred commit at close")
+            except Exception:  # noqa: BLE001 - closing goes on; the checkpoint holds the offsets
+                log.warning("%s: the deferred Kafka commit at close failed", self.name, exc_info=True)
         self.events.stop(CLOSE_JOIN_S)
         try:
             if self._registered:
@@ -260,6 +276,11 @@ class ConsumerOperator:
         return self.events.group
 
     @property
+    def cooperative(self) -> bool:
+        """Incremental rebalancing (the cooperative-sticky assignor, OperatorConfig.cooperative)."""
+        return self.config.cooperative
+
+    @property
     def joining(self) -> bool:
         """True from subscribe or a revocation until the next assignment."""
         return self.rebalancer.joining
@@ -285,6 +306,8 @@ class ConsumerOperator:
 
     def _after_poll(self, consumer: Any) -> None:
         self.rebalancer.after_poll(consumer)
+        if self._cooperative:
+            self.handlers.commit_deferred_after_poll(consumer)
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
             self._highwater_at = now

@@ -46,7 +46,12 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from cr_consumer.kafka.compat import keep_completed_joins, request_rejoin, unstick_parked_fetches
+from cr_consumer.kafka.compat import (
+    fetch_during_cooperative_joins,
+    keep_completed_joins,
+    request_rejoin,
+    unstick_parked_fetches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +239,8 @@ class EventThread:
             # kafka-python 3.0.12 drops a join that completes between polls
             # (see cr_consumer.kafka.compat): keep it instead.
             keep_completed_joins(self.consumer)
+            # and fetches nothing during a cooperative join: keep fetching the owned partitions.
+            fetch_during_cooperative_joins(self.consumer)
             self.group = self.consumer.group_metadata()
         except BaseException as exc:  # noqa: BLE001 - delivered to start()
             log.exception("%s: cannot create the Kafka consumer", self.name)

@@ -48,6 +48,10 @@ COMMIT_TIMEOUT_S = 5.0
 #: (the offsets and the cause) instead of the waiter giving up a moment earlier
 #: with a bare "did not finish in time".
 COMMIT_MARGIN_S = 0.5
+#: Poll timeout while a closing cooperative operator waits for its group's
+#: rebalance to end (commit_deferred_at_close): short, so the wait ends soon
+#: after the group is stable.
+CLOSE_POLL_MS = 50
 #: Bound on a stop/start-polling round trip to the event thread (at most one
 #: poll plus queued events): a wedged event thread fails the handler instead
 #: of hanging it.
@@ -60,6 +64,22 @@ class DrainError(RuntimeError):
 
 class ResetError(RuntimeError):
     """The reset could not complete; the region retries it."""
+
+
+def commit_deferred(group, joining: bool) -> str | None:
+    """Why a cooperative drain must not commit to Kafka now (see
+    ``RegionHandlers._commit_cooperative``), else None. ``group``: the
+    consumer's ``group_metadata()`` (kafka-python's ConsumerGroupMetadata, or
+    None); ``joining``: waiting for an assignment (rebalance.py)."""
+    from kafka.structs import MemberState
+
+    if group is None:
+        return "no group membership yet"
+    if group.state != MemberState.STABLE:
+        return f"group state {group.state}"
+    if joining:
+        return "waiting for an assignment"
+    return None
 
 
 def _serialized(method):
@@ -121,6 +141,10 @@ class RegionHandlers:
     #: Offsets committed by the last successful drain, for the checkpoint that
     #: follows; None after a failed drain or a reset. Handler threads, ``_lock``.
     _drained: dict[TopicPartition, int] | None
+    #: Cooperative: the last drain's offsets whose Kafka commit waits for a
+    #: stable group (None: nothing waits). Event thread only (the drain's
+    #: commit, the reset's seek and the after-poll retry all run there).
+    _deferred_commit: dict[TopicPartition, int] | None
 
     def __init__(
         self,
@@ -158,6 +182,7 @@ class RegionHandlers:
         self._lock = threading.RLock()
         self._members = []
         self._drained = None
+        self._deferred_commit = None
 
     @_serialized
     def set_members(self, members: list[str]) -> None:
@@ -179,6 +204,9 @@ class RegionHandlers:
            c. read the offset manager's offsets of the assignment (consistent:
               the permit is blocked, nothing is being submitted);
            d. commit them in one synchronous commit; a failure raises DrainError.
+              Cooperative rebalancing: the commit waits for a stable group
+              generation and a refused one does not fail the drain
+              (:meth:`_commit_cooperative`): the checkpoint holds the offsets.
         3. Records fetched but not submitted stay in the message queue, in
            both region modes, and are submitted after the drain in fetch
            order. There is no separate drain buffer: a process thread already
@@ -204,7 +232,9 @@ class RegionHandlers:
             if self._sm.state is S.CR_RESET_PENDING:
                 raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
             offsets = self._offsets.snapshot()
-            if offsets:
+            if offsets and cfg.cooperative:
+                self._commit_cooperative(consumer, offsets, commit_timeout_ms)
+            elif offsets:
                 try:
                     consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
                                     timeout_ms=commit_timeout_ms)
@@ -222,6 +252,84 @@ class RegionHandlers:
         self._stats.drain_done((time.monotonic() - t0) * 1000)
         self._drains.done()
         log.debug("%s: drained, committed %s", self.name, offsets_text(offsets))
+
+    def _commit_cooperative(self, consumer, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
+        """The drain's Kafka commit under cooperative rebalancing (event thread).
+
+        The region's consistent offsets are the coordinator's checkpoint (the
+        members' checkpoint answers; resets and later assignments seek to
+        them); the committed offsets in Kafka only serve the lag monitoring
+        and a job's very first start. So a drain goes on while the group
+        rebalances (the survivors keep processing, and their output must be
+        published), and:
+
+        1. while this consumer is not in a stable generation, it does not
+           commit at all: a commit during a join is refused and makes the
+           consumer rejoin (on tansu, joins then never finished); the next
+           drain in a stable generation commits the newer offsets;
+           When it becomes stable, the deferred offsets (of the partitions
+           still assigned) are committed after a poll
+           (:meth:`commit_deferred_after_poll`), unless a reset came first;
+        2. otherwise it commits; a refusal (a rebalance the broker began
+           since, a coordinator moving, a timeout) is logged with the offsets
+           and does not fail the drain: the checkpoint still holds them, and
+           the next drain commits again.
+        """
+        why = commit_deferred(consumer.group_metadata(), self._rebalancer.joining)
+        if why is not None:
+            log.info("%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
+                     self.name, offsets_text(offsets), why)
+            self._deferred_commit = dict(offsets)
+            return
+        self._deferred_commit = None
+        self._commit_now(consumer, offsets, timeout_ms)
+
+    def _commit_now(self, consumer, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
+        try:
+            consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, timeout_ms=timeout_ms)
+        except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
+            log.warning("%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain "
+                        "commits again", self.name, offsets_text(offsets), exc)
+            return
+        self._stats.set_committed(offsets)
+
+    @property
+    def has_deferred_commit(self) -> bool:
+        """A drain's Kafka commit still waits for a stable group (read on any thread)."""
+        return self._deferred_commit is not None
+
+    def commit_deferred_at_close(self, consumer, wait_s: float) -> None:
+        """Event thread, at a graceful close (cooperative): the deferred commit
+        waits at most ``wait_s`` for the group's rebalance to end, polling to
+        drive it (the operator is CLOSED: nothing polled is submitted), then
+        commits as after a poll. Without this a region stopped during a
+        rebalance leaves Kafka's committed offsets behind its last checkpoint."""
+        deadline = time.monotonic() + wait_s
+        while (self._deferred_commit is not None and time.monotonic() < deadline
+               and commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None):
+            consumer.poll(timeout_ms=CLOSE_POLL_MS, max_records=1)
+        if self._deferred_commit is not None:
+            if commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None:
+                log.warning("%s: closing during a group rebalance: the Kafka commit of %s is not done (the "
+                            "checkpoint holds these offsets)", self.name, offsets_text(self._deferred_commit))
+                return
+            self.commit_deferred_after_poll(consumer)
+
+    def commit_deferred_after_poll(self, consumer) -> None:
+        """Event thread, after each poll (cooperative): the drain's commit that
+        waited for a stable group, once it is stable, for the partitions still
+        assigned. Dropped by a reset (the region rewound below it) and replaced
+        by the next drain's; a failure is logged and not retried (the next
+        drain commits again)."""
+        offsets = self._deferred_commit
+        if offsets is None or commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None:
+            return
+        self._deferred_commit = None
+        assigned = consumer.assignment()
+        offsets = {tp: off for tp, off in offsets.items() if tp in assigned}
+        if offsets:
+            self._commit_now(consumer, offsets, int(COMMIT_TIMEOUT_S * 1000))
+            log.info("%s: deferred Kafka commit of %s done", self.name, offsets_text(offsets))
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -303,6 +411,7 @@ class RegionHandlers:
         self._new_epoch(f"reset to {what}")
 
         def seek_all(consumer):
+            self._deferred_commit = None  # the region rewinds below the drain that deferred it
             tps = consumer.assignment()
             self._offsets.set_assignment(tps)
             self._rebalancer.clear_held()
@@ -339,4 +448,4 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError"]
+__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError", "commit_deferred"]

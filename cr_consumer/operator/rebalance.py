@@ -35,6 +35,30 @@ Assignment:
    Standalone (no region): the seek above is done anyway, committed offsets
    first, and is the reset (RESET_COMPLETE): at-least-once, like any plain
    group consumer.
+
+Cooperative (incremental) rebalancing (``config.cooperative``, the
+cooperative-sticky assignor): kafka-python revokes only the partitions that
+move, after the rebalance's SyncGroup, and names only the partitions added in
+``on_partitions_assigned``; the others stay assigned and keep fetching
+through the whole rebalance. So:
+
+1. revocation: the revoked partitions leave the offset manager and the held
+   set at once (no drain or checkpoint of this member reports or commits
+   them again; the process thread's offset updates for them are ignored);
+   ``joining`` is not set (this member is not waiting for an assignment:
+   it keeps its other partitions). If records were fetched (RECORDS_FETCHED)
+   or partitions were lost, the same as eager step 2: a new epoch (the queue
+   may hold the revoked partitions' records), CR_RESET_PENDING and one forced
+   region reset, because this member's pending output may hold records of a
+   revoked partition beyond the last consistent checkpoint, which its next
+   owner re-reads from there. Otherwise (nothing fetched since the last reset)
+   the queue is empty and nothing of the revoked partitions is pending: no
+   reset.
+2. assignment: the added partitions join the ones kept (the offset manager's
+   assignment and the held set are extended, not replaced); they are seeked
+   as in the eager steps 1-3, to the last consistent checkpoint's offsets the
+   runtime announced (``set_consistent_offsets``): nobody processed them
+   since, or a reset follows that rewinds them (step 1).
 """
 
 from __future__ import annotations
@@ -137,6 +161,7 @@ class Rebalancer:
         self._new_epoch = new_epoch
         self._request_reset = request_reset
         self._standalone = standalone
+        self._cooperative = config.cooperative
         self._lock = threading.Lock()
         self.held = set()
         self._assign_pending = False
@@ -149,9 +174,17 @@ class Rebalancer:
         state = self._sm.state
         if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
             return
-        self.joining = True
-        self._new_epoch("partitions lost" if lost else "partitions revoked")
         need = lost or state is S.RECORDS_FETCHED
+        if self._cooperative:
+            gone = set(tps)
+            self._offsets.set_assignment(tp for tp in self._offsets.assigned() if tp not in gone)
+            with self._lock:
+                self.held = self.held - gone
+            if need:
+                self._new_epoch("partitions lost" if lost else "partitions revoked")
+        else:
+            self.joining = True
+            self._new_epoch("partitions lost" if lost else "partitions revoked")
         if not need:
             log.info("%s: revocation of %d partitions ignored (state %s: nothing fetched)",
                      self.name, len(tps), state.value)
@@ -166,7 +199,8 @@ class Rebalancer:
 
     def on_assigned(self, tps) -> None:
         tps = set(tps)
-        self._offsets.set_assignment(tps)
+        # Cooperative: ``tps`` are only the added partitions; the kept ones stay.
+        self._offsets.set_assignment(set(self._offsets.assigned()) | tps if self._cooperative else tps)
         # Fast path: a target known in memory (merged checkpoint, cached
         # control variable) is seeked right here (seek is pure client state),
         # so fetching starts in this very poll; the rest is held (paused) and
@@ -180,8 +214,8 @@ class Rebalancer:
         self._events.pause_partitions(held)
         with self._lock:
             self.n_partition_rebalances += 1
-            self.held = held
-            self._assign_pending = bool(held)
+            self.held = self.held | held if self._cooperative else held
+            self._assign_pending = bool(self.held)
         self.joining = False
         log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps),
                  by_label(fast))

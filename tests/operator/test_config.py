@@ -62,7 +62,9 @@ def test_pass_through_properties_by_dotted_name():
         (dict(consumer_properties={"group.id": "x"}), "OperatorConfig(group_id"),
         (dict(consumer_properties={"fetch_max_bytes": 1}), "dotted Kafka name"),
         (dict(consumer_properties={"no.such.setting": 1}), "unknown consumer property 'no.such.setting'"),
-        (dict(consumer_properties={"partition.assignment.strategy": "cooperative-sticky"}), "only eager assignors"),
+        (dict(consumer_properties={"partition.assignment.strategy": "sticky"}), "is not supported"),
+        (dict(consumer_properties={"partition.assignment.strategy": ["cooperative-sticky", "range"]}),
+         "cannot be combined with eager assignors"),
         (dict(consumer_properties={"auto.offset.reset": "smallest"}), "auto.offset.reset"),
         (dict(consumer_properties={"session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}), "heartbeat.interval.ms"),
     ],
@@ -80,6 +82,15 @@ def test_enums_from_strings_and_roundrobin_only():
     assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["roundrobin"]
     c = cfg(region_mode="operator_driven", trigger_count=100, start_position="time", start_time=0)
     assert c.trigger_count == 100
+
+
+def test_cooperative_sticky_alone_is_the_incremental_switch():
+    assert cfg().cooperative is False
+    for spelling in ("cooperative-sticky", ["cooperative_sticky"], "CooperativeStickyAssignor"):
+        c = cfg(consumer_properties={"partition.assignment.strategy": spelling})
+        assert c.cooperative is True
+        assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["cooperative-sticky"]
+    assert cfg(consumer_properties={"partition.assignment.strategy": "range,roundrobin"}).cooperative is False
 
 
 def test_frozen():

@@ -83,9 +83,11 @@ class Gate:
 
 class Harness:
     def __init__(self, consumer: FakeConsumer, *, state=S.SUBSCRIBED, standalone=False,
-                 start=StartPosition.BEGINNING, control: LocalControl | None = None) -> None:
+                 start=StartPosition.BEGINNING, control: LocalControl | None = None,
+                 cooperative: bool = False) -> None:
+        props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
         self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
-                                     topics=["t"], start_position=start)
+                                     topics=["t"], start_position=start, consumer_properties=props)
         self.sm = StateMachine("m0")
         self.sm.to(S.SUBSCRIBED)
         if state is not S.SUBSCRIBED:
@@ -108,6 +110,16 @@ class Harness:
 
     def after_poll(self) -> None:
         self.r.after_poll(self.consumer)
+
+    def cooperative_revoke(self, *tps) -> None:
+        """kafka-python's incremental step: the assignment shrinks, then the listener names the revoked."""
+        self.consumer.assigned -= set(tps)
+        self.r.on_revoked(set(tps), lost=False)
+
+    def cooperative_add(self, *tps) -> None:
+        """kafka-python's incremental step: the assignment grows, the listener names only the added."""
+        self.consumer.assigned |= set(tps)
+        self.r.on_assigned(set(tps))
 
 
 def consumer(**kw) -> FakeConsumer:
@@ -224,3 +236,48 @@ def test_nothing_happens_after_close():
     h.assign(T0)
     h.after_poll()
     assert h.consumer.seeks == {}
+
+
+# -- cooperative (incremental) rebalancing ------------------------------------------
+
+
+def test_cooperative_revocation_without_records_keeps_the_rest_and_asks_for_no_reset():
+    h = Harness(consumer(), cooperative=True)
+    h.targets.set_merged(3, {T0: 10, T1: 20, T2: 30})
+    h.assign(T0, T1, T2)
+    h.after_poll()
+    h.cooperative_revoke(T1)
+    h.after_poll()
+    assert h.offsets.snapshot() == {T0: 10, T2: 30}  # T1 is never reported or committed again
+    assert h.epochs == [] and h.resets == [] and h.sm.state is S.SUBSCRIBED
+    assert h.r.joining is False  # it keeps fetching T0 and T2
+
+
+def test_cooperative_revocation_after_records_were_fetched_drops_the_partition_and_asks_for_one_reset():
+    h = Harness(consumer(), cooperative=True)
+    h.targets.set_merged(3, {T0: 10, T1: 20, T2: 30})
+    h.assign(T0, T1, T2)
+    h.sm.to(S.RECORDS_FETCHED)
+    h.offsets.update(T1, 25)
+    h.cooperative_revoke(T1)
+    h.offsets.update(T1, 26)  # a batch the process thread still held: ignored
+    h.after_poll()
+    assert h.offsets.snapshot() == {T0: 10, T2: 30}
+    assert h.epochs == ["partitions revoked"] and h.resets == ["revoked 1 partitions"]
+    assert h.sm.state is S.CR_RESET_PENDING
+
+
+def test_cooperative_assignment_adds_to_the_kept_partitions_at_the_consistent_offsets():
+    h = Harness(consumer(), cooperative=True)
+    h.targets.set_merged(3, {T0: 10})
+    h.assign(T0)
+    h.sm.to(S.RECORDS_FETCHED)
+    h.offsets.update(T0, 14)
+    # the runtime announced checkpoint 4 (T2 unreported there: its offset of checkpoint 3 carried over)
+    h.targets.set_merged(4, {T0: 14, T2: 33})
+    h.cooperative_add(T2)
+    assert h.r.held == {T2} and h.consumer.paused_set == {T2}  # fetched records: seeked after the poll
+    h.after_poll()
+    assert h.consumer.seeks[T2] == 33
+    assert h.offsets.snapshot() == {T0: 14, T2: 33}  # T0 kept its progress
+    assert h.consumer.paused_set == set() and h.sm.state is S.RECORDS_FETCHED and h.resets == []

@@ -9,11 +9,13 @@ import threading
 
 import pytest
 from kafka import TopicPartition
+from kafka.errors import CommitFailedError
+from kafka.structs import ConsumerGroupMetadata, MemberState
 
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handlers import DrainError, DrainSignal, RegionHandlers
+from cr_consumer.operator.handlers import DrainError, DrainSignal, RegionHandlers, commit_deferred
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
@@ -40,6 +42,7 @@ class FakeConsumer:
         self.commits: list[dict[TopicPartition, int]] = []
         self.commit_error: BaseException | None = None
         self.n_polls = 0
+        self.group = None
         self._idle = threading.Event()
 
     def poll(self, timeout_ms, max_records):
@@ -48,7 +51,7 @@ class FakeConsumer:
         return {}
 
     def group_metadata(self):
-        return None
+        return self.group
 
     def assignment(self):
         return set(self.assigned)
@@ -87,10 +90,11 @@ class FakeConsumer:
 
 
 class Parts:
-    def __init__(self) -> None:
+    def __init__(self, cooperative: bool = False) -> None:
+        props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
         self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
                                      topics=["t"], start_position=StartPosition.BEGINNING,
-                                     drain_timeout_s=WAIT_S, reset_timeout_s=WAIT_S)
+                                     drain_timeout_s=WAIT_S, reset_timeout_s=WAIT_S, consumer_properties=props)
         self.consumer = FakeConsumer()
         self.sm = StateMachine("m0")
         self.sm.to(S.SUBSCRIBED)
@@ -125,7 +129,15 @@ class Parts:
 
 @pytest.fixture
 def parts():
-    p = Parts()
+    yield from _started(Parts())
+
+
+@pytest.fixture
+def coop():
+    yield from _started(Parts(cooperative=True))
+
+
+def _started(p):
     p.events.start(WAIT_S)
     p.events.set_polling(True, WAIT_S)
     yield p
@@ -187,3 +199,72 @@ def test_reset_to_initial_state_seeks_to_the_control_variables_else_the_start_po
     assert parts.consumer.seeks == {T0: 12, T1: 101}
     assert parts.targets.merged() is None
     assert parts.sm.state is S.RESET_COMPLETE
+
+
+# -- cooperative rebalancing: the checkpoint, not the Kafka commit, holds the offsets ------
+
+
+def _stable(generation: int = 3):
+    return ConsumerGroupMetadata(GROUP, generation, "member-a", None, MemberState.STABLE)
+
+
+def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint_holds_the_offsets(coop):
+    coop.rebalancer.joining = False  # assigned
+    coop.offsets.update(T0, 7)
+    coop.offsets.update(T1, 3)
+    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    assert coop.permit.block(WAIT_S)
+    coop.handlers.drain()  # no DrainError: the survivors' output must keep flowing
+    assert coop.consumer.commits == []
+    assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7, T1: 3}
+    coop.consumer.group = _stable(4)  # once stable, the deferred commit is done after a poll
+    coop.consumer.assigned = {T0}  # T1 was revoked meanwhile: not committed by this member
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    assert coop.consumer.commits == [{T0: 7}]
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    assert coop.consumer.commits == [{T0: 7}]  # once
+    coop.offsets.update(T0, 9)
+    coop.handlers.drain()  # the next drain in a stable generation commits at once
+    assert coop.consumer.commits == [{T0: 7}, {T0: 9, T1: 3}]
+
+
+def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    coop.handlers.drain()
+    coop.handlers.reset(5, OperatorCheckpoint("m0", ("m0",), {T0: 4, T1: 2}).encode(), attempt=0)
+    coop.consumer.group = _stable(4)
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    assert coop.consumer.commits == []  # never ahead of the checkpoint the region rewound to
+
+
+def test_cooperative_drain_survives_a_refused_commit(coop):
+    coop.rebalancer.joining = False  # assigned
+    coop.offsets.update(T0, 7)
+    coop.consumer.group = _stable()
+    coop.consumer.commit_error = CommitFailedError("rebalance in progress")
+    coop.handlers.drain()
+    assert coop.stats.n_drains == 1
+    assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7}
+
+
+def test_commit_deferred_names_the_reason():
+    assert commit_deferred(None, False) == "no group membership yet"
+    assert "rebalancing" in commit_deferred(ConsumerGroupMetadata(GROUP, 3, "m", None, MemberState.REBALANCING), False)
+    assert commit_deferred(_stable(), True) == "waiting for an assignment"
+    assert commit_deferred(_stable(), False) is None
+
+
+def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable(coop):
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    coop.handlers.drain()
+    # still rebalancing when the wait ends: nothing committed, the deferral kept
+    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, 0.2), WAIT_S, "close")
+    assert coop.consumer.commits == [] and coop.handlers.has_deferred_commit
+    threading.Timer(0.2, lambda: setattr(coop.consumer, "group", _stable(4))).start()
+    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
+    assert coop.consumer.commits == [{T0: 7}]
+    assert not coop.handlers.has_deferred_commit

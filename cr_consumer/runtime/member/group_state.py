@@ -9,7 +9,10 @@ source (a ``ConsumerOperator``):
   and not yet assigned again) or the source waits for a reset after a
   revocation. The controller does not start a periodic drain while a member
   reports it (a commit during a join is refused and makes that consumer
-  rejoin), see ``coordinator/region/reset.py``.
+  rejoin), see ``coordinator/region/pacing.py``. A source with cooperative
+  rebalancing adds ``cooperative: true`` and ``reset_pending`` (waits for a
+  reset after a revocation): its drains go on through a rebalance (no Kafka
+  commit until the group is stable), so only ``reset_pending`` defers them.
 * ``evict_predecessor(config, member_id)``: run by a restarted member when
   the controller's join reply names the Kafka member id of the incarnation it
   replaces (a process that was killed). It removes that consumer from the
@@ -69,6 +72,11 @@ class GroupSource(Protocol):
     @property
     def state(self) -> ClientState | None: ...
 
+    @property
+    def cooperative(self) -> bool:
+        """The consumer rebalances incrementally (OperatorConfig.cooperative)."""
+        ...
+
 
 def group_report(source: GroupSource) -> dict[str, Any] | None:
     """The source's Kafka group state, or None before its consumer exists.
@@ -82,11 +90,14 @@ def group_report(source: GroupSource) -> dict[str, Any] | None:
 
     from cr_consumer.operator.states import ClientState
 
-    rebalancing = (meta.state is not MemberState.STABLE or source.rebalancer.joining
-                   or source.state is ClientState.CR_RESET_PENDING)
-    return {"member_id": meta.member_id or None,
-            "generation": meta.generation_id if meta.generation_id >= 0 else None,
-            "rebalancing": rebalancing}
+    reset_pending = source.state is ClientState.CR_RESET_PENDING
+    rebalancing = meta.state is not MemberState.STABLE or source.rebalancer.joining or reset_pending
+    report: dict[str, Any] = {"member_id": meta.member_id or None,
+                              "generation": meta.generation_id if meta.generation_id >= 0 else None,
+                              "rebalancing": rebalancing}
+    if source.cooperative:
+        report.update(cooperative=True, reset_pending=reset_pending)
+    return report
 
 
 def request_rejoin(source: GroupSource) -> bool:

@@ -315,6 +315,91 @@ def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
     assert h.core.phase is Phase.DRAINING
 
 
+def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does():
+    h = started(2, period_s=1.0, rebalance_settle_max_s=4.0)
+
+    def report(now, m1_generation, **flags):
+        for name in sorted(h.core.members):
+            h.core.heartbeat(name, b"id", "inc1", now, {
+                "member_id": f"k-{name}", "generation": m1_generation if name == "m1" else 5,
+                "rebalancing": flags.get(f"{name}_rebalancing", False), "cooperative": True,
+                "reset_pending": flags.get(f"{name}_reset_pending", False)})
+
+    # m1 rebalances (and is a generation ahead): its partitions keep flowing, so the drain runs when due
+    report(1.0, 6, m1_rebalancing=True)
+    h.core.tick(1.2)
+    assert h.core.phase is Phase.DRAINING
+    h.ack_all("drain", 1.3, seq=1)
+    h.ack_all("checkpoint", 1.4, seq=1)
+    h.take()
+    # m0 was revoked after fetching: its reset is coming and its drain would fail, so the drain waits
+    report(1.5, 6, m0_rebalancing=True, m0_reset_pending=True)
+    h.core.tick(2.5)
+    assert h.core.phase is Phase.RUNNING and h.take() == []
+    report(2.6, 6)
+    h.core.tick(2.7)
+    assert h.core.phase is Phase.DRAINING
+
+
+def test_cooperative_members_checkpoint_early_after_a_reset():
+    h = started(2, period_s=1.0)
+    for name in sorted(h.core.members):
+        h.core.heartbeat(name, b"id", "inc1", 1.0, {"member_id": f"k-{name}", "generation": 5,
+                                                   "rebalancing": False, "cooperative": True})
+    h.core.request_reset("m0", True, "rebalance", 1.1)
+    h.ack_all("reset", 1.2, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.2 + 0.25)
+    # a restarted member has not reported yet (no consumer): still early
+    h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
+    h.ack_all("reset", 1.4, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.4 + 0.25)
+
+
+def _cooperative_reports(h, now):
+    for name in sorted(h.core.members):
+        h.core.heartbeat(name, b"id", "inc1", now, {"member_id": f"k-{name}", "generation": 5,
+                                                   "rebalancing": False, "cooperative": True})
+
+
+def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():
+    h = started(3, period_s=1.0)
+    _cooperative_reports(h, 0.5)
+    h.core.leave("m2", 0.6)
+    assert h.core.phase is Phase.RUNNING and h.take() == []
+    h.core.tick(1.2)  # the next checkpoint goes on without the leaver
+    assert h.core.phase is Phase.DRAINING
+    assert sorted(m for m, b in h.take() if b["cmd"] == "drain") == ["m0", "m1"]
+
+
+def test_a_cooperative_cycle_goes_on_without_a_leaver_that_has_not_answered_its_checkpoint():
+    h = started(3, period_s=1.0)
+    _cooperative_reports(h, 0.5)
+    h.core.tick(1.2)
+    assert h.core.phase is Phase.DRAINING
+    h.take()
+    h.core.ack("m0", "drain", h.core.seq, None, True, None, 1.25)
+    h.core.ack("m1", "drain", h.core.seq, None, True, None, 1.25)
+    h.core.leave("m2", 1.3)  # the last one awaited: the cycle moves on
+    assert h.core.phase is Phase.CHECKPOINTING
+    assert sorted(m for m, b in h.take() if b["cmd"] == "checkpoint") == ["m0", "m1"]
+    h.ack_all("checkpoint", 1.4, seq=h.core.seq)
+    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_members == ["m0", "m1"]
+
+
+def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_still_resets():
+    h = started(3, period_s=1.0)
+    _cooperative_reports(h, 0.5)
+    h.core.tick(1.2)
+    h.ack_all("drain", 1.25, seq=h.core.seq)
+    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 40]])
+    h.core.leave("m2", 1.35)  # its offsets are in the cycle, its interval is never published
+    assert h.core.phase is Phase.RESETTING
+    h = started(3, period_s=1.0)
+    _report(h, 0.5)  # eager reports
+    h.core.leave("m2", 0.6)
+    assert h.core.phase is Phase.RESETTING
+
+
 def test_forced_reset_paces_by_reports_not_by_settle_delay():
     h = started(2, period_s=1.0, rebalance_settle_s=2.0)
     h.core.request_reset("m0", True, "rebalance", 1.0)

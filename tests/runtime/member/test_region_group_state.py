@@ -67,7 +67,7 @@ class _Count(ConsumerRebalanceListener):
 
 
 def _source(pump):
-    return SimpleNamespace(events=pump, rebalancer=SimpleNamespace(joining=False), state=None)
+    return SimpleNamespace(events=pump, rebalancer=SimpleNamespace(joining=False), state=None, cooperative=False)
 
 
 @pytest.mark.slow
