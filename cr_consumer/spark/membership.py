@@ -39,8 +39,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
+from typing import TypeVar
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
@@ -131,6 +132,22 @@ class _MemberListener(AsyncConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned):
         self._member._on_assigned(set(assigned))
+
+
+P = TypeVar("P")  # what a request carries to the member's thread
+
+
+def _claimed(requests: queue.Queue[tuple[P, Future]]) -> Iterator[tuple[P, Future]]:
+    """Take every waiting ``(payload, future)`` off ``requests`` and yield those
+    whose future the caller has not cancelled, now marked running: each yielded
+    future gets exactly one result or exception from the loop body."""
+    while True:
+        try:
+            payload, fut = requests.get_nowait()
+        except queue.Empty:
+            return
+        if fut.set_running_or_notify_cancel():
+            yield payload, fut
 
 
 class GroupMember:
@@ -253,13 +270,7 @@ class GroupMember:
     async def _serve_commits_on_io_loop(self) -> None:
         """Commits asked for during a handover, sent from the listener on the IO loop
         (the member's thread is inside ``poll`` until the rebalance completes)."""
-        while True:
-            try:
-                meta, fut = self._commits.get_nowait()
-            except queue.Empty:
-                return
-            if not fut.set_running_or_notify_cancel():
-                continue
+        for meta, fut in _claimed(self._commits):
             sent = self._kafka.commit_async(meta)
             deadline = time.monotonic() + COMMIT_TIMEOUT_S
             while not sent.is_done and time.monotonic() < deadline:
@@ -273,13 +284,7 @@ class GroupMember:
                 fut.set_result(None)
 
     def _serve_commits(self) -> None:
-        while True:
-            try:
-                meta, fut = self._commits.get_nowait()
-            except queue.Empty:
-                return
-            if not fut.set_running_or_notify_cancel():
-                continue
+        for meta, fut in _claimed(self._commits):
             try:
                 self._kafka.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
             except KafkaTimeoutError:
@@ -291,35 +296,19 @@ class GroupMember:
                 fut.set_result(None)
 
     def _serve_calls(self) -> None:
-        while True:
-            try:
-                fn, fut = self._calls.get_nowait()
-            except queue.Empty:
-                return
-            if not fut.set_running_or_notify_cancel():
-                continue
+        for fn, fut in _claimed(self._calls):
             try:
                 fut.set_result(fn(self._consumer))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 fut.set_exception(exc)
 
     def _fail_commits(self) -> None:
-        while True:
-            try:
-                _, fut = self._commits.get_nowait()
-            except queue.Empty:
-                return
-            if fut.set_running_or_notify_cancel():
-                fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+        for _, fut in _claimed(self._commits):
+            fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
 
     def _fail_calls(self) -> None:
-        while True:
-            try:
-                _, fut = self._calls.get_nowait()
-            except queue.Empty:
-                return
-            if fut.set_running_or_notify_cancel():
-                fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+        for _, fut in _claimed(self._calls):
+            fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
 
     # -- callers (the runner's main thread) ----------------------------------------------
     def start(self) -> None:
