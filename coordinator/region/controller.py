@@ -88,7 +88,7 @@ from coordinator.region.messages import (
     RegionStatusRequest,
 )
 from coordinator.region.state import Phase, RegionConfig, RegionCore
-from coordinator.server.api import Request, ServerApi
+from coordinator.server.api import Request, ServerApi, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
@@ -119,8 +119,7 @@ class RegionControllerService:
     @property
     def server(self) -> ServerApi:
         """The server this service is attached to (handlers run only after attach)."""
-        assert self._server is not None, "attach() the service first"
-        return self._server
+        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server
@@ -135,7 +134,6 @@ class RegionControllerService:
         server.add_handler(RegionStatusRequest.TYPE, RegionStatusRequest, self._on_status)
 
     def on_loaded(self) -> None:
-        assert self._server is not None
         for name, doc in self.server.store.documents(NAMESPACE).items():
             try:
                 config = RegionConfig.from_dict(doc["config"])
@@ -174,7 +172,6 @@ class RegionControllerService:
             log.exception("region %s: could not mark the region FAILED (%s)", name, reason)
 
     def _expire_regions(self, now: float) -> None:
-        assert self._server is not None
         expiry = self.server.limits.region_expiry_s
         for name, core in list(self.regions.items()):
             if core.members:

@@ -240,6 +240,16 @@ class ServerApi(Protocol):
         ...
 
 
+
+def attached(server: ServerApi | None, service: str) -> ServerApi:
+    """The server ``service`` was attached to. Its handlers and ticks run only
+    after ``attach()``; a call before it is a programming error, raised (not an
+    ``assert``, which ``python -O`` removes)."""
+    if server is None:
+        raise RuntimeError(f"{service}: attach() the service to a server first")
+    return server
+
+
 class Service(Protocol):
     """A service plugged into the loop with ``server.add_service(svc)``.
 

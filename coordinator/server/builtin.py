@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.server.api import Request, ServerApi
+from coordinator.server.api import Request, ServerApi, attached
 from coordinator.server.limits import Limits
 from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
@@ -36,8 +36,7 @@ class BuiltinService:
         return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
 
     def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
-        assert self._server is not None  # attached before the loop runs a handler
-        return self._server.status_snapshot()
+        return attached(self._server, type(self).__name__).status_snapshot()
 
 
 def status_snapshot(

@@ -61,7 +61,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.server.api import DEFERRED, Request, ServerApi, Timer
+from coordinator.server.api import DEFERRED, Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
 from coordinator.services.registry import RegistryService
@@ -123,8 +123,7 @@ class MergeService:
     @property
     def server(self) -> ServerApi:
         """The server this service is attached to (handlers run only after attach)."""
-        assert self._server is not None, "attach() the service first"
-        return self._server
+        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server

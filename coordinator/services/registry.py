@@ -51,7 +51,7 @@ import logging
 import time
 from typing import Any
 
-from coordinator.server.api import Request, ServerApi, ServiceStore
+from coordinator.server.api import Request, ServerApi, ServiceStore, attached
 from coordinator.store.state_store import RegionIndexMismatch
 from coordinator.wire import protocol
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
@@ -95,8 +95,7 @@ class RegistryService:
 
     @property
     def server(self) -> ServerApi:
-        assert self._server is not None
-        return self._server
+        return attached(self._server, type(self).__name__)
 
     @property
     def store(self) -> ServiceStore:
@@ -271,8 +270,7 @@ class ControlVariablesService:
     @property
     def server(self) -> ServerApi:
         """The server this service is attached to (handlers run only after attach)."""
-        assert self._server is not None, "attach() the service first"
-        return self._server
+        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server
