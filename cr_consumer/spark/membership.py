@@ -39,7 +39,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TypeVar
 
@@ -124,14 +124,16 @@ class _MemberListener(AsyncConsumerRebalanceListener):
     thread fails with "Cannot block on net.run() from the IO thread"). The
     handover therefore waits by awaiting the loop's sleep."""
 
-    def __init__(self, member: GroupMember) -> None:
-        self._member = member
+    def __init__(self, revoked: Callable[[set[TopicPartition]], Awaitable[None]],
+                 assigned: Callable[[set[TopicPartition]], None]) -> None:
+        self._revoked = revoked
+        self._assigned = assigned
 
     async def on_partitions_revoked(self, revoked):
-        await self._member._on_revoked(set(revoked))
+        await self._revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned):
-        self._member._on_assigned(set(assigned))
+        self._assigned(set(assigned))
 
 
 P = TypeVar("P")  # what a request carries to the member's thread
@@ -234,7 +236,7 @@ class GroupMember:
             # kafka-python 3.0.12 drops a join that completes between polls (a pattern
             # that now matches a new topic rejoins so): keep it (cr_consumer.kafka.compat)
             keep_completed_joins(self._consumer)
-            listener = _MemberListener(self)
+            listener = _MemberListener(self._on_revoked, self._on_assigned)
             if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
                 tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []
                 self._consumer.assign(tps)
