@@ -111,7 +111,8 @@ class CrKafkaStreamReader(DataSourceStreamReader):
 
     def stop(self) -> None:
         if self._planner is not None:
-            self._planner.close()
+            # through the runner's hooks, so that Spark's SIGTERM cannot abort this close
+            runner.close_group("the query stops")
             runner.uninstall()
             self._planner = None
 

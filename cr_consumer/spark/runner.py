@@ -8,8 +8,10 @@ the group cleanly instead of being evicted a session timeout later:
 
 1. SIGTERM (query stop) and SIGHUP: the handler closes the group (every
    member closes its consumer, which sends LeaveGroup) and raises
-   ``SystemExit``. Spark sends SIGTERM twice in a row on stop; a signal
-   during the close is ignored, so that it cannot abort the close half way.
+   ``SystemExit``. Spark calls the reader's ``stop()`` (which closes through
+   the same :func:`close_group`) and sends SIGTERM twice in a row; a signal
+   during a close is deferred until the close ends, so that it cannot abort
+   the close half way (members left in the group and the coordinator).
    SIGHUP is what pyspark's worker daemon sends its whole process group when
    the JVM goes away (its stdin closes), and the runner is in that group.
    At SIGHUP's default action the runner dies with no clean-up, leaving its
@@ -44,12 +46,19 @@ log = logging.getLogger(__name__)
 #: long an orphaned runner keeps its members in the group.
 WATCHDOG_PERIOD_S = 1.0
 
-_state: dict = {"close": None, "signals": False, "stop": None, "closing": False}
+#: How long the watchdog waits for a close already running on the main thread
+#: before it exits the orphaned process anyway (a member's close joins its
+#: thread within seconds; this only stops a stuck close from keeping the orphan).
+ORPHAN_CLOSE_WAIT_S = 30.0
+
+_state: dict = {"close": None, "signals": False, "stop": None, "closing": False, "exit_after_close": False}
+_closed = threading.Event()
 
 
 def install(close) -> None:
     """Run ``close()`` on SIGTERM or SIGHUP, at interpreter exit, and when the parent process dies."""
     _state["close"] = close
+    _closed.clear()
     if not _state["signals"]:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -58,7 +67,7 @@ def install(close) -> None:
         else:
             log.warning("crkafka: not on the main thread: no SIGTERM/SIGHUP handler (members are evicted on stop)")
     if not _state.get("atexit"):
-        atexit.register(_close_at_exit)
+        atexit.register(close_group, "the source runner is exiting")
         _state["atexit"] = True
     if _state["stop"] is None:
         stop = threading.Event()
@@ -68,12 +77,41 @@ def install(close) -> None:
             while not stop.wait(WATCHDOG_PERIOD_S):
                 if os.getppid() != parent:
                     log.warning("crkafka: the Spark JVM (pid %d) is gone: closing the members and exiting", parent)
-                    _state["closing"] = True
-                    _run_close()
+                    close_group("the Spark JVM is gone")
+                    # a close already running on the main thread finishes first
+                    _closed.wait(ORPHAN_CLOSE_WAIT_S)
                     os._exit(0)
 
         threading.Thread(target=watchdog, name="crkafka-watchdog", daemon=True).start()
         _state["stop"] = stop
+
+
+def close_group(why: str) -> None:
+    """Run the installed close callback once, whichever path comes first.
+
+    1. The first caller marks the close as running, then takes the callback (a
+       signal between the two sees the close running and is deferred).
+    2. A later caller, or a signal handler, while it runs returns at once: a
+       SIGTERM or SIGHUP cannot abort the close half way (Spark calls ``stop()``
+       and then sends SIGTERM, often while the close from ``stop()`` runs).
+    3. When it ends, a signal deferred during it exits the process
+       (``SystemExit`` on the main thread), as the signal would have.
+    """
+    if _state["closing"]:
+        return
+    _state["closing"] = True
+    close, _state["close"] = _state["close"], None
+    try:
+        if close is not None:
+            log.info("crkafka: %s: closing the members (they leave the group)", why)
+            close()
+    except Exception:  # the process is ending: logged with its traceback, exit goes on
+        log.exception("crkafka: closing the members failed")
+    finally:
+        _state["closing"] = False
+        _closed.set()
+    if _state["exit_after_close"] and threading.current_thread() is threading.main_thread():
+        raise SystemExit(0)
 
 
 def _closing_handler(previous):
@@ -81,35 +119,17 @@ def _closing_handler(previous):
         name = signal.Signals(signum).name
         if _state["closing"]:
             # Spark sends SIGTERM twice on stop (stopWorker, then the factory's
-            # stop), and the daemon's SIGHUP may follow: raising again here
-            # would abort the close in progress
-            log.info("crkafka: %s again: the members are already closing", name)
+            # stop), often while stop()'s close runs, and the daemon's SIGHUP
+            # may follow: exiting here would abort the close half way
+            log.info("crkafka: %s during the close: the process exits when it ends", name)
+            _state["exit_after_close"] = True
             return
-        _state["closing"] = True
-        log.info("crkafka: %s: closing the members (they leave the group)", name)
-        _run_close()
+        close_group(name)
         if callable(previous):
             previous(signum, frame)
         raise SystemExit(0)
 
     return on_signal
-
-
-def _close_at_exit() -> None:
-    if _state["close"] is not None:
-        log.info("crkafka: the source runner is exiting: closing the members (they leave the group)")
-    _state["closing"] = True
-    _run_close()
-
-
-def _run_close() -> None:
-    close, _state["close"] = _state["close"], None
-    if close is None:
-        return
-    try:
-        close()
-    except Exception:  # the process is ending: logged with its traceback, exit goes on
-        log.exception("crkafka: closing the members failed")
 
 
 def uninstall() -> None:

@@ -17,6 +17,7 @@ import signal, sys, time
 from cr_consumer.spark import runner
 out = sys.argv[1]
 hold = len(sys.argv) > 2  # the close waits for a line on stdin (a signal can arrive during it)
+stop = len(sys.argv) > 3  # the main thread closes as the reader's stop() does
 def close():
     if hold:
         print("closing", flush=True)
@@ -26,6 +27,9 @@ def close():
 signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as pyspark's daemon leaves it in a forked worker
 runner.install(close)
 print("ready", flush=True)
+if stop:
+    runner.close_group("the query stops")
+    print("after the close", flush=True)  # not reached: the deferred signal exits
 time.sleep(60)
 """
 
@@ -44,6 +48,30 @@ def test_signal_closes_the_members_once_then_exits(tmp_path, signum):
         proc.stdin.write("go\n")
         proc.stdin.flush()
         assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out.read_text() == "closed\n"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_signal_during_the_stop_close_waits_for_it_then_exits(tmp_path, signum):
+    """Spark calls the reader's stop() and then sends SIGTERM, which arrives
+    while stop()'s close runs: the close completes (every member leaves and
+    unregisters), then the process exits. Exiting at the signal left the
+    members registered in the coordinator."""
+    out = tmp_path / "closed.txt"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out), "hold", "stop"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        assert proc.stdout.readline().strip() == "closing"
+        proc.send_signal(signum)
+        proc.send_signal(signum)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=20) == 0
+        assert proc.stdout.read() == "", "the deferred signal exits the process when the close ends"
     finally:
         if proc.poll() is None:
             proc.kill()
