@@ -17,10 +17,12 @@ What it holds:
 - each group's last-activity time (retention).
 
 Where each part lives: the tables are `coordinator.store.tables.StoreTables`;
-replay of the log at start-up is one `coordinator.store.replay.Replay`,
-retention and compaction scheduling the store's
-`coordinator.store.maintenance.Maintenance`; this module is the live table API
-the server calls (`coordinator.server.api.ServerStore`).
+replay of the log at start-up is one `coordinator.store.replay.Replay`; the
+write path (a request's entries -> one record -> the tables) is the store's
+`coordinator.store.writer.RecordWriter`; retention and compaction scheduling the
+store's `coordinator.store.maintenance.Maintenance`; this module is the live
+table API the server calls (`coordinator.server.api.ServerStore`): it validates
+each request fully and decides its entries before the writer changes anything.
 
 Protocol with the server (one owner thread calls every method):
 1. `load()` once (`coordinator.store.replay`); until it returns the server answers
@@ -60,10 +62,11 @@ from coordinator.common.partitions import partition_label
 from coordinator.store import records
 from coordinator.store.compaction import Compaction
 from coordinator.store.control_table import MAX_OFFSET, ControlTable
-from coordinator.store.log.segment import MAX_PAYLOAD_BYTES, RecordTooLarge, SegmentLog
+from coordinator.store.log.segment import SegmentLog
 from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
 from coordinator.store.replay import LoadReport, Replay
 from coordinator.store.tables import LogCounters, StoreTables
+from coordinator.store.writer import RecordWriter
 
 __all__ = ["MAX_PARTITION", "LoadReport", "RegionIndexMismatch", "StateStore"]
 
@@ -100,7 +103,7 @@ class StateStore:
     #: The tables: filled by one `Replay` at load, then written by the writes below and
     #: by retention (`Expiry`); snapshotted by compaction (`Maintenance`).
     _tables: StoreTables
-    #: Counts of the active segment: set at load, advanced by `_append_payload`,
+    #: Counts of the active segment: set at load, advanced by the `RecordWriter`,
     #: rebased by `Maintenance` when it switches to a compacted segment.
     _counters: LogCounters
 
@@ -130,8 +133,9 @@ class StateStore:
         self._log = SegmentLog(self.state_dir)
         # Written by replay (load), the writes below and retention; read by compaction.
         self._tables = StoreTables()
-        # Written by _append_payload, set at load, rebased by Maintenance after a compaction.
+        # Written by the writer's appends, set at load, rebased by Maintenance after a compaction.
         self._counters = LogCounters()
+        self._writer = RecordWriter(self._log, self._tables, self._counters, clock=clock)
         self._maintenance = Maintenance(
             self._log,
             self._tables,
@@ -179,64 +183,6 @@ class StateStore:
         if self._closed:
             raise RuntimeError("StateStore is closed")
 
-    def _append_request(self, entries: list[list]) -> None:
-        """Append one request's entries as ONE record (replayed all or nothing), then
-        apply them to the tables exactly as replay will.
-
-        The record also carries the activity of the groups touched since the last
-        record; if that would make it larger than a batched record, the activity
-        goes first into bounded records of its own. Raises RecordTooLarge (a
-        ValueError) when the entries alone exceed the frame limit, and
-        ValueError/TypeError for values JSON cannot encode: nothing written,
-        nothing changed.
-        """
-        ts = self._clock()
-        parts = [records.encode_entry(e) for e in entries]
-        active = [(g, self._tables.activity[g]) for g in self._tables.dirty_activity if g in self._tables.activity]
-        act = [records.encode_activity(g, at) for g, at in active]
-        payload = records.assemble(ts, parts, act)
-        separate_activity = len(payload) > records.BATCH_BYTES and bool(act)
-        if separate_activity:
-            payload = records.assemble(ts, parts)
-        if len(payload) > MAX_PAYLOAD_BYTES:
-            raise RecordTooLarge(
-                f"request too large for one log record ({len(payload)} bytes > {MAX_PAYLOAD_BYTES}); "
-                "split it into smaller requests"
-            )
-        if separate_activity:
-            batcher = records.Batcher(ts, lambda p, _e, _c: self._append_payload(p, 0))
-            for group, at in active:
-                batcher.add_activity(group, at)
-            batcher.flush()
-        self._append_payload(payload, sum(records.entry_count(e) for e in entries), carries_activity=True)
-        for entry in entries:
-            self._tables.apply(entry)
-
-    def _append_payload(self, payload: bytes, count: int, *, carries_activity: bool = False) -> None:
-        """Append one encoded record; `carries_activity`: it holds the activity of every
-        group touched since the last such record (so those need not be written again)."""
-        self._log.append(payload)  # first: if the log refuses, nothing changed
-        if carries_activity:
-            self._tables.dirty_activity.clear()
-        self._counters.appended(count)
-
-    def _mark_active(self, group: str) -> None:
-        self._tables.activity[group] = self._clock()
-        self._tables.dirty_activity.add(group)
-
-    def _write_for_group(self, group: str, entries: list[list]) -> None:
-        """Mark `group` active and append `entries`; if the write is refused, a group
-        that held no state is not left marked (`_activity` is the groups with state)."""
-        had_state = group in self._tables.activity
-        self._mark_active(group)  # before encoding: the record carries the activity
-        try:
-            self._append_request(entries)
-        except (ValueError, TypeError):
-            if not had_state:
-                del self._tables.activity[group]
-                self._tables.dirty_activity.discard(group)
-            raise
-
     def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Put-if-absent: store the keys not yet set; return the effective value of every key.
 
@@ -269,9 +215,9 @@ class StateStore:
             effective[(topic, partition)] = current
         if not new:
             if effective:
-                self._mark_active(group)
+                self._writer.mark_active(group)
             return effective
-        self._write_for_group(group, [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()])
+        self._writer.write_for_group(group, [records.control_entry(group, t, ps, os_) for t, (ps, os_) in new.items()])
         return effective
 
     def get_initial_offsets(self, group: str) -> dict[tuple[str, int], int]:
@@ -296,11 +242,11 @@ class StateStore:
         if current is not None and current.region_index != region_index:
             raise RegionIndexMismatch(group, current.region_index, region_index)
         if current is not None and current.has(operator_name):
-            self._mark_active(group)
+            self._writer.mark_active(group)
             return list(current.members)
         entries = [] if current is not None else [records.registry_entry(group, region_index)]
         entries.append(records.member_entry(group, operator_name, True))
-        self._write_for_group(group, entries)
+        self._writer.write_for_group(group, entries)
         return list(self._tables.groups[group].members)
 
     def unregister_member(self, group: str, operator_name: str) -> list[str]:
@@ -310,10 +256,10 @@ class StateStore:
         current = self._tables.groups.get(group)
         if current is None:
             return []
-        self._mark_active(group)
+        self._writer.mark_active(group)
         if not current.has(operator_name):
             return list(current.members)
-        self._append_request([records.member_entry(group, operator_name, False)])
+        self._writer.append_request([records.member_entry(group, operator_name, False)])
         return list(self._tables.groups[group].members)
 
     def members(self, group: str) -> list[str]:
@@ -338,7 +284,7 @@ class StateStore:
         the next record or the next `expire()` run, whichever comes first; a
         group that holds no state is ignored."""
         if self._tables.holds_state(group):
-            self._mark_active(group)
+            self._writer.mark_active(group)
 
     def put_document(self, namespace: str, key: str, value: dict | None) -> None:
         self._ready()
@@ -349,7 +295,7 @@ class StateStore:
         docs = self._tables.docs.get(namespace)
         if value is None and (docs is None or key not in docs):
             return
-        self._append_request([records.document_entry(namespace, key, value)])
+        self._writer.append_request([records.document_entry(namespace, key, value)])
 
     def get_document(self, namespace: str, key: str) -> dict | None:
         self._ready()
@@ -373,7 +319,7 @@ class StateStore:
 
     def _expire(self, now: float) -> int:
         """One retention pass (`Expiry`): the groups idle since before ``now - retention_s``."""
-        return Expiry(self._tables, self._append_payload, clock=self._clock, retention_s=self.retention_s).run(now)
+        return Expiry(self._tables, self._writer.append_payload, clock=self._clock, retention_s=self.retention_s).run(now)
 
     def maybe_compact(self) -> bool:
         """Start a due compaction or finish a done one (`Maintenance.maybe_compact`)."""
