@@ -1,5 +1,6 @@
 """The region controller: the consistent region's drain / checkpoint / reset cycle as a
-state machine without I/O (``state``, ``model``), its reset rounds (``reset``), the pacing
-of checkpoints after rebalances (``pacing``), its durable document (``document``), its wire
-messages (``messages``) and the service that drives it from the server loop (``controller``).
+state machine without I/O (``state``, ``model``), who may join under a member name
+(``admission``), its reset rounds (``reset``), the pacing of checkpoints after
+rebalances (``pacing``), its durable document (``document``), its wire messages
+(``messages``) and the service that drives it from the server loop (``controller``).
 """

@@ -29,7 +29,8 @@ caused by a group rebalance forces the reset instead), a member that stops heart
 member fails the cycle and starts a reset.
 
 The reset round's counters: ``coordinator/region/reset.py``; the pacing of
-checkpoints after rebalances: ``coordinator/region/pacing.py``.
+checkpoints after rebalances: ``coordinator/region/pacing.py``; who may join
+under a member name: ``coordinator/region/admission.py``.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -44,6 +45,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.region.admission import JoinKind, admit
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
 from coordinator.region.document import RegionDocument
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
@@ -213,40 +215,31 @@ class RegionCore:
     # ------------------------------------------------------------------ inputs
     def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
              host: str | None = None, replace: bool = False) -> dict[str, Any]:
-        """A member joins. A new incarnation of a known name is a restarted process:
-        the reply names its predecessor's Kafka group member id (from its last
-        heartbeat report), so the new process can remove that dead consumer from
-        the group before it joins (one rebalance instead of two, no wait for the
-        broker's session timeout).
-
-        Names are unique in the region: while the incarnation holding ``name`` is
-        alive (heard within ``member_timeout_s``), another one is refused (reply
-        ``refused`` + ``holder``) unless it says ``replace`` (it checked that the
-        holder's process is gone: same host, pid not running); the joiner retries
-        and gives up with a clear error if the holder stays alive."""
+        """A member joins. Whether it may, under ``name``, is
+        ``coordinator/region/admission.py``'s answer: a retry is answered again, a
+        refusal (the name's holder is alive) names the holder, a restarted
+        process (new incarnation) is told its predecessor. A new or restarted
+        member then changes the membership: a reset (or, WAITING, the start once
+        the expected members are back)."""
         existing = self.members.get(name)
-        if existing is not None and existing.incarnation == incarnation:
+        admission = admit(existing, incarnation, now, replace=replace, region_failed=self.phase is Phase.FAILED,
+                          member_timeout_s=self.config.member_timeout_s,
+                          eviction_blocked=lambda: self._pacing.eviction_blocked(name, now))
+        if admission.kind is JoinKind.RETRY and existing is not None:
             existing.identity = identity  # a retry, or a reconnect with a new socket
             existing.last_seen = now
-            return self._join_reply(name, existing.predecessor)
-        if (existing is not None and not replace and self.phase is not Phase.FAILED
-                and now - existing.last_seen < self.config.member_timeout_s):
+            return self._join_reply(name, admission.predecessor)
+        if admission.kind is JoinKind.REFUSED and admission.holder is not None:
+            holder = admission.holder
             log.info("region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
-                     "join of incarnation %s (pid %s on %s) refused", self.config.name, name, existing.incarnation,
-                     existing.pid, existing.host, now - existing.last_seen, incarnation, pid, host)
-            return {**self._join_reply(name), "refused": f"member name {name!r} is in use",
-                    "holder": {"incarnation": existing.incarnation, "pid": existing.pid, "host": existing.host,
-                               "silent_s": round(now - existing.last_seen, 3)}}
-        predecessor = None
-        if existing is not None:
-            predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
-                           "kafka_member_id": (existing.kafka or {}).get("member_id")}
-            unsettled = self._pacing.eviction_blocked(name, now)
-            if unsettled and predecessor["kafka_member_id"]:
-                log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
-                         "the broker's session timeout will", self.config.name, name,
-                         predecessor["kafka_member_id"], unsettled)
-                predecessor["kafka_member_id"] = None
+                     "join of incarnation %s (pid %s on %s) refused", self.config.name, name, holder["incarnation"],
+                     holder["pid"], holder["host"], holder["silent_s"], incarnation, pid, host)
+            return {**self._join_reply(name), "refused": f"member name {name!r} is in use", "holder": holder}
+        predecessor = admission.predecessor
+        if admission.withheld and existing is not None:
+            log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
+                     "the broker's session timeout will", self.config.name, name,
+                     (existing.kafka or {}).get("member_id"), admission.withheld)
         self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
         if self.first_join_at is None:
             self.first_join_at = now
