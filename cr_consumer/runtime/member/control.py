@@ -9,15 +9,9 @@ commands pushed to that identity still arrive, and a restarted member process
 The I/O thread loop:
 
 1. Until joined: send ``region_join`` (re-sent every ``JOIN_RETRY_S`` without
-   an answer; ``LOAD_IN_PROGRESS`` is retried the same way). When the reply
-   names a ``predecessor`` (this is a restarted process) with a Kafka member
-   id, ``on_predecessor`` runs before the channel counts as joined, so before
-   the member starts its Kafka source (``group_state.evict_predecessor``).
-   A ``refused`` reply (another live process holds this member name): if the
-   holder ran on this host and its pid is gone, join again at once with
-   ``replace``; else keep retrying, and after ``member_timeout_s`` + 1 s of
-   refusals fail (``failure``, the member exits 2) naming the duplicate
-   (``name_claim.py``).
+   an answer; ``LOAD_IN_PROGRESS`` is retried the same way). What the answers
+   to it mean (joined, a predecessor to evict, a refused name, a fatal
+   refusal) is ``join_state.py``'s: the channel feeds it every answer.
 2. Joined: send ``region_heartbeat`` every ``HEARTBEAT_S``, with ``report()``
    (the member's Kafka group state) as its ``kafka`` field.
 3. Send what other threads queued (acks, reset requests, triggers) at once: they
@@ -39,7 +33,8 @@ The I/O thread loop:
    ``on_rejoin_hint`` (the source's consumer rejoins its group).
 5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
    answer to anything for ``LOST_AFTER_S``: back to step 1.
-Other error answers are logged (an INVALID join is fatal: ``failure`` is set).
+Other error answers are logged (an INVALID join is fatal: ``failure`` is set;
+``join_state.py``, step 3).
 """
 
 from __future__ import annotations
@@ -55,11 +50,12 @@ from typing import Any
 
 import zmq
 
-from coordinator.region.commands import COMMAND_TYPE, Failed, RegionCommand, Reset, ResetToInitial, decode_command
+from coordinator.common.osutil import WakePipe
+from coordinator.region.commands import COMMAND_TYPE, RegionCommand, Reset, ResetToInitial, decode_command
 from coordinator.wire import protocol
 from coordinator.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
-from cr_consumer.runtime.member.name_claim import NameClaim
+from cr_consumer.runtime.member.join_state import JoinState
 from cr_consumer.runtime.member.request_book import RequestBook, Waiter
 
 log = logging.getLogger(__name__)
@@ -86,30 +82,15 @@ LEAVE_TIMEOUT_S = 3.0
 TRIGGER_ANSWER_S = 2.0
 
 
-
-class RegionFatal(RuntimeError):
-    """The controller refused this member for good: bad or differing settings, or
-    its name held by another live process (the member exits with ExitCode.CONFIG)."""
-
-
 class ControlChannel:
     """The member's end of the control channel (see the module docstring).
 
-    Shared thread state, written by the I/O thread and read by any thread:
-    ``joined`` (also cleared by :meth:`leave`'s answer), ``failure`` (set once:
-    the channel gave up), ``last_reply`` (replaced whole, never mutated),
-    ``leave_reply`` (before ``_left`` is set), ``joins``. Written by the caller
-    of :meth:`leave` and read by the I/O thread: ``_leaving``. Everything else
-    is the I/O thread's only (``_book``, ``_claim``, ``_join_now``,
-    ``_predecessor_done``) or set before :meth:`start`.
+    The member's standing (``joined``, ``failure``, ``last_reply``,
+    ``leave_reply``, ``joins``: read by any thread) is its ``JoinState``, written
+    by the I/O thread as the answers arrive (``join_state.py`` says which thread
+    writes what). The outbox and the wake-up pipe are any thread's; everything
+    else is the I/O thread's only (``_book``) or set before :meth:`start`.
     """
-
-    joined: threading.Event
-    failure: BaseException | None
-    last_reply: dict[str, Any]
-    leave_reply: dict[str, Any] | None
-    joins: int
-    _leaving: bool
 
     def __init__(
         self,
@@ -135,26 +116,37 @@ class ControlChannel:
         self._ctx = context or zmq.Context.instance()
         self._curve = curve  # (server public, client public, client secret)
         self._report = report
-        self._on_predecessor = on_predecessor
         self._on_rejoin_hint = on_rejoin_hint
-        self._predecessor_done = False
         self._outbox: queue.SimpleQueue[tuple[str, dict, Waiter | None]] = queue.SimpleQueue()
         self._book = RequestBook(member)  # ids, waiters, held requests: the I/O thread's only
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wake_pipe = WakePipe()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.joined = threading.Event()
-        self._settled = threading.Event()  # joined, or failed for good
-        self._claim = NameClaim(region, member, float(self.region_config.get("member_timeout_s", 5.0)))
-        self._join_now = False
-        self.failure: BaseException | None = None
-        self.joins = 0
-        self.last_reply: dict[str, Any] = {}
-        self._left = threading.Event()
-        self._leaving = False
-        self.leave_reply: dict | None = None
+        self._state = JoinState(region, member, float(self.region_config.get("member_timeout_s", 5.0)),
+                                self.on_command, on_predecessor)
+
+    # ------------------------------------------------------------------ standing (any thread)
+    @property
+    def joined(self) -> threading.Event:
+        """Set while the region counts this member in (``JoinState``)."""
+        return self._state.joined
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the channel gave up (set once; None while it goes on)."""
+        return self._state.failure
+
+    @property
+    def last_reply(self) -> dict[str, Any]:
+        return self._state.last_reply
+
+    @property
+    def leave_reply(self) -> dict[str, Any] | None:
+        return self._state.leave_reply
+
+    @property
+    def joins(self) -> int:
+        return self._state.joins
 
     # ------------------------------------------------------------------ API (any thread)
     def start(self) -> None:
@@ -164,18 +156,16 @@ class ControlChannel:
     def wait_joined(self, timeout: float) -> bool:
         """Wait until the region accepted this member (True), or it refused it for
         good (``failure`` set) or ``timeout`` passed (False)."""
-        self._settled.wait(timeout)
-        return self.joined.is_set() and self.failure is None
+        return self._state.wait_settled(timeout)
 
     def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
         """Leave the region gracefully; returns the controller's answer
         (``{"last_consistent": seq, "complete": own seq}``) or None when none came within ``timeout``."""
         if not self.joined.is_set() or self._thread is None or not self._thread.is_alive():
             return None
-        self._left.clear()
-        self._leaving = True  # the I/O thread must not join again
+        self._state.begin_leave()  # the I/O thread must not join again
         self.send("region_leave", {})
-        if not self._left.wait(timeout):
+        if not self._state.wait_left(timeout):
             log.warning("%s: no answer to region_leave within %.1fs", self.member, timeout)
             return None
         return self.leave_reply
@@ -189,18 +179,11 @@ class ControlChannel:
             self._thread.join(STOP_JOIN_S)
             if self._thread.is_alive():
                 log.error("%s: control I/O thread did not stop within %.1fs", self.member, STOP_JOIN_S)
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._wake_pipe.close()
 
     def region_phase(self) -> str | None:
         """The region's phase as the last answer said (None while not joined)."""
-        if not self.joined.is_set():
-            return None
-        phase = self.last_reply.get("phase")
-        return phase if isinstance(phase, str) else None
+        return self._state.region_phase()
 
     def send(self, msg_type: str, body: dict[str, Any]) -> None:
         """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
@@ -242,10 +225,7 @@ class ControlChannel:
 
     # ------------------------------------------------------------------ I/O thread
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass
+        self._wake_pipe.wake()
 
     def _socket(self) -> zmq.Socket:
         sock = self._ctx.socket(zmq.DEALER)
@@ -270,7 +250,8 @@ class ControlChannel:
         sock = self._socket()
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        wake_fd = self._wake_pipe.fileno
+        poller.register(wake_fd, zmq.POLLIN)
         # Connection events: a reconnect (the coordinator restarted) sends a
         # heartbeat at once, whose NOT_REGISTERED answer makes us join again,
         # instead of waiting for the next heartbeat.
@@ -280,17 +261,16 @@ class ControlChannel:
         join_sent = 0.0
         last_hb = 0.0
         last_heard = time.monotonic()
+        state = self._state
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
-                if self._leaving:
+                if state.leaving:
                     pass
-                elif not self.joined.is_set() and (now - join_sent >= JOIN_RETRY_S or self._join_now):
+                elif not self.joined.is_set() and (now - join_sent >= JOIN_RETRY_S or state.join_now):
                     join_sent = now
-                    self._join_now = False
-                    self._request(sock, "region_join",
-                                  {"pid": os.getpid(), "host": socket.gethostname(), "replace": self._claim.replace,
-                                   "config": self.region_config})
+                    self._request(sock, "region_join", {"pid": os.getpid(), "host": socket.gethostname(),
+                                                        **state.join_request(), "config": self.region_config})
                 elif self.joined.is_set():
                     if now - last_hb >= HEARTBEAT_S:
                         last_hb = now
@@ -298,7 +278,7 @@ class ControlChannel:
                     if now - last_heard > LOST_AFTER_S:
                         log.warning("%s: no answer from the coordinator for %.1fs; joining again",
                                     self.member, now - last_heard)
-                        self.joined.clear()
+                        state.lost()
                         last_heard = now
                 if self.joined.is_set():
                     for msg_type, body in self._book.take_held():
@@ -315,12 +295,8 @@ class ControlChannel:
                     else:
                         self._book.hold(msg_type, body, waiter)
                 events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
-                if self._wake_r in events:
-                    try:
-                        while os.read(self._wake_r, 4096):
-                            pass
-                    except BlockingIOError:
-                        pass
+                if wake_fd in events:
+                    self._wake_pipe.drain()
                 if monitor in events:
                     while True:
                         try:
@@ -328,7 +304,7 @@ class ControlChannel:
                         except zmq.Again:
                             break
                         connects += 1
-                        if connects > 1 and self.joined.is_set() and not self._leaving:
+                        if connects > 1 and self.joined.is_set() and not state.leaving:
                             log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
                             last_hb = time.monotonic()
                             self._request(sock, "region_heartbeat", self._heartbeat_body())
@@ -354,28 +330,12 @@ class ControlChannel:
                     self._request(sock, msg_type, body)
         except BaseException as exc:  # the member's control loop sees it and exits non-zero
             log.exception("%s: control I/O thread failed", self.member)
-            self.failure = exc
+            state.failure = exc
         finally:
             self._book.abandon()
             sock.disable_monitor()
             monitor.close(linger=0)
             sock.close(linger=200)
-
-    def _on_refused(self, reply: dict[str, Any]) -> None:
-        """The member name is held by another live process (step 1, name_claim.py)."""
-        holder = reply.get("holder") or {}
-        what = self._claim.on_refused(reply, time.monotonic())
-        if what == "replace":
-            log.info("%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
-                     self.member, holder.get("pid"))
-            self._join_now = True
-        elif what == "retry":
-            log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member,
-                     holder.get("pid"), holder.get("host"), holder.get("silent_s", 0.0))
-        else:
-            self.failure = RegionFatal(what)
-            log.error("%s", self.failure)
-            self._settled.set()
 
     def _heartbeat_body(self) -> dict[str, Any]:
         if self._report is None:
@@ -407,19 +367,6 @@ class ControlChannel:
                 log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
         self.on_command(command)
 
-    def _handle_predecessor(self, reply: dict[str, Any]) -> None:
-        """Once per process: let the member remove its dead predecessor's Kafka consumer."""
-        pred = reply.get("predecessor")
-        if self._predecessor_done or not isinstance(pred, dict) or self._on_predecessor is None:
-            return
-        self._predecessor_done = True
-        log.info("%s: replaces incarnation %s (pid %s, Kafka member %s)", self.member, pred.get("incarnation"),
-                 pred.get("pid"), pred.get("kafka_member_id"))
-        try:
-            self._on_predecessor(pred)
-        except Exception:  # an optimisation (the session timeout removes it); logged
-            log.warning("%s: handling the predecessor %s failed", self.member, pred, exc_info=True)
-
     def _request(self, sock: zmq.Socket, msg_type: str, body: dict) -> str:
         rid = self._book.new_id(msg_type)
         try:
@@ -442,39 +389,10 @@ class ControlChannel:
             waiter.answer({"error": env.body.get("code"), "message": env.body.get("message")}
                           if env.type == "error" else dict(env.body))
         if env.type == "error":
-            code = env.body.get("code")
-            message = env.body.get("message")
-            if code == "NOT_REGISTERED":
-                if self.joined.is_set():
-                    log.warning("%s: the coordinator does not know us (%s); joining again", self.member, message)
-                self.joined.clear()
-            elif code == "LOAD_IN_PROGRESS":
-                pass  # the join is re-sent after JOIN_RETRY_S
-            elif msg_type == "region_join" and code in ("INVALID", "CR_INDEX_MISMATCH"):
-                self.failure = RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code}: {message}")
-                log.error("%s", self.failure)
-                self._settled.set()
-            else:
-                log.warning("%s: %s answered %s: %s", self.member, msg_type, code, message)
-            return
-        if msg_type == "region_join" and env.body.get("refused"):
-            self._on_refused(dict(env.body))
-            return
-        if msg_type == "region_join":
-            self.joins += 1
-            self.last_reply = dict(env.body)
-            self._handle_predecessor(self.last_reply)
-            self.joined.set()
-            self._settled.set()
-            log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
-                     self.region, env.body.get("phase"), env.body.get("last_consistent"))
-            if env.body.get("phase") == "FAILED":  # terminal: nobody will send us commands
-                why = env.body.get("failed_reason") or "no reason given"
-                self.on_command(Failed(f"region {self.region!r} is FAILED ({why}); it failed before this member "
-                                       f"joined: start it under another --group"))
+            self._state.on_error(msg_type, env.body.get("code"), env.body.get("message"))
+        elif msg_type == "region_join":
+            self._state.on_join_reply(dict(env.body))
         elif msg_type == "region_leave":
-            self.leave_reply = dict(env.body)
-            self.joined.clear()
-            self._left.set()
+            self._state.on_leave_reply(dict(env.body))
         elif env.type.endswith("_reply"):
-            self.last_reply = dict(env.body)
+            self._state.on_reply(dict(env.body))

@@ -44,9 +44,10 @@ from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler
 from cr_consumer.runtime import fault_points
-from cr_consumer.runtime.member.control import ControlChannel, RegionFatal
+from cr_consumer.runtime.member.control import ControlChannel
 from cr_consumer.runtime.member.executor import SOURCE_ID, CommandExecutor
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
+from cr_consumer.runtime.member.join_state import RegionFatal
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch, WatchAction
 from cr_consumer.runtime.member.setup import MemberSettings, SettingsError, load_build, make_source
 from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore

@@ -1,0 +1,82 @@
+"""A member's standing in its region as the controller's answers tell it
+(cr_consumer/runtime/member/join_state.py), without sockets."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from coordinator.region.commands import Failed
+from cr_consumer.runtime.member.join_state import JoinState, RegionFatal
+
+
+def _state(predecessors=None, failed=None, timeout_s=5.0) -> JoinState:
+    return JoinState("r1", "m0", timeout_s, (failed if failed is not None else []).append,
+                     (predecessors if predecessors is not None else []).append)
+
+
+def test_join_reply_joins_and_hands_over_the_predecessor_once():
+    seen: list = []
+    state = _state(predecessors=seen)
+    reply = {"phase": "RUNNING", "last_consistent": 3, "predecessor": {"incarnation": "i0", "kafka_member_id": "k"}}
+    state.on_join_reply(dict(reply))
+    state.on_join_reply(dict(reply))
+    assert state.wait_settled(0) and state.joins == 2 and state.region_phase() == "RUNNING"
+    assert seen == [{"incarnation": "i0", "kafka_member_id": "k"}]
+
+
+def test_join_to_a_failed_region_tells_the_member():
+    failed: list = []
+    state = _state(failed=failed)
+    state.on_join_reply({"phase": "FAILED", "failed_reason": "too many resets"})
+    assert len(failed) == 1 and isinstance(failed[0], Failed) and "too many resets" in failed[0].reason
+
+
+def test_not_registered_and_lost_mean_join_again():
+    state = _state()
+    state.on_join_reply({"phase": "RUNNING"})
+    state.on_error("region_heartbeat", "NOT_REGISTERED", "unknown")
+    assert not state.joined.is_set() and state.region_phase() is None and state.failure is None
+    state.on_join_reply({"phase": "RUNNING"})
+    state.lost()
+    assert not state.joined.is_set() and state.failure is None
+
+
+def test_invalid_join_is_fatal_and_settles():
+    state = _state()
+    state.on_error("region_join", "INVALID", "period_s differs")
+    assert not state.wait_settled(0) and isinstance(state.failure, RegionFatal)
+    assert "period_s differs" in str(state.failure)
+
+
+def test_refused_by_a_gone_local_holder_joins_again_at_once_with_replace():
+    state = _state()
+    gone = os.getpid()
+    while True:  # a pid nobody runs
+        gone += 7919
+        try:
+            os.kill(gone, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            continue
+    state.on_join_reply({"refused": "in use", "holder": {"pid": gone, "host": socket.gethostname()}})
+    assert state.join_now and not state.joined.is_set()
+    assert state.join_request() == {"replace": True} and not state.join_now
+
+
+def test_refused_by_a_live_holder_past_the_grace_is_fatal():
+    state = _state(timeout_s=-2.0)  # no grace left: the first refusal past the limit gives up
+    state.on_join_reply({"refused": "in use", "holder": {"pid": 1, "host": "elsewhere", "incarnation": "i9"}})
+    assert isinstance(state.failure, RegionFatal) and "elsewhere" in str(state.failure)
+    assert not state.wait_settled(0)
+
+
+def test_leave_reply_ends_the_membership():
+    state = _state()
+    state.on_join_reply({"phase": "RUNNING"})
+    state.begin_leave()
+    assert state.leaving and not state.wait_left(0)
+    state.on_leave_reply({"last_consistent": 4, "complete": 4})
+    assert state.wait_left(0) and state.leave_reply == {"last_consistent": 4, "complete": 4}
+    assert not state.joined.is_set()
