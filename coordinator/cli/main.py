@@ -48,7 +48,7 @@ from pathlib import Path
 import zmq
 
 from coordinator import __version__, security
-from coordinator.common.cli_types import duration
+from coordinator.common.cli_types import duration, positive_int
 from coordinator.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.region.controller import RegionControllerService
 from coordinator.server.api import CurveServerConfig
@@ -179,21 +179,11 @@ _LIMIT_HELP = {
 _LIMIT_DURATIONS = {"--member-lease": "member_lease_s", "--region-expiry": "region_expiry_s"}
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
-
-
 def _add_limit_flags(p: argparse.ArgumentParser) -> None:
     defaults = Limits()
     g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
     for flag, field in _LIMIT_FLAGS.items():
-        g.add_argument(flag, dest=field, type=_positive_int, default=getattr(defaults, field), metavar="N",
+        g.add_argument(flag, dest=field, type=positive_int, default=getattr(defaults, field), metavar="N",
                        help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})")
     g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
                    metavar="DURATION",
