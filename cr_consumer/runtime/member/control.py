@@ -45,7 +45,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import zmq
@@ -283,11 +283,7 @@ class ControlChannel:
                 if self.joined.is_set():
                     for msg_type, body in self._book.take_held():
                         self._request(sock, msg_type, body)
-                while True:
-                    try:
-                        msg_type, body, waiter = self._outbox.get_nowait()
-                    except queue.Empty:
-                        break
+                for msg_type, body, waiter in self._queued():
                     if self.joined.is_set() or msg_type == "region_leave":
                         rid = self._request(sock, msg_type, body)
                         if waiter is not None:
@@ -319,11 +315,7 @@ class ControlChannel:
                 if self.failure is not None:
                     return
             # flush a final leave; nobody waits for other answers any more
-            while True:
-                try:
-                    msg_type, body, waiter = self._outbox.get_nowait()
-                except queue.Empty:
-                    break
+            for msg_type, body, waiter in self._queued():
                 if waiter is not None:
                     waiter.answer(None)
                 if msg_type == "region_leave":
@@ -345,6 +337,14 @@ class ControlChannel:
         except Exception:  # the report only paces checkpoints; the heartbeat must go out
             log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
             return {}
+
+    def _queued(self) -> Iterator[tuple[str, dict, Waiter | None]]:
+        """What other threads queued (``send``, ``ask``), oldest first, without waiting."""
+        while True:
+            try:
+                yield self._outbox.get_nowait()
+            except queue.Empty:
+                return
 
     def _on_push(self, body: Any) -> None:
         """A pushed command (step 4): validated here, before anything acts on it; an
