@@ -30,7 +30,7 @@ the snapshot (dict copies) and the switch; both are measured and reported in
 
 Failures: a failed compaction or expiry is logged with its traceback, counted
 (`compaction_failures`, `expire_failures`) and retried after a backoff
-(`Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
+(`coordinator.common.backoff.Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
 raise for it, so maintenance never stops the server loop. The one exception
 is `LogFailed`: the log is fail-stop (see `coordinator.store.log.segment`), and the server must
 stop and restart from what is on disk.
@@ -46,6 +46,7 @@ from typing import Any
 
 import attrs
 
+from coordinator.common.backoff import Backoff
 from coordinator.store import records
 from coordinator.store.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
 from coordinator.store.log.segment import LogFailed, SegmentLog
@@ -70,30 +71,6 @@ REBATCH_RECORDS = 50_000
 # transient one is retried soon.
 MAINTENANCE_BACKOFF_FIRST_S = 1.0
 MAINTENANCE_BACKOFF_MAX_S = 300.0
-
-
-@attrs.define
-class Backoff:
-    """When a failed maintenance task may run again (times from the store's clock)."""
-
-    first_s: float = MAINTENANCE_BACKOFF_FIRST_S
-    max_s: float = MAINTENANCE_BACKOFF_MAX_S
-    failures: int = 0  # consecutive
-    not_before: float = float("-inf")
-
-    def ready(self, now: float) -> bool:
-        return now >= self.not_before
-
-    def failed(self, now: float) -> float:
-        """Count a failure; returns the delay before the next attempt."""
-        self.failures += 1
-        delay = min(self.max_s, self.first_s * float(2 ** min(self.failures - 1, 30)))
-        self.not_before = now + delay
-        return delay
-
-    def succeeded(self) -> None:
-        self.failures = 0
-        self.not_before = float("-inf")
 
 
 #: ``append(payload, entries)``: append one encoded record of `entries` keyed
@@ -209,8 +186,8 @@ class Maintenance:
         self._compactions = 0
         self._compaction_failures = 0
         self._expire_failures = 0
-        self._compact_backoff = Backoff()
-        self._expire_backoff = Backoff()
+        self._compact_backoff = Backoff(MAINTENANCE_BACKOFF_FIRST_S, MAINTENANCE_BACKOFF_MAX_S)
+        self._expire_backoff = Backoff(MAINTENANCE_BACKOFF_FIRST_S, MAINTENANCE_BACKOFF_MAX_S)
         self._compact_soon = False  # load found records over the frame limit: rewrite them
         self._largest_compaction_record = 0
         self._max_pause_s = 0.0

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from coordinator.client import CoordinatorClient
+from coordinator.common.backoff import Backoff
 from coordinator.launcher import CoordinatorProcess
 from coordinator.store import compaction
-from coordinator.store.maintenance import Backoff
 from coordinator.store.state_store import StateStore
 
 
