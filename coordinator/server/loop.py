@@ -2,9 +2,10 @@
 
 The parts (the envelope and messages are in :mod:`coordinator.wire.protocol`):
 
-* this module: the socket, the loop thread, timers, cross-thread calls,
-  housekeeping, start/stop, and the extension API services call
-  (:mod:`coordinator.server.api`);
+* this module: the socket, the loop thread, the load, housekeeping,
+  start/stop, and the extension API services call (:mod:`coordinator.server.api`);
+* :mod:`coordinator.server.scheduler`: timers, cross-thread calls, the services'
+  tick hooks and the periodic steps, each guarded, with a backoff after a failure;
 * :mod:`coordinator.server.dispatch`: one received frame -> checks -> handler ->
   reply or error reply (``TOO_LARGE``, ``MALFORMED``, ``UNSUPPORTED_VERSION``,
   ``LOAD_IN_PROGRESS``, ``UNKNOWN_TYPE``, ``INVALID``, ``INTERNAL``);
@@ -42,7 +43,7 @@ traceback and answered with ``INTERNAL``; a timer, cross-thread call or tick
 hook that raises is logged with its traceback and the loop goes on (a service
 turns its own failures into state, e.g. a FAILED region); retention expiry and
 housekeeping that raise are logged and retried after a backoff
-(``MAINTENANCE_BACKOFF_S``, doubling up to ``MAINTENANCE_BACKOFF_MAX_S``).
+(:mod:`coordinator.server.scheduler`).
 Only a failed sync (the disk) or a failure of the loop machinery itself stops
 the server (``server.failure``): a restart then replays what reached the disk.
 """
@@ -50,10 +51,7 @@ the server (``server.failure``): a restart then replays what reached the disk.
 from __future__ import annotations
 
 import concurrent.futures
-import heapq
-import itertools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -70,7 +68,7 @@ from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
-from coordinator.store.log.segment import LogFailed
+from coordinator.server.scheduler import LoopScheduler, Periodic, guarded
 from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
 from coordinator.wire.errors import CoordinatorError
@@ -92,31 +90,6 @@ STOP_TIMEOUT_S = 10.0
 #: Hard limit at which ZeroMQ drops a connection instead of delivering the
 #: frame (protects memory); frames between max_frame_bytes and this get TOO_LARGE.
 HARD_FRAME_FACTOR = 4
-#: First retry delay of a failed maintenance task (expiry, housekeeping), so a
-#: persistent failure is retried without flooding the log; doubles up to the max.
-MAINTENANCE_BACKOFF_S = 1.0
-MAINTENANCE_BACKOFF_MAX_S = 300.0
-
-
-class Periodic:
-    """When a recurring loop step runs next: every `interval_s` while it succeeds,
-    after a doubling backoff (MAINTENANCE_BACKOFF_S up to MAINTENANCE_BACKOFF_MAX_S)
-    while it fails, so a persistent failure is retried without flooding the log."""
-
-    def __init__(self, interval_s: float, first_at: float) -> None:
-        self._interval_s = interval_s
-        self._next_at = first_at
-        self._backoff = MAINTENANCE_BACKOFF_S
-
-    def due(self, now: float) -> bool:
-        return now >= self._next_at
-
-    def ran(self, now: float, ok: bool) -> None:
-        if ok:
-            self._next_at, self._backoff = now + self._interval_s, MAINTENANCE_BACKOFF_S
-        else:
-            self._next_at = now + self._backoff
-            self._backoff = min(self._backoff * 2, MAINTENANCE_BACKOFF_MAX_S)
 
 
 class CoordinatorServer:
@@ -160,10 +133,7 @@ class CoordinatorServer:
         self.connection_limits = connection_limits or ConnectionLimits()
         self.connections: ConnectionLimiter | None = None
         self._services: list[Service] = []
-        self._tick_schedule: dict[int, Periodic] = {}  # id(service) -> when its tick hook runs next
-        self._timers: list[tuple[float, int, Timer]] = []
-        self._timer_seq = itertools.count()
-        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._scheduler = LoopScheduler(time.monotonic)
         self._wake_pipe = WakePipe()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -206,12 +176,10 @@ class CoordinatorServer:
         self._commit.push(identity, msg_type, body)
 
     def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
-        timer = Timer(time.monotonic() + max(0.0, delay_s), callback)
-        heapq.heappush(self._timers, (timer.deadline, next(self._timer_seq), timer))
-        return timer
+        return self._scheduler.schedule(delay_s, callback)
 
     def call_soon_threadsafe(self, fn: Callable[[], None]) -> None:
-        self._calls.put(fn)
+        self._scheduler.call_soon(fn)
         self._wake()
 
     def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any:
@@ -315,10 +283,7 @@ class CoordinatorServer:
         expiry = Periodic(self._expire_interval_s, time.monotonic() + self._expire_interval_s)
         try:
             while not self._stopping.is_set():
-                now = time.monotonic()
-                wait = TICK_S
-                if self._timers:
-                    wait = min(wait, max(0.0, self._timers[0][0] - now))
+                wait = self._scheduler.wait(TICK_S, time.monotonic())
                 events = dict(poller.poll(int(wait * 1000)))
                 if wake_fd in events:
                     self._wake_pipe.drain()
@@ -326,15 +291,15 @@ class CoordinatorServer:
                     connections.on_events()
                 if sock in events:
                     self._read_batch(sock)
-                self._run_calls()
-                self._run_timers()
+                self._scheduler.run_calls()
+                self._scheduler.run_timers()
                 now = time.monotonic()
-                self._run_ticks(now)
+                self._scheduler.run_ticks(now, self._services)
                 if self.loaded.is_set():
                     if expiry.due(now):
-                        expiry.ran(now, self._guarded(self._expire, what="retention expiry"))
+                        expiry.ran(now, guarded(self._expire, what="retention expiry"))
                     if housekeeping.due(now):
-                        housekeeping.ran(now, self._guarded(self._housekeeping, what="housekeeping"))
+                        housekeeping.ran(now, guarded(self._housekeeping, what="housekeeping"))
                 self._commit.commit_and_send(sock)
         except BaseException as exc:
             log.exception("coordinator loop failed; stopping")
@@ -349,47 +314,6 @@ class CoordinatorServer:
             sock.close(0)
             self._stopped.set()
             log.info("coordinator loop stopped")
-
-    def _run_ticks(self, now: float) -> None:
-        """Services' tick hooks; one that raises is logged and skipped for a
-        backoff (doubling), so a persistent failure does not flood the log."""
-        for svc in self._services:
-            tick = getattr(svc, "on_tick", None)
-            if tick is None:
-                continue
-            schedule = self._tick_schedule.setdefault(id(svc), Periodic(0.0, now))  # every iteration
-            if schedule.due(now):
-                schedule.ran(now, self._guarded(tick, now, what=f"tick of {type(svc).__name__}"))
-
-    @staticmethod
-    def _guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:
-        """Run one timer/call/hook/maintenance step; an exception is logged with its
-        traceback and the loop goes on. Returns False if it raised.
-        A failed log (LogFailed: the durable log refuses every write after an I/O
-        error) is re-raised: the server is fail-stop on disk failure."""
-        try:
-            fn(*args)
-        except LogFailed:
-            raise
-        except Exception:
-            log.exception("%s failed; the coordinator goes on", what)
-            return False
-        return True
-
-    def _run_calls(self) -> None:
-        while True:
-            try:
-                fn = self._calls.get_nowait()
-            except queue.Empty:
-                return
-            self._guarded(fn, what="cross-thread call")
-
-    def _run_timers(self) -> None:
-        now = time.monotonic()
-        while self._timers and self._timers[0][0] <= now:
-            _, _, timer = heapq.heappop(self._timers)
-            if not timer.cancelled:
-                self._guarded(timer.callback, what="timer")
 
     def _read_batch(self, sock: zmq.Socket) -> None:
         for _ in range(MAX_BATCH):
