@@ -85,9 +85,9 @@ TRIGGER_ANSWER_S = 2.0
 class ControlChannel:
     """The member's end of the control channel (see the module docstring).
 
-    The member's standing (``joined``, ``failure``, ``last_reply``,
-    ``leave_reply``, ``joins``: read by any thread) is its ``JoinState``, written
-    by the I/O thread as the answers arrive (``join_state.py`` says which thread
+    The member's standing (``joined``, ``failure``, ``region_phase()``, the
+    answer to a leave: read by any thread) is its ``JoinState``, written by the
+    I/O thread as the answers arrive (``join_state.py`` says which thread
     writes what). The outbox and the wake-up pipe are any thread's; everything
     else is the I/O thread's only (``_book``) or set before :meth:`start`.
     """
@@ -136,18 +136,6 @@ class ControlChannel:
         """Why the channel gave up (set once; None while it goes on)."""
         return self._state.failure
 
-    @property
-    def last_reply(self) -> dict[str, Any]:
-        return self._state.last_reply
-
-    @property
-    def leave_reply(self) -> dict[str, Any] | None:
-        return self._state.leave_reply
-
-    @property
-    def joins(self) -> int:
-        return self._state.joins
-
     # ------------------------------------------------------------------ API (any thread)
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"region-io-{self.member}", daemon=True)
@@ -168,7 +156,7 @@ class ControlChannel:
         if not self._state.wait_left(timeout):
             log.warning("%s: no answer to region_leave within %.1fs", self.member, timeout)
             return None
-        return self.leave_reply
+        return self._state.leave_reply
 
     def stop(self, leave: bool = False) -> None:
         if leave:
