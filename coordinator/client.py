@@ -69,7 +69,13 @@ MERGE_GRACE_S = 1.0
 #: Entries per put_initial_offsets frame, so a huge map stays under the server's
 #: frame limit (about 30 bytes per entry -> ~1.5 MiB per frame).
 PUT_CHUNK = 50_000
-#: Backoff between tries (LOAD_IN_PROGRESS or no reply): exponential with jitter.
+#: Longest wait of one call (``timeout``, ``try_timeout``): a timeout must be a
+#: finite number of seconds up to this, so no caller can turn a request into a
+#: wait for ever (an infinite or NaN deadline never passes). A day is far above
+#: any caller's need (the longest, a merge, waits at most ``MAX_TIMEOUT_MS``).
+MAX_TIMEOUT_S = 86_400.0
+#: Backoff between tries (LOAD_IN_PROGRESS or no reply): exponential with jitter,
+#: so clients retrying against a restarting coordinator do not hammer it in step.
 BACKOFF_INITIAL_S = 0.02
 BACKOFF_MAX_S = 1.0
 BACKOFF_JITTER_S = 0.05
@@ -77,6 +83,19 @@ BACKOFF_JITTER_S = 0.05
 
 class _NoReply(Exception):
     pass
+
+
+class _ThreadSocket(threading.local):
+    """The calling thread's socket (None until its first request, or after a lost connection)."""
+
+    sock: zmq.Socket | None = None
+
+
+def _check_timeout(name: str, value: float) -> float:
+    """``value`` as a timeout in (0, MAX_TIMEOUT_S] seconds, else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_S:
+        raise ValueError(f"{name} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], got {value!r}")
+    return float(value)
 
 
 class CoordinatorClient:
@@ -93,8 +112,8 @@ class CoordinatorClient:
     ) -> None:
         if not endpoint or "://" not in endpoint:
             raise ValueError(f"coordinator endpoint must look like tcp://HOST:PORT, got {endpoint!r}")
-        if timeout <= 0 or try_timeout <= 0:
-            raise ValueError("timeout and try_timeout must be > 0")
+        _check_timeout("timeout", timeout)
+        _check_timeout("try_timeout", try_timeout)
         if (curve_server_key is None) != (curve_keypair is None):
             raise ValueError("CURVE needs both curve_server_key and curve_keypair (public, secret)")
         self.endpoint = endpoint
@@ -104,7 +123,7 @@ class CoordinatorClient:
         self._curve_server_key = curve_server_key
         self._curve_keypair = curve_keypair
         self._ctx = context or zmq.Context.instance()
-        self._local = threading.local()
+        self._local = _ThreadSocket()
         self._lock = threading.Lock()
         self._sockets: dict[zmq.Socket, threading.Thread] = {}  # socket -> owning thread
         self._closed = False
@@ -114,7 +133,7 @@ class CoordinatorClient:
     # ------------------------------------------------------------------ sockets
 
     def _socket(self) -> zmq.Socket:
-        sock = getattr(self._local, "sock", None)
+        sock = self._local.sock
         if sock is not None:
             return sock
         if self._closed:
@@ -139,7 +158,7 @@ class CoordinatorClient:
         return sock
 
     def _drop_socket(self) -> None:
-        sock = getattr(self._local, "sock", None)
+        sock = self._local.sock
         self._local.sock = None
         if sock is not None:
             with self._lock:
@@ -173,7 +192,7 @@ class CoordinatorClient:
         re-send with the remaining wait). Raises CoordinatorError subclasses
         for error replies and CoordinatorUnavailable after the deadline.
         """
-        total = self.timeout if timeout is None else timeout
+        total = self.timeout if timeout is None else _check_timeout("timeout", timeout)
         deadline = time.monotonic() + total
         rid = f"{self._prefix}-{next(self._ids)}"
         tries = 0
