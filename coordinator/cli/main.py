@@ -48,7 +48,7 @@ from pathlib import Path
 import zmq
 
 from coordinator import __version__, security
-from coordinator.common.cli_types import duration, positive_int
+from coordinator.common.cli_types import bounded_int, duration
 from coordinator.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.region.controller import RegionControllerService
 from coordinator.server.api import CurveServerConfig
@@ -60,12 +60,13 @@ from coordinator.server.connections import (
     raise_nofile_limit,
 )
 from coordinator.server.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
-from coordinator.server.limits import Limits
+from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
 from coordinator.store.log.frame import LogError
 from coordinator.wire import protocol
+from coordinator.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curve-allow", default=None, metavar="DIR_OR_FILE", help="allowed client public keys (.key)")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback bind without CURVE")
     p.add_argument(
-        "--max-frame-bytes", type=int, default=protocol.DEFAULT_MAX_FRAME_BYTES,
-        help=f"largest request parsed; larger ones get TOO_LARGE (default {protocol.DEFAULT_MAX_FRAME_BYTES})",
+        "--max-frame-bytes", type=bounded_int(MIN_FRAME_LIMIT_BYTES, MAX_FRAME_LIMIT_BYTES),
+        default=protocol.DEFAULT_MAX_FRAME_BYTES, metavar="N",
+        help=f"largest request parsed; larger ones get TOO_LARGE ({MIN_FRAME_LIMIT_BYTES}..{MAX_FRAME_LIMIT_BYTES}, "
+             f"default {protocol.DEFAULT_MAX_FRAME_BYTES})",
     )
     p.add_argument(
         "--expire-interval", type=parse_duration, default=EXPIRE_INTERVAL_S,
@@ -183,7 +186,7 @@ def _add_limit_flags(p: argparse.ArgumentParser) -> None:
     defaults = Limits()
     g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
     for flag, field in _LIMIT_FLAGS.items():
-        g.add_argument(flag, dest=field, type=positive_int, default=getattr(defaults, field), metavar="N",
+        g.add_argument(flag, dest=field, type=bounded_int(1, MAX_LIMIT), default=getattr(defaults, field), metavar="N",
                        help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})")
     g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
                    metavar="DURATION",
@@ -220,8 +223,6 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.http is not None:
         _check_http(args, parser)
     args.connection_limits = connection_limits(args, parser)
-    if args.max_frame_bytes < 1024:
-        parser.error(f"--max-frame-bytes must be >= 1024, got {args.max_frame_bytes}")
     try:
         args.level = parse_log_levels(args.log_level)
     except argparse.ArgumentTypeError as exc:

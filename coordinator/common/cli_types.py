@@ -4,7 +4,7 @@ error (a message on stderr, exit 2), never a traceback.
 * :func:`duration`: every time flag takes ``500ms``, ``10s``, ``1m``, ``2h`` or
   plain seconds (``1.5``);
 * :func:`port`: a TCP port, 1-65535;
-* :func:`positive_int`: a count >= 1.
+* :func:`positive_int`: a count >= 1; :func:`bounded_int`: an integer in a range.
 """
 
 from __future__ import annotations
@@ -64,4 +64,17 @@ def positive_int(text: str) -> int:
     return value
 
 
-__all__ = ["MAX_DURATION_S", "duration", "port", "positive_int"]
+def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
+    """An integer parser that refuses values outside ``lo..hi``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
+        return value
+    return parse
+
+
+__all__ = ["MAX_DURATION_S", "bounded_duration", "bounded_int", "duration", "port", "positive_int"]

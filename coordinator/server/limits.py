@@ -28,9 +28,15 @@ if TYPE_CHECKING:
     from coordinator.server.http import CoordinatorMetrics
 
 
+#: Largest value of any limit. Nothing a coordinator holds comes near it (2**40
+#: bytes is a terabyte), so a larger value is a typo that would silently mean
+#: "no limit"; it is refused instead.
+MAX_LIMIT = 2**40
+
+
 def _positive(instance: object, attribute: attrs.Attribute, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise ValueError(f"limit {attribute.name} must be a finite number > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_LIMIT:
+        raise ValueError(f"limit {attribute.name} must be a number in (0, {MAX_LIMIT}], got {value!r}")
 
 
 @attrs.frozen

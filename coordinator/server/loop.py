@@ -71,6 +71,7 @@ from coordinator.server.limits import LimitCounter, Limits
 from coordinator.server.scheduler import LoopScheduler, Periodic, guarded
 from coordinator.store.replay import LoadReport
 from coordinator.wire import protocol
+from coordinator.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.wire.errors import CoordinatorError
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,9 @@ class CoordinatorServer:
         connection_limits: ConnectionLimits | None = None,
         limits: Limits | None = None,
     ) -> None:
-        if max_frame_bytes < 1024:
-            raise ValueError(f"max_frame_bytes must be >= 1024, got {max_frame_bytes}")
+        if not MIN_FRAME_LIMIT_BYTES <= max_frame_bytes <= MAX_FRAME_LIMIT_BYTES:
+            raise ValueError(f"max_frame_bytes must be in {MIN_FRAME_LIMIT_BYTES}..{MAX_FRAME_LIMIT_BYTES}, "
+                             f"got {max_frame_bytes}")
         self.store = store
         self.bind_address = bind
         self.max_frame_bytes = max_frame_bytes

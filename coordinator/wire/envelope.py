@@ -22,6 +22,12 @@ from coordinator.wire.fields import CONTROL_CHARS, LONE_SURROGATE, MAX_INT
 PROTOCOL_VERSION = 1
 #: Default largest frame the server parses; a larger one gets TOO_LARGE unread.
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: Range of a configured frame limit (``--max-frame-bytes``). Below the floor
+#: ordinary requests no longer fit; above the ceiling the frames ZeroMQ takes in
+#: before refusing them (``HARD_FRAME_FACTOR`` times the limit, per connection)
+#: could exhaust the coordinator's memory.
+MIN_FRAME_LIMIT_BYTES = 1024
+MAX_FRAME_LIMIT_BYTES = 256 * 1024 * 1024
 #: Longest request id (characters): ids are echoed and kept in the retry-dedup
 #: cache, so a long id must not cost memory or reply bytes.
 MAX_ID_LEN = 128

@@ -18,7 +18,7 @@ from coordinator.common.waiting import wait_until
 from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
 from coordinator.server.api import Request
 from coordinator.server.group_commit import GroupCommit
-from coordinator.server.limits import Limits
+from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.store.control_table import ControlTable, iter_snapshot
 from coordinator.wire import protocol
 from coordinator.wire.errors import Invalid
@@ -159,11 +159,12 @@ def test_heartbeat_generation_is_int32():
                                    "kafka": {"generation": 1 << 31}})
 
 
-def test_limits_must_be_positive_and_finite():
-    for bad in (0, -1, float("inf"), float("nan"), True):
+def test_limits_must_be_positive_and_bounded():
+    for bad in (0, -1, float("inf"), float("nan"), True, MAX_LIMIT + 1):
         with pytest.raises(ValueError):
             Limits(max_groups=bad)
     assert Limits(member_lease_s=0.5).member_lease_s == 0.5
+    assert Limits(max_groups=MAX_LIMIT).max_groups == MAX_LIMIT
 
 
 # ------------------------------------------------------------------ control table memory

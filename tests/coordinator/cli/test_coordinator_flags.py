@@ -1,0 +1,45 @@
+"""``cr-coordinator``'s flags are checked up front: every number is bounded, and a
+bad one is a usage error naming the flag, before the state dir is touched."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.cli.main import _check, build_parser, limits_from_args
+from coordinator.server.limits import MAX_LIMIT
+from coordinator.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
+
+
+def _parse(tmp_path, *flags: str):
+    parser = build_parser()
+    args = parser.parse_args(["--state-dir", str(tmp_path / "state"), *flags])
+    _check(args, parser)
+    return args
+
+
+@pytest.mark.parametrize("value", [MIN_FRAME_LIMIT_BYTES - 1, MAX_FRAME_LIMIT_BYTES + 1, 2**80])
+def test_max_frame_bytes_out_of_range_is_a_usage_error(tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as exc:
+        _parse(tmp_path, "--max-frame-bytes", str(value))
+    assert exc.value.code == 2
+    assert "--max-frame-bytes" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
+
+
+def test_max_frame_bytes_in_range_is_kept(tmp_path):
+    assert _parse(tmp_path, "--max-frame-bytes", str(MAX_FRAME_LIMIT_BYTES)).max_frame_bytes == MAX_FRAME_LIMIT_BYTES
+
+
+@pytest.mark.parametrize("flag", ["--max-groups", "--max-pending-merge-bytes", "--max-members-per-group"])
+def test_limit_flags_are_bounded(tmp_path, capsys, flag):
+    with pytest.raises(SystemExit) as exc:
+        _parse(tmp_path, flag, str(MAX_LIMIT + 1))
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err
+    args = _parse(tmp_path, flag, str(MAX_LIMIT))
+    assert MAX_LIMIT in _limit_values(args)
+
+
+def _limit_values(args) -> list[int]:
+    limits = limits_from_args(args)
+    return [limits.max_groups, limits.max_pending_merge_bytes, limits.max_members_per_group]
