@@ -97,6 +97,9 @@ class MemberSupervisor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(THREAD_JOIN_S)
+            if self._thread.is_alive():  # a restart in progress; it sees _stop and ends after it
+                log.warning("region supervisor thread still busy after %.0fs; stopping the members anyway",
+                            THREAD_JOIN_S)
         with self._lock:
             for m in self._members.values():
                 if m.proc is not None and m.proc.poll() is None:
@@ -118,6 +121,8 @@ class MemberSupervisor:
             if not live:
                 raise NotRunning("no member to remove")
             name = name or live[-1]
+            if name not in live:
+                raise NotRunning(f"{name} is not a live member (live: {', '.join(live)})")
             m = self._members[name]
             m.removed = True
             if m.proc is not None and m.proc.poll() is None:
@@ -129,8 +134,8 @@ class MemberSupervisor:
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` to a member's process (step 1 restarts it); returns its pid."""
         with self._lock:
-            m = self._members[name]
-            if m.proc is None or m.proc.poll() is not None:
+            m = self._members.get(name)
+            if m is None or m.removed or m.proc is None or m.proc.poll() is not None:
                 raise NotRunning(f"{name} is not running")
             pid = m.proc.pid
             m.proc.send_signal(sig)
@@ -195,7 +200,11 @@ class MemberSupervisor:
             except subprocess.TimeoutExpired:
                 log.warning("%s did not stop in time: SIGKILL", m.name)
                 m.proc.kill()
-                m.proc.wait(KILL_WAIT_S)
+                try:
+                    m.proc.wait(KILL_WAIT_S)
+                except subprocess.TimeoutExpired:  # stuck in the kernel (D state): the others are reaped first
+                    log.error("%s (pid %d) did not end %.0fs after SIGKILL; left unreaped",
+                              m.name, m.proc.pid, KILL_WAIT_S)
         if m.log_file is not None:
             m.log_file.close()
             m.log_file = None
