@@ -21,9 +21,8 @@ import logging
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import cr_consumer
 from coordinator.common.osutil import die_with_parent_preexec
@@ -74,18 +73,19 @@ class MemberLauncher:
         assert m.proc is not None and m.proc.stdin is not None
         try:
             m.proc.stdin.write(document)
+            m.proc.stdin.flush()  # a broken pipe shows here, not in close()
         except BrokenPipeError:
             log.warning("%s exited before it read its Kafka properties", m.name)
         finally:
             try:
                 m.proc.stdin.close()
-            except BrokenPipeError:
+            except BrokenPipeError:  # close() re-flushing what the dead member never read: logged above
                 pass
 
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
-                output_dir: str, state_dir: str, region_index: int, min_members: int, region: dict[str, Any],
-                params: dict[str, Any], kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
+                output_dir: str, state_dir: str, region_index: int, min_members: int, region: Mapping[str, object],
+                params: Mapping[str, object], kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
                 curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
     """The command line of one member process (what ``crkafka run`` spawns), the
     inverse of ``cr_consumer.cli.member.add_arguments`` (a test parses it back);

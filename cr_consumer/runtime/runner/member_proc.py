@@ -15,7 +15,7 @@ calls :meth:`MemberProc.schedule_restart`, then starts the member again once
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from typing import BinaryIO
 
 import attrs
 
@@ -31,7 +31,7 @@ RESTART_WINDOW_S = 10.0
 class MemberProc:
     name: str
     proc: subprocess.Popen | None = None
-    log_file: Any = None
+    log_file: BinaryIO | None = None  # the member's log, open while its process may write to it
     restarts: int = 0
     last_start: float = 0.0
     next_start: float = 0.0

@@ -82,7 +82,7 @@ class Region:
         max_consecutive_resets: int = 5,
         member_timeout_s: float = 5.0,
         region_index: int = 0,
-        params: dict[str, Any] | None = None,
+        params: dict[str, object] | None = None,
         kafka: dict[str, Any] | None = None,
         restart_members: bool = True,
         log_level: str = "INFO",
