@@ -13,11 +13,14 @@ Life cycle of :class:`CoordinatorProcess`:
 3. The resolved endpoint and HTTP address are kept: ``restart()`` binds the
    same ones, so clients keep working across a restart.
 4. ``terminate()`` sends SIGTERM (clean shutdown) and waits ``STOP_TIMEOUT_S``,
-   then SIGKILL; ``kill()`` sends SIGKILL at once (the crash drill).
+   then SIGKILL; ``kill()`` sends SIGKILL at once (the crash drill). Both
+   reap the process and join the thread reading its stdout (it ends at the
+   process's EOF; ``PUMP_JOIN_S`` bounds the join).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import resource
@@ -28,17 +31,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, BinaryIO
 
 from coordinator.common.osutil import die_with_parent_preexec
 from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.wire.errors import CoordinatorUnavailable
 
+log = logging.getLogger(__name__)
+
 #: Bound on waiting for the ready line and the first successful ping, so a
 #: coordinator that cannot bind or load turns into an error, not a hang.
 START_TIMEOUT_S = 30.0
-#: How long terminate() waits after SIGTERM before SIGKILL.
+#: How long terminate() waits after SIGTERM before SIGKILL, and any wait for
+#: the process to end: a coordinator wedged in shutdown cannot hang the caller.
 STOP_TIMEOUT_S = 10.0
+#: Bound on joining the stdout reader once the process ended (it sees EOF at
+#: once), so a descendant still holding the pipe cannot hang stop.
+PUMP_JOIN_S = 2.0
 
 
 
@@ -85,7 +94,8 @@ class CoordinatorProcess:
         #: RLIMIT_NOFILE (soft and hard) of the child, for tests of descriptor exhaustion.
         self.max_open_files = max_open_files
         self._proc: subprocess.Popen | None = None
-        self._log_file: Any = None
+        self._log_file: BinaryIO | None = None
+        self._pump: threading.Thread | None = None  # reads the child's stdout until EOF
         self.endpoint: str | None = None
         self.http_address: str | None = None
 
@@ -114,7 +124,10 @@ class CoordinatorProcess:
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env,
                                       preexec_fn=_child_preexec(self.max_open_files))
         lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        threading.Thread(target=_pump, args=(self._proc.stdout, lines), name="coordinator-stdout", daemon=True).start()
+        assert self._proc.stdout is not None  # stdout=PIPE
+        self._pump = threading.Thread(target=_pump, args=(self._proc.stdout, lines),
+                                      name=f"coordinator-stdout-{self._proc.pid}", daemon=True)
+        self._pump.start()
         deadline = time.monotonic() + self.start_timeout
         ready = None
         while ready is None:
@@ -204,6 +217,13 @@ class CoordinatorProcess:
         return self._proc.returncode if self._proc else None
 
     def _reap(self) -> None:
+        """After the process ended: join its stdout reader, close its log."""
+        if self._pump is not None:
+            self._pump.join(PUMP_JOIN_S)
+            if self._pump.is_alive():
+                log.warning("the stdout reader of coordinator pid %s did not end within %.0fs",
+                            self.pid, PUMP_JOIN_S)
+            self._pump = None
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
@@ -221,7 +241,7 @@ class CoordinatorProcess:
         self.terminate()
 
 
-def _pump(stream: Any, lines: queue.SimpleQueue) -> None:
+def _pump(stream: IO[bytes], lines: queue.SimpleQueue[str | None]) -> None:
     """Forward the child's stdout lines until EOF (owned by the child's lifetime)."""
     try:
         for raw in stream:

@@ -1,0 +1,26 @@
+"""The coordinator launcher owns the thread reading its child's stdout: every
+way the child ends (terminate, kill, restart) joins it."""
+
+from __future__ import annotations
+
+import threading
+
+from coordinator.launcher import CoordinatorProcess
+
+
+def _readers() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith("coordinator-stdout-")}
+
+
+def test_terminate_kill_and_restart_join_the_stdout_reader(tmp_path):
+    before = _readers()
+    proc = CoordinatorProcess(tmp_path / "state")
+    proc.start()
+    first = f"coordinator-stdout-{proc.pid}"
+    assert first in _readers()
+    proc.restart(hard=True)  # kill, then start again on the same endpoint
+    assert first not in _readers()
+    second = f"coordinator-stdout-{proc.pid}"
+    assert second in _readers()
+    assert proc.terminate() == 0
+    assert _readers() == before
