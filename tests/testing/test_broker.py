@@ -1,7 +1,9 @@
 """The embedded broker and the Kafka helpers work end to end."""
 
+import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from cr_consumer.testing.broker import BrokerStartError, EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 
@@ -38,3 +40,11 @@ def test_committed_offsets_as_an_admin_client_sees_them(bootstrap, names):
     finally:
         consumer.close()
     assert committed_offsets(bootstrap, group, topic) == {1: 7}
+
+
+def test_a_missing_broker_binary_is_a_start_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("TANSU_BIN", str(tmp_path / "no-such-tansu"))
+    broker = EmbeddedBroker(log_path=tmp_path / "tansu.log")
+    with pytest.raises(BrokerStartError, match="no-such-tansu"):
+        broker.start()
+    assert not broker.running
