@@ -51,7 +51,8 @@ STATUS_TIMEOUT_S = 5.0
 #: Bound on the /healthz no-op call on the loop: a loop that cannot run it this
 #: fast is reported unhealthy (503) instead of hanging the probe.
 HEALTH_TIMEOUT_S = 2.0
-#: How long stop() waits for the HTTP thread.
+#: How long stop() waits for the HTTP thread, so a serve loop that does not
+#: end cannot hang the coordinator's shutdown.
 STOP_TIMEOUT_S = 5.0
 #: Concurrent HTTP connections served; more are closed at once (bounds threads
 #: and descriptors taken by scrapers or an attacker on the HTTP port).
@@ -242,16 +243,23 @@ class HttpEndpoint:
             raise OSError(f"cannot serve HTTP on {address}: {exc}") from exc
         self._httpd.daemon_threads = True
         self.address = f"{self._httpd.server_address[0]}:{self._httpd.server_address[1]}"  # type: ignore[str-bytes-safe]  # AF_INET: str
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="coordinator-http", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
+                                        name=f"coordinator-http-{self._httpd.server_address[1]}")
 
     def start(self) -> None:
         self._thread.start()
         log.info("HTTP /, /status, /metrics, /healthz and /ready on http://%s", self.address)
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        """End the serve loop (if it ever started: ``shutdown()`` waits, without a
+        bound, for a loop to acknowledge), close the socket, join the thread."""
+        if self._thread.ident is not None:
+            self._httpd.shutdown()
         self._httpd.server_close()
-        self._thread.join(STOP_TIMEOUT_S)
+        if self._thread.ident is not None:
+            self._thread.join(STOP_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.warning("the HTTP thread did not end within %.0fs", STOP_TIMEOUT_S)
 
     def status_json(self) -> bytes:
         snap = self.server.call_in_loop(self.server.status_snapshot, STATUS_TIMEOUT_S)
