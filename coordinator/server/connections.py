@@ -62,7 +62,9 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 #: closed: finds dead peers (a host that vanished) without waiting for TCP.
 HEARTBEAT_IVL_S = 10.0
 HEARTBEAT_TIMEOUT_S = 30.0
-#: TCP keepalive: idle time before the first probe, probe interval, probes.
+#: TCP keepalive: idle time before the first probe, probe interval, probes. The
+#: kernel's own check for a peer that vanished: its half-open connection would
+#: otherwise hold a connection slot until a write fails.
 KEEPALIVE_IDLE_S = 60
 KEEPALIVE_INTVL_S = 10
 KEEPALIVE_CNT = 3

@@ -58,11 +58,13 @@ from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
 log = logging.getLogger(__name__)
 
-#: Remembered answers of set_reset_pending, for retries of the same request id.
+#: Remembered answers of set_reset_pending, for retries of the same request id;
+#: bounds the cache's memory under a stream of distinct ids.
 DEDUP_ENTRIES = 4096
 #: Bound of the same cache in bytes (group name + id + ~100 bytes of overhead each).
 DEDUP_BYTES = 4 * 1024 * 1024
-#: Member lists fixed per checkpoint id (``members`` with ``seq``), kept per group.
+#: Member lists fixed per checkpoint id (``members`` with ``seq``), kept per group:
+#: bounds a group's memory; members ask only about the checkpoints in flight.
 SEQ_LISTS_KEPT = 16
 #: Expired leases handled per loop iteration at most, so a mass expiry does not
 #: delay the loop (each is one log record).

@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 # Step 3 stops catching up once fewer bytes than this remain: the owner copies
 # the rest while it is blocked, so this bounds the switch pause (a few ms).
 CATCH_UP_SLACK = 256 << 10
+# Catch-up rounds at most: under writes as fast as the copy, the tail would
+# never shrink below the slack; the owner copies what is left at the switch.
 CATCH_UP_ROUNDS = 20
 # The compaction thread yields the GIL at most this often (see Compaction._yield).
 YIELD_EVERY_S = 0.001

@@ -21,7 +21,8 @@ import attrs
 
 #: Restart delay of a member's first death: none.
 RESTART_MIN_S = 0.0
-#: Longest restart delay of a member that keeps dying.
+#: Longest restart delay of a member that keeps dying: once the cause is gone (a
+#: broker back up), it is running again within this long.
 RESTART_MAX_S = 5.0
 #: A death within this long of the last (re)start counts as "keeps dying".
 RESTART_WINDOW_S = 10.0

@@ -45,7 +45,8 @@ STOP_TIMEOUT_S = 10.0
 #: Bound on the supervisor thread's exit at stop() (it wakes every SUPERVISE_S;
 #: a restart in progress finishes first).
 THREAD_JOIN_S = 5.0
-#: Bound on reaping a member after its SIGKILL.
+#: Bound on reaping a member after its SIGKILL, so one stuck in the kernel (an
+#: uninterruptible wait) cannot hang stop(); it is logged and left.
 KILL_WAIT_S = 5.0
 
 
