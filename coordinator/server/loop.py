@@ -235,8 +235,9 @@ class CoordinatorServer:
             self._load_thread.join(timeout)
         self._wake_pipe.close()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the loop has ended (stop() or a fatal failure)."""
+    def wait(self, timeout: float) -> bool:
+        """Block until the loop has ended (stop() or a fatal failure), at most
+        ``timeout`` seconds; True when it has ended."""
         return self._stopped.wait(timeout)
 
     @property
