@@ -50,6 +50,9 @@ from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
 log = logging.getLogger(__name__)
 
+#: Member processes of one region at once (start and add_member): they all run
+#: on this host, so a typo in ``--members`` must not fork the machine to death.
+MAX_MEMBERS = 1000
 #: Members with a metrics port (metrics_port + N for member-N): bounds the
 #: port range a region takes so a base port is checked once, up front.
 MAX_METRICS_PORTS = 1000
@@ -94,8 +97,8 @@ class Region:
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
     ) -> None:
-        if members < 1:
-            raise ValueError(f"members must be >= 1, got {members}")
+        if isinstance(members, bool) or not isinstance(members, int) or not 1 <= members <= MAX_MEMBERS:
+            raise ValueError(f"members must be an integer in 1..{MAX_MEMBERS}, got {members!r}")
         if not bootstrap:
             raise ValueError("bootstrap is required (HOST:PORT of the Kafka cluster or embedded broker)")
         self.pipeline = str(pipeline)
@@ -240,8 +243,12 @@ class Region:
         return self._supervisor.names() if self._supervisor is not None else []
 
     def add_member(self) -> str:
-        """Start one more member process; returns its name."""
-        return self.supervisor.add()
+        """Start one more member process; returns its name. ValueError when
+        MAX_MEMBERS are live already."""
+        supervisor = self.supervisor
+        if len(supervisor.live()) >= MAX_MEMBERS:
+            raise ValueError(f"the region has {MAX_MEMBERS} live members already (MAX_MEMBERS)")
+        return supervisor.add()
 
     def remove_member(self, name: str | None = None) -> str:
         """Stop a member for good (SIGTERM: it leaves the region and the group)."""

@@ -1,6 +1,7 @@
 """The runner's supervisor on stand-in member processes (a sleeping Python, no
 broker, no coordinator): the fault handles validate the member they name before
-changing anything, and stop() reaps every member within its bounds."""
+changing anything, and stop() reaps every member within its bounds. A region's
+member count is bounded before anything starts."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from coordinator.common.waiting import wait_until
 from cr_consumer.runtime.runner import supervisor as supervisor_mod
 from cr_consumer.runtime.runner.launch import MemberLauncher
+from cr_consumer.runtime.runner.region_runner import MAX_MEMBERS, Region
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
 SLEEP = "import time; time.sleep(60)"
@@ -62,3 +64,9 @@ def test_stop_kills_a_member_that_ignores_sigterm_within_its_bounds(tmp_path, mo
         assert pid is not None
         with pytest.raises(ProcessLookupError):  # killed and reaped
             os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("members", [0, MAX_MEMBERS + 1, True, 2.5])
+def test_region_refuses_a_member_count_out_of_range(members):
+    with pytest.raises(ValueError, match="members"):
+        Region("examples.wordcount", members=members, bootstrap="127.0.0.1:1")
