@@ -90,13 +90,13 @@ class WakePipe:
         try:
             while os.read(self._r, 4096):
                 pass
-        except BlockingIOError:
+        except BlockingIOError:  # empty: every pending wake-up is consumed
             pass
 
     def close(self) -> None:
         for fd in (self._r, self._w):
             try:
                 os.close(fd)
-            except OSError:
+            except OSError:  # EBADF: closed already (close() is idempotent); nothing else can fail here
                 pass
         self._r = self._w = -1
