@@ -15,6 +15,7 @@ process exit), wait on that instead.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TypeVar, cast
 
@@ -33,8 +34,10 @@ class WaitTimeout(TimeoutError):
 
 def wait_until(predicate: Callable[[], T | None], timeout: float, what: str, *, interval: float = POLL_INTERVAL_S) -> T:
     """Call ``predicate`` until it returns something true and return that (see the module's steps)."""
-    if timeout < 0 or interval <= 0:
-        raise ValueError(f"wait_until: timeout {timeout!r} must be >= 0 and interval {interval!r} > 0")
+    if not (math.isfinite(timeout) and timeout >= 0 and math.isfinite(interval) and interval > 0):
+        # an infinite or NaN timeout would never pass: the wait must end
+        raise ValueError(f"wait_until: timeout {timeout!r} must be finite and >= 0, interval {interval!r} "
+                         f"finite and > 0")
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_delay(timeout),
         wait=tenacity.wait_fixed(interval),

@@ -44,7 +44,8 @@ def test_the_predicates_exception_propagates_at_once():
     assert calls == [1]
 
 
-@pytest.mark.parametrize(("timeout", "interval"), [(-1, 0.1), (1, 0), (1, -0.5)])
+@pytest.mark.parametrize(("timeout", "interval"), [(-1, 0.1), (1, 0), (1, -0.5), (float("inf"), 0.1),
+                                                   (float("nan"), 0.1), (1, float("nan")), (1, float("inf"))])
 def test_bad_arguments_are_refused(timeout, interval):
     with pytest.raises(ValueError):
         wait_until(lambda: True, timeout, "x", interval=interval)
