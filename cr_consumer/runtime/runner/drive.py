@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,9 @@ DEFAULT_TIMEOUT_S = 300.0
 def run_until_done(region: RegionHandle, *, done: Callable[[], bool], progress: Callable[[], float], kill_half_way: bool = False,
                    timeout_s: float = DEFAULT_TIMEOUT_S, poll_s: float = 0.5) -> float:
     """Wait until ``done()``; returns the seconds it took."""
+    if not (math.isfinite(timeout_s) and timeout_s > 0 and math.isfinite(poll_s) and 0 < poll_s <= timeout_s):
+        raise ValueError(f"timeout_s ({timeout_s!r}) and poll_s ({poll_s!r}) must be finite, "
+                         f"with 0 < poll_s <= timeout_s")
     t0 = time.monotonic()
     killed = False
     while not done():
