@@ -21,6 +21,7 @@ Life cycle of :class:`CoordinatorProcess`:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import resource
@@ -65,6 +66,12 @@ def _child_preexec(max_open_files: int | None) -> Callable[[], None] | None:
     return preexec
 
 
+def _check_wait(name: str, seconds: float) -> None:
+    """A wait bound must be finite and > 0: an infinite or NaN one never ends."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {seconds!r}")
+
+
 class CoordinatorStartError(RuntimeError):
     """The coordinator process exited or did not become ready in time."""
 
@@ -83,6 +90,7 @@ class CoordinatorProcess:
         python: str = sys.executable,
         max_open_files: int | None = None,
     ) -> None:
+        _check_wait("start_timeout", start_timeout)
         self.state_dir = Path(state_dir)
         self._bind = bind or "tcp://127.0.0.1:*"
         self._http = "127.0.0.1:0" if http == "auto" else http
@@ -191,6 +199,7 @@ class CoordinatorProcess:
 
     def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM and wait for the clean shutdown (SIGKILL after ``timeout``); returns the exit code."""
+        _check_wait("timeout", timeout)
         if self._proc is None:
             return None
         if self._proc.poll() is None:

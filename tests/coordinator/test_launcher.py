@@ -3,7 +3,10 @@ way the child ends (terminate, kill, restart) joins it."""
 
 from __future__ import annotations
 
+import math
 import threading
+
+import pytest
 
 from coordinator.launcher import CoordinatorProcess
 
@@ -24,3 +27,13 @@ def test_terminate_kill_and_restart_join_the_stdout_reader(tmp_path):
     assert second in _readers()
     assert proc.terminate() == 0
     assert _readers() == before
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan, 0.0, -1.0])
+def test_unbounded_waits_are_refused_before_anything_starts(tmp_path, bad):
+    with pytest.raises(ValueError, match="start_timeout"):
+        CoordinatorProcess(tmp_path / "state", start_timeout=bad)
+    proc = CoordinatorProcess(tmp_path / "state")
+    with pytest.raises(ValueError, match="timeout"):
+        proc.terminate(bad)
+    assert not (tmp_path / "state").exists()
