@@ -55,7 +55,7 @@ def status_snapshot(
         "loaded": loaded,
         "uptime_s": round(time.time() - started_at, 3),
         "store": store_stats() if loaded else {},
-        "load": _jsonable(load_report),
+        "load": None if load_report is None else attrs.asdict(load_report),
         "limits": attrs.asdict(limits),
     }
     if loaded:
@@ -63,14 +63,3 @@ def status_snapshot(
             out.update(status())
     return out
 
-
-def _jsonable(obj: Any) -> Any:
-    if obj is None or isinstance(obj, str | int | float | bool):
-        return obj
-    if attrs.has(type(obj)):
-        return attrs.asdict(obj)
-    if hasattr(obj, "_asdict"):
-        return obj._asdict()
-    if hasattr(obj, "__dict__"):
-        return {k: v for k, v in vars(obj).items() if not k.startswith("_")}
-    return str(obj)
