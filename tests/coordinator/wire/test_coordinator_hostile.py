@@ -179,7 +179,7 @@ def test_region_config_numbers_are_checked(coord, raw, setting):
     reply = raw.send(_frame_text("region_join", body))
     assert reply["type"] == "error"
     assert reply["body"]["code"] in ("INVALID", "MALFORMED")
-    time.sleep(0.3)  # a few ticks: a stored bad config used to stop the loop at the next persist
+    time.sleep(0.3)  # a few loop ticks (nothing to poll for): a bad config, had it been stored, would fail the next persist
     status = raw.request("region_status", {})
     assert "r-bad" not in status["body"]["regions"]
     assert_alive_and_intact(coord)
