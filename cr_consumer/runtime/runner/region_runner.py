@@ -178,10 +178,13 @@ class Region:
             raise SettingsError(f"Kafka settings: {exc}") from None
 
     def stop(self) -> None:
-        if self._supervisor is not None:
-            self._supervisor.stop()
-        if self.coordinator_proc is not None:
-            self.coordinator_proc.terminate()
+        """Step 4; the coordinator is terminated even when stopping the members raised."""
+        try:
+            if self._supervisor is not None:
+                self._supervisor.stop()
+        finally:
+            if self.coordinator_proc is not None:
+                self.coordinator_proc.terminate()
 
     def __enter__(self) -> Region:
         return self.start()
