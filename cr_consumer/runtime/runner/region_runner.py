@@ -159,7 +159,11 @@ class Region:
                                   kafka_stdin=self._kafka_stdin)
         self._supervisor = MemberSupervisor(launcher, restart_members=self.restart_members,
                                             coordinator=self.coordinator_proc)
-        self._supervisor.start(self.n_members)
+        try:
+            self._supervisor.start(self.n_members)
+        except BaseException:  # re-raised: stop what did start (members, the coordinator) first
+            self.stop()
+            raise
         return self
 
     def _check_kafka_settings(self) -> None:

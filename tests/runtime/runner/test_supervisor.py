@@ -1,7 +1,8 @@
 """The runner's supervisor on stand-in member processes (a sleeping Python, no
 broker, no coordinator): the fault handles validate the member they name before
 changing anything, and stop() reaps every member within its bounds. A region's
-member count is bounded before anything starts."""
+member count is bounded before anything starts, and a region whose start fails
+stops what it started."""
 
 from __future__ import annotations
 
@@ -70,3 +71,12 @@ def test_stop_kills_a_member_that_ignores_sigterm_within_its_bounds(tmp_path, mo
 def test_region_refuses_a_member_count_out_of_range(members):
     with pytest.raises(ValueError, match="members"):
         Region("examples.wordcount", members=members, bootstrap="127.0.0.1:1")
+
+
+def test_a_region_whose_members_cannot_start_stops_its_coordinator(tmp_path):
+    region = Region("examples.wordcount", members=2, bootstrap="127.0.0.1:1", python=str(tmp_path / "no-python"),
+                    output_dir=tmp_path / "out", state_dir=tmp_path / "state")
+    with pytest.raises(FileNotFoundError):
+        region.start()
+    assert region.coordinator_proc is not None and region.coordinator_proc.returncode is not None
+    assert not region.coordinator_proc.running
