@@ -129,19 +129,34 @@ class CoordinatorProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed in _reap)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env,
-                                      preexec_fn=_child_preexec(self.max_open_files))
+        try:
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env,
+                                          preexec_fn=_child_preexec(self.max_open_files))
+        except OSError:
+            self._reap()
+            raise
         lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         assert self._proc.stdout is not None  # stdout=PIPE
         self._pump = threading.Thread(target=_pump, args=(self._proc.stdout, lines),
                                       name=f"coordinator-stdout-{self._proc.pid}", daemon=True)
         self._pump.start()
         deadline = time.monotonic() + self.start_timeout
-        ready = None
-        while ready is None:
+        try:
+            ready = self._wait_ready(lines, deadline)
+            self.endpoint = ready["endpoint"]
+            self.http_address = None if ready.get("http", "-") == "-" else ready["http"]
+            self._wait_ping(deadline)
+        except BaseException:  # re-raised: a process that did not become ready is not left behind
+            self.kill()
+            raise
+        return self
+
+    def _wait_ready(self, lines: queue.SimpleQueue[str | None], deadline: float) -> dict[str, str]:
+        """The fields of the child's ``ready`` line, read before ``deadline``."""
+        assert self._proc is not None
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.kill()
                 raise CoordinatorStartError(f"coordinator not ready within {self.start_timeout}s\n{self.log_tail()}")
             try:
                 line = lines.get(timeout=min(left, 0.5))
@@ -149,14 +164,12 @@ class CoordinatorProcess:
                 continue
             if line is None:
                 code = self._proc.wait(STOP_TIMEOUT_S)
-                self._reap()
                 raise CoordinatorStartError(f"coordinator exited with {code} during start-up\n{self.log_tail()}")
             if line.startswith("ready "):
-                ready = dict(kv.split("=", 1) for kv in line.split()[1:])
-        self.endpoint = ready["endpoint"]
-        self.http_address = None if ready.get("http", "-") == "-" else ready["http"]
-        self._wait_ping(deadline)
-        return self
+                fields = dict(kv.partition("=")[::2] for kv in line.split()[1:])
+                if "endpoint" not in fields:
+                    raise CoordinatorStartError(f"coordinator printed a ready line without its endpoint: {line!r}")
+                return fields
 
     def _wait_ping(self, deadline: float) -> None:
         """Ping until it succeeds (the replay is done), the process exits, or the deadline."""

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from coordinator.launcher import CoordinatorProcess
+from coordinator.launcher import CoordinatorProcess, CoordinatorStartError
 
 
 def _readers() -> set[str]:
@@ -37,3 +37,14 @@ def test_unbounded_waits_are_refused_before_anything_starts(tmp_path, bad):
     with pytest.raises(ValueError, match="timeout"):
         proc.terminate(bad)
     assert not (tmp_path / "state").exists()
+
+
+def test_a_child_that_never_gets_ready_is_not_left_running(tmp_path):
+    fake = tmp_path / "fake-python"  # stands in for `python -m coordinator`: a broken ready line, then a hang
+    fake.write_text("#!/bin/sh\necho 'ready http=-'\nexec sleep 60\n")
+    fake.chmod(0o755)
+    proc = CoordinatorProcess(tmp_path / "state", python=str(fake), start_timeout=5.0)
+    with pytest.raises(CoordinatorStartError, match="without its endpoint"):
+        proc.start()
+    assert not proc.running and proc.returncode is not None
+    assert f"coordinator-stdout-{proc.pid}" not in _readers()
