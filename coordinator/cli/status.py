@@ -29,7 +29,7 @@ from typing import Any
 from coordinator import security
 from coordinator.cli.lag import BrokerUnavailable, PartitionLag, read_lag
 from coordinator.client import CoordinatorClient
-from coordinator.common.cli_types import bounded_duration
+from coordinator.common.cli_types import bounded_duration, bounded_int
 from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
 
 #: Version of the ``--json`` document; a field is renamed or removed only with a new version.
@@ -38,6 +38,9 @@ JSON_VERSION = 1
 WATCH_MIN_S, WATCH_MAX_S = 0.2, 3600.0
 #: Bound of ``--timeout``: each request waits at most this long.
 TIMEOUT_MAX_S = 300.0
+#: Bound of ``--count``: more refreshes than this (days at the fastest
+#: ``--watch``) is a typo, refused like any other bad flag.
+COUNT_MAX = 1_000_000
 EXIT_OK, EXIT_UNREACHABLE = 0, 2
 
 
@@ -51,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help=f"print one JSON document (version {JSON_VERSION})")
     parser.add_argument("--watch", nargs="?", const=2.0, default=None, type=bounded_duration(WATCH_MIN_S, WATCH_MAX_S),
                         metavar="SECONDS", help="refresh every SECONDS (default 2) until Ctrl-C")
-    parser.add_argument("--count", type=int, default=None, metavar="N",
-                        help="with --watch: stop after N refreshes")
+    parser.add_argument("--count", type=bounded_int(1, COUNT_MAX), default=None, metavar="N",
+                        help=f"with --watch: stop after N refreshes (1..{COUNT_MAX})")
     parser.add_argument("--curve-server-key", metavar="FILE", help="the coordinator's public key (.key)")
     parser.add_argument("--curve-keypair", metavar="FILE", help="this client's keypair (.key_secret)")
 
@@ -196,8 +199,8 @@ def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.count is not None and (args.watch is None or args.count < 1):
-        print("crkafka status: --count N (N >= 1) goes with --watch", file=sys.stderr)
+    if args.count is not None and args.watch is None:
+        print("crkafka status: --count N goes with --watch", file=sys.stderr)
         return 2
     try:
         client_kwargs = _client_kwargs(args)

@@ -15,7 +15,7 @@ import sys
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from coordinator.cli.status import JSON_VERSION
+from coordinator.cli.status import COUNT_MAX, JSON_VERSION
 from coordinator.common.waiting import wait_until
 from cr_consumer.testing.kafka_util import create_topic, produce
 
@@ -101,7 +101,8 @@ def test_unreachable_coordinator_is_named_and_exits_2():
 
 
 def test_bad_flags_exit_2_without_traceback():
-    for args in (["--watch", "0"], ["--timeout", "soon"], ["--count", "3"]):
+    for args in (["--watch", "0"], ["--timeout", "soon"], ["--count", "3"], ["--watch", "1", "--count", "0"],
+                 ["--watch", "1", "--count", str(COUNT_MAX + 1)]):
         r = _status("--coordinator", "tcp://127.0.0.1:1", *args, timeout=30)
         assert r.returncode == 2, args
         assert "Traceback" not in r.stderr
