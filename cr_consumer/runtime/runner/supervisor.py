@@ -7,7 +7,9 @@ started by :meth:`~MemberSupervisor.start`, stopped by
 
 1. A member that died (kill -9, crash) is restarted under the same name, at
    once, with a backoff only when it keeps dying (``member_proc.py``); its last
-   ERROR line (``member_log.py``) is logged with the restart.
+   ERROR line (``member_log.py``) is logged with the restart. A restart that
+   cannot spawn the process is logged and retried every ``RESTART_MAX_S``
+   (one exit event, one restart counted when it succeeds).
 2. A member that exits with a final code (:data:`cr_consumer.exit_code.FINAL`:
    bad settings, region FAILED) is not restarted and marks the region failed:
    ``failed`` names the member, the code, its last ERROR line and its log.
@@ -33,7 +35,7 @@ from coordinator.launcher import CoordinatorProcess
 from cr_consumer.exit_code import FINAL, ExitCode
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.member_log import last_error
-from cr_consumer.runtime.runner.member_proc import MemberProc
+from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, MemberProc
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,9 @@ STOP_TIMEOUT_S = 10.0
 #: Bound on the supervisor thread's exit at stop() (it wakes every SUPERVISE_S;
 #: a restart in progress finishes first).
 THREAD_JOIN_S = 5.0
+#: Events kept (the oldest are dropped): bounds the memory of a runner whose
+#: members are killed and restarted for weeks.
+MAX_EVENTS = 10_000
 #: Bound on reaping a member after its SIGKILL, so one stuck in the kernel (an
 #: uninterruptible wait) cannot hang stop(); it is logged and left.
 KILL_WAIT_S = 5.0
@@ -193,6 +198,8 @@ class MemberSupervisor:
 
     def _event(self, kind: str, member: str, **info: Any) -> None:
         self.events.append({"t": time.time(), "kind": kind, "member": member, **info})
+        if len(self.events) > MAX_EVENTS:
+            del self.events[: len(self.events) - MAX_EVENTS]
 
     def _reap(self, m: MemberProc, deadline: float) -> None:
         if m.proc is not None:
@@ -232,9 +239,14 @@ class MemberSupervisor:
                     if m.removed:
                         continue
                 if now >= m.next_start:
+                    try:
+                        self._launch(m)
+                    except OSError as exc:  # cannot spawn (the python gone, no descriptors): retried, not re-counted
+                        m.next_start = now + RESTART_MAX_S
+                        log.error("%s: restart failed (%s); retrying in %.0fs", m.name, exc, RESTART_MAX_S)
+                        continue
                     m.next_start = 0.0
                     m.restarts += 1
-                    self._launch(m)
                     self._event("restart", m.name, pid=m.proc.pid)
 
     def _on_death(self, m: MemberProc, code: int, now: float) -> None:

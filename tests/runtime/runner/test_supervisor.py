@@ -80,3 +80,23 @@ def test_a_region_whose_members_cannot_start_stops_its_coordinator(tmp_path):
         region.start()
     assert region.coordinator_proc is not None and region.coordinator_proc.returncode is not None
     assert not region.coordinator_proc.running
+
+
+def test_a_restart_that_cannot_spawn_is_retried_without_recounting(tmp_path, monkeypatch):
+    monkeypatch.setattr(supervisor_mod, "RESTART_MAX_S", 0.5)
+    argv = [sys.executable, "-c", SLEEP]
+    launcher = MemberLauncher(lambda name, _n: list(argv), tmp_path)
+    sup = MemberSupervisor(launcher, restart_members=True)
+    sup.start(1)
+    try:
+        argv[0] = str(tmp_path / "no-python")  # from now on the member cannot be spawned
+        sup.kill("member-0")
+        wait_until(lambda: any(e["kind"] == "exit" for e in sup.events), 10.0, "the member's death to be seen")
+        time.sleep(1.2)  # several supervisor rounds and two retries, all failing
+        assert [e["kind"] for e in sup.events] == ["start", "kill", "exit"]
+        assert sup.restarts() == {"member-0": 0}
+        argv[0] = sys.executable
+        wait_until(lambda: sup.restarts() == {"member-0": 1}, 10.0, "the retried restart")
+        assert [e["kind"] for e in sup.events] == ["start", "kill", "exit", "start", "restart"]
+    finally:
+        sup.stop()
