@@ -233,6 +233,8 @@ class CoordinatorServer:
                 log.error("coordinator loop did not stop within %.1fs", timeout)
         if self._load_thread is not None:
             self._load_thread.join(timeout)
+            if self._load_thread.is_alive():
+                log.error("the log replay did not end within %.1fs; stopping without it", timeout)
         self._wake_pipe.close()
 
     def wait(self, timeout: float) -> bool:
