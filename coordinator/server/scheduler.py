@@ -9,7 +9,7 @@ One :class:`LoopScheduler` belongs to one server loop (``coordinator.server.loop
 2. ``call_soon(fn)`` (any thread) queues ``fn``; the caller then wakes the loop.
 3. Each iteration the loop polls at most ``wait(longest_s, now)``: until the
    earliest timer, so timers run on time even when no request arrives.
-4. After reading the requests: ``run_calls()`` (every queued call, in order),
+4. After reading the requests: ``run_calls()`` (the calls queued before it, in order),
    ``run_timers()`` (every due timer not cancelled), ``run_ticks(now,
    services)`` (each service's ``on_tick``), and the loop's own
    :class:`Periodic` steps (retention expiry, housekeeping) when due.
@@ -105,10 +105,12 @@ class LoopScheduler:
         return longest_s
 
     def run_calls(self) -> None:
-        while True:
+        """The calls queued before this one started (those queued meanwhile wait for
+        the next iteration: a stream of calls cannot hold the loop here)."""
+        for _ in range(self._calls.qsize()):
             try:
                 fn = self._calls.get_nowait()
-            except queue.Empty:
+            except queue.Empty:  # qsize() is approximate; nothing else takes from the queue
                 return
             guarded(fn, what="cross-thread call")
 

@@ -76,3 +76,20 @@ def test_a_tick_hook_that_raises_waits_for_its_backoff():
     assert svc.calls == 1
     sched.run_ticks(1.0, [svc])
     assert svc.calls == 2
+
+
+def test_run_calls_runs_only_the_calls_queued_before_it_started():
+    """A call that queues another (or another thread queueing without pause)
+    cannot keep the loop in run_calls: the new one waits for the next iteration."""
+    sched, ran = LoopScheduler(Clock()), []
+
+    def again() -> None:
+        ran.append("again")
+        sched.call_soon(again)
+
+    sched.call_soon(again)
+    sched.call_soon(lambda: ran.append("second"))
+    sched.run_calls()
+    assert ran == ["again", "second"]
+    sched.run_calls()
+    assert ran == ["again", "second", "again"]
