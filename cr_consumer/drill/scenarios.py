@@ -91,6 +91,8 @@ SHORT_PHASE_TIMEOUT_S = 5.0
 SHORT_PHASE_SCENARIOS = ("drop-command",)
 #: Scenarios that need the broker process the drill starts itself.
 EMBEDDED_BROKER_ONLY = ("pause-broker",)
+#: The members' partition.assignment.strategy when the drill runs eager.
+EAGER_ASSIGNORS = "range,roundrobin"
 #: Share of poison records in the poison scenario's input.
 POISON_RATIO = 0.02
 #: Share of the input produced before the region starts; the rest is produced
@@ -124,8 +126,9 @@ class DrillConfig:
     #: Region checkpoint period.
     period_s: float = 2.0
     session_timeout_ms: int = 6000
-    #: The members' consumers rebalance incrementally (the cooperative-sticky assignor).
-    cooperative: bool = False
+    #: The members' consumers rebalance incrementally (the cooperative-sticky
+    #: assignor, the region runtime's default); False: eager (range, roundrobin).
+    cooperative: bool = True
     #: Bound on the whole drill after the region starts.
     timeout_s: float = 180.0
     #: Keep the drill directory's output files (the report and plot are always kept).
@@ -240,8 +243,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 "fault_dir": str(dirs["faults"]),
                 "session_timeout_ms": str(cfg.session_timeout_ms),
             }
-            if cfg.cooperative:
-                params["assignment_strategy"] = "cooperative-sticky"
+            if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
+                params["assignment_strategy"] = EAGER_ASSIGNORS
             if cfg.scenario == "new-topic":
                 params["pattern"] = re.escape(prefix) + r"-.*"
             else:
