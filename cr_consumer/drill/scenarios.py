@@ -18,7 +18,10 @@
 6. Wait (bounded by ``timeout_s``) until the published output holds every
    expected record (produced minus poison) and the fault has played out (a
    pause ended, an armed fault point fired: ``fault_tasks.py``). Progress
-   is printed every second.
+   is printed every second. Then wait (bounded, ``settle.py``) until the
+   group's committed offsets reach the input's end: a partition moving between
+   live members under cooperative rebalancing is committed by its new owner
+   only after the group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator and the broker.
    Every process started here is stopped in ``finally``.
@@ -55,6 +58,7 @@ from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
 from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.report import analyse, build_report, last_completed_checkpoint
+from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import (
     CheckpointMissing,
@@ -108,6 +112,12 @@ PROGRESS_PERIOD_S = 1.0
 #: produce a few more records, at most MAX_NUDGES times, NUDGE_PERIOD_S apart.
 MAX_NUDGES = 5
 NUDGE_PERIOD_S = 2.0
+#: Bound on waiting for the group's commits to reach the input's end before the
+#: region is stopped (settle.py): a moving partition is committed by its new
+#: owner after a second rebalance, a join phase of up to about a session
+#: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
+SETTLE_BASE_S = 10.0
+SETTLE_SESSIONS = 2
 #: Bound on the producer thread's end after the drill stops it.
 PRODUCER_JOIN_S = 60.0
 
@@ -316,7 +326,13 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                         f"produced {workload.produced}, fault {'injected' if fault_time else 'not injected'}"
                     )
                 time.sleep(WATCH_PERIOD_S)  # the watch loop's period, not a synchronisation
-            progress(f"all {delivered} expected records published; stopping the region")
+            settle_s = SETTLE_BASE_S + SETTLE_SESSIONS * cfg.session_timeout_ms / 1000
+            progress(f"all {delivered} expected records published; waiting at most {settle_s:.0f} s for the "
+                     "group's committed offsets to reach the input's end")
+            t_settle = time.monotonic()
+            settled = wait_for_commits(bootstrap, group, manifest, settle_s)
+            drill_tl.event("settle", settled=settled, waited_s=round(time.monotonic() - t_settle, 3))
+            progress("stopping the region")
         except Exception as exc:  # turned into the report's error: the drill fails, never hangs
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
