@@ -10,6 +10,8 @@ input and a 1 s checkpoint period, and injects one fault per trial:
 
 The Kafka session timeout is the operator's default (``DEFAULT_SESSION_TIMEOUT_MS``,
 20 s, what ``crkafka run`` uses when not told otherwise), not the drills' 6 s.
+The assignment strategy is the region runtime's default, cooperative-sticky;
+``--eager`` measures the eager baseline (range, roundrobin).
 
 Figures per trial, read from the drill directory afterwards:
 
