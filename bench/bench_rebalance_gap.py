@@ -10,6 +10,8 @@ input and a 1 s checkpoint period, and injects one fault per trial:
 
 The Kafka session timeout is the operator's default (``DEFAULT_SESSION_TIMEOUT_MS``,
 20 s, what ``crkafka run`` uses when not told otherwise), not the drills' 6 s.
+The assignment strategy is the region runtime's default, cooperative-sticky;
+``--eager`` measures the eager baseline (range, roundrobin).
 
 Figures per trial, read from the drill directory afterwards:
 
@@ -34,7 +36,7 @@ Goals (issue): kill <= 2 s, add and remove <= 1.5 s, over >= 10 trials each.
 
     .venv/bin/python bench/bench_rebalance_gap.py --trials 3                  # ~12 min on 2 cores
     .venv/bin/python bench/bench_rebalance_gap.py --scenarios kill-member --trials 10 --json gaps.json
-    .venv/bin/python bench/bench_rebalance_gap.py --trials 3 --cooperative   # incremental rebalancing
+    .venv/bin/python bench/bench_rebalance_gap.py --trials 3 --eager   # the eager baseline
 """
 
 from __future__ import annotations
@@ -149,8 +151,8 @@ def main() -> int:
     ap.add_argument("--period", type=float, default=1.0, help="checkpoint period, s")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS)
-    ap.add_argument("--cooperative", action="store_true",
-                    help="members rebalance incrementally (partition.assignment.strategy=cooperative-sticky)")
+    ap.add_argument("--eager", action="store_true",
+                    help="members rebalance eagerly (range,roundrobin; default: the runtime's cooperative-sticky)")
     ap.add_argument("--bootstrap", default=None, help="a Kafka cluster (default: an embedded broker per drill)")
     ap.add_argument("--out", default=None, help="drill directories here (default: a temporary directory)")
     ap.add_argument("--json", default=None, help="write the figures here")
@@ -174,7 +176,7 @@ def main() -> int:
                               bootstrap=args.bootstrap, out=out_dir, seed=trial + 1, rate=args.rate,
                               period_s=args.period, session_timeout_ms=args.session_timeout_ms,
                               timeout_s=120.0 + args.seconds * 2, fault_at=args.fault_at,
-                              cooperative=args.cooperative)
+                              cooperative=not args.eager)
             t0 = time.monotonic()
             report = run_drill(cfg, progress=lambda _msg: None)
             r = analyse(out_dir / f"{scenario}-s{trial + 1}", args.seconds * (1 - args.fault_at))
@@ -201,7 +203,7 @@ def main() -> int:
             "publish_interval_before_s_median": statistics.median(
                 [r["publish_interval_before_s"] for r in rs if r["publish_interval_before_s"]] or [0.0]),
         }
-    doc = {"settings": {"cooperative": args.cooperative, "rate": args.rate, "seconds": args.seconds, "period_s": args.period,
+    doc = {"settings": {"cooperative": not args.eager, "rate": args.rate, "seconds": args.seconds, "period_s": args.period,
                         "partitions": args.partitions, "session_timeout_ms": args.session_timeout_ms,
                         "members": 3, "drills": str(out_dir)},
            "summary": summary, "trials": results}

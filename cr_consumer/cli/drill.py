@@ -63,8 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"length of the pause-* scenarios' SIGSTOP, a duration (default {PAUSE_S:g}s)")
     parser.add_argument("--session-timeout-ms", type=positive_int, default=6000,
                         help="Kafka session.timeout.ms of the members (default 6000)")
-    parser.add_argument("--cooperative", action="store_true",
-                        help="members rebalance incrementally (partition.assignment.strategy=cooperative-sticky)")
+    parser.add_argument("--eager", action="store_true",
+                        help="members rebalance eagerly (partition.assignment.strategy=range,roundrobin; "
+                             "default: the runtime's cooperative-sticky)")
     parser.add_argument("--timeout", type=duration, default=None,
                         help="bound on one drill, a duration (default 120s + messages/2000 s)")
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
@@ -84,7 +85,7 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
         DrillConfig(scenario=name, members=args.members, partitions=args.partitions, messages=args.messages,
                     bootstrap=args.bootstrap, out=args.out, seed=seed + i, rate=args.rate,
                     period_s=args.period, session_timeout_ms=args.session_timeout_ms, timeout_s=timeout,
-                    cooperative=args.cooperative,
+                    cooperative=not args.eager,
                     pause_s=args.pause)
         for i, name in enumerate(scenarios)
     ]

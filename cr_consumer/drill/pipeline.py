@@ -11,7 +11,7 @@ every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
   (short in tests: a join takes about half the session timeout);
 * ``max_poll_records``;
 * ``assignment_strategy``: the consumers' ``partition.assignment.strategy``
-  (``cooperative-sticky``: incremental rebalancing; default: the operator's eager assignors).
+  (``range,roundrobin``: eager; default: the region runtime's, ``cooperative-sticky``).
 
 Records: the drill produces UTF-8 values; a *poison* record has a value that is
 not UTF-8. The source's value deserialiser (:func:`decode_value`) raises on

@@ -18,7 +18,10 @@
 6. Wait (bounded by ``timeout_s``) until the published output holds every
    expected record (produced minus poison) and the fault has played out (a
    pause ended, an armed fault point fired: ``fault_tasks.py``). Progress
-   is printed every second.
+   is printed every second. Then wait (bounded, ``settle.py``) until the
+   group's committed offsets reach the input's end: a partition moving between
+   live members under cooperative rebalancing is committed by its new owner
+   only after the group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator and the broker.
    Every process started here is stopped in ``finally``.
@@ -55,6 +58,7 @@ from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
 from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.report import analyse, build_report, last_completed_checkpoint
+from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import (
     CheckpointMissing,
@@ -91,6 +95,8 @@ SHORT_PHASE_TIMEOUT_S = 5.0
 SHORT_PHASE_SCENARIOS = ("drop-command",)
 #: Scenarios that need the broker process the drill starts itself.
 EMBEDDED_BROKER_ONLY = ("pause-broker",)
+#: The members' partition.assignment.strategy when the drill runs eager.
+EAGER_ASSIGNORS = "range,roundrobin"
 #: Share of poison records in the poison scenario's input.
 POISON_RATIO = 0.02
 #: Share of the input produced before the region starts; the rest is produced
@@ -106,6 +112,12 @@ PROGRESS_PERIOD_S = 1.0
 #: produce a few more records, at most MAX_NUDGES times, NUDGE_PERIOD_S apart.
 MAX_NUDGES = 5
 NUDGE_PERIOD_S = 2.0
+#: Bound on waiting for the group's commits to reach the input's end before the
+#: region is stopped (settle.py): a moving partition is committed by its new
+#: owner after a second rebalance, a join phase of up to about a session
+#: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
+SETTLE_BASE_S = 10.0
+SETTLE_SESSIONS = 2
 #: Bound on the producer thread's end after the drill stops it.
 PRODUCER_JOIN_S = 60.0
 
@@ -124,8 +136,9 @@ class DrillConfig:
     #: Region checkpoint period.
     period_s: float = 2.0
     session_timeout_ms: int = 6000
-    #: The members' consumers rebalance incrementally (the cooperative-sticky assignor).
-    cooperative: bool = False
+    #: The members' consumers rebalance incrementally (the cooperative-sticky
+    #: assignor, the region runtime's default); False: eager (range, roundrobin).
+    cooperative: bool = True
     #: Bound on the whole drill after the region starts.
     timeout_s: float = 180.0
     #: Keep the drill directory's output files (the report and plot are always kept).
@@ -240,8 +253,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 "fault_dir": str(dirs["faults"]),
                 "session_timeout_ms": str(cfg.session_timeout_ms),
             }
-            if cfg.cooperative:
-                params["assignment_strategy"] = "cooperative-sticky"
+            if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
+                params["assignment_strategy"] = EAGER_ASSIGNORS
             if cfg.scenario == "new-topic":
                 params["pattern"] = re.escape(prefix) + r"-.*"
             else:
@@ -313,7 +326,13 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                         f"produced {workload.produced}, fault {'injected' if fault_time else 'not injected'}"
                     )
                 time.sleep(WATCH_PERIOD_S)  # the watch loop's period, not a synchronisation
-            progress(f"all {delivered} expected records published; stopping the region")
+            settle_s = SETTLE_BASE_S + SETTLE_SESSIONS * cfg.session_timeout_ms / 1000
+            progress(f"all {delivered} expected records published; waiting at most {settle_s:.0f} s for the "
+                     "group's committed offsets to reach the input's end")
+            t_settle = time.monotonic()
+            settled = wait_for_commits(bootstrap, group, manifest, settle_s)
+            drill_tl.event("settle", settled=settled, waited_s=round(time.monotonic() - t_settle, 3))
+            progress("stopping the region")
         except Exception as exc:  # turned into the report's error: the drill fails, never hangs
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())

@@ -17,6 +17,8 @@ from cr_consumer.drill.scenarios import BASIC_SCENARIOS, DrillConfig, run_drill
 from support.drill import SMALL, assert_exactly_once
 
 SEEDS = {name: 100 + i for i, name in enumerate(BASIC_SCENARIOS)}
+#: Faults that need no region reset under cooperative rebalancing.
+RESET_FREE = ("remove-member", "new-topic")
 
 
 @pytest.mark.slow
@@ -25,7 +27,10 @@ def test_drill_scenario_exactly_once(scenario, bootstrap, tmp_path):
     report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], **SMALL))
     assert_exactly_once(report)
     assert report["faults"] and report["faults"][0]["fault"] == scenario
-    assert report["resets"] >= 2  # the start-up reset and at least one caused by the fault
+    # the start-up reset and at least one caused by the fault; with cooperative
+    # rebalancing (the default) a graceful leave before its checkpoint answer and
+    # a new topic's partitions reset nobody (docs/region.md)
+    assert report["resets"] >= (1 if scenario in RESET_FREE else 2)
     if scenario == "new-topic":
         assert any("-new" in (f.get("topic") or "") for f in report["faults"])
         assert report["produced"] > SMALL["messages"]

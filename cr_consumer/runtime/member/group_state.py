@@ -24,7 +24,8 @@ source (a ``ConsumerOperator``):
   already gone) is logged and the member goes on: the session timeout then
   removes the dead consumer as before.
 * ``request_rejoin(source)``: on a reset command with ``rejoin: true`` (a
-  member joined or left gracefully, see ``coordinator/region/reset.py``).
+  member joined or left gracefully, see ``coordinator/region/reset.py``);
+  eager sources only.
 """
 
 from __future__ import annotations
@@ -105,8 +106,13 @@ def request_rejoin(source: GroupSource) -> bool:
     controller's ``rejoin`` hint on a reset: a consumer joined or left the group,
     so a rebalance is coming; being revoked now, during the reset, costs no
     further reset). Queued as an event for the source's event thread.
-    False when there is no consumer (yet)."""
-    if source.events is None:
+    False when there is no consumer (yet), or when the source rebalances
+    incrementally: a survivor loses no partition in a cooperative rebalance
+    (the broker brings it in through its heartbeat), and its rejoin at the very
+    moment a restarted member removes its predecessor's consumer (the same
+    join starts both) can leave a tansu group led by the removed consumer, a
+    join that never completes (docs/drills.md, findings)."""
+    if source.events is None or source.cooperative:
         return False
     return source.events.request_rejoin()
 

@@ -19,6 +19,12 @@ from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.runtime.pipeline.wiring import KafkaSource
 
+#: The region runtime's Kafka defaults, under the pipeline's and the member's
+#: own properties: incremental rebalancing, so a membership change stops only
+#: the partitions that move (docs/region.md, "Cooperative (incremental)
+#: rebalancing"); ``partition.assignment.strategy=range,roundrobin`` is eager.
+RUNTIME_KAFKA_DEFAULTS = {"partition.assignment.strategy": "cooperative-sticky"}
+
 if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
     from cr_consumer.operator.consumer import ConsumerOperator
@@ -143,7 +149,7 @@ def make_source(settings: MemberSettings, spec: KafkaSource, region_config: dict
                 curve: tuple[bytes, bytes, bytes] | None) -> tuple[ConsumerOperator, CoordinatorClient | None]:
     """The member's Kafka source for the pipeline's ``spec``: its own options, the
     region's drain/reset timeouts and mode, the member's Kafka properties over the
-    pipeline's. ``region`` is the member (reset requests, operator-driven
+    pipeline's, over RUNTIME_KAFKA_DEFAULTS. ``region`` is the member (reset requests, operator-driven
     triggers). With CURVE the source gets its own CURVE client, returned for the
     caller to close. Raises SettingsError for settings the source refuses."""
     from cr_consumer.operator.config import ConfigError, OperatorConfig
@@ -159,7 +165,7 @@ def make_source(settings: MemberSettings, spec: KafkaSource, region_config: dict
         config = OperatorConfig(
             bootstrap_servers=s.bootstrap, group_id=s.group, operator_name=s.member, coordinator=s.coordinator,
             topics=spec.topics, pattern=spec.pattern, region_index=s.region_index,
-            consumer_properties={**dict(spec.kafka), **dict(s.kafka)}, **options,
+            consumer_properties={**RUNTIME_KAFKA_DEFAULTS, **dict(spec.kafka), **dict(s.kafka)}, **options,
         )
     except (ConfigError, TypeError) as exc:
         raise SettingsError(f"{s.pipeline}: Kafka source settings: {exc}") from None

@@ -115,3 +115,15 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         pump_b.halt()
         a.close()
         b.close(autocommit=False)
+
+
+def test_a_cooperative_source_ignores_the_rejoin_hint():
+    """A cooperative survivor keeps its partitions through a rebalance; its
+    rejoin would only race a restarted member's removal of its predecessor."""
+    asked = []
+    events = SimpleNamespace(request_rejoin=lambda: asked.append(1) or True)
+    source = SimpleNamespace(events=events, rebalancer=SimpleNamespace(joining=False), state=None, cooperative=True)
+    assert request_rejoin(source) is False
+    assert asked == []
+    assert request_rejoin(SimpleNamespace(**{**vars(source), "cooperative": False})) is True
+    assert asked == [1]

@@ -23,13 +23,17 @@ from support.region import make_region, published, wait_region, write_module
 
 pytestmark = pytest.mark.slow
 
+# Eager rebalancing: a new topic matching the pattern revokes every partition,
+# also the ones this member fetched from (cooperative, the runtime's default,
+# only adds the new topic's partitions: nothing to reset).
 PATTERN_DRIVEN = '''
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return (Pipeline(KafkaSource(pattern=ctx.param("pattern"),
                                  options={"start_position": "beginning", "trigger_count": 100,
-                                          "coordinator_timeout_s": 2.0}))
+                                          "coordinator_timeout_s": 2.0},
+                                 kafka={"partition.assignment.strategy": "range,roundrobin"}))
             .sink(ctx.file_sink()))
 '''
 
