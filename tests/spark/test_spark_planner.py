@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import json
 
+import pytest
+
 from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import parse_options
@@ -19,11 +21,12 @@ def _options(bootstrap, topic, group, coordinator, **extra):
                           "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000", **extra})
 
 
-def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordinator, names):
+@pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
+def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordinator, names, client):
     topic = create_topic(bootstrap, names.topic(), partitions=3)
     group = names.group()
     produce(bootstrap, topic, [b"v%d" % i for i in range(3000)])  # 1000 per partition
-    options = _options(bootstrap, topic, group, coordinator)
+    options = _options(bootstrap, topic, group, coordinator, **{"kafka.client": client})
     planner = QueryPlanner(options)
     seen: collections.Counter = collections.Counter()
     start = SourceOffset.initial()
