@@ -45,6 +45,7 @@ from kafka.errors import OffsetOutOfRangeError
 
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.spark.arrow import records_to_batch
+from cr_consumer.spark.gcpause import gc_paused
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
@@ -143,7 +144,8 @@ class KafkaPythonRangeReader:
             if time.monotonic() > deadline:
                 raise on_timeout(consumer.position(tp))
             try:
-                fetched = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+                with gc_paused():
+                    fetched = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
             except OffsetOutOfRangeError as exc:
                 offset = consumer.position(tp)
                 log_start = consumer.beginning_offsets([tp], timeout_ms=LOG_START_TIMEOUT_MS)[tp]

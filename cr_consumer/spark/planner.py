@@ -23,7 +23,13 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
    offset (a partition that appeared later: a new topic on a pattern), as
    in Spark. Such a partition gets a ``from`` entry in the end offset.
 4. End offsets: the high watermark of every planned partition, capped by
-   the read limit (:func:`~cr_consumer.spark.ranges.capped_ends`).
+   the read limit (:func:`~cr_consumer.spark.ranges.capped_ends`). A high
+   watermark below the partition's start is data loss, as in Spark's Kafka
+   source (the topic was deleted and created again, or ``startingOffsets``
+   named an offset past the end): with ``failOnDataLoss=true`` the query fails
+   (:class:`DataLossInPlan`, naming the partition and the option); otherwise a
+   warning is logged and the partition goes on from the high watermark (the
+   offsets in between are skipped: an empty range ends there).
 5. Nothing new: hand back ``start``, or once, when ``start``'s positions are
    neither committed to Kafka nor pending, ``start`` with ``epoch + 1`` so
    that Spark runs one empty batch and then delivers ``commit(start)``
@@ -76,6 +82,10 @@ class PlanningFailed(RuntimeError):
     """A member failed or the planner could not complete a step; the query must fail."""
 
 
+class DataLossInPlan(PlanningFailed):
+    """A partition's end went below its start and failOnDataLoss is true."""
+
+
 def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None) -> list[OffsetRange]:
     """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic)."""
     ranges = []
@@ -99,7 +109,8 @@ class QueryPlanner:
         self._committed: SourceOffset | None = None
         self._pending_commit: SourceOffset | None = None
         self._closed = False
-        self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0}
+        self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0,
+                      "data_loss_skips": 0}
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
         # shared with the members' threads (handover checks): the last end handed to Spark, the last committed
         self._handover_lock = threading.Lock()
@@ -252,6 +263,7 @@ class QueryPlanner:
         self._held = set(owned)
         latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
         self._latest = latest
+        self._check_data_loss(begins, latest)
         ends = capped_ends(begins, latest, limit)
         positions = {**start.positions, **ends}
         if positions == start.positions and not first:
@@ -263,6 +275,24 @@ class QueryPlanner:
         with self._handover_lock:
             self._last_end = end
         return end
+
+    def _check_data_loss(self, begins: dict[TopicPartitionKey, int], latest: dict[TopicPartitionKey, int]) -> None:
+        """Partitions whose end is below their start (step 4 of the module doc): fail,
+        or move their start to the end (``begins`` is changed in place)."""
+        for key, begin in sorted(begins.items()):
+            end = latest.get(key)
+            if end is None or end >= begin:
+                continue
+            topic, partition = key
+            if self.options.fail_on_data_loss:
+                raise DataLossInPlan(
+                    f"crkafka: {topic}:{partition}'s offset went from {begin} back to {end} (the end of its log): "
+                    f"some data may have been lost (the topic was deleted and created again, or startingOffsets "
+                    f"names an offset past the end). Set the source option failOnDataLoss=false to go on from {end}")
+            self.stats["data_loss_skips"] += 1
+            log.warning("crkafka: %s:%d's offset went from %d back to %d (the end of its log): some data may have "
+                        "been lost; going on from %d (failOnDataLoss=false)", topic, partition, begin, end, end)
+            begins[key] = end
 
     def _committed_of(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of partitions moved to this query by a rebalance."""
