@@ -87,11 +87,14 @@ class DataLossInPlan(PlanningFailed):
 
 
 def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None) -> list[OffsetRange]:
-    """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic)."""
+    """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
+    A partition whose end is below its start was skipped for data loss when the
+    batch was planned (``failOnDataLoss=false``): it has no range."""
     ranges = []
     for (topic, partition), until in sorted(end.positions.items()):
         begin = end.start_of((topic, partition), start)
-        ranges.append(OffsetRange(topic, partition, begin, until))
+        if until >= begin:
+            ranges.append(OffsetRange(topic, partition, begin, until))
     return split_ranges(ranges, min_partitions)
 
 
