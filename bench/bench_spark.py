@@ -18,7 +18,9 @@ Figures, all in one run on one freshly produced topic (default 1,000,000 x
    members), p50/p99/max over many batches, the planning (``latestOffset``)
    latency, the first plan after start (group join included), rows through
    the driver (0: executors read the ranges) and the records the watermark
-   probe fetched, and the driver's CPU seconds per 1M planned rows.
+   probe fetched, and the driver's CPU seconds per 1M planned rows; with the
+   members' steady poll as shipped (``membership.POLL_MS``) and at 10 ms (the
+   join's poll, the earlier steady one), alternately.
 
     .venv/bin/python bench/bench_spark.py [--records 1000000] [--quick]
     .venv/bin/python bench/bench_spark.py --commit-only --commit-runs 3   # (3) alone
@@ -162,15 +164,20 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     }
 
 
-def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int) -> dict:
+def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int,
+                   poll_ms: int | None = None) -> dict:
     """Drive the driver-side planner directly: plan a batch, commit the previous one (as
     Spark does), timing both; the ranges are not read (the executors' work). Also counts
     the records the driver fetched (only the watermark probe's last batch per partition)."""
     import resource
 
+    from cr_consumer.spark import membership
     from cr_consumer.spark.offsets import SourceOffset
     from cr_consumer.spark.options import parse_options
     from cr_consumer.spark.planner import QueryPlanner
+
+    default_poll_ms = membership.POLL_MS
+    membership.POLL_MS = poll_ms if poll_ms is not None else default_poll_ms  # the members' steady poll
 
     options = parse_options({
         "kafka.bootstrap.servers": bootstrap, "kafka.group.id": unique_name("bench-commit"), "subscribe": topic,
@@ -203,6 +210,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
         probe_rows = planner.probe.records_dropped
     finally:
         planner.close()
+        membership.POLL_MS = default_poll_ms
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
 
@@ -212,6 +220,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
 
     return {
         "members": members,
+        "member_poll_ms": poll_ms if poll_ms is not None else default_poll_ms,
         "commits": len(commits),
         "planned_rows": planned,
         "rows_through_driver": 0,  # by construction: the members are paused, ranges are read by executors
@@ -285,9 +294,11 @@ def main() -> int:
             if spark is not None:
                 spark.stop()
         results["spark"] = runs
+        # the members' steady poll as shipped, and the earlier 10 ms (the same poll as the join), alternately
         results["commit"] = [
-            commit_latency(broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2)
-            for _ in range(args.commit_runs)]
+            commit_latency(broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2,
+                           poll_ms)
+            for _ in range(args.commit_runs) for poll_ms in (None, 10)]
         for figures in results["commit"]:
             print(json.dumps(figures), flush=True)
     print(json.dumps(results, indent=2))

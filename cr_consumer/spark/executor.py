@@ -227,6 +227,38 @@ def close_worker_readers() -> None:
             log.exception("crkafka: closing an executor consumer failed")
 
 
+#: Bound on a batch read's commit of one partition's end (commitOnBatchRead).
+BATCH_COMMIT_TIMEOUT_MS = 15_000
+
+
+class BatchCommitFailed(RuntimeError):
+    """A batch read could not commit a partition's end to its group."""
+
+
+def commit_range_end(options: SourceOptions, rng: OffsetRange) -> None:
+    """Commit ``rng.until`` for its partition to ``kafka.group.id`` (a batch read with
+    commitOnBatchRead). The committing consumer does not join the group: the broker
+    takes the commit while the group has no active member, and refuses it (the task
+    fails, naming the group) while another consumer of the group, a streaming query,
+    holds partitions."""
+    from kafka.structs import OffsetAndMetadata
+
+    config = executor_config(options)
+    config["group_id"] = options.group_id
+    consumer = KafkaConsumer(**config)
+    tp = TopicPartition(rng.topic, rng.partition)
+    try:
+        consumer.commit({tp: OffsetAndMetadata(rng.until, "", -1)}, timeout_ms=BATCH_COMMIT_TIMEOUT_MS)
+    except Exception as exc:
+        raise BatchCommitFailed(f"crkafka batch read: committing {rng.topic}:{rng.partition} at {rng.until} to group "
+                                f"{options.group_id!r} failed ({exc!r}); the group may have active members "
+                                f"(commitOnBatchRead)") from exc
+    finally:
+        consumer.close()
+    log.info("crkafka: batch read committed %s:%d at %d to group %s", rng.topic, rng.partition, rng.until,
+             options.group_id)
+
+
 def read_range(
     options: SourceOptions,
     rng: OffsetRange,
@@ -258,4 +290,4 @@ def read_range(
               rows, time.monotonic() - t0)
 
 
-__all__ = ["DataLoss", "RangeReadTimeout", "RangeReader", "close_worker_readers", "read_range", "worker_reader"]
+__all__ = ["BatchCommitFailed", "DataLoss", "RangeReadTimeout", "RangeReader", "close_worker_readers", "commit_range_end", "read_range", "worker_reader"]

@@ -17,6 +17,8 @@ Spark's names (``format("kafka")``), see docs/spark.md for the table::
     startingTimestamp            -          epoch ms (or ISO-8601): every partition
     startingOffsetsByTimestamp   -          JSON {"topic":{"0":<epoch ms>}}
     endingOffsets                latest     batch queries only: latest | JSON (-1 latest)
+    commitOnBatchRead            false      batch queries only: commit each partition's end to
+                                            kafka.group.id once its task has read it
     maxOffsetsPerTrigger         -          records per micro-batch (all partitions)
     minPartitions                -          Spark tasks per batch at least (ranges split)
     failOnDataLoss               true       fail when a range is no longer on the broker
@@ -219,6 +221,8 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
+    #: Batch reads: commit each partition's end to the group once read (``commitOnBatchRead``).
+    commit_on_batch_read: bool = False
     include_headers: bool = False
     members: int = 1
     region_index: int = 0
@@ -257,7 +261,7 @@ class SourceOptions:
 #: Every option by its lower-cased name -> its spelling (kafka.* aside).
 SPELLING = {name.lower(): name for name in (
     "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets", "startingTimestamp",
-    "startingOffsetsByTimestamp", "endingOffsets", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
+    "startingOffsetsByTimestamp", "endingOffsets", "commitOnBatchRead", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
     "includeHeaders", "kafka.group.id", "groupIdPrefix", "coordinator", "members", "regionIndex", "metricsPort",
     "metricsHost", "kafka.client",
 )}
@@ -475,6 +479,10 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         min_partitions = _parse_int("minPartitions", opts["minpartitions"], minimum=1)
     fail_on_data_loss = _parse_bool("failOnDataLoss", opts.get("failondataloss", "true"))
     include_headers = _parse_bool("includeHeaders", opts.get("includeheaders", "false"))
+    commit_on_batch_read = _parse_bool("commitOnBatchRead", opts.get("commitonbatchread", "false"))
+    if commit_on_batch_read and group_id is None:
+        raise InvalidOptionError("commitOnBatchRead", "needs kafka.group.id: the group the read's end offsets are "
+                                                      "committed to")
     members = _parse_int("members", opts.get("members", "1"), minimum=1)
     if members > 64:
         raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
@@ -507,6 +515,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         max_offsets_per_trigger=max_offsets,
         min_partitions=min_partitions,
         fail_on_data_loss=fail_on_data_loss,
+        commit_on_batch_read=commit_on_batch_read,
         include_headers=include_headers,
         members=members,
         region_index=region_index,

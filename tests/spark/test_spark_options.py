@@ -40,6 +40,9 @@ BAD = [
     ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
     ({"kafka.session.timeout.ms": "soon"}, "kafka.session.timeout.ms"),
     ({"colour": "blue"}, "colour"),
+    ({"kafka.client": "java"}, "kafka.client"),
+    ({"commitOnBatchRead": "yes please"}, "commitOnBatchRead"),
+    ({"commitOnBatchRead": "true", "group.id": None}, "commitOnBatchRead"),
 ]
 
 
@@ -173,3 +176,13 @@ def test_query_of_checkpoint_reads_the_newest_offset_log_entry(tmp_path):
     (offsets / "9").write_text(f'v1\n{meta}\n{{"v":1,"epoch":2,"offsets":{{}},"query":"0000000000000000"}}\n')
     (offsets / ".10.crc").write_text("x")
     assert query_of_checkpoint(tmp_path) == "5f0c2a91d3e84b7a"
+
+
+def test_kafka_client_and_batch_commit_options():
+    from cr_consumer.kafka.client import ClientKind
+
+    default = parse_options(_opts())
+    assert default.client is ClientKind.LIBRDKAFKA and not default.commit_on_batch_read
+    chosen = parse_options(_opts(**{"kafka.client": "kafka-python", "commitOnBatchRead": "true"}))
+    assert chosen.client is ClientKind.KAFKA_PYTHON and chosen.commit_on_batch_read
+    assert chosen.consumer_properties == {}  # kafka.client is the source's option, not a consumer property
