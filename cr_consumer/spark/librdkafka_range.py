@@ -94,6 +94,21 @@ def range_config(bootstrap_servers: str, properties: Mapping[str, object]) -> di
     return config
 
 
+def config_error(bootstrap_servers: str, properties: Mapping[str, object]) -> str | None:
+    """Why librdkafka refuses the executors' settings for ``properties`` (a property it
+    does not know, a bad value), or None: the settings are checked by building a
+    consumer and closing it at once (no group is joined, nothing is fetched)."""
+    from confluent_kafka import Consumer, KafkaException
+
+    from cr_consumer.kafka.client import ClientConfigError
+
+    try:
+        Consumer(range_config(bootstrap_servers, properties)).close()
+    except (KafkaException, ClientConfigError, ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
 class _Columns:
     """The columns of the records read so far and not yet handed to Spark."""
 
@@ -206,4 +221,4 @@ class LibrdkafkaRangeReader:
         self._consumer.close()
 
 
-__all__ = ["LibrdkafkaMissing", "LibrdkafkaRangeReader", "range_config", "require_librdkafka"]
+__all__ = ["LibrdkafkaMissing", "LibrdkafkaRangeReader", "config_error", "range_config", "require_librdkafka"]

@@ -496,6 +496,13 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     if not metrics_host or any(c.isspace() for c in metrics_host):
         raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
     client = _client(opts.get("kafka.client", DEFAULT_CLIENT.value))
+    if client is ClientKind.LIBRDKAFKA and kafka_props:
+        from cr_consumer.spark.librdkafka_range import config_error
+
+        problem = config_error(bootstrap, kafka_props)
+        if problem is not None:
+            raise InvalidOptionError("kafka.*", f"the executors' librdkafka consumer refuses these properties: "
+                                                f"{problem} (set kafka.client=kafka-python to use kafka-python's)")
     session_ms = kafka_props.get("session.timeout.ms")
     heartbeat_ms = kafka_props.get("heartbeat.interval.ms")
     if isinstance(heartbeat_ms, int) and heartbeat_ms >= (session_ms if isinstance(session_ms, int) else 10_000):

@@ -186,3 +186,13 @@ def test_kafka_client_and_batch_commit_options():
     chosen = parse_options(_opts(**{"kafka.client": "kafka-python", "commitOnBatchRead": "true"}))
     assert chosen.client is ClientKind.KAFKA_PYTHON and chosen.commit_on_batch_read
     assert chosen.consumer_properties == {}  # kafka.client is the source's option, not a consumer property
+
+
+def test_a_property_librdkafka_refuses_fails_load_naming_it():
+    with pytest.raises(InvalidOptionError) as err:
+        parse_options(_opts(**{"kafka.metrics.num.samples": "3"}))
+    assert "metrics.num.samples" in str(err.value) and "kafka.client=kafka-python" in str(err.value)
+    ok = parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "kafka-python"}))
+    assert ok.consumer_properties == {"metrics.num.samples": 3}
+    fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20"}))  # renamed for librdkafka: accepted
+    assert fetch.consumer_properties == {"fetch.max.wait.ms": 20}
