@@ -358,17 +358,28 @@ class GroupMember:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
+        self.wait_commit(self.submit_commit(offsets))
+
+    def submit_commit(self, offsets: Mapping[TopicPartition, int]) -> Future | None:
+        """Queue a commit of ``offsets`` for the member's thread (None: nothing to commit);
+        :meth:`wait_commit` waits for it. The planner queues every member's commit before
+        waiting for any, so the members commit side by side."""
         if not offsets:
-            return
+            return None
         self.check()
         fut: Future = Future()
         self._commits.put(({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, fut))
+        return fut
+
+    def wait_commit(self, fut: Future | None, timeout_s: float = COMMIT_TIMEOUT_S + CALL_MARGIN_S) -> None:
+        """Wait for a commit :meth:`submit_commit` queued; CommitTimedOut past ``timeout_s``."""
+        if fut is None:
+            return
         try:
-            fut.result(COMMIT_TIMEOUT_S + CALL_MARGIN_S)
+            fut.result(timeout_s)
         except TimeoutError:
             fut.cancel()
-            raise CommitTimedOut(f"{self.name}: a batch commit did not complete within "
-                                 f"{COMMIT_TIMEOUT_S + CALL_MARGIN_S}s") from None
+            raise CommitTimedOut(f"{self.name}: a batch commit did not complete within {timeout_s:.1f}s") from None
 
     def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of ``tps`` (absent: never committed)."""

@@ -42,7 +42,8 @@ batch and for a batch replayed from its offset log alike.
 ``commit(end)`` (:meth:`QueryPlanner.commit`): idempotent by epoch (Spark
 re-delivers commits after a restart); each member commits the positions of
 the partitions it holds now (a partition this query no longer holds is left
-to its new owner), bounded by ``membership.COMMIT_TIMEOUT_S``. A failed
+to its new owner), all members side by side (every commit is queued before
+any is waited for), bounded by ``membership.COMMIT_TIMEOUT_S``. A failed
 commit is logged, kept and retried at the next ``latestOffset``/``commit``;
 Spark's offset log stays authoritative either way.
 """
@@ -58,7 +59,7 @@ from kafka import TopicPartition
 
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark.control import coordinator_group, new_query_id
-from cr_consumer.spark.membership import GroupMember, MemberFailed
+from cr_consumer.spark.membership import CALL_MARGIN_S, COMMIT_TIMEOUT_S, GroupMember, MemberFailed
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 from cr_consumer.spark.options import SourceOptions, StartKind
@@ -354,8 +355,11 @@ class QueryPlanner:
             if owner is not None:  # a partition held by another member of the group now is its own to commit
                 parts.setdefault(owner.name, {})[TopicPartition(topic, partition)] = off
         try:
-            for member in self.members:
-                member.commit(parts.get(member.name, {}))
+            # every member's commit queued first, then waited for: side by side, one shared deadline
+            queued = [(member, member.submit_commit(parts.get(member.name, {}))) for member in self.members]
+            deadline = time.monotonic() + COMMIT_TIMEOUT_S + CALL_MARGIN_S
+            for member, fut in queued:
+                member.wait_commit(fut, max(0.0, deadline - time.monotonic()))
         except MemberFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - kept pending and retried (see the module doc)
