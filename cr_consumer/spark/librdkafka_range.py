@@ -22,6 +22,8 @@ adapter is that small part of confluent-kafka, kept inside the Spark package.
    :meth:`read` hands it with the log start to ``on_data_loss``, which raises
    (``failOnDataLoss=true``) or says where to go on: the log start, or nowhere
    when the range lies past the log's end (the topic was recreated).
+5. At the end (or failure) of the task the partition is unassigned, so the
+   worker's consumer fetches nothing in the background between tasks.
 
 The cyclic garbage collector is paused while a consume's messages become
 columns (:func:`gc_paused`). ``fetch.queue.backoff.ms`` is set low: librdkafka's default (1 s) pauses the
@@ -162,17 +164,22 @@ class LibrdkafkaRangeReader:
         from confluent_kafka import TopicPartition as CkTopicPartition
 
         self._consumer.assign([CkTopicPartition(rng.topic, rng.partition, rng.start)])
-        columns = _Columns(include_headers)
-        next_offset = rng.start
-        while next_offset < rng.until:
-            if time.monotonic() > deadline:
-                raise on_timeout(next_offset)
-            with gc_paused():  # no yield inside: Spark's code runs with the collector on
-                next_offset = self._consume_into(columns, rng, next_offset, on_data_loss)
-            while len(columns) >= batch_rows:
-                yield columns.take(rng, batch_rows)
-        if len(columns):
-            yield columns.take(rng, len(columns))
+        try:
+            columns = _Columns(include_headers)
+            next_offset = rng.start
+            while next_offset < rng.until:
+                if time.monotonic() > deadline:
+                    raise on_timeout(next_offset)
+                with gc_paused():  # no yield inside: Spark's code runs with the collector on
+                    next_offset = self._consume_into(columns, rng, next_offset, on_data_loss)
+                while len(columns) >= batch_rows:
+                    yield columns.take(rng, batch_rows)
+            if len(columns):
+                yield columns.take(rng, len(columns))
+        finally:
+            # librdkafka fetches an assigned partition in the background: between tasks
+            # the worker's consumer holds nothing, so it fetches nothing
+            self._consumer.unassign()
 
     def _consume_into(self, columns: _Columns, rng: OffsetRange, next_offset: int,
                       on_data_loss: Callable[[OffsetRange, int, int, str], int | None]) -> int:
