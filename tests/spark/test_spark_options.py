@@ -196,3 +196,15 @@ def test_a_property_librdkafka_refuses_fails_load_naming_it():
     assert ok.consumer_properties == {"metrics.num.samples": 3}
     fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20"}))  # renamed for librdkafka: accepted
     assert fetch.consumer_properties == {"fetch.max.wait.ms": 20}
+
+
+def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
+    with pytest.raises(InvalidOptionError) as err:
+        parse_options(_opts())  # librdkafka is the default
+    assert err.value.option == "kafka.client" and "cr-consumer[librdkafka]" in str(err.value)
+    assert parse_options(_opts(**{"kafka.client": "kafka-python"})).client.value == "kafka-python"
