@@ -13,6 +13,7 @@ import time
 import urllib.request
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from coordinator.common.osutil import free_port
 from cr_consumer.testing.kafka_util import create_topic, produce
@@ -68,11 +69,13 @@ def test_fail_on_data_loss_true_fails_the_query_naming_partition_and_option(spar
     query = _query(spark, bootstrap, coordinator, topic, names.group(), tmp_path / "ckpt",
                    lambda df, batch_id: df.count(), fail_on_data_loss=True)
     try:
-        assert query.awaitTermination(120), "the query did not fail on data loss"
-    except Exception:  # StreamingQueryException: the failure is read from query.exception() below
-        pass
+        try:
+            ended = query.awaitTermination(120)
+        except StreamingQueryException:  # the failure, read from query.exception() below
+            ended = True
     finally:
         query.stop()
+    assert ended, "the query did not fail on data loss"
     error = str(query.exception())
     assert f"{topic}:0" in error and "failOnDataLoss" in error, error
     assert f"from {PAST_THE_END} back to 20" in error, error
