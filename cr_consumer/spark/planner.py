@@ -87,14 +87,16 @@ class DataLossInPlan(PlanningFailed):
     """A partition's end went below its start and failOnDataLoss is true."""
 
 
-def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None) -> list[OffsetRange]:
+def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None, *,
+                 skip_backwards: bool = False) -> list[OffsetRange]:
     """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
     A partition whose end is below its start was skipped for data loss when the
-    batch was planned (``failOnDataLoss=false``): it has no range."""
+    batch was planned with ``failOnDataLoss=false`` (``skip_backwards``): it has no
+    range; otherwise such a pair of offsets is refused (ValueError)."""
     ranges = []
     for (topic, partition), until in sorted(end.positions.items()):
         begin = end.start_of((topic, partition), start)
-        if until >= begin:
+        if until >= begin or not skip_backwards:
             ranges.append(OffsetRange(topic, partition, begin, until))
     return split_ranges(ranges, min_partitions)
 

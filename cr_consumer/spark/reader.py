@@ -99,7 +99,8 @@ class CrKafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         from cr_consumer.spark.planner import batch_ranges
 
-        ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions)
+        ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions,
+                              skip_backwards=not self.options.fail_on_data_loss)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
