@@ -3,21 +3,27 @@
 Figures, all in one run on one freshly produced topic (default 1,000,000 x
 100-byte records, 4 partitions, embedded broker, coordinator process):
 
-1. baseline: a bare kafka-python poll loop (no group, assign + seek to the
-   beginning, max_poll_records 2000, records counted and dropped) over the
-   whole topic, right before and right after each query (mean): rows/s;
+1. baselines: a bare kafka-python poll loop (no group, assign + seek to the
+   beginning, max_poll_records 2000, records counted and dropped) and a bare
+   confluent-kafka loop (assign at the beginning, consume 10,000 at a time,
+   messages counted and dropped) over the whole topic, each right before and
+   right after each query (mean): rows/s;
 2. the Spark query ``readStream.format("crkafka") -> writeStream.format("noop")``
-   (local[2], 1 and 2 members): rows/s from Spark's own progress reports, over
-   the batches after the first non-empty one (so the group join and the first
-   batch's planning are excluded), as a ratio of (1);
+   (local[2]; executors on kafka-python with 1 member, on librdkafka with 1 and
+   2 members): rows/s from Spark's own progress reports, over the batches after
+   the first non-empty one (so the group join and the first batch's planning
+   are excluded), as a ratio of each baseline of (1);
 3. the driver side alone (``QueryPlanner``, the code the source runner runs):
    ``commit(end)`` latency (synchronous commit through the paused group
    members), p50/p99/max over many batches, the planning (``latestOffset``)
    latency, the first plan after start (group join included), rows through
    the driver (0: executors read the ranges) and the records the watermark
-   probe fetched, and the driver's CPU seconds per 1M planned rows.
+   probe fetched, and the driver's CPU seconds per 1M planned rows; with the
+   members' steady poll as shipped (``membership.POLL_MS``) and at 10 ms (the
+   join's poll, the earlier steady one), alternately.
 
     .venv/bin/python bench/bench_spark.py [--records 1000000] [--quick]
+    .venv/bin/python bench/bench_spark.py --commit-only --commit-runs 3   # (3) alone
 """
 
 from __future__ import annotations
@@ -77,7 +83,33 @@ def bare_poll_loop(bootstrap: str, topic: str, n: int) -> float:
         consumer.close()
 
 
-def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, members: int, max_batch: int, workdir: Path) -> dict:
+def bare_confluent_loop(bootstrap: str, topic: str, n: int) -> float:
+    """rows/s of a plain confluent-kafka (librdkafka) consumer reading the whole topic
+    (assign at the beginning, consume 10,000 at a time, messages counted and dropped)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    from cr_consumer.spark.librdkafka_range import FETCH_QUEUE_BACKOFF_MS
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("bench-bare"),
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(parts)])
+        got = 0
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while got < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"bare confluent-kafka loop read {got}/{n} records")
+            got += sum(1 for m in consumer.consume(10_000, 0.5) if m.error() is None)
+        return got / (time.perf_counter() - t0)
+    finally:
+        consumer.close()
+
+
+def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, members: int, max_batch: int,
+               workdir: Path, client: str) -> dict:
     group = unique_name("bench-spark")
     query = (
         spark.readStream.format("crkafka")
@@ -86,6 +118,7 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
         .option("subscribe", topic)
         .option("coordinator", coordinator)
         .option("members", members)
+        .option("kafka.client", client)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_batch)
         .option("kafka.session.timeout.ms", 6000)
@@ -121,6 +154,7 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     rows = sum(p["numInputRows"] for p in progress[1:])
     read_ms = [p["durationMs"].get("latestOffset", 0) for p in progress[1:]]
     return {
+        "client": client,
         "members": members,
         "max_records_per_batch": max_batch,
         "batches": len(progress),
@@ -130,15 +164,20 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     }
 
 
-def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int) -> dict:
+def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int,
+                   poll_ms: int | None = None) -> dict:
     """Drive the driver-side planner directly: plan a batch, commit the previous one (as
     Spark does), timing both; the ranges are not read (the executors' work). Also counts
     the records the driver fetched (only the watermark probe's last batch per partition)."""
     import resource
 
+    from cr_consumer.spark import membership
     from cr_consumer.spark.offsets import SourceOffset
     from cr_consumer.spark.options import parse_options
     from cr_consumer.spark.planner import QueryPlanner
+
+    default_poll_ms = membership.POLL_MS
+    membership.POLL_MS = poll_ms if poll_ms is not None else default_poll_ms  # the members' steady poll
 
     options = parse_options({
         "kafka.bootstrap.servers": bootstrap, "kafka.group.id": unique_name("bench-commit"), "subscribe": topic,
@@ -171,6 +210,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
         probe_rows = planner.probe.records_dropped
     finally:
         planner.close()
+        membership.POLL_MS = default_poll_ms
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
 
@@ -180,6 +220,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
 
     return {
         "members": members,
+        "member_poll_ms": poll_ms if poll_ms is not None else default_poll_ms,
         "commits": len(commits),
         "planned_rows": planned,
         "rows_through_driver": 0,  # by construction: the members are paused, ranges are read by executors
@@ -197,6 +238,9 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-batch", type=int, default=250_000, help="maxOffsetsPerTrigger of the queries")
+    parser.add_argument("--commit-only", action="store_true", help="only the driver-side commit figures")
+    parser.add_argument("--commit-runs", type=int, default=1, help="runs of the driver-side commit figures")
     parser.add_argument("--quick", action="store_true", help="200k records, fewer variants")
     args = parser.parse_args()
     if args.quick:
@@ -215,29 +259,48 @@ def main() -> int:
         results["produce_s"] = produce_fixed(broker.bootstrap, topic, args.records, args.size)
         print(f"produced {args.records} x {args.size} B in {results['produce_s']:.1f}s", flush=True)
 
-        from cr_consumer.spark.session import local_session
-
-        spark = local_session("bench-spark")
-        variants = [(1, 250_000), (2, 250_000)] if not args.quick else [(1, 100_000)]
+        variants = [("kafka-python", 1), ("librdkafka", 1), ("librdkafka", 2)]
+        if args.quick:
+            variants = [("kafka-python", 1), ("librdkafka", 1)]
+        if args.commit_only:
+            variants = []
         runs = []
+        spark = None
+        if variants:
+            from cr_consumer.spark.session import local_session
+
+            spark = local_session("bench-spark")
         try:
-            for members, max_batch in variants:
-                # the baseline runs right before and right after the query; their mean is the reference
+            for client, members in variants:
+                # the baselines run right before and right after the query; their means are the references
                 before = bare_poll_loop(broker.bootstrap, topic, args.records)
-                rate = spark_rate(spark, broker.bootstrap, coord.endpoint, topic, args.records, members, max_batch, workdir)
+                before_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
+                rate = spark_rate(spark, broker.bootstrap, coord.endpoint, topic, args.records, members,
+                                  args.max_batch, workdir, client)
                 after = bare_poll_loop(broker.bootstrap, topic, args.records)
+                after_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
                 base = (before + after) / 2
+                base_ck = (before_ck + after_ck) / 2
                 rate["baseline_rows_per_s"] = base
                 rate["baseline_before_after"] = [round(before), round(after)]
+                rate["confluent_rows_per_s"] = base_ck
+                rate["confluent_before_after"] = [round(before_ck), round(after_ck)]
                 rate["load_avg_1m"] = os.getloadavg()[0]
                 rate["ratio"] = rate["rows_per_s"] / base
+                rate["ratio_to_confluent"] = rate["rows_per_s"] / base_ck
                 runs.append(rate)
                 print(json.dumps(rate), flush=True)
         finally:
-            spark.stop()
+            if spark is not None:
+                spark.stop()
         results["spark"] = runs
-        results["commit"] = commit_latency(broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2)
-        print(json.dumps(results["commit"]), flush=True)
+        # the members' steady poll as shipped, and the earlier 10 ms (the same poll as the join), alternately
+        results["commit"] = [
+            commit_latency(broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2,
+                           poll_ms)
+            for _ in range(args.commit_runs) for poll_ms in (None, 10)]
+        for figures in results["commit"]:
+            print(json.dumps(figures), flush=True)
     print(json.dumps(results, indent=2))
     return 0
 

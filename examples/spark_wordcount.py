@@ -117,6 +117,7 @@ def cmd_run(args) -> int:
         .option("subscribe", args.topic)
         .option("coordinator", args.coordinator)
         .option("members", args.members)
+        .option("kafka.client", args.kafka_client)
         .option("startingOffsets", args.starting_offsets)
         .option("maxOffsetsPerTrigger", args.max_records_per_batch)
         .option("kafka.session.timeout.ms", args.session_timeout_ms)
@@ -300,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--members", type=int, default=2)
         p.add_argument("--max-records-per-batch", type=int, default=2000)
         p.add_argument("--session-timeout-ms", type=int, default=6000)
+    run.add_argument("--kafka-client", choices=("librdkafka", "kafka-python"), default="librdkafka",
+                     help="the executors' Kafka library (the source option kafka.client)")
     run.add_argument("--sink-delay", type=float, default=0.0, help="seconds each non-empty batch sleeps (tests)")
     run.add_argument("--trigger-ms", type=int, default=200)
     run.add_argument("--starting-offsets", default="earliest",

@@ -133,6 +133,38 @@ def records_to_batch(records: Sequence, include_headers: bool = True) -> pa.Reco
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
+def range_batch(
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    timestamps: Sequence[int | None],
+    timestamp_types: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence,
+    include_headers: bool = True,
+) -> pa.RecordBatch:
+    """One RecordBatch from the columns of records of one partition (an executor's
+    range read): ``topic`` and ``partition`` are the same for every row, the other
+    columns hold one entry per record (timestamps in epoch ms, None when the record
+    has none; ``timestamp_types`` Kafka's 0 CreateTime, 1 LogAppendTime)."""
+    n = len(offsets)
+    if not n:
+        return empty_batch(include_headers)
+    arrays = [
+        pa.array(keys, type=pa.binary()),
+        pa.array(values, type=pa.binary()),
+        pa.array([topic] * n, type=pa.string()),
+        pa.array([partition] * n, type=pa.int32()),
+        pa.array(offsets, type=pa.int64()),
+        _timestamp_column(timestamps),
+        pa.array(timestamp_types, type=pa.int32()),
+    ]
+    if include_headers:
+        arrays.append(_headers_column(headers))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
+
+
 def concat_batches(batches: Sequence[pa.RecordBatch]) -> list[pa.RecordBatch]:
     """Drop empty batches (Spark runs an empty micro-batch from an empty list)."""
     return [b for b in batches if b.num_rows]

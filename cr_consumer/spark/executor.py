@@ -4,40 +4,48 @@ Spark runs ``read(partition)`` in executor Python workers on an unpickled copy
 of the reader; a worker process serves many tasks one after the other
 (``spark.python.worker.reuse``). :func:`read_range`:
 
-1. Takes this worker's consumer for the source's Kafka settings
-   (:func:`worker_consumer`: one group-less ``KafkaConsumer`` per thread and settings,
-   created on the first task and reused by the next ones; no group, no
-   commit, ``auto.offset.reset=none``).
-2. ``assign([tp])`` + ``seek(start)``, then polls until the position reaches
-   ``until``; records at or past ``until`` are dropped, so the task returns
-   exactly ``[start, until)`` (less any offsets the log does not hold:
-   transaction markers, compacted records).
+1. Takes this worker's range reader for the source's client and Kafka settings
+   (:func:`worker_reader`: one group-less consumer per thread, client and
+   settings, created on the first task and reused by the next ones; no group,
+   no commit, no offset reset). ``kafka.client`` picks the library:
+   kafka-python (:class:`KafkaPythonRangeReader`, here) or librdkafka
+   (:class:`~cr_consumer.spark.librdkafka_range.LibrdkafkaRangeReader`).
+2. The reader assigns the partition at ``start`` and reads until its next
+   offset reaches ``until``; records at or past ``until`` are dropped, so the
+   task returns exactly ``[start, until)`` (less any offsets the log does not
+   hold: transaction markers, compacted records).
 3. Yields Arrow record batches of at most ``batch_rows`` rows as they fill.
 
 The same path replays a batch after a crash: Spark re-plans the ranges from
 its offset log.
 
-Failure: a range start no longer on the broker (retention deleted it) raises
-kafka-python's ``OffsetOutOfRangeError``; with ``failOnDataLoss=true`` the
-task fails (:class:`DataLoss`), otherwise reading continues from the log
-start with a warning. A range not read within :data:`READ_TIMEOUT_S` fails
-the task (:class:`RangeReadTimeout`). After any failure the worker's consumer
-is closed and dropped, so the next task starts clean.
+Failure: an offset of the range no longer on the broker (retention deleted
+it, or the topic was deleted and created again) is data loss
+(:func:`data_loss`): with ``failOnDataLoss=true`` the task fails
+(:class:`DataLoss`, naming the partition and the option); otherwise a warning
+is logged and the read goes on from the log start, or ends when the range
+lies past the log's end. A range not read within :data:`READ_TIMEOUT_S` fails
+the task (:class:`RangeReadTimeout`). After any failure the worker's reader is
+closed and dropped, so the next task starts clean.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
+from cr_consumer.kafka.client import ClientKind
 from cr_consumer.spark.arrow import records_to_batch
+from cr_consumer.spark.gcpause import gc_paused
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
@@ -52,8 +60,10 @@ POLL_TIMEOUT_MS = 500
 DEFAULT_BATCH_ROWS = 50_000
 #: Records per poll: large polls mean fewer Python round trips per row.
 MAX_POLL_RECORDS = 10_000
-#: Consumers kept per worker process (one per distinct Kafka settings).
-MAX_CACHED_CONSUMERS = 4
+#: Readers kept per worker process (one per distinct client and Kafka settings).
+MAX_CACHED_READERS = 4
+#: Bound on asking the broker for a partition's log start after data loss.
+LOG_START_TIMEOUT_MS = 15_000
 
 
 class DataLoss(RuntimeError):
@@ -64,7 +74,45 @@ class RangeReadTimeout(TimeoutError):
     """An offset range could not be read in time."""
 
 
+#: ``on_data_loss(range, offset, log_start, reason)``: raises DataLoss, or returns the
+#: offset to go on from (None: nothing of the range is left).
+DataLossHandler = Callable[[OffsetRange, int, int, str], "int | None"]
+
+
+class RangeReader(Protocol):
+    """A worker's group-less consumer reading one offset range per task (one thread uses it)."""
+
+    def read(self, rng: OffsetRange, *, include_headers: bool, batch_rows: int, deadline: float,
+             on_data_loss: DataLossHandler,
+             on_timeout: Callable[[int], BaseException]) -> Iterator[pa.RecordBatch]: ...
+
+    def close(self) -> None: ...
+
+
+def data_loss_handler(options: SourceOptions) -> DataLossHandler:
+    """What a reader does when ``offset`` of a range is no longer on the broker (see the module doc)."""
+
+    def on_data_loss(rng: OffsetRange, offset: int, log_start: int, reason: str) -> int | None:
+        where = f"{rng.topic}:{rng.partition}"
+        if options.fail_on_data_loss:
+            raise DataLoss(f"{where} [{rng.start}, {rng.until}): offset {offset} is no longer on the broker (log "
+                           f"start {log_start}: {reason}); some data may have been lost. Set the source option "
+                           f"failOnDataLoss=false to skip it and go on")
+        if offset < log_start:
+            resume: int | None = min(log_start, rng.until)
+            log.warning("crkafka: %s: offsets [%d, %d) are no longer on the broker; skipped, reading from %d "
+                        "(failOnDataLoss=false)", where, offset, resume, resume)
+        else:
+            resume = None
+            log.warning("crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
+                        "skipped (failOnDataLoss=false)", where, offset, rng.until)
+        return resume if resume is not None and resume < rng.until else None
+
+    return on_data_loss
+
+
 def executor_config(options: SourceOptions) -> dict:
+    """kafka-python keyword arguments of an executor's consumer."""
     config = options.kafka_config
     config.pop("group_instance_id", None)  # no group here
     config.setdefault("max_poll_records", MAX_POLL_RECORDS)
@@ -78,38 +126,137 @@ def executor_config(options: SourceOptions) -> dict:
     return config
 
 
+class KafkaPythonRangeReader:
+    """A group-less kafka-python consumer (``kafka.client=kafka-python``)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._consumer = KafkaConsumer(**executor_config(options))
+
+    def read(self, rng: OffsetRange, *, include_headers: bool, batch_rows: int, deadline: float,
+             on_data_loss: DataLossHandler,
+             on_timeout: Callable[[int], BaseException]) -> Iterator[pa.RecordBatch]:
+        consumer = self._consumer
+        tp = TopicPartition(rng.topic, rng.partition)
+        pending: list = []
+        consumer.assign([tp])
+        consumer.seek(tp, rng.start)
+        while consumer.position(tp) < rng.until:
+            if time.monotonic() > deadline:
+                raise on_timeout(consumer.position(tp))
+            try:
+                with gc_paused():
+                    fetched = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+            except OffsetOutOfRangeError as exc:
+                offset = consumer.position(tp)
+                log_start = consumer.beginning_offsets([tp], timeout_ms=LOG_START_TIMEOUT_MS)[tp]
+                resume = on_data_loss(rng, offset, log_start, str(exc))
+                if resume is None:
+                    break
+                consumer.seek(tp, resume)
+                continue
+            records = fetched.get(tp, ())
+            if records and records[-1].offset >= rng.until:
+                records = [r for r in records if r.offset < rng.until]
+            if records:
+                pending.extend(records)
+            while len(pending) >= batch_rows:
+                yield records_to_batch(pending[:batch_rows], include_headers)
+                del pending[:batch_rows]
+        if pending:
+            yield records_to_batch(pending, include_headers)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def make_reader(options: SourceOptions) -> RangeReader:
+    if options.client is ClientKind.LIBRDKAFKA:
+        from cr_consumer.spark.librdkafka_range import LibrdkafkaRangeReader
+
+        return LibrdkafkaRangeReader(options.bootstrap_servers, options.consumer_properties)
+    return KafkaPythonRangeReader(options)
+
+
 _cache_lock = threading.Lock()
-_consumers: dict[tuple, KafkaConsumer] = {}
+_readers: dict[tuple, RangeReader] = {}
 
 
 def _cache_key(options: SourceOptions) -> tuple:
-    # per thread: a KafkaConsumer is not thread-safe (a pyspark worker runs its tasks on one thread)
-    return (threading.get_ident(), options.bootstrap_servers, options.kafka_properties)
+    # per thread: a consumer is not thread-safe (a pyspark worker runs its tasks on one thread)
+    return (threading.get_ident(), options.client, options.bootstrap_servers, options.kafka_properties)
 
 
-def worker_consumer(options: SourceOptions) -> KafkaConsumer:
-    """This worker's consumer for ``options``' Kafka settings (created once, reused)."""
+def worker_reader(options: SourceOptions) -> RangeReader:
+    """This worker's reader for ``options``' client and Kafka settings (created once, reused)."""
     key = _cache_key(options)
     with _cache_lock:
-        consumer = _consumers.get(key)
-        if consumer is None:
-            if len(_consumers) >= MAX_CACHED_CONSUMERS:
-                _, oldest = _consumers.popitem()
+        reader = _readers.get(key)
+        if reader is None:
+            if len(_readers) >= MAX_CACHED_READERS:
+                _, oldest = _readers.popitem()
                 oldest.close()
-            consumer = KafkaConsumer(**executor_config(options))
-            _consumers[key] = consumer
-            log.info("crkafka: executor worker %d: a new consumer (reused by this worker's next tasks)", os.getpid())
-        return consumer
+            reader = make_reader(options)
+            if not _readers:
+                atexit.register(close_worker_readers)  # idempotent: unregistered when the cache empties
+            _readers[key] = reader
+            log.info("crkafka: executor worker %d: a new %s consumer (reused by this worker's next tasks)",
+                     os.getpid(), options.client.value)
+        return reader
 
 
-def drop_worker_consumer(options: SourceOptions) -> None:
+def drop_worker_reader(options: SourceOptions) -> None:
     with _cache_lock:
-        consumer = _consumers.pop(_cache_key(options), None)
-    if consumer is not None:
+        reader = _readers.pop(_cache_key(options), None)
+    if reader is not None:
         try:
-            consumer.close()
+            reader.close()
         except Exception:  # the consumer failed already; logged, the next task makes a new one
             log.exception("crkafka: closing a failed executor consumer failed")
+
+
+def close_worker_readers() -> None:
+    """Close every cached reader of this process (at exit; tests between brokers)."""
+    with _cache_lock:
+        readers = list(_readers.values())
+        _readers.clear()
+        atexit.unregister(close_worker_readers)
+    for reader in readers:
+        try:
+            reader.close()
+        except Exception:  # closing at exit; logged, the others are closed anyway
+            log.exception("crkafka: closing an executor consumer failed")
+
+
+#: Bound on a batch read's commit of one partition's end (commitOnBatchRead).
+BATCH_COMMIT_TIMEOUT_MS = 15_000
+
+
+class BatchCommitFailed(RuntimeError):
+    """A batch read could not commit a partition's end to its group."""
+
+
+def commit_range_end(options: SourceOptions, rng: OffsetRange) -> None:
+    """Commit ``rng.until`` for its partition to ``kafka.group.id`` (a batch read with
+    commitOnBatchRead). The committing consumer does not join the group: the broker
+    takes the commit while the group has no active member, and refuses it (the task
+    fails, naming the group) while another consumer of the group, a streaming query,
+    holds partitions."""
+    from kafka.structs import OffsetAndMetadata
+
+    config = executor_config(options)
+    config["group_id"] = options.group_id
+    consumer = KafkaConsumer(**config)
+    tp = TopicPartition(rng.topic, rng.partition)
+    try:
+        consumer.commit({tp: OffsetAndMetadata(rng.until, "", -1)}, timeout_ms=BATCH_COMMIT_TIMEOUT_MS)
+    except Exception as exc:
+        raise BatchCommitFailed(f"crkafka batch read: committing {rng.topic}:{rng.partition} at {rng.until} to group "
+                                f"{options.group_id!r} failed ({exc!r}); the group may have active members "
+                                f"(commitOnBatchRead)") from exc
+    finally:
+        consumer.close()
+    log.info("crkafka: batch read committed %s:%d at %d to group %s", rng.topic, rng.partition, rng.until,
+             options.group_id)
 
 
 def read_range(
@@ -122,45 +269,25 @@ def read_range(
     """Yield the records ``[rng.start, rng.until)`` of one partition as Arrow batches."""
     if rng.size <= 0:
         return
-    consumer = worker_consumer(options)
-    tp = TopicPartition(rng.topic, rng.partition)
+    reader = worker_reader(options)
     t0 = time.monotonic()
-    deadline = t0 + timeout_s
     rows = 0
-    pending: list = []
+
+    def timed_out(position: int) -> BaseException:
+        return RangeReadTimeout(f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}) not read within "
+                                f"{timeout_s}s (position {position})")
+
     try:
-        consumer.assign([tp])
-        consumer.seek(tp, rng.start)
-        while consumer.position(tp) < rng.until:
-            if time.monotonic() > deadline:
-                raise RangeReadTimeout(f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}) not read within "
-                                       f"{timeout_s}s (position {consumer.position(tp)})")
-            try:
-                fetched = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
-            except OffsetOutOfRangeError as exc:
-                if options.fail_on_data_loss:
-                    raise DataLoss(f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}): the records are no "
-                                   f"longer on the broker ({exc}); set failOnDataLoss=false to skip them") from None
-                log.warning("crkafka: %s:%d from %d is no longer on the broker; reading from the log start "
-                            "(failOnDataLoss=false)", rng.topic, rng.partition, consumer.position(tp))
-                consumer.seek_to_beginning(tp)
-                continue
-            records = fetched.get(tp, ())
-            if records and records[-1].offset >= rng.until:
-                records = [r for r in records if r.offset < rng.until]
-            if records:
-                pending.extend(records)
-                rows += len(records)
-            while len(pending) >= batch_rows:
-                yield records_to_batch(pending[:batch_rows], options.include_headers)
-                del pending[:batch_rows]
-        if pending:
-            yield records_to_batch(pending, options.include_headers)
+        for batch in reader.read(rng, include_headers=options.include_headers, batch_rows=batch_rows,
+                                 deadline=t0 + timeout_s, on_data_loss=data_loss_handler(options),
+                                 on_timeout=timed_out):
+            rows += batch.num_rows
+            yield batch
     except BaseException:
-        drop_worker_consumer(options)
+        drop_worker_reader(options)
         raise
     log.debug("crkafka: read %s:%d [%d, %d): %d rows in %.2fs", rng.topic, rng.partition, rng.start, rng.until,
               rows, time.monotonic() - t0)
 
 
-__all__ = ["DataLoss", "RangeReadTimeout", "read_range", "worker_consumer"]
+__all__ = ["BatchCommitFailed", "DataLoss", "RangeReadTimeout", "RangeReader", "close_worker_readers", "commit_range_end", "read_range", "worker_reader"]

@@ -11,9 +11,14 @@ through. :class:`GroupMember` is that member:
    With ``assign`` (fixed partitions) member 0 assigns them itself, without
    a group assignment, and commits them to the group.
 2. The listener pauses every partition the moment it is assigned, so the
-   consumer never fetches a record; the thread calls ``poll`` every
-   :data:`POLL_MS` only to take part in the group (joins, rebalances,
-   heartbeats are kafka-python's background work).
+   consumer never fetches a record; the thread calls ``poll`` only to take
+   part in the group (joins, rebalances, heartbeats are kafka-python's
+   background work): for :data:`JOIN_POLL_MS` until the first assignment,
+   then for :data:`POLL_MS`. A paused consumer's poll sleeps (``time.sleep``
+   inside kafka-python, which no wakeup interrupts), so the poll's length is
+   how long a queued commit can wait for the thread: the short steady poll
+   keeps the commit latency low, while the join keeps the poll it was
+   tested with (a non-blocking poll broke joins).
 3. :meth:`assignment` returns the partitions held now and a counter bumped at
    every revocation or assignment (the planner notices a rebalance).
 4. Handover: when the group revokes partitions (another consumer of the group,
@@ -54,9 +59,12 @@ from cr_consumer.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
 
-#: One poll of the paused consumer; bounds how long a queued commit waits for
-#: the thread (the commit latency) and how late a close is noticed.
-POLL_MS = 10
+#: One poll of the paused consumer once it holds its first assignment; bounds
+#: how long a queued commit waits for the thread (part of the commit latency)
+#: and how late a close is noticed. Each poll costs ~0.1 ms of CPU.
+POLL_MS = 2
+#: One poll until the first assignment (the group join).
+JOIN_POLL_MS = 10
 #: Bound on one synchronous commit inside kafka-python: it retries a commit for
 #: as long as the broker answers with a retriable error (a rebalance in
 #: progress, a deleted topic), and the member's thread then stops polling.
@@ -215,7 +223,7 @@ class GroupMember:
                     f"{self.name}: the ranges planned for {_names(revoked)} were not committed within "
                     f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
             await self._serve_commits_on_io_loop()
-            await _io_sleep(POLL_MS / 1000)
+            await _io_sleep(JOIN_POLL_MS / 1000)
             if self._stop.is_set():
                 return
         waited_ms = (time.monotonic() - t0) * 1000
@@ -255,7 +263,7 @@ class GroupMember:
             while not self._stop.is_set():
                 self._serve_commits()
                 self._serve_calls()
-                records = self._consumer.poll(timeout_ms=POLL_MS)
+                records = self._consumer.poll(timeout_ms=POLL_MS if self._joined.is_set() else JOIN_POLL_MS)
                 if records:  # a paused partition never returns records: a broken invariant
                     raise MemberFailed(f"{self.name}: the membership consumer fetched records of {list(records)}")
         except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
@@ -350,17 +358,28 @@ class GroupMember:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
+        self.wait_commit(self.submit_commit(offsets))
+
+    def submit_commit(self, offsets: Mapping[TopicPartition, int]) -> Future | None:
+        """Queue a commit of ``offsets`` for the member's thread (None: nothing to commit);
+        :meth:`wait_commit` waits for it. The planner queues every member's commit before
+        waiting for any, so the members commit side by side."""
         if not offsets:
-            return
+            return None
         self.check()
         fut: Future = Future()
         self._commits.put(({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, fut))
+        return fut
+
+    def wait_commit(self, fut: Future | None, timeout_s: float = COMMIT_TIMEOUT_S + CALL_MARGIN_S) -> None:
+        """Wait for a commit :meth:`submit_commit` queued; CommitTimedOut past ``timeout_s``."""
+        if fut is None:
+            return
         try:
-            fut.result(COMMIT_TIMEOUT_S + CALL_MARGIN_S)
+            fut.result(timeout_s)
         except TimeoutError:
             fut.cancel()
-            raise CommitTimedOut(f"{self.name}: a batch commit did not complete within "
-                                 f"{COMMIT_TIMEOUT_S + CALL_MARGIN_S}s") from None
+            raise CommitTimedOut(f"{self.name}: a batch commit did not complete within {timeout_s:.1f}s") from None
 
     def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of ``tps`` (absent: never committed)."""

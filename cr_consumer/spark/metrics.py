@@ -38,6 +38,7 @@ PLANNER_COUNTERS = {
     "idle_bumps": "Empty batches handed out so that Spark delivers a pending commit",
     "commit_failures": "Offset commits to Kafka that failed (retried at the next trigger)",
     "commits": "Offset commits to Kafka",
+    "data_loss_skips": "Partitions whose end went below their start, skipped to the end (failOnDataLoss=false)",
 }
 SPARK_PREFIX = "crkafka_spark_"
 

@@ -17,13 +17,17 @@ Spark's names (``format("kafka")``), see docs/spark.md for the table::
     startingTimestamp            -          epoch ms (or ISO-8601): every partition
     startingOffsetsByTimestamp   -          JSON {"topic":{"0":<epoch ms>}}
     endingOffsets                latest     batch queries only: latest | JSON (-1 latest)
+    commitOnBatchRead            false      batch queries only: commit each partition's end to
+                                            kafka.group.id once its task has read it
     maxOffsetsPerTrigger         -          records per micro-batch (all partitions)
     minPartitions                -          Spark tasks per batch at least (ranges split)
     failOnDataLoss               true       fail when a range is no longer on the broker
     includeHeaders               false      add the headers column
     kafka.group.id               -          the consumer group (default: groupIdPrefix-<query id>)
     groupIdPrefix                crkafka    prefix of the generated group id
-    kafka.<consumer property>    -          passed to every KafkaConsumer by its dotted name
+    kafka.<consumer property>    -          passed to every consumer by its dotted name
+    kafka.client                 librdkafka the executors' Kafka library: librdkafka (confluent-kafka,
+                                            the ``librdkafka`` extra) or kafka-python
 
 (*) a batch read (``spark.read``) starts at earliest by default, as in Spark.
 
@@ -52,6 +56,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
 
 #: Kafka consumer properties this source owns (as Spark's Kafka source does);
@@ -216,12 +221,16 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
+    #: Batch reads: commit each partition's end to the group once read (``commitOnBatchRead``).
+    commit_on_batch_read: bool = False
     include_headers: bool = False
     members: int = 1
     region_index: int = 0
     #: Prometheus /metrics of the source runner (None: not served).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: ``kafka.client``: the Kafka library of the executors' range reads.
+    client: ClientKind = ClientKind.LIBRDKAFKA
     #: Kafka consumer properties by dotted name (typed values), sorted (name, value) pairs;
     #: shown with secret values redacted.
     kafka_properties: tuple[tuple[str, object], ...] = attrs.field(default=(), repr=redacted_repr)
@@ -252,9 +261,9 @@ class SourceOptions:
 #: Every option by its lower-cased name -> its spelling (kafka.* aside).
 SPELLING = {name.lower(): name for name in (
     "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets", "startingTimestamp",
-    "startingOffsetsByTimestamp", "endingOffsets", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
+    "startingOffsetsByTimestamp", "endingOffsets", "commitOnBatchRead", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
     "includeHeaders", "kafka.group.id", "groupIdPrefix", "coordinator", "members", "regionIndex", "metricsPort",
-    "metricsHost",
+    "metricsHost", "kafka.client",
 )}
 
 #: Earlier crkafka names -> the option they stand for (documented aliases).
@@ -399,6 +408,27 @@ def _ending(opts: Mapping[str, str]) -> PartitionValues:
     return values
 
 
+#: The executors' Kafka library when ``kafka.client`` is not given (the faster one
+#: in bench/bench_spark.py; docs/spark.md has the figures).
+DEFAULT_CLIENT = ClientKind.LIBRDKAFKA
+
+
+def _client(raw: str) -> ClientKind:
+    try:
+        kind = ClientKind(raw.strip().lower())
+    except ValueError:
+        raise InvalidOptionError("kafka.client", f"expected {' or '.join(k.value for k in ClientKind)}, "
+                                                 f"got {raw!r}") from None
+    if kind is ClientKind.LIBRDKAFKA:
+        import importlib.util
+
+        if importlib.util.find_spec("confluent_kafka") is None:
+            raise InvalidOptionError("kafka.client", "librdkafka needs confluent-kafka in the driver and on every "
+                                                     "executor: pip install 'cr-consumer[librdkafka]', or set "
+                                                     "kafka.client=kafka-python")
+    return kind
+
+
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option map; raise :class:`InvalidOptionError` naming the option."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(raw).items()}
@@ -413,7 +443,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     defaults = _kafka_defaults()
     kafka_props: dict[str, object] = {}
     for name, value in opts.items():
-        if name in ("kafka.bootstrap.servers", "kafka.group.id"):
+        if name in ("kafka.bootstrap.servers", "kafka.group.id", "kafka.client"):
             continue
         if name in UNSUPPORTED:
             raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
@@ -449,6 +479,10 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         min_partitions = _parse_int("minPartitions", opts["minpartitions"], minimum=1)
     fail_on_data_loss = _parse_bool("failOnDataLoss", opts.get("failondataloss", "true"))
     include_headers = _parse_bool("includeHeaders", opts.get("includeheaders", "false"))
+    commit_on_batch_read = _parse_bool("commitOnBatchRead", opts.get("commitonbatchread", "false"))
+    if commit_on_batch_read and group_id is None:
+        raise InvalidOptionError("commitOnBatchRead", "needs kafka.group.id: the group the read's end offsets are "
+                                                      "committed to")
     members = _parse_int("members", opts.get("members", "1"), minimum=1)
     if members > 64:
         raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
@@ -461,6 +495,14 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     metrics_host = opts.get("metricshost", "127.0.0.1").strip()
     if not metrics_host or any(c.isspace() for c in metrics_host):
         raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
+    client = _client(opts.get("kafka.client", DEFAULT_CLIENT.value))
+    if client is ClientKind.LIBRDKAFKA and kafka_props:
+        from cr_consumer.spark.librdkafka_range import config_error
+
+        problem = config_error(bootstrap, kafka_props)
+        if problem is not None:
+            raise InvalidOptionError("kafka.*", f"the executors' librdkafka consumer refuses these properties: "
+                                                f"{problem} (set kafka.client=kafka-python to use kafka-python's)")
     session_ms = kafka_props.get("session.timeout.ms")
     heartbeat_ms = kafka_props.get("heartbeat.interval.ms")
     if isinstance(heartbeat_ms, int) and heartbeat_ms >= (session_ms if isinstance(session_ms, int) else 10_000):
@@ -480,10 +522,12 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         max_offsets_per_trigger=max_offsets,
         min_partitions=min_partitions,
         fail_on_data_loss=fail_on_data_loss,
+        commit_on_batch_read=commit_on_batch_read,
         include_headers=include_headers,
         members=members,
         region_index=region_index,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
+        client=client,
         kafka_properties=tuple(sorted(kafka_props.items())),
     )

@@ -23,7 +23,13 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
    offset (a partition that appeared later: a new topic on a pattern), as
    in Spark. Such a partition gets a ``from`` entry in the end offset.
 4. End offsets: the high watermark of every planned partition, capped by
-   the read limit (:func:`~cr_consumer.spark.ranges.capped_ends`).
+   the read limit (:func:`~cr_consumer.spark.ranges.capped_ends`). A high
+   watermark below the partition's start is data loss, as in Spark's Kafka
+   source (the topic was deleted and created again, or ``startingOffsets``
+   named an offset past the end): with ``failOnDataLoss=true`` the query fails
+   (:class:`DataLossInPlan`, naming the partition and the option); otherwise a
+   warning is logged and the partition goes on from the high watermark (the
+   offsets in between are skipped: an empty range ends there).
 5. Nothing new: hand back ``start``, or once, when ``start``'s positions are
    neither committed to Kafka nor pending, ``start`` with ``epoch + 1`` so
    that Spark runs one empty batch and then delivers ``commit(start)``
@@ -36,7 +42,8 @@ batch and for a batch replayed from its offset log alike.
 ``commit(end)`` (:meth:`QueryPlanner.commit`): idempotent by epoch (Spark
 re-delivers commits after a restart); each member commits the positions of
 the partitions it holds now (a partition this query no longer holds is left
-to its new owner), bounded by ``membership.COMMIT_TIMEOUT_S``. A failed
+to its new owner), all members side by side (every commit is queued before
+any is waited for), bounded by ``membership.COMMIT_TIMEOUT_S``. A failed
 commit is logged, kept and retried at the next ``latestOffset``/``commit``;
 Spark's offset log stays authoritative either way.
 """
@@ -52,7 +59,7 @@ from kafka import TopicPartition
 
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark.control import coordinator_group, new_query_id
-from cr_consumer.spark.membership import GroupMember, MemberFailed
+from cr_consumer.spark.membership import CALL_MARGIN_S, COMMIT_TIMEOUT_S, GroupMember, MemberFailed
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 from cr_consumer.spark.options import SourceOptions, StartKind
@@ -76,12 +83,21 @@ class PlanningFailed(RuntimeError):
     """A member failed or the planner could not complete a step; the query must fail."""
 
 
-def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None) -> list[OffsetRange]:
-    """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic)."""
+class DataLossInPlan(PlanningFailed):
+    """A partition's end went below its start and failOnDataLoss is true."""
+
+
+def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None, *,
+                 skip_backwards: bool = False) -> list[OffsetRange]:
+    """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
+    A partition whose end is below its start was skipped for data loss when the
+    batch was planned with ``failOnDataLoss=false`` (``skip_backwards``): it has no
+    range; otherwise such a pair of offsets is refused (ValueError)."""
     ranges = []
     for (topic, partition), until in sorted(end.positions.items()):
         begin = end.start_of((topic, partition), start)
-        ranges.append(OffsetRange(topic, partition, begin, until))
+        if until >= begin or not skip_backwards:
+            ranges.append(OffsetRange(topic, partition, begin, until))
     return split_ranges(ranges, min_partitions)
 
 
@@ -99,7 +115,8 @@ class QueryPlanner:
         self._committed: SourceOffset | None = None
         self._pending_commit: SourceOffset | None = None
         self._closed = False
-        self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0}
+        self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0,
+                      "data_loss_skips": 0}
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
         # shared with the members' threads (handover checks): the last end handed to Spark, the last committed
         self._handover_lock = threading.Lock()
@@ -252,6 +269,7 @@ class QueryPlanner:
         self._held = set(owned)
         latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
         self._latest = latest
+        self._check_data_loss(begins, latest)
         ends = capped_ends(begins, latest, limit)
         positions = {**start.positions, **ends}
         if positions == start.positions and not first:
@@ -263,6 +281,24 @@ class QueryPlanner:
         with self._handover_lock:
             self._last_end = end
         return end
+
+    def _check_data_loss(self, begins: dict[TopicPartitionKey, int], latest: dict[TopicPartitionKey, int]) -> None:
+        """Partitions whose end is below their start (step 4 of the module doc): fail,
+        or move their start to the end (``begins`` is changed in place)."""
+        for key, begin in sorted(begins.items()):
+            end = latest.get(key)
+            if end is None or end >= begin:
+                continue
+            topic, partition = key
+            if self.options.fail_on_data_loss:
+                raise DataLossInPlan(
+                    f"crkafka: {topic}:{partition}'s offset went from {begin} back to {end} (the end of its log): "
+                    f"some data may have been lost (the topic was deleted and created again, or startingOffsets "
+                    f"names an offset past the end). Set the source option failOnDataLoss=false to go on from {end}")
+            self.stats["data_loss_skips"] += 1
+            log.warning("crkafka: %s:%d's offset went from %d back to %d (the end of its log): some data may have "
+                        "been lost; going on from %d (failOnDataLoss=false)", topic, partition, begin, end, end)
+            begins[key] = end
 
     def _committed_of(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of partitions moved to this query by a rebalance."""
@@ -321,8 +357,11 @@ class QueryPlanner:
             if owner is not None:  # a partition held by another member of the group now is its own to commit
                 parts.setdefault(owner.name, {})[TopicPartition(topic, partition)] = off
         try:
-            for member in self.members:
-                member.commit(parts.get(member.name, {}))
+            # every member's commit queued first, then waited for: side by side, one shared deadline
+            queued = [(member, member.submit_commit(parts.get(member.name, {}))) for member in self.members]
+            deadline = time.monotonic() + COMMIT_TIMEOUT_S + CALL_MARGIN_S
+            for member, fut in queued:
+                member.wait_commit(fut, max(0.0, deadline - time.monotonic()))
         except MemberFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - kept pending and retried (see the module doc)

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from cr_consumer.spark import runner
-from cr_consumer.spark.executor import read_range
+from cr_consumer.spark.executor import commit_range_end, read_range
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import SourceOptions, StartKind
 from cr_consumer.spark.ranges import OffsetRange
@@ -99,7 +99,8 @@ class CrKafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         from cr_consumer.spark.planner import batch_ranges
 
-        ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions)
+        ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions,
+                              skip_backwards=not self.options.fail_on_data_loss)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -121,7 +122,15 @@ class CrKafkaBatchReader(DataSourceReader):
     """``spark.read.format("crkafka")``: the records from ``startingOffsets`` (default
     earliest) to ``endingOffsets`` (default latest) of every partition of the
     subscription now, read by the executors like a streaming batch. No group
-    membership and no commit: a batch read leaves the group's offsets alone.
+    membership; by default no commit: a batch read leaves the group's offsets alone.
+
+    ``commitOnBatchRead=true`` (with ``kafka.group.id``): each Kafka partition is
+    one task, and that task commits the partition's end offset to the group once
+    it has handed Spark the last record of its range
+    (:func:`~cr_consumer.spark.executor.commit_range_end`): a later read with
+    ``startingOffsets=committed`` starts there. A task that fails or is not read
+    to its end commits nothing; the commit is per partition, not atomic for the
+    read (a job that fails half way leaves the partitions it finished committed).
 
     ``partitions()`` runs once in the driver (a planner process) and reads no record
     beyond one fetch per partition for its high watermark.
@@ -149,6 +158,11 @@ class CrKafkaBatchReader(DataSourceReader):
                 raise ValueError(f"crkafka batch read: {tp.topic}:{tp.partition} starts at {starts[tp]}, "
                                  f"after its end {ends[tp]} (startingOffsets / endingOffsets)")
             ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]))
+        if self.options.commit_on_batch_read:
+            if self.options.min_partitions is not None:
+                raise ValueError("crkafka batch read: commitOnBatchRead commits each partition's end from the one "
+                                 "task that reads the partition; give no minPartitions with it")
+            return [RangePartition(r) for r in ranges]  # one task per partition, empty ones included: they commit
         return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def _committed(self, tps: list) -> dict:
@@ -167,7 +181,10 @@ class CrKafkaBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         configure_logging()
-        return read_range(self.options, range_of(partition))
+        rng = range_of(partition)
+        yield from read_range(self.options, rng)
+        if self.options.commit_on_batch_read:  # the whole range was handed to Spark
+            commit_range_end(self.options, rng)
 
 
 def configure_logging() -> None:

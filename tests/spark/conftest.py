@@ -27,3 +27,13 @@ def coordinator(tmp_path):
 
     with CoordinatorProcess(state_dir=tmp_path / "coordinator") as proc:
         yield proc.endpoint
+
+
+@pytest.fixture(autouse=True)
+def _close_executor_readers():
+    """Range reads run in this process (tests without Spark) cache their consumers: closed
+    after each test, before its broker stops."""
+    yield
+    from cr_consumer.spark.executor import close_worker_readers
+
+    close_worker_readers()

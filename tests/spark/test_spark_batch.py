@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cr_consumer.testing.kafka_util import committed_offsets, create_topic, producer
+from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce, producer
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(300)]
 
@@ -46,3 +46,29 @@ def test_batch_read_of_offset_ranges(spark, bootstrap, coordinator, names):
     everything = (spark.read.format("crkafka").option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", topic).option("coordinator", coordinator).load())
     assert everything.count() == 300  # default: earliest to latest
+
+
+def test_batch_read_commits_each_partitions_end_when_asked(spark, bootstrap, coordinator, names):
+    """commitOnBatchRead=true: after the read the group holds each partition's end, and a
+    second read from startingOffsets=committed returns only what came after."""
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    produce(bootstrap, topic, [b"a%d" % i for i in range(40)])  # 20 per partition
+
+    def read():
+        return (spark.read.format("crkafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("coordinator", coordinator)
+                .option("kafka.group.id", group)
+                .option("startingOffsets", "committed")
+                .option("commitOnBatchRead", "true")
+                .load().select("partition", "offset").collect())
+
+    first = sorted((r["partition"], r["offset"]) for r in read())
+    assert first == [(p, o) for p in range(2) for o in range(20)]
+    assert committed_offsets(bootstrap, group, topic) == {0: 20, 1: 20}
+    produce(bootstrap, topic, [b"b%d" % i for i in range(20)])  # 10 more per partition
+    second = sorted((r["partition"], r["offset"]) for r in read())
+    assert second == [(p, o) for p in range(2) for o in range(20, 30)]
+    assert committed_offsets(bootstrap, group, topic) == {0: 30, 1: 30}

@@ -40,6 +40,9 @@ BAD = [
     ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
     ({"kafka.session.timeout.ms": "soon"}, "kafka.session.timeout.ms"),
     ({"colour": "blue"}, "colour"),
+    ({"kafka.client": "java"}, "kafka.client"),
+    ({"commitOnBatchRead": "yes please"}, "commitOnBatchRead"),
+    ({"commitOnBatchRead": "true", "group.id": None}, "commitOnBatchRead"),
 ]
 
 
@@ -173,3 +176,35 @@ def test_query_of_checkpoint_reads_the_newest_offset_log_entry(tmp_path):
     (offsets / "9").write_text(f'v1\n{meta}\n{{"v":1,"epoch":2,"offsets":{{}},"query":"0000000000000000"}}\n')
     (offsets / ".10.crc").write_text("x")
     assert query_of_checkpoint(tmp_path) == "5f0c2a91d3e84b7a"
+
+
+def test_kafka_client_and_batch_commit_options():
+    from cr_consumer.kafka.client import ClientKind
+
+    default = parse_options(_opts())
+    assert default.client is ClientKind.LIBRDKAFKA and not default.commit_on_batch_read
+    chosen = parse_options(_opts(**{"kafka.client": "kafka-python", "commitOnBatchRead": "true"}))
+    assert chosen.client is ClientKind.KAFKA_PYTHON and chosen.commit_on_batch_read
+    assert chosen.consumer_properties == {}  # kafka.client is the source's option, not a consumer property
+
+
+def test_a_property_librdkafka_refuses_fails_load_naming_it():
+    with pytest.raises(InvalidOptionError) as err:
+        parse_options(_opts(**{"kafka.metrics.num.samples": "3"}))
+    assert "metrics.num.samples" in str(err.value) and "kafka.client=kafka-python" in str(err.value)
+    ok = parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "kafka-python"}))
+    assert ok.consumer_properties == {"metrics.num.samples": 3}
+    fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20"}))  # renamed for librdkafka: accepted
+    assert fetch.consumer_properties == {"fetch.max.wait.ms": 20}
+
+
+def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
+    with pytest.raises(InvalidOptionError) as err:
+        parse_options(_opts())  # librdkafka is the default
+    assert err.value.option == "kafka.client" and "cr-consumer[librdkafka]" in str(err.value)
+    assert parse_options(_opts(**{"kafka.client": "kafka-python"})).client.value == "kafka-python"

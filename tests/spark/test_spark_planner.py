@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import json
 
+import pytest
+
 from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import parse_options
@@ -19,11 +21,12 @@ def _options(bootstrap, topic, group, coordinator, **extra):
                           "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000", **extra})
 
 
-def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordinator, names):
+@pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
+def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordinator, names, client):
     topic = create_topic(bootstrap, names.topic(), partitions=3)
     group = names.group()
     produce(bootstrap, topic, [b"v%d" % i for i in range(3000)])  # 1000 per partition
-    options = _options(bootstrap, topic, group, coordinator)
+    options = _options(bootstrap, topic, group, coordinator, **{"kafka.client": client})
     planner = QueryPlanner(options)
     seen: collections.Counter = collections.Counter()
     start = SourceOffset.initial()
@@ -143,3 +146,32 @@ def test_topic_matched_after_the_first_start_is_read_from_earliest(bootstrap, co
     assert not [k for k, c in seen.items() if c > 1], "duplicates"
     assert {(p, o) for t, p, o in seen if t == new} == {(p, o) for p in range(2) for o in range(20)}
     assert not [k for k in seen if k[0] == old]
+
+
+def test_both_executor_clients_read_the_same_rows(bootstrap, coordinator, names):
+    """The librdkafka reader builds the same Arrow rows (keys, values, headers, timestamps,
+    timestampType) as the kafka-python one, for a range inside the log and one cut at its end."""
+    from cr_consumer.spark.ranges import OffsetRange
+    from cr_consumer.testing.kafka_util import producer
+
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    p = producer(bootstrap)
+    try:
+        for i in range(300):
+            p.send(topic, value=b"v%d" % i, key=None if i % 7 == 0 else b"k%d" % i, partition=0,
+                   headers=[("n", str(i).encode()), ("empty", b"")] if i % 2 else [])
+        p.flush()
+    finally:
+        p.close()
+    rows = {}
+    for client in ("kafka-python", "librdkafka"):
+        options = _options(bootstrap, topic, names.group(), coordinator,
+                           **{"kafka.client": client, "includeHeaders": "true"})
+        rows[client] = [[r for b in read_range(options, rng, batch_rows=64) for r in b.to_pylist()]
+                        for rng in (OffsetRange(topic, 0, 17, 250), OffsetRange(topic, 0, 250, 300))]
+    assert rows["librdkafka"] == rows["kafka-python"]
+    inside, tail = rows["librdkafka"]
+    assert [r["offset"] for r in inside + tail] == list(range(17, 300))
+    assert inside[0]["key"] == b"k17" and inside[0]["headers"] == [{"key": "n", "value": b"17"},
+                                                                    {"key": "empty", "value": b""}]
+    assert all(r["timestamp"] is not None and r["timestampType"] == 0 for r in inside + tail)

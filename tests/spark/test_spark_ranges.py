@@ -39,6 +39,9 @@ def test_batch_ranges_use_from_for_new_partitions():
     assert batch_ranges(start, end, None) == [OffsetRange("a", 0, 5, 12), OffsetRange("b", 0, 3, 9)]
     with pytest.raises(ValueError, match="backwards"):
         batch_ranges(SourceOffset(epoch=1, positions={("a", 0): 20}), end, None)
+    # failOnDataLoss=false: a partition skipped for data loss when planned has no range
+    skipped = batch_ranges(SourceOffset(epoch=1, positions={("a", 0): 20}), end, None, skip_backwards=True)
+    assert skipped == [OffsetRange("b", 0, 3, 9)]
 
 
 def test_a_task_partition_that_is_not_a_range_is_refused_by_name():

@@ -29,7 +29,8 @@ def wait_for(predicate, timeout_s: float, what: str, query=None):
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, coordinator, names, tmp_path):
+@pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
+def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, coordinator, names, tmp_path, client):
     topic = create_topic(bootstrap, names.topic(), partitions=3)
     group = names.group()
     n = 6000
@@ -56,6 +57,7 @@ def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, co
         .option("subscribe", topic)
         .option("coordinator", coordinator)
         .option("members", 2)
+        .option("kafka.client", client)
         .option("startPosition", "beginning")
         .option("maxRecordsPerBatch", 1500)
         .option("kafka.session.timeout.ms", 6000)
