@@ -192,6 +192,9 @@ def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
         # the dashboard's per-partition panels work for Spark runners too
         assert {"crkafka_consumer_lag", "crkafka_consumer_committed_offset"} <= exposed_names(text)
     finally:
+        from cr_consumer.spark.executor import close_worker_readers
+
+        close_worker_readers()  # the cached executor consumers would retry the broker after it stops
         if planner is not None:
             planner.close()
         coordinator.terminate()
