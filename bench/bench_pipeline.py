@@ -232,9 +232,11 @@ class CpuSampler:
 
 
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
-             profile: Path | None = None, profile_s: int = 8) -> dict:
-    """One pipeline round; with ``profile``, member-0 is sampled by py-spy --gil
-    for ``profile_s`` seconds once its output appears (collapsed stacks to that file)."""
+             profile: Path | None = None, profile_s: int = 8, profile_gil: bool = True) -> dict:
+    """One pipeline round; with ``profile``, member-0 is sampled by py-spy
+    (``--gil``: the thread holding the GIL; else every thread running on a CPU,
+    system calls included) for ``profile_s`` seconds once its output appears
+    (collapsed stacks to that file)."""
     work.mkdir(parents=True, exist_ok=True)
     module = work / "passthrough.py"
     module.write_text(PASSTHROUGH)
@@ -266,7 +268,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
 
                 pid = region.pids()[min(region.pids())]  # the first member by name
                 profiler = threading.Thread(target=py_spy_record, args=(None, profile),
-                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": True}, daemon=True)
+                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": profile_gil}, daemon=True)
                 profiler.start()
             time.sleep(0.5)
         if profiler is not None:
@@ -337,6 +339,9 @@ def main() -> int:
     parser.add_argument("--bootstrap")
     parser.add_argument("--profile-dir", default=None,
                         help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
+    parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
+    parser.add_argument("--profile-cpu", action="store_true",
+                        help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     rounds = []
@@ -383,7 +388,7 @@ def main() -> int:
             out = Path(args.profile_dir)
             out.mkdir(parents=True, exist_ok=True)
             pipeline(bootstrap, topic, args.messages, args.members, work / "profiled", drop=False, period=args.period,
-                     profile=out / "member-0.txt")
+                     profile=out / "member-0.txt", profile_gil=not args.profile_cpu, profile_s=args.profile_seconds)
             summary = summarise(out / "member-0.txt")
             (out / "member-0.summary.json").write_text(json.dumps(summary, indent=2))
             print_summary("pipeline member-0 (py-spy --gil)", summary)
