@@ -22,6 +22,13 @@ all): from the round's start barrier until every thread has its merged map.
     .venv/bin/python bench/bench_coordinator.py            # full run (~1-2 min)
     .venv/bin/python bench/bench_coordinator.py --quick    # shorter
     .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 5
+    .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 6 --before-tree DIR
+
+``--before-tree DIR`` (a copy of another tree, e.g. ``git archive main | tar -x
+-C DIR``) starts a second coordinator running DIR's code; every trial measures
+both (ping baseline, then merge), the order reversed every other trial.
+``--coordinator-args`` passes flags to this tree's coordinator
+(``--gc-policy none`` for the figure without the collector policy).
 """
 
 from __future__ import annotations
@@ -238,24 +245,42 @@ def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False) -> dic
             "rounds": rounds}
 
 
-def merge_only(endpoint: str, sizes: list[int], rounds: int, trials: int) -> dict:
-    """The merge figures alone, alternated with their ping baseline, ``trials`` times."""
+def merge_only(endpoints: dict[str, str], sizes: list[int], rounds: int, trials: int) -> dict:
+    """The merge figures alone, alternated with their ping baseline, ``trials``
+    times, against each coordinator of ``endpoints`` (by label) in turn; the
+    order of the coordinators is reversed every other trial."""
     out: dict = {}
     for n in sizes:
-        runs = []
+        runs: dict[str, list[dict]] = {label: [] for label in endpoints}
         for trial in range(trials):
-            base = merge_wall(endpoint, n, rounds, ping=True)
-            wall = merge_wall(endpoint, n, rounds)
-            runs.append({"merge": wall, "ping": base})
-            print(f"merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} ms "
-                  f"p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
-                  f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms",
-                  flush=True)
-        p99s = sorted(r["merge"]["p99"] for r in runs)
-        out[f"merge_wall_{n}"] = {"runs": runs, "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
-                                  "median_ping_p99_ms": round(sorted(r["ping"]["p99"] for r in runs)
-                                                              [len(runs) // 2] * 1e3, 3)}
+            order = list(endpoints.items())
+            for label, endpoint in order if trial % 2 == 0 else reversed(order):
+                base = merge_wall(endpoint, n, rounds, ping=True)
+                wall = merge_wall(endpoint, n, rounds)
+                runs[label].append({"merge": wall, "ping": base})
+                print(f"{label} merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} "
+                      f"ms p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
+                      f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms",
+                      flush=True)
+        for label, label_runs in runs.items():
+            key = f"merge_wall_{n}" if len(endpoints) == 1 else f"{label}_merge_wall_{n}"
+            p99s = sorted(r["merge"]["p99"] for r in label_runs)
+            out[key] = {"runs": label_runs, "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
+                        "median_ping_p99_ms": round(sorted(r["ping"]["p99"] for r in label_runs)
+                                                    [len(label_runs) // 2] * 1e3, 3),
+                        "median_p50_ms": round(sorted(r["merge"]["p50"] for r in label_runs)
+                                               [len(label_runs) // 2] * 1e3, 3),
+                        "max_ms": round(max(r["merge"]["max"] for r in label_runs) * 1e3, 3)}
     return out
+
+
+def tree_python(tree: Path, work: Path) -> str:
+    """This interpreter with ``tree`` first on PYTHONPATH: a coordinator process
+    running another source tree's code (``--before-tree``)."""
+    shim = work / "python-before"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    return str(shim)
 
 
 def main() -> int:
@@ -266,6 +291,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1000, help="rounds per --merge-only trial")
     ap.add_argument("--trials", type=int, default=3, help="--merge-only trials (merge and ping alternated)")
     ap.add_argument("--pid-file", default=None, help="write the coordinator's pid here (to attach a profiler)")
+    ap.add_argument("--before-tree", default=None, metavar="DIR",
+                    help="with --merge-only: a second coordinator running this source tree's code (e.g. "
+                         "`git archive main`), measured alternately with this tree's: same-run before/after")
+    ap.add_argument("--coordinator-args", default="", metavar="ARGS",
+                    help="extra arguments of this tree's coordinator (e.g. '--gc-policy none')")
     args = ap.parse_args()
     secs = 1.5 if args.quick else 4.0
     rounds = {2: 200, 8: 200, 32: 100} if args.quick else {2: 1000, 8: 1000, 32: 400}
@@ -273,14 +303,22 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix=".bench-coordinator-", dir=ROOT / "bench"))
     print(f"state dir {workdir} (same disk as the repo); {os.cpu_count()} cores", flush=True)
     out: dict = {}
-    proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log")
+    proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log",
+                              extra_args=args.coordinator_args.split())
     proc.start()
+    before = None
     try:
         ep = proc.endpoint
         if args.pid_file:
             Path(args.pid_file).write_text(str(proc.pid))
         if args.merge_only:
-            out = merge_only(ep, [int(x) for x in args.merge_only.split(",")], args.rounds, args.trials)
+            endpoints = {"after": ep} if args.before_tree else {"this": ep}
+            if args.before_tree:
+                before = CoordinatorProcess(workdir / "state-before", log_path=workdir / "coordinator-before.log",
+                                            python=tree_python(Path(args.before_tree), workdir))
+                before.start()
+                endpoints = {"before": before.endpoint, **endpoints}
+            out = merge_only(endpoints, [int(x) for x in args.merge_only.split(",")], args.rounds, args.trials)
             print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in out.items()}, indent=2))
             return 0
         fs = raw_fsync_rate(workdir, secs)
@@ -311,6 +349,8 @@ def main() -> int:
                   f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms", flush=True)
     finally:
         proc.terminate()
+        if before is not None:
+            before.terminate()
         shutil.rmtree(workdir, ignore_errors=True)  # scratch only: the figures are on stdout
     print(json.dumps(out, indent=2))
     return 0
