@@ -1,0 +1,99 @@
+"""CPU per record of the member runtime's own data path, without Kafka.
+
+What a member does with each batch its source hands over
+(``Pipeline.process_batch``, which ``Member._submit`` calls -> the exactly-once
+``FileSink``: JSON lines, write, incremental fdatasync), plus a drain,
+checkpoint, seal, publish and retire (what the ``CommandExecutor`` commands do
+with the sink and the checkpoint store) every ``--batches-per-checkpoint`` batches, as a 1 s
+period does at ~70k records/s. The input is kafka-python ``ConsumerRecord``
+batches of 500 x 100-byte values (what the source hands over), built before
+the clock starts. CPU is this process's user + system time (getrusage) over
+the timed part; the figure is us per record.
+
+Same-run before/after: ``--before-tree DIR`` runs every trial a second time in
+a child process importing DIR's code; the order alternates trial by trial and
+every trial is a fresh process. The table gives the median over the trials.
+
+    .venv/bin/python bench/bench_member_path.py --trials 7 --before-tree DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TRIAL = r'''
+import json, os, resource, shutil, sys, tempfile, time
+from kafka.consumer.fetcher import ConsumerRecord
+from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
+from cr_consumer.runtime.pipeline.sinks import FileSink
+from cr_consumer.runtime.pipeline.wiring import KafkaSource, Pipeline
+
+batches, per_checkpoint, size = int(sys.argv[1]), int(sys.argv[2]), 500
+work = tempfile.mkdtemp(prefix="bench-member-path-")
+sink = FileSink(os.path.join(work, "out"), "member-0")
+pipeline = Pipeline(KafkaSource(topics=["t"])).sink(sink)
+store = DirectoryCheckpointStore(os.path.join(work, "ck"))
+value = b"x" * 100
+data = [[ConsumerRecord("bench-pipeline-topic", b % 2, 0, b * size + i, 1_700_000_000_000 + i, 0, None, value, [],
+                        None, -1, 100, -1) for i in range(size)] for b in range(batches)]
+seq = 0
+t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+for b, batch in enumerate(data):
+    pipeline.process_batch(batch)
+    if b % per_checkpoint == per_checkpoint - 1:
+        seq += 1
+        sink.drain()
+        store.save(seq, "01-file_sink", sink.checkpoint(seq))
+        store.seal(seq)
+        sink.notify_checkpoint_complete(seq)
+        store.retire(seq - 1)
+c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+n = batches * size
+print(json.dumps({"user_us": 1e6 * (c1.ru_utime - c0.ru_utime) / n, "sys_us": 1e6 * (c1.ru_stime - c0.ru_stime) / n,
+                  "wall_us": 1e6 * (t1 - t0) / n, "files": len(os.listdir(os.path.join(work, "out")))}))
+shutil.rmtree(work)
+'''
+
+
+def trial(tree: Path, batches: int, per_checkpoint: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree) + (os.pathsep + os.environ["PYTHONPATH"]
+                                                  if os.environ.get("PYTHONPATH") else ""))
+    out = subprocess.run([sys.executable, "-c", TRIAL, str(batches), str(per_checkpoint)], env=env,
+                         capture_output=True, text=True, timeout=600, check=True)
+    r = json.loads(out.stdout)
+    r["cpu_us"] = r["user_us"] + r["sys_us"]
+    return r
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=7)
+    ap.add_argument("--batches", type=int, default=600, help="batches of 500 records per trial")
+    ap.add_argument("--batches-per-checkpoint", type=int, default=140, help="~70k records per checkpoint")
+    ap.add_argument("--before-tree", default=None, metavar="DIR")
+    args = ap.parse_args()
+    trees = {"this": ROOT} if not args.before_tree else {"before": Path(args.before_tree), "after": ROOT}
+    runs: dict[str, list[dict]] = {k: [] for k in trees}
+    for t in range(args.trials):
+        order = list(trees.items())
+        for label, tree in order if t % 2 == 0 else reversed(order):
+            r = trial(tree, args.batches, args.batches_per_checkpoint)
+            runs[label].append(r)
+            print(f"trial {t} {label}: cpu {r['cpu_us']:.3f} us/record (user {r['user_us']:.3f}, "
+                  f"sys {r['sys_us']:.3f}), wall {r['wall_us']:.3f}", flush=True)
+    report = {label: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("cpu_us", "user_us", "sys_us")}
+              for label, rs in runs.items()}
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
