@@ -300,7 +300,10 @@ def tree_python(tree: Path, work: Path) -> str:
     """This interpreter with ``tree`` first on PYTHONPATH: a coordinator process
     running another source tree's code (``--before-tree``)."""
     shim = work / "python-before"
-    shim.write_text(f'#!/bin/sh\nPYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} "$@"\n')
+    # PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory
+    # first on sys.path, ahead of ``tree`` (a run from this checkout would import it).
+    shim.write_text(f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} '
+                    f'exec {sys.executable} "$@"\n')
     shim.chmod(0o755)
     return str(shim)
 
