@@ -26,9 +26,10 @@ the server reports ``loaded``):
 
 The price is one full collection at start-up (a few to tens of milliseconds,
 while requests wait once). State added after the load is scanned as usual.
-Measured: bench/bench_coordinator_gc.py (a full collection of an empty-state
-coordinator's heap takes ~5 ms of CPU, ~21 ms with 20,000 groups; frozen, ~0). ``--gc-policy none`` leaves
-the collector as Python sets it (for comparisons, or a host that manages it).
+Measured with bench/bench_coordinator_gc.py: a full collection of an
+empty-state coordinator's heap takes ~5 ms of CPU, ~21 ms with 20,000 groups;
+frozen, ~0. ``--gc-policy none`` leaves the collector as Python sets it (for
+comparisons, or a host that manages it).
 """
 
 from __future__ import annotations

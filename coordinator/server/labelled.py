@@ -1,10 +1,11 @@
 """Cached children of a Prometheus metric with one label.
 
 ``Counter.labels(value)`` validates the value, takes the family's lock and
-looks the child up on every call: ~2-3 us, paid per request by the
-coordinator's loop thread when it counts requests by type and error replies by
-code (about 6 % of the loop's samples under a merge load). :class:`LabelCache`
-looks each child up once and keeps it:
+looks the child up on every call: ``labels(v).inc()`` costs ~0.9 us against
+~0.3 us for ``inc()`` on a kept child (bench/bench_coordinator_gc.py), paid
+per request by the coordinator's loop thread when it counts requests by type
+and error replies by code. :class:`LabelCache` looks each child up once and
+keeps it:
 
 1. ``child(value)``: the cached child, else ``family.labels(value)``, cached.
 2. At most ``MAX_CACHED_LABELS`` children are cached. The callers' label values
