@@ -17,7 +17,7 @@ Same-run before/after: ``--before-tree DIR`` runs every trial a second time in
 a child process importing DIR's code; the order alternates trial by trial and
 every trial is a fresh process. The table gives the median over the trials.
 
-    .venv/bin/python bench/bench_member_path.py --trials 7 --before-tree DIR
+    .venv/bin/python bench/bench_member_path.py --trials 7 --before-tree DIR [--with-event-thread]
 """
 
 from __future__ import annotations
@@ -31,6 +31,62 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: ``--with-event-thread``: a second thread builds each batch (with ~2 us of
+#: Python work per record, standing in for the fetch parsing) and hands it over
+#: through a bounded queue, as the operator's event thread does; the figure is
+#: then the whole process's CPU per record, GIL hand-offs included.
+THREADED = r'''
+import json, os, queue, resource, sys, tempfile, threading, time
+from kafka.consumer.fetcher import ConsumerRecord
+from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
+from cr_consumer.runtime.pipeline.sinks import FileSink
+from cr_consumer.runtime.pipeline.wiring import KafkaSource, Pipeline
+
+batches, per_checkpoint, size = int(sys.argv[1]), int(sys.argv[2]), 500
+work = tempfile.mkdtemp(prefix="bench-member-path-")
+sink = FileSink(os.path.join(work, "out"), "member-0")
+pipeline = Pipeline(KafkaSource(topics=["t"])).sink(sink)
+store = DirectoryCheckpointStore(os.path.join(work, "ck"))
+handover: queue.Queue = queue.Queue(maxsize=20)
+raw = b"x" * 100
+
+def event():
+    for b in range(batches):
+        batch = []
+        for i in range(size):
+            s = 0
+            for k in range(12):
+                s += k
+            batch.append(ConsumerRecord("bench-pipeline-topic", 3, 0, b * size + i, 1_700_000_000_000 + i, 0, None,
+                                        bytes(raw[:]), [], None, -1, 100, -1))
+        handover.put(batch, timeout=60)
+    handover.put(None, timeout=60)
+
+def process():
+    seq = done = 0
+    while (batch := handover.get(timeout=60)) is not None:
+        pipeline.process_batch(batch)
+        done += 1
+        if done % per_checkpoint == 0:
+            seq += 1
+            sink.drain()
+            store.save(seq, "01-file_sink", sink.checkpoint(seq))
+            store.seal(seq)
+            sink.notify_checkpoint_complete(seq)
+            store.retire(seq - 1)
+
+t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+threads = [threading.Thread(target=event), threading.Thread(target=process)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(600)
+c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+n = batches * size
+print(json.dumps({"batch_cpu_us": float("nan"), "user_us": 1e6 * (c1.ru_utime - c0.ru_utime) / n,
+                  "sys_us": 1e6 * (c1.ru_stime - c0.ru_stime) / n, "wall_us": 1e6 * (t1 - t0) / n, "files": 0}))
+'''
 
 TRIAL = r'''
 import json, os, resource, shutil, sys, tempfile, time
@@ -70,11 +126,12 @@ shutil.rmtree(work)
 '''
 
 
-def trial(tree: Path, batches: int, per_checkpoint: int) -> dict:
+def trial(tree: Path, batches: int, per_checkpoint: int, threaded: bool = False) -> dict:
     # PYTHONSAFEPATH: ``python -c`` would otherwise put the working directory first on sys.path.
     env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=str(tree) + (os.pathsep + os.environ["PYTHONPATH"]
                                                                       if os.environ.get("PYTHONPATH") else ""))
-    out = subprocess.run([sys.executable, "-c", TRIAL, str(batches), str(per_checkpoint)], env=env,
+    out = subprocess.run([sys.executable, "-c", THREADED if threaded else TRIAL, str(batches), str(per_checkpoint)],
+                         env=env,
                          capture_output=True, text=True, timeout=600, check=True)
     r = json.loads(out.stdout)
     r["cpu_us"] = r["user_us"] + r["sys_us"]
@@ -87,13 +144,15 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=600, help="batches of 500 records per trial")
     ap.add_argument("--batches-per-checkpoint", type=int, default=140, help="~70k records per checkpoint")
     ap.add_argument("--before-tree", default=None, metavar="DIR")
+    ap.add_argument("--with-event-thread", action="store_true",
+                    help="batches built by a second thread and handed over through a queue (see THREADED)")
     args = ap.parse_args()
     trees = {"this": ROOT} if not args.before_tree else {"before": Path(args.before_tree), "after": ROOT}
     runs: dict[str, list[dict]] = {k: [] for k in trees}
     for t in range(args.trials):
         order = list(trees.items())
         for label, tree in order if t % 2 == 0 else reversed(order):
-            r = trial(tree, args.batches, args.batches_per_checkpoint)
+            r = trial(tree, args.batches, args.batches_per_checkpoint, args.with_event_thread)
             runs[label].append(r)
             print(f"trial {t} {label}: cpu {r['cpu_us']:.3f} us/record (user {r['user_us']:.3f}, "
                   f"sys {r['sys_us']:.3f}; in process_batch {r['batch_cpu_us']:.3f}), "
