@@ -6,7 +6,7 @@
                    [--max-connections N] [--handshake-timeout 10s]
                    [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
                    [--max-regions N] [--max-pending-merges N] [--max-pending-merge-bytes N]
-                   [--member-lease 1h] [--region-expiry 7d]
+                   [--member-lease 1h] [--region-expiry 7d] [--gc-policy freeze|none]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
