@@ -22,6 +22,16 @@ all): from the round's start barrier until every thread has its merged map.
     .venv/bin/python bench/bench_coordinator.py            # full run (~1-2 min)
     .venv/bin/python bench/bench_coordinator.py --quick    # shorter
     .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 5
+    .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 6 --before-tree DIR
+
+``--before-tree DIR`` (a copy of another tree, e.g. ``git archive main | tar -x
+-C DIR``) starts a second coordinator running DIR's code; every trial measures
+both (ping baseline, then merge), the order reversed every other trial.
+``--with-gc-none`` adds a third coordinator of this tree with ``--gc-policy
+none`` (the label cache without the collector policy). ``--coordinator-args``
+passes flags to this tree's coordinator. Each trial also reports every
+coordinator's CPU per request (/proc), less sensitive to the machine's load
+than the latencies.
 """
 
 from __future__ import annotations
@@ -195,7 +205,15 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
     return {"p50": pct(lat, 50), "p99": pct(lat, 99), "rtt_p50": pct(rtt, 50), "rtt_p99": pct(rtt, 99)}
 
 
-def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False) -> dict:
+def process_cpu_s(pid: int | None) -> float:
+    """utime + stime of a live process (Linux /proc), in seconds; 0.0 without a pid."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False, pid: int | None = None) -> dict:
     """Per round: ``n`` threads sharing one CoordinatorClient (a socket per
     thread) each call merge_checkpoint after a start barrier; the wall time
     is from the barrier until every thread has its merged map. With ``ping``
@@ -224,6 +242,7 @@ def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False) -> dic
                 client.retire_checkpoint(group, r + 1)
 
     ts = [threading.Thread(target=member, args=(i,)) for i in range(n)]
+    cpu0 = process_cpu_s(pid)
     for t in ts:
         t.start()
     for _ in range(rounds):
@@ -233,29 +252,60 @@ def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False) -> dic
         walls.append(time.perf_counter() - t0)
     for t in ts:
         t.join(60)
+    cpu = process_cpu_s(pid) - cpu0
     client.close()
     return {"p50": pct(walls, 50), "p90": pct(walls, 90), "p99": pct(walls, 99), "max": max(walls),
-            "rounds": rounds}
+            "rounds": rounds, "server_cpu_us_per_request": 1e6 * cpu / (rounds * n) if pid else None}
 
 
-def merge_only(endpoint: str, sizes: list[int], rounds: int, trials: int) -> dict:
-    """The merge figures alone, alternated with their ping baseline, ``trials`` times."""
+def merge_only(endpoints: dict[str, tuple[str, int | None]], sizes: list[int], rounds: int, trials: int) -> dict:
+    """The merge figures alone, alternated with their ping baseline, ``trials``
+    times, against each coordinator of ``endpoints`` (label -> endpoint, pid)
+    in turn; the order of the coordinators is reversed every other trial. The
+    coordinator's CPU per request (/proc, every request of the trial
+    including the retires) is less sensitive to the machine's load than the
+    latencies."""
     out: dict = {}
     for n in sizes:
-        runs = []
+        runs: dict[str, list[dict]] = {label: [] for label in endpoints}
         for trial in range(trials):
-            base = merge_wall(endpoint, n, rounds, ping=True)
-            wall = merge_wall(endpoint, n, rounds)
-            runs.append({"merge": wall, "ping": base})
-            print(f"merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} ms "
-                  f"p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
-                  f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms",
-                  flush=True)
-        p99s = sorted(r["merge"]["p99"] for r in runs)
-        out[f"merge_wall_{n}"] = {"runs": runs, "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
-                                  "median_ping_p99_ms": round(sorted(r["ping"]["p99"] for r in runs)
-                                                              [len(runs) // 2] * 1e3, 3)}
+            order = list(endpoints.items())
+            for label, (endpoint, pid) in order if trial % 2 == 0 else reversed(order):
+                base = merge_wall(endpoint, n, rounds, ping=True, pid=pid)
+                wall = merge_wall(endpoint, n, rounds, pid=pid)
+                runs[label].append({"merge": wall, "ping": base})
+                cpu = (f"; coordinator CPU/request merge {wall['server_cpu_us_per_request']:.1f} us, ping "
+                       f"{base['server_cpu_us_per_request']:.1f} us" if pid else "")
+                print(f"{label} merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} "
+                      f"ms p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
+                      f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms{cpu}",
+                      flush=True)
+        for label, label_runs in runs.items():
+            key = f"merge_wall_{n}" if len(endpoints) == 1 else f"{label}_merge_wall_{n}"
+            p99s = sorted(r["merge"]["p99"] for r in label_runs)
+            out[key] = {"runs": label_runs, "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
+                        "median_ping_p99_ms": round(sorted(r["ping"]["p99"] for r in label_runs)
+                                                    [len(label_runs) // 2] * 1e3, 3),
+                        "median_p50_ms": round(sorted(r["merge"]["p50"] for r in label_runs)
+                                               [len(label_runs) // 2] * 1e3, 3),
+                        "max_ms": round(max(r["merge"]["max"] for r in label_runs) * 1e3, 3)}
+            cpus = sorted(r["merge"]["server_cpu_us_per_request"] or 0.0 for r in label_runs)
+            ping_cpus = sorted(r["ping"]["server_cpu_us_per_request"] or 0.0 for r in label_runs)
+            out[key]["median_server_cpu_us_per_merge"] = round(cpus[len(cpus) // 2], 2)
+            out[key]["median_server_cpu_us_per_ping"] = round(ping_cpus[len(ping_cpus) // 2], 2)
     return out
+
+
+def tree_python(tree: Path, work: Path) -> str:
+    """This interpreter with ``tree`` first on PYTHONPATH: a coordinator process
+    running another source tree's code (``--before-tree``)."""
+    shim = work / "python-before"
+    # PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory
+    # first on sys.path, ahead of ``tree`` (a run from this checkout would import it).
+    shim.write_text(f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} '
+                    f'exec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    return str(shim)
 
 
 def main() -> int:
@@ -266,6 +316,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1000, help="rounds per --merge-only trial")
     ap.add_argument("--trials", type=int, default=3, help="--merge-only trials (merge and ping alternated)")
     ap.add_argument("--pid-file", default=None, help="write the coordinator's pid here (to attach a profiler)")
+    ap.add_argument("--before-tree", default=None, metavar="DIR",
+                    help="with --merge-only: a second coordinator running this source tree's code (e.g. "
+                         "`git archive main`), measured alternately with this tree's: same-run before/after")
+    ap.add_argument("--with-gc-none", action="store_true",
+                    help="with --merge-only: one more coordinator of this tree with --gc-policy none, alternated too")
+    ap.add_argument("--coordinator-args", default="", metavar="ARGS",
+                    help="extra arguments of this tree's coordinator (e.g. '--gc-policy none')")
     args = ap.parse_args()
     secs = 1.5 if args.quick else 4.0
     rounds = {2: 200, 8: 200, 32: 100} if args.quick else {2: 1000, 8: 1000, 32: 400}
@@ -273,14 +330,28 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix=".bench-coordinator-", dir=ROOT / "bench"))
     print(f"state dir {workdir} (same disk as the repo); {os.cpu_count()} cores", flush=True)
     out: dict = {}
-    proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log")
+    proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log",
+                              extra_args=args.coordinator_args.split())
     proc.start()
+    before = None
+    no_gc = None
     try:
         ep = proc.endpoint
         if args.pid_file:
             Path(args.pid_file).write_text(str(proc.pid))
         if args.merge_only:
-            out = merge_only(ep, [int(x) for x in args.merge_only.split(",")], args.rounds, args.trials)
+            endpoints = {"after" if args.before_tree else "this": (ep, proc.pid)}
+            if args.before_tree:
+                before = CoordinatorProcess(workdir / "state-before", log_path=workdir / "coordinator-before.log",
+                                            python=tree_python(Path(args.before_tree), workdir))
+                before.start()
+                endpoints = {"before": (str(before.endpoint), before.pid), **endpoints}
+            if args.with_gc_none:
+                no_gc = CoordinatorProcess(workdir / "state-gc-none", log_path=workdir / "coordinator-gc-none.log",
+                                           extra_args=["--gc-policy", "none"])
+                no_gc.start()
+                endpoints["gc-none"] = (str(no_gc.endpoint), no_gc.pid)
+            out = merge_only(endpoints, [int(x) for x in args.merge_only.split(",")], args.rounds, args.trials)
             print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in out.items()}, indent=2))
             return 0
         fs = raw_fsync_rate(workdir, secs)
@@ -311,6 +382,9 @@ def main() -> int:
                   f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms", flush=True)
     finally:
         proc.terminate()
+        for extra in (before, no_gc):
+            if extra is not None:
+                extra.terminate()
         shutil.rmtree(workdir, ignore_errors=True)  # scratch only: the figures are on stdout
     print(json.dumps(out, indent=2))
     return 0

@@ -30,6 +30,12 @@ record (baseline / pipeline; excludes start-up: imports, group join). The load
 average before each round is printed too (the machine may be shared).
 
     .venv/bin/python bench/bench_pipeline.py [--messages 600000] [--rounds 3] [--bootstrap HOST:PORT]
+
+Same-run before/after: ``--before-tree DIR`` (a copy of the tree to compare
+with, e.g. ``git archive main | tar -x -C DIR``) runs each round's pipeline a
+second time with the member processes importing DIR's code, the order of
+before and after alternating round by round; both get CPU ratios against the
+same round's bare loops.
 """
 
 from __future__ import annotations
@@ -231,10 +237,26 @@ class CpuSampler:
         return at(t1) - at(t0)
 
 
+def tree_python(tree: Path, work: Path) -> str:
+    """An interpreter that runs the member processes from another source tree:
+    this interpreter with ``tree`` first on PYTHONPATH (before the tree the
+    runner puts there). For same-run before/after figures (``--before-tree``)."""
+    shim = work / "python-before"
+    # PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory
+    # first on sys.path, ahead of ``tree`` (a run from this checkout would import it).
+    shim.write_text(f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} '
+                    f'exec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    return str(shim)
+
+
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
-             profile: Path | None = None, profile_s: int = 8) -> dict:
-    """One pipeline round; with ``profile``, member-0 is sampled by py-spy --gil
-    for ``profile_s`` seconds once its output appears (collapsed stacks to that file)."""
+             profile: Path | None = None, profile_s: int = 8, profile_gil: bool = True,
+             python: str = sys.executable) -> dict:
+    """One pipeline round; with ``profile``, member-0 is sampled by py-spy
+    (``--gil``: the thread holding the GIL; else every thread running on a CPU,
+    system calls included) for ``profile_s`` seconds once its output appears
+    (collapsed stacks to that file)."""
     work.mkdir(parents=True, exist_ok=True)
     module = work / "passthrough.py"
     module.write_text(PASSTHROUGH)
@@ -242,7 +264,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     region = Region(str(module), members=members, bootstrap=bootstrap, output_dir=out,
                     state_dir=work / ("state-drop" if drop else "state"), period_s=period,
                     params={"topic": topic, "sink": "count" if drop else "file"},
-                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
+                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING",
+                    python=python)
     region.start()
     coordinator = region.coordinator_proc.pid if region.coordinator_proc is not None else None
     sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator})
@@ -266,7 +289,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
 
                 pid = region.pids()[min(region.pids())]  # the first member by name
                 profiler = threading.Thread(target=py_spy_record, args=(None, profile),
-                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": True}, daemon=True)
+                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": profile_gil}, daemon=True)
                 profiler.start()
             time.sleep(0.5)
         if profiler is not None:
@@ -335,8 +358,14 @@ def main() -> int:
                              "with explicitly assigned partitions, or both (default; the ratio is against group); "
                              "group+opfetch: group, and group with the operator's fetch.max.bytes / fetch.max.wait.ms")
     parser.add_argument("--bootstrap")
+    parser.add_argument("--before-tree", default=None, metavar="DIR",
+                        help="also run each round's pipeline from this source tree (e.g. `git archive main`), "
+                             "alternating the order with this tree's: before/after CPU ratios in the same run")
     parser.add_argument("--profile-dir", default=None,
                         help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
+    parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
+    parser.add_argument("--profile-cpu", action="store_true",
+                        help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     rounds = []
@@ -350,8 +379,15 @@ def main() -> int:
         for i in range(args.rounds):
             load = os.getloadavg()[0]
             bases = {mode: bare(bootstrap, topic, args.partitions, args.messages, args.members, mode) for mode in modes}
+            before = None
+            if args.before_tree and i % 2 == 0:  # before first in even rounds, after first in odd ones
+                before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
+                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work))
             full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
                             period=args.period)
+            if args.before_tree and i % 2 == 1:
+                before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
+                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work))
             count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
                                   drop=True, period=args.period) if args.count_sink else None
             m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
@@ -370,8 +406,14 @@ def main() -> int:
                             f"ratio_per_member{tag}": round(m / b, 3),
                             f"ratio_total{tag}": round(full["total"] / base["total"], 3),
                             f"cpu_ratio{tag}": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
+                if before is not None:
+                    row[f"before_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / before["cpu_us_per_record"], 3)
+                    row[f"before_ratio_per_member{tag}"] = round(
+                        (statistics.median(before["per_member"]) if before["per_member"] else 0.0) / b, 3)
                 if count_only is not None:
                     row[f"count_sink_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
+            if before is not None:
+                row["before_cpu_us_per_record"] = round(before["cpu_us_per_record"], 2)
             if count_only is not None:
                 row["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
             row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
@@ -383,7 +425,7 @@ def main() -> int:
             out = Path(args.profile_dir)
             out.mkdir(parents=True, exist_ok=True)
             pipeline(bootstrap, topic, args.messages, args.members, work / "profiled", drop=False, period=args.period,
-                     profile=out / "member-0.txt")
+                     profile=out / "member-0.txt", profile_gil=not args.profile_cpu, profile_s=args.profile_seconds)
             summary = summarise(out / "member-0.txt")
             (out / "member-0.summary.json").write_text(json.dumps(summary, indent=2))
             print_summary("pipeline member-0 (py-spy --gil)", summary)
@@ -396,6 +438,9 @@ def main() -> int:
         "median_ratio_total": statistics.median(r["ratio_total"] for r in rounds),
         "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
     }
+    if args.before_tree:
+        report["median_before_cpu_ratio"] = statistics.median(r["before_cpu_ratio"] for r in rounds)
+        report["median_before_ratio_per_member"] = statistics.median(r["before_ratio_per_member"] for r in rounds)
     for mode in modes[1:]:
         report[f"median_ratio_per_member_vs_{mode}"] = statistics.median(r[f"ratio_per_member_vs_{mode}"] for r in rounds)
         report[f"median_cpu_ratio_vs_{mode}"] = statistics.median(r[f"cpu_ratio_vs_{mode}"] for r in rounds)

@@ -6,7 +6,7 @@
                    [--max-connections N] [--handshake-timeout 10s]
                    [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
                    [--max-regions N] [--max-pending-merges N] [--max-pending-merge-bytes N]
-                   [--member-lease 1h] [--region-expiry 7d]
+                   [--member-lease 1h] [--region-expiry 7d] [--gc-policy freeze|none]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
@@ -27,6 +27,9 @@ Start-up, in order:
 5. ``--http`` starts the /metrics and /status endpoint.
 6. One line ``ready endpoint=... http=... pid=...`` is printed on stdout, so
    launchers can wait for it.
+7. Once the state is loaded, ``--gc-policy`` (default ``freeze``) is applied:
+   the loaded heap leaves the garbage collector's scans
+   (``coordinator.common.gc_policy``: full collections stalled the loop).
 
 Shutdown on SIGTERM/SIGINT: stop the loop (queued replies are flushed, pending
 writes synced), close the store (flush + fsync), stop HTTP and the
@@ -49,6 +52,7 @@ import zmq
 
 from coordinator import __version__, security
 from coordinator.common.cli_types import bounded_int, duration
+from coordinator.common.gc_policy import CoordinatorGcPolicy, apply_after_load
 from coordinator.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.region.controller import RegionControllerService
 from coordinator.server.api import CurveServerConfig
@@ -129,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "root=INFO,coordinator=DEBUG (default INFO)")
     p.add_argument("--log-format", default="text", choices=("text", "json"),
                    help="text (default) or json (one JSON object per line)")
+    p.add_argument("--gc-policy", default=CoordinatorGcPolicy.FREEZE.value,
+                   choices=[policy.value for policy in CoordinatorGcPolicy],
+                   help="freeze (default): gc.freeze() the heap once the state is loaded, so full collections "
+                        "do not re-scan it on the loop thread; none: leave the collector alone")
     add_connection_arguments(p)
     _add_limit_flags(p)
     p.add_argument(
@@ -306,9 +314,14 @@ def _serve_locked(args: argparse.Namespace) -> int:
             http = HttpEndpoint(args.http, server, metrics)
             http.start()
         print(f"ready endpoint={endpoint} http={http.address if http else '-'} pid={os.getpid()}", flush=True)
+        gc_policy = CoordinatorGcPolicy(args.gc_policy)
+        gc_pending = True
         while not stop.wait(0.2):
             if server.wait(0):
                 break
+            if gc_pending and server.loaded.is_set():  # 7.
+                gc_pending = False
+                apply_after_load(gc_policy)
     finally:
         server.stop()
         try:

@@ -122,4 +122,4 @@ class Dispatcher:
 
     def _count_request(self, msg_type: str) -> None:
         if self.metrics is not None:
-            self.metrics.requests.labels(msg_type).inc()
+            self.metrics.count_request(msg_type)

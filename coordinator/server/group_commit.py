@@ -93,7 +93,7 @@ class GroupCommit:
     def reject(self, identity: bytes, request_id: Any, err: CoordinatorError) -> None:
         """An error reply to a frame that may not even have a request id (None)."""
         if self.metrics is not None:
-            self.metrics.errors.labels(err.code.value).inc()
+            self.metrics.count_error(err.code.value)
         try:
             frame = protocol.encode_error(err.code, err.message, request_id)
         except (ValueError, TypeError, RecursionError):

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from coordinator.server.labelled import LabelCache
 from coordinator.server.status_page import render_page
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,9 @@ class CoordinatorMetrics:
         # prometheus_client adds "_total" to counter names
         self.requests = Counter(p + "requests", "Requests received, by message type", ["type"], registry=r)
         self.errors = Counter(p + "errors", "Error replies sent, by code", ["code"], registry=r)
+        # Counted per request on the loop thread: children looked up once (labelled.py).
+        self._requests_by_type = LabelCache(self.requests)
+        self._errors_by_code = LabelCache(self.errors)
         self.merges_pending = Gauge(p + "merges_pending", "Checkpoint merges waiting for contributions", registry=r)
         self.merges_completed = Counter(p + "merges_completed", "Checkpoint merges completed", registry=r)
         self.control_variables = Gauge(p + "control_variables", "Live control-variable entries", registry=r)
@@ -188,6 +192,14 @@ class CoordinatorMetrics:
             p + "http_connections_refused",
             "HTTP connections closed because MAX_HTTP_CONNECTIONS were being served", registry=r)
         self.regions = RegionMetrics(r)
+
+    def count_request(self, msg_type: str) -> None:
+        """One request of ``msg_type`` (a registered type, ``unknown`` or ``malformed``)."""
+        self._requests_by_type.child(msg_type).inc()
+
+    def count_error(self, code: str) -> None:
+        """One error reply with ``code`` (an ``ErrorCode`` value)."""
+        self._errors_by_code.child(code).inc()
 
     def set_connections(self, open_now: int, limit: int) -> None:
         self.connections.set(open_now)

@@ -11,8 +11,9 @@ name (:func:`pending_owner`, :func:`published_owner`), never by a prefix: the
 pending files of member ``a-b`` are not member ``a``'s, whatever ``a``'s reset
 deletes.
 
-1. ``process_batch``: append the batch's lines to the interval's pending file
-   (opened on the first record of the interval; one ``write`` per batch).
+1. ``process_batch``: append the batch's lines, UTF-8 encoded
+   (``records.to_json_bytes``), to the interval's pending file (opened in binary
+   mode on the first record of the interval; one ``write`` per batch).
    Every :data:`SYNC_EVERY_BYTES` written, ``fdatasync`` the file, on the
    process thread (which does not hold the GIL while it waits): the data is
    written back while the region runs, so the fsync of step 3, inside the
@@ -59,7 +60,7 @@ from typing import Any, TextIO
 from coordinator.common.osutil import fsync_dir
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
-from cr_consumer.runtime.pipeline.records import _encode_str, to_json_line, to_json_lines
+from cr_consumer.runtime.pipeline.records import _encode_str, to_json_bytes, to_json_line
 
 FILE_SINK_CHECKPOINT_VERSION = 1
 PENDING_SUFFIX = ".pending"
@@ -117,16 +118,15 @@ class FileSink(Operator):
     def process_batch(self, records: list) -> list:
         if not records:
             return []
-        extra = self._extra
-        text = to_json_lines(records, extra)
+        data = to_json_bytes(records, self._extra)
         with self._lock:
             if self._file is None:
                 self._pending_name = f".{self.member}-{uuid.uuid4().hex}{PENDING_SUFFIX}"
                 # open for the whole interval: closed by checkpoint/reset/close
-                self._file = open(self.directory / self._pending_name, "w", encoding="utf-8")
-            self._file.write(text)
+                self._file = open(self.directory / self._pending_name, "wb")
+            self._file.write(data)
             self.records_written += len(records)
-            self._unsynced += len(text)
+            self._unsynced += len(data)
             if self._unsynced >= SYNC_EVERY_BYTES:
                 self._unsynced = 0
                 self._file.flush()

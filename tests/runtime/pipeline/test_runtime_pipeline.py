@@ -209,7 +209,8 @@ def test_batch_json_lines_of_consumer_records_equal_single_lines():
     writes exactly what the general path writes, and falls back for anything else."""
     from kafka.consumer.fetcher import ConsumerRecord
 
-    from cr_consumer.runtime.pipeline.records import _plain_consumer_records_json, to_json_lines
+    from cr_consumer.kafka.client import KafkaRecord, TimestampType
+    from cr_consumer.runtime.pipeline.records import _plain_batch_json, to_json_bytes, to_json_lines
 
     def rec(i, key=None, value=b"x" * 100, tp=("t", 3), ts=1_700_000_000_000):
         return ConsumerRecord(tp[0], tp[1], -1, 1000 + i, ts, 0, key, value, [], None, -1, 100, -1)
@@ -229,12 +230,37 @@ def test_batch_json_lines_of_consumer_records_equal_single_lines():
         "two partitions": ([rec(0), rec(1, tp=("t", 4))], False),
         "two topics": ([rec(0), rec(1, tp=("u", 3))], False),
         "no timestamp": ([rec(0, ts=None)], False),
+        "str value": ([rec(0), rec(1, value="x")], False),
+        "bytearray value (bytes-like)": ([rec(0), rec(1, value=bytearray(b"x"))], True),
+        "memoryview key (bytes-like)": ([rec(0, key=b"k"), rec(1, key=memoryview(b"k"))], True),
+        "str key": ([rec(0, key=b"k"), rec(1, key="k")], False),
+        "str offset": ([rec(0), rec(1)._replace(offset="7")], False),
+        "bool partition": ([rec(0, tp=("t", True))], False),
+        "empty values": ([rec(i, value=b"") for i in range(3)], True),
+        "bool offset (an int)": ([rec(0)._replace(offset=True)], True),
+        "client seam records": ([KafkaRecord("t", 3, 1000 + i, 1_700_000_000_000, TimestampType.CREATE_TIME, None,
+                                             b"v%d" % i) for i in range(5)], True),
+        "pipeline records": ([Record("t", 3, i, 5, b"k", b"v") for i in range(5)], True),
+        "pipeline record without timestamp": ([Record("t", 3, 1, None, b"k", b"v")], False),
+        "no value attribute": ([(1, 2)], False),
+        "percent signs": ([rec(i, key=b"%s%d", value=b"100%", tp=("t%d%%", 3)) for i in range(3)], True),
     }
     for name, (batch, fast) in batches.items():
-        expected = "".join(to_json_line(r, ',"m":1') for r in batch)
-        assert to_json_lines(batch, ',"m":1') == expected, name
-        assert (_plain_consumer_records_json(batch, ',"m":1') is not None) == fast, name
-        for line in expected.splitlines():
+        try:
+            expected = "".join(to_json_line(r, ',"m":1') for r in batch)
+            assert to_json_bytes(batch, ',"m":"%s%d"') == "".join(to_json_line(r, ',"m":"%s%d"') for r in batch).encode()
+        except (TypeError, AttributeError):
+            expected = None  # the general path refuses it: so must the batch
+        if expected is None:
+            with pytest.raises((TypeError, AttributeError)):
+                to_json_lines(batch, ',"m":1')
+            with pytest.raises((TypeError, AttributeError)):
+                to_json_bytes(batch, ',"m":1')
+        else:
+            assert to_json_lines(batch, ',"m":1') == expected, name
+            assert to_json_bytes(batch, ',"m":1') == expected.encode(), name
+        assert (_plain_batch_json(batch, ',"m":1') is not None) == fast, name
+        for line in (expected or "").splitlines():
             json.loads(line)
 
 
