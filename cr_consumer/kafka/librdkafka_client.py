@@ -320,7 +320,7 @@ class LibrdkafkaClient:
         if not messages:
             return out
         types = _TIMESTAMP_TYPES
-        record = KafkaRecord
+        new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
         last_topic: str | None = None
         last_partition = -1
         bucket: list[KafkaRecord] | None = None
@@ -345,9 +345,8 @@ class LibrdkafkaClient:
                 continue
             ts_type, ts = m.timestamp()
             headers = m.headers()
-            bucket.append(record(topic, partition, m.offset(), ts if ts_type else None,  # type: ignore[arg-type]
-                                 types[ts_type], m.key(), m.value(),
-                                 tuple(headers) if headers else ()))  # type: ignore[arg-type]
+            bucket.append(new(record, (topic, partition, m.offset(), ts if ts_type else None,
+                                       types[ts_type], m.key(), m.value(), tuple(headers) if headers else ())))
         for tp, records in out.items():
             self._positions[tp] = records[-1].offset + 1
         for tp, offset in refetch.items():
