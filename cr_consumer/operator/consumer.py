@@ -182,7 +182,8 @@ class ConsumerOperator:
         members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
         self.handlers.set_members(members)
         self._registered = True
-        log.info("%s: registered in group %s (members %s)", self.name, cfg.group_id, members)
+        log.info("%s: registered in group %s (members %s, Kafka client %s)", self.name, cfg.group_id, members,
+                 cfg.client.value)
         self.events.start(START_TIMEOUT_S)
 
         def subscribe(consumer: KafkaClient) -> None:
