@@ -70,6 +70,9 @@ RENAMED: Mapping[str, str] = {
     "fetch.wait.max.ms": "fetch.max.wait.ms",
 }
 
+#: kafka-python's consumer settings (keyword names: ``fetch_max_wait_ms``).
+SETTINGS: frozenset[str] = frozenset(KafkaConsumer.DEFAULT_CONFIG)
+
 #: Assignor names (short, kafka-python's and Java's class names, lower case) -> class.
 ASSIGNORS: Mapping[str, type] = {
     "range": RangePartitionAssignor,
@@ -310,4 +313,4 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "kafka_python_config"]
+__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "SETTINGS", "kafka_python_config"]

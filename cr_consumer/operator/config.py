@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import importlib.util
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -148,10 +148,6 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
 
-def _kafka_defaults() -> dict[str, Any]:
-    from kafka import KafkaConsumer  # imported lazily: the package import stays light
-
-    return dict(KafkaConsumer.DEFAULT_CONFIG)
 
 
 def check_property_names(props: Mapping[str, Any], client: ClientKind = ClientKind.KAFKA_PYTHON) -> None:
@@ -161,9 +157,8 @@ def check_property_names(props: Mapping[str, Any], client: ClientKind = ClientKi
     settings (or one of librdkafka's spellings it maps); librdkafka: the library
     itself checks the names when the client is created (it has no list to check
     against before). Raises ConfigError."""
-    from cr_consumer.kafka.kafka_python_client import RENAMED
+    from cr_consumer.kafka.kafka_python_client import RENAMED, SETTINGS  # lazily: the package import stays light
 
-    defaults = _kafka_defaults()
     for key in props:
         if not isinstance(key, str) or "_" in key:
             raise ConfigError(
@@ -175,7 +170,7 @@ def check_property_names(props: Mapping[str, Any], client: ClientKind = ClientKi
         if instead is not None:
             raise ConfigError(f"consumer property {key!r} is a Java client setting that kafka-python does not "
                               f"read; use {instead} (docs/operations.md, Connecting to a real cluster)")
-        if client is ClientKind.KAFKA_PYTHON and RENAMED.get(key, key).replace(".", "_") not in defaults:
+        if client is ClientKind.KAFKA_PYTHON and RENAMED.get(key, key).replace(".", "_") not in SETTINGS:
             raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
 
 
@@ -318,23 +313,25 @@ class OperatorConfig:
             )
 
     @staticmethod
-    def _assignors(strategy) -> tuple:
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-
-        classes = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
-                   "cooperativesticky": CooperativeStickyAssignor}
-        items = [strategy] if isinstance(strategy, str) else list(strategy)
-        if isinstance(strategy, str) and "," in strategy:
-            items = [part.strip() for part in strategy.split(",") if part.strip()]
+    def _assignors(strategy: object) -> tuple[str, ...]:
+        """The assignors of ``partition.assignment.strategy`` by their standard names
+        (range, roundrobin, cooperative-sticky); a short name, a class name or an
+        assignor class (its ``name``) each; ConfigError for anything else or a mix of
+        eager and cooperative assignors."""
+        standard = {"range": "range", "roundrobin": "roundrobin", "cooperativesticky": "cooperative-sticky"}
+        if isinstance(strategy, str):
+            items: list[object] = [part.strip() for part in strategy.split(",") if part.strip()]
+        elif isinstance(strategy, Iterable):
+            items = list(strategy)
+        else:
+            items = [strategy]
         out = []
         for item in items:
             name = item if isinstance(item, str) else getattr(item, "name", repr(item))
             key = str(name).lower().replace("_", "").replace("-", "")
-            for short, cls in classes.items():
-                if key in (short, cls.__name__.lower(), f"{short}partitionassignor", f"{short}assignor"):
-                    out.append(cls)
+            for short, std in standard.items():
+                if key in (short, f"{short}partitionassignor", f"{short}assignor"):
+                    out.append(std)
                     break
             else:
                 raise ConfigError(
@@ -343,12 +340,12 @@ class OperatorConfig:
                 )
         if not out:
             raise ConfigError("partition.assignment.strategy is empty: use range, roundrobin or cooperative-sticky")
-        if CooperativeStickyAssignor in out and len(set(out)) > 1:
+        if "cooperative-sticky" in out and len(set(out)) > 1:
             # One protocol per consumer: the operator's revocation handling
             # (rebalance.py) differs between eager and incremental rebalances.
             raise ConfigError(
                 "partition.assignment.strategy: cooperative-sticky cannot be combined with eager assignors "
-                f"({', '.join(sorted(c.__name__ for c in set(out) if c is not CooperativeStickyAssignor))})"
+                f"({', '.join(sorted(set(out) - {'cooperative-sticky'}))})"
             )
         return tuple(out)
 
@@ -358,11 +355,7 @@ class OperatorConfig:
         through a rebalance; only the partitions that move are revoked (and a
         revocation after records were fetched still resets the region)."""
         strategy = self.consumer_properties.get("partition.assignment.strategy")
-        if strategy is None:
-            return False
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-
-        return CooperativeStickyAssignor in self._assignors(strategy)
+        return strategy is not None and "cooperative-sticky" in self._assignors(strategy)
 
     # -- derived values ---------------------------------------------------
     @property
@@ -391,12 +384,7 @@ class OperatorConfig:
     def assignor_names(self) -> tuple[str, ...]:
         """The configured assignors by their standard names (range, roundrobin,
         cooperative-sticky), validated; range and roundrobin unless set."""
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-
-        names = {CooperativeStickyAssignor: "cooperative-sticky", RangePartitionAssignor: "range"}
-        strategy = self.consumer_properties.get("partition.assignment.strategy", ("range", "roundrobin"))
-        return tuple(names.get(cls, "roundrobin") for cls in self._assignors(strategy))
+        return self._assignors(self.consumer_properties.get("partition.assignment.strategy", ("range", "roundrobin")))
 
     def client_properties(self) -> dict[str, Any]:
         """The Kafka properties (standard dotted names) of the operator's client:
