@@ -15,7 +15,11 @@ order that alternates from trial to trial:
   done in ``submit(record)``;
 * ``run-kafka-python`` / ``run-librdkafka``: ``crkafka run``'s runner with one
   member process (1 s checkpoint period), Kafka source -> exactly-once file
-  sink (every record written as a JSON line, published per checkpoint).
+  sink (every record written as a JSON line, published per checkpoint);
+* ``bytewax`` (with ``--bytewax-python``, the interpreter of a separate
+  environment holding bytewax 0.21: never a project dependency): a one-worker
+  Bytewax dataflow with 1 s recovery snapshots, the same per-record work
+  (bench/bytewax_flow.py).
 
 Every in-process system does the same work per record: a dict update keyed by
 (partition, offset bucket); the ``run-*`` systems' work is the file sink's. The
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -209,6 +214,19 @@ def through_run(kind: ClientKind) -> Callable[[str, str, int], dict]:
     return run
 
 
+def bytewax(python: str) -> Callable[[str, str, int], dict]:
+    """bench/bytewax_flow.py under ``python`` (see the module docstring)."""
+    def run(bootstrap: str, topic: str, n: int) -> dict:
+        out = subprocess.run([python, str(Path(__file__).resolve().parent / "bytewax_flow.py"), "--bootstrap",
+                              bootstrap, "--topic", topic, "--messages", str(n)],
+                             capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if out.returncode != 0:
+            raise RuntimeError(f"the Bytewax flow failed: {out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    return run
+
+
 class _NoListener:
     def on_assigned(self, partitions) -> None:
         pass
@@ -265,8 +283,13 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated systems to run (bare-kafka-python always runs: the baseline)")
+    ap.add_argument("--bytewax-python", default=None,
+                    help="python of an environment with bytewax 0.21 and confluent-kafka: adds the bytewax system")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "clients.json"))
     args = ap.parse_args()
+    if args.bytewax_python:
+        SYSTEMS["bytewax"] = bytewax(args.bytewax_python)
+        args.systems += ",bytewax"
     chosen = ["bare-kafka-python"] + [s for s in args.systems.split(",") if s and s != "bare-kafka-python"]
     unknown = [s for s in chosen if s not in SYSTEMS]
     if unknown:
