@@ -62,6 +62,8 @@ from cr_consumer.testing.kafka_util import create_topic, unique_name
 #: Bound on one measurement so a stalled broker fails the benchmark.
 RUN_TIMEOUT_S = 300.0
 MAX_RECORDS = 500
+#: An operator run that submits nothing for this long fails (with its metrics).
+STALL_S = 60.0
 
 
 class Work:
@@ -160,9 +162,15 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
             bootstrap_servers=bootstrap, group_id=f"bench-op-{kind.value}-{uuid.uuid4().hex[:8]}",
             operator_name="m0", topics=[topic], start_position=StartPosition.BEGINNING, commit_period_s=1.0,
             client=kind, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
-        with ConsumerOperator(config, submit):
-            if not done.wait(RUN_TIMEOUT_S):
-                raise TimeoutError(f"the operator submitted {state['seen']} of {n} records in {RUN_TIMEOUT_S}s")
+        with ConsumerOperator(config, submit) as op:
+            deadline, progress = time.monotonic() + RUN_TIMEOUT_S, (-1, 0.0)
+            while not done.wait(1.0):
+                now = time.monotonic()
+                if state["seen"] != progress[0]:
+                    progress = (state["seen"], now)
+                if now > deadline or now - progress[1] > STALL_S:
+                    raise TimeoutError(f"the operator submitted {state['seen']} of {n} records; "
+                                       f"metrics {op.metrics()}")
         seconds = state["last"] - state["first"]
         return {"records": state["seen"], "seconds": seconds, "records_per_s": state["seen"] / seconds,
                 "cpu_s": state["cpu_last"] - state["cpu_first"]}
