@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -200,14 +201,17 @@ def through_run(kind: ClientKind) -> Callable[[str, str, int], dict]:
                             kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
             region.start()
             lines_of: dict[Path, int] = {}  # published files never change: each is counted once
+            cpu_marks: list[tuple[int, float]] = []  # (records published, the member's CPU s) when that was seen
             try:
                 deadline = time.monotonic() + RUN_TIMEOUT_S
                 while sum(lines_of.values()) < n:
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"crkafka run published {sum(lines_of.values())} of {n} records")
-                    for f in out.glob("*.jsonl"):
-                        if f not in lines_of:
-                            lines_of[f] = f.read_bytes().count(b"\n")
+                    new = [f for f in out.glob("*.jsonl") if f not in lines_of]
+                    for f in new:
+                        lines_of[f] = f.read_bytes().count(b"\n")
+                    if new:
+                        cpu_marks.append((sum(lines_of.values()), _member_cpu_s(region)))
                     time.sleep(0.2)  # polling the output directory, bounded by the deadline
             finally:
                 region.stop()
@@ -216,10 +220,24 @@ def through_run(kind: ClientKind) -> Callable[[str, str, int], dict]:
                 raise RuntimeError(f"only {len(files) + 1} published files: give more --messages")
             lines = [lines_of[f] for f in files]
             seconds = files[-1].stat().st_mtime - files[0].stat().st_mtime
+        # CPU: the member process's, from the first published file to the last, scaled to n records
+        # (the first interval's CPU holds the imports and the group join, so it is left out)
+        (first_n, first_cpu), (last_n, last_cpu) = cpu_marks[0], cpu_marks[-1]
+        cpu_s = (last_cpu - first_cpu) * n / (last_n - first_n) if last_n > first_n else None
         return {"records": sum(lines[1:]), "seconds": seconds, "records_per_s": sum(lines[1:]) / seconds,
-                "cpu_s": None, "published": sum(lines_of.values())}  # the member's CPU: another process
+                "cpu_s": cpu_s, "published": sum(lines_of.values())}
 
     return run
+
+
+def _member_cpu_s(region: Region) -> float:
+    """utime + stime of the region's (one) member process (Linux /proc), in seconds."""
+    total = 0.0
+    for pid in region.pids().values():
+        if pid is not None:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def bytewax(python: str) -> Callable[[str, str, int], dict]:

@@ -382,6 +382,9 @@ class LibrdkafkaClient:
         tps = set(partitions)
         if self._assigning is not None:
             self._pending_pauses -= tps
+        # Only what is paused: librdkafka before 2.4 could restart a partition that was
+        # resumed without being paused from an older position (records handed out twice).
+        tps &= self._paused
         if tps:
             self._consumer.resume([_ck(tp) for tp in sorted(tps)])
             self._paused -= tps
