@@ -133,6 +133,7 @@ class ConsumerOperator:
             on_records=self._on_records,
             after_poll=self._after_poll,
             should_pause=lambda: self.queue.free() < config.max_poll_records,
+            may_resume=lambda: self.queue.free() >= max(config.max_poll_records, config.effective_queue_capacity // 2),
             blocked=lambda: self.permit.blocked,
             held=lambda: self.rebalancer.held,
             joining=lambda: self.rebalancer.joining,

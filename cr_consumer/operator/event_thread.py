@@ -13,8 +13,11 @@ It loops:
    rebalance listeners may run on the client library's own thread
    (kafka-python's IO thread), where no blocking client call is allowed;
 3. if polling is on: pause every assigned partition while the message queue
-   has less free space than max.poll.records (and resume them when space
-   returns); while the region permit is blocked (the runtime is about to
+   has less free space than max.poll.records, and resume them once
+   ``may_resume()`` (the operator: half the queue is free). The gap between the
+   two marks makes pause/resume episodes rare: librdkafka drops its prefetched
+   records of a partition when it is paused and fetches them again after the
+   resume, and the half queue still queued covers that fetch; while the region permit is blocked (the runtime is about to
    drain, checkpoint or reset: nothing is being submitted), first wait up to
    :data:`BLOCKED_WAIT_S` for events, so the handler's event is picked up at
    once instead of after a poll, and then poll briefly
@@ -151,12 +154,14 @@ class EventThread:
         joining: Callable[[], bool],
         on_failure: Callable[[BaseException], None],
         max_poll_records: int,
+        may_resume: Callable[[], bool] | None = None,
     ) -> None:
         self.name = name
         self._factory = consumer_factory
         self._on_records = on_records
         self._after_poll = after_poll
         self._should_pause = should_pause
+        self._may_resume = may_resume if may_resume is not None else (lambda: not should_pause())
         self._blocked = blocked
         self._held = held
         self._joining = joining
@@ -326,7 +331,7 @@ class EventThread:
                 self._paused = True
                 self.n_queue_full_pause += 1
                 log.debug("%s: queue full: paused %d partitions", self.name, len(missing))
-        elif self._paused:
+        elif self._paused and self._may_resume():
             held = self._held()
             paused = [tp for tp in consumer.paused() if tp not in held]
             if paused:

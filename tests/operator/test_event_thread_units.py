@@ -72,6 +72,7 @@ class Harness:
         self.records: list[dict] = []
         self.after_polls = 0
         self.pause = False
+        self.may_resume = True
         self.blocked = False
         self.joining = False
         self.held: set[TopicPartition] = set()
@@ -87,6 +88,7 @@ class Harness:
             joining=lambda: self.joining,
             on_failure=self.failures.append,
             max_poll_records=max_poll_records,
+            may_resume=lambda: self.may_resume,
         )
 
     def _after_poll(self, consumer) -> None:
@@ -180,6 +182,20 @@ def test_backpressure_pauses_every_assigned_partition_and_resumes_all_but_the_he
     harness.pause = False
     wait_until(lambda: not harness.events.paused, WAIT_S, "room again", interval=POLL_S)
     assert harness.consumer.paused_set == {T1}  # the held partition waits for its seek
+
+
+def test_backpressure_resumes_only_at_the_low_mark(harness):
+    harness.pause = True
+    harness.events.set_polling(True, WAIT_S)
+    wait_until(lambda: harness.events.paused, WAIT_S, "queue-full pause", interval=POLL_S)
+    harness.may_resume = False  # room for a poll, but not yet down to the low mark
+    harness.pause = False
+    n = len(harness.consumer.polls)
+    wait_until(lambda: len(harness.consumer.polls) >= n + 3, WAIT_S, "polls while above the low mark", interval=POLL_S)
+    assert harness.events.paused and harness.consumer.paused_set == {T0, T1}
+    harness.may_resume = True
+    wait_until(lambda: not harness.events.paused, WAIT_S, "resumed at the low mark", interval=POLL_S)
+    assert harness.consumer.paused_set == set()
 
 
 def test_resume_partitions_leaves_them_to_the_backpressure_while_the_queue_is_full(harness):
