@@ -75,6 +75,8 @@ from cr_consumer.operator.region import RegionPermit  # noqa: E402
 RUN_TIMEOUT_S = 300.0
 #: The operators' Kafka client (--client): "kafka-python" or "librdkafka".
 CLIENT = "kafka-python"
+#: Extra consumer properties of the operators (--kafka PROP=VALUE).
+EXTRA_KAFKA: dict[str, object] = {}
 
 
 class RecordWork:
@@ -149,7 +151,8 @@ def _config(bootstrap, topic, **kw) -> OperatorConfig:
     return OperatorConfig(
         bootstrap_servers=bootstrap, group_id=f"bench-op-{uuid.uuid4().hex[:8]}", operator_name="m0",
         topics=[topic], start_position=StartPosition.BEGINNING, drain_timeout_s=30, reset_timeout_s=30,
-        consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, **{"client": CLIENT, **kw})
+        consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **EXTRA_KAFKA},
+        **{"client": CLIENT, **kw})
 
 
 def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, **config) -> dict:
@@ -462,6 +465,8 @@ def main() -> None:
     ap.add_argument("--topic", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--client", choices=("kafka-python", "librdkafka"), default="kafka-python",
                     help="the operators' Kafka client (the bare loop is always kafka-python)")
+    ap.add_argument("--kafka", action="append", default=[], metavar="PROP=VALUE",
+                    help="an extra consumer property of the operators (repeatable)")
     ap.add_argument("--work-modes", default=",".join(WORK_MODES[:3]),
                     help=f"comma-separated per-record-work modes (of {', '.join(WORK_MODES)})")
     ap.add_argument("--no-gc-freeze", action="store_true",
@@ -469,6 +474,9 @@ def main() -> None:
     args = ap.parse_args()
     global CLIENT
     CLIENT = args.client
+    from cr_consumer.kafka.properties import parse_items, typed
+
+    EXTRA_KAFKA.update({k: typed(v) for k, v in parse_items(args.kafka).items()})
     if args.work_trial:
         print(json.dumps(work_trial(args.work_trial, args.bootstrap, args.topic, args.messages)))
         return
