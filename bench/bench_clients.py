@@ -8,22 +8,42 @@ order that alternates from trial to trial:
 * ``bare-confluent-kafka``: a bare confluent-kafka ``consume`` loop (what the
   librdkafka adapter can reach at best);
 * ``client-kafka-python`` / ``client-librdkafka``: ``make_client(kind).poll``
-  through the seam, which hands out :class:`KafkaRecord` objects.
+  through the seam, which hands out :class:`KafkaRecord` objects;
+* ``operator-kafka-python`` / ``operator-librdkafka``: a standalone
+  ``ConsumerOperator(config, submit)`` (event thread, queue, process thread,
+  drains and commits every ``commit_period_s`` = 1 s) with that client, the work
+  done in ``submit(record)``;
+* ``run-kafka-python`` / ``run-librdkafka``: ``crkafka run``'s runner with one
+  member process (1 s checkpoint period), Kafka source -> exactly-once file
+  sink (every record written as a JSON line, published per checkpoint);
+* ``bytewax`` (with ``--bytewax-python``, the interpreter of a separate
+  environment holding bytewax 0.21: never a project dependency): a one-worker
+  Bytewax dataflow with 1 s recovery snapshots, the same per-record work
+  (bench/bytewax_flow.py).
 
-Every system does the same work per record: a dict update keyed by
-(partition, offset bucket). The clock runs from the first record returned to
-the last, so the group join is not counted. The figures are the median of the
-trials; ratios are against ``bare-kafka-python``.
+Every in-process system does the same work per record: a dict update keyed by
+(partition, offset bucket); the ``run-*`` systems' work is the file sink's. The
+clock runs from the first record returned to the last, so the group join is not
+counted; for ``run-*`` it is the published files 2..k-1 of the member (the first
+interval holds the group join, the last one idles after the input ran out):
+their records / (mtime of file k-1 - mtime of file 1), as bench/bench_pipeline.py.
+The figures are the median of the trials; ratios are against ``bare-kafka-python``
+(median of the per-trial ratios, robust to load drifting between trials).
 
     .venv/bin/python bench/bench_clients.py --messages 1000000 --trials 3
+    .venv/bin/python bench/bench_clients.py --systems bare-kafka-python,operator-librdkafka,run-librdkafka
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -33,14 +53,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline import bare_poll_loop, produce_fixed
 
-from cr_consumer.kafka.client import ClientKind
+from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+from cr_consumer.kafka.client import ClientKind, KafkaRecord
 from cr_consumer.kafka.factory import make_client
+from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.broker import bootstrap_or_embedded
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
 #: Bound on one measurement so a stalled broker fails the benchmark.
 RUN_TIMEOUT_S = 300.0
 MAX_RECORDS = 500
+#: An operator run that submits nothing for this long fails (with its metrics).
+STALL_S = 60.0
 
 
 class Work:
@@ -119,6 +143,116 @@ def through_client(kind: ClientKind) -> Callable[[str, str, int], dict]:
     return run
 
 
+def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
+    """A standalone operator with ``kind`` (drains and commits every second); the work in submit(record)."""
+    def run(bootstrap: str, topic: str, n: int) -> dict:
+        work = Work()
+        done = threading.Event()
+        state = {"seen": 0, "first": 0.0, "cpu_first": 0.0, "last": 0.0, "cpu_last": 0.0}
+
+        def submit(record: KafkaRecord) -> None:
+            work(record.partition, record.offset, record.value)
+            seen = state["seen"] = state["seen"] + 1
+            if seen == 1:
+                state["first"], state["cpu_first"] = time.perf_counter(), time.process_time()
+            elif seen >= n:
+                state["last"], state["cpu_last"] = time.perf_counter(), time.process_time()
+                done.set()
+
+        config = OperatorConfig(
+            bootstrap_servers=bootstrap, group_id=f"bench-op-{kind.value}-{uuid.uuid4().hex[:8]}",
+            operator_name="m0", topics=[topic], start_position=StartPosition.BEGINNING, commit_period_s=1.0,
+            client=kind, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        with ConsumerOperator(config, submit) as op:
+            deadline, progress = time.monotonic() + RUN_TIMEOUT_S, (-1, 0.0)
+            while not done.wait(1.0):
+                now = time.monotonic()
+                if state["seen"] != progress[0]:
+                    progress = (state["seen"], now)
+                if now > deadline or now - progress[1] > STALL_S:
+                    raise TimeoutError(f"the operator submitted {state['seen']} of {n} records; "
+                                       f"metrics {op.metrics()}")
+        seconds = state["last"] - state["first"]
+        return {"records": state["seen"], "seconds": seconds, "records_per_s": state["seen"] / seconds,
+                "cpu_s": state["cpu_last"] - state["cpu_first"]}
+
+    return run
+
+
+PASSTHROUGH = """
+from cr_consumer.runtime import KafkaSource, Pipeline
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+            .sink(ctx.file_sink()))
+"""
+
+
+def through_run(kind: ClientKind) -> Callable[[str, str, int], dict]:
+    """``crkafka run``'s runner, one member, exactly-once file sink (see the module docstring)."""
+    def run(bootstrap: str, topic: str, n: int) -> dict:
+        with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+            work = Path(tmp)
+            module = work / "passthrough.py"
+            module.write_text(PASSTHROUGH)
+            out = work / "out"
+            region = Region(str(module), members=1, bootstrap=bootstrap, output_dir=out, state_dir=work / "state",
+                            period_s=1.0, params={"topic": topic}, kafka_client=kind.value,
+                            kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
+            region.start()
+            lines_of: dict[Path, int] = {}  # published files never change: each is counted once
+            cpu_marks: list[tuple[int, float]] = []  # (records published, the member's CPU s) when that was seen
+            try:
+                deadline = time.monotonic() + RUN_TIMEOUT_S
+                while sum(lines_of.values()) < n:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"crkafka run published {sum(lines_of.values())} of {n} records")
+                    new = [f for f in out.glob("*.jsonl") if f not in lines_of]
+                    for f in new:
+                        lines_of[f] = f.read_bytes().count(b"\n")
+                    if new:
+                        cpu_marks.append((sum(lines_of.values()), _member_cpu_s(region)))
+                    time.sleep(0.2)  # polling the output directory, bounded by the deadline
+            finally:
+                region.stop()
+            files = sorted(lines_of, key=lambda f: f.stat().st_mtime)[:-1]
+            if len(files) < 2:
+                raise RuntimeError(f"only {len(files) + 1} published files: give more --messages")
+            lines = [lines_of[f] for f in files]
+            seconds = files[-1].stat().st_mtime - files[0].stat().st_mtime
+        # CPU: the member process's, from the first published file to the last, scaled to n records
+        # (the first interval's CPU holds the imports and the group join, so it is left out)
+        (first_n, first_cpu), (last_n, last_cpu) = cpu_marks[0], cpu_marks[-1]
+        cpu_s = (last_cpu - first_cpu) * n / (last_n - first_n) if last_n > first_n else None
+        return {"records": sum(lines[1:]), "seconds": seconds, "records_per_s": sum(lines[1:]) / seconds,
+                "cpu_s": cpu_s, "published": sum(lines_of.values())}
+
+    return run
+
+
+def _member_cpu_s(region: Region) -> float:
+    """utime + stime of the region's (one) member process (Linux /proc), in seconds."""
+    total = 0.0
+    for pid in region.pids().values():
+        if pid is not None:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def bytewax(python: str) -> Callable[[str, str, int], dict]:
+    """bench/bytewax_flow.py under ``python`` (see the module docstring)."""
+    def run(bootstrap: str, topic: str, n: int) -> dict:
+        out = subprocess.run([python, str(Path(__file__).resolve().parent / "bytewax_flow.py"), "--bootstrap",
+                              bootstrap, "--topic", topic, "--messages", str(n)],
+                             capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if out.returncode != 0:
+            raise RuntimeError(f"the Bytewax flow failed: {out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    return run
+
+
 class _NoListener:
     def on_assigned(self, partitions) -> None:
         pass
@@ -135,6 +269,10 @@ SYSTEMS: dict[str, Callable[[str, str, int], dict]] = {
     "client-kafka-python": through_client(ClientKind.KAFKA_PYTHON),
     "bare-confluent-kafka": bare_confluent,
     "client-librdkafka": through_client(ClientKind.LIBRDKAFKA),
+    "operator-kafka-python": through_operator(ClientKind.KAFKA_PYTHON),
+    "operator-librdkafka": through_operator(ClientKind.LIBRDKAFKA),
+    "run-kafka-python": through_run(ClientKind.KAFKA_PYTHON),
+    "run-librdkafka": through_run(ClientKind.LIBRDKAFKA),
 }
 
 
@@ -146,11 +284,20 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
     def median(name: str, field: str) -> float:
         return statistics.median(r[field] for r in runs[name])
 
-    base_rate, base_cpu = median("bare-kafka-python", "records_per_s"), median("bare-kafka-python", "cpu_s")
+    base = runs["bare-kafka-python"]
+    base_cpu = median("bare-kafka-python", "cpu_s")
+
+    def cpu_ratio(name: str) -> float | None:
+        if any(r["cpu_s"] is None for r in runs[name]):
+            return None
+        return round(base_cpu / median(name, "cpu_s"), 2)
+
+    def pair_ratio(name: str) -> float:
+        return statistics.median(r["records_per_s"] / b["records_per_s"] for r, b in zip(runs[name], base))
+
     return {name: {"median_records_per_s": round(median(name, "records_per_s")),
-                   "median_cpu_s": round(median(name, "cpu_s"), 2),
-                   "vs_bare_kafka_python": round(median(name, "records_per_s") / base_rate, 2),
-                   "cpu_vs_bare_kafka_python": round(base_cpu / median(name, "cpu_s"), 2)}
+                   "vs_bare_kafka_python": round(pair_ratio(name), 2),
+                   "cpu_vs_bare_kafka_python": cpu_ratio(name)}
             for name in runs}
 
 
@@ -160,20 +307,31 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
+                    help="comma-separated systems to run (bare-kafka-python always runs: the baseline)")
+    ap.add_argument("--bytewax-python", default=None,
+                    help="python of an environment with bytewax 0.21 and confluent-kafka: adds the bytewax system")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "clients.json"))
     args = ap.parse_args()
-    runs: dict[str, list[dict]] = {name: [] for name in SYSTEMS}
+    if args.bytewax_python:
+        SYSTEMS["bytewax"] = bytewax(args.bytewax_python)
+        args.systems += ",bytewax"
+    chosen = ["bare-kafka-python"] + [s for s in args.systems.split(",") if s and s != "bare-kafka-python"]
+    unknown = [s for s in chosen if s not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
+    runs: dict[str, list[dict]] = {name: [] for name in chosen}
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-clients"), args.partitions)
         produce_fixed(bootstrap, topic, args.messages)
-        names = list(SYSTEMS)
+        names = chosen
         for trial in range(args.trials):
             order = names if trial % 2 == 0 else names[::-1]
             for name in order:
                 result = SYSTEMS[name](bootstrap, topic, args.messages)
                 runs[name].append(result)
-                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s "
-                      f"(cpu {result['cpu_s']:.2f} s)", flush=True)
+                cpu = "" if result["cpu_s"] is None else f" (cpu {result['cpu_s']:.2f} s)"
+                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}", flush=True)
     summary = summarize(runs)
     doc = {"version": 1, "messages": args.messages, "value_bytes": 100, "partitions": args.partitions,
            "trials": args.trials, "work": "one dict update per record", "summary": summary, "runs": runs}

@@ -18,7 +18,12 @@ update) is given to
 * ``work/operator``: ``ConsumerOperator(config, submit=...)`` with the default
   ``gc_policy`` (freeze after ``start()``), as a library user writes it;
 * ``work/operator-gc-none``: the same with ``gc_policy="none"`` (the collector
-  left alone: the figure before the policy existed).
+  left alone: the figure before the policy existed);
+* ``work/operator-librdkafka``: ``work/operator`` with ``client="librdkafka"``
+  (``--work-modes`` picks the modes; the first three by default).
+
+``--client librdkafka`` runs every other operator figure (throughput modes,
+drain latency, idle CPU, reset latency) with the librdkafka client.
 
 Both sides import the operator package (the same script). The modes run
 alternated, the order reversed every other trial; the figures are medians of
@@ -68,6 +73,10 @@ from cr_consumer.operator.region import RegionPermit  # noqa: E402
 
 #: Bound on one operator run, so a stall fails the benchmark instead of hanging it.
 RUN_TIMEOUT_S = 300.0
+#: The operators' Kafka client (--client): "kafka-python" or "librdkafka".
+CLIENT = "kafka-python"
+#: Extra consumer properties of the operators (--kafka PROP=VALUE).
+EXTRA_KAFKA: dict[str, object] = {}
 
 
 class RecordWork:
@@ -142,7 +151,8 @@ def _config(bootstrap, topic, **kw) -> OperatorConfig:
     return OperatorConfig(
         bootstrap_servers=bootstrap, group_id=f"bench-op-{uuid.uuid4().hex[:8]}", operator_name="m0",
         topics=[topic], start_position=StartPosition.BEGINNING, drain_timeout_s=30, reset_timeout_s=30,
-        consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, **kw)
+        consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **EXTRA_KAFKA},
+        **{"client": CLIENT, **kw})
 
 
 def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, **config) -> dict:
@@ -193,7 +203,7 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, w
             "thread_cpu_s": counter.threads()}
 
 
-WORK_MODES = ("work/bare", "work/operator", "work/operator-gc-none")
+WORK_MODES = ("work/bare", "work/operator", "work/operator-gc-none", "work/operator-librdkafka")
 
 
 def work_trial(mode: str, bootstrap: str, topic: str, n: int) -> dict:
@@ -205,6 +215,8 @@ def work_trial(mode: str, bootstrap: str, topic: str, n: int) -> dict:
         r = run_operator(bootstrap, topic, n, work=work)
     elif mode == "work/operator-gc-none":
         r = run_operator(bootstrap, topic, n, work=work, gc_policy="none")
+    elif mode == "work/operator-librdkafka":
+        r = run_operator(bootstrap, topic, n, work=work, client="librdkafka")
     else:
         raise SystemExit(f"unknown work mode {mode!r}")
     r.pop("drain_ms", None)
@@ -341,7 +353,7 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
     """Two members consume; a third joins. Latency = from the first revocation
     to every member's first tuple after its reset, minus the broker's
     rebalance time (first revocation -> last assignment)."""
-    from kafka import TopicPartition
+    from cr_consumer.kafka.client import TopicPartition
 
     group = f"bench-reset-{uuid.uuid4().hex[:8]}"
     merged = {TopicPartition(topic, p): 0 for p in range(partitions)}
@@ -356,7 +368,7 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
         cfg = OperatorConfig(
             bootstrap_servers=bootstrap, group_id=group, operator_name=name, topics=[topic],
             coordinator=coordinator, start_position=StartPosition.BEGINNING, drain_timeout_s=10, reset_timeout_s=20,
-            consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+            client=CLIENT, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
         op = ConsumerOperator(cfg, submit_batch=sink, permit=RegionPermit(), region=region)
         orig_revoked, orig_assigned = op.rebalancer.on_revoked, op.rebalancer.on_assigned
 
@@ -451,9 +463,20 @@ def main() -> None:
                     help="run each work mode once more under py-spy --gil, stacks and a summary in this directory")
     ap.add_argument("--work-trial", default=None, help=argparse.SUPPRESS)  # one trial, in a child process
     ap.add_argument("--topic", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--client", choices=("kafka-python", "librdkafka"), default="kafka-python",
+                    help="the operators' Kafka client (the bare loop is always kafka-python)")
+    ap.add_argument("--kafka", action="append", default=[], metavar="PROP=VALUE",
+                    help="an extra consumer property of the operators (repeatable)")
+    ap.add_argument("--work-modes", default=",".join(WORK_MODES[:3]),
+                    help=f"comma-separated per-record-work modes (of {', '.join(WORK_MODES)})")
     ap.add_argument("--no-gc-freeze", action="store_true",
                     help="do not gc.freeze() the start-up heap before the trials (the member runtime freezes it)")
     args = ap.parse_args()
+    global CLIENT
+    CLIENT = args.client
+    from cr_consumer.kafka.properties import parse_items, typed
+
+    EXTRA_KAFKA.update({k: typed(v) for k, v in parse_items(args.kafka).items()})
     if args.work_trial:
         print(json.dumps(work_trial(args.work_trial, args.bootstrap, args.topic, args.messages)))
         return
@@ -471,7 +494,8 @@ def main() -> None:
             work_topic = create_topic(bootstrap, unique_name("bench-work"), args.partitions)
             produce_fixed(bootstrap, work_topic, args.messages)
         if args.work_trials > 0:
-            work = work_trials(bootstrap, work_topic, args.messages, args.work_trials)
+            work = work_trials(bootstrap, work_topic, args.messages, args.work_trials,
+                               modes=tuple(args.work_modes.split(",")))
             print("per-record work: " + json.dumps({k: work[k] for k in ("rate_ratio", "cpu_ratio")}), flush=True)
         if args.profile_dir:
             profile_work(bootstrap, work_topic, args.messages, Path(args.profile_dir))
@@ -535,7 +559,7 @@ def main() -> None:
                 r["records_per_s"] / b["records_per_s"] for r, b in zip(runs, results["bare"])), 3)
             cpu[mode] = round(statistics.median(
                 (b["cpu_s"] / b["records"]) / (r["cpu_s"] / r["records"]) for r, b in zip(runs, results["bare"])), 3)
-    summary = {"messages": args.messages, "partitions": args.partitions, "trials": args.trials,
+    summary = {"client": args.client, "messages": args.messages, "partitions": args.partitions, "trials": args.trials,
                "median_records_per_s": {}, "ratio_to_bare": {}, "median_pair_ratio": pair,
                "cpu_efficiency_vs_bare": cpu, "drain_latency": drain, "idle_cpu_percent": idle,
                "per_record_work": work,

@@ -22,17 +22,21 @@ class TopicAndPartition(Protocol):
     def partition(self) -> int: ...
 
 
+#: Any partition type (Mapping keys are invariant, so functions take a type variable).
+TP = TypeVar("TP", bound=TopicAndPartition)
+
+
 def partition_label(topic: str, partition: int) -> str:
     """``orders``, 3 -> ``orders[3]``."""
     return f"{topic}[{partition}]"
 
 
-def by_label(values: Mapping[TopicAndPartition, V]) -> dict[str, V]:
+def by_label(values: Mapping[TP, V]) -> dict[str, V]:
     """``{TopicPartition("orders", 3): 17}`` -> ``{"orders[3]": 17}``, sorted by topic, then partition."""
     ordered = sorted(values.items(), key=lambda item: (item[0].topic, item[0].partition))
     return {partition_label(tp.topic, tp.partition): value for tp, value in ordered}
 
 
-def offsets_text(values: Mapping[TopicAndPartition, int]) -> str:
+def offsets_text(values: Mapping[TP, int]) -> str:
     """``{orders[0]=5, orders[1]=9}``: offsets in one log field."""
     return "{" + ", ".join(f"{label}={value}" for label, value in by_label(values).items()) + "}"

@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: the runtime's cooperative-sticky)")
     parser.add_argument("--timeout", type=duration, default=None,
                         help="bound on one drill, a duration (default 120s + messages/2000 s)")
+    parser.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
+                        help="the members' Kafka client library (default kafka-python; librdkafka needs the "
+                             "[librdkafka] extra)")
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -85,7 +88,7 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
         DrillConfig(scenario=name, members=args.members, partitions=args.partitions, messages=args.messages,
                     bootstrap=args.bootstrap, out=args.out, seed=seed + i, rate=args.rate,
                     period_s=args.period, session_timeout_ms=args.session_timeout_ms, timeout_s=timeout,
-                    cooperative=not args.eager,
+                    cooperative=not args.eager, kafka_client=args.kafka_client,
                     pause_s=args.pause)
         for i, name in enumerate(scenarios)
     ]

@@ -102,6 +102,9 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka", action="append", metavar="PROP=VALUE",
                         help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000; "
                              "a value env:NAME is read from the environment variable NAME (use it for secrets)")
+    parser.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
+                        help="Kafka client library of the source: kafka-python (pure Python, the default) or "
+                             "librdkafka (confluent-kafka, the [librdkafka] extra: about twice the throughput)")
     parser.add_argument("--kafka-config", metavar="FILE",
                         help="Kafka consumer properties file (Java .properties, as Kafka's tools take; mode 0600 "
                              "if it holds secrets); --kafka items override it")
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         group=args.group or default_group(args.pipeline), member=args.name, output_dir=args.out,
         state_dir=args.state_dir, region_index=args.region_index,
         region=region_settings(args, args.min_members),
-        params=parse_pairs(args.param, "--param"), kafka=kafka,
+        params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
         curve_server_key=args.curve_server_key, curve_key=curve_keypair,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host,
     )

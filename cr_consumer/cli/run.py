@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
             reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
             member_timeout_s=args.member_timeout, region_index=args.region_index,
-            params=parse_pairs(args.param, "--param"), kafka=kafka,
+            params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
             restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,
             curve_server_key=args.curve_server_key, curve_key=curve_keypair,
             metrics_port=args.metrics_port, metrics_host=args.metrics_host,

@@ -139,6 +139,8 @@ class DrillConfig:
     #: The members' consumers rebalance incrementally (the cooperative-sticky
     #: assignor, the region runtime's default); False: eager (range, roundrobin).
     cooperative: bool = True
+    #: The members' Kafka client ("kafka-python" or "librdkafka"; None: the default).
+    kafka_client: str | None = None
     #: Bound on the whole drill after the region starts.
     timeout_s: float = 180.0
     #: Keep the drill directory's output files (the report and plot are always kept).
@@ -264,6 +266,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
                 params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
                 phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
+                kafka_client=cfg.kafka_client,
             )
             env = fault_mod.DrillEnv(
                 bootstrap=bootstrap, region=region, coordinator=coordinator, manifest=manifest,

@@ -73,13 +73,18 @@ class TimestampType(enum.Enum):
 Header = tuple[str, bytes | None]
 
 
-@attrs.frozen(slots=True)
-class KafkaRecord:
+class KafkaRecord(NamedTuple):
     """One consumed record, the same shape whichever client fetched it.
 
     ``timestamp`` is milliseconds since the epoch, None when the record has
     none (``timestamp_type`` NOT_AVAILABLE); ``key``/``value`` are the raw bytes
-    (None for null); ``headers`` in record order."""
+    (None for null); ``headers`` in record order.
+
+    A NamedTuple, not an attrs class: one is built per consumed record, and a
+    tuple costs ~0.08 us to build (``tuple.__new__(KafkaRecord, fields)``, what
+    both clients do) against ~0.44 us for a frozen attrs instance; at 250k
+    records/s that difference alone is a tenth of a core. Immutable like a frozen
+    class; ``_replace`` makes the decoded copy (the operator's deserialisers)."""
 
     topic: str
     partition: int

@@ -4,7 +4,8 @@ kafka-python is pure Python (installs everywhere) and the default client. Its
 defects' work-arounds (``cr_consumer.kafka.compat``) stay inside this class:
 
 1. at construction: keep a group join that completes between two polls
-   (``keep_completed_joins``);
+   (``keep_completed_joins``), and keep fetching the owned partitions during a
+   cooperative join (``fetch_during_cooperative_joins``, cooperative assignors only);
 2. before every poll: release partitions parked by pause() (``unstick_parked_fetches``);
 3. ``request_rejoin``: the coordinator's own ``request_rejoin()``.
 
@@ -47,7 +48,12 @@ from cr_consumer.kafka.client import (
     UnknownTopicOrPartition,
     check_guarantees,
 )
-from cr_consumer.kafka.compat import keep_completed_joins, request_rejoin, unstick_parked_fetches
+from cr_consumer.kafka.compat import (
+    fetch_during_cooperative_joins,
+    keep_completed_joins,
+    request_rejoin,
+    unstick_parked_fetches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +69,9 @@ RENAMED: Mapping[str, str] = {
     "socket.timeout.ms": "request.timeout.ms",
     "fetch.wait.max.ms": "fetch.max.wait.ms",
 }
+
+#: kafka-python's consumer settings (keyword names: ``fetch_max_wait_ms``).
+SETTINGS: frozenset[str] = frozenset(KafkaConsumer.DEFAULT_CONFIG)
 
 #: Assignor names (short, kafka-python's and Java's class names, lower case) -> class.
 ASSIGNORS: Mapping[str, type] = {
@@ -164,6 +173,7 @@ class KafkaPythonClient:
                           else RebalanceProtocol.EAGER)
         self._consumer = KafkaConsumer(**cfg)
         keep_completed_joins(self._consumer)
+        fetch_during_cooperative_joins(self._consumer)
 
     @property
     def kind(self) -> ClientKind:
@@ -191,12 +201,13 @@ class KafkaPythonClient:
         out: dict[TopicPartition, list[KafkaRecord]] = {}
         types = _TIMESTAMP_TYPES
         not_available = TimestampType.NOT_AVAILABLE
+        new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
         for ktp, records in raw.items():
             out[TopicPartition(ktp.topic, ktp.partition)] = [
-                KafkaRecord(r.topic, r.partition, r.offset,
-                            r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
-                            types.get(r.timestamp_type, not_available), r.key, r.value,
-                            tuple(r.headers) if r.headers else ())
+                new(record, (r.topic, r.partition, r.offset,
+                             r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
+                             types.get(r.timestamp_type, not_available), r.key, r.value,
+                             tuple(r.headers) if r.headers else ()))
                 for r in records
             ]
         return out
@@ -302,4 +313,4 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "kafka_python_config"]
+__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "SETTINGS", "kafka_python_config"]

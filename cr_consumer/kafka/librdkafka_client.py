@@ -13,6 +13,12 @@ How the seam's protocol maps onto librdkafka:
    The wrapper then calls ``assign`` (eager) or ``incremental_assign``
    (cooperative), and ``unassign`` / ``incremental_unassign`` after ``on_revoked``
    / ``on_lost``.
+   A seek of a *paused* partition is kept and applied right after its
+   ``resume``: librdkafka resumes a partition from the position it saved when
+   it was paused (for a partition paused before it fetched anything: the
+   committed offset, else ``auto.offset.reset``), not from a seek made while it
+   was paused, so such a seek could be lost and the partition start at the log
+   end.
 2. ``position`` after a seek is the seeked offset and after a poll the last
    returned offset + 1 (kept here: librdkafka reports no position before it has
    returned a record); otherwise the committed offset, else ``auto.offset.reset``.
@@ -212,6 +218,8 @@ class LibrdkafkaClient:
         self._closing = False
         self._assigning = None
         self._pending_seeks: dict[TopicPartition, int] = {}
+        #: Seeks of paused partitions, applied right after their resume (module docstring, step 1).
+        self._seek_on_resume: dict[TopicPartition, int] = {}
         self._pending_pauses: set[TopicPartition] = set()
         self._paused: set[TopicPartition] = set()
         self._assigned: set[TopicPartition] = set()
@@ -294,6 +302,7 @@ class LibrdkafkaClient:
             self._paused -= tps
             for tp in tps:
                 self._positions.pop(tp, None)
+                self._seek_on_resume.pop(tp, None)
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
         try:
@@ -320,7 +329,7 @@ class LibrdkafkaClient:
         if not messages:
             return out
         types = _TIMESTAMP_TYPES
-        record = KafkaRecord
+        new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
         last_topic: str | None = None
         last_partition = -1
         bucket: list[KafkaRecord] | None = None
@@ -345,15 +354,14 @@ class LibrdkafkaClient:
                 continue
             ts_type, ts = m.timestamp()
             headers = m.headers()
-            bucket.append(record(topic, partition, m.offset(), ts if ts_type else None,  # type: ignore[arg-type]
-                                 types[ts_type], m.key(), m.value(),
-                                 tuple(headers) if headers else ()))  # type: ignore[arg-type]
+            bucket.append(new(record, (topic, partition, m.offset(), ts if ts_type else None,
+                                       types[ts_type], m.key(), m.value(), tuple(headers) if headers else ())))
         for tp, records in out.items():
             self._positions[tp] = records[-1].offset + 1
         for tp, offset in refetch.items():
             log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
-            self._consumer.seek(_ck(tp, offset))
-            self._positions[tp] = offset
+            # an earlier seek (or refetch) of the paused partition is the lower position: it stays
+            self._positions[tp] = self._seek_on_resume.setdefault(tp, offset)
         return {tp: records for tp, records in out.items() if records}
 
     def _message_error(self, err: KafkaError) -> None:
@@ -383,9 +391,14 @@ class LibrdkafkaClient:
         tps = set(partitions)
         if self._assigning is not None:
             self._pending_pauses -= tps
+        # Only what is paused: librdkafka before 2.4 could restart a partition that was
+        # resumed without being paused from an older position (records handed out twice).
+        tps &= self._paused
         if tps:
             self._consumer.resume([_ck(tp) for tp in sorted(tps)])
             self._paused -= tps
+            for tp in sorted(tps & self._seek_on_resume.keys()):
+                self._seek_now(tp, self._seek_on_resume.pop(tp))
 
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)
@@ -394,6 +407,14 @@ class LibrdkafkaClient:
         if self._assigning is not None and partition in self._assigning:
             self._pending_seeks[partition] = offset
             return
+        if partition in self._paused:
+            self._seek_on_resume[partition] = offset
+            self._positions[partition] = offset
+            return
+        self._seek_on_resume.pop(partition, None)
+        self._seek_now(partition, offset)
+
+    def _seek_now(self, partition: TopicPartition, offset: int) -> None:
         try:
             self._consumer.seek(_ck(partition, offset))
         except KafkaException as exc:

@@ -18,7 +18,8 @@ import json
 from collections.abc import Mapping
 
 import attrs
-from kafka import TopicPartition
+
+from cr_consumer.kafka.client import TopicPartition
 
 VERSION = 1
 

@@ -5,18 +5,25 @@ construction; a wrong or contradictory setting raises :class:`ConfigError`
 naming the setting and what to change, so a bad job fails at start-up rather
 than in the middle of a region cycle.
 
+The Kafka client is chosen by ``client``: ``"kafka-python"`` (the default, pure
+Python) or ``"librdkafka"`` (confluent-kafka, the ``[librdkafka]`` extra, about
+twice the throughput); both sit behind ``cr_consumer.kafka.client.KafkaClient``.
+
 Kafka consumer properties that have no field of their own are passed through
 by their standard dotted name (``"fetch.max.bytes"``, ``"session.timeout.ms"``)
-in ``consumer_properties``; :meth:`OperatorConfig.kafka_config` turns the whole
-config into kafka-python keyword arguments and derives the timeouts the way
-the reference design does:
+in ``consumer_properties``; :meth:`OperatorConfig.client_properties` turns the
+whole config into the client's dotted properties (each client maps the few
+names its library spells otherwise) and derives the timeouts the way the
+reference design does:
 
 * ``max.poll.interval.ms`` >= 3 x max(drain timeout, reset timeout), so a
   member that stops polling for a drain or a reset is not evicted;
 * ``metadata.max.age.ms`` <= 2000, so new partitions (pattern subscription)
   are seen quickly;
-* ``fetch.max.bytes`` defaults to 1 MB (Kafka: 50 MB), so no fetch response
-  takes long to decode while a drain waits (see DEFAULT_FETCH_MAX_BYTES);
+* ``fetch.max.bytes`` defaults to 1 MB (Kafka: 50 MB) with kafka-python, so no
+  fetch response takes long to decode while a drain waits (see
+  DEFAULT_FETCH_MAX_BYTES; librdkafka decodes outside the GIL and keeps its own
+  default);
 * ``enable.auto.commit`` is always false (the drain commits);
 * eager assignors (range, round robin), or the cooperative sticky assignor
   alone (``partition.assignment.strategy=cooperative-sticky``, the switch for
@@ -27,12 +34,14 @@ the reference design does:
 from __future__ import annotations
 
 import enum
+import importlib.util
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
+from cr_consumer.kafka.client import GUARANTEE_PROPERTIES, ClientKind
 from cr_consumer.kafka.properties import jvm_equivalent, redacted_repr
 from cr_consumer.operator.gc_policy import GcPolicy
 
@@ -94,6 +103,12 @@ def _gc_policy(value: object) -> GcPolicy:
     return _enum(GcPolicy, value)
 
 
+def _client_kind(value: object) -> ClientKind:
+    if isinstance(value, str) and value.strip().lower().replace("_", "-") in ("kafka-python", "kafkapython"):
+        return ClientKind.KAFKA_PYTHON
+    return _enum(ClientKind, value)
+
+
 def _topics(value) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -110,9 +125,10 @@ _RESERVED = {
     "max.poll.records": "use OperatorConfig(max_poll_records=...)",
     "key.deserializer": "use OperatorConfig(key_deserializer=...)",
     "value.deserializer": "use OperatorConfig(value_deserializer=...)",
-    "enable.auto.commit": "offsets are committed by the drain; auto commit would commit unsubmitted records",
-    "auto.commit.interval.ms": "offsets are committed by the drain, not automatically",
+    **{key: reason for key, (_safe, reason) in GUARANTEE_PROPERTIES.items()},
 }
+#: The extra that installs the librdkafka client (named in the error when it is missing).
+LIBRDKAFKA_EXTRA = "cr-consumer[librdkafka]"
 
 #: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
 #: new partitions) must be seen within ~2 s, as in the reference.
@@ -132,17 +148,17 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
 
-def _kafka_defaults() -> dict[str, Any]:
-    from kafka import KafkaConsumer  # imported lazily: the package import stays light
-
-    return dict(KafkaConsumer.DEFAULT_CONFIG)
 
 
-def check_property_names(props: Mapping[str, Any]) -> None:
-    """Every key is a dotted kafka-python consumer property this operator lets the
-    user set; a Java-client-only name (``sasl.jaas.config``, ``ssl.truststore.location``)
-    is refused naming the kafka-python equivalent. Raises ConfigError."""
-    defaults = _kafka_defaults()
+def check_property_names(props: Mapping[str, Any], client: ClientKind = ClientKind.KAFKA_PYTHON) -> None:
+    """Every key is a dotted consumer property this operator lets the user set;
+    a Java-client-only name (``sasl.jaas.config``, ``ssl.truststore.location``)
+    is refused naming the equivalent. kafka-python: the name must be one of its
+    settings (or one of librdkafka's spellings it maps); librdkafka: the library
+    itself checks the names when the client is created (it has no list to check
+    against before). Raises ConfigError."""
+    from cr_consumer.kafka.kafka_python_client import RENAMED, SETTINGS  # lazily: the package import stays light
+
     for key in props:
         if not isinstance(key, str) or "_" in key:
             raise ConfigError(
@@ -154,7 +170,7 @@ def check_property_names(props: Mapping[str, Any]) -> None:
         if instead is not None:
             raise ConfigError(f"consumer property {key!r} is a Java client setting that kafka-python does not "
                               f"read; use {instead} (docs/operations.md, Connecting to a real cluster)")
-        if key.replace(".", "_") not in defaults:
+        if client is ClientKind.KAFKA_PYTHON and RENAMED.get(key, key).replace(".", "_") not in SETTINGS:
             raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
 
 
@@ -191,9 +207,13 @@ class OperatorConfig:
     #: What start() does with the cyclic garbage collector (cr_consumer.operator.gc_policy):
     #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
     gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=_gc_policy)
+    #: The Kafka client library: "kafka-python" (pure Python, always installed) or
+    #: "librdkafka" (confluent-kafka: the [librdkafka] extra; ~2x the throughput).
+    client: ClientKind = attrs.field(default=ClientKind.KAFKA_PYTHON, converter=_client_kind)
 
     def __attrs_post_init__(self) -> None:
         self._check_identity()
+        self._check_client()
         self._check_subscription()
         self._check_start()
         self._check_region()
@@ -212,6 +232,11 @@ class OperatorConfig:
             )
         if not isinstance(self.region_index, int) or self.region_index < 0:
             raise ConfigError(f"region_index must be an integer >= 0, got {self.region_index!r}")
+
+    def _check_client(self) -> None:
+        if self.client is ClientKind.LIBRDKAFKA and importlib.util.find_spec("confluent_kafka") is None:
+            raise ConfigError(f"client librdkafka needs the confluent-kafka package: pip install "
+                              f"'{LIBRDKAFKA_EXTRA}' (or use client='kafka-python')")
 
     def _check_subscription(self) -> None:
         if self.topics and self.pattern:
@@ -274,7 +299,7 @@ class OperatorConfig:
                 raise ConfigError(f"{name} must be callable (bytes -> object), got {value!r}")
 
     def _check_properties(self) -> None:
-        check_property_names(self.consumer_properties)
+        check_property_names(self.consumer_properties, self.client)
         strategy = self.consumer_properties.get("partition.assignment.strategy")
         if strategy is not None:
             self._assignors(strategy)
@@ -288,23 +313,25 @@ class OperatorConfig:
             )
 
     @staticmethod
-    def _assignors(strategy) -> tuple:
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-
-        classes = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
-                   "cooperativesticky": CooperativeStickyAssignor}
-        items = [strategy] if isinstance(strategy, str) else list(strategy)
-        if isinstance(strategy, str) and "," in strategy:
-            items = [part.strip() for part in strategy.split(",") if part.strip()]
+    def _assignors(strategy: object) -> tuple[str, ...]:
+        """The assignors of ``partition.assignment.strategy`` by their standard names
+        (range, roundrobin, cooperative-sticky); a short name, a class name or an
+        assignor class (its ``name``) each; ConfigError for anything else or a mix of
+        eager and cooperative assignors."""
+        standard = {"range": "range", "roundrobin": "roundrobin", "cooperativesticky": "cooperative-sticky"}
+        if isinstance(strategy, str):
+            items: list[object] = [part.strip() for part in strategy.split(",") if part.strip()]
+        elif isinstance(strategy, Iterable):
+            items = list(strategy)
+        else:
+            items = [strategy]
         out = []
         for item in items:
             name = item if isinstance(item, str) else getattr(item, "name", repr(item))
             key = str(name).lower().replace("_", "").replace("-", "")
-            for short, cls in classes.items():
-                if key in (short, cls.__name__.lower(), f"{short}partitionassignor", f"{short}assignor"):
-                    out.append(cls)
+            for short, std in standard.items():
+                if key in (short, f"{short}partitionassignor", f"{short}assignor"):
+                    out.append(std)
                     break
             else:
                 raise ConfigError(
@@ -313,12 +340,12 @@ class OperatorConfig:
                 )
         if not out:
             raise ConfigError("partition.assignment.strategy is empty: use range, roundrobin or cooperative-sticky")
-        if CooperativeStickyAssignor in out and len(set(out)) > 1:
+        if "cooperative-sticky" in out and len(set(out)) > 1:
             # One protocol per consumer: the operator's revocation handling
             # (rebalance.py) differs between eager and incremental rebalances.
             raise ConfigError(
                 "partition.assignment.strategy: cooperative-sticky cannot be combined with eager assignors "
-                f"({', '.join(sorted(c.__name__ for c in set(out) if c is not CooperativeStickyAssignor))})"
+                f"({', '.join(sorted(set(out) - {'cooperative-sticky'}))})"
             )
         return tuple(out)
 
@@ -328,11 +355,7 @@ class OperatorConfig:
         through a rebalance; only the partitions that move are revoked (and a
         revocation after records were fetched still resets the region)."""
         strategy = self.consumer_properties.get("partition.assignment.strategy")
-        if strategy is None:
-            return False
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-
-        return CooperativeStickyAssignor in self._assignors(strategy)
+        return strategy is not None and "cooperative-sticky" in self._assignors(strategy)
 
     # -- derived values ---------------------------------------------------
     @property
@@ -357,26 +380,44 @@ class OperatorConfig:
     def auto_offset_reset(self) -> str:
         return str(self.consumer_properties.get("auto.offset.reset", "latest"))
 
-    def kafka_config(self) -> dict[str, Any]:
-        """kafka-python keyword arguments for the operator's KafkaConsumer."""
-        cfg: dict[str, Any] = {k.replace(".", "_"): v for k, v in self.consumer_properties.items()}
+    @property
+    def assignor_names(self) -> tuple[str, ...]:
+        """The configured assignors by their standard names (range, roundrobin,
+        cooperative-sticky), validated; range and roundrobin unless set."""
+        return self._assignors(self.consumer_properties.get("partition.assignment.strategy", ("range", "roundrobin")))
+
+    def client_properties(self) -> dict[str, Any]:
+        """The Kafka properties (standard dotted names) of the operator's client:
+        ``consumer_properties`` with the derived values (module docstring)."""
+        props: dict[str, Any] = dict(self.consumer_properties)
         session = self.session_timeout_ms
-        cfg.update(
-            bootstrap_servers=self.bootstrap_servers,
-            group_id=self.group_id,
-            client_id=cfg.get("client_id", f"cr-{self.operator_name}"),
-            enable_auto_commit=False,
-            max_poll_records=self.max_poll_records,
-            session_timeout_ms=session,
-            heartbeat_interval_ms=int(cfg.get("heartbeat_interval_ms", min(DEFAULT_HEARTBEAT_INTERVAL_MS, session // 3))),
-            max_poll_interval_ms=self.max_poll_interval_ms,
-            metadata_max_age_ms=min(int(cfg.get("metadata_max_age_ms", METADATA_MAX_AGE_CAP_MS)), METADATA_MAX_AGE_CAP_MS),
-            partition_assignment_strategy=self._assignors(cfg.get("partition_assignment_strategy", ("range", "roundrobin"))),
-            auto_offset_reset=self.auto_offset_reset,
-            fetch_max_wait_ms=int(cfg.get("fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS)),
-            fetch_max_bytes=int(cfg.get("fetch_max_bytes", DEFAULT_FETCH_MAX_BYTES)),
-        )
-        return cfg
+        props.update({
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.group_id,
+            "client.id": props.get("client.id", f"cr-{self.operator_name}"),
+            "max.poll.records": self.max_poll_records,
+            "session.timeout.ms": session,
+            "heartbeat.interval.ms": int(props.get("heartbeat.interval.ms",
+                                                   min(DEFAULT_HEARTBEAT_INTERVAL_MS, session // 3))),
+            "max.poll.interval.ms": self.max_poll_interval_ms,
+            "metadata.max.age.ms": min(int(props.get("metadata.max.age.ms", METADATA_MAX_AGE_CAP_MS)),
+                                       METADATA_MAX_AGE_CAP_MS),
+            "partition.assignment.strategy": ",".join(self.assignor_names),
+            "auto.offset.reset": self.auto_offset_reset,
+            "fetch.max.wait.ms": int(props.get("fetch.max.wait.ms", props.get("fetch.wait.max.ms",
+                                                                               DEFAULT_FETCH_MAX_WAIT_MS))),
+        })
+        props.pop("fetch.wait.max.ms", None)
+        if self.client is ClientKind.KAFKA_PYTHON:
+            props["fetch.max.bytes"] = int(props.get("fetch.max.bytes", DEFAULT_FETCH_MAX_BYTES))
+        return props
+
+    def kafka_config(self) -> dict[str, Any]:
+        """kafka-python keyword arguments for the operator's client (kafka-python's
+        spelling of :meth:`client_properties`)."""
+        from cr_consumer.kafka.kafka_python_client import kafka_python_config
+
+        return kafka_python_config(self.client_properties())
 
 
-__all__ = ["ConfigError", "check_property_names", "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition"]
+__all__ = ["ClientKind", "ConfigError", "check_property_names", "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition"]

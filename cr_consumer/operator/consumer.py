@@ -2,8 +2,9 @@
 
 Parts, each owned by the operator and given what it needs at construction:
 
-* the event thread (event_thread.py) owns the KafkaConsumer, polls and serves
-  events; the rebalancer (rebalance.py) is its rebalance listener and seeks;
+* the event thread (event_thread.py) owns the Kafka client (a
+  :class:`~cr_consumer.kafka.client.KafkaClient`: kafka-python or librdkafka,
+  ``OperatorConfig.client``), polls and serves events; the rebalancer (rebalance.py) is its rebalance listener and seeks;
 * the process thread (process_thread.py) submits batches under the region
   permit; a bounded queue (message_queue.py) joins the two threads;
 * the region handlers (handlers.py): drain, checkpoint, reset, called by the
@@ -29,10 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.structs import ConsumerGroupMetadata
 from prometheus_client import CollectorRegistry
 
+from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
+from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
@@ -132,6 +133,7 @@ class ConsumerOperator:
             on_records=self._on_records,
             after_poll=self._after_poll,
             should_pause=lambda: self.queue.free() < config.max_poll_records,
+            may_resume=lambda: self.queue.free() >= max(config.max_poll_records, config.effective_queue_capacity // 2),
             blocked=lambda: self.permit.blocked,
             held=lambda: self.rebalancer.held,
             joining=lambda: self.rebalancer.joining,
@@ -181,10 +183,11 @@ class ConsumerOperator:
         members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
         self.handlers.set_members(members)
         self._registered = True
-        log.info("%s: registered in group %s (members %s)", self.name, cfg.group_id, members)
+        log.info("%s: registered in group %s (members %s, Kafka client %s)", self.name, cfg.group_id, members,
+                 cfg.client.value)
         self.events.start(START_TIMEOUT_S)
 
-        def subscribe(consumer):
+        def subscribe(consumer: KafkaClient) -> None:
             listener = Listener(self.rebalancer)
             if cfg.pattern:
                 consumer.subscribe(pattern=cfg.pattern, listener=listener)
@@ -269,10 +272,10 @@ class ConsumerOperator:
 
     # -- read by the member's control channel (any thread) -------------------------
     @property
-    def group_metadata(self) -> ConsumerGroupMetadata | None:
-        """The consumer's group membership as of the last poll (None before the
-        consumer exists); a snapshot the event thread takes, so reading it
-        never touches the consumer."""
+    def group_metadata(self) -> GroupMembership | None:
+        """The client's group membership as of the last poll (None before the
+        client exists); a snapshot the event thread takes, so reading it
+        never touches the client."""
         return self.events.group
 
     @property
@@ -291,10 +294,10 @@ class ConsumerOperator:
         return self.events.request_rejoin()
 
     # -- called by the threads ----------------------------------------------------
-    def _make_consumer(self) -> KafkaConsumer:
-        return KafkaConsumer(**self.config.kafka_config())
+    def _make_consumer(self) -> KafkaClient:
+        return make_client(self.config.client, self.config.client_properties())
 
-    def _on_records(self, consumer: Any, records: dict) -> None:
+    def _on_records(self, consumer: KafkaClient, records: dict[TopicPartition, list[KafkaRecord]]) -> None:
         epoch = self._epoch  # read before the state: a revocation in between bumps it
         state = self.sm.state
         if state is S.CR_RESET_PENDING or state is S.CLOSED or state is S.FAILED:
@@ -304,7 +307,7 @@ class ConsumerOperator:
             self.sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED, "first records fetched")
         self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
 
-    def _after_poll(self, consumer: Any) -> None:
+    def _after_poll(self, consumer: KafkaClient) -> None:
         self.rebalancer.after_poll(consumer)
         if self._cooperative:
             self.handlers.commit_deferred_after_poll(consumer)

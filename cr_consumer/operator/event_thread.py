@@ -1,4 +1,8 @@
-"""The event thread: the only thread that touches the KafkaConsumer.
+"""The event thread: the only thread that touches the Kafka client.
+
+The client is a :class:`~cr_consumer.kafka.client.KafkaClient` (kafka-python or
+librdkafka, ``OperatorConfig.client``); this module and the parts it calls
+(rebalance.py, handlers.py, start_position.py) use only that interface.
 
 It loops:
 
@@ -6,11 +10,14 @@ It loops:
    waits on a Future with a timeout, and an exception raised by the callable
    is set on that Future: delivered to the waiter, never swallowed);
 2. run the operator's deferred rebalance work (``after_poll``), because
-   kafka-python 3 calls rebalance listeners on its own IO thread, where no
-   blocking consumer call is allowed;
+   rebalance listeners may run on the client library's own thread
+   (kafka-python's IO thread), where no blocking client call is allowed;
 3. if polling is on: pause every assigned partition while the message queue
-   has less free space than max.poll.records (and resume them when space
-   returns); while the region permit is blocked (the runtime is about to
+   has less free space than max.poll.records, and resume them once
+   ``may_resume()`` (the operator: half the queue is free). The gap between the
+   two marks makes pause/resume episodes rare: librdkafka drops its prefetched
+   records of a partition when it is paused and fetches them again after the
+   resume, and the half queue still queued covers that fetch; while the region permit is blocked (the runtime is about to
    drain, checkpoint or reset: nothing is being submitted), first wait up to
    :data:`BLOCKED_WAIT_S` for events, so the handler's event is picked up at
    once instead of after a poll, and then poll briefly
@@ -41,17 +48,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from cr_consumer.kafka.compat import (
-    fetch_during_cooperative_joins,
-    keep_completed_joins,
-    request_rejoin,
-    unstick_parked_fetches,
-)
+from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +114,9 @@ class _Stop:
 
 
 class EventThread:
-    """The thread that owns the KafkaConsumer (see the module docstring).
+    """The thread that owns the Kafka client (see the module docstring).
 
-    Every callable is injected: ``consumer_factory`` makes the consumer on this
+    Every callable is injected: ``consumer_factory`` makes the client on this
     thread; ``on_records(consumer, records)`` and ``after_poll(consumer)`` run
     here after each poll; ``should_pause()``, ``blocked()``, ``held()`` and
     ``joining()`` are read before each poll; ``on_failure(exc)`` is called
@@ -127,15 +129,14 @@ class EventThread:
     _polling: bool
     #: The first fatal error; written once by this thread, read by any caller.
     failure: BaseException | None
-    #: The consumer; set and cleared by this thread. Other threads read it only
+    #: The client; set and cleared by this thread. Other threads read it only
     #: to know whether it exists (request_rejoin) or from inside the poll
-    #: (the rebalance listener on Kafka's IO thread).
-    consumer: Any
-    #: The consumer's group membership (kafka-python's ConsumerGroupMetadata:
-    #: member_id, generation_id, state), refreshed by this thread after every
+    #: (the rebalance listener, possibly on the library's own thread).
+    consumer: KafkaClient | None
+    #: The client's group membership, refreshed by this thread after every
     #: poll, so other threads (the member's heartbeat) read it without touching
-    #: the consumer. None before the consumer exists.
-    group: Any
+    #: the client. None before the client exists.
+    group: GroupMembership | None
     #: Backpressure episode state and count; this thread writes, metrics read.
     _paused: bool
     n_queue_full_pause: int
@@ -143,22 +144,24 @@ class EventThread:
     def __init__(
         self,
         name: str,
-        consumer_factory: Callable[[], Any],
+        consumer_factory: Callable[[], KafkaClient],
         *,
-        on_records: Callable[[Any, dict], None],
-        after_poll: Callable[[Any], None],
+        on_records: Callable[[KafkaClient, dict[TopicPartition, list[KafkaRecord]]], None],
+        after_poll: Callable[[KafkaClient], None],
         should_pause: Callable[[], bool],
         blocked: Callable[[], bool],
-        held: Callable[[], set],
+        held: Callable[[], set[TopicPartition]],
         joining: Callable[[], bool],
         on_failure: Callable[[BaseException], None],
         max_poll_records: int,
+        may_resume: Callable[[], bool] | None = None,
     ) -> None:
         self.name = name
         self._factory = consumer_factory
         self._on_records = on_records
         self._after_poll = after_poll
         self._should_pause = should_pause
+        self._may_resume = may_resume if may_resume is not None else (lambda: not should_pause())
         self._blocked = blocked
         self._held = held
         self._joining = joining
@@ -181,7 +184,7 @@ class EventThread:
         self._thread.start()
         self._started.result(timeout)
 
-    def submit(self, fn: Callable[[Any], Any], what: str) -> Future:
+    def submit(self, fn: Callable[[KafkaClient], Any], what: str) -> Future:
         fut: Future = Future()
         if self.failure is not None:
             fut.set_exception(self._failed(what))
@@ -189,9 +192,10 @@ class EventThread:
         self._events.put((fn, fut, what))
         return fut
 
-    def call(self, fn: Callable[[Any], Any], timeout: float, what: str) -> Any:
-        """Run ``fn(consumer)`` on the event thread and return its result."""
+    def call(self, fn: Callable[[KafkaClient], Any], timeout: float, what: str) -> Any:
+        """Run ``fn(client)`` on the event thread and return its result."""
         if threading.current_thread() is self._thread:
+            assert self.consumer is not None, "called on the event thread before the client exists"
             return fn(self.consumer)
         fut = self.submit(fn, what)
         try:
@@ -202,7 +206,7 @@ class EventThread:
 
     def set_polling(self, on: bool, timeout: float = 5.0) -> None:
         """Start/stop polling; returns once the loop has seen it (no poll in progress)."""
-        def apply(_consumer):
+        def apply(_client: KafkaClient) -> None:
             self._polling = on
 
         self.call(apply, timeout, "start polling" if on else "stop polling")
@@ -212,11 +216,13 @@ class EventThread:
         return self._paused
 
     def request_rejoin(self) -> bool:
-        """Make the consumer rejoin its group at its next poll (an event: the
-        consumer is only touched on this thread). False before the consumer exists."""
+        """Make the client rejoin its group at its next poll (an event: the
+        client is only touched on this thread). False before the client exists.
+        A library without such a call (librdkafka) ignores it: the rebalance then
+        comes when the broker starts it (KafkaClient.request_rejoin)."""
         if self.consumer is None:
             return False
-        self.submit(request_rejoin, "rejoin the group")
+        self.submit(lambda client: client.request_rejoin(), "rejoin the group")
         return True
 
     def stop(self, timeout: float) -> None:
@@ -236,12 +242,7 @@ class EventThread:
     def _run(self) -> None:
         try:
             self.consumer = self._factory()
-            # kafka-python 3.0.12 drops a join that completes between polls
-            # (see cr_consumer.kafka.compat): keep it instead.
-            keep_completed_joins(self.consumer)
-            # and fetches nothing during a cooperative join: keep fetching the owned partitions.
-            fetch_during_cooperative_joins(self.consumer)
-            self.group = self.consumer.group_metadata()
+            self.group = self.consumer.group()
         except BaseException as exc:  # noqa: BLE001 - delivered to start()
             log.exception("%s: cannot create the Kafka consumer", self.name)
             self.failure = exc
@@ -263,6 +264,7 @@ class EventThread:
 
     def _loop(self) -> None:
         consumer = self.consumer
+        assert consumer is not None  # set by _run before the loop starts
         while not self._stop_requested:
             if not self._serve_events(block_s=0.0):
                 return
@@ -283,9 +285,8 @@ class EventThread:
                 if not self._polling:
                     continue  # the event served was a stop (a drain)
                 timeout_ms, max_records = BLOCKED_POLL_TIMEOUT_MS, min(BLOCKED_MAX_RECORDS, max_records)
-            unstick_parked_fetches(consumer)
-            records = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-            self.group = consumer.group_metadata()
+            records = consumer.poll(timeout_ms, max_records)
+            self.group = consumer.group()
             self._after_poll(consumer)
             if records:
                 self._last_records_at = time.monotonic()
@@ -321,37 +322,37 @@ class EventThread:
             except queue.Empty:
                 return True
 
-    def _backpressure(self, consumer) -> None:
+    def _backpressure(self, consumer: KafkaClient) -> None:
         if self._should_pause():
             missing = consumer.assignment() - consumer.paused()
             if missing:
-                consumer.pause(*missing)
+                consumer.pause(missing)
             if not self._paused:
                 self._paused = True
                 self.n_queue_full_pause += 1
                 log.debug("%s: queue full: paused %d partitions", self.name, len(missing))
-        elif self._paused:
+        elif self._paused and self._may_resume():
             held = self._held()
             paused = [tp for tp in consumer.paused() if tp not in held]
             if paused:
-                consumer.resume(*paused)
+                consumer.resume(paused)
             self._paused = False
             log.debug("%s: queue has room: resumed %d partitions", self.name, len(paused))
 
-    def pause_partitions(self, partitions) -> None:
-        """Hold partitions (rebalance listener, on Kafka's IO thread during our poll)."""
+    def pause_partitions(self, partitions: Collection[TopicPartition]) -> None:
+        """Hold partitions (rebalance listener, during our poll)."""
         consumer = self.consumer
         if partitions and consumer is not None:
-            consumer.pause(*partitions)
+            consumer.pause(partitions)
 
     def stop_polling_async(self) -> None:
         """Stop polling without waiting (from the rebalance listener)."""
         self._polling = False
 
-    def resume_partitions(self, consumer, partitions) -> None:
+    def resume_partitions(self, consumer: KafkaClient, partitions: Collection[TopicPartition]) -> None:
         """Resume unless the queue is full (then the backpressure resumes them)."""
         if partitions and not self._paused:
-            consumer.resume(*partitions)
+            consumer.resume(partitions)
 
     def _fail_pending(self) -> None:
         while True:
@@ -374,7 +375,7 @@ class EventThread:
             return
         started = time.monotonic()
         try:
-            consumer.close(autocommit=False, timeout_ms=CLOSE_TIMEOUT_MS)
+            consumer.close(CLOSE_TIMEOUT_MS)
         except Exception:  # closing is best effort; the error is logged, not hidden
             log.exception("%s: error while closing the Kafka consumer", self.name)
         log.info("%s: consumer closed in %.0f ms", self.name, (time.monotonic() - started) * 1000)

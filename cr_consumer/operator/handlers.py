@@ -16,12 +16,10 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
-
-from kafka import TopicPartition
-from kafka.structs import OffsetAndMetadata
+from collections.abc import Callable, Mapping
 
 from coordinator.common.partitions import offsets_text
+from cr_consumer.kafka.client import GroupMembership, KafkaClient, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
@@ -66,17 +64,15 @@ class ResetError(RuntimeError):
     """The reset could not complete; the region retries it."""
 
 
-def commit_deferred(group, joining: bool) -> str | None:
+def commit_deferred(group: GroupMembership | None, joining: bool) -> str | None:
     """Why a cooperative drain must not commit to Kafka now (see
     ``RegionHandlers._commit_cooperative``), else None. ``group``: the
-    consumer's ``group_metadata()`` (kafka-python's ConsumerGroupMetadata, or
-    None); ``joining``: waiting for an assignment (rebalance.py)."""
-    from kafka.structs import MemberState
-
+    client's ``group()`` (or None); ``joining``: waiting for an assignment
+    (rebalance.py)."""
     if group is None:
         return "no group membership yet"
-    if group.state != MemberState.STABLE:
-        return f"group state {group.state}"
+    if group.rebalancing:
+        return "the group is rebalancing"
     if joining:
         return "waiting for an assignment"
     return None
@@ -226,7 +222,7 @@ class RegionHandlers:
             raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
         margin = min(COMMIT_MARGIN_S, cfg.drain_timeout_s / 5)
 
-        def stop_and_commit(consumer):
+        def stop_and_commit(consumer: KafkaClient) -> dict[TopicPartition, int]:
             commit_timeout_ms = int(max(0.05, min(deadline - margin - time.monotonic(), COMMIT_TIMEOUT_S)) * 1000)
             self._events.stop_polling_async()
             if self._sm.state is S.CR_RESET_PENDING:
@@ -236,8 +232,7 @@ class RegionHandlers:
                 self._commit_cooperative(consumer, offsets, commit_timeout_ms)
             elif offsets:
                 try:
-                    consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()},
-                                    timeout_ms=commit_timeout_ms)
+                    consumer.commit(offsets, commit_timeout_ms)
                 except Exception as exc:
                     raise DrainError(f"{self.name}: committing offsets {offsets_text(offsets)} failed: {exc!r}") from exc
                 self._stats.set_committed(offsets)
@@ -253,7 +248,7 @@ class RegionHandlers:
         self._drains.done()
         log.debug("%s: drained, committed %s", self.name, offsets_text(offsets))
 
-    def _commit_cooperative(self, consumer, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
+    def _commit_cooperative(self, consumer: KafkaClient, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
         """The drain's Kafka commit under cooperative rebalancing (event thread).
 
         The region's consistent offsets are the coordinator's checkpoint (the
@@ -275,7 +270,7 @@ class RegionHandlers:
            and does not fail the drain: the checkpoint still holds them, and
            the next drain commits again.
         """
-        why = commit_deferred(consumer.group_metadata(), self._rebalancer.joining)
+        why = commit_deferred(consumer.group(), self._rebalancer.joining)
         if why is not None:
             log.info("%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
                      self.name, offsets_text(offsets), why)
@@ -284,9 +279,9 @@ class RegionHandlers:
         self._deferred_commit = None
         self._commit_now(consumer, offsets, timeout_ms)
 
-    def _commit_now(self, consumer, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
+    def _commit_now(self, consumer: KafkaClient, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
         try:
-            consumer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, timeout_ms=timeout_ms)
+            consumer.commit(offsets, timeout_ms)
         except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
             log.warning("%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain "
                         "commits again", self.name, offsets_text(offsets), exc)
@@ -298,7 +293,7 @@ class RegionHandlers:
         """A drain's Kafka commit still waits for a stable group (read on any thread)."""
         return self._deferred_commit is not None
 
-    def commit_deferred_at_close(self, consumer, wait_s: float) -> None:
+    def commit_deferred_at_close(self, consumer: KafkaClient, wait_s: float) -> None:
         """Event thread, at a graceful close (cooperative): the deferred commit
         waits at most ``wait_s`` for the group's rebalance to end, polling to
         drive it (the operator is CLOSED: nothing polled is submitted), then
@@ -306,23 +301,23 @@ class RegionHandlers:
         rebalance leaves Kafka's committed offsets behind its last checkpoint."""
         deadline = time.monotonic() + wait_s
         while (self._deferred_commit is not None and time.monotonic() < deadline
-               and commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None):
-            consumer.poll(timeout_ms=CLOSE_POLL_MS, max_records=1)
+               and commit_deferred(consumer.group(), self._rebalancer.joining) is not None):
+            consumer.poll(CLOSE_POLL_MS, 1)
         if self._deferred_commit is not None:
-            if commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None:
+            if commit_deferred(consumer.group(), self._rebalancer.joining) is not None:
                 log.warning("%s: closing during a group rebalance: the Kafka commit of %s is not done (the "
                             "checkpoint holds these offsets)", self.name, offsets_text(self._deferred_commit))
                 return
             self.commit_deferred_after_poll(consumer)
 
-    def commit_deferred_after_poll(self, consumer) -> None:
+    def commit_deferred_after_poll(self, consumer: KafkaClient) -> None:
         """Event thread, after each poll (cooperative): the drain's commit that
         waited for a stable group, once it is stable, for the partitions still
         assigned. Dropped by a reset (the region rewound below it) and replaced
         by the next drain's; a failure is logged and not retried (the next
         drain commits again)."""
         offsets = self._deferred_commit
-        if offsets is None or commit_deferred(consumer.group_metadata(), self._rebalancer.joining) is not None:
+        if offsets is None or commit_deferred(consumer.group(), self._rebalancer.joining) is not None:
             return
         self._deferred_commit = None
         assigned = consumer.assignment()
@@ -367,12 +362,13 @@ class RegionHandlers:
         ckpt = OperatorCheckpoint.decode(data) if data else None
         own = dict(ckpt.offsets) if ckpt is not None else {}
         n = len(ckpt.members) if ckpt is not None and ckpt.members else max(1, len(self._members))
+        own_wire = {(tp.topic, tp.partition): off for tp, off in own.items()}
         try:
             if n == 1:  # a sole contributor uses its own offsets: no round trip
-                merged_raw = {(tp.topic, tp.partition): off for tp, off in own.items()}
+                merged_raw = own_wire
             else:
                 merged_raw = self._control.merge_checkpoint(
-                    self.config.group_id, seq, attempt, n, self.name, own, timeout=self.config.merge_timeout_s
+                    self.config.group_id, seq, attempt, n, self.name, own_wire, timeout=self.config.merge_timeout_s
                 )
         except Exception as exc:
             raise ResetError(f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}") from exc
@@ -398,7 +394,7 @@ class RegionHandlers:
         self._targets.retire(seq)
         self._control.retire_checkpoint(self.config.group_id, seq)
 
-    def _reset_to(self, merged: dict | None, *, initial: bool, what: str) -> None:
+    def _reset_to(self, merged: dict[TopicPartition, int] | None, *, initial: bool, what: str) -> None:
         """3. stop polling; 4. block the permit (the in-flight batch finishes)
         and clear the queue (new epoch); 5. on the event
         thread seek every assigned partition, read positions back, resume held
@@ -410,7 +406,7 @@ class RegionHandlers:
             raise ResetError(f"{self.name}: the in-flight batch did not finish within {cfg.reset_timeout_s}s")
         self._new_epoch(f"reset to {what}")
 
-        def seek_all(consumer):
+        def seek_all(consumer: KafkaClient) -> dict[TopicPartition, int]:
             self._deferred_commit = None  # the region rewinds below the drain that deferred it
             tps = consumer.assignment()
             self._offsets.set_assignment(tps)
@@ -418,7 +414,7 @@ class RegionHandlers:
             positions = self._rebalancer.seek(consumer, tps, merged=merged, initial_only=initial)
             paused = consumer.paused()
             if paused:
-                consumer.resume(*paused)
+                consumer.resume(paused)
             self._sm.to(S.RESET_COMPLETE, f"reset to {what}")
             return positions
 

@@ -17,13 +17,15 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from cr_consumer.kafka.client import KafkaRecord, TopicPartition
+
 
 class Batch:
-    """Records of one partition from one poll (kafka-python ConsumerRecords)."""
+    """Records of one partition from one poll (:class:`~cr_consumer.kafka.client.KafkaRecord`)."""
 
     __slots__ = ("epoch", "tp", "records")
 
-    def __init__(self, epoch: int, tp, records: list) -> None:
+    def __init__(self, epoch: int, tp: TopicPartition, records: list[KafkaRecord]) -> None:
         self.epoch = epoch
         self.tp = tp
         self.records = records

@@ -41,11 +41,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from wsgiref.simple_server import WSGIServer
 
-from kafka import TopicPartition
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from coordinator.common.partitions import by_label
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.offset_manager import OffsetManager
 
 log = logging.getLogger(__name__)

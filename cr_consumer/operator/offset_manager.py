@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 
-from kafka import TopicPartition
+from cr_consumer.kafka.client import TopicPartition
 
 
 class OffsetManager:

@@ -21,8 +21,10 @@ For each batch (one partition's records from one poll):
 8. release the permit; in operator-driven mode, when trigger-count tuples were
    submitted since the last drain, ask the region for a drain and wait for it.
 
-Records are kafka-python ConsumerRecords (topic, partition, offset, timestamp,
-key, value, headers, ...), passed on without copies unless decoded.
+Records are :class:`~cr_consumer.kafka.client.KafkaRecord` NamedTuples (topic,
+partition, offset, timestamp, timestamp_type, key, value, headers), the same
+shape whichever Kafka client fetched them, passed on without copies unless
+decoded (a decoded record is the same type with key/value replaced).
 An exception from submit (or a malformed record under policy FAIL) is fatal:
 it is logged and handed to ``on_failure``; the thread ends.
 """

@@ -1,7 +1,9 @@
 """Rebalance handling: the listener, and the seeks it defers to the event thread.
 
-kafka-python 3 calls rebalance listeners on its own IO thread, where blocking
-consumer calls are not allowed. So the listener only changes in-memory state;
+The Kafka client calls the listener during its poll, possibly on the
+library's own thread (kafka-python's IO thread), where blocking client calls
+are not allowed. So the listener only changes in-memory state (and seeks or
+pauses: client state, no broker round trip);
 everything that needs the broker or the coordinator runs on the event thread
 right after the poll that triggered it (:meth:`Rebalancer.after_poll`).
 
@@ -65,17 +67,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
-
-from kafka import TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from collections.abc import Callable, Collection, Mapping
+from typing import Protocol
 
 from coordinator.common.partitions import by_label
+from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.seek_targets import SeekTargets
-from cr_consumer.operator.start_position import plan_start, start_offsets, subscribed_partitions
+from cr_consumer.operator.start_position import LOOKUP_TIMEOUT_MS, plan_start, start_offsets
 from cr_consumer.operator.states import ClientState, StateMachine
 
 log = logging.getLogger(__name__)
@@ -89,31 +89,33 @@ class PartitionGate(Protocol):
     """The part of the event thread the rebalancer uses (``EventThread``)."""
 
     @property
-    def consumer(self) -> Any:
-        """The KafkaConsumer (None before it exists)."""
+    def consumer(self) -> KafkaClient | None:
+        """The Kafka client (None before it exists)."""
         ...
 
-    def pause_partitions(self, partitions: Iterable[TopicPartition]) -> None:
-        """Hold ``partitions`` (Kafka's IO thread, during the event thread's poll)."""
+    def pause_partitions(self, partitions: Collection[TopicPartition]) -> None:
+        """Hold ``partitions`` (the listener, during the event thread's poll)."""
         ...
 
-    def resume_partitions(self, consumer: Any, partitions: Iterable[TopicPartition]) -> None:
+    def resume_partitions(self, consumer: KafkaClient, partitions: Collection[TopicPartition]) -> None:
         """Resume ``partitions`` unless the backpressure holds them (event thread)."""
         ...
 
 
-class Listener(ConsumerRebalanceListener):
+class Listener:
+    """The client's :class:`~cr_consumer.kafka.client.RebalanceListener`: forwards to the rebalancer."""
+
     def __init__(self, rebalancer: Rebalancer) -> None:
         self._r = rebalancer
 
-    def on_partitions_revoked(self, revoked):
-        self._r.on_revoked(revoked, lost=False)
+    def on_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self._r.on_revoked(partitions, lost=False)
 
-    def on_partitions_lost(self, lost):
-        self._r.on_revoked(lost, lost=True)
+    def on_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        self._r.on_revoked(partitions, lost=True)
 
-    def on_partitions_assigned(self, assigned):
-        self._r.on_assigned(assigned)
+    def on_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self._r.on_assigned(partitions)
 
 
 class Rebalancer:
@@ -170,7 +172,7 @@ class Rebalancer:
         self.joining = True
 
     # -- IO thread ----------------------------------------------------------
-    def on_revoked(self, tps, *, lost: bool) -> None:
+    def on_revoked(self, tps: Collection[TopicPartition], *, lost: bool) -> None:
         state = self._sm.state
         if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
             return
@@ -197,8 +199,8 @@ class Rebalancer:
         with self._lock:
             self._reset_reason = f"{'lost' if lost else 'revoked'} {len(tps)} partitions"
 
-    def on_assigned(self, tps) -> None:
-        tps = set(tps)
+    def on_assigned(self, partitions: Collection[TopicPartition]) -> None:
+        tps = set(partitions)
         # Cooperative: ``tps`` are only the added partitions; the kept ones stay.
         self._offsets.set_assignment(set(self._offsets.assigned()) | tps if self._cooperative else tps)
         # Fast path: a target known in memory (merged checkpoint, cached
@@ -207,8 +209,9 @@ class Rebalancer:
         # seeked on the event thread after the poll.
         fast = self._known_targets(tps) if self._sm.state in (S.SUBSCRIBED, S.RESET_COMPLETE) else {}
         consumer = self._events.consumer
-        for tp, off in fast.items():
-            consumer.seek(tp, off)
+        if consumer is not None:  # the listener runs inside the client's poll: it exists
+            for tp, off in fast.items():
+                consumer.seek(tp, off)
         self._offsets.set_many(fast)
         held = tps - fast.keys()
         self._events.pause_partitions(held)
@@ -220,7 +223,7 @@ class Rebalancer:
         log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps),
                  by_label(fast))
 
-    def _known_targets(self, tps) -> dict:
+    def _known_targets(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         if self._standalone:  # committed offsets come first, and they need the broker
             return {}
         merged = self._targets.merged() or {}
@@ -234,7 +237,7 @@ class Rebalancer:
         return out
 
     # -- event thread ---------------------------------------------------------
-    def after_poll(self, consumer) -> None:
+    def after_poll(self, consumer: KafkaClient) -> None:
         with self._lock:
             reason, self._reset_reason = self._reset_reason, None
             assign = self._assign_pending
@@ -258,7 +261,8 @@ class Rebalancer:
                 self.held -= held
             self._events.resume_partitions(consumer, held)
 
-    def seek(self, consumer, tps, *, merged: dict | None, initial_only: bool = False) -> dict:
+    def seek(self, consumer: KafkaClient, tps: Collection[TopicPartition], *,
+             merged: Mapping[TopicPartition, int] | None, initial_only: bool = False) -> dict[TopicPartition, int]:
         """Seek ``tps``: merged offset, else control variable, else start position.
 
         Returns {tp: position read back}; also stores them in the offset manager.
@@ -268,8 +272,7 @@ class Rebalancer:
             targets.update({tp: merged[tp] for tp in tps if tp in merged})
         missing = [tp for tp in tps if tp not in targets]
         if missing and self._standalone and not initial_only:
-            for tp in missing:
-                c = consumer.committed(tp, timeout_ms=POSITION_TIMEOUT_MS)
+            for tp, c in consumer.committed(missing, POSITION_TIMEOUT_MS).items():
                 if c is not None:
                     targets[tp] = c
             missing = [tp for tp in missing if tp not in targets]
@@ -279,19 +282,19 @@ class Rebalancer:
             missing = [tp for tp in missing if tp not in targets]
             if missing:
                 group_started = bool(cv)
-                subscribed = set() if group_started else subscribed_partitions(consumer)
+                subscribed = set() if group_started else consumer.subscribed_partitions(LOOKUP_TIMEOUT_MS)
                 plan = plan_start(missing, group_started=group_started, subscribed=subscribed)
                 effective = self._targets.save_control_variables(start_offsets(consumer, self._config, plan))
                 targets.update({tp: effective[tp] for tp in missing})
         for tp, off in targets.items():
             consumer.seek(tp, off)
-        positions = {tp: consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS) for tp in targets}
+        positions = {tp: consumer.position(tp, POSITION_TIMEOUT_MS) for tp in targets}
         self._offsets.set_many(positions)
         log.info("%s: seeked %s", self.name,
                  by_label(positions))
         return positions
 
-    def clear_held(self) -> set:
+    def clear_held(self) -> set[TopicPartition]:
         with self._lock:
             held, self.held = self.held, set()
             self._assign_pending = False

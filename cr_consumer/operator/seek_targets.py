@@ -15,8 +15,7 @@ thread (Kafka's IO thread in the rebalance listener) sees one whole map.
 
 from __future__ import annotations
 
-from kafka import TopicPartition
-
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.control_plane import ControlPlane
 
 Offsets = dict[TopicPartition, int]

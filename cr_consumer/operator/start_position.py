@@ -1,6 +1,6 @@
 """Initial offsets of partitions the job sees for the first time.
 
-Runs on the event thread (it calls blocking KafkaConsumer methods). The result
+Runs on the event thread (it calls blocking KafkaClient lookups). The result
 is saved as the partition's control variable (first writer wins), so the start
 position applies only once per partition and job.
 
@@ -40,9 +40,9 @@ import logging
 from collections.abc import Collection
 
 import attrs
-from kafka import TopicPartition
 
 from coordinator.common.partitions import partition_label
+from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 
 log = logging.getLogger(__name__)
@@ -56,38 +56,39 @@ class NoStartOffset(RuntimeError):
     """auto.offset.reset=none and a partition has no committed offset."""
 
 
-def _fallback(consumer, config: OperatorConfig, tps: list) -> dict:
+def _fallback(consumer: KafkaClient, config: OperatorConfig, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     if not tps:
         return {}
     policy = config.auto_offset_reset
     if policy == "earliest":
-        return dict(consumer.beginning_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+        return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
     if policy == "latest":
-        return dict(consumer.end_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+        return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
     raise NoStartOffset(
         f"no committed offset for {sorted(tps)} and auto.offset.reset is 'none': "
         "set auto.offset.reset to earliest/latest or choose another start position"
     )
 
 
-def initial_offsets(consumer, config: OperatorConfig, tps) -> dict:
-    """{TopicPartition: offset} for every partition in ``tps``."""
-    tps = sorted(tps)
+def initial_offsets(consumer: KafkaClient, config: OperatorConfig,
+                    partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+    """{TopicPartition: offset} for every partition in ``partitions``."""
+    tps = sorted(partitions)
     if not tps:
         return {}
     pos = config.start_position
     if pos is StartPosition.BEGINNING:
-        return dict(consumer.beginning_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+        return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
     if pos is StartPosition.END:
-        return dict(consumer.end_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+        return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
+    out: dict[TopicPartition, int] = {}
     if pos is StartPosition.TIME:
-        found = consumer.offsets_for_times({tp: config.start_time for tp in tps}, timeout_ms=LOOKUP_TIMEOUT_MS)
-        out = {tp: ot.offset for tp, ot in found.items() if ot is not None}
+        assert config.start_time is not None  # OperatorConfig._check_start
+        found = consumer.offsets_for_times({tp: config.start_time for tp in tps}, LOOKUP_TIMEOUT_MS)
+        out.update({tp: off for tp, off in found.items() if off is not None})
         out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
         return out
-    out = {}
-    for tp in tps:
-        committed = consumer.committed(tp, timeout_ms=LOOKUP_TIMEOUT_MS)
+    for tp, committed in consumer.committed(tps, LOOKUP_TIMEOUT_MS).items():
         if committed is not None:
             out[tp] = committed
     out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
@@ -115,24 +116,15 @@ def plan_start(
     return StartPlan(configured=frozenset(missing) | frozenset(subscribed), earliest=frozenset())
 
 
-def subscribed_partitions(consumer) -> set[TopicPartition]:
-    """Every partition of the consumer's subscription (for a pattern: the
-    topics it matches in the current metadata)."""
-    out: set[TopicPartition] = set()
-    for topic in consumer.subscription() or ():
-        out.update(TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ())
-    return out
-
-
-def start_offsets(consumer, config: OperatorConfig, plan: StartPlan) -> dict:
+def start_offsets(consumer: KafkaClient, config: OperatorConfig, plan: StartPlan) -> dict[TopicPartition, int]:
     """{TopicPartition: offset} for every partition of ``plan``."""
     out = initial_offsets(consumer, config, plan.configured)
     if plan.earliest:
         earliest = sorted(plan.earliest)
         log.info("%s: partitions first seen after the job's first start begin at their earliest offset: %s",
                  config.operator_name, [partition_label(tp.topic, tp.partition) for tp in earliest])
-        out.update(consumer.beginning_offsets(earliest, timeout_ms=LOOKUP_TIMEOUT_MS))
+        out.update(consumer.beginning_offsets(earliest, LOOKUP_TIMEOUT_MS))
     return out
 
 
-__all__ = ["NoStartOffset", "StartPlan", "initial_offsets", "plan_start", "start_offsets", "subscribed_partitions"]
+__all__ = ["NoStartOffset", "StartPlan", "initial_offsets", "plan_start", "start_offsets"]

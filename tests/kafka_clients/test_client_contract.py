@@ -356,3 +356,28 @@ def test_pattern_subscription_matches_from_the_start_of_the_name(kind, bootstrap
             got.extend(records)
     assert sorted(r.topic for r in got) == sorted(matching * 3)
     assert client.subscribed_partitions(LOOKUP_MS) == {TopicPartition(t, 0) for t in matching}
+
+
+def test_a_seek_of_a_paused_partition_applies_when_it_is_resumed(kind, bootstrap, names, clients):
+    """The operator's held partition: paused in on_assigned, seeked after the poll
+    while still paused, then resumed: it starts at the seek, not at the committed
+    offset or auto.offset.reset (latest here, which would start it at the log end)."""
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [b"s%02d" % i for i in range(40)])
+    tps = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    holder: list[KafkaClient] = []
+    recorder = Recorder(lambda partitions: holder[0].pause(partitions))
+    client = clients(kind, props(bootstrap, names.group(), auto_offset_reset="latest"))
+    holder.append(client)
+    client.subscribe([topic], listener=recorder)
+    end = time.monotonic() + JOIN_S
+    while not recorder.of("assigned"):
+        assert time.monotonic() < end, "never assigned"
+        assert client.poll(100, 100) == {}
+    for tp in sorted(tps):  # right after the poll that assigned them, as the operator's after-poll seek
+        client.seek(tp, 5)
+        assert client.position(tp, LOOKUP_MS) == 5
+    client.resume(tps)
+    got = poll_until(client, lambda rs: len(rs) >= 30, FETCH_S, "records after the seek and resume")
+    for tp in tps:
+        assert offsets_of(got, tp) == list(range(5, 20))

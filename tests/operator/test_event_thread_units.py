@@ -1,7 +1,7 @@
 """EventThread without a broker: a scripted consumer and injected callables.
 
-The fake consumer implements only what the event thread calls (poll,
-group_metadata, assignment, paused, pause, resume, close); the tests assert
+The fake client implements only the part of the KafkaClient interface the event
+thread calls (poll, group, assignment, paused, pause, resume, close); the tests assert
 what reached ``on_records``, which partitions were paused or resumed, how the
 poll was paced, and how failures reach the callers.
 """
@@ -12,9 +12,9 @@ import threading
 from collections import deque
 
 import pytest
-from kafka import TopicPartition
 
 from coordinator.common.waiting import wait_until
+from cr_consumer.kafka.client import GroupMembership, TopicPartition
 from cr_consumer.operator import event_thread as et
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
 
@@ -45,8 +45,8 @@ class FakeConsumer:
         self._idle.wait(timeout_ms / 1000)
         return {}
 
-    def group_metadata(self) -> str:
-        return f"generation-after-{len(self.polls)}-polls"
+    def group(self) -> GroupMembership:
+        return GroupMembership(member_id="m", generation=len(self.polls), rebalancing=False)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.assigned)
@@ -54,14 +54,14 @@ class FakeConsumer:
     def paused(self) -> set[TopicPartition]:
         return set(self.paused_set)
 
-    def pause(self, *tps: TopicPartition) -> None:
+    def pause(self, tps) -> None:
         self.paused_set.update(tps)
 
-    def resume(self, *tps: TopicPartition) -> None:
+    def resume(self, tps) -> None:
         self.paused_set.difference_update(tps)
 
-    def close(self, autocommit: bool, timeout_ms: int) -> None:
-        self.closed_with = {"autocommit": autocommit, "timeout_ms": timeout_ms}
+    def close(self, timeout_ms: int) -> None:
+        self.closed_with = {"timeout_ms": timeout_ms}
 
 
 class Harness:
@@ -72,6 +72,7 @@ class Harness:
         self.records: list[dict] = []
         self.after_polls = 0
         self.pause = False
+        self.may_resume = True
         self.blocked = False
         self.joining = False
         self.held: set[TopicPartition] = set()
@@ -87,6 +88,7 @@ class Harness:
             joining=lambda: self.joining,
             on_failure=self.failures.append,
             max_poll_records=max_poll_records,
+            may_resume=lambda: self.may_resume,
         )
 
     def _after_poll(self, consumer) -> None:
@@ -182,6 +184,20 @@ def test_backpressure_pauses_every_assigned_partition_and_resumes_all_but_the_he
     assert harness.consumer.paused_set == {T1}  # the held partition waits for its seek
 
 
+def test_backpressure_resumes_only_at_the_low_mark(harness):
+    harness.pause = True
+    harness.events.set_polling(True, WAIT_S)
+    wait_until(lambda: harness.events.paused, WAIT_S, "queue-full pause", interval=POLL_S)
+    harness.may_resume = False  # room for a poll, but not yet down to the low mark
+    harness.pause = False
+    n = len(harness.consumer.polls)
+    wait_until(lambda: len(harness.consumer.polls) >= n + 3, WAIT_S, "polls while above the low mark", interval=POLL_S)
+    assert harness.events.paused and harness.consumer.paused_set == {T0, T1}
+    harness.may_resume = True
+    wait_until(lambda: not harness.events.paused, WAIT_S, "resumed at the low mark", interval=POLL_S)
+    assert harness.consumer.paused_set == set()
+
+
 def test_resume_partitions_leaves_them_to_the_backpressure_while_the_queue_is_full(harness):
     harness.pause = True
     harness.events.set_polling(True, WAIT_S)
@@ -200,7 +216,7 @@ def test_a_poll_failure_is_kept_reported_and_raised_to_later_callers():
         assert h.failures == [h.consumer.poll_error]
         assert h.events.failure is h.consumer.poll_error
         wait_until(lambda: h.consumer.closed_with is not None, WAIT_S, "consumer closed", interval=POLL_S)
-        assert h.consumer.closed_with == {"autocommit": False, "timeout_ms": et.CLOSE_TIMEOUT_MS}
+        assert h.consumer.closed_with == {"timeout_ms": et.CLOSE_TIMEOUT_MS}  # the client closes without a commit
         with pytest.raises(OperatorFailed) as info:
             h.events.call(lambda c: None, WAIT_S, "later")
         assert info.value.__cause__ is h.consumer.poll_error
@@ -232,7 +248,7 @@ def test_stop_closes_the_consumer_without_committing_and_fails_queued_events():
     with pytest.raises(OperatorFailed, match="closed before"):
         second.result(WAIT_S)
     wait_until(lambda: h.consumer.closed_with is not None, WAIT_S, "consumer closed", interval=POLL_S)
-    assert h.consumer.closed_with["autocommit"] is False
+    assert h.consumer.closed_with == {"timeout_ms": et.CLOSE_TIMEOUT_MS}
     assert h.events.consumer is None
 
 

@@ -8,6 +8,7 @@ assigned it are read, exactly once.
 
 from __future__ import annotations
 
+import pytest
 from kafka import TopicPartition
 
 from coordinator.common.waiting import wait_until
@@ -24,6 +25,7 @@ def _by_topic(sink: Sink, topic: str) -> dict[int, list[int]]:
     return {p: sorted(v) for (t, p), v in sink.offsets().items() if t == topic}
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_new_topic_written_before_assignment_is_read_from_earliest(bootstrap, names):
     prefix = names.topic("np")
     old = create_topic(bootstrap, f"{prefix}-a", partitions=2)

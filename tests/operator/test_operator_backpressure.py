@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.testing.kafka_util import create_topic, produce
@@ -11,6 +13,7 @@ from cr_consumer.testing.kafka_util import create_topic, produce
 from support.operator import Sink, make
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     n = 4000

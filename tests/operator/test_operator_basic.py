@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
@@ -11,6 +13,7 @@ from cr_consumer.testing.kafka_util import create_topic, produce
 from support.operator import Sink, committed, make
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_standalone_consumes_everything_and_commits(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     produce(bootstrap, topic, (b"v%d" % i for i in range(4000)))
@@ -35,6 +38,7 @@ def test_standalone_consumes_everything_and_commits(bootstrap, names):
     assert op.state.value == "CLOSED"
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_drain_commits_exactly_the_submitted_offsets(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     produce(bootstrap, topic, (b"x" * 10 for _ in range(3000)))

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
@@ -38,6 +40,7 @@ def _next_offsets(sink: Sink) -> dict[int, int]:
     return {p: max(offs) + 1 for (_t, p), offs in sink.offsets().items()}
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
     produce(bootstrap, topic, (b"r%d" % i for i in range(PARTITIONS * PER_PARTITION)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
@@ -41,6 +43,7 @@ class DrivingRegion:
             op.permit.unblock()
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_operator_driven_drains_every_trigger_count_tuples(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     produce(bootstrap, topic, (b"v%d" % i for i in range(1000)))

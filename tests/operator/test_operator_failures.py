@@ -25,6 +25,7 @@ def _mixed(n):
         yield b"{not json" if i % 10 == 3 else json.dumps({"i": i}).encode()
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_malformed_records_are_counted_and_skipped(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, _mixed(100))
@@ -40,6 +41,7 @@ def test_malformed_records_are_counted_and_skipped(bootstrap, names):
         wait_until(lambda: committed(bootstrap, group, topic) == {0: 100}, 10, "commit past the bad records")
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_malformed_record_fails_the_operator_naming_it(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, _mixed(10))

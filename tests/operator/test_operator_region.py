@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from coordinator.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.region import RegionPermit
@@ -116,6 +118,7 @@ class ResettingRegion(Region):
         self.done.set()
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_member_joins_region_resets_everyone_to_the_merged_offsets(bootstrap, names, coordinator):
     """A new member's partitions start at the merged checkpoint offsets, not at
     the control variables, and nothing after the checkpoint is lost or doubled."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
@@ -24,6 +25,7 @@ def _offsets(sink, topic):
     return {p: sorted(v) for (t, p), v in sink.offsets().items() if t == topic}
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_start_end_skips_existing_records(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, (b"old%d" % i for i in range(5)), single_record_batches=True)
@@ -36,6 +38,7 @@ def test_start_end_skips_existing_records(bootstrap, names):
         assert _offsets(sink, topic) == {0: [5, 6, 7]}
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_start_time_uses_offsets_for_times(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, (b"early%d" % i for i in range(5)), single_record_batches=True)
@@ -49,6 +52,7 @@ def test_start_time_uses_offsets_for_times(bootstrap, names):
         assert _offsets(sink, topic) == {0: [5, 6, 7, 8, 9]}
 
 
+@pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_start_default_committed_else_auto_offset_reset(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     produce(bootstrap, topic, (b"v%d" % i for i in range(20)))

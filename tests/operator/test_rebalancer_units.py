@@ -5,8 +5,7 @@ paused, what was saved as control variables, the state, and the resets asked for
 
 from __future__ import annotations
 
-from kafka import TopicPartition
-
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.offset_manager import OffsetManager
@@ -38,8 +37,8 @@ class FakeConsumer:
         return self.seeks[tp]
 
     # offset lookups
-    def committed(self, tp, timeout_ms):
-        return self.committed_offsets.get(tp)
+    def committed(self, tps, timeout_ms) -> dict:
+        return {tp: self.committed_offsets.get(tp) for tp in tps}
 
     def beginning_offsets(self, tps, timeout_ms) -> dict:
         return {tp: self.begin[tp] for tp in tps}
@@ -48,19 +47,16 @@ class FakeConsumer:
         return {tp: self.end[tp] for tp in tps}
 
     # subscription and assignment
-    def subscription(self) -> set[str]:
-        return set(self.topics)
-
-    def partitions_for_topic(self, topic) -> set[int]:
-        return set(range(self.topics[topic]))
+    def subscribed_partitions(self, timeout_ms) -> set[TopicPartition]:
+        return {TopicPartition(topic, p) for topic, n in self.topics.items() for p in range(n)}
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.assigned)
 
-    def pause(self, *tps) -> None:
+    def pause(self, tps) -> None:
         self.paused_set.update(tps)
 
-    def resume(self, *tps) -> None:
+    def resume(self, tps) -> None:
         self.paused_set.difference_update(tps)
 
 
@@ -73,12 +69,12 @@ class Gate:
 
     def pause_partitions(self, partitions) -> None:
         if partitions:
-            self.consumer.pause(*partitions)
+            self.consumer.pause(partitions)
 
     def resume_partitions(self, consumer, partitions) -> None:
         self.resumed.append(set(partitions))
         if partitions:
-            consumer.resume(*partitions)
+            consumer.resume(partitions)
 
 
 class Harness:

@@ -8,10 +8,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kafka import TopicPartition
-from kafka.errors import CommitFailedError
-from kafka.structs import ConsumerGroupMetadata, MemberState
 
+from cr_consumer.kafka.client import CommitRefused, GroupMembership, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 from cr_consumer.operator.event_thread import EventThread
@@ -42,7 +40,7 @@ class FakeConsumer:
         self.commits: list[dict[TopicPartition, int]] = []
         self.commit_error: BaseException | None = None
         self.n_polls = 0
-        self.group = None
+        self.membership: GroupMembership | None = None
         self._idle = threading.Event()
 
     def poll(self, timeout_ms, max_records):
@@ -50,8 +48,8 @@ class FakeConsumer:
         self._idle.wait(timeout_ms / 1000)
         return {}
 
-    def group_metadata(self):
-        return self.group
+    def group(self):
+        return self.membership
 
     def assignment(self):
         return set(self.assigned)
@@ -59,19 +57,19 @@ class FakeConsumer:
     def paused(self):
         return set(self.paused_set)
 
-    def pause(self, *tps):
+    def pause(self, tps):
         self.paused_set.update(tps)
 
-    def resume(self, *tps):
+    def resume(self, tps):
         self.paused_set.difference_update(tps)
 
-    def close(self, autocommit, timeout_ms):
+    def close(self, timeout_ms):
         pass
 
     def commit(self, offsets, timeout_ms):
         if self.commit_error is not None:
             raise self.commit_error
-        self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+        self.commits.append(dict(offsets))
 
     def seek(self, tp, offset):
         self.seeks[tp] = offset
@@ -82,11 +80,8 @@ class FakeConsumer:
     def beginning_offsets(self, tps, timeout_ms):
         return {tp: 100 + tp.partition for tp in tps}
 
-    def subscription(self):
-        return {"t"}
-
-    def partitions_for_topic(self, topic):
-        return {0, 1}
+    def subscribed_partitions(self, timeout_ms):
+        return {T0, T1}
 
 
 class Parts:
@@ -204,20 +199,24 @@ def test_reset_to_initial_state_seeks_to_the_control_variables_else_the_start_po
 # -- cooperative rebalancing: the checkpoint, not the Kafka commit, holds the offsets ------
 
 
-def _stable(generation: int = 3):
-    return ConsumerGroupMetadata(GROUP, generation, "member-a", None, MemberState.STABLE)
+def _stable(generation: int = 3) -> GroupMembership:
+    return GroupMembership(member_id="member-a", generation=generation, rebalancing=False)
+
+
+def _rebalancing(generation: int = 3) -> GroupMembership:
+    return GroupMembership(member_id="member-a", generation=generation, rebalancing=True)
 
 
 def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint_holds_the_offsets(coop):
     coop.rebalancer.joining = False  # assigned
     coop.offsets.update(T0, 7)
     coop.offsets.update(T1, 3)
-    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    coop.consumer.membership = _rebalancing()
     assert coop.permit.block(WAIT_S)
     coop.handlers.drain()  # no DrainError: the survivors' output must keep flowing
     assert coop.consumer.commits == []
     assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7, T1: 3}
-    coop.consumer.group = _stable(4)  # once stable, the deferred commit is done after a poll
+    coop.consumer.membership = _stable(4)  # once stable, the deferred commit is done after a poll
     coop.consumer.assigned = {T0}  # T1 was revoked meanwhile: not committed by this member
     coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == [{T0: 7}]
@@ -231,10 +230,10 @@ def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint
 def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
     coop.rebalancer.joining = False
     coop.offsets.update(T0, 7)
-    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    coop.consumer.membership = _rebalancing()
     coop.handlers.drain()
     coop.handlers.reset(5, OperatorCheckpoint("m0", ("m0",), {T0: 4, T1: 2}).encode(), attempt=0)
-    coop.consumer.group = _stable(4)
+    coop.consumer.membership = _stable(4)
     coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == []  # never ahead of the checkpoint the region rewound to
 
@@ -242,8 +241,8 @@ def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
 def test_cooperative_drain_survives_a_refused_commit(coop):
     coop.rebalancer.joining = False  # assigned
     coop.offsets.update(T0, 7)
-    coop.consumer.group = _stable()
-    coop.consumer.commit_error = CommitFailedError("rebalance in progress")
+    coop.consumer.membership = _stable()
+    coop.consumer.commit_error = CommitRefused("rebalance in progress")
     coop.handlers.drain()
     assert coop.stats.n_drains == 1
     assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7}
@@ -251,7 +250,7 @@ def test_cooperative_drain_survives_a_refused_commit(coop):
 
 def test_commit_deferred_names_the_reason():
     assert commit_deferred(None, False) == "no group membership yet"
-    assert "rebalancing" in commit_deferred(ConsumerGroupMetadata(GROUP, 3, "m", None, MemberState.REBALANCING), False)
+    assert "rebalancing" in commit_deferred(_rebalancing(), False)
     assert commit_deferred(_stable(), True) == "waiting for an assignment"
     assert commit_deferred(_stable(), False) is None
 
@@ -259,12 +258,12 @@ def test_commit_deferred_names_the_reason():
 def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable(coop):
     coop.rebalancer.joining = False
     coop.offsets.update(T0, 7)
-    coop.consumer.group = ConsumerGroupMetadata(GROUP, 3, "member-a", None, MemberState.REBALANCING)
+    coop.consumer.membership = _rebalancing()
     coop.handlers.drain()
     # still rebalancing when the wait ends: nothing committed, the deferral kept
     coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, 0.2), WAIT_S, "close")
     assert coop.consumer.commits == [] and coop.handlers.has_deferred_commit
-    threading.Timer(0.2, lambda: setattr(coop.consumer, "group", _stable(4))).start()
+    threading.Timer(0.2, lambda: setattr(coop.consumer, "membership", _stable(4))).start()
     coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
     assert coop.consumer.commits == [{T0: 7}]
     assert not coop.handlers.has_deferred_commit

@@ -13,6 +13,10 @@ from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIME
 if TYPE_CHECKING:
     from kafka.consumer.fetcher import ConsumerRecord
 
+#: The Kafka client of the operators config() builds; tests/operator/conftest.py's
+#: ``kafka_client`` fixture sets it per test (the operator's tests run with both).
+CLIENT = "kafka-python"
+
 FAST_GROUP = {
     "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
     "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
@@ -62,6 +66,7 @@ def config(bootstrap: str, group: str, name: str, **kw) -> OperatorConfig:
     props.update(kw.pop("consumer_properties", {}))
     kw.setdefault("drain_timeout_s", 10.0)
     kw.setdefault("reset_timeout_s", 20.0)
+    kw.setdefault("client", CLIENT)
     return OperatorConfig(bootstrap_servers=bootstrap, group_id=group, operator_name=name,
                           consumer_properties=props, **kw)
 

@@ -87,14 +87,11 @@ def group_report(source: GroupSource) -> dict[str, Any] | None:
     meta = events.group if events is not None else None
     if meta is None:
         return None
-    from kafka.structs import MemberState
-
     from cr_consumer.operator.states import ClientState
 
     reset_pending = source.state is ClientState.CR_RESET_PENDING
-    rebalancing = meta.state is not MemberState.STABLE or source.rebalancer.joining or reset_pending
-    report: dict[str, Any] = {"member_id": meta.member_id or None,
-                              "generation": meta.generation_id if meta.generation_id >= 0 else None,
+    rebalancing = meta.rebalancing or source.rebalancer.joining or reset_pending
+    report: dict[str, Any] = {"member_id": meta.member_id, "generation": meta.generation,
                               "rebalancing": rebalancing}
     if source.cooperative:
         report.update(cooperative=True, reset_pending=reset_pending)

@@ -120,6 +120,8 @@ class MemberSettings:
     params: dict = attrs.field(factory=dict)
     #: Kafka consumer properties by dotted name, over the pipeline's own.
     kafka: dict = attrs.field(factory=dict, repr=redacted_repr)
+    #: The source's Kafka client ("kafka-python" or "librdkafka"); None: the pipeline's choice, else kafka-python.
+    kafka_client: str | None = None
     #: CURVE: the coordinator's public key file (.key) and this member's keypair
     #: (.key_secret from ``cr-coordinator keygen``); both or neither.
     curve_server_key: str | None = None
@@ -161,6 +163,8 @@ def make_source(settings: MemberSettings, spec: KafkaSource, region_config: dict
     options.setdefault("reset_timeout_s", float(region_config.get("reset_timeout_s", 30.0)))
     if region_config.get("mode") == "operator_driven":
         options.setdefault("region_mode", "operator_driven")
+    if s.kafka_client is not None:
+        options["client"] = s.kafka_client
     try:
         config = OperatorConfig(
             bootstrap_servers=s.bootstrap, group_id=s.group, operator_name=s.member, coordinator=s.coordinator,

@@ -27,6 +27,8 @@ from typing import Any
 
 import attrs
 
+from cr_consumer.kafka.client import KafkaRecord
+
 #: The key of the marker object that holds non-UTF-8 bytes as base64.
 BASE64_MARKER = "base64"
 
@@ -188,16 +190,20 @@ except ImportError:  # pragma: no cover - kafka-python is a dependency
     _ConsumerRecord = None
 
 _COLUMNS = attrgetter("topic", "partition", "offset", "timestamp", "key", "value")
-#: The columns of a kafka-python ``ConsumerRecord`` by position (zip(*batch) is one C pass).
-_CONSUMER_RECORD_COLUMNS = (0, 1, 3, 4, 6, 7)
+#: The positions of (topic, partition, offset, timestamp, key, value) in the
+#: source's tuple record types (zip(*batch) is one C pass).
+_TUPLE_COLUMNS: dict[type, tuple[int, ...]] = {KafkaRecord: (0, 1, 2, 3, 5, 6)}
+if _ConsumerRecord is not None:
+    _TUPLE_COLUMNS[_ConsumerRecord] = (0, 1, 3, 4, 6, 7)
 
 
 def _columns(records: list) -> tuple:
     """(topics, partitions, offsets, timestamps, keys, values) of a batch, each a
     sequence; AttributeError when a record lacks a field."""
-    if type(records[0]) is _ConsumerRecord and set(map(type, records)) == {_ConsumerRecord}:
-        transposed = tuple(islice(zip(*records), 8))
-        return tuple(transposed[i] for i in _CONSUMER_RECORD_COLUMNS)
+    layout = _TUPLE_COLUMNS.get(type(records[0]))
+    if layout is not None and len(set(map(type, records))) == 1:
+        transposed = tuple(islice(zip(*records), layout[-1] + 1))
+        return tuple(transposed[i] for i in layout)
     return tuple(zip(*map(_COLUMNS, records)))
 
 

@@ -85,7 +85,8 @@ class MemberLauncher:
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
                 output_dir: str, state_dir: str, region_index: int, min_members: int, region: Mapping[str, object],
-                params: Mapping[str, object], kafka_stdin: bool, log_level: str = "INFO", log_format: str = "text",
+                params: Mapping[str, object], kafka_stdin: bool, kafka_client: str | None = None,
+                log_level: str = "INFO", log_format: str = "text",
                 curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
     """The command line of one member process (what ``crkafka run`` spawns), the
     inverse of ``cr_consumer.cli.member.add_arguments`` (a test parses it back);
@@ -105,6 +106,8 @@ def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, boot
         cmd += ["--param", f"{k}={v}"]
     if kafka_stdin:
         cmd.append("--kafka-stdin")
+    if kafka_client is not None:
+        cmd += ["--kafka-client", kafka_client]
     if curve is not None:
         cmd += ["--curve-server-key", str(curve[0]), "--curve-keypair", str(curve[1])]
     if metrics is not None:

@@ -87,6 +87,7 @@ class Region:
         region_index: int = 0,
         params: dict[str, object] | None = None,
         kafka: dict[str, Any] | None = None,
+        kafka_client: str | None = None,
         restart_members: bool = True,
         log_level: str = "INFO",
         log_format: str = "text",
@@ -120,6 +121,8 @@ class Region:
         self.region_index = region_index
         self.params = dict(params or {})
         self.kafka = dict(kafka or {})
+        #: The members' Kafka client (``crkafka member --kafka-client``); None: the pipeline's choice.
+        self.kafka_client = kafka_client
         self._kafka_stdin = encode_for_stdin(self.kafka) if self.kafka else None  # checks the size up front
         self.restart_members = restart_members
         self.log_level = log_level
@@ -176,6 +179,7 @@ class Region:
             OperatorConfig(bootstrap_servers=self.bootstrap, group_id=self.group, operator_name="member-0",
                            coordinator=self.endpoint or "tcp://127.0.0.1:1", topics=("placeholder",),
                            region_index=self.region_index, consumer_properties=self.kafka,
+                           client=self.kafka_client or "kafka-python",
                            drain_timeout_s=float(self.region_settings["drain_timeout_s"]),
                            reset_timeout_s=float(self.region_settings["reset_timeout_s"]))
         except (ConfigError, TypeError, ValueError) as exc:
@@ -202,7 +206,7 @@ class Region:
                            bootstrap=self.bootstrap, group=self.group, output_dir=str(self.output_dir),
                            state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
                            region=self.region_settings, params=self.params,
-                           kafka_stdin=self._kafka_stdin is not None,
+                           kafka_stdin=self._kafka_stdin is not None, kafka_client=self.kafka_client,
                            log_level=self.log_level, log_format=self.log_format, curve=self.curve, metrics=self.metrics_bind(name))
 
     def metrics_bind(self, name: str) -> tuple[str, int] | None:

@@ -8,15 +8,14 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from kafka import KafkaConsumer
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from coordinator.common.waiting import wait_until
-from cr_consumer.kafka import compat
+from cr_consumer.kafka.client import KafkaClient, TopicPartition
+from cr_consumer.kafka.kafka_python_client import KafkaPythonClient
 from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
 from cr_consumer.testing.kafka_util import create_topic
 
-KAFKA = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+KAFKA = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 #: The eviction test's session timeout: long enough that only the eviction can
 #: explain a rebalance within EVICTION_WAIT_S (a rejoin can repeat when a metadata
 #: refresh lands mid-join, so the wait has room for a second round).
@@ -25,13 +24,13 @@ EVICTION_WAIT_S = 10.0
 
 
 class _Pump:
-    """Polls one consumer on its own thread until stopped, with the event
+    """Polls one client on its own thread until stopped, with the event
     thread's contract: a group snapshot after every poll, and requests to
     rejoin served on the polling thread."""
 
-    def __init__(self, consumer):
+    def __init__(self, consumer: KafkaClient):
         self.consumer = consumer
-        self.group = consumer.group_metadata()
+        self.group = consumer.group()
         self.stop = threading.Event()
         self._rejoin = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -45,9 +44,9 @@ class _Pump:
         while not self.stop.is_set():
             if self._rejoin.is_set():
                 self._rejoin.clear()
-                assert compat.request_rejoin(self.consumer)
-            self.consumer.poll(100)
-            self.group = self.consumer.group_metadata()
+                assert self.consumer.request_rejoin()
+            self.consumer.poll(100, 500)
+            self.group = self.consumer.group()
 
     def halt(self):
         self.stop.set()
@@ -55,14 +54,17 @@ class _Pump:
         assert not self.thread.is_alive()
 
 
-class _Count(ConsumerRebalanceListener):
+class _Count:
     def __init__(self):
         self.assigned = 0
 
-    def on_partitions_revoked(self, revoked):
+    def on_revoked(self, partitions: frozenset[TopicPartition]) -> None:
         pass
 
-    def on_partitions_assigned(self, assigned):
+    def on_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        pass
+
+    def on_assigned(self, partitions: frozenset[TopicPartition]) -> None:
         self.assigned += 1
 
 
@@ -74,11 +76,13 @@ def _source(pump):
 def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     group = names.group()
-    settings = {**KAFKA, "session_timeout_ms": EVICTION_SESSION_TIMEOUT_MS}
-    a = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="a", **settings)
+    settings = {**KAFKA, "session.timeout.ms": EVICTION_SESSION_TIMEOUT_MS, "bootstrap.servers": bootstrap,
+                "group.id": group}
+    a = KafkaPythonClient({**settings, "client.id": "a"})
     joins = _Count()
     a.subscribe([topic], listener=joins)
-    b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="b", **settings)
+    b = KafkaPythonClient({**settings, "client.id": "b"})
+    b.subscribe([topic], listener=_Count())
     pump_a, pump_b = _Pump(a), _Pump(b)
     try:
         wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30, "both consumers to get two partitions")
@@ -113,8 +117,8 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
     finally:
         pump_a.halt()
         pump_b.halt()
-        a.close()
-        b.close(autocommit=False)
+        a.close(10000)
+        b.close(10000)
 
 
 def test_a_cooperative_source_ignores_the_rejoin_hint():
