@@ -174,6 +174,12 @@ def check_property_names(props: Mapping[str, Any], client: ClientKind = ClientKi
             raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
 
 
+#: Upper bound of the operator's durations (a day): a larger drain, reset,
+#: commit or coordinator timeout is a unit error or ``inf``, which would make a
+#: wait that must end (a drain, a reset, a coordinator call) effectively unbounded.
+MAX_DURATION_S = 86_400.0
+
+
 @attrs.frozen(kw_only=True)
 class OperatorConfig:
     bootstrap_servers: str
@@ -291,8 +297,9 @@ class OperatorConfig:
             )
         for name in ("drain_timeout_s", "reset_timeout_s", "commit_period_s", "coordinator_timeout_s"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError(f"{name} must be a number > 0, got {value!r}")
+            # NaN fails every comparison, so the range test also refuses it
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_DURATION_S:
+                raise ConfigError(f"{name} must be a number of seconds in (0, {MAX_DURATION_S:g}], got {value!r}")
         for name in ("key_deserializer", "value_deserializer"):
             value = getattr(self, name)
             if value is not None and not callable(value):

@@ -97,3 +97,11 @@ def test_frozen():
     c = cfg()
     with pytest.raises(AttributeError):
         c.group_id = "other"
+
+
+@pytest.mark.parametrize("name", ["drain_timeout_s", "reset_timeout_s", "commit_period_s", "coordinator_timeout_s"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 86_401, True, 0, -1])
+def test_durations_are_bounded(name, value):
+    """An infinite, NaN, boolean or over-a-day duration would make a wait that must end unbounded."""
+    with pytest.raises(ConfigError, match=name):
+        cfg(**{name: value})
