@@ -61,9 +61,14 @@ def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path):
         assert region.restarts()[victim] == 1
         assert status["resets"] >= 2  # the start, and at least the restart of the victim
         # the restarted process removed its killed predecessor's consumer from the group
-        # (one rebalance, no wait for the session timeout)
+        # (one rebalance, no wait for the session timeout), unless the coordinator
+        # withheld the eviction because another member reported a rebalance in
+        # progress (a kill soon after the first assignment; evicting then can leave
+        # tansu's group led by the removed consumer): either way it was decided
         victim_log = (tmp_path / "state" / "logs" / f"{victim}.log").read_text()
-        assert "removed the predecessor's consumer" in victim_log
+        coordinator_log = (tmp_path / "state" / "logs" / "coordinator.log").read_text()
+        withheld = f"not asking {victim} to remove its predecessor's consumer"
+        assert "removed the predecessor's consumer" in victim_log or withheld in coordinator_log
         time.sleep(1.5)  # a few more checkpoints: nothing may be published twice later
         rows = published(tmp_path / "out")
     check_exactly_once(rows, topic, {p: 3000 for p in range(4)})
