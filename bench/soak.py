@@ -11,7 +11,7 @@ out of the draw against an external cluster. One JSON line per drill goes to std
 duplicates, errors) at the end. Exit code 0 only if every drill passed.
 
     .venv/bin/python bench/soak.py [--count 100] [--seed 1] [--scenarios all|basic|untimely|kill-member,...]
-                                   [--pause 10]
+                                   [--pause 10] [--kafka-client kafka-python|librdkafka]
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="bound on one drill (s)")
     ap.add_argument("--pause", type=float, default=PAUSE_S,
                     help=f"length of the pause scenarios' SIGSTOP (s, default {PAUSE_S:g})")
+    ap.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
+                    help="the members' Kafka client (default kafka-python)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     names = [n for s in args.scenarios.split(",") if s.strip() for n in SETS.get(s.strip(), (s.strip(),))]
@@ -83,7 +85,8 @@ def main() -> int:
             own_broker = scenario in EMBEDDED_BROKER_ONLY  # the drill pauses a broker of its own
             cfg = DrillConfig(scenario=scenario, members=args.members, partitions=args.partitions,
                               messages=args.messages, rate=args.rate, bootstrap=None if own_broker else bootstrap,
-                              out=out, seed=seed, timeout_s=args.timeout, keep_output=False, pause_s=args.pause)
+                              out=out, seed=seed, timeout_s=args.timeout, keep_output=False, pause_s=args.pause,
+                              kafka_client=args.kafka_client)
             r = run_drill(cfg, progress=lambda m: None)
             row = {"i": i, **{k: r[k] for k in ("scenario", "seed", "ok", "produced", "delivered", "missing",
                                                 "duplicates", "resets", "time_to_resume_s", "elapsed_s", "error",

@@ -38,6 +38,9 @@ if str(ROOT) not in sys.path:
 #: Where the demo writes its outputs, reports and plots: a fresh directory per
 #: run, so a second `make demo` never sees the first one's output or checkpoints.
 OUT = Path(os.environ.get("DEMO_OUT") or tempfile.mkdtemp(prefix="crkafka-demo-"))
+#: The region part's Kafka client for its members ("kafka-python" or "librdkafka";
+#: unset: the default, kafka-python). The Spark part's executors use librdkafka.
+KAFKA_CLIENT = os.environ.get("DEMO_KAFKA_CLIENT") or None
 
 
 def region_part() -> bool:
@@ -45,7 +48,8 @@ def region_part() -> bool:
 
     print("== consistent region: 3 members, kill -9 of one member half way ==", flush=True)
     cfg = DrillConfig(scenario="kill-member", members=3, partitions=8, messages=60_000, rate=8_000.0,
-                      fault_at=0.5, seed=2024, out=OUT / "region", timeout_s=150.0)
+                      fault_at=0.5, seed=2024, out=OUT / "region", timeout_s=150.0,
+                      kafka_client=KAFKA_CLIENT)
     report = run_drill(cfg)
     shown = {k: v for k, v in report.items() if k not in ("examples",)}
     print(json.dumps(shown, indent=2))
