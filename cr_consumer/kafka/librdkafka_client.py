@@ -53,6 +53,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
+
 from cr_consumer.kafka.client import (
     ClientConfigError,
     ClientKind,
@@ -120,6 +122,14 @@ _REFUSED_CODES = frozenset(
         "STALE_MEMBER_EPOCH", "_ASSIGNMENT_LOST")
     if hasattr(KafkaError, name))
 _UNKNOWN_CODES = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
+#: How long a seek is retried while librdkafka answers ``_STATE`` ("Erroneous
+#: state": the partition was just assigned or resumed and its fetcher has not
+#: started yet; its broker thread starts it without a poll). Failing at once
+#: lost the seek (the operator's region reset); a seek that still fails after
+#: this is an error (the partition is not ours).
+SEEK_STATE_WAIT_S = 5.0
+#: Pause between two seek attempts while the fetcher starts.
+SEEK_STATE_RETRY_S = 0.005
 #: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
 _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 #: Offsets below 0 are librdkafka's "no offset" markers (OFFSET_INVALID, _END, ...).
@@ -169,6 +179,12 @@ def _ck(tp: TopicPartition, offset: int | None = None) -> CkTopicPartition:
 
 def _tps(partitions: Iterable[CkTopicPartition]) -> frozenset[TopicPartition]:
     return frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
+
+
+def _fetcher_not_started(exc: BaseException) -> bool:
+    """librdkafka's ``_STATE`` answer to a seek: the partition's fetcher is not running yet."""
+    err = _error_of(exc) if isinstance(exc, KafkaException) else None
+    return err is not None and err.code() == KafkaError._STATE
 
 
 def _error_of(exc: KafkaException) -> KafkaError | None:
@@ -415,8 +431,10 @@ class LibrdkafkaClient:
         self._seek_now(partition, offset)
 
     def _seek_now(self, partition: TopicPartition, offset: int) -> None:
+        seek = Retrying(stop=stop_after_delay(SEEK_STATE_WAIT_S), wait=wait_fixed(SEEK_STATE_RETRY_S),
+                        retry=retry_if_exception(_fetcher_not_started), reraise=True)
         try:
-            self._consumer.seek(_ck(partition, offset))
+            seek(self._consumer.seek, _ck(partition, offset))
         except KafkaException as exc:
             err = _error_of(exc)
             raise KafkaClientError(f"seek {partition} to {offset}: {err.str() if err else exc}") from exc
