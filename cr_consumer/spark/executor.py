@@ -113,16 +113,8 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
 
 def executor_config(options: SourceOptions) -> dict:
     """kafka-python keyword arguments of an executor's consumer."""
-    config = options.kafka_config
-    config.pop("group_instance_id", None)  # no group here
+    config = options.groupless_config("crkafka-executor")
     config.setdefault("max_poll_records", MAX_POLL_RECORDS)
-    config.update(
-        bootstrap_servers=options.bootstrap_servers.split(","),
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="none",
-        client_id="crkafka-executor",
-    )
     return config
 
 

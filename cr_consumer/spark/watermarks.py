@@ -55,17 +55,9 @@ class WatermarkTimeout(TimeoutError):
 
 
 def probe_config(options: SourceOptions) -> dict:
-    config = options.kafka_config
-    config.pop("group_instance_id", None)
-    config.update(
-        bootstrap_servers=options.bootstrap_servers.split(","),
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="none",
-        max_partition_fetch_bytes=1,
-        fetch_max_wait_ms=10,
-        client_id="crkafka-probe",
-    )
+    """The probe fetches one byte per partition, at once: enough to learn the high watermark."""
+    config = options.groupless_config("crkafka-probe")
+    config.update(max_partition_fetch_bytes=1, fetch_max_wait_ms=10)
     return config
 
 

@@ -201,10 +201,12 @@ def test_operator_driven_region_checkpoints_on_trigger(bootstrap, names, tmp_pat
         assert sorted(offs) == list(range(len(offs))), p
 
 
-def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
+def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path, client):
     """``crkafka run`` publishes every record exactly once, then stops cleanly on
-    Ctrl-C (SIGINT) with exit 0. The wait for the output is bounded but not a fixed
-    run time: a loaded machine makes the first group join slower."""
+    Ctrl-C (SIGINT) with exit 0, whichever Kafka client its members' sources read
+    through. The wait for the output is bounded but not a fixed run time: a
+    loaded machine makes the first group join slower."""
     import signal
     import subprocess
     import sys
@@ -216,7 +218,7 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cr_consumer.cli.main", "run", pipeline, "--members", "2", "--bootstrap", bootstrap, "--group", names.group(),
-             "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
+             "--kafka-client", client, "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
              "--period", "0.5", "--duration", "120", "--status-every", "2",
              "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],
             stdout=log_file, stderr=subprocess.STDOUT, text=True, cwd=REPO)
@@ -235,7 +237,8 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path):
     output = log_path.read_text()
     assert "RUNNING" in output or "DRAINING" in output or "CHECKPOINTING" in output
     check_exactly_once(published(tmp_path / "out"), topic, {0: 1000, 1: 1000})
-    assert (tmp_path / "state" / "logs" / "member-0.log").exists()
+    for member in ("member-0", "member-1"):
+        assert f"Kafka client {client}" in (tmp_path / "state" / "logs" / f"{member}.log").read_text()
 
 
 def test_region_over_a_curve_coordinator(bootstrap, names, tmp_path):
