@@ -24,6 +24,8 @@ shown as any Kafka tool sees them. Needs Java 17 (Spark 4.3).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
 import os
@@ -35,12 +37,37 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: Where the demo writes its outputs, reports and plots: a fresh directory per
-#: run, so a second `make demo` never sees the first one's output or checkpoints.
-OUT = Path(os.environ.get("DEMO_OUT") or tempfile.mkdtemp(prefix="crkafka-demo-"))
 #: The region part's Kafka client for its members ("kafka-python" or "librdkafka";
-#: unset: the default, kafka-python). The Spark part's executors use librdkafka.
+#: unset or empty: the default, kafka-python). The Spark part's executors use librdkafka.
 KAFKA_CLIENT = os.environ.get("DEMO_KAFKA_CLIENT") or None
+#: The values DEMO_KAFKA_CLIENT may take.
+KAFKA_CLIENTS = ("kafka-python", "librdkafka")
+
+
+class DemoSettingError(ValueError):
+    """A DEMO_* environment variable the demo cannot run with; the message says what to set."""
+
+
+def checked_kafka_client(value: str | None) -> str | None:
+    """DEMO_KAFKA_CLIENT, checked before anything starts: None (the default) or one of
+    KAFKA_CLIENTS whose library is installed; DemoSettingError naming the allowed values."""
+    if value is None:
+        return None
+    if value not in KAFKA_CLIENTS:
+        raise DemoSettingError(f"DEMO_KAFKA_CLIENT={value!r} is not a Kafka client of the demo: use "
+                               f"{' or '.join(KAFKA_CLIENTS)} (unset: kafka-python)")
+    if value == "librdkafka" and importlib.util.find_spec("confluent_kafka") is None:
+        raise DemoSettingError("DEMO_KAFKA_CLIENT=librdkafka needs confluent-kafka: "
+                               ".venv/bin/pip install -e '.[librdkafka]' (or use kafka-python)")
+    return value
+
+
+@functools.cache
+def out_dir() -> Path:
+    """Where the demo writes its outputs, reports and plots: a fresh directory per
+    run (made when the first part needs it), so a second `make demo` never sees the
+    first one's output or checkpoints."""
+    return Path(os.environ.get("DEMO_OUT") or tempfile.mkdtemp(prefix="crkafka-demo-"))
 
 
 def region_part() -> bool:
@@ -48,7 +75,7 @@ def region_part() -> bool:
 
     print("== consistent region: 3 members, kill -9 of one member half way ==", flush=True)
     cfg = DrillConfig(scenario="kill-member", members=3, partitions=8, messages=60_000, rate=8_000.0,
-                      fault_at=0.5, seed=2024, out=OUT / "region", timeout_s=150.0,
+                      fault_at=0.5, seed=2024, out=out_dir() / "region", timeout_s=150.0,
                       kafka_client=KAFKA_CLIENT)
     report = run_drill(cfg)
     shown = {k: v for k, v in report.items() if k not in ("examples",)}
@@ -66,7 +93,7 @@ def spark_part() -> bool:
     sys.path.insert(0, str(ROOT / "examples"))
     import spark_wordcount
 
-    return spark_wordcount.demo_part(workdir=OUT / "spark", records=20_000)
+    return spark_wordcount.demo_part(workdir=out_dir() / "spark", records=20_000)
 
 
 PARTS = [region_part, spark_part]
@@ -74,6 +101,11 @@ PARTS = [region_part, spark_part]
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:  # every setting is checked before a broker or a process is started
+        checked_kafka_client(KAFKA_CLIENT)
+    except DemoSettingError as exc:
+        print(f"make demo: {exc}", file=sys.stderr)
+        return 2
     results = {}
     for part in PARTS:
         try:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from coordinator.server.limits import LimitCounter, Limits
+from coordinator.wire.envelope import RequestId
 from coordinator.wire.errors import CoordinatorError
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Request:
     """Where a request came from: enough to reply to it later."""
 
     identity: bytes
-    id: str | int | None
+    id: RequestId
     type: str
     received: float
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from coordinator.server.api import DEFERRED, Handler, Message, Request
 from coordinator.server.group_commit import GroupCommit
@@ -115,7 +114,7 @@ class Dispatcher:
         if result is not DEFERRED:
             self._commit.reply(req, result)
 
-    def _reject(self, identity: bytes, request_id: Any, err: CoordinatorError) -> None:
+    def _reject(self, identity: bytes, request_id: protocol.RequestId, err: CoordinatorError) -> None:
         self._count_request("malformed")
         log.warning("rejected a frame from %s: %s", identity.hex(), err)
         self._commit.reject(identity, request_id, err)

@@ -90,7 +90,7 @@ class GroupCommit:
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
         self.reject(req.identity, req.id, err)
 
-    def reject(self, identity: bytes, request_id: Any, err: CoordinatorError) -> None:
+    def reject(self, identity: bytes, request_id: protocol.RequestId, err: CoordinatorError) -> None:
         """An error reply to a frame that may not even have a request id (None)."""
         if self.metrics is not None:
             self.metrics.count_error(err.code.value)
@@ -110,7 +110,7 @@ class GroupCommit:
             return
         self._outbox.append((identity, frame))
 
-    def _unencodable(self, identity: bytes, request_id: Any) -> None:
+    def _unencodable(self, identity: bytes, request_id: protocol.RequestId) -> None:
         """INTERNAL for a reply that could not be encoded; the id too if it is the problem."""
         message = "the reply could not be encoded (logged by the coordinator)"
         try:

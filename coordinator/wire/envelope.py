@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
@@ -50,10 +50,16 @@ _INNERMOST = re.compile(rb"\[\]|\{\}")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+#: A request id as a received envelope carries it and a reply echoes it: a string
+#: of at most MAX_ID_LEN printable characters, an int64, or null (none, as in a
+#: push). `decode` checks it (`request_id`) before anything else reads it.
+RequestId: TypeAlias = str | int | None
+
+
 @attrs.frozen
 class Envelope:
     v: int
-    id: str | int | None
+    id: RequestId
     type: str
     body: dict[str, Any]
 
@@ -61,7 +67,7 @@ class Envelope:
 class BadEnvelope(Exception):
     """A frame that is not a valid request envelope; ``error`` is the reply to send."""
 
-    def __init__(self, error: CoordinatorError, request_id: str | int | None = None) -> None:
+    def __init__(self, error: CoordinatorError, request_id: RequestId = None) -> None:
         super().__init__(str(error))
         self.error = error
         self.request_id = request_id
@@ -71,7 +77,7 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-def encode(msg_type: str, body: Mapping[str, Any], request_id: str | int | None) -> bytes:
+def encode(msg_type: str, body: Mapping[str, Any], request_id: RequestId) -> bytes:
     """One envelope as a frame."""
     return _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": body})
 
@@ -81,13 +87,13 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
     return _dumps(body)
 
 
-def encode_prepared(msg_type: str, body_json: bytes, request_id: str | int | None) -> bytes:
+def encode_prepared(msg_type: str, body_json: bytes, request_id: RequestId) -> bytes:
     """Same bytes as ``encode`` would give, from an already encoded body."""
     head = _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": None})
     return head[: -len(b"null}")] + body_json + b"}"
 
 
-def encode_error(code: ErrorCode, message: str, request_id: str | int | None) -> bytes:
+def encode_error(code: ErrorCode, message: str, request_id: RequestId) -> bytes:
     return encode(ERROR_TYPE, {"code": code.value, "message": message}, request_id)
 
 
@@ -130,12 +136,25 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
-def valid_id(rid: Any) -> bool:
+def valid_id(rid: object) -> TypeGuard[str | int]:
+    """True for a request id this side echoes: an int64 (not a bool), or a string of at
+    most MAX_ID_LEN characters without control characters."""
     if isinstance(rid, bool):
         return False
     if isinstance(rid, int):
         return -MAX_INT - 1 <= rid <= MAX_INT
     return isinstance(rid, str) and len(rid) <= MAX_ID_LEN and not CONTROL_CHARS.search(rid)
+
+
+def request_id(raw: object) -> RequestId:
+    """The envelope field ``id``, checked (`valid_id`) or absent (None); BadEnvelope
+    (MALFORMED, without an id to echo) for anything else."""
+    if raw is None or valid_id(raw):
+        return raw
+    raise BadEnvelope(
+        Malformed(f"envelope field 'id' must be a string of at most {MAX_ID_LEN} printable characters, "
+                  "an int64 or null")
+    )
 
 
 def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
@@ -168,12 +187,7 @@ def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
         raise BadEnvelope(Malformed("frame holds a lone UTF-16 surrogate (\\ud800-\\udfff escape); strings must be valid Unicode"))
     if not isinstance(obj, dict):
         raise BadEnvelope(Malformed(f"envelope must be a JSON object, got {type(obj).__name__}"))
-    rid = obj.get("id")
-    if rid is not None and not valid_id(rid):
-        raise BadEnvelope(
-            Malformed(f"envelope field 'id' must be a string of at most {MAX_ID_LEN} printable characters, "
-                      "an int64 or null")
-        )
+    rid = request_id(obj.get("id"))
     v = obj.get("v")
     if isinstance(v, bool) or not isinstance(v, int):
         raise BadEnvelope(Malformed("envelope field 'v' (protocol version, int) is missing"), rid)

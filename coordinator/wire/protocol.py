@@ -61,6 +61,7 @@ from coordinator.wire.envelope import (
     PROTOCOL_VERSION,
     BadEnvelope,
     Envelope,
+    RequestId,
     decode,
     encode,
     encode_body,
@@ -68,6 +69,7 @@ from coordinator.wire.envelope import (
     encode_prepared,
     json_depth_exceeds,
     reply_type,
+    request_id,
     valid_id,
 )
 from coordinator.wire.fields import (
@@ -96,11 +98,11 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES", "ERROR_TYPE", "MAX_CONTRIBUTORS", "MAX_ID_LEN", "MAX_INT", "MAX_NAME_LEN",
     "MAX_OFFSET", "MAX_PARTITION", "MAX_REPLY_DEPTH", "MAX_REQUEST_DEPTH", "MAX_TEXT_LEN", "MAX_TIMEOUT_MS",
     "MAX_TYPE_LEN", "PROTOCOL_VERSION", "REQUESTS", "BadEnvelope", "Envelope", "GetInitialOffsets",
-    "Members", "MergeCheckpoint", "OffsetMap", "Ping", "PutInitialOffsets", "Register", "RetireCheckpoint",
+    "Members", "MergeCheckpoint", "OffsetMap", "Ping", "PutInitialOffsets", "Register", "RequestId", "RetireCheckpoint",
     "SetResetPending", "Status", "Unregister", "check_int", "check_name", "check_offsets", "decode",
     "decode_offsets", "encode", "encode_body", "encode_error", "encode_offsets", "encode_prepared",
     "json_depth_exceeds", "members_reply", "merge_reply", "offsets_reply", "opt_bool", "opt_text",
-    "reply_type", "req_bool", "req_int", "req_str", "safe_text", "valid_id",
+    "reply_type", "req_bool", "req_int", "req_str", "request_id", "safe_text", "valid_id",
 ]
 
 #: The former private name of `valid_id` (the limit tests check request ids with it).

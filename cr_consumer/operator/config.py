@@ -29,150 +29,51 @@ reference design does:
   alone (``partition.assignment.strategy=cooperative-sticky``, the switch for
   incremental rebalancing: see :attr:`OperatorConfig.cooperative` and
   rebalance.py); eager and cooperative assignors are never mixed.
+
+The settings' enums and converters and :class:`ConfigError` are in
+:mod:`cr_consumer.operator.config_types`; the rules for the consumer properties
+(names, assignors) and the defaults derived here are in
+:mod:`cr_consumer.operator.property_rules`. This module re-exports the names
+its users import from it.
 """
 
 from __future__ import annotations
 
-import enum
 import importlib.util
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
-from cr_consumer.kafka.client import GUARANTEE_PROPERTIES, ClientKind
-from cr_consumer.kafka.properties import jvm_equivalent, redacted_repr
+from cr_consumer.kafka.client import ClientKind
+from cr_consumer.kafka.properties import redacted_repr
+from cr_consumer.operator.config_types import (
+    ConfigError,
+    MalformedPolicy,
+    RegionMode,
+    StartPosition,
+    as_client_kind,
+    as_gc_policy,
+    as_malformed_policy,
+    as_region_mode,
+    as_start_position,
+    as_topics,
+)
 from cr_consumer.operator.gc_policy import GcPolicy
+from cr_consumer.operator.property_rules import (
+    DEFAULT_FETCH_MAX_BYTES,
+    DEFAULT_FETCH_MAX_WAIT_MS,
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    METADATA_MAX_AGE_CAP_MS,
+    assignor_names,
+    check_property_names,
+    default_heartbeat_ms,
+)
 
-E = TypeVar("E", bound=enum.Enum)
-
-
-class ConfigError(ValueError):
-    """A setting is unknown, out of range or contradicts another one."""
-
-
-class StartPosition(enum.Enum):
-    """Where a partition starts the first time the job sees it."""
-
-    DEFAULT = "default"  # committed offset, else auto.offset.reset
-    BEGINNING = "beginning"
-    END = "end"
-    TIME = "time"  # offsets_for_times(start_time), else auto.offset.reset
-    #: Listed only to be rejected with an explanation (see _check_start).
-    OFFSET = "offset"
-
-
-class RegionMode(enum.Enum):
-    PERIODIC = "periodic"
-    OPERATOR_DRIVEN = "operator_driven"
-
-
-class MalformedPolicy(enum.Enum):
-    """What to do with a record the deserialiser cannot decode."""
-
-    SKIP = "skip"  # count it (nDroppedMalformedMessages) and go on
-    FAIL = "fail"  # fail the operator, naming topic/partition/offset
-
-
-def _enum(cls: type[E], value: object) -> E:
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str):
-        try:
-            return cls(value.strip().lower())
-        except ValueError:
-            pass
-    choices = ", ".join(m.value for m in cls)
-    raise ConfigError(f"{cls.__name__}: {value!r} is not one of {choices}")
-
-
-def _start_position(value: object) -> StartPosition:
-    return _enum(StartPosition, value)
-
-
-def _region_mode(value: object) -> RegionMode:
-    return _enum(RegionMode, value)
-
-
-def _malformed_policy(value: object) -> MalformedPolicy:
-    return _enum(MalformedPolicy, value)
-
-
-def _gc_policy(value: object) -> GcPolicy:
-    return _enum(GcPolicy, value)
-
-
-def _client_kind(value: object) -> ClientKind:
-    if isinstance(value, str) and value.strip().lower().replace("_", "-") in ("kafka-python", "kafkapython"):
-        return ClientKind.KAFKA_PYTHON
-    return _enum(ClientKind, value)
-
-
-def _topics(value) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
-
-
-#: Kafka properties that have a field of their own, or that the operator
-#: decides itself: setting them through consumer_properties is an error.
-_RESERVED = {
-    "bootstrap.servers": "use OperatorConfig(bootstrap_servers=...)",
-    "group.id": "use OperatorConfig(group_id=...)",
-    "max.poll.records": "use OperatorConfig(max_poll_records=...)",
-    "key.deserializer": "use OperatorConfig(key_deserializer=...)",
-    "value.deserializer": "use OperatorConfig(value_deserializer=...)",
-    **{key: reason for key, (_safe, reason) in GUARANTEE_PROPERTIES.items()},
-}
 #: The extra that installs the librdkafka client (named in the error when it is missing).
 LIBRDKAFKA_EXTRA = "cr-consumer[librdkafka]"
-
-#: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
-#: new partitions) must be seen within ~2 s, as in the reference.
-METADATA_MAX_AGE_CAP_MS = 2000
-DEFAULT_SESSION_TIMEOUT_MS = 20000
-#: fetch.max.wait.ms unless set: a fetch at the log end waits this long in the
-#: broker, and a partition seeked by a reset is not fetched again until that
-#: fetch returns; Kafka's 500 ms default would add up to 500 ms to every reset.
-DEFAULT_FETCH_MAX_WAIT_MS = 100
-DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
-#: fetch.max.bytes unless set: kafka-python decodes a fetch response on its IO
-#: thread, holding the GIL ~2-3 ms per MB, and a drain's commit response (or
-#: the poll the drain waits for) queues behind it. With Kafka's 50 MB default
-#: a broker that ignores max.partition.fetch.bytes (tansu) answers with ~5 MB
-#: responses whose decoding stalled drains for 10-25 ms (the drain-latency
-#: p99). With 1 MB the drain p99 is ~12 ms at the same throughput (BENCHMARKS.md).
-DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
-
-
-
-
-def check_property_names(props: Mapping[str, Any], client: ClientKind = ClientKind.KAFKA_PYTHON) -> None:
-    """Every key is a dotted consumer property this operator lets the user set;
-    a Java-client-only name (``sasl.jaas.config``, ``ssl.truststore.location``)
-    is refused naming the equivalent. kafka-python: the name must be one of its
-    settings (or one of librdkafka's spellings it maps); librdkafka: the library
-    itself checks the names when the client is created (it has no list to check
-    against before). Raises ConfigError."""
-    from cr_consumer.kafka.kafka_python_client import RENAMED, SETTINGS  # lazily: the package import stays light
-
-    for key in props:
-        if not isinstance(key, str) or "_" in key:
-            raise ConfigError(
-                f"consumer property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"
-            )
-        if key in _RESERVED:
-            raise ConfigError(f"consumer property {key!r} cannot be set here: {_RESERVED[key]}")
-        instead = jvm_equivalent(key)
-        if instead is not None:
-            raise ConfigError(f"consumer property {key!r} is a Java client setting that kafka-python does not "
-                              f"read; use {instead} (docs/operations.md, Connecting to a real cluster)")
-        if client is ClientKind.KAFKA_PYTHON and RENAMED.get(key, key).replace(".", "_") not in SETTINGS:
-            raise ConfigError(f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
-
 
 #: Upper bound of the operator's durations (a day): a larger drain, reset,
 #: commit or coordinator timeout is a unit error or ``inf``, which would make a
@@ -188,13 +89,13 @@ class OperatorConfig:
     #: Coordinator endpoint (tcp://host:port); None runs with control variables
     #: and checkpoint merges kept in this process (one member only).
     coordinator: str | None = None
-    topics: tuple[str, ...] = attrs.field(default=(), converter=_topics)
+    topics: tuple[str, ...] = attrs.field(default=(), converter=as_topics)
     pattern: str | None = None
     region_index: int = 0
-    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=_start_position)
+    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=as_start_position)
     #: Start timestamp in milliseconds since the epoch (StartPosition.TIME only).
     start_time: int | None = None
-    region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=_region_mode)
+    region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=as_region_mode)
     trigger_count: int | None = None
     max_poll_records: int = 500
     #: Records the message queue holds; default 100 x max_poll_records.
@@ -203,7 +104,7 @@ class OperatorConfig:
     reset_timeout_s: float = 20.0
     key_deserializer: Callable[[bytes | None], Any] | None = None
     value_deserializer: Callable[[bytes | None], Any] | None = None
-    on_malformed: MalformedPolicy = attrs.field(default=MalformedPolicy.SKIP, converter=_malformed_policy)
+    on_malformed: MalformedPolicy = attrs.field(default=MalformedPolicy.SKIP, converter=as_malformed_policy)
     #: Standalone use (no region runtime): drain and commit this often.
     commit_period_s: float = 5.0
     #: Timeout of one coordinator request (the client retries inside it).
@@ -212,10 +113,10 @@ class OperatorConfig:
     consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
     #: What start() does with the cyclic garbage collector (cr_consumer.operator.gc_policy):
     #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
-    gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=_gc_policy)
+    gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=as_gc_policy)
     #: The Kafka client library: "kafka-python" (pure Python, always installed) or
     #: "librdkafka" (confluent-kafka: the [librdkafka] extra; ~2x the throughput).
-    client: ClientKind = attrs.field(default=ClientKind.KAFKA_PYTHON, converter=_client_kind)
+    client: ClientKind = attrs.field(default=ClientKind.KAFKA_PYTHON, converter=as_client_kind)
 
     def __attrs_post_init__(self) -> None:
         self._check_identity()
@@ -309,52 +210,15 @@ class OperatorConfig:
         check_property_names(self.consumer_properties, self.client)
         strategy = self.consumer_properties.get("partition.assignment.strategy")
         if strategy is not None:
-            self._assignors(strategy)
+            assignor_names(strategy)
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError(f"auto.offset.reset must be earliest, latest or none, got {self.auto_offset_reset!r}")
         session = self.session_timeout_ms
-        heartbeat = int(self.consumer_properties.get("heartbeat.interval.ms", min(DEFAULT_HEARTBEAT_INTERVAL_MS, session // 3)))
+        heartbeat = int(self.consumer_properties.get("heartbeat.interval.ms", default_heartbeat_ms(session)))
         if heartbeat >= session:
             raise ConfigError(
                 f"heartbeat.interval.ms ({heartbeat}) must be lower than session.timeout.ms ({session})"
             )
-
-    @staticmethod
-    def _assignors(strategy: object) -> tuple[str, ...]:
-        """The assignors of ``partition.assignment.strategy`` by their standard names
-        (range, roundrobin, cooperative-sticky); a short name, a class name or an
-        assignor class (its ``name``) each; ConfigError for anything else or a mix of
-        eager and cooperative assignors."""
-        standard = {"range": "range", "roundrobin": "roundrobin", "cooperativesticky": "cooperative-sticky"}
-        if isinstance(strategy, str):
-            items: list[object] = [part.strip() for part in strategy.split(",") if part.strip()]
-        elif isinstance(strategy, Iterable):
-            items = list(strategy)
-        else:
-            items = [strategy]
-        out = []
-        for item in items:
-            name = item if isinstance(item, str) else getattr(item, "name", repr(item))
-            key = str(name).lower().replace("_", "").replace("-", "")
-            for short, std in standard.items():
-                if key in (short, f"{short}partitionassignor", f"{short}assignor"):
-                    out.append(std)
-                    break
-            else:
-                raise ConfigError(
-                    f"partition.assignment.strategy {name!r} is not supported: use range, roundrobin "
-                    "(eager) or cooperative-sticky (incremental; alone)"
-                )
-        if not out:
-            raise ConfigError("partition.assignment.strategy is empty: use range, roundrobin or cooperative-sticky")
-        if "cooperative-sticky" in out and len(set(out)) > 1:
-            # One protocol per consumer: the operator's revocation handling
-            # (rebalance.py) differs between eager and incremental rebalances.
-            raise ConfigError(
-                "partition.assignment.strategy: cooperative-sticky cannot be combined with eager assignors "
-                f"({', '.join(sorted(set(out) - {'cooperative-sticky'}))})"
-            )
-        return tuple(out)
 
     @property
     def cooperative(self) -> bool:
@@ -362,7 +226,7 @@ class OperatorConfig:
         through a rebalance; only the partitions that move are revoked (and a
         revocation after records were fetched still resets the region)."""
         strategy = self.consumer_properties.get("partition.assignment.strategy")
-        return strategy is not None and "cooperative-sticky" in self._assignors(strategy)
+        return strategy is not None and "cooperative-sticky" in assignor_names(strategy)
 
     # -- derived values ---------------------------------------------------
     @property
@@ -391,7 +255,7 @@ class OperatorConfig:
     def assignor_names(self) -> tuple[str, ...]:
         """The configured assignors by their standard names (range, roundrobin,
         cooperative-sticky), validated; range and roundrobin unless set."""
-        return self._assignors(self.consumer_properties.get("partition.assignment.strategy", ("range", "roundrobin")))
+        return assignor_names(self.consumer_properties.get("partition.assignment.strategy", ("range", "roundrobin")))
 
     def client_properties(self) -> dict[str, Any]:
         """The Kafka properties (standard dotted names) of the operator's client:
@@ -404,8 +268,7 @@ class OperatorConfig:
             "client.id": props.get("client.id", f"cr-{self.operator_name}"),
             "max.poll.records": self.max_poll_records,
             "session.timeout.ms": session,
-            "heartbeat.interval.ms": int(props.get("heartbeat.interval.ms",
-                                                   min(DEFAULT_HEARTBEAT_INTERVAL_MS, session // 3))),
+            "heartbeat.interval.ms": int(props.get("heartbeat.interval.ms", default_heartbeat_ms(session))),
             "max.poll.interval.ms": self.max_poll_interval_ms,
             "metadata.max.age.ms": min(int(props.get("metadata.max.age.ms", METADATA_MAX_AGE_CAP_MS)),
                                        METADATA_MAX_AGE_CAP_MS),
@@ -427,4 +290,8 @@ class OperatorConfig:
         return kafka_python_config(self.client_properties())
 
 
-__all__ = ["ClientKind", "ConfigError", "check_property_names", "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition"]
+__all__ = [
+    "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_HEARTBEAT_INTERVAL_MS", "DEFAULT_SESSION_TIMEOUT_MS",
+    "LIBRDKAFKA_EXTRA", "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "ClientKind", "ConfigError", "GcPolicy",
+    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition", "check_property_names",
+]

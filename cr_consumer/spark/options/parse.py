@@ -1,0 +1,116 @@
+"""Spark's option map -> :class:`SourceOptions`, or :class:`InvalidOptionError` naming the option.
+
+1. The names are lower-cased and the plain aliases renamed (:mod:`.names`).
+2. Every name is checked: an option of Spark's Kafka source crkafka does not
+   offer, or an unknown one, fails (naming the closest valid one); each
+   ``kafka.<property>`` is typed (:mod:`.kafka_properties`).
+3. The connection options (bootstrap servers, group, coordinator), the
+   subscription (:mod:`.subscription`), the offsets (:mod:`.offset_specs`) and
+   the limits are parsed one by one; then the Kafka properties are checked
+   together with the client library.
+
+Nothing is built before every option has been checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from cr_consumer.spark.options.kafka_properties import (
+    DEFAULT_CLIENT,
+    check_properties,
+    kafka_defaults,
+    parse_client,
+    parse_kafka_property,
+)
+from cr_consumer.spark.options.names import SPELLING, UNSUPPORTED, closest, normalised
+from cr_consumer.spark.options.offset_specs import ending, starting
+from cr_consumer.spark.options.source_options import SourceOptions
+from cr_consumer.spark.options.subscription import subscription
+from cr_consumer.spark.options.values import InvalidOptionError, parse_bool, parse_int, required
+
+
+def parse_options(raw: Mapping[str, str]) -> SourceOptions:
+    """Validate Spark's option map; raise :class:`InvalidOptionError` naming the option."""
+    opts = normalised(raw)
+    defaults = kafka_defaults()
+    kafka_props: dict[str, object] = {}
+    for name, value in opts.items():
+        if name in ("kafka.bootstrap.servers", "kafka.group.id", "kafka.client"):
+            continue
+        if name in UNSUPPORTED:
+            raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
+                                           f"{UNSUPPORTED[name]}")
+        if name.startswith("kafka."):
+            key, parsed = parse_kafka_property(name, value, defaults)
+            kafka_props[key] = parsed
+        elif name not in SPELLING and name not in ("startposition", "starttime"):
+            raise InvalidOptionError(name, f"unknown option; did you mean {closest(name)}?")
+
+    bootstrap = required(opts, "kafka.bootstrap.servers")
+    for server in bootstrap.split(","):
+        if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
+            raise InvalidOptionError("kafka.bootstrap.servers", f"expected host:port[,host:port...], got {bootstrap!r}")
+    group_id = None
+    if "kafka.group.id" in opts:
+        group_id = required(opts, "kafka.group.id")
+    prefix = opts.get("groupidprefix", "crkafka").strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
+        raise InvalidOptionError("groupIdPrefix", f"expected letters, digits, '.', '_' or '-', got {prefix!r}")
+    coordinator = required(opts, "coordinator")
+    if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
+        raise InvalidOptionError("coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}")
+    topics, pattern, assign = subscription(opts)
+    starting_offsets = starting(opts)
+    ending_offsets = ending(opts)
+
+    max_offsets = None
+    if "maxoffsetspertrigger" in opts:
+        max_offsets = parse_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"], minimum=1)
+    min_partitions = None
+    if "minpartitions" in opts:
+        min_partitions = parse_int("minPartitions", opts["minpartitions"], minimum=1)
+    fail_on_data_loss = parse_bool("failOnDataLoss", opts.get("failondataloss", "true"))
+    include_headers = parse_bool("includeHeaders", opts.get("includeheaders", "false"))
+    commit_on_batch_read = parse_bool("commitOnBatchRead", opts.get("commitonbatchread", "false"))
+    if commit_on_batch_read and group_id is None:
+        raise InvalidOptionError("commitOnBatchRead", "needs kafka.group.id: the group the read's end offsets are "
+                                                      "committed to")
+    members = parse_int("members", opts.get("members", "1"), minimum=1)
+    if members > 64:
+        raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
+    region_index = parse_int("regionIndex", opts.get("regionindex", "0"), minimum=0)
+    metrics_port = None
+    if "metricsport" in opts:
+        metrics_port = parse_int("metricsPort", opts["metricsport"], minimum=0)
+        if metrics_port > 65535:
+            raise InvalidOptionError("metricsPort", f"expected a port 0..65535, got {metrics_port}")
+    metrics_host = opts.get("metricshost", "127.0.0.1").strip()
+    if not metrics_host or any(c.isspace() for c in metrics_host):
+        raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
+    client = parse_client(opts.get("kafka.client", DEFAULT_CLIENT.value))
+    check_properties(bootstrap, client, kafka_props)
+
+    return SourceOptions(
+        bootstrap_servers=bootstrap,
+        coordinator=coordinator,
+        group_id=group_id,
+        group_id_prefix=prefix,
+        topics=topics,
+        pattern=pattern,
+        assign=assign,
+        starting=starting_offsets,
+        ending=ending_offsets,
+        max_offsets_per_trigger=max_offsets,
+        min_partitions=min_partitions,
+        fail_on_data_loss=fail_on_data_loss,
+        commit_on_batch_read=commit_on_batch_read,
+        include_headers=include_headers,
+        members=members,
+        region_index=region_index,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        client=client,
+        kafka_properties=tuple(sorted(kafka_props.items())),
+    )
