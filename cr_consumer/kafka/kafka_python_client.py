@@ -12,8 +12,8 @@ defects' work-arounds (``cr_consumer.kafka.compat``) stay inside this class:
 Properties: standard dotted names become kafka-python keyword arguments
 (``fetch.max.wait.ms`` -> ``fetch_max_wait_ms``); the librdkafka spellings of the
 security settings are mapped (:data:`RENAMED`); ``partition.assignment.strategy``
-takes ``range``, ``roundrobin`` or ``cooperative-sticky`` (or the Java class
-names), all eager or all cooperative; ``max.poll.records`` is the poll's cap.
+is read by :mod:`cr_consumer.kafka.assignors` and given as kafka-python's classes
+(:data:`ASSIGNORS`); ``max.poll.records`` is the poll's cap.
 Rebalance callbacks run on kafka-python's IO thread while ``poll`` runs.
 """
 
@@ -33,6 +33,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from cr_consumer.kafka.assignors import COOPERATIVE_STICKY, RANGE, ROUNDROBIN, parse_strategy, strategy_of
 from cr_consumer.kafka.client import (
     ClientConfigError,
     ClientKind,
@@ -54,6 +55,7 @@ from cr_consumer.kafka.compat import (
     request_rejoin,
     unstick_parked_fetches,
 )
+from cr_consumer.kafka.subscription import check_subscription
 
 log = logging.getLogger(__name__)
 
@@ -73,46 +75,18 @@ RENAMED: Mapping[str, str] = {
 #: kafka-python's consumer settings (keyword names: ``fetch_max_wait_ms``).
 SETTINGS: frozenset[str] = frozenset(KafkaConsumer.DEFAULT_CONFIG)
 
-#: Assignor names (short, kafka-python's and Java's class names, lower case) -> class.
+#: The standard assignor names (cr_consumer.kafka.assignors) -> kafka-python's classes.
 ASSIGNORS: Mapping[str, type] = {
-    "range": RangePartitionAssignor,
-    "rangeassignor": RangePartitionAssignor,
-    "org.apache.kafka.clients.consumer.rangeassignor": RangePartitionAssignor,
-    "roundrobin": RoundRobinPartitionAssignor,
-    "roundrobinassignor": RoundRobinPartitionAssignor,
-    "org.apache.kafka.clients.consumer.roundrobinassignor": RoundRobinPartitionAssignor,
-    "cooperative-sticky": CooperativeStickyAssignor,
-    "cooperativestickyassignor": CooperativeStickyAssignor,
-    "org.apache.kafka.clients.consumer.cooperativestickyassignor": CooperativeStickyAssignor,
+    RANGE: RangePartitionAssignor,
+    ROUNDROBIN: RoundRobinPartitionAssignor,
+    COOPERATIVE_STICKY: CooperativeStickyAssignor,
 }
-COOPERATIVE_ASSIGNORS = frozenset({CooperativeStickyAssignor})
 
 #: kafka-python errors that mean "the group refused the commit because of a rebalance".
 _REFUSED = (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError,
             kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError,
             kafka_errors.FencedInstanceIdError)
 _TIMESTAMP_TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
-
-
-def _assignors(value: object) -> tuple[type, ...]:
-    items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
-    names: list[object] = []
-    for item in items:
-        if isinstance(item, str):
-            names.extend(part.strip() for part in item.split(","))
-        else:
-            names.append(item)
-    out = []
-    for name in names:
-        cls = ASSIGNORS.get(str(name).lower()) if isinstance(name, str) else None
-        if cls is None:
-            raise ClientConfigError(f"partition.assignment.strategy {name!r}: use range, roundrobin or "
-                                    "cooperative-sticky")
-        out.append(cls)
-    if len({cls in COOPERATIVE_ASSIGNORS for cls in out}) > 1:
-        raise ClientConfigError("partition.assignment.strategy mixes eager and cooperative assignors: "
-                                "give all eager (range, roundrobin) or cooperative-sticky")
-    return tuple(out)
 
 
 def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
@@ -125,7 +99,8 @@ def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
             raise ClientConfigError(f"Kafka property {key!r} is not a kafka-python consumer setting")
         cfg[name] = value
     if "partition_assignment_strategy" in cfg:
-        cfg["partition_assignment_strategy"] = _assignors(cfg["partition_assignment_strategy"])
+        cfg["partition_assignment_strategy"] = tuple(
+            ASSIGNORS[name] for name in parse_strategy(cfg["partition_assignment_strategy"]).names)
     return cfg
 
 
@@ -168,9 +143,7 @@ class KafkaPythonClient:
 
     def __init__(self, properties: Mapping[str, object]) -> None:
         cfg = kafka_python_config(properties)
-        assignors = cfg.get("partition_assignment_strategy", KafkaConsumer.DEFAULT_CONFIG["partition_assignment_strategy"])
-        self._protocol = (RebalanceProtocol.COOPERATIVE if all(a in COOPERATIVE_ASSIGNORS for a in assignors)
-                          else RebalanceProtocol.EAGER)
+        self._protocol = strategy_of(properties).protocol
         self._consumer = KafkaConsumer(**cfg)
         keep_completed_joins(self._consumer)
         fetch_during_cooperative_joins(self._consumer)
@@ -185,8 +158,7 @@ class KafkaPythonClient:
 
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
-        if bool(topics) == bool(pattern):
-            raise ValueError("subscribe: give topics or a pattern (exactly one)")
+        check_subscription(topics, pattern)
         self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=_Listener(listener))
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:

@@ -34,9 +34,9 @@ How the seam's protocol maps onto librdkafka:
 
 Properties: standard dotted names; kafka-python's and the Java client's
 spellings of the few settings librdkafka names otherwise are mapped
-(:data:`RENAMED`); ``partition.assignment.strategy`` takes ``range``,
-``roundrobin`` or ``cooperative-sticky`` (or the Java class names), all eager or
-all cooperative; ``metadata.max.age.ms`` also sets how often a pattern
+(:data:`RENAMED`); ``partition.assignment.strategy`` is read by
+:mod:`cr_consumer.kafka.assignors` (librdkafka's names are the standard ones);
+``metadata.max.age.ms`` also sets how often a pattern
 subscription looks for new topics; anything else is passed to librdkafka, which
 refuses names it does not know (:class:`ClientConfigError`). A pattern is
 subscribed as ``^pattern``: write it in the syntax both Python's ``re`` and
@@ -55,6 +55,7 @@ from typing import TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
+from cr_consumer.kafka.assignors import parse_strategy, strategy_of
 from cr_consumer.kafka.client import (
     ClientConfigError,
     ClientKind,
@@ -71,6 +72,7 @@ from cr_consumer.kafka.client import (
     UnknownTopicOrPartition,
     check_guarantees,
 )
+from cr_consumer.kafka.subscription import check_subscription
 
 try:
     from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -107,14 +109,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "key.deserializer": "records carry raw bytes; decode in the operator (OperatorConfig.key_deserializer)",
     "value.deserializer": "records carry raw bytes; decode in the operator (OperatorConfig.value_deserializer)",
 }
-#: Assignor names (short, Java class names, lower case) -> librdkafka's name.
-ASSIGNORS: Mapping[str, str] = {
-    "range": "range", "rangeassignor": "range", "org.apache.kafka.clients.consumer.rangeassignor": "range",
-    "roundrobin": "roundrobin", "roundrobinassignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
-    "cooperative-sticky": "cooperative-sticky", "cooperativestickyassignor": "cooperative-sticky",
-    "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
-}
 #: librdkafka's errors that mean "the group refused the commit because of a rebalance".
 _REFUSED_CODES = frozenset(
     getattr(KafkaError, name) for name in (
@@ -136,21 +130,6 @@ _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, Time
 _NO_OFFSET = 0
 
 
-def _assignors(value: object) -> str:
-    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
-    names = []
-    for item in items:
-        name = ASSIGNORS.get(str(item).strip().lower()) if isinstance(item, str) else None
-        if name is None:
-            raise ClientConfigError(f"partition.assignment.strategy {item!r}: use range, roundrobin or "
-                                    "cooperative-sticky")
-        names.append(name)
-    if "cooperative-sticky" in names and len(set(names)) > 1:
-        raise ClientConfigError("partition.assignment.strategy mixes eager and cooperative assignors: "
-                                "give all eager (range, roundrobin) or cooperative-sticky")
-    return ",".join(names)
-
-
 def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     """librdkafka settings for ``properties`` (see the module docstring)."""
     cfg: dict[str, object] = {}
@@ -164,7 +143,7 @@ def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
             continue
         cfg[RENAMED.get(key, key)] = value
     if "partition.assignment.strategy" in cfg:
-        cfg["partition.assignment.strategy"] = _assignors(cfg["partition.assignment.strategy"])
+        cfg["partition.assignment.strategy"] = str(parse_strategy(cfg["partition.assignment.strategy"]))
     if "metadata.max.age.ms" in cfg:
         cfg.setdefault("topic.metadata.refresh.interval.ms", cfg["metadata.max.age.ms"])
     cfg.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": False})
@@ -219,9 +198,7 @@ class LibrdkafkaClient:
     def __init__(self, properties: Mapping[str, object]) -> None:
         cfg = librdkafka_config(properties)
         self._auto_offset_reset = str(cfg.get("auto.offset.reset", "latest"))
-        strategy = str(cfg.get("partition.assignment.strategy", "range,roundrobin"))
-        self._protocol = (RebalanceProtocol.COOPERATIVE if strategy == "cooperative-sticky"
-                          else RebalanceProtocol.EAGER)
+        self._protocol = strategy_of(properties).protocol
         cfg["error_cb"] = self._on_error
         cfg["logger"] = logging.getLogger("cr_consumer.kafka.librdkafka")
         self._fatal = None
@@ -258,8 +235,7 @@ class LibrdkafkaClient:
     # -- subscription and rebalance callbacks ---------------------------------
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
-        if bool(topics) == bool(pattern):
-            raise ValueError("subscribe: give topics or a pattern (exactly one)")
+        check_subscription(topics, pattern)
         self._listener = listener
         if pattern:
             self._pattern = re.compile(pattern)
@@ -583,4 +559,4 @@ class LibrdkafkaClient:
             self._worker.shutdown(wait=False)
 
 
-__all__ = ["ASSIGNORS", "LibrdkafkaClient", "RENAMED", "librdkafka_config"]
+__all__ = ["LibrdkafkaClient", "RENAMED", "librdkafka_config"]

@@ -9,16 +9,19 @@ standard dotted names. The rules here:
    kafka-python) is one of kafka-python's settings.
 2. :func:`assignor_names`: ``partition.assignment.strategy`` names eager
    assignors (range, roundrobin) or the cooperative sticky assignor alone;
-   eager and cooperative assignors are never mixed.
+   eager and cooperative assignors are never mixed. The spellings are the
+   clients' own table (:mod:`cr_consumer.kafka.assignors`), so the config
+   accepts exactly what both clients accept.
 3. The defaults and caps ``OperatorConfig.client_properties`` derives the
    client's properties with (each constant says which failure it prevents).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-from cr_consumer.kafka.client import GUARANTEE_PROPERTIES, ClientKind
+from cr_consumer.kafka.assignors import parse_strategy
+from cr_consumer.kafka.client import GUARANTEE_PROPERTIES, ClientConfigError, ClientKind
 from cr_consumer.kafka.properties import jvm_equivalent
 from cr_consumer.operator.config_types import ConfigError
 
@@ -50,10 +53,6 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 #: p99). With 1 MB the drain p99 is ~12 ms at the same throughput (BENCHMARKS.md).
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
-#: Assignor names as compared (lower case, no '_' or '-') -> their standard names.
-_STANDARD_ASSIGNORS = {"range": "range", "roundrobin": "roundrobin", "cooperativesticky": "cooperative-sticky"}
-
-
 def check_property_names(props: Mapping[str, object], client: ClientKind = ClientKind.KAFKA_PYTHON) -> None:
     """Every key is a dotted consumer property this operator lets the user set;
     a Java-client-only name (``sasl.jaas.config``, ``ssl.truststore.location``)
@@ -80,38 +79,13 @@ def check_property_names(props: Mapping[str, object], client: ClientKind = Clien
 
 def assignor_names(strategy: object) -> tuple[str, ...]:
     """The assignors of ``partition.assignment.strategy`` by their standard names
-    (range, roundrobin, cooperative-sticky); a short name, a class name or an
-    assignor class (its ``name``) each; ConfigError for anything else or a mix of
-    eager and cooperative assignors."""
-    if isinstance(strategy, str):
-        items: list[object] = [part.strip() for part in strategy.split(",") if part.strip()]
-    elif isinstance(strategy, Iterable):
-        items = list(strategy)
-    else:
-        items = [strategy]
-    out = []
-    for item in items:
-        name = item if isinstance(item, str) else getattr(item, "name", repr(item))
-        key = str(name).lower().replace("_", "").replace("-", "")
-        for short, std in _STANDARD_ASSIGNORS.items():
-            if key in (short, f"{short}partitionassignor", f"{short}assignor"):
-                out.append(std)
-                break
-        else:
-            raise ConfigError(
-                f"partition.assignment.strategy {name!r} is not supported: use range, roundrobin "
-                "(eager) or cooperative-sticky (incremental; alone)"
-            )
-    if not out:
-        raise ConfigError("partition.assignment.strategy is empty: use range, roundrobin or cooperative-sticky")
-    if "cooperative-sticky" in out and len(set(out)) > 1:
-        # One protocol per consumer: the operator's revocation handling
-        # (rebalance.py) differs between eager and incremental rebalances.
-        raise ConfigError(
-            "partition.assignment.strategy: cooperative-sticky cannot be combined with eager assignors "
-            f"({', '.join(sorted(set(out) - {'cooperative-sticky'}))})"
-        )
-    return tuple(out)
+    (range, roundrobin, cooperative-sticky), read by the clients' own table
+    (:func:`cr_consumer.kafka.assignors.parse_strategy`); ConfigError naming the
+    accepted spellings for anything it refuses."""
+    try:
+        return parse_strategy(strategy).names
+    except ClientConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def default_heartbeat_ms(session_ms: int) -> int:

@@ -86,7 +86,8 @@ def test_enums_from_strings_and_roundrobin_only():
 
 def test_cooperative_sticky_alone_is_the_incremental_switch():
     assert cfg().cooperative is False
-    for spelling in ("cooperative-sticky", ["cooperative_sticky"], "CooperativeStickyAssignor"):
+    for spelling in ("cooperative-sticky", ["org.apache.kafka.clients.consumer.CooperativeStickyAssignor"],
+                     "CooperativeStickyAssignor"):
         c = cfg(consumer_properties={"partition.assignment.strategy": spelling})
         assert c.cooperative is True
         assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["cooperative-sticky"]
