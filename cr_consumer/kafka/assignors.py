@@ -124,9 +124,8 @@ def parse_strategy(value: object) -> AssignmentStrategy:
 
 
 def strategy_of(properties: Mapping[str, object]) -> AssignmentStrategy:
-    """The strategy of a client's dotted ``properties`` (the default when not set)."""
-    value = properties.get(KEY)
-    return AssignmentStrategy.DEFAULT if value is None else parse_strategy(value)
+    """The strategy of a client's dotted ``properties`` (the default when the key is absent)."""
+    return parse_strategy(properties[KEY]) if KEY in properties else AssignmentStrategy.DEFAULT
 
 
 __all__ = ["ACCEPTED", "COOPERATIVE_STICKY", "KEY", "MAX_NAMES", "RANGE", "ROUNDROBIN", "SPELLINGS",

@@ -208,9 +208,8 @@ class OperatorConfig:
 
     def _check_properties(self) -> None:
         check_property_names(self.consumer_properties, self.client)
-        strategy = self.consumer_properties.get("partition.assignment.strategy")
-        if strategy is not None:
-            assignor_names(strategy)
+        if "partition.assignment.strategy" in self.consumer_properties:
+            assignor_names(self.consumer_properties["partition.assignment.strategy"])
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError(f"auto.offset.reset must be earliest, latest or none, got {self.auto_offset_reset!r}")
         session = self.session_timeout_ms

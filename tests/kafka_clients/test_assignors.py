@@ -68,6 +68,7 @@ REFUSED = [
     "range,cooperative-sticky",  # eager and cooperative mixed
     ["CooperativeStickyAssignor", "roundrobin"],
     42,
+    None,  # given (not left out) but empty
     RangePartitionAssignor,  # a class, not a name
     [RangePartitionAssignor],
 ]
