@@ -12,9 +12,10 @@ coordinator or joins the Kafka group before it is handed an identity.
 :class:`StandbyPool`, owned by the supervisor (``supervisor.py``); every method
 is called under the supervisor's lock:
 
-1. :meth:`~StandbyPool.start` (the region's start): spawn the standby
-   (``MemberLauncher.spawn_standby``: the members' environment, stdin a pipe,
-   output to ``<state_dir>/logs/standby.log``).
+1. :meth:`~StandbyPool.start` (the region's start): schedule the first
+   standby :data:`RESPAWN_DELAY_S` later, out of the way of the members' own
+   start-up; step 3 spawns it (``MemberLauncher.spawn_standby``: the members'
+   environment, stdin a pipe, output to ``<state_dir>/logs/standby.log``).
 2. :meth:`~StandbyPool.take` (a member is to be started): the running standby,
    or None (none yet, or it died). The pool forgets it and starts the next one
    :data:`RESPAWN_DELAY_S` later, so that the next standby's imports do not
@@ -45,9 +46,9 @@ from cr_consumer.runtime.runner.launch import MemberLauncher
 
 log = logging.getLogger(__name__)
 
-#: Delay between a hand-over (or an unused standby's death) and the next
-#: standby's start: its ~0.3-0.7 s of import CPU lands after the replacement
-#: member has joined and the region has reset, not during it.
+#: Delay between the region's start, a hand-over or an unused standby's death
+#: and the next standby's start: its ~0.3-0.7 s of import CPU lands after the
+#: members started (or the replacement joined and the region reset), not during it.
 RESPAWN_DELAY_S = 3.0
 #: Longest delay before replacing standbys that keep dying (a broken
 #: environment must not fork a process every round).
@@ -89,7 +90,7 @@ class StandbyPool:
 
     def start(self) -> None:
         """Step 1."""
-        self._spawn(time.monotonic())
+        self._next_start = time.monotonic() + self.respawn_delay_s
 
     def take(self) -> subprocess.Popen | None:
         """Step 2: the running standby, now the caller's, or None."""

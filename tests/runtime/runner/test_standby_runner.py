@@ -128,8 +128,7 @@ def test_a_standby_killed_before_use_is_replaced_and_stop_ends_it(tmp_path, monk
     sup = MemberSupervisor(launcher, restart_members=True, standby=True)
     sup.start(1)
     try:
-        first = sup.standby_pid()
-        assert first is not None
+        first = wait_until(sup.standby_pid, 10.0, "the first standby")  # RESPAWN_DELAY_S after the start
         os.kill(first, signal.SIGKILL)
         second = wait_until(lambda: (p := sup.standby_pid()) not in (None, first) and p, 10.0, "a new standby")
         kinds = [(e["kind"], e.get("pid")) for e in sup.events if e["member"] == "standby"]
@@ -154,8 +153,7 @@ def test_a_restarted_member_takes_the_standby_then_a_new_one_starts(tmp_path, mo
     sup.start(1)
     try:
         # member-0 started cold: a real member, waiting to join a coordinator that is not there
-        standby = sup.standby_pid()
-        assert standby is not None
+        standby = wait_until(sup.standby_pid, 10.0, "the first standby")
         sup.kill("member-0")
         wait_until(lambda: sup.restarts() == {"member-0": 1}, 10.0, "the restart")
         assert sup.pids()["member-0"] == standby
