@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-standby", action="store_true",
                         help="keep no warm standby member process: a restarted or added member starts cold "
                              "(default: one standby, with the member's imports done, takes over a member's name "
-                             "at once; about 60 MB)")
+                             "at once; about 40 MB)")
     parser.add_argument("--duration", type=duration, help="stop after this long (e.g. 30s, 5m)")
     parser.add_argument("--status-every", type=duration, default=5.0, help="print the status this often (default 5s)")
     parser.add_argument("--metrics-port", type=port, metavar="BASE",

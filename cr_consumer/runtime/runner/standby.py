@@ -28,7 +28,7 @@ is called under the supervisor's lock:
 4. :meth:`~StandbyPool.stop` (the region stops): SIGTERM the standby, reap it
    (SIGKILL after STOP_TIMEOUT_S); nothing is started after it.
 
-Cost: one more Python process holding the member's imports (about 60 MB
+Cost: one more Python process holding the member's imports (about 40 MB
 resident, docs/operations.md) and its start-up CPU once per hand-over.
 """
 
