@@ -75,8 +75,11 @@ class MemberSupervisor:
 
     Shared thread state, guarded by ``_lock`` (the supervisor thread and the
     callers of the fault handles): ``_members`` (added by callers, restarted and
-    marked removed by both) and ``events``. ``failed`` and ``failed_code`` are
-    written once, by the supervisor thread (step 2), and read by any thread.
+    marked removed by both), ``events`` and ``standby`` (the pool: taken by a
+    start on either, checked by the supervisor thread, stopped by ``stop()``).
+    ``failed`` and ``failed_code`` are written once, by the supervisor thread
+    (step 2), and read by any thread. ``_exits`` is waited on by the supervisor
+    thread only (outside the lock), woken by ``stop()``.
     """
 
     _members: dict[str, MemberProc]
