@@ -29,6 +29,11 @@ Figures per trial, read from the drill directory afterwards:
 * ``survivor_gap_s``: for the members that neither failed nor joined, the
   longest interval between two of their own publishes in the same window
   (what a change confined to the partitions that moved would keep short).
+* ``restart_s``: from the fault to the pipeline of the killed (or added)
+  member's new process being built (its ``start`` timeline event); the
+  runner's warm standby (the default) against cold restarts with
+  ``--no-standby``, or both alternated in one run with ``--compare-standby``.
+  ``join_s``: from the fault to the controller's ``ctl_join`` of that process.
 * ``ok``: the drill's exactly-once verification (no record missing, none
   twice) and its own ``time_to_recover_s``.
 
@@ -37,12 +42,14 @@ Goals (issue): kill <= 2 s, add and remove <= 1.5 s, over >= 10 trials each.
     .venv/bin/python bench/bench_rebalance_gap.py --trials 3                  # ~12 min on 2 cores
     .venv/bin/python bench/bench_rebalance_gap.py --scenarios kill-member --trials 10 --json gaps.json
     .venv/bin/python bench/bench_rebalance_gap.py --trials 3 --eager   # the eager baseline
+    .venv/bin/python bench/bench_rebalance_gap.py --scenarios kill-member --trials 5 --compare-standby
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -125,6 +132,10 @@ def analyse(drill_dir: Path, input_after_fault_s: float | None = None) -> dict:
         if gap is not None:
             survivor_gaps[m] = round(gap, 3)
     gap = _longest_gap(times, t_fault)
+    restart = next((e["t"] - t_fault for e in events if e["ev"] == "start" and e["member"] == changed
+                    and e["t"] > t_fault), None)
+    join = next((e["t"] - t_fault for e in events if e["ev"] == "ctl_join" and e["t"] > t_fault
+                 and (e.get("ctl") or {}).get("member") == changed), None)
     while_input = None
     if input_after_fault_s is not None:
         end = t_fault + input_after_fault_s - INPUT_MARGIN_S
@@ -136,6 +147,8 @@ def analyse(drill_dir: Path, input_after_fault_s: float | None = None) -> dict:
         "processing_gap_s": round(_longest_gap(batches, t_fault) or 0.0, 3),
         "survivor_gap_s": max(survivor_gaps.values()) if survivor_gaps else None,
         "survivor_gaps_s": survivor_gaps,
+        "restart_s": round(restart, 3) if restart is not None else None,
+        "join_s": round(join, 3) if join is not None else None,
         "published_files": len(times),
         "changed_member": changed,
     }
@@ -153,6 +166,11 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS)
     ap.add_argument("--eager", action="store_true",
                     help="members rebalance eagerly (range,roundrobin; default: the runtime's cooperative-sticky)")
+    standby_mode = ap.add_mutually_exclusive_group()
+    standby_mode.add_argument("--no-standby", action="store_true",
+                         help="the runner keeps no warm standby: every restart and added member starts cold")
+    standby_mode.add_argument("--compare-standby", action="store_true",
+                         help="run every trial twice, with the standby and cold (order alternating)")
     ap.add_argument("--bootstrap", default=None, help="a Kafka cluster (default: an embedded broker per drill)")
     ap.add_argument("--out", default=None, help="drill directories here (default: a temporary directory)")
     ap.add_argument("--json", default=None, help="write the figures here")
@@ -169,26 +187,33 @@ def main() -> int:
             raise SystemExit(f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}")
     messages = int(args.rate * args.seconds)
     out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-rebalance-gap-"))
-    results: dict[str, list[dict]] = {s: [] for s in scenarios}
+    modes = [True, False] if args.compare_standby else [not args.no_standby]
+    label = {True: "", False: "/cold"} if args.compare_standby else {True: "", False: ""}
+    results: dict[str, list[dict]] = {s + label[m]: [] for s in scenarios for m in modes}
     for trial in range(args.trials):
         for scenario in scenarios:  # alternated: load drifting over the run hits every scenario alike
-            cfg = DrillConfig(scenario=scenario, members=3, partitions=args.partitions, messages=messages,
-                              bootstrap=args.bootstrap, out=out_dir, seed=trial + 1, rate=args.rate,
-                              period_s=args.period, session_timeout_ms=args.session_timeout_ms,
-                              timeout_s=120.0 + args.seconds * 2, fault_at=args.fault_at,
-                              cooperative=not args.eager)
-            t0 = time.monotonic()
-            report = run_drill(cfg, progress=lambda _msg: None)
-            r = analyse(out_dir / f"{scenario}-s{trial + 1}", args.seconds * (1 - args.fault_at))
-            r.update(ok=report["ok"], error=report.get("error"), missing=report["missing"],
-                     duplicates=report["duplicates"], time_to_recover_s=report["time_to_recover_s"],
-                     wall_s=round(time.monotonic() - t0, 1))
-            results[scenario].append(r)
-            print(f"{scenario:14s} trial {trial}: publish gap {r['publish_gap_s']} s (while input: "
-                  f"{r['publish_gap_while_input_s']} s; before: every "
-                  f"{r['publish_interval_before_s']} s), processing gap {r['processing_gap_s']} s, survivors' "
-                  f"longest gap {r['survivor_gap_s']} s, exactly once {r['ok']}, recover "
-                  f"{r['time_to_recover_s']} s", flush=True)
+            for standby in (modes if trial % 2 == 0 else modes[::-1]):
+                run_dir = out_dir / ("standby" if standby else "cold") if args.compare_standby else out_dir
+                cfg = DrillConfig(scenario=scenario, members=3, partitions=args.partitions, messages=messages,
+                                  bootstrap=args.bootstrap, out=run_dir, seed=trial + 1, rate=args.rate,
+                                  period_s=args.period, session_timeout_ms=args.session_timeout_ms,
+                                  timeout_s=120.0 + args.seconds * 2, fault_at=args.fault_at,
+                                  cooperative=not args.eager, standby=standby)
+                t0 = time.monotonic()
+                load = os.getloadavg()[0]
+                report = run_drill(cfg, progress=lambda _msg: None)
+                r = analyse(run_dir / f"{scenario}-s{trial + 1}", args.seconds * (1 - args.fault_at))
+                r.update(ok=report["ok"], error=report.get("error"), missing=report["missing"],
+                         duplicates=report["duplicates"], time_to_recover_s=report["time_to_recover_s"],
+                         wall_s=round(time.monotonic() - t0, 1), standby=standby,
+                         load_before=round(load, 2), load_after=round(os.getloadavg()[0], 2))
+                results[scenario + label[standby]].append(r)
+                print(f"{scenario + label[standby]:19s} trial {trial}: publish gap {r['publish_gap_s']} s (while "
+                      f"input: {r['publish_gap_while_input_s']} s; before: every "
+                      f"{r['publish_interval_before_s']} s), restart {r['restart_s']} s, join {r['join_s']} s, "
+                      f"processing gap {r['processing_gap_s']} s, survivors' longest gap {r['survivor_gap_s']} s, "
+                      f"exactly once {r['ok']}, recover {r['time_to_recover_s']} s, load {r['load_before']}"
+                      f"-{r['load_after']}", flush=True)
     summary = {}
     for scenario, rs in results.items():
         gaps = [r["publish_gap_s"] for r in rs if r["publish_gap_s"] is not None]
@@ -200,11 +225,14 @@ def main() -> int:
             "processing_gap_s_median": statistics.median(r["processing_gap_s"] for r in rs) if rs else None,
             "survivor_gap_s_median": statistics.median(
                 [r["survivor_gap_s"] for r in rs if r["survivor_gap_s"] is not None] or [0.0]),
+            "restart_s": sorted(r["restart_s"] for r in rs if r["restart_s"] is not None),
+            "gap_while_input_s": sorted(r["publish_gap_while_input_s"] for r in rs
+                                        if r["publish_gap_while_input_s"] is not None),
             "publish_interval_before_s_median": statistics.median(
                 [r["publish_interval_before_s"] for r in rs if r["publish_interval_before_s"]] or [0.0]),
         }
-    doc = {"settings": {"cooperative": not args.eager, "rate": args.rate, "seconds": args.seconds, "period_s": args.period,
-                        "partitions": args.partitions, "session_timeout_ms": args.session_timeout_ms,
+    doc = {"settings": {"cooperative": not args.eager, "standby": modes, "rate": args.rate,
+                        "seconds": args.seconds, "period_s": args.period, "partitions": args.partitions, "session_timeout_ms": args.session_timeout_ms,
                         "members": 3, "drills": str(out_dir)},
            "summary": summary, "trials": results}
     print(json.dumps(summary, indent=2))

@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
                         help="the members' Kafka client library (default kafka-python; librdkafka needs the "
                              "[librdkafka] extra)")
+    parser.add_argument("--no-standby", action="store_true",
+                        help="the runner keeps no warm standby member process: restarts start cold "
+                             "(crkafka run --no-standby)")
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -89,7 +92,7 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
                     bootstrap=args.bootstrap, out=args.out, seed=seed + i, rate=args.rate,
                     period_s=args.period, session_timeout_ms=args.session_timeout_ms, timeout_s=timeout,
                     cooperative=not args.eager, kafka_client=args.kafka_client,
-                    pause_s=args.pause)
+                    pause_s=args.pause, standby=not args.no_standby)
         for i, name in enumerate(scenarios)
     ]
 

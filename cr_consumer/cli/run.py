@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--members", type=positive_int, default=3, help="member processes (default 3)")
     parser.add_argument("--coordinator", help="use this coordinator endpoint instead of starting one")
     parser.add_argument("--no-restart", action="store_true", help="do not restart members that die")
+    parser.add_argument("--no-standby", action="store_true",
+                        help="keep no warm standby member process: a restarted or added member starts cold "
+                             "(default: one standby, with the member's imports done, takes over a member's name "
+                             "at once; about 40 MB)")
     parser.add_argument("--duration", type=duration, help="stop after this long (e.g. 30s, 5m)")
     parser.add_argument("--status-every", type=duration, default=5.0, help="print the status this often (default 5s)")
     parser.add_argument("--metrics-port", type=port, metavar="BASE",
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
             restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,
             curve_server_key=args.curve_server_key, curve_key=curve_keypair,
-            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+            metrics_port=args.metrics_port, metrics_host=args.metrics_host, standby=not args.no_standby,
         )
     except ValueError as exc:
         return _error(str(exc))

@@ -4,7 +4,8 @@
 
 :func:`start_region` starts ``members`` ``crkafka member`` processes of one
 pipeline against the drill's own coordinator endpoint. The runner's
-supervisor restarts a member that dies (a kill -9 fault) under the same name;
+supervisor restarts a member that dies (a kill -9 fault) under the same name,
+on the runner's warm standby process unless ``standby`` is False;
 a member's final exit (the region FAILED) sets ``failed``, which ends the
 drill. Member logs go to ``<state_dir>/logs/<member>.log``. With
 ``fault_dir``, every member process gets ``$CRKAFKA_FAULT_DIR``
@@ -36,11 +37,11 @@ def start_region(*, pipeline: str, members: int, coordinator: str, bootstrap: st
                  state_dir: Path, params: dict[str, str], period_s: float = 1.0,
                  member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = MAX_RESETS,
                  fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S,
-                 kafka_client: str | None = None) -> RegionHandle:
+                 kafka_client: str | None = None, standby: bool = True) -> RegionHandle:
     """A started region of ``members`` member processes (see the module docstring)."""
     env = {ENV_FAULT_DIR: str(fault_dir)} if fault_dir is not None else None
     return Region(pipeline, members=members, bootstrap=bootstrap, coordinator=coordinator, group=group,
                   output_dir=output_dir, state_dir=state_dir, period_s=period_s,
                   member_timeout_s=member_timeout_s, max_consecutive_resets=max_resets,
                   drain_timeout_s=phase_timeout_s, reset_timeout_s=phase_timeout_s,
-                  params=dict(params), env=env, kafka_client=kafka_client).start()
+                  params=dict(params), env=env, kafka_client=kafka_client, standby=standby).start()

@@ -141,6 +141,8 @@ class DrillConfig:
     cooperative: bool = True
     #: The members' Kafka client ("kafka-python" or "librdkafka"; None: the default).
     kafka_client: str | None = None
+    #: The runner keeps a warm standby member process (``crkafka run``'s default); False: restarts are cold.
+    standby: bool = True
     #: Bound on the whole drill after the region starts.
     timeout_s: float = 180.0
     #: Keep the drill directory's output files (the report and plot are always kept).
@@ -266,7 +268,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
                 params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
                 phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
-                kafka_client=cfg.kafka_client,
+                kafka_client=cfg.kafka_client, standby=cfg.standby,
             )
             env = fault_mod.DrillEnv(
                 bootstrap=bootstrap, region=region, coordinator=coordinator, manifest=manifest,

@@ -79,12 +79,20 @@ def load_pipeline_module(spec: str) -> ModuleType:
         if not path.is_file():
             raise SettingsError(f"pipeline module {spec!r}: no such file")
         name = f"crpipeline_{path.stem}"
-        mod_spec = importlib.util.spec_from_file_location(name, path)
-        if mod_spec is None or mod_spec.loader is None:
-            raise SettingsError(f"pipeline module {spec!r} cannot be loaded")
-        module = importlib.util.module_from_spec(mod_spec)
-        sys.modules[name] = module
-        mod_spec.loader.exec_module(module)
+        loaded = sys.modules.get(name)
+        if loaded is not None and os.path.realpath(getattr(loaded, "__file__", None) or "") == os.path.realpath(path):
+            module = loaded  # loaded ahead by a standby process (cr_consumer/cli/standby.py): not run twice
+        else:
+            mod_spec = importlib.util.spec_from_file_location(name, path)
+            if mod_spec is None or mod_spec.loader is None:
+                raise SettingsError(f"pipeline module {spec!r} cannot be loaded")
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[name] = module
+            try:
+                mod_spec.loader.exec_module(module)
+            except BaseException:  # re-raised; a half-run module must not be reused (as importlib does)
+                sys.modules.pop(name, None)
+                raise
     else:
         cwd = os.getcwd()
         if cwd not in sys.path and "" not in sys.path:

@@ -13,19 +13,29 @@
    read them (``ps``). The document fits a pipe buffer (``encode_for_stdin``
    bounds it), so this does not wait for the member; a member that died at once
    (broken pipe) is the supervisor's to restart.
+
+:meth:`MemberLauncher.hand_over` gives a member's identity to a warm standby
+process instead (``standby.py``, ``handoff.py``): the hand-over line, then the
+Kafka properties as in step 3, written within :data:`HANDOFF_WRITE_TIMEOUT_S`;
+False when the standby did not take them (the caller then starts the member
+cold). :meth:`MemberLauncher.spawn_standby` starts a standby with the members'
+environment.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import cr_consumer
 from coordinator.common.osutil import die_with_parent_preexec
+from cr_consumer.runtime.runner.handoff import Handoff, HandoffError
 from cr_consumer.runtime.runner.member_proc import MemberProc
 
 log = logging.getLogger(__name__)
@@ -37,36 +47,91 @@ log = logging.getLogger(__name__)
 SOURCE_ROOT = Path(cr_consumer.__file__).resolve().parent.parent
 #: The member's command line for (name, members the first reset waits for).
 Argv = Callable[[str, int], list[str]]
+#: The module a member's command line runs (``member_argv``): a standby is
+#: handed the arguments that follow ``python -m MEMBER_MODULE``.
+MEMBER_MODULE = "cr_consumer.cli.member"
+#: The standby's module (``cr_consumer/cli/standby.py``).
+STANDBY_MODULE = "cr_consumer.cli.standby"
+#: Bound on writing the hand-over to a standby: one that does not read it
+#: (stopped, wedged) must not hold up the restart it was meant to speed up.
+HANDOFF_WRITE_TIMEOUT_S = 1.0
 
 
 class MemberLauncher:
     """Starts member processes; called under the supervisor's lock only."""
 
     def __init__(self, argv: Argv, log_dir: Path, *, extra_env: dict[str, str] | None = None,
-                 kafka_stdin: bytes | None = None) -> None:
+                 kafka_stdin: bytes | None = None, standby_argv: list[str] | None = None) -> None:
         self._argv = argv
         self.log_dir = log_dir
         self._extra_env = dict(extra_env or {})
         self._kafka_stdin = kafka_stdin
+        #: The standby's command line (``python -m cr_consumer.cli.standby PIPELINE``); None: no standby.
+        self.standby_argv = list(standby_argv) if standby_argv is not None else None
 
     def log_path(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self._extra_env)
+        root = str(SOURCE_ROOT)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
 
     def launch(self, m: MemberProc, min_members: int = 1) -> None:
         """Start ``m``'s process (steps 1-3); sets ``m.proc``, ``m.log_file``, ``m.last_start``."""
         if m.log_file is None:
             m.log_file = open(self.log_path(m.name), "ab")  # noqa: SIM115 (closed when the process is reaped)
-        env = dict(os.environ)
-        env.update(self._extra_env)
-        root = str(SOURCE_ROOT)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         stdin = subprocess.PIPE if self._kafka_stdin is not None else subprocess.DEVNULL
         m.proc = subprocess.Popen(self._argv(m.name, min_members), stdout=m.log_file, stderr=subprocess.STDOUT,
-                                  stdin=stdin, env=env, preexec_fn=die_with_parent_preexec())
+                                  stdin=stdin, env=self._env(), preexec_fn=die_with_parent_preexec())
         if self._kafka_stdin is not None:
             self._hand_kafka_properties(m, self._kafka_stdin)
         m.last_start = time.monotonic()
         log.info("started %s (pid %d)", m.name, m.proc.pid)
+
+    def spawn_standby(self, log_file: BinaryIO) -> subprocess.Popen:
+        """Start a standby (its stdin a pipe for the hand-over, its output to ``log_file``)."""
+        if self.standby_argv is None:
+            raise ValueError("this launcher has no standby command")
+        return subprocess.Popen(self.standby_argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
+                                env=self._env(), preexec_fn=die_with_parent_preexec())
+
+    def hand_over(self, m: MemberProc, standby: subprocess.Popen, min_members: int = 1) -> bool:
+        """Make the running ``standby`` member ``m``: write the hand-over (and the Kafka
+        properties), close its stdin. True: ``m.proc`` is the standby now and
+        ``m.last_start`` set; False: it did not take them (dead, not reading within
+        HANDOFF_WRITE_TIMEOUT_S, or a command line a standby cannot run), ``m`` is
+        unchanged and the caller stops the standby."""
+        cmd = self._argv(m.name, min_members)
+        if cmd[1:3] != ["-m", MEMBER_MODULE] or standby.stdin is None:
+            log.warning("%s: the member command %s is not %s's: starting it cold", m.name, cmd[:3], MEMBER_MODULE)
+            return False
+        try:
+            document = Handoff(argv=tuple(cmd[3:]), log=str(self.log_path(m.name))).encode()
+        except HandoffError as exc:
+            log.warning("%s: %s; starting it cold", m.name, exc)
+            return False
+        document += self._kafka_stdin or b""
+        try:
+            written = write_within(standby.stdin.fileno(), document, HANDOFF_WRITE_TIMEOUT_S)
+        except OSError as exc:  # EPIPE: the standby died since it was last seen running
+            log.warning("%s: the standby (pid %d) did not take the hand-over (%s); starting it cold",
+                        m.name, standby.pid, exc)
+            return False
+        if not written:
+            log.warning("%s: the standby (pid %d) did not read the hand-over within %.1fs; starting it cold",
+                        m.name, standby.pid, HANDOFF_WRITE_TIMEOUT_S)
+            return False
+        try:
+            standby.stdin.close()
+        except OSError:  # nothing is buffered (written on the descriptor); a closed pipe is fine here
+            pass
+        m.proc = standby
+        m.last_start = time.monotonic()
+        log.info("started %s on the standby (pid %d)", m.name, standby.pid)
+        return True
 
     @staticmethod
     def _hand_kafka_properties(m: MemberProc, document: bytes) -> None:
@@ -81,6 +146,26 @@ class MemberLauncher:
                 m.proc.stdin.close()
             except BrokenPipeError:  # close() re-flushing what the dead member never read: logged above
                 pass
+
+
+def write_within(fd: int, data: bytes, timeout_s: float) -> bool:
+    """Write all of ``data`` to the pipe ``fd`` (made non-blocking) within
+    ``timeout_s``; False when the reader did not take it in time. OSError
+    (BrokenPipeError) when the reader is gone."""
+    os.set_blocking(fd, False)
+    deadline = time.monotonic() + timeout_s
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+            continue
+        except BlockingIOError:
+            pass
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        select.select([], [fd], [], remaining)
+    return True
 
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,

@@ -17,9 +17,12 @@ returns a :class:`Region` handle (a :class:`~cr_consumer.runtime.runner.handle.R
    members that die, with a backoff when they keep dying, and the coordinator
    this handle started; a member's final exit (bad settings, region FAILED)
    sets ``failed``, with the member's last ERROR line (``member_log.py``).
+   With ``standby`` (the default when members are restarted) it keeps one warm
+   standby process (``standby.py``) and starts a restarted or added member by
+   handing it the member's identity: no Python start-up, no imports.
 4. ``stop()`` (also on Ctrl-C / SIGTERM in ``crkafka run``): stop the
-   supervisor, SIGTERM every member (SIGKILL after ``supervisor.STOP_TIMEOUT_S``), then
-   the coordinator.
+   supervisor, the standby, SIGTERM every member (SIGKILL after
+   ``supervisor.STOP_TIMEOUT_S``), then the coordinator.
 
 Fault handles for drills and tests: ``kill(member)`` (SIGKILL; the supervisor
 restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
@@ -44,7 +47,7 @@ from coordinator.launcher import CoordinatorProcess
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
-from cr_consumer.runtime.runner.launch import MemberLauncher, member_argv
+from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher, member_argv
 from cr_consumer.runtime.runner.member_log import last_error
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
@@ -97,6 +100,7 @@ class Region:
         curve_key: str | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        standby: bool = True,
     ) -> None:
         if isinstance(members, bool) or not isinstance(members, int) or not 1 <= members <= MAX_MEMBERS:
             raise ValueError(f"members must be an integer in 1..{MAX_MEMBERS}, got {members!r}")
@@ -141,6 +145,8 @@ class Region:
                              f"port+N), got {metrics_port}")
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
+        #: Keep a warm standby member process (step 3); only when members are restarted.
+        self.standby = bool(standby) and restart_members
         self.coordinator_proc: CoordinatorProcess | None = None
         self._supervisor: MemberSupervisor | None = None  # set by start()
 
@@ -159,9 +165,9 @@ class Region:
             self.endpoint = self.coordinator_proc.endpoint
             log.info("coordinator started at %s (pid %s)", self.endpoint, self.coordinator_proc.pid)
         launcher = MemberLauncher(self._command, self.state_dir / "logs", extra_env=self.env,
-                                  kafka_stdin=self._kafka_stdin)
+                                  kafka_stdin=self._kafka_stdin, standby_argv=self._standby_command())
         self._supervisor = MemberSupervisor(launcher, restart_members=self.restart_members,
-                                            coordinator=self.coordinator_proc)
+                                            coordinator=self.coordinator_proc, standby=self.standby)
         try:
             self._supervisor.start(self.n_members)
         except BaseException:  # re-raised: stop what did start (members, the coordinator) first
@@ -208,6 +214,16 @@ class Region:
                            region=self.region_settings, params=self.params,
                            kafka_stdin=self._kafka_stdin is not None, kafka_client=self.kafka_client,
                            log_level=self.log_level, log_format=self.log_format, curve=self.curve, metrics=self.metrics_bind(name))
+
+    def _standby_command(self) -> list[str]:
+        cmd = [self.python, "-m", STANDBY_MODULE, self.pipeline]
+        if self.kafka_client is not None:
+            cmd += ["--kafka-client", self.kafka_client]
+        return cmd
+
+    def standby_pid(self) -> int | None:
+        """The waiting standby's pid (None: no standby, or none ready now)."""
+        return self._supervisor.standby_pid() if self._supervisor is not None else None
 
     def metrics_bind(self, name: str) -> tuple[str, int] | None:
         """member-N's /metrics: metrics_port + N, the same port across restarts."""

@@ -16,6 +16,13 @@ started by :meth:`~MemberSupervisor.start`, stopped by
 3. With ``restart_members`` False a dead member stays dead (removed).
 4. The coordinator this runner started is restarted on the same endpoint and
    state directory if it died.
+5. With a warm standby (``standby.py``), a member is started by handing its
+   identity to the standby (``MemberLauncher.hand_over``) when one is ready,
+   else cold; the pool's own round replaces a standby that died unused.
+
+Between rounds the thread waits on the processes themselves
+(``exit_watch.py``): a member's death wakes it at once, not at the next
+``SUPERVISE_S`` tick.
 
 A check that raises is logged and the next round retries. The fault handles
 (``kill``, ``add``, ``remove``, ``kill_coordinator``) run on the callers'
@@ -33,13 +40,17 @@ from typing import Any, ClassVar
 
 from coordinator.launcher import CoordinatorProcess
 from cr_consumer.exit_code import FINAL, ExitCode
+from cr_consumer.runtime.runner.exit_watch import ExitWatch
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.member_log import last_error
 from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, MemberProc
+from cr_consumer.runtime.runner.standby import StandbyPool
 
 log = logging.getLogger(__name__)
 
-#: Supervisor poll interval: bounds how long a dead member stays dead.
+#: Supervisor round interval: bounds how long a dead member stays dead where
+#: process exits cannot be waited on (``exit_watch.py``), and how late a backoff
+#: restart or a standby's start happens.
 SUPERVISE_S = 0.1
 #: SIGTERM -> SIGKILL grace for a member at stop()/remove(), so a wedged
 #: member (a sink stuck in I/O) cannot hang the runner's shutdown.
@@ -64,8 +75,11 @@ class MemberSupervisor:
 
     Shared thread state, guarded by ``_lock`` (the supervisor thread and the
     callers of the fault handles): ``_members`` (added by callers, restarted and
-    marked removed by both) and ``events``. ``failed`` and ``failed_code`` are
-    written once, by the supervisor thread (step 2), and read by any thread.
+    marked removed by both), ``events`` and ``standby`` (the pool: taken by a
+    start on either, checked by the supervisor thread, stopped by ``stop()``).
+    ``failed`` and ``failed_code`` are written once, by the supervisor thread
+    (step 2), and read by any thread. ``_exits`` is waited on by the supervisor
+    thread only (outside the lock), woken by ``stop()``.
     """
 
     _members: dict[str, MemberProc]
@@ -76,10 +90,13 @@ class MemberSupervisor:
     NAME_PREFIX: ClassVar[str] = "member-"
 
     def __init__(self, launcher: MemberLauncher, *, restart_members: bool = True,
-                 coordinator: CoordinatorProcess | None = None) -> None:
+                 coordinator: CoordinatorProcess | None = None, standby: bool = False) -> None:
         self._launcher = launcher
         self._restart_members = restart_members
         self._coordinator = coordinator
+        #: Step 5: the warm standby (None: every member starts cold).
+        self.standby: StandbyPool | None = StandbyPool(launcher, self._event) if standby else None
+        self._exits = ExitWatch()
         self._members = {}
         self.events = []  # starts, exits, restarts, kills, removals: {t, kind, member, ...}
         self.failed = None
@@ -94,25 +111,32 @@ class MemberSupervisor:
         """Start ``members`` members (the first reset waits for all of them), then the thread."""
         with self._lock:
             for _ in range(members):
-                self._add(min_members=members)
+                self._add(min_members=members, warm=False)
+            if self.standby is not None:
+                self.standby.start()
         self._thread = threading.Thread(target=self._supervise, name="region-supervisor", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop the thread, SIGTERM every member, reap them (SIGKILL after STOP_TIMEOUT_S)."""
         self._stop.set()
+        self._exits.wake()
         if self._thread is not None:
             self._thread.join(THREAD_JOIN_S)
             if self._thread.is_alive():  # a restart in progress; it sees _stop and ends after it
                 log.warning("region supervisor thread still busy after %.0fs; stopping the members anyway",
                             THREAD_JOIN_S)
         with self._lock:
+            if self.standby is not None:
+                self.standby.stop()
             for m in self._members.values():
                 if m.proc is not None and m.proc.poll() is None:
                     m.proc.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + STOP_TIMEOUT_S
             for m in self._members.values():
                 self._reap(m, deadline)
+        if self._thread is None or not self._thread.is_alive():
+            self._exits.close()
 
     # ------------------------------------------------------------------ fault handles (callers' threads)
     def add(self) -> str:
@@ -175,6 +199,11 @@ class MemberSupervisor:
             return {n: (m.proc.pid if m.proc is not None and m.proc.poll() is None else None)
                     for n, m in self._members.items() if not m.removed}
 
+    def standby_pid(self) -> int | None:
+        """The waiting standby's pid; None: no standby, or none ready now."""
+        with self._lock:
+            return self.standby.pid if self.standby is not None else None
+
     def restarts(self) -> dict[str, int]:
         with self._lock:
             return {n: m.restarts for n, m in self._members.items()}
@@ -183,15 +212,24 @@ class MemberSupervisor:
         return last_error(self._launcher.log_path(name))
 
     # ------------------------------------------------------------------ supervisor thread
-    def _add(self, min_members: int = 1) -> str:
+    def _add(self, min_members: int = 1, warm: bool = True) -> str:
         name = f"{self.NAME_PREFIX}{self._next_index}"
         self._next_index += 1
         m = MemberProc(name)
         self._members[name] = m
-        self._launch(m, min_members)
+        self._launch(m, min_members, warm=warm)
         return name
 
-    def _launch(self, m: MemberProc, min_members: int = 1) -> None:
+    def _launch(self, m: MemberProc, min_members: int = 1, warm: bool = True) -> None:
+        """Start ``m``: on the standby when one is ready (step 5), else cold."""
+        standby = self.standby.take() if warm and self.standby is not None else None
+        if standby is not None:
+            if self._launcher.hand_over(m, standby, min_members):
+                assert m.proc is not None
+                self._event("start", m.name, pid=m.proc.pid, standby=True)
+                return
+            assert self.standby is not None
+            self.standby.discard(standby)
         self._launcher.launch(m, min_members)
         assert m.proc is not None
         self._event("start", m.name, pid=m.proc.pid)
@@ -218,12 +256,28 @@ class MemberSupervisor:
             m.log_file = None
 
     def _supervise(self) -> None:
-        while not self._stop.wait(SUPERVISE_S):
+        while not self._stop.is_set():
             try:
+                self._exits.wait(self._watched(), SUPERVISE_S)
+                if self._stop.is_set():
+                    break
                 self._check_members()
                 self._check_coordinator()
+                if self.standby is not None:
+                    with self._lock:
+                        self.standby.check(time.monotonic())
             except Exception:  # keep supervising; the next round retries
                 log.exception("region supervisor: check failed")
+                self._stop.wait(SUPERVISE_S)
+
+    def _watched(self) -> list[int]:
+        """The pids whose end wakes the supervisor: running members and the standby."""
+        with self._lock:
+            pids = [m.proc.pid for m in self._members.values()
+                    if m.proc is not None and not m.removed and m.proc.returncode is None]
+            if self.standby is not None and self.standby.pid is not None:
+                pids.append(self.standby.pid)
+            return pids
 
     def _check_members(self) -> None:
         now = time.monotonic()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 
 import pytest
@@ -47,13 +48,22 @@ def half_values(n: int, start: int = 0) -> list[bytes]:
     return [b"value-%d" % i for i in range(start, start + n)]
 
 
-def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path):
+@pytest.mark.parametrize("standby", [True, False], ids=["standby", "cold"])
+def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path, standby):
+    """The runner restarts the killed member on its warm standby (the default:
+    the standby process becomes the member) or cold (``standby=False``: no
+    standby process at all); the output is exactly once either way."""
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
     produce(bootstrap, topic, half_values(6000))
-    with make_region(tmp_path, bootstrap, pipeline, topic, members=3) as region:
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=3, standby=standby) as region:
         wait_rows(tmp_path / "out", 1000, 40, region)
         victim = region.live_members()[0]
+        if standby:  # started a few seconds after the members (standby.RESPAWN_DELAY_S)
+            waiting = wait_until(region.standby_pid, 20, "the standby")
+        else:
+            waiting = region.standby_pid()
+            assert waiting is None
         region.kill(victim)
         produce(bootstrap, topic, half_values(6000, 6000))
         rows = wait_rows(tmp_path / "out", 12000, 60, region)
@@ -69,9 +79,21 @@ def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path):
         coordinator_log = (tmp_path / "state" / "logs" / "coordinator.log").read_text()
         withheld = f"not asking {victim} to remove its predecessor's consumer"
         assert "removed the predecessor's consumer" in victim_log or withheld in coordinator_log
+        restart = [e for e in region.events if e["kind"] == "start" and e["member"] == victim][-1]
+        if standby:  # the standby waiting at the kill became the victim's new process
+            assert restart["pid"] == waiting and restart.get("standby") is True
+            assert f"this process is now member {victim}" in (tmp_path / "state" / "logs" / "standby.log").read_text()
+            waiting = wait_until(region.standby_pid, 20, "the next standby")  # started a few seconds later
+        else:
+            assert not [e for e in region.events if e["member"] == "standby" or e.get("standby")]
+            assert not (tmp_path / "state" / "logs" / "standby.log").exists()
         time.sleep(1.5)  # a few more checkpoints: nothing may be published twice later
         rows = published(tmp_path / "out")
     check_exactly_once(rows, topic, {p: 3000 for p in range(4)})
+    if standby:  # stopping the region stopped the next standby too
+        assert waiting is not None and region.standby_pid() is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(waiting, 0)
     assert not list((tmp_path / "out").glob("*.jsonl.tmp"))
 
 
