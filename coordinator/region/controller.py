@@ -88,7 +88,7 @@ from coordinator.region.messages import (
     RegionStatusRequest,
 )
 from coordinator.region.state import Phase, RegionConfig, RegionCore
-from coordinator.server.api import Request, ServerApi, attached
+from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
@@ -103,6 +103,10 @@ EVENTS_KEPT = 200
 RECENT_KEPT = 10
 
 
+def _wake_only() -> None:
+    """A timer's callback that only wakes the loop: its tick hooks run right after."""
+
+
 class RegionControllerService:
     """Plugs the region controller into a :class:`ServerApi`."""
 
@@ -114,6 +118,9 @@ class RegionControllerService:
         self.recent_resets: dict[str, deque[dict]] = {}
         self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
+        # One timer at the earliest periodic drain due (see _wake_for_drains), and its deadline.
+        self._wake: Timer | None = None
+        self._wake_at: float | None = None
 
     # ------------------------------------------------------------------ service API
     @property
@@ -164,6 +171,22 @@ class RegionControllerService:
                 log.exception("region %s: tick failed; the region goes to FAILED", name)
                 self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}", now)
         self._expire_regions(now)
+        self._wake_for_drains(now)
+
+    def _wake_for_drains(self, now: float) -> None:
+        """Keep one timer at the earliest periodic drain due later than ``now``: the
+        loop then ticks at that time, not up to ``TICK_S`` (0.1 s) later when no
+        request arrives, so drains start on their grid slots (cadence.py). A drain
+        already due (deferred while the group rebalances) needs no timer."""
+        due = min((core.next_cycle_at for core in self.regions.values()
+                   if core.phase is Phase.RUNNING and core.config.mode == "periodic"
+                   and core.next_cycle_at is not None and core.next_cycle_at > now), default=None)
+        if due is None or due == self._wake_at:
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = due
+        self._wake = self.server.schedule(due - now, _wake_only)
 
     def _fail(self, name: str, core: RegionCore, reason: str, now: float) -> None:
         try:

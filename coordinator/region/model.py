@@ -79,7 +79,8 @@ class RegionConfig:
     name: str
     index: int = 0
     mode: str = attrs.field(default="periodic")
-    #: Seconds between the end of one cycle and the start of the next (periodic mode).
+    #: Seconds between the starts of two cycles (periodic mode): drains start on a
+    #: fixed-rate grid, at least a tenth of it after a RESUME (coordinator/region/cadence.py).
     period_s: float = attrs.field(default=1.0, validator=_positive("period_s"))
     #: Bound on each of the drain and checkpoint phases: a member that is stuck
     #: (a wedged sink, a lost broker) fails the cycle instead of blocking the region.

@@ -9,8 +9,9 @@ callbacks: ``send(member, command)`` (a command pushed to a member,
 ``persist(doc)`` (the durable document; the service makes it durable before any
 command queued after it is sent).
 
-The checkpoint cycle (periodic: every ``period_s`` after the last RESUME;
-operator-driven: on a member's ``trigger``):
+The checkpoint cycle (periodic: at a fixed rate, a drain every ``period_s``
+after the previous drain's start, at least a tenth of the period after a RESUME,
+``coordinator/region/cadence.py``; operator-driven: on a member's ``trigger``):
 
 1. RUNNING -> DRAINING: ``seq = next_seq`` (persisted), DRAIN(seq) to every
    member; each blocks its region permit and drains its operators.
@@ -29,7 +30,8 @@ caused by a group rebalance forces the reset instead), a member that stops heart
 member fails the cycle and starts a reset.
 
 The reset round's counters: ``coordinator/region/reset.py``; the pacing of
-checkpoints after rebalances: ``coordinator/region/pacing.py``; who may join
+checkpoints after rebalances: ``coordinator/region/pacing.py``; the fixed-rate
+grid of periodic drains: ``coordinator/region/cadence.py``; who may join
 under a member name: ``coordinator/region/admission.py``.
 
 Coordinator restart: the durable document brings back the config, the last
@@ -46,6 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.region.admission import JoinKind, admit
+from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
 from coordinator.region.document import RegionDocument
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
@@ -104,6 +107,7 @@ class RegionCore:
         self.first_join_at: float | None = None
         self._cycle_offsets: list[list] = []
         self._cycle_start: float | None = None
+        self._cycle_slot: float | None = None  # the grid slot of the running cycle's drain (cadence.py)
         # Pacing reads the member table (written here only); the reset rounds hold the attempt counters.
         self._pacing = CheckpointPacing(config, self.members)
         self._resets = ResetRounds(config, self._pacing)
@@ -435,15 +439,22 @@ class RegionCore:
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
             if self._pacing.cycle_due(now, self.next_cycle_at):
-                self._start_cycle(now, "period")
+                self._start_cycle(now, "period", due=self.next_cycle_at)
 
     # ------------------------------------------------------------------ cycle
-    def _start_cycle(self, now: float, why: str) -> None:
+    def _start_cycle(self, now: float, why: str, due: float | None = None) -> None:
+        """Step 1. ``due``: when a periodic drain was due (its grid slot, cadence.py
+        step 1); None for a trigger (its start is its slot)."""
         self.seq = self.next_seq
         self.next_seq += 1
         self._save()  # a seq is never reused, even across a coordinator restart
+        slot = slot_of(due, now, self.config.period_s)
+        if slot.skipped:
+            log.info("region %s: checkpoint %s starts %.2fs after it was due: %d slot(s) of the grid skipped",
+                     self.config.name, self.seq, now - (due or now), slot.skipped)
         self._goto(Phase.DRAINING, f"checkpoint {self.seq} ({why})")
         self._cycle_start = now
+        self._cycle_slot = slot.at
         self.waiting = set(self.members)
         self.deadline = now + self.config.drain_timeout_s
         self._broadcast(self.waiting, Drain(self.seq))
@@ -459,16 +470,24 @@ class RegionCore:
         self._resets.checkpoint_completed()
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
-        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
-                                  f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
-        self._on_event("checkpoint", {"seq": self.seq,
-                                      "checkpoint_ms": round((now - (self._cycle_start or now)) * 1000, 1)})
+        took_ms = (now - (self._cycle_start or now)) * 1000
+        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent ({took_ms:.0f} ms)")
+        upcoming = next_drain(now if self._cycle_slot is None else self._cycle_slot, now, self.config.period_s)
+        self._on_event("checkpoint", {"seq": self.seq, "checkpoint_ms": round(took_ms, 1),
+                                      "next_drain_in_s": round(upcoming.at - now, 3)})
         self._broadcast(self.members, Resume(self.seq, self.checkpoint_offsets))
         if previous is not None:
             self._broadcast(self.members, Retire(previous))
         self.waiting = set()
         self.deadline = None
-        self.next_cycle_at = now + self.config.period_s
+        self.next_cycle_at = upcoming.at
+        if upcoming.floored:
+            log.info("region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
+                     "after a RESUME), %d slot(s) of the grid skipped", self.config.name, self.seq, took_ms,
+                     upcoming.at - now, upcoming.skipped)
+        else:
+            log.debug("region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
+                      self.config.name, upcoming.at - now, self.seq)
 
     # ------------------------------------------------------------------ reset round (see reset.py)
     def _maybe_start(self, now: float) -> None:
@@ -515,10 +534,15 @@ class RegionCore:
             return
         took = self._resets.finish(now)
         self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
-        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
+        # Off the grid (cadence.py step 3): the pacing after a reset decides; the grid
+        # starts again from the next drain.
+        delay = self._pacing.settle_delay()
+        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1),
+                                  "next_drain_in_s": round(delay, 3)})
         self._broadcast(self.members, Resume(None))
         self.deadline = None
-        self.next_cycle_at = now + self._pacing.settle_delay()
+        self.next_cycle_at = now + delay
+        log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, delay)
         self._pacing.resumed()
 
     # ------------------------------------------------------------------ own checkpoints
