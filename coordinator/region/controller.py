@@ -24,8 +24,9 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   dead consumer from the Kafka group before its own consumer joins.
 * ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
   (member side); ``kafka`` (optional) is the member's Kafka group state
-  ``{member_id, generation, rebalancing}``: the controller defers periodic
-  drains while the group rebalances. ``NOT_REGISTERED`` if the controller does
+  ``{member_id, generation, rebalancing}`` (``coordinator/region/kafka_report.py``):
+  the controller defers periodic drains while the group rebalances; an invalid
+  report is ignored and logged (the heartbeat still counts). ``NOT_REGISTERED`` if the controller does
   not know this incarnation (after a coordinator restart): the member joins again.
 * ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
   the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
@@ -178,9 +179,11 @@ class RegionControllerService:
         loop then ticks at that time, not up to ``TICK_S`` (0.1 s) later when no
         request arrives, so drains start on their grid slots (cadence.py). A drain
         already due (deferred while the group rebalances) needs no timer."""
-        due = min((core.next_cycle_at for core in self.regions.values()
-                   if core.phase is Phase.RUNNING and core.config.mode == "periodic"
-                   and core.next_cycle_at is not None and core.next_cycle_at > now), default=None)
+        due: float | None = None
+        for core in self.regions.values():
+            at = core.next_cycle_at
+            if core.phase is Phase.RUNNING and core.config.mode == "periodic" and at is not None and at > now:
+                due = at if due is None else min(due, at)
         if due is None or due == self._wake_at:
             return
         if self._wake is not None:
@@ -329,7 +332,7 @@ class RegionControllerService:
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
-        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka):
+        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
             raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
                                 f"{msg.region!r}: join again")
         return {"phase": core.phase.value, "last_consistent": core.last_consistent}

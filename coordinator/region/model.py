@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from coordinator.region.kafka_report import KafkaReport
+
 DOC_VERSION = 1
 
 
@@ -134,10 +136,12 @@ class MemberInfo:
     incarnation: str
     last_seen: float
     pid: int | None = None
-    #: Last Kafka group report of its heartbeats: member_id, generation, rebalancing.
-    kafka: dict | None = None
+    #: Last valid Kafka group report of its heartbeats (coordinator/region/kafka_report.py).
+    kafka: KafkaReport | None = None
     #: When that report arrived (coordinator clock).
     kafka_at: float | None = None
+    #: Why its last report was ignored (None: valid); cleared by the next valid one.
+    kafka_invalid: str | None = None
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
     host: str | None = None

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import MemberInfo, RegionConfig
 
 log = logging.getLogger(__name__)
@@ -92,12 +92,13 @@ class CheckpointPacing:
         self._deferring_since = None
 
     # ---- decisions ----------------------------------------------------------------------
-    def _kafka_reports(self) -> dict[str, dict[str, Any]] | None:
-        """Every member's last Kafka group report, or None when one has not reported."""
-        reports = {n: m.kafka for n, m in self._members.items()}
-        if not reports or any(r is None for r in reports.values()):
+    def _kafka_reports(self) -> dict[str, KafkaReport] | None:
+        """Every member's last Kafka group report, or None when one has not reported
+        (or its last report was invalid, kafka_report.py step 3)."""
+        reports = {n: m.kafka for n, m in self._members.items() if m.kafka is not None}
+        if not reports or len(reports) < len(self._members):
             return None
-        return reports  # type: ignore[return-value]  # no None left
+        return reports
 
     def all_cooperative(self) -> bool:
         """Every member that reported its group state reports cooperative
@@ -105,19 +106,18 @@ class CheckpointPacing:
         (a restarted process whose consumer does not exist yet) has nothing to
         commit, so an early drain cannot disturb its join."""
         reports = [m.kafka for m in self._members.values() if m.kafka is not None]
-        return bool(reports) and all(r.get("cooperative") for r in reports)
+        return bool(reports) and all(r.cooperative for r in reports)
 
     def group_unsettled(self) -> str | None:
         """Why the Kafka group is rebalancing as the members report it, else None."""
         reports = self._kafka_reports()
         if reports is None:
             return None
-        busy = sorted(n for n, r in reports.items()
-                      if (r.get("reset_pending") if r.get("cooperative") else r.get("rebalancing")))
+        busy = sorted(n for n, r in reports.items() if r.holds_drains)
         if busy:
             return f"members {busy} report a group rebalance in progress"
-        eager = [r for r in reports.values() if not r.get("cooperative")]
-        generations = {r.get("generation") for r in eager}
+        eager = [r for r in reports.values() if not r.cooperative]
+        generations = {r.generation for r in eager}
         if len(generations) > 1:
             return f"members are in different group generations {sorted(map(str, generations))}"
         return None
@@ -165,7 +165,7 @@ class CheckpointPacing:
         """Why the Kafka group may be rebalancing now, so that `joiner` must not remove
         its predecessor's consumer (see EVICT_QUIET_S); None when it may."""
         others = {n: m for n, m in self._members.items() if n != joiner}
-        busy = sorted(n for n, m in others.items() if (m.kafka or {}).get("rebalancing"))
+        busy = sorted(n for n, m in others.items() if m.kafka is not None and m.kafka.rebalancing)
         if busy:
             return f"members {busy} report a group rebalance"
         hint = self.rejoin_hint_at

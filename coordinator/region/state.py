@@ -51,6 +51,7 @@ from coordinator.region.admission import JoinKind, admit
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
 from coordinator.region.document import RegionDocument
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
     AbsentCheckpoints,
@@ -243,7 +244,7 @@ class RegionCore:
         if admission.withheld and existing is not None:
             log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
                      "the broker's session timeout will", self.config.name, name,
-                     (existing.kafka or {}).get("member_id"), admission.withheld)
+                     existing.kafka.member_id if existing.kafka is not None else None, admission.withheld)
         self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
         if self.first_join_at is None:
             self.first_join_at = now
@@ -267,18 +268,28 @@ class RegionCore:
         return reply
 
     def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
-                  kafka: dict | None = None) -> bool:
+                  kafka: KafkaReport | None = None, kafka_invalid: str | None = None) -> bool:
         """False when the member is unknown (it must join again). ``kafka``: the
-        member's Kafka group state (member_id, generation, rebalancing), kept for
-        pacing checkpoints (``coordinator/region/pacing.py``) and for its successor's join."""
+        member's Kafka group report, kept for pacing checkpoints
+        (``coordinator/region/pacing.py``) and for its successor's join.
+        ``kafka_invalid``: why the heartbeat's report was ignored: the member then
+        counts as not reporting (its last report is dropped), logged when its
+        reports turn invalid and when they are valid again
+        (``coordinator/region/kafka_report.py``, step 3)."""
         m = self.members.get(name)
         if m is None or m.incarnation != incarnation:
             return False
         m.identity = identity
         m.last_seen = now
-        if kafka is not None:
-            m.kafka = kafka
-            m.kafka_at = now
+        if kafka_invalid is not None:
+            if m.kafka_invalid is None:
+                log.warning("region %s: member %s sent an invalid Kafka group report (%s); ignored: it counts as "
+                            "not reporting until a valid one", self.config.name, name, kafka_invalid)
+            m.kafka, m.kafka_at, m.kafka_invalid = None, None, kafka_invalid
+        elif kafka is not None:
+            if m.kafka_invalid is not None:
+                log.info("region %s: member %s reports its Kafka group state again", self.config.name, name)
+            m.kafka, m.kafka_at, m.kafka_invalid = kafka, now, None
         return True
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
@@ -592,7 +603,8 @@ class RegionCore:
             "period_s": self.config.period_s,
             "members": {
                 n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
-                    "kafka": m.kafka}
+                    "kafka": m.kafka.to_dict() if m.kafka is not None else None,
+                    "kafka_invalid": m.kafka_invalid}
                 for n, m in sorted(self.members.items())
             },
             "last_consistent": self.last_consistent,

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.region.cadence import MIN_RUN_SHARE, next_drain, slot_of
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 
 PERIOD = 1.0
@@ -40,9 +41,8 @@ class Region:
 
     def report(self, now: float, **flags: bool) -> None:
         for name in sorted(self.core.members):
-            self.core.heartbeat(name, name.encode(), "inc1", now, {
-                "member_id": f"k-{name}", "generation": 5, "rebalancing": False, "cooperative": True,
-                "reset_pending": flags.get(name, False)})
+            self.core.heartbeat(name, name.encode(), "inc1", now, KafkaReport(
+                f"k-{name}", 5, cooperative=True, reset_pending=flags.get(name, False)))
 
     def tick(self, now: float, checkpoint_s: float) -> bool:
         """One loop tick at ``now``; a drain it starts is answered at once and its

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from coordinator.region.controller import RegionControllerService
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.messages import RegionJoin
 from coordinator.region.state import Phase
 from coordinator.server.api import Request, Timer
@@ -60,7 +61,7 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
 
     core.tick(due + 1.0)
     assert core.phase is Phase.DRAINING
-    core.heartbeat("m", b"m", "i", due + 1.05, {"member_id": "k", "generation": 1, "rebalancing": True})
+    core.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
     core.ack("m", "drain", core.seq, None, True, None, due + 1.1)
     core.ack("m", "checkpoint", core.seq, None, True, None, due + 1.2)
     service.on_tick(due + 2.5)  # due and deferred (the group rebalances): no timer for a drain already due
