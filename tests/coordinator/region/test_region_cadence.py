@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from coordinator.region.cadence import MIN_RUN_SHARE, next_drain, slot_of
 from coordinator.region.kafka_report import KafkaReport
+from coordinator.region.pacing import POST_RESET_PERIOD_SHARE
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 
 PERIOD = 1.0
@@ -149,17 +150,18 @@ def test_a_drain_deferred_three_periods_by_a_rebalance_skips_the_slots_it_missed
 
 def test_after_a_reset_the_pacing_decides_then_the_grid_starts_from_that_drain():
     r = Region()
-    r.report(0.2)  # cooperative members: the first drain after a reset comes a quarter period after it
+    r.report(0.2)  # cooperative members: the first drain after a reset comes the floor after it
     r.cycles([0.1])
     r.core.request_reset("m0", True, "revoked after fetching", 1.5)
     r.ack_all("reset", 1.6, attempt=r.core.attempt)
-    assert r.core.next_cycle_at == pytest.approx(1.6 + 0.25 * PERIOD)
+    assert r.core.next_cycle_at == pytest.approx(1.6 + POST_RESET_PERIOD_SHARE * PERIOD)
     r.cycles([0.6, 0.6, 0.6])
-    assert r.starts[1:] == pytest.approx([1.85, 2.85, 3.85])
+    first = 1.6 + POST_RESET_PERIOD_SHARE * PERIOD
+    assert r.starts[1:] == pytest.approx([first, first + PERIOD, first + 2 * PERIOD])
     resume = [i for k, i in r.events if k == "resume"][-1]
-    assert resume["next_drain_in_s"] == pytest.approx(0.25)
+    assert resume["next_drain_in_s"] == pytest.approx(POST_RESET_PERIOD_SHARE * PERIOD)
     checkpoint = [i for k, i in r.events if k == "checkpoint"][-1]
-    assert checkpoint["next_drain_in_s"] == pytest.approx(0.4)
+    assert checkpoint["next_drain_in_s"] == pytest.approx(PERIOD - 0.6)
 
 
 def test_an_operator_driven_trigger_is_its_own_slot():

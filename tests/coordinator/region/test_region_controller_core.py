@@ -6,7 +6,7 @@ import attrs
 import pytest
 
 from coordinator.region.kafka_report import KafkaReport
-from coordinator.region.pacing import HINT_SETTLE_S
+from coordinator.region.pacing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 from coordinator.region.state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
 
 
@@ -347,11 +347,12 @@ def test_cooperative_members_checkpoint_early_after_a_reset():
         h.core.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
     h.core.request_reset("m0", True, "rebalance", 1.1)
     h.ack_all("reset", 1.2, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.2 + 0.25)
+    assert h.core.next_cycle_at == pytest.approx(1.2 + POST_RESET_PERIOD_SHARE)
+    assert POST_RESET_PERIOD_SHARE == 0.1  # the floor after any RESUME (cadence.py)
     # a restarted member has not reported yet (no consumer): still early
     h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
     h.ack_all("reset", 1.4, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.4 + 0.25)
+    assert h.core.next_cycle_at == pytest.approx(1.4 + POST_RESET_PERIOD_SHARE)
 
 
 def _cooperative_reports(h, now):
