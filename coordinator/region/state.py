@@ -107,6 +107,12 @@ class RegionCore:
         self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
         self._cycle_offsets: list[list] = []
+        # The members taking part in the running cycle (its drain's members, less any that
+        # left or were replaced by a new incarnation since), those that answered its
+        # checkpoint, and the members that joined while it ran (reset once it completes).
+        self._cycle_members: set[str] = set()
+        self._checkpointed: set[str] = set()
+        self._joined_in_cycle: list[str] = []
         self._cycle_start: float | None = None
         self._cycle_slot: float | None = None  # the grid slot of the running cycle's drain (cadence.py)
         # Pacing reads the member table (written here only); the reset rounds hold the attempt counters.
@@ -256,9 +262,43 @@ class RegionCore:
             return self._join_reply(name, predecessor)
         if self.phase is Phase.WAITING:
             self._maybe_start(now)
+        elif self._join_after_cycle(name, existing is not None, now):
+            pass
         else:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
+
+    def _join_after_cycle(self, name: str, restarted: bool, now: float) -> bool:
+        """A member joining (new, or a restart: its predecessor is dead) while a
+        cycle drains or checkpoints, when every reporting member is cooperative:
+        the cycle completes without it, then the region resets for it
+        (docs/region.md, cooperative step 10). Returns False when the join resets at
+        once instead (not cooperative, or no cycle in flight).
+
+        1. A restarted member's predecessor leaves the cycle unless it answered the
+           cycle's checkpoint: no command of the cycle reaches the new
+           incarnation (commands go to a name's current socket).
+        2. A predecessor that answered the checkpoint stays among its members:
+           the checkpoint holds its offsets and its saved interval, which the new
+           incarnation's reset publishes (``own`` is that checkpoint).
+        3. One that did not is absent from the checkpoint: its own checkpoint stays
+           the previous one, its partitions carry that checkpoint's offsets
+           (nobody else consumed them: the dead consumer held them), and its
+           restarted process deletes what it sealed since (its reset's ``own``).
+        4. At completion the joiners are told nothing of the cycle (no RESUME, no
+           RETIRE); the reset that follows at once brings them in."""
+        if self.phase not in (Phase.DRAINING, Phase.CHECKPOINTING) or not self._pacing.all_cooperative():
+            return False
+        if restarted and name not in self._checkpointed:
+            self._cycle_members.discard(name)
+            self.waiting.discard(name)
+        self._joined_in_cycle.append(name)
+        log.info("region %s: member %s joined during checkpoint %s (%s); every member is cooperative: the "
+                 "checkpoint goes on%s, then the region resets for it", self.config.name, name, self.seq,
+                 self.phase.value, " without its predecessor" if restarted and name not in self._checkpointed else "")
+        if not self.waiting:
+            self._phase_answered(now)
+        return True
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
@@ -304,6 +344,7 @@ class RegionCore:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
+            self._joined_in_cycle = []
             self.first_join_at = None
             if self.phase is not Phase.WAITING:
                 self._goto(Phase.WAITING, "no members left")
@@ -325,6 +366,8 @@ class RegionCore:
             # flight goes on without it. docs/region.md, cooperative step 9.
             log.info("region %s: member %s left in %s; every member is cooperative: no reset",
                      self.config.name, name, self.phase.value)
+            self._cycle_members.discard(name)
+            self._joined_in_cycle = [n for n in self._joined_in_cycle if n != name]
             if name in self.waiting:
                 self.waiting.discard(name)
                 if not self.waiting:
@@ -361,8 +404,10 @@ class RegionCore:
             self._start_reset(what, ResetKind.FORCE if rebalance else ResetKind.FAILURE, now, restart=True)
             return
         self.waiting.discard(name)
-        if command == "checkpoint" and offsets:
-            self._cycle_offsets.extend(offsets)
+        if command == "checkpoint":
+            self._checkpointed.add(name)
+            if offsets:
+                self._cycle_offsets.extend(offsets)
         if self.waiting:
             return
         self._phase_answered(now)
@@ -376,6 +421,8 @@ class RegionCore:
             return False
         if self.phase is Phase.RUNNING or self.phase is Phase.DRAINING:
             return True
+        if self.phase is Phase.CHECKPOINTING and name in self._joined_in_cycle:
+            return name not in self._checkpointed  # a joiner whose predecessor did not answer: not in the cycle
         return self.phase is Phase.CHECKPOINTING and name in self.waiting
 
     def _phase_answered(self, now: float) -> None:
@@ -385,8 +432,9 @@ class RegionCore:
             if self.seq is None:  # a cycle's seq is set when its drain starts
                 raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")
             self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
-            self.waiting = set(self.members)
+            self.waiting = set(self._cycle_members)
             self._cycle_offsets = []
+            self._checkpointed = set()
             self.deadline = now + self.config.drain_timeout_s
             self._broadcast(self.waiting, Checkpoint(self.seq))
         elif command == "checkpoint":
@@ -467,14 +515,19 @@ class RegionCore:
         self._cycle_start = now
         self._cycle_slot = slot.at
         self.waiting = set(self.members)
+        self._cycle_members = set(self.members)
+        self._checkpointed = set()
         self.deadline = now + self.config.drain_timeout_s
         self._broadcast(self.waiting, Drain(self.seq))
 
     def _complete_checkpoint(self, now: float) -> None:
         previous = self.last_consistent
-        self._remember_absent(previous, self.checkpoint_members, sorted(self.members))
+        # The members that answered the checkpoint: every member, less those that
+        # joined during the cycle without a predecessor that answered (_join_after_cycle).
+        answered = sorted(self._checkpointed & set(self.members))
+        self._remember_absent(previous, self.checkpoint_members, answered)
         self.last_consistent = self.seq
-        self.checkpoint_members = sorted(self.members)
+        self.checkpoint_members = answered
         # Partitions nobody reported (unassigned while the group rebalances) keep the
         # offset of the previous consistent checkpoint: nobody consumed them since.
         self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
@@ -486,12 +539,18 @@ class RegionCore:
         upcoming = next_drain(now if self._cycle_slot is None else self._cycle_slot, now, self.config.period_s)
         self._on_event("checkpoint", {"seq": self.seq, "checkpoint_ms": round(took_ms, 1),
                                       "next_drain_in_s": round(upcoming.at - now, 3)})
-        self._broadcast(self.members, Resume(self.seq, self.checkpoint_offsets))
+        joined, self._joined_in_cycle = self._joined_in_cycle, []
+        told = [n for n in self.members if n not in joined]  # joiners: their reset follows
+        self._broadcast(told, Resume(self.seq, self.checkpoint_offsets))
         if previous is not None:
-            self._broadcast(self.members, Retire(previous))
+            self._broadcast(told, Retire(previous))
         self.waiting = set()
         self.deadline = None
         self.next_cycle_at = upcoming.at
+        if joined:
+            self._start_reset(f"members {sorted(set(joined))} joined during checkpoint {self.seq}",
+                              ResetKind.MEMBERSHIP, now, rejoin=True)
+            return
         if upcoming.floored:
             log.info("region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
                      "after a RESUME), %d slot(s) of the grid skipped", self.config.name, self.seq, took_ms,
@@ -522,6 +581,9 @@ class RegionCore:
         if too_many is not None:
             self.fail(f"{too_many}; last cause: {why}", now)
             return
+        if self._joined_in_cycle:  # the round brings in the members that joined during a cycle
+            self._joined_in_cycle = []
+            rejoin = True
         attempt = self._resets.begin()
         self._save()  # the attempt is durable before any member hears of it
         self._goto(Phase.RESETTING, f"attempt {attempt} ({kind.value}, consecutive "
