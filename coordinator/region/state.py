@@ -27,7 +27,10 @@ after the previous drain's start, at least a tenth of the period after a RESUME,
 
 A member that does not answer within the drain timeout, an error answer (one
 caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
-member fails the cycle and starts a reset.
+member fails the cycle and starts a reset. When every member is cooperative, a
+graceful leave of a member that has not answered the cycle's checkpoint and a
+join (new or restarted member) do not: the cycle goes on without the leaver,
+and completes without the joiner before its reset (``_join_after_cycle``).
 
 The reset round's counters: ``coordinator/region/reset.py``; the pacing of
 checkpoints after rebalances: ``coordinator/region/pacing.py``; the fixed-rate
