@@ -77,7 +77,7 @@ def admit(
         return Admission(JoinKind.REFUSED, holder={"incarnation": existing.incarnation, "pid": existing.pid,
                                                    "host": existing.host, "silent_s": round(silent_s, 3)})
     predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
-                   "kafka_member_id": (existing.kafka or {}).get("member_id")}
+                   "kafka_member_id": existing.kafka.member_id if existing.kafka is not None else None}
     withheld = eviction_blocked() if predecessor["kafka_member_id"] else None
     if withheld:
         predecessor["kafka_member_id"] = None

@@ -24,8 +24,9 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   dead consumer from the Kafka group before its own consumer joins.
 * ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
   (member side); ``kafka`` (optional) is the member's Kafka group state
-  ``{member_id, generation, rebalancing}``: the controller defers periodic
-  drains while the group rebalances. ``NOT_REGISTERED`` if the controller does
+  ``{member_id, generation, rebalancing}`` (``coordinator/region/kafka_report.py``):
+  the controller defers periodic drains while the group rebalances; an invalid
+  report is ignored and logged (the heartbeat still counts). ``NOT_REGISTERED`` if the controller does
   not know this incarnation (after a coordinator restart): the member joins again.
 * ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
   the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
@@ -88,7 +89,7 @@ from coordinator.region.messages import (
     RegionStatusRequest,
 )
 from coordinator.region.state import Phase, RegionConfig, RegionCore
-from coordinator.server.api import Request, ServerApi, attached
+from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
@@ -103,6 +104,10 @@ EVENTS_KEPT = 200
 RECENT_KEPT = 10
 
 
+def _wake_only() -> None:
+    """A timer's callback that only wakes the loop: its tick hooks run right after."""
+
+
 class RegionControllerService:
     """Plugs the region controller into a :class:`ServerApi`."""
 
@@ -114,6 +119,9 @@ class RegionControllerService:
         self.recent_resets: dict[str, deque[dict]] = {}
         self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
+        # One timer at the earliest periodic drain due (see _wake_for_drains), and its deadline.
+        self._wake: Timer | None = None
+        self._wake_at: float | None = None
 
     # ------------------------------------------------------------------ service API
     @property
@@ -164,6 +172,24 @@ class RegionControllerService:
                 log.exception("region %s: tick failed; the region goes to FAILED", name)
                 self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}", now)
         self._expire_regions(now)
+        self._wake_for_drains(now)
+
+    def _wake_for_drains(self, now: float) -> None:
+        """Keep one timer at the earliest periodic drain due later than ``now``: the
+        loop then ticks at that time, not up to ``TICK_S`` (0.1 s) later when no
+        request arrives, so drains start on their grid slots (cadence.py). A drain
+        already due (deferred while the group rebalances) needs no timer."""
+        due: float | None = None
+        for core in self.regions.values():
+            at = core.next_cycle_at
+            if core.phase is Phase.RUNNING and core.config.mode == "periodic" and at is not None and at > now:
+                due = at if due is None else min(due, at)
+        if due is None or due == self._wake_at:
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = due
+        self._wake = self.server.schedule(due - now, _wake_only)
 
     def _fail(self, name: str, core: RegionCore, reason: str, now: float) -> None:
         try:
@@ -306,7 +332,7 @@ class RegionControllerService:
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
-        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka):
+        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
             raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
                                 f"{msg.region!r}: join again")
         return {"phase": core.phase.value, "last_consistent": core.last_consistent}

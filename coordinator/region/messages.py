@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from coordinator.region.kafka_report import KafkaReport, decode_or_reason
 from coordinator.wire import protocol
 from coordinator.wire.errors import Invalid
 
@@ -141,40 +142,28 @@ class RegionMemberMessage:
                    protocol.req_str(body, "incarnation"))
 
 
-def _kafka_report(value: Any) -> dict | None:
-    """A heartbeat's ``kafka`` field: {member_id: str|null, generation: int|null, rebalancing: bool,
-    cooperative: bool, reset_pending: bool}; the last two are optional (false when absent: an
-    older member), see coordinator/region/pacing.py."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise Invalid("field 'kafka' must be an object {member_id, generation, rebalancing} or null")
-    member_id = protocol.opt_text(value, "member_id")
-    generation = value.get("generation")
-    if generation is not None:
-        protocol.check_int(generation, "field 'kafka.generation'", _INT32_MIN, _INT32_MAX)
-    rebalancing = protocol.opt_bool(value, "rebalancing")
-    report = {"member_id": member_id, "generation": generation, "rebalancing": rebalancing}
-    if protocol.opt_bool(value, "cooperative"):
-        report.update(cooperative=True, reset_pending=protocol.opt_bool(value, "reset_pending"))
-    return report
-
-
 @attrs.frozen
 class RegionHeartbeat:
     TYPE: ClassVar[str] = "region_heartbeat"
     region: str
     member: str
     incarnation: str
-    kafka: dict | None = None
+    #: The member's Kafka group report (None: none, or an invalid one).
+    kafka: KafkaReport | None = None
+    #: Why the report was ignored (None: valid or absent). An invalid report does
+    #: not make the heartbeat invalid (coordinator/region/kafka_report.py, step 3).
+    kafka_invalid: str | None = None
 
     def to_body(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return {"region": self.region, "member": self.member, "incarnation": self.incarnation,
+                "kafka": self.kafka.to_dict() if self.kafka is not None else None}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionHeartbeat:
-        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
-                   protocol.req_str(body, "incarnation"), _kafka_report(body.get("kafka")))
+        region, member = protocol.req_str(body, "region"), protocol.req_str(body, "member")
+        incarnation = protocol.req_str(body, "incarnation")
+        report, invalid = decode_or_reason(body.get("kafka"))
+        return cls(region, member, incarnation, report, invalid)
 
 
 @attrs.frozen

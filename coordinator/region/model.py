@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from coordinator.region.kafka_report import KafkaReport
+
 DOC_VERSION = 1
 
 
@@ -79,7 +81,8 @@ class RegionConfig:
     name: str
     index: int = 0
     mode: str = attrs.field(default="periodic")
-    #: Seconds between the end of one cycle and the start of the next (periodic mode).
+    #: Seconds between the starts of two cycles (periodic mode): drains start on a
+    #: fixed-rate grid, at least a tenth of it after a RESUME (coordinator/region/cadence.py).
     period_s: float = attrs.field(default=1.0, validator=_positive("period_s"))
     #: Bound on each of the drain and checkpoint phases: a member that is stuck
     #: (a wedged sink, a lost broker) fails the cycle instead of blocking the region.
@@ -133,10 +136,12 @@ class MemberInfo:
     incarnation: str
     last_seen: float
     pid: int | None = None
-    #: Last Kafka group report of its heartbeats: member_id, generation, rebalancing.
-    kafka: dict | None = None
+    #: Last valid Kafka group report of its heartbeats (coordinator/region/kafka_report.py).
+    kafka: KafkaReport | None = None
     #: When that report arrived (coordinator clock).
     kafka_at: float | None = None
+    #: Why its last report was ignored (None: valid); cleared by the next valid one.
+    kafka_invalid: str | None = None
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
     host: str | None = None

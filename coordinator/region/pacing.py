@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
+from coordinator.region.cadence import MIN_RUN_SHARE
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import MemberInfo, RegionConfig
 
 log = logging.getLogger(__name__)
@@ -55,10 +56,15 @@ HINT_SETTLE_S = 1.0
 
 
 #: Cooperative members: the first checkpoint after a reset comes this share of
-#: the period after the RESUME (see CheckpointPacing.settle_delay): a quarter
-#: period still holds records at any steady input, and it keeps the longest
-#: time without published output after a membership change near 1.5 periods.
-POST_RESET_PERIOD_SHARE = 0.25
+#: the period after the RESUME (see CheckpointPacing.settle_delay): the floor
+#: that follows every RESUME (cadence.MIN_RUN_SHARE). A reset rewinds every
+#: member to the last checkpoint, so records wait at once: in the gap drills
+#: the first member processed records 1-37 ms after the RESUME (60 resets, quiet
+#: and loaded machine, bench/gap_timeline.py), well inside a tenth of a 1 s
+#: period, and caught up the backlog within 0.13-0.25 s; the first checkpoint
+#: publishes part of it, the next one the rest. A quarter period would only make
+#: every gap that includes a reset (kill, add, a forced reset) 0.15 s longer.
+POST_RESET_PERIOD_SHARE = MIN_RUN_SHARE
 
 
 class CheckpointPacing:
@@ -92,12 +98,13 @@ class CheckpointPacing:
         self._deferring_since = None
 
     # ---- decisions ----------------------------------------------------------------------
-    def _kafka_reports(self) -> dict[str, dict[str, Any]] | None:
-        """Every member's last Kafka group report, or None when one has not reported."""
-        reports = {n: m.kafka for n, m in self._members.items()}
-        if not reports or any(r is None for r in reports.values()):
+    def _kafka_reports(self) -> dict[str, KafkaReport] | None:
+        """Every member's last Kafka group report, or None when one has not reported
+        (or its last report was invalid, kafka_report.py step 3)."""
+        reports = {n: m.kafka for n, m in self._members.items() if m.kafka is not None}
+        if not reports or len(reports) < len(self._members):
             return None
-        return reports  # type: ignore[return-value]  # no None left
+        return reports
 
     def all_cooperative(self) -> bool:
         """Every member that reported its group state reports cooperative
@@ -105,19 +112,18 @@ class CheckpointPacing:
         (a restarted process whose consumer does not exist yet) has nothing to
         commit, so an early drain cannot disturb its join."""
         reports = [m.kafka for m in self._members.values() if m.kafka is not None]
-        return bool(reports) and all(r.get("cooperative") for r in reports)
+        return bool(reports) and all(r.cooperative for r in reports)
 
     def group_unsettled(self) -> str | None:
         """Why the Kafka group is rebalancing as the members report it, else None."""
         reports = self._kafka_reports()
         if reports is None:
             return None
-        busy = sorted(n for n, r in reports.items()
-                      if (r.get("reset_pending") if r.get("cooperative") else r.get("rebalancing")))
+        busy = sorted(n for n, r in reports.items() if r.holds_drains)
         if busy:
             return f"members {busy} report a group rebalance in progress"
-        eager = [r for r in reports.values() if not r.get("cooperative")]
-        generations = {r.get("generation") for r in eager}
+        eager = [r for r in reports.values() if not r.cooperative]
+        generations = {r.generation for r in eager}
         if len(generations) > 1:
             return f"members are in different group generations {sorted(map(str, generations))}"
         return None
@@ -165,7 +171,7 @@ class CheckpointPacing:
         """Why the Kafka group may be rebalancing now, so that `joiner` must not remove
         its predecessor's consumer (see EVICT_QUIET_S); None when it may."""
         others = {n: m for n, m in self._members.items() if n != joiner}
-        busy = sorted(n for n, m in others.items() if (m.kafka or {}).get("rebalancing"))
+        busy = sorted(n for n, m in others.items() if m.kafka is not None and m.kafka.rebalancing)
         if busy:
             return f"members {busy} report a group rebalance"
         hint = self.rejoin_hint_at

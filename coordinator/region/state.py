@@ -9,8 +9,9 @@ callbacks: ``send(member, command)`` (a command pushed to a member,
 ``persist(doc)`` (the durable document; the service makes it durable before any
 command queued after it is sent).
 
-The checkpoint cycle (periodic: every ``period_s`` after the last RESUME;
-operator-driven: on a member's ``trigger``):
+The checkpoint cycle (periodic: at a fixed rate, a drain every ``period_s``
+after the previous drain's start, at least a tenth of the period after a RESUME,
+``coordinator/region/cadence.py``; operator-driven: on a member's ``trigger``):
 
 1. RUNNING -> DRAINING: ``seq = next_seq`` (persisted), DRAIN(seq) to every
    member; each blocks its region permit and drains its operators.
@@ -26,10 +27,14 @@ operator-driven: on a member's ``trigger``):
 
 A member that does not answer within the drain timeout, an error answer (one
 caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
-member fails the cycle and starts a reset.
+member fails the cycle and starts a reset. When every member is cooperative, a
+graceful leave of a member that has not answered the cycle's checkpoint and a
+join (new or restarted member) do not: the cycle goes on without the leaver,
+and completes without the joiner before its reset (``_join_after_cycle``).
 
 The reset round's counters: ``coordinator/region/reset.py``; the pacing of
-checkpoints after rebalances: ``coordinator/region/pacing.py``; who may join
+checkpoints after rebalances: ``coordinator/region/pacing.py``; the fixed-rate
+grid of periodic drains: ``coordinator/region/cadence.py``; who may join
 under a member name: ``coordinator/region/admission.py``.
 
 Coordinator restart: the durable document brings back the config, the last
@@ -46,8 +51,10 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.region.admission import JoinKind, admit
+from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
 from coordinator.region.document import RegionDocument
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
     AbsentCheckpoints,
@@ -103,7 +110,14 @@ class RegionCore:
         self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
         self._cycle_offsets: list[list] = []
+        # The members taking part in the running cycle (its drain's members, less any that
+        # left or were replaced by a new incarnation since), those that answered its
+        # checkpoint, and the members that joined while it ran (reset once it completes).
+        self._cycle_members: set[str] = set()
+        self._checkpointed: set[str] = set()
+        self._joined_in_cycle: list[str] = []
         self._cycle_start: float | None = None
+        self._cycle_slot: float | None = None  # the grid slot of the running cycle's drain (cadence.py)
         # Pacing reads the member table (written here only); the reset rounds hold the attempt counters.
         self._pacing = CheckpointPacing(config, self.members)
         self._resets = ResetRounds(config, self._pacing)
@@ -239,7 +253,7 @@ class RegionCore:
         if admission.withheld and existing is not None:
             log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
                      "the broker's session timeout will", self.config.name, name,
-                     (existing.kafka or {}).get("member_id"), admission.withheld)
+                     existing.kafka.member_id if existing.kafka is not None else None, admission.withheld)
         self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
         if self.first_join_at is None:
             self.first_join_at = now
@@ -251,9 +265,43 @@ class RegionCore:
             return self._join_reply(name, predecessor)
         if self.phase is Phase.WAITING:
             self._maybe_start(now)
+        elif self._join_after_cycle(name, existing is not None, now):
+            pass
         else:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
+
+    def _join_after_cycle(self, name: str, restarted: bool, now: float) -> bool:
+        """A member joining (new, or a restart: its predecessor is dead) while a
+        cycle drains or checkpoints, when every reporting member is cooperative:
+        the cycle completes without it, then the region resets for it
+        (docs/region.md, cooperative step 10). Returns False when the join resets at
+        once instead (not cooperative, or no cycle in flight).
+
+        1. A restarted member's predecessor leaves the cycle unless it answered the
+           cycle's checkpoint: no command of the cycle reaches the new
+           incarnation (commands go to a name's current socket).
+        2. A predecessor that answered the checkpoint stays among its members:
+           the checkpoint holds its offsets and its saved interval, which the new
+           incarnation's reset publishes (``own`` is that checkpoint).
+        3. One that did not is absent from the checkpoint: its own checkpoint stays
+           the previous one, its partitions carry that checkpoint's offsets
+           (nobody else consumed them: the dead consumer held them), and its
+           restarted process deletes what it sealed since (its reset's ``own``).
+        4. At completion the joiners are told nothing of the cycle (no RESUME, no
+           RETIRE); the reset that follows at once brings them in."""
+        if self.phase not in (Phase.DRAINING, Phase.CHECKPOINTING) or not self._pacing.all_cooperative():
+            return False
+        if restarted and name not in self._checkpointed:
+            self._cycle_members.discard(name)
+            self.waiting.discard(name)
+        self._joined_in_cycle.append(name)
+        log.info("region %s: member %s joined during checkpoint %s (%s); every member is cooperative: the "
+                 "checkpoint goes on%s, then the region resets for it", self.config.name, name, self.seq,
+                 self.phase.value, " without its predecessor" if restarted and name not in self._checkpointed else "")
+        if not self.waiting:
+            self._phase_answered(now)
+        return True
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
@@ -263,18 +311,28 @@ class RegionCore:
         return reply
 
     def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
-                  kafka: dict | None = None) -> bool:
+                  kafka: KafkaReport | None = None, kafka_invalid: str | None = None) -> bool:
         """False when the member is unknown (it must join again). ``kafka``: the
-        member's Kafka group state (member_id, generation, rebalancing), kept for
-        pacing checkpoints (``coordinator/region/pacing.py``) and for its successor's join."""
+        member's Kafka group report, kept for pacing checkpoints
+        (``coordinator/region/pacing.py``) and for its successor's join.
+        ``kafka_invalid``: why the heartbeat's report was ignored: the member then
+        counts as not reporting (its last report is dropped), logged when its
+        reports turn invalid and when they are valid again
+        (``coordinator/region/kafka_report.py``, step 3)."""
         m = self.members.get(name)
         if m is None or m.incarnation != incarnation:
             return False
         m.identity = identity
         m.last_seen = now
-        if kafka is not None:
-            m.kafka = kafka
-            m.kafka_at = now
+        if kafka_invalid is not None:
+            if m.kafka_invalid is None:
+                log.warning("region %s: member %s sent an invalid Kafka group report (%s); ignored: it counts as "
+                            "not reporting until a valid one", self.config.name, name, kafka_invalid)
+            m.kafka, m.kafka_at, m.kafka_invalid = None, None, kafka_invalid
+        elif kafka is not None:
+            if m.kafka_invalid is not None:
+                log.info("region %s: member %s reports its Kafka group state again", self.config.name, name)
+            m.kafka, m.kafka_at, m.kafka_invalid = kafka, now, None
         return True
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
@@ -289,6 +347,7 @@ class RegionCore:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
+            self._joined_in_cycle = []
             self.first_join_at = None
             if self.phase is not Phase.WAITING:
                 self._goto(Phase.WAITING, "no members left")
@@ -310,6 +369,8 @@ class RegionCore:
             # flight goes on without it. docs/region.md, cooperative step 9.
             log.info("region %s: member %s left in %s; every member is cooperative: no reset",
                      self.config.name, name, self.phase.value)
+            self._cycle_members.discard(name)
+            self._joined_in_cycle = [n for n in self._joined_in_cycle if n != name]
             if name in self.waiting:
                 self.waiting.discard(name)
                 if not self.waiting:
@@ -346,8 +407,10 @@ class RegionCore:
             self._start_reset(what, ResetKind.FORCE if rebalance else ResetKind.FAILURE, now, restart=True)
             return
         self.waiting.discard(name)
-        if command == "checkpoint" and offsets:
-            self._cycle_offsets.extend(offsets)
+        if command == "checkpoint":
+            self._checkpointed.add(name)
+            if offsets:
+                self._cycle_offsets.extend(offsets)
         if self.waiting:
             return
         self._phase_answered(now)
@@ -361,6 +424,8 @@ class RegionCore:
             return False
         if self.phase is Phase.RUNNING or self.phase is Phase.DRAINING:
             return True
+        if self.phase is Phase.CHECKPOINTING and name in self._joined_in_cycle:
+            return name not in self._checkpointed  # a joiner whose predecessor did not answer: not in the cycle
         return self.phase is Phase.CHECKPOINTING and name in self.waiting
 
     def _phase_answered(self, now: float) -> None:
@@ -370,8 +435,9 @@ class RegionCore:
             if self.seq is None:  # a cycle's seq is set when its drain starts
                 raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")
             self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
-            self.waiting = set(self.members)
+            self.waiting = set(self._cycle_members)
             self._cycle_offsets = []
+            self._checkpointed = set()
             self.deadline = now + self.config.drain_timeout_s
             self._broadcast(self.waiting, Checkpoint(self.seq))
         elif command == "checkpoint":
@@ -435,40 +501,66 @@ class RegionCore:
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
             if self._pacing.cycle_due(now, self.next_cycle_at):
-                self._start_cycle(now, "period")
+                self._start_cycle(now, "period", due=self.next_cycle_at)
 
     # ------------------------------------------------------------------ cycle
-    def _start_cycle(self, now: float, why: str) -> None:
+    def _start_cycle(self, now: float, why: str, due: float | None = None) -> None:
+        """Step 1. ``due``: when a periodic drain was due (its grid slot, cadence.py
+        step 1); None for a trigger (its start is its slot)."""
         self.seq = self.next_seq
         self.next_seq += 1
         self._save()  # a seq is never reused, even across a coordinator restart
+        slot = slot_of(due, now, self.config.period_s)
+        if slot.skipped:
+            log.info("region %s: checkpoint %s starts %.2fs after it was due: %d slot(s) of the grid skipped",
+                     self.config.name, self.seq, now - (due or now), slot.skipped)
         self._goto(Phase.DRAINING, f"checkpoint {self.seq} ({why})")
         self._cycle_start = now
+        self._cycle_slot = slot.at
         self.waiting = set(self.members)
+        self._cycle_members = set(self.members)
+        self._checkpointed = set()
         self.deadline = now + self.config.drain_timeout_s
         self._broadcast(self.waiting, Drain(self.seq))
 
     def _complete_checkpoint(self, now: float) -> None:
         previous = self.last_consistent
-        self._remember_absent(previous, self.checkpoint_members, sorted(self.members))
+        # The members that answered the checkpoint: every member, less those that
+        # joined during the cycle without a predecessor that answered (_join_after_cycle).
+        answered = sorted(self._checkpointed & set(self.members))
+        self._remember_absent(previous, self.checkpoint_members, answered)
         self.last_consistent = self.seq
-        self.checkpoint_members = sorted(self.members)
+        self.checkpoint_members = answered
         # Partitions nobody reported (unassigned while the group rebalances) keep the
         # offset of the previous consistent checkpoint: nobody consumed them since.
         self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
         self._resets.checkpoint_completed()
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
-        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent "
-                                  f"({(now - (self._cycle_start or now)) * 1000:.0f} ms)")
-        self._on_event("checkpoint", {"seq": self.seq,
-                                      "checkpoint_ms": round((now - (self._cycle_start or now)) * 1000, 1)})
-        self._broadcast(self.members, Resume(self.seq, self.checkpoint_offsets))
+        took_ms = (now - (self._cycle_start or now)) * 1000
+        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent ({took_ms:.0f} ms)")
+        upcoming = next_drain(now if self._cycle_slot is None else self._cycle_slot, now, self.config.period_s)
+        self._on_event("checkpoint", {"seq": self.seq, "checkpoint_ms": round(took_ms, 1),
+                                      "next_drain_in_s": round(upcoming.at - now, 3)})
+        joined, self._joined_in_cycle = self._joined_in_cycle, []
+        told = [n for n in self.members if n not in joined]  # joiners: their reset follows
+        self._broadcast(told, Resume(self.seq, self.checkpoint_offsets))
         if previous is not None:
-            self._broadcast(self.members, Retire(previous))
+            self._broadcast(told, Retire(previous))
         self.waiting = set()
         self.deadline = None
-        self.next_cycle_at = now + self.config.period_s
+        self.next_cycle_at = upcoming.at
+        if joined:
+            self._start_reset(f"members {sorted(set(joined))} joined during checkpoint {self.seq}",
+                              ResetKind.MEMBERSHIP, now, rejoin=True)
+            return
+        if upcoming.floored:
+            log.info("region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
+                     "after a RESUME), %d slot(s) of the grid skipped", self.config.name, self.seq, took_ms,
+                     upcoming.at - now, upcoming.skipped)
+        else:
+            log.debug("region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
+                      self.config.name, upcoming.at - now, self.seq)
 
     # ------------------------------------------------------------------ reset round (see reset.py)
     def _maybe_start(self, now: float) -> None:
@@ -492,6 +584,9 @@ class RegionCore:
         if too_many is not None:
             self.fail(f"{too_many}; last cause: {why}", now)
             return
+        if self._joined_in_cycle:  # the round brings in the members that joined during a cycle
+            self._joined_in_cycle = []
+            rejoin = True
         attempt = self._resets.begin()
         self._save()  # the attempt is durable before any member hears of it
         self._goto(Phase.RESETTING, f"attempt {attempt} ({kind.value}, consecutive "
@@ -515,10 +610,15 @@ class RegionCore:
             return
         took = self._resets.finish(now)
         self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
-        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1)})
+        # Off the grid (cadence.py step 3): the pacing after a reset decides; the grid
+        # starts again from the next drain.
+        delay = self._pacing.settle_delay()
+        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1),
+                                  "next_drain_in_s": round(delay, 3)})
         self._broadcast(self.members, Resume(None))
         self.deadline = None
-        self.next_cycle_at = now + self._pacing.settle_delay()
+        self.next_cycle_at = now + delay
+        log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, delay)
         self._pacing.resumed()
 
     # ------------------------------------------------------------------ own checkpoints
@@ -568,7 +668,8 @@ class RegionCore:
             "period_s": self.config.period_s,
             "members": {
                 n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
-                    "kafka": m.kafka}
+                    "kafka": m.kafka.to_dict() if m.kafka is not None else None,
+                    "kafka_invalid": m.kafka_invalid}
                 for n, m in sorted(self.members.items())
             },
             "last_consistent": self.last_consistent,

@@ -17,6 +17,9 @@ A simulated member behaves like the member runtime (docs/region.md):
   its intervals <= O are published, later ones discarded; with no such
   checkpoint (or ``reset_to_initial``), every pending interval is discarded;
 * a graceful leave publishes what the leave reply names (its own checkpoint);
+* in a cooperative region (``cooperative``) every heartbeat reports cooperative
+  rebalancing and the member's pending reset: graceful leaves and joins during
+  a cycle then keep the cycle going (docs/region.md, cooperative steps 9-10);
 * a reset request sets its source's reset-pending state, which only a reset
   it executes *after* the request clears; a drain while it is pending fails;
   its reset watch asks again (forced) every ``RE_REQUEST_S`` while the region
@@ -52,6 +55,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from coordinator.region.commands import RegionCommand
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
@@ -85,6 +89,7 @@ class RegionMachine(RuleBasedStateMachine):
         self.consistent: dict[int, set[str]] = {}  # checkpoint -> its members (from persisted docs)
         self.violations: list[str] = []
         self.core: RegionCore | None = None
+        self.cooperative = False  # members report cooperative rebalancing in their heartbeats
 
     # ------------------------------------------------------------------ core callbacks
     def _send(self, member: str, command: RegionCommand) -> None:
@@ -103,8 +108,9 @@ class RegionMachine(RuleBasedStateMachine):
             self.consistent.setdefault(doc["last_consistent"], set(doc["checkpoint_members"]))
 
     @initialize(mode=st.sampled_from(["periodic", "operator_driven"]), min_members=st.integers(1, 3),
-                max_resets=st.integers(2, 6))
-    def setup(self, mode: str, min_members: int, max_resets: int) -> None:
+                max_resets=st.integers(2, 6), cooperative=st.booleans())
+    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False) -> None:
+        self.cooperative = cooperative
         config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
                               member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
                               max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0)
@@ -163,7 +169,10 @@ class RegionMachine(RuleBasedStateMachine):
     def heartbeat(self, name: str) -> None:
         m = self.sim.get(name)
         if m is not None and m.alive:
-            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now):
+            report = (KafkaReport(f"k-{name}-{m.incarnation}", 1, cooperative=True, reset_pending=m.reset_pending)
+                      if self.cooperative else None)
+            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now,
+                                       report):
                 # NOT_REGISTERED (dropped after a silence): the member joins again, same incarnation
                 self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now,
                                pid=m.incarnation, host="h")
@@ -416,3 +425,84 @@ RegionMachine.TestCase.settings = settings(
 )
 test_region_core_model = RegionMachine.TestCase
 
+
+
+def _cooperative_pair() -> RegionMachine:
+    m = _machine(min_members=2)
+    m.cooperative = True
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    return m
+
+
+def test_a_member_restarted_after_its_checkpoint_ack_joins_after_the_cycle_and_publishes_it():
+    """Cooperative: m0 acks checkpoint N and dies; its restarted process joins while m1 has not
+    answered: the checkpoint completes with m0's answer, then the reset brings the new m0 in
+    with its own checkpoint N, so it publishes its interval N (never deletes it)."""
+    m = _cooperative_pair()
+    m.healthy_time_passes(1.0)  # drain
+    m.answer_round()  # drains acked: checkpoint
+    seq = m.core.seq
+    m.execute("m0")
+    m.crash_after_checkpoint_ack("m0")
+    m.restart("m0")
+    assert m.core.phase is Phase.CHECKPOINTING and m.core.waiting == {"m1"}
+    m.answer_round()  # m1 acks: the checkpoint completes, then the reset for m0
+    assert m.core.last_consistent == seq and m.core.checkpoint_members == ["m0", "m1"]
+    assert m.core.phase is Phase.RESETTING
+    m.settle()
+    assert seq in m.published["m0"] and m.violations == []
+
+
+def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle():
+    """Cooperative: m0 dies while draining; its restarted process joins: the cycle completes with m1
+    alone (m0's partitions keep the previous offsets), then the reset with m0's own previous checkpoint."""
+    m = _cooperative_pair()
+    before = m.core.last_consistent
+    m.healthy_time_passes(1.0)  # drain
+    seq = m.core.seq
+    m.execute("m1")
+    m.ack("m1", True)
+    m.die("m0")
+    m.restart("m0")  # the cycle goes on without the dead m0: m1 is asked to checkpoint
+    assert m.core.phase is Phase.CHECKPOINTING and m.core.waiting == {"m1"}
+    assert not any(b["cmd"] in ("drain", "checkpoint") for b in m.sim["m0"].inbox)
+    m.answer_round()
+    assert m.core.last_consistent == seq and m.core.checkpoint_members == ["m1"]
+    assert m.core.own_checkpoint("m0") == before
+    reset = [b for b in m.sim["m0"].inbox if b["cmd"] == "reset"]
+    assert reset and reset[-1]["own"] == before
+    assert not any(b["cmd"] in ("resume", "retire") for b in m.sim["m0"].inbox)
+    m.settle()
+    assert m.violations == []
+
+
+def test_a_member_added_during_a_cooperative_cycle_waits_for_it():
+    m = _cooperative_pair()
+    m.healthy_time_passes(1.0)  # drain
+    seq = m.core.seq
+    m.sim["m2"] = SimMember("m2")
+    m._join("m2", replace=False)
+    assert m.core.phase is Phase.DRAINING and m.core.waiting == {"m0", "m1"}
+    m.answer_round()  # drains: checkpoint
+    for name in ("m0", "m1"):
+        m.execute(name)
+        m.ack(name, True)
+    assert m.core.last_consistent == seq and m.core.checkpoint_members == ["m0", "m1"]
+    assert m.core.phase is Phase.RESETTING and "m2" in m.core.waiting
+    assert [b["cmd"] for b in m.sim["m2"].inbox] == ["reset"]  # nothing of the cycle it was not in
+    m.settle()
+    assert m.violations == []
+
+
+def test_a_restart_during_a_cycle_of_a_region_that_is_not_cooperative_resets_at_once():
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    m.healthy_time_passes(1.0)  # drain
+    assert m.core.phase is Phase.DRAINING
+    m.die("m0")
+    m.restart("m0")
+    assert m.core.phase is Phase.RESETTING and m.core.waiting == {"m0", "m1"}

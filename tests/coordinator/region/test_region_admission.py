@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from coordinator.region.admission import JoinKind, admit
+from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import MemberInfo
 
 TIMEOUT_S = 5.0
@@ -34,14 +35,14 @@ def test_live_holder_refuses_and_names_it():
 
 
 def test_replace_silent_holder_or_failed_region_restarts_with_the_predecessor():
-    for answer in (_admit(_holder(kafka={"member_id": "k1"}), replace=True),
-                   _admit(_holder(kafka={"member_id": "k1"}), now=100.0 + TIMEOUT_S),
-                   _admit(_holder(kafka={"member_id": "k1"}), failed=True)):
+    for answer in (_admit(_holder(kafka=KafkaReport("k1")), replace=True),
+                   _admit(_holder(kafka=KafkaReport("k1")), now=100.0 + TIMEOUT_S),
+                   _admit(_holder(kafka=KafkaReport("k1")), failed=True)):
         assert answer.kind is JoinKind.RESTART and answer.withheld is None
         assert answer.predecessor == {"incarnation": "inc-1", "pid": 11, "kafka_member_id": "k1"}
 
 
 def test_restart_while_the_group_rebalances_withholds_the_kafka_member_id():
-    answer = _admit(_holder(kafka={"member_id": "k1"}), replace=True, blocked="members ['m1'] report a group rebalance")
+    answer = _admit(_holder(kafka=KafkaReport("k1")), replace=True, blocked="members ['m1'] report a group rebalance")
     assert answer.kind is JoinKind.RESTART and answer.withheld == "members ['m1'] report a group rebalance"
     assert answer.predecessor == {"incarnation": "inc-1", "pid": 11, "kafka_member_id": None}

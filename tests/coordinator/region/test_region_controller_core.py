@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from coordinator.region.pacing import HINT_SETTLE_S
+from coordinator.region.kafka_report import KafkaReport
+from coordinator.region.pacing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 from coordinator.region.state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
 
 
@@ -230,7 +232,8 @@ def test_checkpoints_back_off_while_the_group_rebalances():
     h.core.tick(9.2)
     h.ack_all("drain", 9.3, seq=h.core.seq)
     h.ack_all("checkpoint", 9.4, seq=h.core.seq)
-    assert h.core.forced_since_checkpoint == 0 and h.core.next_cycle_at == pytest.approx(9.9)
+    # the next drain is a period after this one's slot (due at 9.1, cadence.py), not after its RESUME
+    assert h.core.forced_since_checkpoint == 0 and h.core.next_cycle_at == pytest.approx(9.1 + 0.5)
 
 
 def test_request_after_own_reset_answer_restarts_the_round():
@@ -253,8 +256,7 @@ def test_request_after_own_reset_answer_restarts_the_round():
 
 def test_restarted_member_learns_its_predecessors_kafka_member_id():
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {"member_id": "cr-m1-abc", "generation": 3,
-                                                         "rebalancing": False})
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, KafkaReport("cr-m1-abc", 3, rebalancing=False))
     reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)  # its predecessor's pid is gone
     assert reply["predecessor"] == {"incarnation": "inc1", "pid": None, "kafka_member_id": "cr-m1-abc"}
     assert h.core.join("m1", b"id1b", "inc2", 1.1)["predecessor"]["kafka_member_id"] == "cr-m1-abc"  # retry
@@ -266,16 +268,16 @@ def test_no_eviction_while_the_group_may_be_rebalancing():
     a restarted member is not told its predecessor's Kafka member id right after
     a rejoin hint that the others have not answered with a settled report, nor
     while another member reports a rebalance."""
-    settled = {"member_id": "cr-m0-x", "generation": 3, "rebalancing": False}
+    settled = KafkaReport("cr-m0-x", 3, rebalancing=False)
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {**settled, "member_id": "cr-m1-abc"})
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     h.core.join("m2", b"id2", "inc1", 1.0)  # a member added: a reset with the rejoin hint
     assert h.core.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
     reply = h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
     assert reply["predecessor"]["incarnation"] == "inc1" and reply["predecessor"]["kafka_member_id"] is None
 
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {**settled, "member_id": "cr-m1-abc"})
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     h.core.join("m2", b"id2", "inc1", 1.0)
     for name in ("m0", "m2"):  # both settled well after the hint: the group has formed
         assert h.core.heartbeat(name, f"id-{name}".encode(), "inc1", 1.0 + HINT_SETTLE_S + 0.5, settled)
@@ -283,16 +285,15 @@ def test_no_eviction_while_the_group_may_be_rebalancing():
     assert reply["predecessor"]["kafka_member_id"] == "cr-m1-abc"
 
     h = started(2)
-    assert h.core.heartbeat("m0", b"id0", "inc1", 0.5, {**settled, "rebalancing": True})
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, {**settled, "member_id": "cr-m1-abc"})
+    assert h.core.heartbeat("m0", b"id0", "inc1", 0.5, attrs.evolve(settled, rebalancing=True))
+    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)
     assert reply["predecessor"]["kafka_member_id"] is None
 
 
 def _report(h, now, **rebalancing):
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", now, {"member_id": f"k-{name}", "generation": 5,
-                                                    "rebalancing": rebalancing.get(name, False)})
+        h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, rebalancing.get(name, False)))
 
 
 def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
@@ -320,10 +321,9 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
 
     def report(now, m1_generation, **flags):
         for name in sorted(h.core.members):
-            h.core.heartbeat(name, b"id", "inc1", now, {
-                "member_id": f"k-{name}", "generation": m1_generation if name == "m1" else 5,
-                "rebalancing": flags.get(f"{name}_rebalancing", False), "cooperative": True,
-                "reset_pending": flags.get(f"{name}_reset_pending", False)})
+            h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(
+                f"k-{name}", m1_generation if name == "m1" else 5, flags.get(f"{name}_rebalancing", False),
+                cooperative=True, reset_pending=flags.get(f"{name}_reset_pending", False)))
 
     # m1 rebalances (and is a generation ahead): its partitions keep flowing, so the drain runs when due
     report(1.0, 6, m1_rebalancing=True)
@@ -344,21 +344,20 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
 def test_cooperative_members_checkpoint_early_after_a_reset():
     h = started(2, period_s=1.0)
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", 1.0, {"member_id": f"k-{name}", "generation": 5,
-                                                   "rebalancing": False, "cooperative": True})
+        h.core.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
     h.core.request_reset("m0", True, "rebalance", 1.1)
     h.ack_all("reset", 1.2, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.2 + 0.25)
+    assert h.core.next_cycle_at == pytest.approx(1.2 + POST_RESET_PERIOD_SHARE)
+    assert POST_RESET_PERIOD_SHARE == 0.1  # the floor after any RESUME (cadence.py)
     # a restarted member has not reported yet (no consumer): still early
     h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
     h.ack_all("reset", 1.4, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.4 + 0.25)
+    assert h.core.next_cycle_at == pytest.approx(1.4 + POST_RESET_PERIOD_SHARE)
 
 
 def _cooperative_reports(h, now):
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", now, {"member_id": f"k-{name}", "generation": 5,
-                                                   "rebalancing": False, "cooperative": True})
+        h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, cooperative=True))
 
 
 def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():

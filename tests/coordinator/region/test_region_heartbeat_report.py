@@ -1,30 +1,99 @@
-"""The heartbeat's Kafka group report (coordinator/region/messages.py): the
-cooperative fields are optional (an older member sends three), validated when
-present, and carried only for a cooperative member."""
+"""The heartbeat's Kafka group report (coordinator/region/kafka_report.py): decoded
+into a typed report at the wire seam; the cooperative fields are optional (an
+older member sends three) and carried only for a cooperative member; an invalid
+report is ignored and logged, and the heartbeat carrying it still counts."""
 
 from __future__ import annotations
 
-import pytest
+import logging
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.region.kafka_report import MAX_MEMBER_ID_LEN, MAX_REASON_LEN, KafkaReport
 from coordinator.region.messages import RegionHeartbeat
-from coordinator.wire.errors import Invalid
+from coordinator.region.state import Phase, RegionConfig, RegionCore
 
 BASE = {"region": "r", "member": "m0", "incarnation": "i1"}
 EAGER = {"member_id": "k-m0", "generation": 4, "rebalancing": True}
 
 
 def test_an_older_members_report_is_unchanged():
-    assert RegionHeartbeat.from_body({**BASE, "kafka": EAGER}).kafka == EAGER
+    hb = RegionHeartbeat.from_body({**BASE, "kafka": EAGER})
+    assert hb.kafka == KafkaReport("k-m0", 4, rebalancing=True) and hb.kafka_invalid is None
+    assert hb.kafka.to_dict() == EAGER and hb.to_body() == {**BASE, "kafka": EAGER}
+    assert hb.kafka.holds_drains
 
 
 def test_a_cooperative_report_carries_its_pending_reset():
     hb = RegionHeartbeat.from_body({**BASE, "kafka": {**EAGER, "cooperative": True, "reset_pending": True}})
-    assert hb.kafka == {**EAGER, "cooperative": True, "reset_pending": True}
+    assert hb.kafka is not None and hb.kafka.to_dict() == {**EAGER, "cooperative": True, "reset_pending": True}
     hb = RegionHeartbeat.from_body({**BASE, "kafka": {**EAGER, "cooperative": False, "reset_pending": True}})
-    assert hb.kafka == EAGER
+    assert hb.kafka is not None and hb.kafka.to_dict() == EAGER and not hb.kafka.reset_pending
+    # a cooperative member's rebalance alone holds no drain; its pending reset does
+    assert not KafkaReport("k", 4, rebalancing=True, cooperative=True).holds_drains
+    assert KafkaReport("k", 4, cooperative=True, reset_pending=True).holds_drains
 
 
-@pytest.mark.parametrize("extra", [{"cooperative": "yes"}, {"cooperative": True, "reset_pending": 1}])
-def test_bad_cooperative_fields_are_refused(extra):
-    with pytest.raises(Invalid, match="must be true or false"):
-        RegionHeartbeat.from_body({**BASE, "kafka": {**EAGER, **extra}})
+def test_no_report_is_none():
+    assert RegionHeartbeat.from_body(BASE).kafka is None
+    assert RegionHeartbeat.from_body({**BASE, "kafka": None}).kafka_invalid is None
+
+
+@pytest.mark.parametrize(("kafka", "names"), [
+    ({**EAGER, "cooperative": "yes"}, "cooperative"),
+    ({**EAGER, "cooperative": True, "reset_pending": 1}, "reset_pending"),
+    ({**EAGER, "rebalancing": None}, "rebalancing"),
+    ({**EAGER, "generation": 1 << 31}, "generation"),
+    ({**EAGER, "generation": True}, "generation"),
+    ({**EAGER, "generation": 4.0}, "generation"),
+    ({**EAGER, "member_id": 7}, "member_id"),
+    ({**EAGER, "member_id": "k" * (MAX_MEMBER_ID_LEN + 1)}, "member_id"),
+    ({**EAGER, "member_id": "k\nforged log line"}, "member_id"),
+    ([1, 2], "object"),
+    ("rebalancing", "object"),
+])
+def test_an_invalid_report_is_ignored_but_the_heartbeat_is_valid(kafka, names):
+    hb = RegionHeartbeat.from_body({**BASE, "kafka": kafka})
+    assert (hb.region, hb.member, hb.incarnation) == ("r", "m0", "i1")
+    assert hb.kafka is None and hb.kafka_invalid is not None and names in hb.kafka_invalid
+    assert len(hb.kafka_invalid) <= MAX_REASON_LEN
+
+
+@given(st.dictionaries(st.sampled_from(["member_id", "generation", "rebalancing", "cooperative", "reset_pending",
+                                        "other"]),
+                       st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
+                       | st.lists(st.integers(), max_size=2)))
+def test_any_report_decodes_or_is_refused_with_a_reason(kafka):
+    hb = RegionHeartbeat.from_body({**BASE, "kafka": kafka})
+    assert (hb.kafka is None) != (hb.kafka_invalid is None)
+    if hb.kafka is not None:  # what was kept round-trips
+        assert KafkaReport.decode(hb.kafka.to_dict()) == hb.kafka
+
+
+def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(caplog):
+    core = RegionCore(RegionConfig(name="r", min_members=2, member_timeout_s=60.0), lambda m, c: None,
+                      lambda d: None)
+    for name in ("m0", "m1"):
+        core.join(name, name.encode(), "i1", 0.0)
+    for name in ("m0", "m1"):
+        core.ack(name, "reset", None, core.attempt, True, None, 0.1)
+    assert core.phase is Phase.RUNNING
+    rebalancing = KafkaReport("k", 4, rebalancing=True)
+    core.heartbeat("m0", b"m0", "i1", 0.5, KafkaReport("k0", 4))
+    core.heartbeat("m1", b"m1", "i1", 0.5, rebalancing)
+    core.tick(1.2)
+    assert core.phase is Phase.RUNNING  # m1's rebalance holds the due drain
+    with caplog.at_level(logging.INFO, logger="coordinator.region.state"):
+        for now in (1.3, 1.4, 1.5):  # m1's reports turn invalid: it counts as not reporting
+            assert core.heartbeat("m1", b"m1", "i1", now, None, "kafka.generation must be an int32 or null")
+        assert caplog.text.count("invalid Kafka group report") == 1
+        assert core.members["m1"].kafka is None and core.members["m1"].last_seen == 1.5
+        assert core.status(1.5)["members"]["m1"]["kafka_invalid"].startswith("kafka.generation")
+        core.tick(1.6)
+        assert core.phase is Phase.DRAINING  # no stale "rebalancing" holds drains back
+        assert core.heartbeat("m1", b"m1", "i1", 1.7, rebalancing)
+        assert "reports its Kafka group state again" in caplog.text
+    assert core.members["m1"].kafka == rebalancing and core.members["m1"].kafka_invalid is None
+    assert core.status(1.7)["members"]["m1"]["kafka"] == rebalancing.to_dict()

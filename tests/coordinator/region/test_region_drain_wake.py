@@ -1,0 +1,71 @@
+"""The region controller service keeps a timer at the next periodic drain, so the
+coordinator's loop ticks on the drain's grid slot rather than up to its 0.1 s
+tick later (coordinator/region/controller.py, cadence.py). In-process server,
+not started: the service's handlers and tick are called directly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from coordinator.region.controller import RegionControllerService
+from coordinator.region.kafka_report import KafkaReport
+from coordinator.region.messages import RegionJoin
+from coordinator.region.state import Phase
+from coordinator.server.api import Request, Timer
+from coordinator.server.loop import CoordinatorServer
+from coordinator.store.state_store import StateStore
+
+
+class RecordingServer(CoordinatorServer):
+    """The real server; its timers are also kept in a list to look at."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.timers: list[tuple[float, Timer]] = []
+
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        timer = super().schedule(delay_s, callback)
+        self.timers.append((delay_s, timer))
+        return timer
+
+
+def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
+    store = StateStore(tmp_path / "s")
+    store.load()
+    server = RecordingServer(store, "inproc://unused")
+    service = RegionControllerService()
+    server.add_service(service)
+    t0 = time.monotonic()
+    req = Request(identity=b"m", id="1", type="region_join", received=t0)
+    service._on_join(req, RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i",
+                                                "config": {"period_s": 1.0, "member_timeout_s": 60}}))
+    core = service.regions["r"]
+    assert core.phase is Phase.RESETTING
+    core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
+    assert core.phase is Phase.RUNNING and core.next_cycle_at is not None
+
+    service.on_tick(t0 + 0.2)
+    assert [delay for delay, _ in server.timers] == [core.next_cycle_at - (t0 + 0.2)]
+    service.on_tick(t0 + 0.3)  # the same drain: no second timer
+    assert len(server.timers) == 1
+
+    due = core.next_cycle_at
+    service.on_tick(due)  # the timer's wake-up: the drain starts on its slot
+    assert core.phase is Phase.DRAINING
+    core.ack("m", "drain", core.seq, None, True, None, due + 0.01)
+    core.ack("m", "checkpoint", core.seq, None, True, None, due + 0.6)
+    service.on_tick(due + 0.61)
+    assert core.next_cycle_at == due + 1.0  # a period after the slot, not after the RESUME
+    assert len(server.timers) == 2 and server.timers[-1][0] == (due + 1.0) - (due + 0.61)
+
+    core.tick(due + 1.0)
+    assert core.phase is Phase.DRAINING
+    core.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
+    core.ack("m", "drain", core.seq, None, True, None, due + 1.1)
+    core.ack("m", "checkpoint", core.seq, None, True, None, due + 1.2)
+    service.on_tick(due + 2.5)  # due and deferred (the group rebalances): no timer for a drain already due
+    assert core.phase is Phase.RUNNING and len(server.timers) == 2
+    service.on_tick(due + 2.6)
+    assert len(server.timers) == 2
+    store.close()
