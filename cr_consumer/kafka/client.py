@@ -25,7 +25,10 @@ The protocol of one client (every call on the thread that owns it, the event thr
    made in ``on_assigned`` applies before anything of that partition is fetched.
 4. ``commit(offsets, timeout_ms)`` commits synchronously: it returns once the
    broker accepted every offset; :class:`CommitRefused` when the group refused it
-   (rebalanced, member fenced or evicted: the offsets are NOT committed);
+   because it is rebalancing (the offsets are NOT committed; the consumer keeps
+   its partitions), and its subclass :class:`MemberFenced` when the group no
+   longer knows this consumer in its current generation (evicted, stale
+   generation, fenced: its partitions may be another member's already);
    :class:`ClientTimeout` when no answer came in time (outcome unknown).
 5. ``close(timeout_ms)`` leaves the group (no commit) and frees the client.
 
@@ -143,6 +146,14 @@ class KafkaClientError(RuntimeError):
 class CommitRefused(KafkaClientError):
     """The group refused the commit because of a rebalance (rebalance in progress,
     stale generation, unknown or fenced member): nothing was committed."""
+
+
+class MemberFenced(CommitRefused):
+    """The group no longer knows this consumer as the member of its current
+    generation (unknown member id, stale generation, fenced instance id, or
+    not in an active group): the broker may have given its partitions to
+    another member already, so what it processed since its last consistent
+    checkpoint must not be committed or checkpointed by it."""
 
 
 class ClientTimeout(KafkaClientError):
@@ -264,7 +275,8 @@ class KafkaClient(Protocol):
 
 
 __all__ = [
-    "ClientConfigError", "ClientKind", "ClientTimeout", "ClientUnavailable", "CommitRefused", "GUARANTEE_PROPERTIES",
+    "ClientConfigError", "ClientKind", "ClientTimeout", "ClientUnavailable", "CommitRefused",
+    "MemberFenced", "GUARANTEE_PROPERTIES",
     "GroupMembership", "Header", "KafkaClient", "KafkaClientError", "KafkaRecord", "RebalanceListener",
     "RebalanceProtocol", "TimestampType", "TopicPartition", "UnknownTopicOrPartition", "check_guarantees",
 ]

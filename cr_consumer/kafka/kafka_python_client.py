@@ -42,6 +42,7 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaClientError,
     KafkaRecord,
+    MemberFenced,
     RebalanceListener,
     RebalanceProtocol,
     TimestampType,
@@ -82,10 +83,28 @@ ASSIGNORS: Mapping[str, type] = {
     COOPERATIVE_STICKY: CooperativeStickyAssignor,
 }
 
-#: kafka-python errors that mean "the group refused the commit because of a rebalance".
+#: kafka-python errors that mean "the group refused the commit" (see commit_refusal).
 _REFUSED = (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError,
             kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError,
             kafka_errors.FencedInstanceIdError)
+#: Of those, the ones that mean "this consumer is no longer the group's member".
+_FENCED = (kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError,
+           kafka_errors.FencedInstanceIdError)
+
+
+def commit_refusal(exc: BaseException) -> CommitRefused:
+    """The seam's error for a refused commit. kafka-python wraps the broker's
+    answer in CommitFailedError (its first argument): UNKNOWN_MEMBER_ID and
+    ILLEGAL_GENERATION (it reset the generation: the member lost its
+    partitions), REBALANCE_IN_PROGRESS (still a member: it keeps them); a
+    CommitFailedError with a message only means "not part of an active group"
+    (kicked out). Fenced or kicked out -> MemberFenced; a rebalance -> CommitRefused."""
+    cause = exc.args[0] if isinstance(exc, kafka_errors.CommitFailedError) and exc.args else exc
+    if isinstance(cause, kafka_errors.RebalanceInProgressError):
+        return CommitRefused(f"commit refused by the group (rebalance): {exc!r}")
+    if isinstance(cause, _FENCED) or isinstance(exc, kafka_errors.CommitFailedError):
+        return MemberFenced(f"commit refused: the group no longer knows this consumer: {exc!r}")
+    return CommitRefused(f"commit refused by the group (rebalance): {exc!r}")
 _TIMESTAMP_TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
 
 
@@ -212,7 +231,7 @@ class KafkaPythonClient:
         try:
             self._consumer.commit(request, timeout_ms=timeout_ms)
         except _REFUSED as exc:
-            raise CommitRefused(f"commit refused by the group (rebalance): {exc!r}") from exc
+            raise commit_refusal(exc) from exc
         except kafka_errors.KafkaTimeoutError as exc:
             raise ClientTimeout(f"commit not answered within {timeout_ms} ms (outcome unknown): {exc!r}") from exc
         except kafka_errors.KafkaError as exc:

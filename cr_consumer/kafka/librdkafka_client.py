@@ -65,6 +65,7 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaClientError,
     KafkaRecord,
+    MemberFenced,
     RebalanceListener,
     RebalanceProtocol,
     TimestampType,
@@ -115,6 +116,9 @@ _REFUSED_CODES = frozenset(
         "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID",
         "STALE_MEMBER_EPOCH", "_ASSIGNMENT_LOST")
     if hasattr(KafkaError, name))
+#: Of those, the ones that mean "this consumer is no longer the group's member"
+#: (MemberFenced): everything but a rebalance in progress.
+_FENCED_CODES = _REFUSED_CODES - {KafkaError.REBALANCE_IN_PROGRESS}
 _UNKNOWN_CODES = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
 #: How long a seek is retried while librdkafka answers ``_STATE`` ("Erroneous
 #: state": the partition was just assigned or resumed and its fetcher has not
@@ -169,6 +173,14 @@ def _fetcher_not_started(exc: BaseException) -> bool:
 def _error_of(exc: KafkaException) -> KafkaError | None:
     err = exc.args[0] if exc.args else None
     return err if isinstance(err, KafkaError) else None
+
+
+def _refusal(err: KafkaError, what: str) -> CommitRefused:
+    """CommitRefused for a rebalance in progress (the consumer keeps its
+    partitions), MemberFenced for the others (it lost them)."""
+    if err.code() in _FENCED_CODES:
+        return MemberFenced(f"{what} refused: the group no longer knows this consumer: {err.name()} ({err.str()})")
+    return CommitRefused(f"{what} refused by the group (rebalance): {err.name()} ({err.str()})")
 
 
 def _raise_for(what: str, err: KafkaError, cause: BaseException | None = None) -> None:
@@ -444,15 +456,14 @@ class LibrdkafkaClient:
         except KafkaException as exc:
             err = _error_of(exc)
             if err is not None and err.code() in _REFUSED_CODES:
-                raise CommitRefused(f"commit refused by the group (rebalance): {err.name()} ({err.str()})") from exc
+                raise _refusal(err, "commit") from exc
             if err is None:
                 raise KafkaClientError(f"commit failed: {exc!r}") from exc
             _raise_for("commit", err, exc)
         for p in result or ():
             if p.error is not None:
                 if p.error.code() in _REFUSED_CODES:
-                    raise CommitRefused(f"commit of {p.topic}[{p.partition}] refused by the group (rebalance): "
-                                        f"{p.error.name()} ({p.error.str()})")
+                    raise _refusal(p.error, f"commit of {p.topic}[{p.partition}]")
                 _raise_for(f"commit of {p.topic}[{p.partition}]", p.error)
 
     def _bounded(self, call: Callable[[], T], timeout_ms: int, what: str) -> T:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from coordinator.common.partitions import offsets_text
-from cr_consumer.kafka.client import GroupMembership, KafkaClient, TopicPartition
+from cr_consumer.kafka.client import GroupMembership, KafkaClient, MemberFenced, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
@@ -268,20 +268,47 @@ class RegionHandlers:
         2. otherwise it commits; a refusal (a rebalance the broker began
            since, a coordinator moving, a timeout) is logged with the offsets
            and does not fail the drain: the checkpoint still holds them, and
-           the next drain commits again.
+           the next drain commits again;
+        3. except when the consumer is no longer the group's member: a commit
+           answered :class:`MemberFenced` (unknown member, stale generation),
+           or a client that reports a membership without a member id, fails
+           the drain (DrainError: the region resets). Such a consumer was
+           away longer than the session timeout (a paused process, a long
+           stall): the broker may have given its partitions to another member,
+           which processed them from the checkpoint too, while this one still
+           holds its records; its checkpoint answer would publish them twice.
+           Its rebalance listener reports the partitions lost at its next
+           poll; the reset keeps this cycle's output out meanwhile.
         """
-        why = commit_deferred(consumer.group(), self._rebalancer.joining)
+        group = consumer.group()
+        if group is not None and group.member_id is None:
+            raise DrainError(f"{self.name}: the Kafka consumer is not a member of its group (left or fenced) while "
+                             f"it holds offsets {offsets_text(offsets)}; this drain must not count")
+        why = commit_deferred(group, self._rebalancer.joining)
         if why is not None:
             log.info("%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
                      self.name, offsets_text(offsets), why)
             self._deferred_commit = dict(offsets)
             return
         self._deferred_commit = None
-        self._commit_now(consumer, offsets, timeout_ms)
+        try:
+            self._commit_now(consumer, offsets, timeout_ms, fenced_fails=True)
+        except MemberFenced as exc:
+            raise DrainError(f"{self.name}: the group no longer knows this consumer ({exc}); its partitions may be "
+                             f"another member's now, so this drain of {offsets_text(offsets)} must not count") from exc
 
-    def _commit_now(self, consumer: KafkaClient, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
+    def _commit_now(self, consumer: KafkaClient, offsets: Mapping[TopicPartition, int], timeout_ms: int,
+                    fenced_fails: bool = False) -> None:
+        """Commit; a failure is logged (the checkpoint holds the offsets), except
+        MemberFenced, which is raised when ``fenced_fails`` (a drain's commit)."""
         try:
             consumer.commit(offsets, timeout_ms)
+        except MemberFenced:
+            if fenced_fails:
+                raise
+            log.warning("%s: Kafka commit of %s refused: this consumer is no longer the group's member (its "
+                        "rebalance listener reports its partitions lost)", self.name, offsets_text(offsets))
+            return
         except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
             log.warning("%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain "
                         "commits again", self.name, offsets_text(offsets), exc)

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from cr_consumer.kafka.client import CommitRefused, GroupMembership, TopicPartition
+from cr_consumer.kafka.client import CommitRefused, GroupMembership, MemberFenced, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 from cr_consumer.operator.event_thread import EventThread
@@ -246,6 +246,42 @@ def test_cooperative_drain_survives_a_refused_commit(coop):
     coop.handlers.drain()
     assert coop.stats.n_drains == 1
     assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7}
+
+
+def test_cooperative_drain_fails_when_the_group_no_longer_knows_the_consumer(coop):
+    """A consumer away longer than its session timeout (paused, stalled) may see
+    its partitions given to another member, which processes them from the
+    checkpoint too: its drain must fail, or its checkpoint answer publishes the
+    same records a second time (seen in a soak: a member paused at a fault
+    point, 1,188 records twice)."""
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.membership = _stable()
+    coop.consumer.commit_error = MemberFenced("UnknownMemberIdError")
+    with pytest.raises(DrainError, match="no longer knows this consumer"):
+        coop.handlers.drain()
+    assert coop.stats.n_drains == 0  # the member answers the drain with a failure: the region resets
+
+
+def test_cooperative_drain_fails_while_the_consumer_has_no_member_id_but_holds_offsets(coop):
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.membership = GroupMembership(member_id=None, generation=None, rebalancing=True)
+    with pytest.raises(DrainError, match="not a member of its group"):
+        coop.handlers.drain()
+    assert coop.consumer.commits == []
+
+
+def test_a_fenced_deferred_commit_after_a_poll_is_logged_not_raised(coop):
+    coop.rebalancer.joining = False
+    coop.offsets.update(T0, 7)
+    coop.consumer.membership = _rebalancing()
+    coop.handlers.drain()  # deferred
+    coop.consumer.membership = _stable(4)
+    coop.consumer.commit_error = MemberFenced("IllegalGenerationError")
+    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")  # no exception
+    assert coop.consumer.commits == []
+    assert coop.events.failure is None
 
 
 def test_commit_deferred_names_the_reason():
