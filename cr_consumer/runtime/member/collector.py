@@ -5,8 +5,8 @@ the records in flight (each a ``KafkaRecord`` tuple, which the collector cannot
 untrack, on its way from the event thread through the message queue to the
 pipeline). Python's young generation is collected after every 700 net new
 container objects, and every such collection walks all of those records: about
-one collection per 250-300 records, 50 us each, so 0.2-0.3 us of CPU per
-record, 5 % of a member's CPU per record and a third of what the member spends
+one collection per 250-300 records, ~50 us each, so ~0.3 us of CPU per record,
+6-7 % of a member's CPU per record and about a third of what the member spent
 beyond a bare poll loop (BENCHMARKS.md, "Pipeline member: CPU per record").
 The records are freed by reference counting as soon as the sink has written
 them; the collector finds nothing to free among them.
@@ -21,6 +21,9 @@ them; the collector finds nothing to free among them.
    only later: at most :data:`YOUNG_THRESHOLD` new container objects (a few
    MB) accumulate between two young collections.
 3. At shutdown :func:`restore_collector` puts the previous thresholds back.
+
+The thresholds are process wide, like the freeze: the member process runs one
+member, so it owns them while it runs.
 
 A pipeline that manages the collector itself sets the source option
 ``gc_policy="none"`` (``KafkaSource(options={"gc_policy": "none"})``): the
