@@ -44,6 +44,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -64,7 +65,7 @@ from cr_consumer.testing.broker import bootstrap_or_embedded
 from cr_consumer.testing.kafka_util import create_topic, producer, unique_name
 
 BARE = r'''
-import json, sys, time
+import json, os, sys, time
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 bootstrap, topic, parts, expected = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
 mode, group = sys.argv[5], sys.argv[6]
@@ -98,6 +99,7 @@ sys.stdin.readline()  # "go": every process starts polling at the same time
 if not mode.startswith("assign"):
     c.resume(*c.assignment())
 n, n_first, first, last, cpu_first, cpu_last = 0, 0, None, None, None, None
+times_first = times_last = None
 deadline = time.monotonic() + 600
 while n < expected and time.monotonic() < deadline:
     batch = c.poll(timeout_ms=500)
@@ -105,9 +107,13 @@ while n < expected and time.monotonic() < deadline:
         n += sum(len(recs) for recs in batch.values())
         if first is None:  # the clock starts after the first poll: its records are not in the window
             first, cpu_first, n_first = time.monotonic(), time.process_time(), n
+            times_first = (time.thread_time(), *os.times()[:2])
         last, cpu_last = time.monotonic(), time.process_time()
+        times_last = (time.thread_time(), *os.times()[:2])
+split = [b - a for a, b in zip(times_first, times_last)] if times_first else [0.0, 0.0, 0.0]
 print(json.dumps({"n": n, "window_n": n - n_first, "first": first, "last": last, "cpu": time.process_time(),
-                  "window_cpu": (cpu_last or 0.0) - (cpu_first or 0.0)}), flush=True)
+                  "window_cpu": (cpu_last or 0.0) - (cpu_first or 0.0), "window_main_thread": split[0],
+                  "window_user": split[1], "window_system": split[2]}), flush=True)
 sys.stdin.readline()  # "close": a group member that left early would make the others rebalance mid-run
 c.close()
 '''
@@ -185,24 +191,79 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode
     window_n = max(1, sum(r["window_n"] for r in results))
     return {"per_member": rates, "total": sum(rates), "total_over_span": window_n / span,
             "cpu_us_per_record": 1e6 * sum(r["window_cpu"] for r in results) / window_n,
+            # where it goes: the polling thread, and user / system time (os.times, tick-sampled)
+            "cpu_split_us_per_record": {k: round(1e6 * sum(r[f"window_{k}"] for r in results) / window_n, 3)
+                                        for k in ("main_thread", "user", "system")},
             "cpu_us_per_record_with_startup": 1e6 * sum(r["cpu"] for r in results) / max(1, sum(r["n"] for r in results))}
 
 
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a live process (Linux /proc), in seconds."""
-    import os
-
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    """{thread id: (utime, stime)} of a live process's threads (Linux /proc), in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
+            continue
+        out[int(task.name)] = (int(fields[11]) / tick, int(fields[12]) / tick)
+    return out
+
+
+#: ``py-spy dump`` names a thread as 'Thread 12345 (idle): "cr-event-member-0"' (12345: the OS thread id).
+_DUMP_THREAD = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+ )?\(?(\d+)\)? \([^)]*\): "(.*)"')
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """{OS thread id: Python thread name} of a live process, from ``py-spy dump``
+    (empty without py-spy); the non-Python threads (zmq's, librdkafka's) carry their
+    own names in /proc/PID/task/TID/comm."""
+    from profile_util import py_spy
+
+    out: dict[int, str] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[int(task.name)] = (task / "comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    exe = py_spy()
+    if exe is None:
+        return out
+    dump = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
+                          timeout=60)
+    for line in dump.stdout.splitlines():
+        m = _DUMP_THREAD.match(line.strip())
+        if m:
+            out[int(m[1])] = m[2]
+    return out
+
+
+def thread_role(name: str) -> str:
+    """The member's threads grouped by role (the member's and kafka-python's thread names)."""
+    for prefix, role in (("cr-event-", "event (kafka-python poll)"), ("cr-process-", "process (pipeline, sink)"),
+                         ("region-io-", "control channel I/O"), ("MainThread", "control (commands)"),
+                         ("kafka", "kafka-python IO"), ("ZMQ", "zmq")):
+        if name.startswith(prefix):
+            return role
+    return f"other ({name})"
 
 
 class CpuSampler:
     """Samples the CPU time of a set of processes every :data:`CPU_SAMPLE_S`
     (wall clock ``time.time()``, the clock of file mtimes)."""
 
-    def __init__(self, pids: Callable[[], dict[str, int | None]]) -> None:
+    def __init__(self, pids: Callable[[], dict[str, int | None]], threads: bool = False) -> None:
         self._pids = pids
         self.samples: dict[str, list[tuple[float, float]]] = {}
+        #: With ``threads``: per process, (wall time, {thread id: (utime, stime)}) samples.
+        self.thread_samples: dict[str, list[tuple[float, dict[int, tuple[float, float]]]]] = {}
+        self._threads = threads
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
@@ -219,8 +280,19 @@ class CpuSampler:
                 if pid:
                     try:
                         self.samples.setdefault(name, []).append((time.time(), _cpu_seconds(pid)))
+                        if self._threads and name != "coordinator":
+                            self.thread_samples.setdefault(name, []).append((time.time(), _thread_cpu(pid)))
                     except (FileNotFoundError, ProcessLookupError):  # exited meanwhile
                         pass
+
+    def threads_between(self, name: str, t0: float, t1: float) -> dict[int, tuple[float, float]]:
+        """{thread id: (user s, system s)} of ``name`` between the samples nearest to t0 and t1."""
+        s = self.thread_samples.get(name) or []
+        if len(s) < 2:
+            return {}
+        a = min(s, key=lambda x: abs(x[0] - t0))[1]
+        b = min(s, key=lambda x: abs(x[0] - t1))[1]
+        return {tid: (u - a.get(tid, (0.0, 0.0))[0], k - a.get(tid, (0.0, 0.0))[1]) for tid, (u, k) in b.items()}
 
     def between(self, name: str, t0: float, t1: float) -> float | None:
         """CPU seconds of ``name`` between wall times t0 and t1 (linear interpolation)."""
@@ -252,11 +324,12 @@ def tree_python(tree: Path, work: Path) -> str:
 
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
              profile: Path | None = None, profile_s: int = 8, profile_gil: bool = True,
-             python: str = sys.executable) -> dict:
+             python: str = sys.executable, thread_cpu: bool = False) -> dict:
     """One pipeline round; with ``profile``, member-0 is sampled by py-spy
     (``--gil``: the thread holding the GIL; else every thread running on a CPU,
     system calls included) for ``profile_s`` seconds once its output appears
-    (collapsed stacks to that file)."""
+    (collapsed stacks to that file). With ``thread_cpu``, every member thread's
+    user and system CPU over the member's window, by role (``threads``)."""
     work.mkdir(parents=True, exist_ok=True)
     module = work / "passthrough.py"
     module.write_text(PASSTHROUGH)
@@ -268,10 +341,11 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                     python=python)
     region.start()
     coordinator = region.coordinator_proc.pid if region.coordinator_proc is not None else None
-    sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator})
+    sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator}, threads=thread_cpu)
     sampler.start()
     lines_of: dict[Path, int] = {}  # published files never change: each is counted once (cheaply)
     profiler = None
+    names: dict[str, dict[int, str]] = {}  # per member: thread id -> name (thread_cpu)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -284,6 +358,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                 count = sum(lines_of.values())
             if count >= n:
                 break
+            if thread_cpu and not names and count > 0:
+                names = {name: thread_names(pid) for name, pid in region.pids().items() if pid}
             if profile is not None and profiler is None and count > 0:
                 from profile_util import py_spy_record
 
@@ -295,6 +371,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
         if profiler is not None:
             profiler.join(profile_s + 30)
         status = region.status()
+        (work / "status.json").write_text(json.dumps(status, default=str))
         cpu = sum(_cpu_seconds(pid) for pid in region.pids().values() if pid)
     finally:
         sampler.stop()
@@ -302,6 +379,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     per_member = []
     window_cpu, window_records = 0.0, 0
     windows: list[tuple[float, float]] = []
+    by_role: dict[str, tuple[float, float]] = {}  # thread role -> (user s, system s) over the members' windows
+    role_records = 0
     for name in region.members:
         if drop:  # (count, time) per checkpoint: an interval that added records stands for a file
             path = out / f"{name}.count"
@@ -326,6 +405,12 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
             mtimes = [f.stat().st_mtime for f in files]
         per_member.append(sum(lines[1:]) / max(1e-9, mtimes[-1] - mtimes[0]))
         member_cpu = sampler.between(name, mtimes[0], mtimes[-1])
+        if thread_cpu:
+            for tid, (user, system) in sampler.threads_between(name, mtimes[0], mtimes[-1]).items():
+                role = thread_role(names.get(name, {}).get(tid, f"tid {tid}"))
+                u, k = by_role.get(role, (0.0, 0.0))
+                by_role[role] = (u + user, k + system)
+            role_records += sum(lines[1:])
         if member_cpu is not None:
             window_cpu += member_cpu
             window_records += sum(lines[1:])
@@ -339,8 +424,16 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     # total: the sum of the members' steady rates (their windows differ by a checkpoint or so)
     return {"per_member": per_member, "total": sum(per_member), "coordinator_cpu_us_per_record": coordinator_cpu,
             "checkpoints": status.get("checkpoints"), "resets": status.get("resets"),
+            # DRAINING -> RUNNING of each checkpoint cycle (the controller's events): the flow's stops
+            "checkpoint_ms": [e["checkpoint_ms"] for e in status.get("events", []) if e.get("kind") == "checkpoint"],
             "cpu_us_per_record": 1e6 * window_cpu / window_records if window_records else float("nan"),
-            "cpu_us_per_record_with_startup": 1e6 * cpu / n}
+            "cpu_us_per_record_with_startup": 1e6 * cpu / n,
+            "threads_us_per_record": {role: [round(1e6 * u / role_records, 3), round(1e6 * k / role_records, 3)]
+                                      for role, (u, k) in sorted(by_role.items())} if role_records else None}
+
+
+def _median_max(values: list[float]) -> list[float] | None:
+    return [round(statistics.median(values), 1), round(max(values), 1)] if values else None
 
 
 def main() -> int:
@@ -361,6 +454,9 @@ def main() -> int:
     parser.add_argument("--before-tree", default=None, metavar="DIR",
                         help="also run each round's pipeline from this source tree (e.g. `git archive main`), "
                              "alternating the order with this tree's: before/after CPU ratios in the same run")
+    parser.add_argument("--thread-cpu", action="store_true",
+                        help="per-thread user/system CPU of the members (by role) and of the bare loops (poll "
+                             "thread, user, system), us per record over the same windows")
     parser.add_argument("--profile-dir", default=None,
                         help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
     parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
@@ -382,12 +478,14 @@ def main() -> int:
             before = None
             if args.before_tree and i % 2 == 0:  # before first in even rounds, after first in odd ones
                 before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
-                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work))
+                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
+                                  thread_cpu=args.thread_cpu)
             full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
-                            period=args.period)
+                            period=args.period, thread_cpu=args.thread_cpu)
             if args.before_tree and i % 2 == 1:
                 before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
-                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work))
+                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
+                                  thread_cpu=args.thread_cpu)
             count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
                                   drop=True, period=args.period) if args.count_sink else None
             m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
@@ -412,7 +510,15 @@ def main() -> int:
                         (statistics.median(before["per_member"]) if before["per_member"] else 0.0) / b, 3)
                 if count_only is not None:
                     row[f"count_sink_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
+            if args.thread_cpu:
+                row["pipeline_threads_us_per_record"] = full["threads_us_per_record"]  # role: [user, system]
+                row.update({f"bare_{mode}_split_us_per_record": base["cpu_split_us_per_record"]
+                            for mode, base in bases.items()})
+                if before is not None:
+                    row["before_threads_us_per_record"] = before["threads_us_per_record"]
+            row["checkpoint_ms_median_max"] = _median_max(full["checkpoint_ms"])
             if before is not None:
+                row["before_checkpoint_ms_median_max"] = _median_max(before["checkpoint_ms"])
                 row["before_cpu_us_per_record"] = round(before["cpu_us_per_record"], 2)
             if count_only is not None:
                 row["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)

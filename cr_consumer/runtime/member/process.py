@@ -44,6 +44,7 @@ from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler
 from cr_consumer.runtime import fault_points
+from cr_consumer.runtime.member.collector import restore_collector, tune_collector
 from cr_consumer.runtime.member.control import ControlChannel
 from cr_consumer.runtime.member.executor import SOURCE_ID, CommandExecutor
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
@@ -105,6 +106,7 @@ class Member:
         self.curve: tuple[bytes, bytes, bytes] | None = None
         self._client: CoordinatorClient | None = None  # the source's CURVE client, owned here (closed at shutdown)
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, owned here (stopped at shutdown)
+        self._gc_thresholds: tuple[int, int, int] | None = None  # replaced by tune_collector (restored at shutdown)
 
     # ------------------------------------------------------------------ set-up
     def build(self) -> ConsumerOperator:
@@ -200,7 +202,9 @@ class Member:
             log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
                      [SOURCE_ID] + [i for i, _ in self.operators])
             # source.start() applied OperatorConfig.gc_policy (default: freeze the
-            # modules, the pipeline and the clients, built above, out of the GC's scans).
+            # modules, the pipeline and the clients, built above, out of the GC's scans);
+            # the records in flight are collected less often (collector.py).
+            self._gc_thresholds = tune_collector(source.config.gc_policy, s.member)
             self.running.set()
             code = self._loop(source, channel, executor)
             return code
@@ -296,6 +300,7 @@ class Member:
             self._close(self._client.close)
         if self.metrics_endpoint is not None:
             self._close(self.metrics_endpoint.stop)
+        restore_collector(self._gc_thresholds)
 
     def _close(self, closer: Callable[[], object]) -> None:
         try:

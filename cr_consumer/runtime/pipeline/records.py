@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from itertools import chain, islice
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -243,15 +243,26 @@ def _plain_batch_json(records: list, extra: str) -> bytes | None:
         tail = ('"' + extra + "}\n").replace("%", "%%")
         if keys.count(None) == n:
             line = head + ',"offset":%d,"timestamp":%d,"key":null,"value":"%s' + tail
-            fields = tuple(chain.from_iterable(zip(offsets, timestamps, values)))
+            fields = _interleave(n, offsets, timestamps, values)
         elif _plain_bytes(keys):
             line = head + ',"offset":%d,"timestamp":%d,"key":"%s","value":"%s' + tail
-            fields = tuple(chain.from_iterable(zip(offsets, timestamps, keys, values)))
+            fields = _interleave(n, offsets, timestamps, keys, values)
         else:
             return None
         return (line.encode("ascii") * n) % fields
     except (AttributeError, TypeError, ValueError):  # not plain: a missing field, None, str, ...
         return None
+
+
+def _interleave(n: int, *columns: Sequence) -> tuple:
+    """The columns' items record by record (``c0[0], c1[0], ..., c0[1], ...``), the
+    %-format's arguments: one slice assignment per column (C), about a fifth of
+    the cost of ``tuple(chain.from_iterable(zip(*columns)))``."""
+    k = len(columns)
+    out: list = [None] * (n * k)
+    for i, column in enumerate(columns):
+        out[i::k] = column  # ValueError unless len(column) == n: "not plain"
+    return tuple(out)
 
 
 def _field_json_checked(record: Any, value: Any) -> str:
