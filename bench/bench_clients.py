@@ -172,9 +172,11 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
                 if now > deadline or now - progress[1] > STALL_S:
                     raise TimeoutError(f"the operator submitted {state['seen']} of {n} records; "
                                        f"metrics {op.metrics()}")
+            pauses, holds = op.metrics()["nQueueFullPause"], op.events.n_queue_full_hold
         seconds = state["last"] - state["first"]
         return {"records": state["seen"], "seconds": seconds, "records_per_s": state["seen"] / seconds,
-                "cpu_s": state["cpu_last"] - state["cpu_first"]}
+                "cpu_s": state["cpu_last"] - state["cpu_first"], "queue_full_pauses": pauses,
+                "queue_full_holds": holds}
 
     return run
 
@@ -331,7 +333,10 @@ def main() -> None:
                 result = SYSTEMS[name](bootstrap, topic, args.messages)
                 runs[name].append(result)
                 cpu = "" if result["cpu_s"] is None else f" (cpu {result['cpu_s']:.2f} s)"
-                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}", flush=True)
+                backpressure = (f", queue full: {result['queue_full_pauses']} pauses, {result['queue_full_holds']} "
+                                "holds" if "queue_full_pauses" in result else "")
+                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}{backpressure} "
+                      f"(load {os.getloadavg()[0]:.2f})", flush=True)
     summary = summarize(runs)
     doc = {"version": 1, "messages": args.messages, "value_bytes": 100, "partitions": args.partitions,
            "trials": args.trials, "work": "one dict update per record", "summary": summary, "runs": runs}

@@ -255,6 +255,11 @@ class LibrdkafkaClient:
     def rebalance_protocol(self) -> RebalanceProtocol:
         return self._protocol
 
+    @property
+    def pause_drops_fetched(self) -> bool:
+        """librdkafka purges a paused partition's prefetched records (client.py)."""
+        return True
+
     # -- subscription and rebalance callbacks ---------------------------------
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
