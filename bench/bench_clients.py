@@ -5,7 +5,9 @@ once; each trial then reads all of it with a fresh group per system, in an
 order that alternates from trial to trial:
 
 * ``bare-kafka-python``: the baseline (bench/baseline.py, a KafkaConsumer poll loop);
-* ``bare-confluent-kafka``: a bare confluent-kafka ``consume`` loop (what the
+* ``bare-confluent-kafka``: a bare confluent-kafka ``consume`` loop with the
+  library's defaults; ``bare-confluent-kafka-tuned``: the same with the
+  adapter's librdkafka defaults (``librdkafka_client.DEFAULTS``: what the
   librdkafka adapter can reach at best);
 * ``client-kafka-python`` / ``client-librdkafka``: ``make_client(kind).poll``
   through the seam, which hands out :class:`KafkaRecord` objects;
@@ -99,11 +101,11 @@ def bare_kafka_python(bootstrap: str, topic: str, n: int) -> dict:
                           on_record=lambda r: work(r.partition, r.offset, r.value))
 
 
-def bare_confluent(bootstrap: str, topic: str, n: int) -> dict:
+def bare_confluent(bootstrap: str, topic: str, n: int, **settings: object) -> dict:
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **settings})
     consumer.subscribe([topic])
     work = Work()
 
@@ -118,6 +120,13 @@ def bare_confluent(bootstrap: str, topic: str, n: int) -> dict:
         return _timed(n, step)
     finally:
         consumer.close()
+
+
+def bare_confluent_tuned(bootstrap: str, topic: str, n: int) -> dict:
+    """The bare confluent-kafka loop with the adapter's librdkafka defaults (librdkafka_client.DEFAULTS)."""
+    from cr_consumer.kafka.librdkafka_client import DEFAULTS
+
+    return bare_confluent(bootstrap, topic, n, **DEFAULTS)
 
 
 def through_client(kind: ClientKind) -> Callable[[str, str, int], dict]:
@@ -270,6 +279,7 @@ SYSTEMS: dict[str, Callable[[str, str, int], dict]] = {
     "bare-kafka-python": bare_kafka_python,
     "client-kafka-python": through_client(ClientKind.KAFKA_PYTHON),
     "bare-confluent-kafka": bare_confluent,
+    "bare-confluent-kafka-tuned": bare_confluent_tuned,
     "client-librdkafka": through_client(ClientKind.LIBRDKAFKA),
     "operator-kafka-python": through_operator(ClientKind.KAFKA_PYTHON),
     "operator-librdkafka": through_operator(ClientKind.LIBRDKAFKA),
