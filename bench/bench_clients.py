@@ -5,7 +5,9 @@ once; each trial then reads all of it with a fresh group per system, in an
 order that alternates from trial to trial:
 
 * ``bare-kafka-python``: the baseline (bench/baseline.py, a KafkaConsumer poll loop);
-* ``bare-confluent-kafka``: a bare confluent-kafka ``consume`` loop (what the
+* ``bare-confluent-kafka``: a bare confluent-kafka ``consume`` loop with the
+  library's defaults; ``bare-confluent-kafka-tuned``: the same with the
+  adapter's librdkafka defaults (``librdkafka_client.DEFAULTS``: what the
   librdkafka adapter can reach at best);
 * ``client-kafka-python`` / ``client-librdkafka``: ``make_client(kind).poll``
   through the seam, which hands out :class:`KafkaRecord` objects;
@@ -13,6 +15,9 @@ order that alternates from trial to trial:
   ``ConsumerOperator(config, submit)`` (event thread, queue, process thread,
   drains and commits every ``commit_period_s`` = 1 s) with that client, the work
   done in ``submit(record)``;
+* ``operator-librdkafka-pause-at-once``: ``operator-librdkafka`` with the queue-full
+  backpressure pausing at once (``event_thread.HOLD_MAX_S = 0``; compare with
+  ``--io-wait-us``, which lets the event thread outrun the process thread);
 * ``run-kafka-python`` / ``run-librdkafka``: ``crkafka run``'s runner with one
   member process (1 s checkpoint period), Kafka source -> exactly-once file
   sink (every record written as a JSON line, published per checkpoint);
@@ -67,15 +72,23 @@ MAX_RECORDS = 500
 STALL_S = 60.0
 
 
+#: --io-wait-us: microseconds per record each system's work also waits outside
+#: the GIL (a 1 ms sleep every 1000/N records, as a sink's I/O would).
+IO_WAIT_US = 0
+
+
 class Work:
-    """The per-record work: one dict update."""
+    """The per-record work: one dict update (and the --io-wait-us wait)."""
 
     def __init__(self) -> None:
         self.bytes_per_key: dict[tuple[int, int], int] = {}
+        self._wait_every = max(1, round(1000 / IO_WAIT_US)) if IO_WAIT_US else 0
 
     def __call__(self, partition: int, offset: int, value: bytes) -> None:
         key = (partition, offset & 1023)
         self.bytes_per_key[key] = self.bytes_per_key.get(key, 0) + len(value)
+        if self._wait_every and offset % self._wait_every == 0:
+            time.sleep(0.001)
 
 
 def _timed(n: int, step: Callable[[], int]) -> dict:
@@ -99,11 +112,11 @@ def bare_kafka_python(bootstrap: str, topic: str, n: int) -> dict:
                           on_record=lambda r: work(r.partition, r.offset, r.value))
 
 
-def bare_confluent(bootstrap: str, topic: str, n: int) -> dict:
+def bare_confluent(bootstrap: str, topic: str, n: int, **settings: object) -> dict:
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **settings})
     consumer.subscribe([topic])
     work = Work()
 
@@ -118,6 +131,13 @@ def bare_confluent(bootstrap: str, topic: str, n: int) -> dict:
         return _timed(n, step)
     finally:
         consumer.close()
+
+
+def bare_confluent_tuned(bootstrap: str, topic: str, n: int) -> dict:
+    """The bare confluent-kafka loop with the adapter's librdkafka defaults (librdkafka_client.DEFAULTS)."""
+    from cr_consumer.kafka.librdkafka_client import DEFAULTS
+
+    return bare_confluent(bootstrap, topic, n, **DEFAULTS)
 
 
 def through_client(kind: ClientKind) -> Callable[[str, str, int], dict]:
@@ -172,9 +192,27 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
                 if now > deadline or now - progress[1] > STALL_S:
                     raise TimeoutError(f"the operator submitted {state['seen']} of {n} records; "
                                        f"metrics {op.metrics()}")
+            pauses, holds = op.metrics()["nQueueFullPause"], op.events.n_queue_full_hold
         seconds = state["last"] - state["first"]
         return {"records": state["seen"], "seconds": seconds, "records_per_s": state["seen"] / seconds,
-                "cpu_s": state["cpu_last"] - state["cpu_first"]}
+                "cpu_s": state["cpu_last"] - state["cpu_first"], "queue_full_pauses": pauses,
+                "queue_full_holds": holds}
+
+    return run
+
+
+def pausing_at_once(kind: ClientKind) -> Callable[[str, str, int], dict]:
+    """The operator with the queue-full backpressure pausing at once (event_thread.HOLD_MAX_S = 0):
+    librdkafka then purges its fetched-ahead records at every pause and fetches them again."""
+    def run(bootstrap: str, topic: str, n: int) -> dict:
+        from cr_consumer.operator import event_thread
+
+        saved = event_thread.HOLD_MAX_S
+        event_thread.HOLD_MAX_S = 0.0
+        try:
+            return through_operator(kind)(bootstrap, topic, n)
+        finally:
+            event_thread.HOLD_MAX_S = saved
 
     return run
 
@@ -268,9 +306,11 @@ SYSTEMS: dict[str, Callable[[str, str, int], dict]] = {
     "bare-kafka-python": bare_kafka_python,
     "client-kafka-python": through_client(ClientKind.KAFKA_PYTHON),
     "bare-confluent-kafka": bare_confluent,
+    "bare-confluent-kafka-tuned": bare_confluent_tuned,
     "client-librdkafka": through_client(ClientKind.LIBRDKAFKA),
     "operator-kafka-python": through_operator(ClientKind.KAFKA_PYTHON),
     "operator-librdkafka": through_operator(ClientKind.LIBRDKAFKA),
+    "operator-librdkafka-pause-at-once": pausing_at_once(ClientKind.LIBRDKAFKA),
     "run-kafka-python": through_run(ClientKind.KAFKA_PYTHON),
     "run-librdkafka": through_run(ClientKind.LIBRDKAFKA),
 }
@@ -311,8 +351,12 @@ def main() -> None:
                     help="comma-separated systems to run (bare-kafka-python always runs: the baseline)")
     ap.add_argument("--bytewax-python", default=None,
                     help="python of an environment with bytewax 0.21 and confluent-kafka: adds the bytewax system")
+    ap.add_argument("--io-wait-us", type=float, default=0.0,
+                    help="per record, also wait this many microseconds outside the GIL (in-process systems)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "clients.json"))
     args = ap.parse_args()
+    global IO_WAIT_US
+    IO_WAIT_US = args.io_wait_us
     if args.bytewax_python:
         SYSTEMS["bytewax"] = bytewax(args.bytewax_python)
         args.systems += ",bytewax"
@@ -331,10 +375,14 @@ def main() -> None:
                 result = SYSTEMS[name](bootstrap, topic, args.messages)
                 runs[name].append(result)
                 cpu = "" if result["cpu_s"] is None else f" (cpu {result['cpu_s']:.2f} s)"
-                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}", flush=True)
+                backpressure = (f", queue full: {result['queue_full_pauses']} pauses, {result['queue_full_holds']} "
+                                "holds" if "queue_full_pauses" in result else "")
+                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}{backpressure} "
+                      f"(load {os.getloadavg()[0]:.2f})", flush=True)
     summary = summarize(runs)
+    work = "one dict update per record" + (f", {args.io_wait_us} us of waiting outside the GIL" if IO_WAIT_US else "")
     doc = {"version": 1, "messages": args.messages, "value_bytes": 100, "partitions": args.partitions,
-           "trials": args.trials, "work": "one dict update per record", "summary": summary, "runs": runs}
+           "trials": args.trials, "work": work, "summary": summary, "runs": runs}
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=2))
 

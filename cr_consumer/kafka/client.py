@@ -216,6 +216,14 @@ class KafkaClient(Protocol):
         """Which kind of rebalance the configured assignors run."""
         ...
 
+    @property
+    def pause_drops_fetched(self) -> bool:
+        """True when ``pause`` discards the records the client has already
+        fetched ahead for the partition (they are fetched again after
+        ``resume``: librdkafka), so pausing for backpressure costs a refetch;
+        the event thread then stops polling for a while instead of pausing."""
+        ...
+
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
         """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python

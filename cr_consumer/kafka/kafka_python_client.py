@@ -175,6 +175,11 @@ class KafkaPythonClient:
     def rebalance_protocol(self) -> RebalanceProtocol:
         return self._protocol
 
+    @property
+    def pause_drops_fetched(self) -> bool:
+        """kafka-python fetches little ahead (one response per partition): pausing is cheap."""
+        return False
+
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
         check_subscription(topics, pattern)

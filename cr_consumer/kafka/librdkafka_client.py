@@ -32,7 +32,8 @@ How the seam's protocol maps onto librdkafka:
 5. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself).
 
-Properties: standard dotted names; kafka-python's and the Java client's
+Properties: standard dotted names; the adapter's defaults for librdkafka
+settings (:data:`DEFAULTS`) apply unless given; kafka-python's and the Java client's
 spellings of the few settings librdkafka names otherwise are mapped
 (:data:`RENAMED`); ``partition.assignment.strategy`` is read by
 :mod:`cr_consumer.kafka.assignors` (librdkafka's names are the standard ones);
@@ -102,6 +103,19 @@ RENAMED: Mapping[str, str] = {
     "ssl.crlfile": "ssl.crl.location",
     "ssl.ciphers": "ssl.cipher.suites",
 }
+#: librdkafka settings this adapter sets unless the properties give them (docs/clients.md):
+#:
+#: * ``fetch.queue.backoff.ms`` (librdkafka: 1000): how long a partition's next
+#:   fetch waits once the local queue holds more than ``queued.min.messages``
+#:   (100k) records. One fetch response from a broker with a backlog holds
+#:   ~50k 100-byte records (1 MB per partition), so two or three responses
+#:   pass that mark and the fetcher then idles for a whole second while the
+#:   application drains the queue in a fraction of it: a bare consume loop got
+#:   ~220k records/s from the embedded broker with the library's value and
+#:   0.8-1.5M with 20 ms (BENCHMARKS.md, pacing). 20 ms rechecks the queue
+#:   often enough for millions of records/s; a recheck costs a timer wake-up
+#:   of librdkafka's broker thread, nothing else.
+DEFAULTS: Mapping[str, object] = {"fetch.queue.backoff.ms": 20}
 #: Settings this class uses itself (not passed to librdkafka): the poll's record cap
 #: is the ``max_records`` argument of poll.
 CONSUMED = frozenset({"max.poll.records"})
@@ -150,6 +164,8 @@ def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
         cfg["partition.assignment.strategy"] = str(parse_strategy(cfg["partition.assignment.strategy"]))
     if "metadata.max.age.ms" in cfg:
         cfg.setdefault("topic.metadata.refresh.interval.ms", cfg["metadata.max.age.ms"])
+    for key, value in DEFAULTS.items():
+        cfg.setdefault(key, value)
     cfg.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": False})
     return cfg
 
@@ -243,6 +259,11 @@ class LibrdkafkaClient:
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
         return self._protocol
+
+    @property
+    def pause_drops_fetched(self) -> bool:
+        """librdkafka purges a paused partition's prefetched records (client.py)."""
+        return True
 
     # -- subscription and rebalance callbacks ---------------------------------
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
@@ -570,4 +591,4 @@ class LibrdkafkaClient:
             self._worker.shutdown(wait=False)
 
 
-__all__ = ["LibrdkafkaClient", "RENAMED", "librdkafka_config"]
+__all__ = ["DEFAULTS", "LibrdkafkaClient", "RENAMED", "librdkafka_config"]

@@ -12,12 +12,20 @@ It loops:
 2. run the operator's deferred rebalance work (``after_poll``), because
    rebalance listeners may run on the client library's own thread
    (kafka-python's IO thread), where no blocking client call is allowed;
-3. if polling is on: pause every assigned partition while the message queue
-   has less free space than max.poll.records, and resume them once
-   ``may_resume()`` (the operator: half the queue is free). The gap between the
-   two marks makes pause/resume episodes rare: librdkafka drops its prefetched
-   records of a partition when it is paused and fetches them again after the
-   resume, and the half queue still queued covers that fetch; while the region permit is blocked (the runtime is about to
+3. if polling is on and the message queue has less free space than
+   max.poll.records (backpressure):
+   a. with a client whose pause drops the records it fetched ahead
+      (``KafkaClient.pause_drops_fetched``: librdkafka, which then fetches them
+      again after the resume), first do not poll at all, for up to
+      :data:`HOLD_MAX_S`, serving events meanwhile, until the queue has room
+      for a poll: the records wait in the client's own bounded prefetch queue
+      and nothing is fetched twice;
+   b. otherwise, or once the queue stayed full for HOLD_MAX_S (the process
+      thread is stalled: polls must go on for the group's rebalances), pause
+      every assigned partition and poll; resume them once ``may_resume()``
+      (the operator: half the queue is free). The gap between the two marks
+      makes pause/resume episodes rare;
+   while the region permit is blocked (the runtime is about to
    drain, checkpoint or reset: nothing is being submitted), first wait up to
    :data:`BLOCKED_WAIT_S` for events, so the handler's event is picked up at
    once instead of after a poll, and then poll briefly
@@ -100,6 +108,19 @@ JOIN_POLL_TIMEOUT_MS = 100
 BLOCKED_SLICE_S = 0.005
 #: Wait for events while not polling; bounds the reaction to a stop request.
 IDLE_WAIT_S = 0.1
+#: Longest time a full queue is waited out without polling (a client whose
+#: pause drops its fetched-ahead records, step 3a) before the partitions are
+#: paused and polling goes on. Bounds how late a rebalance callback runs (the
+#: client serves them only inside poll; the group waits for this member's
+#: rejoin meanwhile) while the process thread is stalled; a queue that frees
+#: room sooner (the usual case: the process thread is slower than the fetch,
+#: not stalled) never costs a pause and the refetch of everything librdkafka
+#: had fetched ahead (up to its queued.max.messages.kbytes, 64 MB).
+HOLD_MAX_S = 0.5
+#: Slice of the wait for queue room while holding (step 3a): how late room in
+#: the queue is noticed. The queue still holds nearly its capacity then, so
+#: the process thread is never starved by it.
+HOLD_SLICE_S = 0.002
 #: Bound on closing the consumer (leave group) so shutdown never hangs on a
 #: dead broker.
 CLOSE_TIMEOUT_MS = 5000
@@ -140,6 +161,10 @@ class EventThread:
     #: Backpressure episode state and count; this thread writes, metrics read.
     _paused: bool
     n_queue_full_pause: int
+    #: Step 3a: since when (monotonic) the queue is full without a pause (None:
+    #: not holding), and how many such episodes there were. This thread only.
+    _full_since: float | None
+    n_queue_full_hold: int
 
     def __init__(
         self,
@@ -174,6 +199,8 @@ class EventThread:
         self._stop_requested = False
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
+        self._full_since = None
+        self.n_queue_full_hold = 0
         self.consumer = None
         self.group = None
         self._thread = threading.Thread(target=self._run, name=f"cr-event-{name}", daemon=True)
@@ -273,7 +300,10 @@ class EventThread:
                 if not self._serve_events(block_s=IDLE_WAIT_S):
                     return
                 continue
-            self._backpressure(consumer)
+            if self._backpressure(consumer):
+                if not self._serve_events(block_s=HOLD_SLICE_S):
+                    return
+                continue  # holding: the queue is full, nothing polled (step 3a)
             idle = time.monotonic() - self._last_records_at > IDLE_AFTER_S
             timeout_ms = IDLE_POLL_TIMEOUT_MS if idle else POLL_TIMEOUT_MS
             max_records = self._max_poll_records
@@ -322,8 +352,17 @@ class EventThread:
             except queue.Empty:
                 return True
 
-    def _backpressure(self, consumer: KafkaClient) -> None:
+    def _backpressure(self, consumer: KafkaClient) -> bool:
+        """Steps 3a and 3b of the module docstring; True: hold (do not poll now)."""
         if self._should_pause():
+            if not self._paused and consumer.pause_drops_fetched:
+                now = time.monotonic()
+                if self._full_since is None:
+                    self._full_since = now
+                    self.n_queue_full_hold += 1
+                if now - self._full_since < HOLD_MAX_S:
+                    return True
+                log.debug("%s: queue full for %.1fs: pausing", self.name, now - self._full_since)
             missing = consumer.assignment() - consumer.paused()
             if missing:
                 consumer.pause(missing)
@@ -337,7 +376,11 @@ class EventThread:
             if paused:
                 consumer.resume(paused)
             self._paused = False
+            self._full_since = None
             log.debug("%s: queue has room: resumed %d partitions", self.name, len(paused))
+        elif not self._paused:
+            self._full_since = None
+        return False
 
     def pause_partitions(self, partitions: Collection[TopicPartition]) -> None:
         """Hold partitions (rebalance listener, during our poll)."""

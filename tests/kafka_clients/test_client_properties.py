@@ -12,7 +12,7 @@ import pytest
 from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable, check_guarantees
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python_client import kafka_python_config
-from cr_consumer.kafka.librdkafka_client import librdkafka_config
+from cr_consumer.kafka.librdkafka_client import DEFAULTS, librdkafka_config
 
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
 
@@ -45,6 +45,14 @@ def test_standard_names_are_mapped_for_librdkafka():
     assert cfg["ssl.endpoint.identification.algorithm"] == "none"
     assert cfg["topic.metadata.refresh.interval.ms"] == 2000 and cfg["session.timeout.ms"] == 6000
     assert cfg["partition.assignment.strategy"] == "cooperative-sticky"
+
+
+def test_librdkafka_gets_the_adapters_fetch_defaults_unless_given():
+    """librdkafka's own fetch.queue.backoff.ms (1 s) idled the fetcher for most
+    of every second once its queue passed queued.min.messages (docs/clients.md)."""
+    assert DEFAULTS["fetch.queue.backoff.ms"] <= 100
+    assert librdkafka_config(BASE)["fetch.queue.backoff.ms"] == DEFAULTS["fetch.queue.backoff.ms"]
+    assert librdkafka_config({**BASE, "fetch.queue.backoff.ms": 500})["fetch.queue.backoff.ms"] == 500
 
 
 def test_standard_names_are_mapped_for_kafka_python():

@@ -27,7 +27,8 @@ class FakeConsumer:
     """Polls return the scripted results in order, then nothing (after waiting
     the poll's timeout, as a real poll does)."""
 
-    def __init__(self, assigned=(T0, T1)) -> None:
+    def __init__(self, assigned=(T0, T1), pause_drops_fetched: bool = False) -> None:
+        self.pause_drops_fetched = pause_drops_fetched
         self.results: deque = deque()
         self.polls: list[tuple[int, int]] = []  # (timeout_ms, max_records)
         self.assigned = set(assigned)
@@ -196,6 +197,38 @@ def test_backpressure_resumes_only_at_the_low_mark(harness):
     harness.may_resume = True
     wait_until(lambda: not harness.events.paused, WAIT_S, "resumed at the low mark", interval=POLL_S)
     assert harness.consumer.paused_set == set()
+
+
+def test_a_full_queue_stops_polling_without_a_pause_when_pause_drops_fetched_records(monkeypatch):
+    """librdkafka purges a paused partition's fetched-ahead records: the event
+    thread waits the full queue out without polling (events still served), and
+    pauses only once it stayed full for HOLD_MAX_S."""
+    monkeypatch.setattr(et, "HOLD_MAX_S", 1.0)
+    h = Harness(FakeConsumer(pause_drops_fetched=True))
+    h.events.start(WAIT_S)
+    try:
+        h.events.set_polling(True, WAIT_S)
+        wait_until(lambda: len(h.consumer.polls) >= 1, WAIT_S, "polling", interval=POLL_S)
+        h.pause = True
+        h.events.call(lambda c: None, WAIT_S, "a turn of the loop with the queue full")
+        n = len(h.consumer.polls)
+        assert h.events.call(lambda c: "served", WAIT_S, "an event while holding") == "served"
+        assert len(h.consumer.polls) == n and h.consumer.paused_set == set() and not h.events.paused
+        # room again before HOLD_MAX_S: polling goes on, nothing was ever paused
+        h.pause = False
+        wait_until(lambda: len(h.consumer.polls) >= n + 2, WAIT_S, "polling again", interval=POLL_S)
+        assert h.events.n_queue_full_pause == 0 and h.events.n_queue_full_hold == 1
+        # full for longer than HOLD_MAX_S (the process thread stalled): paused, and polls go on
+        h.pause = True
+        wait_until(lambda: h.events.paused, WAIT_S, "paused after the hold", interval=POLL_S)
+        assert h.consumer.paused_set == {T0, T1} and h.events.n_queue_full_pause == 1
+        n = len(h.consumer.polls)
+        wait_until(lambda: len(h.consumer.polls) >= n + 2, WAIT_S, "polls while paused", interval=POLL_S)
+        h.pause = False
+        wait_until(lambda: not h.events.paused, WAIT_S, "resumed", interval=POLL_S)
+        assert h.consumer.paused_set == set() and h.events.n_queue_full_hold == 2
+    finally:
+        h.events.stop(WAIT_S)
 
 
 def test_resume_partitions_leaves_them_to_the_backpressure_while_the_queue_is_full(harness):
