@@ -142,6 +142,11 @@ _UNKNOWN_CODES = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOW
 SEEK_STATE_WAIT_S = 5.0
 #: Pause between two seek attempts while the fetcher starts.
 SEEK_STATE_RETRY_S = 0.005
+#: Bound on resolving the absolute start offsets of an assignment
+#: (LibrdkafkaClient._start_offsets: OffsetFetch, then ListOffsets): a broker
+#: that does not answer fails the poll instead of stalling the group join
+#: (whose rebalance timeout is max.poll.interval.ms, minutes).
+ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
 #: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
 _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 #: Offsets below 0 are librdkafka's "no offset" markers (OFFSET_INVALID, _END, ...).
@@ -291,17 +296,44 @@ class LibrdkafkaClient:
             self._assigning = None
             seeks, pauses = self._pending_seeks, self._pending_pauses
             self._pending_seeks, self._pending_pauses = {}, set()
-            start = [_ck(tp, seeks[tp]) if tp in seeks else _ck(tp) for tp in sorted(tps)]
+            starts = {**self._start_offsets(tps - seeks.keys()), **seeks}
+            start = [_ck(tp, starts[tp]) if tp in starts else _ck(tp) for tp in sorted(tps)]
             if self._protocol is RebalanceProtocol.COOPERATIVE:
                 consumer.incremental_assign(start)
             else:
                 consumer.assign(start)
-            self._positions.update(seeks)
+            self._positions.update(starts)
             self._assigned = self._assigned | tps if self._protocol is RebalanceProtocol.COOPERATIVE else set(tps)
             if pauses:
                 consumer.pause([_ck(tp) for tp in sorted(pauses)])
                 self._paused |= pauses
             self._rebalancing = False
+
+    def _start_offsets(self, tps: frozenset[TopicPartition] | set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Absolute start offsets of partitions assigned without a seek: the
+        committed offset, else what ``auto.offset.reset`` names (the low or high
+        watermark); none for a policy that is neither (librdkafka then reports
+        the partition's error itself).
+
+        Assigned at a logical offset, librdkafka looks the offset up itself, and a
+        seek made while that lookup is in flight (the operator seeks a partition it
+        held at the assignment once the region tells it where) makes the lookup's
+        answer outdated: librdkafka then re-arms the lookup of the same logical
+        offset on a timer and, half a second after the seek, moves the fetch to
+        the log end, skipping every record in between while the operator's
+        offsets (and so its commits) follow. Assigned at an absolute offset, no
+        lookup is ever started. Runs in the assignment callback (the polling
+        thread), bounded by :data:`ASSIGN_LOOKUP_TIMEOUT_MS`; a failed lookup fails
+        the poll (the operator fails and is restarted: never a silent skip)."""
+        if not tps:
+            return {}
+        out = {tp: off for tp, off in self.committed(tps, ASSIGN_LOOKUP_TIMEOUT_MS).items() if off is not None}
+        rest = set(tps) - out.keys()
+        if rest and self._auto_offset_reset in ("earliest", "smallest", "beginning"):
+            out.update(self.beginning_offsets(rest, ASSIGN_LOOKUP_TIMEOUT_MS))
+        elif rest and self._auto_offset_reset in ("latest", "largest", "end"):
+            out.update(self.end_offsets(rest, ASSIGN_LOOKUP_TIMEOUT_MS))
+        return out
 
     def _on_revoke(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
         self._give_up(consumer, partitions, lost=False)
