@@ -1,4 +1,4 @@
-"""Reproduce the librdkafka operator skipping records at a fresh start (an open defect).
+"""Reproduce the librdkafka operator skipping records at a fresh start (a fixed defect: the check stays).
 
 A fresh group (start position beginning, ``auto.offset.reset`` latest) reads a
 topic of ``N`` records with a drain + checkpoint every 100 ms, ``--attempts``
@@ -8,7 +8,8 @@ the adapter's positions, the offset manager's offsets (what the drain commits)
 and the high watermarks, which then all sit at the log end. Seen at load 7-11
 (1 of 2 attempts), not at load 3-4 (0 of 21): load the machine meanwhile.
 
-Suspected cause (librdkafka 2.16): a partition assigned without an offset
+Cause (librdkafka 2.16), fixed by assigning at absolute offsets
+(``LibrdkafkaClient._start_offsets``): a partition assigned without an offset
 (held by the operator until its start is resolved) starts librdkafka's own
 ``auto.offset.reset`` lookup (ListOffsets END); the operator's seek after the
 resume bumps the partition's version, the lookup's answer arrives outdated, and
