@@ -23,6 +23,9 @@ from cr_consumer.runtime.member.control import ControlChannel
 
 #: How long stop() waits for the answering thread (it polls its queue every 0.1 s).
 STOP_TIMEOUT_S = 5.0
+#: How long start() waits for the region's answer to the join: a test asking the
+#: coordinator about the region before the join reached it finds no region.
+JOIN_TIMEOUT_S = 15.0
 
 
 def no_offsets(seq: int) -> list[list[Any]]:
@@ -53,8 +56,13 @@ class ScriptedMember:
         self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
 
     def start(self) -> ScriptedMember:
+        """Start answering and return once the region answered the join (joined,
+        or refused for good: ``channel.failure``), so the region exists."""
         self.channel.start()
         self._thread.start()
+        if not self.channel.wait_joined(JOIN_TIMEOUT_S) and self.channel.failure is None:
+            self.stop()
+            raise TimeoutError(f"{self.name}: no answer to region_join within {JOIN_TIMEOUT_S:g}s")
         return self
 
     def _run(self) -> None:
