@@ -22,6 +22,7 @@ from coordinator.common.waiting import wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.runner import standby as standby_mod
 from cr_consumer.runtime.runner.launch import HANDOFF_TIMEOUT_S, STANDBY_MODULE, MemberLauncher
+from cr_consumer.runtime.runner.standby_proc import StandbyState
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor
 
 from support.standby import (
@@ -240,3 +241,21 @@ def test_8_a_standby_that_took_the_member_then_dies_is_a_member_death(tmp_path):
         assert sup.failed is None
     finally:
         sup.stop()
+
+
+def test_9_a_standby_whose_runner_is_gone_exits_without_becoming_a_member(tmp_path):
+    """The runner's ends of the stdin and status pipes close (as when it dies;
+    its parent-death signal aside): the standby exits 0, before or after its
+    imports, and opens no member log."""
+    launcher = MemberLauncher(member_command(tmp_path, "p.py"), tmp_path, standby_argv=_real_standby(tmp_path))
+    with open(tmp_path / "standby.log", "ab") as log_file:
+        early, late = launcher.spawn_standby(log_file), launcher.spawn_standby(log_file)
+    early.close()  # during its imports
+    def ready() -> bool:
+        late.poll()
+        return late.state is StandbyState.READY
+    wait_until(ready, 60.0, "the second standby's imports")
+    late.close()  # waiting for a hand-over
+    assert early.proc.wait(60) == ExitCode.OK
+    assert late.proc.wait(60) == ExitCode.OK
+    assert not list(tmp_path.glob("member-*.log"))
