@@ -53,8 +53,8 @@ Argv = Callable[[str, int], list[str]]
 MEMBER_MODULE = "cr_consumer.cli.member"
 #: The standby's module (``cr_consumer/cli/standby.py``).
 STANDBY_MODULE = "cr_consumer.cli.standby"
-#: Bound on a hand-over, from writing it to the standby's answer (normally a
-#: few milliseconds). Without it a standby stopped (SIGSTOP) or wedged at the
+#: Bound on a hand-over, from writing it to the standby's answer (under a
+#: millisecond at the median, at most 0.1 s seen at load 10: BENCHMARKS.md). Without it a standby stopped (SIGSTOP) or wedged at the
 #: hand-over would hold the member's identity without ever running it: the
 #: supervisor sees a live process, the region waits for a member that never
 #: joins. After it the standby is killed and the member started cold, so a
