@@ -29,8 +29,9 @@ is called under the supervisor's lock:
    one's delay doubles as for a standby dying young).
 3. :meth:`~StandbyPool.check` (every supervisor round): reads the standby's
    status (``ready``); a standby that ended unused (killed, crashed, its wait
-   ran out) or that is not ready :data:`READY_TIMEOUT_S` after its start
-   (stopped, wedged in an import: killed) is reaped, logged and replaced after
+   ran out), that is stopped (SIGSTOP: killed), or that is not ready
+   :data:`READY_TIMEOUT_S` after its start (wedged in an import: killed) is
+   reaped, logged and replaced after
    RESPAWN_DELAY_S, the delay doubling up to :data:`RESPAWN_MAX_S` while
    standbys keep dying young; a start that is due happens (a spawn that fails
    is logged and retried after RESPAWN_MAX_S).
@@ -43,15 +44,18 @@ Where the hand-over can break, and what then (each has a test in
 1. The standby dies before it is ready (a tree without the standby module, a
    crash in an import): step 3 sees it (its pidfd wakes the supervisor) and
    replaces it after the doubling delay; a member start meanwhile is cold.
-2. The standby is never ready (stopped or wedged while importing): a member
-   start meanwhile is cold; after READY_TIMEOUT_S it is killed and replaced.
+2. The standby is never ready (wedged while importing): a member start
+   meanwhile is cold; after READY_TIMEOUT_S it is killed and replaced.
 3. A ready standby is killed while idle: as 1. Killed just before a member
-   start, ``take`` polls it first and the start is cold.
+   start, ``take`` polls it first and the start is cold. Stopped (SIGSTOP)
+   while idle or while importing: the next round (or ``take``) sees it in
+   ``/proc``, kills, reaps and replaces it; the start is cold, at once.
 4. It dies between ``take`` and the write, or its stdin is closed: the write
    fails (EPIPE): HandoffFailed, the member starts cold.
-5. It is stopped (SIGSTOP) or wedged at the hand-over: the write or the answer
-   does not come within ``launch.HANDOFF_TIMEOUT_S``: it is killed (SIGKILL
-   works on a stopped process) and reaped, the member starts cold.
+5. It is stopped (SIGSTOP) after ``take`` looked, or wedged, at the hand-over:
+   the write or the answer does not come within ``launch.HANDOFF_TIMEOUT_S``:
+   it is killed (SIGKILL works on a stopped process) and reaped, the member
+   starts cold.
 6. It dies after the write, before its answer: the status pipe ends:
    HandoffFailed, reaped, cold start.
 7. It refuses the hand-over (a line it cannot decode: a runner and standby of
@@ -191,6 +195,8 @@ class StandbyPool:
             standby.poll()
         except HandoffFailed as exc:  # a malformed status line: a standby of another version
             return f"sent a bad status ({exc})"
+        if standby.stopped():  # would not answer a hand-over: the member would wait HANDOFF_TIMEOUT_S for nothing
+            return "is stopped (SIGSTOP)"
         if standby.state is StandbyState.STARTING and now - standby.started > READY_TIMEOUT_S:
             return f"was not ready {READY_TIMEOUT_S:.0f}s after its start (stopped or wedged)"
         return None

@@ -112,6 +112,17 @@ class StandbyProc:
                 log.warning("standby %d: unexpected status %s in state %s", self.pid, line.status.value,
                             self.state.value)
 
+    def stopped(self) -> bool:
+        """True when the process is stopped (SIGSTOP, a debugger), as ``/proc`` says
+        now; False where ``/proc`` cannot tell (not Linux, or it just ended)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        # "pid (comm) S ...": the command may hold spaces and parentheses, the state follows the last ")"
+        return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] in (b"T", b"t")
+
     def hand_over(self, document: bytes, timeout_s: float) -> str:
         """Step 2: returns the member name the standby answered with; HandoffFailed otherwise."""
         self.machine.to(S.HANDING_OVER, "a member start takes it")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from coordinator.common.waiting import wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.runner import standby as standby_mod
 from cr_consumer.runtime.runner.launch import HANDOFF_TIMEOUT_S, STANDBY_MODULE, MemberLauncher
-from cr_consumer.runtime.runner.standby_proc import StandbyState
+from cr_consumer.runtime.runner.member_proc import MemberProc
+from cr_consumer.runtime.runner.standby_proc import HandoffFailed, StandbyState
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor
 
 from support.standby import (
@@ -163,22 +165,63 @@ def test_4_a_standby_that_does_not_read_its_stdin_fails_the_write(tmp_path):
         sup.stop()
 
 
-def test_5_a_stopped_standby_at_the_hand_over_is_killed_reaped_and_the_member_starts_cold(tmp_path):
-    """SIGSTOP after it said ready: the hand-over fits the pipe, so the write
-    succeeds; no answer comes. Without the bound the stopped process would be
-    member-0 for good, a member that never joins."""
-    sup = _start(tmp_path, _real_standby(tmp_path))
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"T"
+
+
+def test_3_a_standby_stopped_while_idle_is_replaced_and_the_member_starts_cold_at_once(tmp_path):
+    """SIGSTOP while it waits: seen in /proc (at the next round, or by the
+    start's ``take``), killed and reaped; the restart does not wait for it."""
+    sup = _start(tmp_path, _stand_in(READY_SLEEP))
     try:
-        standby = wait_until(sup.standby_pid, 60.0, "the standby's imports")
+        standby = wait_until(sup.standby_pid, 15.0, "a ready standby")
         os.kill(standby, signal.SIGSTOP)
+        wait_until(lambda: gone(standby) or _stopped(standby), 10.0, "the stop to take effect")
         _, exit_event, start = _kill_and_restart(sup)
-        _assert_cold_restart(sup, exit_event, start, within_s=HANDOFF_TIMEOUT_S + COLD_RESTART_S)
-        failure = _handoff_failure(sup)
-        assert failure["pid"] == standby and "did not answer the hand-over in time" in failure["reason"]
+        _assert_cold_restart(sup, exit_event, start)
+        ended = next(e for e in sup.events if e["kind"] == "standby-exit" and e["pid"] == standby)
+        assert ended["reason"] == "is stopped (SIGSTOP)" and ended["code"] == -signal.SIGKILL
+        assert not [e for e in sup.events if e["kind"] == "handoff-failed"]
         assert gone(standby)  # killed and reaped: no orphan, no zombie
-        assert not os.path.exists(f"/proc/{standby}")
+        wait_until(lambda: sup.standby_pid() not in (None, standby), 15.0, "a new standby")
     finally:
         sup.stop()
+
+
+def test_5_a_standby_stopped_at_the_hand_over_is_bounded_then_killed_and_reaped(tmp_path):
+    """SIGSTOP after the runner took it, before the hand-over: the line fits
+    the pipe, so the write succeeds; no answer comes. Without the bound the
+    stopped process would be the member for good, a member that never joins;
+    with it the hand-over fails after HANDOFF_TIMEOUT_S (the supervisor then
+    kills and reaps it and starts the member cold: tests 4, 6, 7)."""
+    pipeline = tmp_path / "pipe.py"
+    pipeline.write_text(PIPELINE)
+    launcher = MemberLauncher(member_command(tmp_path, str(pipeline)), tmp_path,
+                              standby_argv=_real_standby(tmp_path))
+    with open(tmp_path / "standby.log", "ab") as log_file:
+        standby = launcher.spawn_standby(log_file)
+
+    def ready() -> bool:
+        standby.poll()
+        return standby.state is StandbyState.READY
+    try:
+        wait_until(ready, 60.0, "the standby's imports")
+        os.kill(standby.pid, signal.SIGSTOP)
+        wait_until(lambda: standby.stopped(), 10.0, "the stop to take effect")
+        m = MemberProc("member-0")
+        t0 = time.monotonic()
+        with pytest.raises(HandoffFailed, match="did not answer the hand-over in time"):
+            launcher.hand_over(m, standby)
+        assert HANDOFF_TIMEOUT_S <= time.monotonic() - t0 < HANDOFF_TIMEOUT_S + COLD_RESTART_S
+        assert m.proc is None and standby.state is StandbyState.ENDED
+    finally:
+        standby.end(signal.SIGKILL, "test over")
+    assert standby.proc.returncode == -signal.SIGKILL
+    assert gone(standby.pid)
+    assert not os.path.exists(f"/proc/{standby.pid}")
+    assert not (tmp_path / "member-0.log").exists()  # it never became the member
 
 
 @pytest.mark.parametrize("code", [ExitCode.ERROR, ExitCode.CONFIG])
