@@ -31,18 +31,17 @@ is called under the supervisor's lock:
    status (``ready``); a standby that ended unused (killed, crashed, its wait
    ran out), that is stopped (SIGSTOP: killed), or that is not ready
    :data:`READY_TIMEOUT_S` after its start (wedged in an import: killed) is
-   reaped, logged and replaced after
-   RESPAWN_DELAY_S, the delay doubling up to :data:`RESPAWN_MAX_S` while
-   standbys keep dying young; a start that is due happens (a spawn that fails
-   is logged and retried after RESPAWN_MAX_S).
+   reaped, logged and replaced after RESPAWN_DELAY_S, the delay doubling up
+   to :data:`RESPAWN_MAX_S` while standbys keep dying young; a start that is
+   due happens (a spawn that fails is logged and retried after RESPAWN_MAX_S).
 4. :meth:`~StandbyPool.stop` (the region stops): SIGTERM the standby, reap it
    (SIGKILL after ``standby_proc.END_TIMEOUT_S``); nothing is started after it.
 
 Where the hand-over can break, and what then (each has a test in
 ``tests/runtime/runner/test_standby_failures.py``):
 
-1. The standby dies before it is ready (a tree without the standby module, a
-   crash in an import): step 3 sees it (its pidfd wakes the supervisor) and
+1. The standby dies before it is ready (a tree without the standby module or
+   with one that has no ``--status-fd``, a crash in an import): step 3 sees it (its pidfd wakes the supervisor) and
    replaces it after the doubling delay; a member start meanwhile is cold.
 2. The standby is never ready (wedged while importing): a member start
    meanwhile is cold; after READY_TIMEOUT_S it is killed and replaced.
@@ -57,7 +56,8 @@ Where the hand-over can break, and what then (each has a test in
    it is killed (SIGKILL works on a stopped process) and reaped, the member
    starts cold.
 6. It dies after the write, before its answer: the status pipe ends:
-   HandoffFailed, reaped, cold start.
+   HandoffFailed, reaped, cold start, whatever its exit code (ExitCode.CONFIG
+   from a standby that rejects the line without saying so is no final exit).
 7. It refuses the hand-over (a line it cannot decode: a runner and standby of
    different versions; a member log it cannot open): it answers ``refused``
    with why and exits with ExitCode.CONFIG; the runner logs why, reaps it and
