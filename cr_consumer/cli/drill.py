@@ -20,9 +20,10 @@ import os
 import sys
 
 from coordinator.common.cli_types import duration, positive_int
+from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
-from cr_consumer.drill.scenarios import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig, run_drill
+from cr_consumer.drill.scenarios import run_drill
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, BrokerStartError
 

@@ -39,7 +39,7 @@ finish before every task is done, and the report says whether the fault fired.
   ``fault-point`` draws the point and the action from the seed;
   ``drop-command`` loses a pushed drain, checkpoint or reset (seeded), which
   the controller notices only by that phase's timeout, so that drill runs the
-  region with short phase timeouts (``scenarios.SHORT_PHASE_TIMEOUT_S``).
+  region with short phase timeouts (``config.SHORT_PHASE_TIMEOUT_S``).
 
 Failure: a fault that cannot act (no member to kill, coordinator does not come
 back within its start timeout) raises; the drill reports it and fails. A task

@@ -28,6 +28,9 @@
 8. Verify the output independently (``verify.py``), analyse the timeline
    (``report.py``), write ``report.json``, ``manifest.json`` and the PNG.
 
+The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
+``watch_loop.py``, step 8 in ``outcome.py``.
+
 A drill that times out still verifies and reports (its records are then
 missing) and fails. The report's ``ok`` is true only if nothing is missing,
 duplicated, altered or unexpected, committed offsets are not behind the
@@ -37,7 +40,6 @@ output, and the injected fault really fired.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -50,51 +52,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from cr_consumer.drill import faults as fault_mod
+from cr_consumer.drill.config import (
+    BASIC_SCENARIOS,
+    EMBEDDED_BROKER_ONLY,
+    SCENARIOS,
+    SHORT_PHASE_SCENARIOS,
+    SHORT_PHASE_TIMEOUT_S,
+    UNTIMELY_SCENARIOS,
+    DrillConfig,
+)
 from cr_consumer.drill.controller_watch import ControllerWatch
 from cr_consumer.drill.fault_tasks import FaultTasks
-from cr_consumer.drill.harness import MEMBER_TIMEOUT_S, PHASE_TIMEOUT_S, start_region
-from cr_consumer.drill.plot import plot_timeline
-from cr_consumer.drill.report import analyse, build_report, last_completed_checkpoint
+from cr_consumer.drill.harness import PHASE_TIMEOUT_S, start_region
+from cr_consumer.drill.outcome import conclude
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import (
-    CheckpointMissing,
-    Manifest,
-    count_lines,
-    last_checkpoint_offsets,
-    published_files,
-    read_committed,
-    verify,
-)
+from cr_consumer.drill.verify import Manifest, read_committed
+from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, WatchLoop
 from cr_consumer.drill.workload import Workload
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
 log = logging.getLogger(__name__)
 
-#: Faults the region was designed for.
-BASIC_SCENARIOS = (
-    "kill-member", "kill-coordinator", "add-member", "remove-member",
-    "new-topic", "sink-failure", "poison", "reset-storm",
-)
-#: Untimely faults: a member kept down past its timeout, stopped processes, a
-#: crash / pause / lost message at each step of the region protocol.
-UNTIMELY_SCENARIOS = (
-    "kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
-    *fault_mod.POINT_SCENARIOS, "drop-command", "fault-point",
-)
-SCENARIOS = BASIC_SCENARIOS + UNTIMELY_SCENARIOS
-#: Scenarios whose pause must outlast the member timeout (the member is to be dropped).
-PAST_MEMBER_TIMEOUT = ("pause-member",)
-#: Drain and reset timeout of the region in the scenarios that lose a pushed
-#: command (the phase fails by this timeout); others keep the runner's 30 s.
-SHORT_PHASE_TIMEOUT_S = 5.0
-SHORT_PHASE_SCENARIOS = ("drop-command",)
-#: Scenarios that need the broker process the drill starts itself.
-EMBEDDED_BROKER_ONLY = ("pause-broker",)
 #: The members' partition.assignment.strategy when the drill runs eager.
 EAGER_ASSIGNORS = "range,roundrobin"
 #: Share of poison records in the poison scenario's input.
@@ -102,99 +83,16 @@ POISON_RATIO = 0.02
 #: Share of the input produced before the region starts; the rest is produced
 #: once the members process records, so the fault lands in a live stream.
 WARMUP_SHARE = 0.05
-#: How often the drill looks at the timeline and the output.
-WATCH_PERIOD_S = 0.1
-#: How often it fetches the controller's events (they are kept 200 deep).
-CONTROLLER_WATCH_PERIOD_S = 0.5
-#: How often it prints a progress line.
-PROGRESS_PERIOD_S = 1.0
-#: sink-failure: when the input is consumed before a sink claimed the trigger,
-#: produce a few more records, at most MAX_NUDGES times, NUDGE_PERIOD_S apart.
-MAX_NUDGES = 5
-NUDGE_PERIOD_S = 2.0
 #: Bound on waiting for the group's commits to reach the input's end before the
 #: region is stopped (settle.py): a moving partition is committed by its new
 #: owner after a second rebalance, a join phase of up to about a session
 #: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
 SETTLE_BASE_S = 10.0
 SETTLE_SESSIONS = 2
-#: Bound on the producer thread's end after the drill stops it.
-PRODUCER_JOIN_S = 60.0
-
-
-@attrs.frozen(kw_only=True)
-class DrillConfig:
-    scenario: str = attrs.field(validator=attrs.validators.in_(SCENARIOS))
-    members: int = 3
-    partitions: int = 8
-    messages: int = 200_000
-    bootstrap: str | None = None
-    out: Path = attrs.field(default=Path("drill-out"), converter=Path)
-    seed: int = 0
-    #: Production rate in records/s; 0 produces as fast as possible.
-    rate: float = 0.0
-    #: Region checkpoint period.
-    period_s: float = 2.0
-    session_timeout_ms: int = 6000
-    #: The members' consumers rebalance incrementally (the cooperative-sticky
-    #: assignor, the region runtime's default); False: eager (range, roundrobin).
-    cooperative: bool = True
-    #: The members' Kafka client ("kafka-python" or "librdkafka"; None: the default).
-    kafka_client: str | None = None
-    #: The runner keeps a warm standby member process (``crkafka run``'s default); False: restarts are cold.
-    standby: bool = True
-    #: Bound on the whole drill after the region starts.
-    timeout_s: float = 180.0
-    #: Keep the drill directory's output files (the report and plot are always kept).
-    keep_output: bool = True
-    #: Inject the fault when this fraction of the input is processed; None: seeded random in 0.2-0.6.
-    fault_at: float | None = None
-    #: Length of the pause scenarios' SIGSTOP (and of a pause fault point).
-    pause_s: float = fault_mod.PAUSE_S
-
-    def __attrs_post_init__(self) -> None:
-        if self.members < 1:
-            raise ValueError(f"--members must be >= 1, got {self.members}")
-        if self.scenario == "remove-member" and self.members < 2:
-            raise ValueError("the remove-member scenario needs --members >= 2")
-        if self.partitions < 1:
-            raise ValueError(f"--partitions must be >= 1, got {self.partitions}")
-        if self.messages < self.partitions:
-            raise ValueError(f"--messages ({self.messages}) must be >= --partitions ({self.partitions})")
-        if self.rate < 0:
-            raise ValueError(f"--rate must be >= 0, got {self.rate}")
-        if self.fault_at is not None and not 0 <= self.fault_at < 1:
-            raise ValueError(f"fault_at must be in [0, 1), got {self.fault_at}")
-        if self.period_s <= 0 or self.timeout_s <= 0:
-            raise ValueError("--period and --timeout must be > 0")
-        if not 0 < self.pause_s <= 3600:
-            raise ValueError(f"--pause must be in (0, 3600] s, got {self.pause_s}")
-        if self.scenario in PAST_MEMBER_TIMEOUT and self.pause_s <= MEMBER_TIMEOUT_S:
-            raise ValueError(f"the {self.scenario} scenario pauses past the member timeout ({MEMBER_TIMEOUT_S:g} s): "
-                             f"--pause must be longer, got {self.pause_s:g}")
-        external = self.bootstrap or os.environ.get(ENV_BOOTSTRAP)
-        if self.scenario in EMBEDDED_BROKER_ONLY and external:
-            raise ValueError(f"the {self.scenario} scenario SIGSTOPs the broker process, so it needs the embedded "
-                             f"broker the drill starts itself; it cannot pause an external cluster ({external}): "
-                             f"run it without --bootstrap and without ${ENV_BOOTSTRAP}")
 
 
 def _progress(msg: str) -> None:
     print(f"[drill {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-class _OutputCounter:
-    """Counts published lines incrementally (a published file is never rewritten)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.counted: dict[Path, int] = {}
-
-    def count(self) -> int:
-        for p in published_files(self.directory):
-            if p not in self.counted:
-                self.counted[p] = count_lines([p])
-        return sum(self.counted.values())
 
 
 @contextlib.contextmanager
@@ -222,9 +120,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     manifest = Manifest(group=group)
     drill_tl = TimelineWriter(dirs["timeline"] / "drill.jsonl", "drill")
     reader = TimelineReader(dirs["timeline"])
-    faults: list[dict] = []
     error: str | None = None
-    fault_time: float | None = None
+    loop: WatchLoop | None = None
     topics = [f"{prefix}-in"]
     t_start = time.time()
     committed: dict[tuple[str, int], int | None] | None = None
@@ -238,7 +135,6 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
 
         region = coordinator = workload = watch = None
         tasks = FaultTasks(drill_tl)
-        next_watch = 0.0
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
             coordinator = CoordinatorProcess(dirs["coordinator"] / "state", http="auto",
@@ -277,60 +173,10 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 pause_s=cfg.pause_s, broker_pid=broker_pid,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
-            trigger_at = int(fraction * cfg.messages)
-            counter = _OutputCounter(dirs["output"])
-            deadline = time.monotonic() + cfg.timeout_s
-            next_progress = 0.0
-            processed = delivered = 0
-            fired = False if cfg.scenario == "sink-failure" else None
-            nudges, next_nudge = 0, 0.0
-            while True:
-                now = time.monotonic()
-                for e in reader.poll():
-                    if e["ev"] == "batch":
-                        processed += e["n"]
-                    elif e["ev"] == "fault_fired":
-                        fired = True
-                if processed and not workload.started_at:
-                    progress("members are processing: producing the rest of the input"
-                             + (f" at {cfg.rate:.0f} records/s" if cfg.rate else ""))
-                    workload.start()
-                if fault_time is None and processed >= trigger_at:
-                    progress(f"injecting {cfg.scenario} after {processed} records ({fraction:.0%} of the input)")
-                    fault_time = time.time()
-                    faults.append(fault_mod.inject(env, cfg.scenario))
-                if now >= next_watch:
-                    next_watch = now + CONTROLLER_WATCH_PERIOD_S
-                    watch.poll()
-                delivered = counter.count()
-                if workload.started_at and workload.done.is_set():
-                    workload.join(PRODUCER_JOIN_S)
-                    with workload.lock:
-                        expected = manifest.produced - manifest.poison_count
-                    played_out = fired is not False and tasks.done()
-                    if fault_time is not None and delivered >= expected and played_out:
-                        break
-                    if (not played_out and fault_time is not None and delivered >= expected
-                            and now >= next_nudge and nudges < MAX_NUDGES):
-                        # The input ran out before the fault fired (a sink trigger, a fault
-                        # point that needs records) or while it plays out: give it records.
-                        nudges += 1
-                        next_nudge = now + NUDGE_PERIOD_S
-                        progress("the fault has not fired or ended yet and the input is consumed: "
-                                 f"producing {cfg.partitions * 10} more records")
-                        workload.produce_more(cfg.partitions * 10)
-                if now >= next_progress:
-                    next_progress = now + PROGRESS_PERIOD_S
-                    progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
-                             f"(incl. replays), published {delivered}, members {sorted(region.running_members())}")
-                if region.failed:
-                    raise RuntimeError(f"the region failed: {region.failed}")
-                if now >= deadline:
-                    raise TimeoutError(
-                        f"drill did not finish within {cfg.timeout_s:.0f}s: published {delivered}, "
-                        f"produced {workload.produced}, fault {'injected' if fault_time else 'not injected'}"
-                    )
-                time.sleep(WATCH_PERIOD_S)  # the watch loop's period, not a synchronisation
+            loop = WatchLoop(cfg, env, region=region, workload=workload, manifest=manifest, reader=reader,
+                             tasks=tasks, watch=watch, output_dir=dirs["output"], fraction=fraction,
+                             progress=progress)
+            delivered = loop.run()
             settle_s = SETTLE_BASE_S + SETTLE_SESSIONS * cfg.session_timeout_ms / 1000
             progress(f"all {delivered} expected records published; waiting at most {settle_s:.0f} s for the "
                      "group's committed offsets to reach the input's end")
@@ -377,40 +223,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             if cleanup_errors and error is None:
                 error = "; ".join(cleanup_errors)
 
-    manifest.save(drill_dir / "manifest.json")
-    events = reader.all_events()
-    checkpoint = None
-    last_seq = last_completed_checkpoint(events)
-    if committed is not None and last_seq is not None:
-        try:
-            checkpoint = (last_seq, last_checkpoint_offsets(dirs["state"], last_seq))
-        except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
-            log.error("drill %s: %s", cfg.scenario, exc)
-            error = error or f"committed-offsets check: {exc}"
-    result = verify(manifest, dirs["output"], committed, checkpoint)
-    analysis = analyse(events, fault_time, end_time)
-    fired = tasks.all_fired()
-    if cfg.scenario == "sink-failure":
-        fired = any(e["ev"] == "fault_fired" for e in events)
-    if tasks.errors:
-        error = error or "fault: " + "; ".join(tasks.errors)
-    plot_path = None
-    if events:
-        try:
-            drawn = plot_timeline(events, drill_dir / "timeline.png",
-                                  title=f"drill {cfg.scenario} (seed {cfg.seed})", produced=result.produced)
-            plot_path = str(drawn) if drawn is not None else None
-        except Exception as exc:  # the plot is an aid; its failure is reported, not hidden
-            log.exception("timeline plot failed")
-            error = error or f"plot failed: {exc!r}"
-    report = build_report(
-        scenario=cfg.scenario, seed=cfg.seed, members=cfg.members, partitions=cfg.partitions,
-        messages=cfg.messages, verify_result=result, analysis=analysis, faults=faults,
-        elapsed_s=time.time() - t_start, out_dir=str(drill_dir), plot=plot_path, error=error,
-        fault_fired=fired,
-    )
-    (drill_dir / "report.json").write_text(json.dumps(report, indent=2))
-    if not cfg.keep_output and report["ok"]:
-        shutil.rmtree(dirs["output"], ignore_errors=True)
-        shutil.rmtree(dirs["state"], ignore_errors=True)
-    return report
+    return conclude(cfg, drill_dir, dirs, manifest=manifest, reader=reader, tasks=tasks, committed=committed,
+                    fault_time=loop.fault_time if loop is not None else None, end_time=end_time,
+                    faults=loop.faults if loop is not None else [], error=error, started=t_start)
+
+
+__all__ = ["BASIC_SCENARIOS", "EMBEDDED_BROKER_ONLY", "SCENARIOS", "UNTIMELY_SCENARIOS", "DrillConfig", "run_drill"]

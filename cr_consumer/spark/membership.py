@@ -36,6 +36,10 @@ through. :class:`GroupMember` is that member:
 Failure: an exception on the thread (a broker error kafka-python does not
 retry) is kept as :attr:`failure`; every later call raises
 :class:`MemberFailed` naming it, which fails the query.
+
+The member's settings are in ``member_config.py``, the queued calls and
+commits its thread serves in ``member_requests.py``, the handover (step 4) in
+``handover.py``.
 """
 
 from __future__ import annotations
@@ -43,18 +47,32 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import TypeVar
 
 from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.errors import KafkaTimeoutError
-from kafka.net.selector import KernelEvent
 from kafka.structs import OffsetAndMetadata
 
 from cr_consumer.kafka.compat import keep_completed_joins
+from cr_consumer.spark.handover import (
+    HANDOVER_TIMEOUT_S,
+    HandoverTimedOut,
+    MemberListener,
+    hold_rebalance,
+    partition_names,
+    serve_commits_on_io_loop,
+)
+from cr_consumer.spark.member_config import member_name, membership_config
+from cr_consumer.spark.member_requests import (
+    CALL_MARGIN_S,
+    COMMIT_TIMEOUT_S,
+    CallTimedOut,
+    CommitTimedOut,
+    MemberFailed,
+    fail_all,
+    serve_calls,
+    serve_commits,
+)
 from cr_consumer.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
@@ -65,99 +83,10 @@ log = logging.getLogger(__name__)
 POLL_MS = 2
 #: One poll until the first assignment (the group join).
 JOIN_POLL_MS = 10
-#: Bound on one synchronous commit inside kafka-python: it retries a commit for
-#: as long as the broker answers with a retriable error (a rebalance in
-#: progress, a deleted topic), and the member's thread then stops polling.
-COMMIT_TIMEOUT_S = 5.0
-#: Extra wait for a queued call beyond its own bound (one poll in progress).
-CALL_MARGIN_S = 2.0
-#: Bound on holding a rebalance until the ranges planned for the revoked
-#: partitions are committed (Spark finishes the batch in flight and commits it
-#: after planning the next). Below the group's rebalance timeout
-#: (max.poll.interval.ms, 300 s by default), so the member is not evicted.
-HANDOVER_TIMEOUT_S = 60.0
 #: Bound on creating the consumer (a bad bootstrap address fails the start).
 START_TIMEOUT_S = 30.0
 #: Bound on joining the thread at close (the consumer's LeaveGroup).
 CLOSE_TIMEOUT_S = 15.0
-
-
-class MemberFailed(RuntimeError):
-    """The member's consumer thread died; the query must fail."""
-
-
-class HandoverTimedOut(RuntimeError):
-    """A revoked partition's planned ranges were not committed in time; the query fails."""
-
-
-class CallTimedOut(TimeoutError):
-    """A call on the member's thread did not complete in time."""
-
-
-class CommitTimedOut(CallTimedOut):
-    """An offset commit did not complete within COMMIT_TIMEOUT_S."""
-
-
-def member_name(i: int) -> str:
-    return f"crkafka-{i}"
-
-
-def membership_config(options: SourceOptions, group: str, index: int) -> dict:
-    """kafka-python keyword arguments of member ``index``'s consumer in ``group``."""
-    config = options.kafka_config
-    instance = config.pop("group_instance_id", None)
-    if instance:  # static membership: one id per member
-        config["group_instance_id"] = f"{instance}-{index}"
-    config.update(
-        bootstrap_servers=options.bootstrap_servers.split(","),
-        group_id=group,
-        enable_auto_commit=False,
-        # positions of this consumer are never used (it fetches nothing); a
-        # reset policy of 'none' would fail its poll on a partition without commit
-        auto_offset_reset="latest",
-        client_id=f"crkafka-{group}-{index}",
-    )
-    return config
-
-
-def _io_sleep(delay_s: float) -> KernelEvent:
-    """An awaitable pause on kafka-python's IO loop (its ``sleep`` kernel call): a
-    listener awaiting it lets the loop serve heartbeats and other threads' requests."""
-    return KernelEvent("_sleep", delay_s)
-
-
-class _MemberListener(AsyncConsumerRebalanceListener):
-    """kafka-python 3 runs rebalance listeners on its IO loop: a listener that
-    blocks stops every request of the consumer (a commit from the member's
-    thread fails with "Cannot block on net.run() from the IO thread"). The
-    handover therefore waits by awaiting the loop's sleep."""
-
-    def __init__(self, revoked: Callable[[set[TopicPartition]], Awaitable[None]],
-                 assigned: Callable[[set[TopicPartition]], None]) -> None:
-        self._revoked = revoked
-        self._assigned = assigned
-
-    async def on_partitions_revoked(self, revoked):
-        await self._revoked(set(revoked))
-
-    async def on_partitions_assigned(self, assigned):
-        self._assigned(set(assigned))
-
-
-P = TypeVar("P")  # what a request carries to the member's thread
-
-
-def _claimed(requests: queue.Queue[tuple[P, Future]]) -> Iterator[tuple[P, Future]]:
-    """Take every waiting ``(payload, future)`` off ``requests`` and yield those
-    whose future the caller has not cancelled, now marked running: each yielded
-    future gets exactly one result or exception from the loop body."""
-    while True:
-        try:
-            payload, fut = requests.get_nowait()
-        except queue.Empty:
-            return
-        if fut.set_running_or_notify_cancel():
-            yield payload, fut
 
 
 class GroupMember:
@@ -199,7 +128,7 @@ class GroupMember:
             self._assigned = self._assigned - revoked
             self._handing_over = frozenset(revoked)
             self._changes += 1
-        log.info("crkafka %s: revoked %s", self.name, _names(revoked))
+        log.info("crkafka %s: revoked %s", self.name, partition_names(revoked))
         try:
             if revoked and self.handover is not None:
                 await self._hand_over(revoked, self.handover)
@@ -214,21 +143,14 @@ class GroupMember:
     async def _hand_over(self, revoked: set[TopicPartition],
                          handed_over: Callable[[set[TopicPartition]], bool]) -> None:
         """Hold the rebalance until the query has committed every range it planned
-        for ``revoked`` (the member's thread serves the commit meanwhile), bounded by HANDOVER_TIMEOUT_S."""
-        t0 = time.monotonic()
-        deadline = t0 + HANDOVER_TIMEOUT_S
-        while not handed_over(revoked):
-            if time.monotonic() > deadline:
-                raise HandoverTimedOut(
-                    f"{self.name}: the ranges planned for {_names(revoked)} were not committed within "
-                    f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
-            await self._serve_commits_on_io_loop()
-            await _io_sleep(JOIN_POLL_MS / 1000)
-            if self._stop.is_set():
-                return
-        waited_ms = (time.monotonic() - t0) * 1000
+        for ``revoked`` (``handover.py``), bounded by HANDOVER_TIMEOUT_S."""
+        waited_ms = await hold_rebalance(
+            self.name, revoked, handed_over, lambda: serve_commits_on_io_loop(self._kafka, self._commits, self.name),
+            self._stop.is_set)
+        if waited_ms is None:  # closing
+            return
         self.handover_ms.append(waited_ms)
-        log.info("crkafka %s: handed over %s in %.0f ms", self.name, _names(revoked), waited_ms)
+        log.info("crkafka %s: handed over %s in %.0f ms", self.name, partition_names(revoked), waited_ms)
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._kafka.pause(*assigned)  # never fetch: executors read the records
@@ -236,7 +158,7 @@ class GroupMember:
             self._assigned = self._assigned | assigned
             self._changes += 1
         self._joined.set()
-        log.info("crkafka %s: assigned %s", self.name, _names(assigned))
+        log.info("crkafka %s: assigned %s", self.name, partition_names(assigned))
 
     def _run(self) -> None:
         try:
@@ -244,7 +166,7 @@ class GroupMember:
             # kafka-python 3.0.12 drops a join that completes between polls (a pattern
             # that now matches a new topic rejoins so): keep it (cr_consumer.kafka.compat)
             keep_completed_joins(self._consumer)
-            listener = _MemberListener(self._on_revoked, self._on_assigned)
+            listener = MemberListener(self._on_revoked, self._on_assigned)
             if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
                 tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []
                 self._consumer.assign(tps)
@@ -277,48 +199,17 @@ class GroupMember:
             except Exception:  # closing after a failure; logged, the thread ends anyway
                 log.exception("crkafka %s: closing the consumer failed", self.name)
 
-    async def _serve_commits_on_io_loop(self) -> None:
-        """Commits asked for during a handover, sent from the listener on the IO loop
-        (the member's thread is inside ``poll`` until the rebalance completes)."""
-        for meta, fut in _claimed(self._commits):
-            sent = self._kafka.commit_async(meta)
-            deadline = time.monotonic() + COMMIT_TIMEOUT_S
-            while not sent.is_done and time.monotonic() < deadline:
-                await _io_sleep(0.002)
-            if not sent.is_done:
-                fut.set_exception(CommitTimedOut(f"{self.name}: a handover commit did not complete within "
-                                                 f"{COMMIT_TIMEOUT_S}s"))
-            elif sent.failed():
-                fut.set_exception(sent.exception)
-            else:
-                fut.set_result(None)
-
     def _serve_commits(self) -> None:
-        for meta, fut in _claimed(self._commits):
-            try:
-                self._kafka.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
-            except KafkaTimeoutError:
-                fut.set_exception(CommitTimedOut(f"{self.name}: committing {len(meta)} partitions did not "
-                                                 f"complete within {COMMIT_TIMEOUT_S}s"))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
-                fut.set_exception(exc)
-            else:
-                fut.set_result(None)
+        serve_commits(self._kafka, self._commits, self.name)
 
     def _serve_calls(self) -> None:
-        for fn, fut in _claimed(self._calls):
-            try:
-                fut.set_result(fn(self._consumer))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
-                fut.set_exception(exc)
+        serve_calls(self._consumer, self._calls)
 
     def _fail_commits(self) -> None:
-        for _, fut in _claimed(self._commits):
-            fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+        fail_all(self._commits, f"{self.name} stopped: {self.failure!r}")
 
     def _fail_calls(self) -> None:
-        for _, fut in _claimed(self._calls):
-            fut.set_exception(MemberFailed(f"{self.name} stopped: {self.failure!r}"))
+        fail_all(self._calls, f"{self.name} stopped: {self.failure!r}")
 
     # -- callers (the runner's main thread) ----------------------------------------------
     def start(self) -> None:
@@ -403,8 +294,6 @@ class GroupMember:
                 log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
 
 
-def _names(tps) -> list[str]:
-    return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
 
-
-__all__ = ["CallTimedOut", "CommitTimedOut", "GroupMember", "MemberFailed", "member_name", "membership_config"]
+__all__ = ["CALL_MARGIN_S", "COMMIT_TIMEOUT_S", "HANDOVER_TIMEOUT_S", "CallTimedOut", "CommitTimedOut", "GroupMember",
+           "HandoverTimedOut", "MemberFailed", "member_name", "membership_config"]

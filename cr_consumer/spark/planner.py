@@ -43,7 +43,7 @@ batch and for a batch replayed from its offset log alike.
 re-delivers commits after a restart); each member commits the positions of
 the partitions it holds now (a partition this query no longer holds is left
 to its new owner), all members side by side (every commit is queued before
-any is waited for), bounded by ``membership.COMMIT_TIMEOUT_S``. A failed
+any is waited for), bounded by ``member_requests.COMMIT_TIMEOUT_S``. A failed
 commit is logged, kept and retried at the next ``latestOffset``/``commit``;
 Spark's offset log stays authoritative either way.
 """
@@ -59,7 +59,8 @@ from kafka import TopicPartition
 
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark.control import coordinator_group, new_query_id
-from cr_consumer.spark.membership import CALL_MARGIN_S, COMMIT_TIMEOUT_S, GroupMember, MemberFailed
+from cr_consumer.spark.member_requests import CALL_MARGIN_S, COMMIT_TIMEOUT_S, MemberFailed
+from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 from cr_consumer.spark.options import SourceOptions, StartKind

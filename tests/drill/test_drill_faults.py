@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from cr_consumer.drill import faults
-from cr_consumer.drill.scenarios import SCENARIOS, UNTIMELY_SCENARIOS, DrillConfig, run_drill
+from cr_consumer.drill.config import SCENARIOS, UNTIMELY_SCENARIOS, DrillConfig
+from cr_consumer.drill.scenarios import run_drill
 from cr_consumer.testing.broker import ENV_BOOTSTRAP
 
 from support.drill import SMALL, assert_exactly_once

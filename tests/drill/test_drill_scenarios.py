@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cr_consumer.drill.scenarios import BASIC_SCENARIOS, DrillConfig, run_drill
+from cr_consumer.drill.config import BASIC_SCENARIOS, DrillConfig
+from cr_consumer.drill.scenarios import run_drill
 
 from support.drill import SMALL, assert_exactly_once
 

@@ -150,7 +150,7 @@ def test_invalid_options_fail_at_load(spark):
 
 
 def test_membership_configs():
-    from cr_consumer.spark.membership import member_name, membership_config
+    from cr_consumer.spark.member_config import member_name, membership_config
 
     options = parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"}))
     configs = [membership_config(options, "g", i) for i in range(options.members)]

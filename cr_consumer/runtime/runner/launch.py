@@ -15,18 +15,18 @@
    (broken pipe) is the supervisor's to restart.
 
 :meth:`MemberLauncher.hand_over` gives a member's identity to a warm standby
-process instead (``standby.py``, ``handoff.py``): the hand-over line, then the
-Kafka properties as in step 3, written within :data:`HANDOFF_WRITE_TIMEOUT_S`;
-False when the standby did not take them (the caller then starts the member
-cold). :meth:`MemberLauncher.spawn_standby` starts a standby with the members'
-environment.
+process instead (``standby.py``, ``handoff.py``, ``standby_proc.py``): the
+hand-over line, then the Kafka properties as in step 3, then the standby's
+answer, all within :data:`HANDOFF_TIMEOUT_S`; HandoffFailed when the standby
+did not take them (the caller then starts the member cold).
+:meth:`MemberLauncher.spawn_standby` starts a standby with the members'
+environment and a status pipe.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import select
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +37,7 @@ import cr_consumer
 from coordinator.common.osutil import die_with_parent_preexec
 from cr_consumer.runtime.runner.handoff import Handoff, HandoffError
 from cr_consumer.runtime.runner.member_proc import MemberProc
+from cr_consumer.runtime.runner.standby_proc import HandoffFailed, StandbyProc, StandbyState
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,13 @@ Argv = Callable[[str, int], list[str]]
 MEMBER_MODULE = "cr_consumer.cli.member"
 #: The standby's module (``cr_consumer/cli/standby.py``).
 STANDBY_MODULE = "cr_consumer.cli.standby"
-#: Bound on writing the hand-over to a standby: one that does not read it
-#: (stopped, wedged) must not hold up the restart it was meant to speed up.
-HANDOFF_WRITE_TIMEOUT_S = 1.0
+#: Bound on a hand-over, from writing it to the standby's answer (under a
+#: millisecond at the median, at most 0.1 s seen at load 10: BENCHMARKS.md). Without it a standby stopped (SIGSTOP) or wedged at the
+#: hand-over would hold the member's identity without ever running it: the
+#: supervisor sees a live process, the region waits for a member that never
+#: joins. After it the standby is killed and the member started cold, so a
+#: hand-over never costs more than this on top of a cold start.
+HANDOFF_TIMEOUT_S = 1.0
 
 
 class MemberLauncher:
@@ -91,47 +96,45 @@ class MemberLauncher:
         m.last_start = time.monotonic()
         log.info("started %s (pid %d)", m.name, m.proc.pid)
 
-    def spawn_standby(self, log_file: BinaryIO) -> subprocess.Popen:
-        """Start a standby (its stdin a pipe for the hand-over, its output to ``log_file``)."""
+    def spawn_standby(self, log_file: BinaryIO) -> StandbyProc:
+        """Start a standby: its stdin a pipe for the hand-over, its output to
+        ``log_file``, and the write end of a status pipe passed as ``--status-fd N``
+        (``handoff.py``: it says ``ready``, then answers the hand-over there)."""
         if self.standby_argv is None:
             raise ValueError("this launcher has no standby command")
-        return subprocess.Popen(self.standby_argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
-                                env=self._env(), preexec_fn=die_with_parent_preexec())
+        status_r, status_w = os.pipe()
+        try:
+            proc = subprocess.Popen([*self.standby_argv, "--status-fd", str(status_w)], stdout=log_file,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.PIPE, pass_fds=(status_w,),
+                                    env=self._env(), preexec_fn=die_with_parent_preexec())
+        except BaseException:
+            os.close(status_r)
+            raise
+        finally:
+            os.close(status_w)  # the standby's copy only: its end is the pipe's end
+        return StandbyProc(proc, status_r, time.monotonic())
 
-    def hand_over(self, m: MemberProc, standby: subprocess.Popen, min_members: int = 1) -> bool:
-        """Make the running ``standby`` member ``m``: write the hand-over (and the Kafka
-        properties), close its stdin. True: ``m.proc`` is the standby now and
-        ``m.last_start`` set; False: it did not take them (dead, not reading within
-        HANDOFF_WRITE_TIMEOUT_S, or a command line a standby cannot run), ``m`` is
-        unchanged and the caller stops the standby."""
+    def hand_over(self, m: MemberProc, standby: StandbyProc, min_members: int = 1) -> None:
+        """Make the READY ``standby`` member ``m`` (``standby_proc.py`` step 2): write
+        the hand-over (and the Kafka properties), close its stdin, wait for its
+        answer, all within HANDOFF_TIMEOUT_S. Returns once ``m.proc`` is the
+        standby and ``m.last_start`` set; HandoffFailed (``m`` unchanged, the
+        standby ENDED: the caller reaps it and starts ``m`` cold) otherwise."""
         cmd = self._argv(m.name, min_members)
-        if cmd[1:3] != ["-m", MEMBER_MODULE] or standby.stdin is None:
-            log.warning("%s: the member command %s is not %s's: starting it cold", m.name, cmd[:3], MEMBER_MODULE)
-            return False
+        if cmd[1:3] != ["-m", MEMBER_MODULE]:
+            standby.machine.to(StandbyState.ENDED, "not handed a member command")
+            raise HandoffFailed(f"the member command {cmd[:3]} is not {MEMBER_MODULE}'s")
         try:
             document = Handoff(argv=tuple(cmd[3:]), log=str(self.log_path(m.name))).encode()
         except HandoffError as exc:
-            log.warning("%s: %s; starting it cold", m.name, exc)
-            return False
-        document += self._kafka_stdin or b""
-        try:
-            written = write_within(standby.stdin.fileno(), document, HANDOFF_WRITE_TIMEOUT_S)
-        except OSError as exc:  # EPIPE: the standby died since it was last seen running
-            log.warning("%s: the standby (pid %d) did not take the hand-over (%s); starting it cold",
-                        m.name, standby.pid, exc)
-            return False
-        if not written:
-            log.warning("%s: the standby (pid %d) did not read the hand-over within %.1fs; starting it cold",
-                        m.name, standby.pid, HANDOFF_WRITE_TIMEOUT_S)
-            return False
-        try:
-            standby.stdin.close()
-        except OSError:  # nothing is buffered (written on the descriptor); a closed pipe is fine here
-            pass
-        m.proc = standby
+            standby.machine.to(StandbyState.ENDED, "the hand-over does not encode")
+            raise HandoffFailed(str(exc)) from None
+        took = standby.hand_over(document + (self._kafka_stdin or b""), HANDOFF_TIMEOUT_S)
+        if took != m.name:  # it runs the argv it was handed; a different name is its bug, logged
+            log.warning("%s: the standby (pid %d) answered with member %r", m.name, standby.pid, took)
+        m.proc = standby.proc
         m.last_start = time.monotonic()
         log.info("started %s on the standby (pid %d)", m.name, standby.pid)
-        return True
 
     @staticmethod
     def _hand_kafka_properties(m: MemberProc, document: bytes) -> None:
@@ -146,26 +149,6 @@ class MemberLauncher:
                 m.proc.stdin.close()
             except BrokenPipeError:  # close() re-flushing what the dead member never read: logged above
                 pass
-
-
-def write_within(fd: int, data: bytes, timeout_s: float) -> bool:
-    """Write all of ``data`` to the pipe ``fd`` (made non-blocking) within
-    ``timeout_s``; False when the reader did not take it in time. OSError
-    (BrokenPipeError) when the reader is gone."""
-    os.set_blocking(fd, False)
-    deadline = time.monotonic() + timeout_s
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-            continue
-        except BlockingIOError:
-            pass
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        select.select([], [fd], [], remaining)
-    return True
 
 
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,

@@ -18,7 +18,9 @@ started by :meth:`~MemberSupervisor.start`, stopped by
    state directory if it died.
 5. With a warm standby (``standby.py``), a member is started by handing its
    identity to the standby (``MemberLauncher.hand_over``) when one is ready,
-   else cold; the pool's own round replaces a standby that died unused.
+   else cold; a hand-over the standby does not take (refused, no answer in
+   time, it died) is logged and the member started cold at once. The pool's
+   own round replaces a standby that died unused.
 
 Between rounds the thread waits on the processes themselves
 (``exit_watch.py``): a member's death wakes it at once, not at the next
@@ -45,6 +47,7 @@ from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.member_log import last_error
 from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, MemberProc
 from cr_consumer.runtime.runner.standby import StandbyPool
+from cr_consumer.runtime.runner.standby_proc import HandoffFailed
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +203,12 @@ class MemberSupervisor:
                     for n, m in self._members.items() if not m.removed}
 
     def standby_pid(self) -> int | None:
-        """The waiting standby's pid; None: no standby, or none ready now."""
+        """The ready standby's pid; None: no standby, or none ready now."""
         with self._lock:
-            return self.standby.pid if self.standby is not None else None
+            if self.standby is None:
+                return None
+            self.standby.check(time.monotonic(), spawn=False)  # reads its status: "ready" may be waiting
+            return self.standby.ready_pid
 
     def restarts(self) -> dict[str, int]:
         with self._lock:
@@ -221,15 +227,24 @@ class MemberSupervisor:
         return name
 
     def _launch(self, m: MemberProc, min_members: int = 1, warm: bool = True) -> None:
-        """Start ``m``: on the standby when one is ready (step 5), else cold."""
-        standby = self.standby.take() if warm and self.standby is not None else None
-        if standby is not None:
-            if self._launcher.hand_over(m, standby, min_members):
+        """Start ``m``: on the standby when one is ready (step 5), else cold. A
+        hand-over that fails (``standby.py``'s failure list) is logged with why
+        and the member started cold at once: never a member death, never final."""
+        pool = self.standby if warm else None
+        standby = pool.take() if pool is not None else None
+        if pool is not None and standby is not None:
+            try:
+                self._launcher.hand_over(m, standby, min_members)
+            except HandoffFailed as exc:
+                log.warning("%s: the standby (pid %d) did not take over: %s; starting it cold", m.name,
+                            standby.pid, exc)
+                self._event("handoff-failed", m.name, pid=standby.pid, reason=str(exc))
+                pool.discard(standby, str(exc))
+            else:
+                pool.handed(standby)
                 assert m.proc is not None
                 self._event("start", m.name, pid=m.proc.pid, standby=True)
                 return
-            assert self.standby is not None
-            self.standby.discard(standby)
         self._launcher.launch(m, min_members)
         assert m.proc is not None
         self._event("start", m.name, pid=m.proc.pid)

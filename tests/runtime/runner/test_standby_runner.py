@@ -1,8 +1,9 @@
-"""The runner's warm standby without a broker: the hand-over line (versioned
-JSON, checked), a real standby process that opens no socket before its
-hand-over and then runs ``crkafka member`` with the argv, log and Kafka
-properties handed to it, the supervisor replacing a standby killed before use
-and stopping it with the region, and the opt-out."""
+"""The runner's warm standby without a broker: the hand-over and status lines
+(versioned JSON, checked), a real standby process that opens no socket before
+its hand-over, says ready, and then runs ``crkafka member`` with the argv, log
+and Kafka properties handed to it, the supervisor replacing a standby killed
+before use and stopping it with the region, and the opt-out. The hand-over's
+failure paths: test_standby_failures.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import argparse
 import os
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,39 +18,38 @@ from coordinator.common.waiting import wait_until
 from cr_consumer.cli import run as run_cli
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.runner import standby as standby_mod
-from cr_consumer.runtime.runner.handoff import MAX_HANDOFF_BYTES, Handoff, HandoffError, decode
-from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher, member_argv
+from cr_consumer.runtime.runner.handoff import (
+    MAX_HANDOFF_BYTES,
+    MAX_STATUS_BYTES,
+    Handoff,
+    HandoffError,
+    Status,
+    StatusLine,
+    decode,
+    decode_status,
+)
+from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher
 from cr_consumer.runtime.runner.member_proc import MemberProc
 from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.runtime.runner.standby_proc import (
+    TRANSITIONS,
+    HandoffFailed,
+    StandbyMachine,
+    StandbyProc,
+    StandbyState,
+)
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor
 
-PIPELINE = '''
-from cr_consumer.runtime import KafkaSource, Pipeline
+from support.standby import PIPELINE, READY_SLEEP, SAY, gone, member_command
 
-def build(ctx):
-    return Pipeline(KafkaSource(topics=["t"])).sink(ctx.file_sink())
-'''
 SLEEP = "import time; time.sleep(60)"
-REGION = {"mode": "periodic", "period_s": 1.0, "drain_timeout_s": 30.0, "reset_timeout_s": 30.0,
-          "max_consecutive_resets": 5, "member_timeout_s": 5.0}
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def _member_command(tmp_path: Path, pipeline: str, kafka_stdin: bool = True):
-    """``crkafka member``'s command line against nothing (no coordinator, no broker)."""
-    def argv(name: str, min_members: int) -> list[str]:
-        return member_argv(sys.executable, pipeline, name=name, coordinator="tcp://127.0.0.1:1",
-                           bootstrap="127.0.0.1:1", group="g", output_dir=str(tmp_path / "out"),
-                           state_dir=str(tmp_path / "state"), region_index=0, min_members=min_members,
-                           region=REGION, params={}, kafka_stdin=kafka_stdin)
-    return argv
+def _ready(standby: StandbyProc, timeout: float = 60.0) -> None:
+    def said() -> bool:
+        standby.poll()
+        return standby.state is StandbyState.READY
+    wait_until(said, timeout, "the standby to say ready")
 
 
 def test_handoff_round_trip_and_rejections():
@@ -64,6 +63,32 @@ def test_handoff_round_trip_and_rejections():
             decode(bad)
     with pytest.raises(HandoffError, match="too large"):
         Handoff(argv=("x" * MAX_HANDOFF_BYTES,), log="l").encode()
+    assert given.member == "member-1" and Handoff(argv=("p.py", "--name"), log="l").member == "?"
+
+
+def test_status_round_trip_and_rejections():
+    for line in (StatusLine(Status.READY), StatusLine(Status.TOOK, "member-3"), StatusLine(Status.REFUSED, "why")):
+        assert decode_status(line.encode()) == line
+    assert decode_status(StatusLine(Status.REFUSED, "x" * 5000).encode()).detail == "x" * 1000  # cut, not refused
+    for bad in (b'{"v":2,"status":"ready"}\n', b'{"v":1,"status":"ready"}', b'{"v":1,"status":"gone"}\n',
+                b'{"v":1,"status":"took","detail":7}\n', b'{"v":1,"status":"took","x":1}\n', b"[]\n",
+                b'{"v":1,"status":"ready","detail":"' + b"x" * MAX_STATUS_BYTES + b'"}\n'):
+        with pytest.raises(HandoffError):
+            decode_status(bad)
+
+
+def test_the_standby_state_machine_allows_only_its_transitions():
+    machine = StandbyMachine(pid=1)
+    for state in StandbyState:
+        for new in StandbyState:
+            machine.state = state
+            if new in TRANSITIONS[state]:
+                machine.to(new, "test")
+                assert machine.state is new
+            else:
+                with pytest.raises(ValueError, match="no transition"):
+                    machine.to(new, "test")
+    assert not TRANSITIONS[StandbyState.MEMBER] and not TRANSITIONS[StandbyState.ENDED]
 
 
 def test_a_standby_opens_no_socket_then_runs_the_member_it_is_handed(tmp_path):
@@ -73,22 +98,25 @@ def test_a_standby_opens_no_socket_then_runs_the_member_it_is_handed(tmp_path):
     says why in its own log)."""
     pipeline = tmp_path / "pipe.py"
     pipeline.write_text(PIPELINE)
-    launcher = MemberLauncher(_member_command(tmp_path, str(pipeline)), tmp_path, kafka_stdin=b"not json",
+    launcher = MemberLauncher(member_command(tmp_path, str(pipeline), kafka_stdin=True), tmp_path, kafka_stdin=b"not json",
                               standby_argv=[sys.executable, "-m", STANDBY_MODULE, str(pipeline)])
     with open(tmp_path / "standby.log", "ab") as log_file:
-        proc = launcher.spawn_standby(log_file)
+        standby = launcher.spawn_standby(log_file)
+    proc = standby.proc
     try:
-        wait_until(lambda: "standby ready" in (tmp_path / "standby.log").read_text(), 60.0, "the standby's imports")
+        _ready(standby)
+        assert "standby ready" in (tmp_path / "standby.log").read_text()
         fds = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
         assert not [fd for fd in fds if fd.startswith("socket:")], fds
         m = MemberProc("member-4")
-        assert launcher.hand_over(m, proc)
-        assert m.proc is proc
+        launcher.hand_over(m, standby)
+        assert m.proc is proc and standby.state is StandbyState.MEMBER
         assert proc.wait(30) == ExitCode.CONFIG
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        standby.close()
     member_log = (tmp_path / "member-4.log").read_text()
     assert "Kafka properties on stdin: not JSON" in member_log
     assert "this process is now member member-4" in (tmp_path / "standby.log").read_text()
@@ -99,32 +127,39 @@ def test_a_standby_ends_when_its_stdin_closes_or_its_line_is_bad(tmp_path):
                               standby_argv=[sys.executable, "-m", STANDBY_MODULE, "no_such_pipeline_module"])
     with open(tmp_path / "standby.log", "ab") as log_file:
         closed, bad = launcher.spawn_standby(log_file), launcher.spawn_standby(log_file)
-    assert closed.stdin is not None and bad.stdin is not None
-    closed.stdin.close()  # the runner stopped it (or died)
-    bad.stdin.write(b'{"v":9}\n')
-    bad.stdin.close()
-    assert closed.wait(60) == ExitCode.OK
-    assert bad.wait(60) == ExitCode.CONFIG
+    assert closed.proc.stdin is not None
+    closed.proc.stdin.close()  # the runner stopped it (or died)
+    _ready(bad)
+    with pytest.raises(HandoffFailed, match="refused the hand-over: hand-over: expected a version-1 object"):
+        bad.hand_over(b'{"v":9}\n', 30.0)
+    assert bad.state is StandbyState.ENDED
+    assert closed.proc.wait(60) == ExitCode.OK
+    assert bad.proc.wait(60) == ExitCode.CONFIG
+    closed.close()
+    bad.close()
     text = (tmp_path / "standby.log").read_text()
     assert "does not load" in text  # a pipeline that does not load is left to the member to report
     assert "bad hand-over" in text
 
 
 def test_hand_over_to_a_dead_standby_is_refused(tmp_path):
-    launcher = MemberLauncher(_member_command(tmp_path, "p.py"), tmp_path,
-                              standby_argv=[sys.executable, "-c", "pass"])
+    launcher = MemberLauncher(member_command(tmp_path, "p.py"), tmp_path,
+                              standby_argv=[sys.executable, "-c", SAY + "say('ready')"])
     with open(tmp_path / "standby.log", "ab") as log_file:
-        proc = launcher.spawn_standby(log_file)
-    proc.wait(30)
+        standby = launcher.spawn_standby(log_file)
+    standby.proc.wait(30)
+    _ready(standby)  # it said ready, then ended
     m = MemberProc("member-0")
-    assert not launcher.hand_over(m, proc)
-    assert m.proc is None
+    with pytest.raises(HandoffFailed, match="did not take the hand-over"):  # EPIPE
+        launcher.hand_over(m, standby)
+    assert m.proc is None and standby.state is StandbyState.ENDED
+    standby.close()
 
 
 def test_a_standby_killed_before_use_is_replaced_and_stop_ends_it(tmp_path, monkeypatch):
     monkeypatch.setattr(standby_mod, "RESPAWN_DELAY_S", 0.2)
     launcher = MemberLauncher(lambda n, _m: [sys.executable, "-c", SLEEP], tmp_path,
-                              standby_argv=[sys.executable, "-c", SLEEP])
+                              standby_argv=[sys.executable, "-c", READY_SLEEP])
     sup = MemberSupervisor(launcher, restart_members=True, standby=True)
     sup.start(1)
     try:
@@ -136,7 +171,7 @@ def test_a_standby_killed_before_use_is_replaced_and_stop_ends_it(tmp_path, monk
         assert sup.live() == ["member-0"]  # a standby is no member
     finally:
         sup.stop()
-    assert _gone(second)
+    assert gone(second)
     assert sup.standby_pid() is None
 
 
@@ -144,10 +179,10 @@ def test_a_restarted_member_takes_the_standby_then_a_new_one_starts(tmp_path, mo
     """The supervisor hands a dead member's name to the standby (here a stand-in
     that reads its stdin and sleeps), and starts the next standby later."""
     monkeypatch.setattr(standby_mod, "RESPAWN_DELAY_S", 0.3)
-    reader = "import sys, time; sys.stdin.buffer.read(); time.sleep(60)"
+    reader = SAY + "say('ready'); sys.stdin.buffer.readline(); say('took', 'member-0'); time.sleep(60)"
     pipeline = tmp_path / "pipe.py"
     pipeline.write_text(PIPELINE)
-    launcher = MemberLauncher(_member_command(tmp_path, str(pipeline), kafka_stdin=False), tmp_path,
+    launcher = MemberLauncher(member_command(tmp_path, str(pipeline), kafka_stdin=False), tmp_path,
                               standby_argv=[sys.executable, "-c", reader])
     sup = MemberSupervisor(launcher, restart_members=True, standby=True)
     sup.start(1)
@@ -162,7 +197,7 @@ def test_a_restarted_member_takes_the_standby_then_a_new_one_starts(tmp_path, mo
         wait_until(lambda: sup.standby_pid() not in (None, standby), 10.0, "the next standby")
     finally:
         sup.stop()
-    assert _gone(standby)
+    assert gone(standby)
 
 
 def test_no_standby_with_the_opt_out(tmp_path, monkeypatch):

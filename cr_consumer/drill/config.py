@@ -1,0 +1,97 @@
+"""What a drill runs: the scenarios (the faults it can inject), what some of
+them need of the region or the broker, and :class:`DrillConfig`, one drill's
+settings, every field checked before anything starts (``scenarios.run_drill``
+runs it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from cr_consumer.drill import faults as fault_mod
+from cr_consumer.drill.harness import MEMBER_TIMEOUT_S
+from cr_consumer.testing.broker import ENV_BOOTSTRAP
+
+#: Faults the region was designed for.
+BASIC_SCENARIOS = (
+    "kill-member", "kill-coordinator", "add-member", "remove-member",
+    "new-topic", "sink-failure", "poison", "reset-storm",
+)
+#: Untimely faults: a member kept down past its timeout, stopped processes, a
+#: crash / pause / lost message at each step of the region protocol.
+UNTIMELY_SCENARIOS = (
+    "kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
+    *fault_mod.POINT_SCENARIOS, "drop-command", "fault-point",
+)
+SCENARIOS = BASIC_SCENARIOS + UNTIMELY_SCENARIOS
+#: Scenarios whose pause must outlast the member timeout (the member is to be dropped).
+PAST_MEMBER_TIMEOUT = ("pause-member",)
+#: Drain and reset timeout of the region in the scenarios that lose a pushed
+#: command (the phase fails by this timeout); others keep the runner's 30 s.
+SHORT_PHASE_TIMEOUT_S = 5.0
+SHORT_PHASE_SCENARIOS = ("drop-command",)
+#: Scenarios that need the broker process the drill starts itself.
+EMBEDDED_BROKER_ONLY = ("pause-broker",)
+
+
+@attrs.frozen(kw_only=True)
+class DrillConfig:
+    scenario: str = attrs.field(validator=attrs.validators.in_(SCENARIOS))
+    members: int = 3
+    partitions: int = 8
+    messages: int = 200_000
+    bootstrap: str | None = None
+    out: Path = attrs.field(default=Path("drill-out"), converter=Path)
+    seed: int = 0
+    #: Production rate in records/s; 0 produces as fast as possible.
+    rate: float = 0.0
+    #: Region checkpoint period.
+    period_s: float = 2.0
+    session_timeout_ms: int = 6000
+    #: The members' consumers rebalance incrementally (the cooperative-sticky
+    #: assignor, the region runtime's default); False: eager (range, roundrobin).
+    cooperative: bool = True
+    #: The members' Kafka client ("kafka-python" or "librdkafka"; None: the default).
+    kafka_client: str | None = None
+    #: The runner keeps a warm standby member process (``crkafka run``'s default); False: restarts are cold.
+    standby: bool = True
+    #: Bound on the whole drill after the region starts.
+    timeout_s: float = 180.0
+    #: Keep the drill directory's output files (the report and plot are always kept).
+    keep_output: bool = True
+    #: Inject the fault when this fraction of the input is processed; None: seeded random in 0.2-0.6.
+    fault_at: float | None = None
+    #: Length of the pause scenarios' SIGSTOP (and of a pause fault point).
+    pause_s: float = fault_mod.PAUSE_S
+
+    def __attrs_post_init__(self) -> None:
+        if self.members < 1:
+            raise ValueError(f"--members must be >= 1, got {self.members}")
+        if self.scenario == "remove-member" and self.members < 2:
+            raise ValueError("the remove-member scenario needs --members >= 2")
+        if self.partitions < 1:
+            raise ValueError(f"--partitions must be >= 1, got {self.partitions}")
+        if self.messages < self.partitions:
+            raise ValueError(f"--messages ({self.messages}) must be >= --partitions ({self.partitions})")
+        if self.rate < 0:
+            raise ValueError(f"--rate must be >= 0, got {self.rate}")
+        if self.fault_at is not None and not 0 <= self.fault_at < 1:
+            raise ValueError(f"fault_at must be in [0, 1), got {self.fault_at}")
+        if self.period_s <= 0 or self.timeout_s <= 0:
+            raise ValueError("--period and --timeout must be > 0")
+        if not 0 < self.pause_s <= 3600:
+            raise ValueError(f"--pause must be in (0, 3600] s, got {self.pause_s}")
+        if self.scenario in PAST_MEMBER_TIMEOUT and self.pause_s <= MEMBER_TIMEOUT_S:
+            raise ValueError(f"the {self.scenario} scenario pauses past the member timeout ({MEMBER_TIMEOUT_S:g} s): "
+                             f"--pause must be longer, got {self.pause_s:g}")
+        external = self.bootstrap or os.environ.get(ENV_BOOTSTRAP)
+        if self.scenario in EMBEDDED_BROKER_ONLY and external:
+            raise ValueError(f"the {self.scenario} scenario SIGSTOPs the broker process, so it needs the embedded "
+                             f"broker the drill starts itself; it cannot pause an external cluster ({external}): "
+                             f"run it without --bootstrap and without ${ENV_BOOTSTRAP}")
+
+
+__all__ = ["BASIC_SCENARIOS", "EMBEDDED_BROKER_ONLY", "PAST_MEMBER_TIMEOUT", "SCENARIOS", "SHORT_PHASE_SCENARIOS",
+           "SHORT_PHASE_TIMEOUT_S", "UNTIMELY_SCENARIOS", "DrillConfig"]

@@ -1,0 +1,151 @@
+"""A drill's watch loop (steps 5-6 of ``scenarios.run_drill``): from the
+region's start until the published output is complete and the fault has
+played out.
+
+:meth:`WatchLoop.run`, every :data:`WATCH_PERIOD_S`:
+
+1. Read the new timeline events: records processed (replays included), a
+   fault point or sink trigger that fired.
+2. Once the members process records, start producing the rest of the input
+   (``workload.py``): the fault lands in a live stream.
+3. When the processed count passes the trigger (a seeded fraction of the
+   input), inject the scenario's fault (``faults.py``), once; its time and
+   description stay on the loop (:attr:`~WatchLoop.fault_time`,
+   :attr:`~WatchLoop.faults`) even when the loop then fails.
+4. Every :data:`CONTROLLER_WATCH_PERIOD_S`, fetch the controller's events.
+5. Done when the producer finished, the published output holds every
+   expected record (produced minus poison) and the fault played out (fired,
+   its tasks ended). When the input is consumed first, produce a few more
+   records (at most :data:`MAX_NUDGES` times, :data:`NUDGE_PERIOD_S` apart):
+   a sink trigger or a fault point needs records to fire.
+6. Print progress every :data:`PROGRESS_PERIOD_S`. A failed region raises
+   RuntimeError, the drill's deadline TimeoutError.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cr_consumer.drill import faults as fault_mod
+from cr_consumer.drill.config import DrillConfig
+from cr_consumer.drill.controller_watch import ControllerWatch
+from cr_consumer.drill.fault_tasks import FaultTasks
+from cr_consumer.drill.timeline import TimelineReader
+from cr_consumer.drill.verify import Manifest, count_lines, published_files
+from cr_consumer.drill.workload import Workload
+from cr_consumer.runtime.runner.handle import RegionHandle
+
+#: How often the drill looks at the timeline and the output.
+WATCH_PERIOD_S = 0.1
+#: How often it fetches the controller's events (they are kept 200 deep).
+CONTROLLER_WATCH_PERIOD_S = 0.5
+#: How often it prints a progress line.
+PROGRESS_PERIOD_S = 1.0
+#: sink-failure: when the input is consumed before a sink claimed the trigger,
+#: produce a few more records, at most MAX_NUDGES times, NUDGE_PERIOD_S apart.
+MAX_NUDGES = 5
+NUDGE_PERIOD_S = 2.0
+#: Bound on the producer thread's end after the drill stops it.
+PRODUCER_JOIN_S = 60.0
+
+
+class OutputCounter:
+    """Counts published lines incrementally (a published file is never rewritten)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.counted: dict[Path, int] = {}
+
+    def count(self) -> int:
+        for p in published_files(self.directory):
+            if p not in self.counted:
+                self.counted[p] = count_lines([p])
+        return sum(self.counted.values())
+
+
+class WatchLoop:
+    """See the module docstring; one per drill, run on the drill's thread."""
+
+    def __init__(self, cfg: DrillConfig, env: fault_mod.DrillEnv, *, region: RegionHandle, workload: Workload,
+                 manifest: Manifest, reader: TimelineReader, tasks: FaultTasks, watch: ControllerWatch,
+                 output_dir: Path, fraction: float, progress: Callable[[str], None]) -> None:
+        self._cfg = cfg
+        self._env = env
+        self._region = region
+        self._workload = workload
+        self._manifest = manifest
+        self._reader = reader
+        self._tasks = tasks
+        self._watch = watch
+        self._counter = OutputCounter(output_dir)
+        self._fraction = fraction
+        self._progress = progress
+        #: Step 3: when the fault was injected (epoch seconds), and what it did.
+        self.fault_time: float | None = None
+        self.faults: list[dict] = []
+        #: Published records at the last look.
+        self.delivered = 0
+
+    def run(self) -> int:
+        """Steps 1-6; returns the published record count."""
+        cfg, workload, manifest, tasks = self._cfg, self._workload, self._manifest, self._tasks
+        trigger_at = int(self._fraction * cfg.messages)
+        deadline = time.monotonic() + cfg.timeout_s
+        next_progress = next_watch = 0.0
+        processed = 0
+        fired = False if cfg.scenario == "sink-failure" else None
+        nudges, next_nudge = 0, 0.0
+        while True:
+            now = time.monotonic()
+            for e in self._reader.poll():
+                if e["ev"] == "batch":
+                    processed += e["n"]
+                elif e["ev"] == "fault_fired":
+                    fired = True
+            if processed and not workload.started_at:
+                self._progress("members are processing: producing the rest of the input"
+                               + (f" at {cfg.rate:.0f} records/s" if cfg.rate else ""))
+                workload.start()
+            if self.fault_time is None and processed >= trigger_at:
+                self._progress(f"injecting {cfg.scenario} after {processed} records ({self._fraction:.0%} of the "
+                               "input)")
+                self.fault_time = time.time()
+                self.faults.append(fault_mod.inject(self._env, cfg.scenario))
+            if now >= next_watch:
+                next_watch = now + CONTROLLER_WATCH_PERIOD_S
+                self._watch.poll()
+            delivered = self.delivered = self._counter.count()
+            if workload.started_at and workload.done.is_set():
+                workload.join(PRODUCER_JOIN_S)
+                with workload.lock:
+                    expected = manifest.produced - manifest.poison_count
+                played_out = fired is not False and tasks.done()
+                if self.fault_time is not None and delivered >= expected and played_out:
+                    return delivered
+                if (not played_out and self.fault_time is not None and delivered >= expected
+                        and now >= next_nudge and nudges < MAX_NUDGES):
+                    # The input ran out before the fault fired (a sink trigger, a fault
+                    # point that needs records) or while it plays out: give it records.
+                    nudges += 1
+                    next_nudge = now + NUDGE_PERIOD_S
+                    self._progress("the fault has not fired or ended yet and the input is consumed: "
+                                   f"producing {cfg.partitions * 10} more records")
+                    workload.produce_more(cfg.partitions * 10)
+            if now >= next_progress:
+                next_progress = now + PROGRESS_PERIOD_S
+                self._progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
+                               f"(incl. replays), published {delivered}, members "
+                               f"{sorted(self._region.running_members())}")
+            if self._region.failed:
+                raise RuntimeError(f"the region failed: {self._region.failed}")
+            if now >= deadline:
+                raise TimeoutError(
+                    f"drill did not finish within {cfg.timeout_s:.0f}s: published {delivered}, "
+                    f"produced {workload.produced}, fault {'injected' if self.fault_time else 'not injected'}"
+                )
+            time.sleep(WATCH_PERIOD_S)  # the watch loop's period, not a synchronisation
+
+
+__all__ = ["PRODUCER_JOIN_S", "WATCH_PERIOD_S", "OutputCounter", "WatchLoop"]
