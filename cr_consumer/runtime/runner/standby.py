@@ -78,7 +78,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.standby_proc import HandoffFailed, StandbyProc, StandbyState
@@ -225,8 +225,3 @@ class StandbyPool:
         self._next_start = None
         self._event("standby-start", "standby", pid=self._standby.pid)
         log.info("standby started (pid %d)", self._standby.pid)
-
-    def info(self) -> dict[str, Any]:
-        return {"pid": self.pid, "ready": self.ready_pid is not None, "handed_over": self.handed_over,
-                "failed_handovers": self.failed_handovers, "next_start_in_s":
-                None if self._next_start is None else round(max(0.0, self._next_start - time.monotonic()), 3)}
