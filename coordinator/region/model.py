@@ -192,16 +192,6 @@ class AbsentCheckpoints:
         return forgotten
 
 
-def union_offsets(triples: list[list]) -> list[list]:
-    """Union of members' [topic, partition, offset] lists; the minimum wins on overlap
-    (replays, never skips)."""
-    out: dict[tuple[str, int], int] = {}
-    for t, p, o in triples:
-        key = (t, p)
-        out[key] = o if key not in out else min(out[key], o)
-    return [[t, p, o] for (t, p), o in sorted(out.items())]
-
-
 def carry_forward(previous: list[list], current: list[list]) -> list[list]:
     """``current`` plus the partitions only ``previous`` knows.
 
