@@ -134,13 +134,17 @@ class RegionMachine(RuleBasedStateMachine):
             self.consistent.setdefault(doc["last_consistent"], set(doc["checkpoint_members"]))
 
     @initialize(mode=st.sampled_from(["periodic", "operator_driven"]), min_members=st.integers(1, 3),
-                max_resets=st.integers(2, 6), cooperative=st.booleans())
-    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False) -> None:
+                max_resets=st.integers(2, 6), cooperative=st.booleans(), initial=st.integers(0, 3))
+    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False,
+              initial: int = 0) -> None:
+        """``initial``: members that join at once (many runs would otherwise have one member)."""
         self.cooperative = cooperative
         config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
                               member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
                               max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0)
         self.core = RegionCore(config, self._send, self._persist, on_event=self._event)
+        for name in NAMES[:initial]:
+            self.join(name)
 
     def _event(self, kind: str, info: dict) -> None:
         if kind == "continuity":
@@ -581,3 +585,39 @@ def test_a_restart_during_a_cycle_of_a_region_that_is_not_cooperative_resets_at_
     m.die("m0")
     m.restart("m0")
     assert m.core.phase is Phase.RESETTING and m.core.waiting == {"m0", "m1"}
+
+
+def test_a_zombie_and_the_new_owner_processing_in_the_same_interval_publish_nothing_twice():
+    """m1 is given m0's partition while m0 (a zombie) goes on processing it: both claim progress in
+    the next checkpoint, which fails (the minimum, the rule before the fence, published record 1 of
+    t[0] twice); the reset rewinds both, m0 learns of its loss there, and the region goes on."""
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    m.steal("m1", "m0")
+    m.settle()
+    assert m.continuity_failures == 1 and m.violations == []
+    assert 0 not in m.sim["m0"].parts and m.core.phase is Phase.RUNNING
+    assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))  # t[0]: every record once, no gap
+
+
+def test_a_zombie_claiming_from_behind_the_new_owners_checkpoint_fails_it():
+    """m1 takes m0's partition after m1's drain: its first claim is empty and m0's progress is the
+    partition's offset; m1 then processes from the old offset: its claim starts behind the region's
+    and the checkpoint fails (else records published by m0 would be published again by m1)."""
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    m.healthy_time_passes(1.0)  # drain
+    for name in ("m0", "m1"):
+        m.execute(name)  # each processes its interval and drains
+        m.ack(name, True)
+    assert m.core.phase is Phase.CHECKPOINTING
+    m.steal("m1", "m0")  # after m1's drain: nothing of t[0] in m1's first claim
+    m.answer_round()  # the checkpoint completes with m0's progress on t[0]
+    assert m.core.phase is Phase.RUNNING and m.continuity_failures == 0
+    m.settle()
+    assert m.continuity_failures == 1 and m.violations == []
+    assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))
