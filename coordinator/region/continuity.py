@@ -189,9 +189,12 @@ class CycleClaims:
     def clear(self) -> None:
         self._claims = []
 
-    def add(self, member: str, entries: Iterable[Sequence[Any]]) -> None:
-        """A member's validated checkpoint entries (3- or 4-element, see :class:`Claim`)."""
-        self._claims.extend(Claim.from_entry(member, e) for e in entries)
+    def add(self, member: str, entries: Iterable[Sequence[Any]]) -> bool:
+        """A member's validated checkpoint entries (3- or 4-element, see :class:`Claim`).
+        Returns whether any is in the rolling-upgrade form (not checked)."""
+        claims = [Claim.from_entry(member, e) for e in entries]
+        self._claims.extend(claims)
+        return any(c.start is None for c in claims)
 
     def check(self, last: Sequence[Sequence[Any]]) -> Continuity:
         return check_claims(self._claims, last)

@@ -413,8 +413,10 @@ class RegionCore:
         self.waiting.discard(name)
         if command == "checkpoint":
             self._checkpointed.add(name)
-            if offsets:
-                self._claims.add(name, offsets)
+            if offsets and self._claims.add(name, offsets) and not m.legacy_claims:
+                m.legacy_claims = True
+                log.warning("region %s: member %s answers checkpoints in the older form [topic, partition, offset]: "
+                            "the continuity fence does not check its claims (upgrade it)", self.config.name, name)
         if self.waiting:
             return
         self._phase_answered(now)
@@ -690,7 +692,7 @@ class RegionCore:
             "members": {
                 n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
                     "kafka": m.kafka.to_dict() if m.kafka is not None else None,
-                    "kafka_invalid": m.kafka_invalid}
+                    "kafka_invalid": m.kafka_invalid, "legacy_claims": m.legacy_claims}
                 for n, m in sorted(self.members.items())
             },
             "last_consistent": self.last_consistent,
