@@ -47,6 +47,9 @@ from coordinator.region.model import carry_forward
 #: Violations listed in a log line or an event: the first ones are enough to
 #: see what happened; the count says how many there were (bounds the status).
 VIOLATIONS_SHOWN = 10
+#: Claims of one partition listed (a partition claimed by many members: the
+#: count says how many).
+CLAIMS_SHOWN = 10
 
 OffsetKey = tuple[str, int]
 
@@ -101,7 +104,9 @@ class Violation:
     claims: tuple[Claim, ...]
 
     def text(self) -> str:
-        claims = ", ".join(c.text() for c in self.claims)
+        claims = ", ".join(c.text() for c in self.claims[:CLAIMS_SHOWN])
+        if len(self.claims) > CLAIMS_SHOWN:
+            claims += f" and {len(self.claims) - CLAIMS_SHOWN} more"
         where = (f"the last consistent offset is {self.expected}" if self.expected is not None
                  else "the region has no offset for it")
         what = {
@@ -113,7 +118,8 @@ class Violation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "topic": self.topic, "partition": self.partition,
-                "expected": self.expected, "claims": [c.to_dict() for c in self.claims]}
+                "expected": self.expected, "claims": [c.to_dict() for c in self.claims[:CLAIMS_SHOWN]],
+                "n_claims": len(self.claims)}
 
 
 @attrs.frozen
@@ -203,4 +209,4 @@ class CycleClaims:
         return len(self._claims)
 
 
-__all__ = ["Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "VIOLATIONS_SHOWN", "check_claims"]
+__all__ = ["CLAIMS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "VIOLATIONS_SHOWN", "check_claims"]

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region.continuity import VIOLATIONS_SHOWN, Claim, CycleClaims, ViolationKind, check_claims
+from coordinator.region.continuity import (
+    CLAIMS_SHOWN,
+    VIOLATIONS_SHOWN,
+    Claim,
+    CycleClaims,
+    ViolationKind,
+    check_claims,
+)
 from coordinator.region.messages import RegionAck
 from coordinator.wire.errors import Invalid
 from coordinator.wire.fields import MAX_CLAIMS, MAX_OFFSET, decode_offset_claims
@@ -91,6 +98,13 @@ def test_every_violating_partition_is_listed_and_the_summary_is_bounded():
     result = check_claims(cs, [["t", p, 0] for p in range(n)])
     assert len(result.violations) == n
     assert result.summary().endswith("and 5 more")
+
+
+def test_a_partition_claimed_by_many_members_lists_the_first_claims_and_counts_them():
+    cs = [Claim(f"m{i:02d}", "t", 0, 0, 1) for i in range(CLAIMS_SHOWN + 3)]
+    [v] = check_claims(cs, []).violations
+    assert len(v.to_dict()["claims"]) == CLAIMS_SHOWN and v.to_dict()["n_claims"] == CLAIMS_SHOWN + 3
+    assert v.text().endswith("and 3 more)")
 
 
 def test_cycle_claims_collect_answers_until_cleared():

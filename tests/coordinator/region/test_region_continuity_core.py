@@ -65,7 +65,7 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     assert event["seq"] == seq and event["violations"] == 1
     assert event["partitions"] == [{"kind": "two_progressed", "topic": "t", "partition": 0, "expected": 10,
                                     "claims": [{"member": "m0", "from": 10, "to": 17},
-                                               {"member": "m1", "from": 10, "to": 14}]}]
+                                               {"member": "m1", "from": 10, "to": 14}], "n_claims": 2}]
     [reset] = [i for k, i in h.events if k == "reset" and "continuity" in i["why"]]
     assert reset["cause"] == "failure" and "t[0]" in reset["why"]
     # after the reset both start at the last consistent offsets again: the next checkpoint passes
