@@ -31,7 +31,8 @@ with such a claim takes the minimum of the claims' offsets (the rule before the
 fence: replays, never skips). The fence covers a partition fully once every
 member that claims it sends the four-element form.
 
-Partitions nobody claims keep their offset of ``last`` (:func:`carry_forward`).
+Partitions nobody claims keep their offset of ``last`` (as
+``coordinator.region.model.carry_forward``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-
-from coordinator.region.model import carry_forward
 
 #: Violations listed in a log line or an event: the first ones are enough to
 #: see what happened; the count says how many there were (bounds the status).
@@ -148,18 +147,29 @@ def check_claims(claims: Iterable[Claim], last: Sequence[Sequence[Any]]) -> Cont
     expected_of: dict[OffsetKey, int] = {(t, p): o for t, p, o in last}
     by_key: dict[OffsetKey, list[Claim]] = {}
     for claim in claims:
-        by_key.setdefault((claim.topic, claim.partition), []).append(claim)
-    merged: list[list[Any]] = []
+        key = (claim.topic, claim.partition)
+        group = by_key.get(key)
+        if group is None:
+            by_key[key] = [claim]
+        else:
+            group.append(claim)
+    out = dict(expected_of)  # partitions nobody claims keep their offset (carry_forward)
     violations: list[Violation] = []
-    for (topic, partition), group in sorted(by_key.items()):
-        group.sort(key=lambda c: c.member)
-        expected = expected_of.get((topic, partition))
+    for key, group in by_key.items():
+        expected = expected_of.get(key)
+        if len(group) == 1:  # the common case: one owner
+            claim = group[0]
+            if claim.start is None or expected is None or claim.start == expected:
+                out[key] = claim.end
+                continue
         kind = _violated(group, expected)
         if kind is not None:
-            violations.append(Violation(kind, topic, partition, expected, tuple(group)))
+            group.sort(key=lambda c: c.member)
+            violations.append(Violation(kind, key[0], key[1], expected, tuple(group)))
             continue
-        merged.append([topic, partition, _offset(group)])
-    return Continuity(carry_forward([list(e) for e in last], merged), tuple(violations))
+        out[key] = _offset(group)
+    violations.sort(key=lambda v: (v.topic, v.partition))
+    return Continuity([[t, p, o] for (t, p), o in sorted(out.items())], tuple(violations))
 
 
 def _violated(group: list[Claim], expected: int | None) -> ViolationKind | None:
