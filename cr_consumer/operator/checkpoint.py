@@ -11,9 +11,9 @@ this operator had assigned at the drain. ``from`` (optional, absent in
 checkpoints written before it existed and in the merged checkpoints a reset
 passes) lists, for the same partitions, where this operator's interval of
 each began: the ``from`` of its checkpoint answer to the region controller
-(:meth:`OperatorCheckpoint.claims`, coordinator/region/continuity.py). ``members`` are the names registered
-in the group when the checkpoint was taken: their count is the number of
-contributions the reset merge waits for. Unknown versions and malformed
+(:meth:`OperatorCheckpoint.claims`, coordinator/region/continuity.py).
+``members`` are the names registered in the group when the checkpoint was
+taken: their count is the number of contributions the reset merge waits for. Unknown versions and malformed
 documents are rejected with :class:`CheckpointError` naming the problem.
 """
 
