@@ -359,3 +359,17 @@ def test_records_submitted_from_a_position_no_seek_set_fail_the_checkpoint(parts
     parts.handlers.drain()
     with pytest.raises(ContinuityError, match="no seek set"):
         parts.handlers.checkpoint(1)
+
+
+def test_a_partition_assigned_without_a_reset_claims_from_the_last_consistent_offset(coop):
+    """Cooperative: T1 is added while the region runs; the rebalancer seeks it to the offset of the
+    last RESUME (set_consistent_offsets), which its first claim starts from."""
+    coop.rebalancer.joining = False
+    coop.offsets.set_assignment([T0])
+    coop.offsets.set(T0, 5)
+    coop.targets.set_merged(3, {T0: 5, T1: 40})  # the RESUME of checkpoint 3
+    coop.consumer.membership = _stable()
+    coop.events.call(lambda c: coop.rebalancer.on_assigned({T1}), WAIT_S, "the listener, inside a poll")
+    assert coop.consumer.seeks[T1] == 40
+    coop.offsets.update(T1, 46)
+    assert _cycle(coop, 4).claims() == [["t", 0, 5, 5], ["t", 1, 40, 46]]
