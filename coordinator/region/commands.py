@@ -42,7 +42,8 @@ COMMAND_VERSION = 1
 #: same bound as the contributors of a merge.
 MAX_COMMAND_MEMBERS = protocol.MAX_CONTRIBUTORS
 
-#: ``[[topic, partition, next offset], ...]``, as everywhere on the wire.
+#: ``[[topic, partition, next offset], ...]``, as everywhere on the wire (a checkpoint
+#: ack's, built from the same type by the member, is ``[[topic, partition, from, to], ...]``).
 OffsetList = list[list[Any]]
 
 

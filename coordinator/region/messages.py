@@ -177,7 +177,10 @@ class RegionAck:
     attempt: int | None
     ok: bool
     error: str | None
-    offsets: list | None
+    #: A checkpoint answer's claims: ``[topic, partition, from, to]`` per partition its
+    #: source holds, or the rolling-upgrade form ``[topic, partition, offset]``
+    #: (``protocol.decode_offset_claims``; checked by coordinator/region/continuity.py).
+    offsets: list[protocol.OffsetClaim] | None
     rebalance: bool = False
 
     def to_body(self) -> dict[str, Any]:
@@ -190,7 +193,7 @@ class RegionAck:
             raise Invalid(f"field 'command' must be drain, checkpoint or reset, got {command!r}")
         offsets = body.get("offsets")
         if offsets is not None:
-            offsets = protocol.encode_offsets(protocol.decode_offsets(offsets))
+            offsets = protocol.decode_offset_claims(offsets)
         return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
                    protocol.req_str(body, "incarnation"), command, _opt_int(body, "seq"),
                    _opt_int(body, "attempt"), protocol.req_bool(body, "ok"), protocol.opt_text(body, "error"), offsets,

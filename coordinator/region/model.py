@@ -142,6 +142,9 @@ class MemberInfo:
     kafka_at: float | None = None
     #: Why its last report was ignored (None: valid); cleared by the next valid one.
     kafka_invalid: str | None = None
+    #: Its checkpoint answers use the rolling-upgrade form [topic, partition, offset]:
+    #: the continuity fence does not cover its claims (logged once, in the status).
+    legacy_claims: bool = False
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
     host: str | None = None
@@ -190,16 +193,6 @@ class AbsentCheckpoints:
             oldest = min(self.seqs, key=lambda n: (self.seqs[n], n))
             forgotten.append((oldest, self.seqs.pop(oldest)))
         return forgotten
-
-
-def union_offsets(triples: list[list]) -> list[list]:
-    """Union of members' [topic, partition, offset] lists; the minimum wins on overlap
-    (replays, never skips)."""
-    out: dict[tuple[str, int], int] = {}
-    for t, p, o in triples:
-        key = (t, p)
-        out[key] = o if key not in out else min(out[key], o)
-    return [[t, p, o] for (t, p), o in sorted(out.items())]
 
 
 def carry_forward(previous: list[list], current: list[list]) -> list[list]:

@@ -17,9 +17,13 @@ after the previous drain's start, at least a tenth of the period after a RESUME,
    member; each blocks its region permit and drains its operators.
 2. All drained -> CHECKPOINTING: CHECKPOINT(seq) to every member; each saves
    its operators' checkpoints and answers with its source offsets.
-3. All checkpointed: ``seq`` is the last consistent checkpoint; it is persisted
-   (with the members and the union of their source offsets, plus the previous
-   checkpoint's offsets of partitions nobody reported) BEFORE anyone is told.
+3. All checkpointed: the answers' offsets must continue the last consistent
+   checkpoint (``coordinator/region/continuity.py``: per partition, every
+   claim starts at its last consistent offset and at most one made progress);
+   a violation fails the cycle (a failure reset, nothing persisted). Else
+   ``seq`` is the last consistent checkpoint; it is persisted (with the
+   members and the partitions' offsets, plus the previous checkpoint's offsets
+   of partitions nobody reported) BEFORE anyone is told.
 4. RESUME(complete=seq, offsets) to every member: sinks publish the interval,
    sources keep ``offsets`` as the place to start a partition assigned to them
    later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0.
@@ -53,6 +57,7 @@ from typing import Any
 from coordinator.region.admission import JoinKind, admit
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
+from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity, CycleClaims
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
@@ -65,8 +70,6 @@ from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re
     ResetKind,
     TriggerAnswer,
     TriggerReply,
-    carry_forward,
-    union_offsets,
 )
 from coordinator.region.pacing import CheckpointPacing
 from coordinator.region.reset import ResetRounds
@@ -109,7 +112,8 @@ class RegionCore:
         self.deadline: float | None = None
         self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
-        self._cycle_offsets: list[list] = []
+        # The running cycle's checkpoint answers, checked before it completes (continuity.py).
+        self._claims = CycleClaims()
         # The members taking part in the running cycle (its drain's members, less any that
         # left or were replaced by a new incarnation since), those that answered its
         # checkpoint, and the members that joined while it ran (reset once it completes).
@@ -409,8 +413,10 @@ class RegionCore:
         self.waiting.discard(name)
         if command == "checkpoint":
             self._checkpointed.add(name)
-            if offsets:
-                self._cycle_offsets.extend(offsets)
+            if offsets and self._claims.add(name, offsets) and not m.legacy_claims:
+                m.legacy_claims = True
+                log.warning("region %s: member %s answers checkpoints in the older form [topic, partition, offset]: "
+                            "the continuity fence does not check its claims (upgrade it)", self.config.name, name)
         if self.waiting:
             return
         self._phase_answered(now)
@@ -436,7 +442,7 @@ class RegionCore:
                 raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")
             self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
             self.waiting = set(self._cycle_members)
-            self._cycle_offsets = []
+            self._claims.clear()
             self._checkpointed = set()
             self.deadline = now + self.config.drain_timeout_s
             self._broadcast(self.waiting, Checkpoint(self.seq))
@@ -524,6 +530,10 @@ class RegionCore:
         self._broadcast(self.waiting, Drain(self.seq))
 
     def _complete_checkpoint(self, now: float) -> None:
+        continuity = self._claims.check(self.checkpoint_offsets)
+        if not continuity.ok:
+            self._continuity_failed(continuity, now)
+            return
         previous = self.last_consistent
         # The members that answered the checkpoint: every member, less those that
         # joined during the cycle without a predecessor that answered (_join_after_cycle).
@@ -531,9 +541,9 @@ class RegionCore:
         self._remember_absent(previous, self.checkpoint_members, answered)
         self.last_consistent = self.seq
         self.checkpoint_members = answered
-        # Partitions nobody reported (unassigned while the group rebalances) keep the
-        # offset of the previous consistent checkpoint: nobody consumed them since.
-        self.checkpoint_offsets = carry_forward(self.checkpoint_offsets, union_offsets(self._cycle_offsets))
+        # Each partition's offset continues the previous checkpoint's (continuity.py); partitions
+        # nobody reported (unassigned while the group rebalances) keep that checkpoint's offset.
+        self.checkpoint_offsets = continuity.offsets
         self._resets.checkpoint_completed()
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
@@ -561,6 +571,19 @@ class RegionCore:
         else:
             log.debug("region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
                       self.config.name, upcoming.at - now, self.seq)
+
+    def _continuity_failed(self, continuity: Continuity, now: float) -> None:
+        """Step 3 refused: the answers do not continue the last consistent checkpoint
+        (continuity.py: two members processed a partition, or one from an offset the
+        region did not continue from). Nothing of the cycle is persisted or
+        announced; a failure reset rewinds every member to the last consistent
+        checkpoint, discarding every interval since (docs/region.md, step 12)."""
+        why = f"checkpoint {self.seq} fails the continuity check: {continuity.summary()}"
+        log.error("region %s: %s; resetting to checkpoint %s", self.config.name, why, self.last_consistent)
+        self.failed_cycles += 1
+        self._on_event("continuity", {"seq": self.seq, "violations": len(continuity.violations),
+                                      "partitions": [v.to_dict() for v in continuity.violations[:VIOLATIONS_SHOWN]]})
+        self._start_reset(why, ResetKind.FAILURE, now, restart=True)
 
     # ------------------------------------------------------------------ reset round (see reset.py)
     def _maybe_start(self, now: float) -> None:
@@ -669,7 +692,7 @@ class RegionCore:
             "members": {
                 n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
                     "kafka": m.kafka.to_dict() if m.kafka is not None else None,
-                    "kafka_invalid": m.kafka_invalid}
+                    "kafka_invalid": m.kafka_invalid, "legacy_claims": m.legacy_claims}
                 for n, m in sorted(self.members.items())
             },
             "last_consistent": self.last_consistent,

@@ -27,6 +27,10 @@ MAX_INT = (1 << 63) - 1
 MAX_TIMEOUT_MS = 600_000
 #: Longest free-text field (an error text, a reason, a host name) kept; the rest is cut.
 MAX_TEXT_LEN = 2000
+#: Most entries in one checkpoint answer's ``offsets`` (one per partition the
+#: member's source holds): bounds the controller's work and memory per answer
+#: (a frame of DEFAULT_MAX_FRAME_BYTES holds at most ~200,000 short entries).
+MAX_CLAIMS = 100_000
 #: Most contributors a merge may name (the server's members-per-group limit is
 #: checked as well; this bounds the field itself).
 MAX_CONTRIBUTORS = 1_000_000
@@ -38,6 +42,9 @@ CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 OffsetMap = dict[tuple[str, int], int]
+#: A checkpoint answer's entry: ``[topic, partition, from, to]``, or the
+#: rolling-upgrade form ``[topic, partition, offset]`` (no ``from``).
+OffsetClaim = list[Any]
 
 
 def check_name(value: Any, what: str) -> str:
@@ -153,3 +160,37 @@ def check_offsets(offsets: Mapping[tuple[str, int], int], name: str = "offsets")
     """Validate a caller's map before it is sent (same rules as decode_offsets)."""
     return decode_offsets([[t, p, o] for (t, p), o in dict(offsets).items()], name)
 
+
+
+def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]:
+    """A checkpoint answer's offsets, validated: a list of at most MAX_CLAIMS
+    entries, each ``[topic, partition, from, to]`` (``0 <= from <= to``, the
+    interval the member processed, coordinator/region/continuity.py) or the
+    rolling-upgrade form ``[topic, partition, offset]``; topics are names,
+    partitions int32 >= 0, offsets int64 >= 0; a (topic, partition) at most once.
+    Returns clean copies of the entries."""
+    if not isinstance(value, list):
+        raise Invalid(f"field '{name}' must be a list of [topic, partition, from, to]")
+    if len(value) > MAX_CLAIMS:
+        raise Invalid(f"field '{name}' has {len(value)} entries, more than {MAX_CLAIMS}")
+    out: list[OffsetClaim] = []
+    seen: set[tuple[str, int]] = set()
+    topics: set[str] = set()
+    for i, item in enumerate(value):
+        if type(item) is not list or len(item) not in (3, 4):
+            raise Invalid(f"{name}[{i}] must be [topic, partition, from, to] (or [topic, partition, offset]), "
+                          f"got {item!r:.80}")
+        t, p = item[0], item[1]
+        if t not in topics:
+            check_name(t, f"{name}[{i}]: topic")
+            topics.add(t)
+        check_int(p, f"{name}[{i}]: partition", 0, MAX_PARTITION)
+        numbers = [check_int(o, f"{name}[{i}]: {what}", 0, MAX_OFFSET)
+                   for o, what in zip(item[2:], ("from", "to") if len(item) == 4 else ("offset",), strict=True)]
+        if len(numbers) == 2 and numbers[0] > numbers[1]:
+            raise Invalid(f"{name}[{i}]: from {numbers[0]} is after to {numbers[1]}")
+        if (t, p) in seen:
+            raise Invalid(f"{name}: ({t}, {p}) appears twice")
+        seen.add((t, p))
+        out.append([t, p, *numbers])
+    return out

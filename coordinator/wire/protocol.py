@@ -73,6 +73,7 @@ from coordinator.wire.envelope import (
     valid_id,
 )
 from coordinator.wire.fields import (
+    MAX_CLAIMS,
     MAX_CONTRIBUTORS,
     MAX_INT,
     MAX_NAME_LEN,
@@ -80,10 +81,12 @@ from coordinator.wire.fields import (
     MAX_PARTITION,
     MAX_TEXT_LEN,
     MAX_TIMEOUT_MS,
+    OffsetClaim,
     OffsetMap,
     check_int,
     check_name,
     check_offsets,
+    decode_offset_claims,
     decode_offsets,
     encode_offsets,
     opt_bool,
@@ -95,12 +98,12 @@ from coordinator.wire.fields import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES", "ERROR_TYPE", "MAX_CONTRIBUTORS", "MAX_ID_LEN", "MAX_INT", "MAX_NAME_LEN",
+    "DEFAULT_MAX_FRAME_BYTES", "ERROR_TYPE", "MAX_CLAIMS", "MAX_CONTRIBUTORS", "MAX_ID_LEN", "MAX_INT", "MAX_NAME_LEN",
     "MAX_OFFSET", "MAX_PARTITION", "MAX_REPLY_DEPTH", "MAX_REQUEST_DEPTH", "MAX_TEXT_LEN", "MAX_TIMEOUT_MS",
     "MAX_TYPE_LEN", "PROTOCOL_VERSION", "REQUESTS", "BadEnvelope", "Envelope", "GetInitialOffsets",
-    "Members", "MergeCheckpoint", "OffsetMap", "Ping", "PutInitialOffsets", "Register", "RequestId", "RetireCheckpoint",
+    "Members", "MergeCheckpoint", "OffsetClaim", "OffsetMap", "Ping", "PutInitialOffsets", "Register", "RequestId", "RetireCheckpoint",
     "SetResetPending", "Status", "Unregister", "check_int", "check_name", "check_offsets", "decode",
-    "decode_offsets", "encode", "encode_body", "encode_error", "encode_offsets", "encode_prepared",
+    "decode_offset_claims", "decode_offsets", "encode", "encode_body", "encode_error", "encode_offsets", "encode_prepared",
     "json_depth_exceeds", "members_reply", "merge_reply", "offsets_reply", "opt_bool", "opt_text",
     "reply_type", "req_bool", "req_int", "req_str", "request_id", "safe_text", "valid_id",
 ]

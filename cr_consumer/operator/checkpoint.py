@@ -3,12 +3,17 @@
 Layout (version 1)::
 
     {"v": 1, "operator": "member-0", "members": ["member-0", "member-1"],
-     "offsets": [["topic", 0, 1234], ["topic", 1, 99]]}
+     "offsets": [["topic", 0, 1234], ["topic", 1, 99]],
+     "from": [["topic", 0, 1200], ["topic", 1, 99]]}
 
 ``offsets`` lists (topic, partition, next offset to fetch) of the partitions
-this operator had assigned at the drain. ``members`` are the names registered
-in the group when the checkpoint was taken: their count is the number of
-contributions the reset merge waits for. Unknown versions and malformed
+this operator had assigned at the drain. ``from`` (optional, absent in
+checkpoints written before it existed and in the merged checkpoints a reset
+passes) lists, for the same partitions, where this operator's interval of
+each began: the ``from`` of its checkpoint answer to the region controller
+(:meth:`OperatorCheckpoint.claims`, coordinator/region/continuity.py).
+``members`` are the names registered in the group when the checkpoint was
+taken: their count is the number of contributions the reset merge waits for. Unknown versions and malformed
 documents are rejected with :class:`CheckpointError` naming the problem.
 """
 
@@ -33,6 +38,12 @@ class OperatorCheckpoint:
     operator: str
     members: tuple[str, ...]
     offsets: Mapping[TopicPartition, int]
+    #: Where each partition's interval began (None: not recorded); same keys as ``offsets``.
+    starts: Mapping[TopicPartition, int] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.starts is not None and set(self.starts) != set(self.offsets):
+            raise CheckpointError("checkpoint 'from' must name exactly the partitions of 'offsets'")
 
     def encode(self) -> bytes:
         doc = {
@@ -41,7 +52,16 @@ class OperatorCheckpoint:
             "members": list(self.members),
             "offsets": [[tp.topic, tp.partition, int(off)] for tp, off in sorted(self.offsets.items())],
         }
+        if self.starts is not None:
+            doc["from"] = [[tp.topic, tp.partition, int(off)] for tp, off in sorted(self.starts.items())]
         return json.dumps(doc, separators=(",", ":")).encode()
+
+    def claims(self) -> list[list[str | int]]:
+        """The checkpoint answer's entries, sorted: ``[topic, partition, from, to]``
+        per partition, or ``[topic, partition, offset]`` without ``starts``."""
+        if self.starts is None:
+            return [[tp.topic, tp.partition, int(off)] for tp, off in sorted(self.offsets.items())]
+        return [[tp.topic, tp.partition, int(self.starts[tp]), int(off)] for tp, off in sorted(self.offsets.items())]
 
     @classmethod
     def decode(cls, data: bytes) -> OperatorCheckpoint:
@@ -59,17 +79,27 @@ class OperatorCheckpoint:
         rows = doc.get("offsets")
         if not isinstance(operator, str) or not isinstance(members, list) or not isinstance(rows, list):
             raise CheckpointError("checkpoint needs 'operator' (string), 'members' (list) and 'offsets' (list)")
-        offsets: dict[TopicPartition, int] = {}
-        for row in rows:
-            if (
-                not isinstance(row, list)
-                or len(row) != 3
-                or not isinstance(row[0], str)
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in row[1:])
-            ):
-                raise CheckpointError(f"bad offsets entry {row!r}: expected [topic, partition, next_offset]")
-            offsets[TopicPartition(row[0], row[1])] = row[2]
-        return cls(operator, tuple(str(m) for m in members), offsets)
+        offsets = _rows(rows, "offsets")
+        starts = None if doc.get("from") is None else _rows(doc["from"], "from")
+        if starts is not None and any(starts[tp] > off for tp, off in offsets.items() if tp in starts):
+            raise CheckpointError("checkpoint 'from' holds an offset after its partition's offset")
+        return cls(operator, tuple(str(m) for m in members), offsets, starts)
+
+
+def _rows(rows: object, what: str) -> dict[TopicPartition, int]:
+    if not isinstance(rows, list):
+        raise CheckpointError(f"checkpoint '{what}' must be a list")
+    out: dict[TopicPartition, int] = {}
+    for row in rows:
+        if (
+            not isinstance(row, list)
+            or len(row) != 3
+            or not isinstance(row[0], str)
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in row[1:])
+        ):
+            raise CheckpointError(f"bad {what} entry {row!r}: expected [topic, partition, offset]")
+        out[TopicPartition(row[0], row[1])] = row[2]
+    return out
 
 
 __all__ = ["CheckpointError", "OperatorCheckpoint", "VERSION"]

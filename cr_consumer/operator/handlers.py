@@ -25,7 +25,7 @@ from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.event_thread import EventThread
 from cr_consumer.operator.metrics import OperatorMetrics
-from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.offset_manager import Interval, OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
 from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.region import RegionPermit
@@ -62,6 +62,12 @@ class DrainError(RuntimeError):
 
 class ResetError(RuntimeError):
     """The reset could not complete; the region retries it."""
+
+
+class ContinuityError(RuntimeError):
+    """The checkpoint cannot say where a partition's interval began (records
+    submitted from a position no seek set); the region must reset (its seeks
+    start every interval again)."""
 
 
 def commit_deferred(group: GroupMembership | None, joining: bool) -> str | None:
@@ -134,9 +140,10 @@ class RegionHandlers:
     #: start()) and checkpoint(); read by reset() (how many contributions a
     #: merge waits for). Handler caller threads, under ``_lock``.
     _members: list[str]
-    #: Offsets committed by the last successful drain, for the checkpoint that
-    #: follows; None after a failed drain or a reset. Handler threads, ``_lock``.
-    _drained: dict[TopicPartition, int] | None
+    #: The intervals (start, offset) whose offsets the last successful drain
+    #: committed, for the checkpoint that follows; None after a failed drain or
+    #: a reset. Handler threads, ``_lock``.
+    _drained: dict[TopicPartition, Interval] | None
     #: Cooperative: the last drain's offsets whose Kafka commit waits for a
     #: stable group (None: nothing waits). Event thread only (the drain's
     #: commit, the reset's seek and the after-poll retry all run there).
@@ -198,7 +205,8 @@ class RegionHandlers:
            a. stop polling;
            b. refuse if a rebalance made a reset necessary (CR_RESET_PENDING);
            c. read the offset manager's offsets of the assignment (consistent:
-              the permit is blocked, nothing is being submitted);
+              the permit is blocked, nothing is being submitted), with where
+              each partition's interval began (the checkpoint answer's ``from``);
            d. commit them in one synchronous commit; a failure raises DrainError.
               Cooperative rebalancing: the commit waits for a stable group
               generation and a refused one does not fail the drain
@@ -222,12 +230,13 @@ class RegionHandlers:
             raise DrainError(f"{self.name}: the in-flight batch did not finish within {cfg.drain_timeout_s}s")
         margin = min(COMMIT_MARGIN_S, cfg.drain_timeout_s / 5)
 
-        def stop_and_commit(consumer: KafkaClient) -> dict[TopicPartition, int]:
+        def stop_and_commit(consumer: KafkaClient) -> dict[TopicPartition, Interval]:
             commit_timeout_ms = int(max(0.05, min(deadline - margin - time.monotonic(), COMMIT_TIMEOUT_S)) * 1000)
             self._events.stop_polling_async()
             if self._sm.state is S.CR_RESET_PENDING:
                 raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
-            offsets = self._offsets.snapshot()
+            intervals = self._offsets.intervals()
+            offsets = {tp: interval.end for tp, interval in intervals.items()}
             if offsets and cfg.cooperative:
                 self._commit_cooperative(consumer, offsets, commit_timeout_ms)
             elif offsets:
@@ -236,17 +245,18 @@ class RegionHandlers:
                 except Exception as exc:
                     raise DrainError(f"{self.name}: committing offsets {offsets_text(offsets)} failed: {exc!r}") from exc
                 self._stats.set_committed(offsets)
-            return offsets
+            return intervals
 
         try:
-            offsets = self._events.call(stop_and_commit, max(0.05, deadline - time.monotonic()), "drain")
+            intervals = self._events.call(stop_and_commit, max(0.05, deadline - time.monotonic()), "drain")
         except TimeoutError as exc:
             raise DrainError(f"{self.name}: the drain did not finish within {cfg.drain_timeout_s}s: {exc}") from exc
-        self._drained = offsets
+        self._drained = intervals
         self._process.reset_trigger()
         self._stats.drain_done((time.monotonic() - t0) * 1000)
         self._drains.done()
-        log.debug("%s: drained, committed %s", self.name, offsets_text(offsets))
+        log.debug("%s: drained, committed %s", self.name,
+                  offsets_text({tp: interval.end for tp, interval in intervals.items()}))
 
     def _commit_cooperative(self, consumer: KafkaClient, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
         """The drain's Kafka commit under cooperative rebalancing (event thread).
@@ -355,16 +365,30 @@ class RegionHandlers:
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
-        """Checkpoint: 1. take the offsets of the last drain (or the current
-        ones); 2. read the registered members; 3. encode the versioned JSON;
-        4. resume polling, throttled while the permit stays blocked."""
+        """Checkpoint: 1. take the intervals of the last drain (or the current
+        ones); each must have a start (a seek set it; else the checkpoint
+        fails: the region could not check its continuity); 2. read the
+        registered members; 3. encode the versioned JSON, with each
+        partition's offset and where its interval began (``starts``: the
+        checkpoint answer's ``from``, coordinator/region/continuity.py);
+        4. the next interval of each partition starts at this checkpoint's
+        offset (``OffsetManager.rebase``); 5. resume polling, throttled while
+        the permit stays blocked."""
         self._check_alive()
-        offsets = self._drained if self._drained is not None else self._offsets.snapshot()
+        intervals = self._drained if self._drained is not None else self._offsets.intervals()
+        unstarted = {tp: interval.end for tp, interval in intervals.items() if interval.start is None}
+        if unstarted:
+            raise ContinuityError(f"{self.name}: checkpoint {seq}: records of {offsets_text(unstarted)} were "
+                                 f"submitted from a position no seek set; the region cannot check where they "
+                                 f"began")
+        offsets = {tp: interval.end for tp, interval in intervals.items()}
+        starts = {tp: interval.start for tp, interval in intervals.items() if interval.start is not None}
         # seq: every member's checkpoint of seq gets the same list (the coordinator
         # fixes it at the first call), so the merge's N agrees; operator renews our lease.
         members = self._control.members(self.config.group_id, operator=self.name, seq=seq)
         self._members = list(members)
-        data = OperatorCheckpoint(self.name, tuple(members), offsets).encode()
+        data = OperatorCheckpoint(self.name, tuple(members), offsets, starts).encode()
+        self._offsets.rebase(intervals)
         self.resume_polling()
         return data
 
@@ -471,4 +495,4 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-__all__ = ["DrainError", "DrainSignal", "RegionHandlers", "ResetError", "commit_deferred"]
+__all__ = ["ContinuityError", "DrainError", "DrainSignal", "RegionHandlers", "ResetError", "commit_deferred"]

@@ -98,6 +98,15 @@ def offsets(max_size: int = 6) -> st.SearchStrategy[list[list[Any]]]:
     ).map(lambda d: [[t, p, o] for (t, p), o in d.items()])
 
 
+def claims(max_size: int = 6) -> st.SearchStrategy[list[list[Any]]]:
+    """A valid checkpoint answer: [topic, partition, from, to] entries (from <= to), some in the
+    rolling-upgrade form [topic, partition, offset], each (topic, partition) once."""
+    entry = st.one_of(st.tuples(st.integers(0, 10_000), st.integers(0, 50)).map(lambda a: [a[0], a[0] + a[1]]),
+                      st.integers(0, 10_000).map(lambda o: [o]))
+    return st.dictionaries(st.tuples(st.sampled_from(TOPICS), st.integers(0, 7)), entry, max_size=max_size).map(
+        lambda d: [[t, p, *e] for (t, p), e in d.items()])
+
+
 def region_config() -> st.SearchStrategy[dict[str, Any]]:
     """A RegionConfig dict (without ``name``): small timeouts so that time-driven paths run within a batch."""
     seconds = st.sampled_from([0.02, 0.05, 0.2, 1.0, 30.0])
@@ -162,7 +171,7 @@ def body_schemas(groups: list[str]) -> dict[str, st.SearchStrategy[dict[str, Any
         "region_ack": st.fixed_dictionaries({
             **_who(), "command": st.sampled_from(["drain", "checkpoint", "reset"]),
             "seq": st.none() | seq, "attempt": st.none() | st.integers(0, 8), "ok": st.booleans(),
-            "error": st.none() | st.just("sink failed"), "offsets": st.none() | offsets(),
+            "error": st.none() | st.just("sink failed"), "offsets": st.none() | claims(),
         }, optional={"rebalance": st.booleans()}),
         "region_reset_request": st.fixed_dictionaries(
             {**_who(), "force": st.booleans(), "reason": st.sampled_from(["rebalance", "sink error"])}

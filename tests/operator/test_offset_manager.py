@@ -6,7 +6,7 @@ import threading
 
 from kafka import TopicPartition
 
-from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.offset_manager import Interval, OffsetManager
 
 A, B, C = (TopicPartition("t", p) for p in range(3))
 
@@ -45,3 +45,31 @@ def test_snapshot_is_a_copy_and_consistent_under_concurrent_updates():
     finally:
         stop.set()
         t.join(5)
+
+
+def test_a_seek_starts_an_interval_and_a_checkpoint_answer_ends_it():
+    om = OffsetManager()
+    om.set_assignment([A, B])
+    om.set_many({A: 10, B: 20})
+    om.update(A, 15)
+    ended = om.intervals()
+    assert ended == {A: Interval(10, 15), B: Interval(20, 20)}
+    om.rebase(ended)
+    om.update(B, 22)
+    assert om.intervals() == {A: Interval(15, 15), B: Interval(20, 22)}
+
+
+def test_a_partition_seeked_or_revoked_since_the_answer_is_not_rebased():
+    om = OffsetManager()
+    om.set_assignment([A, B, C])
+    om.set_many({A: 10, B: 20, C: 30})
+    om.update(A, 15)
+    om.update(B, 25)
+    ended = om.intervals()
+    om.set(A, 10)  # a reset seeked A back: its interval starts at the seek
+    om.set_assignment([A, C])  # B revoked
+    om.rebase(ended)
+    assert om.intervals() == {A: Interval(10, 10), C: Interval(30, 30)}
+    om.set_assignment([A, B, C])  # B assigned again: no start until seeked
+    om.update(B, 27)
+    assert om.intervals()[B] == Interval(None, 27)

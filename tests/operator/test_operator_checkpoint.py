@@ -19,7 +19,23 @@ def test_round_trip_is_plain_json():
     assert back == ck
 
 
+def test_the_interval_starts_round_trip_and_make_the_answer_entries():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    ck = OperatorCheckpoint("m0", ("m0",), {b: 7, a: 12}, {a: 10, b: 7})
+    data = ck.encode()
+    assert json.loads(data)["from"] == [["t", 0, 10], ["t", 1, 7]]
+    assert OperatorCheckpoint.decode(data) == ck
+    assert ck.claims() == [["t", 0, 10, 12], ["t", 1, 7, 7]]
+    older = OperatorCheckpoint("m0", ("m0",), {a: 12})  # written before the starts existed
+    assert OperatorCheckpoint.decode(older.encode()).starts is None and older.claims() == [["t", 0, 12]]
+
+
 @pytest.mark.parametrize("data, words", [
+    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 0, 6]]}',
+     "after its partition's offset"),
+    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 1, 5]]}',
+     "exactly the partitions"),
+    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [], "from": {}}', "'from' must be a list"),
     (b"\x80\x04pickle", "not JSON"),
     (b"[]", "not a JSON object"),
     (b'{"v": 2, "operator": "m0", "members": [], "offsets": []}', "unsupported checkpoint version 2"),

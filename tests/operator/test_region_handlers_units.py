@@ -13,7 +13,7 @@ from cr_consumer.kafka.client import CommitRefused, GroupMembership, MemberFence
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handlers import DrainError, DrainSignal, RegionHandlers, commit_deferred
+from cr_consumer.operator.handlers import ContinuityError, DrainError, DrainSignal, RegionHandlers, commit_deferred
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
@@ -141,6 +141,7 @@ def _started(p):
 
 
 def test_drain_commits_what_was_submitted_and_the_checkpoint_holds_it(parts):
+    parts.offsets.set_many({T0: 0, T1: 0})  # seeked (a reset): the intervals begin here
     parts.offsets.update(T0, 7)
     parts.offsets.update(T1, 3)
     assert parts.permit.block(WAIT_S)  # the runtime holds the permit for the cycle
@@ -209,6 +210,7 @@ def _rebalancing(generation: int = 3) -> GroupMembership:
 
 def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint_holds_the_offsets(coop):
     coop.rebalancer.joining = False  # assigned
+    coop.offsets.set_many({T0: 0, T1: 0})  # seeked at the assignment
     coop.offsets.update(T0, 7)
     coop.offsets.update(T1, 3)
     coop.consumer.membership = _rebalancing()
@@ -240,6 +242,7 @@ def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
 
 def test_cooperative_drain_survives_a_refused_commit(coop):
     coop.rebalancer.joining = False  # assigned
+    coop.offsets.set(T0, 0)  # seeked at the assignment
     coop.offsets.update(T0, 7)
     coop.consumer.membership = _stable()
     coop.consumer.commit_error = CommitRefused("rebalance in progress")
@@ -303,3 +306,70 @@ def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable
     coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
     assert coop.consumer.commits == [{T0: 7}]
     assert not coop.handlers.has_deferred_commit
+
+
+# -- the checkpoint answer's intervals (the continuity fence, coordinator/region/continuity.py) ------
+
+
+def _cycle(p: Parts, seq: int) -> OperatorCheckpoint:
+    assert p.permit.block(WAIT_S)
+    p.handlers.drain()
+    ckpt = OperatorCheckpoint.decode(p.handlers.checkpoint(seq))
+    p.permit.unblock()  # the RESUME
+    return ckpt
+
+
+def test_the_checkpoint_says_where_each_interval_began_and_the_next_one_starts_where_it_ended(parts):
+    parts.handlers.reset(5, OperatorCheckpoint("m0", ("m0",), {T0: 10, T1: 20}).encode(), attempt=1)
+    parts.offsets.update(T0, 14)
+    first = _cycle(parts, 6)
+    assert first.claims() == [["t", 0, 10, 14], ["t", 1, 20, 20]]
+    parts.offsets.update(T1, 25)
+    second = _cycle(parts, 7)
+    assert second.claims() == [["t", 0, 14, 14], ["t", 1, 20, 25]]
+
+
+def test_a_reset_starts_every_interval_at_the_reset_offsets(parts):
+    parts.offsets.set_many({T0: 0, T1: 0})
+    parts.offsets.update(T0, 9)
+    _cycle(parts, 1)
+    parts.offsets.update(T0, 12)  # processed, then the cycle failed: the region resets to checkpoint 1
+    parts.handlers.reset(1, OperatorCheckpoint("m0", ("m0",), {T0: 9, T1: 0}).encode(), attempt=2)
+    parts.offsets.update(T0, 11)
+    assert _cycle(parts, 2).claims() == [["t", 0, 9, 11], ["t", 1, 0, 0]]
+
+
+def test_a_partition_assigned_between_the_drain_and_the_checkpoint_starts_at_its_seek(parts):
+    parts.offsets.set_assignment([T0])
+    parts.offsets.set(T0, 5)
+    assert parts.permit.block(WAIT_S)
+    parts.handlers.drain()
+    parts.offsets.set_assignment([T0, T1])  # assigned after the drain: not in this checkpoint
+    parts.offsets.set(T1, 40)  # seeked to the last consistent offset it knows
+    assert OperatorCheckpoint.decode(parts.handlers.checkpoint(1)).claims() == [["t", 0, 5, 5]]
+    parts.permit.unblock()
+    parts.offsets.update(T1, 44)
+    assert _cycle(parts, 2).claims() == [["t", 0, 5, 5], ["t", 1, 40, 44]]
+
+
+def test_records_submitted_from_a_position_no_seek_set_fail_the_checkpoint(parts):
+    parts.offsets.set(T1, 3)
+    parts.offsets.update(T0, 7)  # T0 was never seeked
+    assert parts.permit.block(WAIT_S)
+    parts.handlers.drain()
+    with pytest.raises(ContinuityError, match="no seek set"):
+        parts.handlers.checkpoint(1)
+
+
+def test_a_partition_assigned_without_a_reset_claims_from_the_last_consistent_offset(coop):
+    """Cooperative: T1 is added while the region runs; the rebalancer seeks it to the offset of the
+    last RESUME (set_consistent_offsets), which its first claim starts from."""
+    coop.rebalancer.joining = False
+    coop.offsets.set_assignment([T0])
+    coop.offsets.set(T0, 5)
+    coop.targets.set_merged(3, {T0: 5, T1: 40})  # the RESUME of checkpoint 3
+    coop.consumer.membership = _stable()
+    coop.events.call(lambda c: coop.rebalancer.on_assigned({T1}), WAIT_S, "the listener, inside a poll")
+    assert coop.consumer.seeks[T1] == 40
+    coop.offsets.update(T1, 46)
+    assert _cycle(coop, 4).claims() == [["t", 0, 5, 5], ["t", 1, 40, 46]]

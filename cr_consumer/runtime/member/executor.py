@@ -11,7 +11,8 @@ checkpoint store):
   (``broken``) fails the drain: its records were lost, so this interval must
   not become a checkpoint.
 * ``checkpoint {seq}``: ``checkpoint(seq)`` every operator, save each in the
-  checkpoint store, seal ``seq``; the ack carries the source's offsets.
+  checkpoint store, seal ``seq``; the ack carries the source's offsets, each
+  as ``[topic, partition, from, to]`` (the interval the source processed).
 * ``resume {complete, offsets}``: when a checkpoint completed, the source keeps
   ``offsets`` (the checkpoint's union) for partitions assigned to it later; the
   permit is unblocked; then ``notify_checkpoint_complete(complete)`` on every
@@ -179,7 +180,7 @@ class CommandExecutor:
         data = self.source.checkpoint(seq)
         self.store.save(seq, SOURCE_ID, data)
         ckpt = OperatorCheckpoint.decode(data)
-        offsets: OffsetList = [[tp.topic, tp.partition, int(o)] for tp, o in sorted(ckpt.offsets.items())]
+        offsets: OffsetList = ckpt.claims()  # [topic, partition, from, to]: coordinator/region/continuity.py
         for op_id, op in self.operators:
             self.store.save(seq, op_id, op.checkpoint(seq))
         self.store.seal(seq)

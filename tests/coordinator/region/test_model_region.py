@@ -24,9 +24,25 @@ A simulated member behaves like the member runtime (docs/region.md):
   it executes *after* the request clears; a drain while it is pending fails;
   its reset watch asks again (forced) every ``RE_REQUEST_S`` while the region
   is RUNNING, and after ``RE_REQUESTS_MAX`` re-requests the process exits and
-  is restarted.
+  is restarted;
+* its source owns partitions of topic ``t`` (at first m<i> owns partition i):
+  a reset seeks each to the reset's offset (0 when the region has none), a
+  drain processes one record of each, and a checkpoint answer claims
+  ``[t, p, from, to]`` (where the interval began, where it ended) and seals
+  those records in the interval; the next interval starts where it ended
+  (cr_consumer/operator/offset_manager.py). A new process owns nothing until
+  its first reset seeks its partitions;
+* ``steal``: the broker gives a member's partition to another member (seeked
+  to the last consistent offset it knows) while the old owner, a zombie whose
+  Kafka session expired unnoticed, goes on processing it until its next reset
+  (where its rebalance listener reports the partition lost).
 
 Invariants, checked after every step:
+
+0. exactly once: no record of a partition is published twice (the
+   continuity fence, coordinator/region/continuity.py, keeps a zombie's and
+   the new owner's intervals from both being published), and a run without
+   zombies never fails the continuity check (the legitimate cases pass);
 
 1. ``tick`` never raises, nor does any input;
 2. a member publishes interval N only if N is a consistent checkpoint
@@ -70,6 +86,11 @@ SETTLE_ROUNDS = 120
 class SimMember:
     name: str
     incarnation: int = 0
+    #: its source's partitions of topic "t": partition -> [from, to] of the current interval
+    #: (None: not seeked yet; a new process seeks at its first reset)
+    parts: dict[int, list[int] | None] = attrs.field(factory=dict)
+    #: the offsets of the last consistent checkpoint it heard of (RESUME, reset)
+    consistent: dict[int, int] = attrs.field(factory=dict)
     alive: bool = True
     inbox: list[dict] = attrs.field(factory=list)
     executing: dict | None = None
@@ -90,6 +111,11 @@ class RegionMachine(RuleBasedStateMachine):
         self.violations: list[str] = []
         self.core: RegionCore | None = None
         self.cooperative = False  # members report cooperative rebalancing in their heartbeats
+        self.owner: dict[int, str] = {i: n for i, n in enumerate(NAMES)}  # partition -> the broker's owner
+        self.intervals: dict[str, dict[int, dict[int, tuple[int, int]]]] = {n: {} for n in NAMES}  # sealed records
+        self.records: dict[int, set[int]] = {}  # partition -> published offsets
+        self.steals = 0
+        self.continuity_failures = 0
 
     # ------------------------------------------------------------------ core callbacks
     def _send(self, member: str, command: RegionCommand) -> None:
@@ -108,13 +134,23 @@ class RegionMachine(RuleBasedStateMachine):
             self.consistent.setdefault(doc["last_consistent"], set(doc["checkpoint_members"]))
 
     @initialize(mode=st.sampled_from(["periodic", "operator_driven"]), min_members=st.integers(1, 3),
-                max_resets=st.integers(2, 6), cooperative=st.booleans())
-    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False) -> None:
+                max_resets=st.integers(2, 6), cooperative=st.booleans(), initial=st.integers(0, 3))
+    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False,
+              initial: int = 0) -> None:
+        """``initial``: members that join at once (many runs would otherwise have one member)."""
         self.cooperative = cooperative
         config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
                               member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
                               max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0)
-        self.core = RegionCore(config, self._send, self._persist)
+        self.core = RegionCore(config, self._send, self._persist, on_event=self._event)
+        for name in NAMES[:initial]:
+            self.join(name)
+
+    def _event(self, kind: str, info: dict) -> None:
+        if kind == "continuity":
+            self.continuity_failures += 1
+            if not self.steals:
+                self.violations.append(f"continuity check failed without a zombie: {info}")
 
     # ------------------------------------------------------------------ members
     def _join(self, name: str, replace: bool) -> None:
@@ -122,6 +158,8 @@ class RegionMachine(RuleBasedStateMachine):
         m.inbox.clear()
         m.executing = None
         m.reset_pending = False  # a new process starts its source afresh
+        m.parts = {p: None for p, owner in self.owner.items() if owner == name}
+        m.consistent = {}
         self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, pid=m.incarnation,
                        host="h", replace=replace)
 
@@ -212,10 +250,31 @@ class RegionMachine(RuleBasedStateMachine):
         if body["cmd"] == "drain" and m.reset_pending:
             ok = False  # a source waiting for its reset fails the drain
         command = "reset" if body["cmd"].startswith("reset") else body["cmd"]
-        if body["cmd"] == "checkpoint" and ok:
-            self.sealed[name].add(body["seq"])
+        claims = None
+        if body["cmd"] == "checkpoint":
+            # the source's checkpoint: each interval ends here, the next starts where it ended
+            claims = [["t", p, iv[0], iv[1]] for p, iv in sorted(m.parts.items()) if iv is not None]
+            if ok:
+                self.sealed[name].add(body["seq"])
+                self.intervals[name][body["seq"]] = {p: (a, b) for _, p, a, b in claims}
+            for iv in m.parts.values():
+                if iv is not None:
+                    iv[0] = iv[1]
         self.core.ack(name, command, body.get("seq"), body.get("attempt"), ok, None if ok else "failed", self.now,
-                      [["t", NAMES.index(name), body["seq"]]] if body["cmd"] == "checkpoint" else None)
+                      claims)
+
+    @rule(thief=st.sampled_from(NAMES), victim=st.sampled_from(NAMES))
+    def steal(self, thief: str, victim: str) -> None:
+        """The broker gives the victim's partitions to the thief (seeked to the last consistent offsets
+        it knows); the victim, a zombie, goes on processing them until its next reset."""
+        t, v = self.sim.get(thief), self.sim.get(victim)
+        if thief == victim or t is None or v is None or not t.alive or not v.alive:
+            return
+        for p in [p for p, owner in self.owner.items() if owner == victim]:
+            self.owner[p] = thief
+            self.steals += 1
+            c = t.consistent.get(p, 0)
+            t.parts[p] = [c, c]
 
     @rule(name=st.sampled_from(NAMES), force=st.booleans())
     def request_reset(self, name: str, force: bool) -> None:
@@ -268,7 +327,7 @@ class RegionMachine(RuleBasedStateMachine):
         """kill -9 and restart of the coordinator: the core comes back from its last persisted
         document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
         doc = self.docs[-1] if self.docs else None
-        self.core = RegionCore(self.core.config, self._send, self._persist, doc)
+        self.core = RegionCore(self.core.config, self._send, self._persist, doc, on_event=self._event)
         for m in self.sim.values():
             m.inbox.clear()
             m.executing = None
@@ -283,9 +342,15 @@ class RegionMachine(RuleBasedStateMachine):
         m = self.sim[name]
         cmd = body["cmd"]
         if cmd == "resume" and body.get("complete") is not None:
+            m.consistent = {p: o for t, p, o in body["offsets"]}
             self._publish(name, body["complete"])
+        elif cmd == "drain":
+            for iv in m.parts.values():  # the interval's records, processed before the drain
+                if iv is not None:
+                    iv[1] += 1
         elif cmd == "reset":
             m.reset_pending = False
+            self._seek(m, {p: o for t, p, o in body["offsets"]})
             # its operators go back to their data of its own last completed checkpoint
             own = body["own"] if "own" in body else (body["seq"] if name in body["members"] else None)
             if own is not None:
@@ -295,10 +360,17 @@ class RegionMachine(RuleBasedStateMachine):
                 self._discard(name, lambda n: True)
         elif cmd == "reset_to_initial":
             m.reset_pending = False
+            self._seek(m, {})
             self._discard(name, lambda n: True)
         elif cmd == "failed":
             m.alive = False  # exits with code 3; the runner does not restart it
             m.inbox.clear()
+
+    def _seek(self, m: SimMember, offsets: dict[int, int]) -> None:
+        """A reset: a zombie learns it lost the partitions the broker gave away (its rebalance
+        listener); every partition it owns is seeked to the reset's offset (0: the region has none)."""
+        m.consistent = dict(offsets)
+        m.parts = {p: [offsets.get(p, 0)] * 2 for p in m.parts if self.owner[p] == m.name}
 
     def _publish(self, name: str, upto: int) -> None:
         for n in sorted(self.sealed[name]):
@@ -307,6 +379,12 @@ class RegionMachine(RuleBasedStateMachine):
                     self.violations.append(f"{name} published interval {n}, not a consistent checkpoint it was in "
                                            f"(consistent: {sorted(self.consistent)})")
                 self.published[name].add(n)
+                for p, (a, b) in self.intervals[name].get(n, {}).items():
+                    twice = self.records.setdefault(p, set()) & set(range(a, b))
+                    if twice:
+                        self.violations.append(f"{name} published records {sorted(twice)} of t[{p}] again "
+                                               f"(interval {n})")
+                    self.records[p].update(range(a, b))
 
     def _discard(self, name: str, which) -> None:
         for n in sorted(self.sealed[name]):
@@ -314,6 +392,7 @@ class RegionMachine(RuleBasedStateMachine):
                 if name in self.consistent.get(n, ()):
                     self.violations.append(f"{name} discarded interval {n} of consistent checkpoint {n} unpublished")
                 self.sealed[name].discard(n)
+                self.intervals[name].pop(n, None)
 
     # ------------------------------------------------------------------ liveness
     @precondition(lambda self: self.core is not None)
@@ -506,3 +585,39 @@ def test_a_restart_during_a_cycle_of_a_region_that_is_not_cooperative_resets_at_
     m.die("m0")
     m.restart("m0")
     assert m.core.phase is Phase.RESETTING and m.core.waiting == {"m0", "m1"}
+
+
+def test_a_zombie_and_the_new_owner_processing_in_the_same_interval_publish_nothing_twice():
+    """m1 is given m0's partition while m0 (a zombie) goes on processing it: both claim progress in
+    the next checkpoint, which fails (the minimum, the rule before the fence, published record 1 of
+    t[0] twice); the reset rewinds both, m0 learns of its loss there, and the region goes on."""
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    m.steal("m1", "m0")
+    m.settle()
+    assert m.continuity_failures == 1 and m.violations == []
+    assert 0 not in m.sim["m0"].parts and m.core.phase is Phase.RUNNING
+    assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))  # t[0]: every record once, no gap
+
+
+def test_a_zombie_claiming_from_behind_the_new_owners_checkpoint_fails_it():
+    """m1 takes m0's partition after m1's drain: its first claim is empty and m0's progress is the
+    partition's offset; m1 then processes from the old offset: its claim starts behind the region's
+    and the checkpoint fails (else records published by m0 would be published again by m1)."""
+    m = _machine(min_members=2)
+    m.join("m0")
+    m.join("m1")
+    m.settle()
+    m.healthy_time_passes(1.0)  # drain
+    for name in ("m0", "m1"):
+        m.execute(name)  # each processes its interval and drains
+        m.ack(name, True)
+    assert m.core.phase is Phase.CHECKPOINTING
+    m.steal("m1", "m0")  # after m1's drain: nothing of t[0] in m1's first claim
+    m.answer_round()  # the checkpoint completes with m0's progress on t[0]
+    assert m.core.phase is Phase.RUNNING and m.continuity_failures == 0
+    m.settle()
+    assert m.continuity_failures == 1 and m.violations == []
+    assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))

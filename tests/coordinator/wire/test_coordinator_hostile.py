@@ -262,6 +262,12 @@ def test_retire_of_unknown_groups_keeps_nothing(coord, raw):
         ("region_join", {"region": "r", "member": "m", "incarnation": "i", "pid": 1 << 40, "config": {}}),
         ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "drain", "ok": True,
                         "rebalance": "yes"}),
+        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "checkpoint", "seq": 1,
+                        "ok": True, "offsets": [["t", 0, 9, 4]]}),  # from after to
+        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "checkpoint", "seq": 1,
+                        "ok": True, "offsets": [["t", 0, 1, 1 << 63]]}),
+        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "checkpoint", "seq": 1,
+                        "ok": True, "offsets": [["t", 0, 1, 2, 3]]}),
     ],
 )
 def test_out_of_range_numbers_and_control_characters_are_invalid(coord, raw, msg_type, body):

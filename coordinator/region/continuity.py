@@ -1,0 +1,222 @@
+"""The continuity fence: a checkpoint's offsets must continue the last consistent one.
+
+Each member answers a checkpoint with one *claim* per partition its source
+holds: ``[topic, partition, from, to]``, where ``from`` is the offset it
+began the interval at (the offset of the last consistent checkpoint it
+continued from, or where it seeked the partition after a reset or an
+assignment) and ``to`` is the next offset to read (what it submitted up to).
+Before a checkpoint becomes consistent, the controller checks every
+partition's claims against ``last``, the last consistent checkpoint's
+offsets (:func:`check_claims`; no I/O, no Kafka):
+
+1. every claim's ``from`` equals the partition's offset in ``last``; a
+   partition ``last`` does not know (never reported) accepts any ``from``,
+   but its claims must agree on it;
+2. at most one claim made progress (``to > from``); every other claim of the
+   partition is empty (``to == from``);
+3. the partition's offset in the checkpoint is the progressing claim's
+   ``to``, else the claims' common ``from``.
+
+A violation means two members processed the same records, or one processed
+from an offset the region did not continue from (a zombie: a consumer away
+longer than its Kafka session timeout, whose partitions the broker gave to
+another member). The checkpoint then fails (the caller resets the region to
+``last``: every member's interval since is discarded, nothing of it is
+published). docs/region.md ("Why the region stays exactly once", steps 11-14)
+says why this holds in every order and which legitimate cases pass.
+
+The rolling-upgrade form ``[topic, partition, offset]`` (a member that does not
+send ``from``) is a claim without a start: it is not checked, and a partition
+with such a claim takes the minimum of the claims' offsets (the rule before the
+fence: replays, never skips). The fence covers a partition fully once every
+member that claims it sends the four-element form.
+
+Partitions nobody claims keep their offset of ``last`` (as
+``coordinator.region.model.carry_forward``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+#: Violations listed in a log line or an event: the first ones are enough to
+#: see what happened; the count says how many there were (bounds the status).
+VIOLATIONS_SHOWN = 10
+#: Claims of one partition listed (a partition claimed by many members: the
+#: count says how many).
+CLAIMS_SHOWN = 10
+
+OffsetKey = tuple[str, int]
+
+
+@attrs.frozen
+class Claim:
+    """One member's interval of one partition in a checkpoint answer."""
+
+    member: str
+    topic: str
+    partition: int
+    #: Where the interval began; None for the rolling-upgrade form (not checked).
+    start: int | None
+    #: The next offset to read at the checkpoint.
+    end: int
+
+    @classmethod
+    def from_entry(cls, member: str, entry: Sequence[Any]) -> Claim:
+        """A wire entry validated by ``coordinator.wire.fields.decode_offset_claims``:
+        ``[topic, partition, offset]`` or ``[topic, partition, from, to]``."""
+        if len(entry) == 3:
+            return cls(member, entry[0], entry[1], None, entry[2])
+        return cls(member, entry[0], entry[1], entry[2], entry[3])
+
+    @property
+    def progressed(self) -> bool:
+        return self.start is not None and self.end > self.start
+
+    def text(self) -> str:
+        if self.start is None:
+            return f"{self.member} at {self.end} (the older form, not checked)"
+        return f"{self.member} from {self.start} to {self.end}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"member": self.member, "from": self.start, "to": self.end}
+
+
+class ViolationKind(str, enum.Enum):
+    STALE_START = "stale_start"  # rule 1: a claim does not start at the last consistent offset
+    STARTS_DIFFER = "starts_differ"  # rule 1: a partition the region never saw, claims start apart
+    TWO_PROGRESSED = "two_progressed"  # rule 2: more than one member processed the partition
+
+
+@attrs.frozen
+class Violation:
+    kind: ViolationKind
+    topic: str
+    partition: int
+    #: The partition's offset in the last consistent checkpoint (None: not known).
+    expected: int | None
+    #: Every claim of the partition (sorted by member).
+    claims: tuple[Claim, ...]
+
+    def text(self) -> str:
+        claims = ", ".join(c.text() for c in self.claims[:CLAIMS_SHOWN])
+        if len(self.claims) > CLAIMS_SHOWN:
+            claims += f" and {len(self.claims) - CLAIMS_SHOWN} more"
+        where = (f"the last consistent offset is {self.expected}" if self.expected is not None
+                 else "the region has no offset for it")
+        what = {
+            ViolationKind.STALE_START: "a claim does not start where the region continues",
+            ViolationKind.STARTS_DIFFER: "the claims start at different offsets",
+            ViolationKind.TWO_PROGRESSED: "more than one member processed it",
+        }[self.kind]
+        return f"{self.topic}[{self.partition}]: {what} ({where}; claims: {claims})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "topic": self.topic, "partition": self.partition,
+                "expected": self.expected, "claims": [c.to_dict() for c in self.claims[:CLAIMS_SHOWN]],
+                "n_claims": len(self.claims)}
+
+
+@attrs.frozen
+class Continuity:
+    """The outcome of :func:`check_claims`."""
+
+    #: The checkpoint's offsets ``[[topic, partition, offset], ...]``, sorted,
+    #: with the partitions nobody claimed carried over from ``last``.
+    offsets: list[list[Any]]
+    violations: tuple[Violation, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def summary(self) -> str:
+        shown = "; ".join(v.text() for v in self.violations[:VIOLATIONS_SHOWN])
+        more = len(self.violations) - VIOLATIONS_SHOWN
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def check_claims(claims: Iterable[Claim], last: Sequence[Sequence[Any]]) -> Continuity:
+    """Rules 1-3 of the module docstring for every claimed partition; ``last``:
+    the last consistent checkpoint's offsets ``[[topic, partition, offset], ...]``
+    (empty when there is none)."""
+    expected_of: dict[OffsetKey, int] = {(t, p): o for t, p, o in last}
+    by_key: dict[OffsetKey, list[Claim]] = {}
+    for claim in claims:
+        key = (claim.topic, claim.partition)
+        group = by_key.get(key)
+        if group is None:
+            by_key[key] = [claim]
+        else:
+            group.append(claim)
+    out = dict(expected_of)  # partitions nobody claims keep their offset (carry_forward)
+    violations: list[Violation] = []
+    for key, group in by_key.items():
+        expected = expected_of.get(key)
+        if len(group) == 1:  # the common case: one owner
+            claim = group[0]
+            if claim.start is None or expected is None or claim.start == expected:
+                out[key] = claim.end
+                continue
+        kind = _violated(group, expected)
+        if kind is not None:
+            group.sort(key=lambda c: c.member)
+            violations.append(Violation(kind, key[0], key[1], expected, tuple(group)))
+            continue
+        out[key] = _offset(group)
+    violations.sort(key=lambda v: (v.topic, v.partition))
+    return Continuity([[t, p, o] for (t, p), o in sorted(out.items())], tuple(violations))
+
+
+def _violated(group: list[Claim], expected: int | None) -> ViolationKind | None:
+    checked = [c for c in group if c.start is not None]
+    if expected is not None and any(c.start != expected for c in checked):
+        return ViolationKind.STALE_START
+    if expected is None and len({c.start for c in checked}) > 1:
+        return ViolationKind.STARTS_DIFFER
+    if sum(1 for c in checked if c.progressed) > 1:
+        return ViolationKind.TWO_PROGRESSED
+    return None
+
+
+def _offset(group: list[Claim]) -> int:
+    """Rule 3; with rolling-upgrade claims, the minimum of every claim's offset."""
+    checked = [c for c in group if c.start is not None]
+    progressing = [c.end for c in checked if c.progressed]
+    values = progressing or [c.start for c in checked if c.start is not None]
+    legacy = [c.end for c in group if c.start is None]
+    if not legacy:
+        return values[0]
+    return min(values[:1] + legacy)
+
+
+class CycleClaims:
+    """The running checkpoint cycle's claims (the region core's bookkeeping):
+    cleared when the cycle's checkpoint phase starts, one :meth:`add` per
+    member's checkpoint answer, checked once every member answered."""
+
+    def __init__(self) -> None:
+        self._claims: list[Claim] = []
+
+    def clear(self) -> None:
+        self._claims = []
+
+    def add(self, member: str, entries: Iterable[Sequence[Any]]) -> bool:
+        """A member's validated checkpoint entries (3- or 4-element, see :class:`Claim`).
+        Returns whether any is in the rolling-upgrade form (not checked)."""
+        claims = [Claim.from_entry(member, e) for e in entries]
+        self._claims.extend(claims)
+        return any(c.start is None for c in claims)
+
+    def check(self, last: Sequence[Sequence[Any]]) -> Continuity:
+        return check_claims(self._claims, last)
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+
+__all__ = ["CLAIMS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "VIOLATIONS_SHOWN", "check_claims"]
