@@ -1,7 +1,8 @@
 """Who may join a region under a member name: the controller's side of name claims
 (the member's side is ``cr_consumer/runtime/member/name_claim.py``; docs/region.md,
-"Member names"). No I/O and no state: :class:`coordinator.region.state.RegionCore`
-asks :func:`admit` at every ``region_join`` and acts on the answer.
+"Member names"). No I/O and no state: the member table
+(:class:`coordinator.region.members.MemberTable`) asks :func:`admit` at every
+``region_join`` and keeps the records; ``RegionCore`` acts on the answer.
 
 A join names (member, incarnation); the member table's entry of that name, if
 any, is its holder:

@@ -53,7 +53,7 @@ Controller -> member (pushed, envelope id null, type ``region_command``), body
 ``{v, region, cmd, ...}`` (``coordinator/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
 ``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
 members, offsets, own}`` (``own``: the member's own last completed checkpoint,
-see ``RegionCore.own_checkpoint``), ``reset_to_initial {attempt}``, ``failed {reason}``.
+see ``ConsistentCheckpoints.own``, checkpoints.py), ``reset_to_initial {attempt}``, ``failed {reason}``.
 
 Durability: the region document (namespace ``region``) is written with
 ``store.put_document`` and the server syncs the store before it sends any reply

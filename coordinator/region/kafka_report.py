@@ -16,7 +16,7 @@ Who sends what, when:
    ``member_timeout_s``). The report is ignored: the member counts as not
    reporting (its last report is dropped, so a stale "rebalancing" cannot hold
    drains back), and the controller logs why once per member, when its
-   reports turn invalid (``RegionCore.heartbeat``). Nothing a member sends stops
+   reports turn invalid (``MemberTable.heartbeat``, members.py). Nothing a member sends stops
    the loop.
 
 Bounds: ``member_id`` a string of at most ``MAX_MEMBER_ID_LEN`` characters

@@ -160,8 +160,8 @@ ABSENT_KEPT = 1024
 class AbsentCheckpoints:
     """Member name -> the last completed checkpoint it took part in, for members
     that took part in an earlier checkpoint but not in the last consistent one
-    (dropped, left, restarted too late). ``RegionCore.own_checkpoint`` states
-    the invariant this serves; durable in the region document."""
+    (dropped, left, restarted too late). ``ConsistentCheckpoints.own``
+    (coordinator/region/checkpoints.py) states the invariant this serves; durable in the region document."""
 
     seqs: dict[str, int] = attrs.field(factory=dict)
     kept: int = ABSENT_KEPT

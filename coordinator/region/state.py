@@ -36,10 +36,15 @@ graceful leave of a member that has not answered the cycle's checkpoint and a
 join (new or restarted member) do not: the cycle goes on without the leaver,
 and completes without the joiner before its reset (``_join_after_cycle``).
 
-The reset round's counters: ``coordinator/region/reset.py``; the pacing of
-checkpoints after rebalances: ``coordinator/region/pacing.py``; the fixed-rate
-grid of periodic drains: ``coordinator/region/cadence.py``; who may join
-under a member name: ``coordinator/region/admission.py``.
+The member table (joins, heartbeats, removals): ``coordinator/region/members.py``;
+who may join under a member name: ``coordinator/region/admission.py``; the
+running cycle's bookkeeping (its members, answers, joiners):
+``coordinator/region/cycle.py``; the last consistent checkpoint and each
+member's own: ``coordinator/region/checkpoints.py``; the reset round's
+counters: ``coordinator/region/reset.py``; the pacing of checkpoints after
+rebalances: ``coordinator/region/pacing.py``; the fixed-rate grid of periodic
+drains: ``coordinator/region/cadence.py``; the durable document:
+``coordinator/region/document.py``.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -54,15 +59,17 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.region.admission import JoinKind, admit
+from coordinator.region.admission import JoinKind
 from coordinator.region.cadence import next_drain, slot_of
+from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
-from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity, CycleClaims
+from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity
+from coordinator.region.cycle import CycleRound
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
+from coordinator.region.members import MemberTable
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
-    AbsentCheckpoints,
     InvalidTransition,
     MemberInfo,
     Phase,
@@ -84,10 +91,6 @@ class RegionCore:
     """One region's controller state (see the module docstring). Not thread-safe:
     the coordinator's loop thread is its only caller."""
 
-    #: The member table: written only by this core (join, heartbeat, leave); read by
-    #: its `CheckpointPacing` (the members' Kafka reports).
-    members: dict[str, MemberInfo]
-
     def __init__(self, config: RegionConfig, send: Send, persist: Persist, doc: dict | None = None,
                  on_event: Callable[[str, dict], None] | None = None) -> None:
         self.config = config
@@ -95,14 +98,14 @@ class RegionCore:
         self._persist = persist
         self._on_event = on_event or (lambda kind, info: None)
         self.phase = Phase.WAITING
-        self.members = {}
-        self.last_consistent: int | None = None
+        # The member table (members.py): changed only by this core's inputs (join,
+        # heartbeat, ack, leave); its records are read by the pacing.
+        self._members = MemberTable(config.name, config.member_timeout_s)
         self.next_seq = 1
-        self.checkpoint_members: list[str] = []
-        self.checkpoint_offsets: list[list] = []
+        # The last consistent checkpoint, its members and offsets, and the absent
+        # members' own checkpoints (checkpoints.py).
+        self._checkpoints = ConsistentCheckpoints()
         self.known_members: list[str] = []  # members at the last persist (for restarts)
-        # members absent from the last consistent checkpoint: their own one (own_checkpoint)
-        self.absent = AbsentCheckpoints()
         self.failed_reason: str | None = None
         # FAILED over an unusable stored document: never overwrite it (fail(persist=False))
         self._keep_stored = False
@@ -112,18 +115,10 @@ class RegionCore:
         self.deadline: float | None = None
         self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
-        # The running cycle's checkpoint answers, checked before it completes (continuity.py).
-        self._claims = CycleClaims()
-        # The members taking part in the running cycle (its drain's members, less any that
-        # left or were replaced by a new incarnation since), those that answered its
-        # checkpoint, and the members that joined while it ran (reset once it completes).
-        self._cycle_members: set[str] = set()
-        self._checkpointed: set[str] = set()
-        self._joined_in_cycle: list[str] = []
-        self._cycle_start: float | None = None
-        self._cycle_slot: float | None = None  # the grid slot of the running cycle's drain (cadence.py)
+        # The running cycle's members, answers and joiners (cycle.py).
+        self._cycle = CycleRound()
         # Pacing reads the member table (written here only); the reset rounds hold the attempt counters.
-        self._pacing = CheckpointPacing(config, self.members)
+        self._pacing = CheckpointPacing(config, self._members.members)
         self._resets = ResetRounds(config, self._pacing)
         # counters for status and metrics
         self.checkpoints = 0
@@ -134,13 +129,10 @@ class RegionCore:
     # ------------------------------------------------------------------ durable document
     def _load(self, doc: dict[str, Any]) -> None:
         stored = RegionDocument.from_dict(doc, self.config.name)
-        self.last_consistent = stored.last_consistent
+        self._checkpoints.restore(stored)
         self.next_seq = stored.next_seq
         self._resets.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets)
-        self.checkpoint_members = stored.checkpoint_members
-        self.checkpoint_offsets = stored.checkpoint_offsets
         self.known_members = stored.members
-        self.absent = AbsentCheckpoints(stored.absent_checkpoints)
         if stored.failed:
             self.phase = Phase.FAILED
             self.failed_reason = stored.failed_reason or ("failed before the coordinator restarted "
@@ -156,7 +148,7 @@ class RegionCore:
             consecutive_resets=self.consecutive_resets,
             checkpoint_members=self.checkpoint_members,
             checkpoint_offsets=self.checkpoint_offsets,
-            absent_checkpoints=self.absent.seqs,
+            absent_checkpoints=self._checkpoints.absent.seqs,
             members=sorted(self.members) if self.members else self.known_members,
             failed=self.phase is Phase.FAILED,
             failed_reason=self.failed_reason,
@@ -166,6 +158,24 @@ class RegionCore:
         if self._keep_stored:
             return
         self._persist(self.document())
+
+    # ------------------------------------------------------------------ views (members.py, checkpoints.py)
+    @property
+    def members(self) -> dict[str, MemberInfo]:
+        """The member table's records by name (read-only for callers: inputs change it)."""
+        return self._members.members
+
+    @property
+    def last_consistent(self) -> int | None:
+        return self._checkpoints.last_consistent
+
+    @property
+    def checkpoint_members(self) -> list[str]:
+        return self._checkpoints.members
+
+    @property
+    def checkpoint_offsets(self) -> list[list]:
+        return self._checkpoints.offsets
 
     # ------------------------------------------------------------------ reset counters (ResetRounds)
     @property
@@ -239,29 +249,18 @@ class RegionCore:
         process (new incarnation) is told its predecessor. A new or restarted
         member then changes the membership: a reset (or, WAITING, the start once
         the expected members are back)."""
-        existing = self.members.get(name)
-        admission = admit(existing, incarnation, now, replace=replace, region_failed=self.phase is Phase.FAILED,
-                          member_timeout_s=self.config.member_timeout_s,
-                          eviction_blocked=lambda: self._pacing.eviction_blocked(name, now))
-        if admission.kind is JoinKind.RETRY and existing is not None:
-            existing.identity = identity  # a retry, or a reconnect with a new socket
-            existing.last_seen = now
+        admission = self._members.admit(name, identity, incarnation, now, pid=pid, host=host, replace=replace,
+                                        region_failed=self.phase is Phase.FAILED,
+                                        eviction_blocked=lambda: self._pacing.eviction_blocked(name, now))
+        if admission.kind is JoinKind.RETRY:
             return self._join_reply(name, admission.predecessor)
-        if admission.kind is JoinKind.REFUSED and admission.holder is not None:
-            holder = admission.holder
-            log.info("region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
-                     "join of incarnation %s (pid %s on %s) refused", self.config.name, name, holder["incarnation"],
-                     holder["pid"], holder["host"], holder["silent_s"], incarnation, pid, host)
-            return {**self._join_reply(name), "refused": f"member name {name!r} is in use", "holder": holder}
+        if admission.kind is JoinKind.REFUSED:
+            return {**self._join_reply(name), "refused": f"member name {name!r} is in use", "holder": admission.holder}
         predecessor = admission.predecessor
-        if admission.withheld and existing is not None:
-            log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
-                     "the broker's session timeout will", self.config.name, name,
-                     existing.kafka.member_id if existing.kafka is not None else None, admission.withheld)
-        self.members[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=predecessor, host=host)
+        restarted = admission.kind is JoinKind.RESTART
         if self.first_join_at is None:
             self.first_join_at = now
-        why = f"member {name} joined" if existing is None else f"member {name} restarted (new incarnation)"
+        why = f"member {name} restarted (new incarnation)" if restarted else f"member {name} joined"
         log.info("region %s: %s (pid %s); members %s", self.config.name, why, pid, sorted(self.members))
         self._on_event("join", {"member": name, "pid": pid})
         self._save()
@@ -269,7 +268,7 @@ class RegionCore:
             return self._join_reply(name, predecessor)
         if self.phase is Phase.WAITING:
             self._maybe_start(now)
-        elif self._join_after_cycle(name, existing is not None, now):
+        elif self._join_after_cycle(name, restarted, now):
             pass
         else:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
@@ -296,13 +295,12 @@ class RegionCore:
            RETIRE); the reset that follows at once brings them in."""
         if self.phase not in (Phase.DRAINING, Phase.CHECKPOINTING) or not self._pacing.all_cooperative():
             return False
-        if restarted and name not in self._checkpointed:
-            self._cycle_members.discard(name)
+        without_predecessor = self._cycle.member_joined(name, restarted)
+        if without_predecessor:
             self.waiting.discard(name)
-        self._joined_in_cycle.append(name)
         log.info("region %s: member %s joined during checkpoint %s (%s); every member is cooperative: the "
                  "checkpoint goes on%s, then the region resets for it", self.config.name, name, self.seq,
-                 self.phase.value, " without its predecessor" if restarted and name not in self._checkpointed else "")
+                 self.phase.value, " without its predecessor" if without_predecessor else "")
         if not self.waiting:
             self._phase_answered(now)
         return True
@@ -323,24 +321,10 @@ class RegionCore:
         counts as not reporting (its last report is dropped), logged when its
         reports turn invalid and when they are valid again
         (``coordinator/region/kafka_report.py``, step 3)."""
-        m = self.members.get(name)
-        if m is None or m.incarnation != incarnation:
-            return False
-        m.identity = identity
-        m.last_seen = now
-        if kafka_invalid is not None:
-            if m.kafka_invalid is None:
-                log.warning("region %s: member %s sent an invalid Kafka group report (%s); ignored: it counts as "
-                            "not reporting until a valid one", self.config.name, name, kafka_invalid)
-            m.kafka, m.kafka_at, m.kafka_invalid = None, None, kafka_invalid
-        elif kafka is not None:
-            if m.kafka_invalid is not None:
-                log.info("region %s: member %s reports its Kafka group state again", self.config.name, name)
-            m.kafka, m.kafka_at, m.kafka_invalid = kafka, now, None
-        return True
+        return self._members.heartbeat(name, identity, incarnation, now, kafka, kafka_invalid)
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
-        if self.members.pop(name, None) is None:
+        if not self._members.remove(name):
             return
         log.info("region %s: member %s %s; members %s", self.config.name, name, reason, sorted(self.members))
         self._on_event("leave", {"member": name, "reason": reason})
@@ -351,7 +335,7 @@ class RegionCore:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
-            self._joined_in_cycle = []
+            self._cycle.take_joiners()
             self.first_join_at = None
             if self.phase is not Phase.WAITING:
                 self._goto(Phase.WAITING, "no members left")
@@ -373,8 +357,7 @@ class RegionCore:
             # flight goes on without it. docs/region.md, cooperative step 9.
             log.info("region %s: member %s left in %s; every member is cooperative: no reset",
                      self.config.name, name, self.phase.value)
-            self._cycle_members.discard(name)
-            self._joined_in_cycle = [n for n in self._joined_in_cycle if n != name]
+            self._cycle.member_left(name)
             if name in self.waiting:
                 self.waiting.discard(name)
                 if not self.waiting:
@@ -386,11 +369,9 @@ class RegionCore:
 
     def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
             error: str | None, now: float, offsets: list | None = None, rebalance: bool = False) -> None:
-        m = self.members.get(name)
-        if m is None:
+        if not self._members.touch(name, now):
             log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command, name)
             return
-        m.last_seen = now
         current = {
             Phase.DRAINING: ("drain", self.seq, None),
             Phase.CHECKPOINTING: ("checkpoint", self.seq, None),
@@ -412,11 +393,8 @@ class RegionCore:
             return
         self.waiting.discard(name)
         if command == "checkpoint":
-            self._checkpointed.add(name)
-            if offsets and self._claims.add(name, offsets) and not m.legacy_claims:
-                m.legacy_claims = True
-                log.warning("region %s: member %s answers checkpoints in the older form [topic, partition, offset]: "
-                            "the continuity fence does not check its claims (upgrade it)", self.config.name, name)
+            if self._cycle.checkpoint_answered(name, offsets):
+                self._members.note_legacy_claims(name)
         if self.waiting:
             return
         self._phase_answered(now)
@@ -430,8 +408,9 @@ class RegionCore:
             return False
         if self.phase is Phase.RUNNING or self.phase is Phase.DRAINING:
             return True
-        if self.phase is Phase.CHECKPOINTING and name in self._joined_in_cycle:
-            return name not in self._checkpointed  # a joiner whose predecessor did not answer: not in the cycle
+        if self.phase is Phase.CHECKPOINTING and self._cycle.is_joiner(name):
+            # a joiner whose predecessor did not answer: not in the cycle
+            return not self._cycle.has_checkpointed(name)
         return self.phase is Phase.CHECKPOINTING and name in self.waiting
 
     def _phase_answered(self, now: float) -> None:
@@ -441,9 +420,7 @@ class RegionCore:
             if self.seq is None:  # a cycle's seq is set when its drain starts
                 raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")
             self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
-            self.waiting = set(self._cycle_members)
-            self._claims.clear()
-            self._checkpointed = set()
+            self.waiting = self._cycle.checkpoint_started()
             self.deadline = now + self.config.drain_timeout_s
             self._broadcast(self.waiting, Checkpoint(self.seq))
         elif command == "checkpoint":
@@ -491,9 +468,8 @@ class RegionCore:
     def tick(self, now: float) -> None:
         if self.phase is Phase.FAILED:
             return
-        for m in list(self.members.values()):
-            if now - m.last_seen > self.config.member_timeout_s:
-                self.leave(m.name, now, reason=f"stopped heartbeating ({now - m.last_seen:.1f}s)")
+        for name, silent_s in self._members.silent(now):
+            self.leave(name, now, reason=f"stopped heartbeating ({silent_s:.1f}s)")
         if self.phase is Phase.WAITING:
             self._maybe_start(now)
         elif self.phase in (Phase.DRAINING, Phase.CHECKPOINTING, Phase.RESETTING):
@@ -521,38 +497,35 @@ class RegionCore:
             log.info("region %s: checkpoint %s starts %.2fs after it was due: %d slot(s) of the grid skipped",
                      self.config.name, self.seq, now - (due or now), slot.skipped)
         self._goto(Phase.DRAINING, f"checkpoint {self.seq} ({why})")
-        self._cycle_start = now
-        self._cycle_slot = slot.at
         self.waiting = set(self.members)
-        self._cycle_members = set(self.members)
-        self._checkpointed = set()
+        self._cycle.start(self.waiting, now, slot.at)
         self.deadline = now + self.config.drain_timeout_s
         self._broadcast(self.waiting, Drain(self.seq))
 
     def _complete_checkpoint(self, now: float) -> None:
-        continuity = self._claims.check(self.checkpoint_offsets)
+        continuity = self._cycle.check(self.checkpoint_offsets)
         if not continuity.ok:
             self._continuity_failed(continuity, now)
             return
+        if self.seq is None:  # a cycle's seq is set when its drain starts
+            raise InvalidTransition(f"region {self.config.name}: checkpoint acks without a cycle")
         previous = self.last_consistent
         # The members that answered the checkpoint: every member, less those that
         # joined during the cycle without a predecessor that answered (_join_after_cycle).
-        answered = sorted(self._checkpointed & set(self.members))
-        self._remember_absent(previous, self.checkpoint_members, answered)
-        self.last_consistent = self.seq
-        self.checkpoint_members = answered
         # Each partition's offset continues the previous checkpoint's (continuity.py); partitions
         # nobody reported (unassigned while the group rebalances) keep that checkpoint's offset.
-        self.checkpoint_offsets = continuity.offsets
+        forgotten = self._checkpoints.completed(self.seq, self._cycle.answered(self.members), continuity.offsets)
+        self._log_forgotten(forgotten)
         self._resets.checkpoint_completed()
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
-        took_ms = (now - (self._cycle_start or now)) * 1000
+        took_ms = self._cycle.elapsed_s(now) * 1000
         self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent ({took_ms:.0f} ms)")
-        upcoming = next_drain(now if self._cycle_slot is None else self._cycle_slot, now, self.config.period_s)
+        slot = self._cycle.slot
+        upcoming = next_drain(now if slot is None else slot, now, self.config.period_s)
         self._on_event("checkpoint", {"seq": self.seq, "checkpoint_ms": round(took_ms, 1),
                                       "next_drain_in_s": round(upcoming.at - now, 3)})
-        joined, self._joined_in_cycle = self._joined_in_cycle, []
+        joined = self._cycle.take_joiners()
         told = [n for n in self.members if n not in joined]  # joiners: their reset follows
         self._broadcast(told, Resume(self.seq, self.checkpoint_offsets))
         if previous is not None:
@@ -607,8 +580,7 @@ class RegionCore:
         if too_many is not None:
             self.fail(f"{too_many}; last cause: {why}", now)
             return
-        if self._joined_in_cycle:  # the round brings in the members that joined during a cycle
-            self._joined_in_cycle = []
+        if self._cycle.take_joiners():  # the round brings in the members that joined during a cycle
             rejoin = True
         attempt = self._resets.begin()
         self._save()  # the attempt is durable before any member hears of it
@@ -646,22 +618,9 @@ class RegionCore:
 
     # ------------------------------------------------------------------ own checkpoints
     def own_checkpoint(self, name: str) -> int | None:
-        """The last completed checkpoint member ``name`` took part in (None: none).
-
-        Invariant (nothing checkpointed is ever deleted unpublished): a member
-        that acknowledged checkpoint N, which then completed, may die before the
-        RESUME that publishes its interval N, and stay away past
-        ``member_timeout_s`` while later checkpoints complete without it. Its
-        interval N lies below N's offsets, which the others continue from, so
-        nobody replays it: it must be published, not deleted, when a process of
-        that name returns. Every reset therefore tells each member its own
-        checkpoint: its operators load their data of that checkpoint (the file
-        sink publishes every interval sealed up to it and deletes only later
-        pending files; a keyed aggregate keeps its partial table), while its
-        source starts from the region's last consistent offsets."""
-        if self.last_consistent is not None and name in self.checkpoint_members:
-            return self.last_consistent
-        return self.absent.get(name)
+        """The last completed checkpoint member ``name`` took part in (None: none);
+        ``ConsistentCheckpoints.own`` (checkpoints.py) states the invariant it serves."""
+        return self._checkpoints.own(name)
 
     def leave_reply(self, name: str, incarnation: str) -> int | None:
         """The checkpoint whose sealed intervals a gracefully leaving process may
@@ -674,11 +633,11 @@ class RegionCore:
             return None
         return self.own_checkpoint(name)
 
-    def _remember_absent(self, previous: int | None, before: list[str], now_members: list[str]) -> None:
-        for name, seq in self.absent.checkpoint_completed(previous, before, now_members):
+    def _log_forgotten(self, forgotten: list[tuple[str, int]]) -> None:
+        for name, seq in forgotten:
             log.error("region %s: forgetting that absent member %s took part in checkpoint %s (more than %d absent "
                       "members); if a process of that name returns, its pending intervals are deleted, not published",
-                      self.config.name, name, seq, self.absent.kept)
+                      self.config.name, name, seq, self._checkpoints.absent.kept)
             self._on_event("forgotten", {"member": name, "seq": seq})
 
     # ------------------------------------------------------------------ status
@@ -689,12 +648,7 @@ class RegionCore:
             "phase": self.phase.value,
             "mode": self.config.mode,
             "period_s": self.config.period_s,
-            "members": {
-                n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
-                    "kafka": m.kafka.to_dict() if m.kafka is not None else None,
-                    "kafka_invalid": m.kafka_invalid, "legacy_claims": m.legacy_claims}
-                for n, m in sorted(self.members.items())
-            },
+            "members": self._members.status(now),
             "last_consistent": self.last_consistent,
             "seq": self.seq,
             "attempt": self.attempt,

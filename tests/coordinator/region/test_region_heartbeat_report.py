@@ -85,7 +85,7 @@ def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(capl
     core.heartbeat("m1", b"m1", "i1", 0.5, rebalancing)
     core.tick(1.2)
     assert core.phase is Phase.RUNNING  # m1's rebalance holds the due drain
-    with caplog.at_level(logging.INFO, logger="coordinator.region.state"):
+    with caplog.at_level(logging.INFO, logger="coordinator.region.members"):
         for now in (1.3, 1.4, 1.5):  # m1's reports turn invalid: it counts as not reporting
             assert core.heartbeat("m1", b"m1", "i1", now, None, "kafka.generation must be an int32 or null")
         assert caplog.text.count("invalid Kafka group report") == 1
