@@ -6,8 +6,12 @@ region permit held for the whole drain/checkpoint/reset (``permit.block()``);
 ``drain`` and ``reset`` block it themselves too (idempotent) to wait for the
 in-flight batch, and whoever runs the cycle unblocks it at RESUME. Each
 method's steps are numbered in its docstring. A handler that cannot do its
-job raises (DrainError, ResetError, OperatorFailed): the runtime then resets
-the region, or retries the reset.
+job raises (DrainError, ResetError, ContinuityError: ``handler_errors.py``;
+OperatorFailed): the runtime then resets the region, or retries the reset.
+
+The drain's Kafka commit and its deferral under cooperative rebalancing:
+``drain_commit.py``; the count of completed drains a trigger waits for:
+``drain_signal.py``.
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from coordinator.common.partitions import offsets_text
-from cr_consumer.kafka.client import GroupMembership, KafkaClient, MemberFenced, TopicPartition
+from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
+from cr_consumer.operator.drain_commit import COMMIT_TIMEOUT_S, DrainCommit
+from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
+from cr_consumer.operator.handler_errors import ContinuityError, DrainError, ResetError
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import Interval, OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
@@ -35,53 +42,15 @@ from cr_consumer.operator.states import ClientState, StateMachine
 log = logging.getLogger(__name__)
 S = ClientState
 
-#: Bound on the drain's synchronous commit (and the drain timeout, if lower):
-#: kafka-python retries a commit during a rebalance until its timeout, on the
-#: event thread, while the rebalance itself needs that thread to poll; so a
-#: commit that cannot complete (group rebalancing, broker gone) fails the drain
-#: after this long instead of freezing the group join for the drain timeout.
-COMMIT_TIMEOUT_S = 5.0
 #: The drain's commit ends this long before the drain's deadline (at most a
 #: fifth of the drain timeout), so a failing commit reports its own error
 #: (the offsets and the cause) instead of the waiter giving up a moment earlier
 #: with a bare "did not finish in time".
 COMMIT_MARGIN_S = 0.5
-#: Poll timeout while a closing cooperative operator waits for its group's
-#: rebalance to end (commit_deferred_at_close): short, so the wait ends soon
-#: after the group is stable.
-CLOSE_POLL_MS = 50
 #: Bound on a stop/start-polling round trip to the event thread (at most one
 #: poll plus queued events): a wedged event thread fails the handler instead
 #: of hanging it.
 EVENT_TIMEOUT_S = 10.0
-
-
-class DrainError(RuntimeError):
-    """The drain could not complete; the region must reset."""
-
-
-class ResetError(RuntimeError):
-    """The reset could not complete; the region retries it."""
-
-
-class ContinuityError(RuntimeError):
-    """The checkpoint cannot say where a partition's interval began (records
-    submitted from a position no seek set); the region must reset (its seeks
-    start every interval again)."""
-
-
-def commit_deferred(group: GroupMembership | None, joining: bool) -> str | None:
-    """Why a cooperative drain must not commit to Kafka now (see
-    ``RegionHandlers._commit_cooperative``), else None. ``group``: the
-    client's ``group()`` (or None); ``joining``: waiting for an assignment
-    (rebalance.py)."""
-    if group is None:
-        return "no group membership yet"
-    if group.rebalancing:
-        return "the group is rebalancing"
-    if joining:
-        return "waiting for an assignment"
-    return None
 
 
 def _serialized(method):
@@ -93,37 +62,6 @@ def _serialized(method):
             return method(self, *args, **kwargs)
 
     return wrapper
-
-
-class DrainSignal:
-    """Completed drains, counted, so a thread that asked for a drain can wait for it.
-
-    The process thread (operator-driven mode) reads :meth:`count`, asks the
-    region for a drain, then :meth:`wait_after` that count; the handler caller
-    calls :meth:`done` after each drain; a failure :meth:`wake` s the waiter.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._count = 0  # guarded by _cond
-
-    def count(self) -> int:
-        with self._cond:
-            return self._count
-
-    def done(self) -> None:
-        with self._cond:
-            self._count += 1
-            self._cond.notify_all()
-
-    def wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def wait_after(self, before: int, timeout: float, give_up: Callable[[], bool]) -> bool:
-        """Wait until a drain completed after ``before`` was read or ``give_up()``; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._count > before or give_up(), timeout)
 
 
 class RegionHandlers:
@@ -144,10 +82,6 @@ class RegionHandlers:
     #: committed, for the checkpoint that follows; None after a failed drain or
     #: a reset. Handler threads, ``_lock``.
     _drained: dict[TopicPartition, Interval] | None
-    #: Cooperative: the last drain's offsets whose Kafka commit waits for a
-    #: stable group (None: nothing waits). Event thread only (the drain's
-    #: commit, the reset's seek and the after-poll retry all run there).
-    _deferred_commit: dict[TopicPartition, int] | None
 
     def __init__(
         self,
@@ -185,7 +119,8 @@ class RegionHandlers:
         self._lock = threading.RLock()
         self._members = []
         self._drained = None
-        self._deferred_commit = None
+        # The drain's Kafka commit and its cooperative deferral (event thread only).
+        self._commit = DrainCommit(self.name, cooperative=config.cooperative, rebalancer=rebalancer, stats=stats)
 
     @_serialized
     def set_members(self, members: list[str]) -> None:
@@ -210,7 +145,7 @@ class RegionHandlers:
            d. commit them in one synchronous commit; a failure raises DrainError.
               Cooperative rebalancing: the commit waits for a stable group
               generation and a refused one does not fail the drain
-              (:meth:`_commit_cooperative`): the checkpoint holds the offsets.
+              (``DrainCommit.commit``): the checkpoint holds the offsets.
         3. Records fetched but not submitted stay in the message queue, in
            both region modes, and are submitted after the drain in fetch
            order. There is no separate drain buffer: a process thread already
@@ -237,14 +172,8 @@ class RegionHandlers:
                 raise DrainError(f"{self.name}: a rebalance made a reset necessary; not committing")
             intervals = self._offsets.intervals()
             offsets = {tp: interval.end for tp, interval in intervals.items()}
-            if offsets and cfg.cooperative:
-                self._commit_cooperative(consumer, offsets, commit_timeout_ms)
-            elif offsets:
-                try:
-                    consumer.commit(offsets, commit_timeout_ms)
-                except Exception as exc:
-                    raise DrainError(f"{self.name}: committing offsets {offsets_text(offsets)} failed: {exc!r}") from exc
-                self._stats.set_committed(offsets)
+            if offsets:
+                self._commit.commit(consumer, offsets, commit_timeout_ms)
             return intervals
 
         try:
@@ -258,110 +187,18 @@ class RegionHandlers:
         log.debug("%s: drained, committed %s", self.name,
                   offsets_text({tp: interval.end for tp, interval in intervals.items()}))
 
-    def _commit_cooperative(self, consumer: KafkaClient, offsets: dict[TopicPartition, int], timeout_ms: int) -> None:
-        """The drain's Kafka commit under cooperative rebalancing (event thread).
-
-        The region's consistent offsets are the coordinator's checkpoint (the
-        members' checkpoint answers; resets and later assignments seek to
-        them); the committed offsets in Kafka only serve the lag monitoring
-        and a job's very first start. So a drain goes on while the group
-        rebalances (the survivors keep processing, and their output must be
-        published), and:
-
-        1. while this consumer is not in a stable generation, it does not
-           commit at all: a commit during a join is refused and makes the
-           consumer rejoin (on tansu, joins then never finished); the next
-           drain in a stable generation commits the newer offsets;
-           When it becomes stable, the deferred offsets (of the partitions
-           still assigned) are committed after a poll
-           (:meth:`commit_deferred_after_poll`), unless a reset came first;
-        2. otherwise it commits; a refusal (a rebalance the broker began
-           since, a coordinator moving, a timeout) is logged with the offsets
-           and does not fail the drain: the checkpoint still holds them, and
-           the next drain commits again;
-        3. except when the consumer is no longer the group's member: a commit
-           answered :class:`MemberFenced` (unknown member, stale generation),
-           or a client that reports a membership without a member id, fails
-           the drain (DrainError: the region resets). Such a consumer was
-           away longer than the session timeout (a paused process, a long
-           stall): the broker may have given its partitions to another member,
-           which processed them from the checkpoint too, while this one still
-           holds its records; its checkpoint answer would publish them twice.
-           Its rebalance listener reports the partitions lost at its next
-           poll; the reset keeps this cycle's output out meanwhile.
-        """
-        group = consumer.group()
-        if group is not None and group.member_id is None:
-            raise DrainError(f"{self.name}: the Kafka consumer is not a member of its group (left or fenced) while "
-                             f"it holds offsets {offsets_text(offsets)}; this drain must not count")
-        why = commit_deferred(group, self._rebalancer.joining)
-        if why is not None:
-            log.info("%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
-                     self.name, offsets_text(offsets), why)
-            self._deferred_commit = dict(offsets)
-            return
-        self._deferred_commit = None
-        try:
-            self._commit_now(consumer, offsets, timeout_ms, fenced_fails=True)
-        except MemberFenced as exc:
-            raise DrainError(f"{self.name}: the group no longer knows this consumer ({exc}); its partitions may be "
-                             f"another member's now, so this drain of {offsets_text(offsets)} must not count") from exc
-
-    def _commit_now(self, consumer: KafkaClient, offsets: Mapping[TopicPartition, int], timeout_ms: int,
-                    fenced_fails: bool = False) -> None:
-        """Commit; a failure is logged (the checkpoint holds the offsets), except
-        MemberFenced, which is raised when ``fenced_fails`` (a drain's commit)."""
-        try:
-            consumer.commit(offsets, timeout_ms)
-        except MemberFenced:
-            if fenced_fails:
-                raise
-            log.warning("%s: Kafka commit of %s refused: this consumer is no longer the group's member (its "
-                        "rebalance listener reports its partitions lost)", self.name, offsets_text(offsets))
-            return
-        except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
-            log.warning("%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain "
-                        "commits again", self.name, offsets_text(offsets), exc)
-            return
-        self._stats.set_committed(offsets)
-
     @property
     def has_deferred_commit(self) -> bool:
         """A drain's Kafka commit still waits for a stable group (read on any thread)."""
-        return self._deferred_commit is not None
+        return self._commit.pending
 
     def commit_deferred_at_close(self, consumer: KafkaClient, wait_s: float) -> None:
-        """Event thread, at a graceful close (cooperative): the deferred commit
-        waits at most ``wait_s`` for the group's rebalance to end, polling to
-        drive it (the operator is CLOSED: nothing polled is submitted), then
-        commits as after a poll. Without this a region stopped during a
-        rebalance leaves Kafka's committed offsets behind its last checkpoint."""
-        deadline = time.monotonic() + wait_s
-        while (self._deferred_commit is not None and time.monotonic() < deadline
-               and commit_deferred(consumer.group(), self._rebalancer.joining) is not None):
-            consumer.poll(CLOSE_POLL_MS, 1)
-        if self._deferred_commit is not None:
-            if commit_deferred(consumer.group(), self._rebalancer.joining) is not None:
-                log.warning("%s: closing during a group rebalance: the Kafka commit of %s is not done (the "
-                            "checkpoint holds these offsets)", self.name, offsets_text(self._deferred_commit))
-                return
-            self.commit_deferred_after_poll(consumer)
+        """Event thread, at a graceful close (cooperative): ``DrainCommit.at_close``."""
+        self._commit.at_close(consumer, wait_s)
 
     def commit_deferred_after_poll(self, consumer: KafkaClient) -> None:
-        """Event thread, after each poll (cooperative): the drain's commit that
-        waited for a stable group, once it is stable, for the partitions still
-        assigned. Dropped by a reset (the region rewound below it) and replaced
-        by the next drain's; a failure is logged and not retried (the next
-        drain commits again)."""
-        offsets = self._deferred_commit
-        if offsets is None or commit_deferred(consumer.group(), self._rebalancer.joining) is not None:
-            return
-        self._deferred_commit = None
-        assigned = consumer.assignment()
-        offsets = {tp: off for tp, off in offsets.items() if tp in assigned}
-        if offsets:
-            self._commit_now(consumer, offsets, int(COMMIT_TIMEOUT_S * 1000))
-            log.info("%s: deferred Kafka commit of %s done", self.name, offsets_text(offsets))
+        """Event thread, after each poll (cooperative): ``DrainCommit.after_poll``."""
+        self._commit.after_poll(consumer)
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -458,7 +295,7 @@ class RegionHandlers:
         self._new_epoch(f"reset to {what}")
 
         def seek_all(consumer: KafkaClient) -> dict[TopicPartition, int]:
-            self._deferred_commit = None  # the region rewinds below the drain that deferred it
+            self._commit.drop()  # the region rewinds below the drain that deferred it
             tps = consumer.assignment()
             self._offsets.set_assignment(tps)
             self._rebalancer.clear_held()
@@ -495,4 +332,6 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-__all__ = ["ContinuityError", "DrainError", "DrainSignal", "RegionHandlers", "ResetError", "commit_deferred"]
+# The errors (handler_errors.py) and DrainSignal (drain_signal.py) are re-exported for the
+# operator (consumer.py), which imports them with RegionHandlers.
+__all__ = ["EVENT_TIMEOUT_S", "ContinuityError", "DrainError", "DrainSignal", "RegionHandlers", "ResetError"]

@@ -12,8 +12,11 @@ import pytest
 from cr_consumer.kafka.client import CommitRefused, GroupMembership, MemberFenced, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartPosition
+from cr_consumer.operator.drain_commit import commit_deferred
+from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handlers import ContinuityError, DrainError, DrainSignal, RegionHandlers, commit_deferred
+from cr_consumer.operator.handler_errors import ContinuityError, DrainError
+from cr_consumer.operator.handlers import RegionHandlers
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
