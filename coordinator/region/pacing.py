@@ -14,7 +14,7 @@ forces one more reset, and can keep the join from ever finishing. So:
 * A member whose consumer rebalances cooperatively (``cooperative: true`` in
   its report) keeps its partitions and keeps processing through a rebalance,
   and its drain does not commit to Kafka while its group is not stable (the
-  checkpoint is the source of truth, cr_consumer/operator/handlers.py): its
+  checkpoint is the source of truth, cr_consumer/operator/drain_commit.py): its
   rebalance does not defer a checkpoint, only its ``reset_pending`` does (a
   revocation after records were fetched: a reset follows, and its drain would
   fail). Deferring would stop the survivors' output for the whole join.
