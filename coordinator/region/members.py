@@ -44,18 +44,6 @@ class MemberTable:
         self._member_timeout_s = member_timeout_s
         self.members = {}
 
-    def __len__(self) -> int:
-        return len(self.members)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.members
-
-    def names(self) -> list[str]:
-        return sorted(self.members)
-
-    def get(self, name: str) -> MemberInfo | None:
-        return self.members.get(name)
-
     def admit(self, name: str, identity: bytes, incarnation: str, now: float, *, pid: int | None,
               host: str | None, replace: bool, region_failed: bool,
               eviction_blocked: Callable[[], str | None]) -> Admission:

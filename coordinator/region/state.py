@@ -244,7 +244,8 @@ class RegionCore:
     def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
              host: str | None = None, replace: bool = False) -> dict[str, Any]:
         """A member joins. Whether it may, under ``name``, is
-        ``coordinator/region/admission.py``'s answer: a retry is answered again, a
+        ``coordinator/region/admission.py``'s answer, applied to the member table
+        (``coordinator/region/members.py``): a retry is answered again, a
         refusal (the name's holder is alive) names the holder, a restarted
         process (new incarnation) is told its predecessor. A new or restarted
         member then changes the membership: a reset (or, WAITING, the start once
@@ -314,7 +315,8 @@ class RegionCore:
 
     def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
                   kafka: KafkaReport | None = None, kafka_invalid: str | None = None) -> bool:
-        """False when the member is unknown (it must join again). ``kafka``: the
+        """The member table's step 2 (``coordinator/region/members.py``).
+        False when the member is unknown (it must join again). ``kafka``: the
         member's Kafka group report, kept for pacing checkpoints
         (``coordinator/region/pacing.py``) and for its successor's join.
         ``kafka_invalid``: why the heartbeat's report was ignored: the member then
