@@ -1,0 +1,72 @@
+"""The parts the region core composes, tested directly (no I/O): the member table,
+the running cycle's bookkeeping and the consistent checkpoints."""
+
+from __future__ import annotations
+
+from coordinator.region.admission import JoinKind
+from coordinator.region.checkpoints import ConsistentCheckpoints
+from coordinator.region.cycle import CycleRound
+from coordinator.region.kafka_report import KafkaReport
+from coordinator.region.members import MemberTable
+from coordinator.region.model import AbsentCheckpoints
+
+
+def _admit(table: MemberTable, name: str, incarnation: str, now: float, replace: bool = False):
+    return table.admit(name, name.encode(), incarnation, now, pid=1, host="h", replace=replace,
+                       region_failed=False, eviction_blocked=lambda: None)
+
+
+def test_member_table_admits_retries_refuses_and_restarts():
+    table = MemberTable("r", member_timeout_s=5.0)
+    assert _admit(table, "m0", "i1", 0.0).kind is JoinKind.NEW
+    assert _admit(table, "m0", "i1", 1.0).kind is JoinKind.RETRY and table.members["m0"].last_seen == 1.0
+    refused = _admit(table, "m0", "i2", 2.0)
+    assert refused.kind is JoinKind.REFUSED and refused.holder is not None
+    assert table.members["m0"].incarnation == "i1"  # a refusal changes nothing
+    assert table.heartbeat("m0", b"m0", "i1", 2.5, KafkaReport("k0", 3))
+    restart = _admit(table, "m0", "i2", 9.0)  # the holder is silent past member_timeout_s
+    assert restart.kind is JoinKind.RESTART and restart.predecessor == {"incarnation": "i1", "pid": 1,
+                                                                         "kafka_member_id": "k0"}
+    assert table.members["m0"].incarnation == "i2" and table.members["m0"].predecessor == restart.predecessor
+
+
+def test_member_table_heartbeats_silence_and_removal():
+    table = MemberTable("r", member_timeout_s=5.0)
+    _admit(table, "m0", "i1", 0.0)
+    _admit(table, "m1", "i1", 0.0)
+    assert not table.heartbeat("m0", b"m0", "other", 1.0)  # another incarnation must join again
+    assert table.heartbeat("m0", b"m0", "i1", 4.0, None, "kafka.generation must be an int32 or null")
+    assert table.members["m0"].kafka_invalid is not None
+    assert table.silent(6.0) == [("m1", 6.0)]
+    assert table.remove("m1") and not table.remove("m1")
+    assert list(table.status(6.0)) == ["m0"] and table.status(6.0)["m0"]["silent_s"] == 2.0
+    table.note_legacy_claims("m0")
+    assert table.members["m0"].legacy_claims
+
+
+def test_cycle_round_tracks_answers_joiners_and_leavers():
+    cycle = CycleRound()
+    cycle.start(["m0", "m1", "m2"], now=10.0, slot=9.5)
+    assert cycle.slot == 9.5 and cycle.elapsed_s(10.25) == 0.25
+    assert cycle.checkpoint_started() == {"m0", "m1", "m2"}
+    assert not cycle.checkpoint_answered("m0", [["t", 0, 0, 5]])
+    assert cycle.checkpoint_answered("m1", [["t", 1, 3]])  # the rolling-upgrade form
+    assert cycle.member_joined("m2", restarted=True)  # its predecessor had not answered: out of the cycle
+    assert not cycle.member_joined("m0", restarted=True)  # its predecessor answered: it stays
+    assert cycle.is_joiner("m2") and cycle.has_checkpointed("m0") and not cycle.has_checkpointed("m2")
+    cycle.member_left("m0")
+    assert cycle.take_joiners() == ["m2"] and cycle.take_joiners() == []
+    assert cycle.answered({"m0", "m1", "m2"}) == ["m0", "m1"]
+    assert cycle.check([["t", 0, 0]]).ok
+
+
+def test_consistent_checkpoints_remember_the_own_checkpoint_of_absent_members():
+    cps = ConsistentCheckpoints()
+    assert cps.own("m0") is None
+    assert cps.completed(1, ["m0", "m1"], [["t", 0, 5]]) == []
+    assert cps.completed(2, ["m0"], [["t", 0, 9]]) == []  # m1 is absent from 2: its own stays 1
+    assert (cps.last_consistent, cps.members, cps.offsets) == (2, ["m0"], [["t", 0, 9]])
+    assert cps.own("m0") == 2 and cps.own("m1") == 1 and cps.own("m9") is None
+    cps.absent = AbsentCheckpoints(dict(cps.absent.seqs), kept=0)  # no absent member is kept
+    assert cps.completed(3, ["m2"], []) == [("m1", 1), ("m0", 2)]  # forgotten, oldest first
+    assert cps.own("m0") is None and cps.own("m2") == 3
