@@ -45,6 +45,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -244,6 +245,14 @@ def thread_names(pid: int) -> dict[int, str]:
     return out
 
 
+#: py-spy dumps per member before its threads are taken as named (see pipeline()).
+NAME_TRIES = 10
+
+
+def _has_event_thread(names: dict[int, str] | None) -> bool:
+    return names is not None and any(n.startswith("cr-event-") for n in names.values())
+
+
 def thread_role(name: str) -> str:
     """The member's threads grouped by role (the member's and kafka-python's thread names)."""
     for prefix, role in (("cr-event-", "event (kafka-python poll)"), ("cr-process-", "process (pipeline, sink)"),
@@ -346,6 +355,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     lines_of: dict[Path, int] = {}  # published files never change: each is counted once (cheaply)
     profiler = None
     names: dict[str, dict[int, str]] = {}  # per member: thread id -> name (thread_cpu)
+    name_tries: dict[str, int] = {}  # per member: py-spy dumps taken so far (thread_cpu)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -358,8 +368,14 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                 count = sum(lines_of.values())
             if count >= n:
                 break
-            if thread_cpu and not names and count > 0:
-                names = {name: thread_names(pid) for name, pid in region.pids().items() if pid}
+            if thread_cpu and count > 0:
+                # py-spy's dump of a busy process sometimes misses threads: a member whose
+                # event thread has no name yet is dumped again at the next turn (bounded),
+                # else its event thread's CPU lands in "other (python)".
+                for name, pid in region.pids().items():
+                    if pid and name_tries.get(name, 0) < NAME_TRIES and not _has_event_thread(names.get(name)):
+                        name_tries[name] = name_tries.get(name, 0) + 1
+                        names[name] = thread_names(pid)
             if profile is not None and profiler is None and count > 0:
                 from profile_util import py_spy_record
 
@@ -462,8 +478,21 @@ def main() -> int:
     parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
     parser.add_argument("--profile-cpu", action="store_true",
                         help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil")
+    parser.add_argument("--keep-work", action="store_true",
+                        help="keep the work directory (every round's output: ~1 GB per million records)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    try:
+        return run(args, work)
+    finally:
+        if args.keep_work:
+            print(f"work directory kept: {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, work: Path) -> int:
+    """The rounds (see the module docstring); figures printed as JSON."""
     rounds = []
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-pipeline"), args.partitions)
@@ -525,6 +554,9 @@ def main() -> int:
             row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
             rounds.append(row)
             print(f"round {i}: {row}", flush=True)
+            if not args.keep_work:  # the round's output is counted: free the disk for the next rounds
+                for done in work.glob(f"round-{i}*"):
+                    shutil.rmtree(done, ignore_errors=True)
         if args.profile_dir:
             from profile_util import print_summary, summarise
 
