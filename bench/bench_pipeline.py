@@ -333,7 +333,7 @@ def tree_python(tree: Path, work: Path) -> str:
 
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
              profile: Path | None = None, profile_s: int = 8, profile_gil: bool = True,
-             python: str = sys.executable, thread_cpu: bool = False) -> dict:
+             python: str = sys.executable, thread_cpu: bool = False, kafka: dict[str, str | int] | None = None) -> dict:
     """One pipeline round; with ``profile``, member-0 is sampled by py-spy
     (``--gil``: the thread holding the GIL; else every thread running on a CPU,
     system calls included) for ``profile_s`` seconds once its output appears
@@ -346,7 +346,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     region = Region(str(module), members=members, bootstrap=bootstrap, output_dir=out,
                     state_dir=work / ("state-drop" if drop else "state"), period_s=period,
                     params={"topic": topic, "sink": "count" if drop else "file"},
-                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING",
+                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **(kafka or {})},
+                    log_level="WARNING",
                     python=python)
     region.start()
     coordinator = region.coordinator_proc.pid if region.coordinator_proc is not None else None
@@ -478,6 +479,9 @@ def main() -> int:
     parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
     parser.add_argument("--profile-cpu", action="store_true",
                         help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil")
+    parser.add_argument("--member-kafka", action="append", default=[], metavar="PROPERTY=VALUE",
+                        help="a Kafka property for this tree's members only (not --before-tree's, not the bare "
+                             "loops'): e.g. the before/after of a default")
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the work directory (every round's output: ~1 GB per million records)")
     args = parser.parse_args()
@@ -494,6 +498,8 @@ def main() -> int:
 def run(args: argparse.Namespace, work: Path) -> int:
     """The rounds (see the module docstring); figures printed as JSON."""
     rounds = []
+    member_kafka: dict[str, str | int] = {k: int(v) if v.isdigit() else v
+                                          for k, v in (item.split("=", 1) for item in args.member_kafka)}
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-pipeline"), args.partitions)
         t0 = time.monotonic()
@@ -510,7 +516,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
                                   drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
                                   thread_cpu=args.thread_cpu)
             full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
-                            period=args.period, thread_cpu=args.thread_cpu)
+                            period=args.period, thread_cpu=args.thread_cpu, kafka=member_kafka)
             if args.before_tree and i % 2 == 1:
                 before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
                                   drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
