@@ -5,7 +5,9 @@ defects' work-arounds (``cr_consumer.kafka.compat``) stay inside this class:
 
 1. at construction: keep a group join that completes between two polls
    (``keep_completed_joins``), and keep fetching the owned partitions during a
-   cooperative join (``fetch_during_cooperative_joins``, cooperative assignors only);
+   cooperative join (``fetch_during_cooperative_joins``, cooperative assignors only),
+   and answer "coordinator ready" without a thread hand-off while it is known and
+   connected (``skip_known_coordinator_hop``);
 2. before every poll: release partitions parked by pause() (``unstick_parked_fetches``);
 3. ``request_rejoin``: the coordinator's own ``request_rejoin()``.
 
@@ -56,6 +58,7 @@ from cr_consumer.kafka.compat import (
     fetch_during_cooperative_joins,
     keep_completed_joins,
     request_rejoin,
+    skip_known_coordinator_hop,
     unstick_parked_fetches,
 )
 from cr_consumer.kafka.subscription import check_subscription
@@ -201,6 +204,7 @@ class KafkaPythonClient:
         self._consumer = KafkaConsumer(**cfg)
         keep_completed_joins(self._consumer)
         fetch_during_cooperative_joins(self._consumer)
+        skip_known_coordinator_hop(self._consumer)
 
     @property
     def kind(self) -> ClientKind:

@@ -1,13 +1,20 @@
-"""kafka-python's ConsumerRecords -> the seam's KafkaRecords (column-wise
-conversion in kafka_python_client.to_kafka_records), against a per-record
-reference, for every column's fast path and its fallback (no broker)."""
+"""The kafka-python client's hot path: ConsumerRecords -> the seam's KafkaRecords
+(column-wise conversion in kafka_python_client.to_kafka_records) against a
+per-record reference, for every column's fast path and its fallback (no broker);
+and polls of a joined member without a coordinator hand-off to the IO thread
+(compat.skip_known_coordinator_hop; embedded broker)."""
 
 from __future__ import annotations
+
+import time
 
 from kafka.consumer.fetcher import ConsumerRecord
 
 from cr_consumer.kafka.client import KafkaRecord, TimestampType
-from cr_consumer.kafka.kafka_python_client import to_kafka_records
+from cr_consumer.kafka.kafka_python_client import KafkaPythonClient, to_kafka_records
+from cr_consumer.testing.kafka_util import create_topic, produce
+
+from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS
 
 _TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
 
@@ -64,3 +71,52 @@ def test_headers_kept_in_order_as_tuples_where_present():
 def test_null_values_and_an_empty_batch():
     assert _check([_consumer_record(0, value=None)])[0].value is None
     assert to_kafka_records([]) == []
+
+
+class _NoopListener:
+    def on_assigned(self, partitions: frozenset) -> None:
+        pass
+
+    def on_revoked(self, partitions: frozenset) -> None:
+        pass
+
+    def on_lost(self, partitions: frozenset) -> None:
+        pass
+
+
+def test_polls_of_a_joined_member_make_no_coordinator_hand_off(bootstrap, names):
+    """Once the group coordinator is known and connected, ensure_coordinator_ready is
+    answered on the polling thread: no coroutine is run on kafka-python's IO thread for
+    it (the hand-off skip_known_coordinator_hop removes), and the records still flow."""
+    topic = create_topic(bootstrap, names.topic(), 1)
+    produce(bootstrap, topic, [b"v%d" % i for i in range(2000)], partition=0)
+    client = KafkaPythonClient({"bootstrap.servers": bootstrap, "group.id": names.group(), "auto.offset.reset": "earliest",
+                                "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
+                                "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS})
+    try:
+        client.subscribe([topic], listener=_NoopListener())
+        got: list[KafkaRecord] = []
+        end = time.monotonic() + 60
+        while not got:  # joined, fetching
+            assert time.monotonic() < end, "no records within 60 s"
+            got.extend(r for records in client.poll(100, 50).values() for r in records)
+        consumer = client._consumer
+        net = consumer._coordinator._net
+        hops: list[str] = []
+        original_run = net.run
+
+        def counting_run(coro, *args):
+            hops.append(getattr(coro, "__qualname__", repr(coro)))
+            return original_run(coro, *args)
+
+        net.run = counting_run
+        try:
+            while len(got) < 2000:
+                assert time.monotonic() < end, f"got {len(got)} of 2000 records within 60 s"
+                got.extend(r for records in client.poll(100, 50).values() for r in records)
+        finally:
+            del net.run
+        assert [r.offset for r in got] == list(range(2000))
+        assert not [h for h in hops if "ensure_coordinator_ready" in h], hops
+    finally:
+        client.close(5000)
