@@ -77,15 +77,16 @@ PUBLISHED_SUFFIX = ".jsonl"
 SYNC_EVERY_BYTES = 1 << 20
 #: Default of ``FileSink(drop_written_pages=...)``: after each sync, drop the
 #: pending file's synced pages from the page cache. A sink writes ~250 bytes per
-#: record that nobody reads back soon (readers open published files later), and
-#: without the drop every MB of output takes 256 fresh pages of memory: on a
-#: virtual machine whose free memory the host reclaims (virtio-balloon free page
-#: reporting), writing into them cost the member's process thread 0.3-0.6 us of
-#: system time per record (``copy_folio_from_iter_atomic`` in ``write``: the
-#: host's faults on first touch; BENCHMARKS.md, "Pipeline member: the sink's page
-#: cache"); with the drop the writes keep reusing the same few MB. A sink whose
-#: output is read back at once (a reader tailing the published files) may keep
-#: the pages with ``drop_written_pages=False``.
+#: record that nobody reads back soon (readers open published files later);
+#: without the drop every MB of output takes 256 pages of free memory. On the
+#: benchmark machine (a VM whose host takes free memory back: virtio-balloon free
+#: page reporting) the member's process thread spent 0.2-0.6 us of system time
+#: per record, most of it in the kernel's copy into those pages
+#: (``copy_folio_from_iter_atomic`` under ``write``); with the drop the writes
+#: reuse the same few MB of page cache (BENCHMARKS.md, "Pipeline member: fetches,
+#: hand-offs and the sink's page cache"). A sink whose output is read back at once
+#: (a reader tailing the published files) may keep the pages:
+#: ``drop_written_pages=False``.
 DROP_WRITTEN_PAGES = True
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 _fadvise = getattr(os, "posix_fadvise", None)  # macOS has none: the pages stay cached
