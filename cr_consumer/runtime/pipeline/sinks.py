@@ -80,7 +80,8 @@ SYNC_EVERY_BYTES = 1 << 20
 #: record that nobody reads back soon (readers open published files later);
 #: without the drop every MB of output takes 256 pages of free memory. On the
 #: benchmark machine (a VM whose host takes free memory back: virtio-balloon free
-#: page reporting) the member's process thread spent 0.2-0.6 us of system time
+#: page reporting; idle page cache paged out by DAMON) the member's process
+#: thread spent 0.2-0.6 us of system time
 #: per record, most of it in the kernel's copy into those pages
 #: (``copy_folio_from_iter_atomic`` under ``write``); with the drop the writes
 #: reuse the same few MB of page cache (BENCHMARKS.md, "Pipeline member: fetches,
