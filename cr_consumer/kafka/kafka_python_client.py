@@ -128,7 +128,8 @@ def to_kafka_records(records: Sequence[Any]) -> list[KafkaRecord]:
     n = len(records)
     if not n:
         return []
-    topics, partitions, _epochs, offsets, timestamps, types, keys, values, headers, *_sizes = zip(*records)
+    # the first 9 of ConsumerRecord's 13 fields (checksum and sizes unused: not transposed)
+    topics, partitions, _epochs, offsets, timestamps, types, keys, values, headers = itertools.islice(zip(*records), 9)
     if None in timestamps or min(timestamps) < 0:
         timestamps = tuple(t if t is not None and t >= 0 else None for t in timestamps)
     first_type = types[0]
