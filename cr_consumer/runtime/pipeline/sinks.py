@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import logging
 import os
 import re
 import sys
@@ -65,6 +66,8 @@ from coordinator.common.osutil import fsync_dir
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import _encode_str, to_json_bytes, to_json_line
+
+log = logging.getLogger(__name__)
 
 FILE_SINK_CHECKPOINT_VERSION = 1
 PENDING_SUFFIX = ".pending"
@@ -163,13 +166,21 @@ class FileSink(Operator):
         under ``_lock`` right after a sync: every page before the last partly
         written one, or with ``whole`` (the file is complete) every page. The
         partly written page stays: dropping it would make the next write read it
-        back from the disk."""
+        back from the disk. The drop is a hint to the kernel: if a file system
+        refuses it, the refusal is logged and the sink keeps its pages from then
+        on (the output is already synced; the exactly-once path must not fail on it)."""
         if not self._drop_pages:
             return
         end = self._written if whole else self._written - self._written % _PAGE
         if end > self._dropped:
             assert _fadvise is not None  # _drop_pages
-            _fadvise(self._file.fileno(), self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
+            try:
+                _fadvise(self._file.fileno(), self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
+            except OSError as exc:
+                self._drop_pages = False
+                log.warning("file sink %r: cannot drop written pages from the page cache in %s (%r); "
+                            "keeping them from now on", self.name, self.directory, exc)
+                return
             self._dropped = end
 
     # -- region ---------------------------------------------------------------

@@ -83,3 +83,23 @@ def test_a_sink_that_keeps_its_pages_never_drops(tmp_path, drops):
     sink.checkpoint(1)
     sink.close()
     assert drops == []
+
+
+def test_a_refused_drop_is_logged_and_the_output_stays_whole(tmp_path, monkeypatch, caplog):
+    calls: list[int] = []
+
+    def refuse(fd: int, offset: int, length: int, advice: int) -> None:
+        calls.append(offset)
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(sinks, "_fadvise", refuse)
+    sink = FileSink(tmp_path, "m")
+    with caplog.at_level("WARNING"):
+        run_interval(sink, batches=40, per_batch=500)
+        sink.checkpoint(1)
+    sink.notify_checkpoint_complete(1)
+    sink.close()
+    assert len(calls) == 1  # refused once, then the sink keeps its pages
+    assert "cannot drop written pages" in caplog.text
+    lines = (tmp_path / "m-0000000001.jsonl").read_bytes().splitlines()
+    assert len(lines) == 40 * 500 and lines[-1].startswith(b'{"topic":"t","partition":0,"offset":19999,')
