@@ -45,6 +45,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -244,6 +245,14 @@ def thread_names(pid: int) -> dict[int, str]:
     return out
 
 
+#: py-spy dumps per member before its threads are taken as named (see pipeline()).
+NAME_TRIES = 10
+
+
+def _has_event_thread(names: dict[int, str] | None) -> bool:
+    return names is not None and any(n.startswith("cr-event-") for n in names.values())
+
+
 def thread_role(name: str) -> str:
     """The member's threads grouped by role (the member's and kafka-python's thread names)."""
     for prefix, role in (("cr-event-", "event (kafka-python poll)"), ("cr-process-", "process (pipeline, sink)"),
@@ -324,7 +333,7 @@ def tree_python(tree: Path, work: Path) -> str:
 
 def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
              profile: Path | None = None, profile_s: int = 8, profile_gil: bool = True,
-             python: str = sys.executable, thread_cpu: bool = False) -> dict:
+             python: str = sys.executable, thread_cpu: bool = False, kafka: dict[str, str | int] | None = None) -> dict:
     """One pipeline round; with ``profile``, member-0 is sampled by py-spy
     (``--gil``: the thread holding the GIL; else every thread running on a CPU,
     system calls included) for ``profile_s`` seconds once its output appears
@@ -337,7 +346,8 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     region = Region(str(module), members=members, bootstrap=bootstrap, output_dir=out,
                     state_dir=work / ("state-drop" if drop else "state"), period_s=period,
                     params={"topic": topic, "sink": "count" if drop else "file"},
-                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING",
+                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **(kafka or {})},
+                    log_level="WARNING",
                     python=python)
     region.start()
     coordinator = region.coordinator_proc.pid if region.coordinator_proc is not None else None
@@ -346,6 +356,7 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     lines_of: dict[Path, int] = {}  # published files never change: each is counted once (cheaply)
     profiler = None
     names: dict[str, dict[int, str]] = {}  # per member: thread id -> name (thread_cpu)
+    name_tries: dict[str, int] = {}  # per member: py-spy dumps taken so far (thread_cpu)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -358,8 +369,14 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
                 count = sum(lines_of.values())
             if count >= n:
                 break
-            if thread_cpu and not names and count > 0:
-                names = {name: thread_names(pid) for name, pid in region.pids().items() if pid}
+            if thread_cpu and count > 0:
+                # py-spy's dump of a busy process sometimes misses threads: a member whose
+                # event thread has no name yet is dumped again at the next turn (bounded),
+                # else its event thread's CPU lands in "other (python)".
+                for name, pid in region.pids().items():
+                    if pid and name_tries.get(name, 0) < NAME_TRIES and not _has_event_thread(names.get(name)):
+                        name_tries[name] = name_tries.get(name, 0) + 1
+                        names[name] = thread_names(pid)
             if profile is not None and profiler is None and count > 0:
                 from profile_util import py_spy_record
 
@@ -462,9 +479,27 @@ def main() -> int:
     parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
     parser.add_argument("--profile-cpu", action="store_true",
                         help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil")
+    parser.add_argument("--member-kafka", action="append", default=[], metavar="PROPERTY=VALUE",
+                        help="a Kafka property for this tree's members only (not --before-tree's, not the bare "
+                             "loops'): e.g. the before/after of a default")
+    parser.add_argument("--keep-work", action="store_true",
+                        help="keep the work directory (every round's output: ~1 GB per million records)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    try:
+        return run(args, work)
+    finally:
+        if args.keep_work:
+            print(f"work directory kept: {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, work: Path) -> int:
+    """The rounds (see the module docstring); figures printed as JSON."""
     rounds = []
+    member_kafka: dict[str, str | int] = {k: int(v) if v.isdigit() else v
+                                          for k, v in (item.split("=", 1) for item in args.member_kafka)}
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-pipeline"), args.partitions)
         t0 = time.monotonic()
@@ -481,7 +516,7 @@ def main() -> int:
                                   drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
                                   thread_cpu=args.thread_cpu)
             full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
-                            period=args.period, thread_cpu=args.thread_cpu)
+                            period=args.period, thread_cpu=args.thread_cpu, kafka=member_kafka)
             if args.before_tree and i % 2 == 1:
                 before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
                                   drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
@@ -525,6 +560,9 @@ def main() -> int:
             row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
             rounds.append(row)
             print(f"round {i}: {row}", flush=True)
+            if not args.keep_work:  # the round's output is counted: free the disk for the next rounds
+                for done in work.glob(f"round-{i}*"):
+                    shutil.rmtree(done, ignore_errors=True)
         if args.profile_dir:
             from profile_util import print_summary, summarise
 

@@ -5,7 +5,9 @@ defects' work-arounds (``cr_consumer.kafka.compat``) stay inside this class:
 
 1. at construction: keep a group join that completes between two polls
    (``keep_completed_joins``), and keep fetching the owned partitions during a
-   cooperative join (``fetch_during_cooperative_joins``, cooperative assignors only);
+   cooperative join (``fetch_during_cooperative_joins``, cooperative assignors only),
+   and answer "coordinator ready" without a thread hand-off while it is known and
+   connected (``skip_known_coordinator_hop``);
 2. before every poll: release partitions parked by pause() (``unstick_parked_fetches``);
 3. ``request_rejoin``: the coordinator's own ``request_rejoin()``.
 
@@ -19,6 +21,8 @@ Rebalance callbacks run on kafka-python's IO thread while ``poll`` runs.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,6 +58,7 @@ from cr_consumer.kafka.compat import (
     fetch_during_cooperative_joins,
     keep_completed_joins,
     request_rejoin,
+    skip_known_coordinator_hop,
     unstick_parked_fetches,
 )
 from cr_consumer.kafka.subscription import check_subscription
@@ -106,6 +111,40 @@ def commit_refusal(exc: BaseException) -> CommitRefused:
         return MemberFenced(f"commit refused: the group no longer knows this consumer: {exc!r}")
     return CommitRefused(f"commit refused by the group (rebalance): {exc!r}")
 _TIMESTAMP_TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
+#: ``KafkaRecord`` from one tuple of its fields, without the NamedTuple's Python-level ``__new__``.
+_new_record = functools.partial(tuple.__new__, KafkaRecord)
+
+
+def to_kafka_records(records: Sequence[Any]) -> list[KafkaRecord]:
+    """kafka-python's ``ConsumerRecord``s (one partition's, from one poll) as the
+    seam's :class:`KafkaRecord`s: timestamp None when the record has none (kafka-python
+    gives -1 or None), the timestamp type as :class:`TimestampType`, headers as a tuple.
+
+    Column by column in C: ``zip(*records)`` transposes the batch, the columns that
+    need a change are mapped as a whole (a column of one timestamp type, of no
+    headers, of valid timestamps, the usual batch, is not touched per record), and
+    ``zip`` + ``map`` build the records, with no Python-level loop per record
+    (~0.16 us per record against ~0.21 for a list comprehension over the records)."""
+    n = len(records)
+    if not n:
+        return []
+    # the first 9 of ConsumerRecord's 13 fields (checksum and sizes unused: not transposed)
+    topics, partitions, _epochs, offsets, timestamps, types, keys, values, headers = itertools.islice(zip(*records), 9)
+    if None in timestamps or min(timestamps) < 0:
+        timestamps = tuple(t if t is not None and t >= 0 else None for t in timestamps)
+    first_type = types[0]
+    type_column: Iterable[TimestampType]
+    if types.count(first_type) == n:
+        type_column = itertools.repeat(_TIMESTAMP_TYPES.get(first_type, TimestampType.NOT_AVAILABLE), n)
+    else:
+        type_column = [_TIMESTAMP_TYPES.get(t, TimestampType.NOT_AVAILABLE) for t in types]
+    header_column: Iterable[tuple]
+    if any(headers):
+        header_column = [tuple(h) if h else () for h in headers]
+    else:
+        header_column = itertools.repeat((), n)
+    return list(map(_new_record, zip(topics, partitions, offsets, timestamps, type_column, keys, values,
+                                     header_column)))
 
 
 def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
@@ -166,6 +205,7 @@ class KafkaPythonClient:
         self._consumer = KafkaConsumer(**cfg)
         keep_completed_joins(self._consumer)
         fetch_during_cooperative_joins(self._consumer)
+        skip_known_coordinator_hop(self._consumer)
 
     @property
     def kind(self) -> ClientKind:
@@ -194,19 +234,7 @@ class KafkaPythonClient:
     def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[KafkaRecord]]:
         unstick_parked_fetches(self._consumer)
         raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        out: dict[TopicPartition, list[KafkaRecord]] = {}
-        types = _TIMESTAMP_TYPES
-        not_available = TimestampType.NOT_AVAILABLE
-        new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
-        for ktp, records in raw.items():
-            out[TopicPartition(ktp.topic, ktp.partition)] = [
-                new(record, (r.topic, r.partition, r.offset,
-                             r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
-                             types.get(r.timestamp_type, not_available), r.key, r.value,
-                             tuple(r.headers) if r.headers else ()))
-                for r in records
-            ]
-        return out
+        return {TopicPartition(ktp.topic, ktp.partition): to_kafka_records(records) for ktp, records in raw.items()}
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         tps = [_ktp(tp) for tp in partitions]
@@ -309,4 +337,4 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "SETTINGS", "kafka_python_config"]
+__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "SETTINGS", "kafka_python_config", "to_kafka_records"]

@@ -17,9 +17,13 @@ deletes.
    Every :data:`SYNC_EVERY_BYTES` written, ``fdatasync`` the file, on the
    process thread (which does not hold the GIL while it waits): the data is
    written back while the region runs, so the fsync of step 3, inside the
-   checkpoint's stop of the flow, finds little left to write.
+   checkpoint's stop of the flow, finds little left to write. Then drop the
+   synced whole pages from the page cache (``posix_fadvise(DONTNEED)``; they
+   are clean, so nothing is lost or written again): the next writes reuse
+   those pages instead of taking fresh memory for every MB of output (see
+   :data:`DROP_WRITTEN_PAGES`).
 2. ``drain()``: flush the pending file to the OS.
-3. ``checkpoint(seq)``: flush + fsync + close the pending file, and record
+3. ``checkpoint(seq)``: flush + fsync (+ drop its pages, as in step 1) + close the pending file, and record
    ``{pending name, final name, seq}`` in the sink's checkpoint data, together
    with every earlier interval that is not published yet. The final name is
    ``<member>-<seq:010d>.jsonl`` (the controller never reuses a seq).
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import logging
 import os
 import re
 import sys
@@ -62,6 +67,8 @@ from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import _encode_str, to_json_bytes, to_json_line
 
+log = logging.getLogger(__name__)
+
 FILE_SINK_CHECKPOINT_VERSION = 1
 PENDING_SUFFIX = ".pending"
 PUBLISHED_SUFFIX = ".jsonl"
@@ -71,7 +78,22 @@ PUBLISHED_SUFFIX = ".jsonl"
 #: checkpoint (the checkpoint store's small files, the other members' files)
 #: waited behind it: 40-70 ms of stopped flow per checkpoint instead of ~10.
 SYNC_EVERY_BYTES = 1 << 20
+#: Default of ``FileSink(drop_written_pages=...)``: after each sync, drop the
+#: pending file's synced pages from the page cache. A sink writes ~250 bytes per
+#: record that nobody reads back soon (readers open published files later);
+#: without the drop every MB of output takes 256 pages of free memory. On the
+#: benchmark machine (a VM whose host takes free memory back: virtio-balloon free
+#: page reporting; idle page cache paged out by DAMON) the member's process
+#: thread spent 0.2-0.6 us of system time per record in some rounds, most of it
+#: in the kernel's copy into those pages (``copy_folio_from_iter_atomic`` under
+#: ``write``); with the drop the writes reuse the same few MB of page cache
+#: (BENCHMARKS.md, "Pipeline member: fetches, hand-offs and the sink's page
+#: cache"). A sink whose output is read back at once (a reader tailing the
+#: published files) may keep the pages: ``drop_written_pages=False``.
+DROP_WRITTEN_PAGES = True
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+_fadvise = getattr(os, "posix_fadvise", None)  # macOS has none: the pages stay cached
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _PENDING = re.compile(r"^\.(?P<member>.+)-[0-9a-f]{32}" + re.escape(PENDING_SUFFIX) + "$", re.DOTALL)
 _PUBLISHED = re.compile(r"^(?P<member>.+)-[0-9]{10,}" + re.escape(PUBLISHED_SUFFIX) + "$", re.DOTALL)
 
@@ -96,7 +118,8 @@ class FileSink(Operator):
 
     kind = "file_sink"
 
-    def __init__(self, directory: str | os.PathLike, member: str, *, name: str | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike, member: str, *, name: str | None = None,
+                 drop_written_pages: bool = DROP_WRITTEN_PAGES) -> None:
         super().__init__(name)
         if not member or "/" in member or member.startswith("."):
             raise ValueError(f"file sink: member name {member!r} must be non-empty, without '/', not starting with '.'")
@@ -112,6 +135,9 @@ class FileSink(Operator):
         # writes it, the control thread closes it at checkpoint/reset.
         self._lock = threading.Lock()
         self._unsynced = 0  # bytes written to the open pending file since its last fdatasync
+        self._drop_pages = drop_written_pages and _fadvise is not None
+        self._written = 0  # bytes written to the open pending file
+        self._dropped = 0  # of those, the first ones whose pages were dropped (a multiple of the page size)
         self.records_written = 0
 
     # -- data -----------------------------------------------------------------
@@ -126,12 +152,36 @@ class FileSink(Operator):
                 self._file = open(self.directory / self._pending_name, "wb")
             self._file.write(data)
             self.records_written += len(records)
+            self._written += len(data)
             self._unsynced += len(data)
             if self._unsynced >= SYNC_EVERY_BYTES:
                 self._unsynced = 0
                 self._file.flush()
                 _fdatasync(self._file.fileno())
+                self._drop_synced(whole=False)
         return []
+
+    def _drop_synced(self, *, whole: bool) -> None:
+        """Drop the open pending file's synced pages from the page cache (step 1),
+        under ``_lock`` right after a sync: every page before the last partly
+        written one, or with ``whole`` (the file is complete) every page. The
+        partly written page stays: dropping it would make the next write read it
+        back from the disk. The drop is a hint to the kernel: if a file system
+        refuses it, the refusal is logged and the sink keeps its pages from then
+        on (the output is already synced; the exactly-once path must not fail on it)."""
+        if not self._drop_pages:
+            return
+        end = self._written if whole else self._written - self._written % _PAGE
+        if end > self._dropped:
+            assert _fadvise is not None  # _drop_pages
+            try:
+                _fadvise(self._file.fileno(), self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
+            except OSError as exc:
+                self._drop_pages = False
+                log.warning("file sink %r: cannot drop written pages from the page cache in %s (%r); "
+                            "keeping them from now on", self.name, self.directory, exc)
+                return
+            self._dropped = end
 
     # -- region ---------------------------------------------------------------
     def drain(self) -> None:
@@ -144,9 +194,10 @@ class FileSink(Operator):
             if self._file is not None:
                 self._file.flush()
                 os.fsync(self._file.fileno())
+                self._drop_synced(whole=True)
                 self._file.close()
                 self._file = None
-                self._unsynced = 0
+                self._unsynced = self._written = self._dropped = 0
                 self._unpublished.append(
                     {"seq": seq, "pending": self._pending_name, "final": f"{self.member}-{seq:010d}{PUBLISHED_SUFFIX}"}
                 )
@@ -190,6 +241,7 @@ class FileSink(Operator):
             if self._file is not None:
                 self._file.close()
                 self._file = None
+                self._unsynced = self._written = self._dropped = 0
 
     # -- helpers ----------------------------------------------------------------
     def _close_open_file(self) -> None:
@@ -197,7 +249,7 @@ class FileSink(Operator):
             self._file.close()
             self._file = None
             self._pending_name = None
-            self._unsynced = 0
+            self._unsynced = self._written = self._dropped = 0
 
     def _publish_upto(self, seq: int) -> None:
         # No lock: the recorded intervals are closed files that only the control
