@@ -36,9 +36,11 @@ from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, 
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode
 from cr_consumer.operator.control_plane import ControlPlane
+from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
 from cr_consumer.operator.gc_policy import apply_gc_policy, release_gc_policy
-from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainError, DrainSignal, RegionHandlers, ResetError
+from cr_consumer.operator.handler_errors import DrainError, ResetError
+from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, RegionHandlers
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics

@@ -334,4 +334,4 @@ class RegionHandlers:
 
 # The errors (handler_errors.py) and DrainSignal (drain_signal.py) are re-exported for the
 # operator (consumer.py), which imports them with RegionHandlers.
-__all__ = ["EVENT_TIMEOUT_S", "ContinuityError", "DrainError", "DrainSignal", "RegionHandlers", "ResetError"]
+__all__ = ["EVENT_TIMEOUT_S", "RegionHandlers"]
