@@ -18,18 +18,30 @@ same number of records would give it few drains). The timestamps are taken by
 wrapping the drain, the event thread's ``call`` and the clients' commit (this
 script only).
 
+``--rd-trace`` splits librdkafka's ``commit`` phase further, from librdkafka's
+own debug log (``debug=cgrp,protocol`` written to stderr with its wall-clock
+timestamps, 1 ms resolution, instead of through the Python logger, which
+delivers log lines only inside a poll): ``to-send`` (the commit call starts ->
+librdkafka's coordinator connection has sent the OffsetCommit request; the hops
+through librdkafka's main thread), ``rtt`` (the request's round trip, as
+librdkafka reports it) and ``reply`` (the response received -> the commit call
+returned to Python: librdkafka's main thread and the wake-up of the caller).
+
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
+import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +94,11 @@ def _instrument() -> None:
 
     def timed_bounded(self: Any, fn: Callable[[], Any], timeout_ms: int, what: str) -> Any:
         def wrapped() -> Any:
-            CURRENT["t2"] = time.perf_counter()
+            CURRENT["w2"], CURRENT["t2"] = time.time(), time.perf_counter()
             try:
                 return fn()
             finally:
-                CURRENT["t3"] = time.perf_counter()
+                CURRENT["t3"], CURRENT["w3"] = time.perf_counter(), time.time()
 
         return bounded(self, wrapped, timeout_ms, what)
 
@@ -102,6 +114,55 @@ def _instrument() -> None:
             CURRENT["t3"] = time.perf_counter()
 
     kafka_python_client.KafkaPythonClient.commit = timed_commit  # type: ignore[method-assign]
+
+
+#: librdkafka's stderr log line (rd_kafka_log_print): level, seconds.milliseconds, facility, name, text.
+_LOG_LINE = re.compile(r"^%\d+\|(\d+)\.(\d{3})\|(\w+)\|[^|]*\| (.*)$")
+_SENT = re.compile(r"Sent OffsetCommitRequest .*CorrId (\d+)")
+_RECEIVED = re.compile(r"Received OffsetCommitResponse .*CorrId (\d+), rtt ([\d.]+)ms")
+TRACE_PHASES = ("to-send", "rtt", "reply")
+
+
+def _trace_consumer() -> None:
+    """librdkafka consumers made from now on log ``cgrp,protocol`` to stderr (see --rd-trace)."""
+    module = sys.modules[librdkafka_client.LibrdkafkaClient.__module__]
+    consumer = module.Consumer
+
+    def traced(cfg: dict[str, Any]) -> Any:
+        cfg = {k: v for k, v in cfg.items() if k != "logger"}
+        cfg["debug"] = "cgrp,protocol"
+        return consumer(cfg)
+
+    module.Consumer = traced
+
+
+def _commit_trace(log_text: str, drains: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Per drain: to-send / rtt / reply in ms (module docstring), from librdkafka's log."""
+    sent: list[tuple[float, str]] = []
+    received: dict[str, tuple[float, float]] = {}
+    for line in log_text.splitlines():
+        m = _LOG_LINE.match(line)
+        if m is None:
+            continue
+        at = int(m.group(1)) + int(m.group(2)) / 1000
+        if (s := _SENT.search(m.group(4))) is not None:
+            sent.append((at, s.group(1)))
+        elif (r := _RECEIVED.search(m.group(4))) is not None:
+            received[r.group(1)] = (at, float(r.group(2)))
+    out: dict[str, list[float]] = {name: [] for name in TRACE_PHASES}
+    for d in drains:
+        if "w2" not in d:
+            continue
+        # the first request sent after the call started (the log's clock has 1 ms steps)
+        match = next(((at, corr) for at, corr in sent if at >= d["w2"] - 0.001 and corr in received), None)
+        if match is None or received[match[1]][0] > d["w3"] + 0.001:
+            continue
+        at_sent, corr = match
+        at_received, rtt = received[corr]
+        out["to-send"].append(max(0.0, at_sent - d["w2"]) * 1000)
+        out["rtt"].append(rtt)
+        out["reply"].append(max(0.0, d["w3"] - at_received) * 1000)
+    return out
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -120,8 +181,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--every", type=float, default=0.1, help="seconds between two drains")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--rd-trace", action="store_true",
+                    help="split librdkafka's commit phase with its debug log (module docstring)")
     args = ap.parse_args()
     _instrument()
+    if args.rd_trace:
+        _trace_consumer()
     results: list[dict] = []
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-drain"), 4)
@@ -134,23 +199,62 @@ def main() -> None:
                 bench_operator.CLIENT = client
                 DONE.clear()
                 n = args.rd_messages if client == "librdkafka" else args.messages
-                r = bench_operator.run_operator(bootstrap, topic, n, cycle_every_s=args.every)
+                trace = args.rd_trace and client == "librdkafka"
+                with _stderr_to_file() if trace else contextlib.nullcontext() as log_file:
+                    r = bench_operator.run_operator(bootstrap, topic, n, cycle_every_s=args.every)
                 drains = [d for d in DONE if all(f"t{i}" in d for i in range(6))]
-                phases = {}
-                for name, a, b in PHASES:
-                    ms = [(d[b] - d[a]) * 1000 for d in drains]
-                    phases[name] = {"p50": _pct(ms, 0.5), "p90": _pct(ms, 0.9), "p99": _pct(ms, 0.99),
-                                    "max": _pct(ms, 1.0)}
+                samples = {name: [(d[b] - d[a]) * 1000 for d in drains] for name, a, b in PHASES}
+                if log_file is not None:
+                    samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),
+                                                 drains))
+                    Path(log_file).unlink()
+                POOLED.setdefault(client, {})
+                for name, ms in samples.items():
+                    POOLED[client].setdefault(name, []).extend(ms)
+                phases = {name: _summary(ms) for name, ms in samples.items()}
                 load = os.getloadavg()[0]
                 results.append({"round": rnd, "client": client, "records_per_s": round(r["records_per_s"]),
                                 "drains": len(drains), "load": round(load, 2), "phases_ms": phases})
                 print(f"round {rnd} {client}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, "
                       f"load {load:.2f}", flush=True)
-                for name, q in phases.items():
-                    print(f"   {name:10s} p50 {q['p50']} p90 {q['p90']} p99 {q['p99']} max {q['max']}", flush=True)
+                _print_phases(phases)
+    pooled = {client: {name: _summary(ms) for name, ms in by_phase.items()} for client, by_phase in POOLED.items()}
+    for client, phases in pooled.items():
+        print(f"all rounds, {client}: {len(POOLED[client]['total'])} drains", flush=True)
+        _print_phases(phases)
     if args.json:
-        Path(args.json).write_text(json.dumps({"version": 1, "every_s": args.every, "runs": results}, indent=2) + "\n",
-                                   encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"version": 2, "every_s": args.every, "runs": results,
+                                               "pooled": pooled}, indent=2) + "\n", encoding="utf-8")
+
+
+#: Every round's samples per client and phase (the pooled percentiles: one round
+#: has ~40-60 drains, so its p99 is its maximum).
+POOLED: dict[str, dict[str, list[float]]] = {}
+
+
+def _summary(ms: list[float]) -> dict[str, float | None]:
+    return {"n": len(ms), "p50": _pct(ms, 0.5), "p90": _pct(ms, 0.9), "p99": _pct(ms, 0.99), "max": _pct(ms, 1.0)}
+
+
+def _print_phases(phases: dict[str, dict[str, float | None]]) -> None:
+    for name, q in phases.items():
+        print(f"   {name:10s} p50 {q['p50']} p90 {q['p90']} p99 {q['p99']} max {q['max']}", flush=True)
+
+
+@contextlib.contextmanager
+def _stderr_to_file() -> Iterator[str]:
+    """File descriptor 2 (where librdkafka logs without a logger) into a temporary file."""
+    fd, name = tempfile.mkstemp(prefix="rdkafka-trace-", suffix=".log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield name
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 if __name__ == "__main__":
