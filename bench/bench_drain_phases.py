@@ -90,9 +90,21 @@ def _instrument() -> None:
 
     event_thread.EventThread.call = timed_call  # type: ignore[method-assign]
 
-    bounded = librdkafka_client.LibrdkafkaClient._bounded
+    # the thread that runs librdkafka's commit: BoundedCaller.run (or, in older
+    # trees, LibrdkafkaClient._bounded, for a before/after run)
+    if hasattr(librdkafka_client.LibrdkafkaClient, "_bounded"):
+        owner: Any = librdkafka_client.LibrdkafkaClient
+        name = "_bounded"
+    else:
+        from cr_consumer.kafka import bounded_call
 
-    def timed_bounded(self: Any, fn: Callable[[], Any], timeout_ms: int, what: str) -> Any:
+        owner, name = bounded_call.BoundedCaller, "run"
+    bounded = getattr(owner, name)
+
+    def timed_bounded(self: Any, fn: Callable[[], Any], timeout: float, what: str) -> Any:
+        if not what.startswith("commit"):
+            return bounded(self, fn, timeout, what)
+
         def wrapped() -> Any:
             CURRENT["w2"], CURRENT["t2"] = time.time(), time.perf_counter()
             try:
@@ -100,9 +112,9 @@ def _instrument() -> None:
             finally:
                 CURRENT["t3"], CURRENT["w3"] = time.perf_counter(), time.time()
 
-        return bounded(self, wrapped, timeout_ms, what)
+        return bounded(self, wrapped, timeout, what)
 
-    librdkafka_client.LibrdkafkaClient._bounded = timed_bounded  # type: ignore[method-assign]
+    setattr(owner, name, timed_bounded)
 
     commit = kafka_python_client.KafkaPythonClient.commit
 
@@ -183,7 +195,12 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--rd-trace", action="store_true",
                     help="split librdkafka's commit phase with its debug log (module docstring)")
+    ap.add_argument("--rd-trace-keep", default=None, metavar="DIR",
+                    help="keep librdkafka's debug log and the drains' timestamps of each round here")
+    ap.add_argument("--rd-kafka", action="append", default=[], metavar="PROP=VALUE",
+                    help="an extra Kafka property of the librdkafka operator (repeatable)")
     args = ap.parse_args()
+    rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
     _instrument()
     if args.rd_trace:
         _trace_consumer()
@@ -197,6 +214,7 @@ def main() -> None:
             clients = ["kafka-python", "librdkafka"]
             for client in clients if rnd % 2 == 0 else clients[::-1]:
                 bench_operator.CLIENT = client
+                bench_operator.EXTRA_KAFKA = rd_extra if client == "librdkafka" else {}
                 DONE.clear()
                 n = args.rd_messages if client == "librdkafka" else args.messages
                 trace = args.rd_trace and client == "librdkafka"
@@ -207,7 +225,13 @@ def main() -> None:
                 if log_file is not None:
                     samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),
                                                  drains))
-                    Path(log_file).unlink()
+                    if args.rd_trace_keep:
+                        kept = Path(args.rd_trace_keep) / f"round{rnd}-librdkafka.log"
+                        kept.parent.mkdir(parents=True, exist_ok=True)
+                        Path(log_file).replace(kept)
+                        (kept.with_suffix(".drains.json")).write_text(json.dumps(drains), encoding="utf-8")
+                    else:
+                        Path(log_file).unlink()
                 POOLED.setdefault(client, {})
                 for name, ms in samples.items():
                     POOLED[client].setdefault(name, []).extend(ms)
