@@ -147,6 +147,10 @@ class LibrdkafkaClient:
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
         self._rebalancing = True
+        #: The group member id as last asked (group()); _member_changed: a rebalance
+        #: callback ran since (polling thread only).
+        self._member_id: str | None = None
+        self._member_changed = True
         # The thread for the calls librdkafka cannot bound (commit, close); owned here,
         # shut down by close().
         self._caller = BoundedCaller("cr-librdkafka-calls")
@@ -195,6 +199,7 @@ class LibrdkafkaClient:
         and every later poll fails too: none of their records is ever handed
         out (the operator fails and is restarted: never a silent skip).
         """
+        self._member_changed = True
         try:
             self._assign(consumer, _tps(partitions))
         except BaseException as exc:
@@ -239,6 +244,7 @@ class LibrdkafkaClient:
     def _give_up(self, consumer: Consumer, partitions: list[CkTopicPartition], *, lost: bool) -> None:
         tps = _tps(partitions)
         self._rebalancing = True
+        self._member_changed = True
         try:
             if self._listener is not None and not self._closing:
                 if lost:
@@ -421,11 +427,17 @@ class LibrdkafkaClient:
         return set(self._assigned)
 
     def group(self) -> GroupMembership:
-        try:
-            member = self._consumer.memberid()
-        except (KafkaException, RuntimeError):
-            member = None
-        return GroupMembership(member_id=member or None, generation=None, rebalancing=self._rebalancing)
+        """The member id is asked from librdkafka only while unknown or after a
+        rebalance callback (when it may have changed): each ask is a round trip
+        through librdkafka's main thread, and the event thread calls this after
+        every poll (thousands of times a second at full speed)."""
+        if self._member_id is None or self._member_changed:
+            self._member_changed = False
+            try:
+                self._member_id = self._consumer.memberid() or None
+            except (KafkaException, RuntimeError):
+                self._member_id = None
+        return GroupMembership(member_id=self._member_id, generation=None, rebalancing=self._rebalancing)
 
     def request_rejoin(self) -> bool:
         """librdkafka has no call for it: False (the broker starts the rebalance)."""
