@@ -6,15 +6,18 @@ drain) with timestamps taken inside the drain:
 
 * ``pickup``: drain called -> its event runs on the event thread;
 * ``to-commit``: -> the client's commit starts (librdkafka: on the adapter's
-  worker thread; kafka-python: on the event thread itself);
+  own thread, :mod:`cr_consumer.kafka.bounded_call`; kafka-python: on the
+  event thread itself);
 * ``commit``: the commit call (the broker round trip and the library's threads);
 * ``after``: commit returned -> the event is done (librdkafka: the event
-  thread wakes up from the worker's future);
+  thread has the worker's answer);
 * ``total``: what bench_operator reports.
 
 The clients run alternated (order reversed every round), each on its own group
-over one topic; librdkafka reads ``--rd-messages`` (it is ~5x faster, so the
-same number of records would give it few drains). The timestamps are taken by
+over one topic (``--rd-variant`` adds librdkafka runs with other properties);
+librdkafka reads ``--rd-messages`` (it is ~5x faster, so the same number of
+records would give it few drains); the percentiles are printed per round and
+pooled over the rounds (one round's p99 is its maximum). The timestamps are taken by
 wrapping the drain, the event thread's ``call`` and the clients' commit (this
 script only).
 
@@ -25,7 +28,9 @@ delivers log lines only inside a poll): ``to-send`` (the commit call starts ->
 librdkafka's coordinator connection has sent the OffsetCommit request; the hops
 through librdkafka's main thread), ``rtt`` (the request's round trip, as
 librdkafka reports it) and ``reply`` (the response received -> the commit call
-returned to Python: librdkafka's main thread and the wake-up of the caller).
+returned to Python: librdkafka's main thread and the wake-up of the caller);
+``rtt/fetch`` and ``rtt/idle`` are the round trips of the commits during which
+a fetch request of the same consumer was in flight, and of the others.
 
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 2
 """
@@ -130,9 +135,11 @@ def _instrument() -> None:
 
 #: librdkafka's stderr log line (rd_kafka_log_print): level, seconds.milliseconds, facility, name, text.
 _LOG_LINE = re.compile(r"^%\d+\|(\d+)\.(\d{3})\|(\w+)\|[^|]*\| (.*)$")
-_SENT = re.compile(r"Sent OffsetCommitRequest .*CorrId (\d+)")
-_RECEIVED = re.compile(r"Received OffsetCommitResponse .*CorrId (\d+), rtt ([\d.]+)ms")
-TRACE_PHASES = ("to-send", "rtt", "reply")
+_SENT = re.compile(r"Sent (OffsetCommit|Fetch)Request .*CorrId (\d+)")
+_RECEIVED = re.compile(r"Received (OffsetCommit|Fetch)Response .*CorrId (\d+), rtt ([\d.]+)ms")
+#: The commit's split, and its round trip by whether a fetch request of the same
+#: consumer was in flight at the broker meanwhile (``rtt/fetch``) or not (``rtt/idle``).
+TRACE_PHASES = ("to-send", "rtt", "reply", "rtt/fetch", "rtt/idle")
 
 
 def _trace_consumer() -> None:
@@ -149,31 +156,35 @@ def _trace_consumer() -> None:
 
 
 def _commit_trace(log_text: str, drains: list[dict[str, float]]) -> dict[str, list[float]]:
-    """Per drain: to-send / rtt / reply in ms (module docstring), from librdkafka's log."""
-    sent: list[tuple[float, str]] = []
-    received: dict[str, tuple[float, float]] = {}
+    """Per drain: the TRACE_PHASES in ms (module docstring), from librdkafka's log."""
+    sent: dict[str, dict[str, float]] = {"OffsetCommit": {}, "Fetch": {}}  # request -> CorrId -> when
+    received: dict[str, dict[str, tuple[float, float]]] = {"OffsetCommit": {}, "Fetch": {}}  # -> (when, rtt ms)
     for line in log_text.splitlines():
         m = _LOG_LINE.match(line)
         if m is None:
             continue
         at = int(m.group(1)) + int(m.group(2)) / 1000
         if (s := _SENT.search(m.group(4))) is not None:
-            sent.append((at, s.group(1)))
+            sent[s.group(1)][s.group(2)] = at
         elif (r := _RECEIVED.search(m.group(4))) is not None:
-            received[r.group(1)] = (at, float(r.group(2)))
+            received[r.group(1)][r.group(2)] = (at, float(r.group(3)))
+    fetches = [(at, received["Fetch"][corr][0]) for corr, at in sent["Fetch"].items() if corr in received["Fetch"]]
+    commits = sorted((at, corr) for corr, at in sent["OffsetCommit"].items() if corr in received["OffsetCommit"])
     out: dict[str, list[float]] = {name: [] for name in TRACE_PHASES}
     for d in drains:
         if "w2" not in d:
             continue
         # the first request sent after the call started (the log's clock has 1 ms steps)
-        match = next(((at, corr) for at, corr in sent if at >= d["w2"] - 0.001 and corr in received), None)
-        if match is None or received[match[1]][0] > d["w3"] + 0.001:
+        match = next(((at, corr) for at, corr in commits if at >= d["w2"] - 0.001), None)
+        if match is None or received["OffsetCommit"][match[1]][0] > d["w3"] + 0.001:
             continue
         at_sent, corr = match
-        at_received, rtt = received[corr]
+        at_received, rtt = received["OffsetCommit"][corr]
         out["to-send"].append(max(0.0, at_sent - d["w2"]) * 1000)
         out["rtt"].append(rtt)
         out["reply"].append(max(0.0, d["w3"] - at_received) * 1000)
+        during_fetch = any(f_sent <= at_received and f_received >= at_sent for f_sent, f_received in fetches)
+        out["rtt/fetch" if during_fetch else "rtt/idle"].append(rtt)
     return out
 
 
@@ -195,12 +206,21 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--rd-trace", action="store_true",
                     help="split librdkafka's commit phase with its debug log (module docstring)")
+    ap.add_argument("--rd-variant", action="append", default=[], metavar="LABEL:PROP=VALUE,...",
+                    help="one more librdkafka run per round with these properties (repeatable)")
     ap.add_argument("--rd-trace-keep", default=None, metavar="DIR",
                     help="keep librdkafka's debug log and the drains' timestamps of each round here")
     ap.add_argument("--rd-kafka", action="append", default=[], metavar="PROP=VALUE",
                     help="an extra Kafka property of the librdkafka operator (repeatable)")
     args = ap.parse_args()
     rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
+    # each run: (label, client, extra properties)
+    runs: list[tuple[str, str, dict[str, str]]] = [("kafka-python", "kafka-python", {}),
+                                                    ("librdkafka", "librdkafka", rd_extra)]
+    for variant in args.rd_variant:
+        label, _, props = variant.partition(":")
+        runs.append((f"librdkafka+{label}", "librdkafka",
+                     {**rd_extra, **dict(kv.split("=", 1) for kv in props.split(",") if kv)}))
     _instrument()
     if args.rd_trace:
         _trace_consumer()
@@ -211,10 +231,9 @@ def main() -> None:
         gc.collect()
         gc.freeze()  # as bench_operator and the member runtime do
         for rnd in range(args.rounds):
-            clients = ["kafka-python", "librdkafka"]
-            for client in clients if rnd % 2 == 0 else clients[::-1]:
+            for label, client, extra in runs if rnd % 2 == 0 else runs[::-1]:
                 bench_operator.CLIENT = client
-                bench_operator.EXTRA_KAFKA = rd_extra if client == "librdkafka" else {}
+                bench_operator.EXTRA_KAFKA = dict(extra)
                 DONE.clear()
                 n = args.rd_messages if client == "librdkafka" else args.messages
                 trace = args.rd_trace and client == "librdkafka"
@@ -226,20 +245,20 @@ def main() -> None:
                     samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),
                                                  drains))
                     if args.rd_trace_keep:
-                        kept = Path(args.rd_trace_keep) / f"round{rnd}-librdkafka.log"
+                        kept = Path(args.rd_trace_keep) / f"round{rnd}-{label}.log"
                         kept.parent.mkdir(parents=True, exist_ok=True)
                         Path(log_file).replace(kept)
                         (kept.with_suffix(".drains.json")).write_text(json.dumps(drains), encoding="utf-8")
                     else:
                         Path(log_file).unlink()
-                POOLED.setdefault(client, {})
+                POOLED.setdefault(label, {})
                 for name, ms in samples.items():
-                    POOLED[client].setdefault(name, []).extend(ms)
+                    POOLED[label].setdefault(name, []).extend(ms)
                 phases = {name: _summary(ms) for name, ms in samples.items()}
                 load = os.getloadavg()[0]
-                results.append({"round": rnd, "client": client, "records_per_s": round(r["records_per_s"]),
+                results.append({"round": rnd, "client": label, "records_per_s": round(r["records_per_s"]),
                                 "drains": len(drains), "load": round(load, 2), "phases_ms": phases})
-                print(f"round {rnd} {client}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, "
+                print(f"round {rnd} {label}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, "
                       f"load {load:.2f}", flush=True)
                 _print_phases(phases)
     pooled = {client: {name: _summary(ms) for name, ms in by_phase.items()} for client, by_phase in POOLED.items()}
@@ -262,7 +281,7 @@ def _summary(ms: list[float]) -> dict[str, float | None]:
 
 def _print_phases(phases: dict[str, dict[str, float | None]]) -> None:
     for name, q in phases.items():
-        print(f"   {name:10s} p50 {q['p50']} p90 {q['p90']} p99 {q['p99']} max {q['max']}", flush=True)
+        print(f"   {name:10s} n {q['n']:4} p50 {q['p50']} p90 {q['p90']} p99 {q['p99']} max {q['max']}", flush=True)
 
 
 @contextlib.contextmanager
