@@ -46,7 +46,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
@@ -81,7 +80,6 @@ from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: How long a seek is retried while librdkafka answers ``_STATE`` ("Erroneous
 #: state": the partition was just assigned or resumed and its fetcher has not
