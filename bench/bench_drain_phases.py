@@ -6,17 +6,31 @@ drain) with timestamps taken inside the drain:
 
 * ``pickup``: drain called -> its event runs on the event thread;
 * ``to-commit``: -> the client's commit starts (librdkafka: on the adapter's
-  worker thread; kafka-python: on the event thread itself);
+  own thread, :mod:`cr_consumer.kafka.bounded_call`; kafka-python: on the
+  event thread itself);
 * ``commit``: the commit call (the broker round trip and the library's threads);
 * ``after``: commit returned -> the event is done (librdkafka: the event
-  thread wakes up from the worker's future);
+  thread has the worker's answer);
 * ``total``: what bench_operator reports.
 
 The clients run alternated (order reversed every round), each on its own group
-over one topic; librdkafka reads ``--rd-messages`` (it is ~5x faster, so the
-same number of records would give it few drains). The timestamps are taken by
+over one topic (``--rd-variant`` adds librdkafka runs with other properties);
+librdkafka reads ``--rd-messages`` (it is ~5x faster, so the same number of
+records would give it few drains); the percentiles are printed per round and
+pooled over the rounds (one round's p99 is its maximum). The timestamps are taken by
 wrapping the drain, the event thread's ``call`` and the clients' commit (this
 script only).
+
+``--rd-trace`` splits librdkafka's ``commit`` phase further, from librdkafka's
+own debug log (``debug=cgrp,protocol`` written to stderr with its wall-clock
+timestamps, 1 ms resolution, instead of through the Python logger, which
+delivers log lines only inside a poll): ``to-send`` (the commit call starts ->
+librdkafka's coordinator connection has sent the OffsetCommit request; the hops
+through librdkafka's main thread), ``rtt`` (the request's round trip, as
+librdkafka reports it) and ``reply`` (the response received -> the commit call
+returned to Python: librdkafka's main thread and the wake-up of the caller);
+``rtt/fetch`` and ``rtt/idle`` are the round trips of the commits during which
+a fetch request of the same consumer was in flight, and of the others.
 
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 2
 """
@@ -24,12 +38,15 @@ script only).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
+import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,19 +95,31 @@ def _instrument() -> None:
 
     event_thread.EventThread.call = timed_call  # type: ignore[method-assign]
 
-    bounded = librdkafka_client.LibrdkafkaClient._bounded
+    # the thread that runs librdkafka's commit: BoundedCaller.run (or, in older
+    # trees, LibrdkafkaClient._bounded, for a before/after run)
+    if hasattr(librdkafka_client.LibrdkafkaClient, "_bounded"):
+        owner: Any = librdkafka_client.LibrdkafkaClient
+        name = "_bounded"
+    else:
+        from cr_consumer.kafka import bounded_call
 
-    def timed_bounded(self: Any, fn: Callable[[], Any], timeout_ms: int, what: str) -> Any:
+        owner, name = bounded_call.BoundedCaller, "run"
+    bounded = getattr(owner, name)
+
+    def timed_bounded(self: Any, fn: Callable[[], Any], timeout: float, what: str) -> Any:
+        if not what.startswith("commit"):
+            return bounded(self, fn, timeout, what)
+
         def wrapped() -> Any:
-            CURRENT["t2"] = time.perf_counter()
+            CURRENT["w2"], CURRENT["t2"] = time.time(), time.perf_counter()
             try:
                 return fn()
             finally:
-                CURRENT["t3"] = time.perf_counter()
+                CURRENT["t3"], CURRENT["w3"] = time.perf_counter(), time.time()
 
-        return bounded(self, wrapped, timeout_ms, what)
+        return bounded(self, wrapped, timeout, what)
 
-    librdkafka_client.LibrdkafkaClient._bounded = timed_bounded  # type: ignore[method-assign]
+    setattr(owner, name, timed_bounded)
 
     commit = kafka_python_client.KafkaPythonClient.commit
 
@@ -102,6 +131,61 @@ def _instrument() -> None:
             CURRENT["t3"] = time.perf_counter()
 
     kafka_python_client.KafkaPythonClient.commit = timed_commit  # type: ignore[method-assign]
+
+
+#: librdkafka's stderr log line (rd_kafka_log_print): level, seconds.milliseconds, facility, name, text.
+_LOG_LINE = re.compile(r"^%\d+\|(\d+)\.(\d{3})\|(\w+)\|[^|]*\| (.*)$")
+_SENT = re.compile(r"Sent (OffsetCommit|Fetch)Request .*CorrId (\d+)")
+_RECEIVED = re.compile(r"Received (OffsetCommit|Fetch)Response .*CorrId (\d+), rtt ([\d.]+)ms")
+#: The commit's split, and its round trip by whether a fetch request of the same
+#: consumer was in flight at the broker meanwhile (``rtt/fetch``) or not (``rtt/idle``).
+TRACE_PHASES = ("to-send", "rtt", "reply", "rtt/fetch", "rtt/idle")
+
+
+def _trace_consumer() -> None:
+    """librdkafka consumers made from now on log ``cgrp,protocol`` to stderr (see --rd-trace)."""
+    module = sys.modules[librdkafka_client.LibrdkafkaClient.__module__]
+    consumer = module.Consumer
+
+    def traced(cfg: dict[str, Any]) -> Any:
+        cfg = {k: v for k, v in cfg.items() if k != "logger"}
+        cfg["debug"] = "cgrp,protocol"
+        return consumer(cfg)
+
+    module.Consumer = traced
+
+
+def _commit_trace(log_text: str, drains: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Per drain: the TRACE_PHASES in ms (module docstring), from librdkafka's log."""
+    sent: dict[str, dict[str, float]] = {"OffsetCommit": {}, "Fetch": {}}  # request -> CorrId -> when
+    received: dict[str, dict[str, tuple[float, float]]] = {"OffsetCommit": {}, "Fetch": {}}  # -> (when, rtt ms)
+    for line in log_text.splitlines():
+        m = _LOG_LINE.match(line)
+        if m is None:
+            continue
+        at = int(m.group(1)) + int(m.group(2)) / 1000
+        if (s := _SENT.search(m.group(4))) is not None:
+            sent[s.group(1)][s.group(2)] = at
+        elif (r := _RECEIVED.search(m.group(4))) is not None:
+            received[r.group(1)][r.group(2)] = (at, float(r.group(3)))
+    fetches = [(at, received["Fetch"][corr][0]) for corr, at in sent["Fetch"].items() if corr in received["Fetch"]]
+    commits = sorted((at, corr) for corr, at in sent["OffsetCommit"].items() if corr in received["OffsetCommit"])
+    out: dict[str, list[float]] = {name: [] for name in TRACE_PHASES}
+    for d in drains:
+        if "w2" not in d:
+            continue
+        # the first request sent after the call started (the log's clock has 1 ms steps)
+        match = next(((at, corr) for at, corr in commits if at >= d["w2"] - 0.001), None)
+        if match is None or received["OffsetCommit"][match[1]][0] > d["w3"] + 0.001:
+            continue
+        at_sent, corr = match
+        at_received, rtt = received["OffsetCommit"][corr]
+        out["to-send"].append(max(0.0, at_sent - d["w2"]) * 1000)
+        out["rtt"].append(rtt)
+        out["reply"].append(max(0.0, d["w3"] - at_received) * 1000)
+        during_fetch = any(f_sent <= at_received and f_received >= at_sent for f_sent, f_received in fetches)
+        out["rtt/fetch" if during_fetch else "rtt/idle"].append(rtt)
+    return out
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -120,8 +204,26 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--every", type=float, default=0.1, help="seconds between two drains")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--rd-trace", action="store_true",
+                    help="split librdkafka's commit phase with its debug log (module docstring)")
+    ap.add_argument("--rd-variant", action="append", default=[], metavar="LABEL:PROP=VALUE,...",
+                    help="one more librdkafka run per round with these properties (repeatable)")
+    ap.add_argument("--rd-trace-keep", default=None, metavar="DIR",
+                    help="keep librdkafka's debug log and the drains' timestamps of each round here")
+    ap.add_argument("--rd-kafka", action="append", default=[], metavar="PROP=VALUE",
+                    help="an extra Kafka property of the librdkafka operator (repeatable)")
     args = ap.parse_args()
+    rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
+    # each run: (label, client, extra properties)
+    runs: list[tuple[str, str, dict[str, str]]] = [("kafka-python", "kafka-python", {}),
+                                                    ("librdkafka", "librdkafka", rd_extra)]
+    for variant in args.rd_variant:
+        label, _, props = variant.partition(":")
+        runs.append((f"librdkafka+{label}", "librdkafka",
+                     {**rd_extra, **dict(kv.split("=", 1) for kv in props.split(",") if kv)}))
     _instrument()
+    if args.rd_trace:
+        _trace_consumer()
     results: list[dict] = []
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-drain"), 4)
@@ -129,28 +231,73 @@ def main() -> None:
         gc.collect()
         gc.freeze()  # as bench_operator and the member runtime do
         for rnd in range(args.rounds):
-            clients = ["kafka-python", "librdkafka"]
-            for client in clients if rnd % 2 == 0 else clients[::-1]:
+            for label, client, extra in runs if rnd % 2 == 0 else runs[::-1]:
                 bench_operator.CLIENT = client
+                bench_operator.EXTRA_KAFKA = dict(extra)
                 DONE.clear()
                 n = args.rd_messages if client == "librdkafka" else args.messages
-                r = bench_operator.run_operator(bootstrap, topic, n, cycle_every_s=args.every)
+                trace = args.rd_trace and client == "librdkafka"
+                with _stderr_to_file() if trace else contextlib.nullcontext() as log_file:
+                    r = bench_operator.run_operator(bootstrap, topic, n, cycle_every_s=args.every)
                 drains = [d for d in DONE if all(f"t{i}" in d for i in range(6))]
-                phases = {}
-                for name, a, b in PHASES:
-                    ms = [(d[b] - d[a]) * 1000 for d in drains]
-                    phases[name] = {"p50": _pct(ms, 0.5), "p90": _pct(ms, 0.9), "p99": _pct(ms, 0.99),
-                                    "max": _pct(ms, 1.0)}
+                samples = {name: [(d[b] - d[a]) * 1000 for d in drains] for name, a, b in PHASES}
+                if log_file is not None:
+                    samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),
+                                                 drains))
+                    if args.rd_trace_keep:
+                        kept = Path(args.rd_trace_keep) / f"round{rnd}-{label}.log"
+                        kept.parent.mkdir(parents=True, exist_ok=True)
+                        Path(log_file).replace(kept)
+                        (kept.with_suffix(".drains.json")).write_text(json.dumps(drains), encoding="utf-8")
+                    else:
+                        Path(log_file).unlink()
+                POOLED.setdefault(label, {})
+                for name, ms in samples.items():
+                    POOLED[label].setdefault(name, []).extend(ms)
+                phases = {name: _summary(ms) for name, ms in samples.items()}
                 load = os.getloadavg()[0]
-                results.append({"round": rnd, "client": client, "records_per_s": round(r["records_per_s"]),
+                results.append({"round": rnd, "client": label, "records_per_s": round(r["records_per_s"]),
                                 "drains": len(drains), "load": round(load, 2), "phases_ms": phases})
-                print(f"round {rnd} {client}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, "
+                print(f"round {rnd} {label}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, "
                       f"load {load:.2f}", flush=True)
-                for name, q in phases.items():
-                    print(f"   {name:10s} p50 {q['p50']} p90 {q['p90']} p99 {q['p99']} max {q['max']}", flush=True)
+                _print_phases(phases)
+    pooled = {client: {name: _summary(ms) for name, ms in by_phase.items()} for client, by_phase in POOLED.items()}
+    for client, phases in pooled.items():
+        print(f"all rounds, {client}: {len(POOLED[client]['total'])} drains", flush=True)
+        _print_phases(phases)
     if args.json:
-        Path(args.json).write_text(json.dumps({"version": 1, "every_s": args.every, "runs": results}, indent=2) + "\n",
-                                   encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"version": 2, "every_s": args.every, "runs": results,
+                                               "pooled": pooled}, indent=2) + "\n", encoding="utf-8")
+
+
+#: Every round's samples per client and phase (the pooled percentiles: one round
+#: has ~40-60 drains, so its p99 is its maximum).
+POOLED: dict[str, dict[str, list[float]]] = {}
+
+
+def _summary(ms: list[float]) -> dict[str, float | None]:
+    return {"n": len(ms), "p50": _pct(ms, 0.5), "p90": _pct(ms, 0.9), "p99": _pct(ms, 0.99), "max": _pct(ms, 1.0)}
+
+
+def _print_phases(phases: dict[str, dict[str, float | None]]) -> None:
+    for name, q in phases.items():
+        print(f"   {name:10s} n {q['n']:4} p50 {q['p50']} p90 {q['p90']} p99 {q['p99']} max {q['max']}", flush=True)
+
+
+@contextlib.contextmanager
+def _stderr_to_file() -> Iterator[str]:
+    """File descriptor 2 (where librdkafka logs without a logger) into a temporary file."""
+    fd, name = tempfile.mkstemp(prefix="rdkafka-trace-", suffix=".log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield name
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 if __name__ == "__main__":

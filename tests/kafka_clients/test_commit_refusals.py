@@ -11,7 +11,7 @@ from kafka import errors as kafka_errors
 
 from cr_consumer.kafka.client import CommitRefused, MemberFenced
 from cr_consumer.kafka.kafka_python_client import commit_refusal
-from cr_consumer.kafka.librdkafka_client import _refusal
+from cr_consumer.kafka.librdkafka_errors import refusal
 
 
 @pytest.mark.parametrize("exc", [
@@ -37,9 +37,9 @@ def test_kafka_python_rebalance_keeps_the_partitions(exc):
 @pytest.mark.parametrize("code", [KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION,
                                   KafkaError.FENCED_INSTANCE_ID])
 def test_librdkafka_fenced(code):
-    assert isinstance(_refusal(KafkaError(code), "commit"), MemberFenced)
+    assert isinstance(refusal(KafkaError(code), "commit"), MemberFenced)
 
 
 def test_librdkafka_rebalance_keeps_the_partitions():
-    refusal = _refusal(KafkaError(KafkaError.REBALANCE_IN_PROGRESS), "commit")
-    assert isinstance(refusal, CommitRefused) and not isinstance(refusal, MemberFenced)
+    refused = refusal(KafkaError(KafkaError.REBALANCE_IN_PROGRESS), "commit")
+    assert isinstance(refused, CommitRefused) and not isinstance(refused, MemberFenced)
