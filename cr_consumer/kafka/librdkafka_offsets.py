@@ -40,6 +40,17 @@ def ck(tp: TopicPartition, offset: int | None = None) -> CkTopicPartition:
     return CkTopicPartition(tp.topic, tp.partition, offset)
 
 
+def _offsets_of(found: list[CkTopicPartition], what: str) -> dict[TopicPartition, int | None]:
+    """librdkafka's per-partition answer: an error raises (``raise_for``); an
+    offset below ``NO_OFFSET`` (none stored, none found) is None."""
+    out: dict[TopicPartition, int | None] = {}
+    for p in found:
+        if p.error is not None:
+            raise_for(f"{what} of {p.topic}[{p.partition}]", p.error)
+        out[TopicPartition(p.topic, p.partition)] = p.offset if p.offset >= NO_OFFSET else None
+    return out
+
+
 class OffsetLookups:
     """The lookups of the module docstring, on the adapter's consumer (its owner's thread)."""
 
@@ -52,12 +63,7 @@ class OffsetLookups:
         if not request:
             return {}
         found = call_mapped("committed offsets", lambda: self._consumer.committed(request, timeout=timeout_ms / 1000))
-        out: dict[TopicPartition, int | None] = {}
-        for p in found:
-            if p.error is not None:
-                raise_for(f"committed offset of {p.topic}[{p.partition}]", p.error)
-            out[TopicPartition(p.topic, p.partition)] = p.offset if p.offset >= NO_OFFSET else None
-        return out
+        return _offsets_of(found, "committed offset")
 
     def watermarks(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, tuple[int, int]]:
         end = time.monotonic() + timeout_ms / 1000
@@ -85,12 +91,7 @@ class OffsetLookups:
             return {}
         found = call_mapped("offsets for times",
                             lambda: self._consumer.offsets_for_times(request, timeout=timeout_ms / 1000))
-        out: dict[TopicPartition, int | None] = {}
-        for p in found:
-            if p.error is not None:
-                raise_for(f"offset for time of {p.topic}[{p.partition}]", p.error)
-            out[TopicPartition(p.topic, p.partition)] = p.offset if p.offset >= NO_OFFSET else None
-        return out
+        return _offsets_of(found, "offset for time")
 
     def reset_offset(self, partition: TopicPartition, timeout_ms: int) -> int:
         """Step 5; KafkaClientError for a policy that names no watermark."""
