@@ -77,34 +77,28 @@ def _topic_with_records(bootstrap: str, name: str) -> str:
     return topic
 
 
-def test_a_start_offset_lookup_without_an_answer_fails_the_poll(broker, names, monkeypatch):
+def _listener_fails() -> None:
+    raise ListenerFailed("the listener failed")
+
+
+@pytest.mark.parametrize(
+    ("then", "error", "match"),
+    [
+        # the lookup after the listener gets no answer within its bound
+        (None, ClientTimeout, r"assignment of .*cannot look up where the partitions start"),
+        # the broker is stopped before the listener fails: a lookup after it would
+        # wait out its bound and fail with ClientTimeout, hiding the listener's error
+        (_listener_fails, ListenerFailed, "the listener failed"),
+    ],
+    ids=["lookup-without-an-answer", "failing-listener-no-lookup"],
+)
+def test_a_failed_assignment_fails_the_poll_with_its_cause(broker, names, monkeypatch, then, error, match):
     monkeypatch.setattr(librdkafka_client, "ASSIGN_LOOKUP_TIMEOUT_MS", LOOKUP_BOUND_MS)
     topic = _topic_with_records(broker.bootstrap, names.topic())
     client = make_client(ClientKind.LIBRDKAFKA, props(broker.bootstrap, names.group()))
     try:
-        client.subscribe([topic], listener=_stopper(broker))
-        with pytest.raises(ClientTimeout, match=r"assignment of .*cannot look up where the partitions start"):
-            _poll_until_it_fails(client)
-        _later_polls_fail_too(client, broker)
-    finally:
-        assert broker.pid is not None
-        os.kill(broker.pid, signal.SIGCONT)
-        client.close(CLOSE_MS)
-
-
-def test_a_failing_listener_fails_the_poll_with_its_own_error_and_no_lookup(broker, names, monkeypatch):
-    """The broker is stopped before the listener fails: a lookup after it would
-    wait out its bound and fail with ClientTimeout, hiding the listener's error."""
-    monkeypatch.setattr(librdkafka_client, "ASSIGN_LOOKUP_TIMEOUT_MS", LOOKUP_BOUND_MS)
-    topic = _topic_with_records(broker.bootstrap, names.topic())
-    client = make_client(ClientKind.LIBRDKAFKA, props(broker.bootstrap, names.group()))
-
-    def fail() -> None:
-        raise ListenerFailed("the listener failed")
-
-    try:
-        client.subscribe([topic], listener=_stopper(broker, then=fail))
-        with pytest.raises(ListenerFailed):
+        client.subscribe([topic], listener=_stopper(broker, then=then))
+        with pytest.raises(error, match=match):
             _poll_until_it_fails(client)
         _later_polls_fail_too(client, broker)
     finally:
