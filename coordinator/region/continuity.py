@@ -219,4 +219,13 @@ class CycleClaims:
         return len(self._claims)
 
 
-__all__ = ["CLAIMS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "VIOLATIONS_SHOWN", "check_claims"]
+def offsets_advanced(last: Sequence[Sequence[Any]], merged: Sequence[Sequence[Any]]) -> bool:
+    """Whether checkpoint offsets ``merged`` moved past ``last`` (both
+    ``[[topic, partition, offset], ...]``): some partition's offset is higher, or
+    a partition is new. The reset rounds count a checkpoint as progress only then
+    (``coordinator/region/reset.py`` step 2)."""
+    before = {(t, p): o for t, p, o in last}
+    return any((t, p) not in before or o > before[(t, p)] for t, p, o in merged)
+
+
+__all__ = ["CLAIMS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "VIOLATIONS_SHOWN", "check_claims", "offsets_advanced"]

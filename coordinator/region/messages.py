@@ -68,6 +68,7 @@ CONFIG_FIELDS: dict[str, Callable[[Any], Any]] = {
     "drain_timeout_s": _seconds("drain_timeout_s"),
     "reset_timeout_s": _seconds("reset_timeout_s"),
     "max_consecutive_resets": _integer("region config: max_consecutive_resets", 1, 1_000_000),
+    "failure_memory_s": _seconds("failure_memory_s"),
     "member_timeout_s": _seconds("member_timeout_s"),
     "min_members": _integer("region config: min_members", 1, 100_000),
     "join_grace_s": _seconds("join_grace_s"),

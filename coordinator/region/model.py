@@ -90,6 +90,13 @@ class RegionConfig:
     #: Bound on a reset round: a member that never finishes its reset is retried.
     reset_timeout_s: float = attrs.field(default=30.0, validator=_positive("reset_timeout_s"))
     max_consecutive_resets: int = attrs.field(default=5, validator=_positive("max_consecutive_resets"))
+    #: A checkpoint that moves no source offset clears the consecutive-reset count
+    #: only once the last failure is this old (coordinator/region/reset.py step 2):
+    #: without it, a checkpoint completing between two failures caused by the same
+    #: record cleared the count every time, and the region reset for ever. Long
+    #: enough that a failure every few seconds counts; short enough that rare,
+    #: unrelated failures of an idle region never add up to FAILED.
+    failure_memory_s: float = attrs.field(default=60.0, validator=_positive("failure_memory_s"))
     #: A member silent this long is considered dead (detects kill -9 and hosts
     #: that vanish, so the region does not wait for it for ever).
     member_timeout_s: float = attrs.field(default=5.0, validator=_positive("member_timeout_s"))

@@ -16,7 +16,13 @@ The reset:
    (``cr_consumer/runtime/member/reset_watch.py``). A member joining during a reset
    restarts the reset round (new attempt) so that it takes part.
 2. Past ``max_consecutive_resets`` the region goes to FAILED: it stays there
-   (status, metrics; the runner exits non-zero).
+   (status, metrics; the runner exits non-zero). A consistent checkpoint clears
+   the counter only when it is progress: it moved a source offset past the
+   previous consistent checkpoint, or the last failure is at least
+   ``failure_memory_s`` old. A checkpoint that merely completes between two
+   failures (the members drained before they reached the record that fails
+   them) is not progress, so a record that fails every time ends in FAILED
+   instead of an endless reset loop.
 3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
    rounds never mix in a merge), then RESET(last consistent seq, attempt,
    checkpoint members, merged offsets, own) to every member, or
@@ -53,15 +59,20 @@ class ResetRounds:
         self._pacing = pacing
         self.attempt: int | None = None  # attempt of the running (or last) round
         self.next_attempt = 1  # durable: attempts are never reused
-        self.consecutive = 0  # durable: failures since the last completed checkpoint or forced reset
+        self.consecutive = 0  # durable: failures since the last progress (step 2) or forced reset
+        self._last_failure_at: float | None = None  # when the last failure was counted
         self.rounds = 0  # rounds started (status and metrics)
         self._started_at: float | None = None  # first cause of the rounds in progress
 
     def restore(self, *, next_attempt: int, consecutive: int) -> None:
+        """From the durable document. The last failure's time is not durable: when
+        failures were counted, the first checkpoint after the restore starts the
+        ``failure_memory_s`` clock (step 2), so a restart never clears the count."""
         self.next_attempt = next_attempt
         self.consecutive = consecutive
+        self._last_failure_at = None
 
-    def note_cause(self, kind: ResetKind) -> str | None:
+    def note_cause(self, kind: ResetKind, now: float) -> str | None:
         """Step 1: count one cause. A forced (rebalance) cause clears the consecutive
         count, a failure raises it, a membership change leaves it. Returns why the
         region must fail instead (step 2), else None."""
@@ -70,6 +81,7 @@ class ResetRounds:
             self._pacing.forced_reset()
         elif kind is ResetKind.FAILURE:
             self.consecutive += 1
+            self._last_failure_at = now
         if self.consecutive > self._config.max_consecutive_resets:
             return (f"{self.consecutive - 1} consecutive resets did not bring the region "
                     f"back (max {self._config.max_consecutive_resets})")
@@ -94,6 +106,15 @@ class ResetRounds:
         self._started_at = None
         return took
 
-    def checkpoint_completed(self) -> None:
-        self.consecutive = 0
+    def checkpoint_completed(self, *, advanced: bool, now: float) -> bool:
+        """Step 2: a checkpoint became consistent; ``advanced``: it moved a source
+        offset past the previous consistent checkpoint. Clears the counter when
+        the checkpoint is progress; returns whether the counter is 0 now."""
         self._pacing.checkpoint_completed()
+        if self.consecutive and self._last_failure_at is None:  # restored: the clock starts now
+            self._last_failure_at = now
+        quiet = self._last_failure_at is None or now - self._last_failure_at >= self._config.failure_memory_s
+        if advanced or quiet:
+            self.consecutive = 0
+            self._last_failure_at = None
+        return self.consecutive == 0

@@ -63,7 +63,7 @@ from coordinator.region.admission import JoinKind
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
-from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity
+from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity, offsets_advanced
 from coordinator.region.cycle import CycleRound
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
@@ -445,7 +445,7 @@ class RegionCore:
             self._start_reset(f"{why} (after its answer to attempt {self.attempt})", kind, now, restart=True)
             return
         if force and self.phase is Phase.RESETTING:
-            self._resets.note_cause(ResetKind.FORCE)  # force clears the counter even when it does not stack
+            self._resets.note_cause(ResetKind.FORCE, now)  # force clears the counter even when it does not stack
         self._start_reset(why, kind, now)
 
     def trigger(self, name: str, now: float) -> TriggerReply:
@@ -516,9 +516,12 @@ class RegionCore:
         # joined during the cycle without a predecessor that answered (_join_after_cycle).
         # Each partition's offset continues the previous checkpoint's (continuity.py); partitions
         # nobody reported (unassigned while the group rebalances) keep that checkpoint's offset.
+        advanced = offsets_advanced(self._checkpoints.offsets, continuity.offsets)
         forgotten = self._checkpoints.completed(self.seq, self._cycle.answered(self.members), continuity.offsets)
         self._log_forgotten(forgotten)
-        self._resets.checkpoint_completed()
+        if not self._resets.checkpoint_completed(advanced=advanced, now=now):
+            log.info("region %s: checkpoint %s moved no offset and the last failure is recent: "
+                     "%d consecutive reset(s) still count", self.config.name, self.seq, self.consecutive_resets)
         self.checkpoints += 1
         self._save()  # durable before anyone hears of it
         took_ms = self._cycle.elapsed_s(now) * 1000
@@ -578,7 +581,7 @@ class RegionCore:
             log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
                      self.attempt, why)
             return
-        too_many = self._resets.note_cause(kind)
+        too_many = self._resets.note_cause(kind, now)
         if too_many is not None:
             self.fail(f"{too_many}; last cause: {why}", now)
             return

@@ -111,6 +111,78 @@ def test_too_many_consecutive_resets_fail_the_region():
     assert h.core.phase is Phase.FAILED
 
 
+def fail_then_checkpoint(h: Harness, now: float, offsets: list | None) -> None:
+    """One member failure and its reset, then a periodic checkpoint that
+    completes before the member fails again, with ``offsets`` (m0's claims)."""
+    h.core.request_reset("m0", False, "sink raises on record 5", now)
+    h.ack_all("reset", now + 0.01, attempt=h.core.attempt)
+    h.core.tick(now + 0.5)
+    assert h.core.phase is Phase.DRAINING
+    h.ack_all("drain", now + 0.51, seq=h.core.seq)
+    h.ack_all("checkpoint", now + 0.52, seq=h.core.seq, offsets={"m0": offsets} if offsets else {})
+    assert h.core.phase is Phase.RUNNING
+
+
+def test_checkpoints_between_failures_that_move_no_offset_do_not_clear_the_counter():
+    """A record that fails every attempt: after each reset, a checkpoint completes
+    before the member reaches the record again. Such checkpoints moved no offset,
+    so they are not progress: the region fails after max_consecutive_resets
+    instead of resetting for ever."""
+    h = started(1, max_consecutive_resets=3, period_s=0.4)
+    fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])  # the first checkpoint: offset 5 is new
+    assert h.core.consecutive_resets == 0
+    for i in range(3):
+        fail_then_checkpoint(h, 2.0 + i, [["t", 0, 5, 5]])
+        assert h.core.consecutive_resets == i + 1
+    h.core.request_reset("m0", False, "sink raises on record 5", 6.0)
+    assert h.core.phase is Phase.FAILED
+    assert "3 consecutive resets" in h.core.failed_reason
+
+
+def test_a_checkpoint_that_moves_an_offset_clears_the_counter():
+    h = started(1, max_consecutive_resets=3, period_s=0.4)
+    fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
+    fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
+    assert h.core.consecutive_resets == 1
+    fail_then_checkpoint(h, 3.0, [["t", 0, 5, 9]])  # records 5-8 got through this time
+    assert h.core.consecutive_resets == 0
+
+
+def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
+    """Rare failures of an idle region (no offset moves) never add up to FAILED."""
+    h = started(1, max_consecutive_resets=2, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0)
+    fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
+    fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
+    assert h.core.consecutive_resets == 1
+    fail_then_checkpoint(h, 3.0, [["t", 0, 5, 5]])
+    assert h.core.consecutive_resets == 2
+    h.core.tick(13.5)  # 10.5 s after the last failure: an idle checkpoint
+    h.ack_all("drain", 13.51, seq=h.core.seq)
+    h.ack_all("checkpoint", 13.52, seq=h.core.seq)
+    assert h.core.consecutive_resets == 0
+    fail_then_checkpoint(h, 14.0, None)
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 1
+
+
+def test_a_restored_counter_is_not_cleared_by_the_first_checkpoint_after_a_restart():
+    h = started(1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0)
+    fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
+    fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
+    fail_then_checkpoint(h, 3.0, [["t", 0, 5, 5]])
+    h2 = Harness(doc=h.docs[-1], min_members=1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0)
+    assert h2.core.consecutive_resets == 2
+    h2.core.join("m0", b"id0", "inc2", 100.0)
+    h2.ack_all("reset", 100.1, attempt=h2.core.attempt)
+    h2.core.tick(100.6)
+    h2.ack_all("drain", 100.61, seq=h2.core.seq)
+    h2.ack_all("checkpoint", 100.62, seq=h2.core.seq, offsets={"m0": [["t", 0, 5, 5]]})
+    assert h2.core.consecutive_resets == 2  # the clock started at this checkpoint
+    h2.core.tick(111.0)
+    h2.ack_all("drain", 111.01, seq=h2.core.seq)
+    h2.ack_all("checkpoint", 111.02, seq=h2.core.seq, offsets={"m0": [["t", 0, 5, 5]]})
+    assert h2.core.consecutive_resets == 0
+
+
 def test_reset_failure_answer_retries_with_new_attempt():
     h = started(2)
     h.core.request_reset("m0", True, "rebalance", 1.0)
