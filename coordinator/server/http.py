@@ -141,7 +141,7 @@ class RegionMetrics:
                                                labels=["region"]),
             "resets": CounterMetricFamily("crkafka_region_resets", "Reset rounds started", labels=["region"]),
             "consecutive": GaugeMetricFamily("crkafka_region_consecutive_resets",
-                                             "Resets since the last consistent checkpoint", labels=["region"]),
+                                             "Failure resets since the region last made progress", labels=["region"]),
             "failed": GaugeMetricFamily("crkafka_region_failed", "1 when the region is FAILED", labels=["region"]),
             "members": GaugeMetricFamily("crkafka_region_members", "Members joined", labels=["region"]),
         }
