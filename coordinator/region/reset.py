@@ -1,8 +1,8 @@
 """The region controller's reset rounds: the counters and timing that
-:class:`~coordinator.region.state.RegionCore` keeps in one `ResetRounds` object
-(no I/O, the loop thread only). The core drives the round (phase, commands,
-persistence); the pacing of the checkpoint after it is
-`coordinator.region.pacing`.
+:class:`~coordinator.region.reset_round.ResetDrive` keeps in one `ResetRounds`
+object (no I/O, the loop thread only). What a round sends and when it ends is
+`coordinator.region.reset_round`; the core applies it (phase, persistence,
+sends); the pacing of the checkpoint after it is `coordinator.region.pacing`.
 
 The reset:
 
