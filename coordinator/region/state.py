@@ -156,6 +156,7 @@ class RegionCore:
             members=sorted(self.members) if self.members else self.known_members,
             failed=self.phase is Phase.FAILED,
             failed_reason=self.failed_reason,
+            backoff_s=self._resets.backoff_s,
         ).to_dict()
 
     def _save(self) -> None:
@@ -347,9 +348,10 @@ class RegionCore:
                 self._goto(Phase.WAITING, "no members left")
             return
         kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
-        if self.phase is Phase.RESETTING:
-            # The round goes on without it; its partitions move to the others by a
-            # Kafka rebalance, which asks for its own (force) reset.
+        if self.phase is Phase.RESETTING or self.phase is Phase.BACKOFF:
+            # The round (or the hold, backoff.py step 3d) goes on without it; its
+            # partitions move to the others by a Kafka rebalance, which asks for its
+            # own (force) reset.
             self.waiting.discard(name)
             self._maybe_reset_done(now)
         elif reason == "left" and self._cooperative_leave_keeps_cycle(name):
@@ -439,7 +441,9 @@ class RegionCore:
         except from a member that already answered this round: what it asks about
         (a revocation, a pipeline error) happened after its reset, so the round
         restarts with a new attempt (dropping it left the member waiting for a
-        reset until its next drain failed)."""
+        reset until its next drain failed). During a backoff hold every member has
+        answered: a request starts a new round (backoff.py step 3: a forced one
+        ends the hold, a failure is the next consecutive one)."""
         if name not in self.members:
             log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
             return
@@ -487,9 +491,23 @@ class RegionCore:
                 if self.phase is not Phase.RESETTING:
                     self.failed_cycles += 1
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
+        elif self.phase is Phase.BACKOFF:
+            if self._resets.hold_left(now) is None:
+                self._resume_after_reset(now, f"backoff over after reset attempt {self.attempt}")
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
             if self._pacing.cycle_due(now, self.next_cycle_at):
                 self._start_cycle(now, "period", due=self.next_cycle_at)
+
+    @property
+    def wake_at(self) -> float | None:
+        """The next time `tick` has a timed step to take without any input: the
+        periodic drain due (RUNNING) or the end of a backoff hold (BACKOFF); None
+        for none (phase deadlines and member silence are checked at every tick)."""
+        if self.phase is Phase.RUNNING and self.config.mode == "periodic":
+            return self.next_cycle_at
+        if self.phase is Phase.BACKOFF:
+            return self._resets.hold_until
+        return None
 
     # ------------------------------------------------------------------ cycle
     def _start_cycle(self, now: float, why: str, due: float | None = None) -> None:
@@ -603,16 +621,33 @@ class RegionCore:
             self._send(name, command)
 
     def _maybe_reset_done(self, now: float) -> None:
-        """reset_round.py step 4: every awaited member answered: RESUME."""
+        """reset_round.py step 4: every awaited member answered: RESUME, or BACKOFF
+        while a repeated failure's hold lasts (backoff.py step 2)."""
         if self.phase is not Phase.RESETTING or self.waiting:
             return
-        end = self._resets.finish(now)
-        self._goto(Phase.RUNNING, f"reset attempt {end.attempt} complete ({end.took_s * 1000:.0f} ms since the "
-                                  f"first cause)")
-        self._on_event("resume", {"attempt": end.attempt, "reset_ms": round(end.took_s * 1000, 1),
-                                  "next_drain_in_s": round(end.next_drain_in_s, 3)})
-        self._broadcast(self.members, Resume(None))
+        done = self._resets.answered(now)
         self.deadline = None
+        why = f"reset attempt {done.attempt} complete ({done.took_s * 1000:.0f} ms since the first cause)"
+        if done.hold_left_s is None:
+            self._resume_after_reset(now, why)
+            return
+        self._goto(Phase.BACKOFF, f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
+                                  f"{self.consecutive_resets} consecutive failures (max "
+                                  f"{self.config.max_consecutive_resets})")
+        self._on_event("backoff", {"attempt": done.attempt, "backoff_s": done.hold_s,
+                                   "resume_in_s": round(done.hold_left_s, 3)})
+
+    def _resume_after_reset(self, now: float, why: str) -> None:
+        """reset_round.py step 5: RESUME(complete=None), RUNNING."""
+        end = self._resets.resume()
+        if end.held_s is not None:
+            self._save()  # the hold is over: a restarted coordinator must not hold again (backoff.py step 4)
+            why = f"{why}; held {end.held_s:.2f}s (backoff)"
+        self._goto(Phase.RUNNING, why)
+        self._on_event("resume", {"attempt": end.attempt, "reset_ms": round(end.took_s * 1000, 1),
+                                  "next_drain_in_s": round(end.next_drain_in_s, 3),
+                                  **({"held_s": end.held_s} if end.held_s is not None else {})})
+        self._broadcast(self.members, Resume(None))
         self.next_cycle_at = now + end.next_drain_in_s
         log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, end.next_drain_in_s)
 

@@ -32,6 +32,11 @@ class ResetStatus:
     max_consecutive_resets: int
     #: Reset rounds started since the coordinator started.
     resets: int
+    #: The length of the backoff hold in force after a repeated failure
+    #: (coordinator/region/backoff.py); None: none.
+    backoff_s: float | None = None
+    #: Seconds until the held RESUME may be sent; None: not held.
+    backoff_left_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
