@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.cli.status import build_document, format_document
 from coordinator.region.backoff import failure_backoff_s
 from coordinator.region.messages import check_region_config
 from coordinator.region.model import TriggerAnswer
@@ -230,3 +231,13 @@ def test_a_document_without_the_backoff_field_is_read_and_a_bad_one_is_refused()
     assert Harness(doc).core.status(0.0)["backoff_s"] is None
     with pytest.raises(ValueError):
         Harness({**doc, "backoff_s": -1})
+
+
+def test_crkafka_status_shows_the_hold():
+    h = started(1)
+    h.fail(1.0)
+    h.fail(2.0)
+    snap = {"regions": {"r": {**h.core.status(2.2), "recent_checkpoints": [], "recent_resets": []}}}
+    doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
+    assert doc["regions"]["r"]["backoff_left_s"] == 0.3
+    assert "BACKOFF (0.3s)" in format_document(doc)
