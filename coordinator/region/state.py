@@ -43,7 +43,9 @@ running cycle's bookkeeping (its members, answers, joiners):
 member's own: ``coordinator/region/checkpoints.py``; the reset round's
 counters: ``coordinator/region/reset.py``, and what a round sends and when it
 ends: ``coordinator/region/reset_round.py`` (this core applies its decisions:
-the transitions, the awaited members, persistence and sends); the pacing of checkpoints after
+the transitions, the awaited members, persistence and sends), with the hold
+after a repeated failure (phase BACKOFF, ``coordinator/region/backoff.py``);
+the pacing of checkpoints after
 rebalances: ``coordinator/region/pacing.py``; the fixed-rate grid of periodic
 drains: ``coordinator/region/cadence.py``; the durable document:
 ``coordinator/region/document.py``; the status reply: ``coordinator/region/status.py``.
