@@ -109,7 +109,7 @@ class ResetDrive:
         self._checkpoints = checkpoints
         self._counters = ResetRounds(config, pacing)  # read through the properties below
         self._hold = ResetHold(config)
-        self._took_s = 0.0  # the last round's duration, from its answers to its RESUME (step 4 to 5)
+        self._took_s = 0.0  # the duration of the rounds that last ended (step 4), for their RESUME (step 5)
 
     def start(self, why: str, kind: ResetKind, members: Iterable[str], now: float,
               *, rejoin: bool) -> RoundStart | RoundRefused:
@@ -155,7 +155,7 @@ class ResetDrive:
         self._pacing.resumed()
         return RoundEnd(self._counters.attempt, self._took_s, delay, self._hold.resumed())
 
-    # ------------------------------------------------------------------ the counters (reset.py)
+    # ------------------------------------------------------------------ durable state, status, counters
     def restore(self, stored: RegionDocument) -> None:
         """From the durable document, before any round (reset.py `ResetRounds.restore`)."""
         self._counters.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets)
