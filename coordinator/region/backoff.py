@@ -37,7 +37,11 @@ restart strategy, the region waits longer after each failure in a row:
 
 from __future__ import annotations
 
+import logging
+
 from coordinator.region.model import RegionConfig, ResetKind
+
+log = logging.getLogger(__name__)
 
 #: Bound on the doubling's exponent: 2^60 times the smallest reset_backoff_s
 #: (1 ms) is far past the largest reset_backoff_max_s (one day), and a bounded
@@ -67,6 +71,9 @@ class ResetHold:
     def on_cause(self, kind: ResetKind, consecutive: int, now: float) -> None:
         """A reset cause, counted (``consecutive`` after the count). Steps 2-4."""
         if kind is ResetKind.FORCE:
+            if self.length_s is not None:
+                log.info("region %s: a forced reset clears the backoff hold of %.2fs (step 3b)", self._config.name,
+                         self.length_s)
             self._clear()
         elif kind is ResetKind.FAILURE:
             self._restored_s = None
@@ -74,11 +81,15 @@ class ResetHold:
             if delay > 0:
                 self.until = max(self.until or 0.0, now + delay)
                 self.length_s = delay
+                log.info("region %s: failure %d in a row: its RESUME waits %.2fs (backoff)", self._config.name,
+                         consecutive, delay)
             else:  # the first failure of a run: no hold (a restored one is dropped with the count's run)
                 self._clear()
         elif self._restored_s is not None:  # membership: the first round after a restart (step 4)
             self.until, self.length_s = now + self._restored_s, self._restored_s
             self._restored_s = None
+            log.info("region %s: the first reset after a coordinator restart holds its RESUME %.2fs (the hold in "
+                     "force when the coordinator stopped)", self._config.name, self.length_s)
 
     def left(self, now: float) -> float | None:
         """Seconds until the RESUME may be sent; None when it may be sent now."""
