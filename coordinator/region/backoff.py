@@ -16,7 +16,8 @@ restart strategy, the region waits longer after each failure in a row:
    A round that answers before then moves the region from RESETTING to
    BACKOFF; the controller's tick sends the RESUME when the hold is over. With
    the defaults (0.5 s, 30 s, 5 resets) a failure that persists ends in FAILED
-   after 0 + 0.5 + 1 + 2 + 4 s of holds: a failure shorter than ~5 s survives.
+   after 0 + 0.5 + 1 + 2 + 4 s of holds: a sink down for 5 s survives (the
+   sixth failure in a row, 7.5 s after the first, is the one that fails it).
 3. During a hold:
    a. a membership change (a join, a restarted member; everybody leaving and
       coming back) restarts the round as it does without a hold; the RESUME
