@@ -77,6 +77,7 @@ def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coor
             "resets": r.get("resets"),
             "consecutive_resets": r.get("consecutive_resets"),
             "max_consecutive_resets": r.get("max_consecutive_resets"),
+            "backoff_left_s": r.get("backoff_left_s"),  # a held RESUME after repeated failures
             "failed_reason": r.get("failed_reason"),
             "waiting_for": r.get("waiting_for", []),
             "members": [
@@ -128,7 +129,8 @@ def format_document(doc: dict[str, Any]) -> str:
     out = [f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s"]
     regions = doc["regions"]
     out += ["", f"regions ({len(regions)})"]
-    rows = [[name, r["phase"], r["last_consistent"], r["checkpoints"], r["resets"],
+    rows = [[name, r["phase"] if r.get("backoff_left_s") is None else f"{r['phase']} ({r['backoff_left_s']:.1f}s)",
+             r["last_consistent"], r["checkpoints"], r["resets"],
              f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", len(r["members"])]
             for name, r in regions.items()]
     out.append(_table(["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "members"], rows)

@@ -177,14 +177,16 @@ class RegionControllerService:
         self._wake_for_drains(now)
 
     def _wake_for_drains(self, now: float) -> None:
-        """Keep one timer at the earliest periodic drain due later than ``now``: the
-        loop then ticks at that time, not up to ``TICK_S`` (0.1 s) later when no
-        request arrives, so drains start on their grid slots (cadence.py). A drain
-        already due (deferred while the group rebalances) needs no timer."""
+        """Keep one timer at the earliest ``RegionCore.wake_at`` later than ``now``
+        (a periodic drain due, the end of a backoff hold): the loop then ticks at
+        that time, not up to ``TICK_S`` (0.1 s) later when no request arrives, so
+        drains start on their grid slots (cadence.py) and a held RESUME leaves when
+        its hold ends (backoff.py). A drain already due (deferred while the group
+        rebalances) needs no timer."""
         due: float | None = None
         for core in self.regions.values():
-            at = core.next_cycle_at
-            if core.phase is Phase.RUNNING and core.config.mode == "periodic" and at is not None and at > now:
+            at = core.wake_at
+            if at is not None and at > now:
                 due = at if due is None else min(due, at)
         if due is None or due == self._wake_at:
             return

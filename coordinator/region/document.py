@@ -13,7 +13,9 @@ Stored by the region controller service in the state store (namespace
    for a document it cannot use (the service then marks the region FAILED and
    never overwrites that document).
 
-``DOC_VERSION`` changes whenever a field's meaning or presence changes.
+``DOC_VERSION`` changes whenever a field's meaning or presence changes; a field
+added as optional (absent in older documents, ignored by older coordinators:
+``backoff_s``) keeps it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import Any
 import attrs
 
 from coordinator.region.model import DOC_VERSION, AbsentCheckpoints
+
+#: Bound on a stored hold: the largest reset_backoff_max_s a member may send
+#: (coordinator/region/messages.py MAX_CONFIG_SECONDS, one day).
+MAX_BACKOFF_S = 86_400.0
 
 
 @attrs.frozen
@@ -38,6 +44,9 @@ class RegionDocument:
     members: list[str]  # the members when written (the ones expected back after a restart)
     failed: bool
     failed_reason: str | None
+    #: The backoff hold in force (seconds, coordinator/region/backoff.py step 4);
+    #: None: none. Optional: a document without it (an older coordinator's) has none.
+    backoff_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": DOC_VERSION, **attrs.asdict(self, recurse=False)}
@@ -61,4 +70,13 @@ class RegionDocument:
             members=list(doc["members"]),
             failed=bool(doc.get("failed")),
             failed_reason=doc.get("failed_reason"),
+            backoff_s=_backoff(doc.get("backoff_s")),
         )
+
+
+def _backoff(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BACKOFF_S:
+        raise ValueError(f"stored backoff_s {value!r:.40} is not a number of seconds in (0, {MAX_BACKOFF_S}]")
+    return float(value)

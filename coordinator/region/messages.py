@@ -69,6 +69,8 @@ CONFIG_FIELDS: dict[str, Callable[[Any], Any]] = {
     "reset_timeout_s": _seconds("reset_timeout_s"),
     "max_consecutive_resets": _integer("region config: max_consecutive_resets", 1, 1_000_000),
     "failure_memory_s": _seconds("failure_memory_s"),
+    "reset_backoff_s": _seconds("reset_backoff_s"),
+    "reset_backoff_max_s": _seconds("reset_backoff_max_s"),
     "member_timeout_s": _seconds("member_timeout_s"),
     "min_members": _integer("region config: min_members", 1, 100_000),
     "join_grace_s": _seconds("join_grace_s"),

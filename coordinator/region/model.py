@@ -23,6 +23,7 @@ class Phase(str, enum.Enum):
     DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
     CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
     RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
+    BACKOFF = "BACKOFF"  # every member reset after a repeated failure; the RESUME waits (backoff.py)
     FAILED = "FAILED"  # too many consecutive resets; terminal
 
 
@@ -32,7 +33,8 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.RUNNING: frozenset({Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
     Phase.DRAINING: frozenset({Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
     Phase.CHECKPOINTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.RESETTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
+    Phase.RESETTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED}),
+    Phase.BACKOFF: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
     Phase.FAILED: frozenset(),
 }
 
@@ -97,6 +99,13 @@ class RegionConfig:
     #: enough that a failure every few seconds counts; short enough that rare,
     #: unrelated failures of an idle region never add up to FAILED.
     failure_memory_s: float = attrs.field(default=60.0, validator=_positive("failure_memory_s"))
+    #: The k-th consecutive failure reset (k >= 2) holds the region's RESUME for
+    #: min(reset_backoff_s * 2^(k-2), reset_backoff_max_s) after the failure
+    #: (coordinator/region/backoff.py): a failure that persists (a sink down for a
+    #: few seconds) would otherwise burn max_consecutive_resets in ~100 ms and fail
+    #: the region for good. The defaults outlast a failure of ~5 s (0.5+1+2+4 s).
+    reset_backoff_s: float = attrs.field(default=0.5, validator=_positive("reset_backoff_s"))
+    reset_backoff_max_s: float = attrs.field(default=30.0, validator=_positive("reset_backoff_max_s"))
     #: A member silent this long is considered dead (detects kill -9 and hosts
     #: that vanish, so the region does not wait for it for ever).
     member_timeout_s: float = attrs.field(default=5.0, validator=_positive("member_timeout_s"))

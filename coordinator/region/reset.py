@@ -1,8 +1,8 @@
 """The region controller's reset rounds: the counters and timing that
-:class:`~coordinator.region.state.RegionCore` keeps in one `ResetRounds` object
-(no I/O, the loop thread only). The core drives the round (phase, commands,
-persistence); the pacing of the checkpoint after it is
-`coordinator.region.pacing`.
+:class:`~coordinator.region.reset_round.ResetDrive` keeps in one `ResetRounds`
+object (no I/O, the loop thread only). What a round sends and when it ends is
+`coordinator.region.reset_round`; the core applies it (phase, persistence,
+sends); the pacing of the checkpoint after it is `coordinator.region.pacing`.
 
 The reset:
 
@@ -22,7 +22,8 @@ The reset:
    ``failure_memory_s`` old. A checkpoint that merely completes between two
    failures (the members drained before they reached the record that fails
    them) is not progress, so a record that fails every time ends in FAILED
-   instead of an endless reset loop.
+   instead of an endless reset loop. From the second failure in a row the
+   RESUME waits for a growing hold (``coordinator/region/backoff.py``).
 3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
    rounds never mix in a merge), then RESET(last consistent seq, attempt,
    checkpoint members, merged offsets, own) to every member, or
@@ -38,7 +39,9 @@ The reset:
    further forced reset) instead of at its next Kafka heartbeat, after the
    reset, with records fetched (one more forced reset round).
 4. All members answered within ``reset_timeout_s``: RESUME(complete=None),
-   phase RUNNING. A failed or late answer retries from step 1 as a failure.
+   phase RUNNING (after a repeated failure: BACKOFF until the hold is over,
+   ``coordinator/region/backoff.py``). A failed or late answer retries from
+   step 1 as a failure.
 """
 
 from __future__ import annotations

@@ -41,10 +41,14 @@ who may join under a member name: ``coordinator/region/admission.py``; the
 running cycle's bookkeeping (its members, answers, joiners):
 ``coordinator/region/cycle.py``; the last consistent checkpoint and each
 member's own: ``coordinator/region/checkpoints.py``; the reset round's
-counters: ``coordinator/region/reset.py``; the pacing of checkpoints after
+counters: ``coordinator/region/reset.py``, and what a round sends and when it
+ends: ``coordinator/region/reset_round.py`` (this core applies its decisions:
+the transitions, the awaited members, persistence and sends), with the hold
+after a repeated failure (phase BACKOFF, ``coordinator/region/backoff.py``);
+the pacing of checkpoints after
 rebalances: ``coordinator/region/pacing.py``; the fixed-rate grid of periodic
 drains: ``coordinator/region/cadence.py``; the durable document:
-``coordinator/region/document.py``.
+``coordinator/region/document.py``; the status reply: ``coordinator/region/status.py``.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -62,7 +66,7 @@ from typing import Any
 from coordinator.region.admission import JoinKind
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Reset, ResetToInitial, Resume, Retire
+from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Resume, Retire
 from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity, offsets_advanced
 from coordinator.region.cycle import CycleRound
 from coordinator.region.document import RegionDocument
@@ -79,7 +83,8 @@ from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re
     TriggerReply,
 )
 from coordinator.region.pacing import CheckpointPacing
-from coordinator.region.reset import ResetRounds
+from coordinator.region.reset_round import ResetDrive, RoundRefused
+from coordinator.region.status import RegionStatus
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +122,10 @@ class RegionCore:
         self.first_join_at: float | None = None
         # The running cycle's members, answers and joiners (cycle.py).
         self._cycle = CycleRound()
-        # Pacing reads the member table (written here only); the reset rounds hold the attempt counters.
+        # Pacing reads the member table (written here only); the reset drive holds the
+        # attempt counters and decides each round's commands (reset_round.py).
         self._pacing = CheckpointPacing(config, self._members.members)
-        self._resets = ResetRounds(config, self._pacing)
+        self._resets = ResetDrive(config, self._pacing, self._checkpoints)
         # counters for status and metrics
         self.checkpoints = 0
         self.failed_cycles = 0
@@ -131,7 +137,7 @@ class RegionCore:
         stored = RegionDocument.from_dict(doc, self.config.name)
         self._checkpoints.restore(stored)
         self.next_seq = stored.next_seq
-        self._resets.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets)
+        self._resets.restore(stored)
         self.known_members = stored.members
         if stored.failed:
             self.phase = Phase.FAILED
@@ -152,6 +158,7 @@ class RegionCore:
             members=sorted(self.members) if self.members else self.known_members,
             failed=self.phase is Phase.FAILED,
             failed_reason=self.failed_reason,
+            backoff_s=self._resets.backoff_s,
         ).to_dict()
 
     def _save(self) -> None:
@@ -177,7 +184,7 @@ class RegionCore:
     def checkpoint_offsets(self) -> list[list]:
         return self._checkpoints.offsets
 
-    # ------------------------------------------------------------------ reset counters (ResetRounds)
+    # ------------------------------------------------------------------ reset counters (reset_round.py, reset.py)
     @property
     def attempt(self) -> int | None:
         """Attempt of the running (or last) reset round."""
@@ -343,9 +350,10 @@ class RegionCore:
                 self._goto(Phase.WAITING, "no members left")
             return
         kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
-        if self.phase is Phase.RESETTING:
-            # The round goes on without it; its partitions move to the others by a
-            # Kafka rebalance, which asks for its own (force) reset.
+        if self.phase is Phase.RESETTING or self.phase is Phase.BACKOFF:
+            # The round (or the hold, backoff.py step 3d) goes on without it; its
+            # partitions move to the others by a Kafka rebalance, which asks for its
+            # own (force) reset.
             self.waiting.discard(name)
             self._maybe_reset_done(now)
         elif reason == "left" and self._cooperative_leave_keeps_cycle(name):
@@ -435,7 +443,9 @@ class RegionCore:
         except from a member that already answered this round: what it asks about
         (a revocation, a pipeline error) happened after its reset, so the round
         restarts with a new attempt (dropping it left the member waiting for a
-        reset until its next drain failed)."""
+        reset until its next drain failed). During a backoff hold every member has
+        answered: a request starts a new round (backoff.py step 3: a forced one
+        ends the hold, a failure is the next consecutive one)."""
         if name not in self.members:
             log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
             return
@@ -445,7 +455,7 @@ class RegionCore:
             self._start_reset(f"{why} (after its answer to attempt {self.attempt})", kind, now, restart=True)
             return
         if force and self.phase is Phase.RESETTING:
-            self._resets.note_cause(ResetKind.FORCE, now)  # force clears the counter even when it does not stack
+            self._resets.forced(now)  # force clears the counter even when it does not stack
         self._start_reset(why, kind, now)
 
     def trigger(self, name: str, now: float) -> TriggerReply:
@@ -483,9 +493,23 @@ class RegionCore:
                 if self.phase is not Phase.RESETTING:
                     self.failed_cycles += 1
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
+        elif self.phase is Phase.BACKOFF:
+            if self._resets.hold_left(now) is None:
+                self._resume_after_reset(now, f"backoff over after reset attempt {self.attempt}")
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
             if self._pacing.cycle_due(now, self.next_cycle_at):
                 self._start_cycle(now, "period", due=self.next_cycle_at)
+
+    @property
+    def wake_at(self) -> float | None:
+        """The next time `tick` has a timed step to take without any input: the
+        periodic drain due (RUNNING) or the end of a backoff hold (BACKOFF); None
+        for none (phase deadlines and member silence are checked at every tick)."""
+        if self.phase is Phase.RUNNING and self.config.mode == "periodic":
+            return self.next_cycle_at
+        if self.phase is Phase.BACKOFF:
+            return self._resets.hold_until
+        return None
 
     # ------------------------------------------------------------------ cycle
     def _start_cycle(self, now: float, why: str, due: float | None = None) -> None:
@@ -563,7 +587,7 @@ class RegionCore:
                                       "partitions": [v.to_dict() for v in continuity.violations[:VIOLATIONS_SHOWN]]})
         self._start_reset(why, ResetKind.FAILURE, now, restart=True)
 
-    # ------------------------------------------------------------------ reset round (see reset.py)
+    # ------------------------------------------------------------------ reset round (reset_round.py applied)
     def _maybe_start(self, now: float) -> None:
         if not self.members:
             return
@@ -575,51 +599,59 @@ class RegionCore:
 
     def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False,
                      rejoin: bool = False) -> None:
+        """reset_round.py steps 1-2: the round's decision is the drive's; its
+        transition and I/O are here (persist the attempt, RESETTING, the commands)."""
         if self.phase is Phase.FAILED:
             return
         if self.phase is Phase.RESETTING and not restart:
             log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
                      self.attempt, why)
             return
-        too_many = self._resets.note_cause(kind, now)
-        if too_many is not None:
-            self.fail(f"{too_many}; last cause: {why}", now)
-            return
         if self._cycle.take_joiners():  # the round brings in the members that joined during a cycle
             rejoin = True
-        attempt = self._resets.begin()
+        round_ = self._resets.start(why, kind, self.members, now, rejoin=rejoin)
+        if isinstance(round_, RoundRefused):
+            self.fail(round_.reason, now)
+            return
         self._save()  # the attempt is durable before any member hears of it
-        self._goto(Phase.RESETTING, f"attempt {attempt} ({kind.value}, consecutive "
-                                    f"{self.consecutive_resets}): {why}")
-        self._resets.started(now)
-        self._on_event("reset", {"attempt": attempt, "cause": kind.value, "why": why,
+        self._goto(Phase.RESETTING, round_.why)
+        self._on_event("reset", {"attempt": round_.attempt, "cause": kind.value, "why": why,
                                  "seq": self.last_consistent})
-        self.waiting = set(self.members)
-        self.deadline = now + self.config.reset_timeout_s
-        if rejoin:
-            self._pacing.rejoin_hinted(now)
-        if self.last_consistent is None:
-            self._broadcast(self.waiting, ResetToInitial(attempt, rejoin=rejoin))
-        else:
-            for name in sorted(self.waiting):  # each member's own checkpoint (own_checkpoint)
-                self._send(name, Reset(self.last_consistent, attempt, self.checkpoint_members,
-                                       self.checkpoint_offsets, self.own_checkpoint(name), rejoin=rejoin))
+        self.waiting = round_.members
+        self.deadline = round_.deadline
+        for name, command in round_.commands:
+            self._send(name, command)
 
     def _maybe_reset_done(self, now: float) -> None:
+        """reset_round.py step 4: every awaited member answered: RESUME, or BACKOFF
+        while a repeated failure's hold lasts (backoff.py step 2)."""
         if self.phase is not Phase.RESETTING or self.waiting:
             return
-        took = self._resets.finish(now)
-        self._goto(Phase.RUNNING, f"reset attempt {self.attempt} complete ({took * 1000:.0f} ms since the first cause)")
-        # Off the grid (cadence.py step 3): the pacing after a reset decides; the grid
-        # starts again from the next drain.
-        delay = self._pacing.settle_delay()
-        self._on_event("resume", {"attempt": self.attempt, "reset_ms": round(took * 1000, 1),
-                                  "next_drain_in_s": round(delay, 3)})
-        self._broadcast(self.members, Resume(None))
+        done = self._resets.answered(now)
         self.deadline = None
-        self.next_cycle_at = now + delay
-        log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, delay)
-        self._pacing.resumed()
+        why = f"reset attempt {done.attempt} complete ({done.took_s * 1000:.0f} ms since the first cause)"
+        if done.hold_left_s is None:
+            self._resume_after_reset(now, why)
+            return
+        self._goto(Phase.BACKOFF, f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
+                                  f"{self.consecutive_resets} consecutive failures (max "
+                                  f"{self.config.max_consecutive_resets})")
+        self._on_event("backoff", {"attempt": done.attempt, "backoff_s": done.hold_s,
+                                   "resume_in_s": round(done.hold_left_s, 3)})
+
+    def _resume_after_reset(self, now: float, why: str) -> None:
+        """reset_round.py step 5: RESUME(complete=None), RUNNING."""
+        end = self._resets.resume()
+        if end.held_s is not None:
+            self._save()  # the hold is over: a restarted coordinator must not hold again (backoff.py step 4)
+            why = f"{why}; held {end.held_s:.2f}s (backoff)"
+        self._goto(Phase.RUNNING, why)
+        self._on_event("resume", {"attempt": end.attempt, "reset_ms": round(end.took_s * 1000, 1),
+                                  "next_drain_in_s": round(end.next_drain_in_s, 3),
+                                  **({"held_s": end.held_s} if end.held_s is not None else {})})
+        self._broadcast(self.members, Resume(None))
+        self.next_cycle_at = now + end.next_drain_in_s
+        log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, end.next_drain_in_s)
 
     # ------------------------------------------------------------------ own checkpoints
     def own_checkpoint(self, name: str) -> int | None:
@@ -645,23 +677,12 @@ class RegionCore:
                       self.config.name, name, seq, self._checkpoints.absent.kept)
             self._on_event("forgotten", {"member": name, "seq": seq})
 
-    # ------------------------------------------------------------------ status
+    # ------------------------------------------------------------------ status (status.py)
     def status(self, now: float) -> dict[str, Any]:
-        return {
-            "name": self.config.name,
-            "index": self.config.index,
-            "phase": self.phase.value,
-            "mode": self.config.mode,
-            "period_s": self.config.period_s,
-            "members": self._members.status(now),
-            "last_consistent": self.last_consistent,
-            "seq": self.seq,
-            "attempt": self.attempt,
-            "waiting_for": sorted(self.waiting),
-            "consecutive_resets": self.consecutive_resets,
-            "max_consecutive_resets": self.config.max_consecutive_resets,
-            "checkpoints": self.checkpoints,
-            "resets": self.resets,
-            "failed_cycles": self.failed_cycles,
-            "failed_reason": self.failed_reason,
-        }
+        """The ``region_status`` reply of this region (``RegionStatus``, status.py)."""
+        return RegionStatus(
+            name=self.config.name, index=self.config.index, phase=self.phase.value, mode=self.config.mode,
+            period_s=self.config.period_s, members=self._members.status(now), last_consistent=self.last_consistent,
+            seq=self.seq, waiting_for=sorted(self.waiting), reset=self._resets.status(now),
+            checkpoints=self.checkpoints, failed_cycles=self.failed_cycles, failed_reason=self.failed_reason,
+        ).to_dict()

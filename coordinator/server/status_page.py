@@ -25,7 +25,7 @@ MAX_ROWS = 500
 CHECKPOINTS_SHOWN = 3
 #: Phases with a colour of their own; any other value is shown uncoloured.
 _PHASE_CLASSES = {"RUNNING": "ok", "DRAINING": "busy", "CHECKPOINTING": "busy", "RESETTING": "warn",
-                  "WAITING": "warn", "FAILED": "bad"}
+                  "BACKOFF": "warn", "WAITING": "warn", "FAILED": "bad"}
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1d2330;background:#f6f7f9}

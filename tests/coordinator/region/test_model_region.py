@@ -51,6 +51,10 @@ Invariants, checked after every step:
 3. nothing checkpointed is deleted unpublished: a member never discards a
    sealed interval of a consistent checkpoint it was a member of;
 4. a FAILED region says why (``failed_reason``, the persisted ``failed``);
+4b. the backoff between consecutive failures (coordinator/region/backoff.py):
+   BACKOFF waits for nobody, and the RESUME after a reset never leaves before
+   the hold the ``backoff`` event announced is over (unless a forced or failure
+   cause started a new round since);
 5. ``settle`` (every live member heartbeats and answers every command, time
    passes): the region ends RUNNING (or FAILED, or WAITING without members),
    waits for nobody, no live member is left reset-pending, and a periodic
@@ -116,10 +120,15 @@ class RegionMachine(RuleBasedStateMachine):
         self.records: dict[int, set[int]] = {}  # partition -> published offsets
         self.steals = 0
         self.continuity_failures = 0
+        self.hold_due: float | None = None  # the RESUME's earliest time, from the last ``backoff`` event
 
     # ------------------------------------------------------------------ core callbacks
     def _send(self, member: str, command: RegionCommand) -> None:
         body = command.to_body()
+        if body["cmd"] == "resume" and body.get("complete") is None:
+            if self.hold_due is not None and self.now < self.hold_due - 0.001:
+                self.violations.append(f"resume at {self.now} during a backoff hold due at {self.hold_due}")
+            self.hold_due = None
         if body["cmd"] == "resume" and body.get("complete") is not None:
             last = self.docs[-1]["last_consistent"] if self.docs else None
             if last != body["complete"]:
@@ -141,12 +150,17 @@ class RegionMachine(RuleBasedStateMachine):
         self.cooperative = cooperative
         config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
                               member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
-                              max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0)
+                              max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0,
+                              reset_backoff_s=0.5, reset_backoff_max_s=2.0)
         self.core = RegionCore(config, self._send, self._persist, on_event=self._event)
         for name in NAMES[:initial]:
             self.join(name)
 
     def _event(self, kind: str, info: dict) -> None:
+        if kind == "backoff":
+            self.hold_due = self.now + info["resume_in_s"]
+        elif kind == "reset" and info["cause"] != "membership":  # a new failure's hold, or none (forced)
+            self.hold_due = None
         if kind == "continuity":
             self.continuity_failures += 1
             if not self.steals:
@@ -327,6 +341,7 @@ class RegionMachine(RuleBasedStateMachine):
         """kill -9 and restart of the coordinator: the core comes back from its last persisted
         document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
         doc = self.docs[-1] if self.docs else None
+        self.hold_due = None  # the restored hold is announced again (backoff.py step 4)
         self.core = RegionCore(self.core.config, self._send, self._persist, doc, on_event=self._event)
         for m in self.sim.values():
             m.inbox.clear()
@@ -433,6 +448,11 @@ class RegionMachine(RuleBasedStateMachine):
     @invariant()
     def no_violation(self) -> None:
         assert not self.violations, self.violations
+
+    @invariant()
+    def backoff_waits_for_nobody(self) -> None:
+        if self.core is not None and self.core.phase is Phase.BACKOFF:
+            assert not self.core.waiting and self.core.wake_at is not None and self.core.consecutive_resets >= 2
 
     @invariant()
     def failed_says_why(self) -> None:

@@ -29,6 +29,9 @@ class Harness:
         assert self.core.phase is Phase.RESETTING
         for name in sorted(self.core.waiting):
             self.core.ack(name, "reset", self.core.last_consistent, self.core.attempt, True, None, self.now)
+        if self.core.phase is Phase.BACKOFF:  # a repeated failure: the RESUME waits (backoff.py)
+            self.now = self.core.wake_at or self.now
+            self.core.tick(self.now)
         assert self.core.phase is Phase.RUNNING
         self.take()
 

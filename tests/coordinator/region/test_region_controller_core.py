@@ -111,11 +111,19 @@ def test_too_many_consecutive_resets_fail_the_region():
     assert h.core.phase is Phase.FAILED
 
 
+#: The counting tests below hold a repeated failure's RESUME only briefly (the
+#: backoff itself: test_region_backoff.py).
+SHORT_BACKOFF = {"reset_backoff_s": 0.01, "reset_backoff_max_s": 0.01}
+
+
 def fail_then_checkpoint(h: Harness, now: float, offsets: list | None) -> None:
-    """One member failure and its reset, then a periodic checkpoint that
-    completes before the member fails again, with ``offsets`` (m0's claims)."""
+    """One member failure and its reset (and its backoff hold), then a periodic
+    checkpoint that completes before the member fails again, with ``offsets``
+    (m0's claims)."""
     h.core.request_reset("m0", False, "sink raises on record 5", now)
     h.ack_all("reset", now + 0.01, attempt=h.core.attempt)
+    if h.core.phase is Phase.BACKOFF:
+        h.core.tick(now + 0.02)
     h.core.tick(now + 0.5)
     assert h.core.phase is Phase.DRAINING
     h.ack_all("drain", now + 0.51, seq=h.core.seq)
@@ -128,7 +136,7 @@ def test_checkpoints_between_failures_that_move_no_offset_do_not_clear_the_count
     before the member reaches the record again. Such checkpoints moved no offset,
     so they are not progress: the region fails after max_consecutive_resets
     instead of resetting for ever."""
-    h = started(1, max_consecutive_resets=3, period_s=0.4)
+    h = started(1, max_consecutive_resets=3, period_s=0.4, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])  # the first checkpoint: offset 5 is new
     assert h.core.consecutive_resets == 0
     for i in range(3):
@@ -140,7 +148,7 @@ def test_checkpoints_between_failures_that_move_no_offset_do_not_clear_the_count
 
 
 def test_a_checkpoint_that_moves_an_offset_clears_the_counter():
-    h = started(1, max_consecutive_resets=3, period_s=0.4)
+    h = started(1, max_consecutive_resets=3, period_s=0.4, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
     assert h.core.consecutive_resets == 1
@@ -150,7 +158,7 @@ def test_a_checkpoint_that_moves_an_offset_clears_the_counter():
 
 def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
     """Rare failures of an idle region (no offset moves) never add up to FAILED."""
-    h = started(1, max_consecutive_resets=2, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0)
+    h = started(1, max_consecutive_resets=2, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
     assert h.core.consecutive_resets == 1
@@ -165,11 +173,12 @@ def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
 
 
 def test_a_restored_counter_is_not_cleared_by_the_first_checkpoint_after_a_restart():
-    h = started(1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0)
+    h = started(1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
     fail_then_checkpoint(h, 3.0, [["t", 0, 5, 5]])
-    h2 = Harness(doc=h.docs[-1], min_members=1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0)
+    h2 = Harness(doc=h.docs[-1], min_members=1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0,
+                 member_timeout_s=60.0, **SHORT_BACKOFF)
     assert h2.core.consecutive_resets == 2
     h2.core.join("m0", b"id0", "inc2", 100.0)
     h2.ack_all("reset", 100.1, attempt=h2.core.attempt)

@@ -1,14 +1,19 @@
 """The parts the region core composes, tested directly (no I/O): the member table,
-the running cycle's bookkeeping and the consistent checkpoints."""
+the running cycle's bookkeeping, the consistent checkpoints, the reset drive and
+the status reply."""
 
 from __future__ import annotations
 
 from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
+from coordinator.region.commands import Reset, ResetToInitial
 from coordinator.region.cycle import CycleRound
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
-from coordinator.region.model import AbsentCheckpoints
+from coordinator.region.model import AbsentCheckpoints, RegionConfig, ResetKind
+from coordinator.region.pacing import CheckpointPacing
+from coordinator.region.reset_round import ResetDrive, RoundRefused, RoundStart
+from coordinator.region.state import RegionCore
 
 
 def _admit(table: MemberTable, name: str, incarnation: str, now: float, replace: bool = False):
@@ -70,3 +75,34 @@ def test_consistent_checkpoints_remember_the_own_checkpoint_of_absent_members():
     cps.absent = AbsentCheckpoints(dict(cps.absent.seqs), kept=0)  # no absent member is kept
     assert cps.completed(3, ["m2"], []) == [("m1", 1), ("m0", 2)]  # forgotten, oldest first
     assert cps.own("m0") is None and cps.own("m2") == 3
+
+
+def test_reset_drive_decides_each_rounds_commands_and_its_end():
+    config = RegionConfig(name="r", max_consecutive_resets=2, reset_timeout_s=7.0)
+    cps = ConsistentCheckpoints()
+    drive = ResetDrive(config, CheckpointPacing(config, {}), cps)
+    first = drive.start("boot", ResetKind.MEMBERSHIP, ["m1", "m0"], now=1.0, rejoin=True)
+    assert isinstance(first, RoundStart) and first.attempt == 1 and first.deadline == 8.0
+    assert first.commands == ((("m0", ResetToInitial(1, rejoin=True)), ("m1", ResetToInitial(1, rejoin=True))))
+    assert first.members == {"m0", "m1"} and "attempt 1 (membership, consecutive 0): boot" == first.why
+    done = drive.answered(now=1.5)
+    assert (done.attempt, done.took_s, done.hold_left_s) == (1, 0.5, None)
+    end = drive.resume()
+    assert (end.attempt, end.took_s, end.held_s) == (1, 0.5, None)
+    cps.completed(4, ["m0"], [["t", 0, 5]])
+    second = drive.start("sink down", ResetKind.FAILURE, ["m0", "m1"], now=2.0, rejoin=False)
+    assert isinstance(second, RoundStart) and second.attempt == 2 and drive.consecutive == 1
+    assert dict(second.commands) == {"m0": Reset(4, 2, ["m0"], [["t", 0, 5]], 4),
+                                     "m1": Reset(4, 2, ["m0"], [["t", 0, 5]], None)}
+    assert isinstance(drive.start("again", ResetKind.FAILURE, ["m0"], now=3.0, rejoin=False), RoundStart)
+    refused = drive.start("and again", ResetKind.FAILURE, ["m0"], now=4.0, rejoin=False)
+    assert isinstance(refused, RoundRefused) and refused.reason.endswith("last cause: and again")
+    assert drive.next_attempt == 4  # a refused round takes no attempt number
+
+
+def test_status_reply_keeps_its_keys():
+    core = RegionCore(RegionConfig(name="r"), lambda m, c: None, lambda d: None)
+    assert sorted(core.status(0.0)) == sorted([
+        "name", "index", "phase", "mode", "period_s", "members", "last_consistent", "seq", "attempt",
+        "waiting_for", "consecutive_resets", "max_consecutive_resets", "checkpoints", "resets",
+        "failed_cycles", "failed_reason", "backoff_s", "backoff_left_s"])

@@ -1,12 +1,15 @@
-"""The region controller service keeps a timer at the next periodic drain, so the
-coordinator's loop ticks on the drain's grid slot rather than up to its 0.1 s
-tick later (coordinator/region/controller.py, cadence.py). In-process server,
+"""The region controller service keeps a timer at the next periodic drain (and at
+the end of a backoff hold), so the coordinator's loop ticks on the drain's grid
+slot rather than up to its 0.1 s tick later (coordinator/region/controller.py,
+cadence.py, backoff.py). In-process server,
 not started: the service's handlers and tick are called directly."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+import pytest
 
 from coordinator.region.controller import RegionControllerService
 from coordinator.region.kafka_report import KafkaReport
@@ -68,4 +71,28 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     assert core.phase is Phase.RUNNING and len(server.timers) == 2
     service.on_tick(due + 2.6)
     assert len(server.timers) == 2
+    store.close()
+
+
+def test_a_timer_wakes_the_loop_when_a_backoff_hold_ends(tmp_path):
+    store = StateStore(tmp_path / "s")
+    store.load()
+    server = RecordingServer(store, "inproc://unused")
+    service = RegionControllerService()
+    server.add_service(service)
+    t0 = time.monotonic()
+    req = Request(identity=b"m", id="1", type="region_join", received=t0)
+    service._on_join(req, RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i",
+                                                "config": {"mode": "operator_driven", "member_timeout_s": 60}}))
+    core = service.regions["r"]
+    core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
+    for at in (t0 + 0.2, t0 + 0.3):  # two failures in a row: the second holds its RESUME 0.5 s
+        core.request_reset("m", False, "sink down", at)
+        core.ack("m", "reset", None, core.attempt, True, None, at + 0.01)
+    due = core.wake_at
+    assert core.phase is Phase.BACKOFF and due == pytest.approx(t0 + 0.8)
+    service.on_tick(t0 + 0.4)
+    assert [delay for delay, _ in server.timers] == [pytest.approx(due - (t0 + 0.4))]
+    service.on_tick(due)  # the timer's wake-up: the RESUME leaves
+    assert core.phase is Phase.RUNNING and len(server.timers) == 1
     store.close()

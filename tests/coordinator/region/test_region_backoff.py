@@ -1,0 +1,243 @@
+"""The backoff between consecutive failure resets (coordinator/region/backoff.py),
+on the region state machine with a fake clock (no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.cli.status import build_document, format_document
+from coordinator.region.backoff import failure_backoff_s
+from coordinator.region.messages import check_region_config
+from coordinator.region.model import TriggerAnswer
+from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.wire.errors import Invalid
+
+
+class Harness:
+    def __init__(self, doc: dict | None = None, **cfg) -> None:
+        self.sent: list[tuple[str, dict]] = []
+        self.docs: list[dict] = []
+        self.events: list[tuple[str, dict]] = []
+        cfg.setdefault("member_timeout_s", 60.0)
+        self.core = RegionCore(RegionConfig(name="r", **cfg), lambda m, c: self.sent.append((m, c.to_body())),
+                               self.docs.append, doc, on_event=lambda k, i: self.events.append((k, i)))
+
+    def take(self) -> list[tuple[str, str]]:
+        out, self.sent = self.sent, []
+        return [(m, b["cmd"]) for m, b in out]
+
+    def join(self, name: str, now: float, incarnation: str = "inc1") -> None:
+        self.core.join(name, name.encode(), incarnation, now)
+
+    def answer_reset(self, now: float) -> None:
+        assert self.core.phase is Phase.RESETTING
+        for name in sorted(self.core.waiting):
+            self.core.ack(name, "reset", self.core.last_consistent, self.core.attempt, True, None, now)
+
+    def fail(self, now: float, name: str = "m0") -> None:
+        """A failure (a pipeline error) and every member's answer to its reset round
+        (none when it failed the region)."""
+        self.core.request_reset(name, False, "sink down", now)
+        if self.core.phase is not Phase.FAILED:
+            self.answer_reset(now + 0.01)
+
+
+def started(n: int = 2, **cfg) -> Harness:
+    h = Harness(min_members=n, **cfg)
+    for i in range(n):
+        h.join(f"m{i}", 0.0)
+    h.answer_reset(0.1)
+    assert h.core.phase is Phase.RUNNING
+    h.take()
+    return h
+
+
+def resumes(sent: list[tuple[str, str]]) -> list[str]:
+    return [m for m, cmd in sent if cmd == "resume"]
+
+
+def test_schedule_doubles_from_the_second_failure_up_to_the_max():
+    config = RegionConfig(name="r")
+    assert [failure_backoff_s(k, config) for k in range(1, 10)] == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert failure_backoff_s(10**6, config) == 30.0  # a bounded exponent: no overflow
+    assert failure_backoff_s(3, RegionConfig(name="r", reset_backoff_s=2.0, reset_backoff_max_s=3.0)) == 3.0
+
+
+def test_config_fields_are_optional_and_validated():
+    assert check_region_config({}) == {}
+    assert check_region_config({"reset_backoff_s": 0.25, "reset_backoff_max_s": 10}) == {
+        "reset_backoff_s": 0.25, "reset_backoff_max_s": 10.0}
+    for bad in (0, -1, float("nan"), 1e9, "1", True):
+        with pytest.raises(Invalid):
+            check_region_config({"reset_backoff_s": bad})
+    with pytest.raises(ValueError):
+        RegionConfig(name="r", reset_backoff_max_s=0)
+
+
+def test_first_failure_forced_and_membership_resets_resume_at_once():
+    h = started(2)
+    h.fail(1.0)
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 1
+    assert resumes(h.take()) == ["m0", "m1"]
+    h.core.request_reset("m0", True, "revoked", 2.0)  # forced: clears the count
+    h.answer_reset(2.01)
+    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1"]
+    h.fail(3.0)
+    h.take()
+    h.join("m2", 3.5)  # a membership reset with one failure counted
+    h.answer_reset(3.51)
+    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1", "m2"]
+
+
+def test_second_failure_holds_the_resume_until_its_due_time():
+    h = started(2)
+    h.fail(1.0)
+    h.take()
+    h.fail(2.0)  # the second in a row: RESUME at 2.5
+    assert h.core.phase is Phase.BACKOFF and h.core.consecutive_resets == 2
+    assert h.take() == [("m0", "reset_to_initial"), ("m1", "reset_to_initial")]  # the round ran at once
+    assert h.core.wake_at == 2.5 and h.docs[-1]["backoff_s"] == 0.5
+    status = h.core.status(2.2)
+    assert status["phase"] == "BACKOFF" and status["backoff_s"] == 0.5 and status["backoff_left_s"] == 0.3
+    assert h.core.trigger("m0", 2.2).kind is TriggerAnswer.NOT_NOW
+    h.core.tick(2.49)
+    assert h.core.phase is Phase.BACKOFF and h.take() == []
+    h.core.tick(2.5)
+    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1"]
+    assert h.docs[-1]["backoff_s"] is None  # the end of the hold is durable
+    assert h.core.status(2.6)["backoff_left_s"] is None
+    resume = [i for k, i in h.events if k == "resume"][-1]
+    assert resume["held_s"] == 0.5
+    assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == [0.5]
+
+
+def test_a_persistent_failure_fails_after_the_holds_and_a_five_second_one_survives():
+    """Defaults: the holds are 0 + 0.5 + 1 + 2 + 4 s; the sixth failure in a row fails the region."""
+    h = started(1)
+    now, first = 1.0, 1.0
+    while True:
+        h.fail(now)
+        if h.core.phase is Phase.FAILED:
+            break
+        now = (h.core.wake_at or now) if h.core.phase is Phase.BACKOFF else now + 0.01
+        h.core.tick(now)  # the RESUME; the member fails again at once
+    assert now - first == pytest.approx(7.5, abs=0.1)
+    assert "5 consecutive resets" in (h.core.failed_reason or "")
+
+    h = started(1, period_s=1.0)
+    now = 1.0
+    while now < 6.0:  # the sink is down for 5 s: the member fails at every RESUME
+        h.fail(now)
+        now = (h.core.wake_at or now) if h.core.phase is Phase.BACKOFF else now + 0.01
+        h.core.tick(now)
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 5
+    h.core.tick(now + 1.0)  # the sink is back: a checkpoint that moves an offset
+    h.core.ack("m0", "drain", h.core.seq, None, True, None, now + 1.01)
+    h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now + 1.02, [["t", 0, 0, 7]])
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
+
+
+def test_a_join_during_the_hold_restarts_the_round_and_keeps_the_due_time():
+    h = started(2)
+    h.fail(1.0)
+    h.fail(2.0)
+    h.take()
+    h.join("m2", 2.2)
+    assert h.core.phase is Phase.RESETTING and sorted(h.core.waiting) == ["m0", "m1", "m2"]
+    assert {cmd for _, cmd in h.take()} == {"reset_to_initial"}
+    h.answer_reset(2.3)
+    assert h.core.phase is Phase.BACKOFF and h.core.wake_at == 2.5
+    h.core.tick(2.5)
+    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1", "m2"]
+
+
+def test_a_forced_reset_during_the_hold_clears_the_count_and_ends_the_hold():
+    h = started(2)
+    h.fail(1.0)
+    h.fail(2.0)
+    h.take()
+    h.core.request_reset("m1", True, "revoked", 2.1)
+    assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == 0
+    h.answer_reset(2.2)
+    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1"]
+    assert h.core.status(2.2)["backoff_s"] is None
+
+
+def test_a_failure_during_the_hold_is_the_next_one_with_a_longer_hold():
+    h = started(2)
+    h.fail(1.0)
+    h.fail(2.0)
+    h.fail(2.2)  # a request during the hold (every member answered): a new round
+    assert h.core.phase is Phase.BACKOFF and h.core.consecutive_resets == 3
+    assert h.core.wake_at == pytest.approx(3.2)
+
+
+def test_leave_and_silence_during_the_hold_drop_the_member_and_the_hold_goes_on():
+    h = started(3, member_timeout_s=2.0)
+    h.fail(1.0)
+    h.fail(2.0)
+    h.take()
+    h.core.leave("m2", 2.1)
+    assert h.core.phase is Phase.BACKOFF and "m2" not in h.core.members
+    h.core.heartbeat("m0", b"m0", "inc1", 2.2)
+    h.core.tick(2.3)  # m1 silent since 2.01 (its reset answer): not yet
+    h.core.tick(2.49)
+    assert h.core.phase is Phase.BACKOFF
+    h.core.heartbeat("m0", b"m0", "inc1", 4.0)
+    h.core.tick(4.1)  # m1 silent for 2.09 s: dropped; the hold is long over
+    assert "m1" not in h.core.members
+    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0"]
+
+
+def test_everybody_leaving_during_the_hold_waits_and_the_hold_survives_the_rejoin():
+    h = started(1)
+    h.fail(1.0)
+    h.fail(2.0)
+    h.core.leave("m0", 2.1)
+    assert h.core.phase is Phase.WAITING
+    h.join("m0", 2.2, "inc2")
+    h.answer_reset(2.3)
+    assert h.core.phase is Phase.BACKOFF and h.core.wake_at == 2.5
+
+
+def test_a_coordinator_restarted_during_the_hold_holds_the_first_round_again():
+    h = started(2)
+    h.fail(1.0)
+    h.fail(2.0)
+    doc = h.docs[-1]
+    assert doc["backoff_s"] == 0.5 and doc["consecutive_resets"] == 2
+    h2 = Harness(doc, min_members=2)
+    assert h2.core.phase is Phase.WAITING and h2.core.status(50.0)["backoff_s"] == 0.5
+    h2.join("m0", 50.0, "inc2")
+    h2.join("m1", 50.1, "inc2")
+    h2.answer_reset(50.2)
+    assert h2.core.phase is Phase.BACKOFF and h2.core.wake_at == pytest.approx(50.6)  # from the round's start
+    h2.take()
+    h2.core.tick(50.59)
+    assert h2.take() == []
+    h2.core.tick(50.6)
+    assert h2.core.phase is Phase.RUNNING and resumes(h2.take()) == ["m0", "m1"]
+    assert h2.docs[-1]["backoff_s"] is None
+    h3 = Harness(h2.docs[-1], min_members=2)  # after the hold: no hold at the next restart
+    h3.join("m0", 90.0, "inc3")
+    h3.join("m1", 90.0, "inc3")
+    h3.answer_reset(90.1)
+    assert h3.core.phase is Phase.RUNNING
+
+
+def test_a_document_without_the_backoff_field_is_read_and_a_bad_one_is_refused():
+    h = started(1)
+    doc = {k: v for k, v in h.docs[-1].items() if k != "backoff_s"}
+    assert Harness(doc).core.status(0.0)["backoff_s"] is None
+    with pytest.raises(ValueError):
+        Harness({**doc, "backoff_s": -1})
+
+
+def test_crkafka_status_shows_the_hold():
+    h = started(1)
+    h.fail(1.0)
+    h.fail(2.0)
+    snap = {"regions": {"r": {**h.core.status(2.2), "recent_checkpoints": [], "recent_resets": []}}}
+    doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
+    assert doc["regions"]["r"]["backoff_left_s"] == 0.3
+    assert "BACKOFF (0.3s)" in format_document(doc)
