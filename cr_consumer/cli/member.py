@@ -96,6 +96,14 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain-timeout", type=duration, default=30.0, help="duration (default 30s)")
     parser.add_argument("--reset-timeout", type=duration, default=30.0, help="duration (default 30s)")
     parser.add_argument("--max-resets", type=int, default=5, help="max consecutive resets before FAILED (default 5)")
+    parser.add_argument("--failure-memory", type=duration, default=60.0,
+                        help="a checkpoint that moves no offset clears the consecutive-reset count only this long "
+                             "after the last failure (default 60s)")
+    parser.add_argument("--reset-backoff", type=duration, default=0.5,
+                        help="hold before resuming after the 2nd failure reset in a row, doubling with each "
+                             "further one (default 0.5s)")
+    parser.add_argument("--reset-backoff-max", type=duration, default=30.0,
+                        help="the longest such hold (default 30s)")
     parser.add_argument("--member-timeout", type=duration, default=5.0,
                         help="a member silent this long is dropped (default 5s)")
     parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (repeatable)")
@@ -124,6 +132,9 @@ def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
         "drain_timeout_s": args.drain_timeout,
         "reset_timeout_s": args.reset_timeout,
         "max_consecutive_resets": args.max_resets,
+        "failure_memory_s": args.failure_memory,
+        "reset_backoff_s": args.reset_backoff,
+        "reset_backoff_max_s": args.reset_backoff_max,
         "member_timeout_s": args.member_timeout,
         "min_members": members,
     }

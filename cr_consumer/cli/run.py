@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> ExitCode:
             group=args.group or default_group(args.pipeline), output_dir=args.out, state_dir=args.state_dir,
             period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
             reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
+            failure_memory_s=args.failure_memory, reset_backoff_s=args.reset_backoff,
+            reset_backoff_max_s=args.reset_backoff_max,
             member_timeout_s=args.member_timeout, region_index=args.region_index,
             params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
             restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,

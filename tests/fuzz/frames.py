@@ -143,7 +143,8 @@ class _Builder:
         draw = self.draw
         if isinstance(body.get("config"), dict):
             key = draw(st.sampled_from(["index", "mode", "period_s", "drain_timeout_s", "reset_timeout_s",
-                                        "max_consecutive_resets", "member_timeout_s", "min_members",
+                                        "max_consecutive_resets", "failure_memory_s", "reset_backoff_s",
+                                        "reset_backoff_max_s", "member_timeout_s", "min_members",
                                         "join_grace_s", "rebalance_settle_s", "rebalance_settle_max_s", "name"]))
             body["config"] = {**body["config"], key: draw(hostile_value())}
             return True

@@ -151,6 +151,11 @@ class MemberLauncher:
                 pass
 
 
+#: Region settings a settings dict may leave out, and the member flag of each.
+OPTIONAL_REGION_FLAGS = {"failure_memory_s": "--failure-memory", "reset_backoff_s": "--reset-backoff",
+                         "reset_backoff_max_s": "--reset-backoff-max"}
+
+
 def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
                 output_dir: str, state_dir: str, region_index: int, min_members: int, region: Mapping[str, object],
                 params: Mapping[str, object], kafka_stdin: bool, kafka_client: str | None = None,
@@ -168,6 +173,9 @@ def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, boot
            "--min-members", str(min_members), "--period", str(region["period_s"]),
            "--drain-timeout", str(region["drain_timeout_s"]), "--reset-timeout", str(region["reset_timeout_s"]),
            "--max-resets", str(region["max_consecutive_resets"]), "--member-timeout", str(region["member_timeout_s"])]
+    for key, flag in OPTIONAL_REGION_FLAGS.items():  # absent: the member's default
+        if key in region:
+            cmd += [flag, str(region[key])]
     if region["mode"] == "operator_driven":
         cmd.append("--operator-driven")
     for k, v in params.items():

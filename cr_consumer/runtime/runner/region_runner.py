@@ -86,6 +86,9 @@ class Region:
         drain_timeout_s: float = 30.0,
         reset_timeout_s: float = 30.0,
         max_consecutive_resets: int = 5,
+        failure_memory_s: float = 60.0,
+        reset_backoff_s: float = 0.5,
+        reset_backoff_max_s: float = 30.0,
         member_timeout_s: float = 5.0,
         region_index: int = 0,
         params: dict[str, object] | None = None,
@@ -120,6 +123,9 @@ class Region:
             "drain_timeout_s": drain_timeout_s,
             "reset_timeout_s": reset_timeout_s,
             "max_consecutive_resets": max_consecutive_resets,
+            "failure_memory_s": failure_memory_s,
+            "reset_backoff_s": reset_backoff_s,
+            "reset_backoff_max_s": reset_backoff_max_s,
             "member_timeout_s": member_timeout_s,
         }
         self.region_index = region_index
