@@ -181,7 +181,7 @@ def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]
             raise Invalid(f"{name}[{i}] must be [topic, partition, from, to] (or [topic, partition, offset]), "
                           f"got {item!r:.80}")
         t, p = item[0], item[1]
-        if t not in topics:
+        if type(t) is not str or t not in topics:  # the type first: a list is not hashable
             check_name(t, f"{name}[{i}]: topic")
             topics.add(t)
         check_int(p, f"{name}[{i}]: partition", 0, MAX_PARTITION)

@@ -138,6 +138,9 @@ def test_answer_entries_of_both_forms_are_accepted():
     ([["t", -1, 1, 4]], "partition"),
     ([["", 0, 1, 4]], "topic"),
     ([["t\n", 0, 1, 4]], "control character"),
+    ([[["t"], 0, 1, 4]], "topic"),  # unhashable: found by the wire fuzzer (an INTERNAL error before)
+    ([[{"t": 1}, 0, 7]], "topic"),
+    ([[None, 0, 1, 4]], "topic"),
     ([["t", 0, 1, 4], ["t", 0, 4, 5]], "appears twice"),
     ([["t", 0, 4], ["t", 0, 4, 5]], "appears twice"),
 ])
