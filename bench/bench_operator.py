@@ -155,7 +155,10 @@ def _config(bootstrap, topic, **kw) -> OperatorConfig:
         **{"client": CLIENT, **kw})
 
 
-def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, **config) -> dict:
+def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, on_started=None,
+                 **config) -> dict:
+    """One operator reads ``n`` records of ``topic``; ``on_started(op)``, if given,
+    runs once the operator has started (before the drain cycles)."""
     counter = Counter(n)
     permit = RegionPermit()
     if work is not None:
@@ -187,6 +190,8 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, w
     op.start()
     driver = None
     try:
+        if on_started is not None:
+            on_started(op)
         if cycle_every_s:
             driver = threading.Thread(target=cycles, daemon=True)
             driver.start()

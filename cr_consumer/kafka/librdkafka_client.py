@@ -29,7 +29,19 @@ How the seam's protocol maps onto librdkafka:
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
    response; the lookups (``committed``, ``end_offsets``, ...) ask the broker
    (:mod:`cr_consumer.kafka.librdkafka_offsets`).
-5. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
+5. Holding the fetcher for a drain's commit (the property ``cr.fetch.hold``,
+   :class:`~cr_consumer.kafka.librdkafka_properties.FetchHold`; none by default):
+   the adapter pauses every assigned partition the operator has not paused
+   (kept apart from the operator's pauses: :meth:`paused` does not report them,
+   and the operator's ``pause`` / ``resume`` / ``seek`` of such a partition act
+   as on an unpaused one once the hold ends), from :meth:`hold_fetch` (``drain``)
+   or the start of :meth:`commit` (``commit``) until the commit returned (or
+   failed, or :meth:`release_fetch`), then resumes them. librdkafka drops what
+   it fetched ahead for a paused partition and fetches again from the position
+   the application consumed to (librdkafka's ``rktp_app_pos``: the last record
+   :meth:`poll` returned + 1, what :meth:`position` reports), so no record is
+   skipped or repeated. A resume that fails raises (the drain fails).
+6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
 
@@ -77,7 +89,7 @@ from cr_consumer.kafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.librdkafka_commit import commit_sync
 from cr_consumer.kafka.librdkafka_errors import error_of, fetcher_not_started, raise_for
 from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
-from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
+from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, FetchHold, fetch_hold_of, librdkafka_config
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +152,13 @@ class LibrdkafkaClient:
         self._seek_on_resume: dict[TopicPartition, int] = {}
         self._pending_pauses: set[TopicPartition] = set()
         self._paused: set[TopicPartition] = set()
+        #: Partitions paused by the fetch hold (module docstring, step 5), never
+        #: also in _paused; polling thread only.
+        self._held: set[TopicPartition] = set()
+        self._fetch_hold = fetch_hold_of(properties)
+        #: A failed resume at the end of a fetch hold: its partitions stay paused
+        #: in librdkafka, so every later poll raises it (polling thread only).
+        self._release_failure: KafkaClientError | None = None
         self._assigned: set[TopicPartition] = set()
         self._positions = {}
         self._topics: tuple[str, ...] = ()
@@ -256,6 +275,7 @@ class LibrdkafkaClient:
                 consumer.unassign()
             self._assigned = self._assigned - tps if self._protocol is RebalanceProtocol.COOPERATIVE else set()
             self._paused -= tps
+            self._held -= tps
             for tp in tps:
                 self._positions.pop(tp, None)
                 self._seek_on_resume.pop(tp, None)
@@ -282,6 +302,9 @@ class LibrdkafkaClient:
             raise KafkaClientError(f"librdkafka fatal error: {self._fatal.name()} ({self._fatal.str()})")
         if self._assign_failure is not None:
             raise KafkaClientError(f"an assignment failed earlier: {self._assign_failure!r}") from self._assign_failure
+        if self._release_failure is not None:
+            raise KafkaClientError(f"the fetch hold could not end: {self._release_failure}") \
+                from self._release_failure
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
         out: dict[TopicPartition, list[KafkaRecord]] = {}
         if not messages:
@@ -306,7 +329,7 @@ class LibrdkafkaClient:
                 tp = TopicPartition(topic, partition)
                 # a paused partition yields nothing (what kafka-python does); its
                 # records are fetched again after resume (the seek back below)
-                bucket = None if tp in self._paused else out.setdefault(tp, [])
+                bucket = None if tp in self._paused or tp in self._held else out.setdefault(tp, [])
             if bucket is None:
                 refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
                 continue
@@ -341,6 +364,10 @@ class LibrdkafkaClient:
         if self._assigning is not None:
             self._pending_pauses |= tps & self._assigning
             tps -= self._assigning
+        # a held partition is paused in librdkafka already: it becomes the operator's
+        held, self._held = tps & self._held, self._held - tps
+        self._paused |= held
+        tps -= held
         if tps:
             self._consumer.pause([ck(tp) for tp in sorted(tps)])
             self._paused |= tps
@@ -365,7 +392,7 @@ class LibrdkafkaClient:
         if self._assigning is not None and partition in self._assigning:
             self._pending_seeks[partition] = offset
             return
-        if partition in self._paused:
+        if partition in self._paused or partition in self._held:
             self._seek_on_resume[partition] = offset
             self._positions[partition] = offset
             return
@@ -394,9 +421,53 @@ class LibrdkafkaClient:
             return committed
         return self._lookups.reset_offset(partition, timeout_ms)
 
+    # -- the fetch hold (module docstring, step 5) ----------------------------------
+    def hold_fetch(self) -> None:
+        """A drain is coming: with ``cr.fetch.hold=drain``, pause every assigned
+        partition the operator has not paused until the commit returned."""
+        if self._fetch_hold is FetchHold.DRAIN:
+            self._hold()
+
+    def release_fetch(self) -> None:
+        """End a hold that no commit ended (the drain failed before its commit, or none came)."""
+        self._release()
+
+    def _hold(self) -> None:
+        tps = self._assigned - self._paused - self._held
+        if self._assigning is not None or not tps:
+            return
+        self._consumer.pause([ck(tp) for tp in sorted(tps)])
+        self._held |= tps
+
+    def _release(self) -> None:
+        tps, self._held = self._held & self._assigned, set()
+        if not tps:
+            return
+        try:
+            self._consumer.resume([ck(tp) for tp in sorted(tps)])
+        except KafkaException as exc:
+            err = error_of(exc)
+            self._release_failure = KafkaClientError(
+                f"resume of {sorted(tps)} after the fetch hold: {err.str() if err else exc}")
+            log.error("%s; every later poll fails", self._release_failure)
+            raise self._release_failure from exc
+        for tp in sorted(tps & self._seek_on_resume.keys()):
+            self._seek_now(tp, self._seek_on_resume.pop(tp))
+
     # -- offsets ----------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
-        commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+        """The synchronous commit (module docstring, step 3), inside the fetch
+        hold when one is configured (step 5): the hold ends when the commit
+        returned or failed; a failed resume fails the commit's caller."""
+        if self._fetch_hold is FetchHold.COMMIT:
+            self._hold()
+        if not self._held:
+            commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+            return
+        try:
+            commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+        finally:
+            self._release()
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         return self._lookups.committed(partitions, timeout_ms)
