@@ -35,7 +35,7 @@ How the seam's protocol maps onto librdkafka:
    (kept apart from the operator's pauses: :meth:`paused` does not report them,
    and the operator's ``pause`` / ``resume`` / ``seek`` of such a partition act
    as on an unpaused one once the hold ends), from :meth:`hold_fetch` (``drain``)
-   or the start of :meth:`commit` (``commit``) until the commit returned (or
+   or else the start of :meth:`commit` (``drain``, ``commit``) until the commit returned (or
    failed, or :meth:`release_fetch`), then resumes them. librdkafka drops what
    it fetched ahead for a paused partition and fetches again from the position
    the application consumed to (librdkafka's ``rktp_app_pos``: the last record
@@ -159,6 +159,8 @@ class LibrdkafkaClient:
         #: A failed resume at the end of a fetch hold: its partitions stay paused
         #: in librdkafka, so every later poll raises it (polling thread only).
         self._release_failure: KafkaClientError | None = None
+        #: A commit ended the hold since the last release_fetch: hold_fetch waits for the next one.
+        self._hold_spent = False
         self._assigned: set[TopicPartition] = set()
         self._positions = {}
         self._topics: tuple[str, ...] = ()
@@ -424,12 +426,20 @@ class LibrdkafkaClient:
     # -- the fetch hold (module docstring, step 5) ----------------------------------
     def hold_fetch(self) -> None:
         """A drain is coming: with ``cr.fetch.hold=drain``, pause every assigned
-        partition the operator has not paused until the commit returned."""
-        if self._fetch_hold is FetchHold.DRAIN:
+        partition the operator has not paused until the commit returned; not
+        again after a commit until :meth:`release_fetch` (the permit's blocked
+        episode can outlast its drain: the checkpoint, polling turned back on)."""
+        if self._fetch_hold is FetchHold.DRAIN and not self._hold_spent:
             self._hold()
+
+    @property
+    def fetch_held(self) -> frozenset[TopicPartition]:
+        """The partitions the fetch hold has paused now (not the operator's pauses)."""
+        return frozenset(self._held)
 
     def release_fetch(self) -> None:
         """End a hold that no commit ended (the drain failed before its commit, or none came)."""
+        self._hold_spent = False
         self._release()
 
     def _hold(self) -> None:
@@ -459,8 +469,9 @@ class LibrdkafkaClient:
         """The synchronous commit (module docstring, step 3), inside the fetch
         hold when one is configured (step 5): the hold ends when the commit
         returned or failed; a failed resume fails the commit's caller."""
-        if self._fetch_hold is FetchHold.COMMIT:
-            self._hold()
+        if self._fetch_hold is not FetchHold.NONE:
+            self._hold()  # drain: when hold_fetch has not come first
+            self._hold_spent = True
         if not self._held:
             commit_sync(self._consumer, self._caller, offsets, timeout_ms)
             return

@@ -156,11 +156,11 @@ def test_fetch_hold_once_per_blocked_episode(harness):
     for episode in (1, 2):
         harness.blocked = True
         n = len(harness.consumer.polls)
-        wait_until(lambda: len(harness.consumer.polls) >= n + 3, WAIT_S, "blocked polls", interval=POLL_S)
+        wait_until(lambda n=n: len(harness.consumer.polls) >= n + 3, WAIT_S, "blocked polls", interval=POLL_S)
         assert harness.consumer.holds == ["hold", "release"] * (episode - 1) + ["hold"]
         harness.blocked = False
         n = len(harness.consumer.polls)
-        wait_until(lambda: len(harness.consumer.polls) >= n + 2, WAIT_S, "free polls", interval=POLL_S)
+        wait_until(lambda n=n: len(harness.consumer.polls) >= n + 2, WAIT_S, "free polls", interval=POLL_S)
         assert harness.consumer.holds == ["hold", "release"] * episode
     ev.set_polling(False, WAIT_S)
 
