@@ -36,7 +36,8 @@ How the seam's protocol maps onto librdkafka:
    and the operator's ``pause`` / ``resume`` / ``seek`` of such a partition act
    as on an unpaused one once the hold ends), from :meth:`hold_fetch` (``drain``)
    or else the start of :meth:`commit` (``drain``, ``commit``) until the commit returned (or
-   failed, or :meth:`release_fetch`), then resumes them. librdkafka drops what
+   failed, or :meth:`release_fetch`, or a poll :data:`FETCH_HOLD_MAX_S` after
+   ``hold_fetch``), then resumes them. librdkafka drops what
    it fetched ahead for a paused partition and fetches again from the position
    the application consumed to (librdkafka's ``rktp_app_pos``: the last record
    :meth:`poll` returned + 1, what :meth:`position` reports), so no record is
@@ -57,6 +58,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
@@ -106,6 +108,12 @@ SEEK_STATE_RETRY_S = 0.005
 #: that does not answer fails the poll instead of stalling the group join
 #: (whose rebalance timeout is max.poll.interval.ms, minutes).
 ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
+#: Longest fetch hold begun by :meth:`LibrdkafkaClient.hold_fetch` before its
+#: commit: a drain waits for the in-flight batch first, which can take seconds
+#: (a slow sink); holding the fetcher all that time would leave the message
+#: queue empty when the region resumes. A poll past this ends the hold; the
+#: commit takes it again. Long enough for a fetch in flight to be answered.
+FETCH_HOLD_MAX_S = 0.05
 #: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
 _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
@@ -161,6 +169,7 @@ class LibrdkafkaClient:
         self._release_failure: KafkaClientError | None = None
         #: A commit ended the hold since the last release_fetch: hold_fetch waits for the next one.
         self._hold_spent = False
+        self._held_since = 0.0  # monotonic time the current hold began
         self._assigned: set[TopicPartition] = set()
         self._positions = {}
         self._topics: tuple[str, ...] = ()
@@ -307,6 +316,8 @@ class LibrdkafkaClient:
         if self._release_failure is not None:
             raise KafkaClientError(f"the fetch hold could not end: {self._release_failure}") \
                 from self._release_failure
+        if self._held and time.monotonic() - self._held_since > FETCH_HOLD_MAX_S:
+            self._release()
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
         out: dict[TopicPartition, list[KafkaRecord]] = {}
         if not messages:
@@ -447,6 +458,8 @@ class LibrdkafkaClient:
         if self._assigning is not None or not tps:
             return
         self._consumer.pause([ck(tp) for tp in sorted(tps)])
+        if not self._held:
+            self._held_since = time.monotonic()
         self._held |= tps
 
     def _release(self) -> None:
