@@ -42,7 +42,8 @@ Two load modes, both in the same run when ``--steady-rate`` is given:
   thread (librdkafka's producer, little CPU) writing R records/s of 100 bytes,
   round robin, from before the operator starts until it has read
   ``R * --steady-seconds`` records; both clients keep up, so they see the same
-  offered load, as a consumer that has caught up does.
+  offered load, as a consumer that has caught up does. The drains of the first
+  ``--steady-warmup`` seconds (the catch-up after the join) are left out.
 
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 2
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 3 \
@@ -290,6 +291,8 @@ def main() -> None:
                     help="also run every client at this offered load, records/s (module docstring)")
     ap.add_argument("--steady-seconds", type=float, default=20.0, help="length of one steady run")
     ap.add_argument("--no-backlog", action="store_true", help="only the steady mode")
+    ap.add_argument("--steady-warmup", type=float, default=2.0,
+                    help="steady mode: leave out the drains of the run's first seconds (the catch-up after the join)")
     args = ap.parse_args()
     rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
     # each run: (label, client, extra properties)
@@ -336,6 +339,8 @@ def main() -> None:
                 if steady is not None and steady.late_slices:
                     print(f"   (the producer fell behind its schedule in {steady.late_slices} slices)", flush=True)
                 drains = [d for d in DONE if all(f"t{i}" in d for i in range(6))]
+                if steady is not None and drains:  # not the catch-up after the join
+                    drains = [d for d in drains if d["t0"] >= drains[0]["t0"] + args.steady_warmup]
                 samples = {name: [(d[b] - d[a]) * 1000 for d in drains] for name, a, b in PHASES}
                 if log_file is not None:
                     samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),
