@@ -91,6 +91,7 @@ from cr_consumer.kafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.librdkafka_commit import commit_sync
 from cr_consumer.kafka.librdkafka_errors import error_of, fetcher_not_started, raise_for
 from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
+from cr_consumer.kafka.librdkafka_partitions import PartitionStates
 from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, FetchHold, fetch_hold_of, librdkafka_config
 
 log = logging.getLogger(__name__)
@@ -125,14 +126,9 @@ def _tps(partitions: Iterable[CkTopicPartition]) -> frozenset[TopicPartition]:
 class LibrdkafkaClient:
     """:class:`~cr_consumer.kafka.client.KafkaClient` on librdkafka (see the module docstring)."""
 
-    #: Set while an assignment callback runs (polling thread): seeks and pauses of
-    #: these partitions are collected into _pending_seeks / _pending_pauses.
-    _assigning: frozenset[TopicPartition] | None
-    #: Next offset per partition as the caller sees it (polling thread only).
-    _positions: dict[TopicPartition, int]
-    #: The assignment: replaced (never mutated) by the rebalance callbacks on the
-    #: polling thread, so a reader on any thread sees a whole set.
-    _assigned: set[TopicPartition]
+    #: Assignment, positions, pauses and deferred seeks (polling thread; the
+    #: assignment is read on any thread): :mod:`cr_consumer.kafka.librdkafka_partitions`.
+    _parts: PartitionStates
     #: The first fatal error reported by librdkafka (its thread); raised by poll.
     _fatal: KafkaError | None
     #: The first failure of an assignment callback (polling thread); every later
@@ -154,24 +150,13 @@ class LibrdkafkaClient:
         self._lookups = OffsetLookups(self._consumer, str(cfg.get("auto.offset.reset", "latest")))
         self._listener: RebalanceListener | None = None
         self._closing = False
-        self._assigning = None
-        self._pending_seeks: dict[TopicPartition, int] = {}
-        #: Seeks of paused partitions, applied right after their resume (module docstring, step 1).
-        self._seek_on_resume: dict[TopicPartition, int] = {}
-        self._pending_pauses: set[TopicPartition] = set()
-        self._paused: set[TopicPartition] = set()
-        #: Partitions paused by the fetch hold (module docstring, step 5), never
-        #: also in _paused; polling thread only.
-        self._held: set[TopicPartition] = set()
+        self._parts = PartitionStates()
         self._fetch_hold = fetch_hold_of(properties)
         #: A failed resume at the end of a fetch hold: its partitions stay paused
         #: in librdkafka, so every later poll raises it (polling thread only).
         self._release_failure: KafkaClientError | None = None
         #: A commit ended the hold since the last release_fetch: hold_fetch waits for the next one.
         self._hold_spent = False
-        self._held_since = 0.0  # monotonic time the current hold began
-        self._assigned: set[TopicPartition] = set()
-        self._positions = {}
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
         self._rebalancing = True
@@ -237,30 +222,26 @@ class LibrdkafkaClient:
 
     def _assign(self, consumer: Consumer, tps: frozenset[TopicPartition]) -> None:
         """Steps 1-3 of :meth:`_on_assign`."""
-        self._pending_seeks, self._pending_pauses = {}, set()
-        self._assigning = tps
+        self._parts.begin_assign(tps)
         try:
             if self._listener is not None and not self._closing:
                 self._listener.on_assigned(tps)
-            seeks, pauses = self._pending_seeks, self._pending_pauses
         finally:
-            self._assigning = None
-            self._pending_seeks, self._pending_pauses = {}, set()
+            seeks, pauses = self._parts.end_assign()
         try:
             starts = {**self._lookups.start_offsets(tps - seeks.keys(), ASSIGN_LOOKUP_TIMEOUT_MS), **seeks}
         except KafkaClientError as exc:
             raise type(exc)(f"assignment of {sorted(tps)}: cannot look up where the partitions start "
                             f"within {ASSIGN_LOOKUP_TIMEOUT_MS} ms: {exc}") from exc
         start = [ck(tp, starts[tp]) if tp in starts else ck(tp) for tp in sorted(tps)]
-        if self._protocol is RebalanceProtocol.COOPERATIVE:
+        incremental = self._protocol is RebalanceProtocol.COOPERATIVE
+        if incremental:
             consumer.incremental_assign(start)
         else:
             consumer.assign(start)
-        self._positions.update(starts)
-        self._assigned = self._assigned | tps if self._protocol is RebalanceProtocol.COOPERATIVE else set(tps)
         if pauses:
             consumer.pause([ck(tp) for tp in sorted(pauses)])
-            self._paused |= pauses
+        self._parts.assigned_at(tps, starts, pauses, incremental=incremental)
         self._rebalancing = False
 
     def _on_revoke(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
@@ -280,16 +261,12 @@ class LibrdkafkaClient:
                 else:
                     self._listener.on_revoked(tps)
         finally:
-            if self._protocol is RebalanceProtocol.COOPERATIVE:
+            incremental = self._protocol is RebalanceProtocol.COOPERATIVE
+            if incremental:
                 consumer.incremental_unassign(partitions)
             else:
                 consumer.unassign()
-            self._assigned = self._assigned - tps if self._protocol is RebalanceProtocol.COOPERATIVE else set()
-            self._paused -= tps
-            self._held -= tps
-            for tp in tps:
-                self._positions.pop(tp, None)
-                self._seek_on_resume.pop(tp, None)
+            self._parts.gave_up(tps, incremental=incremental)
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
         try:
@@ -316,7 +293,8 @@ class LibrdkafkaClient:
         if self._release_failure is not None:
             raise KafkaClientError(f"the fetch hold could not end: {self._release_failure}") \
                 from self._release_failure
-        if self._held and time.monotonic() - self._held_since > FETCH_HOLD_MAX_S:
+        parts = self._parts
+        if parts.held and time.monotonic() - parts.held_since > FETCH_HOLD_MAX_S:
             self._release()
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
         out: dict[TopicPartition, list[KafkaRecord]] = {}
@@ -342,7 +320,7 @@ class LibrdkafkaClient:
                 tp = TopicPartition(topic, partition)
                 # a paused partition yields nothing (what kafka-python does); its
                 # records are fetched again after resume (the seek back below)
-                bucket = None if tp in self._paused or tp in self._held else out.setdefault(tp, [])
+                bucket = None if parts.withheld(tp) else out.setdefault(tp, [])
             if bucket is None:
                 refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
                 continue
@@ -351,11 +329,10 @@ class LibrdkafkaClient:
             bucket.append(new(record, (topic, partition, m.offset(), ts if ts_type else None,
                                        types[ts_type], m.key(), m.value(), tuple(headers) if headers else ())))
         for tp, records in out.items():
-            self._positions[tp] = records[-1].offset + 1
+            parts.handed_out(tp, records[-1].offset + 1)
         for tp, offset in refetch.items():
             log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
-            # an earlier seek (or refetch) of the paused partition is the lower position: it stays
-            self._positions[tp] = self._seek_on_resume.setdefault(tp, offset)
+            parts.withheld_from(tp, offset)
         return {tp: records for tp, records in out.items() if records}
 
     def _message_error(self, err: KafkaError) -> None:
@@ -373,44 +350,25 @@ class LibrdkafkaClient:
             log.warning("librdkafka: %s (%s)", err.name(), err.str())
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        tps = set(partitions)
-        if self._assigning is not None:
-            self._pending_pauses |= tps & self._assigning
-            tps -= self._assigning
-        # a held partition is paused in librdkafka already: it becomes the operator's
-        held, self._held = tps & self._held, self._held - tps
-        self._paused |= held
-        tps -= held
+        tps = self._parts.pause(partitions)
         if tps:
             self._consumer.pause([ck(tp) for tp in sorted(tps)])
-            self._paused |= tps
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        tps = set(partitions)
-        if self._assigning is not None:
-            self._pending_pauses -= tps
         # Only what is paused: librdkafka before 2.4 could restart a partition that was
         # resumed without being paused from an older position (records handed out twice).
-        tps &= self._paused
+        tps = self._parts.resume(partitions)
         if tps:
             self._consumer.resume([ck(tp) for tp in sorted(tps)])
-            self._paused -= tps
-            for tp in sorted(tps & self._seek_on_resume.keys()):
-                self._seek_now(tp, self._seek_on_resume.pop(tp))
+            for tp, offset in self._parts.take_seeks(tps).items():
+                self._seek_now(tp, offset)
 
     def paused(self) -> set[TopicPartition]:
-        return set(self._paused)
+        return set(self._parts.paused)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        if self._assigning is not None and partition in self._assigning:
-            self._pending_seeks[partition] = offset
-            return
-        if partition in self._paused or partition in self._held:
-            self._seek_on_resume[partition] = offset
-            self._positions[partition] = offset
-            return
-        self._seek_on_resume.pop(partition, None)
-        self._seek_now(partition, offset)
+        if self._parts.seek(partition, offset):
+            self._seek_now(partition, offset)
 
     def _seek_now(self, partition: TopicPartition, offset: int) -> None:
         seek = Retrying(stop=stop_after_delay(SEEK_STATE_WAIT_S), wait=wait_fixed(SEEK_STATE_RETRY_S),
@@ -420,10 +378,10 @@ class LibrdkafkaClient:
         except KafkaException as exc:
             err = error_of(exc)
             raise KafkaClientError(f"seek {partition} to {offset}: {err.str() if err else exc}") from exc
-        self._positions[partition] = offset
+        self._parts.sought(partition, offset)
 
     def position(self, partition: TopicPartition, timeout_ms: int) -> int:
-        known = self._positions.get(partition)
+        known = self._parts.positions.get(partition)
         if known is not None:
             return known
         [pos] = self._consumer.position([ck(partition)])
@@ -446,7 +404,7 @@ class LibrdkafkaClient:
     @property
     def fetch_held(self) -> frozenset[TopicPartition]:
         """The partitions the fetch hold has paused now (not the operator's pauses)."""
-        return frozenset(self._held)
+        return frozenset(self._parts.held)
 
     def release_fetch(self) -> None:
         """End a hold that no commit ended (the drain failed before its commit, or none came)."""
@@ -454,16 +412,12 @@ class LibrdkafkaClient:
         self._release()
 
     def _hold(self) -> None:
-        tps = self._assigned - self._paused - self._held
-        if self._assigning is not None or not tps:
-            return
-        self._consumer.pause([ck(tp) for tp in sorted(tps)])
-        if not self._held:
-            self._held_since = time.monotonic()
-        self._held |= tps
+        tps = self._parts.hold()
+        if tps:
+            self._consumer.pause([ck(tp) for tp in sorted(tps)])
 
     def _release(self) -> None:
-        tps, self._held = self._held & self._assigned, set()
+        tps = self._parts.release()
         if not tps:
             return
         try:
@@ -474,8 +428,8 @@ class LibrdkafkaClient:
                 f"resume of {sorted(tps)} after the fetch hold: {err.str() if err else exc}")
             log.error("%s; every later poll fails", self._release_failure)
             raise self._release_failure from exc
-        for tp in sorted(tps & self._seek_on_resume.keys()):
-            self._seek_now(tp, self._seek_on_resume.pop(tp))
+        for tp, offset in self._parts.take_seeks(tps).items():
+            self._seek_now(tp, offset)
 
     # -- offsets ----------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
@@ -485,7 +439,7 @@ class LibrdkafkaClient:
         if self._fetch_hold is not FetchHold.NONE:
             self._hold()  # drain: when hold_fetch has not come first
             self._hold_spent = True
-        if not self._held:
+        if not self._parts.held:
             commit_sync(self._consumer, self._caller, offsets, timeout_ms)
             return
         try:
@@ -517,7 +471,7 @@ class LibrdkafkaClient:
     def assignment(self) -> set[TopicPartition]:
         """As set by the rebalance callbacks (no librdkafka call: asking librdkafka
         from another thread while a poll is inside a rebalance callback blocks)."""
-        return set(self._assigned)
+        return set(self._parts.assigned)
 
     def group(self) -> GroupMembership:
         """The member id is asked from librdkafka only while unknown or after a
