@@ -291,6 +291,9 @@ def main() -> None:
                     help="also run every client at this offered load, records/s (module docstring)")
     ap.add_argument("--steady-seconds", type=float, default=20.0, help="length of one steady run")
     ap.add_argument("--no-backlog", action="store_true", help="only the steady mode")
+    ap.add_argument("--block-lead-ms", type=float, default=0.0,
+                    help="block the permit this long before each drain (a runtime's drain signal, then its "
+                         "pipeline flush; not in the drain's total)")
     ap.add_argument("--steady-warmup", type=float, default=2.0,
                     help="steady mode: leave out the drains of the run's first seconds (the catch-up after the join)")
     args = ap.parse_args()
@@ -331,7 +334,7 @@ def main() -> None:
                 try:
                     with _stderr_to_file() if trace else contextlib.nullcontext() as log_file:
                         r = bench_operator.run_operator(
-                            bootstrap, run_topic, n, cycle_every_s=args.every,
+                            bootstrap, run_topic, n, cycle_every_s=args.every, block_lead_s=args.block_lead_ms / 1000,
                             on_started=None if steady is None else steady.start_when_assigned)
                 finally:
                     if steady is not None:
