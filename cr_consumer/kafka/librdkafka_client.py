@@ -29,22 +29,28 @@ How the seam's protocol maps onto librdkafka:
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
    response; the lookups (``committed``, ``end_offsets``, ...) ask the broker
    (:mod:`cr_consumer.kafka.librdkafka_offsets`).
-5. Holding the fetcher for a drain's commit (the property ``cr.fetch.hold``,
-   :class:`~cr_consumer.kafka.librdkafka_properties.FetchHold`; none by default):
-   the adapter pauses every assigned partition the operator has not paused
-   (kept apart from the operator's pauses: :meth:`paused` does not report them,
-   and the operator's ``pause`` / ``resume`` / ``seek`` of such a partition act
-   as on an unpaused one once the hold ends), from :meth:`hold_fetch` (``drain``)
-   or else the start of :meth:`commit` (``drain``, ``commit``) until the commit returned (or
-   failed, or :meth:`release_fetch`, or a poll :data:`FETCH_HOLD_MAX_S` after
-   ``hold_fetch``), then resumes them. librdkafka drops what
-   it fetched ahead for a paused partition and fetches again from the position
-   the application consumed to (librdkafka's ``rktp_app_pos``: the last record
-   :meth:`poll` returned + 1, what :meth:`position` reports), so no record is
-   skipped or repeated. A resume that fails raises (the drain fails).
+5. The fetch hold (the property ``cr.fetch.hold``,
+   :class:`~cr_consumer.kafka.librdkafka_properties.FetchHold`; ``none`` by
+   default): so that no fetch of this consumer is at the broker while a drain's
+   commit is, the adapter pauses every assigned partition the operator has not
+   paused, from :meth:`hold_fetch` (``drain``) or else the start of
+   :meth:`commit` (``drain``, ``commit``) until the commit returned or failed
+   (or :meth:`release_fetch`, or a poll :data:`FETCH_HOLD_MAX_S` after
+   ``hold_fetch``), then resumes them. These pauses are kept apart from the
+   operator's: :meth:`paused` does not report them, and the operator's
+   ``pause`` / ``resume`` / ``seek`` of a held partition act as on an unpaused
+   one once the hold ends. librdkafka drops what it fetched ahead for a paused
+   partition and, after the resume, fetches again from the position the
+   application consumed to (its ``rktp_app_pos``: the last record :meth:`poll`
+   returned + 1, what :meth:`position` reports): no record is skipped or
+   repeated, but every hold costs that refetch (docs/clients.md). A resume that
+   fails raises, and every later poll fails.
 6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
+
+The partition bookkeeping of steps 1, 2 and 5 (assignment, positions, who
+paused what, deferred seeks) is :class:`~cr_consumer.kafka.librdkafka_partitions.PartitionStates`.
 
 Properties: standard dotted names, mapped by
 :mod:`cr_consumer.kafka.librdkafka_properties` (re-exported here:
