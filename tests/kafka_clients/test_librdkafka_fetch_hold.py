@@ -11,15 +11,22 @@ position would skip or repeat them.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from collections.abc import Iterator
 
 import pytest
+from kafka_clients.test_client_contract import CLOSE_MS, JOIN_S, Recorder, props
 
 from coordinator.common.waiting import wait_until
 from cr_consumer import ConsumerOperator, StartPosition
+from cr_consumer.kafka.client import ClientKind, ClientTimeout, KafkaRecord, TopicPartition
+from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.librdkafka_client import LibrdkafkaClient
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.operator import Sink, committed, make
@@ -117,3 +124,52 @@ def test_a_reset_during_the_hold_replays_from_the_checkpoint(bootstrap, names):
             assert replay == list(range(start, PER_PARTITION)), (
                 f"partition {p} after the reset: starts at {replay[:1]}, {len(replay)} records "
                 f"(expected {start}..{PER_PARTITION - 1})")
+
+
+@pytest.fixture
+def own_broker(tmp_path) -> Iterator[EmbeddedBroker]:
+    """A broker of this test's own, which it stops (SIGSTOP) and continues."""
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as own:
+        try:
+            yield own
+        finally:
+            if own.pid is not None:
+                os.kill(own.pid, signal.SIGCONT)
+
+
+def _poll(client: LibrdkafkaClient, want: int, max_records: int) -> list[KafkaRecord]:
+    out: list[KafkaRecord] = []
+    end = time.monotonic() + JOIN_S
+    while len(out) < want:
+        assert time.monotonic() < end, f"only {len(out)} of {want} records within {JOIN_S}s"
+        for records in client.poll(100, min(max_records, want - len(out))).values():
+            out.extend(records)
+    return out
+
+
+def test_a_commit_without_an_answer_fails_and_ends_the_hold(own_broker, names):
+    """The commit's outcome is unknown (the broker stopped): ClientTimeout, as
+    without the hold; the hold ends all the same, and once the broker answers
+    again the partition goes on from its position, no record skipped or repeated."""
+    topic = create_topic(own_broker.bootstrap, names.topic(), partitions=1)
+    produce(own_broker.bootstrap, topic, [b"r%03d" % i for i in range(300)])
+    tp = TopicPartition(topic, 0)
+    client = make_client(ClientKind.LIBRDKAFKA, {**props(own_broker.bootstrap, names.group()),
+                                                 "cr.fetch.hold": "commit"})
+    assert isinstance(client, LibrdkafkaClient)
+    try:
+        client.subscribe([topic], listener=Recorder())
+        first = _poll(client, 100, max_records=20)  # librdkafka has fetched the rest ahead
+        assert client.position(tp, 1000) == 100
+        assert own_broker.pid is not None
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        with pytest.raises(ClientTimeout):
+            client.commit({tp: 100}, 500)
+        assert client.fetch_held == frozenset() and client.paused() == set()
+        os.kill(own_broker.pid, signal.SIGCONT)
+        rest = _poll(client, 200, max_records=500)
+        assert [r.offset for r in first + rest] == list(range(300))
+    finally:
+        assert own_broker.pid is not None
+        os.kill(own_broker.pid, signal.SIGCONT)
+        client.close(CLOSE_MS)
