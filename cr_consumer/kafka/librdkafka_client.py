@@ -44,7 +44,9 @@ How the seam's protocol maps onto librdkafka:
    application consumed to (its ``rktp_app_pos``: the last record :meth:`poll`
    returned + 1, what :meth:`position` reports): no record is skipped or
    repeated, but every hold costs that refetch (docs/clients.md). A resume that
-   fails raises, and every later poll fails.
+   fails raises, and every later poll fails; so does a commit without an
+   answer in time (:class:`ClientTimeout`): librdkafka's resume would wait for
+   that commit, so the hold is not ended and the client is failed instead.
 6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
@@ -404,7 +406,7 @@ class LibrdkafkaClient:
         partition the operator has not paused until the commit returned; not
         again after a commit until :meth:`release_fetch` (the permit's blocked
         episode can outlast its drain: the checkpoint, polling turned back on)."""
-        if self._fetch_hold is FetchHold.DRAIN and not self._hold_spent:
+        if self._fetch_hold is FetchHold.DRAIN and not self._hold_spent and self._release_failure is None:
             self._hold()
 
     @property
@@ -415,7 +417,8 @@ class LibrdkafkaClient:
     def release_fetch(self) -> None:
         """End a hold that no commit ended (the drain failed before its commit, or none came)."""
         self._hold_spent = False
-        self._release()
+        if self._release_failure is None:  # else the client has failed (see commit)
+            self._release()
 
     def _hold(self) -> None:
         tps = self._parts.hold()
@@ -442,7 +445,7 @@ class LibrdkafkaClient:
         """The synchronous commit (module docstring, step 3), inside the fetch
         hold when one is configured (step 5): the hold ends when the commit
         returned or failed; a failed resume fails the commit's caller."""
-        if self._fetch_hold is not FetchHold.NONE:
+        if self._fetch_hold is not FetchHold.NONE and self._release_failure is None:
             self._hold()  # drain: when hold_fetch has not come first
             self._hold_spent = True
         if not self._parts.held:
@@ -450,8 +453,20 @@ class LibrdkafkaClient:
             return
         try:
             commit_sync(self._consumer, self._caller, offsets, timeout_ms)
-        finally:
+        except ClientTimeout as exc:
+            # The commit is still outstanding in librdkafka, and librdkafka's pause
+            # and resume wait for it (a stopped broker held a resume here for
+            # minutes): the hold cannot end without blocking this thread. The
+            # client fails instead (every later poll), loudly.
+            self._release_failure = KafkaClientError(
+                f"the fetch hold of {sorted(self._parts.held)} cannot end: the commit it held for got no answer "
+                f"within {timeout_ms} ms and librdkafka's resume would wait for that commit")
+            log.error("%s; every later poll fails", self._release_failure)
+            raise exc
+        except BaseException:
             self._release()
+            raise
+        self._release()
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         return self._lookups.committed(partitions, timeout_ms)
