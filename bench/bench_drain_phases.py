@@ -32,7 +32,22 @@ returned to Python: librdkafka's main thread and the wake-up of the caller);
 ``rtt/fetch`` and ``rtt/idle`` are the round trips of the commits during which
 a fetch request of the same consumer was in flight, and of the others.
 
+Two load modes, both in the same run when ``--steady-rate`` is given:
+
+* backlog (always): the topic holds ``--rd-messages`` records before the
+  operators start, so each client reads as fast as it can (librdkafka ~6x the
+  records per second of kafka-python in the same drain cadence: the broker is
+  busier for it);
+* steady (``--steady-rate R``): each run gets a fresh topic and a producer
+  thread (librdkafka's producer, little CPU) writing R records/s of 100 bytes,
+  round robin, from before the operator starts until it has read
+  ``R * --steady-seconds`` records; both clients keep up, so they see the same
+  offered load, as a consumer that has caught up does. The drains of the first
+  ``--steady-warmup`` seconds (the catch-up after the join) are left out.
+
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 2
+    .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 3 \
+        --steady-rate 20000 --rd-variant hold-drain:cr.fetch.hold=drain
 """
 
 from __future__ import annotations
@@ -45,6 +60,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -188,6 +204,65 @@ def _commit_trace(log_text: str, drains: list[dict[str, float]]) -> dict[str, li
     return out
 
 
+#: The steady producer's pacing: records are written in slices of this length
+#: (R * slice records each), each slice's send time kept on a fixed schedule.
+STEADY_SLICE_S = 0.01
+
+
+class SteadyProducer:
+    """A thread writing ``rate`` records/s of 100 bytes round robin into ``topic``
+    (see the module docstring, steady mode) until :meth:`stop`."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int) -> None:
+        from confluent_kafka import Producer
+
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all"})
+        self._topic, self._partitions, self._rate = topic, partitions, rate
+        self._stop = threading.Event()
+        self.sent = 0
+        self.late_slices = 0  # slices sent more than one slice behind the schedule
+        self._thread = threading.Thread(target=self._run, name="bench-steady-producer", daemon=True)
+
+    def start_when_assigned(self, op: Any) -> None:
+        """Start writing once ``op`` (a ConsumerOperator) has its assignment, so it
+        reads the steady stream from its first record, not a backlog built up
+        while it joined."""
+        deadline = time.monotonic() + 60
+        while op.joining:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the operator got no assignment within 60 s")
+            time.sleep(0.01)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+        self._producer.flush(30)
+
+    def _run(self) -> None:
+        payload = b"x" * 100
+        start = time.perf_counter()
+        slice_no = 0
+        while not self._stop.is_set():
+            due = start + slice_no * STEADY_SLICE_S
+            now = time.perf_counter()
+            if due > now:
+                self._stop.wait(due - now)
+            elif now - due > STEADY_SLICE_S:
+                self.late_slices += 1
+            slice_no += 1
+            target = int(slice_no * STEADY_SLICE_S * self._rate)
+            while self.sent < target:
+                try:
+                    self._producer.produce(self._topic, payload, partition=self.sent % self._partitions)
+                except BufferError:
+                    self._producer.poll(0.01)
+                    continue
+                self.sent += 1
+            self._producer.poll(0)
+
+
 def _pct(values: list[float], q: float) -> float | None:
     values = sorted(values)
     return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else None
@@ -212,6 +287,15 @@ def main() -> None:
                     help="keep librdkafka's debug log and the drains' timestamps of each round here")
     ap.add_argument("--rd-kafka", action="append", default=[], metavar="PROP=VALUE",
                     help="an extra Kafka property of the librdkafka operator (repeatable)")
+    ap.add_argument("--steady-rate", type=int, default=0,
+                    help="also run every client at this offered load, records/s (module docstring)")
+    ap.add_argument("--steady-seconds", type=float, default=20.0, help="length of one steady run")
+    ap.add_argument("--no-backlog", action="store_true", help="only the steady mode")
+    ap.add_argument("--block-lead-ms", type=float, default=0.0,
+                    help="block the permit this long before each drain (a runtime's drain signal, then its "
+                         "pipeline flush; not in the drain's total)")
+    ap.add_argument("--steady-warmup", type=float, default=2.0,
+                    help="steady mode: leave out the drains of the run's first seconds (the catch-up after the join)")
     args = ap.parse_args()
     rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
     # each run: (label, client, extra properties)
@@ -230,16 +314,36 @@ def main() -> None:
         produce_fixed(bootstrap, topic, max(args.messages, args.rd_messages))
         gc.collect()
         gc.freeze()  # as bench_operator and the member runtime do
+        modes = ([] if args.no_backlog else ["backlog"]) + (["steady"] if args.steady_rate else [])
         for rnd in range(args.rounds):
-            for label, client, extra in runs if rnd % 2 == 0 else runs[::-1]:
+            order = runs if rnd % 2 == 0 else runs[::-1]
+            for mode, (label, client, extra) in [(m, run) for m in modes for run in order]:
                 bench_operator.CLIENT = client
                 bench_operator.EXTRA_KAFKA = dict(extra)
                 DONE.clear()
-                n = args.rd_messages if client == "librdkafka" else args.messages
                 trace = args.rd_trace and client == "librdkafka"
-                with _stderr_to_file() if trace else contextlib.nullcontext() as log_file:
-                    r = bench_operator.run_operator(bootstrap, topic, n, cycle_every_s=args.every)
+                steady: SteadyProducer | None = None
+                if mode == "steady":
+                    n = int(args.steady_rate * args.steady_seconds)
+                    run_topic = create_topic(bootstrap, unique_name("bench-drain-steady"), 4)
+                    steady = SteadyProducer(bootstrap, run_topic, 4, args.steady_rate)
+                    label = f"steady/{label}"
+                else:
+                    n = args.rd_messages if client == "librdkafka" else args.messages
+                    run_topic = topic
+                try:
+                    with _stderr_to_file() if trace else contextlib.nullcontext() as log_file:
+                        r = bench_operator.run_operator(
+                            bootstrap, run_topic, n, cycle_every_s=args.every, block_lead_s=args.block_lead_ms / 1000,
+                            on_started=None if steady is None else steady.start_when_assigned)
+                finally:
+                    if steady is not None:
+                        steady.stop()
+                if steady is not None and steady.late_slices:
+                    print(f"   (the producer fell behind its schedule in {steady.late_slices} slices)", flush=True)
                 drains = [d for d in DONE if all(f"t{i}" in d for i in range(6))]
+                if steady is not None and drains:  # not the catch-up after the join
+                    drains = [d for d in drains if d["t0"] >= drains[0]["t0"] + args.steady_warmup]
                 samples = {name: [(d[b] - d[a]) * 1000 for d in drains] for name, a, b in PHASES}
                 if log_file is not None:
                     samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),

@@ -155,7 +155,12 @@ def _config(bootstrap, topic, **kw) -> OperatorConfig:
         **{"client": CLIENT, **kw})
 
 
-def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, **config) -> dict:
+def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, on_started=None,
+                 block_lead_s=0.0, **config) -> dict:
+    """One operator reads ``n`` records of ``topic``; ``on_started(op)``, if given,
+    runs once the operator has started (before the drain cycles); each cycle
+    blocks the permit ``block_lead_s`` before it calls the drain (a runtime's
+    drain signal, then its pipeline flush)."""
     counter = Counter(n)
     permit = RegionPermit()
     if work is not None:
@@ -178,6 +183,8 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, w
                 continue
             seq += 1
             permit.block(30)
+            if block_lead_s:
+                time.sleep(block_lead_s)
             t0 = time.perf_counter()
             op.drain()
             drains_ms.append((time.perf_counter() - t0) * 1000)
@@ -187,6 +194,8 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, w
     op.start()
     driver = None
     try:
+        if on_started is not None:
+            on_started(op)
         if cycle_every_s:
             driver = threading.Thread(target=cycles, daemon=True)
             driver.start()

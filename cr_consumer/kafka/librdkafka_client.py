@@ -29,9 +29,30 @@ How the seam's protocol maps onto librdkafka:
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
    response; the lookups (``committed``, ``end_offsets``, ...) ask the broker
    (:mod:`cr_consumer.kafka.librdkafka_offsets`).
-5. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
+5. The fetch hold (the property ``cr.fetch.hold``,
+   :class:`~cr_consumer.kafka.librdkafka_properties.FetchHold`; ``none`` by
+   default): so that no fetch of this consumer is at the broker while a drain's
+   commit is, the adapter pauses every assigned partition the operator has not
+   paused, from :meth:`hold_fetch` (``drain``) or else the start of
+   :meth:`commit` (``drain``, ``commit``) until the commit returned or failed
+   (or :meth:`release_fetch`, or a poll :data:`FETCH_HOLD_MAX_S` after
+   ``hold_fetch``), then resumes them. These pauses are kept apart from the
+   operator's: :meth:`paused` does not report them, and the operator's
+   ``pause`` / ``resume`` / ``seek`` of a held partition act as on an unpaused
+   one once the hold ends. librdkafka drops what it fetched ahead for a paused
+   partition and, after the resume, fetches again from the position the
+   application consumed to (its ``rktp_app_pos``: the last record :meth:`poll`
+   returned + 1, what :meth:`position` reports): no record is skipped or
+   repeated, but every hold costs that refetch (docs/clients.md). A resume that
+   fails raises, and every later poll fails; so does a commit without an
+   answer in time (:class:`ClientTimeout`): librdkafka's resume would wait for
+   that commit, so the hold is not ended and the client is failed instead.
+6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
+
+The partition bookkeeping of steps 1, 2 and 5 (assignment, positions, who
+paused what, deferred seeks) is :class:`~cr_consumer.kafka.librdkafka_partitions.PartitionStates`.
 
 Properties: standard dotted names, mapped by
 :mod:`cr_consumer.kafka.librdkafka_properties` (re-exported here:
@@ -45,6 +66,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
@@ -77,7 +99,8 @@ from cr_consumer.kafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.librdkafka_commit import commit_sync
 from cr_consumer.kafka.librdkafka_errors import error_of, fetcher_not_started, raise_for
 from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
-from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
+from cr_consumer.kafka.librdkafka_partitions import PartitionStates
+from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, FetchHold, fetch_hold_of, librdkafka_config
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +117,12 @@ SEEK_STATE_RETRY_S = 0.005
 #: that does not answer fails the poll instead of stalling the group join
 #: (whose rebalance timeout is max.poll.interval.ms, minutes).
 ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
+#: Longest fetch hold begun by :meth:`LibrdkafkaClient.hold_fetch` before its
+#: commit: a drain waits for the in-flight batch first, which can take seconds
+#: (a slow sink); holding the fetcher all that time would leave the message
+#: queue empty when the region resumes. A poll past this ends the hold; the
+#: commit takes it again. Long enough for a fetch in flight to be answered.
+FETCH_HOLD_MAX_S = 0.05
 #: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
 _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
@@ -105,14 +134,9 @@ def _tps(partitions: Iterable[CkTopicPartition]) -> frozenset[TopicPartition]:
 class LibrdkafkaClient:
     """:class:`~cr_consumer.kafka.client.KafkaClient` on librdkafka (see the module docstring)."""
 
-    #: Set while an assignment callback runs (polling thread): seeks and pauses of
-    #: these partitions are collected into _pending_seeks / _pending_pauses.
-    _assigning: frozenset[TopicPartition] | None
-    #: Next offset per partition as the caller sees it (polling thread only).
-    _positions: dict[TopicPartition, int]
-    #: The assignment: replaced (never mutated) by the rebalance callbacks on the
-    #: polling thread, so a reader on any thread sees a whole set.
-    _assigned: set[TopicPartition]
+    #: Assignment, positions, pauses and deferred seeks (polling thread; the
+    #: assignment is read on any thread): :mod:`cr_consumer.kafka.librdkafka_partitions`.
+    _parts: PartitionStates
     #: The first fatal error reported by librdkafka (its thread); raised by poll.
     _fatal: KafkaError | None
     #: The first failure of an assignment callback (polling thread); every later
@@ -134,14 +158,13 @@ class LibrdkafkaClient:
         self._lookups = OffsetLookups(self._consumer, str(cfg.get("auto.offset.reset", "latest")))
         self._listener: RebalanceListener | None = None
         self._closing = False
-        self._assigning = None
-        self._pending_seeks: dict[TopicPartition, int] = {}
-        #: Seeks of paused partitions, applied right after their resume (module docstring, step 1).
-        self._seek_on_resume: dict[TopicPartition, int] = {}
-        self._pending_pauses: set[TopicPartition] = set()
-        self._paused: set[TopicPartition] = set()
-        self._assigned: set[TopicPartition] = set()
-        self._positions = {}
+        self._parts = PartitionStates()
+        self._fetch_hold = fetch_hold_of(properties)
+        #: A failed resume at the end of a fetch hold: its partitions stay paused
+        #: in librdkafka, so every later poll raises it (polling thread only).
+        self._release_failure: KafkaClientError | None = None
+        #: A commit ended the hold since the last release_fetch: hold_fetch waits for the next one.
+        self._hold_spent = False
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
         self._rebalancing = True
@@ -207,30 +230,26 @@ class LibrdkafkaClient:
 
     def _assign(self, consumer: Consumer, tps: frozenset[TopicPartition]) -> None:
         """Steps 1-3 of :meth:`_on_assign`."""
-        self._pending_seeks, self._pending_pauses = {}, set()
-        self._assigning = tps
+        self._parts.begin_assign(tps)
         try:
             if self._listener is not None and not self._closing:
                 self._listener.on_assigned(tps)
-            seeks, pauses = self._pending_seeks, self._pending_pauses
         finally:
-            self._assigning = None
-            self._pending_seeks, self._pending_pauses = {}, set()
+            seeks, pauses = self._parts.end_assign()
         try:
             starts = {**self._lookups.start_offsets(tps - seeks.keys(), ASSIGN_LOOKUP_TIMEOUT_MS), **seeks}
         except KafkaClientError as exc:
             raise type(exc)(f"assignment of {sorted(tps)}: cannot look up where the partitions start "
                             f"within {ASSIGN_LOOKUP_TIMEOUT_MS} ms: {exc}") from exc
         start = [ck(tp, starts[tp]) if tp in starts else ck(tp) for tp in sorted(tps)]
-        if self._protocol is RebalanceProtocol.COOPERATIVE:
+        incremental = self._protocol is RebalanceProtocol.COOPERATIVE
+        if incremental:
             consumer.incremental_assign(start)
         else:
             consumer.assign(start)
-        self._positions.update(starts)
-        self._assigned = self._assigned | tps if self._protocol is RebalanceProtocol.COOPERATIVE else set(tps)
         if pauses:
             consumer.pause([ck(tp) for tp in sorted(pauses)])
-            self._paused |= pauses
+        self._parts.assigned_at(tps, starts, pauses, incremental=incremental)
         self._rebalancing = False
 
     def _on_revoke(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
@@ -250,15 +269,12 @@ class LibrdkafkaClient:
                 else:
                     self._listener.on_revoked(tps)
         finally:
-            if self._protocol is RebalanceProtocol.COOPERATIVE:
+            incremental = self._protocol is RebalanceProtocol.COOPERATIVE
+            if incremental:
                 consumer.incremental_unassign(partitions)
             else:
                 consumer.unassign()
-            self._assigned = self._assigned - tps if self._protocol is RebalanceProtocol.COOPERATIVE else set()
-            self._paused -= tps
-            for tp in tps:
-                self._positions.pop(tp, None)
-                self._seek_on_resume.pop(tp, None)
+            self._parts.gave_up(tps, incremental=incremental)
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
         try:
@@ -282,6 +298,12 @@ class LibrdkafkaClient:
             raise KafkaClientError(f"librdkafka fatal error: {self._fatal.name()} ({self._fatal.str()})")
         if self._assign_failure is not None:
             raise KafkaClientError(f"an assignment failed earlier: {self._assign_failure!r}") from self._assign_failure
+        if self._release_failure is not None:
+            raise KafkaClientError(f"the fetch hold could not end: {self._release_failure}") \
+                from self._release_failure
+        parts = self._parts
+        if parts.held and time.monotonic() - parts.held_since > FETCH_HOLD_MAX_S:
+            self._release()
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
         out: dict[TopicPartition, list[KafkaRecord]] = {}
         if not messages:
@@ -306,7 +328,7 @@ class LibrdkafkaClient:
                 tp = TopicPartition(topic, partition)
                 # a paused partition yields nothing (what kafka-python does); its
                 # records are fetched again after resume (the seek back below)
-                bucket = None if tp in self._paused else out.setdefault(tp, [])
+                bucket = None if parts.withheld(tp) else out.setdefault(tp, [])
             if bucket is None:
                 refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
                 continue
@@ -315,11 +337,10 @@ class LibrdkafkaClient:
             bucket.append(new(record, (topic, partition, m.offset(), ts if ts_type else None,
                                        types[ts_type], m.key(), m.value(), tuple(headers) if headers else ())))
         for tp, records in out.items():
-            self._positions[tp] = records[-1].offset + 1
+            parts.handed_out(tp, records[-1].offset + 1)
         for tp, offset in refetch.items():
             log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
-            # an earlier seek (or refetch) of the paused partition is the lower position: it stays
-            self._positions[tp] = self._seek_on_resume.setdefault(tp, offset)
+            parts.withheld_from(tp, offset)
         return {tp: records for tp, records in out.items() if records}
 
     def _message_error(self, err: KafkaError) -> None:
@@ -337,40 +358,25 @@ class LibrdkafkaClient:
             log.warning("librdkafka: %s (%s)", err.name(), err.str())
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        tps = set(partitions)
-        if self._assigning is not None:
-            self._pending_pauses |= tps & self._assigning
-            tps -= self._assigning
+        tps = self._parts.pause(partitions)
         if tps:
             self._consumer.pause([ck(tp) for tp in sorted(tps)])
-            self._paused |= tps
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        tps = set(partitions)
-        if self._assigning is not None:
-            self._pending_pauses -= tps
         # Only what is paused: librdkafka before 2.4 could restart a partition that was
         # resumed without being paused from an older position (records handed out twice).
-        tps &= self._paused
+        tps = self._parts.resume(partitions)
         if tps:
             self._consumer.resume([ck(tp) for tp in sorted(tps)])
-            self._paused -= tps
-            for tp in sorted(tps & self._seek_on_resume.keys()):
-                self._seek_now(tp, self._seek_on_resume.pop(tp))
+            for tp, offset in self._parts.take_seeks(tps).items():
+                self._seek_now(tp, offset)
 
     def paused(self) -> set[TopicPartition]:
-        return set(self._paused)
+        return set(self._parts.paused)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        if self._assigning is not None and partition in self._assigning:
-            self._pending_seeks[partition] = offset
-            return
-        if partition in self._paused:
-            self._seek_on_resume[partition] = offset
-            self._positions[partition] = offset
-            return
-        self._seek_on_resume.pop(partition, None)
-        self._seek_now(partition, offset)
+        if self._parts.seek(partition, offset):
+            self._seek_now(partition, offset)
 
     def _seek_now(self, partition: TopicPartition, offset: int) -> None:
         seek = Retrying(stop=stop_after_delay(SEEK_STATE_WAIT_S), wait=wait_fixed(SEEK_STATE_RETRY_S),
@@ -380,10 +386,10 @@ class LibrdkafkaClient:
         except KafkaException as exc:
             err = error_of(exc)
             raise KafkaClientError(f"seek {partition} to {offset}: {err.str() if err else exc}") from exc
-        self._positions[partition] = offset
+        self._parts.sought(partition, offset)
 
     def position(self, partition: TopicPartition, timeout_ms: int) -> int:
-        known = self._positions.get(partition)
+        known = self._parts.positions.get(partition)
         if known is not None:
             return known
         [pos] = self._consumer.position([ck(partition)])
@@ -394,9 +400,73 @@ class LibrdkafkaClient:
             return committed
         return self._lookups.reset_offset(partition, timeout_ms)
 
+    # -- the fetch hold (module docstring, step 5) ----------------------------------
+    def hold_fetch(self) -> None:
+        """A drain is coming: with ``cr.fetch.hold=drain``, pause every assigned
+        partition the operator has not paused until the commit returned; not
+        again after a commit until :meth:`release_fetch` (the permit's blocked
+        episode can outlast its drain: the checkpoint, polling turned back on)."""
+        if self._fetch_hold is FetchHold.DRAIN and not self._hold_spent and self._release_failure is None:
+            self._hold()
+
+    @property
+    def fetch_held(self) -> frozenset[TopicPartition]:
+        """The partitions the fetch hold has paused now (not the operator's pauses)."""
+        return frozenset(self._parts.held)
+
+    def release_fetch(self) -> None:
+        """End a hold that no commit ended (the drain failed before its commit, or none came)."""
+        self._hold_spent = False
+        if self._release_failure is None:  # else the client has failed (see commit)
+            self._release()
+
+    def _hold(self) -> None:
+        tps = self._parts.hold()
+        if tps:
+            self._consumer.pause([ck(tp) for tp in sorted(tps)])
+
+    def _release(self) -> None:
+        tps = self._parts.release()
+        if not tps:
+            return
+        try:
+            self._consumer.resume([ck(tp) for tp in sorted(tps)])
+        except KafkaException as exc:
+            err = error_of(exc)
+            self._release_failure = KafkaClientError(
+                f"resume of {sorted(tps)} after the fetch hold: {err.str() if err else exc}")
+            log.error("%s; every later poll fails", self._release_failure)
+            raise self._release_failure from exc
+        for tp, offset in self._parts.take_seeks(tps).items():
+            self._seek_now(tp, offset)
+
     # -- offsets ----------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
-        commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+        """The synchronous commit (module docstring, step 3), inside the fetch
+        hold when one is configured (step 5): the hold ends when the commit
+        returned or failed; a failed resume fails the commit's caller."""
+        if self._fetch_hold is not FetchHold.NONE and self._release_failure is None:
+            self._hold()  # drain: when hold_fetch has not come first
+            self._hold_spent = True
+        if not self._parts.held:
+            commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+            return
+        try:
+            commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+        except ClientTimeout as exc:
+            # The commit is still outstanding in librdkafka, and librdkafka's pause
+            # and resume wait for it (a stopped broker held a resume here for
+            # minutes): the hold cannot end without blocking this thread. The
+            # client fails instead (every later poll), loudly.
+            self._release_failure = KafkaClientError(
+                f"the fetch hold of {sorted(self._parts.held)} cannot end: the commit it held for got no answer "
+                f"within {timeout_ms} ms and librdkafka's resume would wait for that commit")
+            log.error("%s; every later poll fails", self._release_failure)
+            raise exc
+        except BaseException:
+            self._release()
+            raise
+        self._release()
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         return self._lookups.committed(partitions, timeout_ms)
@@ -422,7 +492,7 @@ class LibrdkafkaClient:
     def assignment(self) -> set[TopicPartition]:
         """As set by the rebalance callbacks (no librdkafka call: asking librdkafka
         from another thread while a poll is inside a rebalance callback blocks)."""
-        return set(self._assigned)
+        return set(self._parts.assigned)
 
     def group(self) -> GroupMembership:
         """The member id is asked from librdkafka only while unknown or after a

@@ -66,6 +66,12 @@ class FakeConsumer:
     def resume(self, tps):
         self.paused_set.difference_update(tps)
 
+    def hold_fetch(self):
+        pass
+
+    def release_fetch(self):
+        pass
+
     def close(self, timeout_ms):
         pass
 
