@@ -358,6 +358,9 @@ def test_a_silent_registered_name_expires_and_leaves_the_member_list(tmp_path):
             wait_until(lambda: c.members("live", operator="alive") == ["alive"], 10, "the live member alone",
                        interval=0.2)
             assert c.merge_checkpoint("live", 1, 0, 1, "alive", {("t", 0): 4}, 5.0) == {("t", 0): 4}
+        # every lease starts afresh at the restart's load: with 1 s, "alive" itself could
+        # expire before the check below reaches a loaded machine's restarted process
+        proc.extra_args = ["--member-lease", "60s"]
         proc.restart()
         with CoordinatorClient(proc.endpoint, timeout=10) as c:
             assert c.members("live") == ["alive"]  # the expiry was durable
