@@ -66,8 +66,8 @@ def test_metrics_and_status(coordinator_http, names):
 
 
 #: How long the test's second merge stays pending before it times out: the window in
-#: which /status must be fetched (the thread's start and the request's way to the
-#: coordinator come out of it; under load that took a large part of half a second).
+#: which /status must be fetched (the thread's start, the request's way to the
+#: coordinator and the page's fetch all come out of it, each slower on a loaded machine).
 PENDING_MERGE_S = 3.0
 
 
