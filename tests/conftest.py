@@ -21,8 +21,9 @@ from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIME
 # check (data generation timed against a bound): both measure the machine, not the
 # code. One example of a pure check stalled by a loaded machine's scheduler fails the
 # test as flaky (FlakyFailure: it passes when replayed). Each test still bounds its
-# examples' sizes, and pytest-timeout bounds the whole test. (Hypothesis's own "ci"
-# profile, loaded where a CI variable is set, does the same.)
+# examples' sizes, and pytest-timeout bounds the whole test. The rest comes from the
+# profile loaded before (hypothesis loads its own "ci" profile where a CI variable is
+# set: derandomized, no example database; it leaves out both of these as well).
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
 
