@@ -13,7 +13,12 @@ The test runs many short drain/checkpoint/resume cycles while records arrive
 in small polls (the process thread is often idle waiting for the next one, the
 window in which the race happened) and checks after every drain that the
 checkpointed offsets are exactly what was submitted, and at the end that every
-partition was submitted in order and the committed offsets match.
+partition was submitted in order and the committed offsets match. The sink
+itself asks for the permit after one to four batches of each resume (as the
+runtime would, right after a batch): how many records pass between two drains
+does not depend on how soon the test's thread is scheduled, which under load
+was late enough for the process thread to submit a large share of the topic in
+one resume (a handful of drain cycles in all).
 """
 
 from __future__ import annotations
@@ -40,13 +45,34 @@ def _next_offsets(sink: Sink) -> dict[int, int]:
     return {p: max(offs) + 1 for (_t, p), offs in sink.offsets().items()}
 
 
+class BlockingSubmit:
+    """``submit_batch`` that blocks the permit (``block(0)``: stops further
+    acquisitions, waits for nothing) once ``quota`` batches passed since ``allow()``."""
+
+    def __init__(self, sink: Sink, permit: RegionPermit) -> None:
+        self._sink = sink
+        self._permit = permit
+        self._left = 0
+
+    def allow(self, quota: int) -> None:
+        """Called while the permit is blocked, before unblocking it."""
+        self._left = quota
+
+    def __call__(self, records) -> None:
+        self._sink.batch(records)
+        self._left -= 1
+        if self._left <= 0:
+            self._permit.block(0.0)
+
+
 @pytest.mark.usefixtures("kafka_client")  # runs with both Kafka clients
 def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
     produce(bootstrap, topic, (b"r%d" % i for i in range(PARTITIONS * PER_PARTITION)))
     sink = Sink()
     permit = RegionPermit()
-    op = make(bootstrap, names.group(), "m0", submit_batch=sink.batch, topics=[topic],
+    submit = BlockingSubmit(sink, permit)
+    op = make(bootstrap, names.group(), "m0", submit_batch=submit, topics=[topic],
               start_position=StartPosition.BEGINNING, permit=permit, max_poll_records=10)
     total = PARTITIONS * PER_PARTITION
     permit.block(0.0)  # as the runtime: nothing is submitted before the first resume
@@ -56,9 +82,10 @@ def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(boot
         deadline = time.monotonic() + CYCLE_DEADLINE_S
         while len(sink) < total:
             assert time.monotonic() < deadline, f"only {len(sink)} of {total} records after {CYCLE_DEADLINE_S}s"
-            permit.unblock()
             n = len(sink)
             # Resume briefly: let a few batches through, then drain again.
+            submit.allow(1 + seq % 4)
+            permit.unblock()
             wait_until(lambda n=n: len(sink) > n, 10, "records after a resume", interval=0.002)
             assert permit.block(10), "the in-flight batch did not finish"
             op.drain()

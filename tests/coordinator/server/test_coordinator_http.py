@@ -37,9 +37,14 @@ def test_metrics_and_status(coordinator_http, names):
         c.merge_checkpoint(group, 1, 0, 1, "op-a", {("t", 0): 1}, 5.0)
         waiter = threading.Thread(target=lambda: _swallow_timeout(c, group))
         waiter.start()
-        wait_until(lambda: json.loads(_get(addr, "/status"))["merges"], 5, "a pending merge in /status", interval=0.02)
-        status = json.loads(_get(addr, "/status"))
+
+        def with_pending_merge() -> dict | None:  # the page that showed it: a second fetch may come after its timeout
+            status = json.loads(_get(addr, "/status"))
+            return status if status["merges"] else None
+
+        status = wait_until(with_pending_merge, 5, "a pending merge in /status", interval=0.02)
         waiter.join(10)
+        assert not waiter.is_alive()
     g = status["groups"][group]
     assert g["region_index"] == 4 and g["members"] == ["op-a", "op-b"] and g["control_variables"] == 5
     assert status["merges"][0]["group"] == group and status["merges"][0]["contributors"] == ["op-b"]
@@ -60,11 +65,17 @@ def test_metrics_and_status(coordinator_http, names):
         _get(addr, "/nope")
 
 
+#: How long the test's second merge stays pending before it times out: the window in
+#: which /status must be fetched (the thread's start, the request's way to the
+#: coordinator and the page's fetch all come out of it, each slower on a loaded machine).
+PENDING_MERGE_S = 3.0
+
+
 def _swallow_timeout(c, group):
     from coordinator.wire.errors import MergeTimeout
 
     try:
-        c.merge_checkpoint(group, 2, 0, 2, "op-b", {}, 0.5)
+        c.merge_checkpoint(group, 2, 0, 2, "op-b", {}, PENDING_MERGE_S)
     except MergeTimeout:
         return
 

@@ -36,11 +36,12 @@ def test_unarmed_points_cost_nothing():
 
     assert fault_points.lossy(deliver, "m0") is deliver  # no wrapper at all
     assert fault_points.hit(Point.AFTER_RESET, "m0") is False
-    # one module-level bool test per hit: far below a microsecond
-    t0 = time.perf_counter()
+    # one module-level bool test per hit: far below a microsecond (this thread's CPU
+    # time: the wall clock adds whatever a loaded machine gives other processes)
+    t0 = time.thread_time()
     for _ in range(100_000):
         fault_points.hit(Point.BEFORE_PUBLISH, "m0")
-    assert (time.perf_counter() - t0) / 100_000 < 2e-6
+    assert (time.thread_time() - t0) / 100_000 < 2e-6
 
 
 def test_drop_a_resume_once_for_the_targeted_member_only(fault_dir):
