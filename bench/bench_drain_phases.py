@@ -47,7 +47,7 @@ Two load modes, both in the same run when ``--steady-rate`` is given:
 
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 2
     .venv/bin/python bench/bench_drain_phases.py --messages 1500000 --rd-messages 5000000 --rounds 3 \
-        --steady-rate 20000 --rd-variant hold-drain:cr.fetch.hold=drain
+        --steady-rate 20000 --rd-variant q1m:queued.max.messages.kbytes=1024
 """
 
 from __future__ import annotations

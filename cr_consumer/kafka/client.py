@@ -224,19 +224,6 @@ class KafkaClient(Protocol):
         the event thread then stops polling for a while instead of pausing."""
         ...
 
-    def hold_fetch(self) -> None:
-        """A drain is coming (the event thread saw the region permit blocked): a
-        client that fetches ahead in the background may stop until the next
-        ``commit`` returned or :meth:`release_fetch`; positions do not change
-        and ``paused()`` does not report it (librdkafka with ``cr.fetch.hold=drain``;
-        otherwise nothing)."""
-        ...
-
-    def release_fetch(self) -> None:
-        """End a :meth:`hold_fetch` that no commit ended (the permit was given
-        back without a drain's commit); nothing when none is held."""
-        ...
-
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
         """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python

@@ -220,12 +220,6 @@ class KafkaPythonClient:
         """kafka-python fetches little ahead (one response per partition): pausing is cheap."""
         return False
 
-    def hold_fetch(self) -> None:
-        """Nothing: kafka-python fetches only inside poll, which the drain stops calling."""
-
-    def release_fetch(self) -> None:
-        """Nothing (see hold_fetch)."""
-
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
                   listener: RebalanceListener) -> None:
         check_subscription(topics, pattern)

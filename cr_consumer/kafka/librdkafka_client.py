@@ -29,30 +29,12 @@ How the seam's protocol maps onto librdkafka:
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
    response; the lookups (``committed``, ``end_offsets``, ...) ask the broker
    (:mod:`cr_consumer.kafka.librdkafka_offsets`).
-5. The fetch hold (the property ``cr.fetch.hold``,
-   :class:`~cr_consumer.kafka.librdkafka_properties.FetchHold`; ``none`` by
-   default): so that no fetch of this consumer is at the broker while a drain's
-   commit is, the adapter pauses every assigned partition the operator has not
-   paused, from :meth:`hold_fetch` (``drain``) or else the start of
-   :meth:`commit` (``drain``, ``commit``) until the commit returned or failed
-   (or :meth:`release_fetch`, or a poll :data:`FETCH_HOLD_MAX_S` after
-   ``hold_fetch``), then resumes them. These pauses are kept apart from the
-   operator's: :meth:`paused` does not report them, and the operator's
-   ``pause`` / ``resume`` / ``seek`` of a held partition act as on an unpaused
-   one once the hold ends. librdkafka drops what it fetched ahead for a paused
-   partition and, after the resume, fetches again from the position the
-   application consumed to (its ``rktp_app_pos``: the last record :meth:`poll`
-   returned + 1, what :meth:`position` reports): no record is skipped or
-   repeated, but every hold costs that refetch (docs/clients.md). A resume that
-   fails raises, and every later poll fails; so does a commit without an
-   answer in time (:class:`ClientTimeout`): librdkafka's resume would wait for
-   that commit, so the hold is not ended and the client is failed instead.
-6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
+5. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
 
-The partition bookkeeping of steps 1, 2 and 5 (assignment, positions, who
-paused what, deferred seeks) is :class:`~cr_consumer.kafka.librdkafka_partitions.PartitionStates`.
+The partition bookkeeping of steps 1 and 2 (assignment, positions, pauses,
+deferred seeks) is :class:`~cr_consumer.kafka.librdkafka_partitions.PartitionStates`.
 
 Properties: standard dotted names, mapped by
 :mod:`cr_consumer.kafka.librdkafka_properties` (re-exported here:
@@ -66,7 +48,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
@@ -100,7 +81,7 @@ from cr_consumer.kafka.librdkafka_commit import commit_sync
 from cr_consumer.kafka.librdkafka_errors import error_of, fetcher_not_started, raise_for
 from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka_partitions import PartitionStates
-from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, FetchHold, fetch_hold_of, librdkafka_config
+from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +98,6 @@ SEEK_STATE_RETRY_S = 0.005
 #: that does not answer fails the poll instead of stalling the group join
 #: (whose rebalance timeout is max.poll.interval.ms, minutes).
 ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
-#: Longest fetch hold begun by :meth:`LibrdkafkaClient.hold_fetch` before its
-#: commit: a drain waits for the in-flight batch first, which can take seconds
-#: (a slow sink); holding the fetcher all that time would leave the message
-#: queue empty when the region resumes. A poll past this ends the hold; the
-#: commit takes it again. Long enough for a fetch in flight to be answered.
-FETCH_HOLD_MAX_S = 0.05
 #: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
 _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
@@ -159,12 +134,6 @@ class LibrdkafkaClient:
         self._listener: RebalanceListener | None = None
         self._closing = False
         self._parts = PartitionStates()
-        self._fetch_hold = fetch_hold_of(properties)
-        #: A failed resume at the end of a fetch hold: its partitions stay paused
-        #: in librdkafka, so every later poll raises it (polling thread only).
-        self._release_failure: KafkaClientError | None = None
-        #: A commit ended the hold since the last release_fetch: hold_fetch waits for the next one.
-        self._hold_spent = False
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
         self._rebalancing = True
@@ -298,12 +267,7 @@ class LibrdkafkaClient:
             raise KafkaClientError(f"librdkafka fatal error: {self._fatal.name()} ({self._fatal.str()})")
         if self._assign_failure is not None:
             raise KafkaClientError(f"an assignment failed earlier: {self._assign_failure!r}") from self._assign_failure
-        if self._release_failure is not None:
-            raise KafkaClientError(f"the fetch hold could not end: {self._release_failure}") \
-                from self._release_failure
         parts = self._parts
-        if parts.held and time.monotonic() - parts.held_since > FETCH_HOLD_MAX_S:
-            self._release()
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
         out: dict[TopicPartition, list[KafkaRecord]] = {}
         if not messages:
@@ -400,73 +364,9 @@ class LibrdkafkaClient:
             return committed
         return self._lookups.reset_offset(partition, timeout_ms)
 
-    # -- the fetch hold (module docstring, step 5) ----------------------------------
-    def hold_fetch(self) -> None:
-        """A drain is coming: with ``cr.fetch.hold=drain``, pause every assigned
-        partition the operator has not paused until the commit returned; not
-        again after a commit until :meth:`release_fetch` (the permit's blocked
-        episode can outlast its drain: the checkpoint, polling turned back on)."""
-        if self._fetch_hold is FetchHold.DRAIN and not self._hold_spent and self._release_failure is None:
-            self._hold()
-
-    @property
-    def fetch_held(self) -> frozenset[TopicPartition]:
-        """The partitions the fetch hold has paused now (not the operator's pauses)."""
-        return frozenset(self._parts.held)
-
-    def release_fetch(self) -> None:
-        """End a hold that no commit ended (the drain failed before its commit, or none came)."""
-        self._hold_spent = False
-        if self._release_failure is None:  # else the client has failed (see commit)
-            self._release()
-
-    def _hold(self) -> None:
-        tps = self._parts.hold()
-        if tps:
-            self._consumer.pause([ck(tp) for tp in sorted(tps)])
-
-    def _release(self) -> None:
-        tps = self._parts.release()
-        if not tps:
-            return
-        try:
-            self._consumer.resume([ck(tp) for tp in sorted(tps)])
-        except KafkaException as exc:
-            err = error_of(exc)
-            self._release_failure = KafkaClientError(
-                f"resume of {sorted(tps)} after the fetch hold: {err.str() if err else exc}")
-            log.error("%s; every later poll fails", self._release_failure)
-            raise self._release_failure from exc
-        for tp, offset in self._parts.take_seeks(tps).items():
-            self._seek_now(tp, offset)
-
     # -- offsets ----------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
-        """The synchronous commit (module docstring, step 3), inside the fetch
-        hold when one is configured (step 5): the hold ends when the commit
-        returned or failed; a failed resume fails the commit's caller."""
-        if self._fetch_hold is not FetchHold.NONE and self._release_failure is None:
-            self._hold()  # drain: when hold_fetch has not come first
-            self._hold_spent = True
-        if not self._parts.held:
-            commit_sync(self._consumer, self._caller, offsets, timeout_ms)
-            return
-        try:
-            commit_sync(self._consumer, self._caller, offsets, timeout_ms)
-        except ClientTimeout as exc:
-            # The commit is still outstanding in librdkafka, and librdkafka's pause
-            # and resume wait for it (a stopped broker held a resume here for
-            # minutes): the hold cannot end without blocking this thread. The
-            # client fails instead (every later poll), loudly.
-            self._release_failure = KafkaClientError(
-                f"the fetch hold of {sorted(self._parts.held)} cannot end: the commit it held for got no answer "
-                f"within {timeout_ms} ms and librdkafka's resume would wait for that commit")
-            log.error("%s; every later poll fails", self._release_failure)
-            raise exc
-        except BaseException:
-            self._release()
-            raise
-        self._release()
+        commit_sync(self._consumer, self._caller, offsets, timeout_ms)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         return self._lookups.committed(partitions, timeout_ms)

@@ -11,14 +11,12 @@ which is replaced (never mutated), so a reader on any thread sees a whole set.
    being assigned are collected; the assignment applies them (the seek as the
    start offset, the pause right after it).
 2. A partition is paused by the operator (``pause``: :attr:`PartitionStates.paused`,
-   what ``KafkaClient.paused`` reports) or by the adapter's fetch hold
-   (:attr:`PartitionStates.held`), never both: an operator pause of a held
-   partition makes it the operator's (it is paused in librdkafka already).
-3. A seek of a paused or held partition is kept and applied right after its
+   what ``KafkaClient.paused`` reports); only what is paused is resumed.
+3. A seek of a paused partition is kept and applied right after its
    resume: librdkafka resumes a partition from the position it saved when it
    was paused, not from a seek made meanwhile.
 4. A position is the next offset the caller sees: the start offset, a seek,
-   or the last record handed out + 1; a record of a paused or held partition
+   or the last record handed out + 1; a record of a paused partition
    that librdkafka still returns is not handed out, and the partition's
    position goes back to it (fetched again after the resume: the deferred seek
    of step 3).
@@ -26,7 +24,6 @@ which is replaced (never mutated), so a reader on any thread sees a whole set.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 
 from cr_consumer.kafka.client import TopicPartition
@@ -42,20 +39,14 @@ class PartitionStates:
     positions: dict[TopicPartition, int]
     #: Paused by the operator (step 2).
     paused: set[TopicPartition]
-    #: Paused by the fetch hold (step 2), never also in ``paused``.
-    held: set[TopicPartition]
-    #: Seeks of paused or held partitions, applied right after their resume (step 3).
+    #: Seeks of paused partitions, applied right after their resume (step 3).
     seek_on_resume: dict[TopicPartition, int]
-    #: Monotonic time the current hold began (meaningful while ``held``).
-    held_since: float
 
     def __init__(self) -> None:
         self.assigned = frozenset()
         self.positions = {}
         self.paused = set()
-        self.held = set()
         self.seek_on_resume = {}
-        self.held_since = 0.0
         self._assigning: frozenset[TopicPartition] | None = None
         self._pending_seeks: dict[TopicPartition, int] = {}
         self._pending_pauses: set[TopicPartition] = set()
@@ -90,7 +81,6 @@ class PartitionStates:
         """librdkafka unassigned ``partitions`` (all of them unless ``incremental``)."""
         self.assigned = self.assigned - partitions if incremental else frozenset()
         self.paused -= partitions
-        self.held -= partitions
         for tp in partitions:
             self.positions.pop(tp, None)
             self.seek_on_resume.pop(tp, None)
@@ -102,10 +92,6 @@ class PartitionStates:
         if self._assigning is not None:
             self._pending_pauses |= tps & self._assigning
             tps -= self._assigning
-        # a held partition is paused in librdkafka already: it becomes the operator's
-        held, self.held = tps & self.held, self.held - tps
-        self.paused |= held
-        tps -= held
         self.paused |= tps
         return tps
 
@@ -119,26 +105,9 @@ class PartitionStates:
         self.paused -= tps
         return tps
 
-    def hold(self) -> set[TopicPartition]:
-        """The fetch hold starts (or grows): the assigned partitions neither paused
-        nor held, which librdkafka must pause now (none during an assignment)."""
-        tps = set(self.assigned - self.paused - self.held)
-        if self._assigning is not None or not tps:
-            return set()
-        if not self.held:
-            self.held_since = time.monotonic()
-        self.held |= tps
-        return tps
-
-    def release(self) -> set[TopicPartition]:
-        """The fetch hold ends: the held partitions still assigned, which librdkafka
-        must resume now (then :meth:`take_seeks`)."""
-        tps, self.held = self.held & self.assigned, set()
-        return tps
-
     def withheld(self, partition: TopicPartition) -> bool:
-        """Records of ``partition`` are not handed out now (paused or held)."""
-        return partition in self.paused or partition in self.held
+        """Records of ``partition`` are not handed out now (paused)."""
+        return partition in self.paused
 
     # -- steps 3 and 4: seeks and positions ------------------------------------
     def seek(self, partition: TopicPartition, offset: int) -> bool:
@@ -168,7 +137,7 @@ class PartitionStates:
         self.positions[partition] = next_offset
 
     def withheld_from(self, partition: TopicPartition, offset: int) -> None:
-        """librdkafka returned records of the paused or held ``partition`` from
+        """librdkafka returned records of the paused ``partition`` from
         ``offset``: they are fetched again after its resume (an earlier seek or
         refetch is the lower position: it stays)."""
         self.positions[partition] = self.seek_on_resume.setdefault(partition, offset)

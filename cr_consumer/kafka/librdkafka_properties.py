@@ -20,7 +20,6 @@ Anything else is passed to librdkafka, which refuses names it does not know.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 
 from cr_consumer.kafka.assignors import parse_strategy
@@ -55,44 +54,9 @@ RENAMED: Mapping[str, str] = {
 #:   often enough for millions of records/s; a recheck costs a timer wake-up
 #:   of librdkafka's broker thread, nothing else.
 DEFAULTS: Mapping[str, object] = {"fetch.queue.backoff.ms": 20}
-
-
-class FetchHold(enum.Enum):
-    """When the adapter pauses its assigned partitions so that librdkafka's
-    fetcher is idle while a drain's commit is at the broker (the property
-    :data:`FETCH_HOLD`; docs/clients.md, "The drain's commit").
-
-    A pause makes librdkafka drop what it fetched ahead for the partition and
-    fetch it again from the position the application consumed to after the
-    resume: each hold costs that refetch."""
-
-    #: Never (librdkafka fetches ahead through the drain).
-    NONE = "none"
-    #: Around the commit call only (a fetch already in flight is still answered).
-    COMMIT = "commit"
-    #: From the moment the event thread sees the drain coming (the region permit
-    #: blocked) until the commit returned, so a fetch in flight is answered
-    #: before the commit is sent.
-    DRAIN = "drain"
-
-
-#: The adapter's own setting (not librdkafka's): a :class:`FetchHold` value.
-FETCH_HOLD = "cr.fetch.hold"
 #: Settings the adapter uses itself (not passed to librdkafka): the poll's record cap
-#: is the ``max_records`` argument of poll; :data:`FETCH_HOLD`.
-CONSUMED = frozenset({"max.poll.records", FETCH_HOLD})
-#: FETCH_HOLD unless given.
-DEFAULT_FETCH_HOLD = FetchHold.NONE
-
-
-def fetch_hold_of(properties: Mapping[str, object]) -> FetchHold:
-    """The :data:`FETCH_HOLD` setting of ``properties`` (ClientConfigError for an unknown value)."""
-    value = properties.get(FETCH_HOLD, DEFAULT_FETCH_HOLD.value)
-    try:
-        return FetchHold(str(value).strip().lower())
-    except ValueError:
-        raise ClientConfigError(f"Kafka property {FETCH_HOLD}={value!r}: expected one of "
-                                f"{', '.join(h.value for h in FetchHold)}") from None
+#: is the ``max_records`` argument of poll.
+CONSUMED = frozenset({"max.poll.records"})
 #: Settings that make no sense for a client that hands out raw bytes.
 UNSUPPORTED: Mapping[str, str] = {
     "key.deserializer": "records carry raw bytes; decode in the operator (OperatorConfig.key_deserializer)",
@@ -102,7 +66,6 @@ UNSUPPORTED: Mapping[str, str] = {
 
 def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     """librdkafka settings for ``properties`` (see the module docstring)."""
-    fetch_hold_of(properties)  # refuse a wrong value here, with the others
     cfg: dict[str, object] = {}
     for key, value in check_guarantees(properties).items():
         if key in UNSUPPORTED:
@@ -123,5 +86,4 @@ def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     return cfg
 
 
-__all__ = ["CONSUMED", "DEFAULTS", "DEFAULT_FETCH_HOLD", "FETCH_HOLD", "RENAMED", "UNSUPPORTED", "FetchHold",
-           "fetch_hold_of", "librdkafka_config"]
+__all__ = ["CONSUMED", "DEFAULTS", "RENAMED", "UNSUPPORTED", "librdkafka_config"]

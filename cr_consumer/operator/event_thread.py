@@ -26,11 +26,7 @@ It loops:
       (the operator: half the queue is free). The gap between the two marks
       makes pause/resume episodes rare;
    while the region permit is blocked (the runtime is about to
-   drain, checkpoint or reset: nothing is being submitted), tell the client a
-   drain is coming once per blocked episode (``KafkaClient.hold_fetch``: a
-   client that fetches in the background may stop until the drain's commit
-   returned, so the commit does not meet a fetch at the broker;
-   ``release_fetch`` when the episode ends), first wait up to
+   drain, checkpoint or reset: nothing is being submitted), first wait up to
    :data:`BLOCKED_WAIT_S` for events, so the handler's event is picked up at
    once instead of after a poll, and then poll briefly
    (:data:`BLOCKED_POLL_TIMEOUT_MS`, :data:`BLOCKED_MAX_RECORDS`); otherwise
@@ -200,7 +196,6 @@ class EventThread:
         self._polling = False
         self._paused = False
         self._last_records_at = 0.0  # monotonic time of the last poll that returned records
-        self._blocked_episode = False  # the permit was seen blocked and hold_fetch called (step 3)
         self._stop_requested = False
         self.failure: BaseException | None = None
         self.n_queue_full_pause = 0
@@ -312,7 +307,6 @@ class EventThread:
             idle = time.monotonic() - self._last_records_at > IDLE_AFTER_S
             timeout_ms = IDLE_POLL_TIMEOUT_MS if idle else POLL_TIMEOUT_MS
             max_records = self._max_poll_records
-            self._hold_fetch_while_blocked(consumer)
             if self._joining():
                 timeout_ms = JOIN_POLL_TIMEOUT_MS
             elif self._blocked():
@@ -327,19 +321,6 @@ class EventThread:
             if records:
                 self._last_records_at = time.monotonic()
                 self._on_records(consumer, records)
-
-    def _hold_fetch_while_blocked(self, consumer: KafkaClient) -> None:
-        """Step 3's fetch hold: once per blocked-permit episode, as it starts, tell
-        the client a drain is coming (``KafkaClient.hold_fetch``: librdkafka may
-        stop fetching ahead until the drain's commit returned); end a hold that
-        is still on when the episode ends (``release_fetch``)."""
-        blocked = self._blocked()
-        if blocked and not self._blocked_episode:
-            self._blocked_episode = True
-            consumer.hold_fetch()
-        elif not blocked and self._blocked_episode:
-            self._blocked_episode = False
-            consumer.release_fetch()
 
     def _wait_while_blocked(self) -> bool:
         """Serve events for up to BLOCKED_WAIT_S while polling is on and the

@@ -13,7 +13,6 @@ from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavai
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python_client import kafka_python_config
 from cr_consumer.kafka.librdkafka_client import DEFAULTS, librdkafka_config
-from cr_consumer.kafka.librdkafka_properties import FetchHold, fetch_hold_of
 
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
 
@@ -71,16 +70,6 @@ def test_mixed_or_unknown_assignors_and_unknown_names_are_refused(kind):
         make_client(kind, {**BASE, "partition.assignment.strategy": "sticky-ish"})
     with pytest.raises(ClientConfigError, match="no.such.setting"):
         make_client(kind, {**BASE, "no.such.setting": 1})
-
-
-def test_the_fetch_hold_is_the_adapters_own_setting():
-    """``cr.fetch.hold`` is read by the adapter, never passed to librdkafka; a
-    value it does not know is refused naming the ones it does."""
-    assert "cr.fetch.hold" not in librdkafka_config({"cr.fetch.hold": "drain"})
-    assert fetch_hold_of({}) is FetchHold.NONE
-    assert fetch_hold_of({"cr.fetch.hold": " Commit "}) is FetchHold.COMMIT
-    with pytest.raises(ClientConfigError, match="none, commit, drain"):
-        librdkafka_config({"cr.fetch.hold": "sometimes"})
 
 
 def test_librdkafka_refuses_deserializers():

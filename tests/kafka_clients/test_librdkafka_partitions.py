@@ -29,31 +29,15 @@ def test_seeks_and_pauses_during_an_assignment_are_collected_for_it():
     assert parts.paused == {T1, T2} and parts.positions == {T0: 7, T1: 3}
 
 
-def test_the_hold_is_kept_apart_from_the_operators_pauses():
-    parts = _assigned(T0, T1, T2)
-    assert parts.pause([T0]) == {T0}
-    assert parts.hold() == {T1, T2}  # what the operator has not paused
-    assert parts.hold() == set()  # held already
-    assert parts.paused == {T0} and parts.withheld(T1)
-    # the operator pauses a held partition: it is paused in librdkafka already, and stays paused
-    assert parts.pause([T1]) == set()
-    assert parts.paused == {T0, T1} and parts.held == {T2}
-    # the operator's resume does not end the hold, the hold's release does not resume its pauses
-    assert parts.resume([T2]) == set()
-    assert parts.release() == {T2}
-    assert parts.paused == {T0, T1} and parts.held == set()
-    assert parts.resume([T0, T1]) == {T0, T1}
-
-
-def test_a_seek_of_a_held_or_paused_partition_waits_for_its_resume():
+def test_a_seek_of_a_paused_partition_waits_for_its_resume():
     parts = _assigned(T0, T1, starts={T0: 10, T1: 20})
-    parts.pause([T0])
-    parts.hold()
+    parts.pause([T0, T1])
     assert parts.seek(T0, 5) is False and parts.seek(T1, 6) is False
     assert parts.positions == {T0: 5, T1: 6}  # what position() reports meanwhile
-    assert parts.take_seeks(parts.release()) == {T1: 6}
+    assert parts.take_seeks(parts.resume([T1])) == {T1: 6}
+    assert parts.resume([T2]) == set()  # only what is paused is resumed
     assert parts.take_seeks(parts.resume([T0])) == {T0: 5}
-    assert parts.seek(T0, 8) is True  # neither paused nor held: librdkafka seeks now
+    assert parts.seek(T0, 8) is True  # not paused: librdkafka seeks now
     parts.sought(T0, 8)
     assert parts.positions[T0] == 8 and parts.seek_on_resume == {}
 
@@ -61,20 +45,18 @@ def test_a_seek_of_a_held_or_paused_partition_waits_for_its_resume():
 def test_records_withheld_go_back_to_the_lowest_position():
     parts = _assigned(T0, T1)
     parts.handed_out(T0, 100)
-    parts.hold()
+    parts.pause([T0])
     parts.withheld_from(T0, 100)  # librdkafka still returned records from 100: fetched again after the resume
     parts.withheld_from(T0, 140)  # later ones: the lower position stays
     assert parts.positions[T0] == 100
-    assert parts.take_seeks(parts.release()) == {T0: 100}
+    assert parts.take_seeks(parts.resume([T0])) == {T0: 100}
 
 
 def test_giving_partitions_up_forgets_them():
     parts = _assigned(T0, T1)
-    parts.pause([T0])
-    parts.hold()
+    parts.pause([T0, T1])
     parts.seek(T1, 4)
     parts.gave_up(frozenset({T1}), incremental=True)
-    assert parts.assigned == {T0} and parts.held == set() and parts.seek_on_resume == {}
-    assert parts.release() == set()
+    assert parts.assigned == {T0} and parts.paused == {T0} and parts.seek_on_resume == {}
     parts.gave_up(frozenset({T0}), incremental=False)
     assert (parts.assigned, parts.paused, parts.positions) == (frozenset(), set(), {})

@@ -1,8 +1,7 @@
 """EventThread without a broker: a scripted consumer and injected callables.
 
 The fake client implements only the part of the KafkaClient interface the event
-thread calls (poll, group, assignment, paused, pause, resume, hold_fetch, release_fetch,
-close); the tests assert
+thread calls (poll, group, assignment, paused, pause, resume, close); the tests assert
 what reached ``on_records``, which partitions were paused or resumed, how the
 poll was paced, and how failures reach the callers.
 """
@@ -35,7 +34,6 @@ class FakeConsumer:
         self.assigned = set(assigned)
         self.paused_set: set[TopicPartition] = set()
         self.closed_with: dict | None = None
-        self.holds: list[str] = []  # hold_fetch / release_fetch calls in order
         self.poll_error: BaseException | None = None
         self._idle = threading.Event()
 
@@ -62,12 +60,6 @@ class FakeConsumer:
 
     def resume(self, tps) -> None:
         self.paused_set.difference_update(tps)
-
-    def hold_fetch(self) -> None:
-        self.holds.append("hold")
-
-    def release_fetch(self) -> None:
-        self.holds.append("release")
 
     def close(self, timeout_ms: int) -> None:
         self.closed_with = {"timeout_ms": timeout_ms}
@@ -144,25 +136,6 @@ def test_stop_polling_returns_after_the_loop_saw_it(harness):
     n = len(harness.consumer.polls)
     harness.events.call(lambda c: None, WAIT_S, "a round trip after the stop")
     assert len(harness.consumer.polls) == n
-
-
-def test_fetch_hold_once_per_blocked_episode(harness):
-    """The client hears hold_fetch once as the permit is seen blocked (however
-    many polls the episode has) and release_fetch once as it is seen free again."""
-    ev = harness.events
-    ev.set_polling(True, WAIT_S)
-    wait_until(lambda: len(harness.consumer.polls) >= 2, WAIT_S, "polling", interval=POLL_S)
-    assert harness.consumer.holds == []
-    for episode in (1, 2):
-        harness.blocked = True
-        n = len(harness.consumer.polls)
-        wait_until(lambda n=n: len(harness.consumer.polls) >= n + 3, WAIT_S, "blocked polls", interval=POLL_S)
-        assert harness.consumer.holds == ["hold", "release"] * (episode - 1) + ["hold"]
-        harness.blocked = False
-        n = len(harness.consumer.polls)
-        wait_until(lambda n=n: len(harness.consumer.polls) >= n + 2, WAIT_S, "free polls", interval=POLL_S)
-        assert harness.consumer.holds == ["hold", "release"] * episode
-    ev.set_polling(False, WAIT_S)
 
 
 def test_poll_pacing_follows_joining_blocked_and_idle(harness):

@@ -66,12 +66,6 @@ class FakeConsumer:
     def resume(self, tps):
         self.paused_set.difference_update(tps)
 
-    def hold_fetch(self):
-        pass
-
-    def release_fetch(self):
-        pass
-
     def close(self, timeout_ms):
         pass
 
