@@ -14,7 +14,11 @@ long-lived thread that runs such calls, one at a time:
    call goes on on the thread and its outcome, when it comes, is logged.
 3. A ``run`` while an earlier call is still running waits for the thread to be
    free within its own timeout (ClientTimeout naming the call it waited for).
-4. ``shutdown()`` asks the thread to end once it is free (and waits for that
+4. ``abandoned_since()`` tells whether a call whose caller stopped waiting
+   (step 2) is still running, and since when; ``wait_free(timeout_s)`` waits
+   for the thread to be free (:mod:`cr_consumer.kafka.librdkafka_gate` keeps
+   every other library call from blocking behind such a call).
+5. ``shutdown()`` asks the thread to end once it is free (and waits for that
    up to its ``join_s``); it is a daemon thread, so a call that never returns
    cannot keep the process alive.
 
@@ -42,11 +46,13 @@ IDLE_SLICE_S = 1.0
 class _Job(Generic[T]):
     """One call and its outcome; guarded by the caller's condition."""
 
-    __slots__ = ("call", "what", "done", "result", "error", "abandoned")
+    __slots__ = ("call", "what", "done", "result", "error", "abandoned", "started_at")
 
     def __init__(self, call: Callable[[], T], what: str) -> None:
         self.call = call
         self.what = what
+        #: When the thread took the call (monotonic; None: not yet).
+        self.started_at: float | None = None
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -95,8 +101,29 @@ class BoundedCaller:
             raise job.error
         return job.result  # type: ignore[return-value]  # done without error: the call's result
 
+    def abandoned_since(self) -> tuple[str, float] | None:
+        """Step 4: the running call whose caller gave up waiting (what, when it
+        started), or None."""
+        with self._cond:
+            job = self._running
+            if job is None or not job.abandoned or job.started_at is None:
+                return None
+            return job.what, job.started_at
+
+    def wait_free(self, timeout_s: float) -> bool:
+        """Step 4: wait up to ``timeout_s`` until no call is running or handed
+        over; True once free."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._job is not None or self._running is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
     def shutdown(self, join_s: float = 0.0) -> bool:
-        """Step 4; waits up to ``join_s`` for the thread to end (a call in
+        """Step 5; waits up to ``join_s`` for the thread to end (a call in
         progress is not interrupted). True once the thread has ended."""
         with self._cond:
             self._stop = True
@@ -113,6 +140,7 @@ class BoundedCaller:
                 if self._job is None:
                     return  # shut down and nothing handed over
                 job, self._job = self._job, None
+                job.started_at = time.monotonic()
                 self._running = job
             try:
                 result = job.call()

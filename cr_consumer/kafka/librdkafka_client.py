@@ -29,7 +29,11 @@ How the seam's protocol maps onto librdkafka:
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
    response; the lookups (``committed``, ``end_offsets``, ...) ask the broker
    (:mod:`cr_consumer.kafka.librdkafka_offsets`).
-5. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
+5. A commit that got no answer in time stays inside librdkafka, and every
+   other call on the consumer would block behind it: each call passes the
+   :class:`~cr_consumer.kafka.librdkafka_gate.CallGate` first (a poll returns
+   nothing meanwhile; past its limit every call fails and the operator with it).
+6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
 
@@ -79,6 +83,7 @@ except ImportError as exc:  # the optional extra
 from cr_consumer.kafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.librdkafka_commit import commit_sync
 from cr_consumer.kafka.librdkafka_errors import error_of, fetcher_not_started, raise_for
+from cr_consumer.kafka.librdkafka_gate import CallGate
 from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka_partitions import PartitionStates
 from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
@@ -144,6 +149,7 @@ class LibrdkafkaClient:
         # The thread for the calls librdkafka cannot bound (commit, close); owned here,
         # shut down by close().
         self._caller = BoundedCaller("cr-librdkafka-calls")
+        self._gate = CallGate(self._caller)
 
     @property
     def kind(self) -> ClientKind:
@@ -246,6 +252,7 @@ class LibrdkafkaClient:
             self._parts.gave_up(tps, incremental=incremental)
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
+        self._gate.require("metadata", timeout_ms / 1000)
         try:
             metadata = self._consumer.list_topics(timeout=timeout_ms / 1000)
         except KafkaException as exc:
@@ -267,6 +274,8 @@ class LibrdkafkaClient:
             raise KafkaClientError(f"librdkafka fatal error: {self._fatal.name()} ({self._fatal.str()})")
         if self._assign_failure is not None:
             raise KafkaClientError(f"an assignment failed earlier: {self._assign_failure!r}") from self._assign_failure
+        if not self._gate.wait("poll", timeout_ms / 1000):
+            return {}
         parts = self._parts
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
         out: dict[TopicPartition, list[KafkaRecord]] = {}
@@ -324,6 +333,7 @@ class LibrdkafkaClient:
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         tps = self._parts.pause(partitions)
         if tps:
+            self._gate.wait("pause", None)
             self._consumer.pause([ck(tp) for tp in sorted(tps)])
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
@@ -331,6 +341,7 @@ class LibrdkafkaClient:
         # resumed without being paused from an older position (records handed out twice).
         tps = self._parts.resume(partitions)
         if tps:
+            self._gate.wait("resume", None)
             self._consumer.resume([ck(tp) for tp in sorted(tps)])
             for tp, offset in self._parts.take_seeks(tps).items():
                 self._seek_now(tp, offset)
@@ -345,6 +356,7 @@ class LibrdkafkaClient:
     def _seek_now(self, partition: TopicPartition, offset: int) -> None:
         seek = Retrying(stop=stop_after_delay(SEEK_STATE_WAIT_S), wait=wait_fixed(SEEK_STATE_RETRY_S),
                         retry=retry_if_exception(fetcher_not_started), reraise=True)
+        self._gate.wait("seek", None)
         try:
             seek(self._consumer.seek, ck(partition, offset))
         except KafkaException as exc:
@@ -356,6 +368,7 @@ class LibrdkafkaClient:
         known = self._parts.positions.get(partition)
         if known is not None:
             return known
+        self._gate.require("position", timeout_ms / 1000)
         [pos] = self._consumer.position([ck(partition)])
         if pos.offset >= NO_OFFSET:
             return int(pos.offset)
@@ -369,19 +382,25 @@ class LibrdkafkaClient:
         commit_sync(self._consumer, self._caller, offsets, timeout_ms)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
+        self._gate.require("committed", timeout_ms / 1000)
         return self._lookups.committed(partitions, timeout_ms)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+        self._gate.require("beginning offsets", timeout_ms / 1000)
         return self._lookups.beginning_offsets(partitions, timeout_ms)
 
     def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+        self._gate.require("end offsets", timeout_ms / 1000)
         return self._lookups.end_offsets(partitions, timeout_ms)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
                           timeout_ms: int) -> dict[TopicPartition, int | None]:
+        self._gate.require("offsets for times", timeout_ms / 1000)
         return self._lookups.offsets_for_times(timestamps, timeout_ms)
 
     def highwater(self, partition: TopicPartition) -> int | None:
+        if not self._gate.wait("highwater", 0.0):
+            return None  # not known without blocking
         try:
             _low, high = self._consumer.get_watermark_offsets(ck(partition), cached=True)
         except KafkaException:
@@ -399,7 +418,7 @@ class LibrdkafkaClient:
         rebalance callback (when it may have changed): each ask is a round trip
         through librdkafka's main thread, and the event thread calls this after
         every poll (thousands of times a second at full speed)."""
-        if self._member_id is None or self._member_changed:
+        if (self._member_id is None or self._member_changed) and self._gate.wait("member id", 0.0):
             self._member_changed = False
             try:
                 self._member_id = self._consumer.memberid() or None

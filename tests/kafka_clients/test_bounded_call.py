@@ -74,3 +74,33 @@ def test_shutdown_ends_the_thread_and_later_calls_fail(caller):
     assert caller.shutdown(join_s=IDLE_SLICE_S + WAIT_S)
     with pytest.raises(ClientTimeout, match="shut down"):
         caller.run(lambda: None, WAIT_S, "after shutdown")
+
+
+def test_an_abandoned_call_is_reported_until_it_ends(caller):
+    release = threading.Event()
+    assert caller.abandoned_since() is None and caller.wait_free(0.0)
+    with pytest.raises(ClientTimeout):
+        caller.run(lambda: release.wait(WAIT_S), 0.5, "commit")
+    abandoned = caller.abandoned_since()
+    assert abandoned is not None and abandoned[0] == "commit"
+    assert not caller.wait_free(0.05)
+    release.set()
+    assert caller.wait_free(WAIT_S)
+    assert caller.abandoned_since() is None
+
+
+def test_a_call_waited_for_is_not_abandoned(caller):
+    """Only a call whose caller gave up is abandoned: one still waited for is
+    the polling thread's own call in progress."""
+    release, started = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        release.wait(WAIT_S)
+
+    first = threading.Thread(target=caller.run, args=(slow, WAIT_S, "close"), daemon=True)
+    first.start()
+    assert started.wait(WAIT_S)
+    assert caller.abandoned_since() is None
+    release.set()
+    first.join(WAIT_S)
