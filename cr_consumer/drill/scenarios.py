@@ -70,7 +70,7 @@ from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import Manifest, read_committed
 from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, WatchLoop
-from cr_consumer.drill.workload import Workload
+from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
@@ -146,7 +146,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             progress(f"broker {bootstrap}, coordinator {endpoint} (pid {coordinator.pid})")
             watch = ControllerWatch(endpoint, group, drill_tl)
             workload = Workload(bootstrap, topics[0], cfg.partitions, cfg.messages, manifest, seed=cfg.seed,
-                                rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0)
+                                rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0,
+                                ack_timeout_s=ACK_TIMEOUT_S + cfg.pause_s)
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
             params = {
                 "timeline_dir": str(dirs["timeline"]),

@@ -10,10 +10,18 @@ Manifest (versioned JSON, ``manifest.json``)::
 
     {"version": 1, "group": "...",
      "topics": {"<topic>": {"<partition>": {"offsets": [o, ...], "values": [v, ...],
-                                             "poison": [o, ...]}}}}
+                                             "poison": [o, ...], "unplaced": [v, ...],
+                                             "unplaced_poison": n}}}}
 
 ``offsets[i]`` was acknowledged for ``values[i]``; ``poison`` lists the offsets
-of undecodable records, which the pipeline must count and skip.
+of undecodable records, which the pipeline must count and skip. ``unplaced``
+(optional) lists values acknowledged *without* an offset: kafka-python
+acknowledges a batch it sent again after a request timeout (a broker paused
+past it) and the broker already had, with offset -1. Before the checks, each
+such value is placed at the offset it was delivered at (values are unique per
+partition): the first delivered offset not in ``offsets`` that carries it. A
+value never delivered is *missing*; ``unplaced_poison`` counts poison records
+acknowledged without an offset, and that many holes of the range are theirs.
 
 Checks, per (topic, partition), with ``first``/``last`` the lowest/highest
 produced offset:
@@ -68,25 +76,36 @@ class Manifest:
     values: dict[tuple[str, int], dict[int, Any]] = attrs.field(factory=dict)
     #: (topic, partition) -> set of poison offsets
     poison: dict[tuple[str, int], set[int]] = attrs.field(factory=dict)
+    #: (topic, partition) -> values acknowledged without an offset (module docstring)
+    unplaced: dict[tuple[str, int], list[Any]] = attrs.field(factory=dict)
+    #: (topic, partition) -> poison records acknowledged without an offset
+    unplaced_poison: dict[tuple[str, int], int] = attrs.field(factory=dict)
 
     def add(self, topic: str, partition: int, offset: int, value: Any, *, poison: bool = False) -> None:
         key = (topic, partition)
-        if poison:
+        if offset < 0:  # acknowledged without an offset (module docstring)
+            self.values.setdefault(key, {})
+            if poison:
+                self.unplaced_poison[key] = self.unplaced_poison.get(key, 0) + 1
+            else:
+                self.unplaced.setdefault(key, []).append(value)
+        elif poison:
             self.poison.setdefault(key, set()).add(offset)
             self.values.setdefault(key, {})
         else:
             self.values.setdefault(key, {})[offset] = value
 
     def partitions(self) -> list[tuple[str, int]]:
-        return sorted(set(self.values) | set(self.poison))
+        return sorted(set(self.values) | set(self.poison) | set(self.unplaced) | set(self.unplaced_poison))
 
     @property
     def produced(self) -> int:
-        return sum(len(v) for v in self.values.values()) + self.poison_count
+        return (sum(len(v) for v in self.values.values()) + sum(len(v) for v in self.unplaced.values())
+                + self.poison_count)
 
     @property
     def poison_count(self) -> int:
-        return sum(len(v) for v in self.poison.values())
+        return sum(len(v) for v in self.poison.values()) + sum(self.unplaced_poison.values())
 
     def last_offsets(self) -> dict[tuple[str, int], int]:
         out = {}
@@ -101,11 +120,16 @@ class Manifest:
         for topic, part in self.partitions():
             vals = self.values.get((topic, part), {})
             offsets = sorted(vals)
-            topics[topic][str(part)] = {
+            entry: dict[str, Any] = {
                 "offsets": offsets,
                 "values": [vals[o] for o in offsets],
                 "poison": sorted(self.poison.get((topic, part), ())),
             }
+            if self.unplaced.get((topic, part)):
+                entry["unplaced"] = list(self.unplaced[(topic, part)])
+            if self.unplaced_poison.get((topic, part)):
+                entry["unplaced_poison"] = self.unplaced_poison[(topic, part)]
+            topics[topic][str(part)] = entry
         return {"version": MANIFEST_VERSION, "group": self.group, "topics": dict(topics)}
 
     @classmethod
@@ -125,6 +149,13 @@ class Manifest:
                 m.values[(topic, part)] = dict(zip(offsets, values))
                 if entry.get("poison"):
                     m.poison[(topic, part)] = set(entry["poison"])
+                unplaced, unplaced_poison = entry.get("unplaced", []), entry.get("unplaced_poison", 0)
+                if not isinstance(unplaced, list) or not isinstance(unplaced_poison, int) or unplaced_poison < 0:
+                    raise ManifestError(f"manifest {topic}/{part}: malformed unplaced records")
+                if unplaced:
+                    m.unplaced[(topic, part)] = list(unplaced)
+                if unplaced_poison:
+                    m.unplaced_poison[(topic, part)] = unplaced_poison
         return m
 
     def save(self, path: str | os.PathLike) -> None:
@@ -216,6 +247,25 @@ def count_lines(paths: list[Path]) -> int:
     return n
 
 
+def _placed(vals: dict[int, Any], poison: set[int], unplaced: list[Any],
+            delivered: dict[int, Any]) -> tuple[dict[int, Any], list[Any]]:
+    """The partition's values with each value acknowledged without an offset
+    placed at the first delivered offset not produced otherwise that carries it
+    (module docstring), and the values never delivered."""
+    if not unplaced:
+        return vals, []
+    wanted = Counter(unplaced)
+    placed = dict(vals)
+    for off in sorted(delivered):
+        value = delivered[off]
+        if off in vals or off in poison or not isinstance(value, str):
+            continue  # produced at a known offset, a conflict, or not a drill value
+        if wanted[value] > 0:
+            wanted[value] -= 1
+            placed[off] = value
+    return placed, list(wanted.elements())
+
+
 def verify(
     manifest: Manifest,
     output_dir: str | os.PathLike,
@@ -266,16 +316,24 @@ def verify(
     keys = set(manifest.partitions()) | set(seen) | set(ckpt_offsets or {})
     for key in sorted(keys):
         topic, part = key
-        vals = manifest.values.get(key, {})
         poison = manifest.poison.get(key, set())
-        produced_offsets = set(vals) | poison
         counts = seen.get(key, Counter())
+        vals, never_delivered = _placed(manifest.values.get(key, {}), poison, manifest.unplaced.get(key, []),
+                                        got_value.get(key, {}))
+        produced_offsets = set(vals) | poison
         first = min(produced_offsets) if produced_offsets else None
         last = max(produced_offsets) if produced_offsets else None
         missing = dup = wrong = unexpected = 0
+        for value in never_delivered:
+            missing += 1
+            example("missing", [topic, part, None, repr(value)[:80]])
+        holes_for_poison = manifest.unplaced_poison.get(key, 0)
         if first is not None and last is not None:
             for off in range(first, last + 1):
                 if off not in counts and off not in poison:
+                    if holes_for_poison:
+                        holes_for_poison -= 1  # a poison record acknowledged without its offset
+                        continue
                     missing += 1
                     example("missing", [topic, part, off])
         for off, n in counts.items():

@@ -33,7 +33,8 @@ POISON_PREFIX = b"\xff\xfe"
 #: Records per send/flush/acknowledge round: bounds the futures held at once.
 CHUNK = 2000
 #: Bound on waiting for one chunk's acknowledgements: a broker that stops
-#: answering fails the drill instead of hanging it.
+#: answering fails the drill instead of hanging it. A drill that pauses the
+#: broker on purpose adds the pause (``Workload(ack_timeout_s=...)``).
 ACK_TIMEOUT_S = 30.0
 
 
@@ -46,8 +47,9 @@ class _Producer:
 
     def __init__(self, bootstrap: str, manifest: Manifest, lock: threading.Lock, seed: int,
                  poison_ratio: float, rng: random.Random,
-                 counters: dict[tuple[str, int], int] | None = None) -> None:
+                 counters: dict[tuple[str, int], int] | None = None, ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
         self.p = producer(bootstrap, linger_ms=5)
+        self.ack_timeout_s = ack_timeout_s
         self.manifest = manifest
         self.lock = lock
         self.seed = seed
@@ -69,14 +71,14 @@ class _Producer:
             pending.append((topic, part, text, poison, self.p.send(topic, value=raw, partition=part)))
             self.sent += 1
             self.poison += poison
-        self.p.flush(timeout=ACK_TIMEOUT_S)
+        self.p.flush(timeout=self.ack_timeout_s)
         with self.lock:
             for topic, part, text, poison, fut in pending:
-                md = fut.get(timeout=ACK_TIMEOUT_S)
+                md = fut.get(timeout=self.ack_timeout_s)
                 self.manifest.add(topic, part, md.offset, None if poison else text, poison=poison)
 
     def close(self) -> None:
-        self.p.close(timeout=ACK_TIMEOUT_S)
+        self.p.close(timeout=self.ack_timeout_s)
 
 
 class Workload:
@@ -93,8 +95,10 @@ class Workload:
     finished_at: float | None
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, total: int, manifest: Manifest, *,
-                 seed: int = 0, rate: float = 0.0, poison_ratio: float = 0.0) -> None:
+                 seed: int = 0, rate: float = 0.0, poison_ratio: float = 0.0,
+                 ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
         self.bootstrap = bootstrap
+        self.ack_timeout_s = ack_timeout_s
         self.topic = topic
         self.partitions = list(range(partitions))
         self.total = total
@@ -141,7 +145,7 @@ class Workload:
 
     def _producer(self) -> _Producer:
         prod = _Producer(self.bootstrap, self.manifest, self.lock, self.seed, self.poison_ratio, self.rng,
-                         self._counters)
+                         self._counters, self.ack_timeout_s)
         prod.sent = self.produced
         prod.poison = self.poison
         return prod

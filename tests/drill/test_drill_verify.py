@@ -143,3 +143,53 @@ def test_committed_offsets_compared_with_the_last_checkpoint_per_partition(tmp_p
     assert r.committed_behind == 0 and r.committed_basis == "checkpoint 3"
     with pytest.raises(CheckpointMissing, match="checkpoint 5"):
         last_checkpoint_offsets(state, 5)
+
+
+def _manifest_with_unplaced(unplaced: dict[int, range], poison_unplaced: set[tuple[int, int]] = frozenset()) -> Manifest:
+    """As _manifest, with the offsets in ``unplaced[p]`` acknowledged without an
+    offset (-1: a batch the producer sent again and the broker already had)."""
+    m = Manifest(group="g")
+    for p in (0, 1):
+        for off in range(10):
+            ack = -1 if off in unplaced.get(p, ()) or (p, off) in poison_unplaced else off
+            m.add("t", p, ack, f"v{p}-{off}", poison=(p, off) in poison_unplaced)
+    return m
+
+
+def test_records_acknowledged_without_an_offset_are_placed_where_delivered(tmp_path):
+    m = _manifest_with_unplaced({1: range(4, 8)})
+    _write(tmp_path / "a.jsonl", _good_rows())
+    r = verify(m, tmp_path)
+    assert r.ok, r.summary()
+    assert (r.produced, r.delivered) == (20, 20)
+    m.save(tmp_path / "manifest.json")
+    again = Manifest.load(tmp_path / "manifest.json")
+    assert again.unplaced == {("t", 1): [f"v1-{o}" for o in range(4, 8)]}
+    assert verify(again, tmp_path).ok
+
+
+def test_a_record_acknowledged_without_an_offset_and_not_delivered_is_missing(tmp_path):
+    m = _manifest_with_unplaced({0: range(8, 10)})
+    _write(tmp_path / "a.jsonl", [row for row in _good_rows() if row[:3] != ("t", 0, 9)])
+    r = verify(m, tmp_path)
+    assert not r.ok and r.missing == 1
+    assert r.examples["missing"] == [["t", 0, None, repr("v0-9")]]
+    assert r.unexpected == 0
+
+
+def test_a_value_acknowledged_once_and_delivered_twice_at_two_offsets_is_unexpected(tmp_path):
+    m = _manifest_with_unplaced({0: range(9, 10)})
+    rows = _good_rows() + [("t", 0, 10, "v0-9")]  # the same value once more, after the range
+    _write(tmp_path / "a.jsonl", rows)
+    r = verify(m, tmp_path)
+    assert not r.ok and r.unexpected == 1 and r.missing == 0
+
+
+def test_a_poison_record_acknowledged_without_an_offset_explains_one_hole(tmp_path):
+    m = _manifest_with_unplaced({}, poison_unplaced={(1, 3)})
+    rows = [row for row in _good_rows() if row[:3] != ("t", 1, 3)]
+    _write(tmp_path / "a.jsonl", rows)
+    r = verify(m, tmp_path)
+    assert r.ok, r.summary()
+    _write(tmp_path / "a.jsonl", [row for row in rows if row[:3] != ("t", 1, 5)])
+    assert verify(m, tmp_path).missing == 1
