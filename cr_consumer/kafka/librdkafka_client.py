@@ -37,6 +37,7 @@ How the seam's protocol maps onto librdkafka:
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
 
+The records of a poll are built by :mod:`cr_consumer.kafka.librdkafka_records`.
 The partition bookkeeping of steps 1 and 2 (assignment, positions, pauses,
 deferred seeks) is :class:`~cr_consumer.kafka.librdkafka_partitions.PartitionStates`.
 
@@ -67,7 +68,6 @@ from cr_consumer.kafka.client import (
     KafkaRecord,
     RebalanceListener,
     RebalanceProtocol,
-    TimestampType,
     TopicPartition,
 )
 from cr_consumer.kafka.subscription import check_subscription
@@ -87,6 +87,7 @@ from cr_consumer.kafka.librdkafka_gate import CallGate
 from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka_partitions import PartitionStates
 from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
+from cr_consumer.kafka.librdkafka_records import records_by_partition
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,6 @@ SEEK_STATE_RETRY_S = 0.005
 #: that does not answer fails the poll instead of stalling the group join
 #: (whose rebalance timeout is max.poll.interval.ms, minutes).
 ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
-#: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
-_TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
 
 def _tps(partitions: Iterable[CkTopicPartition]) -> frozenset[TopicPartition]:
@@ -276,45 +275,8 @@ class LibrdkafkaClient:
             raise KafkaClientError(f"an assignment failed earlier: {self._assign_failure!r}") from self._assign_failure
         if not self._gate.wait("poll", timeout_ms / 1000):
             return {}
-        parts = self._parts
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
-        out: dict[TopicPartition, list[KafkaRecord]] = {}
-        if not messages:
-            return out
-        types = _TIMESTAMP_TYPES
-        new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
-        last_topic: str | None = None
-        last_partition = -1
-        bucket: list[KafkaRecord] | None = None
-        refetch: dict[TopicPartition, int] = {}
-        # A message without an error always has its topic, partition and offset (the
-        # library's types say "or None" for error events): hence the ignores below.
-        for m in messages:
-            err = m.error()
-            if err is not None:
-                self._message_error(err)
-                continue
-            topic: str = m.topic()  # type: ignore[assignment]
-            partition: int = m.partition()  # type: ignore[assignment]
-            if partition != last_partition or topic != last_topic:
-                last_topic, last_partition = topic, partition
-                tp = TopicPartition(topic, partition)
-                # a paused partition yields nothing (what kafka-python does); its
-                # records are fetched again after resume (the seek back below)
-                bucket = None if parts.withheld(tp) else out.setdefault(tp, [])
-            if bucket is None:
-                refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
-                continue
-            ts_type, ts = m.timestamp()
-            headers = m.headers()
-            bucket.append(new(record, (topic, partition, m.offset(), ts if ts_type else None,
-                                       types[ts_type], m.key(), m.value(), tuple(headers) if headers else ())))
-        for tp, records in out.items():
-            parts.handed_out(tp, records[-1].offset + 1)
-        for tp, offset in refetch.items():
-            log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
-            parts.withheld_from(tp, offset)
-        return {tp: records for tp, records in out.items() if records}
+        return records_by_partition(messages, self._parts, self._message_error) if messages else {}
 
     def _message_error(self, err: KafkaError) -> None:
         if err.fatal():
