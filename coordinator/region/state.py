@@ -159,6 +159,7 @@ class RegionCore:
             failed=self.phase is Phase.FAILED,
             failed_reason=self.failed_reason,
             backoff_s=self._resets.backoff_s,
+            failure_streak=self.failure_streak,
         ).to_dict()
 
     def _save(self) -> None:
@@ -197,6 +198,11 @@ class RegionCore:
     @property
     def consecutive_resets(self) -> int:
         return self._resets.consecutive
+
+    @property
+    def failure_streak(self) -> int:
+        """Failure resets in a row, each soon after the previous (backoff.py step 1)."""
+        return self._resets.streak
 
     @property
     def resets(self) -> int:
@@ -624,7 +630,7 @@ class RegionCore:
 
     def _maybe_reset_done(self, now: float) -> None:
         """reset_round.py step 4: every awaited member answered: RESUME, or BACKOFF
-        while a repeated failure's hold lasts (backoff.py step 2)."""
+        while the hold of a failure streak lasts (backoff.py step 2)."""
         if self.phase is not Phase.RESETTING or self.waiting:
             return
         done = self._resets.answered(now)
@@ -634,10 +640,10 @@ class RegionCore:
             self._resume_after_reset(now, why)
             return
         self._goto(Phase.BACKOFF, f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
-                                  f"{self.consecutive_resets} consecutive failures (max "
-                                  f"{self.config.max_consecutive_resets})")
+                                  f"failure {self.failure_streak} of a failure streak ({self.consecutive_resets} "
+                                  f"since the last progress, max {self.config.max_consecutive_resets})")
         self._on_event("backoff", {"attempt": done.attempt, "backoff_s": done.hold_s,
-                                   "resume_in_s": round(done.hold_left_s, 3)})
+                                   "resume_in_s": round(done.hold_left_s, 3), "failure_streak": self.failure_streak})
 
     def _resume_after_reset(self, now: float, why: str) -> None:
         """reset_round.py step 5: RESUME(complete=None), RUNNING."""

@@ -452,7 +452,7 @@ class RegionMachine(RuleBasedStateMachine):
     @invariant()
     def backoff_waits_for_nobody(self) -> None:
         if self.core is not None and self.core.phase is Phase.BACKOFF:
-            assert not self.core.waiting and self.core.wake_at is not None and self.core.consecutive_resets >= 2
+            assert not self.core.waiting and self.core.wake_at is not None and self.core.failure_streak >= 2
 
     @invariant()
     def failed_says_why(self) -> None:
