@@ -239,7 +239,7 @@ def test_crkafka_status_shows_the_hold():
     h.fail(2.0)
     snap = {"regions": {"r": {**h.core.status(2.2), "recent_checkpoints": [], "recent_resets": []}}}
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
-    assert doc["regions"]["r"]["backoff_left_s"] == 0.3
+    assert doc["regions"]["r"]["backoff_left_s"] == 0.3 and doc["regions"]["r"]["failure_streak"] == 2
     assert "BACKOFF (0.3s)" in format_document(doc)
 
 
