@@ -26,7 +26,8 @@ after the previous drain's start, at least a tenth of the period after a RESUME,
    of partitions nobody reported) BEFORE anyone is told.
 4. RESUME(complete=seq, offsets) to every member: sinks publish the interval,
    sources keep ``offsets`` as the place to start a partition assigned to them
-   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0.
+   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0
+   when the checkpoint is progress (``coordinator/region/reset.py`` step 2).
 5. RETIRE(previous consistent seq): members delete older checkpoints.
 
 A member that does not answer within the drain timeout, an error answer (one
@@ -451,7 +452,7 @@ class RegionCore:
         restarts with a new attempt (dropping it left the member waiting for a
         reset until its next drain failed). During a backoff hold every member has
         answered: a request starts a new round (backoff.py step 3: a forced one
-        ends the hold, a failure is the next consecutive one)."""
+        ends the hold and the failure streak, a failure is the streak's next one)."""
         if name not in self.members:
             log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
             return
