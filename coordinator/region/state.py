@@ -38,7 +38,9 @@ join (new or restarted member) do not: the cycle goes on without the leaver,
 and completes without the joiner before its reset (``_join_after_cycle``).
 
 The member table (joins, heartbeats, removals): ``coordinator/region/members.py``;
-who may join under a member name: ``coordinator/region/admission.py``; the
+who may join under a member name: ``coordinator/region/admission.py``; what a
+join or a leave costs (a reset, the cycle going on, waiting):
+``coordinator/region/membership.py``; the
 running cycle's bookkeeping (its members, answers, joiners):
 ``coordinator/region/cycle.py``; the last consistent checkpoint and each
 member's own: ``coordinator/region/checkpoints.py``; the reset round's
@@ -73,6 +75,7 @@ from coordinator.region.cycle import CycleRound
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
+from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
     InvalidTransition,
@@ -279,22 +282,20 @@ class RegionCore:
         log.info("region %s: %s (pid %s); members %s", self.config.name, why, pid, sorted(self.members))
         self._on_event("join", {"member": name, "pid": pid})
         self._save()
-        if self.phase is Phase.FAILED:
-            return self._join_reply(name, predecessor)
-        if self.phase is Phase.WAITING:
+        step = join_step(self.phase, self._pacing.all_cooperative())
+        if step is JoinStep.START:
             self._maybe_start(now)
-        elif self._join_after_cycle(name, restarted, now):
-            pass
-        else:
+        elif step is JoinStep.AFTER_CYCLE:
+            self._join_after_cycle(name, restarted, now)
+        elif step is JoinStep.RESET:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
 
-    def _join_after_cycle(self, name: str, restarted: bool, now: float) -> bool:
+    def _join_after_cycle(self, name: str, restarted: bool, now: float) -> None:
         """A member joining (new, or a restart: its predecessor is dead) while a
-        cycle drains or checkpoints, when every reporting member is cooperative:
-        the cycle completes without it, then the region resets for it
-        (docs/region.md, cooperative step 10). Returns False when the join resets at
-        once instead (not cooperative, or no cycle in flight).
+        cycle drains or checkpoints, when every reporting member is cooperative
+        (membership.py step 1c): the cycle completes without it, then the region
+        resets for it (docs/region.md, cooperative step 10).
 
         1. A restarted member's predecessor leaves the cycle unless it answered the
            cycle's checkpoint: no command of the cycle reaches the new
@@ -308,8 +309,6 @@ class RegionCore:
            restarted process deletes what it sealed since (its reset's ``own``).
         4. At completion the joiners are told nothing of the cycle (no RESUME, no
            RETIRE); the reset that follows at once brings them in."""
-        if self.phase not in (Phase.DRAINING, Phase.CHECKPOINTING) or not self._pacing.all_cooperative():
-            return False
         without_predecessor = self._cycle.member_joined(name, restarted)
         if without_predecessor:
             self.waiting.discard(name)
@@ -318,7 +317,6 @@ class RegionCore:
                  self.phase.value, " without its predecessor" if without_predecessor else "")
         if not self.waiting:
             self._phase_answered(now)
-        return True
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
@@ -340,14 +338,17 @@ class RegionCore:
         return self._members.heartbeat(name, identity, incarnation, now, kafka, kafka_invalid)
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
+        """Member ``name`` leaves (``reason`` "left": gracefully; else why it was
+        dropped): removed from the table, then the step of membership.py step 2."""
         if not self._members.remove(name):
             return
         log.info("region %s: member %s %s; members %s", self.config.name, name, reason, sorted(self.members))
         self._on_event("leave", {"member": name, "reason": reason})
         self._save()
-        if self.phase is Phase.FAILED:
-            return
-        if not self.members:
+        graceful = reason == "left"
+        step = leave_step(self.phase, name, graceful=graceful, members_left=bool(self.members),
+                          all_cooperative=self._pacing.all_cooperative(), cycle=self._cycle, waiting=self.waiting)
+        if step is LeaveStep.WAIT:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
@@ -355,23 +356,10 @@ class RegionCore:
             self.first_join_at = None
             if self.phase is not Phase.WAITING:
                 self._goto(Phase.WAITING, "no members left")
-            return
-        kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
-        if self.phase is Phase.RESETTING or self.phase is Phase.BACKOFF:
-            # The round (or the hold, backoff.py step 3d) goes on without it; its
-            # partitions move to the others by a Kafka rebalance, which asks for its
-            # own (force) reset.
+        elif step is LeaveStep.ROUND_GOES_ON:
             self.waiting.discard(name)
             self._maybe_reset_done(now)
-        elif reason == "left" and self._cooperative_leave_keeps_cycle(name):
-            # Every member rebalances cooperatively: the others keep their partitions
-            # and their state, nothing of theirs needs a rewind. No checkpoint holds
-            # the leaver's offsets beyond the last consistent one (it answered no
-            # checkpoint since): its partitions keep that checkpoint's offsets
-            # (carried forward) until their next owners, assigned by the Kafka
-            # rebalance, start there; what it processed since is never published
-            # (its leave reply names its last completed checkpoint). A cycle in
-            # flight goes on without it. docs/region.md, cooperative step 9.
+        elif step is LeaveStep.CYCLE_GOES_ON:
             log.info("region %s: member %s left in %s; every member is cooperative: no reset",
                      self.config.name, name, self.phase.value)
             self._cycle.member_left(name)
@@ -379,10 +367,11 @@ class RegionCore:
                 self.waiting.discard(name)
                 if not self.waiting:
                     self._phase_answered(now)
-        elif self.phase is not Phase.WAITING:
+        elif step is LeaveStep.RESET:
             # A graceful leaver's consumer has left the Kafka group: the others rejoin
             # now (rejoin hint) instead of at their next Kafka heartbeat.
-            self._start_reset(f"member {name} {reason}", kind, now, rejoin=reason == "left")
+            self._start_reset(f"member {name} {reason}", ResetKind.MEMBERSHIP if graceful else ResetKind.FAILURE,
+                              now, rejoin=graceful)
 
     def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
             error: str | None, now: float, offsets: list | None = None, rebalance: bool = False) -> None:
@@ -415,20 +404,6 @@ class RegionCore:
         if self.waiting:
             return
         self._phase_answered(now)
-
-    def _cooperative_leave_keeps_cycle(self, name: str) -> bool:
-        """A graceful leave of ``name`` (already removed from the members) needs
-        no reset: every reporting member is cooperative, and the leaver has not
-        answered a checkpoint of the cycle in flight (RUNNING; DRAINING, where
-        no offsets are collected yet; CHECKPOINTING while it is still awaited)."""
-        if not self._pacing.all_cooperative():
-            return False
-        if self.phase is Phase.RUNNING or self.phase is Phase.DRAINING:
-            return True
-        if self.phase is Phase.CHECKPOINTING and self._cycle.is_joiner(name):
-            # a joiner whose predecessor did not answer: not in the cycle
-            return not self._cycle.has_checkpointed(name)
-        return self.phase is Phase.CHECKPOINTING and name in self.waiting
 
     def _phase_answered(self, now: float) -> None:
         """Every awaited member answered the current phase (or left): the next step."""
