@@ -9,7 +9,11 @@ transition, the reset, the cycle's bookkeeping, persistence and sends):
 
 1. A member admitted as new or restarted (`join_step`):
    a. the region is FAILED: nothing follows (the join reply says FAILED);
-   b. WAITING: the start, once the expected members are back (or the grace is over);
+   b. WAITING: the start (`start_due`), once as many members as expected
+      (``min_members``, or the members known before a coordinator restart) or
+      every member known before the restart are back, or ``join_grace_s``
+      after the first join (one member that never comes back cannot stall
+      the region);
    c. DRAINING or CHECKPOINTING and every reporting member is cooperative: the
       cycle goes on and completes without the joiner, then the region resets
       for it (docs/region.md, cooperative step 10);
@@ -37,7 +41,7 @@ import enum
 from collections.abc import Collection
 
 from coordinator.region.cycle import CycleRound
-from coordinator.region.model import Phase
+from coordinator.region.model import Phase, RegionConfig
 
 
 class JoinStep(enum.Enum):
@@ -102,3 +106,16 @@ def cooperative_leave_keeps_cycle(phase: Phase, name: str, cycle: CycleRound, wa
         # a joiner whose predecessor did not answer: not in the cycle
         return not cycle.has_checkpointed(name)
     return phase is Phase.CHECKPOINTING and name in waiting
+
+
+def start_due(members: Collection[str], known: Collection[str], config: RegionConfig, first_join_at: float | None,
+              now: float) -> bool:
+    """Step 1b: whether the WAITING region starts now, with ``members`` joined;
+    ``known``: the members of the durable document (before a coordinator
+    restart); ``first_join_at``: the first join since the region waits."""
+    if not members:
+        return False
+    expected = max(config.min_members, len(known))
+    all_known_back = bool(known) and set(known) <= set(members)
+    grace_over = first_join_at is not None and now - first_join_at >= config.join_grace_s
+    return len(members) >= expected or all_known_back or grace_over

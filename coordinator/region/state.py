@@ -75,7 +75,7 @@ from coordinator.region.cycle import CycleRound
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
-from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step
+from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step, start_due
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
     InvalidTransition,
@@ -571,12 +571,8 @@ class RegionCore:
 
     # ------------------------------------------------------------------ reset round (reset_round.py applied)
     def _maybe_start(self, now: float) -> None:
-        if not self.members:
-            return
-        expected = max(self.config.min_members, len(self.known_members))
-        all_known_back = bool(self.known_members) and set(self.known_members) <= set(self.members)
-        grace_over = self.first_join_at is not None and now - self.first_join_at >= self.config.join_grace_s
-        if len(self.members) >= expected or all_known_back or grace_over:
+        """WAITING: the first reset once the members are back (membership.py step 1b)."""
+        if start_due(self.members, self.known_members, self.config, self.first_join_at, now):
             self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
 
     def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False,

@@ -6,8 +6,15 @@ from __future__ import annotations
 import pytest
 
 from coordinator.region.cycle import CycleRound
-from coordinator.region.membership import JoinStep, LeaveStep, cooperative_leave_keeps_cycle, join_step, leave_step
-from coordinator.region.model import Phase
+from coordinator.region.membership import (
+    JoinStep,
+    LeaveStep,
+    cooperative_leave_keeps_cycle,
+    join_step,
+    leave_step,
+    start_due,
+)
+from coordinator.region.model import Phase, RegionConfig
 
 
 @pytest.mark.parametrize(("phase", "cooperative", "step"), [
@@ -58,3 +65,14 @@ def test_a_cooperative_leave_keeps_a_checkpointing_cycle_only_before_its_answer(
     joined.checkpoint_started()
     assert joined.member_joined("m1", restarted=True)  # its predecessor had not answered: not in the cycle
     assert cooperative_leave_keeps_cycle(Phase.CHECKPOINTING, "m1", joined, ("m0",))
+
+
+def test_a_waiting_region_starts_when_the_members_are_back_or_the_grace_is_over():
+    config = RegionConfig(name="r", min_members=2, join_grace_s=10.0)
+    assert not start_due([], [], config, None, 0.0)
+    assert not start_due(["m0"], [], config, 0.0, 9.9)
+    assert start_due(["m0"], [], config, 0.0, 10.0)  # the grace is over
+    assert start_due(["m0", "m1"], [], config, 0.0, 0.0)  # min_members
+    assert not start_due(["m0", "m1"], ["m0", "m1", "m2"], config, 0.0, 1.0)  # three were known before a restart
+    assert start_due(["m0", "m2", "m1"], ["m0", "m1", "m2"], config, 0.0, 1.0)
+    assert start_due(["m0"], ["m0"], RegionConfig(name="r", min_members=3), 0.0, 0.0)  # every known member is back
