@@ -313,7 +313,7 @@ def test_a_poison_record_on_one_partition_backs_off_up_to_the_max_and_never_fail
     assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == holds[1:]
 
 
-def test_a_persistent_failure_has_the_same_holds_as_before():
+def test_a_persistent_failure_is_held_by_its_consecutive_count_and_fails_after_the_fifth_hold():
     """The sink is down: no checkpoint between the failures; the streak and the
     consecutive count are the same, and the region fails after the fifth hold."""
     h = started(1)
