@@ -313,6 +313,19 @@ def test_a_poison_record_on_one_partition_backs_off_up_to_the_max_and_never_fail
     assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == holds[1:]
 
 
+def test_a_poison_record_on_one_partition_settles_at_one_reset_per_max_hold():
+    """Ten minutes of the same failure after every checkpoint: 0 + 0.5 + ... + 16 s of
+    holds, then one reset per 30 s (a reset per period, ~500, without the streak)."""
+    h, now = poisoned()
+    failures = 0
+    while now < 600.0:
+        now, _ = poison_round(h, now, 20 + 10 * failures)
+        failures += 1
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
+    assert 20 <= failures <= 26 and h.core.resets == failures + 1  # + the start
+    assert h.core.failure_streak == failures
+
+
 def test_a_persistent_failure_is_held_by_its_consecutive_count_and_fails_after_the_fifth_hold():
     """The sink is down: no checkpoint between the failures; the streak and the
     consecutive count are the same, and the region fails after the fifth hold."""
