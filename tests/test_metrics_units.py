@@ -37,13 +37,14 @@ def test_coordinator_registry_passes_promtool_and_drops_a_dropped_region():
     m.limit_rejections.labels("max_groups").inc(2)
     m.set_connections(3, 100)
     m.update_from_stats({"control_variables": 5, "groups": 1, "log_bytes": 4096, "compactions": 2})
-    m.regions.update([RegionSample("orders", "RUNNING", 7, 7, 2, 0, False, 3)], PHASES)
+    m.regions.update([RegionSample("orders", "RUNNING", 7, 7, 2, 0, False, 3, failure_streak=4)], PHASES)
     m.regions.checkpoint_done("orders", 0.04)
     m.regions.reset_done("orders", 1.2)
     text = m.render().decode()
     assert promtool_problems(text) == ""
     assert samples(text, "crkafka_region_checkpoints_total") == [({"region": "orders"}, 7.0)]
     assert samples(text, "crkafka_region_resets_total") == [({"region": "orders"}, 2.0)]
+    assert samples(text, "crkafka_region_failure_streak") == [({"region": "orders"}, 4.0)]
     assert samples(text, "crkafka_region_reset_duration_seconds_count") == [({"region": "orders"}, 1.0)]
     assert samples(text, "crkafka_coordinator_limit_rejections_total") == [({"limit": "max_groups"}, 2.0)]
     assert samples(text, "crkafka_coordinator_compactions_total") == [({}, 2.0)]

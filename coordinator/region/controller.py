@@ -239,7 +239,7 @@ class RegionControllerService:
             (RegionSample(name=name, phase=core.phase.value, last_consistent=core.last_consistent,
                           checkpoints=core.checkpoints, resets=core.resets,
                           consecutive_resets=core.consecutive_resets, failed=core.phase is Phase.FAILED,
-                          members=len(core.members))
+                          members=len(core.members), failure_streak=core.failure_streak)
              for name, core in self.regions.items()),
             (phase.value for phase in Phase))
 

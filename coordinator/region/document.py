@@ -15,7 +15,10 @@ Stored by the region controller service in the state store (namespace
 
 ``DOC_VERSION`` changes whenever a field's meaning or presence changes; a field
 added as optional (absent in older documents, ignored by older coordinators:
-``backoff_s``) keeps it.
+``backoff_s``, ``failure_streak``) keeps it. A document without
+``failure_streak`` loads it as its ``consecutive_resets``: the failures counted
+since the last progress are a streak at least that long (their hold was that
+count's), so an upgrade never shortens a hold.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from coordinator.region.model import DOC_VERSION, AbsentCheckpoints
 #: Bound on a stored hold: the largest reset_backoff_max_s a member may send
 #: (coordinator/region/messages.py MAX_CONFIG_SECONDS, one day).
 MAX_BACKOFF_S = 86_400.0
+#: Bound on the failure streak (coordinator/region/reset.py step 2): the count
+#: saturates there, and a stored one past it is refused. At one failure per
+#: millisecond it takes eleven days to reach; the hold stopped growing long before.
+MAX_FAILURE_STREAK = 1_000_000_000
 
 
 @attrs.frozen
@@ -47,6 +54,9 @@ class RegionDocument:
     #: The backoff hold in force (seconds, coordinator/region/backoff.py step 4);
     #: None: none. Optional: a document without it (an older coordinator's) has none.
     backoff_s: float | None = None
+    #: The failure streak (coordinator/region/backoff.py step 1). Optional: a
+    #: document without it (an older coordinator's) loads it as ``consecutive_resets``.
+    failure_streak: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": DOC_VERSION, **attrs.asdict(self, recurse=False)}
@@ -71,6 +81,7 @@ class RegionDocument:
             failed=bool(doc.get("failed")),
             failed_reason=doc.get("failed_reason"),
             backoff_s=_backoff(doc.get("backoff_s")),
+            failure_streak=_streak(doc.get("failure_streak", doc["consecutive_resets"])),
         )
 
 
@@ -80,3 +91,9 @@ def _backoff(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BACKOFF_S:
         raise ValueError(f"stored backoff_s {value!r:.40} is not a number of seconds in (0, {MAX_BACKOFF_S}]")
     return float(value)
+
+
+def _streak(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_FAILURE_STREAK:
+        raise ValueError(f"stored failure_streak {value!r:.40} is not a count in [0, {MAX_FAILURE_STREAK}]")
+    return value

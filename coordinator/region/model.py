@@ -44,8 +44,8 @@ class InvalidTransition(RuntimeError):
 
 
 class ResetKind(str, enum.Enum):
-    FAILURE = "failure"  # counts towards max_consecutive_resets
-    FORCE = "force"  # a rebalance: resets the consecutive counter
+    FAILURE = "failure"  # counts towards max_consecutive_resets and the failure streak
+    FORCE = "force"  # a rebalance: resets the consecutive counter and ends the failure streak
     MEMBERSHIP = "membership"  # a member joined/left: counter unchanged
 
 
@@ -97,13 +97,17 @@ class RegionConfig:
     #: without it, a checkpoint completing between two failures caused by the same
     #: record cleared the count every time, and the region reset for ever. Long
     #: enough that a failure every few seconds counts; short enough that rare,
-    #: unrelated failures of an idle region never add up to FAILED.
+    #: unrelated failures of an idle region never add up to FAILED. Failures this
+    #: far apart are not one failure streak either (the backoff's count, below).
     failure_memory_s: float = attrs.field(default=60.0, validator=_positive("failure_memory_s"))
-    #: The k-th consecutive failure reset (k >= 2) holds the region's RESUME for
-    #: min(reset_backoff_s * 2^(k-2), reset_backoff_max_s) after the failure
-    #: (coordinator/region/backoff.py): a failure that persists (a sink down for a
-    #: few seconds) would otherwise burn max_consecutive_resets in ~100 ms and fail
-    #: the region for good. The defaults outlast a failure of ~5 s (0.5+1+2+4 s).
+    #: The k-th failure reset of a streak (k >= 2; failures less than
+    #: failure_memory_s apart, whatever progress between them) holds the region's
+    #: RESUME for min(reset_backoff_s * 2^(k-2), reset_backoff_max_s) after the
+    #: failure (coordinator/region/backoff.py): a failure that persists (a sink down
+    #: for a few seconds) would otherwise burn max_consecutive_resets in ~100 ms and
+    #: fail the region for good, and a record that fails every time on one partition
+    #: while the others move would reset at full speed for ever. The defaults
+    #: outlast a failure of ~5 s (0.5+1+2+4 s) and settle at one reset per 30 s.
     reset_backoff_s: float = attrs.field(default=0.5, validator=_positive("reset_backoff_s"))
     reset_backoff_max_s: float = attrs.field(default=30.0, validator=_positive("reset_backoff_max_s"))
     #: A member silent this long is considered dead (detects kill -9 and hosts

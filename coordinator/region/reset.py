@@ -22,8 +22,20 @@ The reset:
    ``failure_memory_s`` old. A checkpoint that merely completes between two
    failures (the members drained before they reached the record that fails
    them) is not progress, so a record that fails every time ends in FAILED
-   instead of an endless reset loop. From the second failure in a row the
-   RESUME waits for a growing hold (``coordinator/region/backoff.py``).
+   instead of an endless reset loop. The backoff follows a second count, the
+   failure streak: failure resets in a row, each less than ``failure_memory_s``
+   after the previous one; progress does not end it, a forced cause does (and a
+   checkpoint ``failure_memory_s`` after the last failure; a failure that much
+   later starts a new streak at 1). From the second failure of a streak the
+   RESUME waits for a growing hold (``coordinator/region/backoff.py``). Both
+   counts are durable; the time of the last failure is not: after a restart the
+   first failure continues the restored streak and the first checkpoint starts
+   the ``failure_memory_s`` clock, so a restart never clears either count.
+   Limit: failures are not attributed to partitions. A record that fails every
+   time on one partition while other partitions move makes every checkpoint
+   between two failures progress: the consecutive count stays at 1 and the
+   region never goes FAILED, but the streak grows and the region resets once
+   per ``reset_backoff_max_s`` (docs/operations.md: alert on the streak).
 3. ``attempt = next_attempt`` (persisted; attempts are never reused, so two
    rounds never mix in a merge), then RESET(last consistent seq, attempt,
    checkpoint members, merged offsets, own) to every member, or
@@ -46,12 +58,13 @@ The reset:
 
 from __future__ import annotations
 
+from coordinator.region.document import MAX_FAILURE_STREAK
 from coordinator.region.model import RegionConfig, ResetKind
 from coordinator.region.pacing import CheckpointPacing
 
 
 class ResetRounds:
-    """Attempt numbering, the consecutive-reset count and the timing of one region's
+    """Attempt numbering, the consecutive-reset count, the failure streak and the timing of one region's
     reset rounds (steps 1-4 above). The core calls, in order: `note_cause` for
     every cause, `begin` when a round starts, `finish` when every member
     answered; `checkpoint_completed` after a consistent checkpoint; `restore`
@@ -63,27 +76,39 @@ class ResetRounds:
         self.attempt: int | None = None  # attempt of the running (or last) round
         self.next_attempt = 1  # durable: attempts are never reused
         self.consecutive = 0  # durable: failures since the last progress (step 2) or forced reset
-        self._last_failure_at: float | None = None  # when the last failure was counted
+        self.streak = 0  # durable: failures in a row, each < failure_memory_s after the previous (step 2)
+        # When the last failure was counted (None: none since the streak ended, or
+        # unknown after a restore). Not durable.
+        self._last_failure_at: float | None = None
         self.rounds = 0  # rounds started (status and metrics)
         self._started_at: float | None = None  # first cause of the rounds in progress
 
-    def restore(self, *, next_attempt: int, consecutive: int) -> None:
+    def restore(self, *, next_attempt: int, consecutive: int, streak: int) -> None:
         """From the durable document. The last failure's time is not durable: when
         failures were counted, the first checkpoint after the restore starts the
-        ``failure_memory_s`` clock (step 2), so a restart never clears the count."""
+        ``failure_memory_s`` clock and the first failure continues the streak
+        (step 2), so a restart never clears a count nor shortens a hold."""
         self.next_attempt = next_attempt
         self.consecutive = consecutive
+        self.streak = streak
         self._last_failure_at = None
 
     def note_cause(self, kind: ResetKind, now: float) -> str | None:
         """Step 1: count one cause. A forced (rebalance) cause clears the consecutive
-        count, a failure raises it, a membership change leaves it. Returns why the
-        region must fail instead (step 2), else None."""
+        count and ends the streak, a failure raises both (or starts a new streak,
+        step 2), a membership change leaves them. Returns why the region must fail
+        instead (step 2), else None."""
         if kind is ResetKind.FORCE:
             self.consecutive = 0
+            self.streak = 0
+            self._last_failure_at = None
             self._pacing.forced_reset()
         elif kind is ResetKind.FAILURE:
             self.consecutive += 1
+            if self._last_failure_at is not None and now - self._last_failure_at >= self._config.failure_memory_s:
+                self.streak = 1
+            else:  # within failure_memory_s of the last failure, or its time unknown (restored)
+                self.streak = min(self.streak + 1, MAX_FAILURE_STREAK)
             self._last_failure_at = now
         if self.consecutive > self._config.max_consecutive_resets:
             return (f"{self.consecutive - 1} consecutive resets did not bring the region "
@@ -112,12 +137,16 @@ class ResetRounds:
     def checkpoint_completed(self, *, advanced: bool, now: float) -> bool:
         """Step 2: a checkpoint became consistent; ``advanced``: it moved a source
         offset past the previous consistent checkpoint. Clears the counter when
-        the checkpoint is progress; returns whether the counter is 0 now."""
+        the checkpoint is progress, and ends the streak too when the last failure
+        is ``failure_memory_s`` old; returns whether the counter is 0 now."""
         self._pacing.checkpoint_completed()
-        if self.consecutive and self._last_failure_at is None:  # restored: the clock starts now
+        if (self.consecutive or self.streak) and self._last_failure_at is None:  # restored: the clock starts now
             self._last_failure_at = now
         quiet = self._last_failure_at is None or now - self._last_failure_at >= self._config.failure_memory_s
-        if advanced or quiet:
+        if advanced:
             self.consecutive = 0
+        if quiet:
+            self.consecutive = 0
+            self.streak = 0
             self._last_failure_at = None
         return self.consecutive == 0

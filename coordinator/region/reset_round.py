@@ -117,13 +117,13 @@ class ResetDrive:
         too_many = self._counters.note_cause(kind, now)
         if too_many is not None:
             return RoundRefused(f"{too_many}; last cause: {why}")
-        self._hold.on_cause(kind, self._counters.consecutive, now)
+        self._hold.on_cause(kind, self._counters.streak, self._counters.consecutive, now)
         attempt = self._counters.begin()
         self._counters.started(now)
         if rejoin:
             self._pacing.rejoin_hinted(now)
         return RoundStart(attempt, kind, f"attempt {attempt} ({kind.value}, consecutive "
-                                         f"{self._counters.consecutive}): {why}",
+                                         f"{self._counters.consecutive}, streak {self._counters.streak}): {why}",
                           tuple((name, self._command(name, attempt, rejoin)) for name in sorted(members)),
                           now + self._config.reset_timeout_s)
 
@@ -158,7 +158,8 @@ class ResetDrive:
     # ------------------------------------------------------------------ durable state, status, counters
     def restore(self, stored: RegionDocument) -> None:
         """From the durable document, before any round (reset.py `ResetRounds.restore`)."""
-        self._counters.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets)
+        self._counters.restore(next_attempt=stored.next_attempt, consecutive=stored.consecutive_resets,
+                               streak=stored.failure_streak)
         self._hold.restore(stored.backoff_s)
 
     def status(self, now: float) -> ResetStatus:
@@ -166,7 +167,8 @@ class ResetDrive:
         left = self._hold.left(now)
         return ResetStatus(attempt=self.attempt, consecutive_resets=self.consecutive,
                            max_consecutive_resets=self._config.max_consecutive_resets, resets=self.rounds,
-                           backoff_s=self._hold.length_s, backoff_left_s=None if left is None else round(left, 3))
+                           backoff_s=self._hold.length_s, backoff_left_s=None if left is None else round(left, 3),
+                           failure_streak=self.streak)
 
     @property
     def backoff_s(self) -> float | None:
@@ -175,10 +177,10 @@ class ResetDrive:
 
     def forced(self, now: float) -> None:
         """A forced cause that starts no round (a round is running and the request
-        does not restart it): it still clears the consecutive count (reset.py step 1)
-        and the hold (backoff.py step 3b)."""
+        does not restart it): it still clears the consecutive count and the streak
+        (reset.py step 1) and the hold (backoff.py step 3b)."""
         self._counters.note_cause(ResetKind.FORCE, now)
-        self._hold.on_cause(ResetKind.FORCE, self._counters.consecutive, now)
+        self._hold.on_cause(ResetKind.FORCE, self._counters.streak, self._counters.consecutive, now)
 
     def checkpoint_completed(self, *, advanced: bool, now: float) -> bool:
         """reset.py step 2: whether the consecutive count is 0 after this checkpoint."""
@@ -195,6 +197,11 @@ class ResetDrive:
     @property
     def consecutive(self) -> int:
         return self._counters.consecutive
+
+    @property
+    def streak(self) -> int:
+        """The failure streak (durable, backoff.py step 1)."""
+        return self._counters.streak
 
     @property
     def rounds(self) -> int:

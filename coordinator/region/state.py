@@ -26,7 +26,8 @@ after the previous drain's start, at least a tenth of the period after a RESUME,
    of partitions nobody reported) BEFORE anyone is told.
 4. RESUME(complete=seq, offsets) to every member: sinks publish the interval,
    sources keep ``offsets`` as the place to start a partition assigned to them
-   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0.
+   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0
+   when the checkpoint is progress (``coordinator/region/reset.py`` step 2).
 5. RETIRE(previous consistent seq): members delete older checkpoints.
 
 A member that does not answer within the drain timeout, an error answer (one
@@ -37,7 +38,9 @@ join (new or restarted member) do not: the cycle goes on without the leaver,
 and completes without the joiner before its reset (``_join_after_cycle``).
 
 The member table (joins, heartbeats, removals): ``coordinator/region/members.py``;
-who may join under a member name: ``coordinator/region/admission.py``; the
+who may join under a member name: ``coordinator/region/admission.py``; what a
+join or a leave costs (a reset, the cycle going on, waiting):
+``coordinator/region/membership.py``; the
 running cycle's bookkeeping (its members, answers, joiners):
 ``coordinator/region/cycle.py``; the last consistent checkpoint and each
 member's own: ``coordinator/region/checkpoints.py``; the reset round's
@@ -72,6 +75,7 @@ from coordinator.region.cycle import CycleRound
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
+from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step, start_due
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
     InvalidTransition,
@@ -159,6 +163,7 @@ class RegionCore:
             failed=self.phase is Phase.FAILED,
             failed_reason=self.failed_reason,
             backoff_s=self._resets.backoff_s,
+            failure_streak=self.failure_streak,
         ).to_dict()
 
     def _save(self) -> None:
@@ -197,6 +202,11 @@ class RegionCore:
     @property
     def consecutive_resets(self) -> int:
         return self._resets.consecutive
+
+    @property
+    def failure_streak(self) -> int:
+        """Failure resets in a row, each soon after the previous (backoff.py step 1)."""
+        return self._resets.streak
 
     @property
     def resets(self) -> int:
@@ -272,22 +282,20 @@ class RegionCore:
         log.info("region %s: %s (pid %s); members %s", self.config.name, why, pid, sorted(self.members))
         self._on_event("join", {"member": name, "pid": pid})
         self._save()
-        if self.phase is Phase.FAILED:
-            return self._join_reply(name, predecessor)
-        if self.phase is Phase.WAITING:
+        step = join_step(self.phase, self._pacing.all_cooperative())
+        if step is JoinStep.START:
             self._maybe_start(now)
-        elif self._join_after_cycle(name, restarted, now):
-            pass
-        else:
+        elif step is JoinStep.AFTER_CYCLE:
+            self._join_after_cycle(name, restarted, now)
+        elif step is JoinStep.RESET:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
         return self._join_reply(name, predecessor)
 
-    def _join_after_cycle(self, name: str, restarted: bool, now: float) -> bool:
+    def _join_after_cycle(self, name: str, restarted: bool, now: float) -> None:
         """A member joining (new, or a restart: its predecessor is dead) while a
-        cycle drains or checkpoints, when every reporting member is cooperative:
-        the cycle completes without it, then the region resets for it
-        (docs/region.md, cooperative step 10). Returns False when the join resets at
-        once instead (not cooperative, or no cycle in flight).
+        cycle drains or checkpoints, when every reporting member is cooperative
+        (membership.py step 1c): the cycle completes without it, then the region
+        resets for it (docs/region.md, cooperative step 10).
 
         1. A restarted member's predecessor leaves the cycle unless it answered the
            cycle's checkpoint: no command of the cycle reaches the new
@@ -301,8 +309,6 @@ class RegionCore:
            restarted process deletes what it sealed since (its reset's ``own``).
         4. At completion the joiners are told nothing of the cycle (no RESUME, no
            RETIRE); the reset that follows at once brings them in."""
-        if self.phase not in (Phase.DRAINING, Phase.CHECKPOINTING) or not self._pacing.all_cooperative():
-            return False
         without_predecessor = self._cycle.member_joined(name, restarted)
         if without_predecessor:
             self.waiting.discard(name)
@@ -311,7 +317,6 @@ class RegionCore:
                  self.phase.value, " without its predecessor" if without_predecessor else "")
         if not self.waiting:
             self._phase_answered(now)
-        return True
 
     def _join_reply(self, name: str, predecessor: dict | None = None) -> dict[str, Any]:
         reply = {"region": self.config.name, "phase": self.phase.value, "last_consistent": self.last_consistent,
@@ -333,14 +338,17 @@ class RegionCore:
         return self._members.heartbeat(name, identity, incarnation, now, kafka, kafka_invalid)
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
+        """Member ``name`` leaves (``reason`` "left": gracefully; else why it was
+        dropped): removed from the table, then the step of membership.py step 2."""
         if not self._members.remove(name):
             return
         log.info("region %s: member %s %s; members %s", self.config.name, name, reason, sorted(self.members))
         self._on_event("leave", {"member": name, "reason": reason})
         self._save()
-        if self.phase is Phase.FAILED:
-            return
-        if not self.members:
+        graceful = reason == "left"
+        step = leave_step(self.phase, name, graceful=graceful, members_left=bool(self.members),
+                          all_cooperative=self._pacing.all_cooperative(), cycle=self._cycle, waiting=self.waiting)
+        if step is LeaveStep.WAIT:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
@@ -348,23 +356,10 @@ class RegionCore:
             self.first_join_at = None
             if self.phase is not Phase.WAITING:
                 self._goto(Phase.WAITING, "no members left")
-            return
-        kind = ResetKind.MEMBERSHIP if reason == "left" else ResetKind.FAILURE
-        if self.phase is Phase.RESETTING or self.phase is Phase.BACKOFF:
-            # The round (or the hold, backoff.py step 3d) goes on without it; its
-            # partitions move to the others by a Kafka rebalance, which asks for its
-            # own (force) reset.
+        elif step is LeaveStep.ROUND_GOES_ON:
             self.waiting.discard(name)
             self._maybe_reset_done(now)
-        elif reason == "left" and self._cooperative_leave_keeps_cycle(name):
-            # Every member rebalances cooperatively: the others keep their partitions
-            # and their state, nothing of theirs needs a rewind. No checkpoint holds
-            # the leaver's offsets beyond the last consistent one (it answered no
-            # checkpoint since): its partitions keep that checkpoint's offsets
-            # (carried forward) until their next owners, assigned by the Kafka
-            # rebalance, start there; what it processed since is never published
-            # (its leave reply names its last completed checkpoint). A cycle in
-            # flight goes on without it. docs/region.md, cooperative step 9.
+        elif step is LeaveStep.CYCLE_GOES_ON:
             log.info("region %s: member %s left in %s; every member is cooperative: no reset",
                      self.config.name, name, self.phase.value)
             self._cycle.member_left(name)
@@ -372,10 +367,11 @@ class RegionCore:
                 self.waiting.discard(name)
                 if not self.waiting:
                     self._phase_answered(now)
-        elif self.phase is not Phase.WAITING:
+        elif step is LeaveStep.RESET:
             # A graceful leaver's consumer has left the Kafka group: the others rejoin
             # now (rejoin hint) instead of at their next Kafka heartbeat.
-            self._start_reset(f"member {name} {reason}", kind, now, rejoin=reason == "left")
+            self._start_reset(f"member {name} {reason}", ResetKind.MEMBERSHIP if graceful else ResetKind.FAILURE,
+                              now, rejoin=graceful)
 
     def ack(self, name: str, command: str, seq: int | None, attempt: int | None, ok: bool,
             error: str | None, now: float, offsets: list | None = None, rebalance: bool = False) -> None:
@@ -409,20 +405,6 @@ class RegionCore:
             return
         self._phase_answered(now)
 
-    def _cooperative_leave_keeps_cycle(self, name: str) -> bool:
-        """A graceful leave of ``name`` (already removed from the members) needs
-        no reset: every reporting member is cooperative, and the leaver has not
-        answered a checkpoint of the cycle in flight (RUNNING; DRAINING, where
-        no offsets are collected yet; CHECKPOINTING while it is still awaited)."""
-        if not self._pacing.all_cooperative():
-            return False
-        if self.phase is Phase.RUNNING or self.phase is Phase.DRAINING:
-            return True
-        if self.phase is Phase.CHECKPOINTING and self._cycle.is_joiner(name):
-            # a joiner whose predecessor did not answer: not in the cycle
-            return not self._cycle.has_checkpointed(name)
-        return self.phase is Phase.CHECKPOINTING and name in self.waiting
-
     def _phase_answered(self, now: float) -> None:
         """Every awaited member answered the current phase (or left): the next step."""
         command = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint"}.get(self.phase, "reset")
@@ -445,7 +427,7 @@ class RegionCore:
         restarts with a new attempt (dropping it left the member waiting for a
         reset until its next drain failed). During a backoff hold every member has
         answered: a request starts a new round (backoff.py step 3: a forced one
-        ends the hold, a failure is the next consecutive one)."""
+        ends the hold and the failure streak, a failure is the streak's next one)."""
         if name not in self.members:
             log.info("region %s: reset request of unknown member %s ignored (%s)", self.config.name, name, reason)
             return
@@ -589,12 +571,8 @@ class RegionCore:
 
     # ------------------------------------------------------------------ reset round (reset_round.py applied)
     def _maybe_start(self, now: float) -> None:
-        if not self.members:
-            return
-        expected = max(self.config.min_members, len(self.known_members))
-        all_known_back = bool(self.known_members) and set(self.known_members) <= set(self.members)
-        grace_over = self.first_join_at is not None and now - self.first_join_at >= self.config.join_grace_s
-        if len(self.members) >= expected or all_known_back or grace_over:
+        """WAITING: the first reset once the members are back (membership.py step 1b)."""
+        if start_due(self.members, self.known_members, self.config, self.first_join_at, now):
             self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
 
     def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False,
@@ -624,7 +602,7 @@ class RegionCore:
 
     def _maybe_reset_done(self, now: float) -> None:
         """reset_round.py step 4: every awaited member answered: RESUME, or BACKOFF
-        while a repeated failure's hold lasts (backoff.py step 2)."""
+        while the hold of a failure streak lasts (backoff.py step 2)."""
         if self.phase is not Phase.RESETTING or self.waiting:
             return
         done = self._resets.answered(now)
@@ -634,10 +612,10 @@ class RegionCore:
             self._resume_after_reset(now, why)
             return
         self._goto(Phase.BACKOFF, f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
-                                  f"{self.consecutive_resets} consecutive failures (max "
-                                  f"{self.config.max_consecutive_resets})")
+                                  f"failure {self.failure_streak} of a failure streak ({self.consecutive_resets} "
+                                  f"since the last progress, max {self.config.max_consecutive_resets})")
         self._on_event("backoff", {"attempt": done.attempt, "backoff_s": done.hold_s,
-                                   "resume_in_s": round(done.hold_left_s, 3)})
+                                   "resume_in_s": round(done.hold_left_s, 3), "failure_streak": self.failure_streak})
 
     def _resume_after_reset(self, now: float, why: str) -> None:
         """reset_round.py step 5: RESUME(complete=None), RUNNING."""

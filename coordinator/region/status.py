@@ -37,6 +37,10 @@ class ResetStatus:
     backoff_s: float | None = None
     #: Seconds until the held RESUME may be sent; None: not held.
     backoff_left_s: float | None = None
+    #: Failure resets in a row, each less than failure_memory_s after the previous,
+    #: whatever progress was made between them: the backoff's count
+    #: (coordinator/region/backoff.py step 1).
+    failure_streak: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -80,6 +80,8 @@ class RegionSample:
     consecutive_resets: int
     failed: bool
     members: int
+    #: Failure resets in a row, each soon after the previous (coordinator/region/backoff.py step 1).
+    failure_streak: int = 0
 
 
 class RegionMetrics:
@@ -142,6 +144,9 @@ class RegionMetrics:
             "resets": CounterMetricFamily("crkafka_region_resets", "Reset rounds started", labels=["region"]),
             "consecutive": GaugeMetricFamily("crkafka_region_consecutive_resets",
                                              "Failure resets since the region last made progress", labels=["region"]),
+            "streak": GaugeMetricFamily("crkafka_region_failure_streak",
+                                        "Failure resets in a row, each within failure_memory_s of the previous "
+                                        "(drives the backoff hold)", labels=["region"]),
             "failed": GaugeMetricFamily("crkafka_region_failed", "1 when the region is FAILED", labels=["region"]),
             "members": GaugeMetricFamily("crkafka_region_members", "Members joined", labels=["region"]),
         }
@@ -152,6 +157,7 @@ class RegionMetrics:
             families["checkpoints"].add_metric([s.name], s.checkpoints)
             families["resets"].add_metric([s.name], s.resets)
             families["consecutive"].add_metric([s.name], s.consecutive_resets)
+            families["streak"].add_metric([s.name], s.failure_streak)
             families["failed"].add_metric([s.name], 1 if s.failed else 0)
             families["members"].add_metric([s.name], s.members)
         yield phase

@@ -98,10 +98,11 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-resets", type=int, default=5, help="max consecutive resets before FAILED (default 5)")
     parser.add_argument("--failure-memory", type=duration, default=60.0,
                         help="a checkpoint that moves no offset clears the consecutive-reset count only this long "
-                             "after the last failure (default 60s)")
+                             "after the last failure; failures this far apart start a new backoff streak "
+                             "(default 60s)")
     parser.add_argument("--reset-backoff", type=duration, default=0.5,
-                        help="hold before resuming after the 2nd failure reset in a row, doubling with each "
-                             "further one (default 0.5s)")
+                        help="hold before resuming after the 2nd failure reset of a streak (failures less than "
+                             "--failure-memory apart), doubling with each further one (default 0.5s)")
     parser.add_argument("--reset-backoff-max", type=duration, default=30.0,
                         help="the longest such hold (default 30s)")
     parser.add_argument("--member-timeout", type=duration, default=5.0,

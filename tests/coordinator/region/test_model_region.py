@@ -51,10 +51,15 @@ Invariants, checked after every step:
 3. nothing checkpointed is deleted unpublished: a member never discards a
    sealed interval of a consistent checkpoint it was a member of;
 4. a FAILED region says why (``failed_reason``, the persisted ``failed``);
-4b. the backoff between consecutive failures (coordinator/region/backoff.py):
+4b. the backoff between the failures of a streak (coordinator/region/backoff.py):
    BACKOFF waits for nobody, and the RESUME after a reset never leaves before
    the hold the ``backoff`` event announced is over (unless a forced or failure
-   cause started a new round since);
+   cause started a new round since); the announced hold is the one of the
+   failure streak counted here from the counted causes (``reset`` events: a
+   failure less than ``failure_memory_s`` after the previous one continues the
+   streak, a forced request ends it, a checkpoint ``failure_memory_s`` after the
+   last failure ends it, a coordinator restart keeps the persisted one), whatever
+   progress the checkpoints between the failures made;
 5. ``settle`` (every live member heartbeats and answers every command, time
    passes): the region ends RUNNING (or FAILED, or WAITING without members),
    waits for nobody, no live member is left reset-pending, and a periodic
@@ -83,6 +88,8 @@ NAMES = ["m0", "m1", "m2"]
 
 #: Time steps: below, near and past every timeout of the config below.
 STEPS = [0.05, 0.3, 1.0, 2.5, 6.0]
+#: Short enough that a run sees failures this far apart (a new streak) and quiet checkpoints.
+FAILURE_MEMORY_S = 8.0
 SETTLE_ROUNDS = 120
 
 
@@ -121,6 +128,10 @@ class RegionMachine(RuleBasedStateMachine):
         self.steals = 0
         self.continuity_failures = 0
         self.hold_due: float | None = None  # the RESUME's earliest time, from the last ``backoff`` event
+        # The failure streak as invariant 4b counts it, and the time of its last failure.
+        self.streak = 0
+        self.last_failure: float | None = None
+        self.hold_s: float | None = None  # the hold the next RESUME after a reset is held for, by that count
 
     # ------------------------------------------------------------------ core callbacks
     def _send(self, member: str, command: RegionCommand) -> None:
@@ -151,20 +162,44 @@ class RegionMachine(RuleBasedStateMachine):
         config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
                               member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
                               max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0,
-                              reset_backoff_s=0.5, reset_backoff_max_s=2.0)
+                              reset_backoff_s=0.5, reset_backoff_max_s=2.0, failure_memory_s=FAILURE_MEMORY_S)
         self.core = RegionCore(config, self._send, self._persist, on_event=self._event)
         for name in NAMES[:initial]:
             self.join(name)
 
     def _event(self, kind: str, info: dict) -> None:
+        self._count_streak(kind, info)
         if kind == "backoff":
             self.hold_due = self.now + info["resume_in_s"]
+            if info["backoff_s"] != self.hold_s or info["failure_streak"] != self.streak:
+                self.violations.append(f"hold {info['backoff_s']} at streak {info['failure_streak']}: expected "
+                                       f"{self.hold_s} at streak {self.streak}")
+        if kind == "resume":
+            if info.get("held_s") != self.hold_s:
+                self.violations.append(f"RESUME held {info.get('held_s')}: expected {self.hold_s} at streak "
+                                       f"{self.streak}")
+            self.hold_s = None
         elif kind == "reset" and info["cause"] != "membership":  # a new failure's hold, or none (forced)
             self.hold_due = None
         if kind == "continuity":
             self.continuity_failures += 1
             if not self.steals:
                 self.violations.append(f"continuity check failed without a zombie: {info}")
+
+    def _count_streak(self, kind: str, info: dict) -> None:
+        """Invariant 4b's own count of the failure streak, from the core's events."""
+        if kind == "reset" and info["cause"] == "failure":
+            late = self.last_failure is not None and self.now - self.last_failure >= FAILURE_MEMORY_S
+            self.streak = 1 if late else self.streak + 1
+            self.last_failure = self.now
+            self.hold_s = min(0.5 * 2 ** (self.streak - 2), 2.0) if self.streak >= 2 else None
+        elif kind == "reset" and info["cause"] == "force":
+            self.streak, self.last_failure, self.hold_s = 0, None, None
+        elif kind == "checkpoint" and self.streak:
+            if self.last_failure is None:  # restored: the clock starts at the first checkpoint
+                self.last_failure = self.now
+            elif self.now - self.last_failure >= FAILURE_MEMORY_S:
+                self.streak, self.last_failure = 0, None
 
     # ------------------------------------------------------------------ members
     def _join(self, name: str, replace: bool) -> None:
@@ -303,7 +338,26 @@ class RegionMachine(RuleBasedStateMachine):
         if m is not None and m.alive:
             m.reset_pending = True
             m.asked_at = self.now
+            if force and name in self.core.members and self.core.phase is not Phase.FAILED:
+                self.streak, self.last_failure, self.hold_s = 0, None, None  # stacked or not: ends the streak
             self.core.request_reset(name, force, "revoked" if force else "pipeline error", self.now)
+
+    @rule(name=st.sampled_from(NAMES))
+    def failure_answered_at_once(self, name: str) -> None:
+        """A pipeline error, and every live member answers what it was sent before
+        any time passes: a repeated failure's round ends while its hold runs (BACKOFF)."""
+        m = self.sim.get(name)
+        if m is None or not m.alive:
+            return
+        m.re_requests = 0
+        self.send_reset_request(name, False)
+        for other in sorted(self.sim):
+            o = self.sim[other]
+            while o.alive and (o.inbox or o.executing is not None):
+                if o.executing is None:
+                    self.execute(other)
+                if o.executing is not None:
+                    self.ack(other, True)
 
     @rule(name=st.sampled_from(NAMES))
     def trigger(self, name: str) -> None:
@@ -342,6 +396,9 @@ class RegionMachine(RuleBasedStateMachine):
         document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
         doc = self.docs[-1] if self.docs else None
         self.hold_due = None  # the restored hold is announced again (backoff.py step 4)
+        self.streak = doc["failure_streak"] if doc else 0  # durable; its clock is not
+        self.last_failure = None
+        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (backoff.py step 4)
         self.core = RegionCore(self.core.config, self._send, self._persist, doc, on_event=self._event)
         for m in self.sim.values():
             m.inbox.clear()
@@ -452,7 +509,7 @@ class RegionMachine(RuleBasedStateMachine):
     @invariant()
     def backoff_waits_for_nobody(self) -> None:
         if self.core is not None and self.core.phase is Phase.BACKOFF:
-            assert not self.core.waiting and self.core.wake_at is not None and self.core.consecutive_resets >= 2
+            assert not self.core.waiting and self.core.wake_at is not None and self.core.failure_streak >= 2
 
     @invariant()
     def failed_says_why(self) -> None:

@@ -239,5 +239,189 @@ def test_crkafka_status_shows_the_hold():
     h.fail(2.0)
     snap = {"regions": {"r": {**h.core.status(2.2), "recent_checkpoints": [], "recent_resets": []}}}
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
-    assert doc["regions"]["r"]["backoff_left_s"] == 0.3
+    assert doc["regions"]["r"]["backoff_left_s"] == 0.3 and doc["regions"]["r"]["failure_streak"] == 2
     assert "BACKOFF (0.3s)" in format_document(doc)
+
+
+# --------------------------------------------------------------------------- the failure streak
+# A record that fails every time on one partition while the other partitions
+# move: every checkpoint between two failures is progress (the consecutive count
+# goes 1, 1, 1, ...), but the failures keep coming less than failure_memory_s
+# apart, so the streak grows and the holds with it.
+
+
+def poison_round(h: Harness, now: float, moved_to: int) -> tuple[float, float | None]:
+    """m0 fails on its record t/0@5; every member resets (and waits out the hold);
+    then a periodic checkpoint in which m1's partition t/1 moved to ``moved_to``
+    and t/0 did not. Returns the time after the checkpoint and the hold (None: none)."""
+    h.core.request_reset("m0", False, "sink raises on record t/0@5", now)
+    if h.core.phase is Phase.FAILED:
+        return now, None
+    h.answer_reset(now + 0.01)
+    hold = None
+    if h.core.phase is Phase.BACKOFF:
+        hold = h.core.status(now + 0.01)["backoff_s"]
+        assert h.core.wake_at == pytest.approx(now + hold)
+        now = h.core.wake_at or now
+        h.core.tick(now)
+    assert h.core.phase is Phase.RUNNING
+    for _ in range(50):  # the first periodic drain after the RESUME
+        now += 0.1
+        h.core.tick(now)
+        if h.core.phase is Phase.DRAINING:
+            break
+    seq = h.core.seq
+    for name in ("m0", "m1"):
+        h.core.ack(name, "drain", seq, None, True, None, now + 0.01)
+    before = {(t, p): o for t, p, o in h.core.checkpoint_offsets}
+    claims = {"m0": [["t", 0, before.get(("t", 0), 0), 5]],
+              "m1": [["t", 1, before.get(("t", 1), 0), moved_to]]}
+    for name in ("m0", "m1"):
+        h.core.ack(name, "checkpoint", seq, None, True, None, now + 0.02, claims[name])
+    assert h.core.phase is Phase.RUNNING and h.core.last_consistent == seq
+    h.take()
+    return now + 0.1, hold
+
+
+def poisoned(**cfg) -> tuple[Harness, float]:
+    """Two members, a first checkpoint (t/0 at 5, t/1 at 10), no failure yet."""
+    h = started(2, **cfg)
+    now = 1.2  # the first drain: one period after the RESUME at 0.1
+    h.core.tick(now)
+    for name in ("m0", "m1"):
+        h.core.ack(name, "drain", h.core.seq, None, True, None, now + 0.01)
+    h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now + 0.02, [["t", 0, 0, 5]])
+    h.core.ack("m1", "checkpoint", h.core.seq, None, True, None, now + 0.02, [["t", 1, 0, 10]])
+    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_offsets == [["t", 0, 5], ["t", 1, 10]]
+    h.take()
+    return h, now + 0.1
+
+
+def test_a_poison_record_on_one_partition_backs_off_up_to_the_max_and_never_fails():
+    h, now = poisoned()
+    holds = []
+    for i in range(10):
+        now, hold = poison_round(h, now, 20 + 10 * i)
+        holds.append(hold)
+        assert h.core.phase is Phase.RUNNING, h.core.failed_reason
+        assert h.core.consecutive_resets == 0  # every checkpoint moved t/1: progress
+        assert h.core.failure_streak == i + 1
+    assert holds == [None, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    status = h.core.status(now)
+    assert status["failure_streak"] == 10 and status["consecutive_resets"] == 0
+    assert h.docs[-1]["failure_streak"] == 10
+    assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == holds[1:]
+
+
+def test_a_poison_record_on_one_partition_settles_at_one_reset_per_max_hold():
+    """Ten minutes of the same failure after every checkpoint: 0 + 0.5 + ... + 16 s of
+    holds, then one reset per 30 s (a reset per period, ~500, without the streak)."""
+    h, now = poisoned()
+    failures = 0
+    while now < 600.0:
+        now, _ = poison_round(h, now, 20 + 10 * failures)
+        failures += 1
+    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
+    assert 20 <= failures <= 26 and h.core.resets == failures + 1  # + the start
+    assert h.core.failure_streak == failures
+
+
+def test_a_persistent_failure_is_held_by_its_consecutive_count_and_fails_after_the_fifth_hold():
+    """The sink is down: no checkpoint between the failures; the streak and the
+    consecutive count are the same, and the region fails after the fifth hold."""
+    h = started(1)
+    now = 1.0
+    while True:
+        h.fail(now)
+        if h.core.phase is Phase.FAILED:
+            break
+        assert h.core.failure_streak == h.core.consecutive_resets
+        now = (h.core.wake_at or now) if h.core.phase is Phase.BACKOFF else now + 0.01
+        h.core.tick(now)
+    assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == [0.5, 1.0, 2.0, 4.0]
+    assert "5 consecutive resets" in (h.core.failed_reason or "")
+
+
+def test_failures_failure_memory_apart_restart_the_streak_without_a_hold():
+    h, now = poisoned(failure_memory_s=10.0)
+    for i in range(3):
+        now, _ = poison_round(h, now, 20 + 10 * i)
+    assert h.core.failure_streak == 3
+    last_failure = now
+    while now < last_failure + 11.0:  # quiet checkpoints, t/1 still moving
+        h.core.tick(now)
+        if h.core.phase is Phase.DRAINING:
+            for name in ("m0", "m1"):
+                h.core.ack(name, "drain", h.core.seq, None, True, None, now)
+            offsets = {(t, p): o for t, p, o in h.core.checkpoint_offsets}
+            h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now, [["t", 0, 5, 5]])
+            h.core.ack("m1", "checkpoint", h.core.seq, None, True, None, now,
+                       [["t", 1, offsets[("t", 1)], offsets[("t", 1)] + 1]])
+        now += 0.25
+    assert h.core.failure_streak == 0  # a checkpoint failure_memory_s after the last failure ends it
+    now, hold = poison_round(h, now, 500)
+    assert hold is None and h.core.failure_streak == 1
+
+
+def test_a_failure_failure_memory_after_the_last_restarts_the_streak_even_without_a_checkpoint():
+    h = started(1, mode="operator_driven", failure_memory_s=10.0)
+    h.fail(1.0)
+    h.fail(2.0)
+    h.core.tick(2.5)
+    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 2
+    h.fail(12.5)  # 10.5 s after the last failure: a new streak, no hold
+    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 1
+
+
+def test_a_forced_reset_ends_the_streak():
+    h, now = poisoned()
+    for i in range(3):
+        now, _ = poison_round(h, now, 20 + 10 * i)
+    assert h.core.failure_streak == 3
+    h.core.request_reset("m1", True, "revoked", now)
+    assert h.core.failure_streak == 0
+    h.answer_reset(now + 0.01)
+    assert h.core.phase is Phase.RUNNING
+    h.fail(now + 1.0)
+    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 1  # no hold
+
+
+def test_a_membership_reset_keeps_the_streak():
+    h, now = poisoned()
+    for i in range(3):
+        now, _ = poison_round(h, now, 20 + 10 * i)
+    h.join("m2", now)
+    h.answer_reset(now + 0.01)
+    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 3
+    h.fail(now + 1.0)
+    assert h.core.phase is Phase.BACKOFF and h.core.failure_streak == 4 and h.core.status(now + 1.0)["backoff_s"] == 2.0
+
+
+def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
+    h, now = poisoned()
+    for i in range(4):
+        now, _ = poison_round(h, now, 20 + 10 * i)
+    doc = h.docs[-1]
+    assert doc["failure_streak"] == 4 and doc["consecutive_resets"] == 0 and doc["backoff_s"] is None
+    h2 = Harness(doc, min_members=2)
+    assert h2.core.failure_streak == 4 and h2.core.status(100.0)["failure_streak"] == 4
+    h2.join("m0", 100.0, "inc2")
+    h2.join("m1", 100.0, "inc2")
+    h2.answer_reset(100.1)  # the membership reset: no hold
+    assert h2.core.phase is Phase.RUNNING
+    h2.fail(101.0)  # the clock is not durable: the first failure after the restart continues the streak
+    assert h2.core.phase is Phase.BACKOFF and h2.core.failure_streak == 5
+    assert h2.core.wake_at == pytest.approx(105.0)  # 4 s: the fifth failure of the streak
+
+
+def test_a_document_without_the_streak_loads_it_as_the_consecutive_count():
+    h = started(1)
+    h.fail(1.0)
+    h.fail(2.0)
+    doc = {k: v for k, v in h.docs[-1].items() if k != "failure_streak"}
+    assert doc["consecutive_resets"] == 2
+    h2 = Harness(doc)
+    assert h2.core.failure_streak == 2 and h2.core.status(3.0)["failure_streak"] == 2
+    for bad in (-1, True, "3", 1.5, 10**12):
+        with pytest.raises(ValueError):
+            Harness({**doc, "failure_streak": bad})

@@ -84,7 +84,7 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
     first = drive.start("boot", ResetKind.MEMBERSHIP, ["m1", "m0"], now=1.0, rejoin=True)
     assert isinstance(first, RoundStart) and first.attempt == 1 and first.deadline == 8.0
     assert first.commands == ((("m0", ResetToInitial(1, rejoin=True)), ("m1", ResetToInitial(1, rejoin=True))))
-    assert first.members == {"m0", "m1"} and "attempt 1 (membership, consecutive 0): boot" == first.why
+    assert first.members == {"m0", "m1"} and "attempt 1 (membership, consecutive 0, streak 0): boot" == first.why
     done = drive.answered(now=1.5)
     assert (done.attempt, done.took_s, done.hold_left_s) == (1, 0.5, None)
     end = drive.resume()
@@ -105,4 +105,4 @@ def test_status_reply_keeps_its_keys():
     assert sorted(core.status(0.0)) == sorted([
         "name", "index", "phase", "mode", "period_s", "members", "last_consistent", "seq", "attempt",
         "waiting_for", "consecutive_resets", "max_consecutive_resets", "checkpoints", "resets",
-        "failed_cycles", "failed_reason", "backoff_s", "backoff_left_s"])
+        "failed_cycles", "failed_reason", "backoff_s", "backoff_left_s", "failure_streak"])
