@@ -28,6 +28,8 @@ from cr_consumer.kafka.factory import make_client
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 
+from support.own_broker import own_broker
+
 #: The drain's commit bound in these tests.
 COMMIT_MS = 500
 #: The gate's limit in these tests (the adapter's is 30 s).
@@ -40,12 +42,8 @@ T = TypeVar("T")
 
 @pytest.fixture
 def broker(tmp_path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as own:
-        try:
-            yield own
-        finally:
-            if own.pid is not None:
-                os.kill(own.pid, signal.SIGCONT)
+    with own_broker(tmp_path) as own:
+        yield own
 
 
 def _consume(client: KafkaClient, want: int, got: dict[int, list[int]], deadline_s: float) -> None:

@@ -25,6 +25,8 @@ from cr_consumer.kafka.factory import make_client
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 
+from support.own_broker import own_broker
+
 #: The lookup's bound in these tests (the adapter's is 10 s).
 LOOKUP_BOUND_MS = 1000
 
@@ -35,12 +37,8 @@ class ListenerFailed(Exception):
 
 @pytest.fixture
 def broker(tmp_path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as own:
-        try:
-            yield own
-        finally:
-            if own.pid is not None:
-                os.kill(own.pid, signal.SIGCONT)
+    with own_broker(tmp_path) as own:
+        yield own
 
 
 def _stopper(broker: EmbeddedBroker, then: Callable[[], None] | None = None) -> Recorder:
