@@ -150,7 +150,8 @@ class Manifest:
                 if entry.get("poison"):
                     m.poison[(topic, part)] = set(entry["poison"])
                 unplaced, unplaced_poison = entry.get("unplaced", []), entry.get("unplaced_poison", 0)
-                if not isinstance(unplaced, list) or not isinstance(unplaced_poison, int) or unplaced_poison < 0:
+                if (not isinstance(unplaced, list) or not all(isinstance(v, str) for v in unplaced)
+                        or type(unplaced_poison) is not int or unplaced_poison < 0):
                     raise ManifestError(f"manifest {topic}/{part}: malformed unplaced records")
                 if unplaced:
                     m.unplaced[(topic, part)] = list(unplaced)

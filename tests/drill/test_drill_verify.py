@@ -193,3 +193,18 @@ def test_a_poison_record_acknowledged_without_an_offset_explains_one_hole(tmp_pa
     assert r.ok, r.summary()
     _write(tmp_path / "a.jsonl", [row for row in rows if row[:3] != ("t", 1, 5)])
     assert verify(m, tmp_path).missing == 1
+
+
+@pytest.mark.parametrize("entry", [
+    {"unplaced": "v0-1"},  # not a list
+    {"unplaced": [["v0-1"]]},  # a value that is not a string (would not be hashable)
+    {"unplaced_poison": -1},
+    {"unplaced_poison": True},
+    {"unplaced_poison": "2"},
+], ids=["not-a-list", "list-value", "negative", "bool", "string"])
+def test_a_manifest_with_malformed_unplaced_records_is_refused(tmp_path, entry):
+    doc = _manifest().to_json()
+    doc["topics"]["t"]["0"].update(entry)
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match="malformed unplaced records"):
+        Manifest.load(tmp_path / "m.json")
