@@ -9,40 +9,23 @@ callbacks: ``send(member, command)`` (a command pushed to a member,
 ``persist(doc)`` (the durable document; the service makes it durable before any
 command queued after it is sent).
 
-The checkpoint cycle (periodic: at a fixed rate, a drain every ``period_s``
-after the previous drain's start, at least a tenth of the period after a RESUME,
-``coordinator/region/cadence.py``; operator-driven: on a member's ``trigger``):
-
-1. RUNNING -> DRAINING: ``seq = next_seq`` (persisted), DRAIN(seq) to every
-   member; each blocks its region permit and drains its operators.
-2. All drained -> CHECKPOINTING: CHECKPOINT(seq) to every member; each saves
-   its operators' checkpoints and answers with its source offsets.
-3. All checkpointed: the answers' offsets must continue the last consistent
-   checkpoint (``coordinator/region/continuity.py``: per partition, every
-   claim starts at its last consistent offset and at most one made progress);
-   a violation fails the cycle (a failure reset, nothing persisted). Else
-   ``seq`` is the last consistent checkpoint; it is persisted (with the
-   members and the partitions' offsets, plus the previous checkpoint's offsets
-   of partitions nobody reported) BEFORE anyone is told.
-4. RESUME(complete=seq, offsets) to every member: sinks publish the interval,
-   sources keep ``offsets`` as the place to start a partition assigned to them
-   later, permits are released. Phase RUNNING; the consecutive-reset counter goes to 0
-   when the checkpoint is progress (``coordinator/region/reset.py`` step 2).
-5. RETIRE(previous consistent seq): members delete older checkpoints.
+The checkpoint cycle (DRAIN, CHECKPOINT, the continuity check, RESUME, RETIRE)
+is numbered in ``coordinator/region/cycle_drive.py``, whose decisions this core
+applies (the transitions, the awaited members, persistence and sends).
 
 A member that does not answer within the drain timeout, an error answer (one
 caused by a group rebalance forces the reset instead), a member that stops heartbeating (``member_timeout_s``) or leaves, or a new
 member fails the cycle and starts a reset. When every member is cooperative, a
 graceful leave of a member that has not answered the cycle's checkpoint and a
 join (new or restarted member) do not: the cycle goes on without the leaver,
-and completes without the joiner before its reset (``_join_after_cycle``).
+and completes without the joiner before its reset (``CycleDrive.joined``).
 
 The member table (joins, heartbeats, removals): ``coordinator/region/members.py``;
 who may join under a member name: ``coordinator/region/admission.py``; what a
 join or a leave costs (a reset, the cycle going on, waiting):
-``coordinator/region/membership.py``; the
-running cycle's bookkeeping (its members, answers, joiners):
-``coordinator/region/cycle.py``; the last consistent checkpoint and each
+``coordinator/region/membership.py``; what a cycle sends and when it completes:
+``coordinator/region/cycle_drive.py``, with the running cycle's bookkeeping
+(its members, answers, joiners) in ``coordinator/region/cycle.py``; the last consistent checkpoint and each
 member's own: ``coordinator/region/checkpoints.py``; the reset round's
 counters: ``coordinator/region/reset.py``, and what a round sends and when it
 ends: ``coordinator/region/reset_round.py`` (this core applies its decisions:
@@ -63,15 +46,13 @@ join) the region resets to its last consistent checkpoint.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from coordinator.region.admission import JoinKind
-from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import Checkpoint, Drain, Failed, RegionCommand, Resume, Retire
-from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity, offsets_advanced
-from coordinator.region.cycle import CycleRound
+from coordinator.region.commands import Failed, RegionCommand, Resume
+from coordinator.region.cycle_drive import ContinuityFailed, CycleDrive
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
@@ -110,7 +91,6 @@ class RegionCore:
         # The member table (members.py): changed only by this core's inputs (join,
         # heartbeat, ack, leave); its records are read by the pacing.
         self._members = MemberTable(config.name, config.member_timeout_s)
-        self.next_seq = 1
         # The last consistent checkpoint, its members and offsets, and the absent
         # members' own checkpoints (checkpoints.py).
         self._checkpoints = ConsistentCheckpoints()
@@ -118,21 +98,16 @@ class RegionCore:
         self.failed_reason: str | None = None
         # FAILED over an unusable stored document: never overwrite it (fail(persist=False))
         self._keep_stored = False
-        # current round
-        self.seq: int | None = None  # seq of the running cycle
+        # the running round (cycle or reset): the members awaited and its deadline
         self.waiting: set[str] = set()
         self.deadline: float | None = None
-        self.next_cycle_at: float | None = None
         self.first_join_at: float | None = None
-        # The running cycle's members, answers and joiners (cycle.py).
-        self._cycle = CycleRound()
-        # Pacing reads the member table (written here only); the reset drive holds the
-        # attempt counters and decides each round's commands (reset_round.py).
+        # Pacing reads the member table (written here only); the cycle drive holds the
+        # seqs and the running cycle (cycle_drive.py), the reset drive the attempt
+        # counters (reset_round.py); each decides its round's commands.
         self._pacing = CheckpointPacing(config, self._members.members)
+        self._cycles = CycleDrive(config, self._pacing, self._checkpoints)
         self._resets = ResetDrive(config, self._pacing, self._checkpoints)
-        # counters for status and metrics
-        self.checkpoints = 0
-        self.failed_cycles = 0
         if doc:
             self._load(doc)
 
@@ -140,7 +115,7 @@ class RegionCore:
     def _load(self, doc: dict[str, Any]) -> None:
         stored = RegionDocument.from_dict(doc, self.config.name)
         self._checkpoints.restore(stored)
-        self.next_seq = stored.next_seq
+        self._cycles.restore(stored.next_seq)
         self._resets.restore(stored)
         self.known_members = stored.members
         if stored.failed:
@@ -188,6 +163,30 @@ class RegionCore:
     @property
     def checkpoint_offsets(self) -> list[list]:
         return self._checkpoints.offsets
+
+    # ------------------------------------------------------------------ cycle counters (cycle_drive.py)
+    @property
+    def seq(self) -> int | None:
+        """Seq of the running (or last) cycle."""
+        return self._cycles.seq
+
+    @property
+    def next_seq(self) -> int:
+        return self._cycles.next_seq
+
+    @property
+    def next_cycle_at(self) -> float | None:
+        """When the next periodic drain is due."""
+        return self._cycles.next_at
+
+    @property
+    def checkpoints(self) -> int:
+        """Checkpoints completed (status and metrics)."""
+        return self._cycles.completed
+
+    @property
+    def failed_cycles(self) -> int:
+        return self._cycles.failures
 
     # ------------------------------------------------------------------ reset counters (reset_round.py, reset.py)
     @property
@@ -292,24 +291,9 @@ class RegionCore:
         return self._join_reply(name, predecessor)
 
     def _join_after_cycle(self, name: str, restarted: bool, now: float) -> None:
-        """A member joining (new, or a restart: its predecessor is dead) while a
-        cycle drains or checkpoints, when every reporting member is cooperative
-        (membership.py step 1c): the cycle completes without it, then the region
-        resets for it (docs/region.md, cooperative step 10).
-
-        1. A restarted member's predecessor leaves the cycle unless it answered the
-           cycle's checkpoint: no command of the cycle reaches the new
-           incarnation (commands go to a name's current socket).
-        2. A predecessor that answered the checkpoint stays among its members:
-           the checkpoint holds its offsets and its saved interval, which the new
-           incarnation's reset publishes (``own`` is that checkpoint).
-        3. One that did not is absent from the checkpoint: its own checkpoint stays
-           the previous one, its partitions carry that checkpoint's offsets
-           (nobody else consumed them: the dead consumer held them), and its
-           restarted process deletes what it sealed since (its reset's ``own``).
-        4. At completion the joiners are told nothing of the cycle (no RESUME, no
-           RETIRE); the reset that follows at once brings them in."""
-        without_predecessor = self._cycle.member_joined(name, restarted)
+        """A cooperative join during a cycle (membership.py step 1c): the cycle
+        completes without it, then the region resets for it (``CycleDrive.joined``)."""
+        without_predecessor = self._cycles.joined(name, restarted)
         if without_predecessor:
             self.waiting.discard(name)
         log.info("region %s: member %s joined during checkpoint %s (%s); every member is cooperative: the "
@@ -347,12 +331,13 @@ class RegionCore:
         self._save()
         graceful = reason == "left"
         step = leave_step(self.phase, name, graceful=graceful, members_left=bool(self.members),
-                          all_cooperative=self._pacing.all_cooperative(), cycle=self._cycle, waiting=self.waiting)
+                          all_cooperative=self._pacing.all_cooperative(), cycle=self._cycles.bookkeeping,
+                          waiting=self.waiting)
         if step is LeaveStep.WAIT:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
             self.waiting.clear()
-            self._cycle.take_joiners()
+            self._cycles.take_joiners()
             self.first_join_at = None
             if self.phase is not Phase.WAITING:
                 self._goto(Phase.WAITING, "no members left")
@@ -362,7 +347,7 @@ class RegionCore:
         elif step is LeaveStep.CYCLE_GOES_ON:
             log.info("region %s: member %s left in %s; every member is cooperative: no reset",
                      self.config.name, name, self.phase.value)
-            self._cycle.member_left(name)
+            self._cycles.left(name)
             if name in self.waiting:
                 self.waiting.discard(name)
                 if not self.waiting:
@@ -393,13 +378,13 @@ class RegionCore:
             what = f"member {name} failed {command}(seq={seq}, attempt={attempt}): {error}"
             log.warning("region %s: %s", self.config.name, what)
             if command != "reset":
-                self.failed_cycles += 1
+                self._cycles.failed()
             # A rebalance (commit refused while the group rebalances) is not a failure.
             self._start_reset(what, ResetKind.FORCE if rebalance else ResetKind.FAILURE, now, restart=True)
             return
         self.waiting.discard(name)
         if command == "checkpoint":
-            if self._cycle.checkpoint_answered(name, offsets):
+            if self._cycles.answered(name, offsets):
                 self._members.note_legacy_claims(name)
         if self.waiting:
             return
@@ -409,12 +394,11 @@ class RegionCore:
         """Every awaited member answered the current phase (or left): the next step."""
         command = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint"}.get(self.phase, "reset")
         if command == "drain":
-            if self.seq is None:  # a cycle's seq is set when its drain starts
-                raise InvalidTransition(f"region {self.config.name}: drain acks without a cycle")
-            self._goto(Phase.CHECKPOINTING, f"all members drained {self.seq}")
-            self.waiting = self._cycle.checkpoint_started()
-            self.deadline = now + self.config.drain_timeout_s
-            self._broadcast(self.waiting, Checkpoint(self.seq))
+            step = self._cycles.drained(now)
+            self._goto(Phase.CHECKPOINTING, step.why)
+            self.waiting = step.members
+            self.deadline = step.deadline
+            self._send_all(step.commands)
         elif command == "checkpoint":
             self._complete_checkpoint(now)
         else:
@@ -446,18 +430,14 @@ class RegionCore:
         for it only then): RUNNING starts a cycle; a cycle that is draining and
         still waits for this member serves it; otherwise (the member drained
         already in the running cycle, which covers what it submitted; the region
-        is checkpointing, resetting, waiting or FAILED) not now, with the reason."""
+        is checkpointing, resetting, waiting or FAILED) not now, with the reason
+        (``CycleDrive.not_now``)."""
         if self.phase is Phase.RUNNING:
             self._start_cycle(now, f"trigger from {name}")
             return TriggerReply(TriggerAnswer.STARTED, f"checkpoint {self.seq} started")
         if self.phase is Phase.DRAINING and name in self.waiting:
             return TriggerReply(TriggerAnswer.DRAIN_COMING, f"checkpoint {self.seq} is draining")
-        if self.phase in (Phase.DRAINING, Phase.CHECKPOINTING):
-            why = f"checkpoint {self.seq} is running and {name} already drained for it"
-        else:
-            why = f"the region is {self.phase.value}; trigger again after the next RESUME"
-        log.debug("region %s: trigger from %s not served: %s", self.config.name, name, why)
-        return TriggerReply(TriggerAnswer.NOT_NOW, why)
+        return self._cycles.not_now(self.phase, name)
 
     def tick(self, now: float) -> None:
         if self.phase is Phase.FAILED:
@@ -473,13 +453,13 @@ class RegionCore:
                 why = f"members {late} did not answer {what} in time"
                 log.warning("region %s: %s", self.config.name, why)
                 if self.phase is not Phase.RESETTING:
-                    self.failed_cycles += 1
+                    self._cycles.failed()
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
         elif self.phase is Phase.BACKOFF:
             if self._resets.hold_left(now) is None:
                 self._resume_after_reset(now, f"backoff over after reset attempt {self.attempt}")
         elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
-            if self._pacing.cycle_due(now, self.next_cycle_at):
+            if self._cycles.due(now):
                 self._start_cycle(now, "period", due=self.next_cycle_at)
 
     @property
@@ -493,81 +473,48 @@ class RegionCore:
             return self._resets.hold_until
         return None
 
-    # ------------------------------------------------------------------ cycle
+    # ------------------------------------------------------------------ cycle (cycle_drive.py applied)
     def _start_cycle(self, now: float, why: str, due: float | None = None) -> None:
-        """Step 1. ``due``: when a periodic drain was due (its grid slot, cadence.py
-        step 1); None for a trigger (its start is its slot)."""
-        self.seq = self.next_seq
-        self.next_seq += 1
+        """cycle_drive.py step 1: the drive's decision; persist the seq, DRAINING, send."""
+        step = self._cycles.start(why, self.members, now, due)
         self._save()  # a seq is never reused, even across a coordinator restart
-        slot = slot_of(due, now, self.config.period_s)
-        if slot.skipped:
-            log.info("region %s: checkpoint %s starts %.2fs after it was due: %d slot(s) of the grid skipped",
-                     self.config.name, self.seq, now - (due or now), slot.skipped)
-        self._goto(Phase.DRAINING, f"checkpoint {self.seq} ({why})")
-        self.waiting = set(self.members)
-        self._cycle.start(self.waiting, now, slot.at)
-        self.deadline = now + self.config.drain_timeout_s
-        self._broadcast(self.waiting, Drain(self.seq))
+        self._goto(Phase.DRAINING, step.why)
+        self.waiting = step.members
+        self.deadline = step.deadline
+        self._send_all(step.commands)
 
     def _complete_checkpoint(self, now: float) -> None:
-        continuity = self._cycle.check(self.checkpoint_offsets)
-        if not continuity.ok:
-            self._continuity_failed(continuity, now)
+        """cycle_drive.py steps 3-5: persisted before anyone is told; joiners' reset next."""
+        done = self._cycles.checkpointed(self.members, now)
+        if isinstance(done, ContinuityFailed):
+            self._continuity_failed(done, now)
             return
-        if self.seq is None:  # a cycle's seq is set when its drain starts
-            raise InvalidTransition(f"region {self.config.name}: checkpoint acks without a cycle")
-        previous = self.last_consistent
-        # The members that answered the checkpoint: every member, less those that
-        # joined during the cycle without a predecessor that answered (_join_after_cycle).
-        # Each partition's offset continues the previous checkpoint's (continuity.py); partitions
-        # nobody reported (unassigned while the group rebalances) keep that checkpoint's offset.
-        advanced = offsets_advanced(self._checkpoints.offsets, continuity.offsets)
-        forgotten = self._checkpoints.completed(self.seq, self._cycle.answered(self.members), continuity.offsets)
-        self._log_forgotten(forgotten)
-        if not self._resets.checkpoint_completed(advanced=advanced, now=now):
+        self._log_forgotten(list(done.forgotten))
+        if not self._resets.checkpoint_completed(advanced=done.advanced, now=now):
             log.info("region %s: checkpoint %s moved no offset and the last failure is recent: "
-                     "%d consecutive reset(s) still count", self.config.name, self.seq, self.consecutive_resets)
-        self.checkpoints += 1
+                     "%d consecutive reset(s) still count", self.config.name, done.seq, self.consecutive_resets)
         self._save()  # durable before anyone hears of it
-        took_ms = self._cycle.elapsed_s(now) * 1000
-        self._goto(Phase.RUNNING, f"checkpoint {self.seq} is consistent ({took_ms:.0f} ms)")
-        slot = self._cycle.slot
-        upcoming = next_drain(now if slot is None else slot, now, self.config.period_s)
-        self._on_event("checkpoint", {"seq": self.seq, "checkpoint_ms": round(took_ms, 1),
-                                      "next_drain_in_s": round(upcoming.at - now, 3)})
-        joined = self._cycle.take_joiners()
-        told = [n for n in self.members if n not in joined]  # joiners: their reset follows
-        self._broadcast(told, Resume(self.seq, self.checkpoint_offsets))
-        if previous is not None:
-            self._broadcast(told, Retire(previous))
+        self._goto(Phase.RUNNING, done.why)
+        self._on_event("checkpoint", {"seq": done.seq, "checkpoint_ms": round(done.took_ms, 1),
+                                      "next_drain_in_s": round(done.next_drain_in_s, 3)})
+        self._send_all(done.commands)
         self.waiting = set()
         self.deadline = None
-        self.next_cycle_at = upcoming.at
-        if joined:
-            self._start_reset(f"members {sorted(set(joined))} joined during checkpoint {self.seq}",
+        if done.joiners:
+            self._start_reset(f"members {sorted(set(done.joiners))} joined during checkpoint {done.seq}",
                               ResetKind.MEMBERSHIP, now, rejoin=True)
-            return
-        if upcoming.floored:
-            log.info("region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
-                     "after a RESUME), %d slot(s) of the grid skipped", self.config.name, self.seq, took_ms,
-                     upcoming.at - now, upcoming.skipped)
-        else:
-            log.debug("region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
-                      self.config.name, upcoming.at - now, self.seq)
 
-    def _continuity_failed(self, continuity: Continuity, now: float) -> None:
-        """Step 3 refused: the answers do not continue the last consistent checkpoint
-        (continuity.py: two members processed a partition, or one from an offset the
-        region did not continue from). Nothing of the cycle is persisted or
-        announced; a failure reset rewinds every member to the last consistent
-        checkpoint, discarding every interval since (docs/region.md, step 12)."""
-        why = f"checkpoint {self.seq} fails the continuity check: {continuity.summary()}"
-        log.error("region %s: %s; resetting to checkpoint %s", self.config.name, why, self.last_consistent)
-        self.failed_cycles += 1
-        self._on_event("continuity", {"seq": self.seq, "violations": len(continuity.violations),
-                                      "partitions": [v.to_dict() for v in continuity.violations[:VIOLATIONS_SHOWN]]})
-        self._start_reset(why, ResetKind.FAILURE, now, restart=True)
+    def _continuity_failed(self, failed: ContinuityFailed, now: float) -> None:
+        """cycle_drive.py step 3 refused: nothing of the cycle is persisted or
+        announced; a failure reset rewinds every member to the last consistent checkpoint."""
+        log.error("region %s: %s; resetting to checkpoint %s", self.config.name, failed.why, self.last_consistent)
+        self._on_event("continuity", {"seq": failed.seq, "violations": failed.violations,
+                                      "partitions": list(failed.shown)})
+        self._start_reset(failed.why, ResetKind.FAILURE, now, restart=True)
+
+    def _send_all(self, commands: Iterable[tuple[str, RegionCommand]]) -> None:
+        for name, command in commands:
+            self._send(name, command)
 
     # ------------------------------------------------------------------ reset round (reset_round.py applied)
     def _maybe_start(self, now: float) -> None:
@@ -585,7 +532,7 @@ class RegionCore:
             log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
                      self.attempt, why)
             return
-        if self._cycle.take_joiners():  # the round brings in the members that joined during a cycle
+        if self._cycles.take_joiners():  # the round brings in the members that joined during a cycle
             rejoin = True
         round_ = self._resets.start(why, kind, self.members, now, rejoin=rejoin)
         if isinstance(round_, RoundRefused):
@@ -597,8 +544,7 @@ class RegionCore:
                                  "seq": self.last_consistent})
         self.waiting = round_.members
         self.deadline = round_.deadline
-        for name, command in round_.commands:
-            self._send(name, command)
+        self._send_all(round_.commands)
 
     def _maybe_reset_done(self, now: float) -> None:
         """reset_round.py step 4: every awaited member answered: RESUME, or BACKOFF
@@ -628,7 +574,7 @@ class RegionCore:
                                   "next_drain_in_s": round(end.next_drain_in_s, 3),
                                   **({"held_s": end.held_s} if end.held_s is not None else {})})
         self._broadcast(self.members, Resume(None))
-        self.next_cycle_at = now + end.next_drain_in_s
+        self._cycles.schedule(now + end.next_drain_in_s)
         log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, end.next_drain_in_s)
 
     # ------------------------------------------------------------------ own checkpoints
