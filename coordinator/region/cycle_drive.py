@@ -166,6 +166,12 @@ class CycleDrive:
         return CheckpointStart(seq, f"all members drained {seq}", tuple((n, Checkpoint(seq)) for n in awaited),
                                now + self._config.drain_timeout_s)
 
+    def expects(self, phase: Phase, command: str, seq: int | None) -> bool:
+        """Whether an answer ``command`` for ``seq`` is the running cycle's in
+        ``phase`` (DRAINING: ``drain``, CHECKPOINTING: ``checkpoint``); else stale."""
+        awaited = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint"}.get(phase)
+        return awaited is not None and command == awaited and seq == self._seq
+
     def answered(self, name: str, offsets: Sequence[Sequence[Any]] | None) -> bool:
         """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated
         claims). Returns whether any claim is in the rolling-upgrade form (not checked)."""
@@ -256,8 +262,14 @@ class CycleDrive:
 
     # ------------------------------------------------------------------ timing, triggers
     def due(self, now: float) -> bool:
-        """Periodic mode, RUNNING: the next drain is due (pacing.py `cycle_due`)."""
-        return self._pacing.cycle_due(now, self._next_at)
+        """RUNNING: the next periodic drain is due (pacing.py `cycle_due`); never in
+        operator-driven mode (a trigger starts each cycle)."""
+        return self._config.mode == "periodic" and self._pacing.cycle_due(now, self._next_at)
+
+    @property
+    def wake_at(self) -> float | None:
+        """RUNNING: when the next periodic drain is due (None: operator-driven mode)."""
+        return self._next_at if self._config.mode == "periodic" else None
 
     def schedule(self, at: float) -> None:
         """The next periodic drain after a reset's RESUME (reset_round.py step 5)."""

@@ -363,13 +363,10 @@ class RegionCore:
         if not self._members.touch(name, now):
             log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command, name)
             return
-        current = {
-            Phase.DRAINING: ("drain", self.seq, None),
-            Phase.CHECKPOINTING: ("checkpoint", self.seq, None),
-            Phase.RESETTING: ("reset", self.last_consistent, self.attempt),
-        }.get(self.phase)
-        expected = current is not None and current[0] == command and (
-            (command == "reset" and attempt == current[2]) or (command != "reset" and seq == current[1]))
+        if self.phase is Phase.RESETTING:  # a reset answer names its attempt
+            expected = command == "reset" and attempt == self.attempt
+        else:
+            expected = self._cycles.expects(self.phase, command, seq)
         if not expected or name not in self.waiting:
             log.debug("region %s: stale %s answer from %s (seq %s attempt %s) in %s",
                       self.config.name, command, name, seq, attempt, self.phase.value)
@@ -392,14 +389,9 @@ class RegionCore:
 
     def _phase_answered(self, now: float) -> None:
         """Every awaited member answered the current phase (or left): the next step."""
-        command = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint"}.get(self.phase, "reset")
-        if command == "drain":
-            step = self._cycles.drained(now)
-            self._goto(Phase.CHECKPOINTING, step.why)
-            self.waiting = step.members
-            self.deadline = step.deadline
-            self._send_all(step.commands)
-        elif command == "checkpoint":
+        if self.phase is Phase.DRAINING:
+            self._start_checkpoint(now)
+        elif self.phase is Phase.CHECKPOINTING:
             self._complete_checkpoint(now)
         else:
             self._maybe_reset_done(now)
@@ -458,17 +450,16 @@ class RegionCore:
         elif self.phase is Phase.BACKOFF:
             if self._resets.hold_left(now) is None:
                 self._resume_after_reset(now, f"backoff over after reset attempt {self.attempt}")
-        elif self.phase is Phase.RUNNING and self.config.mode == "periodic":
-            if self._cycles.due(now):
-                self._start_cycle(now, "period", due=self.next_cycle_at)
+        elif self.phase is Phase.RUNNING and self._cycles.due(now):
+            self._start_cycle(now, "period", due=self.next_cycle_at)
 
     @property
     def wake_at(self) -> float | None:
         """The next time `tick` has a timed step to take without any input: the
         periodic drain due (RUNNING) or the end of a backoff hold (BACKOFF); None
         for none (phase deadlines and member silence are checked at every tick)."""
-        if self.phase is Phase.RUNNING and self.config.mode == "periodic":
-            return self.next_cycle_at
+        if self.phase is Phase.RUNNING:
+            return self._cycles.wake_at
         if self.phase is Phase.BACKOFF:
             return self._resets.hold_until
         return None
@@ -479,6 +470,14 @@ class RegionCore:
         step = self._cycles.start(why, self.members, now, due)
         self._save()  # a seq is never reused, even across a coordinator restart
         self._goto(Phase.DRAINING, step.why)
+        self.waiting = step.members
+        self.deadline = step.deadline
+        self._send_all(step.commands)
+
+    def _start_checkpoint(self, now: float) -> None:
+        """cycle_drive.py step 2: every awaited member drained: CHECKPOINTING, send."""
+        step = self._cycles.drained(now)
+        self._goto(Phase.CHECKPOINTING, step.why)
         self.waiting = step.members
         self.deadline = step.deadline
         self._send_all(step.commands)

@@ -37,6 +37,9 @@ def test_a_cycle_drains_checkpoints_and_completes_with_resume_and_retire():
     step = drive.drained(now=10.1)
     assert step.commands == (("m0", Checkpoint(7)), ("m1", Checkpoint(7))) and step.deadline == pytest.approx(15.1)
     assert step.why == "all members drained 7"
+    assert drive.expects(Phase.CHECKPOINTING, "checkpoint", 7)
+    assert not drive.expects(Phase.CHECKPOINTING, "drain", 7)  # the drain's answer is stale now
+    assert not drive.expects(Phase.CHECKPOINTING, "checkpoint", 6) and not drive.expects(Phase.RUNNING, "drain", 7)
     drive.answered("m0", [["t", 0, 0, 5]])
     drive.answered("m1", [["t", 1, 0, 3]])
     done = drive.checkpointed(MEMBERS, now=10.25)
