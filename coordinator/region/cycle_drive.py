@@ -204,13 +204,12 @@ class CycleDrive:
         commands: list[tuple[str, RegionCommand]] = [(n, Resume(seq, self._checkpoints.offsets)) for n in told]
         if previous is not None:
             commands += [(n, Retire(previous)) for n in told]
-        if joiners:
-            pass  # the reset that follows schedules the next drain
-        elif upcoming.floored:
+        # With joiners, their reset follows at once and its RESUME schedules the next drain.
+        if not joiners and upcoming.floored:
             log.info("region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
                      "after a RESUME), %d slot(s) of the grid skipped", self._config.name, seq, took_ms,
                      upcoming.at - now, upcoming.skipped)
-        else:
+        elif not joiners:
             log.debug("region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
                       self._config.name, upcoming.at - now, seq)
         return CycleComplete(seq, f"checkpoint {seq} is consistent ({took_ms:.0f} ms)", tuple(commands), joiners,
