@@ -61,9 +61,9 @@ from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
 from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill.fault_tasks import TASK_POLL_S, FaultTasks
+from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.pipeline import SINK_FAILURE_TRIGGER
 from cr_consumer.drill.timeline import TimelineWriter
-from cr_consumer.drill.verify import Manifest
 from cr_consumer.drill.workload import produce_into
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.fault_points import Action, Point

@@ -28,10 +28,11 @@ from typing import Any
 
 from cr_consumer.drill.config import DrillConfig
 from cr_consumer.drill.fault_tasks import FaultTasks
+from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.report import analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.timeline import TimelineReader
-from cr_consumer.drill.verify import CheckpointMissing, Manifest, last_checkpoint_offsets, verify
+from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
 
 log = logging.getLogger(__name__)
 

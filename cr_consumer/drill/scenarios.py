@@ -65,10 +65,11 @@ from cr_consumer.drill.config import (
 from cr_consumer.drill.controller_watch import ControllerWatch
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.harness import PHASE_TIMEOUT_S, start_region
+from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.outcome import conclude
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import Manifest, read_committed
+from cr_consumer.drill.verify import read_committed
 from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker

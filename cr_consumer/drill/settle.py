@@ -31,7 +31,7 @@ import logging
 import time
 
 from coordinator.common.group_offsets import group_committed_offsets
-from cr_consumer.drill.verify import Manifest
+from cr_consumer.drill.manifest import Manifest
 
 log = logging.getLogger(__name__)
 

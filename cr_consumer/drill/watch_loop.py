@@ -32,8 +32,9 @@ from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import DrillConfig
 from cr_consumer.drill.controller_watch import ControllerWatch
 from cr_consumer.drill.fault_tasks import FaultTasks
+from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.timeline import TimelineReader
-from cr_consumer.drill.verify import Manifest, count_lines, published_files
+from cr_consumer.drill.verify import count_lines, published_files
 from cr_consumer.drill.workload import Workload
 from cr_consumer.runtime.runner.handle import RegionHandle
 

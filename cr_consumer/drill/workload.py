@@ -24,7 +24,7 @@ import random
 import threading
 import time
 
-from cr_consumer.drill.verify import Manifest
+from cr_consumer.drill.manifest import Manifest
 from cr_consumer.testing.kafka_util import producer
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ import time
 from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.settle import behind, wait_for_commits
-from cr_consumer.drill.verify import Manifest
 from cr_consumer.testing.kafka_util import create_topic
 
 

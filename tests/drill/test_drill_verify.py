@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from cr_consumer.drill.verify import Manifest, ManifestError, verify
+from cr_consumer.drill.manifest import Manifest, ManifestError
+from cr_consumer.drill.verify import verify
 
 
 def _manifest(n=10, poison=()):
