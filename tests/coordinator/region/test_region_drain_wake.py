@@ -14,7 +14,7 @@ import pytest
 from coordinator.region.controller import RegionControllerService
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.messages import RegionJoin
-from coordinator.region.state import Phase
+from coordinator.region.state import Phase, RegionCore
 from coordinator.server.api import Request, Timer
 from coordinator.server.loop import CoordinatorServer
 from coordinator.store.state_store import StateStore
@@ -33,7 +33,10 @@ class RecordingServer(CoordinatorServer):
         return timer
 
 
-def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
+def _one_member_region(tmp_path, config: dict) -> tuple[StateStore, RecordingServer, RegionControllerService,
+                                                      RegionCore, float]:
+    """A service on a recording server with region "r" and its member "m"
+    joined at t0 (the join's reset round running)."""
     store = StateStore(tmp_path / "s")
     store.load()
     server = RecordingServer(store, "inproc://unused")
@@ -41,9 +44,12 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     server.add_service(service)
     t0 = time.monotonic()
     req = Request(identity=b"m", id="1", type="region_join", received=t0)
-    service._on_join(req, RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i",
-                                                "config": {"period_s": 1.0, "member_timeout_s": 60}}))
-    core = service.regions["r"]
+    service._on_join(req, RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i", "config": config}))
+    return store, server, service, service.regions["r"], t0
+
+
+def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
+    store, server, service, core, t0 = _one_member_region(tmp_path, {"period_s": 1.0, "member_timeout_s": 60})
     assert core.phase is Phase.RESETTING
     core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
     assert core.phase is Phase.RUNNING and core.next_cycle_at is not None
@@ -75,16 +81,8 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
 
 
 def test_a_timer_wakes_the_loop_when_a_backoff_hold_ends(tmp_path):
-    store = StateStore(tmp_path / "s")
-    store.load()
-    server = RecordingServer(store, "inproc://unused")
-    service = RegionControllerService()
-    server.add_service(service)
-    t0 = time.monotonic()
-    req = Request(identity=b"m", id="1", type="region_join", received=t0)
-    service._on_join(req, RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i",
-                                                "config": {"mode": "operator_driven", "member_timeout_s": 60}}))
-    core = service.regions["r"]
+    store, server, service, core, t0 = _one_member_region(tmp_path, {"mode": "operator_driven",
+                                                                      "member_timeout_s": 60})
     core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
     for at in (t0 + 0.2, t0 + 0.3):  # two failures in a row: the second holds its RESUME 0.5 s
         core.request_reset("m", False, "sink down", at)
