@@ -8,12 +8,12 @@ The cycle (periodic: at a fixed rate, a drain every ``period_s`` after the
 previous drain's start, at least a tenth of the period after a RESUME,
 ``coordinator/region/cadence.py``; operator-driven: on a member's ``trigger``):
 
-1. RUNNING -> DRAINING (`CycleDrive.start`, returns `CycleStart`):
+1. RUNNING -> DRAINING (`CycleDrive.start`, returns a `CycleStep`):
    ``seq = next_seq``, DRAIN(seq) to every member; each blocks its region permit
    and drains its operators. The core persists ``next_seq`` (a seq is never
    reused, even across a coordinator restart), then transitions, then sends.
-2. All drained -> CHECKPOINTING (`CycleDrive.drained`, returns
-   `CheckpointStart`): CHECKPOINT(seq) to every member still in the cycle;
+2. All drained -> CHECKPOINTING (`CycleDrive.drained`, returns a
+   `CycleStep`): CHECKPOINT(seq) to every member still in the cycle;
    each saves its operators' checkpoints and answers with its source offsets
    (`CycleDrive.answered` records them).
 3. All checkpointed (`CycleDrive.checkpointed`): the answers' offsets must
@@ -60,31 +60,17 @@ Commands = tuple[tuple[str, RegionCommand], ...]
 
 
 @attrs.frozen
-class CycleStart:
-    """Step 1: a drain to run now."""
+class CycleStep:
+    """Step 1 (a drain) or step 2 (the checkpoint) to run now."""
 
     seq: int
-    #: The reason the core logs with its transition to DRAINING.
+    #: DRAINING (step 1) or CHECKPOINTING (step 2): the core's transition.
+    phase: Phase
+    #: The reason the core logs with that transition.
     why: str
-    #: DRAIN(seq) to each member, by member name in sorted order.
+    #: DRAIN(seq) or CHECKPOINT(seq) to each member taking part, sorted by name.
     commands: Commands
     #: The cycle fails (a failure reset) when a member has not answered by then.
-    deadline: float
-
-    @property
-    def members(self) -> set[str]:
-        return {name for name, _ in self.commands}
-
-
-@attrs.frozen
-class CheckpointStart:
-    """Step 2: the checkpoint to run now."""
-
-    seq: int
-    #: The reason the core logs with its transition to CHECKPOINTING.
-    why: str
-    #: CHECKPOINT(seq) to each member still in the cycle, sorted by name.
-    commands: Commands
     deadline: float
 
     @property
@@ -145,7 +131,7 @@ class CycleDrive:
         self._failed = 0
 
     # ------------------------------------------------------------------ steps
-    def start(self, why: str, members: Iterable[str], now: float, due: float | None = None) -> CycleStart:
+    def start(self, why: str, members: Iterable[str], now: float, due: float | None = None) -> CycleStep:
         """Step 1. ``due``: when a periodic drain was due (its grid slot, cadence.py
         step 1); None for a trigger (its start is its slot)."""
         seq = self._seq = self._next_seq
@@ -156,14 +142,14 @@ class CycleDrive:
                      self._config.name, seq, now - (due or now), slot.skipped)
         names = sorted(members)
         self._round.start(names, now, slot.at)
-        return CycleStart(seq, f"checkpoint {seq} ({why})", tuple((n, Drain(seq)) for n in names),
+        return CycleStep(seq, Phase.DRAINING, f"checkpoint {seq} ({why})", tuple((n, Drain(seq)) for n in names),
                           now + self._config.drain_timeout_s)
 
-    def drained(self, now: float) -> CheckpointStart:
+    def drained(self, now: float) -> CycleStep:
         """Step 2: every awaited member drained."""
         seq = self._running("drain")
         awaited = sorted(self._round.checkpoint_started())
-        return CheckpointStart(seq, f"all members drained {seq}", tuple((n, Checkpoint(seq)) for n in awaited),
+        return CycleStep(seq, Phase.CHECKPOINTING, f"all members drained {seq}", tuple((n, Checkpoint(seq)) for n in awaited),
                                now + self._config.drain_timeout_s)
 
     def expects(self, phase: Phase, command: str, seq: int | None) -> bool:
@@ -311,4 +297,4 @@ class CycleDrive:
         return self._failed
 
 
-__all__ = ["CheckpointStart", "ContinuityFailed", "CycleComplete", "CycleDrive", "CycleStart"]
+__all__ = ["ContinuityFailed", "CycleComplete", "CycleDrive", "CycleStep"]

@@ -52,7 +52,7 @@ from typing import Any
 from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Failed, RegionCommand, Resume
-from coordinator.region.cycle_drive import ContinuityFailed, CycleDrive
+from coordinator.region.cycle_drive import ContinuityFailed, CycleDrive, CycleStep
 from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
@@ -469,15 +469,14 @@ class RegionCore:
         """cycle_drive.py step 1: the drive's decision; persist the seq, DRAINING, send."""
         step = self._cycles.start(why, self.members, now, due)
         self._save()  # a seq is never reused, even across a coordinator restart
-        self._goto(Phase.DRAINING, step.why)
-        self.waiting = step.members
-        self.deadline = step.deadline
-        self._send_all(step.commands)
+        self._enter_step(step)
 
     def _start_checkpoint(self, now: float) -> None:
         """cycle_drive.py step 2: every awaited member drained: CHECKPOINTING, send."""
-        step = self._cycles.drained(now)
-        self._goto(Phase.CHECKPOINTING, step.why)
+        self._enter_step(self._cycles.drained(now))
+
+    def _enter_step(self, step: CycleStep) -> None:
+        self._goto(step.phase, step.why)
         self.waiting = step.members
         self.deadline = step.deadline
         self._send_all(step.commands)
