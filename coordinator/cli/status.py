@@ -132,9 +132,10 @@ def format_document(doc: dict[str, Any]) -> str:
     out += ["", f"regions ({len(regions)})"]
     rows = [[name, r["phase"] if r.get("backoff_left_s") is None else f"{r['phase']} ({r['backoff_left_s']:.1f}s)",
              r["last_consistent"], r["checkpoints"], r["resets"],
-             f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", len(r["members"])]
+             f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", r.get("failure_streak", 0), len(r["members"])]
             for name, r in regions.items()]
-    out.append(_table(["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "members"], rows)
+    out.append(_table(["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "streak",
+                       "members"], rows)
                if rows else "  (none)")
     for name, r in regions.items():
         if r["failed_reason"]:

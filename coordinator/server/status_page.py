@@ -103,11 +103,11 @@ def render_page(snap: dict[str, Any]) -> bytes:
         body.append("<tr>" + "".join([
             _name(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True), _td(r.get("checkpoints"), True),
             _td(r.get("resets"), True), _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
-            _td(len(r.get("members", {})), True)]) + "</tr>")
+            _td(r.get("failure_streak"), True), _td(len(r.get("members", {})), True)]) + "</tr>")
         if r.get("failed_reason"):
-            body.append(f'<tr class="why"><td colspan="7">why FAILED: {_e(r.get("failed_reason"))}</td></tr>')
+            body.append(f'<tr class="why"><td colspan="8">why FAILED: {_e(r.get("failed_reason"))}</td></tr>')
     headers = ["region", "phase", "last consistent checkpoint", "checkpoints", "resets", "consecutive resets",
-               "members"]
+               "failure streak", "members"]
     # at most MAX_ROWS regions, each with its FAILED reason row
     parts.append(_html_table(headers, body, "No region has joined yet.", limit=2 * MAX_ROWS))
     if len(regions) > MAX_ROWS:

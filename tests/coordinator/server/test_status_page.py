@@ -104,13 +104,17 @@ def test_page_shows_regions_members_and_failure_in_chromium(coordinator_http, re
     text = _visible_text(dom)
     for expected in (good, bad, "orders-member-1", "orders-member-2", "payments-member-1", "FAILED",
                      "why FAILED: " + reason, HOSTILE_REGION, HOSTILE_MEMBER, "Recent checkpoints", "Recent resets",
-                     "/metrics"):
+                     "failure streak", "/metrics"):
         assert expected in text, f"{expected!r} not visible on the page"
     assert "<title>crkafka coordinator status</title>" in dom  # the hostile script did not run
     assert "data-pwned" not in dom and "<img" not in dom.lower()
     good_row = re.search(re.escape(good) + r" (\w+) (\d+) ", text)
     assert good_row and good_row.group(1) in ("RUNNING", "DRAINING", "CHECKPOINTING")
     assert int(good_row.group(2)) >= 2  # the last consistent checkpoint
+    # the failed region's row: ... resets, consecutive/max, the failure streak (its drains failed in a row)
+    bad_row = re.search(re.escape(bad) + r" FAILED .*? (\d+)/(\d+) (\d+) \d+", text)
+    assert bad_row, f"no row for {bad} in {text[:2000]!r}"
+    assert int(bad_row.group(3)) >= 2 and int(bad_row.group(3)) == status[bad]["failure_streak"]
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "status-page.png"
