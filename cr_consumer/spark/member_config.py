@@ -4,10 +4,17 @@ of each member's consumer (:class:`~cr_consumer.spark.membership.GroupMember`)."
 from __future__ import annotations
 
 from cr_consumer.spark.options import SourceOptions
+from cr_consumer.spark.options.kafka_properties import MEMBER_SESSION_TIMEOUT_MS
 
 
 def member_name(i: int) -> str:
     return f"crkafka-{i}"
+
+
+def session_timeout_ms(options: SourceOptions) -> int:
+    """The members' session timeout: ``kafka.session.timeout.ms``, else MEMBER_SESSION_TIMEOUT_MS."""
+    given = options.consumer_properties.get("session.timeout.ms")
+    return given if isinstance(given, int) else MEMBER_SESSION_TIMEOUT_MS
 
 
 def membership_config(options: SourceOptions, group: str, index: int) -> dict:
@@ -17,6 +24,7 @@ def membership_config(options: SourceOptions, group: str, index: int) -> dict:
     if instance:  # static membership: one id per member
         config["group_instance_id"] = f"{instance}-{index}"
     config.update(
+        session_timeout_ms=session_timeout_ms(options),
         bootstrap_servers=options.bootstrap_servers.split(","),
         group_id=group,
         enable_auto_commit=False,
@@ -28,4 +36,4 @@ def membership_config(options: SourceOptions, group: str, index: int) -> dict:
     return config
 
 
-__all__ = ["member_name", "membership_config"]
+__all__ = ["member_name", "membership_config", "session_timeout_ms"]

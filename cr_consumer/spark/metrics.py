@@ -35,10 +35,11 @@ from cr_consumer.spark.offsets import TopicPartitionKey
 PLANNER_COUNTERS = {
     "batches": "Micro-batches planned with new offset ranges",
     "planned_rows": "Records in the planned offset ranges (read by the executors)",
-    "idle_bumps": "Empty batches handed out so that Spark delivers a pending commit",
     "commit_failures": "Offset commits to Kafka that failed (retried at the next trigger)",
     "commits": "Offset commits to Kafka",
     "data_loss_skips": "Partitions whose end went below their start, skipped to the end (failOnDataLoss=false)",
+    "replayed_batches": "Batches replayed from Spark's offset log after a restart",
+    "replay_rows_given_up": "Records of replayed batches left to the partitions' current owners",
 }
 SPARK_PREFIX = "crkafka_spark_"
 

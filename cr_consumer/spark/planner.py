@@ -1,28 +1,38 @@
 """The driver side of the partitioned reader: plans offset ranges, commits, touches no rows.
 
 :class:`QueryPlanner` lives in Spark's long-lived source runner process (never
-pickled) and is driven by the reader's ``latestOffset`` and ``commit`` on the
-runner's main thread. It owns the query's group members
+pickled) and is driven by the reader's ``latestOffset``, ``partitions`` and
+``commit`` on the runner's main thread. It owns the query's group members
 (:class:`~cr_consumer.spark.membership.GroupMember`: they hold the assignment
 and commit, they fetch nothing), a :class:`~cr_consumer.spark.watermarks.WatermarkProbe`
 for end offsets, and the coordinator client of the query's control variables.
+What it commits and which ranges it reads follow the ownership rules of
+:mod:`cr_consumer.spark.ownership` (several queries may share the group).
 
 Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`:
 
 1. First call of this runner: draw or reuse the query id (``start``'s, or a
    new one from an empty checkpoint location: :mod:`cr_consumer.spark.control`),
    register the members in the query's coordinator group, start them and
-   wait (bounded by :data:`JOIN_TIMEOUT_S`) until each has its first
+   wait (bounded by :func:`join_timeout_s`) until each has its first
    assignment.
-2. Retry a commit that failed earlier (kept pending).
-3. The partitions planned are the union of the members' assignments. Each
-   starts at ``start``'s position; a partition absent from ``start`` starts at
-   its control variable in the coordinator, put once (first writer wins):
-   the configured start position (``startingOffsets`` ...) while the query's
-   control variables are empty (its first start), otherwise its earliest
-   offset (a partition that appeared later: a new topic on a pattern), as
-   in Spark. Such a partition gets a ``from`` entry in the end offset.
-4. End offsets: the high watermark of every planned partition, capped by
+2. Partitions held now that were not held at the last trigger (all of them
+   after a restart) are *adopted*: the group's committed offset of each is
+   read, and becomes its floor (ownership step 3).
+3. ``start`` is in Spark's commit log (Spark plans the next batch only after
+   the sink committed the last one), so ``start`` is committed to the group
+   now (ownership steps 1-2); a failure is logged, kept and retried at the
+   next trigger and at close.
+4. The partitions planned are the union of the members' assignments. Each
+   starts at ``start``'s position, or at its adopted commit when that is
+   ahead; a partition absent from ``start`` starts at its control variable in
+   the coordinator, put once (first writer wins): the configured start
+   position (``startingOffsets`` ...) while the query's control variables are
+   empty (its first start), otherwise its earliest offset (a partition that
+   appeared later: a new topic on a pattern), as in Spark. A partition whose
+   range does not start at ``start``'s position gets a ``from`` entry in the end
+   offset, so a replay reads the same range.
+5. End offsets: the high watermark of every planned partition, capped by
    the read limit (:func:`~cr_consumer.spark.ranges.capped_ends`). A high
    watermark below the partition's start is data loss, as in Spark's Kafka
    source (the topic was deleted and created again, or ``startingOffsets``
@@ -30,22 +40,25 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
    (:class:`DataLossInPlan`, naming the partition and the option); otherwise a
    warning is logged and the partition goes on from the high watermark (the
    offsets in between are skipped: an empty range ends there).
-5. Nothing new: hand back ``start``, or once, when ``start``'s positions are
-   neither committed to Kafka nor pending, ``start`` with ``epoch + 1`` so
-   that Spark runs one empty batch and then delivers ``commit(start)``
-   (Spark commits a batch only after planning the next).
+6. Nothing new: hand back ``start`` (Spark runs no batch).
 
-``partitions(start, end)`` is pure (:func:`batch_ranges`): the per-partition
-ranges ``[start, end)`` split by ``minPartitions``; Spark calls it for a new
-batch and for a batch replayed from its offset log alike.
+``partitions(start, end)`` (:meth:`QueryPlanner.ranges`): for a batch this
+runner planned, the ranges ``[start, end)`` split by ``minPartitions``
+(:func:`batch_ranges`). For a batch replayed from Spark's offset log (planned
+by an earlier run of the query), the members join first and only the part
+still the query's own is read (ownership step 4); asked again for the same
+batch, the same ranges are handed back.
 
-``commit(end)`` (:meth:`QueryPlanner.commit`): idempotent by epoch (Spark
-re-delivers commits after a restart); each member commits the positions of
-the partitions it holds now (a partition this query no longer holds is left
-to its new owner), all members side by side (every commit is queued before
-any is waited for), bounded by ``member_requests.COMMIT_TIMEOUT_S``. A failed
-commit is logged, kept and retried at the next ``latestOffset``/``commit``;
-Spark's offset log stays authoritative either way.
+``commit(end)`` (:meth:`QueryPlanner.commit`): Spark's late word that ``end``
+is in its commit log; already committed at the next ``latestOffset`` in the
+normal case, so usually nothing is left to do (idempotent by epoch). A commit
+goes through the member holding each partition, all members side by side
+(every commit is queued before any is waited for), bounded by
+``member_requests.COMMIT_TIMEOUT_S``.
+
+``close()`` (query stop, SIGTERM, the JVM gone): a commit still pending is
+retried, then the members leave the group. The batch in flight is *not*
+committed: whoever holds its partitions next reads it (ownership step 1).
 """
 
 from __future__ import annotations
@@ -58,7 +71,10 @@ from typing import TYPE_CHECKING
 from kafka import TopicPartition
 
 from cr_consumer.operator.metrics import MetricsEndpoint
+from cr_consumer.spark import ownership
 from cr_consumer.spark.control import coordinator_group, new_query_id
+from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S
+from cr_consumer.spark.member_config import session_timeout_ms
 from cr_consumer.spark.member_requests import CALL_MARGIN_S, COMMIT_TIMEOUT_S, MemberFailed
 from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
@@ -66,6 +82,7 @@ from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 from cr_consumer.spark.options import SourceOptions, StartKind
 from cr_consumer.spark.positions import start_offsets
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
+from cr_consumer.spark.sink_notices import NoticeReceiver
 from cr_consumer.spark.watermarks import WatermarkProbe
 
 if TYPE_CHECKING:
@@ -73,11 +90,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Bound on the members' first join at start (a group join takes about half
-#: the session timeout on tansu; a rebalance with other members longer).
-JOIN_TIMEOUT_S = 60.0
+#: Margin of the first-assignment wait beyond the group's own bounds (the
+#: members' start, the broker's JoinGroup/SyncGroup round trips, a loaded machine).
+JOIN_MARGIN_S = 30.0
 #: Timeout of each coordinator request.
 COORDINATOR_TIMEOUT_S = 10.0
+
+
+def join_timeout_s(options: SourceOptions) -> float:
+    """Bound on the members' first assignment. A join into a group with other
+    members completes only when each of them has rejoined: one learns of the
+    rebalance at its next heartbeat, then may hold it for up to
+    HANDOVER_TIMEOUT_S (a query handing over its batch in flight), and a broker
+    may wait up to a session timeout for a member that does not rejoin (tansu
+    completes every join that late). So: a session timeout, the handover and a
+    margin."""
+    return session_timeout_ms(options) / 1000 + HANDOVER_TIMEOUT_S + JOIN_MARGIN_S
 
 
 class PlanningFailed(RuntimeError):
@@ -113,16 +141,24 @@ class QueryPlanner:
         self.probe = WatermarkProbe(options)
         self._client: CoordinatorClient | None = None  # created at start
         self._query: str | None = None
-        self._committed: SourceOffset | None = None
-        self._pending_commit: SourceOffset | None = None
+        self._committed_epoch = -1  # the newest sink-committed end committed to the group
+        self._pending_commit: SourceOffset | None = None  # a sink-committed end not committed yet
         self._closed = False
-        self.stats = {"batches": 0, "planned_rows": 0, "idle_bumps": 0, "commit_failures": 0, "commits": 0,
-                      "data_loss_skips": 0}
+        self.stats = {"batches": 0, "planned_rows": 0, "commit_failures": 0, "commits": 0,
+                      "data_loss_skips": 0, "replayed_batches": 0, "replay_rows_given_up": 0}
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
-        # shared with the members' threads (handover checks): the last end handed to Spark, the last committed
+        #: partitions adopted (their floors known) and held or being handed over (None: no adoption yet);
+        #: replaced as a whole (the notice thread reads it)
+        self._held: frozenset[TopicPartition] | None = None
+        self._commit_lock = threading.RLock()  # the main thread's and the notice thread's commits
+        self._notices: NoticeReceiver | None = None
+        self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
+        self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
+        # shared with the members' threads (handover checks), under the lock: the last end
+        # planned or replayed, and the group's committed offset of each partition as known here
         self._handover_lock = threading.Lock()
         self._last_end: SourceOffset | None = None
-        self._held: set[TopicPartition] | None = None  # partitions planned at the last trigger (None: none yet)
+        self._floors: dict[TopicPartitionKey, int] = {}
         # read by the metrics endpoint's thread: replaced as a whole, never mutated
         self._latest: dict[TopicPartitionKey, int] = {}  # high watermarks probed at the last trigger
         self._committed_by: dict[str, dict[TopicPartitionKey, int]] = {}  # member name -> its last commits
@@ -171,12 +207,19 @@ class QueryPlanner:
             client.register(self.coordinator_group, self.options.region_index, member.name)
             member.handover = self._handed_over
             member.start()
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        if self._query:
+            self._notices = NoticeReceiver(self._query, self.sink_notice)
+            self._notices.start()
+        bound = join_timeout_s(self.options)
+        deadline = time.monotonic() + bound
         for member in self.members:
             if not member.wait_joined(max(0.0, deadline - time.monotonic())):
                 member.check()
-                raise PlanningFailed(f"{member.name} got no assignment from group {self.group!r} "
-                                     f"within {JOIN_TIMEOUT_S}s")
+                raise PlanningFailed(
+                    f"{member.name} got no assignment from group {self.group!r} within {bound:.0f}s: the group's "
+                    f"other members did not rejoin (each may hold a rebalance for {HANDOVER_TIMEOUT_S:.0f}s to hand "
+                    f"over its batch in flight); a broker that completes joins only after a session timeout "
+                    f"needs a shorter kafka.session.timeout.ms (now {session_timeout_ms(self.options)} ms)")
         log.info("crkafka: %d members joined group %s, coordinator group %s (%s)", len(self.members),
                  self.group, self.coordinator_group, self.options.describe_subscription())
 
@@ -212,11 +255,19 @@ class QueryPlanner:
         return self._own(offset)
 
     def close(self) -> None:
-        """Close the members (they leave the group) and unregister; safe to call twice."""
+        """Retry a pending commit, close the members (they leave the group) and unregister;
+        safe to call twice. The batch in flight stays uncommitted (module doc)."""
         if self._closed:
             return
         self._closed = True
-        self._commit_last_planned()
+        if self._notices is not None:
+            self._notices.stop()
+        if self._pending_commit is not None and self.members:
+            try:
+                with self._commit_lock:
+                    self._commit_now(self._pending_commit)
+            except Exception:  # closing: logged with its traceback, the members still leave
+                log.exception("crkafka: committing the last completed batch at close failed")
         for member in self.members:
             member.close()
         if self._client is not None:
@@ -231,21 +282,7 @@ class QueryPlanner:
             self.metrics_endpoint.stop()
         log.info("crkafka: planner closed (%s)", self.stats)
 
-    def _commit_last_planned(self) -> None:
-        """At close, commit the last end handed to Spark, so that the group's next owner
-        of these partitions starts after it: Spark's offset log holds that batch and a
-        restart from the checkpoint location replays it (Spark delivers no commit for
-        the batch in flight at a stop). Best effort: a failure is logged."""
-        with self._handover_lock:
-            last, committed = self._last_end, self._committed
-        if last is None or not self.members or (committed is not None and committed.epoch >= last.epoch):
-            return
-        try:
-            self._commit_now(last)
-        except Exception:  # closing: logged with its traceback, the members still leave
-            log.exception("crkafka: committing the last planned end at close failed")
-
-    # -- planning ----------------------------------------------------------------------------
+    # -- holding partitions -------------------------------------------------------------------
     def assigned(self) -> dict[TopicPartition, GroupMember]:
         owners = {}
         for member in self.members:
@@ -253,28 +290,53 @@ class QueryPlanner:
             owners.update({tp: member for tp in tps})
         return owners
 
+    def _adopt_new(self) -> list[TopicPartition]:
+        """Step 2: the partitions held now; those newly held get the group's commit as
+        their floor, kept for the next plan (ownership step 3)."""
+        owned = sorted(self.assigned())
+        previous = self._held or frozenset()
+        new = [tp for tp in owned if self._held is None or tp not in previous]
+        committed = {_key(tp): off for tp, off in self._committed_of(new).items()}
+        with self._handover_lock:
+            for key, off in committed.items():
+                self._floors[key] = max(off, self._floors.get(key, -1))
+        self._adopted.update(committed)
+        handing_over = {tp for member in self.members for tp in member.committable()} - set(owned)
+        self._held = frozenset(owned) | (previous & handing_over)
+        return owned
+
+    def _committed_of(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets of ``tps`` (absent: never committed)."""
+        return self.members[0].committed(tps) if tps else {}
+
+    def _handed_over(self, revoked: set[TopicPartition]) -> bool:
+        """True once every range planned for ``revoked`` is committed (a member's thread asks)."""
+        with self._handover_lock:
+            planned = self._last_end.positions if self._last_end is not None else {}
+            return ownership.handed_over([_key(tp) for tp in revoked], planned, self._floors)
+
+    # -- planning ----------------------------------------------------------------------------
     def latest_offset(self, start: SourceOffset, limit: int | None) -> SourceOffset:
         start = self._ensure_started(start)
-        if self._pending_commit is not None:
-            self._commit_now(self._pending_commit)
-        owned = sorted(self.assigned())
+        owned = self._adopt_new()
+        self._sink_committed(start)
         begins = {_key(tp): start.positions[_key(tp)] for tp in owned if _key(tp) in start.positions}
         first = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
         begins.update(first)
-        moved_in = [tp for tp in owned if self._held is not None and tp not in self._held]
-        for tp, committed in self._committed_of(moved_in).items():
-            if committed > begins[_key(tp)]:  # another consumer of the group read up to its commit
-                log.info("crkafka: %s[%d] handed over at the group's commit %d (this query was at %d)",
-                         tp.topic, tp.partition, committed, begins[_key(tp)])
-                begins[_key(tp)] = first[_key(tp)] = committed
-        self._held = set(owned)
+        if start.positions:  # not the query's first start: the group's commit may be ahead (ownership step 3)
+            for key, committed in sorted(self._adopted.items()):
+                if key in begins and ownership.begin_after_adoption(begins[key], committed) != begins[key]:
+                    log.info("crkafka: %s[%d] taken over at the group's commit %d (this query was at %d)",
+                             key[0], key[1], committed, begins[key])
+                    begins[key] = first[key] = committed
+        self._adopted.clear()
         latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
         self._latest = latest
         self._check_data_loss(begins, latest)
         ends = capped_ends(begins, latest, limit)
         positions = {**start.positions, **ends}
         if positions == start.positions and not first:
-            end = self._idle_end(start)
+            end = start
         else:
             end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
             self.stats["batches"] += 1
@@ -283,8 +345,34 @@ class QueryPlanner:
             self._last_end = end
         return end
 
+    def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
+        """The Spark tasks of the batch ``(start, end]`` (``partitions()``; module doc)."""
+        skip = not self.options.fail_on_data_loss
+        with self._handover_lock:
+            planned_here = self._last_end is not None and self._last_end == end
+        if planned_here:
+            return batch_ranges(start, end, self.options.min_partitions, skip_backwards=skip)
+        if self._replayed is not None and self._replayed[:2] == (start, end):
+            return self._replayed[2]
+        asked = (start, end)
+        end = self._ensure_started(end)
+        owned = self._adopt_new()
+        whole = batch_ranges(start, end, None, skip_backwards=skip)
+        with self._handover_lock:
+            kept = ownership.replay_ranges(whole, [_key(tp) for tp in owned], self._floors)
+            self._last_end = end
+        given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
+        self.stats["replayed_batches"] += 1
+        self.stats["replay_rows_given_up"] += given_up
+        log.info("crkafka: replaying epoch %d from Spark's offset log: %d of %d records are still this query's "
+                 "(the rest is read by the partitions' current owners)", end.epoch, sum(r.size for r in kept),
+                 sum(r.size for r in whole))
+        out = split_ranges(kept, self.options.min_partitions)
+        self._replayed = (*asked, out)
+        return out
+
     def _check_data_loss(self, begins: dict[TopicPartitionKey, int], latest: dict[TopicPartitionKey, int]) -> None:
-        """Partitions whose end is below their start (step 4 of the module doc): fail,
+        """Partitions whose end is below their start (step 5 of the module doc): fail,
         or move their start to the end (``begins`` is changed in place)."""
         for key, begin in sorted(begins.items()):
             end = latest.get(key)
@@ -300,27 +388,6 @@ class QueryPlanner:
             log.warning("crkafka: %s:%d's offset went from %d back to %d (the end of its log): some data may have "
                         "been lost; going on from %d (failOnDataLoss=false)", topic, partition, begin, end, end)
             begins[key] = end
-
-    def _committed_of(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The group's committed offsets of partitions moved to this query by a rebalance."""
-        return self.members[0].committed(tps) if tps else {}
-
-    def _handed_over(self, revoked: set[TopicPartition]) -> bool:
-        """True once every range planned for ``revoked`` is committed (a member's thread asks)."""
-        with self._handover_lock:
-            planned = self._last_end.positions if self._last_end is not None else {}
-            committed = self._committed.positions if self._committed is not None else {}
-        return all(committed.get(_key(tp), -1) >= planned[_key(tp)] for tp in revoked if _key(tp) in planned)
-
-    def _idle_end(self, start: SourceOffset) -> SourceOffset:
-        if not start.positions:
-            return start
-        if self._committed is not None and self._committed.same_positions(start):
-            return start
-        if self._pending_commit is not None and self._pending_commit.same_positions(start):
-            return start  # Spark delivered this commit already: it is retried here
-        self.stats["idle_bumps"] += 1
-        return SourceOffset(epoch=start.epoch + 1, positions=start.positions, query=start.query)
 
     def _start_positions(self, start: SourceOffset, tps: list[TopicPartition]) -> dict[TopicPartitionKey, int]:
         """Control variables of partitions absent from ``start`` (put once, first writer wins)."""
@@ -344,19 +411,37 @@ class QueryPlanner:
 
     # -- commit ------------------------------------------------------------------------------
     def commit(self, end: SourceOffset) -> None:
+        """Spark's ``commit(end)``: ``end`` is in its commit log (usually committed already)."""
         end = self._ensure_started(end)
-        newest = self._pending_commit or self._committed
-        if newest is not None and end.epoch <= newest.epoch:
-            return  # re-delivered after a restart, or older than what is committed
-        self._commit_now(end)
+        if self._held is None:
+            self._adopt_new()  # floors first: never commit below another owner's commit
+        self._sink_committed(end)
+
+    def sink_notice(self, end: SourceOffset) -> None:
+        """A sink-commit notice (``sink_notices.py``, on the receiver's thread): commit ``end``
+        now rather than at the next trigger. Nothing before the first adoption."""
+        if self._held is not None and not self._closed:
+            self._sink_committed(end)
+
+    def _sink_committed(self, end: SourceOffset) -> None:
+        """``end`` is in Spark's commit log: commit it unless a newer one is (ownership step 1)."""
+        with self._commit_lock:
+            newest = self._pending_commit.epoch if self._pending_commit is not None else self._committed_epoch
+            if end.positions and end.epoch > newest:
+                self._pending_commit = end
+            if self._pending_commit is not None:
+                self._commit_now(self._pending_commit)
 
     def _commit_now(self, end: SourceOffset) -> None:
-        owners = {tp: member for member in self.members for tp in member.committable()}
+        """Commit ``end`` through the members (the caller holds ``_commit_lock``): only
+        partitions adopted and held or being handed over (ownership step 2)."""
+        adopted = self._held or frozenset()
+        owners = {_key(tp): member for member in self.members for tp in member.committable() if tp in adopted}
+        with self._handover_lock:
+            offsets = ownership.commit_positions(end.positions, owners, self._floors)
         parts: dict[str, dict[TopicPartition, int]] = {}
-        for (topic, partition), off in end.positions.items():
-            owner = owners.get(TopicPartition(topic, partition))
-            if owner is not None:  # a partition held by another member of the group now is its own to commit
-                parts.setdefault(owner.name, {})[TopicPartition(topic, partition)] = off
+        for key, off in offsets.items():
+            parts.setdefault(owners[key].name, {})[TopicPartition(*key)] = off
         try:
             # every member's commit queued first, then waited for: side by side, one shared deadline
             queued = [(member, member.submit_commit(parts.get(member.name, {}))) for member in self.members]
@@ -367,18 +452,20 @@ class QueryPlanner:
             raise
         except Exception as exc:  # noqa: BLE001 - kept pending and retried (see the module doc)
             self.stats["commit_failures"] += 1
-            self._pending_commit = end
             log.warning("crkafka: committing epoch %d to Kafka failed (%r); retried at the next trigger",
                         end.epoch, exc)
             return
         self._pending_commit = None
+        self._committed_epoch = max(self._committed_epoch, end.epoch)
         committed_by = {name: dict(offsets) for name, offsets in self._committed_by.items()}
-        for name, offsets in parts.items():
-            committed_by.setdefault(name, {}).update({_key(tp): off for tp, off in offsets.items()})
+        for name, sent in parts.items():
+            committed_by.setdefault(name, {}).update({_key(tp): off for tp, off in sent.items()})
         self._committed_by = committed_by
         with self._handover_lock:
-            self._committed = end
-        self.stats["commits"] += 1
+            for key, off in offsets.items():
+                self._floors[key] = max(off, self._floors.get(key, -1))
+        if offsets:
+            self.stats["commits"] += 1
 
 
-__all__ = ["JOIN_TIMEOUT_S", "PlanningFailed", "QueryPlanner", "batch_ranges"]
+__all__ = ["JOIN_MARGIN_S", "PlanningFailed", "QueryPlanner", "batch_ranges", "join_timeout_s"]

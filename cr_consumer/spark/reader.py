@@ -11,7 +11,8 @@ Where each method runs:
 * ``read(partition)``: executor Python workers, one task per offset range; it
   reads exactly that range from Kafka (:mod:`cr_consumer.spark.executor`) and
   returns Arrow record batches. A batch replayed after a restart takes the
-  same path, its ranges planned again from Spark's offset log.
+  same path, its ranges taken from Spark's offset log (only the part still
+  this query's: :mod:`cr_consumer.spark.ownership`).
 
 The planner and its members are never pickled (``__getstate__`` keeps the
 options only). Offsets are :class:`~cr_consumer.spark.offsets.SourceOffset` JSON.
@@ -97,10 +98,7 @@ class CrKafkaStreamReader(DataSourceStreamReader):
         return self.planner().latest_offset(SourceOffset.from_json(start), max_rows(limit)).to_json()
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
-        from cr_consumer.spark.planner import batch_ranges
-
-        ranges = batch_ranges(SourceOffset.from_json(start), SourceOffset.from_json(end), self.options.min_partitions,
-                              skip_backwards=not self.options.fail_on_data_loss)
+        ranges = self.planner().ranges(SourceOffset.from_json(start), SourceOffset.from_json(end))
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -12,10 +12,13 @@ import sys
 
 
 def register(spark) -> None:
-    """Register the ``crkafka`` data source with a SparkSession."""
+    """Register the ``crkafka`` data source with a SparkSession, and the listener that
+    tells a query's source runner when Spark has committed a batch (``sink_notices.py``)."""
+    from cr_consumer.spark.sink_notices import install_listener
     from cr_consumer.spark.source import CrKafkaDataSource
 
     spark.dataSource.register(CrKafkaDataSource)
+    install_listener(spark)
 
 
 def local_session(app_name: str, *, cores: int = 2):

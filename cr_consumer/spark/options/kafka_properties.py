@@ -50,9 +50,14 @@ _NONE_DEFAULT_TYPES = {"receive.buffer.bytes": int, "send.buffer.bytes": int}
 #: in bench/bench_spark.py; docs/spark.md has the figures).
 DEFAULT_CLIENT = ClientKind.LIBRDKAFKA
 
-#: Kafka's default session timeout (ms), the bound of the heartbeat when
-#: ``kafka.session.timeout.ms`` is not given.
-_DEFAULT_SESSION_TIMEOUT_MS = 10_000
+#: The session timeout (ms) of the query's group members when
+#: ``kafka.session.timeout.ms`` is not given (kafka-python's own default is
+#: 45 s). The members only hold partitions and commit, and heartbeat from
+#: kafka-python's IO thread, so a short timeout costs nothing; it bounds how
+#: long the partitions of a killed driver stay with its dead members, and some
+#: brokers complete a group join only after a session timeout (tansu: a second
+#: query joining a group took ~50 s with 45 s, ~10 s with 10 s).
+MEMBER_SESSION_TIMEOUT_MS = 10_000
 
 
 def kafka_defaults() -> dict:
@@ -117,7 +122,7 @@ def check_properties(bootstrap: str, client: ClientKind, kafka_props: dict[str, 
                                                 f"{problem} (set kafka.client=kafka-python to use kafka-python's)")
     session_ms = kafka_props.get("session.timeout.ms")
     heartbeat_ms = kafka_props.get("heartbeat.interval.ms")
-    session_bound = session_ms if isinstance(session_ms, int) else _DEFAULT_SESSION_TIMEOUT_MS
+    session_bound = session_ms if isinstance(session_ms, int) else MEMBER_SESSION_TIMEOUT_MS
     if isinstance(heartbeat_ms, int) and heartbeat_ms >= session_bound:
         raise InvalidOptionError("kafka.*", f"kafka.heartbeat.interval.ms ({heartbeat_ms}) must be lower than "
-                                            f"kafka.session.timeout.ms ({session_ms or _DEFAULT_SESSION_TIMEOUT_MS})")
+                                            f"kafka.session.timeout.ms ({session_bound})")

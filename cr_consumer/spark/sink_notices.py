@@ -1,0 +1,190 @@
+"""Sink-commit notices: the driver tells the source runner as soon as Spark has
+committed a batch, so that the runner commits its end to the group at once.
+
+Why: the runner learns that a batch's sink committed only when Spark calls
+``latestOffset`` for the next batch, which under a ``processingTime`` trigger
+comes a whole trigger interval later. A query stopped (or killed) in that wait
+would leave a committed batch below no group commit, and the next owner of its
+partitions would read it again (:mod:`cr_consumer.spark.ownership`, step 1).
+Spark posts a query progress event right after it writes a batch to its
+commit log (measured: 0.1 s after the commit file), to the listeners of the
+driver's session.
+
+1. ``register(spark)`` adds one :class:`SinkCommitListener` to the session.
+2. At each progress event, the listener takes every source end offset that is
+   a crkafka offset with a query id and pushes its JSON, without blocking, to
+   that query's notice socket (:func:`notice_endpoint`: an IPC path named
+   after the query id; the runner is a child process of the driver's JVM on
+   the same host). No runner listening: the notice is dropped (the runner's
+   own ``latestOffset`` commits the end later).
+3. The runner (:class:`NoticeReceiver`, a thread started with the planner)
+   receives each notice, validates it (size bound, offset format, its own
+   query id) and hands the end to the planner, which commits it like the
+   ``start`` of a ``latestOffset``. A malformed notice is logged and dropped;
+   it never stops the thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+
+import zmq
+
+from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
+
+log = logging.getLogger(__name__)
+
+#: Bound on one notice (an offset of a few thousand partitions is well below it).
+MAX_NOTICE_BYTES = 1 << 20
+#: The receiver's poll; bounds how late it notices a stop.
+RECEIVE_POLL_MS = 200
+#: Bound on joining the receiver's thread at stop.
+STOP_TIMEOUT_S = 5.0
+#: Notices queued for a runner not connected yet (past it they are dropped).
+SEND_QUEUE = 16
+#: Notice sockets a driver keeps (one per query seen; the oldest is closed past it).
+MAX_SENDERS = 64
+
+
+def notice_endpoint(query: str) -> str:
+    """The IPC endpoint of query ``query``'s runner (query ids are hex: a safe file name)."""
+    return f"ipc://{os.path.join(tempfile.gettempdir(), f'crkafka-{query}.notices')}"
+
+
+class NoticeReceiver:
+    """Step 3: the runner's end of the notices; ``on_end`` runs on the receiver's thread."""
+
+    def __init__(self, query: str, on_end: Callable[[SourceOffset], None]) -> None:
+        self.query = query
+        self._on_end = on_end
+        self._stop = threading.Event()
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PULL)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_NOTICE_BYTES)
+        self._socket.bind(notice_endpoint(query))
+        self._thread = threading.Thread(target=self._run, name=f"crkafka-notices-{query}", daemon=True)
+        self.received = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if not self._socket.poll(RECEIVE_POLL_MS):
+                    continue
+                self.handle(self._socket.recv())
+        finally:
+            self._socket.close(0)
+
+    def handle(self, raw: bytes) -> None:
+        """Validate one notice and hand its end to the planner; a bad one is logged and dropped."""
+        try:
+            end = SourceOffset.from_json(json.loads(raw))
+        except (ValueError, OffsetFormatError) as exc:
+            log.warning("crkafka: dropped a malformed sink-commit notice (%d bytes): %s", len(raw), exc)
+            return
+        if end.query != self.query:
+            log.warning("crkafka: dropped a sink-commit notice of query %r (this runner is %r)", end.query, self.query)
+            return
+        self.received += 1
+        try:
+            self._on_end(end)
+        except Exception:  # the commit is retried at the next trigger; the receiver goes on
+            log.exception("crkafka: committing a sink-commit notice (epoch %d) failed", end.epoch)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(STOP_TIMEOUT_S)
+        else:
+            self._socket.close(0)
+
+
+def crkafka_ends(end_offsets: list[str]) -> list[SourceOffset]:
+    """Step 2: the crkafka offsets (with a query id) among a progress event's source end offsets."""
+    out = []
+    for raw in end_offsets:
+        try:
+            end = SourceOffset.from_json(json.loads(raw))
+        except (ValueError, TypeError, OffsetFormatError):
+            continue  # another source's offset
+        if end.query:
+            out.append(end)
+    return out
+
+
+class NoticeSender:
+    """Step 2: the driver's end: one PUSH socket per query, kept, so that a notice
+    waits (at most SEND_QUEUE of them) while the connection to the runner forms."""
+
+    def __init__(self) -> None:
+        self._sockets: OrderedDict[str, zmq.Socket[bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def send(self, end: SourceOffset) -> bool:
+        """Push ``end`` to its query's runner without blocking; False when it was dropped."""
+        with self._lock:
+            socket = self._sockets.get(end.query)
+            if socket is None:
+                socket = zmq.Context.instance().socket(zmq.PUSH)
+                socket.setsockopt(zmq.LINGER, 0)
+                socket.setsockopt(zmq.SNDHWM, SEND_QUEUE)
+                socket.connect(notice_endpoint(end.query))
+                self._sockets[end.query] = socket
+                if len(self._sockets) > MAX_SENDERS:
+                    self._sockets.popitem(last=False)[1].close(0)
+            try:
+                socket.send(json.dumps(end.to_json()).encode(), zmq.NOBLOCK)
+            except zmq.Again:
+                return False
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            for socket in self._sockets.values():
+                socket.close(0)
+            self._sockets.clear()
+
+
+_listening: weakref.WeakSet = weakref.WeakSet()  # sessions with the listener
+
+
+def install_listener(spark) -> None:
+    """Step 1: add the notices' listener to ``spark`` (once per session)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    if spark in _listening:
+        return
+    sender = NoticeSender()
+
+    class SinkCommitListener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            try:
+                for end in crkafka_ends([source.endOffset for source in event.progress.sources]):
+                    sender.send(end)
+            except Exception:  # a listener's failure must not reach Spark's listener bus
+                log.exception("crkafka: sending a sink-commit notice failed")
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    spark.streams.addListener(SinkCommitListener())
+    _listening.add(spark)
+
+
+__all__ = ["MAX_NOTICE_BYTES", "NoticeReceiver", "NoticeSender", "crkafka_ends", "install_listener",
+           "notice_endpoint"]
