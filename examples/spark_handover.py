@@ -20,9 +20,11 @@ Two sub-commands:
     python examples/spark_handover.py scenario                 # SIGTERM of the first application
     python examples/spark_handover.py scenario --kill          # kill -9 of a taker, then of the giver
 
-The figures it prints (the second application's first rows after its start,
-the first application's longest output stall while the group rebalances) are
-the ones ``bench/bench_spark_handover.py`` collects.
+The figures it prints are the ones ``bench/bench_spark_handover.py`` collects:
+the second application's first rows after its start (baseline: the first
+application's, which joins an empty group), and the first application's
+longest output stall while the group rebalances (baseline: its median time
+between two committed batches while alone).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import collections
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -226,8 +229,12 @@ def run_scenario(args, base: Path, *, kill: bool) -> dict:
     try:
         first = App("first", args, base, "earliest")
         apps.append(first)
-        wait_for(first.has_rows, "the first application's rows", first)
+        figures["first_first_rows_s"] = wait_for(first.has_rows, "the first application's rows", first)
+        time.sleep(10.0)  # the first application alone for a while: its normal cadence
         wall_joined = time.time()
+        alone = batch_times(first.out)
+        figures["first_median_gap_s"] = statistics.median(b - a for a, b in zip(alone, alone[1:])) \
+            if len(alone) > 2 else None
         second = App("second", args, base, "committed")
         apps.append(second)
         figures["second_first_rows_s"] = wait_for(second.has_rows, "the second application's rows", first, second)

@@ -120,9 +120,10 @@ def cmd_run(args) -> int:
         .option("kafka.client", args.kafka_client)
         .option("startingOffsets", args.starting_offsets)
         .option("maxOffsetsPerTrigger", args.max_records_per_batch)
-        .option("kafka.session.timeout.ms", args.session_timeout_ms)
-        .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100))
     )
+    if args.session_timeout_ms is not None:
+        reader = (reader.option("kafka.session.timeout.ms", args.session_timeout_ms)
+                  .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100)))
     query = (
         reader.load()
         .writeStream.foreachBatch(make_sink(out, args.sink_delay))
@@ -164,8 +165,10 @@ def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done:
         "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
         "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
         "--max-records-per-batch", str(args.max_records_per_batch), "--expect", str(args.records),
-        "--session-timeout-ms", str(args.session_timeout_ms), "--starting-offsets", starting_offsets,
+        "--starting-offsets", starting_offsets,
     ]
+    if args.session_timeout_ms is not None:
+        cmd += ["--session-timeout-ms", str(args.session_timeout_ms)]
     if exit_when_done:
         cmd.append("--exit-when-done")
     with open(workdir / log_name, "w") as log:  # the child keeps its own descriptor
@@ -300,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     for p in (run, demo):
         p.add_argument("--members", type=int, default=2)
         p.add_argument("--max-records-per-batch", type=int, default=2000)
-        p.add_argument("--session-timeout-ms", type=int, default=6000)
+        p.add_argument("--session-timeout-ms", type=int, default=None,
+                       help="the members' kafka.session.timeout.ms (default: the source's)")
     run.add_argument("--kafka-client", choices=("librdkafka", "kafka-python"), default="librdkafka",
                      help="the executors' Kafka library (the source option kafka.client)")
     run.add_argument("--sink-delay", type=float, default=0.0, help="seconds each non-empty batch sleeps (tests)")

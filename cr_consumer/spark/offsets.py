@@ -17,9 +17,7 @@ must round-trip unchanged, so it only uses string keys, ints and dicts::
   batch (absent from the start offset), or one handed over by another
   consumer of the group (it begins at that consumer's commit). So the batch
   can be re-read deterministically after a crash.
-* ``epoch`` counts the end offsets handed to Spark. An idle source hands out one
-  end with a bumped epoch and unchanged positions, so that Spark runs one empty
-  batch and delivers the pending ``commit`` (see ``docs/spark.md``).
+* ``epoch`` counts the end offsets handed to Spark (commits are idempotent by it).
 * ``query`` identifies the query of the checkpoint location: drawn at its
   first read, carried by every end after it; the query's coordinator group is
   ``group.id`` + query id (:mod:`cr_consumer.spark.control`). Optional: the

@@ -71,7 +71,7 @@ def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, co
     try:
         wait_for(lambda: sum(seen.values()) >= n, 200, f"{n} records", query)
         per_partition = {p: n // 3 for p in range(3)}
-        # idle input: one empty batch delivers the pending commit of the last batch
+        # idle input: the last batch's end is committed without a new batch
         wait_for(lambda: group_offsets(bootstrap, group, topic) == per_partition, 60, "the idle commit", query)
     finally:
         query.stop()
