@@ -4,7 +4,8 @@ Two implementations sit behind :class:`KafkaClient`:
 
 * ``kafka_python_client.KafkaPythonClient`` (kafka-python, pure Python, the default);
 * ``librdkafka_client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
-  ``[librdkafka]`` extra, about 2.5x the consume throughput).
+  ``[librdkafka]`` extra: less CPU per record and more records per second than kafka-python;
+  the measured figures are in README.md and BENCHMARKS.md, "Kafka clients").
 
 :func:`cr_consumer.kafka.factory.make_client` builds either from one :class:`ClientKind` and one mapping of
 Kafka properties under their standard dotted names (``session.timeout.ms``,
