@@ -27,8 +27,8 @@ from cr_consumer.runtime.pipeline.wiring import KafkaSource
 #: kafka-python (``DEFAULT_FETCH_MAX_BYTES``, which shortens a drain's wait behind
 #: a fetch response being decoded): a member fetches several MB per request like
 #: any kafka-python consumer, so ~5x fewer fetch round trips per record, 0.1 us
-#: less CPU per record (BENCHMARKS.md, "Pipeline member: fetches, hand-offs and
-#: the sink's page cache"), with the same checkpoint stops measured. (librdkafka's
+#: less CPU per record (BENCHMARKS.md, "Pipeline member: CPU per record"), with
+#: the same checkpoint stops measured. (librdkafka's
 #: default is the same 50 MB.)
 RUNTIME_KAFKA_DEFAULTS = {"partition.assignment.strategy": "cooperative-sticky", "fetch.max.bytes": 52428800}
 

@@ -87,8 +87,7 @@ SYNC_EVERY_BYTES = 1 << 20
 #: thread spent 0.2-0.6 us of system time per record in some rounds, most of it
 #: in the kernel's copy into those pages (``copy_folio_from_iter_atomic`` under
 #: ``write``); with the drop the writes reuse the same few MB of page cache
-#: (BENCHMARKS.md, "Pipeline member: fetches, hand-offs and the sink's page
-#: cache"). A sink whose output is read back at once (a reader tailing the
+#: (BENCHMARKS.md, "Pipeline member: CPU per record"). A sink whose output is read back at once (a reader tailing the
 #: published files) may keep the pages: ``drop_written_pages=False``.
 DROP_WRITTEN_PAGES = True
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
