@@ -14,8 +14,9 @@ Figures, all in one run on one freshly produced topic (default 1,000,000 x
    the first non-empty one (so the group join and the first batch's planning
    are excluded), as a ratio of each baseline of (1);
 3. the driver side alone (``QueryPlanner``, the code the source runner runs):
-   ``commit(end)`` latency (synchronous commit through the paused group
-   members), p50/p99/max over many batches, the planning (``latestOffset``)
+   the commit of a batch's end once the sink committed it (``sink_notice``,
+   what the listener's notice runs: a synchronous commit through the paused
+   group members), p50/p99/max over many batches, the planning (``latestOffset``)
    latency, the first plan after start (group join included), rows through
    the driver (0: executors read the ranges) and the records the watermark
    probe fetched, and the driver's CPU seconds per 1M planned rows; with the
@@ -166,8 +167,8 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
 
 def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int,
                    poll_ms: int | None = None) -> dict:
-    """Drive the driver-side planner directly: plan a batch, commit the previous one (as
-    Spark does), timing both; the ranges are not read (the executors' work). Also counts
+    """Drive the driver-side planner directly: plan a batch, then commit its end as the
+    sink-commit notice does once Spark committed the batch, timing both; the ranges are not read (the executors' work). Also counts
     the records the driver fetched (only the watermark probe's last batch per partition)."""
     import resource
 
@@ -182,7 +183,6 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
     options = parse_options({
         "kafka.bootstrap.servers": bootstrap, "kafka.group.id": unique_name("bench-commit"), "subscribe": topic,
         "coordinator": coordinator, "members": str(members), "startingOffsets": "earliest",
-        "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
     })
     planner = QueryPlanner(options)
     commits, plans = [], []
@@ -203,7 +203,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
                 break
             planned += sum(end.positions.values()) - sum(start.positions.values())
             t2 = time.perf_counter()
-            planner.commit(start)
+            planner.sink_notice(end)  # the sink committed the batch: its end is committed now
             commits.append((time.perf_counter() - t2) * 1000)
             start = end
         failures = planner.stats["commit_failures"]
