@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                                        topic=create_topic(broker.bootstrap, unique_name("bench-handover"), 4),
                                        group=unique_name("bench-handover"), rate=150.0, row_delay_ms=2.0,
                                        max_offsets_per_trigger=600)
-            figures = example.run_scenario(ns, base / f"try-{i}", kill=args.kill)
+            figures = example.run_scenario(ns, base / f"try-{i}", kill=args.kill, alone_s=10.0)
             figures["load_before"] = round(load, 1)
             results.append(figures)
             print(json.dumps(figures), flush=True)

@@ -213,11 +213,13 @@ def longest_stall(times: list[float], since: float, until: float) -> float:
     return max(b - a for a, b in zip(points, points[1:]))
 
 
-def run_scenario(args, base: Path, *, kill: bool) -> dict:
+def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
     """The scenario of the module docstring; returns its figures and verdict.
 
     ``args``: bootstrap, coordinator, topic (4 partitions, empty), group, rate,
-    row_delay_ms, max_offsets_per_trigger."""
+    row_delay_ms, max_offsets_per_trigger. ``alone_s``: how long the first
+    application runs alone before the second starts (its cadence alone, the
+    stall figure's baseline, needs a few batches)."""
     from cr_consumer.drill.manifest import Manifest
     from cr_consumer.drill.workload import Workload
     from cr_consumer.testing.kafka_util import committed_offsets
@@ -230,7 +232,7 @@ def run_scenario(args, base: Path, *, kill: bool) -> dict:
         first = App("first", args, base, "earliest")
         apps.append(first)
         figures["first_first_rows_s"] = wait_for(first.has_rows, "the first application's rows", first)
-        time.sleep(10.0)  # the first application alone for a while: its normal cadence
+        time.sleep(alone_s)
         wall_joined = time.time()
         alone = batch_times(first.out)
         figures["first_median_gap_s"] = statistics.median(b - a for a, b in zip(alone, alone[1:])) \
@@ -290,7 +292,7 @@ def cmd_scenario(args) -> int:
             CoordinatorProcess(state_dir=base / "coordinator") as coord:
         args.bootstrap, args.coordinator = broker.bootstrap, coord.endpoint
         args.topic, args.group = create_topic(args.bootstrap, unique_name("handover"), 4), unique_name("handover")
-        result = run_scenario(args, base, kill=args.kill)
+        result = run_scenario(args, base, kill=args.kill, alone_s=10.0)
     print(json.dumps(result), flush=True)
     print("EXACTLY ONCE: OK" if result["ok"] else f"EXACTLY ONCE: FAILED (logs in {base})")
     return 0 if result["ok"] else 1
