@@ -52,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
     example = load_example()
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench-handover-"))
+    base.mkdir(parents=True, exist_ok=True)
     results = []
     given = os.environ.get(ENV_BOOTSTRAP)
-    with (example._Given(given) if given else EmbeddedBroker(log_path=base / "broker.log")) as broker, \
+    with (example.GivenBroker(given) if given else EmbeddedBroker(log_path=base / "broker.log")) as broker, \
             CoordinatorProcess(state_dir=base / "coordinator") as coord:
         for i in range(args.tries):
             load = os.getloadavg()[0]

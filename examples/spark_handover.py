@@ -288,7 +288,7 @@ def cmd_scenario(args) -> int:
     base = Path(args.workdir or tempfile.mkdtemp(prefix="crkafka-handover-"))
     base.mkdir(parents=True, exist_ok=True)
     bootstrap = args.bootstrap or os.environ.get(ENV_BOOTSTRAP)
-    with (EmbeddedBroker(log_path=base / "broker.log") if not bootstrap else _Given(bootstrap)) as broker, \
+    with (EmbeddedBroker(log_path=base / "broker.log") if not bootstrap else GivenBroker(bootstrap)) as broker, \
             CoordinatorProcess(state_dir=base / "coordinator") as coord:
         args.bootstrap, args.coordinator = broker.bootstrap, coord.endpoint
         args.topic, args.group = create_topic(args.bootstrap, unique_name("handover"), 4), unique_name("handover")
@@ -298,13 +298,13 @@ def cmd_scenario(args) -> int:
     return 0 if result["ok"] else 1
 
 
-class _Given:
+class GivenBroker:
     """A broker given by address (a real cluster): nothing to start or stop."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
 
-    def __enter__(self) -> _Given:
+    def __enter__(self) -> GivenBroker:
         return self
 
     def __exit__(self, *exc) -> None:
