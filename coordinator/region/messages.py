@@ -181,8 +181,7 @@ class RegionAck:
     ok: bool
     error: str | None
     #: A checkpoint answer's claims: ``[topic, partition, from, to]`` per partition its
-    #: source holds, or the rolling-upgrade form ``[topic, partition, offset]``
-    #: (``protocol.decode_offset_claims``; checked by coordinator/region/continuity.py).
+    #: source holds (``protocol.decode_offset_claims``; checked by coordinator/region/continuity.py).
     offsets: list[protocol.OffsetClaim] | None
     rebalance: bool = False
 

@@ -162,9 +162,6 @@ class MemberInfo:
     kafka_at: float | None = None
     #: Why its last report was ignored (None: valid); cleared by the next valid one.
     kafka_invalid: str | None = None
-    #: Its checkpoint answers use the rolling-upgrade form [topic, partition, offset]:
-    #: the continuity fence does not cover its claims (logged once, in the status).
-    legacy_claims: bool = False
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
     host: str | None = None

@@ -381,8 +381,7 @@ class RegionCore:
             return
         self.waiting.discard(name)
         if command == "checkpoint":
-            if self._cycles.answered(name, offsets):
-                self._members.note_legacy_claims(name)
+            self._cycles.answered(name, offsets)
         if self.waiting:
             return
         self._phase_answered(now)

@@ -52,7 +52,7 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     assert h.core.phase is Phase.CHECKPOINTING
     assert [b["cmd"] for _, b in h.take()] == ["checkpoint"] * 2
     n_docs = len(h.docs)
-    h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 5]], "m1": [["t", 1, 7]]})
+    h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 0, 5]], "m1": [["t", 1, 0, 7]]})
     assert h.core.phase is Phase.RUNNING
     assert h.docs[-1]["last_consistent"] == 1 and len(h.docs) == n_docs + 1
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
@@ -70,7 +70,7 @@ def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     h = started(2, period_s=1.0, drain_timeout_s=2.0)
     h.core.tick(1.1)
     h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 3]]})
+    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 0, 3]]})
     h.take()
     h.core.tick(2.4)
     h.core.ack("m0", "drain", 2, None, True, None, 2.5)
@@ -285,10 +285,10 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     h = started(2)
     h.core.tick(1.1)
     h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 10], ["t", 1, 20]], "m1": [["t", 2, 30]]})
+    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 0, 10], ["t", 1, 0, 20]], "m1": [["t", 2, 0, 30]]})
     h.core.tick(2.4)
     h.ack_all("drain", 2.5, seq=2)
-    h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 15]], "m1": [["t", 2, 35]]})
+    h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
     assert h.core.checkpoint_offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
     h.core.request_reset("m0", True, "rebalance", 3.0)
     reset = [b for _, b in h.take() if b["cmd"] == "reset"][0]
@@ -471,7 +471,7 @@ def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_stil
     _cooperative_reports(h, 0.5)
     h.core.tick(1.2)
     h.ack_all("drain", 1.25, seq=h.core.seq)
-    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 40]])
+    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 0, 40]])
     h.core.leave("m2", 1.35)  # its offsets are in the cycle, its interval is never published
     assert h.core.phase is Phase.RESETTING
     h = started(3, period_s=1.0)
