@@ -185,7 +185,6 @@ class AbsentCheckpoints:
 
     @classmethod
     def from_doc(cls, value: Any) -> AbsentCheckpoints:
-        value = value or {}
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
             raise ValueError(f"stored absent_checkpoints {value!r} is not a map of member name to checkpoint id")
