@@ -74,7 +74,6 @@ CONFIG_FIELDS: dict[str, Callable[[Any], Any]] = {
     "member_timeout_s": _seconds("member_timeout_s"),
     "min_members": _integer("region config: min_members", 1, 100_000),
     "join_grace_s": _seconds("join_grace_s"),
-    "rebalance_settle_s": _seconds("rebalance_settle_s"),
     "rebalance_settle_max_s": _seconds("rebalance_settle_max_s"),
 }
 

@@ -118,11 +118,10 @@ class RegionConfig:
     #: Bound on waiting for min_members / the members known before a coordinator
     #: restart, so one member that never comes back cannot stall the region.
     join_grace_s: float = attrs.field(default=10.0, validator=_positive("join_grace_s"))
-    #: After a forced (rebalance) reset the next checkpoint waits at least this
-    #: long, doubling while rebalances keep coming, up to rebalance_settle_max_s:
-    #: a drain commits, and a commit during a group join makes the consumer
-    #: rejoin, so drains every period could keep a join from ever finishing.
-    rebalance_settle_s: float = attrs.field(default=2.0, validator=_positive("rebalance_settle_s"))
+    #: A due periodic drain waits at most this long while the members report a
+    #: group rebalance (coordinator/region/pacing.py): a drain commits, and a
+    #: commit during a group join makes the consumer rejoin, so drains every
+    #: period could keep a join from ever finishing.
     rebalance_settle_max_s: float = attrs.field(default=16.0, validator=_positive("rebalance_settle_max_s"))
 
     def __attrs_post_init__(self) -> None:

@@ -212,10 +212,6 @@ class RegionCore:
         """Reset rounds started (status and metrics)."""
         return self._resets.rounds
 
-    @property
-    def forced_since_checkpoint(self) -> int:
-        return self._pacing.forced_since_checkpoint
-
     # ------------------------------------------------------------------ transitions
     def _goto(self, phase: Phase, why: str) -> None:
         if phase is Phase.FAILED and not self.failed_reason:

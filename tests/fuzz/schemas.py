@@ -124,7 +124,6 @@ def region_config() -> st.SearchStrategy[dict[str, Any]]:
             "member_timeout_s": seconds,
             "min_members": st.integers(1, 3),
             "join_grace_s": seconds,
-            "rebalance_settle_s": seconds,
             "rebalance_settle_max_s": seconds,
         },
     )
