@@ -117,10 +117,12 @@ FAST_REGION = {"period_s": 0.3, "drain_timeout_s": 10.0, "reset_timeout_s": 10.0
                "max_consecutive_resets": 2, "min_members": 1, "join_grace_s": 1.0}
 
 
-def member(endpoint: str, region: str, name: str, *, fail_drain: bool = False) -> ScriptedMember:
-    """A member of a ``FAST_REGION`` region whose checkpoint is offset ``seq * 10`` of ``orders[0]``."""
+def member(endpoint: str, region: str, name: str, *, partition: int = 0, fail_drain: bool = False) -> ScriptedMember:
+    """A member of a ``FAST_REGION`` region whose checkpoint is offset ``seq * 10`` of
+    ``orders[partition]`` (members of one region own different partitions: two
+    members processing one partition fail the continuity fence)."""
     return ScriptedMember(endpoint, region, name, FAST_REGION, incarnation=f"inc-{os.getpid()}-{name}",
-                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", 0, seq * 10]])
+                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", partition, seq * 10]])
 
 
 def all_regions(endpoint: str) -> dict:
