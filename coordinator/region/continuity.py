@@ -25,12 +25,6 @@ another member). The checkpoint then fails (the caller resets the region to
 published). docs/region.md ("Why the region stays exactly once", steps 11-14)
 says why this holds in every order and which legitimate cases pass.
 
-The rolling-upgrade form ``[topic, partition, offset]`` (a member that does not
-send ``from``) is a claim without a start: it is not checked, and a partition
-with such a claim takes the minimum of the claims' offsets (the rule before the
-fence: replays, never skips). The fence covers a partition fully once every
-member that claims it sends the four-element form.
-
 Partitions nobody claims keep their offset of ``last`` (as
 ``coordinator.region.model.carry_forward``).
 """
@@ -60,26 +54,22 @@ class Claim:
     member: str
     topic: str
     partition: int
-    #: Where the interval began; None for the rolling-upgrade form (not checked).
-    start: int | None
+    #: Where the interval began.
+    start: int
     #: The next offset to read at the checkpoint.
     end: int
 
     @classmethod
     def from_entry(cls, member: str, entry: Sequence[Any]) -> Claim:
-        """A wire entry validated by ``coordinator.wire.fields.decode_offset_claims``:
-        ``[topic, partition, offset]`` or ``[topic, partition, from, to]``."""
-        if len(entry) == 3:
-            return cls(member, entry[0], entry[1], None, entry[2])
+        """A wire entry ``[topic, partition, from, to]`` validated by
+        ``coordinator.wire.fields.decode_offset_claims``."""
         return cls(member, entry[0], entry[1], entry[2], entry[3])
 
     @property
     def progressed(self) -> bool:
-        return self.start is not None and self.end > self.start
+        return self.end > self.start
 
     def text(self) -> str:
-        if self.start is None:
-            return f"{self.member} at {self.end} (the older form, not checked)"
         return f"{self.member} from {self.start} to {self.end}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,7 +149,7 @@ def check_claims(claims: Iterable[Claim], last: Sequence[Sequence[Any]]) -> Cont
         expected = expected_of.get(key)
         if len(group) == 1:  # the common case: one owner
             claim = group[0]
-            if claim.start is None or expected is None or claim.start == expected:
+            if expected is None or claim.start == expected:
                 out[key] = claim.end
                 continue
         kind = _violated(group, expected)
@@ -173,25 +163,19 @@ def check_claims(claims: Iterable[Claim], last: Sequence[Sequence[Any]]) -> Cont
 
 
 def _violated(group: list[Claim], expected: int | None) -> ViolationKind | None:
-    checked = [c for c in group if c.start is not None]
-    if expected is not None and any(c.start != expected for c in checked):
+    if expected is not None and any(c.start != expected for c in group):
         return ViolationKind.STALE_START
-    if expected is None and len({c.start for c in checked}) > 1:
+    if expected is None and len({c.start for c in group}) > 1:
         return ViolationKind.STARTS_DIFFER
-    if sum(1 for c in checked if c.progressed) > 1:
+    if sum(1 for c in group if c.progressed) > 1:
         return ViolationKind.TWO_PROGRESSED
     return None
 
 
 def _offset(group: list[Claim]) -> int:
-    """Rule 3; with rolling-upgrade claims, the minimum of every claim's offset."""
-    checked = [c for c in group if c.start is not None]
-    progressing = [c.end for c in checked if c.progressed]
-    values = progressing or [c.start for c in checked if c.start is not None]
-    legacy = [c.end for c in group if c.start is None]
-    if not legacy:
-        return values[0]
-    return min(values[:1] + legacy)
+    """Rule 3 for a group that passed rules 1-2 (its claims share one ``from``)."""
+    progressing = [c.end for c in group if c.progressed]
+    return progressing[0] if progressing else group[0].start
 
 
 class CycleClaims:
@@ -205,12 +189,9 @@ class CycleClaims:
     def clear(self) -> None:
         self._claims = []
 
-    def add(self, member: str, entries: Iterable[Sequence[Any]]) -> bool:
-        """A member's validated checkpoint entries (3- or 4-element, see :class:`Claim`).
-        Returns whether any is in the rolling-upgrade form (not checked)."""
-        claims = [Claim.from_entry(member, e) for e in entries]
-        self._claims.extend(claims)
-        return any(c.start is None for c in claims)
+    def add(self, member: str, entries: Iterable[Sequence[Any]]) -> None:
+        """A member's validated checkpoint entries (see :class:`Claim`)."""
+        self._claims.extend(Claim.from_entry(member, e) for e in entries)
 
     def check(self, last: Sequence[Sequence[Any]]) -> Continuity:
         return check_claims(self._claims, last)

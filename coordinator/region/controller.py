@@ -30,8 +30,7 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   not know this incarnation (after a coordinator restart): the member joins again.
 * ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
   the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
-  (``[[topic, partition, from, to], ...]``, the intervals the source processed, or
-  the rolling-upgrade form ``[[topic, partition, next offset], ...]``) are the
+  (``[[topic, partition, from, to], ...]``, the intervals the source processed) are the
   source's at a checkpoint, checked by ``continuity.py`` before it completes;
   ``rebalance`` true marks a failure caused by a group rebalance (the reset is
   then forced: it does not count towards the consecutive-reset maximum).

@@ -66,11 +66,10 @@ class CycleRound:
         self._checkpointed = set()
         return set(self._members)
 
-    def checkpoint_answered(self, name: str, offsets: Sequence[Sequence[Any]] | None) -> bool:
-        """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated
-        claims). Returns whether any claim is in the rolling-upgrade form (not checked)."""
+    def checkpoint_answered(self, name: str, offsets: Sequence[Sequence[Any]] | None) -> None:
+        """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated claims)."""
         self._checkpointed.add(name)
-        return bool(offsets) and self._claims.add(name, offsets or [])
+        self._claims.add(name, offsets or [])
 
     def has_checkpointed(self, name: str) -> bool:
         return name in self._checkpointed

@@ -158,10 +158,9 @@ class CycleDrive:
         awaited = {Phase.DRAINING: "drain", Phase.CHECKPOINTING: "checkpoint"}.get(phase)
         return awaited is not None and command == awaited and seq == self._seq
 
-    def answered(self, name: str, offsets: Sequence[Sequence[Any]] | None) -> bool:
-        """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated
-        claims). Returns whether any claim is in the rolling-upgrade form (not checked)."""
-        return self._round.checkpoint_answered(name, offsets)
+    def answered(self, name: str, offsets: Sequence[Sequence[Any]] | None) -> None:
+        """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated claims)."""
+        self._round.checkpoint_answered(name, offsets)
 
     def checkpointed(self, members: Collection[str], now: float) -> CycleComplete | ContinuityFailed:
         """Step 3: every awaited member answered the checkpoint; ``members``: the

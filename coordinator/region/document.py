@@ -13,12 +13,10 @@ Stored by the region controller service in the state store (namespace
    for a document it cannot use (the service then marks the region FAILED and
    never overwrites that document).
 
-``DOC_VERSION`` changes whenever a field's meaning or presence changes; a field
-added as optional (absent in older documents, ignored by older coordinators:
-``backoff_s``, ``failure_streak``) keeps it. A document without
-``failure_streak`` loads it as its ``consecutive_resets``: the failures counted
-since the last progress are a streak at least that long (their hold was that
-count's), so an upgrade never shortens a hold.
+Every field is required (``to_dict`` writes them all; a value may be null
+where the field says so): a document of another version, or one that lacks a
+field, is refused naming the version or the missing fields. ``DOC_VERSION``
+changes whenever a field's meaning or presence changes.
 """
 
 from __future__ import annotations
@@ -51,12 +49,10 @@ class RegionDocument:
     members: list[str]  # the members when written (the ones expected back after a restart)
     failed: bool
     failed_reason: str | None
-    #: The backoff hold in force (seconds, coordinator/region/backoff.py step 4);
-    #: None: none. Optional: a document without it (an older coordinator's) has none.
-    backoff_s: float | None = None
-    #: The failure streak (coordinator/region/backoff.py step 1). Optional: a
-    #: document without it (an older coordinator's) loads it as ``consecutive_resets``.
-    failure_streak: int = 0
+    #: The backoff hold in force (seconds, coordinator/region/backoff.py step 4); None: none.
+    backoff_s: float | None
+    #: The failure streak (coordinator/region/backoff.py step 1).
+    failure_streak: int
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": DOC_VERSION, **attrs.asdict(self, recurse=False)}
@@ -68,20 +64,27 @@ class RegionDocument:
         if doc.get("version") != DOC_VERSION:
             raise ValueError(f"region {region!r}: stored document version {doc.get('version')!r} "
                              f"is not {DOC_VERSION}")
+        missing = [f.name for f in attrs.fields(cls) if f.name not in doc]
+        if missing:
+            raise ValueError(f"region {region!r}: stored document (version {DOC_VERSION}) lacks the fields {missing}")
+        if not isinstance(doc["config"], dict):
+            raise ValueError(f"region {region!r}: stored config {doc['config']!r:.40} is not an object")
+        if not isinstance(doc["failed"], bool):
+            raise ValueError(f"region {region!r}: stored failed {doc['failed']!r:.40} is not true or false")
         return cls(
-            config=doc.get("config") or {},
+            config=doc["config"],
             last_consistent=doc["last_consistent"],
             next_seq=doc["next_seq"],
             next_attempt=doc["next_attempt"],
             consecutive_resets=doc["consecutive_resets"],
             checkpoint_members=list(doc["checkpoint_members"]),
             checkpoint_offsets=list(doc["checkpoint_offsets"]),
-            absent_checkpoints=AbsentCheckpoints.from_doc(doc.get("absent_checkpoints")).seqs,
+            absent_checkpoints=AbsentCheckpoints.from_doc(doc["absent_checkpoints"]).seqs,
             members=list(doc["members"]),
-            failed=bool(doc.get("failed")),
-            failed_reason=doc.get("failed_reason"),
-            backoff_s=_backoff(doc.get("backoff_s")),
-            failure_streak=_streak(doc.get("failure_streak", doc["consecutive_resets"])),
+            failed=doc["failed"],
+            failed_reason=doc["failed_reason"],
+            backoff_s=_backoff(doc["backoff_s"]),
+            failure_streak=_streak(doc["failure_streak"]),
         )
 
 

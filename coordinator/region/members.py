@@ -101,16 +101,6 @@ class MemberTable:
         m.last_seen = now
         return True
 
-    def note_legacy_claims(self, name: str) -> None:
-        """Member ``name`` answered a checkpoint in the rolling-upgrade form
-        ``[topic, partition, offset]``: logged once per member, shown in the status."""
-        m = self.members.get(name)
-        if m is None or m.legacy_claims:
-            return
-        m.legacy_claims = True
-        log.warning("region %s: member %s answers checkpoints in the older form [topic, partition, offset]: "
-                    "the continuity fence does not check its claims (upgrade it)", self._region, name)
-
     def silent(self, now: float) -> list[tuple[str, float]]:
         """Step 3: (name, seconds silent) of the members not heard for ``member_timeout_s``."""
         return [(m.name, now - m.last_seen) for m in list(self.members.values())
@@ -125,7 +115,7 @@ class MemberTable:
         return {
             n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
                 "kafka": m.kafka.to_dict() if m.kafka is not None else None,
-                "kafka_invalid": m.kafka_invalid, "legacy_claims": m.legacy_claims}
+                "kafka_invalid": m.kafka_invalid}
             for n, m in sorted(self.members.items())
         }
 

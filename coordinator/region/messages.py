@@ -74,7 +74,6 @@ CONFIG_FIELDS: dict[str, Callable[[Any], Any]] = {
     "member_timeout_s": _seconds("member_timeout_s"),
     "min_members": _integer("region config: min_members", 1, 100_000),
     "join_grace_s": _seconds("join_grace_s"),
-    "rebalance_settle_s": _seconds("rebalance_settle_s"),
     "rebalance_settle_max_s": _seconds("rebalance_settle_max_s"),
 }
 
@@ -181,8 +180,7 @@ class RegionAck:
     ok: bool
     error: str | None
     #: A checkpoint answer's claims: ``[topic, partition, from, to]`` per partition its
-    #: source holds, or the rolling-upgrade form ``[topic, partition, offset]``
-    #: (``protocol.decode_offset_claims``; checked by coordinator/region/continuity.py).
+    #: source holds (``protocol.decode_offset_claims``; checked by coordinator/region/continuity.py).
     offsets: list[protocol.OffsetClaim] | None
     rebalance: bool = False
 

@@ -118,11 +118,10 @@ class RegionConfig:
     #: Bound on waiting for min_members / the members known before a coordinator
     #: restart, so one member that never comes back cannot stall the region.
     join_grace_s: float = attrs.field(default=10.0, validator=_positive("join_grace_s"))
-    #: After a forced (rebalance) reset the next checkpoint waits at least this
-    #: long, doubling while rebalances keep coming, up to rebalance_settle_max_s:
-    #: a drain commits, and a commit during a group join makes the consumer
-    #: rejoin, so drains every period could keep a join from ever finishing.
-    rebalance_settle_s: float = attrs.field(default=2.0, validator=_positive("rebalance_settle_s"))
+    #: A due periodic drain waits at most this long while the members report a
+    #: group rebalance (coordinator/region/pacing.py): a drain commits, and a
+    #: commit during a group join makes the consumer rejoin, so drains every
+    #: period could keep a join from ever finishing.
     rebalance_settle_max_s: float = attrs.field(default=16.0, validator=_positive("rebalance_settle_max_s"))
 
     def __attrs_post_init__(self) -> None:
@@ -162,9 +161,6 @@ class MemberInfo:
     kafka_at: float | None = None
     #: Why its last report was ignored (None: valid); cleared by the next valid one.
     kafka_invalid: str | None = None
-    #: Its checkpoint answers use the rolling-upgrade form [topic, partition, offset]:
-    #: the continuity fence does not cover its claims (logged once, in the status).
-    legacy_claims: bool = False
     #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
     predecessor: dict | None = None
     host: str | None = None
@@ -188,7 +184,6 @@ class AbsentCheckpoints:
 
     @classmethod
     def from_doc(cls, value: Any) -> AbsentCheckpoints:
-        value = value or {}
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
             raise ValueError(f"stored absent_checkpoints {value!r} is not a map of member name to checkpoint id")

@@ -18,9 +18,9 @@ forces one more reset, and can keep the join from ever finishing. So:
   rebalance does not defer a checkpoint, only its ``reset_pending`` does (a
   revocation after records were fetched: a reset follows, and its drain would
   fail). Deferring would stop the survivors' output for the whole join.
-* When a member does not report (an older member), the next checkpoint after
-  forced (rebalance) resets waits ``rebalance_settle_s``, doubling per forced
-  reset since the last completed checkpoint, up to ``rebalance_settle_max_s``.
+* While a member has not reported yet (its consumer does not exist yet, or
+  its last report was invalid), drains do not wait: it has nothing to commit,
+  and the others' reports alone do not say the whole group is settled.
 
 The same reports decide whether a restarted member may remove its dead
 predecessor's consumer from the Kafka group (`CheckpointPacing.eviction_blocked`,
@@ -77,19 +77,11 @@ class CheckpointPacing:
     def __init__(self, config: RegionConfig, members: Mapping[str, MemberInfo]) -> None:
         self._config = config
         self._members = members
-        #: Forced (rebalance) resets since the last completed checkpoint.
-        self.forced_since_checkpoint = 0
         #: When the last reset told the consumers to rejoin the group (None: never).
         self.rejoin_hint_at: float | None = None
         self._deferring_since: float | None = None  # a due checkpoint waits for the group to settle
 
     # ---- inputs (from the core) -------------------------------------------------------
-    def forced_reset(self) -> None:
-        self.forced_since_checkpoint += 1
-
-    def checkpoint_completed(self) -> None:
-        self.forced_since_checkpoint = 0
-
     def rejoin_hinted(self, now: float) -> None:
         self.rejoin_hint_at = now
 
@@ -129,9 +121,8 @@ class CheckpointPacing:
         return None
 
     def settle_delay(self) -> float:
-        """Time from a RESUME after a reset to the next checkpoint: the period when
-        every member reports its group state (the drain then waits for a settled
-        group, see cycle_due), else longer after rebalances (rebalance_settle_s).
+        """Time from a RESUME after a reset to the next checkpoint: the period (a
+        drain that is due then waits for a settled group, see cycle_due).
 
         When every member that reports says cooperative rebalancing, a fraction of the
         period (POST_RESET_PERIOD_SHARE): the reset discarded what the members
@@ -141,11 +132,7 @@ class CheckpointPacing:
         checkpoint comes early and the output resumes sooner."""
         if self.all_cooperative():
             return self._config.period_s * POST_RESET_PERIOD_SHARE
-        n = self.forced_since_checkpoint
-        if n == 0 or self._kafka_reports() is not None:
-            return self._config.period_s
-        settle = min(self._config.rebalance_settle_max_s, self._config.rebalance_settle_s * float(2 ** (n - 1)))
-        return max(self._config.period_s, settle)
+        return self._config.period_s
 
     def cycle_due(self, now: float, next_cycle_at: float | None) -> bool:
         """Periodic mode: the next checkpoint (due at `next_cycle_at`) is due and the

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 from coordinator.region.document import MAX_FAILURE_STREAK
 from coordinator.region.model import RegionConfig, ResetKind
-from coordinator.region.pacing import CheckpointPacing
 
 
 class ResetRounds:
@@ -70,9 +69,8 @@ class ResetRounds:
     answered; `checkpoint_completed` after a consistent checkpoint; `restore`
     once, from the durable document, before any of them."""
 
-    def __init__(self, config: RegionConfig, pacing: CheckpointPacing) -> None:
+    def __init__(self, config: RegionConfig) -> None:
         self._config = config
-        self._pacing = pacing
         self.attempt: int | None = None  # attempt of the running (or last) round
         self.next_attempt = 1  # durable: attempts are never reused
         self.consecutive = 0  # durable: failures since the last progress (step 2) or forced reset
@@ -102,7 +100,6 @@ class ResetRounds:
             self.consecutive = 0
             self.streak = 0
             self._last_failure_at = None
-            self._pacing.forced_reset()
         elif kind is ResetKind.FAILURE:
             self.consecutive += 1
             if self._last_failure_at is not None and now - self._last_failure_at >= self._config.failure_memory_s:
@@ -139,7 +136,6 @@ class ResetRounds:
         offset past the previous consistent checkpoint. Clears the counter when
         the checkpoint is progress, and ends the streak too when the last failure
         is ``failure_memory_s`` old; returns whether the counter is 0 now."""
-        self._pacing.checkpoint_completed()
         if (self.consecutive or self.streak) and self._last_failure_at is None:  # restored: the clock starts now
             self._last_failure_at = now
         quiet = self._last_failure_at is None or now - self._last_failure_at >= self._config.failure_memory_s

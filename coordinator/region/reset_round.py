@@ -107,7 +107,7 @@ class ResetDrive:
         self._config = config
         self._pacing = pacing
         self._checkpoints = checkpoints
-        self._counters = ResetRounds(config, pacing)  # read through the properties below
+        self._counters = ResetRounds(config)  # read through the properties below
         self._hold = ResetHold(config)
         self._took_s = 0.0  # the duration of the rounds that last ended (step 4), for their RESUME (step 5)
 

@@ -212,10 +212,6 @@ class RegionCore:
         """Reset rounds started (status and metrics)."""
         return self._resets.rounds
 
-    @property
-    def forced_since_checkpoint(self) -> int:
-        return self._pacing.forced_since_checkpoint
-
     # ------------------------------------------------------------------ transitions
     def _goto(self, phase: Phase, why: str) -> None:
         if phase is Phase.FAILED and not self.failed_reason:
@@ -381,8 +377,7 @@ class RegionCore:
             return
         self.waiting.discard(name)
         if command == "checkpoint":
-            if self._cycles.answered(name, offsets):
-                self._members.note_legacy_claims(name)
+            self._cycles.answered(name, offsets)
         if self.waiting:
             return
         self._phase_answered(now)

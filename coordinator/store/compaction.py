@@ -15,7 +15,7 @@ segment. The store's owner thread is blocked only for steps 1 and 5:
    (`records.BATCH_BYTES`) and by keyed entries (`batch_entries`), so no
    record comes near the frame limit however long the names are. The
    registry is written per member (a group's "r" entry, then one "m" entry
-   per member), also when the old segment held version-1 whole-group values.
+   per member).
 3. (compaction thread) catch up: copy the bytes the owner appended to the old
    segment since `start` (raw records, up to the owner's last write), repeating
    while more than CATCH_UP_SLACK bytes remain, then fsync the new file.

@@ -188,15 +188,9 @@ class Maintenance:
         self._expire_failures = 0
         self._compact_backoff = Backoff(MAINTENANCE_BACKOFF_FIRST_S, MAINTENANCE_BACKOFF_MAX_S)
         self._expire_backoff = Backoff(MAINTENANCE_BACKOFF_FIRST_S, MAINTENANCE_BACKOFF_MAX_S)
-        self._compact_soon = False  # load found records over the frame limit: rewrite them
         self._largest_compaction_record = 0
         self._max_pause_s = 0.0
         self._last_compaction_error: BaseException | None = None
-
-    def compact_soon(self) -> None:
-        """Compact at the next `maybe_compact` whatever the dead ratio (the store's load
-        found records over the frame limit, which a compaction rewrites in bounded ones)."""
-        self._compact_soon = True
 
     # ---- retention -------------------------------------------------------------------
     def expire(self, run_pass: Callable[[float], int], now: float | None = None) -> int:
@@ -225,8 +219,6 @@ class Maintenance:
 
     # ---- compaction ------------------------------------------------------------------
     def _should_compact(self) -> bool:
-        if self._compact_soon:
-            return True
         counters = self._counters
         if self._log.size < self._policy.compact_min_bytes or counters.entries == 0:
             return False
@@ -323,7 +315,6 @@ class Maintenance:
         counters.records_at_compaction = job.records_written
         self._largest_compaction_record = max(self._largest_compaction_record, job.largest_record)
         self._compactions += 1
-        self._compact_soon = False
         self._compact_backoff.succeeded()
         pause = time.perf_counter() - t0
         self._note_pause(pause)

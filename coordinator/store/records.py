@@ -1,8 +1,7 @@
 """Payload of one durable-log record: versioned JSON, never pickle.
 
-The frame's version byte (`coordinator.store.log.frame`) is the payload version.
-Version 2 is written; version 1 records are still read, so a log written by an
-older coordinator replays unchanged.
+The frame's version byte (`coordinator.store.log.frame`) is the payload version:
+2, the only one written and read.
 
 Payload (UTF-8 JSON object)::
 
@@ -14,15 +13,12 @@ Payload (UTF-8 JSON object)::
       ["c", group, topic, [partition, ...], [offset | null, ...]]
             control variables (group, topic, partition) -> initial offset;
             null = tombstone. One "c" entry counts as len(partitions) keyed entries.
-      ["r", group, region_index | null]                      (version 2)
+      ["r", group, region_index | null]
             the group's registry entry (its consistent-region index);
             null = tombstone of the group and of all its members
-      ["m", group, member, 1 | null]                         (version 2)
+      ["m", group, member, 1 | null]
             member registered in the group (key: group + member, as in the
             offsets topic); null = tombstone. The group's "r" comes first.
-      ["g", group, {"region_index": int, "members": [name, ...]} | null]
-            (version 1 only, read but no longer written) the whole registry
-            value: every register rewrote the whole member list
       ["d", namespace, key, {...} | null]
             a small JSON document of another service; null = tombstone
 
@@ -32,9 +28,9 @@ written in bulk (compaction, expiry, activity) are packed by `Batcher`, which
 bounds every record by bytes (BATCH_BYTES) and by entries (BATCH_ENTRIES).
 
 Unknown fields of the payload object are ignored (forward-compatible additions);
-an unknown entry kind makes the record undecodable. The "r" and "m" kinds are
-why the version byte went to 2: a coordinator that reads only version 1 stops
-with "upgrade the coordinator" instead of taking them for damage.
+an unknown entry kind makes the record undecodable. A new entry kind needs a
+new version byte, so that a coordinator that does not know it stops with
+"upgrade the coordinator" instead of taking it for damage.
 """
 
 from __future__ import annotations
@@ -48,7 +44,6 @@ from coordinator.store.log.frame import MAX_PAYLOAD_BYTES, RecordTooLarge
 CONTROL = "c"
 REGISTRY = "r"
 MEMBER = "m"
-GROUP = "g"  # version 1
 DOCUMENT = "d"
 
 #: Payload bytes of one batched record at most. Far below the frame limit, so
@@ -233,16 +228,6 @@ def _check_entry(entry: Any) -> None:
         ok = len(entry) == 3 and isinstance(entry[1], str) and (entry[2] is None or type(entry[2]) is int)
     elif kind == MEMBER:
         ok = len(entry) == 4 and isinstance(entry[1], str) and isinstance(entry[2], str) and entry[3] in (1, None)
-    elif kind == GROUP:
-        value = entry[2] if len(entry) == 3 else 0
-        ok = isinstance(entry[1], str) and (
-            value is None
-            or (
-                isinstance(value, dict)
-                and isinstance(value.get("region_index"), int)
-                and isinstance(value.get("members"), list)
-            )
-        )
     elif kind == DOCUMENT:
         ok = (
             len(entry) == 4

@@ -10,10 +10,9 @@ answers LOAD_IN_PROGRESS to every request until `load()` returns):
 1. Open the log (`coordinator.store.log.segment.SegmentLog.open`): take the directory lock,
    delete leftovers of an unfinished compaction, then hand every record of the
    newest segment, in order, to `on_record` (`coordinator.store.log.recovery`).
-2. `on_record` decodes the payload (`coordinator.store.records`, versions 1 and 2)
-   and applies its entries in order (`StoreTables.apply`): control variables, registry
-   entries, members and documents, a `null` value being a tombstone; a
-   version-1 whole-group value replaces the group's member set. One record
+2. `on_record` decodes the payload (`coordinator.store.records`) and applies its
+   entries in order (`StoreTables.apply`): control variables, registry
+   entries, members and documents, a `null` value being a tombstone. One record
    holds all entries of one request, so a request is replayed all or nothing.
    The live writes apply their entries with the same `apply`, so memory after
    a write equals memory after replaying it. A payload that does not decode
@@ -28,9 +27,9 @@ answers LOAD_IN_PROGRESS to every request until `load()` returns):
    A group that holds state but has no recorded activity counts as active now;
    activity of groups that no longer hold state is dropped, so `activity`
    holds exactly the groups with state.
-5. `ReplayResult` carries the counters that drive compaction (entries and
-   records in the segment, records over the frame limit) for the store to
-   set, and `LoadReport` says what was replayed and how long it took.
+5. `LoadReport` carries the counters that drive compaction (entries and
+   records in the segment) for the store to set, and says what was replayed
+   and how long it took.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ from coordinator.store.log.frame import LogError
 from coordinator.store.log.segment import SegmentLog
 from coordinator.store.tables import RegistryEntry, StoreTables
 
-__all__ = ["LoadReport", "RegistryEntry", "Replay", "ReplayResult"]
+__all__ = ["LoadReport", "RegistryEntry", "Replay"]
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +57,6 @@ class LoadReport:
     bytes: int
     seconds: float
     truncated_bytes: int
-
-
-@attrs.frozen
-class ReplayResult:
-    report: LoadReport
-    oversize_records: int  # records over the frame limit: the store compacts them soon
 
 
 class Replay:
@@ -81,7 +74,7 @@ class Replay:
         self._truncate_corrupt = truncate_corrupt
         self._entries = 0
 
-    def run(self) -> ReplayResult:
+    def run(self) -> LoadReport:
         """Open the log and apply every record; detect, report and truncate a torn tail.
 
         Raises LogError (a record that cannot be applied, a corrupt log without
@@ -101,7 +94,7 @@ class Replay:
             recovery.path, report.records, report.entries, report.bytes, report.seconds,
             len(tables.control), len(tables.groups), report.truncated_bytes,
         )
-        return ReplayResult(report, recovery.oversize_records)
+        return report
 
     def _on_record(self, offset: int, payload: memoryview) -> None:
         _ts, act, items = records.decode(payload)  # ValueError = undecodable (see log.recovery)

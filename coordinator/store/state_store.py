@@ -153,10 +153,7 @@ class StateStore:
         """Replay the log into the tables (`coordinator.store.replay`); once, before close()."""
         if self.loaded or self._closed:
             raise RuntimeError("StateStore.load() may be called once, before close()")
-        result = Replay(self._log, self._tables, clock=self._clock, truncate_corrupt=self.truncate_corrupt).run()
-        report = result.report
-        if result.oversize_records:
-            self._maintenance.compact_soon()
+        report = Replay(self._log, self._tables, clock=self._clock, truncate_corrupt=self.truncate_corrupt).run()
         self._counters.entries = report.entries
         self._counters.records = report.records
         self._truncated = report.truncated_bytes

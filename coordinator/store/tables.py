@@ -83,16 +83,6 @@ class StoreTables:
             else:
                 self.groups[group] = RegistryEntry(index, current.members if current is not None else ())
             return 1
-        if kind == records.GROUP:  # version 1: the whole value
-            _, group, value = entry
-            current = self.groups.pop(group, None)
-            if current is not None:
-                self.member_count -= len(current.members)
-            if value is not None:
-                members = tuple(sorted(set(value["members"])))
-                self.groups[group] = RegistryEntry(value["region_index"], members)
-                self.member_count += len(members)
-            return 1
         _, namespace, key, value = entry
         if value is None:
             docs = self.docs.get(namespace)

@@ -42,8 +42,7 @@ CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 OffsetMap = dict[tuple[str, int], int]
-#: A checkpoint answer's entry: ``[topic, partition, from, to]``, or the
-#: rolling-upgrade form ``[topic, partition, offset]`` (no ``from``).
+#: A checkpoint answer's entry: ``[topic, partition, from, to]``.
 OffsetClaim = list[Any]
 
 
@@ -165,8 +164,7 @@ def check_offsets(offsets: Mapping[tuple[str, int], int], name: str = "offsets")
 def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]:
     """A checkpoint answer's offsets, validated: a list of at most MAX_CLAIMS
     entries, each ``[topic, partition, from, to]`` (``0 <= from <= to``, the
-    interval the member processed, coordinator/region/continuity.py) or the
-    rolling-upgrade form ``[topic, partition, offset]``; topics are names,
+    interval the member processed, coordinator/region/continuity.py); topics are names,
     partitions int32 >= 0, offsets int64 >= 0; a (topic, partition) at most once.
     Returns clean copies of the entries."""
     if not isinstance(value, list):
@@ -177,20 +175,19 @@ def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]
     seen: set[tuple[str, int]] = set()
     topics: set[str] = set()
     for i, item in enumerate(value):
-        if type(item) is not list or len(item) not in (3, 4):
-            raise Invalid(f"{name}[{i}] must be [topic, partition, from, to] (or [topic, partition, offset]), "
-                          f"got {item!r:.80}")
+        if type(item) is not list or len(item) != 4:
+            raise Invalid(f"{name}[{i}] must be [topic, partition, from, to], got {item!r:.80}")
         t, p = item[0], item[1]
         if type(t) is not str or t not in topics:  # the type first: a list is not hashable
             check_name(t, f"{name}[{i}]: topic")
             topics.add(t)
         check_int(p, f"{name}[{i}]: partition", 0, MAX_PARTITION)
-        numbers = [check_int(o, f"{name}[{i}]: {what}", 0, MAX_OFFSET)
-                   for o, what in zip(item[2:], ("from", "to") if len(item) == 4 else ("offset",), strict=True)]
-        if len(numbers) == 2 and numbers[0] > numbers[1]:
-            raise Invalid(f"{name}[{i}]: from {numbers[0]} is after to {numbers[1]}")
+        start = check_int(item[2], f"{name}[{i}]: from", 0, MAX_OFFSET)
+        end = check_int(item[3], f"{name}[{i}]: to", 0, MAX_OFFSET)
+        if start > end:
+            raise Invalid(f"{name}[{i}]: from {start} is after to {end}")
         if (t, p) in seen:
             raise Invalid(f"{name}: ({t}, {p}) appears twice")
         seen.add((t, p))
-        out.append([t, p, *numbers])
+        out.append([t, p, start, end])
     return out

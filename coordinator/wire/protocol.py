@@ -108,9 +108,6 @@ __all__ = [
     "reply_type", "req_bool", "req_int", "req_str", "request_id", "safe_text", "valid_id",
 ]
 
-#: The former private name of `valid_id` (the limit tests check request ids with it).
-_valid_id = valid_id
-
 
 # --------------------------------------------------------------------------- requests
 

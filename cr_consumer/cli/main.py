@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_logging_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, allow_abbrev=False)
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -13,8 +13,8 @@ KEY=VALUE`` items and ``env:NAME`` values (``cr_consumer.kafka.properties``).
 
 Every time flag takes a duration (``500ms``, ``10s``, ``1m`` or seconds).
 CURVE: ``--curve-server-key FILE --curve-keypair FILE`` (the spelling of
-``crkafka status``); the older ``--curve-key`` is still accepted, with a
-deprecation message on stderr.
+``crkafka status``). Flags are matched whole (no abbreviations), so a prefix
+of a flag is refused rather than taken for it.
 
 SIGTERM/SIGINT stop the member at any time: once it runs, gracefully (it
 leaves the region); while it is still joining the coordinator or
@@ -70,15 +70,6 @@ class Interrupted(BaseException):
     BaseException, like KeyboardInterrupt, so start-up code that handles errors lets it pass)."""
 
 
-def curve_keypair_from_args(args: argparse.Namespace, prog: str) -> str | None:
-    """``--curve-keypair``, or the deprecated ``--curve-key`` (with a message on stderr)."""
-    if args.curve_key_deprecated is not None:
-        print(f"{prog}: --curve-key is deprecated; use --curve-keypair (same file)", file=sys.stderr, flush=True)
-        if args.curve_keypair is None:
-            return args.curve_key_deprecated
-    return args.curve_keypair
-
-
 def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     """Settings shared by ``crkafka run`` and ``crkafka member``."""
     parser.add_argument("pipeline", metavar="PIPELINE_MODULE",
@@ -123,7 +114,6 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CURVE: this member's keypair (.key_secret from cr-coordinator keygen)")
     parser.add_argument("--metrics-host", default="127.0.0.1",
                         help="address the members' /metrics endpoints bind (default 127.0.0.1; 0.0.0.0 for all)")
-    parser.add_argument("--curve-key", dest="curve_key_deprecated", metavar="FILE", help=argparse.SUPPRESS)
 
 
 def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
@@ -157,7 +147,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    curve_keypair = curve_keypair_from_args(args, "crkafka member")
     if not args.bootstrap:
         print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr,
               flush=True)
@@ -174,7 +163,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         state_dir=args.state_dir, region_index=args.region_index,
         region=region_settings(args, args.min_members),
         params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
-        curve_server_key=args.curve_server_key, curve_key=curve_keypair,
+        curve_server_key=args.curve_server_key, curve_keypair=args.curve_keypair,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host,
     )
     member = Member(settings)
@@ -218,7 +207,8 @@ def _exit_now(member: str) -> None:
 def main(argv: list[str] | None = None) -> ExitCode:
     """``python -m cr_consumer.cli.member``: what ``crkafka run`` spawns (no other
     sub-command is imported, so a member starts fast and alone)."""
-    parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     add_logging_arguments(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)

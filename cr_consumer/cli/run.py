@@ -21,7 +21,6 @@ import time
 from coordinator.common.cli_types import duration, port, positive_int
 from cr_consumer.cli.member import (
     add_region_arguments,
-    curve_keypair_from_args,
     default_group,
     kafka_from_args,
     parse_pairs,
@@ -63,7 +62,6 @@ def _error(message: str) -> ExitCode:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    curve_keypair = curve_keypair_from_args(args, "crkafka run")
     if not args.bootstrap:
         return _error("give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
                       "(`crkafka broker` starts an embedded one)")
@@ -82,7 +80,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             member_timeout_s=args.member_timeout, region_index=args.region_index,
             params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
             restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,
-            curve_server_key=args.curve_server_key, curve_key=curve_keypair,
+            curve_server_key=args.curve_server_key, curve_keypair=args.curve_keypair,
             metrics_port=args.metrics_port, metrics_host=args.metrics_host, standby=not args.no_standby,
         )
     except ValueError as exc:

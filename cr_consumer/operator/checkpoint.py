@@ -7,11 +7,12 @@ Layout (version 1)::
      "from": [["topic", 0, 1200], ["topic", 1, 99]]}
 
 ``offsets`` lists (topic, partition, next offset to fetch) of the partitions
-this operator had assigned at the drain. ``from`` (optional, absent in
-checkpoints written before it existed and in the merged checkpoints a reset
-passes) lists, for the same partitions, where this operator's interval of
-each began: the ``from`` of its checkpoint answer to the region controller
-(:meth:`OperatorCheckpoint.claims`, coordinator/region/continuity.py).
+this operator had assigned at the drain. ``from`` lists, for the same
+partitions, where this operator's interval of each began: the ``from`` of its
+checkpoint answer to the region controller (:meth:`OperatorCheckpoint.claims`,
+coordinator/region/continuity.py). Every checkpoint an operator takes has it;
+the merged checkpoint a reset passes to the source (offsets only: no interval
+began yet) does not.
 ``members`` are the names registered in the group when the checkpoint was
 taken: their count is the number of contributions the reset merge waits for. Unknown versions and malformed
 documents are rejected with :class:`CheckpointError` naming the problem.
@@ -58,9 +59,11 @@ class OperatorCheckpoint:
 
     def claims(self) -> list[list[str | int]]:
         """The checkpoint answer's entries, sorted: ``[topic, partition, from, to]``
-        per partition, or ``[topic, partition, offset]`` without ``starts``."""
+        per partition. A checkpoint without ``from`` (a reset's merged one) has no
+        intervals to claim: CheckpointError."""
         if self.starts is None:
-            return [[tp.topic, tp.partition, int(off)] for tp, off in sorted(self.offsets.items())]
+            raise CheckpointError("checkpoint has no 'from': it cannot answer a checkpoint (the region "
+                                  "checks where each interval began)")
         return [[tp.topic, tp.partition, int(self.starts[tp]), int(off)] for tp, off in sorted(self.offsets.items())]
 
     @classmethod

@@ -86,11 +86,11 @@ def test_cr_coordinator_bad_flags(tmp_path):
                        f"cannot write keys to {blocker / 'keys'}")
 
 
-def test_deprecated_curve_key_spelling_is_named(tmp_path):
-    """`--curve-key` still works but says to use `--curve-keypair` (on stderr)."""
+def test_a_flag_prefix_is_refused(tmp_path):
+    """Flags match whole: `--curve-key` is not taken for `--curve-keypair`."""
     proc = run("crkafka", "member", "examples.wordcount", "--coordinator", "tcp://127.0.0.1:1",
-               "--curve-key", str(tmp_path / "k.key_secret"))  # then fails for the missing --bootstrap
-    assert_usage_error(proc, "--curve-key is deprecated; use --curve-keypair", "--bootstrap")
+               "--curve-key", str(tmp_path / "k.key_secret"))
+    assert_usage_error(proc, "unrecognized arguments: --curve-key")
 
 
 @pytest.mark.parametrize("argv", [["broker"], ["drill", "--scenario", "kill-member", "--messages", "10", "--out"]])

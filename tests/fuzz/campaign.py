@@ -189,6 +189,9 @@ class Campaign:
         self._rids = itertools.count()
         self._outstanding: dict[str, Frame] = {}
         self._pushes: list[dict[str, Any]] = []
+        #: Per region, the offsets of its last pushed reset or resume: where a
+        #: well-behaved member's next interval begins (the continuity fence).
+        self._consistent: dict[str, dict[tuple[Any, Any], Any]] = {}
         self._previous: list[Frame] = []
         self._started = 0.0
         self._last_rss = 0
@@ -283,15 +286,20 @@ class Campaign:
         pushes, self._pushes = self._pushes[-20:], []
         for push in pushes:
             region, cmd = push.get("region"), push.get("cmd")
+            if cmd in ("reset", "resume") and isinstance(region, str) and isinstance(push.get("offsets"), list):
+                self._consistent[region] = {(e[0], e[1]): e[2] for e in push["offsets"]
+                                            if isinstance(e, list) and len(e) == 3}
             command = {"drain": "drain", "checkpoint": "checkpoint", "reset": "reset",
                        "reset_to_initial": "reset"}.get(cmd)
             if command is None or not isinstance(region, str) or rng.random() < 0.5:
                 continue
+            start = self._consistent.get(region, {}).get(("t0", 0))
             for member, incarnation in sorted(self.model.joined.get(region, ())):
+                begin = start if isinstance(start, int) else rng.randrange(1000)
                 body = {"region": region, "member": member, "incarnation": incarnation, "command": command,
                         "seq": push.get("seq"), "attempt": push.get("attempt"),
                         "ok": rng.random() < 0.75, "error": None,
-                        "offsets": [["t0", 0, rng.randrange(1000)]] if command == "checkpoint" else None}
+                        "offsets": [["t0", 0, begin, begin + rng.randrange(50)]] if command == "checkpoint" else None}
                 out.append(_plain("region_ack", body, self._rid()))
         joined = sorted(self.model.joined.items())
         # heartbeats for a few regions per batch: enough to keep some alive, bounded however many joined
@@ -341,6 +349,7 @@ class Campaign:
             if frame.rid in self._outstanding:
                 self.model.unanswered(self._outstanding.pop(frame.rid))
         self._pushes.clear()
+        self._consistent.clear()
         self.model.joined.clear()  # the restarted coordinator forgot the members (they must join again)
         try:
             self.target.restart()

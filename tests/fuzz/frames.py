@@ -145,7 +145,7 @@ class _Builder:
             key = draw(st.sampled_from(["index", "mode", "period_s", "drain_timeout_s", "reset_timeout_s",
                                         "max_consecutive_resets", "failure_memory_s", "reset_backoff_s",
                                         "reset_backoff_max_s", "member_timeout_s", "min_members",
-                                        "join_grace_s", "rebalance_settle_s", "rebalance_settle_max_s", "name"]))
+                                        "join_grace_s", "rebalance_settle_max_s", "name"]))
             body["config"] = {**body["config"], key: draw(hostile_value())}
             return True
         if isinstance(body.get("kafka"), dict):

@@ -26,8 +26,10 @@ def test_the_interval_starts_round_trip_and_make_the_answer_entries():
     assert json.loads(data)["from"] == [["t", 0, 10], ["t", 1, 7]]
     assert OperatorCheckpoint.decode(data) == ck
     assert ck.claims() == [["t", 0, 10, 12], ["t", 1, 7, 7]]
-    older = OperatorCheckpoint("m0", ("m0",), {a: 12})  # written before the starts existed
-    assert OperatorCheckpoint.decode(older.encode()).starts is None and older.claims() == [["t", 0, 12]]
+    merged = OperatorCheckpoint("m0", ("m0",), {a: 12})  # a reset's merged checkpoint: offsets only
+    assert OperatorCheckpoint.decode(merged.encode()).starts is None
+    with pytest.raises(CheckpointError, match="no 'from'"):
+        merged.claims()
 
 
 @pytest.mark.parametrize("data, words", [

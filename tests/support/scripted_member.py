@@ -4,7 +4,12 @@ It joins through the runtime's real control channel (``ControlChannel``) and
 answers the controller's commands the way a healthy member process does:
 
 1. ``drain``: acked (``ok`` False with an error when ``fail_drain``);
-2. ``checkpoint``: acked with the offsets ``checkpoint_offsets(seq)`` returns;
+2. ``checkpoint``: acked with one claim ``[topic, partition, from, to]`` per
+   ``[topic, partition, to]`` that ``checkpoint_offsets(seq)`` returns, ``from``
+   being the partition's offset in the last ``reset`` or ``resume`` (the
+   region's last consistent one; ``to`` for a partition the region has none
+   for), so that every interval continues the last consistent checkpoint; or
+   with the claims ``checkpoint_claims(seq)`` returns as they are;
 3. ``reset`` / ``reset_to_initial``: acked, unless ``answer_resets`` is False
    (a member stuck in its reset);
 4. every command is recorded in ``seen``.
@@ -44,11 +49,15 @@ class ScriptedMember:
         fail_drain: bool = False,
         answer_resets: bool = True,
         checkpoint_offsets: Callable[[int], list[list[Any]]] = no_offsets,
+        checkpoint_claims: Callable[[int], list[list[Any]]] | None = None,
     ) -> None:
         self.name = name
         self.fail_drain = fail_drain
         self.answer_resets = answer_resets
         self._checkpoint_offsets = checkpoint_offsets
+        self._checkpoint_claims = checkpoint_claims
+        #: The region's offsets of the last reset or resume: where the next intervals begin.
+        self._consistent: dict[tuple[str, int], int] = {}
         self.seen: list[dict] = []
         self.commands: queue.SimpleQueue = queue.SimpleQueue()
         self.channel = ControlChannel(endpoint, region, name, incarnation or f"inc-{name}", config, self.commands.put)
@@ -78,9 +87,19 @@ class ScriptedMember:
                 self.channel.ack("drain", seq=cmd["seq"], ok=not self.fail_drain,
                                  error="sink refused the batch" if self.fail_drain else None)
             elif kind == "checkpoint":
-                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=self._checkpoint_offsets(cmd["seq"]))
-            elif kind in ("reset", "reset_to_initial") and self.answer_resets:
-                self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
+                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=self._claims(cmd["seq"]))
+            elif kind in ("reset", "reset_to_initial"):
+                self._consistent = {(t, p): o for t, p, o in cmd.get("offsets") or []}
+                if self.answer_resets:
+                    self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
+            elif kind == "resume" and cmd.get("offsets") is not None:
+                self._consistent = {(t, p): o for t, p, o in cmd["offsets"]}
+
+    def _claims(self, seq: int) -> list[list[Any]]:
+        """Step 2: the checkpoint answer's claims."""
+        if self._checkpoint_claims is not None:
+            return self._checkpoint_claims(seq)
+        return [[t, p, self._consistent.get((t, p), o), o] for t, p, o in self._checkpoint_offsets(seq)]
 
     def stop(self) -> None:
         self._stop.set()
@@ -98,10 +117,12 @@ FAST_REGION = {"period_s": 0.3, "drain_timeout_s": 10.0, "reset_timeout_s": 10.0
                "max_consecutive_resets": 2, "min_members": 1, "join_grace_s": 1.0}
 
 
-def member(endpoint: str, region: str, name: str, *, fail_drain: bool = False) -> ScriptedMember:
-    """A member of a ``FAST_REGION`` region whose checkpoint is offset ``seq * 10`` of ``orders[0]``."""
+def member(endpoint: str, region: str, name: str, *, partition: int = 0, fail_drain: bool = False) -> ScriptedMember:
+    """A member of a ``FAST_REGION`` region whose checkpoint is offset ``seq * 10`` of
+    ``orders[partition]`` (members of one region own different partitions: two
+    members processing one partition fail the continuity fence)."""
     return ScriptedMember(endpoint, region, name, FAST_REGION, incarnation=f"inc-{os.getpid()}-{name}",
-                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", 0, seq * 10]])
+                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", partition, seq * 10]])
 
 
 def all_regions(endpoint: str) -> dict:

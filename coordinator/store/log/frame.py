@@ -4,7 +4,7 @@ Each record (all integers big-endian)::
 
     u32 length   number of bytes that follow the crc field (1 + len(payload))
     u32 crc32c   CRC-32C (Castagnoli) of those bytes: version byte + payload
-    u8  version  payload format version (1 or FORMAT_VERSION, see coordinator/store/records.py)
+    u8  version  payload format version (FORMAT_VERSION, see coordinator/store/records.py)
     ... payload  (JSON, see coordinator/store/records.py)
 
 Writing: `encode_record` refuses (raises `RecordTooLarge`, writes nothing) a
@@ -16,15 +16,13 @@ and reports that one as `Damage`. What recovery does with it depends on its
 `kind` (the rule is in docs/durable-state.md, "Torn tail or corruption"):
 
 1. A record is good when its header is complete, its length is at least 1,
-   its body lies inside the buffer and its CRC matches. A good record longer
-   than MAX_RECORD_BYTES (written by an older coordinator that did not bound
-   its records) is still good: the CRC proves the bytes are the ones written,
-   and the bytes are already in memory. It is counted in `oversize_records`.
+   its body lies inside the buffer and its CRC matches.
 2. A good record with a version newer than this code reads raises
    `UnsupportedFormat`: not damage, nothing may be truncated.
-3. A good record whose payload the caller rejects (`on_record` raises
-   ValueError) is `DamageKind.UNDECODABLE`: the CRC proves it was written like
-   that, so it is never a torn write.
+3. A good record that is not one this code writes (a version below
+   FORMAT_VERSION, a body over MAX_RECORD_BYTES) or whose payload the caller
+   rejects (`on_record` raises ValueError) is `DamageKind.UNDECODABLE`: the
+   CRC proves it was written like that, so it is never a torn write.
 4. Otherwise the bad record (short header, zero length, body past the end,
    CRC mismatch) is searched past: if any good record starts anywhere after
    its first byte (`find_valid_frame`), the damage is `DamageKind.CORRUPT`
@@ -43,9 +41,8 @@ from pathlib import Path
 import attrs
 import crc32c
 
-#: The payload version written; versions 1..FORMAT_VERSION are read.
+#: The payload version written, and the only one read.
 FORMAT_VERSION = 2
-OLDEST_VERSION = 1
 HEADER = struct.Struct(">II")  # length, crc32c
 HEADER_SIZE = HEADER.size
 #: Largest record body (version byte + payload) a writer may produce. A larger
@@ -73,7 +70,7 @@ class UnsupportedFormat(LogError):
     def __init__(self, path: Path, offset: int, version: int) -> None:
         super().__init__(
             f"{path}: record at byte {offset} has format version {version}, this coordinator "
-            f"reads versions {OLDEST_VERSION}-{FORMAT_VERSION}; upgrade the coordinator (nothing was truncated)"
+            f"reads version {FORMAT_VERSION}; upgrade the coordinator (nothing was truncated)"
         )
         self.path, self.offset, self.version = path, offset, version
 
@@ -120,7 +117,6 @@ class Damage:
 class ScanResult:
     end: int = 0  # offset just after the last good record
     records: int = 0
-    oversize_records: list[int] = attrs.field(factory=list)  # offsets of good records over the limit
     damage: Damage | None = None
 
 
@@ -188,16 +184,17 @@ def scan(
                     reason = "CRC mismatch"
                 elif body[0] > FORMAT_VERSION:
                     raise UnsupportedFormat(path, pos, body[0])
-                elif body[0] < OLDEST_VERSION:
-                    reason, kind = f"format version {body[0]}", DamageKind.UNDECODABLE
+                elif body[0] != FORMAT_VERSION:
+                    reason = f"format version {body[0]} (this coordinator reads version {FORMAT_VERSION})"
+                    kind = DamageKind.UNDECODABLE
+                elif length > MAX_RECORD_BYTES:
+                    reason = f"a record of {length} bytes, over the {MAX_RECORD_BYTES}-byte frame limit"
+                    kind = DamageKind.UNDECODABLE
                 else:
                     try:
                         on_record(pos, body[1:])
                     except ValueError as exc:
                         reason, kind = f"undecodable payload ({exc})", DamageKind.UNDECODABLE
-                    else:
-                        if length > MAX_RECORD_BYTES:
-                            result.oversize_records.append(pos)
         if reason is not None:
             next_valid = find_valid_frame(view, pos)
             if kind is DamageKind.TORN and next_valid is not None:

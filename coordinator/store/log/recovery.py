@@ -47,9 +47,6 @@ Recovery on open:
    truncates nothing (upgrade the coordinator). Any other exception of the
    callback (a `LogError` for a well-formed record that cannot be applied) also
    stops the open without truncating.
-6. A good record over the frame limit (written by an older coordinator that
-   did not bound its records) is replayed and logged as a WARNING; the next
-   compaction rewrites its entries in bounded records.
 
 If a file was created, deleted or cut, `Recovery.dir_changed` tells the log to
 fsync the directory before it acknowledges anything.
@@ -67,7 +64,7 @@ from pathlib import Path
 
 import attrs
 
-from coordinator.store.log.frame import MAX_RECORD_BYTES, Damage, DamageKind, LogError, scan
+from coordinator.store.log.frame import Damage, DamageKind, LogError, scan
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +103,6 @@ class Recovery:
     bytes: int  # valid bytes replayed
     truncated_bytes: int
     damage: Damage | None
-    oversize_records: int  # good records over the frame limit (written by an older coordinator)
     removed: tuple[str, ...]  # leftover files deleted (tmp files, superseded segments)
     dir_changed: bool  # a file was created, deleted or cut: the directory needs an fsync
 
@@ -175,10 +171,6 @@ def recover(
         with open(path, "rb") as f:
             data = f.read()
         result = scan(data, on_record, path=path)
-        for offset in result.oversize_records:
-            log.warning("%s: record at byte %d is over the %d-byte frame limit (written by an older "
-                        "coordinator); replayed, the next compaction rewrites it in bounded records",
-                        path, offset, MAX_RECORD_BYTES)
         truncated = 0
         if result.damage is not None:
             if result.damage.kind is not DamageKind.TORN and not truncate_corrupt:
@@ -189,8 +181,7 @@ def recover(
         raise
     dir_changed = created or bool(removed) or result.damage is not None
     return fd, Recovery(
-        path, generation, result.records, result.end, truncated, result.damage, len(result.oversize_records),
-        tuple(removed), dir_changed,
+        path, generation, result.records, result.end, truncated, result.damage, tuple(removed), dir_changed,
     )
 
 

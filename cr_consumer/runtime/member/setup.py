@@ -140,22 +140,22 @@ class MemberSettings:
     #: CURVE: the coordinator's public key file (.key) and this member's keypair
     #: (.key_secret from ``cr-coordinator keygen``); both or neither.
     curve_server_key: str | None = None
-    curve_key: str | None = None
+    curve_keypair: str | None = None
     #: Serve /metrics on metrics_host:metrics_port (None: no endpoint; 0: any free port).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
 
     def curve_keys(self) -> tuple[bytes, bytes, bytes] | None:
         """(server public, client public, client secret), or None without CURVE."""
-        if (self.curve_server_key is None) != (self.curve_key is None):
-            raise SettingsError("--curve-server-key and --curve-key go together (CURVE needs both)")
-        if self.curve_server_key is None or self.curve_key is None:
+        if (self.curve_server_key is None) != (self.curve_keypair is None):
+            raise SettingsError("--curve-server-key and --curve-keypair go together (CURVE needs both)")
+        if self.curve_server_key is None or self.curve_keypair is None:
             return None
         from coordinator.security import SecurityConfigError, load_keypair, load_public_key
 
         try:
             server = load_public_key(self.curve_server_key)
-            public, secret = load_keypair(self.curve_key)
+            public, secret = load_keypair(self.curve_keypair)
         except SecurityConfigError as exc:
             raise SettingsError(f"CURVE keys: {exc}") from None
         return server, public, secret

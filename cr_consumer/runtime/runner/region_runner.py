@@ -100,7 +100,7 @@ class Region:
         python: str = sys.executable,
         env: dict[str, str] | None = None,
         curve_server_key: str | None = None,
-        curve_key: str | None = None,
+        curve_keypair: str | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         standby: bool = True,
@@ -139,13 +139,13 @@ class Region:
         self.log_format = log_format
         self.python = python
         self.env = dict(env or {})
-        if (curve_server_key is None) != (curve_key is None):
-            raise ValueError("curve_server_key and curve_key go together (CURVE needs both)")
+        if (curve_server_key is None) != (curve_keypair is None):
+            raise ValueError("curve_server_key and curve_keypair go together (CURVE needs both)")
         if curve_server_key is not None and coordinator is None:
             raise ValueError("CURVE keys are for an external coordinator (coordinator=...); the one the runner "
                              "starts listens on loopback without CURVE")
         self.curve: tuple[str, str] | None = (
-            (curve_server_key, curve_key) if curve_server_key and curve_key else None)
+            (curve_server_key, curve_keypair) if curve_server_key and curve_keypair else None)
         if metrics_port is not None and not 1 <= metrics_port <= 65535 - MAX_METRICS_PORTS:
             raise ValueError(f"metrics port must be 1..{65535 - MAX_METRICS_PORTS} (member-N serves on "
                              f"port+N), got {metrics_port}")

@@ -45,7 +45,7 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
                                            TopicPartition(topic, 1): OffsetAndMetadata(200, "", -1)})
     finally:
         admin.close()
-    members = [member(endpoint, region, "m-1").start(), member(endpoint, region, "m-2").start(),
+    members = [member(endpoint, region, "m-1").start(), member(endpoint, region, "m-2", partition=1).start(),
                member(endpoint, failing, "p-1", fail_drain=True).start()]
     try:
         wait_until(lambda: _steady(all_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")

@@ -161,7 +161,7 @@ class RegionMachine(RuleBasedStateMachine):
         self.cooperative = cooperative
         config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
                               member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
-                              max_consecutive_resets=max_resets, rebalance_settle_s=0.5, rebalance_settle_max_s=2.0,
+                              max_consecutive_resets=max_resets, rebalance_settle_max_s=2.0,
                               reset_backoff_s=0.5, reset_backoff_max_s=2.0, failure_memory_s=FAILURE_MEMORY_S)
         self.core = RegionCore(config, self._send, self._persist, on_event=self._event)
         for name in NAMES[:initial]:

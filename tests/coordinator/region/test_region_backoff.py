@@ -225,10 +225,12 @@ def test_a_coordinator_restarted_during_the_hold_holds_the_first_round_again():
     assert h3.core.phase is Phase.RUNNING
 
 
-def test_a_document_without_the_backoff_field_is_read_and_a_bad_one_is_refused():
+def test_a_document_without_the_backoff_field_or_with_a_bad_one_is_refused():
     h = started(1)
-    doc = {k: v for k, v in h.docs[-1].items() if k != "backoff_s"}
-    assert Harness(doc).core.status(0.0)["backoff_s"] is None
+    doc = h.docs[-1]
+    assert doc["backoff_s"] is None and Harness(doc).core.status(0.0)["backoff_s"] is None
+    with pytest.raises(ValueError, match=r"lacks the fields \['backoff_s'\]"):
+        Harness({k: v for k, v in doc.items() if k != "backoff_s"})
     with pytest.raises(ValueError):
         Harness({**doc, "backoff_s": -1})
 
@@ -414,14 +416,15 @@ def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
     assert h2.core.wake_at == pytest.approx(105.0)  # 4 s: the fifth failure of the streak
 
 
-def test_a_document_without_the_streak_loads_it_as_the_consecutive_count():
+def test_a_document_without_the_streak_or_with_a_bad_one_is_refused():
     h = started(1)
     h.fail(1.0)
     h.fail(2.0)
-    doc = {k: v for k, v in h.docs[-1].items() if k != "failure_streak"}
-    assert doc["consecutive_resets"] == 2
+    doc = h.docs[-1]
     h2 = Harness(doc)
     assert h2.core.failure_streak == 2 and h2.core.status(3.0)["failure_streak"] == 2
+    with pytest.raises(ValueError, match=r"lacks the fields \['failure_streak'\]"):
+        Harness({k: v for k, v in doc.items() if k != "failure_streak"})
     for bad in (-1, True, "3", 1.5, 10**12):
         with pytest.raises(ValueError):
             Harness({**doc, "failure_streak": bad})

@@ -110,7 +110,7 @@ def test_a_zombie_and_the_new_owner_of_its_partition_fail_the_checkpoint(coordin
     for name in ("m0", "m1"):
         source = sources[name]
         m = ScriptedMember(coordinator.endpoint, region, name, REGION,
-                           checkpoint_offsets=lambda seq, s=source, h=hooks[name]: s.checkpoint(seq, h))
+                           checkpoint_claims=lambda seq, s=source, h=hooks[name]: s.checkpoint(seq, h))
         source.member = m
         members.append(m)
     events: list[dict] = []

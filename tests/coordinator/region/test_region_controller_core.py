@@ -52,7 +52,7 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     assert h.core.phase is Phase.CHECKPOINTING
     assert [b["cmd"] for _, b in h.take()] == ["checkpoint"] * 2
     n_docs = len(h.docs)
-    h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 5]], "m1": [["t", 1, 7]]})
+    h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 0, 5]], "m1": [["t", 1, 0, 7]]})
     assert h.core.phase is Phase.RUNNING
     assert h.docs[-1]["last_consistent"] == 1 and len(h.docs) == n_docs + 1
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
@@ -70,7 +70,7 @@ def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     h = started(2, period_s=1.0, drain_timeout_s=2.0)
     h.core.tick(1.1)
     h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 3]]})
+    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 0, 3]]})
     h.take()
     h.core.tick(2.4)
     h.core.ack("m0", "drain", 2, None, True, None, 2.5)
@@ -285,36 +285,14 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     h = started(2)
     h.core.tick(1.1)
     h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 10], ["t", 1, 20]], "m1": [["t", 2, 30]]})
+    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 0, 10], ["t", 1, 0, 20]], "m1": [["t", 2, 0, 30]]})
     h.core.tick(2.4)
     h.ack_all("drain", 2.5, seq=2)
-    h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 15]], "m1": [["t", 2, 35]]})
+    h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
     assert h.core.checkpoint_offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
     h.core.request_reset("m0", True, "rebalance", 3.0)
     reset = [b for _, b in h.take() if b["cmd"] == "reset"][0]
     assert reset["offsets"] == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
-
-
-def test_checkpoints_back_off_while_the_group_rebalances():
-    h = started(2, period_s=0.5, rebalance_settle_s=2.0, rebalance_settle_max_s=5.0, member_timeout_s=60.0)
-    h.core.request_reset("m0", True, "revoked", 1.0)
-    h.ack_all("reset", 1.1, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.1 + 2.0)
-    h.core.tick(2.0)
-    assert h.core.phase is Phase.RUNNING  # no drain while the group settles
-    h.core.tick(3.2)
-    assert h.core.phase is Phase.DRAINING
-    h.core.ack("m0", "drain", h.core.seq, None, False, "RebalanceInProgressError", 3.3, rebalance=True)
-    h.ack_all("reset", 3.4, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(3.4 + 4.0)  # doubled
-    h.core.request_reset("m1", True, "revoked", 4.0)
-    h.ack_all("reset", 4.1, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(4.1 + 5.0)  # capped
-    h.core.tick(9.2)
-    h.ack_all("drain", 9.3, seq=h.core.seq)
-    h.ack_all("checkpoint", 9.4, seq=h.core.seq)
-    # the next drain is a period after this one's slot (due at 9.1, cadence.py), not after its RESUME
-    assert h.core.forced_since_checkpoint == 0 and h.core.next_cycle_at == pytest.approx(9.1 + 0.5)
 
 
 def test_request_after_own_reset_answer_restarts_the_round():
@@ -471,7 +449,7 @@ def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_stil
     _cooperative_reports(h, 0.5)
     h.core.tick(1.2)
     h.ack_all("drain", 1.25, seq=h.core.seq)
-    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 40]])
+    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 0, 40]])
     h.core.leave("m2", 1.35)  # its offsets are in the cycle, its interval is never published
     assert h.core.phase is Phase.RESETTING
     h = started(3, period_s=1.0)
@@ -480,15 +458,20 @@ def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_stil
     assert h.core.phase is Phase.RESETTING
 
 
-def test_forced_reset_paces_by_reports_not_by_settle_delay():
-    h = started(2, period_s=1.0, rebalance_settle_s=2.0)
+def test_forced_resets_pace_the_next_checkpoint_by_the_period():
+    """The next checkpoint after a forced reset is a period after its RESUME, whether or not
+    the members report their group state yet (a reported rebalance defers the due drain)."""
+    h = started(2, period_s=1.0)
     h.core.request_reset("m0", True, "rebalance", 1.0)
     h.ack_all("reset", 1.1, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.1 + 2.0)  # nobody reports: settle delay
-    _report(h, 1.2)
+    assert h.core.next_cycle_at == pytest.approx(1.1 + 1.0)  # nobody reports yet
     h.core.request_reset("m0", True, "rebalance", 1.3)
     h.ack_all("reset", 1.4, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.4 + 1.0)  # reports: the period, drains wait for a settled group
+    assert h.core.next_cycle_at == pytest.approx(1.4 + 1.0)  # a second forced reset: no longer
+    _report(h, 1.5)
+    h.core.request_reset("m0", True, "rebalance", 1.6)
+    h.ack_all("reset", 1.7, attempt=h.core.attempt)
+    assert h.core.next_cycle_at == pytest.approx(1.7 + 1.0)
 
 
 def test_member_name_held_by_a_live_incarnation_is_refused():

@@ -1,6 +1,6 @@
 """The heartbeat's Kafka group report (coordinator/region/kafka_report.py): decoded
 into a typed report at the wire seam; the cooperative fields are optional (an
-older member sends three) and carried only for a cooperative member; an invalid
+eager member sends three) and carried only for a cooperative member; an invalid
 report is ignored and logged, and the heartbeat carrying it still counts."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ BASE = {"region": "r", "member": "m0", "incarnation": "i1"}
 EAGER = {"member_id": "k-m0", "generation": 4, "rebalancing": True}
 
 
-def test_an_older_members_report_is_unchanged():
+def test_an_eager_members_report_is_unchanged():
     hb = RegionHeartbeat.from_body({**BASE, "kafka": EAGER})
     assert hb.kafka == KafkaReport("k-m0", 4, rebalancing=True) and hb.kafka_invalid is None
     assert hb.kafka.to_dict() == EAGER and hb.to_body() == {**BASE, "kafka": EAGER}

@@ -52,7 +52,7 @@ def test_decode_rejects_hostile_envelopes_as_malformed(frame):
     with pytest.raises(protocol.BadEnvelope) as info:
         protocol.decode(frame)
     assert info.value.error.code.value == "MALFORMED"
-    assert info.value.request_id is None or protocol._valid_id(info.value.request_id)
+    assert info.value.request_id is None or protocol.valid_id(info.value.request_id)
 
 
 def test_decode_accepts_nesting_up_to_the_bound_and_valid_surrogate_pairs():

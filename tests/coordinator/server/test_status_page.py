@@ -67,7 +67,7 @@ def regions(coordinator_http, names):
     """Three live regions: 'good' checkpointing, 'bad' FAILED, a hostile-named one."""
     endpoint = coordinator_http.endpoint
     good, bad = names.group("orders"), names.group("payments")
-    members = [member(endpoint, good, "orders-member-1").start(), member(endpoint, good, "orders-member-2").start(),
+    members = [member(endpoint, good, "orders-member-1").start(), member(endpoint, good, "orders-member-2", partition=1).start(),
                member(endpoint, bad, "payments-member-1", fail_drain=True).start(),
                member(endpoint, HOSTILE_REGION, HOSTILE_MEMBER).start()]
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import crc32c
+import pytest
 
 from coordinator.store import records
 from coordinator.store.log import segment
@@ -39,43 +39,15 @@ def test_a_registration_appends_constant_bytes_whatever_the_group_size(tmp_path)
     again.close()
 
 
-def _v1_record(entries: list[list]) -> bytes:
-    body = bytes((1,)) + records.encode(1.0, entries)
-    return segment.HEADER.pack(len(body), crc32c.crc32c(body)) + body
-
-
-def test_a_version_1_log_replays_and_continues_with_member_records(tmp_path):
-    """A log written by the previous coordinator (whole-group "g" values, version 1)
-    loads unchanged; new registrations append member records after it; a
-    compaction rewrites everything as per-member records."""
-    old = [
-        [records.GROUP, "g", {"region_index": 2, "members": ["a"]}],
-        [records.GROUP, "g", {"region_index": 2, "members": ["a", "b", "c"]}],
-        [records.GROUP, "gone", {"region_index": 0, "members": ["x"]}],
-        [records.GROUP, "gone", None],
-        records.control_entry("g", "t", [0, 1], [10, 11]),
-    ]
-    (tmp_path / segment.segment_name(0)).write_bytes(b"".join(_v1_record([e]) for e in old))
-    store = StateStore(tmp_path, compact_min_bytes=0)
-    store.load()
-    assert store.members("g") == ["a", "b", "c"] and store.region_index("g") == 2
-    assert store.region_index("gone") is None
-    store.register_member("g", 2, "d")
-    store.unregister_member("g", "a")
-    store.close()
-    store = StateStore(tmp_path)
-    store.load()
-    assert store.members("g") == ["b", "c", "d"]
-    store.compact()
-    store.close()
-    (seg,) = tmp_path.glob("segment-*.log")
-    kinds = []
-    segment.scan(seg.read_bytes(), lambda _o, p: kinds.extend(e[0] for e in records.decode(p)[2]))
-    assert records.GROUP not in kinds and kinds.count(records.MEMBER) == 3
-    again = StateStore(tmp_path)
-    again.load()
-    assert again.members("g") == ["b", "c", "d"] and again.get_initial_offsets("g") == {("t", 0): 10, ("t", 1): 11}
-    again.close()
+def test_a_whole_group_entry_is_an_unknown_kind(tmp_path):
+    """The registry is written per member ("r", then "m" entries); a record holding a
+    whole-group "g" value does not decode, and start-up stops naming it."""
+    entry = ["g", "g", {"region_index": 2, "members": ["a"]}]
+    with pytest.raises(ValueError, match="unknown entry kind 'g'"):
+        records.decode(records.encode(1.0, [entry]))
+    (tmp_path / segment.segment_name(0)).write_bytes(segment.encode_record(records.encode(1.0, [entry])))
+    with pytest.raises(segment.CorruptLog, match="unknown entry kind"):
+        StateStore(tmp_path).load()
 
 
 def test_compaction_and_expiry_keep_membership_exact(tmp_path):

@@ -165,7 +165,7 @@ def test_deep_nesting_is_rejected(coord, raw, depth):
         '"min_members":' + "9" * 400,
         '"max_consecutive_resets":true',
         '"join_grace_s":[1]',
-        '"rebalance_settle_s":{"a":1}',
+        '"rebalance_settle_max_s":{"a":1}',
         '"index":-1',
         '"mode":"fast"',
         '"period_s":0',

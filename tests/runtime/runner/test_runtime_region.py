@@ -284,7 +284,7 @@ def test_region_over_a_curve_coordinator(bootstrap, names, tmp_path):
     produce(bootstrap, topic, half_values(2000))
     try:
         with make_region(tmp_path, bootstrap, pipeline, topic, members=2, coordinator=coordinator.endpoint,
-                         curve_server_key=str(keys["server"][0]), curve_key=str(keys["member"][1])) as region:
+                         curve_server_key=str(keys["server"][0]), curve_keypair=str(keys["member"][1])) as region:
             rows = wait_rows(tmp_path / "out", 2000, 60, region)
             assert region.status()["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
     finally:
