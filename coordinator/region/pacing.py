@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from coordinator.common.backoff import doubled
 from coordinator.region.cadence import MIN_RUN_SHARE
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import MemberInfo, RegionConfig
@@ -144,7 +145,7 @@ class CheckpointPacing:
         n = self.forced_since_checkpoint
         if n == 0 or self._kafka_reports() is not None:
             return self._config.period_s
-        settle = min(self._config.rebalance_settle_max_s, self._config.rebalance_settle_s * float(2 ** (n - 1)))
+        settle = doubled(self._config.rebalance_settle_s, n - 1, self._config.rebalance_settle_max_s)
         return max(self._config.period_s, settle)
 
     def cycle_due(self, now: float, next_cycle_at: float | None) -> bool:
