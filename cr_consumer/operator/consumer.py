@@ -50,7 +50,7 @@ from cr_consumer.operator.rebalance import Listener, Rebalancer
 from cr_consumer.operator.region import NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.standalone import StandaloneDriver
-from cr_consumer.operator.states import ClientState, StateMachine
+from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
 S = ClientState
@@ -116,7 +116,7 @@ class ConsumerOperator:
             else:
                 control = LocalControl()
         self.control: ControlPlane = control
-        self.sm = StateMachine(self.name)
+        self.sm = ClientStateMachine(self.name)
         self.offsets = OffsetManager()
         self.queue = BatchQueue(config.effective_queue_capacity)
         self.targets = SeekTargets(control, config.group_id)

@@ -24,9 +24,10 @@ def test_doubled_refuses_a_negative_count():
         doubled(1.0, -1, 2.0)
 
 
-@given(first=st.floats(0.0, 100.0), cap=st.floats(0.0, 1000.0), n=st.integers(0, 80))
+@given(first=st.floats(0.0, 100.0), cap=st.floats(0.0, 1000.0), n=st.integers(0, MAX_DOUBLINGS))
 def test_doubled_equals_doubling_in_a_row(first, cap, n):
-    """The closed form is what a delay doubled in place (``min(cap, d * 2)``) becomes."""
+    """Up to its bound on the exponent, the closed form is what a delay doubled
+    in place (``min(cap, d * 2)``, the runner's delays before) becomes."""
     delay = min(cap, first)
     for _ in range(n):
         delay = min(cap, delay * 2)
