@@ -52,7 +52,7 @@ import zmq
 
 from coordinator import __version__, security
 from coordinator.common.cli_types import bounded_int, duration
-from coordinator.common.gc_policy import CoordinatorGcPolicy, apply_after_load
+from coordinator.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.region.controller import RegionControllerService
 from coordinator.server.api import CurveServerConfig
@@ -133,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "root=INFO,coordinator=DEBUG (default INFO)")
     p.add_argument("--log-format", default="text", choices=("text", "json"),
                    help="text (default) or json (one JSON object per line)")
-    p.add_argument("--gc-policy", default=CoordinatorGcPolicy.FREEZE.value,
-                   choices=[policy.value for policy in CoordinatorGcPolicy],
+    p.add_argument("--gc-policy", default=GcPolicy.FREEZE.value,
+                   choices=[policy.value for policy in GcPolicy],
                    help="freeze (default): gc.freeze() the heap once the state is loaded, so full collections "
                         "do not re-scan it on the loop thread; none: leave the collector alone")
     add_connection_arguments(p)
@@ -314,14 +314,14 @@ def _serve_locked(args: argparse.Namespace) -> int:
             http = HttpEndpoint(args.http, server, metrics)
             http.start()
         print(f"ready endpoint={endpoint} http={http.address if http else '-'} pid={os.getpid()}", flush=True)
-        gc_policy = CoordinatorGcPolicy(args.gc_policy)
+        gc_policy = GcPolicy(args.gc_policy)
         gc_pending = True
         while not stop.wait(0.2):
             if server.wait(0):
                 break
             if gc_pending and server.loaded.is_set():  # 7.
                 gc_pending = False
-                apply_after_load(gc_policy)
+                freeze_after_start(gc_policy, "coordinator", level=logging.INFO)
     finally:
         server.stop()
         try:

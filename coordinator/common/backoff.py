@@ -1,10 +1,25 @@
-"""A doubling retry delay for a recurring task that failed (retention expiry and
-compaction in the store, the server loop's housekeeping and services' tick hooks).
+"""The project's one retry-delay formula, and the doubling backoff built on it.
 
-1. ``ready(now)``: whether the task may run now (always, until it has failed).
-2. ``failed(now)``: count a failure; the next attempt waits ``first_s``,
-   doubling with each consecutive failure, at most ``max_s`` (returned).
-3. ``succeeded()``: the next failure waits ``first_s`` again.
+Where a retry sleeps in the calling thread (a request re-sent, a client call
+retried), tenacity runs the loop (``coordinator/client.py``,
+``cr_consumer/kafka/librdkafka_client.py``, ``coordinator/common/waiting.py``).
+Where a loop or a state machine only needs to know *when* the next attempt
+may run (it never sleeps: its caller's timer or tick decides), it uses this
+module:
+
+* :func:`doubled`: ``first_s`` doubled ``n`` times, at most ``max_s``. Every
+  doubling delay of the project is this: the region's failure-streak hold
+  (``coordinator/region/backoff.py``), its settle time after rebalances
+  (``coordinator/region/pacing.py``), the runner's standby respawns
+  (``cr_consumer/runtime/runner/standby.py``), and :class:`Backoff`.
+* :class:`Backoff`, for a recurring task that failed (retention expiry and
+  compaction in the store, the server loop's housekeeping and services' tick
+  hooks, the runner's restarts of a member that keeps dying):
+
+  1. ``ready(now)``: whether the task may run now (always, until it has failed);
+  2. ``failed(now)``: count a failure; the next attempt waits ``first_s``,
+     doubling with each consecutive failure, at most ``max_s`` (returned);
+  3. ``succeeded()``: the next failure waits ``first_s`` again.
 
 The caller's clock gives ``now``; nothing here reads a clock or sleeps.
 """
@@ -13,7 +28,20 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Backoff"]
+__all__ = ["MAX_DOUBLINGS", "Backoff", "doubled"]
+
+#: Bound on the exponent: 2^60 times the smallest first delay in use (1 ms) is
+#: far past the largest cap (one day), and a bounded exponent keeps a count of
+#: a million failures from overflowing a float.
+MAX_DOUBLINGS = 60
+
+
+def doubled(first_s: float, n: int, max_s: float) -> float:
+    """``min(max_s, first_s * 2^n)`` for ``n >= 0`` doublings (multiplying by a
+    power of two is exact, so this equals doubling a delay ``n`` times in a row)."""
+    if n < 0:
+        raise ValueError(f"doubled: {n} doublings (must be >= 0)")
+    return min(max_s, first_s * 2.0 ** min(n, MAX_DOUBLINGS))
 
 
 @attrs.define
@@ -31,7 +59,7 @@ class Backoff:
     def failed(self, now: float) -> float:
         """Count a failure; returns the delay before the next attempt."""
         self.failures += 1
-        delay = min(self.max_s, self.first_s * float(2 ** min(self.failures - 1, 30)))
+        delay = doubled(self.first_s, self.failures - 1, self.max_s)
         self.not_before = now + delay
         return delay
 

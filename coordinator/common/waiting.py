@@ -1,9 +1,14 @@
-"""Polling with a timeout: ``wait_until(predicate, timeout, what)``.
+"""Polling with a timeout: ``wait_until(predicate, timeout, what)``, the
+project's one wait-until-condition loop.
 
 For a condition another thread or process makes true and nothing signals
-(a port that opens, a file that appears, a status that changes):
+(a port that opens, a file that appears, a status that changes, a broker's
+committed offsets, a region's progress):
 
-1. ``predicate()`` is called at once, then every ``interval`` seconds;
+1. ``predicate()`` is called at once, then every ``interval`` seconds (the
+   pause is ``pause(interval)``: ``time.sleep``, or a stop event's ``wait``
+   for a wait that a shutdown must cut short; the predicate then sees the
+   stop and returns or raises);
 2. its first true result is returned;
 3. an exception it raises propagates at once (it is not retried);
 4. after ``timeout`` seconds without a true result, :class:`WaitTimeout`
@@ -16,6 +21,7 @@ process exit), wait on that instead.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import TypeVar, cast
 
@@ -32,7 +38,8 @@ class WaitTimeout(TimeoutError):
     """The predicate stayed false for the whole timeout."""
 
 
-def wait_until(predicate: Callable[[], T | None], timeout: float, what: str, *, interval: float = POLL_INTERVAL_S) -> T:
+def wait_until(predicate: Callable[[], T | None], timeout: float, what: str, *, interval: float = POLL_INTERVAL_S,
+               pause: Callable[[float], None] = time.sleep) -> T:
     """Call ``predicate`` until it returns something true and return that (see the module's steps)."""
     if not (math.isfinite(timeout) and timeout >= 0 and math.isfinite(interval) and interval > 0):
         # an infinite or NaN timeout would never pass: the wait must end
@@ -42,6 +49,7 @@ def wait_until(predicate: Callable[[], T | None], timeout: float, what: str, *, 
         stop=tenacity.stop_after_delay(timeout),
         wait=tenacity.wait_fixed(interval),
         retry=tenacity.retry_if_result(lambda value: not value),
+        sleep=pause,
     )
     try:
         result = retrying(predicate)

@@ -59,21 +59,18 @@ from __future__ import annotations
 
 import logging
 
+from coordinator.common.backoff import doubled
 from coordinator.region.model import RegionConfig, ResetKind
 
 log = logging.getLogger(__name__)
 
-#: Bound on the doubling's exponent: 2^60 times the smallest reset_backoff_s
-#: (1 ms) is far past the largest reset_backoff_max_s (one day), and a bounded
-#: exponent keeps a count of a million failures from overflowing a float.
-MAX_DOUBLINGS = 60
-
 
 def failure_backoff_s(streak: int, config: RegionConfig) -> float:
-    """Step 2: the hold after the ``streak``-th failure of a streak (0: none)."""
+    """Step 2: the hold after the ``streak``-th failure of a streak (0: none); a
+    pure function of the streak (the durable count), the project's one doubling formula."""
     if streak < 2:
         return 0.0
-    return min(config.reset_backoff_s * 2.0 ** min(streak - 2, MAX_DOUBLINGS), config.reset_backoff_max_s)
+    return doubled(config.reset_backoff_s, streak - 2, config.reset_backoff_max_s)
 
 
 class ResetHold:

@@ -46,12 +46,13 @@ from typing import Any
 
 import attrs
 
+from coordinator.common.transitions import IllegalTransition
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Checkpoint, Drain, RegionCommand, Resume, Retire
 from coordinator.region.continuity import VIOLATIONS_SHOWN, offsets_advanced
 from coordinator.region.cycle import CycleRound
-from coordinator.region.model import InvalidTransition, Phase, RegionConfig, TriggerAnswer, TriggerReply
+from coordinator.region.model import Phase, RegionConfig, TriggerAnswer, TriggerReply
 from coordinator.region.pacing import CheckpointPacing
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ class CycleDrive:
 
     def _running(self, what: str) -> int:
         if self._seq is None:  # a cycle's seq is set when its drain starts
-            raise InvalidTransition(f"region {self._config.name}: {what} acks without a cycle")
+            raise IllegalTransition(f"region {self._config.name}: {what} acks without a cycle")
         return self._seq
 
     def failed(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from coordinator.common.transitions import TransitionTable
 from coordinator.region.kafka_report import KafkaReport
 
 DOC_VERSION = 1
@@ -27,20 +28,17 @@ class Phase(str, enum.Enum):
     FAILED = "FAILED"  # too many consecutive resets; terminal
 
 
-#: The only allowed phase transitions; anything else is a bug and raises.
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.WAITING: frozenset({Phase.RESETTING, Phase.FAILED}),
-    Phase.RUNNING: frozenset({Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.DRAINING: frozenset({Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.CHECKPOINTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.RESETTING: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED}),
-    Phase.BACKOFF: frozenset({Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED}),
-    Phase.FAILED: frozenset(),
-}
-
-
-class InvalidTransition(RuntimeError):
-    pass
+#: The only allowed phase transitions; anything else is a bug and raises
+#: IllegalTransition (coordinator/common/transitions.py).
+TRANSITIONS: TransitionTable[Phase] = TransitionTable(Phase, {
+    Phase.WAITING: {Phase.RESETTING, Phase.FAILED},
+    Phase.RUNNING: {Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+    Phase.DRAINING: {Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+    Phase.CHECKPOINTING: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+    Phase.RESETTING: {Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED},
+    Phase.BACKOFF: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+    Phase.FAILED: set(),
+})
 
 
 class ResetKind(str, enum.Enum):

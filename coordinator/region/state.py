@@ -49,6 +49,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from coordinator.common.transitions import IllegalTransition, StateMachine
 from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Failed, RegionCommand, Resume
@@ -59,7 +60,6 @@ from coordinator.region.members import MemberTable
 from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step, start_due
 from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
     TRANSITIONS,
-    InvalidTransition,
     MemberInfo,
     Phase,
     RegionConfig,
@@ -87,7 +87,9 @@ class RegionCore:
         self._send = send
         self._persist = persist
         self._on_event = on_event or (lambda kind, info: None)
-        self.phase = Phase.WAITING
+        # The phase (model.TRANSITIONS): changed only through _goto, and by _load
+        # before any input.
+        self._phase = StateMachine(f"region {config.name}", TRANSITIONS, Phase.WAITING, log)
         # The member table (members.py): changed only by this core's inputs (join,
         # heartbeat, ack, leave); its records are read by the pacing.
         self._members = MemberTable(config.name, config.member_timeout_s)
@@ -119,7 +121,7 @@ class RegionCore:
         self._resets.restore(stored)
         self.known_members = stored.members
         if stored.failed:
-            self.phase = Phase.FAILED
+            self._phase.to(Phase.FAILED, "the stored document says FAILED")
             self.failed_reason = stored.failed_reason or ("failed before the coordinator restarted "
                                                           "(the stored document has no reason)")
 
@@ -213,14 +215,17 @@ class RegionCore:
         return self._resets.rounds
 
     # ------------------------------------------------------------------ transitions
+    @property
+    def phase(self) -> Phase:
+        return self._phase.state
+
     def _goto(self, phase: Phase, why: str) -> None:
+        """The one way to change the phase once running: checked against the
+        table and logged (the machine), then reported as an event."""
         if phase is Phase.FAILED and not self.failed_reason:
             # Invariant: a FAILED region always says why (status, members, runner).
-            raise InvalidTransition(f"region {self.config.name!r}: FAILED without a reason ({why})")
-        if phase not in TRANSITIONS[self.phase]:
-            raise InvalidTransition(f"region {self.config.name!r}: {self.phase.value} -> {phase.value} is not allowed ({why})")
-        log.info("region %s: %s -> %s (%s)", self.config.name, self.phase.value, phase.value, why)
-        self.phase = phase
+            raise IllegalTransition(f"region {self.config.name}: FAILED without a reason ({why})")
+        self._phase.to(phase, why)
         self._on_event("phase", {"phase": phase.value, "why": why})
 
     def fail(self, reason: str, now: float, *, persist: bool = True) -> None:

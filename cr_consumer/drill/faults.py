@@ -58,6 +58,7 @@ from pathlib import Path
 import attrs
 
 from coordinator.client import CoordinatorClient
+from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
 from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill.fault_tasks import TASK_POLL_S, FaultTasks
@@ -234,23 +235,34 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
         raise RuntimeError("kill-member-long: the drill's coordinator was never started")
     gone = False
     last_when_gone: int | None = None  # last_consistent when the victim was first seen gone
+
+    def pause(seconds: float) -> None:
+        env.tasks.wait(seconds)  # cut short when the drill stops: ended() then says so
+
     with CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S,
                            try_timeout=STATUS_TIMEOUT_S) as client:
-        while time.monotonic() < deadline:
+
+        def ended() -> str | None:
+            nonlocal gone, last_when_gone
+            if env.tasks.stopping():
+                return "drill stopping"
             try:
                 st = client.request("region_status", {"region": env.group}, timeout=STATUS_TIMEOUT_S)["region"]
             except (CoordinatorUnavailable, CoordinatorError, KeyError):
-                st = None
-            if st is not None:
-                last = st.get("last_consistent")
-                if victim not in (st.get("members") or {}):
-                    if not gone:
-                        gone, last_when_gone = True, last
-                    elif last is not None and (last_when_gone is None or last > last_when_gone):
-                        return f"dropped, then checkpoint {last} completed without it"
-            if env.tasks.wait(TASK_POLL_S):
-                return "drill stopping"
-    return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
+                return None
+            last = st.get("last_consistent")
+            if victim not in (st.get("members") or {}):
+                if not gone:
+                    gone, last_when_gone = True, last
+                elif last is not None and (last_when_gone is None or last > last_when_gone):
+                    return f"dropped, then checkpoint {last} completed without it"
+            return None
+
+        try:
+            return wait_until(ended, max(0.0, deadline - time.monotonic()), f"{victim} dropped and checkpointed",
+                              interval=TASK_POLL_S, pause=pause)
+        except WaitTimeout:
+            return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
 
 
 def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], dict]:

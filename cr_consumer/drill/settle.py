@@ -28,9 +28,9 @@ Protocol (:func:`wait_for_commits`, called once every expected record is publish
 from __future__ import annotations
 
 import logging
-import time
 
 from coordinator.common.group_offsets import group_committed_offsets
+from coordinator.common.waiting import WaitTimeout, wait_until
 from cr_consumer.drill.manifest import Manifest
 
 log = logging.getLogger(__name__)
@@ -55,23 +55,25 @@ def wait_for_commits(bootstrap: str, group: str, manifest: Manifest, timeout_s: 
     end of the input (see the module docstring); True when they did."""
     from kafka import KafkaAdminClient
 
-    deadline = time.monotonic() + timeout_s
     lagging: dict[tuple[str, int], tuple] = {}
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-drill-settle")
+
+    def caught_up() -> bool:
+        nonlocal lagging
+        try:
+            found = group_committed_offsets(admin, group)
+        except Exception as exc:  # noqa: BLE001 - a broker hiccup: retried until the deadline
+            log.warning("drill: reading the committed offsets of %s failed (%r); retrying", group, exc)
+            return False
+        lagging = behind(manifest, {(tp.topic, tp.partition): off for tp, off in found.items()})
+        return not lagging
+
     try:
-        while True:
-            try:
-                found = group_committed_offsets(admin, group)
-            except Exception as exc:  # noqa: BLE001 - a broker hiccup: retried until the deadline
-                log.warning("drill: reading the committed offsets of %s failed (%r); retrying", group, exc)
-            else:
-                lagging = behind(manifest, {(tp.topic, tp.partition): off for tp, off in found.items()})
-                if not lagging:
-                    return True
-            if time.monotonic() >= deadline:
-                log.warning("drill: after %.0f s the committed offsets of %s are still behind the input's end: %s",
-                            timeout_s, group, lagging)
-                return False
-            time.sleep(POLL_PERIOD_S)  # the read's period, not a synchronisation
+        # POLL_PERIOD_S is the read's period, not a synchronisation
+        return wait_until(caught_up, timeout_s, f"the committed offsets of {group}", interval=POLL_PERIOD_S)
+    except WaitTimeout:
+        log.warning("drill: after %.0f s the committed offsets of %s are still behind the input's end: %s",
+                    timeout_s, group, lagging)
+        return False
     finally:
         admin.close()

@@ -12,8 +12,8 @@ import enum
 from collections.abc import Iterable
 from typing import TypeVar
 
+from coordinator.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
-from cr_consumer.operator.gc_policy import GcPolicy
 
 E = TypeVar("E", bound=enum.Enum)
 

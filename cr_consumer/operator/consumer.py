@@ -32,13 +32,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from coordinator.common.gc_policy import freeze_after_start, thaw_at_close
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
-from cr_consumer.operator.gc_policy import apply_gc_policy, release_gc_policy
 from cr_consumer.operator.handler_errors import DrainError, ResetError
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, RegionHandlers
 from cr_consumer.operator.local_control import LocalControl
@@ -50,7 +50,7 @@ from cr_consumer.operator.rebalance import Listener, Rebalancer
 from cr_consumer.operator.region import NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.standalone import StandaloneDriver
-from cr_consumer.operator.states import ClientState, StateMachine
+from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
 S = ClientState
@@ -116,7 +116,7 @@ class ConsumerOperator:
             else:
                 control = LocalControl()
         self.control: ControlPlane = control
-        self.sm = StateMachine(self.name)
+        self.sm = ClientStateMachine(self.name)
         self.offsets = OffsetManager()
         self.queue = BatchQueue(config.effective_queue_capacity)
         self.targets = SeekTargets(control, config.group_id)
@@ -202,7 +202,7 @@ class ConsumerOperator:
         self.events.set_polling(True, EVENT_TIMEOUT_S)
         if self._driver is not None:
             self._driver.start()
-        apply_gc_policy(cfg.gc_policy, self.name)
+        freeze_after_start(cfg.gc_policy, self.name)
         return self
 
     def close(self) -> None:
@@ -231,7 +231,7 @@ class ConsumerOperator:
         if self._own_control:
             self.control.close()
         self.stats.unregister()
-        release_gc_policy(self.config.gc_policy, self.name)
+        thaw_at_close(self.config.gc_policy, self.name)
 
     def __enter__(self) -> ConsumerOperator:
         return self.start()

@@ -37,7 +37,7 @@ from cr_consumer.operator.process_thread import ProcessThread
 from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.operator.seek_targets import SeekTargets
-from cr_consumer.operator.states import ClientState, StateMachine
+from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
 S = ClientState
@@ -87,7 +87,7 @@ class RegionHandlers:
         self,
         config: OperatorConfig,
         *,
-        sm: StateMachine,
+        sm: ClientStateMachine,
         permit: RegionPermit,
         events: EventThread,
         process: ProcessThread,

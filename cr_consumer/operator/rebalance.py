@@ -76,7 +76,7 @@ from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.start_position import LOOKUP_TIMEOUT_MS, plan_start, start_offsets
-from cr_consumer.operator.states import ClientState, StateMachine
+from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Rebalancer:
         name: str,
         config: OperatorConfig,
         *,
-        sm: StateMachine,
+        sm: ClientStateMachine,
         offsets: OffsetManager,
         targets: SeekTargets,
         events: PartitionGate,

@@ -11,17 +11,19 @@ States (as in the reference design, plus CLOSED and FAILED):
 * RESET_COMPLETE: the reset seeked every assigned partition; nothing fetched yet.
 * CLOSED: shut down. FAILED: a fatal error (the cause is kept by the operator).
 
-Drain and checkpoint do not change the state. Every transition is logged; a
-transition that is not in :data:`TRANSITIONS` raises :class:`IllegalTransition`.
-The machine is used from the event thread, Kafka's IO thread (rebalance
-listener) and the handler caller, so it holds a lock.
+Drain and checkpoint do not change the state. The machine is the project's
+one state-machine helper (``coordinator/common/transitions.py``): every
+transition is logged, one that is not in :data:`TRANSITIONS` raises
+:class:`IllegalTransition`. It is used from the event thread, Kafka's IO
+thread (rebalance listener) and the handler caller; it holds a lock.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import threading
+
+from coordinator.common.transitions import IllegalTransition, StateMachine, TransitionTable
 
 log = logging.getLogger(__name__)
 
@@ -38,54 +40,23 @@ class ClientState(enum.Enum):
 
 S = ClientState
 
-TRANSITIONS: dict[ClientState, frozenset[ClientState]] = {
-    S.INITIALIZED: frozenset({S.SUBSCRIBED, S.CLOSED, S.FAILED}),
-    S.SUBSCRIBED: frozenset({S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.CLOSED, S.FAILED}),
-    S.RECORDS_FETCHED: frozenset({S.CR_RESET_PENDING, S.CLOSED, S.FAILED}),
-    S.CR_RESET_PENDING: frozenset({S.CR_RESET_PENDING, S.RESET_COMPLETE, S.CLOSED, S.FAILED}),
-    S.RESET_COMPLETE: frozenset({S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.CLOSED, S.FAILED}),
-    S.CLOSED: frozenset({S.CLOSED}),
-    S.FAILED: frozenset({S.CLOSED, S.FAILED}),
-}
+TRANSITIONS: TransitionTable[ClientState] = TransitionTable(ClientState, {
+    S.INITIALIZED: {S.SUBSCRIBED, S.CLOSED, S.FAILED},
+    S.SUBSCRIBED: {S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.CLOSED, S.FAILED},
+    S.RECORDS_FETCHED: {S.CR_RESET_PENDING, S.CLOSED, S.FAILED},
+    S.CR_RESET_PENDING: {S.CR_RESET_PENDING, S.RESET_COMPLETE, S.CLOSED, S.FAILED},
+    S.RESET_COMPLETE: {S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.CLOSED, S.FAILED},
+    S.CLOSED: {S.CLOSED},
+    S.FAILED: {S.CLOSED, S.FAILED},
+})
 
+class ClientStateMachine(StateMachine[ClientState]):
+    """The client's machine: the generic one over :data:`TRANSITIONS`, from
+    INITIALIZED, for the operator ``name``. Repeats (a reset requested while one
+    is pending, a second close) are logged at DEBUG only: they change nothing."""
 
-class IllegalTransition(RuntimeError):
-    pass
-
-
-class StateMachine:
     def __init__(self, name: str) -> None:
-        self._name = name
-        self._state = ClientState.INITIALIZED
-        self._lock = threading.Lock()
-
-    @property
-    def state(self) -> ClientState:
-        return self._state
-
-    def to(self, new: ClientState, reason: str = "") -> ClientState:
-        """Move to ``new``; return the previous state. Raises IllegalTransition."""
-        with self._lock:
-            old = self._state
-            if new not in TRANSITIONS[old]:
-                raise IllegalTransition(f"{self._name}: illegal state transition {old.value} -> {new.value} ({reason})")
-            self._state = new
-        if old is not new:
-            log.info("%s: state %s -> %s%s", self._name, old.value, new.value, f" ({reason})" if reason else "")
-        return old
-
-    def to_if(self, sources: set[ClientState] | frozenset[ClientState], new: ClientState, reason: str = "") -> bool:
-        """Move to ``new`` only from one of ``sources`` (atomically); True if moved."""
-        with self._lock:
-            old = self._state
-            if old not in sources:
-                return False
-            if new not in TRANSITIONS[old]:
-                raise IllegalTransition(f"{self._name}: illegal state transition {old.value} -> {new.value} ({reason})")
-            self._state = new
-        if old is not new:
-            log.info("%s: state %s -> %s%s", self._name, old.value, new.value, f" ({reason})" if reason else "")
-        return True
+        super().__init__(name, TRANSITIONS, ClientState.INITIALIZED, log, quiet_repeats=True)
 
 
-__all__ = ["ClientState", "IllegalTransition", "StateMachine", "TRANSITIONS"]
+__all__ = ["ClientState", "ClientStateMachine", "IllegalTransition", "TRANSITIONS"]

@@ -43,9 +43,9 @@ import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
+from coordinator.common.gc_policy import collector_paused
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.spark.arrow import records_to_batch
-from cr_consumer.spark.gcpause import gc_paused
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
@@ -136,7 +136,7 @@ class KafkaPythonRangeReader:
             if time.monotonic() > deadline:
                 raise on_timeout(consumer.position(tp))
             try:
-                with gc_paused():
+                with collector_paused():
                     fetched = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
             except OffsetOutOfRangeError as exc:
                 offset = consumer.position(tp)

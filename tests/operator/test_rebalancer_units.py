@@ -11,7 +11,7 @@ from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.seek_targets import SeekTargets
-from cr_consumer.operator.states import ClientState, StateMachine
+from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 S = ClientState
 GROUP = "g"
@@ -84,7 +84,7 @@ class Harness:
         props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
         self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
                                      topics=["t"], start_position=start, consumer_properties=props)
-        self.sm = StateMachine("m0")
+        self.sm = ClientStateMachine("m0")
         self.sm.to(S.SUBSCRIBED)
         if state is not S.SUBSCRIBED:
             self.sm.to(state)

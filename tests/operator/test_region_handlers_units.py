@@ -25,7 +25,7 @@ from cr_consumer.operator.process_thread import ProcessThread
 from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.operator.seek_targets import SeekTargets
-from cr_consumer.operator.states import ClientState, StateMachine
+from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 S = ClientState
 GROUP = "g"
@@ -94,7 +94,7 @@ class Parts:
                                      topics=["t"], start_position=StartPosition.BEGINNING,
                                      drain_timeout_s=WAIT_S, reset_timeout_s=WAIT_S, consumer_properties=props)
         self.consumer = FakeConsumer()
-        self.sm = StateMachine("m0")
+        self.sm = ClientStateMachine("m0")
         self.sm.to(S.SUBSCRIBED)
         self.permit = RegionPermit()
         self.offsets = OffsetManager()

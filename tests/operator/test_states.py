@@ -1,4 +1,5 @@
-"""The client state machine: the transition table, illegal transitions raise, all are logged."""
+"""The client state machine: the transition table, illegal transitions raise, all are logged
+(the generic machine itself: tests/coordinator/common/test_transitions.py)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,30 @@ import logging
 
 import pytest
 
-from cr_consumer.operator.states import TRANSITIONS, ClientState, IllegalTransition, StateMachine
+from cr_consumer.operator.states import TRANSITIONS, ClientState, ClientStateMachine, IllegalTransition
 
 S = ClientState
 
 
 def test_normal_life_cycle_is_logged(caplog):
-    sm = StateMachine("m0")
+    sm = ClientStateMachine("m0")
     with caplog.at_level(logging.INFO, logger="cr_consumer.operator.states"):
         for to in (S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE,
                    S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE, S.CLOSED):
             sm.to(to, "test")
     assert sm.state is S.CLOSED
-    assert sum("m0: state" in r.getMessage() for r in caplog.records) == 8
+    assert sum(r.getMessage().startswith("m0: ") and " -> " in r.getMessage() for r in caplog.records) == 8
     assert "RECORDS_FETCHED -> CR_RESET_PENDING" in caplog.text
+
+
+def test_repeats_are_logged_at_debug_only(caplog):
+    sm = ClientStateMachine("m0")
+    sm.to(S.SUBSCRIBED)
+    sm.to(S.CR_RESET_PENDING)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="cr_consumer.operator.states"):
+        sm.to(S.CR_RESET_PENDING, "again")
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
 
 
 @pytest.mark.parametrize("path", [
@@ -29,14 +40,14 @@ def test_normal_life_cycle_is_logged(caplog):
     (S.CLOSED, S.SUBSCRIBED),
 ])
 def test_illegal_transitions_raise(path):
-    sm = StateMachine("m0")
+    sm = ClientStateMachine("m0")
     with pytest.raises(IllegalTransition):
         for to in path:
             sm.to(to)
 
 
 def test_to_if_only_from_given_states():
-    sm = StateMachine("m0")
+    sm = ClientStateMachine("m0")
     assert not sm.to_if({S.SUBSCRIBED}, S.RECORDS_FETCHED)
     sm.to(S.SUBSCRIBED)
     assert sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED)

@@ -39,12 +39,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from coordinator.common.gc_policy import raise_young_threshold, restore_thresholds
 from coordinator.region.commands import RESETS, Failed, RegionCommand
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler
 from cr_consumer.runtime import fault_points
-from cr_consumer.runtime.member.collector import restore_collector, tune_collector
 from cr_consumer.runtime.member.control import ControlChannel
 from cr_consumer.runtime.member.executor import SOURCE_ID, CommandExecutor
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
@@ -106,7 +106,7 @@ class Member:
         self.curve: tuple[bytes, bytes, bytes] | None = None
         self._client: CoordinatorClient | None = None  # the source's CURVE client, owned here (closed at shutdown)
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, owned here (stopped at shutdown)
-        self._gc_thresholds: tuple[int, int, int] | None = None  # replaced by tune_collector (restored at shutdown)
+        self._gc_thresholds: tuple[int, int, int] | None = None  # replaced by raise_young_threshold (restored at shutdown)
 
     # ------------------------------------------------------------------ set-up
     def build(self) -> ConsumerOperator:
@@ -203,8 +203,8 @@ class Member:
                      [SOURCE_ID] + [i for i, _ in self.operators])
             # source.start() applied OperatorConfig.gc_policy (default: freeze the
             # modules, the pipeline and the clients, built above, out of the GC's scans);
-            # the records in flight are collected less often (collector.py).
-            self._gc_thresholds = tune_collector(source.config.gc_policy, s.member)
+            # the records in flight are collected less often (coordinator/common/gc_policy.py step 3).
+            self._gc_thresholds = raise_young_threshold(source.config.gc_policy, s.member)
             self.running.set()
             code = self._loop(source, channel, executor)
             return code
@@ -300,7 +300,7 @@ class Member:
             self._close(self._client.close)
         if self.metrics_endpoint is not None:
             self._close(self.metrics_endpoint.stop)
-        restore_collector(self._gc_thresholds)
+        restore_thresholds(self._gc_thresholds)
 
     def _close(self, closer: Callable[[], object]) -> None:
         try:

@@ -1,6 +1,6 @@
 """Drive a running region until its output is complete: used by the examples.
 
-1. Poll ``done()`` every ``poll_s``.
+1. Poll ``done()`` every ``poll_s`` (``coordinator.common.waiting.wait_until``).
 2. With ``kill_half_way``, once ``progress()`` (0..1) passes 0.5, SIGKILL one
    live member (the runner restarts it and the region resets).
 3. Raise :class:`~cr_consumer.runtime.runner.region_runner.RegionFailed` as soon as the region
@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable
 
+from coordinator.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 
@@ -29,14 +30,21 @@ def run_until_done(region: RegionHandle, *, done: Callable[[], bool], progress: 
                          f"with 0 < poll_s <= timeout_s")
     t0 = time.monotonic()
     killed = False
-    while not done():
+
+    def finished() -> bool:
+        nonlocal killed
+        if done():
+            return True
         if kill_half_way and not killed and progress() > 0.5:
             region.kill(region.live_members()[0])
             killed = True
             print("killed a member (kill -9); the runner restarts it", flush=True)
         if region.failed:
             raise RegionFailed(f"region failed: {region.failed}")
-        if time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"not finished within {timeout_s:.0f} s")
-        time.sleep(poll_s)
+        return False
+
+    try:
+        wait_until(finished, timeout_s, "the region's output to be complete", interval=poll_s)
+    except WaitTimeout:
+        raise TimeoutError(f"not finished within {timeout_s:.0f} s") from None
     return time.monotonic() - t0

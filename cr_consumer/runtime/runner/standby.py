@@ -80,6 +80,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from coordinator.common.backoff import doubled
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.standby_proc import HandoffFailed, StandbyProc, StandbyState
 
@@ -111,13 +112,21 @@ class StandbyPool:
         self._launcher = launcher
         self._event = event  # the supervisor's event log: (kind, member, **info)
         self.respawn_delay_s = RESPAWN_DELAY_S if respawn_delay_s is None else respawn_delay_s
-        self._delay = self.respawn_delay_s
+        self._young_deaths = 0  # standbys in a row that died young or failed their hand-over
         self._standby: StandbyProc | None = None
         self._next_start: float | None = None  # when the next standby is due (monotonic); None: not scheduled
         self._log_file: BinaryIO | None = None
         self._stopped = False
         self.handed_over = 0
         self.failed_handovers = 0
+
+    @property
+    def _delay(self) -> float:
+        """Until the next standby's start: RESPAWN_DELAY_S, doubled per standby in a
+        row that died young or failed its hand-over, at most RESPAWN_MAX_S."""
+        if self._young_deaths == 0:
+            return self.respawn_delay_s
+        return doubled(self.respawn_delay_s, self._young_deaths, RESPAWN_MAX_S)
 
     @property
     def log_path(self) -> Path:
@@ -153,7 +162,7 @@ class StandbyPool:
     def handed(self, standby: StandbyProc) -> None:
         """Step 2: ``standby`` took its hand-over (a member now)."""
         self.handed_over += 1
-        self._delay = self.respawn_delay_s
+        self._young_deaths = 0
         if self._standby is None and self._next_start is not None:
             self._next_start = min(self._next_start, time.monotonic() + self._delay)
 
@@ -164,7 +173,7 @@ class StandbyPool:
         standby.end(signal.SIGKILL, why)
         self._event("standby-exit", "standby", pid=standby.pid, code=standby.proc.returncode, reason=why)
         now = time.monotonic()
-        self._delay = min(RESPAWN_MAX_S, self._delay * 2)
+        self._young_deaths += 1
         if self._standby is None and not self._stopped:
             self._next_start = now + self._delay
 
@@ -177,7 +186,7 @@ class StandbyPool:
             why = self._unusable(standby, now)
             if why is not None:
                 young = now - standby.started < YOUNG_S
-                self._delay = min(RESPAWN_MAX_S, self._delay * 2) if young else self.respawn_delay_s
+                self._young_deaths = self._young_deaths + 1 if young else 0
                 standby.end(signal.SIGKILL, why)
                 self._event("standby-exit", "standby", pid=standby.pid, code=standby.proc.returncode, reason=why)
                 log.warning("the standby (pid %d) %s (code %s); another starts in %.1fs (its log: %s)",

@@ -1,7 +1,9 @@
 """One standby process as the runner sees it: the process, the read end of its
 status pipe, and where it is in the hand-over (``handoff.py`` has the lines).
 
-:class:`StandbyMachine` is the state machine, without I/O:
+:data:`TRANSITIONS` is the state machine's table (the project's one
+state-machine helper, ``coordinator/common/transitions.py``: every transition
+logged, one not in the table raises ``IllegalTransition``):
 
 ====================  ===========================================================
 STARTING              spawned, importing; nothing is handed to it
@@ -36,8 +38,8 @@ import os
 import select
 import subprocess
 import time
-from types import MappingProxyType
 
+from coordinator.common.transitions import StateMachine, TransitionTable
 from cr_consumer.runtime.runner.handoff import MAX_STATUS_BYTES, HandoffError, Status, StatusLine, decode_status
 
 log = logging.getLogger(__name__)
@@ -60,27 +62,18 @@ class StandbyState(enum.Enum):
 
 
 S = StandbyState
-TRANSITIONS = MappingProxyType({
-    S.STARTING: frozenset({S.READY, S.ENDED}),
-    S.READY: frozenset({S.HANDING_OVER, S.ENDED}),
-    S.HANDING_OVER: frozenset({S.MEMBER, S.ENDED}),
-    S.MEMBER: frozenset(),
-    S.ENDED: frozenset(),
+TRANSITIONS: TransitionTable[StandbyState] = TransitionTable(StandbyState, {
+    S.STARTING: {S.READY, S.ENDED},
+    S.READY: {S.HANDING_OVER, S.ENDED},
+    S.HANDING_OVER: {S.MEMBER, S.ENDED},
+    S.MEMBER: set(),
+    S.ENDED: set(),
 })
 
 
-class StandbyMachine:
-    """The states above; every transition is checked against TRANSITIONS and logged."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.state = S.STARTING
-
-    def to(self, new: StandbyState, why: str) -> None:
-        if new not in TRANSITIONS[self.state]:
-            raise ValueError(f"standby {self.pid}: no transition {self.state.value} -> {new.value}")
-        log.info("standby %d: %s -> %s (%s)", self.pid, self.state.value, new.value, why)
-        self.state = new
+def standby_machine(pid: int) -> StateMachine[StandbyState]:
+    """The machine of the standby ``pid``, in STARTING."""
+    return StateMachine(f"standby {pid}", TRANSITIONS, S.STARTING, log)
 
 
 class StandbyProc:
@@ -90,7 +83,7 @@ class StandbyProc:
     def __init__(self, proc: subprocess.Popen, status_fd: int, started: float) -> None:
         self.proc = proc
         self.started = started
-        self.machine = StandbyMachine(proc.pid)
+        self.machine = standby_machine(proc.pid)
         self._fd: int | None = status_fd
         os.set_blocking(status_fd, False)
         self._buf = b""
@@ -240,5 +233,5 @@ def _close_stdin(proc: subprocess.Popen) -> None:
             pass
 
 
-__all__ = ["END_TIMEOUT_S", "TRANSITIONS", "HandoffFailed", "StandbyMachine", "StandbyProc", "StandbyState",
+__all__ = ["END_TIMEOUT_S", "TRANSITIONS", "HandoffFailed", "StandbyProc", "StandbyState", "standby_machine",
            "write_within"]

@@ -49,3 +49,17 @@ def test_the_predicates_exception_propagates_at_once():
 def test_bad_arguments_are_refused(timeout, interval):
     with pytest.raises(ValueError):
         wait_until(lambda: True, timeout, "x", interval=interval)
+
+
+def test_a_stop_event_cuts_the_pause_short():
+    """``pause``: a stop event's wait ends the pause at once; the predicate then sees the stop."""
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()
+    start = time.monotonic()
+
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)
+
+    assert wait_until(lambda: "stopping" if stop.is_set() else None, 30, "the stop", interval=10,
+                      pause=pause) == "stopping"
+    assert time.monotonic() - start < 5

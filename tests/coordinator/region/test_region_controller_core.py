@@ -5,9 +5,10 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from coordinator.common.transitions import IllegalTransition
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.pacing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
-from coordinator.region.state import TRANSITIONS, InvalidTransition, Phase, RegionConfig, RegionCore
+from coordinator.region.state import TRANSITIONS, Phase, RegionConfig, RegionCore
 
 
 class Harness:
@@ -255,7 +256,7 @@ def test_grace_starts_region_without_a_lost_member():
 def test_transition_table_is_enforced():
     h = Harness()
     assert Phase.RUNNING not in TRANSITIONS[Phase.WAITING]
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(IllegalTransition, match="illegal transition WAITING -> RUNNING"):
         h.core._goto(Phase.RUNNING, "test")
     assert TRANSITIONS[Phase.FAILED] == frozenset()
 

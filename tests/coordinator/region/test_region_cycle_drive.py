@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.common.transitions import IllegalTransition
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Checkpoint, Drain, Resume, Retire
 from coordinator.region.cycle_drive import ContinuityFailed, CycleComplete, CycleDrive
-from coordinator.region.model import InvalidTransition, Phase, RegionConfig, TriggerAnswer
+from coordinator.region.model import Phase, RegionConfig, TriggerAnswer
 from coordinator.region.pacing import CheckpointPacing
 
 MEMBERS = ("m0", "m1")
@@ -95,7 +96,7 @@ def test_a_periodic_drain_is_due_on_the_grid_and_after_a_reset_when_scheduled():
 
 def test_answers_without_a_cycle_and_triggers_not_served():
     drive, _ = _drive()
-    with pytest.raises(InvalidTransition, match="drain acks without a cycle"):
+    with pytest.raises(IllegalTransition, match="drain acks without a cycle"):
         drive.drained(now=0.0)
     reply = drive.not_now(Phase.RESETTING, "m0")
     assert reply.kind is TriggerAnswer.NOT_NOW

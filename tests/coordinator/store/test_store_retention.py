@@ -8,7 +8,6 @@ import time
 import pytest
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.backoff import Backoff
 from coordinator.launcher import CoordinatorProcess
 from coordinator.store import compaction
 from coordinator.store.state_store import StateStore
@@ -41,15 +40,6 @@ def test_region_traffic_and_merges_keep_a_group_from_expiring(tmp_path, names):
             assert c.get_initial_offsets(merging) == {("t", 0): 5}
     finally:
         proc.terminate()
-
-
-def test_backoff_schedule_doubles_up_to_its_maximum():
-    b = Backoff(first_s=1.0, max_s=8.0)
-    assert b.ready(0.0)
-    assert [b.failed(100.0) for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
-    assert not b.ready(107.9) and b.ready(108.0)
-    b.succeeded()
-    assert b.ready(0.0) and b.failures == 0
 
 
 class Clock:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, RESTART_WINDOW_S, MemberProc
+from coordinator.common.backoff import Backoff
+from cr_consumer.runtime.runner.member_proc import RESTART_FIRST_S, RESTART_MAX_S, RESTART_WINDOW_S, MemberProc
 
 
 def test_first_death_restarts_at_once():
@@ -25,5 +26,9 @@ def test_quick_deaths_double_the_delay_up_to_the_cap():
 
 
 def test_a_death_after_the_window_resets_the_backoff():
-    m = MemberProc("member-0", restarts=3, delay=3.2, last_start=50.0)
-    assert m.schedule_restart(50.0 + RESTART_WINDOW_S + 1) == 0.0
+    m = MemberProc("member-0", restarts=3, delay=3.2, last_start=50.0,
+                   backoff=Backoff(RESTART_FIRST_S, RESTART_MAX_S, failures=5))
+    now = 50.0 + RESTART_WINDOW_S + 1
+    assert m.schedule_restart(now) == 0.0 and m.backoff.failures == 0
+    m.restarts, m.last_start = 4, now
+    assert m.schedule_restart(now + 1.0) == RESTART_FIRST_S  # the next quick death starts over

@@ -8,12 +8,14 @@ failure paths: test_standby_failures.py."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
 
 import pytest
 
+from coordinator.common.transitions import IllegalTransition, StateMachine
 from coordinator.common.waiting import wait_until
 from cr_consumer.cli import run as run_cli
 from cr_consumer.exit_code import ExitCode
@@ -34,9 +36,9 @@ from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.runtime.runner.standby_proc import (
     TRANSITIONS,
     HandoffFailed,
-    StandbyMachine,
     StandbyProc,
     StandbyState,
+    standby_machine,
 )
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor
 
@@ -78,16 +80,17 @@ def test_status_round_trip_and_rejections():
 
 
 def test_the_standby_state_machine_allows_only_its_transitions():
-    machine = StandbyMachine(pid=1)
+    assert standby_machine(pid=1).state is StandbyState.STARTING
     for state in StandbyState:
         for new in StandbyState:
-            machine.state = state
+            machine = StateMachine("standby 1", TRANSITIONS, state, logging.getLogger(__name__))
             if new in TRANSITIONS[state]:
                 machine.to(new, "test")
                 assert machine.state is new
             else:
-                with pytest.raises(ValueError, match="no transition"):
+                with pytest.raises(IllegalTransition, match="standby 1: illegal transition"):
                     machine.to(new, "test")
+                assert machine.state is state
     assert not TRANSITIONS[StandbyState.MEMBER] and not TRANSITIONS[StandbyState.ENDED]
 
 

@@ -1,19 +1,18 @@
-"""The operator's garbage-collector policy: FREEZE moves the start-up heap out of
-the collector's scans after start() and thaws it at close(), NONE leaves the
-collector alone."""
+"""The operator applies the garbage-collector policy (``coordinator/common/gc_policy.py``,
+tested there): OperatorConfig.gc_policy, FREEZE after start() and thawed at
+close(), NONE leaves the collector alone."""
 
 from __future__ import annotations
 
 import gc
 import subprocess
 import sys
-import weakref
 
 import pytest
 
+from coordinator.common.gc_policy import GcPolicy
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.operator.config import ConfigError
-from cr_consumer.operator.gc_policy import GcPolicy, apply_gc_policy, release_gc_policy
 from cr_consumer.testing.kafka_util import create_topic
 
 
@@ -23,51 +22,6 @@ def thawed():
     gc.unfreeze()
     yield
     gc.unfreeze()
-
-
-class _Node:
-    def __init__(self) -> None:
-        self.other: _Node | None = None
-
-
-def _cycle() -> weakref.ref:
-    a, b = _Node(), _Node()
-    a.other, b.other = b, a
-    return weakref.ref(a)
-
-
-def test_freeze_frees_garbage_first_then_freezes_what_is_alive():
-    kept = {"alive": [1, 2, 3]}
-    garbage = _cycle()  # unreachable cycle: only the cyclic collector frees it
-    assert garbage() is not None
-    apply_gc_policy(GcPolicy.FREEZE, "test")
-    assert garbage() is None, "the cycle made before the freeze was collected, not frozen"
-    frozen = gc.get_freeze_count()
-    assert frozen > 0
-    assert not any(o is kept for o in gc.get_objects()), "the live dict moved to the permanent generation"
-    young = _Node()
-    assert any(o is young for o in gc.get_objects()), "objects made later are collected as usual"
-    later = _cycle()
-    gc.collect()
-    assert later() is None
-
-
-def test_none_leaves_the_collector_alone():
-    gc.disable()
-    try:
-        garbage = _cycle()
-        apply_gc_policy(GcPolicy.NONE, "test")
-        assert gc.get_freeze_count() == 0
-        assert garbage() is not None, "no collection was run"
-        assert not gc.isenabled(), "the program's own setting is kept"
-    finally:
-        gc.enable()
-        gc.collect()
-
-
-def test_policy_must_be_the_enum():
-    with pytest.raises(TypeError):
-        apply_gc_policy("freeze", "test")  # type: ignore[arg-type]
 
 
 def _config(**kw) -> OperatorConfig:
@@ -122,12 +76,3 @@ def test_close_thaws_so_that_the_closed_operator_is_freed(bootstrap, names):
     assert out.returncode == 0, out.stderr[-2000:]
     frozen, thawed, freed = out.stdout.split()
     assert (frozen, thawed, freed) == ("True", "True", "True")
-
-
-def test_release_with_none_leaves_a_freeze_alone():
-    gc.freeze()
-    frozen = gc.get_freeze_count()
-    release_gc_policy(GcPolicy.NONE, "test")
-    assert gc.get_freeze_count() == frozen > 0
-    release_gc_policy(GcPolicy.FREEZE, "test")
-    assert gc.get_freeze_count() == 0
