@@ -20,8 +20,8 @@ must round-trip unchanged, so it only uses string keys, ints and dicts::
 * ``epoch`` counts the end offsets handed to Spark (commits are idempotent by it).
 * ``query`` identifies the query of the checkpoint location: drawn at its
   first read, carried by every end after it; the query's coordinator group is
-  ``group.id`` + query id (:mod:`cr_consumer.spark.control`). Optional: the
-  initial offset has none, and offsets written before it existed have none.
+  ``group.id`` + query id (:mod:`cr_consumer.spark.control`). Only the
+  initial offset (no positions) has none.
 
 Kafka topic names use only ``[A-Za-z0-9._-]``, so ``topic:partition`` is an
 unambiguous key. A wrong version or shape raises :class:`OffsetFormatError`.
@@ -103,8 +103,10 @@ class SourceOffset:
         query = data.get("query", "")
         if query != "" and not (isinstance(query, str) and QUERY_ID_RE.fullmatch(query)):
             raise OffsetFormatError(f"bad query id {query!r}: expected {QUERY_ID_RE.pattern}")
-        return cls(epoch=epoch, positions=_read_map(data.get("offsets", {}), "offsets"),
-                   first=_read_map(data.get("from", {}), "from"), query=query)
+        positions = _read_map(data.get("offsets", {}), "offsets")
+        if positions and not query:
+            raise OffsetFormatError("an offset with positions has no query id: not an offset of this source")
+        return cls(epoch=epoch, positions=positions, first=_read_map(data.get("from", {}), "from"), query=query)
 
     def same_positions(self, other: SourceOffset) -> bool:
         return self.positions == other.positions

@@ -26,7 +26,9 @@ The steps that keep it:
 3. **Start a newly held partition at the group's commit when that is ahead.**
    A partition that comes to a query (a rebalance, a restart) begins at the
    group's committed offset when another owner has read past the query's own
-   position (:func:`begin_after_adoption`).
+   position (:func:`begin_after_adoption`). The query's own position is where
+   its output of the partition ends: the end of its last batch, or the start
+   of a replayed range it gave up (step 4), which is behind that end.
 4. **A replayed batch reads only what is still its own.** A batch in Spark's
    offset log but not in its commit log is replayed on restart with the same
    offsets; by then another query may have taken the partition and read the
@@ -34,7 +36,9 @@ The steps that keep it:
    partition, only while it holds the partition, and only from the group's
    committed offset when that is ahead of the batch's start
    (:func:`replay_ranges`). A range is so read by exactly one query, whether
-   or not a stopped query ever restarts.
+   or not a stopped query ever restarts. A partition given up so is resumed,
+   if it comes back, from the start of the range given up (step 3), not from
+   the end in Spark's offset log (:func:`given_up`).
 5. **Hand over after the commit.** A revoked partition is released (the
    rebalance completes) only once every range planned for it is committed
    (:func:`handed_over`), so its next owner starts after them.
@@ -86,10 +90,22 @@ def replay_ranges(ranges: Iterable[OffsetRange], holding: Iterable[TopicPartitio
     return out
 
 
+def given_up(ranges: Iterable[OffsetRange], holding: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+    """Step 4: the partitions of a replayed batch's ``ranges`` that the query gives
+    up entirely (not held), each with where its own output of it ends."""
+    held = set(holding)
+    out: dict[TopicPartitionKey, int] = {}
+    for rng in ranges:
+        key = (rng.topic, rng.partition)
+        if key not in held:
+            out[key] = min(rng.start, out.get(key, rng.start))
+    return out
+
+
 def handed_over(revoked: Iterable[TopicPartitionKey], planned: Mapping[TopicPartitionKey, int],
                 floors: Mapping[TopicPartitionKey, int]) -> bool:
     """Step 5: every range planned for ``revoked`` is below the group's commit."""
     return all(floors.get(tp, -1) >= planned[tp] for tp in revoked if tp in planned)
 
 
-__all__ = ["begin_after_adoption", "commit_positions", "handed_over", "replay_ranges"]
+__all__ = ["begin_after_adoption", "commit_positions", "given_up", "handed_over", "replay_ranges"]

@@ -153,6 +153,7 @@ class QueryPlanner:
         self._commit_lock = threading.RLock()  # the main thread's and the notice thread's commits
         self._notices: NoticeReceiver | None = None
         self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
+        self._given_up: dict[TopicPartitionKey, int] = {}  # replayed partitions left to others: where our output ends
         self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
         # shared with the members' threads (handover checks), under the lock: the last end
         # planned or replayed, and the group's committed offset of each partition as known here
@@ -166,7 +167,7 @@ class QueryPlanner:
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def query(self) -> str:
-        """The query id ("" for an offset of an earlier build), known from the first trigger on."""
+        """The query id, known from the first trigger on."""
         if self._query is None:
             raise PlanningFailed("the crkafka planner has no query id before its first trigger")
         return self._query
@@ -190,12 +191,7 @@ class QueryPlanner:
     def _start_for(self, offset: SourceOffset) -> None:
         from coordinator.client import CoordinatorClient
 
-        if offset.query:
-            self._query = offset.query
-        elif offset.positions:
-            self._query = ""  # an offset of an earlier build: the plain group.id
-        else:
-            self._query = new_query_id()
+        self._query = offset.query or new_query_id()  # none: the initial offset of a new query
         if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group
             endpoint = MetricsEndpoint(runner_registry(lambda: dict(self.stats), self.member_offsets),
                                        self.options.metrics_port, self.options.metrics_host)
@@ -207,9 +203,8 @@ class QueryPlanner:
             client.register(self.coordinator_group, self.options.region_index, member.name)
             member.handover = self._handed_over
             member.start()
-        if self._query:
-            self._notices = NoticeReceiver(self._query, self.sink_notice)
-            self._notices.start()
+        self._notices = NoticeReceiver(self._query, self.sink_notice)
+        self._notices.start()
         bound = join_timeout_s(self.options)
         deadline = time.monotonic() + bound
         for member in self.members:
@@ -323,6 +318,10 @@ class QueryPlanner:
         begins = {_key(tp): start.positions[_key(tp)] for tp in owned if _key(tp) in start.positions}
         first = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
         begins.update(first)
+        for key in sorted(set(begins) & set(self._given_up)):  # back after a replay gave it up (ownership step 4)
+            resume = self._given_up.pop(key)
+            if resume != begins[key]:
+                begins[key] = first[key] = resume
         if start.positions:  # not the query's first start: the group's commit may be ahead (ownership step 3)
             for key, committed in sorted(self._adopted.items()):
                 if key in begins and ownership.begin_after_adoption(begins[key], committed) != begins[key]:
@@ -361,6 +360,7 @@ class QueryPlanner:
         with self._handover_lock:
             kept = ownership.replay_ranges(whole, [_key(tp) for tp in owned], self._floors)
             self._last_end = end
+        self._given_up.update(ownership.given_up(whole, [_key(tp) for tp in owned]))
         given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
         self.stats["replayed_batches"] += 1
         self.stats["replay_rows_given_up"] += given_up

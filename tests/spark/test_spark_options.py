@@ -78,16 +78,18 @@ def test_valid_options_parse():
 
 
 def test_offset_json_round_trip():
-    off = SourceOffset(epoch=3, positions={("a", 0): 10, ("a.b-c", 11): 7}, first={("a.b-c", 11): 2})
+    off = SourceOffset(epoch=3, positions={("a", 0): 10, ("a.b-c", 11): 7}, first={("a.b-c", 11): 2},
+                       query="5f0c2a91d3e84b7a")
     wire = json.loads(json.dumps(off.to_json()))
-    assert wire == {"v": 1, "epoch": 3, "offsets": {"a:0": 10, "a.b-c:11": 7}, "from": {"a.b-c:11": 2}}
+    assert wire == {"v": 1, "epoch": 3, "offsets": {"a:0": 10, "a.b-c:11": 7}, "from": {"a.b-c:11": 2},
+                    "query": "5f0c2a91d3e84b7a"}
     assert SourceOffset.from_json(wire) == off
     assert SourceOffset.from_json(wire).to_json() == wire
     assert SourceOffset.initial().to_json() == SourceOffset.initial().to_json() == {"v": 1, "epoch": 0, "offsets": {}}
     with pytest.raises(OffsetFormatError, match="version"):
         SourceOffset.from_json({"v": 2, "epoch": 0, "offsets": {}})
     with pytest.raises(OffsetFormatError, match="partition key"):
-        SourceOffset.from_json({"v": 1, "epoch": 0, "offsets": {"nocolon": 1}})
+        SourceOffset.from_json({"v": 1, "epoch": 0, "offsets": {"nocolon": 1}, "query": "5f0c2a91d3e84b7a"})
 
 
 def test_offset_query_id_round_trips_and_is_bounded():
@@ -95,26 +97,17 @@ def test_offset_query_id_round_trips_and_is_bounded():
     wire = json.loads(json.dumps(off.to_json()))
     assert wire["query"] == "5f0c2a91d3e84b7a"
     assert SourceOffset.from_json(wire) == off
-    assert SourceOffset.from_json({**wire, "query": ""}).query == ""  # absent: an offset of an earlier build
+    with pytest.raises(OffsetFormatError, match="no query id"):  # only the initial offset has none
+        SourceOffset.from_json({**wire, "query": ""})
     for bad in ("x" * 16, "5F0C2A91D3E84B7A", "ab", "a" * 33, 7, None, "5f0c2a91\n"):
         with pytest.raises(OffsetFormatError, match="query id"):
             SourceOffset.from_json({**wire, "query": bad})
 
 
-def test_query_control_maps_only_its_own_group():
-    from coordinator.client import CoordinatorClient
-    from cr_consumer.spark.control import QueryControl, coordinator_group
+def test_each_query_has_its_own_coordinator_group():
+    from cr_consumer.spark.control import coordinator_group
 
-    assert coordinator_group("orders", "") == "orders"
     assert coordinator_group("orders", "5f0c2a91d3e84b7a") == "orders#q5f0c2a91d3e84b7a"
-    client = CoordinatorClient("tcp://127.0.0.1:1")  # never contacted: the group is refused first
-    try:
-        control = QueryControl(client, "orders", "5f0c2a91d3e84b7a")
-        assert control.group == "orders#q5f0c2a91d3e84b7a"
-        with pytest.raises(ValueError, match="serves group"):
-            control.members("other")
-    finally:
-        client.close()
 
 
 def test_arrow_batch_matches_spark_schema():
@@ -171,7 +164,7 @@ def test_query_of_checkpoint_reads_the_newest_offset_log_entry(tmp_path):
     assert query_of_checkpoint(tmp_path) is None
     meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
     (offsets / "0").write_text(f'v1\n{meta}\n{{"v":1,"epoch":0,"offsets":{{}}}}\n')
-    assert query_of_checkpoint(tmp_path) is None  # written by an earlier build: no query id
+    assert query_of_checkpoint(tmp_path) is None  # the initial offset: no query id yet
     (offsets / "10").write_text(f'v1\n{meta}\n{{"v":1,"epoch":3,"offsets":{{}},"query":"5f0c2a91d3e84b7a"}}\n')
     (offsets / "9").write_text(f'v1\n{meta}\n{{"v":1,"epoch":2,"offsets":{{}},"query":"0000000000000000"}}\n')
     (offsets / ".10.crc").write_text("x")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cr_consumer.spark import ownership
@@ -27,6 +27,11 @@ def test_a_replay_reads_only_held_partitions_from_the_group_commit_when_ahead():
 def test_commits_skip_partitions_not_held_and_never_go_backwards():
     positions = {(T, 0): 10, (T, 1): 20, (T, 2): 30}
     assert ownership.commit_positions(positions, [(T, 0), (T, 1)], {(T, 1): 25}) == {(T, 0): 10}
+
+
+def test_a_partition_given_up_in_a_replay_resumes_from_the_range_it_gave_up():
+    ranges = [OffsetRange(T, 0, 100, 200), OffsetRange(T, 1, 100, 200)]
+    assert ownership.given_up(ranges, [(T, 0)]) == {(T, 1): 100}
 
 
 def test_a_handover_waits_for_every_planned_range():
@@ -52,13 +57,15 @@ class Model:
         self.logs = [(0, 0, True) for _ in range(n)]  # (start, end, done)
         self.running = [True] * n
         self.floors: list[dict] = [{} for _ in range(n)]
+        self.given_up: list[dict] = [{} for _ in range(n)]
         self.outputs = [collections.Counter() for _ in range(n)]
 
     def plan(self, q: int, size: int) -> None:
         start, end, done = self.logs[q]
         if self.holder != q or not self.running[q] or not done:
             return
-        begin = ownership.begin_after_adoption(end, self.floors[q].get((T, 0)))
+        own = self.given_up[q].pop((T, 0), end)
+        begin = ownership.begin_after_adoption(own, self.floors[q].get((T, 0)))
         until = min(self.produced, begin + size)
         if until > begin:
             self.logs[q] = (begin, until, False)
@@ -104,7 +111,9 @@ class Model:
         start, end, done = self.logs[q]
         if not done:  # replay: only what is still this query's
             held = [(T, 0)] if self.holder == q else []
-            kept = ownership.replay_ranges([OffsetRange(T, 0, start, end)], held, {(T, 0): self.commit})
+            replayed = [OffsetRange(T, 0, start, end)]
+            kept = ownership.replay_ranges(replayed, held, {(T, 0): self.commit})
+            self.given_up[q].update(ownership.given_up(replayed, held))
             for rng in kept:
                 self.outputs[q].update(range(rng.start, rng.until))
             self.logs[q] = (start, end, True)
@@ -125,9 +134,12 @@ class Model:
             self.complete(q)
 
 
-@settings(max_examples=400)
+@settings(max_examples=1000)
 @given(st.lists(st.tuples(st.sampled_from(["plan", "complete", "stop", "restart", "rebalance"]),
                           st.integers(0, 2), st.integers(1, 20)), max_size=40))
+# found by this test: a query restarted while another held its partition gave up its replayed range; when
+# the partition came back before the other read anything, it resumed after that range and skipped it
+@example(steps=[("plan", 0, 1), ("stop", 0, 1), ("restart", 0, 1), ("rebalance", 0, 1)])
 def test_every_record_is_in_exactly_one_output(steps):
     model = Model(3, produced=120)
     for action, q, size in steps:

@@ -71,7 +71,7 @@ class SourceOptions:
 
     def group_for(self, query: str) -> str:
         """The consumer group of the query with id ``query``."""
-        return self.group_id if self.group_id is not None else f"{self.group_id_prefix}-{query or 'noquery'}"
+        return self.group_id if self.group_id is not None else f"{self.group_id_prefix}-{query}"
 
     def describe_subscription(self) -> str:
         if self.assign:
