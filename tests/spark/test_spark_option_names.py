@@ -1,5 +1,5 @@
-"""Spark's Kafka source option names: values, aliases of the earlier names, the
-closest valid name for an unknown one, and the schema in Spark's column order."""
+"""Spark's Kafka source option names: values, the closest valid name for an
+unknown one, and the schema in Spark's column order."""
 
 from __future__ import annotations
 
@@ -36,15 +36,16 @@ def test_spark_names_parse():
     assert parse(endingOffsets='{"a":{"0":-1}}').ending == ((("a", 0), -1),)
 
 
-def test_earlier_names_are_aliases():
-    o = parse(**{"group.id": "g", "startPosition": "beginning", "maxRecordsPerBatch": "7"})
-    assert (o.group_id, o.starting.kind, o.max_offsets_per_trigger) == ("g", StartKind.EARLIEST, 7)
-    assert parse(startPosition="default").starting.kind is StartKind.COMMITTED
-    assert parse(startPosition="time", startTime="2024-01-01T00:00:00Z").starting.timestamp_ms == 1704067200000
-    with pytest.raises(InvalidOptionError, match="kafka.group.id"):
-        parse(**{"group.id": "g", "kafka.group.id": "h"})
-    with pytest.raises(InvalidOptionError, match="startingTimestamp"):
-        parse(startTime="123")
+@pytest.mark.parametrize("given,closest", [
+    ("group.id", "kafka.group.id"), ("startPosition", "startingOffsets"), ("startTime", "startingTimestamp"),
+    ("maxRecordsPerBatch", "maxOffsetsPerTrigger"),
+])
+def test_refused_names_suggest_the_option_to_use(given, closest):
+    for changes in ({given: "1"}, {given: "1", closest: "1"}):
+        with pytest.raises(InvalidOptionError) as err:
+            parse(**changes)
+        assert err.value.option == given.lower()
+        assert f"unknown option; did you mean {closest}?" in str(err.value)
 
 
 @pytest.mark.parametrize("given,closest", [

@@ -12,7 +12,7 @@ from cr_consumer.spark.options import InvalidOptionError, StartingOffsets, Start
 
 BASE = {
     "kafka.bootstrap.servers": "127.0.0.1:9092",
-    "group.id": "g",
+    "kafka.group.id": "g",
     "subscribe": "a,b",
     "coordinator": "tcp://127.0.0.1:5570",
 }
@@ -27,10 +27,8 @@ BAD = [
     ({"subscribe": "bad topic"}, "subscribe"),
     ({"members": "0"}, "members"),
     ({"members": "two"}, "members"),
-    ({"startPosition": "offset"}, "startPosition"),
-    ({"startPosition": "time"}, "startTime"),
-    ({"startTime": "123"}, "startTime"),
-    ({"maxRecordsPerBatch": "0"}, "maxOffsetsPerTrigger"),
+    ({"startingTimestamp": "soon"}, "startingTimestamp"),
+    ({"startingOffsetsByTimestamp": '{"a":{"0":-1}}'}, "startingOffsetsByTimestamp"),
     ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
     ({"minPartitions": "0"}, "minPartitions"),
     ({"failOnDataLoss": "maybe"}, "failOnDataLoss"),
@@ -42,7 +40,7 @@ BAD = [
     ({"colour": "blue"}, "colour"),
     ({"kafka.client": "java"}, "kafka.client"),
     ({"commitOnBatchRead": "yes please"}, "commitOnBatchRead"),
-    ({"commitOnBatchRead": "true", "group.id": None}, "commitOnBatchRead"),
+    ({"commitOnBatchRead": "true", "kafka.group.id": None}, "commitOnBatchRead"),
 ]
 
 
@@ -66,11 +64,11 @@ def test_invalid_option_is_named(change, option):
 
 def test_valid_options_parse():
     o = parse_options(
-        _opts(**{"members": "3", "startPosition": "TIME", "startTime": "2024-01-01T00:00:00Z",
+        _opts(**{"members": "3", "startingTimestamp": "2024-01-01T00:00:00Z",
                  "kafka.session.timeout.ms": "6000", "kafka.check.crcs": "false"})
     )
     assert o.topics == ("a", "b") and o.pattern is None and o.members == 3
-    assert o.starting == StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=1704067200000)  # aliases of startingTimestamp
+    assert o.starting == StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=1704067200000)
     assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
     assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
     p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))

@@ -38,21 +38,17 @@ crkafka's own::
     regionIndex                  0          the region index registered with the coordinator
     metricsPort / metricsHost    - / 127.0.0.1   Prometheus /metrics of the source runner
 
-Earlier names, still accepted as documented aliases: ``group.id`` (=
-``kafka.group.id``), ``startPosition`` ``beginning|end|default|time`` (=
-``startingOffsets`` ``earliest|latest|committed``, ``time`` with ``startTime``
-= ``startingTimestamp``), ``maxRecordsPerBatch`` (= ``maxOffsetsPerTrigger``).
 An unknown option fails, naming the closest valid one.
 
 The modules, one concern each: ``values`` (single values, the error),
-``names`` (spellings, aliases, refused names), ``kafka_properties``
+``names`` (spellings, refused names), ``kafka_properties``
 (``kafka.*``), ``subscription`` (what is read), ``offset_specs`` (where reads
 start and end), ``source_options`` (:class:`SourceOptions`), ``parse``
 (:func:`parse_options`, the whole map).
 """
 
 from cr_consumer.spark.options.kafka_properties import DEFAULT_CLIENT
-from cr_consumer.spark.options.names import ALIASES, SPELLING, UNSUPPORTED
+from cr_consumer.spark.options.names import SPELLING, UNSUPPORTED
 from cr_consumer.spark.options.offset_specs import (
     EARLIEST_OFFSET,
     LATEST_OFFSET,
@@ -65,6 +61,6 @@ from cr_consumer.spark.options.source_options import SourceOptions
 from cr_consumer.spark.options.values import InvalidOptionError
 
 __all__ = [
-    "ALIASES", "DEFAULT_CLIENT", "EARLIEST_OFFSET", "LATEST_OFFSET", "SPELLING", "UNSUPPORTED", "InvalidOptionError",
+    "DEFAULT_CLIENT", "EARLIEST_OFFSET", "LATEST_OFFSET", "SPELLING", "UNSUPPORTED", "InvalidOptionError",
     "PartitionValues", "SourceOptions", "StartKind", "StartingOffsets", "parse_options",
 ]

@@ -1,17 +1,16 @@
-"""The names of the ``crkafka`` source's options: spellings, aliases, and those refused.
+"""The names of the ``crkafka`` source's options: spellings and those refused.
 
 pyspark lower-cases option names before the source sees them, so every table
 here is keyed by the lower-cased name; an error names the option by its
 spelling (:data:`SPELLING`) where it can. An unknown name is answered with the
-closest valid one (:func:`closest`).
+closest valid one (:func:`closest`); :data:`SUGGESTED` names it where
+:mod:`difflib` finds nothing close.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-
-from cr_consumer.spark.options.values import InvalidOptionError
 
 #: Every option by its lower-cased name -> its spelling (kafka.* aside).
 SPELLING = {name.lower(): name for name in (
@@ -21,9 +20,9 @@ SPELLING = {name.lower(): name for name in (
     "metricsHost", "kafka.client",
 )}
 
-#: Earlier crkafka names -> the option they stand for (documented aliases).
-ALIASES = {"group.id": "kafka.group.id", "startposition": "startingOffsets", "starttime": "startingTimestamp",
-           "maxrecordsperbatch": "maxOffsetsPerTrigger"}
+#: Unknown names -> the option to suggest, where difflib finds none close (used
+#: only for the error: these names are refused like any unknown one).
+SUGGESTED = {"startposition": "startingOffsets", "maxrecordsperbatch": "maxOffsetsPerTrigger"}
 
 #: Options of Spark's Kafka source that crkafka does not offer, and why.
 UNSUPPORTED = {
@@ -41,26 +40,16 @@ UNSUPPORTED = {
 
 def closest(name: str) -> str:
     """The valid option closest to the unknown ``name`` (its spelling), for the error."""
-    candidates = list(SPELLING) + list(ALIASES)
-    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if name in SUGGESTED:
+        return SUGGESTED[name]
+    match = difflib.get_close_matches(name, list(SPELLING), n=1, cutoff=0.6)
     if not match and name.startswith("kafka."):
         return "kafka.<a Kafka consumer property>"
     if not match:
         return "none close; valid: " + ", ".join(sorted(SPELLING.values()))
-    return SPELLING.get(match[0], match[0]) if match[0] not in ALIASES else ALIASES[match[0]]
+    return SPELLING[match[0]]
 
 
 def normalised(raw: Mapping[str, str]) -> dict[str, str]:
-    """Spark's option map keyed by lower-cased names (None values as ""), with the
-    plain aliases (``group.id``, ``maxRecordsPerBatch``) renamed to the option they
-    stand for; giving both an alias and its option fails."""
-    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(raw).items()}
-    if "group.id" in opts:
-        if "kafka.group.id" in opts:
-            raise InvalidOptionError("group.id", "is an alias of kafka.group.id; give only kafka.group.id")
-        opts["kafka.group.id"] = opts.pop("group.id")
-    if "maxrecordsperbatch" in opts:
-        if "maxoffsetspertrigger" in opts:
-            raise InvalidOptionError("maxRecordsPerBatch", "is an alias of maxOffsetsPerTrigger; give only that")
-        opts["maxoffsetspertrigger"] = opts.pop("maxrecordsperbatch")
-    return opts
+    """Spark's option map keyed by lower-cased names (None values as "")."""
+    return {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(raw).items()}

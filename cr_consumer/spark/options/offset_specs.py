@@ -4,8 +4,6 @@
   per partition ``{"topic":{"0":23,"1":-2}}`` (-2 earliest, -1 latest);
 * ``startingTimestamp`` (every partition) or ``startingOffsetsByTimestamp``
   (JSON per partition): the first offset at or after the time;
-* the earlier name ``startPosition`` (``beginning|end|default|time``, ``time``
-  with ``startTime``);
 * ``endingOffsets`` (batch reads): ``latest`` or JSON per partition (-1 latest).
 
 At most one of the starting options may be given; :func:`starting` and
@@ -20,8 +18,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from cr_consumer.spark.options.names import ALIASES, SPELLING
-from cr_consumer.spark.options.values import TOPIC_RE, InvalidOptionError, parse_time, required
+from cr_consumer.spark.options.names import SPELLING
+from cr_consumer.spark.options.values import TOPIC_RE, InvalidOptionError, parse_time
 
 
 class StartKind(enum.Enum):
@@ -79,23 +77,9 @@ def json_map(option: str, raw: str, *, minimum: int) -> PartitionValues:
 
 def starting(opts: Mapping[str, str]) -> StartingOffsets | None:
     """The starting options (None: none given)."""
-    given = [n for n in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp", "startposition")
-             if n in opts]
+    given = [n for n in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp") if n in opts]
     if len(given) > 1:
-        names = [ALIASES.get(n) and f"{n} (alias of {ALIASES[n]})" or SPELLING[n] for n in given]
-        raise InvalidOptionError(SPELLING.get(given[1], given[1]), f"give only one of {', '.join(names)}")
-    if "starttime" in opts and opts.get("startposition", "").strip().lower() != "time":
-        raise InvalidOptionError("startTime", "is an alias of startingTimestamp used with startPosition=time; "
-                                              "give startingTimestamp instead")
-    if "startposition" in opts:  # the earlier name
-        raw = opts["startposition"].strip().lower()
-        if raw == "time":
-            return StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=parse_time("startTime", required(opts, "startTime")))
-        mapped = {"beginning": StartKind.EARLIEST, "end": StartKind.LATEST, "default": StartKind.COMMITTED}.get(raw)
-        if mapped is None:
-            raise InvalidOptionError("startPosition", f"expected beginning, end, default or time, got "
-                                                      f"{opts['startposition']!r} (the option is now startingOffsets)")
-        return StartingOffsets(mapped)
+        raise InvalidOptionError(SPELLING[given[1]], f"give only one of {', '.join(SPELLING[n] for n in given)}")
     if "startingtimestamp" in opts:
         return StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=parse_time("startingTimestamp", opts["startingtimestamp"]))
     if "startingoffsetsbytimestamp" in opts:

@@ -1,6 +1,6 @@
 """Spark's option map -> :class:`SourceOptions`, or :class:`InvalidOptionError` naming the option.
 
-1. The names are lower-cased and the plain aliases renamed (:mod:`.names`).
+1. The names are lower-cased (:mod:`.names`).
 2. Every name is checked: an option of Spark's Kafka source crkafka does not
    offer, or an unknown one, fails (naming the closest valid one); each
    ``kafka.<property>`` is typed (:mod:`.kafka_properties`).
@@ -45,7 +45,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         if name.startswith("kafka."):
             key, parsed = parse_kafka_property(name, value, defaults)
             kafka_props[key] = parsed
-        elif name not in SPELLING and name not in ("startposition", "starttime"):
+        elif name not in SPELLING:
             raise InvalidOptionError(name, f"unknown option; did you mean {closest(name)}?")
 
     bootstrap = required(opts, "kafka.bootstrap.servers")
