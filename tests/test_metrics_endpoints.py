@@ -163,7 +163,7 @@ def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
     planner = None
     try:
         options = parse_options({
-            "kafka.bootstrap.servers": bootstrap, "group.id": names.group(), "subscribe": topic,
+            "kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(), "subscribe": topic,
             "coordinator": coordinator.endpoint, "members": "2", "startingOffsets": "earliest",
             "metricsPort": "0", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
         })

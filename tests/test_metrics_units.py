@@ -79,7 +79,7 @@ def test_members_get_base_port_plus_index():
 
 
 def test_spark_metrics_port_option():
-    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "group.id": "g", "subscribe": "a",
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "kafka.group.id": "g", "subscribe": "a",
             "coordinator": "tcp://127.0.0.1:5570"}
     assert parse_options(base).metrics_port is None
     opts = parse_options({**base, "metricsPort": "9500", "metricsHost": "0.0.0.0"})
@@ -111,7 +111,7 @@ def test_spark_runner_with_its_metrics_port_taken_fails_before_any_member_joins(
         taken.listen()
         port = taken.getsockname()[1]
         planner = QueryPlanner(parse_options({
-            "kafka.bootstrap.servers": "127.0.0.1:9", "group.id": "g", "subscribe": "a",
+            "kafka.bootstrap.servers": "127.0.0.1:9", "kafka.group.id": "g", "subscribe": "a",
             "coordinator": "tcp://127.0.0.1:9", "metricsPort": str(port)}))
         try:
             with pytest.raises(OSError, match=f"cannot serve /metrics on 127.0.0.1:{port}"):

@@ -49,7 +49,7 @@ def test_operator_config_repr_redacts_secrets():
 
 
 def test_spark_options_repr_redacts_secrets():
-    opts = parse_options({"kafka.bootstrap.servers": "b:9092", "group.id": "g", "subscribe": "t",
+    opts = parse_options({"kafka.bootstrap.servers": "b:9092", "kafka.group.id": "g", "subscribe": "t",
                           "coordinator": "tcp://127.0.0.1:1", "kafka.sasl.plain.password": SECRET,
                           "kafka.sasl.plain.username": "alice"})
     assert SECRET not in repr(opts) and SECRET not in str(opts)

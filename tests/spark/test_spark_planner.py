@@ -16,8 +16,8 @@ from cr_consumer.testing.kafka_util import committed_offsets, create_topic, prod
 
 
 def _options(bootstrap, topic, group, coordinator, **extra):
-    return parse_options({"kafka.bootstrap.servers": bootstrap, "group.id": group, "subscribe": topic,
-                          "coordinator": coordinator, "members": "2", "startPosition": "beginning",
+    return parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "subscribe": topic,
+                          "coordinator": coordinator, "members": "2", "startingOffsets": "earliest",
                           "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000", **extra})
 
 
@@ -112,7 +112,7 @@ def test_topic_matched_after_the_first_start_is_read_from_earliest(bootstrap, co
     prefix = names.topic("ne")
     old = create_topic(bootstrap, f"{prefix}-a", partitions=2)
     produce(bootstrap, old, [b"old%d" % i for i in range(6)])
-    options = parse_options({"kafka.bootstrap.servers": bootstrap, "group.id": names.group(),
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(),
                              "subscribePattern": f"{prefix}-.*", "coordinator": coordinator, "members": "2",
                              "startingOffsets": "latest", "kafka.metadata.max.age.ms": "1000",
                              "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000"})
