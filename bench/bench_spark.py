@@ -157,7 +157,7 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     return {
         "client": client,
         "members": members,
-        "max_records_per_batch": max_batch,
+        "max_offsets_per_trigger": max_batch,
         "batches": len(progress),
         "rows_per_s": rows / span if span > 0 else float("nan"),
         "mean_batch_rows": rows / max(1, len(progress) - 1),

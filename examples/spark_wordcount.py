@@ -119,7 +119,7 @@ def cmd_run(args) -> int:
         .option("members", args.members)
         .option("kafka.client", args.kafka_client)
         .option("startingOffsets", args.starting_offsets)
-        .option("maxOffsetsPerTrigger", args.max_records_per_batch)
+        .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
     )
     if args.session_timeout_ms is not None:
         reader = (reader.option("kafka.session.timeout.ms", args.session_timeout_ms)
@@ -164,7 +164,7 @@ def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done:
         "--bootstrap", args.bootstrap, "--coordinator", args.coordinator, "--topic", args.topic,
         "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
         "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
-        "--max-records-per-batch", str(args.max_records_per_batch), "--expect", str(args.records),
+        "--max-offsets-per-trigger", str(args.max_offsets_per_trigger), "--expect", str(args.records),
         "--starting-offsets", starting_offsets,
     ]
     if args.session_timeout_ms is not None:
@@ -219,7 +219,7 @@ def kill_restart_verify(args, workdir: Path) -> dict:
     same checkpoint location, wait until it is done, and verify the output.
 
     ``args`` holds bootstrap, coordinator, topic, group, members, records,
-    max_records_per_batch and session_timeout_ms; the topic holds
+    max_offsets_per_trigger and session_timeout_ms; the topic holds
     ``line_for(i)`` for i < records.
     """
     out = workdir / "out"
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--workdir", default=None)
     for p in (run, demo):
         p.add_argument("--members", type=int, default=2)
-        p.add_argument("--max-records-per-batch", type=int, default=2000)
+        p.add_argument("--max-offsets-per-trigger", type=int, default=2000)
         p.add_argument("--session-timeout-ms", type=int, default=None,
                        help="the members' kafka.session.timeout.ms (default: the source's)")
     run.add_argument("--kafka-client", choices=("librdkafka", "kafka-python"), default="librdkafka",
