@@ -206,11 +206,31 @@ def test_dense_and_sparse_topics_agree_with_a_dict_model():
                 model.pop((group, topic, p), None)
             else:
                 model[(group, topic, p)] = o
+        if step % 97 == 0:  # the kept live counts equal a count of the model
+            assert table.group_count(group) == sum(1 for g, _, _ in model if g == group)
     got = {(g, t, p): o for g in table.groups() for (t, p), o in table.group_items(g).items()}
     assert got == model and len(table) == len(model)
+    for g in ("g0", "g1", "g2", "none"):
+        assert table.group_count(g) == sum(1 for key in model if key[0] == g)
     from_snapshot = {(g, t, p): o for g, t, ps, os_ in iter_snapshot(snap, 5) for p, o in zip(ps, os_, strict=True)}
     assert from_snapshot == at_snapshot  # copy-on-write kept the snapshot intact (sparse dicts too)
     table.release_snapshot()
+
+
+def test_a_write_refused_part_way_leaves_exact_counts():
+    """Log content the table cannot hold raises after the entries before it were set;
+    the live counts are those of what the buffers hold (dense and sparse)."""
+    table = ControlTable()
+    table.set_many("g", "dense", [0, 1], [5, 6])
+    with pytest.raises(ValueError):
+        table.set_many("g", "dense", [2, 3, 4], [7, -1, 9])
+    with pytest.raises(ValueError):
+        table.set_many("g", "sparse", [10, 900_000], [1, -3])
+    assert table.group_items("g") == {("dense", 0): 5, ("dense", 1): 6, ("dense", 2): 7, ("sparse", 10): 1}
+    assert table.group_count("g") == len(table) == 4
+    table.set_many("g", "dense", [0, 1, 2], [None, None, None])
+    table.set_many("g", "sparse", [10], [None])
+    assert table.group_count("g") == len(table) == 0 and table.groups() == []
 
 
 # ------------------------------------------------------------------ the loop goes on
