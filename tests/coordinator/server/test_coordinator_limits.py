@@ -13,6 +13,8 @@ import tracemalloc
 
 import pytest
 import zmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.common.waiting import wait_until
 from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
@@ -68,6 +70,36 @@ def test_depth_measure_ignores_brackets_inside_strings():
     assert not protocol.json_depth_exceeds(b'{"a":"[[[[[[[[[[[[[[[[[[[[\\"[[[["}', 2)
     assert protocol.json_depth_exceeds(b'{"a":[[[]]]}', 3)
     assert not protocol.json_depth_exceeds(b'{"a":[[[]]]}', 4)
+    # escaped backslashes before a closing quote, and strings of brackets side by side
+    assert not protocol.json_depth_exceeds(b'{"a":"\\\\","b":"[[[[","c":"]]]]\\\\\\""}', 1)
+    assert protocol.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 4)
+    assert not protocol.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 5)
+    assert protocol.json_depth_exceeds(b'{"a":{"b":[{"c":[]}]}}', 4)  # mixed kinds, one level per pass
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+_TRICKY_TEXT = st.text(alphabet='[]{}"\\ a,:\u2028\xe9', max_size=6)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TRICKY_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TRICKY_TEXT, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_JSON_VALUES, ascii_only=st.booleans())
+def test_depth_measure_agrees_with_the_parsed_depth(value, ascii_only):
+    """Strings full of brackets, quotes and backslashes never change the measure."""
+    frame = json.dumps(value, ensure_ascii=ascii_only).encode()
+    for max_depth in range(8):
+        assert protocol.json_depth_exceeds(frame, max_depth) == (_depth(value) > max_depth)
 
 
 def test_replies_are_always_encodable():
