@@ -57,6 +57,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterator
+from types import TracebackType
 
 #: A dense buffer may have this many slots beyond DENSE_FACTOR per live entry.
 DENSE_SLACK = 16
@@ -110,6 +111,11 @@ class ControlTable:
             return None
         value = _ITEM.unpack_from(buf, partition * 8)[0]
         return None if value == ABSENT else value
+
+    def reads(self, group: str) -> GroupReads:
+        """Point reads of many entries of ``group`` (see `GroupReads`); close it before the
+        next write."""
+        return GroupReads(self._groups.get(group))
 
     def group_items(self, group: str) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
@@ -257,6 +263,66 @@ class ControlTable:
         """The snapshot's reader is done: stop copying on write."""
         self._copied = None
         self._copied_sparse = set()
+
+
+#: One topic's offsets as `GroupReads.topic` gives them: (dense view, its slots, sparse dict).
+TopicReads = tuple[memoryview, int, dict[int, int] | None]
+#: The dense view of a topic without a buffer: no slots (shared, never released).
+_NO_SLOTS = memoryview(b"").cast("q")
+_NO_TOPIC: TopicReads = (_NO_SLOTS, 0, None)
+
+
+class GroupReads:
+    """Point reads of one group's entries between two writes (the put path reads one
+    entry per requested partition: a `get` per entry looks the topic up every time).
+
+    1. ``topic(t)`` gives ``(dense, slots, sparse)``, looked up once per topic:
+       the offset of partition ``p`` is ``dense[p]`` when ``p < slots`` (ABSENT
+       there: none), else ``sparse.get(p)`` when ``sparse`` is not None, else
+       none. The caller inlines that in its loop.
+    2. ``close()`` (or the end of a ``with`` block) releases the views. It must
+       come before the next write: a buffer with a view cannot be resized
+       (BufferError), and a write may resize it.
+    """
+
+    #: A topic with nothing stored (what a loop reads before its first topic).
+    nothing: TopicReads = _NO_TOPIC
+
+    def __init__(self, topics: dict[str, Offsets] | None) -> None:
+        self._topics = topics
+        self._open: dict[str, TopicReads] = {}
+        self._views: list[memoryview] = []
+
+    def topic(self, topic: str) -> TopicReads:
+        found = self._open.get(topic)
+        if found is not None:
+            return found
+        buf = self._topics.get(topic) if self._topics else None
+        if buf is None:
+            found = _NO_TOPIC
+        elif isinstance(buf, dict):
+            found = (_NO_SLOTS, 0, buf)
+        else:
+            raw = memoryview(buf)
+            view = raw.cast("q")
+            self._views += (view, raw)  # released in this order: the cast first
+            found = (view, len(view), None)
+        self._open[topic] = found
+        return found
+
+    def close(self) -> None:
+        for view in self._views:
+            view.release()
+        self._views.clear()
+        self._open.clear()
+
+    def __enter__(self) -> GroupReads:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 def _items(buf: Offsets) -> list[tuple[int, int]]:
