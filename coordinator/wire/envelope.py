@@ -73,8 +73,31 @@ class BadEnvelope(Exception):
         self.request_id = request_id
 
 
+#: The encoder of every frame, built once (``json.dumps`` with these options builds
+#: one per call): compact, UTF-8 text as is, no NaN or infinity.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+#: The C scanner behind ``json.loads``, without its per-call wrapper (see `_parse`).
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
+
+
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
+
+
+def _parse(text: str) -> Any:
+    """``json.loads(text)``: the same value, the same errors. A text that starts with
+    its value's first character and ends with its last (every frame a client of
+    this package sends) is parsed by the scanner alone; any other text, and any
+    text the scanner refuses, goes through ``json.loads`` for its whitespace, BOM
+    and error handling."""
+    if text[:1] in ("{", "["):
+        try:
+            obj, end = _scan_once(text, 0)
+        except (StopIteration, ValueError):
+            return json.loads(text)  # raises what json.loads raises
+        if end == len(text):
+            return obj
+    return json.loads(text)
 
 
 def encode(msg_type: str, body: Mapping[str, Any], request_id: RequestId) -> bytes:
@@ -199,7 +222,7 @@ def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
     if json_depth_exceeds(bytes(raw), max_depth):
         raise BadEnvelope(Malformed(f"frame nests JSON deeper than {max_depth} levels"))
     try:
-        obj = json.loads(text)
+        obj = _parse(text)
     except RecursionError:
         raise BadEnvelope(Malformed(f"frame nests JSON deeper than {max_depth} levels")) from None
     except ValueError as exc:
