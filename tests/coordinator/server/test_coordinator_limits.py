@@ -77,6 +77,23 @@ def test_depth_measure_ignores_brackets_inside_strings():
     assert protocol.json_depth_exceeds(b'{"a":{"b":[{"c":[]}]}}', 4)  # mixed kinds, one level per pass
 
 
+@pytest.mark.parametrize("text", [
+    '{"a":1}', '[1,2]', ' {"a":1}', '{"a":1} ', '{"a":1}x', '{"a":1}{}', '{"a":', '{', '[', '{"a" 1}', '\ufeff{}',
+    '{"a":NaN}', '"s"', '7', '', '{"a":"\\ud800"}', '[' * 5 + ']' * 5,
+])
+def test_the_scanner_fast_path_parses_and_refuses_as_json_loads(text):
+    from coordinator.wire.envelope import _parse
+
+    try:
+        want: object = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(type(exc)) as info:
+            _parse(text)
+        assert str(info.value) == str(exc)
+    else:
+        assert _parse(text) == want
+
+
 def _depth(value: object) -> int:
     if isinstance(value, list):
         return 1 + max((_depth(v) for v in value), default=0)
