@@ -131,8 +131,8 @@ class LoopScheduler:
             if tick is None:
                 continue
             entry = self._ticks.get(id(svc))
-            if entry is None:
-                entry = self._ticks[id(svc)] = (Periodic(0.0, now), f"tick of {type(svc).__name__}")  # every iteration
+            if entry is None:  # interval 0: the hook runs every iteration while it succeeds
+                entry = self._ticks[id(svc)] = (Periodic(0.0, now), f"tick of {type(svc).__name__}")
             schedule, what = entry
             if schedule.due(now):
                 schedule.ran(now, guarded(tick, now, what=what))
