@@ -23,6 +23,7 @@ all): from the round's start barrier until every thread has its merged map.
     .venv/bin/python bench/bench_coordinator.py --quick    # shorter
     .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 5
     .venv/bin/python bench/bench_coordinator.py --merge-only 8 --rounds 1000 --trials 6 --before-tree DIR
+    .venv/bin/python bench/bench_coordinator.py --write-path --trials 6 --before-tree DIR
 
 ``--before-tree DIR`` (a copy of another tree, e.g. ``git archive main | tar -x
 -C DIR``) starts a second coordinator running DIR's code; every trial measures
@@ -32,6 +33,16 @@ none`` (the label cache without the collector policy). ``--coordinator-args``
 passes flags to this tree's coordinator. Each trial also reports every
 coordinator's CPU per request (/proc), less sensitive to the machine's load
 than the latencies.
+
+``--write-path`` is the durable write path as one client sees it, on a fresh
+coordinator per trial and tree (``--before-tree`` alternated as above):
+``--entries`` (1,000,000) control variables of one group written in
+``--batch``-entry (5,000) ``put_initial_offsets`` requests by ``--write-threads``
+client threads (1: sequential), then ``--merges`` (40) merges of 8 contributors
+from 8 client threads (the wall/round figure above) and as many ping rounds
+of the same threads (its baseline). ``--extra-tree LABEL=DIR`` adds a third
+tree to the alternation. Reported per trial: entries/s, the
+coordinator's CPU per 1,000 entries, merge p50/p99 and the ping p99.
 """
 
 from __future__ import annotations
@@ -206,11 +217,25 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
 
 
 def process_cpu_s(pid: int | None) -> float:
-    """utime + stime of a live process (Linux /proc), in seconds; 0.0 without a pid."""
+    """CPU time of a live process's threads (Linux /proc), in seconds; 0.0 without a pid.
+    From each live thread's schedstat (nanoseconds on CPU) where the kernel has it,
+    else utime + stime (clock ticks: 10 ms, coarse for a few hundred requests). A
+    thread that ends between two readings drops out of the schedstat sum: the
+    coordinator's threads (loop, ZeroMQ, HTTP) live as long as the process, and its
+    load thread ends before the first request is answered."""
     if pid is None:
         return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    try:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except FileNotFoundError:  # a thread that ended meanwhile
+                continue
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False, pid: int | None = None) -> dict:
@@ -296,10 +321,81 @@ def merge_only(endpoints: dict[str, tuple[str, int | None]], sizes: list[int], r
     return out
 
 
+def write_path_run(endpoint: str, pid: int | None, entries: int, batch: int, threads: int, merges: int) -> dict:
+    """One trial of ``--write-path`` against a fresh coordinator (see the module docstring)."""
+    group = f"bench-writes-{time.monotonic_ns()}"
+    client = CoordinatorClient(endpoint, timeout=60)
+    client.ping()
+    per_thread = entries // threads
+    start = threading.Barrier(threads + 1)
+
+    def run(t: int) -> None:
+        client.ping()  # the thread's socket is connected before the clock starts
+        start.wait(60)
+        topic = f"w{t}"  # at most 2^20 partitions per topic: entries // threads must stay below
+        for lo in range(0, per_thread, batch):
+            client.put_initial_offsets(group, {(topic, p): p for p in range(lo, min(lo + batch, per_thread))})
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    start.wait(60)
+    cpu0 = process_cpu_s(pid)
+    t0 = time.perf_counter()
+    for t in ts:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    cpu = process_cpu_s(pid) - cpu0
+    client.close()
+    ping = merge_wall(endpoint, 8, merges, ping=True, pid=pid)
+    merge = merge_wall(endpoint, 8, merges, pid=pid)
+    written = per_thread * threads
+    return {"entries_per_s": written / elapsed, "seconds": elapsed,
+            "server_cpu_ms_per_1000": 1e6 * cpu / written if pid else None,
+            "merge_p50_ms": merge["p50"] * 1e3, "merge_p99_ms": merge["p99"] * 1e3, "merge_max_ms": merge["max"] * 1e3,
+            "ping_p99_ms": ping["p99"] * 1e3, "server_cpu_us_per_merge": merge["server_cpu_us_per_request"]}
+
+
+def write_path(trees: dict[str, str | None], workdir: Path, args: argparse.Namespace) -> dict:
+    """``--write-path``: every trial starts a fresh coordinator per tree (label ->
+    tree directory, None: this tree), in an order reversed every other trial,
+    runs `write_path_run` against it and stops it."""
+    runs: dict[str, list[dict]] = {label: [] for label in trees}
+    for trial in range(args.trials):
+        order = list(trees.items())
+        for label, tree in order if trial % 2 == 0 else reversed(order):
+            state = workdir / f"write-{label}-{trial}"
+            python = tree_python(Path(tree), workdir) if tree is not None else sys.executable
+            proc = CoordinatorProcess(state / "state", log_path=state / "coordinator.log", python=python,
+                                      extra_args=args.coordinator_args.split() if tree is None else [])
+            proc.start()
+            try:
+                r = write_path_run(str(proc.endpoint), proc.pid, args.entries, args.batch, args.write_threads,
+                                   args.merges)
+            finally:
+                proc.terminate()
+                shutil.rmtree(state, ignore_errors=True)
+            runs[label].append(r)
+            print(f"{label} trial {trial}: {r['entries_per_s']:9.0f} entries/s ({r['seconds']:.2f} s, coordinator "
+                  f"CPU {r['server_cpu_ms_per_1000']:.2f} ms/1000 entries); merge N=8 p50 {r['merge_p50_ms']:.2f} "
+                  f"ms p99 {r['merge_p99_ms']:.2f} ms (ping p99 {r['ping_p99_ms']:.2f} ms, coordinator CPU/merge "
+                  f"{r['server_cpu_us_per_merge']:.0f} us); load {os.getloadavg()[0]:.2f}", flush=True)
+    out: dict = {}
+    for label, label_runs in runs.items():
+        def median(key: str, label_runs: list[dict] = label_runs) -> float:
+            values = sorted(r[key] for r in label_runs)
+            return round(values[len(values) // 2], 3)
+
+        out[label] = {key: median(key) for key in ("entries_per_s", "server_cpu_ms_per_1000", "merge_p50_ms",
+                                                    "merge_p99_ms", "ping_p99_ms", "server_cpu_us_per_merge")}
+        out[label]["runs"] = label_runs
+    return out
+
+
 def tree_python(tree: Path, work: Path) -> str:
     """This interpreter with ``tree`` first on PYTHONPATH: a coordinator process
     running another source tree's code (``--before-tree``)."""
-    shim = work / "python-before"
+    shim = work / f"python-{tree.name}"
     # PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory
     # first on sys.path, ahead of ``tree`` (a run from this checkout would import it).
     shim.write_text(f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} '
@@ -321,6 +417,15 @@ def main() -> int:
                          "`git archive main`), measured alternately with this tree's: same-run before/after")
     ap.add_argument("--with-gc-none", action="store_true",
                     help="with --merge-only: one more coordinator of this tree with --gc-policy none, alternated too")
+    ap.add_argument("--write-path", action="store_true",
+                    help="the write path: --entries control variables in --batch-entry requests, then --merges "
+                         "merges of 8 (fresh coordinators per trial; with --before-tree, alternated)")
+    ap.add_argument("--entries", type=int, default=1_000_000, help="--write-path: control variables written")
+    ap.add_argument("--batch", type=int, default=5_000, help="--write-path: entries per request")
+    ap.add_argument("--write-threads", type=int, default=1, help="--write-path: client threads writing")
+    ap.add_argument("--extra-tree", action="append", default=[], metavar="LABEL=DIR",
+                    help="--write-path: one more tree measured in the same trials (e.g. main=DIR)")
+    ap.add_argument("--merges", type=int, default=40, help="--write-path: merge rounds (8 contributors)")
     ap.add_argument("--coordinator-args", default="", metavar="ARGS",
                     help="extra arguments of this tree's coordinator (e.g. '--gc-policy none')")
     args = ap.parse_args()
@@ -330,6 +435,18 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix=".bench-coordinator-", dir=ROOT / "bench"))
     print(f"state dir {workdir} (same disk as the repo); {os.cpu_count()} cores", flush=True)
     out: dict = {}
+    if args.write_path:
+        try:
+            trees: dict[str, str | None] = {"before": args.before_tree} if args.before_tree else {}
+            for spec in args.extra_tree:
+                label, _, tree = spec.partition("=")
+                trees[label] = tree
+            trees["after" if args.before_tree else "this"] = None
+            out = write_path(trees, workdir, args)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in out.items()}, indent=2))
+        return 0
     proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log",
                               extra_args=args.coordinator_args.split())
     proc.start()

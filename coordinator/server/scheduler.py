@@ -86,7 +86,9 @@ class LoopScheduler:
         self._timers: list[tuple[float, int, Timer]] = []
         self._timer_seq = itertools.count()
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._ticks: dict[int, Periodic] = {}  # id(service) -> when its tick hook runs next
+        # id(service) -> when its tick hook runs next, and its name in a failure's log line
+        # (built once: the hooks run every iteration).
+        self._ticks: dict[int, tuple[Periodic, str]] = {}
 
     def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
         """Step 1: run ``callback`` on the loop thread in ``delay_s`` (at the earliest)."""
@@ -128,6 +130,9 @@ class LoopScheduler:
             tick = getattr(svc, "on_tick", None)
             if tick is None:
                 continue
-            schedule = self._ticks.setdefault(id(svc), Periodic(0.0, now))  # every iteration
+            entry = self._ticks.get(id(svc))
+            if entry is None:  # interval 0: the hook runs every iteration while it succeeds
+                entry = self._ticks[id(svc)] = (Periodic(0.0, now), f"tick of {type(svc).__name__}")
+            schedule, what = entry
             if schedule.due(now):
-                schedule.ran(now, guarded(tick, now, what=f"tick of {type(svc).__name__}"))
+                schedule.ran(now, guarded(tick, now, what=what))

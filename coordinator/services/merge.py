@@ -88,7 +88,7 @@ class _Pending:
 
 def contribution_bytes(offsets: protocol.OffsetMap) -> int:
     """Estimated memory of one contribution held by a pending merge."""
-    return MERGE_ENTRY_BYTES * len(offsets) + sum(len(t) for t, _ in offsets)
+    return MERGE_ENTRY_BYTES * len(offsets) + sum([len(t) for t, _ in offsets])
 
 
 def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.OffsetMap, int]:
@@ -133,8 +133,9 @@ class MergeService:
     # ------------------------------------------------------------------ handlers
 
     def _on_merge(self, req: Request, msg: protocol.MergeCheckpoint) -> Any:
+        server = self.server
         self._registry.require_member(msg.group, msg.operator)
-        self.server.store.touch(msg.group)  # retention activity
+        server.store.touch(msg.group)  # retention activity
         retired = self._retired.get(msg.group)
         if retired is not None and msg.seq <= retired:
             raise MergeRetired(f"checkpoint {msg.seq} of group {msg.group!r} is retired (retired up to {retired})")
@@ -146,7 +147,7 @@ class MergeService:
                     f"merge {key} completed with contributors {done[1][:20]} without {msg.operator!r}; "
                     f"its map does not cover this member's partitions: reset again with a new attempt")
             return protocol.merge_reply(done[0], done[1])
-        limits = self.server.limits
+        limits = server.limits
         if msg.n_contributors > limits.max_members_per_group:
             raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
                           f"{limits.max_members_per_group}")
@@ -161,7 +162,7 @@ class MergeService:
         pending = self._pending.get(key)
         if pending is None:
             if len(self._pending) >= limits.max_pending_merges:
-                raise self.server.limit_counter.exceeded(
+                raise server.limit_counter.exceeded(
                     "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})")
         elif pending.n != msg.n_contributors:
             raise Invalid(
@@ -171,7 +172,7 @@ class MergeService:
         size = contribution_bytes(msg.offsets)
         replaced = pending.sizes.get(msg.operator, 0) if pending is not None else 0
         if self._pending_bytes - replaced + size > limits.max_pending_merge_bytes:
-            raise self.server.limit_counter.exceeded(
+            raise server.limit_counter.exceeded(
                 "max_pending_merge_bytes",
                 f"pending merges hold ~{self._pending_bytes} bytes; this contribution (~{size}) would exceed "
                 f"the limit of {limits.max_pending_merge_bytes}")
@@ -188,7 +189,7 @@ class MergeService:
         if len(pending.contributions) >= pending.n:
             self._complete(pending, req)
             return DEFERRED
-        timer = self.server.schedule(msg.timeout_ms / 1000.0, lambda: self._on_timeout(key, msg.operator, req))
+        timer = server.schedule(msg.timeout_ms / 1000.0, lambda: self._on_timeout(key, msg.operator, req))
         pending.waiters[msg.operator] = (req, timer)
         return DEFERRED
 
@@ -198,6 +199,7 @@ class MergeService:
         return pending
 
     def _complete(self, pending: _Pending, last: Request) -> None:
+        server = self.server
         merged, conflicts = merge_maps(pending.contributions)
         names = sorted(pending.contributions)
         if conflicts:
@@ -205,14 +207,14 @@ class MergeService:
         body = protocol.merge_reply(merged, names)
         for _, timer in pending.waiters.values():
             timer.cancel()
-        self.server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
+        server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
         self._drop_pending(pending.key)
         self._completed[pending.key] = (merged, names)
         if len(self._completed) > COMPLETED_KEEP:
             self._completed.popitem(last=False)
         self.completed_total += 1
-        if self.server.metrics is not None:
-            self.server.metrics.merges_completed.inc()
+        if server.metrics is not None:
+            server.metrics.merges_completed.inc()
         log.info("merge %s complete: %d members, %d partitions", pending.key, len(names), len(merged))
 
     def _on_timeout(self, key: MergeKey, operator: str, req: Request) -> None:

@@ -31,6 +31,14 @@ full GC collection never pauses the server loop to scan it. Offsets are read
 and written through `memoryview(buf).cast("q")` (released before the buffer is
 ever resized) or `struct` for single items.
 
+Live counts: the table keeps the number of live entries of every (group,
+topic) and of every group, updated by each write with the delta it made, so
+that `group_count` (asked by every put's limit check) and the density check of
+a growing buffer cost O(1), not a scan of the group's buffers (O(entries) per
+request would make writing a large group quadratic). They are ints in dicts
+of str keys, untracked by the collector like the buffers. A write that raises
+part-way recounts its (group, topic) from the buffer, so the counts stay exact.
+
 Thread use: the owner thread mutates; the compaction thread reads a
 `snapshot()`. The snapshot is a copy of the group level only (one C-level dict
 copy, ~1 ms per 100,000 groups); the per-group topic dicts are shared
@@ -49,6 +57,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterator
+from types import TracebackType
 
 #: A dense buffer may have this many slots beyond DENSE_FACTOR per live entry.
 DENSE_SLACK = 16
@@ -69,6 +78,12 @@ class ControlTable:
     def __init__(self) -> None:
         self._groups: dict[str, dict[str, Offsets]] = {}
         self.count = 0  # live entries
+        # Invariants (owner thread only; the compaction thread never reads them, so they
+        # are not copy-on-write): _topic_live[g][t] == _live(_groups[g][t]) for every
+        # (g, t) of the table, _group_live[g] == their sum over g's topics, and both
+        # hold exactly the groups and topics of `_groups`.
+        self._topic_live: dict[str, dict[str, int]] = {}
+        self._group_live: dict[str, int] = {}
         # While a snapshot is out: groups whose topic dict was copied since (owned
         # again). None = no snapshot. Tracking the copied ones, not the shared ones,
         # makes starting a snapshot O(1) beyond the group-level dict copy.
@@ -97,6 +112,11 @@ class ControlTable:
         value = _ITEM.unpack_from(buf, partition * 8)[0]
         return None if value == ABSENT else value
 
+    def reads(self, group: str) -> GroupReads:
+        """Point reads of many entries of ``group`` (see `GroupReads`); close it before the
+        next write."""
+        return GroupReads(self._groups.get(group))
+
     def group_items(self, group: str) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
         for topic, buf in self._groups.get(group, {}).items():
@@ -105,7 +125,7 @@ class ControlTable:
         return out
 
     def group_count(self, group: str) -> int:
-        return sum(_live(buf) for buf in self._groups.get(group, {}).values())
+        return self._group_live.get(group, 0)
 
     def _own(self, group: str) -> dict[str, Offsets]:
         """The group's topic dict, copied first if a snapshot shares it (copy-on-write)."""
@@ -129,14 +149,19 @@ class ControlTable:
         live entries after `adding` new ones."""
         topics = self._groups.get(group)
         if topics is None:
-            topics = self._groups[sys.intern(group)] = {}
+            group = sys.intern(group)
+            topics = self._groups[group] = {}
+            self._topic_live[group] = {}
+            self._group_live[group] = 0
         buf = topics.get(topic)
         if buf is None:
-            buf = self._own(group)[sys.intern(topic)] = bytearray()
+            topic = sys.intern(topic)
+            buf = self._own(group)[topic] = bytearray()
+            self._topic_live[group][topic] = 0
         if isinstance(buf, dict):
             return self._own_sparse(group, topic, buf)
         if len(buf) < slots * 8:
-            if slots > DENSE_SLACK + DENSE_FACTOR * (_live(buf) + adding):
+            if slots > DENSE_SLACK + DENSE_FACTOR * (self._topic_live[group][topic] + adding):
                 sparse = dict(_items(buf))
                 self._own(group)[topic] = sparse
                 if self._copied is not None:
@@ -164,18 +189,34 @@ class ControlTable:
                 top = max(partitions)
             adding = sum(1 for o in offsets if o is not None)
             buf = self._buffer(group, topic, top + 1, adding)
+        except (TypeError, OverflowError) as exc:
+            raise ValueError(f"bad control variable for {group}/{topic}: {exc}") from exc
+        try:
             if isinstance(buf, dict):
                 delta = self._set_sparse(buf, partitions, offsets)
             else:
                 delta = self._set_dense(buf, partitions, offsets)
-            self.count += delta
-            if tombstones and _live(buf) == 0:
-                topics = self._own(group)
-                del topics[topic]
-                if not topics:
-                    del self._groups[group]
-        except (TypeError, OverflowError) as exc:
+        except (TypeError, OverflowError, ValueError) as exc:
+            # Entries before the bad one were set: count what the buffer holds.
+            self._add_live(group, topic, _live(buf) - self._topic_live[group][topic])
+            if isinstance(exc, ValueError):
+                raise
             raise ValueError(f"bad control variable for {group}/{topic}: {exc}") from exc
+        self._add_live(group, topic, delta)
+        if tombstones and self._topic_live[group][topic] == 0:
+            topics = self._own(group)
+            del topics[topic]
+            del self._topic_live[group][topic]
+            if not topics:
+                del self._groups[group]
+                del self._topic_live[group]
+                del self._group_live[group]
+
+    def _add_live(self, group: str, topic: str, delta: int) -> None:
+        """``delta`` entries of (group, topic) became live (negative: were deleted)."""
+        self._topic_live[group][topic] += delta
+        self._group_live[group] += delta
+        self.count += delta
 
     @staticmethod
     def _set_sparse(buf: dict[int, int], partitions: list[int], offsets: list[int | None]) -> int:
@@ -222,6 +263,66 @@ class ControlTable:
         """The snapshot's reader is done: stop copying on write."""
         self._copied = None
         self._copied_sparse = set()
+
+
+#: One topic's offsets as `GroupReads.topic` gives them: (dense view, its slots, sparse dict).
+TopicReads = tuple[memoryview, int, dict[int, int] | None]
+#: The dense view of a topic without a buffer: no slots (shared, never released).
+_NO_SLOTS = memoryview(b"").cast("q")
+_NO_TOPIC: TopicReads = (_NO_SLOTS, 0, None)
+
+
+class GroupReads:
+    """Point reads of one group's entries between two writes (the put path reads one
+    entry per requested partition: a `get` per entry looks the topic up every time).
+
+    1. ``topic(t)`` gives ``(dense, slots, sparse)``, looked up once per topic:
+       the offset of partition ``p`` is ``dense[p]`` when ``p < slots`` (ABSENT
+       there: none), else ``sparse.get(p)`` when ``sparse`` is not None, else
+       none. The caller inlines that in its loop.
+    2. ``close()`` (or the end of a ``with`` block) releases the views. It must
+       come before the next write: a buffer with a view cannot be resized
+       (BufferError), and a write may resize it.
+    """
+
+    #: A topic with nothing stored (what a loop reads before its first topic).
+    nothing: TopicReads = _NO_TOPIC
+
+    def __init__(self, topics: dict[str, Offsets] | None) -> None:
+        self._topics = topics
+        self._open: dict[str, TopicReads] = {}
+        self._views: list[memoryview] = []
+
+    def topic(self, topic: str) -> TopicReads:
+        found = self._open.get(topic)
+        if found is not None:
+            return found
+        buf = self._topics.get(topic) if self._topics else None
+        if buf is None:
+            found = _NO_TOPIC
+        elif isinstance(buf, dict):
+            found = (_NO_SLOTS, 0, buf)
+        else:
+            raw = memoryview(buf)
+            view = raw.cast("q")
+            self._views += (view, raw)  # released in this order: the cast first
+            found = (view, len(view), None)
+        self._open[topic] = found
+        return found
+
+    def close(self) -> None:
+        for view in self._views:
+            view.release()
+        self._views.clear()
+        self._open.clear()
+
+    def __enter__(self) -> GroupReads:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 def _items(buf: Offsets) -> list[tuple[int, int]]:

@@ -61,7 +61,7 @@ from typing import Any
 from coordinator.common.partitions import partition_label
 from coordinator.store import records
 from coordinator.store.compaction import Compaction
-from coordinator.store.control_table import MAX_OFFSET, ControlTable
+from coordinator.store.control_table import ABSENT, MAX_OFFSET, ControlTable
 from coordinator.store.log.segment import SegmentLog
 from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
 from coordinator.store.replay import LoadReport, Replay
@@ -75,6 +75,10 @@ log = logging.getLogger(__name__)
 # Largest partition number accepted: the table stores offsets in a buffer
 # indexed by partition, so this bounds one topic's buffer (8 MiB).
 MAX_PARTITION = (1 << 20) - 1
+
+
+#: What no topic is: the put loop's "previous topic" before the first entry.
+_NO_TOPIC_YET = object()
 
 
 class RegionIndexMismatch(Exception):
@@ -191,25 +195,39 @@ class StateStore:
         effective: dict[tuple[str, int], int] = {}
         new: dict[str, tuple[list[int], list[int]]] = {}
         checked_topics: set[str] = set()
-        control = self._tables.control
-        for key, offset in offsets.items():
-            if type(key) is not tuple or len(key) != 2:
-                raise ValueError(f"control variable key must be (topic, partition), got {key!r}")
-            topic, partition = key
-            if topic not in checked_topics:  # a name is checked once per request, not once per partition
-                checked_topics.add(_check_name("topic", topic))
-            # the checks' messages are built only on failure: this loop runs once per partition
-            if type(partition) is not int or not 0 <= partition <= MAX_PARTITION:
-                _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
-            if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
-                _check_int(f"offset of {partition_label(topic, partition)}", offset, 0, MAX_OFFSET)
-            current = control.get(group, topic, partition)
-            if current is None:
-                ps, os_ = new.setdefault(topic, ([], []))
-                ps.append(partition)
-                os_.append(offset)
-                current = offset
-            effective[(topic, partition)] = current
+        # Per topic run (a request lists a topic's partitions together, as a rule): where
+        # its offsets are read (GroupReads) and where its new entries go.
+        last_topic: object = _NO_TOPIC_YET
+        lists: tuple[list[int], list[int]] | None = None
+        with self._tables.control.reads(group) as reads:
+            dense, slots, sparse = reads.nothing
+            for key, offset in offsets.items():
+                if type(key) is not tuple or len(key) != 2:
+                    raise ValueError(f"control variable key must be (topic, partition), got {key!r}")
+                topic, partition = key
+                if topic is not last_topic and topic != last_topic:
+                    if topic not in checked_topics:  # a name is checked once per request, not once per partition
+                        checked_topics.add(_check_name("topic", topic))
+                    dense, slots, sparse = reads.topic(topic)
+                    last_topic, lists = topic, None
+                # the checks' messages are built only on failure: this loop runs once per partition
+                if type(partition) is not int or not 0 <= partition <= MAX_PARTITION:
+                    _check_int(f"partition of {topic!r}", partition, 0, MAX_PARTITION)
+                if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
+                    _check_int(f"offset of {partition_label(topic, partition)}", offset, 0, MAX_OFFSET)
+                if partition < slots:
+                    current = dense[partition]
+                elif sparse is not None:
+                    current = sparse.get(partition, ABSENT)
+                else:
+                    current = ABSENT
+                if current == ABSENT:
+                    if lists is None:
+                        lists = new.setdefault(topic, ([], []))
+                    lists[0].append(partition)
+                    lists[1].append(offset)
+                    current = offset
+                effective[key] = current
         if not new:
             if effective:
                 self._writer.mark_active(group)

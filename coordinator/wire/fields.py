@@ -40,6 +40,9 @@ MAX_CONTRIBUTORS = 1_000_000
 CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: Lone UTF-16 surrogates cannot be encoded as UTF-8 (replies, log records).
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Either of the two above: one search clears a good name (the checks that name the
+#: problem run only when it finds something).
+_BAD_NAME_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 OffsetMap = dict[tuple[str, int], int]
 #: A checkpoint answer's entry: ``[topic, partition, from, to]``.
@@ -49,6 +52,8 @@ OffsetClaim = list[Any]
 def check_name(value: Any, what: str) -> str:
     """A name (group, operator, topic, region, member, incarnation): a non-empty
     string of at most MAX_NAME_LEN characters without control characters."""
+    if isinstance(value, str) and value and len(value) <= MAX_NAME_LEN and _BAD_NAME_CHAR.search(value) is None:
+        return value
     if not isinstance(value, str) or not value:
         raise Invalid(f"{what} must be a non-empty string, got {value!r:.80}")
     if len(value) > MAX_NAME_LEN:
@@ -62,7 +67,10 @@ def check_name(value: Any, what: str) -> str:
 
 
 def req_str(body: Mapping[str, Any], name: str) -> str:
-    return check_name(body.get(name), f"field '{name}'")
+    value = body.get(name)
+    if type(value) is str and value and len(value) <= MAX_NAME_LEN and _BAD_NAME_CHAR.search(value) is None:
+        return value  # a good name: the field's label is built only for a bad one
+    return check_name(value, f"field '{name}'")
 
 
 def check_int(value: Any, what: str, minimum: int, maximum: int) -> int:
@@ -74,7 +82,10 @@ def check_int(value: Any, what: str, minimum: int, maximum: int) -> int:
 
 
 def req_int(body: Mapping[str, Any], name: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
-    return check_int(body.get(name), f"field '{name}'", minimum, maximum)
+    value = body.get(name)
+    if type(value) is int and minimum <= value <= maximum:
+        return value  # a good value: the field's label is built only for a bad one
+    return check_int(value, f"field '{name}'", minimum, maximum)
 
 
 def req_bool(body: Mapping[str, Any], name: str) -> bool:

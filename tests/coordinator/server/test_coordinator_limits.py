@@ -13,6 +13,8 @@ import tracemalloc
 
 import pytest
 import zmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.common.waiting import wait_until
 from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
@@ -68,6 +70,53 @@ def test_depth_measure_ignores_brackets_inside_strings():
     assert not protocol.json_depth_exceeds(b'{"a":"[[[[[[[[[[[[[[[[[[[[\\"[[[["}', 2)
     assert protocol.json_depth_exceeds(b'{"a":[[[]]]}', 3)
     assert not protocol.json_depth_exceeds(b'{"a":[[[]]]}', 4)
+    # escaped backslashes before a closing quote, and strings of brackets side by side
+    assert not protocol.json_depth_exceeds(b'{"a":"\\\\","b":"[[[[","c":"]]]]\\\\\\""}', 1)
+    assert protocol.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 4)
+    assert not protocol.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 5)
+    assert protocol.json_depth_exceeds(b'{"a":{"b":[{"c":[]}]}}', 4)  # mixed kinds, one level per pass
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1}', '[1,2]', ' {"a":1}', '{"a":1} ', '{"a":1}x', '{"a":1}{}', '{"a":', '{', '[', '{"a" 1}', '\ufeff{}',
+    '{"a":NaN}', '"s"', '7', '', '{"a":"\\ud800"}', '[' * 5 + ']' * 5,
+])
+def test_the_scanner_fast_path_parses_and_refuses_as_json_loads(text):
+    from coordinator.wire.envelope import _parse
+
+    try:
+        want: object = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(type(exc)) as info:
+            _parse(text)
+        assert str(info.value) == str(exc)
+    else:
+        assert _parse(text) == want
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+_TRICKY_TEXT = st.text(alphabet='[]{}"\\ a,:\u2028\xe9', max_size=6)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TRICKY_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TRICKY_TEXT, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_JSON_VALUES, ascii_only=st.booleans())
+def test_depth_measure_agrees_with_the_parsed_depth(value, ascii_only):
+    """Strings full of brackets, quotes and backslashes never change the measure."""
+    frame = json.dumps(value, ensure_ascii=ascii_only).encode()
+    for max_depth in range(8):
+        assert protocol.json_depth_exceeds(frame, max_depth) == (_depth(value) > max_depth)
 
 
 def test_replies_are_always_encodable():
@@ -206,11 +255,31 @@ def test_dense_and_sparse_topics_agree_with_a_dict_model():
                 model.pop((group, topic, p), None)
             else:
                 model[(group, topic, p)] = o
+        if step % 97 == 0:  # the kept live counts equal a count of the model
+            assert table.group_count(group) == sum(1 for g, _, _ in model if g == group)
     got = {(g, t, p): o for g in table.groups() for (t, p), o in table.group_items(g).items()}
     assert got == model and len(table) == len(model)
+    for g in ("g0", "g1", "g2", "none"):
+        assert table.group_count(g) == sum(1 for key in model if key[0] == g)
     from_snapshot = {(g, t, p): o for g, t, ps, os_ in iter_snapshot(snap, 5) for p, o in zip(ps, os_, strict=True)}
     assert from_snapshot == at_snapshot  # copy-on-write kept the snapshot intact (sparse dicts too)
     table.release_snapshot()
+
+
+def test_a_write_refused_part_way_leaves_exact_counts():
+    """Log content the table cannot hold raises after the entries before it were set;
+    the live counts are those of what the buffers hold (dense and sparse)."""
+    table = ControlTable()
+    table.set_many("g", "dense", [0, 1], [5, 6])
+    with pytest.raises(ValueError):
+        table.set_many("g", "dense", [2, 3, 4], [7, -1, 9])
+    with pytest.raises(ValueError):
+        table.set_many("g", "sparse", [10, 900_000], [1, -3])
+    assert table.group_items("g") == {("dense", 0): 5, ("dense", 1): 6, ("dense", 2): 7, ("sparse", 10): 1}
+    assert table.group_count("g") == len(table) == 4
+    table.set_many("g", "dense", [0, 1, 2], [None, None, None])
+    table.set_many("g", "sparse", [10], [None])
+    assert table.group_count("g") == len(table) == 0 and table.groups() == []
 
 
 # ------------------------------------------------------------------ the loop goes on

@@ -87,11 +87,39 @@ def test_first_writer_wins_and_survives_restart(tmp_path):
     store.close()
 
 
+def test_put_if_absent_agrees_with_a_dict_model_across_dense_sparse_and_interleaved_topics(tmp_path):
+    """Requests interleave topics, repeat them, and mix stored, new, dense and sparse
+    partitions; every reply lists every requested key in request order with the value
+    the model holds, and the store ends with the model's entries."""
+    import random
+
+    rng = random.Random(11)
+    store, model = _open(tmp_path), {}
+    for _ in range(300):
+        group = rng.choice(["g", "h"])
+        request = {}
+        for _ in range(rng.randint(1, 40)):
+            topic = rng.choice(["a", "b", "c", "d"])
+            part = rng.choice([rng.randrange(64), rng.randrange(1 << 20)])  # dense, and far apart: sparse
+            request[(topic, part)] = rng.randrange(1 << 40)
+        reply = store.put_initial_offsets(group, request)
+        assert list(reply) == list(request)
+        for (topic, part), offset in request.items():
+            assert reply[(topic, part)] == model.setdefault((group, topic, part), offset)
+    for group in ("g", "h"):
+        want = {(t, p): o for (g, t, p), o in model.items() if g == group}
+        assert store.get_initial_offsets(group) == want and store.group_count(group) == len(want)
+    store = _reopen(store)
+    assert store.get_initial_offsets("g") == {(t, p): o for (g, t, p), o in model.items() if g == "g"}
+    store.close()
+
+
 def test_bad_input_is_rejected_and_changes_nothing(tmp_path):
     store = _open(tmp_path)
     store.put_initial_offsets("g", {("t", 0): 1})
     size = store.stats()["log_bytes"]
-    for bad in ({("t", 1): -1}, {("t", -1): 1}, {("t", 1): "5"}, {("t", 1): True}, {("", 1): 1}, {"t": 1}):
+    for bad in ({("t", 1): -1}, {("t", -1): 1}, {("t", 1): "5"}, {("t", 1): True}, {("", 1): 1}, {"t": 1},
+                {(None, 1): 1}, {("u", 0): 1, ("t", 3): 3, ("u", 1 << 20): 1}):
         with pytest.raises(ValueError):
             store.put_initial_offsets("g", {("t", 2): 2, **bad})
     with pytest.raises(ValueError, match="group"):
