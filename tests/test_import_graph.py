@@ -160,10 +160,10 @@ def test_cycle_detection_names_the_cycle():
 
 
 def test_relative_and_function_level_imports_are_edges(tmp_path):
-    tree = ast.parse("from .b import x\n\ndef f():\n    from ..c import d\n    import coordinator.wire.errors\n")
+    tree = ast.parse("from .b import x\n\ndef f():\n    from ..c import d\n    import coordinator.protocol.wire.errors\n")
     found = [list(_imported(node, "p.q.a", False)) for node in ast.walk(tree)
              if isinstance(node, (ast.Import, ast.ImportFrom))]
-    assert found == [["p.q.b.x", "p.q.b"], ["p.c.d", "p.c"], ["coordinator.wire.errors"]]
+    assert found == [["p.q.b.x", "p.q.b"], ["p.c.d", "p.c"], ["coordinator.protocol.wire.errors"]]
 
 
 def test_no_import_cycle():

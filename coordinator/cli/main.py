@@ -29,7 +29,7 @@ Start-up, in order:
    launchers can wait for it.
 7. Once the state is loaded, ``--gc-policy`` (default ``freeze``) is applied:
    the loaded heap leaves the garbage collector's scans
-   (``coordinator.common.gc_policy``: full collections stalled the loop).
+   (``coordinator.protocol.common.gc_policy``: full collections stalled the loop).
 
 Shutdown on SIGTERM/SIGINT: stop the loop (queued replies are flushed, pending
 writes synced), close the store (flush + fsync), stop HTTP and the
@@ -51,9 +51,11 @@ from pathlib import Path
 import zmq
 
 from coordinator import __version__, security
-from coordinator.common.cli_types import bounded_int, duration
-from coordinator.common.gc_policy import GcPolicy, freeze_after_start
-from coordinator.common.logging_setup import parse_log_levels, setup_logging
+from coordinator.protocol.common.cli_types import bounded_int, duration
+from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
+from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.region.controller import RegionControllerService
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.connections import (
@@ -69,8 +71,6 @@ from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
 from coordinator.store.log.frame import LogError
-from coordinator.wire import protocol
-from coordinator.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ DEFAULT_BIND = "tcp://127.0.0.1:5570"
 
 def parse_duration(text: str) -> float:
     """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds (the one
-    duration syntax of every command: coordinator.common.cli_types.duration)."""
+    duration syntax of every command: coordinator.protocol.common.cli_types.duration)."""
     return duration(text)
 
 

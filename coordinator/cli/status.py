@@ -29,8 +29,8 @@ from typing import Any
 from coordinator import security
 from coordinator.cli.lag import BrokerUnavailable, PartitionLag, read_lag
 from coordinator.client import CoordinatorClient
-from coordinator.common.cli_types import bounded_duration, bounded_int
-from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.protocol.common.cli_types import bounded_duration, bounded_int
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 
 #: Version of the ``--json`` document; a field is renamed or removed only with a new version.
 JSON_VERSION = 1

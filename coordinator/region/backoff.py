@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import logging
 
-from coordinator.common.backoff import doubled
+from coordinator.protocol.common.backoff import doubled
 from coordinator.region.model import RegionConfig, ResetKind
 
 log = logging.getLogger(__name__)

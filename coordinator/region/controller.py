@@ -80,6 +80,7 @@ import time
 from collections import deque
 from typing import Any
 
+from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.region.commands import COMMAND_TYPE, RegionCommand, encode_command
 from coordinator.region.messages import (
     RegionAck,
@@ -92,7 +93,6 @@ from coordinator.region.messages import (
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
-from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
 log = logging.getLogger(__name__)
 

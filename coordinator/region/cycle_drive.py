@@ -46,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.common.transitions import IllegalTransition
+from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Checkpoint, Drain, RegionCommand, Resume, Retire

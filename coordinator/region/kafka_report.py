@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.wire.fields import CONTROL_CHARS, LONE_SURROGATE
+from coordinator.protocol.wire.fields import CONTROL_CHARS, LONE_SURROGATE
 
 #: Kafka's generation id is an int32 (-1 before the first join).
 GENERATION_MIN, GENERATION_MAX = -(1 << 31), (1 << 31) - 1

@@ -1,8 +1,8 @@
 """The region controller's wire messages (member -> controller; the commands the
 controller pushes back are in ``commands.py``), as frozen attrs
 classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
-naming it. Every field is bounded: names as in :func:`coordinator.wire.protocol.check_name`,
-integers to their ranges, free text cut and escaped (:func:`coordinator.wire.protocol.opt_text`),
+naming it. Every field is bounded: names as in :func:`coordinator.protocol.wire.protocol.check_name`,
+integers to their ranges, free text cut and escaped (:func:`coordinator.protocol.wire.protocol.opt_text`),
 and every region config setting to the type and range in :data:`CONFIG_FIELDS`. The protocol itself (who sends what, when) is described in
 ``coordinator/region/controller.py`` and docs/region.md.
 """
@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import attrs
 
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.kafka_report import KafkaReport, decode_or_reason
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
 
 #: Kafka's generation id is an int32 (-1 before the first join).
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.common.transitions import TransitionTable
+from coordinator.protocol.common.transitions import TransitionTable
 from coordinator.region.kafka_report import KafkaReport
 
 DOC_VERSION = 1
@@ -29,7 +29,7 @@ class Phase(str, enum.Enum):
 
 
 #: The only allowed phase transitions; anything else is a bug and raises
-#: IllegalTransition (coordinator/common/transitions.py).
+#: IllegalTransition (coordinator/protocol/common/transitions.py).
 TRANSITIONS: TransitionTable[Phase] = TransitionTable(Phase, {
     Phase.WAITING: {Phase.RESETTING, Phase.FAILED},
     Phase.RUNNING: {Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},

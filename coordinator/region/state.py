@@ -49,7 +49,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coordinator.common.transitions import IllegalTransition, StateMachine
+from coordinator.protocol.common.transitions import IllegalTransition, StateMachine
 from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Failed, RegionCommand, Resume

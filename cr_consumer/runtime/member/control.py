@@ -50,10 +50,10 @@ from typing import Any
 
 import zmq
 
-from coordinator.common.osutil import WakePipe
+from coordinator.protocol.common.osutil import WakePipe
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.commands import COMMAND_TYPE, RegionCommand, Reset, ResetToInitial, decode_command
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.join_state import JoinState
 from cr_consumer.runtime.member.request_book import RequestBook, Waiter

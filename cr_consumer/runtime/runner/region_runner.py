@@ -42,8 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem

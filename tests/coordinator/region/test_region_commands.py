@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.commands import (
     COMMAND_VERSION,
     AddressedCommand,
@@ -21,7 +22,6 @@ from coordinator.region.commands import (
     encode_command,
 )
 from coordinator.region.state import RegionConfig, RegionCore
-from coordinator.wire.errors import Invalid
 
 EVERY_KIND = [
     Drain(3),

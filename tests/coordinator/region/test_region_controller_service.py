@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import queue
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.runtime.member.control import ControlChannel
 
 from support import scripted_member

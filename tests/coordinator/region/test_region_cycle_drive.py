@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.common.transitions import IllegalTransition
+from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.commands import Checkpoint, Drain, Resume, Retire
 from coordinator.region.cycle_drive import ContinuityFailed, CycleComplete, CycleDrive

@@ -1,7 +1,7 @@
 """Validation, bounds and limits of the coordinator as pure units (no processes).
 
 The same properties are checked against a real coordinator process in
-tests/coordinator/wire/test_coordinator_hostile.py; here each rule is tested on its own.
+tests/coordinator/protocol/wire/test_coordinator_hostile.py; here each rule is tested on its own.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
 from coordinator.server.api import Request
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.store.control_table import ControlTable, iter_snapshot
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
 
 
 def _env(body: dict, msg_type: str = "ping", rid: object = "r") -> bytes:
@@ -82,7 +82,7 @@ def test_depth_measure_ignores_brackets_inside_strings():
     '{"a":NaN}', '"s"', '7', '', '{"a":"\\ud800"}', '[' * 5 + ']' * 5,
 ])
 def test_the_scanner_fast_path_parses_and_refuses_as_json_loads(text):
-    from coordinator.wire.envelope import _parse
+    from coordinator.protocol.wire.envelope import _parse
 
     try:
         want: object = json.loads(text)

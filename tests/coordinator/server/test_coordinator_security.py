@@ -10,7 +10,7 @@ import pytest
 from coordinator import security
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
-from coordinator.wire.errors import CoordinatorUnavailable
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import zmq
 from coordinator import security
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.loop import CoordinatorServer
 from coordinator.store.state_store import StateStore
-from coordinator.wire.errors import CoordinatorUnavailable
 
 
 def _cli(*args, timeout=20):

@@ -17,9 +17,9 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import wait_until
 from coordinator.launcher import CoordinatorProcess
-from coordinator.wire.errors import Invalid
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.wire.errors import Invalid
 
 REPLY_TIMEOUT_MS = 10_000
 GROUP = "acked-group"
@@ -391,7 +391,7 @@ def test_member_list_is_fixed_per_checkpoint_and_late_contributions_are_refused(
         t.join(10)
         assert out["a"] == {("t", 0): 1, ("t", 1): 2}
         # c's contribution to the completed merge would get a map without its partitions
-        from coordinator.wire.errors import MergeClosed
+        from coordinator.protocol.wire.errors import MergeClosed
 
         with pytest.raises(MergeClosed):
             c.merge_checkpoint("fixed", 3, 0, 2, "c", {("t", 2): 3}, 5)
