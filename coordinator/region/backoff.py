@@ -60,7 +60,8 @@ from __future__ import annotations
 import logging
 
 from coordinator.protocol.common.backoff import doubled
-from coordinator.region.model import RegionConfig, ResetKind
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.region.model import ResetKind
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Field checks of the wire protocol: names, integers, free text and offset maps.
 
 Every message's ``from_body`` (`coordinator.protocol.wire.protocol`,
-`coordinator.region.messages`) validates its body with these, and the client
+`coordinator.protocol.region.messages`) validates its body with these, and the client
 checks what it sends with the same rules. Each check raises
 :class:`~coordinator.protocol.wire.errors.Invalid` naming the field. Each bound below
 says which failure it prevents.

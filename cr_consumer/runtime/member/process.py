@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coordinator.protocol.common.gc_policy import raise_young_threshold, restore_thresholds
-from coordinator.region.commands import RESETS, Failed, RegionCommand
+from coordinator.protocol.region.commands import RESETS, Failed, RegionCommand
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler

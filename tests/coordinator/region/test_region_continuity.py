@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol.region.messages import RegionAck
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import MAX_CLAIMS, MAX_OFFSET, decode_offset_claims
 from coordinator.region.continuity import (
@@ -15,7 +16,6 @@ from coordinator.region.continuity import (
     ViolationKind,
     check_claims,
 )
-from coordinator.region.messages import RegionAck
 
 
 def claims(**by_member: list[list]) -> list[Claim]:

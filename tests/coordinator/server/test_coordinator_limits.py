@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid
-from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
 from coordinator.server.api import Request
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.limits import MAX_LIMIT, Limits
@@ -203,7 +203,7 @@ def test_region_config_keeps_only_checked_values():
 def test_heartbeat_generation_is_int32():
     RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i",
                                "kafka": {"member_id": None, "generation": -1, "rebalancing": False}})
-    # out of range: the report is ignored (coordinator/region/kafka_report.py), the heartbeat still counts
+    # out of range: the report is ignored (coordinator/protocol/region/kafka_report.py), the heartbeat still counts
     hb = RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i",
                                     "kafka": {"generation": 1 << 31}})
     assert hb.kafka is None and "generation" in (hb.kafka_invalid or "")
@@ -379,8 +379,8 @@ def test_every_region_config_setting_has_a_range_check():
     as unknown at join: adding a setting means adding its check."""
     import attrs
 
-    from coordinator.region.messages import CONFIG_FIELDS
-    from coordinator.region.model import RegionConfig
+    from coordinator.protocol.region.config import RegionConfig
+    from coordinator.protocol.region.messages import CONFIG_FIELDS
 
     assert set(CONFIG_FIELDS) | {"name"} == {f.name for f in attrs.fields(RegionConfig)}
     defaults = RegionConfig(name="r").to_dict()

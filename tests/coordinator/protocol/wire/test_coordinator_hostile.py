@@ -279,7 +279,7 @@ def test_out_of_range_numbers_and_control_characters_are_invalid(coord, raw, msg
 
 
 def test_a_hostile_kafka_report_does_not_make_the_heartbeat_invalid(coord, raw):
-    """The report is ignored and logged (coordinator/region/kafka_report.py): the
+    """The report is ignored and logged (coordinator/protocol/region/kafka_report.py): the
     heartbeat is judged on its own fields (this member never joined)."""
     reply = raw.request("region_heartbeat", {"region": "r", "member": "m", "incarnation": "i",
                                              "kafka": {"member_id": "x", "generation": 1 << 40, "rebalancing": False}})

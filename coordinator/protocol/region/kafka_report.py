@@ -1,5 +1,5 @@
 """A member's Kafka group report: the ``kafka`` field of its ``region_heartbeat``,
-decoded and validated once, at the wire seam (``coordinator/region/messages.py``).
+decoded and validated once, at the wire seam (``coordinator/protocol/region/messages.py``).
 
 Who sends what, when:
 
