@@ -51,6 +51,7 @@ from pathlib import Path
 import zmq
 
 from coordinator import __version__, security
+from coordinator.protocol import curve_keys
 from coordinator.protocol.common.cli_types import bounded_int, duration
 from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
@@ -278,7 +279,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
     curve_cfg = None
     auth = None
     if args.curve_secret_key:
-        public, secret = security.load_keypair(args.curve_secret_key)
+        public, secret = curve_keys.load_keypair(args.curve_secret_key)
         allowed = security.load_allow_list(args.curve_allow)
         curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
         auth = security.CurveAuthenticator(ctx, allowed)
@@ -343,8 +344,8 @@ def _serve_locked(args: argparse.Namespace) -> int:
 def keygen(argv: list[str]) -> int:
     args = build_keygen_parser().parse_args(argv)
     try:
-        public, secret = security.keygen(args.out, args.name)
-    except security.SecurityConfigError as exc:  # a key already there
+        public, secret = curve_keys.keygen(args.out, args.name)
+    except curve_keys.SecurityConfigError as exc:  # a key already there
         print(f"cr-coordinator keygen: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # --out cannot be created or written
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.level, args.log_format)
     try:
         return serve(args)
-    except (OSError, security.SecurityConfigError, LogError) as exc:
+    except (OSError, curve_keys.SecurityConfigError, LogError) as exc:
         log.error("cannot start: %s", exc)
         return 2
 

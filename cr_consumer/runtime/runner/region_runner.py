@@ -328,7 +328,7 @@ class Region:
             raise NotRunning("the region is not started (Region.start())")
         kwargs: dict[str, Any] = {}
         if self.curve is not None:
-            from coordinator.security import load_keypair, load_public_key
+            from coordinator.protocol.curve_keys import load_keypair, load_public_key
 
             kwargs = {"curve_server_key": load_public_key(self.curve[0]), "curve_keypair": load_keypair(self.curve[1])}
         with CoordinatorClient(self.endpoint, timeout=timeout, **kwargs) as client:
