@@ -7,7 +7,7 @@ over ZeroMQ on loopback: structure-aware hostile frames for every message
 type, a ping barrier after each batch, a restart and a replay check of every
 acknowledged write after any crash. ``--minimize`` shrinks each distinct
 crash to a reproducer on a fresh state dir; ``--corpus-out`` writes them as
-JSON (the regression corpus replayed by tests/coordinator/wire/test_fuzz_wire.py).
+JSON (the regression corpus replayed by tests/coordinator/protocol/wire/test_fuzz_wire.py).
 Exit code 1 when the coordinator crashed or the model found a lost write.
 """
 

@@ -14,9 +14,9 @@ Protocol (docs/protocol.md has every message):
 3. A ``LOAD_IN_PROGRESS`` reply is retried the same way (the coordinator is
    replaying its log after a restart).
 4. When the caller's deadline (``timeout``) passes without a usable reply,
-   :class:`~coordinator.wire.errors.CoordinatorUnavailable` is raised, naming the
+   :class:`~coordinator.protocol.wire.errors.CoordinatorUnavailable` is raised, naming the
    endpoint and what was tried. Any other error reply raises the
-   :class:`~coordinator.wire.errors.CoordinatorError` subclass of its code (``.code``).
+   :class:`~coordinator.protocol.wire.errors.CoordinatorError` subclass of its code (``.code``).
 
 Retries are safe because every request is idempotent under re-sending:
 register (same name twice = once), put_initial_offsets (put-if-absent),
@@ -50,8 +50,8 @@ from typing import Any
 import tenacity
 import zmq
 
-from coordinator.wire import protocol
-from coordinator.wire.errors import (
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import (
     CoordinatorError,
     CoordinatorUnavailable,
     LoadInProgress,

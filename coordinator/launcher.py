@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from coordinator.common.osutil import die_with_parent_preexec
-from coordinator.common.waiting import WaitTimeout, wait_until
-from coordinator.wire.errors import CoordinatorUnavailable
+from coordinator.protocol.common.osutil import die_with_parent_preexec
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,13 @@ still two modules that cannot be understood one without the other). An edge goes
 to the module named: ``from a.b import c`` is an edge to ``a.b.c`` when that is a
 module, else to ``a.b`` (its ``__init__``). Imports outside the two packages are
 left out.
+
+The seam between the two packages is one-way and narrow: ``cr_consumer`` imports
+from ``coordinator`` only what both processes speak and share
+(``coordinator.protocol``), the client (``coordinator.client``) and the process
+launcher (``coordinator.launcher``); those import nothing else of ``coordinator``,
+and ``coordinator.protocol`` imports only itself. A module named in a string and
+imported by name (``importlib``) counts as an import for this rule.
 """
 
 from __future__ import annotations
@@ -160,10 +167,10 @@ def test_cycle_detection_names_the_cycle():
 
 
 def test_relative_and_function_level_imports_are_edges(tmp_path):
-    tree = ast.parse("from .b import x\n\ndef f():\n    from ..c import d\n    import coordinator.wire.errors\n")
+    tree = ast.parse("from .b import x\n\ndef f():\n    from ..c import d\n    import coordinator.protocol.wire.errors\n")
     found = [list(_imported(node, "p.q.a", False)) for node in ast.walk(tree)
              if isinstance(node, (ast.Import, ast.ImportFrom))]
-    assert found == [["p.q.b.x", "p.q.b"], ["p.c.d", "p.c"], ["coordinator.wire.errors"]]
+    assert found == [["p.q.b.x", "p.q.b"], ["p.c.d", "p.c"], ["coordinator.protocol.wire.errors"]]
 
 
 def test_no_import_cycle():
@@ -171,3 +178,66 @@ def test_no_import_cycle():
     cycles = describe(graph)
     assert not cycles, "import cycles (break each with a Protocol at the seam or by moving the shared part):\n" \
         + "\n".join(cycles)
+
+
+#: What ``cr_consumer`` may import from ``coordinator`` (a package and its submodules).
+MEMBER_SIDE = ("coordinator.protocol", "coordinator.client", "coordinator.launcher")
+#: Modules ``cr_consumer`` names in a string and imports by name, with the reason.
+#: ``crkafka status`` is the coordinator's own command line, reached through
+#: ``crkafka``'s table of sub-commands (cr_consumer/cli/main.py); it runs in its own
+#: process, never inside a member.
+NAMED_BY_STRING = {("cr_consumer.cli.main", "coordinator.cli.status")}
+
+
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def named_modules(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(module, project module) for every string constant of a module that is exactly a project module's name."""
+    modules = project_modules()
+    found = set()
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in graph \
+                    and node.value != name and "." in node.value:
+                found.add((name, node.value))
+    return found
+
+
+def crossing(graph: dict[str, set[str]], sources: tuple[str, ...], allowed: tuple[str, ...],
+             into: str = "coordinator") -> list[str]:
+    """The edges from a module within ``sources`` to a module of package ``into`` not within ``allowed``."""
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() if within(m, sources)
+                  for t in targets if within(t, (into,)) and not within(t, allowed))
+
+
+def test_member_side_imports_only_the_protocol_the_client_and_the_launcher():
+    wrong = crossing(import_graph(), ("cr_consumer",), MEMBER_SIDE)
+    assert not wrong, "cr_consumer imports coordinator internals (move the shared part to coordinator.protocol):\n" \
+        + "\n".join(wrong)
+
+
+def test_what_the_member_side_imports_stays_on_the_member_side():
+    graph = import_graph()
+    wrong = crossing(graph, MEMBER_SIDE, MEMBER_SIDE)
+    assert not wrong, "coordinator.protocol, .client or .launcher import coordinator internals:\n" + "\n".join(wrong)
+    protocol = ("coordinator.protocol",)
+    wrong = crossing(graph, protocol, protocol) + crossing(graph, protocol, (), into="cr_consumer")
+    assert not wrong, "coordinator.protocol imports outside itself:\n" + "\n".join(wrong)
+
+
+def test_modules_imported_by_name_are_known():
+    named = {(m, t) for m, t in named_modules(import_graph())
+             if within(m, ("cr_consumer",)) and within(t, ("coordinator",)) and not within(t, MEMBER_SIDE)}
+    assert named == NAMED_BY_STRING, "cr_consumer names coordinator internals in strings (imported by name?): " \
+        f"{sorted(named - NAMED_BY_STRING)}; stale entries: {sorted(NAMED_BY_STRING - named)}"
+
+
+def test_the_seam_rule_names_what_it_refuses():
+    graph = {"cr_consumer.a": {"coordinator.protocol.wire.errors", "coordinator.client", "coordinator.region.state",
+                               "coordinator", "cr_consumer.b"},
+             "coordinator.protocolx": {"coordinator.server.loop"}}
+    assert crossing(graph, ("cr_consumer",), MEMBER_SIDE) == ["cr_consumer.a -> coordinator",
+                                                               "cr_consumer.a -> coordinator.region.state"]
+    assert crossing(graph, MEMBER_SIDE, MEMBER_SIDE) == []  # protocolx is not coordinator.protocol

@@ -28,7 +28,7 @@ import attrs
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from coordinator.common.group_offsets import group_committed_offsets
+from coordinator.protocol.common.group_offsets import group_committed_offsets
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ Start-up, in order:
    launchers can wait for it.
 7. Once the state is loaded, ``--gc-policy`` (default ``freeze``) is applied:
    the loaded heap leaves the garbage collector's scans
-   (``coordinator.common.gc_policy``: full collections stalled the loop).
+   (``coordinator.protocol.common.gc_policy``: full collections stalled the loop).
 
 Shutdown on SIGTERM/SIGINT: stop the loop (queued replies are flushed, pending
 writes synced), close the store (flush + fsync), stop HTTP and the
@@ -51,9 +51,12 @@ from pathlib import Path
 import zmq
 
 from coordinator import __version__, security
-from coordinator.common.cli_types import bounded_int, duration
-from coordinator.common.gc_policy import GcPolicy, freeze_after_start
-from coordinator.common.logging_setup import parse_log_levels, setup_logging
+from coordinator.protocol import curve_keys
+from coordinator.protocol.common.cli_types import bounded_int, duration
+from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
+from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.region.controller import RegionControllerService
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.connections import (
@@ -69,8 +72,6 @@ from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
 from coordinator.store.log.frame import LogError
-from coordinator.wire import protocol
-from coordinator.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ DEFAULT_BIND = "tcp://127.0.0.1:5570"
 
 def parse_duration(text: str) -> float:
     """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds (the one
-    duration syntax of every command: coordinator.common.cli_types.duration)."""
+    duration syntax of every command: coordinator.protocol.common.cli_types.duration)."""
     return duration(text)
 
 
@@ -278,7 +279,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
     curve_cfg = None
     auth = None
     if args.curve_secret_key:
-        public, secret = security.load_keypair(args.curve_secret_key)
+        public, secret = curve_keys.load_keypair(args.curve_secret_key)
         allowed = security.load_allow_list(args.curve_allow)
         curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
         auth = security.CurveAuthenticator(ctx, allowed)
@@ -343,8 +344,8 @@ def _serve_locked(args: argparse.Namespace) -> int:
 def keygen(argv: list[str]) -> int:
     args = build_keygen_parser().parse_args(argv)
     try:
-        public, secret = security.keygen(args.out, args.name)
-    except security.SecurityConfigError as exc:  # a key already there
+        public, secret = curve_keys.keygen(args.out, args.name)
+    except curve_keys.SecurityConfigError as exc:  # a key already there
         print(f"cr-coordinator keygen: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # --out cannot be created or written
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.level, args.log_format)
     try:
         return serve(args)
-    except (OSError, security.SecurityConfigError, LogError) as exc:
+    except (OSError, curve_keys.SecurityConfigError, LogError) as exc:
         log.error("cannot start: %s", exc)
         return 2
 

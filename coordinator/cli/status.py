@@ -26,11 +26,11 @@ import sys
 import time
 from typing import Any
 
-from coordinator import security
 from coordinator.cli.lag import BrokerUnavailable, PartitionLag, read_lag
 from coordinator.client import CoordinatorClient
-from coordinator.common.cli_types import bounded_duration, bounded_int
-from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.protocol import curve_keys
+from coordinator.protocol.common.cli_types import bounded_duration, bounded_int
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 
 #: Version of the ``--json`` document; a field is renamed or removed only with a new version.
 JSON_VERSION = 1
@@ -177,8 +177,8 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.curve_server_key or args.curve_keypair:
         if not (args.curve_server_key and args.curve_keypair):
             raise ValueError("--curve-server-key and --curve-keypair go together")
-        kwargs["curve_server_key"] = security.load_public_key(args.curve_server_key)
-        kwargs["curve_keypair"] = security.load_keypair(args.curve_keypair)
+        kwargs["curve_server_key"] = curve_keys.load_public_key(args.curve_server_key)
+        kwargs["curve_keypair"] = curve_keys.load_keypair(args.curve_keypair)
     return kwargs
 
 
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         client_kwargs = _client_kwargs(args)
-    except (security.SecurityConfigError, ValueError, OSError) as exc:
+    except (curve_keys.SecurityConfigError, ValueError, OSError) as exc:
         print(f"crkafka status: {exc}", file=sys.stderr)
         return 2
     rounds = 0

@@ -59,8 +59,9 @@ from __future__ import annotations
 
 import logging
 
-from coordinator.common.backoff import doubled
-from coordinator.region.model import RegionConfig, ResetKind
+from coordinator.protocol.common.backoff import doubled
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.region.model import ResetKind
 
 log = logging.getLogger(__name__)
 

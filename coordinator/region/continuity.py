@@ -62,7 +62,7 @@ class Claim:
     @classmethod
     def from_entry(cls, member: str, entry: Sequence[Any]) -> Claim:
         """A wire entry ``[topic, partition, from, to]`` validated by
-        ``coordinator.wire.fields.decode_offset_claims``."""
+        ``coordinator.protocol.wire.fields.decode_offset_claims``."""
         return cls(member, entry[0], entry[1], entry[2], entry[3])
 
     @property

@@ -4,7 +4,7 @@ It runs on the coordinator's loop thread (``server.add_service(RegionControllerS
 and holds one :class:`~coordinator.region.state.RegionCore` per region name; the
 cycle and the reset are numbered in ``coordinator/region/state.py``. This module is the
 I/O around it: the message handlers (the messages and their validation are in
-``coordinator/region/messages.py``), the pushes, durability and metrics.
+``coordinator/protocol/region/messages.py``), the pushes, durability and metrics.
 
 Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
 
@@ -24,7 +24,7 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   dead consumer from the Kafka group before its own consumer joins.
 * ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
   (member side); ``kafka`` (optional) is the member's Kafka group state
-  ``{member_id, generation, rebalancing}`` (``coordinator/region/kafka_report.py``):
+  ``{member_id, generation, rebalancing}`` (``coordinator/protocol/region/kafka_report.py``):
   the controller defers periodic drains while the group rebalances; an invalid
   report is ignored and logged (the heartbeat still counts). ``NOT_REGISTERED`` if the controller does
   not know this incarnation (after a coordinator restart): the member joins again.
@@ -49,7 +49,7 @@ Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/
   checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
 
 Controller -> member (pushed, envelope id null, type ``region_command``), body
-``{v, region, cmd, ...}`` (``coordinator/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
+``{v, region, cmd, ...}`` (``coordinator/protocol/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
 ``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
 members, offsets, own}`` (``own``: the member's own last completed checkpoint,
 see ``ConsistentCheckpoints.own``, checkpoints.py), ``reset_to_initial {attempt}``, ``failed {reason}``.
@@ -80,8 +80,8 @@ import time
 from collections import deque
 from typing import Any
 
-from coordinator.region.commands import COMMAND_TYPE, RegionCommand, encode_command
-from coordinator.region.messages import (
+from coordinator.protocol.region.commands import COMMAND_TYPE, RegionCommand, encode_command
+from coordinator.protocol.region.messages import (
     RegionAck,
     RegionHeartbeat,
     RegionJoin,
@@ -89,10 +89,10 @@ from coordinator.region.messages import (
     RegionResetRequest,
     RegionStatusRequest,
 )
+from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
-from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
 log = logging.getLogger(__name__)
 

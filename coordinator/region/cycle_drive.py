@@ -46,13 +46,14 @@ from typing import Any
 
 import attrs
 
-from coordinator.common.transitions import IllegalTransition
+from coordinator.protocol.common.transitions import IllegalTransition
+from coordinator.protocol.region.commands import Checkpoint, Drain, RegionCommand, Resume, Retire
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import Checkpoint, Drain, RegionCommand, Resume, Retire
 from coordinator.region.continuity import VIOLATIONS_SHOWN, offsets_advanced
 from coordinator.region.cycle import CycleRound
-from coordinator.region.model import Phase, RegionConfig, TriggerAnswer, TriggerReply
+from coordinator.region.model import Phase, TriggerAnswer, TriggerReply
 from coordinator.region.pacing import CheckpointPacing
 
 log = logging.getLogger(__name__)

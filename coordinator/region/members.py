@@ -13,7 +13,7 @@ without a leaver); the table only keeps the records (``MemberInfo``):
    carries its Kafka group report (:meth:`MemberTable.heartbeat`), kept for
    the pacing of checkpoints (``coordinator/region/pacing.py``, which reads
    :attr:`MemberTable.members`) and for a successor's join. An invalid report
-   (``coordinator/region/kafka_report.py``) drops the last one: the member
+   (``coordinator/protocol/region/kafka_report.py``) drops the last one: the member
    counts as not reporting until a valid one arrives.
 3. A member silent for ``member_timeout_s`` (:meth:`MemberTable.silent`) or
    leaving is removed (:meth:`MemberTable.remove`) by the core.
@@ -25,8 +25,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.admission import Admission, JoinKind, admit
-from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import MemberInfo
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class MemberTable:
         """Step 2. False when ``name`` is not a member or another incarnation holds it
         (the sender must join again). ``kafka_invalid``: why the heartbeat's report was
         ignored; logged when a member's reports turn invalid and when they are valid again
-        (``coordinator/region/kafka_report.py``, step 3)."""
+        (``coordinator/protocol/region/kafka_report.py``, step 3)."""
         m = self.members.get(name)
         if m is None or m.incarnation != incarnation:
             return False

@@ -40,8 +40,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection
 
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.cycle import CycleRound
-from coordinator.region.model import Phase, RegionConfig
+from coordinator.region.model import Phase
 
 
 class JoinStep(enum.Enum):

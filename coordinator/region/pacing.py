@@ -32,9 +32,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.cadence import MIN_RUN_SHARE
-from coordinator.region.kafka_report import KafkaReport
-from coordinator.region.model import MemberInfo, RegionConfig
+from coordinator.region.model import MemberInfo
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class CheckpointPacing:
     # ---- decisions ----------------------------------------------------------------------
     def _kafka_reports(self) -> dict[str, KafkaReport] | None:
         """Every member's last Kafka group report, or None when one has not reported
-        (or its last report was invalid, kafka_report.py step 3)."""
+        (or its last report was invalid, coordinator/protocol/region/kafka_report.py step 3)."""
         reports = {n: m.kafka for n, m in self._members.items() if m.kafka is not None}
         if not reports or len(reports) < len(self._members):
             return None

@@ -58,8 +58,9 @@ The reset:
 
 from __future__ import annotations
 
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.document import MAX_FAILURE_STREAK
-from coordinator.region.model import RegionConfig, ResetKind
+from coordinator.region.model import ResetKind
 
 
 class ResetRounds:

@@ -37,11 +37,12 @@ from collections.abc import Iterable
 
 import attrs
 
+from coordinator.protocol.region.commands import RegionCommand, Reset, ResetToInitial
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.backoff import ResetHold
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import RegionCommand, Reset, ResetToInitial
 from coordinator.region.document import RegionDocument
-from coordinator.region.model import RegionConfig, ResetKind
+from coordinator.region.model import ResetKind
 from coordinator.region.pacing import CheckpointPacing
 from coordinator.region.reset import ResetRounds
 from coordinator.region.status import ResetStatus

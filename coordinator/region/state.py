@@ -5,7 +5,7 @@ its phase and the durable facts (last consistent checkpoint, next sequence id,
 next reset attempt). Inputs are method calls (``join``, ``heartbeat``, ``ack``,
 ``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through two
 callbacks: ``send(member, command)`` (a command pushed to a member,
-``coordinator/region/commands.py``) and
+``coordinator/protocol/region/commands.py``) and
 ``persist(doc)`` (the durable document; the service makes it durable before any
 command queued after it is sent).
 
@@ -49,20 +49,20 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coordinator.common.transitions import IllegalTransition, StateMachine
+from coordinator.protocol.common.transitions import IllegalTransition, StateMachine
+from coordinator.protocol.region.commands import Failed, RegionCommand, Resume
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import Failed, RegionCommand, Resume
 from coordinator.region.cycle_drive import ContinuityFailed, CycleDrive, CycleStep
 from coordinator.region.document import RegionDocument
-from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
 from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step, start_due
-from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
+from coordinator.region.model import (  # noqa: F401 (Phase is re-exported)
     TRANSITIONS,
     MemberInfo,
     Phase,
-    RegionConfig,
     ResetKind,
     TriggerAnswer,
     TriggerReply,
@@ -319,7 +319,7 @@ class RegionCore:
         ``kafka_invalid``: why the heartbeat's report was ignored: the member then
         counts as not reporting (its last report is dropped), logged when its
         reports turn invalid and when they are valid again
-        (``coordinator/region/kafka_report.py``, step 3)."""
+        (``coordinator/protocol/region/kafka_report.py``, step 3)."""
         return self._members.heartbeat(name, identity, incarnation, now, kafka, kafka_invalid)
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:

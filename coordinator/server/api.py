@@ -11,7 +11,7 @@ this module does not import):
   ``handler(req: Request, msg)`` runs on the loop thread and returns a reply
   body (dict), or :data:`DEFERRED` to answer later with
   ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
-  :class:`~coordinator.wire.errors.CoordinatorError` for an error reply.
+  :class:`~coordinator.protocol.wire.errors.CoordinatorError` for an error reply.
 * ``server.reply_many(reqs, body)`` answers several requests with one body
   (encoded once).
 * ``server.push(identity, msg_type, body)`` sends an unsolicited message (id
@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from coordinator.protocol.wire.envelope import RequestId
+from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.server.limits import LimitCounter, Limits
-from coordinator.wire.envelope import RequestId
-from coordinator.wire.errors import CoordinatorError
 
 if TYPE_CHECKING:
     from coordinator.server.http import CoordinatorMetrics
@@ -66,7 +66,7 @@ Handler = Callable[[Request, Any], Any]
 
 class Message(Protocol):
     """A request message class: ``from_body`` validates every field of a received
-    body and raises `coordinator.wire.errors.Invalid` naming the bad one."""
+    body and raises `coordinator.protocol.wire.errors.Invalid` naming the bad one."""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Message: ...

@@ -16,10 +16,10 @@ from typing import Any
 
 import attrs
 
+from coordinator.protocol.wire import protocol
 from coordinator.server.api import Request, ServerApi, attached
 from coordinator.server.limits import Limits
 from coordinator.store.replay import LoadReport
-from coordinator.wire import protocol
 
 
 class BuiltinService:

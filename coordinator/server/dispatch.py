@@ -7,7 +7,7 @@ owns the handler table that services fill through ``server.add_handler``
 (`coordinator.server.group_commit`), never straight to the socket.
 
 Checks, in order, for each message ``[identity, frame]`` (the envelope and
-messages are in `coordinator.wire.protocol`):
+messages are in `coordinator.protocol.wire.protocol`):
 
 1. Exactly one frame after the identity, and not empty: else ``MALFORMED``.
 2. At most ``max_frame_bytes``: else ``TOO_LARGE``, without parsing it.
@@ -37,11 +37,8 @@ import logging
 import threading
 import time
 
-from coordinator.server.api import DEFERRED, Handler, Message, Request
-from coordinator.server.group_commit import GroupCommit
-from coordinator.server.http import CoordinatorMetrics
-from coordinator.wire import protocol
-from coordinator.wire.errors import (
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import (
     CoordinatorError,
     InternalError,
     LoadInProgress,
@@ -49,6 +46,9 @@ from coordinator.wire.errors import (
     TooLarge,
     UnknownType,
 )
+from coordinator.server.api import DEFERRED, Handler, Message, Request
+from coordinator.server.group_commit import GroupCommit
+from coordinator.server.http import CoordinatorMetrics
 
 log = logging.getLogger(__name__)
 

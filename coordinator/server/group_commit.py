@@ -43,10 +43,10 @@ from typing import Any
 
 import zmq
 
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import CoordinatorError, ErrorCode
 from coordinator.server.api import Request, ServerStore
 from coordinator.server.http import CoordinatorMetrics
-from coordinator.wire import protocol
-from coordinator.wire.errors import CoordinatorError, ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from coordinator.wire.errors import LimitExceeded
+from coordinator.protocol.wire.errors import LimitExceeded
 
 if TYPE_CHECKING:
     from coordinator.server.http import CoordinatorMetrics

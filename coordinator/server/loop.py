@@ -1,6 +1,6 @@
 """The coordinator's ZeroMQ server loop: one ROUTER socket, one loop thread, group commit.
 
-The parts (the envelope and messages are in :mod:`coordinator.wire.protocol`):
+The parts (the envelope and messages are in :mod:`coordinator.protocol.wire.protocol`):
 
 * this module: the socket, the loop thread, the load, housekeeping,
   start/stop, and the extension API services call (:mod:`coordinator.server.api`);
@@ -60,7 +60,10 @@ from typing import Any
 import zmq
 
 from coordinator import security
-from coordinator.common.osutil import WakePipe
+from coordinator.protocol.common.osutil import WakePipe
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
+from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.server import builtin
 from coordinator.server.api import CurveServerConfig, Handler, Message, Request, ServerStore, Service, Timer
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
@@ -70,9 +73,6 @@ from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.server.scheduler import LoopScheduler, Periodic, guarded
 from coordinator.store.replay import LoadReport
-from coordinator.wire import protocol
-from coordinator.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
-from coordinator.wire.errors import CoordinatorError
 
 log = logging.getLogger(__name__)
 

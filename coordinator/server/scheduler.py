@@ -30,7 +30,7 @@ import queue
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coordinator.common.backoff import Backoff
+from coordinator.protocol.common.backoff import Backoff
 from coordinator.server.api import Service, Timer
 from coordinator.store.log.segment import LogFailed
 

@@ -61,12 +61,12 @@ from typing import Any
 
 import attrs
 
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
 from coordinator.server.api import DEFERRED, Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
 from coordinator.services.registry import RegistryService
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
 
 log = logging.getLogger(__name__)
 

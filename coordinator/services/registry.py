@@ -51,10 +51,10 @@ import logging
 import time
 from typing import Any
 
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.server.api import Request, ServerApi, ServiceStore, attached
 from coordinator.store.state_store import RegionIndexMismatch
-from coordinator.wire import protocol
-from coordinator.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ the snapshot (dict copies) and the switch; both are measured and reported in
 
 Failures: a failed compaction or expiry is logged with its traceback, counted
 (`compaction_failures`, `expire_failures`) and retried after a backoff
-(`coordinator.common.backoff.Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
+(`coordinator.protocol.common.backoff.Backoff`: 1 s doubling up to 5 min); `expire()` and `maybe_compact()` never
 raise for it, so maintenance never stops the server loop. The one exception
 is `LogFailed`: the log is fail-stop (see `coordinator.store.log.segment`), and the server must
 stop and restart from what is on disk.
@@ -46,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.common.backoff import Backoff
+from coordinator.protocol.common.backoff import Backoff
 from coordinator.store import records
 from coordinator.store.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
 from coordinator.store.log.segment import LogFailed, SegmentLog

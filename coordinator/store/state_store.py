@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from coordinator.common.partitions import partition_label
+from coordinator.protocol.common.partitions import partition_label
 from coordinator.store import records
 from coordinator.store.compaction import Compaction
 from coordinator.store.control_table import ABSENT, MAX_OFFSET, ControlTable

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 
-from coordinator.common.cli_types import port
+from coordinator.protocol.common.cli_types import port
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import BrokerStartError, EmbeddedBroker
 

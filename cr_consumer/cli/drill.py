@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from coordinator.common.cli_types import duration, positive_int
+from coordinator.protocol.common.cli_types import duration, positive_int
 from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available

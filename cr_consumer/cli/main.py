@@ -12,7 +12,7 @@ them. Each command module exposes ``add_arguments(parser)`` and
 
 Errors (a bad flag, a bad setting, a missing optional dependency) are one
 line on stderr and exit code 2; logging is set up once here
-(``coordinator.common.logging_setup``: ``--log-level``, ``--log-format``).
+(``coordinator.protocol.common.logging_setup``: ``--log-level``, ``--log-format``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import argparse
 import importlib
 import sys
 
-from coordinator.common.logging_setup import add_logging_arguments, setup_logging
+from coordinator.protocol.common.logging_setup import add_logging_arguments, setup_logging
 from cr_consumer import __version__
 from cr_consumer.exit_code import ExitCode
 

@@ -34,8 +34,8 @@ import signal
 import sys
 import threading
 
-from coordinator.common.cli_types import duration
-from coordinator.common.logging_setup import add_logging_arguments, setup_logging
+from coordinator.protocol.common.cli_types import duration
+from coordinator.protocol.common.logging_setup import add_logging_arguments, setup_logging
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka import properties
 from cr_consumer.runtime.member.process import Member, MemberSettings

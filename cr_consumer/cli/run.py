@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from coordinator.common.cli_types import duration, port, positive_int
+from coordinator.protocol.common.cli_types import duration, port, positive_int
 from cr_consumer.cli.member import (
     add_region_arguments,
     default_group,

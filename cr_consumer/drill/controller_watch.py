@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from coordinator.client import CoordinatorClient
-from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill.timeline import TimelineWriter
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.drill.timeline import TimelineWriter
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.fault_points import Point

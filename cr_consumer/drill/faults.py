@@ -58,9 +58,9 @@ from pathlib import Path
 import attrs
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
-from coordinator.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill.fault_tasks import TASK_POLL_S, FaultTasks
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.pipeline import SINK_FAILURE_TRIGGER

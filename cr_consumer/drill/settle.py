@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 
-from coordinator.common.group_offsets import group_committed_offsets
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.group_offsets import group_committed_offsets
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.drill.manifest import Manifest
 
 log = logging.getLogger(__name__)

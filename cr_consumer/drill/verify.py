@@ -44,7 +44,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.common.group_offsets import group_committed_offsets
+from coordinator.protocol.common.group_offsets import group_committed_offsets
 from cr_consumer.drill.manifest import Manifest
 
 PUBLISHED_SUFFIX = ".jsonl"

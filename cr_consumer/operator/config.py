@@ -46,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.common.gc_policy import GcPolicy
+from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.operator.config_types import (
@@ -111,7 +111,7 @@ class OperatorConfig:
     coordinator_timeout_s: float = 10.0
     #: Shown with secret values redacted (cr_consumer.kafka.properties.is_secret).
     consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
-    #: What start() does with the cyclic garbage collector (coordinator.common.gc_policy):
+    #: What start() does with the cyclic garbage collector (coordinator.protocol.common.gc_policy):
     #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
     gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=as_gc_policy)
     #: The Kafka client library: "kafka-python" (pure Python, always installed) or

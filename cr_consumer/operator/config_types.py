@@ -12,7 +12,7 @@ import enum
 from collections.abc import Iterable
 from typing import TypeVar
 
-from coordinator.common.gc_policy import GcPolicy
+from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 
 E = TypeVar("E", bound=enum.Enum)

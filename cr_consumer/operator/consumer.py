@@ -32,7 +32,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.common.gc_policy import freeze_after_start, thaw_at_close
+from coordinator.protocol.common.gc_policy import freeze_after_start, thaw_at_close
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode

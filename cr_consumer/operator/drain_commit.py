@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Protocol
 
-from coordinator.common.partitions import offsets_text
+from coordinator.protocol.common.partitions import offsets_text
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, MemberFenced, TopicPartition
 from cr_consumer.operator.handler_errors import DrainError
 from cr_consumer.operator.metrics import OperatorMetrics

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from coordinator.common.partitions import offsets_text
+from coordinator.protocol.common.partitions import offsets_text
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig

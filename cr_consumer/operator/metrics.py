@@ -44,7 +44,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from coordinator.common.partitions import by_label
+from coordinator.protocol.common.partitions import by_label
 from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.offset_manager import OffsetManager
 

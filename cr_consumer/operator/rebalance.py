@@ -70,7 +70,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
-from coordinator.common.partitions import by_label
+from coordinator.protocol.common.partitions import by_label
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.offset_manager import OffsetManager

@@ -41,7 +41,7 @@ from collections.abc import Collection
 
 import attrs
 
-from coordinator.common.partitions import partition_label
+from coordinator.protocol.common.partitions import partition_label
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.operator.config import OperatorConfig, StartPosition
 

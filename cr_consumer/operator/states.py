@@ -12,7 +12,7 @@ States (as in the reference design, plus CLOSED and FAILED):
 * CLOSED: shut down. FAILED: a fatal error (the cause is kept by the operator).
 
 Drain and checkpoint do not change the state. The machine is the project's
-one state-machine helper (``coordinator/common/transitions.py``): every
+one state-machine helper (``coordinator/protocol/common/transitions.py``): every
 transition is logged, one that is not in :data:`TRANSITIONS` raises
 :class:`IllegalTransition`. It is used from the event thread, Kafka's IO
 thread (rebalance listener) and the handler caller; it holds a lock.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import logging
 
-from coordinator.common.transitions import IllegalTransition, StateMachine, TransitionTable
+from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
 
 log = logging.getLogger(__name__)
 

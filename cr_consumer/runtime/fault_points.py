@@ -46,7 +46,7 @@ from pathlib import Path
 
 import attrs
 
-from coordinator.region.commands import CommandKind, RegionCommand
+from coordinator.protocol.region.commands import CommandKind, RegionCommand
 
 log = logging.getLogger(__name__)
 

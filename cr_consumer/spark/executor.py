@@ -43,7 +43,7 @@ import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
-from coordinator.common.gc_policy import collector_paused
+from coordinator.protocol.common.gc_policy import collector_paused
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.spark.arrow import records_to_batch
 from cr_consumer.spark.options import SourceOptions

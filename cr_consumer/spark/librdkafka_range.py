@@ -26,7 +26,7 @@ adapter is that small part of confluent-kafka, kept inside the Spark package.
    worker's consumer fetches nothing in the background between tasks.
 
 The cyclic garbage collector is paused while a consume's messages become
-columns (:func:`~coordinator.common.gc_policy.collector_paused`). ``fetch.queue.backoff.ms`` is set low: librdkafka's default (1 s) pauses the
+columns (:func:`~coordinator.protocol.common.gc_policy.collector_paused`). ``fetch.queue.backoff.ms`` is set low: librdkafka's default (1 s) pauses the
 fetcher for a second each time its local queue passes ``queued.min.messages``,
 which a task that reads 100k+ records in one go hits every time (measured:
 150k rows/s with the default, 800k+ without the pause).
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pyarrow as pa
 
-from coordinator.common.gc_policy import collector_paused
+from coordinator.protocol.common.gc_policy import collector_paused
 from cr_consumer.spark.arrow import range_batch
 from cr_consumer.spark.ranges import OffsetRange
 

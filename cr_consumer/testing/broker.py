@@ -36,8 +36,8 @@ from typing import BinaryIO
 
 import attrs
 
-from coordinator.common.osutil import die_with_parent_preexec, free_port
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.osutil import die_with_parent_preexec, free_port
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 
 #: How long start() waits for the port to accept connections. tansu is ready in
 #: milliseconds; this bound turns a broker that cannot bind into an error, not a hang.

@@ -14,8 +14,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from coordinator.common.group_offsets import group_committed_offsets
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.group_offsets import group_committed_offsets
+from coordinator.protocol.common.waiting import wait_until
 
 #: Bound on waiting for a new topic's partitions to appear in metadata, so a
 #: broker that never creates the topic fails the caller instead of hanging it.

@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
-from coordinator.common.cli_types import duration, port
-from coordinator.common.logging_setup import parse_log_levels, setup_logging
+from coordinator.protocol.common.cli_types import duration, port
+from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
 from cr_consumer.operator.config import ConfigError, check_property_names
 from cr_consumer.runtime.member.setup import SettingsError, default_stem, split_spec
 from cr_consumer.runtime.runner.member_log import error_record as _error_record

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from coordinator.client import MAX_TIMEOUT_S, CoordinatorClient
-from coordinator.common.osutil import free_port
-from coordinator.wire.errors import CoordinatorUnavailable
+from coordinator.protocol.common.osutil import free_port
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 
 BAD_TIMEOUTS = [math.inf, math.nan, -1.0, 0.0, MAX_TIMEOUT_S * 2]
 

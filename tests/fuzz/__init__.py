@@ -16,6 +16,6 @@ The parts, each one concern:
 * ``campaign``: batches of frames, the checks after each batch, crash
   restarts and minimisation of the crashing input to a reproducer.
 
-Used by tests/coordinator/wire/test_fuzz_wire.py (a short budget in ``make test``), ``make fuzz``
+Used by tests/coordinator/protocol/wire/test_fuzz_wire.py (a short budget in ``make test``), ``make fuzz``
 (a long run) and bench/fuzz.py (figures).
 """

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorStartError
-from coordinator.wire.errors import CoordinatorUnavailable
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 from tests.fuzz.frames import Frame, frame_builder
 from tests.fuzz.model import AckModel
 from tests.fuzz.schemas import discover_handlers

@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from coordinator.client import CoordinatorClient
-from coordinator.wire.errors import CoordinatorError, NotRegistered
+from coordinator.protocol.wire.errors import CoordinatorError, NotRegistered
 from tests.fuzz.frames import Frame
 from tests.fuzz.schemas import TRACKED_GROUPS
 from tests.fuzz.target import Reply

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import ConsumerOperator, StartPosition
 from cr_consumer.kafka.librdkafka_client import LibrdkafkaClient
 from cr_consumer.operator.checkpoint import OperatorCheckpoint

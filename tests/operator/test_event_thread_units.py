@@ -13,7 +13,7 @@ from collections import deque
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.client import GroupMembership, TopicPartition
 from cr_consumer.operator import event_thread as et
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from kafka import TopicPartition
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.region import RegionPermit

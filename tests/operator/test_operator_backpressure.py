@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.testing.kafka_util import create_topic, produce
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit

@@ -55,7 +55,7 @@ def test_operator_driven_drains_every_trigger_count_tuples(bootstrap, names):
     region.op = op
     with op:
         sink.wait_count(1000, 30)
-        from coordinator.common.waiting import wait_until
+        from coordinator.protocol.common.waiting import wait_until
 
         wait_until(lambda: len(region.checkpoints) >= 10, 20, "10 checkpoints")
         assert region.errors == []

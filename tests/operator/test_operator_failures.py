@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.consumer import DrainError, ResetError

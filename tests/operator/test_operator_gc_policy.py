@@ -1,4 +1,4 @@
-"""The operator applies the garbage-collector policy (``coordinator/common/gc_policy.py``,
+"""The operator applies the garbage-collector policy (``coordinator/protocol/common/gc_policy.py``,
 tested there): OperatorConfig.gc_policy, FREEZE after start() and thawed at
 close(), NONE leaves the collector alone."""
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from coordinator.common.gc_policy import GcPolicy
+from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.operator.config import ConfigError
 from cr_consumer.testing.kafka_util import create_topic

@@ -8,7 +8,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit

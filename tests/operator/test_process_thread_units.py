@@ -10,7 +10,7 @@ from collections import namedtuple
 import pytest
 from kafka import TopicPartition
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.operator.config import MalformedPolicy
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.operator.config import RegionMode
 from cr_consumer.operator.handler_errors import DrainError
 from cr_consumer.operator.region import RegionPermit

@@ -1,5 +1,5 @@
 """The client state machine: the transition table, illegal transitions raise, all are logged
-(the generic machine itself: tests/coordinator/common/test_transitions.py)."""
+(the generic machine itself: tests/coordinator/protocol/common/test_transitions.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from coordinator.common.osutil import free_port
+from coordinator.protocol.common.osutil import free_port
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(300)]

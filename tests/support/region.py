@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.region_runner import Region, RegionFailed
 
 T = TypeVar("T")

@@ -44,7 +44,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from coordinator.common.osutil import fsync_dir
+from coordinator.protocol.common.osutil import fsync_dir
 from coordinator.store.log.frame import (  # noqa: F401
     FORMAT_VERSION,
     HEADER,

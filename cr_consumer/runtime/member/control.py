@@ -27,7 +27,7 @@ The I/O thread loop:
    ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
    it is answered None at once.
 4. Pushed ``region_command`` messages are decoded and validated
-   (``coordinator/region/commands.py``; an invalid one is logged and dropped)
+   (``coordinator/protocol/region/commands.py``; an invalid one is logged and dropped)
    and go to ``on_command`` (the member's control thread queue) as typed
    commands, in arrival order; a reset with ``rejoin`` first calls
    ``on_rejoin_hint`` (the source's consumer rejoins its group).
@@ -50,10 +50,10 @@ from typing import Any
 
 import zmq
 
-from coordinator.common.osutil import WakePipe
-from coordinator.region.commands import COMMAND_TYPE, RegionCommand, Reset, ResetToInitial, decode_command
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
+from coordinator.protocol.common.osutil import WakePipe
+from coordinator.protocol.region.commands import COMMAND_TYPE, RegionCommand, Reset, ResetToInitial, decode_command
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.join_state import JoinState
 from cr_consumer.runtime.member.request_book import RequestBook, Waiter

@@ -40,7 +40,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from coordinator.region.commands import (
+from coordinator.protocol.region.commands import (
     Checkpoint,
     CommandKind,
     Drain,

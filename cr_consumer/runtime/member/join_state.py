@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.region.commands import Failed
+from coordinator.protocol.region.commands import Failed
 from cr_consumer.runtime.member.name_claim import NameClaim
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coordinator.common.gc_policy import raise_young_threshold, restore_thresholds
-from coordinator.region.commands import RESETS, Failed, RegionCommand
+from coordinator.protocol.common.gc_policy import raise_young_threshold, restore_thresholds
+from coordinator.protocol.region.commands import RESETS, Failed, RegionCommand
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler
@@ -203,7 +203,7 @@ class Member:
                      [SOURCE_ID] + [i for i, _ in self.operators])
             # source.start() applied OperatorConfig.gc_policy (default: freeze the
             # modules, the pipeline and the clients, built above, out of the GC's scans);
-            # the records in flight are collected less often (coordinator/common/gc_policy.py step 3).
+            # the records in flight are collected less often (coordinator/protocol/common/gc_policy.py step 3).
             self._gc_thresholds = raise_young_threshold(source.config.gc_policy, s.member)
             self.running.set()
             code = self._loop(source, channel, executor)

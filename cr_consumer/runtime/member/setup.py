@@ -151,7 +151,7 @@ class MemberSettings:
             raise SettingsError("--curve-server-key and --curve-keypair go together (CURVE needs both)")
         if self.curve_server_key is None or self.curve_keypair is None:
             return None
-        from coordinator.security import SecurityConfigError, load_keypair, load_public_key
+        from coordinator.protocol.curve_keys import SecurityConfigError, load_keypair, load_public_key
 
         try:
             server = load_public_key(self.curve_server_key)

@@ -31,7 +31,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
-from coordinator.common.osutil import fsync_dir
+from coordinator.protocol.common.osutil import fsync_dir
 
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 SEALED = "SEALED"

@@ -62,7 +62,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-from coordinator.common.osutil import fsync_dir
+from coordinator.protocol.common.osutil import fsync_dir
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import _encode_str, to_json_bytes, to_json_line

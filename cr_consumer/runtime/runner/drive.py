@@ -1,6 +1,6 @@
 """Drive a running region until its output is complete: used by the examples.
 
-1. Poll ``done()`` every ``poll_s`` (``coordinator.common.waiting.wait_until``).
+1. Poll ``done()`` every ``poll_s`` (``coordinator.protocol.common.waiting.wait_until``).
 2. With ``kill_half_way``, once ``progress()`` (0..1) passes 0.5, SIGKILL one
    live member (the runner restarts it and the region resets).
 3. Raise :class:`~cr_consumer.runtime.runner.region_runner.RegionFailed` as soon as the region
@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable
 
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 

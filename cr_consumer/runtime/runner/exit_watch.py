@@ -25,7 +25,7 @@ import os
 import select
 from collections.abc import Iterable
 
-from coordinator.common.osutil import WakePipe
+from coordinator.protocol.common.osutil import WakePipe
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import cr_consumer
-from coordinator.common.osutil import die_with_parent_preexec
+from coordinator.protocol.common.osutil import die_with_parent_preexec
 from cr_consumer.runtime.runner.handoff import Handoff, HandoffError
 from cr_consumer.runtime.runner.member_proc import MemberProc
 from cr_consumer.runtime.runner.standby_proc import HandoffFailed, StandbyProc, StandbyState

@@ -3,7 +3,7 @@
 The supervisor (``supervisor.py``) logs it when it restarts a member and puts it
 into the region's ``failed`` reason when a member's exit is final, so the cause
 reaches the console instead of staying in ``<state_dir>/logs/<member>.log``.
-Both log formats of ``coordinator.common.logging_setup`` are read (text, JSON lines).
+Both log formats of ``coordinator.protocol.common.logging_setup`` are read (text, JSON lines).
 """
 
 from __future__ import annotations

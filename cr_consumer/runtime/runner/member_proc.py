@@ -9,7 +9,7 @@ calls :meth:`MemberProc.schedule_restart`, then starts the member again once
    restarted at once: a kill -9 must not add a delay to recovery.
 2. A member that dies again within :data:`RESTART_WINDOW_S` of its restart
    waits :data:`RESTART_FIRST_S`, doubling while it keeps dying (no hot restart
-   loop), up to :data:`RESTART_MAX_S` (``coordinator.common.backoff.Backoff``:
+   loop), up to :data:`RESTART_MAX_S` (``coordinator.protocol.common.backoff.Backoff``:
    each quick death is a failure, a death after a stable run a success).
 """
 
@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 import attrs
 
-from coordinator.common.backoff import Backoff
+from coordinator.protocol.common.backoff import Backoff
 
 #: Restart delay of a member's first death: none.
 RESTART_MIN_S = 0.0

@@ -42,8 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
@@ -328,7 +328,7 @@ class Region:
             raise NotRunning("the region is not started (Region.start())")
         kwargs: dict[str, Any] = {}
         if self.curve is not None:
-            from coordinator.security import load_keypair, load_public_key
+            from coordinator.protocol.curve_keys import load_keypair, load_public_key
 
             kwargs = {"curve_server_key": load_public_key(self.curve[0]), "curve_keypair": load_keypair(self.curve[1])}
         with CoordinatorClient(self.endpoint, timeout=timeout, **kwargs) as client:

@@ -80,7 +80,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from coordinator.common.backoff import doubled
+from coordinator.protocol.common.backoff import doubled
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.standby_proc import HandoffFailed, StandbyProc, StandbyState
 

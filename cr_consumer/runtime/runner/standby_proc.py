@@ -2,7 +2,7 @@
 status pipe, and where it is in the hand-over (``handoff.py`` has the lines).
 
 :data:`TRANSITIONS` is the state machine's table (the project's one
-state-machine helper, ``coordinator/common/transitions.py``: every transition
+state-machine helper, ``coordinator/protocol/common/transitions.py``: every transition
 logged, one not in the table raises ``IllegalTransition``):
 
 ====================  ===========================================================
@@ -39,7 +39,7 @@ import select
 import subprocess
 import time
 
-from coordinator.common.transitions import StateMachine, TransitionTable
+from coordinator.protocol.common.transitions import StateMachine, TransitionTable
 from cr_consumer.runtime.runner.handoff import MAX_STATUS_BYTES, HandoffError, Status, StatusLine, decode_status
 
 log = logging.getLogger(__name__)

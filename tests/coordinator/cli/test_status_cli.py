@@ -16,7 +16,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator.cli.status import COUNT_MAX, JSON_VERSION
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.scripted_member import all_regions, member

@@ -79,8 +79,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.region.commands import RegionCommand
-from coordinator.region.kafka_report import KafkaReport
+from coordinator.protocol.region.commands import RegionCommand
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 

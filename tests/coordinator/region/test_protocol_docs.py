@@ -9,7 +9,8 @@ from pathlib import Path
 
 import attrs
 
-from coordinator.region.messages import (
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.messages import (
     RegionAck,
     RegionHeartbeat,
     RegionJoin,
@@ -17,7 +18,6 @@ from coordinator.region.messages import (
     RegionResetRequest,
     RegionStatusRequest,
 )
-from coordinator.region.model import RegionConfig
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 

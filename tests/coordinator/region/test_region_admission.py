@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.admission import JoinKind, admit
-from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.model import MemberInfo
 
 TIMEOUT_S = 5.0

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from coordinator.cli.status import build_document, format_document
+from coordinator.protocol.region.messages import check_region_config
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.backoff import failure_backoff_s
-from coordinator.region.messages import check_region_config
 from coordinator.region.model import TriggerAnswer
 from coordinator.region.state import Phase, RegionConfig, RegionCore
-from coordinator.wire.errors import Invalid
 
 
 class Harness:

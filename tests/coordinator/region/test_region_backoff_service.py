@@ -4,7 +4,7 @@ second failure in a row leaves at least ``reset_backoff_s`` after that failure."
 
 from __future__ import annotations
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 
 from support import scripted_member
 from support.scripted_member import ScriptedMember

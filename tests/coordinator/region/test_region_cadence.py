@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.cadence import MIN_RUN_SHARE, next_drain, slot_of
-from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.pacing import POST_RESET_PERIOD_SHARE
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 

@@ -1,4 +1,4 @@
-"""The controller -> member commands (coordinator/region/commands.py): every kind
+"""The controller -> member commands (coordinator/protocol/region/commands.py): every kind
 round-trips through the one encode/decode pair, and decoding refuses what a
 member must not act on."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.region.commands import (
+from coordinator.protocol.region.commands import (
     COMMAND_VERSION,
     AddressedCommand,
     Checkpoint,
@@ -20,8 +20,8 @@ from coordinator.region.commands import (
     decode_command,
     encode_command,
 )
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.state import RegionConfig, RegionCore
-from coordinator.wire.errors import Invalid
 
 EVERY_KIND = [
     Drain(3),

@@ -1,10 +1,13 @@
 """The continuity fence on checkpoint answers (coordinator/region/continuity.py), as a pure unit,
-and the wire check of the answers' entries (coordinator/wire/fields.py)."""
+and the wire check of the answers' entries (coordinator/protocol/wire/fields.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol.region.messages import RegionAck
+from coordinator.protocol.wire.errors import Invalid
+from coordinator.protocol.wire.fields import MAX_CLAIMS, MAX_OFFSET, decode_offset_claims
 from coordinator.region.continuity import (
     CLAIMS_SHOWN,
     VIOLATIONS_SHOWN,
@@ -13,9 +16,6 @@ from coordinator.region.continuity import (
     ViolationKind,
     check_claims,
 )
-from coordinator.region.messages import RegionAck
-from coordinator.wire.errors import Invalid
-from coordinator.wire.fields import MAX_CLAIMS, MAX_OFFSET, decode_offset_claims
 
 
 def claims(**by_member: list[list]) -> list[Claim]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 
 from support import scripted_member
 from support.scripted_member import ScriptedMember

@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from coordinator.common.transitions import IllegalTransition
-from coordinator.region.kafka_report import KafkaReport
+from coordinator.protocol.common.transitions import IllegalTransition
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.pacing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 from coordinator.region.state import TRANSITIONS, Phase, RegionConfig, RegionCore
 

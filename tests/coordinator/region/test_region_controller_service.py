@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import queue
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.runtime.member.control import ControlChannel
 
 from support import scripted_member
@@ -104,25 +104,25 @@ def test_member_joining_a_failed_region_is_told_so(coordinator, names):
 def test_curve_member_joins_and_unknown_key_cannot(tmp_path, names):
     """A region over a CURVE coordinator: the member channel with an allowed key
     joins and runs cycles; one with an unknown key never joins."""
-    from coordinator import security
     from coordinator.launcher import CoordinatorProcess
+    from coordinator.protocol import curve_keys
 
-    keys = {n: security.keygen(tmp_path / "keys" / n, n) for n in ("server", "good", "bad")}
+    keys = {n: curve_keys.keygen(tmp_path / "keys" / n, n) for n in ("server", "good", "bad")}
     allow = tmp_path / "allow"
     allow.mkdir()
     (allow / "good.key").write_bytes(keys["good"][0].read_bytes())
-    server_public = security.load_public_key(keys["server"][0])
+    server_public = curve_keys.load_public_key(keys["server"][0])
     proc = CoordinatorProcess(
         tmp_path / "state", extra_args=["--curve-secret-key", str(keys["server"][1]), "--curve-allow", str(allow)],
-        client_kwargs={"curve_server_key": server_public, "curve_keypair": security.load_keypair(keys["good"][1])})
+        client_kwargs={"curve_server_key": server_public, "curve_keypair": curve_keys.load_keypair(keys["good"][1])})
     proc.start()
     region = names.group("region")
     config = {**REGION, "min_members": 1}
     seen: queue.SimpleQueue = queue.SimpleQueue()
     good = ControlChannel(proc.endpoint, region, "m0", "i0", config, lambda c: seen.put(c.to_body()),
-                          curve=(server_public, *security.load_keypair(keys["good"][1])))
+                          curve=(server_public, *curve_keys.load_keypair(keys["good"][1])))
     bad = ControlChannel(proc.endpoint, region, "m1", "i1", config, lambda c: None,
-                         curve=(server_public, *security.load_keypair(keys["bad"][1])))
+                         curve=(server_public, *curve_keys.load_keypair(keys["bad"][1])))
     try:
         good.start()
         bad.start()

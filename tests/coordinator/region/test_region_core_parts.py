@@ -4,13 +4,14 @@ the status reply."""
 
 from __future__ import annotations
 
+from coordinator.protocol.region.commands import Reset, ResetToInitial
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import Reset, ResetToInitial
 from coordinator.region.cycle import CycleRound
-from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
-from coordinator.region.model import AbsentCheckpoints, RegionConfig, ResetKind
+from coordinator.region.model import AbsentCheckpoints, ResetKind
 from coordinator.region.pacing import CheckpointPacing
 from coordinator.region.reset_round import ResetDrive, RoundRefused, RoundStart
 from coordinator.region.state import RegionCore

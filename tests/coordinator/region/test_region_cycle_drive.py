@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.common.transitions import IllegalTransition
+from coordinator.protocol.common.transitions import IllegalTransition
+from coordinator.protocol.region.commands import Checkpoint, Drain, Resume, Retire
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.commands import Checkpoint, Drain, Resume, Retire
 from coordinator.region.cycle_drive import ContinuityFailed, CycleComplete, CycleDrive
-from coordinator.region.model import Phase, RegionConfig, TriggerAnswer
+from coordinator.region.model import Phase, TriggerAnswer
 from coordinator.region.pacing import CheckpointPacing
 
 MEMBERS = ("m0", "m1")

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.messages import RegionJoin
 from coordinator.region.controller import RegionControllerService
-from coordinator.region.kafka_report import KafkaReport
-from coordinator.region.messages import RegionJoin
 from coordinator.region.state import Phase, RegionCore
 from coordinator.server.api import Request, Timer
 from coordinator.server.loop import CoordinatorServer

@@ -1,4 +1,4 @@
-"""The heartbeat's Kafka group report (coordinator/region/kafka_report.py): decoded
+"""The heartbeat's Kafka group report (coordinator/protocol/region/kafka_report.py): decoded
 into a typed report at the wire seam; the cooperative fields are optional (an
 eager member sends three) and carried only for a cooperative member; an invalid
 report is ignored and logged, and the heartbeat carrying it still counts."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.region.kafka_report import MAX_MEMBER_ID_LEN, MAX_REASON_LEN, KafkaReport
-from coordinator.region.messages import RegionHeartbeat
+from coordinator.protocol.region.kafka_report import MAX_MEMBER_ID_LEN, MAX_REASON_LEN, KafkaReport
+from coordinator.protocol.region.messages import RegionHeartbeat
 from coordinator.region.state import Phase, RegionConfig, RegionCore
 
 BASE = {"region": "r", "member": "m0", "incarnation": "i1"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.cycle import CycleRound
 from coordinator.region.membership import (
     JoinStep,
@@ -14,7 +15,7 @@ from coordinator.region.membership import (
     leave_step,
     start_due,
 )
-from coordinator.region.model import Phase, RegionConfig
+from coordinator.region.model import Phase
 
 
 @pytest.mark.parametrize(("phase", "cooperative", "step"), [

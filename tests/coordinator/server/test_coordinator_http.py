@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 
 
 def _get(address, path):
@@ -72,7 +72,7 @@ PENDING_MERGE_S = 3.0
 
 
 def _swallow_timeout(c, group):
-    from coordinator.wire.errors import MergeTimeout
+    from coordinator.protocol.wire.errors import MergeTimeout
 
     try:
         c.merge_checkpoint(group, 2, 0, 2, "op-b", {}, PENDING_MERGE_S)

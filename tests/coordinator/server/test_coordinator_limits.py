@@ -1,7 +1,7 @@
 """Validation, bounds and limits of the coordinator as pure units (no processes).
 
 The same properties are checked against a real coordinator process in
-tests/coordinator/wire/test_coordinator_hostile.py; here each rule is tested on its own.
+tests/coordinator/protocol/wire/test_coordinator_hostile.py; here each rule is tested on its own.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.common.waiting import wait_until
-from coordinator.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.server.api import Request
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.store.control_table import ControlTable, iter_snapshot
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
 
 
 def _env(body: dict, msg_type: str = "ping", rid: object = "r") -> bytes:
@@ -82,7 +82,7 @@ def test_depth_measure_ignores_brackets_inside_strings():
     '{"a":NaN}', '"s"', '7', '', '{"a":"\\ud800"}', '[' * 5 + ']' * 5,
 ])
 def test_the_scanner_fast_path_parses_and_refuses_as_json_loads(text):
-    from coordinator.wire.envelope import _parse
+    from coordinator.protocol.wire.envelope import _parse
 
     try:
         want: object = json.loads(text)
@@ -203,7 +203,7 @@ def test_region_config_keeps_only_checked_values():
 def test_heartbeat_generation_is_int32():
     RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i",
                                "kafka": {"member_id": None, "generation": -1, "rebalancing": False}})
-    # out of range: the report is ignored (coordinator/region/kafka_report.py), the heartbeat still counts
+    # out of range: the report is ignored (coordinator/protocol/region/kafka_report.py), the heartbeat still counts
     hb = RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i",
                                     "kafka": {"generation": 1 << 31}})
     assert hb.kafka is None and "generation" in (hb.kafka_invalid or "")
@@ -379,8 +379,8 @@ def test_every_region_config_setting_has_a_range_check():
     as unknown at join: adding a setting means adding its check."""
     import attrs
 
-    from coordinator.region.messages import CONFIG_FIELDS
-    from coordinator.region.model import RegionConfig
+    from coordinator.protocol.region.config import RegionConfig
+    from coordinator.protocol.region.messages import CONFIG_FIELDS
 
     assert set(CONFIG_FIELDS) | {"name"} == {f.name for f in attrs.fields(RegionConfig)}
     defaults = RegionConfig(name="r").to_dict()

@@ -7,17 +7,17 @@ import sys
 
 import pytest
 
-from coordinator import security
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
-from coordinator.wire.errors import CoordinatorUnavailable
+from coordinator.protocol import curve_keys
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 
 
 @pytest.fixture
 def keys(tmp_path):
     out = {}
     for name in ("server", "good", "bad"):
-        out[name] = security.keygen(tmp_path / "keys" / name, name)
+        out[name] = curve_keys.keygen(tmp_path / "keys" / name, name)
     allow = tmp_path / "allow"
     allow.mkdir()
     (allow / "good.key").write_bytes(out["good"][0].read_bytes())
@@ -26,9 +26,9 @@ def keys(tmp_path):
 
 def test_curve_allowed_key_works_and_unknown_key_is_refused(tmp_path, keys, names):
     k, allow = keys
-    server_public = security.load_public_key(k["server"][0])
-    good = security.load_keypair(k["good"][1])
-    bad = security.load_keypair(k["bad"][1])
+    server_public = curve_keys.load_public_key(k["server"][0])
+    good = curve_keys.load_keypair(k["good"][1])
+    bad = curve_keys.load_keypair(k["bad"][1])
     proc = CoordinatorProcess(
         tmp_path / "state",
         extra_args=["--curve-secret-key", str(k["server"][1]), "--curve-allow", str(allow)],
@@ -94,8 +94,8 @@ def test_missing_key_file_fails_clearly(tmp_path):
 def test_keygen_writes_a_keypair_and_refuses_to_overwrite(tmp_path):
     r = _cli("keygen", "--out", str(tmp_path / "k"), "--name", "member1")
     assert r.returncode == 0, r.stderr
-    public, secret = security.load_keypair(tmp_path / "k" / "member1.key_secret")
-    assert security.load_public_key(tmp_path / "k" / "member1.key") == public
+    public, secret = curve_keys.load_keypair(tmp_path / "k" / "member1.key_secret")
+    assert curve_keys.load_public_key(tmp_path / "k" / "member1.key") == public
     assert (tmp_path / "k" / "member1.key_secret").stat().st_mode & 0o077 == 0
     r = _cli("keygen", "--out", str(tmp_path / "k"), "--name", "member1")
     assert r.returncode == 2 and "refusing to overwrite" in r.stderr

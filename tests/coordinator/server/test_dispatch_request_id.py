@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES
 from coordinator.server.api import Request
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
-from coordinator.wire import protocol
-from coordinator.wire.envelope import DEFAULT_MAX_FRAME_BYTES
 
 
 class _Store:

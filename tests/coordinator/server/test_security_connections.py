@@ -13,8 +13,8 @@ import urllib.request
 import pytest
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 
 #: The flood: more idle connections than the limit and than the descriptors.
 FLOOD = 300

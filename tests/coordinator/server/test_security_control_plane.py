@@ -14,10 +14,11 @@ import zmq
 from coordinator import security
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol import curve_keys
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.loop import CoordinatorServer
 from coordinator.store.state_store import StateStore
-from coordinator.wire.errors import CoordinatorUnavailable
 
 
 def _cli(*args, timeout=20):
@@ -47,15 +48,15 @@ def test_keygen_creates_the_secret_file_0600_not_chmod_after(tmp_path, monkeypat
     monkeypatch.setattr(os, "chmod", lambda *a, **k: None)
     old = os.umask(0o022)
     try:
-        public, secret = security.keygen(tmp_path / "keys", "member")
+        public, secret = curve_keys.keygen(tmp_path / "keys", "member")
     finally:
         os.umask(old)
     assert secret.stat().st_mode & 0o777 == 0o600
     assert public.stat().st_mode & 0o077 in (0o044, 0o000)  # a public key may be readable
-    pub, sec = security.load_keypair(secret)
-    assert security.load_public_key(public) == pub and len(sec) == 40
-    with pytest.raises(security.SecurityConfigError, match="refusing to overwrite"):
-        security.keygen(tmp_path / "keys", "member")
+    pub, sec = curve_keys.load_keypair(secret)
+    assert curve_keys.load_public_key(public) == pub and len(sec) == 40
+    with pytest.raises(curve_keys.SecurityConfigError, match="refusing to overwrite"):
+        curve_keys.keygen(tmp_path / "keys", "member")
 
 
 def test_state_dir_is_created_0700(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from coordinator.server.http import HttpEndpoint
 from coordinator.server.loop import CoordinatorServer
 from coordinator.server.status_page import render_page

@@ -10,9 +10,9 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.wire.errors import Invalid, MergeRetired, MergeTimeout, NotRegistered
 from coordinator.services.merge import merge_maps
-from coordinator.wire.errors import Invalid, MergeRetired, MergeTimeout, NotRegistered
 
 
 def _start(fn):

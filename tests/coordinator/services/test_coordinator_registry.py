@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.wire.errors import CrIndexMismatch, NotRegistered
+from coordinator.protocol.wire.errors import CrIndexMismatch, NotRegistered
 
 N_WRITERS = 8
 

@@ -37,13 +37,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.server.api import DEFERRED, Request, Timer
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import RegistryService
 from coordinator.store.state_store import StateStore
-from coordinator.wire import protocol
-from coordinator.wire.errors import CoordinatorError
 
 GROUP = "g"
 OPERATORS = ["a", "b", "c"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import WaitTimeout, wait_until
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.wire.errors import CoordinatorUnavailable
 from coordinator.store.state_store import StateStore
-from coordinator.wire.errors import CoordinatorUnavailable
 from cr_consumer.testing.broker import free_port
 
 

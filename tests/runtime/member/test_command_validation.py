@@ -8,8 +8,8 @@ import queue
 
 import zmq
 
-from coordinator.region.commands import Drain, Failed, encode_command
-from coordinator.wire import protocol
+from coordinator.protocol.region.commands import Drain, Failed, encode_command
+from coordinator.protocol.wire import protocol
 from cr_consumer.runtime.member.control import ControlChannel
 
 REGION = {"mode": "periodic", "period_s": 1.0, "member_timeout_s": 5.0}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.common.waiting import wait_until
-from coordinator.region.commands import Drain, Resume
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.commands import Drain, Resume
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.fault_points import Action, Point, TriggerError
 

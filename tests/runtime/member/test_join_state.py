@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from coordinator.region.commands import Failed
+from coordinator.protocol.region.commands import Failed
 from cr_consumer.runtime.member.join_state import JoinState, RegionFatal
 
 

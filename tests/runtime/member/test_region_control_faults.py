@@ -10,7 +10,7 @@ import queue
 import signal
 import time
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.runtime.member.control import LOST_AFTER_S, ControlChannel
 
 from support.scripted_member import ScriptedMember, region_status

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.kafka.kafka_python_client import KafkaPythonClient
 from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from coordinator.region.model import RegionConfig
+from coordinator.protocol.region.config import RegionConfig
 from cr_consumer.cli import member as member_cli
 from cr_consumer.runtime.runner.launch import member_argv
 from cr_consumer.runtime.runner.region_runner import Region

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.common.backoff import Backoff
+from coordinator.protocol.common.backoff import Backoff
 from cr_consumer.runtime.runner.member_proc import RESTART_FIRST_S, RESTART_MAX_S, RESTART_WINDOW_S, MemberProc
 
 

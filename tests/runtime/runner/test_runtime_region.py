@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 from cr_consumer.testing.kafka_util import create_topic, produce
 
@@ -266,18 +266,18 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path, clie
 def test_region_over_a_curve_coordinator(bootstrap, names, tmp_path):
     """Members authenticate with CURVE on both their channels (the control channel
     and the source's coordinator client); output is exactly once."""
-    from coordinator import security
     from coordinator.launcher import CoordinatorProcess
+    from coordinator.protocol import curve_keys
 
-    keys = {n: security.keygen(tmp_path / "keys" / n, n) for n in ("server", "member")}
+    keys = {n: curve_keys.keygen(tmp_path / "keys" / n, n) for n in ("server", "member")}
     allow = tmp_path / "allow"
     allow.mkdir()
     (allow / "member.key").write_bytes(keys["member"][0].read_bytes())
     coordinator = CoordinatorProcess(
         tmp_path / "coordinator",
         extra_args=["--curve-secret-key", str(keys["server"][1]), "--curve-allow", str(allow)],
-        client_kwargs={"curve_server_key": security.load_public_key(keys["server"][0]),
-                       "curve_keypair": security.load_keypair(keys["member"][1])})
+        client_kwargs={"curve_server_key": curve_keys.load_public_key(keys["server"][0]),
+                       "curve_keypair": curve_keys.load_keypair(keys["member"][1])})
     coordinator.start()
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)

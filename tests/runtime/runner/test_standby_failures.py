@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.runner import standby as standby_mod
 from cr_consumer.runtime.runner.launch import HANDOFF_TIMEOUT_S, STANDBY_MODULE, MemberLauncher

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from coordinator.common.transitions import IllegalTransition, StateMachine
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.transitions import IllegalTransition, StateMachine
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.cli import run as run_cli
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.runner import standby as standby_mod

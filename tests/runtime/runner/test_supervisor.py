@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from coordinator.common.waiting import wait_until
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.runtime.runner import supervisor as supervisor_mod
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.region_runner import MAX_MEMBERS, Region

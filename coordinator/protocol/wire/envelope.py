@@ -1,7 +1,7 @@
 """The envelope of the wire protocol: one frame <-> (version, id, type, body).
 
 The frame format, its bounds and the error replies are described in
-`coordinator.wire.protocol` (and docs/protocol.md); this module encodes frames
+`coordinator.protocol.wire.protocol` (and docs/protocol.md); this module encodes frames
 and checks a received one before any handler sees it (`decode`). Each bound
 below says which failure it prevents.
 """
@@ -15,8 +15,8 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
-from coordinator.wire.errors import CoordinatorError, ErrorCode, Malformed, UnsupportedVersion
-from coordinator.wire.fields import CONTROL_CHARS, LONE_SURROGATE, MAX_INT
+from coordinator.protocol.wire.errors import CoordinatorError, ErrorCode, Malformed, UnsupportedVersion
+from coordinator.protocol.wire.fields import CONTROL_CHARS, LONE_SURROGATE, MAX_INT
 
 #: The envelope version this side speaks (``v``).
 PROTOCOL_VERSION = 1

@@ -9,8 +9,8 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid, NotRegistered, TooLarge, UnknownType
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid, NotRegistered, TooLarge, UnknownType
 
 REPLY_TIMEOUT_MS = 5000
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.common.backoff import MAX_DOUBLINGS, Backoff, doubled
+from coordinator.protocol.common.backoff import MAX_DOUBLINGS, Backoff, doubled
 
 
 def test_doubled_doubles_up_to_its_cap():

@@ -14,7 +14,7 @@ Protocol (who sends what, when: ``coordinator/region/state.py`` and
 3. The member's control channel decodes it with :func:`decode_command`, which
    validates every field (names, integer ranges, offsets, free text) and the
    body version before the member acts on it. A body that does not validate is
-   logged and dropped (:class:`~coordinator.wire.errors.Invalid` names the
+   logged and dropped (:class:`~coordinator.protocol.wire.errors.Invalid` names the
    field): the controller then fails the phase by its timeout and resets, as for
    a push lost on the way.
 
@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 
 #: Envelope type of every pushed command.
 COMMAND_TYPE = "region_command"

@@ -1,8 +1,8 @@
 """Wire protocol of the coordinator: the envelope, the messages, their validation.
 
 The parts: the envelope (framing, bounds, encode/decode) is
-`coordinator.wire.envelope`, the field checks `coordinator.wire.fields`, the
-error codes `coordinator.wire.errors`; this module holds the request messages
+`coordinator.protocol.wire.envelope`, the field checks `coordinator.protocol.wire.fields`, the
+error codes `coordinator.protocol.wire.errors`; this module holds the request messages
 and reply bodies, and re-exports the other two so that callers use one name,
 ``protocol``.
 
@@ -21,7 +21,7 @@ object, the *envelope*::
 * ``type`` message type. A successful reply's type is the request's type with
   ``_reply`` appended (``register`` -> ``register_reply``); an error reply's type
   is ``error`` with body ``{"code": CODE, "message": TEXT}`` (codes in
-  :mod:`coordinator.wire.errors`).
+  :mod:`coordinator.protocol.wire.errors`).
 * ``body`` a JSON object with the message's fields (below).
 
 Offset maps: JSON objects only have string keys, so a map
@@ -31,7 +31,7 @@ Offset maps: JSON objects only have string keys, so a map
 
 Each message is a frozen attrs class with ``TYPE``, ``to_body()`` and
 ``from_body(body)``; ``from_body`` validates every field and raises
-:class:`coordinator.wire.errors.Invalid` naming the field.
+:class:`coordinator.protocol.wire.errors.Invalid` naming the field.
 
 Bounds (each constant below says which failure it prevents): a frame must be
 strict UTF-8, nest at most ``MAX_REQUEST_DEPTH`` levels and hold no lone
@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from coordinator.wire.envelope import (
+from coordinator.protocol.wire.envelope import (
     DEFAULT_MAX_FRAME_BYTES,
     ERROR_TYPE,
     MAX_ID_LEN,
@@ -72,7 +72,7 @@ from coordinator.wire.envelope import (
     request_id,
     valid_id,
 )
-from coordinator.wire.fields import (
+from coordinator.protocol.wire.fields import (
     MAX_CLAIMS,
     MAX_CONTRIBUTORS,
     MAX_INT,

@@ -92,7 +92,7 @@ def test_crash_parser_names_exception_and_innermost_frame():
 Traceback (most recent call last):
   File "/w/coordinator/server/loop.py", line 304, in _run
     self._commit.commit_and_send(sock)
-  File "/w/coordinator/wire/envelope.py", line 64, in _dumps
+  File "/w/coordinator/protocol/wire/envelope.py", line 64, in _dumps
     return json.dumps(obj).encode("utf-8")
 UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800'
 2026 ERROR coordinator coordinator stopped after a failure

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from coordinator.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 
 
 def test_returns_the_first_true_result():

@@ -1,4 +1,4 @@
-"""The one garbage-collector policy (``coordinator/common/gc_policy.py``):
+"""The one garbage-collector policy (``coordinator/protocol/common/gc_policy.py``):
 freeze after start-up and thaw at close, a higher young threshold while a
 member runs, the collector paused around a block; NONE leaves the collector
 alone. Freezing is process wide: each test starts and ends thawed, and the
@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from coordinator.common.gc_policy import (
+from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.gc_policy import (
     YOUNG_THRESHOLD,
     GcPolicy,
     collector_paused,
@@ -23,8 +24,7 @@ from coordinator.common.gc_policy import (
     restore_thresholds,
     thaw_at_close,
 )
-from coordinator.common.waiting import wait_until
-from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -161,7 +161,7 @@ def test_a_policy_must_be_the_enum(operation: Callable[[GcPolicy], object]):
 
 CHILD = """
 import gc, sys
-from coordinator.common.gc_policy import GcPolicy, freeze_after_start
+from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 kept = [{"state": i} for i in range(10000)]  # a loaded state: long-lived containers
 frozen = freeze_after_start(GcPolicy(sys.argv[1]), "coordinator")
 print(frozen, gc.get_freeze_count(), gc.get_count()[2])

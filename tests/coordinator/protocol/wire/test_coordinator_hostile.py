@@ -17,9 +17,9 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.common.waiting import wait_until
 from coordinator.launcher import CoordinatorProcess
-from coordinator.wire.errors import Invalid
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.wire.errors import Invalid
 
 REPLY_TIMEOUT_MS = 10_000
 GROUP = "acked-group"
@@ -279,7 +279,7 @@ def test_out_of_range_numbers_and_control_characters_are_invalid(coord, raw, msg
 
 
 def test_a_hostile_kafka_report_does_not_make_the_heartbeat_invalid(coord, raw):
-    """The report is ignored and logged (coordinator/region/kafka_report.py): the
+    """The report is ignored and logged (coordinator/protocol/region/kafka_report.py): the
     heartbeat is judged on its own fields (this member never joined)."""
     reply = raw.request("region_heartbeat", {"region": "r", "member": "m", "incarnation": "i",
                                              "kafka": {"member_id": "x", "generation": 1 << 40, "rebalancing": False}})
@@ -391,7 +391,7 @@ def test_member_list_is_fixed_per_checkpoint_and_late_contributions_are_refused(
         t.join(10)
         assert out["a"] == {("t", 0): 1, ("t", 1): 2}
         # c's contribution to the completed merge would get a map without its partitions
-        from coordinator.wire.errors import MergeClosed
+        from coordinator.protocol.wire.errors import MergeClosed
 
         with pytest.raises(MergeClosed):
             c.merge_checkpoint("fixed", 3, 0, 2, "c", {("t", 2): 3}, 5)

@@ -1,4 +1,4 @@
-"""The one state-machine helper (``coordinator/common/transitions.py``): a table
+"""The one state-machine helper (``coordinator/protocol/common/transitions.py``): a table
 with every state, transitions checked and logged, one error, atomic ``to_if``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from coordinator.common.transitions import IllegalTransition, StateMachine, TransitionTable
+from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafka import TopicPartition
 
-from coordinator.common.partitions import by_label, offsets_text, partition_label
+from coordinator.protocol.common.partitions import by_label, offsets_text, partition_label
 
 
 def test_partition_label():

@@ -1,8 +1,8 @@
 """The region controller's wire messages (member -> controller; the commands the
 controller pushes back are in ``commands.py``), as frozen attrs
 classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
-naming it. Every field is bounded: names as in :func:`coordinator.wire.protocol.check_name`,
-integers to their ranges, free text cut and escaped (:func:`coordinator.wire.protocol.opt_text`),
+naming it. Every field is bounded: names as in :func:`coordinator.protocol.wire.protocol.check_name`,
+integers to their ranges, free text cut and escaped (:func:`coordinator.protocol.wire.protocol.opt_text`),
 and every region config setting to the type and range in :data:`CONFIG_FIELDS`. The protocol itself (who sends what, when) is described in
 ``coordinator/region/controller.py`` and docs/region.md.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 
-from coordinator.region.kafka_report import KafkaReport, decode_or_reason
-from coordinator.wire import protocol
-from coordinator.wire.errors import Invalid
+from coordinator.protocol.region.kafka_report import KafkaReport, decode_or_reason
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import Invalid
 
 #: Kafka's generation id is an int32 (-1 before the first join).
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -53,7 +53,7 @@ def _integer(what: str, low: int, high: int) -> Callable[[Any], int]:
 def _mode(value: Any) -> str:
     if value not in ("periodic", "operator_driven"):
         raise Invalid(f"region config: mode must be 'periodic' or 'operator_driven', got {value!r:.80}")
-    return value
+    return cast(str, value)
 
 
 def _seconds(name: str) -> Callable[[Any], float]:
@@ -111,7 +111,7 @@ class RegionJoin:
     member: str
     incarnation: str
     pid: int | None
-    config: dict
+    config: dict[str, Any]
     host: str | None = None
     replace: bool = False
 
@@ -153,7 +153,7 @@ class RegionHeartbeat:
     #: The member's Kafka group report (None: none, or an invalid one).
     kafka: KafkaReport | None = None
     #: Why the report was ignored (None: valid or absent). An invalid report does
-    #: not make the heartbeat invalid (coordinator/region/kafka_report.py, step 3).
+    #: not make the heartbeat invalid (coordinator/protocol/region/kafka_report.py, step 3).
     kafka_invalid: str | None = None
 
     def to_body(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """A member's Kafka group report: the ``kafka`` field of its ``region_heartbeat``,
-decoded and validated once, at the wire seam (``coordinator/region/messages.py``).
+decoded and validated once, at the wire seam (``coordinator/protocol/region/messages.py``).
 
 Who sends what, when:
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.wire.fields import CONTROL_CHARS, LONE_SURROGATE
+from coordinator.protocol.wire.fields import CONTROL_CHARS, LONE_SURROGATE
 
 #: Kafka's generation id is an int32 (-1 before the first join).
 GENERATION_MIN, GENERATION_MAX = -(1 << 31), (1 << 31) - 1

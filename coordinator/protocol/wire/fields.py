@@ -1,9 +1,9 @@
 """Field checks of the wire protocol: names, integers, free text and offset maps.
 
-Every message's ``from_body`` (`coordinator.wire.protocol`,
-`coordinator.region.messages`) validates its body with these, and the client
+Every message's ``from_body`` (`coordinator.protocol.wire.protocol`,
+`coordinator.protocol.region.messages`) validates its body with these, and the client
 checks what it sends with the same rules. Each check raises
-:class:`~coordinator.wire.errors.Invalid` naming the field. Each bound below
+:class:`~coordinator.protocol.wire.errors.Invalid` naming the field. Each bound below
 says which failure it prevents.
 """
 
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from coordinator.wire.errors import Invalid
+from coordinator.protocol.wire.errors import Invalid
 
 #: Longest group id / operator name / topic accepted (a sanity bound, not Kafka's).
 MAX_NAME_LEN = 1024
