@@ -176,6 +176,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
     from cr_consumer.spark.offsets import SourceOffset
     from cr_consumer.spark.options import parse_options
     from cr_consumer.spark.planner import QueryPlanner
+    from cr_consumer.spark.sink_notices import SinkNotice
 
     default_poll_ms = membership.POLL_MS
     membership.POLL_MS = poll_ms if poll_ms is not None else default_poll_ms  # the members' steady poll
@@ -203,7 +204,7 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
                 break
             planned += sum(end.positions.values()) - sum(start.positions.values())
             t2 = time.perf_counter()
-            planner.sink_notice(end)  # the sink committed the batch: its end is committed now
+            planner.sink_notice(SinkNotice(end))  # the sink committed the batch: its end is committed now
             commits.append((time.perf_counter() - t2) * 1000)
             start = end
         failures = planner.stats["commit_failures"]

@@ -156,12 +156,18 @@ class App:
     def has_rows(self) -> bool:
         return bool(committed_files(self.out))
 
+    def _batches(self, log: str) -> set[int]:
+        path = self.workdir / "checkpoint" / log if log != "_spark_metadata" else self.out / log
+        return {int(p.name) for p in path.glob("[0-9]*") if p.name.isdigit()} if path.is_dir() else set()
+
+    def planned(self) -> set[int]:
+        """Batches in Spark's offset log."""
+        return self._batches("offsets")
+
     def in_flight(self) -> bool:
-        """A batch is planned (in Spark's offset log) and not committed (not in its commit log)."""
-        cp = self.workdir / "checkpoint"
-        planned = {p.name for p in (cp / "offsets").glob("[0-9]*")} if (cp / "offsets").is_dir() else set()
-        done = {p.name for p in (cp / "commits").glob("[0-9]*")} if (cp / "commits").is_dir() else set()
-        return bool(planned - done)
+        """A batch is planned (in Spark's offset log) and its output is not committed
+        (not in the parquet sink's log, so not in Spark's commit log either)."""
+        return bool(self.planned() - self._batches("_spark_metadata") - self._batches("commits"))
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
@@ -197,9 +203,12 @@ def wait_for(cond, what: str, *apps: App, timeout_s: float = STEP_TIMEOUT_S, per
 
 
 def stop_in_flight(app: App, kill: bool) -> bool:
-    """Stop ``app`` for good while one of its batches is in flight; True when one
-    still was after the stop (in Spark's offset log, not in its commit log)."""
-    wait_for(app.in_flight, f"a batch of {app.name} in flight", app, period_s=0.05)
+    """Stop ``app`` for good right after it planned a new batch, long before that batch's
+    sink can commit (its work takes the UDF's time per record); True when the batch's
+    output never became visible (the stop landed in flight, not in the instant between
+    the sink's commit and the group commit: ``cr_consumer/spark/ownership.py``)."""
+    seen = max(app.planned(), default=-1)
+    wait_for(lambda: max(app.planned(), default=-1) > seen, f"a new batch of {app.name}", app, period_s=0.02)
     if kill:
         app.kill()
     else:

@@ -70,3 +70,16 @@ def coordinator(tmp_path):
         yield proc
     finally:
         proc.terminate()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` every test marked ``xdist_group`` must carry its group in
+    its node id (pytest-xdist adds it on each worker): otherwise the Spark tests spread over
+    the workers, each starting its own SparkSession, and ``make test`` runs them side by side."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"xdist_group is not applied to {len(lost)} tests (e.g. {lost[0]}): "
+                                "check the pytest / pytest-xdist versions")

@@ -34,26 +34,59 @@ def coordinator_group(group_id: str, query: str) -> str:
     return f"{group_id}#q{query}"
 
 
-def query_of_checkpoint(checkpoint_location: str | Path) -> str | None:
-    """The query id in a checkpoint location's newest offset log entry.
+def _log_entries(checkpoint: Path, log: str) -> list[tuple[int, Path]]:
+    """Spark's ``offsets/`` or ``commits/`` entries by batch id (ascending)."""
+    log_dir = checkpoint / log
+    if not log_dir.is_dir():
+        return []
+    return sorted((int(f.name), f) for f in log_dir.glob("[0-9]*") if f.name.isdigit())
 
-    Spark writes ``offsets/<batch>``: a version line, a metadata line, then one
-    line per source with its offset JSON. None when no batch is planned yet or
-    the entry has no crkafka query id. Use it to find a query's coordinator
-    group (``coordinator_group(group_id, query)``), e.g. for ``/status``.
-    """
-    log_dir = Path(checkpoint_location) / "offsets"
-    entries = sorted((int(f.name), f) for f in log_dir.glob("[0-9]*") if f.name.isdigit()) if log_dir.is_dir() else []
-    if not entries:
-        return None
-    for line in entries[-1][1].read_text().splitlines()[2:]:
+
+def _source_offsets(entry: Path) -> list[dict]:
+    """The source offsets of one offset log entry: a version line, a metadata line,
+    then one line per source with its offset JSON (``-`` for none)."""
+    out = []
+    for line in entry.read_text().splitlines()[2:]:
         try:
             offset = json.loads(line)
         except ValueError:
             continue
-        if isinstance(offset, dict) and isinstance(offset.get("query"), str):
+        if isinstance(offset, dict):
+            out.append(offset)
+    return out
+
+
+def query_of_checkpoint(checkpoint_location: str | Path) -> str | None:
+    """The query id in a checkpoint location's newest offset log entry.
+
+    None when no batch is planned yet or the entry has no crkafka query id.
+    Use it to find a query's coordinator group (``coordinator_group(group_id,
+    query)``), e.g. for ``/status``.
+    """
+    entries = _log_entries(Path(checkpoint_location), "offsets")
+    if not entries:
+        return None
+    for offset in _source_offsets(entries[-1][1]):
+        if isinstance(offset.get("query"), str):
             return offset["query"]
     return None
 
 
-__all__ = ["coordinator_group", "new_query_id", "query_of_checkpoint"]
+def last_committed_end(checkpoint_location: str | Path, query: str) -> dict | None:
+    """The end offset (JSON) of query ``query``'s source in the newest batch of
+    Spark's commit log, read from the batch's offset log entry; None when no
+    batch is committed or the entry holds no offset of that query."""
+    root = Path(checkpoint_location)
+    committed = _log_entries(root, "commits")
+    if not committed:
+        return None
+    entry = root / "offsets" / str(committed[-1][0])
+    if not entry.is_file():
+        return None
+    for offset in _source_offsets(entry):
+        if offset.get("query") == query:
+            return offset
+    return None
+
+
+__all__ = ["coordinator_group", "last_committed_end", "new_query_id", "query_of_checkpoint"]

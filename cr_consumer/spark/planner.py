@@ -56,9 +56,11 @@ goes through the member holding each partition, all members side by side
 (every commit is queued before any is waited for), bounded by
 ``member_requests.COMMIT_TIMEOUT_S``.
 
-``close()`` (query stop, SIGTERM, the JVM gone): a commit still pending is
-retried, then the members leave the group. The batch in flight is *not*
-committed: whoever holds its partitions next reads it (ownership step 1).
+``close()`` (query stop, SIGTERM, the JVM gone): the newest batch in Spark's
+commit log is committed (a stop may let a batch finish without a progress
+event: ``sink_notices.py`` step 4), a commit still pending is retried, then
+the members leave the group. A batch in flight is *not* committed: whoever
+holds its partitions next reads it (ownership step 1).
 """
 
 from __future__ import annotations
@@ -67,12 +69,13 @@ import logging
 import threading
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from kafka import TopicPartition
 
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership
-from cr_consumer.spark.control import coordinator_group, new_query_id
+from cr_consumer.spark.control import coordinator_group, last_committed_end, new_query_id
 from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S
 from cr_consumer.spark.member_config import session_timeout_ms
 from cr_consumer.spark.member_requests import CALL_MARGIN_S, COMMIT_TIMEOUT_S, MemberFailed
@@ -82,7 +85,7 @@ from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 from cr_consumer.spark.options import SourceOptions, StartKind
 from cr_consumer.spark.positions import start_offsets
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
-from cr_consumer.spark.sink_notices import NoticeReceiver
+from cr_consumer.spark.sink_notices import NoticeReceiver, SinkNotice
 from cr_consumer.spark.watermarks import WatermarkProbe
 
 if TYPE_CHECKING:
@@ -152,6 +155,7 @@ class QueryPlanner:
         self._held: frozenset[TopicPartition] | None = None
         self._commit_lock = threading.RLock()  # the main thread's and the notice thread's commits
         self._notices: NoticeReceiver | None = None
+        self._checkpoint: str | None = None  # the query's checkpoint location, from the notices
         self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
         self._given_up: dict[TopicPartitionKey, int] = {}  # replayed partitions left to others: where our output ends
         self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
@@ -257,6 +261,7 @@ class QueryPlanner:
         self._closed = True
         if self._notices is not None:
             self._notices.stop()
+        self._commit_from_commit_log()
         if self._pending_commit is not None and self.members:
             try:
                 with self._commit_lock:
@@ -417,11 +422,32 @@ class QueryPlanner:
             self._adopt_new()  # floors first: never commit below another owner's commit
         self._sink_committed(end)
 
-    def sink_notice(self, end: SourceOffset) -> None:
-        """A sink-commit notice (``sink_notices.py``, on the receiver's thread): commit ``end``
+    def sink_notice(self, notice: SinkNotice) -> None:
+        """A sink-commit notice (``sink_notices.py``, on the receiver's thread): commit its end
         now rather than at the next trigger. Nothing before the first adoption."""
+        if notice.checkpoint is not None:
+            self._checkpoint = notice.checkpoint
         if self._held is not None and not self._closed:
-            self._sink_committed(end)
+            self._sink_committed(notice.end)
+
+    def _commit_from_commit_log(self) -> None:
+        """At close (``sink_notices.py`` step 4): commit the newest batch in Spark's commit
+        log, which a stop may have let finish without a progress event. Only a checkpoint
+        location on a local file system is read; a failure is logged, the close goes on."""
+        location = self._checkpoint
+        if location is None or self._held is None or not self.members:
+            return
+        url = urlparse(location)
+        if url.scheme not in ("", "file"):
+            log.info("crkafka: the checkpoint location %s is not local: its commit log is not read at close",
+                     location)
+            return
+        try:
+            found = last_committed_end(url.path, self.query)
+            if found is not None:
+                self._sink_committed(SourceOffset.from_json(found))
+        except Exception:  # closing: logged with its traceback, the members still leave
+            log.exception("crkafka: committing the newest batch of Spark's commit log at close failed")
 
     def _sink_committed(self, end: SourceOffset) -> None:
         """``end`` is in Spark's commit log: commit it unless a newer one is (ownership step 1)."""

@@ -12,16 +12,21 @@ driver's session.
 
 1. ``register(spark)`` adds one :class:`SinkCommitListener` to the session.
 2. At each progress event, the listener takes every source end offset that is
-   a crkafka offset with a query id and pushes its JSON, without blocking, to
-   that query's notice socket (:func:`notice_endpoint`: an IPC path named
-   after the query id; the runner is a child process of the driver's JVM on
-   the same host). No runner listening: the notice is dropped (the runner's
-   own ``latestOffset`` commits the end later).
+   a crkafka offset with a query id and pushes, without blocking, a
+   :class:`SinkNotice` (the end, and the query's checkpoint location) to that
+   query's notice socket (:func:`notice_endpoint`: an IPC path named after the
+   query id; the runner is a child process of the driver's JVM on the same
+   host). No runner listening: the notice is dropped (the runner's own
+   ``latestOffset`` commits the end later).
 3. The runner (:class:`NoticeReceiver`, a thread started with the planner)
-   receives each notice, validates it (size bound, offset format, its own
-   query id) and hands the end to the planner, which commits it like the
-   ``start`` of a ``latestOffset``. A malformed notice is logged and dropped;
-   it never stops the thread.
+   receives each notice, validates it (size bound, format, its own query id)
+   and hands it to the planner, which commits the end like the ``start`` of a
+   ``latestOffset`` and keeps the checkpoint location. A malformed notice is
+   logged and dropped; it never stops the thread.
+4. At close the planner reads Spark's commit log in that checkpoint location
+   (when it is on a local file system) and commits the newest committed
+   batch's end: ``query.stop()`` lets a batch whose sink is committing finish,
+   and its progress event may never be posted.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 
+import attrs
 import zmq
 
 from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
@@ -53,6 +59,37 @@ SEND_QUEUE = 16
 MAX_SENDERS = 64
 
 
+#: The notice's format version.
+NOTICE_VERSION = 1
+#: Bound on a checkpoint location's length in a notice.
+MAX_CHECKPOINT_CHARS = 4096
+
+
+@attrs.frozen
+class SinkNotice:
+    """Spark committed the batch ending at ``end``; ``checkpoint`` is the query's
+    checkpoint location as Spark resolved it (a URI; None when unknown)."""
+
+    end: SourceOffset
+    checkpoint: str | None = None
+
+    def to_json(self) -> dict:
+        return {"v": NOTICE_VERSION, "end": self.end.to_json(), "checkpoint": self.checkpoint}
+
+    @classmethod
+    def from_json(cls, doc: object) -> SinkNotice:
+        if not isinstance(doc, dict) or doc.get("v") != NOTICE_VERSION:
+            raise OffsetFormatError(f"not a version-{NOTICE_VERSION} sink-commit notice")
+        checkpoint = doc.get("checkpoint")
+        if checkpoint is not None and not (isinstance(checkpoint, str) and 0 < len(checkpoint) <= MAX_CHECKPOINT_CHARS
+                                           and checkpoint.isprintable()):
+            raise OffsetFormatError("bad checkpoint location in a sink-commit notice")
+        end = doc.get("end")
+        if not isinstance(end, dict):
+            raise OffsetFormatError("a sink-commit notice without an end offset")
+        return cls(SourceOffset.from_json(end), checkpoint)
+
+
 def notice_endpoint(query: str) -> str:
     """The IPC endpoint of query ``query``'s runner (query ids are hex: a safe file name)."""
     return f"ipc://{os.path.join(tempfile.gettempdir(), f'crkafka-{query}.notices')}"
@@ -61,9 +98,9 @@ def notice_endpoint(query: str) -> str:
 class NoticeReceiver:
     """Step 3: the runner's end of the notices; ``on_end`` runs on the receiver's thread."""
 
-    def __init__(self, query: str, on_end: Callable[[SourceOffset], None]) -> None:
+    def __init__(self, query: str, on_notice: Callable[[SinkNotice], None]) -> None:
         self.query = query
-        self._on_end = on_end
+        self._on_notice = on_notice
         self._stop = threading.Event()
         self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PULL)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -85,20 +122,21 @@ class NoticeReceiver:
             self._socket.close(0)
 
     def handle(self, raw: bytes) -> None:
-        """Validate one notice and hand its end to the planner; a bad one is logged and dropped."""
+        """Validate one notice and hand it to the planner; a bad one is logged and dropped."""
         try:
-            end = SourceOffset.from_json(json.loads(raw))
+            notice = SinkNotice.from_json(json.loads(raw))
         except (ValueError, OffsetFormatError) as exc:
             log.warning("crkafka: dropped a malformed sink-commit notice (%d bytes): %s", len(raw), exc)
             return
-        if end.query != self.query:
-            log.warning("crkafka: dropped a sink-commit notice of query %r (this runner is %r)", end.query, self.query)
+        if notice.end.query != self.query:
+            log.warning("crkafka: dropped a sink-commit notice of query %r (this runner is %r)", notice.end.query,
+                        self.query)
             return
         self.received += 1
         try:
-            self._on_end(end)
+            self._on_notice(notice)
         except Exception:  # the commit is retried at the next trigger; the receiver goes on
-            log.exception("crkafka: committing a sink-commit notice (epoch %d) failed", end.epoch)
+            log.exception("crkafka: committing a sink-commit notice (epoch %d) failed", notice.end.epoch)
 
     def stop(self) -> None:
         self._stop.set()
@@ -129,8 +167,9 @@ class NoticeSender:
         self._sockets: OrderedDict[str, zmq.Socket[bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def send(self, end: SourceOffset) -> bool:
-        """Push ``end`` to its query's runner without blocking; False when it was dropped."""
+    def send(self, notice: SinkNotice) -> bool:
+        """Push ``notice`` to its query's runner without blocking; False when it was dropped."""
+        end = notice.end
         with self._lock:
             socket = self._sockets.get(end.query)
             if socket is None:
@@ -142,7 +181,7 @@ class NoticeSender:
                 if len(self._sockets) > MAX_SENDERS:
                     self._sockets.popitem(last=False)[1].close(0)
             try:
-                socket.send(json.dumps(end.to_json()).encode(), zmq.NOBLOCK)
+                socket.send(json.dumps(notice.to_json()).encode(), zmq.NOBLOCK)
             except zmq.Again:
                 return False
             return True
@@ -164,6 +203,18 @@ def install_listener(spark) -> None:
     if spark in _listening:
         return
     sender = NoticeSender()
+    roots: dict[str, str | None] = {}  # Spark's query id -> its checkpoint location
+
+    def checkpoint_of(query_id: str) -> str | None:
+        """The query's resolved checkpoint location, through the JVM query (py4j; None if not found)."""
+        if query_id not in roots:
+            try:
+                query = spark.streams.get(query_id)
+                roots[query_id] = str(query._jsq.streamingQuery().resolvedCheckpointRoot()) if query else None
+            except Exception:  # the notices still carry the end; only the close-time read is lost
+                log.exception("crkafka: the checkpoint location of query %s could not be read", query_id)
+                roots[query_id] = None
+        return roots[query_id]
 
     class SinkCommitListener(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:
@@ -171,8 +222,11 @@ def install_listener(spark) -> None:
 
         def onQueryProgress(self, event) -> None:
             try:
-                for end in crkafka_ends([source.endOffset for source in event.progress.sources]):
-                    sender.send(end)
+                ends = crkafka_ends([source.endOffset for source in event.progress.sources])
+                if ends:
+                    checkpoint = checkpoint_of(str(event.progress.id))
+                    for end in ends:
+                        sender.send(SinkNotice(end, checkpoint))
             except Exception:  # a listener's failure must not reach Spark's listener bus
                 log.exception("crkafka: sending a sink-commit notice failed")
 
@@ -180,11 +234,11 @@ def install_listener(spark) -> None:
             pass
 
         def onQueryTerminated(self, event) -> None:
-            pass
+            roots.pop(str(event.id), None)
 
     spark.streams.addListener(SinkCommitListener())
     _listening.add(spark)
 
 
-__all__ = ["MAX_NOTICE_BYTES", "NoticeReceiver", "NoticeSender", "crkafka_ends", "install_listener",
+__all__ = ["MAX_NOTICE_BYTES", "NoticeReceiver", "NoticeSender", "SinkNotice", "crkafka_ends", "install_listener",
            "notice_endpoint"]

@@ -6,6 +6,7 @@ with the default consumer settings; the rules are ``cr_consumer/spark/ownership.
 
 from __future__ import annotations
 
+import json
 import time
 
 from cr_consumer.spark.options import parse_options
@@ -99,3 +100,43 @@ def test_a_restart_after_another_query_read_its_batch_in_flight_reads_none_of_it
     # the second query had read the whole batch in flight: the replay gave it up
     assert a2.planner.stats["replay_rows_given_up"] > 0
     _exactly_once([a1.output, b.output, a2.output], 700)
+
+
+def test_a_stop_that_let_a_batch_finish_without_a_progress_event_commits_it_from_spark_s_commit_log(
+        bootstrap, coordinator, names, tmp_path):
+    """``query.stop()`` lets a batch whose sink is committing finish (Spark's commit log has it),
+    and its progress event may never come: the close reads Spark's commit log and commits it,
+    but not a batch that is only planned."""
+    from cr_consumer.spark.offsets import SourceOffset
+    from cr_consumer.spark.planner import QueryPlanner
+    from cr_consumer.spark.sink_notices import SinkNotice
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    produce(bootstrap, topic, [b"a%d" % i for i in range(600)])
+    planner = QueryPlanner(_options(bootstrap, topic, group, coordinator, "earliest"))
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir()
+
+    def spark_log(batch: int, end: SourceOffset, committed: bool) -> None:
+        (tmp_path / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps(end.to_json())}\n")
+        if committed:
+            (tmp_path / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+
+    try:
+        ends = [SourceOffset.initial()]
+        for batch in range(2):
+            ends.append(planner.latest_offset(ends[-1], 100))
+            spark_log(batch, ends[-1], committed=True)
+            if batch == 0:  # the progress event of batch 0 tells the checkpoint location
+                planner.sink_notice(SinkNotice(ends[-1], f"file:{tmp_path}"))
+        # batch 1 is in Spark's commit log, but its progress event never came and no next
+        # batch was planned; a later batch is in the offset log only (in flight at the stop)
+        in_flight = SourceOffset(epoch=ends[-1].epoch + 1, positions={k: v + 10 for k, v in ends[-1].positions.items()},
+                                 query=ends[-1].query)
+        spark_log(2, in_flight, committed=False)
+        assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in ends[1].positions.items()}
+    finally:
+        planner.close()
+    assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in ends[2].positions.items()}

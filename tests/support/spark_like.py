@@ -13,6 +13,7 @@ import time
 from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.planner import QueryPlanner
+from cr_consumer.spark.sink_notices import SinkNotice
 
 #: The sink's work per batch: a batch is in flight when a rebalance or a stop comes.
 SINK_S = 0.3
@@ -53,7 +54,7 @@ class SparkLikeQuery:
                 return False
             self.output.update(rows)  # the sink's commit
             self.log = (start, end, True)  # Spark's commit log
-            self.planner.sink_notice(end)  # Spark's progress event, through the listener
+            self.planner.sink_notice(SinkNotice(end))  # Spark's progress event, through the listener
             return True
         finally:
             self.in_flight.clear()
