@@ -174,7 +174,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
         seg = next(path.glob("segment-*.log"))
         data = seg.read_bytes()
         t0 = time.perf_counter()
-        segment.scan(open(seg, "rb").read(), lambda off, p: None)
+        segment.scan(seg.read_bytes(), lambda off, p: None)
         raw = time.perf_counter() - t0
         gc.collect()
         store = StateStore(path)
@@ -207,7 +207,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
     seg = next(path.glob("segment-*.log"))
     size = seg.stat().st_size
     t0 = time.perf_counter()
-    segment.scan(open(seg, "rb").read(), lambda off, p: None)
+    segment.scan(seg.read_bytes(), lambda off, p: None)
     raw = time.perf_counter() - t0
     store = StateStore(path)
     report = store.load()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -177,10 +178,8 @@ class App:
 
     def kill(self) -> None:
         """kill -9 of the whole application: driver, JVM, source runner, Python workers."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(STOP_TIMEOUT_S)
 
 

@@ -8,6 +8,7 @@ a rebalance, leaving the group on close, cooperative rebalancing.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -136,10 +137,8 @@ def clients():
 
     yield make
     for client in made:
-        try:
+        with contextlib.suppress(Exception):  # already closed by the test
             client.close(CLOSE_MS)
-        except Exception:  # noqa: BLE001 - already closed by the test
-            pass
 
 
 def test_records_and_assignment_are_the_same_for_both_clients(kind, bootstrap, names, clients):

@@ -3,6 +3,7 @@ checkpoint location: no gap, no duplicate, committed offsets = the output."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import types
 from pathlib import Path
@@ -77,7 +78,5 @@ def test_kill9_of_the_driver_alone_makes_the_members_leave(bootstrap, coordinato
                 time.sleep(0.2)
             assert client.members(qgroup) == [], (tmp_path / "query.log").read_text()[-3000:]
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -25,6 +25,7 @@ environment and a status pipe.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -145,10 +146,9 @@ class MemberLauncher:
         except BrokenPipeError:
             log.warning("%s exited before it read its Kafka properties", m.name)
         finally:
-            try:
+            # close() re-flushing what the dead member never read: logged above
+            with contextlib.suppress(BrokenPipeError):
                 m.proc.stdin.close()
-            except BrokenPipeError:  # close() re-flushing what the dead member never read: logged above
-                pass
 
 
 #: Region settings a settings dict may leave out, and the member flag of each.

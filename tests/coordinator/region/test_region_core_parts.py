@@ -82,7 +82,7 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
     first = drive.start("boot", ResetKind.MEMBERSHIP, ["m1", "m0"], now=1.0, rejoin=True)
     assert isinstance(first, RoundStart) and first.attempt == 1 and first.deadline == 8.0
     assert first.commands == ((("m0", ResetToInitial(1, rejoin=True)), ("m1", ResetToInitial(1, rejoin=True))))
-    assert first.members == {"m0", "m1"} and "attempt 1 (membership, consecutive 0, streak 0): boot" == first.why
+    assert first.members == {"m0", "m1"} and first.why == "attempt 1 (membership, consecutive 0, streak 0): boot"
     done = drive.answered(now=1.5)
     assert (done.attempt, done.took_s, done.hold_left_s) == (1, 0.5, None)
     end = drive.resume()

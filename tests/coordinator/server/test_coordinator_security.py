@@ -46,9 +46,10 @@ def test_curve_allowed_key_works_and_unknown_key_is_refused(tmp_path, keys, name
                 intruder.register(group, 0, "intruder")
             with pytest.raises(CoordinatorUnavailable):
                 intruder.get_initial_offsets(group)
-        with CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5) as plain:  # no CURVE at all
-            with pytest.raises(CoordinatorUnavailable):
-                plain.members(group)
+        # no CURVE at all
+        with CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5) as plain, \
+                pytest.raises(CoordinatorUnavailable):
+            plain.members(group)
         with CoordinatorClient(proc.endpoint, timeout=10, curve_server_key=server_public, curve_keypair=good) as c:
             assert c.members(group) == ["op"]  # the intruder registered nothing
             assert c.get_initial_offsets(group) == {("t", 0): 3}

@@ -133,9 +133,9 @@ def test_curve_fails_closed_when_the_authenticator_stops(tmp_path):
             c.ping()  # an allowed key gets in while the authenticator runs
         auth.stop()
         # No ZAP handler any more: even an allowed key must not get in.
-        with CoordinatorClient(endpoint, timeout=1.5, try_timeout=0.5, **kwargs) as c:
-            with pytest.raises(CoordinatorUnavailable):
-                c.ping()
+        with CoordinatorClient(endpoint, timeout=1.5, try_timeout=0.5, **kwargs) as c, \
+                pytest.raises(CoordinatorUnavailable):
+            c.ping()
     finally:
         server.stop()
         store.close()
