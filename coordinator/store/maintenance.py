@@ -246,7 +246,7 @@ class Maintenance:
             return True
         except LogFailed:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged, retried after a backoff; only LogFailed is fatal
             self._note_compaction_failure(exc, "compaction failed")
             return False
 

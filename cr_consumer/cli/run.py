@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                 next_status = time.monotonic() + args.status_every
                 try:
                     status = region.status()
-                except Exception as exc:  # the coordinator may be restarting: report and go on
+                except Exception as exc:  # noqa: BLE001 - the coordinator may be restarting: report and go on
                     print(f"region {region.group}: status unavailable ({exc})", flush=True)
                     continue
                 print(_line(status), flush=True)

@@ -186,7 +186,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             settled = wait_for_commits(bootstrap, group, manifest, settle_s)
             drill_tl.event("settle", settled=settled, waited_s=round(time.monotonic() - t_settle, 3))
             progress("stopping the region")
-        except Exception as exc:  # turned into the report's error: the drill fails, never hangs
+        except Exception as exc:  # noqa: BLE001 - turned into the report's error: the drill fails, never hangs
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
         finally:

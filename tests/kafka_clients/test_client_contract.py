@@ -111,7 +111,7 @@ class Poller:
         try:
             while not self._stop.is_set():
                 self.client.poll(100, 100)
-        except BaseException as exc:  # reported by stop()
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
 
     def __enter__(self) -> Poller:

@@ -21,7 +21,7 @@ def _start(fn):
     def run():
         try:
             box["value"] = fn()
-        except BaseException as exc:  # checked by the test
+        except BaseException as exc:  # noqa: BLE001 - checked by the test
             box["error"] = exc
 
     t = threading.Thread(target=run)

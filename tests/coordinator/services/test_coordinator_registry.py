@@ -24,7 +24,7 @@ def _run_all(fns):
         barrier.wait(10)
         try:
             results[i] = fn()
-        except BaseException as exc:  # re-raised below in the test thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised below in the test thread
             errors.append(exc)
 
     threads = [threading.Thread(target=wrap, args=(i, fn)) for i, fn in enumerate(fns)]
