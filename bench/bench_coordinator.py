@@ -203,7 +203,8 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
             while waiting:
                 for s, _ in poller.poll(30_000):
                     reply = json.loads(s.recv())
-                    assert reply["type"] == "merge_checkpoint_reply" and reply["id"] == f"m{seq}", reply
+                    assert reply["type"] == "merge_checkpoint_reply", reply
+                    assert reply["id"] == f"m{seq}", reply
                     assert len(reply["body"]["offsets"]) == n
                     waiting.discard(index[s])
             lat.append(time.perf_counter() - t0)

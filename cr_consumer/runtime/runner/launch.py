@@ -139,7 +139,8 @@ class MemberLauncher:
 
     @staticmethod
     def _hand_kafka_properties(m: MemberProc, document: bytes) -> None:
-        assert m.proc is not None and m.proc.stdin is not None
+        assert m.proc is not None
+        assert m.proc.stdin is not None
         try:
             m.proc.stdin.write(document)
             m.proc.stdin.flush()  # a broken pipe shows here, not in close()

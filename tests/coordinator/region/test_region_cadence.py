@@ -56,7 +56,8 @@ class Region:
         self.ack_all("drain", now, seq)
         assert self.core.phase is Phase.CHECKPOINTING
         self.ack_all("checkpoint", now + checkpoint_s, seq)
-        assert self.core.phase is Phase.RUNNING and self.core.last_consistent == seq
+        assert self.core.phase is Phase.RUNNING
+        assert self.core.last_consistent == seq
         self.resumes.append(now + checkpoint_s)
         return True
 

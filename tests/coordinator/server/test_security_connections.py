@@ -94,7 +94,8 @@ def test_connection_limit_flags_are_checked(tmp_path):
     for args in (["--max-connections", "0"], ["--handshake-timeout", "1ms"]):
         r = subprocess.run([sys.executable, "-m", "coordinator", "--state-dir", str(tmp_path / "s"), *args],
                            capture_output=True, text=True, timeout=20)
-        assert r.returncode == 2 and "--max-connections/--handshake-timeout" in r.stderr
+        assert r.returncode == 2
+        assert "--max-connections/--handshake-timeout" in r.stderr
 
 
 def _threads(pid: int) -> int:
@@ -130,7 +131,8 @@ def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
                                 interval=0.2)
             assert status["loaded"] is True
             refused = _metric(_get(proc.http_address, "/metrics"), "crkafka_coordinator_http_connections_refused_total")
-            assert refused is not None and refused >= 40
+            assert refused is not None
+            assert refused >= 40
         finally:
             for s in idle:
                 s.close()

@@ -48,7 +48,8 @@ def test_any_flipped_byte_of_a_record_mid_log_is_a_start_up_error(tmp_path):
             (d / seg.name).write_bytes(bytes(broken))
             with pytest.raises(segment.CorruptLog) as info:
                 StateStore(d).load()
-            assert str(d / seg.name) in str(info.value) and f"at byte {start}" in str(info.value)
+            assert str(d / seg.name) in str(info.value)
+            assert f"at byte {start}" in str(info.value)
             assert (d / seg.name).read_bytes() == bytes(broken)
             assert [p.name for p in d.iterdir() if p.name != "LOCK"] == [seg.name]
 
@@ -153,7 +154,8 @@ def test_the_coordinator_refuses_a_corrupt_log_until_told_to_truncate(tmp_path):
         proc.start()
     proc.terminate()
     assert proc.returncode == 1
-    assert f"{seg} at byte {offsets[3]}" in str(info.value) and "--truncate-corrupt" in str(info.value)
+    assert f"{seg} at byte {offsets[3]}" in str(info.value)
+    assert "--truncate-corrupt" in str(info.value)
     assert seg.read_bytes() == bytes(broken)
     proc = CoordinatorProcess(state, extra_args=["--truncate-corrupt"])
     proc.start()
