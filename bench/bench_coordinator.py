@@ -63,13 +63,13 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.client import CoordinatorClient  # noqa: E402
-from coordinator.launcher import CoordinatorProcess  # noqa: E402
+from coordinator.client import CoordinatorClient
+from coordinator.launcher import CoordinatorProcess
 
 
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 def raw_fsync_rate(directory: Path, seconds: float) -> float:

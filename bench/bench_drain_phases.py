@@ -68,11 +68,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_operator  # noqa: E402
-from baseline import produce_fixed  # noqa: E402
+import bench_operator
+from baseline import produce_fixed
 
-from cr_consumer.kafka import kafka_python_client, librdkafka_client  # noqa: E402
-from cr_consumer.operator import event_thread, handlers  # noqa: E402
+from cr_consumer.kafka import kafka_python_client, librdkafka_client
+from cr_consumer.operator import event_thread, handlers
 
 #: The timestamps of the drain in progress (t0 drain called, t1 event runs, t2 commit
 #: starts, t3 commit returns, t4 event done, t5 drain returns) and of the drains done.

@@ -66,10 +66,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baseline import bare_poll_loop, produce_fixed  # noqa: E402
+from baseline import bare_poll_loop, produce_fixed
 
-from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition  # noqa: E402
-from cr_consumer.operator.region import RegionPermit  # noqa: E402
+from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+from cr_consumer.operator.region import RegionPermit
 
 #: Bound on one operator run, so a stall fails the benchmark instead of hanging it.
 RUN_TIMEOUT_S = 300.0

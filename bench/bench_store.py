@@ -35,9 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coordinator.store import records
-from coordinator.store.control_table import ControlTable  # noqa: E402
+from coordinator.store.control_table import ControlTable
 from coordinator.store.log import segment
-from coordinator.store.state_store import StateStore  # noqa: E402
+from coordinator.store.state_store import StateStore
 
 
 def fresh(base: Path, name: str) -> Path:

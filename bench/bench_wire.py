@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.store.state_store import StateStore  # noqa: E402
-from coordinator.wire import protocol  # noqa: E402
+from coordinator.store.state_store import StateStore
+from coordinator.wire import protocol
 
 
 def main() -> None:

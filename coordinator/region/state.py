@@ -58,7 +58,7 @@ from coordinator.region.document import RegionDocument
 from coordinator.region.kafka_report import KafkaReport
 from coordinator.region.members import MemberTable
 from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step, start_due
-from coordinator.region.model import (  # noqa: F401 (Phase, RegionConfig are re-exported)
+from coordinator.region.model import (  # Phase, RegionConfig are re-exported
     TRANSITIONS,
     MemberInfo,
     Phase,

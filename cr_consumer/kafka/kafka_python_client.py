@@ -334,4 +334,4 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "SETTINGS", "kafka_python_config", "to_kafka_records"]
+__all__ = ["ASSIGNORS", "RENAMED", "SETTINGS", "KafkaPythonClient", "kafka_python_config", "to_kafka_records"]

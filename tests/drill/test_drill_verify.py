@@ -97,7 +97,7 @@ def test_committed_offsets_behind_output(tmp_path):
 
 
 def test_malformed_line_and_unknown_partition(tmp_path):
-    rows = _good_rows() + [("t", 7, 0, "x")]
+    rows = [*_good_rows(), ("t", 7, 0, "x")]
     _write(tmp_path / "a.jsonl", rows)
     with open(tmp_path / "a.jsonl", "a") as f:
         f.write("not json\n")
@@ -193,7 +193,7 @@ def test_a_record_acknowledged_without_an_offset_and_not_delivered_is_missing(tm
 
 def test_a_value_acknowledged_once_and_delivered_twice_at_two_offsets_is_unexpected(tmp_path):
     m = _manifest_with_unplaced({0: range(9, 10)})
-    rows = _good_rows() + [("t", 0, 10, "v0-9")]  # the same value once more, after the range
+    rows = [*_good_rows(), ("t", 0, 10, "v0-9")]  # the same value once more, after the range
     _write(tmp_path / "a.jsonl", rows)
     r = verify(m, tmp_path)
     assert not r.ok

@@ -75,7 +75,7 @@ def test_mixed_or_unknown_assignors_and_unknown_names_are_refused(kind):
         make_client(kind, {**BASE, "partition.assignment.strategy": "range,cooperative-sticky"})
     with pytest.raises(ClientConfigError, match="sticky-ish"):
         make_client(kind, {**BASE, "partition.assignment.strategy": "sticky-ish"})
-    with pytest.raises(ClientConfigError, match="no.such.setting"):
+    with pytest.raises(ClientConfigError, match=r"no\.such\.setting"):
         make_client(kind, {**BASE, "no.such.setting": 1})
 
 

@@ -154,7 +154,7 @@ def test_membership_configs():
     assert {c["group_id"] for c in configs} == {"g"}
     assert not any(c["enable_auto_commit"] for c in configs)
     assert {c["max_poll_records"] for c in configs} == {300}
-    with pytest.raises(InvalidOptionError, match="heartbeat.interval.ms"):
+    with pytest.raises(InvalidOptionError, match=r"heartbeat\.interval\.ms"):
         parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"}))
 
 

@@ -304,7 +304,7 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
     assert h.core.checkpoint_offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
     h.core.request_reset("m0", True, "rebalance", 3.0)
-    reset = [b for _, b in h.take() if b["cmd"] == "reset"][0]
+    reset = next(b for _, b in h.take() if b["cmd"] == "reset")
     assert reset["offsets"] == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
 
 

@@ -96,7 +96,7 @@ def test_missing_key_file_fails_clearly(tmp_path):
 def test_keygen_writes_a_keypair_and_refuses_to_overwrite(tmp_path):
     r = _cli("keygen", "--out", str(tmp_path / "k"), "--name", "member1")
     assert r.returncode == 0, r.stderr
-    public, secret = security.load_keypair(tmp_path / "k" / "member1.key_secret")
+    public, _secret = security.load_keypair(tmp_path / "k" / "member1.key_secret")
     assert security.load_public_key(tmp_path / "k" / "member1.key") == public
     assert (tmp_path / "k" / "member1.key_secret").stat().st_mode & 0o077 == 0
     r = _cli("keygen", "--out", str(tmp_path / "k"), "--name", "member1")

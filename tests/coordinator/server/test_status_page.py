@@ -137,7 +137,7 @@ def test_healthz_ready_and_not_found(coordinator_http):
     assert _get(addr, "/healthz")[::2] == (200, "ok\n")
     assert _get(addr, "/ready")[::2] == (200, "ready\n")
     assert _get(addr, "/nope")[0] == 404
-    code, ctype, page = _get(addr, "/?x=1")
+    code, _ctype, page = _get(addr, "/?x=1")
     assert code == 200
     assert "No region has joined yet." in page
 

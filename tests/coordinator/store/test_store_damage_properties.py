@@ -88,7 +88,7 @@ def mid_log_damage(draw):
 @given(mid_log_damage())
 def test_damage_inside_the_log_is_always_a_start_up_error_and_changes_nothing(case):
     k, data = case
-    store, error, after = _load(data)
+    _store, error, after = _load(data)
     assert error is not None, f"damage in record {k} of {len(OFFSETS)} was not refused"
     assert f"at byte {OFFSETS[k]}:" in str(error)
     assert NAME in str(error)
@@ -113,7 +113,7 @@ def test_a_torn_last_record_is_cut_and_keeps_every_earlier_record(cut, garbage, 
 def test_the_fixture_has_records_of_every_kind():
     assert len(OFFSETS) == 24
     assert DATA
-    store, error, _ = _load(DATA)
+    _store, error, _ = _load(DATA)
     assert error is None
 
 

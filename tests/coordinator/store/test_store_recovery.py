@@ -76,7 +76,7 @@ def test_a_torn_multi_record_write_is_truncated_automatically(tmp_path, caplog):
     """The last write held three records (one group commit); the crash left the
     first whole, the second half-written and the third as zeros. Nothing good
     follows the damage, so it is a torn tail: cut with a WARNING."""
-    seg, offsets = _ten_groups(tmp_path)
+    seg, _offsets = _ten_groups(tmp_path)
     data = seg.read_bytes()
     batch = b"".join(
         segment.encode_record(records.encode(1.0, [records.control_entry("late", "t", [p], [p])])) for p in range(3)
@@ -97,7 +97,7 @@ def test_a_torn_multi_record_write_is_truncated_automatically(tmp_path, caplog):
 def test_a_bad_last_record_with_garbage_after_it_is_a_torn_tail(tmp_path):
     """Header intact, length inside the file, CRC bad, and only unparseable
     bytes after it: what a crash in the middle of one append leaves."""
-    seg, offsets = _ten_groups(tmp_path)
+    seg, _offsets = _ten_groups(tmp_path)
     data = seg.read_bytes()
     last = segment.encode_record(records.encode(1.0, [records.control_entry("late", "t", [0], [5])]))
     garbled = last[:20] + bytes(b ^ 0x5A for b in last[20:]) + b"\xff" * 100
@@ -134,7 +134,7 @@ def test_a_record_of_a_lower_format_version_stops_start_up(tmp_path):
     """Version 2 is the only one read: a CRC-valid version-1 record is undecodable."""
     seg = tmp_path / segment.segment_name(0)
     seg.write_bytes(_raw_record(1, records.encode(1.0, [records.control_entry("g", "t", [0], [1])])))
-    with pytest.raises(segment.CorruptLog, match="format version 1 .this coordinator reads version 2"):
+    with pytest.raises(segment.CorruptLog, match=r"format version 1 \(this coordinator reads version 2\)"):
         StateStore(tmp_path).load()
 
 

@@ -122,7 +122,7 @@ def test_region_fails_after_too_many_consecutive_resets(bootstrap, names, tmp_pa
     pipeline = write_module(tmp_path, "failing", FAILING_SINK)
     produce(bootstrap, topic, half_values(200))
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2, max_consecutive_resets=3) as region:
-        with pytest.raises(RegionFailed, match="consecutive resets|region FAILED|code 3"):
+        with pytest.raises(RegionFailed, match=r"consecutive resets|region FAILED|code 3"):
             region.wait_until(lambda s: False, 60)
         wait_until(lambda: region.failed, 20, "the region to fail", interval=0.1)
         assert "code 3" in region.failed  # the members exit with 3: not restarted

@@ -10,6 +10,7 @@ standby that failed is killed and reaped."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -106,7 +107,7 @@ def test_1_a_standby_from_a_tree_without_the_standby_module_is_never_used_and_ba
         exits = [e["t"] for e in sup.events if e["kind"] == "standby-exit"]
         delays = [start - ended for ended, start in zip(exits, starts[1:])]
         assert len(delays) >= 3, delays
-        assert all(b > a for a, b in zip(delays, delays[1:])), delays
+        assert all(b > a for a, b in itertools.pairwise(delays)), delays
         assert all(e["code"] == 1 for e in sup.events if e["kind"] == "standby-exit")
     finally:
         sup.stop()
