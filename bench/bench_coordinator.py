@@ -63,13 +63,13 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.client import CoordinatorClient  # noqa: E402
-from coordinator.launcher import CoordinatorProcess  # noqa: E402
+from coordinator.client import CoordinatorClient
+from coordinator.launcher import CoordinatorProcess
 
 
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 def raw_fsync_rate(directory: Path, seconds: float) -> float:
@@ -154,6 +154,18 @@ def _env(rid: str, msg_type: str, body: dict) -> bytes:
     return json.dumps({"v": 1, "id": rid, "type": msg_type, "body": body}).encode()
 
 
+def _await_merge_replies(poller: zmq.Poller, index: dict[zmq.Socket, int], seq: int, n: int) -> None:
+    """Until every one of the ``n`` contributors got the merged map of checkpoint ``seq``."""
+    waiting = set(range(n))
+    while waiting:
+        for s, _ in poller.poll(30_000):
+            reply = json.loads(s.recv())
+            assert reply["type"] == "merge_checkpoint_reply", reply
+            assert reply["id"] == f"m{seq}", reply
+            assert len(reply["body"]["offsets"]) == n
+            waiting.discard(index[s])
+
+
 def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
     group = f"bench-merge-{n}-{time.monotonic_ns()}"
     ops = [f"m{i:03d}" for i in range(n)]
@@ -199,13 +211,7 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
                     "offsets": [["t", n - 1, seq * 10]], "timeout_ms": 30_000}
             t0 = time.perf_counter()
             socks[-1].send(_env(f"m{seq}", "merge_checkpoint", body))
-            waiting = set(range(n))
-            while waiting:
-                for s, _ in poller.poll(30_000):
-                    reply = json.loads(s.recv())
-                    assert reply["type"] == "merge_checkpoint_reply" and reply["id"] == f"m{seq}", reply
-                    assert len(reply["body"]["offsets"]) == n
-                    waiting.discard(index[s])
+            _await_merge_replies(poller, index, seq, n)
             lat.append(time.perf_counter() - t0)
             if seq % 100 == 0:
                 socks[0].send(_env(f"r{seq}", "retire_checkpoint", {"group": group, "seq": seq}))

@@ -68,11 +68,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_operator  # noqa: E402
-from baseline import produce_fixed  # noqa: E402
+import bench_operator
+from baseline import produce_fixed
 
-from cr_consumer.kafka import kafka_python_client, librdkafka_client  # noqa: E402
-from cr_consumer.operator import event_thread, handlers  # noqa: E402
+from cr_consumer.kafka import kafka_python_client, librdkafka_client
+from cr_consumer.operator import event_thread, handlers
 
 #: The timestamps of the drain in progress (t0 drain called, t1 event runs, t2 commit
 #: starts, t3 commit returns, t4 event done, t5 drain returns) and of the drains done.
@@ -268,6 +268,32 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else None
 
 
+def _runs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, str]]]:
+    """Each run of a round: (label, client, extra properties)."""
+    rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
+    runs: list[tuple[str, str, dict[str, str]]] = [("kafka-python", "kafka-python", {}),
+                                                    ("librdkafka", "librdkafka", rd_extra)]
+    for variant in args.rd_variant:
+        label, _, props = variant.partition(":")
+        runs.append((f"librdkafka+{label}", "librdkafka",
+                     {**rd_extra, **dict(kv.split("=", 1) for kv in props.split(",") if kv)}))
+    return runs
+
+
+def _trace_samples(log_file: Path, drains: list[dict], keep_dir: str | None, name: str) -> dict[str, list[float]]:
+    """The commit phase split by librdkafka's debug log; the log (and the drains'
+    timestamps) then kept in ``keep_dir`` as ``name``.log, else deleted."""
+    samples = _commit_trace(log_file.read_text(encoding="utf-8", errors="replace"), drains)
+    if keep_dir:
+        kept = Path(keep_dir) / f"{name}.log"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        log_file.replace(kept)
+        (kept.with_suffix(".drains.json")).write_text(json.dumps(drains), encoding="utf-8")
+    else:
+        log_file.unlink()
+    return samples
+
+
 def main() -> None:
     from cr_consumer.testing.broker import bootstrap_or_embedded
     from cr_consumer.testing.kafka_util import create_topic, unique_name
@@ -297,14 +323,7 @@ def main() -> None:
     ap.add_argument("--steady-warmup", type=float, default=2.0,
                     help="steady mode: leave out the drains of the run's first seconds (the catch-up after the join)")
     args = ap.parse_args()
-    rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
-    # each run: (label, client, extra properties)
-    runs: list[tuple[str, str, dict[str, str]]] = [("kafka-python", "kafka-python", {}),
-                                                    ("librdkafka", "librdkafka", rd_extra)]
-    for variant in args.rd_variant:
-        label, _, props = variant.partition(":")
-        runs.append((f"librdkafka+{label}", "librdkafka",
-                     {**rd_extra, **dict(kv.split("=", 1) for kv in props.split(",") if kv)}))
+    runs = _runs(args)
     _instrument()
     if args.rd_trace:
         _trace_consumer()
@@ -346,15 +365,7 @@ def main() -> None:
                     drains = [d for d in drains if d["t0"] >= drains[0]["t0"] + args.steady_warmup]
                 samples = {name: [(d[b] - d[a]) * 1000 for d in drains] for name, a, b in PHASES}
                 if log_file is not None:
-                    samples.update(_commit_trace(Path(log_file).read_text(encoding="utf-8", errors="replace"),
-                                                 drains))
-                    if args.rd_trace_keep:
-                        kept = Path(args.rd_trace_keep) / f"round{rnd}-{label}.log"
-                        kept.parent.mkdir(parents=True, exist_ok=True)
-                        Path(log_file).replace(kept)
-                        (kept.with_suffix(".drains.json")).write_text(json.dumps(drains), encoding="utf-8")
-                    else:
-                        Path(log_file).unlink()
+                    samples.update(_trace_samples(Path(log_file), drains, args.rd_trace_keep, f"round{rnd}-{label}"))
                 POOLED.setdefault(label, {})
                 for name, ms in samples.items():
                     POOLED[label].setdefault(name, []).extend(ms)

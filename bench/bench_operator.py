@@ -66,10 +66,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baseline import bare_poll_loop, produce_fixed  # noqa: E402
+from baseline import bare_poll_loop, produce_fixed
 
-from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition  # noqa: E402
-from cr_consumer.operator.region import RegionPermit  # noqa: E402
+from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+from cr_consumer.operator.region import RegionPermit
 
 #: Bound on one operator run, so a stall fails the benchmark instead of hanging it.
 RUN_TIMEOUT_S = 300.0
@@ -450,10 +450,7 @@ def pct(values, q):
     return values[min(len(values) - 1, int(q * len(values)))] if values else None
 
 
-def main() -> None:
-    from cr_consumer.testing.broker import bootstrap_or_embedded
-    from cr_consumer.testing.kafka_util import create_topic, unique_name
-
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", default=None)
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -480,83 +477,78 @@ def main() -> None:
                     help=f"comma-separated per-record-work modes (of {', '.join(WORK_MODES)})")
     ap.add_argument("--no-gc-freeze", action="store_true",
                     help="do not gc.freeze() the start-up heap before the trials (the member runtime freezes it)")
-    args = ap.parse_args()
-    global CLIENT
-    CLIENT = args.client
-    from cr_consumer.kafka.properties import parse_items, typed
+    return ap.parse_args()
 
-    EXTRA_KAFKA.update({k: typed(v) for k, v in parse_items(args.kafka).items()})
-    if args.work_trial:
-        print(json.dumps(work_trial(args.work_trial, args.bootstrap, args.topic, args.messages)))
-        return
-    modes = args.modes.split(",")
+
+def _work(args: argparse.Namespace, bootstrap: str) -> dict | None:
+    """The per-record-work trials and profiles (--work-trials, --profile-dir), on a topic of their own."""
+    from cr_consumer.testing.kafka_util import create_topic, unique_name
+
+    work = None
+    if args.work_trials > 0 or args.profile_dir:
+        work_topic = create_topic(bootstrap, unique_name("bench-work"), args.partitions)
+        produce_fixed(bootstrap, work_topic, args.messages)
+    if args.work_trials > 0:
+        work = work_trials(bootstrap, work_topic, args.messages, args.work_trials,
+                           modes=tuple(args.work_modes.split(",")))
+        print("per-record work: " + json.dumps({k: work[k] for k in ("rate_ratio", "cpu_ratio")}), flush=True)
+    if args.profile_dir:
+        profile_work(bootstrap, work_topic, args.messages, Path(args.profile_dir))
+    return work
+
+
+def _throughput(bootstrap: str, topic: str, n: int, modes: list[str], trials: int) -> dict[str, list[dict]]:
+    """Each mode once per trial, the modes alternated."""
     results: dict[str, list[dict]] = {m: [] for m in modes}
-    with bootstrap_or_embedded(args.bootstrap) as bootstrap:
-        topic = create_topic(bootstrap, unique_name("bench-op"), args.partitions)
-        t0 = time.monotonic()
-        if args.trials > 0:
-            produce_fixed(bootstrap, topic, args.messages)
-        print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
-              flush=True)
-        work = None
-        if args.work_trials > 0 or args.profile_dir:
-            work_topic = create_topic(bootstrap, unique_name("bench-work"), args.partitions)
-            produce_fixed(bootstrap, work_topic, args.messages)
-        if args.work_trials > 0:
-            work = work_trials(bootstrap, work_topic, args.messages, args.work_trials,
-                               modes=tuple(args.work_modes.split(",")))
-            print("per-record work: " + json.dumps({k: work[k] for k in ("rate_ratio", "cpu_ratio")}), flush=True)
-        if args.profile_dir:
-            profile_work(bootstrap, work_topic, args.messages, Path(args.profile_dir))
-        if not args.no_gc_freeze:
-            # As the member runtime does once running (cr_consumer/runtime/member/process.py):
-            # the ~40k start-up objects (modules, clients) out of the cyclic GC's
-            # full collections, which otherwise re-scan them for ~20 ms about once
-            # a second, stalling whichever drain they hit (bare loop and operator alike).
-            gc.collect()
-            gc.freeze()
-        n = args.messages
-        for trial in range(args.trials):
-            for mode in modes:
-                if mode == "bare":
-                    r = bare_poll_loop(bootstrap, topic, n)
-                elif mode == "operator":
-                    r = run_operator(bootstrap, topic, n)
-                elif mode == "operator+cycles":
-                    r = run_operator(bootstrap, topic, n, cycle_every_s=1.0)
-                elif mode == "operator/submit":
-                    r = run_operator(bootstrap, topic, n, per_record=True)
-                else:
-                    raise SystemExit(f"unknown mode {mode!r}")
-                results[mode].append(r)
-                print(f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s, "
-                      f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec)", flush=True)
-        drain = None
-        if args.drain_samples_s > 0 and args.trials > 0:
-            # Drain latency: a drain + checkpoint every --drain-samples-s while consuming.
-            r = run_operator(bootstrap, topic, n, cycle_every_s=args.drain_samples_s)
-            drain = {"samples": len(r["drain_ms"]), "p50_ms": pct(r["drain_ms"], 0.5),
-                     "p90_ms": pct(r["drain_ms"], 0.9), "p99_ms": pct(r["drain_ms"], 0.99),
-                     "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None}
-            print("drain latency: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
-                                                for k, v in drain.items()), flush=True)
-        idle = None
-        if args.idle_s > 0:
-            idle = idle_cpu(bootstrap, create_topic(bootstrap, unique_name("bench-idle"), args.partitions), args.idle_s)
-            print(f"idle operator: {idle:.1f} % of a core", flush=True)
-        resets = []
-        if args.reset_trials > 0:
-            import tempfile
+    for trial in range(trials):
+        for mode in modes:
+            if mode == "bare":
+                r = bare_poll_loop(bootstrap, topic, n)
+            elif mode == "operator":
+                r = run_operator(bootstrap, topic, n)
+            elif mode == "operator+cycles":
+                r = run_operator(bootstrap, topic, n, cycle_every_s=1.0)
+            elif mode == "operator/submit":
+                r = run_operator(bootstrap, topic, n, per_record=True)
+            else:
+                raise SystemExit(f"unknown mode {mode!r}")
+            results[mode].append(r)
+            print(f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s, "
+                  f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec)", flush=True)
+    return results
 
-            from coordinator.launcher import CoordinatorProcess
 
-            small = create_topic(bootstrap, unique_name("bench-reset"), args.partitions)
-            produce_fixed(bootstrap, small, 20_000)
-            with tempfile.TemporaryDirectory() as state, CoordinatorProcess(Path(state)) as coord:
-                for trial in range(args.reset_trials):
-                    r = reset_latency_trial(bootstrap, coord.endpoint, small, args.partitions, 20_000)
-                    resets.append(r)
-                    print(f"reset trial {trial}: {json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()})}", flush=True)
+def _drain_latency(bootstrap: str, topic: str, n: int, every_s: float) -> dict:
+    """Drain latency: a drain + checkpoint every ``every_s`` while consuming."""
+    r = run_operator(bootstrap, topic, n, cycle_every_s=every_s)
+    drain = {"samples": len(r["drain_ms"]), "p50_ms": pct(r["drain_ms"], 0.5),
+             "p90_ms": pct(r["drain_ms"], 0.9), "p99_ms": pct(r["drain_ms"], 0.99),
+             "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None}
+    print("drain latency: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                        for k, v in drain.items()), flush=True)
+    return drain
+
+
+def _reset_latencies(bootstrap: str, partitions: int, trials: int) -> list[dict]:
+    """Member-join reset latency, ``trials`` times, against a coordinator of its own."""
+    import tempfile
+
+    from coordinator.launcher import CoordinatorProcess
+    from cr_consumer.testing.kafka_util import create_topic, unique_name
+
+    resets = []
+    small = create_topic(bootstrap, unique_name("bench-reset"), partitions)
+    produce_fixed(bootstrap, small, 20_000)
+    with tempfile.TemporaryDirectory() as state, CoordinatorProcess(Path(state)) as coord:
+        for trial in range(trials):
+            r = reset_latency_trial(bootstrap, coord.endpoint, small, partitions, 20_000)
+            resets.append(r)
+            print(f"reset trial {trial}: {json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()})}", flush=True)
+    return resets
+
+
+def _summary(args: argparse.Namespace, results: dict[str, list[dict]], *, drain: dict | None, idle: float | None,
+             work: dict | None, resets: list[dict]) -> dict:
     base = statistics.median(r["records_per_s"] for r in results["bare"]) if results.get("bare") else None
     pair = {}  # per trial: mode / bare of the same trial (robust to load drifting between trials)
     cpu = {}  # CPU seconds of this process per record, bare / mode (robust to other processes' load)
@@ -585,6 +577,51 @@ def main() -> None:
         summary["median_records_per_s"][mode] = round(med)
         if base:
             summary["ratio_to_bare"][mode] = round(med / base, 3)
+    return summary
+
+
+def main() -> None:
+    from cr_consumer.testing.broker import bootstrap_or_embedded
+    from cr_consumer.testing.kafka_util import create_topic, unique_name
+
+    args = _args()
+    global CLIENT
+    CLIENT = args.client
+    from cr_consumer.kafka.properties import parse_items, typed
+
+    EXTRA_KAFKA.update({k: typed(v) for k, v in parse_items(args.kafka).items()})
+    if args.work_trial:
+        print(json.dumps(work_trial(args.work_trial, args.bootstrap, args.topic, args.messages)))
+        return
+    modes = args.modes.split(",")
+    with bootstrap_or_embedded(args.bootstrap) as bootstrap:
+        topic = create_topic(bootstrap, unique_name("bench-op"), args.partitions)
+        t0 = time.monotonic()
+        if args.trials > 0:
+            produce_fixed(bootstrap, topic, args.messages)
+        print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
+              flush=True)
+        work = _work(args, bootstrap)
+        if not args.no_gc_freeze:
+            # As the member runtime does once running (cr_consumer/runtime/member/process.py):
+            # the ~40k start-up objects (modules, clients) out of the cyclic GC's
+            # full collections, which otherwise re-scan them for ~20 ms about once
+            # a second, stalling whichever drain they hit (bare loop and operator alike).
+            gc.collect()
+            gc.freeze()
+        n = args.messages
+        results = _throughput(bootstrap, topic, n, modes, args.trials)
+        drain = None
+        if args.drain_samples_s > 0 and args.trials > 0:
+            drain = _drain_latency(bootstrap, topic, n, args.drain_samples_s)
+        idle = None
+        if args.idle_s > 0:
+            idle = idle_cpu(bootstrap, create_topic(bootstrap, unique_name("bench-idle"), args.partitions), args.idle_s)
+            print(f"idle operator: {idle:.1f} % of a core", flush=True)
+        resets = []
+        if args.reset_trials > 0:
+            resets = _reset_latencies(bootstrap, args.partitions, args.reset_trials)
+    summary = _summary(args, results, drain=drain, idle=idle, work=work, resets=resets)
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps({"summary": summary, "runs": results}, indent=2))

@@ -360,30 +360,13 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            if drop:
-                count = sum(int(f.read_text().split()[-2]) for f in out.glob("*.count") if f.read_text().strip())
-            else:
-                for f in out.glob("*.jsonl"):
-                    if f not in lines_of:
-                        lines_of[f] = f.read_bytes().count(b"\n")
-                count = sum(lines_of.values())
+            count = _published(out, drop, lines_of)
             if count >= n:
                 break
             if thread_cpu and count > 0:
-                # py-spy's dump of a busy process sometimes misses threads: a member whose
-                # event thread has no name yet is dumped again at the next turn (bounded),
-                # else its event thread's CPU lands in "other (python)".
-                for name, pid in region.pids().items():
-                    if pid and name_tries.get(name, 0) < NAME_TRIES and not _has_event_thread(names.get(name)):
-                        name_tries[name] = name_tries.get(name, 0) + 1
-                        names[name] = thread_names(pid)
+                _name_threads(region, names, name_tries)
             if profile is not None and profiler is None and count > 0:
-                from profile_util import py_spy_record
-
-                pid = region.pids()[min(region.pids())]  # the first member by name
-                profiler = threading.Thread(target=py_spy_record, args=(None, profile),
-                                            kwargs={"pid": pid, "duration_s": profile_s, "gil": profile_gil}, daemon=True)
-                profiler.start()
+                profiler = _start_profiler(region, profile, profile_s, profile_gil)
             time.sleep(0.5)
         if profiler is not None:
             profiler.join(profile_s + 30)
@@ -399,34 +382,14 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     by_role: dict[str, tuple[float, float]] = {}  # thread role -> (user s, system s) over the members' windows
     role_records = 0
     for name in region.members:
-        if drop:  # (count, time) per checkpoint: an interval that added records stands for a file
-            path = out / f"{name}.count"
-            marks = path.read_text().split() if path.exists() else []
-            intervals, prev = [], 0
-            for count, t in zip(marks[::2], marks[1::2]):
-                if int(count) > prev:
-                    intervals.append((int(count) - prev, float(t)))
-                    prev = int(count)
-            intervals = intervals[:-1]
-            if len(intervals) < 2:
-                continue
-            lines, mtimes = [k for k, _ in intervals], [t for _, t in intervals]
-        else:
-            files = sorted(out.glob(f"{name}-*.jsonl"))
-            # Files 2..k-1 only: the first interval includes the group join, the last one
-            # idles after the input ran out (its file is published at the next checkpoint).
-            files = files[:-1]
-            if len(files) < 2:  # no full interval after the first one
-                continue
-            lines = [f.read_bytes().count(b"\n") for f in files]
-            mtimes = [f.stat().st_mtime for f in files]
+        intervals = _intervals(out, name, drop)
+        if intervals is None:
+            continue
+        lines, mtimes = intervals
         per_member.append(sum(lines[1:]) / max(1e-9, mtimes[-1] - mtimes[0]))
         member_cpu = sampler.between(name, mtimes[0], mtimes[-1])
         if thread_cpu:
-            for tid, (user, system) in sampler.threads_between(name, mtimes[0], mtimes[-1]).items():
-                role = thread_role(names.get(name, {}).get(tid, f"tid {tid}"))
-                u, k = by_role.get(role, (0.0, 0.0))
-                by_role[role] = (u + user, k + system)
+            _add_cpu_by_role(by_role, sampler.threads_between(name, mtimes[0], mtimes[-1]), names.get(name, {}))
             role_records += sum(lines[1:])
         if member_cpu is not None:
             window_cpu += member_cpu
@@ -447,6 +410,131 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
             "cpu_us_per_record_with_startup": 1e6 * cpu / n,
             "threads_us_per_record": {role: [round(1e6 * u / role_records, 3), round(1e6 * k / role_records, 3)]
                                       for role, (u, k) in sorted(by_role.items())} if role_records else None}
+
+
+def _name_threads(region: Region, names: dict[str, dict[int, str]], name_tries: dict[str, int]) -> None:
+    """Each member's thread names (thread id -> name), for the CPU by role."""
+    # py-spy's dump of a busy process sometimes misses threads: a member whose
+    # event thread has no name yet is dumped again at the next turn (bounded),
+    # else its event thread's CPU lands in "other (python)".
+    for name, pid in region.pids().items():
+        if pid and name_tries.get(name, 0) < NAME_TRIES and not _has_event_thread(names.get(name)):
+            name_tries[name] = name_tries.get(name, 0) + 1
+            names[name] = thread_names(pid)
+
+
+def _start_profiler(region: Region, profile: Path, profile_s: int, profile_gil: bool) -> threading.Thread:
+    """py-spy on the first member (by name) for ``profile_s`` seconds, on a thread."""
+    from profile_util import py_spy_record
+
+    pid = region.pids()[min(region.pids())]  # the first member by name
+    profiler = threading.Thread(target=py_spy_record, args=(None, profile),
+                                kwargs={"pid": pid, "duration_s": profile_s, "gil": profile_gil}, daemon=True)
+    profiler.start()
+    return profiler
+
+
+def _add_cpu_by_role(by_role: dict[str, tuple[float, float]], threads: dict[int, tuple[float, float]],
+                     names: dict[int, str]) -> None:
+    """Add each thread's (user s, system s) to its role's."""
+    for tid, (user, system) in threads.items():
+        role = thread_role(names.get(tid, f"tid {tid}"))
+        u, k = by_role.get(role, (0.0, 0.0))
+        by_role[role] = (u + user, k + system)
+
+
+def _published(out: Path, drop: bool, lines_of: dict[Path, int]) -> int:
+    """Records published so far: the counting sink's last count per member, else the
+    lines of the published files (each counted once, in ``lines_of``)."""
+    if drop:
+        return sum(int(f.read_text().split()[-2]) for f in out.glob("*.count") if f.read_text().strip())
+    for f in out.glob("*.jsonl"):
+        if f not in lines_of:
+            lines_of[f] = f.read_bytes().count(b"\n")
+    return sum(lines_of.values())
+
+
+def _intervals(out: Path, name: str, drop: bool) -> tuple[list[int], list[float]] | None:
+    """A member's full checkpoint intervals: (records, end time) of each; None without two."""
+    if drop:  # (count, time) per checkpoint: an interval that added records stands for a file
+        path = out / f"{name}.count"
+        marks = path.read_text().split() if path.exists() else []
+        intervals, prev = [], 0
+        for count, t in zip(marks[::2], marks[1::2]):
+            if int(count) > prev:
+                intervals.append((int(count) - prev, float(t)))
+                prev = int(count)
+        intervals = intervals[:-1]
+        if len(intervals) < 2:
+            return None
+        return [k for k, _ in intervals], [t for _, t in intervals]
+    files = sorted(out.glob(f"{name}-*.jsonl"))
+    # Files 2..k-1 only: the first interval includes the group join, the last one
+    # idles after the input ran out (its file is published at the next checkpoint).
+    files = files[:-1]
+    if len(files) < 2:  # no full interval after the first one
+        return None
+    return [f.read_bytes().count(b"\n") for f in files], [f.stat().st_mtime for f in files]
+
+
+def _round_row(load: float, full: dict, bases: dict[str, dict], before: dict | None, count_only: dict | None, *,
+               thread_cpu: bool) -> dict:
+    """One round's figures: the pipeline's, and its ratios to each bare loop (the first
+    mode's are the headline ones), to the before tree's and to the counting sink's."""
+    m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
+    row = {"load_avg_1m": round(load, 2), "pipeline_per_member": round(m),
+           "pipeline_total": round(full["total"]), "checkpoints": full["checkpoints"], "resets": full["resets"],
+           "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
+           "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2),
+           "coordinator_cpu_us_per_record": (round(full["coordinator_cpu_us_per_record"], 3)
+                                             if full["coordinator_cpu_us_per_record"] is not None else None)}
+    for k, (mode, base) in enumerate(bases.items()):
+        tag = "" if k == 0 else f"_vs_{mode}"  # the first mode is the headline ratio
+        b = statistics.median(base["per_member"])
+        row.update({f"bare_{mode}_per_process": round(b), f"bare_{mode}_total": round(base["total"]),
+                    f"bare_{mode}_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
+                    f"bare_{mode}_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
+                    f"ratio_per_member{tag}": round(m / b, 3),
+                    f"ratio_total{tag}": round(full["total"] / base["total"], 3),
+                    f"cpu_ratio{tag}": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
+        if before is not None:
+            row[f"before_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / before["cpu_us_per_record"], 3)
+            row[f"before_ratio_per_member{tag}"] = round(
+                (statistics.median(before["per_member"]) if before["per_member"] else 0.0) / b, 3)
+        if count_only is not None:
+            row[f"count_sink_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
+    if thread_cpu:
+        row["pipeline_threads_us_per_record"] = full["threads_us_per_record"]  # role: [user, system]
+        row.update({f"bare_{mode}_split_us_per_record": base["cpu_split_us_per_record"]
+                    for mode, base in bases.items()})
+        if before is not None:
+            row["before_threads_us_per_record"] = before["threads_us_per_record"]
+    row["checkpoint_ms_median_max"] = _median_max(full["checkpoint_ms"])
+    if before is not None:
+        row["before_checkpoint_ms_median_max"] = _median_max(before["checkpoint_ms"])
+        row["before_cpu_us_per_record"] = round(before["cpu_us_per_record"], 2)
+    if count_only is not None:
+        row["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
+    row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
+    return row
+
+
+def _report(args: argparse.Namespace, modes: list[str], rounds: list[dict]) -> dict:
+    """The medians over the rounds."""
+    report = {
+        "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
+        "bare_modes": modes, "rounds": rounds,
+        "median_ratio_per_member": statistics.median(r["ratio_per_member"] for r in rounds),
+        "median_ratio_total": statistics.median(r["ratio_total"] for r in rounds),
+        "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
+    }
+    if args.before_tree:
+        report["median_before_cpu_ratio"] = statistics.median(r["before_cpu_ratio"] for r in rounds)
+        report["median_before_ratio_per_member"] = statistics.median(r["before_ratio_per_member"] for r in rounds)
+    for mode in modes[1:]:
+        report[f"median_ratio_per_member_vs_{mode}"] = statistics.median(r[f"ratio_per_member_vs_{mode}"] for r in rounds)
+        report[f"median_cpu_ratio_vs_{mode}"] = statistics.median(r[f"cpu_ratio_vs_{mode}"] for r in rounds)
+    return report
 
 
 def _median_max(values: list[float]) -> list[float] | None:
@@ -523,41 +611,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
                                   thread_cpu=args.thread_cpu)
             count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
                                   drop=True, period=args.period) if args.count_sink else None
-            m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
-            row = {"load_avg_1m": round(load, 2), "pipeline_per_member": round(m),
-                   "pipeline_total": round(full["total"]), "checkpoints": full["checkpoints"], "resets": full["resets"],
-                   "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
-                   "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2),
-                   "coordinator_cpu_us_per_record": (round(full["coordinator_cpu_us_per_record"], 3)
-                                                     if full["coordinator_cpu_us_per_record"] is not None else None)}
-            for k, (mode, base) in enumerate(bases.items()):
-                tag = "" if k == 0 else f"_vs_{mode}"  # the first mode is the headline ratio
-                b = statistics.median(base["per_member"])
-                row.update({f"bare_{mode}_per_process": round(b), f"bare_{mode}_total": round(base["total"]),
-                            f"bare_{mode}_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
-                            f"bare_{mode}_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
-                            f"ratio_per_member{tag}": round(m / b, 3),
-                            f"ratio_total{tag}": round(full["total"] / base["total"], 3),
-                            f"cpu_ratio{tag}": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
-                if before is not None:
-                    row[f"before_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / before["cpu_us_per_record"], 3)
-                    row[f"before_ratio_per_member{tag}"] = round(
-                        (statistics.median(before["per_member"]) if before["per_member"] else 0.0) / b, 3)
-                if count_only is not None:
-                    row[f"count_sink_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
-            if args.thread_cpu:
-                row["pipeline_threads_us_per_record"] = full["threads_us_per_record"]  # role: [user, system]
-                row.update({f"bare_{mode}_split_us_per_record": base["cpu_split_us_per_record"]
-                            for mode, base in bases.items()})
-                if before is not None:
-                    row["before_threads_us_per_record"] = before["threads_us_per_record"]
-            row["checkpoint_ms_median_max"] = _median_max(full["checkpoint_ms"])
-            if before is not None:
-                row["before_checkpoint_ms_median_max"] = _median_max(before["checkpoint_ms"])
-                row["before_cpu_us_per_record"] = round(before["cpu_us_per_record"], 2)
-            if count_only is not None:
-                row["count_sink_cpu_us_per_record"] = round(count_only["cpu_us_per_record"], 2)
-            row["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
+            row = _round_row(load, full, bases, before, count_only, thread_cpu=args.thread_cpu)
             rounds.append(row)
             print(f"round {i}: {row}", flush=True)
             if not args.keep_work:  # the round's output is counted: free the disk for the next rounds
@@ -575,19 +629,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
             print_summary("pipeline member-0 (py-spy --gil)", summary)
     if not rounds:
         return 0
-    report = {
-        "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
-        "bare_modes": modes, "rounds": rounds,
-        "median_ratio_per_member": statistics.median(r["ratio_per_member"] for r in rounds),
-        "median_ratio_total": statistics.median(r["ratio_total"] for r in rounds),
-        "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
-    }
-    if args.before_tree:
-        report["median_before_cpu_ratio"] = statistics.median(r["before_cpu_ratio"] for r in rounds)
-        report["median_before_ratio_per_member"] = statistics.median(r["before_ratio_per_member"] for r in rounds)
-    for mode in modes[1:]:
-        report[f"median_ratio_per_member_vs_{mode}"] = statistics.median(r[f"ratio_per_member_vs_{mode}"] for r in rounds)
-        report[f"median_cpu_ratio_vs_{mode}"] = statistics.median(r[f"cpu_ratio_vs_{mode}"] for r in rounds)
+    report = _report(args, modes, rounds)
     print(json.dumps(report, indent=2))
     return 0
 

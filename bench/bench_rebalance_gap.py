@@ -48,6 +48,7 @@ Goals (issue): kill <= 2 s, add and remove <= 1.5 s, over >= 10 trials each.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -101,7 +102,7 @@ def _longest_gap(times: list[float], start: float) -> float | None:
     window = ([before[-1]] if before else []) + [t for t in times if t > start]
     if len(window) < 2:
         return None
-    return max(b - a for a, b in zip(window, window[1:]))
+    return max(b - a for a, b in itertools.pairwise(window))
 
 
 def analyse(drill_dir: Path, input_after_fault_s: float | None = None) -> dict:
@@ -121,7 +122,7 @@ def analyse(drill_dir: Path, input_after_fault_s: float | None = None) -> dict:
     for t, _, seq in publishes:
         first_of_seq[seq] = min(t, first_of_seq.get(seq, t))
     before = sorted(t for t in first_of_seq.values() if t_fault - BEFORE_WINDOW_S <= t <= t_fault)
-    intervals_before = [b - a for a, b in zip(before, before[1:])]
+    intervals_before = [b - a for a, b in itertools.pairwise(before)]
     batches = [e["t"] for e in events if e["ev"] == "batch" and e.get("n", 0) > 0]
     survivors = {m for m in members if m != changed and any(e["t"] < t_fault for e in events
                                                              if e["member"] == m and e["ev"] == "batch")}

@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cr_consumer.drill.scenarios import DrillConfig, run_drill  # noqa: E402
-from cr_consumer.testing.broker import bootstrap_or_embedded  # noqa: E402
+from cr_consumer.drill.scenarios import DrillConfig, run_drill
+from cr_consumer.testing.broker import bootstrap_or_embedded
 
 
 def _stats(xs: list[float]) -> dict:

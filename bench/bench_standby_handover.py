@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator.protocol.common.waiting import wait_until  # noqa: E402
-from cr_consumer.runtime.runner.launch import HANDOFF_TIMEOUT_S, STANDBY_MODULE, MemberLauncher, member_argv  # noqa: E402
-from cr_consumer.runtime.runner.member_proc import MemberProc  # noqa: E402
-from cr_consumer.runtime.runner.standby_proc import StandbyState  # noqa: E402
+from coordinator.protocol.common.waiting import wait_until
+from cr_consumer.runtime.runner.launch import HANDOFF_TIMEOUT_S, STANDBY_MODULE, MemberLauncher, member_argv
+from cr_consumer.runtime.runner.member_proc import MemberProc
+from cr_consumer.runtime.runner.standby_proc import StandbyState
 
 PIPELINE = '''
 from cr_consumer.runtime import KafkaSource, Pipeline

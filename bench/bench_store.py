@@ -35,9 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coordinator.store import records
-from coordinator.store.control_table import ControlTable  # noqa: E402
+from coordinator.store.control_table import ControlTable
 from coordinator.store.log import segment
-from coordinator.store.state_store import StateStore  # noqa: E402
+from coordinator.store.state_store import StateStore
 
 
 def fresh(base: Path, name: str) -> Path:
@@ -174,7 +174,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
         seg = next(path.glob("segment-*.log"))
         data = seg.read_bytes()
         t0 = time.perf_counter()
-        segment.scan(open(seg, "rb").read(), lambda off, p: None)
+        segment.scan(seg.read_bytes(), lambda off, p: None)
         raw = time.perf_counter() - t0
         gc.collect()
         store = StateStore(path)
@@ -207,7 +207,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
     seg = next(path.glob("segment-*.log"))
     size = seg.stat().st_size
     t0 = time.perf_counter()
-    segment.scan(open(seg, "rb").read(), lambda off, p: None)
+    segment.scan(seg.read_bytes(), lambda off, p: None)
     raw = time.perf_counter() - t0
     store = StateStore(path)
     report = store.load()

@@ -74,7 +74,7 @@ def bench_compaction(store_cls, base: Path, groups: int) -> dict:
     try:
         store.compact()
         outcome = "ok"
-    except Exception as exc:  # an older checkout may fail here: report it
+    except Exception as exc:  # noqa: BLE001 - an older checkout may fail here: report it
         outcome = f"{type(exc).__name__}: {str(exc)[:120]}"
     seconds = time.perf_counter() - t0
     store.close()

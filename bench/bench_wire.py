@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.protocol.wire import protocol  # noqa: E402
-from coordinator.store.state_store import StateStore  # noqa: E402
+from coordinator.protocol.wire import protocol
+from coordinator.store.state_store import StateStore
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fuzz package (before bench/, which holds this fuzz.py)
 sys.path.insert(1, str(ROOT))
 
-from fuzz.campaign import Campaign, minimize  # noqa: I001
+from fuzz.campaign import Campaign, minimize
 
 
 def main(argv: list[str] | None = None) -> int:

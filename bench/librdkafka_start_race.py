@@ -32,12 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_operator  # noqa: E402
-from baseline import produce_fixed  # noqa: E402
+import bench_operator
+from baseline import produce_fixed
 
-from cr_consumer import ConsumerOperator  # noqa: E402
-from cr_consumer.kafka.client import KafkaClient  # noqa: E402
-from cr_consumer.operator.region import RegionPermit  # noqa: E402
+from cr_consumer import ConsumerOperator
+from cr_consumer.kafka.client import KafkaClient
+from cr_consumer.operator.region import RegionPermit
 
 #: No progress for this long (with records left) counts as a skip.
 STALL_S = 15.0

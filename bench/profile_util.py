@@ -45,7 +45,7 @@ def py_spy_record(cmd: list[str] | None, out: Path, *, gil: bool = True, rate: i
     if pid is not None:
         args += ["--pid", str(pid)] + (["--duration", str(duration_s)] if duration_s else [])
     else:
-        args += ["--subprocesses", "--"] + list(cmd or [])
+        args += ["--subprocesses", "--", *(cmd or [])]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0 and not out.exists():
         raise RuntimeError(f"py-spy failed: {done.stderr[-2000:]}")

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cr_consumer.drill.faults import PAUSE_S  # noqa: E402
-from cr_consumer.drill.scenarios import (  # noqa: E402
+from cr_consumer.drill.faults import PAUSE_S
+from cr_consumer.drill.scenarios import (
     BASIC_SCENARIOS,
     EMBEDDED_BROKER_ONLY,
     SCENARIOS,
@@ -38,7 +38,7 @@ from cr_consumer.drill.scenarios import (  # noqa: E402
     DrillConfig,
     run_drill,
 )
-from cr_consumer.testing.broker import ENV_BOOTSTRAP, bootstrap_or_embedded  # noqa: E402
+from cr_consumer.testing.broker import ENV_BOOTSTRAP, bootstrap_or_embedded
 
 #: Names for sets of scenarios in --scenarios.
 SETS = {"all": SCENARIOS, "basic": BASIC_SCENARIOS, "untimely": UNTIMELY_SCENARIOS}

@@ -32,6 +32,7 @@ writable by group or others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -64,10 +65,8 @@ def prepare_state_dir(path: str | Path) -> Path:
     if p.is_symlink():
         raise SecurityConfigError(f"state dir {p} is a symbolic link; give the real directory")
     p.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-    try:
+    with contextlib.suppress(FileExistsError):
         p.mkdir(mode=PRIVATE_DIR_MODE)
-    except FileExistsError:
-        pass
     try:
         fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:

@@ -32,7 +32,7 @@ from cr_consumer.runtime import KafkaSource, Pipeline, replace
 def parse(record):
     try:
         order = json.loads(record.value)
-        return replace(record, key=str(order["customer"]), value=int(round(float(order["amount"]) * 100)))
+        return replace(record, key=str(order["customer"]), value=round(float(order["amount"]) * 100))
     except (ValueError, KeyError, TypeError):
         return replace(record, key=None, value=None)
 
@@ -77,7 +77,7 @@ def expected_totals(orders: list[dict]) -> dict[str, dict]:
     for o in orders:
         t = out.setdefault(o["customer"], {"orders": 0, "cents": 0})
         t["orders"] += 1
-        t["cents"] += int(round(o["amount"] * 100))
+        t["cents"] += round(o["amount"] * 100)
     return out
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import itertools
 import json
 import os
 import signal
@@ -183,10 +185,8 @@ class App:
 
     def kill(self) -> None:
         """kill -9 of the whole application: driver, JVM, source runner, Python workers."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(STOP_TIMEOUT_S)
 
 
@@ -219,7 +219,7 @@ def stop_in_flight(app: App, kill: bool) -> bool:
 def longest_stall(times: list[float], since: float, until: float) -> float:
     """The longest time without a committed batch within ``[since, until]`` (wall clock)."""
     points = [since] + [t for t in times if since < t < until] + [until]
-    return max(b - a for a, b in zip(points, points[1:]))
+    return max(b - a for a, b in itertools.pairwise(points))
 
 
 def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
@@ -244,7 +244,7 @@ def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
         time.sleep(alone_s)
         wall_joined = time.time()
         alone = batch_times(first.out)
-        figures["first_median_gap_s"] = statistics.median(b - a for a, b in zip(alone, alone[1:])) \
+        figures["first_median_gap_s"] = statistics.median(b - a for a, b in itertools.pairwise(alone)) \
             if len(alone) > 2 else None
         second = App("second", args, base, "committed")
         apps.append(second)

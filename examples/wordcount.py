@@ -65,7 +65,10 @@ def totals(out_dir: str | Path) -> Counter:
     return out
 
 
-VOCABULARY = "the quick brown fox jumps over lazy dog kafka region checkpoint reset drain exactly once".split()
+VOCABULARY = [
+    "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog",
+    "kafka", "region", "checkpoint", "reset", "drain", "exactly", "once",
+]
 
 
 def main() -> int:  # pragma: no cover - a demo script

@@ -16,7 +16,8 @@ from support.paths import EXAMPLES, REPO
 
 def _demo_module():
     spec = importlib.util.spec_from_file_location("demo_under_test", EXAMPLES / "demo.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -34,7 +35,8 @@ def test_an_unknown_client_is_refused_naming_the_allowed_values(value):
         demo.checked_kafka_client(value)
     message = str(info.value)
     assert f"DEMO_KAFKA_CLIENT={value!r}" in message
-    assert "kafka-python" in message and "librdkafka" in message
+    assert "kafka-python" in message
+    assert "librdkafka" in message
 
 
 def test_make_demo_with_an_unknown_client_stops_before_starting_anything(tmp_path):
@@ -47,5 +49,6 @@ def test_make_demo_with_an_unknown_client_stops_before_starting_anything(tmp_pat
     assert "DEMO_KAFKA_CLIENT='no-such-client'" in proc.stderr
     assert "kafka-python or librdkafka" in proc.stderr
     # no part ran: nothing printed by a part, no output directory, no process left
-    assert "==" not in proc.stdout and "demo parts" not in proc.stdout
+    assert "==" not in proc.stdout
+    assert "demo parts" not in proc.stdout
     assert not out.exists()

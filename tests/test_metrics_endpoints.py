@@ -123,7 +123,9 @@ def test_coordinator_endpoint_passes_promtool_with_region_counters_and_histogram
     assert dict((labels["region"], v) for labels, v in
                 samples(text, "crkafka_region_reset_duration_seconds_count"))[group] >= 1
     phases = {labels["phase"]: v for labels, v in samples(text, "crkafka_region_phase") if labels["region"] == group}
-    assert sum(phases.values()) == 1 and phases["FAILED"] == 0 and len(phases) >= 4  # every phase, one set
+    assert sum(phases.values()) == 1
+    assert phases["FAILED"] == 0
+    assert len(phases) >= 4  # every phase, one set
     requests = {labels["type"]: v for labels, v in samples(text, "crkafka_coordinator_requests_total")}
     assert requests  # the members' requests are counted by type
     assert all(name.startswith("crkafka_") or name.startswith(("python_", "process_"))
@@ -178,11 +180,13 @@ def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
             start = end
         planner.latest_offset(start, None)  # idle: hands out an empty batch so that Spark delivers the commit
         planner.commit(start)
-        assert planner.metrics_endpoint is not None and planner.metrics_endpoint.address is not None
+        assert planner.metrics_endpoint is not None
+        assert planner.metrics_endpoint.address is not None
         text = scrape(planner.metrics_endpoint.address)
         assert promtool_problems(text) == ""
         committed = by_partition(text, "crkafka_consumer_committed_offset", topic)
-        assert sorted(committed) == list(range(PARTITIONS)) and sum(committed.values()) == RECORDS
+        assert sorted(committed) == list(range(PARTITIONS))
+        assert sum(committed.values()) == RECORDS
         assert by_partition(text, "crkafka_consumer_lag", topic) == {p: 0 for p in range(PARTITIONS)}
         operators = {labels["operator"] for labels, _ in samples(text, "crkafka_consumer_assigned_partitions")}
         assert operators == {"crkafka-0", "crkafka-1"}

@@ -116,6 +116,7 @@ def test_spark_runner_with_its_metrics_port_taken_fails_before_any_member_joins(
         try:
             with pytest.raises(OSError, match=f"cannot serve /metrics on 127.0.0.1:{port}"):
                 planner.latest_offset(SourceOffset.initial(), None)  # the first trigger starts the members
-            assert planner.members == [] and planner.metrics_endpoint is None
+            assert planner.members == []
+            assert planner.metrics_endpoint is None
         finally:
             planner.close()

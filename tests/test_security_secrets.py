@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
@@ -44,7 +45,9 @@ def test_operator_config_repr_redacts_secrets():
                                               "session.timeout.ms": 6000})
     text = repr(cfg)
     assert SECRET not in text
-    assert "alice" in text and "6000" in text and properties.REDACTED in text
+    assert "alice" in text
+    assert "6000" in text
+    assert properties.REDACTED in text
     assert cfg.kafka_config()["sasl_plain_password"] == SECRET  # the consumer still gets it
 
 
@@ -52,7 +55,8 @@ def test_spark_options_repr_redacts_secrets():
     opts = parse_options({"kafka.bootstrap.servers": "b:9092", "kafka.group.id": "g", "subscribe": "t",
                           "coordinator": "tcp://127.0.0.1:1", "kafka.sasl.plain.password": SECRET,
                           "kafka.sasl.plain.username": "alice"})
-    assert SECRET not in repr(opts) and SECRET not in str(opts)
+    assert SECRET not in repr(opts)
+    assert SECRET not in str(opts)
     assert "alice" in repr(opts)
     assert opts.kafka_config["sasl_plain_password"] == SECRET
 
@@ -119,10 +123,8 @@ def _cmdlines() -> list[str]:
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
-            try:
+            with contextlib.suppress(OSError):
                 out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-            except OSError:
-                pass
     return out
 
 

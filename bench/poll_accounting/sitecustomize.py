@@ -13,6 +13,7 @@ since the process started, the join and the idle tail included):
 A bench aid, not part of the package.
 """
 
+import contextlib
 import json
 import os
 import time
@@ -61,7 +62,5 @@ def _install(out: str) -> None:
 
 
 if OUT:
-    try:
+    with contextlib.suppress(ImportError):  # a process without kafka-python
         _install(OUT)
-    except ImportError:  # a process without kafka-python
-        pass

@@ -209,4 +209,4 @@ def offsets_advanced(last: Sequence[Sequence[Any]], merged: Sequence[Sequence[An
     return any((t, p) not in before or o > before[(t, p)] for t, p, o in merged)
 
 
-__all__ = ["CLAIMS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "VIOLATIONS_SHOWN", "check_claims", "offsets_advanced"]
+__all__ = ["CLAIMS_SHOWN", "VIOLATIONS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "check_claims", "offsets_advanced"]

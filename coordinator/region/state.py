@@ -59,7 +59,7 @@ from coordinator.region.cycle_drive import ContinuityFailed, CycleDrive, CycleSt
 from coordinator.region.document import RegionDocument
 from coordinator.region.members import MemberTable
 from coordinator.region.membership import JoinStep, LeaveStep, join_step, leave_step, start_due
-from coordinator.region.model import (  # noqa: F401 (Phase is re-exported)
+from coordinator.region.model import (  # Phase, RegionConfig are re-exported
     TRANSITIONS,
     MemberInfo,
     Phase,

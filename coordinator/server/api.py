@@ -75,7 +75,7 @@ class Message(Protocol):
 class Timer:
     """A callback the loop runs once at ``deadline`` (monotonic) unless cancelled."""
 
-    __slots__ = ("deadline", "callback", "cancelled")
+    __slots__ = ("callback", "cancelled", "deadline")
 
     def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
         self.deadline = deadline

@@ -344,7 +344,7 @@ def _make_handler(endpoint: HttpEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = HTTP_IDLE_TIMEOUT_S
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        def do_GET(self) -> None:  # http.server API
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, endpoint.metrics.render())

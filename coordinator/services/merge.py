@@ -147,35 +147,9 @@ class MergeService:
                     f"merge {key} completed with contributors {done[1][:20]} without {msg.operator!r}; "
                     f"its map does not cover this member's partitions: reset again with a new attempt")
             return protocol.merge_reply(done[0], done[1])
-        limits = server.limits
-        if msg.n_contributors > limits.max_members_per_group:
-            raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
-                          f"{limits.max_members_per_group}")
-        fixed = self._registry.fixed_members(msg.group, msg.seq)
-        if fixed is not None:
-            if msg.operator not in fixed:
-                raise Invalid(f"operator {msg.operator!r} is not among the {len(fixed)} members recorded for "
-                              f"checkpoint {msg.seq} of group {msg.group!r}: it has no share in that checkpoint")
-            if msg.n_contributors != len(fixed):
-                raise Invalid(f"n_contributors {msg.n_contributors} from {msg.operator!r} differs from the "
-                              f"{len(fixed)} members recorded for checkpoint {msg.seq} of group {msg.group!r}")
+        self._check_contributors(msg)
         pending = self._pending.get(key)
-        if pending is None:
-            if len(self._pending) >= limits.max_pending_merges:
-                raise server.limit_counter.exceeded(
-                    "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})")
-        elif pending.n != msg.n_contributors:
-            raise Invalid(
-                f"merge {key}: n_contributors {msg.n_contributors} from {msg.operator!r} differs from "
-                f"{pending.n} given by the first contributor"
-            )
-        size = contribution_bytes(msg.offsets)
-        replaced = pending.sizes.get(msg.operator, 0) if pending is not None else 0
-        if self._pending_bytes - replaced + size > limits.max_pending_merge_bytes:
-            raise server.limit_counter.exceeded(
-                "max_pending_merge_bytes",
-                f"pending merges hold ~{self._pending_bytes} bytes; this contribution (~{size}) would exceed "
-                f"the limit of {limits.max_pending_merge_bytes}")
+        size, replaced = self._check_room(key, msg, pending)
         # Everything is checked: from here on the merge changes.
         if pending is None:
             pending = _Pending(key=key, n=msg.n_contributors, created=time.monotonic())
@@ -192,6 +166,45 @@ class MergeService:
         timer = server.schedule(msg.timeout_ms / 1000.0, lambda: self._on_timeout(key, msg.operator, req))
         pending.waiters[msg.operator] = (req, timer)
         return DEFERRED
+
+    def _check_contributors(self, msg: protocol.MergeCheckpoint) -> None:
+        """``n_contributors`` within the limit and, when the checkpoint's members are
+        recorded, this operator among them and their number."""
+        limits = self.server.limits
+        if msg.n_contributors > limits.max_members_per_group:
+            raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
+                          f"{limits.max_members_per_group}")
+        fixed = self._registry.fixed_members(msg.group, msg.seq)
+        if fixed is not None:
+            if msg.operator not in fixed:
+                raise Invalid(f"operator {msg.operator!r} is not among the {len(fixed)} members recorded for "
+                              f"checkpoint {msg.seq} of group {msg.group!r}: it has no share in that checkpoint")
+            if msg.n_contributors != len(fixed):
+                raise Invalid(f"n_contributors {msg.n_contributors} from {msg.operator!r} differs from the "
+                              f"{len(fixed)} members recorded for checkpoint {msg.seq} of group {msg.group!r}")
+
+    def _check_room(self, key: MergeKey, msg: protocol.MergeCheckpoint, pending: _Pending | None) -> tuple[int, int]:
+        """The pending-merge limits (count, bytes) and the first contributor's count;
+        (this contribution's size, the size of the one it replaces)."""
+        server = self.server
+        limits = server.limits
+        if pending is None:
+            if len(self._pending) >= limits.max_pending_merges:
+                raise server.limit_counter.exceeded(
+                    "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})")
+        elif pending.n != msg.n_contributors:
+            raise Invalid(
+                f"merge {key}: n_contributors {msg.n_contributors} from {msg.operator!r} differs from "
+                f"{pending.n} given by the first contributor"
+            )
+        size = contribution_bytes(msg.offsets)
+        replaced = pending.sizes.get(msg.operator, 0) if pending is not None else 0
+        if self._pending_bytes - replaced + size > limits.max_pending_merge_bytes:
+            raise server.limit_counter.exceeded(
+                "max_pending_merge_bytes",
+                f"pending merges hold ~{self._pending_bytes} bytes; this contribution (~{size}) would exceed "
+                f"the limit of {limits.max_pending_merge_bytes}")
+        return size, replaced
 
     def _drop_pending(self, key: MergeKey) -> _Pending:
         pending = self._pending.pop(key)

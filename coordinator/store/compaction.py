@@ -181,7 +181,9 @@ class Compaction:
     def finish(self) -> Path:
         """Step 5; call only after `done` is set and `error` is None. Returns the old
         segment's path, to be deleted with `delete_segment` off the owner thread."""
-        assert self.done.is_set() and self.error is None and self._rewrite is not None
+        assert self.done.is_set()
+        assert self.error is None
+        assert self._rewrite is not None
         return self._seglog.switch_to(self._rewrite, self.copied_upto)
 
     def cancel(self) -> None:

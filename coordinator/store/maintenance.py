@@ -100,6 +100,29 @@ class Expiry:
         self._clock = clock
         self._retention_s = retention_s
 
+    def _tombstone(self, batcher: records.Batcher, group: str) -> tuple[int, bool] | None:
+        """Add the tombstones of an idle group's control variables, and of its registry
+        entry when no member is left; (control variables tombstoned, registry dropped),
+        or None when the group holds nothing to drop."""
+        tables = self._tables
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in tables.control.group_items(group):
+            by_topic.setdefault(topic, []).append(partition)
+        registry = tables.groups.get(group)
+        drop_registry = registry is not None and not registry.members
+        if not by_topic and not drop_registry:
+            return None
+        n = 0
+        for topic, partitions in by_topic.items():
+            partitions.sort()
+            for i in range(0, len(partitions), BATCH_ENTRIES):
+                chunk = partitions[i : i + BATCH_ENTRIES]
+                batcher.add(records.control_entry(group, topic, chunk, [None] * len(chunk)))
+            n += len(partitions)
+        if drop_registry:
+            batcher.add(records.registry_entry(group, None))
+        return n, drop_registry
+
     def run(self, now: float) -> int:
         """Returns the number of control variables tombstoned; raises what an append raises."""
         tables = self._tables
@@ -115,23 +138,11 @@ class Expiry:
         idle = [(g, t) for g, t in tables.activity.items() if t < cutoff]
         # `activity` has exactly the groups that hold state (StoreTables invariant).
         for group, last in idle:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in tables.control.group_items(group):
-                by_topic.setdefault(topic, []).append(partition)
-            registry = tables.groups.get(group)
-            drop_registry = registry is not None and not registry.members
-            if not by_topic and not drop_registry:
+            tombstoned = self._tombstone(batcher, group)
+            if tombstoned is None:
                 continue  # a registered group whose control variables are gone already
+            n, drop_registry = tombstoned
             groups += 1
-            n = 0
-            for topic, partitions in by_topic.items():
-                partitions.sort()
-                for i in range(0, len(partitions), BATCH_ENTRIES):
-                    chunk = partitions[i : i + BATCH_ENTRIES]
-                    batcher.add(records.control_entry(group, topic, chunk, [None] * len(chunk)))
-                n += len(partitions)
-            if drop_registry:
-                batcher.add(records.registry_entry(group, None))
             expired += n
             log.debug("retention: group %r idle since %.0f: tombstoning %d control variables%s",
                       group, last, n, " and its registry entry" if drop_registry else "")
@@ -246,7 +257,7 @@ class Maintenance:
             return True
         except LogFailed:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged, retried after a backoff; only LogFailed is fatal
             self._note_compaction_failure(exc, "compaction failed")
             return False
 

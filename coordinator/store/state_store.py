@@ -184,7 +184,9 @@ class StateStore:
         if self._closed:
             raise RuntimeError("StateStore is closed")
 
-    def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def put_initial_offsets(  # noqa: C901 - the write path's per-partition loop, inline on purpose (bench_store)
+        self, group: str, offsets: Mapping[tuple[str, int], int],
+    ) -> dict[tuple[str, int], int]:
         """Put-if-absent: store the keys not yet set; return the effective value of every key.
 
         Appends one record for the new entries (none if nothing is new). Not

@@ -102,28 +102,31 @@ def run(args: argparse.Namespace) -> ExitCode:
           f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
     for name, address in region.metrics_addresses().items():
         print(f"{name}: metrics on http://{address}/metrics", flush=True)
-    started = time.monotonic()
-    code = ExitCode.OK
     try:
-        next_status = time.monotonic() + args.status_every
-        while not stop.wait(0.2):
-            if region.failed:
-                print(f"region {region.group}: {region.failed}", file=sys.stderr, flush=True)
-                code = region.exit_code()
-                break
-            if args.duration is not None and time.monotonic() - started >= args.duration:
-                break
-            if time.monotonic() >= next_status:
-                next_status = time.monotonic() + args.status_every
-                try:
-                    status = region.status()
-                except Exception as exc:  # the coordinator may be restarting: report and go on
-                    print(f"region {region.group}: status unavailable ({exc})", flush=True)
-                    continue
-                print(_line(status), flush=True)
-                if status.get("phase") == "FAILED":
-                    code = ExitCode.REGION_FAILED
-                    break
+        return _watch(region, args, stop)
     finally:
         region.stop()
-    return code
+
+
+def _watch(region: Region, args: argparse.Namespace, stop: threading.Event) -> ExitCode:
+    """Print the region's status every ``--status-every`` seconds until a signal,
+    ``--duration`` or a failure; the exit code."""
+    started = time.monotonic()
+    next_status = time.monotonic() + args.status_every
+    while not stop.wait(0.2):
+        if region.failed:
+            print(f"region {region.group}: {region.failed}", file=sys.stderr, flush=True)
+            return region.exit_code()
+        if args.duration is not None and time.monotonic() - started >= args.duration:
+            break
+        if time.monotonic() >= next_status:
+            next_status = time.monotonic() + args.status_every
+            try:
+                status = region.status()
+            except Exception as exc:  # noqa: BLE001 - the coordinator may be restarting: report and go on
+                print(f"region {region.group}: status unavailable ({exc})", flush=True)
+                continue
+            print(_line(status), flush=True)
+            if status.get("phase") == "FAILED":
+                return ExitCode.REGION_FAILED
+    return ExitCode.OK

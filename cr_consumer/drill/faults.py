@@ -307,9 +307,10 @@ POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
 #: and a dropped RESUME. A dropped drain, checkpoint or reset is drop-command's:
 #: the controller notices it only by that phase's timeout, which only that
 #: drill shortens.
-RANDOM_POINTS = tuple(
-    (p, a) for p in Point if p is not Point.MEMBER_START for a in (Action.CRASH, Action.PAUSE)
-) + ((Point.RECEIVE_RESUME, Action.DROP),)
+RANDOM_POINTS = (
+    *((p, a) for p in Point if p is not Point.MEMBER_START for a in (Action.CRASH, Action.PAUSE)),
+    (Point.RECEIVE_RESUME, Action.DROP),
+)
 
 
 #: What ``drop-command`` draws from: a pushed drain, checkpoint or reset lost.

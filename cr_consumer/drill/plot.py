@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from cr_consumer.drill.report import checkpoint_events, per_member_series, reset_events
 
@@ -69,6 +70,31 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
     for e in resets:
         for a in (ax, ax2):
             a.axvline(e["t"] - t0, color="tab:red", linestyle="--", linewidth=1.2)
+    _mark_faults_and_membership(ax, ax2, events, t0, first_batch)
+
+    # legend proxies for the markers
+    ax.plot([], [], color="tab:green", linestyle=":", label=f"checkpoint complete ({len(ckpts)})")
+    ax.plot([], [], color="tab:red", linestyle="--", label=f"reset ({len(resets)})")
+    ax.plot([], [], color="black", label="fault")
+    ax.plot([], [], color="grey", label="member joined (+) / left (-): rebalance")
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=8, ncol=4, frameon=False)
+    ax.set_ylim(0, max(peak, 1.0) * 1.15)  # headroom for the fault labels
+
+    _plot_processed(ax2, events, t0, produced)
+    ax2.set_ylabel("records")
+    ax2.set_xlabel("seconds since the first event of the drill")
+    ax2.legend(loc="lower right", fontsize=8)
+    ax2.set_ylim(bottom=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _mark_faults_and_membership(ax: Any, ax2: Any, events: list[dict], t0: float, first_batch: float) -> None:
+    """A labelled line at each fault (both axes), a grey one at each member that
+    joined or left after the first batch (a rebalance)."""
     n_label = 0
     for e in events:
         x = e["t"] - t0
@@ -86,14 +112,9 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
                         xycoords=("data", "axes fraction"), xytext=(2, 4 + 11 * (n_label % 4)),
                         textcoords="offset points", fontsize=7, color="dimgrey")
 
-    # legend proxies for the markers
-    ax.plot([], [], color="tab:green", linestyle=":", label=f"checkpoint complete ({len(ckpts)})")
-    ax.plot([], [], color="tab:red", linestyle="--", label=f"reset ({len(resets)})")
-    ax.plot([], [], color="black", label="fault")
-    ax.plot([], [], color="grey", label="member joined (+) / left (-): rebalance")
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=8, ncol=4, frameon=False)
-    ax.set_ylim(0, max(peak, 1.0) * 1.15)  # headroom for the fault labels
 
+def _plot_processed(ax2: Any, events: list[dict], t0: float, produced: int | None) -> None:
+    """The running total of processed records (replays included), and the produced count."""
     xs, ys, total = [], [], 0
     for e in events:
         if e["ev"] == "batch":
@@ -103,12 +124,3 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
     ax2.plot(xs, ys, color="tab:blue", linewidth=1.3, label="processed (incl. replays)")
     if produced:
         ax2.axhline(produced, color="tab:purple", linewidth=1, linestyle="-.", label=f"produced ({produced})")
-    ax2.set_ylabel("records")
-    ax2.set_xlabel("seconds since the first event of the drill")
-    ax2.legend(loc="lower right", fontsize=8)
-    ax2.set_ylim(bottom=0)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

@@ -108,14 +108,71 @@ def _broker(bootstrap: str | None, log_path: Path):
         yield broker.bootstrap, broker.pid
 
 
-def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> dict[str, Any]:
-    rng = random.Random(cfg.seed)
+def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
+    """The drill's directory (emptied) and its sub-directories by name."""
     drill_dir = (cfg.out / f"{cfg.scenario}-s{cfg.seed}").resolve()
     if drill_dir.exists():
         shutil.rmtree(drill_dir)
     dirs = {name: drill_dir / name for name in ("output", "timeline", "faults", "state", "coordinator", "logs")}
     for d in dirs.values():
         d.mkdir(parents=True)
+    return drill_dir, dirs
+
+
+def _pipeline_params(cfg: DrillConfig, dirs: dict[str, Path], prefix: str, topic: str) -> dict[str, str]:
+    """The drill pipeline's parameters: where it writes its timeline and finds its faults, what it reads."""
+    params = {
+        "timeline_dir": str(dirs["timeline"]),
+        "fault_dir": str(dirs["faults"]),
+        "session_timeout_ms": str(cfg.session_timeout_ms),
+    }
+    if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
+        params["assignment_strategy"] = EAGER_ASSIGNORS
+    if cfg.scenario == "new-topic":
+        params["pattern"] = re.escape(prefix) + r"-.*"
+    else:
+        params["topics"] = topic
+    return params
+
+
+class _CleanUp:
+    """Every step runs even if an earlier one fails; failures go into the report."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def step(self, what: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            log.exception("drill clean-up: %s failed", what)
+            self.errors.append(f"{what}: {exc!r}")
+
+
+def _stop_the_drill(cleanup: _CleanUp, drill_tl: TimelineWriter, tasks: FaultTasks, *,
+                    watch: ControllerWatch | None, workload: Workload | None, region: Any) -> float:
+    """Stop the faults, the producer and the members (the coordinator and the
+    broker stay up); the time the drill's stopping phase began."""
+    if watch is not None:
+        cleanup.step("controller watch", watch.poll)
+        cleanup.step("controller watch close", watch.close)
+    end_time = time.time()
+    drill_tl.event("phase", phase="stopping")
+    cleanup.step("fault tasks", tasks.close)  # first: no member, coordinator or broker stays stopped
+    if workload is not None:
+        workload.stop()
+        if not workload.started_at:
+            workload.done.set()
+    if region is not None:
+        cleanup.step("stopping the members", region.stop)
+    if workload is not None and workload.started_at:
+        cleanup.step("producer", lambda: workload.join(PRODUCER_JOIN_S))
+    return end_time
+
+
+def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> dict[str, Any]:
+    rng = random.Random(cfg.seed)
+    drill_dir, dirs = _fresh_dirs(cfg)
     prefix = unique_name(f"drill-{cfg.scenario}")
     group = f"{prefix}-group"
     manifest = Manifest(group=group)
@@ -150,21 +207,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                                 rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0,
                                 ack_timeout_s=ACK_TIMEOUT_S + cfg.pause_s)
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
-            params = {
-                "timeline_dir": str(dirs["timeline"]),
-                "fault_dir": str(dirs["faults"]),
-                "session_timeout_ms": str(cfg.session_timeout_ms),
-            }
-            if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
-                params["assignment_strategy"] = EAGER_ASSIGNORS
-            if cfg.scenario == "new-topic":
-                params["pattern"] = re.escape(prefix) + r"-.*"
-            else:
-                params["topics"] = topics[0]
             region = start_region(
                 pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=endpoint,
                 bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
-                params=params, period_s=cfg.period_s, fault_dir=dirs["faults"],
+                params=_pipeline_params(cfg, dirs, prefix, topics[0]), period_s=cfg.period_s,
+                fault_dir=dirs["faults"],
                 phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
                 kafka_client=cfg.kafka_client, standby=cfg.standby,
             )
@@ -186,44 +233,22 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             settled = wait_for_commits(bootstrap, group, manifest, settle_s)
             drill_tl.event("settle", settled=settled, waited_s=round(time.monotonic() - t_settle, 3))
             progress("stopping the region")
-        except Exception as exc:  # turned into the report's error: the drill fails, never hangs
+        except Exception as exc:  # noqa: BLE001 - turned into the report's error: the drill fails, never hangs
             error = f"{type(exc).__name__}: {exc}"
             log.error("drill %s failed: %s\n%s", cfg.scenario, error, traceback.format_exc())
         finally:
-            # Every step runs even if an earlier one fails; failures go into the report.
-            cleanup_errors: list[str] = []
-
-            def step(what: str, fn: Callable[[], Any]) -> None:
-                try:
-                    fn()
-                except Exception as exc:
-                    log.exception("drill clean-up: %s failed", what)
-                    cleanup_errors.append(f"{what}: {exc!r}")
-
-            if watch is not None:
-                step("controller watch", watch.poll)
-                step("controller watch close", watch.close)
-            end_time = time.time()
-            drill_tl.event("phase", phase="stopping")
-            step("fault tasks", tasks.close)  # first: no member, coordinator or broker stays stopped
-            if workload is not None:
-                workload.stop()
-                if not workload.started_at:
-                    workload.done.set()
-            if region is not None:
-                step("stopping the members", region.stop)
-            if workload is not None and workload.started_at:
-                step("producer", lambda: workload.join(PRODUCER_JOIN_S))
-            if error is None and not cleanup_errors:
+            cleanup = _CleanUp()
+            end_time = _stop_the_drill(cleanup, drill_tl, tasks, watch=watch, workload=workload, region=region)
+            if error is None and not cleanup.errors:
                 def read() -> None:
                     nonlocal committed
                     committed = read_committed(bootstrap, group)
-                step("reading committed offsets", read)
+                cleanup.step("reading committed offsets", read)
             if coordinator is not None:
-                step("stopping the coordinator", coordinator.terminate)
+                cleanup.step("stopping the coordinator", coordinator.terminate)
             drill_tl.close()
-            if cleanup_errors and error is None:
-                error = "; ".join(cleanup_errors)
+            if cleanup.errors and error is None:
+                error = "; ".join(cleanup.errors)
 
     return conclude(cfg, drill_dir, dirs, manifest=manifest, reader=reader, tasks=tasks, committed=committed,
                     fault_time=loop.fault_time if loop is not None else None, end_time=end_time,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,93 @@ def _placed(vals: dict[int, Any], poison: set[int], unplaced: list[Any],
     return placed, list(wanted.elements())
 
 
+_Example = Callable[[str, Any], None]
+
+
+def _read_published(path: Path, seen: dict[tuple[str, int], Counter], got_value: dict[tuple[str, int], dict[int, Any]],
+                    example: _Example) -> int:
+    """Count each (partition, offset) of one published file in ``seen`` and keep its
+    value in ``got_value`` (a :class:`_Conflict` when two copies differ); the number
+    of malformed lines."""
+    malformed = 0
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            try:
+                doc = json.loads(line)
+                key = (doc["topic"], int(doc["partition"]))
+                offset = int(doc["offset"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                malformed += 1
+                example("malformed_lines", f"{path.name}:{lineno}")
+                continue
+            seen[key][offset] += 1
+            values = got_value[key]
+            if offset not in values:
+                values[offset] = doc.get("value")
+            elif values[offset] != doc.get("value"):
+                values[offset] = _Conflict()
+    return malformed
+
+
+def _count_missing(key: tuple[str, int], never_delivered: list[Any], first: int | None, last: int | None,
+                   counts: Counter, poison: set[int], holes_for_poison: int, example: _Example) -> int:
+    """Values never delivered, and offsets between the first and the last produced
+    that nobody delivered (less one per poison record acknowledged without its offset)."""
+    topic, part = key
+    missing = 0
+    for value in never_delivered:
+        missing += 1
+        example("missing", [topic, part, None, repr(value)[:80]])
+    if first is not None and last is not None:
+        for off in range(first, last + 1):
+            if off not in counts and off not in poison:
+                if holes_for_poison:
+                    holes_for_poison -= 1  # a poison record acknowledged without its offset
+                    continue
+                missing += 1
+                example("missing", [topic, part, off])
+    return missing
+
+
+def _count_bad_deliveries(key: tuple[str, int], counts: Counter, vals: dict[int, Any], got: dict[int, Any],
+                          poison: set[int], example: _Example) -> tuple[int, int, int]:
+    """(duplicates, wrong values, unexpected offsets) among the delivered offsets."""
+    topic, part = key
+    dup = wrong = unexpected = 0
+    for off, n in counts.items():
+        if n > 1:
+            dup += n - 1
+            example("duplicates", [topic, part, off, n])
+        if off in vals:
+            value = got[off]
+            if isinstance(value, _Conflict) or value != vals[off]:
+                wrong += 1
+                example("wrong_values", [topic, part, off, repr(value)[:80], repr(vals[off])[:80]])
+        else:
+            unexpected += 1
+            example("unexpected", [topic, part, off, "poison" if off in poison else "not produced"])
+    return dup, wrong, unexpected
+
+
+def _commit_check(key: tuple[str, int], counts: Counter, committed: dict[tuple[str, int], int | None] | None,
+                  ckpt_offsets: dict[tuple[str, int], int] | None, example: _Example) -> tuple[int | None, bool]:
+    """(the committed offset, whether it is behind what must be committed: the
+    checkpoint's offset, else the end of the output); (None, False) unchecked."""
+    comm = None
+    behind = False
+    need = None
+    if committed is not None and ckpt_offsets is not None:
+        need = ckpt_offsets.get(key)
+    elif committed is not None and counts:
+        need = max(counts) + 1
+    if need is not None and committed is not None:
+        comm = committed.get(key)
+        behind = (comm is None and need > 0) or (comm is not None and comm < need)
+        if behind:
+            example("committed_behind", [key[0], key[1], comm, need])
+    return comm, behind
+
+
 def verify(
     manifest: Manifest,
     output_dir: str | os.PathLike,
@@ -170,22 +258,7 @@ def verify(
             examples[kind].append(item)
 
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                try:
-                    doc = json.loads(line)
-                    key = (doc["topic"], int(doc["partition"]))
-                    offset = int(doc["offset"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    malformed += 1
-                    example("malformed_lines", f"{path.name}:{lineno}")
-                    continue
-                seen[key][offset] += 1
-                values = got_value[key]
-                if offset not in values:
-                    values[offset] = doc.get("value")
-                elif values[offset] != doc.get("value"):
-                    values[offset] = _Conflict()
+        malformed += _read_published(path, seen, got_value, example)
 
     totals: Counter[str] = Counter()
     results = []
@@ -203,44 +276,11 @@ def verify(
         produced_offsets = set(vals) | poison
         first = min(produced_offsets) if produced_offsets else None
         last = max(produced_offsets) if produced_offsets else None
-        missing = dup = wrong = unexpected = 0
-        for value in never_delivered:
-            missing += 1
-            example("missing", [topic, part, None, repr(value)[:80]])
-        holes_for_poison = manifest.unplaced_poison.get(key, 0)
-        if first is not None and last is not None:
-            for off in range(first, last + 1):
-                if off not in counts and off not in poison:
-                    if holes_for_poison:
-                        holes_for_poison -= 1  # a poison record acknowledged without its offset
-                        continue
-                    missing += 1
-                    example("missing", [topic, part, off])
-        for off, n in counts.items():
-            if n > 1:
-                dup += n - 1
-                example("duplicates", [topic, part, off, n])
-            if off in vals:
-                got = got_value[key][off]
-                if isinstance(got, _Conflict) or got != vals[off]:
-                    wrong += 1
-                    example("wrong_values", [topic, part, off, repr(got)[:80], repr(vals[off])[:80]])
-            else:
-                unexpected += 1
-                example("unexpected", [topic, part, off, "poison" if off in poison else "not produced"])
+        missing = _count_missing(key, never_delivered, first, last, counts, poison,
+                                 manifest.unplaced_poison.get(key, 0), example)
+        dup, wrong, unexpected = _count_bad_deliveries(key, counts, vals, got_value.get(key, {}), poison, example)
         delivered = sum(counts.values())
-        comm = None
-        behind = False
-        need = None
-        if committed is not None and ckpt_offsets is not None:
-            need = ckpt_offsets.get(key)
-        elif committed is not None and counts:
-            need = max(counts) + 1
-        if need is not None and committed is not None:
-            comm = committed.get(key)
-            behind = (comm is None and need > 0) or (comm is not None and comm < need)
-            if behind:
-                example("committed_behind", [topic, part, comm, need])
+        comm, behind = _commit_check(key, counts, committed, ckpt_offsets, example)
         results.append(PartitionResult(
             topic=topic, partition=part, first=first, last=last, expected=len(vals), poison=len(poison),
             delivered=delivered, missing=missing, duplicates=dup, wrong_values=wrong,

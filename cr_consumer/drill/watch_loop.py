@@ -88,23 +88,25 @@ class WatchLoop:
         self.faults: list[dict] = []
         #: Published records at the last look.
         self.delivered = 0
+        #: Records produced to let the fault fire or play out: how often, and not before when.
+        self._nudges = 0
+        self._next_nudge = 0.0
 
     def run(self) -> int:
         """Steps 1-6; returns the published record count."""
-        cfg, workload, manifest, tasks = self._cfg, self._workload, self._manifest, self._tasks
+        cfg, workload = self._cfg, self._workload
         trigger_at = int(self._fraction * cfg.messages)
         deadline = time.monotonic() + cfg.timeout_s
         next_progress = next_watch = 0.0
         processed = 0
         fired = False if cfg.scenario == "sink-failure" else None
-        nudges, next_nudge = 0, 0.0
+        self._nudges, self._next_nudge = 0, 0.0
         while True:
             now = time.monotonic()
-            for e in self._reader.poll():
-                if e["ev"] == "batch":
-                    processed += e["n"]
-                elif e["ev"] == "fault_fired":
-                    fired = True
+            batches, fault_fired = self._poll_timeline()
+            processed += batches
+            if fault_fired:
+                fired = True
             if processed and not workload.started_at:
                 self._progress("members are processing: producing the rest of the input"
                                + (f" at {cfg.rate:.0f} records/s" if cfg.rate else ""))
@@ -118,22 +120,8 @@ class WatchLoop:
                 next_watch = now + CONTROLLER_WATCH_PERIOD_S
                 self._watch.poll()
             delivered = self.delivered = self._counter.count()
-            if workload.started_at and workload.done.is_set():
-                workload.join(PRODUCER_JOIN_S)
-                with workload.lock:
-                    expected = manifest.produced - manifest.poison_count
-                played_out = fired is not False and tasks.done()
-                if self.fault_time is not None and delivered >= expected and played_out:
-                    return delivered
-                if (not played_out and self.fault_time is not None and delivered >= expected
-                        and now >= next_nudge and nudges < MAX_NUDGES):
-                    # The input ran out before the fault fired (a sink trigger, a fault
-                    # point that needs records) or while it plays out: give it records.
-                    nudges += 1
-                    next_nudge = now + NUDGE_PERIOD_S
-                    self._progress("the fault has not fired or ended yet and the input is consumed: "
-                                   f"producing {cfg.partitions * 10} more records")
-                    workload.produce_more(cfg.partitions * 10)
+            if workload.started_at and workload.done.is_set() and self._all_published(now, delivered, fired):
+                return delivered
             if now >= next_progress:
                 next_progress = now + PROGRESS_PERIOD_S
                 self._progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
@@ -147,6 +135,38 @@ class WatchLoop:
                     f"produced {workload.produced}, fault {'injected' if self.fault_time else 'not injected'}"
                 )
             time.sleep(WATCH_PERIOD_S)  # the watch loop's period, not a synchronisation
+
+    def _poll_timeline(self) -> tuple[int, bool]:
+        """Records processed since the last look (replays included), and whether a fault fired."""
+        processed, fired = 0, False
+        for e in self._reader.poll():
+            if e["ev"] == "batch":
+                processed += e["n"]
+            elif e["ev"] == "fault_fired":
+                fired = True
+        return processed, fired
+
+    def _all_published(self, now: float, delivered: int, fired: bool | None) -> bool:
+        """The producer is done: True once the fault was injected, has played out and
+        every expected record is published; else, when the input ran out first, give
+        the fault more records (at most MAX_NUDGES times, NUDGE_PERIOD_S apart)."""
+        cfg, workload, manifest = self._cfg, self._workload, self._manifest
+        workload.join(PRODUCER_JOIN_S)
+        with workload.lock:
+            expected = manifest.produced - manifest.poison_count
+        played_out = fired is not False and self._tasks.done()
+        if self.fault_time is not None and delivered >= expected and played_out:
+            return True
+        if (not played_out and self.fault_time is not None and delivered >= expected
+                and now >= self._next_nudge and self._nudges < MAX_NUDGES):
+            # The input ran out before the fault fired (a sink trigger, a fault
+            # point that needs records) or while it plays out: give it records.
+            self._nudges += 1
+            self._next_nudge = now + NUDGE_PERIOD_S
+            self._progress("the fault has not fired or ended yet and the input is consumed: "
+                           f"producing {cfg.partitions * 10} more records")
+            workload.produce_more(cfg.partitions * 10)
+        return False
 
 
 __all__ = ["PRODUCER_JOIN_S", "WATCH_PERIOD_S", "OutputCounter", "WatchLoop"]

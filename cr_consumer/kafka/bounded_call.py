@@ -46,7 +46,7 @@ IDLE_SLICE_S = 1.0
 class _Job(Generic[T]):
     """One call and its outcome; guarded by the caller's condition."""
 
-    __slots__ = ("call", "what", "done", "result", "error", "abandoned", "started_at")
+    __slots__ = ("abandoned", "call", "done", "error", "result", "started_at", "what")
 
     def __init__(self, call: Callable[[], T], what: str) -> None:
         self.call = call
@@ -159,4 +159,4 @@ class BoundedCaller:
                     log.warning("%s finished after its caller's timeout", job.what)
 
 
-__all__ = ["BoundedCaller", "IDLE_SLICE_S"]
+__all__ = ["IDLE_SLICE_S", "BoundedCaller"]

@@ -284,8 +284,22 @@ class KafkaClient(Protocol):
 
 
 __all__ = [
-    "ClientConfigError", "ClientKind", "ClientTimeout", "ClientUnavailable", "CommitRefused",
-    "MemberFenced", "GUARANTEE_PROPERTIES",
-    "GroupMembership", "Header", "KafkaClient", "KafkaClientError", "KafkaRecord", "RebalanceListener",
-    "RebalanceProtocol", "TimestampType", "TopicPartition", "UnknownTopicOrPartition", "check_guarantees",
+    "GUARANTEE_PROPERTIES",
+    "ClientConfigError",
+    "ClientKind",
+    "ClientTimeout",
+    "ClientUnavailable",
+    "CommitRefused",
+    "GroupMembership",
+    "Header",
+    "KafkaClient",
+    "KafkaClientError",
+    "KafkaRecord",
+    "MemberFenced",
+    "RebalanceListener",
+    "RebalanceProtocol",
+    "TimestampType",
+    "TopicPartition",
+    "UnknownTopicOrPartition",
+    "check_guarantees",
 ]

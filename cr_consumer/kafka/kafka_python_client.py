@@ -139,10 +139,7 @@ def to_kafka_records(records: Sequence[Any]) -> list[KafkaRecord]:
     else:
         type_column = [_TIMESTAMP_TYPES.get(t, TimestampType.NOT_AVAILABLE) for t in types]
     header_column: Iterable[tuple]
-    if any(headers):
-        header_column = [tuple(h) if h else () for h in headers]
-    else:
-        header_column = itertools.repeat((), n)
+    header_column = [tuple(h) if h else () for h in headers] if any(headers) else itertools.repeat((), n)
     return list(map(_new_record, zip(topics, partitions, offsets, timestamps, type_column, keys, values,
                                      header_column)))
 
@@ -337,4 +334,4 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "KafkaPythonClient", "RENAMED", "SETTINGS", "kafka_python_config", "to_kafka_records"]
+__all__ = ["ASSIGNORS", "RENAMED", "SETTINGS", "KafkaPythonClient", "kafka_python_config", "to_kafka_records"]

@@ -408,4 +408,4 @@ class LibrdkafkaClient:
             self._caller.shutdown()
 
 
-__all__ = ["DEFAULTS", "LibrdkafkaClient", "RENAMED", "librdkafka_config"]
+__all__ = ["DEFAULTS", "RENAMED", "LibrdkafkaClient", "librdkafka_config"]

@@ -271,12 +271,23 @@ def read_stdin(stream: IO[bytes]) -> dict[str, object]:
         raise KafkaPropertiesError("Kafka properties on stdin: expected {\"version\": 1, \"kafka\": {...}}")
     props = doc["kafka"]
     for key, value in props.items():
-        if not isinstance(value, str | int | float | bool) or isinstance(value, float) and value != value:
+        if not isinstance(value, str | int | float | bool) or (isinstance(value, float) and value != value):
             raise KafkaPropertiesError(f"Kafka properties on stdin: {key!r} has a value of type {type(value).__name__}")
     return props
 
 
 __all__ = [
-    "JVM_ONLY", "REDACTED", "jvm_equivalent", "KafkaPropertiesError", "encode_for_stdin", "from_cli", "is_secret", "load_properties_file",
-    "parse_properties", "read_stdin", "redacted", "redacted_repr", "resolve_env",
+    "JVM_ONLY",
+    "REDACTED",
+    "KafkaPropertiesError",
+    "encode_for_stdin",
+    "from_cli",
+    "is_secret",
+    "jvm_equivalent",
+    "load_properties_file",
+    "parse_properties",
+    "read_stdin",
+    "redacted",
+    "redacted_repr",
+    "resolve_env",
 ]

@@ -105,4 +105,4 @@ def _rows(rows: object, what: str) -> dict[TopicPartition, int]:
     return out
 
 
-__all__ = ["CheckpointError", "OperatorCheckpoint", "VERSION"]
+__all__ = ["VERSION", "CheckpointError", "OperatorCheckpoint"]

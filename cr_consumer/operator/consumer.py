@@ -220,13 +220,13 @@ class ConsumerOperator:
             try:
                 self.events.call(lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
                                  CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S, "deferred commit at close")
-            except Exception:  # noqa: BLE001 - closing goes on; the checkpoint holds the offsets
+            except Exception:  # closing goes on; the checkpoint holds the offsets
                 log.warning("%s: the deferred Kafka commit at close failed", self.name, exc_info=True)
         self.events.stop(CLOSE_JOIN_S)
         try:
             if self._registered:
                 self.control.unregister(self.config.group_id, self.name)
-        except Exception:  # noqa: BLE001 - shutting down; the coordinator may be gone
+        except Exception:  # shutting down; the coordinator may be gone
             log.warning("%s: could not unregister from the coordinator", self.name, exc_info=True)
         if self._own_control:
             self.control.close()
@@ -362,7 +362,7 @@ class ConsumerOperator:
             return
         try:
             first = not self.control.set_reset_pending(self.config.group_id, True)
-        except Exception:  # noqa: BLE001 - a duplicate reset is harmless, a missing one is not
+        except Exception:  # a duplicate reset is harmless, a missing one is not
             log.exception("%s: cannot set reset-pending in the coordinator; requesting a reset anyway", self.name)
             first = True
         if first:

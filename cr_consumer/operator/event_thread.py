@@ -270,7 +270,7 @@ class EventThread:
         try:
             self.consumer = self._factory()
             self.group = self.consumer.group()
-        except BaseException as exc:  # noqa: BLE001 - delivered to start()
+        except BaseException as exc:  # delivered to start()
             log.exception("%s: cannot create the Kafka consumer", self.name)
             self.failure = exc
             self._started.set_exception(exc)
@@ -278,7 +278,7 @@ class EventThread:
         self._started.set_result(None)
         try:
             self._loop()
-        except BaseException as exc:  # noqa: BLE001 - kept, reported, re-raised to waiters
+        except BaseException as exc:  # kept, reported, re-raised to waiters
             log.exception("%s: event thread failed", self.name)
             self.failure = exc
             try:
@@ -424,4 +424,4 @@ class EventThread:
         log.info("%s: consumer closed in %.0f ms", self.name, (time.monotonic() - started) * 1000)
 
 
-__all__ = ["EventThread", "OperatorFailed", "POLL_TIMEOUT_MS"]
+__all__ = ["POLL_TIMEOUT_MS", "EventThread", "OperatorFailed"]

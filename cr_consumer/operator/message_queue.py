@@ -23,7 +23,7 @@ from cr_consumer.kafka.client import KafkaRecord, TopicPartition
 class Batch:
     """Records of one partition from one poll (:class:`~cr_consumer.kafka.client.KafkaRecord`)."""
 
-    __slots__ = ("epoch", "tp", "records")
+    __slots__ = ("epoch", "records", "tp")
 
     def __init__(self, epoch: int, tp: TopicPartition, records: list[KafkaRecord]) -> None:
         self.epoch = epoch

@@ -36,6 +36,7 @@ nDrains, nResets, resetTimeMillis, state, isPaused, consumerLag
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -164,10 +165,8 @@ class OperatorMetrics:
         self._committed = {**self._committed, **offsets}
 
     def unregister(self) -> None:
-        try:
+        with contextlib.suppress(KeyError):
             self.registry.unregister(self)
-        except KeyError:
-            pass
 
     def partition_offsets(self) -> dict[TopicPartition, dict[str, int]]:
         """Per assigned partition: position, end_offset, lag, committed_offset (those known)."""

@@ -72,7 +72,7 @@ class Decoder:
                     changes["key"] = key_fn(r.key)
                 if value_fn is not None:
                     changes["value"] = value_fn(r.value)
-            except Exception as exc:  # noqa: BLE001 - counted/skipped or re-raised below
+            except Exception as exc:  # counted/skipped or re-raised below
                 self.n_dropped += 1
                 where = f"topic {r.topic} partition {r.partition} offset {r.offset}"
                 if self.policy is MalformedPolicy.FAIL:
@@ -168,7 +168,7 @@ class ProcessThread:
     def _run(self) -> None:
         try:
             self._loop()
-        except BaseException as exc:  # noqa: BLE001 - kept and reported as the operator's failure
+        except BaseException as exc:  # kept and reported as the operator's failure
             log.exception("%s: process thread failed", self.name)
             self.failure = exc
             self._on_failure(exc)

@@ -113,7 +113,7 @@ class StandaloneDriver:
                     if self._joining() and drain is None:
                         continue  # nothing assigned, nothing to commit; do not interrupt the join's polls
                     self._cycle()
-        except Exception as exc:  # noqa: BLE001 - fatal for the operator, reported there
+        except Exception as exc:  # fatal for the operator, reported there
             log.exception("%s: standalone driver failed", self.name)
             self._on_failure(exc)
 

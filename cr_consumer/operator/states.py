@@ -59,4 +59,4 @@ class ClientStateMachine(StateMachine[ClientState]):
         super().__init__(name, TRANSITIONS, ClientState.INITIALIZED, log, quiet_repeats=True)
 
 
-__all__ = ["ClientState", "ClientStateMachine", "IllegalTransition", "TRANSITIONS"]
+__all__ = ["TRANSITIONS", "ClientState", "ClientStateMachine", "IllegalTransition"]

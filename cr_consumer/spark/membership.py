@@ -175,7 +175,7 @@ class GroupMember:
                 self._consumer.subscribe(pattern=self.options.pattern, listener=listener)
             else:
                 self._consumer.subscribe(topics=list(self.options.topics), listener=listener)
-        except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
+        except BaseException as exc:  # kept as the failure, raised by every later call
             self.failure = exc
             self._started.set()
             log.exception("crkafka %s: the consumer could not start", self.name)
@@ -188,7 +188,7 @@ class GroupMember:
                 records = self._consumer.poll(timeout_ms=POLL_MS if self._joined.is_set() else JOIN_POLL_MS)
                 if records:  # a paused partition never returns records: a broken invariant
                     raise MemberFailed(f"{self.name}: the membership consumer fetched records of {list(records)}")
-        except BaseException as exc:  # noqa: BLE001 - kept as the failure, raised by every later call
+        except BaseException as exc:  # kept as the failure, raised by every later call
             self.failure = exc
             log.exception("crkafka %s: the membership thread failed", self.name)
         finally:

@@ -7,6 +7,7 @@ dense: record i of a partition has offset i. Nothing here is tansu-specific.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterable
 
@@ -29,10 +30,8 @@ def unique_name(prefix: str) -> str:
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-admin")
     try:
-        try:
+        with contextlib.suppress(TopicAlreadyExistsError):  # create is idempotent: the partitions are checked below
             admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        except TopicAlreadyExistsError:  # create is idempotent: the partitions are checked below
-            pass
     finally:
         admin.close()
     wait_for_partitions(bootstrap, name, partitions)

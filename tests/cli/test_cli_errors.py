@@ -31,7 +31,7 @@ def assert_usage_error(proc: subprocess.CompletedProcess, *texts: str) -> None:
         assert text in proc.stderr, (text, proc.stderr)
 
 
-@pytest.mark.parametrize("argv, texts", [
+@pytest.mark.parametrize(("argv", "texts"), [
     (["--log-level", "verbose", "status", "--coordinator", "tcp://127.0.0.1:1"], ["--log-level", "'verbose'"]),
     (["--log-level", "root=INFO,kafka=LOUD", "broker"], ["--log-level", "'loud'"]),
     (["--log-format", "xml", "broker"], ["--log-format", "'xml'"]),
@@ -106,7 +106,7 @@ def test_commands_needing_the_embedded_broker_say_how_to_install_it(argv, tmp_pa
     assert_usage_error(proc, "pip install 'cr-consumer[broker]'")
 
 
-@pytest.mark.parametrize("prop, text", [
+@pytest.mark.parametrize(("prop", "text"), [
     ("auto.offset.reset=sometimes", "auto.offset.reset must be earliest, latest or none"),
     ("fetch_max_bytes=1", "use the standard dotted Kafka name"),
     ("no.such.setting=1", "unknown consumer property 'no.such.setting'"),

@@ -63,7 +63,8 @@ def test_kafka_connection_refused_spam_is_quieted_by_default(restore_logging):
     kafka.error("Connection failed: KafkaConnectionError: 111 ECONNREFUSED")
     kafka.info("Attempting bootstrap to bootstrap-0 at 127.0.0.1:1")
     kafka.error("Authentication failed")
-    assert out.getvalue().count("\n") == 1 and "Authentication failed" in out.getvalue()
+    assert out.getvalue().count("\n") == 1
+    assert "Authentication failed" in out.getvalue()
     out = io.StringIO()
     setup_logging("root=INFO,kafka=INFO", "text", stream=out)  # named: nothing is dropped
     kafka.error("Connection failed: KafkaConnectionError: 111 ECONNREFUSED")
@@ -71,7 +72,10 @@ def test_kafka_connection_refused_spam_is_quieted_by_default(restore_logging):
 
 
 def test_durations_and_ports():
-    assert duration("500ms") == 0.5 and duration("10s") == 10 and duration("1m") == 60 and duration("1.5") == 1.5
+    assert duration("500ms") == 0.5
+    assert duration("10s") == 10
+    assert duration("1m") == 60
+    assert duration("1.5") == 1.5
     assert duration("2h") == 7200
     for bad in ("0", "-1s", "soon", "10 parsecs", "400d"):
         with pytest.raises(argparse.ArgumentTypeError):
@@ -101,7 +105,7 @@ def test_last_error_line_of_a_member_log(tmp_path):
     assert region.last_error("member-2") is None
 
 
-@pytest.mark.parametrize("key, instead", [
+@pytest.mark.parametrize(("key", "instead"), [
     ("sasl.jaas.config", "sasl.plain.username"),
     ("ssl.truststore.location", "ssl.cafile"),
     ("ssl.keystore.location", "ssl.certfile and ssl.keyfile"),

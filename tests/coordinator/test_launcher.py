@@ -46,5 +46,6 @@ def test_a_child_that_never_gets_ready_is_not_left_running(tmp_path):
     proc = CoordinatorProcess(tmp_path / "state", python=str(fake), start_timeout=5.0)
     with pytest.raises(CoordinatorStartError, match="without its endpoint"):
         proc.start()
-    assert not proc.running and proc.returncode is not None
+    assert not proc.running
+    assert proc.returncode is not None
     assert f"coordinator-stdout-{proc.pid}" not in _readers()

@@ -23,4 +23,5 @@ def test_eager_drill_exactly_once(scenario, bootstrap, tmp_path):
     report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario],
                                    cooperative=False, **SMALL))
     assert_exactly_once(report)
-    assert report["faults"] and report["faults"][0]["fault"] == scenario
+    assert report["faults"]
+    assert report["faults"][0]["fault"] == scenario

@@ -38,7 +38,8 @@ def _events(controller: bool):
 def test_analysis_from_member_probes():
     a = analyse(_events(controller=False), fault_time=T + 4.0, end_time=T + 15.0)
     assert a["times_from"] == "member probes"
-    assert a["resets"] == 2 and a["checkpoints"] == 1
+    assert a["resets"] == 2
+    assert a["checkpoints"] == 1
     assert a["time_to_detect_s"] == 0.5
     assert a["time_to_resume_s"] == 2.2
     assert a["time_to_recover_s"] == 3.0

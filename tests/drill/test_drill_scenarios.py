@@ -27,7 +27,8 @@ RESET_FREE = ("remove-member", "new-topic")
 def test_drill_scenario_exactly_once(scenario, bootstrap, tmp_path):
     report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], **SMALL))
     assert_exactly_once(report)
-    assert report["faults"] and report["faults"][0]["fault"] == scenario
+    assert report["faults"]
+    assert report["faults"][0]["fault"] == scenario
     # the start-up reset and at least one caused by the fault; with cooperative
     # rebalancing (the default) a graceful leave before its checkpoint answer and
     # a new topic's partitions reset nobody (docs/region.md)
@@ -57,7 +58,7 @@ def test_drill_cli_poison_json_report_and_exit_code(bootstrap, tmp_path):
     assert Path(report["plot"]).is_file()
 
 
-@pytest.mark.parametrize("argv, message", [
+@pytest.mark.parametrize(("argv", "message"), [
     (["--scenario", "nope"], "invalid choice"),
     (["--scenario", "kill-member", "--members", "0"], "must be >= 1"),
     (["--scenario", "kill-member", "--bootstrap", "localhost"], "is not HOST:PORT"),

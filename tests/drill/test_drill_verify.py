@@ -41,8 +41,10 @@ def test_gap_is_missing(tmp_path):
     _write(tmp_path / "a.jsonl", rows)
     r = verify(_manifest(), tmp_path)
     assert not r.ok
-    assert r.missing == 1 and r.examples["missing"] == [["t", 1, 4]]
-    assert r.duplicates == 0 and r.unexpected == 0
+    assert r.missing == 1
+    assert r.examples["missing"] == [["t", 1, 4]]
+    assert r.duplicates == 0
+    assert r.unexpected == 0
 
 
 def test_duplicate_across_files_is_detected(tmp_path):
@@ -51,7 +53,8 @@ def test_duplicate_across_files_is_detected(tmp_path):
     _write(tmp_path / "b.jsonl", [rows[3]])
     r = verify(_manifest(), tmp_path)
     assert not r.ok
-    assert r.duplicates == 1 and r.missing == 0
+    assert r.duplicates == 1
+    assert r.missing == 0
     assert r.examples["duplicates"] == [["t", 0, 3, 2]]
 
 
@@ -60,7 +63,8 @@ def test_wrong_value_is_detected(tmp_path):
     rows[5] = ("t", 0, 5, "tampered")
     _write(tmp_path / "a.jsonl", rows)
     r = verify(_manifest(), tmp_path)
-    assert not r.ok and r.wrong_values == 1
+    assert not r.ok
+    assert r.wrong_values == 1
 
 
 def test_poison_skipped_is_ok_and_poison_delivered_is_not(tmp_path):
@@ -72,7 +76,8 @@ def test_poison_skipped_is_ok_and_poison_delivered_is_not(tmp_path):
     assert (r.produced, r.poison, r.expected, r.delivered) == (20, 2, 18, 18)
     _write(tmp_path / "b.jsonl", [("t", 0, 2, "poison")])
     r = verify(m, tmp_path)
-    assert not r.ok and r.unexpected == 1
+    assert not r.ok
+    assert r.unexpected == 1
 
 
 def test_pending_files_are_ignored(tmp_path):
@@ -85,25 +90,29 @@ def test_pending_files_are_ignored(tmp_path):
 def test_committed_offsets_behind_output(tmp_path):
     _write(tmp_path / "a.jsonl", _good_rows())
     r = verify(_manifest(), tmp_path, committed={("t", 0): 10, ("t", 1): 7})
-    assert not r.ok and r.committed_behind == 1
+    assert not r.ok
+    assert r.committed_behind == 1
     r = verify(_manifest(), tmp_path, committed={("t", 0): 10})
     assert r.committed_behind == 1  # nothing committed for t/1
 
 
 def test_malformed_line_and_unknown_partition(tmp_path):
-    rows = _good_rows() + [("t", 7, 0, "x")]
+    rows = [*_good_rows(), ("t", 7, 0, "x")]
     _write(tmp_path / "a.jsonl", rows)
     with open(tmp_path / "a.jsonl", "a") as f:
         f.write("not json\n")
     r = verify(_manifest(), tmp_path)
-    assert r.unexpected == 1 and r.malformed_lines == 1 and not r.ok
+    assert r.unexpected == 1
+    assert r.malformed_lines == 1
+    assert not r.ok
 
 
 def test_manifest_round_trip_and_version(tmp_path):
     m = _manifest(poison={(0, 1)})
     m.save(tmp_path / "manifest.json")
     m2 = Manifest.load(tmp_path / "manifest.json")
-    assert m2.values == m.values and m2.poison == m.poison
+    assert m2.values == m.values
+    assert m2.poison == m.poison
     (tmp_path / "bad.json").write_text(json.dumps({"version": 99}))
     with pytest.raises(ManifestError, match="version 99"):
         Manifest.load(tmp_path / "bad.json")
@@ -136,12 +145,15 @@ def test_committed_offsets_compared_with_the_last_checkpoint_per_partition(tmp_p
     ckpt = last_checkpoint_offsets(state, 4)
     assert ckpt == {("t", 0): 10, ("t", 1): 10}
     r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 10}, checkpoint=(4, ckpt))
-    assert r.ok and r.committed_basis == "checkpoint 4"
+    assert r.ok
+    assert r.committed_basis == "checkpoint 4"
     r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 9}, checkpoint=(4, ckpt))
-    assert r.committed_behind == 1 and r.examples["committed_behind"] == [["t", 1, 9, 10]]
+    assert r.committed_behind == 1
+    assert r.examples["committed_behind"] == [["t", 1, 9, 10]]
     # committed at the checkpoint although the output goes further (an older checkpoint):
     r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 2}, checkpoint=(3, last_checkpoint_offsets(state, 3)))
-    assert r.committed_behind == 0 and r.committed_basis == "checkpoint 3"
+    assert r.committed_behind == 0
+    assert r.committed_basis == "checkpoint 3"
     with pytest.raises(CheckpointMissing, match="checkpoint 5"):
         last_checkpoint_offsets(state, 5)
 
@@ -173,17 +185,20 @@ def test_a_record_acknowledged_without_an_offset_and_not_delivered_is_missing(tm
     m = _manifest_with_unplaced({0: range(8, 10)})
     _write(tmp_path / "a.jsonl", [row for row in _good_rows() if row[:3] != ("t", 0, 9)])
     r = verify(m, tmp_path)
-    assert not r.ok and r.missing == 1
+    assert not r.ok
+    assert r.missing == 1
     assert r.examples["missing"] == [["t", 0, None, repr("v0-9")]]
     assert r.unexpected == 0
 
 
 def test_a_value_acknowledged_once_and_delivered_twice_at_two_offsets_is_unexpected(tmp_path):
     m = _manifest_with_unplaced({0: range(9, 10)})
-    rows = _good_rows() + [("t", 0, 10, "v0-9")]  # the same value once more, after the range
+    rows = [*_good_rows(), ("t", 0, 10, "v0-9")]  # the same value once more, after the range
     _write(tmp_path / "a.jsonl", rows)
     r = verify(m, tmp_path)
-    assert not r.ok and r.unexpected == 1 and r.missing == 0
+    assert not r.ok
+    assert r.unexpected == 1
+    assert r.missing == 0
 
 
 def test_a_poison_record_acknowledged_without_an_offset_explains_one_hole(tmp_path):

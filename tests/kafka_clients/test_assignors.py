@@ -87,7 +87,7 @@ def _protocol_of(kind: ClientKind, value: object) -> RebalanceProtocol:
         client.close(1000)
 
 
-@pytest.mark.parametrize("value,names", ACCEPTED, ids=repr)
+@pytest.mark.parametrize(("value", "names"), ACCEPTED, ids=repr)
 def test_a_spelling_is_read_the_same_by_the_config_and_both_clients(value, names):
     protocol = RebalanceProtocol.COOPERATIVE if names == ("cooperative-sticky",) else RebalanceProtocol.EAGER
     for client in ClientKind:
@@ -99,10 +99,11 @@ def test_a_spelling_is_read_the_same_by_the_config_and_both_clients(value, names
     assert _names_of_kafka_python(value) == names
     assert librdkafka_config({**CLIENT_BASE, KEY: value})[KEY] == ",".join(names)
     strategy = parse_strategy(value)
-    assert strategy.names == names and strategy.protocol is protocol
+    assert strategy.names == names
+    assert strategy.protocol is protocol
 
 
-@pytest.mark.parametrize("value,names", [
+@pytest.mark.parametrize(("value", "names"), [
     ("range,roundrobin", ("range", "roundrobin")),
     (JAVA + "CooperativeStickyAssignor", ("cooperative-sticky",)),
     ("RangePartitionAssignor", ("range",)),
@@ -160,7 +161,7 @@ class _NoListener:
     def on_lost(self, partitions: frozenset[TopicPartition]) -> None: ...
 
 
-@pytest.mark.parametrize("topics,pattern", [
+@pytest.mark.parametrize(("topics", "pattern"), [
     ((), None), ((), ""), (["t"], "t.*"), ("topic", None), (["t", ""], None), ([1], None),
 ], ids=repr)
 def test_subscribe_takes_topics_or_a_pattern_exactly_one(topics, pattern):

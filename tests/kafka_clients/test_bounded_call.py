@@ -78,11 +78,13 @@ def test_shutdown_ends_the_thread_and_later_calls_fail(caller):
 
 def test_an_abandoned_call_is_reported_until_it_ends(caller):
     release = threading.Event()
-    assert caller.abandoned_since() is None and caller.wait_free(0.0)
+    assert caller.abandoned_since() is None
+    assert caller.wait_free(0.0)
     with pytest.raises(ClientTimeout):
         caller.run(lambda: release.wait(WAIT_S), 0.5, "commit")
     abandoned = caller.abandoned_since()
-    assert abandoned is not None and abandoned[0] == "commit"
+    assert abandoned is not None
+    assert abandoned[0] == "commit"
     assert not caller.wait_free(0.05)
     release.set()
     assert caller.wait_free(WAIT_S)

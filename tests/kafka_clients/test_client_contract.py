@@ -8,6 +8,7 @@ a rebalance, leaving the group on close, cooperative rebalancing.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -110,7 +111,7 @@ class Poller:
         try:
             while not self._stop.is_set():
                 self.client.poll(100, 100)
-        except BaseException as exc:  # reported by stop()
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
 
     def __enter__(self) -> Poller:
@@ -136,10 +137,8 @@ def clients():
 
     yield make
     for client in made:
-        try:
+        with contextlib.suppress(Exception):  # already closed by the test
             client.close(CLOSE_MS)
-        except Exception:  # noqa: BLE001 - already closed by the test
-            pass
 
 
 def test_records_and_assignment_are_the_same_for_both_clients(kind, bootstrap, names, clients):
@@ -169,7 +168,8 @@ def test_records_and_assignment_are_the_same_for_both_clients(kind, bootstrap, n
                 for part, i, ts, key, value, headers in sent]
     assert sorted(got, key=lambda r: (r.partition, r.offset)) == sorted(expected, key=lambda r: (r.partition, r.offset))
     membership = client.group()
-    assert membership.member_id and not membership.rebalancing
+    assert membership.member_id
+    assert not membership.rebalancing
 
 
 def test_pause_resume_fetches_every_record_once(kind, bootstrap, names, clients):
@@ -315,7 +315,8 @@ def test_cooperative_rebalance_revokes_only_what_moves(kind, bootstrap, names, c
             a.poll(100, 100)
     assert a.assignment() | b.assignment() == all4
     revoked = a_events.of("revoked")
-    assert revoked and all(len(r) < 4 for r in revoked), a_events.events
+    assert revoked, a_events.events
+    assert all(len(r) < 4 for r in revoked), a_events.events
     assert set().union(*revoked) == all4 - a.assignment()
 
 

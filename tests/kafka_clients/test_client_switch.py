@@ -74,7 +74,8 @@ def test_crkafka_run_passes_the_client_to_its_members_and_member_to_the_source()
     source, client = make_source(settings, KafkaSource(topics=["t"]), REGION, permit=RegionPermit(), region=None,
                                  submit=lambda records: None, curve=None)
     try:
-        assert source.config.client is ClientKind.LIBRDKAFKA and client is None
+        assert source.config.client is ClientKind.LIBRDKAFKA
+        assert client is None
     finally:
         source.close()
 

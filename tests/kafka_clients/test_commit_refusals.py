@@ -31,7 +31,8 @@ def test_kafka_python_fenced(exc):
 ])
 def test_kafka_python_rebalance_keeps_the_partitions(exc):
     refusal = commit_refusal(exc)
-    assert isinstance(refusal, CommitRefused) and not isinstance(refusal, MemberFenced)
+    assert isinstance(refusal, CommitRefused)
+    assert not isinstance(refusal, MemberFenced)
 
 
 @pytest.mark.parametrize("code", [KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION,
@@ -42,4 +43,5 @@ def test_librdkafka_fenced(code):
 
 def test_librdkafka_rebalance_keeps_the_partitions():
     refused = refusal(KafkaError(KafkaError.REBALANCE_IN_PROGRESS), "commit")
-    assert isinstance(refused, CommitRefused) and not isinstance(refused, MemberFenced)
+    assert isinstance(refused, CommitRefused)
+    assert not isinstance(refused, MemberFenced)

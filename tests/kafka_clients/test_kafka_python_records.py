@@ -44,7 +44,8 @@ def _check(batch: list[ConsumerRecord]) -> list[KafkaRecord]:
 def test_the_usual_batch_one_timestamp_type_no_headers():
     out = _check([_consumer_record(10 + i, value=b"x%d" % i, key=b"k" if i % 2 else None) for i in range(50)])
     assert [r.offset for r in out] == list(range(10, 60))
-    assert {r.timestamp_type for r in out} == {TimestampType.CREATE_TIME} and {r.headers for r in out} == {()}
+    assert {r.timestamp_type for r in out} == {TimestampType.CREATE_TIME}
+    assert {r.headers for r in out} == {()}
 
 
 def test_timestamps_missing_or_negative_become_none():

@@ -26,20 +26,23 @@ def test_seeks_and_pauses_during_an_assignment_are_collected_for_it():
     seeks, pauses = parts.end_assign()
     assert (seeks, pauses, parts.assigning) == ({T0: 7}, {T1}, False)
     parts.assigned_at(frozenset({T0, T1}), {T0: 7, T1: 3}, pauses, incremental=False)
-    assert parts.paused == {T1, T2} and parts.positions == {T0: 7, T1: 3}
+    assert parts.paused == {T1, T2}
+    assert parts.positions == {T0: 7, T1: 3}
 
 
 def test_a_seek_of_a_paused_partition_waits_for_its_resume():
     parts = _assigned(T0, T1, starts={T0: 10, T1: 20})
     parts.pause([T0, T1])
-    assert parts.seek(T0, 5) is False and parts.seek(T1, 6) is False
+    assert parts.seek(T0, 5) is False
+    assert parts.seek(T1, 6) is False
     assert parts.positions == {T0: 5, T1: 6}  # what position() reports meanwhile
     assert parts.take_seeks(parts.resume([T1])) == {T1: 6}
     assert parts.resume([T2]) == set()  # only what is paused is resumed
     assert parts.take_seeks(parts.resume([T0])) == {T0: 5}
     assert parts.seek(T0, 8) is True  # not paused: librdkafka seeks now
     parts.sought(T0, 8)
-    assert parts.positions[T0] == 8 and parts.seek_on_resume == {}
+    assert parts.positions[T0] == 8
+    assert parts.seek_on_resume == {}
 
 
 def test_records_withheld_go_back_to_the_lowest_position():
@@ -57,6 +60,8 @@ def test_giving_partitions_up_forgets_them():
     parts.pause([T0, T1])
     parts.seek(T1, 4)
     parts.gave_up(frozenset({T1}), incremental=True)
-    assert parts.assigned == {T0} and parts.paused == {T0} and parts.seek_on_resume == {}
+    assert parts.assigned == {T0}
+    assert parts.paused == {T0}
+    assert parts.seek_on_resume == {}
     parts.gave_up(frozenset({T0}), incremental=False)
     assert (parts.assigned, parts.paused, parts.positions) == (frozenset(), set(), {})

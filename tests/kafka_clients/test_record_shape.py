@@ -37,5 +37,6 @@ def test_the_decoder_keeps_the_record_type_and_every_other_field():
     [record] = _records([b"abc"])
     [out] = decode([record])
     value: object = out.value  # typed bytes as fetched; the decoder puts any object there
-    assert type(out) is KafkaRecord and value == "ABC"
+    assert type(out) is KafkaRecord
+    assert value == "ABC"
     assert out._replace(value=b"abc") == record  # every other field as fetched

@@ -16,14 +16,17 @@ def cfg(**kw):
 
 def test_defaults_and_derived_timeouts():
     c = cfg(drain_timeout_s=180, reset_timeout_s=20)
-    assert c.start_position is StartPosition.DEFAULT and c.region_mode is RegionMode.PERIODIC
+    assert c.start_position is StartPosition.DEFAULT
+    assert c.region_mode is RegionMode.PERIODIC
     assert c.effective_queue_capacity == 50_000
     k = c.kafka_config()
     assert k["enable_auto_commit"] is False
     assert k["max_poll_interval_ms"] == 540_000  # 3 x max(drain, reset)
     assert k["metadata_max_age_ms"] == 2000
-    assert k["max_poll_records"] == 500 and k["group_id"] == "g"
-    assert k["fetch_max_bytes"] == 1024 * 1024 and k["fetch_max_wait_ms"] == 100  # not Kafka's 50 MB / 500 ms
+    assert k["max_poll_records"] == 500
+    assert k["group_id"] == "g"
+    assert k["fetch_max_bytes"] == 1024 * 1024
+    assert k["fetch_max_wait_ms"] == 100  # not Kafka's 50 MB / 500 ms
     assert [a.name for a in k["partition_assignment_strategy"]] == ["range", "roundrobin"]
     assert c.merge_timeout_s == 10.0  # min(reset/2, max.poll.interval/2, 15)
 
@@ -34,12 +37,13 @@ def test_pass_through_properties_by_dotted_name():
     k = c.kafka_config()
     assert k["fetch_max_bytes"] == 1024
     assert k["metadata_max_age_ms"] == 2000  # capped
-    assert k["session_timeout_ms"] == 6000 and k["heartbeat_interval_ms"] == 2000
+    assert k["session_timeout_ms"] == 6000
+    assert k["heartbeat_interval_ms"] == 2000
     assert k["max_poll_interval_ms"] == 540_000  # raised to the floor
 
 
 @pytest.mark.parametrize(
-    "kw, words",
+    ("kw", "words"),
     [
         (dict(topics=[], pattern=None), "no subscription"),
         (dict(pattern="x.*"), "either topics or pattern"),
@@ -78,7 +82,8 @@ def test_bad_settings_fail_naming_the_setting(kw, words):
 def test_enums_from_strings_and_roundrobin_only():
     c = cfg(start_position="Beginning", on_malformed="FAIL",
             consumer_properties={"partition.assignment.strategy": ["roundrobin"]})
-    assert c.start_position is StartPosition.BEGINNING and c.on_malformed is MalformedPolicy.FAIL
+    assert c.start_position is StartPosition.BEGINNING
+    assert c.on_malformed is MalformedPolicy.FAIL
     assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["roundrobin"]
     c = cfg(region_mode="operator_driven", trigger_count=100, start_position="time", start_time=0)
     assert c.trigger_count == 100

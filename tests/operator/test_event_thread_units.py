@@ -126,7 +126,8 @@ def test_an_event_that_raises_fails_only_its_caller(harness):
     with pytest.raises(ValueError, match="bad event"):
         harness.events.call(boom, WAIT_S, "boom")
     assert harness.events.call(lambda c: 42, WAIT_S, "after") == 42
-    assert harness.events.failure is None and harness.failures == []
+    assert harness.events.failure is None
+    assert harness.failures == []
 
 
 def test_stop_polling_returns_after_the_loop_saw_it(harness):
@@ -193,7 +194,8 @@ def test_backpressure_resumes_only_at_the_low_mark(harness):
     harness.pause = False
     n = len(harness.consumer.polls)
     wait_until(lambda: len(harness.consumer.polls) >= n + 3, WAIT_S, "polls while above the low mark", interval=POLL_S)
-    assert harness.events.paused and harness.consumer.paused_set == {T0, T1}
+    assert harness.events.paused
+    assert harness.consumer.paused_set == {T0, T1}
     harness.may_resume = True
     wait_until(lambda: not harness.events.paused, WAIT_S, "resumed at the low mark", interval=POLL_S)
     assert harness.consumer.paused_set == set()
@@ -213,20 +215,25 @@ def test_a_full_queue_stops_polling_without_a_pause_when_pause_drops_fetched_rec
         h.events.call(lambda c: None, WAIT_S, "a turn of the loop with the queue full")
         n = len(h.consumer.polls)
         assert h.events.call(lambda c: "served", WAIT_S, "an event while holding") == "served"
-        assert len(h.consumer.polls) == n and h.consumer.paused_set == set() and not h.events.paused
+        assert len(h.consumer.polls) == n
+        assert h.consumer.paused_set == set()
+        assert not h.events.paused
         # room again before HOLD_MAX_S: polling goes on, nothing was ever paused
         h.pause = False
         wait_until(lambda: len(h.consumer.polls) >= n + 2, WAIT_S, "polling again", interval=POLL_S)
-        assert h.events.n_queue_full_pause == 0 and h.events.n_queue_full_hold == 1
+        assert h.events.n_queue_full_pause == 0
+        assert h.events.n_queue_full_hold == 1
         # full for longer than HOLD_MAX_S (the process thread stalled): paused, and polls go on
         h.pause = True
         wait_until(lambda: h.events.paused, WAIT_S, "paused after the hold", interval=POLL_S)
-        assert h.consumer.paused_set == {T0, T1} and h.events.n_queue_full_pause == 1
+        assert h.consumer.paused_set == {T0, T1}
+        assert h.events.n_queue_full_pause == 1
         n = len(h.consumer.polls)
         wait_until(lambda: len(h.consumer.polls) >= n + 2, WAIT_S, "polls while paused", interval=POLL_S)
         h.pause = False
         wait_until(lambda: not h.events.paused, WAIT_S, "resumed", interval=POLL_S)
-        assert h.consumer.paused_set == set() and h.events.n_queue_full_hold == 2
+        assert h.consumer.paused_set == set()
+        assert h.events.n_queue_full_hold == 2
     finally:
         h.events.stop(WAIT_S)
 

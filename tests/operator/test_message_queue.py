@@ -12,11 +12,13 @@ def test_counts_records_not_batches_and_is_fifo():
     q = BatchQueue(100)
     q.put(Batch(0, "tp0", [1, 2, 3]))
     q.put_many([Batch(0, "tp1", [4, 5]), Batch(1, "tp0", [6])])
-    assert len(q) == 6 and q.free() == 94
+    assert len(q) == 6
+    assert q.free() == 94
     assert q.get(0.1).records == [1, 2, 3]
     assert len(q) == 3
     assert [b.records for b in q.take_all()] == [[4, 5], [6]]
-    assert len(q) == 0 and q.get(0.01) is None
+    assert len(q) == 0
+    assert q.get(0.01) is None
 
 
 def test_get_waits_with_timeout_and_wakes_on_put():
@@ -35,4 +37,6 @@ def test_get_waits_with_timeout_and_wakes_on_put():
 def test_clear_returns_dropped_count():
     q = BatchQueue(10)
     q.put(Batch(0, "tp", list(range(7))))
-    assert q.clear() == 7 and len(q) == 0 and q.free() == 10
+    assert q.clear() == 7
+    assert len(q) == 0
+    assert q.free() == 10

@@ -31,7 +31,8 @@ def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, nam
         # The process thread is stuck on the first record: the queue fills, all partitions pause.
         wait_until(lambda: op.metrics()["isPaused"] == 1, 30, "queue-full pause")
         m = op.metrics()
-        assert m["nQueueFullPause"] >= 1 and m["nPendingMessages"] <= 40 + 10
+        assert m["nQueueFullPause"] >= 1
+        assert m["nPendingMessages"] <= 40 + 10
         # Paused with records buffered in the fetcher; now release: every partition must resume.
         gate.set()
         sink.wait_count(n, 60)
@@ -90,4 +91,5 @@ def test_kafka_python_pause_defect_and_its_work_around(bootstrap, names):
     broken = _pause_one_partition_mid_batch(bootstrap, topic, workaround=False)
     # Documents the defect in kafka-python 3.0.12: if this starts failing, the
     # library was fixed and cr_consumer/kafka/compat.py can go.
-    assert broken[1] == 1000 and broken[0] < 1000
+    assert broken[1] == 1000
+    assert broken[0] < 1000

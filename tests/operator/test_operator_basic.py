@@ -28,7 +28,9 @@ def test_standalone_consumes_everything_and_commits(bootstrap, names):
                    15, "commit of all offsets")
         wait_until(lambda: op.metrics()["nSubmittedMessages"] == 4000, 5, "the submit counter")
         m = op.metrics()
-        assert m["nAssignedPartitions"] == 4 and m["nConsumedTopics"] == 1 and m["nDrains"] >= 1
+        assert m["nAssignedPartitions"] == 4
+        assert m["nConsumedTopics"] == 1
+        assert m["nDrains"] >= 1
         wait_until(lambda: op.metrics()["consumerLag"] == {f"{topic}[{p}]": 0 for p in range(4)}, 10, "lag 0")
         from prometheus_client import generate_latest
 
@@ -56,7 +58,8 @@ def test_drain_commits_exactly_the_submitted_offsets(bootstrap, names):
             p: submitted.get(p, 0) for p in range(2)} or committed(
             bootstrap, op.config.group_id, topic) == submitted
         ckpt = OperatorCheckpoint.decode(op.checkpoint(1))
-        assert ckpt.operator == "m0" and ckpt.members == ("m0",)
+        assert ckpt.operator == "m0"
+        assert ckpt.members == ("m0",)
         assert {tp.partition: o for tp, o in ckpt.offsets.items()} == {
             p: submitted.get(p, 0) for p in range(2)} | submitted
         assert len(sink) == n_at_drain  # nothing submitted while the permit is blocked

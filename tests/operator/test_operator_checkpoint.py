@@ -32,7 +32,7 @@ def test_the_interval_starts_round_trip_and_make_the_answer_entries():
         merged.claims()
 
 
-@pytest.mark.parametrize("data, words", [
+@pytest.mark.parametrize(("data", "words"), [
     (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 0, 6]]}',
      "after its partition's offset"),
     (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 1, 5]]}',

@@ -36,7 +36,7 @@ def test_config_default_is_freeze_and_none_opts_out():
         _config(gc_policy="off")
 
 
-@pytest.mark.parametrize("policy, frozen", [("freeze", True), ("none", False)])
+@pytest.mark.parametrize(("policy", "frozen"), [("freeze", True), ("none", False)])
 def test_operator_start_applies_the_policy(bootstrap, names, policy, frozen):
     topic = create_topic(bootstrap, names.topic(), 1)
     config = OperatorConfig(bootstrap_servers=bootstrap, group_id=names.group(), operator_name="m0",

@@ -108,7 +108,8 @@ def test_nothing_is_submitted_while_the_permit_is_blocked_and_the_batch_waits_fo
         assert h.permit.block(WAIT_S)
         h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
         wait_until(lambda: len(h.queue) == 0, WAIT_S, "the batch taken from the queue", interval=POLL_S)
-        assert h.submitted == [] and h.offsets.get(T0) is None
+        assert h.submitted == []
+        assert h.offsets.get(T0) is None
         h.permit.unblock()
         wait_until(lambda: h.thread.n_submitted == 2, WAIT_S, "submitted after the unblock", interval=POLL_S)
         assert h.offsets.get(T0) == 2
@@ -178,7 +179,8 @@ def test_a_malformed_record_under_fail_fails_the_thread_naming_it():
         assert isinstance(h.failures[0], MalformedRecord)
         assert "topic t partition 0 offset 41" in str(h.failures[0])
         assert h.thread.failure is h.failures[0]
-        assert h.submitted == [] and h.offsets.get(T0) is None
+        assert h.submitted == []
+        assert h.offsets.get(T0) is None
 
 
 def test_an_exception_from_submit_is_fatal_and_reported():

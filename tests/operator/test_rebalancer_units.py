@@ -127,14 +127,18 @@ def test_first_assignment_holds_then_seeks_to_the_start_position_and_saves_every
     h.assign(T0, T1)
     assert h.consumer.paused_set == {T0, T1}  # held: nothing fetched before the seek
     assert h.consumer.seeks == {}
-    assert h.r.held == {T0, T1} and not h.r.joining and h.r.n_partition_rebalances == 1
+    assert h.r.held == {T0, T1}
+    assert not h.r.joining
+    assert h.r.n_partition_rebalances == 1
     h.after_poll()
     assert h.consumer.seeks == {T0: 3, T1: 4}
     assert h.offsets.snapshot() == {T0: 3, T1: 4}
-    assert h.consumer.paused_set == set() and h.r.held == set()
+    assert h.consumer.paused_set == set()
+    assert h.r.held == set()
     # the job's first start: every partition of the subscription gets its control variable
     assert h.control.get_initial_offsets(GROUP) == {("t", 0): 3, ("t", 1): 4, ("t", 2): 5}
-    assert h.sm.state is S.SUBSCRIBED and h.resets == []
+    assert h.sm.state is S.SUBSCRIBED
+    assert h.resets == []
 
 
 def test_a_partition_first_seen_after_the_first_start_begins_at_its_earliest_offset():
@@ -154,7 +158,8 @@ def test_known_targets_are_seeked_in_the_listener_and_not_held():
     h.targets.save_control_variables({T1: 12})  # cached once written
     h.assign(T0, T1, T2)
     assert h.consumer.seeks == {T0: 11, T1: 12}
-    assert h.r.held == {T2} and h.consumer.paused_set == {T2}
+    assert h.r.held == {T2}
+    assert h.consumer.paused_set == {T2}
     h.after_poll()
     assert h.consumer.seeks[T2] == 5
     assert h.offsets.snapshot() == {T0: 11, T1: 12, T2: 5}
@@ -166,7 +171,8 @@ def test_revocation_after_records_were_fetched_asks_for_one_reset():
     h.r.joining = False
     h.r.on_revoked([T0, T1], lost=False)
     assert h.epochs == ["partitions revoked"]
-    assert h.sm.state is S.CR_RESET_PENDING and h.r.joining
+    assert h.sm.state is S.CR_RESET_PENDING
+    assert h.r.joining
     assert h.resets == []  # the request needs the control plane: deferred to the event thread
     h.after_poll()
     h.after_poll()
@@ -178,7 +184,8 @@ def test_revocation_before_any_record_only_drops_the_queue():
     h.r.on_revoked([T0], lost=False)
     h.after_poll()
     assert h.epochs == ["partitions revoked"]
-    assert h.sm.state is S.SUBSCRIBED and h.resets == []
+    assert h.sm.state is S.SUBSCRIBED
+    assert h.resets == []
 
 
 def test_lost_partitions_always_ask_for_a_reset():
@@ -186,7 +193,8 @@ def test_lost_partitions_always_ask_for_a_reset():
     h.r.on_revoked([T0], lost=True)
     h.after_poll()
     assert h.epochs == ["partitions lost"]
-    assert h.sm.state is S.CR_RESET_PENDING and h.resets == ["lost 1 partitions"]
+    assert h.sm.state is S.CR_RESET_PENDING
+    assert h.resets == ["lost 1 partitions"]
 
 
 def test_assignment_while_a_reset_is_pending_is_left_to_the_reset():
@@ -200,7 +208,8 @@ def test_assignment_while_a_reset_is_pending_is_left_to_the_reset():
     # the reset: clear the held set, seek everything (what handlers._reset_to does on the event thread)
     h.r.clear_held()
     positions = h.r.seek(h.consumer, h.consumer.assignment(), merged={T0: 8, T1: 9})
-    assert positions == {T0: 8, T1: 9} and h.offsets.snapshot() == {T0: 8, T1: 9}
+    assert positions == {T0: 8, T1: 9}
+    assert h.offsets.snapshot() == {T0: 8, T1: 9}
     assert h.r.held == set()
 
 
@@ -228,7 +237,8 @@ def test_nothing_happens_after_close():
     h = Harness(consumer())
     h.sm.to(S.CLOSED)
     h.r.on_revoked([T0], lost=True)
-    assert h.epochs == [] and h.resets == []
+    assert h.epochs == []
+    assert h.resets == []
     h.assign(T0)
     h.after_poll()
     assert h.consumer.seeks == {}
@@ -245,7 +255,9 @@ def test_cooperative_revocation_without_records_keeps_the_rest_and_asks_for_no_r
     h.cooperative_revoke(T1)
     h.after_poll()
     assert h.offsets.snapshot() == {T0: 10, T2: 30}  # T1 is never reported or committed again
-    assert h.epochs == [] and h.resets == [] and h.sm.state is S.SUBSCRIBED
+    assert h.epochs == []
+    assert h.resets == []
+    assert h.sm.state is S.SUBSCRIBED
     assert h.r.joining is False  # it keeps fetching T0 and T2
 
 
@@ -259,7 +271,8 @@ def test_cooperative_revocation_after_records_were_fetched_drops_the_partition_a
     h.offsets.update(T1, 26)  # a batch the process thread still held: ignored
     h.after_poll()
     assert h.offsets.snapshot() == {T0: 10, T2: 30}
-    assert h.epochs == ["partitions revoked"] and h.resets == ["revoked 1 partitions"]
+    assert h.epochs == ["partitions revoked"]
+    assert h.resets == ["revoked 1 partitions"]
     assert h.sm.state is S.CR_RESET_PENDING
 
 
@@ -272,8 +285,11 @@ def test_cooperative_assignment_adds_to_the_kept_partitions_at_the_consistent_of
     # the runtime announced checkpoint 4 (T2 unreported there: its offset of checkpoint 3 carried over)
     h.targets.set_merged(4, {T0: 14, T2: 33})
     h.cooperative_add(T2)
-    assert h.r.held == {T2} and h.consumer.paused_set == {T2}  # fetched records: seeked after the poll
+    assert h.r.held == {T2}
+    assert h.consumer.paused_set == {T2}  # fetched records: seeked after the poll
     h.after_poll()
     assert h.consumer.seeks[T2] == 33
     assert h.offsets.snapshot() == {T0: 14, T2: 33}  # T0 kept its progress
-    assert h.consumer.paused_set == set() and h.sm.state is S.RECORDS_FETCHED and h.resets == []
+    assert h.consumer.paused_set == set()
+    assert h.sm.state is S.RECORDS_FETCHED
+    assert h.resets == []

@@ -155,7 +155,8 @@ def test_drain_commits_what_was_submitted_and_the_checkpoint_holds_it(parts):
     assert parts.consumer.n_polls == polls  # the drain stopped polling
     parts.offsets.update(T0, 9)  # submitted after the drain: not in this checkpoint
     ckpt = OperatorCheckpoint.decode(parts.handlers.checkpoint(1))
-    assert ckpt.offsets == {T0: 7, T1: 3} and ckpt.members == ("m0",)
+    assert ckpt.offsets == {T0: 7, T1: 3}
+    assert ckpt.members == ("m0",)
     assert parts.stats.n_drains == 1
 
 
@@ -304,7 +305,8 @@ def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable
     coop.handlers.drain()
     # still rebalancing when the wait ends: nothing committed, the deferral kept
     coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, 0.2), WAIT_S, "close")
-    assert coop.consumer.commits == [] and coop.handlers.has_deferred_commit
+    assert coop.consumer.commits == []
+    assert coop.handlers.has_deferred_commit
     threading.Timer(0.2, lambda: setattr(coop.consumer, "membership", _stable(4))).start()
     coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
     assert coop.consumer.commits == [{T0: 7}]

@@ -76,7 +76,8 @@ def test_operator_driven_drains_only_when_asked():
 def test_a_failed_drain_is_retried_at_the_next_period_not_fatal():
     with Harness(drain_error=DrainError("rebalance in progress")) as h:
         wait_until(lambda: len(h.drains) >= 2, WAIT_S, "a second attempt", interval=POLL_S)
-        assert h.failures == [] and h.resumes >= 2
+        assert h.failures == []
+        assert h.resumes >= 2
 
 
 def test_any_other_error_is_handed_to_the_operator_and_ends_the_thread():

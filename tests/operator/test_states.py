@@ -41,9 +41,10 @@ def test_repeats_are_logged_at_debug_only(caplog):
 ])
 def test_illegal_transitions_raise(path):
     sm = ClientStateMachine("m0")
-    with pytest.raises(IllegalTransition):
-        for to in path:
-            sm.to(to)
+    for to in path[:-1]:  # legal steps up to the illegal last one
+        sm.to(to)
+    with pytest.raises(IllegalTransition, match=f"illegal transition .* -> {path[-1].value}"):
+        sm.to(path[-1])
 
 
 def test_to_if_only_from_given_states():

@@ -6,8 +6,8 @@ All Spark tests carry ``xdist_group("spark")`` so that, under
 
 from __future__ import annotations
 
-import pyarrow  # noqa: F401,E402  (required: without it the source runner dies silently, see the notes)
-import pyspark  # noqa: F401,E402
+import pyarrow  # noqa: F401  (required: without it the source runner dies silently, see the notes)
+import pyspark  # noqa: F401
 import pytest
 
 

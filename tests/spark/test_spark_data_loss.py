@@ -77,7 +77,8 @@ def test_fail_on_data_loss_true_fails_the_query_naming_partition_and_option(spar
         query.stop()
     assert ended, "the query did not fail on data loss"
     error = str(query.exception())
-    assert f"{topic}:0" in error and "failOnDataLoss" in error, error
+    assert f"{topic}:0" in error, error
+    assert "failOnDataLoss" in error, error
     assert f"from {PAST_THE_END} back to 20" in error, error
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -54,7 +55,7 @@ def _opts(**changes):
     return {k.lower(): v for k, v in out.items()}  # Spark delivers lower-cased keys
 
 
-@pytest.mark.parametrize("change,option", BAD, ids=[o for _, o in BAD])
+@pytest.mark.parametrize(("change", "option"), BAD, ids=[o for _, o in BAD])
 def test_invalid_option_is_named(change, option):
     with pytest.raises(InvalidOptionError) as err:
         parse_options(_opts(**change))
@@ -67,12 +68,15 @@ def test_valid_options_parse():
         _opts(**{"members": "3", "startingTimestamp": "2024-01-01T00:00:00Z",
                  "kafka.session.timeout.ms": "6000", "kafka.check.crcs": "false"})
     )
-    assert o.topics == ("a", "b") and o.pattern is None and o.members == 3
+    assert o.topics == ("a", "b")
+    assert o.pattern is None
+    assert o.members == 3
     assert o.starting == StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=1704067200000)
     assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
     assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
     p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))
-    assert p.pattern == r"orders-\d+" and p.topics == ()
+    assert p.pattern == r"orders-\d+"
+    assert p.topics == ()
 
 
 def test_offset_json_round_trip():
@@ -131,13 +135,13 @@ def test_invalid_options_fail_at_load(spark):
         return reader.load()
 
     df = load()  # valid options load without touching Kafka
-    assert df.isStreaming and df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    assert df.isStreaming
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     for change, option in [({"members": "0"}, "members"), ({"colour": "blue"}, "colour"),
                            ({"subscribePattern": "x"}, "subscribe"), ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
                            ({"kafka.heartbeat.interval.ms": "30000"}, "kafka.*")]:
-        with pytest.raises(Exception) as err:
+        with pytest.raises(Exception, match=re.escape(f"crkafka option '{option}'")):
             load(**change)
-        assert f"crkafka option '{option}'" in str(err.value), str(err.value)[:2000]
 
 
 def test_membership_configs():
@@ -147,9 +151,10 @@ def test_membership_configs():
     configs = [membership_config(options, "g", i) for i in range(options.members)]
     assert [member_name(i) for i in range(2)] == ["crkafka-0", "crkafka-1"]
     assert [c["group_instance_id"] for c in configs] == ["etl-0", "etl-1"]  # static membership: one id each
-    assert {c["group_id"] for c in configs} == {"g"} and not any(c["enable_auto_commit"] for c in configs)
+    assert {c["group_id"] for c in configs} == {"g"}
+    assert not any(c["enable_auto_commit"] for c in configs)
     assert {c["max_poll_records"] for c in configs} == {300}
-    with pytest.raises(InvalidOptionError, match="heartbeat.interval.ms"):
+    with pytest.raises(InvalidOptionError, match=r"heartbeat\.interval\.ms"):
         parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"}))
 
 
@@ -173,16 +178,19 @@ def test_kafka_client_and_batch_commit_options():
     from cr_consumer.kafka.client import ClientKind
 
     default = parse_options(_opts())
-    assert default.client is ClientKind.LIBRDKAFKA and not default.commit_on_batch_read
+    assert default.client is ClientKind.LIBRDKAFKA
+    assert not default.commit_on_batch_read
     chosen = parse_options(_opts(**{"kafka.client": "kafka-python", "commitOnBatchRead": "true"}))
-    assert chosen.client is ClientKind.KAFKA_PYTHON and chosen.commit_on_batch_read
+    assert chosen.client is ClientKind.KAFKA_PYTHON
+    assert chosen.commit_on_batch_read
     assert chosen.consumer_properties == {}  # kafka.client is the source's option, not a consumer property
 
 
 def test_a_property_librdkafka_refuses_fails_load_naming_it():
     with pytest.raises(InvalidOptionError) as err:
         parse_options(_opts(**{"kafka.metrics.num.samples": "3"}))
-    assert "metrics.num.samples" in str(err.value) and "kafka.client=kafka-python" in str(err.value)
+    assert "metrics.num.samples" in str(err.value)
+    assert "kafka.client=kafka-python" in str(err.value)
     ok = parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "kafka-python"}))
     assert ok.consumer_properties == {"metrics.num.samples": 3}
     fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20"}))  # renamed for librdkafka: accepted
@@ -197,5 +205,6 @@ def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypa
                         lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
     with pytest.raises(InvalidOptionError) as err:
         parse_options(_opts())  # librdkafka is the default
-    assert err.value.option == "kafka.client" and "cr-consumer[librdkafka]" in str(err.value)
+    assert err.value.option == "kafka.client"
+    assert "cr-consumer[librdkafka]" in str(err.value)
     assert parse_options(_opts(**{"kafka.client": "kafka-python"})).client.value == "kafka-python"

@@ -61,7 +61,7 @@ class Model:
         self.outputs = [collections.Counter() for _ in range(n)]
 
     def plan(self, q: int, size: int) -> None:
-        start, end, done = self.logs[q]
+        _start, end, done = self.logs[q]
         if self.holder != q or not self.running[q] or not done:
             return
         own = self.given_up[q].pop((T, 0), end)

@@ -54,7 +54,8 @@ def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordina
         assert planner.probe.records_dropped <= 3 * 1000 * 10  # the probe reads at most the last batch per trigger
     finally:
         planner.close()
-    assert sum(seen.values()) == 3000 and set(seen) == {(p, o) for p in range(3) for o in range(1000)}
+    assert sum(seen.values()) == 3000
+    assert set(seen) == {(p, o) for p in range(3) for o in range(1000)}
 
 
 
@@ -93,7 +94,8 @@ def test_assign_plans_only_the_given_partitions_and_commits_them(bootstrap, coor
     try:
         start = SourceOffset.initial()
         end = planner.latest_offset(start, None)
-        assert end.positions == {(topic, 1): 10} and end.first == {(topic, 1): 0}
+        assert end.positions == {(topic, 1): 10}
+        assert end.first == {(topic, 1): 0}
         idle = planner.latest_offset(end, None)
         planner.commit(end)
         assert idle.positions == end.positions
@@ -121,7 +123,8 @@ def test_topic_matched_after_the_first_start_is_read_from_earliest(bootstrap, co
     try:
         start = SourceOffset.initial()
         end = planner.latest_offset(start, None)
-        assert end.first == end.positions and sum(end.positions.values()) == 6  # latest: the old records skipped
+        assert end.first == end.positions
+        assert sum(end.positions.values()) == 6  # latest: the old records skipped
         planner.commit(start)
         start = end
         new = create_topic(bootstrap, f"{prefix}-b", partitions=2)
@@ -170,6 +173,7 @@ def test_both_executor_clients_read_the_same_rows(bootstrap, coordinator, names)
     assert rows["librdkafka"] == rows["kafka-python"]
     inside, tail = rows["librdkafka"]
     assert [r["offset"] for r in inside + tail] == list(range(17, 300))
-    assert inside[0]["key"] == b"k17" and inside[0]["headers"] == [{"key": "n", "value": b"17"},
+    assert inside[0]["key"] == b"k17"
+    assert inside[0]["headers"] == [{"key": "n", "value": b"17"},
                                                                     {"key": "empty", "value": b""}]
     assert all(r["timestamp"] is not None and r["timestampType"] == 0 for r in inside + tail)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from cr_consumer.spark.offsets import SourceOffset
@@ -28,9 +30,11 @@ def test_split_by_min_partitions_covers_each_range_exactly():
     pieces = split_ranges(ranges, 11)
     for r in ranges[:2]:
         mine = [p for p in pieces if p.partition == r.partition]
-        assert mine[0].start == r.start and mine[-1].until == r.until
-        assert all(a.until == b.start for a, b in zip(mine, mine[1:]))
-    assert len([p for p in pieces if p.partition == 0]) == 10 and len(pieces) == 11
+        assert mine[0].start == r.start
+        assert mine[-1].until == r.until
+        assert all(a.until == b.start for a, b in itertools.pairwise(mine))
+    assert len([p for p in pieces if p.partition == 0]) == 10
+    assert len(pieces) == 11
 
 
 def test_batch_ranges_use_from_for_new_partitions():

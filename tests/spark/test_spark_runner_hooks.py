@@ -4,6 +4,7 @@ the JVM goes away) both close the members before the process exits."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -99,7 +100,5 @@ def test_watchdog_closes_the_members_when_the_parent_dies(tmp_path):
     finally:
         parent.kill()
         if child_pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

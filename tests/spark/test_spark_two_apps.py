@@ -47,5 +47,6 @@ def test_the_first_application_stopped_for_good_mid_batch_hands_its_batch_to_the
 
 def test_kill_9_of_a_taker_and_then_of_the_giver_for_good(bootstrap, coordinator, names, tmp_path):
     result = _scenario(bootstrap, coordinator, names, tmp_path, kill=True)
-    assert result["taker_in_flight_at_kill"] and result["giver_in_flight_at_stop"], result
+    assert result["taker_in_flight_at_kill"], result
+    assert result["giver_in_flight_at_stop"], result
     assert all(n > 0 for n in result["per_app"].values()), result

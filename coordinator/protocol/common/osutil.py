@@ -81,10 +81,8 @@ class WakePipe:
         return self._r
 
     def wake(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is pending; EBADF: closed at shutdown
             os.write(self._w, b"x")
-        except OSError:  # BlockingIOError: a wake-up is pending; EBADF: closed at shutdown
-            pass
 
     def drain(self) -> None:
         try:
@@ -95,8 +93,7 @@ class WakePipe:
 
     def close(self) -> None:
         for fd in (self._r, self._w):
-            try:
+            # EBADF: closed already (close() is idempotent); nothing else can fail here
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:  # EBADF: closed already (close() is idempotent); nothing else can fail here
-                pass
         self._r = self._w = -1

@@ -39,6 +39,7 @@ that a restart loads everything acknowledged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -344,7 +345,5 @@ class SegmentRewrite:
     def abort(self) -> None:
         if not self._f.closed:
             self._f.close()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.tmp)
-        except FileNotFoundError:
-            pass

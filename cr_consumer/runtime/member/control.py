@@ -46,6 +46,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -80,6 +81,16 @@ LEAVE_TIMEOUT_S = 3.0
 #: that does not answer must not stall the records' flow (the source then goes
 #: on without waiting for a drain).
 TRIGGER_ANSWER_S = 2.0
+
+
+@dataclass
+class _IoClock:
+    """The I/O thread's timestamps (monotonic) and its count of connections."""
+
+    last_heard: float
+    join_sent: float = 0.0
+    last_hb: float = 0.0
+    connects: int = 0
 
 
 class ControlChannel:
@@ -245,77 +256,91 @@ class ControlChannel:
         # instead of waiting for the next heartbeat.
         monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
         poller.register(monitor, zmq.POLLIN)
-        connects = 0
-        join_sent = 0.0
-        last_hb = 0.0
-        last_heard = time.monotonic()
-        state = self._state
+        clock = _IoClock(last_heard=time.monotonic())
         try:
             while not self._stop.is_set():
-                now = time.monotonic()
-                if state.leaving:
-                    pass
-                elif not self.joined.is_set() and (now - join_sent >= JOIN_RETRY_S or state.join_now):
-                    join_sent = now
-                    self._request(sock, "region_join", {"pid": os.getpid(), "host": socket.gethostname(),
-                                                        **state.join_request(), "config": self.region_config})
-                elif self.joined.is_set():
-                    if now - last_hb >= HEARTBEAT_S:
-                        last_hb = now
-                        self._request(sock, "region_heartbeat", self._heartbeat_body())
-                    if now - last_heard > LOST_AFTER_S:
-                        log.warning("%s: no answer from the coordinator for %.1fs; joining again",
-                                    self.member, now - last_heard)
-                        state.lost()
-                        last_heard = now
-                if self.joined.is_set():
-                    for msg_type, body in self._book.take_held():
-                        self._request(sock, msg_type, body)
-                for msg_type, body, waiter in self._queued():
-                    if self.joined.is_set() or msg_type == "region_leave":
-                        rid = self._request(sock, msg_type, body)
-                        if waiter is not None:
-                            self._book.await_answer(rid, waiter)
-                    else:
-                        self._book.hold(msg_type, body, waiter)
+                self._keep_membership(sock, clock, time.monotonic())
+                self._send_outgoing(sock)
                 events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
                 if wake_fd in events:
                     self._wake_pipe.drain()
                 if monitor in events:
-                    while True:
-                        try:
-                            monitor.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        connects += 1
-                        if connects > 1 and self.joined.is_set() and not state.leaving:
-                            log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
-                            last_hb = time.monotonic()
-                            self._request(sock, "region_heartbeat", self._heartbeat_body())
+                    self._on_connected(sock, monitor, clock)
                 if sock in events:
-                    while True:
-                        try:
-                            raw = sock.recv(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        last_heard = time.monotonic()
-                        self._on_frame(raw)
+                    self._receive(sock, clock)
                 if self.failure is not None:
                     return
-            # flush a final leave; nobody waits for other answers any more
-            for msg_type, body, waiter in self._queued():
-                if waiter is not None:
-                    waiter.answer(None)
-                if msg_type == "region_leave":
-                    self._request(sock, msg_type, body)
+            self._flush_leave(sock)
         except BaseException as exc:  # the member's control loop sees it and exits non-zero
             log.exception("%s: control I/O thread failed", self.member)
-            state.failure = exc
+            self._state.failure = exc
         finally:
             self._book.abandon()
             sock.disable_monitor()
             monitor.close(linger=0)
             sock.close(linger=200)
+
+    def _keep_membership(self, sock: zmq.Socket, clock: _IoClock, now: float) -> None:
+        """Join (again) when not joined, or heartbeat and notice a silent coordinator."""
+        state = self._state
+        if state.leaving:
+            return
+        if not self.joined.is_set() and (now - clock.join_sent >= JOIN_RETRY_S or state.join_now):
+            clock.join_sent = now
+            self._request(sock, "region_join", {"pid": os.getpid(), "host": socket.gethostname(),
+                                                **state.join_request(), "config": self.region_config})
+        elif self.joined.is_set():
+            if now - clock.last_hb >= HEARTBEAT_S:
+                clock.last_hb = now
+                self._request(sock, "region_heartbeat", self._heartbeat_body())
+            if now - clock.last_heard > LOST_AFTER_S:
+                log.warning("%s: no answer from the coordinator for %.1fs; joining again",
+                            self.member, now - clock.last_heard)
+                state.lost()
+                clock.last_heard = now
+
+    def _send_outgoing(self, sock: zmq.Socket) -> None:
+        """Send what was held until the join, then what other threads queued (held while not joined)."""
+        if self.joined.is_set():
+            for msg_type, body in self._book.take_held():
+                self._request(sock, msg_type, body)
+        for msg_type, body, waiter in self._queued():
+            if self.joined.is_set() or msg_type == "region_leave":
+                rid = self._request(sock, msg_type, body)
+                if waiter is not None:
+                    self._book.await_answer(rid, waiter)
+            else:
+                self._book.hold(msg_type, body, waiter)
+
+    def _on_connected(self, sock: zmq.Socket, monitor: zmq.Socket, clock: _IoClock) -> None:
+        """Count the connections; after a reconnect, heartbeat at once."""
+        while True:
+            try:
+                monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            clock.connects += 1
+            if clock.connects > 1 and self.joined.is_set() and not self._state.leaving:
+                log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
+                clock.last_hb = time.monotonic()
+                self._request(sock, "region_heartbeat", self._heartbeat_body())
+
+    def _receive(self, sock: zmq.Socket, clock: _IoClock) -> None:
+        while True:
+            try:
+                raw = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            clock.last_heard = time.monotonic()
+            self._on_frame(raw)
+
+    def _flush_leave(self, sock: zmq.Socket) -> None:
+        """Flush a final leave; nobody waits for other answers any more."""
+        for msg_type, body, waiter in self._queued():
+            if waiter is not None:
+                waiter.answer(None)
+            if msg_type == "region_leave":
+                self._request(sock, msg_type, body)
 
     def _heartbeat_body(self) -> dict[str, Any]:
         if self._report is None:

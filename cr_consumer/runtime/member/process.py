@@ -129,7 +129,9 @@ class Member:
     # ------------------------------------------------------------------ data path (process thread)
     def _submit(self, records: list) -> None:
         executor, pipeline = self.executor, self.pipeline
-        assert executor is not None and pipeline is not None  # the source starts after both exist
+        # the source starts after both exist
+        assert executor is not None
+        assert pipeline is not None
         if executor.broken is not None:
             return  # dropped: the drain fails and the reset replays them
         try:

@@ -146,7 +146,7 @@ class Pipeline:
         for op in self.operators:
             try:
                 op.close()
-            except Exception as exc:  # collect, then raise the first: every operator gets closed
+            except Exception as exc:  # noqa: BLE001 - collected, the first re-raised: every operator gets closed
                 errors.append(exc)
         if errors:
             raise errors[0]

@@ -25,6 +25,7 @@ environment and a status pipe.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -138,17 +139,17 @@ class MemberLauncher:
 
     @staticmethod
     def _hand_kafka_properties(m: MemberProc, document: bytes) -> None:
-        assert m.proc is not None and m.proc.stdin is not None
+        assert m.proc is not None
+        assert m.proc.stdin is not None
         try:
             m.proc.stdin.write(document)
             m.proc.stdin.flush()  # a broken pipe shows here, not in close()
         except BrokenPipeError:
             log.warning("%s exited before it read its Kafka properties", m.name)
         finally:
-            try:
+            # close() re-flushing what the dead member never read: logged above
+            with contextlib.suppress(BrokenPipeError):
                 m.proc.stdin.close()
-            except BrokenPipeError:  # close() re-flushing what the dead member never read: logged above
-                pass
 
 
 #: Region settings a settings dict may leave out, and the member flag of each.

@@ -348,7 +348,7 @@ class Region:
             nonlocal last, last_error
             try:
                 last = self.status(timeout=min(STATUS_TIMEOUT_S, max(0.2, deadline - time.monotonic())))
-            except Exception as exc:  # the coordinator may be restarting or the region not created yet
+            except Exception as exc:  # noqa: BLE001 - coordinator restarting or region not created yet: retried
                 last_error = exc
                 last = None
             if last is not None:

@@ -32,6 +32,7 @@ handle's) under the supervisor's lock:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -227,10 +228,9 @@ def write_within(fd: int, data: bytes, deadline: float) -> bool:
 
 def _close_stdin(proc: subprocess.Popen) -> None:
     if proc.stdin is not None and not proc.stdin.closed:
-        try:
+        # the pipe's reader is gone; nothing was buffered (written on the descriptor)
+        with contextlib.suppress(OSError):
             proc.stdin.close()
-        except OSError:  # the pipe's reader is gone; nothing was buffered (written on the descriptor)
-            pass
 
 
 __all__ = ["END_TIMEOUT_S", "TRANSITIONS", "HandoffFailed", "StandbyProc", "StandbyState", "standby_machine",

@@ -34,43 +34,14 @@ from cr_consumer.spark.options.values import InvalidOptionError, parse_bool, par
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option map; raise :class:`InvalidOptionError` naming the option."""
     opts = normalised(raw)
-    defaults = kafka_defaults()
-    kafka_props: dict[str, object] = {}
-    for name, value in opts.items():
-        if name in ("kafka.bootstrap.servers", "kafka.group.id", "kafka.client"):
-            continue
-        if name in UNSUPPORTED:
-            raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
-                                           f"{UNSUPPORTED[name]}")
-        if name.startswith("kafka."):
-            key, parsed = parse_kafka_property(name, value, defaults)
-            kafka_props[key] = parsed
-        elif name not in SPELLING:
-            raise InvalidOptionError(name, f"unknown option; did you mean {closest(name)}?")
-
-    bootstrap = required(opts, "kafka.bootstrap.servers")
-    for server in bootstrap.split(","):
-        if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
-            raise InvalidOptionError("kafka.bootstrap.servers", f"expected host:port[,host:port...], got {bootstrap!r}")
-    group_id = None
-    if "kafka.group.id" in opts:
-        group_id = required(opts, "kafka.group.id")
-    prefix = opts.get("groupidprefix", "crkafka").strip()
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
-        raise InvalidOptionError("groupIdPrefix", f"expected letters, digits, '.', '_' or '-', got {prefix!r}")
-    coordinator = required(opts, "coordinator")
-    if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
-        raise InvalidOptionError("coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}")
+    kafka_props = _kafka_properties(opts)
+    bootstrap, group_id, prefix, coordinator = _connection(opts)
     topics, pattern, assign = subscription(opts)
     starting_offsets = starting(opts)
     ending_offsets = ending(opts)
 
-    max_offsets = None
-    if "maxoffsetspertrigger" in opts:
-        max_offsets = parse_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"], minimum=1)
-    min_partitions = None
-    if "minpartitions" in opts:
-        min_partitions = parse_int("minPartitions", opts["minpartitions"], minimum=1)
+    max_offsets = _optional_positive_int(opts, "maxOffsetsPerTrigger")
+    min_partitions = _optional_positive_int(opts, "minPartitions")
     fail_on_data_loss = parse_bool("failOnDataLoss", opts.get("failondataloss", "true"))
     include_headers = parse_bool("includeHeaders", opts.get("includeheaders", "false"))
     commit_on_batch_read = parse_bool("commitOnBatchRead", opts.get("commitonbatchread", "false"))
@@ -81,14 +52,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     if members > 64:
         raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
     region_index = parse_int("regionIndex", opts.get("regionindex", "0"), minimum=0)
-    metrics_port = None
-    if "metricsport" in opts:
-        metrics_port = parse_int("metricsPort", opts["metricsport"], minimum=0)
-        if metrics_port > 65535:
-            raise InvalidOptionError("metricsPort", f"expected a port 0..65535, got {metrics_port}")
-    metrics_host = opts.get("metricshost", "127.0.0.1").strip()
-    if not metrics_host or any(c.isspace() for c in metrics_host):
-        raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
+    metrics_port, metrics_host = _metrics_endpoint(opts)
     client = parse_client(opts.get("kafka.client", DEFAULT_CLIENT.value))
     check_properties(bootstrap, client, kafka_props)
 
@@ -114,3 +78,60 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         client=client,
         kafka_properties=tuple(sorted(kafka_props.items())),
     )
+
+
+def _kafka_properties(opts: Mapping[str, str]) -> dict[str, object]:
+    """Check every option name (step 2); the typed ``kafka.<property>`` options."""
+    defaults = kafka_defaults()
+    kafka_props: dict[str, object] = {}
+    for name, value in opts.items():
+        if name in ("kafka.bootstrap.servers", "kafka.group.id", "kafka.client"):
+            continue
+        if name in UNSUPPORTED:
+            raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
+                                           f"{UNSUPPORTED[name]}")
+        if name.startswith("kafka."):
+            key, parsed = parse_kafka_property(name, value, defaults)
+            kafka_props[key] = parsed
+        elif name not in SPELLING:
+            raise InvalidOptionError(name, f"unknown option; did you mean {closest(name)}?")
+    return kafka_props
+
+
+def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str]:
+    """(bootstrap servers, group id or None, group id prefix, coordinator endpoint)."""
+    bootstrap = required(opts, "kafka.bootstrap.servers")
+    for server in bootstrap.split(","):
+        if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
+            raise InvalidOptionError("kafka.bootstrap.servers", f"expected host:port[,host:port...], got {bootstrap!r}")
+    group_id = None
+    if "kafka.group.id" in opts:
+        group_id = required(opts, "kafka.group.id")
+    prefix = opts.get("groupidprefix", "crkafka").strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
+        raise InvalidOptionError("groupIdPrefix", f"expected letters, digits, '.', '_' or '-', got {prefix!r}")
+    coordinator = required(opts, "coordinator")
+    if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
+        raise InvalidOptionError("coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}")
+    return bootstrap, group_id, prefix, coordinator
+
+
+def _optional_positive_int(opts: Mapping[str, str], name: str) -> int | None:
+    """The option ``name`` (Spark's spelling) as an int >= 1; None when not given."""
+    key = name.lower()
+    if key not in opts:
+        return None
+    return parse_int(name, opts[key], minimum=1)
+
+
+def _metrics_endpoint(opts: Mapping[str, str]) -> tuple[int | None, str]:
+    """(metrics port or None, metrics host)."""
+    metrics_port = None
+    if "metricsport" in opts:
+        metrics_port = parse_int("metricsPort", opts["metricsport"], minimum=0)
+        if metrics_port > 65535:
+            raise InvalidOptionError("metricsPort", f"expected a port 0..65535, got {metrics_port}")
+    metrics_host = opts.get("metricshost", "127.0.0.1").strip()
+    if not metrics_host or any(c.isspace() for c in metrics_host):
+        raise InvalidOptionError("metricsHost", f"expected a host name or address, got {opts['metricshost']!r}")
+    return metrics_port, metrics_host

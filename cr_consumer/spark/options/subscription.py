@@ -24,26 +24,37 @@ def subscription(opts: Mapping[str, str]) -> Subscription:
     if len(given) != 1:
         raise InvalidOptionError("subscribe", "exactly one of subscribe, subscribePattern and assign must be given")
     if "subscribe" in opts:
-        topics = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
-        if not topics:
-            raise InvalidOptionError("subscribe", "names no topic")
-        for topic in topics:
-            if not TOPIC_RE.fullmatch(topic):
-                raise InvalidOptionError("subscribe", f"{topic!r} is not a valid Kafka topic name")
-        if len(set(topics)) != len(topics):
-            raise InvalidOptionError("subscribe", f"lists a topic twice: {opts['subscribe']!r}")
-        return topics, None, ()
+        return _subscribe(opts["subscribe"]), None, ()
     if "subscribepattern" in opts:
-        pattern = opts["subscribepattern"]
-        if not pattern:
-            raise InvalidOptionError("subscribePattern", "is empty")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise InvalidOptionError("subscribePattern", f"is not a valid regular expression: {exc}") from None
-        return (), pattern, ()
+        return (), _subscribe_pattern(opts["subscribepattern"]), ()
+    return (), None, _assign(opts["assign"])
+
+
+def _subscribe(value: str) -> tuple[str, ...]:
+    topics = tuple(t.strip() for t in value.split(",") if t.strip())
+    if not topics:
+        raise InvalidOptionError("subscribe", "names no topic")
+    for topic in topics:
+        if not TOPIC_RE.fullmatch(topic):
+            raise InvalidOptionError("subscribe", f"{topic!r} is not a valid Kafka topic name")
+    if len(set(topics)) != len(topics):
+        raise InvalidOptionError("subscribe", f"lists a topic twice: {value!r}")
+    return topics
+
+
+def _subscribe_pattern(pattern: str) -> str:
+    if not pattern:
+        raise InvalidOptionError("subscribePattern", "is empty")
     try:
-        doc = json.loads(opts["assign"])
+        re.compile(pattern)
+    except re.error as exc:
+        raise InvalidOptionError("subscribePattern", f"is not a valid regular expression: {exc}") from None
+    return pattern
+
+
+def _assign(value: str) -> tuple[tuple[str, int], ...]:
+    try:
+        doc = json.loads(value)
     except ValueError as exc:
         raise InvalidOptionError("assign", f'expected JSON like {{"topic":[0,1]}}: {exc}') from None
     if not isinstance(doc, dict) or not doc:
@@ -56,4 +67,4 @@ def subscription(opts: Mapping[str, str]) -> Subscription:
             if isinstance(part, bool) or not isinstance(part, int) or part < 0:
                 raise InvalidOptionError("assign", f"{topic}: partition {part!r} is not a partition number")
             tps.add((topic, part))
-    return (), None, tuple(sorted(tps))
+    return tuple(sorted(tps))

@@ -54,13 +54,17 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json")
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
-        assert doc["version"] == JSON_VERSION == 1 and doc["errors"] == []
-        assert doc["coordinator"]["reachable"] and doc["coordinator"]["loaded"]
+        assert doc["version"] == JSON_VERSION == 1
+        assert doc["errors"] == []
+        assert doc["coordinator"]["reachable"]
+        assert doc["coordinator"]["loaded"]
         by_name = doc["regions"]
         assert by_name[region]["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
-        assert by_name[region]["last_consistent"] >= 1 and by_name[region]["recent_checkpoints"]
+        assert by_name[region]["last_consistent"] >= 1
+        assert by_name[region]["recent_checkpoints"]
         assert [m["name"] for m in by_name[region]["members"]] == ["m-1", "m-2"]
-        assert by_name[failing]["phase"] == "FAILED" and "sink refused the batch" in by_name[failing]["failed_reason"]
+        assert by_name[failing]["phase"] == "FAILED"
+        assert "sink refused the batch" in by_name[failing]["failed_reason"]
         assert by_name[failing]["recent_resets"]
         rows = {(p["group"], p["topic"], p["partition"]): (p["committed"], p["end"], p["lag"])
                 for p in doc["lag"]["partitions"]}
@@ -69,8 +73,11 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap)
         assert r.returncode == 0, r.stderr
         out = r.stdout
-        assert "regions (2)" in out and "members (3)" in out and f"lag (Kafka {bootstrap})" in out
-        assert f"{failing} FAILED: " in out and "sink refused the batch" in out
+        assert "regions (2)" in out
+        assert "members (3)" in out
+        assert f"lag (Kafka {bootstrap})" in out
+        assert f"{failing} FAILED: " in out
+        assert "sink refused the batch" in out
         lag_rows = [line.split() for line in out.splitlines() if line.startswith(region) and topic in line]
         assert sorted(lag_rows) == [[region, topic, "0", "100", "500", "400"],
                                     [region, topic, "1", "200", "500", "300"]]
@@ -78,13 +85,15 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json", "--watch", "0.2", "--count", "2")
         assert r.returncode == 0, r.stderr
         docs = [json.loads(line) for line in r.stdout.splitlines()]
-        assert len(docs) == 2 and all(len(d["lag"]["partitions"]) == 2 for d in docs)
+        assert len(docs) == 2
+        assert all(len(d["lag"]["partitions"]) == 2 for d in docs)
         assert docs[1]["time"] > docs[0]["time"]
 
         # an unreachable broker: named, exit 2, no traceback; the coordinator's part is still printed
         r = _status("--coordinator", endpoint, "--bootstrap", "127.0.0.1:1", "--timeout", "1")
         assert r.returncode == 2
-        assert "127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
+        assert "127.0.0.1:1" in r.stderr
+        assert "Traceback" not in r.stderr
         assert "regions (2)" in r.stdout
     finally:
         for m in members:
@@ -94,10 +103,12 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
 def test_unreachable_coordinator_is_named_and_exits_2():
     r = _status("--coordinator", "tcp://127.0.0.1:1", "--timeout", "1", timeout=30)
     assert r.returncode == 2
-    assert "coordinator tcp://127.0.0.1:1" in r.stderr and "no reply from the coordinator" in r.stderr
+    assert "coordinator tcp://127.0.0.1:1" in r.stderr
+    assert "no reply from the coordinator" in r.stderr
     assert "Traceback" not in r.stderr
     r = _status("--coordinator", "tcp://127.0.0.1:1", "--timeout", "1", "--json", timeout=30)
-    assert r.returncode == 2 and json.loads(r.stdout)["coordinator"]["reachable"] is False
+    assert r.returncode == 2
+    assert json.loads(r.stdout)["coordinator"]["reachable"] is False
 
 
 def test_bad_flags_exit_2_without_traceback():

@@ -509,13 +509,16 @@ class RegionMachine(RuleBasedStateMachine):
     @invariant()
     def backoff_waits_for_nobody(self) -> None:
         if self.core is not None and self.core.phase is Phase.BACKOFF:
-            assert not self.core.waiting and self.core.wake_at is not None and self.core.failure_streak >= 2
+            assert not self.core.waiting
+            assert self.core.wake_at is not None
+            assert self.core.failure_streak >= 2
 
     @invariant()
     def failed_says_why(self) -> None:
         if self.core is not None and self.core.phase is Phase.FAILED:
             assert self.core.failed_reason
-            assert self.docs and self.docs[-1]["failed"] is True
+            assert self.docs
+            assert self.docs[-1]["failed"] is True
 
 
 # --------------------------------------------------------------------------- regressions
@@ -535,7 +538,8 @@ def test_a_waiting_region_whose_only_member_leaves_or_falls_silent_stays_waiting
     assert m.core.phase is Phase.WAITING
     m.join("m1")
     m.time_passes(2.5)  # silent past member_timeout_s: raised from the tick, which stopped the coordinator
-    assert m.core.phase is Phase.WAITING and not m.core.members
+    assert m.core.phase is Phase.WAITING
+    assert not m.core.members
 
 
 def test_a_member_back_after_checkpoints_completed_without_it_keeps_its_sealed_interval():
@@ -550,7 +554,8 @@ def test_a_member_back_after_checkpoints_completed_without_it_keeps_its_sealed_i
     m.execute("m0")
     m.crash_after_checkpoint_ack("m0")
     m.answer_round()  # m1 acks: checkpoint complete, RESUME to m1 only
-    assert m.consistent and "m0" in m.consistent[max(m.consistent)]
+    assert m.consistent
+    assert "m0" in m.consistent[max(m.consistent)]
     m.healthy_time_passes(2.5)  # m0 dropped after member_timeout_s
     m.settle()  # a checkpoint completes without m0
     m.restart("m0")
@@ -568,7 +573,8 @@ def test_a_reset_request_made_while_the_member_executes_its_reset_is_asked_again
     m.execute("m0")  # reset_to_initial executed, not yet acked
     m.send_reset_request("m0", False)  # a revocation after its reset, sent before the ack
     m.ack("m0", True)
-    assert m.core.phase is Phase.RUNNING and m.sim["m0"].reset_pending  # dropped by the controller
+    assert m.core.phase is Phase.RUNNING
+    assert m.sim["m0"].reset_pending  # dropped by the controller
     m.settle()
     assert not m.sim["m0"].reset_pending
 
@@ -603,12 +609,15 @@ def test_a_member_restarted_after_its_checkpoint_ack_joins_after_the_cycle_and_p
     m.execute("m0")
     m.crash_after_checkpoint_ack("m0")
     m.restart("m0")
-    assert m.core.phase is Phase.CHECKPOINTING and m.core.waiting == {"m1"}
+    assert m.core.phase is Phase.CHECKPOINTING
+    assert m.core.waiting == {"m1"}
     m.answer_round()  # m1 acks: the checkpoint completes, then the reset for m0
-    assert m.core.last_consistent == seq and m.core.checkpoint_members == ["m0", "m1"]
+    assert m.core.last_consistent == seq
+    assert m.core.checkpoint_members == ["m0", "m1"]
     assert m.core.phase is Phase.RESETTING
     m.settle()
-    assert seq in m.published["m0"] and m.violations == []
+    assert seq in m.published["m0"]
+    assert m.violations == []
 
 
 def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle():
@@ -622,13 +631,16 @@ def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle()
     m.ack("m1", True)
     m.die("m0")
     m.restart("m0")  # the cycle goes on without the dead m0: m1 is asked to checkpoint
-    assert m.core.phase is Phase.CHECKPOINTING and m.core.waiting == {"m1"}
+    assert m.core.phase is Phase.CHECKPOINTING
+    assert m.core.waiting == {"m1"}
     assert not any(b["cmd"] in ("drain", "checkpoint") for b in m.sim["m0"].inbox)
     m.answer_round()
-    assert m.core.last_consistent == seq and m.core.checkpoint_members == ["m1"]
+    assert m.core.last_consistent == seq
+    assert m.core.checkpoint_members == ["m1"]
     assert m.core.own_checkpoint("m0") == before
     reset = [b for b in m.sim["m0"].inbox if b["cmd"] == "reset"]
-    assert reset and reset[-1]["own"] == before
+    assert reset
+    assert reset[-1]["own"] == before
     assert not any(b["cmd"] in ("resume", "retire") for b in m.sim["m0"].inbox)
     m.settle()
     assert m.violations == []
@@ -640,13 +652,16 @@ def test_a_member_added_during_a_cooperative_cycle_waits_for_it():
     seq = m.core.seq
     m.sim["m2"] = SimMember("m2")
     m._join("m2", replace=False)
-    assert m.core.phase is Phase.DRAINING and m.core.waiting == {"m0", "m1"}
+    assert m.core.phase is Phase.DRAINING
+    assert m.core.waiting == {"m0", "m1"}
     m.answer_round()  # drains: checkpoint
     for name in ("m0", "m1"):
         m.execute(name)
         m.ack(name, True)
-    assert m.core.last_consistent == seq and m.core.checkpoint_members == ["m0", "m1"]
-    assert m.core.phase is Phase.RESETTING and "m2" in m.core.waiting
+    assert m.core.last_consistent == seq
+    assert m.core.checkpoint_members == ["m0", "m1"]
+    assert m.core.phase is Phase.RESETTING
+    assert "m2" in m.core.waiting
     assert [b["cmd"] for b in m.sim["m2"].inbox] == ["reset"]  # nothing of the cycle it was not in
     m.settle()
     assert m.violations == []
@@ -661,7 +676,8 @@ def test_a_restart_during_a_cycle_of_a_region_that_is_not_cooperative_resets_at_
     assert m.core.phase is Phase.DRAINING
     m.die("m0")
     m.restart("m0")
-    assert m.core.phase is Phase.RESETTING and m.core.waiting == {"m0", "m1"}
+    assert m.core.phase is Phase.RESETTING
+    assert m.core.waiting == {"m0", "m1"}
 
 
 def test_a_zombie_and_the_new_owner_processing_in_the_same_interval_publish_nothing_twice():
@@ -674,8 +690,10 @@ def test_a_zombie_and_the_new_owner_processing_in_the_same_interval_publish_noth
     m.settle()
     m.steal("m1", "m0")
     m.settle()
-    assert m.continuity_failures == 1 and m.violations == []
-    assert 0 not in m.sim["m0"].parts and m.core.phase is Phase.RUNNING
+    assert m.continuity_failures == 1
+    assert m.violations == []
+    assert 0 not in m.sim["m0"].parts
+    assert m.core.phase is Phase.RUNNING
     assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))  # t[0]: every record once, no gap
 
 
@@ -694,7 +712,9 @@ def test_a_zombie_claiming_from_behind_the_new_owners_checkpoint_fails_it():
     assert m.core.phase is Phase.CHECKPOINTING
     m.steal("m1", "m0")  # after m1's drain: nothing of t[0] in m1's first claim
     m.answer_round()  # the checkpoint completes with m0's progress on t[0]
-    assert m.core.phase is Phase.RUNNING and m.continuity_failures == 0
+    assert m.core.phase is Phase.RUNNING
+    assert m.continuity_failures == 0
     m.settle()
-    assert m.continuity_failures == 1 and m.violations == []
+    assert m.continuity_failures == 1
+    assert m.violations == []
     assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))

@@ -25,7 +25,8 @@ def test_no_holder_is_a_new_member():
 def test_same_incarnation_is_a_retry_with_the_first_predecessor():
     first = {"incarnation": "inc-0", "pid": 9, "kafka_member_id": "k0"}
     answer = _admit(_holder(predecessor=first), incarnation="inc-1")
-    assert answer.kind is JoinKind.RETRY and answer.predecessor == first
+    assert answer.kind is JoinKind.RETRY
+    assert answer.predecessor == first
 
 
 def test_live_holder_refuses_and_names_it():
@@ -38,11 +39,13 @@ def test_replace_silent_holder_or_failed_region_restarts_with_the_predecessor():
     for answer in (_admit(_holder(kafka=KafkaReport("k1")), replace=True),
                    _admit(_holder(kafka=KafkaReport("k1")), now=100.0 + TIMEOUT_S),
                    _admit(_holder(kafka=KafkaReport("k1")), failed=True)):
-        assert answer.kind is JoinKind.RESTART and answer.withheld is None
+        assert answer.kind is JoinKind.RESTART
+        assert answer.withheld is None
         assert answer.predecessor == {"incarnation": "inc-1", "pid": 11, "kafka_member_id": "k1"}
 
 
 def test_restart_while_the_group_rebalances_withholds_the_kafka_member_id():
     answer = _admit(_holder(kafka=KafkaReport("k1")), replace=True, blocked="members ['m1'] report a group rebalance")
-    assert answer.kind is JoinKind.RESTART and answer.withheld == "members ['m1'] report a group rebalance"
+    assert answer.kind is JoinKind.RESTART
+    assert answer.withheld == "members ['m1'] report a group rebalance"
     assert answer.predecessor == {"incarnation": "inc-1", "pid": 11, "kafka_member_id": None}

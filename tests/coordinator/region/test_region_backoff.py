@@ -3,6 +3,8 @@ on the region state machine with a fake clock (no I/O)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from coordinator.cli.status import build_document, format_document
@@ -70,23 +72,26 @@ def test_config_fields_are_optional_and_validated():
     for bad in (0, -1, float("nan"), 1e9, "1", True):
         with pytest.raises(Invalid):
             check_region_config({"reset_backoff_s": bad})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="reset_backoff_max_s must be > 0, got 0"):
         RegionConfig(name="r", reset_backoff_max_s=0)
 
 
 def test_first_failure_forced_and_membership_resets_resume_at_once():
     h = started(2)
     h.fail(1.0)
-    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 1
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.consecutive_resets == 1
     assert resumes(h.take()) == ["m0", "m1"]
     h.core.request_reset("m0", True, "revoked", 2.0)  # forced: clears the count
     h.answer_reset(2.01)
-    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1"]
+    assert h.core.phase is Phase.RUNNING
+    assert resumes(h.take()) == ["m0", "m1"]
     h.fail(3.0)
     h.take()
     h.join("m2", 3.5)  # a membership reset with one failure counted
     h.answer_reset(3.51)
-    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1", "m2"]
+    assert h.core.phase is Phase.RUNNING
+    assert resumes(h.take()) == ["m0", "m1", "m2"]
 
 
 def test_second_failure_holds_the_resume_until_its_due_time():
@@ -94,16 +99,22 @@ def test_second_failure_holds_the_resume_until_its_due_time():
     h.fail(1.0)
     h.take()
     h.fail(2.0)  # the second in a row: RESUME at 2.5
-    assert h.core.phase is Phase.BACKOFF and h.core.consecutive_resets == 2
+    assert h.core.phase is Phase.BACKOFF
+    assert h.core.consecutive_resets == 2
     assert h.take() == [("m0", "reset_to_initial"), ("m1", "reset_to_initial")]  # the round ran at once
-    assert h.core.wake_at == 2.5 and h.docs[-1]["backoff_s"] == 0.5
+    assert h.core.wake_at == 2.5
+    assert h.docs[-1]["backoff_s"] == 0.5
     status = h.core.status(2.2)
-    assert status["phase"] == "BACKOFF" and status["backoff_s"] == 0.5 and status["backoff_left_s"] == 0.3
+    assert status["phase"] == "BACKOFF"
+    assert status["backoff_s"] == 0.5
+    assert status["backoff_left_s"] == 0.3
     assert h.core.trigger("m0", 2.2).kind is TriggerAnswer.NOT_NOW
     h.core.tick(2.49)
-    assert h.core.phase is Phase.BACKOFF and h.take() == []
+    assert h.core.phase is Phase.BACKOFF
+    assert h.take() == []
     h.core.tick(2.5)
-    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1"]
+    assert h.core.phase is Phase.RUNNING
+    assert resumes(h.take()) == ["m0", "m1"]
     assert h.docs[-1]["backoff_s"] is None  # the end of the hold is durable
     assert h.core.status(2.6)["backoff_left_s"] is None
     resume = [i for k, i in h.events if k == "resume"][-1]
@@ -130,11 +141,13 @@ def test_a_persistent_failure_fails_after_the_holds_and_a_five_second_one_surviv
         h.fail(now)
         now = (h.core.wake_at or now) if h.core.phase is Phase.BACKOFF else now + 0.01
         h.core.tick(now)
-    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 5
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.consecutive_resets == 5
     h.core.tick(now + 1.0)  # the sink is back: a checkpoint that moves an offset
     h.core.ack("m0", "drain", h.core.seq, None, True, None, now + 1.01)
     h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now + 1.02, [["t", 0, 0, 7]])
-    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.consecutive_resets == 0
 
 
 def test_a_join_during_the_hold_restarts_the_round_and_keeps_the_due_time():
@@ -143,12 +156,15 @@ def test_a_join_during_the_hold_restarts_the_round_and_keeps_the_due_time():
     h.fail(2.0)
     h.take()
     h.join("m2", 2.2)
-    assert h.core.phase is Phase.RESETTING and sorted(h.core.waiting) == ["m0", "m1", "m2"]
+    assert h.core.phase is Phase.RESETTING
+    assert sorted(h.core.waiting) == ["m0", "m1", "m2"]
     assert {cmd for _, cmd in h.take()} == {"reset_to_initial"}
     h.answer_reset(2.3)
-    assert h.core.phase is Phase.BACKOFF and h.core.wake_at == 2.5
+    assert h.core.phase is Phase.BACKOFF
+    assert h.core.wake_at == 2.5
     h.core.tick(2.5)
-    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1", "m2"]
+    assert h.core.phase is Phase.RUNNING
+    assert resumes(h.take()) == ["m0", "m1", "m2"]
 
 
 def test_a_forced_reset_during_the_hold_clears_the_count_and_ends_the_hold():
@@ -157,9 +173,11 @@ def test_a_forced_reset_during_the_hold_clears_the_count_and_ends_the_hold():
     h.fail(2.0)
     h.take()
     h.core.request_reset("m1", True, "revoked", 2.1)
-    assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == 0
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.consecutive_resets == 0
     h.answer_reset(2.2)
-    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0", "m1"]
+    assert h.core.phase is Phase.RUNNING
+    assert resumes(h.take()) == ["m0", "m1"]
     assert h.core.status(2.2)["backoff_s"] is None
 
 
@@ -168,7 +186,8 @@ def test_a_failure_during_the_hold_is_the_next_one_with_a_longer_hold():
     h.fail(1.0)
     h.fail(2.0)
     h.fail(2.2)  # a request during the hold (every member answered): a new round
-    assert h.core.phase is Phase.BACKOFF and h.core.consecutive_resets == 3
+    assert h.core.phase is Phase.BACKOFF
+    assert h.core.consecutive_resets == 3
     assert h.core.wake_at == pytest.approx(3.2)
 
 
@@ -178,7 +197,8 @@ def test_leave_and_silence_during_the_hold_drop_the_member_and_the_hold_goes_on(
     h.fail(2.0)
     h.take()
     h.core.leave("m2", 2.1)
-    assert h.core.phase is Phase.BACKOFF and "m2" not in h.core.members
+    assert h.core.phase is Phase.BACKOFF
+    assert "m2" not in h.core.members
     h.core.heartbeat("m0", b"m0", "inc1", 2.2)
     h.core.tick(2.3)  # m1 silent since 2.01 (its reset answer): not yet
     h.core.tick(2.49)
@@ -186,7 +206,8 @@ def test_leave_and_silence_during_the_hold_drop_the_member_and_the_hold_goes_on(
     h.core.heartbeat("m0", b"m0", "inc1", 4.0)
     h.core.tick(4.1)  # m1 silent for 2.09 s: dropped; the hold is long over
     assert "m1" not in h.core.members
-    assert h.core.phase is Phase.RUNNING and resumes(h.take()) == ["m0"]
+    assert h.core.phase is Phase.RUNNING
+    assert resumes(h.take()) == ["m0"]
 
 
 def test_everybody_leaving_during_the_hold_waits_and_the_hold_survives_the_rejoin():
@@ -197,7 +218,8 @@ def test_everybody_leaving_during_the_hold_waits_and_the_hold_survives_the_rejoi
     assert h.core.phase is Phase.WAITING
     h.join("m0", 2.2, "inc2")
     h.answer_reset(2.3)
-    assert h.core.phase is Phase.BACKOFF and h.core.wake_at == 2.5
+    assert h.core.phase is Phase.BACKOFF
+    assert h.core.wake_at == 2.5
 
 
 def test_a_coordinator_restarted_during_the_hold_holds_the_first_round_again():
@@ -205,18 +227,22 @@ def test_a_coordinator_restarted_during_the_hold_holds_the_first_round_again():
     h.fail(1.0)
     h.fail(2.0)
     doc = h.docs[-1]
-    assert doc["backoff_s"] == 0.5 and doc["consecutive_resets"] == 2
+    assert doc["backoff_s"] == 0.5
+    assert doc["consecutive_resets"] == 2
     h2 = Harness(doc, min_members=2)
-    assert h2.core.phase is Phase.WAITING and h2.core.status(50.0)["backoff_s"] == 0.5
+    assert h2.core.phase is Phase.WAITING
+    assert h2.core.status(50.0)["backoff_s"] == 0.5
     h2.join("m0", 50.0, "inc2")
     h2.join("m1", 50.1, "inc2")
     h2.answer_reset(50.2)
-    assert h2.core.phase is Phase.BACKOFF and h2.core.wake_at == pytest.approx(50.6)  # from the round's start
+    assert h2.core.phase is Phase.BACKOFF
+    assert h2.core.wake_at == pytest.approx(50.6)  # from the round's start
     h2.take()
     h2.core.tick(50.59)
     assert h2.take() == []
     h2.core.tick(50.6)
-    assert h2.core.phase is Phase.RUNNING and resumes(h2.take()) == ["m0", "m1"]
+    assert h2.core.phase is Phase.RUNNING
+    assert resumes(h2.take()) == ["m0", "m1"]
     assert h2.docs[-1]["backoff_s"] is None
     h3 = Harness(h2.docs[-1], min_members=2)  # after the hold: no hold at the next restart
     h3.join("m0", 90.0, "inc3")
@@ -228,10 +254,11 @@ def test_a_coordinator_restarted_during_the_hold_holds_the_first_round_again():
 def test_a_document_without_the_backoff_field_or_with_a_bad_one_is_refused():
     h = started(1)
     doc = h.docs[-1]
-    assert doc["backoff_s"] is None and Harness(doc).core.status(0.0)["backoff_s"] is None
+    assert doc["backoff_s"] is None
+    assert Harness(doc).core.status(0.0)["backoff_s"] is None
     with pytest.raises(ValueError, match=r"lacks the fields \['backoff_s'\]"):
         Harness({k: v for k, v in doc.items() if k != "backoff_s"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"stored backoff_s -1 is not a number of seconds in \(0, "):
         Harness({**doc, "backoff_s": -1})
 
 
@@ -241,7 +268,8 @@ def test_crkafka_status_shows_the_hold():
     h.fail(2.0)
     snap = {"regions": {"r": {**h.core.status(2.2), "recent_checkpoints": [], "recent_resets": []}}}
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
-    assert doc["regions"]["r"]["backoff_left_s"] == 0.3 and doc["regions"]["r"]["failure_streak"] == 2
+    assert doc["regions"]["r"]["backoff_left_s"] == 0.3
+    assert doc["regions"]["r"]["failure_streak"] == 2
     assert "BACKOFF (0.3s)" in format_document(doc)
 
 
@@ -280,7 +308,8 @@ def poison_round(h: Harness, now: float, moved_to: int) -> tuple[float, float | 
               "m1": [["t", 1, before.get(("t", 1), 0), moved_to]]}
     for name in ("m0", "m1"):
         h.core.ack(name, "checkpoint", seq, None, True, None, now + 0.02, claims[name])
-    assert h.core.phase is Phase.RUNNING and h.core.last_consistent == seq
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.last_consistent == seq
     h.take()
     return now + 0.1, hold
 
@@ -294,7 +323,8 @@ def poisoned(**cfg) -> tuple[Harness, float]:
         h.core.ack(name, "drain", h.core.seq, None, True, None, now + 0.01)
     h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now + 0.02, [["t", 0, 0, 5]])
     h.core.ack("m1", "checkpoint", h.core.seq, None, True, None, now + 0.02, [["t", 1, 0, 10]])
-    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_offsets == [["t", 0, 5], ["t", 1, 10]]
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.checkpoint_offsets == [["t", 0, 5], ["t", 1, 10]]
     h.take()
     return h, now + 0.1
 
@@ -310,7 +340,8 @@ def test_a_poison_record_on_one_partition_backs_off_up_to_the_max_and_never_fail
         assert h.core.failure_streak == i + 1
     assert holds == [None, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
     status = h.core.status(now)
-    assert status["failure_streak"] == 10 and status["consecutive_resets"] == 0
+    assert status["failure_streak"] == 10
+    assert status["consecutive_resets"] == 0
     assert h.docs[-1]["failure_streak"] == 10
     assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == holds[1:]
 
@@ -323,8 +354,10 @@ def test_a_poison_record_on_one_partition_settles_at_one_reset_per_max_hold():
     while now < 600.0:
         now, _ = poison_round(h, now, 20 + 10 * failures)
         failures += 1
-    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
-    assert 20 <= failures <= 26 and h.core.resets == failures + 1  # + the start
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.consecutive_resets == 0
+    assert 20 <= failures <= 26
+    assert h.core.resets == failures + 1  # + the start
     assert h.core.failure_streak == failures
 
 
@@ -362,7 +395,8 @@ def test_failures_failure_memory_apart_restart_the_streak_without_a_hold():
         now += 0.25
     assert h.core.failure_streak == 0  # a checkpoint failure_memory_s after the last failure ends it
     now, hold = poison_round(h, now, 500)
-    assert hold is None and h.core.failure_streak == 1
+    assert hold is None
+    assert h.core.failure_streak == 1
 
 
 def test_a_failure_failure_memory_after_the_last_restarts_the_streak_even_without_a_checkpoint():
@@ -370,9 +404,11 @@ def test_a_failure_failure_memory_after_the_last_restarts_the_streak_even_withou
     h.fail(1.0)
     h.fail(2.0)
     h.core.tick(2.5)
-    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 2
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.failure_streak == 2
     h.fail(12.5)  # 10.5 s after the last failure: a new streak, no hold
-    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 1
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.failure_streak == 1
 
 
 def test_a_forced_reset_ends_the_streak():
@@ -385,7 +421,8 @@ def test_a_forced_reset_ends_the_streak():
     h.answer_reset(now + 0.01)
     assert h.core.phase is Phase.RUNNING
     h.fail(now + 1.0)
-    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 1  # no hold
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.failure_streak == 1  # no hold
 
 
 def test_a_membership_reset_keeps_the_streak():
@@ -394,9 +431,12 @@ def test_a_membership_reset_keeps_the_streak():
         now, _ = poison_round(h, now, 20 + 10 * i)
     h.join("m2", now)
     h.answer_reset(now + 0.01)
-    assert h.core.phase is Phase.RUNNING and h.core.failure_streak == 3
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.failure_streak == 3
     h.fail(now + 1.0)
-    assert h.core.phase is Phase.BACKOFF and h.core.failure_streak == 4 and h.core.status(now + 1.0)["backoff_s"] == 2.0
+    assert h.core.phase is Phase.BACKOFF
+    assert h.core.failure_streak == 4
+    assert h.core.status(now + 1.0)["backoff_s"] == 2.0
 
 
 def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
@@ -404,15 +444,19 @@ def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
     for i in range(4):
         now, _ = poison_round(h, now, 20 + 10 * i)
     doc = h.docs[-1]
-    assert doc["failure_streak"] == 4 and doc["consecutive_resets"] == 0 and doc["backoff_s"] is None
+    assert doc["failure_streak"] == 4
+    assert doc["consecutive_resets"] == 0
+    assert doc["backoff_s"] is None
     h2 = Harness(doc, min_members=2)
-    assert h2.core.failure_streak == 4 and h2.core.status(100.0)["failure_streak"] == 4
+    assert h2.core.failure_streak == 4
+    assert h2.core.status(100.0)["failure_streak"] == 4
     h2.join("m0", 100.0, "inc2")
     h2.join("m1", 100.0, "inc2")
     h2.answer_reset(100.1)  # the membership reset: no hold
     assert h2.core.phase is Phase.RUNNING
     h2.fail(101.0)  # the clock is not durable: the first failure after the restart continues the streak
-    assert h2.core.phase is Phase.BACKOFF and h2.core.failure_streak == 5
+    assert h2.core.phase is Phase.BACKOFF
+    assert h2.core.failure_streak == 5
     assert h2.core.wake_at == pytest.approx(105.0)  # 4 s: the fifth failure of the streak
 
 
@@ -422,9 +466,10 @@ def test_a_document_without_the_streak_or_with_a_bad_one_is_refused():
     h.fail(2.0)
     doc = h.docs[-1]
     h2 = Harness(doc)
-    assert h2.core.failure_streak == 2 and h2.core.status(3.0)["failure_streak"] == 2
+    assert h2.core.failure_streak == 2
+    assert h2.core.status(3.0)["failure_streak"] == 2
     with pytest.raises(ValueError, match=r"lacks the fields \['failure_streak'\]"):
         Harness({k: v for k, v in doc.items() if k != "failure_streak"})
     for bad in (-1, True, "3", 1.5, 10**12):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=rf"stored failure_streak {re.escape(repr(bad))} is not a count in \["):
             Harness({**doc, "failure_streak": bad})

@@ -5,6 +5,7 @@ a RESUME, and slots missed during a stall are skipped, never run in a burst."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 
@@ -56,7 +57,8 @@ class Region:
         self.ack_all("drain", now, seq)
         assert self.core.phase is Phase.CHECKPOINTING
         self.ack_all("checkpoint", now + checkpoint_s, seq)
-        assert self.core.phase is Phase.RUNNING and self.core.last_consistent == seq
+        assert self.core.phase is Phase.RUNNING
+        assert self.core.last_consistent == seq
         self.resumes.append(now + checkpoint_s)
         return True
 
@@ -75,7 +77,7 @@ class Region:
 
 
 def gaps(times: list[float]) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 @pytest.mark.parametrize("took", [0.1, 0.3, 0.5, 0.7, 0.9])
@@ -95,7 +97,7 @@ def test_drains_stay_on_the_grid_when_checkpoint_times_vary():
     r.cycles(took)
     assert gaps(r.starts) == pytest.approx([PERIOD] * 29)
     # a publish interval is the period plus the change in checkpoint time, not plus the checkpoint time
-    assert gaps(r.resumes) == pytest.approx([PERIOD + b - a for a, b in zip(took, took[1:], strict=False)])
+    assert gaps(r.resumes) == pytest.approx([PERIOD + b - a for a, b in itertools.pairwise(took)])
 
 
 def test_a_late_tick_does_not_add_up():

@@ -44,11 +44,13 @@ def test_every_kind_is_covered():
 @pytest.mark.parametrize("command", EVERY_KIND, ids=repr)
 def test_round_trip(command):
     body = encode_command("r", command)
-    assert body["v"] == COMMAND_VERSION and body["region"] == "r" and body["cmd"] == command.KIND.value
+    assert body["v"] == COMMAND_VERSION
+    assert body["region"] == "r"
+    assert body["cmd"] == command.KIND.value
     assert decode_command(body) == AddressedCommand("r", command)
 
 
-@pytest.mark.parametrize("body, names", [
+@pytest.mark.parametrize(("body", "names"), [
     ({"region": "r", "cmd": "drain", "seq": 1}, "version"),
     ({"v": 2, "region": "r", "cmd": "drain", "seq": 1}, "version"),
     ({"v": 1, "region": "r", "cmd": "explode"}, "'cmd'"),
@@ -80,7 +82,8 @@ def test_decode_refuses_invalid_bodies(body, names):
 def test_failed_reason_is_cut_and_escaped():
     decoded = decode_command({"v": 1, "region": "r", "cmd": "failed", "reason": "x\n" * 5000})
     assert isinstance(decoded.command, Failed)
-    assert "\n" not in decoded.command.reason and len(decoded.command.reason) <= 2000 * 4
+    assert "\n" not in decoded.command.reason
+    assert len(decoded.command.reason) <= 2000 * 4
 
 
 def test_the_controller_sends_typed_commands_that_decode_to_themselves():
@@ -88,5 +91,6 @@ def test_the_controller_sends_typed_commands_that_decode_to_themselves():
     core = RegionCore(RegionConfig(name="r", min_members=1), lambda m, c: sent.append((m, c)), lambda doc: None)
     core.join("m0", b"id0", "inc", 0.0)
     [(member, command)] = sent
-    assert member == "m0" and command == ResetToInitial(1)
+    assert member == "m0"
+    assert command == ResetToInitial(1)
     assert decode_command(encode_command("r", command)).command == command

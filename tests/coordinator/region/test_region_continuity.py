@@ -27,27 +27,32 @@ def claims(**by_member: list[list]) -> list[Claim]:
 
 def test_a_member_keeping_its_partition_continues_from_the_last_consistent_offset():
     result = check_claims(claims(m0=[["t", 0, 10, 15]], m1=[["t", 1, 20, 20]]), [["t", 0, 10], ["t", 1, 20]])
-    assert result.ok and result.offsets == [["t", 0, 15], ["t", 1, 20]]
+    assert result.ok
+    assert result.offsets == [["t", 0, 15], ["t", 1, 20]]
 
 
 def test_an_empty_claim_beside_the_progressing_one_takes_the_progressing_offset():
     """The minimum (the rule before the fence) would replay m1's records 10..14, which m1 publishes."""
     result = check_claims(claims(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 15]]), [["t", 0, 10]])
-    assert result.ok and result.offsets == [["t", 0, 15]]
+    assert result.ok
+    assert result.offsets == [["t", 0, 15]]
 
 
 def test_a_partition_the_region_never_saw_accepts_any_start():
     result = check_claims(claims(m0=[["t", 3, 7, 9]]), [["t", 0, 10]])
-    assert result.ok and result.offsets == [["t", 0, 10], ["t", 3, 9]]
+    assert result.ok
+    assert result.offsets == [["t", 0, 10], ["t", 3, 9]]
 
 
 def test_partitions_nobody_claims_keep_their_last_consistent_offset():
     result = check_claims(claims(m0=[["t", 0, 10, 12]]), [["t", 0, 10], ["t", 1, 20], ["u", 0, 5]])
-    assert result.ok and result.offsets == [["t", 0, 12], ["t", 1, 20], ["u", 0, 5]]
+    assert result.ok
+    assert result.offsets == [["t", 0, 12], ["t", 1, 20], ["u", 0, 5]]
 
 
 def test_no_claims_and_no_last_checkpoint():
-    assert check_claims([], []).offsets == [] and check_claims([], []).ok
+    assert check_claims([], []).offsets == []
+    assert check_claims([], []).ok
 
 
 # ----------------------------------------------------------------------------- violations
@@ -62,14 +67,17 @@ def test_two_members_that_both_made_progress_fail_the_checkpoint():
     assert (v.kind, v.topic, v.partition, v.expected) == (ViolationKind.TWO_PROGRESSED, "t", 0, 10)
     assert [(c.member, c.start, c.end) for c in v.claims] == [("new", 10, 14), ("zombie", 10, 17)]
     text = result.summary()
-    assert "t[0]" in text and "zombie from 10 to 17" in text and "new from 10 to 14" in text
+    assert "t[0]" in text
+    assert "zombie from 10 to 17" in text
+    assert "new from 10 to 14" in text
 
 
 def test_a_claim_that_starts_behind_the_last_consistent_offset_fails():
     """The zombie's claim in the checkpoint after the one its partition's new owner completed."""
     result = check_claims(claims(zombie=[["t", 0, 10, 17]], new=[["t", 0, 14, 14]]), [["t", 0, 14]])
     [v] = result.violations
-    assert v.kind is ViolationKind.STALE_START and v.expected == 14
+    assert v.kind is ViolationKind.STALE_START
+    assert v.expected == 14
 
 
 def test_an_empty_claim_with_a_stale_start_fails_too():
@@ -95,7 +103,8 @@ def test_every_violating_partition_is_listed_and_the_summary_is_bounded():
 def test_a_partition_claimed_by_many_members_lists_the_first_claims_and_counts_them():
     cs = [Claim(f"m{i:02d}", "t", 0, 0, 1) for i in range(CLAIMS_SHOWN + 3)]
     [v] = check_claims(cs, []).violations
-    assert len(v.to_dict()["claims"]) == CLAIMS_SHOWN and v.to_dict()["n_claims"] == CLAIMS_SHOWN + 3
+    assert len(v.to_dict()["claims"]) == CLAIMS_SHOWN
+    assert v.to_dict()["n_claims"] == CLAIMS_SHOWN + 3
     assert v.text().endswith("and 3 more)")
 
 
@@ -103,7 +112,8 @@ def test_cycle_claims_collect_answers_until_cleared():
     cycle = CycleClaims()
     cycle.add("m0", [["t", 0, 10, 12]])
     cycle.add("m1", [["t", 0, 10, 11]])
-    assert len(cycle) == 2 and not cycle.check([["t", 0, 10]]).ok
+    assert len(cycle) == 2
+    assert not cycle.check([["t", 0, 10]]).ok
     cycle.clear()
     cycle.add("m1", [["t", 0, 10, 11]])
     assert cycle.check([["t", 0, 10]]).offsets == [["t", 0, 11]]

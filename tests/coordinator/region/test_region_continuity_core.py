@@ -56,25 +56,31 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     h.take()
     docs = len(h.docs)
     seq = h.cycle(m0=[["t", 0, 10, 17], ["t", 1, 4, 6]], m1=[["t", 0, 10, 14]])
-    assert h.core.phase is Phase.RESETTING and h.core.last_consistent == seq - 1
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.last_consistent == seq - 1
     assert all(d["last_consistent"] == seq - 1 for d in h.docs[docs:])  # nothing of seq persisted
     sent = h.take()
     assert not [b for b in sent if b["cmd"] in ("resume", "retire")]
     resets = [b for b in sent if b["cmd"] == "reset"]
-    assert len(resets) == 2 and all(b["seq"] == seq - 1 for b in resets)
+    assert len(resets) == 2
+    assert all(b["seq"] == seq - 1 for b in resets)
     assert resets[0]["offsets"] == [["t", 0, 10], ["t", 1, 4]]
-    assert h.core.failed_cycles == 1 and h.core.consecutive_resets == 1
+    assert h.core.failed_cycles == 1
+    assert h.core.consecutive_resets == 1
     [event] = [i for k, i in h.events if k == "continuity"]
-    assert event["seq"] == seq and event["violations"] == 1
+    assert event["seq"] == seq
+    assert event["violations"] == 1
     assert event["partitions"] == [{"kind": "two_progressed", "topic": "t", "partition": 0, "expected": 10,
                                     "claims": [{"member": "m0", "from": 10, "to": 17},
                                                {"member": "m1", "from": 10, "to": 14}], "n_claims": 2}]
     [reset] = [i for k, i in h.events if k == "reset" and "continuity" in i["why"]]
-    assert reset["cause"] == "failure" and "t[0]" in reset["why"]
+    assert reset["cause"] == "failure"
+    assert "t[0]" in reset["why"]
     # after the reset both start at the last consistent offsets again: the next checkpoint passes
     h.answer_reset()
     h.cycle(m0=[["t", 1, 4, 9]], m1=[["t", 0, 10, 12]])
-    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_offsets == [["t", 0, 12], ["t", 1, 9]]
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.checkpoint_offsets == [["t", 0, 12], ["t", 1, 9]]
 
 
 def test_a_stale_start_in_the_checkpoint_after_the_new_owner_completed_one_fails():
@@ -84,12 +90,15 @@ def test_a_stale_start_in_the_checkpoint_after_the_new_owner_completed_one_fails
     h.start()
     h.cycle(m0=[["t", 0, 0, 10]])
     h.cycle(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 14]])  # the zombie's claim is empty: passes
-    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_offsets == [["t", 0, 14]]
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.checkpoint_offsets == [["t", 0, 14]]
     h.take()
     h.cycle(m0=[["t", 0, 10, 17]], m1=[["t", 0, 14, 20]])
-    assert h.core.phase is Phase.RESETTING and h.core.checkpoint_offsets == [["t", 0, 14]]
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.checkpoint_offsets == [["t", 0, 14]]
     [event] = [i for k, i in h.events if k == "continuity"]
-    assert event["partitions"][0]["kind"] == "stale_start" and event["partitions"][0]["expected"] == 14
+    assert event["partitions"][0]["kind"] == "stale_start"
+    assert event["partitions"][0]["expected"] == 14
     assert not [b for b in h.take() if b["cmd"] == "resume"]
 
 
@@ -102,7 +111,8 @@ def test_an_empty_claim_beside_the_progressing_one_keeps_the_progressing_offset(
     h.cycle(m0=[["t", 0, 0, 10]])
     h.cycle(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 14]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 14]] and h.docs[-1]["checkpoint_offsets"] == [["t", 0, 14]]
+    assert h.core.checkpoint_offsets == [["t", 0, 14]]
+    assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 14]]
     assert {"cmd": "resume", "complete": h.core.last_consistent, "offsets": [["t", 0, 14]]} in h.take()
 
 
@@ -114,7 +124,8 @@ def test_a_partition_moving_through_a_carried_forward_gap_passes():
     h.cycle(m1=[["t", 1, 3, 8]])
     assert h.core.checkpoint_offsets == [["t", 0, 5], ["t", 1, 8]]
     h.cycle(m1=[["t", 0, 5, 9], ["t", 1, 8, 8]])
-    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_offsets == [["t", 0, 9], ["t", 1, 8]]
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.checkpoint_offsets == [["t", 0, 9], ["t", 1, 8]]
     assert not [k for k, _ in h.events if k == "continuity"]
 
 
@@ -123,7 +134,8 @@ def test_fresh_partitions_pass():
     h.start()
     h.cycle(m0=[["t", 0, 3, 5]], m1=[["t", 1, 7, 7]])  # partitions the region has no offset for
     h.cycle(m0=[["t", 0, 5, 6], ["u", 0, 0, 2]], m1=[["t", 1, 7, 9]])
-    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_offsets == [["t", 0, 6], ["t", 1, 9], ["u", 0, 2]]
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.checkpoint_offsets == [["t", 0, 6], ["t", 1, 9], ["u", 0, 2]]
 
 
 def test_after_a_coordinator_restart_the_stored_offsets_are_the_reference():
@@ -136,10 +148,12 @@ def test_after_a_coordinator_restart_the_stored_offsets_are_the_reference():
     h2.start()  # the members rejoin; the reset rewinds them to checkpoint 1
     assert h2.core.last_consistent == 1
     h2.cycle(m0=[["t", 0, 0, 12]])  # a member that did not seek to the checkpoint's offset
-    assert h2.core.phase is Phase.RESETTING and h2.core.last_consistent == 1
+    assert h2.core.phase is Phase.RESETTING
+    assert h2.core.last_consistent == 1
     h2.answer_reset()
     h2.cycle(m0=[["t", 0, 10, 12]])
-    assert h2.core.phase is Phase.RUNNING and h2.core.checkpoint_offsets == [["t", 0, 12]]
+    assert h2.core.phase is Phase.RUNNING
+    assert h2.core.checkpoint_offsets == [["t", 0, 12]]
 
 
 def test_continuity_failures_count_towards_max_consecutive_resets():
@@ -150,4 +164,5 @@ def test_continuity_failures_count_towards_max_consecutive_resets():
         h.cycle(m0=[["t", 0, 10, 11]], m1=[["t", 0, 10, 12]])
         h.answer_reset()
     h.cycle(m0=[["t", 0, 10, 11]], m1=[["t", 0, 10, 12]])
-    assert h.core.phase is Phase.FAILED and "continuity" in (h.core.failed_reason or "")
+    assert h.core.phase is Phase.FAILED
+    assert "continuity" in (h.core.failed_reason or "")

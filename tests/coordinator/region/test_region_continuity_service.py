@@ -5,6 +5,7 @@ resets and then goes on, each partition's offsets continuing without a gap or an
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
@@ -144,5 +145,6 @@ def test_a_zombie_and_the_new_owner_of_its_partition_fail_the_checkpoint(coordin
     completes = [c for c in members[1].seen if c["cmd"] == "resume" and c.get("complete")]
     assert failed not in [c["complete"] for c in completes]
     t0 = [o for c in completes for t, p, o in c["offsets"] if (t, p) == ("t", 0)]
-    assert all(b - a in (0, STEP) for a, b in zip(t0, t0[1:], strict=False)), t0
-    assert t0 == sorted(t0) and t0[-1] > (violation["expected"] or 0)
+    assert all(b - a in (0, STEP) for a, b in itertools.pairwise(t0)), t0
+    assert t0 == sorted(t0)
+    assert t0[-1] > (violation["expected"] or 0)

@@ -55,7 +55,8 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     n_docs = len(h.docs)
     h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 0, 5]], "m1": [["t", 1, 0, 7]]})
     assert h.core.phase is Phase.RUNNING
-    assert h.docs[-1]["last_consistent"] == 1 and len(h.docs) == n_docs + 1
+    assert h.docs[-1]["last_consistent"] == 1
+    assert len(h.docs) == n_docs + 1
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
     assert [b for _, b in h.take()] == [{"cmd": "resume", "complete": 1,
                                          "offsets": [["t", 0, 5], ["t", 1, 7]]}] * 2
@@ -80,8 +81,11 @@ def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     h.core.tick(4.5)  # m1 never drained
     assert h.core.phase is Phase.RESETTING
     resets = [b for _, b in h.take() if b["cmd"] == "reset"]
-    assert len(resets) == 2 and resets[0]["seq"] == 1 and resets[0]["offsets"] == [["t", 0, 3]]
-    assert h.core.consecutive_resets == 1 and h.core.failed_cycles == 1
+    assert len(resets) == 2
+    assert resets[0]["seq"] == 1
+    assert resets[0]["offsets"] == [["t", 0, 3]]
+    assert h.core.consecutive_resets == 1
+    assert h.core.failed_cycles == 1
 
 
 def test_requests_during_reset_do_not_stack_and_force_clears_counter():
@@ -91,7 +95,8 @@ def test_requests_during_reset_do_not_stack_and_force_clears_counter():
     h.take()
     h.core.request_reset("m1", False, "sink error too", 1.1)
     h.core.request_reset("m0", True, "rebalance", 1.1)
-    assert h.core.attempt == attempt and h.take() == []
+    assert h.core.attempt == attempt
+    assert h.take() == []
     assert h.core.consecutive_resets == 0  # the forced request cleared the counter without stacking
     h.ack_all("reset", 1.2, attempt=attempt)
     h.core.request_reset("m1", True, "rebalance", 1.5)
@@ -170,7 +175,8 @@ def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
     h.ack_all("checkpoint", 13.52, seq=h.core.seq)
     assert h.core.consecutive_resets == 0
     fail_then_checkpoint(h, 14.0, None)
-    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 1
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.consecutive_resets == 1
 
 
 def test_a_restored_counter_is_not_cleared_by_the_first_checkpoint_after_a_restart():
@@ -198,7 +204,8 @@ def test_reset_failure_answer_retries_with_new_attempt():
     h.core.request_reset("m0", True, "rebalance", 1.0)
     a1 = h.core.attempt
     h.core.ack("m0", "reset", None, a1, False, "merge timed out", 1.1)
-    assert h.core.phase is Phase.RESETTING and h.core.attempt == a1 + 1
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.attempt == a1 + 1
     h.core.ack("m1", "reset", None, a1, True, None, 1.2)  # stale attempt: ignored
     assert h.core.waiting == {"m0", "m1"}
 
@@ -207,13 +214,15 @@ def test_member_silence_and_restart():
     h = started(2, member_timeout_s=2.0)
     h.core.heartbeat("m0", b"id0", "inc1", 1.9)
     h.core.tick(2.5)  # m1 silent since 0.1
-    assert "m1" not in h.core.members and h.core.phase is Phase.RESETTING
+    assert "m1" not in h.core.members
+    assert h.core.phase is Phase.RESETTING
     h.ack_all("reset", 2.6, attempt=h.core.attempt)
     h.take()
     # the runner restarts m1: a new incarnation joins -> membership reset, counter unchanged
     before = h.core.consecutive_resets
     h.core.join("m1", b"id1b", "inc2", 3.0)
-    assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == before
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.consecutive_resets == before
     assert {m for m, _ in h.take()} == {"m0", "m1"}
 
 
@@ -223,7 +232,8 @@ def test_join_during_reset_restarts_round_including_joiner():
     a1 = h.core.attempt
     h.take()
     h.core.join("m9", b"x", "i", 1.1)
-    assert h.core.attempt == a1 + 1 and h.core.waiting == {"m0", "m9"}
+    assert h.core.attempt == a1 + 1
+    assert h.core.waiting == {"m0", "m9"}
 
 
 def test_restart_from_document_waits_for_known_members_then_resets_to_checkpoint():
@@ -233,7 +243,8 @@ def test_restart_from_document_waits_for_known_members_then_resets_to_checkpoint
     h.ack_all("checkpoint", 1.3, seq=1)
     doc = h.docs[-1]
     again = Harness(doc=doc, min_members=1)
-    assert again.core.phase is Phase.WAITING and again.core.next_seq == 2
+    assert again.core.phase is Phase.WAITING
+    assert again.core.next_seq == 2
     assert again.core.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
     again.core.join("m0", b"id0", "inc1", 5.0)
     assert again.core.phase is Phase.WAITING  # m1 was a member: wait for it (or the grace)
@@ -276,7 +287,8 @@ def test_rebalance_caused_failure_forces_the_reset():
     h.ack_all("reset", 0.6, attempt=h.core.attempt)
     h.core.tick(1.7)
     h.core.ack("m0", "drain", h.core.seq, None, False, "RebalanceInProgressError", 1.8, rebalance=True)
-    assert h.core.phase is Phase.RESETTING and h.core.consecutive_resets == 0
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.consecutive_resets == 0
 
 
 def test_unreported_partitions_keep_the_previous_checkpoint_offset():
@@ -292,7 +304,7 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
     assert h.core.checkpoint_offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
     h.core.request_reset("m0", True, "rebalance", 3.0)
-    reset = [b for _, b in h.take() if b["cmd"] == "reset"][0]
+    reset = next(b for _, b in h.take() if b["cmd"] == "reset")
     assert reset["offsets"] == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
 
 
@@ -304,14 +316,17 @@ def test_request_after_own_reset_answer_restarts_the_round():
     a1 = h.core.attempt
     h.take()
     h.core.request_reset("m1", True, "revoked 2 partitions", 1.05)  # m1 has not answered a1: covered
-    assert h.core.attempt == a1 and h.take() == []
+    assert h.core.attempt == a1
+    assert h.take() == []
     h.core.ack("m0", "reset", None, a1, True, None, 1.1)
     h.core.request_reset("m0", True, "revoked 2 partitions", 1.2)  # after its answer: new round
-    assert h.core.phase is Phase.RESETTING and h.core.attempt == a1 + 1
+    assert h.core.phase is Phase.RESETTING
+    assert h.core.attempt == a1 + 1
     assert h.core.waiting == {"m0", "m1"}
     assert {m for m, b in h.take() if b["cmd"] == "reset_to_initial" and b["attempt"] == a1 + 1} == {"m0", "m1"}
     h.ack_all("reset", 1.3, attempt=a1 + 1)
-    assert h.core.phase is Phase.RUNNING and h.core.consecutive_resets == 0
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.consecutive_resets == 0
 
 
 def test_restarted_member_learns_its_predecessors_kafka_member_id():
@@ -334,7 +349,8 @@ def test_no_eviction_while_the_group_may_be_rebalancing():
     h.core.join("m2", b"id2", "inc1", 1.0)  # a member added: a reset with the rejoin hint
     assert h.core.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
     reply = h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
-    assert reply["predecessor"]["incarnation"] == "inc1" and reply["predecessor"]["kafka_member_id"] is None
+    assert reply["predecessor"]["incarnation"] == "inc1"
+    assert reply["predecessor"]["kafka_member_id"] is None
 
     h = started(2)
     assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
@@ -360,7 +376,8 @@ def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
     h = started(2, period_s=1.0, rebalance_settle_max_s=4.0)
     _report(h, 1.0, m1=True)
     h.core.tick(1.2)
-    assert h.core.phase is Phase.RUNNING and h.take() == []  # due, but m1's group is rebalancing
+    assert h.core.phase is Phase.RUNNING
+    assert h.take() == []  # due, but m1's group is rebalancing
     _report(h, 1.5)
     h.core.tick(1.6)
     assert h.core.phase is Phase.DRAINING
@@ -395,7 +412,8 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
     # m0 was revoked after fetching: its reset is coming and its drain would fail, so the drain waits
     report(1.5, 6, m0_rebalancing=True, m0_reset_pending=True)
     h.core.tick(2.5)
-    assert h.core.phase is Phase.RUNNING and h.take() == []
+    assert h.core.phase is Phase.RUNNING
+    assert h.take() == []
     report(2.6, 6)
     h.core.tick(2.7)
     assert h.core.phase is Phase.DRAINING
@@ -424,7 +442,8 @@ def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():
     h = started(3, period_s=1.0)
     _cooperative_reports(h, 0.5)
     h.core.leave("m2", 0.6)
-    assert h.core.phase is Phase.RUNNING and h.take() == []
+    assert h.core.phase is Phase.RUNNING
+    assert h.take() == []
     h.core.tick(1.2)  # the next checkpoint goes on without the leaver
     assert h.core.phase is Phase.DRAINING
     assert sorted(m for m, b in h.take() if b["cmd"] == "drain") == ["m0", "m1"]
@@ -442,7 +461,8 @@ def test_a_cooperative_cycle_goes_on_without_a_leaver_that_has_not_answered_its_
     assert h.core.phase is Phase.CHECKPOINTING
     assert sorted(m for m, b in h.take() if b["cmd"] == "checkpoint") == ["m0", "m1"]
     h.ack_all("checkpoint", 1.4, seq=h.core.seq)
-    assert h.core.phase is Phase.RUNNING and h.core.checkpoint_members == ["m0", "m1"]
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.checkpoint_members == ["m0", "m1"]
 
 
 def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_still_resets():
@@ -479,11 +499,15 @@ def test_member_name_held_by_a_live_incarnation_is_refused():
     h = started(2, member_timeout_s=2.0)
     h.core.heartbeat("m1", b"id1", "inc1", 1.0)
     reply = h.core.join("m1", b"dup", "inc9", 1.5, pid=77, host="h2")
-    assert "m1" in reply["refused"] and reply["holder"]["incarnation"] == "inc1"
-    assert h.core.members["m1"].incarnation == "inc1" and h.core.phase is Phase.RUNNING and h.take() == []
+    assert "m1" in reply["refused"]
+    assert reply["holder"]["incarnation"] == "inc1"
+    assert h.core.members["m1"].incarnation == "inc1"
+    assert h.core.phase is Phase.RUNNING
+    assert h.take() == []
     # the joiner saw the holder's process is gone (same host, no such pid): accepted at once
     assert "refused" not in h.core.join("m1", b"new", "inc9", 1.6, pid=77, host="h2", replace=True)
-    assert h.core.members["m1"].incarnation == "inc9" and h.core.phase is Phase.RESETTING
+    assert h.core.members["m1"].incarnation == "inc9"
+    assert h.core.phase is Phase.RESETTING
     # a holder silent for member_timeout_s no longer counts as alive
     h.core.heartbeat("m0", b"id0", "inc1", 1.0)
     assert "refused" not in h.core.join("m0", b"x", "inc2", 3.1, pid=5, host="h3")

@@ -36,7 +36,8 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
         # members saw: reset_to_initial first, then drain/checkpoint/resume(complete)
         assert members[0].seen[0]["cmd"] == "reset_to_initial"
         completes = [c["complete"] for c in members[0].seen if c["cmd"] == "resume" and c["complete"]]
-        assert completes == sorted(completes) and len(completes) >= 3
+        assert completes == sorted(completes)
+        assert len(completes) >= 3
         assert any(c["cmd"] == "retire" for c in members[0].seen)
 
         coordinator.kill()
@@ -63,7 +64,8 @@ def test_failing_member_fails_region_after_max_resets(coordinator, names):
     try:
         status = wait_until(lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
                           30, "the region to fail")
-        assert status["failed_reason"] and "sink refused the batch" in status["failed_reason"]
+        assert status["failed_reason"]
+        assert "sink refused the batch" in status["failed_reason"]
         assert status["resets"] == 1 + REGION["max_consecutive_resets"]  # the first start + the retries
         assert any(c["cmd"] == "failed" for c in members[0].seen)
     finally:

@@ -44,7 +44,8 @@ def checkpoint(h: Harness, now: float, offsets=None) -> int:
     seq = h.core.seq
     h.ack_all("drain", now + 0.01, seq=seq)
     h.ack_all("checkpoint", now + 0.02, seq=seq, offsets=offsets or {})
-    assert h.core.phase is Phase.RUNNING and h.core.last_consistent == seq
+    assert h.core.phase is Phase.RUNNING
+    assert h.core.last_consistent == seq
     return seq
 
 
@@ -53,7 +54,8 @@ def test_only_waiting_member_going_silent_keeps_the_region_waiting():
     h.core.join("m0", b"a", "i", 0.0)
     assert h.core.phase is Phase.WAITING
     h.core.tick(2.5)  # m0 silent past member_timeout_s: dropped, the region still waits
-    assert h.core.phase is Phase.WAITING and h.core.members == {}
+    assert h.core.phase is Phase.WAITING
+    assert h.core.members == {}
     h.core.join("m0", b"a", "i2", 3.0)
     h.core.join("m1", b"b", "i", 3.1)
     assert h.core.phase is Phase.RESETTING
@@ -66,7 +68,8 @@ def test_restored_region_whose_rejoined_member_goes_silent_keeps_waiting():
     again = Harness(doc=h.docs[-1], min_members=2, member_timeout_s=2.0, join_grace_s=60.0)
     again.core.join("m0", b"a", "inc1", 5.0)
     again.core.tick(7.5)
-    assert again.core.phase is Phase.WAITING and again.core.members == {}
+    assert again.core.phase is Phase.WAITING
+    assert again.core.members == {}
 
 
 def test_every_way_to_failed_says_why():
@@ -76,14 +79,17 @@ def test_every_way_to_failed_says_why():
     h.ack_all("reset", 1.1, attempt=h.core.attempt)
     h.core.request_reset("m0", False, "sink raises again", 2.0)
     status = h.core.status(2.0)
-    assert status["phase"] == "FAILED" and "sink raises again" in status["failed_reason"]
+    assert status["phase"] == "FAILED"
+    assert "sink raises again" in status["failed_reason"]
     # an internal error the service turns into FAILED (a tick that raised)
     h = started(2)
     h.take()
     h.core.fail("tick raised ValueError: boom", 3.0)
     status = h.core.status(3.0)
-    assert status["phase"] == "FAILED" and status["failed_reason"] == "tick raised ValueError: boom"
-    assert h.docs[-1]["failed"] is True and h.docs[-1]["failed_reason"] == "tick raised ValueError: boom"
+    assert status["phase"] == "FAILED"
+    assert status["failed_reason"] == "tick raised ValueError: boom"
+    assert h.docs[-1]["failed"] is True
+    assert h.docs[-1]["failed_reason"] == "tick raised ValueError: boom"
     assert sorted(m for m, b in h.take() if b == {"cmd": "failed", "reason": "tick raised ValueError: boom"}) \
         == ["m0", "m1"]
     h.core.fail("a second cause", 3.1)  # terminal: the first reason stays
@@ -91,10 +97,12 @@ def test_every_way_to_failed_says_why():
     # restored from a document that lost its reason
     doc = dict(h.docs[-1], failed_reason=None)
     again = Harness(doc=doc)
-    assert again.core.phase is Phase.FAILED and again.core.status(4.0)["failed_reason"]
+    assert again.core.phase is Phase.FAILED
+    assert again.core.status(4.0)["failed_reason"]
     # a FAILED region tells a joiner why
     reply = again.core.join("m5", b"x", "i", 4.0)
-    assert reply["phase"] == "FAILED" and reply["failed_reason"]
+    assert reply["phase"] == "FAILED"
+    assert reply["failed_reason"]
 
 
 def resets(sent) -> dict[str, dict]:
@@ -114,11 +122,14 @@ def test_member_dropped_after_a_checkpoint_is_reset_to_its_own_checkpoint_when_i
     assert resets(h.take())["m0"]["own"] == 1
     h.ack_all("reset", 3.6, attempt=h.core.attempt)
     assert checkpoint(h, 4.7) == 2
-    assert h.docs[-1]["checkpoint_members"] == ["m0"] and h.docs[-1]["absent_checkpoints"] == {"m1": 1}
+    assert h.docs[-1]["checkpoint_members"] == ["m0"]
+    assert h.docs[-1]["absent_checkpoints"] == {"m1": 1}
     h.take()
     h.core.join("m1", b"id1b", "inc2", 5.0)  # the returning process (a new incarnation)
     sent = resets(h.take())
-    assert sent["m1"]["seq"] == 2 and sent["m1"]["members"] == ["m0"] and sent["m1"]["own"] == 1
+    assert sent["m1"]["seq"] == 2
+    assert sent["m1"]["members"] == ["m0"]
+    assert sent["m1"]["own"] == 1
     assert sent["m0"]["own"] == 2
     # the region's restart keeps what it knows about the absent member
     again = Harness(doc=h.docs[-1], min_members=1)
@@ -138,7 +149,8 @@ def test_a_new_member_has_no_own_checkpoint():
     checkpoint(h, 1.1)
     h.core.join("m7", b"x", "i", 2.0)
     sent = resets(h.take())
-    assert sent["m7"]["own"] is None and sent["m0"]["own"] == 1
+    assert sent["m7"]["own"] is None
+    assert sent["m0"]["own"] == 1
 
 
 def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
@@ -160,17 +172,20 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
 def test_trigger_is_answered_with_whether_a_drain_will_come():
     h = started(2, mode="operator_driven")
     answer = h.core.trigger("m0", 1.0)
-    assert answer.kind is TriggerAnswer.STARTED and h.core.phase is Phase.DRAINING
+    assert answer.kind is TriggerAnswer.STARTED
+    assert h.core.phase is Phase.DRAINING
     assert h.core.trigger("m1", 1.01).kind is TriggerAnswer.DRAIN_COMING  # m1 has not drained yet
     h.core.ack("m0", "drain", h.core.seq, None, True, None, 1.02)
     late = h.core.trigger("m0", 1.03)  # m0 drained already: the running cycle covers what it submitted
-    assert late.kind is TriggerAnswer.NOT_NOW and "already drained" in late.reason
+    assert late.kind is TriggerAnswer.NOT_NOW
+    assert "already drained" in late.reason
     h.core.ack("m1", "drain", h.core.seq, None, True, None, 1.04)
     assert h.core.trigger("m1", 1.05).kind is TriggerAnswer.NOT_NOW  # checkpointing
     h.ack_all("checkpoint", 1.1, seq=h.core.seq)
     h.core.request_reset("m0", True, "revoked", 2.0)
     resetting = h.core.trigger("m1", 2.1)
-    assert resetting.kind is TriggerAnswer.NOT_NOW and "RESETTING" in resetting.reason
+    assert resetting.kind is TriggerAnswer.NOT_NOW
+    assert "RESETTING" in resetting.reason
     assert h.core.phase is Phase.RESETTING
     waiting = Harness(min_members=2, mode="operator_driven")
     waiting.core.join("m0", b"a", "i", 0.0)
@@ -184,6 +199,7 @@ def test_absent_members_are_bounded_oldest_forgotten():
     assert absent.checkpoint_completed(2, ["b", "c"], ["c"]) == []  # b away since 2
     assert absent.checkpoint_completed(3, ["c"], ["x"]) == [("a", 1)]  # c away since 3: a forgotten
     assert absent.seqs == {"b": 2, "c": 3}
-    assert absent.checkpoint_completed(4, ["x"], ["x", "b"]) == [] and absent.seqs == {"c": 3}
+    assert absent.checkpoint_completed(4, ["x"], ["x", "b"]) == []
+    assert absent.seqs == {"c": 3}
     with pytest.raises(ValueError, match="absent_checkpoints"):
         AbsentCheckpoints.from_doc({"a": "1"})

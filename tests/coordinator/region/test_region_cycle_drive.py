@@ -35,28 +35,38 @@ def test_a_cycle_drains_checkpoints_and_completes_with_resume_and_retire():
     drive.restore(next_seq=7)  # the durable next seq: never reused
     start = drive.start("period", ["m1", "m0"], now=10.0, due=10.0)
     assert (start.seq, start.why, start.deadline) == (7, "checkpoint 7 (period)", 15.0)
-    assert start.commands == (("m0", Drain(7)), ("m1", Drain(7))) and drive.next_seq == 8
+    assert start.commands == (("m0", Drain(7)), ("m1", Drain(7)))
+    assert drive.next_seq == 8
     step = drive.drained(now=10.1)
-    assert step.commands == (("m0", Checkpoint(7)), ("m1", Checkpoint(7))) and step.deadline == pytest.approx(15.1)
+    assert step.commands == (("m0", Checkpoint(7)), ("m1", Checkpoint(7)))
+    assert step.deadline == pytest.approx(15.1)
     assert step.why == "all members drained 7"
     assert drive.expects(Phase.CHECKPOINTING, "checkpoint", 7)
     assert not drive.expects(Phase.CHECKPOINTING, "drain", 7)  # the drain's answer is stale now
-    assert not drive.expects(Phase.CHECKPOINTING, "checkpoint", 6) and not drive.expects(Phase.RUNNING, "drain", 7)
+    assert not drive.expects(Phase.CHECKPOINTING, "checkpoint", 6)
+    assert not drive.expects(Phase.RUNNING, "drain", 7)
     drive.answered("m0", [["t", 0, 0, 5]])
     drive.answered("m1", [["t", 1, 0, 3]])
     done = drive.checkpointed(MEMBERS, now=10.25)
     assert isinstance(done, CycleComplete)
-    assert done.seq == 7 and done.advanced and done.joiners == () and done.took_ms == pytest.approx(250)
+    assert done.seq == 7
+    assert done.advanced
+    assert done.joiners == ()
+    assert done.took_ms == pytest.approx(250)
     offsets = [["t", 0, 5], ["t", 1, 3]]
-    assert checkpoints.last_consistent == 7 and checkpoints.offsets == offsets
+    assert checkpoints.last_consistent == 7
+    assert checkpoints.offsets == offsets
     assert checkpoints.members == ["m0", "m1"]
     assert done.commands == (("m0", Resume(7, offsets)), ("m1", Resume(7, offsets)))  # no previous: no RETIRE
     # the fixed-rate grid: one period after the drain's slot
-    assert drive.next_at == pytest.approx(11.0) and done.next_drain_in_s == pytest.approx(0.75)
-    assert drive.completed == 1 and drive.failures == 0
+    assert drive.next_at == pytest.approx(11.0)
+    assert done.next_drain_in_s == pytest.approx(0.75)
+    assert drive.completed == 1
+    assert drive.failures == 0
     drive.start("period", MEMBERS, now=11.0, due=11.0)
     again = _checkpointed(drive, {"m0": [["t", 0, 5, 9]], "m1": [["t", 1, 3, 3]]}, now=11.1)
-    assert isinstance(again, CycleComplete) and again.seq == 8
+    assert isinstance(again, CycleComplete)
+    assert again.seq == 8
     assert [c for _, c in again.commands if isinstance(c, Retire)] == [Retire(7), Retire(7)]
 
 
@@ -65,9 +75,13 @@ def test_a_continuity_violation_completes_nothing():
     drive.start("trigger from m0", MEMBERS, now=0.0)
     failed = _checkpointed(drive, {"m0": [["t", 0, 0, 5]], "m1": [["t", 0, 0, 4]]}, now=0.5)
     assert isinstance(failed, ContinuityFailed)
-    assert failed.seq == 1 and failed.violations == 1 and len(failed.shown) == 1
+    assert failed.seq == 1
+    assert failed.violations == 1
+    assert len(failed.shown) == 1
     assert failed.why.startswith("checkpoint 1 fails the continuity check")
-    assert checkpoints.last_consistent is None and drive.completed == 0 and drive.failures == 1
+    assert checkpoints.last_consistent is None
+    assert drive.completed == 0
+    assert drive.failures == 1
     assert drive.next_at is None  # nothing scheduled: the failure reset's RESUME schedules the next drain
 
 
@@ -78,7 +92,8 @@ def test_joiners_during_a_cycle_are_told_nothing_and_handed_to_the_reset():
     drive.answered("m0", [["t", 0, 0, 5]])
     assert drive.joined("m1", restarted=True)  # its predecessor had not answered: no longer awaited
     done = drive.checkpointed(MEMBERS, now=0.2)
-    assert isinstance(done, CycleComplete) and done.joiners == ("m1",)
+    assert isinstance(done, CycleComplete)
+    assert done.joiners == ("m1",)
     assert [name for name, _ in done.commands] == ["m0"]
     assert checkpoints.members == ["m0"]  # the restarted member is absent from the checkpoint
     assert drive.take_joiners() == []  # handed over once
@@ -88,10 +103,12 @@ def test_a_periodic_drain_is_due_on_the_grid_and_after_a_reset_when_scheduled():
     drive, _ = _drive(period_s=2.0)
     assert not drive.due(100.0)  # nothing scheduled before the first RESUME
     drive.schedule(5.0)
-    assert not drive.due(4.9) and drive.due(5.0)
+    assert not drive.due(4.9)
+    assert drive.due(5.0)
     start = drive.start("period", MEMBERS, now=9.5, due=5.0)  # two slots of the grid late
     done = _checkpointed(drive, {"m0": [], "m1": []}, now=9.6)
-    assert isinstance(done, CycleComplete) and start.seq == 1
+    assert isinstance(done, CycleComplete)
+    assert start.seq == 1
     assert drive.next_at == pytest.approx(11.0)  # one period after the slot it took (9.0), not after 9.5
 
 

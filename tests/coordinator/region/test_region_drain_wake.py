@@ -52,7 +52,8 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     store, server, service, core, t0 = _one_member_region(tmp_path, {"period_s": 1.0, "member_timeout_s": 60})
     assert core.phase is Phase.RESETTING
     core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
-    assert core.phase is Phase.RUNNING and core.next_cycle_at is not None
+    assert core.phase is Phase.RUNNING
+    assert core.next_cycle_at is not None
 
     service.on_tick(t0 + 0.2)
     assert [delay for delay, _ in server.timers] == [core.next_cycle_at - (t0 + 0.2)]
@@ -66,7 +67,8 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     core.ack("m", "checkpoint", core.seq, None, True, None, due + 0.6)
     service.on_tick(due + 0.61)
     assert core.next_cycle_at == due + 1.0  # a period after the slot, not after the RESUME
-    assert len(server.timers) == 2 and server.timers[-1][0] == (due + 1.0) - (due + 0.61)
+    assert len(server.timers) == 2
+    assert server.timers[-1][0] == (due + 1.0) - (due + 0.61)
 
     core.tick(due + 1.0)
     assert core.phase is Phase.DRAINING
@@ -74,7 +76,8 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     core.ack("m", "drain", core.seq, None, True, None, due + 1.1)
     core.ack("m", "checkpoint", core.seq, None, True, None, due + 1.2)
     service.on_tick(due + 2.5)  # due and deferred (the group rebalances): no timer for a drain already due
-    assert core.phase is Phase.RUNNING and len(server.timers) == 2
+    assert core.phase is Phase.RUNNING
+    assert len(server.timers) == 2
     service.on_tick(due + 2.6)
     assert len(server.timers) == 2
     store.close()
@@ -88,9 +91,11 @@ def test_a_timer_wakes_the_loop_when_a_backoff_hold_ends(tmp_path):
         core.request_reset("m", False, "sink down", at)
         core.ack("m", "reset", None, core.attempt, True, None, at + 0.01)
     due = core.wake_at
-    assert core.phase is Phase.BACKOFF and due == pytest.approx(t0 + 0.8)
+    assert core.phase is Phase.BACKOFF
+    assert due == pytest.approx(t0 + 0.8)
     service.on_tick(t0 + 0.4)
     assert [delay for delay, _ in server.timers] == [pytest.approx(due - (t0 + 0.4))]
     service.on_tick(due)  # the timer's wake-up: the RESUME leaves
-    assert core.phase is Phase.RUNNING and len(server.timers) == 1
+    assert core.phase is Phase.RUNNING
+    assert len(server.timers) == 1
     store.close()

@@ -21,16 +21,21 @@ EAGER = {"member_id": "k-m0", "generation": 4, "rebalancing": True}
 
 def test_an_eager_members_report_is_unchanged():
     hb = RegionHeartbeat.from_body({**BASE, "kafka": EAGER})
-    assert hb.kafka == KafkaReport("k-m0", 4, rebalancing=True) and hb.kafka_invalid is None
-    assert hb.kafka.to_dict() == EAGER and hb.to_body() == {**BASE, "kafka": EAGER}
+    assert hb.kafka == KafkaReport("k-m0", 4, rebalancing=True)
+    assert hb.kafka_invalid is None
+    assert hb.kafka.to_dict() == EAGER
+    assert hb.to_body() == {**BASE, "kafka": EAGER}
     assert hb.kafka.holds_drains
 
 
 def test_a_cooperative_report_carries_its_pending_reset():
     hb = RegionHeartbeat.from_body({**BASE, "kafka": {**EAGER, "cooperative": True, "reset_pending": True}})
-    assert hb.kafka is not None and hb.kafka.to_dict() == {**EAGER, "cooperative": True, "reset_pending": True}
+    assert hb.kafka is not None
+    assert hb.kafka.to_dict() == {**EAGER, "cooperative": True, "reset_pending": True}
     hb = RegionHeartbeat.from_body({**BASE, "kafka": {**EAGER, "cooperative": False, "reset_pending": True}})
-    assert hb.kafka is not None and hb.kafka.to_dict() == EAGER and not hb.kafka.reset_pending
+    assert hb.kafka is not None
+    assert hb.kafka.to_dict() == EAGER
+    assert not hb.kafka.reset_pending
     # a cooperative member's rebalance alone holds no drain; its pending reset does
     assert not KafkaReport("k", 4, rebalancing=True, cooperative=True).holds_drains
     assert KafkaReport("k", 4, cooperative=True, reset_pending=True).holds_drains
@@ -57,7 +62,9 @@ def test_no_report_is_none():
 def test_an_invalid_report_is_ignored_but_the_heartbeat_is_valid(kafka, names):
     hb = RegionHeartbeat.from_body({**BASE, "kafka": kafka})
     assert (hb.region, hb.member, hb.incarnation) == ("r", "m0", "i1")
-    assert hb.kafka is None and hb.kafka_invalid is not None and names in hb.kafka_invalid
+    assert hb.kafka is None
+    assert hb.kafka_invalid is not None
+    assert names in hb.kafka_invalid
     assert len(hb.kafka_invalid) <= MAX_REASON_LEN
 
 
@@ -89,11 +96,13 @@ def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(capl
         for now in (1.3, 1.4, 1.5):  # m1's reports turn invalid: it counts as not reporting
             assert core.heartbeat("m1", b"m1", "i1", now, None, "kafka.generation must be an int32 or null")
         assert caplog.text.count("invalid Kafka group report") == 1
-        assert core.members["m1"].kafka is None and core.members["m1"].last_seen == 1.5
+        assert core.members["m1"].kafka is None
+        assert core.members["m1"].last_seen == 1.5
         assert core.status(1.5)["members"]["m1"]["kafka_invalid"].startswith("kafka.generation")
         core.tick(1.6)
         assert core.phase is Phase.DRAINING  # no stale "rebalancing" holds drains back
         assert core.heartbeat("m1", b"m1", "i1", 1.7, rebalancing)
         assert "reports its Kafka group state again" in caplog.text
-    assert core.members["m1"].kafka == rebalancing and core.members["m1"].kafka_invalid is None
+    assert core.members["m1"].kafka == rebalancing
+    assert core.members["m1"].kafka_invalid is None
     assert core.status(1.7)["members"]["m1"]["kafka"] == rebalancing.to_dict()

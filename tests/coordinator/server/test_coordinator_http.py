@@ -46,8 +46,11 @@ def test_metrics_and_status(coordinator_http, names):
         waiter.join(10)
         assert not waiter.is_alive()
     g = status["groups"][group]
-    assert g["region_index"] == 4 and g["members"] == ["op-a", "op-b"] and g["control_variables"] == 5
-    assert status["merges"][0]["group"] == group and status["merges"][0]["contributors"] == ["op-b"]
+    assert g["region_index"] == 4
+    assert g["members"] == ["op-a", "op-b"]
+    assert g["control_variables"] == 5
+    assert status["merges"][0]["group"] == group
+    assert status["merges"][0]["contributors"] == ["op-b"]
     assert status["loaded"] is True
     # gauges refresh every second
     def refreshed() -> str | None:
@@ -88,7 +91,9 @@ def test_crkafka_status_prints_tables(coordinator, names):
     r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert group in r.stdout and "op-x" in r.stdout and "pending merges (0" in r.stdout
+    assert group in r.stdout
+    assert "op-x" in r.stdout
+    assert "pending merges (0" in r.stdout
     r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint,
                         "--json"], capture_output=True, text=True, timeout=30)
     assert json.loads(r.stdout)["groups"][group]["members"] == ["op-x"]

@@ -46,9 +46,10 @@ def test_curve_allowed_key_works_and_unknown_key_is_refused(tmp_path, keys, name
                 intruder.register(group, 0, "intruder")
             with pytest.raises(CoordinatorUnavailable):
                 intruder.get_initial_offsets(group)
-        with CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5) as plain:  # no CURVE at all
-            with pytest.raises(CoordinatorUnavailable):
-                plain.members(group)
+        # no CURVE at all
+        with CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5) as plain, \
+                pytest.raises(CoordinatorUnavailable):
+            plain.members(group)
         with CoordinatorClient(proc.endpoint, timeout=10, curve_server_key=server_public, curve_keypair=good) as c:
             assert c.members(group) == ["op"]  # the intruder registered nothing
             assert c.get_initial_offsets(group) == {("t", 0): 3}
@@ -65,7 +66,8 @@ def _cli(*args, timeout=20):
 def test_non_loopback_bind_is_refused_without_curve(tmp_path):
     r = _cli("--bind", "tcp://0.0.0.0:5999", "--state-dir", str(tmp_path / "s"))
     assert r.returncode == 2
-    assert "--allow-remote" in r.stderr and "not a loopback address" in r.stderr
+    assert "--allow-remote" in r.stderr
+    assert "not a loopback address" in r.stderr
 
 
 @pytest.mark.parametrize(
@@ -94,8 +96,9 @@ def test_missing_key_file_fails_clearly(tmp_path):
 def test_keygen_writes_a_keypair_and_refuses_to_overwrite(tmp_path):
     r = _cli("keygen", "--out", str(tmp_path / "k"), "--name", "member1")
     assert r.returncode == 0, r.stderr
-    public, secret = curve_keys.load_keypair(tmp_path / "k" / "member1.key_secret")
+    public, _secret = curve_keys.load_keypair(tmp_path / "k" / "member1.key_secret")
     assert curve_keys.load_public_key(tmp_path / "k" / "member1.key") == public
     assert (tmp_path / "k" / "member1.key_secret").stat().st_mode & 0o077 == 0
     r = _cli("keygen", "--out", str(tmp_path / "k"), "--name", "member1")
-    assert r.returncode == 2 and "refusing to overwrite" in r.stderr
+    assert r.returncode == 2
+    assert "refusing to overwrite" in r.stderr

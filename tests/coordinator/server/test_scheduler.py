@@ -22,12 +22,14 @@ def test_timers_run_when_due_in_deadline_order_and_cancelled_ones_never():
     sched.schedule(2.0, lambda: ran.append("late"))
     sched.schedule(1.0, lambda: ran.append("early"))
     sched.schedule(1.5, lambda: ran.append("cancelled")).cancel()
-    assert sched.wait(0.1, clock.now) == 0.1 and sched.wait(5.0, clock.now) == 1.0
+    assert sched.wait(0.1, clock.now) == 0.1
+    assert sched.wait(5.0, clock.now) == 1.0
     sched.run_timers()
     assert ran == []
     clock.now += 2.0
     sched.run_timers()
-    assert ran == ["early", "late"] and sched.wait(0.1, clock.now) == 0.1
+    assert ran == ["early", "late"]
+    assert sched.wait(0.1, clock.now) == 0.1
 
 
 def test_a_call_that_raises_is_logged_and_the_next_ones_run(caplog):
@@ -35,7 +37,8 @@ def test_a_call_that_raises_is_logged_and_the_next_ones_run(caplog):
     sched.call_soon(lambda: 1 / 0)
     sched.call_soon(lambda: ran.append("after"))
     sched.run_calls()
-    assert ran == ["after"] and "cross-thread call failed" in caplog.text
+    assert ran == ["after"]
+    assert "cross-thread call failed" in caplog.text
 
 
 def test_a_failed_log_stops_the_loop():
@@ -57,9 +60,11 @@ def test_periodic_backs_off_doubling_while_it_fails_and_resumes_its_interval():
             nxt += 1.0
         gaps.append(nxt - now)
         now = nxt
-    assert gaps[:4] == [1.0, 2.0, 4.0, 8.0] and gaps[-1] == MAINTENANCE_BACKOFF_MAX_S
+    assert gaps[:4] == [1.0, 2.0, 4.0, 8.0]
+    assert gaps[-1] == MAINTENANCE_BACKOFF_MAX_S
     step.ran(now, ok=True)
-    assert not step.due(now + 59.0) and step.due(now + 60.0)
+    assert not step.due(now + 59.0)
+    assert step.due(now + 60.0)
 
 
 def test_a_tick_hook_that_raises_waits_for_its_backoff():

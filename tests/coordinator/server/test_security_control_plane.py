@@ -30,7 +30,9 @@ def _cli(*args, timeout=20):
 def test_non_loopback_http_is_refused_without_allow_remote(tmp_path, http):
     r = _cli("--state-dir", str(tmp_path / "s"), "--http", http)
     assert r.returncode == 2
-    assert "--http" in r.stderr and "not a loopback address" in r.stderr and "--allow-remote" in r.stderr
+    assert "--http" in r.stderr
+    assert "not a loopback address" in r.stderr
+    assert "--allow-remote" in r.stderr
     assert not (tmp_path / "s").exists()  # refused before anything was created
 
 
@@ -38,7 +40,8 @@ def test_non_loopback_http_starts_with_allow_remote(tmp_path):
     proc = CoordinatorProcess(tmp_path / "state", http="0.0.0.0:0", extra_args=["--allow-remote"])
     proc.start()
     try:
-        assert proc.http_address is not None and proc.http_address.startswith("0.0.0.0:")
+        assert proc.http_address is not None
+        assert proc.http_address.startswith("0.0.0.0:")
     finally:
         proc.terminate()
 
@@ -54,7 +57,8 @@ def test_keygen_creates_the_secret_file_0600_not_chmod_after(tmp_path, monkeypat
     assert secret.stat().st_mode & 0o777 == 0o600
     assert public.stat().st_mode & 0o077 in (0o044, 0o000)  # a public key may be readable
     pub, sec = curve_keys.load_keypair(secret)
-    assert curve_keys.load_public_key(public) == pub and len(sec) == 40
+    assert curve_keys.load_public_key(public) == pub
+    assert len(sec) == 40
     with pytest.raises(curve_keys.SecurityConfigError, match="refusing to overwrite"):
         curve_keys.keygen(tmp_path / "keys", "member")
 
@@ -75,7 +79,8 @@ def test_state_dir_symlink_is_refused(tmp_path):
     link.symlink_to(real)
     r = _cli("--state-dir", str(link))
     assert r.returncode == 2
-    assert "symbolic link" in r.stderr and str(link) in r.stderr
+    assert "symbolic link" in r.stderr
+    assert str(link) in r.stderr
     assert list(real.iterdir()) == []
 
 
@@ -134,9 +139,9 @@ def test_curve_fails_closed_when_the_authenticator_stops(tmp_path):
             c.ping()  # an allowed key gets in while the authenticator runs
         auth.stop()
         # No ZAP handler any more: even an allowed key must not get in.
-        with CoordinatorClient(endpoint, timeout=1.5, try_timeout=0.5, **kwargs) as c:
-            with pytest.raises(CoordinatorUnavailable):
-                c.ping()
+        with CoordinatorClient(endpoint, timeout=1.5, try_timeout=0.5, **kwargs) as c, \
+                pytest.raises(CoordinatorUnavailable):
+            c.ping()
     finally:
         server.stop()
         store.close()

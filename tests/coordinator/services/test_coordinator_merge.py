@@ -21,7 +21,7 @@ def _start(fn):
     def run():
         try:
             box["value"] = fn()
-        except BaseException as exc:  # checked by the test
+        except BaseException as exc:  # noqa: BLE001 - checked by the test
             box["error"] = exc
 
     t = threading.Thread(target=run)
@@ -143,7 +143,8 @@ def test_duplicate_contribution_counts_once_and_the_newest_map_wins(coordinator,
             assert c.merge_checkpoint(group, 1, 0, 2, "b", {("t", 1): 5}, 5.0) == {("t", 0): 2, ("t", 1): 5}
         assert sock.poll(5000)
         reply = json.loads(sock.recv())
-        assert reply["id"] == "retry" and reply["type"] == "merge_checkpoint_reply"
+        assert reply["id"] == "retry"
+        assert reply["type"] == "merge_checkpoint_reply"
         assert reply["body"]["contributors"] == ["a", "b"]
     finally:
         sock.close(0)

@@ -24,7 +24,7 @@ def _run_all(fns):
         barrier.wait(10)
         try:
             results[i] = fn()
-        except BaseException as exc:  # re-raised below in the test thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised below in the test thread
             errors.append(exc)
 
     threads = [threading.Thread(target=wrap, args=(i, fn)) for i, fn in enumerate(fns)]
@@ -52,7 +52,8 @@ def test_first_writer_wins_under_8_concurrent_writers(coordinator, names):
         for effective in results:
             assert effective == stored  # every writer was told the same winner
         for k, v in stored.items():
-            assert v % 1000 == k[1] and 0 <= v // 1000 < N_WRITERS
+            assert v % 1000 == k[1]
+            assert 0 <= v // 1000 < N_WRITERS
         # a later write changes nothing and reports the existing values
         assert clients[1].put_initial_offsets(group, {k: 5 for k in keys}) == stored
     finally:

@@ -59,15 +59,20 @@ def test_every_kind_of_state_is_replayed_after_close(tmp_path):
     store = _reopen(store)
     assert store.get_initial_offsets("g1") == {("a", 0): 10, ("a", 2): 12, ("b", 1): 21}
     assert store.get_initial_offsets("g2") == {("a", 0): 5}
-    assert store.group_count("g1") == 3 and store.group_count("nope") == 0
-    assert store.members("g1") == ["op-a", "op-b"] and store.region_index("g1") == 3
-    assert store.region_index("nope") is None and store.members("nope") == []
+    assert store.group_count("g1") == 3
+    assert store.group_count("nope") == 0
+    assert store.members("g1") == ["op-a", "op-b"]
+    assert store.region_index("g1") == 3
+    assert store.region_index("nope") is None
+    assert store.members("nope") == []
     assert store.groups() == ["g1", "g2"]
     assert store.get_document("region", "g1") == {"seq": 7, "offsets": {"a": [1, 2]}}
     assert store.get_document("region", "gone") is None
     assert store.documents("region") == {"g1": {"seq": 7, "offsets": {"a": [1, 2]}}}
     stats = store.stats()
-    assert stats["control_variables"] == 4 and stats["groups"] == 2 and stats["documents"] == 1
+    assert stats["control_variables"] == 4
+    assert stats["groups"] == 2
+    assert stats["documents"] == 1
     store.close()
 
 
@@ -108,7 +113,8 @@ def test_put_if_absent_agrees_with_a_dict_model_across_dense_sparse_and_interlea
             assert reply[(topic, part)] == model.setdefault((group, topic, part), offset)
     for group in ("g", "h"):
         want = {(t, p): o for (g, t, p), o in model.items() if g == group}
-        assert store.get_initial_offsets(group) == want and store.group_count(group) == len(want)
+        assert store.get_initial_offsets(group) == want
+        assert store.group_count(group) == len(want)
     store = _reopen(store)
     assert store.get_initial_offsets("g") == {(t, p): o for (g, t, p), o in model.items() if g == "g"}
     store.close()
@@ -118,9 +124,17 @@ def test_bad_input_is_rejected_and_changes_nothing(tmp_path):
     store = _open(tmp_path)
     store.put_initial_offsets("g", {("t", 0): 1})
     size = store.stats()["log_bytes"]
-    for bad in ({("t", 1): -1}, {("t", -1): 1}, {("t", 1): "5"}, {("t", 1): True}, {("", 1): 1}, {"t": 1},
-                {(None, 1): 1}, {("u", 0): 1, ("t", 3): 3, ("u", 1 << 20): 1}):
-        with pytest.raises(ValueError):
+    for bad, message in [
+        ({("t", 1): -1}, r"offset of t\[1\] must be an int in \[0, \d+\], got -1"),
+        ({("t", -1): 1}, r"partition of 't' must be an int in \[0, \d+\], got -1"),
+        ({("t", 1): "5"}, r"offset of t\[1\] must be an int in \[0, \d+\], got '5'"),
+        ({("t", 1): True}, r"offset of t\[1\] must be an int in \[0, \d+\], got True"),
+        ({("", 1): 1}, "topic must be a non-empty string, got ''"),
+        ({"t": 1}, r"control variable key must be \(topic, partition\), got 't'"),
+        ({(None, 1): 1}, "topic must be a non-empty string, got None"),
+        ({("u", 0): 1, ("t", 3): 3, ("u", 1 << 20): 1}, r"partition of 'u' must be an int in \[0, \d+\], got 1048576"),
+    ]:
+        with pytest.raises(ValueError, match=message):
             store.put_initial_offsets("g", {("t", 2): 2, **bad})
     with pytest.raises(ValueError, match="group"):
         store.put_initial_offsets("", {("t", 1): 1})
@@ -146,7 +160,8 @@ def test_region_index_mismatch_idempotent_register_and_unregister(tmp_path):
     assert store.unregister_member("g", "a") == ["b"]
     assert store.unregister_member("nope", "a") == []
     store = _reopen(store)
-    assert store.members("g") == ["b"] and store.region_index("g") == 1
+    assert store.members("g") == ["b"]
+    assert store.region_index("g") == 1
     with pytest.raises(RegionIndexMismatch):  # the index is durable
         store.register_member("g", 5, "c")
     store.close()
@@ -208,10 +223,12 @@ def test_a_big_group_expires_across_several_records(tmp_path):
     records_before = store.stats()["log_records"]
     assert store.expire() == 25_001
     assert store.stats()["log_records"] - records_before >= 3  # batched by ~10,000 entries
-    assert store.groups() == [] and store.stats()["control_variables"] == 0
+    assert store.groups() == []
+    assert store.stats()["control_variables"] == 0
     store.sync()
     store = _reopen(store, retention_s=10, clock=clock)
-    assert store.groups() == [] and store.stats()["control_variables"] == 0
+    assert store.groups() == []
+    assert store.stats()["control_variables"] == 0
     store.close()
 
 
@@ -243,7 +260,8 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
     while not store.maybe_compact():  # finishes
         assert time.monotonic() < deadline
     after = store.stats()
-    assert after["compactions"] == 1 and after["dead_entries"] == 0
+    assert after["compactions"] == 1
+    assert after["dead_entries"] == 0
     assert after["log_bytes"] < before["log_bytes"] / 3
     assert after["compaction_max_pause_ms"] < 1000
     store = _reopen(store, clock=clock, retention_s=100)
@@ -328,7 +346,9 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     assert store.get_initial_offsets("after-gate") == {("t", 0): 1}
     assert store.get_initial_offsets("after-switch") == {("t", 0): 2}
     docs = store.documents("ns")
-    assert "g1" not in docs and docs["late"] == {"v": 9} and docs["g2"] == {"v": 2}
+    assert "g1" not in docs
+    assert docs["late"] == {"v": 9}
+    assert docs["g2"] == {"v": 2}
     assert store.members("g0") == ["op", "op2"]
     assert store.stats()["control_variables"] == 10 * 1000 + 150 * 500 + 2
     store.close()
@@ -343,7 +363,8 @@ def test_snapshot_is_copy_on_write_for_topics():
     table.set_many("g", "a", [0, 1], [None, None])  # topic removed: the snapshot keeps it
     table.set_many("new", "a", [0], [1])
     # the snapshot's dicts never change size (the compaction thread iterates them)...
-    assert sorted(snap) == ["g", "h"] and sorted(snap["g"]) == ["a"]
+    assert sorted(snap) == ["g", "h"]
+    assert sorted(snap["g"]) == ["a"]
     # ... while the arrays are shared: in-place writes show (the copied log records
     # that follow the snapshot set them again in order)
     assert list(iter_snapshot(snap, 100)) == [("h", "a", [0], [1])]

@@ -57,13 +57,16 @@ def test_expiry_of_many_long_named_groups_writes_bounded_records_and_succeeds(tm
     before = len(_record_sizes(tmp_path))
     clock.now += 20
     assert store.expire() == GROUPS
-    assert store.stats()["expire_failures"] == 0 and store.groups() == []
+    assert store.stats()["expire_failures"] == 0
+    assert store.groups() == []
     store.close()
     sizes = _record_sizes(tmp_path)
-    assert len(sizes) - before >= 60 and max(sizes) <= records.BATCH_BYTES
+    assert len(sizes) - before >= 60
+    assert max(sizes) <= records.BATCH_BYTES
     again = StateStore(tmp_path, clock=clock, retention_s=10)
     again.load()
-    assert again.groups() == [] and again.expire() == 0
+    assert again.groups() == []
+    assert again.expire() == 0
     again.close()
 
 
@@ -81,7 +84,8 @@ def test_activity_of_many_touched_groups_never_makes_a_write_too_large(tmp_path)
     assert max(_record_sizes(tmp_path)) <= records.BATCH_BYTES
     again = StateStore(tmp_path)
     again.load()
-    assert again.get_initial_offsets("small") == {("t", 0): 1} and len(again.groups()) == GROUPS + 1
+    assert again.get_initial_offsets("small") == {("t", 0): 1}
+    assert len(again.groups()) == GROUPS + 1
     again.close()
 
 
@@ -98,7 +102,8 @@ def test_writers_refuse_a_record_over_the_frame_limit_and_write_nothing(tmp_path
     with pytest.raises(ValueError, match="too large for one log record"):
         store.register_member("g" * segment.MAX_RECORD_BYTES, 0, "op")
     assert store.stats()["log_bytes"] == size
-    assert store.get_document("ns", "big") is None and store.groups() == ["g"]
+    assert store.get_document("ns", "big") is None
+    assert store.groups() == ["g"]
     store.put_initial_offsets("g", {("t", 1): 2})  # later writes are unaffected
     store.close()
     again = StateStore(tmp_path)
@@ -120,7 +125,8 @@ def test_batcher_bounds_bytes_and_entries_and_splits_a_huge_control_entry():
         batcher.add(records.member_entry("g" * 100, f"m{i}", True))
     batcher.add_activity("g", 2.0)
     batcher.flush()
-    assert all(len(p) <= 4096 for p, _ in out) and all(c <= 50 for _, c in out)
+    assert all(len(p) <= 4096 for p, _ in out)
+    assert all(c <= 50 for _, c in out)
     assert sum(c for _, c in out) == 600
     decoded = [records.decode(p) for p, _ in out]
     partitions = [p for _, _, es in decoded for e in es if e[0] == "c" for p in e[3]]

@@ -77,7 +77,8 @@ def _check_acknowledged(state_dir: Path, last: int) -> None:
     assert store.get_document("ns", "last")["i"] in (last, last + 1)
     assert store.get_document("junk", "k") == {"k": 2}
     store.close()
-    assert len(list(state_dir.glob("segment-*.log"))) == 1 and not list(state_dir.glob("*.tmp"))
+    assert len(list(state_dir.glob("segment-*.log"))) == 1
+    assert not list(state_dir.glob("*.tmp"))
 
 
 @pytest.mark.parametrize("step", [*segment.CRASH_STEPS, "rewrite-record#2"])
@@ -91,7 +92,9 @@ def test_a_crash_at_each_compaction_step_keeps_everything_acknowledged(tmp_path,
     # Only complete lines: the crash may cut the report of the last synced write short.
     lines = out.stdout.split("\n")[:-1]
     acked = [int(line.split()[1]) for line in lines if line.startswith("acked ")]
-    assert "unregistered" in out.stdout and acked == list(range(len(acked))) and len(acked) >= GROUPS
+    assert "unregistered" in out.stdout
+    assert acked == list(range(len(acked)))
+    assert len(acked) >= GROUPS
     _check_acknowledged(tmp_path, acked[-1])
 
 
@@ -121,7 +124,8 @@ def test_a_failure_before_the_rename_keeps_the_old_segment(tmp_path, step):
             store.compact()
     finally:
         segment.set_crash_point(None)
-    assert store._log.path == old_path and not list(tmp_path.glob("*.tmp"))
+    assert store._log.path == old_path
+    assert not list(tmp_path.glob("*.tmp"))
     assert store.stats()["compaction_failures"] == 1
     store.put_document("ns", "after", {"ok": True})  # the old segment still takes writes
     store.compact()  # and a later compaction succeeds

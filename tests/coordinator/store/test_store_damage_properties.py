@@ -88,9 +88,10 @@ def mid_log_damage(draw):
 @given(mid_log_damage())
 def test_damage_inside_the_log_is_always_a_start_up_error_and_changes_nothing(case):
     k, data = case
-    store, error, after = _load(data)
+    _store, error, after = _load(data)
     assert error is not None, f"damage in record {k} of {len(OFFSETS)} was not refused"
-    assert f"at byte {OFFSETS[k]}:" in str(error) and NAME in str(error)
+    assert f"at byte {OFFSETS[k]}:" in str(error)
+    assert NAME in str(error)
     assert after == data
 
 
@@ -110,8 +111,9 @@ def test_a_torn_last_record_is_cut_and_keeps_every_earlier_record(cut, garbage, 
 
 
 def test_the_fixture_has_records_of_every_kind():
-    assert len(OFFSETS) == 24 and DATA
-    store, error, _ = _load(DATA)
+    assert len(OFFSETS) == 24
+    assert DATA
+    _store, error, _ = _load(DATA)
     assert error is None
 
 
@@ -119,4 +121,6 @@ def test_the_fixture_has_records_of_every_kind():
 def test_zeroing_a_whole_record_mid_log_is_refused(k):
     data = DATA[: OFFSETS[k]] + b"\0" * (ENDS[k] - OFFSETS[k]) + DATA[ENDS[k] :]
     _, error, after = _load(data)
-    assert error is not None and f"at byte {OFFSETS[k]}" in str(error) and after == data
+    assert error is not None
+    assert f"at byte {OFFSETS[k]}" in str(error)
+    assert after == data

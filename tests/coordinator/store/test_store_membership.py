@@ -70,7 +70,8 @@ def test_compaction_and_expiry_keep_membership_exact(tmp_path):
     assert store.stats()["dead_entries"] == 0
     clock.now += 20
     store.expire()
-    assert store.region_index("empty") is None and store.region_index("g") == 1
+    assert store.region_index("empty") is None
+    assert store.region_index("g") == 1
     store.close()
     again = StateStore(tmp_path, clock=clock, retention_s=10)
     again.load()

@@ -48,7 +48,8 @@ def test_any_flipped_byte_of_a_record_mid_log_is_a_start_up_error(tmp_path):
             (d / seg.name).write_bytes(bytes(broken))
             with pytest.raises(segment.CorruptLog) as info:
                 StateStore(d).load()
-            assert str(d / seg.name) in str(info.value) and f"at byte {start}" in str(info.value)
+            assert str(d / seg.name) in str(info.value)
+            assert f"at byte {start}" in str(info.value)
             assert (d / seg.name).read_bytes() == bytes(broken)
             assert [p.name for p in d.iterdir() if p.name != "LOCK"] == [seg.name]
 
@@ -75,7 +76,7 @@ def test_a_torn_multi_record_write_is_truncated_automatically(tmp_path, caplog):
     """The last write held three records (one group commit); the crash left the
     first whole, the second half-written and the third as zeros. Nothing good
     follows the damage, so it is a torn tail: cut with a WARNING."""
-    seg, offsets = _ten_groups(tmp_path)
+    seg, _offsets = _ten_groups(tmp_path)
     data = seg.read_bytes()
     batch = b"".join(
         segment.encode_record(records.encode(1.0, [records.control_entry("late", "t", [p], [p])])) for p in range(3)
@@ -96,7 +97,7 @@ def test_a_torn_multi_record_write_is_truncated_automatically(tmp_path, caplog):
 def test_a_bad_last_record_with_garbage_after_it_is_a_torn_tail(tmp_path):
     """Header intact, length inside the file, CRC bad, and only unparseable
     bytes after it: what a crash in the middle of one append leaves."""
-    seg, offsets = _ten_groups(tmp_path)
+    seg, _offsets = _ten_groups(tmp_path)
     data = seg.read_bytes()
     last = segment.encode_record(records.encode(1.0, [records.control_entry("late", "t", [0], [5])]))
     garbled = last[:20] + bytes(b ^ 0x5A for b in last[20:]) + b"\xff" * 100
@@ -133,7 +134,7 @@ def test_a_record_of_a_lower_format_version_stops_start_up(tmp_path):
     """Version 2 is the only one read: a CRC-valid version-1 record is undecodable."""
     seg = tmp_path / segment.segment_name(0)
     seg.write_bytes(_raw_record(1, records.encode(1.0, [records.control_entry("g", "t", [0], [1])])))
-    with pytest.raises(segment.CorruptLog, match="format version 1 .this coordinator reads version 2"):
+    with pytest.raises(segment.CorruptLog, match=r"format version 1 \(this coordinator reads version 2\)"):
         StateStore(tmp_path).load()
 
 
@@ -153,7 +154,8 @@ def test_the_coordinator_refuses_a_corrupt_log_until_told_to_truncate(tmp_path):
         proc.start()
     proc.terminate()
     assert proc.returncode == 1
-    assert f"{seg} at byte {offsets[3]}" in str(info.value) and "--truncate-corrupt" in str(info.value)
+    assert f"{seg} at byte {offsets[3]}" in str(info.value)
+    assert "--truncate-corrupt" in str(info.value)
     assert seg.read_bytes() == bytes(broken)
     proc = CoordinatorProcess(state, extra_args=["--truncate-corrupt"])
     proc.start()

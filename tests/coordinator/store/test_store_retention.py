@@ -76,7 +76,8 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
         run_until_idle()
         assert store.maybe_compact() is False  # backing off: no new attempt at once
         run_until_idle()
-        assert len(attempts) == 1 and store.stats()["compaction_failures"] == 1
+        assert len(attempts) == 1
+        assert store.stats()["compaction_failures"] == 1
         clock.now += 1.0
         run_until_idle()
         clock.now += 1.0  # the second retry waits 2 s
@@ -84,12 +85,14 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
         assert len(attempts) == 2
         clock.now += 1.0
         run_until_idle()
-    assert len(attempts) == 3 and store.stats()["compaction_failures"] == 3
+    assert len(attempts) == 3
+    assert store.stats()["compaction_failures"] == 3
     assert any("No space left" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     clock.now += 10.0
     run_until_idle()
-    assert store.stats()["compactions"] == 1 and store.get_document("ns", "k") == {"i": 19}
+    assert store.stats()["compactions"] == 1
+    assert store.get_document("ns", "k") == {"i": 19}
     store.close()
 
 
@@ -107,13 +110,16 @@ def test_a_failing_expiry_is_logged_and_retried_with_backoff(tmp_path, monkeypat
 
     monkeypatch.setattr(StateStore, "_expire", broken)
     with caplog.at_level(logging.ERROR):
-        assert store.expire() == 0 and store.expire() == 0
-    assert len(calls) == 1 and store.stats()["expire_failures"] == 1
+        assert store.expire() == 0
+        assert store.expire() == 0
+    assert len(calls) == 1
+    assert store.stats()["expire_failures"] == 1
     assert any("retention expiry failed" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     assert store.expire() == 0  # still backing off
     clock.now += 1.0
-    assert store.expire() == 1 and store.groups() == []
+    assert store.expire() == 1
+    assert store.groups() == []
     store.close()
 
 
@@ -169,5 +175,6 @@ def test_activity_of_a_group_that_is_only_read_reaches_the_log_at_the_next_expir
     clock.now += 20  # 110 s after the write, 20 s after the read
     again = StateStore(tmp_path, clock=clock, retention_s=100)
     again.load()
-    assert again.expire() == 0 and again.get_initial_offsets("read-only") == {("t", 0): 1}
+    assert again.expire() == 0
+    assert again.get_initial_offsets("read-only") == {("t", 0): 1}
     again.close()

@@ -131,7 +131,8 @@ def test_pause_stops_the_process_until_sigcont(tmp_path):
         proc.stdin.flush()
         _wait_state(proc.pid, "T")  # stopped, not killed
         [f] = fault_points.fired(tmp_path, Point.MEMBER_START)
-        assert f.pid == proc.pid and f.action is Action.PAUSE
+        assert f.pid == proc.pid
+        assert f.action is Action.PAUSE
         os.kill(proc.pid, signal.SIGCONT)
         assert proc.stdout.readline().strip() == "continued"
         assert proc.wait(30) == 0
@@ -158,9 +159,11 @@ def test_fault_tasks_pause_continue_and_close_continues_what_is_still_stopped(tm
         _wait_state(procs[1].pid, "T")
         wait_until(lambda: tasks.fired == 1 and _state(procs[0].pid) != "T", 30, "the short pause to end",
                    interval=0.02)
-        assert not tasks.done() and _state(procs[1].pid) == "T"
+        assert not tasks.done()
+        assert _state(procs[1].pid) == "T"
         tasks.close()
-        assert tasks.done() and tasks.all_fired() is True
+        assert tasks.done()
+        assert tasks.all_fired() is True
         _wait_state(procs[1].pid, "S")  # continued, sleeping again
     finally:
         for p in procs:
@@ -168,7 +171,8 @@ def test_fault_tasks_pause_continue_and_close_continues_what_is_still_stopped(tm
             p.wait(10)
         timeline.close()
     events = [json.loads(line)["ev"] for line in (tmp_path / "drill.jsonl").read_text().splitlines()]
-    assert events.count("fault_pause") == 2 and events.count("fault_continue") == 2
+    assert events.count("fault_pause") == 2
+    assert events.count("fault_continue") == 2
 
 
 def test_fault_tasks_report_a_point_that_never_fires(tmp_path, monkeypatch):
@@ -183,4 +187,6 @@ def test_fault_tasks_report_a_point_that_never_fires(tmp_path, monkeypatch):
     tasks.close()
     timeline.close()
     assert tasks.all_fired() is False
-    assert tasks.errors and "after-drain" in tasks.errors[0] and "did not fire" in tasks.errors[0]
+    assert tasks.errors
+    assert "after-drain" in tasks.errors[0]
+    assert "did not fire" in tasks.errors[0]

@@ -21,7 +21,9 @@ def test_join_reply_joins_and_hands_over_the_predecessor_once():
     reply = {"phase": "RUNNING", "last_consistent": 3, "predecessor": {"incarnation": "i0", "kafka_member_id": "k"}}
     state.on_join_reply(dict(reply))
     state.on_join_reply(dict(reply))
-    assert state.wait_settled(0) and state.joins == 2 and state.region_phase() == "RUNNING"
+    assert state.wait_settled(0)
+    assert state.joins == 2
+    assert state.region_phase() == "RUNNING"
     assert seen == [{"incarnation": "i0", "kafka_member_id": "k"}]
 
 
@@ -29,23 +31,29 @@ def test_join_to_a_failed_region_tells_the_member():
     failed: list = []
     state = _state(failed=failed)
     state.on_join_reply({"phase": "FAILED", "failed_reason": "too many resets"})
-    assert len(failed) == 1 and isinstance(failed[0], Failed) and "too many resets" in failed[0].reason
+    assert len(failed) == 1
+    assert isinstance(failed[0], Failed)
+    assert "too many resets" in failed[0].reason
 
 
 def test_not_registered_and_lost_mean_join_again():
     state = _state()
     state.on_join_reply({"phase": "RUNNING"})
     state.on_error("region_heartbeat", "NOT_REGISTERED", "unknown")
-    assert not state.joined.is_set() and state.region_phase() is None and state.failure is None
+    assert not state.joined.is_set()
+    assert state.region_phase() is None
+    assert state.failure is None
     state.on_join_reply({"phase": "RUNNING"})
     state.lost()
-    assert not state.joined.is_set() and state.failure is None
+    assert not state.joined.is_set()
+    assert state.failure is None
 
 
 def test_invalid_join_is_fatal_and_settles():
     state = _state()
     state.on_error("region_join", "INVALID", "period_s differs")
-    assert not state.wait_settled(0) and isinstance(state.failure, RegionFatal)
+    assert not state.wait_settled(0)
+    assert isinstance(state.failure, RegionFatal)
     assert "period_s differs" in str(state.failure)
 
 
@@ -61,14 +69,17 @@ def test_refused_by_a_gone_local_holder_joins_again_at_once_with_replace():
         except PermissionError:
             continue
     state.on_join_reply({"refused": "in use", "holder": {"pid": gone, "host": socket.gethostname()}})
-    assert state.join_now and not state.joined.is_set()
-    assert state.join_request() == {"replace": True} and not state.join_now
+    assert state.join_now
+    assert not state.joined.is_set()
+    assert state.join_request() == {"replace": True}
+    assert not state.join_now
 
 
 def test_refused_by_a_live_holder_past_the_grace_is_fatal():
     state = _state(timeout_s=-2.0)  # no grace left: the first refusal past the limit gives up
     state.on_join_reply({"refused": "in use", "holder": {"pid": 1, "host": "elsewhere", "incarnation": "i9"}})
-    assert isinstance(state.failure, RegionFatal) and "elsewhere" in str(state.failure)
+    assert isinstance(state.failure, RegionFatal)
+    assert "elsewhere" in str(state.failure)
     assert not state.wait_settled(0)
 
 
@@ -76,7 +87,9 @@ def test_leave_reply_ends_the_membership():
     state = _state()
     state.on_join_reply({"phase": "RUNNING"})
     state.begin_leave()
-    assert state.leaving and not state.wait_left(0)
+    assert state.leaving
+    assert not state.wait_left(0)
     state.on_leave_reply({"last_consistent": 4, "complete": 4})
-    assert state.wait_left(0) and state.leave_reply == {"last_consistent": 4, "complete": 4}
+    assert state.wait_left(0)
+    assert state.leave_reply == {"last_consistent": 4, "complete": 4}
     assert not state.joined.is_set()

@@ -31,7 +31,8 @@ def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names)
         # of two processes on a loaded machine more than the controller's answer)
         t0 = time.monotonic()
         reply = m0.channel.ask("region_trigger", {}, config["drain_timeout_s"])
-        assert reply is not None and reply.get("trigger") == "not_now", reply
+        assert reply is not None, reply
+        assert reply.get("trigger") == "not_now", reply
         assert time.monotonic() - t0 < config["drain_timeout_s"] / 2
         assert m0.channel.trigger() is False
     finally:
@@ -72,7 +73,8 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
         reply = wait_until(lambda: [e for e in region_status(coordinator.endpoint, region)["events"]
                                   if e["kind"] == "reset" and "revoked 2 partitions (test)" in e["why"]], 10,
                          "the held reset request to reach the controller")
-        assert reply and region_status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
+        assert reply
+        assert region_status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
     finally:
         m0.stop()
 
@@ -95,13 +97,15 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
     coordinator.start()
     try:
         region = region_status(coordinator.endpoint, "r1")["region"]
-        assert region["phase"] == "FAILED" and "unusable" in region["failed_reason"]
+        assert region["phase"] == "FAILED"
+        assert "unusable" in region["failed_reason"]
         seen: queue.SimpleQueue = queue.SimpleQueue()
         channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", REGION, lambda c: seen.put(c.to_body()))
         channel.start()
         try:
             cmd = seen.get(timeout=10)
-            assert cmd["cmd"] == "failed" and "unusable" in cmd["reason"]
+            assert cmd["cmd"] == "failed"
+            assert "unusable" in cmd["reason"]
         finally:
             channel.stop()
     finally:
@@ -119,7 +123,8 @@ def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
         wait_until(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
                  "two checkpoints")
         answer = m0.channel.leave()
-        assert answer is not None and answer["complete"] is not None
+        assert answer is not None
+        assert answer["complete"] is not None
         assert answer["complete"] <= answer["last_consistent"]
         assert answer["complete"] >= 2
     finally:

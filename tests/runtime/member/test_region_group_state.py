@@ -90,7 +90,8 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         wait_until(lambda: not group_report(_source(pump_a))["rebalancing"]
                    and not group_report(_source(pump_b))["rebalancing"], 5, "both reports out of rebalancing")
         report = group_report(_source(pump_a))
-        assert report["member_id"].startswith("a-") and report["generation"] >= 0
+        assert report["member_id"].startswith("a-")
+        assert report["generation"] >= 0
         assert report["rebalancing"] is False
         victim = group_report(_source(pump_b))["member_id"]
         # b stands for a killed process: nobody polls it any more; the broker would

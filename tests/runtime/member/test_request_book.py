@@ -19,7 +19,8 @@ def test_an_answer_finds_its_request_type_and_waiter_once():
 def test_ids_are_bounded_and_unique():
     book = RequestBook("m" * 500)
     ids = {book.new_id("region_heartbeat") for _ in range(3)}
-    assert len(ids) == 3 and all(len(i) <= 64 + 12 for i in ids)
+    assert len(ids) == 3
+    assert all(len(i) <= 64 + 12 for i in ids)
 
 
 def test_forgotten_requests_and_waiters_are_bounded():
@@ -31,7 +32,8 @@ def test_forgotten_requests_and_waiters_are_bounded():
     waiters = [Waiter() for _ in range(WAITERS_KEPT + 1)]
     for w in waiters:
         book.await_answer(book.new_id("region_trigger"), w)
-    assert waiters[0].done.is_set() and waiters[0].reply is None  # the oldest asker is answered None
+    assert waiters[0].done.is_set()
+    assert waiters[0].reply is None  # the oldest asker is answered None
     assert not waiters[1].done.is_set()
     book.abandon()
     assert all(w.done.is_set() for w in waiters)
@@ -45,7 +47,8 @@ def test_while_not_joined_acks_and_one_reset_request_are_held_the_rest_dropped()
         book.hold("region_ack", {"command": "drain", "seq": seq}, None)
     trigger = Waiter()
     book.hold("region_trigger", {}, trigger)
-    assert trigger.done.is_set() and trigger.reply is None
+    assert trigger.done.is_set()
+    assert trigger.reply is None
     held = book.take_held()
     assert len(held) == HELD_KEPT + 1
     assert held[0] == ("region_ack", {"command": "drain", "seq": 2})  # the oldest were dropped

@@ -153,7 +153,8 @@ def test_file_sink_reset_to_initial_discards_and_ignores_other_members(tmp_path)
     sink.checkpoint(1)
     sink.reset_to_initial_state()
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert len(names) == 1 and names[0].startswith(".other-")
+    assert len(names) == 1
+    assert names[0].startswith(".other-")
     assert read_published(tmp_path) == []
 
 

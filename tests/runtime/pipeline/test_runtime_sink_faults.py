@@ -45,7 +45,7 @@ def test_publish_never_overwrites_a_published_file(tmp_path):
     sink.process_batch(recs(0, 0, 3))
     sink.checkpoint(1)
     (tmp_path / "m-0000000001.jsonl").write_text("someone else's output\n")
-    with pytest.raises(FileExistsError, match="m-0000000001.jsonl"):
+    with pytest.raises(FileExistsError, match=r"m-0000000001\.jsonl"):
         sink.notify_checkpoint_complete(1)
     assert (tmp_path / "m-0000000001.jsonl").read_text() == "someone else's output\n"
     assert [p for p in tmp_path.iterdir() if p.name.endswith(".pending")]  # kept, not lost

@@ -49,7 +49,8 @@ def test_the_output_is_the_same_with_and_without_the_drop(tmp_path, drops):
         sink.notify_checkpoint_complete(2)
         sink.close()
     kept, dropped = ([p.read_bytes() for p in sorted((tmp_path / str(d)).glob("*.jsonl"))] for d in (False, True))
-    assert len(kept) == 2 and kept == dropped
+    assert len(kept) == 2
+    assert kept == dropped
     assert len(kept[0]) > 4 * sinks.SYNC_EVERY_BYTES
     assert drops  # only the dropping sink asked
 
@@ -61,14 +62,16 @@ def test_only_synced_whole_pages_are_dropped_then_the_whole_sealed_file(tmp_path
     assert len(synced) >= 3  # one per incremental sync
     end = 0
     for offset, length in synced:  # contiguous, from the start, whole pages only
-        assert offset == end and length > 0
+        assert offset == end
+        assert length > 0
         assert (offset + length) % sinks._PAGE == 0
         end = offset + length
     size = sink._written
     assert end < size  # the partly written page and the unsynced tail stay cached
     sink.checkpoint(1)
     offset, length = drops[-1]
-    assert offset == end and offset + length == size  # the sealed file: every page
+    assert offset == end
+    assert offset + length == size  # the sealed file: every page
     sink.notify_checkpoint_complete(1)
     assert (tmp_path / "m-0000000001.jsonl").stat().st_size == size
     run_interval(sink, batches=1, per_batch=10)  # a new interval starts from its own first page
@@ -102,4 +105,5 @@ def test_a_refused_drop_is_logged_and_the_output_stays_whole(tmp_path, monkeypat
     assert len(calls) == 1  # refused once, then the sink keeps its pages
     assert "cannot drop written pages" in caplog.text
     lines = (tmp_path / "m-0000000001.jsonl").read_bytes().splitlines()
-    assert len(lines) == 40 * 500 and lines[-1].startswith(b'{"topic":"t","partition":0,"offset":19999,')
+    assert len(lines) == 40 * 500
+    assert lines[-1].startswith(b'{"topic":"t","partition":0,"offset":19999,')

@@ -8,7 +8,8 @@ from cr_consumer.runtime.runner.member_proc import RESTART_FIRST_S, RESTART_MAX_
 
 def test_first_death_restarts_at_once():
     m = MemberProc("member-0", last_start=100.0)
-    assert m.schedule_restart(130.0) == 0.0 and m.next_start == 130.0
+    assert m.schedule_restart(130.0) == 0.0
+    assert m.next_start == 130.0
 
 
 def test_quick_deaths_double_the_delay_up_to_the_cap():
@@ -29,6 +30,7 @@ def test_a_death_after_the_window_resets_the_backoff():
     m = MemberProc("member-0", restarts=3, delay=3.2, last_start=50.0,
                    backoff=Backoff(RESTART_FIRST_S, RESTART_MAX_S, failures=5))
     now = 50.0 + RESTART_WINDOW_S + 1
-    assert m.schedule_restart(now) == 0.0 and m.backoff.failures == 0
+    assert m.schedule_restart(now) == 0.0
+    assert m.backoff.failures == 0
     m.restarts, m.last_start = 4, now
     assert m.schedule_restart(now + 1.0) == RESTART_FIRST_S  # the next quick death starts over

@@ -81,7 +81,8 @@ def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path, s
         assert "removed the predecessor's consumer" in victim_log or withheld in coordinator_log
         restart = [e for e in region.events if e["kind"] == "start" and e["member"] == victim][-1]
         if standby:  # the standby waiting at the kill became the victim's new process
-            assert restart["pid"] == waiting and restart.get("standby") is True
+            assert restart["pid"] == waiting
+            assert restart.get("standby") is True
             assert f"this process is now member {victim}" in (tmp_path / "state" / "logs" / "standby.log").read_text()
             waiting = wait_until(region.standby_pid, 20, "the next standby")  # started a few seconds later
         else:
@@ -91,7 +92,8 @@ def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path, s
         rows = published(tmp_path / "out")
     check_exactly_once(rows, topic, {p: 3000 for p in range(4)})
     if standby:  # stopping the region stopped the next standby too
-        assert waiting is not None and region.standby_pid() is None
+        assert waiting is not None
+        assert region.standby_pid() is None
         with pytest.raises(ProcessLookupError):
             os.kill(waiting, 0)
     assert not list((tmp_path / "out").glob("*.jsonl.tmp"))
@@ -120,7 +122,7 @@ def test_region_fails_after_too_many_consecutive_resets(bootstrap, names, tmp_pa
     pipeline = write_module(tmp_path, "failing", FAILING_SINK)
     produce(bootstrap, topic, half_values(200))
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2, max_consecutive_resets=3) as region:
-        with pytest.raises(RegionFailed, match="consecutive resets|region FAILED|code 3"):
+        with pytest.raises(RegionFailed, match=r"consecutive resets|region FAILED|code 3"):
             region.wait_until(lambda s: False, 60)
         wait_until(lambda: region.failed, 20, "the region to fail", interval=0.1)
         assert "code 3" in region.failed  # the members exit with 3: not restarted
@@ -180,7 +182,8 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
 
         wait_region(region, added_published, 60, f"a record published by {added}", interval=1.0)
         removed = region.remove_member("member-0")  # graceful: leaves the region and the group
-        assert removed == "member-0" and "member-0" not in region.pids()
+        assert removed == "member-0"
+        assert "member-0" not in region.pids()
         produce(bootstrap, topic, half_values(4000, 8000))
         rows = wait_rows(tmp_path / "out", 12000 + trickled, 60, region)
         status = region.wait_until(lambda s: "member-0" not in s["members"] and s["phase"] == "RUNNING", 30)
@@ -214,7 +217,8 @@ def test_operator_driven_region_checkpoints_on_trigger(bootstrap, names, tmp_pat
                      period_s=60.0) as region:
         rows = wait_rows(tmp_path / "out", 4000 - 2 * 700, 40, region)  # the tail waits for a trigger
         status = region.status()
-        assert status["mode"] == "operator_driven" and status["checkpoints"] >= 2
+        assert status["mode"] == "operator_driven"
+        assert status["checkpoints"] >= 2
         rows = published(tmp_path / "out")
     offsets: dict[int, list[int]] = {}
     for r in rows:

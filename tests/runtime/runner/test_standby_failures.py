@@ -10,6 +10,7 @@ standby that failed is killed and reaped."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -105,7 +106,8 @@ def test_1_a_standby_from_a_tree_without_the_standby_module_is_never_used_and_ba
         starts = [e["t"] for e in sup.events if e["kind"] == "standby-start"]
         exits = [e["t"] for e in sup.events if e["kind"] == "standby-exit"]
         delays = [start - ended for ended, start in zip(exits, starts[1:])]
-        assert len(delays) >= 3 and all(b > a for a, b in zip(delays, delays[1:])), delays
+        assert len(delays) >= 3, delays
+        assert all(b > a for a, b in itertools.pairwise(delays)), delays
         assert all(e["code"] == 1 for e in sup.events if e["kind"] == "standby-exit")
     finally:
         sup.stop()
@@ -163,7 +165,8 @@ def test_4_a_standby_that_does_not_read_its_stdin_fails_the_write(tmp_path):
         _, exit_event, start = _kill_and_restart(sup)
         _assert_cold_restart(sup, exit_event, start)
         failure = _handoff_failure(sup)
-        assert failure["pid"] == standby and "did not take the hand-over" in failure["reason"]
+        assert failure["pid"] == standby
+        assert "did not take the hand-over" in failure["reason"]
         assert gone(standby)
     finally:
         sup.stop()
@@ -186,7 +189,8 @@ def test_3_a_standby_stopped_while_idle_is_replaced_and_the_member_starts_cold_a
         _, exit_event, start = _kill_and_restart(sup)
         _assert_cold_restart(sup, exit_event, start)
         ended = next(e for e in sup.events if e["kind"] == "standby-exit" and e["pid"] == standby)
-        assert ended["reason"] == "is stopped (SIGSTOP)" and ended["code"] == -signal.SIGKILL
+        assert ended["reason"] == "is stopped (SIGSTOP)"
+        assert ended["code"] == -signal.SIGKILL
         assert not [e for e in sup.events if e["kind"] == "handoff-failed"]
         assert gone(standby)  # killed and reaped: no orphan, no zombie
         wait_until(lambda: sup.standby_pid() not in (None, standby), 15.0, "a new standby")
@@ -219,7 +223,8 @@ def test_5_a_standby_stopped_at_the_hand_over_is_bounded_then_killed_and_reaped(
         with pytest.raises(HandoffFailed, match="did not answer the hand-over in time"):
             launcher.hand_over(m, standby)
         assert HANDOFF_TIMEOUT_S <= time.monotonic() - t0 < HANDOFF_TIMEOUT_S + COLD_RESTART_S
-        assert m.proc is None and standby.state is StandbyState.ENDED
+        assert m.proc is None
+        assert standby.state is StandbyState.ENDED
     finally:
         standby.end(signal.SIGKILL, "test over")
     assert standby.proc.returncode == -signal.SIGKILL
@@ -239,7 +244,8 @@ def test_6_7_a_standby_that_exits_after_reading_the_line_is_no_member_death(tmp_
         _, exit_event, start = _kill_and_restart(sup)
         _assert_cold_restart(sup, exit_event, start)
         failure = _handoff_failure(sup)
-        assert failure["pid"] == standby and "ended before it answered" in failure["reason"]
+        assert failure["pid"] == standby
+        assert "ended before it answered" in failure["reason"]
         assert [e["code"] for e in sup.events if e["kind"] == "exit"] == [-signal.SIGKILL]
         assert gone(standby)
     finally:
@@ -259,7 +265,8 @@ def test_7_the_real_standby_refusing_a_hand_over_says_why_and_the_member_starts_
         _assert_cold_restart(sup, exit_event, start)
         failure = _handoff_failure(sup)
         assert failure["pid"] == standby
-        assert "refused the hand-over" in failure["reason"] and "Is a directory" in failure["reason"]
+        assert "refused the hand-over" in failure["reason"]
+        assert "Is a directory" in failure["reason"]
         assert gone(standby)
     finally:
         sup.stop()

@@ -65,7 +65,8 @@ def test_handoff_round_trip_and_rejections():
             decode(bad)
     with pytest.raises(HandoffError, match="too large"):
         Handoff(argv=("x" * MAX_HANDOFF_BYTES,), log="l").encode()
-    assert given.member == "member-1" and Handoff(argv=("p.py", "--name"), log="l").member == "?"
+    assert given.member == "member-1"
+    assert Handoff(argv=("p.py", "--name"), log="l").member == "?"
 
 
 def test_status_round_trip_and_rejections():
@@ -91,7 +92,8 @@ def test_the_standby_state_machine_allows_only_its_transitions():
                 with pytest.raises(IllegalTransition, match="standby 1: illegal transition"):
                     machine.to(new, "test")
                 assert machine.state is state
-    assert not TRANSITIONS[StandbyState.MEMBER] and not TRANSITIONS[StandbyState.ENDED]
+    assert not TRANSITIONS[StandbyState.MEMBER]
+    assert not TRANSITIONS[StandbyState.ENDED]
 
 
 def test_a_standby_opens_no_socket_then_runs_the_member_it_is_handed(tmp_path):
@@ -113,7 +115,8 @@ def test_a_standby_opens_no_socket_then_runs_the_member_it_is_handed(tmp_path):
         assert not [fd for fd in fds if fd.startswith("socket:")], fds
         m = MemberProc("member-4")
         launcher.hand_over(m, standby)
-        assert m.proc is proc and standby.state is StandbyState.MEMBER
+        assert m.proc is proc
+        assert standby.state is StandbyState.MEMBER
         assert proc.wait(30) == ExitCode.CONFIG
     finally:
         if proc.poll() is None:
@@ -155,7 +158,8 @@ def test_hand_over_to_a_dead_standby_is_refused(tmp_path):
     m = MemberProc("member-0")
     with pytest.raises(HandoffFailed, match="did not take the hand-over"):  # EPIPE
         launcher.hand_over(m, standby)
-    assert m.proc is None and standby.state is StandbyState.ENDED
+    assert m.proc is None
+    assert standby.state is StandbyState.ENDED
     standby.close()
 
 

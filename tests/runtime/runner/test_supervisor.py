@@ -78,7 +78,8 @@ def test_a_region_whose_members_cannot_start_stops_its_coordinator(tmp_path):
                     output_dir=tmp_path / "out", state_dir=tmp_path / "state")
     with pytest.raises(FileNotFoundError):
         region.start()
-    assert region.coordinator_proc is not None and region.coordinator_proc.returncode is not None
+    assert region.coordinator_proc is not None
+    assert region.coordinator_proc.returncode is not None
     assert not region.coordinator_proc.running
 
 

@@ -38,6 +38,8 @@ def test_backoff_schedule_doubles_up_to_its_maximum():
     b = Backoff(first_s=1.0, max_s=8.0)
     assert b.ready(0.0)
     assert [b.failed(100.0) for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
-    assert not b.ready(107.9) and b.ready(108.0)
+    assert not b.ready(107.9)
+    assert b.ready(108.0)
     b.succeeded()
-    assert b.ready(0.0) and b.failures == 0
+    assert b.ready(0.0)
+    assert b.failures == 0

@@ -154,7 +154,8 @@ def test_a_collector_off_already_stays_off():
 def test_a_policy_must_be_the_enum(operation: Callable[[GcPolicy], object]):
     with pytest.raises(TypeError, match="policy must be a GcPolicy"):
         operation("freeze")  # type: ignore[arg-type]
-    assert gc.get_freeze_count() == 0 and gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == (700, 10, 10)
 
 
 # ---------------------------------------------------------------- the coordinator process
@@ -184,7 +185,7 @@ def test_none_leaves_the_loaded_heap_alone():
     assert (frozen, count) == (0, 0)
 
 
-@pytest.mark.parametrize("policy, line", [("freeze", "coordinator: gc: "),
+@pytest.mark.parametrize(("policy", "line"), [("freeze", "coordinator: gc: "),
                                           ("none", "coordinator: gc: policy none, the collector is left alone")])
 def test_the_coordinator_process_applies_its_policy_after_the_load(tmp_path, policy, line):
     log = tmp_path / "coordinator.log"

@@ -47,7 +47,7 @@ def test_the_predicates_exception_propagates_at_once():
 @pytest.mark.parametrize(("timeout", "interval"), [(-1, 0.1), (1, 0), (1, -0.5), (float("inf"), 0.1),
                                                    (float("nan"), 0.1), (1, float("nan")), (1, float("inf"))])
 def test_bad_arguments_are_refused(timeout, interval):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must be finite and >= 0, interval .* finite and > 0"):
         wait_until(lambda: True, timeout, "x", interval=interval)
 
 

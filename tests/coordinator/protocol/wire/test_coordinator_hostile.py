@@ -224,7 +224,8 @@ def test_long_request_ids_are_refused(coord, raw):
     assert reply["body"]["code"] in ("MALFORMED", "TOO_LARGE")
     assert reply["id"] is None
     reply = raw.request("ping", {}, rid="x" * 129)
-    assert reply["body"]["code"] == "MALFORMED" and reply["id"] is None
+    assert reply["body"]["code"] == "MALFORMED"
+    assert reply["id"] is None
     assert raw.request("ping", {}, rid="x" * 128)["id"] == "x" * 128
     assert_alive_and_intact(coord)
 
@@ -283,7 +284,8 @@ def test_a_hostile_kafka_report_does_not_make_the_heartbeat_invalid(coord, raw):
     heartbeat is judged on its own fields (this member never joined)."""
     reply = raw.request("region_heartbeat", {"region": "r", "member": "m", "incarnation": "i",
                                              "kafka": {"member_id": "x", "generation": 1 << 40, "rebalancing": False}})
-    assert reply["type"] == "error" and reply["body"]["code"] == "NOT_REGISTERED", reply
+    assert reply["type"] == "error", reply
+    assert reply["body"]["code"] == "NOT_REGISTERED", reply
     assert_alive_and_intact(coord)
 
 

@@ -111,7 +111,8 @@ def test_model_flags_lost_and_invented_writes():
                   Reply("f1", "register_reply", {"members": ["op0"], "region_index": 0}, b""))
     model.observe(_frame("put_initial_offsets", {"group": "g0", "offsets": [["t", 0, 5]]}),
                   Reply("f2", "put_initial_offsets_reply", {"offsets": [["t", 0, 5]]}, b""))
-    assert model.violations == [] and model.acked_writes == 2
+    assert model.violations == []
+    assert model.acked_writes == 2
     # first writer wins: a later put must not change the acknowledged value
     model.observe(_frame("put_initial_offsets", {"group": "g0", "offsets": [["t", 0, 9]]}),
                   Reply("f3", "put_initial_offsets_reply", {"offsets": [["t", 0, 9]]}, b""))

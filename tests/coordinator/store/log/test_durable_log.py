@@ -31,8 +31,11 @@ def test_encode_scan_roundtrip():
     seen = []
     result = segment.scan(buf, lambda off, p: seen.append((off, bytes(p))))
     assert [p for _, p in seen] == payloads
-    assert seen[0][0] == 0 and seen[1][0] == segment.HEADER_SIZE + 1 + len(payloads[0])
-    assert result.end == len(buf) and result.records == 3 and result.damage is None
+    assert seen[0][0] == 0
+    assert seen[1][0] == segment.HEADER_SIZE + 1 + len(payloads[0])
+    assert result.end == len(buf)
+    assert result.records == 3
+    assert result.damage is None
 
 
 def _store_with_values(tmp_path, n):
@@ -110,18 +113,23 @@ def test_corrupt_crc_in_the_middle_refuses_to_start_unless_told_to_cut(tmp_path,
     with pytest.raises(segment.CorruptLog) as info:
         StateStore(tmp_path).load()
     message = str(info.value)
-    assert str(seg) in message and f"at byte {offsets[2]}" in message and "--truncate-corrupt" in message
-    assert f"valid record at byte {offsets[3]}" in message and "CRC mismatch" in message
+    assert str(seg) in message
+    assert f"at byte {offsets[2]}" in message
+    assert "--truncate-corrupt" in message
+    assert f"valid record at byte {offsets[3]}" in message
+    assert "CRC mismatch" in message
     assert seg.read_bytes() == bytes(data)  # nothing truncated
     assert not list(tmp_path.glob("*.corrupt-*"))
     # The operator's explicit choice: cut at the bad record, keep the cut bytes.
     store = StateStore(tmp_path, truncate_corrupt=True)
     with caplog.at_level(logging.WARNING, logger="coordinator.store.log.segment"):
         report = store.load()
-    assert report.records == 2 and report.truncated_bytes == len(data) - offsets[2]
+    assert report.records == 2
+    assert report.truncated_bytes == len(data) - offsets[2]
     assert store.get_initial_offsets("g") == {("t", 0): 100, ("t", 1): 101}
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert errors and "2 or more valid records after it are lost" in errors[0].getMessage()
+    assert errors
+    assert "2 or more valid records after it are lost" in errors[0].getMessage()
     store.close()
     assert (tmp_path / f"{seg.name}.corrupt-{offsets[2]}").read_bytes() == bytes(data[offsets[2]:])
 
@@ -136,7 +144,8 @@ def test_undecodable_payload_with_good_crc_refuses_to_start(tmp_path):
     assert seg.stat().st_size == size + segment.HEADER_SIZE + 1 + len(b"not json")
     store = StateStore(tmp_path, truncate_corrupt=True)
     report = store.load()
-    assert report.records == 2 and report.truncated_bytes == segment.HEADER_SIZE + 1 + len(b"not json")
+    assert report.records == 2
+    assert report.truncated_bytes == segment.HEADER_SIZE + 1 + len(b"not json")
     store.close()
 
 
@@ -243,7 +252,8 @@ def test_a_failed_write_makes_the_log_fail_stop_and_loses_nothing_acknowledged(t
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["error"] and "restart the coordinator" in result["error"]
+    assert result["error"]
+    assert "restart the coordinator" in result["error"]
     assert result["later"] == ["refused", "refused"]
     assert result["acked"] > 100
     store = StateStore(tmp_path)
