@@ -206,7 +206,8 @@ def install_listener(spark) -> None:
     roots: dict[str, str | None] = {}  # Spark's query id -> its checkpoint location
 
     def checkpoint_of(query_id: str) -> str | None:
-        """The query's resolved checkpoint location, through the JVM query (py4j; None if not found)."""
+        """The query's resolved checkpoint location, through PySpark's JVM handle of the query
+        (the private ``_jsq``: no public API gives it); None if not found."""
         if query_id not in roots:
             try:
                 query = spark.streams.get(query_id)
