@@ -51,10 +51,9 @@ batch, the same ranges are handed back.
 
 ``commit(end)`` (:meth:`QueryPlanner.commit`): Spark's late word that ``end``
 is in its commit log; already committed at the next ``latestOffset`` in the
-normal case, so usually nothing is left to do (idempotent by epoch). A commit
-goes through the member holding each partition, all members side by side
-(every commit is queued before any is waited for), bounded by
-``member_requests.COMMIT_TIMEOUT_S``.
+normal case, so usually nothing is left to do (idempotent by epoch). How a
+commit is made, and the floors it never goes below:
+:class:`~cr_consumer.spark.group_commits.GroupCommits`.
 
 ``close()`` (query stop, SIGTERM, the JVM gone): the newest batch in Spark's
 commit log is committed (a stop may let a batch finish without a progress
@@ -69,16 +68,15 @@ import logging
 import threading
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from kafka import TopicPartition
 
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership
-from cr_consumer.spark.control import coordinator_group, last_committed_end, new_query_id
+from cr_consumer.spark.control import coordinator_group, new_query_id
+from cr_consumer.spark.group_commits import GroupCommits
 from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S
 from cr_consumer.spark.member_config import session_timeout_ms
-from cr_consumer.spark.member_requests import CALL_MARGIN_S, COMMIT_TIMEOUT_S, MemberFailed
 from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
@@ -144,8 +142,6 @@ class QueryPlanner:
         self.probe = WatermarkProbe(options)
         self._client: CoordinatorClient | None = None  # created at start
         self._query: str | None = None
-        self._committed_epoch = -1  # the newest sink-committed end committed to the group
-        self._pending_commit: SourceOffset | None = None  # a sink-committed end not committed yet
         self._closed = False
         self.stats = {"batches": 0, "planned_rows": 0, "commit_failures": 0, "commits": 0,
                       "data_loss_skips": 0, "replayed_batches": 0, "replay_rows_given_up": 0}
@@ -153,20 +149,16 @@ class QueryPlanner:
         #: partitions adopted (their floors known) and held or being handed over (None: no adoption yet);
         #: replaced as a whole (the notice thread reads it)
         self._held: frozenset[TopicPartition] | None = None
-        self._commit_lock = threading.RLock()  # the main thread's and the notice thread's commits
         self._notices: NoticeReceiver | None = None
-        self._checkpoint: str | None = None  # the query's checkpoint location, from the notices
+        self.commits = GroupCommits(self.members, self.stats)
         self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
         self._given_up: dict[TopicPartitionKey, int] = {}  # replayed partitions left to others: where our output ends
         self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
-        # shared with the members' threads (handover checks), under the lock: the last end
-        # planned or replayed, and the group's committed offset of each partition as known here
+        # the last end planned or replayed: shared with the members' threads (handover checks)
         self._handover_lock = threading.Lock()
         self._last_end: SourceOffset | None = None
-        self._floors: dict[TopicPartitionKey, int] = {}
         # read by the metrics endpoint's thread: replaced as a whole, never mutated
         self._latest: dict[TopicPartitionKey, int] = {}  # high watermarks probed at the last trigger
-        self._committed_by: dict[str, dict[TopicPartitionKey, int]] = {}  # member name -> its last commits
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -202,7 +194,7 @@ class QueryPlanner:
             endpoint.start()
             self.metrics_endpoint = endpoint
         client = self._client = CoordinatorClient(self.options.coordinator, timeout=COORDINATOR_TIMEOUT_S)
-        self.members = [GroupMember(self.options, self.group, i) for i in range(self.options.members)]
+        self.members.extend(GroupMember(self.options, self.group, i) for i in range(self.options.members))
         for member in self.members:
             client.register(self.coordinator_group, self.options.region_index, member.name)
             member.handover = self._handed_over
@@ -226,7 +218,7 @@ class QueryPlanner:
         """Each member's assignment and offsets (the endpoint's thread asks at every scrape)."""
         with self._handover_lock:
             planned = self._last_end.positions if self._last_end is not None else {}
-        latest, committed_by = self._latest, self._committed_by
+        latest, committed_by = self._latest, self.commits.committed_by
         out = []
         for member in list(self.members):
             held = frozenset(_key(tp) for tp in member.assignment()[0])
@@ -261,11 +253,10 @@ class QueryPlanner:
         self._closed = True
         if self._notices is not None:
             self._notices.stop()
-        self._commit_from_commit_log()
-        if self._pending_commit is not None and self.members:
+        if self._held is not None and self.members:
             try:
-                with self._commit_lock:
-                    self._commit_now(self._pending_commit)
+                self.commits.from_commit_log(self.query, self._held)
+                self.commits.retry_pending(self._held)
             except Exception:  # closing: logged with its traceback, the members still leave
                 log.exception("crkafka: committing the last completed batch at close failed")
         for member in self.members:
@@ -297,9 +288,7 @@ class QueryPlanner:
         previous = self._held or frozenset()
         new = [tp for tp in owned if self._held is None or tp not in previous]
         committed = {_key(tp): off for tp, off in self._committed_of(new).items()}
-        with self._handover_lock:
-            for key, off in committed.items():
-                self._floors[key] = max(off, self._floors.get(key, -1))
+        self.commits.raise_floors(committed)
         self._adopted.update(committed)
         handing_over = {tp for member in self.members for tp in member.committable()} - set(owned)
         self._held = frozenset(owned) | (previous & handing_over)
@@ -313,13 +302,13 @@ class QueryPlanner:
         """True once every range planned for ``revoked`` is committed (a member's thread asks)."""
         with self._handover_lock:
             planned = self._last_end.positions if self._last_end is not None else {}
-            return ownership.handed_over([_key(tp) for tp in revoked], planned, self._floors)
+        return self.commits.handed_over([_key(tp) for tp in revoked], planned)
 
     # -- planning ----------------------------------------------------------------------------
     def latest_offset(self, start: SourceOffset, limit: int | None) -> SourceOffset:
         start = self._ensure_started(start)
         owned = self._adopt_new()
-        self._sink_committed(start)
+        self.commits.sink_committed(start, self._held or frozenset())
         begins = {_key(tp): start.positions[_key(tp)] for tp in owned if _key(tp) in start.positions}
         first = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
         begins.update(first)
@@ -362,8 +351,8 @@ class QueryPlanner:
         end = self._ensure_started(end)
         owned = self._adopt_new()
         whole = batch_ranges(start, end, None, skip_backwards=skip)
+        kept = ownership.replay_ranges(whole, [_key(tp) for tp in owned], self.commits.floors())
         with self._handover_lock:
-            kept = ownership.replay_ranges(whole, [_key(tp) for tp in owned], self._floors)
             self._last_end = end
         self._given_up.update(ownership.given_up(whole, [_key(tp) for tp in owned]))
         given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
@@ -420,78 +409,16 @@ class QueryPlanner:
         end = self._ensure_started(end)
         if self._held is None:
             self._adopt_new()  # floors first: never commit below another owner's commit
-        self._sink_committed(end)
+        self.commits.sink_committed(end, self._held or frozenset())
 
     def sink_notice(self, notice: SinkNotice) -> None:
         """A sink-commit notice (``sink_notices.py``, on the receiver's thread): commit its end
         now rather than at the next trigger. Nothing before the first adoption."""
         if notice.checkpoint is not None:
-            self._checkpoint = notice.checkpoint
-        if self._held is not None and not self._closed:
-            self._sink_committed(notice.end)
-
-    def _commit_from_commit_log(self) -> None:
-        """At close (``sink_notices.py`` step 4): commit the newest batch in Spark's commit
-        log, which a stop may have let finish without a progress event. Only a checkpoint
-        location on a local file system is read; a failure is logged, the close goes on."""
-        location = self._checkpoint
-        if location is None or self._held is None or not self.members:
-            return
-        url = urlparse(location)
-        if url.scheme not in ("", "file"):
-            log.info("crkafka: the checkpoint location %s is not local: its commit log is not read at close",
-                     location)
-            return
-        try:
-            found = last_committed_end(url.path, self.query)
-            if found is not None:
-                self._sink_committed(SourceOffset.from_json(found))
-        except Exception:  # closing: logged with its traceback, the members still leave
-            log.exception("crkafka: committing the newest batch of Spark's commit log at close failed")
-
-    def _sink_committed(self, end: SourceOffset) -> None:
-        """``end`` is in Spark's commit log: commit it unless a newer one is (ownership step 1)."""
-        with self._commit_lock:
-            newest = self._pending_commit.epoch if self._pending_commit is not None else self._committed_epoch
-            if end.positions and end.epoch > newest:
-                self._pending_commit = end
-            if self._pending_commit is not None:
-                self._commit_now(self._pending_commit)
-
-    def _commit_now(self, end: SourceOffset) -> None:
-        """Commit ``end`` through the members (the caller holds ``_commit_lock``): only
-        partitions adopted and held or being handed over (ownership step 2)."""
-        adopted = self._held or frozenset()
-        owners = {_key(tp): member for member in self.members for tp in member.committable() if tp in adopted}
-        with self._handover_lock:
-            offsets = ownership.commit_positions(end.positions, owners, self._floors)
-        parts: dict[str, dict[TopicPartition, int]] = {}
-        for key, off in offsets.items():
-            parts.setdefault(owners[key].name, {})[TopicPartition(*key)] = off
-        try:
-            # every member's commit queued first, then waited for: side by side, one shared deadline
-            queued = [(member, member.submit_commit(parts.get(member.name, {}))) for member in self.members]
-            deadline = time.monotonic() + COMMIT_TIMEOUT_S + CALL_MARGIN_S
-            for member, fut in queued:
-                member.wait_commit(fut, max(0.0, deadline - time.monotonic()))
-        except MemberFailed:
-            raise
-        except Exception as exc:  # noqa: BLE001 - kept pending and retried (see the module doc)
-            self.stats["commit_failures"] += 1
-            log.warning("crkafka: committing epoch %d to Kafka failed (%r); retried at the next trigger",
-                        end.epoch, exc)
-            return
-        self._pending_commit = None
-        self._committed_epoch = max(self._committed_epoch, end.epoch)
-        committed_by = {name: dict(offsets) for name, offsets in self._committed_by.items()}
-        for name, sent in parts.items():
-            committed_by.setdefault(name, {}).update({_key(tp): off for tp, off in sent.items()})
-        self._committed_by = committed_by
-        with self._handover_lock:
-            for key, off in offsets.items():
-                self._floors[key] = max(off, self._floors.get(key, -1))
-        if offsets:
-            self.stats["commits"] += 1
+            self.commits.checkpoint = notice.checkpoint
+        held = self._held
+        if held is not None and not self._closed:
+            self.commits.sink_committed(notice.end, held)
 
 
 __all__ = ["JOIN_MARGIN_S", "PlanningFailed", "QueryPlanner", "batch_ranges", "join_timeout_s"]
