@@ -7,7 +7,7 @@ ask whether a revoked partition is handed over. The rules are
 
 1. :meth:`GroupCommits.sink_committed`: Spark committed the batch ending at
    ``end`` (the next ``latestOffset``'s start, ``commit(end)``, a notice, or
-   Spark's commit log read at close: :meth:`GroupCommits.from_commit_log`).
+   Spark's commit log read at close: :meth:`GroupCommits.newest_in_commit_log`).
    It is committed unless a newer end is; a failed commit is kept pending and
    retried with the next end, and at close (:meth:`GroupCommits.retry_pending`).
 2. A commit goes through the member holding each partition, among those the
@@ -88,21 +88,20 @@ class GroupCommits:
             if self._pending is not None:
                 self._commit(self._pending, adopted)
 
-    def from_commit_log(self, query: str, adopted: frozenset[TopicPartition]) -> None:
-        """Step 1 at close: commit the newest batch of Spark's commit log, which a stop may
-        have let finish without a progress event. Only a checkpoint location on a local
-        file system is read."""
+    def newest_in_commit_log(self, query: str) -> SourceOffset | None:
+        """Step 1 at close: the end of the newest batch of Spark's commit log, which a stop
+        may have let finish without a progress event (the caller commits it). Only a
+        checkpoint location on a local file system is read."""
         location = self.checkpoint
         if location is None:
-            return
+            return None
         url = urlparse(location)
         if url.scheme not in ("", "file"):
             log.info("crkafka: the checkpoint location %s is not local: its commit log is not read at close",
                      location)
-            return
+            return None
         found = last_committed_end(url.path, query)
-        if found is not None:
-            self.sink_committed(SourceOffset.from_json(found), adopted)
+        return SourceOffset.from_json(found) if found is not None else None
 
     def _commit(self, end: SourceOffset, adopted: frozenset[TopicPartition]) -> None:
         """Step 2 (the caller holds ``_lock``); a failure keeps ``end`` pending."""

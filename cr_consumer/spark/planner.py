@@ -64,6 +64,7 @@ holds its partitions next reads it (ownership step 1).
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -94,6 +95,9 @@ log = logging.getLogger(__name__)
 #: Margin of the first-assignment wait beyond the group's own bounds (the
 #: members' start, the broker's JoinGroup/SyncGroup round trips, a loaded machine).
 JOIN_MARGIN_S = 30.0
+#: Ends handed to Spark that a sink-commit notice (or Spark's commit log at close) may
+#: name: a notice comes ~0.1 s after its batch, when at most a batch or two more are planned.
+HANDED_KEPT = 8
 #: Timeout of each coordinator request.
 COORDINATOR_TIMEOUT_S = 10.0
 
@@ -157,6 +161,8 @@ class QueryPlanner:
         # the last end planned or replayed: shared with the members' threads (handover checks)
         self._handover_lock = threading.Lock()
         self._last_end: SourceOffset | None = None
+        #: the ends handed to Spark lately: the only ones a notice or the commit log may commit
+        self._handed: collections.deque[SourceOffset] = collections.deque(maxlen=HANDED_KEPT)
         # read by the metrics endpoint's thread: replaced as a whole, never mutated
         self._latest: dict[TopicPartitionKey, int] = {}  # high watermarks probed at the last trigger
 
@@ -255,7 +261,9 @@ class QueryPlanner:
             self._notices.stop()
         if self._held is not None and self.members:
             try:
-                self.commits.from_commit_log(self.query, self._held)
+                found = self.commits.newest_in_commit_log(self.query)
+                if found is not None and self._was_handed(found):
+                    self.commits.sink_committed(found, self._held)
                 self.commits.retry_pending(self._held)
             except Exception:  # closing: logged with its traceback, the members still leave
                 log.exception("crkafka: committing the last completed batch at close failed")
@@ -336,6 +344,8 @@ class QueryPlanner:
             self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
         with self._handover_lock:
             self._last_end = end
+            if not self._handed or self._handed[-1] != end:
+                self._handed.append(end)
         return end
 
     def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
@@ -354,6 +364,8 @@ class QueryPlanner:
         kept = ownership.replay_ranges(whole, [_key(tp) for tp in owned], self.commits.floors())
         with self._handover_lock:
             self._last_end = end
+            if not self._handed or self._handed[-1] != end:
+                self._handed.append(end)
         self._given_up.update(ownership.given_up(whole, [_key(tp) for tp in owned]))
         given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
         self.stats["replayed_batches"] += 1
@@ -413,12 +425,21 @@ class QueryPlanner:
 
     def sink_notice(self, notice: SinkNotice) -> None:
         """A sink-commit notice (``sink_notices.py``, on the receiver's thread): commit its end
-        now rather than at the next trigger. Nothing before the first adoption."""
+        now rather than at the next trigger. Nothing before the first adoption, and nothing
+        but an end this runner handed to Spark (any local process can reach the socket)."""
+        if not self._was_handed(notice.end):
+            log.warning("crkafka: dropped a sink-commit notice of epoch %d: not an end this query handed to Spark",
+                        notice.end.epoch)
+            return
         if notice.checkpoint is not None:
             self.commits.checkpoint = notice.checkpoint
         held = self._held
         if held is not None and not self._closed:
             self.commits.sink_committed(notice.end, held)
+
+    def _was_handed(self, end: SourceOffset) -> bool:
+        with self._handover_lock:
+            return end in self._handed
 
 
 __all__ = ["JOIN_MARGIN_S", "PlanningFailed", "QueryPlanner", "batch_ranges", "join_timeout_s"]

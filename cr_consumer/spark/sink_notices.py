@@ -21,7 +21,9 @@ driver's session.
 3. The runner (:class:`NoticeReceiver`, a thread started with the planner)
    receives each notice, validates it (size bound, format, its own query id)
    and hands it to the planner, which commits the end like the ``start`` of a
-   ``latestOffset`` and keeps the checkpoint location. A malformed notice is
+   ``latestOffset`` and keeps the checkpoint location, if the end is one it
+   handed to Spark (any local process can reach the socket: a forged end is
+   dropped, and so is its checkpoint location). A malformed notice is
    logged and dropped; it never stops the thread.
 4. At close the planner reads Spark's commit log in that checkpoint location
    (when it is on a local file system) and commits the newest committed

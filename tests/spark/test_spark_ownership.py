@@ -141,3 +141,27 @@ def test_a_stop_that_let_a_batch_finish_without_a_progress_event_commits_it_from
     finally:
         planner.close()
     assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in ends[2].positions.items()}
+
+
+def test_a_notice_of_an_end_never_handed_to_spark_commits_nothing(bootstrap, coordinator, names):
+    """The notices' socket is reachable by any local process: a well-formed notice of the
+    query's own id whose end the runner never planned is dropped, not committed."""
+    from cr_consumer.spark.offsets import SourceOffset
+    from cr_consumer.spark.planner import QueryPlanner
+    from cr_consumer.spark.sink_notices import SinkNotice
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    produce(bootstrap, topic, [b"a%d" % i for i in range(200)])
+    planner = QueryPlanner(_options(bootstrap, topic, group, coordinator, "earliest"))
+    try:
+        end = planner.latest_offset(SourceOffset.initial(), 50)
+        forged = SourceOffset(epoch=end.epoch + 5, positions={k: v + 40 for k, v in end.positions.items()},
+                              query=end.query)
+        planner.sink_notice(SinkNotice(forged, "file:/nonexistent"))
+        assert committed_offsets(bootstrap, group, topic) == {}
+        planner.sink_notice(SinkNotice(end))  # the end it planned: committed
+        assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in end.positions.items()}
+    finally:
+        planner.close()
+    assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in end.positions.items()}
