@@ -6,7 +6,7 @@ drain) with timestamps taken inside the drain:
 
 * ``pickup``: drain called -> its event runs on the event thread;
 * ``to-commit``: -> the client's commit starts (librdkafka: on the adapter's
-  own thread, :mod:`cr_consumer.kafka.bounded_call`; kafka-python: on the
+  own thread, :mod:`cr_consumer.kafka.librdkafka.bounded_call`; kafka-python: on the
   event thread itself);
 * ``commit``: the commit call (the broker round trip and the library's threads);
 * ``after``: commit returned -> the event is done (librdkafka: the event
@@ -71,7 +71,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_operator
 from baseline import produce_fixed
 
-from cr_consumer.kafka import kafka_python_client, librdkafka_client
+from cr_consumer.kafka.kafka_python import client as kafka_python_client
+from cr_consumer.kafka.librdkafka import client as librdkafka_client
 from cr_consumer.operator import event_thread, handlers
 
 #: The timestamps of the drain in progress (t0 drain called, t1 event runs, t2 commit
@@ -117,7 +118,7 @@ def _instrument() -> None:
         owner: Any = librdkafka_client.LibrdkafkaClient
         name = "_bounded"
     else:
-        from cr_consumer.kafka import bounded_call
+        from cr_consumer.kafka.librdkafka import bounded_call
 
         owner, name = bounded_call.BoundedCaller, "run"
     bounded = getattr(owner, name)

@@ -9,7 +9,7 @@ and the high watermarks, which then all sit at the log end. Seen at load 7-11
 (1 of 2 attempts), not at load 3-4 (0 of 21): load the machine meanwhile.
 
 Cause (librdkafka 2.16), fixed by assigning at absolute offsets
-(``OffsetLookups.start_offsets`` in ``cr_consumer/kafka/librdkafka_offsets.py``): a partition assigned without an offset
+(``OffsetLookups.start_offsets`` in ``cr_consumer/kafka/librdkafka/offsets.py``): a partition assigned without an offset
 (held by the operator until its start is resolved) starts librdkafka's own
 ``auto.offset.reset`` lookup (ListOffsets END); the operator's seek after the
 resume bumps the partition's version, the lookup's answer arrives outdated, and

@@ -50,8 +50,8 @@ MAX_WAIT_S = 6 * 3600.0
 #: besides ``crkafka member`` itself: the imports it makes lazily.
 MEMBER_MODULES = ("cr_consumer.cli.member", "cr_consumer.operator.consumer", "cr_consumer.operator.config",
                   "cr_consumer.runtime.member.control", "coordinator.client")
-CLIENT_MODULES = {"kafka-python": "cr_consumer.kafka.kafka_python_client",
-                  "librdkafka": "cr_consumer.kafka.librdkafka_client"}
+CLIENT_MODULES = {"kafka-python": "cr_consumer.kafka.kafka_python.client",
+                  "librdkafka": "cr_consumer.kafka.librdkafka.client"}
 
 
 def _log(message: str, level: str = "INFO") -> None:

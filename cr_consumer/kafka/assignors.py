@@ -2,7 +2,7 @@
 
 ``partition.assignment.strategy`` is read here, once, for everyone that reads it:
 ``OperatorConfig`` (``cr_consumer.operator.property_rules``) and both clients
-(``kafka_python_client``, ``librdkafka_client``), so a spelling one of them accepts
+(``kafka_python.client``, ``librdkafka.client``), so a spelling one of them accepts
 is accepted by all with the same meaning.
 
 1. The value is a comma-separated string or a sequence of strings; each name is

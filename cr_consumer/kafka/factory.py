@@ -17,10 +17,10 @@ def make_client(kind: ClientKind | str, properties: Mapping[str, object]) -> Kaf
     missing; ClientConfigError for a property it cannot use."""
     kind = ClientKind(kind)
     if kind is ClientKind.LIBRDKAFKA:
-        from cr_consumer.kafka.librdkafka_client import LibrdkafkaClient
+        from cr_consumer.kafka.librdkafka.client import LibrdkafkaClient
 
         return LibrdkafkaClient(properties)
-    from cr_consumer.kafka.kafka_python_client import KafkaPythonClient
+    from cr_consumer.kafka.kafka_python.client import KafkaPythonClient
 
     return KafkaPythonClient(properties)
 

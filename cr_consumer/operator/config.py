@@ -284,7 +284,7 @@ class OperatorConfig:
     def kafka_config(self) -> dict[str, Any]:
         """kafka-python keyword arguments for the operator's client (kafka-python's
         spelling of :meth:`client_properties`)."""
-        from cr_consumer.kafka.kafka_python_client import kafka_python_config
+        from cr_consumer.kafka.kafka_python.client import kafka_python_config
 
         return kafka_python_config(self.client_properties())
 

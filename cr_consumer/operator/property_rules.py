@@ -60,7 +60,7 @@ def check_property_names(props: Mapping[str, object], client: ClientKind = Clien
     settings (or one of librdkafka's spellings it maps); librdkafka: the library
     itself checks the names when the client is created (it has no list to check
     against before). Raises ConfigError."""
-    from cr_consumer.kafka.kafka_python_client import RENAMED, SETTINGS  # lazily: the package import stays light
+    from cr_consumer.kafka.kafka_python.client import RENAMED, SETTINGS  # lazily: the package import stays light
 
     for key in props:
         if not isinstance(key, str) or "_" in key:

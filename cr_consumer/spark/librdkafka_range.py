@@ -82,7 +82,7 @@ def require_librdkafka() -> None:
 def range_config(bootstrap_servers: str, properties: Mapping[str, object]) -> dict[str, object]:
     """librdkafka settings of an executor's consumer: the pass-through properties under
     librdkafka's names, less the group-only ones, with no group use and reset=error."""
-    from cr_consumer.kafka.librdkafka_client import librdkafka_config
+    from cr_consumer.kafka.librdkafka.client import librdkafka_config
 
     config = librdkafka_config({k: v for k, v in properties.items() if k not in GROUP_ONLY})
     config.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)

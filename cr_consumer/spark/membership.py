@@ -53,7 +53,7 @@ from concurrent.futures import Future
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from cr_consumer.kafka.compat import keep_completed_joins
+from cr_consumer.kafka.kafka_python.compat import keep_completed_joins
 from cr_consumer.spark.handover import (
     HANDOVER_TIMEOUT_S,
     HandoverTimedOut,
@@ -164,7 +164,7 @@ class GroupMember:
         try:
             self._consumer = KafkaConsumer(**self._config)
             # kafka-python 3.0.12 drops a join that completes between polls (a pattern
-            # that now matches a new topic rejoins so): keep it (cr_consumer.kafka.compat)
+            # that now matches a new topic rejoins so): keep it (cr_consumer.kafka.kafka_python.compat)
             keep_completed_joins(self._consumer)
             listener = MemberListener(self._on_revoked, self._on_assigned)
             if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits

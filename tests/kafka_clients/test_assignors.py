@@ -12,8 +12,8 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from cr_consumer.kafka.assignors import SPELLINGS, AssignmentStrategy, parse_strategy
 from cr_consumer.kafka.client import ClientConfigError, ClientKind, RebalanceProtocol, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.kafka.kafka_python_client import kafka_python_config
-from cr_consumer.kafka.librdkafka_client import librdkafka_config
+from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.librdkafka.client import librdkafka_config
 from cr_consumer.kafka.subscription import check_subscription
 from cr_consumer.operator.config import ConfigError, OperatorConfig
 

@@ -1,4 +1,4 @@
-"""BoundedCaller (cr_consumer/kafka/bounded_call.py): a call without a timeout of
+"""BoundedCaller (cr_consumer/kafka/librdkafka/bounded_call.py): a call without a timeout of
 its own, run on the caller's thread and waited for at most a timeout."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from cr_consumer.kafka.bounded_call import IDLE_SLICE_S, BoundedCaller
 from cr_consumer.kafka.client import ClientTimeout
+from cr_consumer.kafka.librdkafka.bounded_call import IDLE_SLICE_S, BoundedCaller
 
 #: Bound on events the tests wait for (the calls themselves are instant).
 WAIT_S = 10.0

@@ -11,8 +11,8 @@ import pytest
 
 from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable, check_guarantees
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.kafka.kafka_python_client import kafka_python_config
-from cr_consumer.kafka.librdkafka_client import DEFAULTS, librdkafka_config
+from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.librdkafka.client import DEFAULTS, librdkafka_config
 
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
 
@@ -86,8 +86,8 @@ def test_librdkafka_refuses_deserializers():
 
 def test_a_missing_confluent_kafka_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # what an interpreter without the package sees
-    monkeypatch.delitem(sys.modules, "cr_consumer.kafka.librdkafka_client")
+    monkeypatch.delitem(sys.modules, "cr_consumer.kafka.librdkafka.client")
     with pytest.raises(ClientUnavailable, match=r"cr-consumer\[librdkafka\]"):
         make_client(ClientKind.LIBRDKAFKA, BASE)
     monkeypatch.undo()
-    importlib.import_module("cr_consumer.kafka.librdkafka_client")
+    importlib.import_module("cr_consumer.kafka.librdkafka.client")

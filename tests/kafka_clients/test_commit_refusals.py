@@ -10,8 +10,8 @@ from confluent_kafka import KafkaError
 from kafka import errors as kafka_errors
 
 from cr_consumer.kafka.client import CommitRefused, MemberFenced
-from cr_consumer.kafka.kafka_python_client import commit_refusal
-from cr_consumer.kafka.librdkafka_errors import refusal
+from cr_consumer.kafka.kafka_python.client import commit_refusal
+from cr_consumer.kafka.librdkafka.errors import refusal
 
 
 @pytest.mark.parametrize("exc", [

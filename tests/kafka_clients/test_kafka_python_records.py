@@ -1,5 +1,5 @@
 """The kafka-python client's hot path: ConsumerRecords -> the seam's KafkaRecords
-(column-wise conversion in kafka_python_client.to_kafka_records) against a
+(column-wise conversion in kafka_python.client.to_kafka_records) against a
 per-record reference, for every column's fast path and its fallback (no broker);
 and polls of a joined member without a coordinator hand-off to the IO thread
 (compat.skip_known_coordinator_hop; embedded broker)."""
@@ -11,7 +11,7 @@ import time
 from kafka.consumer.fetcher import ConsumerRecord
 
 from cr_consumer.kafka.client import KafkaRecord, TimestampType
-from cr_consumer.kafka.kafka_python_client import KafkaPythonClient, to_kafka_records
+from cr_consumer.kafka.kafka_python.client import KafkaPythonClient, to_kafka_records
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from kafka_clients.test_client_contract import CLOSE_MS, JOIN_S, Recorder, props
 
-from cr_consumer.kafka import librdkafka_client
 from cr_consumer.kafka.client import ClientKind, ClientTimeout, KafkaClient, KafkaClientError, TopicPartition
 from cr_consumer.kafka.factory import make_client
+from cr_consumer.kafka.librdkafka import client as librdkafka_client
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 

@@ -13,7 +13,7 @@ import time
 
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import ConsumerOperator, StartPosition
-from cr_consumer.kafka.librdkafka_client import LibrdkafkaClient
+from cr_consumer.kafka.librdkafka.client import LibrdkafkaClient
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce

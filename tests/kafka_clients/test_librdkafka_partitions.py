@@ -4,7 +4,7 @@ who paused what, where deferred seeks go, and what positions say."""
 from __future__ import annotations
 
 from cr_consumer.kafka.client import TopicPartition
-from cr_consumer.kafka.librdkafka_partitions import PartitionStates
+from cr_consumer.kafka.librdkafka.partitions import PartitionStates
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 

@@ -50,7 +50,7 @@ def _pause_one_partition_mid_batch(bootstrap, topic, *, workaround: bool) -> dic
 
     from kafka import KafkaConsumer, TopicPartition
 
-    from cr_consumer.kafka.compat import unstick_parked_fetches
+    from cr_consumer.kafka.kafka_python.compat import unstick_parked_fetches
 
     tps = [TopicPartition(topic, p) for p in range(2)]
     c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
@@ -90,6 +90,6 @@ def test_kafka_python_pause_defect_and_its_work_around(bootstrap, names):
     assert fixed == {0: 1000, 1: 1000}
     broken = _pause_one_partition_mid_batch(bootstrap, topic, workaround=False)
     # Documents the defect in kafka-python 3.0.12: if this starts failing, the
-    # library was fixed and cr_consumer/kafka/compat.py can go.
+    # library was fixed and cr_consumer/kafka/kafka_python/compat.py can go.
     assert broken[1] == 1000
     assert broken[0] < 1000

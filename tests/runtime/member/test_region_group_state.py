@@ -11,7 +11,7 @@ import pytest
 
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
-from cr_consumer.kafka.kafka_python_client import KafkaPythonClient
+from cr_consumer.kafka.kafka_python.client import KafkaPythonClient
 from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
 from cr_consumer.testing.kafka_util import create_topic
 

@@ -2,7 +2,7 @@
 
 Pure bookkeeping (no librdkafka call, no confluent-kafka import): each method
 changes the state and returns what the adapter must then ask librdkafka to do
-(:mod:`cr_consumer.kafka.librdkafka_client`, whose module docstring has the
+(:mod:`cr_consumer.kafka.librdkafka.client`, whose module docstring has the
 protocol). Every method runs on the polling thread, except :attr:`PartitionStates.assigned`,
 which is replaced (never mutated), so a reader on any thread sees a whole set.
 

@@ -16,7 +16,7 @@ long-lived thread that runs such calls, one at a time:
    free within its own timeout (ClientTimeout naming the call it waited for).
 4. ``abandoned_since()`` tells whether a call whose caller stopped waiting
    (step 2) is still running, and since when; ``wait_free(timeout_s)`` waits
-   for the thread to be free (:mod:`cr_consumer.kafka.librdkafka_gate` keeps
+   for the thread to be free (:mod:`cr_consumer.kafka.librdkafka.gate` keeps
    every other library call from blocking behind such a call).
 5. ``shutdown()`` asks the thread to end once it is free (and waits for that
    up to its ``join_s``); it is a daemon thread, so a call that never returns

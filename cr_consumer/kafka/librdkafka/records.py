@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import KafkaError, Message
 
 from cr_consumer.kafka.client import KafkaRecord, TimestampType, TopicPartition
-from cr_consumer.kafka.librdkafka_partitions import PartitionStates
+from cr_consumer.kafka.librdkafka.partitions import PartitionStates
 
 log = logging.getLogger(__name__)
 

@@ -23,26 +23,26 @@ How the seam's protocol maps onto librdkafka:
    returned offset + 1 (kept here: librdkafka reports no position before it has
    returned a record); otherwise the committed offset, else ``auto.offset.reset``.
 3. ``commit`` is librdkafka's synchronous commit, bounded by ``timeout_ms`` on
-   a thread of this client's own (:mod:`cr_consumer.kafka.librdkafka_commit`,
-   :mod:`cr_consumer.kafka.bounded_call`); ``close`` is bounded the same way
+   a thread of this client's own (:mod:`cr_consumer.kafka.librdkafka.commit`,
+   :mod:`cr_consumer.kafka.librdkafka.bounded_call`); ``close`` is bounded the same way
    and does not call the listener (the operator is closing).
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
    response; the lookups (``committed``, ``end_offsets``, ...) ask the broker
-   (:mod:`cr_consumer.kafka.librdkafka_offsets`).
+   (:mod:`cr_consumer.kafka.librdkafka.offsets`).
 5. A commit that got no answer in time stays inside librdkafka, and every
    other call on the consumer would block behind it: each call passes the
-   :class:`~cr_consumer.kafka.librdkafka_gate.CallGate` first (a poll returns
+   :class:`~cr_consumer.kafka.librdkafka.gate.CallGate` first (a poll returns
    nothing meanwhile; past its limit every call fails and the operator with it).
 6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
-   exceptions in :mod:`cr_consumer.kafka.librdkafka_errors`.
+   exceptions in :mod:`cr_consumer.kafka.librdkafka.errors`.
 
-The records of a poll are built by :mod:`cr_consumer.kafka.librdkafka_records`.
+The records of a poll are built by :mod:`cr_consumer.kafka.librdkafka.records`.
 The partition bookkeeping of steps 1 and 2 (assignment, positions, pauses,
-deferred seeks) is :class:`~cr_consumer.kafka.librdkafka_partitions.PartitionStates`.
+deferred seeks) is :class:`~cr_consumer.kafka.librdkafka.partitions.PartitionStates`.
 
 Properties: standard dotted names, mapped by
-:mod:`cr_consumer.kafka.librdkafka_properties` (re-exported here:
+:mod:`cr_consumer.kafka.librdkafka.properties` (re-exported here:
 :data:`DEFAULTS`, :data:`RENAMED`, :func:`librdkafka_config`); librdkafka
 refuses names it does not know (:class:`ClientConfigError`). A pattern is
 subscribed as ``^pattern``: write it in the syntax both Python's ``re`` and
@@ -80,14 +80,14 @@ except ImportError as exc:  # the optional extra
         "the librdkafka Kafka client needs the confluent-kafka package: "
         "pip install 'cr-consumer[librdkafka]' (or choose the kafka-python client)") from exc
 
-from cr_consumer.kafka.bounded_call import BoundedCaller
-from cr_consumer.kafka.librdkafka_commit import commit_sync
-from cr_consumer.kafka.librdkafka_errors import error_of, fetcher_not_started, raise_for
-from cr_consumer.kafka.librdkafka_gate import CallGate
-from cr_consumer.kafka.librdkafka_offsets import NO_OFFSET, OffsetLookups, ck
-from cr_consumer.kafka.librdkafka_partitions import PartitionStates
-from cr_consumer.kafka.librdkafka_properties import DEFAULTS, RENAMED, librdkafka_config
-from cr_consumer.kafka.librdkafka_records import records_by_partition
+from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
+from cr_consumer.kafka.librdkafka.commit import commit_sync
+from cr_consumer.kafka.librdkafka.errors import error_of, fetcher_not_started, raise_for
+from cr_consumer.kafka.librdkafka.gate import CallGate
+from cr_consumer.kafka.librdkafka.offsets import NO_OFFSET, OffsetLookups, ck
+from cr_consumer.kafka.librdkafka.partitions import PartitionStates
+from cr_consumer.kafka.librdkafka.properties import DEFAULTS, RENAMED, librdkafka_config
+from cr_consumer.kafka.librdkafka.records import records_by_partition
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class LibrdkafkaClient:
     """:class:`~cr_consumer.kafka.client.KafkaClient` on librdkafka (see the module docstring)."""
 
     #: Assignment, positions, pauses and deferred seeks (polling thread; the
-    #: assignment is read on any thread): :mod:`cr_consumer.kafka.librdkafka_partitions`.
+    #: assignment is read on any thread): :mod:`cr_consumer.kafka.librdkafka.partitions`.
     _parts: PartitionStates
     #: The first fatal error reported by librdkafka (its thread); raised by poll.
     _fatal: KafkaError | None

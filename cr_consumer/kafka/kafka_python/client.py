@@ -1,7 +1,7 @@
 """The kafka-python implementation of :class:`~cr_consumer.kafka.client.KafkaClient`.
 
 kafka-python is pure Python (installs everywhere) and the default client. Its
-defects' work-arounds (``cr_consumer.kafka.compat``) stay inside this class:
+defects' work-arounds (``cr_consumer.kafka.kafka_python.compat``) stay inside this class:
 
 1. at construction: keep a group join that completes between two polls
    (``keep_completed_joins``), and keep fetching the owned partitions during a
@@ -54,7 +54,7 @@ from cr_consumer.kafka.client import (
     UnknownTopicOrPartition,
     check_guarantees,
 )
-from cr_consumer.kafka.compat import (
+from cr_consumer.kafka.kafka_python.compat import (
     fetch_during_cooperative_joins,
     keep_completed_joins,
     request_rejoin,

@@ -2,7 +2,7 @@
 still inside it.
 
 A synchronous commit that got no answer within its timeout goes on on the
-adapter's :class:`~cr_consumer.kafka.bounded_call.BoundedCaller` thread
+adapter's :class:`~cr_consumer.kafka.librdkafka.bounded_call.BoundedCaller` thread
 (its outcome is unknown, the drain has failed). While it is inside
 librdkafka, *every* other call on the same consumer blocks behind it: poll,
 pause, resume, seek, position, the lookups, the member id, even the
@@ -37,8 +37,8 @@ from __future__ import annotations
 import logging
 import time
 
-from cr_consumer.kafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.client import ClientTimeout
+from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
 
 log = logging.getLogger(__name__)
 

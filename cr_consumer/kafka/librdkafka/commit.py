@@ -3,17 +3,17 @@
 librdkafka's synchronous commit takes no timeout (it waits for the group
 coordinator as long as that takes), so:
 
-1. the commit runs on the adapter's :class:`~cr_consumer.kafka.bounded_call.BoundedCaller`
+1. the commit runs on the adapter's :class:`~cr_consumer.kafka.librdkafka.bounded_call.BoundedCaller`
    thread, and the polling thread waits for it at most ``timeout_ms``;
 2. no answer within ``timeout_ms``: :class:`~cr_consumer.kafka.client.ClientTimeout`
    (the outcome is unknown: the drain fails, the commit finishes on the
    caller's thread); a commit that could not start in time (an earlier one
    still running) never runs;
 3. the group refused the commit: CommitRefused / MemberFenced
-   (:func:`~cr_consumer.kafka.librdkafka_errors.refusal`), for the request as a
+   (:func:`~cr_consumer.kafka.librdkafka.errors.refusal`), for the request as a
    whole or for any partition of it;
 4. any other error of the request or of a partition raises
-   (:func:`~cr_consumer.kafka.librdkafka_errors.raise_for`): a commit returns
+   (:func:`~cr_consumer.kafka.librdkafka.errors.raise_for`): a commit returns
    only when the broker accepted every offset.
 """
 
@@ -23,10 +23,10 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException
 
-from cr_consumer.kafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.client import KafkaClientError, TopicPartition
-from cr_consumer.kafka.librdkafka_errors import REFUSED_CODES, error_of, raise_for, refusal
-from cr_consumer.kafka.librdkafka_offsets import ck
+from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
+from cr_consumer.kafka.librdkafka.errors import REFUSED_CODES, error_of, raise_for, refusal
+from cr_consumer.kafka.librdkafka.offsets import ck
 
 
 def commit_sync(consumer: Consumer, caller: BoundedCaller, offsets: Mapping[TopicPartition, int],

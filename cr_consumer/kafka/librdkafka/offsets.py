@@ -12,7 +12,7 @@ its ``timeout_ms`` (:class:`~cr_consumer.kafka.client.ClientTimeout` past it).
 5. ``reset_offset``: the offset ``auto.offset.reset`` names for one partition.
 
 A lookup that fails raises (never an answer that looks like "no offset"):
-:func:`~cr_consumer.kafka.librdkafka_errors.raise_for`.
+:func:`~cr_consumer.kafka.librdkafka.errors.raise_for`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from cr_consumer.kafka.client import KafkaClientError, TopicPartition
-from cr_consumer.kafka.librdkafka_errors import call_mapped, raise_for
+from cr_consumer.kafka.librdkafka.errors import call_mapped, raise_for
 
 #: Offsets below 0 are librdkafka's "no offset" markers (OFFSET_INVALID, _END, ...).
 NO_OFFSET = 0

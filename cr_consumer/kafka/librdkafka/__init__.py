@@ -1,0 +1,1 @@
+"""The librdkafka (confluent-kafka) implementation of the client seam."""
