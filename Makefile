@@ -20,8 +20,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
+# The run's own limit: three times its ~15 min budget. A run past it is interrupted
+# (SIGINT: pytest still prints what failed and what was running) and fails, well
+# before CI's 90 min; a test hung past its own timeout ends its worker sooner
+# (tests/conftest.py). The slowest tests are listed to keep the budget in view.
+TEST_LIMIT_S ?= 2700
 test: $(STAMP) promtool chromium
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider
+	timeout --signal=INT --kill-after=120 $(TEST_LIMIT_S) \
+	  $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -q -p no:cacheprovider --durations=20
 
 # Long wire fuzz of the coordinator (FUZZ_FRAMES frames, seed FUZZ_SEED); see bench/fuzz.py.
 FUZZ_FRAMES ?= 100000

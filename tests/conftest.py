@@ -7,7 +7,13 @@ use unique topic and group names, so they can share the broker.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import os
+import signal
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -83,3 +89,73 @@ def pytest_collection_modifyitems(config, items):
     if lost:
         raise pytest.UsageError(f"xdist_group is not applied to {len(lost)} tests (e.g. {lost[0]}): "
                                 "check the pytest / pytest-xdist versions")
+
+
+# --- a test that its own timeout cannot end ---------------------------------------------------
+#: How long past a test's own timeout (pytest-timeout's signal method, which also runs the
+#: test's fixtures' teardown) the worker waits before it gives the test up. The signal's
+#: exception is raised only when the main thread runs Python code: a test blocked in C code,
+#: or a teardown that blocks again after the timeout, would otherwise hold its worker, and so
+#: the whole run, until CI's own limit ends it without saying which test it was.
+ABANDON_GRACE_S = 90.0
+
+
+def _item_timeout(item: pytest.Item) -> float:
+    """The test's timeout: its ``timeout`` marker, else the ini's (0: none)."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    if marker is not None and "timeout" in marker.kwargs:
+        return float(marker.kwargs["timeout"])
+    return float(item.config.getini("timeout") or 0)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc), children before their children."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while being read
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found.extend(kids)
+        todo.extend(kids)
+    return found
+
+
+def _abandon(config: pytest.Config, nodeid: str, timeout: float) -> None:
+    """Say which test hung, with every thread's stack, end the processes it started and
+    this worker (xdist reports the test as failed with the worker's crash and starts a
+    new worker for the tests left)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # the test's output capture holds fd 2 until suspended
+        capture.suspend_global_capture(in_=True)
+    err = sys.stderr
+    err.write(f"\n*** {nodeid} still running {ABANDON_GRACE_S:.0f} s past its {timeout:.0f} s timeout: "
+              "its worker ends here; the stacks follow ***\n")
+    faulthandler.dump_traceback(file=err, all_threads=True)
+    err.flush()
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    os._exit(70)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    timeout = _item_timeout(item)
+    if timeout <= 0:
+        yield
+        return
+    timer = threading.Timer(timeout + ABANDON_GRACE_S, _abandon, args=(item.config, item.nodeid, timeout))
+    timer.daemon = True
+    timer.name = f"abandon-watch {item.nodeid}"[:80]
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

@@ -2,7 +2,7 @@
 
 Where a retry sleeps in the calling thread (a request re-sent, a client call
 retried), tenacity runs the loop (``coordinator/client.py``,
-``cr_consumer/kafka/librdkafka_client.py``, ``coordinator/protocol/common/waiting.py``).
+``cr_consumer/kafka/librdkafka/client.py``, ``coordinator/protocol/common/waiting.py``).
 Where a loop or a state machine only needs to know *when* the next attempt
 may run (it never sleeps: its caller's timer or tick decides), it uses this
 module:
