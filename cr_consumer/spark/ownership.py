@@ -41,7 +41,11 @@ The steps that keep it:
    the end in Spark's offset log (:func:`given_up`).
 5. **Hand over after the commit.** A revoked partition is released (the
    rebalance completes) only once every range planned for it is committed
-   (:func:`handed_over`), so its next owner starts after them.
+   (:func:`handed_over`), so its next owner starts after them. A partition
+   revoked while a batch is being planned is left out of that batch: the
+   planner hands a batch to Spark and the member checks the handover under
+   one lock, so either the check sees the batch or the batch skips the
+   partition.
 
 What this cannot close: the moment between the sink's own commit of a batch
 and the query's commit to the group (Spark's commit-log write and the next

@@ -320,8 +320,8 @@ class QueryPlanner:
         begins = {_key(tp): start.positions[_key(tp)] for tp in owned if _key(tp) in start.positions}
         first = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
         begins.update(first)
-        for key in sorted(set(begins) & set(self._given_up)):  # back after a replay gave it up (ownership step 4)
-            resume = self._given_up.pop(key)
+        resumed = {key: self._given_up.pop(key) for key in sorted(set(begins) & set(self._given_up))}
+        for key, resume in resumed.items():  # back after a replay gave it up (ownership step 4)
             if resume != begins[key]:
                 begins[key] = first[key] = resume
         if start.positions:  # not the query's first start: the group's commit may be ahead (ownership step 3)
@@ -335,14 +335,25 @@ class QueryPlanner:
         self._latest = latest
         self._check_data_loss(begins, latest)
         ends = capped_ends(begins, latest, limit)
-        positions = {**start.positions, **ends}
-        if positions == start.positions and not first:
-            end = start
-        else:
-            end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
-            self.stats["batches"] += 1
-            self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
         with self._handover_lock:
+            # Ownership step 5 needs the plan and a revocation ordered: a member records a
+            # revocation, then asks _handed_over under this lock. A partition revoked since
+            # ``owned`` was read is left out of this batch (its handover saw the previous
+            # end, so its next owner starts there); one revoked after this read waits for
+            # this batch's commit.
+            held_now = {_key(tp) for tp in self.assigned()}
+            for key in sorted(set(ends) - held_now):
+                del ends[key]
+                first.pop(key, None)
+                if key in resumed:
+                    self._given_up[key] = resumed[key]
+            positions = {**start.positions, **ends}
+            if positions == start.positions and not first:
+                end = start
+            else:
+                end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
+                self.stats["batches"] += 1
+                self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
             self._last_end = end
             if not self._handed or self._handed[-1] != end:
                 self._handed.append(end)

@@ -165,3 +165,40 @@ def test_a_notice_of_an_end_never_handed_to_spark_commits_nothing(bootstrap, coo
     finally:
         planner.close()
     assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in end.positions.items()}
+
+
+def test_a_partition_revoked_while_a_batch_is_planned_is_left_out_of_that_batch(bootstrap, coordinator, names):
+    """The revocation lands between the planner reading its assignment and handing the
+    batch to Spark (here: the second query joins while the first asks for the high
+    watermarks). The revoked partitions' handover saw the previous end, so the batch
+    must not read them: their next owner starts at that end."""
+    topic = create_topic(bootstrap, names.topic(), partitions=N_PARTITIONS)
+    group = names.group()
+    produce(bootstrap, topic, [b"a%d" % i for i in range(N_PARTITIONS * 300)])
+    first = SparkLikeQuery(_options(bootstrap, topic, group, coordinator, "earliest"), "first", limit=200)
+    second = SparkLikeQuery(_options(bootstrap, topic, group, coordinator, "committed"), "second")
+    probe_ends = first.planner.probe.ends
+    raced: list[tuple[set, set]] = []
+
+    def ends_while_revoked(owned):
+        if first.read_count() > 0 and not raced:  # once: the second query joins now
+            produce(bootstrap, topic, [b"b%d" % i for i in range(N_PARTITIONS * 100)])
+            second.thread.start()
+            _wait(lambda: set(first.planner.assigned()) != set(owned), 120, "the revocation", second)
+            raced.append((set(owned), set(first.planner.assigned())))
+        return probe_ends(owned)
+
+    first.planner.probe.ends = ends_while_revoked
+    try:
+        first.thread.start()
+        _wait(lambda: raced, 180, "the revocation during planning", first, second)
+        _wait(lambda: first.read_count() + second.read_count() >= N_PARTITIONS * 400, 180, "every record",
+              first, second)
+        _wait(lambda: committed_offsets(bootstrap, group, topic) == {p: 400 for p in range(N_PARTITIONS)}, 60,
+              "the commits", first, second)
+    finally:
+        first.close()
+        second.close()
+    owned, held = raced[0]
+    assert owned - held, raced  # partitions were revoked during the planning
+    _exactly_once([first.output, second.output], 400)
