@@ -9,10 +9,12 @@ import queue
 import zmq
 
 from coordinator.protocol.region.commands import Drain, Failed, encode_command
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.replies import RegionJoinReply, RegionPhase
 from coordinator.protocol.wire import protocol
 from cr_consumer.runtime.member.control import ControlChannel
 
-REGION = {"mode": "periodic", "period_s": 1.0, "member_timeout_s": 5.0}
+REGION = RegionConfig(name="r", mode="periodic", period_s=1.0, member_timeout_s=5.0)
 TIMEOUT_MS = 10_000
 
 
@@ -34,9 +36,8 @@ def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
         identity, env = _recv(router)
         while env.type != "region_join":
             identity, env = _recv(router)
-        router.send_multipart([identity, protocol.encode("region_join_reply",
-                                                         {"region": "r", "phase": "RESETTING",
-                                                          "last_consistent": None}, env.id)])
+        reply = RegionJoinReply("r", RegionPhase.RESETTING, None, REGION)
+        router.send_multipart([identity, protocol.encode("region_join_reply", reply.to_body(), env.id)])
         assert channel.wait_joined(10)
 
         def push(body: dict) -> None:
