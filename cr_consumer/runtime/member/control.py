@@ -406,11 +406,12 @@ class ControlChannel:
                       addressed.region, self.region)
             return
         command = addressed.command
-        if isinstance(command, Reset | ResetToInitial) and command.rejoin and self._on_rejoin_hint is not None:
-            try:  # at once, on this thread: the command itself may wait behind others
-                self._on_rejoin_hint()
-            except Exception:  # a hint only; the next Kafka heartbeat does the same
-                log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
+        match command:
+            case Reset(rejoin=True) | ResetToInitial(rejoin=True) if self._on_rejoin_hint is not None:
+                try:  # at once, on this thread: the command itself may wait behind others
+                    self._on_rejoin_hint()
+                except Exception:  # a hint only; the next Kafka heartbeat does the same
+                    log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
         self.on_command(command)
 
     def _request(self, sock: zmq.Socket, message: MemberRequest) -> str:
