@@ -31,9 +31,10 @@ Everything a service touches runs on the loop thread, so services need no locks.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -45,8 +46,14 @@ if TYPE_CHECKING:
     from coordinator.server.http import CoordinatorMetrics
     from coordinator.store.replay import LoadReport
 
+class Deferred(enum.Enum):
+    """The type of :data:`DEFERRED` (an enum member, so a handler's return type can name it)."""
+
+    DEFERRED = "deferred"
+
+
 #: What a handler returns when it will answer later (``ServerApi.reply``/``reply_error``).
-DEFERRED = object()
+DEFERRED = Deferred.DEFERRED
 
 
 @attrs.frozen
@@ -59,17 +66,39 @@ class Request:
     received: float
 
 
-#: ``handler(req, msg)``: ``msg`` is the validated instance of the message class
-#: the handler was registered with; returns a reply body or `DEFERRED`.
-Handler = Callable[[Request, Any], Any]
+#: What a handler returns: the reply body (JSON-encodable), or `DEFERRED`.
+Reply = dict[str, Any] | Literal[Deferred.DEFERRED]
+
+#: The request message a handler takes.
+M = TypeVar("M")
+M_co = TypeVar("M_co", covariant=True)
 
 
-class Message(Protocol):
-    """A request message class: ``from_body`` validates every field of a received
-    body and raises `coordinator.protocol.wire.errors.Invalid` naming the bad one."""
+class MessageClass(Protocol[M_co]):
+    """A request message class (``protocol.Register``, ``RegionJoin``, ...):
+    ``from_body`` validates every field of a received body and returns the
+    message, or raises `coordinator.protocol.wire.errors.Invalid` naming the bad
+    field."""
 
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> Message: ...
+    def from_body(self, body: Mapping[str, Any], /) -> M_co: ...
+
+
+#: ``handler(req, msg)``: ``msg`` is the message its class decoded from the
+#: request's body; returns a reply body or `DEFERRED`.
+Handler = Callable[[Request, M], Reply]
+
+#: A handler bound to its message class: decodes the body, then handles it
+#: (what the server's handler table holds: one type per entry, whatever ``M``).
+Route = Callable[[Request, Mapping[str, Any]], Reply]
+
+
+def route(message_cls: MessageClass[M], handler: Handler[M]) -> Route:
+    """``handler`` behind the decoding of its message class."""
+
+    def handle(req: Request, body: Mapping[str, Any]) -> Reply:
+        return handler(req, message_cls.from_body(body))
+
+    return handle
 
 
 class Timer:
@@ -199,8 +228,9 @@ class ServerApi(Protocol):
     @property
     def store(self) -> ServiceStore: ...
 
-    def add_handler(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
-        """Route requests of `msg_type` (one handler per type, else ValueError)."""
+    def add_handler(self, msg_type: str, message_cls: MessageClass[M], handler: Handler[M]) -> None:
+        """Route requests of `msg_type` (one handler per type, else ValueError): each
+        body is decoded by `message_cls` and handed to `handler`."""
         ...
 
     def mark_dirty(self) -> None:

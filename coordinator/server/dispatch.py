@@ -46,7 +46,7 @@ from coordinator.protocol.wire.errors import (
     TooLarge,
     UnknownType,
 )
-from coordinator.server.api import DEFERRED, Handler, Message, Request
+from coordinator.server.api import DEFERRED, Handler, M, MessageClass, Request, Route, route
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.http import CoordinatorMetrics
 
@@ -63,12 +63,12 @@ class Dispatcher:
         self._loaded = loaded
         self.max_frame_bytes = max_frame_bytes
         self.metrics = metrics
-        self._handlers: dict[str, tuple[type[Message], Handler]] = {}
+        self._handlers: dict[str, Route] = {}
 
-    def add(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
+    def add(self, msg_type: str, message_cls: MessageClass[M], handler: Handler[M]) -> None:
         if msg_type in self._handlers:
             raise ValueError(f"a handler for message type {msg_type!r} is already registered")
-        self._handlers[msg_type] = (message_cls, handler)
+        self._handlers[msg_type] = route(message_cls, handler)
 
     def handle(self, parts: list[bytes]) -> None:
         """Steps 1-6 for one received message ``[identity, frame, ...]``."""
@@ -100,10 +100,8 @@ class Dispatcher:
         if entry is None:
             self._commit.reply_error(req, UnknownType(f"unknown message type {env.type!r}"))
             return
-        cls, handler = entry
         try:
-            msg = cls.from_body(env.body)
-            result = handler(req, msg)
+            result = entry(req, env.body)
         except CoordinatorError as err:
             self._commit.reply_error(req, err)
             return

@@ -65,7 +65,7 @@ from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.server import builtin
-from coordinator.server.api import CurveServerConfig, Handler, Message, Request, ServerStore, Service, Timer
+from coordinator.server.api import CurveServerConfig, Handler, M, MessageClass, Request, ServerStore, Service, Timer
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
@@ -153,7 +153,7 @@ class CoordinatorServer:
 
     # ------------------------------------------------------------------ extension API
 
-    def add_handler(self, msg_type: str, message_cls: type[Message], handler: Handler) -> None:
+    def add_handler(self, msg_type: str, message_cls: MessageClass[M], handler: Handler[M]) -> None:
         self._dispatch.add(msg_type, message_cls, handler)
 
     def add_service(self, service: Service) -> None:

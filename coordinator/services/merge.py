@@ -63,7 +63,7 @@ import attrs
 
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
-from coordinator.server.api import DEFERRED, Request, ServerApi, Timer, attached
+from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
 from coordinator.services.registry import RegistryService
@@ -132,7 +132,7 @@ class MergeService:
 
     # ------------------------------------------------------------------ handlers
 
-    def _on_merge(self, req: Request, msg: protocol.MergeCheckpoint) -> Any:
+    def _on_merge(self, req: Request, msg: protocol.MergeCheckpoint) -> Reply:
         server = self.server
         self._registry.require_member(msg.group, msg.operator)
         server.store.touch(msg.group)  # retention activity

@@ -8,6 +8,7 @@ import importlib.util
 
 import pytest
 
+from coordinator.protocol.region.config import RegionConfig
 from cr_consumer.cli import drill as drill_cli
 from cr_consumer.cli import member as member_cli
 from cr_consumer.kafka.client import ClientKind
@@ -71,7 +72,7 @@ def test_crkafka_run_passes_the_client_to_its_members_and_member_to_the_source()
     settings = MemberSettings(pipeline="p.py", bootstrap="127.0.0.1:9092", coordinator="tcp://127.0.0.1:1",
                               group="g", member="m0", output_dir="out", state_dir="state",
                               kafka_client=args.kafka_client)
-    source, client = make_source(settings, KafkaSource(topics=["t"]), REGION, permit=RegionPermit(), region=None,
+    source, client = make_source(settings, KafkaSource(topics=["t"]), RegionConfig.from_dict({**REGION, "name": "g"}), permit=RegionPermit(), region=None,
                                  submit=lambda records: None, curve=None)
     try:
         assert source.config.client is ClientKind.LIBRDKAFKA

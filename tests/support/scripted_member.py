@@ -24,6 +24,16 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.client import CoordinatorClient
+from coordinator.protocol.region.commands import (
+    Checkpoint,
+    CommandKind,
+    Drain,
+    RegionCommand,
+    Reset,
+    ResetToInitial,
+    Resume,
+)
+from coordinator.protocol.region.config import RegionConfig
 from cr_consumer.runtime.member.control import ControlChannel
 
 #: How long stop() waits for the answering thread (it polls its queue every 0.1 s).
@@ -59,8 +69,9 @@ class ScriptedMember:
         #: The region's offsets of the last reset or resume: where the next intervals begin.
         self._consistent: dict[tuple[str, int], int] = {}
         self.seen: list[dict] = []
-        self.commands: queue.SimpleQueue = queue.SimpleQueue()
-        self.channel = ControlChannel(endpoint, region, name, incarnation or f"inc-{name}", config, self.commands.put)
+        self.commands: queue.SimpleQueue[RegionCommand] = queue.SimpleQueue()
+        self.channel = ControlChannel(endpoint, region, name, incarnation or f"inc-{name}",
+                                      RegionConfig.from_dict({**config, "name": region}), self.commands.put)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
 
@@ -80,20 +91,21 @@ class ScriptedMember:
                 command = self.commands.get(timeout=0.1)
             except queue.Empty:
                 continue
-            cmd = command.to_body()
-            self.seen.append(cmd)
-            kind = cmd["cmd"]
-            if kind == "drain":
-                self.channel.ack("drain", seq=cmd["seq"], ok=not self.fail_drain,
-                                 error="sink refused the batch" if self.fail_drain else None)
-            elif kind == "checkpoint":
-                self.channel.ack("checkpoint", seq=cmd["seq"], offsets=self._claims(cmd["seq"]))
-            elif kind in ("reset", "reset_to_initial"):
-                self._consistent = {(t, p): o for t, p, o in cmd.get("offsets") or []}
-                if self.answer_resets:
-                    self.channel.ack("reset", seq=cmd.get("seq"), attempt=cmd["attempt"])
-            elif kind == "resume" and cmd.get("offsets") is not None:
-                self._consistent = {(t, p): o for t, p, o in cmd["offsets"]}
+            self.seen.append(command.to_body())
+            match command:
+                case Drain(seq=seq):
+                    self.channel.ack(CommandKind.DRAIN, seq=seq, ok=not self.fail_drain,
+                                     error="sink refused the batch" if self.fail_drain else None)
+                case Checkpoint(seq=seq):
+                    self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=self._claims(seq))
+                case Reset() | ResetToInitial():
+                    offsets = command.offsets if isinstance(command, Reset) else []
+                    self._consistent = {(t, p): o for t, p, o in offsets}
+                    if self.answer_resets:
+                        self.channel.ack(CommandKind.RESET, seq=command.seq if isinstance(command, Reset) else None,
+                                         attempt=command.attempt)
+                case Resume(offsets=offsets) if offsets is not None:
+                    self._consistent = {(t, p): o for t, p, o in offsets}
 
     def _claims(self, seq: int) -> list[list[Any]]:
         """Step 2: the checkpoint answer's claims."""

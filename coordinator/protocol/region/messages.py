@@ -128,9 +128,9 @@ class RegionJoin:
 
 @attrs.frozen
 class RegionMemberMessage:
-    """region_trigger, region_leave: who is speaking."""
+    """A request whose body is only who is speaking (:class:`RegionTrigger`,
+    :class:`RegionLeave`)."""
 
-    TYPE: ClassVar[str] = "region_trigger"
     region: str
     member: str
     incarnation: str
@@ -142,6 +142,20 @@ class RegionMemberMessage:
     def from_body(cls, body: Mapping[str, Any]) -> RegionMemberMessage:
         return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
                    protocol.req_str(body, "incarnation"))
+
+
+@attrs.frozen
+class RegionTrigger(RegionMemberMessage):
+    """Operator-driven mode: the member asks for a checkpoint."""
+
+    TYPE: ClassVar[str] = "region_trigger"
+
+
+@attrs.frozen
+class RegionLeave(RegionMemberMessage):
+    """A graceful leave."""
+
+    TYPE: ClassVar[str] = "region_leave"
 
 
 @attrs.frozen
@@ -231,3 +245,7 @@ class RegionStatusRequest:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionStatusRequest:
         return cls(_opt_name(body, "region"))
+
+
+#: What a member sends its region controller (over its control channel, ``cr_consumer/runtime/member/control.py``).
+MemberRequest = RegionJoin | RegionHeartbeat | RegionAck | RegionResetRequest | RegionTrigger | RegionLeave

@@ -6,6 +6,12 @@ thread-safe, so no other thread touches it). Its routing id is fixed,
 commands pushed to that identity still arrive, and a restarted member process
 (new incarnation) is never confused with its predecessor.
 
+Every request is one of the protocol's message classes
+(``coordinator/protocol/region/messages.py``), encoded by its ``to_body``;
+every answer is decoded into its reply class
+(``coordinator/protocol/region/replies.py``; an invalid one is logged and
+dropped, as if lost).
+
 The I/O thread loop:
 
 1. Until joined: send ``region_join`` (re-sent every ``JOIN_RETRY_S`` without
@@ -24,7 +30,7 @@ The I/O thread loop:
    just before the join reply that makes the channel count itself joined, and
    a dropped answer to it failed that phase only by its timeout; the
    controller ignores answers that are stale by then.
-   ``ask`` (the trigger) waits for the answer, at most its timeout; not joined,
+   ``trigger_reply`` waits for the answer, at most its timeout; not joined,
    it is answered None at once.
 4. Pushed ``region_command`` messages are decoded and validated
    (``coordinator/protocol/region/commands.py``; an invalid one is logged and dropped)
@@ -45,14 +51,43 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
 from coordinator.protocol.common.osutil import WakePipe
-from coordinator.protocol.region.commands import COMMAND_TYPE, RegionCommand, Reset, ResetToInitial, decode_command
+from coordinator.protocol.region.commands import (
+    COMMAND_TYPE,
+    CommandKind,
+    RegionCommand,
+    Reset,
+    ResetToInitial,
+    decode_command,
+)
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.messages import (
+    MemberRequest,
+    RegionAck,
+    RegionHeartbeat,
+    RegionJoin,
+    RegionLeave,
+    RegionResetRequest,
+    RegionTrigger,
+)
+from coordinator.protocol.region.replies import (
+    ErrorReply,
+    Predecessor,
+    RegionJoinReply,
+    RegionLeaveReply,
+    RegionPhase,
+    RegionPhaseReply,
+    RegionTriggerReply,
+    TriggerAnswer,
+    decode_reply,
+)
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
@@ -109,32 +144,31 @@ class ControlChannel:
         region: str,
         member: str,
         incarnation: str,
-        region_config: dict[str, Any],
+        region_config: RegionConfig,
         on_command: Callable[[RegionCommand], None],
         *,
         context: zmq.Context | None = None,
         curve: tuple[bytes, bytes, bytes] | None = None,
-        report: Callable[[], dict[str, Any] | None] | None = None,
-        on_predecessor: Callable[[dict[str, Any]], None] | None = None,
-        on_rejoin_hint: Callable[[], Any] | None = None,
+        report: Callable[[], KafkaReport | None] | None = None,
+        on_predecessor: Callable[[Predecessor], None] | None = None,
+        on_rejoin_hint: Callable[[], object] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.region = region
         self.member = member
         self.incarnation = incarnation
-        self.region_config = dict(region_config)
+        self.region_config = region_config
         self.on_command = fault_points.lossy(on_command, member)  # itself unless a drill arms receive-* points
         self._ctx = context or zmq.Context.instance()
         self._curve = curve  # (server public, client public, client secret)
         self._report = report
         self._on_rejoin_hint = on_rejoin_hint
-        self._outbox: queue.SimpleQueue[tuple[str, dict, Waiter | None]] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[MemberRequest, Waiter | None]] = queue.SimpleQueue()
         self._book = RequestBook(member)  # ids, waiters, held requests: the I/O thread's only
         self._wake_pipe = WakePipe()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._state = JoinState(region, member, float(self.region_config.get("member_timeout_s", 5.0)),
-                                self.on_command, on_predecessor)
+        self._state = JoinState(region, member, region_config.member_timeout_s, self.on_command, on_predecessor)
 
     # ------------------------------------------------------------------ standing (any thread)
     @property
@@ -157,13 +191,13 @@ class ControlChannel:
         good (``failure`` set) or ``timeout`` passed (False)."""
         return self._state.wait_settled(timeout)
 
-    def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> dict | None:
-        """Leave the region gracefully; returns the controller's answer
-        (``{"last_consistent": seq, "complete": own seq}``) or None when none came within ``timeout``."""
+    def leave(self, timeout: float = LEAVE_TIMEOUT_S) -> RegionLeaveReply | None:
+        """Leave the region gracefully; returns the controller's answer, or None
+        when none came within ``timeout``."""
         if not self.joined.is_set() or self._thread is None or not self._thread.is_alive():
             return None
         self._state.begin_leave()  # the I/O thread must not join again
-        self.send("region_leave", {})
+        self._send(RegionLeave(self.region, self.member, self.incarnation))
         if not self._state.wait_left(timeout):
             log.warning("%s: no answer to region_leave within %.1fs", self.member, timeout)
             return None
@@ -180,45 +214,47 @@ class ControlChannel:
                 log.error("%s: control I/O thread did not stop within %.1fs", self.member, STOP_JOIN_S)
         self._wake_pipe.close()
 
-    def region_phase(self) -> str | None:
+    def region_phase(self) -> RegionPhase | None:
         """The region's phase as the last answer said (None while not joined)."""
         return self._state.region_phase()
 
-    def send(self, msg_type: str, body: dict[str, Any]) -> None:
+    def _send(self, message: MemberRequest, waiter: Waiter | None = None) -> None:
         """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
-        self._outbox.put((msg_type, body, None))
+        self._outbox.put((message, waiter))
         self._wake()
 
-    def ask(self, msg_type: str, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Send a request and wait for its answer: the reply body, ``{"error": code,
-        "message": text}`` for an error answer, or None when not joined or no
-        answer came within ``timeout``."""
-        waiter = Waiter()
-        self._outbox.put((msg_type, body, waiter))
-        self._wake()
-        if not waiter.done.wait(timeout):
-            log.info("%s: no answer to %s within %.1fs", self.member, msg_type, timeout)
-            return None
-        return waiter.reply
-
-    def ack(self, command: str, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
-            error: str | None = None, offsets: list | None = None, rebalance: bool = False) -> None:
-        self.send("region_ack", {"command": command, "seq": seq, "attempt": attempt, "ok": ok,
-                                 "error": error, "offsets": offsets, "rebalance": rebalance})
+    def ack(self, command: CommandKind, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
+            error: str | None = None, offsets: list[protocol.OffsetClaim] | None = None,
+            rebalance: bool = False) -> None:
+        """Answer a drain, checkpoint or reset (``command``) of checkpoint ``seq`` or
+        reset round ``attempt``; ``offsets``: a checkpoint's claims."""
+        self._send(RegionAck(self.region, self.member, self.incarnation, command.value, seq, attempt, ok,
+                             error, offsets, rebalance))
 
     def request_reset(self, *, force: bool, reason: str) -> None:
-        self.send("region_reset_request", {"force": force, "reason": reason[:2000]})
+        self._send(RegionResetRequest(self.region, self.member, self.incarnation, force, reason[:protocol.MAX_TEXT_LEN]))
+
+    def trigger_reply(self, timeout: float) -> RegionTriggerReply | ErrorReply | None:
+        """Operator-driven mode: ask for a checkpoint and wait for the answer; None
+        when not joined or no answer came within ``timeout``."""
+        waiter = Waiter()
+        self._send(RegionTrigger(self.region, self.member, self.incarnation), waiter)
+        if not waiter.done.wait(timeout):
+            log.info("%s: no answer to region_trigger within %.1fs", self.member, timeout)
+            return None
+        reply = waiter.reply
+        return reply if isinstance(reply, RegionTriggerReply | ErrorReply) else None
 
     def trigger(self, timeout: float = TRIGGER_ANSWER_S) -> bool:
         """Operator-driven mode: ask for a checkpoint; True when a drain of this
         member follows (the controller's ``trigger`` answer), False when none does
         (not now: the region resets or waits, this member drained already, no
         answer, not joined): the caller then does not wait for a drain."""
-        reply = self.ask("region_trigger", {}, timeout)
-        if reply is None or "error" in reply:
+        reply = self.trigger_reply(timeout)
+        if not isinstance(reply, RegionTriggerReply):
             return False
-        if reply.get("trigger") == "not_now":
-            log.info("%s: trigger not served now: %s", self.member, reply.get("reason"))
+        if reply.trigger is TriggerAnswer.NOT_NOW:
+            log.info("%s: trigger not served now: %s", self.member, reply.reason)
             return False
         return True
 
@@ -241,9 +277,6 @@ class ControlChannel:
             sock.curve_secretkey = secret
         sock.connect(self.endpoint)
         return sock
-
-    def _base(self) -> dict[str, Any]:
-        return {"region": self.region, "member": self.member, "incarnation": self.incarnation}
 
     def _run(self) -> None:
         sock = self._socket()
@@ -287,12 +320,12 @@ class ControlChannel:
             return
         if not self.joined.is_set() and (now - clock.join_sent >= JOIN_RETRY_S or state.join_now):
             clock.join_sent = now
-            self._request(sock, "region_join", {"pid": os.getpid(), "host": socket.gethostname(),
-                                                **state.join_request(), "config": self.region_config})
+            self._request(sock, RegionJoin(self.region, self.member, self.incarnation, os.getpid(),
+                                           self.region_config.to_dict(), socket.gethostname(), state.join_replaces()))
         elif self.joined.is_set():
             if now - clock.last_hb >= HEARTBEAT_S:
                 clock.last_hb = now
-                self._request(sock, "region_heartbeat", self._heartbeat_body())
+                self._request(sock, self._heartbeat())
             if now - clock.last_heard > LOST_AFTER_S:
                 log.warning("%s: no answer from the coordinator for %.1fs; joining again",
                             self.member, now - clock.last_heard)
@@ -302,15 +335,15 @@ class ControlChannel:
     def _send_outgoing(self, sock: zmq.Socket) -> None:
         """Send what was held until the join, then what other threads queued (held while not joined)."""
         if self.joined.is_set():
-            for msg_type, body in self._book.take_held():
-                self._request(sock, msg_type, body)
-        for msg_type, body, waiter in self._queued():
-            if self.joined.is_set() or msg_type == "region_leave":
-                rid = self._request(sock, msg_type, body)
+            for message in self._book.take_held():
+                self._request(sock, message)
+        for message, waiter in self._queued():
+            if self.joined.is_set() or isinstance(message, RegionLeave):
+                rid = self._request(sock, message)
                 if waiter is not None:
                     self._book.await_answer(rid, waiter)
             else:
-                self._book.hold(msg_type, body, waiter)
+                self._book.hold(message, waiter)
 
     def _on_connected(self, sock: zmq.Socket, monitor: zmq.Socket, clock: _IoClock) -> None:
         """Count the connections; after a reconnect, heartbeat at once."""
@@ -323,7 +356,7 @@ class ControlChannel:
             if clock.connects > 1 and self.joined.is_set() and not self._state.leaving:
                 log.info("%s: reconnected to the coordinator; heartbeat at once", self.member)
                 clock.last_hb = time.monotonic()
-                self._request(sock, "region_heartbeat", self._heartbeat_body())
+                self._request(sock, self._heartbeat())
 
     def _receive(self, sock: zmq.Socket, clock: _IoClock) -> None:
         while True:
@@ -336,30 +369,30 @@ class ControlChannel:
 
     def _flush_leave(self, sock: zmq.Socket) -> None:
         """Flush a final leave; nobody waits for other answers any more."""
-        for msg_type, body, waiter in self._queued():
+        for message, waiter in self._queued():
             if waiter is not None:
                 waiter.answer(None)
-            if msg_type == "region_leave":
-                self._request(sock, msg_type, body)
+            if isinstance(message, RegionLeave):
+                self._request(sock, message)
 
-    def _heartbeat_body(self) -> dict[str, Any]:
-        if self._report is None:
-            return {}
-        try:
-            return {"kafka": self._report()}
-        except Exception:  # the report only paces checkpoints; the heartbeat must go out
-            log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
-            return {}
+    def _heartbeat(self) -> RegionHeartbeat:
+        report = None
+        if self._report is not None:
+            try:
+                report = self._report()
+            except Exception:  # the report only paces checkpoints; the heartbeat must go out
+                log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
+        return RegionHeartbeat(self.region, self.member, self.incarnation, report)
 
-    def _queued(self) -> Iterator[tuple[str, dict, Waiter | None]]:
-        """What other threads queued (``send``, ``ask``), oldest first, without waiting."""
+    def _queued(self) -> Iterator[tuple[MemberRequest, Waiter | None]]:
+        """What other threads queued (``_send``), oldest first, without waiting."""
         while True:
             try:
                 yield self._outbox.get_nowait()
             except queue.Empty:
                 return
 
-    def _on_push(self, body: Any) -> None:
+    def _on_push(self, body: Mapping[str, Any]) -> None:
         """A pushed command (step 4): validated here, before anything acts on it; an
         invalid one is logged and dropped (the controller's phase timeout covers it,
         as for a push lost on the way)."""
@@ -373,19 +406,20 @@ class ControlChannel:
                       addressed.region, self.region)
             return
         command = addressed.command
-        if isinstance(command, Reset | ResetToInitial) and command.rejoin and self._on_rejoin_hint is not None:
-            try:  # at once, on this thread: the command itself may wait behind others
-                self._on_rejoin_hint()
-            except Exception:  # a hint only; the next Kafka heartbeat does the same
-                log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
+        match command:
+            case Reset(rejoin=True) | ResetToInitial(rejoin=True) if self._on_rejoin_hint is not None:
+                try:  # at once, on this thread: the command itself may wait behind others
+                    self._on_rejoin_hint()
+                except Exception:  # a hint only; the next Kafka heartbeat does the same
+                    log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
         self.on_command(command)
 
-    def _request(self, sock: zmq.Socket, msg_type: str, body: dict) -> str:
-        rid = self._book.new_id(msg_type)
+    def _request(self, sock: zmq.Socket, message: MemberRequest) -> str:
+        rid = self._book.new_id(message.TYPE)
         try:
-            sock.send(protocol.encode(msg_type, {**self._base(), **body}, rid), zmq.NOBLOCK)
+            sock.send(protocol.encode(message.TYPE, message.to_body(), rid), zmq.NOBLOCK)
         except zmq.Again:
-            log.warning("%s: %s not sent: the coordinator connection is congested", self.member, msg_type)
+            log.warning("%s: %s not sent: the coordinator connection is congested", self.member, message.TYPE)
         return rid
 
     def _on_frame(self, raw: bytes) -> None:
@@ -398,14 +432,19 @@ class ControlChannel:
             self._on_push(env.body)
             return
         msg_type, waiter = self._book.answered(env.id)
+        try:
+            reply = decode_reply(env.type, env.body)
+        except Invalid as exc:
+            log.warning("%s: invalid %s from the coordinator dropped: %s", self.member, env.type[:80], exc)
+            reply = None
         if waiter is not None:
-            waiter.answer({"error": env.body.get("code"), "message": env.body.get("message")}
-                          if env.type == "error" else dict(env.body))
-        if env.type == "error":
-            self._state.on_error(msg_type, env.body.get("code"), env.body.get("message"))
-        elif msg_type == "region_join":
-            self._state.on_join_reply(dict(env.body))
-        elif msg_type == "region_leave":
-            self._state.on_leave_reply(dict(env.body))
-        elif env.type.endswith("_reply"):
-            self._state.on_reply(dict(env.body))
+            waiter.answer(reply)
+        match reply:
+            case ErrorReply():
+                self._state.on_error(msg_type, reply)
+            case RegionJoinReply():
+                self._state.on_join_reply(reply)
+            case RegionLeaveReply():
+                self._state.on_leave_reply(reply)
+            case RegionPhaseReply() | RegionTriggerReply():
+                self._state.on_reply(reply)

@@ -68,8 +68,8 @@ SOURCE_ID = "00-source"
 #: Completed checkpoints remembered (for status and tests): bounded memory.
 COMPLETED_KEPT = 100
 #: The ``command`` of the ack a command gets (the unlisted ones are not answered).
-ACKED_AS = {CommandKind.DRAIN: "drain", CommandKind.CHECKPOINT: "checkpoint", CommandKind.RESET: "reset",
-            CommandKind.RESET_TO_INITIAL: "reset"}
+ACKED_AS = {CommandKind.DRAIN: CommandKind.DRAIN, CommandKind.CHECKPOINT: CommandKind.CHECKPOINT,
+            CommandKind.RESET: CommandKind.RESET, CommandKind.RESET_TO_INITIAL: CommandKind.RESET}
 
 
 class CommandExecutor:
@@ -112,11 +112,11 @@ class CommandExecutor:
             match cmd:
                 case Drain():
                     self._drain(cmd.seq)
-                    self.channel.ack("drain", seq=seq)
+                    self.channel.ack(CommandKind.DRAIN, seq=seq)
                     fault_points.hit(fault_points.Point.AFTER_DRAIN, self.member)
                 case Checkpoint():
                     offsets = self._checkpoint(cmd.seq)
-                    self.channel.ack("checkpoint", seq=seq, offsets=offsets)
+                    self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=offsets)
                     fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.member)
                 case Resume():
                     self._resume(cmd.complete, cmd.offsets)
@@ -128,11 +128,11 @@ class CommandExecutor:
                 case Reset():
                     self._reset(cmd.seq, cmd.attempt, cmd.own, cmd.offsets)
                     fault_points.hit(fault_points.Point.AFTER_RESET, self.member)
-                    self.channel.ack("reset", seq=seq, attempt=attempt)
+                    self.channel.ack(CommandKind.RESET, seq=seq, attempt=attempt)
                 case ResetToInitial():
                     self._reset_initial(cmd.attempt)
                     fault_points.hit(fault_points.Point.AFTER_RESET, self.member)
-                    self.channel.ack("reset", seq=None, attempt=attempt)
+                    self.channel.ack(CommandKind.RESET, seq=None, attempt=attempt)
         except Exception as exc:  # answered as a failed ack: the controller resets or retries
             log.exception("%s: %s(seq=%s, attempt=%s) failed", self.member, cmd.KIND.value, seq, attempt)
             acked = ACKED_AS.get(cmd.KIND)

@@ -4,7 +4,7 @@ Three things the control channel (``control.py``) does with the member's Kafka
 source (a ``ConsumerOperator``):
 
 * ``group_report(source)``: what each ``region_heartbeat`` carries as
-  ``kafka``: ``{member_id, generation, rebalancing}``. ``rebalancing`` is true
+  ``kafka`` (a ``KafkaReport``: ``{member_id, generation, rebalancing}``). ``rebalancing`` is true
   while the consumer is not in a stable group generation (joining, or revoked
   and not yet assigned again) or the source waits for a reset after a
   revocation. The controller does not start a periodic drain while a member
@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
+
+from coordinator.protocol.region.kafka_report import KafkaReport
 
 if TYPE_CHECKING:
     from cr_consumer.operator.states import ClientState
@@ -79,7 +81,7 @@ class GroupSource(Protocol):
         ...
 
 
-def group_report(source: GroupSource) -> dict[str, Any] | None:
+def group_report(source: GroupSource) -> KafkaReport | None:
     """The source's Kafka group state, or None before its consumer exists.
     Reads the snapshot the event thread takes after each poll: the consumer
     itself is only touched on the event thread."""
@@ -91,11 +93,9 @@ def group_report(source: GroupSource) -> dict[str, Any] | None:
 
     reset_pending = source.state is ClientState.CR_RESET_PENDING
     rebalancing = meta.rebalancing or source.rebalancer.joining or reset_pending
-    report: dict[str, Any] = {"member_id": meta.member_id, "generation": meta.generation,
-                              "rebalancing": rebalancing}
     if source.cooperative:
-        report.update(cooperative=True, reset_pending=reset_pending)
-    return report
+        return KafkaReport(meta.member_id, meta.generation, rebalancing, cooperative=True, reset_pending=reset_pending)
+    return KafkaReport(meta.member_id, meta.generation, rebalancing)
 
 
 def request_rejoin(source: GroupSource) -> bool:

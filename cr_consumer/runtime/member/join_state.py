@@ -1,12 +1,13 @@
 """A member's standing in its region, as the region controller's answers tell it.
 
 No I/O: the control channel's I/O thread (``control.py``) sends the requests
-and feeds every answer here; any thread reads the outcome (``joined``,
-``failure``, ``region_phase()``) or waits for it (``wait_settled``,
-``wait_left``). The answers and what they do:
+and feeds every answer here, decoded into the protocol's reply classes
+(``coordinator/protocol/region/replies.py``); any thread reads the outcome
+(``joined``, ``failure``, ``region_phase()``) or waits for it
+(``wait_settled``, ``wait_left``). The answers and what they do:
 
-1. A ``region_join`` reply: joined (``joins`` counts them; ``last_reply``
-   holds it). When it names a ``predecessor`` (this is a restarted process)
+1. A ``region_join`` reply: joined (``joins`` counts them; ``phase`` is the
+   region's). When it names a ``predecessor`` (this is a restarted process)
    with a Kafka member id, ``on_predecessor`` runs first, once per process, so
    before the member starts its Kafka source (``group_state.evict_predecessor``).
    A region that is FAILED already is told to the member as a ``Failed``
@@ -34,10 +35,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from coordinator.protocol.region.commands import Failed
-from cr_consumer.runtime.member.name_claim import NameClaim
+from coordinator.protocol.region.replies import (
+    ErrorReply,
+    NameHolder,
+    Predecessor,
+    RegionJoinReply,
+    RegionLeaveReply,
+    RegionPhase,
+    RegionPhaseReply,
+    RegionTriggerReply,
+)
+from coordinator.protocol.wire.errors import ErrorCode
+from cr_consumer.runtime.member.name_claim import ClaimStep, NameClaim
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +62,9 @@ class JoinState:
     """The standing of one member process (see the module docstring).
 
     Shared thread state, written by the channel's I/O thread (the ``on_*``
-    methods, ``lost``, ``join_request``, ``failure``) and read by any thread:
+    methods, ``lost``, ``join_replaces``, ``failure``) and read by any thread:
     ``joined`` (also cleared by the answer to a leave), ``failure`` (set once:
-    the channel gave up), ``last_reply`` (replaced whole, never mutated),
+    the channel gave up), ``phase`` (the region's, as the last answer said),
     ``leave_reply`` (before ``_left`` is set), ``joins``. Written by the caller
     of ``begin_leave`` and read by the I/O thread: ``leaving``. The name claim,
     ``join_now`` and the predecessor flag are the I/O thread's only.
@@ -61,8 +72,8 @@ class JoinState:
 
     joined: threading.Event
     failure: BaseException | None
-    last_reply: dict[str, Any]
-    leave_reply: dict[str, Any] | None
+    phase: RegionPhase | None
+    leave_reply: RegionLeaveReply | None
     joins: int
     leaving: bool
 
@@ -72,7 +83,7 @@ class JoinState:
         member: str,
         member_timeout_s: float,
         on_failed: Callable[[Failed], None],
-        on_predecessor: Callable[[dict[str, Any]], None] | None = None,
+        on_predecessor: Callable[[Predecessor], None] | None = None,
     ) -> None:
         self.region = region
         self.member = member
@@ -86,7 +97,7 @@ class JoinState:
         self.join_now = False
         self.failure = None
         self.joins = 0
-        self.last_reply = {}
+        self.phase = None
         self.leave_reply = None
         self.leaving = False
 
@@ -97,12 +108,11 @@ class JoinState:
         self._settled.wait(timeout)
         return self.joined.is_set() and self.failure is None
 
-    def region_phase(self) -> str | None:
+    def region_phase(self) -> RegionPhase | None:
         """The region's phase as the last answer said (None while not joined)."""
         if not self.joined.is_set():
             return None
-        phase = self.last_reply.get("phase")
-        return phase if isinstance(phase, str) else None
+        return self.phase
 
     def begin_leave(self) -> None:
         """Step 5: the caller sends ``region_leave`` next; no join is sent any more."""
@@ -114,82 +124,81 @@ class JoinState:
         return self._left.wait(timeout)
 
     # ------------------------------------------------------------------ I/O thread
-    def join_request(self) -> dict[str, Any]:
-        """The standing's part of a ``region_join`` body (a join is being sent now)."""
+    def join_replaces(self) -> bool:
+        """A join is being sent now: whether it replaces the name's holder (its ``replace``)."""
         self.join_now = False
-        return {"replace": self._claim.replace}
+        return self._claim.replace
 
     def lost(self) -> None:
         """Step 4: no answer for too long."""
         self.joined.clear()
 
-    def on_error(self, msg_type: str | None, code: Any, message: Any) -> None:
-        """Step 3: an error answer to ``msg_type``."""
-        if code == "NOT_REGISTERED":
+    def on_error(self, msg_type: str | None, error: ErrorReply) -> None:
+        """Step 3: an error answer to ``msg_type`` (None: to a forgotten request)."""
+        code, message = error.code, error.message
+        if code is ErrorCode.NOT_REGISTERED:
             if self.joined.is_set():
                 log.warning("%s: the coordinator does not know us (%s); joining again", self.member, message)
             self.joined.clear()
-        elif code == "LOAD_IN_PROGRESS":
+        elif code is ErrorCode.LOAD_IN_PROGRESS:
             pass  # the join is re-sent after the channel's JOIN_RETRY_S
-        elif msg_type == "region_join" and code in ("INVALID", "CR_INDEX_MISMATCH"):
-            self._fail(RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code}: {message}"))
+        elif msg_type == "region_join" and code in (ErrorCode.INVALID, ErrorCode.CR_INDEX_MISMATCH):
+            self._fail(RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code.value}: {message}"))
         else:
-            log.warning("%s: %s answered %s: %s", self.member, msg_type, code, message)
+            log.warning("%s: %s answered %s: %s", self.member, msg_type, code.value, message)
 
-    def on_join_reply(self, body: dict[str, Any]) -> None:
+    def on_join_reply(self, reply: RegionJoinReply) -> None:
         """Steps 1 and 2: the answer to a join."""
-        if body.get("refused"):
-            self._on_refused(body)
+        if reply.refused is not None:
+            self._on_refused(reply.refused.holder)
             return
         self.joins += 1
-        self.last_reply = body
-        self._handle_predecessor(body)
+        self.phase = reply.phase
+        self._handle_predecessor(reply.predecessor)
         self.joined.set()
         self._settled.set()
         log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
-                 self.region, body.get("phase"), body.get("last_consistent"))
-        if body.get("phase") == "FAILED":  # terminal: nobody will send us commands
-            why = body.get("failed_reason") or "no reason given"
+                 self.region, reply.phase.value, reply.last_consistent)
+        if reply.phase is RegionPhase.FAILED:  # terminal: nobody will send us commands
+            why = reply.failed_reason or "no reason given"
             self._on_failed(Failed(f"region {self.region!r} is FAILED ({why}); it failed before this member "
                                    f"joined: start it under another --group"))
 
-    def on_leave_reply(self, body: dict[str, Any]) -> None:
+    def on_leave_reply(self, reply: RegionLeaveReply) -> None:
         """Step 5: the answer to the leave ends the membership."""
-        self.leave_reply = body
+        self.leave_reply = reply
         self.joined.clear()
         self._left.set()
 
-    def on_reply(self, body: dict[str, Any]) -> None:
+    def on_reply(self, reply: RegionPhaseReply | RegionTriggerReply) -> None:
         """Any other answer: the latest word on the region (its phase)."""
-        self.last_reply = body
+        self.phase = reply.phase
 
     def _fail(self, failure: RegionFatal) -> None:
         self.failure = failure
         log.error("%s", failure)
         self._settled.set()
 
-    def _on_refused(self, reply: dict[str, Any]) -> None:
+    def _on_refused(self, holder: NameHolder) -> None:
         """The member name is held by another live process (step 2, name_claim.py)."""
-        holder = reply.get("holder") or {}
-        what = self._claim.on_refused(reply, time.monotonic())
-        if what == "replace":
+        what = self._claim.on_refused(holder, time.monotonic())
+        if what is ClaimStep.REPLACE:
             log.info("%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
-                     self.member, holder.get("pid"))
+                     self.member, holder.pid)
             self.join_now = True
-        elif what == "retry":
+        elif what is ClaimStep.RETRY:
             log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member,
-                     holder.get("pid"), holder.get("host"), holder.get("silent_s", 0.0))
+                     holder.pid, holder.host, holder.silent_s)
         else:
-            self._fail(RegionFatal(what))
+            self._fail(RegionFatal(self._claim.duplicate(holder)))
 
-    def _handle_predecessor(self, reply: dict[str, Any]) -> None:
+    def _handle_predecessor(self, pred: Predecessor | None) -> None:
         """Once per process: let the member remove its dead predecessor's Kafka consumer."""
-        pred = reply.get("predecessor")
-        if self._predecessor_done or not isinstance(pred, dict) or self._on_predecessor is None:
+        if self._predecessor_done or pred is None or self._on_predecessor is None:
             return
         self._predecessor_done = True
-        log.info("%s: replaces incarnation %s (pid %s, Kafka member %s)", self.member, pred.get("incarnation"),
-                 pred.get("pid"), pred.get("kafka_member_id"))
+        log.info("%s: replaces incarnation %s (pid %s, Kafka member %s)", self.member, pred.incarnation,
+                 pred.pid, pred.kafka_member_id)
         try:
             self._on_predecessor(pred)
         except Exception:  # an optimisation (the session timeout removes it); logged

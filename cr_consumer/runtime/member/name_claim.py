@@ -15,9 +15,11 @@ names"). :class:`NameClaim` decides what the joining process does:
 
 from __future__ import annotations
 
+import enum
 import os
 import socket
-from typing import Any
+
+from coordinator.protocol.region.replies import NameHolder
 
 #: Refusals are retried this long past the region's member_timeout_s before the
 #: member gives up (the controller needs that long to call a killed holder dead).
@@ -35,6 +37,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+class ClaimStep(enum.Enum):
+    """What a refused joiner does next (the module docstring's steps)."""
+
+    REPLACE = "replace"  # step 1: join again at once, replacing the gone holder
+    RETRY = "retry"  # step 2
+    GIVE_UP = "give_up"  # step 3: a live duplicate (``NameClaim.duplicate`` says which)
+
+
 class NameClaim:
     """State of one member process's claim on its name (the control I/O thread only)."""
 
@@ -45,18 +55,21 @@ class NameClaim:
         self.replace = False  # sent with the join: the holder's process is gone
         self.refused_since: float | None = None
 
-    def on_refused(self, reply: dict[str, Any], now: float) -> str:
-        """'replace' (join again at once), 'retry', or the error text of a live duplicate."""
-        holder = reply.get("holder") or {}
+    def on_refused(self, holder: NameHolder, now: float) -> ClaimStep:
+        """The next step after a refusal naming ``holder``."""
         if self.refused_since is None:
             self.refused_since = now
-        pid, host = holder.get("pid"), holder.get("host")
-        if not self.replace and host == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid):
+        pid = holder.pid
+        if not self.replace and holder.host == socket.gethostname() and pid is not None and not pid_alive(pid):
             self.replace = True
-            return "replace"
+            return ClaimStep.REPLACE
         if now - self.refused_since < self.limit_s:
-            return "retry"
+            return ClaimStep.RETRY
+        return ClaimStep.GIVE_UP
+
+    def duplicate(self, holder: NameHolder) -> str:
+        """The error of step 3: the live duplicate ``holder``."""
         return (f"region {self.region!r} refused member {self.member!r}: member name {self.member!r} is already "
-                f"used by a live member in this group (pid {pid} on host {host}, incarnation "
-                f"{holder.get('incarnation')}); operator names must be unique in the group: start this member "
+                f"used by a live member in this group (pid {holder.pid} on host {holder.host}, incarnation "
+                f"{holder.incarnation}); operator names must be unique in the group: start this member "
                 f"with another --name, or stop the other one")

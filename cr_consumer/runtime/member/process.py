@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING
 
 from coordinator.protocol.common.gc_policy import raise_young_threshold, restore_thresholds
 from coordinator.protocol.region.commands import RESETS, Failed, RegionCommand
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.replies import Predecessor, RegionPhase
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.operator.region import RegionPermit, StateHandler
@@ -99,9 +101,6 @@ class Member:
         self.channel = None
         self.executor = None  # set once the channel exists, before the source starts
         self.reset_watch = ResetPendingWatch()
-        region = dict(settings.region)
-        region.setdefault("index", settings.region_index)
-        self.region_config = region
         self.store = DirectoryCheckpointStore(Path(settings.state_dir) / "checkpoints" / settings.member)
         self.curve: tuple[bytes, bytes, bytes] | None = None
         self._client: CoordinatorClient | None = None  # the source's CURVE client, owned here (closed at shutdown)
@@ -109,6 +108,14 @@ class Member:
         self._gc_thresholds: tuple[int, int, int] | None = None  # replaced by raise_young_threshold (restored at shutdown)
 
     # ------------------------------------------------------------------ set-up
+    def region_config(self) -> RegionConfig:
+        """The region settings this member joins with; SettingsError when unusable."""
+        s = self.settings
+        try:
+            return RegionConfig.from_dict({"index": s.region_index, **s.region, "name": s.group})
+        except (TypeError, ValueError) as exc:
+            raise SettingsError(f"{s.member}: region settings: {exc}") from None
+
     def build(self) -> ConsumerOperator:
         """Step 1: the pipeline and the Kafka source (returned); SettingsError when unusable."""
         s = self.settings
@@ -121,7 +128,7 @@ class Member:
         if not isinstance(pipeline.source, KafkaSource):
             raise SettingsError(f"{s.pipeline}: the pipeline needs a KafkaSource (Pipeline(KafkaSource(topics=[...])))")
         self.pipeline = pipeline
-        self.source, self._client = make_source(s, pipeline.source, self.region_config, permit=self.permit,
+        self.source, self._client = make_source(s, pipeline.source, self.region_config(), permit=self.permit,
                                                 region=self, submit=self._submit, curve=self.curve)
         self.operators = list(zip(pipeline.operator_ids(), pipeline.operators))
         return self.source
@@ -156,10 +163,10 @@ class Member:
             return False
         return self.channel.trigger()
 
-    def _on_predecessor(self, pred: dict) -> None:
+    def _on_predecessor(self, pred: Predecessor) -> None:
         """A restarted process: remove the dead predecessor's consumer from the group
         before ours joins (group_state.py), so the group rebalances once."""
-        member_id = pred.get("kafka_member_id")
+        member_id = pred.kafka_member_id
         if member_id and self.source is not None:
             evict_predecessor(self.source.config, member_id)
 
@@ -179,13 +186,14 @@ class Member:
             log.error("%s", exc)
             return ExitCode.CONFIG
         self.permit.block(0.0)  # 2. nothing is submitted before the first reset
+        region_config = self.region_config()
         channel = self.channel = ControlChannel(
-            s.coordinator, s.group, s.member, self.incarnation, self.region_config, self.commands.put,
+            s.coordinator, s.group, s.member, self.incarnation, region_config, self.commands.put,
             curve=self.curve, report=lambda: group_report(source), on_predecessor=self._on_predecessor,
             on_rejoin_hint=lambda: request_rejoin(source))
         executor = self.executor = CommandExecutor(
             s.member, source, self.operators, self.store, self.permit, channel, self.reset_watch,
-            float(self.region_config.get("drain_timeout_s", 30.0)))
+            region_config.drain_timeout_s)
         channel.start()
         code = ExitCode.ERROR
         try:
@@ -267,7 +275,7 @@ class Member:
         from cr_consumer.operator.states import ClientState
 
         pending = source.state is ClientState.CR_RESET_PENDING
-        action = self.reset_watch.check(pending, channel.region_phase() == "RUNNING", time.monotonic())
+        action = self.reset_watch.check(pending, channel.region_phase() is RegionPhase.RUNNING, time.monotonic())
         if action is WatchAction.REQUEST:
             log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
                         "served); asking again (%d of %d)", self.settings.member, self.reset_watch.requests,
@@ -291,7 +299,7 @@ class Member:
             answer = self.channel.leave() if leave else None
             # Only this process's own last completed checkpoint: what it sealed
             # later may belong to a checkpoint that never completed.
-            complete = (answer or {}).get("complete")
+            complete = answer.complete if answer is not None else None
             if complete is not None and self.executor is not None:
                 executor = self.executor
                 self._close(lambda: executor.publish(complete, keep_going=True))

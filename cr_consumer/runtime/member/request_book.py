@@ -6,8 +6,9 @@ joined (used by the I/O thread of ``control.py`` only; not thread-safe).
    ``protocol.MAX_ID_LEN``) and its type is remembered until its answer comes
    (at most ``PENDING_KEPT``; answers lost in a coordinator restart are
    forgotten oldest first).
-2. An ``ask`` registers a :class:`Waiter` under its request id; the answer (or
-   None) is handed to it. At most ``WAITERS_KEPT`` wait at once: the oldest is
+2. A request whose answer a thread waits for (the trigger) registers a
+   :class:`Waiter` under its request id; the decoded answer (or None) is
+   handed to it. At most ``WAITERS_KEPT`` wait at once: the oldest is
    answered None (its asker timed out already).
 3. While not joined, :meth:`RequestBook.hold` decides what happens to a queued
    request: a reset request is held (one: a forced request is never replaced
@@ -23,13 +24,15 @@ import collections
 import itertools
 import logging
 import threading
-from typing import Any
+
+from coordinator.protocol.region.messages import MemberRequest, RegionAck, RegionResetRequest
+from coordinator.protocol.region.replies import ErrorReply, RegionReply
 
 log = logging.getLogger(__name__)
 
 #: Bound on the acks held while not joined (sent once joined; oldest dropped).
 HELD_KEPT = 100
-#: Bound on the answers awaited at once by other threads (``ask``): a lost
+#: Bound on the answers awaited at once by other threads (the trigger): a lost
 #: answer's waiter is dropped, oldest first.
 WAITERS_KEPT = 64
 #: Bound on the request types remembered for their answers; past it the oldest
@@ -38,17 +41,19 @@ PENDING_KEPT = 1000
 #: Longest member-name prefix of a request id (ids are bounded: protocol.MAX_ID_LEN).
 ID_PREFIX_CHARS = 64
 
-Body = dict[str, Any]
+#: An answer as a waiter gets it: the decoded reply, or None (no usable answer).
+Answer = RegionReply | ErrorReply | None
 
 
 class Waiter:
-    """One ``ask``: the I/O thread puts the answer (or None) and sets the event."""
+    """One request whose answer a thread waits for: the I/O thread puts the answer
+    (or None) and sets the event."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.reply: Body | None = None
+        self.reply: Answer = None
 
-    def answer(self, reply: Body | None) -> None:
+    def answer(self, reply: Answer) -> None:
         self.reply = reply
         self.done.set()
 
@@ -61,8 +66,8 @@ class RequestBook:
         self._ids = itertools.count(1)
         self._pending: dict[str, str] = {}  # request id -> type
         self._waiters: dict[str, Waiter] = {}
-        self._held_reset: Body | None = None
-        self._held: collections.deque[tuple[str, Body]] = collections.deque(maxlen=HELD_KEPT)
+        self._held_reset: RegionResetRequest | None = None
+        self._held: collections.deque[RegionAck] = collections.deque(maxlen=HELD_KEPT)
 
     def new_id(self, msg_type: str) -> str:
         """Step 1: the id of a request about to be sent."""
@@ -86,28 +91,28 @@ class RequestBook:
             return None, None
         return self._pending.pop(rid, None), self._waiters.pop(rid, None)
 
-    def hold(self, msg_type: str, body: Body, waiter: Waiter | None) -> None:
+    def hold(self, message: MemberRequest, waiter: Waiter | None) -> None:
         """Step 3: a request queued while not joined."""
-        if msg_type == "region_reset_request":
+        if isinstance(message, RegionResetRequest):
             held = self._held_reset
-            if held is None or body.get("force") or not held.get("force"):
-                self._held_reset = body  # a forced request is never replaced by a plain one
+            if held is None or message.force or not held.force:
+                self._held_reset = message  # a forced request is never replaced by a plain one
             log.info("%s: not joined; reset request held until joined again", self.member)
-        elif msg_type == "region_ack":
-            self._held.append((msg_type, body))
-            log.info("%s: not joined; %s answer held until joined", self.member, body.get("command"))
+        elif isinstance(message, RegionAck):
+            self._held.append(message)
+            log.info("%s: not joined; %s answer held until joined", self.member, message.command)
         else:
             if waiter is not None:
                 waiter.answer(None)
-            log.info("%s: not joined; dropped %s %s", self.member, msg_type, body.get("command", ""))
+            log.info("%s: not joined; dropped %s", self.member, message.TYPE)
 
-    def take_held(self) -> list[tuple[str, Body]]:
+    def take_held(self) -> list[MemberRequest]:
         """Step 3, joined again: the held acks (oldest first), then the held reset request."""
-        out = list(self._held)
+        out: list[MemberRequest] = list(self._held)
         self._held.clear()
         if self._held_reset is not None:
             log.info("%s: joined again; sending the reset request held meanwhile", self.member)
-            out.append(("region_reset_request", self._held_reset))
+            out.append(self._held_reset)
             self._held_reset = None
         return out
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from coordinator.protocol.region.config import RegionConfig
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.runtime.pipeline.wiring import KafkaSource
@@ -161,7 +162,7 @@ class MemberSettings:
         return server, public, secret
 
 
-def make_source(settings: MemberSettings, spec: KafkaSource, region_config: dict[str, Any], *,
+def make_source(settings: MemberSettings, spec: KafkaSource, region_config: RegionConfig, *,
                 permit: RegionPermit, region: Any, submit: Callable[[list], None],
                 curve: tuple[bytes, bytes, bytes] | None) -> tuple[ConsumerOperator, CoordinatorClient | None]:
     """The member's Kafka source for the pipeline's ``spec``: its own options, the
@@ -174,9 +175,9 @@ def make_source(settings: MemberSettings, spec: KafkaSource, region_config: dict
 
     s = settings
     options = dict(spec.options)
-    options.setdefault("drain_timeout_s", float(region_config.get("drain_timeout_s", 30.0)))
-    options.setdefault("reset_timeout_s", float(region_config.get("reset_timeout_s", 30.0)))
-    if region_config.get("mode") == "operator_driven":
+    options.setdefault("drain_timeout_s", region_config.drain_timeout_s)
+    options.setdefault("reset_timeout_s", region_config.reset_timeout_s)
+    if region_config.mode == "operator_driven":
         options.setdefault("region_mode", "operator_driven")
     if s.kafka_client is not None:
         options["client"] = s.kafka_client

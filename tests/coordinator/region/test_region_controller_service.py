@@ -7,6 +7,7 @@ from __future__ import annotations
 import queue
 
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.config import RegionConfig
 from cr_consumer.runtime.member.control import ControlChannel
 
 from support import scripted_member
@@ -79,7 +80,8 @@ def test_join_with_other_settings_is_refused(coordinator, names):
     ok = member(coordinator.endpoint, region, "m0").start()
     try:
         wait_until(lambda: ok.channel.joined.is_set(), 10, "join")
-        other = ControlChannel(coordinator.endpoint, region, "m9", "x", {**REGION, "period_s": 9.0}, lambda c: None)
+        other = ControlChannel(coordinator.endpoint, region, "m9", "x",
+                               RegionConfig.from_dict({**REGION, "period_s": 9.0, "name": region}), lambda c: None)
         other.start()
         wait_until(lambda: other.failure is not None, 10, "refusal")
         assert "period_s" in str(other.failure)
@@ -120,7 +122,7 @@ def test_curve_member_joins_and_unknown_key_cannot(tmp_path, names):
         client_kwargs={"curve_server_key": server_public, "curve_keypair": curve_keys.load_keypair(keys["good"][1])})
     proc.start()
     region = names.group("region")
-    config = {**REGION, "min_members": 1}
+    config = RegionConfig.from_dict({**REGION, "min_members": 1, "name": region})
     seen: queue.SimpleQueue = queue.SimpleQueue()
     good = ControlChannel(proc.endpoint, region, "m0", "i0", config, lambda c: seen.put(c.to_body()),
                           curve=(server_public, *curve_keys.load_keypair(keys["good"][1])))

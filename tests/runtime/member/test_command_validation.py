@@ -1,6 +1,7 @@
 """The member's control channel validates every pushed command before the member
 acts on it: over real ZeroMQ, a fake controller (a ROUTER socket) pushes invalid
-commands, then a valid one; only the valid one reaches the member, typed."""
+commands, then a valid one; only the valid one reaches the member, typed. A
+reset with the rejoin hint calls the hint before the reset is queued."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import queue
 
 import zmq
 
-from coordinator.protocol.region.commands import Drain, Failed, encode_command
+from coordinator.protocol.region.commands import Drain, Failed, Reset, ResetToInitial, encode_command
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.replies import RegionJoinReply, RegionPhase
 from coordinator.protocol.wire import protocol
 from cr_consumer.runtime.member.control import ControlChannel
 
-REGION = {"mode": "periodic", "period_s": 1.0, "member_timeout_s": 5.0}
+REGION = RegionConfig(name="r", mode="periodic", period_s=1.0, member_timeout_s=5.0)
 TIMEOUT_MS = 10_000
 
 
@@ -22,22 +25,31 @@ def _recv(router: zmq.Socket) -> tuple[bytes, protocol.Envelope]:
     return identity, protocol.decode(frame)
 
 
-def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
-    ctx = zmq.Context.instance()
-    router = ctx.socket(zmq.ROUTER)
+def _joined(router: zmq.Socket, channel: ControlChannel) -> bytes:
+    """Answer the channel's join; its routing id."""
+    channel.start()
+    identity, env = _recv(router)
+    while env.type != "region_join":
+        identity, env = _recv(router)
+    reply = RegionJoinReply("r", RegionPhase.RESETTING, None, REGION)
+    router.send_multipart([identity, protocol.encode("region_join_reply", reply.to_body(), env.id)])
+    assert channel.wait_joined(10)
+    return identity
+
+
+def _router() -> tuple[zmq.Socket, str]:
+    router = zmq.Context.instance().socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     port = router.bind_to_random_port("tcp://127.0.0.1")
+    return router, f"tcp://127.0.0.1:{port}"
+
+
+def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
+    router, endpoint = _router()
     got: queue.SimpleQueue = queue.SimpleQueue()
-    channel = ControlChannel(f"tcp://127.0.0.1:{port}", "r", "m0", "inc", REGION, got.put)
-    channel.start()
+    channel = ControlChannel(endpoint, "r", "m0", "inc", REGION, got.put)
     try:
-        identity, env = _recv(router)
-        while env.type != "region_join":
-            identity, env = _recv(router)
-        router.send_multipart([identity, protocol.encode("region_join_reply",
-                                                         {"region": "r", "phase": "RESETTING",
-                                                          "last_consistent": None}, env.id)])
-        assert channel.wait_joined(10)
+        identity = _joined(router, channel)
 
         def push(body: dict) -> None:
             router.send_multipart([identity, protocol.encode("region_command", body, None)])
@@ -53,6 +65,24 @@ def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
         assert got.get(timeout=10) == Drain(7)
         assert got.get(timeout=10) == Failed("gave up")
         assert got.empty()
+    finally:
+        channel.stop()
+        router.close(linger=0)
+
+
+def test_a_reset_with_the_rejoin_hint_calls_the_hint_first():
+    router, endpoint = _router()
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    channel = ControlChannel(endpoint, "r", "m0", "inc", REGION, events.put, on_rejoin_hint=lambda: events.put("hint"))
+    try:
+        identity = _joined(router, channel)
+        for command in (Reset(3, 1, ["m0"], [["t", 0, 5]], 3), ResetToInitial(2, rejoin=True),
+                        Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True)):
+            router.send_multipart([identity, protocol.encode("region_command", encode_command("r", command), None)])
+        assert [events.get(timeout=10) for _ in range(5)] == [
+            Reset(3, 1, ["m0"], [["t", 0, 5]], 3), "hint", ResetToInitial(2, rejoin=True),
+            "hint", Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True)]
+        assert events.empty()
     finally:
         channel.stop()
         router.close(linger=0)

@@ -7,7 +7,20 @@ import os
 import socket
 
 from coordinator.protocol.region.commands import Failed
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.replies import (
+    ErrorReply,
+    JoinRefusal,
+    NameHolder,
+    Predecessor,
+    RegionJoinReply,
+    RegionLeaveReply,
+    RegionPhase,
+)
+from coordinator.protocol.wire.errors import ErrorCode
 from cr_consumer.runtime.member.join_state import JoinState, RegionFatal
+
+CONFIG = RegionConfig(name="r1")
 
 
 def _state(predecessors=None, failed=None, timeout_s=5.0) -> JoinState:
@@ -15,22 +28,31 @@ def _state(predecessors=None, failed=None, timeout_s=5.0) -> JoinState:
                      (predecessors if predecessors is not None else []).append)
 
 
+def _joined(phase: RegionPhase = RegionPhase.RUNNING, **kw) -> RegionJoinReply:
+    return RegionJoinReply("r1", phase, None, CONFIG, **kw)
+
+
+def _refused(holder: NameHolder) -> RegionJoinReply:
+    return _joined(refused=JoinRefusal("in use", holder))
+
+
 def test_join_reply_joins_and_hands_over_the_predecessor_once():
     seen: list = []
     state = _state(predecessors=seen)
-    reply = {"phase": "RUNNING", "last_consistent": 3, "predecessor": {"incarnation": "i0", "kafka_member_id": "k"}}
-    state.on_join_reply(dict(reply))
-    state.on_join_reply(dict(reply))
+    predecessor = Predecessor("i0", None, "k")
+    reply = RegionJoinReply("r1", RegionPhase.RUNNING, 3, CONFIG, predecessor)
+    state.on_join_reply(reply)
+    state.on_join_reply(reply)
     assert state.wait_settled(0)
     assert state.joins == 2
-    assert state.region_phase() == "RUNNING"
-    assert seen == [{"incarnation": "i0", "kafka_member_id": "k"}]
+    assert state.region_phase() is RegionPhase.RUNNING
+    assert seen == [predecessor]
 
 
 def test_join_to_a_failed_region_tells_the_member():
     failed: list = []
     state = _state(failed=failed)
-    state.on_join_reply({"phase": "FAILED", "failed_reason": "too many resets"})
+    state.on_join_reply(_joined(RegionPhase.FAILED, failed_reason="too many resets"))
     assert len(failed) == 1
     assert isinstance(failed[0], Failed)
     assert "too many resets" in failed[0].reason
@@ -38,12 +60,12 @@ def test_join_to_a_failed_region_tells_the_member():
 
 def test_not_registered_and_lost_mean_join_again():
     state = _state()
-    state.on_join_reply({"phase": "RUNNING"})
-    state.on_error("region_heartbeat", "NOT_REGISTERED", "unknown")
+    state.on_join_reply(_joined())
+    state.on_error("region_heartbeat", ErrorReply(ErrorCode.NOT_REGISTERED, "unknown"))
     assert not state.joined.is_set()
     assert state.region_phase() is None
     assert state.failure is None
-    state.on_join_reply({"phase": "RUNNING"})
+    state.on_join_reply(_joined())
     state.lost()
     assert not state.joined.is_set()
     assert state.failure is None
@@ -51,7 +73,7 @@ def test_not_registered_and_lost_mean_join_again():
 
 def test_invalid_join_is_fatal_and_settles():
     state = _state()
-    state.on_error("region_join", "INVALID", "period_s differs")
+    state.on_error("region_join", ErrorReply(ErrorCode.INVALID, "period_s differs"))
     assert not state.wait_settled(0)
     assert isinstance(state.failure, RegionFatal)
     assert "period_s differs" in str(state.failure)
@@ -68,16 +90,16 @@ def test_refused_by_a_gone_local_holder_joins_again_at_once_with_replace():
             break
         except PermissionError:
             continue
-    state.on_join_reply({"refused": "in use", "holder": {"pid": gone, "host": socket.gethostname()}})
+    state.on_join_reply(_refused(NameHolder("i9", gone, socket.gethostname(), 0.5)))
     assert state.join_now
     assert not state.joined.is_set()
-    assert state.join_request() == {"replace": True}
+    assert state.join_replaces() is True
     assert not state.join_now
 
 
 def test_refused_by_a_live_holder_past_the_grace_is_fatal():
     state = _state(timeout_s=-2.0)  # no grace left: the first refusal past the limit gives up
-    state.on_join_reply({"refused": "in use", "holder": {"pid": 1, "host": "elsewhere", "incarnation": "i9"}})
+    state.on_join_reply(_refused(NameHolder("i9", 1, "elsewhere", 0.5)))
     assert isinstance(state.failure, RegionFatal)
     assert "elsewhere" in str(state.failure)
     assert not state.wait_settled(0)
@@ -85,11 +107,11 @@ def test_refused_by_a_live_holder_past_the_grace_is_fatal():
 
 def test_leave_reply_ends_the_membership():
     state = _state()
-    state.on_join_reply({"phase": "RUNNING"})
+    state.on_join_reply(_joined())
     state.begin_leave()
     assert state.leaving
     assert not state.wait_left(0)
-    state.on_leave_reply({"last_consistent": 4, "complete": 4})
+    state.on_leave_reply(RegionLeaveReply(4, 4))
     assert state.wait_left(0)
-    assert state.leave_reply == {"last_consistent": 4, "complete": 4}
+    assert state.leave_reply == RegionLeaveReply(4, 4)
     assert not state.joined.is_set()

@@ -11,6 +11,8 @@ import signal
 import time
 
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.replies import RegionTriggerReply, TriggerAnswer
 from cr_consumer.runtime.member.control import LOST_AFTER_S, ControlChannel
 
 from support.scripted_member import ScriptedMember, region_status
@@ -30,9 +32,9 @@ def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names)
         # its 2 s), long before the drain timeout (a fixed second bounded the scheduling
         # of two processes on a loaded machine more than the controller's answer)
         t0 = time.monotonic()
-        reply = m0.channel.ask("region_trigger", {}, config["drain_timeout_s"])
-        assert reply is not None, reply
-        assert reply.get("trigger") == "not_now", reply
+        reply = m0.channel.trigger_reply(config["drain_timeout_s"])
+        assert isinstance(reply, RegionTriggerReply), reply
+        assert reply.trigger is TriggerAnswer.NOT_NOW, reply
         assert time.monotonic() - t0 < config["drain_timeout_s"] / 2
         assert m0.channel.trigger() is False
     finally:
@@ -100,7 +102,8 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
         assert region["phase"] == "FAILED"
         assert "unusable" in region["failed_reason"]
         seen: queue.SimpleQueue = queue.SimpleQueue()
-        channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", REGION, lambda c: seen.put(c.to_body()))
+        channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", RegionConfig.from_dict({**REGION, "name": "r1"}),
+                                 lambda c: seen.put(c.to_body()))
         channel.start()
         try:
             cmd = seen.get(timeout=10)
@@ -124,8 +127,9 @@ def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
                  "two checkpoints")
         answer = m0.channel.leave()
         assert answer is not None
-        assert answer["complete"] is not None
-        assert answer["complete"] <= answer["last_consistent"]
-        assert answer["complete"] >= 2
+        assert answer.complete is not None
+        assert answer.last_consistent is not None
+        assert answer.complete <= answer.last_consistent
+        assert answer.complete >= 2
     finally:
         m0.stop()

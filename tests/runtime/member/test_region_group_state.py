@@ -87,13 +87,19 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
     try:
         wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30, "both consumers to get two partitions")
         # the snapshot is taken right after the poll that completed the join
-        wait_until(lambda: not group_report(_source(pump_a))["rebalancing"]
-                   and not group_report(_source(pump_b))["rebalancing"], 5, "both reports out of rebalancing")
+        wait_until(lambda: (ra := group_report(_source(pump_a))) is not None and not ra.rebalancing
+                   and (rb := group_report(_source(pump_b))) is not None and not rb.rebalancing, 5,
+                   "both reports out of rebalancing")
         report = group_report(_source(pump_a))
-        assert report["member_id"].startswith("a-")
-        assert report["generation"] >= 0
-        assert report["rebalancing"] is False
-        victim = group_report(_source(pump_b))["member_id"]
+        assert report is not None
+        assert report.member_id is not None
+        assert report.member_id.startswith("a-")
+        assert report.generation is not None
+        assert report.generation >= 0
+        assert report.rebalancing is False
+        victim_report = group_report(_source(pump_b))
+        assert victim_report is not None
+        victim = victim_report.member_id
         # b stands for a killed process: nobody polls it any more; the broker would
         # keep it in the group for the session timeout (15 s) and then rebalance.
         pump_b.halt()

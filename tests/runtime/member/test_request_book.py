@@ -3,6 +3,7 @@ without sockets: ids and answers, waiters, and what is held while not joined."""
 
 from __future__ import annotations
 
+from coordinator.protocol.region.messages import RegionAck, RegionResetRequest, RegionTrigger
 from cr_consumer.runtime.member.request_book import HELD_KEPT, PENDING_KEPT, WAITERS_KEPT, RequestBook, Waiter
 
 
@@ -39,21 +40,29 @@ def test_forgotten_requests_and_waiters_are_bounded():
     assert all(w.done.is_set() for w in waiters)
 
 
+def _reset(force: bool, reason: str) -> RegionResetRequest:
+    return RegionResetRequest("r", "m0", "i", force, reason)
+
+
+def _drained(seq: int) -> RegionAck:
+    return RegionAck("r", "m0", "i", "drain", seq, None, True, None, None)
+
+
 def test_while_not_joined_acks_and_one_reset_request_are_held_the_rest_dropped():
     book = RequestBook("m0")
-    book.hold("region_reset_request", {"force": True, "reason": "a"}, None)
-    book.hold("region_reset_request", {"force": False, "reason": "b"}, None)  # never replaces a forced one
+    book.hold(_reset(True, "a"), None)
+    book.hold(_reset(False, "b"), None)  # never replaces a forced one
     for seq in range(HELD_KEPT + 2):
-        book.hold("region_ack", {"command": "drain", "seq": seq}, None)
+        book.hold(_drained(seq), None)
     trigger = Waiter()
-    book.hold("region_trigger", {}, trigger)
+    book.hold(RegionTrigger("r", "m0", "i"), trigger)
     assert trigger.done.is_set()
     assert trigger.reply is None
     held = book.take_held()
     assert len(held) == HELD_KEPT + 1
-    assert held[0] == ("region_ack", {"command": "drain", "seq": 2})  # the oldest were dropped
-    assert held[-1] == ("region_reset_request", {"force": True, "reason": "a"})
+    assert held[0] == _drained(2)  # the oldest were dropped
+    assert held[-1] == _reset(True, "a")
     assert book.take_held() == []
-    book.hold("region_reset_request", {"force": False, "reason": "c"}, None)
-    book.hold("region_reset_request", {"force": True, "reason": "d"}, None)
-    assert book.take_held() == [("region_reset_request", {"force": True, "reason": "d"})]
+    book.hold(_reset(False, "c"), None)
+    book.hold(_reset(True, "d"), None)
+    assert book.take_held() == [_reset(True, "d")]

@@ -1,0 +1,281 @@
+"""The region controller's replies to its members' requests (controller ->
+member, envelope type ``<request>_reply``), as frozen attrs classes with
+``to_body`` and a validating ``from_body``, and the error reply every request
+may get instead (:class:`ErrorReply`).
+
+Which reply answers which request (docs/protocol.md, "Region controller
+messages"; :data:`REPLY_CLASSES`):
+
+1. ``region_join``: :class:`RegionJoinReply`: the region's phase, last
+   consistent checkpoint and settings, the ``predecessor`` a restarted process
+   replaces, or ``refused`` with the name's live ``holder``.
+2. ``region_heartbeat``, ``region_ack``, ``region_reset_request``:
+   :class:`RegionPhaseReply` (the heartbeat's also names the last consistent
+   checkpoint).
+3. ``region_trigger``: :class:`RegionTriggerReply`: whether a drain of the
+   asking member follows.
+4. ``region_leave``: :class:`RegionLeaveReply`: the leaver's own last completed
+   checkpoint, which it publishes before it exits.
+
+The member decodes every answer with :func:`decode_reply` (by its envelope
+type, ``<request>_reply`` or ``error``); one that does not
+validate raises :class:`~coordinator.protocol.wire.errors.Invalid` naming the
+field (the member logs and drops it, as for a reply lost on the way).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.messages import MAX_PID
+from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.errors import ErrorCode, Invalid
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+class RegionPhase(str, enum.Enum):
+    """The region's phase as a reply names it (the controller's state machine,
+    ``coordinator/region/model.py``; docs/region.md)."""
+
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    DRAINING = "DRAINING"
+    CHECKPOINTING = "CHECKPOINTING"
+    RESETTING = "RESETTING"
+    BACKOFF = "BACKOFF"
+    FAILED = "FAILED"
+
+
+class TriggerAnswer(str, enum.Enum):
+    """The ``trigger`` field: does a drain of the asking member follow? Its
+    source waits for its drain only when one does (else it would wait its
+    whole drain timeout for nothing)."""
+
+    STARTED = "started"  # a cycle started now: the member's drain follows
+    DRAIN_COMING = "drain_coming"  # a cycle is draining and this member has not drained yet
+    NOT_NOW = "not_now"  # no drain follows (resetting, waiting, drained already, failed)
+
+
+def _enum(kind: type[E], body: Mapping[str, Any], name: str) -> E:
+    value = body.get(name)
+    try:
+        return kind(value)
+    except ValueError:
+        raise Invalid(f"field {name!r} must be one of {[k.value for k in kind]}, got {value!r:.40}") from None
+
+
+def _opt_int(body: Mapping[str, Any], name: str, maximum: int = protocol.MAX_INT) -> int | None:
+    if body.get(name) is None:
+        return None
+    return protocol.req_int(body, name, 0, maximum)
+
+
+def _opt_name(body: Mapping[str, Any], name: str) -> str | None:
+    if body.get(name) is None:
+        return None
+    return protocol.req_str(body, name)
+
+
+def _seconds(body: Mapping[str, Any], name: str) -> float:
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise Invalid(f"field {name!r} must be a finite number of seconds >= 0, got {value!r:.40}")
+    return float(value)
+
+
+def _object(body: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = body.get(name)
+    if not isinstance(value, Mapping):
+        raise Invalid(f"field {name!r} must be an object")
+    return value
+
+
+@attrs.frozen
+class Predecessor:
+    """The dead incarnation a restarted member replaces: the new process removes
+    its Kafka consumer (``kafka_member_id``, None when unknown or withheld) from
+    the group before its own joins."""
+
+    incarnation: str
+    pid: int | None
+    kafka_member_id: str | None
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Predecessor:
+        return cls(protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID),
+                   _opt_name(body, "kafka_member_id"))
+
+
+@attrs.frozen
+class NameHolder:
+    """The live process holding a member name a join was refused for
+    (docs/region.md, "Member names and restarted members")."""
+
+    incarnation: str
+    pid: int | None
+    host: str | None
+    #: Seconds since the controller last heard the holder.
+    silent_s: float
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> NameHolder:
+        return cls(protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID),
+                   protocol.opt_text(body, "host"), _seconds(body, "silent_s"))
+
+
+@attrs.frozen
+class JoinRefusal:
+    """A refused join: why (the wire's ``refused``) and the name's live ``holder``."""
+
+    reason: str
+    holder: NameHolder
+
+
+@attrs.frozen
+class RegionJoinReply:
+    """The answer to a join (step 1). ``refused``: the name is held by a live
+    process and nothing changed; ``failed_reason``: the region is FAILED and why."""
+
+    region: str
+    phase: RegionPhase
+    last_consistent: int | None
+    config: RegionConfig
+    predecessor: Predecessor | None = None
+    failed_reason: str | None = None
+    refused: JoinRefusal | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"region": self.region, "phase": self.phase.value,
+                                "last_consistent": self.last_consistent, "config": self.config.to_dict(),
+                                "predecessor": None if self.predecessor is None else self.predecessor.to_body()}
+        if self.failed_reason is not None:
+            body["failed_reason"] = self.failed_reason
+        if self.refused is not None:
+            body["refused"] = self.refused.reason
+            body["holder"] = self.refused.holder.to_body()
+        return body
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionJoinReply:
+        try:
+            config = RegionConfig.from_dict(dict(_object(body, "config")))
+        except (TypeError, ValueError) as exc:
+            raise Invalid(f"field 'config': {exc}") from None
+        predecessor = None if body.get("predecessor") is None else Predecessor.from_body(_object(body, "predecessor"))
+        reason = protocol.opt_text(body, "refused")
+        refused = None if reason is None else JoinRefusal(reason, NameHolder.from_body(_object(body, "holder")))
+        return cls(protocol.req_str(body, "region"), _enum(RegionPhase, body, "phase"), _opt_int(body, "last_consistent"),
+                   config, predecessor, protocol.opt_text(body, "failed_reason"), refused)
+
+
+@attrs.frozen
+class RegionPhaseReply:
+    """The answer to a heartbeat, an ack or a reset request (step 2): the
+    region's phase; a heartbeat's names the last consistent checkpoint too."""
+
+    phase: RegionPhase
+    last_consistent: int | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"phase": self.phase.value}
+        if self.last_consistent is not None:
+            body["last_consistent"] = self.last_consistent
+        return body
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionPhaseReply:
+        return cls(_enum(RegionPhase, body, "phase"), _opt_int(body, "last_consistent"))
+
+
+@attrs.frozen
+class RegionTriggerReply:
+    """The answer to an operator-driven trigger (step 3)."""
+
+    phase: RegionPhase
+    trigger: TriggerAnswer
+    reason: str = ""
+
+    def to_body(self) -> dict[str, Any]:
+        return {"phase": self.phase.value, "trigger": self.trigger.value, "reason": self.reason}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionTriggerReply:
+        return cls(_enum(RegionPhase, body, "phase"), _enum(TriggerAnswer, body, "trigger"),
+                   protocol.opt_text(body, "reason") or "")
+
+
+@attrs.frozen
+class RegionLeaveReply:
+    """The answer to a graceful leave (step 4): ``complete`` is the leaver's own
+    last completed checkpoint (None for a process the region already dropped,
+    or a region the controller does not know)."""
+
+    last_consistent: int | None
+    complete: int | None
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RegionLeaveReply:
+        return cls(_opt_int(body, "last_consistent"), _opt_int(body, "complete"))
+
+
+@attrs.frozen
+class ErrorReply:
+    """An error reply (envelope type ``error``) to any request."""
+
+    code: ErrorCode
+    message: str
+
+    def to_body(self) -> dict[str, Any]:
+        return {"code": self.code.value, "message": self.message}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ErrorReply:
+        return cls(_enum(ErrorCode, body, "code"), protocol.opt_text(body, "message") or "")
+
+
+RegionReply = RegionJoinReply | RegionPhaseReply | RegionTriggerReply | RegionLeaveReply
+
+#: The reply class of each member request type, by the reply's envelope type.
+REPLY_CLASSES: dict[str, type[RegionReply]] = {
+    protocol.reply_type(request): cls
+    for request, cls in (
+        ("region_join", RegionJoinReply),
+        ("region_heartbeat", RegionPhaseReply),
+        ("region_ack", RegionPhaseReply),
+        ("region_reset_request", RegionPhaseReply),
+        ("region_trigger", RegionTriggerReply),
+        ("region_leave", RegionLeaveReply),
+    )
+}
+
+
+def decode_reply(envelope_type: str, body: Mapping[str, Any]) -> RegionReply | ErrorReply:
+    """An answer (envelope ``envelope_type``, ``body``) to a member's request,
+    fully validated; raises Invalid naming the field, or for an envelope type
+    that is no answer to a member's request."""
+    if envelope_type == protocol.ERROR_TYPE:
+        return ErrorReply.from_body(body)
+    cls = REPLY_CLASSES.get(envelope_type)
+    if cls is None:
+        raise Invalid(f"a {envelope_type!r:.80} is no answer to a member's request")
+    return cls.from_body(body)
+
+
+__all__ = ["REPLY_CLASSES", "ErrorReply", "JoinRefusal", "NameHolder", "Predecessor", "RegionJoinReply", "RegionLeaveReply",
+           "RegionPhase", "RegionPhaseReply", "RegionReply", "RegionTriggerReply", "TriggerAnswer", "decode_reply"]
