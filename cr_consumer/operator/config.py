@@ -30,11 +30,12 @@ reference design does:
   incremental rebalancing: see :attr:`OperatorConfig.cooperative` and
   rebalance.py); eager and cooperative assignors are never mixed.
 
-The settings' enums and converters and :class:`ConfigError` are in
-:mod:`cr_consumer.operator.config_types`; the rules for the consumer properties
-(names, assignors) and the defaults derived here are in
-:mod:`cr_consumer.operator.property_rules`. This module re-exports the names
-its users import from it.
+The consumer properties are checked by the rules the Spark source and both
+clients share (:mod:`cr_consumer.kafka.property_rules`), with the names the
+operator sets itself (:data:`RESERVED`); each default derived here says which
+failure it prevents. The settings' enums and converters and
+:class:`ConfigError` are in :mod:`cr_consumer.operator.config_types`. This
+module re-exports the names its users import from it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import attrs
 from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
+from cr_consumer.kafka.property_rules import PropertyError, assignor_names, check_properties, default_heartbeat_ms
 from cr_consumer.operator.config_types import (
     ConfigError,
     MalformedPolicy,
@@ -61,16 +63,6 @@ from cr_consumer.operator.config_types import (
     as_start_position,
     as_topics,
 )
-from cr_consumer.operator.property_rules import (
-    DEFAULT_FETCH_MAX_BYTES,
-    DEFAULT_FETCH_MAX_WAIT_MS,
-    DEFAULT_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_SESSION_TIMEOUT_MS,
-    METADATA_MAX_AGE_CAP_MS,
-    assignor_names,
-    check_property_names,
-    default_heartbeat_ms,
-)
 
 #: The extra that installs the librdkafka client (named in the error when it is missing).
 LIBRDKAFKA_EXTRA = "cr-consumer[librdkafka]"
@@ -79,6 +71,30 @@ LIBRDKAFKA_EXTRA = "cr-consumer[librdkafka]"
 #: commit or coordinator timeout is a unit error or ``inf``, which would make a
 #: wait that must end (a drain, a reset, a coordinator call) effectively unbounded.
 MAX_DURATION_S = 86_400.0
+
+#: Kafka properties that have a field of their own: setting them through
+#: consumer_properties is an error.
+RESERVED = {
+    "bootstrap.servers": "use OperatorConfig(bootstrap_servers=...)",
+    "group.id": "use OperatorConfig(group_id=...)",
+    "max.poll.records": "use OperatorConfig(max_poll_records=...)",
+}
+
+#: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
+#: new partitions) must be seen within ~2 s, as in the reference.
+METADATA_MAX_AGE_CAP_MS = 2000
+DEFAULT_SESSION_TIMEOUT_MS = 20000
+#: fetch.max.wait.ms unless set: a fetch at the log end waits this long in the
+#: broker, and a partition seeked by a reset is not fetched again until that
+#: fetch returns; Kafka's 500 ms default would add up to 500 ms to every reset.
+DEFAULT_FETCH_MAX_WAIT_MS = 100
+#: fetch.max.bytes unless set: kafka-python decodes a fetch response on its IO
+#: thread, holding the GIL ~2-3 ms per MB, and a drain's commit response (or
+#: the poll the drain waits for) queues behind it. With Kafka's 50 MB default
+#: a broker that ignores max.partition.fetch.bytes (tansu) answers with ~5 MB
+#: responses whose decoding stalled drains for 10-25 ms (the drain-latency
+#: p99). With 1 MB the drain p99 is ~12 ms at the same throughput (BENCHMARKS.md).
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -207,25 +223,18 @@ class OperatorConfig:
                 raise ConfigError(f"{name} must be callable (bytes -> object), got {value!r}")
 
     def _check_properties(self) -> None:
-        check_property_names(self.consumer_properties, self.client)
-        if "partition.assignment.strategy" in self.consumer_properties:
-            assignor_names(self.consumer_properties["partition.assignment.strategy"])
-        if self.auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ConfigError(f"auto.offset.reset must be earliest, latest or none, got {self.auto_offset_reset!r}")
-        session = self.session_timeout_ms
-        heartbeat = int(self.consumer_properties.get("heartbeat.interval.ms", default_heartbeat_ms(session)))
-        if heartbeat >= session:
-            raise ConfigError(
-                f"heartbeat.interval.ms ({heartbeat}) must be lower than session.timeout.ms ({session})"
-            )
+        try:
+            check_properties(self.consumer_properties, clients={self.client}, reserved=RESERVED,
+                             session_default_ms=DEFAULT_SESSION_TIMEOUT_MS)
+        except PropertyError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def cooperative(self) -> bool:
         """Incremental (cooperative) rebalancing: survivors keep their partitions
         through a rebalance; only the partitions that move are revoked (and a
         revocation after records were fetched still resets the region)."""
-        strategy = self.consumer_properties.get("partition.assignment.strategy")
-        return strategy is not None and "cooperative-sticky" in assignor_names(strategy)
+        return "cooperative-sticky" in self.assignor_names
 
     # -- derived values ---------------------------------------------------
     @property
@@ -290,7 +299,7 @@ class OperatorConfig:
 
 
 __all__ = [
-    "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_HEARTBEAT_INTERVAL_MS", "DEFAULT_SESSION_TIMEOUT_MS",
-    "LIBRDKAFKA_EXTRA", "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "ClientKind", "ConfigError", "GcPolicy",
-    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition", "check_property_names",
+    "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_SESSION_TIMEOUT_MS", "LIBRDKAFKA_EXTRA",
+    "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "RESERVED", "ClientKind", "ConfigError", "GcPolicy",
+    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition",
 ]

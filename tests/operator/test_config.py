@@ -62,7 +62,7 @@ def test_pass_through_properties_by_dotted_name():
         (dict(operator_name=""), "operator_name"),
         (dict(value_deserializer="json"), "value_deserializer must be callable"),
         (dict(on_malformed="ignore"), "MalformedPolicy"),
-        (dict(consumer_properties={"enable.auto.commit": True}), "committed by the drain"),
+        (dict(consumer_properties={"enable.auto.commit": True}), "the operator's drain"),
         (dict(consumer_properties={"group.id": "x"}), "OperatorConfig(group_id"),
         (dict(consumer_properties={"fetch_max_bytes": 1}), "dotted Kafka name"),
         (dict(consumer_properties={"no.such.setting": 1}), "unknown consumer property 'no.such.setting'"),

@@ -52,8 +52,10 @@ class SourceOptions:
 
     @property
     def kafka_config(self) -> dict:
-        """The pass-through properties as kafka-python keyword arguments."""
-        return {k.replace(".", "_"): v for k, v in self.kafka_properties}
+        """The pass-through properties as kafka-python keyword arguments (kafka-python's names)."""
+        from cr_consumer.kafka.kafka_python.client import kafka_python_name  # local: importing options stays cheap
+
+        return {kafka_python_name(k): v for k, v in self.kafka_properties}
 
     def groupless_config(self, client_id: str) -> dict:
         """kafka-python keyword arguments of a consumer outside the query's group
