@@ -33,9 +33,14 @@ reference design does:
 The consumer properties are checked by the rules the Spark source and both
 clients share (:mod:`cr_consumer.kafka.property_rules`), with the names the
 operator sets itself (:data:`RESERVED`); each default derived here says which
-failure it prevents. The settings' enums and converters and
-:class:`ConfigError` are in :mod:`cr_consumer.operator.config_types`. This
-module re-exports the names its users import from it.
+failure it prevents. The start position is the type the Spark source uses too
+(:mod:`cr_consumer.kafka.start_position`): EARLIEST, LATEST, COMMITTED (the
+default) or TIMESTAMP with one time for every partition
+(``StartPosition.at_time(ms)``); a position of one partition's offset
+(SPECIFIC) means nothing to a group subscription and is refused. The settings'
+enums and converters and :class:`ConfigError` are in
+:mod:`cr_consumer.operator.config_types`. This module re-exports the names its
+users import from it.
 """
 
 from __future__ import annotations
@@ -51,11 +56,11 @@ from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.kafka.property_rules import PropertyError, assignor_names, check_properties, default_heartbeat_ms
+from cr_consumer.kafka.start_position import StartKind, StartPosition
 from cr_consumer.operator.config_types import (
     ConfigError,
     MalformedPolicy,
     RegionMode,
-    StartPosition,
     as_client_kind,
     as_gc_policy,
     as_malformed_policy,
@@ -108,9 +113,10 @@ class OperatorConfig:
     topics: tuple[str, ...] = attrs.field(default=(), converter=as_topics)
     pattern: str | None = None
     region_index: int = 0
-    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=as_start_position)
-    #: Start timestamp in milliseconds since the epoch (StartPosition.TIME only).
-    start_time: int | None = None
+    #: Where a partition starts the first time the job sees it (module docstring);
+    #: a StartPosition, or a StartKind or its value ("earliest") without values.
+    start_position: StartPosition = attrs.field(default=StartPosition(StartKind.COMMITTED),
+                                                converter=as_start_position)
     region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=as_region_mode)
     trigger_count: int | None = None
     max_poll_records: int = 500
@@ -176,22 +182,22 @@ class OperatorConfig:
                 raise ConfigError(f"pattern {self.pattern!r} is not a valid regular expression: {exc}") from None
 
     def _check_start(self) -> None:
-        if self.start_position is StartPosition.OFFSET:
+        pos = self.start_position
+        if pos.kind is StartKind.SPECIFIC or pos.values:
             raise ConfigError(
-                "start_position OFFSET is not supported: an offset belongs to one partition, "
-                "and a group subscription spans many partitions whose assignment changes; "
-                "use BEGINNING, END, TIME (with start_time) or DEFAULT"
+                f"start_position {pos.kind.value} per partition is not supported: an offset or time belongs to one "
+                "partition, and a group subscription spans many partitions whose assignment changes; use "
+                "earliest, latest, committed or StartPosition.at_time(ms)"
             )
-        if self.start_position is StartPosition.TIME:
-            if not isinstance(self.start_time, int) or isinstance(self.start_time, bool) or self.start_time < 0:
+        if pos.kind is StartKind.TIMESTAMP:
+            stamp = pos.timestamp_ms
+            if not isinstance(stamp, int) or isinstance(stamp, bool) or stamp < 0:
                 raise ConfigError(
-                    "start_position TIME needs start_time: milliseconds since the epoch (int >= 0), "
-                    f"got {self.start_time!r}"
+                    "start_position timestamp needs a time: StartPosition.at_time(ms), milliseconds since "
+                    f"the epoch (int >= 0), got {stamp!r}"
                 )
-        elif self.start_time is not None:
-            raise ConfigError(
-                f"start_time is only used with start_position TIME (start_position is {self.start_position.value})"
-            )
+        elif pos.timestamp_ms is not None:
+            raise ConfigError(f"start_position {pos.kind.value} takes no time (only timestamp does)")
 
     def _check_region(self) -> None:
         if self.region_mode is RegionMode.OPERATOR_DRIVEN:
@@ -301,5 +307,5 @@ class OperatorConfig:
 __all__ = [
     "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_SESSION_TIMEOUT_MS", "LIBRDKAFKA_EXTRA",
     "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "RESERVED", "ClientKind", "ConfigError", "GcPolicy",
-    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition",
+    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartKind", "StartPosition",
 ]
