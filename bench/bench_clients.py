@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline import bare_poll_loop, produce_fixed
 
-from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+from cr_consumer import ConsumerOperator, OperatorConfig, StartKind
 from cr_consumer.kafka.client import ClientKind, KafkaRecord
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.runtime.runner.region_runner import Region
@@ -181,7 +181,7 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
 
         config = OperatorConfig(
             bootstrap_servers=bootstrap, group_id=f"bench-op-{kind.value}-{uuid.uuid4().hex[:8]}",
-            operator_name="m0", topics=[topic], start_position=StartPosition.BEGINNING, commit_period_s=1.0,
+            operator_name="m0", topics=[topic], start_position=StartKind.EARLIEST, commit_period_s=1.0,
             client=kind, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
         with ConsumerOperator(config, submit) as op:
             deadline, progress = time.monotonic() + RUN_TIMEOUT_S, (-1, 0.0)
@@ -221,7 +221,7 @@ PASSTHROUGH = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
-    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(ctx.file_sink()))
 """
 

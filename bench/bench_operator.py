@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline import bare_poll_loop, produce_fixed
 
-from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+from cr_consumer import ConsumerOperator, OperatorConfig, StartKind
 from cr_consumer.operator.region import RegionPermit
 
 #: Bound on one operator run, so a stall fails the benchmark instead of hanging it.
@@ -150,7 +150,7 @@ class Counter:
 def _config(bootstrap, topic, **kw) -> OperatorConfig:
     return OperatorConfig(
         bootstrap_servers=bootstrap, group_id=f"bench-op-{uuid.uuid4().hex[:8]}", operator_name="m0",
-        topics=[topic], start_position=StartPosition.BEGINNING, drain_timeout_s=30, reset_timeout_s=30,
+        topics=[topic], start_position=StartKind.EARLIEST, drain_timeout_s=30, reset_timeout_s=30,
         consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **EXTRA_KAFKA},
         **{"client": CLIENT, **kw})
 
@@ -376,7 +376,7 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
         sinks[name] = sink
         cfg = OperatorConfig(
             bootstrap_servers=bootstrap, group_id=group, operator_name=name, topics=[topic],
-            coordinator=coordinator, start_position=StartPosition.BEGINNING, drain_timeout_s=10, reset_timeout_s=20,
+            coordinator=coordinator, start_position=StartKind.EARLIEST, drain_timeout_s=10, reset_timeout_s=20,
             client=CLIENT, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
         op = ConsumerOperator(cfg, submit_batch=sink, permit=RegionPermit(), region=region)
         orig_revoked, orig_assigned = op.rebalancer.on_revoked, op.rebalancer.on_assigned

@@ -146,7 +146,7 @@ class CountSink(Operator):
 
 
 def build(ctx):
-    p = Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    p = Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
     if ctx.param("sink", "file") == "count":
         ctx.output_dir.mkdir(parents=True, exist_ok=True)
         return p.sink(CountSink(ctx.output_dir / (ctx.member + ".count")))

@@ -2,7 +2,7 @@
 
 Public API::
 
-    from cr_consumer import ConsumerOperator, OperatorConfig, StartPosition
+    from cr_consumer import ConsumerOperator, OperatorConfig, StartKind, StartPosition
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["ConsumerOperator", "OperatorConfig", "StartPosition", "__version__"]
+__all__ = ["ConsumerOperator", "OperatorConfig", "StartKind", "StartPosition", "__version__"]
 
 
 def __getattr__(name: str):  # lazy: importing the package must not import kafka
-    if name in ("OperatorConfig", "StartPosition", "RegionMode"):
+    if name in ("OperatorConfig", "StartKind", "StartPosition", "RegionMode"):
         from cr_consumer.operator import config
 
         return getattr(config, name)

@@ -44,7 +44,7 @@ def add(state, record):
 def build(ctx) -> Pipeline:
     topic = ctx.param("topic", "orders")
     return (
-        Pipeline(KafkaSource(topics=[topic], options={"start_position": "beginning"}))
+        Pipeline(KafkaSource(topics=[topic], options={"start_position": "earliest"}))
         .map(parse, name="parse")
         .filter(lambda r: r.key is not None, name="valid")
         .aggregate(lambda r: r.key, add, lambda: {"orders": 0, "cents": 0}, name="totals")

@@ -45,7 +45,7 @@ def words_of(record) -> list:
 def build(ctx) -> Pipeline:
     topic = ctx.param("topic", "words")
     return (
-        Pipeline(KafkaSource(topics=[topic], options={"start_position": "beginning"}))
+        Pipeline(KafkaSource(topics=[topic], options={"start_position": "earliest"}))
         .flat_map(words_of, name="split")
         .aggregate(lambda r: r.key, lambda count, r: count + 1, 0, name="count")
         .sink(ctx.file_sink())

@@ -25,7 +25,7 @@ PASSTHROUGH = '''
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
-    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(ctx.file_sink()))
 '''
 

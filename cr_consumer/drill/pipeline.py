@@ -160,7 +160,7 @@ def build(ctx) -> Pipeline:
         topics=tuple(t for t in topics.split(",") if t),
         pattern=pattern or None,
         options={
-            "start_position": "beginning",
+            "start_position": "earliest",
             "value_deserializer": decode_value,
             "on_malformed": "skip",
             "max_poll_records": int(ctx.param("max_poll_records", "500")),

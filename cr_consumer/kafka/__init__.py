@@ -1,3 +1,5 @@
-"""The Kafka client layer: client properties (and keeping their secrets out of sight) and
-the work-arounds for kafka-python defects.
+"""The Kafka client layer: the client seam and its two implementations, client
+properties from the user (and keeping their secrets out of sight), the one set
+of rules those properties are checked by, and the start position the operator
+and the Spark source share.
 """

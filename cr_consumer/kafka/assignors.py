@@ -1,7 +1,7 @@
 """The partition assignors the operator runs, and the one table of their spellings.
 
 ``partition.assignment.strategy`` is read here, once, for everyone that reads it:
-``OperatorConfig`` (``cr_consumer.operator.property_rules``) and both clients
+the property rules (``cr_consumer.kafka.property_rules``) and both clients
 (``kafka_python.client``, ``librdkafka.client``), so a spelling one of them accepts
 is accepted by all with the same meaning.
 
@@ -17,7 +17,7 @@ is accepted by all with the same meaning.
    ``cooperative-sticky`` alone is the incremental (cooperative) protocol.
 4. Anything else (an unknown or empty name, a non-string, eager mixed with
    cooperative) is refused with :class:`ClientConfigError` naming every accepted
-   spelling; ``OperatorConfig`` turns it into its ``ConfigError``.
+   spelling; the property rules turn it into their ``PropertyError``.
 
 The eager sticky assignor (Java's ``StickyAssignor``) is not offered: librdkafka
 does not have it.

@@ -10,8 +10,8 @@ Two implementations sit behind :class:`KafkaClient`:
 :func:`cr_consumer.kafka.factory.make_client` builds either from one :class:`ClientKind` and one mapping of
 Kafka properties under their standard dotted names (``session.timeout.ms``,
 ``fetch.max.wait.ms``, ...); each implementation maps the few names its library
-spells differently and refuses the properties that would break the operator's
-guarantees (:data:`GUARANTEE_PROPERTIES`).
+spells differently; the factory first refuses the properties that would break
+the operator's guarantees (:mod:`cr_consumer.kafka.property_rules`).
 
 The protocol of one client (every call on the thread that owns it, the event thread):
 
@@ -174,38 +174,6 @@ class ClientUnavailable(ImportError):
     """The chosen client's library is not installed (the message names the extra)."""
 
 
-#: Properties the operator decides itself: a value other than the one given here
-#: would break exactly-once (a commit of records not yet submitted, or offsets
-#: stored behind the operator's back). The safe value is accepted (and is what
-#: both clients use); any other is refused with the reason.
-GUARANTEE_PROPERTIES: Mapping[str, tuple[object, str]] = {
-    "enable.auto.commit": (False, "offsets are committed by the drain; auto commit would commit unsubmitted records"),
-    "enable.auto.offset.store": (False, "the drain commits explicit offsets; auto offset store would track fetched, "
-                                        "not submitted, records"),
-    "auto.commit.interval.ms": (None, "offsets are committed by the drain, not on a timer"),
-    "enable.partition.eof": (False, "end-of-partition events are not records; the operator reads lag from the "
-                                    "high watermark"),
-}
-
-
-def _is_false(value: object) -> bool:
-    return value is False or (isinstance(value, str) and value.strip().lower() == "false") or value == 0
-
-
-def check_guarantees(properties: Mapping[str, object]) -> dict[str, object]:
-    """``properties`` without the guarantee properties given at their safe value;
-    ClientConfigError naming a guarantee property given any other value."""
-    out: dict[str, object] = {}
-    for key, value in properties.items():
-        if key in GUARANTEE_PROPERTIES:
-            safe, reason = GUARANTEE_PROPERTIES[key]
-            if safe is False and _is_false(value):
-                continue
-            raise ClientConfigError(f"Kafka property {key}={value!r} cannot be used: {reason}")
-        out[key] = value
-    return out
-
-
 class KafkaClient(Protocol):
     """A group consumer as the event thread uses it (see the module docstring)."""
 
@@ -284,7 +252,6 @@ class KafkaClient(Protocol):
 
 
 __all__ = [
-    "GUARANTEE_PROPERTIES",
     "ClientConfigError",
     "ClientKind",
     "ClientTimeout",
@@ -301,5 +268,4 @@ __all__ = [
     "TimestampType",
     "TopicPartition",
     "UnknownTopicOrPartition",
-    "check_guarantees",
 ]

@@ -24,6 +24,9 @@ Secrets never leave through a command line, a repr, a log or /status:
   member settings);
 * ``crkafka run`` hands a member its properties as JSON on its stdin
   (:func:`encode_for_stdin` / :func:`read_stdin`), never as arguments.
+
+Which properties may be set, and to what, is checked by the source they are
+given to (:mod:`cr_consumer.kafka.property_rules`).
 """
 
 from __future__ import annotations
@@ -54,36 +57,6 @@ MAX_STDIN_BYTES = 60 * 1024
 #: Most properties accepted from one source.
 MAX_PROPERTIES = 1000
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-#: Java-client property names that kafka-python has no equivalent of under the
-#: same name -> what to set instead (shown when one is given; docs/operations.md,
-#: "Connecting to a real cluster"). kafka-python reads PEM files, not JKS/PKCS12 stores.
-JVM_ONLY: dict[str, str] = {
-    "sasl.jaas.config": "sasl.plain.username and sasl.plain.password (PLAIN, SCRAM-SHA-256/512) "
-                        "or sasl.kerberos.service.name (GSSAPI)",
-    "sasl.client.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
-    "sasl.login.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
-    "ssl.truststore.location": "ssl.cafile (the CA certificates as a PEM file)",
-    "ssl.truststore.password": "nothing: ssl.cafile is a PEM file without a password",
-    "ssl.truststore.type": "ssl.cafile (PEM)",
-    "ssl.truststore.certificates": "ssl.cafile (PEM)",
-    "ssl.keystore.location": "ssl.certfile and ssl.keyfile (PEM files)",
-    "ssl.keystore.password": "ssl.password (the password of ssl.keyfile)",
-    "ssl.keystore.type": "ssl.certfile and ssl.keyfile (PEM)",
-    "ssl.keystore.key": "ssl.keyfile (PEM)",
-    "ssl.keystore.certificate.chain": "ssl.certfile (PEM)",
-    "ssl.key.password": "ssl.password",
-    "ssl.endpoint.identification.algorithm": "ssl.check.hostname (true, or false for an empty algorithm)",
-    "ssl.enabled.protocols": "ssl.context (an ssl.SSLContext, from Python)",
-    "ssl.protocol": "ssl.context (an ssl.SSLContext, from Python)",
-    "ssl.cipher.suites": "ssl.ciphers (OpenSSL cipher list syntax)",
-}
-
-
-def jvm_equivalent(key: str) -> str | None:
-    """The kafka-python property to use instead of a Java-only one, or None."""
-    return JVM_ONLY.get(key)
 
 
 class KafkaPropertiesError(ValueError):
@@ -277,13 +250,11 @@ def read_stdin(stream: IO[bytes]) -> dict[str, object]:
 
 
 __all__ = [
-    "JVM_ONLY",
     "REDACTED",
     "KafkaPropertiesError",
     "encode_for_stdin",
     "from_cli",
     "is_secret",
-    "jvm_equivalent",
     "load_properties_file",
     "parse_properties",
     "read_stdin",

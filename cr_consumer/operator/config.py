@@ -30,11 +30,17 @@ reference design does:
   incremental rebalancing: see :attr:`OperatorConfig.cooperative` and
   rebalance.py); eager and cooperative assignors are never mixed.
 
-The settings' enums and converters and :class:`ConfigError` are in
-:mod:`cr_consumer.operator.config_types`; the rules for the consumer properties
-(names, assignors) and the defaults derived here are in
-:mod:`cr_consumer.operator.property_rules`. This module re-exports the names
-its users import from it.
+The consumer properties are checked by the rules the Spark source and both
+clients share (:mod:`cr_consumer.kafka.property_rules`), with the names the
+operator sets itself (:data:`RESERVED`); each default derived here says which
+failure it prevents. The start position is the type the Spark source uses too
+(:mod:`cr_consumer.kafka.start_position`): EARLIEST, LATEST, COMMITTED (the
+default) or TIMESTAMP with one time for every partition
+(``StartPosition.at_time(ms)``); a position of one partition's offset
+(SPECIFIC) means nothing to a group subscription and is refused. The settings'
+enums and converters and :class:`ConfigError` are in
+:mod:`cr_consumer.operator.config_types`. This module re-exports the names its
+users import from it.
 """
 
 from __future__ import annotations
@@ -49,27 +55,18 @@ import attrs
 from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
+from cr_consumer.kafka.property_rules import PropertyError, assignor_names, check_properties, default_heartbeat_ms
+from cr_consumer.kafka.start_position import StartKind, StartPosition
 from cr_consumer.operator.config_types import (
     ConfigError,
     MalformedPolicy,
     RegionMode,
-    StartPosition,
     as_client_kind,
     as_gc_policy,
     as_malformed_policy,
     as_region_mode,
     as_start_position,
     as_topics,
-)
-from cr_consumer.operator.property_rules import (
-    DEFAULT_FETCH_MAX_BYTES,
-    DEFAULT_FETCH_MAX_WAIT_MS,
-    DEFAULT_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_SESSION_TIMEOUT_MS,
-    METADATA_MAX_AGE_CAP_MS,
-    assignor_names,
-    check_property_names,
-    default_heartbeat_ms,
 )
 
 #: The extra that installs the librdkafka client (named in the error when it is missing).
@@ -79,6 +76,30 @@ LIBRDKAFKA_EXTRA = "cr-consumer[librdkafka]"
 #: commit or coordinator timeout is a unit error or ``inf``, which would make a
 #: wait that must end (a drain, a reset, a coordinator call) effectively unbounded.
 MAX_DURATION_S = 86_400.0
+
+#: Kafka properties that have a field of their own: setting them through
+#: consumer_properties is an error.
+RESERVED = {
+    "bootstrap.servers": "use OperatorConfig(bootstrap_servers=...)",
+    "group.id": "use OperatorConfig(group_id=...)",
+    "max.poll.records": "use OperatorConfig(max_poll_records=...)",
+}
+
+#: Cap on metadata.max.age.ms: a newly created topic matching the pattern (or
+#: new partitions) must be seen within ~2 s, as in the reference.
+METADATA_MAX_AGE_CAP_MS = 2000
+DEFAULT_SESSION_TIMEOUT_MS = 20000
+#: fetch.max.wait.ms unless set: a fetch at the log end waits this long in the
+#: broker, and a partition seeked by a reset is not fetched again until that
+#: fetch returns; Kafka's 500 ms default would add up to 500 ms to every reset.
+DEFAULT_FETCH_MAX_WAIT_MS = 100
+#: fetch.max.bytes unless set: kafka-python decodes a fetch response on its IO
+#: thread, holding the GIL ~2-3 ms per MB, and a drain's commit response (or
+#: the poll the drain waits for) queues behind it. With Kafka's 50 MB default
+#: a broker that ignores max.partition.fetch.bytes (tansu) answers with ~5 MB
+#: responses whose decoding stalled drains for 10-25 ms (the drain-latency
+#: p99). With 1 MB the drain p99 is ~12 ms at the same throughput (BENCHMARKS.md).
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -92,9 +113,10 @@ class OperatorConfig:
     topics: tuple[str, ...] = attrs.field(default=(), converter=as_topics)
     pattern: str | None = None
     region_index: int = 0
-    start_position: StartPosition = attrs.field(default=StartPosition.DEFAULT, converter=as_start_position)
-    #: Start timestamp in milliseconds since the epoch (StartPosition.TIME only).
-    start_time: int | None = None
+    #: Where a partition starts the first time the job sees it (module docstring);
+    #: a StartPosition, or a StartKind or its value ("earliest") without values.
+    start_position: StartPosition = attrs.field(default=StartPosition(StartKind.COMMITTED),
+                                                converter=as_start_position)
     region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=as_region_mode)
     trigger_count: int | None = None
     max_poll_records: int = 500
@@ -160,22 +182,22 @@ class OperatorConfig:
                 raise ConfigError(f"pattern {self.pattern!r} is not a valid regular expression: {exc}") from None
 
     def _check_start(self) -> None:
-        if self.start_position is StartPosition.OFFSET:
+        pos = self.start_position
+        if pos.kind is StartKind.SPECIFIC or pos.values:
             raise ConfigError(
-                "start_position OFFSET is not supported: an offset belongs to one partition, "
-                "and a group subscription spans many partitions whose assignment changes; "
-                "use BEGINNING, END, TIME (with start_time) or DEFAULT"
+                f"start_position {pos.kind.value} per partition is not supported: an offset or time belongs to one "
+                "partition, and a group subscription spans many partitions whose assignment changes; use "
+                "earliest, latest, committed or StartPosition.at_time(ms)"
             )
-        if self.start_position is StartPosition.TIME:
-            if not isinstance(self.start_time, int) or isinstance(self.start_time, bool) or self.start_time < 0:
+        if pos.kind is StartKind.TIMESTAMP:
+            stamp = pos.timestamp_ms
+            if not isinstance(stamp, int) or isinstance(stamp, bool) or stamp < 0:
                 raise ConfigError(
-                    "start_position TIME needs start_time: milliseconds since the epoch (int >= 0), "
-                    f"got {self.start_time!r}"
+                    "start_position timestamp needs a time: StartPosition.at_time(ms), milliseconds since "
+                    f"the epoch (int >= 0), got {stamp!r}"
                 )
-        elif self.start_time is not None:
-            raise ConfigError(
-                f"start_time is only used with start_position TIME (start_position is {self.start_position.value})"
-            )
+        elif pos.timestamp_ms is not None:
+            raise ConfigError(f"start_position {pos.kind.value} takes no time (only timestamp does)")
 
     def _check_region(self) -> None:
         if self.region_mode is RegionMode.OPERATOR_DRIVEN:
@@ -207,25 +229,18 @@ class OperatorConfig:
                 raise ConfigError(f"{name} must be callable (bytes -> object), got {value!r}")
 
     def _check_properties(self) -> None:
-        check_property_names(self.consumer_properties, self.client)
-        if "partition.assignment.strategy" in self.consumer_properties:
-            assignor_names(self.consumer_properties["partition.assignment.strategy"])
-        if self.auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ConfigError(f"auto.offset.reset must be earliest, latest or none, got {self.auto_offset_reset!r}")
-        session = self.session_timeout_ms
-        heartbeat = int(self.consumer_properties.get("heartbeat.interval.ms", default_heartbeat_ms(session)))
-        if heartbeat >= session:
-            raise ConfigError(
-                f"heartbeat.interval.ms ({heartbeat}) must be lower than session.timeout.ms ({session})"
-            )
+        try:
+            check_properties(self.consumer_properties, clients={self.client}, reserved=RESERVED,
+                             session_default_ms=DEFAULT_SESSION_TIMEOUT_MS)
+        except PropertyError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def cooperative(self) -> bool:
         """Incremental (cooperative) rebalancing: survivors keep their partitions
         through a rebalance; only the partitions that move are revoked (and a
         revocation after records were fetched still resets the region)."""
-        strategy = self.consumer_properties.get("partition.assignment.strategy")
-        return strategy is not None and "cooperative-sticky" in assignor_names(strategy)
+        return "cooperative-sticky" in self.assignor_names
 
     # -- derived values ---------------------------------------------------
     @property
@@ -290,7 +305,7 @@ class OperatorConfig:
 
 
 __all__ = [
-    "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_HEARTBEAT_INTERVAL_MS", "DEFAULT_SESSION_TIMEOUT_MS",
-    "LIBRDKAFKA_EXTRA", "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "ClientKind", "ConfigError", "GcPolicy",
-    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartPosition", "check_property_names",
+    "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_SESSION_TIMEOUT_MS", "LIBRDKAFKA_EXTRA",
+    "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "RESERVED", "ClientKind", "ConfigError", "GcPolicy",
+    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartKind", "StartPosition",
 ]

@@ -1,9 +1,10 @@
 """The types of :class:`~cr_consumer.operator.config.OperatorConfig`'s settings.
 
 The enums of the settings that take one of a few values, the converters that
-turn a setting given as a string (``"beginning"``, ``"kafka-python"``) into its
-enum, and :class:`ConfigError`, raised for any setting that is unknown, out of
-range or contradicts another one.
+turn a setting given as a string (``"earliest"``, ``"kafka-python"``) into its
+type, and :class:`ConfigError`, raised for any setting that is unknown, out of
+range or contradicts another one. The start position's type is shared with the
+Spark source (:mod:`cr_consumer.kafka.start_position`).
 """
 
 from __future__ import annotations
@@ -14,23 +15,13 @@ from typing import TypeVar
 
 from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
+from cr_consumer.kafka.start_position import StartKind, StartPosition
 
 E = TypeVar("E", bound=enum.Enum)
 
 
 class ConfigError(ValueError):
     """A setting is unknown, out of range or contradicts another one."""
-
-
-class StartPosition(enum.Enum):
-    """Where a partition starts the first time the job sees it."""
-
-    DEFAULT = "default"  # committed offset, else auto.offset.reset
-    BEGINNING = "beginning"
-    END = "end"
-    TIME = "time"  # offsets_for_times(start_time), else auto.offset.reset
-    #: Listed only to be rejected with an explanation (OperatorConfig._check_start).
-    OFFSET = "offset"
 
 
 class RegionMode(enum.Enum):
@@ -60,7 +51,10 @@ def enum_value(cls: type[E], value: object) -> E:
 
 
 def as_start_position(value: object) -> StartPosition:
-    return enum_value(StartPosition, value)
+    """A StartPosition as it is, or a StartKind (or its value as a string) without values."""
+    if isinstance(value, StartPosition):
+        return value
+    return StartPosition(enum_value(StartKind, value))
 
 
 def as_region_mode(value: object) -> RegionMode:

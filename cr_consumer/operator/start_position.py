@@ -17,7 +17,7 @@ Which partitions get the configured start position (:func:`plan_start`):
    that a pattern now matches, or a partition added to a topic. It starts at
    its log start offset (earliest), as Spark's Kafka source does, so records
    written into it before the group was assigned it are read. The configured
-   position (``END`` by default through ``auto.offset.reset=latest``) would
+   position (LATEST by default through ``auto.offset.reset=latest``) would
    skip them.
 
 The control variables are the record of the first start, so the decision is
@@ -25,13 +25,14 @@ the same after any restart of any member. A topic created in the instant
 between the first start's metadata snapshot and its save is treated as new
 (read from earliest): more records, never fewer.
 
-The configured start positions:
+The configured start positions (:class:`~cr_consumer.kafka.start_position.StartPosition`,
+the Spark source's type too; ``OperatorConfig`` accepts these kinds):
 
-* DEFAULT: the group's committed offset, else ``auto.offset.reset``;
-* BEGINNING: the log start offset;
-* END: the log end offset;
-* TIME: the first offset whose timestamp is >= start_time
-  (``offsets_for_times``), else ``auto.offset.reset``.
+* COMMITTED: the group's committed offset, else ``auto.offset.reset``;
+* EARLIEST: the log start offset;
+* LATEST: the log end offset;
+* TIMESTAMP: the first offset whose timestamp is >= the position's
+  ``timestamp_ms`` (``offsets_for_times``), else ``auto.offset.reset``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import attrs
 
 from coordinator.protocol.common.partitions import partition_label
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
-from cr_consumer.operator.config import OperatorConfig, StartPosition
+from cr_consumer.kafka.start_position import StartKind
+from cr_consumer.operator.config import OperatorConfig
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +79,15 @@ def initial_offsets(consumer: KafkaClient, config: OperatorConfig,
     if not tps:
         return {}
     pos = config.start_position
-    if pos is StartPosition.BEGINNING:
+    if pos.kind is StartKind.EARLIEST:
         return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
-    if pos is StartPosition.END:
+    if pos.kind is StartKind.LATEST:
         return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
     out: dict[TopicPartition, int] = {}
-    if pos is StartPosition.TIME:
-        assert config.start_time is not None  # OperatorConfig._check_start
-        found = consumer.offsets_for_times({tp: config.start_time for tp in tps}, LOOKUP_TIMEOUT_MS)
+    if pos.kind is StartKind.TIMESTAMP:
+        stamp = pos.timestamp_ms
+        assert stamp is not None  # OperatorConfig._check_start
+        found = consumer.offsets_for_times({tp: stamp for tp in tps}, LOOKUP_TIMEOUT_MS)
         out.update({tp: off for tp, off in found.items() if off is not None})
         out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
         return out

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING
 
 from kafka import TopicPartition
 
+from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership
 from cr_consumer.spark.control import coordinator_group, new_query_id
@@ -81,7 +82,7 @@ from cr_consumer.spark.member_config import session_timeout_ms
 from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
-from cr_consumer.spark.options import SourceOptions, StartKind
+from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.positions import start_offsets
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
 from cr_consumer.spark.sink_notices import NoticeReceiver, SinkNotice

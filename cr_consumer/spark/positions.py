@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 from kafka import TopicPartition
 
-from cr_consumer.spark.options import EARLIEST_OFFSET, LATEST_OFFSET, SourceOptions, StartingOffsets, StartKind
+from cr_consumer.kafka.start_position import EARLIEST_OFFSET, LATEST_OFFSET, StartKind, StartPosition
+from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.watermarks import WatermarkProbe
 
 
@@ -59,7 +60,7 @@ def end_offsets(options: SourceOptions, tps: list[TopicPartition], probe: Waterm
 
 
 def start_offsets(
-    starting: StartingOffsets, tps: list[TopicPartition], probe: WatermarkProbe, committed: CommittedLookup
+    starting: StartPosition, tps: list[TopicPartition], probe: WatermarkProbe, committed: CommittedLookup
 ) -> dict[TopicPartition, int]:
     """{partition: start offset} for every partition of ``tps``."""
     if not tps:

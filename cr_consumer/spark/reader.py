@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.spark import runner
 from cr_consumer.spark.executor import commit_range_end, read_range
 from cr_consumer.spark.offsets import SourceOffset
-from cr_consumer.spark.options import SourceOptions, StartKind
+from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
 if TYPE_CHECKING:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
+from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.spark.arrow import spark_schema
-from cr_consumer.spark.options import InvalidOptionError, SourceOptions, StartKind, parse_options
+from cr_consumer.spark.options import InvalidOptionError, SourceOptions, parse_options
 
 #: The name given to ``spark.readStream.format(...)``.
 FORMAT_NAME = "crkafka"

@@ -12,7 +12,8 @@ import pytest
 
 from coordinator.protocol.common.cli_types import duration, port
 from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
-from cr_consumer.operator.config import ConfigError, check_property_names
+from cr_consumer.kafka.client import ClientKind
+from cr_consumer.kafka.property_rules import PropertyError, check_name
 from cr_consumer.runtime.member.setup import SettingsError, default_stem, split_spec
 from cr_consumer.runtime.runner.member_log import error_record as _error_record
 from cr_consumer.runtime.runner.region_runner import Region
@@ -113,15 +114,15 @@ def test_last_error_line_of_a_member_log(tmp_path):
     ("ssl.endpoint.identification.algorithm", "ssl.check.hostname"),
 ])
 def test_jvm_only_property_names_the_kafka_python_equivalent(key, instead):
-    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as info:
-        check_property_names({key: "x"})
+    with pytest.raises(PropertyError, match=key.replace(".", r"\.")) as info:
+        check_name(key, clients={ClientKind.KAFKA_PYTHON}, reserved={})
     assert instead in str(info.value)
 
 
 def test_kafka_python_security_names_pass():
-    check_property_names({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-                          "sasl.plain.username": "u", "sasl.plain.password": "p", "ssl.cafile": "/ca.pem",
-                          "ssl.certfile": "/c.pem", "ssl.keyfile": "/k.pem", "ssl.check.hostname": True})
+    for key in ("security.protocol", "sasl.mechanism", "sasl.plain.username", "sasl.plain.password", "ssl.cafile",
+                "ssl.certfile", "ssl.keyfile", "ssl.check.hostname"):
+        check_name(key, clients={ClientKind.KAFKA_PYTHON}, reserved={})
 
 
 def test_pipeline_specs():

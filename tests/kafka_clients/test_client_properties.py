@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable, check_guarantees
+from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python.client import kafka_python_config
 from cr_consumer.kafka.librdkafka.client import DEFAULTS, librdkafka_config
+from cr_consumer.kafka.property_rules import client_checked
 
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
 
@@ -28,7 +29,7 @@ def test_guarantee_breaking_properties_are_refused_by_both(kind, key, value):
 
 
 def test_the_safe_value_of_a_guarantee_property_is_accepted():
-    assert check_guarantees({"enable.auto.commit": "false", "enable.auto.offset.store": False, "a": 1}) == {"a": 1}
+    assert client_checked({"enable.auto.commit": "false", "enable.auto.offset.store": False, "a": 1}) == {"a": 1}
     assert kafka_python_config({**BASE, "enable.auto.commit": False})["enable_auto_commit"] is False
     cfg = librdkafka_config({**BASE, "enable.auto.commit": "false"})
     assert cfg["enable.auto.commit"] is False
@@ -79,9 +80,10 @@ def test_mixed_or_unknown_assignors_and_unknown_names_are_refused(kind):
         make_client(kind, {**BASE, "no.such.setting": 1})
 
 
-def test_librdkafka_refuses_deserializers():
+@pytest.mark.parametrize("kind", list(ClientKind), ids=lambda k: k.value)
+def test_both_refuse_deserializers(kind):
     with pytest.raises(ClientConfigError, match="raw bytes"):
-        librdkafka_config({**BASE, "value.deserializer": "x"})
+        make_client(kind, {**BASE, "value.deserializer": "x"})
 
 
 def test_a_missing_confluent_kafka_names_the_extra(monkeypatch):

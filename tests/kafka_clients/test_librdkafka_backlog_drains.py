@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import ConsumerOperator, StartPosition
+from cr_consumer import ConsumerOperator, StartKind
 from cr_consumer.kafka.librdkafka.client import LibrdkafkaClient
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
@@ -43,7 +43,7 @@ def _start(bootstrap: str, names) -> tuple[str, Sink, RegionPermit, ConsumerOper
     sink = Sink()
     permit = RegionPermit()
     op = make(bootstrap, names.group(), "m0", submit_batch=sink.batch, topics=[topic], client="librdkafka",
-              start_position=StartPosition.BEGINNING, permit=permit, max_poll_records=50)
+              start_position=StartKind.EARLIEST, permit=permit, max_poll_records=50)
     permit.block(0.0)  # as the runtime: nothing is submitted before the first resume
     return topic, sink, permit, op
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cr_consumer import OperatorConfig, StartPosition
+from cr_consumer import OperatorConfig, StartKind, StartPosition
 from cr_consumer.operator.config import ConfigError, MalformedPolicy, RegionMode
 
 BASE = dict(bootstrap_servers="127.0.0.1:9092", group_id="g", operator_name="m0", topics=["t"])
@@ -16,7 +16,7 @@ def cfg(**kw):
 
 def test_defaults_and_derived_timeouts():
     c = cfg(drain_timeout_s=180, reset_timeout_s=20)
-    assert c.start_position is StartPosition.DEFAULT
+    assert c.start_position == StartPosition(StartKind.COMMITTED)
     assert c.region_mode is RegionMode.PERIODIC
     assert c.effective_queue_capacity == 50_000
     k = c.kafka_config()
@@ -48,9 +48,13 @@ def test_pass_through_properties_by_dotted_name():
         (dict(topics=[], pattern=None), "no subscription"),
         (dict(pattern="x.*"), "either topics or pattern"),
         (dict(topics=(), pattern="(["), "not a valid regular expression"),
-        (dict(start_position="offset"), "an offset belongs to one partition"),
-        (dict(start_position="time"), "start_time"),
-        (dict(start_time=5), "only used with start_position TIME"),
+        (dict(start_position="specific"), "an offset or time belongs to one partition"),
+        (dict(start_position=StartPosition(StartKind.TIMESTAMP, values=((("t", 0), 5),))),
+         "an offset or time belongs to one partition"),
+        (dict(start_position="timestamp"), "StartPosition.at_time(ms)"),
+        (dict(start_position=StartPosition.at_time(-1)), "int >= 0"),
+        (dict(start_position=StartPosition(StartKind.EARLIEST, timestamp_ms=5)), "takes no time"),
+        (dict(start_position="beginning"), "not one of"),
         (dict(start_position="sideways"), "not one of"),
         (dict(region_mode="operator_driven"), "trigger_count > 0"),
         (dict(region_mode="operator_driven", trigger_count=0), "trigger_count > 0"),
@@ -62,7 +66,7 @@ def test_pass_through_properties_by_dotted_name():
         (dict(operator_name=""), "operator_name"),
         (dict(value_deserializer="json"), "value_deserializer must be callable"),
         (dict(on_malformed="ignore"), "MalformedPolicy"),
-        (dict(consumer_properties={"enable.auto.commit": True}), "committed by the drain"),
+        (dict(consumer_properties={"enable.auto.commit": True}), "the operator's drain"),
         (dict(consumer_properties={"group.id": "x"}), "OperatorConfig(group_id"),
         (dict(consumer_properties={"fetch_max_bytes": 1}), "dotted Kafka name"),
         (dict(consumer_properties={"no.such.setting": 1}), "unknown consumer property 'no.such.setting'"),
@@ -80,12 +84,13 @@ def test_bad_settings_fail_naming_the_setting(kw, words):
 
 
 def test_enums_from_strings_and_roundrobin_only():
-    c = cfg(start_position="Beginning", on_malformed="FAIL",
+    c = cfg(start_position="Earliest", on_malformed="FAIL",
             consumer_properties={"partition.assignment.strategy": ["roundrobin"]})
-    assert c.start_position is StartPosition.BEGINNING
+    assert c.start_position == StartPosition(StartKind.EARLIEST)
+    assert cfg(start_position=StartKind.LATEST).start_position.kind is StartKind.LATEST
     assert c.on_malformed is MalformedPolicy.FAIL
     assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["roundrobin"]
-    c = cfg(region_mode="operator_driven", trigger_count=100, start_position="time", start_time=0)
+    c = cfg(region_mode="operator_driven", trigger_count=100, start_position=StartPosition.at_time(0))
     assert c.trigger_count == 100
 
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import StartPosition
+from cr_consumer import StartKind
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.operator import Sink, make
@@ -25,7 +25,7 @@ def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, nam
         gate.wait(60)
         sink(record)
 
-    op = make(bootstrap, names.group(), "m0", slow_submit, topics=[topic], start_position=StartPosition.BEGINNING,
+    op = make(bootstrap, names.group(), "m0", slow_submit, topics=[topic], start_position=StartKind.EARLIEST,
               max_poll_records=10, queue_capacity=40, commit_period_s=0.5)
     with op:
         # The process thread is stuck on the first record: the queue fills, all partitions pause.

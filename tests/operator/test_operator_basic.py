@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import StartPosition
+from cr_consumer import StartKind
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
@@ -18,7 +18,7 @@ def test_standalone_consumes_everything_and_commits(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     produce(bootstrap, topic, (b"v%d" % i for i in range(4000)))
     sink = Sink()
-    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
               commit_period_s=0.3)
     with op:
         sink.wait_count(4000, 30)
@@ -46,7 +46,7 @@ def test_drain_commits_exactly_the_submitted_offsets(bootstrap, names):
     produce(bootstrap, topic, (b"x" * 10 for _ in range(3000)))
     sink = Sink()
     permit = RegionPermit()
-    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
               permit=permit, max_poll_records=50)
     with op:
         sink.wait_count(200, 30)

@@ -28,7 +28,7 @@ import time
 import pytest
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import StartPosition
+from cr_consumer import StartKind
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
@@ -73,7 +73,7 @@ def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(boot
     permit = RegionPermit()
     submit = BlockingSubmit(sink, permit)
     op = make(bootstrap, names.group(), "m0", submit_batch=submit, topics=[topic],
-              start_position=StartPosition.BEGINNING, permit=permit, max_poll_records=10)
+              start_position=StartKind.EARLIEST, permit=permit, max_poll_records=10)
     total = PARTITIONS * PER_PARTITION
     permit.block(0.0)  # as the runtime: nothing is submitted before the first resume
     with op:

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from cr_consumer import StartPosition
+from cr_consumer import StartKind
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
@@ -49,7 +49,7 @@ def test_operator_driven_drains_every_trigger_count_tuples(bootstrap, names):
     produce(bootstrap, topic, (b"v%d" % i for i in range(1000)))
     sink = Sink()
     region = DrivingRegion()
-    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
               region_mode="operator_driven", trigger_count=100, permit=RegionPermit(), region=region,
               max_poll_records=64)
     region.op = op

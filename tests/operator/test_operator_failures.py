@@ -8,7 +8,7 @@ import time
 import pytest
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import StartPosition
+from cr_consumer import StartKind
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.consumer import DrainError, ResetError
 from cr_consumer.operator.event_thread import OperatorFailed
@@ -31,7 +31,7 @@ def test_malformed_records_are_counted_and_skipped(bootstrap, names):
     produce(bootstrap, topic, _mixed(100))
     sink = Sink()
     group = names.group()
-    with make(bootstrap, group, "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+    with make(bootstrap, group, "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
               value_deserializer=json.loads, on_malformed="skip", commit_period_s=0.2) as op:
         sink.wait_count(90, 20)
         assert sorted(r.value["i"] for r in sink.records) == [i for i in range(100) if i % 10 != 3]
@@ -46,7 +46,7 @@ def test_malformed_record_fails_the_operator_naming_it(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, _mixed(10))
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
               value_deserializer=json.loads, on_malformed="fail", permit=RegionPermit()) as op:
         wait_until(lambda: op.failure is not None, 20, "the operator to fail")
         assert isinstance(op.failure, MalformedRecord)
@@ -67,7 +67,7 @@ def test_drain_whose_commit_fails_raises(names, tmp_path):
         produce(bootstrap, topic, (b"v" for _ in range(10)))
         sink = Sink()
         permit = RegionPermit()
-        op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+        op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
                   permit=permit, drain_timeout_s=3.0, consumer_properties={"request.timeout.ms": 2000})
         with op:
             sink.wait_count(10, 20)
@@ -86,7 +86,7 @@ def test_lost_coordinator_fails_the_reset_clearly(bootstrap, names, coordinator)
     produce(bootstrap, topic, (b"v" for _ in range(5)))
     sink = Sink()
     permit = RegionPermit()
-    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.BEGINNING,
+    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
               coordinator=coordinator.endpoint, permit=permit, reset_timeout_s=4.0,
               coordinator_timeout_s=2.0) as op:
         sink.wait_count(5, 20)

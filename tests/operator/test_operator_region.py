@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import StartPosition
+from cr_consumer import StartKind
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
 
@@ -19,7 +19,7 @@ PARTS = 6
 
 def _start(bootstrap, coordinator, group, topic, name, sink, region):
     op = make(bootstrap, group, name, sink, topics=[topic], coordinator=coordinator.endpoint,
-              start_position=StartPosition.BEGINNING, permit=RegionPermit(), region=region,
+              start_position=StartKind.EARLIEST, permit=RegionPermit(), region=region,
               max_poll_records=20)
     return op.start()
 

@@ -9,7 +9,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer import StartPosition
+from cr_consumer import StartKind, StartPosition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic, produce
@@ -30,7 +30,7 @@ def test_start_end_skips_existing_records(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, (b"old%d" % i for i in range(5)), single_record_batches=True)
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.END) as op:
+    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.LATEST) as op:
         _seeked(op, [TopicPartition(topic, 0)])
         assert op.offsets.get(TopicPartition(topic, 0)) == 5
         produce(bootstrap, topic, (b"new%d" % i for i in range(3)))
@@ -47,7 +47,7 @@ def test_start_time_uses_offsets_for_times(bootstrap, names):
     time.sleep(0.01)
     produce(bootstrap, topic, (b"late%d" % i for i in range(5)), single_record_batches=True)
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position="time", start_time=start_ms):
+    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.at_time(start_ms)):
         sink.wait_count(5, 20)
         assert _offsets(sink, topic) == {0: [5, 6, 7, 8, 9]}
 
@@ -76,11 +76,11 @@ def test_control_variable_wins_over_start_position(bootstrap, names, coordinator
     group = names.group()
     first = Sink()
     with make(bootstrap, group, "m0", first, topics=[topic], coordinator=coordinator.endpoint,
-              start_position=StartPosition.BEGINNING, permit=RegionPermit()):
+              start_position=StartKind.EARLIEST, permit=RegionPermit()):
         first.wait_count(10, 20)
     second = Sink()
     with make(bootstrap, group, "m1", second, topics=[topic], coordinator=coordinator.endpoint,
-              start_position=StartPosition.END, permit=RegionPermit()):
+              start_position=StartKind.LATEST, permit=RegionPermit()):
         second.wait_count(10, 20)
         assert _offsets(second, topic) == {0: list(range(10))}
 
@@ -91,7 +91,7 @@ def test_reset_seeks_a_partition_missing_from_the_checkpoint_to_its_control_vari
         produce(bootstrap, topic, (b"old" for _ in range(5)), partition=p, single_record_batches=True)
     sink = Sink()
     members = Members()
-    op = members.add(make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartPosition.END,
+    op = members.add(make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.LATEST,
                           permit=RegionPermit()))
     try:
         op.start()
@@ -116,7 +116,7 @@ def test_pattern_subscription_picks_up_a_new_topic(bootstrap, names):
     first = create_topic(bootstrap, f"{prefix}-a")
     produce(bootstrap, first, (b"a%d" % i for i in range(10)))
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, pattern=f"{prefix}-.*", start_position=StartPosition.BEGINNING,
+    with make(bootstrap, names.group(), "m0", sink, pattern=f"{prefix}-.*", start_position=StartKind.EARLIEST,
               commit_period_s=0.2) as op:
         sink.wait_count(10, 20)
         wait_until(lambda: op.metrics()["nDrains"] >= 1, 10, "a commit")

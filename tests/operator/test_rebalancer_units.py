@@ -6,7 +6,7 @@ paused, what was saved as control variables, the state, and the resets asked for
 from __future__ import annotations
 
 from cr_consumer.kafka.client import TopicPartition
-from cr_consumer.operator.config import OperatorConfig, StartPosition
+from cr_consumer.operator.config import OperatorConfig, StartKind
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.rebalance import Rebalancer
@@ -79,7 +79,7 @@ class Gate:
 
 class Harness:
     def __init__(self, consumer: FakeConsumer, *, state=S.SUBSCRIBED, standalone=False,
-                 start=StartPosition.BEGINNING, control: LocalControl | None = None,
+                 start=StartKind.EARLIEST, control: LocalControl | None = None,
                  cooperative: bool = False) -> None:
         props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
         self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
@@ -144,7 +144,7 @@ def test_first_assignment_holds_then_seeks_to_the_start_position_and_saves_every
 def test_a_partition_first_seen_after_the_first_start_begins_at_its_earliest_offset():
     control = LocalControl()
     control.put_initial_offsets(GROUP, {("t", 0): 20})
-    h = Harness(consumer(), start=StartPosition.END, control=control)
+    h = Harness(consumer(), start=StartKind.LATEST, control=control)
     h.assign(T0, T1)
     # T0's control variable was not cached yet: held like T1, both seeked after the poll
     h.after_poll()

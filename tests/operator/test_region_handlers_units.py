@@ -11,7 +11,7 @@ import pytest
 
 from cr_consumer.kafka.client import CommitRefused, GroupMembership, MemberFenced, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
-from cr_consumer.operator.config import OperatorConfig, StartPosition
+from cr_consumer.operator.config import OperatorConfig, StartKind
 from cr_consumer.operator.drain_commit import commit_deferred
 from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
@@ -91,7 +91,7 @@ class Parts:
     def __init__(self, cooperative: bool = False) -> None:
         props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
         self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
-                                     topics=["t"], start_position=StartPosition.BEGINNING,
+                                     topics=["t"], start_position=StartKind.EARLIEST,
                                      drain_timeout_s=WAIT_S, reset_timeout_s=WAIT_S, consumer_properties=props)
         self.consumer = FakeConsumer()
         self.sm = ClientStateMachine("m0")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.spark.arrow import arrow_schema, records_to_batch, spark_schema
-from cr_consumer.spark.options import InvalidOptionError, StartKind, parse_options
+from cr_consumer.spark.options import InvalidOptionError, parse_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a", "coordinator": "tcp://127.0.0.1:5570"}
 

@@ -7,9 +7,10 @@ import re
 
 import pytest
 
+from cr_consumer.kafka.start_position import StartKind, StartPosition
 from cr_consumer.spark.arrow import ARROW_SCHEMA, records_to_batch, spark_schema
 from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
-from cr_consumer.spark.options import InvalidOptionError, StartingOffsets, StartKind, parse_options
+from cr_consumer.spark.options import InvalidOptionError, parse_options
 
 BASE = {
     "kafka.bootstrap.servers": "127.0.0.1:9092",
@@ -71,7 +72,7 @@ def test_valid_options_parse():
     assert o.topics == ("a", "b")
     assert o.pattern is None
     assert o.members == 3
-    assert o.starting == StartingOffsets(StartKind.TIMESTAMP, timestamp_ms=1704067200000)
+    assert o.starting == StartPosition(StartKind.TIMESTAMP, timestamp_ms=1704067200000)
     assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
     assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
     p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))

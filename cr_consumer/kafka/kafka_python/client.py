@@ -52,7 +52,6 @@ from cr_consumer.kafka.client import (
     TimestampType,
     TopicPartition,
     UnknownTopicOrPartition,
-    check_guarantees,
 )
 from cr_consumer.kafka.kafka_python.compat import (
     fetch_during_cooperative_joins,
@@ -80,6 +79,12 @@ RENAMED: Mapping[str, str] = {
 
 #: kafka-python's consumer settings (keyword names: ``fetch_max_wait_ms``).
 SETTINGS: frozenset[str] = frozenset(KafkaConsumer.DEFAULT_CONFIG)
+
+
+def kafka_python_name(key: str) -> str:
+    """kafka-python's keyword name of the dotted property ``key`` (librdkafka's spellings mapped)."""
+    return RENAMED.get(key, key).replace(".", "_")
+
 
 #: The standard assignor names (cr_consumer.kafka.assignors) -> kafka-python's classes.
 ASSIGNORS: Mapping[str, type] = {
@@ -145,12 +150,12 @@ def to_kafka_records(records: Sequence[Any]) -> list[KafkaRecord]:
 
 
 def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
-    """kafka-python keyword arguments for ``properties`` (see the module docstring)."""
-    known = KafkaConsumer.DEFAULT_CONFIG
+    """kafka-python keyword arguments for ``properties``, checked by
+    :mod:`cr_consumer.kafka.property_rules` (see the module docstring)."""
     cfg: dict[str, Any] = {"enable_auto_commit": False}
-    for key, value in check_guarantees(properties).items():
-        name = RENAMED.get(key, key).replace(".", "_")
-        if name not in known:
+    for key, value in properties.items():
+        name = kafka_python_name(key)
+        if name not in SETTINGS:
             raise ClientConfigError(f"Kafka property {key!r} is not a kafka-python consumer setting")
         cfg[name] = value
     if "partition_assignment_strategy" in cfg:
@@ -334,4 +339,5 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "RENAMED", "SETTINGS", "KafkaPythonClient", "kafka_python_config", "to_kafka_records"]
+__all__ = ["ASSIGNORS", "RENAMED", "SETTINGS", "KafkaPythonClient", "kafka_python_config", "kafka_python_name",
+           "to_kafka_records"]

@@ -1,18 +1,16 @@
 """Kafka properties (standard dotted names) -> librdkafka settings.
 
-Pure: needs no confluent-kafka (the Spark source's planner reads it too).
+Pure: needs no confluent-kafka (the Spark source's planner reads it too). The
+properties are checked before (:mod:`cr_consumer.kafka.property_rules`: the
+guarantee properties and the deserialisers never reach this mapping).
 
-1. :func:`~cr_consumer.kafka.client.check_guarantees` refuses the properties that
-   would break the operator's guarantees (``enable.auto.commit``, ...).
-2. Settings that make no sense for a client handing out raw bytes are refused
-   (:data:`UNSUPPORTED`, :class:`ClientConfigError`); settings the adapter uses
-   itself are dropped (:data:`CONSUMED`).
-3. kafka-python's and the Java client's spellings of the few settings librdkafka
+1. Settings the adapter uses itself are dropped (:data:`CONSUMED`).
+2. kafka-python's and the Java client's spellings of the few settings librdkafka
    names otherwise are mapped (:data:`RENAMED`); ``partition.assignment.strategy``
    is read by :mod:`cr_consumer.kafka.assignors` (librdkafka's names are the
    standard ones); ``metadata.max.age.ms`` also sets how often a pattern
    subscription looks for new topics.
-4. The adapter's defaults (:data:`DEFAULTS`) apply unless given; auto commit, the
+3. The adapter's defaults (:data:`DEFAULTS`) apply unless given; auto commit, the
    automatic offset store and partition-EOF events are always off.
 
 Anything else is passed to librdkafka, which refuses names it does not know.
@@ -23,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cr_consumer.kafka.assignors import parse_strategy
-from cr_consumer.kafka.client import ClientConfigError, check_guarantees
 
 #: Other clients' names of settings librdkafka spells otherwise (dotted -> librdkafka).
 RENAMED: Mapping[str, str] = {
@@ -57,19 +54,12 @@ DEFAULTS: Mapping[str, object] = {"fetch.queue.backoff.ms": 20}
 #: Settings the adapter uses itself (not passed to librdkafka): the poll's record cap
 #: is the ``max_records`` argument of poll.
 CONSUMED = frozenset({"max.poll.records"})
-#: Settings that make no sense for a client that hands out raw bytes.
-UNSUPPORTED: Mapping[str, str] = {
-    "key.deserializer": "records carry raw bytes; decode in the operator (OperatorConfig.key_deserializer)",
-    "value.deserializer": "records carry raw bytes; decode in the operator (OperatorConfig.value_deserializer)",
-}
 
 
 def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     """librdkafka settings for ``properties`` (see the module docstring)."""
     cfg: dict[str, object] = {}
-    for key, value in check_guarantees(properties).items():
-        if key in UNSUPPORTED:
-            raise ClientConfigError(f"Kafka property {key!r}: {UNSUPPORTED[key]}")
+    for key, value in properties.items():
         if key in CONSUMED:
             continue
         if key == "ssl.check.hostname":
@@ -86,4 +76,4 @@ def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     return cfg
 
 
-__all__ = ["CONSUMED", "DEFAULTS", "RENAMED", "UNSUPPORTED", "librdkafka_config"]
+__all__ = ["CONSUMED", "DEFAULTS", "RENAMED", "librdkafka_config"]

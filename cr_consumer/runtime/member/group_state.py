@@ -119,11 +119,13 @@ def _admin_settings(config: Any) -> dict[str, Any]:
     properties that the admin client also knows (dotted -> kafka-python names)."""
     from kafka.admin import KafkaAdminClient
 
+    from cr_consumer.kafka.kafka_python.client import kafka_python_name
+
     known = KafkaAdminClient.DEFAULT_CONFIG
     out = {"bootstrap_servers": config.bootstrap_servers, "request_timeout_ms": EVICT_TIMEOUT_MS,
            "client_id": f"{config.operator_name}-evict"}
     for key, value in dict(config.consumer_properties).items():
-        name = key.replace(".", "_")
+        name = kafka_python_name(key)
         if name in known and name not in out and name != "client_id":
             out[name] = value
     return out

@@ -49,18 +49,8 @@ start and end), ``source_options`` (:class:`SourceOptions`), ``parse``
 
 from cr_consumer.spark.options.kafka_properties import DEFAULT_CLIENT
 from cr_consumer.spark.options.names import SPELLING, UNSUPPORTED
-from cr_consumer.spark.options.offset_specs import (
-    EARLIEST_OFFSET,
-    LATEST_OFFSET,
-    PartitionValues,
-    StartingOffsets,
-    StartKind,
-)
 from cr_consumer.spark.options.parse import parse_options
 from cr_consumer.spark.options.source_options import SourceOptions
 from cr_consumer.spark.options.values import InvalidOptionError
 
-__all__ = [
-    "DEFAULT_CLIENT", "EARLIEST_OFFSET", "LATEST_OFFSET", "SPELLING", "UNSUPPORTED", "InvalidOptionError",
-    "PartitionValues", "SourceOptions", "StartKind", "StartingOffsets", "parse_options",
-]
+__all__ = ["DEFAULT_CLIENT", "SPELLING", "UNSUPPORTED", "InvalidOptionError", "SourceOptions", "parse_options"]

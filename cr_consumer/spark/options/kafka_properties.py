@@ -1,31 +1,33 @@
 """The ``kafka.*`` options of the ``crkafka`` source: consumer properties and the client library.
 
+The properties are checked by the rules both clients and the operator share
+(:mod:`cr_consumer.kafka.property_rules`); what is the source's own here:
+
 1. ``kafka.<dotted name>`` is a Kafka consumer property passed to every consumer
-   of the query (:func:`parse_kafka_property`): refused when the source owns it
-   (:data:`RESERVED_KAFKA`) or when kafka-python takes a Python object for it
-   (:data:`OBJECT_KAFKA`); otherwise typed like kafka-python's default of the
-   setting (bool, int >= 0, string; ``api.version`` a version tuple).
+   of the query (:func:`parse_kafka_property`): its name is checked
+   (``check_name``: the query's group members and probe are kafka-python
+   consumers, so it must be a kafka-python setting whatever the executors'
+   client), refused when the source owns it (:data:`RESERVED_KAFKA`) or when
+   kafka-python takes a Python object for it (:data:`OBJECT_KAFKA`); the value
+   is typed like kafka-python's default of the setting (bool, int >= 0, string;
+   ``api.version`` a version tuple).
 2. ``kafka.client`` picks the executors' Kafka library (:func:`parse_client`):
    librdkafka needs confluent-kafka in the driver (and on every executor).
-3. :func:`check_properties` checks the properties together: librdkafka must
-   accept them when it is the client, and the heartbeat must be shorter than
-   the session timeout.
+3. :func:`check_properties` checks the properties together (``check_values``,
+   with the members' session timeout as the default) and then, when librdkafka
+   is the executors' client, builds its consumer once: the executors fail far
+   from ``load()``, so a name librdkafka refuses fails here.
 """
 
 from __future__ import annotations
 
 from cr_consumer.kafka.client import ClientKind
-from cr_consumer.spark.options.names import closest
+from cr_consumer.kafka.property_rules import PropertyError, check_name, check_values
 from cr_consumer.spark.options.values import InvalidOptionError, parse_bool, parse_int
 
-#: Kafka consumer properties this source owns (as Spark's Kafka source does);
-#: setting them would break the exactly-once contract or duplicate an option.
+#: Kafka consumer properties this source owns (as Spark's Kafka source does).
 RESERVED_KAFKA = {
-    "enable.auto.commit": "offsets are committed by the source when Spark commits a batch",
-    "auto.commit.interval.ms": "offsets are committed by the source when Spark commits a batch",
     "auto.offset.reset": "use startingOffsets (earliest, latest, committed or JSON per partition)",
-    "key.deserializer": "keys are delivered as binary",
-    "value.deserializer": "values are delivered as binary",
     "consumer.timeout.ms": "the source controls its own polling",
 }
 
@@ -70,19 +72,20 @@ def kafka_defaults() -> dict:
 def parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, object]:
     """``kafka.<dotted name>`` -> (dotted name, typed value); ``defaults`` from :func:`kafka_defaults`."""
     dotted = option[len("kafka.") :]
-    if dotted in RESERVED_KAFKA:
-        raise InvalidOptionError(option, f"cannot be set: {RESERVED_KAFKA[dotted]}")
     if dotted in OBJECT_KAFKA:
         raise InvalidOptionError(option, "is a Python object in kafka-python and cannot be set as an option")
-    key = dotted.replace(".", "_")
-    if "_" in dotted or key not in defaults:
-        raise InvalidOptionError(option, f"unknown Kafka consumer property {dotted!r} (closest option: {closest(option)})")
+    try:
+        check_name(dotted, clients={ClientKind.KAFKA_PYTHON}, reserved=RESERVED_KAFKA)
+    except PropertyError as exc:
+        raise InvalidOptionError(option, str(exc)) from None
+    from cr_consumer.kafka.kafka_python.client import kafka_python_name  # local: importing options must stay cheap
+
     if dotted == "api.version":
         try:
             return dotted, tuple(int(p) for p in raw.strip().split("."))
         except ValueError:
             raise InvalidOptionError(option, f"expected a version like 2.8.0, got {raw!r}") from None
-    default = defaults[key]
+    default = defaults[kafka_python_name(dotted)]
     kind = _NONE_DEFAULT_TYPES.get(dotted, type(default) if default is not None else str)
     if kind is bool:
         return dotted, parse_bool(option, raw)
@@ -111,8 +114,11 @@ def parse_client(raw: str) -> ClientKind:
 
 
 def check_properties(bootstrap: str, client: ClientKind, kafka_props: dict[str, object]) -> None:
-    """The properties together: accepted by the executors' librdkafka consumer (when it is the
-    client), and the heartbeat below the session timeout."""
+    """The properties together (module docstring, step 3)."""
+    try:
+        check_values(kafka_props, session_default_ms=MEMBER_SESSION_TIMEOUT_MS)
+    except PropertyError as exc:
+        raise InvalidOptionError("kafka.*" if exc.key is None else f"kafka.{exc.key}", str(exc)) from None
     if client is ClientKind.LIBRDKAFKA and kafka_props:
         from cr_consumer.spark.librdkafka_range import config_error
 
@@ -120,9 +126,3 @@ def check_properties(bootstrap: str, client: ClientKind, kafka_props: dict[str, 
         if problem is not None:
             raise InvalidOptionError("kafka.*", f"the executors' librdkafka consumer refuses these properties: "
                                                 f"{problem} (set kafka.client=kafka-python to use kafka-python's)")
-    session_ms = kafka_props.get("session.timeout.ms")
-    heartbeat_ms = kafka_props.get("heartbeat.interval.ms")
-    session_bound = session_ms if isinstance(session_ms, int) else MEMBER_SESSION_TIMEOUT_MS
-    if isinstance(heartbeat_ms, int) and heartbeat_ms >= session_bound:
-        raise InvalidOptionError("kafka.*", f"kafka.heartbeat.interval.ms ({heartbeat_ms}) must be lower than "
-                                            f"kafka.session.timeout.ms ({session_bound})")

@@ -43,8 +43,6 @@ def closest(name: str) -> str:
     if name in SUGGESTED:
         return SUGGESTED[name]
     match = difflib.get_close_matches(name, list(SPELLING), n=1, cutoff=0.6)
-    if not match and name.startswith("kafka."):
-        return "kafka.<a Kafka consumer property>"
     if not match:
         return "none close; valid: " + ", ".join(sorted(SPELLING.values()))
     return SPELLING[match[0]]

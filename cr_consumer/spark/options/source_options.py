@@ -8,7 +8,7 @@ import attrs
 
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
-from cr_consumer.spark.options.offset_specs import PartitionValues, StartingOffsets, StartKind
+from cr_consumer.kafka.start_position import PartitionValues, StartKind, StartPosition
 
 
 @attrs.frozen
@@ -25,7 +25,7 @@ class SourceOptions:
     #: ``assign``: fixed partitions, no group assignment (the group is used for commits only).
     assign: tuple[tuple[str, int], ...] = ()
     #: None: not given (streaming starts at latest, a batch read at earliest, as in Spark).
-    starting: StartingOffsets | None = None
+    starting: StartPosition | None = None
     #: Batch queries: ((topic, partition), offset or -1) pairs; empty: latest everywhere.
     ending: PartitionValues = ()
     max_offsets_per_trigger: int | None = None
@@ -52,8 +52,10 @@ class SourceOptions:
 
     @property
     def kafka_config(self) -> dict:
-        """The pass-through properties as kafka-python keyword arguments."""
-        return {k.replace(".", "_"): v for k, v in self.kafka_properties}
+        """The pass-through properties as kafka-python keyword arguments (kafka-python's names)."""
+        from cr_consumer.kafka.kafka_python.client import kafka_python_name  # local: importing options stays cheap
+
+        return {kafka_python_name(k): v for k, v in self.kafka_properties}
 
     def groupless_config(self, client_id: str) -> dict:
         """kafka-python keyword arguments of a consumer outside the query's group
@@ -66,8 +68,8 @@ class SourceOptions:
                       enable_auto_commit=False, auto_offset_reset="none", client_id=client_id)
         return config
 
-    def starting_or(self, default: StartKind) -> StartingOffsets:
-        return self.starting if self.starting is not None else StartingOffsets(default)
+    def starting_or(self, default: StartKind) -> StartPosition:
+        return self.starting if self.starting is not None else StartPosition(default)
 
     def group_for(self, query: str) -> str:
         """The consumer group of the query with id ``query``."""

@@ -50,7 +50,7 @@ def build(ctx):
     if ctx.member == "member-0" and crashed.exists() and not held.exists():
         held.write_text("1")
         time.sleep(float(ctx.param("away_s")))  # the restarted process stays away
-    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(CrashBeforePublish(Path(ctx.output_dir), ctx.member, crashed)))
 '''
 

@@ -31,7 +31,7 @@ from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return (Pipeline(KafkaSource(pattern=ctx.param("pattern"),
-                                 options={"start_position": "beginning", "trigger_count": 100,
+                                 options={"start_position": "earliest", "trigger_count": 100,
                                           "coordinator_timeout_s": 2.0},
                                  kafka={"partition.assignment.strategy": "range,roundrobin"}))
             .sink(ctx.file_sink()))

@@ -26,7 +26,7 @@ PASSTHROUGH = '''
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
-    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(ctx.file_sink()))
 '''
 
@@ -39,7 +39,7 @@ class Broken(Operator):
         raise IOError("disk full (test)")
 
 def build(ctx):
-    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "beginning"}))
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(Broken()))
 '''
 
@@ -204,7 +204,7 @@ from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return (Pipeline(KafkaSource(topics=[ctx.param("topic")],
-                                 options={"start_position": "beginning", "trigger_count": 700}))
+                                 options={"start_position": "earliest", "trigger_count": 700}))
             .sink(ctx.file_sink()))
 '''
 

@@ -1,0 +1,202 @@
+"""The one set of rules for Kafka consumer properties (standard dotted names).
+
+The operator (``OperatorConfig.consumer_properties``) and the Spark source
+(its ``kafka.*`` options) check their users' properties here, before anything
+is built; the client factory checks what it hands a client here too. Each
+client then maps the checked properties to its library's names in its own
+package (``kafka_python.client.kafka_python_config``,
+``librdkafka.properties.librdkafka_config``).
+
+:func:`check_properties`, the owner's check (``OperatorConfig``; the Spark
+source's options, name by name with :func:`check_name`, then together with
+:func:`check_values`):
+
+1. Every name is dotted (``fetch.max.bytes``, not ``fetch_max_bytes``).
+2. A name the owner sets itself (its ``reserved`` table: a field or option of
+   its own) is refused with the owner's reason.
+3. A name no client may be given (:data:`NEVER_SET`: the guarantee properties,
+   whose value the exactly-once contract fixes, and the deserialisers) is
+   refused at any value.
+4. When kafka-python is among the clients that get the properties: a
+   Java-client-only name (:data:`JVM_ONLY`) is refused naming kafka-python's
+   equivalent, and any other name must be one of kafka-python's settings
+   (or a librdkafka spelling it maps). librdkafka checks its names itself when
+   a consumer is built: it has no list to check against before.
+5. ``partition.assignment.strategy`` names eager assignors or the cooperative
+   sticky assignor alone (:mod:`cr_consumer.kafka.assignors`, the clients' own
+   table, so the owners accept exactly what both clients accept).
+6. ``auto.offset.reset`` is ``earliest``, ``latest`` or ``none``.
+7. ``heartbeat.interval.ms`` is lower than ``session.timeout.ms`` (the owner's
+   default session timeout when none is given).
+
+:func:`client_checked`, the factory's check of one client's properties: the
+guarantee properties given at their safe value are dropped (the clients set
+it themselves), any other value and the deserialisers are refused.
+
+Every refusal is a :class:`PropertyError` naming the property (``key``; None
+for a rule across properties); the owners turn it into their own error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from cr_consumer.kafka.assignors import KEY as STRATEGY_KEY
+from cr_consumer.kafka.assignors import parse_strategy
+from cr_consumer.kafka.client import ClientConfigError, ClientKind
+
+
+class PropertyError(ClientConfigError):
+    """A Kafka property refused by a rule of the module docstring; ``key`` names it
+    (None when the rule spans several properties)."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+#: Properties whose value the exactly-once contract fixes: the safe value (what
+#: both clients use) and why any other breaks it. A client is given the safe
+#: value at most; an owner refuses the name at any value.
+GUARANTEE_PROPERTIES: Mapping[str, tuple[object, str]] = {
+    "enable.auto.commit": (False, "offsets are committed explicitly once what was read is processed (the "
+                                  "operator's drain, the Spark source's batch commit); auto commit would commit "
+                                  "records not yet processed"),
+    "enable.auto.offset.store": (False, "explicit offsets are committed; auto offset store would track fetched, "
+                                        "not processed, records"),
+    "auto.commit.interval.ms": (None, "offsets are committed explicitly, not on a timer"),
+    "enable.partition.eof": (False, "end-of-partition events are not records; lag is read from the high "
+                                    "watermark"),
+}
+#: Names no client is given, and why (rule 3 of the module docstring).
+NEVER_SET: Mapping[str, str] = {
+    **{key: reason for key, (_safe, reason) in GUARANTEE_PROPERTIES.items()},
+    "key.deserializer": "records carry raw bytes; decode keys in the operator "
+                        "(OperatorConfig.key_deserializer) or in the Spark query",
+    "value.deserializer": "records carry raw bytes; decode values in the operator "
+                          "(OperatorConfig.value_deserializer) or in the Spark query",
+}
+
+#: Java-client property names that kafka-python has no equivalent of under the
+#: same name -> what to set instead (docs/operations.md, "Connecting to a real
+#: cluster"). kafka-python reads PEM files, not JKS/PKCS12 stores.
+JVM_ONLY: Mapping[str, str] = {
+    "sasl.jaas.config": "sasl.plain.username and sasl.plain.password (PLAIN, SCRAM-SHA-256/512) "
+                        "or sasl.kerberos.service.name (GSSAPI)",
+    "sasl.client.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
+    "sasl.login.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
+    "ssl.truststore.location": "ssl.cafile (the CA certificates as a PEM file)",
+    "ssl.truststore.password": "nothing: ssl.cafile is a PEM file without a password",
+    "ssl.truststore.type": "ssl.cafile (PEM)",
+    "ssl.truststore.certificates": "ssl.cafile (PEM)",
+    "ssl.keystore.location": "ssl.certfile and ssl.keyfile (PEM files)",
+    "ssl.keystore.password": "ssl.password (the password of ssl.keyfile)",
+    "ssl.keystore.type": "ssl.certfile and ssl.keyfile (PEM)",
+    "ssl.keystore.key": "ssl.keyfile (PEM)",
+    "ssl.keystore.certificate.chain": "ssl.certfile (PEM)",
+    "ssl.key.password": "ssl.password",
+    "ssl.endpoint.identification.algorithm": "ssl.check.hostname (true, or false for an empty algorithm)",
+    "ssl.enabled.protocols": "ssl.context (an ssl.SSLContext, from Python)",
+    "ssl.protocol": "ssl.context (an ssl.SSLContext, from Python)",
+    "ssl.cipher.suites": "ssl.ciphers (OpenSSL cipher list syntax)",
+}
+
+#: Accepted values of ``auto.offset.reset`` (rule 6).
+AUTO_OFFSET_RESETS = ("earliest", "latest", "none")
+#: Kafka's heartbeat interval (ms) when the session timeout allows it.
+DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
+
+
+def check_name(key: object, *, clients: Collection[ClientKind], reserved: Mapping[str, str]) -> None:
+    """Rules 1-4 of the module docstring for one property name."""
+    if not isinstance(key, str) or "_" in key:
+        raise PropertyError(str(key), f"Kafka property {key!r}: use the standard dotted Kafka name "
+                                      f"(e.g. 'fetch.max.bytes')")
+    if key in reserved:
+        raise PropertyError(key, f"Kafka property {key!r} cannot be set here: {reserved[key]}")
+    if key in NEVER_SET:
+        raise PropertyError(key, f"Kafka property {key!r} cannot be set: {NEVER_SET[key]}")
+    if ClientKind.KAFKA_PYTHON in clients:
+        if key in JVM_ONLY:
+            raise PropertyError(key, f"Kafka property {key!r} is a Java client setting that kafka-python does not "
+                                     f"read; use {JVM_ONLY[key]} (docs/operations.md, Connecting to a real cluster)")
+        from cr_consumer.kafka.kafka_python.client import SETTINGS, kafka_python_name  # lazily: kafka is heavy
+
+        if kafka_python_name(key) not in SETTINGS:
+            raise PropertyError(key, f"unknown consumer property {key!r} (not a kafka-python consumer setting)")
+
+
+def check_values(properties: Mapping[str, object], *, session_default_ms: int) -> None:
+    """Rules 5-7 of the module docstring."""
+    if STRATEGY_KEY in properties:
+        assignor_names(properties[STRATEGY_KEY])
+    reset = properties.get("auto.offset.reset")
+    if reset is not None and reset not in AUTO_OFFSET_RESETS:
+        raise PropertyError("auto.offset.reset", f"auto.offset.reset must be earliest, latest or none, got {reset!r}")
+    session = int_property(properties, "session.timeout.ms", session_default_ms)
+    heartbeat = int_property(properties, "heartbeat.interval.ms", default_heartbeat_ms(session))
+    if heartbeat >= session:
+        raise PropertyError(None, f"heartbeat.interval.ms ({heartbeat}) must be lower than "
+                                  f"session.timeout.ms ({session})")
+
+
+def check_properties(properties: Mapping[str, object], *, clients: Collection[ClientKind],
+                     reserved: Mapping[str, str], session_default_ms: int) -> None:
+    """Rules 1-7 of the module docstring: ``clients`` are the libraries that will be
+    given the properties, ``reserved`` the owner's own names and why."""
+    for key in properties:
+        check_name(key, clients=clients, reserved=reserved)
+    check_values(properties, session_default_ms=session_default_ms)
+
+
+def assignor_names(strategy: object) -> tuple[str, ...]:
+    """The assignors of ``partition.assignment.strategy`` by their standard names
+    (range, roundrobin, cooperative-sticky); PropertyError naming the accepted
+    spellings for anything :func:`~cr_consumer.kafka.assignors.parse_strategy` refuses."""
+    try:
+        return parse_strategy(strategy).names
+    except ClientConfigError as exc:
+        raise PropertyError(STRATEGY_KEY, str(exc)) from None
+
+
+def int_property(properties: Mapping[str, object], key: str, default: int) -> int:
+    """The integer value of ``key`` (``default`` when not given); PropertyError for a non-integer."""
+    value = properties.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise PropertyError(key, f"Kafka property {key!r} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise PropertyError(key, f"Kafka property {key!r} must be an integer, got {value!r}") from None
+
+
+def default_heartbeat_ms(session_ms: int) -> int:
+    """heartbeat.interval.ms unless set: Kafka's 3 s, or a third of a shorter session timeout."""
+    return min(DEFAULT_HEARTBEAT_INTERVAL_MS, session_ms // 3)
+
+
+def _is_false(value: object) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false") or value == 0
+
+
+def client_checked(properties: Mapping[str, object]) -> dict[str, object]:
+    """``properties`` for one client: a guarantee property at its safe value is
+    dropped; any other value of it, and a deserialiser, is refused (PropertyError)."""
+    out: dict[str, object] = {}
+    for key, value in properties.items():
+        if key in GUARANTEE_PROPERTIES:
+            safe, reason = GUARANTEE_PROPERTIES[key]
+            if safe is False and _is_false(value):
+                continue
+            raise PropertyError(key, f"Kafka property {key}={value!r} cannot be used: {reason}")
+        if key in NEVER_SET:
+            raise PropertyError(key, f"Kafka property {key!r} cannot be used: {NEVER_SET[key]}")
+        out[key] = value
+    return out
+
+
+__all__ = [
+    "AUTO_OFFSET_RESETS", "DEFAULT_HEARTBEAT_INTERVAL_MS", "GUARANTEE_PROPERTIES", "JVM_ONLY", "NEVER_SET",
+    "PropertyError", "assignor_names", "check_name", "check_properties", "check_values", "client_checked",
+    "default_heartbeat_ms", "int_property",
+]
