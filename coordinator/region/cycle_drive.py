@@ -49,12 +49,11 @@ import attrs
 from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.protocol.region.commands import Checkpoint, Drain, RegionCommand, Resume, Retire
 from coordinator.protocol.region.config import RegionConfig
-from coordinator.region.cadence import next_drain, slot_of
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.continuity import VIOLATIONS_SHOWN, offsets_advanced
 from coordinator.region.cycle import CycleRound
 from coordinator.region.model import Phase, TriggerAnswer, TriggerReply
-from coordinator.region.pacing import CheckpointPacing
+from coordinator.region.timing import CheckpointPacing, next_drain, slot_of
 
 log = logging.getLogger(__name__)
 

@@ -39,13 +39,12 @@ import attrs
 
 from coordinator.protocol.region.commands import RegionCommand, Reset, ResetToInitial
 from coordinator.protocol.region.config import RegionConfig
-from coordinator.region.backoff import ResetHold
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.document import RegionDocument
 from coordinator.region.model import ResetKind
-from coordinator.region.pacing import CheckpointPacing
 from coordinator.region.reset import ResetRounds
 from coordinator.region.status import ResetStatus
+from coordinator.region.timing import CheckpointPacing, ResetHold
 
 
 @attrs.frozen

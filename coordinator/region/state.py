@@ -67,9 +67,9 @@ from coordinator.region.model import (  # Phase, RegionConfig are re-exported
     TriggerAnswer,
     TriggerReply,
 )
-from coordinator.region.pacing import CheckpointPacing
 from coordinator.region.reset_round import ResetDrive, RoundRefused
 from coordinator.region.status import RegionStatus
+from coordinator.region.timing import CheckpointPacing
 
 log = logging.getLogger(__name__)
 

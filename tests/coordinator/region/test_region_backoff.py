@@ -10,9 +10,9 @@ import pytest
 from coordinator.cli.status import build_document, format_document
 from coordinator.protocol.region.messages import check_region_config
 from coordinator.protocol.wire.errors import Invalid
-from coordinator.region.backoff import failure_backoff_s
 from coordinator.region.model import TriggerAnswer
 from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.region.timing import failure_backoff_s
 
 
 class Harness:

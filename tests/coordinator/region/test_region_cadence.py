@@ -14,9 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.cadence import MIN_RUN_SHARE, next_drain, slot_of
-from coordinator.region.pacing import POST_RESET_PERIOD_SHARE
 from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.region.timing import MIN_RUN_SHARE, POST_RESET_PERIOD_SHARE, next_drain, slot_of
 
 PERIOD = 1.0
 

@@ -7,8 +7,8 @@ import pytest
 
 from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.pacing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 from coordinator.region.state import TRANSITIONS, Phase, RegionConfig, RegionCore
+from coordinator.region.timing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 
 
 class Harness:

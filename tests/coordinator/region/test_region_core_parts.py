@@ -12,9 +12,9 @@ from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import CycleRound
 from coordinator.region.members import MemberTable
 from coordinator.region.model import AbsentCheckpoints, ResetKind
-from coordinator.region.pacing import CheckpointPacing
 from coordinator.region.reset_round import ResetDrive, RoundRefused, RoundStart
 from coordinator.region.state import RegionCore
+from coordinator.region.timing import CheckpointPacing
 
 
 def _admit(table: MemberTable, name: str, incarnation: str, now: float, replace: bool = False):

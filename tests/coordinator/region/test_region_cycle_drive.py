@@ -12,7 +12,7 @@ from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle_drive import ContinuityFailed, CycleComplete, CycleDrive
 from coordinator.region.model import Phase, TriggerAnswer
-from coordinator.region.pacing import CheckpointPacing
+from coordinator.region.timing import CheckpointPacing
 
 MEMBERS = ("m0", "m1")
 
