@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from coordinator.region.model import Phase
+from coordinator.region.machine import Phase
 from coordinator.server.http import CoordinatorMetrics, RegionSample
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.member.process import Member

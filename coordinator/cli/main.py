@@ -57,7 +57,7 @@ from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
-from coordinator.region.controller import RegionControllerService
+from coordinator.region.service import RegionControllerService
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.connections import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,

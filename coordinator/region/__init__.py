@@ -1,7 +1,10 @@
-"""The region controller: the consistent region's drain / checkpoint / reset cycle as a
-state machine without I/O (``state``, ``model``), who may join under a member name
-(``admission``), its reset rounds (``reset``), the pacing of checkpoints after
-rebalances (``pacing``), its durable document (``document``) and the service that
-drives it from the server loop (``controller``). Its wire messages, commands and config
-are in :mod:`coordinator.protocol.region`.
+"""The region controller: the consistent region's drain / checkpoint / reset cycle as
+one state machine without I/O (``machine``: the phases, their transitions, what each
+input does), the checkpoint cycle (``cycle``), the reset round (``reset``), who is in
+the region (``membership``), the consistent checkpoints (``checkpoints``) and the
+fence they pass (``continuity``), when the region may act (``timing``: the drain grid,
+the pacing around rebalances, the backoff), its data (``model``), durable document
+(``document``) and status reply (``status``), and the service that drives it from the
+server loop (``service``). Its wire messages, commands and config are in
+:mod:`coordinator.protocol.region`.
 """

@@ -1,7 +1,7 @@
 """The region's consistent checkpoints: the last one, and each member's own.
 
 No I/O, the coordinator's loop thread only. :class:`ConsistentCheckpoints` is
-owned by :class:`~coordinator.region.state.RegionCore`; every field is in the
+owned by :class:`~coordinator.region.machine.RegionCore`; every field is in the
 region's durable document (``coordinator/region/document.py``):
 
 1. ``last_consistent``: the last checkpoint every member answered and the

@@ -204,7 +204,7 @@ def offsets_advanced(last: Sequence[Sequence[Any]], merged: Sequence[Sequence[An
     """Whether checkpoint offsets ``merged`` moved past ``last`` (both
     ``[[topic, partition, offset], ...]``): some partition's offset is higher, or
     a partition is new. The reset rounds count a checkpoint as progress only then
-    (``coordinator/region/reset.py`` step 2)."""
+    (``coordinator/region/reset.py``, the consecutive-reset count)."""
     before = {(t, p): o for t, p, o in last}
     return any((t, p) not in before or o > before[(t, p)] for t, p, o in merged)
 

@@ -3,7 +3,7 @@
 Stored by the region controller service in the state store (namespace
 ``region``, key = the region's name) as versioned JSON:
 
-1. :class:`~coordinator.region.state.RegionCore` builds a `RegionDocument`
+1. :class:`~coordinator.region.machine.RegionCore` builds a `RegionDocument`
    whenever a durable fact changes (a new sequence id or reset attempt, a
    consistent checkpoint, the member set, FAILED) and hands ``to_dict()`` to
    its ``persist`` callback; the service makes it durable before any command
@@ -30,7 +30,7 @@ from coordinator.region.model import DOC_VERSION, AbsentCheckpoints
 #: Bound on a stored hold: the largest reset_backoff_max_s a member may send
 #: (coordinator/protocol/region/messages.py MAX_CONFIG_SECONDS, one day).
 MAX_BACKOFF_S = 86_400.0
-#: Bound on the failure streak (coordinator/region/reset.py step 2): the count
+#: Bound on the failure streak (coordinator/region/reset.py, the counting): the count
 #: saturates there, and a stored one past it is refused. At one failure per
 #: millisecond it takes eleven days to reach; the hold stopped growing long before.
 MAX_FAILURE_STREAK = 1_000_000_000
@@ -49,9 +49,9 @@ class RegionDocument:
     members: list[str]  # the members when written (the ones expected back after a restart)
     failed: bool
     failed_reason: str | None
-    #: The backoff hold in force (seconds, coordinator/region/backoff.py step 4); None: none.
+    #: The backoff hold in force (seconds, coordinator/region/timing.py, the backoff); None: none.
     backoff_s: float | None
-    #: The failure streak (coordinator/region/backoff.py step 1).
+    #: The failure streak (coordinator/region/reset.py).
     failure_streak: int
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,9 +1,9 @@
-"""The region's data model: phases and their transition table, reset kinds,
-member records, and the offset-list helpers (the region config is
-``coordinator/protocol/region/config.py``).
+"""The region's data: reset kinds, trigger answers, member records, the absent
+members' own checkpoints and the offset-list helpers (the region config is
+``coordinator/protocol/region/config.py``; the phases and their transition
+table are the state machine's, ``coordinator/region/machine.py``).
 
-Used by the state machine (``coordinator/region/state.py``) and the service
-(``coordinator/region/controller.py``); no I/O here.
+Used by every part of the region controller; no I/O here.
 """
 
 from __future__ import annotations
@@ -13,33 +13,9 @@ from typing import Any
 
 import attrs
 
-from coordinator.protocol.common.transitions import TransitionTable
 from coordinator.protocol.region.kafka_report import KafkaReport
 
 DOC_VERSION = 1
-
-
-class Phase(str, enum.Enum):
-    WAITING = "WAITING"  # not enough members yet (start-up, coordinator restart, everyone left)
-    RUNNING = "RUNNING"  # members process tuples
-    DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
-    CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
-    RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
-    BACKOFF = "BACKOFF"  # every member reset after a repeated failure; the RESUME waits (backoff.py)
-    FAILED = "FAILED"  # too many consecutive resets; terminal
-
-
-#: The only allowed phase transitions; anything else is a bug and raises
-#: IllegalTransition (coordinator/protocol/common/transitions.py).
-TRANSITIONS: TransitionTable[Phase] = TransitionTable(Phase, {
-    Phase.WAITING: {Phase.RESETTING, Phase.FAILED},
-    Phase.RUNNING: {Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.DRAINING: {Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.CHECKPOINTING: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.RESETTING: {Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED},
-    Phase.BACKOFF: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.FAILED: set(),
-})
 
 
 class ResetKind(str, enum.Enum):

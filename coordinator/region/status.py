@@ -1,10 +1,11 @@
 """A region's status reply, as typed records (no I/O).
 
-1. :class:`~coordinator.region.state.RegionCore` builds a `RegionStatus` from
+1. :class:`~coordinator.region.machine.RegionCore` builds a `RegionStatus` from
    its parts on request (``RegionCore.status``): the member table's rows
-   (``coordinator/region/members.py``), the reset drive's `ResetStatus`
-   (``coordinator/region/reset_round.py``) and its own phase and counters.
-2. The region controller service (``coordinator/region/controller.py``) adds the
+   (``coordinator/region/membership.py``), the reset drive's `ResetStatus`
+   (``coordinator/region/reset.py``), the cycle drive's counters and its own
+   phase.
+2. The region controller service (``coordinator/region/service.py``) adds the
    recent checkpoints and reset rounds and answers ``region_status`` with
    ``to_dict()``; ``crkafka status`` (``coordinator/cli/status.py``) and the
    status page read those keys.
@@ -26,20 +27,20 @@ class ResetStatus:
 
     #: Attempt of the running (or last) reset round; None before the first.
     attempt: int | None
-    #: Failure resets since the last progress (reset.py step 2).
+    #: Failure resets since the last progress (coordinator/region/reset.py).
     consecutive_resets: int
     #: Past it the region goes FAILED.
     max_consecutive_resets: int
     #: Reset rounds started since the coordinator started.
     resets: int
     #: The length of the backoff hold in force after a repeated failure
-    #: (coordinator/region/backoff.py); None: none.
+    #: (coordinator/region/timing.py, the backoff); None: none.
     backoff_s: float | None = None
     #: Seconds until the held RESUME may be sent; None: not held.
     backoff_left_s: float | None = None
     #: Failure resets in a row, each less than failure_memory_s after the previous,
     #: whatever progress was made between them: the backoff's count
-    #: (coordinator/region/backoff.py step 1).
+    #: (coordinator/region/timing.py, the backoff).
     failure_streak: int = 0
 
     def to_dict(self) -> dict[str, Any]:

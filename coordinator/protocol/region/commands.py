@@ -1,10 +1,10 @@
 """The region controller's commands to its members (controller -> member), as
 frozen attrs classes with one encode/decode pair.
 
-Protocol (who sends what, when: ``coordinator/region/state.py`` and
-``reset.py``; the member's side: ``cr_consumer/runtime/member/process.py``):
+Protocol (who sends what, when: ``coordinator/region/cycle.py`` and
+``coordinator/region/reset.py``; the member's side: ``cr_consumer/runtime/member/process.py``):
 
-1. The controller's state machine (:class:`~coordinator.region.state.RegionCore`)
+1. The controller's state machine (:class:`~coordinator.region.machine.RegionCore`)
    builds one command per member and hands it to its ``send`` callback.
 2. The service encodes it with :func:`encode_command` into the body of a
    ``region_command`` push (envelope id null)::

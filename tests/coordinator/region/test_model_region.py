@@ -51,11 +51,11 @@ Invariants, checked after every step:
 3. nothing checkpointed is deleted unpublished: a member never discards a
    sealed interval of a consistent checkpoint it was a member of;
 4. a FAILED region says why (``failed_reason``, the persisted ``failed``);
-4b. the backoff between the failures of a streak (coordinator/region/backoff.py):
+4b. the backoff between the failures of a streak (coordinator/region/timing.py):
    BACKOFF waits for nobody, and the RESUME after a reset never leaves before
-   the hold the ``backoff`` event announced is over (unless a forced or failure
+   the hold the ``BackoffHeld`` event announced is over (unless a forced or failure
    cause started a new round since); the announced hold is the one of the
-   failure streak counted here from the counted causes (``reset`` events: a
+   failure streak counted here from the counted causes (``ResetStarted`` events: a
    failure less than ``failure_memory_s`` after the previous one continues the
    streak, a forced request ends it, a checkpoint ``failure_memory_s`` after the
    last failure ends it, a coordinator restart keeps the persisted one), whatever
@@ -79,9 +79,20 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.protocol.region.commands import RegionCommand
+from coordinator.protocol.region.commands import CommandKind, RegionCommand
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.region.machine import (
+    BackoffHeld,
+    CheckpointCompleted,
+    ContinuityRefused,
+    Phase,
+    RegionCore,
+    RegionEvent,
+    ResetResumed,
+    ResetStarted,
+)
+from coordinator.region.model import ResetKind
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
 NAMES = ["m0", "m1", "m2"]
@@ -127,7 +138,7 @@ class RegionMachine(RuleBasedStateMachine):
         self.records: dict[int, set[int]] = {}  # partition -> published offsets
         self.steals = 0
         self.continuity_failures = 0
-        self.hold_due: float | None = None  # the RESUME's earliest time, from the last ``backoff`` event
+        self.hold_due: float | None = None  # the RESUME's earliest time, from the last ``BackoffHeld`` event
         # The failure streak as invariant 4b counts it, and the time of its last failure.
         self.streak = 0
         self.last_failure: float | None = None
@@ -167,35 +178,35 @@ class RegionMachine(RuleBasedStateMachine):
         for name in NAMES[:initial]:
             self.join(name)
 
-    def _event(self, kind: str, info: dict) -> None:
-        self._count_streak(kind, info)
-        if kind == "backoff":
-            self.hold_due = self.now + info["resume_in_s"]
-            if info["backoff_s"] != self.hold_s or info["failure_streak"] != self.streak:
-                self.violations.append(f"hold {info['backoff_s']} at streak {info['failure_streak']}: expected "
+    def _event(self, event: RegionEvent) -> None:
+        self._count_streak(event)
+        if isinstance(event, BackoffHeld):
+            self.hold_due = self.now + event.resume_in_s
+            if event.backoff_s != self.hold_s or event.failure_streak != self.streak:
+                self.violations.append(f"hold {event.backoff_s} at streak {event.failure_streak}: expected "
                                        f"{self.hold_s} at streak {self.streak}")
-        if kind == "resume":
-            if info.get("held_s") != self.hold_s:
-                self.violations.append(f"RESUME held {info.get('held_s')}: expected {self.hold_s} at streak "
+        if isinstance(event, ResetResumed):
+            if event.held_s != self.hold_s:
+                self.violations.append(f"RESUME held {event.held_s}: expected {self.hold_s} at streak "
                                        f"{self.streak}")
             self.hold_s = None
-        elif kind == "reset" and info["cause"] != "membership":  # a new failure's hold, or none (forced)
-            self.hold_due = None
-        if kind == "continuity":
+        elif isinstance(event, ResetStarted) and event.cause is not ResetKind.MEMBERSHIP:
+            self.hold_due = None  # a new failure's hold, or none (forced)
+        if isinstance(event, ContinuityRefused):
             self.continuity_failures += 1
             if not self.steals:
-                self.violations.append(f"continuity check failed without a zombie: {info}")
+                self.violations.append(f"continuity check failed without a zombie: {event}")
 
-    def _count_streak(self, kind: str, info: dict) -> None:
+    def _count_streak(self, event: RegionEvent) -> None:
         """Invariant 4b's own count of the failure streak, from the core's events."""
-        if kind == "reset" and info["cause"] == "failure":
+        if isinstance(event, ResetStarted) and event.cause is ResetKind.FAILURE:
             late = self.last_failure is not None and self.now - self.last_failure >= FAILURE_MEMORY_S
             self.streak = 1 if late else self.streak + 1
             self.last_failure = self.now
             self.hold_s = min(0.5 * 2 ** (self.streak - 2), 2.0) if self.streak >= 2 else None
-        elif kind == "reset" and info["cause"] == "force":
+        elif isinstance(event, ResetStarted) and event.cause is ResetKind.FORCE:
             self.streak, self.last_failure, self.hold_s = 0, None, None
-        elif kind == "checkpoint" and self.streak:
+        elif isinstance(event, CheckpointCompleted) and self.streak:
             if self.last_failure is None:  # restored: the clock starts at the first checkpoint
                 self.last_failure = self.now
             elif self.now - self.last_failure >= FAILURE_MEMORY_S:
@@ -298,7 +309,7 @@ class RegionMachine(RuleBasedStateMachine):
         body, m.executing = m.executing, None
         if body["cmd"] == "drain" and m.reset_pending:
             ok = False  # a source waiting for its reset fails the drain
-        command = "reset" if body["cmd"].startswith("reset") else body["cmd"]
+        command = CommandKind.RESET if body["cmd"].startswith("reset") else CommandKind(body["cmd"])
         claims = None
         if body["cmd"] == "checkpoint":
             # the source's checkpoint: each interval ends here, the next starts where it ended
@@ -395,10 +406,10 @@ class RegionMachine(RuleBasedStateMachine):
         """kill -9 and restart of the coordinator: the core comes back from its last persisted
         document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
         doc = self.docs[-1] if self.docs else None
-        self.hold_due = None  # the restored hold is announced again (backoff.py step 4)
+        self.hold_due = None  # the restored hold is announced again (timing.py, backoff step 4)
         self.streak = doc["failure_streak"] if doc else 0  # durable; its clock is not
         self.last_failure = None
-        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (backoff.py step 4)
+        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (timing.py, backoff step 4)
         self.core = RegionCore(self.core.config, self._send, self._persist, doc, on_event=self._event)
         for m in self.sim.values():
             m.inbox.clear()
@@ -472,7 +483,7 @@ class RegionMachine(RuleBasedStateMachine):
     def settle(self) -> None:
         """Every live member heartbeats and answers everything; time passes. Nothing may stay stuck,
         and a periodic region with members completes a checkpoint."""
-        checkpoints = self.core.checkpoints
+        checkpoints = self.core.cycles.completed
         for _ in range(SETTLE_ROUNDS):
             for name in sorted(self.sim):
                 m = self.sim[name]
@@ -491,7 +502,7 @@ class RegionMachine(RuleBasedStateMachine):
             pending = [n for n, m in self.sim.items() if m.alive and m.reset_pending
                        and self.core.phase is not Phase.FAILED]
             cycled = (self.core.config.mode != "periodic" or not self.core.members
-                      or self.core.checkpoints > checkpoints)
+                      or self.core.cycles.completed > checkpoints)
             if idle and not pending and not self.core.waiting and (
                     self.core.phase is Phase.FAILED
                     or (self.core.phase is Phase.RUNNING and cycled)
@@ -511,7 +522,7 @@ class RegionMachine(RuleBasedStateMachine):
         if self.core is not None and self.core.phase is Phase.BACKOFF:
             assert not self.core.waiting
             assert self.core.wake_at is not None
-            assert self.core.failure_streak >= 2
+            assert self.core.resets.streak >= 2
 
     @invariant()
     def failed_says_why(self) -> None:
@@ -605,15 +616,15 @@ def test_a_member_restarted_after_its_checkpoint_ack_joins_after_the_cycle_and_p
     m = _cooperative_pair()
     m.healthy_time_passes(1.0)  # drain
     m.answer_round()  # drains acked: checkpoint
-    seq = m.core.seq
+    seq = m.core.cycles.seq
     m.execute("m0")
     m.crash_after_checkpoint_ack("m0")
     m.restart("m0")
     assert m.core.phase is Phase.CHECKPOINTING
     assert m.core.waiting == {"m1"}
     m.answer_round()  # m1 acks: the checkpoint completes, then the reset for m0
-    assert m.core.last_consistent == seq
-    assert m.core.checkpoint_members == ["m0", "m1"]
+    assert m.core.checkpoints.last_consistent == seq
+    assert m.core.checkpoints.members == ["m0", "m1"]
     assert m.core.phase is Phase.RESETTING
     m.settle()
     assert seq in m.published["m0"]
@@ -624,9 +635,9 @@ def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle()
     """Cooperative: m0 dies while draining; its restarted process joins: the cycle completes with m1
     alone (m0's partitions keep the previous offsets), then the reset with m0's own previous checkpoint."""
     m = _cooperative_pair()
-    before = m.core.last_consistent
+    before = m.core.checkpoints.last_consistent
     m.healthy_time_passes(1.0)  # drain
-    seq = m.core.seq
+    seq = m.core.cycles.seq
     m.execute("m1")
     m.ack("m1", True)
     m.die("m0")
@@ -635,9 +646,9 @@ def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle()
     assert m.core.waiting == {"m1"}
     assert not any(b["cmd"] in ("drain", "checkpoint") for b in m.sim["m0"].inbox)
     m.answer_round()
-    assert m.core.last_consistent == seq
-    assert m.core.checkpoint_members == ["m1"]
-    assert m.core.own_checkpoint("m0") == before
+    assert m.core.checkpoints.last_consistent == seq
+    assert m.core.checkpoints.members == ["m1"]
+    assert m.core.checkpoints.own("m0") == before
     reset = [b for b in m.sim["m0"].inbox if b["cmd"] == "reset"]
     assert reset
     assert reset[-1]["own"] == before
@@ -649,7 +660,7 @@ def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle()
 def test_a_member_added_during_a_cooperative_cycle_waits_for_it():
     m = _cooperative_pair()
     m.healthy_time_passes(1.0)  # drain
-    seq = m.core.seq
+    seq = m.core.cycles.seq
     m.sim["m2"] = SimMember("m2")
     m._join("m2", replace=False)
     assert m.core.phase is Phase.DRAINING
@@ -658,8 +669,8 @@ def test_a_member_added_during_a_cooperative_cycle_waits_for_it():
     for name in ("m0", "m1"):
         m.execute(name)
         m.ack(name, True)
-    assert m.core.last_consistent == seq
-    assert m.core.checkpoint_members == ["m0", "m1"]
+    assert m.core.checkpoints.last_consistent == seq
+    assert m.core.checkpoints.members == ["m0", "m1"]
     assert m.core.phase is Phase.RESETTING
     assert "m2" in m.core.waiting
     assert [b["cmd"] for b in m.sim["m2"].inbox] == ["reset"]  # nothing of the cycle it was not in
@@ -694,7 +705,7 @@ def test_a_zombie_and_the_new_owner_processing_in_the_same_interval_publish_noth
     assert m.violations == []
     assert 0 not in m.sim["m0"].parts
     assert m.core.phase is Phase.RUNNING
-    assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))  # t[0]: every record once, no gap
+    assert m.records[0] == set(range(m.core.checkpoints.offsets[0][2]))  # t[0]: every record once, no gap
 
 
 def test_a_zombie_claiming_from_behind_the_new_owners_checkpoint_fails_it():
@@ -717,4 +728,4 @@ def test_a_zombie_claiming_from_behind_the_new_owners_checkpoint_fails_it():
     m.settle()
     assert m.continuity_failures == 1
     assert m.violations == []
-    assert m.records[0] == set(range(m.core.checkpoint_offsets[0][2]))
+    assert m.records[0] == set(range(m.core.checkpoints.offsets[0][2]))

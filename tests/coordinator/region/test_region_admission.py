@@ -1,9 +1,9 @@
-"""The controller's answer to a join under a member name (coordinator/region/admission.py)."""
+"""The controller's answer to a join under a member name (coordinator/region/membership.py)."""
 
 from __future__ import annotations
 
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.admission import JoinKind, admit
+from coordinator.region.membership import JoinKind, admit
 from coordinator.region.model import MemberInfo
 
 TIMEOUT_S = 5.0

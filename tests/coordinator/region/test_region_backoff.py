@@ -1,4 +1,4 @@
-"""The backoff between consecutive failure resets (coordinator/region/backoff.py),
+"""The backoff between consecutive failure resets (the backoff of coordinator/region/timing.py),
 on the region state machine with a fake clock (no I/O)."""
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ import re
 import pytest
 
 from coordinator.cli.status import build_document, format_document
+from coordinator.protocol.region.commands import CommandKind
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import check_region_config
 from coordinator.protocol.wire.errors import Invalid
+from coordinator.region.machine import BackoffHeld, Phase, RegionCore, RegionEvent, ResetResumed
 from coordinator.region.model import TriggerAnswer
-from coordinator.region.state import Phase, RegionConfig, RegionCore
 from coordinator.region.timing import failure_backoff_s
 
 
@@ -19,10 +21,10 @@ class Harness:
     def __init__(self, doc: dict | None = None, **cfg) -> None:
         self.sent: list[tuple[str, dict]] = []
         self.docs: list[dict] = []
-        self.events: list[tuple[str, dict]] = []
+        self.events: list[RegionEvent] = []
         cfg.setdefault("member_timeout_s", 60.0)
         self.core = RegionCore(RegionConfig(name="r", **cfg), lambda m, c: self.sent.append((m, c.to_body())),
-                               self.docs.append, doc, on_event=lambda k, i: self.events.append((k, i)))
+                               self.docs.append, doc, on_event=self.events.append)
 
     def take(self) -> list[tuple[str, str]]:
         out, self.sent = self.sent, []
@@ -34,7 +36,7 @@ class Harness:
     def answer_reset(self, now: float) -> None:
         assert self.core.phase is Phase.RESETTING
         for name in sorted(self.core.waiting):
-            self.core.ack(name, "reset", self.core.last_consistent, self.core.attempt, True, None, now)
+            self.core.ack(name, CommandKind.RESET, self.core.checkpoints.last_consistent, self.core.resets.attempt, True, None, now)
 
     def fail(self, now: float, name: str = "m0") -> None:
         """A failure (a pipeline error) and every member's answer to its reset round
@@ -80,7 +82,7 @@ def test_first_failure_forced_and_membership_resets_resume_at_once():
     h = started(2)
     h.fail(1.0)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.consecutive_resets == 1
+    assert h.core.resets.consecutive == 1
     assert resumes(h.take()) == ["m0", "m1"]
     h.core.request_reset("m0", True, "revoked", 2.0)  # forced: clears the count
     h.answer_reset(2.01)
@@ -100,7 +102,7 @@ def test_second_failure_holds_the_resume_until_its_due_time():
     h.take()
     h.fail(2.0)  # the second in a row: RESUME at 2.5
     assert h.core.phase is Phase.BACKOFF
-    assert h.core.consecutive_resets == 2
+    assert h.core.resets.consecutive == 2
     assert h.take() == [("m0", "reset_to_initial"), ("m1", "reset_to_initial")]  # the round ran at once
     assert h.core.wake_at == 2.5
     assert h.docs[-1]["backoff_s"] == 0.5
@@ -117,9 +119,9 @@ def test_second_failure_holds_the_resume_until_its_due_time():
     assert resumes(h.take()) == ["m0", "m1"]
     assert h.docs[-1]["backoff_s"] is None  # the end of the hold is durable
     assert h.core.status(2.6)["backoff_left_s"] is None
-    resume = [i for k, i in h.events if k == "resume"][-1]
-    assert resume["held_s"] == 0.5
-    assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == [0.5]
+    resume = [e for e in h.events if isinstance(e, ResetResumed)][-1]
+    assert resume.held_s == 0.5
+    assert [e.backoff_s for e in h.events if isinstance(e, BackoffHeld)] == [0.5]
 
 
 def test_a_persistent_failure_fails_after_the_holds_and_a_five_second_one_survives():
@@ -142,12 +144,12 @@ def test_a_persistent_failure_fails_after_the_holds_and_a_five_second_one_surviv
         now = (h.core.wake_at or now) if h.core.phase is Phase.BACKOFF else now + 0.01
         h.core.tick(now)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.consecutive_resets == 5
+    assert h.core.resets.consecutive == 5
     h.core.tick(now + 1.0)  # the sink is back: a checkpoint that moves an offset
-    h.core.ack("m0", "drain", h.core.seq, None, True, None, now + 1.01)
-    h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now + 1.02, [["t", 0, 0, 7]])
+    h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, now + 1.01)
+    h.core.ack("m0", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now + 1.02, [["t", 0, 0, 7]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
 
 
 def test_a_join_during_the_hold_restarts_the_round_and_keeps_the_due_time():
@@ -174,7 +176,7 @@ def test_a_forced_reset_during_the_hold_clears_the_count_and_ends_the_hold():
     h.take()
     h.core.request_reset("m1", True, "revoked", 2.1)
     assert h.core.phase is Phase.RESETTING
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
     h.answer_reset(2.2)
     assert h.core.phase is Phase.RUNNING
     assert resumes(h.take()) == ["m0", "m1"]
@@ -187,7 +189,7 @@ def test_a_failure_during_the_hold_is_the_next_one_with_a_longer_hold():
     h.fail(2.0)
     h.fail(2.2)  # a request during the hold (every member answered): a new round
     assert h.core.phase is Phase.BACKOFF
-    assert h.core.consecutive_resets == 3
+    assert h.core.resets.consecutive == 3
     assert h.core.wake_at == pytest.approx(3.2)
 
 
@@ -300,16 +302,16 @@ def poison_round(h: Harness, now: float, moved_to: int) -> tuple[float, float | 
         h.core.tick(now)
         if h.core.phase is Phase.DRAINING:
             break
-    seq = h.core.seq
+    seq = h.core.cycles.seq
     for name in ("m0", "m1"):
-        h.core.ack(name, "drain", seq, None, True, None, now + 0.01)
-    before = {(t, p): o for t, p, o in h.core.checkpoint_offsets}
+        h.core.ack(name, CommandKind.DRAIN, seq, None, True, None, now + 0.01)
+    before = {(t, p): o for t, p, o in h.core.checkpoints.offsets}
     claims = {"m0": [["t", 0, before.get(("t", 0), 0), 5]],
               "m1": [["t", 1, before.get(("t", 1), 0), moved_to]]}
     for name in ("m0", "m1"):
-        h.core.ack(name, "checkpoint", seq, None, True, None, now + 0.02, claims[name])
+        h.core.ack(name, CommandKind.CHECKPOINT, seq, None, True, None, now + 0.02, claims[name])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.last_consistent == seq
+    assert h.core.checkpoints.last_consistent == seq
     h.take()
     return now + 0.1, hold
 
@@ -320,11 +322,11 @@ def poisoned(**cfg) -> tuple[Harness, float]:
     now = 1.2  # the first drain: one period after the RESUME at 0.1
     h.core.tick(now)
     for name in ("m0", "m1"):
-        h.core.ack(name, "drain", h.core.seq, None, True, None, now + 0.01)
-    h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now + 0.02, [["t", 0, 0, 5]])
-    h.core.ack("m1", "checkpoint", h.core.seq, None, True, None, now + 0.02, [["t", 1, 0, 10]])
+        h.core.ack(name, CommandKind.DRAIN, h.core.cycles.seq, None, True, None, now + 0.01)
+    h.core.ack("m0", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now + 0.02, [["t", 0, 0, 5]])
+    h.core.ack("m1", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now + 0.02, [["t", 1, 0, 10]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 5], ["t", 1, 10]]
+    assert h.core.checkpoints.offsets == [["t", 0, 5], ["t", 1, 10]]
     h.take()
     return h, now + 0.1
 
@@ -336,14 +338,14 @@ def test_a_poison_record_on_one_partition_backs_off_up_to_the_max_and_never_fail
         now, hold = poison_round(h, now, 20 + 10 * i)
         holds.append(hold)
         assert h.core.phase is Phase.RUNNING, h.core.failed_reason
-        assert h.core.consecutive_resets == 0  # every checkpoint moved t/1: progress
-        assert h.core.failure_streak == i + 1
+        assert h.core.resets.consecutive == 0  # every checkpoint moved t/1: progress
+        assert h.core.resets.streak == i + 1
     assert holds == [None, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
     status = h.core.status(now)
     assert status["failure_streak"] == 10
     assert status["consecutive_resets"] == 0
     assert h.docs[-1]["failure_streak"] == 10
-    assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == holds[1:]
+    assert [e.backoff_s for e in h.events if isinstance(e, BackoffHeld)] == holds[1:]
 
 
 def test_a_poison_record_on_one_partition_settles_at_one_reset_per_max_hold():
@@ -355,10 +357,10 @@ def test_a_poison_record_on_one_partition_settles_at_one_reset_per_max_hold():
         now, _ = poison_round(h, now, 20 + 10 * failures)
         failures += 1
     assert h.core.phase is Phase.RUNNING
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
     assert 20 <= failures <= 26
-    assert h.core.resets == failures + 1  # + the start
-    assert h.core.failure_streak == failures
+    assert h.core.resets.rounds == failures + 1  # + the start
+    assert h.core.resets.streak == failures
 
 
 def test_a_persistent_failure_is_held_by_its_consecutive_count_and_fails_after_the_fifth_hold():
@@ -370,10 +372,10 @@ def test_a_persistent_failure_is_held_by_its_consecutive_count_and_fails_after_t
         h.fail(now)
         if h.core.phase is Phase.FAILED:
             break
-        assert h.core.failure_streak == h.core.consecutive_resets
+        assert h.core.resets.streak == h.core.resets.consecutive
         now = (h.core.wake_at or now) if h.core.phase is Phase.BACKOFF else now + 0.01
         h.core.tick(now)
-    assert [i["backoff_s"] for k, i in h.events if k == "backoff"] == [0.5, 1.0, 2.0, 4.0]
+    assert [e.backoff_s for e in h.events if isinstance(e, BackoffHeld)] == [0.5, 1.0, 2.0, 4.0]
     assert "5 consecutive resets" in (h.core.failed_reason or "")
 
 
@@ -381,22 +383,22 @@ def test_failures_failure_memory_apart_restart_the_streak_without_a_hold():
     h, now = poisoned(failure_memory_s=10.0)
     for i in range(3):
         now, _ = poison_round(h, now, 20 + 10 * i)
-    assert h.core.failure_streak == 3
+    assert h.core.resets.streak == 3
     last_failure = now
     while now < last_failure + 11.0:  # quiet checkpoints, t/1 still moving
         h.core.tick(now)
         if h.core.phase is Phase.DRAINING:
             for name in ("m0", "m1"):
-                h.core.ack(name, "drain", h.core.seq, None, True, None, now)
-            offsets = {(t, p): o for t, p, o in h.core.checkpoint_offsets}
-            h.core.ack("m0", "checkpoint", h.core.seq, None, True, None, now, [["t", 0, 5, 5]])
-            h.core.ack("m1", "checkpoint", h.core.seq, None, True, None, now,
+                h.core.ack(name, CommandKind.DRAIN, h.core.cycles.seq, None, True, None, now)
+            offsets = {(t, p): o for t, p, o in h.core.checkpoints.offsets}
+            h.core.ack("m0", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now, [["t", 0, 5, 5]])
+            h.core.ack("m1", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now,
                        [["t", 1, offsets[("t", 1)], offsets[("t", 1)] + 1]])
         now += 0.25
-    assert h.core.failure_streak == 0  # a checkpoint failure_memory_s after the last failure ends it
+    assert h.core.resets.streak == 0  # a checkpoint failure_memory_s after the last failure ends it
     now, hold = poison_round(h, now, 500)
     assert hold is None
-    assert h.core.failure_streak == 1
+    assert h.core.resets.streak == 1
 
 
 def test_a_failure_failure_memory_after_the_last_restarts_the_streak_even_without_a_checkpoint():
@@ -405,24 +407,24 @@ def test_a_failure_failure_memory_after_the_last_restarts_the_streak_even_withou
     h.fail(2.0)
     h.core.tick(2.5)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.failure_streak == 2
+    assert h.core.resets.streak == 2
     h.fail(12.5)  # 10.5 s after the last failure: a new streak, no hold
     assert h.core.phase is Phase.RUNNING
-    assert h.core.failure_streak == 1
+    assert h.core.resets.streak == 1
 
 
 def test_a_forced_reset_ends_the_streak():
     h, now = poisoned()
     for i in range(3):
         now, _ = poison_round(h, now, 20 + 10 * i)
-    assert h.core.failure_streak == 3
+    assert h.core.resets.streak == 3
     h.core.request_reset("m1", True, "revoked", now)
-    assert h.core.failure_streak == 0
+    assert h.core.resets.streak == 0
     h.answer_reset(now + 0.01)
     assert h.core.phase is Phase.RUNNING
     h.fail(now + 1.0)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.failure_streak == 1  # no hold
+    assert h.core.resets.streak == 1  # no hold
 
 
 def test_a_membership_reset_keeps_the_streak():
@@ -432,10 +434,10 @@ def test_a_membership_reset_keeps_the_streak():
     h.join("m2", now)
     h.answer_reset(now + 0.01)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.failure_streak == 3
+    assert h.core.resets.streak == 3
     h.fail(now + 1.0)
     assert h.core.phase is Phase.BACKOFF
-    assert h.core.failure_streak == 4
+    assert h.core.resets.streak == 4
     assert h.core.status(now + 1.0)["backoff_s"] == 2.0
 
 
@@ -448,7 +450,7 @@ def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
     assert doc["consecutive_resets"] == 0
     assert doc["backoff_s"] is None
     h2 = Harness(doc, min_members=2)
-    assert h2.core.failure_streak == 4
+    assert h2.core.resets.streak == 4
     assert h2.core.status(100.0)["failure_streak"] == 4
     h2.join("m0", 100.0, "inc2")
     h2.join("m1", 100.0, "inc2")
@@ -456,7 +458,7 @@ def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
     assert h2.core.phase is Phase.RUNNING
     h2.fail(101.0)  # the clock is not durable: the first failure after the restart continues the streak
     assert h2.core.phase is Phase.BACKOFF
-    assert h2.core.failure_streak == 5
+    assert h2.core.resets.streak == 5
     assert h2.core.wake_at == pytest.approx(105.0)  # 4 s: the fifth failure of the streak
 
 
@@ -466,7 +468,7 @@ def test_a_document_without_the_streak_or_with_a_bad_one_is_refused():
     h.fail(2.0)
     doc = h.docs[-1]
     h2 = Harness(doc)
-    assert h2.core.failure_streak == 2
+    assert h2.core.resets.streak == 2
     assert h2.core.status(3.0)["failure_streak"] == 2
     with pytest.raises(ValueError, match=r"lacks the fields \['failure_streak'\]"):
         Harness({k: v for k, v in doc.items() if k != "failure_streak"})

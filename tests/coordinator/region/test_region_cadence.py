@@ -1,4 +1,4 @@
-"""The fixed-rate checkpoint cycle (coordinator/region/cadence.py), driven
+"""The fixed-rate checkpoint cycle (the cadence of coordinator/region/timing.py), driven
 through the region's state machine with a fake clock (no I/O): drains start a
 period apart whatever the checkpoints take, members always get the floor after
 a RESUME, and slots missed during a stall are skipped, never run in a burst."""
@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.protocol.region.commands import CommandKind
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.region.machine import CheckpointCompleted, Phase, RegionCore, RegionEvent, ResetResumed
 from coordinator.region.timing import MIN_RUN_SHARE, POST_RESET_PERIOD_SHARE, next_drain, slot_of
 
 PERIOD = 1.0
@@ -25,18 +27,18 @@ class Region:
     checkpoint, which they answer after the time the test says."""
 
     def __init__(self, **cfg) -> None:
-        self.events: list[tuple[str, dict]] = []
+        self.events: list[RegionEvent] = []
         config = RegionConfig(name="r", min_members=2, period_s=PERIOD, member_timeout_s=60.0, **cfg)
         self.core = RegionCore(config, lambda m, c: None, lambda d: None,
-                               on_event=lambda k, i: self.events.append((k, i)))
+                               on_event=self.events.append)
         for name in ("m0", "m1"):
             self.core.join(name, name.encode(), "inc1", 0.0)
-        self.ack_all("reset", 0.1, attempt=self.core.attempt)
+        self.ack_all(CommandKind.RESET, 0.1, attempt=self.core.resets.attempt)
         assert self.core.phase is Phase.RUNNING
         self.starts: list[float] = []  # drain starts
         self.resumes: list[float] = []  # RESUMEs of completed checkpoints (the publishes)
 
-    def ack_all(self, command: str, now: float, seq: int | None = None, attempt: int | None = None) -> None:
+    def ack_all(self, command: CommandKind, now: float, seq: int | None = None, attempt: int | None = None) -> None:
         for name in sorted(self.core.waiting):
             self.core.ack(name, command, seq, attempt, True, None, now)
 
@@ -51,20 +53,20 @@ class Region:
         self.core.tick(now)
         if self.core.phase is not Phase.DRAINING:
             return False
-        seq = self.core.seq
+        seq = self.core.cycles.seq
         self.starts.append(now)
-        self.ack_all("drain", now, seq)
+        self.ack_all(CommandKind.DRAIN, now, seq)
         assert self.core.phase is Phase.CHECKPOINTING
-        self.ack_all("checkpoint", now + checkpoint_s, seq)
+        self.ack_all(CommandKind.CHECKPOINT, now + checkpoint_s, seq)
         assert self.core.phase is Phase.RUNNING
-        assert self.core.last_consistent == seq
+        assert self.core.checkpoints.last_consistent == seq
         self.resumes.append(now + checkpoint_s)
         return True
 
     def cycles(self, checkpoint_s: list[float], late_s: float = 0.0) -> None:
         """One cycle per entry, each drain ticked ``late_s`` after it is due."""
         for took in checkpoint_s:
-            due = self.core.next_cycle_at
+            due = self.core.cycles.next_at
             assert due is not None
             assert self.tick(due + late_s, took)
 
@@ -121,7 +123,7 @@ def test_slots_missed_in_a_three_period_stall_are_skipped_not_queued(caplog):
     then one per period again; the three slots it overran never run."""
     r = Region()
     r.cycles([0.1, 0.1])
-    with caplog.at_level(logging.INFO, logger="coordinator.region.state"):
+    with caplog.at_level(logging.INFO, logger="coordinator.region.cycle"):
         r.cycles([3.05 * PERIOD])
     assert "3 slot(s) of the grid skipped" in caplog.text
     stalled_resume = r.resumes[-1]
@@ -135,13 +137,13 @@ def test_slots_missed_in_a_three_period_stall_are_skipped_not_queued(caplog):
 def test_a_drain_deferred_three_periods_by_a_rebalance_skips_the_slots_it_missed(caplog):
     r = Region()
     r.cycles([0.1])
-    r.report(0.5, m0=True)  # m0's reset is pending: due drains wait (pacing.py)
-    due = r.core.next_cycle_at
+    r.report(0.5, m0=True)  # m0's reset is pending: due drains wait (timing.py, the pacing)
+    due = r.core.cycles.next_at
     assert due is not None
     r.ticks(due, due + 3.0, 0.01, checkpoint_s=0.1)
     assert len(r.starts) == 1
     r.report(due + 3.04)
-    with caplog.at_level(logging.INFO, logger="coordinator.region.state"):
+    with caplog.at_level(logging.INFO, logger="coordinator.region.cycle"):
         r.ticks(due + 3.05, due + 6.05, 0.01, checkpoint_s=0.1)
     assert "3 slot(s) of the grid skipped" in caplog.text
     after = r.starts[1:]
@@ -154,15 +156,15 @@ def test_after_a_reset_the_pacing_decides_then_the_grid_starts_from_that_drain()
     r.report(0.2)  # cooperative members: the first drain after a reset comes the floor after it
     r.cycles([0.1])
     r.core.request_reset("m0", True, "revoked after fetching", 1.5)
-    r.ack_all("reset", 1.6, attempt=r.core.attempt)
-    assert r.core.next_cycle_at == pytest.approx(1.6 + POST_RESET_PERIOD_SHARE * PERIOD)
+    r.ack_all(CommandKind.RESET, 1.6, attempt=r.core.resets.attempt)
+    assert r.core.cycles.next_at == pytest.approx(1.6 + POST_RESET_PERIOD_SHARE * PERIOD)
     r.cycles([0.6, 0.6, 0.6])
     first = 1.6 + POST_RESET_PERIOD_SHARE * PERIOD
     assert r.starts[1:] == pytest.approx([first, first + PERIOD, first + 2 * PERIOD])
-    resume = [i for k, i in r.events if k == "resume"][-1]
-    assert resume["next_drain_in_s"] == pytest.approx(POST_RESET_PERIOD_SHARE * PERIOD)
-    checkpoint = [i for k, i in r.events if k == "checkpoint"][-1]
-    assert checkpoint["next_drain_in_s"] == pytest.approx(PERIOD - 0.6)
+    resume = [e for e in r.events if isinstance(e, ResetResumed)][-1]
+    assert resume.next_drain_in_s == pytest.approx(POST_RESET_PERIOD_SHARE * PERIOD)
+    checkpoint = [e for e in r.events if isinstance(e, CheckpointCompleted)][-1]
+    assert checkpoint.next_drain_in_s == pytest.approx(PERIOD - 0.6)
 
 
 def test_an_operator_driven_trigger_is_its_own_slot():

@@ -20,8 +20,9 @@ from coordinator.protocol.region.commands import (
     decode_command,
     encode_command,
 )
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.wire.errors import Invalid
-from coordinator.region.state import RegionConfig, RegionCore
+from coordinator.region.machine import RegionCore
 
 EVERY_KIND = [
     Drain(3),

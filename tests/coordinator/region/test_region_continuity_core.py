@@ -3,18 +3,21 @@ continue the last consistent one fails (a failure reset, nothing persisted or an
 
 from __future__ import annotations
 
-from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.protocol.region.commands import CommandKind
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.region.machine import ContinuityRefused, Phase, RegionCore, RegionEvent, ResetStarted
+from coordinator.region.model import ResetKind
 
 
 class Harness:
     def __init__(self, doc=None, **cfg):
         self.sent: list[tuple[str, dict]] = []
         self.docs: list[dict] = []
-        self.events: list[tuple[str, dict]] = []
+        self.events: list[RegionEvent] = []
         self.now = 0.0
         cfg.setdefault("member_timeout_s", 600.0)
         self.core = RegionCore(RegionConfig(name="r", **cfg), lambda m, c: self.sent.append((m, c.to_body())),
-                               self.docs.append, doc, on_event=lambda k, i: self.events.append((k, i)))
+                               self.docs.append, doc, on_event=self.events.append)
 
     def take(self) -> list[dict]:
         out, self.sent = self.sent, []
@@ -28,8 +31,8 @@ class Harness:
     def answer_reset(self) -> None:
         assert self.core.phase is Phase.RESETTING
         for name in sorted(self.core.waiting):
-            self.core.ack(name, "reset", self.core.last_consistent, self.core.attempt, True, None, self.now)
-        if self.core.phase is Phase.BACKOFF:  # a repeated failure: the RESUME waits (backoff.py)
+            self.core.ack(name, CommandKind.RESET, self.core.checkpoints.last_consistent, self.core.resets.attempt, True, None, self.now)
+        if self.core.phase is Phase.BACKOFF:  # a repeated failure: the RESUME waits (timing.py, the backoff)
             self.now = self.core.wake_at or self.now
             self.core.tick(self.now)
         assert self.core.phase is Phase.RUNNING
@@ -40,11 +43,11 @@ class Harness:
         self.now += 1.5
         self.core.tick(self.now)
         assert self.core.phase is Phase.DRAINING
-        seq = self.core.seq
+        seq = self.core.cycles.seq
         for name in sorted(self.core.waiting):
-            self.core.ack(name, "drain", seq, None, True, None, self.now)
+            self.core.ack(name, CommandKind.DRAIN, seq, None, True, None, self.now)
         for name in sorted(self.core.waiting):
-            self.core.ack(name, "checkpoint", seq, None, True, None, self.now, offsets.get(name))
+            self.core.ack(name, CommandKind.CHECKPOINT, seq, None, True, None, self.now, offsets.get(name))
         return seq
 
 
@@ -57,7 +60,7 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     docs = len(h.docs)
     seq = h.cycle(m0=[["t", 0, 10, 17], ["t", 1, 4, 6]], m1=[["t", 0, 10, 14]])
     assert h.core.phase is Phase.RESETTING
-    assert h.core.last_consistent == seq - 1
+    assert h.core.checkpoints.last_consistent == seq - 1
     assert all(d["last_consistent"] == seq - 1 for d in h.docs[docs:])  # nothing of seq persisted
     sent = h.take()
     assert not [b for b in sent if b["cmd"] in ("resume", "retire")]
@@ -65,22 +68,22 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     assert len(resets) == 2
     assert all(b["seq"] == seq - 1 for b in resets)
     assert resets[0]["offsets"] == [["t", 0, 10], ["t", 1, 4]]
-    assert h.core.failed_cycles == 1
-    assert h.core.consecutive_resets == 1
-    [event] = [i for k, i in h.events if k == "continuity"]
-    assert event["seq"] == seq
-    assert event["violations"] == 1
-    assert event["partitions"] == [{"kind": "two_progressed", "topic": "t", "partition": 0, "expected": 10,
+    assert h.core.cycles.failures == 1
+    assert h.core.resets.consecutive == 1
+    [event] = [e for e in h.events if isinstance(e, ContinuityRefused)]
+    assert event.seq == seq
+    assert event.violations == 1
+    assert event.partitions == [{"kind": "two_progressed", "topic": "t", "partition": 0, "expected": 10,
                                     "claims": [{"member": "m0", "from": 10, "to": 17},
                                                {"member": "m1", "from": 10, "to": 14}], "n_claims": 2}]
-    [reset] = [i for k, i in h.events if k == "reset" and "continuity" in i["why"]]
-    assert reset["cause"] == "failure"
-    assert "t[0]" in reset["why"]
+    [reset] = [e for e in h.events if isinstance(e, ResetStarted) and "continuity" in e.why]
+    assert reset.cause is ResetKind.FAILURE
+    assert "t[0]" in reset.why
     # after the reset both start at the last consistent offsets again: the next checkpoint passes
     h.answer_reset()
     h.cycle(m0=[["t", 1, 4, 9]], m1=[["t", 0, 10, 12]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 12], ["t", 1, 9]]
+    assert h.core.checkpoints.offsets == [["t", 0, 12], ["t", 1, 9]]
 
 
 def test_a_stale_start_in_the_checkpoint_after_the_new_owner_completed_one_fails():
@@ -91,14 +94,14 @@ def test_a_stale_start_in_the_checkpoint_after_the_new_owner_completed_one_fails
     h.cycle(m0=[["t", 0, 0, 10]])
     h.cycle(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 14]])  # the zombie's claim is empty: passes
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 14]]
+    assert h.core.checkpoints.offsets == [["t", 0, 14]]
     h.take()
     h.cycle(m0=[["t", 0, 10, 17]], m1=[["t", 0, 14, 20]])
     assert h.core.phase is Phase.RESETTING
-    assert h.core.checkpoint_offsets == [["t", 0, 14]]
-    [event] = [i for k, i in h.events if k == "continuity"]
-    assert event["partitions"][0]["kind"] == "stale_start"
-    assert event["partitions"][0]["expected"] == 14
+    assert h.core.checkpoints.offsets == [["t", 0, 14]]
+    [event] = [e for e in h.events if isinstance(e, ContinuityRefused)]
+    assert event.partitions[0]["kind"] == "stale_start"
+    assert event.partitions[0]["expected"] == 14
     assert not [b for b in h.take() if b["cmd"] == "resume"]
 
 
@@ -111,9 +114,9 @@ def test_an_empty_claim_beside_the_progressing_one_keeps_the_progressing_offset(
     h.cycle(m0=[["t", 0, 0, 10]])
     h.cycle(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 14]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 14]]
+    assert h.core.checkpoints.offsets == [["t", 0, 14]]
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 14]]
-    assert {"cmd": "resume", "complete": h.core.last_consistent, "offsets": [["t", 0, 14]]} in h.take()
+    assert {"cmd": "resume", "complete": h.core.checkpoints.last_consistent, "offsets": [["t", 0, 14]]} in h.take()
 
 
 def test_a_partition_moving_through_a_carried_forward_gap_passes():
@@ -122,11 +125,11 @@ def test_a_partition_moving_through_a_carried_forward_gap_passes():
     h.start()
     h.cycle(m0=[["t", 0, 0, 5], ["t", 1, 0, 3]])
     h.cycle(m1=[["t", 1, 3, 8]])
-    assert h.core.checkpoint_offsets == [["t", 0, 5], ["t", 1, 8]]
+    assert h.core.checkpoints.offsets == [["t", 0, 5], ["t", 1, 8]]
     h.cycle(m1=[["t", 0, 5, 9], ["t", 1, 8, 8]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 9], ["t", 1, 8]]
-    assert not [k for k, _ in h.events if k == "continuity"]
+    assert h.core.checkpoints.offsets == [["t", 0, 9], ["t", 1, 8]]
+    assert not [e for e in h.events if isinstance(e, ContinuityRefused)]
 
 
 def test_fresh_partitions_pass():
@@ -135,7 +138,7 @@ def test_fresh_partitions_pass():
     h.cycle(m0=[["t", 0, 3, 5]], m1=[["t", 1, 7, 7]])  # partitions the region has no offset for
     h.cycle(m0=[["t", 0, 5, 6], ["u", 0, 0, 2]], m1=[["t", 1, 7, 9]])
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_offsets == [["t", 0, 6], ["t", 1, 9], ["u", 0, 2]]
+    assert h.core.checkpoints.offsets == [["t", 0, 6], ["t", 1, 9], ["u", 0, 2]]
 
 
 def test_after_a_coordinator_restart_the_stored_offsets_are_the_reference():
@@ -146,14 +149,14 @@ def test_after_a_coordinator_restart_the_stored_offsets_are_the_reference():
     h2 = Harness(doc=doc)
     h2.now = h.now
     h2.start()  # the members rejoin; the reset rewinds them to checkpoint 1
-    assert h2.core.last_consistent == 1
+    assert h2.core.checkpoints.last_consistent == 1
     h2.cycle(m0=[["t", 0, 0, 12]])  # a member that did not seek to the checkpoint's offset
     assert h2.core.phase is Phase.RESETTING
-    assert h2.core.last_consistent == 1
+    assert h2.core.checkpoints.last_consistent == 1
     h2.answer_reset()
     h2.cycle(m0=[["t", 0, 10, 12]])
     assert h2.core.phase is Phase.RUNNING
-    assert h2.core.checkpoint_offsets == [["t", 0, 12]]
+    assert h2.core.checkpoints.offsets == [["t", 0, 12]]
 
 
 def test_continuity_failures_count_towards_max_consecutive_resets():

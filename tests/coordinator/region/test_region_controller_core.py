@@ -6,8 +6,10 @@ import attrs
 import pytest
 
 from coordinator.protocol.common.transitions import IllegalTransition
+from coordinator.protocol.region.commands import CommandKind
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.state import TRANSITIONS, Phase, RegionConfig, RegionCore
+from coordinator.region.machine import TRANSITIONS, Phase, RegionCore, RegionEvent
 from coordinator.region.timing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 
 
@@ -15,10 +17,10 @@ class Harness:
     def __init__(self, doc=None, **cfg):
         self.sent: list[tuple[str, dict]] = []
         self.docs: list[dict] = []
-        self.events: list[tuple[str, dict]] = []
+        self.events: list[RegionEvent] = []
         config = RegionConfig(name="r", **cfg)
         self.core = RegionCore(config, lambda m, c: self.sent.append((m, c.to_body())), self.docs.append, doc,
-                               on_event=lambda k, i: self.events.append((k, i)))
+                               on_event=self.events.append)
 
     def take(self):
         out, self.sent = self.sent, []
@@ -36,7 +38,7 @@ def started(n=2, **cfg) -> Harness:
     assert h.core.phase is Phase.RESETTING
     sent = h.take()
     assert {b["cmd"] for _, b in sent} == {"reset_to_initial"}
-    h.ack_all("reset", 0.1, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 0.1, attempt=h.core.resets.attempt)
     assert h.core.phase is Phase.RUNNING
     assert [b["cmd"] for _, b in h.take()] == ["resume"] * n
     return h
@@ -49,11 +51,11 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     h.core.tick(1.2)
     assert h.core.phase is Phase.DRAINING
     assert [b for _, b in h.take()] == [{"cmd": "drain", "seq": 1}] * 2
-    h.ack_all("drain", 1.3, seq=1)
+    h.ack_all(CommandKind.DRAIN, 1.3, seq=1)
     assert h.core.phase is Phase.CHECKPOINTING
     assert [b["cmd"] for _, b in h.take()] == ["checkpoint"] * 2
     n_docs = len(h.docs)
-    h.ack_all("checkpoint", 1.4, seq=1, offsets={"m0": [["t", 0, 0, 5]], "m1": [["t", 1, 0, 7]]})
+    h.ack_all(CommandKind.CHECKPOINT, 1.4, seq=1, offsets={"m0": [["t", 0, 0, 5]], "m1": [["t", 1, 0, 7]]})
     assert h.core.phase is Phase.RUNNING
     assert h.docs[-1]["last_consistent"] == 1
     assert len(h.docs) == n_docs + 1
@@ -62,20 +64,34 @@ def test_full_cycle_persists_before_resume_and_retires_older():
                                          "offsets": [["t", 0, 5], ["t", 1, 7]]}] * 2
     # second cycle retires the first
     h.core.tick(2.5)
-    h.ack_all("drain", 2.6, seq=2)
-    h.ack_all("checkpoint", 2.7, seq=2)
+    h.ack_all(CommandKind.DRAIN, 2.6, seq=2)
+    h.ack_all(CommandKind.CHECKPOINT, 2.7, seq=2)
     cmds = [b for _, b in h.take()]
     assert {"cmd": "retire", "seq": 1} in cmds
+
+
+def test_answers_of_another_command_or_seq_are_stale():
+    h = started(2, period_s=1.0)
+    h.core.ack("m0", CommandKind.DRAIN, 1, None, True, None, 0.5)  # RUNNING: no answer is awaited
+    assert h.core.phase is Phase.RUNNING
+    h.core.tick(1.2)
+    h.ack_all(CommandKind.DRAIN, 1.3, seq=1)
+    assert h.core.phase is Phase.CHECKPOINTING
+    h.core.ack("m0", CommandKind.DRAIN, 1, None, True, None, 1.31)  # the drain's answer is stale now
+    h.core.ack("m0", CommandKind.CHECKPOINT, 0, None, True, None, 1.32)  # another cycle's
+    assert h.core.waiting == {"m0", "m1"}
+    h.core.ack("m0", CommandKind.CHECKPOINT, 1, None, True, None, 1.33)
+    assert h.core.waiting == {"m1"}
 
 
 def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     h = started(2, period_s=1.0, drain_timeout_s=2.0)
     h.core.tick(1.1)
-    h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 0, 3]]})
+    h.ack_all(CommandKind.DRAIN, 1.2, seq=1)
+    h.ack_all(CommandKind.CHECKPOINT, 1.3, seq=1, offsets={"m0": [["t", 0, 0, 3]]})
     h.take()
     h.core.tick(2.4)
-    h.core.ack("m0", "drain", 2, None, True, None, 2.5)
+    h.core.ack("m0", CommandKind.DRAIN, 2, None, True, None, 2.5)
     h.core.heartbeat("m1", b"id1", "inc1", 3.0)
     h.core.heartbeat("m0", b"id0", "inc1", 3.0)
     h.core.tick(4.5)  # m1 never drained
@@ -84,23 +100,23 @@ def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     assert len(resets) == 2
     assert resets[0]["seq"] == 1
     assert resets[0]["offsets"] == [["t", 0, 3]]
-    assert h.core.consecutive_resets == 1
-    assert h.core.failed_cycles == 1
+    assert h.core.resets.consecutive == 1
+    assert h.core.cycles.failures == 1
 
 
 def test_requests_during_reset_do_not_stack_and_force_clears_counter():
     h = started(2)
     h.core.request_reset("m0", False, "sink error", 1.0)
-    attempt = h.core.attempt
+    attempt = h.core.resets.attempt
     h.take()
     h.core.request_reset("m1", False, "sink error too", 1.1)
     h.core.request_reset("m0", True, "rebalance", 1.1)
-    assert h.core.attempt == attempt
+    assert h.core.resets.attempt == attempt
     assert h.take() == []
-    assert h.core.consecutive_resets == 0  # the forced request cleared the counter without stacking
-    h.ack_all("reset", 1.2, attempt=attempt)
+    assert h.core.resets.consecutive == 0  # the forced request cleared the counter without stacking
+    h.ack_all(CommandKind.RESET, 1.2, attempt=attempt)
     h.core.request_reset("m1", True, "rebalance", 1.5)
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
 
 
 def test_too_many_consecutive_resets_fail_the_region():
@@ -108,7 +124,7 @@ def test_too_many_consecutive_resets_fail_the_region():
     for i in range(3):
         h.core.request_reset("m0", False, "sink raises", 1.0 + i)
         assert h.core.phase is Phase.RESETTING
-        h.ack_all("reset", 1.1 + i, attempt=h.core.attempt)
+        h.ack_all(CommandKind.RESET, 1.1 + i, attempt=h.core.resets.attempt)
     h.core.request_reset("m0", False, "sink raises", 5.0)
     assert h.core.phase is Phase.FAILED
     assert h.docs[-1]["failed"] is True
@@ -127,13 +143,13 @@ def fail_then_checkpoint(h: Harness, now: float, offsets: list | None) -> None:
     checkpoint that completes before the member fails again, with ``offsets``
     (m0's claims)."""
     h.core.request_reset("m0", False, "sink raises on record 5", now)
-    h.ack_all("reset", now + 0.01, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, now + 0.01, attempt=h.core.resets.attempt)
     if h.core.phase is Phase.BACKOFF:
         h.core.tick(now + 0.02)
     h.core.tick(now + 0.5)
     assert h.core.phase is Phase.DRAINING
-    h.ack_all("drain", now + 0.51, seq=h.core.seq)
-    h.ack_all("checkpoint", now + 0.52, seq=h.core.seq, offsets={"m0": offsets} if offsets else {})
+    h.ack_all(CommandKind.DRAIN, now + 0.51, seq=h.core.cycles.seq)
+    h.ack_all(CommandKind.CHECKPOINT, now + 0.52, seq=h.core.cycles.seq, offsets={"m0": offsets} if offsets else {})
     assert h.core.phase is Phase.RUNNING
 
 
@@ -144,10 +160,10 @@ def test_checkpoints_between_failures_that_move_no_offset_do_not_clear_the_count
     instead of resetting for ever."""
     h = started(1, max_consecutive_resets=3, period_s=0.4, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])  # the first checkpoint: offset 5 is new
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
     for i in range(3):
         fail_then_checkpoint(h, 2.0 + i, [["t", 0, 5, 5]])
-        assert h.core.consecutive_resets == i + 1
+        assert h.core.resets.consecutive == i + 1
     h.core.request_reset("m0", False, "sink raises on record 5", 6.0)
     assert h.core.phase is Phase.FAILED
     assert "3 consecutive resets" in h.core.failed_reason
@@ -157,9 +173,9 @@ def test_a_checkpoint_that_moves_an_offset_clears_the_counter():
     h = started(1, max_consecutive_resets=3, period_s=0.4, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
-    assert h.core.consecutive_resets == 1
+    assert h.core.resets.consecutive == 1
     fail_then_checkpoint(h, 3.0, [["t", 0, 5, 9]])  # records 5-8 got through this time
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
 
 
 def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
@@ -167,16 +183,16 @@ def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
     h = started(1, max_consecutive_resets=2, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF)
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
-    assert h.core.consecutive_resets == 1
+    assert h.core.resets.consecutive == 1
     fail_then_checkpoint(h, 3.0, [["t", 0, 5, 5]])
-    assert h.core.consecutive_resets == 2
+    assert h.core.resets.consecutive == 2
     h.core.tick(13.5)  # 10.5 s after the last failure: an idle checkpoint
-    h.ack_all("drain", 13.51, seq=h.core.seq)
-    h.ack_all("checkpoint", 13.52, seq=h.core.seq)
-    assert h.core.consecutive_resets == 0
+    h.ack_all(CommandKind.DRAIN, 13.51, seq=h.core.cycles.seq)
+    h.ack_all(CommandKind.CHECKPOINT, 13.52, seq=h.core.cycles.seq)
+    assert h.core.resets.consecutive == 0
     fail_then_checkpoint(h, 14.0, None)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.consecutive_resets == 1
+    assert h.core.resets.consecutive == 1
 
 
 def test_a_restored_counter_is_not_cleared_by_the_first_checkpoint_after_a_restart():
@@ -186,27 +202,27 @@ def test_a_restored_counter_is_not_cleared_by_the_first_checkpoint_after_a_resta
     fail_then_checkpoint(h, 3.0, [["t", 0, 5, 5]])
     h2 = Harness(doc=h.docs[-1], min_members=1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0,
                  member_timeout_s=60.0, **SHORT_BACKOFF)
-    assert h2.core.consecutive_resets == 2
+    assert h2.core.resets.consecutive == 2
     h2.core.join("m0", b"id0", "inc2", 100.0)
-    h2.ack_all("reset", 100.1, attempt=h2.core.attempt)
+    h2.ack_all(CommandKind.RESET, 100.1, attempt=h2.core.resets.attempt)
     h2.core.tick(100.6)
-    h2.ack_all("drain", 100.61, seq=h2.core.seq)
-    h2.ack_all("checkpoint", 100.62, seq=h2.core.seq, offsets={"m0": [["t", 0, 5, 5]]})
-    assert h2.core.consecutive_resets == 2  # the clock started at this checkpoint
+    h2.ack_all(CommandKind.DRAIN, 100.61, seq=h2.core.cycles.seq)
+    h2.ack_all(CommandKind.CHECKPOINT, 100.62, seq=h2.core.cycles.seq, offsets={"m0": [["t", 0, 5, 5]]})
+    assert h2.core.resets.consecutive == 2  # the clock started at this checkpoint
     h2.core.tick(111.0)
-    h2.ack_all("drain", 111.01, seq=h2.core.seq)
-    h2.ack_all("checkpoint", 111.02, seq=h2.core.seq, offsets={"m0": [["t", 0, 5, 5]]})
-    assert h2.core.consecutive_resets == 0
+    h2.ack_all(CommandKind.DRAIN, 111.01, seq=h2.core.cycles.seq)
+    h2.ack_all(CommandKind.CHECKPOINT, 111.02, seq=h2.core.cycles.seq, offsets={"m0": [["t", 0, 5, 5]]})
+    assert h2.core.resets.consecutive == 0
 
 
 def test_reset_failure_answer_retries_with_new_attempt():
     h = started(2)
     h.core.request_reset("m0", True, "rebalance", 1.0)
-    a1 = h.core.attempt
-    h.core.ack("m0", "reset", None, a1, False, "merge timed out", 1.1)
+    a1 = h.core.resets.attempt
+    h.core.ack("m0", CommandKind.RESET, None, a1, False, "merge timed out", 1.1)
     assert h.core.phase is Phase.RESETTING
-    assert h.core.attempt == a1 + 1
-    h.core.ack("m1", "reset", None, a1, True, None, 1.2)  # stale attempt: ignored
+    assert h.core.resets.attempt == a1 + 1
+    h.core.ack("m1", CommandKind.RESET, None, a1, True, None, 1.2)  # stale attempt: ignored
     assert h.core.waiting == {"m0", "m1"}
 
 
@@ -216,42 +232,42 @@ def test_member_silence_and_restart():
     h.core.tick(2.5)  # m1 silent since 0.1
     assert "m1" not in h.core.members
     assert h.core.phase is Phase.RESETTING
-    h.ack_all("reset", 2.6, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 2.6, attempt=h.core.resets.attempt)
     h.take()
     # the runner restarts m1: a new incarnation joins -> membership reset, counter unchanged
-    before = h.core.consecutive_resets
+    before = h.core.resets.consecutive
     h.core.join("m1", b"id1b", "inc2", 3.0)
     assert h.core.phase is Phase.RESETTING
-    assert h.core.consecutive_resets == before
+    assert h.core.resets.consecutive == before
     assert {m for m, _ in h.take()} == {"m0", "m1"}
 
 
 def test_join_during_reset_restarts_round_including_joiner():
     h = started(1)
     h.core.request_reset("m0", True, "rebalance", 1.0)
-    a1 = h.core.attempt
+    a1 = h.core.resets.attempt
     h.take()
     h.core.join("m9", b"x", "i", 1.1)
-    assert h.core.attempt == a1 + 1
+    assert h.core.resets.attempt == a1 + 1
     assert h.core.waiting == {"m0", "m9"}
 
 
 def test_restart_from_document_waits_for_known_members_then_resets_to_checkpoint():
     h = started(2)
     h.core.tick(1.1)
-    h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1)
+    h.ack_all(CommandKind.DRAIN, 1.2, seq=1)
+    h.ack_all(CommandKind.CHECKPOINT, 1.3, seq=1)
     doc = h.docs[-1]
     again = Harness(doc=doc, min_members=1)
     assert again.core.phase is Phase.WAITING
-    assert again.core.next_seq == 2
+    assert again.core.cycles.next_seq == 2
     assert again.core.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
     again.core.join("m0", b"id0", "inc1", 5.0)
     assert again.core.phase is Phase.WAITING  # m1 was a member: wait for it (or the grace)
     again.core.join("m1", b"id1", "inc1", 5.1)
     assert again.core.phase is Phase.RESETTING
     assert {b["cmd"] for _, b in again.take()} == {"reset"}
-    assert again.core.attempt > h.core.attempt - 1
+    assert again.core.resets.attempt > h.core.resets.attempt - 1
 
 
 def test_grace_starts_region_without_a_lost_member():
@@ -284,11 +300,11 @@ def test_config_validation():
 def test_rebalance_caused_failure_forces_the_reset():
     h = started(2, max_consecutive_resets=1)
     h.core.request_reset("m0", False, "sink error", 0.5)  # consecutive 1
-    h.ack_all("reset", 0.6, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 0.6, attempt=h.core.resets.attempt)
     h.core.tick(1.7)
-    h.core.ack("m0", "drain", h.core.seq, None, False, "RebalanceInProgressError", 1.8, rebalance=True)
+    h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, False, "RebalanceInProgressError", 1.8, rebalance=True)
     assert h.core.phase is Phase.RESETTING
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
 
 
 def test_unreported_partitions_keep_the_previous_checkpoint_offset():
@@ -297,12 +313,12 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     starts it from its initial offset and duplicates published records)."""
     h = started(2)
     h.core.tick(1.1)
-    h.ack_all("drain", 1.2, seq=1)
-    h.ack_all("checkpoint", 1.3, seq=1, offsets={"m0": [["t", 0, 0, 10], ["t", 1, 0, 20]], "m1": [["t", 2, 0, 30]]})
+    h.ack_all(CommandKind.DRAIN, 1.2, seq=1)
+    h.ack_all(CommandKind.CHECKPOINT, 1.3, seq=1, offsets={"m0": [["t", 0, 0, 10], ["t", 1, 0, 20]], "m1": [["t", 2, 0, 30]]})
     h.core.tick(2.4)
-    h.ack_all("drain", 2.5, seq=2)
-    h.ack_all("checkpoint", 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
-    assert h.core.checkpoint_offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
+    h.ack_all(CommandKind.DRAIN, 2.5, seq=2)
+    h.ack_all(CommandKind.CHECKPOINT, 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
+    assert h.core.checkpoints.offsets == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
     h.core.request_reset("m0", True, "rebalance", 3.0)
     reset = next(b for _, b in h.take() if b["cmd"] == "reset")
     assert reset["offsets"] == [["t", 0, 15], ["t", 1, 20], ["t", 2, 35]]
@@ -313,20 +329,20 @@ def test_request_after_own_reset_answer_restarts_the_round():
     that has not answered yet is covered by the reset it is about to do."""
     h = started(2)
     h.core.request_reset("m0", True, "revoked 2 partitions", 1.0)
-    a1 = h.core.attempt
+    a1 = h.core.resets.attempt
     h.take()
     h.core.request_reset("m1", True, "revoked 2 partitions", 1.05)  # m1 has not answered a1: covered
-    assert h.core.attempt == a1
+    assert h.core.resets.attempt == a1
     assert h.take() == []
-    h.core.ack("m0", "reset", None, a1, True, None, 1.1)
+    h.core.ack("m0", CommandKind.RESET, None, a1, True, None, 1.1)
     h.core.request_reset("m0", True, "revoked 2 partitions", 1.2)  # after its answer: new round
     assert h.core.phase is Phase.RESETTING
-    assert h.core.attempt == a1 + 1
+    assert h.core.resets.attempt == a1 + 1
     assert h.core.waiting == {"m0", "m1"}
     assert {m for m, b in h.take() if b["cmd"] == "reset_to_initial" and b["attempt"] == a1 + 1} == {"m0", "m1"}
-    h.ack_all("reset", 1.3, attempt=a1 + 1)
+    h.ack_all(CommandKind.RESET, 1.3, attempt=a1 + 1)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.consecutive_resets == 0
+    assert h.core.resets.consecutive == 0
 
 
 def test_restarted_member_learns_its_predecessors_kafka_member_id():
@@ -381,8 +397,8 @@ def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
     _report(h, 1.5)
     h.core.tick(1.6)
     assert h.core.phase is Phase.DRAINING
-    h.ack_all("drain", 1.7, seq=1)
-    h.ack_all("checkpoint", 1.8, seq=1)
+    h.ack_all(CommandKind.DRAIN, 1.7, seq=1)
+    h.ack_all(CommandKind.CHECKPOINT, 1.8, seq=1)
     # bounded: a report that never settles delays the drain by rebalance_settle_max_s at most
     _report(h, 2.0, m0=True)
     h.core.tick(2.9)
@@ -406,8 +422,8 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
     report(1.0, 6, m1_rebalancing=True)
     h.core.tick(1.2)
     assert h.core.phase is Phase.DRAINING
-    h.ack_all("drain", 1.3, seq=1)
-    h.ack_all("checkpoint", 1.4, seq=1)
+    h.ack_all(CommandKind.DRAIN, 1.3, seq=1)
+    h.ack_all(CommandKind.CHECKPOINT, 1.4, seq=1)
     h.take()
     # m0 was revoked after fetching: its reset is coming and its drain would fail, so the drain waits
     report(1.5, 6, m0_rebalancing=True, m0_reset_pending=True)
@@ -424,13 +440,13 @@ def test_cooperative_members_checkpoint_early_after_a_reset():
     for name in sorted(h.core.members):
         h.core.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
     h.core.request_reset("m0", True, "rebalance", 1.1)
-    h.ack_all("reset", 1.2, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.2 + POST_RESET_PERIOD_SHARE)
-    assert POST_RESET_PERIOD_SHARE == 0.1  # the floor after any RESUME (cadence.py)
+    h.ack_all(CommandKind.RESET, 1.2, attempt=h.core.resets.attempt)
+    assert h.core.cycles.next_at == pytest.approx(1.2 + POST_RESET_PERIOD_SHARE)
+    assert POST_RESET_PERIOD_SHARE == 0.1  # the floor after any RESUME (timing.py, the cadence)
     # a restarted member has not reported yet (no consumer): still early
     h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
-    h.ack_all("reset", 1.4, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.4 + POST_RESET_PERIOD_SHARE)
+    h.ack_all(CommandKind.RESET, 1.4, attempt=h.core.resets.attempt)
+    assert h.core.cycles.next_at == pytest.approx(1.4 + POST_RESET_PERIOD_SHARE)
 
 
 def _cooperative_reports(h, now):
@@ -455,22 +471,22 @@ def test_a_cooperative_cycle_goes_on_without_a_leaver_that_has_not_answered_its_
     h.core.tick(1.2)
     assert h.core.phase is Phase.DRAINING
     h.take()
-    h.core.ack("m0", "drain", h.core.seq, None, True, None, 1.25)
-    h.core.ack("m1", "drain", h.core.seq, None, True, None, 1.25)
+    h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.25)
+    h.core.ack("m1", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.25)
     h.core.leave("m2", 1.3)  # the last one awaited: the cycle moves on
     assert h.core.phase is Phase.CHECKPOINTING
     assert sorted(m for m, b in h.take() if b["cmd"] == "checkpoint") == ["m0", "m1"]
-    h.ack_all("checkpoint", 1.4, seq=h.core.seq)
+    h.ack_all(CommandKind.CHECKPOINT, 1.4, seq=h.core.cycles.seq)
     assert h.core.phase is Phase.RUNNING
-    assert h.core.checkpoint_members == ["m0", "m1"]
+    assert h.core.checkpoints.members == ["m0", "m1"]
 
 
 def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_still_resets():
     h = started(3, period_s=1.0)
     _cooperative_reports(h, 0.5)
     h.core.tick(1.2)
-    h.ack_all("drain", 1.25, seq=h.core.seq)
-    h.core.ack("m2", "checkpoint", h.core.seq, None, True, None, 1.3, [["t", 2, 0, 40]])
+    h.ack_all(CommandKind.DRAIN, 1.25, seq=h.core.cycles.seq)
+    h.core.ack("m2", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, 1.3, [["t", 2, 0, 40]])
     h.core.leave("m2", 1.35)  # its offsets are in the cycle, its interval is never published
     assert h.core.phase is Phase.RESETTING
     h = started(3, period_s=1.0)
@@ -484,15 +500,15 @@ def test_forced_resets_pace_the_next_checkpoint_by_the_period():
     the members report their group state yet (a reported rebalance defers the due drain)."""
     h = started(2, period_s=1.0)
     h.core.request_reset("m0", True, "rebalance", 1.0)
-    h.ack_all("reset", 1.1, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.1 + 1.0)  # nobody reports yet
+    h.ack_all(CommandKind.RESET, 1.1, attempt=h.core.resets.attempt)
+    assert h.core.cycles.next_at == pytest.approx(1.1 + 1.0)  # nobody reports yet
     h.core.request_reset("m0", True, "rebalance", 1.3)
-    h.ack_all("reset", 1.4, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.4 + 1.0)  # a second forced reset: no longer
+    h.ack_all(CommandKind.RESET, 1.4, attempt=h.core.resets.attempt)
+    assert h.core.cycles.next_at == pytest.approx(1.4 + 1.0)  # a second forced reset: no longer
     _report(h, 1.5)
     h.core.request_reset("m0", True, "rebalance", 1.6)
-    h.ack_all("reset", 1.7, attempt=h.core.attempt)
-    assert h.core.next_cycle_at == pytest.approx(1.7 + 1.0)
+    h.ack_all(CommandKind.RESET, 1.7, attempt=h.core.resets.attempt)
+    assert h.core.cycles.next_at == pytest.approx(1.7 + 1.0)
 
 
 def test_member_name_held_by_a_live_incarnation_is_refused():
@@ -517,11 +533,11 @@ def test_reset_for_a_joining_or_leaving_member_carries_the_rejoin_hint():
     h = started(2)
     h.core.join("m2", b"id2", "inc1", 1.0)  # a consumer joins the group: everyone rejoins at once
     assert all(b.get("rejoin") is True for _, b in h.take() if b["cmd"].startswith("reset"))
-    h.ack_all("reset", 1.1, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 1.1, attempt=h.core.resets.attempt)
     h.take()
     h.core.leave("m2", 1.2)  # graceful leave: its consumer left the group
     assert all(b.get("rejoin") is True for _, b in h.take() if b["cmd"].startswith("reset"))
-    h.ack_all("reset", 1.3, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 1.3, attempt=h.core.resets.attempt)
     h.take()
     h.core.request_reset("m0", True, "revoked", 1.4)  # a rebalance already under way: no hint
     assert [b.get("rejoin") for _, b in h.take()] == [None, None]

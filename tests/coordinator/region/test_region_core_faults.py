@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol.region.commands import CommandKind
+from coordinator.protocol.region.config import RegionConfig
+from coordinator.region.machine import Phase, RegionCore
 from coordinator.region.model import AbsentCheckpoints, TriggerAnswer
-from coordinator.region.state import Phase, RegionConfig, RegionCore
 
 
 class Harness:
@@ -32,7 +34,7 @@ def started(n=2, **cfg) -> Harness:
     h = Harness(min_members=n, **cfg)
     for i in range(n):
         h.core.join(f"m{i}", b"id%d" % i, "inc1", 0.0)
-    h.ack_all("reset", 0.1, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 0.1, attempt=h.core.resets.attempt)
     assert h.core.phase is Phase.RUNNING
     h.take()
     return h
@@ -41,11 +43,11 @@ def started(n=2, **cfg) -> Harness:
 def checkpoint(h: Harness, now: float, offsets=None) -> int:
     h.core.tick(now)
     assert h.core.phase is Phase.DRAINING
-    seq = h.core.seq
-    h.ack_all("drain", now + 0.01, seq=seq)
-    h.ack_all("checkpoint", now + 0.02, seq=seq, offsets=offsets or {})
+    seq = h.core.cycles.seq
+    h.ack_all(CommandKind.DRAIN, now + 0.01, seq=seq)
+    h.ack_all(CommandKind.CHECKPOINT, now + 0.02, seq=seq, offsets=offsets or {})
     assert h.core.phase is Phase.RUNNING
-    assert h.core.last_consistent == seq
+    assert h.core.checkpoints.last_consistent == seq
     return seq
 
 
@@ -76,7 +78,7 @@ def test_every_way_to_failed_says_why():
     # too many consecutive resets
     h = started(1, max_consecutive_resets=1)
     h.core.request_reset("m0", False, "sink raises", 1.0)
-    h.ack_all("reset", 1.1, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 1.1, attempt=h.core.resets.attempt)
     h.core.request_reset("m0", False, "sink raises again", 2.0)
     status = h.core.status(2.0)
     assert status["phase"] == "FAILED"
@@ -120,7 +122,7 @@ def test_member_dropped_after_a_checkpoint_is_reset_to_its_own_checkpoint_when_i
     h.core.tick(3.5)  # m1 silent since 1.12: dropped
     assert "m1" not in h.core.members
     assert resets(h.take())["m0"]["own"] == 1
-    h.ack_all("reset", 3.6, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 3.6, attempt=h.core.resets.attempt)
     assert checkpoint(h, 4.7) == 2
     assert h.docs[-1]["checkpoint_members"] == ["m0"]
     assert h.docs[-1]["absent_checkpoints"] == {"m1": 1}
@@ -137,7 +139,7 @@ def test_member_dropped_after_a_checkpoint_is_reset_to_its_own_checkpoint_when_i
     again.core.join("m0", b"id0", "inc3", 9.0)
     assert resets(again.take())["m1"]["own"] == 1
     # once m1 takes part in a checkpoint again, that one is its own
-    h.ack_all("reset", 5.1, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 5.1, attempt=h.core.resets.attempt)
     assert checkpoint(h, 6.2) == 3
     assert h.docs[-1]["absent_checkpoints"] == {}
     h.core.request_reset("m0", True, "revoked", 7.0)
@@ -159,7 +161,7 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
     assert h.core.leave_reply("m0", "inc1") == 1
     h.core.heartbeat("m0", b"id0", "inc1", 2.0)
     h.core.tick(3.5)  # m1 dropped while it may still be alive (a network blip)
-    h.ack_all("reset", 3.6, attempt=h.core.attempt)
+    h.ack_all(CommandKind.RESET, 3.6, attempt=h.core.resets.attempt)
     checkpoint(h, 4.7)
     # m1's process was dropped: what it sealed after checkpoint 1 may belong to a
     # checkpoint that never completed, so it publishes nothing; its next process
@@ -175,17 +177,17 @@ def test_trigger_is_answered_with_whether_a_drain_will_come():
     assert answer.kind is TriggerAnswer.STARTED
     assert h.core.phase is Phase.DRAINING
     assert h.core.trigger("m1", 1.01).kind is TriggerAnswer.DRAIN_COMING  # m1 has not drained yet
-    h.core.ack("m0", "drain", h.core.seq, None, True, None, 1.02)
+    h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.02)
     late = h.core.trigger("m0", 1.03)  # m0 drained already: the running cycle covers what it submitted
     assert late.kind is TriggerAnswer.NOT_NOW
-    assert "already drained" in late.reason
-    h.core.ack("m1", "drain", h.core.seq, None, True, None, 1.04)
+    assert late.reason == "checkpoint 1 is running and m0 already drained for it"
+    h.core.ack("m1", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.04)
     assert h.core.trigger("m1", 1.05).kind is TriggerAnswer.NOT_NOW  # checkpointing
-    h.ack_all("checkpoint", 1.1, seq=h.core.seq)
+    h.ack_all(CommandKind.CHECKPOINT, 1.1, seq=h.core.cycles.seq)
     h.core.request_reset("m0", True, "revoked", 2.0)
     resetting = h.core.trigger("m1", 2.1)
     assert resetting.kind is TriggerAnswer.NOT_NOW
-    assert "RESETTING" in resetting.reason
+    assert resetting.reason == "the region is RESETTING; trigger again after the next RESUME"
     assert h.core.phase is Phase.RESETTING
     waiting = Harness(min_members=2, mode="operator_driven")
     waiting.core.join("m0", b"a", "i", 0.0)

@@ -7,13 +7,12 @@ from __future__ import annotations
 from coordinator.protocol.region.commands import Reset, ResetToInitial
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.admission import JoinKind
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import CycleRound
-from coordinator.region.members import MemberTable
+from coordinator.region.machine import RegionCore
+from coordinator.region.membership import JoinKind, MemberTable
 from coordinator.region.model import AbsentCheckpoints, ResetKind
-from coordinator.region.reset_round import ResetDrive, RoundRefused, RoundStart
-from coordinator.region.state import RegionCore
+from coordinator.region.reset import ResetDrive, RoundRefused, RoundStart
 from coordinator.region.timing import CheckpointPacing
 
 
@@ -26,18 +25,18 @@ def test_member_table_admits_retries_refuses_and_restarts():
     table = MemberTable("r", member_timeout_s=5.0)
     assert _admit(table, "m0", "i1", 0.0).kind is JoinKind.NEW
     assert _admit(table, "m0", "i1", 1.0).kind is JoinKind.RETRY
-    assert table.members["m0"].last_seen == 1.0
+    assert table["m0"].last_seen == 1.0
     refused = _admit(table, "m0", "i2", 2.0)
     assert refused.kind is JoinKind.REFUSED
     assert refused.holder is not None
-    assert table.members["m0"].incarnation == "i1"  # a refusal changes nothing
+    assert table["m0"].incarnation == "i1"  # a refusal changes nothing
     assert table.heartbeat("m0", b"m0", "i1", 2.5, KafkaReport("k0", 3))
     restart = _admit(table, "m0", "i2", 9.0)  # the holder is silent past member_timeout_s
     assert restart.kind is JoinKind.RESTART
     assert restart.predecessor == {"incarnation": "i1", "pid": 1,
                                                                          "kafka_member_id": "k0"}
-    assert table.members["m0"].incarnation == "i2"
-    assert table.members["m0"].predecessor == restart.predecessor
+    assert table["m0"].incarnation == "i2"
+    assert table["m0"].predecessor == restart.predecessor
 
 
 def test_member_table_heartbeats_silence_and_removal():
@@ -46,7 +45,7 @@ def test_member_table_heartbeats_silence_and_removal():
     _admit(table, "m1", "i1", 0.0)
     assert not table.heartbeat("m0", b"m0", "other", 1.0)  # another incarnation must join again
     assert table.heartbeat("m0", b"m0", "i1", 4.0, None, "kafka.generation must be an int32 or null")
-    assert table.members["m0"].kafka_invalid is not None
+    assert table["m0"].kafka_invalid is not None
     assert table.silent(6.0) == [("m1", 6.0)]
     assert table.remove("m1")
     assert not table.remove("m1")

@@ -1,7 +1,7 @@
 """The region controller service keeps a timer at the next periodic drain (and at
 the end of a backoff hold), so the coordinator's loop ticks on the drain's grid
-slot rather than up to its 0.1 s tick later (coordinator/region/controller.py,
-cadence.py, backoff.py). In-process server,
+slot rather than up to its 0.1 s tick later (coordinator/region/service.py,
+timing.py). In-process server,
 not started: the service's handlers and tick are called directly."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from collections.abc import Callable
 
 import pytest
 
+from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.messages import RegionJoin
-from coordinator.region.controller import RegionControllerService
-from coordinator.region.state import Phase, RegionCore
+from coordinator.region.machine import Phase, RegionCore
+from coordinator.region.service import RegionControllerService
 from coordinator.server.api import Request, Timer
 from coordinator.server.loop import CoordinatorServer
 from coordinator.store.state_store import StateStore
@@ -51,30 +52,30 @@ def _one_member_region(tmp_path, config: dict) -> tuple[StateStore, RecordingSer
 def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     store, server, service, core, t0 = _one_member_region(tmp_path, {"period_s": 1.0, "member_timeout_s": 60})
     assert core.phase is Phase.RESETTING
-    core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
+    core.ack("m", CommandKind.RESET, None, core.resets.attempt, True, None, t0 + 0.1)
     assert core.phase is Phase.RUNNING
-    assert core.next_cycle_at is not None
+    assert core.cycles.next_at is not None
 
     service.on_tick(t0 + 0.2)
-    assert [delay for delay, _ in server.timers] == [core.next_cycle_at - (t0 + 0.2)]
+    assert [delay for delay, _ in server.timers] == [core.cycles.next_at - (t0 + 0.2)]
     service.on_tick(t0 + 0.3)  # the same drain: no second timer
     assert len(server.timers) == 1
 
-    due = core.next_cycle_at
+    due = core.cycles.next_at
     service.on_tick(due)  # the timer's wake-up: the drain starts on its slot
     assert core.phase is Phase.DRAINING
-    core.ack("m", "drain", core.seq, None, True, None, due + 0.01)
-    core.ack("m", "checkpoint", core.seq, None, True, None, due + 0.6)
+    core.ack("m", CommandKind.DRAIN, core.cycles.seq, None, True, None, due + 0.01)
+    core.ack("m", CommandKind.CHECKPOINT, core.cycles.seq, None, True, None, due + 0.6)
     service.on_tick(due + 0.61)
-    assert core.next_cycle_at == due + 1.0  # a period after the slot, not after the RESUME
+    assert core.cycles.next_at == due + 1.0  # a period after the slot, not after the RESUME
     assert len(server.timers) == 2
     assert server.timers[-1][0] == (due + 1.0) - (due + 0.61)
 
     core.tick(due + 1.0)
     assert core.phase is Phase.DRAINING
     core.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
-    core.ack("m", "drain", core.seq, None, True, None, due + 1.1)
-    core.ack("m", "checkpoint", core.seq, None, True, None, due + 1.2)
+    core.ack("m", CommandKind.DRAIN, core.cycles.seq, None, True, None, due + 1.1)
+    core.ack("m", CommandKind.CHECKPOINT, core.cycles.seq, None, True, None, due + 1.2)
     service.on_tick(due + 2.5)  # due and deferred (the group rebalances): no timer for a drain already due
     assert core.phase is Phase.RUNNING
     assert len(server.timers) == 2
@@ -86,10 +87,10 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
 def test_a_timer_wakes_the_loop_when_a_backoff_hold_ends(tmp_path):
     store, server, service, core, t0 = _one_member_region(tmp_path, {"mode": "operator_driven",
                                                                       "member_timeout_s": 60})
-    core.ack("m", "reset", None, core.attempt, True, None, t0 + 0.1)
+    core.ack("m", CommandKind.RESET, None, core.resets.attempt, True, None, t0 + 0.1)
     for at in (t0 + 0.2, t0 + 0.3):  # two failures in a row: the second holds its RESUME 0.5 s
         core.request_reset("m", False, "sink down", at)
-        core.ack("m", "reset", None, core.attempt, True, None, at + 0.01)
+        core.ack("m", CommandKind.RESET, None, core.resets.attempt, True, None, at + 0.01)
     due = core.wake_at
     assert core.phase is Phase.BACKOFF
     assert due == pytest.approx(t0 + 0.8)

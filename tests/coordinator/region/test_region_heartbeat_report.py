@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.protocol.region.commands import CommandKind
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import MAX_MEMBER_ID_LEN, MAX_REASON_LEN, KafkaReport
 from coordinator.protocol.region.messages import RegionHeartbeat
-from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.region.machine import Phase, RegionCore
 
 BASE = {"region": "r", "member": "m0", "incarnation": "i1"}
 EAGER = {"member_id": "k-m0", "generation": 4, "rebalancing": True}
@@ -85,14 +87,14 @@ def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(capl
     for name in ("m0", "m1"):
         core.join(name, name.encode(), "i1", 0.0)
     for name in ("m0", "m1"):
-        core.ack(name, "reset", None, core.attempt, True, None, 0.1)
+        core.ack(name, CommandKind.RESET, None, core.resets.attempt, True, None, 0.1)
     assert core.phase is Phase.RUNNING
     rebalancing = KafkaReport("k", 4, rebalancing=True)
     core.heartbeat("m0", b"m0", "i1", 0.5, KafkaReport("k0", 4))
     core.heartbeat("m1", b"m1", "i1", 0.5, rebalancing)
     core.tick(1.2)
     assert core.phase is Phase.RUNNING  # m1's rebalance holds the due drain
-    with caplog.at_level(logging.INFO, logger="coordinator.region.members"):
+    with caplog.at_level(logging.INFO, logger="coordinator.region.membership"):
         for now in (1.3, 1.4, 1.5):  # m1's reports turn invalid: it counts as not reporting
             assert core.heartbeat("m1", b"m1", "i1", now, None, "kafka.generation must be an int32 or null")
         assert caplog.text.count("invalid Kafka group report") == 1

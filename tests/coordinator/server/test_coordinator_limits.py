@@ -328,8 +328,8 @@ def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
 
 
 def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
-    from coordinator.region.controller import RegionControllerService
-    from coordinator.region.state import Phase
+    from coordinator.region.machine import Phase
+    from coordinator.region.service import RegionControllerService
     from coordinator.server.loop import CoordinatorServer
     from coordinator.store.state_store import StateStore
 
@@ -361,7 +361,7 @@ def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
 
 
 def test_regions_without_members_expire(tmp_path):
-    from coordinator.region.controller import RegionControllerService
+    from coordinator.region.service import RegionControllerService
     from coordinator.server.loop import CoordinatorServer
     from coordinator.store.state_store import StateStore
 

@@ -1,4 +1,4 @@
-"""The checkpoint cycle's drive (coordinator/region/cycle_drive.py), tested directly:
+"""The checkpoint cycle's drive (coordinator/region/cycle.py), tested directly:
 its decisions (what to send to whom, until when, what completed) on a fake
 clock, without a core, sockets or a store."""
 
@@ -10,8 +10,7 @@ from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.protocol.region.commands import Checkpoint, Drain, Resume, Retire
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.cycle_drive import ContinuityFailed, CycleComplete, CycleDrive
-from coordinator.region.model import Phase, TriggerAnswer
+from coordinator.region.cycle import ContinuityFailed, CycleComplete, CycleDrive
 from coordinator.region.timing import CheckpointPacing
 
 MEMBERS = ("m0", "m1")
@@ -26,7 +25,7 @@ def _drive(period_s: float = 1.0) -> tuple[CycleDrive, ConsistentCheckpoints]:
 def _checkpointed(drive: CycleDrive, answers: dict[str, list], now: float) -> CycleComplete | ContinuityFailed:
     drive.drained(now)
     for name, offsets in answers.items():
-        drive.answered(name, offsets)
+        drive.round.checkpoint_answered(name, offsets)
     return drive.checkpointed(MEMBERS, now)
 
 
@@ -41,12 +40,8 @@ def test_a_cycle_drains_checkpoints_and_completes_with_resume_and_retire():
     assert step.commands == (("m0", Checkpoint(7)), ("m1", Checkpoint(7)))
     assert step.deadline == pytest.approx(15.1)
     assert step.why == "all members drained 7"
-    assert drive.expects(Phase.CHECKPOINTING, "checkpoint", 7)
-    assert not drive.expects(Phase.CHECKPOINTING, "drain", 7)  # the drain's answer is stale now
-    assert not drive.expects(Phase.CHECKPOINTING, "checkpoint", 6)
-    assert not drive.expects(Phase.RUNNING, "drain", 7)
-    drive.answered("m0", [["t", 0, 0, 5]])
-    drive.answered("m1", [["t", 1, 0, 3]])
+    drive.round.checkpoint_answered("m0", [["t", 0, 0, 5]])
+    drive.round.checkpoint_answered("m1", [["t", 1, 0, 3]])
     done = drive.checkpointed(MEMBERS, now=10.25)
     assert isinstance(done, CycleComplete)
     assert done.seq == 7
@@ -89,14 +84,14 @@ def test_joiners_during_a_cycle_are_told_nothing_and_handed_to_the_reset():
     drive, checkpoints = _drive()
     drive.start("period", MEMBERS, now=0.0, due=0.0)
     drive.drained(now=0.1)
-    drive.answered("m0", [["t", 0, 0, 5]])
-    assert drive.joined("m1", restarted=True)  # its predecessor had not answered: no longer awaited
+    drive.round.checkpoint_answered("m0", [["t", 0, 0, 5]])
+    assert drive.round.member_joined("m1", restarted=True)  # its predecessor had not answered: no longer awaited
     done = drive.checkpointed(MEMBERS, now=0.2)
     assert isinstance(done, CycleComplete)
     assert done.joiners == ("m1",)
     assert [name for name, _ in done.commands] == ["m0"]
     assert checkpoints.members == ["m0"]  # the restarted member is absent from the checkpoint
-    assert drive.take_joiners() == []  # handed over once
+    assert drive.round.take_joiners() == []  # handed over once
 
 
 def test_a_periodic_drain_is_due_on_the_grid_and_after_a_reset_when_scheduled():
@@ -112,12 +107,7 @@ def test_a_periodic_drain_is_due_on_the_grid_and_after_a_reset_when_scheduled():
     assert drive.next_at == pytest.approx(11.0)  # one period after the slot it took (9.0), not after 9.5
 
 
-def test_answers_without_a_cycle_and_triggers_not_served():
+def test_answers_without_a_cycle():
     drive, _ = _drive()
     with pytest.raises(IllegalTransition, match="drain acks without a cycle"):
         drive.drained(now=0.0)
-    reply = drive.not_now(Phase.RESETTING, "m0")
-    assert reply.kind is TriggerAnswer.NOT_NOW
-    assert reply.reason == f"the region is {Phase.RESETTING.value}; trigger again after the next RESUME"
-    drive.start("period", MEMBERS, now=0.0)
-    assert drive.not_now(Phase.CHECKPOINTING, "m0").reason == "checkpoint 1 is running and m0 already drained for it"

@@ -1,5 +1,5 @@
-"""What a membership change costs the region (coordinator/region/membership.py):
-the decisions alone, without a core."""
+"""What a membership change costs the region (the membership steps of
+coordinator/region/machine.py): the decisions alone, without a core."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import pytest
 
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.region.cycle import CycleRound
-from coordinator.region.membership import (
+from coordinator.region.machine import (
     JoinStep,
     LeaveStep,
+    Phase,
     cooperative_leave_keeps_cycle,
     join_step,
     leave_step,
     start_due,
 )
-from coordinator.region.model import Phase
 
 
 @pytest.mark.parametrize(("phase", "cooperative", "step"), [

@@ -1,9 +1,10 @@
 """The region controller: a coordinator service that drives consistent regions.
 
 It runs on the coordinator's loop thread (``server.add_service(RegionControllerService())``)
-and holds one :class:`~coordinator.region.state.RegionCore` per region name; the
-cycle and the reset are numbered in ``coordinator/region/state.py``. This module is the
-I/O around it: the message handlers (the messages and their validation are in
+and holds one :class:`~coordinator.region.machine.RegionCore` per region name; the
+phases are numbered in ``coordinator/region/machine.py``, the cycle in
+``coordinator/region/cycle.py``, the reset round in ``coordinator/region/reset.py``.
+This module is the I/O around it: the message handlers (the messages and their validation are in
 ``coordinator/protocol/region/messages.py``), the pushes, durability and metrics.
 
 Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
@@ -52,7 +53,7 @@ Controller -> member (pushed, envelope id null, type ``region_command``), body
 ``{v, region, cmd, ...}`` (``coordinator/protocol/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
 ``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
 members, offsets, own}`` (``own``: the member's own last completed checkpoint,
-see ``ConsistentCheckpoints.own``, checkpoints.py), ``reset_to_initial {attempt}``, ``failed {reason}``.
+see ``ConsistentCheckpoints.own``, ``coordinator/region/checkpoints.py``), ``reset_to_initial {attempt}``, ``failed {reason}``.
 
 Durability: the region document (namespace ``region``) is written with
 ``store.put_document`` and the server syncs the store before it sends any reply
@@ -80,7 +81,8 @@ import time
 from collections import deque
 from typing import Any
 
-from coordinator.protocol.region.commands import COMMAND_TYPE, RegionCommand, encode_command
+from coordinator.protocol.region.commands import COMMAND_TYPE, CommandKind, RegionCommand, encode_command
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import (
     RegionAck,
     RegionHeartbeat,
@@ -90,7 +92,7 @@ from coordinator.protocol.region.messages import (
     RegionStatusRequest,
 )
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.region.state import Phase, RegionConfig, RegionCore
+from coordinator.region.machine import CheckpointCompleted, Phase, PhaseChanged, RegionCore, RegionEvent, ResetResumed
 from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
@@ -115,9 +117,9 @@ class RegionControllerService:
     def __init__(self) -> None:
         self._server: ServerApi | None = None
         self.regions: dict[str, RegionCore] = {}
-        self.events: dict[str, list[dict]] = {}
-        self.recent_checkpoints: dict[str, deque[dict]] = {}
-        self.recent_resets: dict[str, deque[dict]] = {}
+        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.recent_checkpoints: dict[str, deque[dict[str, Any]]] = {}
+        self.recent_resets: dict[str, deque[dict[str, Any]]] = {}
         self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
         # One timer at the earliest periodic drain due (see _wake_for_drains), and its deadline.
@@ -159,7 +161,7 @@ class RegionControllerService:
                 core.fail(reason, time.monotonic(), persist=False)
                 continue
             log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
-                     name, self.regions[name].phase.value, self.regions[name].last_consistent,
+                     name, self.regions[name].phase.value, self.regions[name].checkpoints.last_consistent,
                      self.regions[name].known_members)
 
     def on_tick(self, now: float) -> None:
@@ -179,8 +181,8 @@ class RegionControllerService:
         """Keep one timer at the earliest ``RegionCore.wake_at`` later than ``now``
         (a periodic drain due, the end of a backoff hold): the loop then ticks at
         that time, not up to ``TICK_S`` (0.1 s) later when no request arrives, so
-        drains start on their grid slots (cadence.py) and a held RESUME leaves when
-        its hold ends (backoff.py). A drain already due (deferred while the group
+        drains start on their grid slots and a held RESUME leaves when its hold
+        ends (timing.py). A drain already due (deferred while the group
         rebalances) needs no timer."""
         due: float | None = None
         for core in self.regions.values():
@@ -235,15 +237,15 @@ class RegionControllerService:
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         """Loop thread, every metrics refresh: the regions' counters and gauges."""
         metrics.regions.update(
-            (RegionSample(name=name, phase=core.phase.value, last_consistent=core.last_consistent,
-                          checkpoints=core.checkpoints, resets=core.resets,
-                          consecutive_resets=core.consecutive_resets, failed=core.phase is Phase.FAILED,
-                          members=len(core.members), failure_streak=core.failure_streak)
+            (RegionSample(name=name, phase=core.phase.value, last_consistent=core.checkpoints.last_consistent,
+                          checkpoints=core.cycles.completed, resets=core.resets.rounds,
+                          consecutive_resets=core.resets.consecutive, failed=core.phase is Phase.FAILED,
+                          members=len(core.members), failure_streak=core.resets.streak)
              for name, core in self.regions.items()),
             (phase.value for phase in Phase))
 
     # ------------------------------------------------------------------ plumbing
-    def _make_core(self, config: RegionConfig, doc: dict | None) -> RegionCore:
+    def _make_core(self, config: RegionConfig, doc: dict[str, Any] | None) -> RegionCore:
         name = config.name
         server = self._server
         assert server is not None
@@ -260,30 +262,28 @@ class RegionControllerService:
             server.store.put_document(NAMESPACE, name, document)
             server.mark_dirty()
 
-        def on_event(kind: str, info: dict) -> None:
+        def on_event(event: RegionEvent) -> None:
+            t = time.time()
             events = self.events.setdefault(name, [])
-            event = {"t": time.time(), "kind": kind, **info}
-            events.append(event)
+            events.append({"t": t, "kind": event.KIND, **event.info()})
             del events[:-EVENTS_KEPT]
-            self._observe(name, kind, info)
-            if kind == "checkpoint":
-                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
-                    {"t": event["t"], "seq": info.get("seq")})
-            elif kind == "phase" and info.get("phase") == Phase.RESETTING.value:
-                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(
-                    {"t": event["t"], "why": info.get("why", "")})
+            self._observe(name, event)
+            if isinstance(event, CheckpointCompleted):
+                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "seq": event.seq})
+            elif isinstance(event, PhaseChanged) and event.phase is Phase.RESETTING:
+                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "why": event.why})
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
 
-    def _observe(self, region: str, kind: str, info: dict) -> None:
+    def _observe(self, region: str, event: RegionEvent) -> None:
         """Feeds the duration histograms from the region's events (loop thread)."""
         metrics = self._metrics
         if metrics is None:
             return
-        if kind == "checkpoint" and isinstance(info.get("checkpoint_ms"), int | float):
-            metrics.checkpoint_done(region, info["checkpoint_ms"] / 1000)
-        elif kind == "resume" and isinstance(info.get("reset_ms"), int | float):
-            metrics.reset_done(region, info["reset_ms"] / 1000)
+        if isinstance(event, CheckpointCompleted):
+            metrics.checkpoint_done(region, event.checkpoint_ms / 1000)
+        elif isinstance(event, ResetResumed):
+            metrics.reset_done(region, event.reset_ms / 1000)
 
     def _core(self, region: str) -> RegionCore:
         core = self.regions.get(region)
@@ -338,7 +338,7 @@ class RegionControllerService:
         if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
             raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
                                 f"{msg.region!r}: join again")
-        return {"phase": core.phase.value, "last_consistent": core.last_consistent}
+        return {"phase": core.phase.value, "last_consistent": core.checkpoints.last_consistent}
 
     def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
@@ -355,13 +355,13 @@ class RegionControllerService:
             m = core.members.get(msg.member)
             if m is not None and m.incarnation == msg.incarnation:
                 core.leave(msg.member, req.received)
-            return {"last_consistent": core.last_consistent, "complete": complete}
+            return {"last_consistent": core.checkpoints.last_consistent, "complete": complete}
         return {"last_consistent": None, "complete": None}
 
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
         self.server.store.touch(msg.region)  # retention activity of the region's group
-        core.ack(msg.member, msg.command, msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
+        core.ack(msg.member, CommandKind(msg.command), msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
                  rebalance=msg.rebalance)
         return {"phase": core.phase.value}
 
