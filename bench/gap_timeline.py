@@ -10,7 +10,7 @@ Per drill (the fault's own row), seconds relative to the fault:
   reset RESUME after the fault (a restarted or added member's join resets the
   region);
 * ``drain``: the first drain after that RESUME (the post-reset pacing:
-  ``coordinator/region/pacing.py``, POST_RESET_PERIOD_SHARE);
+  ``coordinator/region/timing.py``, POST_RESET_PERIOD_SHARE);
 * ``first_publish``: the first published file after the fault, and ``gap``
   from ``last_publish`` to it.
 

@@ -78,7 +78,7 @@ def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coor
             "consecutive_resets": r.get("consecutive_resets"),
             "max_consecutive_resets": r.get("max_consecutive_resets"),
             "backoff_left_s": r.get("backoff_left_s"),  # a held RESUME after repeated failures
-            "failure_streak": r.get("failure_streak"),  # the backoff's count (coordinator/region/backoff.py)
+            "failure_streak": r.get("failure_streak"),  # the backoff's count (coordinator/region/timing.py)
             "failed_reason": r.get("failed_reason"),
             "waiting_for": r.get("waiting_for", []),
             "members": [

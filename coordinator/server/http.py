@@ -80,7 +80,7 @@ class RegionSample:
     consecutive_resets: int
     failed: bool
     members: int
-    #: Failure resets in a row, each soon after the previous (coordinator/region/backoff.py step 1).
+    #: Failure resets in a row, each soon after the previous (coordinator/region/reset.py).
     failure_streak: int = 0
 
 

@@ -9,8 +9,8 @@ module:
 
 * :func:`doubled`: ``first_s`` doubled ``n`` times, at most ``max_s``. Every
   doubling delay of the project is this: the region's failure-streak hold
-  (``coordinator/region/backoff.py``), its settle time after rebalances
-  (``coordinator/region/pacing.py``), the runner's standby respawns
+  (``coordinator/region/timing.py``), its settle time after rebalances
+  (the same module), the runner's standby respawns
   (``cr_consumer/runtime/runner/standby.py``), and :class:`Backoff`.
 * :class:`Backoff`, for a recurring task that failed (retention expiry and
   compaction in the store, the server loop's housekeeping and services' tick

@@ -2,7 +2,7 @@
 allowed transitions, every transition checked and logged, one error.
 
 Used by every state machine of the project: the region controller's phases
-(``coordinator/region/model.py``), the consumer-group client's states
+(``coordinator/region/machine.py``), the consumer-group client's states
 (``cr_consumer/operator/states.py``) and a warm standby's hand-over
 (``cr_consumer/runtime/runner/standby_proc.py``).
 

@@ -27,7 +27,7 @@ class RegionConfig:
     index: int = 0
     mode: str = attrs.field(default="periodic")
     #: Seconds between the starts of two cycles (periodic mode): drains start on a
-    #: fixed-rate grid, at least a tenth of it after a RESUME (coordinator/region/cadence.py).
+    #: fixed-rate grid, at least a tenth of it after a RESUME (coordinator/region/timing.py).
     period_s: float = attrs.field(default=1.0, validator=_positive("period_s"))
     #: Bound on each of the drain and checkpoint phases: a member that is stuck
     #: (a wedged sink, a lost broker) fails the cycle instead of blocking the region.
@@ -36,7 +36,7 @@ class RegionConfig:
     reset_timeout_s: float = attrs.field(default=30.0, validator=_positive("reset_timeout_s"))
     max_consecutive_resets: int = attrs.field(default=5, validator=_positive("max_consecutive_resets"))
     #: A checkpoint that moves no source offset clears the consecutive-reset count
-    #: only once the last failure is this old (coordinator/region/reset.py step 2):
+    #: only once the last failure is this old (coordinator/region/reset.py, the counting):
     #: without it, a checkpoint completing between two failures caused by the same
     #: record cleared the count every time, and the region reset for ever. Long
     #: enough that a failure every few seconds counts; short enough that rare,
@@ -46,7 +46,7 @@ class RegionConfig:
     #: The k-th failure reset of a streak (k >= 2; failures less than
     #: failure_memory_s apart, whatever progress between them) holds the region's
     #: RESUME for min(reset_backoff_s * 2^(k-2), reset_backoff_max_s) after the
-    #: failure (coordinator/region/backoff.py): a failure that persists (a sink down
+    #: failure (coordinator/region/timing.py): a failure that persists (a sink down
     #: for a few seconds) would otherwise burn max_consecutive_resets in ~100 ms and
     #: fail the region for good, and a record that fails every time on one partition
     #: while the others move would reset at full speed for ever. The defaults
@@ -62,7 +62,7 @@ class RegionConfig:
     #: restart, so one member that never comes back cannot stall the region.
     join_grace_s: float = attrs.field(default=10.0, validator=_positive("join_grace_s"))
     #: A due periodic drain waits at most this long while the members report a
-    #: group rebalance (coordinator/region/pacing.py): a drain commits, and a
+    #: group rebalance (coordinator/region/timing.py): a drain commits, and a
     #: commit during a group join makes the consumer rejoin, so drains every
     #: period could keep a join from ever finishing.
     rebalance_settle_max_s: float = attrs.field(default=16.0, validator=_positive("rebalance_settle_max_s"))

@@ -8,9 +8,9 @@ Who sends what, when:
    generation, rebalancing}`` once the member's consumer exists (null before),
    plus ``cooperative: true, reset_pending`` when it rebalances incrementally.
 2. The controller keeps the member's last report (``MemberInfo.kafka``) for the
-   checkpoint pacing (``coordinator/region/pacing.py``: whether a due drain
+   checkpoint pacing (``coordinator/region/timing.py``: whether a due drain
    waits for the group) and for its successor's join (the Kafka member id a
-   restarted process removes from the group, ``coordinator/region/admission.py``).
+   restarted process removes from the group, ``coordinator/region/membership.py``).
 3. A report that fails validation is not a bad heartbeat: the heartbeat still
    proves the member alive (refusing it would drop a live member after
    ``member_timeout_s``). The report is ignored: the member counts as not

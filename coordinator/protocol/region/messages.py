@@ -4,7 +4,7 @@ classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
 naming it. Every field is bounded: names as in :func:`coordinator.protocol.wire.protocol.check_name`,
 integers to their ranges, free text cut and escaped (:func:`coordinator.protocol.wire.protocol.opt_text`),
 and every region config setting to the type and range in :data:`CONFIG_FIELDS`. The protocol itself (who sends what, when) is described in
-``coordinator/region/controller.py`` and docs/region.md.
+``coordinator/region/service.py`` and docs/region.md.
 """
 
 from __future__ import annotations
