@@ -42,7 +42,7 @@ E = TypeVar("E", bound=enum.Enum)
 
 class RegionPhase(str, enum.Enum):
     """The region's phase as a reply names it (the controller's state machine,
-    ``coordinator/region/model.py``; docs/region.md)."""
+    ``coordinator/region/machine.py``; docs/region.md)."""
 
     WAITING = "WAITING"
     RUNNING = "RUNNING"

@@ -22,7 +22,7 @@ from coordinator.protocol.region.replies import (
     decode_reply,
 )
 from coordinator.protocol.wire.errors import ErrorCode, Invalid
-from coordinator.region.model import Phase
+from coordinator.region.machine import Phase
 from coordinator.region.model import TriggerAnswer as CoreTriggerAnswer
 
 CONFIG = RegionConfig(name="r", period_s=2.0, mode="operator_driven")
