@@ -9,7 +9,7 @@ source (a ``ConsumerOperator``):
   and not yet assigned again) or the source waits for a reset after a
   revocation. The controller does not start a periodic drain while a member
   reports it (a commit during a join is refused and makes that consumer
-  rejoin), see ``coordinator/region/pacing.py``. A source with cooperative
+  rejoin), see ``coordinator/region/timing.py``. A source with cooperative
   rebalancing adds ``cooperative: true`` and ``reset_pending`` (waits for a
   reset after a revocation): its drains go on through a rebalance (no Kafka
   commit until the group is stable), so only ``reset_pending`` defers them.
