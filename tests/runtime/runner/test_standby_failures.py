@@ -83,8 +83,17 @@ def _assert_cold_restart(sup: MemberSupervisor, exit_event: dict[str, Any], star
     assert sup.failed is None
     assert sup.restarts() == {"member-0": 1}
     assert sup.pids()["member-0"] == start["pid"]  # the cold member runs
-    with open(f"/proc/{start['pid']}/cmdline", "rb") as f:
-        assert b"cr_consumer.cli.member" in f.read()
+    # Popen returns once the child's exec has closed its close-on-exec descriptors,
+    # before the kernel has set up the new program's arguments: until then (longer
+    # on a loaded machine) /proc/<pid>/cmdline reads empty, as it does once the
+    # process has ended. A member that ended keeps it empty: the wait fails.
+    cmdline = wait_until(lambda: _cmdline(start["pid"]), 10.0, "the cold member's exec to finish")
+    assert b"cr_consumer.cli.member" in cmdline, cmdline
+
+
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()
 
 
 def _handoff_failure(sup: MemberSupervisor) -> dict[str, Any]:
