@@ -88,7 +88,7 @@ class _NoReply(Exception):
 class _ThreadSocket(threading.local):
     """The calling thread's socket (None until its first request, or after a lost connection)."""
 
-    sock: zmq.Socket | None = None
+    sock: zmq.Socket[bytes] | None = None
 
 
 def _check_timeout(name: str, value: float) -> float:
@@ -107,7 +107,7 @@ class CoordinatorClient:
         curve_server_key: bytes | None = None,
         curve_keypair: tuple[bytes, bytes] | None = None,
         try_timeout: float = TRY_TIMEOUT_S,
-        context: zmq.Context | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
         on_push: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         if not endpoint or "://" not in endpoint:
@@ -125,14 +125,14 @@ class CoordinatorClient:
         self._ctx = context or zmq.Context.instance()
         self._local = _ThreadSocket()
         self._lock = threading.Lock()
-        self._sockets: dict[zmq.Socket, threading.Thread] = {}  # socket -> owning thread
+        self._sockets: dict[zmq.Socket[bytes], threading.Thread] = {}  # socket -> owning thread
         self._closed = False
         self._prefix = f"{os.getpid():x}-{uuid.uuid4().hex[:8]}"
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------ sockets
 
-    def _socket(self) -> zmq.Socket:
+    def _socket(self) -> zmq.Socket[bytes]:
         sock = self._local.sock
         if sock is not None:
             return sock

@@ -101,7 +101,7 @@ class CoordinatorProcess:
         self._python = python
         #: RLIMIT_NOFILE (soft and hard) of the child, for tests of descriptor exhaustion.
         self.max_open_files = max_open_files
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: BinaryIO | None = None
         self._pump: threading.Thread | None = None  # reads the child's stdout until EOF
         self.endpoint: str | None = None

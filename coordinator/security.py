@@ -91,7 +91,7 @@ def prepare_state_dir(path: str | Path) -> Path:
     return p
 
 
-def configure_curve_server(sock: zmq.Socket, public_key: bytes, secret_key: bytes) -> None:
+def configure_curve_server(sock: zmq.Socket[bytes], public_key: bytes, secret_key: bytes) -> None:
     """Make ``sock`` a CURVE server that fails closed (call before bind).
 
     The ZAP domain plus ``ZAP_ENFORCE_DOMAIN`` make libzmq refuse a handshake
@@ -138,7 +138,7 @@ class _AllowList:
 class CurveAuthenticator:
     """The ZAP handler thread for a CURVE server; start before binding, stop at shutdown."""
 
-    def __init__(self, context: zmq.Context, allowed: set[bytes]) -> None:
+    def __init__(self, context: zmq.Context[zmq.Socket[bytes]], allowed: set[bytes]) -> None:
         self._auth = ThreadAuthenticator(context)
         self._allowed = allowed
 

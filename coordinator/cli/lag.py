@@ -90,7 +90,7 @@ def read_lag(bootstrap: str, groups: list[str], timeout_s: float) -> list[Partit
     ]
 
 
-def _end_offsets(common: dict, tps: list[TopicPartition],
+def _end_offsets(common: dict[str, object], tps: list[TopicPartition],
                  deadline: float) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
     try:
         consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, fetch_max_wait_ms=PROBE_FETCH_WAIT_MS,

@@ -116,7 +116,7 @@ def known_groups(snap: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------------------- tables
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
+def _table(headers: list[str], rows: list[list[object]]) -> str:
     cells = [headers] + [["-" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]

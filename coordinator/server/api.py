@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from coordinator.server.http import CoordinatorMetrics
     from coordinator.store.replay import LoadReport
 
+_T = TypeVar("_T")  # the result of a call run on the loop thread
+
+
 class Deferred(enum.Enum):
     """The type of :data:`DEFERRED` (an enum member, so a handler's return type can name it)."""
 
@@ -261,7 +264,7 @@ class ServerApi(Protocol):
         """Run `fn` on the loop thread soon (from any thread)."""
         ...
 
-    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any:
+    def call_in_loop(self, fn: Callable[[], _T], timeout: float) -> _T:
         """Run `fn` on the loop thread and return its result; TimeoutError after `timeout`.
         Never called from the loop thread itself (it would wait for itself)."""
         ...

@@ -121,7 +121,7 @@ def raise_nofile_limit() -> int:
     return soft
 
 
-def configure_socket(sock: zmq.Socket, limits: ConnectionLimits) -> None:
+def configure_socket(sock: zmq.Socket[bytes], limits: ConnectionLimits) -> None:
     """Step 2: handshake timeout, heartbeats, TCP keepalive, backlog (before bind)."""
     sock.setsockopt(zmq.HANDSHAKE_IVL, int(limits.handshake_timeout_s * 1000))
     sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_IVL_S * 1000))
@@ -136,7 +136,7 @@ def configure_socket(sock: zmq.Socket, limits: ConnectionLimits) -> None:
 class ConnectionLimiter:
     """Steps 3-4 for one ROUTER socket. Loop thread only; ``close()`` at shutdown."""
 
-    def __init__(self, sock: zmq.Socket, limits: ConnectionLimits, metrics: ConnectionMetrics | None) -> None:
+    def __init__(self, sock: zmq.Socket[bytes], limits: ConnectionLimits, metrics: ConnectionMetrics | None) -> None:
         self.limit = limits.effective_limit()
         if self.limit < limits.max_connections:
             log.warning("connection limit %d lowered to %d: the file descriptor limit is %d (reserve %d)",
@@ -145,7 +145,7 @@ class ConnectionLimiter:
         self._sock = sock
         self._limits = limits
         self._metrics = metrics
-        self.monitor: zmq.Socket = sock.get_monitor_socket(_EVENTS)
+        self.monitor: zmq.Socket[bytes] = sock.get_monitor_socket(_EVENTS)
         self.open: set[int] = set()
         self.refused = 0
         self._local: tuple[int, str | int] | None = None  # (family, port or ipc path) of the listener

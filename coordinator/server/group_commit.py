@@ -120,7 +120,7 @@ class GroupCommit:
         self._outbox.append((identity, frame))
 
     # ---- step 3-6: commit, then send ---------------------------------------------------
-    def commit_and_send(self, sock: zmq.Socket) -> None:
+    def commit_and_send(self, sock: zmq.Socket[bytes]) -> None:
         if self._dirty:
             try:
                 self.store.sync()
@@ -131,7 +131,7 @@ class GroupCommit:
             self._dirty = False
         self._send(sock)
 
-    def final_flush(self, sock: zmq.Socket, *, sync: bool) -> None:
+    def final_flush(self, sock: zmq.Socket[bytes], *, sync: bool) -> None:
         """Shutdown: sync what is left when `sync` (no failure so far), then send."""
         if self._dirty and sync:
             self.store.sync()
@@ -148,7 +148,7 @@ class GroupCommit:
             failed.append((identity, protocol.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))
         self._outbox = failed
 
-    def _send(self, sock: zmq.Socket) -> None:
+    def _send(self, sock: zmq.Socket[bytes]) -> None:
         outbox, self._outbox = self._outbox, []
         for identity, frame in outbox:
             try:

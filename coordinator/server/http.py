@@ -34,7 +34,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -45,6 +45,8 @@ from coordinator.server.labelled import LabelCache
 from coordinator.server.status_page import render_page
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")  # the result of a call run on the loop thread
 
 #: Bound on waiting for the loop thread to build /status, so a busy or wedged
 #: loop makes /status fail (503) instead of hanging the HTTP thread.
@@ -243,7 +245,7 @@ class ServedLoop(Protocol):
 
     @property
     def running(self) -> bool: ...
-    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any: ...
+    def call_in_loop(self, fn: Callable[[], _T], timeout: float) -> _T: ...
     def status_snapshot(self) -> dict[str, Any]: ...
 
 

@@ -18,7 +18,7 @@ Leases and expiry (not rejections, but bounds of the same kind):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -34,7 +34,10 @@ if TYPE_CHECKING:
 MAX_LIMIT = 2**40
 
 
-def _positive(instance: object, attribute: attrs.Attribute, value: float) -> None:
+_Limit = TypeVar("_Limit", int, float)
+
+
+def _positive(instance: object, attribute: attrs.Attribute[_Limit], value: _Limit) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_LIMIT:
         raise ValueError(f"limit {attribute.name} must be a number in (0, {MAX_LIMIT}], got {value!r}")
 

@@ -55,7 +55,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
@@ -75,6 +75,8 @@ from coordinator.server.scheduler import LoopScheduler, Periodic, guarded
 from coordinator.store.replay import LoadReport
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")  # the result of a call run on the loop thread
 
 #: Longest poll wait when no timer is due, so tick hooks and housekeeping run
 #: even on an idle server (prevents a stalled region controller tick).
@@ -114,7 +116,7 @@ class CoordinatorServer:
         *,
         max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
         curve: CurveServerConfig | None = None,
-        context: zmq.Context | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
         metrics: CoordinatorMetrics | None = None,
         expire_interval_s: float = EXPIRE_INTERVAL_S,
         connection_limits: ConnectionLimits | None = None,
@@ -146,7 +148,7 @@ class CoordinatorServer:
         self.failure: BaseException | None = None
         self.endpoint: str | None = None
         self.started_at = time.time()
-        self._sock: zmq.Socket | None = None
+        self._sock: zmq.Socket[bytes] | None = None
         self._thread: threading.Thread | None = None
         self._load_thread: threading.Thread | None = None
         self.add_service(builtin.BuiltinService())
@@ -184,9 +186,9 @@ class CoordinatorServer:
         self._scheduler.call_soon(fn)
         self._wake()
 
-    def call_in_loop(self, fn: Callable[[], Any], timeout: float) -> Any:
+    def call_in_loop(self, fn: Callable[[], _T], timeout: float) -> _T:
         """Run ``fn`` on the loop thread and return its result (raises TimeoutError)."""
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
         def run() -> None:
             try:
@@ -320,7 +322,7 @@ class CoordinatorServer:
             self._stopped.set()
             log.info("coordinator loop stopped")
 
-    def _read_batch(self, sock: zmq.Socket) -> None:
+    def _read_batch(self, sock: zmq.Socket[bytes]) -> None:
         for _ in range(MAX_BATCH):
             try:
                 parts = sock.recv_multipart(zmq.NOBLOCK, copy=True)

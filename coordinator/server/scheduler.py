@@ -28,7 +28,6 @@ import itertools
 import logging
 import queue
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from coordinator.protocol.common.backoff import Backoff
 from coordinator.server.api import Service, Timer
@@ -42,7 +41,7 @@ MAINTENANCE_BACKOFF_S = 1.0
 MAINTENANCE_BACKOFF_MAX_S = 300.0
 
 
-def guarded(fn: Callable[..., Any], *args: Any, what: str) -> bool:
+def guarded(fn: Callable[..., object], *args: object, what: str) -> bool:
     """Run one timer/call/hook/maintenance step (step 5); an exception is logged
     with its traceback and the loop goes on. Returns False if it raised.
     ``LogFailed`` is re-raised: the server is fail-stop on disk failure."""

@@ -44,11 +44,11 @@ code{background:#eef0f3;padding:0 .3em;border-radius:.2em}
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return "&ndash;" if value is None else html.escape(str(value), quote=True)
 
 
-def _when(t: Any) -> str:
+def _when(t: object) -> str:
     if not isinstance(t, int | float):
         return "&ndash;"
     return html.escape(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)))
@@ -68,16 +68,16 @@ def _html_table(headers: list[str], trs: list[str], empty: str, limit: int = MAX
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(trs[:limit])}</tbody></table>{more}"
 
 
-def _td(value: Any, num: bool = False) -> str:
+def _td(value: object, num: bool = False) -> str:
     return f'<td class="num">{_e(value)}</td>' if num else f"<td>{_e(value)}</td>"
 
 
-def _name(value: Any) -> str:
+def _name(value: object) -> str:
     """A region, member or group name: kept on one line (names often hold hyphens)."""
     return f'<td class="name">{_e(value)}</td>'
 
 
-def _phase(phase: Any) -> str:
+def _phase(phase: object) -> str:
     cls = _PHASE_CLASSES.get(str(phase), "")
     return f'<td><span class="phase {cls}">{_e(phase)}</span></td>'
 

@@ -52,6 +52,7 @@ import time
 from typing import Any
 
 from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.server.api import Request, ServerApi, ServiceStore, attached
 from coordinator.store.state_store import RegionIndexMismatch
@@ -80,7 +81,7 @@ class RegistryService:
     def __init__(self) -> None:
         self._server: ServerApi | None = None
         self._reset_pending: dict[str, bool] = {}
-        self._answers: collections.OrderedDict[tuple[str, Any], bool] = collections.OrderedDict()
+        self._answers: collections.OrderedDict[tuple[str, RequestId], bool] = collections.OrderedDict()
         self._answers_bytes = 0
         # (group, operator) -> last renewal (monotonic), oldest first: the lease sweep
         # pops from the front, so it costs O(expired), not O(registered).
@@ -260,7 +261,7 @@ class RegistryService:
         return {"groups": out, "n_groups": len(groups), "limit_rejections": dict(self.server.limit_counter.totals)}
 
 
-def _answer_bytes(key: tuple[str, Any]) -> int:
+def _answer_bytes(key: tuple[str, RequestId]) -> int:
     return len(key[0]) + len(str(key[1])) + 100
 
 

@@ -143,7 +143,7 @@ class Compaction:
     def _write_snapshot(self, out: SegmentRewrite) -> None:
         snap = self._snap
 
-        def emit(payload: bytes, _entries: list[list], count: int) -> None:
+        def emit(payload: bytes, _entries: list[records.Entry], count: int) -> None:
             out.append(payload)
             self.entries_written += count
             self.records_written += 1

@@ -129,7 +129,7 @@ class Expiry:
         cutoff = now - self._retention_s
         expired = groups = 0
 
-        def emit(payload: bytes, entries: list[list[Any]], count: int) -> None:
+        def emit(payload: bytes, entries: list[records.Entry], count: int) -> None:
             self._append(payload, count)  # first: memory never gets ahead of the log
             for entry in entries:
                 tables.apply(entry)

@@ -59,29 +59,34 @@ BATCH_ENTRIES = 10_000
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
+#: One keyed entry, as written and as `decode` returns it after `_check_entry`:
+#: a JSON array whose shape depends on its kind (ENTRY in the module
+#: docstring); its items are JSON values, so Any.
+Entry = list[Any]
 
-def control_entry(group: str, topic: str, partitions: Sequence[int], offsets: Sequence[int | None]) -> list:
+
+def control_entry(group: str, topic: str, partitions: Sequence[int], offsets: Sequence[int | None]) -> Entry:
     return [CONTROL, group, topic, list(partitions), list(offsets)]
 
 
-def registry_entry(group: str, region_index: int | None) -> list:
+def registry_entry(group: str, region_index: int | None) -> Entry:
     return [REGISTRY, group, region_index]
 
 
-def member_entry(group: str, member: str, present: bool) -> list:
+def member_entry(group: str, member: str, present: bool) -> Entry:
     return [MEMBER, group, member, 1 if present else None]
 
 
-def document_entry(namespace: str, key: str, value: Mapping[str, Any] | None) -> list:
+def document_entry(namespace: str, key: str, value: Mapping[str, Any] | None) -> Entry:
     return [DOCUMENT, namespace, key, value]
 
 
-def entry_count(entry: list) -> int:
+def entry_count(entry: Entry) -> int:
     """Keyed entries an entry stands for (dead-entry accounting)."""
     return len(entry[3]) if entry[0] == CONTROL else 1
 
 
-def encode_entry(entry: list) -> bytes:
+def encode_entry(entry: Entry) -> bytes:
     return _dumps(entry).encode("utf-8")
 
 
@@ -98,7 +103,7 @@ def assemble(ts: float, entries: Sequence[bytes], act: Sequence[bytes] = ()) -> 
     return out + b"}"
 
 
-def encode(ts: float, entries: list[list], act: Mapping[str, float] | None = None) -> bytes:
+def encode(ts: float, entries: list[Entry], act: Mapping[str, float] | None = None) -> bytes:
     return assemble(ts, [encode_entry(e) for e in entries], [encode_activity(g, t) for g, t in (act or {}).items()])
 
 
@@ -120,7 +125,7 @@ class Batcher:
     def __init__(
         self,
         ts: float,
-        emit: Callable[[bytes, list[list], int], None],
+        emit: Callable[[bytes, list[Entry], int], None],
         *,
         max_bytes: int = BATCH_BYTES,
         max_entries: int = BATCH_ENTRIES,
@@ -131,14 +136,14 @@ class Batcher:
         self.max_entries = max_entries
         self._overhead = _overhead(ts)
         self._parts: list[bytes] = []
-        self._entries: list[list] = []
+        self._entries: list[Entry] = []
         self._act: list[bytes] = []
         self._bytes = self._overhead
         self._count = 0
         self.records = 0
         self.largest = 0  # payload bytes of the largest record emitted
 
-    def add(self, entry: list) -> None:
+    def add(self, entry: Entry) -> None:
         part = encode_entry(entry)
         count = entry_count(entry)
         size = len(part) + 1
@@ -162,7 +167,7 @@ class Batcher:
         self._act.append(part)
         self._bytes += size
 
-    def _add_oversize(self, entry: list, part: bytes, count: int) -> None:
+    def _add_oversize(self, entry: Entry, part: bytes, count: int) -> None:
         if entry[0] == CONTROL and len(entry[3]) > 1:
             half = len(entry[3]) // 2
             _, group, topic, partitions, offsets = entry
@@ -188,7 +193,7 @@ class Batcher:
         self._emit(payload, entries, count)
 
 
-def decode(payload: bytes | memoryview) -> tuple[float, dict[str, float], list[list]]:
+def decode(payload: bytes | memoryview) -> tuple[float, dict[str, float], list[Entry]]:
     """(ts, act, entries); raises ValueError naming the problem if the payload is malformed."""
     try:
         text = str(payload, "utf-8")

@@ -303,7 +303,7 @@ class StateStore:
         if self._tables.holds_state(group):
             self._writer.mark_active(group)
 
-    def put_document(self, namespace: str, key: str, value: dict | None) -> None:
+    def put_document(self, namespace: str, key: str, value: dict[str, Any] | None) -> None:
         self._ready()
         _check_name("namespace", namespace)
         _check_name("key", key)
@@ -314,12 +314,15 @@ class StateStore:
             return
         self._writer.append_request([records.document_entry(namespace, key, value)])
 
-    def get_document(self, namespace: str, key: str) -> dict | None:
+    def get_document(self, namespace: str, key: str) -> dict[str, Any] | None:
         self._ready()
         text = self._tables.docs.get(namespace, {}).get(key)
-        return None if text is None else json.loads(text)
+        if text is None:
+            return None
+        document: dict[str, Any] = json.loads(text)  # put_document stored a dict
+        return document
 
-    def documents(self, namespace: str) -> dict[str, dict]:
+    def documents(self, namespace: str) -> dict[str, dict[str, Any]]:
         self._ready()
         return {k: json.loads(v) for k, v in self._tables.docs.get(namespace, {}).items()}
 
@@ -356,7 +359,7 @@ class StateStore:
     def _join_deleter(self) -> None:
         self._maintenance.join_deleter()
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         tables, counters = self._tables, self._counters
         live = tables.live_entries()
         return {

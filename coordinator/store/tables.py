@@ -57,7 +57,7 @@ class StoreTables:
         self.activity: dict[str, float] = {}  # group -> last activity (store clock)
         self.dirty_activity: set[str] = set()
 
-    def apply(self, entry: list[Any]) -> int:
+    def apply(self, entry: records.Entry) -> int:
         """Apply one decoded log entry; returns its keyed-entry count.
 
         The caller guarantees that `entry` has the shape `records.decode`

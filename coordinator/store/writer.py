@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coordinator.store import records
-from coordinator.store.log.segment import MAX_PAYLOAD_BYTES, RecordTooLarge, SegmentLog
+from coordinator.store.log.frame import MAX_PAYLOAD_BYTES, RecordTooLarge
+from coordinator.store.log.segment import SegmentLog
 from coordinator.store.tables import LogCounters, StoreTables
 
 
@@ -49,7 +50,7 @@ class RecordWriter:
         self._counters = counters
         self._clock = clock
 
-    def append_request(self, entries: list[list]) -> None:
+    def append_request(self, entries: list[records.Entry]) -> None:
         """Append one request's entries as ONE record (replayed all or nothing), then
         apply them to the tables (steps 1-4). Raises RecordTooLarge, ValueError or
         TypeError with nothing written and nothing changed."""
@@ -89,7 +90,7 @@ class RecordWriter:
         self._tables.activity[group] = self._clock()
         self._tables.dirty_activity.add(group)
 
-    def write_for_group(self, group: str, entries: list[list]) -> None:
+    def write_for_group(self, group: str, entries: list[records.Entry]) -> None:
         """Mark `group` active and append `entries`; if the write is refused, a group
         that held no state is not left marked."""
         had_state = group in self._tables.activity

@@ -23,6 +23,7 @@ from coordinator.protocol.common.cli_types import duration, positive_int
 from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
+from cr_consumer.drill.report import DrillReport
 from cr_consumer.drill.scenarios import run_drill
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, BrokerStartError
@@ -98,7 +99,7 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
     ]
 
 
-def _summary(report: dict) -> str:
+def _summary(report: DrillReport) -> str:
     verdict = "PASS" if report["ok"] else "FAIL"
     return (f"{verdict} {report['scenario']} seed={report['seed']}: produced {report['produced']} "
             f"(poison {report['poison']}), delivered {report['delivered']}, missing {report['missing']}, "

@@ -116,7 +116,7 @@ def add_region_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address the members' /metrics endpoints bind (default 127.0.0.1; 0.0.0.0 for all)")
 
 
-def region_settings(args: argparse.Namespace, members: int = 1) -> dict:
+def region_settings(args: argparse.Namespace, members: int = 1) -> dict[str, object]:
     return {
         "mode": "operator_driven" if args.operator_driven else "periodic",
         "period_s": args.period,
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     interrupted: list[str] = []
 
-    def on_signal(signum, _frame) -> None:
+    def on_signal(signum: int, _frame: object) -> None:
         log.info("%s: %s: stopping", settings.member, signal.Signals(signum).name)
         member.stop()
         # Joining or bootstrapping: no loop would notice the stop. Raised once, so a

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from coordinator.protocol.common.cli_types import duration, port, positive_int
 from cr_consumer.cli.member import (
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "its port; default: no member endpoint)")
 
 
-def _line(status: dict) -> str:
+def _line(status: dict[str, Any]) -> str:
     return (f"region {status.get('name')}: {status.get('phase')} members={sorted(status.get('members', {}))} "
             f"last_consistent={status.get('last_consistent')} checkpoints={status.get('checkpoints')} "
             f"resets={status.get('resets')} consecutive={status.get('consecutive_resets')}"
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         return _error(str(exc))
     stop = threading.Event()
 
-    def on_signal(signum, _frame) -> None:
+    def on_signal(signum: int, _frame: object) -> None:
         log.info("%s: stopping the region", signal.Signals(signum).name)
         stop.set()
 

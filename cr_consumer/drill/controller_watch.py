@@ -35,7 +35,7 @@ class ControllerWatch:
         self.region = region
         self.timeline = timeline
         self.client = CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S, try_timeout=STATUS_TIMEOUT_S)
-        self._seen: set[tuple] = set()
+        self._seen: set[tuple[object, ...]] = set()
         self.misses = 0
 
     def poll(self) -> int:

@@ -1,6 +1,6 @@
 """The faults a drill injects, and the environment they act on.
 
-Each fault is a function ``fault(env) -> dict`` that acts at once and returns a
+Each fault is a function ``fault(env) -> FaultRecord`` that acts at once and returns a
 description (recorded as a ``fault`` event on the drill's timeline):
 
 * ``kill-member``: SIGKILL one member process, chosen by the seeded RNG
@@ -54,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Required, TypedDict
 
 import attrs
 
@@ -82,6 +83,29 @@ HOLD_MAX_S = 60.0
 STATUS_TIMEOUT_S = 1.0
 
 
+class FaultRecord(TypedDict, total=False):
+    """A fault's description, as the timeline's ``fault`` event and the report hold it."""
+
+    fault: Required[str]
+    #: When it was injected (epoch seconds); set by `inject`.
+    at: float
+    member: str
+    pid: int | None
+    new_pid: int | None
+    restart_s: float
+    topic: str
+    partitions: int
+    messages: int
+    note: str
+    pause_s: float
+    point: str
+    action: str
+    #: What causes the reset a reset point needs.
+    reset_by: str
+    #: A reset storm's faults, in order.
+    steps: list[FaultRecord]
+
+
 @attrs.define
 class DrillEnv:
     """Everything a fault acts on."""
@@ -107,7 +131,7 @@ class DrillEnv:
     new_topics: list[str] = attrs.field(factory=list)
 
 
-def kill_member(env: DrillEnv) -> dict:
+def kill_member(env: DrillEnv) -> FaultRecord:
     members = sorted(env.region.running_members())
     if not members:
         raise RuntimeError("kill-member: the region has no live member to kill")
@@ -116,7 +140,7 @@ def kill_member(env: DrillEnv) -> dict:
     return {"fault": "kill-member", "member": victim, "pid": pid}
 
 
-def kill_coordinator(env: DrillEnv) -> dict:
+def kill_coordinator(env: DrillEnv) -> FaultRecord:
     pid = env.coordinator.pid
     env.coordinator.kill()
     killed = time.time()
@@ -125,11 +149,11 @@ def kill_coordinator(env: DrillEnv) -> dict:
             "restart_s": round(time.time() - killed, 3)}
 
 
-def add_member(env: DrillEnv) -> dict:
+def add_member(env: DrillEnv) -> FaultRecord:
     return {"fault": "add-member", "member": env.region.add_member()}
 
 
-def remove_member(env: DrillEnv) -> dict:
+def remove_member(env: DrillEnv) -> FaultRecord:
     members = sorted(env.region.running_members())
     if len(members) < 2:
         raise RuntimeError(f"remove-member: need at least 2 members, the region has {members}")
@@ -137,7 +161,7 @@ def remove_member(env: DrillEnv) -> dict:
     return {"fault": "remove-member", "member": env.region.remove_member(victim)}
 
 
-def new_topic(env: DrillEnv) -> dict:
+def new_topic(env: DrillEnv) -> FaultRecord:
     topic = f"{env.topic_prefix}-new{len(env.new_topics) + 1}"
     parts = max(1, env.partitions // 2)
     create_topic(env.bootstrap, topic, parts)
@@ -147,7 +171,7 @@ def new_topic(env: DrillEnv) -> dict:
     return {"fault": "new-topic", "topic": topic, "partitions": parts, "messages": n}
 
 
-def sink_failure(env: DrillEnv) -> dict:
+def sink_failure(env: DrillEnv) -> FaultRecord:
     env.fault_dir.mkdir(parents=True, exist_ok=True)
     trigger = env.fault_dir / SINK_FAILURE_TRIGGER
     tmp = trigger.with_name(trigger.name + ".tmp")
@@ -156,7 +180,7 @@ def sink_failure(env: DrillEnv) -> dict:
     return {"fault": "sink-failure"}
 
 
-def poison(env: DrillEnv) -> dict:
+def poison(env: DrillEnv) -> FaultRecord:
     return {"fault": "poison", "note": "poison records are mixed into the input from the start"}
 
 
@@ -167,14 +191,14 @@ def _victim(env: DrillEnv, fault: str) -> str:
     return env.rng.choice(members)
 
 
-def pause_member(env: DrillEnv) -> dict:
+def pause_member(env: DrillEnv) -> FaultRecord:
     victim = _victim(env, "pause-member")
     pid = env.region.pid(victim)
     env.tasks.start("pause-member", lambda: env.tasks.pause(pid, env.pause_s, victim))
     return {"fault": "pause-member", "member": victim, "pid": pid, "pause_s": env.pause_s}
 
 
-def pause_coordinator(env: DrillEnv) -> dict:
+def pause_coordinator(env: DrillEnv) -> FaultRecord:
     pid = env.coordinator.pid
     if pid is None:
         raise RuntimeError("pause-coordinator: the coordinator is not running")
@@ -182,7 +206,7 @@ def pause_coordinator(env: DrillEnv) -> dict:
     return {"fault": "pause-coordinator", "pid": pid, "pause_s": env.pause_s}
 
 
-def pause_broker(env: DrillEnv) -> dict:
+def pause_broker(env: DrillEnv) -> FaultRecord:
     pid = env.broker_pid
     if pid is None:
         raise RuntimeError("pause-broker: only the embedded broker can be paused (the drill has no broker "
@@ -195,7 +219,7 @@ def pause_broker(env: DrillEnv) -> dict:
 LONG_KILL_POINTS = (Point.AFTER_CHECKPOINT_ACK, Point.BEFORE_PUBLISH)
 
 
-def kill_member_long(env: DrillEnv) -> dict:
+def kill_member_long(env: DrillEnv) -> FaultRecord:
     victim = _victim(env, "kill-member-long")
     point = env.rng.choice(LONG_KILL_POINTS)
     # Hold first: the replacement the runner starts at once stops itself at start-up.
@@ -265,18 +289,18 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
             return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
 
 
-def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], dict]:
-    def fault(env: DrillEnv) -> dict:
+def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], FaultRecord]:
+    def fault(env: DrillEnv) -> FaultRecord:
         return _arm_point(env, name, point, action)
 
     fault.__name__ = name.replace("-", "_")
     return fault
 
 
-def _arm_point(env: DrillEnv, name: str, point: Point, action: Action) -> dict:
+def _arm_point(env: DrillEnv, name: str, point: Point, action: Action) -> FaultRecord:
     victim = _victim(env, name)
     fault_points.arm(env.fault_dir, point, action, victim)
-    desc = {"fault": name, "member": victim, "point": point.value, "action": action.value}
+    desc: FaultRecord = {"fault": name, "member": victim, "point": point.value, "action": action.value}
     if point in (Point.AFTER_RESET, Point.RECEIVE_RESET):
         sink_failure(env)  # the point needs a reset: one member's sink raises once
         desc["reset_by"] = "sink-failure"
@@ -317,11 +341,11 @@ RANDOM_POINTS = (
 DROPPED_COMMANDS = (Point.RECEIVE_DRAIN, Point.RECEIVE_CHECKPOINT, Point.RECEIVE_RESET)
 
 
-def drop_command(env: DrillEnv) -> dict:
+def drop_command(env: DrillEnv) -> FaultRecord:
     return _arm_point(env, "drop-command", env.rng.choice(DROPPED_COMMANDS), Action.DROP)
 
 
-def fault_point(env: DrillEnv) -> dict:
+def fault_point(env: DrillEnv) -> FaultRecord:
     point, action = env.rng.choice(RANDOM_POINTS)
     return _arm_point(env, "fault-point", point, action)
 
@@ -331,9 +355,9 @@ STORM_FAULTS = ("kill-member", "sink-failure", "kill-coordinator", "add-member")
 STORM_LENGTH = 3
 
 
-def reset_storm(env: DrillEnv) -> dict:
+def reset_storm(env: DrillEnv) -> FaultRecord:
     names = env.rng.sample(STORM_FAULTS, STORM_LENGTH)
-    steps = []
+    steps: list[FaultRecord] = []
     for i, name in enumerate(names):
         if i:
             gap = env.rng.uniform(0.2, 0.8)
@@ -342,7 +366,7 @@ def reset_storm(env: DrillEnv) -> dict:
     return {"fault": "reset-storm", "steps": steps}
 
 
-FAULTS: dict[str, Callable[[DrillEnv], dict]] = {
+FAULTS: dict[str, Callable[[DrillEnv], FaultRecord]] = {
     "kill-member": kill_member,
     "kill-coordinator": kill_coordinator,
     "add-member": add_member,
@@ -361,7 +385,7 @@ FAULTS: dict[str, Callable[[DrillEnv], dict]] = {
 }
 
 
-def inject(env: DrillEnv, name: str) -> dict:
+def inject(env: DrillEnv, name: str) -> FaultRecord:
     """Inject fault ``name`` now and record it on the drill's timeline."""
     if name not in FAULTS:
         raise ValueError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
@@ -370,5 +394,6 @@ def inject(env: DrillEnv, name: str) -> dict:
     desc.setdefault("fault", name)
     desc["at"] = t0
     if name != "reset-storm":
-        env.timeline.event("fault", t=t0, **{k: v for k, v in desc.items() if k != "at"})
+        fields = {k: v for k, v in desc.items() if k not in ("at", "member")}
+        env.timeline.event("fault", t=t0, member=desc.get("member"), **fields)  # the event names the victim
     return desc

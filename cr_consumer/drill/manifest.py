@@ -86,12 +86,12 @@ class Manifest:
                 out[key] = max(offs)
         return out
 
-    def to_json(self) -> dict:
-        topics: dict[str, dict[str, dict]] = defaultdict(dict)
+    def to_json(self) -> dict[str, object]:
+        topics: dict[str, dict[str, dict[str, object]]] = defaultdict(dict)
         for topic, part in self.partitions():
             vals = self.values.get((topic, part), {})
             offsets = sorted(vals)
-            entry: dict[str, Any] = {
+            entry: dict[str, object] = {
                 "offsets": offsets,
                 "values": [vals[o] for o in offsets],
                 "poison": sorted(self.poison.get((topic, part), ())),
@@ -104,7 +104,7 @@ class Manifest:
         return {"version": MANIFEST_VERSION, "group": self.group, "topics": dict(topics)}
 
     @classmethod
-    def from_json(cls, doc: dict) -> Manifest:
+    def from_json(cls, doc: Any) -> Manifest:  # decoded JSON, checked here
         if not isinstance(doc, dict) or doc.get("version") != MANIFEST_VERSION:
             raise ManifestError(
                 f"manifest version {doc.get('version') if isinstance(doc, dict) else doc!r} "
@@ -130,14 +130,14 @@ class Manifest:
                     m.unplaced_poison[(topic, part)] = unplaced_poison
         return m
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Manifest:
+    def load(cls, path: str | os.PathLike[str]) -> Manifest:
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:

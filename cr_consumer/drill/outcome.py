@@ -24,13 +24,13 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from cr_consumer.drill.config import DrillConfig
 from cr_consumer.drill.fault_tasks import FaultTasks
+from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.plot import plot_timeline
-from cr_consumer.drill.report import analyse, build_report, last_completed_checkpoint
+from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.timeline import TimelineReader
 from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
 
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 def conclude(cfg: DrillConfig, drill_dir: Path, dirs: dict[str, Path], *, manifest: Manifest, reader: TimelineReader,
              tasks: FaultTasks, committed: dict[tuple[str, int], int | None] | None, fault_time: float | None,
-             end_time: float | None, faults: list[dict], error: str | None, started: float) -> dict[str, Any]:
+             end_time: float | None, faults: list[FaultRecord], error: str | None, started: float) -> DrillReport:
     """Steps 1-6; returns the report (its ``ok``: the drill passed); ``started``: the
     drill's start (epoch seconds), for its elapsed time."""
     manifest.save(drill_dir / "manifest.json")

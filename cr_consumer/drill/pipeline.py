@@ -32,9 +32,10 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from cr_consumer.drill.timeline import SAMPLE_PERIOD_S, TimelineWriter
-from cr_consumer.runtime import KafkaSource, Pipeline
+from cr_consumer.runtime import KafkaSource, Pipeline, PipelineContext
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.sinks import FileSink
 
@@ -71,7 +72,7 @@ class Probe(Operator):
         self._after_reset = False
         self.timeline.event("start", pid=os.getpid())
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         if self._after_reset:
             self._after_reset = False
             self.timeline.event("resume")
@@ -121,14 +122,14 @@ class Probe(Operator):
 class DrillFileSink(FileSink):
     """A :class:`FileSink` that raises once per trigger file (see the module docstring)."""
 
-    def __init__(self, directory, member: str, fault_dir: str | os.PathLike | None,
+    def __init__(self, directory: str | os.PathLike[str], member: str, fault_dir: str | os.PathLike[str] | None,
                  timeline: TimelineWriter | None = None, name: str | None = None) -> None:
         super().__init__(directory, member, name=name)
         self.fault_dir = Path(fault_dir) if fault_dir else None
         self.timeline = timeline
         self._next_check = 0.0
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         if self.fault_dir is not None and records:
             now = time.monotonic()
             if now >= self._next_check:
@@ -148,7 +149,7 @@ class DrillFileSink(FileSink):
         raise InjectedSinkFailure(f"drill: injected sink failure in member {self.member}")
 
 
-def build(ctx) -> Pipeline:
+def build(ctx: PipelineContext) -> Pipeline:
     topics = str(ctx.params.get("topics") or "")
     pattern = str(ctx.params.get("pattern") or "")
     if bool(topics) == bool(pattern):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cr_consumer.drill.report import checkpoint_events, per_member_series, reset_events
+from cr_consumer.drill.timeline import Event
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def matplotlib_available() -> bool:
     return True
 
 
-def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
+def plot_timeline(events: list[Event], path: str | os.PathLike[str], *, title: str,
                   produced: int | None = None) -> Path | None:
     """Write the plot to ``path`` and return it; None (logged) without matplotlib."""
     if not matplotlib_available():
@@ -92,7 +93,7 @@ def plot_timeline(events: list[dict], path: str | os.PathLike, *, title: str,
     return path
 
 
-def _mark_faults_and_membership(ax: Any, ax2: Any, events: list[dict], t0: float, first_batch: float) -> None:
+def _mark_faults_and_membership(ax: Any, ax2: Any, events: list[Event], t0: float, first_batch: float) -> None:
     """A labelled line at each fault (both axes), a grey one at each member that
     joined or left after the first batch (a rebalance)."""
     n_label = 0
@@ -113,7 +114,7 @@ def _mark_faults_and_membership(ax: Any, ax2: Any, events: list[dict], t0: float
                         textcoords="offset points", fontsize=7, color="dimgrey")
 
 
-def _plot_processed(ax2: Any, events: list[dict], t0: float, produced: int | None) -> None:
+def _plot_processed(ax2: Any, events: list[Event], t0: float, produced: int | None) -> None:
     """The running total of processed records (replays included), and the produced count."""
     xs, ys, total = [], [], 0
     for e in events:

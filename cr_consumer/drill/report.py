@@ -31,18 +31,76 @@ run on the same host.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import TypedDict
 
+from cr_consumer.drill.faults import FaultRecord
+from cr_consumer.drill.timeline import Event
 from cr_consumer.drill.verify import VerifyResult
 
 REPORT_VERSION = 1
 
 
-def _first(events: list[dict], pred) -> dict | None:
+class Analysis(TypedDict):
+    """What `analyse` reads from a drill's timeline (times in seconds from the fault)."""
+
+    resets: int
+    checkpoints: int
+    processed: int
+    time_to_detect_s: float | None
+    time_to_first_resume_s: float | None
+    time_to_resume_s: float | None
+    time_to_recover_s: float | None
+    throughput_before: float | None
+    throughput_after: float | None
+    times_from: str
+    members_seen: list[str]
+
+
+class DrillReport(TypedDict):
+    """A drill's report, as ``report.json`` holds it (`build_report`)."""
+
+    version: int
+    scenario: str
+    seed: int
+    members: int
+    partitions: int
+    messages: int
+    ok: bool
+    produced: int
+    poison: int
+    expected: int
+    delivered: int
+    missing: int
+    duplicates: int
+    wrong_values: int
+    unexpected: int
+    committed_behind: int
+    committed_basis: str | None
+    resets: int
+    checkpoints: int
+    time_to_detect_s: float | None
+    time_to_first_resume_s: float | None
+    time_to_resume_s: float | None
+    time_to_recover_s: float | None
+    throughput_before: float | None
+    throughput_after: float | None
+    processed_including_replays: int
+    times_from: str
+    faults: list[FaultRecord]
+    fault_fired: bool | None
+    elapsed_s: float
+    out_dir: str
+    plot: str | None
+    error: str | None
+    examples: dict[str, list[object]]
+
+
+def _first(events: list[Event], pred: Callable[[Event], bool]) -> Event | None:
     return next((e for e in events if pred(e)), None)
 
 
-def reset_events(events: list[dict]) -> list[dict]:
+def reset_events(events: list[Event]) -> list[Event]:
     """One event per reset round: the controller's (exact) when it was watched,
     else the first member probe event of each attempt."""
     ctl = [e for e in events if e["ev"] == "ctl_reset"]
@@ -58,7 +116,7 @@ def reset_events(events: list[dict]) -> list[dict]:
     return out
 
 
-def checkpoint_events(events: list[dict]) -> list[dict]:
+def checkpoint_events(events: list[Event]) -> list[Event]:
     """One event per completed checkpoint (controller's, else the first probe's)."""
     ctl = [e for e in events if e["ev"] == "ctl_checkpoint"]
     if ctl:
@@ -71,7 +129,7 @@ def checkpoint_events(events: list[dict]) -> list[dict]:
     return out
 
 
-def last_completed_checkpoint(events: list[dict]) -> int | None:
+def last_completed_checkpoint(events: list[Event]) -> int | None:
     """The highest checkpoint id the region completed: the controller's events,
     and the members' probes (they also see a RESUME after the controller watch's
     last poll, and the completion a leaving member is told)."""
@@ -81,7 +139,7 @@ def last_completed_checkpoint(events: list[dict]) -> int | None:
     return max(seqs) if seqs else None
 
 
-def analyse(events: list[dict], fault_time: float | None, end_time: float | None = None) -> dict[str, Any]:
+def analyse(events: list[Event], fault_time: float | None, end_time: float | None = None) -> Analysis:
     """``end_time``: when the drill started stopping the region; later events
     (resets caused by members leaving at shutdown) are not counted."""
     events = sorted(events, key=lambda e: e["t"])
@@ -92,7 +150,7 @@ def analyse(events: list[dict], fault_time: float | None, end_time: float | None
     batches = [e for e in events if e["ev"] == "batch"]
     processed = sum(e["n"] for e in batches)
     watched = any(e["ev"].startswith("ctl_") for e in events)
-    out: dict[str, Any] = {
+    out: Analysis = {
         "resets": len(resets),
         "checkpoints": len(checkpoints),
         "processed": processed,
@@ -139,7 +197,7 @@ def analyse(events: list[dict], fault_time: float | None, end_time: float | None
     return out
 
 
-def per_member_series(events: list[dict], bin_s: float = 0.5) -> dict[str, tuple[list[float], list[float]]]:
+def per_member_series(events: list[Event], bin_s: float = 0.5) -> dict[str, tuple[list[float], list[float]]]:
     """member -> (bin start times relative to t0, records/s) for the plot."""
     batches = [e for e in events if e["ev"] == "batch"]
     if not batches:
@@ -158,11 +216,11 @@ def per_member_series(events: list[dict], bin_s: float = 0.5) -> dict[str, tuple
 
 
 def build_report(*, scenario: str, seed: int, members: int, partitions: int, messages: int,
-                 verify_result: VerifyResult, analysis: dict, faults: list[dict], elapsed_s: float,
+                 verify_result: VerifyResult, analysis: Analysis, faults: list[FaultRecord], elapsed_s: float,
                  out_dir: str, plot: str | None, error: str | None = None,
-                 fault_fired: bool | None = None) -> dict:
+                 fault_fired: bool | None = None) -> DrillReport:
     v = verify_result
-    report = {
+    report: DrillReport = {
         "version": REPORT_VERSION,
         "scenario": scenario,
         "seed": seed,

@@ -48,9 +48,8 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import (
@@ -67,11 +66,13 @@ from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.harness import PHASE_TIMEOUT_S, start_region
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.outcome import conclude
+from cr_consumer.drill.report import DrillReport
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import read_committed
 from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
+from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
@@ -97,7 +98,7 @@ def _progress(msg: str) -> None:
 
 
 @contextlib.contextmanager
-def _broker(bootstrap: str | None, log_path: Path):
+def _broker(bootstrap: str | None, log_path: Path) -> Iterator[tuple[str, int | None]]:
     """Yield ``(bootstrap, pid)``: an external cluster (pid None), else an embedded
     broker started here (its log in the drill's logs) and stopped on exit."""
     address = bootstrap or os.environ.get(ENV_BOOTSTRAP)
@@ -141,7 +142,7 @@ class _CleanUp:
     def __init__(self) -> None:
         self.errors: list[str] = []
 
-    def step(self, what: str, fn: Callable[[], Any]) -> None:
+    def step(self, what: str, fn: Callable[[], object]) -> None:
         try:
             fn()
         except Exception as exc:
@@ -150,7 +151,7 @@ class _CleanUp:
 
 
 def _stop_the_drill(cleanup: _CleanUp, drill_tl: TimelineWriter, tasks: FaultTasks, *,
-                    watch: ControllerWatch | None, workload: Workload | None, region: Any) -> float:
+                    watch: ControllerWatch | None, workload: Workload | None, region: RegionHandle | None) -> float:
     """Stop the faults, the producer and the members (the coordinator and the
     broker stay up); the time the drill's stopping phase began."""
     if watch is not None:
@@ -170,7 +171,7 @@ def _stop_the_drill(cleanup: _CleanUp, drill_tl: TimelineWriter, tasks: FaultTas
     return end_time
 
 
-def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> dict[str, Any]:
+def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> DrillReport:
     rng = random.Random(cfg.seed)
     drill_dir, dirs = _fresh_dirs(cfg)
     prefix = unique_name(f"drill-{cfg.scenario}")

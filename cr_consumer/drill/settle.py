@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 POLL_PERIOD_S = 0.5
 
 
-def behind(manifest: Manifest, committed: dict[tuple[str, int], int | None]) -> dict[tuple[str, int], tuple]:
+def behind(manifest: Manifest, committed: dict[tuple[str, int], int | None]) -> dict[tuple[str, int], tuple[int | None, int]]:
     """Partitions whose committed offset is below the end of the input:
     ``{(topic, partition): (committed or None, end)}``."""
     out = {}
@@ -55,7 +55,7 @@ def wait_for_commits(bootstrap: str, group: str, manifest: Manifest, timeout_s: 
     end of the input (see the module docstring); True when they did."""
     from kafka import KafkaAdminClient
 
-    lagging: dict[tuple[str, int], tuple] = {}
+    lagging: dict[tuple[str, int], tuple[int | None, int]] = {}
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-drill-settle")
 
     def caught_up() -> bool:

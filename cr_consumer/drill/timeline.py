@@ -40,11 +40,15 @@ TIMELINE_VERSION = 1
 #: the throughput plot without writing a line per batch.
 SAMPLE_PERIOD_S = 0.25
 
+#: One event as read back from its line: its fields depend on ``ev`` (see the
+#: module docstring) and are not validated, hence Any.
+Event = dict[str, Any]
+
 
 class TimelineWriter:
     """Appends events of one process to one file (thread-safe)."""
 
-    def __init__(self, path: str | os.PathLike, member: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], member: str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.member = member
@@ -72,13 +76,13 @@ class TimelineWriter:
 class TimelineReader:
     """Tails every ``*.jsonl`` file in ``directory`` (see the module docstring)."""
 
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self._pos: dict[Path, int] = {}
-        self.events: list[dict] = []
+        self.events: list[Event] = []
 
-    def poll(self) -> list[dict]:
-        new: list[dict] = []
+    def poll(self) -> list[Event]:
+        new: list[Event] = []
         if not self.directory.is_dir():
             return new
         for path in sorted(self.directory.glob("*.jsonl")):
@@ -103,6 +107,6 @@ class TimelineReader:
         self.events.extend(new)
         return new
 
-    def all_events(self) -> list[dict]:
+    def all_events(self) -> list[Event]:
         self.poll()
         return sorted(self.events, key=lambda e: e["t"])

@@ -86,7 +86,7 @@ class VerifyResult:
     committed_behind: int
     files: int
     partitions: tuple[PartitionResult, ...]
-    examples: dict[str, list] = attrs.field(factory=dict)
+    examples: dict[str, list[object]] = attrs.field(factory=dict)
     committed_basis: str | None = None
 
     @property
@@ -96,7 +96,7 @@ class VerifyResult:
             or self.malformed_lines or self.committed_behind
         )
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, object]:
         return {
             "ok": self.ok,
             "produced": self.produced,
@@ -115,7 +115,7 @@ class VerifyResult:
         }
 
 
-def published_files(output_dir: str | os.PathLike) -> list[Path]:
+def published_files(output_dir: str | os.PathLike[str]) -> list[Path]:
     """Every published output file under ``output_dir`` (recursively)."""
     return sorted(p for p in Path(output_dir).rglob(f"*{PUBLISHED_SUFFIX}") if not p.name.startswith("."))
 
@@ -147,10 +147,10 @@ def _placed(vals: dict[int, Any], poison: set[int], unplaced: list[Any],
     return placed, list(wanted.elements())
 
 
-_Example = Callable[[str, Any], None]
+_Example = Callable[[str, object], None]
 
 
-def _read_published(path: Path, seen: dict[tuple[str, int], Counter], got_value: dict[tuple[str, int], dict[int, Any]],
+def _read_published(path: Path, seen: dict[tuple[str, int], Counter[int]], got_value: dict[tuple[str, int], dict[int, Any]],
                     example: _Example) -> int:
     """Count each (partition, offset) of one published file in ``seen`` and keep its
     value in ``got_value`` (a :class:`_Conflict` when two copies differ); the number
@@ -176,7 +176,7 @@ def _read_published(path: Path, seen: dict[tuple[str, int], Counter], got_value:
 
 
 def _count_missing(key: tuple[str, int], never_delivered: list[Any], first: int | None, last: int | None,
-                   counts: Counter, poison: set[int], holes_for_poison: int, example: _Example) -> int:
+                   counts: Counter[int], poison: set[int], holes_for_poison: int, example: _Example) -> int:
     """Values never delivered, and offsets between the first and the last produced
     that nobody delivered (less one per poison record acknowledged without its offset)."""
     topic, part = key
@@ -195,7 +195,7 @@ def _count_missing(key: tuple[str, int], never_delivered: list[Any], first: int 
     return missing
 
 
-def _count_bad_deliveries(key: tuple[str, int], counts: Counter, vals: dict[int, Any], got: dict[int, Any],
+def _count_bad_deliveries(key: tuple[str, int], counts: Counter[int], vals: dict[int, Any], got: dict[int, Any],
                           poison: set[int], example: _Example) -> tuple[int, int, int]:
     """(duplicates, wrong values, unexpected offsets) among the delivered offsets."""
     topic, part = key
@@ -215,7 +215,7 @@ def _count_bad_deliveries(key: tuple[str, int], counts: Counter, vals: dict[int,
     return dup, wrong, unexpected
 
 
-def _commit_check(key: tuple[str, int], counts: Counter, committed: dict[tuple[str, int], int | None] | None,
+def _commit_check(key: tuple[str, int], counts: Counter[int], committed: dict[tuple[str, int], int | None] | None,
                   ckpt_offsets: dict[tuple[str, int], int] | None, example: _Example) -> tuple[int | None, bool]:
     """(the committed offset, whether it is behind what must be committed: the
     checkpoint's offset, else the end of the output); (None, False) unchecked."""
@@ -236,7 +236,7 @@ def _commit_check(key: tuple[str, int], counts: Counter, committed: dict[tuple[s
 
 def verify(
     manifest: Manifest,
-    output_dir: str | os.PathLike,
+    output_dir: str | os.PathLike[str],
     committed: dict[tuple[str, int], int | None] | None = None,
     checkpoint: tuple[int, dict[tuple[str, int], int]] | None = None,
 ) -> VerifyResult:
@@ -247,13 +247,13 @@ def verify(
     ``checkpoint`` is ``(seq, {(topic, partition): offset})`` of the last completed
     checkpoint (:func:`last_checkpoint_offsets`); None: compare with the output.
     """
-    seen: dict[tuple[str, int], Counter] = defaultdict(Counter)
+    seen: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
     got_value: dict[tuple[str, int], dict[int, Any]] = defaultdict(dict)
-    examples: dict[str, list] = defaultdict(list)
+    examples: dict[str, list[object]] = defaultdict(list)
     malformed = 0
     files = published_files(output_dir)
 
-    def example(kind: str, item: Any) -> None:
+    def example(kind: str, item: object) -> None:
         if len(examples[kind]) < MAX_EXAMPLES:
             examples[kind].append(item)
 
@@ -319,7 +319,7 @@ class CheckpointMissing(RuntimeError):
     """The last completed checkpoint is in no member's checkpoint store."""
 
 
-def last_checkpoint_offsets(state_dir: str | os.PathLike, seq: int,
+def last_checkpoint_offsets(state_dir: str | os.PathLike[str], seq: int,
                             source_id: str = "00-source") -> dict[tuple[str, int], int]:
     """The sources' offsets in checkpoint ``seq``, from every member's checkpoint
     store under ``state_dir/checkpoints/<member>/`` (the runtime's layout).

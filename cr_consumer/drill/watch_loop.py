@@ -85,7 +85,7 @@ class WatchLoop:
         self._progress = progress
         #: Step 3: when the fault was injected (epoch seconds), and what it did.
         self.fault_time: float | None = None
-        self.faults: list[dict] = []
+        self.faults: list[fault_mod.FaultRecord] = []
         #: Published records at the last look.
         self.delivered = 0
         #: Records produced to let the fault fire or play out: how often, and not before when.

@@ -151,7 +151,7 @@ _fault_dir: Path | None = None
 _enabled = False
 
 
-def configure(fault_dir: str | os.PathLike | None) -> None:
+def configure(fault_dir: str | os.PathLike[str] | None) -> None:
     """Set (or clear, with None) the directory this process looks for triggers in."""
     global _fault_dir, _enabled
     _fault_dir = Path(fault_dir) if fault_dir else None
@@ -240,7 +240,7 @@ def _act(point: Point, member: str, claimed: Path) -> bool:
 
 
 # ---------------------------------------------------------------------- drill side
-def arm(fault_dir: str | os.PathLike, point: Point, action: Action, member: str | None = None) -> Path:
+def arm(fault_dir: str | os.PathLike[str], point: Point, action: Action, member: str | None = None) -> Path:
     """Arm ``point`` with ``action`` for ``member`` (None: whichever member gets
     there first); returns the trigger's path."""
     check(point, action)
@@ -256,7 +256,7 @@ def arm(fault_dir: str | os.PathLike, point: Point, action: Action, member: str 
     return trigger
 
 
-def fired(fault_dir: str | os.PathLike, point: Point | None = None) -> list[Fired]:
+def fired(fault_dir: str | os.PathLike[str], point: Point | None = None) -> list[Fired]:
     """The triggers claimed in ``fault_dir`` (of ``point``), oldest first."""
     directory = Path(fault_dir)
     if not directory.is_dir():

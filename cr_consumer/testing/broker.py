@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -87,7 +88,7 @@ class EmbeddedBroker:
     port: int | None = None
     host: str = "127.0.0.1"
     log_path: Path | None = None
-    _proc: subprocess.Popen | None = attrs.field(default=None, init=False)
+    _proc: subprocess.Popen[bytes] | None = attrs.field(default=None, init=False)
     _log_file: BinaryIO | None = attrs.field(default=None, init=False)
 
     @property
@@ -177,7 +178,7 @@ class EmbeddedBroker:
 
 
 @contextlib.contextmanager
-def bootstrap_or_embedded(bootstrap: str | None = None):
+def bootstrap_or_embedded(bootstrap: str | None = None) -> Iterator[str]:
     """Yield a bootstrap address: ``bootstrap``, else ``$KAFKA_BOOTSTRAP_SERVERS``,
     else a fresh embedded broker that is stopped on exit."""
     address = bootstrap or os.environ.get(ENV_BOOTSTRAP)

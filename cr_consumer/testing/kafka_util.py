@@ -47,7 +47,7 @@ def wait_for_partitions(bootstrap: str, topic: str, partitions: int) -> None:
         consumer.close()
 
 
-def producer(bootstrap: str, **overrides) -> KafkaProducer:
+def producer(bootstrap: str, **overrides: object) -> KafkaProducer:
     config = dict(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 * 1024)
     config.update(overrides)
     return KafkaProducer(**config)

@@ -125,6 +125,8 @@ def _frame_at(view: memoryview, pos: int) -> int | None:
     total = len(view)
     if total - pos < HEADER_SIZE + 1:
         return None
+    length: int
+    want: int
     length, want = HEADER.unpack_from(view, pos)
     if length < 1 or total - pos - HEADER_SIZE < length:
         return None

@@ -66,9 +66,9 @@ class KeyedAggregate(Operator):
         self.output = output
         self.state: dict[Any, Any] = {}
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         state, key_fn, update, initial = self.state, self.key_fn, self.update, self._initial
-        out: list = []
+        out: list[Any] = []
         for r in records:
             k = key_fn(r)
             s = state.get(k)

@@ -67,7 +67,7 @@ def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
 class DirectoryCheckpointStore:
     """Checkpoints as files under ``root`` (see the module docstring)."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 

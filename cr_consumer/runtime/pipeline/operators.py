@@ -3,9 +3,11 @@
 Every operator is a region state handler (``cr_consumer.operator.region.StateHandler``)
 plus one data method, ``process_batch(records) -> list``, called on the
 source's process thread with a whole batch (never record by record across
-threads). The member runtime calls the state-handler methods in pipeline order
-(source first) for drain and checkpoint, and in reverse order for resets, always
-while it holds the region permit, so no batch is in flight during those calls.
+threads). A batch is a ``list[Any]``: its records are ``records.Record``, the
+source's own records or whatever a user's function made of them. The member
+runtime calls the state-handler methods in pipeline order (source first) for
+drain and checkpoint, and in reverse order for resets, always while it holds
+the region permit, so no batch is in flight during those calls.
 
 Stateless operators (map, filter, flat_map) have nothing to checkpoint: their
 checkpoint is an empty versioned JSON document and their reset does nothing.
@@ -34,7 +36,7 @@ class Operator:
         self.name = name or self.kind
 
     # -- data -----------------------------------------------------------------
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         return records
 
     # -- region state handler -------------------------------------------------
@@ -77,7 +79,7 @@ class Map(Operator):
         super().__init__(name)
         self.fn = fn
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         fn = self.fn
         return [fn(r) for r in records]
 
@@ -91,7 +93,7 @@ class Filter(Operator):
         super().__init__(name)
         self.predicate = predicate
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         pred = self.predicate
         return [r for r in records if pred(r)]
 
@@ -105,9 +107,9 @@ class FlatMap(Operator):
         super().__init__(name)
         self.fn = fn
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         fn = self.fn
-        out: list = []
+        out: list[Any] = []
         extend = out.extend
         for r in records:
             extend(fn(r))

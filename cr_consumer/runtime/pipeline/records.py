@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from cr_consumer.kafka.client import KafkaRecord
+from cr_consumer.kafka.client import Header, KafkaRecord
 
 #: The key of the marker object that holds non-UTF-8 bytes as base64.
 BASE64_MARKER = "base64"
@@ -48,7 +48,7 @@ class Record:
     timestamp: int | None = None
     key: Any = None
     value: Any = None
-    headers: tuple = ()
+    headers: tuple[Header, ...] = ()
 
 
 def replace(record: Any, **changes: Any) -> Any:
@@ -128,7 +128,7 @@ def to_json_line(record: Any, extra: str = "") -> str:
         raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc
 
 
-def to_json_bytes(records: list, extra: str = "") -> bytes:
+def to_json_bytes(records: list[Any], extra: str = "") -> bytes:
     """The UTF-8 bytes of :func:`to_json_lines`: the hot path of the file sink. A
     plain batch (:func:`_plain_batch_json`: the source's records as fetched, one
     partition) is formatted in C straight to bytes; any other batch is
@@ -140,7 +140,7 @@ def to_json_bytes(records: list, extra: str = "") -> bytes:
     return to_json_lines(records, extra).encode("utf-8")
 
 
-def to_json_lines(records: list, extra: str = "") -> str:
+def to_json_lines(records: list[Any], extra: str = "") -> str:
     """:func:`to_json_line` for a whole batch, as one string, record by record:
     the topic/partition prefix is built once per run of equal (topic,
     partition); str/bytes/None keys and values are encoded inline, anything
@@ -197,7 +197,7 @@ if _ConsumerRecord is not None:
     _TUPLE_COLUMNS[_ConsumerRecord] = (0, 1, 3, 4, 6, 7)
 
 
-def _columns(records: list) -> tuple:
+def _columns(records: list[Any]) -> tuple[Sequence[Any], ...]:
     """(topics, partitions, offsets, timestamps, keys, values) of a batch, each a
     sequence; AttributeError when a record lacks a field."""
     layout = _TUPLE_COLUMNS.get(type(records[0]))
@@ -207,14 +207,14 @@ def _columns(records: list) -> tuple:
     return tuple(zip(*map(_COLUMNS, records)))
 
 
-def _plain_bytes(column: Sequence) -> bool:
+def _plain_bytes(column: Sequence[Any]) -> bool:
     """Every item is bytes-like, made of :data:`_JSON_SAFE_BYTES` only (two C calls;
     ``join`` refuses None and str with a TypeError, which the caller takes as
     "not plain")."""
     return not b"".join(column).translate(None, _JSON_SAFE_BYTES)
 
 
-def _plain_batch_json(records: list, extra: str) -> bytes | None:
+def _plain_batch_json(records: list[Any], extra: str) -> bytes | None:
     """UTF-8 JSON lines of a *plain* batch, or None for any other (the caller
     then takes the general path, which gives the same text for a plain batch).
 
@@ -254,12 +254,12 @@ def _plain_batch_json(records: list, extra: str) -> bytes | None:
         return None
 
 
-def _interleave(n: int, *columns: Sequence) -> tuple:
+def _interleave(n: int, *columns: Sequence[Any]) -> tuple[Any, ...]:
     """The columns' items record by record (``c0[0], c1[0], ..., c0[1], ...``), the
     %-format's arguments: one slice assignment per column (C), about a fifth of
     the cost of ``tuple(chain.from_iterable(zip(*columns)))``."""
     k = len(columns)
-    out: list = [None] * (n * k)
+    out: list[Any] = [None] * (n * k)
     for i, column in enumerate(columns):
         out[i::k] = column  # ValueError unless len(column) == n: "not plain"
     return tuple(out)

@@ -60,7 +60,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO, TypedDict
 
 from coordinator.protocol.common.osutil import fsync_dir
 from cr_consumer.runtime import fault_points
@@ -111,13 +111,20 @@ def published_owner(name: str) -> str | None:
     return m.group("member") if m else None
 
 
+class _Interval(TypedDict):
+    """A recorded interval of a file sink, as its checkpoint holds it."""
+
+    seq: int
+    pending: str  # the pending file's name in the sink's directory
+    final: str  # the name it is published under
+
 
 class FileSink(Operator):
     """Exactly-once JSON-lines output into ``directory`` (see the module docstring)."""
 
     kind = "file_sink"
 
-    def __init__(self, directory: str | os.PathLike, member: str, *, name: str | None = None,
+    def __init__(self, directory: str | os.PathLike[str], member: str, *, name: str | None = None,
                  drop_written_pages: bool = DROP_WRITTEN_PAGES) -> None:
         super().__init__(name)
         if not member or "/" in member or member.startswith("."):
@@ -126,10 +133,10 @@ class FileSink(Operator):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.member = member
         self._extra = ',"member":' + _encode_str(member)
-        self._file: Any = None
+        self._file: BinaryIO | None = None
         self._pending_name: str | None = None
-        # Recorded intervals {"seq", "pending", "final"}: the control thread's only.
-        self._unpublished: list[dict] = []
+        # Recorded intervals: the control thread's only.
+        self._unpublished: list[_Interval] = []
         # The open interval (_file, _pending_name) is shared: the process thread
         # writes it, the control thread closes it at checkpoint/reset.
         self._lock = threading.Lock()
@@ -140,7 +147,7 @@ class FileSink(Operator):
         self.records_written = 0
 
     # -- data -----------------------------------------------------------------
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         if not records:
             return []
         data = to_json_bytes(records, self._extra)
@@ -157,11 +164,11 @@ class FileSink(Operator):
                 self._unsynced = 0
                 self._file.flush()
                 _fdatasync(self._file.fileno())
-                self._drop_synced(whole=False)
+                self._drop_synced(self._file, whole=False)
         return []
 
-    def _drop_synced(self, *, whole: bool) -> None:
-        """Drop the open pending file's synced pages from the page cache (step 1),
+    def _drop_synced(self, file: BinaryIO, *, whole: bool) -> None:
+        """Drop the open pending ``file``'s synced pages from the page cache (step 1),
         under ``_lock`` right after a sync: every page before the last partly
         written one, or with ``whole`` (the file is complete) every page. The
         partly written page stays: dropping it would make the next write read it
@@ -174,7 +181,7 @@ class FileSink(Operator):
         if end > self._dropped:
             assert _fadvise is not None  # _drop_pages
             try:
-                _fadvise(self._file.fileno(), self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
+                _fadvise(file.fileno(), self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
             except OSError as exc:
                 self._drop_pages = False
                 log.warning("file sink %r: cannot drop written pages from the page cache in %s (%r); "
@@ -193,10 +200,11 @@ class FileSink(Operator):
             if self._file is not None:
                 self._file.flush()
                 os.fsync(self._file.fileno())
-                self._drop_synced(whole=True)
+                self._drop_synced(self._file, whole=True)
                 self._file.close()
                 self._file = None
                 self._unsynced = self._written = self._dropped = 0
+                assert self._pending_name is not None  # set with _file
                 self._unpublished.append(
                     {"seq": seq, "pending": self._pending_name, "final": f"{self.member}-{seq:010d}{PUBLISHED_SUFFIX}"}
                 )
@@ -264,7 +272,7 @@ class FileSink(Operator):
         self._unpublished = [i for i in self._unpublished if i["seq"] > seq]
         fsync_dir(self.directory)
 
-    def _publish(self, interval: dict) -> None:
+    def _publish(self, interval: _Interval) -> None:
         """Publish one sealed interval: link the final name, then unlink the pending
         one (step 4 of the module docstring); never overwrites a published file."""
         pending = self.directory / interval["pending"]
@@ -308,7 +316,7 @@ class ConsoleSink(Operator):
         self.stream = stream
         self.prefix = prefix
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         if records:
             stream = self.stream or sys.stdout
             stream.write("".join(self.prefix + to_json_line(r) for r in records))
@@ -324,10 +332,10 @@ class CollectSink(Operator):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
-        self.records: list = []
+        self.records: list[Any] = []
         self._marks: dict[int, int] = {}
 
-    def process_batch(self, records: list) -> list:
+    def process_batch(self, records: list[Any]) -> list[Any]:
         self.records.extend(records)
         return []
 

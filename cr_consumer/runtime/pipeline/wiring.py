@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 
@@ -117,17 +117,26 @@ class Pipeline:
     def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> Pipeline:
         return self.then(FlatMap(fn, name))
 
-    def aggregate(self, key_fn, update, initial=None, **kwargs) -> Pipeline:
-        return self.then(KeyedAggregate(key_fn, update, initial, **kwargs))
+    def aggregate(
+        self,
+        key_fn: Callable[[Any], Any],
+        update: Callable[[Any, Any], Any],
+        initial: Callable[[], Any] | Any = None,
+        *,
+        emit: bool = True,
+        output: Callable[[Any, Any, Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Pipeline:
+        return self.then(KeyedAggregate(key_fn, update, initial, emit=emit, output=output, name=name))
 
     def sink(self, sink: Operator) -> Pipeline:
         return self.then(sink)
 
-    def console(self, **kwargs) -> Pipeline:
-        return self.then(ConsoleSink(**kwargs))
+    def console(self, stream: TextIO | None = None, *, prefix: str = "", name: str | None = None) -> Pipeline:
+        return self.then(ConsoleSink(stream, prefix=prefix, name=name))
 
     # -- running ------------------------------------------------------------
-    def process_batch(self, records: list) -> None:
+    def process_batch(self, records: list[Any]) -> None:
         """Push one batch down the chain (on the source's process thread)."""
         batch = records
         for op in self.operators:

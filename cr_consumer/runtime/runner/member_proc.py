@@ -36,7 +36,7 @@ RESTART_WINDOW_S = 10.0
 @attrs.define
 class MemberProc:
     name: str
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     log_file: BinaryIO | None = None  # the member's log, open while its process may write to it
     restarts: int = 0
     last_start: float = 0.0

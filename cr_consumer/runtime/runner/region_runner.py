@@ -79,8 +79,8 @@ class Region:
         bootstrap: str,
         coordinator: str | None = None,
         group: str | None = None,
-        output_dir: str | os.PathLike = "out",
-        state_dir: str | os.PathLike = "state",
+        output_dir: str | os.PathLike[str] = "out",
+        state_dir: str | os.PathLike[str] = "state",
         period_s: float = 1.0,
         operator_driven: bool = False,
         drain_timeout_s: float = 30.0,
@@ -337,14 +337,15 @@ class Region:
         out["events"] = reply.get("events", [])
         return out
 
-    def wait_until(self, predicate: Callable[[dict], bool], timeout: float, interval: float = 0.1) -> dict:
+    def wait_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float,
+                   interval: float = 0.1) -> dict[str, Any]:
         """Poll ``status()`` until ``predicate(status)``; raises TimeoutError with the last
         status, or RegionFailed when the region failed meanwhile."""
         deadline = time.monotonic() + timeout
-        last: dict | None = None
+        last: dict[str, Any] | None = None
         last_error: Exception | None = None
 
-        def met() -> dict | None:
+        def met() -> dict[str, Any] | None:
             nonlocal last, last_error
             try:
                 last = self.status(timeout=min(STATUS_TIMEOUT_S, max(0.2, deadline - time.monotonic())))

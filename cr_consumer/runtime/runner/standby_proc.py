@@ -81,7 +81,7 @@ class StandbyProc:
     """See the module docstring. ``status_fd`` is the read end of the standby's
     status pipe (this object closes it); ``started`` its spawn time (monotonic)."""
 
-    def __init__(self, proc: subprocess.Popen, status_fd: int, started: float) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], status_fd: int, started: float) -> None:
         self.proc = proc
         self.started = started
         self.machine = standby_machine(proc.pid)
@@ -226,7 +226,7 @@ def write_within(fd: int, data: bytes, deadline: float) -> bool:
     return True
 
 
-def _close_stdin(proc: subprocess.Popen) -> None:
+def _close_stdin(proc: subprocess.Popen[bytes]) -> None:
     if proc.stdin is not None and not proc.stdin.closed:
         # the pipe's reader is gone; nothing was buffered (written on the descriptor)
         with contextlib.suppress(OSError):
