@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kafka import TopicPartition
-
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.spark.options import EARLIEST_OFFSET, LATEST_OFFSET, SourceOptions, StartingOffsets, StartKind
 from cr_consumer.spark.watermarks import WatermarkProbe
 

@@ -145,15 +145,15 @@ def test_invalid_options_fail_at_load(spark):
 
 
 def test_membership_configs():
-    from cr_consumer.spark.member_config import member_name, membership_config
+    from cr_consumer.spark.member_config import member_name, membership_properties
 
     options = parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"}))
-    configs = [membership_config(options, "g", i) for i in range(options.members)]
+    configs = [membership_properties(options, "g", i) for i in range(options.members)]
     assert [member_name(i) for i in range(2)] == ["crkafka-0", "crkafka-1"]
-    assert [c["group_instance_id"] for c in configs] == ["etl-0", "etl-1"]  # static membership: one id each
-    assert {c["group_id"] for c in configs} == {"g"}
-    assert not any(c["enable_auto_commit"] for c in configs)
-    assert {c["max_poll_records"] for c in configs} == {300}
+    assert [c["group.instance.id"] for c in configs] == ["etl-0", "etl-1"]  # static membership: one id each
+    assert {c["group.id"] for c in configs} == {"g"}
+    assert not any(c["enable.auto.commit"] for c in configs)
+    assert {c["max.poll.records"] for c in configs} == {300}
     with pytest.raises(InvalidOptionError, match=r"heartbeat\.interval\.ms"):
         parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"}))
 
