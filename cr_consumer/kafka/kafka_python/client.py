@@ -36,6 +36,7 @@ from typing import Any
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
+from kafka.consumer.fetcher import ConsumerRecord
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -86,8 +87,10 @@ RENAMED: Mapping[str, str] = {
     "fetch.wait.max.ms": "fetch.max.wait.ms",
 }
 
-#: kafka-python's consumer settings (keyword names: ``fetch_max_wait_ms``).
-SETTINGS: frozenset[str] = frozenset(KafkaConsumer.DEFAULT_CONFIG)
+#: kafka-python's consumer settings and their defaults (keyword names: ``fetch_max_wait_ms``).
+DEFAULTS: Mapping[str, object] = KafkaConsumer.DEFAULT_CONFIG
+#: kafka-python's consumer settings (keyword names).
+SETTINGS: frozenset[str] = frozenset(DEFAULTS)
 
 #: The standard assignor names (cr_consumer.kafka.assignors) -> kafka-python's classes.
 ASSIGNORS: Mapping[str, type] = {
@@ -363,5 +366,5 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "RENAMED", "SETTINGS", "KafkaPythonClient", "commit_error", "commit_refusal",
+__all__ = ["ASSIGNORS", "DEFAULTS", "RENAMED", "SETTINGS", "ConsumerRecord", "KafkaPythonClient", "commit_error", "commit_refusal",
            "kafka_python_config", "to_kafka_records"]
