@@ -62,9 +62,9 @@ MEMBER_SESSION_TIMEOUT_MS = 10_000
 
 def kafka_defaults() -> dict:
     """kafka-python's consumer settings and their defaults (keyword names)."""
-    from kafka import KafkaConsumer  # local: importing options must stay cheap
+    from cr_consumer.kafka.kafka_python.client import DEFAULTS  # local: importing options must stay cheap
 
-    return dict(KafkaConsumer.DEFAULT_CONFIG)
+    return dict(DEFAULTS)
 
 
 def parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, object]:
