@@ -178,22 +178,22 @@ def test_kafka_client_and_batch_commit_options():
     from cr_consumer.kafka.client import ClientKind
 
     default = parse_options(_opts())
-    assert default.client is ClientKind.LIBRDKAFKA
+    assert default.client is ClientKind.KAFKA_PYTHON  # the operator's default too
     assert not default.commit_on_batch_read
-    chosen = parse_options(_opts(**{"kafka.client": "kafka-python", "commitOnBatchRead": "true"}))
-    assert chosen.client is ClientKind.KAFKA_PYTHON
+    chosen = parse_options(_opts(**{"kafka.client": "librdkafka", "commitOnBatchRead": "true"}))
+    assert chosen.client is ClientKind.LIBRDKAFKA
     assert chosen.commit_on_batch_read
     assert chosen.consumer_properties == {}  # kafka.client is the source's option, not a consumer property
 
 
 def test_a_property_librdkafka_refuses_fails_load_naming_it():
     with pytest.raises(InvalidOptionError) as err:
-        parse_options(_opts(**{"kafka.metrics.num.samples": "3"}))
+        parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "librdkafka"}))
     assert "metrics.num.samples" in str(err.value)
     assert "kafka.client=kafka-python" in str(err.value)
     ok = parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "kafka-python"}))
     assert ok.consumer_properties == {"metrics.num.samples": 3}
-    fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20"}))  # renamed for librdkafka: accepted
+    fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20", "kafka.client": "librdkafka"}))  # renamed: accepted
     assert fetch.consumer_properties == {"fetch.max.wait.ms": 20}
 
 
@@ -204,7 +204,7 @@ def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypa
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
     with pytest.raises(InvalidOptionError) as err:
-        parse_options(_opts())  # librdkafka is the default
+        parse_options(_opts(**{"kafka.client": "librdkafka"}))
     assert err.value.option == "kafka.client"
     assert "cr-consumer[librdkafka]" in str(err.value)
     assert parse_options(_opts(**{"kafka.client": "kafka-python"})).client.value == "kafka-python"

@@ -47,7 +47,7 @@ start and end), ``source_options`` (:class:`SourceOptions`), ``parse``
 (:func:`parse_options`, the whole map).
 """
 
-from cr_consumer.spark.options.kafka_properties import DEFAULT_CLIENT
+from cr_consumer.kafka.client import DEFAULT_CLIENT
 from cr_consumer.spark.options.names import SPELLING, UNSUPPORTED
 from cr_consumer.spark.options.offset_specs import (
     EARLIEST_OFFSET,

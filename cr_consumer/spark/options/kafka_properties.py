@@ -46,10 +46,6 @@ OBJECT_KAFKA = {
 #: read off the default).
 _NONE_DEFAULT_TYPES = {"receive.buffer.bytes": int, "send.buffer.bytes": int}
 
-#: The executors' Kafka library when ``kafka.client`` is not given (the faster one
-#: in bench/bench_spark.py; docs/spark.md has the figures).
-DEFAULT_CLIENT = ClientKind.LIBRDKAFKA
-
 #: The session timeout (ms) of the query's group members when
 #: ``kafka.session.timeout.ms`` is not given (kafka-python's own default is
 #: 45 s). The members only hold partitions and commit, and heartbeat from

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from cr_consumer.kafka.client import DEFAULT_CLIENT
 from cr_consumer.spark.options.kafka_properties import (
-    DEFAULT_CLIENT,
     check_properties,
     kafka_defaults,
     parse_client,
