@@ -1,4 +1,4 @@
-"""The Kafka client seam: what the operator's event thread needs from a Kafka consumer.
+"""The Kafka client seam: what the operator's event thread and the Spark source need from a Kafka consumer.
 
 Two implementations sit behind :class:`KafkaClient`:
 
@@ -262,7 +262,7 @@ def check_guarantees(properties: Mapping[str, object]) -> dict[str, object]:
 
 
 class KafkaClient(Protocol):
-    """A group consumer as the event thread uses it (see the module docstring)."""
+    """A consumer as the operator's event thread and the Spark source use it (see the module docstring)."""
 
     @property
     def kind(self) -> ClientKind: ...
