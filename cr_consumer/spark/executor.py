@@ -67,7 +67,7 @@ MAX_CACHED_READERS = 4
 LOG_START_TIMEOUT_MS = 15_000
 #: Bound on learning the consumer's position (known locally after the seek).
 POSITION_TIMEOUT_MS = 15_000
-#: Bound on closing a worker's consumer (a group-less one leaves no group).
+#: Bound on closing a worker's client.
 CLOSE_TIMEOUT_MS = 5_000
 
 

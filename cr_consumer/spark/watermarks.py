@@ -52,7 +52,7 @@ PROBE_POLL_MS = 50
 LOOKUP_TIMEOUT_MS = 15_000
 #: Records per poll of a probe (at most one batch per partition is fetched).
 PROBE_MAX_RECORDS = 500
-#: Bound on leaving at close (a group-less client has no group to leave).
+#: Bound on closing the probe's client.
 CLOSE_TIMEOUT_MS = 5_000
 
 
