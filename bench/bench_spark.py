@@ -90,7 +90,7 @@ def bare_confluent_loop(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import OFFSET_BEGINNING, Consumer
     from confluent_kafka import TopicPartition as CkTopicPartition
 
-    from cr_consumer.spark.librdkafka_range import FETCH_QUEUE_BACKOFF_MS
+    from cr_consumer.kafka.librdkafka.ranges import FETCH_QUEUE_BACKOFF_MS
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("bench-bare"),
                          "enable.auto.commit": False, "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})

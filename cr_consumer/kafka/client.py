@@ -1,4 +1,4 @@
-"""The Kafka client seam: what the operator's event thread needs from a Kafka consumer.
+"""The Kafka client seam: what the operator's event thread and the Spark source need from a Kafka consumer.
 
 Two implementations sit behind :class:`KafkaClient`:
 
@@ -33,7 +33,22 @@ The protocol of one client (every call on the thread that owns it, the event thr
    :class:`ClientTimeout` when no answer came in time (outcome unknown).
 5. ``close(timeout_ms)`` leaves the group (no commit) and frees the client.
 
-Lookups (``position``, ``committed``, ``beginning_offsets``, ``end_offsets``,
+A rebalance hold (``subscribe(..., hold=...)``, the Spark source's group
+members; kafka-python only, librdkafka raises :class:`ClientUnavailable`):
+
+1. After ``on_revoked`` (or ``on_lost``) of a non-empty set, the rebalance
+   does not complete until ``hold.released(partitions)`` is true; an exception
+   it raises ends the hold (the caller keeps it as its failure).
+2. Meanwhile the client sends the commits ``hold.commits()`` hands it (each
+   bounded by ``hold.commit_timeout_ms``; its outcome, None or the seam's
+   error, goes to the commit's ``done``), waits ``hold.poll_s`` between two
+   checks, and keeps the group's heartbeats going.
+
+Without a group (``assign`` instead of ``subscribe``) the client fetches the
+partitions it was given; with ``auto.offset.reset=none`` a position no longer
+on the broker makes ``poll`` raise :class:`OffsetOutOfRange`.
+
+Lookups (``topics``, ``position``, ``committed``, ``beginning_offsets``, ``end_offsets``,
 ``offsets_for_times``, ``subscribed_partitions``) may ask the broker and are
 bounded by their ``timeout_ms`` (:class:`ClientTimeout`). ``end_offsets`` is the
 broker's ListOffsets(latest) answer (tansu answers the base offset of the last
@@ -44,7 +59,7 @@ response, which is right on every broker: use it for lag.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import attrs
@@ -55,6 +70,11 @@ class ClientKind(enum.Enum):
 
     KAFKA_PYTHON = "kafka-python"
     LIBRDKAFKA = "librdkafka"
+
+
+#: The operator's client when none is chosen. The Spark source's executors default to
+#: librdkafka instead (``spark/options/kafka_properties.py``, ``EXECUTOR_DEFAULT_CLIENT``).
+DEFAULT_CLIENT = ClientKind.KAFKA_PYTHON
 
 
 class TopicPartition(NamedTuple):
@@ -128,6 +148,37 @@ class RebalanceListener(Protocol):
 
 
 @attrs.frozen
+class HeldCommit:
+    """A commit sent while a rebalance is held: ``done`` gets None once the broker
+    accepted ``offsets``, else the seam's error (CommitRefused, ClientTimeout, ...)."""
+
+    offsets: Mapping[TopicPartition, int]
+    done: Callable[[KafkaClientError | None], None]
+
+
+class RebalanceHold(Protocol):
+    """What holds a rebalance after a revocation (see the module docstring, "A rebalance hold")."""
+
+    @property
+    def poll_s(self) -> float:
+        """The wait between two checks of :meth:`released`."""
+        ...
+
+    @property
+    def commit_timeout_ms(self) -> int:
+        """The bound on each commit sent during the hold."""
+        ...
+
+    def released(self, partitions: frozenset[TopicPartition]) -> bool:
+        """True once the rebalance that took ``partitions`` may complete."""
+        ...
+
+    def commits(self) -> list[HeldCommit]:
+        """The commits to send now (taken: each is handed out once)."""
+        ...
+
+
+@attrs.frozen
 class GroupMembership:
     """The client's group membership as of the last poll.
 
@@ -165,6 +216,11 @@ class UnknownTopicOrPartition(KafkaClientError):
     """The broker does not know the topic or partition asked about."""
 
 
+class OffsetOutOfRange(KafkaClientError):
+    """A fetch position is no longer on the broker (retention deleted it, or the topic
+    was created again): raised by ``poll`` when ``auto.offset.reset`` is ``none``."""
+
+
 class ClientConfigError(ValueError):
     """A Kafka property the chosen client cannot use, or one that would break the
     operator's guarantees (the message names the property and what to do)."""
@@ -175,7 +231,7 @@ class ClientUnavailable(ImportError):
 
 
 class KafkaClient(Protocol):
-    """A group consumer as the event thread uses it (see the module docstring)."""
+    """A consumer as the operator's event thread and the Spark source use it (see the module docstring)."""
 
     @property
     def kind(self) -> ClientKind: ...
@@ -194,9 +250,19 @@ class KafkaClient(Protocol):
         ...
 
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
-                  listener: RebalanceListener) -> None:
+                  listener: RebalanceListener, hold: RebalanceHold | None = None) -> None:
         """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python
-        regular expression matched at the start of the name, as ``re.match``)."""
+        regular expression matched at the start of the name, as ``re.match``);
+        ``hold`` holds each rebalance after a revocation (see the module docstring)."""
+        ...
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Take ``partitions`` without a group assignment (instead of ``subscribe``):
+        they are fetched until the next ``assign``; ``assign(())`` gives them up."""
+        ...
+
+    def topics(self, timeout_ms: int) -> dict[str, set[int]]:
+        """Every topic of the cluster's metadata, with its partitions."""
         ...
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
@@ -252,6 +318,7 @@ class KafkaClient(Protocol):
 
 
 __all__ = [
+    "DEFAULT_CLIENT",
     "ClientConfigError",
     "ClientKind",
     "ClientTimeout",
@@ -259,10 +326,13 @@ __all__ = [
     "CommitRefused",
     "GroupMembership",
     "Header",
+    "HeldCommit",
     "KafkaClient",
     "KafkaClientError",
     "KafkaRecord",
     "MemberFenced",
+    "OffsetOutOfRange",
+    "RebalanceHold",
     "RebalanceListener",
     "RebalanceProtocol",
     "TimestampType",

@@ -16,8 +16,9 @@ from cr_consumer.kafka.property_rules import client_checked
 
 def make_client(kind: ClientKind | str, properties: Mapping[str, object]) -> KafkaClient:
     """A client of ``kind`` with ``properties`` (standard dotted names; must hold
-    ``bootstrap.servers`` and ``group.id``). ClientUnavailable when the library is
-    missing; ClientConfigError for a property it cannot use."""
+    ``bootstrap.servers`` and ``group.id``, None for a kafka-python client without
+    a group). ClientUnavailable when the library is missing; ClientConfigError for
+    a property it cannot use."""
     kind = ClientKind(kind)
     properties = client_checked(properties)
     if kind is ClientKind.LIBRDKAFKA:

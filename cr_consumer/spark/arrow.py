@@ -13,8 +13,9 @@ Batches are built column by column: the records are transposed once with
 headers column takes a fast path when no record has headers (the common case),
 building the list array from offsets alone.
 
-Accepted record shapes: kafka-python ``ConsumerRecord`` (13-field namedtuple)
-or plain 7-tuples ``(topic, partition, offset, timestamp_ms, key, value, headers)``
+Accepted record shapes: the client seam's
+:class:`~cr_consumer.kafka.client.KafkaRecord` (what the executors' kafka-python
+reads return) or plain 7-tuples ``(topic, partition, offset, timestamp_ms, key, value, headers)``
 as delivered by the consumer operator (timestampType 0, CreateTime).
 """
 
@@ -24,6 +25,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from cr_consumer.kafka.client import KafkaRecord, TimestampType
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
@@ -53,9 +56,10 @@ SPARK_SCHEMA_DDL = (
     "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 )
 
-#: Column positions (topic, partition, offset, timestamp, timestampType, key, value, headers)
-#: in a kafka-python ConsumerRecord; a 7-tuple record has no timestampType (CreateTime, 0).
-_CONSUMER_RECORD_COLUMNS = (0, 1, 3, 4, 5, 6, 7, 8)
+#: Kafka's timestampType numbers (Spark's column): -1 none, 0 CreateTime, 1 LogAppendTime;
+#: a 7-tuple record has no timestampType (CreateTime, 0).
+_TIMESTAMP_TYPE_NUMBERS = {TimestampType.NOT_AVAILABLE: -1, TimestampType.CREATE_TIME: 0,
+                           TimestampType.LOG_APPEND_TIME: 1}
 
 
 def spark_schema(include_headers: bool = True):
@@ -114,9 +118,9 @@ def records_to_batch(records: Sequence, include_headers: bool = True) -> pa.Reco
     if len(first) == 7:
         topic, partition, offset, ts, key, value, headers = cols
         ts_type = pa.array([0] * len(records), type=pa.int32())
-    elif hasattr(first, "leader_epoch"):
-        topic, partition, offset, ts, ts_type, key, value, headers = (cols[i] for i in _CONSUMER_RECORD_COLUMNS)
-        ts_type = pa.array(ts_type, type=pa.int32())
+    elif isinstance(first, KafkaRecord):
+        topic, partition, offset, ts, types, key, value, headers = cols
+        ts_type = pa.array([_TIMESTAMP_TYPE_NUMBERS[t] for t in types], type=pa.int32())
     else:
         raise TypeError(f"unsupported record shape {type(first).__name__} of length {len(first)}")
     arrays = [

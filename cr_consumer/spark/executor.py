@@ -8,7 +8,8 @@ of the reader; a worker process serves many tasks one after the other
    (:func:`worker_reader`: one group-less consumer per thread, client and
    settings, created on the first task and reused by the next ones; no group,
    no commit, no offset reset). ``kafka.client`` picks the library:
-   kafka-python (:class:`KafkaPythonRangeReader`, here) or librdkafka
+   kafka-python (:class:`KafkaPythonRangeReader`, here: the client seam's
+   :class:`~cr_consumer.kafka.client.KafkaClient` with ``assign``) or librdkafka
    (:class:`~cr_consumer.spark.librdkafka_range.LibrdkafkaRangeReader`).
 2. The reader assigns the partition at ``start`` and reads until its next
    offset reaches ``until``; records at or past ``until`` are dropped, so the
@@ -40,12 +41,12 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import pyarrow as pa
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import OffsetOutOfRangeError
 
 from coordinator.protocol.common.gc_policy import collector_paused
-from cr_consumer.kafka.client import ClientKind
+from cr_consumer.kafka.client import ClientKind, KafkaClient, KafkaRecord, OffsetOutOfRange, TopicPartition
+from cr_consumer.kafka.factory import make_client
 from cr_consumer.spark.arrow import records_to_batch
+from cr_consumer.spark.groupless import groupless_properties
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
@@ -64,6 +65,10 @@ MAX_POLL_RECORDS = 10_000
 MAX_CACHED_READERS = 4
 #: Bound on asking the broker for a partition's log start after data loss.
 LOG_START_TIMEOUT_MS = 15_000
+#: Bound on learning the consumer's position (known locally after the seek).
+POSITION_TIMEOUT_MS = 15_000
+#: Bound on closing a worker's client.
+CLOSE_TIMEOUT_MS = 5_000
 
 
 class DataLoss(RuntimeError):
@@ -111,42 +116,45 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
     return on_data_loss
 
 
-def executor_config(options: SourceOptions) -> dict:
-    """kafka-python keyword arguments of an executor's consumer."""
-    config = options.groupless_config("crkafka-executor")
-    config.setdefault("max_poll_records", MAX_POLL_RECORDS)
-    return config
+def executor_properties(options: SourceOptions) -> dict[str, object]:
+    """The Kafka properties of an executor's kafka-python client."""
+    props = groupless_properties(options, "crkafka-executor")
+    props.setdefault("max.poll.records", MAX_POLL_RECORDS)
+    return props
 
 
 class KafkaPythonRangeReader:
-    """A group-less kafka-python consumer (``kafka.client=kafka-python``)."""
+    """A group-less kafka-python client of the seam (``kafka.client=kafka-python``)."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self._consumer = KafkaConsumer(**executor_config(options))
+        props = executor_properties(options)
+        max_records = props["max.poll.records"]
+        self._max_records = max_records if isinstance(max_records, int) else MAX_POLL_RECORDS
+        self._consumer: KafkaClient = make_client(ClientKind.KAFKA_PYTHON, props)
 
     def read(self, rng: OffsetRange, *, include_headers: bool, batch_rows: int, deadline: float,
              on_data_loss: DataLossHandler,
              on_timeout: Callable[[int], BaseException]) -> Iterator[pa.RecordBatch]:
         consumer = self._consumer
         tp = TopicPartition(rng.topic, rng.partition)
-        pending: list = []
+        pending: list[KafkaRecord] = []
         consumer.assign([tp])
         consumer.seek(tp, rng.start)
-        while consumer.position(tp) < rng.until:
+        while consumer.position(tp, POSITION_TIMEOUT_MS) < rng.until:
             if time.monotonic() > deadline:
-                raise on_timeout(consumer.position(tp))
+                raise on_timeout(consumer.position(tp, POSITION_TIMEOUT_MS))
             try:
                 with collector_paused():
-                    fetched = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
-            except OffsetOutOfRangeError as exc:
-                offset = consumer.position(tp)
-                log_start = consumer.beginning_offsets([tp], timeout_ms=LOG_START_TIMEOUT_MS)[tp]
+                    fetched = consumer.poll(POLL_TIMEOUT_MS, self._max_records)
+            except OffsetOutOfRange as exc:
+                offset = consumer.position(tp, POSITION_TIMEOUT_MS)
+                log_start = consumer.beginning_offsets([tp], LOG_START_TIMEOUT_MS)[tp]
                 resume = on_data_loss(rng, offset, log_start, str(exc))
                 if resume is None:
                     break
                 consumer.seek(tp, resume)
                 continue
-            records = fetched.get(tp, ())
+            records = fetched.get(tp, [])
             if records and records[-1].offset >= rng.until:
                 records = [r for r in records if r.offset < rng.until]
             if records:
@@ -158,7 +166,7 @@ class KafkaPythonRangeReader:
             yield records_to_batch(pending, include_headers)
 
     def close(self) -> None:
-        self._consumer.close()
+        self._consumer.close(CLOSE_TIMEOUT_MS)
 
 
 def make_reader(options: SourceOptions) -> RangeReader:
@@ -233,20 +241,18 @@ def commit_range_end(options: SourceOptions, rng: OffsetRange) -> None:
     takes the commit while the group has no active member, and refuses it (the task
     fails, naming the group) while another consumer of the group, a streaming query,
     holds partitions."""
-    from kafka.structs import OffsetAndMetadata
-
-    config = executor_config(options)
-    config["group_id"] = options.group_id
-    consumer = KafkaConsumer(**config)
+    props = executor_properties(options)
+    props["group.id"] = options.group_id
+    consumer = make_client(ClientKind.KAFKA_PYTHON, props)
     tp = TopicPartition(rng.topic, rng.partition)
     try:
-        consumer.commit({tp: OffsetAndMetadata(rng.until, "", -1)}, timeout_ms=BATCH_COMMIT_TIMEOUT_MS)
+        consumer.commit({tp: rng.until}, BATCH_COMMIT_TIMEOUT_MS)
     except Exception as exc:
         raise BatchCommitFailed(f"crkafka batch read: committing {rng.topic}:{rng.partition} at {rng.until} to group "
                                 f"{options.group_id!r} failed ({exc!r}); the group may have active members "
                                 f"(commitOnBatchRead)") from exc
     finally:
-        consumer.close()
+        consumer.close(CLOSE_TIMEOUT_MS)
     log.info("crkafka: batch read committed %s:%d at %d to group %s", rng.topic, rng.partition, rng.until,
              options.group_id)
 

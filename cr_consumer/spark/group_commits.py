@@ -28,8 +28,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlparse
 
-from kafka import TopicPartition
-
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.spark import ownership
 from cr_consumer.spark.control import last_committed_end
 from cr_consumer.spark.member_requests import CALL_MARGIN_S, COMMIT_TIMEOUT_S, MemberFailed

@@ -2,109 +2,122 @@
 ``membership.py``): the rebalance is held until the query has committed every
 range it planned for them, so their next owner starts where this query ends.
 
-kafka-python 3 runs rebalance listeners on its IO loop: a listener that blocks
-stops every request of the consumer (a commit from the member's thread fails
-with "Cannot block on net.run() from the IO thread"). So the handover waits by
-awaiting the loop's sleep (:func:`io_sleep`), and serves the commits queued
-meanwhile from the loop (:func:`serve_commits_on_io_loop`: the member's thread
-is inside ``poll`` until the rebalance completes):
+:class:`HandoverHold` is the member's :class:`~cr_consumer.kafka.client.RebalanceHold`
+(the client seam holds the rebalance and keeps the group's heartbeats going;
+kafka-python does it on its IO loop, ``cr_consumer/kafka/kafka_python/hold.py``):
 
-1. The listener (:class:`MemberListener`) calls the member's revoked callback,
-   which records the revocation and calls :func:`hold_rebalance`.
+1. The member's revocation callback records the revocation and calls
+   :meth:`HandoverHold.begin`.
 2. Until ``handed_over(revoked)`` (the planner: every range planned for them
-   committed) is true: serve the queued commits, sleep :data:`HANDOVER_POLL_S`
-   on the loop; stop early when the member is closing.
+   committed) is true, the client sends the commits queued meanwhile
+   (:meth:`HandoverHold.commits`: the member's thread is inside ``poll``
+   until the rebalance completes) and checks again every
+   :data:`HANDOVER_POLL_S`; the hold ends early when the member is closing.
 3. Past :data:`HANDOVER_TIMEOUT_S`, :class:`HandoverTimedOut` (kept as the
    member's failure: it fails the query). The rebalance, and so the next
-   owner's assignment, completes only when the listener returns.
+   owner's assignment, completes only when the hold is released.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import queue
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.net.selector import KernelEvent
+from cr_consumer.kafka.client import ClientTimeout, HeldCommit, KafkaClientError, TopicPartition
+from cr_consumer.spark.member_requests import COMMIT_TIMEOUT_S, CommitRequest, CommitTimedOut, claimed
 
-from cr_consumer.spark.member_requests import COMMIT_TIMEOUT_S, CommitTimedOut, claimed
+log = logging.getLogger(__name__)
 
 #: Bound on holding a rebalance until the ranges planned for the revoked
 #: partitions are committed (Spark finishes the batch in flight and commits it
 #: after planning the next). Below the group's rebalance timeout
 #: (max.poll.interval.ms, 300 s by default), so the member is not evicted.
 HANDOVER_TIMEOUT_S = 60.0
-#: Step 2's sleep between two checks of the planner's commits (the join poll's length).
+#: Step 2's wait between two checks of the planner's commits (the join poll's length).
 HANDOVER_POLL_S = 0.01
-#: Step 2's sleep while a commit sent from the IO loop is in flight.
-COMMIT_POLL_S = 0.002
 
 
 class HandoverTimedOut(RuntimeError):
     """A revoked partition's planned ranges were not committed in time; the query fails."""
 
 
-def io_sleep(delay_s: float) -> KernelEvent:
-    """An awaitable pause on kafka-python's IO loop (its ``sleep`` kernel call): a
-    listener awaiting it lets the loop serve heartbeats and other threads' requests."""
-    return KernelEvent("_sleep", delay_s)
+def _settle(fut: Future, name: str, error: KafkaClientError | None) -> None:
+    """A commit sent during the hold: its outcome to its caller's future."""
+    if error is None:
+        fut.set_result(None)
+    elif isinstance(error, ClientTimeout):
+        fut.set_exception(CommitTimedOut(f"{name}: a handover commit did not complete within {COMMIT_TIMEOUT_S}s"))
+    else:
+        fut.set_exception(error)
 
 
-class MemberListener(AsyncConsumerRebalanceListener):
-    """Step 1: the member's callbacks, run on kafka-python's IO loop."""
+class HandoverHold:
+    """Steps 1-3 for one member (see the module docstring)."""
 
-    def __init__(self, revoked: Callable[[set[TopicPartition]], Awaitable[None]],
-                 assigned: Callable[[set[TopicPartition]], None]) -> None:
-        self._revoked = revoked
-        self._assigned = assigned
+    def __init__(self, name: str, commits: queue.Queue[CommitRequest],
+                 handed_over: Callable[[], Callable[[set[TopicPartition]], bool] | None],
+                 stopping: Callable[[], bool], ended: Callable[[], None],
+                 failed: Callable[[BaseException], None]) -> None:
+        self._name = name
+        self._commits = commits
+        self._handed_over = handed_over  # the planner's check, once it has set one
+        self._stopping = stopping
+        self._ended = ended  # the hold is over (released or failed)
+        self._failed = failed  # the member keeps the failure: the client drops a listener's exception
+        self._started = time.monotonic()
+        self.held_ms: list[float] = []  # how long each handover held its rebalance
 
-    async def on_partitions_revoked(self, revoked):
-        await self._revoked(set(revoked))
+    @property
+    def poll_s(self) -> float:
+        return HANDOVER_POLL_S
 
-    async def on_partitions_assigned(self, assigned):
-        self._assigned(set(assigned))
+    @property
+    def commit_timeout_ms(self) -> int:
+        return int(COMMIT_TIMEOUT_S * 1000)
 
+    def begin(self) -> None:
+        """Step 1: a revocation; the hold's timeout starts now."""
+        self._started = time.monotonic()
 
-async def hold_rebalance(name: str, revoked: set[TopicPartition], handed_over: Callable[[set[TopicPartition]], bool],
-                         serve_commits: Callable[[], Awaitable[None]], stopping: Callable[[], bool]) -> float | None:
-    """Steps 2-3: the milliseconds the rebalance was held, or None when the
-    member is closing (``stopping()``) before the handover completed."""
-    t0 = time.monotonic()
-    deadline = t0 + HANDOVER_TIMEOUT_S
-    while not handed_over(revoked):
-        if time.monotonic() > deadline:
+    def released(self, partitions: frozenset[TopicPartition]) -> bool:
+        """Steps 2-3: True once ``partitions`` are handed over, or the member is closing."""
+        try:
+            done = self._released(partitions)
+        except BaseException as exc:
+            self._failed(exc)
+            self._ended()
+            raise
+        if done:
+            self._ended()
+        return done
+
+    def _released(self, partitions: frozenset[TopicPartition]) -> bool:
+        handed_over = self._handed_over()
+        if handed_over is None:
+            return True
+        if handed_over(set(partitions)):
+            waited_ms = (time.monotonic() - self._started) * 1000
+            self.held_ms.append(waited_ms)
+            log.info("crkafka %s: handed over %s in %.0f ms", self._name, partition_names(partitions), waited_ms)
+            return True
+        if time.monotonic() > self._started + HANDOVER_TIMEOUT_S:
             raise HandoverTimedOut(
-                f"{name}: the ranges planned for {partition_names(revoked)} were not committed within "
+                f"{self._name}: the ranges planned for {partition_names(partitions)} were not committed within "
                 f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
-        await serve_commits()
-        await io_sleep(HANDOVER_POLL_S)
-        if stopping():
-            return None
-    return (time.monotonic() - t0) * 1000
+        return self._stopping()
+
+    def commits(self) -> list[HeldCommit]:
+        """Step 2: the commits queued for the member, each settled through its caller's future."""
+        return [HeldCommit(offsets, functools.partial(_settle, fut, self._name))
+                for offsets, fut in claimed(self._commits)]
 
 
-async def serve_commits_on_io_loop(consumer: KafkaConsumer, commits: queue.Queue, name: str) -> None:
-    """Commits asked for during a handover, sent from the listener on the IO loop
-    (the member's thread is inside ``poll`` until the rebalance completes)."""
-    for meta, fut in claimed(commits):
-        sent = consumer.commit_async(meta)
-        deadline = time.monotonic() + COMMIT_TIMEOUT_S
-        while not sent.is_done and time.monotonic() < deadline:
-            await io_sleep(COMMIT_POLL_S)
-        if not sent.is_done:
-            fut.set_exception(CommitTimedOut(f"{name}: a handover commit did not complete within "
-                                             f"{COMMIT_TIMEOUT_S}s"))
-        elif sent.failed():
-            fut.set_exception(sent.exception)
-        else:
-            fut.set_result(None)
-
-
-def partition_names(tps) -> list[str]:
+def partition_names(tps: Iterable[TopicPartition]) -> list[str]:
     return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
 
 
-__all__ = ["HANDOVER_TIMEOUT_S", "HandoverTimedOut", "MemberListener", "hold_rebalance", "io_sleep",
-           "partition_names", "serve_commits_on_io_loop"]
+__all__ = ["HANDOVER_TIMEOUT_S", "HandoverHold", "HandoverTimedOut", "partition_names"]

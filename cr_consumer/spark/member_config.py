@@ -1,5 +1,5 @@
-"""Who a query's group members are: their names and the kafka-python settings
-of each member's consumer (:class:`~cr_consumer.spark.membership.GroupMember`)."""
+"""Who a query's group members are: their names and the Kafka properties of
+each member's client (:class:`~cr_consumer.spark.membership.GroupMember`)."""
 
 from __future__ import annotations
 
@@ -17,23 +17,23 @@ def session_timeout_ms(options: SourceOptions) -> int:
     return given if isinstance(given, int) else MEMBER_SESSION_TIMEOUT_MS
 
 
-def membership_config(options: SourceOptions, group: str, index: int) -> dict:
-    """kafka-python keyword arguments of member ``index``'s consumer in ``group``."""
-    config = options.kafka_config
-    instance = config.pop("group_instance_id", None)
+def membership_properties(options: SourceOptions, group: str, index: int) -> dict[str, object]:
+    """The Kafka properties (dotted names) of member ``index``'s client in ``group``."""
+    props = options.consumer_properties
+    instance = props.pop("group.instance.id", None)
     if instance:  # static membership: one id per member
-        config["group_instance_id"] = f"{instance}-{index}"
-    config.update(
-        session_timeout_ms=session_timeout_ms(options),
-        bootstrap_servers=options.bootstrap_servers.split(","),
-        group_id=group,
-        enable_auto_commit=False,
-        # positions of this consumer are never used (it fetches nothing); a
+        props["group.instance.id"] = f"{instance}-{index}"
+    props.update({
+        "session.timeout.ms": session_timeout_ms(options),
+        "bootstrap.servers": options.bootstrap_servers.split(","),
+        "group.id": group,
+        "enable.auto.commit": False,
+        # positions of this client are never used (it fetches nothing); a
         # reset policy of 'none' would fail its poll on a partition without commit
-        auto_offset_reset="latest",
-        client_id=f"crkafka-{group}-{index}",
-    )
-    return config
+        "auto.offset.reset": "latest",
+        "client.id": f"crkafka-{group}-{index}",
+    })
+    return props
 
 
-__all__ = ["member_name", "membership_config", "session_timeout_ms"]
+__all__ = ["member_name", "membership_properties", "session_timeout_ms"]

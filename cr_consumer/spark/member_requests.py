@@ -1,5 +1,5 @@
 """Requests to a group member's thread (:class:`~cr_consumer.spark.membership.GroupMember`):
-its ``KafkaConsumer`` is not thread-safe, so a call or a commit from another
+its Kafka client is not thread-safe, so a call or a commit from another
 thread is a ``(payload, Future)`` pair on a queue that the member's thread serves.
 
 1. A caller puts the pair on the member's queue and waits on the future,
@@ -13,19 +13,18 @@ thread is a ``(payload, Future)`` pair on a queue that the member's thread serve
 3. When the thread ends (a failure, or close), :func:`fail_all` fails what is
    left with :class:`MemberFailed`: no caller waits for a thread that is gone.
 
-During a handover the commits are served on kafka-python's IO loop instead
-(``handover.py``).
+During a handover the commits are sent by the client while it holds the
+rebalance instead (``handover.py``).
 """
 
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TypeVar
 
-from kafka import KafkaConsumer
-from kafka.errors import KafkaTimeoutError
+from cr_consumer.kafka.client import ClientTimeout, KafkaClient, TopicPartition
 
 #: Bound on one synchronous commit inside kafka-python: it retries a commit for
 #: as long as the broker answers with a retriable error (a rebalance in
@@ -48,6 +47,10 @@ class CommitTimedOut(CallTimedOut):
 
 
 P = TypeVar("P")  # what a request carries to the member's thread
+#: A commit for the member's thread: the offsets (next offset to read) and its caller's future.
+CommitRequest = tuple[dict[TopicPartition, int], Future]
+#: A call for the member's thread: the function of its client and its caller's future.
+CallRequest = tuple[Callable[[KafkaClient], object], Future]
 
 
 def claimed(requests: queue.Queue[tuple[P, Future]]) -> Iterator[tuple[P, Future]]:
@@ -63,13 +66,13 @@ def claimed(requests: queue.Queue[tuple[P, Future]]) -> Iterator[tuple[P, Future
             yield payload, fut
 
 
-def serve_commits(consumer: KafkaConsumer, commits: queue.Queue, name: str) -> None:
+def serve_commits(client: KafkaClient, commits: queue.Queue[CommitRequest], name: str) -> None:
     """Step 2 for commits: each one synchronous, bounded by COMMIT_TIMEOUT_S."""
-    for meta, fut in claimed(commits):
+    for offsets, fut in claimed(commits):
         try:
-            consumer.commit(meta, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
-        except KafkaTimeoutError:
-            fut.set_exception(CommitTimedOut(f"{name}: committing {len(meta)} partitions did not "
+            client.commit(offsets, int(COMMIT_TIMEOUT_S * 1000))
+        except ClientTimeout:
+            fut.set_exception(CommitTimedOut(f"{name}: committing {len(offsets)} partitions did not "
                                              f"complete within {COMMIT_TIMEOUT_S}s"))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
             fut.set_exception(exc)
@@ -77,20 +80,21 @@ def serve_commits(consumer: KafkaConsumer, commits: queue.Queue, name: str) -> N
             fut.set_result(None)
 
 
-def serve_calls(consumer: KafkaConsumer | None, calls: queue.Queue) -> None:
-    """Step 2 for calls: ``fn(consumer)``, its result or exception to the future."""
+def serve_calls(client: KafkaClient, calls: queue.Queue[CallRequest]) -> None:
+    """Step 2 for calls: ``fn(client)``, its result or exception to the future."""
     for fn, fut in claimed(calls):
         try:
-            fut.set_result(fn(consumer))
+            fut.set_result(fn(client))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
             fut.set_exception(exc)
 
 
-def fail_all(requests: queue.Queue, why: str) -> None:
+def fail_all(requests: queue.Queue[tuple[P, Future]], why: str) -> None:
     """Step 3: fail every request left with MemberFailed(``why``)."""
     for _, fut in claimed(requests):
         fut.set_exception(MemberFailed(why))
 
 
-__all__ = ["CALL_MARGIN_S", "COMMIT_TIMEOUT_S", "CallTimedOut", "CommitTimedOut", "MemberFailed", "claimed",
+__all__ = ["CALL_MARGIN_S", "COMMIT_TIMEOUT_S", "CallRequest", "CallTimedOut", "CommitRequest", "CommitTimedOut",
+           "MemberFailed", "claimed",
            "fail_all", "serve_calls", "serve_commits"]

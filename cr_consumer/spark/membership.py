@@ -5,9 +5,10 @@ With the partitioned reader the records are read in the executors
 the group's verdict (which partitions this query owns) and a member to commit
 through. :class:`GroupMember` is that member:
 
-1. :meth:`GroupMember.start` starts a thread that owns one ``KafkaConsumer``
-   in the group (``enable_auto_commit`` off), subscribed to the topics or
-   pattern with a rebalance listener.
+1. :meth:`GroupMember.start` starts a thread that owns one kafka-python
+   client of the seam (:class:`~cr_consumer.kafka.client.KafkaClient`) in the
+   group (``enable.auto.commit`` off), subscribed to the topics or pattern
+   with the member as its rebalance listener and a rebalance hold (step 4).
    With ``assign`` (fixed partitions) member 0 assigns them itself, without
    a group assignment, and commits them to the group.
 2. The listener pauses every partition the moment it is assigned, so the
@@ -24,16 +25,19 @@ through. :class:`GroupMember` is that member:
 4. Handover: when the group revokes partitions (another consumer of the group,
    e.g. a second Spark application, takes them), the listener holds the
    rebalance until the query has committed every range it planned for them
-   (:attr:`handover`, set by the planner), serving commit calls meanwhile,
+   (:attr:`handover`, set by the planner), sending the queued commits meanwhile,
    bounded by :data:`HANDOVER_TIMEOUT_S` (past it the member fails with
    :class:`HandoverTimedOut`, which fails the query). The rebalance, and
    so the next owner's assignment, completes only after that commit.
-5. :meth:`commit` runs a synchronous offset commit on the thread (the consumer
+5. :meth:`commit` runs a synchronous offset commit on the thread (the client
    is not thread-safe), bounded by :data:`COMMIT_TIMEOUT_S`; past it the
    commit fails with :class:`CommitTimedOut` and the caller retries later.
-6. :meth:`close` stops the thread, which closes the consumer (LeaveGroup).
+6. :meth:`close` stops the thread, which closes the client (LeaveGroup).
 
-Failure: an exception on the thread (a broker error kafka-python does not
+The members are kafka-python clients whatever ``kafka.client`` says (it picks
+the executors' library): holding a rebalance is kafka-python's only.
+
+Failure: an exception on the thread (a broker error the client does not
 retry) is kept as :attr:`failure`; every later call raises
 :class:`MemberFailed` naming it, which fails the query.
 
@@ -49,24 +53,18 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from typing import TypeVar
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.structs import OffsetAndMetadata
-
-from cr_consumer.kafka.kafka_python.compat import keep_completed_joins
-from cr_consumer.spark.handover import (
-    HANDOVER_TIMEOUT_S,
-    HandoverTimedOut,
-    MemberListener,
-    hold_rebalance,
-    partition_names,
-    serve_commits_on_io_loop,
-)
-from cr_consumer.spark.member_config import member_name, membership_config
+from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
+from cr_consumer.kafka.factory import make_client
+from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S, HandoverHold, HandoverTimedOut, partition_names
+from cr_consumer.spark.member_config import member_name, membership_properties
 from cr_consumer.spark.member_requests import (
     CALL_MARGIN_S,
     COMMIT_TIMEOUT_S,
+    CallRequest,
     CallTimedOut,
+    CommitRequest,
     CommitTimedOut,
     MemberFailed,
     fail_all,
@@ -77,16 +75,22 @@ from cr_consumer.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
 
-#: One poll of the paused consumer once it holds its first assignment; bounds
+R = TypeVar("R")  # what a call on the member's thread returns
+
+#: One poll of the paused client once it holds its first assignment; bounds
 #: how long a queued commit waits for the thread (part of the commit latency)
 #: and how late a close is noticed. Each poll costs ~0.1 ms of CPU.
 POLL_MS = 2
 #: One poll until the first assignment (the group join).
 JOIN_POLL_MS = 10
-#: Bound on creating the consumer (a bad bootstrap address fails the start).
+#: Records one poll may return (none: every partition is paused).
+POLL_MAX_RECORDS = 1
+#: Bound on creating the client (a bad bootstrap address fails the start).
 START_TIMEOUT_S = 30.0
-#: Bound on joining the thread at close (the consumer's LeaveGroup).
+#: Bound on joining the thread at close (the client's LeaveGroup).
 CLOSE_TIMEOUT_S = 15.0
+#: Bound on the client's LeaveGroup at close (within CLOSE_TIMEOUT_S).
+LEAVE_TIMEOUT_MS = 10_000
 
 
 class GroupMember:
@@ -95,128 +99,112 @@ class GroupMember:
         self.group = group
         self.name = member_name(index)
         self.index_holds_assign = index == 0  # with ``assign``, member 0 holds every partition
-        self._config = membership_config(options, group, index)
-        self._calls: queue.Queue = queue.Queue()
-        #: (offsets, Future): served by the member's thread, or during a handover by the listener
-        self._commits: queue.Queue = queue.Queue()
+        self._properties = membership_properties(options, group, index)
+        self._calls: queue.Queue[CallRequest] = queue.Queue()
+        #: served by the member's thread, or during a handover by the client holding the rebalance
+        self._commits: queue.Queue[CommitRequest] = queue.Queue()
         self._lock = threading.Lock()
         self._assigned: frozenset[TopicPartition] = frozenset()
         self._handing_over: frozenset[TopicPartition] = frozenset()  # revoked, their last ranges not committed
         self._changes = 0  # revocations + assignments seen
         #: Set by the planner: handover(revoked) is True once every range planned
-        #: for ``revoked`` is committed (called on this member's thread).
+        #: for ``revoked`` is committed (called while the client holds the rebalance).
         self.handover: Callable[[set[TopicPartition]], bool] | None = None
         self._joined = threading.Event()  # first assignment (possibly empty) received
         self._started = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._consumer: KafkaConsumer | None = None  # created and used on the member's thread only
+        self._client: KafkaClient | None = None  # created and used on the member's thread only
         self.failure: BaseException | None = None
-        self.handover_ms: list[float] = []  # how long each handover held its rebalance
+        self._hold = HandoverHold(self.name, self._commits, lambda: self.handover, self._stop.is_set,
+                                  self._handover_ended, self._handover_failed)
+
+    @property
+    def handover_ms(self) -> list[float]:
+        """How long each handover held its rebalance."""
+        return self._hold.held_ms
 
     # -- owner thread ----------------------------------------------------------------
     @property
-    def _kafka(self) -> KafkaConsumer:
-        """The member's consumer: created at the start of its thread, used on that thread
-        (and in the listener, on its IO loop) only."""
-        if self._consumer is None:
-            raise MemberFailed(f"{self.name}: the consumer is used before the member's thread created it")
-        return self._consumer
+    def _kafka(self) -> KafkaClient:
+        """The member's client: created at the start of its thread, used on that thread
+        (and in the rebalance callbacks, inside its polls) only."""
+        if self._client is None:
+            raise MemberFailed(f"{self.name}: the client is used before the member's thread created it")
+        return self._client
 
-    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+    def on_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        """The client's rebalance callback: ``partitions`` are revoked; the hold follows (step 4)."""
         with self._lock:
-            self._assigned = self._assigned - revoked
-            self._handing_over = frozenset(revoked)
+            self._assigned = self._assigned - partitions
+            self._handing_over = partitions
             self._changes += 1
-        log.info("crkafka %s: revoked %s", self.name, partition_names(revoked))
-        try:
-            if revoked and self.handover is not None:
-                await self._hand_over(revoked, self.handover)
-        except BaseException as exc:  # kafka-python logs and drops a listener's exception: kept as the failure
-            self.failure = exc
-            log.error("crkafka %s: %s", self.name, exc)
-            raise
-        finally:
-            with self._lock:
-                self._handing_over = frozenset()
+        self._hold.begin()
+        log.info("crkafka %s: revoked %s", self.name, partition_names(partitions))
 
-    async def _hand_over(self, revoked: set[TopicPartition],
-                         handed_over: Callable[[set[TopicPartition]], bool]) -> None:
-        """Hold the rebalance until the query has committed every range it planned
-        for ``revoked`` (``handover.py``), bounded by HANDOVER_TIMEOUT_S."""
-        waited_ms = await hold_rebalance(
-            self.name, revoked, handed_over, lambda: serve_commits_on_io_loop(self._kafka, self._commits, self.name),
-            self._stop.is_set)
-        if waited_ms is None:  # closing
-            return
-        self.handover_ms.append(waited_ms)
-        log.info("crkafka %s: handed over %s in %.0f ms", self.name, partition_names(revoked), waited_ms)
+    def on_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        """The client's rebalance callback: ``partitions`` are lost; handled as revoked."""
+        self.on_revoked(partitions)
 
-    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._kafka.pause(*assigned)  # never fetch: executors read the records
+    def on_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        """The client's rebalance callback: ``partitions`` are now held (paused at once)."""
+        self._kafka.pause(partitions)  # never fetch: executors read the records
         with self._lock:
-            self._assigned = self._assigned | assigned
+            self._assigned = self._assigned | partitions
             self._changes += 1
         self._joined.set()
-        log.info("crkafka %s: assigned %s", self.name, partition_names(assigned))
+        log.info("crkafka %s: assigned %s", self.name, partition_names(partitions))
+
+    def _handover_ended(self) -> None:
+        with self._lock:
+            self._handing_over = frozenset()
+
+    def _handover_failed(self, exc: BaseException) -> None:
+        """The client drops an exception of its rebalance hold: kept as the failure."""
+        self.failure = exc
+        log.error("crkafka %s: %s", self.name, exc)
 
     def _run(self) -> None:
         try:
-            self._consumer = KafkaConsumer(**self._config)
-            # kafka-python 3.0.12 drops a join that completes between polls (a pattern
-            # that now matches a new topic rejoins so): keep it (cr_consumer.kafka.kafka_python.compat)
-            keep_completed_joins(self._consumer)
-            listener = MemberListener(self._on_revoked, self._on_assigned)
+            self._client = client = make_client(ClientKind.KAFKA_PYTHON, self._properties)
             if self.options.assign:  # fixed partitions: no group assignment; the group only takes commits
                 tps = [TopicPartition(t, p) for t, p in self.options.assign] if self.index_holds_assign else []
-                self._consumer.assign(tps)
-                self._on_assigned(set(tps))
+                client.assign(tps)
+                self.on_assigned(frozenset(tps))
             elif self.options.pattern is not None:
-                self._consumer.subscribe(pattern=self.options.pattern, listener=listener)
+                client.subscribe(pattern=self.options.pattern, listener=self, hold=self._hold)
             else:
-                self._consumer.subscribe(topics=list(self.options.topics), listener=listener)
+                client.subscribe(list(self.options.topics), listener=self, hold=self._hold)
         except BaseException as exc:  # kept as the failure, raised by every later call
             self.failure = exc
             self._started.set()
-            log.exception("crkafka %s: the consumer could not start", self.name)
+            log.exception("crkafka %s: the client could not start", self.name)
             return
         self._started.set()
         try:
             while not self._stop.is_set():
-                self._serve_commits()
-                self._serve_calls()
-                records = self._consumer.poll(timeout_ms=POLL_MS if self._joined.is_set() else JOIN_POLL_MS)
+                serve_commits(client, self._commits, self.name)
+                serve_calls(client, self._calls)
+                records = client.poll(POLL_MS if self._joined.is_set() else JOIN_POLL_MS, POLL_MAX_RECORDS)
                 if records:  # a paused partition never returns records: a broken invariant
-                    raise MemberFailed(f"{self.name}: the membership consumer fetched records of {list(records)}")
+                    raise MemberFailed(f"{self.name}: the membership client fetched records of {list(records)}")
         except BaseException as exc:  # kept as the failure, raised by every later call
             self.failure = exc
             log.exception("crkafka %s: the membership thread failed", self.name)
         finally:
-            self._fail_calls()
-            self._fail_commits()
+            fail_all(self._calls, f"{self.name} stopped: {self.failure!r}")
+            fail_all(self._commits, f"{self.name} stopped: {self.failure!r}")
             try:
-                self._consumer.close()
+                client.close(LEAVE_TIMEOUT_MS)
             except Exception:  # closing after a failure; logged, the thread ends anyway
-                log.exception("crkafka %s: closing the consumer failed", self.name)
-
-    def _serve_commits(self) -> None:
-        serve_commits(self._kafka, self._commits, self.name)
-
-    def _serve_calls(self) -> None:
-        serve_calls(self._consumer, self._calls)
-
-    def _fail_commits(self) -> None:
-        fail_all(self._commits, f"{self.name} stopped: {self.failure!r}")
-
-    def _fail_calls(self) -> None:
-        fail_all(self._calls, f"{self.name} stopped: {self.failure!r}")
+                log.exception("crkafka %s: closing the client failed", self.name)
 
     # -- callers (the runner's main thread) ----------------------------------------------
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"crkafka-member-{self.name}", daemon=True)
         self._thread.start()
         if not self._started.wait(START_TIMEOUT_S):
-            raise MemberFailed(f"{self.name}: the consumer did not start within {START_TIMEOUT_S}s")
+            raise MemberFailed(f"{self.name}: the client did not start within {START_TIMEOUT_S}s")
         self.check()
 
     def check(self) -> None:
@@ -236,16 +224,17 @@ class GroupMember:
         with self._lock:
             return self._assigned | self._handing_over
 
-    def call(self, fn: Callable[[KafkaConsumer], object], timeout_s: float, what: str):
-        """Run ``fn(consumer)`` on the member's thread; bounded by ``timeout_s``."""
+    def call(self, fn: Callable[[KafkaClient], R], timeout_s: float, what: str) -> R:
+        """Run ``fn(client)`` on the member's thread; bounded by ``timeout_s``."""
         self.check()
         fut: Future = Future()
         self._calls.put((fn, fut))
         try:
-            return fut.result(timeout_s)
+            result: R = fut.result(timeout_s)
         except TimeoutError:
             fut.cancel()
             raise CallTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
+        return result
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
@@ -259,7 +248,7 @@ class GroupMember:
             return None
         self.check()
         fut: Future = Future()
-        self._commits.put(({tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}, fut))
+        self._commits.put((dict(offsets), fut))
         return fut
 
     def wait_commit(self, fut: Future | None, timeout_s: float = COMMIT_TIMEOUT_S + CALL_MARGIN_S) -> None:
@@ -275,18 +264,14 @@ class GroupMember:
     def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of ``tps`` (absent: never committed)."""
 
-        def lookup(consumer: KafkaConsumer) -> dict[TopicPartition, int]:
-            out = {}
-            for tp in tps:
-                off = consumer.committed(tp, timeout_ms=int(COMMIT_TIMEOUT_S * 1000))
-                if off is not None:
-                    out[tp] = off
-            return out
+        def lookup(client: KafkaClient) -> dict[TopicPartition, int]:
+            found = client.committed(tps, int(COMMIT_TIMEOUT_S * 1000) * max(1, len(tps)))
+            return {tp: off for tp, off in found.items() if off is not None}
 
         return self.call(lookup, COMMIT_TIMEOUT_S * max(1, len(tps)) + CALL_MARGIN_S, "a committed-offset lookup")
 
     def close(self) -> None:
-        """Stop the thread; the consumer leaves the group. Safe to call twice."""
+        """Stop the thread; the client leaves the group. Safe to call twice."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(CLOSE_TIMEOUT_S)
@@ -294,6 +279,5 @@ class GroupMember:
                 log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
 
 
-
 __all__ = ["CALL_MARGIN_S", "COMMIT_TIMEOUT_S", "HANDOVER_TIMEOUT_S", "CallTimedOut", "CommitTimedOut", "GroupMember",
-           "HandoverTimedOut", "MemberFailed", "member_name", "membership_config"]
+           "HandoverTimedOut", "MemberFailed", "member_name", "membership_properties"]

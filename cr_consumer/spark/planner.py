@@ -70,8 +70,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from kafka import TopicPartition
-
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership

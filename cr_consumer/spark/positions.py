@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kafka import TopicPartition
-
+from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.kafka.start_position import EARLIEST_OFFSET, LATEST_OFFSET, StartKind, StartPosition
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.watermarks import WatermarkProbe

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Bound on each partition's committed-offset lookup (startingOffsets=committed of a batch read).
+COMMITTED_TIMEOUT_MS = 15_000
+
 
 class RangePartition(InputPartition):
     """One Spark task: one Kafka partition's offset range (picklable)."""
@@ -168,14 +171,16 @@ class CrKafkaBatchReader(DataSourceReader):
         """startingOffsets=committed: the committed offsets of kafka.group.id (none without it)."""
         if self.options.group_id is None:
             return {}
-        from kafka import KafkaConsumer
+        from cr_consumer.kafka.client import ClientKind
+        from cr_consumer.kafka.factory import make_client
 
-        consumer = KafkaConsumer(bootstrap_servers=self.options.bootstrap_servers.split(","),
-                                 group_id=self.options.group_id, enable_auto_commit=False)
+        consumer = make_client(ClientKind.KAFKA_PYTHON, {
+            "bootstrap.servers": self.options.bootstrap_servers.split(","), "group.id": self.options.group_id,
+            "enable.auto.commit": False})
         try:
-            found = {tp: consumer.committed(tp, timeout_ms=15_000) for tp in tps}
+            found = consumer.committed(tps, COMMITTED_TIMEOUT_MS * max(1, len(tps)))
         finally:
-            consumer.close()
+            consumer.close(COMMITTED_TIMEOUT_MS)
         return {tp: off for tp, off in found.items() if off is not None}
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

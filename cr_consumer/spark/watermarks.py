@@ -5,20 +5,21 @@ real Kafka answers ListOffsets "latest" with it; tansu answers the base offset
 of the last record batch, which is short by the rest of that batch. The high
 watermark in a fetch response is right on both. :class:`WatermarkProbe`:
 
-1. One group-less ``KafkaConsumer`` (no commits, ``auto.offset.reset=none``)
-   assigned the partitions asked about.
+1. One group-less kafka-python client of the seam
+   (:class:`~cr_consumer.kafka.client.KafkaClient`: no commits,
+   ``auto.offset.reset=none``) assigned the partitions asked about.
 2. ``end_offsets`` (ListOffsets "latest") for all of them, then every
    partition is positioned one record before that answer
    (``max(answer - 1, 0)``), so the next fetch returns at least the record at
    that offset: the last batch on tansu, one record's batch on Kafka
-   (``max_partition_fetch_bytes=1``: a broker returns one whole batch at most).
+   (``max.partition.fetch.bytes=1``: a broker returns one whole batch at most).
    Partitions are never paused: kafka-python's pause/resume loses a partition
    paused with buffered records.
 3. ``poll`` until every partition whose answer was > 0 has returned records
    (a fresh fetch response: its high watermark is current), bounded by
    :data:`PROBE_TIMEOUT_S`; a partition answered 0 is empty on Kafka, or holds
    one batch at offset 0 on tansu: it gets one fetch round to show it.
-4. The end of each partition is the consumer's ``highwater`` after that fetch
+4. The end of each partition is the client's ``highwater`` after that fetch
    (never below the ListOffsets answer). The fetched records are dropped:
    at most one batch per partition per trigger passes through the driver.
 5. While a partition's ListOffsets answer is the same as at its last probe,
@@ -35,8 +36,9 @@ import logging
 import time
 from collections.abc import Collection
 
-from kafka import KafkaConsumer, TopicPartition
-
+from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
+from cr_consumer.kafka.factory import make_client
+from cr_consumer.spark.groupless import groupless_properties
 from cr_consumer.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
@@ -48,49 +50,52 @@ PROBE_TIMEOUT_S = 30.0
 PROBE_POLL_MS = 50
 #: Bound on each ListOffsets request.
 LOOKUP_TIMEOUT_MS = 15_000
+#: Records per poll of a probe (at most one batch per partition is fetched).
+PROBE_MAX_RECORDS = 500
+#: Bound on closing the probe's client.
+CLOSE_TIMEOUT_MS = 5_000
 
 
 class WatermarkTimeout(TimeoutError):
     """The end offsets of some partitions could not be read in time."""
 
 
-def probe_config(options: SourceOptions) -> dict:
+def probe_properties(options: SourceOptions) -> dict[str, object]:
     """The probe fetches one byte per partition, at once: enough to learn the high watermark."""
-    config = options.groupless_config("crkafka-probe")
-    config.update(max_partition_fetch_bytes=1, fetch_max_wait_ms=10)
-    return config
+    props = groupless_properties(options, "crkafka-probe")
+    props.update({"max.partition.fetch.bytes": 1, "fetch.max.wait.ms": 10})
+    return props
 
 
 class WatermarkProbe:
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
-        self._consumer: KafkaConsumer | None = None
+        self._consumer: KafkaClient | None = None
         self.records_dropped = 0  # records fetched only for their response's watermark
         #: partition -> (ListOffsets answer, high watermark) of the last probe: while the
         #: answer is unchanged no batch was appended, so the watermark still holds
         self._known: dict[TopicPartition, tuple[int, int]] = {}
 
-    def _client(self) -> KafkaConsumer:
+    def _client(self) -> KafkaClient:
         if self._consumer is None:
-            self._consumer = KafkaConsumer(**probe_config(self._options))
+            self._consumer = make_client(ClientKind.KAFKA_PYTHON, probe_properties(self._options))
         return self._consumer
 
     def partitions(self) -> dict[str, set[int]]:
         """Every topic the cluster metadata lists now, with its partitions."""
-        consumer = self._client()
-        return {topic: set(consumer.partitions_for_topic(topic) or ()) for topic in consumer.topics()}
+        return self._client().topics(LOOKUP_TIMEOUT_MS)
 
     def beginning(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         if not tps:
             return {}
-        return dict(self._client().beginning_offsets(sorted(tps), timeout_ms=LOOKUP_TIMEOUT_MS))
+        return self._client().beginning_offsets(sorted(tps), LOOKUP_TIMEOUT_MS)
 
     def offsets_for_time(self, tps: Collection[TopicPartition], time_ms: int) -> dict[TopicPartition, int | None]:
         """The first offset whose timestamp is >= ``time_ms`` (None: no such record)."""
         if not tps:
             return {}
-        found = self._client().offsets_for_times({tp: time_ms for tp in tps}, timeout_ms=LOOKUP_TIMEOUT_MS)
-        return {tp: (found[tp].offset if found.get(tp) is not None else None) for tp in tps}
+        found = self._client().offsets_for_times({tp: time_ms for tp in tps}, LOOKUP_TIMEOUT_MS)
+        return {tp: found.get(tp) for tp in tps}
 
     def ends(self, tps: Collection[TopicPartition], *, timeout_s: float = PROBE_TIMEOUT_S) -> dict[TopicPartition, int]:
         """The end offset (high watermark) of every partition in ``tps``."""
@@ -98,7 +103,7 @@ class WatermarkProbe:
         if not tps:
             return {}
         consumer = self._client()
-        listed = dict(consumer.end_offsets(tps, timeout_ms=LOOKUP_TIMEOUT_MS))
+        listed = consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
         known = {tp: self._known[tp][1] for tp in tps if tp in self._known and self._known[tp][0] == listed[tp]}
         tps = [tp for tp in tps if tp not in known]
         if not tps:
@@ -107,13 +112,13 @@ class WatermarkProbe:
         for tp in tps:
             consumer.seek(tp, max(listed[tp] - 1, 0))
         waiting = {tp for tp in tps if listed[tp] > 0}
-        fresh: dict[TopicPartition, int] = {}
+        fresh: dict[TopicPartition, int | None] = {}
         deadline = time.monotonic() + timeout_s
         rounds = 0
         while waiting or rounds == 0:
             if time.monotonic() > deadline:
                 raise WatermarkTimeout(f"no fetch response within {timeout_s}s for {sorted(map(str, waiting))}")
-            fetched = consumer.poll(timeout_ms=PROBE_POLL_MS)
+            fetched = consumer.poll(PROBE_POLL_MS, PROBE_MAX_RECORDS)
             rounds += 1
             for tp, records in fetched.items():
                 self.records_dropped += len(records)
@@ -125,8 +130,8 @@ class WatermarkProbe:
 
     def close(self) -> None:
         if self._consumer is not None:
-            self._consumer.close()
+            self._consumer.close(CLOSE_TIMEOUT_MS)
             self._consumer = None
 
 
-__all__ = ["WatermarkProbe", "WatermarkTimeout", "probe_config"]
+__all__ = ["WatermarkProbe", "WatermarkTimeout", "probe_properties"]

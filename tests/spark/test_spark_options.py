@@ -146,15 +146,15 @@ def test_invalid_options_fail_at_load(spark):
 
 
 def test_membership_configs():
-    from cr_consumer.spark.member_config import member_name, membership_config
+    from cr_consumer.spark.member_config import member_name, membership_properties
 
     options = parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"}))
-    configs = [membership_config(options, "g", i) for i in range(options.members)]
+    configs = [membership_properties(options, "g", i) for i in range(options.members)]
     assert [member_name(i) for i in range(2)] == ["crkafka-0", "crkafka-1"]
-    assert [c["group_instance_id"] for c in configs] == ["etl-0", "etl-1"]  # static membership: one id each
-    assert {c["group_id"] for c in configs} == {"g"}
-    assert not any(c["enable_auto_commit"] for c in configs)
-    assert {c["max_poll_records"] for c in configs} == {300}
+    assert [c["group.instance.id"] for c in configs] == ["etl-0", "etl-1"]  # static membership: one id each
+    assert {c["group.id"] for c in configs} == {"g"}
+    assert not any(c["enable.auto.commit"] for c in configs)
+    assert {c["max.poll.records"] for c in configs} == {300}
     with pytest.raises(InvalidOptionError, match=r"heartbeat\.interval\.ms"):
         parse_options(_opts(**{"kafka.heartbeat.interval.ms": "30000"}))
 
@@ -179,7 +179,7 @@ def test_kafka_client_and_batch_commit_options():
     from cr_consumer.kafka.client import ClientKind
 
     default = parse_options(_opts())
-    assert default.client is ClientKind.LIBRDKAFKA
+    assert default.client is ClientKind.LIBRDKAFKA  # the executors' default, unlike the operator's
     assert not default.commit_on_batch_read
     chosen = parse_options(_opts(**{"kafka.client": "kafka-python", "commitOnBatchRead": "true"}))
     assert chosen.client is ClientKind.KAFKA_PYTHON
@@ -189,12 +189,12 @@ def test_kafka_client_and_batch_commit_options():
 
 def test_a_property_librdkafka_refuses_fails_load_naming_it():
     with pytest.raises(InvalidOptionError) as err:
-        parse_options(_opts(**{"kafka.metrics.num.samples": "3"}))
+        parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "librdkafka"}))
     assert "metrics.num.samples" in str(err.value)
     assert "kafka.client=kafka-python" in str(err.value)
     ok = parse_options(_opts(**{"kafka.metrics.num.samples": "3", "kafka.client": "kafka-python"}))
     assert ok.consumer_properties == {"metrics.num.samples": 3}
-    fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20"}))  # renamed for librdkafka: accepted
+    fetch = parse_options(_opts(**{"kafka.fetch.max.wait.ms": "20", "kafka.client": "librdkafka"}))  # renamed: accepted
     assert fetch.consumer_properties == {"fetch.max.wait.ms": 20}
 
 
@@ -205,7 +205,7 @@ def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypa
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
     with pytest.raises(InvalidOptionError) as err:
-        parse_options(_opts())  # librdkafka is the default
+        parse_options(_opts(**{"kafka.client": "librdkafka"}))
     assert err.value.option == "kafka.client"
     assert "cr-consumer[librdkafka]" in str(err.value)
     assert parse_options(_opts(**{"kafka.client": "kafka-python"})).client.value == "kafka-python"

@@ -11,6 +11,11 @@ defects' work-arounds (``cr_consumer.kafka.kafka_python.compat``) stay inside th
 2. before every poll: release partitions parked by pause() (``unstick_parked_fetches``);
 3. ``request_rejoin``: the coordinator's own ``request_rejoin()``.
 
+A rebalance hold (``subscribe(..., hold=...)``) runs on kafka-python's IO loop
+(``cr_consumer.kafka.kafka_python.hold``). ``group.id`` None makes a client
+without a group (``assign`` only; it may still commit to a group named later
+by another client, never join one).
+
 Properties: standard dotted names become kafka-python keyword arguments
 (``fetch.max.wait.ms`` -> ``fetch_max_wait_ms``); the librdkafka spellings of the
 security settings are mapped (:data:`RENAMED`); ``partition.assignment.strategy``
@@ -31,6 +36,7 @@ from typing import Any
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
+from kafka.consumer.fetcher import ConsumerRecord
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -47,6 +53,8 @@ from cr_consumer.kafka.client import (
     KafkaClientError,
     KafkaRecord,
     MemberFenced,
+    OffsetOutOfRange,
+    RebalanceHold,
     RebalanceListener,
     RebalanceProtocol,
     TimestampType,
@@ -60,6 +68,7 @@ from cr_consumer.kafka.kafka_python.compat import (
     skip_known_coordinator_hop,
     unstick_parked_fetches,
 )
+from cr_consumer.kafka.kafka_python.hold import HoldingListener
 from cr_consumer.kafka.subscription import check_subscription
 
 log = logging.getLogger(__name__)
@@ -77,8 +86,10 @@ RENAMED: Mapping[str, str] = {
     "fetch.wait.max.ms": "fetch.max.wait.ms",
 }
 
-#: kafka-python's consumer settings (keyword names: ``fetch_max_wait_ms``).
-SETTINGS: frozenset[str] = frozenset(KafkaConsumer.DEFAULT_CONFIG)
+#: kafka-python's consumer settings and their defaults (keyword names: ``fetch_max_wait_ms``).
+DEFAULTS: Mapping[str, object] = KafkaConsumer.DEFAULT_CONFIG
+#: kafka-python's consumer settings (keyword names).
+SETTINGS: frozenset[str] = frozenset(DEFAULTS)
 
 
 def kafka_python_name(key: str) -> str:
@@ -115,6 +126,18 @@ def commit_refusal(exc: BaseException) -> CommitRefused:
     if isinstance(cause, _FENCED) or isinstance(exc, kafka_errors.CommitFailedError):
         return MemberFenced(f"commit refused: the group no longer knows this consumer: {exc!r}")
     return CommitRefused(f"commit refused by the group (rebalance): {exc!r}")
+
+
+def commit_error(exc: BaseException) -> KafkaClientError:
+    """The seam's error for a failed commit: refused (:func:`commit_refusal`), not
+    answered in time (ClientTimeout, outcome unknown), or any other failure."""
+    if isinstance(exc, _REFUSED):
+        return commit_refusal(exc)
+    if isinstance(exc, kafka_errors.KafkaTimeoutError):
+        return ClientTimeout(f"commit not answered in time (outcome unknown): {exc!r}")
+    return KafkaClientError(f"commit failed: {exc!r}")
+
+
 _TIMESTAMP_TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
 #: ``KafkaRecord`` from one tuple of its fields, without the NamedTuple's Python-level ``__new__``.
 _new_record = functools.partial(tuple.__new__, KafkaRecord)
@@ -223,9 +246,19 @@ class KafkaPythonClient:
         return False
 
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
-                  listener: RebalanceListener) -> None:
+                  listener: RebalanceListener, hold: RebalanceHold | None = None) -> None:
         check_subscription(topics, pattern)
-        self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=_Listener(listener))
+        wrapped = _Listener(listener) if hold is None else HoldingListener(self._consumer, listener, hold,
+                                                                            commit_error)
+        self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=wrapped)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._consumer.assign([_ktp(tp) for tp in partitions])
+
+    def topics(self, timeout_ms: int) -> dict[str, set[int]]:
+        with _errors("topics"):
+            names = self._consumer.topics()
+        return {topic: set(self._consumer.partitions_for_topic(topic) or ()) for topic in names}
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
         out: set[TopicPartition] = set()
@@ -235,7 +268,10 @@ class KafkaPythonClient:
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[KafkaRecord]]:
         unstick_parked_fetches(self._consumer)
-        raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        try:
+            raw = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        except kafka_errors.OffsetOutOfRangeError as exc:
+            raise OffsetOutOfRange(str(exc)) from exc
         return {TopicPartition(ktp.topic, ktp.partition): to_kafka_records(records) for ktp, records in raw.items()}
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -265,12 +301,8 @@ class KafkaPythonClient:
         request = {_ktp(tp): OffsetAndMetadata(int(off), "", -1) for tp, off in offsets.items()}
         try:
             self._consumer.commit(request, timeout_ms=timeout_ms)
-        except _REFUSED as exc:
-            raise commit_refusal(exc) from exc
-        except kafka_errors.KafkaTimeoutError as exc:
-            raise ClientTimeout(f"commit not answered within {timeout_ms} ms (outcome unknown): {exc!r}") from exc
         except kafka_errors.KafkaError as exc:
-            raise KafkaClientError(f"commit failed: {exc!r}") from exc
+            raise commit_error(exc) from exc
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         deadline = _Deadline(timeout_ms)
@@ -339,5 +371,5 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "RENAMED", "SETTINGS", "KafkaPythonClient", "kafka_python_config", "kafka_python_name",
-           "to_kafka_records"]
+__all__ = ["ASSIGNORS", "DEFAULTS", "RENAMED", "SETTINGS", "ConsumerRecord", "KafkaPythonClient", "commit_error",
+           "commit_refusal", "kafka_python_config", "kafka_python_name", "to_kafka_records"]

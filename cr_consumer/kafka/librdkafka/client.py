@@ -3,6 +3,9 @@
 Installed with the ``[librdkafka]`` extra; importing this module without it raises
 :class:`~cr_consumer.kafka.client.ClientUnavailable` naming the extra.
 
+Of the seam's calls, holding a rebalance and ``assign`` (no group) are
+kafka-python's only: here they raise :class:`ClientUnavailable`.
+
 How the seam's protocol maps onto librdkafka:
 
 1. Rebalance callbacks run inside ``poll`` on the polling thread. During
@@ -66,6 +69,7 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaClientError,
     KafkaRecord,
+    RebalanceHold,
     RebalanceListener,
     RebalanceProtocol,
     TopicPartition,
@@ -75,6 +79,7 @@ from cr_consumer.kafka.subscription import check_subscription
 try:
     from confluent_kafka import Consumer, KafkaError, KafkaException
     from confluent_kafka import TopicPartition as CkTopicPartition
+    from confluent_kafka.admin import ClusterMetadata
 except ImportError as exc:  # the optional extra
     raise ClientUnavailable(
         "the librdkafka Kafka client needs the confluent-kafka package: "
@@ -165,7 +170,10 @@ class LibrdkafkaClient:
 
     # -- subscription and rebalance callbacks ---------------------------------
     def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
-                  listener: RebalanceListener) -> None:
+                  listener: RebalanceListener, hold: RebalanceHold | None = None) -> None:
+        if hold is not None:
+            raise ClientUnavailable("holding a rebalance (the Spark source's group members) needs the kafka-python "
+                                    "client: the librdkafka client does not offer it")
         check_subscription(topics, pattern)
         self._listener = listener
         if pattern:
@@ -250,15 +258,27 @@ class LibrdkafkaClient:
                 consumer.unassign()
             self._parts.gave_up(tps, incremental=incremental)
 
-    def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        raise ClientUnavailable("fetching partitions without a group (assign) needs the kafka-python client: the "
+                                "librdkafka client tracks its partitions through the group's assignments")
+
+    def _metadata(self, timeout_ms: int) -> ClusterMetadata:
+        """The cluster's metadata (every topic), bounded by ``timeout_ms``."""
         self._gate.require("metadata", timeout_ms / 1000)
         try:
-            metadata = self._consumer.list_topics(timeout=timeout_ms / 1000)
+            return self._consumer.list_topics(timeout=timeout_ms / 1000)
         except KafkaException as exc:
             err = error_of(exc)
             if err is None:
                 raise KafkaClientError(f"metadata: {exc!r}") from exc
             raise_for("metadata", err, exc)
+
+    def topics(self, timeout_ms: int) -> dict[str, set[int]]:
+        return {name: set(topic.partitions) for name, topic in self._metadata(timeout_ms).topics.items()
+                if topic.error is None}
+
+    def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
+        metadata = self._metadata(timeout_ms)
         out: set[TopicPartition] = set()
         for name, topic in metadata.topics.items():
             wanted = (self._pattern.match(name) is not None and not name.startswith("__")) if self._pattern \

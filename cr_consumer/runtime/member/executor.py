@@ -203,7 +203,7 @@ class CommandExecutor:
         offset in the LAST consistent checkpoint, not the one of its last reset
         (which the retire of older checkpoints drops; the partition would then
         start at its initial offset and repeat published records)."""
-        from kafka import TopicPartition
+        from cr_consumer.kafka.client import TopicPartition
 
         self.source.set_consistent_offsets(seq, {TopicPartition(t, p): int(o) for t, p, o in offsets})
 
@@ -216,8 +216,7 @@ class CommandExecutor:
         ``seq``). So the file sink publishes every interval sealed up to ``own``
         (their records lie below the offsets the region continues from) and
         deletes only later ones."""
-        from kafka import TopicPartition
-
+        from cr_consumer.kafka.client import TopicPartition
         from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
         self._block(f"reset to {seq}")

@@ -114,46 +114,24 @@ def request_rejoin(source: GroupSource) -> bool:
     return source.events.request_rejoin()
 
 
-def _admin_settings(config: Any) -> dict[str, Any]:
-    """Bootstrap and the connection/security settings of the source's consumer
-    properties that the admin client also knows (dotted -> kafka-python names)."""
-    from kafka.admin import KafkaAdminClient
-
-    from cr_consumer.kafka.kafka_python.client import kafka_python_name
-
-    known = KafkaAdminClient.DEFAULT_CONFIG
-    out = {"bootstrap_servers": config.bootstrap_servers, "request_timeout_ms": EVICT_TIMEOUT_MS,
-           "client_id": f"{config.operator_name}-evict"}
-    for key, value in dict(config.consumer_properties).items():
-        name = kafka_python_name(key)
-        if name in known and name not in out and name != "client_id":
-            out[name] = value
-    return out
-
-
 def evict_predecessor(config: Any, member_id: str) -> bool:
-    """Remove ``member_id`` (a dead predecessor's consumer) from ``config.group_id``.
-    True when the broker confirmed it; False (logged) otherwise."""
-    from kafka.admin import KafkaAdminClient, MemberToRemove
-    from kafka.errors import NoError
+    """Remove ``member_id`` (a dead predecessor's consumer) from ``config.group_id``
+    (:mod:`cr_consumer.kafka.kafka_python.admin`). True when the broker confirmed
+    it; False (logged) otherwise."""
+    from cr_consumer.kafka.kafka_python.admin import admin_settings, remove_group_member
 
-    admin = None
     try:
-        admin = KafkaAdminClient(**_admin_settings(config))
-        result = admin.remove_group_members(config.group_id, [MemberToRemove(member_id=member_id,
-                                                                              reason="restarted member")])
-        error = result.get(member_id)
-        if error is NoError:
+        settings = admin_settings(config.bootstrap_servers, dict(config.consumer_properties),
+                                  request_timeout_ms=EVICT_TIMEOUT_MS, client_id=f"{config.operator_name}-evict")
+        error = remove_group_member(settings, config.group_id, member_id, "restarted member")
+        if error is None:
             log.info("%s: removed the predecessor's consumer %s from group %s", config.operator_name, member_id,
                      config.group_id)
             return True
         log.info("%s: the broker did not remove %s from group %s (%s); the session timeout will",
-                 config.operator_name, member_id, config.group_id, getattr(error, "__name__", error))
+                 config.operator_name, member_id, config.group_id, error)
         return False
     except Exception:  # an optimisation: the session timeout removes it anyway
         log.warning("%s: could not remove the predecessor's consumer %s from group %s; the broker's session "
                     "timeout will", config.operator_name, member_id, config.group_id, exc_info=True)
         return False
-    finally:
-        if admin is not None:
-            admin.close()

@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from cr_consumer.kafka.client import Header, KafkaRecord
+from cr_consumer.kafka.kafka_python.client import ConsumerRecord
 
 #: The key of the marker object that holds non-UTF-8 bytes as base64.
 BASE64_MARKER = "base64"
@@ -184,17 +185,11 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
     return "".join(out)
 
 
-try:  # the kafka-python record type: a namedtuple (topic, partition, leader_epoch, offset, timestamp, ..., key, value, ...)
-    from kafka.consumer.fetcher import ConsumerRecord as _ConsumerRecord
-except ImportError:  # pragma: no cover - kafka-python is a dependency
-    _ConsumerRecord = None
-
 _COLUMNS = attrgetter("topic", "partition", "offset", "timestamp", "key", "value")
 #: The positions of (topic, partition, offset, timestamp, key, value) in the
-#: source's tuple record types (zip(*batch) is one C pass).
-_TUPLE_COLUMNS: dict[type, tuple[int, ...]] = {KafkaRecord: (0, 1, 2, 3, 5, 6)}
-if _ConsumerRecord is not None:
-    _TUPLE_COLUMNS[_ConsumerRecord] = (0, 1, 3, 4, 6, 7)
+#: source's tuple record types (zip(*batch) is one C pass); kafka-python's
+#: ConsumerRecord is (topic, partition, leader_epoch, offset, timestamp, ..., key, value, ...).
+_TUPLE_COLUMNS: dict[type, tuple[int, ...]] = {KafkaRecord: (0, 1, 2, 3, 5, 6), ConsumerRecord: (0, 1, 3, 4, 6, 7)}
 
 
 def _columns(records: list[Any]) -> tuple[Sequence[Any], ...]:

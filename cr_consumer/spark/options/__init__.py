@@ -47,10 +47,10 @@ start and end), ``source_options`` (:class:`SourceOptions`), ``parse``
 (:func:`parse_options`, the whole map).
 """
 
-from cr_consumer.spark.options.kafka_properties import DEFAULT_CLIENT
+from cr_consumer.spark.options.kafka_properties import EXECUTOR_DEFAULT_CLIENT
 from cr_consumer.spark.options.names import SPELLING, UNSUPPORTED
 from cr_consumer.spark.options.parse import parse_options
 from cr_consumer.spark.options.source_options import SourceOptions
 from cr_consumer.spark.options.values import InvalidOptionError
 
-__all__ = ["DEFAULT_CLIENT", "SPELLING", "UNSUPPORTED", "InvalidOptionError", "SourceOptions", "parse_options"]
+__all__ = ["EXECUTOR_DEFAULT_CLIENT", "SPELLING", "UNSUPPORTED", "InvalidOptionError", "SourceOptions", "parse_options"]

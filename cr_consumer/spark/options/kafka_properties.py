@@ -44,13 +44,14 @@ OBJECT_KAFKA = {
     "sasl.oauth.token.provider",
 }
 
+#: The executors' Kafka library when ``kafka.client`` is not given: librdkafka, which
+#: the ``spark`` extra installs, reads 2-3x the rows per second of kafka-python
+#: (bench/bench_spark.py; BENCHMARKS.md). The driver's group members are kafka-python.
+EXECUTOR_DEFAULT_CLIENT = ClientKind.LIBRDKAFKA
+
 #: Types of the kafka-python settings whose default is None (so the type cannot be
 #: read off the default).
 _NONE_DEFAULT_TYPES = {"receive.buffer.bytes": int, "send.buffer.bytes": int}
-
-#: The executors' Kafka library when ``kafka.client`` is not given (the faster one
-#: in bench/bench_spark.py; docs/spark.md has the figures).
-DEFAULT_CLIENT = ClientKind.LIBRDKAFKA
 
 #: The session timeout (ms) of the query's group members when
 #: ``kafka.session.timeout.ms`` is not given (kafka-python's own default is
@@ -64,9 +65,9 @@ MEMBER_SESSION_TIMEOUT_MS = 10_000
 
 def kafka_defaults() -> dict:
     """kafka-python's consumer settings and their defaults (keyword names)."""
-    from kafka import KafkaConsumer  # local: importing options must stay cheap
+    from cr_consumer.kafka.kafka_python.client import DEFAULTS  # local: importing options must stay cheap
 
-    return dict(KafkaConsumer.DEFAULT_CONFIG)
+    return dict(DEFAULTS)
 
 
 def parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, object]:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 
 from cr_consumer.spark.options.kafka_properties import (
-    DEFAULT_CLIENT,
+    EXECUTOR_DEFAULT_CLIENT,
     check_properties,
     kafka_defaults,
     parse_client,
@@ -53,7 +53,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
     region_index = parse_int("regionIndex", opts.get("regionindex", "0"), minimum=0)
     metrics_port, metrics_host = _metrics_endpoint(opts)
-    client = parse_client(opts.get("kafka.client", DEFAULT_CLIENT.value))
+    client = parse_client(opts.get("kafka.client", EXECUTOR_DEFAULT_CLIENT.value))
     check_properties(bootstrap, client, kafka_props)
 
     return SourceOptions(

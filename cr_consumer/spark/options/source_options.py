@@ -9,6 +9,7 @@ import attrs
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.kafka.start_position import PartitionValues, StartKind, StartPosition
+from cr_consumer.spark.options.kafka_properties import EXECUTOR_DEFAULT_CLIENT
 
 
 @attrs.frozen
@@ -40,7 +41,7 @@ class SourceOptions:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     #: ``kafka.client``: the Kafka library of the executors' range reads.
-    client: ClientKind = ClientKind.LIBRDKAFKA
+    client: ClientKind = EXECUTOR_DEFAULT_CLIENT
     #: Kafka consumer properties by dotted name (typed values), sorted (name, value) pairs;
     #: shown with secret values redacted.
     kafka_properties: tuple[tuple[str, object], ...] = attrs.field(default=(), repr=redacted_repr)

@@ -11,8 +11,9 @@ import pytest
 
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
+from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.client import KafkaPythonClient
-from cr_consumer.runtime.member.group_state import _admin_settings, evict_predecessor, group_report, request_rejoin
+from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
 from cr_consumer.testing.kafka_util import create_topic
 
 KAFKA = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
@@ -105,7 +106,8 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         pump_b.halt()
         config = SimpleNamespace(bootstrap_servers=bootstrap, group_id=group, operator_name="b-restarted",
                                  consumer_properties={"request.timeout.ms": 5000, "fetch.min.bytes": 1})
-        assert "fetch_min_bytes" not in _admin_settings(config)  # consumer-only settings are left out
+        settings = admin_settings(bootstrap, config.consumer_properties, request_timeout_ms=5000, client_id="evict")
+        assert "fetch_min_bytes" not in settings  # consumer-only settings are left out
         t0 = time.monotonic()
         assert evict_predecessor(config, victim) is True
         wait_until(lambda: len(a.assignment()) == 4, EVICTION_WAIT_S, "the survivor to take all four partitions")
