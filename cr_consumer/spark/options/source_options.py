@@ -51,24 +51,6 @@ class SourceOptions:
         """The pass-through properties by their dotted Kafka names."""
         return dict(self.kafka_properties)
 
-    @property
-    def kafka_config(self) -> dict:
-        """The pass-through properties as kafka-python keyword arguments (kafka-python's names)."""
-        from cr_consumer.kafka.kafka_python.client import kafka_python_name  # local: importing options stays cheap
-
-        return {kafka_python_name(k): v for k, v in self.kafka_properties}
-
-    def groupless_config(self, client_id: str) -> dict:
-        """kafka-python keyword arguments of a consumer outside the query's group
-        (assign + seek: the executors' range reads, the planner's watermark
-        probe): no group, no auto commit, and no offset reset, so that a
-        missing offset is an error the caller handles, never a silent jump."""
-        config = self.kafka_config
-        config.pop("group_instance_id", None)
-        config.update(bootstrap_servers=self.bootstrap_servers.split(","), group_id=None,
-                      enable_auto_commit=False, auto_offset_reset="none", client_id=client_id)
-        return config
-
     def starting_or(self, default: StartKind) -> StartPosition:
         return self.starting if self.starting is not None else StartPosition(default)
 
