@@ -74,7 +74,6 @@ def test_valid_options_parse():
     assert o.members == 3
     assert o.starting == StartPosition(StartKind.TIMESTAMP, timestamp_ms=1704067200000)
     assert o.consumer_properties == {"session.timeout.ms": 6000, "check.crcs": False}
-    assert o.kafka_config == {"session_timeout_ms": 6000, "check_crcs": False}
     p = parse_options(_opts(subscribe=None, subscribePattern=r"orders-\d+"))
     assert p.pattern == r"orders-\d+"
     assert p.topics == ()
