@@ -94,6 +94,7 @@ from coordinator.protocol.common.transitions import IllegalTransition, StateMach
 from coordinator.protocol.region.commands import CommandKind, Failed, RegionCommand, Resume
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.replies import Predecessor
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
 from coordinator.region.document import RegionDocument
@@ -490,7 +491,8 @@ class RegionCore:
         if admission.kind is JoinKind.RETRY:
             return self._join_reply(name, admission.predecessor)
         if admission.kind is JoinKind.REFUSED:
-            return {**self._join_reply(name), "refused": f"member name {name!r} is in use", "holder": admission.holder}
+            holder = admission.holder.to_body() if admission.holder is not None else None
+            return {**self._join_reply(name), "refused": f"member name {name!r} is in use", "holder": holder}
         predecessor = admission.predecessor
         restarted = admission.kind is JoinKind.RESTART
         if self.first_join_at is None:
@@ -520,10 +522,10 @@ class RegionCore:
         if not self.waiting:
             self._phase_answered(now)
 
-    def _join_reply(self, name: str, predecessor: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _join_reply(self, name: str, predecessor: Predecessor | None = None) -> dict[str, Any]:
         reply = {"region": self.config.name, "phase": self.phase.value,
                  "last_consistent": self.checkpoints.last_consistent, "config": self.config.to_dict(),
-                 "predecessor": predecessor}
+                 "predecessor": predecessor.to_body() if predecessor is not None else None}
         if self.phase is Phase.FAILED:
             reply["failed_reason"] = self.failed_reason
         return reply

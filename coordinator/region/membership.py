@@ -47,6 +47,7 @@ from typing import Any
 import attrs
 
 from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.replies import NameHolder, Predecessor
 from coordinator.region.model import MemberInfo
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,9 @@ class Admission:
 
     kind: JoinKind
     #: RETRY, RESTART: the predecessor the joiner's reply names (None: none).
-    predecessor: dict[str, Any] | None = None
+    predecessor: Predecessor | None = None
     #: REFUSED: the live holder of the name.
-    holder: dict[str, Any] | None = None
+    holder: NameHolder | None = None
     #: RESTART: why the predecessor's Kafka member id was withheld (None: it was not).
     withheld: str | None = None
 
@@ -91,13 +92,11 @@ def admit(
         return Admission(JoinKind.RETRY, predecessor=existing.predecessor)
     silent_s = now - existing.last_seen
     if not replace and not region_failed and silent_s < member_timeout_s:
-        return Admission(JoinKind.REFUSED, holder={"incarnation": existing.incarnation, "pid": existing.pid,
-                                                   "host": existing.host, "silent_s": round(silent_s, 3)})
-    predecessor = {"incarnation": existing.incarnation, "pid": existing.pid,
-                   "kafka_member_id": existing.kafka.member_id if existing.kafka is not None else None}
-    withheld = eviction_blocked() if predecessor["kafka_member_id"] else None
-    if withheld:
-        predecessor["kafka_member_id"] = None
+        return Admission(JoinKind.REFUSED, holder=NameHolder(existing.incarnation, existing.pid, existing.host,
+                                                             round(silent_s, 3)))
+    kafka_member_id = existing.kafka.member_id if existing.kafka is not None else None
+    withheld = eviction_blocked() if kafka_member_id else None
+    predecessor = Predecessor(existing.incarnation, existing.pid, None if withheld else kafka_member_id)
     return Admission(JoinKind.RESTART, predecessor=predecessor, withheld=withheld or None)
 
 
@@ -137,8 +136,8 @@ class MemberTable(Mapping[str, MemberInfo]):
         if admission.kind is JoinKind.REFUSED and admission.holder is not None:
             holder = admission.holder
             log.info("region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
-                     "join of incarnation %s (pid %s on %s) refused", self._region, name, holder["incarnation"],
-                     holder["pid"], holder["host"], holder["silent_s"], incarnation, pid, host)
+                     "join of incarnation %s (pid %s on %s) refused", self._region, name, holder.incarnation,
+                     holder.pid, holder.host, holder.silent_s, incarnation, pid, host)
             return admission
         if admission.withheld and existing is not None:
             log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.replies import Predecessor
 
 DOC_VERSION = 1
 
@@ -56,8 +57,8 @@ class MemberInfo:
     kafka_at: float | None = None
     #: Why its last report was ignored (None: valid); cleared by the next valid one.
     kafka_invalid: str | None = None
-    #: The incarnation it replaced (a restart): incarnation, pid, kafka_member_id.
-    predecessor: dict | None = None
+    #: The incarnation it replaced (a restart).
+    predecessor: Predecessor | None = None
     host: str | None = None
 
 
@@ -105,7 +106,7 @@ class AbsentCheckpoints:
         return forgotten
 
 
-def carry_forward(previous: list[list], current: list[list]) -> list[list]:
+def carry_forward(previous: list[list[Any]], current: list[list[Any]]) -> list[list[Any]]:
     """``current`` plus the partitions only ``previous`` knows.
 
     A partition that no member had assigned at the drain (its owner died and the

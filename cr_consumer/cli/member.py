@@ -38,8 +38,8 @@ from coordinator.protocol.common.cli_types import duration
 from coordinator.protocol.common.logging_setup import add_logging_arguments, setup_logging
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka import properties
-from cr_consumer.runtime.member.process import Member, MemberSettings
-from cr_consumer.runtime.member.setup import default_stem
+from cr_consumer.runtime.member.process import Member
+from cr_consumer.runtime.member.setup import MemberSettings, default_stem
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -59,11 +59,13 @@ from cr_consumer.kafka.property_rules import PropertyError, assignor_names, chec
 from cr_consumer.kafka.start_position import StartKind, StartPosition
 from cr_consumer.operator.config_types import (
     ConfigError,
+    Deserializer,
     MalformedPolicy,
     RegionMode,
     as_client_kind,
     as_gc_policy,
     as_malformed_policy,
+    as_properties,
     as_region_mode,
     as_start_position,
     as_topics,
@@ -124,15 +126,16 @@ class OperatorConfig:
     queue_capacity: int | None = None
     drain_timeout_s: float = 180.0
     reset_timeout_s: float = 20.0
-    key_deserializer: Callable[[bytes | None], Any] | None = None
-    value_deserializer: Callable[[bytes | None], Any] | None = None
+    key_deserializer: Deserializer | None = None
+    value_deserializer: Deserializer | None = None
     on_malformed: MalformedPolicy = attrs.field(default=MalformedPolicy.SKIP, converter=as_malformed_policy)
     #: Standalone use (no region runtime): drain and commit this often.
     commit_period_s: float = 5.0
     #: Timeout of one coordinator request (the client retries inside it).
     coordinator_timeout_s: float = 10.0
     #: Shown with secret values redacted (cr_consumer.kafka.properties.is_secret).
-    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=redacted_repr)
+    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=as_properties,
+                                                      repr=redacted_repr)
     #: What start() does with the cyclic garbage collector (coordinator.protocol.common.gc_policy):
     #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
     gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=as_gc_policy)

@@ -10,14 +10,18 @@ Spark source (:mod:`cr_consumer.kafka.start_position`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.start_position import StartKind, StartPosition
 
 E = TypeVar("E", bound=enum.Enum)
+
+#: A key or value deserialiser (``OperatorConfig.key_deserializer``): raw bytes
+#: (None for null) to the user's type, hence Any.
+Deserializer = Callable[[bytes | None], Any]
 
 
 class ConfigError(ValueError):
@@ -83,3 +87,10 @@ def as_topics(value: str | Iterable[str] | None) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     return tuple(value)
+
+
+def as_properties(value: Mapping[str, object]) -> dict[str, Any]:
+    """Kafka consumer properties by their dotted names, copied (the caller's
+    mapping may change later). Any: a property's value is whatever type the
+    Kafka client takes for it (str, int, bool, a list of assignors)."""
+    return dict(value)

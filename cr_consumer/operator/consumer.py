@@ -43,7 +43,7 @@ from cr_consumer.operator.handler_errors import DrainError, ResetError
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, RegionHandlers
 from cr_consumer.operator.local_control import LocalControl
 from cr_consumer.operator.message_queue import Batch, BatchQueue
-from cr_consumer.operator.metrics import OperatorMetrics
+from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread
 from cr_consumer.operator.rebalance import Listener, Rebalancer
@@ -372,7 +372,7 @@ class ConsumerOperator:
             log.info("%s: a reset is already pending in group %s (%s)", self.name, self.config.group_id, reason)
 
     # -- metrics ----------------------------------------------------------------
-    def metrics(self) -> dict:
+    def metrics(self) -> MetricsSnapshot:
         """A snapshot of the operator's metrics (see metrics.py for the names)."""
         return self.stats.snapshot()
 
@@ -380,8 +380,8 @@ class ConsumerOperator:
     def prometheus_registry(self) -> CollectorRegistry:
         return self.stats.registry
 
-    def _readings(self) -> dict[str, int | str]:
-        """The metrics the threads hold (metrics.READINGS), for the snapshot."""
+    def _readings(self) -> Readings:
+        """The metrics the threads hold, for the snapshot."""
         decoder = self.decoder
         return {
             "state": self.sm.state.value,

@@ -59,7 +59,7 @@ import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, TypeVar
 
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
 
@@ -131,7 +131,15 @@ class OperatorFailed(RuntimeError):
 
 
 class _Stop:
-    pass
+    """Queued by stop(): the loop ends when it takes one."""
+
+
+T = TypeVar("T")
+
+#: One queued call: ``fn(client)``, the future its result goes to, what it is
+#: (for logs). Any: the queue holds calls of every result type; ``submit`` and
+#: ``call`` give each caller its own.
+_Event = tuple[Callable[[KafkaClient], Any], "Future[Any]", str]
 
 
 class EventThread:
@@ -192,7 +200,7 @@ class EventThread:
         self._joining = joining
         self._on_failure = on_failure
         self._max_poll_records = max_poll_records
-        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[_Event | _Stop] = queue.SimpleQueue()
         self._polling = False
         self._paused = False
         self._last_records_at = 0.0  # monotonic time of the last poll that returned records
@@ -204,22 +212,22 @@ class EventThread:
         self.consumer = None
         self.group = None
         self._thread = threading.Thread(target=self._run, name=f"cr-event-{name}", daemon=True)
-        self._started: Future = Future()
+        self._started: Future[None] = Future()
 
     # -- control (any thread) ---------------------------------------------
     def start(self, timeout: float) -> None:
         self._thread.start()
         self._started.result(timeout)
 
-    def submit(self, fn: Callable[[KafkaClient], Any], what: str) -> Future:
-        fut: Future = Future()
+    def submit(self, fn: Callable[[KafkaClient], T], what: str) -> Future[T]:
+        fut: Future[T] = Future()
         if self.failure is not None:
             fut.set_exception(self._failed(what))
             return fut
         self._events.put((fn, fut, what))
         return fut
 
-    def call(self, fn: Callable[[KafkaClient], Any], timeout: float, what: str) -> Any:
+    def call(self, fn: Callable[[KafkaClient], T], timeout: float, what: str) -> T:
         """Run ``fn(client)`` on the event thread and return its result."""
         if threading.current_thread() is self._thread:
             assert self.consumer is not None, "called on the event thread before the client exists"
@@ -254,7 +262,7 @@ class EventThread:
 
     def stop(self, timeout: float) -> None:
         self._stop_requested = True
-        self._events.put(_Stop)
+        self._events.put(_Stop())
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -333,17 +341,19 @@ class EventThread:
 
     def _serve_events(self, block_s: float) -> bool:
         """Run queued events; False when asked to stop."""
+        consumer = self.consumer
+        assert consumer is not None  # served only by _loop, which runs while the client exists
         try:
             item = self._events.get(timeout=block_s) if block_s > 0 else self._events.get_nowait()
         except queue.Empty:
             return True
         while True:
-            if item is _Stop:
+            if isinstance(item, _Stop):
                 return False
             fn, fut, what = item
             if fut.set_running_or_notify_cancel():
                 try:
-                    fut.set_result(fn(self.consumer))
+                    fut.set_result(fn(consumer))
                 except BaseException as exc:  # noqa: BLE001 - delivered to the waiter
                     log.warning("%s: event %r failed: %r", self.name, what, exc)
                     fut.set_exception(exc)
@@ -403,7 +413,7 @@ class EventThread:
                 item = self._events.get_nowait()
             except queue.Empty:
                 return
-            if item is _Stop:
+            if isinstance(item, _Stop):
                 continue
             _fn, fut, what = item
             if fut.set_running_or_notify_cancel():

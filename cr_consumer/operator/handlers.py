@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from coordinator.protocol.common.partitions import offsets_text
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
@@ -53,11 +54,15 @@ COMMIT_MARGIN_S = 0.5
 EVENT_TIMEOUT_S = 10.0
 
 
-def _serialized(method):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _serialized(method: Callable[Concatenate[RegionHandlers, P], R]) -> Callable[Concatenate[RegionHandlers, P], R]:
     """Run the handler under the handlers' lock (see RegionHandlers)."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: RegionHandlers, /, *args: P.args, **kwargs: P.kwargs) -> R:
         with self._lock:
             return method(self, *args, **kwargs)
 

@@ -40,6 +40,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Literal, TypedDict
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
@@ -59,8 +60,13 @@ ENDPOINT_STOP_TIMEOUT_S = 5.0
 #: commit round trip (milliseconds); a reset may wait for a merge (seconds).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
+#: The snapshot's keys whose values are numbers the collector exports as they are.
+NumberKey = Literal["nPartitionRebalances", "nQueueFullPause", "nDroppedMalformedMessages", "nSubmittedMessages",
+                    "nDroppedResetPending", "nDroppedStale", "nResetRequests", "nDrains", "nResets",
+                    "nAssignedPartitions", "nConsumedTopics", "nPendingMessages", "isPaused"]
+
 #: (Prometheus name without prefix and ``_total``, snapshot key, help).
-COUNTERS = (
+COUNTERS: tuple[tuple[str, NumberKey, str], ...] = (
     ("partition_rebalances", "nPartitionRebalances", "Partition assignments received"),
     ("queue_full_pauses", "nQueueFullPause", "Times all partitions were paused because the record queue was full"),
     ("malformed_records_dropped", "nDroppedMalformedMessages", "Records the deserialiser could not decode, dropped"),
@@ -72,7 +78,7 @@ COUNTERS = (
     ("resets", "nResets", "Completed resets"),
 )
 #: (Prometheus name without prefix, snapshot key, help).
-GAUGES = (
+GAUGES: tuple[tuple[str, NumberKey, str], ...] = (
     ("assigned_partitions", "nAssignedPartitions", "Partitions currently assigned"),
     ("consumed_topics", "nConsumedTopics", "Topics of the assigned partitions"),
     ("pending_records", "nPendingMessages", "Records in the record queue and drain buffer"),
@@ -87,18 +93,50 @@ PARTITION_GAUGES = (
 )
 
 
-#: Snapshot keys whose values live in the operator's threads (the state
-#: machine, the rebalancer, the queue, the event and process threads, the
-#: decoder); ``readings()`` returns them at every snapshot.
-READINGS = ("state", "nPartitionRebalances", "nPendingMessages", "nQueueFullPause", "isPaused",
-            "nDroppedMalformedMessages", "nSubmittedMessages", "nDroppedStale")
+class Readings(TypedDict):
+    """The snapshot's values that live in the operator's threads (the state
+    machine, the rebalancer, the queue, the event and process threads, the
+    decoder); ``readings()`` returns them at every snapshot."""
+
+    state: str
+    nPartitionRebalances: int
+    nPendingMessages: int
+    nQueueFullPause: int
+    isPaused: int
+    nDroppedMalformedMessages: int
+    nSubmittedMessages: int
+    nDroppedStale: int
+
+
+class MetricsSnapshot(TypedDict):
+    """``op.metrics()``: the module docstring names the keys."""
+
+    state: str
+    nAssignedPartitions: int
+    nConsumedTopics: int
+    nPartitionRebalances: int
+    nPendingMessages: int
+    nQueueFullPause: int
+    isPaused: int
+    drainTimeMillis: float
+    drainTimeMillisMax: float
+    resetTimeMillis: float
+    nDroppedMalformedMessages: int
+    nSubmittedMessages: int
+    nDroppedResetPending: int
+    nDroppedStale: int
+    nResetRequests: int
+    nDrains: int
+    nResets: int
+    #: lag by partition label, ``topic[partition]``
+    consumerLag: dict[str, int]
 
 
 class OperatorMetrics:
     """Counters, duration histograms and per-partition offsets of one operator.
 
     ``offsets``: the operator's offset manager (positions, assignment);
-    ``readings()``: the :data:`READINGS` of the operator, read when asked.
+    ``readings()``: the operator's :class:`Readings`, read when asked.
     """
 
     #: Written by the handler caller's thread (drain_done, reset_done) and the
@@ -115,7 +153,7 @@ class OperatorMetrics:
     _end_offsets: dict[TopicPartition, int]
     _committed: dict[TopicPartition, int]
 
-    def __init__(self, name: str, offsets: OffsetManager, readings: Callable[[], Mapping[str, int | str]]) -> None:
+    def __init__(self, name: str, offsets: OffsetManager, readings: Callable[[], Readings]) -> None:
         self._name = name
         self._offsets = offsets
         self._readings = readings
@@ -187,7 +225,7 @@ class OperatorMetrics:
             out[tp] = row
         return out
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> MetricsSnapshot:
         live = self._readings()
         assigned = self._offsets.assigned()
         lag = by_label({tp: row["lag"] for tp, row in self.partition_offsets().items() if "lag" in row})
@@ -329,5 +367,5 @@ class MetricsEndpoint:
             thread.join(ENDPOINT_STOP_TIMEOUT_S)
 
 
-__all__ = ["DURATION_BUCKETS", "READINGS", "MergedCollector", "MetricsEndpoint", "OperatorMetrics", "StatsCollector",
-           "merged_registry"]
+__all__ = ["DURATION_BUCKETS", "MergedCollector", "MetricsEndpoint", "MetricsSnapshot", "OperatorMetrics", "Readings",
+           "StatsCollector", "merged_registry"]

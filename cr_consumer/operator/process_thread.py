@@ -35,8 +35,10 @@ import collections
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from cr_consumer.operator.config import MalformedPolicy
+from cr_consumer.kafka.client import KafkaRecord
+from cr_consumer.operator.config_types import Deserializer, MalformedPolicy
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.region import RegionPermit
@@ -53,21 +55,28 @@ class MalformedRecord(ValueError):
     """A record's key or value could not be deserialised."""
 
 
+#: What submits records downstream: Any, the records (KafkaRecord, or decoded
+#: copies whose key/value are the deserialisers' types).
+SubmitRecord = Callable[[Any], object]
+SubmitBatch = Callable[[list[Any]], object]
+
+
 class Decoder:
     """Applies the configured deserialisers to a batch (process thread)."""
 
-    def __init__(self, key_fn, value_fn, policy: MalformedPolicy) -> None:
+    def __init__(self, key_fn: Deserializer | None, value_fn: Deserializer | None, policy: MalformedPolicy) -> None:
         self.key_fn = key_fn
         self.value_fn = value_fn
         self.policy = policy
         self.n_dropped = 0
 
-    def __call__(self, records: list) -> list:
+    def __call__(self, records: list[KafkaRecord]) -> list[Any]:
+        """The decoded copies (Any: their key and value are the deserialisers' types)."""
         key_fn, value_fn = self.key_fn, self.value_fn
-        out = []
+        out: list[Any] = []
         for r in records:
             try:
-                changes = {}
+                changes: dict[str, Any] = {}
                 if key_fn is not None:
                     changes["key"] = key_fn(r.key)
                 if value_fn is not None:
@@ -83,11 +92,11 @@ class Decoder:
         return out
 
 
-def _per_record(submit: Callable | None) -> Callable[[list], object]:
+def _per_record(submit: SubmitRecord | None) -> SubmitBatch:
     """submit(record) for each record of a batch, without a Python-level loop per record."""
     assert submit is not None
 
-    def submit_each(records: list) -> None:
+    def submit_each(records: list[Any]) -> None:
         collections.deque(map(submit, records), maxlen=0)
 
     return submit_each
@@ -121,8 +130,8 @@ class ProcessThread:
         permit: RegionPermit,
         offsets: OffsetManager,
         epoch: Callable[[], int],
-        submit: Callable | None,
-        submit_batch: Callable | None,
+        submit: SubmitRecord | None,
+        submit_batch: SubmitBatch | None,
         decoder: Decoder | None,
         trigger_count: int | None,
         on_trigger: Callable[[], None],
@@ -135,7 +144,7 @@ class ProcessThread:
         self._permit = permit
         self._offsets = offsets
         self._epoch = epoch
-        self._submit_batch: Callable[[list], object] = (
+        self._submit_batch: SubmitBatch = (
             submit_batch if submit_batch is not None else _per_record(submit))
         self._decoder = decoder
         self._trigger = trigger_count
@@ -232,4 +241,4 @@ class ProcessThread:
         return None, triggered
 
 
-__all__ = ["Decoder", "MalformedRecord", "ProcessThread"]
+__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord"]

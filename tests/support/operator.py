@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cr_consumer import ConsumerOperator, OperatorConfig
 from cr_consumer.testing.kafka_util import committed_offsets
@@ -62,9 +62,7 @@ class Sink:
 
 
 def config(bootstrap: str, group: str, name: str, **kw) -> OperatorConfig:
-    # Any: the attrs plugin types consumer_properties by its converter (dict), whose
-    # overloads accept no typed mapping
-    props: dict[str, Any] = dict(FAST_GROUP)
+    props = dict(FAST_GROUP)
     props.update(kw.pop("consumer_properties", {}))
     kw.setdefault("drain_timeout_s", 10.0)
     kw.setdefault("reset_timeout_s", 20.0)

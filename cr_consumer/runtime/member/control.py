@@ -147,7 +147,7 @@ class ControlChannel:
         region_config: RegionConfig,
         on_command: Callable[[RegionCommand], None],
         *,
-        context: zmq.Context | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
         curve: tuple[bytes, bytes, bytes] | None = None,
         report: Callable[[], KafkaReport | None] | None = None,
         on_predecessor: Callable[[Predecessor], None] | None = None,
@@ -262,7 +262,7 @@ class ControlChannel:
     def _wake(self) -> None:
         self._wake_pipe.wake()
 
-    def _socket(self) -> zmq.Socket:
+    def _socket(self) -> zmq.Socket[bytes]:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTING_ID, f"{self.member}/{self.incarnation}".encode())
@@ -313,7 +313,7 @@ class ControlChannel:
             monitor.close(linger=0)
             sock.close(linger=200)
 
-    def _keep_membership(self, sock: zmq.Socket, clock: _IoClock, now: float) -> None:
+    def _keep_membership(self, sock: zmq.Socket[bytes], clock: _IoClock, now: float) -> None:
         """Join (again) when not joined, or heartbeat and notice a silent coordinator."""
         state = self._state
         if state.leaving:
@@ -332,7 +332,7 @@ class ControlChannel:
                 state.lost()
                 clock.last_heard = now
 
-    def _send_outgoing(self, sock: zmq.Socket) -> None:
+    def _send_outgoing(self, sock: zmq.Socket[bytes]) -> None:
         """Send what was held until the join, then what other threads queued (held while not joined)."""
         if self.joined.is_set():
             for message in self._book.take_held():
@@ -345,7 +345,7 @@ class ControlChannel:
             else:
                 self._book.hold(message, waiter)
 
-    def _on_connected(self, sock: zmq.Socket, monitor: zmq.Socket, clock: _IoClock) -> None:
+    def _on_connected(self, sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes], clock: _IoClock) -> None:
         """Count the connections; after a reconnect, heartbeat at once."""
         while True:
             try:
@@ -358,7 +358,7 @@ class ControlChannel:
                 clock.last_hb = time.monotonic()
                 self._request(sock, self._heartbeat())
 
-    def _receive(self, sock: zmq.Socket, clock: _IoClock) -> None:
+    def _receive(self, sock: zmq.Socket[bytes], clock: _IoClock) -> None:
         while True:
             try:
                 raw = sock.recv(zmq.NOBLOCK)
@@ -367,7 +367,7 @@ class ControlChannel:
             clock.last_heard = time.monotonic()
             self._on_frame(raw)
 
-    def _flush_leave(self, sock: zmq.Socket) -> None:
+    def _flush_leave(self, sock: zmq.Socket[bytes]) -> None:
         """Flush a final leave; nobody waits for other answers any more."""
         for message, waiter in self._queued():
             if waiter is not None:
@@ -414,7 +414,7 @@ class ControlChannel:
                     log.warning("%s: acting on the rejoin hint failed", self.member, exc_info=True)
         self.on_command(command)
 
-    def _request(self, sock: zmq.Socket, message: MemberRequest) -> str:
+    def _request(self, sock: zmq.Socket[bytes], message: MemberRequest) -> str:
         rid = self._book.new_id(message.TYPE)
         try:
             sock.send(protocol.encode(message.TYPE, message.to_body(), rid), zmq.NOBLOCK)

@@ -31,11 +31,13 @@ source (a ``ConsumerOperator``):
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from coordinator.protocol.region.kafka_report import KafkaReport
 
 if TYPE_CHECKING:
+    from cr_consumer.kafka.client import GroupMembership
+    from cr_consumer.operator.config import OperatorConfig
     from cr_consumer.operator.states import ClientState
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ class GroupEvents(Protocol):
     """The source's event thread, as far as the group state goes."""
 
     @property
-    def group(self) -> Any:
+    def group(self) -> GroupMembership | None:
         """The group snapshot taken after each poll (None before the first)."""
         ...
 
@@ -114,7 +116,7 @@ def request_rejoin(source: GroupSource) -> bool:
     return source.events.request_rejoin()
 
 
-def evict_predecessor(config: Any, member_id: str) -> bool:
+def evict_predecessor(config: OperatorConfig, member_id: str) -> bool:
     """Remove ``member_id`` (a dead predecessor's consumer) from ``config.group_id``
     (:mod:`cr_consumer.kafka.kafka_python.admin`). True when the broker confirmed
     it; False (logged) otherwise."""

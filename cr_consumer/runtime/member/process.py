@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coordinator.protocol.common.gc_policy import raise_young_threshold, restore_thresholds
 from coordinator.protocol.region.commands import RESETS, Failed, RegionCommand
@@ -121,7 +121,9 @@ class Member:
         s = self.settings
         ctx = PipelineContext(bootstrap=s.bootstrap, group=s.group, member=s.member, coordinator=s.coordinator,
                               output_dir=s.output_dir, state_dir=s.state_dir, region_index=s.region_index,
-                              params=dict(s.params))
+                              # arg-type: PipelineContext.params promises str values, but
+                              # --param gives an int for an integer string (parse_pairs)
+                              params=dict(s.params))  # type: ignore[arg-type]
         pipeline = load_build(s.pipeline)(ctx)
         if not isinstance(pipeline, Pipeline):
             raise SettingsError(f"{s.pipeline}: build(ctx) returned {type(pipeline).__name__}, not a Pipeline")
@@ -134,7 +136,7 @@ class Member:
         return self.source
 
     # ------------------------------------------------------------------ data path (process thread)
-    def _submit(self, records: list) -> None:
+    def _submit(self, records: list[Any]) -> None:
         executor, pipeline = self.executor, self.pipeline
         # the source starts after both exist
         assert executor is not None

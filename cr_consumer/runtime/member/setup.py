@@ -17,7 +17,7 @@ import attrs
 
 from coordinator.protocol.region.config import RegionConfig
 from cr_consumer.kafka.properties import redacted_repr
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import RegionPermit, RegionRequests
 from cr_consumer.runtime.pipeline.wiring import KafkaSource
 
 #: The region runtime's Kafka defaults, under the pipeline's and the member's
@@ -116,7 +116,9 @@ def load_pipeline_module(spec: str) -> ModuleType:
 
 def load_build(spec: str) -> Callable[..., object]:
     """The build function ``spec`` names (:func:`load_pipeline_module`, :func:`split_spec`)."""
-    return getattr(load_pipeline_module(spec), split_spec(spec)[1])
+    # the user's module is untyped: its build function is only known to be callable
+    build: Callable[..., object] = getattr(load_pipeline_module(spec), split_spec(spec)[1])
+    return build
 
 
 @attrs.frozen
@@ -132,10 +134,11 @@ class MemberSettings:
     state_dir: Path = attrs.field(converter=Path)
     region_index: int = 0
     #: RegionConfig settings sent with the join (period_s, drain_timeout_s, ...).
-    region: dict = attrs.field(factory=dict)
-    params: dict = attrs.field(factory=dict)
+    region: dict[str, object] = attrs.field(factory=dict)
+    #: ``--param`` values: strings, or ints where the string is an integer.
+    params: dict[str, object] = attrs.field(factory=dict)
     #: Kafka consumer properties by dotted name, over the pipeline's own.
-    kafka: dict = attrs.field(factory=dict, repr=redacted_repr)
+    kafka: dict[str, object] = attrs.field(factory=dict, repr=redacted_repr)
     #: The source's Kafka client ("kafka-python" or "librdkafka"); None: the pipeline's choice, else kafka-python.
     kafka_client: str | None = None
     #: CURVE: the coordinator's public key file (.key) and this member's keypair
@@ -163,7 +166,7 @@ class MemberSettings:
 
 
 def make_source(settings: MemberSettings, spec: KafkaSource, region_config: RegionConfig, *,
-                permit: RegionPermit, region: Any, submit: Callable[[list], None],
+                permit: RegionPermit, region: RegionRequests, submit: Callable[[list[Any]], None],
                 curve: tuple[bytes, bytes, bytes] | None) -> tuple[ConsumerOperator, CoordinatorClient | None]:
     """The member's Kafka source for the pipeline's ``spec``: its own options, the
     region's drain/reset timeouts and mode, the member's Kafka properties over the

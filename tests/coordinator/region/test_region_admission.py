@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.replies import NameHolder, Predecessor
 from coordinator.region.membership import JoinKind, admit
 from coordinator.region.model import MemberInfo
 
@@ -23,7 +24,7 @@ def test_no_holder_is_a_new_member():
 
 
 def test_same_incarnation_is_a_retry_with_the_first_predecessor():
-    first = {"incarnation": "inc-0", "pid": 9, "kafka_member_id": "k0"}
+    first = Predecessor("inc-0", 9, "k0")
     answer = _admit(_holder(predecessor=first), incarnation="inc-1")
     assert answer.kind is JoinKind.RETRY
     assert answer.predecessor == first
@@ -32,7 +33,7 @@ def test_same_incarnation_is_a_retry_with_the_first_predecessor():
 def test_live_holder_refuses_and_names_it():
     answer = _admit(_holder(), now=102.5)
     assert answer.kind is JoinKind.REFUSED
-    assert answer.holder == {"incarnation": "inc-1", "pid": 11, "host": "h1", "silent_s": 2.5}
+    assert answer.holder == NameHolder("inc-1", 11, "h1", 2.5)
 
 
 def test_replace_silent_holder_or_failed_region_restarts_with_the_predecessor():
@@ -41,11 +42,11 @@ def test_replace_silent_holder_or_failed_region_restarts_with_the_predecessor():
                    _admit(_holder(kafka=KafkaReport("k1")), failed=True)):
         assert answer.kind is JoinKind.RESTART
         assert answer.withheld is None
-        assert answer.predecessor == {"incarnation": "inc-1", "pid": 11, "kafka_member_id": "k1"}
+        assert answer.predecessor == Predecessor("inc-1", 11, "k1")
 
 
 def test_restart_while_the_group_rebalances_withholds_the_kafka_member_id():
     answer = _admit(_holder(kafka=KafkaReport("k1")), replace=True, blocked="members ['m1'] report a group rebalance")
     assert answer.kind is JoinKind.RESTART
     assert answer.withheld == "members ['m1'] report a group rebalance"
-    assert answer.predecessor == {"incarnation": "inc-1", "pid": 11, "kafka_member_id": None}
+    assert answer.predecessor == Predecessor("inc-1", 11, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from coordinator.protocol.region.commands import Reset, ResetToInitial
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.replies import Predecessor
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import CycleRound
 from coordinator.region.machine import RegionCore
@@ -33,8 +34,7 @@ def test_member_table_admits_retries_refuses_and_restarts():
     assert table.heartbeat("m0", b"m0", "i1", 2.5, KafkaReport("k0", 3))
     restart = _admit(table, "m0", "i2", 9.0)  # the holder is silent past member_timeout_s
     assert restart.kind is JoinKind.RESTART
-    assert restart.predecessor == {"incarnation": "i1", "pid": 1,
-                                                                         "kafka_member_id": "k0"}
+    assert restart.predecessor == Predecessor("i1", 1, "k0")
     assert table["m0"].incarnation == "i2"
     assert table["m0"].predecessor == restart.predecessor
 
