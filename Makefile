@@ -42,10 +42,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_coordinator.py --quick
 	$(BIN)/python bench/bench_operator.py --messages 100000 --trials 1 --reset-trials 0
 
-# ruff with the rule set pinned in pyproject.toml ([tool.ruff.lint]), then mypy
-# over the files and with the strictness pyproject.toml gives ([tool.mypy]).
+# ruff with the rule set pinned in pyproject.toml ([tool.ruff.lint]), ruff's formatter
+# (a file it would change fails), then mypy over the files and with the strictness
+# pyproject.toml gives ([tool.mypy]).
 lint: $(STAMP)
 	$(BIN)/ruff check cr_consumer coordinator tests bench examples
+	$(BIN)/ruff format --check cr_consumer coordinator tests bench examples
 	$(BIN)/mypy
 
 # API reference from the docstrings (pdoc), into docs/api/ (gitignored). pdoc

@@ -34,8 +34,9 @@ def produce_fixed(bootstrap: str, topic: str, n: int, size: int = 100) -> None:
     produce(bootstrap, topic, (payload for _ in range(n)))
 
 
-def bare_poll_loop(bootstrap: str, topic: str, n: int, *, max_poll_records: int = 500, on_record=None,
-                   **config) -> dict:
+def bare_poll_loop(
+    bootstrap: str, topic: str, n: int, *, max_poll_records: int = 500, on_record=None, **config
+) -> dict:
     """Poll until ``n`` records were seen; ``on_record(record)``, if given, is
     called for each record (the per-record work a callback would do)."""
     consumer = KafkaConsumer(

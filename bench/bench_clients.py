@@ -102,21 +102,33 @@ def _timed(n: int, step: Callable[[], int]) -> dict:
             first, cpu_first = time.perf_counter(), time.process_time()
         seen += got
     seconds = time.perf_counter() - first
-    return {"records": seen, "seconds": seconds, "records_per_s": seen / seconds,
-            "cpu_s": time.process_time() - cpu_first}
+    return {
+        "records": seen,
+        "seconds": seconds,
+        "records_per_s": seen / seconds,
+        "cpu_s": time.process_time() - cpu_first,
+    }
 
 
 def bare_kafka_python(bootstrap: str, topic: str, n: int) -> dict:
     work = Work()
-    return bare_poll_loop(bootstrap, topic, n, max_poll_records=MAX_RECORDS,
-                          on_record=lambda r: work(r.partition, r.offset, r.value))
+    return bare_poll_loop(
+        bootstrap, topic, n, max_poll_records=MAX_RECORDS, on_record=lambda r: work(r.partition, r.offset, r.value)
+    )
 
 
 def bare_confluent(bootstrap: str, topic: str, n: int, **settings: object) -> dict:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **settings})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **settings,
+        }
+    )
     consumer.subscribe([topic])
     work = Work()
 
@@ -142,8 +154,14 @@ def bare_confluent_tuned(bootstrap: str, topic: str, n: int) -> dict:
 
 def through_client(kind: ClientKind) -> Callable[[str, str, int], dict]:
     def run(bootstrap: str, topic: str, n: int) -> dict:
-        client = make_client(kind, {"bootstrap.servers": bootstrap, "group.id": f"bench-{kind.value}-{uuid.uuid4().hex[:8]}",
-                                    "auto.offset.reset": "earliest"})
+        client = make_client(
+            kind,
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-{kind.value}-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+            },
+        )
         client.subscribe([topic], listener=_NoListener())
         work = Work()
 
@@ -165,6 +183,7 @@ def through_client(kind: ClientKind) -> Callable[[str, str, int], dict]:
 
 def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
     """A standalone operator with ``kind`` (drains and commits every second); the work in submit(record)."""
+
     def run(bootstrap: str, topic: str, n: int) -> dict:
         work = Work()
         done = threading.Event()
@@ -180,9 +199,15 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
                 done.set()
 
         config = OperatorConfig(
-            bootstrap_servers=bootstrap, group_id=f"bench-op-{kind.value}-{uuid.uuid4().hex[:8]}",
-            operator_name="m0", topics=[topic], start_position=StartKind.EARLIEST, commit_period_s=1.0,
-            client=kind, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+            bootstrap_servers=bootstrap,
+            group_id=f"bench-op-{kind.value}-{uuid.uuid4().hex[:8]}",
+            operator_name="m0",
+            topics=[topic],
+            start_position=StartKind.EARLIEST,
+            commit_period_s=1.0,
+            client=kind,
+            consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        )
         with ConsumerOperator(config, submit) as op:
             deadline, progress = time.monotonic() + RUN_TIMEOUT_S, (-1, 0.0)
             while not done.wait(1.0):
@@ -190,13 +215,17 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
                 if state["seen"] != progress[0]:
                     progress = (state["seen"], now)
                 if now > deadline or now - progress[1] > STALL_S:
-                    raise TimeoutError(f"the operator submitted {state['seen']} of {n} records; "
-                                       f"metrics {op.metrics()}")
+                    raise TimeoutError(f"the operator submitted {state['seen']} of {n} records; metrics {op.metrics()}")
             pauses, holds = op.metrics()["nQueueFullPause"], op.events.n_queue_full_hold
         seconds = state["last"] - state["first"]
-        return {"records": state["seen"], "seconds": seconds, "records_per_s": state["seen"] / seconds,
-                "cpu_s": state["cpu_last"] - state["cpu_first"], "queue_full_pauses": pauses,
-                "queue_full_holds": holds}
+        return {
+            "records": state["seen"],
+            "seconds": seconds,
+            "records_per_s": state["seen"] / seconds,
+            "cpu_s": state["cpu_last"] - state["cpu_first"],
+            "queue_full_pauses": pauses,
+            "queue_full_holds": holds,
+        }
 
     return run
 
@@ -204,6 +233,7 @@ def through_operator(kind: ClientKind) -> Callable[[str, str, int], dict]:
 def pausing_at_once(kind: ClientKind) -> Callable[[str, str, int], dict]:
     """The operator with the queue-full backpressure pausing at once (event_thread.HOLD_MAX_S = 0):
     librdkafka then purges its fetched-ahead records at every pause and fetches them again."""
+
     def run(bootstrap: str, topic: str, n: int) -> dict:
         from cr_consumer.operator import event_thread
 
@@ -228,15 +258,25 @@ def build(ctx):
 
 def through_run(kind: ClientKind) -> Callable[[str, str, int], dict]:
     """``crkafka run``'s runner, one member, exactly-once file sink (see the module docstring)."""
+
     def run(bootstrap: str, topic: str, n: int) -> dict:
         with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
             work = Path(tmp)
             module = work / "passthrough.py"
             module.write_text(PASSTHROUGH)
             out = work / "out"
-            region = Region(str(module), members=1, bootstrap=bootstrap, output_dir=out, state_dir=work / "state",
-                            period_s=1.0, params={"topic": topic}, kafka_client=kind.value,
-                            kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, log_level="WARNING")
+            region = Region(
+                str(module),
+                members=1,
+                bootstrap=bootstrap,
+                output_dir=out,
+                state_dir=work / "state",
+                period_s=1.0,
+                params={"topic": topic},
+                kafka_client=kind.value,
+                kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+                log_level="WARNING",
+            )
             region.start()
             lines_of: dict[Path, int] = {}  # published files never change: each is counted once
             cpu_marks: list[tuple[int, float]] = []  # (records published, the member's CPU s) when that was seen
@@ -262,8 +302,13 @@ def through_run(kind: ClientKind) -> Callable[[str, str, int], dict]:
         # (the first interval's CPU holds the imports and the group join, so it is left out)
         (first_n, first_cpu), (last_n, last_cpu) = cpu_marks[0], cpu_marks[-1]
         cpu_s = (last_cpu - first_cpu) * n / (last_n - first_n) if last_n > first_n else None
-        return {"records": sum(lines[1:]), "seconds": seconds, "records_per_s": sum(lines[1:]) / seconds,
-                "cpu_s": cpu_s, "published": sum(lines_of.values())}
+        return {
+            "records": sum(lines[1:]),
+            "seconds": seconds,
+            "records_per_s": sum(lines[1:]) / seconds,
+            "cpu_s": cpu_s,
+            "published": sum(lines_of.values()),
+        }
 
     return run
 
@@ -280,10 +325,23 @@ def _member_cpu_s(region: Region) -> float:
 
 def bytewax(python: str) -> Callable[[str, str, int], dict]:
     """bench/bytewax_flow.py under ``python`` (see the module docstring)."""
+
     def run(bootstrap: str, topic: str, n: int) -> dict:
-        out = subprocess.run([python, str(Path(__file__).resolve().parent / "bytewax_flow.py"), "--bootstrap",
-                              bootstrap, "--topic", topic, "--messages", str(n)],
-                             capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        out = subprocess.run(
+            [
+                python,
+                str(Path(__file__).resolve().parent / "bytewax_flow.py"),
+                "--bootstrap",
+                bootstrap,
+                "--topic",
+                topic,
+                "--messages",
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"the Bytewax flow failed: {out.stderr[-2000:]}")
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -321,6 +379,7 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
     records/s (wall clock; on a loaded machine the broker and other processes
     weigh in) and CPU seconds of this process per run (bare / system: how much
     less Python work the system does for the same records)."""
+
     def median(name: str, field: str) -> float:
         return statistics.median(r[field] for r in runs[name])
 
@@ -335,10 +394,14 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
     def pair_ratio(name: str) -> float:
         return statistics.median(r["records_per_s"] / b["records_per_s"] for r, b in zip(runs[name], base))
 
-    return {name: {"median_records_per_s": round(median(name, "records_per_s")),
-                   "vs_bare_kafka_python": round(pair_ratio(name), 2),
-                   "cpu_vs_bare_kafka_python": cpu_ratio(name)}
-            for name in runs}
+    return {
+        name: {
+            "median_records_per_s": round(median(name, "records_per_s")),
+            "vs_bare_kafka_python": round(pair_ratio(name), 2),
+            "cpu_vs_bare_kafka_python": cpu_ratio(name),
+        }
+        for name in runs
+    }
 
 
 def main() -> None:
@@ -347,12 +410,22 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--systems", default=",".join(SYSTEMS),
-                    help="comma-separated systems to run (bare-kafka-python always runs: the baseline)")
-    ap.add_argument("--bytewax-python", default=None,
-                    help="python of an environment with bytewax 0.21 and confluent-kafka: adds the bytewax system")
-    ap.add_argument("--io-wait-us", type=float, default=0.0,
-                    help="per record, also wait this many microseconds outside the GIL (in-process systems)")
+    ap.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="comma-separated systems to run (bare-kafka-python always runs: the baseline)",
+    )
+    ap.add_argument(
+        "--bytewax-python",
+        default=None,
+        help="python of an environment with bytewax 0.21 and confluent-kafka: adds the bytewax system",
+    )
+    ap.add_argument(
+        "--io-wait-us",
+        type=float,
+        default=0.0,
+        help="per record, also wait this many microseconds outside the GIL (in-process systems)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "clients.json"))
     args = ap.parse_args()
     global IO_WAIT_US
@@ -375,14 +448,28 @@ def main() -> None:
                 result = SYSTEMS[name](bootstrap, topic, args.messages)
                 runs[name].append(result)
                 cpu = "" if result["cpu_s"] is None else f" (cpu {result['cpu_s']:.2f} s)"
-                backpressure = (f", queue full: {result['queue_full_pauses']} pauses, {result['queue_full_holds']} "
-                                "holds" if "queue_full_pauses" in result else "")
-                print(f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}{backpressure} "
-                      f"(load {os.getloadavg()[0]:.2f})", flush=True)
+                backpressure = (
+                    f", queue full: {result['queue_full_pauses']} pauses, {result['queue_full_holds']} holds"
+                    if "queue_full_pauses" in result
+                    else ""
+                )
+                print(
+                    f"trial {trial + 1} {name}: {result['records_per_s']:,.0f} records/s{cpu}{backpressure} "
+                    f"(load {os.getloadavg()[0]:.2f})",
+                    flush=True,
+                )
     summary = summarize(runs)
     work = "one dict update per record" + (f", {args.io_wait_us} us of waiting outside the GIL" if IO_WAIT_US else "")
-    doc = {"version": 1, "messages": args.messages, "value_bytes": 100, "partitions": args.partitions,
-           "trials": args.trials, "work": work, "summary": summary, "runs": runs}
+    doc = {
+        "version": 1,
+        "messages": args.messages,
+        "value_bytes": 100,
+        "partitions": args.partitions,
+        "trials": args.trials,
+        "work": work,
+        "summary": summary,
+        "runs": runs,
+    }
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=2))
 

@@ -86,8 +86,10 @@ def main() -> None:
         ratios.append(per["check_claims"] / per["union+carry (before)"])
     for name, values in times.items():
         print(f"{name:22s} {statistics.median(values) * 1000:8.2f} ms per checkpoint")
-    print(f"ratio check_claims / before: {statistics.median(ratios):.2f} "
-          f"({args.partitions} partitions, {args.members} members, {n_claims} claims)")
+    print(
+        f"ratio check_claims / before: {statistics.median(ratios):.2f} "
+        f"({args.partitions} partitions, {args.members} members, {n_claims} claims)"
+    )
 
 
 if __name__ == "__main__":

@@ -196,8 +196,15 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
         for r in range(rounds):
             seq = r + 1
             for i, (s, op) in enumerate(zip(socks[:-1], ops[:-1], strict=True)):
-                body = {"group": group, "seq": seq, "attempt": 0, "n_contributors": n, "operator": op,
-                        "offsets": [["t", i, seq * 10]], "timeout_ms": 30_000}
+                body = {
+                    "group": group,
+                    "seq": seq,
+                    "attempt": 0,
+                    "n_contributors": n,
+                    "operator": op,
+                    "offsets": [["t", i, seq * 10]],
+                    "timeout_ms": 30_000,
+                }
                 s.send(_env(f"m{seq}", "merge_checkpoint", body))
                 s.send(_env(f"p{seq}", "ping", {}))
             for s in socks[:-1]:
@@ -207,8 +214,15 @@ def merge_latency(endpoint: str, n: int, rounds: int) -> dict:
             socks[-1].send(_env(f"p{seq}", "ping", {}))
             recv(socks[-1])
             rtt.append(time.perf_counter() - t)
-            body = {"group": group, "seq": seq, "attempt": 0, "n_contributors": n, "operator": ops[-1],
-                    "offsets": [["t", n - 1, seq * 10]], "timeout_ms": 30_000}
+            body = {
+                "group": group,
+                "seq": seq,
+                "attempt": 0,
+                "n_contributors": n,
+                "operator": ops[-1],
+                "offsets": [["t", n - 1, seq * 10]],
+                "timeout_ms": 30_000,
+            }
             t0 = time.perf_counter()
             socks[-1].send(_env(f"m{seq}", "merge_checkpoint", body))
             _await_merge_replies(poller, index, seq, n)
@@ -285,8 +299,14 @@ def merge_wall(endpoint: str, n: int, rounds: int, *, ping: bool = False, pid: i
         t.join(60)
     cpu = process_cpu_s(pid) - cpu0
     client.close()
-    return {"p50": pct(walls, 50), "p90": pct(walls, 90), "p99": pct(walls, 99), "max": max(walls),
-            "rounds": rounds, "server_cpu_us_per_request": 1e6 * cpu / (rounds * n) if pid else None}
+    return {
+        "p50": pct(walls, 50),
+        "p90": pct(walls, 90),
+        "p99": pct(walls, 99),
+        "max": max(walls),
+        "rounds": rounds,
+        "server_cpu_us_per_request": 1e6 * cpu / (rounds * n) if pid else None,
+    }
 
 
 def merge_only(endpoints: dict[str, tuple[str, int | None]], sizes: list[int], rounds: int, trials: int) -> dict:
@@ -305,21 +325,30 @@ def merge_only(endpoints: dict[str, tuple[str, int | None]], sizes: list[int], r
                 base = merge_wall(endpoint, n, rounds, ping=True, pid=pid)
                 wall = merge_wall(endpoint, n, rounds, pid=pid)
                 runs[label].append({"merge": wall, "ping": base})
-                cpu = (f"; coordinator CPU/request merge {wall['server_cpu_us_per_request']:.1f} us, ping "
-                       f"{base['server_cpu_us_per_request']:.1f} us" if pid else "")
-                print(f"{label} merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} "
-                      f"ms p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
-                      f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms{cpu}",
-                      flush=True)
+                cpu = (
+                    f"; coordinator CPU/request merge {wall['server_cpu_us_per_request']:.1f} us, ping "
+                    f"{base['server_cpu_us_per_request']:.1f} us"
+                    if pid
+                    else ""
+                )
+                print(
+                    f"{label} merge N={n} trial {trial}: {n} client threads wall/round p50 {wall['p50'] * 1e3:.2f} "
+                    f"ms p90 {wall['p90'] * 1e3:.2f} p99 {wall['p99'] * 1e3:.2f} max {wall['max'] * 1e3:.2f}; "
+                    f"same threads pinging: p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms{cpu}",
+                    flush=True,
+                )
         for label, label_runs in runs.items():
             key = f"merge_wall_{n}" if len(endpoints) == 1 else f"{label}_merge_wall_{n}"
             p99s = sorted(r["merge"]["p99"] for r in label_runs)
-            out[key] = {"runs": label_runs, "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
-                        "median_ping_p99_ms": round(sorted(r["ping"]["p99"] for r in label_runs)
-                                                    [len(label_runs) // 2] * 1e3, 3),
-                        "median_p50_ms": round(sorted(r["merge"]["p50"] for r in label_runs)
-                                               [len(label_runs) // 2] * 1e3, 3),
-                        "max_ms": round(max(r["merge"]["max"] for r in label_runs) * 1e3, 3)}
+            out[key] = {
+                "runs": label_runs,
+                "median_p99_ms": round(p99s[len(p99s) // 2] * 1e3, 3),
+                "median_ping_p99_ms": round(
+                    sorted(r["ping"]["p99"] for r in label_runs)[len(label_runs) // 2] * 1e3, 3
+                ),
+                "median_p50_ms": round(sorted(r["merge"]["p50"] for r in label_runs)[len(label_runs) // 2] * 1e3, 3),
+                "max_ms": round(max(r["merge"]["max"] for r in label_runs) * 1e3, 3),
+            }
             cpus = sorted(r["merge"]["server_cpu_us_per_request"] or 0.0 for r in label_runs)
             ping_cpus = sorted(r["ping"]["server_cpu_us_per_request"] or 0.0 for r in label_runs)
             out[key]["median_server_cpu_us_per_merge"] = round(cpus[len(cpus) // 2], 2)
@@ -356,10 +385,16 @@ def write_path_run(endpoint: str, pid: int | None, entries: int, batch: int, thr
     ping = merge_wall(endpoint, 8, merges, ping=True, pid=pid)
     merge = merge_wall(endpoint, 8, merges, pid=pid)
     written = per_thread * threads
-    return {"entries_per_s": written / elapsed, "seconds": elapsed,
-            "server_cpu_ms_per_1000": 1e6 * cpu / written if pid else None,
-            "merge_p50_ms": merge["p50"] * 1e3, "merge_p99_ms": merge["p99"] * 1e3, "merge_max_ms": merge["max"] * 1e3,
-            "ping_p99_ms": ping["p99"] * 1e3, "server_cpu_us_per_merge": merge["server_cpu_us_per_request"]}
+    return {
+        "entries_per_s": written / elapsed,
+        "seconds": elapsed,
+        "server_cpu_ms_per_1000": 1e6 * cpu / written if pid else None,
+        "merge_p50_ms": merge["p50"] * 1e3,
+        "merge_p99_ms": merge["p99"] * 1e3,
+        "merge_max_ms": merge["max"] * 1e3,
+        "ping_p99_ms": ping["p99"] * 1e3,
+        "server_cpu_us_per_merge": merge["server_cpu_us_per_request"],
+    }
 
 
 def write_path(trees: dict[str, str | None], workdir: Path, args: argparse.Namespace) -> dict:
@@ -372,28 +407,46 @@ def write_path(trees: dict[str, str | None], workdir: Path, args: argparse.Names
         for label, tree in order if trial % 2 == 0 else reversed(order):
             state = workdir / f"write-{label}-{trial}"
             python = tree_python(Path(tree), workdir) if tree is not None else sys.executable
-            proc = CoordinatorProcess(state / "state", log_path=state / "coordinator.log", python=python,
-                                      extra_args=args.coordinator_args.split() if tree is None else [])
+            proc = CoordinatorProcess(
+                state / "state",
+                log_path=state / "coordinator.log",
+                python=python,
+                extra_args=args.coordinator_args.split() if tree is None else [],
+            )
             proc.start()
             try:
-                r = write_path_run(str(proc.endpoint), proc.pid, args.entries, args.batch, args.write_threads,
-                                   args.merges)
+                r = write_path_run(
+                    str(proc.endpoint), proc.pid, args.entries, args.batch, args.write_threads, args.merges
+                )
             finally:
                 proc.terminate()
                 shutil.rmtree(state, ignore_errors=True)
             runs[label].append(r)
-            print(f"{label} trial {trial}: {r['entries_per_s']:9.0f} entries/s ({r['seconds']:.2f} s, coordinator "
-                  f"CPU {r['server_cpu_ms_per_1000']:.2f} ms/1000 entries); merge N=8 p50 {r['merge_p50_ms']:.2f} "
-                  f"ms p99 {r['merge_p99_ms']:.2f} ms (ping p99 {r['ping_p99_ms']:.2f} ms, coordinator CPU/merge "
-                  f"{r['server_cpu_us_per_merge']:.0f} us); load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"{label} trial {trial}: {r['entries_per_s']:9.0f} entries/s ({r['seconds']:.2f} s, coordinator "
+                f"CPU {r['server_cpu_ms_per_1000']:.2f} ms/1000 entries); merge N=8 p50 {r['merge_p50_ms']:.2f} "
+                f"ms p99 {r['merge_p99_ms']:.2f} ms (ping p99 {r['ping_p99_ms']:.2f} ms, coordinator CPU/merge "
+                f"{r['server_cpu_us_per_merge']:.0f} us); load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     out: dict = {}
     for label, label_runs in runs.items():
+
         def median(key: str, label_runs: list[dict] = label_runs) -> float:
             values = sorted(r[key] for r in label_runs)
             return round(values[len(values) // 2], 3)
 
-        out[label] = {key: median(key) for key in ("entries_per_s", "server_cpu_ms_per_1000", "merge_p50_ms",
-                                                    "merge_p99_ms", "ping_p99_ms", "server_cpu_us_per_merge")}
+        out[label] = {
+            key: median(key)
+            for key in (
+                "entries_per_s",
+                "server_cpu_ms_per_1000",
+                "merge_p50_ms",
+                "merge_p99_ms",
+                "ping_p99_ms",
+                "server_cpu_us_per_merge",
+            )
+        }
         out[label]["runs"] = label_runs
     return out
 
@@ -404,8 +457,9 @@ def tree_python(tree: Path, work: Path) -> str:
     shim = work / f"python-{tree.name}"
     # PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory
     # first on sys.path, ahead of ``tree`` (a run from this checkout would import it).
-    shim.write_text(f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} '
-                    f'exec {sys.executable} "$@"\n')
+    shim.write_text(
+        f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} "$@"\n'
+    )
     shim.chmod(0o755)
     return str(shim)
 
@@ -413,27 +467,50 @@ def tree_python(tree: Path, work: Path) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter windows and fewer rounds")
-    ap.add_argument("--merge-only", default=None, metavar="N[,N]",
-                    help="only the client-thread merge figure for these contributor counts, with its ping baseline")
+    ap.add_argument(
+        "--merge-only",
+        default=None,
+        metavar="N[,N]",
+        help="only the client-thread merge figure for these contributor counts, with its ping baseline",
+    )
     ap.add_argument("--rounds", type=int, default=1000, help="rounds per --merge-only trial")
     ap.add_argument("--trials", type=int, default=3, help="--merge-only trials (merge and ping alternated)")
     ap.add_argument("--pid-file", default=None, help="write the coordinator's pid here (to attach a profiler)")
-    ap.add_argument("--before-tree", default=None, metavar="DIR",
-                    help="with --merge-only: a second coordinator running this source tree's code (e.g. "
-                         "`git archive main`), measured alternately with this tree's: same-run before/after")
-    ap.add_argument("--with-gc-none", action="store_true",
-                    help="with --merge-only: one more coordinator of this tree with --gc-policy none, alternated too")
-    ap.add_argument("--write-path", action="store_true",
-                    help="the write path: --entries control variables in --batch-entry requests, then --merges "
-                         "merges of 8 (fresh coordinators per trial; with --before-tree, alternated)")
+    ap.add_argument(
+        "--before-tree",
+        default=None,
+        metavar="DIR",
+        help="with --merge-only: a second coordinator running this source tree's code (e.g. "
+        "`git archive main`), measured alternately with this tree's: same-run before/after",
+    )
+    ap.add_argument(
+        "--with-gc-none",
+        action="store_true",
+        help="with --merge-only: one more coordinator of this tree with --gc-policy none, alternated too",
+    )
+    ap.add_argument(
+        "--write-path",
+        action="store_true",
+        help="the write path: --entries control variables in --batch-entry requests, then --merges "
+        "merges of 8 (fresh coordinators per trial; with --before-tree, alternated)",
+    )
     ap.add_argument("--entries", type=int, default=1_000_000, help="--write-path: control variables written")
     ap.add_argument("--batch", type=int, default=5_000, help="--write-path: entries per request")
     ap.add_argument("--write-threads", type=int, default=1, help="--write-path: client threads writing")
-    ap.add_argument("--extra-tree", action="append", default=[], metavar="LABEL=DIR",
-                    help="--write-path: one more tree measured in the same trials (e.g. main=DIR)")
+    ap.add_argument(
+        "--extra-tree",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="--write-path: one more tree measured in the same trials (e.g. main=DIR)",
+    )
     ap.add_argument("--merges", type=int, default=40, help="--write-path: merge rounds (8 contributors)")
-    ap.add_argument("--coordinator-args", default="", metavar="ARGS",
-                    help="extra arguments of this tree's coordinator (e.g. '--gc-policy none')")
+    ap.add_argument(
+        "--coordinator-args",
+        default="",
+        metavar="ARGS",
+        help="extra arguments of this tree's coordinator (e.g. '--gc-policy none')",
+    )
     args = ap.parse_args()
     secs = 1.5 if args.quick else 4.0
     rounds = {2: 200, 8: 200, 32: 100} if args.quick else {2: 1000, 8: 1000, 32: 400}
@@ -453,8 +530,9 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in out.items()}, indent=2))
         return 0
-    proc = CoordinatorProcess(workdir / "state", log_path=workdir / "coordinator.log",
-                              extra_args=args.coordinator_args.split())
+    proc = CoordinatorProcess(
+        workdir / "state", log_path=workdir / "coordinator.log", extra_args=args.coordinator_args.split()
+    )
     proc.start()
     before = None
     no_gc = None
@@ -465,13 +543,19 @@ def main() -> int:
         if args.merge_only:
             endpoints = {"after" if args.before_tree else "this": (ep, proc.pid)}
             if args.before_tree:
-                before = CoordinatorProcess(workdir / "state-before", log_path=workdir / "coordinator-before.log",
-                                            python=tree_python(Path(args.before_tree), workdir))
+                before = CoordinatorProcess(
+                    workdir / "state-before",
+                    log_path=workdir / "coordinator-before.log",
+                    python=tree_python(Path(args.before_tree), workdir),
+                )
                 before.start()
                 endpoints = {"before": (str(before.endpoint), before.pid), **endpoints}
             if args.with_gc_none:
-                no_gc = CoordinatorProcess(workdir / "state-gc-none", log_path=workdir / "coordinator-gc-none.log",
-                                           extra_args=["--gc-policy", "none"])
+                no_gc = CoordinatorProcess(
+                    workdir / "state-gc-none",
+                    log_path=workdir / "coordinator-gc-none.log",
+                    extra_args=["--gc-policy", "none"],
+                )
                 no_gc.start()
                 endpoints["gc-none"] = (str(no_gc.endpoint), no_gc.pid)
             out = merge_only(endpoints, [int(x) for x in args.merge_only.split(",")], args.rounds, args.trials)
@@ -487,22 +571,30 @@ def main() -> int:
             rate, per_fsync = write_rate(ep, procs, threads, 1, secs)
             out[f"single_{procs}x{threads}_per_s"] = rate
             out[f"single_{procs}x{threads}_entries_per_fsync"] = per_fsync
-            print(f"single entries, {procs * threads:3d} clients ({procs} procs)      {rate:10.0f} entries/s  "
-                  f"({rate / fs:.2f} x raw fsync, {per_fsync:.1f} entries/fsync, {rate / seq:.1f} x sequential)",
-                  flush=True)
+            print(
+                f"single entries, {procs * threads:3d} clients ({procs} procs)      {rate:10.0f} entries/s  "
+                f"({rate / fs:.2f} x raw fsync, {per_fsync:.1f} entries/fsync, {rate / seq:.1f} x sequential)",
+                flush=True,
+            )
         for procs, threads, batch in ((1, 1, 10_000), (2, 1, 10_000), (1, 1, 50_000)):
             rate, per_fsync = write_rate(ep, procs, threads, batch, secs)
             out[f"batched_{procs}x{batch}_per_s"] = rate
-            print(f"batched {batch:6d}/request, {procs} client(s)        {rate:10.0f} entries/s  "
-                  f"({rate / seq:.0f} x sequential single)", flush=True)
+            print(
+                f"batched {batch:6d}/request, {procs} client(s)        {rate:10.0f} entries/s  "
+                f"({rate / seq:.0f} x sequential single)",
+                flush=True,
+            )
         for n in (2, 8, 32):
             m = merge_latency(ep, n, rounds[n])
             w = merge_wall(ep, n, max(50, rounds[n] // 4))
             out[f"merge_{n}"] = {**m, "wall_p50": w["p50"], "wall_p99": w["p99"]}
-            print(f"merge N={n:2d}: last contribution -> all replies p50 {m['p50'] * 1e3:6.2f} ms p99 "
-                  f"{m['p99'] * 1e3:6.2f} ms  (ping rtt p50 {m['rtt_p50'] * 1e3:.2f} ms p99 {m['rtt_p99'] * 1e3:.2f} ms; "
-                  f"p99/rtt_p99 {m['p99'] / m['rtt_p99']:.1f}); client threads wall/round p50 "
-                  f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms", flush=True)
+            print(
+                f"merge N={n:2d}: last contribution -> all replies p50 {m['p50'] * 1e3:6.2f} ms p99 "
+                f"{m['p99'] * 1e3:6.2f} ms  (ping rtt p50 {m['rtt_p50'] * 1e3:.2f} ms p99 {m['rtt_p99'] * 1e3:.2f} ms; "
+                f"p99/rtt_p99 {m['p99'] / m['rtt_p99']:.1f}); client threads wall/round p50 "
+                f"{w['p50'] * 1e3:6.2f} ms p99 {w['p99'] * 1e3:6.2f} ms",
+                flush=True,
+            )
     finally:
         proc.terminate()
         for extra in (before, no_gc):

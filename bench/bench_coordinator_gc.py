@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-HEAP = r'''
+HEAP = r"""
 import gc, json, sys, time
 import coordinator.cli.main  # everything the coordinator process imports
 from coordinator.server.http import CoordinatorMetrics
@@ -46,7 +46,7 @@ before = [full_ms() for _ in range(5)]
 gc.freeze()
 after = [full_ms() for _ in range(5)]
 print(json.dumps({"tracked": tracked, "not_frozen": before, "frozen": after}))
-'''
+"""
 
 
 def label_costs(trials: int) -> dict:
@@ -81,15 +81,17 @@ def main() -> int:
     out: dict = {"count_request_us": label_costs(args.trials)}
     print(f"counting one request, CPU us: {out['count_request_us']}", flush=True)
     for n in [int(x) for x in args.state.split(",")]:
-        done = subprocess.run([sys.executable, "-c", HEAP, str(n)], capture_output=True, text=True, timeout=300,
-                              check=True, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", HEAP, str(n)], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
+        )
         r = json.loads(done.stdout)
         out[f"state_{n}"] = {
             "tracked_objects": r["tracked"],
             "full_collection_wall_ms": round(statistics.median(w for w, _ in r["not_frozen"]), 2),
             "full_collection_cpu_ms": round(statistics.median(c for _, c in r["not_frozen"]), 2),
             "after_freeze_wall_ms": round(statistics.median(w for w, _ in r["frozen"]), 3),
-            "after_freeze_cpu_ms": round(statistics.median(c for _, c in r["frozen"]), 3)}
+            "after_freeze_cpu_ms": round(statistics.median(c for _, c in r["frozen"]), 3),
+        }
         print(f"state {n}: {r['tracked']} tracked objects; a full collection {out[f'state_{n}']}", flush=True)
     print(json.dumps(out, indent=2))
     return 0

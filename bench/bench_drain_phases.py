@@ -79,8 +79,13 @@ from cr_consumer.operator import event_thread, handlers
 #: starts, t3 commit returns, t4 event done, t5 drain returns) and of the drains done.
 CURRENT: dict[str, float] = {}
 DONE: list[dict[str, float]] = []
-PHASES = (("pickup", "t0", "t1"), ("to-commit", "t1", "t2"), ("commit", "t2", "t3"), ("after", "t3", "t4"),
-          ("total", "t0", "t5"))
+PHASES = (
+    ("pickup", "t0", "t1"),
+    ("to-commit", "t1", "t2"),
+    ("commit", "t2", "t3"),
+    ("after", "t3", "t4"),
+    ("total", "t0", "t5"),
+)
 
 
 def _instrument() -> None:
@@ -272,12 +277,19 @@ def _pct(values: list[float], q: float) -> float | None:
 def _runs(args: argparse.Namespace) -> list[tuple[str, str, dict[str, str]]]:
     """Each run of a round: (label, client, extra properties)."""
     rd_extra = dict(kv.split("=", 1) for kv in args.rd_kafka)
-    runs: list[tuple[str, str, dict[str, str]]] = [("kafka-python", "kafka-python", {}),
-                                                    ("librdkafka", "librdkafka", rd_extra)]
+    runs: list[tuple[str, str, dict[str, str]]] = [
+        ("kafka-python", "kafka-python", {}),
+        ("librdkafka", "librdkafka", rd_extra),
+    ]
     for variant in args.rd_variant:
         label, _, props = variant.partition(":")
-        runs.append((f"librdkafka+{label}", "librdkafka",
-                     {**rd_extra, **dict(kv.split("=", 1) for kv in props.split(",") if kv)}))
+        runs.append(
+            (
+                f"librdkafka+{label}",
+                "librdkafka",
+                {**rd_extra, **dict(kv.split("=", 1) for kv in props.split(",") if kv)},
+            )
+        )
     return runs
 
 
@@ -306,23 +318,50 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--every", type=float, default=0.1, help="seconds between two drains")
     ap.add_argument("--json", default=None, help="write the results here")
-    ap.add_argument("--rd-trace", action="store_true",
-                    help="split librdkafka's commit phase with its debug log (module docstring)")
-    ap.add_argument("--rd-variant", action="append", default=[], metavar="LABEL:PROP=VALUE,...",
-                    help="one more librdkafka run per round with these properties (repeatable)")
-    ap.add_argument("--rd-trace-keep", default=None, metavar="DIR",
-                    help="keep librdkafka's debug log and the drains' timestamps of each round here")
-    ap.add_argument("--rd-kafka", action="append", default=[], metavar="PROP=VALUE",
-                    help="an extra Kafka property of the librdkafka operator (repeatable)")
-    ap.add_argument("--steady-rate", type=int, default=0,
-                    help="also run every client at this offered load, records/s (module docstring)")
+    ap.add_argument(
+        "--rd-trace", action="store_true", help="split librdkafka's commit phase with its debug log (module docstring)"
+    )
+    ap.add_argument(
+        "--rd-variant",
+        action="append",
+        default=[],
+        metavar="LABEL:PROP=VALUE,...",
+        help="one more librdkafka run per round with these properties (repeatable)",
+    )
+    ap.add_argument(
+        "--rd-trace-keep",
+        default=None,
+        metavar="DIR",
+        help="keep librdkafka's debug log and the drains' timestamps of each round here",
+    )
+    ap.add_argument(
+        "--rd-kafka",
+        action="append",
+        default=[],
+        metavar="PROP=VALUE",
+        help="an extra Kafka property of the librdkafka operator (repeatable)",
+    )
+    ap.add_argument(
+        "--steady-rate",
+        type=int,
+        default=0,
+        help="also run every client at this offered load, records/s (module docstring)",
+    )
     ap.add_argument("--steady-seconds", type=float, default=20.0, help="length of one steady run")
     ap.add_argument("--no-backlog", action="store_true", help="only the steady mode")
-    ap.add_argument("--block-lead-ms", type=float, default=0.0,
-                    help="block the permit this long before each drain (a runtime's drain signal, then its "
-                         "pipeline flush; not in the drain's total)")
-    ap.add_argument("--steady-warmup", type=float, default=2.0,
-                    help="steady mode: leave out the drains of the run's first seconds (the catch-up after the join)")
+    ap.add_argument(
+        "--block-lead-ms",
+        type=float,
+        default=0.0,
+        help="block the permit this long before each drain (a runtime's drain signal, then its "
+        "pipeline flush; not in the drain's total)",
+    )
+    ap.add_argument(
+        "--steady-warmup",
+        type=float,
+        default=2.0,
+        help="steady mode: leave out the drains of the run's first seconds (the catch-up after the join)",
+    )
     args = ap.parse_args()
     runs = _runs(args)
     _instrument()
@@ -354,8 +393,13 @@ def main() -> None:
                 try:
                     with _stderr_to_file() if trace else contextlib.nullcontext() as log_file:
                         r = bench_operator.run_operator(
-                            bootstrap, run_topic, n, cycle_every_s=args.every, block_lead_s=args.block_lead_ms / 1000,
-                            on_started=None if steady is None else steady.start_when_assigned)
+                            bootstrap,
+                            run_topic,
+                            n,
+                            cycle_every_s=args.every,
+                            block_lead_s=args.block_lead_ms / 1000,
+                            on_started=None if steady is None else steady.start_when_assigned,
+                        )
                 finally:
                     if steady is not None:
                         steady.stop()
@@ -372,18 +416,30 @@ def main() -> None:
                     POOLED[label].setdefault(name, []).extend(ms)
                 phases = {name: _summary(ms) for name, ms in samples.items()}
                 load = os.getloadavg()[0]
-                results.append({"round": rnd, "client": label, "records_per_s": round(r["records_per_s"]),
-                                "drains": len(drains), "load": round(load, 2), "phases_ms": phases})
-                print(f"round {rnd} {label}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, "
-                      f"load {load:.2f}", flush=True)
+                results.append(
+                    {
+                        "round": rnd,
+                        "client": label,
+                        "records_per_s": round(r["records_per_s"]),
+                        "drains": len(drains),
+                        "load": round(load, 2),
+                        "phases_ms": phases,
+                    }
+                )
+                print(
+                    f"round {rnd} {label}: {r['records_per_s']:,.0f} records/s, {len(drains)} drains, load {load:.2f}",
+                    flush=True,
+                )
                 _print_phases(phases)
     pooled = {client: {name: _summary(ms) for name, ms in by_phase.items()} for client, by_phase in POOLED.items()}
     for client, phases in pooled.items():
         print(f"all rounds, {client}: {len(POOLED[client]['total'])} drains", flush=True)
         _print_phases(phases)
     if args.json:
-        Path(args.json).write_text(json.dumps({"version": 2, "every_s": args.every, "runs": results,
-                                               "pooled": pooled}, indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({"version": 2, "every_s": args.every, "runs": results, "pooled": pooled}, indent=2) + "\n",
+            encoding="utf-8",
+        )
 
 
 #: Every round's samples per client and phase (the pooled percentiles: one round

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Python work per record, standing in for the fetch parsing) and hands it over
 #: through a bounded queue, as the operator's event thread does; the figure is
 #: then the whole process's CPU per record, GIL hand-offs included.
-THREADED = r'''
+THREADED = r"""
 import json, os, queue, resource, sys, tempfile, threading, time
 from kafka.consumer.fetcher import ConsumerRecord
 from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
@@ -86,9 +86,9 @@ c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 n = batches * size
 print(json.dumps({"batch_cpu_us": float("nan"), "user_us": 1e6 * (c1.ru_utime - c0.ru_utime) / n,
                   "sys_us": 1e6 * (c1.ru_stime - c0.ru_stime) / n, "wall_us": 1e6 * (t1 - t0) / n, "files": 0}))
-'''
+"""
 
-TRIAL = r'''
+TRIAL = r"""
 import json, os, resource, shutil, sys, tempfile, time
 from kafka.consumer.fetcher import ConsumerRecord
 from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
@@ -123,16 +123,24 @@ n = batches * size
 print(json.dumps({"batch_cpu_us": 1e6 * batch_cpu / n, "user_us": 1e6 * (c1.ru_utime - c0.ru_utime) / n, "sys_us": 1e6 * (c1.ru_stime - c0.ru_stime) / n,
                   "wall_us": 1e6 * (t1 - t0) / n, "files": len(os.listdir(os.path.join(work, "out")))}))
 shutil.rmtree(work)
-'''
+"""
 
 
 def trial(tree: Path, batches: int, per_checkpoint: int, threaded: bool = False) -> dict:
     # PYTHONSAFEPATH: ``python -c`` would otherwise put the working directory first on sys.path.
-    env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=str(tree) + (os.pathsep + os.environ["PYTHONPATH"]
-                                                                      if os.environ.get("PYTHONPATH") else ""))
-    out = subprocess.run([sys.executable, "-c", THREADED if threaded else TRIAL, str(batches), str(per_checkpoint)],
-                         env=env,
-                         capture_output=True, text=True, timeout=600, check=True)
+    env = dict(
+        os.environ,
+        PYTHONSAFEPATH="1",
+        PYTHONPATH=str(tree) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", THREADED if threaded else TRIAL, str(batches), str(per_checkpoint)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     r = json.loads(out.stdout)
     r["cpu_us"] = r["user_us"] + r["sys_us"]
     return r
@@ -144,8 +152,11 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=600, help="batches of 500 records per trial")
     ap.add_argument("--batches-per-checkpoint", type=int, default=140, help="~70k records per checkpoint")
     ap.add_argument("--before-tree", default=None, metavar="DIR")
-    ap.add_argument("--with-event-thread", action="store_true",
-                    help="batches built by a second thread and handed over through a queue (see THREADED)")
+    ap.add_argument(
+        "--with-event-thread",
+        action="store_true",
+        help="batches built by a second thread and handed over through a queue (see THREADED)",
+    )
     args = ap.parse_args()
     trees = {"this": ROOT} if not args.before_tree else {"before": Path(args.before_tree), "after": ROOT}
     runs: dict[str, list[dict]] = {k: [] for k in trees}
@@ -154,12 +165,18 @@ def main() -> int:
         for label, tree in order if t % 2 == 0 else reversed(order):
             r = trial(tree, args.batches, args.batches_per_checkpoint, args.with_event_thread)
             runs[label].append(r)
-            print(f"trial {t} {label}: cpu {r['cpu_us']:.3f} us/record (user {r['user_us']:.3f}, "
-                  f"sys {r['sys_us']:.3f}; in process_batch {r['batch_cpu_us']:.3f}), "
-                  f"wall {r['wall_us']:.3f}", flush=True)
-    report = {label: {k: round(statistics.median(r[k] for r in rs), 3)
-                      for k in ("cpu_us", "user_us", "sys_us", "batch_cpu_us")}
-              for label, rs in runs.items()}
+            print(
+                f"trial {t} {label}: cpu {r['cpu_us']:.3f} us/record (user {r['user_us']:.3f}, "
+                f"sys {r['sys_us']:.3f}; in process_batch {r['batch_cpu_us']:.3f}), "
+                f"wall {r['wall_us']:.3f}",
+                flush=True,
+            )
+    report = {
+        label: {
+            k: round(statistics.median(r[k] for r in rs), 3) for k in ("cpu_us", "user_us", "sys_us", "batch_cpu_us")
+        }
+        for label, rs in runs.items()
+    }
     print(json.dumps(report, indent=2))
     return 0
 

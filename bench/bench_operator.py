@@ -149,14 +149,21 @@ class Counter:
 
 def _config(bootstrap, topic, **kw) -> OperatorConfig:
     return OperatorConfig(
-        bootstrap_servers=bootstrap, group_id=f"bench-op-{uuid.uuid4().hex[:8]}", operator_name="m0",
-        topics=[topic], start_position=StartKind.EARLIEST, drain_timeout_s=30, reset_timeout_s=30,
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-op-{uuid.uuid4().hex[:8]}",
+        operator_name="m0",
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        drain_timeout_s=30,
+        reset_timeout_s=30,
         consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **EXTRA_KAFKA},
-        **{"client": CLIENT, **kw})
+        **{"client": CLIENT, **kw},
+    )
 
 
-def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, on_started=None,
-                 block_lead_s=0.0, **config) -> dict:
+def run_operator(
+    bootstrap, topic, n, *, cycle_every_s=None, per_record=False, work=None, on_started=None, block_lead_s=0.0, **config
+) -> dict:
     """One operator reads ``n`` records of ``topic``; ``on_started(op)``, if given,
     runs once the operator has started (before the drain cycles); each cycle
     blocks the permit ``block_lead_s`` before it calls the drain (a runtime's
@@ -164,6 +171,7 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, w
     counter = Counter(n)
     permit = RegionPermit()
     if work is not None:
+
         def submit(record) -> None:
             work(record)
             counter.record(record)
@@ -207,9 +215,15 @@ def run_operator(bootstrap, topic, n, *, cycle_every_s=None, per_record=False, w
             driver.join(30)
         op.close()
     seconds = counter.last - counter.first
-    return {"records": counter.seen, "seconds": seconds, "records_per_s": counter.seen / seconds,
-            "cpu_s": counter.cpu_last - counter.cpu_first, "drains": len(drains_ms), "drain_ms": drains_ms,
-            "thread_cpu_s": counter.threads()}
+    return {
+        "records": counter.seen,
+        "seconds": seconds,
+        "records_per_s": counter.seen / seconds,
+        "cpu_s": counter.cpu_last - counter.cpu_first,
+        "drains": len(drains_ms),
+        "drain_ms": drains_ms,
+        "thread_cpu_s": counter.threads(),
+    }
 
 
 WORK_MODES = ("work/bare", "work/operator", "work/operator-gc-none", "work/operator-librdkafka")
@@ -243,8 +257,22 @@ def profile_work(bootstrap: str, topic: str, n: int, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for mode in WORK_MODES:
         raw = out / (mode.replace("/", "_") + ".txt")
-        py_spy_record([sys.executable, __file__, "--work-trial", mode, "--bootstrap", bootstrap, "--topic", topic,
-                       "--messages", str(n)], raw, gil=True)
+        py_spy_record(
+            [
+                sys.executable,
+                __file__,
+                "--work-trial",
+                mode,
+                "--bootstrap",
+                bootstrap,
+                "--topic",
+                topic,
+                "--messages",
+                str(n),
+            ],
+            raw,
+            gil=True,
+        )
         s = summarise(raw)
         (out / (mode.replace("/", "_") + ".summary.json")).write_text(json.dumps(s, indent=2))
         print_summary(mode, s)
@@ -258,18 +286,42 @@ def work_trials(bootstrap: str, topic: str, n: int, trials: int, modes=WORK_MODE
         order = list(modes) if trial % 2 == 0 else list(reversed(modes))
         for mode in order:
             out = subprocess.run(
-                [sys.executable, __file__, "--work-trial", mode, "--bootstrap", bootstrap, "--topic", topic,
-                 "--messages", str(n)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S + 60)
+                [
+                    sys.executable,
+                    __file__,
+                    "--work-trial",
+                    mode,
+                    "--bootstrap",
+                    bootstrap,
+                    "--topic",
+                    topic,
+                    "--messages",
+                    str(n),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT_S + 60,
+            )
             if out.returncode != 0:
                 raise RuntimeError(f"{mode} trial failed: {out.stderr[-2000:]}")
             r = json.loads(out.stdout.strip().splitlines()[-1])
             runs[mode].append(r)
-            print(f"work trial {trial} {mode:22s} {r['records_per_s']:10.0f} rec/s, "
-                  f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec, gc collections {r['gc_collections']}",
-                  flush=True)
+            print(
+                f"work trial {trial} {mode:22s} {r['records_per_s']:10.0f} rec/s, "
+                f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec, gc collections {r['gc_collections']}",
+                flush=True,
+            )
     bare = runs["work/bare"]
-    summary: dict = {"trials": trials, "messages": n, "median_records_per_s": {}, "rate_ratio": {},
-                     "cpu_ratio": {}, "rate_ratios": {}, "cpu_ratios": {}, "thread_cpu_share": {}}
+    summary: dict = {
+        "trials": trials,
+        "messages": n,
+        "median_records_per_s": {},
+        "rate_ratio": {},
+        "cpu_ratio": {},
+        "rate_ratios": {},
+        "cpu_ratios": {},
+        "thread_cpu_share": {},
+    }
     for mode, rs in runs.items():
         summary["median_records_per_s"][mode] = round(statistics.median(r["records_per_s"] for r in rs))
         if mode == "work/bare":
@@ -375,9 +427,17 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
         sink = _Timed()
         sinks[name] = sink
         cfg = OperatorConfig(
-            bootstrap_servers=bootstrap, group_id=group, operator_name=name, topics=[topic],
-            coordinator=coordinator, start_position=StartKind.EARLIEST, drain_timeout_s=10, reset_timeout_s=20,
-            client=CLIENT, consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            operator_name=name,
+            topics=[topic],
+            coordinator=coordinator,
+            start_position=StartKind.EARLIEST,
+            drain_timeout_s=10,
+            reset_timeout_s=20,
+            client=CLIENT,
+            consumer_properties={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        )
         op = ConsumerOperator(cfg, submit_batch=sink, permit=RegionPermit(), region=region)
         orig_revoked, orig_assigned = op.rebalancer.on_revoked, op.rebalancer.on_assigned
 
@@ -399,7 +459,8 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while sum(s.count for s in sinks.values()) < n or not all(
-                op.metrics()["nAssignedPartitions"] == partitions // 2 for op in ops):
+            op.metrics()["nAssignedPartitions"] == partitions // 2 for op in ops
+        ):
             if time.monotonic() > deadline:
                 raise TimeoutError("two members did not consume the topic")
             time.sleep(0.05)
@@ -409,8 +470,10 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
                 raise TimeoutError(f"reset did not complete: {region.errors}")
             if len(region.done_at) == 3:
                 snap_assigned = dict(assigned)
-                firsts = {name: sinks[name].first_after(max(region.done_at[name], snap_assigned.get(name, 0)))
-                          for name in sinks}
+                firsts = {
+                    name: sinks[name].first_after(max(region.done_at[name], snap_assigned.get(name, 0)))
+                    for name in sinks
+                }
                 if all(firsts.values()):
                     break
             time.sleep(0.01)
@@ -421,11 +484,21 @@ def reset_latency_trial(bootstrap, coordinator, topic, partitions, n) -> dict:
     t_asg = max(snap_assigned.values())
     total = max(firsts.values()) - t_rev
     broker = t_asg - t_rev
-    detail = {name: {"assigned_ms": round((snap_assigned[name] - t_rev) * 1000),
-                     "reset_done_ms": round((region.done_at[name] - t_rev) * 1000),
-                     "first_tuple_ms": round((firsts[name] - t_rev) * 1000)} for name in sorted(sinks)}
-    return {"total_ms": total * 1000, "broker_rebalance_ms": broker * 1000, "reset_ms": (total - broker) * 1000,
-            "reset_requests": region.requests, "members": detail}
+    detail = {
+        name: {
+            "assigned_ms": round((snap_assigned[name] - t_rev) * 1000),
+            "reset_done_ms": round((region.done_at[name] - t_rev) * 1000),
+            "first_tuple_ms": round((firsts[name] - t_rev) * 1000),
+        }
+        for name in sorted(sinks)
+    }
+    return {
+        "total_ms": total * 1000,
+        "broker_rebalance_ms": broker * 1000,
+        "reset_ms": (total - broker) * 1000,
+        "reset_requests": region.requests,
+        "members": detail,
+    }
 
 
 def idle_cpu(bootstrap, topic, seconds: float) -> float:
@@ -457,26 +530,56 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--modes", default="bare,operator,operator+cycles,operator/submit")
-    ap.add_argument("--drain-samples-s", type=float, default=0.1,
-                    help="> 0: run the drain-latency measurement, a drain every this many seconds while consuming")
-    ap.add_argument("--idle-s", type=float, default=5.0,
-                    help="> 0: CPU of one operator on an idle topic, sampled over this many seconds (0: skip)")
+    ap.add_argument(
+        "--drain-samples-s",
+        type=float,
+        default=0.1,
+        help="> 0: run the drain-latency measurement, a drain every this many seconds while consuming",
+    )
+    ap.add_argument(
+        "--idle-s",
+        type=float,
+        default=5.0,
+        help="> 0: CPU of one operator on an idle topic, sampled over this many seconds (0: skip)",
+    )
     ap.add_argument("--reset-trials", type=int, default=3, help="member-join reset-latency trials (0: skip)")
     ap.add_argument("--json", default=None, help="write the results here")
-    ap.add_argument("--work-trials", type=int, default=0,
-                    help="> 0: the per-record-work modes, this many alternated trials (each a fresh process)")
-    ap.add_argument("--profile-dir", default=None,
-                    help="run each work mode once more under py-spy --gil, stacks and a summary in this directory")
+    ap.add_argument(
+        "--work-trials",
+        type=int,
+        default=0,
+        help="> 0: the per-record-work modes, this many alternated trials (each a fresh process)",
+    )
+    ap.add_argument(
+        "--profile-dir",
+        default=None,
+        help="run each work mode once more under py-spy --gil, stacks and a summary in this directory",
+    )
     ap.add_argument("--work-trial", default=None, help=argparse.SUPPRESS)  # one trial, in a child process
     ap.add_argument("--topic", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--client", choices=("kafka-python", "librdkafka"), default="kafka-python",
-                    help="the operators' Kafka client (the bare loop is always kafka-python)")
-    ap.add_argument("--kafka", action="append", default=[], metavar="PROP=VALUE",
-                    help="an extra consumer property of the operators (repeatable)")
-    ap.add_argument("--work-modes", default=",".join(WORK_MODES[:3]),
-                    help=f"comma-separated per-record-work modes (of {', '.join(WORK_MODES)})")
-    ap.add_argument("--no-gc-freeze", action="store_true",
-                    help="do not gc.freeze() the start-up heap before the trials (the member runtime freezes it)")
+    ap.add_argument(
+        "--client",
+        choices=("kafka-python", "librdkafka"),
+        default="kafka-python",
+        help="the operators' Kafka client (the bare loop is always kafka-python)",
+    )
+    ap.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="PROP=VALUE",
+        help="an extra consumer property of the operators (repeatable)",
+    )
+    ap.add_argument(
+        "--work-modes",
+        default=",".join(WORK_MODES[:3]),
+        help=f"comma-separated per-record-work modes (of {', '.join(WORK_MODES)})",
+    )
+    ap.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="do not gc.freeze() the start-up heap before the trials (the member runtime freezes it)",
+    )
     return ap.parse_args()
 
 
@@ -489,8 +592,9 @@ def _work(args: argparse.Namespace, bootstrap: str) -> dict | None:
         work_topic = create_topic(bootstrap, unique_name("bench-work"), args.partitions)
         produce_fixed(bootstrap, work_topic, args.messages)
     if args.work_trials > 0:
-        work = work_trials(bootstrap, work_topic, args.messages, args.work_trials,
-                           modes=tuple(args.work_modes.split(",")))
+        work = work_trials(
+            bootstrap, work_topic, args.messages, args.work_trials, modes=tuple(args.work_modes.split(","))
+        )
         print("per-record work: " + json.dumps({k: work[k] for k in ("rate_ratio", "cpu_ratio")}), flush=True)
     if args.profile_dir:
         profile_work(bootstrap, work_topic, args.messages, Path(args.profile_dir))
@@ -513,19 +617,28 @@ def _throughput(bootstrap: str, topic: str, n: int, modes: list[str], trials: in
             else:
                 raise SystemExit(f"unknown mode {mode!r}")
             results[mode].append(r)
-            print(f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s, "
-                  f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec)", flush=True)
+            print(
+                f"trial {trial} {mode:16s} {r['records_per_s']:10.0f} rec/s ({r['seconds']:.2f}s, "
+                f"cpu {r['cpu_s'] / r['records'] * 1e6:.2f} us/rec)",
+                flush=True,
+            )
     return results
 
 
 def _drain_latency(bootstrap: str, topic: str, n: int, every_s: float) -> dict:
     """Drain latency: a drain + checkpoint every ``every_s`` while consuming."""
     r = run_operator(bootstrap, topic, n, cycle_every_s=every_s)
-    drain = {"samples": len(r["drain_ms"]), "p50_ms": pct(r["drain_ms"], 0.5),
-             "p90_ms": pct(r["drain_ms"], 0.9), "p99_ms": pct(r["drain_ms"], 0.99),
-             "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None}
-    print("drain latency: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
-                                        for k, v in drain.items()), flush=True)
+    drain = {
+        "samples": len(r["drain_ms"]),
+        "p50_ms": pct(r["drain_ms"], 0.5),
+        "p90_ms": pct(r["drain_ms"], 0.9),
+        "p99_ms": pct(r["drain_ms"], 0.99),
+        "max_ms": max(r["drain_ms"]) if r["drain_ms"] else None,
+    }
+    print(
+        "drain latency: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in drain.items()),
+        flush=True,
+    )
     return drain
 
 
@@ -543,12 +656,22 @@ def _reset_latencies(bootstrap: str, partitions: int, trials: int) -> list[dict]
         for trial in range(trials):
             r = reset_latency_trial(bootstrap, coord.endpoint, small, partitions, 20_000)
             resets.append(r)
-            print(f"reset trial {trial}: {json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()})}", flush=True)
+            print(
+                f"reset trial {trial}: {json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()})}",
+                flush=True,
+            )
     return resets
 
 
-def _summary(args: argparse.Namespace, results: dict[str, list[dict]], *, drain: dict | None, idle: float | None,
-             work: dict | None, resets: list[dict]) -> dict:
+def _summary(
+    args: argparse.Namespace,
+    results: dict[str, list[dict]],
+    *,
+    drain: dict | None,
+    idle: float | None,
+    work: dict | None,
+    resets: list[dict],
+) -> dict:
     base = statistics.median(r["records_per_s"] for r in results["bare"]) if results.get("bare") else None
     pair = {}  # per trial: mode / bare of the same trial (robust to load drifting between trials)
     cpu = {}  # CPU seconds of this process per record, bare / mode (robust to other processes' load)
@@ -556,20 +679,36 @@ def _summary(args: argparse.Namespace, results: dict[str, list[dict]], *, drain:
         for mode, runs in results.items():
             if mode == "bare" or not runs:
                 continue
-            pair[mode] = round(statistics.median(
-                r["records_per_s"] / b["records_per_s"] for r, b in zip(runs, results["bare"])), 3)
-            cpu[mode] = round(statistics.median(
-                (b["cpu_s"] / b["records"]) / (r["cpu_s"] / r["records"]) for r, b in zip(runs, results["bare"])), 3)
-    summary = {"client": args.client, "messages": args.messages, "partitions": args.partitions, "trials": args.trials,
-               "median_records_per_s": {}, "ratio_to_bare": {}, "median_pair_ratio": pair,
-               "cpu_efficiency_vs_bare": cpu, "drain_latency": drain, "idle_cpu_percent": idle,
-               "per_record_work": work,
-               "reset_after_join_ms": {
-                   "trials": len(resets),
-                   "median_reset_ms": statistics.median(r["reset_ms"] for r in resets) if resets else None,
-                   "max_reset_ms": max(r["reset_ms"] for r in resets) if resets else None,
-                   "median_broker_rebalance_ms": statistics.median(r["broker_rebalance_ms"] for r in resets) if resets else None,
-               }}
+            pair[mode] = round(
+                statistics.median(r["records_per_s"] / b["records_per_s"] for r, b in zip(runs, results["bare"])), 3
+            )
+            cpu[mode] = round(
+                statistics.median(
+                    (b["cpu_s"] / b["records"]) / (r["cpu_s"] / r["records"]) for r, b in zip(runs, results["bare"])
+                ),
+                3,
+            )
+    summary = {
+        "client": args.client,
+        "messages": args.messages,
+        "partitions": args.partitions,
+        "trials": args.trials,
+        "median_records_per_s": {},
+        "ratio_to_bare": {},
+        "median_pair_ratio": pair,
+        "cpu_efficiency_vs_bare": cpu,
+        "drain_latency": drain,
+        "idle_cpu_percent": idle,
+        "per_record_work": work,
+        "reset_after_join_ms": {
+            "trials": len(resets),
+            "median_reset_ms": statistics.median(r["reset_ms"] for r in resets) if resets else None,
+            "max_reset_ms": max(r["reset_ms"] for r in resets) if resets else None,
+            "median_broker_rebalance_ms": statistics.median(r["broker_rebalance_ms"] for r in resets)
+            if resets
+            else None,
+        },
+    }
     for mode, runs in results.items():
         if not runs:
             continue
@@ -599,8 +738,10 @@ def main() -> None:
         t0 = time.monotonic()
         if args.trials > 0:
             produce_fixed(bootstrap, topic, args.messages)
-        print(f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
-              flush=True)
+        print(
+            f"produced {args.messages} x 100 B to {args.partitions} partitions in {time.monotonic() - t0:.1f}s",
+            flush=True,
+        )
         work = _work(args, bootstrap)
         if not args.no_gc_freeze:
             # As the member runtime does once running (cr_consumer/runtime/member/process.py):

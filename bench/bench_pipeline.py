@@ -65,7 +65,7 @@ from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.broker import bootstrap_or_embedded
 from cr_consumer.testing.kafka_util import create_topic, producer, unique_name
 
-BARE = r'''
+BARE = r"""
 import json, os, sys, time
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 bootstrap, topic, parts, expected = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")], int(sys.argv[4])
@@ -117,7 +117,7 @@ print(json.dumps({"n": n, "window_n": n - n_first, "first": first, "last": last,
                   "window_user": split[1], "window_system": split[2]}), flush=True)
 sys.stdin.readline()  # "close": a group member that left early would make the others rebalance mid-run
 c.close()
-'''
+"""
 
 PASSTHROUGH = '''
 import time
@@ -174,10 +174,25 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode
         if partitions % members:
             raise ValueError("--bare-mode group needs partitions divisible by members")
     group = unique_name("bench-bare")
-    procs = [subprocess.Popen([sys.executable, "-c", BARE, bootstrap, topic, ",".join(map(str, g)),
-                               str(n // partitions * len(g)), mode, group],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for g in shares]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                BARE,
+                bootstrap,
+                topic,
+                ",".join(map(str, g)),
+                str(n // partitions * len(g)),
+                mode,
+                group,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for g in shares
+    ]
     for p in procs:  # all connected and seeked: start them together
         if p.stdout.readline().strip() != "ready":
             raise RuntimeError("a bare poll loop failed to start")
@@ -190,12 +205,18 @@ def bare(bootstrap: str, topic: str, partitions: int, n: int, members: int, mode
     rates = [r["window_n"] / max(1e-9, r["last"] - r["first"]) for r in results]
     span = max(r["last"] for r in results) - min(r["first"] for r in results)
     window_n = max(1, sum(r["window_n"] for r in results))
-    return {"per_member": rates, "total": sum(rates), "total_over_span": window_n / span,
-            "cpu_us_per_record": 1e6 * sum(r["window_cpu"] for r in results) / window_n,
-            # where it goes: the polling thread, and user / system time (os.times, tick-sampled)
-            "cpu_split_us_per_record": {k: round(1e6 * sum(r[f"window_{k}"] for r in results) / window_n, 3)
-                                        for k in ("main_thread", "user", "system")},
-            "cpu_us_per_record_with_startup": 1e6 * sum(r["cpu"] for r in results) / max(1, sum(r["n"] for r in results))}
+    return {
+        "per_member": rates,
+        "total": sum(rates),
+        "total_over_span": window_n / span,
+        "cpu_us_per_record": 1e6 * sum(r["window_cpu"] for r in results) / window_n,
+        # where it goes: the polling thread, and user / system time (os.times, tick-sampled)
+        "cpu_split_us_per_record": {
+            k: round(1e6 * sum(r[f"window_{k}"] for r in results) / window_n, 3)
+            for k in ("main_thread", "user", "system")
+        },
+        "cpu_us_per_record_with_startup": 1e6 * sum(r["cpu"] for r in results) / max(1, sum(r["n"] for r in results)),
+    }
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -236,8 +257,7 @@ def thread_names(pid: int) -> dict[int, str]:
     exe = py_spy()
     if exe is None:
         return out
-    dump = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
-                          timeout=60)
+    dump = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
     for line in dump.stdout.splitlines():
         m = _DUMP_THREAD.match(line.strip())
         if m:
@@ -255,9 +275,14 @@ def _has_event_thread(names: dict[int, str] | None) -> bool:
 
 def thread_role(name: str) -> str:
     """The member's threads grouped by role (the member's and kafka-python's thread names)."""
-    for prefix, role in (("cr-event-", "event (kafka-python poll)"), ("cr-process-", "process (pipeline, sink)"),
-                         ("region-io-", "control channel I/O"), ("MainThread", "control (commands)"),
-                         ("kafka", "kafka-python IO"), ("ZMQ", "zmq")):
+    for prefix, role in (
+        ("cr-event-", "event (kafka-python poll)"),
+        ("cr-process-", "process (pipeline, sink)"),
+        ("region-io-", "control channel I/O"),
+        ("MainThread", "control (commands)"),
+        ("kafka", "kafka-python IO"),
+        ("ZMQ", "zmq"),
+    ):
         if name.startswith(prefix):
             return role
     return f"other ({name})"
@@ -325,15 +350,28 @@ def tree_python(tree: Path, work: Path) -> str:
     shim = work / "python-before"
     # PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory
     # first on sys.path, ahead of ``tree`` (a run from this checkout would import it).
-    shim.write_text(f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} '
-                    f'exec {sys.executable} "$@"\n')
+    shim.write_text(
+        f'#!/bin/sh\nPYTHONSAFEPATH=1 PYTHONPATH={tree}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} "$@"\n'
+    )
     shim.chmod(0o755)
     return str(shim)
 
 
-def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop: bool, period: float,
-             profile: Path | None = None, profile_s: int = 8, profile_gil: bool = True,
-             python: str = sys.executable, thread_cpu: bool = False, kafka: dict[str, str | int] | None = None) -> dict:
+def pipeline(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    members: int,
+    work: Path,
+    drop: bool,
+    period: float,
+    profile: Path | None = None,
+    profile_s: int = 8,
+    profile_gil: bool = True,
+    python: str = sys.executable,
+    thread_cpu: bool = False,
+    kafka: dict[str, str | int] | None = None,
+) -> dict:
     """One pipeline round; with ``profile``, member-0 is sampled by py-spy
     (``--gil``: the thread holding the GIL; else every thread running on a CPU,
     system calls included) for ``profile_s`` seconds once its output appears
@@ -343,12 +381,18 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
     module = work / "passthrough.py"
     module.write_text(PASSTHROUGH)
     out = work / ("out-drop" if drop else "out")
-    region = Region(str(module), members=members, bootstrap=bootstrap, output_dir=out,
-                    state_dir=work / ("state-drop" if drop else "state"), period_s=period,
-                    params={"topic": topic, "sink": "count" if drop else "file"},
-                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **(kafka or {})},
-                    log_level="WARNING",
-                    python=python)
+    region = Region(
+        str(module),
+        members=members,
+        bootstrap=bootstrap,
+        output_dir=out,
+        state_dir=work / ("state-drop" if drop else "state"),
+        period_s=period,
+        params={"topic": topic, "sink": "count" if drop else "file"},
+        kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **(kafka or {})},
+        log_level="WARNING",
+        python=python,
+    )
     region.start()
     coordinator = region.coordinator_proc.pid if region.coordinator_proc is not None else None
     sampler = CpuSampler(lambda: {**region.pids(), "coordinator": coordinator}, threads=thread_cpu)
@@ -402,14 +446,23 @@ def pipeline(bootstrap: str, topic: str, n: int, members: int, work: Path, drop:
         if span_cpu is not None and window_records:
             coordinator_cpu = 1e6 * span_cpu / window_records
     # total: the sum of the members' steady rates (their windows differ by a checkpoint or so)
-    return {"per_member": per_member, "total": sum(per_member), "coordinator_cpu_us_per_record": coordinator_cpu,
-            "checkpoints": status.get("checkpoints"), "resets": status.get("resets"),
-            # DRAINING -> RUNNING of each checkpoint cycle (the controller's events): the flow's stops
-            "checkpoint_ms": [e["checkpoint_ms"] for e in status.get("events", []) if e.get("kind") == "checkpoint"],
-            "cpu_us_per_record": 1e6 * window_cpu / window_records if window_records else float("nan"),
-            "cpu_us_per_record_with_startup": 1e6 * cpu / n,
-            "threads_us_per_record": {role: [round(1e6 * u / role_records, 3), round(1e6 * k / role_records, 3)]
-                                      for role, (u, k) in sorted(by_role.items())} if role_records else None}
+    return {
+        "per_member": per_member,
+        "total": sum(per_member),
+        "coordinator_cpu_us_per_record": coordinator_cpu,
+        "checkpoints": status.get("checkpoints"),
+        "resets": status.get("resets"),
+        # DRAINING -> RUNNING of each checkpoint cycle (the controller's events): the flow's stops
+        "checkpoint_ms": [e["checkpoint_ms"] for e in status.get("events", []) if e.get("kind") == "checkpoint"],
+        "cpu_us_per_record": 1e6 * window_cpu / window_records if window_records else float("nan"),
+        "cpu_us_per_record_with_startup": 1e6 * cpu / n,
+        "threads_us_per_record": {
+            role: [round(1e6 * u / role_records, 3), round(1e6 * k / role_records, 3)]
+            for role, (u, k) in sorted(by_role.items())
+        }
+        if role_records
+        else None,
+    }
 
 
 def _name_threads(region: Region, names: dict[str, dict[int, str]], name_tries: dict[str, int]) -> None:
@@ -428,14 +481,19 @@ def _start_profiler(region: Region, profile: Path, profile_s: int, profile_gil: 
     from profile_util import py_spy_record
 
     pid = region.pids()[min(region.pids())]  # the first member by name
-    profiler = threading.Thread(target=py_spy_record, args=(None, profile),
-                                kwargs={"pid": pid, "duration_s": profile_s, "gil": profile_gil}, daemon=True)
+    profiler = threading.Thread(
+        target=py_spy_record,
+        args=(None, profile),
+        kwargs={"pid": pid, "duration_s": profile_s, "gil": profile_gil},
+        daemon=True,
+    )
     profiler.start()
     return profiler
 
 
-def _add_cpu_by_role(by_role: dict[str, tuple[float, float]], threads: dict[int, tuple[float, float]],
-                     names: dict[int, str]) -> None:
+def _add_cpu_by_role(
+    by_role: dict[str, tuple[float, float]], threads: dict[int, tuple[float, float]], names: dict[int, str]
+) -> None:
     """Add each thread's (user s, system s) to its role's."""
     for tid, (user, system) in threads.items():
         role = thread_role(names.get(tid, f"tid {tid}"))
@@ -477,36 +535,52 @@ def _intervals(out: Path, name: str, drop: bool) -> tuple[list[int], list[float]
     return [f.read_bytes().count(b"\n") for f in files], [f.stat().st_mtime for f in files]
 
 
-def _round_row(load: float, full: dict, bases: dict[str, dict], before: dict | None, count_only: dict | None, *,
-               thread_cpu: bool) -> dict:
+def _round_row(
+    load: float, full: dict, bases: dict[str, dict], before: dict | None, count_only: dict | None, *, thread_cpu: bool
+) -> dict:
     """One round's figures: the pipeline's, and its ratios to each bare loop (the first
     mode's are the headline ones), to the before tree's and to the counting sink's."""
     m = statistics.median(full["per_member"]) if full["per_member"] else 0.0
-    row = {"load_avg_1m": round(load, 2), "pipeline_per_member": round(m),
-           "pipeline_total": round(full["total"]), "checkpoints": full["checkpoints"], "resets": full["resets"],
-           "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
-           "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2),
-           "coordinator_cpu_us_per_record": (round(full["coordinator_cpu_us_per_record"], 3)
-                                             if full["coordinator_cpu_us_per_record"] is not None else None)}
+    row = {
+        "load_avg_1m": round(load, 2),
+        "pipeline_per_member": round(m),
+        "pipeline_total": round(full["total"]),
+        "checkpoints": full["checkpoints"],
+        "resets": full["resets"],
+        "pipeline_cpu_us_per_record": round(full["cpu_us_per_record"], 2),
+        "pipeline_cpu_us_with_startup": round(full["cpu_us_per_record_with_startup"], 2),
+        "coordinator_cpu_us_per_record": (
+            round(full["coordinator_cpu_us_per_record"], 3)
+            if full["coordinator_cpu_us_per_record"] is not None
+            else None
+        ),
+    }
     for k, (mode, base) in enumerate(bases.items()):
         tag = "" if k == 0 else f"_vs_{mode}"  # the first mode is the headline ratio
         b = statistics.median(base["per_member"])
-        row.update({f"bare_{mode}_per_process": round(b), f"bare_{mode}_total": round(base["total"]),
-                    f"bare_{mode}_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
-                    f"bare_{mode}_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
-                    f"ratio_per_member{tag}": round(m / b, 3),
-                    f"ratio_total{tag}": round(full["total"] / base["total"], 3),
-                    f"cpu_ratio{tag}": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3)})
+        row.update(
+            {
+                f"bare_{mode}_per_process": round(b),
+                f"bare_{mode}_total": round(base["total"]),
+                f"bare_{mode}_cpu_us_per_record": round(base["cpu_us_per_record"], 2),
+                f"bare_{mode}_cpu_us_with_startup": round(base["cpu_us_per_record_with_startup"], 2),
+                f"ratio_per_member{tag}": round(m / b, 3),
+                f"ratio_total{tag}": round(full["total"] / base["total"], 3),
+                f"cpu_ratio{tag}": round(base["cpu_us_per_record"] / full["cpu_us_per_record"], 3),
+            }
+        )
         if before is not None:
             row[f"before_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / before["cpu_us_per_record"], 3)
             row[f"before_ratio_per_member{tag}"] = round(
-                (statistics.median(before["per_member"]) if before["per_member"] else 0.0) / b, 3)
+                (statistics.median(before["per_member"]) if before["per_member"] else 0.0) / b, 3
+            )
         if count_only is not None:
             row[f"count_sink_cpu_ratio{tag}"] = round(base["cpu_us_per_record"] / count_only["cpu_us_per_record"], 3)
     if thread_cpu:
         row["pipeline_threads_us_per_record"] = full["threads_us_per_record"]  # role: [user, system]
-        row.update({f"bare_{mode}_split_us_per_record": base["cpu_split_us_per_record"]
-                    for mode, base in bases.items()})
+        row.update(
+            {f"bare_{mode}_split_us_per_record": base["cpu_split_us_per_record"] for mode, base in bases.items()}
+        )
         if before is not None:
             row["before_threads_us_per_record"] = before["threads_us_per_record"]
     row["checkpoint_ms_median_max"] = _median_max(full["checkpoint_ms"])
@@ -522,8 +596,12 @@ def _round_row(load: float, full: dict, bases: dict[str, dict], before: dict | N
 def _report(args: argparse.Namespace, modes: list[str], rounds: list[dict]) -> dict:
     """The medians over the rounds."""
     report = {
-        "messages": args.messages, "partitions": args.partitions, "members": args.members, "period_s": args.period,
-        "bare_modes": modes, "rounds": rounds,
+        "messages": args.messages,
+        "partitions": args.partitions,
+        "members": args.members,
+        "period_s": args.period,
+        "bare_modes": modes,
+        "rounds": rounds,
         "median_ratio_per_member": statistics.median(r["ratio_per_member"] for r in rounds),
         "median_ratio_total": statistics.median(r["ratio_total"] for r in rounds),
         "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
@@ -532,7 +610,9 @@ def _report(args: argparse.Namespace, modes: list[str], rounds: list[dict]) -> d
         report["median_before_cpu_ratio"] = statistics.median(r["before_cpu_ratio"] for r in rounds)
         report["median_before_ratio_per_member"] = statistics.median(r["before_ratio_per_member"] for r in rounds)
     for mode in modes[1:]:
-        report[f"median_ratio_per_member_vs_{mode}"] = statistics.median(r[f"ratio_per_member_vs_{mode}"] for r in rounds)
+        report[f"median_ratio_per_member_vs_{mode}"] = statistics.median(
+            r[f"ratio_per_member_vs_{mode}"] for r in rounds
+        )
         report[f"median_cpu_ratio_vs_{mode}"] = statistics.median(r[f"cpu_ratio_vs_{mode}"] for r in rounds)
     return report
 
@@ -547,31 +627,63 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--period", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="bare/pipeline pairs, interleaved so that load from other processes hits both")
-    parser.add_argument("--count-sink", action="store_true",
-                        help="also run each round with a counting sink instead of the file sink (runtime cost alone)")
-    parser.add_argument("--bare-mode", choices=("group", "assign", "both", "group+opfetch"), default="both",
-                        help="baseline poll loops as members of one consumer group (as the pipeline's sources), "
-                             "with explicitly assigned partitions, or both (default; the ratio is against group); "
-                             "group+opfetch: group, and group with the operator's fetch.max.bytes / fetch.max.wait.ms")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="bare/pipeline pairs, interleaved so that load from other processes hits both",
+    )
+    parser.add_argument(
+        "--count-sink",
+        action="store_true",
+        help="also run each round with a counting sink instead of the file sink (runtime cost alone)",
+    )
+    parser.add_argument(
+        "--bare-mode",
+        choices=("group", "assign", "both", "group+opfetch"),
+        default="both",
+        help="baseline poll loops as members of one consumer group (as the pipeline's sources), "
+        "with explicitly assigned partitions, or both (default; the ratio is against group); "
+        "group+opfetch: group, and group with the operator's fetch.max.bytes / fetch.max.wait.ms",
+    )
     parser.add_argument("--bootstrap")
-    parser.add_argument("--before-tree", default=None, metavar="DIR",
-                        help="also run each round's pipeline from this source tree (e.g. `git archive main`), "
-                             "alternating the order with this tree's: before/after CPU ratios in the same run")
-    parser.add_argument("--thread-cpu", action="store_true",
-                        help="per-thread user/system CPU of the members (by role) and of the bare loops (poll "
-                             "thread, user, system), us per record over the same windows")
-    parser.add_argument("--profile-dir", default=None,
-                        help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil")
+    parser.add_argument(
+        "--before-tree",
+        default=None,
+        metavar="DIR",
+        help="also run each round's pipeline from this source tree (e.g. `git archive main`), "
+        "alternating the order with this tree's: before/after CPU ratios in the same run",
+    )
+    parser.add_argument(
+        "--thread-cpu",
+        action="store_true",
+        help="per-thread user/system CPU of the members (by role) and of the bare loops (poll "
+        "thread, user, system), us per record over the same windows",
+    )
+    parser.add_argument(
+        "--profile-dir",
+        default=None,
+        help="after the rounds, one more pipeline round with member-0 sampled by py-spy --gil",
+    )
     parser.add_argument("--profile-seconds", type=int, default=8, help="with --profile-dir: how long to sample")
-    parser.add_argument("--profile-cpu", action="store_true",
-                        help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil")
-    parser.add_argument("--member-kafka", action="append", default=[], metavar="PROPERTY=VALUE",
-                        help="a Kafka property for this tree's members only (not --before-tree's, not the bare "
-                             "loops'): e.g. the before/after of a default")
-    parser.add_argument("--keep-work", action="store_true",
-                        help="keep the work directory (every round's output: ~1 GB per million records)")
+    parser.add_argument(
+        "--profile-cpu",
+        action="store_true",
+        help="with --profile-dir: sample every thread on a CPU (system calls included), not --gil",
+    )
+    parser.add_argument(
+        "--member-kafka",
+        action="append",
+        default=[],
+        metavar="PROPERTY=VALUE",
+        help="a Kafka property for this tree's members only (not --before-tree's, not the bare "
+        "loops'): e.g. the before/after of a default",
+    )
+    parser.add_argument(
+        "--keep-work",
+        action="store_true",
+        help="keep the work directory (every round's output: ~1 GB per million records)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     try:
@@ -586,31 +698,69 @@ def main() -> int:
 def run(args: argparse.Namespace, work: Path) -> int:
     """The rounds (see the module docstring); figures printed as JSON."""
     rounds = []
-    member_kafka: dict[str, str | int] = {k: int(v) if v.isdigit() else v
-                                          for k, v in (item.split("=", 1) for item in args.member_kafka)}
+    member_kafka: dict[str, str | int] = {
+        k: int(v) if v.isdigit() else v for k, v in (item.split("=", 1) for item in args.member_kafka)
+    }
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("bench-pipeline"), args.partitions)
         t0 = time.monotonic()
         produce_input(bootstrap, topic, args.messages, args.partitions)
         print(f"produced {args.messages} x 100 B in {time.monotonic() - t0:.1f}s", flush=True)
         modes = {"both": ["group", "assign"], "group+opfetch": ["group", "group-opfetch"]}.get(
-            args.bare_mode, [args.bare_mode])
+            args.bare_mode, [args.bare_mode]
+        )
         for i in range(args.rounds):
             load = os.getloadavg()[0]
             bases = {mode: bare(bootstrap, topic, args.partitions, args.messages, args.members, mode) for mode in modes}
             before = None
             if args.before_tree and i % 2 == 0:  # before first in even rounds, after first in odd ones
-                before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
-                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
-                                  thread_cpu=args.thread_cpu)
-            full = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}", drop=False,
-                            period=args.period, thread_cpu=args.thread_cpu, kafka=member_kafka)
+                before = pipeline(
+                    bootstrap,
+                    topic,
+                    args.messages,
+                    args.members,
+                    work / f"round-{i}-before",
+                    drop=False,
+                    period=args.period,
+                    python=tree_python(Path(args.before_tree), work),
+                    thread_cpu=args.thread_cpu,
+                )
+            full = pipeline(
+                bootstrap,
+                topic,
+                args.messages,
+                args.members,
+                work / f"round-{i}",
+                drop=False,
+                period=args.period,
+                thread_cpu=args.thread_cpu,
+                kafka=member_kafka,
+            )
             if args.before_tree and i % 2 == 1:
-                before = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-before",
-                                  drop=False, period=args.period, python=tree_python(Path(args.before_tree), work),
-                                  thread_cpu=args.thread_cpu)
-            count_only = pipeline(bootstrap, topic, args.messages, args.members, work / f"round-{i}-count",
-                                  drop=True, period=args.period) if args.count_sink else None
+                before = pipeline(
+                    bootstrap,
+                    topic,
+                    args.messages,
+                    args.members,
+                    work / f"round-{i}-before",
+                    drop=False,
+                    period=args.period,
+                    python=tree_python(Path(args.before_tree), work),
+                    thread_cpu=args.thread_cpu,
+                )
+            count_only = (
+                pipeline(
+                    bootstrap,
+                    topic,
+                    args.messages,
+                    args.members,
+                    work / f"round-{i}-count",
+                    drop=True,
+                    period=args.period,
+                )
+                if args.count_sink
+                else None
+            )
             row = _round_row(load, full, bases, before, count_only, thread_cpu=args.thread_cpu)
             rounds.append(row)
             print(f"round {i}: {row}", flush=True)
@@ -622,8 +772,18 @@ def run(args: argparse.Namespace, work: Path) -> int:
 
             out = Path(args.profile_dir)
             out.mkdir(parents=True, exist_ok=True)
-            pipeline(bootstrap, topic, args.messages, args.members, work / "profiled", drop=False, period=args.period,
-                     profile=out / "member-0.txt", profile_gil=not args.profile_cpu, profile_s=args.profile_seconds)
+            pipeline(
+                bootstrap,
+                topic,
+                args.messages,
+                args.members,
+                work / "profiled",
+                drop=False,
+                period=args.period,
+                profile=out / "member-0.txt",
+                profile_gil=not args.profile_cpu,
+                profile_s=args.profile_seconds,
+            )
             summary = summarise(out / "member-0.txt")
             (out / "member-0.summary.json").write_text(json.dumps(summary, indent=2))
             print_summary("pipeline member-0 (py-spy --gil)", summary)

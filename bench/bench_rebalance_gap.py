@@ -124,8 +124,11 @@ def analyse(drill_dir: Path, input_after_fault_s: float | None = None) -> dict:
     before = sorted(t for t in first_of_seq.values() if t_fault - BEFORE_WINDOW_S <= t <= t_fault)
     intervals_before = [b - a for a, b in itertools.pairwise(before)]
     batches = [e["t"] for e in events if e["ev"] == "batch" and e.get("n", 0) > 0]
-    survivors = {m for m in members if m != changed and any(e["t"] < t_fault for e in events
-                                                             if e["member"] == m and e["ev"] == "batch")}
+    survivors = {
+        m
+        for m in members
+        if m != changed and any(e["t"] < t_fault for e in events if e["member"] == m and e["ev"] == "batch")
+    }
     survivor_gaps = {}
     for m in sorted(survivors):
         own = [t for t, who, _ in publishes if who == m]
@@ -133,10 +136,17 @@ def analyse(drill_dir: Path, input_after_fault_s: float | None = None) -> dict:
         if gap is not None:
             survivor_gaps[m] = round(gap, 3)
     gap = _longest_gap(times, t_fault)
-    restart = next((e["t"] - t_fault for e in events if e["ev"] == "start" and e["member"] == changed
-                    and e["t"] > t_fault), None)
-    join = next((e["t"] - t_fault for e in events if e["ev"] == "ctl_join" and e["t"] > t_fault
-                 and (e.get("ctl") or {}).get("member") == changed), None)
+    restart = next(
+        (e["t"] - t_fault for e in events if e["ev"] == "start" and e["member"] == changed and e["t"] > t_fault), None
+    )
+    join = next(
+        (
+            e["t"] - t_fault
+            for e in events
+            if e["ev"] == "ctl_join" and e["t"] > t_fault and (e.get("ctl") or {}).get("member") == changed
+        ),
+        None,
+    )
     while_input = None
     if input_after_fault_s is not None:
         end = t_fault + input_after_fault_s - INPUT_MARGIN_S
@@ -165,18 +175,32 @@ def main() -> int:
     ap.add_argument("--period", type=float, default=1.0, help="checkpoint period, s")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS)
-    ap.add_argument("--eager", action="store_true",
-                    help="members rebalance eagerly (range,roundrobin; default: the runtime's cooperative-sticky)")
+    ap.add_argument(
+        "--eager",
+        action="store_true",
+        help="members rebalance eagerly (range,roundrobin; default: the runtime's cooperative-sticky)",
+    )
     standby_mode = ap.add_mutually_exclusive_group()
-    standby_mode.add_argument("--no-standby", action="store_true",
-                         help="the runner keeps no warm standby: every restart and added member starts cold")
-    standby_mode.add_argument("--compare-standby", action="store_true",
-                         help="run every trial twice, with the standby and cold (order alternating)")
+    standby_mode.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="the runner keeps no warm standby: every restart and added member starts cold",
+    )
+    standby_mode.add_argument(
+        "--compare-standby",
+        action="store_true",
+        help="run every trial twice, with the standby and cold (order alternating)",
+    )
     ap.add_argument("--bootstrap", default=None, help="a Kafka cluster (default: an embedded broker per drill)")
     ap.add_argument("--out", default=None, help="drill directories here (default: a temporary directory)")
     ap.add_argument("--json", default=None, help="write the figures here")
-    ap.add_argument("--analyse", nargs="*", default=None, metavar="DRILL_DIR",
-                    help="only print the figures of finished drill directories (with --seconds/--fault-at of their run)")
+    ap.add_argument(
+        "--analyse",
+        nargs="*",
+        default=None,
+        metavar="DRILL_DIR",
+        help="only print the figures of finished drill directories (with --seconds/--fault-at of their run)",
+    )
     args = ap.parse_args()
     if args.analyse is not None:
         for d in args.analyse:
@@ -193,49 +217,87 @@ def main() -> int:
     results: dict[str, list[dict]] = {s + label[m]: [] for s in scenarios for m in modes}
     for trial in range(args.trials):
         for scenario in scenarios:  # alternated: load drifting over the run hits every scenario alike
-            for standby in (modes if trial % 2 == 0 else modes[::-1]):
+            for standby in modes if trial % 2 == 0 else modes[::-1]:
                 run_dir = out_dir / ("standby" if standby else "cold") if args.compare_standby else out_dir
-                cfg = DrillConfig(scenario=scenario, members=3, partitions=args.partitions, messages=messages,
-                                  bootstrap=args.bootstrap, out=run_dir, seed=trial + 1, rate=args.rate,
-                                  period_s=args.period, session_timeout_ms=args.session_timeout_ms,
-                                  timeout_s=120.0 + args.seconds * 2, fault_at=args.fault_at,
-                                  cooperative=not args.eager, standby=standby)
+                cfg = DrillConfig(
+                    scenario=scenario,
+                    members=3,
+                    partitions=args.partitions,
+                    messages=messages,
+                    bootstrap=args.bootstrap,
+                    out=run_dir,
+                    seed=trial + 1,
+                    rate=args.rate,
+                    period_s=args.period,
+                    session_timeout_ms=args.session_timeout_ms,
+                    timeout_s=120.0 + args.seconds * 2,
+                    fault_at=args.fault_at,
+                    cooperative=not args.eager,
+                    standby=standby,
+                )
                 t0 = time.monotonic()
                 load = os.getloadavg()[0]
                 report = run_drill(cfg, progress=lambda _msg: None)
                 r = analyse(run_dir / f"{scenario}-s{trial + 1}", args.seconds * (1 - args.fault_at))
-                r.update(ok=report["ok"], error=report.get("error"), missing=report["missing"],
-                         duplicates=report["duplicates"], time_to_recover_s=report["time_to_recover_s"],
-                         wall_s=round(time.monotonic() - t0, 1), standby=standby,
-                         load_before=round(load, 2), load_after=round(os.getloadavg()[0], 2))
+                r.update(
+                    ok=report["ok"],
+                    error=report.get("error"),
+                    missing=report["missing"],
+                    duplicates=report["duplicates"],
+                    time_to_recover_s=report["time_to_recover_s"],
+                    wall_s=round(time.monotonic() - t0, 1),
+                    standby=standby,
+                    load_before=round(load, 2),
+                    load_after=round(os.getloadavg()[0], 2),
+                )
                 results[scenario + label[standby]].append(r)
-                print(f"{scenario + label[standby]:19s} trial {trial}: publish gap {r['publish_gap_s']} s (while "
-                      f"input: {r['publish_gap_while_input_s']} s; before: every "
-                      f"{r['publish_interval_before_s']} s), restart {r['restart_s']} s, join {r['join_s']} s, "
-                      f"processing gap {r['processing_gap_s']} s, survivors' longest gap {r['survivor_gap_s']} s, "
-                      f"exactly once {r['ok']}, recover {r['time_to_recover_s']} s, load {r['load_before']}"
-                      f"-{r['load_after']}", flush=True)
+                print(
+                    f"{scenario + label[standby]:19s} trial {trial}: publish gap {r['publish_gap_s']} s (while "
+                    f"input: {r['publish_gap_while_input_s']} s; before: every "
+                    f"{r['publish_interval_before_s']} s), restart {r['restart_s']} s, join {r['join_s']} s, "
+                    f"processing gap {r['processing_gap_s']} s, survivors' longest gap {r['survivor_gap_s']} s, "
+                    f"exactly once {r['ok']}, recover {r['time_to_recover_s']} s, load {r['load_before']}"
+                    f"-{r['load_after']}",
+                    flush=True,
+                )
     summary = {}
     for scenario, rs in results.items():
         gaps = [r["publish_gap_s"] for r in rs if r["publish_gap_s"] is not None]
         summary[scenario] = {
             "trials": len(rs),
             "all_exactly_once": all(r["ok"] for r in rs),
-            "publish_gap_s": {"median": statistics.median(gaps) if gaps else None, "max": max(gaps, default=None),
-                              "all": gaps},
+            "publish_gap_s": {
+                "median": statistics.median(gaps) if gaps else None,
+                "max": max(gaps, default=None),
+                "all": gaps,
+            },
             "processing_gap_s_median": statistics.median(r["processing_gap_s"] for r in rs) if rs else None,
             "survivor_gap_s_median": statistics.median(
-                [r["survivor_gap_s"] for r in rs if r["survivor_gap_s"] is not None] or [0.0]),
+                [r["survivor_gap_s"] for r in rs if r["survivor_gap_s"] is not None] or [0.0]
+            ),
             "restart_s": sorted(r["restart_s"] for r in rs if r["restart_s"] is not None),
-            "gap_while_input_s": sorted(r["publish_gap_while_input_s"] for r in rs
-                                        if r["publish_gap_while_input_s"] is not None),
+            "gap_while_input_s": sorted(
+                r["publish_gap_while_input_s"] for r in rs if r["publish_gap_while_input_s"] is not None
+            ),
             "publish_interval_before_s_median": statistics.median(
-                [r["publish_interval_before_s"] for r in rs if r["publish_interval_before_s"]] or [0.0]),
+                [r["publish_interval_before_s"] for r in rs if r["publish_interval_before_s"]] or [0.0]
+            ),
         }
-    doc = {"settings": {"cooperative": not args.eager, "standby": modes, "rate": args.rate,
-                        "seconds": args.seconds, "period_s": args.period, "partitions": args.partitions, "session_timeout_ms": args.session_timeout_ms,
-                        "members": 3, "drills": str(out_dir)},
-           "summary": summary, "trials": results}
+    doc = {
+        "settings": {
+            "cooperative": not args.eager,
+            "standby": modes,
+            "rate": args.rate,
+            "seconds": args.seconds,
+            "period_s": args.period,
+            "partitions": args.partitions,
+            "session_timeout_ms": args.session_timeout_ms,
+            "members": 3,
+            "drills": str(out_dir),
+        },
+        "summary": summary,
+        "trials": results,
+    }
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=2))

@@ -43,8 +43,7 @@ def _stats(xs: list[float]) -> dict:
     xs = [x for x in xs if x is not None]
     if not xs:
         return {"n": 0}
-    return {"n": len(xs), "p50": round(statistics.median(xs), 3), "max": round(max(xs), 3),
-            "min": round(min(xs), 3)}
+    return {"n": len(xs), "p50": round(statistics.median(xs), 3), "max": round(max(xs), 3), "min": round(min(xs), 3)}
 
 
 def main() -> int:
@@ -57,9 +56,14 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--seed", type=int, default=500)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--keep", action="store_true", help="keep every drill's directory (logs, timeline), not only failed ones")
-    ap.add_argument("--scenarios", default="kill-member,kill-coordinator",
-                    help="comma-separated subset of kill-member,kill-coordinator")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep every drill's directory (logs, timeline), not only failed ones"
+    )
+    ap.add_argument(
+        "--scenarios",
+        default="kill-member,kill-coordinator",
+        help="comma-separated subset of kill-member,kill-coordinator",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-recovery-"))
@@ -72,14 +76,37 @@ def main() -> int:
     with bootstrap_or_embedded() as bootstrap:
         for i in range(args.trials):
             for scenario in chosen:
-                cfg = DrillConfig(scenario=scenario, members=args.members, partitions=args.partitions,
-                                  messages=args.messages, rate=args.rate, bootstrap=bootstrap, out=out,
-                                  seed=args.seed + i, fault_at=0.25, session_timeout_ms=args.session_timeout_ms,
-                                  timeout_s=120.0, keep_output=args.keep)
+                cfg = DrillConfig(
+                    scenario=scenario,
+                    members=args.members,
+                    partitions=args.partitions,
+                    messages=args.messages,
+                    rate=args.rate,
+                    bootstrap=bootstrap,
+                    out=out,
+                    seed=args.seed + i,
+                    fault_at=0.25,
+                    session_timeout_ms=args.session_timeout_ms,
+                    timeout_s=120.0,
+                    keep_output=args.keep,
+                )
                 r = run_drill(cfg, progress=lambda m: None)
-                row = {k: r[k] for k in ("seed", "ok", "missing", "duplicates", "resets", "time_to_detect_s",
-                                         "time_to_first_resume_s", "time_to_resume_s", "time_to_recover_s", "times_from",
-                                         "error")}
+                row = {
+                    k: r[k]
+                    for k in (
+                        "seed",
+                        "ok",
+                        "missing",
+                        "duplicates",
+                        "resets",
+                        "time_to_detect_s",
+                        "time_to_first_resume_s",
+                        "time_to_resume_s",
+                        "time_to_recover_s",
+                        "times_from",
+                        "error",
+                    )
+                }
                 row["dir"] = r.get("out_dir")
                 rows[scenario].append(row)
                 print(json.dumps({"scenario": scenario, **row}), flush=True)
@@ -90,7 +117,8 @@ def main() -> int:
         "kill_member_to_first_resume_s": _stats([r["time_to_first_resume_s"] for r in km]),
         "kill_member_to_last_resume_s": _stats([r["time_to_resume_s"] for r in km]),
         "kill_member_to_last_resume_minus_session_s": _stats(
-            [r["time_to_resume_s"] - session_s for r in km if r["time_to_resume_s"] is not None]),
+            [r["time_to_resume_s"] - session_s for r in km if r["time_to_resume_s"] is not None]
+        ),
         "kill_member_to_checkpoint_s": _stats([r["time_to_recover_s"] for r in km]),
         "kill_member_resets": _stats([r["resets"] for r in km]),
         "kill_coordinator_to_resume_s": _stats([r["time_to_resume_s"] for r in kc]),

@@ -65,8 +65,13 @@ def bare_poll_loop(bootstrap: str, topic: str, n: int) -> float:
     """rows/s of a plain KafkaConsumer reading the whole topic."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             max_poll_records=2000, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        max_poll_records=2000,
+        auto_offset_reset="earliest",
+    )
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         consumer.assign(tps)
@@ -92,8 +97,14 @@ def bare_confluent_loop(bootstrap: str, topic: str, n: int) -> float:
 
     from cr_consumer.kafka.librdkafka.ranges import FETCH_QUEUE_BACKOFF_MS
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("bench-bare"),
-                         "enable.auto.commit": False, "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_name("bench-bare"),
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        }
+    )
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(parts)])
@@ -109,8 +120,17 @@ def bare_confluent_loop(bootstrap: str, topic: str, n: int) -> float:
         consumer.close()
 
 
-def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, members: int, max_batch: int,
-               workdir: Path, client: str) -> dict:
+def spark_rate(
+    spark,
+    bootstrap: str,
+    coordinator: str,
+    topic: str,
+    n: int,
+    members: int,
+    max_batch: int,
+    workdir: Path,
+    client: str,
+) -> dict:
     group = unique_name("bench-spark")
     query = (
         spark.readStream.format("crkafka")
@@ -165,8 +185,9 @@ def spark_rate(spark, bootstrap: str, coordinator: str, topic: str, n: int, memb
     }
 
 
-def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int,
-                   poll_ms: int | None = None) -> dict:
+def commit_latency(
+    bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int, poll_ms: int | None = None
+) -> dict:
     """Drive the driver-side planner directly: plan a batch, then commit its end as the
     sink-commit notice does once Spark committed the batch, timing both; the ranges are not read (the executors' work). Also counts
     the records the driver fetched (only the watermark probe's last batch per partition)."""
@@ -181,10 +202,16 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
     default_poll_ms = membership.POLL_MS
     membership.POLL_MS = poll_ms if poll_ms is not None else default_poll_ms  # the members' steady poll
 
-    options = parse_options({
-        "kafka.bootstrap.servers": bootstrap, "kafka.group.id": unique_name("bench-commit"), "subscribe": topic,
-        "coordinator": coordinator, "members": str(members), "startingOffsets": "earliest",
-    })
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": unique_name("bench-commit"),
+            "subscribe": topic,
+            "coordinator": coordinator,
+            "members": str(members),
+            "startingOffsets": "earliest",
+        }
+    )
     planner = QueryPlanner(options)
     commits, plans = [], []
     start = SourceOffset.initial()
@@ -228,8 +255,11 @@ def commit_latency(bootstrap: str, coordinator: str, topic: str, n: int, batches
         "probe_rows_fetched": probe_rows,
         "driver_cpu_s_per_1m_rows": cpu_s * 1_000_000 / max(1, planned),
         "first_plan_ms": first_plan_ms,
-        "commit_ms_p50": pct(commits, 0.5), "commit_ms_p99": pct(commits, 0.99), "commit_ms_max": max(commits),
-        "plan_ms_p50": pct(plans, 0.5), "plan_ms_p99": pct(plans, 0.99),
+        "commit_ms_p50": pct(commits, 0.5),
+        "commit_ms_p99": pct(commits, 0.99),
+        "commit_ms_max": max(commits),
+        "plan_ms_p50": pct(plans, 0.5),
+        "plan_ms_p99": pct(plans, 0.99),
         "commit_failures": failures,
     }
 
@@ -255,7 +285,10 @@ def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     results: dict = {"records": args.records, "size": args.size, "partitions": args.partitions}
-    with EmbeddedBroker(log_path=workdir / "broker.log") as broker, CoordinatorProcess(state_dir=workdir / "coord") as coord:
+    with (
+        EmbeddedBroker(log_path=workdir / "broker.log") as broker,
+        CoordinatorProcess(state_dir=workdir / "coord") as coord,
+    ):
         topic = create_topic(broker.bootstrap, unique_name("bench-spark"), partitions=args.partitions)
         results["produce_s"] = produce_fixed(broker.bootstrap, topic, args.records, args.size)
         print(f"produced {args.records} x {args.size} B in {results['produce_s']:.1f}s", flush=True)
@@ -276,8 +309,17 @@ def main() -> int:
                 # the baselines run right before and right after the query; their means are the references
                 before = bare_poll_loop(broker.bootstrap, topic, args.records)
                 before_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
-                rate = spark_rate(spark, broker.bootstrap, coord.endpoint, topic, args.records, members,
-                                  args.max_batch, workdir, client)
+                rate = spark_rate(
+                    spark,
+                    broker.bootstrap,
+                    coord.endpoint,
+                    topic,
+                    args.records,
+                    members,
+                    args.max_batch,
+                    workdir,
+                    client,
+                )
                 after = bare_poll_loop(broker.bootstrap, topic, args.records)
                 after_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
                 base = (before + after) / 2
@@ -297,9 +339,12 @@ def main() -> int:
         results["spark"] = runs
         # the members' steady poll as shipped, and the earlier 10 ms (the same poll as the join), alternately
         results["commit"] = [
-            commit_latency(broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2,
-                           poll_ms)
-            for _ in range(args.commit_runs) for poll_ms in (None, 10)]
+            commit_latency(
+                broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2, poll_ms
+            )
+            for _ in range(args.commit_runs)
+            for poll_ms in (None, 10)
+        ]
         for figures in results["commit"]:
             print(json.dumps(figures), flush=True)
     print(json.dumps(results, indent=2))

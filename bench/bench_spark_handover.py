@@ -55,14 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     base.mkdir(parents=True, exist_ok=True)
     results = []
     given = os.environ.get(ENV_BOOTSTRAP)
-    with (example.GivenBroker(given) if given else EmbeddedBroker(log_path=base / "broker.log")) as broker, \
-            CoordinatorProcess(state_dir=base / "coordinator") as coord:
+    with (
+        example.GivenBroker(given) if given else EmbeddedBroker(log_path=base / "broker.log") as broker,
+        CoordinatorProcess(state_dir=base / "coordinator") as coord,
+    ):
         for i in range(args.tries):
             load = os.getloadavg()[0]
-            ns = types.SimpleNamespace(bootstrap=broker.bootstrap, coordinator=coord.endpoint,
-                                       topic=create_topic(broker.bootstrap, unique_name("bench-handover"), 4),
-                                       group=unique_name("bench-handover"), rate=150.0, row_delay_ms=2.0,
-                                       max_offsets_per_trigger=600)
+            ns = types.SimpleNamespace(
+                bootstrap=broker.bootstrap,
+                coordinator=coord.endpoint,
+                topic=create_topic(broker.bootstrap, unique_name("bench-handover"), 4),
+                group=unique_name("bench-handover"),
+                rate=150.0,
+                row_delay_ms=2.0,
+                max_offsets_per_trigger=600,
+            )
             figures = example.run_scenario(ns, base / f"try-{i}", kill=args.kill, alone_s=10.0)
             figures["load_before"] = round(load, 1)
             results.append(figures)
@@ -72,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         values = [r[key] for r in results if r.get(key) is not None]
         return f"median {statistics.median(values):.1f} s (min {min(values):.1f}, max {max(values):.1f})"
 
-    print(f"tries: {len(results)}, exactly once in {sum(r['ok'] for r in results)}, "
-          f"a batch in flight at the stop in {sum(bool(r['giver_in_flight_at_stop']) for r in results)}")
+    print(
+        f"tries: {len(results)}, exactly once in {sum(r['ok'] for r in results)}, "
+        f"a batch in flight at the stop in {sum(bool(r['giver_in_flight_at_stop']) for r in results)}"
+    )
     for key in ("second_first_rows_s", "first_first_rows_s", "first_longest_stall_s", "first_median_gap_s"):
         print(f"{key}: {summary(key)}")
     return 0 if all(r["ok"] for r in results) else 1

@@ -34,14 +34,20 @@ from cr_consumer.runtime.runner.launch import HANDOFF_TIMEOUT_S, STANDBY_MODULE,
 from cr_consumer.runtime.runner.member_proc import MemberProc
 from cr_consumer.runtime.runner.standby_proc import StandbyState
 
-PIPELINE = '''
+PIPELINE = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return Pipeline(KafkaSource(topics=["t"])).sink(ctx.file_sink())
-'''
-REGION = {"mode": "periodic", "period_s": 1.0, "drain_timeout_s": 30.0, "reset_timeout_s": 30.0,
-          "max_consecutive_resets": 5, "member_timeout_s": 5.0}
+"""
+REGION = {
+    "mode": "periodic",
+    "period_s": 1.0,
+    "drain_timeout_s": 30.0,
+    "reset_timeout_s": 30.0,
+    "max_consecutive_resets": 5,
+    "member_timeout_s": 5.0,
+}
 
 
 def trial(work: Path, idle_s: float) -> tuple[float, float]:
@@ -49,10 +55,21 @@ def trial(work: Path, idle_s: float) -> tuple[float, float]:
     pipeline.write_text(PIPELINE)
 
     def argv(name: str, min_members: int) -> list[str]:
-        return member_argv(sys.executable, str(pipeline), name=name, coordinator="tcp://127.0.0.1:1",
-                           bootstrap="127.0.0.1:1", group="g", output_dir=str(work / "out"),
-                           state_dir=str(work / "state"), region_index=0, min_members=min_members, region=REGION,
-                           params={}, kafka_stdin=False)
+        return member_argv(
+            sys.executable,
+            str(pipeline),
+            name=name,
+            coordinator="tcp://127.0.0.1:1",
+            bootstrap="127.0.0.1:1",
+            group="g",
+            output_dir=str(work / "out"),
+            state_dir=str(work / "state"),
+            region_index=0,
+            min_members=min_members,
+            region=REGION,
+            params={},
+            kafka_stdin=False,
+        )
 
     launcher = MemberLauncher(argv, work, standby_argv=[sys.executable, "-m", STANDBY_MODULE, str(pipeline)])
     with open(work / "standby.log", "ab") as log_file:
@@ -89,12 +106,15 @@ def main() -> None:
             ready_s, answer_ms = trial(Path(d), args.idle)
         readies.append(ready_s)
         answers.append(answer_ms)
-        print(f"trial {i}: ready {ready_s:.3f} s, answer {answer_ms:.1f} ms (load {os.getloadavg()[0]:.2f})",
-              flush=True)
+        print(
+            f"trial {i}: ready {ready_s:.3f} s, answer {answer_ms:.1f} ms (load {os.getloadavg()[0]:.2f})", flush=True
+        )
     ready_med, answer_med = statistics.median(readies), statistics.median(answers)
-    print(f"median ready {ready_med:.3f} s (cold start-up and imports), median answer {answer_med:.1f} ms "
-          f"(max {max(answers):.1f} ms; bound {HANDOFF_TIMEOUT_S:.1f} s); answer / ready = "
-          f"{answer_med / 1000 / ready_med:.4f}")
+    print(
+        f"median ready {ready_med:.3f} s (cold start-up and imports), median answer {answer_med:.1f} ms "
+        f"(max {max(answers):.1f} ms; bound {HANDOFF_TIMEOUT_S:.1f} s); answer / ready = "
+        f"{answer_med / 1000 / ready_med:.4f}"
+    )
 
 
 if __name__ == "__main__":

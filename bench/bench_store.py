@@ -166,7 +166,9 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
     for g in range(groups):
         name = f"consumer-group-{g:06d}"
         for t0 in range(0, 10, max(1, batch // 100)):
-            req = {(f"topic-{t}", p): 1_000_000_000 + p for t in range(t0, min(10, t0 + batch // 100)) for p in range(100)}
+            req = {
+                (f"topic-{t}", p): 1_000_000_000 + p for t in range(t0, min(10, t0 + batch // 100)) for p in range(100)
+            }
             store.put_initial_offsets(name, req)
         store.sync()
     store.close()
@@ -236,7 +238,9 @@ def bench_compaction(base: Path, entries: int) -> dict:
     store.load()
     groups = entries // 1000
     for g in range(groups):
-        store.put_initial_offsets(f"consumer-group-{g:06d}", {(f"topic-{t}", p): p for t in range(10) for p in range(100)})
+        store.put_initial_offsets(
+            f"consumer-group-{g:06d}", {(f"topic-{t}", p): p for t in range(10) for p in range(100)}
+        )
     store.sync()
     writes = 0
 
@@ -281,7 +285,11 @@ def bench_compaction(base: Path, entries: int) -> dict:
         "writes_during": writes - n0,
         "start_pause_ms": start_pause * ms,
         "switch_pause_ms": polls[-1] * ms,
-        "sync_ms_without": {"p50": _pct(baseline, 0.5) * ms, "p99": _pct(baseline, 0.99) * ms, "max": max(baseline) * ms},
+        "sync_ms_without": {
+            "p50": _pct(baseline, 0.5) * ms,
+            "p99": _pct(baseline, 0.99) * ms,
+            "max": max(baseline) * ms,
+        },
         "sync_ms_during": {"p50": _pct(during, 0.5) * ms, "p99": _pct(during, 0.99) * ms, "max": max(during) * ms},
         "store_reported_max_pause_ms": after["compaction_max_pause_ms"],
     }
@@ -310,8 +318,13 @@ def bench_snapshot_many_groups(base: Path, groups: int) -> dict:
     store.expire()
     expire_s = time.perf_counter() - t0
     store.close()
-    return {"groups": groups, "start_pause_ms": start * 1e3, "max_pause_ms": switch,
-            "background_s": total, "expire_scan_ms": expire_s * 1e3}
+    return {
+        "groups": groups,
+        "start_pause_ms": start * 1e3,
+        "max_pause_ms": switch,
+        "background_s": total,
+        "expire_scan_ms": expire_s * 1e3,
+    }
 
 
 def main() -> None:
@@ -339,33 +352,50 @@ def main() -> None:
         return
     w = result["writes"]
     print("durable writes (entries/s)")
-    print(f"  single : store {w['store_single_per_s']:10.0f}   raw write+fsync {w['raw_single_per_s']:10.0f}"
-          f"   ratio {w['store_single_per_s'] / w['raw_single_per_s']:.2f}")
-    print(f"  batched: store {w['store_batched_entries_per_s']:10.0f}   raw write+fsync {w['raw_batched_entries_per_s']:10.0f}"
-          f"   ratio {w['store_batched_entries_per_s'] / w['raw_batched_entries_per_s']:.2f}")
-    print(f"  group commit (10 requests x {args.batch // 10} entries per sync): {w['store_group_commit_entries_per_s']:.0f}")
+    print(
+        f"  single : store {w['store_single_per_s']:10.0f}   raw write+fsync {w['raw_single_per_s']:10.0f}"
+        f"   ratio {w['store_single_per_s'] / w['raw_single_per_s']:.2f}"
+    )
+    print(
+        f"  batched: store {w['store_batched_entries_per_s']:10.0f}   raw write+fsync {w['raw_batched_entries_per_s']:10.0f}"
+        f"   ratio {w['store_batched_entries_per_s'] / w['raw_batched_entries_per_s']:.2f}"
+    )
+    print(
+        f"  group commit (10 requests x {args.batch // 10} entries per sync): {w['store_group_commit_entries_per_s']:.0f}"
+    )
     print(f"  batched / single: {w['store_batched_entries_per_s'] / w['store_single_per_s']:.0f}x")
     print("memory per control variable (bytes, tracemalloc)")
     for label, m in result["memory"].items():
-        print(f"  {label:22s} {m['entries']:8d} entries: {m['bytes_per_entry']:6.1f}"
-              f"   dict of tuples {m['dict_of_tuples_bytes_per_entry']:6.1f};  GC-tracked objects"
-              f" {m['gc_tracked_objects']} (array('q') table: {m['array_q_table_gc_tracked_objects']})")
+        print(
+            f"  {label:22s} {m['entries']:8d} entries: {m['bytes_per_entry']:6.1f}"
+            f"   dict of tuples {m['dict_of_tuples_bytes_per_entry']:6.1f};  GC-tracked objects"
+            f" {m['gc_tracked_objects']} (array('q') table: {m['array_q_table_gc_tracked_objects']})"
+        )
     print("replay")
     for label, r in result["replay"].items():
-        print(f"  {label:18s} {r['entries']:8d} entries in {r['records']:6d} records, {r['bytes'] / 1e6:6.1f} MB:"
-              f" {r['load_s']:.3f} s   (read + CRC only {r['read_and_crc_only_s']:.3f} s)")
+        print(
+            f"  {label:18s} {r['entries']:8d} entries in {r['records']:6d} records, {r['bytes'] / 1e6:6.1f} MB:"
+            f" {r['load_s']:.3f} s   (read + CRC only {r['read_and_crc_only_s']:.3f} s)"
+        )
     c = result["compaction"]
-    print(f"compaction: {c['entries_before']} entries, {c['log_bytes_before'] / 1e6:.1f} MB -> {c['live_entries']} "
-          f"live, {c['log_bytes_after'] / 1e6:.1f} MB in {c['background_s']:.2f} s with {c['writes_during']} "
-          f"writes+syncs meanwhile")
+    print(
+        f"compaction: {c['entries_before']} entries, {c['log_bytes_before'] / 1e6:.1f} MB -> {c['live_entries']} "
+        f"live, {c['log_bytes_after'] / 1e6:.1f} MB in {c['background_s']:.2f} s with {c['writes_during']} "
+        f"writes+syncs meanwhile"
+    )
     print(f"  caller pauses: start {c['start_pause_ms']:.1f} ms, switch {c['switch_pause_ms']:.1f} ms")
     w0, w1 = c["sync_ms_without"], c["sync_ms_during"]
-    print(f"  sync latency ms without compaction p50 {w0['p50']:.2f} p99 {w0['p99']:.2f} max {w0['max']:.2f}; "
-          f"during p50 {w1['p50']:.2f} p99 {w1['p99']:.2f} max {w1['max']:.2f}")
+    print(
+        f"  sync latency ms without compaction p50 {w0['p50']:.2f} p99 {w0['p99']:.2f} max {w0['max']:.2f}; "
+        f"during p50 {w1['p50']:.2f} p99 {w1['p99']:.2f} max {w1['max']:.2f}"
+    )
     m = result["many_groups"]
-    print(f"compaction with {m['groups']} groups x 10 partitions: start pause {m['start_pause_ms']:.1f} ms, "
-          f"longest pause {m['max_pause_ms']:.1f} ms, background {m['background_s']:.2f} s; "
-          f"expire() scan {m['expire_scan_ms']:.1f} ms")
+    print(
+        f"compaction with {m['groups']} groups x 10 partitions: start pause {m['start_pause_ms']:.1f} ms, "
+        f"longest pause {m['max_pause_ms']:.1f} ms, background {m['background_s']:.2f} s; "
+        f"expire() scan {m['expire_scan_ms']:.1f} ms"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -56,10 +56,14 @@ def bench_registrations(store_cls, base: Path, members: int) -> dict:
     store.close()
     request_bytes = members * (NAME_BYTES + 60)  # name + group + JSON envelope, roughly
     return {
-        "members": members, "name_bytes": NAME_BYTES,
-        "bytes_per_register_mean": round(sum(per) / len(per)), "bytes_first_register": per[0],
-        "bytes_last_register": per[-1], "log_bytes_total": total,
-        "log_bytes_per_request_byte": round(total / request_bytes, 2), "seconds": round(seconds, 2),
+        "members": members,
+        "name_bytes": NAME_BYTES,
+        "bytes_per_register_mean": round(sum(per) / len(per)),
+        "bytes_first_register": per[0],
+        "bytes_last_register": per[-1],
+        "log_bytes_total": total,
+        "log_bytes_per_request_byte": round(total / request_bytes, 2),
+        "seconds": round(seconds, 2),
     }
 
 
@@ -84,9 +88,14 @@ def bench_compaction(store_cls, base: Path, groups: int) -> dict:
     seen = len(again.groups())
     again.close()
     return {
-        "groups": groups, "group_name_bytes": GROUP_NAME_BYTES, "compaction": outcome,
-        "compaction_s": round(seconds, 2), "records": len(sizes), "largest_record_bytes": max(sizes),
-        "frame_limit_bytes": 64 << 20, "groups_after_restart": seen,
+        "groups": groups,
+        "group_name_bytes": GROUP_NAME_BYTES,
+        "compaction": outcome,
+        "compaction_s": round(seconds, 2),
+        "records": len(sizes),
+        "largest_record_bytes": max(sizes),
+        "frame_limit_bytes": 64 << 20,
+        "groups_after_restart": seen,
         "truncated_bytes_at_restart": report.truncated_bytes,
     }
 
@@ -95,8 +104,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--members", type=int, default=1500)
     ap.add_argument("--groups", type=int, default=10_001)
-    ap.add_argument("--code", default=str(Path(__file__).resolve().parents[1]),
-                    help="checkout whose coordinator package is measured (default: this one)")
+    ap.add_argument(
+        "--code",
+        default=str(Path(__file__).resolve().parents[1]),
+        help="checkout whose coordinator package is measured (default: this one)",
+    )
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir, removed)")
     args = ap.parse_args()
     sys.path.insert(0, args.code)

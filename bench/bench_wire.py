@@ -32,7 +32,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=7)
     args = parser.parse_args()
     offsets = {(f"topic-{i % 7}", i): i for i in range(args.entries)}
-    frame = protocol.encode("put_initial_offsets", protocol.PutInitialOffsets(group="g", offsets=offsets).to_body(), "r")
+    frame = protocol.encode(
+        "put_initial_offsets", protocol.PutInitialOffsets(group="g", offsets=offsets).to_body(), "r"
+    )
     steps: dict[str, list[float]] = {"baseline json.loads": [], "decode": [], "validate": [], "store+fsync": []}
     with tempfile.TemporaryDirectory() as tmp:
         for trial in range(args.trials):

@@ -72,8 +72,16 @@ def main() -> None:
         init_db_dir(db, 1)
         run_main(flow, epoch_interval=timedelta(seconds=args.snapshot_s), recovery_config=RecoveryConfig(db))
     seconds = clock["last"] - clock["first"]
-    print(json.dumps({"records": clock["seen"], "seconds": seconds, "records_per_s": clock["seen"] / seconds,
-                      "cpu_s": clock["cpu_last"] - clock["cpu_first"]}))
+    print(
+        json.dumps(
+            {
+                "records": clock["seen"],
+                "seconds": seconds,
+                "records_per_s": clock["seen"] / seconds,
+                "cpu_s": clock["cpu_last"] - clock["cpu_first"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

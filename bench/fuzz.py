@@ -36,8 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus-out", default=None, help="write each distinct crash's reproducer here as JSON")
     p.add_argument("--json", default=None, help="write the figures here as JSON")
     p.add_argument("--work-dir", default=None, help="state dir and coordinator log (default: a temp dir)")
-    p.add_argument("--coordinator-arg", action="append", default=[], metavar="ARG",
-                   help="extra cr-coordinator argument (repeat), e.g. --coordinator-arg=--max-groups=4")
+    p.add_argument(
+        "--coordinator-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra cr-coordinator argument (repeat), e.g. --coordinator-arg=--max-groups=4",
+    )
     p.add_argument("--verify-every", type=int, default=25, help="batches between two read-backs of every write")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
@@ -50,9 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"[{time.monotonic() - t0:7.1f}s] {line}", flush=True)
 
-    campaign = Campaign(work, args.frames, seed=args.seed,
-                        time_budget_s=args.minutes * 60 if args.minutes else None,
-                        coordinator_args=args.coordinator_arg, verify_every=args.verify_every, log=log)
+    campaign = Campaign(
+        work,
+        args.frames,
+        seed=args.seed,
+        time_budget_s=args.minutes * 60 if args.minutes else None,
+        coordinator_args=args.coordinator_arg,
+        verify_every=args.verify_every,
+        log=log,
+    )
     report = campaign.run()
     first = {}
     for crash in report.crashes:

@@ -73,9 +73,16 @@ def decompose(drill_dir: Path) -> dict[str, Any]:
     def rel(t: float | None) -> float | None:
         return None if t is None else round(t - t_fault, 3)
 
-    return {"drill": drill_dir.name, "last_publish": rel(before), "join": rel(join), "reset": rel(reset),
-            "resume": rel(resume), "drain": rel(drain), "first_publish": rel(after),
-            "gap": None if before is None or after is None else round(after - before, 3)}
+    return {
+        "drill": drill_dir.name,
+        "last_publish": rel(before),
+        "join": rel(join),
+        "reset": rel(reset),
+        "resume": rel(resume),
+        "drain": rel(drain),
+        "first_publish": rel(after),
+        "gap": None if before is None or after is None else round(after - before, 3),
+    }
 
 
 #: A member's first records count only this long after a RESUME: later, it had
@@ -96,13 +103,21 @@ def first_batches(drill_dir: Path) -> list[dict[str, Any]]:
         until = min(resumes[i + 1] if i + 1 < len(resumes) else float("inf"), t + FIRST_BATCH_WINDOW_S)
         delays = {}
         for m in members:
-            first = next((e["t"] for e in events if e["member"] == m and e["ev"] == "resume" and t - 0.05 <= e["t"] < until),
-                         None)
+            first = next(
+                (e["t"] for e in events if e["member"] == m and e["ev"] == "resume" and t - 0.05 <= e["t"] < until),
+                None,
+            )
             if first is not None:
                 delays[m] = round(max(0.0, first - t), 3)
         if delays:
-            out.append({"drill": drill_dir.name, "resume": round(t - events[0]["t"], 1),
-                        "first_batch_s": delays, "earliest_s": min(delays.values())})
+            out.append(
+                {
+                    "drill": drill_dir.name,
+                    "resume": round(t - events[0]["t"], 1),
+                    "first_batch_s": delays,
+                    "earliest_s": min(delays.values()),
+                }
+            )
     return out
 
 
@@ -126,9 +141,11 @@ def main() -> int:
             print("  ".join(f"{k} {v}" for k, v in row.items()))
     if earliest and not args.json:
         earliest.sort()
-        print(f"{len(earliest)} reset RESUMEs: earliest member's first records after "
-              f"median {statistics.median(earliest):.3f} s, p90 {earliest[int(0.9 * (len(earliest) - 1))]:.3f} s, "
-              f"max {earliest[-1]:.3f} s")
+        print(
+            f"{len(earliest)} reset RESUMEs: earliest member's first records after "
+            f"median {statistics.median(earliest):.3f} s, p90 {earliest[int(0.9 * (len(earliest) - 1))]:.3f} s, "
+            f"max {earliest[-1]:.3f} s"
+        )
     return 0
 
 

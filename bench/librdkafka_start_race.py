@@ -70,15 +70,21 @@ def attempt(bootstrap: str, topic: str, n: int) -> bool:
             if counter.seen != last:
                 last, last_at = counter.seen, time.monotonic()
             elif time.monotonic() - last_at > STALL_S:
+
                 def probe(client: KafkaClient) -> dict:
                     assigned = sorted(client.assignment())
-                    return {"positions": {tp.partition: client.position(tp, 10000) for tp in assigned},
-                            "highwater": {tp.partition: client.highwater(tp) for tp in assigned}}
+                    return {
+                        "positions": {tp.partition: client.position(tp, 10000) for tp in assigned},
+                        "highwater": {tp.partition: client.highwater(tp) for tp in assigned},
+                    }
 
                 seen = op.events.call(probe, 10, "probe")
-                print(f"SKIPPED: submitted {counter.seen} of {n}; offsets "
-                      f"{ {tp.partition: o for tp, o in op.offsets.snapshot().items()} }; {seen}; "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"SKIPPED: submitted {counter.seen} of {n}; offsets "
+                    f"{ {tp.partition: o for tp, o in op.offsets.snapshot().items()} }; {seen}; "
+                    f"load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
                 return True
         print(f"ok: submitted {counter.seen} of {n}; load {os.getloadavg()[0]:.1f}", flush=True)
         return False

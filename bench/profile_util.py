@@ -32,8 +32,16 @@ def py_spy() -> str | None:
     return str(here) if here.exists() else shutil.which("py-spy")
 
 
-def py_spy_record(cmd: list[str] | None, out: Path, *, gil: bool = True, rate: int = 250,
-                  pid: int | None = None, duration_s: int | None = None, timeout_s: float = 600) -> str:
+def py_spy_record(
+    cmd: list[str] | None,
+    out: Path,
+    *,
+    gil: bool = True,
+    rate: int = 250,
+    pid: int | None = None,
+    duration_s: int | None = None,
+    timeout_s: float = 600,
+) -> str:
     """Record ``cmd`` (or attach to ``pid`` for ``duration_s``) to ``out`` as
     collapsed stacks; returns the command's stdout (empty when attaching)."""
     exe = py_spy()

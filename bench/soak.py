@@ -48,17 +48,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--scenarios", default="all",
-                    help="comma-separated scenarios to draw from, or a set: all (default), basic, untimely")
+    ap.add_argument(
+        "--scenarios",
+        default="all",
+        help="comma-separated scenarios to draw from, or a set: all (default), basic, untimely",
+    )
     ap.add_argument("--members", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--messages", type=int, default=4000)
     ap.add_argument("--rate", type=float, default=1500.0)
     ap.add_argument("--timeout", type=float, default=60.0, help="bound on one drill (s)")
-    ap.add_argument("--pause", type=float, default=PAUSE_S,
-                    help=f"length of the pause scenarios' SIGSTOP (s, default {PAUSE_S:g})")
-    ap.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
-                    help="the members' Kafka client (default kafka-python)")
+    ap.add_argument(
+        "--pause", type=float, default=PAUSE_S, help=f"length of the pause scenarios' SIGSTOP (s, default {PAUSE_S:g})"
+    )
+    ap.add_argument(
+        "--kafka-client",
+        choices=("kafka-python", "librdkafka"),
+        default=None,
+        help="the members' Kafka client (default kafka-python)",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     names = [n for s in args.scenarios.split(",") if s.strip() for n in SETS.get(s.strip(), (s.strip(),))]
@@ -67,8 +75,11 @@ def main() -> int:
         ap.error(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
     external = os.environ.get(ENV_BOOTSTRAP)
     if external and any(s in EMBEDDED_BROKER_ONLY for s in names):
-        print(f"soak: leaving {', '.join(EMBEDDED_BROKER_ONLY)} out of the draw (needs the embedded broker; "
-              f"the drills run against {external})", file=sys.stderr)
+        print(
+            f"soak: leaving {', '.join(EMBEDDED_BROKER_ONLY)} out of the draw (needs the embedded broker; "
+            f"the drills run against {external})",
+            file=sys.stderr,
+        )
         names = [s for s in names if s not in EMBEDDED_BROKER_ONLY]
         if not names:
             ap.error("no scenario left to draw")
@@ -83,14 +94,41 @@ def main() -> int:
             scenario = rng.choice(names)
             seed = rng.randrange(1, 2**31)
             own_broker = scenario in EMBEDDED_BROKER_ONLY  # the drill pauses a broker of its own
-            cfg = DrillConfig(scenario=scenario, members=args.members, partitions=args.partitions,
-                              messages=args.messages, rate=args.rate, bootstrap=None if own_broker else bootstrap,
-                              out=out, seed=seed, timeout_s=args.timeout, keep_output=False, pause_s=args.pause,
-                              kafka_client=args.kafka_client)
+            cfg = DrillConfig(
+                scenario=scenario,
+                members=args.members,
+                partitions=args.partitions,
+                messages=args.messages,
+                rate=args.rate,
+                bootstrap=None if own_broker else bootstrap,
+                out=out,
+                seed=seed,
+                timeout_s=args.timeout,
+                keep_output=False,
+                pause_s=args.pause,
+                kafka_client=args.kafka_client,
+            )
             r = run_drill(cfg, progress=lambda m: None)
-            row = {"i": i, **{k: r[k] for k in ("scenario", "seed", "ok", "produced", "delivered", "missing",
-                                                "duplicates", "resets", "time_to_resume_s", "elapsed_s", "error",
-                                                "fault_fired")}}
+            row = {
+                "i": i,
+                **{
+                    k: r[k]
+                    for k in (
+                        "scenario",
+                        "seed",
+                        "ok",
+                        "produced",
+                        "delivered",
+                        "missing",
+                        "duplicates",
+                        "resets",
+                        "time_to_resume_s",
+                        "elapsed_s",
+                        "error",
+                        "fault_fired",
+                    )
+                },
+            }
             fault = (r["faults"] or [{}])[0]
             if "point" in fault:  # a fault point: which step, which action
                 row["point"] = f"{fault['point']}/{fault.get('action', 'crash')}"
@@ -104,10 +142,12 @@ def main() -> int:
             p["duplicates"] += r["duplicates"]
             p["errors"] += int(r["error"] is not None)
     summary = {
-        "drills": args.count, "passed": sum(p["passed"] for p in per.values()),
+        "drills": args.count,
+        "passed": sum(p["passed"] for p in per.values()),
         "missing": sum(p["missing"] for p in per.values()),
         "duplicates": sum(p["duplicates"] for p in per.values()),
-        "elapsed_s": round(time.time() - t0, 1), "out": str(out),
+        "elapsed_s": round(time.time() - t0, 1),
+        "out": str(out),
         "per_scenario": {k: dict(v) for k, v in sorted(per.items())},
     }
     print(json.dumps(summary, indent=2))

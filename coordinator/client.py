@@ -202,7 +202,9 @@ class CoordinatorClient:
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type((_NoReply, LoadInProgress)),
-            wait=tenacity.wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_JITTER_S),
+            wait=tenacity.wait_exponential_jitter(
+                multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_JITTER_S
+            ),
             stop=tenacity.stop_before_delay(total),
             reraise=True,
         )

@@ -51,7 +51,6 @@ STOP_TIMEOUT_S = 10.0
 PUMP_JOIN_S = 2.0
 
 
-
 def _child_preexec(max_open_files: int | None) -> Callable[[], None] | None:
     """``die_with_parent_preexec``, plus an RLIMIT_NOFILE for the child when given."""
     die = die_with_parent_preexec()
@@ -95,7 +94,9 @@ class CoordinatorProcess:
         self._bind = bind or "tcp://127.0.0.1:*"
         self._http = "127.0.0.1:0" if http == "auto" else http
         self.extra_args = list(extra_args)
-        self.log_path = Path(log_path) if log_path else self.state_dir.with_name(self.state_dir.name + ".coordinator.log")
+        self.log_path = (
+            Path(log_path) if log_path else self.state_dir.with_name(self.state_dir.name + ".coordinator.log")
+        )
         self.start_timeout = start_timeout
         self.client_kwargs = dict(client_kwargs or {})
         self._python = python
@@ -130,15 +131,21 @@ class CoordinatorProcess:
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed in _reap)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         try:
-            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, env=env,
-                                          preexec_fn=_child_preexec(self.max_open_files))
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=self._log_file,
+                env=env,
+                preexec_fn=_child_preexec(self.max_open_files),
+            )
         except OSError:
             self._reap()
             raise
         lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         assert self._proc.stdout is not None  # stdout=PIPE
-        self._pump = threading.Thread(target=_pump, args=(self._proc.stdout, lines),
-                                      name=f"coordinator-stdout-{self._proc.pid}", daemon=True)
+        self._pump = threading.Thread(
+            target=_pump, args=(self._proc.stdout, lines), name=f"coordinator-stdout-{self._proc.pid}", daemon=True
+        )
         self._pump.start()
         deadline = time.monotonic() + self.start_timeout
         try:
@@ -243,8 +250,7 @@ class CoordinatorProcess:
         if self._pump is not None:
             self._pump.join(PUMP_JOIN_S)
             if self._pump.is_alive():
-                log.warning("the stdout reader of coordinator pid %s did not end within %.0fs",
-                            self.pid, PUMP_JOIN_S)
+                log.warning("the stdout reader of coordinator pid %s did not end within %.0fs", self.pid, PUMP_JOIN_S)
             self._pump = None
         if self._log_file is not None:
             self._log_file.close()

@@ -82,12 +82,12 @@ def prepare_state_dir(path: str | Path) -> Path:
         )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise SecurityConfigError(
-            f"state dir {p} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
-            f"chmod 700 {p}"
+            f"state dir {p} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); chmod 700 {p}"
         )
     if st.st_mode & (stat.S_IRGRP | stat.S_IROTH):
-        log.warning("state dir %s is readable by group or others (mode %o); chmod 700 recommended",
-                    p, stat.S_IMODE(st.st_mode))
+        log.warning(
+            "state dir %s is readable by group or others (mode %o); chmod 700 recommended", p, stat.S_IMODE(st.st_mode)
+        )
     return p
 
 

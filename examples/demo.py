@@ -54,11 +54,15 @@ def checked_kafka_client(value: str | None) -> str | None:
     if value is None:
         return None
     if value not in KAFKA_CLIENTS:
-        raise DemoSettingError(f"DEMO_KAFKA_CLIENT={value!r} is not a Kafka client of the demo: use "
-                               f"{' or '.join(KAFKA_CLIENTS)} (unset: kafka-python)")
+        raise DemoSettingError(
+            f"DEMO_KAFKA_CLIENT={value!r} is not a Kafka client of the demo: use "
+            f"{' or '.join(KAFKA_CLIENTS)} (unset: kafka-python)"
+        )
     if value == "librdkafka" and importlib.util.find_spec("confluent_kafka") is None:
-        raise DemoSettingError("DEMO_KAFKA_CLIENT=librdkafka needs confluent-kafka: "
-                               ".venv/bin/pip install -e '.[librdkafka]' (or use kafka-python)")
+        raise DemoSettingError(
+            "DEMO_KAFKA_CLIENT=librdkafka needs confluent-kafka: "
+            ".venv/bin/pip install -e '.[librdkafka]' (or use kafka-python)"
+        )
     return value
 
 
@@ -74,16 +78,27 @@ def region_part() -> bool:
     from cr_consumer.drill.scenarios import DrillConfig, run_drill
 
     print("== consistent region: 3 members, kill -9 of one member half way ==", flush=True)
-    cfg = DrillConfig(scenario="kill-member", members=3, partitions=8, messages=60_000, rate=8_000.0,
-                      fault_at=0.5, seed=2024, out=out_dir() / "region", timeout_s=150.0,
-                      kafka_client=KAFKA_CLIENT)
+    cfg = DrillConfig(
+        scenario="kill-member",
+        members=3,
+        partitions=8,
+        messages=60_000,
+        rate=8_000.0,
+        fault_at=0.5,
+        seed=2024,
+        out=out_dir() / "region",
+        timeout_s=150.0,
+        kafka_client=KAFKA_CLIENT,
+    )
     report = run_drill(cfg)
     shown = {k: v for k, v in report.items() if k not in ("examples",)}
     print(json.dumps(shown, indent=2))
     verdict = "exactly once: nothing missing, nothing duplicated" if report["ok"] else "VERIFICATION FAILED"
-    print(f"\nregion demo: {verdict}; produced {report['produced']}, delivered {report['delivered']}, "
-          f"missing {report['missing']}, duplicates {report['duplicates']}, resets {report['resets']}, "
-          f"checkpoints {report['checkpoints']}")
+    print(
+        f"\nregion demo: {verdict}; produced {report['produced']}, delivered {report['delivered']}, "
+        f"missing {report['missing']}, duplicates {report['duplicates']}, resets {report['resets']}, "
+        f"checkpoints {report['checkpoints']}"
+    )
     print(f"timeline plot: {report['plot']}")
     print(f"outputs and logs: {report['out_dir']}", flush=True)
     return bool(report["ok"])

@@ -101,15 +101,23 @@ def main() -> int:  # pragma: no cover - a demo script
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("orders"), args.partitions)
         produce(bootstrap, topic, (json.dumps(o).encode() for o in orders))
-        region = run_pipeline(__file__, members=args.members, bootstrap=bootstrap, output_dir=work / "out",
-                              state_dir=work / "state", params={"topic": topic},
-                              kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        region = run_pipeline(
+            __file__,
+            members=args.members,
+            bootstrap=bootstrap,
+            output_dir=work / "out",
+            state_dir=work / "state",
+            params={"topic": topic},
+            kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        )
         out = work / "out"
         try:
             elapsed = run_until_done(
-                region, done=lambda: customer_totals(out) == expected,
+                region,
+                done=lambda: customer_totals(out) == expected,
                 progress=lambda: sum(t["orders"] for t in customer_totals(out).values()) / args.orders,
-                kill_half_way=args.kill)
+                kill_half_way=args.kill,
+            )
         except (RegionFailed, TimeoutError) as exc:
             print(exc, file=sys.stderr)
             return 1

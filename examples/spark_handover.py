@@ -66,19 +66,23 @@ def cmd_run(args) -> int:
         time.sleep(delay)
         return offset
 
-    df = (spark.readStream.format("crkafka")
-          .option("kafka.bootstrap.servers", args.bootstrap)
-          .option("kafka.group.id", args.group)
-          .option("subscribe", args.topic)
-          .option("coordinator", args.coordinator)
-          .option("startingOffsets", args.starting_offsets)
-          .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
-          .load())
-    out = (df.select("partition", slow(F.col("offset")).alias("offset"), F.col("value").cast("string"))
-           .writeStream.format("parquet")
-           .option("path", str(Path(args.workdir) / "out"))
-           .option("checkpointLocation", str(Path(args.workdir) / "checkpoint"))
-           .start())
+    df = (
+        spark.readStream.format("crkafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("kafka.group.id", args.group)
+        .option("subscribe", args.topic)
+        .option("coordinator", args.coordinator)
+        .option("startingOffsets", args.starting_offsets)
+        .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+        .load()
+    )
+    out = (
+        df.select("partition", slow(F.col("offset")).alias("offset"), F.col("value").cast("string"))
+        .writeStream.format("parquet")
+        .option("path", str(Path(args.workdir) / "out"))
+        .option("checkpointLocation", str(Path(args.workdir) / "checkpoint"))
+        .start()
+    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -140,10 +144,27 @@ class App:
         self.name = name
         self.workdir = base / name
         self.workdir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, __file__, "run", "--bootstrap", args.bootstrap, "--coordinator", args.coordinator,
-               "--topic", args.topic, "--group", args.group, "--workdir", str(self.workdir),
-               "--starting-offsets", starting_offsets, "--row-delay-ms", str(args.row_delay_ms),
-               "--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "run",
+            "--bootstrap",
+            args.bootstrap,
+            "--coordinator",
+            args.coordinator,
+            "--topic",
+            args.topic,
+            "--group",
+            args.group,
+            "--workdir",
+            str(self.workdir),
+            "--starting-offsets",
+            starting_offsets,
+            "--row-delay-ms",
+            str(args.row_delay_ms),
+            "--max-offsets-per-trigger",
+            str(args.max_offsets_per_trigger),
+        ]
         self.started = time.monotonic()
         with open(self.workdir / "app.log", "w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -244,8 +265,9 @@ def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
         time.sleep(alone_s)
         wall_joined = time.time()
         alone = batch_times(first.out)
-        figures["first_median_gap_s"] = statistics.median(b - a for a, b in itertools.pairwise(alone)) \
-            if len(alone) > 2 else None
+        figures["first_median_gap_s"] = (
+            statistics.median(b - a for a, b in itertools.pairwise(alone)) if len(alone) > 2 else None
+        )
         second = App("second", args, base, "committed")
         apps.append(second)
         figures["second_first_rows_s"] = wait_for(second.has_rows, "the second application's rows", first, second)
@@ -270,8 +292,12 @@ def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
             return sum((app.records() for app in apps), collections.Counter())
 
         wait_for(lambda: set(union()) >= expected, "every record in the outputs", taker, period_s=2.0)
-        wait_for(lambda: committed_offsets(args.bootstrap, args.group, args.topic) == ends, "the commits", taker,
-                 timeout_s=60)
+        wait_for(
+            lambda: committed_offsets(args.bootstrap, args.group, args.topic) == ends,
+            "the commits",
+            taker,
+            timeout_s=60,
+        )
         both = union()
         figures.update(
             produced=len(expected),
@@ -297,8 +323,10 @@ def cmd_scenario(args) -> int:
     base = Path(args.workdir or tempfile.mkdtemp(prefix="crkafka-handover-"))
     base.mkdir(parents=True, exist_ok=True)
     bootstrap = args.bootstrap or os.environ.get(ENV_BOOTSTRAP)
-    with (EmbeddedBroker(log_path=base / "broker.log") if not bootstrap else GivenBroker(bootstrap)) as broker, \
-            CoordinatorProcess(state_dir=base / "coordinator") as coord:
+    with (
+        EmbeddedBroker(log_path=base / "broker.log") if not bootstrap else GivenBroker(bootstrap) as broker,
+        CoordinatorProcess(state_dir=base / "coordinator") as coord,
+    ):
         args.bootstrap, args.coordinator = broker.bootstrap, coord.endpoint
         args.topic, args.group = create_topic(args.bootstrap, unique_name("handover"), 4), unique_name("handover")
         result = run_scenario(args, base, kill=args.kill, alone_s=10.0)

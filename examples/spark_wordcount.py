@@ -122,8 +122,9 @@ def cmd_run(args) -> int:
         .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
     )
     if args.session_timeout_ms is not None:
-        reader = (reader.option("kafka.session.timeout.ms", args.session_timeout_ms)
-                  .option("kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100)))
+        reader = reader.option("kafka.session.timeout.ms", args.session_timeout_ms).option(
+            "kafka.heartbeat.interval.ms", max(args.session_timeout_ms // 6, 100)
+        )
     query = (
         reader.load()
         .writeStream.foreachBatch(make_sink(out, args.sink_delay))
@@ -148,7 +149,9 @@ def cmd_run(args) -> int:
                     done = {p: max(v) + 1 for (t, p), v in offsets.items()}
                     committed = committed_total(args.bootstrap, args.group, args.topic)
                     if all(committed.get(p) == n for p, n in done.items()):
-                        print(f"done: {args.expect} records out, committed {dict(sorted(committed.items()))}", flush=True)
+                        print(
+                            f"done: {args.expect} records out, committed {dict(sorted(committed.items()))}", flush=True
+                        )
                         break
     finally:
         query.stop()
@@ -157,15 +160,35 @@ def cmd_run(args) -> int:
 
 
 # -------------------------------------------------------------------------- demo
-def run_query_process(args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str,
-                      starting_offsets: str = "earliest") -> subprocess.Popen:
+def run_query_process(
+    args, workdir: Path, *, sink_delay: float, exit_when_done: bool, log_name: str, starting_offsets: str = "earliest"
+) -> subprocess.Popen:
     cmd = [
-        sys.executable, __file__, "run",
-        "--bootstrap", args.bootstrap, "--coordinator", args.coordinator, "--topic", args.topic,
-        "--group", args.group, "--members", str(args.members), "--out", str(workdir / "out"),
-        "--checkpoint", str(workdir / "checkpoint"), "--sink-delay", str(sink_delay),
-        "--max-offsets-per-trigger", str(args.max_offsets_per_trigger), "--expect", str(args.records),
-        "--starting-offsets", starting_offsets,
+        sys.executable,
+        __file__,
+        "run",
+        "--bootstrap",
+        args.bootstrap,
+        "--coordinator",
+        args.coordinator,
+        "--topic",
+        args.topic,
+        "--group",
+        args.group,
+        "--members",
+        str(args.members),
+        "--out",
+        str(workdir / "out"),
+        "--checkpoint",
+        str(workdir / "checkpoint"),
+        "--sink-delay",
+        str(sink_delay),
+        "--max-offsets-per-trigger",
+        str(args.max_offsets_per_trigger),
+        "--expect",
+        str(args.records),
+        "--starting-offsets",
+        starting_offsets,
     ]
     if args.session_timeout_ms is not None:
         cmd += ["--session-timeout-ms", str(args.session_timeout_ms)]
@@ -266,9 +289,10 @@ def cmd_demo(args) -> int:
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="crkafka-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    with EmbeddedBroker(log_path=workdir / "broker.log") as broker, CoordinatorProcess(
-        state_dir=workdir / "coordinator"
-    ) as coord:
+    with (
+        EmbeddedBroker(log_path=workdir / "broker.log") as broker,
+        CoordinatorProcess(state_dir=workdir / "coordinator") as coord,
+    ):
         args.bootstrap, args.coordinator = broker.bootstrap, coord.endpoint
         args.topic, args.group = unique_name("words"), unique_name("wordcount")
         print(f"broker {args.bootstrap}, coordinator {args.coordinator} (pid {coord.pid}), workdir {workdir}")
@@ -303,14 +327,25 @@ def main(argv: list[str] | None = None) -> int:
     for p in (run, demo):
         p.add_argument("--members", type=int, default=2)
         p.add_argument("--max-offsets-per-trigger", type=int, default=2000)
-        p.add_argument("--session-timeout-ms", type=int, default=None,
-                       help="the members' kafka.session.timeout.ms (default: the source's)")
-    run.add_argument("--kafka-client", choices=("librdkafka", "kafka-python"), default="librdkafka",
-                     help="the executors' Kafka library (the source option kafka.client)")
+        p.add_argument(
+            "--session-timeout-ms",
+            type=int,
+            default=None,
+            help="the members' kafka.session.timeout.ms (default: the source's)",
+        )
+    run.add_argument(
+        "--kafka-client",
+        choices=("librdkafka", "kafka-python"),
+        default="librdkafka",
+        help="the executors' Kafka library (the source option kafka.client)",
+    )
     run.add_argument("--sink-delay", type=float, default=0.0, help="seconds each non-empty batch sleeps (tests)")
     run.add_argument("--trigger-ms", type=int, default=200)
-    run.add_argument("--starting-offsets", default="earliest",
-                     help="earliest, latest or committed (a second query joining a running group)")
+    run.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="earliest, latest or committed (a second query joining a running group)",
+    )
     run.add_argument("--expect", type=int, default=0, help="records expected in the output")
     run.add_argument("--exit-when-done", action="store_true")
     args = parser.parse_args(argv)

@@ -66,8 +66,21 @@ def totals(out_dir: str | Path) -> Counter:
 
 
 VOCABULARY = [
-    "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog",
-    "kafka", "region", "checkpoint", "reset", "drain", "exactly", "once",
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "dog",
+    "kafka",
+    "region",
+    "checkpoint",
+    "reset",
+    "drain",
+    "exactly",
+    "once",
 ]
 
 
@@ -92,20 +105,32 @@ def main() -> int:  # pragma: no cover - a demo script
     with bootstrap_or_embedded(args.bootstrap) as bootstrap:
         topic = create_topic(bootstrap, unique_name("words"), args.partitions)
         produce(bootstrap, topic, (line.encode() for line in lines))
-        region = run_pipeline(__file__, members=args.members, bootstrap=bootstrap, output_dir=work / "out",
-                              state_dir=work / "state", params={"topic": topic},
-                              kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        region = run_pipeline(
+            __file__,
+            members=args.members,
+            bootstrap=bootstrap,
+            output_dir=work / "out",
+            state_dir=work / "state",
+            params={"topic": topic},
+            kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        )
         out = work / "out"
         total = sum(expected.values())
         try:
-            elapsed = run_until_done(region, done=lambda: totals(out) == expected,
-                                     progress=lambda: sum(totals(out).values()) / total, kill_half_way=args.kill)
+            elapsed = run_until_done(
+                region,
+                done=lambda: totals(out) == expected,
+                progress=lambda: sum(totals(out).values()) / total,
+                kill_half_way=args.kill,
+            )
         except (RegionFailed, TimeoutError) as exc:
             print(exc, file=sys.stderr)
             return 1
         else:
-            print(f"{total} words counted exactly once in {elapsed:.1f}s; "
-                  f"top 5: {totals(out).most_common(5)}; output in {out}")
+            print(
+                f"{total} words counted exactly once in {elapsed:.1f}s; "
+                f"top 5: {totals(out).most_common(5)}; output in {out}"
+            )
         finally:
             region.stop()
     return 0

@@ -87,8 +87,10 @@ def pytest_collection_modifyitems(config, items):
         return
     lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
     if lost:
-        raise pytest.UsageError(f"xdist_group is not applied to {len(lost)} tests (e.g. {lost[0]}): "
-                                "check the pytest / pytest-xdist versions")
+        raise pytest.UsageError(
+            f"xdist_group is not applied to {len(lost)} tests (e.g. {lost[0]}): "
+            "check the pytest / pytest-xdist versions"
+        )
 
 
 # --- a test that its own timeout cannot end ---------------------------------------------------
@@ -135,8 +137,10 @@ def _abandon(config: pytest.Config, nodeid: str, timeout: float) -> None:
     if capture is not None:  # the test's output capture holds fd 2 until suspended
         capture.suspend_global_capture(in_=True)
     err = sys.stderr
-    err.write(f"\n*** {nodeid} still running {ABANDON_GRACE_S:.0f} s past its {timeout:.0f} s timeout: "
-              "its worker ends here; the stacks follow ***\n")
+    err.write(
+        f"\n*** {nodeid} still running {ABANDON_GRACE_S:.0f} s past its {timeout:.0f} s timeout: "
+        "its worker ends here; the stacks follow ***\n"
+    )
     faulthandler.dump_traceback(file=err, all_threads=True)
     err.flush()
     for pid in _descendants(os.getpid()):

@@ -43,8 +43,9 @@ def test_make_demo_with_an_unknown_client_stops_before_starting_anything(tmp_pat
     out = tmp_path / "demo-out"
     env = dict(os.environ, DEMO_KAFKA_CLIENT="no-such-client", DEMO_OUT=str(out))
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "demo.py")], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo.py")], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     assert "DEMO_KAFKA_CLIENT='no-such-client'" in proc.stderr
     assert "kafka-python or librdkafka" in proc.stderr

@@ -162,22 +162,30 @@ def test_the_graph_sees_every_kind_of_import():
 def test_cycle_detection_names_the_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
     assert strongly_connected(graph) == [["a", "b", "c"], ["e", "f"]]
-    assert describe(graph) == ["3 modules ['a', 'b', 'c']: e.g. a -> b -> c -> a",
-                               "2 modules ['e', 'f']: e.g. e -> f -> e"]
+    assert describe(graph) == [
+        "3 modules ['a', 'b', 'c']: e.g. a -> b -> c -> a",
+        "2 modules ['e', 'f']: e.g. e -> f -> e",
+    ]
 
 
 def test_relative_and_function_level_imports_are_edges(tmp_path):
-    tree = ast.parse("from .b import x\n\ndef f():\n    from ..c import d\n    import coordinator.protocol.wire.errors\n")
-    found = [list(_imported(node, "p.q.a", False)) for node in ast.walk(tree)
-             if isinstance(node, (ast.Import, ast.ImportFrom))]
+    tree = ast.parse(
+        "from .b import x\n\ndef f():\n    from ..c import d\n    import coordinator.protocol.wire.errors\n"
+    )
+    found = [
+        list(_imported(node, "p.q.a", False))
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    ]
     assert found == [["p.q.b.x", "p.q.b"], ["p.c.d", "p.c"], ["coordinator.protocol.wire.errors"]]
 
 
 def test_no_import_cycle():
     graph = import_graph()
     cycles = describe(graph)
-    assert not cycles, "import cycles (break each with a Protocol at the seam or by moving the shared part):\n" \
-        + "\n".join(cycles)
+    assert not cycles, (
+        "import cycles (break each with a Protocol at the seam or by moving the shared part):\n" + "\n".join(cycles)
+    )
 
 
 #: What ``cr_consumer`` may import from ``coordinator`` (a package and its submodules).
@@ -199,23 +207,35 @@ def named_modules(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
     found = set()
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in graph \
-                    and node.value != name and "." in node.value:
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in graph
+                and node.value != name
+                and "." in node.value
+            ):
                 found.add((name, node.value))
     return found
 
 
-def crossing(graph: dict[str, set[str]], sources: tuple[str, ...], allowed: tuple[str, ...],
-             into: str = "coordinator") -> list[str]:
+def crossing(
+    graph: dict[str, set[str]], sources: tuple[str, ...], allowed: tuple[str, ...], into: str = "coordinator"
+) -> list[str]:
     """The edges from a module within ``sources`` to a module of package ``into`` not within ``allowed``."""
-    return sorted(f"{m} -> {t}" for m, targets in graph.items() if within(m, sources)
-                  for t in targets if within(t, (into,)) and not within(t, allowed))
+    return sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if within(m, sources)
+        for t in targets
+        if within(t, (into,)) and not within(t, allowed)
+    )
 
 
 def test_member_side_imports_only_the_protocol_the_client_and_the_launcher():
     wrong = crossing(import_graph(), ("cr_consumer",), MEMBER_SIDE)
-    assert not wrong, "cr_consumer imports coordinator internals (move the shared part to coordinator.protocol):\n" \
-        + "\n".join(wrong)
+    assert not wrong, (
+        "cr_consumer imports coordinator internals (move the shared part to coordinator.protocol):\n" + "\n".join(wrong)
+    )
 
 
 def test_what_the_member_side_imports_stays_on_the_member_side():
@@ -228,16 +248,30 @@ def test_what_the_member_side_imports_stays_on_the_member_side():
 
 
 def test_modules_imported_by_name_are_known():
-    named = {(m, t) for m, t in named_modules(import_graph())
-             if within(m, ("cr_consumer",)) and within(t, ("coordinator",)) and not within(t, MEMBER_SIDE)}
-    assert named == NAMED_BY_STRING, "cr_consumer names coordinator internals in strings (imported by name?): " \
+    named = {
+        (m, t)
+        for m, t in named_modules(import_graph())
+        if within(m, ("cr_consumer",)) and within(t, ("coordinator",)) and not within(t, MEMBER_SIDE)
+    }
+    assert named == NAMED_BY_STRING, (
+        "cr_consumer names coordinator internals in strings (imported by name?): "
         f"{sorted(named - NAMED_BY_STRING)}; stale entries: {sorted(NAMED_BY_STRING - named)}"
+    )
 
 
 def test_the_seam_rule_names_what_it_refuses():
-    graph = {"cr_consumer.a": {"coordinator.protocol.wire.errors", "coordinator.client", "coordinator.region.state",
-                               "coordinator", "cr_consumer.b"},
-             "coordinator.protocolx": {"coordinator.server.loop"}}
-    assert crossing(graph, ("cr_consumer",), MEMBER_SIDE) == ["cr_consumer.a -> coordinator",
-                                                               "cr_consumer.a -> coordinator.region.state"]
+    graph = {
+        "cr_consumer.a": {
+            "coordinator.protocol.wire.errors",
+            "coordinator.client",
+            "coordinator.region.state",
+            "coordinator",
+            "cr_consumer.b",
+        },
+        "coordinator.protocolx": {"coordinator.server.loop"},
+    }
+    assert crossing(graph, ("cr_consumer",), MEMBER_SIDE) == [
+        "cr_consumer.a -> coordinator",
+        "cr_consumer.a -> coordinator.region.state",
+    ]
     assert crossing(graph, MEMBER_SIDE, MEMBER_SIDE) == []  # protocolx is not coordinator.protocol

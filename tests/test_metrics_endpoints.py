@@ -21,13 +21,13 @@ pytestmark = pytest.mark.slow
 PARTITIONS = 2
 RECORDS = 300
 
-PASSTHROUGH = '''
+PASSTHROUGH = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(ctx.file_sink()))
-'''
+"""
 
 
 def free_port_pair() -> int:
@@ -61,9 +61,18 @@ def region_expositions(bootstrap, tmp_path_factory):
     pipeline = tmp / "passthrough.py"
     pipeline.write_text(PASSTHROUGH)
     base = free_port_pair()
-    region = Region(str(pipeline), members=1, bootstrap=bootstrap, output_dir=tmp / "out", state_dir=tmp / "state",
-                    period_s=0.3, member_timeout_s=3.0, params={"topic": topic},
-                    kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, metrics_port=base)
+    region = Region(
+        str(pipeline),
+        members=1,
+        bootstrap=bootstrap,
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+        period_s=0.3,
+        member_timeout_s=3.0,
+        params={"topic": topic},
+        kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        metrics_port=base,
+    )
     with region:
         assert region.metrics_addresses() == {"member-0": f"127.0.0.1:{base}"}
 
@@ -74,14 +83,21 @@ def region_expositions(bootstrap, tmp_path_factory):
                 return None  # the member is still starting
             committed = by_partition(member, "crkafka_consumer_committed_offset", topic)
             lag = by_partition(member, "crkafka_consumer_lag", topic)
-            settled = (len(committed) == PARTITIONS and sum(committed.values()) == RECORDS
-                       and len(lag) == PARTITIONS and sum(lag.values()) == 0)
+            settled = (
+                len(committed) == PARTITIONS
+                and sum(committed.values()) == RECORDS
+                and len(lag) == PARTITIONS
+                and sum(lag.values()) == 0
+            )
             return member if settled else None
 
         def coordinator_settled() -> str | None:
             coordinator = scrape(region.http_address)
-            checkpoints = [v for labels, v in samples(coordinator, "crkafka_region_checkpoints_total")
-                           if labels["region"] == region.group]
+            checkpoints = [
+                v
+                for labels, v in samples(coordinator, "crkafka_region_checkpoints_total")
+                if labels["region"] == region.group
+            ]
             return coordinator if checkpoints and checkpoints[0] >= 2 else None
 
         member = wait_region(region, member_settled, 60, "the member's metrics to settle", interval=0.2)
@@ -115,30 +131,38 @@ def test_coordinator_endpoint_passes_promtool_with_region_counters_and_histogram
     assert promtool_problems(text) == ""
     checkpoints = dict((labels["region"], v) for labels, v in samples(text, "crkafka_region_checkpoints_total"))
     assert checkpoints[group] >= 2
-    count = dict((labels["region"], v) for labels, v in
-                 samples(text, "crkafka_region_checkpoint_duration_seconds_count"))
+    count = dict(
+        (labels["region"], v) for labels, v in samples(text, "crkafka_region_checkpoint_duration_seconds_count")
+    )
     assert count[group] >= 2
     resets = dict((labels["region"], v) for labels, v in samples(text, "crkafka_region_resets_total"))
     assert resets[group] >= 1
-    assert dict((labels["region"], v) for labels, v in
-                samples(text, "crkafka_region_reset_duration_seconds_count"))[group] >= 1
+    assert (
+        dict((labels["region"], v) for labels, v in samples(text, "crkafka_region_reset_duration_seconds_count"))[group]
+        >= 1
+    )
     phases = {labels["phase"]: v for labels, v in samples(text, "crkafka_region_phase") if labels["region"] == group}
     assert sum(phases.values()) == 1
     assert phases["FAILED"] == 0
     assert len(phases) >= 4  # every phase, one set
     requests = {labels["type"]: v for labels, v in samples(text, "crkafka_coordinator_requests_total")}
     assert requests  # the members' requests are counted by type
-    assert all(name.startswith("crkafka_") or name.startswith(("python_", "process_"))
-               for name in exposed_names(text))
+    assert all(name.startswith("crkafka_") or name.startswith(("python_", "process_")) for name in exposed_names(text))
 
 
 def test_dashboard_queries_only_exposed_metrics(region_expositions):
     e = region_expositions
-    endpoints = {"crkafka_consumer_": e["member"], "crkafka_coordinator_": e["coordinator"],
-                 "crkafka_region_": e["coordinator"]}
+    endpoints = {
+        "crkafka_consumer_": e["member"],
+        "crkafka_coordinator_": e["coordinator"],
+        "crkafka_region_": e["coordinator"],
+    }
     names = dashboard_metric_names()
-    assert {"crkafka_consumer_lag", "crkafka_region_reset_duration_seconds_bucket",
-            "crkafka_coordinator_limit_rejections_total"} <= names
+    assert {
+        "crkafka_consumer_lag",
+        "crkafka_region_reset_duration_seconds_bucket",
+        "crkafka_coordinator_limit_rejections_total",
+    } <= names
     missing = []
     for name in sorted(names):
         prefix = next((p for p in endpoints if name.startswith(p)), None)
@@ -164,11 +188,19 @@ def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
     coordinator.start()
     planner = None
     try:
-        options = parse_options({
-            "kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(), "subscribe": topic,
-            "coordinator": coordinator.endpoint, "members": "2", "startingOffsets": "earliest",
-            "metricsPort": "0", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000",
-        })
+        options = parse_options(
+            {
+                "kafka.bootstrap.servers": bootstrap,
+                "kafka.group.id": names.group(),
+                "subscribe": topic,
+                "coordinator": coordinator.endpoint,
+                "members": "2",
+                "startingOffsets": "earliest",
+                "metricsPort": "0",
+                "kafka.session.timeout.ms": "6000",
+                "kafka.heartbeat.interval.ms": "1000",
+            }
+        )
         planner = QueryPlanner(options)
         start, rows = SourceOffset.initial(), 0
         deadline = time.monotonic() + 60
@@ -216,11 +248,42 @@ def test_crkafka_run_gives_each_member_base_port_plus_index(bootstrap, names, tm
     pipeline.write_text(PASSTHROUGH)
     base = free_port_pair()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(pipeline), "--members", "2", "--bootstrap", bootstrap, "--group", names.group(),
-         "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
-         "--period", "0.5", "--duration", "60", "--status-every", "30", "--metrics-port", str(base),
-         "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[1])
+        [
+            sys.executable,
+            "-m",
+            "cr_consumer.cli.main",
+            "run",
+            str(pipeline),
+            "--members",
+            "2",
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            names.group(),
+            "--param",
+            f"topic={topic}",
+            "--out",
+            str(tmp_path / "out"),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--period",
+            "0.5",
+            "--duration",
+            "60",
+            "--status-every",
+            "30",
+            "--metrics-port",
+            str(base),
+            "--kafka",
+            "session.timeout.ms=6000",
+            "--kafka",
+            "heartbeat.interval.ms=1000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     try:
         assigned: dict[int, float] = {}
         deadline = time.monotonic() + 60
@@ -233,7 +296,7 @@ def test_crkafka_run_gives_each_member_base_port_plus_index(bootstrap, names, tm
                 except OSError:
                     continue
                 assert promtool_problems(text) == ""
-                (labels, value), = samples(text, "crkafka_consumer_assigned_partitions")
+                ((labels, value),) = samples(text, "crkafka_consumer_assigned_partitions")
                 assert labels == {"operator": f"member-{i}"}
                 assigned[i] = value
             time.sleep(0.2)

@@ -22,12 +22,12 @@ from support.metrics import exposed_names, promtool_problems, samples
 
 PHASES = tuple(phase.value for phase in Phase)
 
-PIPELINE = '''
+PIPELINE = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return Pipeline(KafkaSource(topics=["t"])).sink(ctx.file_sink())
-'''
+"""
 
 
 def test_coordinator_registry_passes_promtool_and_drops_a_dropped_region():
@@ -67,11 +67,29 @@ def test_members_get_base_port_plus_index():
     region = Region("x.py", members=2, bootstrap="127.0.0.1:9092", metrics_port=9400)
     assert region.metrics_bind("member-0") == ("127.0.0.1", 9400)
     assert region.metrics_bind("member-7") == ("127.0.0.1", 9407)
-    argv = member_argv(sys.executable, "x.py", name="member-1", coordinator="tcp://127.0.0.1:1", bootstrap="b:1",
-                       group="g", output_dir="o", state_dir="s", region_index=0, min_members=1,
-                       region={"mode": "periodic", "period_s": 1, "drain_timeout_s": 1, "reset_timeout_s": 1,
-                               "max_consecutive_resets": 1, "member_timeout_s": 1},
-                       params={}, kafka_stdin=False, metrics=("0.0.0.0", 9401))
+    argv = member_argv(
+        sys.executable,
+        "x.py",
+        name="member-1",
+        coordinator="tcp://127.0.0.1:1",
+        bootstrap="b:1",
+        group="g",
+        output_dir="o",
+        state_dir="s",
+        region_index=0,
+        min_members=1,
+        region={
+            "mode": "periodic",
+            "period_s": 1,
+            "drain_timeout_s": 1,
+            "reset_timeout_s": 1,
+            "max_consecutive_resets": 1,
+            "member_timeout_s": 1,
+        },
+        params={},
+        kafka_stdin=False,
+        metrics=("0.0.0.0", 9401),
+    )
     assert argv[-4:] == ["--metrics-host", "0.0.0.0", "--metrics-port", "9401"]
     assert Region("x.py", members=1, bootstrap="b:1").metrics_bind("member-0") is None
     with pytest.raises(ValueError, match="metrics port"):
@@ -79,8 +97,12 @@ def test_members_get_base_port_plus_index():
 
 
 def test_spark_metrics_port_option():
-    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "kafka.group.id": "g", "subscribe": "a",
-            "coordinator": "tcp://127.0.0.1:5570"}
+    base = {
+        "kafka.bootstrap.servers": "127.0.0.1:9092",
+        "kafka.group.id": "g",
+        "subscribe": "a",
+        "coordinator": "tcp://127.0.0.1:5570",
+    }
     assert parse_options(base).metrics_port is None
     opts = parse_options({**base, "metricsPort": "9500", "metricsHost": "0.0.0.0"})
     assert (opts.metrics_port, opts.metrics_host) == (9500, "0.0.0.0")
@@ -95,9 +117,16 @@ def test_member_with_its_metrics_port_taken_exits_with_bad_settings(tmp_path, ca
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        settings = MemberSettings(pipeline=str(tmp_path / "p.py"), bootstrap="127.0.0.1:9", group="g",
-                                  coordinator="tcp://127.0.0.1:9", member="member-0", output_dir=tmp_path / "out",
-                                  state_dir=tmp_path / "state", metrics_port=port)
+        settings = MemberSettings(
+            pipeline=str(tmp_path / "p.py"),
+            bootstrap="127.0.0.1:9",
+            group="g",
+            coordinator="tcp://127.0.0.1:9",
+            member="member-0",
+            output_dir=tmp_path / "out",
+            state_dir=tmp_path / "state",
+            metrics_port=port,
+        )
         assert Member(settings).run() == ExitCode.CONFIG
     assert f"cannot serve /metrics on 127.0.0.1:{port}" in caplog.text
 
@@ -110,9 +139,17 @@ def test_spark_runner_with_its_metrics_port_taken_fails_before_any_member_joins(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        planner = QueryPlanner(parse_options({
-            "kafka.bootstrap.servers": "127.0.0.1:9", "kafka.group.id": "g", "subscribe": "a",
-            "coordinator": "tcp://127.0.0.1:9", "metricsPort": str(port)}))
+        planner = QueryPlanner(
+            parse_options(
+                {
+                    "kafka.bootstrap.servers": "127.0.0.1:9",
+                    "kafka.group.id": "g",
+                    "subscribe": "a",
+                    "coordinator": "tcp://127.0.0.1:9",
+                    "metricsPort": str(port),
+                }
+            )
+        )
         try:
             with pytest.raises(OSError, match=f"cannot serve /metrics on 127.0.0.1:{port}"):
                 planner.latest_offset(SourceOffset.initial(), None)  # the first trigger starts the members

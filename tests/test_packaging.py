@@ -100,8 +100,7 @@ def test_drill_without_matplotlib_skips_the_plot_and_says_so(tmp_path):
         print(drill._summary(report))
     """)
     out = tmp_path / "timeline.png"
-    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("PASS kill-member")
     assert "plot skipped: matplotlib is not installed" in proc.stdout

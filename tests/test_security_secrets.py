@@ -25,11 +25,20 @@ SECRET_PROPS = {
 }
 
 
-@pytest.mark.parametrize("key", [
-    "sasl.plain.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
-    "ssl.truststore.password", "sasl.oauthbearer.client.secret", "ssl.keystore.key", "ssl_password",
-    "sasl.oauthbearer.token.endpoint.credentials",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.plain.password",
+        "sasl.jaas.config",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "sasl.oauthbearer.client.secret",
+        "ssl.keystore.key",
+        "ssl_password",
+        "sasl.oauthbearer.token.endpoint.credentials",
+    ],
+)
 def test_secret_keys_are_recognised(key):
     assert properties.is_secret(key)
 
@@ -40,9 +49,13 @@ def test_ordinary_keys_are_not_secret(key):
 
 
 def test_operator_config_repr_redacts_secrets():
-    cfg = OperatorConfig(bootstrap_servers="b:9092", group_id="g", operator_name="op", topics=["t"],
-                         consumer_properties={"sasl.plain.password": SECRET, "sasl.plain.username": "alice",
-                                              "session.timeout.ms": 6000})
+    cfg = OperatorConfig(
+        bootstrap_servers="b:9092",
+        group_id="g",
+        operator_name="op",
+        topics=["t"],
+        consumer_properties={"sasl.plain.password": SECRET, "sasl.plain.username": "alice", "session.timeout.ms": 6000},
+    )
     text = repr(cfg)
     assert SECRET not in text
     assert "alice" in text
@@ -52,9 +65,16 @@ def test_operator_config_repr_redacts_secrets():
 
 
 def test_spark_options_repr_redacts_secrets():
-    opts = parse_options({"kafka.bootstrap.servers": "b:9092", "kafka.group.id": "g", "subscribe": "t",
-                          "coordinator": "tcp://127.0.0.1:1", "kafka.sasl.plain.password": SECRET,
-                          "kafka.sasl.plain.username": "alice"})
+    opts = parse_options(
+        {
+            "kafka.bootstrap.servers": "b:9092",
+            "kafka.group.id": "g",
+            "subscribe": "t",
+            "coordinator": "tcp://127.0.0.1:1",
+            "kafka.sasl.plain.password": SECRET,
+            "kafka.sasl.plain.username": "alice",
+        }
+    )
     assert SECRET not in repr(opts)
     assert SECRET not in str(opts)
     assert "alice" in repr(opts)
@@ -62,15 +82,26 @@ def test_spark_options_repr_redacts_secrets():
 
 
 def test_member_settings_repr_redacts_secrets():
-    s = MemberSettings(pipeline="p", bootstrap="b:1", coordinator="tcp://127.0.0.1:1", group="g", member="m",
-                       output_dir="o", state_dir="s", region_index=0, region={}, params={},
-                       kafka={"sasl.plain.password": SECRET})
+    s = MemberSettings(
+        pipeline="p",
+        bootstrap="b:1",
+        coordinator="tcp://127.0.0.1:1",
+        group="g",
+        member="m",
+        output_dir="o",
+        state_dir="s",
+        region_index=0,
+        region={},
+        params={},
+        kafka={"sasl.plain.password": SECRET},
+    )
     assert SECRET not in repr(s)
 
 
 def test_env_reference_is_resolved_and_a_missing_one_is_named():
-    props = properties.resolve_env({"sasl.plain.password": "env:KAFKA_PW", "session.timeout.ms": "6000"},
-                           {"KAFKA_PW": "123456"})
+    props = properties.resolve_env(
+        {"sasl.plain.password": "env:KAFKA_PW", "session.timeout.ms": "6000"}, {"KAFKA_PW": "123456"}
+    )
     assert props == {"sasl.plain.password": "123456", "session.timeout.ms": 6000}  # a secret stays a string
     with pytest.raises(properties.KafkaPropertiesError, match="KAFKA_MISSING is not set") as err:
         properties.resolve_env({"sasl.plain.password": "env:KAFKA_MISSING"}, {})
@@ -85,8 +116,8 @@ def test_properties_file_format(tmp_path):
         "sasl.mechanism : PLAIN\n"
         "session.timeout.ms 6000\n"
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
-        "    username=\"alice\" \\\n"
-        "    password=\"x\\u00e9y\";\n"
+        '    username="alice" \\\n'
+        '    password="x\\u00e9y";\n'
         "empty=\n"
     )
     f.chmod(0o600)
@@ -95,8 +126,8 @@ def test_properties_file_format(tmp_path):
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
         "session.timeout.ms": "6000",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="alice" password="xéy";',
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="alice" password="xéy";',
         "empty": "",
     }
 
@@ -137,12 +168,38 @@ def test_run_never_puts_a_secret_on_a_member_command_line(tmp_path, bootstrap, n
     conf.chmod(0o600)
     env = dict(os.environ, KAFKA_OTHER_SECRET=SECRET + "-env", PYTHONPATH=str(repo))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(repo / "examples" / "wordcount.py"),
-         "--param", f"topic={names.topic()}", "--group", names.group(), "--bootstrap", bootstrap, "--members", "2",
-         "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"), "--duration", "8",
-         "--kafka-config", str(conf), "--kafka", "ssl.password=env:KAFKA_OTHER_SECRET",
-         "--kafka", "heartbeat.interval.ms=1000"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "cr_consumer.cli.main",
+            "run",
+            str(repo / "examples" / "wordcount.py"),
+            "--param",
+            f"topic={names.topic()}",
+            "--group",
+            names.group(),
+            "--bootstrap",
+            bootstrap,
+            "--members",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--duration",
+            "8",
+            "--kafka-config",
+            str(conf),
+            "--kafka",
+            "ssl.password=env:KAFKA_OTHER_SECRET",
+            "--kafka",
+            "heartbeat.interval.ms=1000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         logs = tmp_path / "state" / "logs"
         deadline = time.monotonic() + 30
@@ -175,11 +232,35 @@ def test_run_checks_file_and_command_line_properties_together(tmp_path, bootstra
     conf.write_text(f"session.timeout.ms=6000\nsasl.plain.password={SECRET}\n")
     conf.chmod(0o600)
     r = subprocess.run(
-        [sys.executable, "-m", "cr_consumer.cli.main", "run", str(repo / "examples" / "wordcount.py"),
-         "--param", f"topic={names.topic()}", "--bootstrap", bootstrap, "--members", "1",
-         "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"), "--duration", "60",
-         "--kafka-config", str(conf), "--kafka", "heartbeat.interval.ms=7000"],
-        capture_output=True, text=True, timeout=90, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(repo)))
+        [
+            sys.executable,
+            "-m",
+            "cr_consumer.cli.main",
+            "run",
+            str(repo / "examples" / "wordcount.py"),
+            "--param",
+            f"topic={names.topic()}",
+            "--bootstrap",
+            bootstrap,
+            "--members",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--duration",
+            "60",
+            "--kafka-config",
+            str(conf),
+            "--kafka",
+            "heartbeat.interval.ms=7000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "heartbeat.interval.ms (7000) must be lower than session.timeout.ms (6000)" in r.stderr
     assert not (tmp_path / "state" / "logs" / "member-0.log").exists()  # refused before spawning
@@ -187,9 +268,23 @@ def test_run_checks_file_and_command_line_properties_together(tmp_path, bootstra
 
 
 def test_member_refuses_a_missing_env_reference(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.member", "examples/wordcount.py",
-                        "--coordinator", "tcp://127.0.0.1:1", "--bootstrap", "127.0.0.1:1",
-                        "--kafka", "sasl.plain.password=env:NO_SUCH_VARIABLE_X"],
-                       capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cr_consumer.cli.member",
+            "examples/wordcount.py",
+            "--coordinator",
+            "tcp://127.0.0.1:1",
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--kafka",
+            "sasl.plain.password=env:NO_SUCH_VARIABLE_X",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert r.returncode == 2
     assert "NO_SUCH_VARIABLE_X is not set" in r.stdout + r.stderr

@@ -37,8 +37,14 @@ if _DIR:
             return
         _last[0] = now
         module = sys.modules.get("cr_consumer")
-        line = {"t": time.time(), "argv": sys.argv[-3:], "totals": _totals, "frozen": gc.get_freeze_count(),
-                "thresholds": gc.get_threshold(), "tree": getattr(module, "__file__", None)}
+        line = {
+            "t": time.time(),
+            "argv": sys.argv[-3:],
+            "totals": _totals,
+            "frozen": gc.get_freeze_count(),
+            "thresholds": gc.get_threshold(),
+            "tree": getattr(module, "__file__", None),
+        }
         try:
             with open(os.path.join(_DIR, f"gc-{os.getpid()}.jsonl"), "a") as f:
                 f.write(json.dumps(line) + "\n")

@@ -35,8 +35,10 @@ def main(directory: str) -> None:
         groups[kind].append((cpu * 1000, counts))
     for kind, rows in sorted(groups.items()):
         counts = [round(statistics.median(r[1][g] for r in rows)) for g in range(3)]
-        print(f"{kind}: {len(rows)} processes, GC CPU after the freeze median "
-              f"{statistics.median(r[0] for r in rows):.1f} ms, collections gen 0/1/2 median {counts}")
+        print(
+            f"{kind}: {len(rows)} processes, GC CPU after the freeze median "
+            f"{statistics.median(r[0] for r in rows):.1f} ms, collections gen 0/1/2 median {counts}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,15 @@ def _install(out: str) -> None:
     import kafka.consumer.group as group
     import kafka.net.selector as selector
 
-    stats: dict = {"polls": 0, "empty_polls": 0, "records": 0, "hand_offs": 0, "hand_offs_by": {},
-                   "fetch_responses": 0, "fetch_response_bytes": 0}
+    stats: dict = {
+        "polls": 0,
+        "empty_polls": 0,
+        "records": 0,
+        "hand_offs": 0,
+        "hand_offs_by": {},
+        "fetch_responses": 0,
+        "fetch_response_bytes": 0,
+    }
     last = [0.0]
     poll, run, handle = group.KafkaConsumer.poll, selector.NetworkSelector.run, fetcher.Fetcher._handle_fetch_response
 

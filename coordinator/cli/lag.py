@@ -59,16 +59,27 @@ class PartitionLag:
         return max(0, self.end - self.committed)
 
     def to_dict(self) -> dict[str, object]:
-        return {"group": self.group, "topic": self.topic, "partition": self.partition,
-                "committed": self.committed, "end": self.end, "lag": self.lag, "end_exact": self.end_exact}
+        return {
+            "group": self.group,
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed": self.committed,
+            "end": self.end,
+            "lag": self.lag,
+            "end_exact": self.end_exact,
+        }
 
 
 def read_lag(bootstrap: str, groups: list[str], timeout_s: float) -> list[PartitionLag]:
     """Committed/end/lag of every partition the ``groups`` have committed offsets for."""
     deadline = time.monotonic() + timeout_s
     timeout_ms = max(100, int(timeout_s * 1000))
-    common = {"bootstrap_servers": bootstrap, "request_timeout_ms": timeout_ms + 1000,
-              "bootstrap_timeout_ms": timeout_ms, "client_id": "crkafka-status"}
+    common = {
+        "bootstrap_servers": bootstrap,
+        "request_timeout_ms": timeout_ms + 1000,
+        "bootstrap_timeout_ms": timeout_ms,
+        "client_id": "crkafka-status",
+    }
     try:
         admin = KafkaAdminClient(**common)
     except KafkaError as exc:
@@ -90,11 +101,17 @@ def read_lag(bootstrap: str, groups: list[str], timeout_s: float) -> list[Partit
     ]
 
 
-def _end_offsets(common: dict[str, object], tps: list[TopicPartition],
-                 deadline: float) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
+def _end_offsets(
+    common: dict[str, object], tps: list[TopicPartition], deadline: float
+) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
     try:
-        consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, fetch_max_wait_ms=PROBE_FETCH_WAIT_MS,
-                                 max_partition_fetch_bytes=PROBE_FETCH_BYTES, **common)
+        consumer = KafkaConsumer(
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=PROBE_FETCH_WAIT_MS,
+            max_partition_fetch_bytes=PROBE_FETCH_BYTES,
+            **common,
+        )
     except KafkaError as exc:
         raise BrokerUnavailable(f"the Kafka broker at {common['bootstrap_servers']} did not answer") from exc
     try:
@@ -102,8 +119,9 @@ def _end_offsets(common: dict[str, object], tps: list[TopicPartition],
         try:
             ends = dict(consumer.end_offsets(tps, timeout_ms=remaining_ms))
         except KafkaError as exc:
-            raise BrokerUnavailable(f"the Kafka broker at {common['bootstrap_servers']} did not answer "
-                                    f"the end offsets: {exc}") from exc
+            raise BrokerUnavailable(
+                f"the Kafka broker at {common['bootstrap_servers']} did not answer the end offsets: {exc}"
+            ) from exc
         consumer.assign(tps)
         for tp in tps:
             consumer.seek(tp, ends[tp])

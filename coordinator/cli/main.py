@@ -113,35 +113,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", required=True, help="directory of the durable state (created if missing)")
     p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve /metrics and /status here")
     p.add_argument(
-        "--retention", type=parse_duration, default=7 * 86400.0,
+        "--retention",
+        type=parse_duration,
+        default=7 * 86400.0,
         help="tombstone the control variables of a group idle this long (default 7d)",
     )
     p.add_argument("--curve-secret-key", default=None, metavar="FILE", help="server keypair (.key_secret) for CURVE")
     p.add_argument("--curve-allow", default=None, metavar="DIR_OR_FILE", help="allowed client public keys (.key)")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback bind without CURVE")
     p.add_argument(
-        "--max-frame-bytes", type=bounded_int(MIN_FRAME_LIMIT_BYTES, MAX_FRAME_LIMIT_BYTES),
-        default=protocol.DEFAULT_MAX_FRAME_BYTES, metavar="N",
+        "--max-frame-bytes",
+        type=bounded_int(MIN_FRAME_LIMIT_BYTES, MAX_FRAME_LIMIT_BYTES),
+        default=protocol.DEFAULT_MAX_FRAME_BYTES,
+        metavar="N",
         help=f"largest request parsed; larger ones get TOO_LARGE ({MIN_FRAME_LIMIT_BYTES}..{MAX_FRAME_LIMIT_BYTES}, "
-             f"default {protocol.DEFAULT_MAX_FRAME_BYTES})",
+        f"default {protocol.DEFAULT_MAX_FRAME_BYTES})",
     )
     p.add_argument(
-        "--expire-interval", type=parse_duration, default=EXPIRE_INTERVAL_S,
+        "--expire-interval",
+        type=parse_duration,
+        default=EXPIRE_INTERVAL_S,
         help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
-    p.add_argument("--log-level", default="INFO", metavar="LEVELS",
-                   help="a level (DEBUG, INFO, WARNING, ERROR) or per-logger levels, e.g. "
-                        "root=INFO,coordinator=DEBUG (default INFO)")
-    p.add_argument("--log-format", default="text", choices=("text", "json"),
-                   help="text (default) or json (one JSON object per line)")
-    p.add_argument("--gc-policy", default=GcPolicy.FREEZE.value,
-                   choices=[policy.value for policy in GcPolicy],
-                   help="freeze (default): gc.freeze() the heap once the state is loaded, so full collections "
-                        "do not re-scan it on the loop thread; none: leave the collector alone")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        metavar="LEVELS",
+        help="a level (DEBUG, INFO, WARNING, ERROR) or per-logger levels, e.g. "
+        "root=INFO,coordinator=DEBUG (default INFO)",
+    )
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="text (default) or json (one JSON object per line)",
+    )
+    p.add_argument(
+        "--gc-policy",
+        default=GcPolicy.FREEZE.value,
+        choices=[policy.value for policy in GcPolicy],
+        help="freeze (default): gc.freeze() the heap once the state is loaded, so full collections "
+        "do not re-scan it on the loop thread; none: leave the collector alone",
+    )
     add_connection_arguments(p)
     _add_limit_flags(p)
     p.add_argument(
-        "--truncate-corrupt", action="store_true",
+        "--truncate-corrupt",
+        action="store_true",
         help="if the state log is damaged where acknowledged records may lie (a bad record followed by "
         "valid ones, or a CRC-valid record that does not decode), cut it at the damage instead of refusing "
         "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
@@ -152,14 +170,18 @@ def build_parser() -> argparse.ArgumentParser:
 def add_connection_arguments(p: argparse.ArgumentParser) -> None:
     """The connection limits (coordinator.server.connections; docs/security.md)."""
     p.add_argument(
-        "--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
         help=f"open client connections at most; more are closed at once (default {DEFAULT_MAX_CONNECTIONS}, "
-             f"lowered to the file descriptor limit minus {FD_RESERVE})",
+        f"lowered to the file descriptor limit minus {FD_RESERVE})",
     )
     p.add_argument(
-        "--handshake-timeout", type=parse_duration, default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+        "--handshake-timeout",
+        type=parse_duration,
+        default=DEFAULT_HANDSHAKE_TIMEOUT_S,
         help=f"close a connection that has not completed its handshake after this long "
-             f"(default {DEFAULT_HANDSHAKE_TIMEOUT_S:g}s)",
+        f"(default {DEFAULT_HANDSHAKE_TIMEOUT_S:g}s)",
     )
 
 
@@ -195,14 +217,30 @@ def _add_limit_flags(p: argparse.ArgumentParser) -> None:
     defaults = Limits()
     g = p.add_argument_group("limits", "resource limits; a request over one gets LIMIT_EXCEEDED (docs/protocol.md)")
     for flag, field in _LIMIT_FLAGS.items():
-        g.add_argument(flag, dest=field, type=bounded_int(1, MAX_LIMIT), default=getattr(defaults, field), metavar="N",
-                       help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})")
-    g.add_argument("--member-lease", dest="member_lease_s", type=parse_duration, default=defaults.member_lease_s,
-                   metavar="DURATION",
-                   help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)")
-    g.add_argument("--region-expiry", dest="region_expiry_s", type=parse_duration,
-                   default=defaults.region_expiry_s, metavar="DURATION",
-                   help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)")
+        g.add_argument(
+            flag,
+            dest=field,
+            type=bounded_int(1, MAX_LIMIT),
+            default=getattr(defaults, field),
+            metavar="N",
+            help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})",
+        )
+    g.add_argument(
+        "--member-lease",
+        dest="member_lease_s",
+        type=parse_duration,
+        default=defaults.member_lease_s,
+        metavar="DURATION",
+        help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)",
+    )
+    g.add_argument(
+        "--region-expiry",
+        dest="region_expiry_s",
+        type=parse_duration,
+        default=defaults.region_expiry_s,
+        metavar="DURATION",
+        help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)",
+    )
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:
@@ -287,8 +325,14 @@ def _serve_locked(args: argparse.Namespace) -> int:
     store = StateStore(Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt)
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
-        store, args.bind, max_frame_bytes=args.max_frame_bytes, curve=curve_cfg, context=ctx,
-        metrics=metrics, expire_interval_s=args.expire_interval, connection_limits=args.connection_limits,
+        store,
+        args.bind,
+        max_frame_bytes=args.max_frame_bytes,
+        curve=curve_cfg,
+        context=ctx,
+        metrics=metrics,
+        expire_interval_s=args.expire_interval,
+        connection_limits=args.connection_limits,
         limits=limits_from_args(args),
     )
     registry = RegistryService()
@@ -309,8 +353,9 @@ def _serve_locked(args: argparse.Namespace) -> int:
     http = None
     try:
         endpoint = server.start()
-        log.info("coordinator bound to %s (state dir %s, CURVE %s)", endpoint, args.state_dir,
-                 "on" if curve_cfg else "off")
+        log.info(
+            "coordinator bound to %s (state dir %s, CURVE %s)", endpoint, args.state_dir, "on" if curve_cfg else "off"
+        )
         if args.http:
             http = HttpEndpoint(args.http, server, metrics)
             http.start()

@@ -46,24 +46,47 @@ EXIT_OK, EXIT_UNREACHABLE = 0, 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coordinator", required=True, metavar="ENDPOINT", help="e.g. tcp://127.0.0.1:5570")
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), metavar="HOST:PORT",
-                        help="Kafka bootstrap servers, for committed/end offsets and lag "
-                             "(default $KAFKA_BOOTSTRAP_SERVERS; without it no lag is shown)")
-    parser.add_argument("--timeout", type=bounded_duration(0.1, TIMEOUT_MAX_S), default=5.0, metavar="SECONDS",
-                        help="seconds to wait for the coordinator and for the broker (default 5)")
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+        metavar="HOST:PORT",
+        help="Kafka bootstrap servers, for committed/end offsets and lag "
+        "(default $KAFKA_BOOTSTRAP_SERVERS; without it no lag is shown)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=bounded_duration(0.1, TIMEOUT_MAX_S),
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds to wait for the coordinator and for the broker (default 5)",
+    )
     parser.add_argument("--json", action="store_true", help=f"print one JSON document (version {JSON_VERSION})")
-    parser.add_argument("--watch", nargs="?", const=2.0, default=None, type=bounded_duration(WATCH_MIN_S, WATCH_MAX_S),
-                        metavar="SECONDS", help="refresh every SECONDS (default 2) until Ctrl-C")
-    parser.add_argument("--count", type=bounded_int(1, COUNT_MAX), default=None, metavar="N",
-                        help=f"with --watch: stop after N refreshes (1..{COUNT_MAX})")
+    parser.add_argument(
+        "--watch",
+        nargs="?",
+        const=2.0,
+        default=None,
+        type=bounded_duration(WATCH_MIN_S, WATCH_MAX_S),
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 2) until Ctrl-C",
+    )
+    parser.add_argument(
+        "--count",
+        type=bounded_int(1, COUNT_MAX),
+        default=None,
+        metavar="N",
+        help=f"with --watch: stop after N refreshes (1..{COUNT_MAX})",
+    )
     parser.add_argument("--curve-server-key", metavar="FILE", help="the coordinator's public key (.key)")
     parser.add_argument("--curve-keypair", metavar="FILE", help="this client's keypair (.key_secret)")
 
 
 # ---------------------------------------------------------------------------- the document
 
-def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coordinator: str,
-                   bootstrap: str | None, errors: list[str]) -> dict[str, Any]:
+
+def build_document(
+    snap: dict[str, Any] | None, lag: list[PartitionLag], *, coordinator: str, bootstrap: str | None, errors: list[str]
+) -> dict[str, Any]:
     """The versioned ``--json`` document from a coordinator snapshot and the lag rows."""
     snap = snap or {}
     regions = {}
@@ -82,23 +105,35 @@ def build_document(snap: dict[str, Any] | None, lag: list[PartitionLag], *, coor
             "failed_reason": r.get("failed_reason"),
             "waiting_for": r.get("waiting_for", []),
             "members": [
-                {"name": m, "pid": info.get("pid"), "silent_s": info.get("silent_s"),
-                 "kafka_generation": (info.get("kafka") or {}).get("generation")}
+                {
+                    "name": m,
+                    "pid": info.get("pid"),
+                    "silent_s": info.get("silent_s"),
+                    "kafka_generation": (info.get("kafka") or {}).get("generation"),
+                }
                 for m, info in sorted(r.get("members", {}).items())
             ],
             "recent_checkpoints": r.get("recent_checkpoints", []),
             "recent_resets": r.get("recent_resets", []),
         }
     groups = {
-        g: {"region_index": v.get("region_index"), "members": v.get("members", []),
-            "reset_pending": bool(v.get("reset_pending")), "control_variables": v.get("control_variables")}
+        g: {
+            "region_index": v.get("region_index"),
+            "members": v.get("members", []),
+            "reset_pending": bool(v.get("reset_pending")),
+            "control_variables": v.get("control_variables"),
+        }
         for g, v in sorted(snap.get("groups", {}).items())
     }
     return {
         "version": JSON_VERSION,
         "time": round(time.time(), 3),
-        "coordinator": {"endpoint": snap.get("endpoint", coordinator), "reachable": bool(snap),
-                        "loaded": snap.get("loaded"), "uptime_s": snap.get("uptime_s")},
+        "coordinator": {
+            "endpoint": snap.get("endpoint", coordinator),
+            "reachable": bool(snap),
+            "loaded": snap.get("loaded"),
+            "uptime_s": snap.get("uptime_s"),
+        },
         "regions": regions,
         "groups": groups,
         "merges": snap.get("merges", []),
@@ -116,6 +151,7 @@ def known_groups(snap: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------------------- tables
 
+
 def _table(headers: list[str], rows: list[list[object]]) -> str:
     cells = [headers] + [["-" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
@@ -130,38 +166,79 @@ def format_document(doc: dict[str, Any]) -> str:
     out = [f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s"]
     regions = doc["regions"]
     out += ["", f"regions ({len(regions)})"]
-    rows = [[name, r["phase"] if r.get("backoff_left_s") is None else f"{r['phase']} ({r['backoff_left_s']:.1f}s)",
-             r["last_consistent"], r["checkpoints"], r["resets"],
-             f"{r['consecutive_resets']}/{r['max_consecutive_resets']}", r.get("failure_streak", 0), len(r["members"])]
-            for name, r in regions.items()]
-    out.append(_table(["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "streak",
-                       "members"], rows)
-               if rows else "  (none)")
+    rows = [
+        [
+            name,
+            r["phase"] if r.get("backoff_left_s") is None else f"{r['phase']} ({r['backoff_left_s']:.1f}s)",
+            r["last_consistent"],
+            r["checkpoints"],
+            r["resets"],
+            f"{r['consecutive_resets']}/{r['max_consecutive_resets']}",
+            r.get("failure_streak", 0),
+            len(r["members"]),
+        ]
+        for name, r in regions.items()
+    ]
+    out.append(
+        _table(
+            ["region", "phase", "last_checkpoint", "checkpoints", "resets", "consecutive", "streak", "members"], rows
+        )
+        if rows
+        else "  (none)"
+    )
     for name, r in regions.items():
         if r["failed_reason"]:
             out.append(f"  {name} FAILED: {r['failed_reason']}")
-    rows = [[name, m["name"], m["pid"], m["silent_s"], m["kafka_generation"]]
-            for name, r in regions.items() for m in r["members"]]
+    rows = [
+        [name, m["name"], m["pid"], m["silent_s"], m["kafka_generation"]]
+        for name, r in regions.items()
+        for m in r["members"]
+    ]
     out += ["", f"members ({len(rows)})"]
     out.append(_table(["region", "member", "pid", "silent_s", "kafka_generation"], rows) if rows else "  (none)")
     lag = doc["lag"]
-    out += ["", f"lag (Kafka {lag['bootstrap']})" if lag["bootstrap"] else
-            "lag: not read (give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS)"]
+    out += [
+        "",
+        f"lag (Kafka {lag['bootstrap']})"
+        if lag["bootstrap"]
+        else "lag: not read (give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS)",
+    ]
     if lag["bootstrap"]:
-        rows = [[p["group"], p["topic"], p["partition"], p["committed"], p["end"], p["lag"]]
-                for p in lag["partitions"]]
-        out.append(_table(["group", "topic", "partition", "committed", "end", "lag"], rows) if rows
-                   else "  (no committed offsets)")
+        rows = [[p["group"], p["topic"], p["partition"], p["committed"], p["end"], p["lag"]] for p in lag["partitions"]]
+        out.append(
+            _table(["group", "topic", "partition", "committed", "end", "lag"], rows)
+            if rows
+            else "  (no committed offsets)"
+        )
     groups = doc["groups"]
     out += ["", f"groups ({len(groups)})"]
-    rows = [[name, g["region_index"], len(g["members"]), ",".join(g["members"]),
-             "yes" if g["reset_pending"] else "no", g["control_variables"]] for name, g in groups.items()]
-    out.append(_table(["group", "region", "n", "members", "reset_pending", "control_vars"], rows)
-               if rows else "  (none)")
+    rows = [
+        [
+            name,
+            g["region_index"],
+            len(g["members"]),
+            ",".join(g["members"]),
+            "yes" if g["reset_pending"] else "no",
+            g["control_variables"],
+        ]
+        for name, g in groups.items()
+    ]
+    out.append(
+        _table(["group", "region", "n", "members", "reset_pending", "control_vars"], rows) if rows else "  (none)"
+    )
     merges = doc["merges"]
     out += ["", f"pending merges ({len(merges)})"]
-    rows = [[m["group"], m["seq"], m["attempt"], f"{len(m['contributors'])}/{m['n_contributors']}",
-             ",".join(m["contributors"]), m["age_s"]] for m in merges]
+    rows = [
+        [
+            m["group"],
+            m["seq"],
+            m["attempt"],
+            f"{len(m['contributors'])}/{m['n_contributors']}",
+            ",".join(m["contributors"]),
+            m["age_s"],
+        ]
+        for m in merges
+    ]
     out.append(_table(["group", "seq", "attempt", "have", "contributors", "age_s"], rows) if rows else "  (none)")
     if doc["limit_rejections"]:
         out += ["", "limit rejections: " + ", ".join(f"{k}={v}" for k, v in sorted(doc["limit_rejections"].items()))]
@@ -171,6 +248,7 @@ def format_document(doc: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------- run
+
 
 def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"timeout": args.timeout}

@@ -96,8 +96,11 @@ class Violation:
         claims = ", ".join(c.text() for c in self.claims[:CLAIMS_SHOWN])
         if len(self.claims) > CLAIMS_SHOWN:
             claims += f" and {len(self.claims) - CLAIMS_SHOWN} more"
-        where = (f"the last consistent offset is {self.expected}" if self.expected is not None
-                 else "the region has no offset for it")
+        where = (
+            f"the last consistent offset is {self.expected}"
+            if self.expected is not None
+            else "the region has no offset for it"
+        )
         what = {
             ViolationKind.STALE_START: "a claim does not start where the region continues",
             ViolationKind.STARTS_DIFFER: "the claims start at different offsets",
@@ -106,9 +109,14 @@ class Violation:
         return f"{self.topic}[{self.partition}]: {what} ({where}; claims: {claims})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "topic": self.topic, "partition": self.partition,
-                "expected": self.expected, "claims": [c.to_dict() for c in self.claims[:CLAIMS_SHOWN]],
-                "n_claims": len(self.claims)}
+        return {
+            "kind": self.kind.value,
+            "topic": self.topic,
+            "partition": self.partition,
+            "expected": self.expected,
+            "claims": [c.to_dict() for c in self.claims[:CLAIMS_SHOWN]],
+            "n_claims": len(self.claims),
+        }
 
 
 @attrs.frozen
@@ -209,4 +217,14 @@ def offsets_advanced(last: Sequence[Sequence[Any]], merged: Sequence[Sequence[An
     return any((t, p) not in before or o > before[(t, p)] for t, p, o in merged)
 
 
-__all__ = ["CLAIMS_SHOWN", "VIOLATIONS_SHOWN", "Claim", "Continuity", "CycleClaims", "Violation", "ViolationKind", "check_claims", "offsets_advanced"]
+__all__ = [
+    "CLAIMS_SHOWN",
+    "VIOLATIONS_SHOWN",
+    "Claim",
+    "Continuity",
+    "CycleClaims",
+    "Violation",
+    "ViolationKind",
+    "check_claims",
+    "offsets_advanced",
+]

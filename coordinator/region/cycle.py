@@ -240,19 +240,29 @@ class CycleDrive:
         self.next_seq += 1
         slot = slot_of(due, now, self._config.period_s)
         if slot.skipped:
-            log.info("region %s: checkpoint %s starts %.2fs after it was due: %d slot(s) of the grid skipped",
-                     self._config.name, seq, now - (due or now), slot.skipped)
+            log.info(
+                "region %s: checkpoint %s starts %.2fs after it was due: %d slot(s) of the grid skipped",
+                self._config.name,
+                seq,
+                now - (due or now),
+                slot.skipped,
+            )
         names = sorted(members)
         self.round.start(names, now, slot.at)
-        return CycleStep(seq, f"checkpoint {seq} ({why})", tuple((n, Drain(seq)) for n in names),
-                         now + self._config.drain_timeout_s)
+        return CycleStep(
+            seq, f"checkpoint {seq} ({why})", tuple((n, Drain(seq)) for n in names), now + self._config.drain_timeout_s
+        )
 
     def drained(self, now: float) -> CycleStep:
         """Step 2: every awaited member drained."""
         seq = self._running("drain")
         awaited = sorted(self.round.checkpoint_started())
-        return CycleStep(seq, f"all members drained {seq}", tuple((n, Checkpoint(seq)) for n in awaited),
-                         now + self._config.drain_timeout_s)
+        return CycleStep(
+            seq,
+            f"all members drained {seq}",
+            tuple((n, Checkpoint(seq)) for n in awaited),
+            now + self._config.drain_timeout_s,
+        )
 
     def checkpointed(self, members: Collection[str], now: float) -> CycleComplete | ContinuityFailed:
         """Step 3: every awaited member answered the checkpoint; ``members``: the
@@ -260,9 +270,12 @@ class CycleDrive:
         continuity = self.round.check(self._checkpoints.offsets)
         if not continuity.ok:
             self.failures += 1
-            return ContinuityFailed(self.seq, f"checkpoint {self.seq} fails the continuity check: {continuity.summary()}",
-                                    len(continuity.violations),
-                                    tuple(v.to_dict() for v in continuity.violations[:VIOLATIONS_SHOWN]))
+            return ContinuityFailed(
+                self.seq,
+                f"checkpoint {self.seq} fails the continuity check: {continuity.summary()}",
+                len(continuity.violations),
+                tuple(v.to_dict() for v in continuity.violations[:VIOLATIONS_SHOWN]),
+            )
         seq = self._running("checkpoint")
         previous = self._checkpoints.last_consistent
         # The members that answered the checkpoint: every member, less those that
@@ -283,14 +296,32 @@ class CycleDrive:
             commands += [(n, Retire(previous)) for n in told]
         # With joiners, their reset follows at once and its RESUME schedules the next drain.
         if not joiners and upcoming.floored:
-            log.info("region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
-                     "after a RESUME), %d slot(s) of the grid skipped", self._config.name, seq, took_ms,
-                     upcoming.at - now, upcoming.skipped)
+            log.info(
+                "region %s: checkpoint %s took %.0f ms, past its grid slot: next drain in %.2fs (the floor "
+                "after a RESUME), %d slot(s) of the grid skipped",
+                self._config.name,
+                seq,
+                took_ms,
+                upcoming.at - now,
+                upcoming.skipped,
+            )
         elif not joiners:
-            log.debug("region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
-                      self._config.name, upcoming.at - now, seq)
-        return CycleComplete(seq, f"checkpoint {seq} is consistent ({took_ms:.0f} ms)", tuple(commands), joiners,
-                             advanced, tuple(forgotten), took_ms, upcoming.at - now)
+            log.debug(
+                "region %s: next drain in %.3fs (one period after the slot of checkpoint %s)",
+                self._config.name,
+                upcoming.at - now,
+                seq,
+            )
+        return CycleComplete(
+            seq,
+            f"checkpoint {seq} is consistent ({took_ms:.0f} ms)",
+            tuple(commands),
+            joiners,
+            advanced,
+            tuple(forgotten),
+            took_ms,
+            upcoming.at - now,
+        )
 
     def _running(self, what: str) -> int:
         if self.seq is None:  # a cycle's seq is set when its drain starts

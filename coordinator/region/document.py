@@ -62,8 +62,7 @@ class RegionDocument:
         """Parse a stored document of region `region`; raises KeyError, TypeError or
         ValueError when it cannot be used (another version, a missing field)."""
         if doc.get("version") != DOC_VERSION:
-            raise ValueError(f"region {region!r}: stored document version {doc.get('version')!r} "
-                             f"is not {DOC_VERSION}")
+            raise ValueError(f"region {region!r}: stored document version {doc.get('version')!r} is not {DOC_VERSION}")
         missing = [f.name for f in attrs.fields(cls) if f.name not in doc]
         if missing:
             raise ValueError(f"region {region!r}: stored document (version {DOC_VERSION}) lacks the fields {missing}")

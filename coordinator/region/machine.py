@@ -119,15 +119,18 @@ class Phase(str, enum.Enum):
 
 #: The only allowed phase transitions; anything else is a bug and raises
 #: IllegalTransition (coordinator/protocol/common/transitions.py).
-TRANSITIONS: TransitionTable[Phase] = TransitionTable(Phase, {
-    Phase.WAITING: {Phase.RESETTING, Phase.FAILED},
-    Phase.RUNNING: {Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.DRAINING: {Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.CHECKPOINTING: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.RESETTING: {Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED},
-    Phase.BACKOFF: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-    Phase.FAILED: set(),
-})
+TRANSITIONS: TransitionTable[Phase] = TransitionTable(
+    Phase,
+    {
+        Phase.WAITING: {Phase.RESETTING, Phase.FAILED},
+        Phase.RUNNING: {Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+        Phase.DRAINING: {Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+        Phase.CHECKPOINTING: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+        Phase.RESETTING: {Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED},
+        Phase.BACKOFF: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
+        Phase.FAILED: set(),
+    },
+)
 
 #: The answer each awaiting phase expects: the command it sent (a RESET_TO_INITIAL
 #: is answered as ``reset`` too).
@@ -256,8 +259,11 @@ class ResetResumed:
     held_s: float | None
 
     def info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"attempt": self.attempt, "reset_ms": self.reset_ms,
-                                "next_drain_in_s": self.next_drain_in_s}
+        info: dict[str, Any] = {
+            "attempt": self.attempt,
+            "reset_ms": self.reset_ms,
+            "next_drain_in_s": self.next_drain_in_s,
+        }
         if self.held_s is not None:
             info["held_s"] = self.held_s
         return info
@@ -275,8 +281,18 @@ class MemberForgotten:
         return attrs.asdict(self)
 
 
-RegionEvent = (PhaseChanged | RegionFailed | MemberJoined | MemberLeft | CheckpointCompleted | ContinuityRefused
-               | ResetStarted | BackoffHeld | ResetResumed | MemberForgotten)
+RegionEvent = (
+    PhaseChanged
+    | RegionFailed
+    | MemberJoined
+    | MemberLeft
+    | CheckpointCompleted
+    | ContinuityRefused
+    | ResetStarted
+    | BackoffHeld
+    | ResetResumed
+    | MemberForgotten
+)
 
 Send = Callable[[str, RegionCommand], None]
 Persist = Callable[[dict[str, Any]], None]
@@ -315,8 +331,16 @@ def join_step(phase: Phase, all_cooperative: bool) -> JoinStep:
     return JoinStep.RESET
 
 
-def leave_step(phase: Phase, name: str, *, graceful: bool, members_left: bool, all_cooperative: bool,
-               cycle: CycleRound, waiting: Collection[str]) -> LeaveStep:
+def leave_step(
+    phase: Phase,
+    name: str,
+    *,
+    graceful: bool,
+    members_left: bool,
+    all_cooperative: bool,
+    cycle: CycleRound,
+    waiting: Collection[str],
+) -> LeaveStep:
     """Step 8 for ``name`` (already removed from the table); ``waiting``: the
     members the current phase awaits."""
     if phase is Phase.FAILED:
@@ -348,8 +372,9 @@ def cooperative_leave_keeps_cycle(phase: Phase, name: str, cycle: CycleRound, wa
     return phase is Phase.CHECKPOINTING and name in waiting
 
 
-def start_due(members: Collection[str], known: Collection[str], config: RegionConfig, first_join_at: float | None,
-              now: float) -> bool:
+def start_due(
+    members: Collection[str], known: Collection[str], config: RegionConfig, first_join_at: float | None, now: float
+) -> bool:
     """Step 7b: whether the WAITING region starts now, with ``members`` joined;
     ``known``: the members of the durable document (before a coordinator
     restart); ``first_join_at``: the first join since the region waits."""
@@ -366,8 +391,14 @@ class RegionCore:
     """One region's controller state (see the module docstring). Not thread-safe:
     the coordinator's loop thread is its only caller."""
 
-    def __init__(self, config: RegionConfig, send: Send, persist: Persist, doc: dict[str, Any] | None = None,
-                 on_event: OnEvent | None = None) -> None:
+    def __init__(
+        self,
+        config: RegionConfig,
+        send: Send,
+        persist: Persist,
+        doc: dict[str, Any] | None = None,
+        on_event: OnEvent | None = None,
+    ) -> None:
         self.config = config
         self._send = send
         self._persist = persist
@@ -407,8 +438,9 @@ class RegionCore:
         self.known_members = stored.members
         if stored.failed:
             self._phase.to(Phase.FAILED, "the stored document says FAILED")
-            self.failed_reason = stored.failed_reason or ("failed before the coordinator restarted "
-                                                          "(the stored document has no reason)")
+            self.failed_reason = stored.failed_reason or (
+                "failed before the coordinator restarted (the stored document has no reason)"
+            )
 
     def document(self) -> dict[str, Any]:
         """The durable document (`coordinator.region.document`) as it stands now."""
@@ -460,8 +492,12 @@ class RegionCore:
         False for a region whose stored document is unusable: it is kept as it
         is (never written again by this core), for a coordinator that can read it."""
         if self.phase is Phase.FAILED:
-            log.info("region %s: already FAILED (%s); ignoring another cause: %s", self.config.name,
-                     self.failed_reason, reason)
+            log.info(
+                "region %s: already FAILED (%s); ignoring another cause: %s",
+                self.config.name,
+                self.failed_reason,
+                reason,
+            )
             return
         self.failed_reason = reason or "failed (no reason given)"
         self._goto(Phase.FAILED, self.failed_reason)
@@ -477,17 +513,33 @@ class RegionCore:
             self._send(name, command)
 
     # ------------------------------------------------------------------ inputs
-    def join(self, name: str, identity: bytes, incarnation: str, now: float, pid: int | None = None,
-             host: str | None = None, replace: bool = False) -> dict[str, Any]:
+    def join(
+        self,
+        name: str,
+        identity: bytes,
+        incarnation: str,
+        now: float,
+        pid: int | None = None,
+        host: str | None = None,
+        replace: bool = False,
+    ) -> dict[str, Any]:
         """A member joins. Whether it may, under ``name``, is the member table's
         answer (``coordinator/region/membership.py``): a retry is answered again, a
         refusal (the name's holder is alive) names the holder, a restarted
         process (new incarnation) is told its predecessor. A new or restarted
         member then changes the membership (step 7): a reset (or, WAITING, the
         start once the expected members are back)."""
-        admission = self.members.admit(name, identity, incarnation, now, pid=pid, host=host, replace=replace,
-                                       region_failed=self.phase is Phase.FAILED,
-                                       eviction_blocked=lambda: self.pacing.eviction_blocked(name, now))
+        admission = self.members.admit(
+            name,
+            identity,
+            incarnation,
+            now,
+            pid=pid,
+            host=host,
+            replace=replace,
+            region_failed=self.phase is Phase.FAILED,
+            eviction_blocked=lambda: self.pacing.eviction_blocked(name, now),
+        )
         if admission.kind is JoinKind.RETRY:
             return self._join_reply(name, admission.predecessor)
         if admission.kind is JoinKind.REFUSED:
@@ -516,22 +568,39 @@ class RegionCore:
         without_predecessor = self.cycles.round.member_joined(name, restarted)
         if without_predecessor:
             self.waiting.discard(name)
-        log.info("region %s: member %s joined during checkpoint %s (%s); every member is cooperative: the "
-                 "checkpoint goes on%s, then the region resets for it", self.config.name, name, self.cycles.seq,
-                 self.phase.value, " without its predecessor" if without_predecessor else "")
+        log.info(
+            "region %s: member %s joined during checkpoint %s (%s); every member is cooperative: the "
+            "checkpoint goes on%s, then the region resets for it",
+            self.config.name,
+            name,
+            self.cycles.seq,
+            self.phase.value,
+            " without its predecessor" if without_predecessor else "",
+        )
         if not self.waiting:
             self._phase_answered(now)
 
     def _join_reply(self, name: str, predecessor: Predecessor | None = None) -> dict[str, Any]:
-        reply = {"region": self.config.name, "phase": self.phase.value,
-                 "last_consistent": self.checkpoints.last_consistent, "config": self.config.to_dict(),
-                 "predecessor": predecessor.to_body() if predecessor is not None else None}
+        reply = {
+            "region": self.config.name,
+            "phase": self.phase.value,
+            "last_consistent": self.checkpoints.last_consistent,
+            "config": self.config.to_dict(),
+            "predecessor": predecessor.to_body() if predecessor is not None else None,
+        }
         if self.phase is Phase.FAILED:
             reply["failed_reason"] = self.failed_reason
         return reply
 
-    def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
-                  kafka: KafkaReport | None = None, kafka_invalid: str | None = None) -> bool:
+    def heartbeat(
+        self,
+        name: str,
+        identity: bytes,
+        incarnation: str,
+        now: float,
+        kafka: KafkaReport | None = None,
+        kafka_invalid: str | None = None,
+    ) -> bool:
         """A member's heartbeat (``MemberTable.heartbeat``). False when the member
         is unknown (it must join again). ``kafka``: the member's Kafka group
         report, kept for pacing checkpoints (``coordinator/region/timing.py``) and
@@ -550,9 +619,15 @@ class RegionCore:
         self._on_event(MemberLeft(name, reason))
         self._save()
         graceful = reason == "left"
-        step = leave_step(self.phase, name, graceful=graceful, members_left=bool(self.members),
-                          all_cooperative=self.pacing.all_cooperative(), cycle=self.cycles.round,
-                          waiting=self.waiting)
+        step = leave_step(
+            self.phase,
+            name,
+            graceful=graceful,
+            members_left=bool(self.members),
+            all_cooperative=self.pacing.all_cooperative(),
+            cycle=self.cycles.round,
+            waiting=self.waiting,
+        )
         if step is LeaveStep.WAIT:
             # Nobody left to answer: wait for joins. A region that is already
             # WAITING stays so (its grace restarts at the next first join).
@@ -565,8 +640,12 @@ class RegionCore:
             self.waiting.discard(name)
             self._maybe_reset_done(now)
         elif step is LeaveStep.CYCLE_GOES_ON:
-            log.info("region %s: member %s left in %s; every member is cooperative: no reset",
-                     self.config.name, name, self.phase.value)
+            log.info(
+                "region %s: member %s left in %s; every member is cooperative: no reset",
+                self.config.name,
+                name,
+                self.phase.value,
+            )
             self.cycles.round.member_left(name)
             if name in self.waiting:
                 self.waiting.discard(name)
@@ -575,11 +654,22 @@ class RegionCore:
         elif step is LeaveStep.RESET:
             # A graceful leaver's consumer has left the Kafka group: the others rejoin
             # now (rejoin hint) instead of at their next Kafka heartbeat.
-            self._start_reset(f"member {name} {reason}", ResetKind.MEMBERSHIP if graceful else ResetKind.FAILURE,
-                              now, rejoin=graceful)
+            self._start_reset(
+                f"member {name} {reason}", ResetKind.MEMBERSHIP if graceful else ResetKind.FAILURE, now, rejoin=graceful
+            )
 
-    def ack(self, name: str, command: CommandKind, seq: int | None, attempt: int | None, ok: bool,
-            error: str | None, now: float, offsets: list[Any] | None = None, rebalance: bool = False) -> None:
+    def ack(
+        self,
+        name: str,
+        command: CommandKind,
+        seq: int | None,
+        attempt: int | None,
+        ok: bool,
+        error: str | None,
+        now: float,
+        offsets: list[Any] | None = None,
+        rebalance: bool = False,
+    ) -> None:
         """A member's answer to ``command`` (``AWAITED``: the phase's own; a reset
         answer names its attempt, a cycle answer its seq; any other is stale)."""
         if not self.members.touch(name, now):
@@ -590,8 +680,15 @@ class RegionCore:
         else:
             expected = command is AWAITED.get(self.phase) and seq == self.cycles.seq
         if not expected or name not in self.waiting:
-            log.debug("region %s: stale %s answer from %s (seq %s attempt %s) in %s",
-                      self.config.name, command.value, name, seq, attempt, self.phase.value)
+            log.debug(
+                "region %s: stale %s answer from %s (seq %s attempt %s) in %s",
+                self.config.name,
+                command.value,
+                name,
+                seq,
+                attempt,
+                self.phase.value,
+            )
             return
         if not ok:
             what = f"member {name} failed {command.value}(seq={seq}, attempt={attempt}): {error}"
@@ -714,8 +811,13 @@ class RegionCore:
             return
         self._log_forgotten(list(done.forgotten))
         if not self.resets.checkpoint_completed(advanced=done.advanced, now=now):
-            log.info("region %s: checkpoint %s moved no offset and the last failure is recent: "
-                     "%d consecutive reset(s) still count", self.config.name, done.seq, self.resets.consecutive)
+            log.info(
+                "region %s: checkpoint %s moved no offset and the last failure is recent: "
+                "%d consecutive reset(s) still count",
+                self.config.name,
+                done.seq,
+                self.resets.consecutive,
+            )
         self._save()  # durable before anyone hears of it
         self._goto(Phase.RUNNING, done.why)
         self._on_event(CheckpointCompleted(done.seq, round(done.took_ms, 1), round(done.next_drain_in_s, 3)))
@@ -723,15 +825,20 @@ class RegionCore:
         self.waiting = set()
         self.deadline = None
         if done.joiners:
-            self._start_reset(f"members {sorted(set(done.joiners))} joined during checkpoint {done.seq}",
-                              ResetKind.MEMBERSHIP, now, rejoin=True)
+            self._start_reset(
+                f"members {sorted(set(done.joiners))} joined during checkpoint {done.seq}",
+                ResetKind.MEMBERSHIP,
+                now,
+                rejoin=True,
+            )
 
     def _continuity_failed(self, failed: ContinuityFailed, now: float) -> None:
         """The continuity fence refused the checkpoint: nothing of the cycle is
         persisted or announced; a failure reset rewinds every member to the last
         consistent checkpoint."""
-        log.error("region %s: %s; resetting to checkpoint %s", self.config.name, failed.why,
-                  self.checkpoints.last_consistent)
+        log.error(
+            "region %s: %s; resetting to checkpoint %s", self.config.name, failed.why, self.checkpoints.last_consistent
+        )
         self._on_event(ContinuityRefused(failed.seq, failed.violations, list(failed.shown)))
         self._start_reset(failed.why, ResetKind.FAILURE, now, restart=True)
 
@@ -745,16 +852,19 @@ class RegionCore:
         if start_due(self.members, self.known_members, self.config, self.first_join_at, now):
             self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
 
-    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False,
-                     rejoin: bool = False) -> None:
+    def _start_reset(self, why: str, kind: ResetKind, now: float, restart: bool = False, rejoin: bool = False) -> None:
         """A cause: dropped while a round runs unless it restarts the round; else
         the drive's round (or its refusal: FAILED), persist the attempt,
         RESETTING, the commands."""
         if self.phase is Phase.FAILED:
             return
         if self.phase is Phase.RESETTING and not restart:
-            log.info("region %s: reset already running (attempt %s); not stacking: %s", self.config.name,
-                     self.resets.attempt, why)
+            log.info(
+                "region %s: reset already running (attempt %s); not stacking: %s",
+                self.config.name,
+                self.resets.attempt,
+                why,
+            )
             return
         if self.cycles.round.take_joiners():  # the round brings in the members that joined during a cycle
             rejoin = True
@@ -780,9 +890,12 @@ class RegionCore:
         if done.hold_left_s is None:
             self._resume_after_reset(now, why)
             return
-        self._goto(Phase.BACKOFF, f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
-                                  f"failure {self.resets.streak} of a failure streak ({self.resets.consecutive} "
-                                  f"since the last progress, max {self.config.max_consecutive_resets})")
+        self._goto(
+            Phase.BACKOFF,
+            f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
+            f"failure {self.resets.streak} of a failure streak ({self.resets.consecutive} "
+            f"since the last progress, max {self.config.max_consecutive_resets})",
+        )
         self._on_event(BackoffHeld(done.attempt, done.hold_s, round(done.hold_left_s, 3), self.resets.streak))
 
     def _resume_after_reset(self, now: float, why: str) -> None:
@@ -792,8 +905,9 @@ class RegionCore:
             self._save()  # the hold is over: a restarted coordinator must not hold again
             why = f"{why}; held {end.held_s:.2f}s (backoff)"
         self._goto(Phase.RUNNING, why)
-        self._on_event(ResetResumed(end.attempt, round(end.took_s * 1000, 1), round(end.next_drain_in_s, 3),
-                                    end.held_s))
+        self._on_event(
+            ResetResumed(end.attempt, round(end.took_s * 1000, 1), round(end.next_drain_in_s, 3), end.held_s)
+        )
         self._broadcast(self.members, Resume(None))
         self.cycles.schedule(now + end.next_drain_in_s)
         log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, end.next_drain_in_s)
@@ -812,26 +926,56 @@ class RegionCore:
 
     def _log_forgotten(self, forgotten: list[tuple[str, int]]) -> None:
         for name, seq in forgotten:
-            log.error("region %s: forgetting that absent member %s took part in checkpoint %s (more than %d absent "
-                      "members); if a process of that name returns, its pending intervals are deleted, not published",
-                      self.config.name, name, seq, self.checkpoints.absent.kept)
+            log.error(
+                "region %s: forgetting that absent member %s took part in checkpoint %s (more than %d absent "
+                "members); if a process of that name returns, its pending intervals are deleted, not published",
+                self.config.name,
+                name,
+                seq,
+                self.checkpoints.absent.kept,
+            )
             self._on_event(MemberForgotten(name, seq))
 
     # ------------------------------------------------------------------ status (status.py)
     def status(self, now: float) -> dict[str, Any]:
         """The ``region_status`` reply of this region (``RegionStatus``, status.py)."""
         return RegionStatus(
-            name=self.config.name, index=self.config.index, phase=self.phase.value, mode=self.config.mode,
-            period_s=self.config.period_s, members=self.members.status(now),
-            last_consistent=self.checkpoints.last_consistent, seq=self.cycles.seq, waiting_for=sorted(self.waiting),
-            reset=self.resets.status(now), checkpoints=self.cycles.completed, failed_cycles=self.cycles.failures,
+            name=self.config.name,
+            index=self.config.index,
+            phase=self.phase.value,
+            mode=self.config.mode,
+            period_s=self.config.period_s,
+            members=self.members.status(now),
+            last_consistent=self.checkpoints.last_consistent,
+            seq=self.cycles.seq,
+            waiting_for=sorted(self.waiting),
+            reset=self.resets.status(now),
+            checkpoints=self.cycles.completed,
+            failed_cycles=self.cycles.failures,
             failed_reason=self.failed_reason,
         ).to_dict()
 
 
 __all__ = [
-    "AWAITED", "TRANSITIONS", "BackoffHeld", "CheckpointCompleted", "ContinuityRefused", "JoinStep", "LeaveStep",
-    "MemberForgotten", "MemberJoined", "MemberLeft", "Phase", "PhaseChanged", "RegionCore", "RegionEvent",
-    "RegionFailed", "ResetResumed", "ResetStarted", "cooperative_leave_keeps_cycle", "join_step", "leave_step",
+    "AWAITED",
+    "TRANSITIONS",
+    "BackoffHeld",
+    "CheckpointCompleted",
+    "ContinuityRefused",
+    "JoinStep",
+    "LeaveStep",
+    "MemberForgotten",
+    "MemberJoined",
+    "MemberLeft",
+    "Phase",
+    "PhaseChanged",
+    "RegionCore",
+    "RegionEvent",
+    "RegionFailed",
+    "ResetResumed",
+    "ResetStarted",
+    "cooperative_leave_keeps_cycle",
+    "join_step",
+    "leave_step",
     "start_due",
 ]

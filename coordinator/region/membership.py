@@ -92,8 +92,9 @@ def admit(
         return Admission(JoinKind.RETRY, predecessor=existing.predecessor)
     silent_s = now - existing.last_seen
     if not replace and not region_failed and silent_s < member_timeout_s:
-        return Admission(JoinKind.REFUSED, holder=NameHolder(existing.incarnation, existing.pid, existing.host,
-                                                             round(silent_s, 3)))
+        return Admission(
+            JoinKind.REFUSED, holder=NameHolder(existing.incarnation, existing.pid, existing.host, round(silent_s, 3))
+        )
     kafka_member_id = existing.kafka.member_id if existing.kafka is not None else None
     withheld = eviction_blocked() if kafka_member_id else None
     predecessor = Predecessor(existing.incarnation, existing.pid, None if withheld else kafka_member_id)
@@ -120,35 +121,75 @@ class MemberTable(Mapping[str, MemberInfo]):
     def __len__(self) -> int:
         return len(self._records)
 
-    def admit(self, name: str, identity: bytes, incarnation: str, now: float, *, pid: int | None,
-              host: str | None, replace: bool, region_failed: bool,
-              eviction_blocked: Callable[[], str | None]) -> Admission:
+    def admit(
+        self,
+        name: str,
+        identity: bytes,
+        incarnation: str,
+        now: float,
+        *,
+        pid: int | None,
+        host: str | None,
+        replace: bool,
+        region_failed: bool,
+        eviction_blocked: Callable[[], str | None],
+    ) -> Admission:
         """Steps 1-4: `admit` applied to the table. RETRY: the holder's
         socket and last_seen are refreshed; REFUSED: nothing changes (logged);
         NEW and RESTART: a new record under ``name``, naming its predecessor."""
         existing = self._records.get(name)
-        admission = admit(existing, incarnation, now, replace=replace, region_failed=region_failed,
-                          member_timeout_s=self._member_timeout_s, eviction_blocked=eviction_blocked)
+        admission = admit(
+            existing,
+            incarnation,
+            now,
+            replace=replace,
+            region_failed=region_failed,
+            member_timeout_s=self._member_timeout_s,
+            eviction_blocked=eviction_blocked,
+        )
         if admission.kind is JoinKind.RETRY and existing is not None:
             existing.identity = identity  # a retry, or a reconnect with a new socket
             existing.last_seen = now
             return admission
         if admission.kind is JoinKind.REFUSED and admission.holder is not None:
             holder = admission.holder
-            log.info("region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
-                     "join of incarnation %s (pid %s on %s) refused", self._region, name, holder.incarnation,
-                     holder.pid, holder.host, holder.silent_s, incarnation, pid, host)
+            log.info(
+                "region %s: member name %s is held by live incarnation %s (pid %s on %s, heard %.2fs ago); "
+                "join of incarnation %s (pid %s on %s) refused",
+                self._region,
+                name,
+                holder.incarnation,
+                holder.pid,
+                holder.host,
+                holder.silent_s,
+                incarnation,
+                pid,
+                host,
+            )
             return admission
         if admission.withheld and existing is not None:
-            log.info("region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
-                     "the broker's session timeout will", self._region, name,
-                     existing.kafka.member_id if existing.kafka is not None else None, admission.withheld)
-        self._records[name] = MemberInfo(name, identity, incarnation, now, pid, predecessor=admission.predecessor,
-                                        host=host)
+            log.info(
+                "region %s: not asking %s to remove its predecessor's consumer %s from the group (%s); "
+                "the broker's session timeout will",
+                self._region,
+                name,
+                existing.kafka.member_id if existing.kafka is not None else None,
+                admission.withheld,
+            )
+        self._records[name] = MemberInfo(
+            name, identity, incarnation, now, pid, predecessor=admission.predecessor, host=host
+        )
         return admission
 
-    def heartbeat(self, name: str, identity: bytes, incarnation: str, now: float,
-                  kafka: KafkaReport | None = None, kafka_invalid: str | None = None) -> bool:
+    def heartbeat(
+        self,
+        name: str,
+        identity: bytes,
+        incarnation: str,
+        now: float,
+        kafka: KafkaReport | None = None,
+        kafka_invalid: str | None = None,
+    ) -> bool:
         """Step 5. False when ``name`` is not a member or another incarnation holds it
         (the sender must join again). ``kafka_invalid``: why the heartbeat's report was
         ignored; logged when a member's reports turn invalid and when they are valid again
@@ -160,8 +201,13 @@ class MemberTable(Mapping[str, MemberInfo]):
         m.last_seen = now
         if kafka_invalid is not None:
             if m.kafka_invalid is None:
-                log.warning("region %s: member %s sent an invalid Kafka group report (%s); ignored: it counts as "
-                            "not reporting until a valid one", self._region, name, kafka_invalid)
+                log.warning(
+                    "region %s: member %s sent an invalid Kafka group report (%s); ignored: it counts as "
+                    "not reporting until a valid one",
+                    self._region,
+                    name,
+                    kafka_invalid,
+                )
             m.kafka, m.kafka_at, m.kafka_invalid = None, None, kafka_invalid
         elif kafka is not None:
             if m.kafka_invalid is not None:
@@ -179,8 +225,11 @@ class MemberTable(Mapping[str, MemberInfo]):
 
     def silent(self, now: float) -> list[tuple[str, float]]:
         """Step 6: (name, seconds silent) of the members not heard for ``member_timeout_s``."""
-        return [(m.name, now - m.last_seen) for m in list(self._records.values())
-                if now - m.last_seen > self._member_timeout_s]
+        return [
+            (m.name, now - m.last_seen)
+            for m in list(self._records.values())
+            if now - m.last_seen > self._member_timeout_s
+        ]
 
     def remove(self, name: str) -> bool:
         """Step 6; False when ``name`` was not a member."""
@@ -189,9 +238,13 @@ class MemberTable(Mapping[str, MemberInfo]):
     def status(self, now: float) -> dict[str, dict[str, Any]]:
         """The members as the region's status shows them."""
         return {
-            n: {"pid": m.pid, "incarnation": m.incarnation, "silent_s": round(now - m.last_seen, 3),
+            n: {
+                "pid": m.pid,
+                "incarnation": m.incarnation,
+                "silent_s": round(now - m.last_seen, 3),
                 "kafka": m.kafka.to_dict() if m.kafka is not None else None,
-                "kafka_invalid": m.kafka_invalid}
+                "kafka_invalid": m.kafka_invalid,
+            }
             for n, m in sorted(self._records.items())
         }
 

@@ -81,15 +81,17 @@ class AbsentCheckpoints:
     @classmethod
     def from_doc(cls, value: Any) -> AbsentCheckpoints:
         if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()
+        ):
             raise ValueError(f"stored absent_checkpoints {value!r} is not a map of member name to checkpoint id")
         return cls(dict(value))
 
     def get(self, name: str) -> int | None:
         return self.seqs.get(name)
 
-    def checkpoint_completed(self, previous: int | None, before: list[str],
-                             members: list[str]) -> list[tuple[str, int]]:
+    def checkpoint_completed(
+        self, previous: int | None, before: list[str], members: list[str]
+    ) -> list[tuple[str, int]]:
         """A checkpoint completed with ``members``; ``before`` took part in the
         ``previous`` one. Members of ``before`` that are not among ``members`` keep
         ``previous`` as their own; ``members`` are no longer absent. Returns the

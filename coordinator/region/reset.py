@@ -171,8 +171,9 @@ class ResetDrive:
         self._took_s = 0.0  # the duration of the rounds that last ended (step 5), for their RESUME (step 6)
 
     # ------------------------------------------------------------------ steps
-    def start(self, why: str, kind: ResetKind, members: Iterable[str], now: float,
-              *, rejoin: bool) -> RoundStart | RoundRefused:
+    def start(
+        self, why: str, kind: ResetKind, members: Iterable[str], now: float, *, rejoin: bool
+    ) -> RoundStart | RoundRefused:
         """Steps 2-3 for a cause ``kind`` with the awaited ``members``."""
         too_many = self._count(kind, now)
         if too_many is not None:
@@ -185,10 +186,13 @@ class ResetDrive:
             self._started_at = now
         if rejoin:
             self._pacing.rejoin_hinted(now)
-        return RoundStart(attempt, kind, f"attempt {attempt} ({kind.value}, consecutive "
-                                         f"{self.consecutive}, streak {self.streak}): {why}",
-                          tuple((name, self._command(name, attempt, rejoin)) for name in sorted(members)),
-                          now + self._config.reset_timeout_s)
+        return RoundStart(
+            attempt,
+            kind,
+            f"attempt {attempt} ({kind.value}, consecutive {self.consecutive}, streak {self.streak}): {why}",
+            tuple((name, self._command(name, attempt, rejoin)) for name in sorted(members)),
+            now + self._config.reset_timeout_s,
+        )
 
     def _count(self, kind: ResetKind, now: float) -> str | None:
         """Step 2: count one cause. A forced (rebalance) cause clears the consecutive
@@ -207,16 +211,24 @@ class ResetDrive:
                 self.streak = min(self.streak + 1, MAX_FAILURE_STREAK)
             self._last_failure_at = now
         if self.consecutive > self._config.max_consecutive_resets:
-            return (f"{self.consecutive - 1} consecutive resets did not bring the region "
-                    f"back (max {self._config.max_consecutive_resets})")
+            return (
+                f"{self.consecutive - 1} consecutive resets did not bring the region "
+                f"back (max {self._config.max_consecutive_resets})"
+            )
         return None
 
     def _command(self, name: str, attempt: int, rejoin: bool) -> RegionCommand:
         last = self._checkpoints.last_consistent
         if last is None:
             return ResetToInitial(attempt, rejoin=rejoin)
-        return Reset(last, attempt, self._checkpoints.members, self._checkpoints.offsets,
-                     self._checkpoints.own(name), rejoin=rejoin)
+        return Reset(
+            last,
+            attempt,
+            self._checkpoints.members,
+            self._checkpoints.offsets,
+            self._checkpoints.own(name),
+            rejoin=rejoin,
+        )
 
     def forced(self, now: float) -> None:
         """Step 1: a forced cause that starts no round (a round is running and the
@@ -269,10 +281,15 @@ class ResetDrive:
     def status(self, now: float) -> ResetStatus:
         """The reset part of the region's status (status.py)."""
         left = self.hold.left(now)
-        return ResetStatus(attempt=self.attempt, consecutive_resets=self.consecutive,
-                           max_consecutive_resets=self._config.max_consecutive_resets, resets=self.rounds,
-                           backoff_s=self.hold.length_s, backoff_left_s=None if left is None else round(left, 3),
-                           failure_streak=self.streak)
+        return ResetStatus(
+            attempt=self.attempt,
+            consecutive_resets=self.consecutive,
+            max_consecutive_resets=self._config.max_consecutive_resets,
+            resets=self.rounds,
+            backoff_s=self.hold.length_s,
+            backoff_left_s=None if left is None else round(left, 3),
+            failure_streak=self.streak,
+        )
 
 
 __all__ = ["ResetDrive", "RoundAnswered", "RoundEnd", "RoundRefused", "RoundStart"]

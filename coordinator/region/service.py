@@ -153,16 +153,22 @@ class RegionControllerService:
                 # Never start afresh: that would forget the last consistent checkpoint
                 # (sources back to their initial offsets, published output repeated).
                 # FAILED in memory only, the document kept for a coordinator that can read it.
-                reason = (f"the stored region document is unusable ({type(exc).__name__}: {exc}); the region is not "
-                          f"started afresh, which would repeat published output: run a coordinator version that "
-                          f"reads it, or start the pipeline under another --group")
+                reason = (
+                    f"the stored region document is unusable ({type(exc).__name__}: {exc}); the region is not "
+                    f"started afresh, which would repeat published output: run a coordinator version that "
+                    f"reads it, or start the pipeline under another --group"
+                )
                 log.error("region %s: %s", name, reason)
                 core = self.regions[name] = self._make_core(RegionConfig(name=name), None)
                 core.fail(reason, time.monotonic(), persist=False)
                 continue
-            log.info("region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
-                     name, self.regions[name].phase.value, self.regions[name].checkpoints.last_consistent,
-                     self.regions[name].known_members)
+            log.info(
+                "region %s restored: phase %s, last consistent checkpoint %s, members before restart %s",
+                name,
+                self.regions[name].phase.value,
+                self.regions[name].checkpoints.last_consistent,
+                self.regions[name].known_members,
+            )
 
     def on_tick(self, now: float) -> None:
         """Tick every region; a tick that raises fails THAT region (FAILED with the
@@ -211,8 +217,12 @@ class RegionControllerService:
             since = self._empty_since.setdefault(name, now)
             if now - since < expiry:
                 continue
-            log.info("region %s: no member for %.0fs (region expiry %.0fs): dropped with its state",
-                     name, now - since, expiry)
+            log.info(
+                "region %s: no member for %.0fs (region expiry %.0fs): dropped with its state",
+                name,
+                now - since,
+                expiry,
+            )
             self.server.store.put_document(NAMESPACE, name, None)
             self.server.mark_dirty()
             del self.regions[name]
@@ -237,12 +247,22 @@ class RegionControllerService:
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         """Loop thread, every metrics refresh: the regions' counters and gauges."""
         metrics.regions.update(
-            (RegionSample(name=name, phase=core.phase.value, last_consistent=core.checkpoints.last_consistent,
-                          checkpoints=core.cycles.completed, resets=core.resets.rounds,
-                          consecutive_resets=core.resets.consecutive, failed=core.phase is Phase.FAILED,
-                          members=len(core.members), failure_streak=core.resets.streak)
-             for name, core in self.regions.items()),
-            (phase.value for phase in Phase))
+            (
+                RegionSample(
+                    name=name,
+                    phase=core.phase.value,
+                    last_consistent=core.checkpoints.last_consistent,
+                    checkpoints=core.cycles.completed,
+                    resets=core.resets.rounds,
+                    consecutive_resets=core.resets.consecutive,
+                    failed=core.phase is Phase.FAILED,
+                    members=len(core.members),
+                    failure_streak=core.resets.streak,
+                )
+                for name, core in self.regions.items()
+            ),
+            (phase.value for phase in Phase),
+        )
 
     # ------------------------------------------------------------------ plumbing
     def _make_core(self, config: RegionConfig, doc: dict[str, Any] | None) -> RegionCore:
@@ -309,35 +329,42 @@ class RegionControllerService:
             limit = self.server.limits.max_regions
             if len(self.regions) >= limit:
                 raise self.server.limit_counter.exceeded(
-                    "max_regions", f"the coordinator holds {len(self.regions)} regions (limit {limit}); "
-                    f"region {msg.region!r} not created")
+                    "max_regions",
+                    f"the coordinator holds {len(self.regions)} regions (limit {limit}); "
+                    f"region {msg.region!r} not created",
+                )
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
         elif core.phase is Phase.FAILED:
             pass  # whatever its settings, the joiner is told the region FAILED and why
         elif config.index != core.config.index:
-            raise CrIndexMismatch(f"region {msg.region!r} has index {core.config.index}; "
-                                  f"member {msg.member!r} joined with {config.index}")
+            raise CrIndexMismatch(
+                f"region {msg.region!r} has index {core.config.index}; member {msg.member!r} joined with {config.index}"
+            )
         else:
             differ = core.config.same_settings(config)
             if differ:
-                raise Invalid(f"region {msg.region!r} already runs with other settings: {differ} "
-                              f"(have {[getattr(core.config, d) for d in differ]}, "
-                              f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
-                              f"start every member with the same region settings")
+                raise Invalid(
+                    f"region {msg.region!r} already runs with other settings: {differ} "
+                    f"(have {[getattr(core.config, d) for d in differ]}, "
+                    f"member {msg.member!r} sent {[getattr(config, d) for d in differ]}); "
+                    f"start every member with the same region settings"
+                )
         limit = self.server.limits.max_members_per_group
         if msg.member not in core.members and len(core.members) >= limit:
             raise self.server.limit_counter.exceeded(
-                "max_members_per_group", f"region {msg.region!r} has {len(core.members)} members (limit {limit}); "
-                f"{msg.member!r} not joined")
+                "max_members_per_group",
+                f"region {msg.region!r} has {len(core.members)} members (limit {limit}); {msg.member!r} not joined",
+            )
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
         if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
-            raise NotRegistered(f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region "
-                                f"{msg.region!r}: join again")
+            raise NotRegistered(
+                f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region {msg.region!r}: join again"
+            )
         return {"phase": core.phase.value, "last_consistent": core.checkpoints.last_consistent}
 
     def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
@@ -361,8 +388,17 @@ class RegionControllerService:
     def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
         core = self._known(msg.region, msg.member, msg.incarnation)
         self.server.store.touch(msg.region)  # retention activity of the region's group
-        core.ack(msg.member, CommandKind(msg.command), msg.seq, msg.attempt, msg.ok, msg.error, req.received, msg.offsets,
-                 rebalance=msg.rebalance)
+        core.ack(
+            msg.member,
+            CommandKind(msg.command),
+            msg.seq,
+            msg.attempt,
+            msg.ok,
+            msg.error,
+            req.received,
+            msg.offsets,
+            rebalance=msg.rebalance,
+        )
         return {"phase": core.phase.value}
 
     def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> dict[str, Any]:
@@ -373,6 +409,8 @@ class RegionControllerService:
     def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
         if msg.region is not None:
             self._core(msg.region)  # NOT_REGISTERED for an unknown region
-            return {"region": self._region_status(msg.region, time.monotonic()),
-                    "events": self.events.get(msg.region, [])[-50:]}
+            return {
+                "region": self._region_status(msg.region, time.monotonic()),
+                "events": self.events.get(msg.region, [])[-50:],
+            }
         return self.status()

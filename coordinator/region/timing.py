@@ -286,8 +286,12 @@ class CheckpointPacing:
             self._deferring_since = now
             log.info("region %s: checkpoint deferred: %s", self._config.name, why)
         if now - self._deferring_since >= self._config.rebalance_settle_max_s:
-            log.warning("region %s: group still not settled after %.1fs (%s); checkpointing anyway",
-                        self._config.name, now - self._deferring_since, why)
+            log.warning(
+                "region %s: group still not settled after %.1fs (%s); checkpointing anyway",
+                self._config.name,
+                now - self._deferring_since,
+                why,
+            )
             self._deferring_since = None
             return True
         return False
@@ -332,8 +336,11 @@ class ResetHold:
         """A reset cause, counted (``streak`` and ``consecutive`` after the count). Backoff steps 1-4."""
         if kind is ResetKind.FORCE:
             if self.length_s is not None:
-                log.info("region %s: a forced reset clears the backoff hold of %.2fs (step 3b)", self._config.name,
-                         self.length_s)
+                log.info(
+                    "region %s: a forced reset clears the backoff hold of %.2fs (step 3b)",
+                    self._config.name,
+                    self.length_s,
+                )
             self._clear()
         elif kind is ResetKind.FAILURE:
             self._restored_s = None
@@ -341,16 +348,26 @@ class ResetHold:
             if delay > 0:
                 self.until = max(self.until or 0.0, now + delay)
                 self.length_s = delay
-                log.info("region %s: failure %d of a failure streak (%d since the last progress, max %d): its RESUME "
-                         "waits %.2fs (backoff)", self._config.name, streak, consecutive,
-                         self._config.max_consecutive_resets, delay)
+                log.info(
+                    "region %s: failure %d of a failure streak (%d since the last progress, max %d): its RESUME "
+                    "waits %.2fs (backoff)",
+                    self._config.name,
+                    streak,
+                    consecutive,
+                    self._config.max_consecutive_resets,
+                    delay,
+                )
             else:  # the first failure of a streak: no hold (a restored one is dropped with the old streak)
                 self._clear()
         elif self._restored_s is not None:  # membership: the first round after a restart (backoff step 4)
             self.until, self.length_s = now + self._restored_s, self._restored_s
             self._restored_s = None
-            log.info("region %s: the first reset after a coordinator restart holds its RESUME %.2fs (the hold in "
-                     "force when the coordinator stopped)", self._config.name, self.length_s)
+            log.info(
+                "region %s: the first reset after a coordinator restart holds its RESUME %.2fs (the hold in "
+                "force when the coordinator stopped)",
+                self._config.name,
+                self.length_s,
+            )
 
     def left(self, now: float) -> float | None:
         """Seconds until the RESUME may be sent; None when it may be sent now."""

@@ -136,9 +136,7 @@ class ServiceStore(Protocol):
     through the server, never before. A write that raises (ValueError or
     TypeError naming the bad input, ``RegionIndexMismatch``) changed nothing."""
 
-    def put_initial_offsets(
-        self, group: str, offsets: Mapping[tuple[str, int], int]
-    ) -> dict[tuple[str, int], int]:
+    def put_initial_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Put-if-absent of control variables; returns the effective value of every key.
         `group` is a name; keys are (topic, partition) with bounded ints."""
         ...
@@ -272,7 +270,6 @@ class ServerApi(Protocol):
     def status_snapshot(self) -> dict[str, Any]:
         """What the ``status`` reply and HTTP ``/status`` report (loop thread only)."""
         ...
-
 
 
 def attached(server: ServerApi | None, service: str) -> ServerApi:

@@ -62,4 +62,3 @@ def status_snapshot(
         for status in service_statuses:
             out.update(status())
     return out
-

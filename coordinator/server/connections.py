@@ -139,9 +139,13 @@ class ConnectionLimiter:
     def __init__(self, sock: zmq.Socket[bytes], limits: ConnectionLimits, metrics: ConnectionMetrics | None) -> None:
         self.limit = limits.effective_limit()
         if self.limit < limits.max_connections:
-            log.warning("connection limit %d lowered to %d: the file descriptor limit is %d (reserve %d)",
-                        limits.max_connections, self.limit, resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                        FD_RESERVE)
+            log.warning(
+                "connection limit %d lowered to %d: the file descriptor limit is %d (reserve %d)",
+                limits.max_connections,
+                self.limit,
+                resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                FD_RESERVE,
+            )
         self._sock = sock
         self._limits = limits
         self._metrics = metrics
@@ -159,8 +163,9 @@ class ConnectionLimiter:
             self._local = (socket.AF_INET, int(rest.rpartition(":")[2]))
         elif scheme == "ipc":
             self._local = (socket.AF_UNIX, rest)
-        log.info("%s: at most %d connections, handshake timeout %gs", endpoint, self.limit,
-                 self._limits.handshake_timeout_s)
+        log.info(
+            "%s: at most %d connections, handshake timeout %gs", endpoint, self.limit, self._limits.handshake_timeout_s
+        )
 
     def on_events(self) -> None:
         """Read the queued monitor events, then shut down connections over the limit."""

@@ -104,11 +104,17 @@ class RegionMetrics:
         self._checkpoint_seconds = Histogram(
             "crkafka_region_checkpoint_duration_seconds",
             "Duration of a checkpoint round, from the drain command to the checkpoint being consistent",
-            ["region"], buckets=REGION_DURATION_BUCKETS, registry=registry)
+            ["region"],
+            buckets=REGION_DURATION_BUCKETS,
+            registry=registry,
+        )
         self._reset_seconds = Histogram(
             "crkafka_region_reset_duration_seconds",
             "Duration of a reset, from its first cause to every member having reset",
-            ["region"], buckets=REGION_DURATION_BUCKETS, registry=registry)
+            ["region"],
+            buckets=REGION_DURATION_BUCKETS,
+            registry=registry,
+        )
         registry.register(self)
 
     def update(self, samples: Iterable[RegionSample], phases: Iterable[str]) -> None:
@@ -135,20 +141,29 @@ class RegionMetrics:
 
     def collect(self) -> Iterator[Metric]:
         samples = self._samples
-        phase = GaugeMetricFamily("crkafka_region_phase", "1 for the region's current phase, 0 for the others",
-                                  labels=["region", "phase"])
+        phase = GaugeMetricFamily(
+            "crkafka_region_phase", "1 for the region's current phase, 0 for the others", labels=["region", "phase"]
+        )
         families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
-            "last": GaugeMetricFamily("crkafka_region_last_consistent_checkpoint",
-                                      "Sequence number of the last consistent checkpoint (-1: none yet)",
-                                      labels=["region"]),
-            "checkpoints": CounterMetricFamily("crkafka_region_checkpoints", "Checkpoints that became consistent",
-                                               labels=["region"]),
+            "last": GaugeMetricFamily(
+                "crkafka_region_last_consistent_checkpoint",
+                "Sequence number of the last consistent checkpoint (-1: none yet)",
+                labels=["region"],
+            ),
+            "checkpoints": CounterMetricFamily(
+                "crkafka_region_checkpoints", "Checkpoints that became consistent", labels=["region"]
+            ),
             "resets": CounterMetricFamily("crkafka_region_resets", "Reset rounds started", labels=["region"]),
-            "consecutive": GaugeMetricFamily("crkafka_region_consecutive_resets",
-                                             "Failure resets since the region last made progress", labels=["region"]),
-            "streak": GaugeMetricFamily("crkafka_region_failure_streak",
-                                        "Failure resets in a row, each within failure_memory_s of the previous "
-                                        "(drives the backoff hold)", labels=["region"]),
+            "consecutive": GaugeMetricFamily(
+                "crkafka_region_consecutive_resets",
+                "Failure resets since the region last made progress",
+                labels=["region"],
+            ),
+            "streak": GaugeMetricFamily(
+                "crkafka_region_failure_streak",
+                "Failure resets in a row, each within failure_memory_s of the previous (drives the backoff hold)",
+                labels=["region"],
+            ),
             "failed": GaugeMetricFamily("crkafka_region_failed", "1 when the region is FAILED", labels=["region"]),
             "members": GaugeMetricFamily("crkafka_region_members", "Members joined", labels=["region"]),
         }
@@ -186,19 +201,24 @@ class CoordinatorMetrics:
         self.log_bytes = Gauge(p + "log_bytes", "Size of the durable log", registry=r)
         self.compactions = Counter(p + "compactions", "Log compactions done by this process", registry=r)
         self._compactions_seen = 0
-        self.limit_rejections = Counter(p + "limit_rejections", "Requests refused by a resource limit, by limit",
-                                        ["limit"], registry=r)
-        self.load_seconds = Gauge(p + "load_duration_seconds", "Time the start-up replay of the log took",
-                                  registry=r)
+        self.limit_rejections = Counter(
+            p + "limit_rejections", "Requests refused by a resource limit, by limit", ["limit"], registry=r
+        )
+        self.load_seconds = Gauge(p + "load_duration_seconds", "Time the start-up replay of the log took", registry=r)
         self.connections = Gauge(p + "connections", "Open client connections on the ZeroMQ socket", registry=r)
         self.connection_limit = Gauge(
-            p + "max_connections", "Connections accepted at most (--max-connections, capped by the fd limit)",
-            registry=r)
+            p + "max_connections",
+            "Connections accepted at most (--max-connections, capped by the fd limit)",
+            registry=r,
+        )
         self.connections_refused = Counter(
-            p + "connections_refused", "Connections closed because the connection limit was reached", registry=r)
+            p + "connections_refused", "Connections closed because the connection limit was reached", registry=r
+        )
         self.http_refused = Counter(
             p + "http_connections_refused",
-            "HTTP connections closed because MAX_HTTP_CONNECTIONS were being served", registry=r)
+            "HTTP connections closed because MAX_HTTP_CONNECTIONS were being served",
+            registry=r,
+        )
         self.regions = RegionMetrics(r)
 
     def count_request(self, msg_type: str) -> None:
@@ -263,8 +283,9 @@ class HttpEndpoint:
             raise OSError(f"cannot serve HTTP on {address}: {exc}") from exc
         self._httpd.daemon_threads = True
         self.address = f"{self._httpd.server_address[0]}:{self._httpd.server_address[1]}"  # type: ignore[str-bytes-safe]  # AF_INET: str
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
-                                        name=f"coordinator-http-{self._httpd.server_address[1]}")
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, daemon=True, name=f"coordinator-http-{self._httpd.server_address[1]}"
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -317,8 +338,9 @@ class _BoundedHTTPServer(ThreadingHTTPServer):
     #: against MAX_HTTP_CONNECTIONS) instead of trickling in by SYN retries.
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 metrics: CoordinatorMetrics) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], metrics: CoordinatorMetrics
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, handler)
         self._slots = threading.BoundedSemaphore(MAX_HTTP_CONNECTIONS)
@@ -363,8 +385,11 @@ def _make_handler(endpoint: HttpEndpoint) -> type[BaseHTTPRequestHandler]:
                 self._send(200 if ok else 503, "text/plain", f"{why}\n".encode())
             elif path == "/ready":
                 ready = endpoint.ready()
-                self._send(200 if ready else 503, "text/plain",
-                           b"ready\n" if ready else b"not ready: replaying the durable log\n")
+                self._send(
+                    200 if ready else 503,
+                    "text/plain",
+                    b"ready\n" if ready else b"not ready: replaying the durable log\n",
+                )
             else:
                 self._send(404, "text/plain", b"not found: try /, /status, /metrics, /healthz or /ready\n")
 

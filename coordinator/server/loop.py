@@ -123,8 +123,9 @@ class CoordinatorServer:
         limits: Limits | None = None,
     ) -> None:
         if not MIN_FRAME_LIMIT_BYTES <= max_frame_bytes <= MAX_FRAME_LIMIT_BYTES:
-            raise ValueError(f"max_frame_bytes must be in {MIN_FRAME_LIMIT_BYTES}..{MAX_FRAME_LIMIT_BYTES}, "
-                             f"got {max_frame_bytes}")
+            raise ValueError(
+                f"max_frame_bytes must be in {MIN_FRAME_LIMIT_BYTES}..{MAX_FRAME_LIMIT_BYTES}, got {max_frame_bytes}"
+            )
         self.store = store
         self.bind_address = bind
         self.max_frame_bytes = max_frame_bytes

@@ -24,8 +24,15 @@ MAX_ROWS = 500
 #: Recent checkpoints shown per region (the controller keeps more; /status has them all).
 CHECKPOINTS_SHOWN = 3
 #: Phases with a colour of their own; any other value is shown uncoloured.
-_PHASE_CLASSES = {"RUNNING": "ok", "DRAINING": "busy", "CHECKPOINTING": "busy", "RESETTING": "warn",
-                  "BACKOFF": "warn", "WAITING": "warn", "FAILED": "bad"}
+_PHASE_CLASSES = {
+    "RUNNING": "ok",
+    "DRAINING": "busy",
+    "CHECKPOINTING": "busy",
+    "RESETTING": "warn",
+    "BACKOFF": "warn",
+    "WAITING": "warn",
+    "FAILED": "bad",
+}
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1d2330;background:#f6f7f9}
@@ -63,8 +70,11 @@ def _html_table(headers: list[str], trs: list[str], empty: str, limit: int = MAX
     if not trs:
         return f'<p class="none">{html.escape(empty)}</p>'
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    more = (f'<p class="meta">{len(trs) - limit} more rows: see <a href="/status">/status</a>.</p>'
-            if len(trs) > limit else "")
+    more = (
+        f'<p class="meta">{len(trs) - limit} more rows: see <a href="/status">/status</a>.</p>'
+        if len(trs) > limit
+        else ""
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(trs[:limit])}</tbody></table>{more}"
 
 
@@ -86,83 +96,135 @@ def render_page(snap: dict[str, Any]) -> bytes:
     """The whole page for one status snapshot (as ``builtin.status_snapshot`` builds it)."""
     regions: dict[str, dict[str, Any]] = snap.get("regions", {})
     parts = [
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{REFRESH_S}">',
         "<title>crkafka coordinator status</title>",
         f"<style>{_STYLE}</style></head><body>",
         "<h1>crkafka coordinator</h1>",
         f'<p class="meta">{_e(snap.get("endpoint"))} &middot; '
-        f'{"log replayed, serving" if snap.get("loaded") else "replaying the log (not ready)"} &middot; '
-        f'up {_e(snap.get("uptime_s"))} s &middot; page generated {_when(time.time())}, '
+        f"{'log replayed, serving' if snap.get('loaded') else 'replaying the log (not ready)'} &middot; "
+        f"up {_e(snap.get('uptime_s'))} s &middot; page generated {_when(time.time())}, "
         f"reloads every {REFRESH_S} s</p>",
     ]
 
     parts.append(f"<h2>Regions ({len(regions)})</h2>")
     body = []
     for name, r in sorted(regions.items())[:MAX_ROWS]:
-        body.append("<tr>" + "".join([
-            _name(name), _phase(r.get("phase")), _td(r.get("last_consistent"), True), _td(r.get("checkpoints"), True),
-            _td(r.get("resets"), True), _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
-            _td(r.get("failure_streak"), True), _td(len(r.get("members", {})), True)]) + "</tr>")
+        body.append(
+            "<tr>"
+            + "".join(
+                [
+                    _name(name),
+                    _phase(r.get("phase")),
+                    _td(r.get("last_consistent"), True),
+                    _td(r.get("checkpoints"), True),
+                    _td(r.get("resets"), True),
+                    _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
+                    _td(r.get("failure_streak"), True),
+                    _td(len(r.get("members", {})), True),
+                ]
+            )
+            + "</tr>"
+        )
         if r.get("failed_reason"):
             body.append(f'<tr class="why"><td colspan="8">why FAILED: {_e(r.get("failed_reason"))}</td></tr>')
-    headers = ["region", "phase", "last consistent checkpoint", "checkpoints", "resets", "consecutive resets",
-               "failure streak", "members"]
+    headers = [
+        "region",
+        "phase",
+        "last consistent checkpoint",
+        "checkpoints",
+        "resets",
+        "consecutive resets",
+        "failure streak",
+        "members",
+    ]
     # at most MAX_ROWS regions, each with its FAILED reason row
     parts.append(_html_table(headers, body, "No region has joined yet.", limit=2 * MAX_ROWS))
     if len(regions) > MAX_ROWS:
         parts.append(f'<p class="meta">{len(regions) - MAX_ROWS} more regions: see <a href="/status">/status</a>.</p>')
 
     rows = [
-        [_name(name), _name(member), _td(info.get("pid"), True), _td(info.get("silent_s"), True),
-         _td((info.get("kafka") or {}).get("generation"), True)]
-        for name, r in sorted(regions.items()) for member, info in sorted(r.get("members", {}).items())
+        [
+            _name(name),
+            _name(member),
+            _td(info.get("pid"), True),
+            _td(info.get("silent_s"), True),
+            _td((info.get("kafka") or {}).get("generation"), True),
+        ]
+        for name, r in sorted(regions.items())
+        for member, info in sorted(r.get("members", {}).items())
     ]
     parts.append(f"<h2>Members ({len(rows)})</h2>")
     parts.append(_table(["region", "member", "pid", "silent (s)", "Kafka generation"], rows, "No members."))
 
     parts.append("<h2>Recent checkpoints</h2>")
-    rows = [[_name(name), _td(c.get("seq"), True), f"<td class=\"t\">{_when(c.get('t'))}</td>"]
-            for name, r in sorted(regions.items()) for c in r.get("recent_checkpoints", [])[:CHECKPOINTS_SHOWN]]
+    rows = [
+        [_name(name), _td(c.get("seq"), True), f'<td class="t">{_when(c.get("t"))}</td>']
+        for name, r in sorted(regions.items())
+        for c in r.get("recent_checkpoints", [])[:CHECKPOINTS_SHOWN]
+    ]
     parts.append(_table(["region", "checkpoint", "consistent at"], rows, "No checkpoint completed yet."))
     if any(len(r.get("recent_checkpoints", [])) > CHECKPOINTS_SHOWN for r in regions.values()):
-        parts.append(f'<p class="meta">The newest {CHECKPOINTS_SHOWN} per region; '
-                     '<a href="/status">/status</a> has more.</p>')
+        parts.append(
+            f'<p class="meta">The newest {CHECKPOINTS_SHOWN} per region; <a href="/status">/status</a> has more.</p>'
+        )
 
     parts.append("<h2>Recent resets</h2>")
-    rows = [[_name(name), f"<td class=\"t\">{_when(x.get('t'))}</td>", _td(x.get("why"))]
-            for name, r in sorted(regions.items()) for x in r.get("recent_resets", [])]
+    rows = [
+        [_name(name), f'<td class="t">{_when(x.get("t"))}</td>', _td(x.get("why"))]
+        for name, r in sorted(regions.items())
+        for x in r.get("recent_resets", [])
+    ]
     parts.append(_table(["region", "started at", "why"], rows, "No reset since the coordinator started."))
 
     parts.append("<h2>Lag</h2>")
-    parts.append("<p>The coordinator does not read Kafka. Per-partition committed offset and consumer lag are "
-                 "served by each member's <code>/metrics</code> endpoint (<code>--metrics-port</code>), and "
-                 "<code>crkafka status --coordinator ENDPOINT --bootstrap HOST:PORT</code> reads them from the "
-                 "broker.</p>")
+    parts.append(
+        "<p>The coordinator does not read Kafka. Per-partition committed offset and consumer lag are "
+        "served by each member's <code>/metrics</code> endpoint (<code>--metrics-port</code>), and "
+        "<code>crkafka status --coordinator ENDPOINT --bootstrap HOST:PORT</code> reads them from the "
+        "broker.</p>"
+    )
 
     groups: dict[str, dict[str, Any]] = snap.get("groups", {})
     parts.append(f"<h2>Registered groups ({len(groups)})</h2>")
-    rows = [[_name(g), _td(v.get("region_index"), True), _td(", ".join(map(str, v.get("members", [])))),
-             _td("yes" if v.get("reset_pending") else "no"), _td(v.get("control_variables"), True)]
-            for g, v in sorted(groups.items())]
-    parts.append(_table(["group", "region index", "members", "reset pending", "control variables"], rows,
-                        "No registered group."))
+    rows = [
+        [
+            _name(g),
+            _td(v.get("region_index"), True),
+            _td(", ".join(map(str, v.get("members", [])))),
+            _td("yes" if v.get("reset_pending") else "no"),
+            _td(v.get("control_variables"), True),
+        ]
+        for g, v in sorted(groups.items())
+    ]
+    parts.append(
+        _table(["group", "region index", "members", "reset pending", "control variables"], rows, "No registered group.")
+    )
     merges = snap.get("merges", [])
     parts.append(f"<h2>Pending checkpoint merges ({len(merges)})</h2>")
-    rows = [[_name(m.get("group")), _td(m.get("seq"), True), _td(m.get("attempt"), True),
-             _td(f"{len(m.get('contributors', []))}/{m.get('n_contributors')}"), _td(m.get("age_s"), True)]
-            for m in merges]
+    rows = [
+        [
+            _name(m.get("group")),
+            _td(m.get("seq"), True),
+            _td(m.get("attempt"), True),
+            _td(f"{len(m.get('contributors', []))}/{m.get('n_contributors')}"),
+            _td(m.get("age_s"), True),
+        ]
+        for m in merges
+    ]
     parts.append(_table(["group", "checkpoint", "attempt", "contributions", "age (s)"], rows, "None."))
 
     parts.append("<h2>Limits and rejections</h2>")
     rejections: dict[str, Any] = snap.get("limit_rejections", {})
-    rows = [[_td(k), _td(v, True), _td(rejections.get(k, 0), True)]
-            for k, v in sorted(snap.get("limits", {}).items())]
-    rows += [[_td(k), _td(None), _td(v, True)] for k, v in sorted(rejections.items())
-             if k not in snap.get("limits", {})]
+    rows = [[_td(k), _td(v, True), _td(rejections.get(k, 0), True)] for k, v in sorted(snap.get("limits", {}).items())]
+    rows += [
+        [_td(k), _td(None), _td(v, True)] for k, v in sorted(rejections.items()) if k not in snap.get("limits", {})
+    ]
     parts.append(_table(["limit", "value", "requests refused"], rows, "No limits reported."))
 
-    parts.append('<p class="meta">Machine-readable: <a href="/status">/status</a> (JSON) &middot; '
-                 '<a href="/metrics">/metrics</a> (Prometheus) &middot; <a href="/healthz">/healthz</a> &middot; '
-                 '<a href="/ready">/ready</a></p></body></html>\n')
+    parts.append(
+        '<p class="meta">Machine-readable: <a href="/status">/status</a> (JSON) &middot; '
+        '<a href="/metrics">/metrics</a> (Prometheus) &middot; <a href="/healthz">/healthz</a> &middot; '
+        '<a href="/ready">/ready</a></p></body></html>\n'
+    )
     return "".join(parts).encode("utf-8")

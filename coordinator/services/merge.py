@@ -145,7 +145,8 @@ class MergeService:
             if msg.operator not in done[1]:
                 raise MergeClosed(
                     f"merge {key} completed with contributors {done[1][:20]} without {msg.operator!r}; "
-                    f"its map does not cover this member's partitions: reset again with a new attempt")
+                    f"its map does not cover this member's partitions: reset again with a new attempt"
+                )
             return protocol.merge_reply(done[0], done[1])
         self._check_contributors(msg)
         pending = self._pending.get(key)
@@ -172,16 +173,22 @@ class MergeService:
         recorded, this operator among them and their number."""
         limits = self.server.limits
         if msg.n_contributors > limits.max_members_per_group:
-            raise Invalid(f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
-                          f"{limits.max_members_per_group}")
+            raise Invalid(
+                f"n_contributors {msg.n_contributors} exceeds the members-per-group limit "
+                f"{limits.max_members_per_group}"
+            )
         fixed = self._registry.fixed_members(msg.group, msg.seq)
         if fixed is not None:
             if msg.operator not in fixed:
-                raise Invalid(f"operator {msg.operator!r} is not among the {len(fixed)} members recorded for "
-                              f"checkpoint {msg.seq} of group {msg.group!r}: it has no share in that checkpoint")
+                raise Invalid(
+                    f"operator {msg.operator!r} is not among the {len(fixed)} members recorded for "
+                    f"checkpoint {msg.seq} of group {msg.group!r}: it has no share in that checkpoint"
+                )
             if msg.n_contributors != len(fixed):
-                raise Invalid(f"n_contributors {msg.n_contributors} from {msg.operator!r} differs from the "
-                              f"{len(fixed)} members recorded for checkpoint {msg.seq} of group {msg.group!r}")
+                raise Invalid(
+                    f"n_contributors {msg.n_contributors} from {msg.operator!r} differs from the "
+                    f"{len(fixed)} members recorded for checkpoint {msg.seq} of group {msg.group!r}"
+                )
 
     def _check_room(self, key: MergeKey, msg: protocol.MergeCheckpoint, pending: _Pending | None) -> tuple[int, int]:
         """The pending-merge limits (count, bytes) and the first contributor's count;
@@ -191,7 +198,8 @@ class MergeService:
         if pending is None:
             if len(self._pending) >= limits.max_pending_merges:
                 raise server.limit_counter.exceeded(
-                    "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})")
+                    "max_pending_merges", f"{len(self._pending)} merges are pending (limit {limits.max_pending_merges})"
+                )
         elif pending.n != msg.n_contributors:
             raise Invalid(
                 f"merge {key}: n_contributors {msg.n_contributors} from {msg.operator!r} differs from "
@@ -203,7 +211,8 @@ class MergeService:
             raise server.limit_counter.exceeded(
                 "max_pending_merge_bytes",
                 f"pending merges hold ~{self._pending_bytes} bytes; this contribution (~{size}) would exceed "
-                f"the limit of {limits.max_pending_merge_bytes}")
+                f"the limit of {limits.max_pending_merge_bytes}",
+            )
         return size, replaced
 
     def _drop_pending(self, key: MergeKey) -> _Pending:
@@ -216,7 +225,9 @@ class MergeService:
         merged, conflicts = merge_maps(pending.contributions)
         names = sorted(pending.contributions)
         if conflicts:
-            log.warning("merge %s: %d partitions reported by several members; kept the minimum offset", pending.key, conflicts)
+            log.warning(
+                "merge %s: %d partitions reported by several members; kept the minimum offset", pending.key, conflicts
+            )
         body = protocol.merge_reply(merged, names)
         for _, timer in pending.waiters.values():
             timer.cancel()

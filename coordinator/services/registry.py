@@ -143,8 +143,13 @@ class RegistryService:
                 return
             del self._leases[(group, operator)]
             if operator in self.store.members(group):
-                log.warning("group %s: operator %s sent nothing naming it for %.0fs (lease %.0fs): unregistered",
-                            group, operator, now - seen, lease)
+                log.warning(
+                    "group %s: operator %s sent nothing naming it for %.0fs (lease %.0fs): unregistered",
+                    group,
+                    operator,
+                    now - seen,
+                    lease,
+                )
                 self.store.unregister_member(group, operator)
                 self.server.mark_dirty()
 
@@ -161,7 +166,8 @@ class RegistryService:
         held = self.store.stats()["groups"]
         if held >= limit:
             raise self.server.limit_counter.exceeded(
-                "max_groups", f"the coordinator holds {held} groups (limit {limit}); group {group!r} not created")
+                "max_groups", f"the coordinator holds {held} groups (limit {limit}); group {group!r} not created"
+            )
 
     def _on_register(self, req: Request, msg: protocol.Register) -> dict[str, Any]:
         members = self.store.members(msg.group)
@@ -172,7 +178,8 @@ class RegistryService:
                 raise self.server.limit_counter.exceeded(
                     "max_members_per_group",
                     f"group {msg.group!r} has {len(members)} registered names (limit {limit}); "
-                    f"{msg.operator!r} not registered")
+                    f"{msg.operator!r} not registered",
+                )
         try:
             names = self.store.register_member(msg.group, msg.region_index, msg.operator)
         except RegionIndexMismatch as exc:
@@ -307,7 +314,8 @@ class ControlVariablesService:
         if held + new > limit:
             raise self.server.limit_counter.exceeded(
                 "max_control_variables_per_group",
-                f"group {msg.group!r} holds {held} control variables; {new} more would exceed the limit of {limit}")
+                f"group {msg.group!r} holds {held} control variables; {new} more would exceed the limit of {limit}",
+            )
 
     def _on_get(self, req: Request, msg: protocol.GetInitialOffsets) -> dict[str, Any]:
         store = self.server.store

@@ -195,7 +195,6 @@ class Compaction:
             self._rewrite.abort()
 
 
-
 def delete_segment(path: Path) -> threading.Thread:
     """Unlink a superseded segment in a thread (owned and joined by the store).
 

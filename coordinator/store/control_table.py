@@ -339,9 +339,7 @@ def _live(buf: Offsets) -> int:
     return len(arr) - arr.count(ABSENT)
 
 
-def iter_snapshot(
-    snap: Snapshot, max_entries: int
-) -> Iterator[tuple[str, str, list[int], list[int]]]:
+def iter_snapshot(snap: Snapshot, max_entries: int) -> Iterator[tuple[str, str, list[int], list[int]]]:
     """(group, topic, partitions, offsets) chunks of at most max_entries live entries."""
     for group, topics in snap.items():
         for topic, shared in topics.items():

@@ -144,8 +144,13 @@ class Expiry:
             n, drop_registry = tombstoned
             groups += 1
             expired += n
-            log.debug("retention: group %r idle since %.0f: tombstoning %d control variables%s",
-                      group, last, n, " and its registry entry" if drop_registry else "")
+            log.debug(
+                "retention: group %r idle since %.0f: tombstoning %d control variables%s",
+                group,
+                last,
+                n,
+                " and its registry entry" if drop_registry else "",
+            )
         # The activity of groups touched since the last record (reads, heartbeats) rides
         # on the next request's record; written here too, so that even a group that is
         # only read has its activity on disk within one expiry interval.
@@ -161,8 +166,13 @@ class Expiry:
                 tables.activity.pop(group, None)
                 tables.dirty_activity.discard(group)
         if groups:
-            log.info("retention: %d groups idle for more than %.0f s: tombstoned %d control variables "
-                     "in %d records", groups, self._retention_s, expired, batcher.records)
+            log.info(
+                "retention: %d groups idle for more than %.0f s: tombstoned %d control variables in %d records",
+                groups,
+                self._retention_s,
+                expired,
+                batcher.records,
+            )
         return expired
 
 
@@ -222,8 +232,9 @@ class Maintenance:
         except Exception:
             self._expire_failures += 1
             delay = self._expire_backoff.failed(wall)
-            log.exception("retention expiry failed (%d in a row); retrying in %.0f s",
-                          self._expire_backoff.failures, delay)
+            log.exception(
+                "retention expiry failed (%d in a row); retrying in %.0f s", self._expire_backoff.failures, delay
+            )
             return 0
         self._expire_backoff.succeeded()
         return expired
@@ -292,15 +303,25 @@ class Maintenance:
             tables.control.release_snapshot()
             raise
         self._note_pause(time.perf_counter() - t0)
-        log.info("compaction started: %d bytes, %d entries (%d live)",
-                 self._log.size, self._counters.entries, tables.live_entries())
+        log.info(
+            "compaction started: %d bytes, %d entries (%d live)",
+            self._log.size,
+            self._counters.entries,
+            tables.live_entries(),
+        )
 
     def _note_compaction_failure(self, exc: BaseException, what: str) -> None:
         self._compaction_failures += 1
         self._last_compaction_error = exc
         delay = self._compact_backoff.failed(self._clock())
-        log.error("%s (%d in a row; the old segment stays in use): %s; next attempt in %.0f s or later",
-                  what, self._compact_backoff.failures, exc, delay, exc_info=exc)
+        log.error(
+            "%s (%d in a row; the old segment stays in use): %s; next attempt in %.0f s or later",
+            what,
+            self._compact_backoff.failures,
+            exc,
+            delay,
+            exc_info=exc,
+        )
 
     def _finish_compaction(self) -> bool:
         job, self.compaction = self.compaction, None
@@ -329,9 +350,16 @@ class Maintenance:
         self._compact_backoff.succeeded()
         pause = time.perf_counter() - t0
         self._note_pause(pause)
-        log.info("compaction done in %.3f s: %d -> %d bytes, %d entries in records of at most %d bytes; "
-                 "switch paused the caller %.1f ms", time.perf_counter() - job.started, before, self._log.size,
-                 counters.entries, job.largest_record, pause * 1e3)
+        log.info(
+            "compaction done in %.3f s: %d -> %d bytes, %d entries in records of at most %d bytes; "
+            "switch paused the caller %.1f ms",
+            time.perf_counter() - job.started,
+            before,
+            self._log.size,
+            counters.entries,
+            job.largest_record,
+            pause * 1e3,
+        )
         return True
 
     def join_deleter(self) -> None:

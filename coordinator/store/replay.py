@@ -91,8 +91,14 @@ class Replay:
         log.info(
             "loaded %s: %d records, %d entries, %d bytes in %.3f s (%d control variables, %d groups, "
             "%d truncated bytes)",
-            recovery.path, report.records, report.entries, report.bytes, report.seconds,
-            len(tables.control), len(tables.groups), report.truncated_bytes,
+            recovery.path,
+            report.records,
+            report.entries,
+            report.bytes,
+            report.seconds,
+            len(tables.control),
+            len(tables.groups),
+            report.truncated_bytes,
         )
         return report
 

@@ -83,9 +83,7 @@ _NO_TOPIC_YET = object()
 
 class RegionIndexMismatch(Exception):
     def __init__(self, group: str, expected: int, got: int) -> None:
-        super().__init__(
-            f"group {group!r} is registered with consistent-region index {expected}, not {got}"
-        )
+        super().__init__(f"group {group!r} is registered with consistent-region index {expected}, not {got}")
         self.group, self.expected, self.got = group, expected, got
 
 
@@ -185,7 +183,9 @@ class StateStore:
             raise RuntimeError("StateStore is closed")
 
     def put_initial_offsets(  # noqa: C901 - the write path's per-partition loop, inline on purpose (bench_store)
-        self, group: str, offsets: Mapping[tuple[str, int], int],
+        self,
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
     ) -> dict[tuple[str, int], int]:
         """Put-if-absent: store the keys not yet set; return the effective value of every key.
 
@@ -339,7 +339,9 @@ class StateStore:
 
     def _expire(self, now: float) -> int:
         """One retention pass (`Expiry`): the groups idle since before ``now - retention_s``."""
-        return Expiry(self._tables, self._writer.append_payload, clock=self._clock, retention_s=self.retention_s).run(now)
+        return Expiry(self._tables, self._writer.append_payload, clock=self._clock, retention_s=self.retention_s).run(
+            now
+        )
 
     def maybe_compact(self) -> bool:
         """Start a due compaction or finish a done one (`Maintenance.maybe_compact`)."""

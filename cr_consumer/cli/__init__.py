@@ -1,2 +1,1 @@
-"""``crkafka``: the project's command-line tool (``main``) and its sub-commands.
-"""
+"""``crkafka``: the project's command-line tool (``main``) and its sub-commands."""

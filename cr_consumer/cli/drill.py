@@ -48,34 +48,66 @@ def _bootstrap(text: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", required=True, choices=(*SCENARIOS, "all"),
-                        help="the fault to inject ('all' runs every scenario)")
+    parser.add_argument(
+        "--scenario", required=True, choices=(*SCENARIOS, "all"), help="the fault to inject ('all' runs every scenario)"
+    )
     parser.add_argument("--members", type=positive_int, default=3, help="member processes (default 3)")
     parser.add_argument("--partitions", type=positive_int, default=8, help="input partitions (default 8)")
     parser.add_argument("--messages", type=positive_int, default=200_000, help="records to produce (default 200000)")
-    parser.add_argument("--bootstrap", type=_bootstrap, default=None,
-                        help=f"Kafka bootstrap servers (default ${ENV_BOOTSTRAP}, else an embedded broker)")
-    parser.add_argument("--out", default="drill-out", help="directory for outputs, reports and plots (default drill-out)")
+    parser.add_argument(
+        "--bootstrap",
+        type=_bootstrap,
+        default=None,
+        help=f"Kafka bootstrap servers (default ${ENV_BOOTSTRAP}, else an embedded broker)",
+    )
+    parser.add_argument(
+        "--out", default="drill-out", help="directory for outputs, reports and plots (default drill-out)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed in the report)")
-    parser.add_argument("--rate", type=_non_negative_float, default=0.0,
-                        help="production rate in records/s (default 0: as fast as possible)")
-    parser.add_argument("--period", type=duration, default=2.0,
-                        help="checkpoint period, a duration (default 2s; see docs/drills.md on 1 s and group joins)")
-    parser.add_argument("--pause", type=duration, default=PAUSE_S,
-                        help=f"length of the pause-* scenarios' SIGSTOP, a duration (default {PAUSE_S:g}s)")
-    parser.add_argument("--session-timeout-ms", type=positive_int, default=6000,
-                        help="Kafka session.timeout.ms of the members (default 6000)")
-    parser.add_argument("--eager", action="store_true",
-                        help="members rebalance eagerly (partition.assignment.strategy=range,roundrobin; "
-                             "default: the runtime's cooperative-sticky)")
-    parser.add_argument("--timeout", type=duration, default=None,
-                        help="bound on one drill, a duration (default 120s + messages/2000 s)")
-    parser.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
-                        help="the members' Kafka client library (default kafka-python; librdkafka needs the "
-                             "[librdkafka] extra)")
-    parser.add_argument("--no-standby", action="store_true",
-                        help="the runner keeps no warm standby member process: restarts start cold "
-                             "(crkafka run --no-standby)")
+    parser.add_argument(
+        "--rate",
+        type=_non_negative_float,
+        default=0.0,
+        help="production rate in records/s (default 0: as fast as possible)",
+    )
+    parser.add_argument(
+        "--period",
+        type=duration,
+        default=2.0,
+        help="checkpoint period, a duration (default 2s; see docs/drills.md on 1 s and group joins)",
+    )
+    parser.add_argument(
+        "--pause",
+        type=duration,
+        default=PAUSE_S,
+        help=f"length of the pause-* scenarios' SIGSTOP, a duration (default {PAUSE_S:g}s)",
+    )
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=positive_int,
+        default=6000,
+        help="Kafka session.timeout.ms of the members (default 6000)",
+    )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="members rebalance eagerly (partition.assignment.strategy=range,roundrobin; "
+        "default: the runtime's cooperative-sticky)",
+    )
+    parser.add_argument(
+        "--timeout", type=duration, default=None, help="bound on one drill, a duration (default 120s + messages/2000 s)"
+    )
+    parser.add_argument(
+        "--kafka-client",
+        choices=("kafka-python", "librdkafka"),
+        default=None,
+        help="the members' Kafka client library (default kafka-python; librdkafka needs the [librdkafka] extra)",
+    )
+    parser.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="the runner keeps no warm standby member process: restarts start cold (crkafka run --no-standby)",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -86,28 +118,50 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
         external = args.bootstrap or os.environ.get(ENV_BOOTSTRAP)
         scenarios = tuple(s for s in SCENARIOS if not (external and s in EMBEDDED_BROKER_ONLY))
         if external:
-            print(f"crkafka drill: skipping {', '.join(EMBEDDED_BROKER_ONLY)} (needs the embedded broker; "
-                  f"the drills run against {external})", file=sys.stderr)
+            print(
+                f"crkafka drill: skipping {', '.join(EMBEDDED_BROKER_ONLY)} (needs the embedded broker; "
+                f"the drills run against {external})",
+                file=sys.stderr,
+            )
     timeout = args.timeout if args.timeout is not None else 120.0 + args.messages / 2000
     return [
-        DrillConfig(scenario=name, members=args.members, partitions=args.partitions, messages=args.messages,
-                    bootstrap=args.bootstrap, out=args.out, seed=seed + i, rate=args.rate,
-                    period_s=args.period, session_timeout_ms=args.session_timeout_ms, timeout_s=timeout,
-                    cooperative=not args.eager, kafka_client=args.kafka_client,
-                    pause_s=args.pause, standby=not args.no_standby)
+        DrillConfig(
+            scenario=name,
+            members=args.members,
+            partitions=args.partitions,
+            messages=args.messages,
+            bootstrap=args.bootstrap,
+            out=args.out,
+            seed=seed + i,
+            rate=args.rate,
+            period_s=args.period,
+            session_timeout_ms=args.session_timeout_ms,
+            timeout_s=timeout,
+            cooperative=not args.eager,
+            kafka_client=args.kafka_client,
+            pause_s=args.pause,
+            standby=not args.no_standby,
+        )
         for i, name in enumerate(scenarios)
     ]
 
 
 def _summary(report: DrillReport) -> str:
     verdict = "PASS" if report["ok"] else "FAIL"
-    return (f"{verdict} {report['scenario']} seed={report['seed']}: produced {report['produced']} "
-            f"(poison {report['poison']}), delivered {report['delivered']}, missing {report['missing']}, "
-            f"duplicates {report['duplicates']}, resets {report['resets']}, checkpoints {report['checkpoints']}, "
-            f"detect {report['time_to_detect_s']} s, recover {report['time_to_recover_s']} s"
-            + (f", error: {report['error']}" if report["error"] else "")
-            + (f"\n  plot: {report['plot']}" if report["plot"]
-               else f"\n  {SKIPPED_MESSAGE}" if not matplotlib_available() else ""))
+    return (
+        f"{verdict} {report['scenario']} seed={report['seed']}: produced {report['produced']} "
+        f"(poison {report['poison']}), delivered {report['delivered']}, missing {report['missing']}, "
+        f"duplicates {report['duplicates']}, resets {report['resets']}, checkpoints {report['checkpoints']}, "
+        f"detect {report['time_to_detect_s']} s, recover {report['time_to_recover_s']} s"
+        + (f", error: {report['error']}" if report["error"] else "")
+        + (
+            f"\n  plot: {report['plot']}"
+            if report["plot"]
+            else f"\n  {SKIPPED_MESSAGE}"
+            if not matplotlib_available()
+            else ""
+        )
+    )
 
 
 def run(args: argparse.Namespace) -> ExitCode:

@@ -72,48 +72,81 @@ class Interrupted(BaseException):
 
 def add_region_arguments(parser: argparse.ArgumentParser) -> None:
     """Settings shared by ``crkafka run`` and ``crkafka member``."""
-    parser.add_argument("pipeline", metavar="PIPELINE_MODULE",
-                        help="module name (examples.wordcount, imported from the working directory) or .py path "
-                             "exposing build(ctx) -> Pipeline; MODULE:FUNCTION names another build function")
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
-                        help="Kafka bootstrap servers (default $KAFKA_BOOTSTRAP_SERVERS)")
+    parser.add_argument(
+        "pipeline",
+        metavar="PIPELINE_MODULE",
+        help="module name (examples.wordcount, imported from the working directory) or .py path "
+        "exposing build(ctx) -> Pipeline; MODULE:FUNCTION names another build function",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+        help="Kafka bootstrap servers (default $KAFKA_BOOTSTRAP_SERVERS)",
+    )
     parser.add_argument("--group", help="consumer group id, also the region's name (default crkafka-<module>)")
     parser.add_argument("--region-index", type=int, default=0, help="consistent region index (default 0)")
     parser.add_argument("--out", default="out", help="output directory of the pipeline's sinks (default ./out)")
     parser.add_argument("--state-dir", default="state", help="checkpoints and logs (default ./state)")
     parser.add_argument("--period", type=duration, default=1.0, help="time between checkpoints (default 1s)")
-    parser.add_argument("--operator-driven", action="store_true",
-                        help="checkpoint when the source asks (trigger count) instead of periodically")
+    parser.add_argument(
+        "--operator-driven",
+        action="store_true",
+        help="checkpoint when the source asks (trigger count) instead of periodically",
+    )
     parser.add_argument("--drain-timeout", type=duration, default=30.0, help="duration (default 30s)")
     parser.add_argument("--reset-timeout", type=duration, default=30.0, help="duration (default 30s)")
     parser.add_argument("--max-resets", type=int, default=5, help="max consecutive resets before FAILED (default 5)")
-    parser.add_argument("--failure-memory", type=duration, default=60.0,
-                        help="a checkpoint that moves no offset clears the consecutive-reset count only this long "
-                             "after the last failure; failures this far apart start a new backoff streak "
-                             "(default 60s)")
-    parser.add_argument("--reset-backoff", type=duration, default=0.5,
-                        help="hold before resuming after the 2nd failure reset of a streak (failures less than "
-                             "--failure-memory apart), doubling with each further one (default 0.5s)")
-    parser.add_argument("--reset-backoff-max", type=duration, default=30.0,
-                        help="the longest such hold (default 30s)")
-    parser.add_argument("--member-timeout", type=duration, default=5.0,
-                        help="a member silent this long is dropped (default 5s)")
+    parser.add_argument(
+        "--failure-memory",
+        type=duration,
+        default=60.0,
+        help="a checkpoint that moves no offset clears the consecutive-reset count only this long "
+        "after the last failure; failures this far apart start a new backoff streak "
+        "(default 60s)",
+    )
+    parser.add_argument(
+        "--reset-backoff",
+        type=duration,
+        default=0.5,
+        help="hold before resuming after the 2nd failure reset of a streak (failures less than "
+        "--failure-memory apart), doubling with each further one (default 0.5s)",
+    )
+    parser.add_argument("--reset-backoff-max", type=duration, default=30.0, help="the longest such hold (default 30s)")
+    parser.add_argument(
+        "--member-timeout", type=duration, default=5.0, help="a member silent this long is dropped (default 5s)"
+    )
     parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (repeatable)")
-    parser.add_argument("--kafka", action="append", metavar="PROP=VALUE",
-                        help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000; "
-                             "a value env:NAME is read from the environment variable NAME (use it for secrets)")
-    parser.add_argument("--kafka-client", choices=("kafka-python", "librdkafka"), default=None,
-                        help="Kafka client library of the source: kafka-python (pure Python, the default) or "
-                             "librdkafka (confluent-kafka, the [librdkafka] extra: about twice the throughput)")
-    parser.add_argument("--kafka-config", metavar="FILE",
-                        help="Kafka consumer properties file (Java .properties, as Kafka's tools take; mode 0600 "
-                             "if it holds secrets); --kafka items override it")
-    parser.add_argument("--curve-server-key", metavar="FILE",
-                        help="CURVE: the coordinator's public key (.key); needs --curve-keypair")
-    parser.add_argument("--curve-keypair", metavar="FILE",
-                        help="CURVE: this member's keypair (.key_secret from cr-coordinator keygen)")
-    parser.add_argument("--metrics-host", default="127.0.0.1",
-                        help="address the members' /metrics endpoints bind (default 127.0.0.1; 0.0.0.0 for all)")
+    parser.add_argument(
+        "--kafka",
+        action="append",
+        metavar="PROP=VALUE",
+        help="Kafka consumer property by dotted name (repeatable), e.g. session.timeout.ms=6000; "
+        "a value env:NAME is read from the environment variable NAME (use it for secrets)",
+    )
+    parser.add_argument(
+        "--kafka-client",
+        choices=("kafka-python", "librdkafka"),
+        default=None,
+        help="Kafka client library of the source: kafka-python (pure Python, the default) or "
+        "librdkafka (confluent-kafka, the [librdkafka] extra: about twice the throughput)",
+    )
+    parser.add_argument(
+        "--kafka-config",
+        metavar="FILE",
+        help="Kafka consumer properties file (Java .properties, as Kafka's tools take; mode 0600 "
+        "if it holds secrets); --kafka items override it",
+    )
+    parser.add_argument(
+        "--curve-server-key", metavar="FILE", help="CURVE: the coordinator's public key (.key); needs --curve-keypair"
+    )
+    parser.add_argument(
+        "--curve-keypair", metavar="FILE", help="CURVE: this member's keypair (.key_secret from cr-coordinator keygen)"
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the members' /metrics endpoints bind (default 127.0.0.1; 0.0.0.0 for all)",
+    )
 
 
 def region_settings(args: argparse.Namespace, members: int = 1) -> dict[str, object]:
@@ -140,16 +173,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")
     parser.add_argument("--name", default=f"member-{os.getpid()}", help="member name, unique in the region")
     parser.add_argument("--min-members", type=int, default=1, help="members the first reset waits for")
-    parser.add_argument("--kafka-stdin", action="store_true",
-                        help="read Kafka properties as JSON from stdin (how crkafka run passes them)")
-    parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        help="serve Prometheus /metrics on this port (0: any free port, logged; default: none)")
+    parser.add_argument(
+        "--kafka-stdin",
+        action="store_true",
+        help="read Kafka properties as JSON from stdin (how crkafka run passes them)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port (0: any free port, logged; default: none)",
+    )
 
 
 def run(args: argparse.Namespace) -> ExitCode:
     if not args.bootstrap:
-        print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr,
-              flush=True)
+        print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr, flush=True)
         return ExitCode.CONFIG
     try:
         kafka = properties.read_stdin(sys.stdin.buffer) if args.kafka_stdin else {}
@@ -158,13 +197,22 @@ def run(args: argparse.Namespace) -> ExitCode:
         print(f"crkafka member: {exc}", file=sys.stderr, flush=True)
         return ExitCode.CONFIG
     settings = MemberSettings(
-        pipeline=args.pipeline, bootstrap=args.bootstrap, coordinator=args.coordinator,
-        group=args.group or default_group(args.pipeline), member=args.name, output_dir=args.out,
-        state_dir=args.state_dir, region_index=args.region_index,
+        pipeline=args.pipeline,
+        bootstrap=args.bootstrap,
+        coordinator=args.coordinator,
+        group=args.group or default_group(args.pipeline),
+        member=args.name,
+        output_dir=args.out,
+        state_dir=args.state_dir,
+        region_index=args.region_index,
         region=region_settings(args, args.min_members),
-        params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
-        curve_server_key=args.curve_server_key, curve_keypair=args.curve_keypair,
-        metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+        params=parse_pairs(args.param, "--param"),
+        kafka=kafka,
+        kafka_client=args.kafka_client,
+        curve_server_key=args.curve_server_key,
+        curve_keypair=args.curve_keypair,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     member = Member(settings)
 
@@ -188,8 +236,13 @@ def run(args: argparse.Namespace) -> ExitCode:
         # that waits for it signals at once).
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)
-        log.info("%s: joining region %s at %s (Kafka %s)", settings.member, settings.group, settings.coordinator,
-                 settings.bootstrap)
+        log.info(
+            "%s: joining region %s at %s (Kafka %s)",
+            settings.member,
+            settings.group,
+            settings.coordinator,
+            settings.bootstrap,
+        )
         return member.run()
     except Interrupted as exc:
         log.info("%s: stopped by %s before it was running", settings.member, exc)
@@ -198,8 +251,12 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def _exit_now(member: str) -> None:
     """The clean-up after an early SIGTERM did not finish in INTERRUPT_GRACE_S: exit OK."""
-    log.warning("%s: clean-up after the stop request takes longer than %.0fs (a Kafka client still "
-                "bootstrapping?); exiting now", member, INTERRUPT_GRACE_S)
+    log.warning(
+        "%s: clean-up after the stop request takes longer than %.0fs (a Kafka client still "
+        "bootstrapping?); exiting now",
+        member,
+        INTERRUPT_GRACE_S,
+    )
     logging.shutdown()
     os._exit(ExitCode.OK)
 
@@ -207,8 +264,7 @@ def _exit_now(member: str) -> None:
 def main(argv: list[str] | None = None) -> ExitCode:
     """``python -m cr_consumer.cli.member``: what ``crkafka run`` spawns (no other
     sub-command is imported, so a member starts fast and alone)."""
-    parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0],
-                                     allow_abbrev=False)
+    parser = argparse.ArgumentParser(prog="crkafka member", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     add_logging_arguments(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -39,22 +39,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--members", type=positive_int, default=3, help="member processes (default 3)")
     parser.add_argument("--coordinator", help="use this coordinator endpoint instead of starting one")
     parser.add_argument("--no-restart", action="store_true", help="do not restart members that die")
-    parser.add_argument("--no-standby", action="store_true",
-                        help="keep no warm standby member process: a restarted or added member starts cold "
-                             "(default: one standby, with the member's imports done, takes over a member's name "
-                             "at once; about 40 MB)")
+    parser.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="keep no warm standby member process: a restarted or added member starts cold "
+        "(default: one standby, with the member's imports done, takes over a member's name "
+        "at once; about 40 MB)",
+    )
     parser.add_argument("--duration", type=duration, help="stop after this long (e.g. 30s, 5m)")
     parser.add_argument("--status-every", type=duration, default=5.0, help="print the status this often (default 5s)")
-    parser.add_argument("--metrics-port", type=port, metavar="BASE",
-                        help="member-N serves Prometheus /metrics on port BASE+N (a restarted member keeps "
-                             "its port; default: no member endpoint)")
+    parser.add_argument(
+        "--metrics-port",
+        type=port,
+        metavar="BASE",
+        help="member-N serves Prometheus /metrics on port BASE+N (a restarted member keeps "
+        "its port; default: no member endpoint)",
+    )
 
 
 def _line(status: dict[str, Any]) -> str:
-    return (f"region {status.get('name')}: {status.get('phase')} members={sorted(status.get('members', {}))} "
-            f"last_consistent={status.get('last_consistent')} checkpoints={status.get('checkpoints')} "
-            f"resets={status.get('resets')} consecutive={status.get('consecutive_resets')}"
-            + (f" failed: {status.get('failed_reason')}" if status.get("failed_reason") else ""))
+    return (
+        f"region {status.get('name')}: {status.get('phase')} members={sorted(status.get('members', {}))} "
+        f"last_consistent={status.get('last_consistent')} checkpoints={status.get('checkpoints')} "
+        f"resets={status.get('resets')} consecutive={status.get('consecutive_resets')}"
+        + (f" failed: {status.get('failed_reason')}" if status.get("failed_reason") else "")
+    )
 
 
 def _error(message: str) -> ExitCode:
@@ -64,25 +73,43 @@ def _error(message: str) -> ExitCode:
 
 def run(args: argparse.Namespace) -> ExitCode:
     if not args.bootstrap:
-        return _error("give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS "
-                      "(`crkafka broker` starts an embedded one)")
+        return _error(
+            "give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS (`crkafka broker` starts an embedded one)"
+        )
     try:
         kafka = kafka_from_args(args)
     except KafkaPropertiesError as exc:
         return _error(str(exc))
     try:
         region = Region(
-            args.pipeline, members=args.members, bootstrap=args.bootstrap, coordinator=args.coordinator,
-            group=args.group or default_group(args.pipeline), output_dir=args.out, state_dir=args.state_dir,
-            period_s=args.period, operator_driven=args.operator_driven, drain_timeout_s=args.drain_timeout,
-            reset_timeout_s=args.reset_timeout, max_consecutive_resets=args.max_resets,
-            failure_memory_s=args.failure_memory, reset_backoff_s=args.reset_backoff,
+            args.pipeline,
+            members=args.members,
+            bootstrap=args.bootstrap,
+            coordinator=args.coordinator,
+            group=args.group or default_group(args.pipeline),
+            output_dir=args.out,
+            state_dir=args.state_dir,
+            period_s=args.period,
+            operator_driven=args.operator_driven,
+            drain_timeout_s=args.drain_timeout,
+            reset_timeout_s=args.reset_timeout,
+            max_consecutive_resets=args.max_resets,
+            failure_memory_s=args.failure_memory,
+            reset_backoff_s=args.reset_backoff,
             reset_backoff_max_s=args.reset_backoff_max,
-            member_timeout_s=args.member_timeout, region_index=args.region_index,
-            params=parse_pairs(args.param, "--param"), kafka=kafka, kafka_client=args.kafka_client,
-            restart_members=not args.no_restart, log_level=str(args.log_level), log_format=args.log_format,
-            curve_server_key=args.curve_server_key, curve_keypair=args.curve_keypair,
-            metrics_port=args.metrics_port, metrics_host=args.metrics_host, standby=not args.no_standby,
+            member_timeout_s=args.member_timeout,
+            region_index=args.region_index,
+            params=parse_pairs(args.param, "--param"),
+            kafka=kafka,
+            kafka_client=args.kafka_client,
+            restart_members=not args.no_restart,
+            log_level=str(args.log_level),
+            log_format=args.log_format,
+            curve_server_key=args.curve_server_key,
+            curve_keypair=args.curve_keypair,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            standby=not args.no_standby,
         )
     except ValueError as exc:
         return _error(str(exc))
@@ -98,9 +125,12 @@ def run(args: argparse.Namespace) -> ExitCode:
         region.start()
     except SettingsError as exc:
         return _error(str(exc))
-    print(f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
-          f"members {region.live_members()}, "
-          f"output {region.output_dir}, logs {region.state_dir / 'logs'}", flush=True)
+    print(
+        f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
+        f"members {region.live_members()}, "
+        f"output {region.output_dir}, logs {region.state_dir / 'logs'}",
+        flush=True,
+    )
     for name, address in region.metrics_addresses().items():
         print(f"{name}: metrics on http://{address}/metrics", flush=True)
     try:

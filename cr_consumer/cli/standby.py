@@ -48,10 +48,17 @@ MAX_WAIT_S = 6 * 3600.0
 
 #: What a member imports on its way to a running source (``Member.run``),
 #: besides ``crkafka member`` itself: the imports it makes lazily.
-MEMBER_MODULES = ("cr_consumer.cli.member", "cr_consumer.operator.consumer", "cr_consumer.operator.config",
-                  "cr_consumer.runtime.member.control", "coordinator.client")
-CLIENT_MODULES = {"kafka-python": "cr_consumer.kafka.kafka_python.client",
-                  "librdkafka": "cr_consumer.kafka.librdkafka.client"}
+MEMBER_MODULES = (
+    "cr_consumer.cli.member",
+    "cr_consumer.operator.consumer",
+    "cr_consumer.operator.config",
+    "cr_consumer.runtime.member.control",
+    "coordinator.client",
+)
+CLIENT_MODULES = {
+    "kafka-python": "cr_consumer.kafka.kafka_python.client",
+    "librdkafka": "cr_consumer.kafka.librdkafka.client",
+}
 
 
 def _log(message: str, level: str = "INFO") -> None:
@@ -89,7 +96,7 @@ class Status:
         try:
             view = memoryview(line)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
         except BrokenPipeError:
             return False
         return True

@@ -16,14 +16,25 @@ from cr_consumer.testing.broker import ENV_BOOTSTRAP
 
 #: Faults the region was designed for.
 BASIC_SCENARIOS = (
-    "kill-member", "kill-coordinator", "add-member", "remove-member",
-    "new-topic", "sink-failure", "poison", "reset-storm",
+    "kill-member",
+    "kill-coordinator",
+    "add-member",
+    "remove-member",
+    "new-topic",
+    "sink-failure",
+    "poison",
+    "reset-storm",
 )
 #: Untimely faults: a member kept down past its timeout, stopped processes, a
 #: crash / pause / lost message at each step of the region protocol.
 UNTIMELY_SCENARIOS = (
-    "kill-member-long", "pause-member", "pause-coordinator", "pause-broker",
-    *fault_mod.POINT_SCENARIOS, "drop-command", "fault-point",
+    "kill-member-long",
+    "pause-member",
+    "pause-coordinator",
+    "pause-broker",
+    *fault_mod.POINT_SCENARIOS,
+    "drop-command",
+    "fault-point",
 )
 SCENARIOS = BASIC_SCENARIOS + UNTIMELY_SCENARIOS
 #: Scenarios whose pause must outlast the member timeout (the member is to be dropped).
@@ -84,14 +95,26 @@ class DrillConfig:
         if not 0 < self.pause_s <= 3600:
             raise ValueError(f"--pause must be in (0, 3600] s, got {self.pause_s}")
         if self.scenario in PAST_MEMBER_TIMEOUT and self.pause_s <= MEMBER_TIMEOUT_S:
-            raise ValueError(f"the {self.scenario} scenario pauses past the member timeout ({MEMBER_TIMEOUT_S:g} s): "
-                             f"--pause must be longer, got {self.pause_s:g}")
+            raise ValueError(
+                f"the {self.scenario} scenario pauses past the member timeout ({MEMBER_TIMEOUT_S:g} s): "
+                f"--pause must be longer, got {self.pause_s:g}"
+            )
         external = self.bootstrap or os.environ.get(ENV_BOOTSTRAP)
         if self.scenario in EMBEDDED_BROKER_ONLY and external:
-            raise ValueError(f"the {self.scenario} scenario SIGSTOPs the broker process, so it needs the embedded "
-                             f"broker the drill starts itself; it cannot pause an external cluster ({external}): "
-                             f"run it without --bootstrap and without ${ENV_BOOTSTRAP}")
+            raise ValueError(
+                f"the {self.scenario} scenario SIGSTOPs the broker process, so it needs the embedded "
+                f"broker the drill starts itself; it cannot pause an external cluster ({external}): "
+                f"run it without --bootstrap and without ${ENV_BOOTSTRAP}"
+            )
 
 
-__all__ = ["BASIC_SCENARIOS", "EMBEDDED_BROKER_ONLY", "PAST_MEMBER_TIMEOUT", "SCENARIOS", "SHORT_PHASE_SCENARIOS",
-           "SHORT_PHASE_TIMEOUT_S", "UNTIMELY_SCENARIOS", "DrillConfig"]
+__all__ = [
+    "BASIC_SCENARIOS",
+    "EMBEDDED_BROKER_ONLY",
+    "PAST_MEMBER_TIMEOUT",
+    "SCENARIOS",
+    "SHORT_PHASE_SCENARIOS",
+    "SHORT_PHASE_TIMEOUT_S",
+    "UNTIMELY_SCENARIOS",
+    "DrillConfig",
+]

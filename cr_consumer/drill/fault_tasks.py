@@ -134,6 +134,7 @@ class FaultTasks:
     def wait_fired(self, fault_dir: Path, point: Point, member: str) -> fault_points.Fired:
         """Wait until ``member`` claimed the trigger of ``point``; raises TimeoutError
         after FIRE_TIMEOUT_S, InterruptedError when the drill stops the tasks."""
+
         def claimed() -> fault_points.Fired | None:
             for f in fault_points.fired(fault_dir, point):
                 if f.member == member:
@@ -145,8 +146,9 @@ class FaultTasks:
         try:
             return wait_until(claimed, FIRE_TIMEOUT_S, f"fault point {point.value} to fire", interval=TASK_POLL_S)
         except WaitTimeout:
-            raise TimeoutError(f"fault point {point.value} armed for {member} did not fire "
-                               f"within {FIRE_TIMEOUT_S:.0f}s") from None
+            raise TimeoutError(
+                f"fault point {point.value} armed for {member} did not fire within {FIRE_TIMEOUT_S:.0f}s"
+            ) from None
 
     def close(self) -> None:
         """Stop every task, continue every process still stopped."""

@@ -145,8 +145,12 @@ def kill_coordinator(env: DrillEnv) -> FaultRecord:
     env.coordinator.kill()
     killed = time.time()
     env.coordinator.start()
-    return {"fault": "kill-coordinator", "pid": pid, "new_pid": env.coordinator.pid,
-            "restart_s": round(time.time() - killed, 3)}
+    return {
+        "fault": "kill-coordinator",
+        "pid": pid,
+        "new_pid": env.coordinator.pid,
+        "restart_s": round(time.time() - killed, 3),
+    }
 
 
 def add_member(env: DrillEnv) -> FaultRecord:
@@ -209,8 +213,10 @@ def pause_coordinator(env: DrillEnv) -> FaultRecord:
 def pause_broker(env: DrillEnv) -> FaultRecord:
     pid = env.broker_pid
     if pid is None:
-        raise RuntimeError("pause-broker: only the embedded broker can be paused (the drill has no broker "
-                           "process: it runs against --bootstrap / $KAFKA_BOOTSTRAP_SERVERS)")
+        raise RuntimeError(
+            "pause-broker: only the embedded broker can be paused (the drill has no broker "
+            "process: it runs against --bootstrap / $KAFKA_BOOTSTRAP_SERVERS)"
+        )
     env.tasks.start("pause-broker", lambda: env.tasks.pause(pid, env.pause_s, "broker"))
     return {"fault": "pause-broker", "pid": pid, "pause_s": env.pause_s}
 
@@ -246,8 +252,9 @@ def _hold_replacement(env: DrillEnv, victim: str, point: Point) -> None:
         raise
     env.tasks.stopped(start.pid)
     held_for = _wait_dropped_and_checkpointed(env, victim, deadline=time.monotonic() + HOLD_MAX_S)
-    env.timeline.event("fault_hold", member=victim, pid=start.pid, down_s=round(time.time() - crash.t, 3),
-                       outcome=held_for)
+    env.timeline.event(
+        "fault_hold", member=victim, pid=start.pid, down_s=round(time.time() - crash.t, 3), outcome=held_for
+    )
     env.tasks.continue_process(start.pid, victim)
 
 
@@ -263,8 +270,7 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
     def pause(seconds: float) -> None:
         env.tasks.wait(seconds)  # cut short when the drill stops: ended() then says so
 
-    with CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S,
-                           try_timeout=STATUS_TIMEOUT_S) as client:
+    with CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S, try_timeout=STATUS_TIMEOUT_S) as client:
 
         def ended() -> str | None:
             nonlocal gone, last_when_gone
@@ -283,8 +289,13 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
             return None
 
         try:
-            return wait_until(ended, max(0.0, deadline - time.monotonic()), f"{victim} dropped and checkpointed",
-                              interval=TASK_POLL_S, pause=pause)
+            return wait_until(
+                ended,
+                max(0.0, deadline - time.monotonic()),
+                f"{victim} dropped and checkpointed",
+                interval=TASK_POLL_S,
+                pause=pause,
+            )
         except WaitTimeout:
             return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
 

@@ -33,15 +33,41 @@ PHASE_TIMEOUT_S = 30.0
 MAX_RESETS = 10
 
 
-def start_region(*, pipeline: str, members: int, coordinator: str, bootstrap: str, group: str, output_dir: Path,
-                 state_dir: Path, params: dict[str, str], period_s: float = 1.0,
-                 member_timeout_s: float = MEMBER_TIMEOUT_S, max_resets: int = MAX_RESETS,
-                 fault_dir: Path | None = None, phase_timeout_s: float = PHASE_TIMEOUT_S,
-                 kafka_client: str | None = None, standby: bool = True) -> RegionHandle:
+def start_region(
+    *,
+    pipeline: str,
+    members: int,
+    coordinator: str,
+    bootstrap: str,
+    group: str,
+    output_dir: Path,
+    state_dir: Path,
+    params: dict[str, str],
+    period_s: float = 1.0,
+    member_timeout_s: float = MEMBER_TIMEOUT_S,
+    max_resets: int = MAX_RESETS,
+    fault_dir: Path | None = None,
+    phase_timeout_s: float = PHASE_TIMEOUT_S,
+    kafka_client: str | None = None,
+    standby: bool = True,
+) -> RegionHandle:
     """A started region of ``members`` member processes (see the module docstring)."""
     env = {ENV_FAULT_DIR: str(fault_dir)} if fault_dir is not None else None
-    return Region(pipeline, members=members, bootstrap=bootstrap, coordinator=coordinator, group=group,
-                  output_dir=output_dir, state_dir=state_dir, period_s=period_s,
-                  member_timeout_s=member_timeout_s, max_consecutive_resets=max_resets,
-                  drain_timeout_s=phase_timeout_s, reset_timeout_s=phase_timeout_s,
-                  params=dict(params), env=env, kafka_client=kafka_client, standby=standby).start()
+    return Region(
+        pipeline,
+        members=members,
+        bootstrap=bootstrap,
+        coordinator=coordinator,
+        group=group,
+        output_dir=output_dir,
+        state_dir=state_dir,
+        period_s=period_s,
+        member_timeout_s=member_timeout_s,
+        max_consecutive_resets=max_resets,
+        drain_timeout_s=phase_timeout_s,
+        reset_timeout_s=phase_timeout_s,
+        params=dict(params),
+        env=env,
+        kafka_client=kafka_client,
+        standby=standby,
+    ).start()

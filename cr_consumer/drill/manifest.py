@@ -71,8 +71,9 @@ class Manifest:
 
     @property
     def produced(self) -> int:
-        return (sum(len(v) for v in self.values.values()) + sum(len(v) for v in self.unplaced.values())
-                + self.poison_count)
+        return (
+            sum(len(v) for v in self.values.values()) + sum(len(v) for v in self.unplaced.values()) + self.poison_count
+        )
 
     @property
     def poison_count(self) -> int:
@@ -121,8 +122,12 @@ class Manifest:
                 if entry.get("poison"):
                     m.poison[(topic, part)] = set(entry["poison"])
                 unplaced, unplaced_poison = entry.get("unplaced", []), entry.get("unplaced_poison", 0)
-                if (not isinstance(unplaced, list) or not all(isinstance(v, str) for v in unplaced)
-                        or type(unplaced_poison) is not int or unplaced_poison < 0):
+                if (
+                    not isinstance(unplaced, list)
+                    or not all(isinstance(v, str) for v in unplaced)
+                    or type(unplaced_poison) is not int
+                    or unplaced_poison < 0
+                ):
                     raise ManifestError(f"manifest {topic}/{part}: malformed unplaced records")
                 if unplaced:
                     m.unplaced[(topic, part)] = list(unplaced)

@@ -37,9 +37,21 @@ from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets,
 log = logging.getLogger(__name__)
 
 
-def conclude(cfg: DrillConfig, drill_dir: Path, dirs: dict[str, Path], *, manifest: Manifest, reader: TimelineReader,
-             tasks: FaultTasks, committed: dict[tuple[str, int], int | None] | None, fault_time: float | None,
-             end_time: float | None, faults: list[FaultRecord], error: str | None, started: float) -> DrillReport:
+def conclude(
+    cfg: DrillConfig,
+    drill_dir: Path,
+    dirs: dict[str, Path],
+    *,
+    manifest: Manifest,
+    reader: TimelineReader,
+    tasks: FaultTasks,
+    committed: dict[tuple[str, int], int | None] | None,
+    fault_time: float | None,
+    end_time: float | None,
+    faults: list[FaultRecord],
+    error: str | None,
+    started: float,
+) -> DrillReport:
     """Steps 1-6; returns the report (its ``ok``: the drill passed); ``started``: the
     drill's start (epoch seconds), for its elapsed time."""
     manifest.save(drill_dir / "manifest.json")
@@ -62,16 +74,29 @@ def conclude(cfg: DrillConfig, drill_dir: Path, dirs: dict[str, Path], *, manife
     plot_path = None
     if events:
         try:
-            drawn = plot_timeline(events, drill_dir / "timeline.png",
-                                  title=f"drill {cfg.scenario} (seed {cfg.seed})", produced=result.produced)
+            drawn = plot_timeline(
+                events,
+                drill_dir / "timeline.png",
+                title=f"drill {cfg.scenario} (seed {cfg.seed})",
+                produced=result.produced,
+            )
             plot_path = str(drawn) if drawn is not None else None
         except Exception as exc:  # the plot is an aid; its failure is reported, not hidden
             log.exception("timeline plot failed")
             error = error or f"plot failed: {exc!r}"
     report = build_report(
-        scenario=cfg.scenario, seed=cfg.seed, members=cfg.members, partitions=cfg.partitions,
-        messages=cfg.messages, verify_result=result, analysis=analysis, faults=faults,
-        elapsed_s=time.time() - started, out_dir=str(drill_dir), plot=plot_path, error=error,
+        scenario=cfg.scenario,
+        seed=cfg.seed,
+        members=cfg.members,
+        partitions=cfg.partitions,
+        messages=cfg.messages,
+        verify_result=result,
+        analysis=analysis,
+        faults=faults,
+        elapsed_s=time.time() - started,
+        out_dir=str(drill_dir),
+        plot=plot_path,
+        error=error,
         fault_fired=fired,
     )
     (drill_dir / "report.json").write_text(json.dumps(report, indent=2))

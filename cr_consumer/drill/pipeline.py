@@ -122,8 +122,14 @@ class Probe(Operator):
 class DrillFileSink(FileSink):
     """A :class:`FileSink` that raises once per trigger file (see the module docstring)."""
 
-    def __init__(self, directory: str | os.PathLike[str], member: str, fault_dir: str | os.PathLike[str] | None,
-                 timeline: TimelineWriter | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        member: str,
+        fault_dir: str | os.PathLike[str] | None,
+        timeline: TimelineWriter | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__(directory, member, name=name)
         self.fault_dir = Path(fault_dir) if fault_dir else None
         self.timeline = timeline
@@ -176,8 +182,4 @@ def build(ctx: PipelineContext) -> Pipeline:
     timeline_dir = Path(ctx.param("timeline_dir", str(Path(ctx.output_dir).parent / "timeline")))
     timeline = TimelineWriter(timeline_dir / f"{ctx.member}-{os.getpid()}.jsonl", ctx.member)
     fault_dir = ctx.params.get("fault_dir")
-    return (
-        Pipeline(source)
-        .then(Probe(timeline))
-        .sink(DrillFileSink(ctx.output_dir, ctx.member, fault_dir, timeline))
-    )
+    return Pipeline(source).then(Probe(timeline)).sink(DrillFileSink(ctx.output_dir, ctx.member, fault_dir, timeline))

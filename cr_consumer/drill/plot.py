@@ -37,8 +37,9 @@ def matplotlib_available() -> bool:
     return True
 
 
-def plot_timeline(events: list[Event], path: str | os.PathLike[str], *, title: str,
-                  produced: int | None = None) -> Path | None:
+def plot_timeline(
+    events: list[Event], path: str | os.PathLike[str], *, title: str, produced: int | None = None
+) -> Path | None:
     """Write the plot to ``path`` and return it; None (logged) without matplotlib."""
     if not matplotlib_available():
         log.warning("%s", SKIPPED_MESSAGE)
@@ -54,8 +55,7 @@ def plot_timeline(events: list[Event], path: str | os.PathLike[str], *, title: s
     events = sorted(events, key=lambda e: e["t"])
     t0 = events[0]["t"]
     series = per_member_series(events)
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 7), sharex=True,
-                                  gridspec_kw={"height_ratios": [3, 1.4]})
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
     for member, (xs, ys) in series.items():
         ax.step(xs, ys, where="post", label=member, linewidth=1.3)
     ax.set_ylabel("records/s per member")
@@ -102,16 +102,29 @@ def _mark_faults_and_membership(ax: Any, ax2: Any, events: list[Event], t0: floa
         if e["ev"] == "fault":
             for a in (ax, ax2):
                 a.axvline(x, color="black", linewidth=1.8)
-            ax.annotate(e.get("fault", "fault"), (x, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(3, -12), textcoords="offset points", fontsize=9, fontweight="bold")
+            ax.annotate(
+                e.get("fault", "fault"),
+                (x, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -12),
+                textcoords="offset points",
+                fontsize=9,
+                fontweight="bold",
+            )
         elif e["ev"] in ("ctl_join", "ctl_leave") and e["t"] > first_batch:
             # a member joined or left after the start: a membership change / rebalance
             sign = "+" if e["ev"] == "ctl_join" else "-"
             ax.axvline(x, color="grey", linewidth=0.8, alpha=0.6)
             n_label += 1
-            ax.annotate(f"{sign}{e.get('ctl', {}).get('member', '?')}", (x, 0.0),
-                        xycoords=("data", "axes fraction"), xytext=(2, 4 + 11 * (n_label % 4)),
-                        textcoords="offset points", fontsize=7, color="dimgrey")
+            ax.annotate(
+                f"{sign}{e.get('ctl', {}).get('member', '?')}",
+                (x, 0.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(2, 4 + 11 * (n_label % 4)),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgrey",
+            )
 
 
 def _plot_processed(ax2: Any, events: list[Event], t0: float, produced: int | None) -> None:

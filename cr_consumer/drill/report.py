@@ -172,8 +172,7 @@ def analyse(events: list[Event], fault_time: float | None, end_time: float | Non
     if after_resets:
         out["time_to_detect_s"] = round(after_resets[0]["t"] - fault_time, 3)
         resume_kinds = ("ctl_resume",) if watched else ("resume",)
-        first_resume = _first([e for e in events if e["t"] >= after_resets[0]["t"]],
-                              lambda e: e["ev"] in resume_kinds)
+        first_resume = _first([e for e in events if e["t"] >= after_resets[0]["t"]], lambda e: e["ev"] in resume_kinds)
         if first_resume:
             out["time_to_first_resume_s"] = round(first_resume["t"] - fault_time, 3)
         last = after_resets[-1]
@@ -215,10 +214,22 @@ def per_member_series(events: list[Event], bin_s: float = 0.5) -> dict[str, tupl
     return series
 
 
-def build_report(*, scenario: str, seed: int, members: int, partitions: int, messages: int,
-                 verify_result: VerifyResult, analysis: Analysis, faults: list[FaultRecord], elapsed_s: float,
-                 out_dir: str, plot: str | None, error: str | None = None,
-                 fault_fired: bool | None = None) -> DrillReport:
+def build_report(
+    *,
+    scenario: str,
+    seed: int,
+    members: int,
+    partitions: int,
+    messages: int,
+    verify_result: VerifyResult,
+    analysis: Analysis,
+    faults: list[FaultRecord],
+    elapsed_s: float,
+    out_dir: str,
+    plot: str | None,
+    error: str | None = None,
+    fault_fired: bool | None = None,
+) -> DrillReport:
     v = verify_result
     report: DrillReport = {
         "version": REPORT_VERSION,

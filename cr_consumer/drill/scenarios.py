@@ -150,8 +150,15 @@ class _CleanUp:
             self.errors.append(f"{what}: {exc!r}")
 
 
-def _stop_the_drill(cleanup: _CleanUp, drill_tl: TimelineWriter, tasks: FaultTasks, *,
-                    watch: ControllerWatch | None, workload: Workload | None, region: RegionHandle | None) -> float:
+def _stop_the_drill(
+    cleanup: _CleanUp,
+    drill_tl: TimelineWriter,
+    tasks: FaultTasks,
+    *,
+    watch: ControllerWatch | None,
+    workload: Workload | None,
+    region: RegionHandle | None,
+) -> float:
     """Stop the faults, the producer and the members (the coordinator and the
     broker stay up); the time the drill's stopping phase began."""
     if watch is not None:
@@ -185,8 +192,10 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     t_start = time.time()
     committed: dict[tuple[str, int], int | None] | None = None
     end_time: float | None = None
-    progress(f"{cfg.scenario}: seed {cfg.seed}, {cfg.members} members, {cfg.partitions} partitions, "
-             f"{cfg.messages} messages -> {drill_dir}")
+    progress(
+        f"{cfg.scenario}: seed {cfg.seed}, {cfg.members} members, {cfg.partitions} partitions, "
+        f"{cfg.messages} messages -> {drill_dir}"
+    )
 
     with contextlib.ExitStack() as stack:
         bootstrap, broker_pid = stack.enter_context(_broker(cfg.bootstrap, dirs["logs"] / "broker.log"))
@@ -196,40 +205,80 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         tasks = FaultTasks(drill_tl)
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
-            coordinator = CoordinatorProcess(dirs["coordinator"] / "state", http="auto",
-                                             log_path=dirs["logs"] / "coordinator.log")
+            coordinator = CoordinatorProcess(
+                dirs["coordinator"] / "state", http="auto", log_path=dirs["logs"] / "coordinator.log"
+            )
             coordinator.start()
             endpoint = coordinator.endpoint
             if endpoint is None:
                 raise RuntimeError("the coordinator started without an endpoint")
             progress(f"broker {bootstrap}, coordinator {endpoint} (pid {coordinator.pid})")
             watch = ControllerWatch(endpoint, group, drill_tl)
-            workload = Workload(bootstrap, topics[0], cfg.partitions, cfg.messages, manifest, seed=cfg.seed,
-                                rate=cfg.rate, poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0,
-                                ack_timeout_s=ACK_TIMEOUT_S + cfg.pause_s)
+            workload = Workload(
+                bootstrap,
+                topics[0],
+                cfg.partitions,
+                cfg.messages,
+                manifest,
+                seed=cfg.seed,
+                rate=cfg.rate,
+                poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0,
+                ack_timeout_s=ACK_TIMEOUT_S + cfg.pause_s,
+            )
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
             region = start_region(
-                pipeline="cr_consumer.drill.pipeline", members=cfg.members, coordinator=endpoint,
-                bootstrap=bootstrap, group=group, output_dir=dirs["output"], state_dir=dirs["state"],
-                params=_pipeline_params(cfg, dirs, prefix, topics[0]), period_s=cfg.period_s,
+                pipeline="cr_consumer.drill.pipeline",
+                members=cfg.members,
+                coordinator=endpoint,
+                bootstrap=bootstrap,
+                group=group,
+                output_dir=dirs["output"],
+                state_dir=dirs["state"],
+                params=_pipeline_params(cfg, dirs, prefix, topics[0]),
+                period_s=cfg.period_s,
                 fault_dir=dirs["faults"],
                 phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
-                kafka_client=cfg.kafka_client, standby=cfg.standby,
+                kafka_client=cfg.kafka_client,
+                standby=cfg.standby,
             )
             env = fault_mod.DrillEnv(
-                bootstrap=bootstrap, region=region, coordinator=coordinator, manifest=manifest,
-                manifest_lock=workload.lock, fault_dir=dirs["faults"], timeline=drill_tl, rng=rng, seed=cfg.seed,
-                topic_prefix=prefix, partitions=cfg.partitions, messages=cfg.messages, group=group, tasks=tasks,
-                pause_s=cfg.pause_s, broker_pid=broker_pid,
+                bootstrap=bootstrap,
+                region=region,
+                coordinator=coordinator,
+                manifest=manifest,
+                manifest_lock=workload.lock,
+                fault_dir=dirs["faults"],
+                timeline=drill_tl,
+                rng=rng,
+                seed=cfg.seed,
+                topic_prefix=prefix,
+                partitions=cfg.partitions,
+                messages=cfg.messages,
+                group=group,
+                tasks=tasks,
+                pause_s=cfg.pause_s,
+                broker_pid=broker_pid,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
-            loop = WatchLoop(cfg, env, region=region, workload=workload, manifest=manifest, reader=reader,
-                             tasks=tasks, watch=watch, output_dir=dirs["output"], fraction=fraction,
-                             progress=progress)
+            loop = WatchLoop(
+                cfg,
+                env,
+                region=region,
+                workload=workload,
+                manifest=manifest,
+                reader=reader,
+                tasks=tasks,
+                watch=watch,
+                output_dir=dirs["output"],
+                fraction=fraction,
+                progress=progress,
+            )
             delivered = loop.run()
             settle_s = SETTLE_BASE_S + SETTLE_SESSIONS * cfg.session_timeout_ms / 1000
-            progress(f"all {delivered} expected records published; waiting at most {settle_s:.0f} s for the "
-                     "group's committed offsets to reach the input's end")
+            progress(
+                f"all {delivered} expected records published; waiting at most {settle_s:.0f} s for the "
+                "group's committed offsets to reach the input's end"
+            )
             t_settle = time.monotonic()
             settled = wait_for_commits(bootstrap, group, manifest, settle_s)
             drill_tl.event("settle", settled=settled, waited_s=round(time.monotonic() - t_settle, 3))
@@ -241,9 +290,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             cleanup = _CleanUp()
             end_time = _stop_the_drill(cleanup, drill_tl, tasks, watch=watch, workload=workload, region=region)
             if error is None and not cleanup.errors:
+
                 def read() -> None:
                     nonlocal committed
                     committed = read_committed(bootstrap, group)
+
                 cleanup.step("reading committed offsets", read)
             if coordinator is not None:
                 cleanup.step("stopping the coordinator", coordinator.terminate)
@@ -251,9 +302,20 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             if cleanup.errors and error is None:
                 error = "; ".join(cleanup.errors)
 
-    return conclude(cfg, drill_dir, dirs, manifest=manifest, reader=reader, tasks=tasks, committed=committed,
-                    fault_time=loop.fault_time if loop is not None else None, end_time=end_time,
-                    faults=loop.faults if loop is not None else [], error=error, started=t_start)
+    return conclude(
+        cfg,
+        drill_dir,
+        dirs,
+        manifest=manifest,
+        reader=reader,
+        tasks=tasks,
+        committed=committed,
+        fault_time=loop.fault_time if loop is not None else None,
+        end_time=end_time,
+        faults=loop.faults if loop is not None else [],
+        error=error,
+        started=t_start,
+    )
 
 
 __all__ = ["BASIC_SCENARIOS", "EMBEDDED_BROKER_ONLY", "SCENARIOS", "UNTIMELY_SCENARIOS", "DrillConfig", "run_drill"]

@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 POLL_PERIOD_S = 0.5
 
 
-def behind(manifest: Manifest, committed: dict[tuple[str, int], int | None]) -> dict[tuple[str, int], tuple[int | None, int]]:
+def behind(
+    manifest: Manifest, committed: dict[tuple[str, int], int | None]
+) -> dict[tuple[str, int], tuple[int | None, int]]:
     """Partitions whose committed offset is below the end of the input:
     ``{(topic, partition): (committed or None, end)}``."""
     out = {}
@@ -72,8 +74,12 @@ def wait_for_commits(bootstrap: str, group: str, manifest: Manifest, timeout_s: 
         # POLL_PERIOD_S is the read's period, not a synchronisation
         return wait_until(caught_up, timeout_s, f"the committed offsets of {group}", interval=POLL_PERIOD_S)
     except WaitTimeout:
-        log.warning("drill: after %.0f s the committed offsets of %s are still behind the input's end: %s",
-                    timeout_s, group, lagging)
+        log.warning(
+            "drill: after %.0f s the committed offsets of %s are still behind the input's end: %s",
+            timeout_s,
+            group,
+            lagging,
+        )
         return False
     finally:
         admin.close()

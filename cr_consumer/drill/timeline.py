@@ -58,8 +58,7 @@ class TimelineWriter:
     def event(self, ev: str, t: float | None = None, member: str | None = None, **fields: Any) -> None:
         """Append one event; ``t`` defaults to now (a fault is stamped with its
         start), ``member`` to this writer's (controller events are relayed)."""
-        doc = {"v": TIMELINE_VERSION, "t": time.time() if t is None else t,
-               "member": member or self.member, "ev": ev}
+        doc = {"v": TIMELINE_VERSION, "t": time.time() if t is None else t, "member": member or self.member, "ev": ev}
         doc.update(fields)
         line = json.dumps(doc, separators=(",", ":")) + "\n"
         with self._lock:

@@ -92,8 +92,12 @@ class VerifyResult:
     @property
     def ok(self) -> bool:
         return not (
-            self.missing or self.duplicates or self.wrong_values or self.unexpected
-            or self.malformed_lines or self.committed_behind
+            self.missing
+            or self.duplicates
+            or self.wrong_values
+            or self.unexpected
+            or self.malformed_lines
+            or self.committed_behind
         )
 
     def summary(self) -> dict[str, object]:
@@ -128,8 +132,9 @@ def count_lines(paths: list[Path]) -> int:
     return n
 
 
-def _placed(vals: dict[int, Any], poison: set[int], unplaced: list[Any],
-            delivered: dict[int, Any]) -> tuple[dict[int, Any], list[Any]]:
+def _placed(
+    vals: dict[int, Any], poison: set[int], unplaced: list[Any], delivered: dict[int, Any]
+) -> tuple[dict[int, Any], list[Any]]:
     """The partition's values with each value acknowledged without an offset
     placed at the first delivered offset not produced otherwise that carries it
     (module docstring), and the values never delivered."""
@@ -150,8 +155,12 @@ def _placed(vals: dict[int, Any], poison: set[int], unplaced: list[Any],
 _Example = Callable[[str, object], None]
 
 
-def _read_published(path: Path, seen: dict[tuple[str, int], Counter[int]], got_value: dict[tuple[str, int], dict[int, Any]],
-                    example: _Example) -> int:
+def _read_published(
+    path: Path,
+    seen: dict[tuple[str, int], Counter[int]],
+    got_value: dict[tuple[str, int], dict[int, Any]],
+    example: _Example,
+) -> int:
     """Count each (partition, offset) of one published file in ``seen`` and keep its
     value in ``got_value`` (a :class:`_Conflict` when two copies differ); the number
     of malformed lines."""
@@ -175,8 +184,16 @@ def _read_published(path: Path, seen: dict[tuple[str, int], Counter[int]], got_v
     return malformed
 
 
-def _count_missing(key: tuple[str, int], never_delivered: list[Any], first: int | None, last: int | None,
-                   counts: Counter[int], poison: set[int], holes_for_poison: int, example: _Example) -> int:
+def _count_missing(
+    key: tuple[str, int],
+    never_delivered: list[Any],
+    first: int | None,
+    last: int | None,
+    counts: Counter[int],
+    poison: set[int],
+    holes_for_poison: int,
+    example: _Example,
+) -> int:
     """Values never delivered, and offsets between the first and the last produced
     that nobody delivered (less one per poison record acknowledged without its offset)."""
     topic, part = key
@@ -195,8 +212,14 @@ def _count_missing(key: tuple[str, int], never_delivered: list[Any], first: int 
     return missing
 
 
-def _count_bad_deliveries(key: tuple[str, int], counts: Counter[int], vals: dict[int, Any], got: dict[int, Any],
-                          poison: set[int], example: _Example) -> tuple[int, int, int]:
+def _count_bad_deliveries(
+    key: tuple[str, int],
+    counts: Counter[int],
+    vals: dict[int, Any],
+    got: dict[int, Any],
+    poison: set[int],
+    example: _Example,
+) -> tuple[int, int, int]:
     """(duplicates, wrong values, unexpected offsets) among the delivered offsets."""
     topic, part = key
     dup = wrong = unexpected = 0
@@ -215,8 +238,13 @@ def _count_bad_deliveries(key: tuple[str, int], counts: Counter[int], vals: dict
     return dup, wrong, unexpected
 
 
-def _commit_check(key: tuple[str, int], counts: Counter[int], committed: dict[tuple[str, int], int | None] | None,
-                  ckpt_offsets: dict[tuple[str, int], int] | None, example: _Example) -> tuple[int | None, bool]:
+def _commit_check(
+    key: tuple[str, int],
+    counts: Counter[int],
+    committed: dict[tuple[str, int], int | None] | None,
+    ckpt_offsets: dict[tuple[str, int], int] | None,
+    example: _Example,
+) -> tuple[int | None, bool]:
     """(the committed offset, whether it is behind what must be committed: the
     checkpoint's offset, else the end of the output); (None, False) unchecked."""
     comm = None
@@ -271,24 +299,39 @@ def verify(
         topic, part = key
         poison = manifest.poison.get(key, set())
         counts = seen.get(key, Counter())
-        vals, never_delivered = _placed(manifest.values.get(key, {}), poison, manifest.unplaced.get(key, []),
-                                        got_value.get(key, {}))
+        vals, never_delivered = _placed(
+            manifest.values.get(key, {}), poison, manifest.unplaced.get(key, []), got_value.get(key, {})
+        )
         produced_offsets = set(vals) | poison
         first = min(produced_offsets) if produced_offsets else None
         last = max(produced_offsets) if produced_offsets else None
-        missing = _count_missing(key, never_delivered, first, last, counts, poison,
-                                 manifest.unplaced_poison.get(key, 0), example)
+        missing = _count_missing(
+            key, never_delivered, first, last, counts, poison, manifest.unplaced_poison.get(key, 0), example
+        )
         dup, wrong, unexpected = _count_bad_deliveries(key, counts, vals, got_value.get(key, {}), poison, example)
         delivered = sum(counts.values())
         comm, behind = _commit_check(key, counts, committed, ckpt_offsets, example)
-        results.append(PartitionResult(
-            topic=topic, partition=part, first=first, last=last, expected=len(vals), poison=len(poison),
-            delivered=delivered, missing=missing, duplicates=dup, wrong_values=wrong,
-            unexpected=unexpected, committed=comm, committed_behind=behind,
-            checkpointed=ckpt_offsets.get(key) if ckpt_offsets is not None else None,
-        ))
-        totals.update(missing=missing, duplicates=dup, wrong=wrong, unexpected=unexpected,
-                      delivered=delivered, behind=int(behind))
+        results.append(
+            PartitionResult(
+                topic=topic,
+                partition=part,
+                first=first,
+                last=last,
+                expected=len(vals),
+                poison=len(poison),
+                delivered=delivered,
+                missing=missing,
+                duplicates=dup,
+                wrong_values=wrong,
+                unexpected=unexpected,
+                committed=comm,
+                committed_behind=behind,
+                checkpointed=ckpt_offsets.get(key) if ckpt_offsets is not None else None,
+            )
+        )
+        totals.update(
+            missing=missing, duplicates=dup, wrong=wrong, unexpected=unexpected, delivered=delivered, behind=int(behind)
+        )
 
     return VerifyResult(
         produced=manifest.produced,
@@ -319,8 +362,9 @@ class CheckpointMissing(RuntimeError):
     """The last completed checkpoint is in no member's checkpoint store."""
 
 
-def last_checkpoint_offsets(state_dir: str | os.PathLike[str], seq: int,
-                            source_id: str = "00-source") -> dict[tuple[str, int], int]:
+def last_checkpoint_offsets(
+    state_dir: str | os.PathLike[str], seq: int, source_id: str = "00-source"
+) -> dict[tuple[str, int], int]:
     """The sources' offsets in checkpoint ``seq``, from every member's checkpoint
     store under ``state_dir/checkpoints/<member>/`` (the runtime's layout).
 

@@ -69,9 +69,21 @@ class OutputCounter:
 class WatchLoop:
     """See the module docstring; one per drill, run on the drill's thread."""
 
-    def __init__(self, cfg: DrillConfig, env: fault_mod.DrillEnv, *, region: RegionHandle, workload: Workload,
-                 manifest: Manifest, reader: TimelineReader, tasks: FaultTasks, watch: ControllerWatch,
-                 output_dir: Path, fraction: float, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        cfg: DrillConfig,
+        env: fault_mod.DrillEnv,
+        *,
+        region: RegionHandle,
+        workload: Workload,
+        manifest: Manifest,
+        reader: TimelineReader,
+        tasks: FaultTasks,
+        watch: ControllerWatch,
+        output_dir: Path,
+        fraction: float,
+        progress: Callable[[str], None],
+    ) -> None:
         self._cfg = cfg
         self._env = env
         self._region = region
@@ -108,12 +120,15 @@ class WatchLoop:
             if fault_fired:
                 fired = True
             if processed and not workload.started_at:
-                self._progress("members are processing: producing the rest of the input"
-                               + (f" at {cfg.rate:.0f} records/s" if cfg.rate else ""))
+                self._progress(
+                    "members are processing: producing the rest of the input"
+                    + (f" at {cfg.rate:.0f} records/s" if cfg.rate else "")
+                )
                 workload.start()
             if self.fault_time is None and processed >= trigger_at:
-                self._progress(f"injecting {cfg.scenario} after {processed} records ({self._fraction:.0%} of the "
-                               "input)")
+                self._progress(
+                    f"injecting {cfg.scenario} after {processed} records ({self._fraction:.0%} of the input)"
+                )
                 self.fault_time = time.time()
                 self.faults.append(fault_mod.inject(self._env, cfg.scenario))
             if now >= next_watch:
@@ -124,9 +139,11 @@ class WatchLoop:
                 return delivered
             if now >= next_progress:
                 next_progress = now + PROGRESS_PERIOD_S
-                self._progress(f"produced {workload.produced}/{cfg.messages}, processed {processed} "
-                               f"(incl. replays), published {delivered}, members "
-                               f"{sorted(self._region.running_members())}")
+                self._progress(
+                    f"produced {workload.produced}/{cfg.messages}, processed {processed} "
+                    f"(incl. replays), published {delivered}, members "
+                    f"{sorted(self._region.running_members())}"
+                )
             if self._region.failed:
                 raise RuntimeError(f"the region failed: {self._region.failed}")
             if now >= deadline:
@@ -157,14 +174,21 @@ class WatchLoop:
         played_out = fired is not False and self._tasks.done()
         if self.fault_time is not None and delivered >= expected and played_out:
             return True
-        if (not played_out and self.fault_time is not None and delivered >= expected
-                and now >= self._next_nudge and self._nudges < MAX_NUDGES):
+        if (
+            not played_out
+            and self.fault_time is not None
+            and delivered >= expected
+            and now >= self._next_nudge
+            and self._nudges < MAX_NUDGES
+        ):
             # The input ran out before the fault fired (a sink trigger, a fault
             # point that needs records) or while it plays out: give it records.
             self._nudges += 1
             self._next_nudge = now + NUDGE_PERIOD_S
-            self._progress("the fault has not fired or ended yet and the input is consumed: "
-                           f"producing {cfg.partitions * 10} more records")
+            self._progress(
+                "the fault has not fired or ended yet and the input is consumed: "
+                f"producing {cfg.partitions * 10} more records"
+            )
             workload.produce_more(cfg.partitions * 10)
         return False
 

@@ -45,9 +45,17 @@ def value_for(seed: int, topic: str, partition: int, k: int) -> str:
 class _Producer:
     """Sends chunks and records acknowledged offsets in the manifest."""
 
-    def __init__(self, bootstrap: str, manifest: Manifest, lock: threading.Lock, seed: int,
-                 poison_ratio: float, rng: random.Random,
-                 counters: dict[tuple[str, int], int] | None = None, ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        manifest: Manifest,
+        lock: threading.Lock,
+        seed: int,
+        poison_ratio: float,
+        rng: random.Random,
+        counters: dict[tuple[str, int], int] | None = None,
+        ack_timeout_s: float = ACK_TIMEOUT_S,
+    ) -> None:
         self.p = producer(bootstrap, linger_ms=5)
         self.ack_timeout_s = ack_timeout_s
         self.manifest = manifest
@@ -94,9 +102,19 @@ class Workload:
     poison: int
     finished_at: float | None
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, total: int, manifest: Manifest, *,
-                 seed: int = 0, rate: float = 0.0, poison_ratio: float = 0.0,
-                 ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        total: int,
+        manifest: Manifest,
+        *,
+        seed: int = 0,
+        rate: float = 0.0,
+        poison_ratio: float = 0.0,
+        ack_timeout_s: float = ACK_TIMEOUT_S,
+    ) -> None:
         self.bootstrap = bootstrap
         self.ack_timeout_s = ack_timeout_s
         self.topic = topic
@@ -144,8 +162,16 @@ class Workload:
             prod.close()
 
     def _producer(self) -> _Producer:
-        prod = _Producer(self.bootstrap, self.manifest, self.lock, self.seed, self.poison_ratio, self.rng,
-                         self._counters, self.ack_timeout_s)
+        prod = _Producer(
+            self.bootstrap,
+            self.manifest,
+            self.lock,
+            self.seed,
+            self.poison_ratio,
+            self.rng,
+            self._counters,
+            self.ack_timeout_s,
+        )
         prod.sent = self.produced
         prod.poison = self.poison
         return prod
@@ -191,8 +217,9 @@ class Workload:
             raise RuntimeError(f"drill producer failed: {self._error!r}") from self._error
 
 
-def produce_into(bootstrap: str, topic: str, partitions: int, n: int, manifest: Manifest,
-                 lock: threading.Lock, *, seed: int) -> None:
+def produce_into(
+    bootstrap: str, topic: str, partitions: int, n: int, manifest: Manifest, lock: threading.Lock, *, seed: int
+) -> None:
     """Produce ``n`` records into ``topic`` now, recording them in ``manifest``."""
     prod = _Producer(bootstrap, manifest, lock, seed, 0.0, random.Random(seed))
     try:

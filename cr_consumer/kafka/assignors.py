@@ -60,9 +60,12 @@ MAX_NAMES = 16
 def _accepted() -> str:
     spellings = "; ".join(
         f"{name} ({', '.join(s for s, n in SPELLINGS.items() if n == name and s != name)})"
-        for name in (RANGE, ROUNDROBIN, COOPERATIVE_STICKY))
-    return (f"give {RANGE} and/or {ROUNDROBIN} (eager), or {COOPERATIVE_STICKY} alone (incremental); "
-            f"accepted spellings, any case: {spellings}")
+        for name in (RANGE, ROUNDROBIN, COOPERATIVE_STICKY)
+    )
+    return (
+        f"give {RANGE} and/or {ROUNDROBIN} (eager), or {COOPERATIVE_STICKY} alone (incremental); "
+        f"accepted spellings, any case: {spellings}"
+    )
 
 
 #: The sentence every refusal ends with.
@@ -111,15 +114,18 @@ def parse_strategy(value: object) -> AssignmentStrategy:
             raise _refuse(f"{item!r} is not an assignor name")
         name = _BY_LOWER.get(item.strip().lower())
         if name is None:
-            raise _refuse(f"{item.strip()!r} is not supported" if item.strip()
-                          else f"an empty assignor name in {value!r}")
+            raise _refuse(
+                f"{item.strip()!r} is not supported" if item.strip() else f"an empty assignor name in {value!r}"
+            )
         if name not in names:
             names.append(name)
     if not names:
         raise _refuse("no assignor given")
     if COOPERATIVE_STICKY in names and len(names) > 1:
-        raise _refuse(f"mixes eager and cooperative assignors: {COOPERATIVE_STICKY} cannot be combined with "
-                      f"eager assignors ({', '.join(n for n in names if n != COOPERATIVE_STICKY)})")
+        raise _refuse(
+            f"mixes eager and cooperative assignors: {COOPERATIVE_STICKY} cannot be combined with "
+            f"eager assignors ({', '.join(n for n in names if n != COOPERATIVE_STICKY)})"
+        )
     return AssignmentStrategy(tuple(names))
 
 
@@ -128,5 +134,15 @@ def strategy_of(properties: Mapping[str, object]) -> AssignmentStrategy:
     return parse_strategy(properties[KEY]) if KEY in properties else AssignmentStrategy.DEFAULT
 
 
-__all__ = ["ACCEPTED", "COOPERATIVE_STICKY", "KEY", "MAX_NAMES", "RANGE", "ROUNDROBIN", "SPELLINGS",
-           "AssignmentStrategy", "parse_strategy", "strategy_of"]
+__all__ = [
+    "ACCEPTED",
+    "COOPERATIVE_STICKY",
+    "KEY",
+    "MAX_NAMES",
+    "RANGE",
+    "ROUNDROBIN",
+    "SPELLINGS",
+    "AssignmentStrategy",
+    "parse_strategy",
+    "strategy_of",
+]

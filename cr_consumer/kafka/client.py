@@ -249,8 +249,14 @@ class KafkaClient(Protocol):
         the event thread then stops polling for a while instead of pausing."""
         ...
 
-    def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
-                  listener: RebalanceListener, hold: RebalanceHold | None = None) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener,
+        hold: RebalanceHold | None = None,
+    ) -> None:
         """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python
         regular expression matched at the start of the name, as ``re.match``);
         ``hold`` holds each rebalance after a revocation (see the module docstring)."""
@@ -294,8 +300,9 @@ class KafkaClient(Protocol):
 
     def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]: ...
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
-                          timeout_ms: int) -> dict[TopicPartition, int | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, int | None]:
         """The first offset whose timestamp is >= the given one; None past the end."""
         ...
 

@@ -104,7 +104,7 @@ def resolve_env(props: Mapping[str, object], environ: Mapping[str, str] | None =
     out: dict[str, object] = {}
     for key, value in props.items():
         if isinstance(value, str) and value.startswith(ENV_PREFIX):
-            name = value[len(ENV_PREFIX):]
+            name = value[len(ENV_PREFIX) :]
             if not _ENV_NAME.fullmatch(name):
                 raise KafkaPropertiesError(f"Kafka property {key!r}: {value!r} is not env:NAME")
             if name not in env:
@@ -202,7 +202,7 @@ def _unescape(text: str, where: str, line: int) -> str:
             continue
         nxt = text[j + 1]
         if nxt == "u":
-            digits = text[j + 2:j + 6]
+            digits = text[j + 2 : j + 6]
             if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
                 raise KafkaPropertiesError(f"{where} line {line}: malformed \\uXXXX escape")
             out.append(chr(int(digits, 16)))
@@ -227,7 +227,8 @@ def encode_for_stdin(props: Mapping[str, object]) -> bytes:
     data = json.dumps({"version": 1, "kafka": dict(props)}, sort_keys=True).encode()
     if len(data) > MAX_STDIN_BYTES:
         raise KafkaPropertiesError(
-            f"Kafka properties too large to hand to a member ({len(data)} bytes > {MAX_STDIN_BYTES})")
+            f"Kafka properties too large to hand to a member ({len(data)} bytes > {MAX_STDIN_BYTES})"
+        )
     return data
 
 
@@ -241,7 +242,7 @@ def read_stdin(stream: IO[bytes]) -> dict[str, object]:
     except (ValueError, RecursionError) as exc:
         raise KafkaPropertiesError(f"Kafka properties on stdin: not JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("kafka"), dict):
-        raise KafkaPropertiesError("Kafka properties on stdin: expected {\"version\": 1, \"kafka\": {...}}")
+        raise KafkaPropertiesError('Kafka properties on stdin: expected {"version": 1, "kafka": {...}}')
     props = doc["kafka"]
     for key, value in props.items():
         if not isinstance(value, str | int | float | bool) or (isinstance(value, float) and value != value):

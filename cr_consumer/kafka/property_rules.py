@@ -59,22 +59,26 @@ class PropertyError(ClientConfigError):
 #: both clients use) and why any other breaks it. A client is given the safe
 #: value at most; an owner refuses the name at any value.
 GUARANTEE_PROPERTIES: Mapping[str, tuple[object, str]] = {
-    "enable.auto.commit": (False, "offsets are committed explicitly once what was read is processed (the "
-                                  "operator's drain, the Spark source's batch commit); auto commit would commit "
-                                  "records not yet processed"),
-    "enable.auto.offset.store": (False, "explicit offsets are committed; auto offset store would track fetched, "
-                                        "not processed, records"),
+    "enable.auto.commit": (
+        False,
+        "offsets are committed explicitly once what was read is processed (the "
+        "operator's drain, the Spark source's batch commit); auto commit would commit "
+        "records not yet processed",
+    ),
+    "enable.auto.offset.store": (
+        False,
+        "explicit offsets are committed; auto offset store would track fetched, not processed, records",
+    ),
     "auto.commit.interval.ms": (None, "offsets are committed explicitly, not on a timer"),
-    "enable.partition.eof": (False, "end-of-partition events are not records; lag is read from the high "
-                                    "watermark"),
+    "enable.partition.eof": (False, "end-of-partition events are not records; lag is read from the high watermark"),
 }
 #: Names no client is given, and why (rule 3 of the module docstring).
 NEVER_SET: Mapping[str, str] = {
     **{key: reason for key, (_safe, reason) in GUARANTEE_PROPERTIES.items()},
     "key.deserializer": "records carry raw bytes; decode keys in the operator "
-                        "(OperatorConfig.key_deserializer) or in the Spark query",
+    "(OperatorConfig.key_deserializer) or in the Spark query",
     "value.deserializer": "records carry raw bytes; decode values in the operator "
-                          "(OperatorConfig.value_deserializer) or in the Spark query",
+    "(OperatorConfig.value_deserializer) or in the Spark query",
 }
 
 #: Java-client property names that kafka-python has no equivalent of under the
@@ -82,7 +86,7 @@ NEVER_SET: Mapping[str, str] = {
 #: cluster"). kafka-python reads PEM files, not JKS/PKCS12 stores.
 JVM_ONLY: Mapping[str, str] = {
     "sasl.jaas.config": "sasl.plain.username and sasl.plain.password (PLAIN, SCRAM-SHA-256/512) "
-                        "or sasl.kerberos.service.name (GSSAPI)",
+    "or sasl.kerberos.service.name (GSSAPI)",
     "sasl.client.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
     "sasl.login.callback.handler.class": "sasl.oauth.token.provider (an object, from Python)",
     "ssl.truststore.location": "ssl.cafile (the CA certificates as a PEM file)",
@@ -110,16 +114,20 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 def check_name(key: object, *, clients: Collection[ClientKind], reserved: Mapping[str, str]) -> None:
     """Rules 1-4 of the module docstring for one property name."""
     if not isinstance(key, str) or "_" in key:
-        raise PropertyError(str(key), f"Kafka property {key!r}: use the standard dotted Kafka name "
-                                      f"(e.g. 'fetch.max.bytes')")
+        raise PropertyError(
+            str(key), f"Kafka property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"
+        )
     if key in reserved:
         raise PropertyError(key, f"Kafka property {key!r} cannot be set here: {reserved[key]}")
     if key in NEVER_SET:
         raise PropertyError(key, f"Kafka property {key!r} cannot be set: {NEVER_SET[key]}")
     if ClientKind.KAFKA_PYTHON in clients:
         if key in JVM_ONLY:
-            raise PropertyError(key, f"Kafka property {key!r} is a Java client setting that kafka-python does not "
-                                     f"read; use {JVM_ONLY[key]} (docs/operations.md, Connecting to a real cluster)")
+            raise PropertyError(
+                key,
+                f"Kafka property {key!r} is a Java client setting that kafka-python does not "
+                f"read; use {JVM_ONLY[key]} (docs/operations.md, Connecting to a real cluster)",
+            )
         from cr_consumer.kafka.kafka_python.client import SETTINGS, kafka_python_name  # lazily: kafka is heavy
 
         if kafka_python_name(key) not in SETTINGS:
@@ -136,12 +144,18 @@ def check_values(properties: Mapping[str, object], *, session_default_ms: int) -
     session = int_property(properties, "session.timeout.ms", session_default_ms)
     heartbeat = int_property(properties, "heartbeat.interval.ms", default_heartbeat_ms(session))
     if heartbeat >= session:
-        raise PropertyError(None, f"heartbeat.interval.ms ({heartbeat}) must be lower than "
-                                  f"session.timeout.ms ({session})")
+        raise PropertyError(
+            None, f"heartbeat.interval.ms ({heartbeat}) must be lower than session.timeout.ms ({session})"
+        )
 
 
-def check_properties(properties: Mapping[str, object], *, clients: Collection[ClientKind],
-                     reserved: Mapping[str, str], session_default_ms: int) -> None:
+def check_properties(
+    properties: Mapping[str, object],
+    *,
+    clients: Collection[ClientKind],
+    reserved: Mapping[str, str],
+    session_default_ms: int,
+) -> None:
     """Rules 1-7 of the module docstring: ``clients`` are the libraries that will be
     given the properties, ``reserved`` the owner's own names and why."""
     for key in properties:
@@ -196,7 +210,17 @@ def client_checked(properties: Mapping[str, object]) -> dict[str, object]:
 
 
 __all__ = [
-    "AUTO_OFFSET_RESETS", "DEFAULT_HEARTBEAT_INTERVAL_MS", "GUARANTEE_PROPERTIES", "JVM_ONLY", "NEVER_SET",
-    "PropertyError", "assignor_names", "check_name", "check_properties", "check_values", "client_checked",
-    "default_heartbeat_ms", "int_property",
+    "AUTO_OFFSET_RESETS",
+    "DEFAULT_HEARTBEAT_INTERVAL_MS",
+    "GUARANTEE_PROPERTIES",
+    "JVM_ONLY",
+    "NEVER_SET",
+    "PropertyError",
+    "assignor_names",
+    "check_name",
+    "check_properties",
+    "check_values",
+    "client_checked",
+    "default_heartbeat_ms",
+    "int_property",
 ]

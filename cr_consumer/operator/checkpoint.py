@@ -62,8 +62,9 @@ class OperatorCheckpoint:
         per partition. A checkpoint without ``from`` (a reset's merged one) has no
         intervals to claim: CheckpointError."""
         if self.starts is None:
-            raise CheckpointError("checkpoint has no 'from': it cannot answer a checkpoint (the region "
-                                  "checks where each interval began)")
+            raise CheckpointError(
+                "checkpoint has no 'from': it cannot answer a checkpoint (the region checks where each interval began)"
+            )
         return [[tp.topic, tp.partition, int(self.starts[tp]), int(off)] for tp, off in sorted(self.offsets.items())]
 
     @classmethod

@@ -117,8 +117,7 @@ class OperatorConfig:
     region_index: int = 0
     #: Where a partition starts the first time the job sees it (module docstring);
     #: a StartPosition, or a StartKind or its value ("earliest") without values.
-    start_position: StartPosition = attrs.field(default=StartPosition(StartKind.COMMITTED),
-                                                converter=as_start_position)
+    start_position: StartPosition = attrs.field(default=StartPosition(StartKind.COMMITTED), converter=as_start_position)
     region_mode: RegionMode = attrs.field(default=RegionMode.PERIODIC, converter=as_region_mode)
     trigger_count: int | None = None
     max_poll_records: int = 500
@@ -134,8 +133,7 @@ class OperatorConfig:
     #: Timeout of one coordinator request (the client retries inside it).
     coordinator_timeout_s: float = 10.0
     #: Shown with secret values redacted (cr_consumer.kafka.properties.is_secret).
-    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=as_properties,
-                                                      repr=redacted_repr)
+    consumer_properties: Mapping[str, Any] = attrs.field(factory=dict, converter=as_properties, repr=redacted_repr)
     #: What start() does with the cyclic garbage collector (coordinator.protocol.common.gc_policy):
     #: "freeze" keeps the start-up heap out of its scans; "none" leaves it to the program.
     gc_policy: GcPolicy = attrs.field(default=GcPolicy.FREEZE, converter=as_gc_policy)
@@ -167,8 +165,10 @@ class OperatorConfig:
 
     def _check_client(self) -> None:
         if self.client is ClientKind.LIBRDKAFKA and importlib.util.find_spec("confluent_kafka") is None:
-            raise ConfigError(f"client librdkafka needs the confluent-kafka package: pip install "
-                              f"'{LIBRDKAFKA_EXTRA}' (or use client='kafka-python')")
+            raise ConfigError(
+                f"client librdkafka needs the confluent-kafka package: pip install "
+                f"'{LIBRDKAFKA_EXTRA}' (or use client='kafka-python')"
+            )
 
     def _check_subscription(self) -> None:
         if self.topics and self.pattern:
@@ -205,9 +205,7 @@ class OperatorConfig:
     def _check_region(self) -> None:
         if self.region_mode is RegionMode.OPERATOR_DRIVEN:
             if not isinstance(self.trigger_count, int) or self.trigger_count <= 0:
-                raise ConfigError(
-                    f"region_mode operator_driven needs trigger_count > 0, got {self.trigger_count!r}"
-                )
+                raise ConfigError(f"region_mode operator_driven needs trigger_count > 0, got {self.trigger_count!r}")
         elif self.trigger_count is not None:
             raise ConfigError("trigger_count is only used with region_mode operator_driven")
 
@@ -233,8 +231,12 @@ class OperatorConfig:
 
     def _check_properties(self) -> None:
         try:
-            check_properties(self.consumer_properties, clients={self.client}, reserved=RESERVED,
-                             session_default_ms=DEFAULT_SESSION_TIMEOUT_MS)
+            check_properties(
+                self.consumer_properties,
+                clients={self.client},
+                reserved=RESERVED,
+                session_default_ms=DEFAULT_SESSION_TIMEOUT_MS,
+            )
         except PropertyError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -279,21 +281,25 @@ class OperatorConfig:
         ``consumer_properties`` with the derived values (module docstring)."""
         props: dict[str, Any] = dict(self.consumer_properties)
         session = self.session_timeout_ms
-        props.update({
-            "bootstrap.servers": self.bootstrap_servers,
-            "group.id": self.group_id,
-            "client.id": props.get("client.id", f"cr-{self.operator_name}"),
-            "max.poll.records": self.max_poll_records,
-            "session.timeout.ms": session,
-            "heartbeat.interval.ms": int(props.get("heartbeat.interval.ms", default_heartbeat_ms(session))),
-            "max.poll.interval.ms": self.max_poll_interval_ms,
-            "metadata.max.age.ms": min(int(props.get("metadata.max.age.ms", METADATA_MAX_AGE_CAP_MS)),
-                                       METADATA_MAX_AGE_CAP_MS),
-            "partition.assignment.strategy": ",".join(self.assignor_names),
-            "auto.offset.reset": self.auto_offset_reset,
-            "fetch.max.wait.ms": int(props.get("fetch.max.wait.ms", props.get("fetch.wait.max.ms",
-                                                                               DEFAULT_FETCH_MAX_WAIT_MS))),
-        })
+        props.update(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": self.group_id,
+                "client.id": props.get("client.id", f"cr-{self.operator_name}"),
+                "max.poll.records": self.max_poll_records,
+                "session.timeout.ms": session,
+                "heartbeat.interval.ms": int(props.get("heartbeat.interval.ms", default_heartbeat_ms(session))),
+                "max.poll.interval.ms": self.max_poll_interval_ms,
+                "metadata.max.age.ms": min(
+                    int(props.get("metadata.max.age.ms", METADATA_MAX_AGE_CAP_MS)), METADATA_MAX_AGE_CAP_MS
+                ),
+                "partition.assignment.strategy": ",".join(self.assignor_names),
+                "auto.offset.reset": self.auto_offset_reset,
+                "fetch.max.wait.ms": int(
+                    props.get("fetch.max.wait.ms", props.get("fetch.wait.max.ms", DEFAULT_FETCH_MAX_WAIT_MS))
+                ),
+            }
+        )
         props.pop("fetch.wait.max.ms", None)
         if self.client is ClientKind.KAFKA_PYTHON:
             props["fetch.max.bytes"] = int(props.get("fetch.max.bytes", DEFAULT_FETCH_MAX_BYTES))
@@ -308,7 +314,19 @@ class OperatorConfig:
 
 
 __all__ = [
-    "DEFAULT_FETCH_MAX_BYTES", "DEFAULT_FETCH_MAX_WAIT_MS", "DEFAULT_SESSION_TIMEOUT_MS", "LIBRDKAFKA_EXTRA",
-    "MAX_DURATION_S", "METADATA_MAX_AGE_CAP_MS", "RESERVED", "ClientKind", "ConfigError", "GcPolicy",
-    "MalformedPolicy", "OperatorConfig", "RegionMode", "StartKind", "StartPosition",
+    "DEFAULT_FETCH_MAX_BYTES",
+    "DEFAULT_FETCH_MAX_WAIT_MS",
+    "DEFAULT_SESSION_TIMEOUT_MS",
+    "LIBRDKAFKA_EXTRA",
+    "MAX_DURATION_S",
+    "METADATA_MAX_AGE_CAP_MS",
+    "RESERVED",
+    "ClientKind",
+    "ConfigError",
+    "GcPolicy",
+    "MalformedPolicy",
+    "OperatorConfig",
+    "RegionMode",
+    "StartKind",
+    "StartPosition",
 ]

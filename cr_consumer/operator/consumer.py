@@ -104,7 +104,11 @@ class ConsumerOperator:
         self._cooperative = config.cooperative
         self.standalone = permit is None
         self.permit = permit if permit is not None else RegionPermit()
-        if config.region_mode is RegionMode.OPERATOR_DRIVEN and region is not None and not hasattr(region, "request_drain"):
+        if (
+            config.region_mode is RegionMode.OPERATOR_DRIVEN
+            and region is not None
+            and not hasattr(region, "request_drain")
+        ):
             raise TypeError("region_mode operator_driven needs a region object with request_drain(reason=...)")
         self._region: RegionRequests = region if region is not None else NoRegion()
         self._own_control = control is None
@@ -143,8 +147,15 @@ class ConsumerOperator:
             max_poll_records=config.max_poll_records,
         )
         self.rebalancer = Rebalancer(
-            self.name, config, sm=self.sm, offsets=self.offsets, targets=self.targets, events=self.events,
-            new_epoch=self._new_epoch, request_reset=self._request_region_reset, standalone=self.standalone,
+            self.name,
+            config,
+            sm=self.sm,
+            offsets=self.offsets,
+            targets=self.targets,
+            events=self.events,
+            new_epoch=self._new_epoch,
+            request_reset=self._request_region_reset,
+            standalone=self.standalone,
         )
         self.process = ProcessThread(
             self.name,
@@ -160,16 +171,33 @@ class ConsumerOperator:
             on_failure=self._on_failure,
         )
         self.handlers = RegionHandlers(
-            config, sm=self.sm, permit=self.permit, events=self.events, process=self.process, offsets=self.offsets,
-            rebalancer=self.rebalancer, targets=self.targets, control=control, stats=self.stats, drains=self._drains,
-            new_epoch=self._new_epoch, check_alive=self._check_alive, standalone=self.standalone,
+            config,
+            sm=self.sm,
+            permit=self.permit,
+            events=self.events,
+            process=self.process,
+            offsets=self.offsets,
+            rebalancer=self.rebalancer,
+            targets=self.targets,
+            control=control,
+            stats=self.stats,
+            drains=self._drains,
+            new_epoch=self._new_epoch,
+            check_alive=self._check_alive,
+            standalone=self.standalone,
         )
         self._driver: StandaloneDriver | None = None
         if self.standalone:
             self._driver = StandaloneDriver(
-                self.name, mode=config.region_mode, commit_period_s=config.commit_period_s, permit=self.permit,
-                drain=self.handlers.drain, resume_polling=self.handlers.resume_polling, state=lambda: self.sm.state,
-                failed=lambda: self._failure is not None, joining=lambda: self.rebalancer.joining,
+                self.name,
+                mode=config.region_mode,
+                commit_period_s=config.commit_period_s,
+                permit=self.permit,
+                drain=self.handlers.drain,
+                resume_polling=self.handlers.resume_polling,
+                state=lambda: self.sm.state,
+                failed=lambda: self._failure is not None,
+                joining=lambda: self.rebalancer.joining,
                 on_failure=self._on_failure,
             )
         #: Set once register() answered: close() unregisters only then, so closing an
@@ -185,8 +213,13 @@ class ConsumerOperator:
         members = list(self.control.register(cfg.group_id, cfg.region_index, self.name))
         self.handlers.set_members(members)
         self._registered = True
-        log.info("%s: registered in group %s (members %s, Kafka client %s)", self.name, cfg.group_id, members,
-                 cfg.client.value)
+        log.info(
+            "%s: registered in group %s (members %s, Kafka client %s)",
+            self.name,
+            cfg.group_id,
+            members,
+            cfg.client.value,
+        )
         self.events.start(START_TIMEOUT_S)
 
         def subscribe(consumer: KafkaClient) -> None:
@@ -218,8 +251,11 @@ class ConsumerOperator:
         self.process.stop(CLOSE_JOIN_S)
         if self.config.cooperative and self.handlers.has_deferred_commit and self._failure is None:
             try:
-                self.events.call(lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
-                                 CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S, "deferred commit at close")
+                self.events.call(
+                    lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
+                    CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S,
+                    "deferred commit at close",
+                )
             except Exception:  # closing goes on; the checkpoint holds the offsets
                 log.warning("%s: the deferred Kafka commit at close failed", self.name, exc_info=True)
         self.events.stop(CLOSE_JOIN_S)
@@ -327,15 +363,19 @@ class ConsumerOperator:
             self._driver.request_drain(reason)
         elif self._region.request_drain(reason=reason) is False:
             return  # no drain follows (the region resets or waits): do not wait the drain timeout for it
-        if not self._drains.wait_after(before, self.config.drain_timeout_s,
-                                       lambda: self.sm.state in (S.CLOSED, S.FAILED)):
+        if not self._drains.wait_after(
+            before, self.config.drain_timeout_s, lambda: self.sm.state in (S.CLOSED, S.FAILED)
+        ):
             log.warning("%s: requested drain did not happen within %.0fs", self.name, self.config.drain_timeout_s)
 
     def _on_failure(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
-        self.sm.to_if({S.INITIALIZED, S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE},
-                      S.FAILED, f"{type(exc).__name__}: {exc}")
+        self.sm.to_if(
+            {S.INITIALIZED, S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE},
+            S.FAILED,
+            f"{type(exc).__name__}: {exc}",
+        )
         self.events.stop_polling_async()
         self._drains.wake()
 

@@ -50,8 +50,16 @@ class ControlPlane(Protocol):
         """Every control variable of the group."""
         ...
 
-    def merge_checkpoint(self, group_id: str, seq: int, attempt: int, n_contributors: int, operator_name: str,
-                         offsets: WireOffsets, timeout: float) -> dict[tuple[str, int], int]:
+    def merge_checkpoint(
+        self,
+        group_id: str,
+        seq: int,
+        attempt: int,
+        n_contributors: int,
+        operator_name: str,
+        offsets: WireOffsets,
+        timeout: float,
+    ) -> dict[tuple[str, int], int]:
         """Contribute ``offsets`` to the merge of (``seq``, ``attempt``); block until all
         ``n_contributors`` contributed (at most ``timeout`` s) and return the union."""
         ...

@@ -118,23 +118,32 @@ class DrainCommit:
             return
         group = consumer.group()
         if group is not None and group.member_id is None:
-            raise DrainError(f"{self._name}: the Kafka consumer is not a member of its group (left or fenced) while "
-                             f"it holds offsets {offsets_text(offsets)}; this drain must not count")
+            raise DrainError(
+                f"{self._name}: the Kafka consumer is not a member of its group (left or fenced) while "
+                f"it holds offsets {offsets_text(offsets)}; this drain must not count"
+            )
         why = commit_deferred(group, self._rebalancer.joining)
         if why is not None:
-            log.info("%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
-                     self._name, offsets_text(offsets), why)
+            log.info(
+                "%s: Kafka commit of %s deferred until the group is stable (%s); the checkpoint holds them",
+                self._name,
+                offsets_text(offsets),
+                why,
+            )
             self._deferred = dict(offsets)
             return
         self._deferred = None
         try:
             self._commit_now(consumer, offsets, timeout_ms, fenced_fails=True)
         except MemberFenced as exc:
-            raise DrainError(f"{self._name}: the group no longer knows this consumer ({exc}); its partitions may be "
-                             f"another member's now, so this drain of {offsets_text(offsets)} must not count") from exc
+            raise DrainError(
+                f"{self._name}: the group no longer knows this consumer ({exc}); its partitions may be "
+                f"another member's now, so this drain of {offsets_text(offsets)} must not count"
+            ) from exc
 
-    def _commit_now(self, consumer: KafkaClient, offsets: Mapping[TopicPartition, int], timeout_ms: int,
-                    fenced_fails: bool = False) -> None:
+    def _commit_now(
+        self, consumer: KafkaClient, offsets: Mapping[TopicPartition, int], timeout_ms: int, fenced_fails: bool = False
+    ) -> None:
         """Commit; a failure is logged (the checkpoint holds the offsets), except
         MemberFenced, which is raised when ``fenced_fails`` (a drain's commit)."""
         try:
@@ -142,12 +151,20 @@ class DrainCommit:
         except MemberFenced:
             if fenced_fails:
                 raise
-            log.warning("%s: Kafka commit of %s refused: this consumer is no longer the group's member (its "
-                        "rebalance listener reports its partitions lost)", self._name, offsets_text(offsets))
+            log.warning(
+                "%s: Kafka commit of %s refused: this consumer is no longer the group's member (its "
+                "rebalance listener reports its partitions lost)",
+                self._name,
+                offsets_text(offsets),
+            )
             return
         except Exception as exc:  # noqa: BLE001 - logged with the reason; the checkpoint is the source of truth
-            log.warning("%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain "
-                        "commits again", self._name, offsets_text(offsets), exc)
+            log.warning(
+                "%s: Kafka commit of %s failed (%r); the checkpoint holds these offsets, the next drain commits again",
+                self._name,
+                offsets_text(offsets),
+                exc,
+            )
             return
         self._stats.set_committed(offsets)
 
@@ -167,13 +184,20 @@ class DrainCommit:
         commits as after a poll. Without this a region stopped during a
         rebalance leaves Kafka's committed offsets behind its last checkpoint."""
         deadline = time.monotonic() + wait_s
-        while (self._deferred is not None and time.monotonic() < deadline
-               and commit_deferred(consumer.group(), self._rebalancer.joining) is not None):
+        while (
+            self._deferred is not None
+            and time.monotonic() < deadline
+            and commit_deferred(consumer.group(), self._rebalancer.joining) is not None
+        ):
             consumer.poll(CLOSE_POLL_MS, 1)
         if self._deferred is not None:
             if commit_deferred(consumer.group(), self._rebalancer.joining) is not None:
-                log.warning("%s: closing during a group rebalance: the Kafka commit of %s is not done (the "
-                            "checkpoint holds these offsets)", self._name, offsets_text(self._deferred))
+                log.warning(
+                    "%s: closing during a group rebalance: the Kafka commit of %s is not done (the "
+                    "checkpoint holds these offsets)",
+                    self._name,
+                    offsets_text(self._deferred),
+                )
                 return
             self.after_poll(consumer)
 

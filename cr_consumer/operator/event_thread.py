@@ -241,6 +241,7 @@ class EventThread:
 
     def set_polling(self, on: bool, timeout: float = 5.0) -> None:
         """Start/stop polling; returns once the loop has seen it (no poll in progress)."""
+
         def apply(_client: KafkaClient) -> None:
             self._polling = on
 

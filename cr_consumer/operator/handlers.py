@@ -189,8 +189,11 @@ class RegionHandlers:
         self._process.reset_trigger()
         self._stats.drain_done((time.monotonic() - t0) * 1000)
         self._drains.done()
-        log.debug("%s: drained, committed %s", self.name,
-                  offsets_text({tp: interval.end for tp, interval in intervals.items()}))
+        log.debug(
+            "%s: drained, committed %s",
+            self.name,
+            offsets_text({tp: interval.end for tp, interval in intervals.items()}),
+        )
 
     @property
     def has_deferred_commit(self) -> bool:
@@ -220,9 +223,11 @@ class RegionHandlers:
         intervals = self._drained if self._drained is not None else self._offsets.intervals()
         unstarted = {tp: interval.end for tp, interval in intervals.items() if interval.start is None}
         if unstarted:
-            raise ContinuityError(f"{self.name}: checkpoint {seq}: records of {offsets_text(unstarted)} were "
-                                 f"submitted from a position no seek set; the region cannot check where they "
-                                 f"began")
+            raise ContinuityError(
+                f"{self.name}: checkpoint {seq}: records of {offsets_text(unstarted)} were "
+                f"submitted from a position no seek set; the region cannot check where they "
+                f"began"
+            )
         offsets = {tp: interval.end for tp, interval in intervals.items()}
         starts = {tp: interval.start for tp, interval in intervals.items() if interval.start is not None}
         # seq: every member's checkpoint of seq gets the same list (the coordinator
@@ -264,7 +269,9 @@ class RegionHandlers:
                     self.config.group_id, seq, attempt, n, self.name, own_wire, timeout=self.config.merge_timeout_s
                 )
         except Exception as exc:
-            raise ResetError(f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}") from exc
+            raise ResetError(
+                f"{self.name}: merging checkpoint {seq} (attempt {attempt}, {n} members) failed: {exc!r}"
+            ) from exc
         merged = {TopicPartition(t, p): int(o) for (t, p), o in merged_raw.items()}
         self._targets.set_merged(seq, merged)
         self._reset_to(merged, initial=False, what=f"checkpoint {seq}")
@@ -320,8 +327,10 @@ class RegionHandlers:
             try:
                 self._control.set_reset_pending(cfg.group_id, False)
             except Exception as exc:
-                raise ResetError(f"{self.name}: the reset to {what} is done here but clearing the group's "
-                                 f"reset-pending flag failed (retry the reset): {exc!r}") from exc
+                raise ResetError(
+                    f"{self.name}: the reset to {what} is done here but clearing the group's "
+                    f"reset-pending flag failed (retry the reset): {exc!r}"
+                ) from exc
         log.info("%s: reset to %s complete: %s", self.name, what, offsets_text(positions))
         self.resume_polling()
 

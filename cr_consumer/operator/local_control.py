@@ -50,8 +50,16 @@ class LocalControl:
         with self._lock:
             return dict(self._initial.get(group_id, {}))
 
-    def merge_checkpoint(self, group_id: str, seq: int, attempt: int, n_contributors: int, operator_name: str,
-                         offsets: Mapping[tuple[str, int], int], timeout: float) -> dict[tuple[str, int], int]:
+    def merge_checkpoint(
+        self,
+        group_id: str,
+        seq: int,
+        attempt: int,
+        n_contributors: int,
+        operator_name: str,
+        offsets: Mapping[tuple[str, int], int],
+        timeout: float,
+    ) -> dict[tuple[str, int], int]:
         if n_contributors > 1:
             raise RuntimeError(
                 f"checkpoint {seq} has {n_contributors} members: merging needs the coordinator "

@@ -61,9 +61,21 @@ ENDPOINT_STOP_TIMEOUT_S = 5.0
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 #: The snapshot's keys whose values are numbers the collector exports as they are.
-NumberKey = Literal["nPartitionRebalances", "nQueueFullPause", "nDroppedMalformedMessages", "nSubmittedMessages",
-                    "nDroppedResetPending", "nDroppedStale", "nResetRequests", "nDrains", "nResets",
-                    "nAssignedPartitions", "nConsumedTopics", "nPendingMessages", "isPaused"]
+NumberKey = Literal[
+    "nPartitionRebalances",
+    "nQueueFullPause",
+    "nDroppedMalformedMessages",
+    "nSubmittedMessages",
+    "nDroppedResetPending",
+    "nDroppedStale",
+    "nResetRequests",
+    "nDrains",
+    "nResets",
+    "nAssignedPartitions",
+    "nConsumedTopics",
+    "nPendingMessages",
+    "isPaused",
+]
 
 #: (Prometheus name without prefix and ``_total``, snapshot key, help).
 COUNTERS: tuple[tuple[str, NumberKey, str], ...] = (
@@ -169,11 +181,19 @@ class OperatorMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(self)
         self._drain_seconds = Histogram(
-            PREFIX + "drain_duration_seconds", "Duration of a drain (block, stop polling, commit)",
-            ["operator"], buckets=DURATION_BUCKETS, registry=self.registry).labels(name)
+            PREFIX + "drain_duration_seconds",
+            "Duration of a drain (block, stop polling, commit)",
+            ["operator"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        ).labels(name)
         self._reset_seconds = Histogram(
-            PREFIX + "reset_duration_seconds", "Duration of a reset (merge, seek, read positions back)",
-            ["operator"], buckets=DURATION_BUCKETS, registry=self.registry).labels(name)
+            PREFIX + "reset_duration_seconds",
+            "Duration of a reset (merge, seek, read positions back)",
+            ["operator"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        ).labels(name)
 
     def drain_done(self, ms: float) -> None:
         self.drain_ms = ms
@@ -265,8 +285,9 @@ class OperatorMetrics:
             g = GaugeMetricFamily(PREFIX + metric, doc, labels=["operator"])
             g.add_metric([name], snap[key])
             yield g
-        g = GaugeMetricFamily(PREFIX + "state", "1 for the operator's current client state",
-                              labels=["operator", "state"])
+        g = GaugeMetricFamily(
+            PREFIX + "state", "1 for the operator's current client state", labels=["operator", "state"]
+        )
         g.add_metric([name, snap["state"]], 1)
         yield g
         rows = sorted(self.partition_offsets().items())
@@ -296,8 +317,7 @@ class MergedCollector:
             for family in registry.collect():
                 merged = families.get(family.name)
                 if merged is None:
-                    families[family.name] = merged = Metric(family.name, family.documentation, family.type,
-                                                            family.unit)
+                    families[family.name] = merged = Metric(family.name, family.documentation, family.type, family.unit)
                 merged.samples.extend(family.samples)
         yield from families.values()
 
@@ -367,5 +387,13 @@ class MetricsEndpoint:
             thread.join(ENDPOINT_STOP_TIMEOUT_S)
 
 
-__all__ = ["DURATION_BUCKETS", "MergedCollector", "MetricsEndpoint", "MetricsSnapshot", "OperatorMetrics", "Readings",
-           "StatsCollector", "merged_registry"]
+__all__ = [
+    "DURATION_BUCKETS",
+    "MergedCollector",
+    "MetricsEndpoint",
+    "MetricsSnapshot",
+    "OperatorMetrics",
+    "Readings",
+    "StatsCollector",
+    "merged_registry",
+]

@@ -93,8 +93,7 @@ class OffsetManager:
         its start or offset differ; the seek started its interval already)."""
         with self._lock:
             for tp, interval in ended.items():
-                if (tp in self._offsets and self._starts.get(tp) == interval.start
-                        and self._offsets[tp] == interval.end):
+                if tp in self._offsets and self._starts.get(tp) == interval.start and self._offsets[tp] == interval.end:
                     self._starts[tp] = interval.end
 
     def assigned(self) -> list[TopicPartition]:

@@ -144,8 +144,7 @@ class ProcessThread:
         self._permit = permit
         self._offsets = offsets
         self._epoch = epoch
-        self._submit_batch: SubmitBatch = (
-            submit_batch if submit_batch is not None else _per_record(submit))
+        self._submit_batch: SubmitBatch = submit_batch if submit_batch is not None else _per_record(submit)
         self._decoder = decoder
         self._trigger = trigger_count
         self._on_trigger = on_trigger

@@ -188,11 +188,15 @@ class Rebalancer:
             self.joining = True
             self._new_epoch("partitions lost" if lost else "partitions revoked")
         if not need:
-            log.info("%s: revocation of %d partitions ignored (state %s: nothing fetched)",
-                     self.name, len(tps), state.value)
+            log.info(
+                "%s: revocation of %d partitions ignored (state %s: nothing fetched)", self.name, len(tps), state.value
+            )
             return
-        self._sm.to_if({S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING}, S.CR_RESET_PENDING,
-                       "partitions lost" if lost else "partitions revoked after records were fetched")
+        self._sm.to_if(
+            {S.SUBSCRIBED, S.RECORDS_FETCHED, S.RESET_COMPLETE, S.CR_RESET_PENDING},
+            S.CR_RESET_PENDING,
+            "partitions lost" if lost else "partitions revoked after records were fetched",
+        )
         # Polling goes on: kafka-python completes the group join only inside
         # poll(). Nothing is fetched meanwhile: eager revocation took every
         # partition, and new ones arrive paused (held).
@@ -220,8 +224,7 @@ class Rebalancer:
             self.held = self.held | held if self._cooperative else held
             self._assign_pending = bool(self.held)
         self.joining = False
-        log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps),
-                 by_label(fast))
+        log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps), by_label(fast))
 
     def _known_targets(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         if self._standalone:  # committed offsets come first, and they need the broker
@@ -261,8 +264,14 @@ class Rebalancer:
                 self.held -= held
             self._events.resume_partitions(consumer, held)
 
-    def seek(self, consumer: KafkaClient, tps: Collection[TopicPartition], *,
-             merged: Mapping[TopicPartition, int] | None, initial_only: bool = False) -> dict[TopicPartition, int]:
+    def seek(
+        self,
+        consumer: KafkaClient,
+        tps: Collection[TopicPartition],
+        *,
+        merged: Mapping[TopicPartition, int] | None,
+        initial_only: bool = False,
+    ) -> dict[TopicPartition, int]:
         """Seek ``tps``: merged offset, else control variable, else start position.
 
         Returns {tp: position read back}; also stores them in the offset manager.
@@ -290,8 +299,7 @@ class Rebalancer:
             consumer.seek(tp, off)
         positions = {tp: consumer.position(tp, POSITION_TIMEOUT_MS) for tp in targets}
         self._offsets.set_many(positions)
-        log.info("%s: seeked %s", self.name,
-                 by_label(positions))
+        log.info("%s: seeked %s", self.name, by_label(positions))
         return positions
 
     def clear_held(self) -> set[TopicPartition]:

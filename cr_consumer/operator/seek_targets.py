@@ -64,8 +64,9 @@ class SeekTargets:
 
     def save_control_variables(self, offsets: Offsets) -> Offsets:
         """Save first-writer-wins; return the effective values (another member's may win)."""
-        eff = self._control.put_initial_offsets(self._group_id,
-                                                {(tp.topic, tp.partition): o for tp, o in offsets.items()})
+        eff = self._control.put_initial_offsets(
+            self._group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()}
+        )
         out = {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
         self._cached = {**self._cached, **out}
         return out

@@ -72,8 +72,9 @@ def _fallback(consumer: KafkaClient, config: OperatorConfig, tps: list[TopicPart
     )
 
 
-def initial_offsets(consumer: KafkaClient, config: OperatorConfig,
-                    partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+def initial_offsets(
+    consumer: KafkaClient, config: OperatorConfig, partitions: Collection[TopicPartition]
+) -> dict[TopicPartition, int]:
     """{TopicPartition: offset} for every partition in ``partitions``."""
     tps = sorted(partitions)
     if not tps:
@@ -124,8 +125,11 @@ def start_offsets(consumer: KafkaClient, config: OperatorConfig, plan: StartPlan
     out = initial_offsets(consumer, config, plan.configured)
     if plan.earliest:
         earliest = sorted(plan.earliest)
-        log.info("%s: partitions first seen after the job's first start begin at their earliest offset: %s",
-                 config.operator_name, [partition_label(tp.topic, tp.partition) for tp in earliest])
+        log.info(
+            "%s: partitions first seen after the job's first start begin at their earliest offset: %s",
+            config.operator_name,
+            [partition_label(tp.topic, tp.partition) for tp in earliest],
+        )
         out.update(consumer.beginning_offsets(earliest, LOOKUP_TIMEOUT_MS))
     return out
 

@@ -118,8 +118,7 @@ class TriggerError(ValueError):
 def check(point: Point, action: Action) -> None:
     """Raise :class:`TriggerError` unless ``action`` can act at ``point``."""
     if action is Action.DROP and point not in DROP_POINTS:
-        raise TriggerError(f"fault point {point.value}: 'drop' only applies to "
-                           f"{sorted(p.value for p in DROP_POINTS)}")
+        raise TriggerError(f"fault point {point.value}: 'drop' only applies to {sorted(p.value for p in DROP_POINTS)}")
 
 
 @attrs.frozen
@@ -140,8 +139,14 @@ class Fired:
             doc = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(doc, dict) or doc.get("version") != TRIGGER_VERSION or "pid" not in doc:
                 return None  # the trigger itself: the claiming process has not written yet
-            return cls(point=Point(doc["point"]), action=Action(doc["action"]), member=str(doc["member"]),
-                       pid=int(doc["pid"]), t=float(doc["t"]), path=path)
+            return cls(
+                point=Point(doc["point"]),
+                action=Action(doc["action"]),
+                member=str(doc["member"]),
+                pid=int(doc["pid"]),
+                t=float(doc["t"]),
+                path=path,
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -210,8 +215,9 @@ def _act(point: Point, member: str, claimed: Path) -> bool:
         raw = claimed.read_bytes()[:MAX_TRIGGER_BYTES]
         doc = json.loads(raw)
         if not isinstance(doc, dict) or doc.get("version") != TRIGGER_VERSION:
-            raise TriggerError(f"trigger version {doc.get('version') if isinstance(doc, dict) else None!r}, "
-                               f"expected {TRIGGER_VERSION}")
+            raise TriggerError(
+                f"trigger version {doc.get('version') if isinstance(doc, dict) else None!r}, expected {TRIGGER_VERSION}"
+            )
         action = Action(doc.get("action"))
         check(point, action)
     except (OSError, ValueError) as exc:  # a broken trigger never breaks the member
@@ -221,8 +227,14 @@ def _act(point: Point, member: str, claimed: Path) -> bool:
         except OSError:
             log.exception("%s: cannot mark the trigger %s invalid", member, claimed.name)
         return False
-    fired = {"version": TRIGGER_VERSION, "point": point.value, "action": action.value, "member": member,
-             "pid": os.getpid(), "t": time.time()}
+    fired = {
+        "version": TRIGGER_VERSION,
+        "point": point.value,
+        "action": action.value,
+        "member": member,
+        "pid": os.getpid(),
+        "t": time.time(),
+    }
     tmp = claimed.with_name(claimed.name + ".tmp")
     tmp.write_text(json.dumps(fired), encoding="utf-8")
     os.replace(tmp, claimed)
@@ -272,5 +284,19 @@ def fired(fault_dir: str | os.PathLike[str], point: Point | None = None) -> list
     return sorted(out, key=lambda f: f.t)
 
 
-__all__ = ["DROP_POINTS", "ENV_FAULT_DIR", "RECEIVE_POINTS", "Action", "Fired", "Point", "TriggerError", "arm",
-           "check", "configure", "enabled", "fired", "hit", "lossy"]
+__all__ = [
+    "DROP_POINTS",
+    "ENV_FAULT_DIR",
+    "RECEIVE_POINTS",
+    "Action",
+    "Fired",
+    "Point",
+    "TriggerError",
+    "arm",
+    "check",
+    "configure",
+    "enabled",
+    "fired",
+    "hit",
+    "lossy",
+]

@@ -58,8 +58,11 @@ SPARK_SCHEMA_DDL = (
 
 #: Kafka's timestampType numbers (Spark's column): -1 none, 0 CreateTime, 1 LogAppendTime;
 #: a 7-tuple record has no timestampType (CreateTime, 0).
-_TIMESTAMP_TYPE_NUMBERS = {TimestampType.NOT_AVAILABLE: -1, TimestampType.CREATE_TIME: 0,
-                           TimestampType.LOG_APPEND_TIME: 1}
+_TIMESTAMP_TYPE_NUMBERS = {
+    TimestampType.NOT_AVAILABLE: -1,
+    TimestampType.CREATE_TIME: 0,
+    TimestampType.LOG_APPEND_TIME: 1,
+}
 
 
 def spark_schema(include_headers: bool = True):

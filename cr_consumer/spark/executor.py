@@ -87,9 +87,16 @@ DataLossHandler = Callable[[OffsetRange, int, int, str], "int | None"]
 class RangeReader(Protocol):
     """A worker's group-less consumer reading one offset range per task (one thread uses it)."""
 
-    def read(self, rng: OffsetRange, *, include_headers: bool, batch_rows: int, deadline: float,
-             on_data_loss: DataLossHandler,
-             on_timeout: Callable[[int], BaseException]) -> Iterator[pa.RecordBatch]: ...
+    def read(
+        self,
+        rng: OffsetRange,
+        *,
+        include_headers: bool,
+        batch_rows: int,
+        deadline: float,
+        on_data_loss: DataLossHandler,
+        on_timeout: Callable[[int], BaseException],
+    ) -> Iterator[pa.RecordBatch]: ...
 
     def close(self) -> None: ...
 
@@ -100,17 +107,30 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
     def on_data_loss(rng: OffsetRange, offset: int, log_start: int, reason: str) -> int | None:
         where = f"{rng.topic}:{rng.partition}"
         if options.fail_on_data_loss:
-            raise DataLoss(f"{where} [{rng.start}, {rng.until}): offset {offset} is no longer on the broker (log "
-                           f"start {log_start}: {reason}); some data may have been lost. Set the source option "
-                           f"failOnDataLoss=false to skip it and go on")
+            raise DataLoss(
+                f"{where} [{rng.start}, {rng.until}): offset {offset} is no longer on the broker (log "
+                f"start {log_start}: {reason}); some data may have been lost. Set the source option "
+                f"failOnDataLoss=false to skip it and go on"
+            )
         if offset < log_start:
             resume: int | None = min(log_start, rng.until)
-            log.warning("crkafka: %s: offsets [%d, %d) are no longer on the broker; skipped, reading from %d "
-                        "(failOnDataLoss=false)", where, offset, resume, resume)
+            log.warning(
+                "crkafka: %s: offsets [%d, %d) are no longer on the broker; skipped, reading from %d "
+                "(failOnDataLoss=false)",
+                where,
+                offset,
+                resume,
+                resume,
+            )
         else:
             resume = None
-            log.warning("crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
-                        "skipped (failOnDataLoss=false)", where, offset, rng.until)
+            log.warning(
+                "crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
+                "skipped (failOnDataLoss=false)",
+                where,
+                offset,
+                rng.until,
+            )
         return resume if resume is not None and resume < rng.until else None
 
     return on_data_loss
@@ -132,9 +152,16 @@ class KafkaPythonRangeReader:
         self._max_records = max_records if isinstance(max_records, int) else MAX_POLL_RECORDS
         self._consumer: KafkaClient = make_client(ClientKind.KAFKA_PYTHON, props)
 
-    def read(self, rng: OffsetRange, *, include_headers: bool, batch_rows: int, deadline: float,
-             on_data_loss: DataLossHandler,
-             on_timeout: Callable[[int], BaseException]) -> Iterator[pa.RecordBatch]:
+    def read(
+        self,
+        rng: OffsetRange,
+        *,
+        include_headers: bool,
+        batch_rows: int,
+        deadline: float,
+        on_data_loss: DataLossHandler,
+        on_timeout: Callable[[int], BaseException],
+    ) -> Iterator[pa.RecordBatch]:
         consumer = self._consumer
         tp = TopicPartition(rng.topic, rng.partition)
         pending: list[KafkaRecord] = []
@@ -199,8 +226,11 @@ def worker_reader(options: SourceOptions) -> RangeReader:
             if not _readers:
                 atexit.register(close_worker_readers)  # idempotent: unregistered when the cache empties
             _readers[key] = reader
-            log.info("crkafka: executor worker %d: a new %s consumer (reused by this worker's next tasks)",
-                     os.getpid(), options.client.value)
+            log.info(
+                "crkafka: executor worker %d: a new %s consumer (reused by this worker's next tasks)",
+                os.getpid(),
+                options.client.value,
+            )
         return reader
 
 
@@ -248,13 +278,16 @@ def commit_range_end(options: SourceOptions, rng: OffsetRange) -> None:
     try:
         consumer.commit({tp: rng.until}, BATCH_COMMIT_TIMEOUT_MS)
     except Exception as exc:
-        raise BatchCommitFailed(f"crkafka batch read: committing {rng.topic}:{rng.partition} at {rng.until} to group "
-                                f"{options.group_id!r} failed ({exc!r}); the group may have active members "
-                                f"(commitOnBatchRead)") from exc
+        raise BatchCommitFailed(
+            f"crkafka batch read: committing {rng.topic}:{rng.partition} at {rng.until} to group "
+            f"{options.group_id!r} failed ({exc!r}); the group may have active members "
+            f"(commitOnBatchRead)"
+        ) from exc
     finally:
         consumer.close(CLOSE_TIMEOUT_MS)
-    log.info("crkafka: batch read committed %s:%d at %d to group %s", rng.topic, rng.partition, rng.until,
-             options.group_id)
+    log.info(
+        "crkafka: batch read committed %s:%d at %d to group %s", rng.topic, rng.partition, rng.until, options.group_id
+    )
 
 
 def read_range(
@@ -272,20 +305,42 @@ def read_range(
     rows = 0
 
     def timed_out(position: int) -> BaseException:
-        return RangeReadTimeout(f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}) not read within "
-                                f"{timeout_s}s (position {position})")
+        return RangeReadTimeout(
+            f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}) not read within {timeout_s}s (position {position})"
+        )
 
     try:
-        for batch in reader.read(rng, include_headers=options.include_headers, batch_rows=batch_rows,
-                                 deadline=t0 + timeout_s, on_data_loss=data_loss_handler(options),
-                                 on_timeout=timed_out):
+        for batch in reader.read(
+            rng,
+            include_headers=options.include_headers,
+            batch_rows=batch_rows,
+            deadline=t0 + timeout_s,
+            on_data_loss=data_loss_handler(options),
+            on_timeout=timed_out,
+        ):
             rows += batch.num_rows
             yield batch
     except BaseException:
         drop_worker_reader(options)
         raise
-    log.debug("crkafka: read %s:%d [%d, %d): %d rows in %.2fs", rng.topic, rng.partition, rng.start, rng.until,
-              rows, time.monotonic() - t0)
+    log.debug(
+        "crkafka: read %s:%d [%d, %d): %d rows in %.2fs",
+        rng.topic,
+        rng.partition,
+        rng.start,
+        rng.until,
+        rows,
+        time.monotonic() - t0,
+    )
 
 
-__all__ = ["BatchCommitFailed", "DataLoss", "RangeReadTimeout", "RangeReader", "close_worker_readers", "commit_range_end", "read_range", "worker_reader"]
+__all__ = [
+    "BatchCommitFailed",
+    "DataLoss",
+    "RangeReadTimeout",
+    "RangeReader",
+    "close_worker_readers",
+    "commit_range_end",
+    "read_range",
+    "worker_reader",
+]

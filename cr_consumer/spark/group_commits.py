@@ -96,8 +96,7 @@ class GroupCommits:
             return None
         url = urlparse(location)
         if url.scheme not in ("", "file"):
-            log.info("crkafka: the checkpoint location %s is not local: its commit log is not read at close",
-                     location)
+            log.info("crkafka: the checkpoint location %s is not local: its commit log is not read at close", location)
             return None
         found = last_committed_end(url.path, query)
         return SourceOffset.from_json(found) if found is not None else None
@@ -120,8 +119,9 @@ class GroupCommits:
             raise
         except Exception as exc:  # noqa: BLE001 - kept pending and retried (step 1)
             self._stats["commit_failures"] += 1
-            log.warning("crkafka: committing epoch %d to Kafka failed (%r); retried at the next trigger",
-                        end.epoch, exc)
+            log.warning(
+                "crkafka: committing epoch %d to Kafka failed (%r); retried at the next trigger", end.epoch, exc
+            )
             return
         self._pending = None
         self._committed_epoch = max(self._committed_epoch, end.epoch)

@@ -12,8 +12,15 @@ def groupless_properties(options: SourceOptions, client_id: str) -> dict[str, ob
     silent jump."""
     props = options.consumer_properties
     props.pop("group.instance.id", None)
-    props.update({"bootstrap.servers": options.bootstrap_servers.split(","), "group.id": None,
-                  "enable.auto.commit": False, "auto.offset.reset": "none", "client.id": client_id})
+    props.update(
+        {
+            "bootstrap.servers": options.bootstrap_servers.split(","),
+            "group.id": None,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "none",
+            "client.id": client_id,
+        }
+    )
     return props
 
 

@@ -58,10 +58,15 @@ def _settle(fut: Future, name: str, error: KafkaClientError | None) -> None:
 class HandoverHold:
     """Steps 1-3 for one member (see the module docstring)."""
 
-    def __init__(self, name: str, commits: queue.Queue[CommitRequest],
-                 handed_over: Callable[[], Callable[[set[TopicPartition]], bool] | None],
-                 stopping: Callable[[], bool], ended: Callable[[], None],
-                 failed: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        commits: queue.Queue[CommitRequest],
+        handed_over: Callable[[], Callable[[set[TopicPartition]], bool] | None],
+        stopping: Callable[[], bool],
+        ended: Callable[[], None],
+        failed: Callable[[BaseException], None],
+    ) -> None:
         self._name = name
         self._commits = commits
         self._handed_over = handed_over  # the planner's check, once it has set one
@@ -107,13 +112,15 @@ class HandoverHold:
         if time.monotonic() > self._started + HANDOVER_TIMEOUT_S:
             raise HandoverTimedOut(
                 f"{self._name}: the ranges planned for {partition_names(partitions)} were not committed within "
-                f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again")
+                f"{HANDOVER_TIMEOUT_S}s of their revocation; their next owner would read them again"
+            )
         return self._stopping()
 
     def commits(self) -> list[HeldCommit]:
         """Step 2: the commits queued for the member, each settled through its caller's future."""
-        return [HeldCommit(offsets, functools.partial(_settle, fut, self._name))
-                for offsets, fut in claimed(self._commits)]
+        return [
+            HeldCommit(offsets, functools.partial(_settle, fut, self._name)) for offsets, fut in claimed(self._commits)
+        ]
 
 
 def partition_names(tps: Iterable[TopicPartition]) -> list[str]:

@@ -52,9 +52,15 @@ class _Columns:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def extend(self, offsets: list[int], timestamps: Sequence[int | None], timestamp_types: list[int],
-               keys: list[bytes | None], values: list[bytes | None],
-               headers: list[object] | None) -> None:
+    def extend(
+        self,
+        offsets: list[int],
+        timestamps: Sequence[int | None],
+        timestamp_types: list[int],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        headers: list[object] | None,
+    ) -> None:
         self.offsets.extend(offsets)
         self.stamps.extend(timestamps)
         self.types.extend(timestamp_types)
@@ -65,8 +71,17 @@ class _Columns:
 
     def take(self, rng: OffsetRange, n: int) -> pa.RecordBatch:
         """The first ``n`` rows as one Arrow batch, removed from the columns."""
-        batch = range_batch(rng.topic, rng.partition, self.offsets[:n], self.stamps[:n], self.types[:n],
-                            self.keys[:n], self.values[:n], self.headers[:n], self.include_headers)
+        batch = range_batch(
+            rng.topic,
+            rng.partition,
+            self.offsets[:n],
+            self.stamps[:n],
+            self.types[:n],
+            self.keys[:n],
+            self.values[:n],
+            self.headers[:n],
+            self.include_headers,
+        )
         for column in (self.offsets, self.stamps, self.types, self.keys, self.values, self.headers):
             del column[:n]
         return batch
@@ -80,9 +95,16 @@ class LibrdkafkaRangeReader:
 
         self._consumer = RangeConsumer(bootstrap_servers, properties)
 
-    def read(self, rng: OffsetRange, *, include_headers: bool, batch_rows: int, deadline: float,
-             on_data_loss: Callable[[OffsetRange, int, int, str], int | None],
-             on_timeout: Callable[[int], BaseException]) -> Iterator[pa.RecordBatch]:
+    def read(
+        self,
+        rng: OffsetRange,
+        *,
+        include_headers: bool,
+        batch_rows: int,
+        deadline: float,
+        on_data_loss: Callable[[OffsetRange, int, int, str], int | None],
+        on_timeout: Callable[[int], BaseException],
+    ) -> Iterator[pa.RecordBatch]:
         """The records ``[rng.start, rng.until)`` as Arrow batches (see the module doc)."""
         consumer = self._consumer
         consumer.assign(rng.topic, rng.partition, rng.start)
@@ -97,8 +119,9 @@ class LibrdkafkaRangeReader:
                 if time.monotonic() > deadline:
                     raise on_timeout(next_offset)
                 with collector_paused():  # no yield inside: Spark's code runs with the collector on
-                    next_offset = consumer.consume_into(columns, rng.topic, rng.partition, next_offset, rng.until,
-                                                        lost, include_headers=include_headers)
+                    next_offset = consumer.consume_into(
+                        columns, rng.topic, rng.partition, next_offset, rng.until, lost, include_headers=include_headers
+                    )
                 while len(columns) >= batch_rows:
                     yield columns.take(rng, batch_rows)
             if len(columns):

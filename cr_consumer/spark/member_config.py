@@ -23,16 +23,18 @@ def membership_properties(options: SourceOptions, group: str, index: int) -> dic
     instance = props.pop("group.instance.id", None)
     if instance:  # static membership: one id per member
         props["group.instance.id"] = f"{instance}-{index}"
-    props.update({
-        "session.timeout.ms": session_timeout_ms(options),
-        "bootstrap.servers": options.bootstrap_servers.split(","),
-        "group.id": group,
-        "enable.auto.commit": False,
-        # positions of this client are never used (it fetches nothing); a
-        # reset policy of 'none' would fail its poll on a partition without commit
-        "auto.offset.reset": "latest",
-        "client.id": f"crkafka-{group}-{index}",
-    })
+    props.update(
+        {
+            "session.timeout.ms": session_timeout_ms(options),
+            "bootstrap.servers": options.bootstrap_servers.split(","),
+            "group.id": group,
+            "enable.auto.commit": False,
+            # positions of this client are never used (it fetches nothing); a
+            # reset policy of 'none' would fail its poll on a partition without commit
+            "auto.offset.reset": "latest",
+            "client.id": f"crkafka-{group}-{index}",
+        }
+    )
     return props
 
 

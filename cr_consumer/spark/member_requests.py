@@ -72,8 +72,11 @@ def serve_commits(client: KafkaClient, commits: queue.Queue[CommitRequest], name
         try:
             client.commit(offsets, int(COMMIT_TIMEOUT_S * 1000))
         except ClientTimeout:
-            fut.set_exception(CommitTimedOut(f"{name}: committing {len(offsets)} partitions did not "
-                                             f"complete within {COMMIT_TIMEOUT_S}s"))
+            fut.set_exception(
+                CommitTimedOut(
+                    f"{name}: committing {len(offsets)} partitions did not complete within {COMMIT_TIMEOUT_S}s"
+                )
+            )
         except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
             fut.set_exception(exc)
         else:
@@ -95,6 +98,16 @@ def fail_all(requests: queue.Queue[tuple[P, Future]], why: str) -> None:
         fut.set_exception(MemberFailed(why))
 
 
-__all__ = ["CALL_MARGIN_S", "COMMIT_TIMEOUT_S", "CallRequest", "CallTimedOut", "CommitRequest", "CommitTimedOut",
-           "MemberFailed", "claimed",
-           "fail_all", "serve_calls", "serve_commits"]
+__all__ = [
+    "CALL_MARGIN_S",
+    "COMMIT_TIMEOUT_S",
+    "CallRequest",
+    "CallTimedOut",
+    "CommitRequest",
+    "CommitTimedOut",
+    "MemberFailed",
+    "claimed",
+    "fail_all",
+    "serve_calls",
+    "serve_commits",
+]

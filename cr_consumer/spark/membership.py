@@ -116,8 +116,14 @@ class GroupMember:
         self._thread: threading.Thread | None = None
         self._client: KafkaClient | None = None  # created and used on the member's thread only
         self.failure: BaseException | None = None
-        self._hold = HandoverHold(self.name, self._commits, lambda: self.handover, self._stop.is_set,
-                                  self._handover_ended, self._handover_failed)
+        self._hold = HandoverHold(
+            self.name,
+            self._commits,
+            lambda: self.handover,
+            self._stop.is_set,
+            self._handover_ended,
+            self._handover_failed,
+        )
 
     @property
     def handover_ms(self) -> list[float]:
@@ -279,5 +285,15 @@ class GroupMember:
                 log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
 
 
-__all__ = ["CALL_MARGIN_S", "COMMIT_TIMEOUT_S", "HANDOVER_TIMEOUT_S", "CallTimedOut", "CommitTimedOut", "GroupMember",
-           "HandoverTimedOut", "MemberFailed", "member_name", "membership_properties"]
+__all__ = [
+    "CALL_MARGIN_S",
+    "COMMIT_TIMEOUT_S",
+    "HANDOVER_TIMEOUT_S",
+    "CallTimedOut",
+    "CommitTimedOut",
+    "GroupMember",
+    "HandoverTimedOut",
+    "MemberFailed",
+    "member_name",
+    "membership_properties",
+]

@@ -82,10 +82,10 @@ class MembersCollector:
 
     def collect(self) -> Iterator[Metric]:
         members = self._members()
-        assigned = GaugeMetricFamily(PREFIX + "assigned_partitions", "Partitions currently assigned",
-                                     labels=["operator"])
-        topics = GaugeMetricFamily(PREFIX + "consumed_topics", "Topics of the assigned partitions",
-                                   labels=["operator"])
+        assigned = GaugeMetricFamily(
+            PREFIX + "assigned_partitions", "Partitions currently assigned", labels=["operator"]
+        )
+        topics = GaugeMetricFamily(PREFIX + "consumed_topics", "Topics of the assigned partitions", labels=["operator"])
         for member in members:
             assigned.add_metric([member.name], len(member.assigned))
             topics.add_metric([member.name], len({topic for topic, _ in member.assigned}))
@@ -100,8 +100,9 @@ class MembersCollector:
             yield gauge
 
 
-def runner_registry(stats: Callable[[], Mapping[str, int]],
-                    members: Callable[[], list[MemberOffsets]]) -> CollectorRegistry:
+def runner_registry(
+    stats: Callable[[], Mapping[str, int]], members: Callable[[], list[MemberOffsets]]
+) -> CollectorRegistry:
     """The registry the runner's endpoint serves: planner counters and member offsets."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(StatsCollector(SPARK_PREFIX, stats, PLANNER_COUNTERS))

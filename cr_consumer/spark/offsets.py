@@ -96,7 +96,9 @@ class SourceOffset:
         if not isinstance(data, Mapping):
             raise OffsetFormatError(f"expected a JSON object, got {type(data).__name__}")
         if data.get("v") != OFFSET_VERSION:
-            raise OffsetFormatError(f"unsupported crkafka offset version {data.get('v')!r} (this build reads {OFFSET_VERSION})")
+            raise OffsetFormatError(
+                f"unsupported crkafka offset version {data.get('v')!r} (this build reads {OFFSET_VERSION})"
+            )
         epoch = data.get("epoch")
         if not isinstance(epoch, int) or epoch < 0:
             raise OffsetFormatError(f"bad epoch {epoch!r}")

@@ -64,8 +64,11 @@ from cr_consumer.spark.ranges import OffsetRange
 TopicPartitionKey = tuple[str, int]
 
 
-def commit_positions(positions: Mapping[TopicPartitionKey, int], holding: Iterable[TopicPartitionKey],
-                     floors: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+def commit_positions(
+    positions: Mapping[TopicPartitionKey, int],
+    holding: Iterable[TopicPartitionKey],
+    floors: Mapping[TopicPartitionKey, int],
+) -> dict[TopicPartitionKey, int]:
     """Steps 1-2: of a sink-committed end's ``positions``, those to commit: the
     partitions held (or being handed over), never below the group's known commit."""
     held = set(holding)
@@ -78,8 +81,9 @@ def begin_after_adoption(begin: int, committed: int | None) -> int:
     return begin if committed is None or committed <= begin else committed
 
 
-def replay_ranges(ranges: Iterable[OffsetRange], holding: Iterable[TopicPartitionKey],
-                  committed: Mapping[TopicPartitionKey, int]) -> list[OffsetRange]:
+def replay_ranges(
+    ranges: Iterable[OffsetRange], holding: Iterable[TopicPartitionKey], committed: Mapping[TopicPartitionKey, int]
+) -> list[OffsetRange]:
     """Step 4: the part of a replayed batch's ``ranges`` that is still this query's:
     partitions it holds now, from the group's commit when that is past the start."""
     held = set(holding)
@@ -106,8 +110,11 @@ def given_up(ranges: Iterable[OffsetRange], holding: Iterable[TopicPartitionKey]
     return out
 
 
-def handed_over(revoked: Iterable[TopicPartitionKey], planned: Mapping[TopicPartitionKey, int],
-                floors: Mapping[TopicPartitionKey, int]) -> bool:
+def handed_over(
+    revoked: Iterable[TopicPartitionKey],
+    planned: Mapping[TopicPartitionKey, int],
+    floors: Mapping[TopicPartitionKey, int],
+) -> bool:
     """Step 5: every range planned for ``revoked`` is below the group's commit."""
     return all(floors.get(tp, -1) >= planned[tp] for tp in revoked if tp in planned)
 

@@ -121,8 +121,9 @@ class DataLossInPlan(PlanningFailed):
     """A partition's end went below its start and failOnDataLoss is true."""
 
 
-def batch_ranges(start: SourceOffset, end: SourceOffset, min_partitions: int | None, *,
-                 skip_backwards: bool = False) -> list[OffsetRange]:
+def batch_ranges(
+    start: SourceOffset, end: SourceOffset, min_partitions: int | None, *, skip_backwards: bool = False
+) -> list[OffsetRange]:
     """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
     A partition whose end is below its start was skipped for data loss when the
     batch was planned with ``failOnDataLoss=false`` (``skip_backwards``): it has no
@@ -147,8 +148,15 @@ class QueryPlanner:
         self._client: CoordinatorClient | None = None  # created at start
         self._query: str | None = None
         self._closed = False
-        self.stats = {"batches": 0, "planned_rows": 0, "commit_failures": 0, "commits": 0,
-                      "data_loss_skips": 0, "replayed_batches": 0, "replay_rows_given_up": 0}
+        self.stats = {
+            "batches": 0,
+            "planned_rows": 0,
+            "commit_failures": 0,
+            "commits": 0,
+            "data_loss_skips": 0,
+            "replayed_batches": 0,
+            "replay_rows_given_up": 0,
+        }
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics (metricsPort), owned here
         #: partitions adopted (their floors known) and held or being handed over (None: no adoption yet);
         #: replaced as a whole (the notice thread reads it)
@@ -195,8 +203,11 @@ class QueryPlanner:
 
         self._query = offset.query or new_query_id()  # none: the initial offset of a new query
         if self.options.metrics_port is not None:  # first: a port in use fails before anyone joins the group
-            endpoint = MetricsEndpoint(runner_registry(lambda: dict(self.stats), self.member_offsets),
-                                       self.options.metrics_port, self.options.metrics_host)
+            endpoint = MetricsEndpoint(
+                runner_registry(lambda: dict(self.stats), self.member_offsets),
+                self.options.metrics_port,
+                self.options.metrics_host,
+            )
             endpoint.start()
             self.metrics_endpoint = endpoint
         client = self._client = CoordinatorClient(self.options.coordinator, timeout=COORDINATOR_TIMEOUT_S)
@@ -216,9 +227,15 @@ class QueryPlanner:
                     f"{member.name} got no assignment from group {self.group!r} within {bound:.0f}s: the group's "
                     f"other members did not rejoin (each may hold a rebalance for {HANDOVER_TIMEOUT_S:.0f}s to hand "
                     f"over its batch in flight); a broker that completes joins only after a session timeout "
-                    f"needs a shorter kafka.session.timeout.ms (now {session_timeout_ms(self.options)} ms)")
-        log.info("crkafka: %d members joined group %s, coordinator group %s (%s)", len(self.members),
-                 self.group, self.coordinator_group, self.options.describe_subscription())
+                    f"needs a shorter kafka.session.timeout.ms (now {session_timeout_ms(self.options)} ms)"
+                )
+        log.info(
+            "crkafka: %d members joined group %s, coordinator group %s (%s)",
+            len(self.members),
+            self.group,
+            self.coordinator_group,
+            self.options.describe_subscription(),
+        )
 
     def member_offsets(self) -> list[MemberOffsets]:
         """Each member's assignment and offsets (the endpoint's thread asks at every scrape)."""
@@ -228,11 +245,15 @@ class QueryPlanner:
         out = []
         for member in list(self.members):
             held = frozenset(_key(tp) for tp in member.assignment()[0])
-            out.append(MemberOffsets(
-                name=member.name, assigned=held,
-                position={tp: off for tp, off in planned.items() if tp in held},
-                end_offset={tp: off for tp, off in latest.items() if tp in held},
-                committed_offset=committed_by.get(member.name, {})))
+            out.append(
+                MemberOffsets(
+                    name=member.name,
+                    assigned=held,
+                    position={tp: off for tp, off in planned.items() if tp in held},
+                    end_offset={tp: off for tp, off in latest.items() if tp in held},
+                    committed_offset=committed_by.get(member.name, {}),
+                )
+            )
         return out
 
     def _own(self, offset: SourceOffset) -> SourceOffset:
@@ -327,8 +348,13 @@ class QueryPlanner:
         if start.positions:  # not the query's first start: the group's commit may be ahead (ownership step 3)
             for key, committed in sorted(self._adopted.items()):
                 if key in begins and ownership.begin_after_adoption(begins[key], committed) != begins[key]:
-                    log.info("crkafka: %s[%d] taken over at the group's commit %d (this query was at %d)",
-                             key[0], key[1], committed, begins[key])
+                    log.info(
+                        "crkafka: %s[%d] taken over at the group's commit %d (this query was at %d)",
+                        key[0],
+                        key[1],
+                        committed,
+                        begins[key],
+                    )
                     begins[key] = first[key] = committed
         self._adopted.clear()
         latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
@@ -381,9 +407,13 @@ class QueryPlanner:
         given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
         self.stats["replayed_batches"] += 1
         self.stats["replay_rows_given_up"] += given_up
-        log.info("crkafka: replaying epoch %d from Spark's offset log: %d of %d records are still this query's "
-                 "(the rest is read by the partitions' current owners)", end.epoch, sum(r.size for r in kept),
-                 sum(r.size for r in whole))
+        log.info(
+            "crkafka: replaying epoch %d from Spark's offset log: %d of %d records are still this query's "
+            "(the rest is read by the partitions' current owners)",
+            end.epoch,
+            sum(r.size for r in kept),
+            sum(r.size for r in whole),
+        )
         out = split_ranges(kept, self.options.min_partitions)
         self._replayed = (*asked, out)
         return out
@@ -400,10 +430,18 @@ class QueryPlanner:
                 raise DataLossInPlan(
                     f"crkafka: {topic}:{partition}'s offset went from {begin} back to {end} (the end of its log): "
                     f"some data may have been lost (the topic was deleted and created again, or startingOffsets "
-                    f"names an offset past the end). Set the source option failOnDataLoss=false to go on from {end}")
+                    f"names an offset past the end). Set the source option failOnDataLoss=false to go on from {end}"
+                )
             self.stats["data_loss_skips"] += 1
-            log.warning("crkafka: %s:%d's offset went from %d back to %d (the end of its log): some data may have "
-                        "been lost; going on from %d (failOnDataLoss=false)", topic, partition, begin, end, end)
+            log.warning(
+                "crkafka: %s:%d's offset went from %d back to %d (the end of its log): some data may have "
+                "been lost; going on from %d (failOnDataLoss=false)",
+                topic,
+                partition,
+                begin,
+                end,
+                end,
+            )
             begins[key] = end
 
     def _start_positions(self, start: SourceOffset, tps: list[TopicPartition]) -> dict[TopicPartitionKey, int]:
@@ -416,10 +454,13 @@ class QueryPlanner:
             first_start = not known and not start.positions
             computed = self._configured(missing) if first_start else self.probe.beginning(missing)
             if not first_start:
-                log.info("crkafka: partitions first seen after the query's first start begin at earliest: %s",
-                         sorted(map(str, missing)))
-            known.update(self.client.put_initial_offsets(self.coordinator_group,
-                                                          {_key(tp): off for tp, off in computed.items()}))
+                log.info(
+                    "crkafka: partitions first seen after the query's first start begin at earliest: %s",
+                    sorted(map(str, missing)),
+                )
+            known.update(
+                self.client.put_initial_offsets(self.coordinator_group, {_key(tp): off for tp, off in computed.items()})
+            )
         return {_key(tp): known[_key(tp)] for tp in tps}
 
     def _configured(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -439,8 +480,10 @@ class QueryPlanner:
         now rather than at the next trigger. Nothing before the first adoption, and nothing
         but an end this runner handed to Spark (any local process can reach the socket)."""
         if not self._was_handed(notice.end):
-            log.warning("crkafka: dropped a sink-commit notice of epoch %d: not an end this query handed to Spark",
-                        notice.end.epoch)
+            log.warning(
+                "crkafka: dropped a sink-commit notice of epoch %d: not an end this query handed to Spark",
+                notice.end.epoch,
+            )
             return
         if notice.checkpoint is not None:
             self.commits.checkpoint = notice.checkpoint

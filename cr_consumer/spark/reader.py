@@ -157,13 +157,17 @@ class CrKafkaBatchReader(DataSourceReader):
         ranges = []
         for tp in tps:
             if ends[tp] < starts[tp]:
-                raise ValueError(f"crkafka batch read: {tp.topic}:{tp.partition} starts at {starts[tp]}, "
-                                 f"after its end {ends[tp]} (startingOffsets / endingOffsets)")
+                raise ValueError(
+                    f"crkafka batch read: {tp.topic}:{tp.partition} starts at {starts[tp]}, "
+                    f"after its end {ends[tp]} (startingOffsets / endingOffsets)"
+                )
             ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]))
         if self.options.commit_on_batch_read:
             if self.options.min_partitions is not None:
-                raise ValueError("crkafka batch read: commitOnBatchRead commits each partition's end from the one "
-                                 "task that reads the partition; give no minPartitions with it")
+                raise ValueError(
+                    "crkafka batch read: commitOnBatchRead commits each partition's end from the one "
+                    "task that reads the partition; give no minPartitions with it"
+                )
             return [RangePartition(r) for r in ranges]  # one task per partition, empty ones included: they commit
         return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
@@ -174,9 +178,14 @@ class CrKafkaBatchReader(DataSourceReader):
         from cr_consumer.kafka.client import ClientKind
         from cr_consumer.kafka.factory import make_client
 
-        consumer = make_client(ClientKind.KAFKA_PYTHON, {
-            "bootstrap.servers": self.options.bootstrap_servers.split(","), "group.id": self.options.group_id,
-            "enable.auto.commit": False})
+        consumer = make_client(
+            ClientKind.KAFKA_PYTHON,
+            {
+                "bootstrap.servers": self.options.bootstrap_servers.split(","),
+                "group.id": self.options.group_id,
+                "enable.auto.commit": False,
+            },
+        )
         try:
             found = consumer.committed(tps, COMMITTED_TIMEOUT_MS * max(1, len(tps)))
         finally:

@@ -83,8 +83,9 @@ class SinkNotice:
         if not isinstance(doc, dict) or doc.get("v") != NOTICE_VERSION:
             raise OffsetFormatError(f"not a version-{NOTICE_VERSION} sink-commit notice")
         checkpoint = doc.get("checkpoint")
-        if checkpoint is not None and not (isinstance(checkpoint, str) and 0 < len(checkpoint) <= MAX_CHECKPOINT_CHARS
-                                           and checkpoint.isprintable()):
+        if checkpoint is not None and not (
+            isinstance(checkpoint, str) and 0 < len(checkpoint) <= MAX_CHECKPOINT_CHARS and checkpoint.isprintable()
+        ):
             raise OffsetFormatError("bad checkpoint location in a sink-commit notice")
         end = doc.get("end")
         if not isinstance(end, dict):
@@ -131,8 +132,9 @@ class NoticeReceiver:
             log.warning("crkafka: dropped a malformed sink-commit notice (%d bytes): %s", len(raw), exc)
             return
         if notice.end.query != self.query:
-            log.warning("crkafka: dropped a sink-commit notice of query %r (this runner is %r)", notice.end.query,
-                        self.query)
+            log.warning(
+                "crkafka: dropped a sink-commit notice of query %r (this runner is %r)", notice.end.query, self.query
+            )
             return
         self.received += 1
         try:
@@ -243,5 +245,12 @@ def install_listener(spark) -> None:
     _listening.add(spark)
 
 
-__all__ = ["MAX_NOTICE_BYTES", "NoticeReceiver", "NoticeSender", "SinkNotice", "crkafka_ends", "install_listener",
-           "notice_endpoint"]
+__all__ = [
+    "MAX_NOTICE_BYTES",
+    "NoticeReceiver",
+    "NoticeSender",
+    "SinkNotice",
+    "crkafka_ends",
+    "install_listener",
+    "notice_endpoint",
+]

@@ -46,7 +46,9 @@ class CrKafkaDataSource(DataSource):
 
         options = self._checked(schema)
         if options.starting is not None and options.starting.kind is StartKind.LATEST:
-            raise InvalidOptionError("startingOffsets", "latest is not allowed for a batch read (it would read nothing)")
+            raise InvalidOptionError(
+                "startingOffsets", "latest is not allowed for a batch read (it would read nothing)"
+            )
         return CrKafkaBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -141,8 +141,9 @@ class EmbeddedBroker:
             return _port_open(host, port)
 
         try:
-            wait_until(accepting, BROKER_READY_TIMEOUT_S, f"tansu to accept connections on {self.bootstrap}",
-                       interval=0.02)
+            wait_until(
+                accepting, BROKER_READY_TIMEOUT_S, f"tansu to accept connections on {self.bootstrap}", interval=0.02
+            )
         except WaitTimeout as exc:
             self.stop()
             raise BrokerStartError(
@@ -187,4 +188,3 @@ def bootstrap_or_embedded(bootstrap: str | None = None) -> Iterator[str]:
         return
     with EmbeddedBroker() as broker:
         yield broker.bootstrap
-

@@ -41,8 +41,11 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
 def wait_for_partitions(bootstrap: str, topic: str, partitions: int) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="cr-meta")
     try:
-        wait_until(lambda: len(consumer.partitions_for_topic(topic) or ()) >= partitions, TOPIC_READY_TIMEOUT_S,
-                   f"topic {topic!r} to show {partitions} partitions")
+        wait_until(
+            lambda: len(consumer.partitions_for_topic(topic) or ()) >= partitions,
+            TOPIC_READY_TIMEOUT_S,
+            f"topic {topic!r} to show {partitions} partitions",
+        )
     finally:
         consumer.close()
 

@@ -37,10 +37,27 @@ def test_sigterm_while_joining_an_unreachable_coordinator_stops_the_member(tmp_p
     # Nothing listens on the port: the member waits to join (60 s) unless SIGTERM stops it.
     coordinator = f"tcp://127.0.0.1:{_free_port()}"
     proc = subprocess.Popen(
-        [str(BIN / "crkafka"), "member", "examples.wordcount", "--coordinator", coordinator,
-         "--bootstrap", "127.0.0.1:1", "--name", "m1", "--out", str(tmp_path / "out"),
-         "--state-dir", str(tmp_path / "state")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+        [
+            str(BIN / "crkafka"),
+            "member",
+            "examples.wordcount",
+            "--coordinator",
+            coordinator,
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--name",
+            "m1",
+            "--out",
+            str(tmp_path / "out"),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
     try:
@@ -73,9 +90,29 @@ def test_run_prints_a_failed_members_reason(tmp_path, log_format):
     module = tmp_path / "broken_build.py"
     module.write_text("def build(ctx):\n    return 42\n")
     proc = subprocess.run(
-        [str(BIN / "crkafka"), "--log-format", log_format, "run", str(module), "--members", "1", "--bootstrap", "127.0.0.1:1",
-         "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out"), "--duration", "60s"],
-        capture_output=True, text=True, timeout=90, cwd=tmp_path, env=_env())
+        [
+            str(BIN / "crkafka"),
+            "--log-format",
+            log_format,
+            "run",
+            str(module),
+            "--members",
+            "1",
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--out",
+            str(tmp_path / "out"),
+            "--duration",
+            "60s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
+        env=_env(),
+    )
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "member-0 exited with code 2 (bad settings)" in proc.stderr
     assert "build(ctx) returned int, not a Pipeline" in proc.stderr
@@ -91,10 +128,31 @@ def test_run_against_an_unreachable_coordinator_names_it_and_stops_promptly(tmp_
     coordinator = f"tcp://127.0.0.1:{_free_port()}"
     started = time.monotonic()
     proc = subprocess.run(
-        [str(BIN / "crkafka"), "run", "examples.wordcount", "--members", "1", "--bootstrap", "127.0.0.1:1",
-         "--coordinator", coordinator, "--status-every", "1s", "--duration", "3s",
-         "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, env=_env())
+        [
+            str(BIN / "crkafka"),
+            "run",
+            "examples.wordcount",
+            "--members",
+            "1",
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--coordinator",
+            coordinator,
+            "--status-every",
+            "1s",
+            "--duration",
+            "3s",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=_env(),
+    )
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert f"status unavailable (no reply from the coordinator at {coordinator}" in proc.stdout
     assert "did not stop in time" not in proc.stderr
@@ -108,9 +166,27 @@ def test_run_stops_a_member_bootstrapping_an_unreachable_broker_promptly(tmp_pat
     retries for 30 s); at the end of --duration it stops on SIGTERM, not on SIGKILL."""
     started = time.monotonic()
     proc = subprocess.run(
-        [str(BIN / "crkafka"), "run", "examples.wordcount", "--members", "1", "--bootstrap", "127.0.0.1:1",
-         "--duration", "6s", "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, env=_env())
+        [
+            str(BIN / "crkafka"),
+            "run",
+            "examples.wordcount",
+            "--members",
+            "1",
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--duration",
+            "6s",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=_env(),
+    )
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "did not stop in time" not in proc.stderr
     assert time.monotonic() - started < 6 + 8

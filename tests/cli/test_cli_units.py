@@ -52,8 +52,10 @@ def test_json_lines_and_per_logger_levels(restore_logging):
     except ValueError:
         logging.getLogger("cr").error("failed", exc_info=True)
     docs = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [(d["logger"], d["level"], d["msg"]) for d in docs] == [("x.y", "DEBUG", "hello there"),
-                                                                   ("cr", "ERROR", "failed")]
+    assert [(d["logger"], d["level"], d["msg"]) for d in docs] == [
+        ("x.y", "DEBUG", "hello there"),
+        ("cr", "ERROR", "failed"),
+    ]
     assert "ValueError: boom" in docs[1]["exc"]
 
 
@@ -99,20 +101,24 @@ def test_last_error_line_of_a_member_log(tmp_path):
     (tmp_path / "logs" / "member-0.log").write_text(
         "2026-11-23 21:18:50,829 ERROR cr_consumer.runtime.member.process [MainThread] member-0: the Kafka source "
         "could not start (bootstrap 127.0.0.1:1)\nTraceback (most recent call last):\n  ERROR x\n"
-        "2026-11-23 21:18:50,852 ERROR cr_consumer.operator.event_thread [cr-event-member-0] member-0: cannot create it\n")
+        "2026-11-23 21:18:50,852 ERROR cr_consumer.operator.event_thread [cr-event-member-0] member-0: cannot create it\n"
+    )
     assert region.last_error("member-0") == "member-0: the Kafka source could not start (bootstrap 127.0.0.1:1)"
     (tmp_path / "logs" / "member-1.log").write_text("2026-11-23 21:18:50,852 ERROR lib [t] other\n")
     assert region.last_error("member-1") == "other"
     assert region.last_error("member-2") is None
 
 
-@pytest.mark.parametrize(("key", "instead"), [
-    ("sasl.jaas.config", "sasl.plain.username"),
-    ("ssl.truststore.location", "ssl.cafile"),
-    ("ssl.keystore.location", "ssl.certfile and ssl.keyfile"),
-    ("ssl.key.password", "ssl.password"),
-    ("ssl.endpoint.identification.algorithm", "ssl.check.hostname"),
-])
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("sasl.jaas.config", "sasl.plain.username"),
+        ("ssl.truststore.location", "ssl.cafile"),
+        ("ssl.keystore.location", "ssl.certfile and ssl.keyfile"),
+        ("ssl.key.password", "ssl.password"),
+        ("ssl.endpoint.identification.algorithm", "ssl.check.hostname"),
+    ],
+)
 def test_jvm_only_property_names_the_kafka_python_equivalent(key, instead):
     with pytest.raises(PropertyError, match=key.replace(".", r"\.")) as info:
         check_name(key, clients={ClientKind.KAFKA_PYTHON}, reserved={})
@@ -120,8 +126,16 @@ def test_jvm_only_property_names_the_kafka_python_equivalent(key, instead):
 
 
 def test_kafka_python_security_names_pass():
-    for key in ("security.protocol", "sasl.mechanism", "sasl.plain.username", "sasl.plain.password", "ssl.cafile",
-                "ssl.certfile", "ssl.keyfile", "ssl.check.hostname"):
+    for key in (
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.plain.username",
+        "sasl.plain.password",
+        "ssl.cafile",
+        "ssl.certfile",
+        "ssl.keyfile",
+        "ssl.check.hostname",
+    ):
         check_name(key, clients={ClientKind.KAFKA_PYTHON}, reserved={})
 
 

@@ -13,8 +13,14 @@ def crkafka(*args: str, env_bootstrap: bool = True) -> subprocess.CompletedProce
 
     env = dict(os.environ)
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
-    return subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", *args], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "cr_consumer.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def test_run_refuses_a_missing_pipeline_module():

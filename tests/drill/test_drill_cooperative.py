@@ -32,8 +32,9 @@ def _settle(report: dict) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(SEEDS))
 def test_cooperative_drill_exactly_once(scenario, bootstrap, tmp_path):
-    report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario],
-                                   **CONFIG))
+    report = run_drill(
+        DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], **CONFIG)
+    )
     assert_exactly_once(report)
     assert report["faults"]
     assert report["faults"][0]["fault"] == scenario

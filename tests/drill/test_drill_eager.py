@@ -20,8 +20,11 @@ SEEDS = {"kill-member": 301, "add-member": 302, "remove-member": 303}
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(SEEDS))
 def test_eager_drill_exactly_once(scenario, bootstrap, tmp_path):
-    report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario],
-                                   cooperative=False, **SMALL))
+    report = run_drill(
+        DrillConfig(
+            scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], cooperative=False, **SMALL
+        )
+    )
     assert_exactly_once(report)
     assert report["faults"]
     assert report["faults"][0]["fault"] == scenario

@@ -28,8 +28,9 @@ def test_untimely_fault_exactly_once(scenario, bootstrap, tmp_path, monkeypatch)
     if scenario == "pause-broker":  # the drill pauses a broker it starts itself
         monkeypatch.delenv(ENV_BOOTSTRAP, raising=False)
         bootstrap = None
-    cfg = DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], pause_s=PAUSE_S,
-                      **SMALL)
+    cfg = DrillConfig(
+        scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], pause_s=PAUSE_S, **SMALL
+    )
     report = run_drill(cfg)
     assert_exactly_once(report)
     assert report["fault_fired"] is True, report["faults"]
@@ -46,12 +47,22 @@ def test_untimely_fault_exactly_once(scenario, bootstrap, tmp_path, monkeypatch)
     if scenario in ("pause-member", "kill-member-long"):
         # the controller dropped the silent member, and the process came back and joined again
         victim = fault["member"]
-        dropped = [e for e in events if e["ev"] == "ctl_leave" and e["ctl"]["member"] == victim
-                   and "stopped heartbeating" in e["ctl"].get("reason", "")]
+        dropped = [
+            e
+            for e in events
+            if e["ev"] == "ctl_leave"
+            and e["ctl"]["member"] == victim
+            and "stopped heartbeating" in e["ctl"].get("reason", "")
+        ]
         assert dropped, kinds
         [cont] = [e for e in events if e["ev"] == "fault_continue"]
-        assert any(e["ev"] == "ctl_join" and e["ctl"]["member"] == victim and e["ctl"]["pid"] == cont["pid"]
-                   and e["t"] >= dropped[0]["t"] for e in events), "the paused process did not join again"
+        assert any(
+            e["ev"] == "ctl_join"
+            and e["ctl"]["member"] == victim
+            and e["ctl"]["pid"] == cont["pid"]
+            and e["t"] >= dropped[0]["t"]
+            for e in events
+        ), "the paused process did not join again"
     if scenario == "kill-member-long":
         # held until the controller had dropped the dead member and completed a checkpoint
         # without it: the situation in which its sealed interval must not be lost
@@ -72,8 +83,16 @@ def test_pause_member_must_outlast_the_member_timeout():
 
 def test_every_scenario_has_a_fault_and_all_of_them_are_drawn():
     assert set(SCENARIOS) == set(faults.FAULTS)
-    assert {"kill-member-long", "pause-member", "pause-coordinator", "pause-broker", "drop-resume",
-            "crash-after-ack", "crash-before-publish", "crash-after-publish"} <= set(UNTIMELY_SCENARIOS)
+    assert {
+        "kill-member-long",
+        "pause-member",
+        "pause-coordinator",
+        "pause-broker",
+        "drop-resume",
+        "crash-after-ack",
+        "crash-before-publish",
+        "crash-after-publish",
+    } <= set(UNTIMELY_SCENARIOS)
     # fault-point draws every point but start-up, crashed and paused, and a dropped RESUME
     drawn = {(p.value, a.value) for p, a in faults.RANDOM_POINTS}
     assert ("member-start", "crash") not in drawn
@@ -108,8 +127,9 @@ FENCED_ZOMBIE_SEED = 201688041
 
 @pytest.mark.slow
 def test_a_member_paused_past_its_session_timeout_does_not_publish_partitions_it_lost(bootstrap, tmp_path):
-    cfg = DrillConfig(scenario="fault-point", bootstrap=bootstrap, out=tmp_path, seed=FENCED_ZOMBIE_SEED,
-                      pause_s=10.0, **SMALL)
+    cfg = DrillConfig(
+        scenario="fault-point", bootstrap=bootstrap, out=tmp_path, seed=FENCED_ZOMBIE_SEED, pause_s=10.0, **SMALL
+    )
     report = run_drill(cfg)
     [fault] = report["faults"]
     assert (fault["point"], fault["action"]) == ("receive-checkpoint", "pause"), fault

@@ -16,8 +16,11 @@ from support.drill import SMALL, assert_exactly_once
 
 @pytest.mark.slow
 def test_kill_member_drill_with_librdkafka_exactly_once(bootstrap, tmp_path):
-    report = run_drill(DrillConfig(scenario="kill-member", bootstrap=bootstrap, out=tmp_path, seed=700,
-                                   kafka_client="librdkafka", **SMALL))
+    report = run_drill(
+        DrillConfig(
+            scenario="kill-member", bootstrap=bootstrap, out=tmp_path, seed=700, kafka_client="librdkafka", **SMALL
+        )
+    )
     assert_exactly_once(report)
     [fault] = report["faults"]
     assert fault["fault"] == "kill-member"

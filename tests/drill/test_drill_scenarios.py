@@ -45,10 +45,33 @@ def test_drill_scenario_exactly_once(scenario, bootstrap, tmp_path):
 def test_drill_cli_poison_json_report_and_exit_code(bootstrap, tmp_path):
     """The poison scenario through `crkafka drill --json`: undecodable records are
     counted by the verifier and skipped by the pipeline; exit code 0."""
-    cmd = [sys.executable, "-m", "cr_consumer.cli.main", "--log-level", "WARNING", "drill", "--scenario", "poison",
-           "--members", "2", "--partitions", "4", "--messages", "4000", "--rate", "1500",
-           "--bootstrap", bootstrap, "--out", str(tmp_path), "--seed", str(SEEDS["poison"]), "--timeout", "75",
-           "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cr_consumer.cli.main",
+        "--log-level",
+        "WARNING",
+        "drill",
+        "--scenario",
+        "poison",
+        "--members",
+        "2",
+        "--partitions",
+        "4",
+        "--messages",
+        "4000",
+        "--rate",
+        "1500",
+        "--bootstrap",
+        bootstrap,
+        "--out",
+        str(tmp_path),
+        "--seed",
+        str(SEEDS["poison"]),
+        "--timeout",
+        "75",
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
     report = json.loads(proc.stdout)
     assert_exactly_once(report)
@@ -58,16 +81,20 @@ def test_drill_cli_poison_json_report_and_exit_code(bootstrap, tmp_path):
     assert Path(report["plot"]).is_file()
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--scenario", "nope"], "invalid choice"),
-    (["--scenario", "kill-member", "--members", "0"], "must be >= 1"),
-    (["--scenario", "kill-member", "--bootstrap", "localhost"], "is not HOST:PORT"),
-    (["--scenario", "kill-member", "--rate", "-5"], "must be >= 0"),
-    (["--scenario", "remove-member", "--members", "1"], "needs --members >= 2"),
-    (["--scenario", "kill-member", "--partitions", "8", "--messages", "3"], "must be >= --partitions"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--scenario", "nope"], "invalid choice"),
+        (["--scenario", "kill-member", "--members", "0"], "must be >= 1"),
+        (["--scenario", "kill-member", "--bootstrap", "localhost"], "is not HOST:PORT"),
+        (["--scenario", "kill-member", "--rate", "-5"], "must be >= 0"),
+        (["--scenario", "remove-member", "--members", "1"], "needs --members >= 2"),
+        (["--scenario", "kill-member", "--partitions", "8", "--messages", "3"], "must be >= --partitions"),
+    ],
+)
 def test_drill_cli_rejects_bad_arguments(argv, message):
-    proc = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "drill", *argv],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cr_consumer.cli.main", "drill", *argv], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert message in proc.stderr

@@ -38,8 +38,12 @@ def test_wait_for_commits_returns_once_the_group_committed_the_end(bootstrap, na
     assert time.monotonic() - t0 < 10  # bounded
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
-        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(5, "", -1),
-                         TopicPartition(topic, 1): OffsetAndMetadata(2, "", -1)})
+        consumer.commit(
+            {
+                TopicPartition(topic, 0): OffsetAndMetadata(5, "", -1),
+                TopicPartition(topic, 1): OffsetAndMetadata(2, "", -1),
+            }
+        )
     finally:
         consumer.close()
     assert wait_for_commits(bootstrap, group, m, timeout_s=10.0) is True

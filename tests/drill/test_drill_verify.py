@@ -19,8 +19,9 @@ def _manifest(n=10, poison=()):
 
 
 def _write(path, rows):
-    path.write_text("".join(json.dumps({"topic": t, "partition": p, "offset": o, "value": v}) + "\n"
-                            for t, p, o, v in rows))
+    path.write_text(
+        "".join(json.dumps({"topic": t, "partition": p, "offset": o, "value": v}) + "\n" for t, p, o, v in rows)
+    )
 
 
 def _good_rows(n=10, poison=()):
@@ -151,14 +152,18 @@ def test_committed_offsets_compared_with_the_last_checkpoint_per_partition(tmp_p
     assert r.committed_behind == 1
     assert r.examples["committed_behind"] == [["t", 1, 9, 10]]
     # committed at the checkpoint although the output goes further (an older checkpoint):
-    r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 2}, checkpoint=(3, last_checkpoint_offsets(state, 3)))
+    r = verify(
+        _manifest(), out, committed={("t", 0): 10, ("t", 1): 2}, checkpoint=(3, last_checkpoint_offsets(state, 3))
+    )
     assert r.committed_behind == 0
     assert r.committed_basis == "checkpoint 3"
     with pytest.raises(CheckpointMissing, match="checkpoint 5"):
         last_checkpoint_offsets(state, 5)
 
 
-def _manifest_with_unplaced(unplaced: dict[int, range], poison_unplaced: set[tuple[int, int]] = frozenset()) -> Manifest:
+def _manifest_with_unplaced(
+    unplaced: dict[int, range], poison_unplaced: set[tuple[int, int]] = frozenset()
+) -> Manifest:
     """As _manifest, with the offsets in ``unplaced[p]`` acknowledged without an
     offset (-1: a batch the producer sent again and the broker already had)."""
     m = Manifest(group="g")
@@ -211,13 +216,17 @@ def test_a_poison_record_acknowledged_without_an_offset_explains_one_hole(tmp_pa
     assert verify(m, tmp_path).missing == 1
 
 
-@pytest.mark.parametrize("entry", [
-    {"unplaced": "v0-1"},  # not a list
-    {"unplaced": [["v0-1"]]},  # a value that is not a string (would not be hashable)
-    {"unplaced_poison": -1},
-    {"unplaced_poison": True},
-    {"unplaced_poison": "2"},
-], ids=["not-a-list", "list-value", "negative", "bool", "string"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"unplaced": "v0-1"},  # not a list
+        {"unplaced": [["v0-1"]]},  # a value that is not a string (would not be hashable)
+        {"unplaced_poison": -1},
+        {"unplaced_poison": True},
+        {"unplaced_poison": "2"},
+    ],
+    ids=["not-a-list", "list-value", "negative", "bool", "string"],
+)
 def test_a_manifest_with_malformed_unplaced_records_is_refused(tmp_path, entry):
     doc = _manifest().to_json()
     doc["topics"]["t"]["0"].update(entry)

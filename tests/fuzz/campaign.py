@@ -154,7 +154,7 @@ def crash_signature(log_text: str) -> tuple[str, str]:
         tail = [line for line in lines if "ERROR" in line or "CRITICAL" in line]
         return ("no traceback", tail[-1][-200:] if tail else "(no error logged)")
     where = "?"
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         m = _FILE_LINE.match(line)
         if m:
             where = f"{Path(m.group(1)).name}:{m.group(3)}"
@@ -170,9 +170,19 @@ class CampaignAborted(Exception):
 
 
 class Campaign:
-    def __init__(self, work_dir: Path, frames: int, *, seed: int = 0, batch: int = BATCH,
-                 time_budget_s: float | None = None, verify_every: int = 10, kill_every: int | None = None,
-                 coordinator_args: Sequence[str] = (), log: Callable[[str], None] = lambda s: None) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        frames: int,
+        *,
+        seed: int = 0,
+        batch: int = BATCH,
+        time_budget_s: float | None = None,
+        verify_every: int = 10,
+        kill_every: int | None = None,
+        coordinator_args: Sequence[str] = (),
+        log: Callable[[str], None] = lambda s: None,
+    ) -> None:
         self.work_dir = Path(work_dir)
         self.target_frames = frames
         self.seed = seed
@@ -184,8 +194,9 @@ class Campaign:
         self.handlers = discover_handlers()
         self.model = AckModel()
         self.report = FuzzReport(seed=seed)
-        self.target = Target(self.work_dir / "state", log_path=self.work_dir / "coordinator.log",
-                             extra_args=coordinator_args)
+        self.target = Target(
+            self.work_dir / "state", log_path=self.work_dir / "coordinator.log", extra_args=coordinator_args
+        )
         self._rids = itertools.count()
         self._outstanding: dict[str, Frame] = {}
         self._pushes: list[dict[str, Any]] = []
@@ -228,8 +239,13 @@ class Campaign:
 
     def _run_round(self, seed: int, batches: int) -> None:
         @hypothesis.seed(seed)
-        @settings(max_examples=max(1, batches), database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=max(1, batches),
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(st.data())
         def one_batch(data: st.DataObject) -> None:
             # Every example draws the same way whatever the coordinator did (hypothesis
@@ -273,8 +289,10 @@ class Campaign:
             if self.report.batches % self.verify_every == 0:
                 self._verify_or_crash(f"batch {self.report.batches}", frames)
             if self.report.batches % PROGRESS_EVERY == 0:
-                self.log(f"{self.report.frames} frames, {len(self.report.crashes)} crashes, "
-                         f"RSS {(self.target.rss_kb() or 0) / 1024:.1f} MiB")
+                self.log(
+                    f"{self.report.frames} frames, {len(self.report.crashes)} crashes, "
+                    f"RSS {(self.target.rss_kb() or 0) / 1024:.1f} MiB"
+                )
         self._previous = frames
         if len(self._outstanding) > OUTSTANDING_MAX:
             for rid in list(self._outstanding)[: len(self._outstanding) - OUTSTANDING_MAX]:
@@ -287,26 +305,40 @@ class Campaign:
         for push in pushes:
             region, cmd = push.get("region"), push.get("cmd")
             if cmd in ("reset", "resume") and isinstance(region, str) and isinstance(push.get("offsets"), list):
-                self._consistent[region] = {(e[0], e[1]): e[2] for e in push["offsets"]
-                                            if isinstance(e, list) and len(e) == 3}
-            command = {"drain": "drain", "checkpoint": "checkpoint", "reset": "reset",
-                       "reset_to_initial": "reset"}.get(cmd)
+                self._consistent[region] = {
+                    (e[0], e[1]): e[2] for e in push["offsets"] if isinstance(e, list) and len(e) == 3
+                }
+            command = {"drain": "drain", "checkpoint": "checkpoint", "reset": "reset", "reset_to_initial": "reset"}.get(
+                cmd
+            )
             if command is None or not isinstance(region, str) or rng.random() < 0.5:
                 continue
             start = self._consistent.get(region, {}).get(("t0", 0))
             for member, incarnation in sorted(self.model.joined.get(region, ())):
                 begin = start if isinstance(start, int) else rng.randrange(1000)
-                body = {"region": region, "member": member, "incarnation": incarnation, "command": command,
-                        "seq": push.get("seq"), "attempt": push.get("attempt"),
-                        "ok": rng.random() < 0.75, "error": None,
-                        "offsets": [["t0", 0, begin, begin + rng.randrange(50)]] if command == "checkpoint" else None}
+                body = {
+                    "region": region,
+                    "member": member,
+                    "incarnation": incarnation,
+                    "command": command,
+                    "seq": push.get("seq"),
+                    "attempt": push.get("attempt"),
+                    "ok": rng.random() < 0.75,
+                    "error": None,
+                    "offsets": [["t0", 0, begin, begin + rng.randrange(50)]] if command == "checkpoint" else None,
+                }
                 out.append(_plain("region_ack", body, self._rid()))
         joined = sorted(self.model.joined.items())
         # heartbeats for a few regions per batch: enough to keep some alive, bounded however many joined
         for region, members in rng.sample(joined, min(len(joined), HEARTBEAT_REGIONS)):
             for member, incarnation in sorted(members):
-                out.append(_plain("region_heartbeat", {"region": region, "member": member,
-                                                       "incarnation": incarnation}, self._rid()))
+                out.append(
+                    _plain(
+                        "region_heartbeat",
+                        {"region": region, "member": member, "incarnation": incarnation},
+                        self._rid(),
+                    )
+                )
         return out
 
     def _absorb(self, replies: list[Reply]) -> None:
@@ -327,7 +359,8 @@ class Campaign:
             sizes = sorted(frames, key=lambda f: -sum(map(len, f.parts)))
             self.model.findings.setdefault(
                 f"memory: RSS grew more than {RSS_JUMP_KB // 1024} MiB in one batch",
-                f"+{(rss - self._last_rss) // 1024} MiB; " + "; ".join(f.describe(160) for f in sizes[:2]))
+                f"+{(rss - self._last_rss) // 1024} MiB; " + "; ".join(f.describe(160) for f in sizes[:2]),
+            )
         if rss is not None:
             self._last_rss = rss
 
@@ -341,8 +374,14 @@ class Campaign:
         else:
             signature, message = crash_signature(self.target.log_tail(400))
             kind = "hang" if alive else "exit"
-            crash = Crash(self.report.batches, kind, self.target.proc.returncode, f"{kind}: {signature}", message,
-                          self._previous + frames)
+            crash = Crash(
+                self.report.batches,
+                kind,
+                self.target.proc.returncode,
+                f"{kind}: {signature}",
+                message,
+                self._previous + frames,
+            )
             self.report.crashes.append(crash)
             self.log(f"batch {self.report.batches}: coordinator {kind} ({signature}: {message[:120]})")
         for frame in frames:
@@ -355,16 +394,20 @@ class Campaign:
             self.target.restart()
         except CoordinatorStartError as exc:
             # The state left by the crash does not load: every acknowledged write is unreachable.
-            self.model.violations.append(f"the coordinator does not start on its state dir after the crash at "
-                                         f"batch {self.report.batches}: {str(exc).splitlines()[0]}")
+            self.model.violations.append(
+                f"the coordinator does not start on its state dir after the crash at "
+                f"batch {self.report.batches}: {str(exc).splitlines()[0]}"
+            )
             raise CampaignAborted(str(exc)) from None
         self._last_rss = self.target.rss_kb() or 0
         try:
             self._verify(f"replay after crash at batch {self.report.batches}")
         except CoordinatorUnavailable as exc:
             # It stops again right after the restart: a crash loop (the state it replays stops it).
-            self.model.violations.append(f"the coordinator stops again right after restarting on its state dir "
-                                         f"(crash at batch {self.report.batches}): {crash_signature(self.target.log_tail(400))}")
+            self.model.violations.append(
+                f"the coordinator stops again right after restarting on its state dir "
+                f"(crash at batch {self.report.batches}): {crash_signature(self.target.log_tail(400))}"
+            )
             raise CampaignAborted(str(exc)) from None
 
     def _verify_or_crash(self, when: str, frames: list[Frame]) -> None:
@@ -380,8 +423,9 @@ class Campaign:
 
 
 def _plain(msg_type: str, body: dict[str, Any], rid: str) -> Frame:
-    return Frame((json.dumps({"v": 1, "id": rid, "type": msg_type, "body": body}).encode(),), "member",
-                 msg_type, rid, body, True)
+    return Frame(
+        (json.dumps({"v": 1, "id": rid, "type": msg_type, "body": body}).encode(),), "member", msg_type, rid, body, True
+    )
 
 
 # --------------------------------------------------------------------------- minimisation
@@ -441,7 +485,7 @@ def minimize(crash: Crash, work_dir: Path | None = None, trials: int = MINIMIZE_
             i = 0
             removed = False
             while i < len(head) and budget[0] > 0:
-                candidate = head[:i] + head[i + chunk:]
+                candidate = head[:i] + head[i + chunk :]
                 if still(candidate + last):
                     head = candidate
                     removed = True

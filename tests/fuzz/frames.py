@@ -60,8 +60,12 @@ class Frame:
 
     def to_json(self) -> dict[str, Any]:
         """JSON for the corpus: each part zlib-compressed and base64-encoded (deep nesting compresses to bytes)."""
-        return {"mutation": self.mutation, "type": self.msg_type, "preview": self.describe(160),
-                "parts_zb64": [base64.b64encode(zlib.compress(p, 9)).decode() for p in self.parts]}
+        return {
+            "mutation": self.mutation,
+            "type": self.msg_type,
+            "preview": self.describe(160),
+            "parts_zb64": [base64.b64encode(zlib.compress(p, 9)).decode() for p in self.parts],
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Frame:
@@ -142,10 +146,26 @@ class _Builder:
         """Replace a value inside a nested field; False when the body has none."""
         draw = self.draw
         if isinstance(body.get("config"), dict):
-            key = draw(st.sampled_from(["index", "mode", "period_s", "drain_timeout_s", "reset_timeout_s",
-                                        "max_consecutive_resets", "failure_memory_s", "reset_backoff_s",
-                                        "reset_backoff_max_s", "member_timeout_s", "min_members",
-                                        "join_grace_s", "rebalance_settle_max_s", "name"]))
+            key = draw(
+                st.sampled_from(
+                    [
+                        "index",
+                        "mode",
+                        "period_s",
+                        "drain_timeout_s",
+                        "reset_timeout_s",
+                        "max_consecutive_resets",
+                        "failure_memory_s",
+                        "reset_backoff_s",
+                        "reset_backoff_max_s",
+                        "member_timeout_s",
+                        "min_members",
+                        "join_grace_s",
+                        "rebalance_settle_max_s",
+                        "name",
+                    ]
+                )
+            )
             body["config"] = {**body["config"], key: draw(hostile_value())}
             return True
         if isinstance(body.get("kafka"), dict):
@@ -192,7 +212,7 @@ class _Builder:
             parts = (valid[: draw(st.integers(1, max(1, len(valid) - 1)))],)
         elif kind == "flipped":
             i = draw(st.integers(0, len(valid) - 1))
-            parts = (valid[:i] + bytes([draw(st.integers(0, 255))]) + valid[i + 1:],)
+            parts = (valid[:i] + bytes([draw(st.integers(0, 255))]) + valid[i + 1 :],)
         elif kind == "empty":
             parts = (b"",)
         elif kind == "multipart":

@@ -105,12 +105,14 @@ class AckModel:
         facts = self.groups.get(group)
         if facts is not None and group not in self.uncertain:
             if reply.get("region_index") != facts.region_index:
-                self._violation(f"register {group}: region index {reply.get('region_index')} != acknowledged "
-                                f"{facts.region_index}")
+                self._violation(
+                    f"register {group}: region index {reply.get('region_index')} != acknowledged {facts.region_index}"
+                )
             expected = facts.members | ({op} if isinstance(op, str) else set())
             if frame.plain and set(reply.get("members", [])) != expected:
-                self._violation(f"register {group}/{op}: members {sorted(reply.get('members', []))} != "
-                                f"{sorted(expected)}")
+                self._violation(
+                    f"register {group}/{op}: members {sorted(reply.get('members', []))} != {sorted(expected)}"
+                )
         if frame.plain and op not in reply.get("members", []):
             self._violation(f"register {group}/{op}: reply does not list the operator")
         self._set_group(group, reply)
@@ -121,8 +123,9 @@ class AckModel:
         if facts is not None and group not in self.uncertain and frame.plain:
             expected = facts.members - {op}
             if set(reply.get("members", [])) != expected:
-                self._violation(f"unregister {group}/{op}: members {sorted(reply.get('members', []))} != "
-                                f"{sorted(expected)}")
+                self._violation(
+                    f"unregister {group}/{op}: members {sorted(reply.get('members', []))} != {sorted(expected)}"
+                )
         self._set_group(group, reply)
 
     def _on_members(self, frame: Frame, body: dict, reply: dict) -> None:
@@ -131,8 +134,9 @@ class AckModel:
             if body["group"] not in self.uncertain:
                 self._violation(f"members {body['group']}: a group no acknowledged register created exists: {reply}")
         elif body["group"] not in self.uncertain and set(reply.get("members", [])) != facts.members:
-            self._violation(f"members {body['group']}: {sorted(reply.get('members', []))} != acknowledged "
-                            f"{sorted(facts.members)}")
+            self._violation(
+                f"members {body['group']}: {sorted(reply.get('members', []))} != acknowledged {sorted(facts.members)}"
+            )
 
     def _set_group(self, group: str, reply: dict) -> None:
         index, members = reply.get("region_index"), reply.get("members")
@@ -149,7 +153,9 @@ class AckModel:
             if key not in effective:
                 self._violation(f"put {group}: reply lacks requested entry {key}")
             elif key in known and effective[key] != known[key] and group not in self.uncertain:
-                self._violation(f"put {group}: {key} became {effective[key]}, acknowledged {known[key]} (first writer wins)")
+                self._violation(
+                    f"put {group}: {key} became {effective[key]}, acknowledged {known[key]} (first writer wins)"
+                )
             elif key not in known and effective[key] != value and group not in self.uncertain:
                 self._violation(f"put {group}: new entry {key} = {effective[key]}, requested {value}")
         for key, value in effective.items():
@@ -269,8 +275,13 @@ def _triples(value: Any) -> dict[tuple[str, int], int]:
     out: dict[tuple[str, int], int] = {}
     if isinstance(value, list):
         for item in value:
-            if (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
-                    and type(item[1]) is int and type(item[2]) is int):
+            if (
+                isinstance(item, list)
+                and len(item) == 3
+                and isinstance(item[0], str)
+                and type(item[1]) is int
+                and type(item[2]) is int
+            ):
                 out[(item[0], item[1])] = item[2]
     return out
 

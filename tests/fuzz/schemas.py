@@ -81,8 +81,10 @@ def discover_handlers() -> dict[str, type]:
     for cls in service_classes():
         params = [p for p in inspect.signature(cls).parameters.values() if p.default is inspect.Parameter.empty]
         if any(p.name != "registry" for p in params):
-            raise TypeError(f"{cls.__qualname__}{inspect.signature(cls)}: the fuzzer cannot build this service; "
-                            f"teach tests/fuzz/schemas.py how")
+            raise TypeError(
+                f"{cls.__qualname__}{inspect.signature(cls)}: the fuzzer cannot build this service; "
+                f"teach tests/fuzz/schemas.py how"
+            )
         service = registry if cls is RegistryService else cls(**{p.name: registry for p in params})
         service.attach(recorder)  # the recorder has the one method attach uses
     return recorder.handlers
@@ -103,7 +105,8 @@ def claims(max_size: int = 6) -> st.SearchStrategy[list[list[Any]]]:
     (topic, partition) once."""
     entry = st.tuples(st.integers(0, 10_000), st.integers(0, 50)).map(lambda a: [a[0], a[0] + a[1]])
     return st.dictionaries(st.tuples(st.sampled_from(TOPICS), st.integers(0, 7)), entry, max_size=max_size).map(
-        lambda d: [[t, p, *e] for (t, p), e in d.items()])
+        lambda d: [[t, p, *e] for (t, p), e in d.items()]
+    )
 
 
 def region_config() -> st.SearchStrategy[dict[str, Any]]:
@@ -138,11 +141,13 @@ def _who() -> dict[str, st.SearchStrategy[Any]]:
 
 
 def _kafka_report() -> st.SearchStrategy[Any]:
-    return st.none() | st.fixed_dictionaries({
-        "member_id": st.none() | st.sampled_from(["k-a", "k-b"]),
-        "generation": st.none() | st.integers(0, 5),
-        "rebalancing": st.booleans(),
-    })
+    return st.none() | st.fixed_dictionaries(
+        {
+            "member_id": st.none() | st.sampled_from(["k-a", "k-b"]),
+            "generation": st.none() | st.integers(0, 5),
+            "rebalancing": st.booleans(),
+        }
+    )
 
 
 def body_schemas(groups: list[str]) -> dict[str, st.SearchStrategy[dict[str, Any]]]:
@@ -158,10 +163,17 @@ def body_schemas(groups: list[str]) -> dict[str, st.SearchStrategy[dict[str, Any
         "members": st.fixed_dictionaries({"group": group}),
         "put_initial_offsets": st.fixed_dictionaries({"group": group, "offsets": offsets()}),
         "get_initial_offsets": st.fixed_dictionaries({"group": group}),
-        "merge_checkpoint": st.fixed_dictionaries({
-            "group": group, "seq": seq, "attempt": st.integers(0, 2), "n_contributors": st.integers(1, 3),
-            "operator": op, "offsets": offsets(), "timeout_ms": st.sampled_from([1, 50, 300]),
-        }),
+        "merge_checkpoint": st.fixed_dictionaries(
+            {
+                "group": group,
+                "seq": seq,
+                "attempt": st.integers(0, 2),
+                "n_contributors": st.integers(1, 3),
+                "operator": op,
+                "offsets": offsets(),
+                "timeout_ms": st.sampled_from([1, 50, 300]),
+            }
+        ),
         "retire_checkpoint": st.fixed_dictionaries({"group": group, "seq": seq}),
         "set_reset_pending": st.fixed_dictionaries({"group": group, "value": st.booleans()}),
         "region_join": st.fixed_dictionaries(
@@ -169,11 +181,18 @@ def body_schemas(groups: list[str]) -> dict[str, st.SearchStrategy[dict[str, Any
             optional={"host": st.sampled_from(["h1", "h2"]), "replace": st.booleans()},
         ),
         "region_heartbeat": st.fixed_dictionaries(_who(), optional={"kafka": _kafka_report()}),
-        "region_ack": st.fixed_dictionaries({
-            **_who(), "command": st.sampled_from(["drain", "checkpoint", "reset"]),
-            "seq": st.none() | seq, "attempt": st.none() | st.integers(0, 8), "ok": st.booleans(),
-            "error": st.none() | st.just("sink failed"), "offsets": st.none() | claims(),
-        }, optional={"rebalance": st.booleans()}),
+        "region_ack": st.fixed_dictionaries(
+            {
+                **_who(),
+                "command": st.sampled_from(["drain", "checkpoint", "reset"]),
+                "seq": st.none() | seq,
+                "attempt": st.none() | st.integers(0, 8),
+                "ok": st.booleans(),
+                "error": st.none() | st.just("sink failed"),
+                "offsets": st.none() | claims(),
+            },
+            optional={"rebalance": st.booleans()},
+        ),
         "region_reset_request": st.fixed_dictionaries(
             {**_who(), "force": st.booleans(), "reason": st.sampled_from(["rebalance", "sink error"])}
         ),

@@ -79,8 +79,12 @@ def _names_of_kafka_python(value: object) -> tuple[str, ...]:
 
 
 def _protocol_of(kind: ClientKind, value: object) -> RebalanceProtocol:
-    client = make_client(kind, {**CLIENT_BASE, KEY: value} if kind is ClientKind.KAFKA_PYTHON
-                         else {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", KEY: value})
+    client = make_client(
+        kind,
+        {**CLIENT_BASE, KEY: value}
+        if kind is ClientKind.KAFKA_PYTHON
+        else {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", KEY: value},
+    )
     try:
         return client.rebalance_protocol
     finally:
@@ -103,11 +107,15 @@ def test_a_spelling_is_read_the_same_by_the_config_and_both_clients(value, names
     assert strategy.protocol is protocol
 
 
-@pytest.mark.parametrize(("value", "names"), [
-    ("range,roundrobin", ("range", "roundrobin")),
-    (JAVA + "CooperativeStickyAssignor", ("cooperative-sticky",)),
-    ("RangePartitionAssignor", ("range",)),
-], ids=repr)
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("range,roundrobin", ("range", "roundrobin")),
+        (JAVA + "CooperativeStickyAssignor", ("cooperative-sticky",)),
+        ("RangePartitionAssignor", ("range",)),
+    ],
+    ids=repr,
+)
 @pytest.mark.parametrize("kind", list(ClientKind), ids=lambda k: k.value)
 def test_both_clients_run_the_protocol_the_names_choose(kind, value, names):
     cooperative = names == ("cooperative-sticky",)
@@ -117,8 +125,9 @@ def test_both_clients_run_the_protocol_the_names_choose(kind, value, names):
 @pytest.mark.parametrize("kind", list(ClientKind), ids=lambda k: k.value)
 def test_without_a_strategy_both_clients_run_range_and_roundrobin_eagerly(kind):
     assert _protocol_of(kind, "range,roundrobin") is RebalanceProtocol.EAGER
-    client = make_client(kind, {k: v for k, v in CLIENT_BASE.items()
-                                if kind is ClientKind.KAFKA_PYTHON or k != "api.version"})
+    client = make_client(
+        kind, {k: v for k, v in CLIENT_BASE.items() if kind is ClientKind.KAFKA_PYTHON or k != "api.version"}
+    )
     try:
         assert client.rebalance_protocol is RebalanceProtocol.EAGER
     finally:
@@ -161,15 +170,26 @@ class _NoListener:
     def on_lost(self, partitions: frozenset[TopicPartition]) -> None: ...
 
 
-@pytest.mark.parametrize(("topics", "pattern"), [
-    ((), None), ((), ""), (["t"], "t.*"), ("topic", None), (["t", ""], None), ([1], None),
-], ids=repr)
+@pytest.mark.parametrize(
+    ("topics", "pattern"),
+    [
+        ((), None),
+        ((), ""),
+        (["t"], "t.*"),
+        ("topic", None),
+        (["t", ""], None),
+        ([1], None),
+    ],
+    ids=repr,
+)
 def test_subscribe_takes_topics_or_a_pattern_exactly_one(topics, pattern):
     with pytest.raises(ValueError, match="subscribe"):
         check_subscription(topics, pattern)
     for kind in ClientKind:
-        client = make_client(kind, CLIENT_BASE if kind is ClientKind.KAFKA_PYTHON
-                             else {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+        client = make_client(
+            kind,
+            CLIENT_BASE if kind is ClientKind.KAFKA_PYTHON else {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"},
+        )
         try:
             with pytest.raises(ValueError, match="subscribe"):
                 client.subscribe(topics, pattern=pattern, listener=_NoListener())

@@ -74,16 +74,21 @@ class Recorder:
 
 def props(bootstrap: str, group: str, **extra: object) -> dict[str, object]:
     out: dict[str, object] = {
-        "bootstrap.servers": bootstrap, "group.id": group, "client.id": group,
-        "session.timeout.ms": TEST_SESSION_TIMEOUT_MS, "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
-        "auto.offset.reset": "earliest", "fetch.max.wait.ms": 100,
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": group,
+        "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
+        "auto.offset.reset": "earliest",
+        "fetch.max.wait.ms": 100,
     }
     out.update({k.replace("_", "."): v for k, v in extra.items()})
     return out
 
 
-def poll_until(client: KafkaClient, done: Callable[[list[KafkaRecord]], bool], timeout: float,
-               what: str, max_records: int = 500) -> list[KafkaRecord]:
+def poll_until(
+    client: KafkaClient, done: Callable[[list[KafkaRecord]], bool], timeout: float, what: str, max_records: int = 500
+) -> list[KafkaRecord]:
     """Poll (100 ms polls) until ``done(records so far)``; AssertionError naming ``what`` after ``timeout``."""
     got: list[KafkaRecord] = []
     end = time.monotonic() + timeout
@@ -164,8 +169,10 @@ def test_records_and_assignment_are_the_same_for_both_clients(kind, bootstrap, n
     assert recorder.of("assigned") == [frozenset({TopicPartition(topic, 0), TopicPartition(topic, 1)})]
     assert client.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     assert client.rebalance_protocol is RebalanceProtocol.EAGER
-    expected = [KafkaRecord(topic, part, i, ts, TimestampType.CREATE_TIME, key, value, headers)
-                for part, i, ts, key, value, headers in sent]
+    expected = [
+        KafkaRecord(topic, part, i, ts, TimestampType.CREATE_TIME, key, value, headers)
+        for part, i, ts, key, value, headers in sent
+    ]
     assert sorted(got, key=lambda r: (r.partition, r.offset)) == sorted(expected, key=lambda r: (r.partition, r.offset))
     membership = client.group()
     assert membership.member_id
@@ -289,7 +296,9 @@ def test_close_leaves_the_group(kind, bootstrap, names, clients):
         started = time.monotonic()
         a.close(CLOSE_MS)
         while b.assignment() != both:
-            assert time.monotonic() - started < session_ms / 1000 * 0.75, "B did not take over before A's session ran out"
+            assert time.monotonic() - started < session_ms / 1000 * 0.75, (
+                "B did not take over before A's session ran out"
+            )
             time.sleep(0.1)
     a.close(CLOSE_MS)  # a second close does nothing
 

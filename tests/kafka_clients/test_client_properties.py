@@ -18,10 +18,16 @@ from cr_consumer.kafka.property_rules import client_checked
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("enable.auto.commit", True), ("enable.auto.commit", "true"),
-    ("enable.auto.offset.store", True), ("auto.commit.interval.ms", 1000), ("enable.partition.eof", True),
-])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("enable.auto.commit", True),
+        ("enable.auto.commit", "true"),
+        ("enable.auto.offset.store", True),
+        ("auto.commit.interval.ms", 1000),
+        ("enable.partition.eof", True),
+    ],
+)
 @pytest.mark.parametrize("kind", list(ClientKind), ids=lambda k: k.value)
 def test_guarantee_breaking_properties_are_refused_by_both(kind, key, value):
     with pytest.raises(ClientConfigError, match=key.replace(".", r"\.")):
@@ -37,10 +43,20 @@ def test_the_safe_value_of_a_guarantee_property_is_accepted():
 
 
 def test_standard_names_are_mapped_for_librdkafka():
-    cfg = librdkafka_config({**BASE, "fetch.max.wait.ms": 100, "request.timeout.ms": 5000, "max.poll.records": 50,
-                             "sasl.plain.username": "u", "ssl.cafile": "/ca.pem", "ssl.check.hostname": False,
-                             "metadata.max.age.ms": 2000, "session.timeout.ms": 6000,
-                             "partition.assignment.strategy": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"})
+    cfg = librdkafka_config(
+        {
+            **BASE,
+            "fetch.max.wait.ms": 100,
+            "request.timeout.ms": 5000,
+            "max.poll.records": 50,
+            "sasl.plain.username": "u",
+            "ssl.cafile": "/ca.pem",
+            "ssl.check.hostname": False,
+            "metadata.max.age.ms": 2000,
+            "session.timeout.ms": 6000,
+            "partition.assignment.strategy": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        }
+    )
     assert cfg["fetch.wait.max.ms"] == 100
     assert "fetch.max.wait.ms" not in cfg
     assert cfg["socket.timeout.ms"] == 5000
@@ -62,8 +78,15 @@ def test_librdkafka_gets_the_adapters_fetch_defaults_unless_given():
 
 
 def test_standard_names_are_mapped_for_kafka_python():
-    cfg = kafka_python_config({**BASE, "fetch.max.wait.ms": 100, "sasl.username": "u", "ssl.ca.location": "/ca.pem",
-                               "partition.assignment.strategy": "range,roundrobin"})
+    cfg = kafka_python_config(
+        {
+            **BASE,
+            "fetch.max.wait.ms": 100,
+            "sasl.username": "u",
+            "ssl.ca.location": "/ca.pem",
+            "partition.assignment.strategy": "range,roundrobin",
+        }
+    )
     assert cfg["fetch_max_wait_ms"] == 100
     assert cfg["sasl_plain_username"] == "u"
     assert cfg["ssl_cafile"] == "/ca.pem"

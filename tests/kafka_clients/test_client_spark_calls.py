@@ -34,9 +34,15 @@ LOOKUP_MS = 10000
 
 
 def group_properties(bootstrap: str, group: str) -> dict[str, object]:
-    return {"bootstrap.servers": bootstrap, "group.id": group, "client.id": group,
-            "session.timeout.ms": TEST_SESSION_TIMEOUT_MS, "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
-            "auto.offset.reset": "earliest", "fetch.max.wait.ms": 100}
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": group,
+        "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
+        "auto.offset.reset": "earliest",
+        "fetch.max.wait.ms": 100,
+    }
 
 
 @pytest.fixture
@@ -66,8 +72,10 @@ def test_a_client_without_a_group_reads_what_it_assigns_from_its_seek(bootstrap,
     topic = create_topic(bootstrap, names.topic(), partitions=1)
     produce(bootstrap, topic, [b"v%d" % i for i in range(5)], partition=0)
     tp = TopicPartition(topic, 0)
-    client = clients(ClientKind.KAFKA_PYTHON, {"bootstrap.servers": bootstrap, "group.id": None,
-                                               "auto.offset.reset": "none", "fetch.max.wait.ms": 100})
+    client = clients(
+        ClientKind.KAFKA_PYTHON,
+        {"bootstrap.servers": bootstrap, "group.id": None, "auto.offset.reset": "none", "fetch.max.wait.ms": 100},
+    )
     client.assign([tp])
     client.seek(tp, 2)
     got: list[KafkaRecord] = []
@@ -182,4 +190,3 @@ def test_librdkafka_refuses_the_kafka_python_only_calls(bootstrap, names, client
         client.subscribe(["t"], listener=Assignments(), hold=Hold())
     with pytest.raises(ClientUnavailable, match="kafka-python"):
         client.assign([TopicPartition("t", 0)])
-

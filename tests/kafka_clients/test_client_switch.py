@@ -19,8 +19,14 @@ from cr_consumer.runtime.pipeline.wiring import KafkaSource
 from cr_consumer.runtime.runner.launch import member_argv
 
 BASE = dict(bootstrap_servers="127.0.0.1:9092", group_id="g", operator_name="m0", topics=["t"])
-REGION = {"mode": "periodic", "period_s": 1.0, "drain_timeout_s": 30.0, "reset_timeout_s": 30.0,
-          "max_consecutive_resets": 5, "member_timeout_s": 5.0}
+REGION = {
+    "mode": "periodic",
+    "period_s": 1.0,
+    "drain_timeout_s": 30.0,
+    "reset_timeout_s": 30.0,
+    "max_consecutive_resets": 5,
+    "member_timeout_s": 5.0,
+}
 
 
 def test_the_client_defaults_to_kafka_python_and_takes_either_name():
@@ -33,8 +39,9 @@ def test_the_client_defaults_to_kafka_python_and_takes_either_name():
 
 def test_librdkafka_without_confluent_kafka_names_the_extra(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "confluent_kafka" else real(name, *a)
+    )
     with pytest.raises(ConfigError, match=r"cr-consumer\[librdkafka\]"):
         OperatorConfig(**BASE, client="librdkafka")
     assert OperatorConfig(**BASE).client is ClientKind.KAFKA_PYTHON  # the default needs no extra
@@ -58,22 +65,61 @@ def _parse(add_arguments, argv: list[str]) -> argparse.Namespace:
 
 
 def test_crkafka_run_passes_the_client_to_its_members_and_member_to_the_source():
-    argv = member_argv("python", "examples/wordcount.py", name="member-0", coordinator="tcp://127.0.0.1:1",
-                       bootstrap="127.0.0.1:9092", group="g", output_dir="out", state_dir="state", region_index=0,
-                       min_members=1, region=REGION, params={}, kafka_stdin=False, kafka_client="librdkafka")
-    rest = argv[argv.index("cr_consumer.cli.member") + 1:]
+    argv = member_argv(
+        "python",
+        "examples/wordcount.py",
+        name="member-0",
+        coordinator="tcp://127.0.0.1:1",
+        bootstrap="127.0.0.1:9092",
+        group="g",
+        output_dir="out",
+        state_dir="state",
+        region_index=0,
+        min_members=1,
+        region=REGION,
+        params={},
+        kafka_stdin=False,
+        kafka_client="librdkafka",
+    )
+    rest = argv[argv.index("cr_consumer.cli.member") + 1 :]
     assert rest[:4] == ["--log-level", "INFO", "--log-format", "text"]  # the main parser's options
     args = _parse(member_cli.add_arguments, rest[4:])
     assert args.kafka_client == "librdkafka"
-    default = member_argv("python", "p.py", name="m", coordinator="tcp://127.0.0.1:1", bootstrap="b:1", group="g",
-                          output_dir="o", state_dir="s", region_index=0, min_members=1, region=REGION, params={},
-                          kafka_stdin=False)
+    default = member_argv(
+        "python",
+        "p.py",
+        name="m",
+        coordinator="tcp://127.0.0.1:1",
+        bootstrap="b:1",
+        group="g",
+        output_dir="o",
+        state_dir="s",
+        region_index=0,
+        min_members=1,
+        region=REGION,
+        params={},
+        kafka_stdin=False,
+    )
     assert "--kafka-client" not in default
-    settings = MemberSettings(pipeline="p.py", bootstrap="127.0.0.1:9092", coordinator="tcp://127.0.0.1:1",
-                              group="g", member="m0", output_dir="out", state_dir="state",
-                              kafka_client=args.kafka_client)
-    source, client = make_source(settings, KafkaSource(topics=["t"]), RegionConfig.from_dict({**REGION, "name": "g"}), permit=RegionPermit(), region=None,
-                                 submit=lambda records: None, curve=None)
+    settings = MemberSettings(
+        pipeline="p.py",
+        bootstrap="127.0.0.1:9092",
+        coordinator="tcp://127.0.0.1:1",
+        group="g",
+        member="m0",
+        output_dir="out",
+        state_dir="state",
+        kafka_client=args.kafka_client,
+    )
+    source, client = make_source(
+        settings,
+        KafkaSource(topics=["t"]),
+        RegionConfig.from_dict({**REGION, "name": "g"}),
+        permit=RegionPermit(),
+        region=None,
+        submit=lambda records: None,
+        curve=None,
+    )
     try:
         assert source.config.client is ClientKind.LIBRDKAFKA
         assert client is None

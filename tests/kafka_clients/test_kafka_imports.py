@@ -18,9 +18,9 @@ PACKAGE = REPO / "cr_consumer"
 #: Packages allowed to import a Kafka library, and why.
 EXCEPTIONS = {
     "testing": "test and example helpers create topics and produce records (admin client, producer): the seam "
-               "is a consumer",
+    "is a consumer",
     "drill": "the drills inspect and disturb a live group from outside it (admin client), as an operator's "
-             "tooling would, not as a member",
+    "tooling would, not as a member",
 }
 
 

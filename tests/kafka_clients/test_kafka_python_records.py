@@ -19,19 +19,44 @@ from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIME
 _TYPES = {0: TimestampType.CREATE_TIME, 1: TimestampType.LOG_APPEND_TIME}
 
 
-def _consumer_record(offset: int, *, timestamp: int | None = 1700000000000, timestamp_type: int = 0,
-                     key: bytes | None = None, value: bytes | None = b"v",
-                     headers: list | None = None) -> ConsumerRecord:
-    return ConsumerRecord("t", 3, 7, offset, timestamp, timestamp_type, key, value,
-                          headers if headers is not None else [], None, -1, 1, -1)
+def _consumer_record(
+    offset: int,
+    *,
+    timestamp: int | None = 1700000000000,
+    timestamp_type: int = 0,
+    key: bytes | None = None,
+    value: bytes | None = b"v",
+    headers: list | None = None,
+) -> ConsumerRecord:
+    return ConsumerRecord(
+        "t",
+        3,
+        7,
+        offset,
+        timestamp,
+        timestamp_type,
+        key,
+        value,
+        headers if headers is not None else [],
+        None,
+        -1,
+        1,
+        -1,
+    )
 
 
 def _reference(r: ConsumerRecord) -> KafkaRecord:
     """The field-by-field meaning of the conversion, one record at a time."""
-    return KafkaRecord(r.topic, r.partition, r.offset,
-                       r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
-                       _TYPES.get(r.timestamp_type, TimestampType.NOT_AVAILABLE), r.key, r.value,
-                       tuple(r.headers) if r.headers else ())
+    return KafkaRecord(
+        r.topic,
+        r.partition,
+        r.offset,
+        r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None,
+        _TYPES.get(r.timestamp_type, TimestampType.NOT_AVAILABLE),
+        r.key,
+        r.value,
+        tuple(r.headers) if r.headers else (),
+    )
 
 
 def _check(batch: list[ConsumerRecord]) -> list[KafkaRecord]:
@@ -49,23 +74,33 @@ def test_the_usual_batch_one_timestamp_type_no_headers():
 
 
 def test_timestamps_missing_or_negative_become_none():
-    out = _check([_consumer_record(0, timestamp=-1), _consumer_record(1, timestamp=None),
-                  _consumer_record(2, timestamp=5)])
+    out = _check(
+        [_consumer_record(0, timestamp=-1), _consumer_record(1, timestamp=None), _consumer_record(2, timestamp=5)]
+    )
     assert [r.timestamp for r in out] == [None, None, 5]
 
 
 def test_mixed_and_unknown_timestamp_types():
-    out = _check([_consumer_record(0, timestamp_type=0), _consumer_record(1, timestamp_type=1),
-                  _consumer_record(2, timestamp_type=-1)])
-    assert [r.timestamp_type for r in out] == [TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME,
-                                               TimestampType.NOT_AVAILABLE]
-    assert _check([_consumer_record(i, timestamp_type=1) for i in range(3)])[0].timestamp_type \
+    out = _check(
+        [
+            _consumer_record(0, timestamp_type=0),
+            _consumer_record(1, timestamp_type=1),
+            _consumer_record(2, timestamp_type=-1),
+        ]
+    )
+    assert [r.timestamp_type for r in out] == [
+        TimestampType.CREATE_TIME,
+        TimestampType.LOG_APPEND_TIME,
+        TimestampType.NOT_AVAILABLE,
+    ]
+    assert (
+        _check([_consumer_record(i, timestamp_type=1) for i in range(3)])[0].timestamp_type
         is TimestampType.LOG_APPEND_TIME
+    )
 
 
 def test_headers_kept_in_order_as_tuples_where_present():
-    out = _check([_consumer_record(0), _consumer_record(1, headers=[("a", b"1"), ("b", None)]),
-                  _consumer_record(2)])
+    out = _check([_consumer_record(0), _consumer_record(1, headers=[("a", b"1"), ("b", None)]), _consumer_record(2)])
     assert [r.headers for r in out] == [(), (("a", b"1"), ("b", None)), ()]
 
 
@@ -91,9 +126,15 @@ def test_polls_of_a_joined_member_make_no_coordinator_hand_off(bootstrap, names)
     it (the hand-off skip_known_coordinator_hop removes), and the records still flow."""
     topic = create_topic(bootstrap, names.topic(), 1)
     produce(bootstrap, topic, [b"v%d" % i for i in range(2000)], partition=0)
-    client = KafkaPythonClient({"bootstrap.servers": bootstrap, "group.id": names.group(), "auto.offset.reset": "earliest",
-                                "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
-                                "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS})
+    client = KafkaPythonClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": names.group(),
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": TEST_HEARTBEAT_INTERVAL_MS,
+        }
+    )
     try:
         client.subscribe([topic], listener=_NoopListener())
         got: list[KafkaRecord] = []

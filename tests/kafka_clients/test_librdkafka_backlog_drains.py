@@ -42,8 +42,17 @@ def _start(bootstrap: str, names) -> tuple[str, Sink, RegionPermit, ConsumerOper
     produce(bootstrap, topic, (b"r%d" % i for i in range(PARTITIONS * PER_PARTITION)))
     sink = Sink()
     permit = RegionPermit()
-    op = make(bootstrap, names.group(), "m0", submit_batch=sink.batch, topics=[topic], client="librdkafka",
-              start_position=StartKind.EARLIEST, permit=permit, max_poll_records=50)
+    op = make(
+        bootstrap,
+        names.group(),
+        "m0",
+        submit_batch=sink.batch,
+        topics=[topic],
+        client="librdkafka",
+        start_position=StartKind.EARLIEST,
+        permit=permit,
+        max_poll_records=50,
+    )
     permit.block(0.0)  # as the runtime: nothing is submitted before the first resume
     return topic, sink, permit, op
 
@@ -76,6 +85,7 @@ def test_drains_under_a_backlog_hand_out_every_record_once(bootstrap, names):
         for (_t, p), offs in sink.offsets().items():
             assert offs == list(range(PER_PARTITION)), (
                 f"partition {p} skipped or repeated records "
-                f"(first break at index {next((i for i, o in enumerate(offs) if o != i), None)})")
+                f"(first break at index {next((i for i, o in enumerate(offs) if o != i), None)})"
+            )
         assert committed(bootstrap, op.config.group_id, topic) == {p: PER_PARTITION for p in range(PARTITIONS)}
         assert seq >= 5, f"only {seq} drain cycles: the test did not exercise drains under a backlog"

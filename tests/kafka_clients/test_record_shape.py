@@ -10,8 +10,10 @@ from cr_consumer.runtime.pipeline.records import Record, to_json_line, to_json_l
 
 
 def _records(values: list[bytes | None], key: bytes | None = None) -> list[KafkaRecord]:
-    return [KafkaRecord("t", 2, 10 + i, 1700000000000 + i, TimestampType.CREATE_TIME, key, v, (("h", b"x"),))
-            for i, v in enumerate(values)]
+    return [
+        KafkaRecord("t", 2, 10 + i, 1700000000000 + i, TimestampType.CREATE_TIME, key, v, (("h", b"x"),))
+        for i, v in enumerate(values)
+    ]
 
 
 def test_the_file_sinks_json_of_kafka_records_is_that_of_plain_records():
@@ -21,8 +23,9 @@ def test_the_file_sinks_json_of_kafka_records_is_that_of_plain_records():
         _records([b'needs "escaping"', b"\xff\xfe", None]),  # the general path
     ]
     for batch in batches:
-        expected = "".join(to_json_line(Record(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value))
-                           for r in batch)
+        expected = "".join(
+            to_json_line(Record(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)) for r in batch
+        )
         assert to_json_lines(batch) == expected
         assert to_json_lines(batch, ',"x":1') == "".join(to_json_line(r, ',"x":1') for r in batch)
 

@@ -32,8 +32,14 @@ def test_defaults_and_derived_timeouts():
 
 
 def test_pass_through_properties_by_dotted_name():
-    c = cfg(consumer_properties={"fetch.max.bytes": 1024, "metadata.max.age.ms": 60000,
-                                 "session.timeout.ms": 6000, "max.poll.interval.ms": 10})
+    c = cfg(
+        consumer_properties={
+            "fetch.max.bytes": 1024,
+            "metadata.max.age.ms": 60000,
+            "session.timeout.ms": 6000,
+            "max.poll.interval.ms": 10,
+        }
+    )
     k = c.kafka_config()
     assert k["fetch_max_bytes"] == 1024
     assert k["metadata_max_age_ms"] == 2000  # capped
@@ -49,8 +55,10 @@ def test_pass_through_properties_by_dotted_name():
         (dict(pattern="x.*"), "either topics or pattern"),
         (dict(topics=(), pattern="(["), "not a valid regular expression"),
         (dict(start_position="specific"), "an offset or time belongs to one partition"),
-        (dict(start_position=StartPosition(StartKind.TIMESTAMP, values=((("t", 0), 5),))),
-         "an offset or time belongs to one partition"),
+        (
+            dict(start_position=StartPosition(StartKind.TIMESTAMP, values=((("t", 0), 5),))),
+            "an offset or time belongs to one partition",
+        ),
         (dict(start_position="timestamp"), "StartPosition.at_time(ms)"),
         (dict(start_position=StartPosition.at_time(-1)), "int >= 0"),
         (dict(start_position=StartPosition(StartKind.EARLIEST, timestamp_ms=5)), "takes no time"),
@@ -71,10 +79,15 @@ def test_pass_through_properties_by_dotted_name():
         (dict(consumer_properties={"fetch_max_bytes": 1}), "dotted Kafka name"),
         (dict(consumer_properties={"no.such.setting": 1}), "unknown consumer property 'no.such.setting'"),
         (dict(consumer_properties={"partition.assignment.strategy": "sticky"}), "is not supported"),
-        (dict(consumer_properties={"partition.assignment.strategy": ["cooperative-sticky", "range"]}),
-         "cannot be combined with eager assignors"),
+        (
+            dict(consumer_properties={"partition.assignment.strategy": ["cooperative-sticky", "range"]}),
+            "cannot be combined with eager assignors",
+        ),
         (dict(consumer_properties={"auto.offset.reset": "smallest"}), "auto.offset.reset"),
-        (dict(consumer_properties={"session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}), "heartbeat.interval.ms"),
+        (
+            dict(consumer_properties={"session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}),
+            "heartbeat.interval.ms",
+        ),
     ],
 )
 def test_bad_settings_fail_naming_the_setting(kw, words):
@@ -84,8 +97,11 @@ def test_bad_settings_fail_naming_the_setting(kw, words):
 
 
 def test_enums_from_strings_and_roundrobin_only():
-    c = cfg(start_position="Earliest", on_malformed="FAIL",
-            consumer_properties={"partition.assignment.strategy": ["roundrobin"]})
+    c = cfg(
+        start_position="Earliest",
+        on_malformed="FAIL",
+        consumer_properties={"partition.assignment.strategy": ["roundrobin"]},
+    )
     assert c.start_position == StartPosition(StartKind.EARLIEST)
     assert cfg(start_position=StartKind.LATEST).start_position.kind is StartKind.LATEST
     assert c.on_malformed is MalformedPolicy.FAIL
@@ -96,8 +112,11 @@ def test_enums_from_strings_and_roundrobin_only():
 
 def test_cooperative_sticky_alone_is_the_incremental_switch():
     assert cfg().cooperative is False
-    for spelling in ("cooperative-sticky", ["org.apache.kafka.clients.consumer.CooperativeStickyAssignor"],
-                     "CooperativeStickyAssignor"):
+    for spelling in (
+        "cooperative-sticky",
+        ["org.apache.kafka.clients.consumer.CooperativeStickyAssignor"],
+        "CooperativeStickyAssignor",
+    ):
         c = cfg(consumer_properties={"partition.assignment.strategy": spelling})
         assert c.cooperative is True
         assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["cooperative-sticky"]

@@ -143,7 +143,9 @@ def test_poll_pacing_follows_joining_blocked_and_idle(harness):
     ev = harness.events
     harness.joining = True
     ev.set_polling(True, WAIT_S)
-    wait_until(lambda: et.JOIN_POLL_TIMEOUT_MS in (p[0] for p in harness.consumer.polls), WAIT_S, "join poll", interval=POLL_S)
+    wait_until(
+        lambda: et.JOIN_POLL_TIMEOUT_MS in (p[0] for p in harness.consumer.polls), WAIT_S, "join poll", interval=POLL_S
+    )
     ev.set_polling(False, WAIT_S)
     assert set(harness.consumer.polls) == {(et.JOIN_POLL_TIMEOUT_MS, 500)}
 

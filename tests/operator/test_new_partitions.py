@@ -31,11 +31,22 @@ def test_new_topic_written_before_assignment_is_read_from_earliest(bootstrap, na
     old = create_topic(bootstrap, f"{prefix}-a", partitions=2)
     produce(bootstrap, old, (b"old%d" % i for i in range(6)), single_record_batches=True)
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, pattern=f"{prefix}-.*", start_position=StartKind.LATEST,
-              commit_period_s=0.2) as op:
-        wait_until(lambda: len(op.offsets.assigned()) == 2 and all(op.offsets.get(tp) is not None
-                                                                     for tp in op.offsets.assigned()),
-                   30, "the first assignment seeked")
+    with make(
+        bootstrap,
+        names.group(),
+        "m0",
+        sink,
+        pattern=f"{prefix}-.*",
+        start_position=StartKind.LATEST,
+        commit_period_s=0.2,
+    ) as op:
+        wait_until(
+            lambda: (
+                len(op.offsets.assigned()) == 2 and all(op.offsets.get(tp) is not None for tp in op.offsets.assigned())
+            ),
+            30,
+            "the first assignment seeked",
+        )
         assert sorted(op.offsets.snapshot().values()) == [3, 3]  # END: the old records are skipped
         new = create_topic(bootstrap, f"{prefix}-b", partitions=2)
         produce(bootstrap, new, (b"b%d" % i for i in range(40)))
@@ -58,15 +69,31 @@ def test_restart_keeps_the_first_start_and_reads_topics_created_meanwhile_from_e
     old = create_topic(bootstrap, f"{prefix}-a")
     produce(bootstrap, old, (b"old%d" % i for i in range(5)), single_record_batches=True)
     first = Sink()
-    with make(bootstrap, group, "m0", first, pattern=f"{prefix}-.*", start_position=StartKind.LATEST,
-              permit=RegionPermit(), control=control) as op:
+    with make(
+        bootstrap,
+        group,
+        "m0",
+        first,
+        pattern=f"{prefix}-.*",
+        start_position=StartKind.LATEST,
+        permit=RegionPermit(),
+        control=control,
+    ) as op:
         wait_until(lambda: op.offsets.get(TopicPartition(old, 0)) == 5, 30, "the old topic seeked to its end")
     produce(bootstrap, old, (b"later%d" % i for i in range(3)), single_record_batches=True)
     new = create_topic(bootstrap, f"{prefix}-b", partitions=2)
     produce(bootstrap, new, (b"b%d" % i for i in range(20)))
     second = Sink()
-    with make(bootstrap, group, "m1", second, pattern=f"{prefix}-.*", start_position=StartKind.LATEST,
-              permit=RegionPermit(), control=control):
+    with make(
+        bootstrap,
+        group,
+        "m1",
+        second,
+        pattern=f"{prefix}-.*",
+        start_position=StartKind.LATEST,
+        permit=RegionPermit(),
+        control=control,
+    ):
         second.wait_count(23, 30)
     assert _by_topic(second, old) == {0: [5, 6, 7]}
     assert _by_topic(second, new) == {0: list(range(10)), 1: list(range(10))}

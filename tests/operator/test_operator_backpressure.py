@@ -25,8 +25,17 @@ def test_queue_full_pauses_and_resumes_without_losing_a_partition(bootstrap, nam
         gate.wait(60)
         sink(record)
 
-    op = make(bootstrap, names.group(), "m0", slow_submit, topics=[topic], start_position=StartKind.EARLIEST,
-              max_poll_records=10, queue_capacity=40, commit_period_s=0.5)
+    op = make(
+        bootstrap,
+        names.group(),
+        "m0",
+        slow_submit,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        max_poll_records=10,
+        queue_capacity=40,
+        commit_period_s=0.5,
+    )
     with op:
         # The process thread is stuck on the first record: the queue fills, all partitions pause.
         wait_until(lambda: op.metrics()["isPaused"] == 1, 30, "queue-full pause")

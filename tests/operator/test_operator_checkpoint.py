@@ -13,8 +13,12 @@ from cr_consumer.operator.checkpoint import CheckpointError, OperatorCheckpoint
 def test_round_trip_is_plain_json():
     ck = OperatorCheckpoint("m0", ("m0", "m1"), {TopicPartition("t", 1): 7, TopicPartition("t", 0): 1_234_567})
     data = ck.encode()
-    assert json.loads(data) == {"v": 1, "operator": "m0", "members": ["m0", "m1"],
-                                "offsets": [["t", 0, 1234567], ["t", 1, 7]]}
+    assert json.loads(data) == {
+        "v": 1,
+        "operator": "m0",
+        "members": ["m0", "m1"],
+        "offsets": [["t", 0, 1234567], ["t", 1, 7]],
+    }
     back = OperatorCheckpoint.decode(data)
     assert back == ck
 
@@ -32,19 +36,26 @@ def test_the_interval_starts_round_trip_and_make_the_answer_entries():
         merged.claims()
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 0, 6]]}',
-     "after its partition's offset"),
-    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 1, 5]]}',
-     "exactly the partitions"),
-    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [], "from": {}}', "'from' must be a list"),
-    (b"\x80\x04pickle", "not JSON"),
-    (b"[]", "not a JSON object"),
-    (b'{"v": 2, "operator": "m0", "members": [], "offsets": []}', "unsupported checkpoint version 2"),
-    (b'{"v": 1, "operator": "m0", "members": []}', "needs 'operator'"),
-    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0]]}', "bad offsets entry"),
-    (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, -1]]}', "bad offsets entry"),
-])
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (
+            b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 0, 6]]}',
+            "after its partition's offset",
+        ),
+        (
+            b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, 5]], "from": [["t", 1, 5]]}',
+            "exactly the partitions",
+        ),
+        (b'{"v": 1, "operator": "m0", "members": [], "offsets": [], "from": {}}', "'from' must be a list"),
+        (b"\x80\x04pickle", "not JSON"),
+        (b"[]", "not a JSON object"),
+        (b'{"v": 2, "operator": "m0", "members": [], "offsets": []}', "unsupported checkpoint version 2"),
+        (b'{"v": 1, "operator": "m0", "members": []}', "needs 'operator'"),
+        (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0]]}', "bad offsets entry"),
+        (b'{"v": 1, "operator": "m0", "members": [], "offsets": [["t", 0, -1]]}', "bad offsets entry"),
+    ],
+)
 def test_bad_checkpoints_are_rejected_clearly(data, words):
     with pytest.raises(CheckpointError) as info:
         OperatorCheckpoint.decode(data)

@@ -72,8 +72,16 @@ def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(boot
     sink = Sink()
     permit = RegionPermit()
     submit = BlockingSubmit(sink, permit)
-    op = make(bootstrap, names.group(), "m0", submit_batch=submit, topics=[topic],
-              start_position=StartKind.EARLIEST, permit=permit, max_poll_records=10)
+    op = make(
+        bootstrap,
+        names.group(),
+        "m0",
+        submit_batch=submit,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        permit=permit,
+        max_poll_records=10,
+    )
     total = PARTITIONS * PER_PARTITION
     permit.block(0.0)  # as the runtime: nothing is submitted before the first resume
     with op:
@@ -98,6 +106,7 @@ def test_periodic_drains_keep_partition_order_and_commit_what_was_submitted(boot
         for (_t, p), offs in offsets.items():
             assert offs == list(range(PER_PARTITION)), (
                 f"partition {p} submitted out of order or incomplete "
-                f"(first break at index {next((i for i, o in enumerate(offs) if o != i), None)})")
+                f"(first break at index {next((i for i, o in enumerate(offs) if o != i), None)})"
+            )
         assert committed(bootstrap, op.config.group_id, topic) == {p: PER_PARTITION for p in range(PARTITIONS)}
         assert seq >= 10, f"only {seq} drain cycles: the test did not exercise drains while records arrive"

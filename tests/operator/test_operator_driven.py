@@ -49,9 +49,19 @@ def test_operator_driven_drains_every_trigger_count_tuples(bootstrap, names):
     produce(bootstrap, topic, (b"v%d" % i for i in range(1000)))
     sink = Sink()
     region = DrivingRegion()
-    op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
-              region_mode="operator_driven", trigger_count=100, permit=RegionPermit(), region=region,
-              max_poll_records=64)
+    op = make(
+        bootstrap,
+        names.group(),
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        region_mode="operator_driven",
+        trigger_count=100,
+        permit=RegionPermit(),
+        region=region,
+        max_poll_records=64,
+    )
     region.op = op
     with op:
         sink.wait_count(1000, 30)

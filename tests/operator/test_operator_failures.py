@@ -31,8 +31,17 @@ def test_malformed_records_are_counted_and_skipped(bootstrap, names):
     produce(bootstrap, topic, _mixed(100))
     sink = Sink()
     group = names.group()
-    with make(bootstrap, group, "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
-              value_deserializer=json.loads, on_malformed="skip", commit_period_s=0.2) as op:
+    with make(
+        bootstrap,
+        group,
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        value_deserializer=json.loads,
+        on_malformed="skip",
+        commit_period_s=0.2,
+    ) as op:
         sink.wait_count(90, 20)
         assert sorted(r.value["i"] for r in sink.records) == [i for i in range(100) if i % 10 != 3]
         assert [r.offset for r in sink.records if r.value["i"] != r.offset] == []
@@ -46,8 +55,17 @@ def test_malformed_record_fails_the_operator_naming_it(bootstrap, names):
     topic = create_topic(bootstrap, names.topic())
     produce(bootstrap, topic, _mixed(10))
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
-              value_deserializer=json.loads, on_malformed="fail", permit=RegionPermit()) as op:
+    with make(
+        bootstrap,
+        names.group(),
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        value_deserializer=json.loads,
+        on_malformed="fail",
+        permit=RegionPermit(),
+    ) as op:
         wait_until(lambda: op.failure is not None, 20, "the operator to fail")
         assert isinstance(op.failure, MalformedRecord)
         assert f"topic {topic} partition 0 offset 3" in str(op.failure)
@@ -67,8 +85,17 @@ def test_drain_whose_commit_fails_raises(names, tmp_path):
         produce(bootstrap, topic, (b"v" for _ in range(10)))
         sink = Sink()
         permit = RegionPermit()
-        op = make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
-                  permit=permit, drain_timeout_s=3.0, consumer_properties={"request.timeout.ms": 2000})
+        op = make(
+            bootstrap,
+            names.group(),
+            "m0",
+            sink,
+            topics=[topic],
+            start_position=StartKind.EARLIEST,
+            permit=permit,
+            drain_timeout_s=3.0,
+            consumer_properties={"request.timeout.ms": 2000},
+        )
         with op:
             sink.wait_count(10, 20)
             broker.stop()
@@ -86,9 +113,18 @@ def test_lost_coordinator_fails_the_reset_clearly(bootstrap, names, coordinator)
     produce(bootstrap, topic, (b"v" for _ in range(5)))
     sink = Sink()
     permit = RegionPermit()
-    with make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.EARLIEST,
-              coordinator=coordinator.endpoint, permit=permit, reset_timeout_s=4.0,
-              coordinator_timeout_s=2.0) as op:
+    with make(
+        bootstrap,
+        names.group(),
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        coordinator=coordinator.endpoint,
+        permit=permit,
+        reset_timeout_s=4.0,
+        coordinator_timeout_s=2.0,
+    ) as op:
         sink.wait_count(5, 20)
         permit.block(5)
         op.drain()

@@ -39,8 +39,9 @@ def test_config_default_is_freeze_and_none_opts_out():
 @pytest.mark.parametrize(("policy", "frozen"), [("freeze", True), ("none", False)])
 def test_operator_start_applies_the_policy(bootstrap, names, policy, frozen):
     topic = create_topic(bootstrap, names.topic(), 1)
-    config = OperatorConfig(bootstrap_servers=bootstrap, group_id=names.group(), operator_name="m0",
-                            topics=[topic], gc_policy=policy)
+    config = OperatorConfig(
+        bootstrap_servers=bootstrap, group_id=names.group(), operator_name="m0", topics=[topic], gc_policy=policy
+    )
     op = ConsumerOperator(config, submit_batch=lambda records: None)
     assert gc.get_freeze_count() == 0
     op.start()
@@ -71,8 +72,12 @@ print(frozen_while_running > 0, gc.get_freeze_count() == 0, ref() is None)
 
 def test_close_thaws_so_that_the_closed_operator_is_freed(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), 1)
-    out = subprocess.run([sys.executable, "-c", _CLOSED_OPERATOR_SCRIPT, bootstrap, names.group(), topic, "freeze"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _CLOSED_OPERATOR_SCRIPT, bootstrap, names.group(), topic, "freeze"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     frozen, thawed, freed = out.stdout.split()
     assert (frozen, thawed, freed) == ("True", "True", "True")

@@ -18,9 +18,18 @@ PARTS = 6
 
 
 def _start(bootstrap, coordinator, group, topic, name, sink, region):
-    op = make(bootstrap, group, name, sink, topics=[topic], coordinator=coordinator.endpoint,
-              start_position=StartKind.EARLIEST, permit=RegionPermit(), region=region,
-              max_poll_records=20)
+    op = make(
+        bootstrap,
+        group,
+        name,
+        sink,
+        topics=[topic],
+        coordinator=coordinator.endpoint,
+        start_position=StartKind.EARLIEST,
+        permit=RegionPermit(),
+        region=region,
+        max_poll_records=20,
+    )
     return op.start()
 
 
@@ -41,8 +50,14 @@ def test_three_members_merged_reset_replays_exactly_and_one_reset_per_rebalance(
         for i in range(3):
             members.add(_start(bootstrap, coordinator, group, topic, f"m{i}", sink, region))
         # Three joins cause revocations, but nothing was fetched yet: all ignored.
-        wait_until(lambda: sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
-                   and all(op.metrics()["nAssignedPartitions"] == 2 for op in members.ops), 40, "balanced group")
+        wait_until(
+            lambda: (
+                sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
+                and all(op.metrics()["nAssignedPartitions"] == 2 for op in members.ops)
+            ),
+            40,
+            "balanced group",
+        )
         produce(bootstrap, topic, (b"a%d" % i for i in range(300)))
         sink.wait_count(300, 30)
         assert region.resets == []
@@ -64,8 +79,14 @@ def test_three_members_merged_reset_replays_exactly_and_one_reset_per_rebalance(
         sink.clear()
         members.add(_start(bootstrap, coordinator, group, topic, "m3", sink, region))
         wait_until(lambda: region.resets, 40, "a reset request after the rebalance")
-        wait_until(lambda: sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
-                   and all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops), 40, "4 members balanced")
+        wait_until(
+            lambda: (
+                sum(op.metrics()["nAssignedPartitions"] for op in members.ops) == PARTS
+                and all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops)
+            ),
+            40,
+            "4 members balanced",
+        )
         assert len(region.resets) == 1, region.resets
         # Every member that had fetched records asked (the new one too if a second
         # rebalance round caught it after its first fetch), yet one reset request.
@@ -111,8 +132,10 @@ class ResettingRegion(Region):
 
     def _reset_all(self, OperatorCheckpoint) -> None:
         try:
-            self.members._all(lambda op: op.reset(
-                1, OperatorCheckpoint(op.name, (op.name,), self.merged).encode(), 0), self.on_blocked)
+            self.members._all(
+                lambda op: op.reset(1, OperatorCheckpoint(op.name, (op.name,), self.merged).encode(), 0),
+                self.on_blocked,
+            )
         except BaseException as exc:  # noqa: BLE001 - asserted by the test
             self.errors.append(exc)
         self.done.set()
@@ -141,8 +164,11 @@ def test_member_joins_region_resets_everyone_to_the_merged_offsets(bootstrap, na
         assert region.done.wait(60)
         # (A join can take more than one rebalance round: a member that fetched
         # after the first reset asks again; each reset restarts the count.)
-        wait_until(lambda: _by_partition(list(sink.records)) == {p: list(range(30, 100)) for p in range(4)}, 40,
-                   "every record after the merged offsets exactly once")
+        wait_until(
+            lambda: _by_partition(list(sink.records)) == {p: list(range(30, 100)) for p in range(4)},
+            40,
+            "every record after the merged offsets exactly once",
+        )
         wait_until(lambda: all(op.metrics()["nAssignedPartitions"] >= 1 for op in members.ops), 30, "3 members")
         assert region.errors == []
         assert _by_partition(list(sink.records)) == {p: list(range(30, 100)) for p in range(4)}

@@ -62,8 +62,7 @@ def test_start_default_committed_else_auto_offset_reset(bootstrap, names):
     plain.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
     plain.close()
     sink = Sink()
-    with make(bootstrap, group, "m0", sink, topics=[topic],
-              consumer_properties={"auto.offset.reset": "earliest"}):
+    with make(bootstrap, group, "m0", sink, topics=[topic], consumer_properties={"auto.offset.reset": "earliest"}):
         sink.wait_count(17, 20)
         assert _offsets(sink, topic) == {0: list(range(3, 10)), 1: list(range(10))}
 
@@ -75,12 +74,28 @@ def test_control_variable_wins_over_start_position(bootstrap, names, coordinator
     produce(bootstrap, topic, (b"v%d" % i for i in range(10)), single_record_batches=True)
     group = names.group()
     first = Sink()
-    with make(bootstrap, group, "m0", first, topics=[topic], coordinator=coordinator.endpoint,
-              start_position=StartKind.EARLIEST, permit=RegionPermit()):
+    with make(
+        bootstrap,
+        group,
+        "m0",
+        first,
+        topics=[topic],
+        coordinator=coordinator.endpoint,
+        start_position=StartKind.EARLIEST,
+        permit=RegionPermit(),
+    ):
         first.wait_count(10, 20)
     second = Sink()
-    with make(bootstrap, group, "m1", second, topics=[topic], coordinator=coordinator.endpoint,
-              start_position=StartKind.LATEST, permit=RegionPermit()):
+    with make(
+        bootstrap,
+        group,
+        "m1",
+        second,
+        topics=[topic],
+        coordinator=coordinator.endpoint,
+        start_position=StartKind.LATEST,
+        permit=RegionPermit(),
+    ):
         second.wait_count(10, 20)
         assert _offsets(second, topic) == {0: list(range(10))}
 
@@ -91,8 +106,11 @@ def test_reset_seeks_a_partition_missing_from_the_checkpoint_to_its_control_vari
         produce(bootstrap, topic, (b"old" for _ in range(5)), partition=p, single_record_batches=True)
     sink = Sink()
     members = Members()
-    op = members.add(make(bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.LATEST,
-                          permit=RegionPermit()))
+    op = members.add(
+        make(
+            bootstrap, names.group(), "m0", sink, topics=[topic], start_position=StartKind.LATEST, permit=RegionPermit()
+        )
+    )
     try:
         op.start()
         _seeked(op, [TopicPartition(topic, p) for p in range(2)])
@@ -116,8 +134,15 @@ def test_pattern_subscription_picks_up_a_new_topic(bootstrap, names):
     first = create_topic(bootstrap, f"{prefix}-a")
     produce(bootstrap, first, (b"a%d" % i for i in range(10)))
     sink = Sink()
-    with make(bootstrap, names.group(), "m0", sink, pattern=f"{prefix}-.*", start_position=StartKind.EARLIEST,
-              commit_period_s=0.2) as op:
+    with make(
+        bootstrap,
+        names.group(),
+        "m0",
+        sink,
+        pattern=f"{prefix}-.*",
+        start_position=StartKind.EARLIEST,
+        commit_period_s=0.2,
+    ) as op:
         sink.wait_count(10, 20)
         wait_until(lambda: op.metrics()["nDrains"] >= 1, 10, "a commit")
         second = create_topic(bootstrap, f"{prefix}-b")

@@ -28,8 +28,15 @@ def recs(tp: TopicPartition, first: int, n: int, value=b"v") -> list[Rec]:
 
 
 class Harness:
-    def __init__(self, *, per_record: bool = False, trigger_count: int | None = None, decoder=None,
-                 submit_error: BaseException | None = None, on_trigger=None) -> None:
+    def __init__(
+        self,
+        *,
+        per_record: bool = False,
+        trigger_count: int | None = None,
+        decoder=None,
+        submit_error: BaseException | None = None,
+        on_trigger=None,
+    ) -> None:
         self.queue = BatchQueue(10_000)
         self.permit = RegionPermit()
         self.offsets = OffsetManager()
@@ -195,9 +202,19 @@ def test_an_exception_from_submit_is_fatal_and_reported():
 
 def test_needs_a_submit_callable():
     with pytest.raises(ValueError, match="submit"):
-        ProcessThread("unit", queue=BatchQueue(10), permit=RegionPermit(), offsets=OffsetManager(),
-                      epoch=lambda: 0, submit=None, submit_batch=None, decoder=None, trigger_count=None,
-                      on_trigger=lambda: None, on_failure=lambda exc: None)
+        ProcessThread(
+            "unit",
+            queue=BatchQueue(10),
+            permit=RegionPermit(),
+            offsets=OffsetManager(),
+            epoch=lambda: 0,
+            submit=None,
+            submit_batch=None,
+            decoder=None,
+            trigger_count=None,
+            on_trigger=lambda: None,
+            on_failure=lambda exc: None,
+        )
 
 
 def test_stop_ends_the_thread_while_it_waits():

@@ -78,12 +78,25 @@ class Gate:
 
 
 class Harness:
-    def __init__(self, consumer: FakeConsumer, *, state=S.SUBSCRIBED, standalone=False,
-                 start=StartKind.EARLIEST, control: LocalControl | None = None,
-                 cooperative: bool = False) -> None:
+    def __init__(
+        self,
+        consumer: FakeConsumer,
+        *,
+        state=S.SUBSCRIBED,
+        standalone=False,
+        start=StartKind.EARLIEST,
+        control: LocalControl | None = None,
+        cooperative: bool = False,
+    ) -> None:
         props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
-        self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
-                                     topics=["t"], start_position=start, consumer_properties=props)
+        self.config = OperatorConfig(
+            bootstrap_servers="unused:9092",
+            group_id=GROUP,
+            operator_name="m0",
+            topics=["t"],
+            start_position=start,
+            consumer_properties=props,
+        )
         self.sm = ClientStateMachine("m0")
         self.sm.to(S.SUBSCRIBED)
         if state is not S.SUBSCRIBED:
@@ -95,9 +108,17 @@ class Harness:
         self.gate = Gate(consumer)
         self.epochs: list[str] = []
         self.resets: list[str] = []
-        self.r = Rebalancer("m0", self.config, sm=self.sm, offsets=self.offsets, targets=self.targets,
-                            events=self.gate, new_epoch=self.epochs.append, request_reset=self.resets.append,
-                            standalone=standalone)
+        self.r = Rebalancer(
+            "m0",
+            self.config,
+            sm=self.sm,
+            offsets=self.offsets,
+            targets=self.targets,
+            events=self.gate,
+            new_epoch=self.epochs.append,
+            request_reset=self.resets.append,
+            standalone=standalone,
+        )
 
     def assign(self, *tps) -> None:
         """What kafka-python does: the listener on its IO thread, then the event thread after the poll."""

@@ -90,9 +90,16 @@ class FakeConsumer:
 class Parts:
     def __init__(self, cooperative: bool = False) -> None:
         props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
-        self.config = OperatorConfig(bootstrap_servers="unused:9092", group_id=GROUP, operator_name="m0",
-                                     topics=["t"], start_position=StartKind.EARLIEST,
-                                     drain_timeout_s=WAIT_S, reset_timeout_s=WAIT_S, consumer_properties=props)
+        self.config = OperatorConfig(
+            bootstrap_servers="unused:9092",
+            group_id=GROUP,
+            operator_name="m0",
+            topics=["t"],
+            start_position=StartKind.EARLIEST,
+            drain_timeout_s=WAIT_S,
+            reset_timeout_s=WAIT_S,
+            consumer_properties=props,
+        )
         self.consumer = FakeConsumer()
         self.sm = ClientStateMachine("m0")
         self.sm.to(S.SUBSCRIBED)
@@ -105,21 +112,56 @@ class Parts:
         self.epochs: list[str] = []
         self.resets: list[str] = []
         self.events = EventThread(
-            "m0", lambda: self.consumer, on_records=lambda c, r: None, after_poll=lambda c: None,
-            should_pause=lambda: False, blocked=lambda: self.permit.blocked, held=lambda: self.rebalancer.held,
-            joining=lambda: False, on_failure=lambda exc: None, max_poll_records=500,
+            "m0",
+            lambda: self.consumer,
+            on_records=lambda c, r: None,
+            after_poll=lambda c: None,
+            should_pause=lambda: False,
+            blocked=lambda: self.permit.blocked,
+            held=lambda: self.rebalancer.held,
+            joining=lambda: False,
+            on_failure=lambda exc: None,
+            max_poll_records=500,
         )
-        self.rebalancer = Rebalancer("m0", self.config, sm=self.sm, offsets=self.offsets, targets=self.targets,
-                                     events=self.events, new_epoch=self.epochs.append,
-                                     request_reset=self.resets.append, standalone=False)
-        process = ProcessThread("m0", queue=BatchQueue(10), permit=self.permit, offsets=self.offsets,
-                                epoch=lambda: 0, submit_batch=lambda records: None, submit=None, decoder=None,
-                                trigger_count=None, on_trigger=lambda: None, on_failure=lambda exc: None)
+        self.rebalancer = Rebalancer(
+            "m0",
+            self.config,
+            sm=self.sm,
+            offsets=self.offsets,
+            targets=self.targets,
+            events=self.events,
+            new_epoch=self.epochs.append,
+            request_reset=self.resets.append,
+            standalone=False,
+        )
+        process = ProcessThread(
+            "m0",
+            queue=BatchQueue(10),
+            permit=self.permit,
+            offsets=self.offsets,
+            epoch=lambda: 0,
+            submit_batch=lambda records: None,
+            submit=None,
+            decoder=None,
+            trigger_count=None,
+            on_trigger=lambda: None,
+            on_failure=lambda exc: None,
+        )
         self.stats = OperatorMetrics("m0", self.offsets, lambda: {})
         self.handlers = RegionHandlers(
-            self.config, sm=self.sm, permit=self.permit, events=self.events, process=process,
-            offsets=self.offsets, rebalancer=self.rebalancer, targets=self.targets, control=self.control,
-            stats=self.stats, drains=DrainSignal(), new_epoch=self.epochs.append, check_alive=lambda: None,
+            self.config,
+            sm=self.sm,
+            permit=self.permit,
+            events=self.events,
+            process=process,
+            offsets=self.offsets,
+            rebalancer=self.rebalancer,
+            targets=self.targets,
+            control=self.control,
+            stats=self.stats,
+            drains=DrainSignal(),
+            new_epoch=self.epochs.append,
+            check_alive=lambda: None,
             standalone=False,
         )
         self.handlers.set_members(["m0"])

@@ -28,9 +28,16 @@ class Harness:
         self.failures: list[BaseException] = []
         self.drain_error = drain_error
         self.driver = StandaloneDriver(
-            "unit", mode=mode, commit_period_s=period, permit=self.permit, drain=self._drain,
-            resume_polling=self._resume, state=lambda: ClientState.RECORDS_FETCHED, failed=lambda: bool(self.failures),
-            joining=lambda: self.joining, on_failure=self.failures.append,
+            "unit",
+            mode=mode,
+            commit_period_s=period,
+            permit=self.permit,
+            drain=self._drain,
+            resume_polling=self._resume,
+            state=lambda: ClientState.RECORDS_FETCHED,
+            failed=lambda: bool(self.failures),
+            joining=lambda: self.joining,
+            on_failure=self.failures.append,
         )
 
     def _drain(self) -> None:

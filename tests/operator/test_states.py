@@ -15,8 +15,16 @@ S = ClientState
 def test_normal_life_cycle_is_logged(caplog):
     sm = ClientStateMachine("m0")
     with caplog.at_level(logging.INFO, logger="cr_consumer.operator.states"):
-        for to in (S.SUBSCRIBED, S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE,
-                   S.RECORDS_FETCHED, S.CR_RESET_PENDING, S.RESET_COMPLETE, S.CLOSED):
+        for to in (
+            S.SUBSCRIBED,
+            S.RECORDS_FETCHED,
+            S.CR_RESET_PENDING,
+            S.RESET_COMPLETE,
+            S.RECORDS_FETCHED,
+            S.CR_RESET_PENDING,
+            S.RESET_COMPLETE,
+            S.CLOSED,
+        ):
             sm.to(to, "test")
     assert sm.state is S.CLOSED
     assert sum(r.getMessage().startswith("m0: ") and " -> " in r.getMessage() for r in caplog.records) == 8
@@ -33,12 +41,15 @@ def test_repeats_are_logged_at_debug_only(caplog):
     assert [r.levelno for r in caplog.records] == [logging.DEBUG]
 
 
-@pytest.mark.parametrize("path", [
-    (S.RECORDS_FETCHED,),
-    (S.SUBSCRIBED, S.RESET_COMPLETE),
-    (S.SUBSCRIBED, S.INITIALIZED),
-    (S.CLOSED, S.SUBSCRIBED),
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        (S.RECORDS_FETCHED,),
+        (S.SUBSCRIBED, S.RESET_COMPLETE),
+        (S.SUBSCRIBED, S.INITIALIZED),
+        (S.CLOSED, S.SUBSCRIBED),
+    ],
+)
 def test_illegal_transitions_raise(path):
     sm = ClientStateMachine("m0")
     for to in path[:-1]:  # legal steps up to the illegal last one

@@ -22,16 +22,18 @@ def test_batch_read_of_offset_ranges(spark, bootstrap, coordinator, names):
         p.flush()
     finally:
         p.close()
-    df = (spark.read.format("crkafka")
-          .option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic)
-          .option("coordinator", coordinator)
-          .option("kafka.group.id", group)
-          .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2, "2": -2}}))
-          .option("endingOffsets", json.dumps({topic: {"0": 50, "1": -1, "2": 20}}))
-          .option("minPartitions", 6)
-          .option("includeHeaders", "true")
-          .load())
+    df = (
+        spark.read.format("crkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("coordinator", coordinator)
+        .option("kafka.group.id", group)
+        .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2, "2": -2}}))
+        .option("endingOffsets", json.dumps({topic: {"0": 50, "1": -1, "2": 20}}))
+        .option("minPartitions", 6)
+        .option("includeHeaders", "true")
+        .load()
+    )
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
     assert df.rdd.getNumPartitions() >= 6
     rows = df.collect()
@@ -43,8 +45,13 @@ def test_batch_read_of_offset_ranges(spark, bootstrap, coordinator, names):
         assert [(h["key"], h["value"]) for h in r["headers"]] == [("n", str(i).encode())]
         assert r["timestampType"] == 0
     assert committed_offsets(bootstrap, group, topic) == {}  # a batch read commits nothing
-    everything = (spark.read.format("crkafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("coordinator", coordinator).load())
+    everything = (
+        spark.read.format("crkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("coordinator", coordinator)
+        .load()
+    )
     assert everything.count() == 300  # default: earliest to latest
 
 
@@ -56,14 +63,18 @@ def test_batch_read_commits_each_partitions_end_when_asked(spark, bootstrap, coo
     produce(bootstrap, topic, [b"a%d" % i for i in range(40)])  # 20 per partition
 
     def read():
-        return (spark.read.format("crkafka")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic)
-                .option("coordinator", coordinator)
-                .option("kafka.group.id", group)
-                .option("startingOffsets", "committed")
-                .option("commitOnBatchRead", "true")
-                .load().select("partition", "offset").collect())
+        return (
+            spark.read.format("crkafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("coordinator", coordinator)
+            .option("kafka.group.id", group)
+            .option("startingOffsets", "committed")
+            .option("commitOnBatchRead", "true")
+            .load()
+            .select("partition", "offset")
+            .collect()
+        )
 
     first = sorted((r["partition"], r["offset"]) for r in read())
     assert first == [(p, o) for p in range(2) for o in range(20)]

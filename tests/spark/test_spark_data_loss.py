@@ -24,23 +24,37 @@ pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.t
 PAST_THE_END = 500
 
 
-def _query(spark, bootstrap, coordinator, topic, group, checkpoint, sink, fail_on_data_loss: bool,
-           metrics_port: int | None = None):
-    reader = (spark.readStream.format("crkafka")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("kafka.group.id", group)
-              .option("subscribe", topic)
-              .option("coordinator", coordinator)
-              .option("startingOffsets", json.dumps({topic: {"0": PAST_THE_END, "1": -2}}))
-              .option("failOnDataLoss", str(fail_on_data_loss).lower())
-              .option("kafka.session.timeout.ms", 6000)
-              .option("kafka.heartbeat.interval.ms", 1000))
+def _query(
+    spark,
+    bootstrap,
+    coordinator,
+    topic,
+    group,
+    checkpoint,
+    sink,
+    fail_on_data_loss: bool,
+    metrics_port: int | None = None,
+):
+    reader = (
+        spark.readStream.format("crkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.group.id", group)
+        .option("subscribe", topic)
+        .option("coordinator", coordinator)
+        .option("startingOffsets", json.dumps({topic: {"0": PAST_THE_END, "1": -2}}))
+        .option("failOnDataLoss", str(fail_on_data_loss).lower())
+        .option("kafka.session.timeout.ms", 6000)
+        .option("kafka.heartbeat.interval.ms", 1000)
+    )
     if metrics_port is not None:
         reader = reader.option("metricsPort", metrics_port)
-    return (reader.load().writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="100 milliseconds")
-            .start())
+    return (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
 
 
 def _wait(predicate, timeout_s: float, what: str, query) -> None:
@@ -62,12 +76,21 @@ def _counter(port: int, name: str) -> float | None:
     return None
 
 
-def test_fail_on_data_loss_true_fails_the_query_naming_partition_and_option(spark, bootstrap, coordinator, names,
-                                                                             tmp_path):
+def test_fail_on_data_loss_true_fails_the_query_naming_partition_and_option(
+    spark, bootstrap, coordinator, names, tmp_path
+):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     produce(bootstrap, topic, [b"v%d" % i for i in range(40)])  # 20 per partition
-    query = _query(spark, bootstrap, coordinator, topic, names.group(), tmp_path / "ckpt",
-                   lambda df, batch_id: df.count(), fail_on_data_loss=True)
+    query = _query(
+        spark,
+        bootstrap,
+        coordinator,
+        topic,
+        names.group(),
+        tmp_path / "ckpt",
+        lambda df, batch_id: df.count(),
+        fail_on_data_loss=True,
+    )
     try:
         try:
             ended = query.awaitTermination(120)
@@ -82,8 +105,9 @@ def test_fail_on_data_loss_true_fails_the_query_naming_partition_and_option(spar
     assert f"from {PAST_THE_END} back to 20" in error, error
 
 
-def test_fail_on_data_loss_false_skips_to_the_end_and_delivers_the_rest_exactly_once(spark, bootstrap, coordinator,
-                                                                                      names, tmp_path):
+def test_fail_on_data_loss_false_skips_to_the_end_and_delivers_the_rest_exactly_once(
+    spark, bootstrap, coordinator, names, tmp_path
+):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     produce(bootstrap, topic, [b"v%d" % i for i in range(40)])  # 20 per partition
     seen: collections.Counter = collections.Counter()
@@ -95,8 +119,17 @@ def test_fail_on_data_loss_false_skips_to_the_end_and_delivers_the_rest_exactly_
             seen.update((r["partition"], r["offset"]) for r in rows)
 
     port = free_port()
-    query = _query(spark, bootstrap, coordinator, topic, names.group(), tmp_path / "ckpt", sink,
-                   fail_on_data_loss=False, metrics_port=port)
+    query = _query(
+        spark,
+        bootstrap,
+        coordinator,
+        topic,
+        names.group(),
+        tmp_path / "ckpt",
+        sink,
+        fail_on_data_loss=False,
+        metrics_port=port,
+    )
     try:
         # partition 1 starts at earliest; partition 0's start is past its end: skipped to 20
         _wait(lambda: sum(seen.values()) >= 20, 120, "partition 1's 20 records", query)

@@ -47,8 +47,9 @@ def executor_workers() -> list[int]:
     return workers
 
 
-def test_kill9_of_executor_workers_mid_batch_then_restart_is_exactly_once(spark, bootstrap, coordinator, names,
-                                                                           tmp_path):
+def test_kill9_of_executor_workers_mid_batch_then_restart_is_exactly_once(
+    spark, bootstrap, coordinator, names, tmp_path
+):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     n = 40_000
     produce(bootstrap, topic, [b"%06d" % i + b"x" * 94 for i in range(n)])
@@ -80,13 +81,21 @@ def test_kill9_of_executor_workers_mid_batch_then_restart_is_exactly_once(spark,
             out[batch_id] = [(r["partition"], r["offset"]) for r in rows]  # idempotent by batch id
 
     def start():
-        return (spark.readStream.format("crkafka")
-                .option("kafka.bootstrap.servers", bootstrap).option("kafka.group.id", names.group())
-                .option("subscribe", topic).option("coordinator", coordinator)
-                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 10_000)
-                .option("kafka.session.timeout.ms", 6000).option("kafka.heartbeat.interval.ms", 1000)
-                .load().writeStream.foreachBatch(sink)
-                .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+        return (
+            spark.readStream.format("crkafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.group.id", names.group())
+            .option("subscribe", topic)
+            .option("coordinator", coordinator)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 10_000)
+            .option("kafka.session.timeout.ms", 6000)
+            .option("kafka.heartbeat.interval.ms", 1000)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .start()
+        )
 
     query = start()
     try:

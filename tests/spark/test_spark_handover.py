@@ -20,8 +20,15 @@ PER_PARTITION = 1500
 
 
 def _options(bootstrap, topic, group, coordinator, starting):
-    return parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "subscribe": topic,
-                          "coordinator": coordinator, "startingOffsets": starting})
+    return parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": group,
+            "subscribe": topic,
+            "coordinator": coordinator,
+            "startingOffsets": starting,
+        }
+    )
 
 
 def test_two_queries_in_one_group_hand_partitions_over_exactly_once(bootstrap, coordinator, names):

@@ -27,8 +27,14 @@ def load_example():
 def test_kill9_mid_batch_then_restart_is_exactly_once(bootstrap, coordinator, names, tmp_path):
     example = load_example()
     args = types.SimpleNamespace(
-        bootstrap=bootstrap, coordinator=coordinator, topic=names.topic(), group=names.group(),
-        members=2, records=12000, max_offsets_per_trigger=1500, session_timeout_ms=None,
+        bootstrap=bootstrap,
+        coordinator=coordinator,
+        topic=names.topic(),
+        group=names.group(),
+        members=2,
+        records=12000,
+        max_offsets_per_trigger=1500,
+        session_timeout_ms=None,
     )
     create_topic(bootstrap, args.topic, partitions=4)
     produce(bootstrap, args.topic, (example.line_for(i) for i in range(args.records)))
@@ -57,8 +63,16 @@ def test_kill9_of_the_driver_alone_makes_the_members_leave(bootstrap, coordinato
     create_topic(bootstrap, topic, partitions=2)
     produce(bootstrap, topic, (example.line_for(i) for i in range(500)))
     out = tmp_path / "out"
-    args = types.SimpleNamespace(bootstrap=bootstrap, coordinator=coordinator, topic=topic, group=group, members=2,
-                                 records=500, max_offsets_per_trigger=1000, session_timeout_ms=None)
+    args = types.SimpleNamespace(
+        bootstrap=bootstrap,
+        coordinator=coordinator,
+        topic=topic,
+        group=group,
+        members=2,
+        records=500,
+        max_offsets_per_trigger=1000,
+        session_timeout_ms=None,
+    )
     proc = example.run_query_process(args, tmp_path, sink_delay=0.0, exit_when_done=False, log_name="query.log")
     try:
         with CoordinatorClient(coordinator, timeout=5.0) as client:

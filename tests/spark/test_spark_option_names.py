@@ -18,14 +18,27 @@ def parse(**changes):
 
 
 def test_spark_names_parse():
-    o = parse(**{"kafka.group.id": "etl", "startingOffsets": '{"a":{"0":23,"1":-2}}', "maxOffsetsPerTrigger": "500",
-                 "minPartitions": "8", "failOnDataLoss": "false", "includeHeaders": "true",
-                 "kafka.session.timeout.ms": "6000"})
+    o = parse(
+        **{
+            "kafka.group.id": "etl",
+            "startingOffsets": '{"a":{"0":23,"1":-2}}',
+            "maxOffsetsPerTrigger": "500",
+            "minPartitions": "8",
+            "failOnDataLoss": "false",
+            "includeHeaders": "true",
+            "kafka.session.timeout.ms": "6000",
+        }
+    )
     assert o.group_id == "etl"
     assert o.group_for("q1") == "etl"
     assert o.starting.kind is StartKind.SPECIFIC
     assert o.starting.values == ((("a", 0), 23), (("a", 1), -2))
-    assert (o.max_offsets_per_trigger, o.min_partitions, o.fail_on_data_loss, o.include_headers) == (500, 8, False, True)
+    assert (o.max_offsets_per_trigger, o.min_partitions, o.fail_on_data_loss, o.include_headers) == (
+        500,
+        8,
+        False,
+        True,
+    )
     assert o.consumer_properties == {"session.timeout.ms": 6000}
     default = parse()
     assert default.starting is None
@@ -43,10 +56,15 @@ def test_spark_names_parse():
     assert parse(endingOffsets='{"a":{"0":-1}}').ending == ((("a", 0), -1),)
 
 
-@pytest.mark.parametrize(("given", "closest"), [
-    ("group.id", "kafka.group.id"), ("startPosition", "startingOffsets"), ("startTime", "startingTimestamp"),
-    ("maxRecordsPerBatch", "maxOffsetsPerTrigger"),
-])
+@pytest.mark.parametrize(
+    ("given", "closest"),
+    [
+        ("group.id", "kafka.group.id"),
+        ("startPosition", "startingOffsets"),
+        ("startTime", "startingTimestamp"),
+        ("maxRecordsPerBatch", "maxOffsetsPerTrigger"),
+    ],
+)
 def test_refused_names_suggest_the_option_to_use(given, closest):
     for changes in ({given: "1"}, {given: "1", closest: "1"}):
         with pytest.raises(InvalidOptionError) as err:
@@ -55,10 +73,16 @@ def test_refused_names_suggest_the_option_to_use(given, closest):
         assert f"unknown option; did you mean {closest}?" in str(err.value)
 
 
-@pytest.mark.parametrize(("given", "closest"), [
-    ("startingOffset", "startingOffsets"), ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
-    ("subscribepatern", "subscribePattern"), ("failOnDataLos", "failOnDataLoss"), ("includeHeader", "includeHeaders"),
-])
+@pytest.mark.parametrize(
+    ("given", "closest"),
+    [
+        ("startingOffset", "startingOffsets"),
+        ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
+        ("subscribepatern", "subscribePattern"),
+        ("failOnDataLos", "failOnDataLoss"),
+        ("includeHeader", "includeHeaders"),
+    ],
+)
 def test_unknown_option_names_the_closest(given, closest):
     with pytest.raises(InvalidOptionError) as err:
         parse(**{given: "1"})
@@ -67,11 +91,14 @@ def test_unknown_option_names_the_closest(given, closest):
 
 
 def test_contradictions_and_unsupported_options_fail():
-    for changes, option in [({"assign": '{"a":[0]}'}, "subscribe"), ({"subscribe": None, "assign": "[0]"}, "assign"),
-                            ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "startingTimestamp"),
-                            ({"startingOffsets": '{"a":{"0":-3}}'}, "startingOffsets"),
-                            ({"endingTimestamp": "5"}, "endingtimestamp"),
-                            ({"groupIdPrefix": "a b"}, "groupIdPrefix")]:
+    for changes, option in [
+        ({"assign": '{"a":[0]}'}, "subscribe"),
+        ({"subscribe": None, "assign": "[0]"}, "assign"),
+        ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "startingTimestamp"),
+        ({"startingOffsets": '{"a":{"0":-3}}'}, "startingOffsets"),
+        ({"endingTimestamp": "5"}, "endingtimestamp"),
+        ({"groupIdPrefix": "a b"}, "groupIdPrefix"),
+    ]:
         with pytest.raises(InvalidOptionError) as err:
             parse(**changes)
         assert err.value.option == option, (changes, str(err.value))
@@ -82,8 +109,15 @@ def test_schema_in_spark_order_with_optional_headers():
 
     for headers in (False, True):
         assert to_arrow_schema(spark_schema(headers), timezone="UTC").equals(arrow_schema(headers))
-    assert spark_schema(False).fieldNames() == ["key", "value", "topic", "partition", "offset", "timestamp",
-                                                 "timestampType"]
+    assert spark_schema(False).fieldNames() == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+    ]
     assert spark_schema(True).fieldNames()[-1] == "headers"
     batch = records_to_batch([("t", 1, 5, 1_700_000_000_123, b"k", b"v", [("h", b"x")])], include_headers=False)
     assert batch.schema.equals(arrow_schema(False))

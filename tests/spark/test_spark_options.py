@@ -66,8 +66,14 @@ def test_invalid_option_is_named(change, option):
 
 def test_valid_options_parse():
     o = parse_options(
-        _opts(**{"members": "3", "startingTimestamp": "2024-01-01T00:00:00Z",
-                 "kafka.session.timeout.ms": "6000", "kafka.check.crcs": "false"})
+        _opts(
+            **{
+                "members": "3",
+                "startingTimestamp": "2024-01-01T00:00:00Z",
+                "kafka.session.timeout.ms": "6000",
+                "kafka.check.crcs": "false",
+            }
+        )
     )
     assert o.topics == ("a", "b")
     assert o.pattern is None
@@ -80,11 +86,17 @@ def test_valid_options_parse():
 
 
 def test_offset_json_round_trip():
-    off = SourceOffset(epoch=3, positions={("a", 0): 10, ("a.b-c", 11): 7}, first={("a.b-c", 11): 2},
-                       query="5f0c2a91d3e84b7a")
+    off = SourceOffset(
+        epoch=3, positions={("a", 0): 10, ("a.b-c", 11): 7}, first={("a.b-c", 11): 2}, query="5f0c2a91d3e84b7a"
+    )
     wire = json.loads(json.dumps(off.to_json()))
-    assert wire == {"v": 1, "epoch": 3, "offsets": {"a:0": 10, "a.b-c:11": 7}, "from": {"a.b-c:11": 2},
-                    "query": "5f0c2a91d3e84b7a"}
+    assert wire == {
+        "v": 1,
+        "epoch": 3,
+        "offsets": {"a:0": 10, "a.b-c:11": 7},
+        "from": {"a.b-c:11": 2},
+        "query": "5f0c2a91d3e84b7a",
+    }
     assert SourceOffset.from_json(wire) == off
     assert SourceOffset.from_json(wire).to_json() == wire
     assert SourceOffset.initial().to_json() == SourceOffset.initial().to_json() == {"v": 1, "epoch": 0, "offsets": {}}
@@ -120,7 +132,10 @@ def test_arrow_batch_matches_spark_schema():
     batch = records_to_batch(recs)
     assert batch.schema.equals(ARROW_SCHEMA)
     rows = batch.to_pylist()
-    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows] == [(1, 5, b"k", b"v"), (0, 6, None, b"w")]
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows] == [
+        (1, 5, b"k", b"v"),
+        (0, 6, None, b"w"),
+    ]
     assert rows[1]["headers"] == [{"key": "h", "value": b"x"}]
     assert rows[0]["timestamp"].timestamp() == 1_700_000_000.123
 
@@ -137,9 +152,13 @@ def test_invalid_options_fail_at_load(spark):
     df = load()  # valid options load without touching Kafka
     assert df.isStreaming
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
-    for change, option in [({"members": "0"}, "members"), ({"colour": "blue"}, "colour"),
-                           ({"subscribePattern": "x"}, "subscribe"), ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
-                           ({"kafka.heartbeat.interval.ms": "30000"}, "kafka.*")]:
+    for change, option in [
+        ({"members": "0"}, "members"),
+        ({"colour": "blue"}, "colour"),
+        ({"subscribePattern": "x"}, "subscribe"),
+        ({"kafka.no.such.property": "1"}, "kafka.no.such.property"),
+        ({"kafka.heartbeat.interval.ms": "30000"}, "kafka.*"),
+    ]:
         with pytest.raises(Exception, match=re.escape(f"crkafka option '{option}'")):
             load(**change)
 
@@ -201,8 +220,9 @@ def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypa
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "confluent_kafka" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "confluent_kafka" else real(name, *a)
+    )
     with pytest.raises(InvalidOptionError) as err:
         parse_options(_opts(**{"kafka.client": "librdkafka"}))
     assert err.value.option == "kafka.client"

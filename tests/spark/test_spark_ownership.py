@@ -18,8 +18,15 @@ N_PARTITIONS = 4
 
 
 def _options(bootstrap, topic, group, coordinator, starting):
-    return parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "subscribe": topic,
-                          "coordinator": coordinator, "startingOffsets": starting})
+    return parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": group,
+            "subscribe": topic,
+            "coordinator": coordinator,
+            "startingOffsets": starting,
+        }
+    )
 
 
 def _wait(cond, timeout_s, what, *queries):
@@ -58,10 +65,18 @@ def test_a_restart_with_its_partitions_back_replays_the_batch_in_flight(bootstra
         in_flight_start = first.log[0]
         second = first.restarted("run-2")
         second.thread.start()
-        _wait(lambda: first.read_count() + second.read_count() >= N_PARTITIONS * 500, 120,
-              "every record in the two runs' outputs", second)
-        _wait(lambda: committed_offsets(bootstrap, group, topic) == {p: 500 for p in range(N_PARTITIONS)}, 60,
-              "the commits", second)
+        _wait(
+            lambda: first.read_count() + second.read_count() >= N_PARTITIONS * 500,
+            120,
+            "every record in the two runs' outputs",
+            second,
+        )
+        _wait(
+            lambda: committed_offsets(bootstrap, group, topic) == {p: 500 for p in range(N_PARTITIONS)},
+            60,
+            "the commits",
+            second,
+        )
     finally:
         first.close()
         second.close()
@@ -83,18 +98,27 @@ def test_a_restart_after_another_query_read_its_batch_in_flight_reads_none_of_it
         a1.thread.start()
         _wait(lambda: a1.read_count() > 0, 90, "the first query's output", a1)
         b.thread.start()
-        _wait(lambda: b.planner.members and b.planner.members[0].wait_joined(0), 120, "the second query's join",
-              a1, b)
+        _wait(lambda: b.planner.members and b.planner.members[0].wait_joined(0), 120, "the second query's join", a1, b)
         _stop_in_flight(a1)  # stopped: the second query takes every partition and reads the batch in flight
         _wait(lambda: a1.read_count() + b.read_count() >= N_PARTITIONS * 500, 120, "every record", b)
         a2 = a1.restarted("a-run-2")  # the first query again, from its offset log
         a2.thread.start()
         _wait(lambda: a2.planner.stats["replayed_batches"] == 1, 120, "the replay", a2, b)
         produce(bootstrap, topic, [b"b%d" % i for i in range(N_PARTITIONS * 200)])
-        _wait(lambda: a1.read_count() + b.read_count() + a2.read_count() >= N_PARTITIONS * 700, 180,
-              "every record after the restart", a2, b)
-        _wait(lambda: committed_offsets(bootstrap, group, topic) == {p: 700 for p in range(N_PARTITIONS)}, 60,
-              "the commits", a2, b)
+        _wait(
+            lambda: a1.read_count() + b.read_count() + a2.read_count() >= N_PARTITIONS * 700,
+            180,
+            "every record after the restart",
+            a2,
+            b,
+        )
+        _wait(
+            lambda: committed_offsets(bootstrap, group, topic) == {p: 700 for p in range(N_PARTITIONS)},
+            60,
+            "the commits",
+            a2,
+            b,
+        )
     finally:
         for q in (a1, b, a2):
             q.close()
@@ -104,7 +128,8 @@ def test_a_restart_after_another_query_read_its_batch_in_flight_reads_none_of_it
 
 
 def test_a_stop_that_let_a_batch_finish_without_a_progress_event_commits_it_from_spark_s_commit_log(
-        bootstrap, coordinator, names, tmp_path):
+    bootstrap, coordinator, names, tmp_path
+):
     """``query.stop()`` lets a batch whose sink is committing finish (Spark's commit log has it),
     and its progress event may never come: the close reads Spark's commit log and commits it,
     but not a batch that is only planned."""
@@ -134,8 +159,9 @@ def test_a_stop_that_let_a_batch_finish_without_a_progress_event_commits_it_from
                 planner.sink_notice(SinkNotice(ends[-1], f"file:{tmp_path}"))
         # batch 1 is in Spark's commit log, but its progress event never came and no next
         # batch was planned; a later batch is in the offset log only (in flight at the stop)
-        in_flight = SourceOffset(epoch=ends[-1].epoch + 1, positions={k: v + 10 for k, v in ends[-1].positions.items()},
-                                 query=ends[-1].query)
+        in_flight = SourceOffset(
+            epoch=ends[-1].epoch + 1, positions={k: v + 10 for k, v in ends[-1].positions.items()}, query=ends[-1].query
+        )
         spark_log(2, in_flight, committed=False)
         assert committed_offsets(bootstrap, group, topic) == {p: o for (_, p), o in ends[1].positions.items()}
     finally:
@@ -156,8 +182,9 @@ def test_a_notice_of_an_end_never_handed_to_spark_commits_nothing(bootstrap, coo
     planner = QueryPlanner(_options(bootstrap, topic, group, coordinator, "earliest"))
     try:
         end = planner.latest_offset(SourceOffset.initial(), 50)
-        forged = SourceOffset(epoch=end.epoch + 5, positions={k: v + 40 for k, v in end.positions.items()},
-                              query=end.query)
+        forged = SourceOffset(
+            epoch=end.epoch + 5, positions={k: v + 40 for k, v in end.positions.items()}, query=end.query
+        )
         planner.sink_notice(SinkNotice(forged, "file:/nonexistent"))
         assert committed_offsets(bootstrap, group, topic) == {}
         planner.sink_notice(SinkNotice(end))  # the end it planned: committed
@@ -192,10 +219,16 @@ def test_a_partition_revoked_while_a_batch_is_planned_is_left_out_of_that_batch(
     try:
         first.thread.start()
         _wait(lambda: raced, 180, "the revocation during planning", first, second)
-        _wait(lambda: first.read_count() + second.read_count() >= N_PARTITIONS * 400, 180, "every record",
-              first, second)
-        _wait(lambda: committed_offsets(bootstrap, group, topic) == {p: 400 for p in range(N_PARTITIONS)}, 60,
-              "the commits", first, second)
+        _wait(
+            lambda: first.read_count() + second.read_count() >= N_PARTITIONS * 400, 180, "every record", first, second
+        )
+        _wait(
+            lambda: committed_offsets(bootstrap, group, topic) == {p: 400 for p in range(N_PARTITIONS)},
+            60,
+            "the commits",
+            first,
+            second,
+        )
     finally:
         first.close()
         second.close()

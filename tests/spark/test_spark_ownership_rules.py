@@ -16,12 +16,18 @@ T = "t"
 
 
 def test_a_replay_reads_only_held_partitions_from_the_group_commit_when_ahead():
-    ranges = [OffsetRange(T, 0, 100, 200), OffsetRange(T, 1, 100, 200), OffsetRange(T, 2, 100, 200),
-              OffsetRange(T, 3, 100, 200)]
+    ranges = [
+        OffsetRange(T, 0, 100, 200),
+        OffsetRange(T, 1, 100, 200),
+        OffsetRange(T, 2, 100, 200),
+        OffsetRange(T, 3, 100, 200),
+    ]
     held = [(T, 0), (T, 1), (T, 2)]  # partition 3 is with another query now
     committed = {(T, 0): 50, (T, 1): 150, (T, 2): 250}
-    assert ownership.replay_ranges(ranges, held, committed) == [OffsetRange(T, 0, 100, 200),
-                                                               OffsetRange(T, 1, 150, 200)]
+    assert ownership.replay_ranges(ranges, held, committed) == [
+        OffsetRange(T, 0, 100, 200),
+        OffsetRange(T, 1, 150, 200),
+    ]
 
 
 def test_commits_skip_partitions_not_held_and_never_go_backwards():
@@ -135,8 +141,14 @@ class Model:
 
 
 @settings(max_examples=1000)
-@given(st.lists(st.tuples(st.sampled_from(["plan", "complete", "stop", "restart", "rebalance"]),
-                          st.integers(0, 2), st.integers(1, 20)), max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["plan", "complete", "stop", "restart", "rebalance"]), st.integers(0, 2), st.integers(1, 20)
+        ),
+        max_size=40,
+    )
+)
 # found by this test: a query restarted while another held its partition gave up its replayed range; when
 # the partition came back before the other read anything, it resumed after that range and skipped it
 @example(steps=[("plan", 0, 1), ("stop", 0, 1), ("restart", 0, 1), ("rebalance", 0, 1)])

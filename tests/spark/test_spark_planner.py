@@ -16,9 +16,19 @@ from cr_consumer.testing.kafka_util import committed_offsets, create_topic, prod
 
 
 def _options(bootstrap, topic, group, coordinator, **extra):
-    return parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "subscribe": topic,
-                          "coordinator": coordinator, "members": "2", "startingOffsets": "earliest",
-                          "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000", **extra})
+    return parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": group,
+            "subscribe": topic,
+            "coordinator": coordinator,
+            "members": "2",
+            "startingOffsets": "earliest",
+            "kafka.session.timeout.ms": "6000",
+            "kafka.heartbeat.interval.ms": "1000",
+            **extra,
+        }
+    )
 
 
 @pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
@@ -58,7 +68,6 @@ def test_planned_ranges_read_exactly_once_and_commits_follow(bootstrap, coordina
     assert set(seen) == {(p, o) for p in range(3) for o in range(1000)}
 
 
-
 def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(bootstrap, coordinator, names):
     import time
 
@@ -68,15 +77,27 @@ def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(bootstrap,
     since_ms = int(time.time() * 1000)
     time.sleep(0.1)
     produce(bootstrap, topic, [b"new%d" % i for i in range(10)])
-    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(),
-                             "subscribe": topic, "coordinator": coordinator, "startingTimestamp": str(since_ms),
-                             "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000"})
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": names.group(),
+            "subscribe": topic,
+            "coordinator": coordinator,
+            "startingTimestamp": str(since_ms),
+            "kafka.session.timeout.ms": "6000",
+            "kafka.heartbeat.interval.ms": "1000",
+        }
+    )
     planner = QueryPlanner(options)
     try:
         start = SourceOffset.initial()
         end = planner.latest_offset(start, None)
-        values = [r["value"] for rng in batch_ranges(start, end, None)
-                  for b in read_range(options, rng) for r in b.to_pylist()]
+        values = [
+            r["value"]
+            for rng in batch_ranges(start, end, None)
+            for b in read_range(options, rng)
+            for r in b.to_pylist()
+        ]
     finally:
         planner.close()
     assert sorted(values) == sorted(b"new%d" % i for i in range(10))
@@ -87,9 +108,16 @@ def test_assign_plans_only_the_given_partitions_and_commits_them(bootstrap, coor
     topic = create_topic(bootstrap, names.topic(), partitions=3)
     group = names.group()
     produce(bootstrap, topic, [b"v%d" % i for i in range(30)])  # 10 per partition
-    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": group, "members": "2",
-                             "assign": json.dumps({topic: [1]}), "coordinator": coordinator,
-                             "startingOffsets": "earliest"})
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": group,
+            "members": "2",
+            "assign": json.dumps({topic: [1]}),
+            "coordinator": coordinator,
+            "startingOffsets": "earliest",
+        }
+    )
     planner = QueryPlanner(options)
     try:
         start = SourceOffset.initial()
@@ -114,10 +142,19 @@ def test_topic_matched_after_the_first_start_is_read_from_earliest(bootstrap, co
     prefix = names.topic("ne")
     old = create_topic(bootstrap, f"{prefix}-a", partitions=2)
     produce(bootstrap, old, [b"old%d" % i for i in range(6)])
-    options = parse_options({"kafka.bootstrap.servers": bootstrap, "kafka.group.id": names.group(),
-                             "subscribePattern": f"{prefix}-.*", "coordinator": coordinator, "members": "2",
-                             "startingOffsets": "latest", "kafka.metadata.max.age.ms": "1000",
-                             "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "1000"})
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.group.id": names.group(),
+            "subscribePattern": f"{prefix}-.*",
+            "coordinator": coordinator,
+            "members": "2",
+            "startingOffsets": "latest",
+            "kafka.metadata.max.age.ms": "1000",
+            "kafka.session.timeout.ms": "6000",
+            "kafka.heartbeat.interval.ms": "1000",
+        }
+    )
     planner = QueryPlanner(options)
     seen: collections.Counter = collections.Counter()
     try:
@@ -138,8 +175,9 @@ def test_topic_matched_after_the_first_start_is_read_from_earliest(bootstrap, co
             end = planner.latest_offset(start, None)
             firsts.update({tp: off for tp, off in end.first.items() if tp[0] == new})
             for rng in batch_ranges(start, end, None):
-                seen.update((rng.topic, r["partition"], r["offset"])
-                            for b in read_range(options, rng) for r in b.to_pylist())
+                seen.update(
+                    (rng.topic, r["partition"], r["offset"]) for b in read_range(options, rng) for r in b.to_pylist()
+                )
             planner.commit(start)
             start = end
             time.sleep(0.1)
@@ -161,21 +199,28 @@ def test_both_executor_clients_read_the_same_rows(bootstrap, coordinator, names)
     p = producer(bootstrap)
     try:
         for i in range(300):
-            p.send(topic, value=b"v%d" % i, key=None if i % 7 == 0 else b"k%d" % i, partition=0,
-                   headers=[("n", str(i).encode()), ("empty", b"")] if i % 2 else [])
+            p.send(
+                topic,
+                value=b"v%d" % i,
+                key=None if i % 7 == 0 else b"k%d" % i,
+                partition=0,
+                headers=[("n", str(i).encode()), ("empty", b"")] if i % 2 else [],
+            )
         p.flush()
     finally:
         p.close()
     rows = {}
     for client in ("kafka-python", "librdkafka"):
-        options = _options(bootstrap, topic, names.group(), coordinator,
-                           **{"kafka.client": client, "includeHeaders": "true"})
-        rows[client] = [[r for b in read_range(options, rng, batch_rows=64) for r in b.to_pylist()]
-                        for rng in (OffsetRange(topic, 0, 17, 250), OffsetRange(topic, 0, 250, 300))]
+        options = _options(
+            bootstrap, topic, names.group(), coordinator, **{"kafka.client": client, "includeHeaders": "true"}
+        )
+        rows[client] = [
+            [r for b in read_range(options, rng, batch_rows=64) for r in b.to_pylist()]
+            for rng in (OffsetRange(topic, 0, 17, 250), OffsetRange(topic, 0, 250, 300))
+        ]
     assert rows["librdkafka"] == rows["kafka-python"]
     inside, tail = rows["librdkafka"]
     assert [r["offset"] for r in inside + tail] == list(range(17, 300))
     assert inside[0]["key"] == b"k17"
-    assert inside[0]["headers"] == [{"key": "n", "value": b"17"},
-                                                                    {"key": "empty", "value": b""}]
+    assert inside[0]["headers"] == [{"key": "n", "value": b"17"}, {"key": "empty", "value": b""}]
     assert all(r["timestamp"] is not None and r["timestampType"] == 0 for r in inside + tail)

@@ -38,8 +38,9 @@ time.sleep(60)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_signal_closes_the_members_once_then_exits(tmp_path, signum):
     out = tmp_path / "closed.txt"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out), "hold"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(out), "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(signum)
@@ -62,8 +63,12 @@ def test_signal_during_the_stop_close_waits_for_it_then_exits(tmp_path, signum):
     unregisters), then the process exits. Exiting at the signal left the
     members registered in the coordinator."""
     out = tmp_path / "closed.txt"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out), "hold", "stop"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(out), "hold", "stop"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         assert proc.stdout.readline().strip() == "closing"
@@ -84,10 +89,17 @@ def test_watchdog_closes_the_members_when_the_parent_dies(tmp_path):
     out = tmp_path / "closed.txt"
     child_pid = None
     parent = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]);"
-         "print(c.pid, flush=True); time.sleep(60)", CHILD, str(out)],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]);"
+            "print(c.pid, flush=True); time.sleep(60)",
+            CHILD,
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         child_pid = int(parent.stdout.readline())
         assert parent.stdout.readline().strip() == "ready"  # the child (same stdout) has its hooks

@@ -61,13 +61,21 @@ def test_the_receiver_drops_bad_notices_and_goes_on():
     push.connect(notice_endpoint(query))
     try:
         good = _notice(query, 3).to_json()
-        for bad in (b"not json", b"[]", {"v": 9, "end": good["end"]}, {**good, "end": None}, {**good, "end": 5},
-                    {**good, "checkpoint": 7}, {**good, "checkpoint": "x" * 5000}, {**good, "checkpoint": "a\nb"},
-                    _notice("0123456789abcdef", 1).to_json(),  # another query's
-                    {**good, "end": {"v": 1, "epoch": -1, "offsets": {}}},
-                    {**good, "end": {"v": 1, "epoch": 1, "offsets": {"t:x": 1}, "query": query}},
-                    {**good, "end": {"v": 1, "epoch": 1, "offsets": {"t:0": 1}}},  # positions without a query id
-                    b"{" * (MAX_NOTICE_BYTES + 1)):  # past the size bound: refused by the socket
+        for bad in (
+            b"not json",
+            b"[]",
+            {"v": 9, "end": good["end"]},
+            {**good, "end": None},
+            {**good, "end": 5},
+            {**good, "checkpoint": 7},
+            {**good, "checkpoint": "x" * 5000},
+            {**good, "checkpoint": "a\nb"},
+            _notice("0123456789abcdef", 1).to_json(),  # another query's
+            {**good, "end": {"v": 1, "epoch": -1, "offsets": {}}},
+            {**good, "end": {"v": 1, "epoch": 1, "offsets": {"t:x": 1}, "query": query}},
+            {**good, "end": {"v": 1, "epoch": 1, "offsets": {"t:0": 1}}},  # positions without a query id
+            b"{" * (MAX_NOTICE_BYTES + 1),
+        ):  # past the size bound: refused by the socket
             push.send(bad if isinstance(bad, bytes) else json.dumps(bad).encode())
         push.send(json.dumps(good).encode())
         assert got.get(timeout=10) == _notice(query, 3)
@@ -104,8 +112,13 @@ def test_a_failing_commit_does_not_stop_the_receiver():
 
 def test_only_crkafka_offsets_with_a_query_are_sent():
     query = "0123456789abcdef"
-    ends = [json.dumps(_end(query, 4).to_json()), json.dumps({"v": 1, "epoch": 0, "offsets": {}}),
-            '{"logOffset": 7}', "not json", "null"]
+    ends = [
+        json.dumps(_end(query, 4).to_json()),
+        json.dumps({"v": 1, "epoch": 0, "offsets": {}}),
+        '{"logOffset": 7}',
+        "not json",
+        "null",
+    ]
     assert crkafka_ends(ends) == [_end(query, 4)]
 
 
@@ -120,7 +133,8 @@ def test_the_newest_committed_batch_is_read_from_spark_s_logs(tmp_path):
     for batch in (0, 1, 2):
         other = '{"logOffset": 7}'
         (tmp_path / "offsets" / str(batch)).write_text(
-            f"v1\n{meta}\n{other}\n{json.dumps(_end(query, batch + 1).to_json())}\n")
+            f"v1\n{meta}\n{other}\n{json.dumps(_end(query, batch + 1).to_json())}\n"
+        )
     for batch in (0, 1):  # batch 2 is planned, not committed
         (tmp_path / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
     (tmp_path / "commits" / ".1.crc").write_text("x")

@@ -43,7 +43,7 @@ def test_query_consumes_exactly_once_and_commits_each_batch(spark, bootstrap, co
         committed = group_offsets(bootstrap, group, topic)
         with lock:
             completed = {}
-            for (p, o) in seen:
+            for p, o in seen:
                 completed[p] = max(completed.get(p, 0), o + 1)
             checks.append((batch_id, committed, completed))
         rows = df.select("partition", "offset").collect()

@@ -29,9 +29,15 @@ def load_example():
 
 def _scenario(bootstrap, coordinator, names, tmp_path, *, kill: bool) -> dict:
     example = load_example()
-    args = types.SimpleNamespace(bootstrap=bootstrap, coordinator=coordinator,
-                                 topic=create_topic(bootstrap, names.topic(), partitions=4), group=names.group(),
-                                 rate=150.0, row_delay_ms=2.0, max_offsets_per_trigger=600)
+    args = types.SimpleNamespace(
+        bootstrap=bootstrap,
+        coordinator=coordinator,
+        topic=create_topic(bootstrap, names.topic(), partitions=4),
+        group=names.group(),
+        rate=150.0,
+        row_delay_ms=2.0,
+        max_offsets_per_trigger=600,
+    )
     result = example.run_scenario(args, tmp_path, kill=kill)
     logs = "\n".join(p.read_text()[-1500:] for p in sorted(tmp_path.glob("*/app.log")))
     assert result["ok"], f"{result}\n{logs}"
@@ -39,7 +45,8 @@ def _scenario(bootstrap, coordinator, names, tmp_path, *, kill: bool) -> dict:
 
 
 def test_the_first_application_stopped_for_good_mid_batch_hands_its_batch_to_the_second(
-        bootstrap, coordinator, names, tmp_path):
+    bootstrap, coordinator, names, tmp_path
+):
     result = _scenario(bootstrap, coordinator, names, tmp_path, kill=False)
     assert result["giver_in_flight_at_stop"], result  # the stop abandoned a batch: the second read it
     assert all(n > 0 for n in result["per_app"].values()), result

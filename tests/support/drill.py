@@ -8,8 +8,22 @@ SMALL = dict(members=2, partitions=4, messages=4000, rate=1500.0, timeout_s=75.0
 
 
 def assert_exactly_once(report: dict) -> None:
-    summary = {k: report[k] for k in ("scenario", "produced", "poison", "delivered", "missing", "duplicates",
-                                      "wrong_values", "unexpected", "committed_behind", "error", "examples")}
+    summary = {
+        k: report[k]
+        for k in (
+            "scenario",
+            "produced",
+            "poison",
+            "delivered",
+            "missing",
+            "duplicates",
+            "wrong_values",
+            "unexpected",
+            "committed_behind",
+            "error",
+            "examples",
+        )
+    }
     assert report["error"] is None, summary
     assert report["missing"] == 0, summary
     assert report["duplicates"] == 0, summary

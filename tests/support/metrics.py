@@ -30,8 +30,9 @@ def promtool_problems(text: str) -> str:
     """What ``promtool check metrics`` says about ``text`` (empty: nothing), with its exit code."""
     promtool = shutil.which("promtool")
     assert promtool is not None, "promtool is not installed: run `make promtool` (Debian package prometheus)"
-    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True,
-                          timeout=PROMTOOL_TIMEOUT_S)
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=PROMTOOL_TIMEOUT_S
+    )
     said = (done.stdout + done.stderr).strip()
     return said if done.returncode == 0 else f"exit {done.returncode}: {said}"
 
@@ -50,8 +51,9 @@ def exposed_names(text: str) -> set[str]:
 
 
 def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    return [(s.labels, s.value) for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == name]
+    return [
+        (s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples if s.name == name
+    ]
 
 
 def dashboard_metric_names() -> set[str]:

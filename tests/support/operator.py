@@ -67,8 +67,9 @@ def config(bootstrap: str, group: str, name: str, **kw) -> OperatorConfig:
     kw.setdefault("drain_timeout_s", 10.0)
     kw.setdefault("reset_timeout_s", 20.0)
     kw.setdefault("client", CLIENT)
-    return OperatorConfig(bootstrap_servers=bootstrap, group_id=group, operator_name=name,
-                          consumer_properties=props, **kw)
+    return OperatorConfig(
+        bootstrap_servers=bootstrap, group_id=group, operator_name=name, consumer_properties=props, **kw
+    )
 
 
 def make(bootstrap, group, name, sink=None, **kw) -> ConsumerOperator:

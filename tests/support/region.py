@@ -44,10 +44,12 @@ def check_exactly_once(rows: list[dict], topic: str, per_partition: dict[int, in
         assert sorted(offsets) == list(range(n))
 
 
-def wait_region(region: Region, condition: Callable[[], T | None], timeout: float, what: str,
-                interval: float = 0.1) -> T:
+def wait_region(
+    region: Region, condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1
+) -> T:
     """``condition()``'s first true result; ``RegionFailed`` at once if the region fails first,
     and after ``timeout`` an AssertionError that names ``what`` and the region's status."""
+
     def met() -> T | None:
         if region.failed:
             raise RegionFailed(region.failed)
@@ -61,6 +63,7 @@ def wait_region(region: Region, condition: Callable[[], T | None], timeout: floa
 
 def wait_rows(out: Path, n: int, timeout: float, region: Region) -> list[dict]:
     """The published rows once there are ``n``; ``RegionFailed`` at once if the region fails first."""
+
     def enough() -> list[dict] | None:
         rows = published(out)
         return rows if len(rows) >= n else None
@@ -72,8 +75,17 @@ def wait_rows(out: Path, n: int, timeout: float, region: Region) -> list[dict]:
 
 
 def make_region(tmp_path, bootstrap, pipeline, topic, members, **kw) -> Region:
-    settings = dict(members=members, bootstrap=bootstrap, output_dir=tmp_path / "out",
-                    state_dir=tmp_path / "state", period_s=0.5, member_timeout_s=3.0, drain_timeout_s=10.0,
-                    reset_timeout_s=10.0, params={"topic": topic}, kafka=KAFKA)
+    settings = dict(
+        members=members,
+        bootstrap=bootstrap,
+        output_dir=tmp_path / "out",
+        state_dir=tmp_path / "state",
+        period_s=0.5,
+        member_timeout_s=3.0,
+        drain_timeout_s=10.0,
+        reset_timeout_s=10.0,
+        params={"topic": topic},
+        kafka=KAFKA,
+    )
     settings.update(kw)
     return Region(pipeline, **settings)

@@ -70,8 +70,14 @@ class ScriptedMember:
         self._consistent: dict[tuple[str, int], int] = {}
         self.seen: list[dict] = []
         self.commands: queue.SimpleQueue[RegionCommand] = queue.SimpleQueue()
-        self.channel = ControlChannel(endpoint, region, name, incarnation or f"inc-{name}",
-                                      RegionConfig.from_dict({**config, "name": region}), self.commands.put)
+        self.channel = ControlChannel(
+            endpoint,
+            region,
+            name,
+            incarnation or f"inc-{name}",
+            RegionConfig.from_dict({**config, "name": region}),
+            self.commands.put,
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
 
@@ -94,16 +100,23 @@ class ScriptedMember:
             self.seen.append(command.to_body())
             match command:
                 case Drain(seq=seq):
-                    self.channel.ack(CommandKind.DRAIN, seq=seq, ok=not self.fail_drain,
-                                     error="sink refused the batch" if self.fail_drain else None)
+                    self.channel.ack(
+                        CommandKind.DRAIN,
+                        seq=seq,
+                        ok=not self.fail_drain,
+                        error="sink refused the batch" if self.fail_drain else None,
+                    )
                 case Checkpoint(seq=seq):
                     self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=self._claims(seq))
                 case Reset() | ResetToInitial():
                     offsets = command.offsets if isinstance(command, Reset) else []
                     self._consistent = {(t, p): o for t, p, o in offsets}
                     if self.answer_resets:
-                        self.channel.ack(CommandKind.RESET, seq=command.seq if isinstance(command, Reset) else None,
-                                         attempt=command.attempt)
+                        self.channel.ack(
+                            CommandKind.RESET,
+                            seq=command.seq if isinstance(command, Reset) else None,
+                            attempt=command.attempt,
+                        )
                 case Resume(offsets=offsets) if offsets is not None:
                     self._consistent = {(t, p): o for t, p, o in offsets}
 
@@ -125,16 +138,30 @@ class ScriptedMember:
 #: member's answer and heartbeat may be, and a late one resets (twice: fails) a region
 #: those tests show as running, so they leave room for a loaded machine (a Chromium
 #: or a CLI process starting next to the test's answering threads).
-FAST_REGION = {"period_s": 0.3, "drain_timeout_s": 10.0, "reset_timeout_s": 10.0, "member_timeout_s": 10.0,
-               "max_consecutive_resets": 2, "min_members": 1, "join_grace_s": 1.0}
+FAST_REGION = {
+    "period_s": 0.3,
+    "drain_timeout_s": 10.0,
+    "reset_timeout_s": 10.0,
+    "member_timeout_s": 10.0,
+    "max_consecutive_resets": 2,
+    "min_members": 1,
+    "join_grace_s": 1.0,
+}
 
 
 def member(endpoint: str, region: str, name: str, *, partition: int = 0, fail_drain: bool = False) -> ScriptedMember:
     """A member of a ``FAST_REGION`` region whose checkpoint is offset ``seq * 10`` of
     ``orders[partition]`` (members of one region own different partitions: two
     members processing one partition fail the continuity fence)."""
-    return ScriptedMember(endpoint, region, name, FAST_REGION, incarnation=f"inc-{os.getpid()}-{name}",
-                          fail_drain=fail_drain, checkpoint_offsets=lambda seq: [["orders", partition, seq * 10]])
+    return ScriptedMember(
+        endpoint,
+        region,
+        name,
+        FAST_REGION,
+        incarnation=f"inc-{os.getpid()}-{name}",
+        fail_drain=fail_drain,
+        checkpoint_offsets=lambda seq: [["orders", partition, seq * 10]],
+    )
 
 
 def all_regions(endpoint: str) -> dict:

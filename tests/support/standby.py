@@ -12,15 +12,21 @@ from pathlib import Path
 from cr_consumer.runtime.runner.launch import Argv, member_argv
 
 #: A member's pipeline: one Kafka source, a file sink.
-PIPELINE = '''
+PIPELINE = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return Pipeline(KafkaSource(topics=["t"])).sink(ctx.file_sink())
-'''
+"""
 #: Region settings for ``member_argv``.
-REGION = {"mode": "periodic", "period_s": 1.0, "drain_timeout_s": 30.0, "reset_timeout_s": 30.0,
-          "max_consecutive_resets": 5, "member_timeout_s": 5.0}
+REGION = {
+    "mode": "periodic",
+    "period_s": 1.0,
+    "drain_timeout_s": 30.0,
+    "reset_timeout_s": 30.0,
+    "max_consecutive_resets": 5,
+    "member_timeout_s": 5.0,
+}
 
 #: Defines ``say(status, detail='')``: one status line on the status pipe (none without ``--status-fd``).
 SAY = (
@@ -55,11 +61,24 @@ NEVER_READY = "import time; time.sleep(60)"
 def member_command(tmp_path: Path, pipeline: str, kafka_stdin: bool = False) -> Argv:
     """``crkafka member``'s command line against nothing (no coordinator, no broker):
     a real member that waits to join a coordinator that is not there."""
+
     def argv(name: str, min_members: int) -> list[str]:
-        return member_argv(sys.executable, pipeline, name=name, coordinator="tcp://127.0.0.1:1",
-                           bootstrap="127.0.0.1:1", group="g", output_dir=str(tmp_path / "out"),
-                           state_dir=str(tmp_path / "state"), region_index=0, min_members=min_members,
-                           region=REGION, params={}, kafka_stdin=kafka_stdin)
+        return member_argv(
+            sys.executable,
+            pipeline,
+            name=name,
+            coordinator="tcp://127.0.0.1:1",
+            bootstrap="127.0.0.1:1",
+            group="g",
+            output_dir=str(tmp_path / "out"),
+            state_dir=str(tmp_path / "state"),
+            region_index=0,
+            min_members=min_members,
+            region=REGION,
+            params={},
+            kafka_stdin=kafka_stdin,
+        )
+
     return argv
 
 

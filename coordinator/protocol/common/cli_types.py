@@ -34,11 +34,13 @@ def duration(text: str) -> float:
 
 def bounded_duration(lo: float, hi: float) -> Callable[[str], float]:
     """A duration parser that also refuses values outside ``lo..hi`` seconds."""
+
     def parse(text: str) -> float:
         value = duration(text)
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{text!r} is outside {lo:g}..{hi:g} seconds")
         return value
+
     return parse
 
 
@@ -66,6 +68,7 @@ def positive_int(text: str) -> int:
 
 def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
     """An integer parser that refuses values outside ``lo..hi``."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -74,6 +77,7 @@ def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
         return value
+
     return parse
 
 

@@ -159,5 +159,13 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-__all__ = ["YOUNG_THRESHOLD", "GcPolicy", "Thresholds", "collector_paused", "freeze_after_start",
-           "raise_young_threshold", "restore_thresholds", "thaw_at_close"]
+__all__ = [
+    "YOUNG_THRESHOLD",
+    "GcPolicy",
+    "Thresholds",
+    "collector_paused",
+    "freeze_after_start",
+    "raise_young_threshold",
+    "restore_thresholds",
+    "thaw_at_close",
+]

@@ -58,7 +58,8 @@ def parse_log_levels(text: str) -> LogLevels:
             level = "WARNING"
         if level not in LEVELS:
             raise argparse.ArgumentTypeError(
-                f"{item!r}: {level.lower()!r} is not a logging level (one of {', '.join(LEVELS)})")
+                f"{item!r}: {level.lower()!r} is not a logging level (one of {', '.join(LEVELS)})"
+            )
         if not name:
             raise argparse.ArgumentTypeError(f"{item!r}: empty logger name (use root=LEVEL)")
         out["" if name == "root" else name] = level
@@ -75,11 +76,20 @@ def parse_log_format(text: str) -> str:
 
 def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
     """``--log-level`` and ``--log-format`` with validation."""
-    parser.add_argument("--log-level", type=parse_log_levels, default=parse_log_levels("INFO"), metavar="LEVELS",
-                        help="a level (DEBUG, INFO, WARNING, ERROR) or per-logger levels, e.g. "
-                             "root=INFO,kafka=WARNING (default INFO)")
-    parser.add_argument("--log-format", type=parse_log_format, default="text", metavar="FORMAT",
-                        help="text (default) or json (one JSON object per line)")
+    parser.add_argument(
+        "--log-level",
+        type=parse_log_levels,
+        default=parse_log_levels("INFO"),
+        metavar="LEVELS",
+        help="a level (DEBUG, INFO, WARNING, ERROR) or per-logger levels, e.g. root=INFO,kafka=WARNING (default INFO)",
+    )
+    parser.add_argument(
+        "--log-format",
+        type=parse_log_format,
+        default="text",
+        metavar="FORMAT",
+        help="text (default) or json (one JSON object per line)",
+    )
 
 
 class ConnectionRefusedFilter(logging.Filter):
@@ -127,5 +137,14 @@ def setup_logging(levels: LogLevels | str = "INFO", fmt: str = "text", stream: I
             logging.getLogger(name).setLevel(level)
 
 
-__all__ = ["FORMATS", "LEVELS", "ConnectionRefusedFilter", "JsonFormatter", "LogLevels", "add_logging_arguments", "parse_log_format",
-           "parse_log_levels", "setup_logging"]
+__all__ = [
+    "FORMATS",
+    "LEVELS",
+    "ConnectionRefusedFilter",
+    "JsonFormatter",
+    "LogLevels",
+    "add_logging_arguments",
+    "parse_log_format",
+    "parse_log_levels",
+    "setup_logging",
+]

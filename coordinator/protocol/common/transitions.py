@@ -49,8 +49,10 @@ class TransitionTable(Mapping[StateT, frozenset[StateT]], Generic[StateT]):
         foreign = [repr(s) for s in table if not isinstance(s, states)]
         foreign += [repr(t) for targets in table.values() for t in targets if not isinstance(t, states)]
         if missing or foreign:
-            raise ValueError(f"transition table of {states.__name__}: states without an entry {missing}, "
-                             f"not {states.__name__} states {foreign}")
+            raise ValueError(
+                f"transition table of {states.__name__}: states without an entry {missing}, "
+                f"not {states.__name__} states {foreign}"
+            )
         self._table: Mapping[StateT, frozenset[StateT]] = MappingProxyType(table)
 
     def __getitem__(self, state: StateT) -> frozenset[StateT]:
@@ -71,8 +73,15 @@ class StateMachine(Generic[StateT]):
     errors ("region r1", "standby 4242", an operator's name); ``logger`` is its
     owner's, so the lines keep their module's logger name."""
 
-    def __init__(self, who: str, table: TransitionTable[StateT], initial: StateT, logger: logging.Logger, *,
-                 quiet_repeats: bool = False) -> None:
+    def __init__(
+        self,
+        who: str,
+        table: TransitionTable[StateT],
+        initial: StateT,
+        logger: logging.Logger,
+        *,
+        quiet_repeats: bool = False,
+    ) -> None:
         self.who = who
         self._table = table
         self._state = initial
@@ -107,8 +116,9 @@ class StateMachine(Generic[StateT]):
         # Under the lock: check and set are one step for every thread.
         old = self._state
         if not self._table.allows(old, new):
-            raise IllegalTransition(f"{self.who}: illegal transition {old.value} -> {new.value}"
-                                    + (f" ({why})" if why else ""))
+            raise IllegalTransition(
+                f"{self.who}: illegal transition {old.value} -> {new.value}" + (f" ({why})" if why else "")
+            )
         self._state = new
         return old
 

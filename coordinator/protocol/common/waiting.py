@@ -38,13 +38,20 @@ class WaitTimeout(TimeoutError):
     """The predicate stayed false for the whole timeout."""
 
 
-def wait_until(predicate: Callable[[], T | None], timeout: float, what: str, *, interval: float = POLL_INTERVAL_S,
-               pause: Callable[[float], None] = time.sleep) -> T:
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    *,
+    interval: float = POLL_INTERVAL_S,
+    pause: Callable[[float], None] = time.sleep,
+) -> T:
     """Call ``predicate`` until it returns something true and return that (see the module's steps)."""
     if not (math.isfinite(timeout) and timeout >= 0 and math.isfinite(interval) and interval > 0):
         # an infinite or NaN timeout would never pass: the wait must end
-        raise ValueError(f"wait_until: timeout {timeout!r} must be finite and >= 0, interval {interval!r} "
-                         f"finite and > 0")
+        raise ValueError(
+            f"wait_until: timeout {timeout!r} must be finite and >= 0, interval {interval!r} finite and > 0"
+        )
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_delay(timeout),
         wait=tenacity.wait_fixed(interval),

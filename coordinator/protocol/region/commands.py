@@ -164,8 +164,14 @@ class Reset:
     rejoin: bool = False
 
     def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"cmd": self.KIND.value, "seq": self.seq, "attempt": self.attempt,
-                                "members": self.members, "offsets": self.offsets, "own": self.own}
+        body: dict[str, Any] = {
+            "cmd": self.KIND.value,
+            "seq": self.seq,
+            "attempt": self.attempt,
+            "members": self.members,
+            "offsets": self.offsets,
+            "own": self.own,
+        }
         if self.rejoin:
             body["rejoin"] = True
         return body
@@ -178,8 +184,7 @@ class Reset:
         own = _opt_seq(body, "own")
         if own is not None and own > seq:
             raise Invalid(f"field 'own' ({own}) must not be after the reset's checkpoint {seq}")
-        return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own,
-                   protocol.opt_bool(body, "rejoin"))
+        return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own, protocol.opt_bool(body, "rejoin"))
 
 
 @attrs.frozen
@@ -245,15 +250,32 @@ def decode_command(body: Any) -> AddressedCommand:
         raise Invalid("a region_command body must be an object")
     version = body.get("v")
     if version != COMMAND_VERSION:
-        raise Invalid(f"region_command version {str(version)[:20]} is not supported; this member speaks "
-                      f"{COMMAND_VERSION}")
+        raise Invalid(
+            f"region_command version {str(version)[:20]} is not supported; this member speaks {COMMAND_VERSION}"
+        )
     try:
         kind = CommandKind(body.get("cmd"))
     except ValueError:
-        raise Invalid(f"field 'cmd' must be one of {[k.value for k in CommandKind]}, "
-                      f"got {body.get('cmd')!r:.40}") from None
+        raise Invalid(
+            f"field 'cmd' must be one of {[k.value for k in CommandKind]}, got {body.get('cmd')!r:.40}"
+        ) from None
     return AddressedCommand(protocol.req_str(body, "region"), _CLASSES[kind].from_body(body))
 
 
-__all__ = ["COMMAND_TYPE", "COMMAND_VERSION", "RESETS", "AddressedCommand", "Checkpoint", "CommandKind", "Drain", "Failed",
-           "RegionCommand", "Reset", "ResetToInitial", "Resume", "Retire", "decode_command", "encode_command"]
+__all__ = [
+    "COMMAND_TYPE",
+    "COMMAND_VERSION",
+    "RESETS",
+    "AddressedCommand",
+    "Checkpoint",
+    "CommandKind",
+    "Drain",
+    "Failed",
+    "RegionCommand",
+    "Reset",
+    "ResetToInitial",
+    "Resume",
+    "Retire",
+    "decode_command",
+    "encode_command",
+]

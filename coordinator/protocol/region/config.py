@@ -87,5 +87,8 @@ class RegionConfig:
     def same_settings(self, other: RegionConfig) -> list[str]:
         """Names of the settings that differ (min_members and join_grace_s may differ)."""
         skip = {"min_members", "join_grace_s"}
-        return [f.name for f in attrs.fields(RegionConfig)
-                if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)]
+        return [
+            f.name
+            for f in attrs.fields(RegionConfig)
+            if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)
+        ]

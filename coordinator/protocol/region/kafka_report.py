@@ -83,8 +83,9 @@ class KafkaReport:
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise InvalidReport(f"kafka must be an object {{member_id, generation, rebalancing}} or null, "
-                                f"got {type(value).__name__}")
+            raise InvalidReport(
+                f"kafka must be an object {{member_id, generation, rebalancing}} or null, got {type(value).__name__}"
+            )
         member_id = value.get("member_id")
         if member_id is not None:
             if not isinstance(member_id, str):
@@ -94,8 +95,11 @@ class KafkaReport:
             if CONTROL_CHARS.search(member_id) or LONE_SURROGATE.search(member_id):
                 raise InvalidReport("kafka.member_id holds a control character or a lone surrogate")
         generation = value.get("generation")
-        if generation is not None and (isinstance(generation, bool) or not isinstance(generation, int)
-                                       or not GENERATION_MIN <= generation <= GENERATION_MAX):
+        if generation is not None and (
+            isinstance(generation, bool)
+            or not isinstance(generation, int)
+            or not GENERATION_MIN <= generation <= GENERATION_MAX
+        ):
             raise InvalidReport(f"kafka.generation must be an int32 or null, got {str(generation)[:40]}")
         rebalancing = _flag(value, "rebalancing")
         cooperative = _flag(value, "cooperative")
@@ -105,8 +109,11 @@ class KafkaReport:
     def to_dict(self) -> dict[str, Any]:
         """The wire shape (status replies, ``crkafka status``): the three fields,
         plus ``cooperative`` and ``reset_pending`` for a cooperative member."""
-        out: dict[str, Any] = {"member_id": self.member_id, "generation": self.generation,
-                               "rebalancing": self.rebalancing}
+        out: dict[str, Any] = {
+            "member_id": self.member_id,
+            "generation": self.generation,
+            "rebalancing": self.rebalancing,
+        }
         if self.cooperative:
             out.update(cooperative=True, reset_pending=self.reset_pending)
         return out

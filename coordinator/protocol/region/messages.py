@@ -121,9 +121,15 @@ class RegionJoin:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionJoin:
         config = check_region_config(body.get("config"))
-        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
-                   protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID), config,
-                   protocol.opt_text(body, "host"), protocol.opt_bool(body, "replace"))
+        return cls(
+            protocol.req_str(body, "region"),
+            protocol.req_str(body, "member"),
+            protocol.req_str(body, "incarnation"),
+            _opt_int(body, "pid", MAX_PID),
+            config,
+            protocol.opt_text(body, "host"),
+            protocol.opt_bool(body, "replace"),
+        )
 
 
 @attrs.frozen
@@ -140,8 +146,9 @@ class RegionMemberMessage:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionMemberMessage:
-        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
-                   protocol.req_str(body, "incarnation"))
+        return cls(
+            protocol.req_str(body, "region"), protocol.req_str(body, "member"), protocol.req_str(body, "incarnation")
+        )
 
 
 @attrs.frozen
@@ -171,8 +178,12 @@ class RegionHeartbeat:
     kafka_invalid: str | None = None
 
     def to_body(self) -> dict[str, Any]:
-        return {"region": self.region, "member": self.member, "incarnation": self.incarnation,
-                "kafka": self.kafka.to_dict() if self.kafka is not None else None}
+        return {
+            "region": self.region,
+            "member": self.member,
+            "incarnation": self.incarnation,
+            "kafka": self.kafka.to_dict() if self.kafka is not None else None,
+        }
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionHeartbeat:
@@ -209,10 +220,18 @@ class RegionAck:
         offsets = body.get("offsets")
         if offsets is not None:
             offsets = protocol.decode_offset_claims(offsets)
-        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
-                   protocol.req_str(body, "incarnation"), command, _opt_int(body, "seq"),
-                   _opt_int(body, "attempt"), protocol.req_bool(body, "ok"), protocol.opt_text(body, "error"), offsets,
-                   protocol.opt_bool(body, "rebalance"))
+        return cls(
+            protocol.req_str(body, "region"),
+            protocol.req_str(body, "member"),
+            protocol.req_str(body, "incarnation"),
+            command,
+            _opt_int(body, "seq"),
+            _opt_int(body, "attempt"),
+            protocol.req_bool(body, "ok"),
+            protocol.opt_text(body, "error"),
+            offsets,
+            protocol.opt_bool(body, "rebalance"),
+        )
 
 
 @attrs.frozen
@@ -229,9 +248,13 @@ class RegionResetRequest:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionResetRequest:
-        return cls(protocol.req_str(body, "region"), protocol.req_str(body, "member"),
-                   protocol.req_str(body, "incarnation"), protocol.req_bool(body, "force"),
-                   protocol.opt_text(body, "reason") or "")
+        return cls(
+            protocol.req_str(body, "region"),
+            protocol.req_str(body, "member"),
+            protocol.req_str(body, "incarnation"),
+            protocol.req_bool(body, "force"),
+            protocol.opt_text(body, "reason") or "",
+        )
 
 
 @attrs.frozen

@@ -112,8 +112,9 @@ class Predecessor:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Predecessor:
-        return cls(protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID),
-                   _opt_name(body, "kafka_member_id"))
+        return cls(
+            protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID), _opt_name(body, "kafka_member_id")
+        )
 
 
 @attrs.frozen
@@ -132,8 +133,12 @@ class NameHolder:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> NameHolder:
-        return cls(protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID),
-                   protocol.opt_text(body, "host"), _seconds(body, "silent_s"))
+        return cls(
+            protocol.req_str(body, "incarnation"),
+            _opt_int(body, "pid", MAX_PID),
+            protocol.opt_text(body, "host"),
+            _seconds(body, "silent_s"),
+        )
 
 
 @attrs.frozen
@@ -158,9 +163,13 @@ class RegionJoinReply:
     refused: JoinRefusal | None = None
 
     def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"region": self.region, "phase": self.phase.value,
-                                "last_consistent": self.last_consistent, "config": self.config.to_dict(),
-                                "predecessor": None if self.predecessor is None else self.predecessor.to_body()}
+        body: dict[str, Any] = {
+            "region": self.region,
+            "phase": self.phase.value,
+            "last_consistent": self.last_consistent,
+            "config": self.config.to_dict(),
+            "predecessor": None if self.predecessor is None else self.predecessor.to_body(),
+        }
         if self.failed_reason is not None:
             body["failed_reason"] = self.failed_reason
         if self.refused is not None:
@@ -177,8 +186,15 @@ class RegionJoinReply:
         predecessor = None if body.get("predecessor") is None else Predecessor.from_body(_object(body, "predecessor"))
         reason = protocol.opt_text(body, "refused")
         refused = None if reason is None else JoinRefusal(reason, NameHolder.from_body(_object(body, "holder")))
-        return cls(protocol.req_str(body, "region"), _enum(RegionPhase, body, "phase"), _opt_int(body, "last_consistent"),
-                   config, predecessor, protocol.opt_text(body, "failed_reason"), refused)
+        return cls(
+            protocol.req_str(body, "region"),
+            _enum(RegionPhase, body, "phase"),
+            _opt_int(body, "last_consistent"),
+            config,
+            predecessor,
+            protocol.opt_text(body, "failed_reason"),
+            refused,
+        )
 
 
 @attrs.frozen
@@ -213,8 +229,11 @@ class RegionTriggerReply:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionTriggerReply:
-        return cls(_enum(RegionPhase, body, "phase"), _enum(TriggerAnswer, body, "trigger"),
-                   protocol.opt_text(body, "reason") or "")
+        return cls(
+            _enum(RegionPhase, body, "phase"),
+            _enum(TriggerAnswer, body, "trigger"),
+            protocol.opt_text(body, "reason") or "",
+        )
 
 
 @attrs.frozen
@@ -277,5 +296,18 @@ def decode_reply(envelope_type: str, body: Mapping[str, Any]) -> RegionReply | E
     return cls.from_body(body)
 
 
-__all__ = ["REPLY_CLASSES", "ErrorReply", "JoinRefusal", "NameHolder", "Predecessor", "RegionJoinReply", "RegionLeaveReply",
-           "RegionPhase", "RegionPhaseReply", "RegionReply", "RegionTriggerReply", "TriggerAnswer", "decode_reply"]
+__all__ = [
+    "REPLY_CLASSES",
+    "ErrorReply",
+    "JoinRefusal",
+    "NameHolder",
+    "Predecessor",
+    "RegionJoinReply",
+    "RegionLeaveReply",
+    "RegionPhase",
+    "RegionPhaseReply",
+    "RegionReply",
+    "RegionTriggerReply",
+    "TriggerAnswer",
+    "decode_reply",
+]

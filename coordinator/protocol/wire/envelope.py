@@ -196,8 +196,9 @@ def request_id(raw: object) -> RequestId:
     if raw is None or valid_id(raw):
         return raw
     raise BadEnvelope(
-        Malformed(f"envelope field 'id' must be a string of at most {MAX_ID_LEN} printable characters, "
-                  "an int64 or null")
+        Malformed(
+            f"envelope field 'id' must be a string of at most {MAX_ID_LEN} printable characters, an int64 or null"
+        )
     )
 
 
@@ -230,7 +231,9 @@ def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
     # A lone surrogate in a parsed string can only come from a \u escape (the bytes are
     # strict UTF-8): without a backslash in the frame (one memchr) there is none.
     if b"\\" in raw and _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
-        raise BadEnvelope(Malformed("frame holds a lone UTF-16 surrogate (\\ud800-\\udfff escape); strings must be valid Unicode"))
+        raise BadEnvelope(
+            Malformed("frame holds a lone UTF-16 surrogate (\\ud800-\\udfff escape); strings must be valid Unicode")
+        )
     if not isinstance(obj, dict):
         raise BadEnvelope(Malformed(f"envelope must be a JSON object, got {type(obj).__name__}"))
     rid = request_id(obj.get("id"))
@@ -239,13 +242,17 @@ def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
         raise BadEnvelope(Malformed("envelope field 'v' (protocol version, int) is missing"), rid)
     if v != PROTOCOL_VERSION:
         raise BadEnvelope(
-            UnsupportedVersion(f"protocol version {str(v)[:20]} is not supported; this server speaks {PROTOCOL_VERSION}"),
+            UnsupportedVersion(
+                f"protocol version {str(v)[:20]} is not supported; this server speaks {PROTOCOL_VERSION}"
+            ),
             rid,
         )
     msg_type = obj.get("type")
     if not isinstance(msg_type, str) or not msg_type or len(msg_type) > MAX_TYPE_LEN or CONTROL_CHARS.search(msg_type):
         raise BadEnvelope(
-            Malformed(f"envelope field 'type' must be a non-empty string of at most {MAX_TYPE_LEN} printable characters"),
+            Malformed(
+                f"envelope field 'type' must be a non-empty string of at most {MAX_TYPE_LEN} printable characters"
+            ),
             rid,
         )
     body = obj.get("body", {})
@@ -255,4 +262,3 @@ def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
     if extra:
         raise BadEnvelope(Malformed(f"unknown envelope fields {sorted(extra)[:10]!r:.200}"), rid)
     return Envelope(v=v, id=rid, type=msg_type, body=body)
-

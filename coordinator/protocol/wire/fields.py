@@ -171,7 +171,6 @@ def check_offsets(offsets: Mapping[tuple[str, int], int], name: str = "offsets")
     return decode_offsets([[t, p, o] for (t, p), o in dict(offsets).items()], name)
 
 
-
 def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]:
     """A checkpoint answer's offsets, validated: a list of at most MAX_CLAIMS
     entries, each ``[topic, partition, from, to]`` (``0 <= from <= to``, the

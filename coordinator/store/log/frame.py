@@ -108,8 +108,10 @@ class Damage:
         if self.kind is DamageKind.UNDECODABLE:
             return f"{where}: a CRC-valid record that is not a valid record payload ({self.reason})"
         if self.kind is DamageKind.CORRUPT:
-            return (f"{where}: bad record ({self.reason}) followed by a valid record at byte {self.next_valid} "
-                    f"({self.valid_records_after} valid records in a row from there)")
+            return (
+                f"{where}: bad record ({self.reason}) followed by a valid record at byte {self.next_valid} "
+                f"({self.valid_records_after} valid records in a row from there)"
+            )
         return f"{where}: torn tail ({self.reason}), {self.size} bytes"
 
 

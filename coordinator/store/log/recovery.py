@@ -181,7 +181,14 @@ def recover(
         raise
     dir_changed = created or bool(removed) or result.damage is not None
     return fd, Recovery(
-        path, generation, result.records, result.end, truncated, result.damage, tuple(removed), dir_changed,
+        path,
+        generation,
+        result.records,
+        result.end,
+        truncated,
+        result.damage,
+        tuple(removed),
+        dir_changed,
     )
 
 
@@ -217,12 +224,20 @@ def _cut_tail(path: Path, fd: int, data: bytes, damage: Damage) -> int:
         log.warning(
             "%s: torn tail at byte %d (%s): truncated %d bytes (copy kept in %s); "
             "appends continue after the last good record",
-            path, damage.offset, damage.reason, damage.size, keep,
+            path,
+            damage.offset,
+            damage.reason,
+            damage.size,
+            keep,
         )
     else:
         log.error(
             "--truncate-corrupt: %s; cut %d bytes at byte %d (copy kept in %s): the values written by "
             "%d or more valid records after it are lost",
-            damage.describe(path), damage.size, damage.offset, keep, damage.valid_records_after,
+            damage.describe(path),
+            damage.size,
+            damage.offset,
+            keep,
+            damage.valid_records_after,
         )
     return damage.size

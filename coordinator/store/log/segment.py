@@ -221,8 +221,13 @@ class SegmentLog:
 
     def _fail(self, exc: OSError, what: str) -> None:
         self.failed = exc
-        log.critical("%s of %s failed (%s): the log accepts no more writes; restart the coordinator "
-                     "(recovery replays what is on disk)", what, self.path, exc)
+        log.critical(
+            "%s of %s failed (%s): the log accepts no more writes; restart the coordinator "
+            "(recovery replays what is on disk)",
+            what,
+            self.path,
+            exc,
+        )
         raise LogFailed(f"{what} of {self.path} failed: {exc}; restart the coordinator") from exc
 
     def _check_open(self) -> int:

@@ -21,12 +21,16 @@ from kafka.errors import NoError
 from cr_consumer.kafka.kafka_python.client import kafka_python_name
 
 
-def admin_settings(bootstrap_servers: object, properties: Mapping[str, object], *, request_timeout_ms: int,
-                   client_id: str) -> dict[str, Any]:
+def admin_settings(
+    bootstrap_servers: object, properties: Mapping[str, object], *, request_timeout_ms: int, client_id: str
+) -> dict[str, Any]:
     """Step 1."""
     known = KafkaAdminClient.DEFAULT_CONFIG
-    out: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "request_timeout_ms": request_timeout_ms,
-                           "client_id": client_id}
+    out: dict[str, Any] = {
+        "bootstrap_servers": bootstrap_servers,
+        "request_timeout_ms": request_timeout_ms,
+        "client_id": client_id,
+    }
     for key, value in properties.items():
         name = kafka_python_name(key)
         if name in known and name not in out:

@@ -105,12 +105,15 @@ ASSIGNORS: Mapping[str, type] = {
 }
 
 #: kafka-python errors that mean "the group refused the commit" (see commit_refusal).
-_REFUSED = (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError,
-            kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError,
-            kafka_errors.FencedInstanceIdError)
+_REFUSED = (
+    kafka_errors.CommitFailedError,
+    kafka_errors.RebalanceInProgressError,
+    kafka_errors.IllegalGenerationError,
+    kafka_errors.UnknownMemberIdError,
+    kafka_errors.FencedInstanceIdError,
+)
 #: Of those, the ones that mean "this consumer is no longer the group's member".
-_FENCED = (kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError,
-           kafka_errors.FencedInstanceIdError)
+_FENCED = (kafka_errors.IllegalGenerationError, kafka_errors.UnknownMemberIdError, kafka_errors.FencedInstanceIdError)
 
 
 def commit_refusal(exc: BaseException) -> CommitRefused:
@@ -168,8 +171,9 @@ def to_kafka_records(records: Sequence[Any]) -> list[KafkaRecord]:
         type_column = [_TIMESTAMP_TYPES.get(t, TimestampType.NOT_AVAILABLE) for t in types]
     header_column: Iterable[tuple]
     header_column = [tuple(h) if h else () for h in headers] if any(headers) else itertools.repeat((), n)
-    return list(map(_new_record, zip(topics, partitions, offsets, timestamps, type_column, keys, values,
-                                     header_column)))
+    return list(
+        map(_new_record, zip(topics, partitions, offsets, timestamps, type_column, keys, values, header_column))
+    )
 
 
 def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
@@ -183,7 +187,8 @@ def kafka_python_config(properties: Mapping[str, object]) -> dict[str, Any]:
         cfg[name] = value
     if "partition_assignment_strategy" in cfg:
         cfg["partition_assignment_strategy"] = tuple(
-            ASSIGNORS[name] for name in parse_strategy(cfg["partition_assignment_strategy"]).names)
+            ASSIGNORS[name] for name in parse_strategy(cfg["partition_assignment_strategy"]).names
+        )
     return cfg
 
 
@@ -245,11 +250,16 @@ class KafkaPythonClient:
         """kafka-python fetches little ahead (one response per partition): pausing is cheap."""
         return False
 
-    def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
-                  listener: RebalanceListener, hold: RebalanceHold | None = None) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener,
+        hold: RebalanceHold | None = None,
+    ) -> None:
         check_subscription(topics, pattern)
-        wrapped = _Listener(listener) if hold is None else HoldingListener(self._consumer, listener, hold,
-                                                                            commit_error)
+        wrapped = _Listener(listener) if hold is None else HoldingListener(self._consumer, listener, hold, commit_error)
         self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=wrapped)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -322,11 +332,13 @@ class KafkaPythonClient:
             found = self._consumer.end_offsets([_ktp(tp) for tp in partitions], timeout_ms=timeout_ms)
         return {_tp(tp): int(off) for tp, off in found.items()}
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
-                          timeout_ms: int) -> dict[TopicPartition, int | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, int | None]:
         with _errors("offsets for times"):
-            found = self._consumer.offsets_for_times({_ktp(tp): ts for tp, ts in timestamps.items()},
-                                                     timeout_ms=timeout_ms)
+            found = self._consumer.offsets_for_times(
+                {_ktp(tp): ts for tp, ts in timestamps.items()}, timeout_ms=timeout_ms
+            )
         return {_tp(tp): (ot.offset if ot is not None else None) for tp, ot in found.items()}
 
     def highwater(self, partition: TopicPartition) -> int | None:
@@ -340,9 +352,11 @@ class KafkaPythonClient:
 
     def group(self) -> GroupMembership:
         meta = self._consumer.group_metadata()
-        return GroupMembership(member_id=meta.member_id or None,
-                               generation=meta.generation_id if meta.generation_id >= 0 else None,
-                               rebalancing=meta.state is not MemberState.STABLE)
+        return GroupMembership(
+            member_id=meta.member_id or None,
+            generation=meta.generation_id if meta.generation_id >= 0 else None,
+            rebalancing=meta.state is not MemberState.STABLE,
+        )
 
     def request_rejoin(self) -> bool:
         return request_rejoin(self._consumer)
@@ -371,5 +385,16 @@ class _errors:
             raise KafkaClientError(f"{self._what}: {exc!r}") from exc
 
 
-__all__ = ["ASSIGNORS", "DEFAULTS", "RENAMED", "SETTINGS", "ConsumerRecord", "KafkaPythonClient", "commit_error",
-           "commit_refusal", "kafka_python_config", "kafka_python_name", "to_kafka_records"]
+__all__ = [
+    "ASSIGNORS",
+    "DEFAULTS",
+    "RENAMED",
+    "SETTINGS",
+    "ConsumerRecord",
+    "KafkaPythonClient",
+    "commit_error",
+    "commit_refusal",
+    "kafka_python_config",
+    "kafka_python_name",
+    "to_kafka_records",
+]

@@ -144,8 +144,18 @@ def unstick_parked_fetches(consumer) -> bool:
 def keep_completed_joins(consumer) -> bool:
     """Install work-around (2) on ``consumer``; True if installed."""
     coordinator = getattr(consumer, "_coordinator", None)
-    needed = ("_join_task", "join_group_async", "need_rejoin", "_on_join_complete_async", "_enable_heartbeat",
-              "_generation", "_lock", "state", "rejoining", "rejoin_needed")
+    needed = (
+        "_join_task",
+        "join_group_async",
+        "need_rejoin",
+        "_on_join_complete_async",
+        "_enable_heartbeat",
+        "_generation",
+        "_lock",
+        "state",
+        "rejoining",
+        "rejoin_needed",
+    )
     if coordinator is None or not all(hasattr(coordinator, a) for a in needed):
         log.warning("kafka-python coordinator has an unknown layout: completed-join work-around not installed")
         return False
@@ -167,7 +177,8 @@ def keep_completed_joins(consumer) -> bool:
         # A join attempt whose outcome was not consumed yet is still a rejoin
         # (REBALANCING: not left, reset or closed since it started).
         return original_need_rejoin() or (
-            coordinator._join_task is not None and coordinator.state is MemberState.REBALANCING)
+            coordinator._join_task is not None and coordinator.state is MemberState.REBALANCING
+        )
 
     coordinator.join_group_async = join_group_async
     coordinator.need_rejoin = need_rejoin
@@ -191,7 +202,8 @@ async def _finish_completed_join(coordinator, member_state) -> None:
         generation = coordinator._generation
     log.info("group %s: completing a join that finished between polls (%s)", coordinator.group_id, generation)
     await coordinator._on_join_complete_async(
-        generation.generation_id, generation.member_id, generation.protocol, task.value)
+        generation.generation_id, generation.member_id, generation.protocol, task.value
+    )
 
 
 #: Longest wait for a cooperative join inside one poll before the consumer
@@ -237,8 +249,12 @@ def skip_known_coordinator_hop(consumer) -> bool:
     coordinator = getattr(consumer, "_coordinator", None)
     client = getattr(coordinator, "_client", None)
     conns = getattr(getattr(client, "_manager", None), "_conns", None)  # node id -> connection, one dict for good
-    if (coordinator is None or not hasattr(coordinator, "coordinator_id")
-            or not callable(getattr(coordinator, "ensure_coordinator_ready", None)) or not isinstance(conns, dict)):
+    if (
+        coordinator is None
+        or not hasattr(coordinator, "coordinator_id")
+        or not callable(getattr(coordinator, "ensure_coordinator_ready", None))
+        or not isinstance(conns, dict)
+    ):
         log.warning("kafka-python coordinator has an unknown layout: known-coordinator fast path not installed")
         return False
     if getattr(coordinator, "_cr_skips_known_coordinator_hop", False):
@@ -273,5 +289,10 @@ def request_rejoin(consumer) -> bool:
     return True
 
 
-__all__ = ["fetch_during_cooperative_joins", "keep_completed_joins", "request_rejoin", "skip_known_coordinator_hop",
-           "unstick_parked_fetches"]
+__all__ = [
+    "fetch_during_cooperative_joins",
+    "keep_completed_joins",
+    "request_rejoin",
+    "skip_known_coordinator_hop",
+    "unstick_parked_fetches",
+]

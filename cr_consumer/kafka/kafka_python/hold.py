@@ -51,8 +51,13 @@ def _tps(partitions: Iterable[KafkaTopicPartition]) -> frozenset[TopicPartition]
 class HoldingListener(AsyncConsumerRebalanceListener):
     """The seam's listener and hold on kafka-python's IO loop (see the module docstring)."""
 
-    def __init__(self, consumer: KafkaConsumer, listener: RebalanceListener, hold: RebalanceHold,
-                 commit_error: Callable[[BaseException], KafkaClientError]) -> None:
+    def __init__(
+        self,
+        consumer: KafkaConsumer,
+        listener: RebalanceListener,
+        hold: RebalanceHold,
+        commit_error: Callable[[BaseException], KafkaClientError],
+    ) -> None:
         self._consumer = consumer
         self._listener = listener
         self._hold = hold
@@ -82,14 +87,16 @@ class HoldingListener(AsyncConsumerRebalanceListener):
 
     async def _commit(self, offsets: Mapping[TopicPartition, int]) -> KafkaClientError | None:
         timeout_ms = self._hold.commit_timeout_ms
-        sent = self._consumer.commit_async({KafkaTopicPartition(tp.topic, tp.partition): OffsetAndMetadata(off, "", -1)
-                                            for tp, off in offsets.items()})
+        sent = self._consumer.commit_async(
+            {KafkaTopicPartition(tp.topic, tp.partition): OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
+        )
         deadline = time.monotonic() + timeout_ms / 1000
         while not sent.is_done and time.monotonic() < deadline:
             await io_sleep(COMMIT_POLL_S)
         if not sent.is_done:
-            return ClientTimeout(f"a commit during a held rebalance not answered within {timeout_ms} ms "
-                                 f"(outcome unknown)")
+            return ClientTimeout(
+                f"a commit during a held rebalance not answered within {timeout_ms} ms (outcome unknown)"
+            )
         if sent.failed():
             return self._commit_error(sent.exception)
         return None

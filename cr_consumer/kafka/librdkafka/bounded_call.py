@@ -80,8 +80,10 @@ class BoundedCaller:
                 busy = self._job or self._running
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ClientTimeout(f"{what}: not started within {timeout_s * 1000:.0f} ms: "
-                                        f"{busy.what if busy else 'an earlier call'} is still running")
+                    raise ClientTimeout(
+                        f"{what}: not started within {timeout_s * 1000:.0f} ms: "
+                        f"{busy.what if busy else 'an earlier call'} is still running"
+                    )
                 self._cond.wait(left)
             if self._stop:
                 raise ClientTimeout(f"{what}: the caller thread is shut down")

@@ -83,7 +83,8 @@ try:
 except ImportError as exc:  # the optional extra
     raise ClientUnavailable(
         "the librdkafka Kafka client needs the confluent-kafka package: "
-        "pip install 'cr-consumer[librdkafka]' (or choose the kafka-python client)") from exc
+        "pip install 'cr-consumer[librdkafka]' (or choose the kafka-python client)"
+    ) from exc
 
 from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
 from cr_consumer.kafka.librdkafka.commit import commit_sync
@@ -169,11 +170,19 @@ class LibrdkafkaClient:
         return True
 
     # -- subscription and rebalance callbacks ---------------------------------
-    def subscribe(self, topics: Sequence[str] = (), *, pattern: str | None = None,
-                  listener: RebalanceListener, hold: RebalanceHold | None = None) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener,
+        hold: RebalanceHold | None = None,
+    ) -> None:
         if hold is not None:
-            raise ClientUnavailable("holding a rebalance (the Spark source's group members) needs the kafka-python "
-                                    "client: the librdkafka client does not offer it")
+            raise ClientUnavailable(
+                "holding a rebalance (the Spark source's group members) needs the kafka-python "
+                "client: the librdkafka client does not offer it"
+            )
         check_subscription(topics, pattern)
         self._listener = listener
         if pattern:
@@ -183,8 +192,9 @@ class LibrdkafkaClient:
             self._topics = tuple(topics)
             subscription = list(topics)
         self._rebalancing = True
-        self._consumer.subscribe(subscription, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_lost)
+        self._consumer.subscribe(
+            subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
 
     def _on_assign(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
         """librdkafka's assignment callback (inside poll, the polling thread).
@@ -221,8 +231,10 @@ class LibrdkafkaClient:
         try:
             starts = {**self._lookups.start_offsets(tps - seeks.keys(), ASSIGN_LOOKUP_TIMEOUT_MS), **seeks}
         except KafkaClientError as exc:
-            raise type(exc)(f"assignment of {sorted(tps)}: cannot look up where the partitions start "
-                            f"within {ASSIGN_LOOKUP_TIMEOUT_MS} ms: {exc}") from exc
+            raise type(exc)(
+                f"assignment of {sorted(tps)}: cannot look up where the partitions start "
+                f"within {ASSIGN_LOOKUP_TIMEOUT_MS} ms: {exc}"
+            ) from exc
         start = [ck(tp, starts[tp]) if tp in starts else ck(tp) for tp in sorted(tps)]
         incremental = self._protocol is RebalanceProtocol.COOPERATIVE
         if incremental:
@@ -259,8 +271,10 @@ class LibrdkafkaClient:
             self._parts.gave_up(tps, incremental=incremental)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        raise ClientUnavailable("fetching partitions without a group (assign) needs the kafka-python client: the "
-                                "librdkafka client tracks its partitions through the group's assignments")
+        raise ClientUnavailable(
+            "fetching partitions without a group (assign) needs the kafka-python client: the "
+            "librdkafka client tracks its partitions through the group's assignments"
+        )
 
     def _metadata(self, timeout_ms: int) -> ClusterMetadata:
         """The cluster's metadata (every topic), bounded by ``timeout_ms``."""
@@ -274,15 +288,21 @@ class LibrdkafkaClient:
             raise_for("metadata", err, exc)
 
     def topics(self, timeout_ms: int) -> dict[str, set[int]]:
-        return {name: set(topic.partitions) for name, topic in self._metadata(timeout_ms).topics.items()
-                if topic.error is None}
+        return {
+            name: set(topic.partitions)
+            for name, topic in self._metadata(timeout_ms).topics.items()
+            if topic.error is None
+        }
 
     def subscribed_partitions(self, timeout_ms: int) -> set[TopicPartition]:
         metadata = self._metadata(timeout_ms)
         out: set[TopicPartition] = set()
         for name, topic in metadata.topics.items():
-            wanted = (self._pattern.match(name) is not None and not name.startswith("__")) if self._pattern \
+            wanted = (
+                (self._pattern.match(name) is not None and not name.startswith("__"))
+                if self._pattern
                 else name in self._topics
+            )
             if wanted and topic.error is None:
                 out.update(TopicPartition(name, p) for p in topic.partitions)
         return out
@@ -336,8 +356,12 @@ class LibrdkafkaClient:
             self._seek_now(partition, offset)
 
     def _seek_now(self, partition: TopicPartition, offset: int) -> None:
-        seek = Retrying(stop=stop_after_delay(SEEK_STATE_WAIT_S), wait=wait_fixed(SEEK_STATE_RETRY_S),
-                        retry=retry_if_exception(fetcher_not_started), reraise=True)
+        seek = Retrying(
+            stop=stop_after_delay(SEEK_STATE_WAIT_S),
+            wait=wait_fixed(SEEK_STATE_RETRY_S),
+            retry=retry_if_exception(fetcher_not_started),
+            reraise=True,
+        )
         self._gate.wait("seek", None)
         try:
             seek(self._consumer.seek, ck(partition, offset))
@@ -375,8 +399,9 @@ class LibrdkafkaClient:
         self._gate.require("end offsets", timeout_ms / 1000)
         return self._lookups.end_offsets(partitions, timeout_ms)
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
-                          timeout_ms: int) -> dict[TopicPartition, int | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, int | None]:
         self._gate.require("offsets for times", timeout_ms / 1000)
         return self._lookups.offsets_for_times(timestamps, timeout_ms)
 

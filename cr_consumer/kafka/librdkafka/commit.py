@@ -29,8 +29,9 @@ from cr_consumer.kafka.librdkafka.errors import REFUSED_CODES, error_of, raise_f
 from cr_consumer.kafka.librdkafka.offsets import ck
 
 
-def commit_sync(consumer: Consumer, caller: BoundedCaller, offsets: Mapping[TopicPartition, int],
-                timeout_ms: int) -> None:
+def commit_sync(
+    consumer: Consumer, caller: BoundedCaller, offsets: Mapping[TopicPartition, int], timeout_ms: int
+) -> None:
     """Commit ``offsets`` (next offset to read per partition); see the module docstring."""
     request = [ck(tp, int(off)) for tp, off in sorted(offsets.items())]
     if not request:

@@ -29,10 +29,17 @@ T = TypeVar("T")
 
 #: librdkafka's errors that mean "the group refused the commit because of a rebalance".
 REFUSED_CODES = frozenset(
-    getattr(KafkaError, name) for name in (
-        "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID",
-        "STALE_MEMBER_EPOCH", "_ASSIGNMENT_LOST")
-    if hasattr(KafkaError, name))
+    getattr(KafkaError, name)
+    for name in (
+        "REBALANCE_IN_PROGRESS",
+        "ILLEGAL_GENERATION",
+        "UNKNOWN_MEMBER_ID",
+        "FENCED_INSTANCE_ID",
+        "STALE_MEMBER_EPOCH",
+        "_ASSIGNMENT_LOST",
+    )
+    if hasattr(KafkaError, name)
+)
 #: Of those, the ones that mean "this consumer is no longer the group's member"
 #: (MemberFenced): everything but a rebalance in progress.
 FENCED_CODES = REFUSED_CODES - {KafkaError.REBALANCE_IN_PROGRESS}
@@ -80,5 +87,13 @@ def call_mapped(what: str, call: Callable[[], T]) -> T:
         raise_for(what, err, exc)
 
 
-__all__ = ["FENCED_CODES", "REFUSED_CODES", "UNKNOWN_CODES", "call_mapped", "error_of", "fetcher_not_started",
-           "raise_for", "refusal"]
+__all__ = [
+    "FENCED_CODES",
+    "REFUSED_CODES",
+    "UNKNOWN_CODES",
+    "call_mapped",
+    "error_of",
+    "fetcher_not_started",
+    "raise_for",
+    "refusal",
+]

@@ -69,25 +69,34 @@ class CallGate:
         now = time.monotonic()
         if self._warned_at != since:
             self._warned_at = since
-            log.warning("librdkafka is still inside a %s that got no answer in time (%.1fs ago): calls into it "
-                        "wait for it, at most until %.0fs after it started", call, now - since, self._limit_s)
+            log.warning(
+                "librdkafka is still inside a %s that got no answer in time (%.1fs ago): calls into it "
+                "wait for it, at most until %.0fs after it started",
+                call,
+                now - since,
+                self._limit_s,
+            )
         limit_at = since + self._limit_s
         deadline = limit_at if timeout_s is None else min(limit_at, now + timeout_s)
         if self._caller.wait_free(max(0.0, deadline - now)):
             log.info("the %s that got no answer in time has left librdkafka; %s goes on", call, what)
             return True
         if time.monotonic() >= limit_at:
-            raise ClientTimeout(f"{what}: librdkafka is still inside a {call} that got no answer "
-                                f"{self._limit_s:.0f}s after it started; every call into the consumer would "
-                                f"block behind it, so the consumer is given up")
+            raise ClientTimeout(
+                f"{what}: librdkafka is still inside a {call} that got no answer "
+                f"{self._limit_s:.0f}s after it started; every call into the consumer would "
+                f"block behind it, so the consumer is given up"
+            )
         return False
 
     def require(self, what: str, timeout_s: float) -> None:
         """As `wait` for a call with a timeout of its own that cannot return
         nothing: ClientTimeout when its timeout passes first."""
         if not self.wait(what, timeout_s):
-            raise ClientTimeout(f"{what}: not started within {timeout_s * 1000:.0f} ms: librdkafka is "
-                                f"still inside an earlier call that got no answer in time")
+            raise ClientTimeout(
+                f"{what}: not started within {timeout_s * 1000:.0f} ms: librdkafka is "
+                f"still inside an earlier call that got no answer in time"
+            )
 
 
 __all__ = ["ABANDONED_CALL_LIMIT_S", "CallGate"]

@@ -65,7 +65,9 @@ class OffsetLookups:
         found = call_mapped("committed offsets", lambda: self._consumer.committed(request, timeout=timeout_ms / 1000))
         return _offsets_of(found, "committed offset")
 
-    def watermarks(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, tuple[int, int]]:
+    def watermarks(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int
+    ) -> dict[TopicPartition, tuple[int, int]]:
         end = time.monotonic() + timeout_ms / 1000
         out = {}
         for tp in partitions:
@@ -84,13 +86,15 @@ class OffsetLookups:
     def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
         return {tp: high for tp, (_low, high) in self.watermarks(partitions, timeout_ms).items()}
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
-                          timeout_ms: int) -> dict[TopicPartition, int | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, int | None]:
         request = [ck(tp, int(ts)) for tp, ts in timestamps.items()]
         if not request:
             return {}
-        found = call_mapped("offsets for times",
-                            lambda: self._consumer.offsets_for_times(request, timeout=timeout_ms / 1000))
+        found = call_mapped(
+            "offsets for times", lambda: self._consumer.offsets_for_times(request, timeout=timeout_ms / 1000)
+        )
         return _offsets_of(found, "offset for time")
 
     def reset_offset(self, partition: TopicPartition, timeout_ms: int) -> int:
@@ -99,8 +103,9 @@ class OffsetLookups:
             return self.beginning_offsets([partition], timeout_ms)[partition]
         if self.auto_offset_reset in LATEST:
             return self.end_offsets([partition], timeout_ms)[partition]
-        raise KafkaClientError(f"position of {partition}: no committed offset and auto.offset.reset is "
-                               f"{self.auto_offset_reset!r}")
+        raise KafkaClientError(
+            f"position of {partition}: no committed offset and auto.offset.reset is {self.auto_offset_reset!r}"
+        )
 
     def start_offsets(self, tps: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
         """Absolute start offsets of partitions assigned without a seek: the

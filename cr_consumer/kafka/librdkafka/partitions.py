@@ -69,8 +69,14 @@ class PartitionStates:
         self._pending_seeks, self._pending_pauses = {}, set()
         return seeks, pauses
 
-    def assigned_at(self, partitions: frozenset[TopicPartition], starts: Mapping[TopicPartition, int],
-                    pauses: set[TopicPartition], *, incremental: bool) -> None:
+    def assigned_at(
+        self,
+        partitions: frozenset[TopicPartition],
+        starts: Mapping[TopicPartition, int],
+        pauses: set[TopicPartition],
+        *,
+        incremental: bool,
+    ) -> None:
         """librdkafka assigned ``partitions`` at ``starts`` (added to the assignment
         when ``incremental``, else replacing it) and paused ``pauses``."""
         self.positions.update(starts)

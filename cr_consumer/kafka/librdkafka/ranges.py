@@ -42,8 +42,10 @@ try:
     from confluent_kafka import Consumer, KafkaError, KafkaException, Message
     from confluent_kafka import TopicPartition as CkTopicPartition
 except ImportError as exc:  # the optional extra
-    raise ClientUnavailable("kafka.client=librdkafka needs confluent-kafka in the driver and on every executor: "
-                            "pip install 'cr-consumer[librdkafka]'") from exc
+    raise ClientUnavailable(
+        "kafka.client=librdkafka needs confluent-kafka in the driver and on every executor: "
+        "pip install 'cr-consumer[librdkafka]'"
+    ) from exc
 
 from cr_consumer.kafka.librdkafka.properties import librdkafka_config
 
@@ -61,11 +63,22 @@ FETCH_QUEUE_BACKOFF_MS = 5
 UNUSED_GROUP = "crkafka-executor-no-group"
 #: Consumer properties that concern a group member only: a range reader has no
 #: group, so they are not passed on.
-GROUP_ONLY = frozenset({
-    "group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
-    "partition.assignment.strategy", "exclude.internal.topics", "max.poll.records", "default.api.timeout.ms",
-    "api.version", "api.version.auto.timeout.ms", "allow.auto.create.topics",
-})
+GROUP_ONLY = frozenset(
+    {
+        "group.id",
+        "group.instance.id",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "partition.assignment.strategy",
+        "exclude.internal.topics",
+        "max.poll.records",
+        "default.api.timeout.ms",
+        "api.version",
+        "api.version.auto.timeout.ms",
+        "allow.auto.create.topics",
+    }
+)
 
 #: ``on_data_loss(offset, log_start, reason)``: raises, or returns the offset to go on
 #: from (None: nothing of the range is left).
@@ -75,28 +88,37 @@ DataLossHandler = Callable[[int, int, str], "int | None"]
 class ColumnSink(Protocol):
     """Where :meth:`RangeConsumer.consume_into` puts the records it read, by column."""
 
-    def extend(self, offsets: list[int], timestamps: Sequence[int | None], timestamp_types: list[int],
-               keys: list[bytes | None], values: list[bytes | None],
-               headers: list[object] | None) -> None:
+    def extend(
+        self,
+        offsets: list[int],
+        timestamps: Sequence[int | None],
+        timestamp_types: list[int],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        headers: list[object] | None,
+    ) -> None:
         """Append one run of records of the range (``headers`` None when not wanted, else
         librdkafka's headers of each record: a list of (name, value) pairs or None;
         timestamp types are Kafka's -1 none, 0 CreateTime, 1 LogAppendTime)."""
         ...
 
 
-def range_config(bootstrap_servers: str, properties: Mapping[str, object],
-                 client_id: str = "crkafka-executor") -> dict[str, object]:
+def range_config(
+    bootstrap_servers: str, properties: Mapping[str, object], client_id: str = "crkafka-executor"
+) -> dict[str, object]:
     """librdkafka settings of a range reader: ``properties`` under librdkafka's
     names, less the group-only ones, with no group use and reset=error."""
     config = librdkafka_config({k: v for k, v in properties.items() if k not in GROUP_ONLY})
     config.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
-    config.update({
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": UNUSED_GROUP,
-        "auto.offset.reset": "error",
-        "client.id": client_id,
-        "logger": log,  # librdkafka's log lines through Python logging, not raw stderr
-    })
+    config.update(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": UNUSED_GROUP,
+            "auto.offset.reset": "error",
+            "client.id": client_id,
+            "logger": log,  # librdkafka's log lines through Python logging, not raw stderr
+        }
+    )
     return config
 
 
@@ -125,8 +147,17 @@ class RangeConsumer:
         """Step 4."""
         self._consumer.unassign()
 
-    def consume_into(self, sink: ColumnSink, topic: str, partition: int, next_offset: int, until: int,
-                     on_data_loss: DataLossHandler, *, include_headers: bool) -> int:
+    def consume_into(
+        self,
+        sink: ColumnSink,
+        topic: str,
+        partition: int,
+        next_offset: int,
+        until: int,
+        on_data_loss: DataLossHandler,
+        *,
+        include_headers: bool,
+    ) -> int:
         """Steps 2-3: one consume; its records of ``[next_offset, until)`` into ``sink``; the new next offset."""
         consumer = self._consumer
         messages = consumer.consume(MAX_CONSUME, CONSUME_TIMEOUT_S)
@@ -141,8 +172,9 @@ class RangeConsumer:
                 if err is None:
                     continue
                 if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                    low, _ = consumer.get_watermark_offsets(CkTopicPartition(topic, partition),
-                                                            timeout=CONSUME_TIMEOUT_S * 10)
+                    low, _ = consumer.get_watermark_offsets(
+                        CkTopicPartition(topic, partition), timeout=CONSUME_TIMEOUT_S * 10
+                    )
                     resume = on_data_loss(next_offset, low, err.str())  # raises with failOnDataLoss=true
                     if resume is None:  # nothing of the range is left
                         return until
@@ -174,10 +206,25 @@ def _extend(sink: ColumnSink, messages: list[Message], offsets: list[int], inclu
     stamp_pairs = [m.timestamp() for m in messages]
     ts_type, ts = zip(*stamp_pairs)
     # librdkafka's types: 0 none, 1 CreateTime, 2 LogAppendTime -> Kafka's -1, 0, 1
-    sink.extend(offsets, ts if all(ts_type) else [s if t else None for t, s in stamp_pairs],
-                [t - 1 for t in ts_type], [m.key() for m in messages], [m.value() for m in messages],
-                [m.headers() for m in messages] if include_headers else None)
+    sink.extend(
+        offsets,
+        ts if all(ts_type) else [s if t else None for t, s in stamp_pairs],
+        [t - 1 for t in ts_type],
+        [m.key() for m in messages],
+        [m.value() for m in messages],
+        [m.headers() for m in messages] if include_headers else None,
+    )
 
 
-__all__ = ["CONSUME_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "GROUP_ONLY", "MAX_CONSUME", "UNUSED_GROUP", "ColumnSink",
-           "DataLossHandler", "RangeConsumer", "config_error", "range_config"]
+__all__ = [
+    "CONSUME_TIMEOUT_S",
+    "FETCH_QUEUE_BACKOFF_MS",
+    "GROUP_ONLY",
+    "MAX_CONSUME",
+    "UNUSED_GROUP",
+    "ColumnSink",
+    "DataLossHandler",
+    "RangeConsumer",
+    "config_error",
+    "range_config",
+]

@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 _TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
 
-def records_by_partition(messages: Sequence[Message], parts: PartitionStates,
-                         on_error: Callable[[KafkaError], None]) -> dict[TopicPartition, list[KafkaRecord]]:
+def records_by_partition(
+    messages: Sequence[Message], parts: PartitionStates, on_error: Callable[[KafkaError], None]
+) -> dict[TopicPartition, list[KafkaRecord]]:
     """Steps 1-4 of the module docstring; partitions without a record are left out."""
     out: dict[TopicPartition, list[KafkaRecord]] = {}
     types = _TIMESTAMP_TYPES
@@ -65,8 +66,21 @@ def records_by_partition(messages: Sequence[Message], parts: PartitionStates,
             continue
         ts_type, ts = m.timestamp()
         headers = m.headers()
-        bucket.append(new(record, (topic, partition, m.offset(), ts if ts_type else None,
-                                   types[ts_type], m.key(), m.value(), tuple(headers) if headers else ())))
+        bucket.append(
+            new(
+                record,
+                (
+                    topic,
+                    partition,
+                    m.offset(),
+                    ts if ts_type else None,
+                    types[ts_type],
+                    m.key(),
+                    m.value(),
+                    tuple(headers) if headers else (),
+                ),
+            )
+        )
     for tp, records in out.items():
         parts.handed_out(tp, records[-1].offset + 1)
     for tp, offset in refetch.items():

@@ -223,16 +223,29 @@ class ControlChannel:
         self._outbox.put((message, waiter))
         self._wake()
 
-    def ack(self, command: CommandKind, *, seq: int | None = None, attempt: int | None = None, ok: bool = True,
-            error: str | None = None, offsets: list[protocol.OffsetClaim] | None = None,
-            rebalance: bool = False) -> None:
+    def ack(
+        self,
+        command: CommandKind,
+        *,
+        seq: int | None = None,
+        attempt: int | None = None,
+        ok: bool = True,
+        error: str | None = None,
+        offsets: list[protocol.OffsetClaim] | None = None,
+        rebalance: bool = False,
+    ) -> None:
         """Answer a drain, checkpoint or reset (``command``) of checkpoint ``seq`` or
         reset round ``attempt``; ``offsets``: a checkpoint's claims."""
-        self._send(RegionAck(self.region, self.member, self.incarnation, command.value, seq, attempt, ok,
-                             error, offsets, rebalance))
+        self._send(
+            RegionAck(
+                self.region, self.member, self.incarnation, command.value, seq, attempt, ok, error, offsets, rebalance
+            )
+        )
 
     def request_reset(self, *, force: bool, reason: str) -> None:
-        self._send(RegionResetRequest(self.region, self.member, self.incarnation, force, reason[:protocol.MAX_TEXT_LEN]))
+        self._send(
+            RegionResetRequest(self.region, self.member, self.incarnation, force, reason[: protocol.MAX_TEXT_LEN])
+        )
 
     def trigger_reply(self, timeout: float) -> RegionTriggerReply | ErrorReply | None:
         """Operator-driven mode: ask for a checkpoint and wait for the answer; None
@@ -320,15 +333,26 @@ class ControlChannel:
             return
         if not self.joined.is_set() and (now - clock.join_sent >= JOIN_RETRY_S or state.join_now):
             clock.join_sent = now
-            self._request(sock, RegionJoin(self.region, self.member, self.incarnation, os.getpid(),
-                                           self.region_config.to_dict(), socket.gethostname(), state.join_replaces()))
+            self._request(
+                sock,
+                RegionJoin(
+                    self.region,
+                    self.member,
+                    self.incarnation,
+                    os.getpid(),
+                    self.region_config.to_dict(),
+                    socket.gethostname(),
+                    state.join_replaces(),
+                ),
+            )
         elif self.joined.is_set():
             if now - clock.last_hb >= HEARTBEAT_S:
                 clock.last_hb = now
                 self._request(sock, self._heartbeat())
             if now - clock.last_heard > LOST_AFTER_S:
-                log.warning("%s: no answer from the coordinator for %.1fs; joining again",
-                            self.member, now - clock.last_heard)
+                log.warning(
+                    "%s: no answer from the coordinator for %.1fs; joining again", self.member, now - clock.last_heard
+                )
                 state.lost()
                 clock.last_heard = now
 
@@ -402,8 +426,12 @@ class ControlChannel:
             log.error("%s: invalid region_command dropped: %s", self.member, exc)
             return
         if addressed.region != self.region:
-            log.error("%s: region_command for region %r dropped (this member is in %r)", self.member,
-                      addressed.region, self.region)
+            log.error(
+                "%s: region_command for region %r dropped (this member is in %r)",
+                self.member,
+                addressed.region,
+                self.region,
+            )
             return
         command = addressed.command
         match command:

@@ -68,8 +68,12 @@ SOURCE_ID = "00-source"
 #: Completed checkpoints remembered (for status and tests): bounded memory.
 COMPLETED_KEPT = 100
 #: The ``command`` of the ack a command gets (the unlisted ones are not answered).
-ACKED_AS = {CommandKind.DRAIN: CommandKind.DRAIN, CommandKind.CHECKPOINT: CommandKind.CHECKPOINT,
-            CommandKind.RESET: CommandKind.RESET, CommandKind.RESET_TO_INITIAL: CommandKind.RESET}
+ACKED_AS = {
+    CommandKind.DRAIN: CommandKind.DRAIN,
+    CommandKind.CHECKPOINT: CommandKind.CHECKPOINT,
+    CommandKind.RESET: CommandKind.RESET,
+    CommandKind.RESET_TO_INITIAL: CommandKind.RESET,
+}
 
 
 class CommandExecutor:
@@ -85,9 +89,17 @@ class CommandExecutor:
     completed: list[int]
     resets: int
 
-    def __init__(self, member: str, source: ConsumerOperator, operators: list[tuple[str, StateHandler]],
-                 store: DirectoryCheckpointStore, permit: RegionPermit, channel: ControlChannel,
-                 reset_watch: ResetPendingWatch, drain_timeout_s: float) -> None:
+    def __init__(
+        self,
+        member: str,
+        source: ConsumerOperator,
+        operators: list[tuple[str, StateHandler]],
+        store: DirectoryCheckpointStore,
+        permit: RegionPermit,
+        channel: ControlChannel,
+        reset_watch: ResetPendingWatch,
+        drain_timeout_s: float,
+    ) -> None:
         self.member = member
         self.source = source
         self.operators = operators
@@ -137,11 +149,23 @@ class CommandExecutor:
             log.exception("%s: %s(seq=%s, attempt=%s) failed", self.member, cmd.KIND.value, seq, attempt)
             acked = ACKED_AS.get(cmd.KIND)
             if acked is not None:
-                self.channel.ack(acked, seq=seq, attempt=attempt, ok=False,
-                                 error=f"{type(exc).__name__}: {exc}"[:2000], rebalance=caused_by_rebalance(exc))
+                self.channel.ack(
+                    acked,
+                    seq=seq,
+                    attempt=attempt,
+                    ok=False,
+                    error=f"{type(exc).__name__}: {exc}"[:2000],
+                    rebalance=caused_by_rebalance(exc),
+                )
             return
-        log.debug("%s: %s(seq=%s, attempt=%s) done in %.1f ms", self.member, cmd.KIND.value, seq, attempt,
-                  (time.monotonic() - t0) * 1000)
+        log.debug(
+            "%s: %s(seq=%s, attempt=%s) done in %.1f ms",
+            self.member,
+            cmd.KIND.value,
+            seq,
+            attempt,
+            (time.monotonic() - t0) * 1000,
+        )
 
     def publish(self, complete: int, *, keep_going: bool = False) -> None:
         """``notify_checkpoint_complete(complete)`` on every pipeline operator.
@@ -168,8 +192,9 @@ class CommandExecutor:
     def _drain(self, seq: int) -> None:
         self._block(f"drain {seq}")
         if self.broken is not None:
-            raise RuntimeError(f"the pipeline failed since the last reset ({self.broken!r}); "
-                               f"checkpoint {seq} would lose records")
+            raise RuntimeError(
+                f"the pipeline failed since the last reset ({self.broken!r}); checkpoint {seq} would lose records"
+            )
         self.source.drain()
         for _, op in self.operators:
             op.drain()
@@ -221,8 +246,13 @@ class CommandExecutor:
 
         self._block(f"reset to {seq}")
         if own is not None and own != seq:
-            log.info("%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
-                     "(it was away when later ones completed)", self.member, seq, own)
+            log.info(
+                "%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
+                "(it was away when later ones completed)",
+                self.member,
+                seq,
+                own,
+            )
         for op_id, op in reversed(self.operators):
             if own is None:
                 op.reset_to_initial_state(attempt)
@@ -230,8 +260,10 @@ class CommandExecutor:
             try:
                 data = self.store.load(own, op_id)
             except CheckpointNotFound as exc:
-                raise RuntimeError(f"{self.member} took part in checkpoint {own} but its data "
-                                   f"for {op_id} is gone from {self.store.root}: {exc}") from None
+                raise RuntimeError(
+                    f"{self.member} took part in checkpoint {own} but its data "
+                    f"for {op_id} is gone from {self.store.root}: {exc}"
+                ) from None
             op.reset(own, data, attempt)
         merged = {TopicPartition(t, p): int(o) for t, p, o in offsets}
         self.source.reset(seq, OperatorCheckpoint(self.member, (self.member,), merged).encode(), attempt)

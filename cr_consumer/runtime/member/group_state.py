@@ -123,17 +123,35 @@ def evict_predecessor(config: OperatorConfig, member_id: str) -> bool:
     from cr_consumer.kafka.kafka_python.admin import admin_settings, remove_group_member
 
     try:
-        settings = admin_settings(config.bootstrap_servers, dict(config.consumer_properties),
-                                  request_timeout_ms=EVICT_TIMEOUT_MS, client_id=f"{config.operator_name}-evict")
+        settings = admin_settings(
+            config.bootstrap_servers,
+            dict(config.consumer_properties),
+            request_timeout_ms=EVICT_TIMEOUT_MS,
+            client_id=f"{config.operator_name}-evict",
+        )
         error = remove_group_member(settings, config.group_id, member_id, "restarted member")
         if error is None:
-            log.info("%s: removed the predecessor's consumer %s from group %s", config.operator_name, member_id,
-                     config.group_id)
+            log.info(
+                "%s: removed the predecessor's consumer %s from group %s",
+                config.operator_name,
+                member_id,
+                config.group_id,
+            )
             return True
-        log.info("%s: the broker did not remove %s from group %s (%s); the session timeout will",
-                 config.operator_name, member_id, config.group_id, error)
+        log.info(
+            "%s: the broker did not remove %s from group %s (%s); the session timeout will",
+            config.operator_name,
+            member_id,
+            config.group_id,
+            error,
+        )
         return False
     except Exception:  # an optimisation: the session timeout removes it anyway
-        log.warning("%s: could not remove the predecessor's consumer %s from group %s; the broker's session "
-                    "timeout will", config.operator_name, member_id, config.group_id, exc_info=True)
+        log.warning(
+            "%s: could not remove the predecessor's consumer %s from group %s; the broker's session timeout will",
+            config.operator_name,
+            member_id,
+            config.group_id,
+            exc_info=True,
+        )
         return False

@@ -157,12 +157,21 @@ class JoinState:
         self._handle_predecessor(reply.predecessor)
         self.joined.set()
         self._settled.set()
-        log.info("%s: joined region %s (phase %s, last consistent checkpoint %s)", self.member,
-                 self.region, reply.phase.value, reply.last_consistent)
+        log.info(
+            "%s: joined region %s (phase %s, last consistent checkpoint %s)",
+            self.member,
+            self.region,
+            reply.phase.value,
+            reply.last_consistent,
+        )
         if reply.phase is RegionPhase.FAILED:  # terminal: nobody will send us commands
             why = reply.failed_reason or "no reason given"
-            self._on_failed(Failed(f"region {self.region!r} is FAILED ({why}); it failed before this member "
-                                   f"joined: start it under another --group"))
+            self._on_failed(
+                Failed(
+                    f"region {self.region!r} is FAILED ({why}); it failed before this member "
+                    f"joined: start it under another --group"
+                )
+            )
 
     def on_leave_reply(self, reply: RegionLeaveReply) -> None:
         """Step 5: the answer to the leave ends the membership."""
@@ -183,12 +192,20 @@ class JoinState:
         """The member name is held by another live process (step 2, name_claim.py)."""
         what = self._claim.on_refused(holder, time.monotonic())
         if what is ClaimStep.REPLACE:
-            log.info("%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
-                     self.member, holder.pid)
+            log.info(
+                "%s: the name's holder (pid %s on this host) is gone; joining as its replacement",
+                self.member,
+                holder.pid,
+            )
             self.join_now = True
         elif what is ClaimStep.RETRY:
-            log.info("%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join", self.member,
-                     holder.pid, holder.host, holder.silent_s)
+            log.info(
+                "%s: member name held by pid %s on %s (heard %.1fs ago); retrying the join",
+                self.member,
+                holder.pid,
+                holder.host,
+                holder.silent_s,
+            )
         else:
             self._fail(RegionFatal(self._claim.duplicate(holder)))
 
@@ -197,8 +214,13 @@ class JoinState:
         if self._predecessor_done or pred is None or self._on_predecessor is None:
             return
         self._predecessor_done = True
-        log.info("%s: replaces incarnation %s (pid %s, Kafka member %s)", self.member, pred.incarnation,
-                 pred.pid, pred.kafka_member_id)
+        log.info(
+            "%s: replaces incarnation %s (pid %s, Kafka member %s)",
+            self.member,
+            pred.incarnation,
+            pred.pid,
+            pred.kafka_member_id,
+        )
         try:
             self._on_predecessor(pred)
         except Exception:  # an optimisation (the session timeout removes it); logged

@@ -69,7 +69,9 @@ class NameClaim:
 
     def duplicate(self, holder: NameHolder) -> str:
         """The error of step 3: the live duplicate ``holder``."""
-        return (f"region {self.region!r} refused member {self.member!r}: member name {self.member!r} is already "
-                f"used by a live member in this group (pid {holder.pid} on host {holder.host}, incarnation "
-                f"{holder.incarnation}); operator names must be unique in the group: start this member "
-                f"with another --name, or stop the other one")
+        return (
+            f"region {self.region!r} refused member {self.member!r}: member name {self.member!r} is already "
+            f"used by a live member in this group (pid {holder.pid} on host {holder.host}, incarnation "
+            f"{holder.incarnation}); operator names must be unique in the group: start this member "
+            f"with another --name, or stop the other one"
+        )

@@ -105,7 +105,9 @@ class Member:
         self.curve: tuple[bytes, bytes, bytes] | None = None
         self._client: CoordinatorClient | None = None  # the source's CURVE client, owned here (closed at shutdown)
         self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, owned here (stopped at shutdown)
-        self._gc_thresholds: tuple[int, int, int] | None = None  # replaced by raise_young_threshold (restored at shutdown)
+        self._gc_thresholds: tuple[int, int, int] | None = (
+            None  # replaced by raise_young_threshold (restored at shutdown)
+        )
 
     # ------------------------------------------------------------------ set-up
     def region_config(self) -> RegionConfig:
@@ -119,19 +121,33 @@ class Member:
     def build(self) -> ConsumerOperator:
         """Step 1: the pipeline and the Kafka source (returned); SettingsError when unusable."""
         s = self.settings
-        ctx = PipelineContext(bootstrap=s.bootstrap, group=s.group, member=s.member, coordinator=s.coordinator,
-                              output_dir=s.output_dir, state_dir=s.state_dir, region_index=s.region_index,
-                              # arg-type: PipelineContext.params promises str values, but
-                              # --param gives an int for an integer string (parse_pairs)
-                              params=dict(s.params))  # type: ignore[arg-type]
+        ctx = PipelineContext(
+            bootstrap=s.bootstrap,
+            group=s.group,
+            member=s.member,
+            coordinator=s.coordinator,
+            output_dir=s.output_dir,
+            state_dir=s.state_dir,
+            region_index=s.region_index,
+            # arg-type: PipelineContext.params promises str values, but
+            # --param gives an int for an integer string (parse_pairs)
+            params=dict(s.params),  # type: ignore[arg-type]
+        )
         pipeline = load_build(s.pipeline)(ctx)
         if not isinstance(pipeline, Pipeline):
             raise SettingsError(f"{s.pipeline}: build(ctx) returned {type(pipeline).__name__}, not a Pipeline")
         if not isinstance(pipeline.source, KafkaSource):
             raise SettingsError(f"{s.pipeline}: the pipeline needs a KafkaSource (Pipeline(KafkaSource(topics=[...])))")
         self.pipeline = pipeline
-        self.source, self._client = make_source(s, pipeline.source, self.region_config(), permit=self.permit,
-                                                region=self, submit=self._submit, curve=self.curve)
+        self.source, self._client = make_source(
+            s,
+            pipeline.source,
+            self.region_config(),
+            permit=self.permit,
+            region=self,
+            submit=self._submit,
+            curve=self.curve,
+        )
         self.operators = list(zip(pipeline.operator_ids(), pipeline.operators))
         return self.source
 
@@ -147,8 +163,11 @@ class Member:
             pipeline.process_batch(records)
         except Exception as exc:  # turned into a region reset; the next drain fails
             executor.mark_broken(exc)
-            log.exception("%s: the pipeline failed on a batch of %d records; requesting a reset",
-                          self.settings.member, len(records))
+            log.exception(
+                "%s: the pipeline failed on a batch of %d records; requesting a reset",
+                self.settings.member,
+                len(records),
+            )
             if self.channel is not None:
                 self.channel.request_reset(force=False, reason=f"{self.settings.member}: pipeline error: {exc!r}")
 
@@ -190,12 +209,27 @@ class Member:
         self.permit.block(0.0)  # 2. nothing is submitted before the first reset
         region_config = self.region_config()
         channel = self.channel = ControlChannel(
-            s.coordinator, s.group, s.member, self.incarnation, region_config, self.commands.put,
-            curve=self.curve, report=lambda: group_report(source), on_predecessor=self._on_predecessor,
-            on_rejoin_hint=lambda: request_rejoin(source))
+            s.coordinator,
+            s.group,
+            s.member,
+            self.incarnation,
+            region_config,
+            self.commands.put,
+            curve=self.curve,
+            report=lambda: group_report(source),
+            on_predecessor=self._on_predecessor,
+            on_rejoin_hint=lambda: request_rejoin(source),
+        )
         executor = self.executor = CommandExecutor(
-            s.member, source, self.operators, self.store, self.permit, channel, self.reset_watch,
-            region_config.drain_timeout_s)
+            s.member,
+            source,
+            self.operators,
+            self.store,
+            self.permit,
+            channel,
+            self.reset_watch,
+            region_config.drain_timeout_s,
+        )
         channel.start()
         code = ExitCode.ERROR
         try:
@@ -203,16 +237,21 @@ class Member:
                 if channel.failure is not None:
                     log.error("%s", channel.failure)
                     return ExitCode.CONFIG
-                log.error("%s: could not join region %s at %s within %.0fs", s.member, s.group, s.coordinator,
-                          JOIN_TIMEOUT_S)
+                log.error(
+                    "%s: could not join region %s at %s within %.0fs", s.member, s.group, s.coordinator, JOIN_TIMEOUT_S
+                )
                 return ExitCode.ERROR
             try:
                 source.start()
             except Exception:  # broker or coordinator unreachable: exit 1, the runner restarts us
                 log.exception("%s: the Kafka source could not start (bootstrap %s)", s.member, s.bootstrap)
                 return ExitCode.ERROR
-            log.info("%s: member running (pid incarnation %s), operators %s", s.member, self.incarnation,
-                     [SOURCE_ID] + [i for i, _ in self.operators])
+            log.info(
+                "%s: member running (pid incarnation %s), operators %s",
+                s.member,
+                self.incarnation,
+                [SOURCE_ID] + [i for i, _ in self.operators],
+            )
             # source.start() applied OperatorConfig.gc_policy (default: freeze the
             # modules, the pipeline and the clients, built above, out of the GC's scans);
             # the records in flight are collected less often (coordinator/protocol/common/gc_policy.py step 3).
@@ -261,9 +300,12 @@ class Member:
             resets = [i for i, c in enumerate(batch) if isinstance(c, RESETS)]
             if resets and resets[-1] > 0:
                 skipped = batch[: resets[-1]]
-                log.info("%s: skipping %s (superseded by a later reset)", self.settings.member,
-                         [c.KIND.value for c in skipped])
-                batch = batch[resets[-1]:]
+                log.info(
+                    "%s: skipping %s (superseded by a later reset)",
+                    self.settings.member,
+                    [c.KIND.value for c in skipped],
+                )
+                batch = batch[resets[-1] :]
             for cmd in batch:
                 if isinstance(cmd, Failed):
                     log.error("%s: region %s FAILED: %s", self.settings.member, self.settings.group, cmd.reason)
@@ -279,13 +321,20 @@ class Member:
         pending = source.state is ClientState.CR_RESET_PENDING
         action = self.reset_watch.check(pending, channel.region_phase() is RegionPhase.RUNNING, time.monotonic())
         if action is WatchAction.REQUEST:
-            log.warning("%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
-                        "served); asking again (%d of %d)", self.settings.member, self.reset_watch.requests,
-                        self.reset_watch.max_requests)
+            log.warning(
+                "%s: the source still waits for a reset (CR_RESET_PENDING, its request was lost or not "
+                "served); asking again (%d of %d)",
+                self.settings.member,
+                self.reset_watch.requests,
+                self.reset_watch.max_requests,
+            )
             channel.request_reset(force=True, reason=f"{self.settings.member}: still in CR_RESET_PENDING")
         elif action is WatchAction.GIVE_UP:
-            log.error("%s: the source waited for a reset through %d requests; exiting (the restart resets the "
-                      "region)", self.settings.member, self.reset_watch.max_requests)
+            log.error(
+                "%s: the source waited for a reset through %d requests; exiting (the restart resets the region)",
+                self.settings.member,
+                self.reset_watch.max_requests,
+            )
             return True
         return False
 

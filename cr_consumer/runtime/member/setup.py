@@ -43,8 +43,7 @@ class SettingsError(ValueError):
 
 
 #: Kafka errors that mean "the group is rebalancing", not "this member is broken".
-_REBALANCE_ERRORS = ("RebalanceInProgressError", "CommitFailedError", "IllegalGenerationError",
-                     "UnknownMemberIdError")
+_REBALANCE_ERRORS = ("RebalanceInProgressError", "CommitFailedError", "IllegalGenerationError", "UnknownMemberIdError")
 
 
 def caused_by_rebalance(exc: BaseException) -> bool:
@@ -108,7 +107,9 @@ def load_pipeline_module(spec: str) -> ModuleType:
         try:
             module = importlib.import_module(spec)
         except ModuleNotFoundError as exc:
-            raise SettingsError(f"pipeline module {spec!r} not found ({exc}); give a module name or a .py path") from None
+            raise SettingsError(
+                f"pipeline module {spec!r} not found ({exc}); give a module name or a .py path"
+            ) from None
     if not callable(getattr(module, attr, None)):
         raise SettingsError(f"pipeline module {spec!r} has no {attr}(ctx) -> Pipeline function")
     return module
@@ -165,9 +166,16 @@ class MemberSettings:
         return server, public, secret
 
 
-def make_source(settings: MemberSettings, spec: KafkaSource, region_config: RegionConfig, *,
-                permit: RegionPermit, region: RegionRequests, submit: Callable[[list[Any]], None],
-                curve: tuple[bytes, bytes, bytes] | None) -> tuple[ConsumerOperator, CoordinatorClient | None]:
+def make_source(
+    settings: MemberSettings,
+    spec: KafkaSource,
+    region_config: RegionConfig,
+    *,
+    permit: RegionPermit,
+    region: RegionRequests,
+    submit: Callable[[list[Any]], None],
+    curve: tuple[bytes, bytes, bytes] | None,
+) -> tuple[ConsumerOperator, CoordinatorClient | None]:
     """The member's Kafka source for the pipeline's ``spec``: its own options, the
     region's drain/reset timeouts and mode, the member's Kafka properties over the
     pipeline's, over RUNTIME_KAFKA_DEFAULTS. ``region`` is the member (reset requests, operator-driven
@@ -186,9 +194,15 @@ def make_source(settings: MemberSettings, spec: KafkaSource, region_config: Regi
         options["client"] = s.kafka_client
     try:
         config = OperatorConfig(
-            bootstrap_servers=s.bootstrap, group_id=s.group, operator_name=s.member, coordinator=s.coordinator,
-            topics=spec.topics, pattern=spec.pattern, region_index=s.region_index,
-            consumer_properties={**RUNTIME_KAFKA_DEFAULTS, **dict(spec.kafka), **dict(s.kafka)}, **options,
+            bootstrap_servers=s.bootstrap,
+            group_id=s.group,
+            operator_name=s.member,
+            coordinator=s.coordinator,
+            topics=spec.topics,
+            pattern=spec.pattern,
+            region_index=s.region_index,
+            consumer_properties={**RUNTIME_KAFKA_DEFAULTS, **dict(spec.kafka), **dict(s.kafka)},
+            **options,
         )
     except (ConfigError, TypeError) as exc:
         raise SettingsError(f"{s.pipeline}: Kafka source settings: {exc}") from None
@@ -197,7 +211,8 @@ def make_source(settings: MemberSettings, spec: KafkaSource, region_config: Regi
         from coordinator.client import CoordinatorClient
 
         server, public, secret = curve
-        client = CoordinatorClient(s.coordinator, timeout=config.coordinator_timeout_s,
-                                   curve_server_key=server, curve_keypair=(public, secret))
+        client = CoordinatorClient(
+            s.coordinator, timeout=config.coordinator_timeout_s, curve_server_key=server, curve_keypair=(public, secret)
+        )
     source = ConsumerOperator(config, submit_batch=submit, permit=permit, region=region, control=client)
     return source, client

@@ -59,8 +59,7 @@ def replace(record: Any, **changes: Any) -> Any:
     if hasattr(record, "_replace"):
         return record._replace(**changes)
     fields = {
-        name: getattr(record, name)
-        for name in ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+        name: getattr(record, name) for name in ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
     }
     fields.update(changes)
     return Record(**fields)
@@ -116,13 +115,20 @@ def to_json_line(record: Any, extra: str = "") -> str:
     try:
         ts = record.timestamp
         return (
-            '{"topic":' + _encode_str(record.topic)
-            + ',"partition":' + str(int(record.partition))
-            + ',"offset":' + str(int(record.offset))
-            + ',"timestamp":' + ("null" if ts is None else str(int(ts)))
-            + ',"key":' + _field_json(record.key)
-            + ',"value":' + _field_json(record.value)
-            + extra + "}\n"
+            '{"topic":'
+            + _encode_str(record.topic)
+            + ',"partition":'
+            + str(int(record.partition))
+            + ',"offset":'
+            + str(int(record.offset))
+            + ',"timestamp":'
+            + ("null" if ts is None else str(int(ts)))
+            + ',"key":'
+            + _field_json(record.key)
+            + ',"value":'
+            + _field_json(record.value)
+            + extra
+            + "}\n"
         )
     except (TypeError, ValueError) as exc:
         where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
@@ -157,7 +163,7 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
         if (topic, partition) != last:
             last = (topic, partition)
             if not isinstance(topic, str) or not isinstance(partition, int):
-                return "".join(out) + "".join(to_json_line(x, extra) for x in records[len(out):])
+                return "".join(out) + "".join(to_json_line(x, extra) for x in records[len(out) :])
             prefix = '{"topic":' + enc(topic) + ',"partition":' + str(int(partition)) + ',"offset":'
         k, v, ts, off = r.key, r.value, r.timestamp, r.offset
         if type(v) is bytes:

@@ -124,8 +124,14 @@ class FileSink(Operator):
 
     kind = "file_sink"
 
-    def __init__(self, directory: str | os.PathLike[str], member: str, *, name: str | None = None,
-                 drop_written_pages: bool = DROP_WRITTEN_PAGES) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        member: str,
+        *,
+        name: str | None = None,
+        drop_written_pages: bool = DROP_WRITTEN_PAGES,
+    ) -> None:
         super().__init__(name)
         if not member or "/" in member or member.startswith("."):
             raise ValueError(f"file sink: member name {member!r} must be non-empty, without '/', not starting with '.'")
@@ -184,8 +190,12 @@ class FileSink(Operator):
                 _fadvise(file.fileno(), self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
             except OSError as exc:
                 self._drop_pages = False
-                log.warning("file sink %r: cannot drop written pages from the page cache in %s (%r); "
-                            "keeping them from now on", self.name, self.directory, exc)
+                log.warning(
+                    "file sink %r: cannot drop written pages from the page cache in %s (%r); keeping them from now on",
+                    self.name,
+                    self.directory,
+                    exc,
+                )
                 return
             self._dropped = end
 
@@ -210,8 +220,12 @@ class FileSink(Operator):
                 )
                 self._pending_name = None
                 fsync_dir(self.directory)
-            doc = {"version": FILE_SINK_CHECKPOINT_VERSION, "kind": self.kind, "member": self.member,
-                   "intervals": list(self._unpublished)}
+            doc = {
+                "version": FILE_SINK_CHECKPOINT_VERSION,
+                "kind": self.kind,
+                "member": self.member,
+                "intervals": list(self._unpublished),
+            }
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def notify_checkpoint_complete(self, seq: int) -> None:
@@ -286,7 +300,8 @@ class FileSink(Operator):
                         f"file sink {self.name!r}: cannot publish checkpoint {interval['seq']}: {final.name} "
                         f"already exists in {self.directory} with other contents (a published file is never "
                         f"overwritten; is another process writing as member {self.member!r}?); "
-                        f"the interval stays in {pending.name}") from None
+                        f"the interval stays in {pending.name}"
+                    ) from None
                 # byte-identical: a crash between link and unlink published it already
             fault_points.hit(fault_points.Point.MID_PUBLISH, self.member)
             os.unlink(pending)
@@ -344,7 +359,7 @@ class CollectSink(Operator):
         return json.dumps({"version": 1, "kind": self.kind, "count": len(self.records)}).encode()
 
     def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
-        del self.records[json.loads(data)["count"]:]
+        del self.records[json.loads(data)["count"] :]
 
     def reset_to_initial_state(self, attempt: int = 0) -> None:
         self.records.clear()

@@ -159,5 +159,3 @@ class Pipeline:
                 errors.append(exc)
         if errors:
             raise errors[0]
-
-

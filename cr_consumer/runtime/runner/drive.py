@@ -22,12 +22,20 @@ from cr_consumer.runtime.runner.region_runner import RegionFailed
 DEFAULT_TIMEOUT_S = 300.0
 
 
-def run_until_done(region: RegionHandle, *, done: Callable[[], bool], progress: Callable[[], float], kill_half_way: bool = False,
-                   timeout_s: float = DEFAULT_TIMEOUT_S, poll_s: float = 0.5) -> float:
+def run_until_done(
+    region: RegionHandle,
+    *,
+    done: Callable[[], bool],
+    progress: Callable[[], float],
+    kill_half_way: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    poll_s: float = 0.5,
+) -> float:
     """Wait until ``done()``; returns the seconds it took."""
     if not (math.isfinite(timeout_s) and timeout_s > 0 and math.isfinite(poll_s) and 0 < poll_s <= timeout_s):
-        raise ValueError(f"timeout_s ({timeout_s!r}) and poll_s ({poll_s!r}) must be finite, "
-                         f"with 0 < poll_s <= timeout_s")
+        raise ValueError(
+            f"timeout_s ({timeout_s!r}) and poll_s ({poll_s!r}) must be finite, with 0 < poll_s <= timeout_s"
+        )
     t0 = time.monotonic()
     killed = False
 

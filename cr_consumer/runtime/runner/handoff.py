@@ -59,11 +59,15 @@ class Handoff:
     log: str
 
     def encode(self) -> bytes:
-        line = json.dumps({"v": HANDOFF_VERSION, "argv": list(self.argv), "log": self.log},
-                          separators=(",", ":")).encode() + b"\n"
+        line = (
+            json.dumps({"v": HANDOFF_VERSION, "argv": list(self.argv), "log": self.log}, separators=(",", ":")).encode()
+            + b"\n"
+        )
         if len(line) > MAX_HANDOFF_BYTES or len(self.argv) > MAX_ARGS:
-            raise HandoffError(f"hand-over too large ({len(line)} bytes, {len(self.argv)} arguments; at most "
-                               f"{MAX_HANDOFF_BYTES} bytes and {MAX_ARGS} arguments)")
+            raise HandoffError(
+                f"hand-over too large ({len(line)} bytes, {len(self.argv)} arguments; at most "
+                f"{MAX_HANDOFF_BYTES} bytes and {MAX_ARGS} arguments)"
+            )
         return line
 
     @property
@@ -83,8 +87,10 @@ def _object(line: bytes, limit: int, what: str) -> dict[str, object]:
     except (ValueError, RecursionError) as exc:
         raise HandoffError(f"{what} line is not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("v") != HANDOFF_VERSION:
-        raise HandoffError(f"{what}: expected a version-{HANDOFF_VERSION} object, got "
-                           f"{type(doc).__name__} v={doc.get('v') if isinstance(doc, dict) else None!r}")
+        raise HandoffError(
+            f"{what}: expected a version-{HANDOFF_VERSION} object, got "
+            f"{type(doc).__name__} v={doc.get('v') if isinstance(doc, dict) else None!r}"
+        )
     return doc
 
 

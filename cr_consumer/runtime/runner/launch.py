@@ -66,8 +66,15 @@ HANDOFF_TIMEOUT_S = 1.0
 class MemberLauncher:
     """Starts member processes; called under the supervisor's lock only."""
 
-    def __init__(self, argv: Argv, log_dir: Path, *, extra_env: dict[str, str] | None = None,
-                 kafka_stdin: bytes | None = None, standby_argv: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Argv,
+        log_dir: Path,
+        *,
+        extra_env: dict[str, str] | None = None,
+        kafka_stdin: bytes | None = None,
+        standby_argv: list[str] | None = None,
+    ) -> None:
         self._argv = argv
         self.log_dir = log_dir
         self._extra_env = dict(extra_env or {})
@@ -90,8 +97,14 @@ class MemberLauncher:
         if m.log_file is None:
             m.log_file = open(self.log_path(m.name), "ab")  # noqa: SIM115 (closed when the process is reaped)
         stdin = subprocess.PIPE if self._kafka_stdin is not None else subprocess.DEVNULL
-        m.proc = subprocess.Popen(self._argv(m.name, min_members), stdout=m.log_file, stderr=subprocess.STDOUT,
-                                  stdin=stdin, env=self._env(), preexec_fn=die_with_parent_preexec())
+        m.proc = subprocess.Popen(
+            self._argv(m.name, min_members),
+            stdout=m.log_file,
+            stderr=subprocess.STDOUT,
+            stdin=stdin,
+            env=self._env(),
+            preexec_fn=die_with_parent_preexec(),
+        )
         if self._kafka_stdin is not None:
             self._hand_kafka_properties(m, self._kafka_stdin)
         m.last_start = time.monotonic()
@@ -105,9 +118,15 @@ class MemberLauncher:
             raise ValueError("this launcher has no standby command")
         status_r, status_w = os.pipe()
         try:
-            proc = subprocess.Popen([*self.standby_argv, "--status-fd", str(status_w)], stdout=log_file,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.PIPE, pass_fds=(status_w,),
-                                    env=self._env(), preexec_fn=die_with_parent_preexec())
+            proc = subprocess.Popen(
+                [*self.standby_argv, "--status-fd", str(status_w)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE,
+                pass_fds=(status_w,),
+                env=self._env(),
+                preexec_fn=die_with_parent_preexec(),
+            )
         except BaseException:
             os.close(status_r)
             raise
@@ -153,27 +172,75 @@ class MemberLauncher:
 
 
 #: Region settings a settings dict may leave out, and the member flag of each.
-OPTIONAL_REGION_FLAGS = {"failure_memory_s": "--failure-memory", "reset_backoff_s": "--reset-backoff",
-                         "reset_backoff_max_s": "--reset-backoff-max"}
+OPTIONAL_REGION_FLAGS = {
+    "failure_memory_s": "--failure-memory",
+    "reset_backoff_s": "--reset-backoff",
+    "reset_backoff_max_s": "--reset-backoff-max",
+}
 
 
-def member_argv(python: str, pipeline: str, *, name: str, coordinator: str, bootstrap: str, group: str,
-                output_dir: str, state_dir: str, region_index: int, min_members: int, region: Mapping[str, object],
-                params: Mapping[str, object], kafka_stdin: bool, kafka_client: str | None = None,
-                log_level: str = "INFO", log_format: str = "text",
-                curve: tuple[str, str] | None = None, metrics: tuple[str, int] | None = None) -> list[str]:
+def member_argv(
+    python: str,
+    pipeline: str,
+    *,
+    name: str,
+    coordinator: str,
+    bootstrap: str,
+    group: str,
+    output_dir: str,
+    state_dir: str,
+    region_index: int,
+    min_members: int,
+    region: Mapping[str, object],
+    params: Mapping[str, object],
+    kafka_stdin: bool,
+    kafka_client: str | None = None,
+    log_level: str = "INFO",
+    log_format: str = "text",
+    curve: tuple[str, str] | None = None,
+    metrics: tuple[str, int] | None = None,
+) -> list[str]:
     """The command line of one member process (what ``crkafka run`` spawns), the
     inverse of ``cr_consumer.cli.member.add_arguments`` (a test parses it back);
     ``region`` is a region-settings dict as ``cli.member.region_settings`` returns. Kafka properties are never on it: with
     ``kafka_stdin`` the member reads them from stdin
     (``properties.encode_for_stdin``)."""
-    cmd = [python, "-m", "cr_consumer.cli.member", "--log-level", str(log_level),
-           "--log-format", log_format, pipeline,
-           "--coordinator", coordinator, "--bootstrap", bootstrap, "--group", group, "--name", name,
-           "--out", str(output_dir), "--state-dir", str(state_dir), "--region-index", str(region_index),
-           "--min-members", str(min_members), "--period", str(region["period_s"]),
-           "--drain-timeout", str(region["drain_timeout_s"]), "--reset-timeout", str(region["reset_timeout_s"]),
-           "--max-resets", str(region["max_consecutive_resets"]), "--member-timeout", str(region["member_timeout_s"])]
+    cmd = [
+        python,
+        "-m",
+        "cr_consumer.cli.member",
+        "--log-level",
+        str(log_level),
+        "--log-format",
+        log_format,
+        pipeline,
+        "--coordinator",
+        coordinator,
+        "--bootstrap",
+        bootstrap,
+        "--group",
+        group,
+        "--name",
+        name,
+        "--out",
+        str(output_dir),
+        "--state-dir",
+        str(state_dir),
+        "--region-index",
+        str(region_index),
+        "--min-members",
+        str(min_members),
+        "--period",
+        str(region["period_s"]),
+        "--drain-timeout",
+        str(region["drain_timeout_s"]),
+        "--reset-timeout",
+        str(region["reset_timeout_s"]),
+        "--max-resets",
+        str(region["max_consecutive_resets"]),
+        "--member-timeout",
+        str(region["member_timeout_s"]),
+    ]
     for key, flag in OPTIONAL_REGION_FLAGS.items():  # absent: the member's default
         if key in region:
             cmd += [flag, str(region[key])]

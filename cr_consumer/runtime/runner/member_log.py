@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 #: (bounds the read of a log that grew for days).
 LOG_TAIL_BYTES = 64 * 1024
 #: The member's own loggers: their ERROR records state why it stopped.
-MEMBER_LOGGERS = frozenset({"cr_consumer.runtime.member.process", "cr_consumer.runtime.member.executor", "__main__",
-                            "cr_consumer.cli.member"})
+MEMBER_LOGGERS = frozenset(
+    {"cr_consumer.runtime.member.process", "cr_consumer.runtime.member.executor", "__main__", "cr_consumer.cli.member"}
+)
 #: Longest error line echoed (the rest of a long line stays in the log).
 MAX_ECHO_CHARS = 500
 

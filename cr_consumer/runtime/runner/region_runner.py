@@ -142,13 +142,17 @@ class Region:
         if (curve_server_key is None) != (curve_keypair is None):
             raise ValueError("curve_server_key and curve_keypair go together (CURVE needs both)")
         if curve_server_key is not None and coordinator is None:
-            raise ValueError("CURVE keys are for an external coordinator (coordinator=...); the one the runner "
-                             "starts listens on loopback without CURVE")
+            raise ValueError(
+                "CURVE keys are for an external coordinator (coordinator=...); the one the runner "
+                "starts listens on loopback without CURVE"
+            )
         self.curve: tuple[str, str] | None = (
-            (curve_server_key, curve_keypair) if curve_server_key and curve_keypair else None)
+            (curve_server_key, curve_keypair) if curve_server_key and curve_keypair else None
+        )
         if metrics_port is not None and not 1 <= metrics_port <= 65535 - MAX_METRICS_PORTS:
-            raise ValueError(f"metrics port must be 1..{65535 - MAX_METRICS_PORTS} (member-N serves on "
-                             f"port+N), got {metrics_port}")
+            raise ValueError(
+                f"metrics port must be 1..{65535 - MAX_METRICS_PORTS} (member-N serves on port+N), got {metrics_port}"
+            )
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
         #: Keep a warm standby member process (step 3); only when members are restarted.
@@ -166,14 +170,21 @@ class Region:
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
         if self.endpoint is None:
             self.coordinator_proc = CoordinatorProcess(
-                self.state_dir / "coordinator", http="auto", log_path=self.state_dir / "logs" / "coordinator.log")
+                self.state_dir / "coordinator", http="auto", log_path=self.state_dir / "logs" / "coordinator.log"
+            )
             self.coordinator_proc.start()
             self.endpoint = self.coordinator_proc.endpoint
             log.info("coordinator started at %s (pid %s)", self.endpoint, self.coordinator_proc.pid)
-        launcher = MemberLauncher(self._command, self.state_dir / "logs", extra_env=self.env,
-                                  kafka_stdin=self._kafka_stdin, standby_argv=self._standby_command())
-        self._supervisor = MemberSupervisor(launcher, restart_members=self.restart_members,
-                                            coordinator=self.coordinator_proc, standby=self.standby)
+        launcher = MemberLauncher(
+            self._command,
+            self.state_dir / "logs",
+            extra_env=self.env,
+            kafka_stdin=self._kafka_stdin,
+            standby_argv=self._standby_command(),
+        )
+        self._supervisor = MemberSupervisor(
+            launcher, restart_members=self.restart_members, coordinator=self.coordinator_proc, standby=self.standby
+        )
         try:
             self._supervisor.start(self.n_members)
         except BaseException:  # re-raised: stop what did start (members, the coordinator) first
@@ -188,12 +199,18 @@ class Region:
         from cr_consumer.operator.config import ConfigError, OperatorConfig
 
         try:
-            OperatorConfig(bootstrap_servers=self.bootstrap, group_id=self.group, operator_name="member-0",
-                           coordinator=self.endpoint or "tcp://127.0.0.1:1", topics=("placeholder",),
-                           region_index=self.region_index, consumer_properties=self.kafka,
-                           client=self.kafka_client or "kafka-python",
-                           drain_timeout_s=float(self.region_settings["drain_timeout_s"]),
-                           reset_timeout_s=float(self.region_settings["reset_timeout_s"]))
+            OperatorConfig(
+                bootstrap_servers=self.bootstrap,
+                group_id=self.group,
+                operator_name="member-0",
+                coordinator=self.endpoint or "tcp://127.0.0.1:1",
+                topics=("placeholder",),
+                region_index=self.region_index,
+                consumer_properties=self.kafka,
+                client=self.kafka_client or "kafka-python",
+                drain_timeout_s=float(self.region_settings["drain_timeout_s"]),
+                reset_timeout_s=float(self.region_settings["reset_timeout_s"]),
+            )
         except (ConfigError, TypeError, ValueError) as exc:
             raise SettingsError(f"Kafka settings: {exc}") from None
 
@@ -214,12 +231,26 @@ class Region:
 
     # ------------------------------------------------------------------ members
     def _command(self, name: str, min_members: int) -> list[str]:
-        return member_argv(self.python, self.pipeline, name=name, coordinator=str(self.endpoint),
-                           bootstrap=self.bootstrap, group=self.group, output_dir=str(self.output_dir),
-                           state_dir=str(self.state_dir), region_index=self.region_index, min_members=min_members,
-                           region=self.region_settings, params=self.params,
-                           kafka_stdin=self._kafka_stdin is not None, kafka_client=self.kafka_client,
-                           log_level=self.log_level, log_format=self.log_format, curve=self.curve, metrics=self.metrics_bind(name))
+        return member_argv(
+            self.python,
+            self.pipeline,
+            name=name,
+            coordinator=str(self.endpoint),
+            bootstrap=self.bootstrap,
+            group=self.group,
+            output_dir=str(self.output_dir),
+            state_dir=str(self.state_dir),
+            region_index=self.region_index,
+            min_members=min_members,
+            region=self.region_settings,
+            params=self.params,
+            kafka_stdin=self._kafka_stdin is not None,
+            kafka_client=self.kafka_client,
+            log_level=self.log_level,
+            log_format=self.log_format,
+            curve=self.curve,
+            metrics=self.metrics_bind(name),
+        )
 
     def _standby_command(self) -> list[str]:
         cmd = [self.python, "-m", STANDBY_MODULE, self.pipeline]
@@ -337,8 +368,9 @@ class Region:
         out["events"] = reply.get("events", [])
         return out
 
-    def wait_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float,
-                   interval: float = 0.1) -> dict[str, Any]:
+    def wait_until(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float, interval: float = 0.1
+    ) -> dict[str, Any]:
         """Poll ``status()`` until ``predicate(status)``; raises TimeoutError with the last
         status, or RegionFailed when the region failed meanwhile."""
         deadline = time.monotonic() + timeout
@@ -364,8 +396,10 @@ class Region:
         try:
             return wait_until(met, timeout, f"region {self.group}'s condition", interval=interval)
         except WaitTimeout:
-            raise TimeoutError(f"region {self.group}: condition not met within {timeout}s; last status {last!r}"
-                               + (f"; last error {last_error!r}" if last is None and last_error else "")) from None
+            raise TimeoutError(
+                f"region {self.group}: condition not met within {timeout}s; last status {last!r}"
+                + (f"; last error {last_error!r}" if last is None and last_error else "")
+            ) from None
 
     def last_error(self, name: str) -> str | None:
         """The last ERROR line of a member's log (``member_log.last_error``)."""

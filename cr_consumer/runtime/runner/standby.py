@@ -107,8 +107,9 @@ LOG_NAME = "standby.log"
 class StandbyPool:
     """One warm standby (see the module docstring)."""
 
-    def __init__(self, launcher: MemberLauncher, event: Callable[..., None],
-                 respawn_delay_s: float | None = None) -> None:
+    def __init__(
+        self, launcher: MemberLauncher, event: Callable[..., None], respawn_delay_s: float | None = None
+    ) -> None:
         self._launcher = launcher
         self._event = event  # the supervisor's event log: (kind, member, **info)
         self.respawn_delay_s = RESPAWN_DELAY_S if respawn_delay_s is None else respawn_delay_s
@@ -189,8 +190,14 @@ class StandbyPool:
                 self._young_deaths = self._young_deaths + 1 if young else 0
                 standby.end(signal.SIGKILL, why)
                 self._event("standby-exit", "standby", pid=standby.pid, code=standby.proc.returncode, reason=why)
-                log.warning("the standby (pid %d) %s (code %s); another starts in %.1fs (its log: %s)",
-                            standby.pid, why, standby.proc.returncode, self._delay, self.log_path)
+                log.warning(
+                    "the standby (pid %d) %s (code %s); another starts in %.1fs (its log: %s)",
+                    standby.pid,
+                    why,
+                    standby.proc.returncode,
+                    self._delay,
+                    self.log_path,
+                )
                 self._standby = None
                 self._next_start = now + self._delay
         if spawn and self._standby is None and self._next_start is not None and now >= self._next_start:

@@ -63,13 +63,16 @@ class StandbyState(enum.Enum):
 
 
 S = StandbyState
-TRANSITIONS: TransitionTable[StandbyState] = TransitionTable(StandbyState, {
-    S.STARTING: {S.READY, S.ENDED},
-    S.READY: {S.HANDING_OVER, S.ENDED},
-    S.HANDING_OVER: {S.MEMBER, S.ENDED},
-    S.MEMBER: set(),
-    S.ENDED: set(),
-})
+TRANSITIONS: TransitionTable[StandbyState] = TransitionTable(
+    StandbyState,
+    {
+        S.STARTING: {S.READY, S.ENDED},
+        S.READY: {S.HANDING_OVER, S.ENDED},
+        S.HANDING_OVER: {S.MEMBER, S.ENDED},
+        S.MEMBER: set(),
+        S.ENDED: set(),
+    },
+)
 
 
 def standby_machine(pid: int) -> StateMachine[StandbyState]:
@@ -103,8 +106,9 @@ class StandbyProc:
             if line.status is Status.READY and self.state is S.STARTING:
                 self.machine.to(S.READY, "it said ready")
             else:
-                log.warning("standby %d: unexpected status %s in state %s", self.pid, line.status.value,
-                            self.state.value)
+                log.warning(
+                    "standby %d: unexpected status %s in state %s", self.pid, line.status.value, self.state.value
+                )
 
     def stopped(self) -> bool:
         """True when the process is stopped (SIGSTOP, a debugger), as ``/proc`` says
@@ -115,7 +119,7 @@ class StandbyProc:
         except OSError:
             return False
         # "pid (comm) S ...": the command may hold spaces and parentheses, the state follows the last ")"
-        return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] in (b"T", b"t")
+        return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] in (b"T", b"t")
 
     def hand_over(self, document: bytes, timeout_s: float) -> str:
         """Step 2: returns the member name the standby answered with; HandoffFailed otherwise."""
@@ -192,8 +196,9 @@ class StandbyProc:
             try:
                 proc.wait(END_TIMEOUT_S)
             except subprocess.TimeoutExpired:  # stuck in the kernel: logged and left
-                log.error("the standby (pid %d) did not end %.0fs after SIGKILL; left unreaped", proc.pid,
-                          END_TIMEOUT_S)
+                log.error(
+                    "the standby (pid %d) did not end %.0fs after SIGKILL; left unreaped", proc.pid, END_TIMEOUT_S
+                )
         self.close()
 
     def close(self) -> None:
@@ -215,7 +220,7 @@ def write_within(fd: int, data: bytes, deadline: float) -> bool:
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
             continue
         except BlockingIOError:
             pass
@@ -233,5 +238,12 @@ def _close_stdin(proc: subprocess.Popen[bytes]) -> None:
             proc.stdin.close()
 
 
-__all__ = ["END_TIMEOUT_S", "TRANSITIONS", "HandoffFailed", "StandbyProc", "StandbyState", "standby_machine",
-           "write_within"]
+__all__ = [
+    "END_TIMEOUT_S",
+    "TRANSITIONS",
+    "HandoffFailed",
+    "StandbyProc",
+    "StandbyState",
+    "standby_machine",
+    "write_within",
+]

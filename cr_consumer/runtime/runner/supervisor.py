@@ -92,8 +92,14 @@ class MemberSupervisor:
     #: Names are ``member-<index>``; an index is never reused (metrics ports, logs).
     NAME_PREFIX: ClassVar[str] = "member-"
 
-    def __init__(self, launcher: MemberLauncher, *, restart_members: bool = True,
-                 coordinator: CoordinatorProcess | None = None, standby: bool = False) -> None:
+    def __init__(
+        self,
+        launcher: MemberLauncher,
+        *,
+        restart_members: bool = True,
+        coordinator: CoordinatorProcess | None = None,
+        standby: bool = False,
+    ) -> None:
         self._launcher = launcher
         self._restart_members = restart_members
         self._coordinator = coordinator
@@ -127,8 +133,9 @@ class MemberSupervisor:
         if self._thread is not None:
             self._thread.join(THREAD_JOIN_S)
             if self._thread.is_alive():  # a restart in progress; it sees _stop and ends after it
-                log.warning("region supervisor thread still busy after %.0fs; stopping the members anyway",
-                            THREAD_JOIN_S)
+                log.warning(
+                    "region supervisor thread still busy after %.0fs; stopping the members anyway", THREAD_JOIN_S
+                )
         with self._lock:
             if self.standby is not None:
                 self.standby.stop()
@@ -199,8 +206,11 @@ class MemberSupervisor:
     def pids(self) -> dict[str, int | None]:
         """Each member not removed -> the pid of its running process (None: dead now)."""
         with self._lock:
-            return {n: (m.proc.pid if m.proc is not None and m.proc.poll() is None else None)
-                    for n, m in self._members.items() if not m.removed}
+            return {
+                n: (m.proc.pid if m.proc is not None and m.proc.poll() is None else None)
+                for n, m in self._members.items()
+                if not m.removed
+            }
 
     def standby_pid(self) -> int | None:
         """The ready standby's pid; None: no standby, or none ready now."""
@@ -236,8 +246,9 @@ class MemberSupervisor:
             try:
                 self._launcher.hand_over(m, standby, min_members)
             except HandoffFailed as exc:
-                log.warning("%s: the standby (pid %d) did not take over: %s; starting it cold", m.name,
-                            standby.pid, exc)
+                log.warning(
+                    "%s: the standby (pid %d) did not take over: %s; starting it cold", m.name, standby.pid, exc
+                )
                 self._event("handoff-failed", m.name, pid=standby.pid, reason=str(exc))
                 pool.discard(standby, str(exc))
             else:
@@ -264,8 +275,9 @@ class MemberSupervisor:
                 try:
                     m.proc.wait(KILL_WAIT_S)
                 except subprocess.TimeoutExpired:  # stuck in the kernel (D state): the others are reaped first
-                    log.error("%s (pid %d) did not end %.0fs after SIGKILL; left unreaped",
-                              m.name, m.proc.pid, KILL_WAIT_S)
+                    log.error(
+                        "%s (pid %d) did not end %.0fs after SIGKILL; left unreaped", m.name, m.proc.pid, KILL_WAIT_S
+                    )
         if m.log_file is not None:
             m.log_file.close()
             m.log_file = None
@@ -288,8 +300,11 @@ class MemberSupervisor:
     def _watched(self) -> list[int]:
         """The pids whose end wakes the supervisor: running members and the standby."""
         with self._lock:
-            pids = [m.proc.pid for m in self._members.values()
-                    if m.proc is not None and not m.removed and m.proc.returncode is None]
+            pids = [
+                m.proc.pid
+                for m in self._members.values()
+                if m.proc is not None and not m.removed and m.proc.returncode is None
+            ]
             if self.standby is not None and self.standby.pid is not None:
                 pids.append(self.standby.pid)
             return pids
@@ -327,9 +342,12 @@ class MemberSupervisor:
         if code in FINAL:
             final = ExitCode(code)
             self.failed_code = final
-            self.failed = (f"{m.name} exited with code {code} "
-                           f"({'region FAILED' if final is ExitCode.REGION_FAILED else 'bad settings'})"
-                           + (f": {reason}" if reason else "") + f"; see its log {self._launcher.log_path(m.name)}")
+            self.failed = (
+                f"{m.name} exited with code {code} "
+                f"({'region FAILED' if final is ExitCode.REGION_FAILED else 'bad settings'})"
+                + (f": {reason}" if reason else "")
+                + f"; see its log {self._launcher.log_path(m.name)}"
+            )
             log.error("%s", self.failed)
             m.removed = True
             return
@@ -337,8 +355,14 @@ class MemberSupervisor:
             m.removed = True
             return
         m.schedule_restart(now)  # at once, unless it keeps dying (member_proc.py)
-        log.warning("%s (pid %d) exited with code %s; restarting in %.1fs%s", m.name, m.proc.pid, code,
-                    m.delay, f" (last error: {reason})" if reason else "")
+        log.warning(
+            "%s (pid %d) exited with code %s; restarting in %.1fs%s",
+            m.name,
+            m.proc.pid,
+            code,
+            m.delay,
+            f" (last error: {reason})" if reason else "",
+        )
 
     def _check_coordinator(self) -> None:
         c = self._coordinator

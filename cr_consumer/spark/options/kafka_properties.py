@@ -102,15 +102,19 @@ def parse_client(raw: str) -> ClientKind:
     try:
         kind = ClientKind(raw.strip().lower())
     except ValueError:
-        raise InvalidOptionError("kafka.client", f"expected {' or '.join(k.value for k in ClientKind)}, "
-                                                 f"got {raw!r}") from None
+        raise InvalidOptionError(
+            "kafka.client", f"expected {' or '.join(k.value for k in ClientKind)}, got {raw!r}"
+        ) from None
     if kind is ClientKind.LIBRDKAFKA:
         import importlib.util
 
         if importlib.util.find_spec("confluent_kafka") is None:
-            raise InvalidOptionError("kafka.client", "librdkafka needs confluent-kafka in the driver and on every "
-                                                     "executor: pip install 'cr-consumer[librdkafka]', or set "
-                                                     "kafka.client=kafka-python")
+            raise InvalidOptionError(
+                "kafka.client",
+                "librdkafka needs confluent-kafka in the driver and on every "
+                "executor: pip install 'cr-consumer[librdkafka]', or set "
+                "kafka.client=kafka-python",
+            )
     return kind
 
 
@@ -125,5 +129,8 @@ def check_properties(bootstrap: str, client: ClientKind, kafka_props: dict[str, 
 
         problem = config_error(bootstrap, kafka_props)
         if problem is not None:
-            raise InvalidOptionError("kafka.*", f"the executors' librdkafka consumer refuses these properties: "
-                                                f"{problem} (set kafka.client=kafka-python to use kafka-python's)")
+            raise InvalidOptionError(
+                "kafka.*",
+                f"the executors' librdkafka consumer refuses these properties: "
+                f"{problem} (set kafka.client=kafka-python to use kafka-python's)",
+            )

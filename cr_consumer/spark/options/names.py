@@ -13,12 +13,32 @@ import difflib
 from collections.abc import Mapping
 
 #: Every option by its lower-cased name -> its spelling (kafka.* aside).
-SPELLING = {name.lower(): name for name in (
-    "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets", "startingTimestamp",
-    "startingOffsetsByTimestamp", "endingOffsets", "commitOnBatchRead", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
-    "includeHeaders", "kafka.group.id", "groupIdPrefix", "coordinator", "members", "regionIndex", "metricsPort",
-    "metricsHost", "kafka.client",
-)}
+SPELLING = {
+    name.lower(): name
+    for name in (
+        "kafka.bootstrap.servers",
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "startingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsets",
+        "commitOnBatchRead",
+        "maxOffsetsPerTrigger",
+        "minPartitions",
+        "failOnDataLoss",
+        "includeHeaders",
+        "kafka.group.id",
+        "groupIdPrefix",
+        "coordinator",
+        "members",
+        "regionIndex",
+        "metricsPort",
+        "metricsHost",
+        "kafka.client",
+    )
+}
 
 #: Unknown names -> the option to suggest, where difflib finds none close (used
 #: only for the error: these names are refused like any unknown one).

@@ -33,11 +33,14 @@ def json_map(option: str, raw: str, *, minimum: int) -> PartitionValues:
     out = {}
     for topic, parts in doc.items():
         if not TOPIC_RE.fullmatch(str(topic)) or not isinstance(parts, dict) or not parts:
-            raise InvalidOptionError(option, f"topic {topic!r}: expected a valid topic name and an object of partitions")
+            raise InvalidOptionError(
+                option, f"topic {topic!r}: expected a valid topic name and an object of partitions"
+            )
         for part, value in parts.items():
             if not str(part).isdigit() or isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise InvalidOptionError(option, f"{topic}:{part} = {value!r}: expected a partition number and an "
-                                                 f"integer >= {minimum}")
+                raise InvalidOptionError(
+                    option, f"{topic}:{part} = {value!r}: expected a partition number and an integer >= {minimum}"
+                )
             out[(topic, int(part))] = value
     return tuple(sorted(out.items()))
 
@@ -48,10 +51,14 @@ def starting(opts: Mapping[str, str]) -> StartPosition | None:
     if len(given) > 1:
         raise InvalidOptionError(SPELLING[given[1]], f"give only one of {', '.join(SPELLING[n] for n in given)}")
     if "startingtimestamp" in opts:
-        return StartPosition(StartKind.TIMESTAMP, timestamp_ms=parse_time("startingTimestamp", opts["startingtimestamp"]))
+        return StartPosition(
+            StartKind.TIMESTAMP, timestamp_ms=parse_time("startingTimestamp", opts["startingtimestamp"])
+        )
     if "startingoffsetsbytimestamp" in opts:
-        return StartPosition(StartKind.TIMESTAMP, values=json_map("startingOffsetsByTimestamp",
-                                                                    opts["startingoffsetsbytimestamp"], minimum=0))
+        return StartPosition(
+            StartKind.TIMESTAMP,
+            values=json_map("startingOffsetsByTimestamp", opts["startingoffsetsbytimestamp"], minimum=0),
+        )
     if "startingoffsets" not in opts:
         return None
     raw = opts["startingoffsets"].strip()
@@ -59,8 +66,9 @@ def starting(opts: Mapping[str, str]) -> StartPosition | None:
     if raw.lower() in kinds:
         return StartPosition(kinds[raw.lower()])
     if not raw.startswith("{"):
-        raise InvalidOptionError("startingOffsets", f"expected earliest, latest, committed or JSON per partition, "
-                                                    f"got {raw!r}")
+        raise InvalidOptionError(
+            "startingOffsets", f"expected earliest, latest, committed or JSON per partition, got {raw!r}"
+        )
     return StartPosition(StartKind.SPECIFIC, values=json_map("startingOffsets", raw, minimum=EARLIEST_OFFSET))
 
 

@@ -46,8 +46,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     include_headers = parse_bool("includeHeaders", opts.get("includeheaders", "false"))
     commit_on_batch_read = parse_bool("commitOnBatchRead", opts.get("commitonbatchread", "false"))
     if commit_on_batch_read and group_id is None:
-        raise InvalidOptionError("commitOnBatchRead", "needs kafka.group.id: the group the read's end offsets are "
-                                                      "committed to")
+        raise InvalidOptionError(
+            "commitOnBatchRead", "needs kafka.group.id: the group the read's end offsets are committed to"
+        )
     members = parse_int("members", opts.get("members", "1"), minimum=1)
     if members > 64:
         raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
@@ -88,8 +89,9 @@ def _kafka_properties(opts: Mapping[str, str]) -> dict[str, object]:
         if name in ("kafka.bootstrap.servers", "kafka.group.id", "kafka.client"):
             continue
         if name in UNSUPPORTED:
-            raise InvalidOptionError(name, f"is an option of Spark's Kafka source that crkafka does not offer: "
-                                           f"{UNSUPPORTED[name]}")
+            raise InvalidOptionError(
+                name, f"is an option of Spark's Kafka source that crkafka does not offer: {UNSUPPORTED[name]}"
+            )
         if name.startswith("kafka."):
             key, parsed = parse_kafka_property(name, value, defaults)
             kafka_props[key] = parsed
@@ -112,7 +114,9 @@ def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str]:
         raise InvalidOptionError("groupIdPrefix", f"expected letters, digits, '.', '_' or '-', got {prefix!r}")
     coordinator = required(opts, "coordinator")
     if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
-        raise InvalidOptionError("coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}")
+        raise InvalidOptionError(
+            "coordinator", f"expected a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {coordinator!r}"
+        )
     return bootstrap, group_id, prefix, coordinator
 
 

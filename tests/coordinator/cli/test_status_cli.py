@@ -25,13 +25,17 @@ from support.scripted_member import all_regions, member
 def _steady(region: dict, members: int) -> bool:
     """All ``members`` joined and a checkpoint completed since the last of them did."""
     resets, checkpoints = region.get("recent_resets", []), region.get("recent_checkpoints", [])
-    return (len(region.get("members", {})) == members and bool(checkpoints)
-            and (not resets or checkpoints[0]["t"] > resets[0]["t"]))
+    return (
+        len(region.get("members", {})) == members
+        and bool(checkpoints)
+        and (not resets or checkpoints[0]["t"] > resets[0]["t"])
+    )
 
 
 def _status(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cr_consumer.cli.main", "status", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_regions_members_and_lag(coordinator, bootstrap, names):
@@ -41,12 +45,20 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
     produce(bootstrap, topic, [b"v" * 20] * 1000)  # 500 per partition, batched
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        admin.alter_group_offsets(region, {TopicPartition(topic, 0): OffsetAndMetadata(100, "", -1),
-                                           TopicPartition(topic, 1): OffsetAndMetadata(200, "", -1)})
+        admin.alter_group_offsets(
+            region,
+            {
+                TopicPartition(topic, 0): OffsetAndMetadata(100, "", -1),
+                TopicPartition(topic, 1): OffsetAndMetadata(200, "", -1),
+            },
+        )
     finally:
         admin.close()
-    members = [member(endpoint, region, "m-1").start(), member(endpoint, region, "m-2", partition=1).start(),
-               member(endpoint, failing, "p-1", fail_drain=True).start()]
+    members = [
+        member(endpoint, region, "m-1").start(),
+        member(endpoint, region, "m-2", partition=1).start(),
+        member(endpoint, failing, "p-1", fail_drain=True).start(),
+    ]
     try:
         wait_until(lambda: _steady(all_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
         wait_until(lambda: all_regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
@@ -66,8 +78,10 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         assert by_name[failing]["phase"] == "FAILED"
         assert "sink refused the batch" in by_name[failing]["failed_reason"]
         assert by_name[failing]["recent_resets"]
-        rows = {(p["group"], p["topic"], p["partition"]): (p["committed"], p["end"], p["lag"])
-                for p in doc["lag"]["partitions"]}
+        rows = {
+            (p["group"], p["topic"], p["partition"]): (p["committed"], p["end"], p["lag"])
+            for p in doc["lag"]["partitions"]
+        }
         assert rows == {(region, topic, 0): (100, 500, 400), (region, topic, 1): (200, 500, 300)}
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap)
@@ -79,8 +93,10 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         assert f"{failing} FAILED: " in out
         assert "sink refused the batch" in out
         lag_rows = [line.split() for line in out.splitlines() if line.startswith(region) and topic in line]
-        assert sorted(lag_rows) == [[region, topic, "0", "100", "500", "400"],
-                                    [region, topic, "1", "200", "500", "300"]]
+        assert sorted(lag_rows) == [
+            [region, topic, "0", "100", "500", "400"],
+            [region, topic, "1", "200", "500", "300"],
+        ]
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json", "--watch", "0.2", "--count", "2")
         assert r.returncode == 0, r.stderr
@@ -112,8 +128,13 @@ def test_unreachable_coordinator_is_named_and_exits_2():
 
 
 def test_bad_flags_exit_2_without_traceback():
-    for args in (["--watch", "0"], ["--timeout", "soon"], ["--count", "3"], ["--watch", "1", "--count", "0"],
-                 ["--watch", "1", "--count", str(COUNT_MAX + 1)]):
+    for args in (
+        ["--watch", "0"],
+        ["--timeout", "soon"],
+        ["--count", "3"],
+        ["--watch", "1", "--count", "0"],
+        ["--watch", "1", "--count", str(COUNT_MAX + 1)],
+    ):
         r = _status("--coordinator", "tcp://127.0.0.1:1", *args, timeout=30)
         assert r.returncode == 2, args
         assert "Traceback" not in r.stderr

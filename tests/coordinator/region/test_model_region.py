@@ -164,16 +164,31 @@ class RegionMachine(RuleBasedStateMachine):
         if doc["last_consistent"] is not None:
             self.consistent.setdefault(doc["last_consistent"], set(doc["checkpoint_members"]))
 
-    @initialize(mode=st.sampled_from(["periodic", "operator_driven"]), min_members=st.integers(1, 3),
-                max_resets=st.integers(2, 6), cooperative=st.booleans(), initial=st.integers(0, 3))
-    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False,
-              initial: int = 0) -> None:
+    @initialize(
+        mode=st.sampled_from(["periodic", "operator_driven"]),
+        min_members=st.integers(1, 3),
+        max_resets=st.integers(2, 6),
+        cooperative=st.booleans(),
+        initial=st.integers(0, 3),
+    )
+    def setup(self, mode: str, min_members: int, max_resets: int, cooperative: bool = False, initial: int = 0) -> None:
         """``initial``: members that join at once (many runs would otherwise have one member)."""
         self.cooperative = cooperative
-        config = RegionConfig(name="r", mode=mode, period_s=1.0, drain_timeout_s=3.0, reset_timeout_s=3.0,
-                              member_timeout_s=2.0, min_members=min_members, join_grace_s=5.0,
-                              max_consecutive_resets=max_resets, rebalance_settle_max_s=2.0,
-                              reset_backoff_s=0.5, reset_backoff_max_s=2.0, failure_memory_s=FAILURE_MEMORY_S)
+        config = RegionConfig(
+            name="r",
+            mode=mode,
+            period_s=1.0,
+            drain_timeout_s=3.0,
+            reset_timeout_s=3.0,
+            member_timeout_s=2.0,
+            min_members=min_members,
+            join_grace_s=5.0,
+            max_consecutive_resets=max_resets,
+            rebalance_settle_max_s=2.0,
+            reset_backoff_s=0.5,
+            reset_backoff_max_s=2.0,
+            failure_memory_s=FAILURE_MEMORY_S,
+        )
         self.core = RegionCore(config, self._send, self._persist, on_event=self._event)
         for name in NAMES[:initial]:
             self.join(name)
@@ -183,12 +198,13 @@ class RegionMachine(RuleBasedStateMachine):
         if isinstance(event, BackoffHeld):
             self.hold_due = self.now + event.resume_in_s
             if event.backoff_s != self.hold_s or event.failure_streak != self.streak:
-                self.violations.append(f"hold {event.backoff_s} at streak {event.failure_streak}: expected "
-                                       f"{self.hold_s} at streak {self.streak}")
+                self.violations.append(
+                    f"hold {event.backoff_s} at streak {event.failure_streak}: expected "
+                    f"{self.hold_s} at streak {self.streak}"
+                )
         if isinstance(event, ResetResumed):
             if event.held_s != self.hold_s:
-                self.violations.append(f"RESUME held {event.held_s}: expected {self.hold_s} at streak "
-                                       f"{self.streak}")
+                self.violations.append(f"RESUME held {event.held_s}: expected {self.hold_s} at streak {self.streak}")
             self.hold_s = None
         elif isinstance(event, ResetStarted) and event.cause is not ResetKind.MEMBERSHIP:
             self.hold_due = None  # a new failure's hold, or none (forced)
@@ -220,8 +236,15 @@ class RegionMachine(RuleBasedStateMachine):
         m.reset_pending = False  # a new process starts its source afresh
         m.parts = {p: None for p, owner in self.owner.items() if owner == name}
         m.consistent = {}
-        self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, pid=m.incarnation,
-                       host="h", replace=replace)
+        self.core.join(
+            name,
+            f"{name}/{m.incarnation}".encode(),
+            str(m.incarnation),
+            self.now,
+            pid=m.incarnation,
+            host="h",
+            replace=replace,
+        )
 
     @rule(name=st.sampled_from(NAMES))
     def join(self, name: str) -> None:
@@ -267,13 +290,16 @@ class RegionMachine(RuleBasedStateMachine):
     def heartbeat(self, name: str) -> None:
         m = self.sim.get(name)
         if m is not None and m.alive:
-            report = (KafkaReport(f"k-{name}-{m.incarnation}", 1, cooperative=True, reset_pending=m.reset_pending)
-                      if self.cooperative else None)
-            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now,
-                                       report):
+            report = (
+                KafkaReport(f"k-{name}-{m.incarnation}", 1, cooperative=True, reset_pending=m.reset_pending)
+                if self.cooperative
+                else None
+            )
+            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, report):
                 # NOT_REGISTERED (dropped after a silence): the member joins again, same incarnation
-                self.core.join(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now,
-                               pid=m.incarnation, host="h")
+                self.core.join(
+                    name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, pid=m.incarnation, host="h"
+                )
             elif m.reset_pending and self.core.phase is Phase.RUNNING and self.now - m.asked_at >= RE_REQUEST_S:
                 self._watch(name)
 
@@ -320,8 +346,9 @@ class RegionMachine(RuleBasedStateMachine):
             for iv in m.parts.values():
                 if iv is not None:
                     iv[0] = iv[1]
-        self.core.ack(name, command, body.get("seq"), body.get("attempt"), ok, None if ok else "failed", self.now,
-                      claims)
+        self.core.ack(
+            name, command, body.get("seq"), body.get("attempt"), ok, None if ok else "failed", self.now, claims
+        )
 
     @rule(thief=st.sampled_from(NAMES), victim=st.sampled_from(NAMES))
     def steal(self, thief: str, victim: str) -> None:
@@ -459,14 +486,17 @@ class RegionMachine(RuleBasedStateMachine):
         for n in sorted(self.sealed[name]):
             if n <= upto and n not in self.published[name]:
                 if name not in self.consistent.get(n, ()):
-                    self.violations.append(f"{name} published interval {n}, not a consistent checkpoint it was in "
-                                           f"(consistent: {sorted(self.consistent)})")
+                    self.violations.append(
+                        f"{name} published interval {n}, not a consistent checkpoint it was in "
+                        f"(consistent: {sorted(self.consistent)})"
+                    )
                 self.published[name].add(n)
                 for p, (a, b) in self.intervals[name].get(n, {}).items():
                     twice = self.records.setdefault(p, set()) & set(range(a, b))
                     if twice:
-                        self.violations.append(f"{name} published records {sorted(twice)} of t[{p}] again "
-                                               f"(interval {n})")
+                        self.violations.append(
+                            f"{name} published records {sorted(twice)} of t[{p}] again (interval {n})"
+                        )
                     self.records[p].update(range(a, b))
 
     def _discard(self, name: str, which) -> None:
@@ -499,18 +529,28 @@ class RegionMachine(RuleBasedStateMachine):
             self.core.tick(self.now)
             idle = all(not m.inbox and m.executing is None for m in self.sim.values() if m.alive)
             # in a FAILED region members exit (code 3): a pending reset no longer matters
-            pending = [n for n, m in self.sim.items() if m.alive and m.reset_pending
-                       and self.core.phase is not Phase.FAILED]
-            cycled = (self.core.config.mode != "periodic" or not self.core.members
-                      or self.core.cycles.completed > checkpoints)
-            if idle and not pending and not self.core.waiting and (
+            pending = [
+                n for n, m in self.sim.items() if m.alive and m.reset_pending and self.core.phase is not Phase.FAILED
+            ]
+            cycled = (
+                self.core.config.mode != "periodic" or not self.core.members or self.core.cycles.completed > checkpoints
+            )
+            if (
+                idle
+                and not pending
+                and not self.core.waiting
+                and (
                     self.core.phase is Phase.FAILED
                     or (self.core.phase is Phase.RUNNING and cycled)
-                    or (self.core.phase is Phase.WAITING and not self.core.members)):
+                    or (self.core.phase is Phase.WAITING and not self.core.members)
+                )
+            ):
                 return
         stuck = {n: m.reset_pending for n, m in self.sim.items() if m.alive}
-        raise AssertionError(f"region did not settle: phase {self.core.phase.value}, waiting for "
-                             f"{sorted(self.core.waiting)}, live members reset-pending {stuck}")
+        raise AssertionError(
+            f"region did not settle: phase {self.core.phase.value}, waiting for "
+            f"{sorted(self.core.waiting)}, live members reset-pending {stuck}"
+        )
 
     # ------------------------------------------------------------------ invariants
     @invariant()
@@ -592,12 +632,14 @@ def test_a_reset_request_made_while_the_member_executes_its_reset_is_asked_again
 
 # Deterministic in ``make test``; MODEL_EXAMPLES=5000 MODEL_RANDOM=1 for a longer, random search.
 RegionMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")), stateful_step_count=40,
-    derandomize=not os.environ.get("MODEL_RANDOM"), deadline=None,
-    suppress_health_check=[HealthCheck.too_slow], database=None,
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")),
+    stateful_step_count=40,
+    derandomize=not os.environ.get("MODEL_RANDOM"),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
 )
 test_region_core_model = RegionMachine.TestCase
-
 
 
 def _cooperative_pair() -> RegionMachine:

@@ -62,7 +62,7 @@ def _section(title: str) -> str:
     text = DOC.read_text()
     start = text.index(f"## {title}")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end >= 0 else len(text)]
+    return text[start : end if end >= 0 else len(text)]
 
 
 def _documented(cell: int) -> dict[str, list[str]]:
@@ -93,15 +93,17 @@ def test_every_region_reply_is_documented_with_its_wire_fields():
     for msg_type, sample in REPLY_SAMPLES.items():
         assert sorted(documented[msg_type]) == sorted(sample.to_body()), msg_type
         assert REPLY_CLASSES[protocol.reply_type(msg_type)] is type(sample)
-    refused = RegionJoinReply("r", RegionPhase.RUNNING, 1, RegionConfig(name="r"),
-                              refused=JoinRefusal("in use", NameHolder("i", 1, "h", 0.5)))
+    refused = RegionJoinReply(
+        "r", RegionPhase.RUNNING, 1, RegionConfig(name="r"), refused=JoinRefusal("in use", NameHolder("i", 1, "h", 0.5))
+    )
     assert set(refused.to_body()) - set(REPLY_SAMPLES["region_join"].to_body()) == {"refused", "holder"}
 
 
 def test_the_region_config_table_lists_every_setting():
     section = _section("Region controller messages")
-    table = section[section.index("| setting | type | range |"):]
-    documented = set(re.findall(r"`(\w+)`", "\n".join(line.split("|")[1] for line in table.splitlines()
-                                                       if line.startswith("| `"))))
+    table = section[section.index("| setting | type | range |") :]
+    documented = set(
+        re.findall(r"`(\w+)`", "\n".join(line.split("|")[1] for line in table.splitlines() if line.startswith("| `")))
+    )
     settings = {f.name for f in attrs.fields(RegionConfig)} - {"name"}  # the join's `region` names it
     assert documented == settings

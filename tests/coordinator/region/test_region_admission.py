@@ -15,8 +15,15 @@ def _holder(**kw) -> MemberInfo:
 
 
 def _admit(existing, incarnation="inc-2", now=101.0, *, replace=False, failed=False, blocked=None):
-    return admit(existing, incarnation, now, replace=replace, region_failed=failed, member_timeout_s=TIMEOUT_S,
-                 eviction_blocked=lambda: blocked)
+    return admit(
+        existing,
+        incarnation,
+        now,
+        replace=replace,
+        region_failed=failed,
+        member_timeout_s=TIMEOUT_S,
+        eviction_blocked=lambda: blocked,
+    )
 
 
 def test_no_holder_is_a_new_member():
@@ -37,9 +44,11 @@ def test_live_holder_refuses_and_names_it():
 
 
 def test_replace_silent_holder_or_failed_region_restarts_with_the_predecessor():
-    for answer in (_admit(_holder(kafka=KafkaReport("k1")), replace=True),
-                   _admit(_holder(kafka=KafkaReport("k1")), now=100.0 + TIMEOUT_S),
-                   _admit(_holder(kafka=KafkaReport("k1")), failed=True)):
+    for answer in (
+        _admit(_holder(kafka=KafkaReport("k1")), replace=True),
+        _admit(_holder(kafka=KafkaReport("k1")), now=100.0 + TIMEOUT_S),
+        _admit(_holder(kafka=KafkaReport("k1")), failed=True),
+    ):
         assert answer.kind is JoinKind.RESTART
         assert answer.withheld is None
         assert answer.predecessor == Predecessor("inc-1", 11, "k1")

@@ -23,8 +23,13 @@ class Harness:
         self.docs: list[dict] = []
         self.events: list[RegionEvent] = []
         cfg.setdefault("member_timeout_s", 60.0)
-        self.core = RegionCore(RegionConfig(name="r", **cfg), lambda m, c: self.sent.append((m, c.to_body())),
-                               self.docs.append, doc, on_event=self.events.append)
+        self.core = RegionCore(
+            RegionConfig(name="r", **cfg),
+            lambda m, c: self.sent.append((m, c.to_body())),
+            self.docs.append,
+            doc,
+            on_event=self.events.append,
+        )
 
     def take(self) -> list[tuple[str, str]]:
         out, self.sent = self.sent, []
@@ -36,7 +41,15 @@ class Harness:
     def answer_reset(self, now: float) -> None:
         assert self.core.phase is Phase.RESETTING
         for name in sorted(self.core.waiting):
-            self.core.ack(name, CommandKind.RESET, self.core.checkpoints.last_consistent, self.core.resets.attempt, True, None, now)
+            self.core.ack(
+                name,
+                CommandKind.RESET,
+                self.core.checkpoints.last_consistent,
+                self.core.resets.attempt,
+                True,
+                None,
+                now,
+            )
 
     def fail(self, now: float, name: str = "m0") -> None:
         """A failure (a pipeline error) and every member's answer to its reset round
@@ -70,7 +83,9 @@ def test_schedule_doubles_from_the_second_failure_up_to_the_max():
 def test_config_fields_are_optional_and_validated():
     assert check_region_config({}) == {}
     assert check_region_config({"reset_backoff_s": 0.25, "reset_backoff_max_s": 10}) == {
-        "reset_backoff_s": 0.25, "reset_backoff_max_s": 10.0}
+        "reset_backoff_s": 0.25,
+        "reset_backoff_max_s": 10.0,
+    }
     for bad in (0, -1, float("nan"), 1e9, "1", True):
         with pytest.raises(Invalid):
             check_region_config({"reset_backoff_s": bad})
@@ -306,8 +321,7 @@ def poison_round(h: Harness, now: float, moved_to: int) -> tuple[float, float | 
     for name in ("m0", "m1"):
         h.core.ack(name, CommandKind.DRAIN, seq, None, True, None, now + 0.01)
     before = {(t, p): o for t, p, o in h.core.checkpoints.offsets}
-    claims = {"m0": [["t", 0, before.get(("t", 0), 0), 5]],
-              "m1": [["t", 1, before.get(("t", 1), 0), moved_to]]}
+    claims = {"m0": [["t", 0, before.get(("t", 0), 0), 5]], "m1": [["t", 1, before.get(("t", 1), 0), moved_to]]}
     for name in ("m0", "m1"):
         h.core.ack(name, CommandKind.CHECKPOINT, seq, None, True, None, now + 0.02, claims[name])
     assert h.core.phase is Phase.RUNNING
@@ -392,8 +406,16 @@ def test_failures_failure_memory_apart_restart_the_streak_without_a_hold():
                 h.core.ack(name, CommandKind.DRAIN, h.core.cycles.seq, None, True, None, now)
             offsets = {(t, p): o for t, p, o in h.core.checkpoints.offsets}
             h.core.ack("m0", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now, [["t", 0, 5, 5]])
-            h.core.ack("m1", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, now,
-                       [["t", 1, offsets[("t", 1)], offsets[("t", 1)] + 1]])
+            h.core.ack(
+                "m1",
+                CommandKind.CHECKPOINT,
+                h.core.cycles.seq,
+                None,
+                True,
+                None,
+                now,
+                [["t", 1, offsets[("t", 1)], offsets[("t", 1)] + 1]],
+            )
         now += 0.25
     assert h.core.resets.streak == 0  # a checkpoint failure_memory_s after the last failure ends it
     now, hold = poison_round(h, now, 500)

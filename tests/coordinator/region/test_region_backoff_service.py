@@ -13,9 +13,17 @@ BACKOFF_S = 0.6
 #: The hold counts from the failing answer's receipt; the ``reset`` event is
 #: stamped (wall clock) when the round starts, a few ms later.
 STAMP_SLACK_S = 0.05
-REGION = {"period_s": 0.3, "drain_timeout_s": 2.0, "reset_timeout_s": 2.0, "member_timeout_s": 3.0,
-          "max_consecutive_resets": 3, "min_members": 1, "join_grace_s": 1.0,
-          "reset_backoff_s": BACKOFF_S, "reset_backoff_max_s": 5.0}
+REGION = {
+    "period_s": 0.3,
+    "drain_timeout_s": 2.0,
+    "reset_timeout_s": 2.0,
+    "member_timeout_s": 3.0,
+    "max_consecutive_resets": 3,
+    "min_members": 1,
+    "join_grace_s": 1.0,
+    "reset_backoff_s": BACKOFF_S,
+    "reset_backoff_max_s": 5.0,
+}
 
 
 def region_reply(endpoint: str, region: str) -> dict:
@@ -26,12 +34,18 @@ def test_resume_after_the_second_failure_waits_for_the_backoff(coordinator, name
     region = names.group("backoff")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", REGION, fail_drain=True).start()
     try:
-        held = wait_until(lambda: (s := region_reply(coordinator.endpoint, region)["region"])["phase"] == "BACKOFF"
-                          and s, 20, "a backoff hold")
+        held = wait_until(
+            lambda: (s := region_reply(coordinator.endpoint, region)["region"])["phase"] == "BACKOFF" and s,
+            20,
+            "a backoff hold",
+        )
         assert held["backoff_s"] in (BACKOFF_S, 2 * BACKOFF_S)
         assert 0 < held["backoff_left_s"] <= held["backoff_s"]
-        reply = wait_until(lambda: (r := region_reply(coordinator.endpoint, region))["region"]["phase"] == "FAILED"
-                           and r, 30, "the region to fail")
+        reply = wait_until(
+            lambda: (r := region_reply(coordinator.endpoint, region))["region"]["phase"] == "FAILED" and r,
+            30,
+            "the region to fail",
+        )
         events = reply["events"]
         failures = [e for e in events if e["kind"] == "reset" and e["cause"] == "failure"]
         resumes = {e["attempt"]: e for e in events if e["kind"] == "resume"}

@@ -29,8 +29,7 @@ class Region:
     def __init__(self, **cfg) -> None:
         self.events: list[RegionEvent] = []
         config = RegionConfig(name="r", min_members=2, period_s=PERIOD, member_timeout_s=60.0, **cfg)
-        self.core = RegionCore(config, lambda m, c: None, lambda d: None,
-                               on_event=self.events.append)
+        self.core = RegionCore(config, lambda m, c: None, lambda d: None, on_event=self.events.append)
         for name in ("m0", "m1"):
             self.core.join(name, name.encode(), "inc1", 0.0)
         self.ack_all(CommandKind.RESET, 0.1, attempt=self.core.resets.attempt)
@@ -44,8 +43,13 @@ class Region:
 
     def report(self, now: float, **flags: bool) -> None:
         for name in sorted(self.core.members):
-            self.core.heartbeat(name, name.encode(), "inc1", now, KafkaReport(
-                f"k-{name}", 5, cooperative=True, reset_pending=flags.get(name, False)))
+            self.core.heartbeat(
+                name,
+                name.encode(),
+                "inc1",
+                now,
+                KafkaReport(f"k-{name}", 5, cooperative=True, reset_pending=flags.get(name, False)),
+            )
 
     def tick(self, now: float, checkpoint_s: float) -> bool:
         """One loop tick at ``now``; a drain it starts is answered at once and its

@@ -51,26 +51,46 @@ def test_round_trip(command):
     assert decode_command(body) == AddressedCommand("r", command)
 
 
-@pytest.mark.parametrize(("body", "names"), [
-    ({"region": "r", "cmd": "drain", "seq": 1}, "version"),
-    ({"v": 2, "region": "r", "cmd": "drain", "seq": 1}, "version"),
-    ({"v": 1, "region": "r", "cmd": "explode"}, "'cmd'"),
-    ({"v": 1, "cmd": "drain", "seq": 1}, "'region'"),
-    ({"v": 1, "region": "r", "cmd": "drain", "seq": -1}, "'seq'"),
-    ({"v": 1, "region": "r", "cmd": "drain", "seq": True}, "'seq'"),
-    ({"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [], "offsets": []}, "'own'"),
-    ({"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [], "offsets": [], "own": 4},
-     "'own'"),
-    ({"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": "m0", "offsets": [], "own": 3},
-     "'members'"),
-    ({"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [""], "offsets": [], "own": 3},
-     "members[0]"),
-    ({"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [],
-      "offsets": [["t", 0, 1], ["t", 0, 2]], "own": 3}, "twice"),
-    ({"v": 1, "region": "r", "cmd": "resume", "complete": 1, "offsets": [["t", -1, 2]]}, "partition"),
-    ({"v": 1, "region": "r", "cmd": "reset_to_initial"}, "'attempt'"),
-    ({"v": 1, "region": "r", "cmd": "resume", "complete": 1, "offsets": [["t", 0, 2]], "rejoin": "yes"}, None),
-])
+@pytest.mark.parametrize(
+    ("body", "names"),
+    [
+        ({"region": "r", "cmd": "drain", "seq": 1}, "version"),
+        ({"v": 2, "region": "r", "cmd": "drain", "seq": 1}, "version"),
+        ({"v": 1, "region": "r", "cmd": "explode"}, "'cmd'"),
+        ({"v": 1, "cmd": "drain", "seq": 1}, "'region'"),
+        ({"v": 1, "region": "r", "cmd": "drain", "seq": -1}, "'seq'"),
+        ({"v": 1, "region": "r", "cmd": "drain", "seq": True}, "'seq'"),
+        ({"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [], "offsets": []}, "'own'"),
+        (
+            {"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [], "offsets": [], "own": 4},
+            "'own'",
+        ),
+        (
+            {"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": "m0", "offsets": [], "own": 3},
+            "'members'",
+        ),
+        (
+            {"v": 1, "region": "r", "cmd": "reset", "seq": 3, "attempt": 1, "members": [""], "offsets": [], "own": 3},
+            "members[0]",
+        ),
+        (
+            {
+                "v": 1,
+                "region": "r",
+                "cmd": "reset",
+                "seq": 3,
+                "attempt": 1,
+                "members": [],
+                "offsets": [["t", 0, 1], ["t", 0, 2]],
+                "own": 3,
+            },
+            "twice",
+        ),
+        ({"v": 1, "region": "r", "cmd": "resume", "complete": 1, "offsets": [["t", -1, 2]]}, "partition"),
+        ({"v": 1, "region": "r", "cmd": "reset_to_initial"}, "'attempt'"),
+        ({"v": 1, "region": "r", "cmd": "resume", "complete": 1, "offsets": [["t", 0, 2]], "rejoin": "yes"}, None),
+    ],
+)
 def test_decode_refuses_invalid_bodies(body, names):
     if names is None:  # a field the kind does not have is ignored
         assert decode_command(body).command == Resume(1, [["t", 0, 2]])

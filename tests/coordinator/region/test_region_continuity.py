@@ -60,8 +60,9 @@ def test_no_claims_and_no_last_checkpoint():
 
 def test_two_members_that_both_made_progress_fail_the_checkpoint():
     """The deferred-commit zombie answering in the same checkpoint as the partition's new owner."""
-    result = check_claims(claims(zombie=[["t", 0, 10, 17], ["t", 1, 30, 31]], new=[["t", 0, 10, 14]]),
-                          [["t", 0, 10], ["t", 1, 30]])
+    result = check_claims(
+        claims(zombie=[["t", 0, 10, 17], ["t", 1, 30, 31]], new=[["t", 0, 10, 14]]), [["t", 0, 10], ["t", 1, 30]]
+    )
     assert not result.ok
     [v] = result.violations
     assert (v.kind, v.topic, v.partition, v.expected) == (ViolationKind.TWO_PROGRESSED, "t", 0, 10)
@@ -127,25 +128,28 @@ def test_answer_entries_are_accepted():
     assert decode_offset_claims([["t", 0, 0, MAX_OFFSET]]) == [["t", 0, 0, MAX_OFFSET]]
 
 
-@pytest.mark.parametrize(("entries", "names"), [
-    ("x", "must be a list"),
-    ([["t", 0]], "[topic, partition, from, to]"),
-    ([["t", 0, 7]], "[topic, partition, from, to]"),  # an offset without the interval's start
-    ([["t", 0, 1, 2, 3]], "[topic, partition, from, to]"),
-    ([("t", 0, 1, 2)], "[topic, partition, from, to]"),
-    ([["t", 0, 5, 4]], "from 5 is after to 4"),
-    ([["t", 0, -1, 4]], "from"),
-    ([["t", 0, 1, MAX_OFFSET + 1]], "to"),
-    ([["t", 0, True, 4]], "from"),
-    ([["t", 0, 1.0, 4]], "from"),
-    ([["t", -1, 1, 4]], "partition"),
-    ([["", 0, 1, 4]], "topic"),
-    ([["t\n", 0, 1, 4]], "control character"),
-    ([[["t"], 0, 1, 4]], "topic"),  # unhashable: found by the wire fuzzer (an INTERNAL error before)
-    ([[{"t": 1}, 0, 7, 8]], "topic"),
-    ([[None, 0, 1, 4]], "topic"),
-    ([["t", 0, 1, 4], ["t", 0, 4, 5]], "appears twice"),
-])
+@pytest.mark.parametrize(
+    ("entries", "names"),
+    [
+        ("x", "must be a list"),
+        ([["t", 0]], "[topic, partition, from, to]"),
+        ([["t", 0, 7]], "[topic, partition, from, to]"),  # an offset without the interval's start
+        ([["t", 0, 1, 2, 3]], "[topic, partition, from, to]"),
+        ([("t", 0, 1, 2)], "[topic, partition, from, to]"),
+        ([["t", 0, 5, 4]], "from 5 is after to 4"),
+        ([["t", 0, -1, 4]], "from"),
+        ([["t", 0, 1, MAX_OFFSET + 1]], "to"),
+        ([["t", 0, True, 4]], "from"),
+        ([["t", 0, 1.0, 4]], "from"),
+        ([["t", -1, 1, 4]], "partition"),
+        ([["", 0, 1, 4]], "topic"),
+        ([["t\n", 0, 1, 4]], "control character"),
+        ([[["t"], 0, 1, 4]], "topic"),  # unhashable: found by the wire fuzzer (an INTERNAL error before)
+        ([[{"t": 1}, 0, 7, 8]], "topic"),
+        ([[None, 0, 1, 4]], "topic"),
+        ([["t", 0, 1, 4], ["t", 0, 4, 5]], "appears twice"),
+    ],
+)
 def test_invalid_answer_entries_are_refused_naming_the_problem(entries, names):
     with pytest.raises(Invalid, match=None) as exc:
         decode_offset_claims(entries)
@@ -158,8 +162,17 @@ def test_an_answer_with_too_many_entries_is_refused():
 
 
 def test_the_checkpoint_ack_carries_the_claims():
-    body = {"region": "r", "member": "m0", "incarnation": "i", "command": "checkpoint", "seq": 3, "attempt": None,
-            "ok": True, "error": None, "offsets": [["t", 0, 4, 9], ["t", 1, 2, 2]]}
+    body = {
+        "region": "r",
+        "member": "m0",
+        "incarnation": "i",
+        "command": "checkpoint",
+        "seq": 3,
+        "attempt": None,
+        "ok": True,
+        "error": None,
+        "offsets": [["t", 0, 4, 9], ["t", 1, 2, 2]],
+    }
     ack = RegionAck.from_body(body)
     assert ack.offsets == [["t", 0, 4, 9], ["t", 1, 2, 2]]
     assert RegionAck.from_body(ack.to_body()) == ack

@@ -16,8 +16,13 @@ class Harness:
         self.events: list[RegionEvent] = []
         self.now = 0.0
         cfg.setdefault("member_timeout_s", 600.0)
-        self.core = RegionCore(RegionConfig(name="r", **cfg), lambda m, c: self.sent.append((m, c.to_body())),
-                               self.docs.append, doc, on_event=self.events.append)
+        self.core = RegionCore(
+            RegionConfig(name="r", **cfg),
+            lambda m, c: self.sent.append((m, c.to_body())),
+            self.docs.append,
+            doc,
+            on_event=self.events.append,
+        )
 
     def take(self) -> list[dict]:
         out, self.sent = self.sent, []
@@ -31,7 +36,15 @@ class Harness:
     def answer_reset(self) -> None:
         assert self.core.phase is Phase.RESETTING
         for name in sorted(self.core.waiting):
-            self.core.ack(name, CommandKind.RESET, self.core.checkpoints.last_consistent, self.core.resets.attempt, True, None, self.now)
+            self.core.ack(
+                name,
+                CommandKind.RESET,
+                self.core.checkpoints.last_consistent,
+                self.core.resets.attempt,
+                True,
+                None,
+                self.now,
+            )
         if self.core.phase is Phase.BACKOFF:  # a repeated failure: the RESUME waits (timing.py, the backoff)
             self.now = self.core.wake_at or self.now
             self.core.tick(self.now)
@@ -73,9 +86,16 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     [event] = [e for e in h.events if isinstance(e, ContinuityRefused)]
     assert event.seq == seq
     assert event.violations == 1
-    assert event.partitions == [{"kind": "two_progressed", "topic": "t", "partition": 0, "expected": 10,
-                                    "claims": [{"member": "m0", "from": 10, "to": 17},
-                                               {"member": "m1", "from": 10, "to": 14}], "n_claims": 2}]
+    assert event.partitions == [
+        {
+            "kind": "two_progressed",
+            "topic": "t",
+            "partition": 0,
+            "expected": 10,
+            "claims": [{"member": "m0", "from": 10, "to": 17}, {"member": "m1", "from": 10, "to": 14}],
+            "n_claims": 2,
+        }
+    ]
     [reset] = [e for e in h.events if isinstance(e, ResetStarted) and "continuity" in e.why]
     assert reset.cause is ResetKind.FAILURE
     assert "t[0]" in reset.why

@@ -16,8 +16,15 @@ from coordinator.protocol.common.waiting import wait_until
 from support import scripted_member
 from support.scripted_member import ScriptedMember
 
-REGION = {"period_s": 0.3, "drain_timeout_s": 3.0, "reset_timeout_s": 3.0, "member_timeout_s": 3.0,
-          "max_consecutive_resets": 3, "min_members": 2, "join_grace_s": 3.0}
+REGION = {
+    "period_s": 0.3,
+    "drain_timeout_s": 3.0,
+    "reset_timeout_s": 3.0,
+    "member_timeout_s": 3.0,
+    "max_consecutive_resets": 3,
+    "min_members": 2,
+    "join_grace_s": 3.0,
+}
 #: Records a scripted source processes per partition per interval.
 STEP = 5
 #: The first checkpoint at which member m1 is given partition t[0] while m0 still processes it.
@@ -45,7 +52,7 @@ class ScriptedSource:
     def _sync(self) -> None:
         assert self.member is not None
         seen = self.member.seen  # appended by the member's thread, which calls us
-        for cmd in seen[self._applied:]:
+        for cmd in seen[self._applied :]:
             if cmd["cmd"] in ("reset", "reset_to_initial"):
                 self.consistent = {(t, p): o for t, p, o in cmd.get("offsets", [])}
                 self.on_reset(self)
@@ -110,8 +117,13 @@ def test_a_zombie_and_the_new_owner_of_its_partition_fail_the_checkpoint(coordin
     members = []
     for name in ("m0", "m1"):
         source = sources[name]
-        m = ScriptedMember(coordinator.endpoint, region, name, REGION,
-                           checkpoint_claims=lambda seq, s=source, h=hooks[name]: s.checkpoint(seq, h))
+        m = ScriptedMember(
+            coordinator.endpoint,
+            region,
+            name,
+            REGION,
+            checkpoint_claims=lambda seq, s=source, h=hooks[name]: s.checkpoint(seq, h),
+        )
         source.member = m
         members.append(m)
     events: list[dict] = []

@@ -19,8 +19,9 @@ class Harness:
         self.docs: list[dict] = []
         self.events: list[RegionEvent] = []
         config = RegionConfig(name="r", **cfg)
-        self.core = RegionCore(config, lambda m, c: self.sent.append((m, c.to_body())), self.docs.append, doc,
-                               on_event=self.events.append)
+        self.core = RegionCore(
+            config, lambda m, c: self.sent.append((m, c.to_body())), self.docs.append, doc, on_event=self.events.append
+        )
 
     def take(self):
         out, self.sent = self.sent, []
@@ -60,8 +61,7 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     assert h.docs[-1]["last_consistent"] == 1
     assert len(h.docs) == n_docs + 1
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
-    assert [b for _, b in h.take()] == [{"cmd": "resume", "complete": 1,
-                                         "offsets": [["t", 0, 5], ["t", 1, 7]]}] * 2
+    assert [b for _, b in h.take()] == [{"cmd": "resume", "complete": 1, "offsets": [["t", 0, 5], ["t", 1, 7]]}] * 2
     # second cycle retires the first
     h.core.tick(2.5)
     h.ack_all(CommandKind.DRAIN, 2.6, seq=2)
@@ -180,7 +180,9 @@ def test_a_checkpoint_that_moves_an_offset_clears_the_counter():
 
 def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
     """Rare failures of an idle region (no offset moves) never add up to FAILED."""
-    h = started(1, max_consecutive_resets=2, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF)
+    h = started(
+        1, max_consecutive_resets=2, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF
+    )
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
     assert h.core.resets.consecutive == 1
@@ -196,12 +198,21 @@ def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
 
 
 def test_a_restored_counter_is_not_cleared_by_the_first_checkpoint_after_a_restart():
-    h = started(1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF)
+    h = started(
+        1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0, member_timeout_s=60.0, **SHORT_BACKOFF
+    )
     fail_then_checkpoint(h, 1.0, [["t", 0, 0, 5]])
     fail_then_checkpoint(h, 2.0, [["t", 0, 5, 5]])
     fail_then_checkpoint(h, 3.0, [["t", 0, 5, 5]])
-    h2 = Harness(doc=h.docs[-1], min_members=1, max_consecutive_resets=3, period_s=0.4, failure_memory_s=10.0,
-                 member_timeout_s=60.0, **SHORT_BACKOFF)
+    h2 = Harness(
+        doc=h.docs[-1],
+        min_members=1,
+        max_consecutive_resets=3,
+        period_s=0.4,
+        failure_memory_s=10.0,
+        member_timeout_s=60.0,
+        **SHORT_BACKOFF,
+    )
     assert h2.core.resets.consecutive == 2
     h2.core.join("m0", b"id0", "inc2", 100.0)
     h2.ack_all(CommandKind.RESET, 100.1, attempt=h2.core.resets.attempt)
@@ -314,7 +325,9 @@ def test_unreported_partitions_keep_the_previous_checkpoint_offset():
     h = started(2)
     h.core.tick(1.1)
     h.ack_all(CommandKind.DRAIN, 1.2, seq=1)
-    h.ack_all(CommandKind.CHECKPOINT, 1.3, seq=1, offsets={"m0": [["t", 0, 0, 10], ["t", 1, 0, 20]], "m1": [["t", 2, 0, 30]]})
+    h.ack_all(
+        CommandKind.CHECKPOINT, 1.3, seq=1, offsets={"m0": [["t", 0, 0, 10], ["t", 1, 0, 20]], "m1": [["t", 2, 0, 30]]}
+    )
     h.core.tick(2.4)
     h.ack_all(CommandKind.DRAIN, 2.5, seq=2)
     h.ack_all(CommandKind.CHECKPOINT, 2.6, seq=2, offsets={"m0": [["t", 0, 10, 15]], "m1": [["t", 2, 30, 35]]})
@@ -414,9 +427,19 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
 
     def report(now, m1_generation, **flags):
         for name in sorted(h.core.members):
-            h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(
-                f"k-{name}", m1_generation if name == "m1" else 5, flags.get(f"{name}_rebalancing", False),
-                cooperative=True, reset_pending=flags.get(f"{name}_reset_pending", False)))
+            h.core.heartbeat(
+                name,
+                b"id",
+                "inc1",
+                now,
+                KafkaReport(
+                    f"k-{name}",
+                    m1_generation if name == "m1" else 5,
+                    flags.get(f"{name}_rebalancing", False),
+                    cooperative=True,
+                    reset_pending=flags.get(f"{name}_reset_pending", False),
+                ),
+            )
 
     # m1 rebalances (and is a generation ahead): its partitions keep flowing, so the drain runs when due
     report(1.0, 6, m1_rebalancing=True)

@@ -13,14 +13,27 @@ from cr_consumer.runtime.member.control import ControlChannel
 from support import scripted_member
 from support.scripted_member import ScriptedMember
 
-REGION = {"period_s": 0.3, "drain_timeout_s": 2.0, "reset_timeout_s": 2.0, "member_timeout_s": 2.0,
-          "max_consecutive_resets": 3, "min_members": 2, "join_grace_s": 3.0}
+REGION = {
+    "period_s": 0.3,
+    "drain_timeout_s": 2.0,
+    "reset_timeout_s": 2.0,
+    "member_timeout_s": 2.0,
+    "max_consecutive_resets": 3,
+    "min_members": 2,
+    "join_grace_s": 3.0,
+}
 
 
 def member(endpoint: str, region: str, name: str, fail_drain: bool = False) -> ScriptedMember:
     """A member that answers like a healthy one; its checkpoint names partition int(name[-1])."""
-    return ScriptedMember(endpoint, region, name, REGION, fail_drain=fail_drain,
-                          checkpoint_offsets=lambda seq: [["t", int(name[-1]), seq * 10]])
+    return ScriptedMember(
+        endpoint,
+        region,
+        name,
+        REGION,
+        fail_drain=fail_drain,
+        checkpoint_offsets=lambda seq: [["t", int(name[-1]), seq * 10]],
+    )
 
 
 def region_status(endpoint: str, region: str) -> dict:
@@ -31,7 +44,9 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
     region = names.group("region")
     members = [member(coordinator.endpoint, region, f"m{i}").start() for i in range(2)]
     try:
-        wait_until(lambda: (region_status(coordinator.endpoint, region)["last_consistent"] or 0) >= 3, 20, "3 checkpoints")
+        wait_until(
+            lambda: (region_status(coordinator.endpoint, region)["last_consistent"] or 0) >= 3, 20, "3 checkpoints"
+        )
         before = region_status(coordinator.endpoint, region)
         assert before["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
         # members saw: reset_to_initial first, then drain/checkpoint/resume(complete)
@@ -43,15 +58,20 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
 
         coordinator.kill()
         coordinator.restart()
+
         # members rejoin; the region resets to its last consistent checkpoint (durable)
         def reset_seen():
             resets = [c for c in members[1].seen if c["cmd"] == "reset"]
             return resets[-1] if resets else None
+
         reset = wait_until(reset_seen, 20, "a reset after the restart")
         assert reset["seq"] >= before["last_consistent"]
         assert sorted(map(tuple, reset["offsets"]))[0][0] == "t"
-        after = wait_until(lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] > reset["seq"] and s,
-                         20, "a checkpoint after the restart")
+        after = wait_until(
+            lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] > reset["seq"] and s,
+            20,
+            "a checkpoint after the restart",
+        )
         assert after["phase"] != "FAILED"
     finally:
         for m in members:
@@ -60,11 +80,16 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
 
 def test_failing_member_fails_region_after_max_resets(coordinator, names):
     region = names.group("region")
-    members = [member(coordinator.endpoint, region, "m0").start(),
-               member(coordinator.endpoint, region, "m1", fail_drain=True).start()]
+    members = [
+        member(coordinator.endpoint, region, "m0").start(),
+        member(coordinator.endpoint, region, "m1", fail_drain=True).start(),
+    ]
     try:
-        status = wait_until(lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
-                          30, "the region to fail")
+        status = wait_until(
+            lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
+            30,
+            "the region to fail",
+        )
         assert status["failed_reason"]
         assert "sink refused the batch" in status["failed_reason"]
         assert status["resets"] == 1 + REGION["max_consecutive_resets"]  # the first start + the retries
@@ -80,8 +105,14 @@ def test_join_with_other_settings_is_refused(coordinator, names):
     ok = member(coordinator.endpoint, region, "m0").start()
     try:
         wait_until(lambda: ok.channel.joined.is_set(), 10, "join")
-        other = ControlChannel(coordinator.endpoint, region, "m9", "x",
-                               RegionConfig.from_dict({**REGION, "period_s": 9.0, "name": region}), lambda c: None)
+        other = ControlChannel(
+            coordinator.endpoint,
+            region,
+            "m9",
+            "x",
+            RegionConfig.from_dict({**REGION, "period_s": 9.0, "name": region}),
+            lambda c: None,
+        )
         other.start()
         wait_until(lambda: other.failure is not None, 10, "refusal")
         assert "period_s" in str(other.failure)
@@ -92,8 +123,10 @@ def test_join_with_other_settings_is_refused(coordinator, names):
 
 def test_member_joining_a_failed_region_is_told_so(coordinator, names):
     region = names.group("region")
-    members = [member(coordinator.endpoint, region, "m0").start(),
-               member(coordinator.endpoint, region, "m1", fail_drain=True).start()]
+    members = [
+        member(coordinator.endpoint, region, "m0").start(),
+        member(coordinator.endpoint, region, "m1", fail_drain=True).start(),
+    ]
     try:
         wait_until(lambda: region_status(coordinator.endpoint, region)["phase"] == "FAILED", 30, "the region to fail")
     finally:
@@ -118,16 +151,32 @@ def test_curve_member_joins_and_unknown_key_cannot(tmp_path, names):
     (allow / "good.key").write_bytes(keys["good"][0].read_bytes())
     server_public = curve_keys.load_public_key(keys["server"][0])
     proc = CoordinatorProcess(
-        tmp_path / "state", extra_args=["--curve-secret-key", str(keys["server"][1]), "--curve-allow", str(allow)],
-        client_kwargs={"curve_server_key": server_public, "curve_keypair": curve_keys.load_keypair(keys["good"][1])})
+        tmp_path / "state",
+        extra_args=["--curve-secret-key", str(keys["server"][1]), "--curve-allow", str(allow)],
+        client_kwargs={"curve_server_key": server_public, "curve_keypair": curve_keys.load_keypair(keys["good"][1])},
+    )
     proc.start()
     region = names.group("region")
     config = RegionConfig.from_dict({**REGION, "min_members": 1, "name": region})
     seen: queue.SimpleQueue = queue.SimpleQueue()
-    good = ControlChannel(proc.endpoint, region, "m0", "i0", config, lambda c: seen.put(c.to_body()),
-                          curve=(server_public, *curve_keys.load_keypair(keys["good"][1])))
-    bad = ControlChannel(proc.endpoint, region, "m1", "i1", config, lambda c: None,
-                         curve=(server_public, *curve_keys.load_keypair(keys["bad"][1])))
+    good = ControlChannel(
+        proc.endpoint,
+        region,
+        "m0",
+        "i0",
+        config,
+        lambda c: seen.put(c.to_body()),
+        curve=(server_public, *curve_keys.load_keypair(keys["good"][1])),
+    )
+    bad = ControlChannel(
+        proc.endpoint,
+        region,
+        "m1",
+        "i1",
+        config,
+        lambda c: None,
+        curve=(server_public, *curve_keys.load_keypair(keys["bad"][1])),
+    )
     try:
         good.start()
         bad.start()

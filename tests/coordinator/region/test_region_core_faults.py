@@ -26,8 +26,7 @@ class Harness:
 
     def ack_all(self, cmd, now, **kw):
         for name in sorted(self.core.waiting):
-            self.core.ack(name, cmd, kw.get("seq"), kw.get("attempt"), True, None, now,
-                          kw.get("offsets", {}).get(name))
+            self.core.ack(name, cmd, kw.get("seq"), kw.get("attempt"), True, None, now, kw.get("offsets", {}).get(name))
 
 
 def started(n=2, **cfg) -> Harness:
@@ -92,8 +91,10 @@ def test_every_way_to_failed_says_why():
     assert status["failed_reason"] == "tick raised ValueError: boom"
     assert h.docs[-1]["failed"] is True
     assert h.docs[-1]["failed_reason"] == "tick raised ValueError: boom"
-    assert sorted(m for m, b in h.take() if b == {"cmd": "failed", "reason": "tick raised ValueError: boom"}) \
-        == ["m0", "m1"]
+    assert sorted(m for m, b in h.take() if b == {"cmd": "failed", "reason": "tick raised ValueError: boom"}) == [
+        "m0",
+        "m1",
+    ]
     h.core.fail("a second cause", 3.1)  # terminal: the first reason stays
     assert h.core.status(3.1)["failed_reason"] == "tick raised ValueError: boom"
     # restored from a document that lost its reason

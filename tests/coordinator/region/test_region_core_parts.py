@@ -18,8 +18,17 @@ from coordinator.region.timing import CheckpointPacing
 
 
 def _admit(table: MemberTable, name: str, incarnation: str, now: float, replace: bool = False):
-    return table.admit(name, name.encode(), incarnation, now, pid=1, host="h", replace=replace,
-                       region_failed=False, eviction_blocked=lambda: None)
+    return table.admit(
+        name,
+        name.encode(),
+        incarnation,
+        now,
+        pid=1,
+        host="h",
+        replace=replace,
+        region_failed=False,
+        eviction_blocked=lambda: None,
+    )
 
 
 def test_member_table_admits_retries_refuses_and_restarts():
@@ -108,8 +117,10 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
     assert isinstance(second, RoundStart)
     assert second.attempt == 2
     assert drive.consecutive == 1
-    assert dict(second.commands) == {"m0": Reset(4, 2, ["m0"], [["t", 0, 5]], 4),
-                                     "m1": Reset(4, 2, ["m0"], [["t", 0, 5]], None)}
+    assert dict(second.commands) == {
+        "m0": Reset(4, 2, ["m0"], [["t", 0, 5]], 4),
+        "m1": Reset(4, 2, ["m0"], [["t", 0, 5]], None),
+    }
     assert isinstance(drive.start("again", ResetKind.FAILURE, ["m0"], now=3.0, rejoin=False), RoundStart)
     refused = drive.start("and again", ResetKind.FAILURE, ["m0"], now=4.0, rejoin=False)
     assert isinstance(refused, RoundRefused)
@@ -119,7 +130,26 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
 
 def test_status_reply_keeps_its_keys():
     core = RegionCore(RegionConfig(name="r"), lambda m, c: None, lambda d: None)
-    assert sorted(core.status(0.0)) == sorted([
-        "name", "index", "phase", "mode", "period_s", "members", "last_consistent", "seq", "attempt",
-        "waiting_for", "consecutive_resets", "max_consecutive_resets", "checkpoints", "resets",
-        "failed_cycles", "failed_reason", "backoff_s", "backoff_left_s", "failure_streak"])
+    assert sorted(core.status(0.0)) == sorted(
+        [
+            "name",
+            "index",
+            "phase",
+            "mode",
+            "period_s",
+            "members",
+            "last_consistent",
+            "seq",
+            "attempt",
+            "waiting_for",
+            "consecutive_resets",
+            "max_consecutive_resets",
+            "checkpoints",
+            "resets",
+            "failed_cycles",
+            "failed_reason",
+            "backoff_s",
+            "backoff_left_s",
+            "failure_streak",
+        ]
+    )

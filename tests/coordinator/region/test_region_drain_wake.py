@@ -34,8 +34,9 @@ class RecordingServer(CoordinatorServer):
         return timer
 
 
-def _one_member_region(tmp_path, config: dict) -> tuple[StateStore, RecordingServer, RegionControllerService,
-                                                      RegionCore, float]:
+def _one_member_region(
+    tmp_path, config: dict
+) -> tuple[StateStore, RecordingServer, RegionControllerService, RegionCore, float]:
     """A service on a recording server with region "r" and its member "m"
     joined at t0 (the join's reset round running)."""
     store = StateStore(tmp_path / "s")
@@ -85,8 +86,7 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
 
 
 def test_a_timer_wakes_the_loop_when_a_backoff_hold_ends(tmp_path):
-    store, server, service, core, t0 = _one_member_region(tmp_path, {"mode": "operator_driven",
-                                                                      "member_timeout_s": 60})
+    store, server, service, core, t0 = _one_member_region(tmp_path, {"mode": "operator_driven", "member_timeout_s": 60})
     core.ack("m", CommandKind.RESET, None, core.resets.attempt, True, None, t0 + 0.1)
     for at in (t0 + 0.2, t0 + 0.3):  # two failures in a row: the second holds its RESUME 0.5 s
         core.request_reset("m", False, "sink down", at)

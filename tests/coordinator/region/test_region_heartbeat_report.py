@@ -48,19 +48,22 @@ def test_no_report_is_none():
     assert RegionHeartbeat.from_body({**BASE, "kafka": None}).kafka_invalid is None
 
 
-@pytest.mark.parametrize(("kafka", "names"), [
-    ({**EAGER, "cooperative": "yes"}, "cooperative"),
-    ({**EAGER, "cooperative": True, "reset_pending": 1}, "reset_pending"),
-    ({**EAGER, "rebalancing": None}, "rebalancing"),
-    ({**EAGER, "generation": 1 << 31}, "generation"),
-    ({**EAGER, "generation": True}, "generation"),
-    ({**EAGER, "generation": 4.0}, "generation"),
-    ({**EAGER, "member_id": 7}, "member_id"),
-    ({**EAGER, "member_id": "k" * (MAX_MEMBER_ID_LEN + 1)}, "member_id"),
-    ({**EAGER, "member_id": "k\nforged log line"}, "member_id"),
-    ([1, 2], "object"),
-    ("rebalancing", "object"),
-])
+@pytest.mark.parametrize(
+    ("kafka", "names"),
+    [
+        ({**EAGER, "cooperative": "yes"}, "cooperative"),
+        ({**EAGER, "cooperative": True, "reset_pending": 1}, "reset_pending"),
+        ({**EAGER, "rebalancing": None}, "rebalancing"),
+        ({**EAGER, "generation": 1 << 31}, "generation"),
+        ({**EAGER, "generation": True}, "generation"),
+        ({**EAGER, "generation": 4.0}, "generation"),
+        ({**EAGER, "member_id": 7}, "member_id"),
+        ({**EAGER, "member_id": "k" * (MAX_MEMBER_ID_LEN + 1)}, "member_id"),
+        ({**EAGER, "member_id": "k\nforged log line"}, "member_id"),
+        ([1, 2], "object"),
+        ("rebalancing", "object"),
+    ],
+)
 def test_an_invalid_report_is_ignored_but_the_heartbeat_is_valid(kafka, names):
     hb = RegionHeartbeat.from_body({**BASE, "kafka": kafka})
     assert (hb.region, hb.member, hb.incarnation) == ("r", "m0", "i1")
@@ -70,10 +73,17 @@ def test_an_invalid_report_is_ignored_but_the_heartbeat_is_valid(kafka, names):
     assert len(hb.kafka_invalid) <= MAX_REASON_LEN
 
 
-@given(st.dictionaries(st.sampled_from(["member_id", "generation", "rebalancing", "cooperative", "reset_pending",
-                                        "other"]),
-                       st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
-                       | st.lists(st.integers(), max_size=2)))
+@given(
+    st.dictionaries(
+        st.sampled_from(["member_id", "generation", "rebalancing", "cooperative", "reset_pending", "other"]),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats()
+        | st.text(max_size=30)
+        | st.lists(st.integers(), max_size=2),
+    )
+)
 def test_any_report_decodes_or_is_refused_with_a_reason(kafka):
     hb = RegionHeartbeat.from_body({**BASE, "kafka": kafka})
     assert (hb.kafka is None) != (hb.kafka_invalid is None)
@@ -82,8 +92,7 @@ def test_any_report_decodes_or_is_refused_with_a_reason(kafka):
 
 
 def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(caplog):
-    core = RegionCore(RegionConfig(name="r", min_members=2, member_timeout_s=60.0), lambda m, c: None,
-                      lambda d: None)
+    core = RegionCore(RegionConfig(name="r", min_members=2, member_timeout_s=60.0), lambda m, c: None, lambda d: None)
     for name in ("m0", "m1"):
         core.join(name, name.encode(), "i1", 0.0)
     for name in ("m0", "m1"):

@@ -18,25 +18,42 @@ from coordinator.region.machine import (
 )
 
 
-@pytest.mark.parametrize(("phase", "cooperative", "step"), [
-    (Phase.FAILED, True, JoinStep.NOTHING),
-    (Phase.WAITING, True, JoinStep.START),
-    (Phase.WAITING, False, JoinStep.START),
-    (Phase.DRAINING, True, JoinStep.AFTER_CYCLE),
-    (Phase.CHECKPOINTING, True, JoinStep.AFTER_CYCLE),
-    (Phase.DRAINING, False, JoinStep.RESET),
-    (Phase.RUNNING, True, JoinStep.RESET),
-    (Phase.RESETTING, True, JoinStep.RESET),
-    (Phase.BACKOFF, True, JoinStep.RESET),
-])
+@pytest.mark.parametrize(
+    ("phase", "cooperative", "step"),
+    [
+        (Phase.FAILED, True, JoinStep.NOTHING),
+        (Phase.WAITING, True, JoinStep.START),
+        (Phase.WAITING, False, JoinStep.START),
+        (Phase.DRAINING, True, JoinStep.AFTER_CYCLE),
+        (Phase.CHECKPOINTING, True, JoinStep.AFTER_CYCLE),
+        (Phase.DRAINING, False, JoinStep.RESET),
+        (Phase.RUNNING, True, JoinStep.RESET),
+        (Phase.RESETTING, True, JoinStep.RESET),
+        (Phase.BACKOFF, True, JoinStep.RESET),
+    ],
+)
 def test_join_step(phase, cooperative, step):
     assert join_step(phase, cooperative) is step
 
 
-def leave(phase: Phase, *, graceful: bool = True, members_left: bool = True, cooperative: bool = True,
-          cycle: CycleRound | None = None, waiting: tuple[str, ...] = ()) -> LeaveStep:
-    return leave_step(phase, "m1", graceful=graceful, members_left=members_left, all_cooperative=cooperative,
-                      cycle=cycle or CycleRound(), waiting=waiting)
+def leave(
+    phase: Phase,
+    *,
+    graceful: bool = True,
+    members_left: bool = True,
+    cooperative: bool = True,
+    cycle: CycleRound | None = None,
+    waiting: tuple[str, ...] = (),
+) -> LeaveStep:
+    return leave_step(
+        phase,
+        "m1",
+        graceful=graceful,
+        members_left=members_left,
+        all_cooperative=cooperative,
+        cycle=cycle or CycleRound(),
+        waiting=waiting,
+    )
 
 
 def test_leave_step_by_phase():

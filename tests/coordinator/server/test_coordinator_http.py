@@ -52,6 +52,7 @@ def test_metrics_and_status(coordinator_http, names):
     assert status["merges"][0]["group"] == group
     assert status["merges"][0]["contributors"] == ["op-b"]
     assert status["loaded"] is True
+
     # gauges refresh every second
     def refreshed() -> str | None:
         text = _get(addr, "/metrics")
@@ -88,19 +89,40 @@ def test_crkafka_status_prints_tables(coordinator, names):
     with CoordinatorClient(coordinator.endpoint, timeout=10) as c:
         c.register(group, 1, "op-x")
         c.put_initial_offsets(group, {("t", 0): 0})
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0, r.stderr
     assert group in r.stdout
     assert "op-x" in r.stdout
     assert "pending merges (0" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint,
-                        "--json"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", coordinator.endpoint, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert json.loads(r.stdout)["groups"][group]["members"] == ["op-x"]
 
 
 def test_crkafka_status_unreachable_coordinator_exits_2():
-    r = subprocess.run([sys.executable, "-m", "cr_consumer.cli.main", "status", "--coordinator", "tcp://127.0.0.1:1",
-                        "--timeout", "1"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cr_consumer.cli.main",
+            "status",
+            "--coordinator",
+            "tcp://127.0.0.1:1",
+            "--timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2
     assert "no reply from the coordinator" in r.stderr

@@ -77,10 +77,28 @@ def test_depth_measure_ignores_brackets_inside_strings():
     assert protocol.json_depth_exceeds(b'{"a":{"b":[{"c":[]}]}}', 4)  # mixed kinds, one level per pass
 
 
-@pytest.mark.parametrize("text", [
-    '{"a":1}', '[1,2]', ' {"a":1}', '{"a":1} ', '{"a":1}x', '{"a":1}{}', '{"a":', '{', '[', '{"a" 1}', '\ufeff{}',
-    '{"a":NaN}', '"s"', '7', '', '{"a":"\\ud800"}', '[' * 5 + ']' * 5,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1}',
+        "[1,2]",
+        ' {"a":1}',
+        '{"a":1} ',
+        '{"a":1}x',
+        '{"a":1}{}',
+        '{"a":',
+        "{",
+        "[",
+        '{"a" 1}',
+        "\ufeff{}",
+        '{"a":NaN}',
+        '"s"',
+        "7",
+        "",
+        '{"a":"\\ud800"}',
+        "[" * 5 + "]" * 5,
+    ],
+)
 def test_the_scanner_fast_path_parses_and_refuses_as_json_loads(text):
     from coordinator.protocol.wire.envelope import _parse
 
@@ -153,7 +171,15 @@ def test_names_with_control_characters_are_invalid(name):
 
 @pytest.mark.parametrize(
     "entry",
-    [["t", 0, 1 << 63], ["t", 1 << 31, 0], ["t", -1, 0], ["t", 0, -1], ["t", 0, 1.0], ["t", True, 0], ["t", 0, 10**400]],
+    [
+        ["t", 0, 1 << 63],
+        ["t", 1 << 31, 0],
+        ["t", -1, 0],
+        ["t", 0, -1],
+        ["t", 0, 1.0],
+        ["t", True, 0],
+        ["t", 0, 10**400],
+    ],
 )
 def test_offsets_and_partitions_are_kafka_bounded(entry):
     with pytest.raises(Invalid):
@@ -167,15 +193,30 @@ def test_kafka_bounds_are_accepted():
 
 @pytest.mark.parametrize("timeout_ms", [0, 600_001, 10**15, 10**400, 1.5, True, None])
 def test_merge_timeout_is_bounded(timeout_ms):
-    body = {"group": "g", "seq": 1, "attempt": 0, "n_contributors": 1, "operator": "o", "offsets": [],
-            "timeout_ms": timeout_ms}
+    body = {
+        "group": "g",
+        "seq": 1,
+        "attempt": 0,
+        "n_contributors": 1,
+        "operator": "o",
+        "offsets": [],
+        "timeout_ms": timeout_ms,
+    }
     with pytest.raises(Invalid):
         protocol.MergeCheckpoint.from_body(body)
 
 
 def test_free_text_is_cut_and_escaped():
-    ack = RegionAck.from_body({"region": "r", "member": "m", "incarnation": "i", "command": "drain", "ok": False,
-                               "error": "line1\nFORGED\x1b[2J" + "x" * 5000})
+    ack = RegionAck.from_body(
+        {
+            "region": "r",
+            "member": "m",
+            "incarnation": "i",
+            "command": "drain",
+            "ok": False,
+            "error": "line1\nFORGED\x1b[2J" + "x" * 5000,
+        }
+    )
     assert "\n" not in ack.error
     assert "\x1b" not in ack.error
     assert ack.error.startswith("line1\\x0aFORGED\\x1b[2J")
@@ -185,10 +226,24 @@ def test_free_text_is_cut_and_escaped():
 @pytest.mark.parametrize(
     "config",
     [
-        {"period_s": float("inf")}, {"period_s": float("nan")}, {"period_s": 10**400}, {"period_s": True},
-        {"period_s": [1]}, {"period_s": 0}, {"period_s": -1}, {"drain_timeout_s": 86_400.5},
-        {"min_members": 0}, {"min_members": 1.0}, {"max_consecutive_resets": 10**30}, {"index": -1},
-        {"index": 1 << 63}, {"mode": "other"}, {"mode": 1}, {"nope": 1}, [], "x",
+        {"period_s": float("inf")},
+        {"period_s": float("nan")},
+        {"period_s": 10**400},
+        {"period_s": True},
+        {"period_s": [1]},
+        {"period_s": 0},
+        {"period_s": -1},
+        {"drain_timeout_s": 86_400.5},
+        {"min_members": 0},
+        {"min_members": 1.0},
+        {"max_consecutive_resets": 10**30},
+        {"index": -1},
+        {"index": 1 << 63},
+        {"mode": "other"},
+        {"mode": 1},
+        {"nope": 1},
+        [],
+        "x",
     ],
 )
 def test_region_config_is_range_checked(config):
@@ -199,16 +254,23 @@ def test_region_config_is_range_checked(config):
 def test_region_config_keeps_only_checked_values():
     clean = check_region_config({"name": "ignored", "period_s": 2, "min_members": 3, "mode": "operator_driven"})
     assert clean == {"period_s": 2.0, "min_members": 3, "mode": "operator_driven"}
-    join = RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i", "pid": 12, "config": {"period_s": 1}})
+    join = RegionJoin.from_body(
+        {"region": "r", "member": "m", "incarnation": "i", "pid": 12, "config": {"period_s": 1}}
+    )
     assert join.config == {"period_s": 1.0}
 
 
 def test_heartbeat_generation_is_int32():
-    RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i",
-                               "kafka": {"member_id": None, "generation": -1, "rebalancing": False}})
+    RegionHeartbeat.from_body(
+        {
+            "region": "r",
+            "member": "m",
+            "incarnation": "i",
+            "kafka": {"member_id": None, "generation": -1, "rebalancing": False},
+        }
+    )
     # out of range: the report is ignored (coordinator/protocol/region/kafka_report.py), the heartbeat still counts
-    hb = RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i",
-                                    "kafka": {"generation": 1 << 31}})
+    hb = RegionHeartbeat.from_body({"region": "r", "member": "m", "incarnation": "i", "kafka": {"generation": 1 << 31}})
     assert hb.kafka is None
     assert "generation" in (hb.kafka_invalid or "")
 
@@ -339,11 +401,13 @@ def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
     service = RegionControllerService()
     server.add_service(service)
     req = Request(identity=b"m", id="1", type="region_join", received=time.monotonic())
-    join = RegionJoin.from_body({"region": "r", "member": "m", "incarnation": "i",
-                                 "config": {"min_members": 2, "member_timeout_s": 60}})
+    join = RegionJoin.from_body(
+        {"region": "r", "member": "m", "incarnation": "i", "config": {"min_members": 2, "member_timeout_s": 60}}
+    )
     service._on_join(req, join)
-    other = RegionJoin.from_body({"region": "r2", "member": "m", "incarnation": "i",
-                                  "config": {"min_members": 2, "member_timeout_s": 60}})
+    other = RegionJoin.from_body(
+        {"region": "r2", "member": "m", "incarnation": "i", "config": {"min_members": 2, "member_timeout_s": 60}}
+    )
     service._on_join(req, other)
     core = service.regions["r"]
 

@@ -40,15 +40,18 @@ def test_curve_allowed_key_works_and_unknown_key_is_refused(tmp_path, keys, name
         with CoordinatorClient(proc.endpoint, timeout=10, curve_server_key=server_public, curve_keypair=good) as c:
             assert c.register(group, 0, "op") == ["op"]
             c.put_initial_offsets(group, {("t", 0): 3})
-        with CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5,
-                               curve_server_key=server_public, curve_keypair=bad) as intruder:
+        with CoordinatorClient(
+            proc.endpoint, timeout=1.5, try_timeout=0.5, curve_server_key=server_public, curve_keypair=bad
+        ) as intruder:
             with pytest.raises(CoordinatorUnavailable):
                 intruder.register(group, 0, "intruder")
             with pytest.raises(CoordinatorUnavailable):
                 intruder.get_initial_offsets(group)
         # no CURVE at all
-        with CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5) as plain, \
-                pytest.raises(CoordinatorUnavailable):
+        with (
+            CoordinatorClient(proc.endpoint, timeout=1.5, try_timeout=0.5) as plain,
+            pytest.raises(CoordinatorUnavailable),
+        ):
             plain.members(group)
         with CoordinatorClient(proc.endpoint, timeout=10, curve_server_key=server_public, curve_keypair=good) as c:
             assert c.members(group) == ["op"]  # the intruder registered nothing
@@ -87,8 +90,9 @@ def test_bad_arguments_fail_at_start_naming_the_flag(tmp_path, args, flag):
 
 
 def test_missing_key_file_fails_clearly(tmp_path):
-    r = _cli("--state-dir", str(tmp_path / "s"), "--curve-secret-key", str(tmp_path / "nope"),
-             "--curve-allow", str(tmp_path))
+    r = _cli(
+        "--state-dir", str(tmp_path / "s"), "--curve-secret-key", str(tmp_path / "nope"), "--curve-allow", str(tmp_path)
+    )
     assert r.returncode == 2
     assert "does not exist" in r.stderr
 

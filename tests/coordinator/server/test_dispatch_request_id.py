@@ -39,8 +39,17 @@ def _replies(commit: GroupCommit) -> list[dict]:
 
 
 VALID_IDS = ["r", "x" * protocol.MAX_ID_LEN, "\U0001f600", 0, protocol.MAX_INT, -protocol.MAX_INT - 1, None]
-INVALID_IDS = ["x" * (protocol.MAX_ID_LEN + 1), protocol.MAX_INT + 1, -protocol.MAX_INT - 2, True, 1.5,
-               "a\nb", "a\x00", [], {"id": 1}]
+INVALID_IDS = [
+    "x" * (protocol.MAX_ID_LEN + 1),
+    protocol.MAX_INT + 1,
+    -protocol.MAX_INT - 2,
+    True,
+    1.5,
+    "a\nb",
+    "a\x00",
+    [],
+    {"id": 1},
+]
 
 
 @pytest.mark.parametrize("rid", VALID_IDS)
@@ -70,8 +79,10 @@ def test_a_valid_id_is_echoed_in_an_error_reply_after_the_envelope_check():
     dispatcher, commit = _dispatcher()
     dispatcher.handle([b"client", json.dumps({"v": 99, "id": 7, "type": "ping", "body": {}}).encode()])
     dispatcher.handle([b"client", json.dumps({"v": 1, "id": "q", "type": "nope", "body": {}}).encode()])
-    assert [(r["body"]["code"], r["id"]) for r in _replies(commit)] == [("UNSUPPORTED_VERSION", 7),
-                                                                      ("UNKNOWN_TYPE", "q")]
+    assert [(r["body"]["code"], r["id"]) for r in _replies(commit)] == [
+        ("UNSUPPORTED_VERSION", 7),
+        ("UNKNOWN_TYPE", "q"),
+    ]
 
 
 @pytest.mark.parametrize("rid", VALID_IDS)

@@ -23,10 +23,12 @@ def test_cached_counts_render_the_same_exposition_as_labels():
         cached.count_error(code)
         direct.errors.labels(code).inc()
     for name in ("crkafka_coordinator_requests_total", "crkafka_coordinator_errors_total"):
-        assert sorted(samples(cached.render().decode(), name), key=str) == \
-            sorted(samples(direct.render().decode(), name), key=str)
-    requests = {labels["type"]: v for labels, v in samples(cached.render().decode(),
-                                                            "crkafka_coordinator_requests_total")}
+        assert sorted(samples(cached.render().decode(), name), key=str) == sorted(
+            samples(direct.render().decode(), name), key=str
+        )
+    requests = {
+        labels["type"]: v for labels, v in samples(cached.render().decode(), "crkafka_coordinator_requests_total")
+    }
     assert requests == {"ping": 3, "merge_checkpoint": 2, "unknown": 1, "malformed": 1, "register": 1}
 
 
@@ -48,6 +50,7 @@ def test_the_cache_is_bounded_and_counts_past_the_bound():
     for value in values + values:
         cache.child(value).inc()
     assert len(cache) == MAX_CACHED_LABELS
-    counts = {s.labels["kind"]: s.value for metric in family.collect() for s in metric.samples
-              if s.name == "bounded_total"}
+    counts = {
+        s.labels["kind"]: s.value for metric in family.collect() for s in metric.samples if s.name == "bounded_total"
+    }
     assert counts == {value: 2.0 for value in values}

@@ -42,8 +42,12 @@ def _get(address: str, path: str) -> str:
 
 @pytest.fixture
 def limited(tmp_path):
-    proc = CoordinatorProcess(tmp_path / "state", http="auto", max_open_files=MAX_OPEN_FILES,
-                              extra_args=["--max-connections", str(LIMIT), "--handshake-timeout", "2s"])
+    proc = CoordinatorProcess(
+        tmp_path / "state",
+        http="auto",
+        max_open_files=MAX_OPEN_FILES,
+        extra_args=["--max-connections", str(LIMIT), "--handshake-timeout", "2s"],
+    )
     proc.start()
     yield proc
     proc.terminate()
@@ -78,9 +82,14 @@ def test_idle_connection_flood_is_capped_and_the_coordinator_keeps_answering(lim
             # Refusals are counted from the socket monitor's events, which a loaded
             # machine delivers later than the connections land: wait for the count.
             expected = len(flood) - LIMIT
-            wait_until(lambda: _metric(_get(limited.http_address, "/metrics"),
-                                       "crkafka_coordinator_connections_refused_total") >= expected,
-                       15, f"at least {expected} refused connections counted")
+            wait_until(
+                lambda: (
+                    _metric(_get(limited.http_address, "/metrics"), "crkafka_coordinator_connections_refused_total")
+                    >= expected
+                ),
+                15,
+                f"at least {expected} refused connections counted",
+            )
         finally:
             for s in flood:
                 s.close()
@@ -92,8 +101,12 @@ def test_connection_limit_flags_are_checked(tmp_path):
     import sys
 
     for args in (["--max-connections", "0"], ["--handshake-timeout", "1ms"]):
-        r = subprocess.run([sys.executable, "-m", "coordinator", "--state-dir", str(tmp_path / "s"), *args],
-                           capture_output=True, text=True, timeout=20)
+        r = subprocess.run(
+            [sys.executable, "-m", "coordinator", "--state-dir", str(tmp_path / "s"), *args],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert r.returncode == 2
         assert "--max-connections/--handshake-timeout" in r.stderr
 
@@ -120,6 +133,7 @@ def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
                 wait_until(lambda: _threads(proc.pid) >= baseline + MAX_HTTP_CONNECTIONS, 5, "the connection threads")
             time.sleep(0.3)
             assert _threads(proc.pid) <= baseline + MAX_HTTP_CONNECTIONS  # one thread per served connection
+
             # The idle ones are closed after the idle timeout; /status answers again.
             def status_page() -> dict | None:
                 try:
@@ -127,8 +141,9 @@ def test_idle_http_connections_are_bounded_and_status_comes_back(tmp_path):
                 except OSError:
                     return None
 
-            status = wait_until(status_page, HTTP_IDLE_TIMEOUT_S + 10, "/status to come back after the idle timeout",
-                                interval=0.2)
+            status = wait_until(
+                status_page, HTTP_IDLE_TIMEOUT_S + 10, "/status to come back after the idle timeout", interval=0.2
+            )
             assert status["loaded"] is True
             refused = _metric(_get(proc.http_address, "/metrics"), "crkafka_coordinator_http_connections_refused_total")
             assert refused is not None

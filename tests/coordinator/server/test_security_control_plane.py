@@ -22,8 +22,7 @@ from coordinator.store.state_store import StateStore
 
 
 def _cli(*args, timeout=20):
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize("http", ["0.0.0.0:0", "[::]:0", "example.invalid:9570"])
@@ -129,8 +128,12 @@ def test_curve_fails_closed_when_the_authenticator_stops(tmp_path):
     auth = security.CurveAuthenticator(ctx, {client_public})
     auth.start()
     store = StateStore(tmp_path / "state")
-    server = CoordinatorServer(store, "tcp://127.0.0.1:*", context=ctx,
-                               curve=CurveServerConfig(public_key=server_public, secret_key=server_secret))
+    server = CoordinatorServer(
+        store,
+        "tcp://127.0.0.1:*",
+        context=ctx,
+        curve=CurveServerConfig(public_key=server_public, secret_key=server_secret),
+    )
     endpoint = server.start()
     kwargs = {"curve_server_key": server_public, "curve_keypair": (client_public, client_secret)}
     try:
@@ -139,8 +142,10 @@ def test_curve_fails_closed_when_the_authenticator_stops(tmp_path):
             c.ping()  # an allowed key gets in while the authenticator runs
         auth.stop()
         # No ZAP handler any more: even an allowed key must not get in.
-        with CoordinatorClient(endpoint, timeout=1.5, try_timeout=0.5, **kwargs) as c, \
-                pytest.raises(CoordinatorUnavailable):
+        with (
+            CoordinatorClient(endpoint, timeout=1.5, try_timeout=0.5, **kwargs) as c,
+            pytest.raises(CoordinatorUnavailable),
+        ):
             c.ping()
     finally:
         server.stop()

@@ -33,8 +33,16 @@ from support.paths import REPO
 from support.scripted_member import all_regions, member
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE_REGION = '<script>document.title="pwned"</script>'
 HOSTILE_MEMBER = '<img src=x onerror="document.body.dataset.pwned=1">'
@@ -50,10 +58,12 @@ def _get(address: str, path: str) -> tuple[int, str, str]:
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     assert os.access(CHROMIUM, os.X_OK), (
-        f"{CHROMIUM} is missing: run `make chromium` (as root it installs the Debian package chromium)")
+        f"{CHROMIUM} is missing: run `make chromium` (as root it installs the Debian package chromium)"
+    )
     profile = tmp_path / "chromium-profile"
-    return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _visible_text(dom: str) -> str:
@@ -67,16 +77,28 @@ def regions(coordinator_http, names):
     """Three live regions: 'good' checkpointing, 'bad' FAILED, a hostile-named one."""
     endpoint = coordinator_http.endpoint
     good, bad = names.group("orders"), names.group("payments")
-    members = [member(endpoint, good, "orders-member-1").start(), member(endpoint, good, "orders-member-2", partition=1).start(),
-               member(endpoint, bad, "payments-member-1", fail_drain=True).start(),
-               member(endpoint, HOSTILE_REGION, HOSTILE_MEMBER).start()]
+    members = [
+        member(endpoint, good, "orders-member-1").start(),
+        member(endpoint, good, "orders-member-2", partition=1).start(),
+        member(endpoint, bad, "payments-member-1", fail_drain=True).start(),
+        member(endpoint, HOSTILE_REGION, HOSTILE_MEMBER).start(),
+    ]
     try:
-        wait_until(lambda: len(all_regions(endpoint).get(good, {}).get("members", {})) == 2
-                  and (all_regions(endpoint)[good].get("last_consistent") or 0) >= 2
-                  and all_regions(endpoint)[good]["phase"] != "RESETTING", 30, "two members, two checkpoints")
+        wait_until(
+            lambda: (
+                len(all_regions(endpoint).get(good, {}).get("members", {})) == 2
+                and (all_regions(endpoint)[good].get("last_consistent") or 0) >= 2
+                and all_regions(endpoint)[good]["phase"] != "RESETTING"
+            ),
+            30,
+            "two members, two checkpoints",
+        )
         wait_until(lambda: all_regions(endpoint).get(bad, {}).get("phase") == "FAILED", 30, "the failing region FAILED")
-        wait_until(lambda: HOSTILE_MEMBER in all_regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}), 30,
-                  "the hostile member joined")
+        wait_until(
+            lambda: HOSTILE_MEMBER in all_regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}),
+            30,
+            "the hostile member joined",
+        )
         yield good, bad
     finally:
         for m in members:
@@ -105,9 +127,21 @@ def test_page_shows_regions_members_and_failure_in_chromium(coordinator_http, re
     assert r.returncode == 0, r.stderr[-2000:]
     dom = r.stdout
     text = _visible_text(dom)
-    for expected in (good, bad, "orders-member-1", "orders-member-2", "payments-member-1", "FAILED",
-                     "why FAILED: " + reason, HOSTILE_REGION, HOSTILE_MEMBER, "Recent checkpoints", "Recent resets",
-                     "failure streak", "/metrics"):
+    for expected in (
+        good,
+        bad,
+        "orders-member-1",
+        "orders-member-2",
+        "payments-member-1",
+        "FAILED",
+        "why FAILED: " + reason,
+        HOSTILE_REGION,
+        HOSTILE_MEMBER,
+        "Recent checkpoints",
+        "Recent resets",
+        "failure streak",
+        "/metrics",
+    ):
         assert expected in text, f"{expected!r} not visible on the page"
     assert "<title>crkafka coordinator status</title>" in dom  # the hostile script did not run
     assert "data-pwned" not in dom
@@ -167,8 +201,26 @@ def _metrics():
 
 # ---------------------------------------------------------------------------- the page as a pure function
 
-_PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "table", "thead", "tbody", "tr",
-              "th", "td", "span", "code", "a"}
+_PAGE_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "h1",
+    "h2",
+    "p",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "span",
+    "code",
+    "a",
+}
 
 
 class _Tags(HTMLParser):
@@ -191,22 +243,46 @@ class _Tags(HTMLParser):
 def _snapshot(name: str) -> dict:
     """A snapshot where every client-given string is ``name``."""
     return {
-        "endpoint": "tcp://127.0.0.1:5570", "loaded": True, "uptime_s": 1.5,
-        "regions": {name: {"phase": "FAILED", "last_consistent": 3, "checkpoints": 3, "resets": 1,
-                           "consecutive_resets": 1, "max_consecutive_resets": 5, "failed_reason": name,
-                           "members": {name: {"pid": 1, "silent_s": 0.1, "kafka": {"generation": 2}}},
-                           "recent_checkpoints": [{"seq": 3, "t": 1.0}], "recent_resets": [{"why": name, "t": 2.0}]}},
+        "endpoint": "tcp://127.0.0.1:5570",
+        "loaded": True,
+        "uptime_s": 1.5,
+        "regions": {
+            name: {
+                "phase": "FAILED",
+                "last_consistent": 3,
+                "checkpoints": 3,
+                "resets": 1,
+                "consecutive_resets": 1,
+                "max_consecutive_resets": 5,
+                "failed_reason": name,
+                "members": {name: {"pid": 1, "silent_s": 0.1, "kafka": {"generation": 2}}},
+                "recent_checkpoints": [{"seq": 3, "t": 1.0}],
+                "recent_resets": [{"why": name, "t": 2.0}],
+            }
+        },
         "groups": {name: {"region_index": 0, "members": [name], "reset_pending": False, "control_variables": 1}},
-        "merges": [{"group": name, "seq": 1, "attempt": 0, "n_contributors": 2, "contributors": [name],
-                    "age_s": 0.2}],
-        "limits": {"max_regions": 1000}, "limit_rejections": {name: 2},
+        "merges": [{"group": name, "seq": 1, "attempt": 0, "n_contributors": 2, "contributors": [name], "age_s": 0.2}],
+        "limits": {"max_regions": 1000},
+        "limit_rejections": {name: 2},
     }
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=60)
-       | st.sampled_from([HOSTILE_REGION, HOSTILE_MEMBER, '"><a href="javascript:x">', "' onmouseover='x",
-                          "</td></tr></table><script>x</script>", "&lt;b&gt;", "<!--", "]]>"]))
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=60)
+    | st.sampled_from(
+        [
+            HOSTILE_REGION,
+            HOSTILE_MEMBER,
+            '"><a href="javascript:x">',
+            "' onmouseover='x",
+            "</td></tr></table><script>x</script>",
+            "&lt;b&gt;",
+            "<!--",
+            "]]>",
+        ]
+    )
+)
 def test_every_name_is_escaped(name):
     page = render_page(_snapshot(name)).decode()
     parser = _Tags()

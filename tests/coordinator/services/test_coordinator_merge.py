@@ -129,8 +129,15 @@ def test_duplicate_contribution_counts_once_and_the_newest_map_wins(coordinator,
     sock.connect(coordinator.endpoint)
 
     def contribution(rid, offset):
-        body = {"group": group, "seq": 1, "attempt": 0, "n_contributors": 2, "operator": "a",
-                "offsets": [["t", 0, offset]], "timeout_ms": 10_000}
+        body = {
+            "group": group,
+            "seq": 1,
+            "attempt": 0,
+            "n_contributors": 2,
+            "operator": "a",
+            "offsets": [["t", 0, offset]],
+            "timeout_ms": 10_000,
+        }
         return json.dumps({"v": 1, "id": rid, "type": "merge_checkpoint", "body": body}).encode()
 
     try:

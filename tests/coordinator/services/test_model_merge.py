@@ -119,8 +119,7 @@ def merged(contributions: dict[str, dict[tuple[str, int], int]]) -> dict[tuple[s
     return out
 
 
-offset_maps = st.dictionaries(st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 3)), st.integers(0, 50),
-                              max_size=4)
+offset_maps = st.dictionaries(st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 3)), st.integers(0, 50), max_size=4)
 
 
 class MergeMachine(RuleBasedStateMachine):
@@ -134,7 +133,9 @@ class MergeMachine(RuleBasedStateMachine):
         # reference model
         self.registered: set[str] = set()
         self.retired = -1
-        self.pending: dict[tuple[int, int], dict[str, Any]] = {}  # key -> {n, contributions, waiters{op: (rid, deadline)}}
+        self.pending: dict[
+            tuple[int, int], dict[str, Any]
+        ] = {}  # key -> {n, contributions, waiters{op: (rid, deadline)}}
         self.completed: dict[tuple[int, int], tuple[dict, list[str]]] = {}
         self.expect: dict[str, tuple[str, Any]] = {}  # rid -> expected (code, map or None)
         self.superseded: set[str] = set()
@@ -156,12 +157,27 @@ class MergeMachine(RuleBasedStateMachine):
             self.server.request("unregister", {"group": GROUP, "operator": op})
             self.registered.discard(op)
 
-    @rule(op=st.sampled_from(OPERATORS), seq=st.integers(0, 3), attempt=st.integers(0, 1), n=st.integers(1, 3),
-          offsets=offset_maps, timeout_ms=st.sampled_from(TIMEOUTS_MS))
+    @rule(
+        op=st.sampled_from(OPERATORS),
+        seq=st.integers(0, 3),
+        attempt=st.integers(0, 1),
+        n=st.integers(1, 3),
+        offsets=offset_maps,
+        timeout_ms=st.sampled_from(TIMEOUTS_MS),
+    )
     def contribute(self, op: str, seq: int, attempt: int, n: int, offsets: dict, timeout_ms: int) -> None:
-        req = self.server.request("merge_checkpoint", {
-            "group": GROUP, "seq": seq, "attempt": attempt, "n_contributors": n, "operator": op,
-            "offsets": protocol.encode_offsets(offsets), "timeout_ms": timeout_ms})
+        req = self.server.request(
+            "merge_checkpoint",
+            {
+                "group": GROUP,
+                "seq": seq,
+                "attempt": attempt,
+                "n_contributors": n,
+                "operator": op,
+                "offsets": protocol.encode_offsets(offsets),
+                "timeout_ms": timeout_ms,
+            },
+        )
         rid = req.id
         key = (seq, attempt)
         if op not in self.registered:
@@ -191,8 +207,12 @@ class MergeMachine(RuleBasedStateMachine):
                 p["waiters"][op] = (rid, self.server.now + timeout_ms / 1000.0)
         self._check()
 
-    @rule(seq=st.integers(0, 3), attempt=st.integers(0, 1), maps=st.lists(offset_maps, min_size=3, max_size=3),
-          timeout_ms=st.sampled_from(TIMEOUTS_MS))
+    @rule(
+        seq=st.integers(0, 3),
+        attempt=st.integers(0, 1),
+        maps=st.lists(offset_maps, min_size=3, max_size=3),
+        timeout_ms=st.sampled_from(TIMEOUTS_MS),
+    )
     def every_member_contributes(self, seq: int, attempt: int, maps: list, timeout_ms: int) -> None:
         """A reset round: every registered operator contributes with N = the registered count."""
         names = sorted(self.registered)
@@ -231,7 +251,7 @@ class MergeMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ checks
     def _check(self) -> None:
         """Every reply since the last check is the one the model predicts, and arrives once."""
-        new, self.seen = self.server.replies[self.seen:], len(self.server.replies)
+        new, self.seen = self.server.replies[self.seen :], len(self.server.replies)
         for req, code, body in new:
             if req.type != "merge_checkpoint":
                 continue
@@ -257,8 +277,11 @@ class MergeMachine(RuleBasedStateMachine):
 
 # Deterministic in ``make test``; MODEL_EXAMPLES=2000 MODEL_RANDOM=1 for a longer, random search.
 MergeMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "40")), stateful_step_count=40,
-    derandomize=not os.environ.get("MODEL_RANDOM"), deadline=None,
-    suppress_health_check=[HealthCheck.too_slow], database=None,
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "40")),
+    stateful_step_count=40,
+    derandomize=not os.environ.get("MODEL_RANDOM"),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
 )
 test_merge_model = MergeMachine.TestCase

@@ -125,7 +125,8 @@ def test_load_in_progress_then_success(tmp_path):
     log = open(tmp_path / "coordinator.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "coordinator", "--bind", endpoint, "--state-dir", str(state)],
-        stdout=subprocess.DEVNULL, stderr=log,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     codes: list[str] = []
     try:

@@ -85,7 +85,10 @@ def _check_acknowledged(state_dir: Path, last: int) -> None:
 def test_a_crash_at_each_compaction_step_keeps_everything_acknowledged(tmp_path, step):
     out = subprocess.run(
         [sys.executable, "-c", CHILD, step, str(tmp_path)],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert out.returncode == CRASH_EXIT, (out.returncode, out.stderr[-2000:])

@@ -22,7 +22,7 @@ def _build() -> tuple[bytes, list[int], str]:
         for g in range(6):
             store.put_initial_offsets(f"group-{g}", {("orders", p): 100 * g + p for p in range(4)})
             store.register_member(f"group-{g}", g, f"op-{g}")
-            store.put_document("region", f"group-{g}", {"seq": g, "note": "é\u2028\"x\""})
+            store.put_document("region", f"group-{g}", {"seq": g, "note": 'é\u2028"x"'})
             store.unregister_member(f"group-{g}", f"op-{g}")
             store.sync()
         store.close()

@@ -65,7 +65,7 @@ def test_truncate_corrupt_cuts_at_the_damage_and_keeps_the_bytes(tmp_path, caplo
     assert store.groups() == [f"group-{g}" for g in range(3)]
     assert any("6 or more valid records after it are lost" in r.getMessage() for r in caplog.records)
     store.close()
-    assert (tmp_path / f"{seg.name}.corrupt-{offsets[3]}").read_bytes() == bytes(broken[offsets[3]:])
+    assert (tmp_path / f"{seg.name}.corrupt-{offsets[3]}").read_bytes() == bytes(broken[offsets[3] :])
     again = StateStore(tmp_path)  # the flag is needed once: the log is clean now
     again.load()
     assert len(again.groups()) == 3

@@ -57,8 +57,9 @@ def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
         push({"region": "r", "cmd": "drain", "seq": 1})  # no version
         push({"v": 2, "region": "r", "cmd": "drain", "seq": 1})  # another version
         push({"v": 1, "region": "r", "cmd": "drain", "seq": -1})  # out of range
-        push({"v": 1, "region": "r", "cmd": "reset", "seq": 2, "attempt": 1, "members": [], "offsets": [],
-              "own": 5})  # own after seq
+        push(
+            {"v": 1, "region": "r", "cmd": "reset", "seq": 2, "attempt": 1, "members": [], "offsets": [], "own": 5}
+        )  # own after seq
         push(encode_command("other", Drain(1)))  # another region's
         push(encode_command("r", Drain(7)))
         push(encode_command("r", Failed("gave up")))
@@ -76,12 +77,19 @@ def test_a_reset_with_the_rejoin_hint_calls_the_hint_first():
     channel = ControlChannel(endpoint, "r", "m0", "inc", REGION, events.put, on_rejoin_hint=lambda: events.put("hint"))
     try:
         identity = _joined(router, channel)
-        for command in (Reset(3, 1, ["m0"], [["t", 0, 5]], 3), ResetToInitial(2, rejoin=True),
-                        Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True)):
+        for command in (
+            Reset(3, 1, ["m0"], [["t", 0, 5]], 3),
+            ResetToInitial(2, rejoin=True),
+            Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True),
+        ):
             router.send_multipart([identity, protocol.encode("region_command", encode_command("r", command), None)])
         assert [events.get(timeout=10) for _ in range(5)] == [
-            Reset(3, 1, ["m0"], [["t", 0, 5]], 3), "hint", ResetToInitial(2, rejoin=True),
-            "hint", Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True)]
+            Reset(3, 1, ["m0"], [["t", 0, 5]], 3),
+            "hint",
+            ResetToInitial(2, rejoin=True),
+            "hint",
+            Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True),
+        ]
         assert events.empty()
     finally:
         channel.stop()

@@ -75,12 +75,15 @@ def test_drop_is_refused_where_there_is_no_message_to_drop(fault_dir):
         fault_points.arm(fault_dir, Point.AFTER_RESET, Action.CRASH, member="a@b")
 
 
-@pytest.mark.parametrize("doc", [
-    {"version": 99, "action": "crash"},
-    {"version": 1, "action": "explode"},
-    {"version": 1, "action": "drop"},  # drop at a point that cannot drop
-    ["not", "an", "object"],
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"version": 99, "action": "crash"},
+        {"version": 1, "action": "explode"},
+        {"version": 1, "action": "drop"},  # drop at a point that cannot drop
+        ["not", "an", "object"],
+    ],
+)
 def test_an_invalid_trigger_is_set_aside_and_nothing_acts(fault_dir, doc):
     (fault_dir / "point.after-reset").write_text(json.dumps(doc))
     assert fault_points.hit(Point.AFTER_RESET, "m0") is False  # this process is still here
@@ -102,8 +105,9 @@ print("continued", flush=True)
 
 def _child(fault_dir: Path, point: Point) -> subprocess.Popen:
     env = dict(os.environ, **{fault_points.ENV_FAULT_DIR: str(fault_dir)})
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, point.name], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, point.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -157,8 +161,9 @@ def test_fault_tasks_pause_continue_and_close_continues_what_is_still_stopped(tm
         tasks.start("short", lambda: tasks.pause(procs[0].pid, 0.3, "p0"))
         tasks.start("long", lambda: tasks.pause(procs[1].pid, 600, "p1"))  # ended by close()
         _wait_state(procs[1].pid, "T")
-        wait_until(lambda: tasks.fired == 1 and _state(procs[0].pid) != "T", 30, "the short pause to end",
-                   interval=0.02)
+        wait_until(
+            lambda: tasks.fired == 1 and _state(procs[0].pid) != "T", 30, "the short pause to end", interval=0.02
+        )
         assert not tasks.done()
         assert _state(procs[1].pid) == "T"
         tasks.close()

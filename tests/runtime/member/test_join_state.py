@@ -24,8 +24,13 @@ CONFIG = RegionConfig(name="r1")
 
 
 def _state(predecessors=None, failed=None, timeout_s=5.0) -> JoinState:
-    return JoinState("r1", "m0", timeout_s, (failed if failed is not None else []).append,
-                     (predecessors if predecessors is not None else []).append)
+    return JoinState(
+        "r1",
+        "m0",
+        timeout_s,
+        (failed if failed is not None else []).append,
+        (predecessors if predecessors is not None else []).append,
+    )
 
 
 def _joined(phase: RegionPhase = RegionPhase.RUNNING, **kw) -> RegionJoinReply:

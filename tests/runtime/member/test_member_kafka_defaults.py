@@ -9,8 +9,14 @@ from cr_consumer.runtime.member.setup import RUNTIME_KAFKA_DEFAULTS
 
 
 def _config(client: str, **props: object) -> OperatorConfig:
-    return OperatorConfig(bootstrap_servers="localhost:9092", group_id="g", operator_name="m-0", topics=("t",),
-                          consumer_properties={**RUNTIME_KAFKA_DEFAULTS, **props}, client=client)
+    return OperatorConfig(
+        bootstrap_servers="localhost:9092",
+        group_id="g",
+        operator_name="m-0",
+        topics=("t",),
+        consumer_properties={**RUNTIME_KAFKA_DEFAULTS, **props},
+        client=client,
+    )
 
 
 def test_members_fetch_up_to_kafkas_default_with_either_client():

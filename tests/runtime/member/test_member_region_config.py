@@ -12,9 +12,17 @@ from cr_consumer.runtime.member.setup import MemberSettings, SettingsError
 
 
 def _settings(tmp_path, region: dict) -> MemberSettings:
-    return MemberSettings(pipeline="p.py", bootstrap="127.0.0.1:9", coordinator="tcp://127.0.0.1:9", group="g",
-                          member="m0", output_dir=tmp_path / "out", state_dir=tmp_path / "state", region_index=3,
-                          region=region)
+    return MemberSettings(
+        pipeline="p.py",
+        bootstrap="127.0.0.1:9",
+        coordinator="tcp://127.0.0.1:9",
+        group="g",
+        member="m0",
+        output_dir=tmp_path / "out",
+        state_dir=tmp_path / "state",
+        region_index=3,
+        region=region,
+    )
 
 
 def test_the_member_joins_with_its_settings_its_index_and_its_group_as_name(tmp_path):

@@ -17,8 +17,15 @@ from cr_consumer.runtime.member.control import LOST_AFTER_S, ControlChannel
 
 from support.scripted_member import ScriptedMember, region_status
 
-REGION = {"period_s": 0.3, "drain_timeout_s": 20.0, "reset_timeout_s": 20.0, "member_timeout_s": 30.0,
-          "max_consecutive_resets": 5, "min_members": 1, "join_grace_s": 1.0}
+REGION = {
+    "period_s": 0.3,
+    "drain_timeout_s": 20.0,
+    "reset_timeout_s": 20.0,
+    "member_timeout_s": 30.0,
+    "max_consecutive_resets": 5,
+    "min_members": 1,
+    "join_grace_s": 1.0,
+}
 
 
 def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names):
@@ -27,7 +34,9 @@ def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names)
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", config).start()
     m1 = ScriptedMember(coordinator.endpoint, region, "m1", config, answer_resets=False).start()  # stuck in its reset
     try:
-        wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING")
+        wait_until(
+            lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING"
+        )
         # the answer itself, not_now (trigger() also says False for no answer within
         # its 2 s), long before the drain timeout (a fixed second bounded the scheduling
         # of two processes on a loaded machine more than the controller's answer)
@@ -48,8 +57,11 @@ def test_trigger_while_running_starts_a_cycle(coordinator, names):
     try:
         wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
         assert m0.channel.trigger() is True
-        wait_until(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1, 10,
-                 "a checkpoint")
+        wait_until(
+            lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1,
+            10,
+            "a checkpoint",
+        )
     finally:
         m0.stop()
 
@@ -72,9 +84,15 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
         finally:
             os.kill(coordinator.pid, signal.SIGCONT)
         wait_until(lambda: m0.channel.joined.is_set(), 10, "the rejoin")
-        reply = wait_until(lambda: [e for e in region_status(coordinator.endpoint, region)["events"]
-                                  if e["kind"] == "reset" and "revoked 2 partitions (test)" in e["why"]], 10,
-                         "the held reset request to reach the controller")
+        reply = wait_until(
+            lambda: [
+                e
+                for e in region_status(coordinator.endpoint, region)["events"]
+                if e["kind"] == "reset" and "revoked 2 partitions (test)" in e["why"]
+            ],
+            10,
+            "the held reset request to reach the controller",
+        )
         assert reply
         assert region_status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
     finally:
@@ -102,8 +120,14 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
         assert region["phase"] == "FAILED"
         assert "unusable" in region["failed_reason"]
         seen: queue.SimpleQueue = queue.SimpleQueue()
-        channel = ControlChannel(coordinator.endpoint, "r1", "m0", "inc-m0", RegionConfig.from_dict({**REGION, "name": "r1"}),
-                                 lambda c: seen.put(c.to_body()))
+        channel = ControlChannel(
+            coordinator.endpoint,
+            "r1",
+            "m0",
+            "inc-m0",
+            RegionConfig.from_dict({**REGION, "name": "r1"}),
+            lambda c: seen.put(c.to_body()),
+        )
         channel.start()
         try:
             cmd = seen.get(timeout=10)
@@ -123,8 +147,11 @@ def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
     region = names.group("region")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", REGION).start()
     try:
-        wait_until(lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2, 15,
-                 "two checkpoints")
+        wait_until(
+            lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2,
+            15,
+            "two checkpoints",
+        )
         answer = m0.channel.leave()
         assert answer is not None
         assert answer.complete is not None

@@ -77,8 +77,12 @@ def _source(pump):
 def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=4)
     group = names.group()
-    settings = {**KAFKA, "session.timeout.ms": EVICTION_SESSION_TIMEOUT_MS, "bootstrap.servers": bootstrap,
-                "group.id": group}
+    settings = {
+        **KAFKA,
+        "session.timeout.ms": EVICTION_SESSION_TIMEOUT_MS,
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+    }
     a = KafkaPythonClient({**settings, "client.id": "a"})
     joins = _Count()
     a.subscribe([topic], listener=joins)
@@ -86,11 +90,20 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
     b.subscribe([topic], listener=_Count())
     pump_a, pump_b = _Pump(a), _Pump(b)
     try:
-        wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30, "both consumers to get two partitions")
+        wait_until(
+            lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30, "both consumers to get two partitions"
+        )
         # the snapshot is taken right after the poll that completed the join
-        wait_until(lambda: (ra := group_report(_source(pump_a))) is not None and not ra.rebalancing
-                   and (rb := group_report(_source(pump_b))) is not None and not rb.rebalancing, 5,
-                   "both reports out of rebalancing")
+        wait_until(
+            lambda: (
+                (ra := group_report(_source(pump_a))) is not None
+                and not ra.rebalancing
+                and (rb := group_report(_source(pump_b))) is not None
+                and not rb.rebalancing
+            ),
+            5,
+            "both reports out of rebalancing",
+        )
         report = group_report(_source(pump_a))
         assert report is not None
         assert report.member_id is not None
@@ -104,8 +117,12 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         # b stands for a killed process: nobody polls it any more; the broker would
         # keep it in the group for the session timeout (15 s) and then rebalance.
         pump_b.halt()
-        config = SimpleNamespace(bootstrap_servers=bootstrap, group_id=group, operator_name="b-restarted",
-                                 consumer_properties={"request.timeout.ms": 5000, "fetch.min.bytes": 1})
+        config = SimpleNamespace(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            operator_name="b-restarted",
+            consumer_properties={"request.timeout.ms": 5000, "fetch.min.bytes": 1},
+        )
         settings = admin_settings(bootstrap, config.consumer_properties, request_timeout_ms=5000, client_id="evict")
         assert "fetch_min_bytes" not in settings  # consumer-only settings are left out
         t0 = time.monotonic()

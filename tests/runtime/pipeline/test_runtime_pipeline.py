@@ -69,8 +69,14 @@ def test_pipeline_rejects_non_state_handler():
 def test_json_line_bytes_utf8_and_base64_marker():
     line = to_json_line(Record("t", 1, 7, None, b"\xff\x00", "text"))
     doc = json.loads(line)
-    assert doc == {"topic": "t", "partition": 1, "offset": 7, "timestamp": None,
-                   "key": {"base64": "/wA="}, "value": "text"}
+    assert doc == {
+        "topic": "t",
+        "partition": 1,
+        "offset": 7,
+        "timestamp": None,
+        "key": {"base64": "/wA="},
+        "value": "text",
+    }
     assert decode_json_value(doc["key"]) == b"\xff\x00"
     assert json.loads(to_json_line(Record("t", 0, 0, 5, None, {"n": [1, b"x"]})))["value"] == {"n": [1, "x"]}
     with pytest.raises(TypeError, match="t/0@3"):
@@ -239,8 +245,13 @@ def test_batch_json_lines_of_consumer_records_equal_single_lines():
         "bool partition": ([rec(0, tp=("t", True))], False),
         "empty values": ([rec(i, value=b"") for i in range(3)], True),
         "bool offset (an int)": ([rec(0)._replace(offset=True)], True),
-        "client seam records": ([KafkaRecord("t", 3, 1000 + i, 1_700_000_000_000, TimestampType.CREATE_TIME, None,
-                                             b"v%d" % i) for i in range(5)], True),
+        "client seam records": (
+            [
+                KafkaRecord("t", 3, 1000 + i, 1_700_000_000_000, TimestampType.CREATE_TIME, None, b"v%d" % i)
+                for i in range(5)
+            ],
+            True,
+        ),
         "pipeline records": ([Record("t", 3, i, 5, b"k", b"v") for i in range(5)], True),
         "pipeline record without timestamp": ([Record("t", 3, 1, None, b"k", b"v")], False),
         "no value attribute": ([(1, 2)], False),
@@ -249,7 +260,9 @@ def test_batch_json_lines_of_consumer_records_equal_single_lines():
     for name, (batch, fast) in batches.items():
         try:
             expected = "".join(to_json_line(r, ',"m":1') for r in batch)
-            assert to_json_bytes(batch, ',"m":"%s%d"') == "".join(to_json_line(r, ',"m":"%s%d"') for r in batch).encode()
+            assert (
+                to_json_bytes(batch, ',"m":"%s%d"') == "".join(to_json_line(r, ',"m":"%s%d"') for r in batch).encode()
+            )
         except (TypeError, AttributeError):
             expected = None  # the general path refuses it: so must the batch
         if expected is None:

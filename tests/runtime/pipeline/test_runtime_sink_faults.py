@@ -19,8 +19,9 @@ def recs(partition: int, start: int, n: int) -> list[Record]:
 def offsets(directory, member: str) -> list[int]:
     out = []
     for path in sorted(directory.glob(f"{member}-*.jsonl")):
-        out.extend(json.loads(line)["offset"] for line in path.read_text().splitlines()
-                   if json.loads(line)["member"] == member)
+        out.extend(
+            json.loads(line)["offset"] for line in path.read_text().splitlines() if json.loads(line)["member"] == member
+        )
     return out
 
 

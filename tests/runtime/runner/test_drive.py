@@ -10,12 +10,18 @@ from cr_consumer.runtime.runner.drive import run_until_done
 from cr_consumer.runtime.runner.region_runner import RegionFailed
 
 
-@pytest.mark.parametrize(("timeout_s", "poll_s"), [(math.inf, 0.5), (math.nan, 0.5), (0, 0.5), (10, math.inf),
-                                                   (10, 0), (1, 2)])
+@pytest.mark.parametrize(
+    ("timeout_s", "poll_s"), [(math.inf, 0.5), (math.nan, 0.5), (0, 0.5), (10, math.inf), (10, 0), (1, 2)]
+)
 def test_unbounded_waits_are_refused(timeout_s, poll_s):
     with pytest.raises(ValueError, match="timeout_s"):
-        run_until_done(None, done=lambda: False, progress=lambda: 0.0,  # type: ignore[arg-type]
-                       timeout_s=timeout_s, poll_s=poll_s)
+        run_until_done(
+            None,
+            done=lambda: False,
+            progress=lambda: 0.0,  # type: ignore[arg-type]
+            timeout_s=timeout_s,
+            poll_s=poll_s,
+        )
 
 
 class _Region:
@@ -36,16 +42,32 @@ def test_done_kills_half_way_once_and_returns_the_time_taken():
     region = _Region()
     checks = iter(range(100))
     progress = iter([0.2, 0.6, 0.7, 0.8, 0.9] + [1.0] * 100)
-    elapsed = run_until_done(region, done=lambda: next(checks) >= 5, progress=lambda: next(progress),  # type: ignore[arg-type]
-                             kill_half_way=True, timeout_s=10, poll_s=0.01)
+    elapsed = run_until_done(
+        region,
+        done=lambda: next(checks) >= 5,
+        progress=lambda: next(progress),  # type: ignore[arg-type]
+        kill_half_way=True,
+        timeout_s=10,
+        poll_s=0.01,
+    )
     assert 0 <= elapsed < 5
     assert region.killed == ["member-0"]
 
 
 def test_a_failed_region_and_a_timeout_end_the_wait():
     with pytest.raises(RegionFailed, match="sink down"):
-        run_until_done(_Region(failed="sink down"), done=lambda: False, progress=lambda: 0.0,  # type: ignore[arg-type]
-                       timeout_s=10, poll_s=0.01)
+        run_until_done(
+            _Region(failed="sink down"),
+            done=lambda: False,
+            progress=lambda: 0.0,  # type: ignore[arg-type]
+            timeout_s=10,
+            poll_s=0.01,
+        )
     with pytest.raises(TimeoutError, match="not finished within 0 s"):
-        run_until_done(_Region(), done=lambda: False, progress=lambda: 0.0,  # type: ignore[arg-type]
-                       timeout_s=0.1, poll_s=0.01)
+        run_until_done(
+            _Region(),
+            done=lambda: False,
+            progress=lambda: 0.0,  # type: ignore[arg-type]
+            timeout_s=0.1,
+            poll_s=0.01,
+        )

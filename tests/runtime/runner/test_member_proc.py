@@ -27,8 +27,9 @@ def test_quick_deaths_double_the_delay_up_to_the_cap():
 
 
 def test_a_death_after_the_window_resets_the_backoff():
-    m = MemberProc("member-0", restarts=3, delay=3.2, last_start=50.0,
-                   backoff=Backoff(RESTART_FIRST_S, RESTART_MAX_S, failures=5))
+    m = MemberProc(
+        "member-0", restarts=3, delay=3.2, last_start=50.0, backoff=Backoff(RESTART_FIRST_S, RESTART_MAX_S, failures=5)
+    )
     now = 50.0 + RESTART_WINDOW_S + 1
     assert m.schedule_restart(now) == 0.0
     assert m.backoff.failures == 0

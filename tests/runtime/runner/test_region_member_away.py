@@ -67,8 +67,15 @@ def test_member_away_past_timeout_after_its_checkpoint_answer_loses_nothing(boot
         n += count
 
     more(2000)
-    with make_region(tmp_path, bootstrap, pipeline, topic, members=3, member_timeout_s=MEMBER_TIMEOUT_S,
-                     params={"topic": topic, "away_s": str(AWAY_S)}) as region:
+    with make_region(
+        tmp_path,
+        bootstrap,
+        pipeline,
+        topic,
+        members=3,
+        member_timeout_s=MEMBER_TIMEOUT_S,
+        params={"topic": topic, "away_s": str(AWAY_S)},
+    ) as region:
         deadline = time.monotonic() + 60
         while not (state / "crashed-at").exists():  # records keep coming until member-0 has crashed
             assert time.monotonic() < deadline, region.status()

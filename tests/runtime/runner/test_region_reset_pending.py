@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 # Eager rebalancing: a new topic matching the pattern revokes every partition,
 # also the ones this member fetched from (cooperative, the runtime's default,
 # only adds the new topic's partitions: nothing to reset).
-PATTERN_DRIVEN = '''
+PATTERN_DRIVEN = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
@@ -35,7 +35,7 @@ def build(ctx):
                                           "coordinator_timeout_s": 2.0},
                                  kafka={"partition.assignment.strategy": "range,roundrobin"}))
             .sink(ctx.file_sink()))
-'''
+"""
 
 
 def test_member_revoked_while_the_coordinator_is_paused_is_reset(bootstrap, names, tmp_path):
@@ -50,8 +50,17 @@ def test_member_revoked_while_the_coordinator_is_paused_is_reset(bootstrap, name
 
     # member_timeout_s past the pause: the member stays known, so its rejoin is a
     # retry of the same incarnation and resets nothing by itself
-    with make_region(tmp_path, bootstrap, pipeline, first, members=1, operator_driven=True, period_s=60.0,
-                     member_timeout_s=60.0, params={"pattern": f"^{prefix}-.*"}) as region:
+    with make_region(
+        tmp_path,
+        bootstrap,
+        pipeline,
+        first,
+        members=1,
+        operator_driven=True,
+        period_s=60.0,
+        member_timeout_s=60.0,
+        params={"pattern": f"^{prefix}-.*"},
+    ) as region:
         # every trigger served: none left queued at the coordinator
         wait_region(region, lambda: len(of_first()) >= 1000, 40, "1000 records of the first topic published")
         pid = region.coordinator_proc.pid
@@ -68,11 +77,16 @@ def test_member_revoked_while_the_coordinator_is_paused_is_reset(bootstrap, name
             os.kill(pid, signal.SIGCONT)
         produce(bootstrap, first, [b"v%d" % i for i in range(1400, 4000)])
         # the tail below the last trigger may wait
-        wait_region(region, lambda: len(of_first()) >= 3600, 60, "3600 records of the first topic published",
-                    interval=0.2)
+        wait_region(
+            region, lambda: len(of_first()) >= 3600, 60, "3600 records of the first topic published", interval=0.2
+        )
         status = region.wait_until(
-            lambda s: s["phase"] == "RUNNING" and all(not (m["kafka"] or {}).get("rebalancing")
-                                                      for m in s["members"].values()), 30)
+            lambda s: (
+                s["phase"] == "RUNNING"
+                and all(not (m["kafka"] or {}).get("rebalancing") for m in s["members"].values())
+            ),
+            30,
+        )
         assert status["resets"] >= 2
     offsets = sorted(of_first())
     assert len(offsets) == len(set(offsets))

@@ -22,15 +22,15 @@ from support.region import check_exactly_once, make_region, published, wait_regi
 pytestmark = pytest.mark.slow
 
 
-PASSTHROUGH = '''
+PASSTHROUGH = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(ctx.file_sink()))
-'''
+"""
 
-FAILING_SINK = '''
+FAILING_SINK = """
 from cr_consumer.runtime import KafkaSource, Operator, Pipeline
 
 class Broken(Operator):
@@ -41,7 +41,7 @@ class Broken(Operator):
 def build(ctx):
     return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(Broken()))
-'''
+"""
 
 
 def half_values(n: int, start: int = 0) -> list[bytes]:
@@ -109,7 +109,8 @@ def test_exactly_once_with_coordinator_kill_and_restart(bootstrap, names, tmp_pa
         region.kill_coordinator()  # the runner restarts it on the same endpoint and state dir
         produce(bootstrap, topic, half_values(3000, 3000))
         status = region.wait_until(
-            lambda s: s["phase"] == "RUNNING" and (s["last_consistent"] or 0) > before and s["checkpoints"] >= 1, 40)
+            lambda s: s["phase"] == "RUNNING" and (s["last_consistent"] or 0) > before and s["checkpoints"] >= 1, 40
+        )
         assert status["resets"] >= 1  # the restarted controller reset the region to its durable checkpoint
         rows = wait_rows(tmp_path / "out", 6000, 60, region)
         time.sleep(1.0)
@@ -144,14 +145,23 @@ def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
     produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[:4000]))
     produce(bootstrap, topic, [b"not json", b"\xff\xfe"])  # dropped by the pipeline's filter
     with make_region(tmp_path, bootstrap, str(EXAMPLES / "order_totals.py"), topic, members=2) as region:
-        wait_region(region, lambda: sum(t["orders"] for t in ot.customer_totals(tmp_path / "out").values()) >= 1000,
-                    40, "1000 orders totalled")
+        wait_region(
+            region,
+            lambda: sum(t["orders"] for t in ot.customer_totals(tmp_path / "out").values()) >= 1000,
+            40,
+            "1000 orders totalled",
+        )
         region.kill(region.live_members()[1])
         produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[4000:]))
         expected = ot.expected_totals(orders)
         try:
-            wait_region(region, lambda: ot.customer_totals(tmp_path / "out") == expected, 60, "the expected totals",
-                        interval=0.2)
+            wait_region(
+                region,
+                lambda: ot.customer_totals(tmp_path / "out") == expected,
+                60,
+                "the expected totals",
+                interval=0.2,
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}; totals {ot.customer_totals(tmp_path / 'out')}") from exc
         assert region.status()["resets"] >= 2
@@ -199,22 +209,21 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
     check_exactly_once(rows, topic, {p: 3000 + trickled // 4 for p in range(4)})
 
 
-OPERATOR_DRIVEN = '''
+OPERATOR_DRIVEN = """
 from cr_consumer.runtime import KafkaSource, Pipeline
 
 def build(ctx):
     return (Pipeline(KafkaSource(topics=[ctx.param("topic")],
                                  options={"start_position": "earliest", "trigger_count": 700}))
             .sink(ctx.file_sink()))
-'''
+"""
 
 
 def test_operator_driven_region_checkpoints_on_trigger(bootstrap, names, tmp_path):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     pipeline = write_module(tmp_path, "driven", OPERATOR_DRIVEN)
     produce(bootstrap, topic, half_values(4000))
-    with make_region(tmp_path, bootstrap, pipeline, topic, members=2, operator_driven=True,
-                     period_s=60.0) as region:
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2, operator_driven=True, period_s=60.0) as region:
         rows = wait_rows(tmp_path / "out", 4000 - 2 * 700, 40, region)  # the tail waits for a trigger
         status = region.status()
         assert status["mode"] == "operator_driven"
@@ -243,17 +252,54 @@ def test_crkafka_run_cli_runs_and_stops_cleanly(bootstrap, names, tmp_path, clie
     log_path = tmp_path / "run.log"
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cr_consumer.cli.main", "run", pipeline, "--members", "2", "--bootstrap", bootstrap, "--group", names.group(),
-             "--kafka-client", client, "--param", f"topic={topic}", "--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state"),
-             "--period", "0.5", "--duration", "120", "--status-every", "2",
-             "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000"],
-            stdout=log_file, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "cr_consumer.cli.main",
+                "run",
+                pipeline,
+                "--members",
+                "2",
+                "--bootstrap",
+                bootstrap,
+                "--group",
+                names.group(),
+                "--kafka-client",
+                client,
+                "--param",
+                f"topic={topic}",
+                "--out",
+                str(tmp_path / "out"),
+                "--state-dir",
+                str(tmp_path / "state"),
+                "--period",
+                "0.5",
+                "--duration",
+                "120",
+                "--status-every",
+                "2",
+                "--kafka",
+                "session.timeout.ms=6000",
+                "--kafka",
+                "heartbeat.interval.ms=1000",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO,
+        )
         try:
             with contextlib.suppress(WaitTimeout):  # the assertion below says what was published
-                wait_until(lambda: proc.poll() is not None or len(published(tmp_path / "out")) >= 2000, 60,
-                           "2000 published records or the run's exit", interval=0.2)
+                wait_until(
+                    lambda: proc.poll() is not None or len(published(tmp_path / "out")) >= 2000,
+                    60,
+                    "2000 published records or the run's exit",
+                    interval=0.2,
+                )
             rows = published(tmp_path / "out")
-            assert len(rows) >= 2000, f"{len(rows)} of 2000 published; crkafka run said:\n{log_path.read_text()[-3000:]}"
+            assert len(rows) >= 2000, (
+                f"{len(rows)} of 2000 published; crkafka run said:\n{log_path.read_text()[-3000:]}"
+            )
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=30) == 0, log_path.read_text()[-3000:]
         finally:
@@ -280,15 +326,26 @@ def test_region_over_a_curve_coordinator(bootstrap, names, tmp_path):
     coordinator = CoordinatorProcess(
         tmp_path / "coordinator",
         extra_args=["--curve-secret-key", str(keys["server"][1]), "--curve-allow", str(allow)],
-        client_kwargs={"curve_server_key": curve_keys.load_public_key(keys["server"][0]),
-                       "curve_keypair": curve_keys.load_keypair(keys["member"][1])})
+        client_kwargs={
+            "curve_server_key": curve_keys.load_public_key(keys["server"][0]),
+            "curve_keypair": curve_keys.load_keypair(keys["member"][1]),
+        },
+    )
     coordinator.start()
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     pipeline = write_module(tmp_path, "passthrough", PASSTHROUGH)
     produce(bootstrap, topic, half_values(2000))
     try:
-        with make_region(tmp_path, bootstrap, pipeline, topic, members=2, coordinator=coordinator.endpoint,
-                         curve_server_key=str(keys["server"][0]), curve_keypair=str(keys["member"][1])) as region:
+        with make_region(
+            tmp_path,
+            bootstrap,
+            pipeline,
+            topic,
+            members=2,
+            coordinator=coordinator.endpoint,
+            curve_server_key=str(keys["server"][0]),
+            curve_keypair=str(keys["member"][1]),
+        ) as region:
             rows = wait_rows(tmp_path / "out", 2000, 60, region)
             assert region.status()["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
     finally:

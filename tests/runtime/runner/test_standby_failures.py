@@ -76,8 +76,9 @@ def _kill_and_restart(sup: MemberSupervisor, restarts: int = 1) -> tuple[int, di
     return pid, exit_event, start
 
 
-def _assert_cold_restart(sup: MemberSupervisor, exit_event: dict[str, Any], start: dict[str, Any],
-                         within_s: float = COLD_RESTART_S) -> None:
+def _assert_cold_restart(
+    sup: MemberSupervisor, exit_event: dict[str, Any], start: dict[str, Any], within_s: float = COLD_RESTART_S
+) -> None:
     assert "standby" not in start, start  # started cold
     assert start["t"] - exit_event["t"] < within_s, (exit_event, start)
     assert sup.failed is None
@@ -105,8 +106,9 @@ def test_1_a_standby_from_a_tree_without_the_standby_module_is_never_used_and_ba
     a doubling delay, and a member killed meanwhile restarts cold at once."""
     sup = _start(tmp_path, [sys.executable, "-m", "cr_consumer.cli.no_such_standby", "p.py"])
     try:
-        wait_until(lambda: len([e for e in sup.events if e["kind"] == "standby-start"]) >= 4, 30.0,
-                   "four standby starts")
+        wait_until(
+            lambda: len([e for e in sup.events if e["kind"] == "standby-start"]) >= 4, 30.0, "four standby starts"
+        )
         _, exit_event, start = _kill_and_restart(sup)
         _assert_cold_restart(sup, exit_event, start)
         # from each standby's death, seen, to the next start: 0.4, 0.8, 1.6 s...: the
@@ -133,8 +135,11 @@ def test_1_a_standby_dying_in_its_imports_is_not_handed_the_member(tmp_path):
         _, exit_event, start = _kill_and_restart(sup)
         _assert_cold_restart(sup, exit_event, start)
         assert sup.pids()["member-0"] != standby
-        wait_until(lambda: [e for e in sup.events if e["kind"] == "standby-exit" and e["pid"] == standby], 10.0,
-                   "the standby's death, seen")
+        wait_until(
+            lambda: [e for e in sup.events if e["kind"] == "standby-exit" and e["pid"] == standby],
+            10.0,
+            "the standby's death, seen",
+        )
         assert sup.restarts() == {"member-0": 1}  # its death is no member's
     finally:
         sup.stop()
@@ -144,13 +149,17 @@ def test_2_a_standby_never_ready_is_killed_and_replaced(tmp_path, monkeypatch):
     monkeypatch.setattr(standby_mod, "READY_TIMEOUT_S", 0.5)
     sup = _start(tmp_path, _stand_in(NEVER_READY))
     try:
-        ended = wait_until(lambda: [e for e in sup.events if e["kind"] == "standby-exit"], 15.0,
-                           "the unready standby's end")
+        ended = wait_until(
+            lambda: [e for e in sup.events if e["kind"] == "standby-exit"], 15.0, "the unready standby's end"
+        )
         assert "was not ready" in ended[0]["reason"]
         assert ended[0]["code"] == -signal.SIGKILL
         assert gone(ended[0]["pid"])
-        wait_until(lambda: [e for e in sup.events if e["kind"] == "standby-start" and e["pid"] != ended[0]["pid"]],
-                   15.0, "its replacement")
+        wait_until(
+            lambda: [e for e in sup.events if e["kind"] == "standby-start" and e["pid"] != ended[0]["pid"]],
+            15.0,
+            "its replacement",
+        )
     finally:
         sup.stop()
 
@@ -184,7 +193,7 @@ def test_4_a_standby_that_does_not_read_its_stdin_fails_the_write(tmp_path):
 def _stopped(pid: int) -> bool:
     with open(f"/proc/{pid}/stat", "rb") as f:
         stat = f.read()
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"T"
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"T"
 
 
 def test_3_a_standby_stopped_while_idle_is_replaced_and_the_member_starts_cold_at_once(tmp_path):
@@ -215,14 +224,14 @@ def test_5_a_standby_stopped_at_the_hand_over_is_bounded_then_killed_and_reaped(
     kills and reaps it and starts the member cold: tests 4, 6, 7)."""
     pipeline = tmp_path / "pipe.py"
     pipeline.write_text(PIPELINE)
-    launcher = MemberLauncher(member_command(tmp_path, str(pipeline)), tmp_path,
-                              standby_argv=_real_standby(tmp_path))
+    launcher = MemberLauncher(member_command(tmp_path, str(pipeline)), tmp_path, standby_argv=_real_standby(tmp_path))
     with open(tmp_path / "standby.log", "ab") as log_file:
         standby = launcher.spawn_standby(log_file)
 
     def ready() -> bool:
         standby.poll()
         return standby.state is StandbyState.READY
+
     try:
         wait_until(ready, 60.0, "the standby's imports")
         os.kill(standby.pid, signal.SIGSTOP)
@@ -287,9 +296,11 @@ def test_8_a_standby_that_took_the_member_then_dies_is_a_member_death(tmp_path):
     second time with the quick-restart backoff); the next standby (told by a
     marker file to stay unready) is not used."""
     marker = tmp_path / "used"
-    code = SAY + (f"import pathlib\nmarker = pathlib.Path({str(marker)!r})\n"
-                  "if marker.exists(): time.sleep(60)\n"
-                  "marker.touch(); say('ready'); sys.stdin.buffer.readline(); say('took', 'member-0'); sys.exit(1)")
+    code = SAY + (
+        f"import pathlib\nmarker = pathlib.Path({str(marker)!r})\n"
+        "if marker.exists(): time.sleep(60)\n"
+        "marker.touch(); say('ready'); sys.stdin.buffer.readline(); say('took', 'member-0'); sys.exit(1)"
+    )
     sup = _start(tmp_path, _stand_in(code))
     try:
         standby = wait_until(sup.standby_pid, 15.0, "a ready standby")
@@ -314,9 +325,11 @@ def test_9_a_standby_whose_runner_is_gone_exits_without_becoming_a_member(tmp_pa
     with open(tmp_path / "standby.log", "ab") as log_file:
         early, late = launcher.spawn_standby(log_file), launcher.spawn_standby(log_file)
     early.close()  # during its imports
+
     def ready() -> bool:
         late.poll()
         return late.state is StandbyState.READY
+
     wait_until(ready, 60.0, "the second standby's imports")
     late.close()  # waiting for a hand-over
     assert early.proc.wait(60) == ExitCode.OK

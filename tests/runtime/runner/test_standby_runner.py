@@ -51,16 +51,24 @@ def _ready(standby: StandbyProc, timeout: float = 60.0) -> None:
     def said() -> bool:
         standby.poll()
         return standby.state is StandbyState.READY
+
     wait_until(said, timeout, "the standby to say ready")
 
 
 def test_handoff_round_trip_and_rejections():
     given = Handoff(argv=("p.py", "--name", "member-1"), log="/tmp/member-1.log")
     assert decode(given.encode()) == given
-    for bad in (b'{"v":2,"argv":["a"],"log":"l"}\n', b'{"v":1,"argv":["a"],"log":"l"}',  # version; no newline
-                b'{"v":1,"argv":[],"log":"l"}\n', b'{"v":1,"argv":[1],"log":"l"}\n',
-                b'{"v":1,"argv":["a"],"log":""}\n', b'{"v":1,"argv":["a"],"log":"l","x":1}\n',
-                b"[1]\n", b"not json\n", b" " * MAX_HANDOFF_BYTES + b"\n"):
+    for bad in (
+        b'{"v":2,"argv":["a"],"log":"l"}\n',
+        b'{"v":1,"argv":["a"],"log":"l"}',  # version; no newline
+        b'{"v":1,"argv":[],"log":"l"}\n',
+        b'{"v":1,"argv":[1],"log":"l"}\n',
+        b'{"v":1,"argv":["a"],"log":""}\n',
+        b'{"v":1,"argv":["a"],"log":"l","x":1}\n',
+        b"[1]\n",
+        b"not json\n",
+        b" " * MAX_HANDOFF_BYTES + b"\n",
+    ):
         with pytest.raises(HandoffError):
             decode(bad)
     with pytest.raises(HandoffError, match="too large"):
@@ -73,9 +81,15 @@ def test_status_round_trip_and_rejections():
     for line in (StatusLine(Status.READY), StatusLine(Status.TOOK, "member-3"), StatusLine(Status.REFUSED, "why")):
         assert decode_status(line.encode()) == line
     assert decode_status(StatusLine(Status.REFUSED, "x" * 5000).encode()).detail == "x" * 1000  # cut, not refused
-    for bad in (b'{"v":2,"status":"ready"}\n', b'{"v":1,"status":"ready"}', b'{"v":1,"status":"gone"}\n',
-                b'{"v":1,"status":"took","detail":7}\n', b'{"v":1,"status":"took","x":1}\n', b"[]\n",
-                b'{"v":1,"status":"ready","detail":"' + b"x" * MAX_STATUS_BYTES + b'"}\n'):
+    for bad in (
+        b'{"v":2,"status":"ready"}\n',
+        b'{"v":1,"status":"ready"}',
+        b'{"v":1,"status":"gone"}\n',
+        b'{"v":1,"status":"took","detail":7}\n',
+        b'{"v":1,"status":"took","x":1}\n',
+        b"[]\n",
+        b'{"v":1,"status":"ready","detail":"' + b"x" * MAX_STATUS_BYTES + b'"}\n',
+    ):
         with pytest.raises(HandoffError):
             decode_status(bad)
 
@@ -103,8 +117,12 @@ def test_a_standby_opens_no_socket_then_runs_the_member_it_is_handed(tmp_path):
     says why in its own log)."""
     pipeline = tmp_path / "pipe.py"
     pipeline.write_text(PIPELINE)
-    launcher = MemberLauncher(member_command(tmp_path, str(pipeline), kafka_stdin=True), tmp_path, kafka_stdin=b"not json",
-                              standby_argv=[sys.executable, "-m", STANDBY_MODULE, str(pipeline)])
+    launcher = MemberLauncher(
+        member_command(tmp_path, str(pipeline), kafka_stdin=True),
+        tmp_path,
+        kafka_stdin=b"not json",
+        standby_argv=[sys.executable, "-m", STANDBY_MODULE, str(pipeline)],
+    )
     with open(tmp_path / "standby.log", "ab") as log_file:
         standby = launcher.spawn_standby(log_file)
     proc = standby.proc
@@ -129,8 +147,9 @@ def test_a_standby_opens_no_socket_then_runs_the_member_it_is_handed(tmp_path):
 
 
 def test_a_standby_ends_when_its_stdin_closes_or_its_line_is_bad(tmp_path):
-    launcher = MemberLauncher(lambda n, _m: [], tmp_path,
-                              standby_argv=[sys.executable, "-m", STANDBY_MODULE, "no_such_pipeline_module"])
+    launcher = MemberLauncher(
+        lambda n, _m: [], tmp_path, standby_argv=[sys.executable, "-m", STANDBY_MODULE, "no_such_pipeline_module"]
+    )
     with open(tmp_path / "standby.log", "ab") as log_file:
         closed, bad = launcher.spawn_standby(log_file), launcher.spawn_standby(log_file)
     assert closed.proc.stdin is not None
@@ -149,8 +168,9 @@ def test_a_standby_ends_when_its_stdin_closes_or_its_line_is_bad(tmp_path):
 
 
 def test_hand_over_to_a_dead_standby_is_refused(tmp_path):
-    launcher = MemberLauncher(member_command(tmp_path, "p.py"), tmp_path,
-                              standby_argv=[sys.executable, "-c", SAY + "say('ready')"])
+    launcher = MemberLauncher(
+        member_command(tmp_path, "p.py"), tmp_path, standby_argv=[sys.executable, "-c", SAY + "say('ready')"]
+    )
     with open(tmp_path / "standby.log", "ab") as log_file:
         standby = launcher.spawn_standby(log_file)
     standby.proc.wait(30)
@@ -165,8 +185,9 @@ def test_hand_over_to_a_dead_standby_is_refused(tmp_path):
 
 def test_a_standby_killed_before_use_is_replaced_and_stop_ends_it(tmp_path, monkeypatch):
     monkeypatch.setattr(standby_mod, "RESPAWN_DELAY_S", 0.2)
-    launcher = MemberLauncher(lambda n, _m: [sys.executable, "-c", SLEEP], tmp_path,
-                              standby_argv=[sys.executable, "-c", READY_SLEEP])
+    launcher = MemberLauncher(
+        lambda n, _m: [sys.executable, "-c", SLEEP], tmp_path, standby_argv=[sys.executable, "-c", READY_SLEEP]
+    )
     sup = MemberSupervisor(launcher, restart_members=True, standby=True)
     sup.start(1)
     try:
@@ -189,8 +210,11 @@ def test_a_restarted_member_takes_the_standby_then_a_new_one_starts(tmp_path, mo
     reader = SAY + "say('ready'); sys.stdin.buffer.readline(); say('took', 'member-0'); time.sleep(60)"
     pipeline = tmp_path / "pipe.py"
     pipeline.write_text(PIPELINE)
-    launcher = MemberLauncher(member_command(tmp_path, str(pipeline), kafka_stdin=False), tmp_path,
-                              standby_argv=[sys.executable, "-c", reader])
+    launcher = MemberLauncher(
+        member_command(tmp_path, str(pipeline), kafka_stdin=False),
+        tmp_path,
+        standby_argv=[sys.executable, "-c", reader],
+    )
     sup = MemberSupervisor(launcher, restart_members=True, standby=True)
     sup.start(1)
     try:
@@ -211,8 +235,9 @@ def test_no_standby_with_the_opt_out(tmp_path, monkeypatch):
     assert Region("p.py", bootstrap="127.0.0.1:1").standby
     assert not Region("p.py", bootstrap="127.0.0.1:1", standby=False).standby
     assert not Region("p.py", bootstrap="127.0.0.1:1", restart_members=False).standby
-    launcher = MemberLauncher(lambda n, _m: [sys.executable, "-c", SLEEP], tmp_path,
-                              standby_argv=[sys.executable, "-c", SLEEP])
+    launcher = MemberLauncher(
+        lambda n, _m: [sys.executable, "-c", SLEEP], tmp_path, standby_argv=[sys.executable, "-c", SLEEP]
+    )
     sup = MemberSupervisor(launcher, restart_members=True, standby=False)
     sup.start(1)
     try:

@@ -20,7 +20,9 @@ from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
 SLEEP = "import time; time.sleep(60)"
 #: Ignores SIGTERM, then says so on stdout (its log), then sleeps: a wedged member.
-STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('deaf', flush=True); time.sleep(60)"
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('deaf', flush=True); time.sleep(60)"
+)
 
 
 def _supervisor(tmp_path, *, ignore_sigterm: bool = False) -> MemberSupervisor:
@@ -55,8 +57,9 @@ def test_stop_kills_a_member_that_ignores_sigterm_within_its_bounds(tmp_path, mo
     sup = _supervisor(tmp_path, ignore_sigterm=True)
     sup.start(2)
     pids = sup.pids()
-    wait_until(lambda: all("deaf" in (tmp_path / f"{n}.log").read_text() for n in pids), 10.0,
-               "the members to ignore SIGTERM")
+    wait_until(
+        lambda: all("deaf" in (tmp_path / f"{n}.log").read_text() for n in pids), 10.0, "the members to ignore SIGTERM"
+    )
     t0 = time.monotonic()
     sup.stop()
     assert time.monotonic() - t0 < 0.5 + 2 * supervisor_mod.KILL_WAIT_S
@@ -74,8 +77,14 @@ def test_region_refuses_a_member_count_out_of_range(members):
 
 
 def test_a_region_whose_members_cannot_start_stops_its_coordinator(tmp_path):
-    region = Region("examples.wordcount", members=2, bootstrap="127.0.0.1:1", python=str(tmp_path / "no-python"),
-                    output_dir=tmp_path / "out", state_dir=tmp_path / "state")
+    region = Region(
+        "examples.wordcount",
+        members=2,
+        bootstrap="127.0.0.1:1",
+        python=str(tmp_path / "no-python"),
+        output_dir=tmp_path / "out",
+        state_dir=tmp_path / "state",
+    )
     with pytest.raises(FileNotFoundError):
         region.start()
     assert region.coordinator_proc is not None

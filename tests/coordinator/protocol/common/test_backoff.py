@@ -16,7 +16,7 @@ def test_doubled_doubles_up_to_its_cap():
 
 def test_doubled_bounds_its_exponent():
     assert doubled(1e-3, 10**6, 86_400.0) == 86_400.0  # no OverflowError
-    assert doubled(1.0, 10**6, float("inf")) == 2.0 ** MAX_DOUBLINGS
+    assert doubled(1.0, 10**6, float("inf")) == 2.0**MAX_DOUBLINGS
 
 
 def test_doubled_refuses_a_negative_count():

@@ -146,11 +146,15 @@ def test_a_collector_off_already_stays_off():
 # ---------------------------------------------------------------- the policy's type
 
 
-@pytest.mark.parametrize("operation", [
-    lambda policy: freeze_after_start(policy, "test"),
-    lambda policy: thaw_at_close(policy, "test"),
-    lambda policy: raise_young_threshold(policy, "test"),
-], ids=["freeze", "thaw", "threshold"])
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda policy: freeze_after_start(policy, "test"),
+        lambda policy: thaw_at_close(policy, "test"),
+        lambda policy: raise_young_threshold(policy, "test"),
+    ],
+    ids=["freeze", "thaw", "threshold"],
+)
 def test_a_policy_must_be_the_enum(operation: Callable[[GcPolicy], object]):
     with pytest.raises(TypeError, match="policy must be a GcPolicy"):
         operation("freeze")  # type: ignore[arg-type]
@@ -185,8 +189,10 @@ def test_none_leaves_the_loaded_heap_alone():
     assert (frozen, count) == (0, 0)
 
 
-@pytest.mark.parametrize(("policy", "line"), [("freeze", "coordinator: gc: "),
-                                          ("none", "coordinator: gc: policy none, the collector is left alone")])
+@pytest.mark.parametrize(
+    ("policy", "line"),
+    [("freeze", "coordinator: gc: "), ("none", "coordinator: gc: policy none, the collector is left alone")],
+)
 def test_the_coordinator_process_applies_its_policy_after_the_load(tmp_path, policy, line):
     log = tmp_path / "coordinator.log"
     proc = CoordinatorProcess(tmp_path / "state", log_path=log, extra_args=["--gc-policy", policy])

@@ -24,13 +24,17 @@ class Other(enum.Enum):
     X = "x"
 
 
-TABLE = TransitionTable(Light, {Light.OFF: {Light.ON, Light.BROKEN}, Light.ON: {Light.OFF, Light.ON, Light.BROKEN},
-                                Light.BROKEN: set()})
+TABLE = TransitionTable(
+    Light, {Light.OFF: {Light.ON, Light.BROKEN}, Light.ON: {Light.OFF, Light.ON, Light.BROKEN}, Light.BROKEN: set()}
+)
 
 
 def test_the_table_is_a_read_only_mapping_of_frozensets():
-    assert dict(TABLE) == {Light.OFF: frozenset({Light.ON, Light.BROKEN}),
-                           Light.ON: frozenset({Light.OFF, Light.ON, Light.BROKEN}), Light.BROKEN: frozenset()}
+    assert dict(TABLE) == {
+        Light.OFF: frozenset({Light.ON, Light.BROKEN}),
+        Light.ON: frozenset({Light.OFF, Light.ON, Light.BROKEN}),
+        Light.BROKEN: frozenset(),
+    }
     assert TABLE.allows(Light.OFF, Light.ON)
     assert not TABLE.allows(Light.BROKEN, Light.OFF)
     with pytest.raises(TypeError):
@@ -50,7 +54,9 @@ def test_transitions_are_checked_and_logged(caplog):
         assert machine.to(Light.ON, "switched") is Light.OFF
         machine.to(Light.ON)
     assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
-        (logging.INFO, "lamp 1: off -> on (switched)"), (logging.INFO, "lamp 1: on -> on")]
+        (logging.INFO, "lamp 1: off -> on (switched)"),
+        (logging.INFO, "lamp 1: on -> on"),
+    ]
     machine.to(Light.BROKEN, "bulb")
     with pytest.raises(IllegalTransition, match=r"lamp 1: illegal transition broken -> on \(repair\)"):
         machine.to(Light.ON, "repair")

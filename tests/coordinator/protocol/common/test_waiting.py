@@ -44,8 +44,10 @@ def test_the_predicates_exception_propagates_at_once():
     assert calls == [1]
 
 
-@pytest.mark.parametrize(("timeout", "interval"), [(-1, 0.1), (1, 0), (1, -0.5), (float("inf"), 0.1),
-                                                   (float("nan"), 0.1), (1, float("nan")), (1, float("inf"))])
+@pytest.mark.parametrize(
+    ("timeout", "interval"),
+    [(-1, 0.1), (1, 0), (1, -0.5), (float("inf"), 0.1), (float("nan"), 0.1), (1, float("nan")), (1, float("inf"))],
+)
 def test_bad_arguments_are_refused(timeout, interval):
     with pytest.raises(ValueError, match=r"must be finite and >= 0, interval .* finite and > 0"):
         wait_until(lambda: True, timeout, "x", interval=interval)
@@ -60,6 +62,8 @@ def test_a_stop_event_cuts_the_pause_short():
     def pause(seconds: float) -> None:
         stop.wait(seconds)
 
-    assert wait_until(lambda: "stopping" if stop.is_set() else None, 30, "the stop", interval=10,
-                      pause=pause) == "stopping"
+    assert (
+        wait_until(lambda: "stopping" if stop.is_set() else None, 30, "the stop", interval=10, pause=pause)
+        == "stopping"
+    )
     assert time.monotonic() - start < 5

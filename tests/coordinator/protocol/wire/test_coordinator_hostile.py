@@ -145,8 +145,9 @@ def test_deep_nesting_is_rejected(coord, raw, depth):
     reply = raw.send(_frame_text("ping", f'{{"x":{inner}}}'))
     assert reply["body"]["code"] == "MALFORMED"
     assert "deeper" in reply["body"]["message"]
-    reply = raw.send(_frame_text("region_join",
-                                 f'{{"region":"r","member":"m","incarnation":"i","config":{{"a":{inner}}}}}'))
+    reply = raw.send(
+        _frame_text("region_join", f'{{"region":"r","member":"m","incarnation":"i","config":{{"a":{inner}}}}}')
+    )
     assert reply["body"]["code"] == "MALFORMED"
     assert_alive_and_intact(coord)
 
@@ -179,7 +180,9 @@ def test_region_config_numbers_are_checked(coord, raw, setting):
     reply = raw.send(_frame_text("region_join", body))
     assert reply["type"] == "error"
     assert reply["body"]["code"] in ("INVALID", "MALFORMED")
-    time.sleep(0.3)  # a few loop ticks (nothing to poll for): a bad config, had it been stored, would fail the next persist
+    time.sleep(
+        0.3
+    )  # a few loop ticks (nothing to poll for): a bad config, had it been stored, would fail the next persist
     status = raw.request("region_status", {})
     assert "r-bad" not in status["body"]["regions"]
     assert_alive_and_intact(coord)
@@ -207,11 +210,13 @@ def test_huge_partition_numbers_cost_memory_per_entry_not_per_partition(coord, r
 
 
 def test_merge_timeouts_are_bounded_and_leave_no_orphan(coord, raw):
-    base = {"group": GROUP, "seq": 1, "attempt": 0, "n_contributors": 2, "operator": "op-a",
-            "offsets": [["t", 0, 1]]}
+    base = {"group": GROUP, "seq": 1, "attempt": 0, "n_contributors": 2, "operator": "op-a", "offsets": [["t", 0, 1]]}
     for timeout in (10**15, 10**400, 0, 600_001, 1.5, True):
-        reply = raw.send(json.dumps({"v": 1, "id": "m", "type": "merge_checkpoint",
-                                     "body": {**base, "timeout_ms": timeout}}).encode())
+        reply = raw.send(
+            json.dumps(
+                {"v": 1, "id": "m", "type": "merge_checkpoint", "body": {**base, "timeout_ms": timeout}}
+            ).encode()
+        )
         assert reply["body"]["code"] == "INVALID", timeout
     status = raw.request("status", {})["body"]
     assert status["merges"] == []
@@ -247,12 +252,42 @@ def test_retire_of_unknown_groups_keeps_nothing(coord, raw):
 @pytest.mark.parametrize(
     ("msg_type", "body"),
     [
-        ("merge_checkpoint", {"group": GROUP, "seq": 1, "attempt": 0, "n_contributors": 1, "operator": "op-a",
-                              "offsets": [["t", 0, 1 << 64]], "timeout_ms": 1000}),
-        ("merge_checkpoint", {"group": GROUP, "seq": 1, "attempt": 0, "n_contributors": 1, "operator": "op-a",
-                              "offsets": [["t", 1 << 31, 1]], "timeout_ms": 1000}),
-        ("merge_checkpoint", {"group": GROUP, "seq": 1 << 63, "attempt": 0, "n_contributors": 1,
-                              "operator": "op-a", "offsets": [], "timeout_ms": 1000}),
+        (
+            "merge_checkpoint",
+            {
+                "group": GROUP,
+                "seq": 1,
+                "attempt": 0,
+                "n_contributors": 1,
+                "operator": "op-a",
+                "offsets": [["t", 0, 1 << 64]],
+                "timeout_ms": 1000,
+            },
+        ),
+        (
+            "merge_checkpoint",
+            {
+                "group": GROUP,
+                "seq": 1,
+                "attempt": 0,
+                "n_contributors": 1,
+                "operator": "op-a",
+                "offsets": [["t", 1 << 31, 1]],
+                "timeout_ms": 1000,
+            },
+        ),
+        (
+            "merge_checkpoint",
+            {
+                "group": GROUP,
+                "seq": 1 << 63,
+                "attempt": 0,
+                "n_contributors": 1,
+                "operator": "op-a",
+                "offsets": [],
+                "timeout_ms": 1000,
+            },
+        ),
         ("put_initial_offsets", {"group": "g", "offsets": [["t", 0, 1 << 63]]}),
         ("register", {"group": "g\nINFO forged line", "region_index": 0, "operator": "o"}),
         ("register", {"group": "g", "region_index": 0, "operator": "o\r"}),
@@ -261,14 +296,46 @@ def test_retire_of_unknown_groups_keeps_nothing(coord, raw):
         ("region_join", {"region": "r\u2028", "member": "m", "incarnation": "i", "config": {}}),
         ("region_join", {"region": "r", "member": "m", "incarnation": "i\x1b[2J", "config": {}}),
         ("region_join", {"region": "r", "member": "m", "incarnation": "i", "pid": 1 << 40, "config": {}}),
-        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "drain", "ok": True,
-                        "rebalance": "yes"}),
-        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "checkpoint", "seq": 1,
-                        "ok": True, "offsets": [["t", 0, 9, 4]]}),  # from after to
-        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "checkpoint", "seq": 1,
-                        "ok": True, "offsets": [["t", 0, 1, 1 << 63]]}),
-        ("region_ack", {"region": "r", "member": "m", "incarnation": "i", "command": "checkpoint", "seq": 1,
-                        "ok": True, "offsets": [["t", 0, 1, 2, 3]]}),
+        (
+            "region_ack",
+            {"region": "r", "member": "m", "incarnation": "i", "command": "drain", "ok": True, "rebalance": "yes"},
+        ),
+        (
+            "region_ack",
+            {
+                "region": "r",
+                "member": "m",
+                "incarnation": "i",
+                "command": "checkpoint",
+                "seq": 1,
+                "ok": True,
+                "offsets": [["t", 0, 9, 4]],
+            },
+        ),  # from after to
+        (
+            "region_ack",
+            {
+                "region": "r",
+                "member": "m",
+                "incarnation": "i",
+                "command": "checkpoint",
+                "seq": 1,
+                "ok": True,
+                "offsets": [["t", 0, 1, 1 << 63]],
+            },
+        ),
+        (
+            "region_ack",
+            {
+                "region": "r",
+                "member": "m",
+                "incarnation": "i",
+                "command": "checkpoint",
+                "seq": 1,
+                "ok": True,
+                "offsets": [["t", 0, 1, 2, 3]],
+            },
+        ),
     ],
 )
 def test_out_of_range_numbers_and_control_characters_are_invalid(coord, raw, msg_type, body):
@@ -282,8 +349,15 @@ def test_out_of_range_numbers_and_control_characters_are_invalid(coord, raw, msg
 def test_a_hostile_kafka_report_does_not_make_the_heartbeat_invalid(coord, raw):
     """The report is ignored and logged (coordinator/protocol/region/kafka_report.py): the
     heartbeat is judged on its own fields (this member never joined)."""
-    reply = raw.request("region_heartbeat", {"region": "r", "member": "m", "incarnation": "i",
-                                             "kafka": {"member_id": "x", "generation": 1 << 40, "rebalancing": False}})
+    reply = raw.request(
+        "region_heartbeat",
+        {
+            "region": "r",
+            "member": "m",
+            "incarnation": "i",
+            "kafka": {"member_id": "x", "generation": 1 << 40, "rebalancing": False},
+        },
+    )
     assert reply["type"] == "error", reply
     assert reply["body"]["code"] == "NOT_REGISTERED", reply
     assert_alive_and_intact(coord)
@@ -291,10 +365,21 @@ def test_a_hostile_kafka_report_does_not_make_the_heartbeat_invalid(coord, raw):
 
 def test_free_text_is_escaped_not_logged_raw(coord, raw):
     with CoordinatorClient(coord.endpoint, timeout=10) as c:
-        c.request("region_join", {"region": "r-text", "member": "m", "incarnation": "i", "pid": 1,
-                                  "host": "h\nFORGED", "config": {"member_timeout_s": 60}})
-        c.request("region_reset_request", {"region": "r-text", "member": "m", "incarnation": "i", "force": False,
-                                           "reason": "x\nERROR forged line"})
+        c.request(
+            "region_join",
+            {
+                "region": "r-text",
+                "member": "m",
+                "incarnation": "i",
+                "pid": 1,
+                "host": "h\nFORGED",
+                "config": {"member_timeout_s": 60},
+            },
+        )
+        c.request(
+            "region_reset_request",
+            {"region": "r-text", "member": "m", "incarnation": "i", "force": False, "reason": "x\nERROR forged line"},
+        )
     assert_alive_and_intact(coord)
     assert "\nERROR forged line" not in Path(coord.log_path).read_text()
 
@@ -303,15 +388,28 @@ def test_free_text_is_escaped_not_logged_raw(coord, raw):
 
 
 def test_limits_answer_limit_exceeded_and_are_counted(tmp_path):
-    proc = _start(tmp_path, "--max-groups", "3", "--max-members-per-group", "2",
-                  "--max-control-variables-per-group", "4", "--max-regions", "1", "--max-pending-merges", "1")
+    proc = _start(
+        tmp_path,
+        "--max-groups",
+        "3",
+        "--max-members-per-group",
+        "2",
+        "--max-control-variables-per-group",
+        "4",
+        "--max-regions",
+        "1",
+        "--max-pending-merges",
+        "1",
+    )
     try:
         raw = Raw(proc.endpoint)
         # groups: acked-group exists; two more fit, the fourth does not
         assert raw.request("register", {"group": "g2", "region_index": 0, "operator": "a"})["type"] == "register_reply"
         assert raw.request("put_initial_offsets", {"group": "g3", "offsets": [["t", 0, 1]]})["type"].endswith("_reply")
-        for msg_type, body in (("register", {"group": "g4", "region_index": 0, "operator": "a"}),
-                               ("put_initial_offsets", {"group": "g4", "offsets": [["t", 0, 1]]})):
+        for msg_type, body in (
+            ("register", {"group": "g4", "region_index": 0, "operator": "a"}),
+            ("put_initial_offsets", {"group": "g4", "offsets": [["t", 0, 1]]}),
+        ):
             reply = raw.request(msg_type, body)
             assert reply["body"]["code"] == "LIMIT_EXCEEDED", reply
             assert "max_groups" in reply["body"]["message"]
@@ -323,7 +421,9 @@ def test_limits_answer_limit_exceeded_and_are_counted(tmp_path):
         # control variables per group (acked-group holds 2)
         reply = raw.request("put_initial_offsets", {"group": GROUP, "offsets": [["u", p, 0] for p in range(3)]})
         assert reply["body"]["code"] == "LIMIT_EXCEEDED"
-        reply = raw.request("put_initial_offsets", {"group": GROUP, "offsets": [["t", 0, 99], ["u", 0, 1], ["u", 1, 1]]})
+        reply = raw.request(
+            "put_initial_offsets", {"group": GROUP, "offsets": [["t", 0, 99], ["u", 0, 1], ["u", 1, 1]]}
+        )
         assert reply["type"] == "put_initial_offsets_reply"  # one already there: 2 new -> 4
         # regions
         join = {"member": "m", "incarnation": "i", "config": {"member_timeout_s": 60, "min_members": 5}}
@@ -332,15 +432,23 @@ def test_limits_answer_limit_exceeded_and_are_counted(tmp_path):
         assert reply["body"]["code"] == "LIMIT_EXCEEDED"
         # pending merges
         merge = {"seq": 1, "attempt": 0, "n_contributors": 2, "offsets": [], "timeout_ms": 60_000}
-        raw.sock.send(json.dumps({"v": 1, "id": "m1", "type": "merge_checkpoint",
-                                  "body": {"group": "g2", "operator": "a", **merge}}).encode())
+        raw.sock.send(
+            json.dumps(
+                {"v": 1, "id": "m1", "type": "merge_checkpoint", "body": {"group": "g2", "operator": "a", **merge}}
+            ).encode()
+        )
         other = Raw(proc.endpoint)
         reply = other.request("merge_checkpoint", {"group": "g2", "operator": "b", **merge, "seq": 2})
         assert reply["body"]["code"] == "LIMIT_EXCEEDED"
         other.close()
         metrics = urllib.request.urlopen(f"http://{proc.http_address}/metrics", timeout=10).read().decode()
-        for limit, n in (("max_groups", 2), ("max_members_per_group", 1), ("max_control_variables_per_group", 1),
-                         ("max_regions", 1), ("max_pending_merges", 1)):
+        for limit, n in (
+            ("max_groups", 2),
+            ("max_members_per_group", 1),
+            ("max_control_variables_per_group", 1),
+            ("max_regions", 1),
+            ("max_pending_merges", 1),
+        ):
             assert f'crkafka_coordinator_limit_rejections_total{{limit="{limit}"}} {float(n)}' in metrics, limit
         raw.close()
         assert_alive_and_intact(proc, writes=False)
@@ -357,8 +465,9 @@ def test_a_silent_registered_name_expires_and_leaves_the_member_list(tmp_path):
         with CoordinatorClient(proc.endpoint, timeout=10) as c:
             c.register("live", 0, "alive")
             c.register("live", 0, "dead")
-            wait_until(lambda: c.members("live", operator="alive") == ["alive"], 10, "the live member alone",
-                       interval=0.2)
+            wait_until(
+                lambda: c.members("live", operator="alive") == ["alive"], 10, "the live member alone", interval=0.2
+            )
             assert c.merge_checkpoint("live", 1, 0, 1, "alive", {("t", 0): 4}, 5.0) == {("t", 0): 4}
         # every lease starts afresh at the restart's load: with 1 s, "alive" itself could
         # expire before the check below reaches a loaded machine's restarted process
@@ -409,8 +518,17 @@ def test_member_list_is_fixed_per_checkpoint_and_late_contributions_are_refused(
 
 def test_a_silent_member_of_a_waiting_region_does_not_stop_the_coordinator(coord):
     with CoordinatorClient(coord.endpoint, timeout=10) as c:
-        c.request("region_join", {"region": "lonely", "member": "m", "incarnation": "i", "pid": 1,
-                                  "config": {"min_members": 2, "member_timeout_s": 0.3, "join_grace_s": 60}})
+        c.request(
+            "region_join",
+            {
+                "region": "lonely",
+                "member": "m",
+                "incarnation": "i",
+                "pid": 1,
+                "config": {"min_members": 2, "member_timeout_s": 0.3, "join_grace_s": 60},
+            },
+        )
+
         # the member stops heartbeating past member_timeout_s while WAITING: dropped
         # at a tick of the coordinator's (polled: a loaded machine's ticks come late)
         def without_members() -> dict | None:

@@ -62,7 +62,11 @@ def _env(**kw) -> bytes:
         ((_env(type="register", body={"group": "", "region_index": 0, "operator": "o"}),), "INVALID", "r1"),
         ((_env(type="put_initial_offsets", body={"group": "g", "offsets": {"t": 1}}),), "INVALID", "r1"),
         ((_env(type="put_initial_offsets", body={"group": "g", "offsets": [["t", -1, 0]]}),), "INVALID", "r1"),
-        ((_env(type="put_initial_offsets", body={"group": "g", "offsets": [["t", 0, 1], ["t", 0, 2]]}),), "INVALID", "r1"),
+        (
+            (_env(type="put_initial_offsets", body={"group": "g", "offsets": [["t", 0, 1], ["t", 0, 2]]}),),
+            "INVALID",
+            "r1",
+        ),
         ((_env(type="merge_checkpoint", body={"group": "g"}),), "INVALID", "r1"),
         ((_env(type="set_reset_pending", body={"group": "g", "value": 1}),), "INVALID", "r1"),
     ],

@@ -45,8 +45,14 @@ def test_short_fuzz_campaign_finds_no_crash_and_loses_no_write(tmp_path):
 #: Count limits far below the fuzzer's name pools, so LIMIT_EXCEEDED paths run (leases and
 #: region expiry are left at their defaults: they change state without a request, which
 #: the model of acknowledged writes does not predict).
-TIGHT_LIMITS = ["--max-groups=4", "--max-members-per-group=2", "--max-regions=5", "--max-pending-merges=3",
-                "--max-pending-merge-bytes=20000", "--max-control-variables-per-group=20"]
+TIGHT_LIMITS = [
+    "--max-groups=4",
+    "--max-members-per-group=2",
+    "--max-regions=5",
+    "--max-pending-merges=3",
+    "--max-pending-merge-bytes=20000",
+    "--max-control-variables-per-group=20",
+]
 
 
 def test_short_fuzz_campaign_under_tight_limits(tmp_path):
@@ -97,8 +103,10 @@ Traceback (most recent call last):
 UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800'
 2026 ERROR coordinator coordinator stopped after a failure
 """
-    assert crash_signature(log) == ("UnicodeEncodeError in envelope.py:_dumps",
-                                    "'utf-8' codec can't encode character '\\ud800'")
+    assert crash_signature(log) == (
+        "UnicodeEncodeError in envelope.py:_dumps",
+        "'utf-8' codec can't encode character '\\ud800'",
+    )
 
 
 def _frame(msg_type, body, rid="f1"):
@@ -107,28 +115,44 @@ def _frame(msg_type, body, rid="f1"):
 
 def test_model_flags_lost_and_invented_writes():
     model = AckModel()
-    model.observe(_frame("register", {"group": "g0", "region_index": 0, "operator": "op0"}),
-                  Reply("f1", "register_reply", {"members": ["op0"], "region_index": 0}, b""))
-    model.observe(_frame("put_initial_offsets", {"group": "g0", "offsets": [["t", 0, 5]]}),
-                  Reply("f2", "put_initial_offsets_reply", {"offsets": [["t", 0, 5]]}, b""))
+    model.observe(
+        _frame("register", {"group": "g0", "region_index": 0, "operator": "op0"}),
+        Reply("f1", "register_reply", {"members": ["op0"], "region_index": 0}, b""),
+    )
+    model.observe(
+        _frame("put_initial_offsets", {"group": "g0", "offsets": [["t", 0, 5]]}),
+        Reply("f2", "put_initial_offsets_reply", {"offsets": [["t", 0, 5]]}, b""),
+    )
     assert model.violations == []
     assert model.acked_writes == 2
     # first writer wins: a later put must not change the acknowledged value
-    model.observe(_frame("put_initial_offsets", {"group": "g0", "offsets": [["t", 0, 9]]}),
-                  Reply("f3", "put_initial_offsets_reply", {"offsets": [["t", 0, 9]]}, b""))
+    model.observe(
+        _frame("put_initial_offsets", {"group": "g0", "offsets": [["t", 0, 9]]}),
+        Reply("f3", "put_initial_offsets_reply", {"offsets": [["t", 0, 9]]}, b""),
+    )
     # a read that lost the member
-    model.observe(_frame("members", {"group": "g0"}), Reply("f4", "members_reply", {"members": [], "region_index": 0}, b""))
+    model.observe(
+        _frame("members", {"group": "g0"}), Reply("f4", "members_reply", {"members": [], "region_index": 0}, b"")
+    )
     # a group nobody registered
-    model.observe(_frame("members", {"group": "g1"}), Reply("f5", "members_reply", {"members": ["x"], "region_index": 0}, b""))
+    model.observe(
+        _frame("members", {"group": "g1"}), Reply("f5", "members_reply", {"members": ["x"], "region_index": 0}, b"")
+    )
     assert len(model.violations) == 3, model.violations
 
 
 def test_model_reports_internal_replies_and_out_of_range_echoes():
     model = AckModel()
-    model.observe(_frame("merge_checkpoint", {"group": "u0"}),
-                  Reply("f1", "error", {"code": "INTERNAL", "message": "OverflowError: int too large"}, b""))
-    model.observe(_frame("merge_checkpoint", {"group": "u0"}),
-                  Reply("f2", "merge_checkpoint_reply", {"offsets": [["t", 2**31, 2**64]], "contributors": []}, b""))
-    model.observe(_frame("register", {"group": "u0", "operator": "a\nb"}),
-                  Reply("f3", "register_reply", {"members": ["a\nb"], "region_index": 0}, b""))
+    model.observe(
+        _frame("merge_checkpoint", {"group": "u0"}),
+        Reply("f1", "error", {"code": "INTERNAL", "message": "OverflowError: int too large"}, b""),
+    )
+    model.observe(
+        _frame("merge_checkpoint", {"group": "u0"}),
+        Reply("f2", "merge_checkpoint_reply", {"offsets": [["t", 2**31, 2**64]], "contributors": []}, b""),
+    )
+    model.observe(
+        _frame("register", {"group": "u0", "operator": "a\nb"}),
+        Reply("f3", "register_reply", {"members": ["a\nb"], "region_index": 0}, b""),
+    )
     assert len(model.findings) == 4, model.findings

@@ -131,7 +131,7 @@ def test_corrupt_crc_in_the_middle_refuses_to_start_unless_told_to_cut(tmp_path,
     assert errors
     assert "2 or more valid records after it are lost" in errors[0].getMessage()
     store.close()
-    assert (tmp_path / f"{seg.name}.corrupt-{offsets[2]}").read_bytes() == bytes(data[offsets[2]:])
+    assert (tmp_path / f"{seg.name}.corrupt-{offsets[2]}").read_bytes() == bytes(data[offsets[2] :])
 
 
 def test_undecodable_payload_with_good_crc_refuses_to_start(tmp_path):
@@ -247,7 +247,10 @@ def test_a_failed_write_makes_the_log_fail_stop_and_loses_nothing_acknowledged(t
     repo = REPO
     out = subprocess.run(
         [sys.executable, "-c", FAIL_CHILD, str(tmp_path)],
-        capture_output=True, text=True, cwd=repo, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(repo)},
     )
     assert out.returncode == 0, out.stderr
