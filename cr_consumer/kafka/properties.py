@@ -243,7 +243,7 @@ def read_stdin(stream: IO[bytes]) -> dict[str, object]:
         raise KafkaPropertiesError(f"Kafka properties on stdin: not JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("kafka"), dict):
         raise KafkaPropertiesError('Kafka properties on stdin: expected {"version": 1, "kafka": {...}}')
-    props = doc["kafka"]
+    props: dict[str, object] = doc["kafka"]  # decoded JSON, checked below
     for key, value in props.items():
         if not isinstance(value, str | int | float | bool) or (isinstance(value, float) and value != value):
             raise KafkaPropertiesError(f"Kafka properties on stdin: {key!r} has a value of type {type(value).__name__}")

@@ -50,6 +50,7 @@ from cr_consumer.kafka.client import (
     ClientTimeout,
     CommitRefused,
     GroupMembership,
+    Header,
     KafkaClientError,
     KafkaRecord,
     MemberFenced,
@@ -169,7 +170,7 @@ def to_kafka_records(records: Sequence[Any]) -> list[KafkaRecord]:
         type_column = itertools.repeat(_TIMESTAMP_TYPES.get(first_type, TimestampType.NOT_AVAILABLE), n)
     else:
         type_column = [_TIMESTAMP_TYPES.get(t, TimestampType.NOT_AVAILABLE) for t in types]
-    header_column: Iterable[tuple]
+    header_column: Iterable[tuple[Header, ...]]
     header_column = [tuple(h) if h else () for h in headers] if any(headers) else itertools.repeat((), n)
     return list(
         map(_new_record, zip(topics, partitions, offsets, timestamps, type_column, keys, values, header_column))
@@ -200,7 +201,7 @@ def _ktp(tp: TopicPartition) -> KafkaTopicPartition:
     return KafkaTopicPartition(tp.topic, tp.partition)
 
 
-class _Listener(ConsumerRebalanceListener):
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python is untyped: its base class is Any
     """kafka-python's listener interface -> :class:`RebalanceListener` (IO thread)."""
 
     def __init__(self, listener: RebalanceListener) -> None:
@@ -343,7 +344,8 @@ class KafkaPythonClient:
 
     def highwater(self, partition: TopicPartition) -> int | None:
         try:
-            return self._consumer.highwater(_ktp(partition))
+            mark: int | None = self._consumer.highwater(_ktp(partition))  # kafka-python is untyped
+            return mark
         except kafka_errors.IllegalStateError:
             return None  # not assigned (any more): no fetch response to read
 

@@ -126,11 +126,14 @@ Guarded like the others.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 log = logging.getLogger(__name__)
 
+# kafka-python is untyped: its consumer, coordinator and their attributes are Any here.
 
-def unstick_parked_fetches(consumer) -> bool:
+
+def unstick_parked_fetches(consumer: Any) -> bool:
     """Apply the work-around; True if there were parked records to release."""
     fetcher = getattr(consumer, "_fetcher", None)
     if fetcher is None or not getattr(fetcher, "_paused_partition_records", None):
@@ -141,7 +144,7 @@ def unstick_parked_fetches(consumer) -> bool:
     return True
 
 
-def keep_completed_joins(consumer) -> bool:
+def keep_completed_joins(consumer: Any) -> bool:
     """Install work-around (2) on ``consumer``; True if installed."""
     coordinator = getattr(consumer, "_coordinator", None)
     needed = (
@@ -169,11 +172,11 @@ def keep_completed_joins(consumer) -> bool:
     original_join = coordinator.join_group_async
     original_need_rejoin = coordinator.need_rejoin
 
-    async def join_group_async(timeout_ms=None):
+    async def join_group_async(timeout_ms: int | None = None) -> Any:
         await _finish_completed_join(coordinator, MemberState)
         return await original_join(timeout_ms=timeout_ms)
 
-    def need_rejoin():
+    def need_rejoin() -> bool:
         # A join attempt whose outcome was not consumed yet is still a rejoin
         # (REBALANCING: not left, reset or closed since it started).
         return original_need_rejoin() or (
@@ -186,7 +189,7 @@ def keep_completed_joins(consumer) -> bool:
     return True
 
 
-async def _finish_completed_join(coordinator, member_state) -> None:
+async def _finish_completed_join(coordinator: Any, member_state: Any) -> None:
     """Complete a successful join task nobody awaited (runs on the IO thread)."""
     task = coordinator._join_task
     if task is None or not task.is_done or not task.succeeded():
@@ -213,7 +216,7 @@ async def _finish_completed_join(coordinator, member_state) -> None:
 COOPERATIVE_JOIN_WAIT_MS = 20
 
 
-def fetch_during_cooperative_joins(consumer) -> bool:
+def fetch_during_cooperative_joins(consumer: Any) -> bool:
     """Install work-around (4) on ``consumer``; True if installed (cooperative assignors only)."""
     coordinator = getattr(consumer, "_coordinator", None)
     needed = ("poll", "state", "_rebalance_protocol", "_subscription")
@@ -232,7 +235,7 @@ def fetch_during_cooperative_joins(consumer) -> bool:
         return True
     original_poll = coordinator.poll
 
-    def poll(timeout_ms=None):
+    def poll(timeout_ms: int | None = None) -> Any:
         if coordinator.state is MemberState.REBALANCING and coordinator._subscription.assigned_partitions():
             wait = COOPERATIVE_JOIN_WAIT_MS if timeout_ms is None else min(timeout_ms, COOPERATIVE_JOIN_WAIT_MS)
             original_poll(timeout_ms=wait)
@@ -244,7 +247,7 @@ def fetch_during_cooperative_joins(consumer) -> bool:
     return True
 
 
-def skip_known_coordinator_hop(consumer) -> bool:
+def skip_known_coordinator_hop(consumer: Any) -> bool:
     """Install work-around (5) on ``consumer``; True if installed."""
     coordinator = getattr(consumer, "_coordinator", None)
     client = getattr(coordinator, "_client", None)
@@ -261,7 +264,7 @@ def skip_known_coordinator_hop(consumer) -> bool:
         return True
     original = coordinator.ensure_coordinator_ready
 
-    def ensure_coordinator_ready(timeout_ms=None):
+    def ensure_coordinator_ready(timeout_ms: int | None = None) -> Any:
         node = coordinator.coordinator_id
         if node is not None:
             conn = conns.get(node)
@@ -274,7 +277,7 @@ def skip_known_coordinator_hop(consumer) -> bool:
     return True
 
 
-def request_rejoin(consumer) -> bool:
+def request_rejoin(consumer: Any) -> bool:
     """3. Ask the consumer to rejoin its group at its next poll.
 
     kafka-python 3.0.12 has no public call for it (the Java client's

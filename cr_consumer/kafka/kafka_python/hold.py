@@ -48,7 +48,7 @@ def _tps(partitions: Iterable[KafkaTopicPartition]) -> frozenset[TopicPartition]
     return frozenset(TopicPartition(tp.topic, tp.partition) for tp in partitions)
 
 
-class HoldingListener(AsyncConsumerRebalanceListener):
+class HoldingListener(AsyncConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python is untyped: its base class is Any
     """The seam's listener and hold on kafka-python's IO loop (see the module docstring)."""
 
     def __init__(

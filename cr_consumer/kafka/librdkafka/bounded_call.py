@@ -38,23 +38,25 @@ from cr_consumer.kafka.client import ClientTimeout
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Covariant: the thread's slot holds any caller's job as a ``_Job[object]``.
+R_co = TypeVar("R_co", covariant=True)
 
 #: Longest wait of the idle thread before it looks at a shutdown request again.
 IDLE_SLICE_S = 1.0
 
 
-class _Job(Generic[T]):
+class _Job(Generic[R_co]):
     """One call and its outcome; guarded by the caller's condition."""
 
     __slots__ = ("abandoned", "call", "done", "error", "result", "started_at", "what")
 
-    def __init__(self, call: Callable[[], T], what: str) -> None:
+    def __init__(self, call: Callable[[], R_co], what: str) -> None:
         self.call = call
         self.what = what
         #: When the thread took the call (monotonic; None: not yet).
         self.started_at: float | None = None
         self.done = False
-        self.result: T | None = None
+        self.result: R_co | None = None
         self.error: BaseException | None = None
         #: The caller stopped waiting (step 2): the outcome is only logged.
         self.abandoned = False
@@ -66,8 +68,8 @@ class BoundedCaller:
 
     def __init__(self, name: str) -> None:
         self._cond = threading.Condition()
-        self._job: _Job | None = None  # handed over, not yet taken by the thread
-        self._running: _Job | None = None  # taken by the thread, not finished
+        self._job: _Job[object] | None = None  # handed over, not yet taken by the thread
+        self._running: _Job[object] | None = None  # taken by the thread, not finished
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()

@@ -280,7 +280,10 @@ class LibrdkafkaClient:
         """The cluster's metadata (every topic), bounded by ``timeout_ms``."""
         self._gate.require("metadata", timeout_ms / 1000)
         try:
-            return self._consumer.list_topics(timeout=timeout_ms / 1000)
+            metadata: ClusterMetadata = self._consumer.list_topics(
+                timeout=timeout_ms / 1000
+            )  # confluent-kafka is untyped
+            return metadata
         except KafkaException as exc:
             err = error_of(exc)
             if err is None:
