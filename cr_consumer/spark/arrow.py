@@ -22,11 +22,15 @@ as delivered by the consumer operator (timestampType 0, CreateTime).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cr_consumer.kafka.client import KafkaRecord, TimestampType
+from cr_consumer.kafka.client import Header, KafkaRecord, TimestampType
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
@@ -56,6 +60,10 @@ SPARK_SCHEMA_DDL = (
     "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 )
 
+#: A record as a 7-tuple: topic, partition, offset, timestamp (epoch ms or None), key,
+#: value, headers; its timestampType is CreateTime.
+PlainRecord = tuple[str, int, int, int | None, bytes | None, bytes | None, Sequence[Header]]
+
 #: Kafka's timestampType numbers (Spark's column): -1 none, 0 CreateTime, 1 LogAppendTime;
 #: a 7-tuple record has no timestampType (CreateTime, 0).
 _TIMESTAMP_TYPE_NUMBERS = {
@@ -65,7 +73,7 @@ _TIMESTAMP_TYPE_NUMBERS = {
 }
 
 
-def spark_schema(include_headers: bool = True):
+def spark_schema(include_headers: bool = True) -> StructType:
     """The source schema as a pyspark StructType (imports pyspark lazily)."""
     from pyspark.sql.types import (
         ArrayType,
@@ -97,7 +105,7 @@ def empty_batch(include_headers: bool = True) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=arrow_schema(include_headers))
 
 
-def _headers_column(headers: Sequence) -> pa.Array:
+def _headers_column(headers: Sequence[Sequence[Header] | None]) -> pa.Array:
     n = len(headers)
     if not any(headers):  # no record has headers: offsets only
         offsets = pa.array([0] * (n + 1), type=pa.int32())
@@ -106,13 +114,13 @@ def _headers_column(headers: Sequence) -> pa.Array:
     return pa.array(rows, type=_HEADERS_FIELD.type)
 
 
-def _timestamp_column(millis: Sequence) -> pa.Array:
+def _timestamp_column(millis: Sequence[int | None]) -> pa.Array:
     arr = pa.array(millis, type=pa.int64())
     micros = pc.multiply(arr, pa.scalar(1000, pa.int64()))
     return micros.cast(pa.timestamp("us", tz="UTC"))
 
 
-def records_to_batch(records: Sequence, include_headers: bool = True) -> pa.RecordBatch:
+def records_to_batch(records: Sequence[KafkaRecord | PlainRecord], include_headers: bool = True) -> pa.RecordBatch:
     """Build one RecordBatch from a sequence of records (see the module doc)."""
     if not records:
         return empty_batch(include_headers)
@@ -148,7 +156,7 @@ def range_batch(
     timestamp_types: Sequence[int],
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
-    headers: Sequence,
+    headers: Sequence[Sequence[Header] | None],
     include_headers: bool = True,
 ) -> pa.RecordBatch:
     """One RecordBatch from the columns of records of one partition (an executor's

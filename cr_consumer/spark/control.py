@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 
 def new_query_id() -> str:
@@ -42,9 +43,10 @@ def _log_entries(checkpoint: Path, log: str) -> list[tuple[int, Path]]:
     return sorted((int(f.name), f) for f in log_dir.glob("[0-9]*") if f.name.isdigit())
 
 
-def _source_offsets(entry: Path) -> list[dict]:
+def _source_offsets(entry: Path) -> list[dict[str, Any]]:
     """The source offsets of one offset log entry: a version line, a metadata line,
-    then one line per source with its offset JSON (``-`` for none)."""
+    then one line per source with its offset JSON (``-`` for none); decoded, not
+    validated (:meth:`~cr_consumer.spark.offsets.SourceOffset.from_json` does)."""
     out = []
     for line in entry.read_text().splitlines()[2:]:
         try:
@@ -67,12 +69,13 @@ def query_of_checkpoint(checkpoint_location: str | Path) -> str | None:
     if not entries:
         return None
     for offset in _source_offsets(entries[-1][1]):
-        if isinstance(offset.get("query"), str):
-            return offset["query"]
+        query = offset.get("query")
+        if isinstance(query, str):
+            return query
     return None
 
 
-def last_committed_end(checkpoint_location: str | Path, query: str) -> dict | None:
+def last_committed_end(checkpoint_location: str | Path, query: str) -> dict[str, Any] | None:
     """The end offset (JSON) of query ``query``'s source in the newest batch of
     Spark's commit log, read from the batch's offset log entry; None when no
     batch is committed or the entry holds no offset of that query."""

@@ -204,11 +204,13 @@ def make_reader(options: SourceOptions) -> RangeReader:
     return KafkaPythonRangeReader(options)
 
 
+#: The reading thread, the client, the bootstrap servers and the Kafka properties.
+_CacheKey = tuple[int, ClientKind, str, tuple[tuple[str, object], ...]]
 _cache_lock = threading.Lock()
-_readers: dict[tuple, RangeReader] = {}
+_readers: dict[_CacheKey, RangeReader] = {}
 
 
-def _cache_key(options: SourceOptions) -> tuple:
+def _cache_key(options: SourceOptions) -> _CacheKey:
     # per thread: a consumer is not thread-safe (a pyspark worker runs its tasks on one thread)
     return (threading.get_ident(), options.client, options.bootstrap_servers, options.kafka_properties)
 

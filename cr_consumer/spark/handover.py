@@ -45,7 +45,7 @@ class HandoverTimedOut(RuntimeError):
     """A revoked partition's planned ranges were not committed in time; the query fails."""
 
 
-def _settle(fut: Future, name: str, error: KafkaClientError | None) -> None:
+def _settle(fut: Future[None], name: str, error: KafkaClientError | None) -> None:
     """A commit sent during the hold: its outcome to its caller's future."""
     if error is None:
         fut.set_result(None)

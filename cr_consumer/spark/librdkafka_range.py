@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import cast
 
 import pyarrow as pa
 
 from coordinator.protocol.common.gc_policy import collector_paused
+from cr_consumer.kafka.client import Header
 from cr_consumer.spark.arrow import range_batch
 from cr_consumer.spark.ranges import OffsetRange
 
@@ -79,7 +81,8 @@ class _Columns:
             self.types[:n],
             self.keys[:n],
             self.values[:n],
-            self.headers[:n],
+            # librdkafka's headers of a consumed message: a list of (name, value) pairs or None
+            cast(list[Sequence[Header] | None], self.headers[:n]),
             self.include_headers,
         )
         for column in (self.offsets, self.stamps, self.types, self.keys, self.values, self.headers):

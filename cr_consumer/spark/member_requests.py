@@ -47,13 +47,14 @@ class CommitTimedOut(CallTimedOut):
 
 
 P = TypeVar("P")  # what a request carries to the member's thread
+F = TypeVar("F")  # what its future answers
 #: A commit for the member's thread: the offsets (next offset to read) and its caller's future.
-CommitRequest = tuple[dict[TopicPartition, int], Future]
+CommitRequest = tuple[dict[TopicPartition, int], Future[None]]
 #: A call for the member's thread: the function of its client and its caller's future.
-CallRequest = tuple[Callable[[KafkaClient], object], Future]
+CallRequest = tuple[Callable[[KafkaClient], object], Future[object]]
 
 
-def claimed(requests: queue.Queue[tuple[P, Future]]) -> Iterator[tuple[P, Future]]:
+def claimed(requests: queue.Queue[tuple[P, Future[F]]]) -> Iterator[tuple[P, Future[F]]]:
     """Step 2: take every waiting ``(payload, future)`` off ``requests`` and yield
     those whose future the caller has not cancelled, now marked running: each
     yielded future gets exactly one result or exception from the loop body."""
@@ -92,7 +93,7 @@ def serve_calls(client: KafkaClient, calls: queue.Queue[CallRequest]) -> None:
             fut.set_exception(exc)
 
 
-def fail_all(requests: queue.Queue[tuple[P, Future]], why: str) -> None:
+def fail_all(requests: queue.Queue[tuple[P, Future[F]]], why: str) -> None:
     """Step 3: fail every request left with MemberFailed(``why``)."""
     for _, fut in claimed(requests):
         fut.set_exception(MemberFailed(why))

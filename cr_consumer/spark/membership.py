@@ -53,7 +53,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
@@ -233,10 +233,10 @@ class GroupMember:
     def call(self, fn: Callable[[KafkaClient], R], timeout_s: float, what: str) -> R:
         """Run ``fn(client)`` on the member's thread; bounded by ``timeout_s``."""
         self.check()
-        fut: Future = Future()
+        fut: Future[object] = Future()
         self._calls.put((fn, fut))
         try:
-            result: R = fut.result(timeout_s)
+            result = cast(R, fut.result(timeout_s))  # the future carries fn's result
         except TimeoutError:
             fut.cancel()
             raise CallTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
@@ -246,18 +246,18 @@ class GroupMember:
         """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
         self.wait_commit(self.submit_commit(offsets))
 
-    def submit_commit(self, offsets: Mapping[TopicPartition, int]) -> Future | None:
+    def submit_commit(self, offsets: Mapping[TopicPartition, int]) -> Future[None] | None:
         """Queue a commit of ``offsets`` for the member's thread (None: nothing to commit);
         :meth:`wait_commit` waits for it. The planner queues every member's commit before
         waiting for any, so the members commit side by side."""
         if not offsets:
             return None
         self.check()
-        fut: Future = Future()
+        fut: Future[None] = Future()
         self._commits.put((dict(offsets), fut))
         return fut
 
-    def wait_commit(self, fut: Future | None, timeout_s: float = COMMIT_TIMEOUT_S + CALL_MARGIN_S) -> None:
+    def wait_commit(self, fut: Future[None] | None, timeout_s: float = COMMIT_TIMEOUT_S + CALL_MARGIN_S) -> None:
         """Wait for a commit :meth:`submit_commit` queued; CommitTimedOut past ``timeout_s``."""
         if fut is None:
             return

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -41,6 +42,8 @@ OFFSET_VERSION = 1
 QUERY_ID_RE = re.compile(r"[0-9a-f]{8,32}")
 
 TopicPartitionKey = tuple[str, int]
+#: An offset as Spark stores it in its offset log (a JSON object).
+OffsetJson = dict[str, object]
 
 
 class OffsetFormatError(ValueError):
@@ -79,8 +82,8 @@ class SourceOffset:
         """The offset before any batch: every partition starts at its control variable."""
         return cls(epoch=0)
 
-    def to_json(self) -> dict:
-        out: dict = {
+    def to_json(self) -> OffsetJson:
+        out: OffsetJson = {
             "v": OFFSET_VERSION,
             "epoch": self.epoch,
             "offsets": {tp_key(t, p): o for (t, p), o in sorted(self.positions.items())},
@@ -92,7 +95,7 @@ class SourceOffset:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping) -> SourceOffset:
+    def from_json(cls, data: Mapping[str, Any]) -> SourceOffset:
         if not isinstance(data, Mapping):
             raise OffsetFormatError(f"expected a JSON object, got {type(data).__name__}")
         if data.get("v") != OFFSET_VERSION:
@@ -120,7 +123,7 @@ class SourceOffset:
         return start.positions.get(tp, self.positions[tp])
 
 
-def _read_map(raw, name: str) -> dict[TopicPartitionKey, int]:
+def _read_map(raw: object, name: str) -> dict[TopicPartitionKey, int]:
     if not isinstance(raw, Mapping):
         raise OffsetFormatError(f"{name!r} must be an object")
     out = {}

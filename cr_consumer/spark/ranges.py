@@ -34,7 +34,7 @@ class OffsetRange:
     until: int = attrs.field()
 
     @until.validator
-    def _check_until(self, _attribute, value: int) -> None:
+    def _check_until(self, _attribute: attrs.Attribute[int], value: int) -> None:
         if value < self.start:
             raise ValueError(f"offset range of {self.topic}:{self.partition} goes backwards: {self.start} > {value}")
 

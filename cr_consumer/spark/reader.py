@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -30,16 +30,20 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.spark import runner
 from cr_consumer.spark.executor import commit_range_end, read_range
-from cr_consumer.spark.offsets import SourceOffset
+from cr_consumer.spark.offsets import OffsetJson, SourceOffset
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from cr_consumer.kafka.client import TopicPartition
     from cr_consumer.spark.planner import QueryPlanner
 
 log = logging.getLogger(__name__)
+
+#: An offset Spark hands back: decoded JSON, checked by SourceOffset.from_json.
+SparkOffset = dict[str, Any]
 
 #: Bound on each partition's committed-offset lookup (startingOffsets=committed of a batch read).
 COMMITTED_TIMEOUT_MS = 15_000
@@ -74,10 +78,10 @@ class CrKafkaStreamReader(DataSourceStreamReader):
         self.options = options
         self._planner: QueryPlanner | None = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, SourceOptions]:
         return {"options": self.options}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, SourceOptions]) -> None:
         self.options = state["options"]
         self._planner = None
 
@@ -91,17 +95,17 @@ class CrKafkaStreamReader(DataSourceStreamReader):
             runner.install(planner.close)
         return self._planner
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> OffsetJson:
         return SourceOffset.initial().to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         cap = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if cap is None else ReadMaxRows(cap)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: SparkOffset, limit: ReadLimit) -> OffsetJson:
         return self.planner().latest_offset(SourceOffset.from_json(start), max_rows(limit)).to_json()
 
-    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+    def partitions(self, start: SparkOffset, end: SparkOffset) -> list[RangePartition]:
         ranges = self.planner().ranges(SourceOffset.from_json(start), SourceOffset.from_json(end))
         return [RangePartition(r) for r in ranges]
 
@@ -109,7 +113,7 @@ class CrKafkaStreamReader(DataSourceStreamReader):
         configure_logging()
         return read_range(self.options, range_of(partition))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: SparkOffset) -> None:
         self.planner().commit(SourceOffset.from_json(end))
 
     def stop(self) -> None:
@@ -171,7 +175,7 @@ class CrKafkaBatchReader(DataSourceReader):
             return [RangePartition(r) for r in ranges]  # one task per partition, empty ones included: they commit
         return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
-    def _committed(self, tps: list) -> dict:
+    def _committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """startingOffsets=committed: the committed offsets of kafka.group.id (none without it)."""
         if self.options.group_id is None:
             return {}

@@ -39,6 +39,10 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
+from types import FrameType
+
+import attrs
 
 log = logging.getLogger(__name__)
 
@@ -51,29 +55,48 @@ WATCHDOG_PERIOD_S = 1.0
 #: thread within seconds; this only stops a stuck close from keeping the orphan).
 ORPHAN_CLOSE_WAIT_S = 30.0
 
-_state: dict = {"close": None, "signals": False, "stop": None, "closing": False, "exit_after_close": False}
+
+@attrs.define
+class _HookState:
+    """The process's hooks; one instance, :data:`_state`."""
+
+    #: The installed close callback; None once taken (or before install).
+    close: Callable[[], None] | None = None
+    #: The SIGTERM/SIGHUP handlers are installed.
+    signals: bool = False
+    #: The atexit hook is registered.
+    atexit: bool = False
+    #: Stops the running watchdog; None when none runs.
+    stop: threading.Event | None = None
+    #: A close is running (step 1 of :func:`close_group`).
+    closing: bool = False
+    #: A signal came during the close: exit when it ends (step 3).
+    exit_after_close: bool = False
+
+
+_state = _HookState()
 _closed = threading.Event()
 
 
-def install(close) -> None:
+def install(close: Callable[[], None]) -> None:
     """Run ``close()`` on SIGTERM or SIGHUP, at interpreter exit, and when the parent process dies."""
-    _state["close"] = close
+    _state.close = close
     _closed.clear()
-    if not _state["signals"]:
+    if not _state.signals:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(signum, _closing_handler(signal.getsignal(signum)))
-            _state["signals"] = True
+            _state.signals = True
         else:
             log.warning("crkafka: not on the main thread: no SIGTERM/SIGHUP handler (members are evicted on stop)")
-    if not _state.get("atexit"):
+    if not _state.atexit:
         atexit.register(close_group, "the source runner is exiting")
-        _state["atexit"] = True
-    if _state["stop"] is None:
+        _state.atexit = True
+    if _state.stop is None:
         stop = threading.Event()
         parent = os.getppid()
 
-        def watchdog():
+        def watchdog() -> None:
             while not stop.wait(WATCHDOG_PERIOD_S):
                 if os.getppid() != parent:
                     log.warning("crkafka: the Spark JVM (pid %d) is gone: closing the members and exiting", parent)
@@ -83,7 +106,7 @@ def install(close) -> None:
                     os._exit(0)
 
         threading.Thread(target=watchdog, name="crkafka-watchdog", daemon=True).start()
-        _state["stop"] = stop
+        _state.stop = stop
 
 
 def close_group(why: str) -> None:
@@ -97,10 +120,10 @@ def close_group(why: str) -> None:
     3. When it ends, a signal deferred during it exits the process
        (``SystemExit`` on the main thread), as the signal would have.
     """
-    if _state["closing"]:
+    if _state.closing:
         return
-    _state["closing"] = True
-    close, _state["close"] = _state["close"], None
+    _state.closing = True
+    close, _state.close = _state.close, None
     try:
         if close is not None:
             log.info("crkafka: %s: closing the members (they leave the group)", why)
@@ -108,21 +131,23 @@ def close_group(why: str) -> None:
     except Exception:  # the process is ending: logged with its traceback, exit goes on
         log.exception("crkafka: closing the members failed")
     finally:
-        _state["closing"] = False
+        _state.closing = False
         _closed.set()
-    if _state["exit_after_close"] and threading.current_thread() is threading.main_thread():
+    if _state.exit_after_close and threading.current_thread() is threading.main_thread():
         raise SystemExit(0)
 
 
-def _closing_handler(previous):
-    def on_signal(signum, frame):
+def _closing_handler(
+    previous: signal.Handlers | Callable[[int, FrameType | None], object] | int | None,
+) -> Callable[[int, FrameType | None], None]:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if _state["closing"]:
+        if _state.closing:
             # Spark sends SIGTERM twice on stop (stopWorker, then the factory's
             # stop), often while stop()'s close runs, and the daemon's SIGHUP
             # may follow: exiting here would abort the close half way
             log.info("crkafka: %s during the close: the process exits when it ends", name)
-            _state["exit_after_close"] = True
+            _state.exit_after_close = True
             return
         close_group(name)
         if callable(previous):
@@ -134,7 +159,7 @@ def _closing_handler(previous):
 
 def uninstall() -> None:
     """Stop the watchdog and forget the close callback (the SIGTERM handler stays, inert)."""
-    stop, _state["stop"] = _state["stop"], None
+    stop, _state.stop = _state.stop, None
     if stop is not None:
         stop.set()
-    _state["close"] = None
+    _state.close = None

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Register the ``crkafka`` data source with a SparkSession, and the listener that
     tells a query's source runner when Spark has committed a batch (``sink_notices.py``)."""
     from cr_consumer.spark.sink_notices import install_listener
@@ -21,7 +25,7 @@ def register(spark) -> None:
     install_listener(spark)
 
 
-def local_session(app_name: str, *, cores: int = 2):
+def local_session(app_name: str, *, cores: int = 2) -> SparkSession:
     """A local SparkSession with ``crkafka`` registered, set up as this machine needs:
     workers run this interpreter (PYSPARK_PYTHON), Spark binds to loopback, no UI,
     few shuffle partitions, logs at ERROR. Used by the examples, tests and benches."""

@@ -41,11 +41,21 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import zmq
 
 from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.listener import (
+        QueryIdleEvent,
+        QueryProgressEvent,
+        QueryStartedEvent,
+        QueryTerminatedEvent,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +85,7 @@ class SinkNotice:
     end: SourceOffset
     checkpoint: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"v": NOTICE_VERSION, "end": self.end.to_json(), "checkpoint": self.checkpoint}
 
     @classmethod
@@ -197,12 +207,12 @@ class NoticeSender:
             self._sockets.clear()
 
 
-_listening: weakref.WeakSet = weakref.WeakSet()  # sessions with the listener
+_listening: weakref.WeakSet[SparkSession] = weakref.WeakSet()  # sessions with the listener
 
 
-def install_listener(spark) -> None:
+def install_listener(spark: SparkSession) -> None:
     """Step 1: add the notices' listener to ``spark`` (once per session)."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     if spark in _listening:
         return
@@ -222,10 +232,10 @@ def install_listener(spark) -> None:
         return roots[query_id]
 
     class SinkCommitListener(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
+        def onQueryStarted(self, event: QueryStartedEvent) -> None:
             pass
 
-        def onQueryProgress(self, event) -> None:
+        def onQueryProgress(self, event: QueryProgressEvent) -> None:
             try:
                 ends = crkafka_ends([source.endOffset for source in event.progress.sources])
                 if ends:
@@ -235,10 +245,10 @@ def install_listener(spark) -> None:
             except Exception:  # a listener's failure must not reach Spark's listener bus
                 log.exception("crkafka: sending a sink-commit notice failed")
 
-        def onQueryIdle(self, event) -> None:
+        def onQueryIdle(self, event: QueryIdleEvent) -> None:
             pass
 
-        def onQueryTerminated(self, event) -> None:
+        def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
             roots.pop(str(event.id), None)
 
     spark.streams.addListener(SinkCommitListener())

@@ -21,6 +21,8 @@ The properties are checked by the rules both clients and the operator share
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.property_rules import PropertyError, check_name, check_values
 from cr_consumer.spark.options.values import InvalidOptionError, parse_bool, parse_int
@@ -63,14 +65,14 @@ _NONE_DEFAULT_TYPES = {"receive.buffer.bytes": int, "send.buffer.bytes": int}
 MEMBER_SESSION_TIMEOUT_MS = 10_000
 
 
-def kafka_defaults() -> dict:
+def kafka_defaults() -> dict[str, object]:
     """kafka-python's consumer settings and their defaults (keyword names)."""
     from cr_consumer.kafka.kafka_python.client import DEFAULTS  # local: importing options must stay cheap
 
     return dict(DEFAULTS)
 
 
-def parse_kafka_property(option: str, raw: str, defaults: dict) -> tuple[str, object]:
+def parse_kafka_property(option: str, raw: str, defaults: Mapping[str, object]) -> tuple[str, object]:
     """``kafka.<dotted name>`` -> (dotted name, typed value); ``defaults`` from :func:`kafka_defaults`."""
     dotted = option[len("kafka.") :]
     if dotted in OBJECT_KAFKA:

@@ -47,7 +47,7 @@ class SourceOptions:
     kafka_properties: tuple[tuple[str, object], ...] = attrs.field(default=(), repr=redacted_repr)
 
     @property
-    def consumer_properties(self) -> dict:
+    def consumer_properties(self) -> dict[str, object]:
         """The pass-through properties by their dotted Kafka names."""
         return dict(self.kafka_properties)
 
