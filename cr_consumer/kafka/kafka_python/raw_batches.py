@@ -4,21 +4,20 @@ Consumers (both clients) skip control batches and, on the test broker, cannot hi
 records (``cr_consumer/kafka/committed_filter.py`` says why). This reader gives the filter what
 it needs:
 
-1. :func:`read_committed` opens a kafka-python admin client (``settings`` from
-   ``admin.admin_settings``: bootstrap, security, request timeout) and asks the cluster's
-   metadata for the partition's leader (a missing topic or partition raises ``RawReadError``).
+1. :func:`read_committed` opens a ``RawClient`` (``settings`` from ``admin.admin_settings``:
+   bootstrap, security, request timeout) and asks the cluster's metadata for the partition's
+   leader (a missing topic or partition raises ``RawReadError``).
 2. It sends ``Fetch`` requests (``read_uncommitted``, so the broker filters nothing) to the
    leader from ``start``, each bounded by the request timeout, and decodes every batch with
    kafka-python's ``MemoryRecords`` (CRC checked): producer id and epoch, the transactional and
    control flags, the records.
 3. Each batch goes through a ``CommittedFilter``; reading stops at the high watermark of the
    first response (or ``end`` if given), so a producer still writing cannot keep it going, or
-   when ``deadline_s`` passes (``RawReadError``: a read never hangs).
+   when ``deadline_s`` passes (``RawRequestError``: a read never hangs).
 4. The result holds the committed records in offset order, the transactions still open below
    the stop offset, and how many records were aborted.
 
-The admin client's connection manager is kafka-python's private ``_manager`` (it has no public
-call for an arbitrary request); like ``compat.py`` this stays inside the kafka-python package.
+Requests go through ``raw_requests.RawClient`` (bounded; kafka-python has no public call for them).
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from kafka.admin import KafkaAdminClient
-from kafka.errors import for_code
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.record import MemoryRecords
@@ -42,6 +39,7 @@ from cr_consumer.kafka.committed_filter import (
     LogRecord,
     OpenTransaction,
 )
+from cr_consumer.kafka.kafka_python.raw_requests import RawClient, RawRequestError, error_name
 
 #: Bytes asked per Fetch; a batch larger than this is still returned whole by the broker.
 FETCH_MAX_BYTES = 8 << 20
@@ -51,7 +49,7 @@ FETCH_MAX_WAIT_MS = 100
 DEFAULT_DEADLINE_S = 60.0
 
 
-class RawReadError(RuntimeError):
+class RawReadError(RawRequestError):
     """The partition could not be read to its stop offset (unknown, no leader, broker error, deadline)."""
 
 
@@ -75,35 +73,24 @@ def read_committed(
     deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> CommittedRead:
     """Steps 1-4 for one partition."""
-    admin = KafkaAdminClient(**settings)
-    try:
-        return _Reader(admin, topic, partition, time.monotonic() + deadline_s).read(start, end)
-    finally:
-        admin.close()
+    with RawClient(settings, time.monotonic() + deadline_s) as client:
+        return _Reader(client, topic, partition).read(start, end)
 
 
 @attrs.define
 class _Reader:
-    admin: KafkaAdminClient
+    client: RawClient
     topic: str
     partition: int
-    deadline: float
 
     def _request(self, request: Any, node_id: int | None = None) -> Any:
-        if time.monotonic() > self.deadline:
-            raise RawReadError(f"reading {self.topic}:{self.partition} ran past its deadline")
-        manager = self.admin._manager  # no public raw request in kafka-python (module docstring)
-
-        async def send() -> Any:
-            return await manager.send(request, node_id=node_id)
-
-        return manager.run(send)
+        return self.client.request(request, node_id, f"reading {self.topic}:{self.partition}")
 
     def _leader(self) -> int:
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)])
         for topic in self._request(request).topics:
             if topic.error_code:
-                raise RawReadError(f"topic {self.topic}: {for_code(topic.error_code).__name__}")
+                raise RawReadError(f"topic {self.topic}: {error_name(topic.error_code)}")
             for part in topic.partitions:
                 if part.partition_index == self.partition:
                     if part.leader_id < 0:
@@ -149,7 +136,7 @@ class _Reader:
                 if part.partition_index == self.partition:
                     if part.error_code:
                         raise RawReadError(
-                            f"fetch {self.topic}:{self.partition} at {offset}: {for_code(part.error_code).__name__}"
+                            f"fetch {self.topic}:{self.partition} at {offset}: {error_name(part.error_code)}"
                         )
                     return part
         raise RawReadError(f"fetch {self.topic}:{self.partition}: no answer for the partition")
