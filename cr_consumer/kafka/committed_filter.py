@@ -1,0 +1,168 @@
+"""What a ``read_committed`` consumer must see, decided from the log itself.
+
+A broker hides aborted records from ``isolation.level=read_committed`` consumers by sending,
+with each fetch, the list of aborted transactions in the range. The test broker sends an empty
+list (``../shared/notes/kafka-transactions.md``), so kafka-python and librdkafka alike return
+aborted records there. Anything that must trust "committed" (a verifier of transactional output,
+a replay of a log written in transactions) therefore decides from the record batches and the
+control markers in the partition, which every broker writes:
+
+1. Records are fed batch by batch in offset order (``feed``), as a fetch returns them.
+2. A non-transactional record is decided at once (visible).
+3. A transactional data batch opens, or continues, its producer's transaction: its records are
+   held. A producer has at most one open transaction per partition.
+4. A control batch (COMMIT or ABORT) of that producer decides the held records: COMMIT makes
+   them visible, ABORT drops them. A marker of a producer with nothing open (a repeated marker,
+   or a transaction that wrote nothing here) decides nothing.
+5. Visible records are released in offset order up to the first record still undecided: the
+   last stable offset (LSO) of a real broker. An open transaction therefore holds back every
+   later record of the partition, committed ones of other producers included, exactly as a
+   ``read_committed`` consumer of a real cluster is held.
+6. At most ``max_held`` records wait behind an open transaction; one more raises
+   ``HeldTooMany`` naming the producer and offset, rather than growing without bound.
+
+Pure: no I/O; ``cr_consumer.kafka.kafka_python.raw_batches`` fetches the batches.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+
+import attrs
+
+#: Records held behind one open transaction before ``feed`` refuses more (bounds memory when a
+#: transaction is abandoned: the test broker never aborts one by its timeout).
+DEFAULT_MAX_HELD = 1_000_000
+
+
+class ControlKind(enum.Enum):
+    """The two control markers a transaction coordinator writes into a data partition."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+@attrs.frozen
+class LogRecord:
+    """One data record as stored: offset, key, value, headers and timestamp (ms)."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int = -1
+
+
+@attrs.frozen
+class LogBatch:
+    """One record batch: producer identity, transactional and control flags, its records.
+
+    ``control`` is set on a control batch (and ``records`` is then empty);
+    ``last_offset`` covers the batch's whole offset range, control records included.
+    """
+
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    producer_epoch: int
+    transactional: bool
+    control: ControlKind | None = None
+    records: tuple[LogRecord, ...] = ()
+
+
+class HeldTooMany(RuntimeError):
+    """More records than allowed wait behind one open transaction."""
+
+
+@attrs.frozen
+class OpenTransaction:
+    """A transaction with records in the partition and no marker yet."""
+
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    records: int
+
+
+@attrs.define
+class _Txn:
+    epoch: int
+    first_offset: int
+    records: int = 0
+    committed: bool = False
+
+
+@attrs.define
+class _Held:
+    record: LogRecord
+    txn: _Txn | None
+
+
+@attrs.define
+class CommittedFilter:
+    """Feeds on one partition's batches; releases what ``read_committed`` must return."""
+
+    max_held: int = DEFAULT_MAX_HELD
+    _open: dict[int, _Txn] = attrs.field(factory=dict, init=False)
+    _held: deque[_Held] = attrs.field(factory=deque, init=False)
+    aborted_records: int = attrs.field(default=0, init=False)
+    next_offset: int = attrs.field(default=0, init=False)
+
+    def feed(self, batch: LogBatch) -> list[LogRecord]:
+        """Steps 2-5 for one batch; returns the records this batch made visible, in order."""
+        if batch.last_offset < batch.base_offset:
+            raise ValueError(f"batch at {batch.base_offset} ends before it starts ({batch.last_offset})")
+        if batch.control is not None:
+            self._decide(batch.producer_id, batch.control)
+        elif batch.transactional:
+            txn = self._open.get(batch.producer_id)
+            if txn is None:
+                txn = self._open[batch.producer_id] = _Txn(batch.producer_epoch, batch.base_offset)
+            txn.records += len(batch.records)
+            self._hold(batch.records, txn)
+        else:
+            self._hold(batch.records, None)
+        self.next_offset = max(self.next_offset, batch.last_offset + 1)
+        return self._release()
+
+    def open_transactions(self) -> list[OpenTransaction]:
+        """Transactions with records read and no marker yet, oldest first."""
+        return sorted(
+            (OpenTransaction(pid, txn.epoch, txn.first_offset, txn.records) for pid, txn in self._open.items()),
+            key=lambda t: t.first_offset,
+        )
+
+    @property
+    def held(self) -> int:
+        """Records read but not released (undecided, or behind an undecided one)."""
+        return len(self._held)
+
+    def _hold(self, records: tuple[LogRecord, ...], txn: _Txn | None) -> None:
+        if len(self._held) + len(records) > self.max_held and self._open:
+            first = min(self._open.items(), key=lambda item: item[1].first_offset)
+            raise HeldTooMany(
+                f"more than {self.max_held} records wait behind the open transaction of producer"
+                f" {first[0]} (epoch {first[1].epoch}) from offset {first[1].first_offset}"
+            )
+        self._held.extend(_Held(record, txn) for record in records)
+
+    def _decide(self, producer_id: int, kind: ControlKind) -> None:
+        txn = self._open.pop(producer_id, None)
+        if txn is None:
+            return
+        if kind is ControlKind.COMMIT:
+            txn.committed = True
+            return
+        kept = deque(held for held in self._held if held.txn is not txn)
+        self.aborted_records += len(self._held) - len(kept)
+        self._held = kept
+
+    def _release(self) -> list[LogRecord]:
+        out: list[LogRecord] = []
+        while self._held:
+            txn = self._held[0].txn
+            if txn is not None and not txn.committed:
+                break
+            out.append(self._held.popleft().record)
+        return out

@@ -1,0 +1,180 @@
+"""A partition's record batches as stored, control markers included, through raw Fetch requests.
+
+Consumers (both clients) skip control batches and, on the test broker, cannot hide aborted
+records (``cr_consumer/kafka/committed_filter.py`` says why). This reader gives the filter what
+it needs:
+
+1. :func:`read_committed` opens a ``RawClient`` (``settings`` from ``admin.admin_settings``:
+   bootstrap, security, request timeout) and asks the cluster's metadata for the partition's
+   leader (a missing topic or partition raises ``RawReadError``).
+2. It sends ``Fetch`` requests (``read_uncommitted``, so the broker filters nothing) to the
+   leader from ``start``, each bounded by the request timeout, and decodes every batch with
+   kafka-python's ``MemoryRecords`` (CRC checked): producer id and epoch, the transactional and
+   control flags, the records.
+3. Each batch goes through a ``CommittedFilter``; reading stops at the high watermark of the
+   first response (or ``end`` if given), so a producer still writing cannot keep it going, or
+   when ``deadline_s`` passes (``RawRequestError``: a read never hangs).
+4. The result holds the committed records in offset order, the transactions still open below
+   the stop offset, and how many records were aborted.
+
+Requests go through ``raw_requests.RawClient`` (bounded; kafka-python has no public call for them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.record import MemoryRecords
+from kafka.record.default_records import DefaultRecordBatch
+
+from cr_consumer.kafka.committed_filter import (
+    CommittedFilter,
+    ControlKind,
+    LogBatch,
+    LogRecord,
+    OpenTransaction,
+)
+from cr_consumer.kafka.kafka_python.raw_requests import RawClient, RawRequestError, error_name
+
+#: Bytes asked per Fetch; a batch larger than this is still returned whole by the broker.
+FETCH_MAX_BYTES = 8 << 20
+#: How long the broker may wait for data at the high watermark (never reached: the read stops there).
+FETCH_MAX_WAIT_MS = 100
+#: The read's whole budget by default: bounds a read of a broker that stops answering.
+DEFAULT_DEADLINE_S = 60.0
+
+
+class RawReadError(RawRequestError):
+    """The partition could not be read to its stop offset (unknown, no leader, broker error, deadline)."""
+
+
+@attrs.frozen
+class CommittedRead:
+    """Step 4: what ``read_committed`` consumers must see in ``[start, stop)``."""
+
+    records: tuple[LogRecord, ...]
+    open_transactions: tuple[OpenTransaction, ...]
+    aborted_records: int
+    stop: int
+
+
+def read_committed(
+    settings: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> CommittedRead:
+    """Steps 1-4 for one partition."""
+    with RawClient(settings, time.monotonic() + deadline_s) as client:
+        return _Reader(client, topic, partition).read(start, end)
+
+
+@attrs.define
+class _Reader:
+    client: RawClient
+    topic: str
+    partition: int
+
+    def _request(self, request: Any, node_id: int | None = None) -> Any:
+        return self.client.request(request, node_id, f"reading {self.topic}:{self.partition}")
+
+    def _leader(self) -> int:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)])
+        for topic in self._request(request).topics:
+            if topic.error_code:
+                raise RawReadError(f"topic {self.topic}: {error_name(topic.error_code)}")
+            for part in topic.partitions:
+                if part.partition_index == self.partition:
+                    if part.leader_id < 0:
+                        raise RawReadError(f"{self.topic}:{self.partition} has no leader")
+                    return int(part.leader_id)
+        raise RawReadError(f"{self.topic}:{self.partition} does not exist")
+
+    def read(self, start: int, end: int | None) -> CommittedRead:
+        leader = self._leader()
+        flt = CommittedFilter()
+        records: list[LogRecord] = []
+        offset, stop = start, end
+        while stop is None or offset < stop:
+            part = self._fetch(leader, offset)
+            if stop is None:
+                stop = int(part.high_watermark)
+            got = _batches(part.records)
+            if not got and offset < stop:
+                raise RawReadError(f"{self.topic}:{self.partition}: no batch at {offset} below {stop}")
+            for batch in got:
+                if batch.last_offset < offset:
+                    continue  # a batch before start (fetch returns whole batches)
+                if batch.base_offset >= stop:
+                    break
+                records.extend(r for r in flt.feed(batch) if start <= r.offset < stop)
+                offset = batch.last_offset + 1
+        return CommittedRead(tuple(records), tuple(flt.open_transactions()), flt.aborted_records, stop)
+
+    def _fetch(self, leader: int, offset: int) -> Any:
+        partition = FetchRequest.FetchTopic.FetchPartition(
+            partition=self.partition, fetch_offset=offset, partition_max_bytes=FETCH_MAX_BYTES
+        )
+        request = FetchRequest(
+            max_wait_ms=FETCH_MAX_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            isolation_level=0,
+            topics=[FetchRequest.FetchTopic(topic=self.topic, partitions=[partition])],
+            max_version=4,
+        )
+        for topic in self._request(request, leader).responses:
+            for part in topic.partitions:
+                if part.partition_index == self.partition:
+                    if part.error_code:
+                        raise RawReadError(
+                            f"fetch {self.topic}:{self.partition} at {offset}: {error_name(part.error_code)}"
+                        )
+                    return part
+        raise RawReadError(f"fetch {self.topic}:{self.partition}: no answer for the partition")
+
+
+def _batches(raw: bytes | None) -> list[LogBatch]:
+    """Step 2's decoding: every complete batch of one fetch response (a torn tail is left out)."""
+    out: list[LogBatch] = []
+    records = MemoryRecords(bytes(raw or b""))
+    while records.has_next():
+        batch = records.next_batch()
+        if batch is None:
+            break
+        if not isinstance(batch, DefaultRecordBatch):
+            raise RawReadError(f"a record batch of magic {batch.magic} (before 0.11: no transactions)")
+        if not batch.validate_crc():
+            raise RawReadError(f"the record batch at {batch.base_offset} fails its CRC")
+        control = None
+        data: tuple[LogRecord, ...] = ()
+        if batch.is_control_batch:
+            kinds = [ControlKind(int(r.type)) for r in batch]
+            control = kinds[0] if kinds else None
+        else:
+            data = tuple(
+                LogRecord(r.offset, r.key, r.value, tuple((k, v) for k, v in r.headers), r.timestamp) for r in batch
+            )
+        out.append(
+            LogBatch(
+                batch.base_offset,
+                batch.last_offset,
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.is_transactional and not (batch.is_control_batch and control is None),
+                control,
+                data,
+            )
+        )
+    return out
+
+
+__all__ = ["CommittedRead", "RawReadError", "read_committed"]

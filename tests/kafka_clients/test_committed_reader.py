@@ -1,0 +1,211 @@
+"""What read_committed consumers must see, decided from the log's own markers: the pure filter
+against a model (hypothesis), and the raw reader against the broker, whose consumers return
+aborted records (it sends no aborted-transactions list)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka import KafkaProducer
+
+from cr_consumer.kafka.committed_filter import (
+    CommittedFilter,
+    ControlKind,
+    HeldTooMany,
+    LogBatch,
+    LogRecord,
+)
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, read_committed
+from cr_consumer.kafka.kafka_python.transactions import (
+    PreparedTransaction,
+    TransactionEndError,
+    end_prepared,
+    prepared_of,
+)
+from cr_consumer.testing.kafka_util import create_topic, unique_name
+
+PRODUCERS = (1, 2, 3)
+#: One step of a partition's log: (producer, action, records) with action "txn" (a
+#: transactional data batch), "plain" (an idempotent, non-transactional batch), "commit", "abort".
+step = st.tuples(st.sampled_from(PRODUCERS), st.sampled_from(["txn", "plain", "commit", "abort"]), st.integers(1, 3))
+
+
+def _log(steps: list[tuple[int, str, int]]) -> tuple[list[LogBatch], list[int], set[int]]:
+    """The batches of ``steps`` and, by a direct model, the offsets a read_committed consumer
+    returns and the producers left with an open transaction."""
+    batches: list[LogBatch] = []
+    offset = 0
+    open_txn: dict[int, list[int]] = {}
+    decided: dict[int, bool] = {}  # offset -> visible
+    for pid, action, n in steps:
+        if action in ("commit", "abort"):
+            kind = ControlKind.COMMIT if action == "commit" else ControlKind.ABORT
+            batches.append(LogBatch(offset, offset, pid, 0, True, kind))
+            for o in open_txn.pop(pid, []):
+                decided[o] = action == "commit"
+            offset += 1
+            continue
+        records = tuple(LogRecord(offset + i, None, f"{pid}-{offset + i}".encode()) for i in range(n))
+        batches.append(LogBatch(offset, offset + n - 1, pid, 0, action == "txn", None, records))
+        for r in records:
+            if action == "txn":
+                open_txn.setdefault(pid, []).append(r.offset)
+            else:
+                decided[r.offset] = True
+        offset += n
+    lso = min((offs[0] for offs in open_txn.values()), default=offset)
+    visible = [o for o in sorted(decided) if decided[o] and o < lso]
+    return batches, visible, set(open_txn)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step, max_size=40))
+def test_the_filter_releases_exactly_the_committed_records_below_the_first_open_transaction(steps):
+    batches, visible, still_open = _log(steps)
+    flt = CommittedFilter()
+    released = [r.offset for batch in batches for r in flt.feed(batch)]
+    assert released == visible
+    assert {t.producer_id for t in flt.open_transactions()} == still_open
+
+
+def test_records_held_behind_an_abandoned_transaction_are_bounded():
+    flt = CommittedFilter(max_held=5)
+    flt.feed(LogBatch(0, 0, 7, 3, True, None, (LogRecord(0, None, b"x"),)))
+    flt.feed(LogBatch(1, 3, 8, 0, False, None, tuple(LogRecord(o, None, b"y") for o in range(1, 4))))
+    with pytest.raises(HeldTooMany, match="producer 7 \\(epoch 3\\) from offset 0"):
+        flt.feed(LogBatch(4, 5, 8, 0, False, None, (LogRecord(4, None, b"z"), LogRecord(5, None, b"z"))))
+
+
+def test_a_marker_of_a_producer_with_nothing_open_decides_nothing():
+    flt = CommittedFilter()
+    assert flt.feed(LogBatch(0, 0, 1, 0, True, ControlKind.COMMIT)) == []
+    out = flt.feed(LogBatch(1, 1, 2, 0, False, None, (LogRecord(1, None, b"a"),)))
+    assert [r.value for r in out] == [b"a"]
+
+
+def _transactional(bootstrap: str, tid: str) -> KafkaProducer:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, max_block_ms=10_000)
+    producer.init_transactions()
+    return producer
+
+
+def test_the_reader_keeps_committed_records_and_drops_aborted_and_fenced_ones(bootstrap):
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    tid = unique_name("tid")
+    writer = _transactional(bootstrap, tid)
+    writer.begin_transaction()
+    for i in range(3):
+        writer.send(topic, f"c{i}".encode(), partition=0)
+    writer.commit_transaction()
+    writer.begin_transaction()
+    for i in range(2):
+        writer.send(topic, f"a{i}".encode(), partition=0)
+    writer.flush()  # the records reach the log before the abort
+    writer.abort_transaction()
+    plain = KafkaProducer(bootstrap_servers=bootstrap)
+    plain.send(topic, b"plain", partition=0)
+    plain.flush()
+    writer.begin_transaction()
+    writer.send(topic, b"zombie", partition=0)
+    writer.flush()
+    # A successor with the same transactional id fences the writer: its open transaction is aborted.
+    successor = _transactional(bootstrap, tid)
+    successor.begin_transaction()
+    successor.send(topic, b"s0", partition=0)
+    successor.commit_transaction()
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    read = read_committed(settings_, topic, 0)
+    assert [r.value for r in read.records] == [b"c0", b"c1", b"c2", b"plain", b"s0"]
+    assert read.aborted_records == 3
+    assert read.open_transactions == ()
+    # An open transaction holds back every later record, as the last stable offset does.
+    successor.begin_transaction()
+    successor.send(topic, b"open", partition=0)
+    successor.flush()
+    plain.send(topic, b"after", partition=0)
+    plain.flush()
+    read = read_committed(settings_, topic, 0, start=read.stop)
+    assert read.records == ()
+    assert [(t.records, t.first_offset) for t in read.open_transactions] == [(1, read.stop - 2)]
+    successor.commit_transaction()
+    later = read_committed(settings_, topic, 0, start=read.stop - 2)
+    assert [r.value for r in later.records] == [b"open", b"after"]
+    for producer in (plain, successor):
+        producer.close(timeout=5)
+    writer.close(timeout=1)
+
+
+def test_the_reader_names_a_partition_that_does_not_exist(bootstrap):
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    with pytest.raises(RawReadError, match=f"{topic}:3 does not exist"):
+        read_committed(settings_, topic, 3)
+
+
+def _settings(bootstrap: str) -> dict[str, object]:
+    return admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-prepared")
+
+
+def _prepared(bootstrap: str, topic: str, values: list[bytes]) -> tuple[KafkaProducer, PreparedTransaction]:
+    """A writer that flushed ``values`` in an open transaction and then was never heard of again."""
+    tid = unique_name("tid")
+    writer = _transactional(bootstrap, tid)
+    writer.begin_transaction()
+    for value in values:
+        writer.send(topic, value, partition=0)
+    writer.flush()
+    return writer, PreparedTransaction.from_json(prepared_of(writer, tid).to_json())
+
+
+def test_another_process_commits_a_prepared_transaction_once(bootstrap):
+    topic = create_topic(bootstrap, unique_name("prepared"), 1)
+    _writer, txn = _prepared(bootstrap, topic, [b"p0", b"p1"])
+    assert read_committed(_settings(bootstrap), topic, 0).open_transactions[0].producer_id == txn.producer_id
+    end_prepared(_settings(bootstrap), txn, commit=True)
+    end_prepared(_settings(bootstrap), txn, commit=True)  # a repeated commit changes nothing
+    read = read_committed(_settings(bootstrap), topic, 0)
+    assert [r.value for r in read.records] == [b"p0", b"p1"]
+    assert read.open_transactions == ()
+
+
+def test_another_process_aborts_an_abandoned_transaction(bootstrap):
+    topic = create_topic(bootstrap, unique_name("prepared"), 1)
+    _writer, txn = _prepared(bootstrap, topic, [b"x0", b"x1", b"x2"])
+    end_prepared(_settings(bootstrap), txn, commit=False)
+    read = read_committed(_settings(bootstrap), topic, 0)
+    assert (read.records, read.open_transactions, read.aborted_records) == ((), (), 3)
+
+
+def test_a_commit_of_a_fenced_transaction_fails_within_its_bound(bootstrap):
+    topic = create_topic(bootstrap, unique_name("prepared"), 1)
+    _writer, txn = _prepared(bootstrap, topic, [b"f0"])
+    successor = _transactional(bootstrap, txn.transactional_id)  # fences the epoch, aborts the transaction
+    started = time.monotonic()
+    with pytest.raises(TransactionEndError, match=txn.transactional_id):
+        end_prepared(_settings(bootstrap), txn, commit=True, deadline_s=20)
+    assert time.monotonic() - started < 20
+    read = read_committed(_settings(bootstrap), topic, 0)
+    assert (read.records, read.open_transactions) == ((), ())
+    successor.close(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        None,
+        {},
+        {"v": 2, "tid": "t", "pid": 1, "epoch": 0},
+        {"v": 1, "tid": "", "pid": 1, "epoch": 0},
+        {"v": 1, "tid": "t", "pid": -1, "epoch": 0},
+        {"v": 1, "tid": "t", "pid": 1, "epoch": 40000},
+        {"v": 1, "tid": "t", "pid": True, "epoch": 0},
+        {"v": 1, "tid": 5, "pid": 1, "epoch": 0},
+    ],
+)
+def test_a_recorded_transaction_is_checked_before_use(doc):
+    with pytest.raises(ValueError, match="prepared transaction"):
+        PreparedTransaction.from_json(doc)
