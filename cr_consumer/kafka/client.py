@@ -324,6 +324,21 @@ class KafkaClient(Protocol):
         ...
 
 
+def check_subscription(topics: Sequence[str], pattern: str | None) -> None:
+    """ValueError unless ``topics`` (non-empty strings) or ``pattern`` (non-empty) is
+    given, exactly one, checked the same way by both clients before either library
+    sees them: both, or neither, would leave which topics the member consumes to the
+    library's own rule; a single string as ``topics`` is refused (a library would
+    read it as its characters, one topic each)."""
+    if isinstance(topics, str):
+        raise ValueError(f"subscribe: topics must be a sequence of topic names, not the string {topics!r}")
+    if bool(topics) == bool(pattern):
+        raise ValueError("subscribe: give topics or a pattern (exactly one)")
+    for topic in topics:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"subscribe: a topic name must be a non-empty string, got {topic!r}")
+
+
 __all__ = [
     "DEFAULT_CLIENT",
     "ClientConfigError",
@@ -345,4 +360,5 @@ __all__ = [
     "TimestampType",
     "TopicPartition",
     "UnknownTopicOrPartition",
+    "check_subscription",
 ]
