@@ -36,18 +36,15 @@ from coordinator.protocol.common.gc_policy import freeze_after_start, thaw_at_cl
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode
-from cr_consumer.operator.control_plane import ControlPlane
-from cr_consumer.operator.drain_signal import DrainSignal
+from cr_consumer.operator.control_plane import ControlPlane, LocalControl
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
-from cr_consumer.operator.handler_errors import DrainError, ResetError
-from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, RegionHandlers
-from cr_consumer.operator.local_control import LocalControl
+from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainSignal, RegionHandlers
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread
 from cr_consumer.operator.rebalance import Listener, Rebalancer
-from cr_consumer.operator.region import NoRegion, RegionPermit, RegionRequests
+from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests, ResetError
 from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.standalone import StandaloneDriver
 from cr_consumer.operator.states import ClientState, ClientStateMachine

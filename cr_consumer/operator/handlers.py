@@ -6,12 +6,12 @@ region permit held for the whole drain/checkpoint/reset (``permit.block()``);
 ``drain`` and ``reset`` block it themselves too (idempotent) to wait for the
 in-flight batch, and whoever runs the cycle unblocks it at RESUME. Each
 method's steps are numbered in its docstring. A handler that cannot do its
-job raises (DrainError, ResetError, ContinuityError: ``handler_errors.py``;
+job raises (DrainError, ResetError, ContinuityError: ``region.py``;
 OperatorFailed): the runtime then resets the region, or retries the reset.
 
 The drain's Kafka commit and its deferral under cooperative rebalancing:
 ``drain_commit.py``; the count of completed drains a trigger waits for:
-``drain_signal.py``.
+:class:`DrainSignal`.
 """
 
 from __future__ import annotations
@@ -29,14 +29,12 @@ from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.drain_commit import COMMIT_TIMEOUT_S, DrainCommit
-from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handler_errors import ContinuityError, DrainError, ResetError
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import Interval, OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
 from cr_consumer.operator.rebalance import Rebalancer
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import ContinuityError, DrainError, RegionPermit, ResetError
 from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
@@ -346,6 +344,35 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-# The errors (handler_errors.py) and DrainSignal (drain_signal.py) are re-exported for the
-# operator (consumer.py), which imports them with RegionHandlers.
-__all__ = ["EVENT_TIMEOUT_S", "RegionHandlers"]
+class DrainSignal:
+    """Completed drains, counted, so a thread that asked for a drain can wait for it.
+
+    The process thread (operator-driven mode) reads :meth:`count`, asks the
+    region for a drain, then :meth:`wait_after` that count; the handler caller
+    calls :meth:`done` after each drain; a failure :meth:`wake` s the waiter.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0  # guarded by _cond
+
+    def count(self) -> int:
+        with self._cond:
+            return self._count
+
+    def done(self) -> None:
+        with self._cond:
+            self._count += 1
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_after(self, before: int, timeout: float, give_up: Callable[[], bool]) -> bool:
+        """Wait until a drain completed after ``before`` was read or ``give_up()``; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count > before or give_up(), timeout)
+
+
+__all__ = ["EVENT_TIMEOUT_S", "DrainSignal", "RegionHandlers"]

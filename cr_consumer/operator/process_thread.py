@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cr_consumer.kafka.client import KafkaRecord
-from cr_consumer.operator.config_types import Deserializer, MalformedPolicy
+from cr_consumer.operator.config import Deserializer, MalformedPolicy
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.region import RegionPermit

@@ -31,7 +31,7 @@ Assignment:
    variable, first writer wins, using the effective value): the configured
    one at the job's first start (then saved for every subscribed partition),
    its earliest offset for a partition that appeared later
-   (start_position.py); read positions
+   (:func:`plan_start`); read positions
    back into the offset manager; resume the partitions;
 3. in CR_RESET_PENDING: no seek: the reset will seek and resume them.
    Standalone (no region): the seek above is done anyway, committed offsets
@@ -70,12 +70,14 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
-from coordinator.protocol.common.partitions import by_label
+import attrs
+
+from coordinator.protocol.common.partitions import by_label, partition_label
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
+from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.seek_targets import SeekTargets
-from cr_consumer.operator.start_position import LOOKUP_TIMEOUT_MS, plan_start, start_offsets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
@@ -309,4 +311,102 @@ class Rebalancer:
         return held
 
 
-__all__ = ["Listener", "PartitionGate", "Rebalancer"]
+#: Bound on each offset lookup so a lost broker fails the assignment handling
+#: (and thus the operator) instead of hanging the event thread.
+LOOKUP_TIMEOUT_MS = 15000
+
+
+class NoStartOffset(RuntimeError):
+    """auto.offset.reset=none and a partition has no committed offset."""
+
+
+def _fallback(consumer: KafkaClient, config: OperatorConfig, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    if not tps:
+        return {}
+    policy = config.auto_offset_reset
+    if policy == "earliest":
+        return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
+    if policy == "latest":
+        return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
+    raise NoStartOffset(
+        f"no committed offset for {sorted(tps)} and auto.offset.reset is 'none': "
+        "set auto.offset.reset to earliest/latest or choose another start position"
+    )
+
+
+def initial_offsets(
+    consumer: KafkaClient, config: OperatorConfig, partitions: Collection[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """{TopicPartition: offset} for every partition in ``partitions``."""
+    tps = sorted(partitions)
+    if not tps:
+        return {}
+    pos = config.start_position
+    if pos.kind is StartKind.EARLIEST:
+        return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
+    if pos.kind is StartKind.LATEST:
+        return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
+    out: dict[TopicPartition, int] = {}
+    if pos.kind is StartKind.TIMESTAMP:
+        stamp = pos.timestamp_ms
+        assert stamp is not None  # OperatorConfig._check_start
+        found = consumer.offsets_for_times({tp: stamp for tp in tps}, LOOKUP_TIMEOUT_MS)
+        out.update({tp: off for tp, off in found.items() if off is not None})
+        out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
+        return out
+    for tp, committed in consumer.committed(tps, LOOKUP_TIMEOUT_MS).items():
+        if committed is not None:
+            out[tp] = committed
+    out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
+    return out
+
+
+@attrs.frozen
+class StartPlan:
+    """Which partitions start at the configured position, which at earliest."""
+
+    configured: frozenset[TopicPartition]
+    earliest: frozenset[TopicPartition]
+
+
+def plan_start(
+    missing: Collection[TopicPartition], *, group_started: bool, subscribed: Collection[TopicPartition]
+) -> StartPlan:
+    """Plan the start of ``missing`` (partitions without a control variable).
+
+    ``group_started``: the group has control variables (its first start is
+    over); ``subscribed``: every partition of the subscription now. At the
+    job's first start every subscribed partition gets the configured position;
+    later, a partition without a control variable appeared since and starts at
+    earliest (docs/operator.md, "Start positions", has the reasons). The
+    offsets (:func:`start_offsets`) become the control variables.
+    """
+    if group_started:
+        return StartPlan(configured=frozenset(), earliest=frozenset(missing))
+    return StartPlan(configured=frozenset(missing) | frozenset(subscribed), earliest=frozenset())
+
+
+def start_offsets(consumer: KafkaClient, config: OperatorConfig, plan: StartPlan) -> dict[TopicPartition, int]:
+    """{TopicPartition: offset} for every partition of ``plan``."""
+    out = initial_offsets(consumer, config, plan.configured)
+    if plan.earliest:
+        earliest = sorted(plan.earliest)
+        log.info(
+            "%s: partitions first seen after the job's first start begin at their earliest offset: %s",
+            config.operator_name,
+            [partition_label(tp.topic, tp.partition) for tp in earliest],
+        )
+        out.update(consumer.beginning_offsets(earliest, LOOKUP_TIMEOUT_MS))
+    return out
+
+
+__all__ = [
+    "Listener",
+    "NoStartOffset",
+    "PartitionGate",
+    "Rebalancer",
+    "StartPlan",
+    "initial_offsets",
+    "plan_start",
+    "start_offsets",
+]

@@ -21,8 +21,9 @@ The cycle, as seen by one operator:
 5. ``retire_checkpoint(seq)``: checkpoints with id <= seq will never be reset
    to; drop what belongs to them.
 
-A handler method that cannot do its job raises; the runtime then resets the
-region (for a failed drain or checkpoint) or retries the reset.
+A handler method that cannot do its job raises (the consumer operator:
+:class:`DrainError`, :class:`ResetError`, :class:`ContinuityError`); the runtime
+then resets the region (for a failed drain or checkpoint) or retries the reset.
 """
 
 from __future__ import annotations
@@ -166,4 +167,18 @@ class NoRegion:
         return None
 
 
-__all__ = ["NoRegion", "RegionPermit", "RegionRequests", "StateHandler"]
+class DrainError(RuntimeError):
+    """The drain could not complete; the region must reset."""
+
+
+class ResetError(RuntimeError):
+    """The reset could not complete; the region retries it."""
+
+
+class ContinuityError(RuntimeError):
+    """The checkpoint cannot say where a partition's interval began (records
+    submitted from a position no seek set); the region must reset (its seeks
+    start every interval again)."""
+
+
+__all__ = ["ContinuityError", "DrainError", "NoRegion", "RegionPermit", "RegionRequests", "ResetError", "StateHandler"]

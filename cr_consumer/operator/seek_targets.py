@@ -7,7 +7,7 @@ In order of preference (see rebalance.py for who seeks when):
    kept until a later checkpoint retires it;
 2. the partition's control variable: its offset at the job's first start
    (first writer wins in the control plane), cached here once read or written;
-3. its start position (start_position.py), then saved as its control variable.
+3. its start position (rebalance.py, :func:`plan_start`), then saved as its control variable.
 
 Thread state: both maps are replaced, never mutated, so a reader on another
 thread (Kafka's IO thread in the rebalance listener) sees one whole map.

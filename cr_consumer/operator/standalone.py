@@ -31,8 +31,7 @@ import time
 from collections.abc import Callable
 
 from cr_consumer.operator.config import RegionMode
-from cr_consumer.operator.handler_errors import DrainError
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import DrainError, RegionPermit
 from cr_consumer.operator.states import ClientState
 
 log = logging.getLogger(__name__)

@@ -12,18 +12,16 @@ import pytest
 from cr_consumer.kafka.client import CommitRefused, GroupMembership, MemberFenced, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartKind
+from cr_consumer.operator.control_plane import LocalControl
 from cr_consumer.operator.drain_commit import commit_deferred
-from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handler_errors import ContinuityError, DrainError
-from cr_consumer.operator.handlers import RegionHandlers
-from cr_consumer.operator.local_control import LocalControl
+from cr_consumer.operator.handlers import DrainSignal, RegionHandlers
 from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
 from cr_consumer.operator.rebalance import Rebalancer
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import ContinuityError, DrainError, RegionPermit
 from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
