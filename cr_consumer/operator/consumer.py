@@ -13,10 +13,6 @@ Parts, each owned by the operator and given what it needs at construction:
   merged checkpoint offsets and control variables;
 * the metrics (metrics.py).
 
-The permit is held by the caller for the whole drain/checkpoint/reset
-(``permit.block()``): ``drain`` and ``reset`` block it themselves too
-(idempotent), and whoever runs the cycle unblocks it at RESUME.
-
 Standalone (no ``permit`` given): the operator makes its own permit and a
 driver thread (standalone.py) drains and commits every ``commit_period_s``
 and handles rebalances by seeking to the committed offsets (at-least-once,
