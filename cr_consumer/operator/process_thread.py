@@ -92,9 +92,8 @@ class Decoder:
         return out
 
 
-def _per_record(submit: SubmitRecord | None) -> SubmitBatch:
+def per_record(submit: SubmitRecord) -> SubmitBatch:
     """submit(record) for each record of a batch, without a Python-level loop per record."""
-    assert submit is not None
 
     def submit_each(records: list[Any]) -> None:
         collections.deque(map(submit, records), maxlen=0)
@@ -130,21 +129,18 @@ class ProcessThread:
         permit: RegionPermit,
         offsets: OffsetManager,
         epoch: Callable[[], int],
-        submit: SubmitRecord | None,
-        submit_batch: SubmitBatch | None,
+        submit_batch: SubmitBatch,
         decoder: Decoder | None,
         trigger_count: int | None,
         on_trigger: Callable[[], None],
         on_failure: Callable[[BaseException], None],
     ) -> None:
-        if submit is None and submit_batch is None:
-            raise ValueError("give submit(record) or submit_batch(records)")
         self.name = name
         self._queue = queue
         self._permit = permit
         self._offsets = offsets
         self._epoch = epoch
-        self._submit_batch: SubmitBatch = submit_batch if submit_batch is not None else _per_record(submit)
+        self._submit_batch = submit_batch
         self._decoder = decoder
         self._trigger = trigger_count
         self._on_trigger = on_trigger
@@ -240,4 +236,4 @@ class ProcessThread:
         return None, triggered
 
 
-__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord"]
+__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord", "per_record"]

@@ -11,10 +11,12 @@ import pytest
 from kafka import TopicPartition
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer.operator.config import MalformedPolicy
+from cr_consumer.operator.config import MalformedPolicy, OperatorConfig
+from cr_consumer.operator.consumer import ConsumerOperator
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, MalformedRecord, ProcessThread
+from cr_consumer.operator.process_thread import per_record as each_record
 from cr_consumer.operator.region import RegionPermit
 
 Rec = namedtuple("Rec", "topic partition offset key value")
@@ -52,8 +54,7 @@ class Harness:
             permit=self.permit,
             offsets=self.offsets,
             epoch=lambda: self.epoch,
-            submit=self._submit_one if per_record else None,
-            submit_batch=None if per_record else self._submit_batch,
+            submit_batch=each_record(self._submit_one) if per_record else self._submit_batch,
             decoder=decoder,
             trigger_count=trigger_count,
             on_trigger=on_trigger or self._on_trigger,
@@ -200,21 +201,10 @@ def test_an_exception_from_submit_is_fatal_and_reported():
         assert h.permit.block(WAIT_S)  # the permit was released
 
 
-def test_needs_a_submit_callable():
+def test_the_operator_needs_a_submit_callable():
+    config = OperatorConfig(bootstrap_servers="127.0.0.1:1", group_id="g", operator_name="op", topics=("t",))
     with pytest.raises(ValueError, match="submit"):
-        ProcessThread(
-            "unit",
-            queue=BatchQueue(10),
-            permit=RegionPermit(),
-            offsets=OffsetManager(),
-            epoch=lambda: 0,
-            submit=None,
-            submit_batch=None,
-            decoder=None,
-            trigger_count=None,
-            on_trigger=lambda: None,
-            on_failure=lambda exc: None,
-        )
+        ConsumerOperator(config)
 
 
 def test_stop_ends_the_thread_while_it_waits():

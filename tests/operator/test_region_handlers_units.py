@@ -139,7 +139,6 @@ class Parts:
             offsets=self.offsets,
             epoch=lambda: 0,
             submit_batch=lambda records: None,
-            submit=None,
             decoder=None,
             trigger_count=None,
             on_trigger=lambda: None,
