@@ -34,7 +34,7 @@ How the seam's protocol maps onto librdkafka:
    (:mod:`cr_consumer.kafka.librdkafka.offsets`).
 5. A commit that got no answer in time stays inside librdkafka, and every
    other call on the consumer would block behind it: each call passes the
-   :class:`~cr_consumer.kafka.librdkafka.gate.CallGate` first (a poll returns
+   :class:`~cr_consumer.kafka.librdkafka.bounded_call.CallGate` first (a poll returns
    nothing meanwhile; past its limit every call fails and the operator with it).
 6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
@@ -87,9 +87,8 @@ except ImportError as exc:  # the optional extra
         "pip install 'cr-consumer[librdkafka]' (or choose the kafka-python client)"
     ) from exc
 
-from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
+from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller, CallGate
 from cr_consumer.kafka.librdkafka.errors import REFUSED_CODES, error_of, fetcher_not_started, raise_for, refusal
-from cr_consumer.kafka.librdkafka.gate import CallGate
 from cr_consumer.kafka.librdkafka.offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka.partitions import PartitionStates
 from cr_consumer.kafka.librdkafka.properties import DEFAULTS, RENAMED, librdkafka_config
