@@ -110,7 +110,6 @@ class StandbyPool:
         self._log_file: BinaryIO | None = None
         self._stopped = False
         self.handed_over = 0
-        self.failed_handovers = 0
 
     @property
     def _delay(self) -> float:
@@ -161,7 +160,6 @@ class StandbyPool:
     def discard(self, standby: StandbyProc, why: str) -> None:
         """Step 2: a taken standby did not take its hand-over: kill and reap it
         (bounded); the next one comes later, as after a death young."""
-        self.failed_handovers += 1
         standby.end(signal.SIGKILL, why)
         self._event("standby-exit", "standby", pid=standby.pid, code=standby.proc.returncode, reason=why)
         now = time.monotonic()
