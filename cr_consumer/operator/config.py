@@ -371,13 +371,6 @@ class OperatorConfig:
             props["fetch.max.bytes"] = int(props.get("fetch.max.bytes", DEFAULT_FETCH_MAX_BYTES))
         return props
 
-    def kafka_config(self) -> dict[str, Any]:
-        """kafka-python keyword arguments for the operator's client (kafka-python's
-        spelling of :meth:`client_properties`)."""
-        from cr_consumer.kafka.kafka_python.client import kafka_python_config
-
-        return kafka_python_config(self.client_properties())
-
 
 __all__ = [
     "DEFAULT_FETCH_MAX_BYTES",

@@ -19,7 +19,7 @@ from cr_consumer.kafka.client import (
 )
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python.client import kafka_python_config
-from cr_consumer.kafka.librdkafka.client import librdkafka_config
+from cr_consumer.kafka.librdkafka.properties import librdkafka_config
 from cr_consumer.operator.config import ConfigError, OperatorConfig
 
 KEY = "partition.assignment.strategy"

@@ -45,9 +45,7 @@ The partition bookkeeping of steps 1 and 2 (assignment, positions, pauses,
 deferred seeks) is :class:`~cr_consumer.kafka.librdkafka.partitions.PartitionStates`.
 
 Properties: standard dotted names, mapped by
-:mod:`cr_consumer.kafka.librdkafka.properties` (re-exported here:
-:data:`DEFAULTS`, :data:`RENAMED`, :func:`librdkafka_config`); librdkafka
-refuses names it does not know (:class:`ClientConfigError`). A pattern is
+:mod:`cr_consumer.kafka.librdkafka.properties`; librdkafka refuses names it does not know (:class:`ClientConfigError`). A pattern is
 subscribed as ``^pattern``: write it in the syntax both Python's ``re`` and
 librdkafka's regex engine read (``. * + ? [] () | $``).
 """
@@ -91,7 +89,7 @@ from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller, CallGate
 from cr_consumer.kafka.librdkafka.errors import REFUSED_CODES, error_of, fetcher_not_started, raise_for, refusal
 from cr_consumer.kafka.librdkafka.offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka.partitions import PartitionStates
-from cr_consumer.kafka.librdkafka.properties import DEFAULTS, RENAMED, librdkafka_config
+from cr_consumer.kafka.librdkafka.properties import librdkafka_config
 
 log = logging.getLogger(__name__)
 
@@ -556,4 +554,4 @@ class LibrdkafkaClient:
             self._caller.shutdown()
 
 
-__all__ = ["DEFAULTS", "RENAMED", "LibrdkafkaClient", "librdkafka_config", "records_by_partition"]
+__all__ = ["LibrdkafkaClient", "records_by_partition"]
