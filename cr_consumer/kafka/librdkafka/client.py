@@ -86,7 +86,14 @@ except ImportError as exc:  # the optional extra
     ) from exc
 
 from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller, CallGate
-from cr_consumer.kafka.librdkafka.errors import REFUSED_CODES, error_of, fetcher_not_started, raise_for, refusal
+from cr_consumer.kafka.librdkafka.errors import (
+    REFUSED_CODES,
+    call_mapped,
+    error_of,
+    fetcher_not_started,
+    raise_for,
+    refusal,
+)
 from cr_consumer.kafka.librdkafka.offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka.partitions import PartitionStates
 from cr_consumer.kafka.librdkafka.properties import librdkafka_config
@@ -343,16 +350,10 @@ class LibrdkafkaClient:
     def _metadata(self, timeout_ms: int) -> ClusterMetadata:
         """The cluster's metadata (every topic), bounded by ``timeout_ms``."""
         self._gate.require("metadata", timeout_ms / 1000)
-        try:
-            metadata: ClusterMetadata = self._consumer.list_topics(
-                timeout=timeout_ms / 1000
-            )  # confluent-kafka is untyped
-            return metadata
-        except KafkaException as exc:
-            err = error_of(exc)
-            if err is None:
-                raise KafkaClientError(f"metadata: {exc!r}") from exc
-            raise_for("metadata", err, exc)
+        metadata: ClusterMetadata = call_mapped(
+            "metadata", lambda: self._consumer.list_topics(timeout=timeout_ms / 1000)
+        )
+        return metadata
 
     def topics(self, timeout_ms: int) -> dict[str, set[int]]:
         return {
