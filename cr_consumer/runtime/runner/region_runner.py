@@ -33,6 +33,7 @@ restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -47,6 +48,7 @@ from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
+from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher, member_argv
 from cr_consumer.runtime.runner.member_log import last_error
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
@@ -65,7 +67,7 @@ STATUS_TIMEOUT_S = 3.0
 
 
 class RegionFailed(RuntimeError):
-    """The region failed while a caller waited on it (``wait_until``, ``drive.py``)."""
+    """The region failed while a caller waited on it (``wait_until``, ``run_until_done``)."""
 
 
 class Region:
@@ -411,6 +413,55 @@ class Region:
         if self.failed:
             return self.failed_code or ExitCode.REGION_FAILED
         return ExitCode.OK
+
+
+#: Bound on an example run, so a stuck region fails instead of hanging.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def run_until_done(
+    region: RegionHandle,
+    *,
+    done: Callable[[], bool],
+    progress: Callable[[], float],
+    kill_half_way: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    poll_s: float = 0.5,
+) -> float:
+    """Drive a running region until its output is complete (the examples); returns
+    the seconds it took:
+
+    1. Poll ``done()`` every ``poll_s``.
+    2. With ``kill_half_way``, once ``progress()`` (0..1) passes 0.5, SIGKILL one
+       live member (the runner restarts it and the region resets).
+    3. Raise :class:`RegionFailed` as soon as the region failed, and
+       ``TimeoutError`` after ``timeout_s`` (a stuck region fails the example
+       instead of hanging it).
+    """
+    if not (math.isfinite(timeout_s) and timeout_s > 0 and math.isfinite(poll_s) and 0 < poll_s <= timeout_s):
+        raise ValueError(
+            f"timeout_s ({timeout_s!r}) and poll_s ({poll_s!r}) must be finite, with 0 < poll_s <= timeout_s"
+        )
+    t0 = time.monotonic()
+    killed = False
+
+    def finished() -> bool:
+        nonlocal killed
+        if done():
+            return True
+        if kill_half_way and not killed and progress() > 0.5:
+            region.kill(region.live_members()[0])
+            killed = True
+            print("killed a member (kill -9); the runner restarts it", flush=True)
+        if region.failed:
+            raise RegionFailed(f"region failed: {region.failed}")
+        return False
+
+    try:
+        wait_until(finished, timeout_s, "the region's output to be complete", interval=poll_s)
+    except WaitTimeout:
+        raise TimeoutError(f"not finished within {timeout_s:.0f} s") from None
+    return time.monotonic() - t0
 
 
 def run_pipeline(pipeline: str, **kwargs: Any) -> Region:
