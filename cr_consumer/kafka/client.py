@@ -2,16 +2,15 @@
 
 Two implementations sit behind :class:`KafkaClient`:
 
-* ``kafka_python_client.KafkaPythonClient`` (kafka-python, pure Python, the default);
-* ``librdkafka_client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
+* ``kafka_python.client.KafkaPythonClient`` (kafka-python, pure Python, the default);
+* ``librdkafka.client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
   ``[librdkafka]`` extra: less CPU per record and more records per second than kafka-python;
   the measured figures are in README.md and BENCHMARKS.md, "Kafka clients").
 
 :func:`cr_consumer.kafka.factory.make_client` builds either from one :class:`ClientKind` and one mapping of
 Kafka properties under their standard dotted names (``session.timeout.ms``,
 ``fetch.max.wait.ms``, ...); each implementation maps the few names its library
-spells differently; the factory first refuses the properties that would break
-the operator's guarantees (:mod:`cr_consumer.kafka.property_rules`).
+spells differently.
 
 The protocol of one client (every call on the thread that owns it, the event thread):
 

@@ -14,20 +14,15 @@ returns a :class:`Region` handle (a :class:`~cr_consumer.runtime.runner.handle.R
    function of the member's name, so a restarted member keeps its port and
    scrape targets never change; an added member takes the next index.
 3. The supervisor (``supervisor.py``, a thread owned by the handle) restarts
-   members that die, with a backoff when they keep dying, and the coordinator
-   this handle started; a member's final exit (bad settings, region FAILED)
-   sets ``failed``, with the member's last ERROR line (``member_log.py``).
-   With ``standby`` (the default when members are restarted) it keeps one warm
-   standby process (``standby.py``) and starts a restarted or added member by
-   handing it the member's identity: no Python start-up, no imports.
+   members that die and the coordinator this handle started, on a warm standby
+   with ``standby`` (the default when members are restarted); a member's final
+   exit sets ``failed``.
 4. ``stop()`` (also on Ctrl-C / SIGTERM in ``crkafka run``): stop the
    supervisor, the standby, SIGTERM every member (SIGKILL after
    ``supervisor.STOP_TIMEOUT_S``), then the coordinator.
 
-Fault handles for drills and tests: ``kill(member)`` (SIGKILL; the supervisor
-restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
-``kill_coordinator()``, ``status()`` (the controller's region status),
-``wait_until(predicate, timeout)``, ``pids()``.
+The fault handles for drills and tests are :class:`~cr_consumer.runtime.runner.handle.RegionHandle`'s,
+plus ``kill_coordinator()``, ``status()`` and ``wait_until(predicate, timeout)``.
 """
 
 from __future__ import annotations
