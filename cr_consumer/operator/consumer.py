@@ -351,7 +351,7 @@ class ConsumerOperator:
 
     def close(self) -> None:
         """Stop the driver, the process thread; cooperative: finish a deferred
-        Kafka commit (bounded, handlers.commit_deferred_at_close); stop the event
+        Kafka commit (bounded, handlers.drain_commit.at_close); stop the event
         thread (which closes the consumer: it leaves the group); unregister;
         close the client."""
         if self.sm.state is S.CLOSED:
@@ -360,10 +360,10 @@ class ConsumerOperator:
         if self._driver is not None:
             self._driver.stop(CLOSE_JOIN_S)
         self.process.stop(CLOSE_JOIN_S)
-        if self.config.cooperative and self.handlers.has_deferred_commit and self._failure is None:
+        if self.config.cooperative and self.handlers.drain_commit.pending and self._failure is None:
             try:
                 self.events.call(
-                    lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
+                    lambda c: self.handlers.drain_commit.at_close(c, CLOSE_COMMIT_WAIT_S),
                     CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S,
                     "deferred commit at close",
                 )
@@ -459,7 +459,7 @@ class ConsumerOperator:
     def _after_poll(self, consumer: KafkaClient) -> None:
         self.rebalancer.after_poll(consumer)
         if self._cooperative:
-            self.handlers.commit_deferred_after_poll(consumer)
+            self.handlers.drain_commit.after_poll(consumer)
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
             self._highwater_at = now

@@ -122,8 +122,9 @@ class RegionHandlers:
         self._lock = threading.RLock()
         self._members = []
         self._drained = None
-        # The drain's Kafka commit and its cooperative deferral (event thread only).
-        self._commit = DrainCommit(self.name, cooperative=config.cooperative, rebalancer=rebalancer, stats=stats)
+        #: The drain's Kafka commit and its cooperative deferral (event thread only);
+        #: the operator also runs the deferred one after each poll and at a graceful close.
+        self.drain_commit = DrainCommit(self.name, cooperative=config.cooperative, rebalancer=rebalancer, stats=stats)
 
     @_serialized
     def set_members(self, members: list[str]) -> None:
@@ -176,7 +177,7 @@ class RegionHandlers:
             intervals = self._offsets.intervals()
             offsets = {tp: interval.end for tp, interval in intervals.items()}
             if offsets:
-                self._commit.commit(consumer, offsets, commit_timeout_ms)
+                self.drain_commit.commit(consumer, offsets, commit_timeout_ms)
             return intervals
 
         try:
@@ -192,19 +193,6 @@ class RegionHandlers:
             self.name,
             offsets_text({tp: interval.end for tp, interval in intervals.items()}),
         )
-
-    @property
-    def has_deferred_commit(self) -> bool:
-        """A drain's Kafka commit still waits for a stable group (read on any thread)."""
-        return self._commit.pending
-
-    def commit_deferred_at_close(self, consumer: KafkaClient, wait_s: float) -> None:
-        """Event thread, at a graceful close (cooperative): ``DrainCommit.at_close``."""
-        self._commit.at_close(consumer, wait_s)
-
-    def commit_deferred_after_poll(self, consumer: KafkaClient) -> None:
-        """Event thread, after each poll (cooperative): ``DrainCommit.after_poll``."""
-        self._commit.after_poll(consumer)
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -305,7 +293,7 @@ class RegionHandlers:
         self._new_epoch(f"reset to {what}")
 
         def seek_all(consumer: KafkaClient) -> dict[TopicPartition, int]:
-            self._commit.drop()  # the region rewinds below the drain that deferred it
+            self.drain_commit.drop()  # the region rewinds below the drain that deferred it
             tps = consumer.assignment()
             self._offsets.set_assignment(tps)
             self._rebalancer.clear_held()

@@ -263,9 +263,9 @@ def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint
     assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7, T1: 3}
     coop.consumer.membership = _stable(4)  # once stable, the deferred commit is done after a poll
     coop.consumer.assigned = {T0}  # T1 was revoked meanwhile: not committed by this member
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == [{T0: 7}]
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == [{T0: 7}]  # once
     coop.offsets.update(T0, 9)
     coop.handlers.drain()  # the next drain in a stable generation commits at once
@@ -279,7 +279,7 @@ def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
     coop.handlers.drain()
     coop.handlers.reset(5, OperatorCheckpoint("m0", ("m0",), {T0: 4, T1: 2}).encode(), attempt=0)
     coop.consumer.membership = _stable(4)
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == []  # never ahead of the checkpoint the region rewound to
 
 
@@ -325,7 +325,7 @@ def test_a_fenced_deferred_commit_after_a_poll_is_logged_not_raised(coop):
     coop.handlers.drain()  # deferred
     coop.consumer.membership = _stable(4)
     coop.consumer.commit_error = MemberFenced("IllegalGenerationError")
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")  # no exception
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")  # no exception
     assert coop.consumer.commits == []
     assert coop.events.failure is None
 
@@ -343,13 +343,13 @@ def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable
     coop.consumer.membership = _rebalancing()
     coop.handlers.drain()
     # still rebalancing when the wait ends: nothing committed, the deferral kept
-    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, 0.2), WAIT_S, "close")
+    coop.events.call(lambda c: coop.handlers.drain_commit.at_close(c, 0.2), WAIT_S, "close")
     assert coop.consumer.commits == []
-    assert coop.handlers.has_deferred_commit
+    assert coop.handlers.drain_commit.pending
     threading.Timer(0.2, lambda: setattr(coop.consumer, "membership", _stable(4))).start()
-    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
+    coop.events.call(lambda c: coop.handlers.drain_commit.at_close(c, WAIT_S), WAIT_S * 2, "close")
     assert coop.consumer.commits == [{T0: 7}]
-    assert not coop.handlers.has_deferred_commit
+    assert not coop.handlers.drain_commit.pending
 
 
 # -- the checkpoint answer's intervals (the continuity fence, coordinator/region/continuity.py) ------
