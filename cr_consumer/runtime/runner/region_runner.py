@@ -45,7 +45,7 @@ from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher, member_argv
-from cr_consumer.runtime.runner.member_log import last_error
+from cr_consumer.runtime.runner.member_proc import last_error
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
 log = logging.getLogger(__name__)
@@ -399,7 +399,7 @@ class Region:
             ) from None
 
     def last_error(self, name: str) -> str | None:
-        """The last ERROR line of a member's log (``member_log.last_error``)."""
+        """The last ERROR line of a member's log (``member_proc.last_error``)."""
         return last_error(self.state_dir / "logs" / f"{name}.log")
 
     # ------------------------------------------------------------------ exit code

@@ -7,7 +7,7 @@ started by :meth:`~MemberSupervisor.start`, stopped by
 
 1. A member that died (kill -9, crash) is restarted under the same name, at
    once, with a backoff only when it keeps dying (``member_proc.py``); its last
-   ERROR line (``member_log.py``) is logged with the restart. A restart that
+   ERROR line (``member_proc.last_error``) is logged with the restart. A restart that
    cannot spawn the process is logged and retried every ``RESTART_MAX_S``
    (one exit event, one restart counted when it succeeds).
 2. A member that exits with a final code (:data:`cr_consumer.exit_code.FINAL`:
@@ -47,8 +47,7 @@ from coordinator.launcher import CoordinatorProcess
 from coordinator.protocol.common.osutil import WakePipe
 from cr_consumer.exit_code import FINAL, ExitCode
 from cr_consumer.runtime.runner.launch import MemberLauncher
-from cr_consumer.runtime.runner.member_log import last_error
-from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, MemberProc
+from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, MemberProc, last_error
 from cr_consumer.runtime.runner.standby import StandbyPool
 from cr_consumer.runtime.runner.standby_proc import HandoffFailed
 
