@@ -4,13 +4,13 @@ Parts, each owned by the operator and given what it needs at construction:
 
 * the event thread (event_thread.py) owns the Kafka client (a
   :class:`~cr_consumer.kafka.client.KafkaClient`: kafka-python or librdkafka,
-  ``OperatorConfig.client``), polls and serves events; the rebalancer (rebalance.py) is its rebalance listener and seeks;
+  ``OperatorConfig.client``), polls and serves events; the rebalancer
+  (rebalance.py) is its rebalance listener and seeks, to the seek targets
+  (merged checkpoint offsets, control variables: rebalance.py, control_plane.py);
 * the process thread (process_thread.py) submits batches under the region
   permit; a bounded queue (message_queue.py) joins the two threads;
 * the region handlers (handlers.py): drain, checkpoint, reset, called by the
   region runtime (or a test, or the standalone driver) through this class;
-* the seek targets (seek_targets.py) and the control plane (control_plane.py):
-  merged checkpoint offsets and control variables;
 * the metrics (metrics.py).
 
 Standalone (no ``permit`` given): the operator makes its own permit and a
@@ -38,9 +38,8 @@ from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBatch, per_record
-from cr_consumer.operator.rebalance import Listener, Rebalancer
+from cr_consumer.operator.rebalance import Listener, Rebalancer, SeekTargets
 from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
-from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)

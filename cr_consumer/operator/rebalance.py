@@ -1,4 +1,5 @@
-"""Rebalance handling: the listener, and the seeks it defers to the event thread.
+"""Rebalance handling: the listener, the seeks it defers to the event thread,
+and where each partition is seeked.
 
 The Kafka client calls the listener during its poll, possibly on the
 library's own thread (kafka-python's IO thread), where blocking client calls
@@ -76,8 +77,8 @@ from coordinator.protocol.common.partitions import by_label, partition_label
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
 from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.config import OperatorConfig
+from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.offset_manager import OffsetManager
-from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
@@ -311,6 +312,78 @@ class Rebalancer:
         return held
 
 
+Offsets = dict[TopicPartition, int]
+
+
+class SeekTargets:
+    """Where an assigned partition is seeked, as known in memory and in the
+    control plane, in order of preference:
+
+    1. the merged checkpoint offset: the map of the last reset, or of the last
+       consistent checkpoint the runtime announced (:meth:`set_merged`), kept
+       until a later checkpoint retires it;
+    2. the partition's control variable: its offset at the job's first start
+       (first writer wins in the control plane), cached here once read or written;
+    3. its start position (:func:`plan_start`), then saved as its control variable.
+
+    Both maps are replaced, never mutated, so a reader on another thread
+    (Kafka's IO thread in the rebalance listener) sees one whole map.
+    """
+
+    #: (checkpoint id, merged offsets) or None. Written by the handler caller's
+    #: thread (reset, retire) and the runtime's thread (set_merged); read by the
+    #: event thread and Kafka's IO thread. No lock: replaced as a whole.
+    _merged: tuple[int, Offsets] | None
+    #: Control variables read or written so far. Written on the event thread;
+    #: read on Kafka's IO thread. No lock: replaced as a whole.
+    _cached: Offsets
+
+    def __init__(self, control: ControlPlane, group_id: str) -> None:
+        self._control = control
+        self._group_id = group_id
+        self._merged = None
+        self._cached = {}
+
+    # -- merged checkpoint offsets ----------------------------------------------
+    def merged(self) -> Offsets | None:
+        return self._merged[1] if self._merged is not None else None
+
+    def set_merged(self, seq: int, offsets: Offsets) -> None:
+        """The offsets of checkpoint ``seq`` (from a reset's merge, or the last
+        consistent checkpoint): partitions assigned later start there."""
+        self._merged = (seq, offsets)
+
+    def clear_merged(self) -> None:
+        self._merged = None
+
+    def retire(self, seq: int) -> None:
+        """Drop the merged map if it belongs to a checkpoint <= ``seq``."""
+        merged = self._merged
+        if merged is not None and merged[0] <= seq:
+            self._merged = None
+
+    # -- control variables ----------------------------------------------------
+    def control_variables(self) -> Offsets:
+        """Every control variable of the group (a control-plane round trip)."""
+        cv = self._control.get_initial_offsets(self._group_id)
+        out = {TopicPartition(t, p): int(o) for (t, p), o in cv.items()}
+        self._cached = {**self._cached, **out}
+        return out
+
+    def save_control_variables(self, offsets: Offsets) -> Offsets:
+        """Save first-writer-wins; return the effective values (another member's may win)."""
+        eff = self._control.put_initial_offsets(
+            self._group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()}
+        )
+        out = {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
+        self._cached = {**self._cached, **out}
+        return out
+
+    def cached_control_variables(self) -> Offsets:
+        """Control variables read or written before (they never change: first writer wins)."""
+        return self._cached
+
+
 #: Bound on each offset lookup so a lost broker fails the assignment handling
 #: (and thus the operator) instead of hanging the event thread.
 LOOKUP_TIMEOUT_MS = 15000
@@ -405,6 +478,7 @@ __all__ = [
     "NoStartOffset",
     "PartitionGate",
     "Rebalancer",
+    "SeekTargets",
     "StartPlan",
     "initial_offsets",
     "plan_start",
