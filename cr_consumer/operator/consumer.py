@@ -38,7 +38,7 @@ from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBatch, per_record
-from cr_consumer.operator.rebalance import Listener, Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
 from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
@@ -333,11 +333,10 @@ class ConsumerOperator:
         self.events.start(START_TIMEOUT_S)
 
         def subscribe(consumer: KafkaClient) -> None:
-            listener = Listener(self.rebalancer)
             if cfg.pattern:
-                consumer.subscribe(pattern=cfg.pattern, listener=listener)
+                consumer.subscribe(pattern=cfg.pattern, listener=self.rebalancer)
             else:
-                consumer.subscribe(topics=list(cfg.topics), listener=listener)
+                consumer.subscribe(topics=list(cfg.topics), listener=self.rebalancer)
             self.sm.to(S.SUBSCRIBED, f"topics={list(cfg.topics)} pattern={cfg.pattern}")
 
         self.events.call(subscribe, START_TIMEOUT_S, "subscribe")

@@ -105,24 +105,9 @@ class PartitionGate(Protocol):
         ...
 
 
-class Listener:
-    """The client's :class:`~cr_consumer.kafka.client.RebalanceListener`: forwards to the rebalancer."""
-
-    def __init__(self, rebalancer: Rebalancer) -> None:
-        self._r = rebalancer
-
-    def on_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-        self._r.on_revoked(partitions, lost=False)
-
-    def on_lost(self, partitions: frozenset[TopicPartition]) -> None:
-        self._r.on_revoked(partitions, lost=True)
-
-    def on_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        self._r.on_assigned(partitions)
-
-
 class Rebalancer:
-    """The listener's state and the deferred seeks of one operator.
+    """The client's :class:`~cr_consumer.kafka.client.RebalanceListener`, its state
+    and the deferred seeks of one operator.
 
     ``new_epoch(reason)`` drops the queued batches (a new reset epoch);
     ``request_reset(reason)`` asks the region for a reset (once per rebalance,
@@ -175,7 +160,10 @@ class Rebalancer:
         self.joining = True
 
     # -- IO thread ----------------------------------------------------------
-    def on_revoked(self, tps: Collection[TopicPartition], *, lost: bool) -> None:
+    def on_lost(self, tps: Collection[TopicPartition]) -> None:
+        self.on_revoked(tps, lost=True)
+
+    def on_revoked(self, tps: Collection[TopicPartition], *, lost: bool = False) -> None:
         state = self._sm.state
         if state in (S.INITIALIZED, S.CLOSED, S.FAILED):
             return
@@ -474,7 +462,6 @@ def start_offsets(consumer: KafkaClient, config: OperatorConfig, plan: StartPlan
 
 
 __all__ = [
-    "Listener",
     "NoStartOffset",
     "PartitionGate",
     "Rebalancer",
