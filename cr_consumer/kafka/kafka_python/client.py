@@ -45,11 +45,12 @@ itself. Like ``compat.py``, the hold uses kafka-python internals (the loop's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -298,16 +299,6 @@ class HoldingListener(AsyncConsumerRebalanceListener):  # type: ignore[misc]  # 
         return None
 
 
-class _Deadline:
-    """What is left of one timeout shared by several calls."""
-
-    def __init__(self, timeout_ms: int) -> None:
-        self._end = time.monotonic() + timeout_ms / 1000
-
-    def left_ms(self) -> int:
-        return max(1, int((self._end - time.monotonic()) * 1000))
-
-
 class KafkaPythonClient:
     """:class:`~cr_consumer.kafka.client.KafkaClient` on kafka-python (see the module docstring)."""
 
@@ -387,11 +378,12 @@ class KafkaPythonClient:
             raise commit_error(exc) from exc
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
-        deadline = _Deadline(timeout_ms)
+        end = time.monotonic() + timeout_ms / 1000  # one timeout shared by the partitions' lookups
         out: dict[TopicPartition, int | None] = {}
         with _errors("committed offsets"):
             for tp in partitions:
-                out[tp] = self._consumer.committed(_ktp(tp), timeout_ms=deadline.left_ms())
+                left_ms = max(1, int((end - time.monotonic()) * 1000))
+                out[tp] = self._consumer.committed(_ktp(tp), timeout_ms=left_ms)
         return out
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
@@ -438,24 +430,17 @@ class KafkaPythonClient:
         self._consumer.close(autocommit=False, timeout_ms=timeout_ms)
 
 
-class _errors:
+@contextlib.contextmanager
+def _errors(what: str) -> Iterator[None]:
     """Turn kafka-python's errors of a lookup into the seam's error types."""
-
-    def __init__(self, what: str) -> None:
-        self._what = what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            return
-        if isinstance(exc, kafka_errors.KafkaTimeoutError):
-            raise ClientTimeout(f"{self._what}: no answer in time: {exc!r}") from exc
-        if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
-            raise UnknownTopicOrPartition(f"{self._what}: {exc!r}") from exc
-        if isinstance(exc, kafka_errors.KafkaError):
-            raise KafkaClientError(f"{self._what}: {exc!r}") from exc
+    try:
+        yield
+    except kafka_errors.KafkaTimeoutError as exc:
+        raise ClientTimeout(f"{what}: no answer in time: {exc!r}") from exc
+    except kafka_errors.UnknownTopicOrPartitionError as exc:
+        raise UnknownTopicOrPartition(f"{what}: {exc!r}") from exc
+    except kafka_errors.KafkaError as exc:
+        raise KafkaClientError(f"{what}: {exc!r}") from exc
 
 
 __all__ = [
