@@ -147,7 +147,7 @@ def bare_confluent(bootstrap: str, topic: str, n: int, **settings: object) -> di
 
 def bare_confluent_tuned(bootstrap: str, topic: str, n: int) -> dict:
     """The bare confluent-kafka loop with the adapter's librdkafka defaults (librdkafka_client.DEFAULTS)."""
-    from cr_consumer.kafka.librdkafka.client import DEFAULTS
+    from cr_consumer.kafka.librdkafka.properties import DEFAULTS
 
     return bare_confluent(bootstrap, topic, n, **DEFAULTS)
 

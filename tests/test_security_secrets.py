@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cr_consumer.kafka import properties
+from cr_consumer.kafka.kafka_python.client import kafka_python_config
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.runtime.member.setup import MemberSettings
 from cr_consumer.spark.options import parse_options
@@ -61,7 +62,7 @@ def test_operator_config_repr_redacts_secrets():
     assert "alice" in text
     assert "6000" in text
     assert properties.REDACTED in text
-    assert cfg.kafka_config()["sasl_plain_password"] == SECRET  # the consumer still gets it
+    assert kafka_python_config(cfg.client_properties())["sasl_plain_password"] == SECRET  # the consumer still gets it
 
 
 def test_spark_options_repr_redacts_secrets():

@@ -2,16 +2,15 @@
 
 Two implementations sit behind :class:`KafkaClient`:
 
-* ``kafka_python_client.KafkaPythonClient`` (kafka-python, pure Python, the default);
-* ``librdkafka_client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
+* ``kafka_python.client.KafkaPythonClient`` (kafka-python, pure Python, the default);
+* ``librdkafka.client.LibrdkafkaClient`` (confluent-kafka / librdkafka, the optional
   ``[librdkafka]`` extra: less CPU per record and more records per second than kafka-python;
   the measured figures are in README.md and BENCHMARKS.md, "Kafka clients").
 
 :func:`cr_consumer.kafka.factory.make_client` builds either from one :class:`ClientKind` and one mapping of
 Kafka properties under their standard dotted names (``session.timeout.ms``,
 ``fetch.max.wait.ms``, ...); each implementation maps the few names its library
-spells differently; the factory first refuses the properties that would break
-the operator's guarantees (:mod:`cr_consumer.kafka.property_rules`).
+spells differently.
 
 The protocol of one client (every call on the thread that owns it, the event thread):
 
@@ -324,6 +323,21 @@ class KafkaClient(Protocol):
         ...
 
 
+def check_subscription(topics: Sequence[str], pattern: str | None) -> None:
+    """ValueError unless ``topics`` (non-empty strings) or ``pattern`` (non-empty) is
+    given, exactly one, checked the same way by both clients before either library
+    sees them: both, or neither, would leave which topics the member consumes to the
+    library's own rule; a single string as ``topics`` is refused (a library would
+    read it as its characters, one topic each)."""
+    if isinstance(topics, str):
+        raise ValueError(f"subscribe: topics must be a sequence of topic names, not the string {topics!r}")
+    if bool(topics) == bool(pattern):
+        raise ValueError("subscribe: give topics or a pattern (exactly one)")
+    for topic in topics:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"subscribe: a topic name must be a non-empty string, got {topic!r}")
+
+
 __all__ = [
     "DEFAULT_CLIENT",
     "ClientConfigError",
@@ -345,4 +359,5 @@ __all__ = [
     "TimestampType",
     "TopicPartition",
     "UnknownTopicOrPartition",
+    "check_subscription",
 ]

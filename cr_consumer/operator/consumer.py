@@ -4,28 +4,23 @@ Parts, each owned by the operator and given what it needs at construction:
 
 * the event thread (event_thread.py) owns the Kafka client (a
   :class:`~cr_consumer.kafka.client.KafkaClient`: kafka-python or librdkafka,
-  ``OperatorConfig.client``), polls and serves events; the rebalancer (rebalance.py) is its rebalance listener and seeks;
+  ``OperatorConfig.client``), polls and serves events; the rebalancer
+  (rebalance.py) is its rebalance listener and seeks, to the seek targets
+  (merged checkpoint offsets, control variables: rebalance.py, control_plane.py);
 * the process thread (process_thread.py) submits batches under the region
   permit; a bounded queue (message_queue.py) joins the two threads;
 * the region handlers (handlers.py): drain, checkpoint, reset, called by the
   region runtime (or a test, or the standalone driver) through this class;
-* the seek targets (seek_targets.py) and the control plane (control_plane.py):
-  merged checkpoint offsets and control variables;
 * the metrics (metrics.py).
 
-The permit is held by the caller for the whole drain/checkpoint/reset
-(``permit.block()``): ``drain`` and ``reset`` block it themselves too
-(idempotent), and whoever runs the cycle unblocks it at RESUME.
-
 Standalone (no ``permit`` given): the operator makes its own permit and a
-driver thread (standalone.py) drains and commits every ``commit_period_s``
-and handles rebalances by seeking to the committed offsets (at-least-once,
-like a plain group consumer).
+:class:`StandaloneDriver`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,20 +31,15 @@ from coordinator.protocol.common.gc_policy import freeze_after_start, thaw_at_cl
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode
-from cr_consumer.operator.control_plane import ControlPlane
-from cr_consumer.operator.drain_signal import DrainSignal
+from cr_consumer.operator.control_plane import ControlPlane, LocalControl
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
-from cr_consumer.operator.handler_errors import DrainError, ResetError
-from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, RegionHandlers
-from cr_consumer.operator.local_control import LocalControl
+from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainSignal, RegionHandlers
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
-from cr_consumer.operator.process_thread import Decoder, ProcessThread
-from cr_consumer.operator.rebalance import Listener, Rebalancer
-from cr_consumer.operator.region import NoRegion, RegionPermit, RegionRequests
-from cr_consumer.operator.seek_targets import SeekTargets
-from cr_consumer.operator.standalone import StandaloneDriver
+from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBatch, per_record
+from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
@@ -67,6 +57,125 @@ CLOSE_JOIN_S = 10.0
 CLOSE_COMMIT_WAIT_S = 2.0
 #: How often the event thread refreshes the high-water marks for lag metrics.
 HIGHWATER_REFRESH_S = 0.5
+
+
+#: Bound on blocking the permit before a standalone drain, so a stuck submit
+#: shows as an error in the log instead of a silent hang.
+PERMIT_BLOCK_S = 60.0
+#: Wait between checks in operator-driven mode (no period): bounds how late the
+#: thread notices that the operator failed (a failure does not notify it).
+IDLE_WAIT_S = 1.0
+
+
+class StandaloneDriver:
+    """The operator without a region runtime. A plain group consumer commits what
+    it processed now and then; this thread does that with the operator's own
+    handlers:
+
+    1. every ``commit_period_s`` (periodic mode), or when the process thread
+       reached the trigger count (operator-driven mode, :meth:`StandaloneDriver.request_drain`):
+       a. block the permit (the in-flight batch finishes);
+       b. ``drain()``: stop polling, one synchronous commit of the submitted offsets;
+       c. resume polling (throttled) and unblock the permit.
+       A failed drain is logged and retried at the next period (a rebalance makes
+       the commit fail).
+    2. A periodic commit is skipped while the group join is in progress (nothing
+       is assigned, and the drain would interrupt the join's polls).
+
+    Rebalances need no cycle here: the revocation clears the queue and the next
+    assignment seeks every partition to its committed offset (else control
+    variable, else start position), see rebalance.py. Records submitted after the
+    last commit are submitted again: at-least-once, as with any group consumer.
+
+    The thread ends on :meth:`StandaloneDriver.stop` (joined with a timeout); an
+    exception in a cycle other than a failed drain is handed to ``on_failure``
+    (fatal for the operator).
+    """
+
+    #: The reason of a drain asked for by the process thread, or None. Written
+    #: by the process thread and this thread, under ``_cond``.
+    _drain_reason: str | None
+    #: Set by stop() (the closing thread), under ``_cond``.
+    _stop: bool
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        mode: RegionMode,
+        commit_period_s: float,
+        permit: RegionPermit,
+        drain: Callable[[], None],
+        resume_polling: Callable[[], None],
+        state: Callable[[], ClientState],
+        failed: Callable[[], bool],
+        joining: Callable[[], bool],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self.name = name
+        self._periodic = mode is RegionMode.PERIODIC
+        self._period = commit_period_s
+        self._permit = permit
+        self._drain = drain
+        self._resume_polling = resume_polling
+        self._state = state
+        self._failed = failed
+        self._joining = joining
+        self._on_failure = on_failure
+        self._cond = threading.Condition()
+        self._stop = False
+        self._drain_reason = None
+        self._thread = threading.Thread(target=self._run, name=f"cr-standalone-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def request_drain(self, reason: str) -> None:
+        with self._cond:
+            self._drain_reason = reason
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        next_commit = time.monotonic() + self._period
+        try:
+            while True:
+                with self._cond:
+                    wait = max(0.0, next_commit - time.monotonic()) if self._periodic else IDLE_WAIT_S
+                    self._cond.wait_for(lambda: self._stop or self._drain_reason is not None, wait)
+                    if self._stop:
+                        return
+                    drain, self._drain_reason = self._drain_reason, None
+                if self._failed():
+                    return
+                if drain is not None or (self._periodic and time.monotonic() >= next_commit):
+                    next_commit = time.monotonic() + self._period
+                    if self._joining() and drain is None:
+                        continue  # nothing assigned, nothing to commit; do not interrupt the join's polls
+                    self._cycle()
+        except Exception as exc:  # fatal for the operator, reported there
+            log.exception("%s: standalone driver failed", self.name)
+            self._on_failure(exc)
+
+    def _cycle(self) -> None:
+        if not self._permit.block(PERMIT_BLOCK_S):
+            self._permit.unblock()
+            raise TimeoutError(f"{self.name}: the process thread kept the permit for {PERMIT_BLOCK_S}s")
+        try:
+            if self._state() not in (ClientState.CLOSED, ClientState.FAILED):
+                try:
+                    self._drain()
+                except DrainError as exc:
+                    log.warning("%s: standalone drain failed (will retry): %s", self.name, exc)
+                self._resume_polling()
+        finally:
+            self._permit.unblock()
 
 
 class ConsumerOperator:
@@ -89,15 +198,17 @@ class ConsumerOperator:
         config: OperatorConfig,
         submit: Callable[[Any], None] | None = None,
         *,
-        submit_batch: Callable[[list[Any]], None] | None = None,
+        submit_batch: SubmitBatch | None = None,
         permit: RegionPermit | None = None,
         region: RegionRequests | None = None,
         control: ControlPlane | None = None,
     ) -> None:
         if not isinstance(config, OperatorConfig):
             raise TypeError(f"config must be an OperatorConfig, got {type(config).__name__}")
-        if submit is None and submit_batch is None:
-            raise ValueError("give submit(record) or submit_batch(records)")
+        if submit_batch is None:
+            if submit is None:
+                raise ValueError("give submit(record) or submit_batch(records)")
+            submit_batch = per_record(submit)
         self.config = config
         self.name = config.operator_name
         #: Incremental rebalancing (config.cooperative, parsed once: read after every poll).
@@ -163,7 +274,6 @@ class ConsumerOperator:
             permit=self.permit,
             offsets=self.offsets,
             epoch=lambda: self._epoch,
-            submit=submit,
             submit_batch=submit_batch,
             decoder=decoder,
             trigger_count=config.trigger_count,
@@ -223,11 +333,10 @@ class ConsumerOperator:
         self.events.start(START_TIMEOUT_S)
 
         def subscribe(consumer: KafkaClient) -> None:
-            listener = Listener(self.rebalancer)
             if cfg.pattern:
-                consumer.subscribe(pattern=cfg.pattern, listener=listener)
+                consumer.subscribe(pattern=cfg.pattern, listener=self.rebalancer)
             else:
-                consumer.subscribe(topics=list(cfg.topics), listener=listener)
+                consumer.subscribe(topics=list(cfg.topics), listener=self.rebalancer)
             self.sm.to(S.SUBSCRIBED, f"topics={list(cfg.topics)} pattern={cfg.pattern}")
 
         self.events.call(subscribe, START_TIMEOUT_S, "subscribe")
@@ -240,7 +349,7 @@ class ConsumerOperator:
 
     def close(self) -> None:
         """Stop the driver, the process thread; cooperative: finish a deferred
-        Kafka commit (bounded, handlers.commit_deferred_at_close); stop the event
+        Kafka commit (bounded, handlers.drain_commit.at_close); stop the event
         thread (which closes the consumer: it leaves the group); unregister;
         close the client."""
         if self.sm.state is S.CLOSED:
@@ -249,10 +358,10 @@ class ConsumerOperator:
         if self._driver is not None:
             self._driver.stop(CLOSE_JOIN_S)
         self.process.stop(CLOSE_JOIN_S)
-        if self.config.cooperative and self.handlers.has_deferred_commit and self._failure is None:
+        if self.config.cooperative and self.handlers.drain_commit.pending and self._failure is None:
             try:
                 self.events.call(
-                    lambda c: self.handlers.commit_deferred_at_close(c, CLOSE_COMMIT_WAIT_S),
+                    lambda c: self.handlers.drain_commit.at_close(c, CLOSE_COMMIT_WAIT_S),
                     CLOSE_COMMIT_WAIT_S + EVENT_TIMEOUT_S,
                     "deferred commit at close",
                 )
@@ -348,7 +457,7 @@ class ConsumerOperator:
     def _after_poll(self, consumer: KafkaClient) -> None:
         self.rebalancer.after_poll(consumer)
         if self._cooperative:
-            self.handlers.commit_deferred_after_poll(consumer)
+            self.handlers.drain_commit.after_poll(consumer)
         now = time.monotonic()
         if now - self._highwater_at >= HIGHWATER_REFRESH_S:
             self._highwater_at = now
@@ -435,4 +544,4 @@ class ConsumerOperator:
         }
 
 
-__all__ = ["ConsumerOperator", "DrainError", "OperatorFailed", "ResetError"]
+__all__ = ["ConsumerOperator", "OperatorFailed", "StandaloneDriver"]

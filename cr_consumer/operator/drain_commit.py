@@ -25,8 +25,8 @@ from typing import Protocol
 
 from coordinator.protocol.common.partitions import offsets_text
 from cr_consumer.kafka.client import GroupMembership, KafkaClient, MemberFenced, TopicPartition
-from cr_consumer.operator.handler_errors import DrainError
 from cr_consumer.operator.metrics import OperatorMetrics
+from cr_consumer.operator.region import DrainError
 
 log = logging.getLogger(__name__)
 

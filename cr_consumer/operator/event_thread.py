@@ -2,7 +2,7 @@
 
 The client is a :class:`~cr_consumer.kafka.client.KafkaClient` (kafka-python or
 librdkafka, ``OperatorConfig.client``); this module and the parts it calls
-(rebalance.py, handlers.py, start_position.py) use only that interface.
+(rebalance.py, handlers.py) use only that interface.
 
 It loops:
 

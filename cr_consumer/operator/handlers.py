@@ -6,12 +6,12 @@ region permit held for the whole drain/checkpoint/reset (``permit.block()``);
 ``drain`` and ``reset`` block it themselves too (idempotent) to wait for the
 in-flight batch, and whoever runs the cycle unblocks it at RESUME. Each
 method's steps are numbered in its docstring. A handler that cannot do its
-job raises (DrainError, ResetError, ContinuityError: ``handler_errors.py``;
+job raises (DrainError, ResetError, ContinuityError: ``region.py``;
 OperatorFailed): the runtime then resets the region, or retries the reset.
 
 The drain's Kafka commit and its deferral under cooperative rebalancing:
 ``drain_commit.py``; the count of completed drains a trigger waits for:
-``drain_signal.py``.
+:class:`DrainSignal`.
 """
 
 from __future__ import annotations
@@ -29,15 +29,12 @@ from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.drain_commit import COMMIT_TIMEOUT_S, DrainCommit
-from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handler_errors import ContinuityError, DrainError, ResetError
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import Interval, OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
-from cr_consumer.operator.rebalance import Rebalancer
-from cr_consumer.operator.region import RegionPermit
-from cr_consumer.operator.seek_targets import SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.region import ContinuityError, DrainError, RegionPermit, ResetError
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
@@ -124,8 +121,9 @@ class RegionHandlers:
         self._lock = threading.RLock()
         self._members = []
         self._drained = None
-        # The drain's Kafka commit and its cooperative deferral (event thread only).
-        self._commit = DrainCommit(self.name, cooperative=config.cooperative, rebalancer=rebalancer, stats=stats)
+        #: The drain's Kafka commit and its cooperative deferral (event thread only);
+        #: the operator also runs the deferred one after each poll and at a graceful close.
+        self.drain_commit = DrainCommit(self.name, cooperative=config.cooperative, rebalancer=rebalancer, stats=stats)
 
     @_serialized
     def set_members(self, members: list[str]) -> None:
@@ -178,7 +176,7 @@ class RegionHandlers:
             intervals = self._offsets.intervals()
             offsets = {tp: interval.end for tp, interval in intervals.items()}
             if offsets:
-                self._commit.commit(consumer, offsets, commit_timeout_ms)
+                self.drain_commit.commit(consumer, offsets, commit_timeout_ms)
             return intervals
 
         try:
@@ -194,19 +192,6 @@ class RegionHandlers:
             self.name,
             offsets_text({tp: interval.end for tp, interval in intervals.items()}),
         )
-
-    @property
-    def has_deferred_commit(self) -> bool:
-        """A drain's Kafka commit still waits for a stable group (read on any thread)."""
-        return self._commit.pending
-
-    def commit_deferred_at_close(self, consumer: KafkaClient, wait_s: float) -> None:
-        """Event thread, at a graceful close (cooperative): ``DrainCommit.at_close``."""
-        self._commit.at_close(consumer, wait_s)
-
-    def commit_deferred_after_poll(self, consumer: KafkaClient) -> None:
-        """Event thread, after each poll (cooperative): ``DrainCommit.after_poll``."""
-        self._commit.after_poll(consumer)
 
     @_serialized
     def checkpoint(self, seq: int) -> bytes:
@@ -307,7 +292,7 @@ class RegionHandlers:
         self._new_epoch(f"reset to {what}")
 
         def seek_all(consumer: KafkaClient) -> dict[TopicPartition, int]:
-            self._commit.drop()  # the region rewinds below the drain that deferred it
+            self.drain_commit.drop()  # the region rewinds below the drain that deferred it
             tps = consumer.assignment()
             self._offsets.set_assignment(tps)
             self._rebalancer.clear_held()
@@ -346,6 +331,35 @@ class RegionHandlers:
         self._events.set_polling(True, EVENT_TIMEOUT_S)
 
 
-# The errors (handler_errors.py) and DrainSignal (drain_signal.py) are re-exported for the
-# operator (consumer.py), which imports them with RegionHandlers.
-__all__ = ["EVENT_TIMEOUT_S", "RegionHandlers"]
+class DrainSignal:
+    """Completed drains, counted, so a thread that asked for a drain can wait for it.
+
+    The process thread (operator-driven mode) reads :meth:`count`, asks the
+    region for a drain, then :meth:`wait_after` that count; the handler caller
+    calls :meth:`done` after each drain; a failure :meth:`wake` s the waiter.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0  # guarded by _cond
+
+    def count(self) -> int:
+        with self._cond:
+            return self._count
+
+    def done(self) -> None:
+        with self._cond:
+            self._count += 1
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_after(self, before: int, timeout: float, give_up: Callable[[], bool]) -> bool:
+        """Wait until a drain completed after ``before`` was read or ``give_up()``; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count > before or give_up(), timeout)
+
+
+__all__ = ["EVENT_TIMEOUT_S", "DrainSignal", "RegionHandlers"]

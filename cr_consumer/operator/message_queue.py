@@ -41,18 +41,10 @@ class BatchQueue:
     _count: int
 
     def __init__(self, capacity: int) -> None:
-        if capacity <= 0:
-            raise ValueError(f"queue capacity must be > 0, got {capacity}")
-        self.capacity = capacity
+        self.capacity = capacity  # OperatorConfig checked it: at least max_poll_records
         self._items: deque[Batch] = deque()
         self._count = 0
         self._cond = threading.Condition(threading.Lock())
-
-    def put(self, batch: Batch) -> None:
-        with self._cond:
-            self._items.append(batch)
-            self._count += len(batch.records)
-            self._cond.notify()
 
     def put_many(self, batches: list[Batch]) -> None:
         if not batches:
@@ -71,14 +63,6 @@ class BatchQueue:
             b = self._items.popleft()
             self._count -= len(b.records)
             return b
-
-    def take_all(self) -> list[Batch]:
-        """Remove and return every queued batch (oldest first)."""
-        with self._cond:
-            items = list(self._items)
-            self._items.clear()
-            self._count = 0
-            return items
 
     def clear(self) -> int:
         """Drop everything; return the number of records dropped."""

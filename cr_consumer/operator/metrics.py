@@ -24,14 +24,8 @@ not yet fetched); the committed-offset lag is ``end offset - committed``.
 
 Prometheus names follow the conventions: ``crkafka_`` prefix, base units,
 ``_total`` counters, ``topic`` and ``partition`` as separate labels. The full
-list is in docs/operations.md ("Metrics").
-
-Snapshot keys (the Python API, ``op.metrics()``): nAssignedPartitions,
-nConsumedTopics, nPartitionRebalances, nPendingMessages, nQueueFullPause,
-drainTimeMillis, drainTimeMillisMax, nDroppedMalformedMessages,
-nSubmittedMessages, nDroppedResetPending, nDroppedStale, nResetRequests,
-nDrains, nResets, resetTimeMillis, state, isPaused, consumerLag
-({"topic[partition]": lag}).
+list is in docs/operations.md ("Metrics"); the snapshot's keys (the Python
+API, ``op.metrics()``) are :class:`MetricsSnapshot`'s.
 """
 
 from __future__ import annotations
@@ -120,23 +114,15 @@ class Readings(TypedDict):
     nDroppedStale: int
 
 
-class MetricsSnapshot(TypedDict):
-    """``op.metrics()``: the module docstring names the keys."""
+class MetricsSnapshot(Readings):
+    """``op.metrics()``: the readings, and what this module keeps itself."""
 
-    state: str
     nAssignedPartitions: int
     nConsumedTopics: int
-    nPartitionRebalances: int
-    nPendingMessages: int
-    nQueueFullPause: int
-    isPaused: int
     drainTimeMillis: float
     drainTimeMillisMax: float
     resetTimeMillis: float
-    nDroppedMalformedMessages: int
-    nSubmittedMessages: int
     nDroppedResetPending: int
-    nDroppedStale: int
     nResetRequests: int
     nDrains: int
     nResets: int
@@ -250,20 +236,13 @@ class OperatorMetrics:
         assigned = self._offsets.assigned()
         lag = by_label({tp: row["lag"] for tp, row in self.partition_offsets().items() if "lag" in row})
         return {
-            "state": live["state"],
+            **live,
             "nAssignedPartitions": len(assigned),
             "nConsumedTopics": len({tp.topic for tp in assigned}),
-            "nPartitionRebalances": live["nPartitionRebalances"],
-            "nPendingMessages": live["nPendingMessages"],
-            "nQueueFullPause": live["nQueueFullPause"],
-            "isPaused": live["isPaused"],
             "drainTimeMillis": round(self.drain_ms, 3),
             "drainTimeMillisMax": round(self.drain_ms_max, 3),
             "resetTimeMillis": round(self.reset_ms, 3),
-            "nDroppedMalformedMessages": live["nDroppedMalformedMessages"],
-            "nSubmittedMessages": live["nSubmittedMessages"],
             "nDroppedResetPending": self.n_dropped_reset_pending,
-            "nDroppedStale": live["nDroppedStale"],
             "nResetRequests": self.n_reset_requests,
             "nDrains": self.n_drains,
             "nResets": self.n_resets,

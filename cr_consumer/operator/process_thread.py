@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cr_consumer.kafka.client import KafkaRecord
-from cr_consumer.operator.config_types import Deserializer, MalformedPolicy
+from cr_consumer.operator.config import Deserializer, MalformedPolicy
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.region import RegionPermit
@@ -92,9 +92,8 @@ class Decoder:
         return out
 
 
-def _per_record(submit: SubmitRecord | None) -> SubmitBatch:
+def per_record(submit: SubmitRecord) -> SubmitBatch:
     """submit(record) for each record of a batch, without a Python-level loop per record."""
-    assert submit is not None
 
     def submit_each(records: list[Any]) -> None:
         collections.deque(map(submit, records), maxlen=0)
@@ -130,21 +129,18 @@ class ProcessThread:
         permit: RegionPermit,
         offsets: OffsetManager,
         epoch: Callable[[], int],
-        submit: SubmitRecord | None,
-        submit_batch: SubmitBatch | None,
+        submit_batch: SubmitBatch,
         decoder: Decoder | None,
         trigger_count: int | None,
         on_trigger: Callable[[], None],
         on_failure: Callable[[BaseException], None],
     ) -> None:
-        if submit is None and submit_batch is None:
-            raise ValueError("give submit(record) or submit_batch(records)")
         self.name = name
         self._queue = queue
         self._permit = permit
         self._offsets = offsets
         self._epoch = epoch
-        self._submit_batch: SubmitBatch = submit_batch if submit_batch is not None else _per_record(submit)
+        self._submit_batch = submit_batch
         self._decoder = decoder
         self._trigger = trigger_count
         self._on_trigger = on_trigger
@@ -240,4 +236,4 @@ class ProcessThread:
         return None, triggered
 
 
-__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord"]
+__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord", "per_record"]

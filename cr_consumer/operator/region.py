@@ -6,23 +6,11 @@ every operator's :class:`StateHandler` methods; a source operator additionally
 takes a :class:`RegionPermit` around each batch of tuples it submits and asks
 the runtime for a reset or a drain through :class:`RegionRequests`.
 
-The cycle, as seen by one operator:
-
-1. ``drain()``: finish all in-flight work so that no tuple is half-processed;
-   a source stops fetching and commits what it has submitted. While the runtime
-   drains, it holds the permit, so no new tuple is submitted.
-2. ``checkpoint(seq) -> bytes``: return the operator's state as of the drain,
-   in a versioned, language-neutral encoding (JSON). The runtime stores it.
-3. ``reset(seq, data, attempt)``: go back to the state of checkpoint ``seq``
-   (``data`` is what ``checkpoint(seq)`` returned). ``attempt`` numbers the
-   reset attempts of the region for that checkpoint, so that cross-member
-   merges never mix two attempts.
-4. ``reset_to_initial_state(attempt)``: go back to the state before any tuple.
-5. ``retire_checkpoint(seq)``: checkpoints with id <= seq will never be reset
-   to; drop what belongs to them.
-
-A handler method that cannot do its job raises; the runtime then resets the
-region (for a failed drain or checkpoint) or retries the reset.
+The cycle, as seen by one operator: ``drain()``, ``checkpoint(seq)``, and later
+``retire_checkpoint(seq)``; or ``reset(seq, data, attempt)`` (or
+``reset_to_initial_state(attempt)``) instead. :class:`StateHandler` gives each
+method's contract. A method that cannot do its job raises (the consumer
+operator: :class:`DrainError`, :class:`ResetError`, :class:`ContinuityError`).
 """
 
 from __future__ import annotations
@@ -52,13 +40,15 @@ class StateHandler(Protocol):
         """Finish in-flight work; afterwards the operator's durable output is
         exactly what it received before the call.
 
-        Called first in every checkpoint cycle. The caller guarantees that no
-        new tuple arrives during the call (the permit is blocked). A failure
-        raises; the runtime then resets the region instead of checkpointing.
+        Called first in every checkpoint cycle: a source stops fetching and
+        commits what it has submitted. The caller guarantees that no new tuple
+        arrives during the call (the permit is blocked). A failure raises; the
+        runtime then resets the region instead of checkpointing.
         """
 
     def checkpoint(self, seq: int) -> bytes:
-        """Return the state as of the last ``drain`` as versioned JSON bytes.
+        """Return the state as of the last ``drain`` as versioned JSON bytes (a
+        language-neutral encoding).
 
         Called right after a successful ``drain`` of the same cycle, with the
         permit still blocked; ``seq`` increases from cycle to cycle. The runtime
@@ -71,8 +61,8 @@ class StateHandler(Protocol):
         ``data`` is what ``checkpoint(seq)`` returned in this operator, or a
         merge of every member's data made by the runtime; empty when this
         operator has nothing for ``seq``. ``attempt`` numbers the reset
-        attempts for ``seq`` (from 0); the caller retries with a higher
-        attempt after a failure. Called with the permit blocked, possibly
+        attempts for ``seq`` (from 0), so that cross-member merges never mix
+        two attempts; the caller retries with a higher attempt after a failure. Called with the permit blocked, possibly
         before any ``drain`` (a restarted member).
         """
 
@@ -166,4 +156,18 @@ class NoRegion:
         return None
 
 
-__all__ = ["NoRegion", "RegionPermit", "RegionRequests", "StateHandler"]
+class DrainError(RuntimeError):
+    """The drain could not complete; the region must reset."""
+
+
+class ResetError(RuntimeError):
+    """The reset could not complete; the region retries it."""
+
+
+class ContinuityError(RuntimeError):
+    """The checkpoint cannot say where a partition's interval began (records
+    submitted from a position no seek set); the region must reset (its seeks
+    start every interval again)."""
+
+
+__all__ = ["ContinuityError", "DrainError", "NoRegion", "RegionPermit", "RegionRequests", "ResetError", "StateHandler"]

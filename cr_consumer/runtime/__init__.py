@@ -1,9 +1,8 @@
 """The consistent-region runtime: pipelines, sinks, checkpoint store, member
 processes and the runner (see docs/pipelines.md and docs/region.md)."""
 
-from cr_consumer.runtime.pipeline.aggregate import KeyedAggregate
 from cr_consumer.runtime.pipeline.checkpoint_store import CheckpointStore, DirectoryCheckpointStore
-from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, Map, Operator
+from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, KeyedAggregate, Map, Operator
 from cr_consumer.runtime.pipeline.records import Record, replace
 from cr_consumer.runtime.pipeline.sinks import CollectSink, ConsoleSink, FileSink
 from cr_consumer.runtime.pipeline.wiring import KafkaSource, Pipeline, PipelineContext

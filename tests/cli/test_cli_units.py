@@ -15,7 +15,7 @@ from coordinator.protocol.common.logging_setup import parse_log_levels, setup_lo
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.property_rules import PropertyError, check_name
 from cr_consumer.runtime.member.setup import SettingsError, default_stem, split_spec
-from cr_consumer.runtime.runner.member_log import error_record as _error_record
+from cr_consumer.runtime.runner.member_proc import error_record as _error_record
 from cr_consumer.runtime.runner.region_runner import Region
 
 

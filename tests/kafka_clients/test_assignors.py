@@ -10,11 +10,16 @@ import pytest
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from cr_consumer.kafka.assignors import SPELLINGS, AssignmentStrategy, parse_strategy
-from cr_consumer.kafka.client import ClientConfigError, ClientKind, RebalanceProtocol, TopicPartition
+from cr_consumer.kafka.client import (
+    ClientConfigError,
+    ClientKind,
+    RebalanceProtocol,
+    TopicPartition,
+    check_subscription,
+)
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python.client import kafka_python_config
-from cr_consumer.kafka.librdkafka.client import librdkafka_config
-from cr_consumer.kafka.subscription import check_subscription
+from cr_consumer.kafka.librdkafka.properties import librdkafka_config
 from cr_consumer.operator.config import ConfigError, OperatorConfig
 
 KEY = "partition.assignment.strategy"

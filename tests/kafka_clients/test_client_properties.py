@@ -12,7 +12,7 @@ import pytest
 from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.kafka.kafka_python.client import kafka_python_config
-from cr_consumer.kafka.librdkafka.client import DEFAULTS, librdkafka_config
+from cr_consumer.kafka.librdkafka.properties import DEFAULTS, librdkafka_config
 from cr_consumer.kafka.property_rules import client_checked
 
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
@@ -111,7 +111,7 @@ def test_both_refuse_deserializers(kind):
 
 def test_a_missing_confluent_kafka_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # what an interpreter without the package sees
-    monkeypatch.delitem(sys.modules, "cr_consumer.kafka.librdkafka.client")
+    monkeypatch.delitem(sys.modules, "cr_consumer.kafka.librdkafka.client", raising=False)
     with pytest.raises(ClientUnavailable, match=r"cr-consumer\[librdkafka\]"):
         make_client(ClientKind.LIBRDKAFKA, BASE)
     monkeypatch.undo()

@@ -1,6 +1,6 @@
 """The librdkafka adapter after a commit that got no answer in time: while
 that commit is still inside librdkafka, every other call on the consumer would
-block behind it (cr_consumer/kafka/librdkafka/gate.py). The polling thread
+block behind it (cr_consumer/kafka/librdkafka/bounded_call.py). The polling thread
 must stay bounded: a poll returns nothing, a lookup fails at its timeout, and
 past the gate's limit every call fails; when the commit leaves in time, the
 consumer goes on and hands out every record once.
@@ -24,7 +24,7 @@ from kafka_clients.test_client_contract import CLOSE_MS, JOIN_S, Recorder, props
 
 from cr_consumer.kafka.client import ClientKind, ClientTimeout, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.kafka.librdkafka import gate as librdkafka_gate
+from cr_consumer.kafka.librdkafka import bounded_call as librdkafka_gate
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 

@@ -1,4 +1,4 @@
-"""CallGate (cr_consumer/kafka/librdkafka/gate.py) without a broker: what a call
+"""CallGate (cr_consumer/kafka/librdkafka/bounded_call.py) without a broker: what a call
 into librdkafka does while an abandoned call is still running on the caller
 thread (steps 1-5 of the module docstring)."""
 
@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from cr_consumer.kafka.client import ClientTimeout
-from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
-from cr_consumer.kafka.librdkafka.gate import CallGate
+from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller, CallGate
 
 #: Bound on events the tests wait for.
 WAIT_S = 10.0

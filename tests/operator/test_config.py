@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cr_consumer import OperatorConfig, StartKind, StartPosition
+from cr_consumer.kafka.kafka_python.client import kafka_python_config
 from cr_consumer.operator.config import ConfigError, MalformedPolicy, RegionMode
 
 BASE = dict(bootstrap_servers="127.0.0.1:9092", group_id="g", operator_name="m0", topics=["t"])
@@ -19,7 +20,7 @@ def test_defaults_and_derived_timeouts():
     assert c.start_position == StartPosition(StartKind.COMMITTED)
     assert c.region_mode is RegionMode.PERIODIC
     assert c.effective_queue_capacity == 50_000
-    k = c.kafka_config()
+    k = kafka_python_config(c.client_properties())
     assert k["enable_auto_commit"] is False
     assert k["max_poll_interval_ms"] == 540_000  # 3 x max(drain, reset)
     assert k["metadata_max_age_ms"] == 2000
@@ -40,7 +41,7 @@ def test_pass_through_properties_by_dotted_name():
             "max.poll.interval.ms": 10,
         }
     )
-    k = c.kafka_config()
+    k = kafka_python_config(c.client_properties())
     assert k["fetch_max_bytes"] == 1024
     assert k["metadata_max_age_ms"] == 2000  # capped
     assert k["session_timeout_ms"] == 6000
@@ -105,7 +106,9 @@ def test_enums_from_strings_and_roundrobin_only():
     assert c.start_position == StartPosition(StartKind.EARLIEST)
     assert cfg(start_position=StartKind.LATEST).start_position.kind is StartKind.LATEST
     assert c.on_malformed is MalformedPolicy.FAIL
-    assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["roundrobin"]
+    assert [a.name for a in kafka_python_config(c.client_properties())["partition_assignment_strategy"]] == [
+        "roundrobin"
+    ]
     c = cfg(region_mode="operator_driven", trigger_count=100, start_position=StartPosition.at_time(0))
     assert c.trigger_count == 100
 
@@ -119,7 +122,9 @@ def test_cooperative_sticky_alone_is_the_incremental_switch():
     ):
         c = cfg(consumer_properties={"partition.assignment.strategy": spelling})
         assert c.cooperative is True
-        assert [a.name for a in c.kafka_config()["partition_assignment_strategy"]] == ["cooperative-sticky"]
+        assert [a.name for a in kafka_python_config(c.client_properties())["partition_assignment_strategy"]] == [
+            "cooperative-sticky"
+        ]
     assert cfg(consumer_properties={"partition.assignment.strategy": "range,roundrobin"}).cooperative is False
 
 

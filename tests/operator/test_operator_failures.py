@@ -10,10 +10,9 @@ import pytest
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartKind
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
-from cr_consumer.operator.consumer import DrainError, ResetError
 from cr_consumer.operator.event_thread import OperatorFailed
 from cr_consumer.operator.process_thread import MalformedRecord
-from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.region import DrainError, RegionPermit, ResetError
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 

@@ -11,10 +11,12 @@ import pytest
 from kafka import TopicPartition
 
 from coordinator.protocol.common.waiting import wait_until
-from cr_consumer.operator.config import MalformedPolicy
+from cr_consumer.operator.config import MalformedPolicy, OperatorConfig
+from cr_consumer.operator.consumer import ConsumerOperator
 from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, MalformedRecord, ProcessThread
+from cr_consumer.operator.process_thread import per_record as each_record
 from cr_consumer.operator.region import RegionPermit
 
 Rec = namedtuple("Rec", "topic partition offset key value")
@@ -52,8 +54,7 @@ class Harness:
             permit=self.permit,
             offsets=self.offsets,
             epoch=lambda: self.epoch,
-            submit=self._submit_one if per_record else None,
-            submit_batch=None if per_record else self._submit_batch,
+            submit_batch=each_record(self._submit_one) if per_record else self._submit_batch,
             decoder=decoder,
             trigger_count=trigger_count,
             on_trigger=on_trigger or self._on_trigger,
@@ -94,7 +95,7 @@ def test_batches_are_submitted_in_queue_order_and_offsets_recorded_once_per_batc
 
 def test_submit_per_record_when_no_batch_callable_is_given():
     with Harness(per_record=True) as h:
-        h.queue.put(Batch(0, T0, recs(T0, 7, 3)))
+        h.queue.put_many([Batch(0, T0, recs(T0, 7, 3))])
         wait_until(lambda: h.thread.n_submitted == 3, WAIT_S, "three records", interval=POLL_S)
         assert [len(b) for b in h.submitted] == [1, 1, 1]
         assert h.offsets.get(T0) == 10
@@ -113,7 +114,7 @@ def test_a_batch_of_an_older_epoch_is_dropped_not_submitted():
 def test_nothing_is_submitted_while_the_permit_is_blocked_and_the_batch_waits_for_it():
     with Harness() as h:
         assert h.permit.block(WAIT_S)
-        h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
+        h.queue.put_many([Batch(0, T0, recs(T0, 0, 2))])
         wait_until(lambda: len(h.queue) == 0, WAIT_S, "the batch taken from the queue", interval=POLL_S)
         assert h.submitted == []
         assert h.offsets.get(T0) is None
@@ -125,12 +126,12 @@ def test_nothing_is_submitted_while_the_permit_is_blocked_and_the_batch_waits_fo
 def test_a_reset_while_the_batch_waits_for_the_permit_drops_it():
     with Harness() as h:
         assert h.permit.block(WAIT_S)
-        h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
+        h.queue.put_many([Batch(0, T0, recs(T0, 0, 2))])
         wait_until(lambda: len(h.queue) == 0, WAIT_S, "the batch taken from the queue", interval=POLL_S)
         h.epoch = 1  # the reset's new epoch, set while the runtime holds the permit
         h.permit.unblock()
         wait_until(lambda: h.thread.n_dropped_stale == 2, WAIT_S, "the stale batch dropped", interval=POLL_S)
-        h.queue.put(Batch(1, T0, recs(T0, 5, 1)))
+        h.queue.put_many([Batch(1, T0, recs(T0, 5, 1))])
         wait_until(lambda: h.thread.n_submitted == 1, WAIT_S, "the new epoch's batch", interval=POLL_S)
         assert h.flat() == [(0, 5)]
         assert h.offsets.get(T0) == 6
@@ -138,12 +139,12 @@ def test_a_reset_while_the_batch_waits_for_the_permit_drops_it():
 
 def test_operator_driven_batches_are_cut_at_the_trigger_count():
     with Harness(trigger_count=100) as h:
-        h.queue.put(Batch(0, T0, recs(T0, 0, 250)))
+        h.queue.put_many([Batch(0, T0, recs(T0, 0, 250))])
         wait_until(lambda: h.thread.n_submitted == 250, WAIT_S, "every record", interval=POLL_S)
         assert [len(b) for b in h.submitted] == [100, 100, 50]
         assert h.triggers == 2
         assert h.offsets.get(T0) == 250
-        h.queue.put(Batch(0, T0, recs(T0, 250, 50)))  # 50 + 50 reaches the count again
+        h.queue.put_many([Batch(0, T0, recs(T0, 250, 50))])  # 50 + 50 reaches the count again
         wait_until(lambda: h.thread.n_submitted == 300, WAIT_S, "the next batch", interval=POLL_S)
         assert h.triggers == 3
 
@@ -160,7 +161,7 @@ def test_trigger_waits_until_the_permit_is_released():
 
     with Harness(trigger_count=2, on_trigger=on_trigger) as h:
         permit.append(h.permit)
-        h.queue.put(Batch(0, T0, recs(T0, 0, 2)))
+        h.queue.put_many([Batch(0, T0, recs(T0, 0, 2))])
         wait_until(lambda: seen, WAIT_S, "the trigger", interval=POLL_S)
         assert seen == [True]
 
@@ -172,7 +173,7 @@ def test_malformed_records_are_skipped_and_counted():
     decoder = Decoder(None, value, MalformedPolicy.SKIP)
     with Harness(decoder=decoder) as h:
         batch = [Rec("t", 0, 0, None, b"1"), Rec("t", 0, 1, None, b"x"), Rec("t", 0, 2, None, b"3")]
-        h.queue.put(Batch(0, T0, batch))
+        h.queue.put_many([Batch(0, T0, batch)])
         wait_until(lambda: h.offsets.get(T0) == 3, WAIT_S, "the batch done", interval=POLL_S)
         assert [r.value for b in h.submitted for r in b] == [1, 3]
         assert decoder.n_dropped == 1
@@ -181,7 +182,7 @@ def test_malformed_records_are_skipped_and_counted():
 def test_a_malformed_record_under_fail_fails_the_thread_naming_it():
     decoder = Decoder(None, int, MalformedPolicy.FAIL)
     with Harness(decoder=decoder) as h:
-        h.queue.put(Batch(0, T0, [Rec("t", 0, 41, None, b"x")]))
+        h.queue.put_many([Batch(0, T0, [Rec("t", 0, 41, None, b"x")])])
         wait_until(lambda: h.failures, WAIT_S, "on_failure", interval=POLL_S)
         assert isinstance(h.failures[0], MalformedRecord)
         assert "topic t partition 0 offset 41" in str(h.failures[0])
@@ -193,28 +194,17 @@ def test_a_malformed_record_under_fail_fails_the_thread_naming_it():
 def test_an_exception_from_submit_is_fatal_and_reported():
     error = RuntimeError("sink down")
     with Harness(submit_error=error) as h:
-        h.queue.put(Batch(0, T0, recs(T0, 0, 1)))
+        h.queue.put_many([Batch(0, T0, recs(T0, 0, 1))])
         wait_until(lambda: h.failures, WAIT_S, "on_failure", interval=POLL_S)
         assert h.failures == [error]
         assert h.offsets.get(T0) is None  # the batch's offsets are not recorded
         assert h.permit.block(WAIT_S)  # the permit was released
 
 
-def test_needs_a_submit_callable():
+def test_the_operator_needs_a_submit_callable():
+    config = OperatorConfig(bootstrap_servers="127.0.0.1:1", group_id="g", operator_name="op", topics=("t",))
     with pytest.raises(ValueError, match="submit"):
-        ProcessThread(
-            "unit",
-            queue=BatchQueue(10),
-            permit=RegionPermit(),
-            offsets=OffsetManager(),
-            epoch=lambda: 0,
-            submit=None,
-            submit_batch=None,
-            decoder=None,
-            trigger_count=None,
-            on_trigger=lambda: None,
-            on_failure=lambda exc: None,
-        )
+        ConsumerOperator(config)
 
 
 def test_stop_ends_the_thread_while_it_waits():

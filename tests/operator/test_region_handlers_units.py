@@ -12,19 +12,16 @@ import pytest
 from cr_consumer.kafka.client import CommitRefused, GroupMembership, MemberFenced, TopicPartition
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.config import OperatorConfig, StartKind
+from cr_consumer.operator.control_plane import LocalControl
 from cr_consumer.operator.drain_commit import commit_deferred
-from cr_consumer.operator.drain_signal import DrainSignal
 from cr_consumer.operator.event_thread import EventThread
-from cr_consumer.operator.handler_errors import ContinuityError, DrainError
-from cr_consumer.operator.handlers import RegionHandlers
-from cr_consumer.operator.local_control import LocalControl
+from cr_consumer.operator.handlers import DrainSignal, RegionHandlers
 from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
-from cr_consumer.operator.rebalance import Rebalancer
-from cr_consumer.operator.region import RegionPermit
-from cr_consumer.operator.seek_targets import SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.region import ContinuityError, DrainError, RegionPermit
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 S = ClientState
@@ -141,7 +138,6 @@ class Parts:
             offsets=self.offsets,
             epoch=lambda: 0,
             submit_batch=lambda records: None,
-            submit=None,
             decoder=None,
             trigger_count=None,
             on_trigger=lambda: None,
@@ -266,9 +262,9 @@ def test_cooperative_drain_during_a_rebalance_commits_nothing_and_the_checkpoint
     assert OperatorCheckpoint.decode(coop.handlers.checkpoint(1)).offsets == {T0: 7, T1: 3}
     coop.consumer.membership = _stable(4)  # once stable, the deferred commit is done after a poll
     coop.consumer.assigned = {T0}  # T1 was revoked meanwhile: not committed by this member
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == [{T0: 7}]
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == [{T0: 7}]  # once
     coop.offsets.update(T0, 9)
     coop.handlers.drain()  # the next drain in a stable generation commits at once
@@ -282,7 +278,7 @@ def test_cooperative_deferred_commit_is_dropped_by_a_reset(coop):
     coop.handlers.drain()
     coop.handlers.reset(5, OperatorCheckpoint("m0", ("m0",), {T0: 4, T1: 2}).encode(), attempt=0)
     coop.consumer.membership = _stable(4)
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")
     assert coop.consumer.commits == []  # never ahead of the checkpoint the region rewound to
 
 
@@ -328,7 +324,7 @@ def test_a_fenced_deferred_commit_after_a_poll_is_logged_not_raised(coop):
     coop.handlers.drain()  # deferred
     coop.consumer.membership = _stable(4)
     coop.consumer.commit_error = MemberFenced("IllegalGenerationError")
-    coop.events.call(coop.handlers.commit_deferred_after_poll, WAIT_S, "after poll")  # no exception
+    coop.events.call(coop.handlers.drain_commit.after_poll, WAIT_S, "after poll")  # no exception
     assert coop.consumer.commits == []
     assert coop.events.failure is None
 
@@ -346,13 +342,13 @@ def test_cooperative_close_commits_the_deferred_offsets_once_the_group_is_stable
     coop.consumer.membership = _rebalancing()
     coop.handlers.drain()
     # still rebalancing when the wait ends: nothing committed, the deferral kept
-    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, 0.2), WAIT_S, "close")
+    coop.events.call(lambda c: coop.handlers.drain_commit.at_close(c, 0.2), WAIT_S, "close")
     assert coop.consumer.commits == []
-    assert coop.handlers.has_deferred_commit
+    assert coop.handlers.drain_commit.pending
     threading.Timer(0.2, lambda: setattr(coop.consumer, "membership", _stable(4))).start()
-    coop.events.call(lambda c: coop.handlers.commit_deferred_at_close(c, WAIT_S), WAIT_S * 2, "close")
+    coop.events.call(lambda c: coop.handlers.drain_commit.at_close(c, WAIT_S), WAIT_S * 2, "close")
     assert coop.consumer.commits == [{T0: 7}]
-    assert not coop.handlers.has_deferred_commit
+    assert not coop.handlers.drain_commit.pending
 
 
 # -- the checkpoint answer's intervals (the continuity fence, coordinator/region/continuity.py) ------

@@ -11,10 +11,8 @@ defects' work-arounds (``cr_consumer.kafka.kafka_python.compat``) stay inside th
 2. before every poll: release partitions parked by pause() (``unstick_parked_fetches``);
 3. ``request_rejoin``: the coordinator's own ``request_rejoin()``.
 
-A rebalance hold (``subscribe(..., hold=...)``) runs on kafka-python's IO loop
-(``cr_consumer.kafka.kafka_python.hold``). ``group.id`` None makes a client
-without a group (``assign`` only; it may still commit to a group named later
-by another client, never join one).
+``group.id`` None makes a client without a group (``assign`` only; it may
+still commit to a group named later by another client, never join one).
 
 Properties: standard dotted names become kafka-python keyword arguments
 (``fetch.max.wait.ms`` -> ``fetch_max_wait_ms``); the librdkafka spellings of the
@@ -22,25 +20,48 @@ security settings are mapped (:data:`RENAMED`); ``partition.assignment.strategy`
 is read by :mod:`cr_consumer.kafka.assignors` and given as kafka-python's classes
 (:data:`ASSIGNORS`); ``max.poll.records`` is the poll's cap.
 Rebalance callbacks run on kafka-python's IO thread while ``poll`` runs.
+
+A rebalance hold (``subscribe(..., hold=...)``) runs on that IO loop too. A
+listener that blocks there stops every request of the consumer (a commit from
+the polling thread fails with "Cannot block on net.run() from the IO
+thread"), heartbeats included. So :class:`HoldingListener` is an
+``AsyncConsumerRebalanceListener`` whose hold awaits the loop's sleep
+(:func:`io_sleep`) and sends the hold's commits from the loop (the polling
+thread is inside ``poll`` until the rebalance completes):
+
+1. ``on_partitions_revoked`` / ``on_partitions_lost``: the seam listener's
+   ``on_revoked`` / ``on_lost``, then, for a non-empty set, the hold.
+2. Until ``hold.released(partitions)``: every commit of ``hold.commits()`` is
+   sent with ``commit_async`` and awaited in steps of :data:`COMMIT_POLL_S`,
+   bounded by ``hold.commit_timeout_ms`` (its outcome to the commit's ``done``);
+   then one sleep of ``hold.poll_s`` on the loop.
+3. ``on_partitions_assigned``: the seam listener's ``on_assigned``.
+
+An exception of the seam listener or of the hold ends the listener call;
+kafka-python logs it and completes the rebalance, so the hold's owner keeps it
+itself. Like ``compat.py``, the hold uses kafka-python internals (the loop's
+``KernelEvent``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.net.selector import KernelEvent
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from cr_consumer.kafka.assignors import COOPERATIVE_STICKY, RANGE, ROUNDROBIN, parse_strategy, strategy_of
@@ -57,10 +78,10 @@ from cr_consumer.kafka.client import (
     OffsetOutOfRange,
     RebalanceHold,
     RebalanceListener,
-    RebalanceProtocol,
     TimestampType,
     TopicPartition,
     UnknownTopicOrPartition,
+    check_subscription,
 )
 from cr_consumer.kafka.kafka_python.compat import (
     fetch_during_cooperative_joins,
@@ -69,8 +90,6 @@ from cr_consumer.kafka.kafka_python.compat import (
     skip_known_coordinator_hop,
     unstick_parked_fetches,
 )
-from cr_consumer.kafka.kafka_python.hold import HoldingListener
-from cr_consumer.kafka.subscription import check_subscription
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +216,16 @@ def _tp(tp: KafkaTopicPartition) -> TopicPartition:
     return TopicPartition(tp.topic, tp.partition)
 
 
+def _tps(partitions: Iterable[KafkaTopicPartition]) -> frozenset[TopicPartition]:
+    return frozenset(map(_tp, partitions))
+
+
 def _ktp(tp: TopicPartition) -> KafkaTopicPartition:
     return KafkaTopicPartition(tp.topic, tp.partition)
+
+
+def _commit_request(offsets: Mapping[TopicPartition, int]) -> dict[KafkaTopicPartition, OffsetAndMetadata]:
+    return {_ktp(tp): OffsetAndMetadata(int(off), "", -1) for tp, off in offsets.items()}
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python is untyped: its base class is Any
@@ -208,48 +235,84 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-pytho
         self._listener = listener
 
     def on_partitions_revoked(self, revoked: Iterable[KafkaTopicPartition]) -> None:
-        self._listener.on_revoked(frozenset(map(_tp, revoked)))
+        self._listener.on_revoked(_tps(revoked))
 
     def on_partitions_lost(self, lost: Iterable[KafkaTopicPartition]) -> None:
-        self._listener.on_lost(frozenset(map(_tp, lost)))
+        self._listener.on_lost(_tps(lost))
 
     def on_partitions_assigned(self, assigned: Iterable[KafkaTopicPartition]) -> None:
-        self._listener.on_assigned(frozenset(map(_tp, assigned)))
+        self._listener.on_assigned(_tps(assigned))
 
 
-class _Deadline:
-    """What is left of one timeout shared by several calls."""
+#: Step 2's wait while a commit sent from the IO loop is in flight.
+COMMIT_POLL_S = 0.002
 
-    def __init__(self, timeout_ms: int) -> None:
-        self._end = time.monotonic() + timeout_ms / 1000
 
-    def left_ms(self) -> int:
-        return max(1, int((self._end - time.monotonic()) * 1000))
+def io_sleep(delay_s: float) -> KernelEvent:
+    """An awaitable pause on kafka-python's IO loop (its ``sleep`` kernel call): a
+    listener awaiting it lets the loop serve heartbeats and other threads' requests."""
+    return KernelEvent("_sleep", delay_s)
+
+
+class HoldingListener(AsyncConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python is untyped: its base class is Any
+    """The seam's listener and hold on kafka-python's IO loop (see the module docstring)."""
+
+    def __init__(self, consumer: KafkaConsumer, listener: RebalanceListener, hold: RebalanceHold) -> None:
+        self._consumer = consumer
+        self._listener = listener
+        self._hold = hold
+
+    async def on_partitions_revoked(self, revoked: Iterable[KafkaTopicPartition]) -> None:
+        tps = _tps(revoked)
+        self._listener.on_revoked(tps)
+        await self._hold_while(tps)
+
+    async def on_partitions_lost(self, lost: Iterable[KafkaTopicPartition]) -> None:
+        tps = _tps(lost)
+        self._listener.on_lost(tps)
+        await self._hold_while(tps)
+
+    async def on_partitions_assigned(self, assigned: Iterable[KafkaTopicPartition]) -> None:
+        self._listener.on_assigned(_tps(assigned))
+
+    async def _hold_while(self, tps: frozenset[TopicPartition]) -> None:
+        """Step 2."""
+        if not tps:
+            return
+        while not self._hold.released(tps):
+            for commit in self._hold.commits():
+                commit.done(await self._commit(commit.offsets))
+            await io_sleep(self._hold.poll_s)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, int]) -> KafkaClientError | None:
+        timeout_ms = self._hold.commit_timeout_ms
+        sent = self._consumer.commit_async(_commit_request(offsets))
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not sent.is_done and time.monotonic() < deadline:
+            await io_sleep(COMMIT_POLL_S)
+        if not sent.is_done:
+            return ClientTimeout(
+                f"a commit during a held rebalance not answered within {timeout_ms} ms (outcome unknown)"
+            )
+        if sent.failed():
+            return commit_error(sent.exception)
+        return None
 
 
 class KafkaPythonClient:
     """:class:`~cr_consumer.kafka.client.KafkaClient` on kafka-python (see the module docstring)."""
 
+    kind = ClientKind.KAFKA_PYTHON
+    #: kafka-python fetches little ahead (one response per partition): pausing is cheap.
+    pause_drops_fetched = False
+
     def __init__(self, properties: Mapping[str, object]) -> None:
         cfg = kafka_python_config(properties)
-        self._protocol = strategy_of(properties).protocol
+        self.rebalance_protocol = strategy_of(properties).protocol
         self._consumer = KafkaConsumer(**cfg)
         keep_completed_joins(self._consumer)
         fetch_during_cooperative_joins(self._consumer)
         skip_known_coordinator_hop(self._consumer)
-
-    @property
-    def kind(self) -> ClientKind:
-        return ClientKind.KAFKA_PYTHON
-
-    @property
-    def rebalance_protocol(self) -> RebalanceProtocol:
-        return self._protocol
-
-    @property
-    def pause_drops_fetched(self) -> bool:
-        """kafka-python fetches little ahead (one response per partition): pausing is cheap."""
-        return False
 
     def subscribe(
         self,
@@ -260,7 +323,7 @@ class KafkaPythonClient:
         hold: RebalanceHold | None = None,
     ) -> None:
         check_subscription(topics, pattern)
-        wrapped = _Listener(listener) if hold is None else HoldingListener(self._consumer, listener, hold, commit_error)
+        wrapped = _Listener(listener) if hold is None else HoldingListener(self._consumer, listener, hold)
         self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=wrapped)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -309,18 +372,18 @@ class KafkaPythonClient:
         return int(pos)
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
-        request = {_ktp(tp): OffsetAndMetadata(int(off), "", -1) for tp, off in offsets.items()}
         try:
-            self._consumer.commit(request, timeout_ms=timeout_ms)
+            self._consumer.commit(_commit_request(offsets), timeout_ms=timeout_ms)
         except kafka_errors.KafkaError as exc:
             raise commit_error(exc) from exc
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
-        deadline = _Deadline(timeout_ms)
+        end = time.monotonic() + timeout_ms / 1000  # one timeout shared by the partitions' lookups
         out: dict[TopicPartition, int | None] = {}
         with _errors("committed offsets"):
             for tp in partitions:
-                out[tp] = self._consumer.committed(_ktp(tp), timeout_ms=deadline.left_ms())
+                left_ms = max(1, int((end - time.monotonic()) * 1000))
+                out[tp] = self._consumer.committed(_ktp(tp), timeout_ms=left_ms)
         return out
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
@@ -367,35 +430,31 @@ class KafkaPythonClient:
         self._consumer.close(autocommit=False, timeout_ms=timeout_ms)
 
 
-class _errors:
+@contextlib.contextmanager
+def _errors(what: str) -> Iterator[None]:
     """Turn kafka-python's errors of a lookup into the seam's error types."""
-
-    def __init__(self, what: str) -> None:
-        self._what = what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            return
-        if isinstance(exc, kafka_errors.KafkaTimeoutError):
-            raise ClientTimeout(f"{self._what}: no answer in time: {exc!r}") from exc
-        if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
-            raise UnknownTopicOrPartition(f"{self._what}: {exc!r}") from exc
-        if isinstance(exc, kafka_errors.KafkaError):
-            raise KafkaClientError(f"{self._what}: {exc!r}") from exc
+    try:
+        yield
+    except kafka_errors.KafkaTimeoutError as exc:
+        raise ClientTimeout(f"{what}: no answer in time: {exc!r}") from exc
+    except kafka_errors.UnknownTopicOrPartitionError as exc:
+        raise UnknownTopicOrPartition(f"{what}: {exc!r}") from exc
+    except kafka_errors.KafkaError as exc:
+        raise KafkaClientError(f"{what}: {exc!r}") from exc
 
 
 __all__ = [
     "ASSIGNORS",
+    "COMMIT_POLL_S",
     "DEFAULTS",
     "RENAMED",
     "SETTINGS",
     "ConsumerRecord",
+    "HoldingListener",
     "KafkaPythonClient",
     "commit_error",
     "commit_refusal",
+    "io_sleep",
     "kafka_python_config",
     "kafka_python_name",
     "to_kafka_records",

@@ -133,6 +133,17 @@ log = logging.getLogger(__name__)
 # kafka-python is untyped: its consumer, coordinator and their attributes are Any here.
 
 
+def _coordinator(consumer: Any, needed: tuple[str, ...], what: str) -> Any:
+    """The consumer's group coordinator when it has every attribute in ``needed``
+    (the layout a work-around was written for), else None, logged: ``what`` is not
+    installed."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not all(hasattr(coordinator, a) for a in needed):
+        log.warning("kafka-python coordinator has an unknown layout: %s not installed", what)
+        return None
+    return coordinator
+
+
 def unstick_parked_fetches(consumer: Any) -> bool:
     """Apply the work-around; True if there were parked records to release."""
     fetcher = getattr(consumer, "_fetcher", None)
@@ -146,7 +157,6 @@ def unstick_parked_fetches(consumer: Any) -> bool:
 
 def keep_completed_joins(consumer: Any) -> bool:
     """Install work-around (2) on ``consumer``; True if installed."""
-    coordinator = getattr(consumer, "_coordinator", None)
     needed = (
         "_join_task",
         "join_group_async",
@@ -159,8 +169,8 @@ def keep_completed_joins(consumer: Any) -> bool:
         "rejoining",
         "rejoin_needed",
     )
-    if coordinator is None or not all(hasattr(coordinator, a) for a in needed):
-        log.warning("kafka-python coordinator has an unknown layout: completed-join work-around not installed")
+    coordinator = _coordinator(consumer, needed, "completed-join work-around")
+    if coordinator is None:
         return False
     if getattr(coordinator, "_cr_keeps_completed_joins", False):
         return True
@@ -218,10 +228,9 @@ COOPERATIVE_JOIN_WAIT_MS = 20
 
 def fetch_during_cooperative_joins(consumer: Any) -> bool:
     """Install work-around (4) on ``consumer``; True if installed (cooperative assignors only)."""
-    coordinator = getattr(consumer, "_coordinator", None)
     needed = ("poll", "state", "_rebalance_protocol", "_subscription")
-    if coordinator is None or not all(hasattr(coordinator, a) for a in needed):
-        log.warning("kafka-python coordinator has an unknown layout: cooperative fetching work-around not installed")
+    coordinator = _coordinator(consumer, needed, "cooperative fetching work-around")
+    if coordinator is None:
         return False
     try:
         from kafka.coordinator.assignors.abstract import RebalanceProtocol

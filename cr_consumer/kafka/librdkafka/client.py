@@ -26,7 +26,7 @@ How the seam's protocol maps onto librdkafka:
    returned offset + 1 (kept here: librdkafka reports no position before it has
    returned a record); otherwise the committed offset, else ``auto.offset.reset``.
 3. ``commit`` is librdkafka's synchronous commit, bounded by ``timeout_ms`` on
-   a thread of this client's own (:mod:`cr_consumer.kafka.librdkafka.commit`,
+   a thread of this client's own (:meth:`LibrdkafkaClient.commit`,
    :mod:`cr_consumer.kafka.librdkafka.bounded_call`); ``close`` is bounded the same way
    and does not call the listener (the operator is closing).
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
@@ -34,20 +34,18 @@ How the seam's protocol maps onto librdkafka:
    (:mod:`cr_consumer.kafka.librdkafka.offsets`).
 5. A commit that got no answer in time stays inside librdkafka, and every
    other call on the consumer would block behind it: each call passes the
-   :class:`~cr_consumer.kafka.librdkafka.gate.CallGate` first (a poll returns
+   :class:`~cr_consumer.kafka.librdkafka.bounded_call.CallGate` first (a poll returns
    nothing meanwhile; past its limit every call fails and the operator with it).
 6. A fatal librdkafka error (``error_cb``) fails the next ``poll``; other errors
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka.errors`.
 
-The records of a poll are built by :mod:`cr_consumer.kafka.librdkafka.records`.
+The records of a poll are built by :func:`records_by_partition`.
 The partition bookkeeping of steps 1 and 2 (assignment, positions, pauses,
 deferred seeks) is :class:`~cr_consumer.kafka.librdkafka.partitions.PartitionStates`.
 
 Properties: standard dotted names, mapped by
-:mod:`cr_consumer.kafka.librdkafka.properties` (re-exported here:
-:data:`DEFAULTS`, :data:`RENAMED`, :func:`librdkafka_config`); librdkafka
-refuses names it does not know (:class:`ClientConfigError`). A pattern is
+:mod:`cr_consumer.kafka.librdkafka.properties`; librdkafka refuses names it does not know (:class:`ClientConfigError`). A pattern is
 subscribed as ``^pattern``: write it in the syntax both Python's ``re`` and
 librdkafka's regex engine read (``. * + ? [] () | $``).
 """
@@ -56,7 +54,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
@@ -72,12 +70,13 @@ from cr_consumer.kafka.client import (
     RebalanceHold,
     RebalanceListener,
     RebalanceProtocol,
+    TimestampType,
     TopicPartition,
+    check_subscription,
 )
-from cr_consumer.kafka.subscription import check_subscription
 
 try:
-    from confluent_kafka import Consumer, KafkaError, KafkaException
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Message
     from confluent_kafka import TopicPartition as CkTopicPartition
     from confluent_kafka.admin import ClusterMetadata
 except ImportError as exc:  # the optional extra
@@ -86,14 +85,18 @@ except ImportError as exc:  # the optional extra
         "pip install 'cr-consumer[librdkafka]' (or choose the kafka-python client)"
     ) from exc
 
-from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller
-from cr_consumer.kafka.librdkafka.commit import commit_sync
-from cr_consumer.kafka.librdkafka.errors import error_of, fetcher_not_started, raise_for
-from cr_consumer.kafka.librdkafka.gate import CallGate
+from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller, CallGate
+from cr_consumer.kafka.librdkafka.errors import (
+    REFUSED_CODES,
+    call_mapped,
+    error_of,
+    fetcher_not_started,
+    raise_for,
+    refusal,
+)
 from cr_consumer.kafka.librdkafka.offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka.partitions import PartitionStates
-from cr_consumer.kafka.librdkafka.properties import DEFAULTS, RENAMED, librdkafka_config
-from cr_consumer.kafka.librdkafka.records import records_by_partition
+from cr_consumer.kafka.librdkafka.properties import librdkafka_config
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,83 @@ SEEK_STATE_RETRY_S = 0.005
 ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
 
 
+#: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
+_TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
+
+
+def records_by_partition(
+    messages: Sequence[Message], parts: PartitionStates, on_error: Callable[[KafkaError], None]
+) -> dict[TopicPartition, list[KafkaRecord]]:
+    """The records of one poll by partition (polling thread only); partitions
+    without a record are left out.
+
+    1. Each message becomes a :class:`~cr_consumer.kafka.client.KafkaRecord` with
+       the same fields kafka-python gives (timestamp None when librdkafka has none,
+       headers as a tuple of pairs, empty when there are none).
+    2. A message that is an error event goes to ``on_error`` (which raises a fatal
+       one) and is skipped.
+    3. A partition the operator paused yields nothing, as with kafka-python:
+       librdkafka may still return records of it fetched before the pause; they are
+       dropped and the partition's position goes back to the first of them
+       (``PartitionStates.withheld_from``), so they are fetched again after the
+       resume.
+    4. The positions of the partitions handed out move past their last record
+       (``PartitionStates.handed_out``).
+
+    The loop runs once per record at full speed: it builds each record with
+    ``tuple.__new__`` (no Python-level ``__new__``) and looks a partition's list up
+    only when the partition changes between two messages.
+    """
+    out: dict[TopicPartition, list[KafkaRecord]] = {}
+    types = _TIMESTAMP_TYPES
+    new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
+    last_topic: str | None = None
+    last_partition = -1
+    bucket: list[KafkaRecord] | None = None
+    refetch: dict[TopicPartition, int] = {}
+    # A message without an error always has its topic, partition and offset (the
+    # library's types say "or None" for error events): hence the ignores below.
+    for m in messages:
+        err = m.error()
+        if err is not None:
+            on_error(err)
+            continue
+        topic: str = m.topic()  # type: ignore[assignment]
+        partition: int = m.partition()  # type: ignore[assignment]
+        if partition != last_partition or topic != last_topic:
+            last_topic, last_partition = topic, partition
+            tp = TopicPartition(topic, partition)
+            # a paused partition yields nothing (what kafka-python does); its
+            # records are fetched again after resume (the seek back below)
+            bucket = None if parts.withheld(tp) else out.setdefault(tp, [])
+        if bucket is None:
+            refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
+            continue
+        ts_type, ts = m.timestamp()
+        headers = m.headers()
+        bucket.append(
+            new(
+                record,
+                (
+                    topic,
+                    partition,
+                    m.offset(),
+                    ts if ts_type else None,
+                    types[ts_type],
+                    m.key(),
+                    m.value(),
+                    tuple(headers) if headers else (),
+                ),
+            )
+        )
+    for tp, records in out.items():
+        parts.handed_out(tp, records[-1].offset + 1)
+    for tp, offset in refetch.items():
+        log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
+        parts.withheld_from(tp, offset)
+    return {tp: records for tp, records in out.items() if records}
+
+
 def _tps(partitions: Iterable[CkTopicPartition]) -> frozenset[TopicPartition]:
     return frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
 
@@ -128,9 +208,13 @@ class LibrdkafkaClient:
     #: poll raises (see _on_assign).
     _assign_failure: BaseException | None
 
+    kind = ClientKind.LIBRDKAFKA
+    #: librdkafka purges a paused partition's prefetched records.
+    pause_drops_fetched = True
+
     def __init__(self, properties: Mapping[str, object]) -> None:
         cfg = librdkafka_config(properties)
-        self._protocol = strategy_of(properties).protocol
+        self.rebalance_protocol = strategy_of(properties).protocol
         cfg["error_cb"] = self._on_error
         cfg["logger"] = logging.getLogger("cr_consumer.kafka.librdkafka")
         self._fatal = None
@@ -155,19 +239,6 @@ class LibrdkafkaClient:
         # shut down by close().
         self._caller = BoundedCaller("cr-librdkafka-calls")
         self._gate = CallGate(self._caller)
-
-    @property
-    def kind(self) -> ClientKind:
-        return ClientKind.LIBRDKAFKA
-
-    @property
-    def rebalance_protocol(self) -> RebalanceProtocol:
-        return self._protocol
-
-    @property
-    def pause_drops_fetched(self) -> bool:
-        """librdkafka purges a paused partition's prefetched records (client.py)."""
-        return True
 
     # -- subscription and rebalance callbacks ---------------------------------
     def subscribe(
@@ -236,7 +307,7 @@ class LibrdkafkaClient:
                 f"within {ASSIGN_LOOKUP_TIMEOUT_MS} ms: {exc}"
             ) from exc
         start = [ck(tp, starts[tp]) if tp in starts else ck(tp) for tp in sorted(tps)]
-        incremental = self._protocol is RebalanceProtocol.COOPERATIVE
+        incremental = self.rebalance_protocol is RebalanceProtocol.COOPERATIVE
         if incremental:
             consumer.incremental_assign(start)
         else:
@@ -263,7 +334,7 @@ class LibrdkafkaClient:
                 else:
                     self._listener.on_revoked(tps)
         finally:
-            incremental = self._protocol is RebalanceProtocol.COOPERATIVE
+            incremental = self.rebalance_protocol is RebalanceProtocol.COOPERATIVE
             if incremental:
                 consumer.incremental_unassign(partitions)
             else:
@@ -279,16 +350,10 @@ class LibrdkafkaClient:
     def _metadata(self, timeout_ms: int) -> ClusterMetadata:
         """The cluster's metadata (every topic), bounded by ``timeout_ms``."""
         self._gate.require("metadata", timeout_ms / 1000)
-        try:
-            metadata: ClusterMetadata = self._consumer.list_topics(
-                timeout=timeout_ms / 1000
-            )  # confluent-kafka is untyped
-            return metadata
-        except KafkaException as exc:
-            err = error_of(exc)
-            if err is None:
-                raise KafkaClientError(f"metadata: {exc!r}") from exc
-            raise_for("metadata", err, exc)
+        metadata: ClusterMetadata = call_mapped(
+            "metadata", lambda: self._consumer.list_topics(timeout=timeout_ms / 1000)
+        )
+        return metadata
 
     def topics(self, timeout_ms: int) -> dict[str, set[int]]:
         return {
@@ -388,7 +453,41 @@ class LibrdkafkaClient:
 
     # -- offsets ----------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
-        commit_sync(self._consumer, self._caller, offsets, timeout_ms)
+        """librdkafka's synchronous commit takes no timeout (it waits for the group
+        coordinator as long as that takes), so:
+
+        1. the commit runs on this client's :class:`~cr_consumer.kafka.librdkafka.bounded_call.BoundedCaller`
+           thread, and the polling thread waits for it at most ``timeout_ms``;
+        2. no answer within ``timeout_ms``: :class:`~cr_consumer.kafka.client.ClientTimeout`
+           (the outcome is unknown: the drain fails, the commit finishes on the
+           caller's thread); a commit that could not start in time (an earlier one
+           still running) never runs;
+        3. the group refused the commit: CommitRefused / MemberFenced
+           (:func:`~cr_consumer.kafka.librdkafka.errors.refusal`), for the request as a
+           whole or for any partition of it;
+        4. any other error of the request or of a partition raises
+           (:func:`~cr_consumer.kafka.librdkafka.errors.raise_for`): a commit returns
+           only when the broker accepted every offset.
+        """
+        request = [ck(tp, int(off)) for tp, off in sorted(offsets.items())]
+        if not request:
+            return
+        try:
+            result = self._caller.run(
+                lambda: self._consumer.commit(offsets=request, asynchronous=False), timeout_ms / 1000, "commit"
+            )
+        except KafkaException as exc:
+            err = error_of(exc)
+            if err is not None and err.code() in REFUSED_CODES:
+                raise refusal(err, "commit") from exc
+            if err is None:
+                raise KafkaClientError(f"commit failed: {exc!r}") from exc
+            raise_for("commit", err, exc)
+        for p in result or ():
+            if p.error is not None:
+                if p.error.code() in REFUSED_CODES:
+                    raise refusal(p.error, f"commit of {p.topic}[{p.partition}]")
+                raise_for(f"commit of {p.topic}[{p.partition}]", p.error)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         self._gate.require("committed", timeout_ms / 1000)
@@ -456,4 +555,4 @@ class LibrdkafkaClient:
             self._caller.shutdown()
 
 
-__all__ = ["DEFAULTS", "RENAMED", "LibrdkafkaClient", "librdkafka_config"]
+__all__ = ["LibrdkafkaClient", "records_by_partition"]

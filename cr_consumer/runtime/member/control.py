@@ -26,7 +26,7 @@ The I/O thread loop:
    is held, not dropped, and sent as soon as the member is joined again (a
    rejoin of the same incarnation does not reset the region by itself; a
    dropped forced request left the source in CR_RESET_PENDING). Acks are held
-   the same way (bounded, oldest dropped; ``request_book.py``): a command can arrive
+   the same way (bounded, oldest dropped; :class:`RequestBook`): a command can arrive
    just before the join reply that makes the channel count itself joined, and
    a dropped answer to it failed that phase only by its timeout; the
    controller ignores answers that are stale by then.
@@ -45,6 +45,8 @@ Other error answers are logged (an INVALID join is fatal: ``failure`` is set;
 
 from __future__ import annotations
 
+import collections
+import itertools
 import logging
 import os
 import queue
@@ -84,6 +86,7 @@ from coordinator.protocol.region.replies import (
     RegionLeaveReply,
     RegionPhase,
     RegionPhaseReply,
+    RegionReply,
     RegionTriggerReply,
     TriggerAnswer,
     decode_reply,
@@ -92,7 +95,6 @@ from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.join_state import JoinState
-from cr_consumer.runtime.member.request_book import RequestBook, Waiter
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,116 @@ LEAVE_TIMEOUT_S = 3.0
 #: that does not answer must not stall the records' flow (the source then goes
 #: on without waiting for a drain).
 TRIGGER_ANSWER_S = 2.0
+
+
+#: Bound on the acks held while not joined (sent once joined; oldest dropped).
+HELD_KEPT = 100
+#: Bound on the answers awaited at once by other threads (the trigger): a lost
+#: answer's waiter is dropped, oldest first.
+WAITERS_KEPT = 64
+#: Bound on the request types remembered for their answers; past it the oldest
+#: half is forgotten (answers lost in a coordinator restart never come).
+PENDING_KEPT = 1000
+#: Longest member-name prefix of a request id (ids are bounded: protocol.MAX_ID_LEN).
+ID_PREFIX_CHARS = 64
+
+#: An answer as a waiter gets it: the decoded reply, or None (no usable answer).
+Answer = RegionReply | ErrorReply | None
+
+
+class Waiter:
+    """One request whose answer a thread waits for: the I/O thread puts the answer
+    (or None) and sets the event."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: Answer = None
+
+    def answer(self, reply: Answer) -> None:
+        self.reply = reply
+        self.done.set()
+
+
+class RequestBook:
+    """The channel's bookkeeping of its requests, without I/O (the I/O thread's
+    only; not thread-safe):
+
+    1. Every request gets an id (``<member>-<n>``, bounded by
+       ``protocol.MAX_ID_LEN``) and its type is remembered until its answer
+       comes (at most ``PENDING_KEPT``; answers lost in a coordinator restart
+       are forgotten oldest first).
+    2. A request whose answer a thread waits for (the trigger) registers a
+       :class:`Waiter` under its request id; the decoded answer (or None) is
+       handed to it. At most ``WAITERS_KEPT`` wait at once: the oldest is
+       answered None (its asker timed out already).
+    3. While not joined, :meth:`hold` decides what happens to a queued request
+       (module docstring, step 3: a reset request is held, one, a forced one
+       never replaced by a plain one; acks are held, at most ``HELD_KEPT``,
+       oldest dropped; anything else is dropped, its waiter answered None).
+       Once joined again, :meth:`take_held` hands back the held acks, then the
+       held reset request, to be sent.
+    """
+
+    def __init__(self, member: str) -> None:
+        self.member = member
+        self._ids = itertools.count(1)
+        self._pending: dict[str, str] = {}  # request id -> type
+        self._waiters: dict[str, Waiter] = {}
+        self._held_reset: RegionResetRequest | None = None
+        self._held: collections.deque[RegionAck] = collections.deque(maxlen=HELD_KEPT)
+
+    def new_id(self, msg_type: str) -> str:
+        """Step 1: the id of a request about to be sent."""
+        rid = f"{self.member[:ID_PREFIX_CHARS]}-{next(self._ids)}"
+        self._pending[rid] = msg_type
+        if len(self._pending) > PENDING_KEPT:
+            for key in list(self._pending)[: PENDING_KEPT // 2]:
+                self._pending.pop(key, None)
+        return rid
+
+    def await_answer(self, rid: str, waiter: Waiter) -> None:
+        """Step 2: ``waiter`` gets the answer to request ``rid``."""
+        self._waiters[rid] = waiter
+        while len(self._waiters) > WAITERS_KEPT:  # answers lost: the askers timed out already
+            self._waiters.pop(next(iter(self._waiters))).answer(None)
+
+    def answered(self, rid: str | int | None) -> tuple[str | None, Waiter | None]:
+        """The type of the request an answer with id ``rid`` is for, and its waiter
+        (None, None for a push or an answer whose request was forgotten)."""
+        if rid is None or not isinstance(rid, str):
+            return None, None
+        return self._pending.pop(rid, None), self._waiters.pop(rid, None)
+
+    def hold(self, message: MemberRequest, waiter: Waiter | None) -> None:
+        """Step 3: a request queued while not joined."""
+        if isinstance(message, RegionResetRequest):
+            held = self._held_reset
+            if held is None or message.force or not held.force:
+                self._held_reset = message  # a forced request is never replaced by a plain one
+            log.info("%s: not joined; reset request held until joined again", self.member)
+        elif isinstance(message, RegionAck):
+            self._held.append(message)
+            log.info("%s: not joined; %s answer held until joined", self.member, message.command)
+        else:
+            if waiter is not None:
+                waiter.answer(None)
+            log.info("%s: not joined; dropped %s", self.member, message.TYPE)
+
+    def take_held(self) -> list[MemberRequest]:
+        """Step 3, joined again: the held acks (oldest first), then the held reset request."""
+        out: list[MemberRequest] = list(self._held)
+        self._held.clear()
+        if self._held_reset is not None:
+            log.info("%s: joined again; sending the reset request held meanwhile", self.member)
+            out.append(self._held_reset)
+            self._held_reset = None
+        return out
+
+    def abandon(self) -> None:
+        """The I/O thread ends: every waiter is answered None."""
+        for waiter in self._waiters.values():
+            waiter.answer(None)
+        self._waiters.clear()
 
 
 @dataclass

@@ -47,32 +47,16 @@ log = logging.getLogger(__name__)
 EVICT_TIMEOUT_MS = 3000
 
 
-class GroupEvents(Protocol):
-    """The source's event thread, as far as the group state goes."""
-
-    @property
-    def group(self) -> GroupMembership | None:
-        """The group snapshot taken after each poll (None before the first)."""
-        ...
-
-    def request_rejoin(self) -> bool: ...
-
-
-class JoiningFlag(Protocol):
-    @property
-    def joining(self) -> bool: ...
-
-
 class GroupSource(Protocol):
     """What these functions read of the member's Kafka source (a ``ConsumerOperator``)."""
 
     @property
-    def events(self) -> GroupEvents | None:
-        """None: no consumer (yet)."""
+    def group_metadata(self) -> GroupMembership | None:
+        """The group snapshot the event thread takes after each poll (None before the first)."""
         ...
 
     @property
-    def rebalancer(self) -> JoiningFlag: ...
+    def joining(self) -> bool: ...
 
     @property
     def state(self) -> ClientState | None: ...
@@ -82,19 +66,22 @@ class GroupSource(Protocol):
         """The consumer rebalances incrementally (OperatorConfig.cooperative)."""
         ...
 
+    def request_rejoin(self) -> bool:
+        """Queue a rejoin for the event thread; False when there is no consumer (yet)."""
+        ...
+
 
 def group_report(source: GroupSource) -> KafkaReport | None:
     """The source's Kafka group state, or None before its consumer exists.
     Reads the snapshot the event thread takes after each poll: the consumer
     itself is only touched on the event thread."""
-    events = source.events
-    meta = events.group if events is not None else None
+    meta = source.group_metadata
     if meta is None:
         return None
     from cr_consumer.operator.states import ClientState
 
     reset_pending = source.state is ClientState.CR_RESET_PENDING
-    rebalancing = meta.rebalancing or source.rebalancer.joining or reset_pending
+    rebalancing = meta.rebalancing or source.joining or reset_pending
     if source.cooperative:
         return KafkaReport(meta.member_id, meta.generation, rebalancing, cooperative=True, reset_pending=reset_pending)
     return KafkaReport(meta.member_id, meta.generation, rebalancing)
@@ -111,9 +98,9 @@ def request_rejoin(source: GroupSource) -> bool:
     moment a restarted member removes its predecessor's consumer (the same
     join starts both) can leave a tansu group led by the removed consumer, a
     join that never completes (docs/drills.md, findings)."""
-    if source.events is None or source.cooperative:
+    if source.cooperative:
         return False
-    return source.events.request_rejoin()
+    return source.request_rejoin()
 
 
 def evict_predecessor(config: OperatorConfig, member_id: str) -> bool:

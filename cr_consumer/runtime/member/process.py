@@ -12,20 +12,16 @@ Start-up:
 4. Run the control loop on the calling thread (the *control thread*, owned
    here): it takes the controller's commands and executes them in order.
 
-Commands: ``executor.py`` runs ``drain``, ``checkpoint``, ``resume``,
-``retire``, ``reset`` and ``reset_to_initial`` on the operators and answers
-each with ``region_ack``; ``failed {reason}`` (the region gave up) ends the
-loop and the member exits with ExitCode.REGION_FAILED.
+Commands: ``executor.py`` runs them on the operators; ``failed {reason}`` (the
+region gave up) ends the loop.
 
 When several commands are queued and one of them is a reset, everything
 queued before the last reset is skipped (a reset supersedes them). Between
 commands, a source left in CR_RESET_PENDING while the region runs asks for
 its reset again, boundedly (``reset_watch.py``).
 
-Exit codes (:class:`~cr_consumer.exit_code.ExitCode`): OK stopped (SIGTERM/SIGINT
-or :meth:`Member.stop`), ERROR the source or the control channel failed, CONFIG
-bad settings (the region refused this member: :class:`RegionFatal`),
-REGION_FAILED the region FAILED.
+The member exits with an :class:`~cr_consumer.exit_code.ExitCode` (that module
+says what each one means).
 """
 
 from __future__ import annotations

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Concatenate, ParamSpec
 
 import attrs
 
 from cr_consumer.kafka.properties import redacted_repr
-from cr_consumer.runtime.pipeline.aggregate import KeyedAggregate
-from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, Map, Operator
+from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, KeyedAggregate, Map, Operator
 from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
+
+P = ParamSpec("P")
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
@@ -90,6 +91,15 @@ class PipelineContext:
         return FileSink(directory, self.member, name=name)
 
 
+def _stage(operator: Callable[P, Operator]) -> Callable[Concatenate[Pipeline, P], Pipeline]:
+    """A :class:`Pipeline` method that appends ``operator(*args, **kwargs)`` (same arguments)."""
+
+    def append(pipeline: Pipeline, /, *args: P.args, **kwargs: P.kwargs) -> Pipeline:
+        return pipeline.then(operator(*args, **kwargs))
+
+    return append
+
+
 class Pipeline:
     """A Kafka source followed by a chain of operators (see the module docstring)."""
 
@@ -108,32 +118,12 @@ class Pipeline:
         self.operators.append(operator)
         return self
 
-    def map(self, fn: Callable[[Any], Any], name: str | None = None) -> Pipeline:
-        return self.then(Map(fn, name))
-
-    def filter(self, predicate: Callable[[Any], bool], name: str | None = None) -> Pipeline:
-        return self.then(Filter(predicate, name))
-
-    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> Pipeline:
-        return self.then(FlatMap(fn, name))
-
-    def aggregate(
-        self,
-        key_fn: Callable[[Any], Any],
-        update: Callable[[Any, Any], Any],
-        initial: Callable[[], Any] | Any = None,
-        *,
-        emit: bool = True,
-        output: Callable[[Any, Any, Any], Any] | None = None,
-        name: str | None = None,
-    ) -> Pipeline:
-        return self.then(KeyedAggregate(key_fn, update, initial, emit=emit, output=output, name=name))
-
-    def sink(self, sink: Operator) -> Pipeline:
-        return self.then(sink)
-
-    def console(self, stream: TextIO | None = None, *, prefix: str = "", name: str | None = None) -> Pipeline:
-        return self.then(ConsoleSink(stream, prefix=prefix, name=name))
+    sink = then
+    map = _stage(Map)
+    filter = _stage(Filter)
+    flat_map = _stage(FlatMap)
+    aggregate = _stage(KeyedAggregate)
+    console = _stage(ConsoleSink)
 
     # -- running ------------------------------------------------------------
     def process_batch(self, records: list[Any]) -> None:
@@ -145,10 +135,7 @@ class Pipeline:
             batch = op.process_batch(batch)
 
     def operator_ids(self) -> list[str]:
-        ids = [f"{i + 1:02d}-{op.name}" for i, op in enumerate(self.operators)]
-        if len(set(ids)) != len(ids):  # pragma: no cover - index makes them unique
-            raise ValueError(f"duplicate operator ids {ids}")
-        return ids
+        return [f"{i + 1:02d}-{op.name}" for i, op in enumerate(self.operators)]
 
     def close(self) -> None:
         errors = []

@@ -1,9 +1,8 @@
 """Supervising a region: the runner that starts the coordinator and N member
-processes (``region_runner``: the :class:`~handle.RegionHandle` the drills and
-``crkafka run`` use), how a member is started (``launch``), the supervisor that
-restarts them with a backoff (``supervisor``, ``member_proc``), a member's last
-error (``member_log``), the warm standby that a restarted member is handed to
-(``standby``, ``standby_proc``, ``handoff``), waking on a process's end
-(``exit_watch``), and driving a region until its output is complete
-(``drive``).
+processes and drives it until its output is complete (``region_runner``: the
+:class:`~handle.RegionHandle` the drills and ``crkafka run`` use), how a member
+is started (``launch``), the supervisor that restarts them with a backoff,
+waking as soon as one ends (``supervisor``, ``member_proc``, with a member's
+last error), the warm standby that a restarted member is handed to
+(``standby``, ``standby_proc``, ``handoff``).
 """

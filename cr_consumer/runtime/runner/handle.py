@@ -1,6 +1,6 @@
 """What a caller can do to a running region of member processes: the seam
 between the runner (:class:`~cr_consumer.runtime.runner.region_runner.Region`,
-which implements it) and its users (``crkafka run``, ``drive.py``, the drills'
+which implements it) and its users (``crkafka run``, ``run_until_done``, the drills'
 faults in ``cr_consumer/drill/faults.py``).
 
 Member names are unique in the region and never reused. A handle method that

@@ -20,11 +20,6 @@ one versioned JSON object per line (``standby_proc.py`` is the runner's side,
    member. A line it cannot decode, or a log it cannot open, makes it answer
    ``{"v": 1, "status": "refused", "detail": "<why>"}`` and exit with
    ExitCode.CONFIG; the runner logs why and starts the member cold.
-
-The runner writes the line without blocking and waits for the answer, both
-within one bound (``launch.HANDOFF_TIMEOUT_S``): a standby that does not read
-the line or does not answer (stopped, wedged, dead) is killed and the member
-started cold, so a hand-over never stops the region.
 """
 
 from __future__ import annotations

@@ -15,12 +15,7 @@
    (broken pipe) is the supervisor's to restart.
 
 :meth:`MemberLauncher.hand_over` gives a member's identity to a warm standby
-process instead (``standby.py``, ``handoff.py``, ``standby_proc.py``): the
-hand-over line, then the Kafka properties as in step 3, then the standby's
-answer, all within :data:`HANDOFF_TIMEOUT_S`; HandoffFailed when the standby
-did not take them (the caller then starts the member cold).
-:meth:`MemberLauncher.spawn_standby` starts a standby with the members'
-environment and a status pipe.
+instead, :meth:`MemberLauncher.spawn_standby` starts one (``standby.py``).
 """
 
 from __future__ import annotations
@@ -55,8 +50,8 @@ MEMBER_MODULE = "cr_consumer.cli.member"
 #: The standby's module (``cr_consumer/cli/standby.py``).
 STANDBY_MODULE = "cr_consumer.cli.standby"
 #: Bound on a hand-over, from writing it to the standby's answer (under a
-#: millisecond at the median, at most 0.1 s seen at load 10: BENCHMARKS.md). Without it a standby stopped (SIGSTOP) or wedged at the
-#: hand-over would hold the member's identity without ever running it: the
+#: millisecond at the median, at most 0.1 s seen at load 10: BENCHMARKS.md).
+#: Without it a standby stopped (SIGSTOP) or wedged at the hand-over would hold the member's identity without ever running it: the
 #: supervisor sees a live process, the region waits for a member that never
 #: joins. After it the standby is killed and the member started cold, so a
 #: hand-over never costs more than this on top of a cold start.
@@ -136,8 +131,8 @@ class MemberLauncher:
 
     def hand_over(self, m: MemberProc, standby: StandbyProc, min_members: int = 1) -> None:
         """Make the READY ``standby`` member ``m`` (``standby_proc.py`` step 2): write
-        the hand-over (and the Kafka properties), close its stdin, wait for its
-        answer, all within HANDOFF_TIMEOUT_S. Returns once ``m.proc`` is the
+        the hand-over and the Kafka properties (as a cold start's step 3), close
+        its stdin, wait for its answer, all within HANDOFF_TIMEOUT_S. Returns once ``m.proc`` is the
         standby and ``m.last_start`` set; HandoffFailed (``m`` unchanged, the
         standby ENDED: the caller reaps it and starts ``m`` cold) otherwise."""
         cmd = self._argv(m.name, min_members)

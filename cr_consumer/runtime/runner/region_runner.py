@@ -14,25 +14,21 @@ returns a :class:`Region` handle (a :class:`~cr_consumer.runtime.runner.handle.R
    function of the member's name, so a restarted member keeps its port and
    scrape targets never change; an added member takes the next index.
 3. The supervisor (``supervisor.py``, a thread owned by the handle) restarts
-   members that die, with a backoff when they keep dying, and the coordinator
-   this handle started; a member's final exit (bad settings, region FAILED)
-   sets ``failed``, with the member's last ERROR line (``member_log.py``).
-   With ``standby`` (the default when members are restarted) it keeps one warm
-   standby process (``standby.py``) and starts a restarted or added member by
-   handing it the member's identity: no Python start-up, no imports.
+   members that die and the coordinator this handle started, on a warm standby
+   with ``standby`` (the default when members are restarted); a member's final
+   exit sets ``failed``.
 4. ``stop()`` (also on Ctrl-C / SIGTERM in ``crkafka run``): stop the
    supervisor, the standby, SIGTERM every member (SIGKILL after
    ``supervisor.STOP_TIMEOUT_S``), then the coordinator.
 
-Fault handles for drills and tests: ``kill(member)`` (SIGKILL; the supervisor
-restarts it), ``add_member()``, ``remove_member()`` (SIGTERM, not restarted),
-``kill_coordinator()``, ``status()`` (the controller's region status),
-``wait_until(predicate, timeout)``, ``pids()``.
+The fault handles for drills and tests are :class:`~cr_consumer.runtime.runner.handle.RegionHandle`'s,
+plus ``kill_coordinator()``, ``status()`` and ``wait_until(predicate, timeout)``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -47,8 +43,9 @@ from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
+from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher, member_argv
-from cr_consumer.runtime.runner.member_log import last_error
+from cr_consumer.runtime.runner.member_proc import last_error
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
 log = logging.getLogger(__name__)
@@ -65,7 +62,7 @@ STATUS_TIMEOUT_S = 3.0
 
 
 class RegionFailed(RuntimeError):
-    """The region failed while a caller waited on it (``wait_until``, ``drive.py``)."""
+    """The region failed while a caller waited on it (``wait_until``, ``run_until_done``)."""
 
 
 class Region:
@@ -402,7 +399,7 @@ class Region:
             ) from None
 
     def last_error(self, name: str) -> str | None:
-        """The last ERROR line of a member's log (``member_log.last_error``)."""
+        """The last ERROR line of a member's log (``member_proc.last_error``)."""
         return last_error(self.state_dir / "logs" / f"{name}.log")
 
     # ------------------------------------------------------------------ exit code
@@ -411,6 +408,55 @@ class Region:
         if self.failed:
             return self.failed_code or ExitCode.REGION_FAILED
         return ExitCode.OK
+
+
+#: Bound on an example run, so a stuck region fails instead of hanging.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def run_until_done(
+    region: RegionHandle,
+    *,
+    done: Callable[[], bool],
+    progress: Callable[[], float],
+    kill_half_way: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    poll_s: float = 0.5,
+) -> float:
+    """Drive a running region until its output is complete (the examples); returns
+    the seconds it took:
+
+    1. Poll ``done()`` every ``poll_s``.
+    2. With ``kill_half_way``, once ``progress()`` (0..1) passes 0.5, SIGKILL one
+       live member (the runner restarts it and the region resets).
+    3. Raise :class:`RegionFailed` as soon as the region failed, and
+       ``TimeoutError`` after ``timeout_s`` (a stuck region fails the example
+       instead of hanging it).
+    """
+    if not (math.isfinite(timeout_s) and timeout_s > 0 and math.isfinite(poll_s) and 0 < poll_s <= timeout_s):
+        raise ValueError(
+            f"timeout_s ({timeout_s!r}) and poll_s ({poll_s!r}) must be finite, with 0 < poll_s <= timeout_s"
+        )
+    t0 = time.monotonic()
+    killed = False
+
+    def finished() -> bool:
+        nonlocal killed
+        if done():
+            return True
+        if kill_half_way and not killed and progress() > 0.5:
+            region.kill(region.live_members()[0])
+            killed = True
+            print("killed a member (kill -9); the runner restarts it", flush=True)
+        if region.failed:
+            raise RegionFailed(f"region failed: {region.failed}")
+        return False
+
+    try:
+        wait_until(finished, timeout_s, "the region's output to be complete", interval=poll_s)
+    except WaitTimeout:
+        raise TimeoutError(f"not finished within {timeout_s:.0f} s") from None
+    return time.monotonic() - t0
 
 
 def run_pipeline(pipeline: str, **kwargs: Any) -> Region:

@@ -2,13 +2,7 @@
 member imports already imported, waiting for the identity of a member to
 replace (``cr_consumer/cli/standby.py`` is the process; ``handoff.py`` the
 lines it is handed and answers with; ``standby_proc.py`` one standby as the
-runner sees it).
-
-A member restarted cold spends most of its restart in the Python start-up and
-its imports (about 0.3 s of CPU quiet, 0.4-1 s on a loaded machine); a standby
-has done that already, so the replacement's pipeline is built within a few
-tens of milliseconds of the hand-over. A standby never registers with the
-coordinator or joins the Kafka group before it is handed an identity.
+runner sees it). Why, and what it costs: docs/operations.md, "The warm standby".
 
 :class:`StandbyPool`, owned by the supervisor (``supervisor.py``); every method
 is called under the supervisor's lock:
@@ -66,9 +60,6 @@ Where the hand-over can break, and what then (each has a test in
    is a member's, restarted as any (``supervisor.py`` step 1).
 9. The runner dies at any point: the standby's parent-death signal (and its
    stdin's end) ends it.
-
-Cost: one more Python process holding the member's imports (about 40 MB
-resident, docs/operations.md) and its start-up CPU once per hand-over.
 """
 
 from __future__ import annotations
@@ -119,7 +110,6 @@ class StandbyPool:
         self._log_file: BinaryIO | None = None
         self._stopped = False
         self.handed_over = 0
-        self.failed_handovers = 0
 
     @property
     def _delay(self) -> float:
@@ -170,7 +160,6 @@ class StandbyPool:
     def discard(self, standby: StandbyProc, why: str) -> None:
         """Step 2: a taken standby did not take its hand-over: kill and reap it
         (bounded); the next one comes later, as after a death young."""
-        self.failed_handovers += 1
         standby.end(signal.SIGKILL, why)
         self._event("standby-exit", "standby", pid=standby.pid, code=standby.proc.returncode, reason=why)
         now = time.monotonic()

@@ -19,13 +19,10 @@ handle's) under the supervisor's lock:
 1. :meth:`~StandbyProc.poll` reads what the status pipe holds without
    blocking: ``ready`` moves STARTING to READY.
 2. :meth:`~StandbyProc.hand_over` writes the hand-over document, then waits for
-   the answer, both before one deadline; ``took`` moves it to MEMBER. Anything
-   else raises :class:`HandoffFailed` with the reason and moves it to ENDED:
-   the write fails (EPIPE: it died) or does not finish in time (it does not
-   read: stopped, wedged), the answer is ``refused``, the pipe ends without an
-   answer (it died after the write), or no answer comes in time (it was
-   stopped after reading, or is wedged). The caller then ends it
-   (:meth:`~StandbyProc.end`) and starts the member cold.
+   the answer, both before one deadline (``launch.HANDOFF_TIMEOUT_S``); ``took``
+   moves it to MEMBER. Anything else (``standby.py`` lists the cases) raises
+   :class:`HandoffFailed` with the reason and moves it to ENDED; the caller then
+   ends it (:meth:`~StandbyProc.end`) and starts the member cold.
 3. :meth:`~StandbyProc.end` signals, reaps (SIGKILL after a bound) and closes
    its pipes.
 """

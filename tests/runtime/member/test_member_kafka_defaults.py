@@ -4,6 +4,7 @@ the member's own properties."""
 
 from __future__ import annotations
 
+from cr_consumer.kafka.kafka_python.client import kafka_python_config
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.runtime.member.setup import RUNTIME_KAFKA_DEFAULTS
 
@@ -26,4 +27,4 @@ def test_members_fetch_up_to_kafkas_default_with_either_client():
 
 def test_a_pipelines_own_fetch_max_bytes_wins():
     assert _config("kafka-python", **{"fetch.max.bytes": 1 << 20}).client_properties()["fetch.max.bytes"] == 1 << 20
-    assert _config("kafka-python").kafka_config()["fetch_max_bytes"] == 50 * 1024 * 1024
+    assert kafka_python_config(_config("kafka-python").client_properties())["fetch_max_bytes"] == 50 * 1024 * 1024

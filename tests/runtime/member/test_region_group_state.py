@@ -69,8 +69,22 @@ class _Count:
         self.assigned += 1
 
 
-def _source(pump):
-    return SimpleNamespace(events=pump, rebalancer=SimpleNamespace(joining=False), state=None, cooperative=False)
+class _Source:
+    """The operator's group seam (GroupSource) over a pump; None: no consumer yet."""
+
+    joining = False
+    state = None
+    cooperative = False
+
+    def __init__(self, pump):
+        self._pump = pump
+
+    @property
+    def group_metadata(self):
+        return self._pump.group if self._pump is not None else None
+
+    def request_rejoin(self):
+        return self._pump.request_rejoin() if self._pump is not None else False
 
 
 @pytest.mark.slow
@@ -96,22 +110,22 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         # the snapshot is taken right after the poll that completed the join
         wait_until(
             lambda: (
-                (ra := group_report(_source(pump_a))) is not None
+                (ra := group_report(_Source(pump_a))) is not None
                 and not ra.rebalancing
-                and (rb := group_report(_source(pump_b))) is not None
+                and (rb := group_report(_Source(pump_b))) is not None
                 and not rb.rebalancing
             ),
             5,
             "both reports out of rebalancing",
         )
-        report = group_report(_source(pump_a))
+        report = group_report(_Source(pump_a))
         assert report is not None
         assert report.member_id is not None
         assert report.member_id.startswith("a-")
         assert report.generation is not None
         assert report.generation >= 0
         assert report.rebalancing is False
-        victim_report = group_report(_source(pump_b))
+        victim_report = group_report(_Source(pump_b))
         assert victim_report is not None
         victim = victim_report.member_id
         # b stands for a killed process: nobody polls it any more; the broker would
@@ -135,9 +149,9 @@ def test_evicting_a_silent_member_rebalances_without_the_session_timeout(bootstr
         # the rejoin hint: the consumer rejoins at its next poll (tansu keeps the
         # generation id of a sole member that rejoins: count the assignments)
         before = joins.assigned
-        assert request_rejoin(_source(pump_a)) is True
-        assert request_rejoin(_source(None)) is False
-        assert group_report(_source(None)) is None
+        assert request_rejoin(_Source(pump_a)) is True
+        assert request_rejoin(_Source(None)) is False
+        assert group_report(_Source(None)) is None
         wait_until(lambda: joins.assigned > before, 15, "a new assignment after the rejoin hint")
         assert len(a.assignment()) == 4
     finally:
@@ -151,8 +165,9 @@ def test_a_cooperative_source_ignores_the_rejoin_hint():
     """A cooperative survivor keeps its partitions through a rebalance; its
     rejoin would only race a restarted member's removal of its predecessor."""
     asked = []
-    events = SimpleNamespace(request_rejoin=lambda: asked.append(1) or True)
-    source = SimpleNamespace(events=events, rebalancer=SimpleNamespace(joining=False), state=None, cooperative=True)
+    source = SimpleNamespace(
+        group_metadata=None, joining=False, state=None, cooperative=True, request_rejoin=lambda: asked.append(1) or True
+    )
     assert request_rejoin(source) is False
     assert asked == []
     assert request_rejoin(SimpleNamespace(**{**vars(source), "cooperative": False})) is True

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from cr_consumer.runtime.runner.drive import run_until_done
-from cr_consumer.runtime.runner.region_runner import RegionFailed
+from cr_consumer.runtime.runner.region_runner import RegionFailed, run_until_done
 
 
 @pytest.mark.parametrize(
