@@ -91,8 +91,16 @@ from coordinator.protocol.region.messages import (
     RegionResetRequest,
     RegionStatusRequest,
 )
+from coordinator.protocol.region.replies import (
+    RegionHeartbeatReply,
+    RegionJoinReply,
+    RegionLeaveReply,
+    RegionPhase,
+    RegionPhaseReply,
+    RegionTriggerReply,
+)
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.region.machine import CheckpointCompleted, Phase, PhaseChanged, RegionCore, RegionEvent, ResetResumed
+from coordinator.region.machine import CheckpointCompleted, PhaseChanged, RegionCore, RegionEvent, ResetResumed
 from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
@@ -255,13 +263,13 @@ class RegionControllerService:
                     checkpoints=core.cycles.completed,
                     resets=core.resets.rounds,
                     consecutive_resets=core.resets.consecutive,
-                    failed=core.phase is Phase.FAILED,
+                    failed=core.phase is RegionPhase.FAILED,
                     members=len(core.members),
                     failure_streak=core.resets.streak,
                 )
                 for name, core in self.regions.items()
             ),
-            (phase.value for phase in Phase),
+            (phase.value for phase in RegionPhase),
         )
 
     # ------------------------------------------------------------------ plumbing
@@ -290,7 +298,7 @@ class RegionControllerService:
             self._observe(name, event)
             if isinstance(event, CheckpointCompleted):
                 self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "seq": event.seq})
-            elif isinstance(event, PhaseChanged) and event.phase is Phase.RESETTING:
+            elif isinstance(event, PhaseChanged) and event.phase is RegionPhase.RESETTING:
                 self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "why": event.why})
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
@@ -319,7 +327,7 @@ class RegionControllerService:
         return core
 
     # ------------------------------------------------------------------ handlers
-    def _on_join(self, req: Request, msg: RegionJoin) -> dict[str, Any]:
+    def _on_join(self, req: Request, msg: RegionJoin) -> RegionJoinReply:
         try:
             config = RegionConfig.from_dict({**msg.config, "name": msg.region})
         except (TypeError, ValueError) as exc:
@@ -335,7 +343,7 @@ class RegionControllerService:
                 )
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
-        elif core.phase is Phase.FAILED:
+        elif core.phase is RegionPhase.FAILED:
             pass  # whatever its settings, the joiner is told the region FAILED and why
         elif config.index != core.config.index:
             raise CrIndexMismatch(
@@ -358,21 +366,20 @@ class RegionControllerService:
             )
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
-    def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
+    def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> RegionHeartbeatReply:
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
         if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
             raise NotRegistered(
                 f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region {msg.region!r}: join again"
             )
-        return {"phase": core.phase.value, "last_consistent": core.checkpoints.last_consistent}
+        return RegionHeartbeatReply(core.phase, core.checkpoints.last_consistent)
 
-    def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+    def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> RegionTriggerReply:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        answer = core.trigger(msg.member, req.received)
-        return {"phase": core.phase.value, **answer.to_body()}
+        return core.trigger(msg.member, req.received)
 
-    def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+    def _on_leave(self, req: Request, msg: RegionMemberMessage) -> RegionLeaveReply:
         core = self.regions.get(msg.region)
         if core is not None:
             # The leaver publishes what its own last completed checkpoint covers (it
@@ -382,10 +389,10 @@ class RegionControllerService:
             m = core.members.get(msg.member)
             if m is not None and m.incarnation == msg.incarnation:
                 core.leave(msg.member, req.received)
-            return {"last_consistent": core.checkpoints.last_consistent, "complete": complete}
-        return {"last_consistent": None, "complete": None}
+            return RegionLeaveReply(core.checkpoints.last_consistent, complete)
+        return RegionLeaveReply(None, None)
 
-    def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
+    def _on_ack(self, req: Request, msg: RegionAck) -> RegionPhaseReply:
         core = self._known(msg.region, msg.member, msg.incarnation)
         self.server.store.touch(msg.region)  # retention activity of the region's group
         core.ack(
@@ -399,12 +406,12 @@ class RegionControllerService:
             msg.offsets,
             rebalance=msg.rebalance,
         )
-        return {"phase": core.phase.value}
+        return RegionPhaseReply(core.phase)
 
-    def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> dict[str, Any]:
+    def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> RegionPhaseReply:
         core = self._known(msg.region, msg.member, msg.incarnation)
         core.request_reset(msg.member, msg.force, msg.reason, req.received)
-        return {"phase": core.phase.value}
+        return RegionPhaseReply(core.phase)
 
     def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
         if msg.region is not None:

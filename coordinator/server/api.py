@@ -9,7 +9,7 @@ this module does not import):
   calls ``server.add_handler(msg_type, message_class, handler)``. The message
   class has ``from_body(body)`` (validating, raising ``Invalid``). The handler
   ``handler(req: Request, msg)`` runs on the loop thread and returns a reply
-  body (dict), or :data:`DEFERRED` to answer later with
+  body (dict) or a typed reply (``to_body``), or :data:`DEFERRED` to answer later with
   ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
   :class:`~coordinator.protocol.wire.errors.CoordinatorError` for an error reply.
 * ``server.reply_many(reqs, body)`` answers several requests with one body
@@ -69,8 +69,18 @@ class Request:
     received: float
 
 
-#: What a handler returns: the reply body (JSON-encodable), or `DEFERRED`.
-Reply = dict[str, Any] | Literal[Deferred.DEFERRED]
+class ReplyMessage(Protocol):
+    """A typed reply (``coordinator/protocol/region/replies.py``): `route`
+    encodes it with ``to_body`` at the wire boundary."""
+
+    def to_body(self) -> dict[str, Any]: ...
+
+
+#: A reply body as it goes on the wire (JSON-encodable), or `DEFERRED`.
+Body = dict[str, Any] | Literal[Deferred.DEFERRED]
+
+#: What a handler returns: a reply body, a typed reply, or `DEFERRED`.
+Reply = Body | ReplyMessage
 
 #: The request message a handler takes.
 M = TypeVar("M")
@@ -92,14 +102,15 @@ Handler = Callable[[Request, M], Reply]
 
 #: A handler bound to its message class: decodes the body, then handles it
 #: (what the server's handler table holds: one type per entry, whatever ``M``).
-Route = Callable[[Request, Mapping[str, Any]], Reply]
+Route = Callable[[Request, Mapping[str, Any]], Body]
 
 
 def route(message_cls: MessageClass[M], handler: Handler[M]) -> Route:
-    """``handler`` behind the decoding of its message class."""
+    """``handler`` behind the decoding of its message class, its typed reply encoded."""
 
-    def handle(req: Request, body: Mapping[str, Any]) -> Reply:
-        return handler(req, message_cls.from_body(body))
+    def handle(req: Request, body: Mapping[str, Any]) -> Body:
+        reply = handler(req, message_cls.from_body(body))
+        return reply if isinstance(reply, dict | Deferred) else reply.to_body()
 
     return handle
 

@@ -10,8 +10,8 @@ messages"; :data:`REPLY_CLASSES`):
    consistent checkpoint and settings, the ``predecessor`` a restarted process
    replaces, or ``refused`` with the name's live ``holder``.
 2. ``region_heartbeat``, ``region_ack``, ``region_reset_request``:
-   :class:`RegionPhaseReply` (the heartbeat's also names the last consistent
-   checkpoint).
+   :class:`RegionPhaseReply` (the heartbeat's, :class:`RegionHeartbeatReply`,
+   also names the last consistent checkpoint).
 3. ``region_trigger``: :class:`RegionTriggerReply`: whether a drain of the
    asking member follows.
 4. ``region_leave``: :class:`RegionLeaveReply`: the leaver's own last completed
@@ -41,16 +41,16 @@ E = TypeVar("E", bound=enum.Enum)
 
 
 class RegionPhase(str, enum.Enum):
-    """The region's phase as a reply names it (the controller's state machine,
-    ``coordinator/region/machine.py``; docs/region.md)."""
+    """The region's phase: the controller's state (its transitions are
+    ``coordinator/region/machine.py``'s) and what the replies name."""
 
-    WAITING = "WAITING"
-    RUNNING = "RUNNING"
-    DRAINING = "DRAINING"
-    CHECKPOINTING = "CHECKPOINTING"
-    RESETTING = "RESETTING"
-    BACKOFF = "BACKOFF"
-    FAILED = "FAILED"
+    WAITING = "WAITING"  # not enough members yet (start-up, coordinator restart, everyone left)
+    RUNNING = "RUNNING"  # members process tuples
+    DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
+    CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
+    RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
+    BACKOFF = "BACKOFF"  # every member reset after a repeated failure; the RESUME waits (timing.py)
+    FAILED = "FAILED"  # too many consecutive resets; terminal
 
 
 class TriggerAnswer(str, enum.Enum):
@@ -199,8 +199,7 @@ class RegionJoinReply:
 
 @attrs.frozen
 class RegionPhaseReply:
-    """The answer to a heartbeat, an ack or a reset request (step 2): the
-    region's phase; a heartbeat's names the last consistent checkpoint too."""
+    """The answer to an ack or a reset request (step 2): the region's phase."""
 
     phase: RegionPhase
     last_consistent: int | None = None
@@ -214,6 +213,15 @@ class RegionPhaseReply:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionPhaseReply:
         return cls(_enum(RegionPhase, body, "phase"), _opt_int(body, "last_consistent"))
+
+
+@attrs.frozen
+class RegionHeartbeatReply(RegionPhaseReply):
+    """The answer to a heartbeat (step 2): it always names the last consistent
+    checkpoint (null before the first)."""
+
+    def to_body(self) -> dict[str, Any]:
+        return {"phase": self.phase.value, "last_consistent": self.last_consistent}
 
 
 @attrs.frozen
@@ -275,7 +283,7 @@ REPLY_CLASSES: dict[str, type[RegionReply]] = {
     protocol.reply_type(request): cls
     for request, cls in (
         ("region_join", RegionJoinReply),
-        ("region_heartbeat", RegionPhaseReply),
+        ("region_heartbeat", RegionHeartbeatReply),
         ("region_ack", RegionPhaseReply),
         ("region_reset_request", RegionPhaseReply),
         ("region_trigger", RegionTriggerReply),
@@ -302,6 +310,7 @@ __all__ = [
     "JoinRefusal",
     "NameHolder",
     "Predecessor",
+    "RegionHeartbeatReply",
     "RegionJoinReply",
     "RegionLeaveReply",
     "RegionPhase",

@@ -390,7 +390,7 @@ def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
 
 
 def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
-    from coordinator.region.machine import Phase
+    from coordinator.protocol.region.replies import RegionPhase
     from coordinator.region.service import RegionControllerService
     from coordinator.server.loop import CoordinatorServer
     from coordinator.store.state_store import StateStore
@@ -416,11 +416,11 @@ def test_a_region_whose_tick_raises_goes_failed_with_the_reason(tmp_path):
 
     core.tick = broken_tick  # the region's own logic raises
     service.on_tick(time.monotonic())
-    assert core.phase is Phase.FAILED
+    assert core.phase is RegionPhase.FAILED
     assert "KeyError" in core.failed_reason
     assert "bug in the tick" in core.failed_reason
     assert store.get_document("region", "r")["failed"] is True
-    assert service.regions["r2"].phase is Phase.WAITING  # the other region goes on
+    assert service.regions["r2"].phase is RegionPhase.WAITING  # the other region goes on
     store.close()
 
 
