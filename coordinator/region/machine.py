@@ -7,8 +7,8 @@ which order. Inputs are method calls (``join``, ``heartbeat``, ``ack``,
 callbacks: ``send(member, command)`` (a command pushed to a member,
 ``coordinator/protocol/region/commands.py``), ``persist(doc)`` (the durable
 document; the service makes it durable before any command queued after it is
-sent) and ``on_event(event)`` (a typed `RegionEvent` for the status and the
-metrics).
+sent) and ``on_event(event)`` (a typed `RegionEvent`,
+``coordinator/region/events.py``, for the status and the metrics).
 
 The phases (`RegionPhase`) and the only transitions allowed (`TRANSITIONS`, checked
 by the project's state-machine helper; anything else raises
@@ -86,9 +86,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Collection, Iterable
-from typing import Any, ClassVar
-
-import attrs
+from typing import Any
 
 from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
 from coordinator.protocol.region.commands import CommandKind, Failed, RegionCommand, Resume
@@ -105,6 +103,19 @@ from coordinator.protocol.region.replies import (
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
 from coordinator.region.document import RegionDocument
+from coordinator.region.events import (
+    BackoffHeld,
+    CheckpointCompleted,
+    ContinuityRefused,
+    MemberForgotten,
+    MemberJoined,
+    MemberLeft,
+    PhaseChanged,
+    RegionEvent,
+    RegionFailed,
+    ResetResumed,
+    ResetStarted,
+)
 from coordinator.region.membership import JoinKind, MemberTable
 from coordinator.region.model import ResetKind
 from coordinator.region.reset import ResetDrive, RoundRefused
@@ -153,159 +164,6 @@ AWAITED: dict[RegionPhase, CommandKind] = {
     RegionPhase.RESETTING: CommandKind.RESET,
 }
 
-
-# ---------------------------------------------------------------------- events
-@attrs.frozen
-class PhaseChanged:
-    """Every transition, with its reason."""
-
-    KIND: ClassVar[str] = "phase"
-    phase: RegionPhase
-    why: str
-
-    def info(self) -> dict[str, Any]:
-        return {"phase": self.phase.value, "why": self.why}
-
-
-@attrs.frozen
-class RegionFailed:
-    """The region went FAILED (step 6)."""
-
-    KIND: ClassVar[str] = "failed"
-    reason: str
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class MemberJoined:
-    """A new or restarted member was admitted."""
-
-    KIND: ClassVar[str] = "join"
-    member: str
-    pid: int | None
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class MemberLeft:
-    """A member was removed (``reason`` "left": gracefully)."""
-
-    KIND: ClassVar[str] = "leave"
-    member: str
-    reason: str
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class CheckpointCompleted:
-    """A checkpoint became consistent and was persisted."""
-
-    KIND: ClassVar[str] = "checkpoint"
-    seq: int
-    #: From the drain's start to the completion, rounded to 0.1 ms.
-    checkpoint_ms: float
-    next_drain_in_s: float
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class ContinuityRefused:
-    """A checkpoint failed the continuity fence (a failure reset follows)."""
-
-    KIND: ClassVar[str] = "continuity"
-    seq: int | None
-    violations: int
-    #: The first violations, as the status shows them.
-    partitions: list[dict[str, Any]]
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self, recurse=False)
-
-
-@attrs.frozen
-class ResetStarted:
-    """A reset round started."""
-
-    KIND: ClassVar[str] = "reset"
-    attempt: int
-    cause: ResetKind
-    why: str
-    #: The checkpoint the round resets to (None: the initial state).
-    seq: int | None
-
-    def info(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "cause": self.cause.value, "why": self.why, "seq": self.seq}
-
-
-@attrs.frozen
-class BackoffHeld:
-    """Every member answered the round; its RESUME waits for the hold."""
-
-    KIND: ClassVar[str] = "backoff"
-    attempt: int | None
-    backoff_s: float | None
-    resume_in_s: float
-    failure_streak: int
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class ResetResumed:
-    """The RESUME after a reset round (and its hold, if any)."""
-
-    KIND: ClassVar[str] = "resume"
-    attempt: int | None
-    #: From the first cause to the last answer, rounded to 0.1 ms.
-    reset_ms: float
-    next_drain_in_s: float
-    #: The hold that ended (None: none).
-    held_s: float | None
-
-    def info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "attempt": self.attempt,
-            "reset_ms": self.reset_ms,
-            "next_drain_in_s": self.next_drain_in_s,
-        }
-        if self.held_s is not None:
-            info["held_s"] = self.held_s
-        return info
-
-
-@attrs.frozen
-class MemberForgotten:
-    """An absent member's own checkpoint was forgotten past the bound."""
-
-    KIND: ClassVar[str] = "forgotten"
-    member: str
-    seq: int
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-RegionEvent = (
-    PhaseChanged
-    | RegionFailed
-    | MemberJoined
-    | MemberLeft
-    | CheckpointCompleted
-    | ContinuityRefused
-    | ResetStarted
-    | BackoffHeld
-    | ResetResumed
-    | MemberForgotten
-)
 
 Send = Callable[[str, RegionCommand], None]
 Persist = Callable[[dict[str, Any]], None]
@@ -975,20 +833,9 @@ class RegionCore:
 __all__ = [
     "AWAITED",
     "TRANSITIONS",
-    "BackoffHeld",
-    "CheckpointCompleted",
-    "ContinuityRefused",
     "JoinStep",
     "LeaveStep",
-    "MemberForgotten",
-    "MemberJoined",
-    "MemberLeft",
-    "PhaseChanged",
     "RegionCore",
-    "RegionEvent",
-    "RegionFailed",
-    "ResetResumed",
-    "ResetStarted",
     "cooperative_leave_keeps_cycle",
     "join_step",
     "leave_step",

@@ -100,7 +100,8 @@ from coordinator.protocol.region.replies import (
     RegionTriggerReply,
 )
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.region.machine import CheckpointCompleted, PhaseChanged, RegionCore, RegionEvent, ResetResumed
+from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
+from coordinator.region.machine import RegionCore
 from coordinator.server.api import Request, ServerApi, Timer, attached
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
@@ -293,7 +294,7 @@ class RegionControllerService:
         def on_event(event: RegionEvent) -> None:
             t = time.time()
             events = self.events.setdefault(name, [])
-            events.append({"t": t, "kind": event.KIND, **event.info()})
+            events.append(event_record(event, t))
             del events[:-EVENTS_KEPT]
             self._observe(name, event)
             if isinstance(event, CheckpointCompleted):

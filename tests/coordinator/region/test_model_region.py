@@ -83,15 +83,15 @@ from coordinator.protocol.region.commands import CommandKind, RegionCommand
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import RegionPhase
-from coordinator.region.machine import (
+from coordinator.region.events import (
     BackoffHeld,
     CheckpointCompleted,
     ContinuityRefused,
-    RegionCore,
     RegionEvent,
     ResetResumed,
     ResetStarted,
 )
+from coordinator.region.machine import RegionCore
 from coordinator.region.model import ResetKind
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 

@@ -13,7 +13,8 @@ from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import check_region_config
 from coordinator.protocol.region.replies import RegionPhase, TriggerAnswer
 from coordinator.protocol.wire.errors import Invalid
-from coordinator.region.machine import BackoffHeld, RegionCore, RegionEvent, ResetResumed
+from coordinator.region.events import BackoffHeld, RegionEvent, ResetResumed
+from coordinator.region.machine import RegionCore
 from coordinator.region.timing import failure_backoff_s
 
 

@@ -17,7 +17,8 @@ from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import RegionPhase
-from coordinator.region.machine import CheckpointCompleted, RegionCore, RegionEvent, ResetResumed
+from coordinator.region.events import CheckpointCompleted, RegionEvent, ResetResumed
+from coordinator.region.machine import RegionCore
 from coordinator.region.timing import MIN_RUN_SHARE, POST_RESET_PERIOD_SHARE, next_drain, slot_of
 
 PERIOD = 1.0

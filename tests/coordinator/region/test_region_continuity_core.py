@@ -6,7 +6,8 @@ from __future__ import annotations
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import RegionPhase
-from coordinator.region.machine import ContinuityRefused, RegionCore, RegionEvent, ResetStarted
+from coordinator.region.events import ContinuityRefused, RegionEvent, ResetStarted
+from coordinator.region.machine import RegionCore
 from coordinator.region.model import ResetKind
 
 

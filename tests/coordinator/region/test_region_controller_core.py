@@ -10,7 +10,8 @@ from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import Predecessor, RegionPhase
-from coordinator.region.machine import TRANSITIONS, RegionCore, RegionEvent
+from coordinator.region.events import RegionEvent
+from coordinator.region.machine import TRANSITIONS, RegionCore
 from coordinator.region.timing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 
 
