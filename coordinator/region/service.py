@@ -4,74 +4,29 @@ It runs on the coordinator's loop thread (``server.add_service(RegionControllerS
 and holds one :class:`~coordinator.region.machine.RegionCore` per region name; the
 phases are numbered in ``coordinator/region/machine.py``, the cycle in
 ``coordinator/region/cycle.py``, the reset round in ``coordinator/region/reset.py``.
-This module is the I/O around it: the message handlers (the messages and their validation are in
-``coordinator/protocol/region/messages.py``), the pushes, durability and metrics.
+This module is the I/O around it: the message handlers (the requests, their
+replies and the pushed commands are in ``coordinator/protocol/region/`` and
+docs/protocol.md, "Region controller messages"), the pushes, durability and
+metrics.
 
-Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
-
-* ``region_join {region, member, incarnation, pid, host, replace, config}``: the first join of a
-  region creates it with ``config`` (a ``RegionConfig`` dict); a later join with
-  other settings gets ``INVALID`` naming them; another ``index`` gets
-  ``CR_INDEX_MISMATCH``. ``incarnation`` is unique per member process: a new one
-  (a restarted process) makes the region reset. Reply ``{region, phase,
-  last_consistent, config}``. The reply tells the member its socket identity is
-  where commands will be pushed.
-  Names are unique: while another incarnation of ``member`` is alive (heard
-  within ``member_timeout_s``) the reply is ``{refused, holder: {incarnation,
-  pid, host, silent_s}}`` and nothing changes, unless ``replace`` is true (the
-  joiner saw the holder's process is gone); the member retries, then fails.
-  The reply's ``predecessor`` (null, or ``{incarnation, pid, kafka_member_id}``)
-  names the incarnation a restarted member replaces; the member removes that
-  dead consumer from the Kafka group before its own consumer joins.
-* ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
-  (member side); ``kafka`` (optional) is the member's Kafka group state
-  ``{member_id, generation, rebalancing}`` (``coordinator/protocol/region/kafka_report.py``):
-  the controller defers periodic drains while the group rebalances; an invalid
-  report is ignored and logged (the heartbeat still counts). ``NOT_REGISTERED`` if the controller does
-  not know this incarnation (after a coordinator restart): the member joins again.
-* ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
-  the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
-  (``[[topic, partition, from, to], ...]``, the intervals the source processed) are the
-  source's at a checkpoint, checked by ``continuity.py`` before it completes;
-  ``rebalance`` true marks a failure caused by a group rebalance (the reset is
-  then forced: it does not count towards the consecutive-reset maximum).
-* ``region_reset_request {region, member, incarnation, force, reason}``: a reset
-  (``force`` for a rebalance). Requests during a reset do not stack.
-* ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
-  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
-  (a drain of this member follows: its source waits for it) or ``not_now`` (none
-  follows: resetting, waiting, already drained in the running cycle; the source
-  goes on at once instead of waiting its drain timeout).
-* ``region_leave {region, member, incarnation}``: graceful leave (the region
-  resets); reply ``{last_consistent, complete}``: the leaver publishes what
-  ``complete`` covers (its own last completed checkpoint, null for a process the
-  region already dropped; it may have missed the RESUME naming it) before it exits.
-* ``region_status {region?}``: one region's status, or all, each with its newest
-  checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
-
-Controller -> member (pushed, envelope id null, type ``region_command``), body
-``{v, region, cmd, ...}`` (``coordinator/protocol/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
-``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
-members, offsets, own}`` (``own``: the member's own last completed checkpoint,
-see ``ConsistentCheckpoints.own``, ``coordinator/region/checkpoints.py``), ``reset_to_initial {attempt}``, ``failed {reason}``.
-
-Durability: the region document (namespace ``region``) is written with
-``store.put_document`` and the server syncs the store before it sends any reply
-or push queued in the same loop iteration, so "seq is consistent" is on disk
-before a RESUME naming it leaves the process. On start (``on_loaded``) every
-stored region is rebuilt in phase WAITING.
-
-Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a region
-beyond ``limits.max_regions`` or add a member beyond
-``limits.max_members_per_group``. A region without members for
-``limits.region_expiry_s`` is dropped with its document. A region whose tick
-raises goes FAILED with the reason (logged with the traceback); the others and
-the coordinator go on.
-
-Failure behaviour: commands are pushes and may be lost (a member's socket
-reconnecting); the member's silence then fails the phase by its timeout and
-the region resets. A member that misses its heartbeats for ``member_timeout_s``
-is dropped and the region resets without it.
+1. Join: the first join of a region creates it with the joiner's config; a
+   later join with other settings gets ``INVALID`` naming them, another
+   ``index`` ``CR_INDEX_MISMATCH``. Every other request of a member that has
+   not joined (this incarnation) gets ``NOT_REGISTERED``: it joins again.
+2. Durability: the region document (namespace ``region``) is written with
+   ``store.put_document`` and the server syncs the store before it sends any
+   reply or push queued in the same loop iteration, so "seq is consistent" is
+   on disk before a RESUME naming it leaves the process. On start
+   (``on_loaded``) every stored region is rebuilt in phase WAITING.
+3. Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a
+   region beyond ``limits.max_regions`` or add a member beyond
+   ``limits.max_members_per_group``. A region without members for
+   ``limits.region_expiry_s`` is dropped with its document. A region whose
+   tick raises goes FAILED with the reason (logged with the traceback); the
+   others and the coordinator go on.
+4. Failure: commands are pushes and may be lost (a member's socket
+   reconnecting); the member's silence then fails the phase by its timeout
+   and the region resets.
 """
 
 from __future__ import annotations
