@@ -63,12 +63,6 @@ def _seq(body: Mapping[str, Any], name: str = "seq") -> int:
     return protocol.req_int(body, name)
 
 
-def _opt_seq(body: Mapping[str, Any], name: str) -> int | None:
-    if body.get(name) is None:
-        return None
-    return protocol.req_int(body, name)
-
-
 def _offsets(body: Mapping[str, Any], name: str = "offsets") -> OffsetList:
     return protocol.encode_offsets(protocol.decode_offsets(body.get(name), name))
 
@@ -129,7 +123,7 @@ class Resume:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Resume:
-        return cls(_opt_seq(body, "complete"), None if body.get("offsets") is None else _offsets(body))
+        return cls(protocol.opt_int(body, "complete"), None if body.get("offsets") is None else _offsets(body))
 
 
 @attrs.frozen
@@ -181,7 +175,7 @@ class Reset:
         seq = _seq(body)
         if "own" not in body:
             raise Invalid("field 'own' is required (a checkpoint id or null)")
-        own = _opt_seq(body, "own")
+        own = protocol.opt_int(body, "own")
         if own is not None and own > seq:
             raise Invalid(f"field 'own' ({own}) must not be after the reset's checkpoint {seq}")
         return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own, protocol.opt_bool(body, "rejoin"))

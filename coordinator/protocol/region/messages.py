@@ -90,20 +90,6 @@ def check_region_config(value: Any) -> dict[str, Any]:
     return {key: check(value[key]) for key, check in CONFIG_FIELDS.items() if key in value}
 
 
-def _opt_int(body: Mapping[str, Any], name: str, maximum: int = protocol.MAX_INT) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    return protocol.req_int(body, name, 0, maximum)
-
-
-def _opt_name(body: Mapping[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    return protocol.req_str(body, name)
-
-
 @attrs.frozen
 class RegionJoin:
     TYPE: ClassVar[str] = "region_join"
@@ -125,7 +111,7 @@ class RegionJoin:
             protocol.req_str(body, "region"),
             protocol.req_str(body, "member"),
             protocol.req_str(body, "incarnation"),
-            _opt_int(body, "pid", MAX_PID),
+            protocol.opt_int(body, "pid", MAX_PID),
             config,
             protocol.opt_text(body, "host"),
             protocol.opt_bool(body, "replace"),
@@ -225,8 +211,8 @@ class RegionAck:
             protocol.req_str(body, "member"),
             protocol.req_str(body, "incarnation"),
             command,
-            _opt_int(body, "seq"),
-            _opt_int(body, "attempt"),
+            protocol.opt_int(body, "seq"),
+            protocol.opt_int(body, "attempt"),
             protocol.req_bool(body, "ok"),
             protocol.opt_text(body, "error"),
             offsets,
@@ -267,7 +253,7 @@ class RegionStatusRequest:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionStatusRequest:
-        return cls(_opt_name(body, "region"))
+        return cls(protocol.opt_name(body, "region"))
 
 
 #: What a member sends its region controller (over its control channel, ``cr_consumer/runtime/member/control.py``).

@@ -90,6 +90,8 @@ from coordinator.protocol.wire.fields import (
     decode_offsets,
     encode_offsets,
     opt_bool,
+    opt_int,
+    opt_name,
     opt_text,
     req_bool,
     req_int,
@@ -145,6 +147,8 @@ __all__ = [
     "merge_reply",
     "offsets_reply",
     "opt_bool",
+    "opt_int",
+    "opt_name",
     "opt_text",
     "reply_type",
     "req_bool",
@@ -237,9 +241,7 @@ class Members:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Members:
-        operator = None if body.get("operator") is None else req_str(body, "operator")
-        seq = None if body.get("seq") is None else req_int(body, "seq", 0)
-        return cls(req_str(body, "group"), operator, seq)
+        return cls(req_str(body, "group"), opt_name(body, "operator"), opt_int(body, "seq"))
 
 
 @attrs.frozen
