@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+import attrs
+
 from coordinator.protocol.wire.errors import Invalid
 
 E = TypeVar("E", bound=enum.Enum)
@@ -230,3 +232,16 @@ def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]
         seen.add((t, p))
         out.append([t, p, start, end])
     return out
+
+
+def _sent(field: attrs.Attribute[Any], value: Any) -> bool:
+    return field.default is attrs.NOTHING or value != field.default
+
+
+@attrs.frozen
+class FieldsBody:
+    """A message whose wire body is its fields by name; a field left at its
+    default (None, false) is not sent."""
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self, recurse=False, filter=_sent)

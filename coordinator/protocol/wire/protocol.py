@@ -81,6 +81,7 @@ from coordinator.protocol.wire.fields import (
     MAX_PARTITION,
     MAX_TEXT_LEN,
     MAX_TIMEOUT_MS,
+    FieldsBody,
     OffsetClaim,
     OffsetMap,
     check_int,
@@ -118,6 +119,7 @@ __all__ = [
     "REQUESTS",
     "BadEnvelope",
     "Envelope",
+    "FieldsBody",
     "GetInitialOffsets",
     "Members",
     "MergeCheckpoint",
@@ -164,11 +166,8 @@ __all__ = [
 
 
 @attrs.frozen
-class Ping:
+class Ping(FieldsBody):
     TYPE: ClassVar[str] = "ping"
-
-    def to_body(self) -> dict[str, Any]:
-        return {}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Ping:
@@ -176,11 +175,8 @@ class Ping:
 
 
 @attrs.frozen
-class Status:
+class Status(FieldsBody):
     TYPE: ClassVar[str] = "status"
-
-    def to_body(self) -> dict[str, Any]:
-        return {}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Status:
@@ -188,14 +184,11 @@ class Status:
 
 
 @attrs.frozen
-class Register:
+class Register(FieldsBody):
     TYPE: ClassVar[str] = "register"
     group: str
     region_index: int
     operator: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "region_index": self.region_index, "operator": self.operator}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Register:
@@ -203,13 +196,10 @@ class Register:
 
 
 @attrs.frozen
-class Unregister:
+class Unregister(FieldsBody):
     TYPE: ClassVar[str] = "unregister"
     group: str
     operator: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "operator": self.operator}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Unregister:
@@ -217,7 +207,7 @@ class Unregister:
 
 
 @attrs.frozen
-class Members:
+class Members(FieldsBody):
     """``members {group, operator?, seq?}``: the registered names.
 
     ``operator`` (optional): the caller's own name; renews its registration
@@ -231,27 +221,19 @@ class Members:
     operator: str | None = None
     seq: int | None = None
 
-    def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"group": self.group}
-        if self.operator is not None:
-            body["operator"] = self.operator
-        if self.seq is not None:
-            body["seq"] = self.seq
-        return body
-
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Members:
         return cls(req_str(body, "group"), opt_name(body, "operator"), opt_int(body, "seq"))
 
 
 @attrs.frozen
-class PutInitialOffsets:
+class PutInitialOffsets(FieldsBody):
     TYPE: ClassVar[str] = "put_initial_offsets"
     group: str
     offsets: OffsetMap
 
     def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "offsets": encode_offsets(self.offsets)}
+        return {**super().to_body(), "offsets": encode_offsets(self.offsets)}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PutInitialOffsets:
@@ -259,12 +241,9 @@ class PutInitialOffsets:
 
 
 @attrs.frozen
-class GetInitialOffsets:
+class GetInitialOffsets(FieldsBody):
     TYPE: ClassVar[str] = "get_initial_offsets"
     group: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> GetInitialOffsets:
@@ -272,7 +251,7 @@ class GetInitialOffsets:
 
 
 @attrs.frozen
-class MergeCheckpoint:
+class MergeCheckpoint(FieldsBody):
     TYPE: ClassVar[str] = "merge_checkpoint"
     group: str
     seq: int
@@ -283,15 +262,7 @@ class MergeCheckpoint:
     timeout_ms: int
 
     def to_body(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "seq": self.seq,
-            "attempt": self.attempt,
-            "n_contributors": self.n_contributors,
-            "operator": self.operator,
-            "offsets": encode_offsets(self.offsets),
-            "timeout_ms": self.timeout_ms,
-        }
+        return {**super().to_body(), "offsets": encode_offsets(self.offsets)}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> MergeCheckpoint:
@@ -307,13 +278,10 @@ class MergeCheckpoint:
 
 
 @attrs.frozen
-class RetireCheckpoint:
+class RetireCheckpoint(FieldsBody):
     TYPE: ClassVar[str] = "retire_checkpoint"
     group: str
     seq: int
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "seq": self.seq}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RetireCheckpoint:
@@ -321,13 +289,10 @@ class RetireCheckpoint:
 
 
 @attrs.frozen
-class SetResetPending:
+class SetResetPending(FieldsBody):
     TYPE: ClassVar[str] = "set_reset_pending"
     group: str
     value: bool
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "value": self.value}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> SetResetPending:
