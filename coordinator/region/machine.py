@@ -2,8 +2,9 @@
 
 A :class:`RegionCore` holds one consistent region and decides its phase: what
 each input changes, which phase follows, and what is persisted and sent, in
-which order. Inputs are method calls (``join``, ``heartbeat``, ``ack``,
-``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through three
+which order. Inputs are method calls (``join``, ``ack``, ``request_reset``,
+``trigger``, ``leave``, ``tick``; a heartbeat only updates the member table,
+``members.heartbeat``); outputs go through three
 callbacks: ``send(member, command)`` (a command pushed to a member,
 ``coordinator/protocol/region/commands.py``), ``persist(doc)`` (the durable
 document; the service makes it durable before any command queued after it is
@@ -91,7 +92,6 @@ from typing import Any
 from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
 from coordinator.protocol.region.commands import CommandKind, Failed, RegionCommand, Resume
 from coordinator.protocol.region.config import RegionConfig
-from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import (
     JoinRefusal,
     Predecessor,
@@ -463,24 +463,6 @@ class RegionCore:
             self.failed_reason if self.phase is RegionPhase.FAILED else None,
             refused,
         )
-
-    def heartbeat(
-        self,
-        name: str,
-        identity: bytes,
-        incarnation: str,
-        now: float,
-        kafka: KafkaReport | None = None,
-        kafka_invalid: str | None = None,
-    ) -> bool:
-        """A member's heartbeat (``MemberTable.heartbeat``). False when the member
-        is unknown (it must join again). ``kafka``: the member's Kafka group
-        report, kept for pacing checkpoints (``coordinator/region/timing.py``) and
-        for its successor's join. ``kafka_invalid``: why the heartbeat's report
-        was ignored: the member then counts as not reporting (its last report is
-        dropped), logged when its reports turn invalid and when they are valid
-        again (``coordinator/protocol/region/kafka_report.py``)."""
-        return self.members.heartbeat(name, identity, incarnation, now, kafka, kafka_invalid)
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
         """Member ``name`` leaves (``reason`` "left": gracefully; else why it was

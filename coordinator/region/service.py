@@ -325,7 +325,9 @@ class RegionControllerService:
     def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> RegionHeartbeatReply:
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
-        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
+        if not core.members.heartbeat(
+            msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid
+        ):
             raise NotRegistered(
                 f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region {msg.region!r}: join again"
             )

@@ -295,7 +295,9 @@ class RegionMachine(RuleBasedStateMachine):
                 if self.cooperative
                 else None
             )
-            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, report):
+            if not self.core.members.heartbeat(
+                name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, report
+            ):
                 # NOT_REGISTERED (dropped after a silence): the member joins again, same incarnation
                 self.core.join(
                     name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, pid=m.incarnation, host="h"

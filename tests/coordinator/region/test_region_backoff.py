@@ -217,11 +217,11 @@ def test_leave_and_silence_during_the_hold_drop_the_member_and_the_hold_goes_on(
     h.core.leave("m2", 2.1)
     assert h.core.phase is RegionPhase.BACKOFF
     assert "m2" not in h.core.members
-    h.core.heartbeat("m0", b"m0", "inc1", 2.2)
+    h.core.members.heartbeat("m0", b"m0", "inc1", 2.2)
     h.core.tick(2.3)  # m1 silent since 2.01 (its reset answer): not yet
     h.core.tick(2.49)
     assert h.core.phase is RegionPhase.BACKOFF
-    h.core.heartbeat("m0", b"m0", "inc1", 4.0)
+    h.core.members.heartbeat("m0", b"m0", "inc1", 4.0)
     h.core.tick(4.1)  # m1 silent for 2.09 s: dropped; the hold is long over
     assert "m1" not in h.core.members
     assert h.core.phase is RegionPhase.RUNNING

@@ -45,7 +45,7 @@ class Region:
 
     def report(self, now: float, **flags: bool) -> None:
         for name in sorted(self.core.members):
-            self.core.heartbeat(
+            self.core.members.heartbeat(
                 name,
                 name.encode(),
                 "inc1",

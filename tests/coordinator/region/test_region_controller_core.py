@@ -94,8 +94,8 @@ def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     h.take()
     h.core.tick(2.4)
     h.core.ack("m0", CommandKind.DRAIN, 2, None, True, None, 2.5)
-    h.core.heartbeat("m1", b"id1", "inc1", 3.0)
-    h.core.heartbeat("m0", b"id0", "inc1", 3.0)
+    h.core.members.heartbeat("m1", b"id1", "inc1", 3.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 3.0)
     h.core.tick(4.5)  # m1 never drained
     assert h.core.phase is RegionPhase.RESETTING
     resets = [b for _, b in h.take() if b["cmd"] == "reset"]
@@ -241,7 +241,7 @@ def test_reset_failure_answer_retries_with_new_attempt():
 
 def test_member_silence_and_restart():
     h = started(2, member_timeout_s=2.0)
-    h.core.heartbeat("m0", b"id0", "inc1", 1.9)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 1.9)
     h.core.tick(2.5)  # m1 silent since 0.1
     assert "m1" not in h.core.members
     assert h.core.phase is RegionPhase.RESETTING
@@ -274,7 +274,7 @@ def test_restart_from_document_waits_for_known_members_then_resets_to_checkpoint
     again = Harness(doc=doc, min_members=1)
     assert again.core.phase is RegionPhase.WAITING
     assert again.core.cycles.next_seq == 2
-    assert again.core.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
+    assert again.core.members.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
     again.core.join("m0", b"id0", "inc1", 5.0)
     assert again.core.phase is RegionPhase.WAITING  # m1 was a member: wait for it (or the grace)
     again.core.join("m1", b"id1", "inc1", 5.1)
@@ -288,7 +288,7 @@ def test_grace_starts_region_without_a_lost_member():
     h.core.join("m0", b"a", "i", 0.0)
     h.core.tick(0.5)
     assert h.core.phase is RegionPhase.WAITING
-    h.core.heartbeat("m0", b"a", "i", 1.0)
+    h.core.members.heartbeat("m0", b"a", "i", 1.0)
     h.core.tick(1.01)
     assert h.core.phase is RegionPhase.RESETTING
 
@@ -362,7 +362,7 @@ def test_request_after_own_reset_answer_restarts_the_round():
 
 def test_restarted_member_learns_its_predecessors_kafka_member_id():
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, KafkaReport("cr-m1-abc", 3, rebalancing=False))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, KafkaReport("cr-m1-abc", 3, rebalancing=False))
     reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)  # its predecessor's pid is gone
     assert reply.predecessor == Predecessor("inc1", None, "cr-m1-abc")
     assert h.core.join("m1", b"id1b", "inc2", 1.1).predecessor.kafka_member_id == "cr-m1-abc"  # retry
@@ -376,31 +376,31 @@ def test_no_eviction_while_the_group_may_be_rebalancing():
     while another member reports a rebalance."""
     settled = KafkaReport("cr-m0-x", 3, rebalancing=False)
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     h.core.join("m2", b"id2", "inc1", 1.0)  # a member added: a reset with the rejoin hint
-    assert h.core.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
+    assert h.core.members.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
     reply = h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
     assert reply.predecessor.incarnation == "inc1"
     assert reply.predecessor.kafka_member_id is None
 
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     h.core.join("m2", b"id2", "inc1", 1.0)
     for name in ("m0", "m2"):  # both settled well after the hint: the group has formed
-        assert h.core.heartbeat(name, f"id-{name}".encode(), "inc1", 1.0 + HINT_SETTLE_S + 0.5, settled)
+        assert h.core.members.heartbeat(name, f"id-{name}".encode(), "inc1", 1.0 + HINT_SETTLE_S + 0.5, settled)
     reply = h.core.join("m1", b"id1b", "inc2", 2.6, pid=42, replace=True)
     assert reply.predecessor.kafka_member_id == "cr-m1-abc"
 
     h = started(2)
-    assert h.core.heartbeat("m0", b"id0", "inc1", 0.5, attrs.evolve(settled, rebalancing=True))
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
+    assert h.core.members.heartbeat("m0", b"id0", "inc1", 0.5, attrs.evolve(settled, rebalancing=True))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)
     assert reply.predecessor.kafka_member_id is None
 
 
 def _report(h, now, **rebalancing):
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, rebalancing.get(name, False)))
+        h.core.members.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, rebalancing.get(name, False)))
 
 
 def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
@@ -429,7 +429,7 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
 
     def report(now, m1_generation, **flags):
         for name in sorted(h.core.members):
-            h.core.heartbeat(
+            h.core.members.heartbeat(
                 name,
                 b"id",
                 "inc1",
@@ -463,7 +463,7 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
 def test_cooperative_members_checkpoint_early_after_a_reset():
     h = started(2, period_s=1.0)
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
+        h.core.members.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
     h.core.request_reset("m0", True, "rebalance", 1.1)
     h.ack_all(CommandKind.RESET, 1.2, attempt=h.core.resets.attempt)
     assert h.core.cycles.next_at == pytest.approx(1.2 + POST_RESET_PERIOD_SHARE)
@@ -476,7 +476,7 @@ def test_cooperative_members_checkpoint_early_after_a_reset():
 
 def _cooperative_reports(h, now):
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, cooperative=True))
+        h.core.members.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, cooperative=True))
 
 
 def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():
@@ -538,7 +538,7 @@ def test_forced_resets_pace_the_next_checkpoint_by_the_period():
 
 def test_member_name_held_by_a_live_incarnation_is_refused():
     h = started(2, member_timeout_s=2.0)
-    h.core.heartbeat("m1", b"id1", "inc1", 1.0)
+    h.core.members.heartbeat("m1", b"id1", "inc1", 1.0)
     reply = h.core.join("m1", b"dup", "inc9", 1.5, pid=77, host="h2")
     assert "m1" in reply.refused.reason
     assert reply.refused.holder.incarnation == "inc1"
@@ -550,7 +550,7 @@ def test_member_name_held_by_a_live_incarnation_is_refused():
     assert h.core.members["m1"].incarnation == "inc9"
     assert h.core.phase is RegionPhase.RESETTING
     # a holder silent for member_timeout_s no longer counts as alive
-    h.core.heartbeat("m0", b"id0", "inc1", 1.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 1.0)
     assert h.core.join("m0", b"x", "inc2", 3.1, pid=5, host="h3").refused is None
 
 

@@ -120,7 +120,7 @@ def test_member_dropped_after_a_checkpoint_is_reset_to_its_own_checkpoint_when_i
     there instead of deleting them, its other operators load their data of 1."""
     h = started(2, member_timeout_s=2.0)
     assert checkpoint(h, 1.1) == 1
-    h.core.heartbeat("m0", b"id0", "inc1", 2.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 2.0)
     h.core.tick(3.5)  # m1 silent since 1.12: dropped
     assert "m1" not in h.core.members
     assert resets(h.take())["m0"]["own"] == 1
@@ -161,7 +161,7 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
     h = started(2, member_timeout_s=2.0)
     checkpoint(h, 1.1)
     assert h.core.leave_reply("m0", "inc1") == 1
-    h.core.heartbeat("m0", b"id0", "inc1", 2.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 2.0)
     h.core.tick(3.5)  # m1 dropped while it may still be alive (a network blip)
     h.ack_all(CommandKind.RESET, 3.6, attempt=h.core.resets.attempt)
     checkpoint(h, 4.7)

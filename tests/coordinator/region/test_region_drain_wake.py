@@ -75,7 +75,7 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
 
     core.tick(due + 1.0)
     assert core.phase is RegionPhase.DRAINING
-    core.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
+    core.members.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
     core.ack("m", CommandKind.DRAIN, core.cycles.seq, None, True, None, due + 1.1)
     core.ack("m", CommandKind.CHECKPOINT, core.cycles.seq, None, True, None, due + 1.2)
     service.on_tick(due + 2.5)  # due and deferred (the group rebalances): no timer for a drain already due
