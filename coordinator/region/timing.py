@@ -287,7 +287,7 @@ def failure_backoff_s(streak: int, config: RegionConfig) -> float:
 
 
 class ResetHold:
-    """The hold in force (backoff steps 1-4): when the RESUME may be sent, and how long
+    """The hold in force (backoff steps 1-2): when the RESUME may be sent, and how long
     the hold is. ``ResetDrive`` (``coordinator/region/reset.py``) calls `on_cause` for every counted cause,
     `left` when a round has every answer and on every tick while holding,
     `resumed` at the RESUME, `restore` once after a coordinator restart."""

@@ -435,10 +435,10 @@ class RegionMachine(RuleBasedStateMachine):
         """kill -9 and restart of the coordinator: the core comes back from its last persisted
         document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
         doc = self.docs[-1] if self.docs else None
-        self.hold_due = None  # the restored hold is announced again (timing.py, backoff step 4)
+        self.hold_due = None  # the restored hold is announced again (timing.py, backoff step 2)
         self.streak = doc["failure_streak"] if doc else 0  # durable; its clock is not
         self.last_failure = None
-        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (timing.py, backoff step 4)
+        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (timing.py, backoff step 2)
         self.core = RegionCore(self.core.config, self._send, self._persist, doc, on_event=self._event)
         for m in self.sim.values():
             m.inbox.clear()
