@@ -57,7 +57,7 @@ from coordinator.protocol.region.replies import (
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
 from coordinator.region.machine import RegionCore
-from coordinator.server.api import Request, ServerApi, Timer, attached
+from coordinator.server.api import AttachedService, Request, ServerApi, Timer
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
 log = logging.getLogger(__name__)
@@ -75,11 +75,10 @@ def _wake_only() -> None:
     """A timer's callback that only wakes the loop: its tick hooks run right after."""
 
 
-class RegionControllerService:
+class RegionControllerService(AttachedService):
     """Plugs the region controller into a :class:`ServerApi`."""
 
     def __init__(self) -> None:
-        self._server: ServerApi | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.recent_checkpoints: dict[str, deque[dict[str, Any]]] = {}
@@ -91,11 +90,6 @@ class RegionControllerService:
         self._wake_at: float | None = None
 
     # ------------------------------------------------------------------ service API
-    @property
-    def server(self) -> ServerApi:
-        """The server this service is attached to (handlers run only after attach)."""
-        return attached(self._server, type(self).__name__)
-
     def attach(self, server: ServerApi) -> None:
         self._server = server
         if isinstance(server.metrics, CoordinatorMetrics):
@@ -231,8 +225,7 @@ class RegionControllerService:
     # ------------------------------------------------------------------ plumbing
     def _make_core(self, config: RegionConfig, doc: dict[str, Any] | None) -> RegionCore:
         name = config.name
-        server = self._server
-        assert server is not None
+        server = self.server
 
         def send(member: str, command: RegionCommand) -> None:
             region = self.regions.get(name)

@@ -283,13 +283,18 @@ class ServerApi(Protocol):
         ...
 
 
-def attached(server: ServerApi | None, service: str) -> ServerApi:
-    """The server ``service`` was attached to. Its handlers and ticks run only
-    after ``attach()``; a call before it is a programming error, raised (not an
-    ``assert``, which ``python -O`` removes)."""
-    if server is None:
-        raise RuntimeError(f"{service}: attach() the service to a server first")
-    return server
+class AttachedService:
+    """The server a service is attached to (``attach`` sets ``_server``). Its
+    handlers and ticks run only after ``attach()``; a call before it is a
+    programming error, raised (not an ``assert``, which ``python -O`` removes)."""
+
+    _server: ServerApi | None = None
+
+    @property
+    def server(self) -> ServerApi:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__}: attach() the service to a server first")
+        return self._server
 
 
 class Service(Protocol):

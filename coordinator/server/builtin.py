@@ -14,13 +14,11 @@ import time
 from typing import Any
 
 from coordinator.protocol.wire import protocol
-from coordinator.server.api import Request, ServerApi, attached
+from coordinator.server.api import AttachedService, Request, ServerApi
 
 
-class BuiltinService:
+class BuiltinService(AttachedService):
     """``ping`` and ``status`` (the server's `ServerApi.status_snapshot`)."""
-
-    _server: ServerApi | None = None  # set by attach
 
     def attach(self, server: ServerApi) -> None:
         self._server = server
@@ -31,4 +29,4 @@ class BuiltinService:
         return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
 
     def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
-        return attached(self._server, type(self).__name__).status_snapshot()
+        return self.server.status_snapshot()

@@ -63,7 +63,7 @@ import attrs
 
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
-from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Timer, attached
+from coordinator.server.api import DEFERRED, AttachedService, Reply, Request, ServerApi, Timer
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
 from coordinator.services.registry import RegistryService
@@ -107,10 +107,9 @@ def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.O
     return merged, conflicts
 
 
-class MergeService:
+class MergeService(AttachedService):
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
-        self._server: ServerApi | None = None
         self._pending: dict[MergeKey, _Pending] = {}
         self._completed: collections.OrderedDict[MergeKey, tuple[protocol.OffsetMap, list[str]]] = (
             collections.OrderedDict()
@@ -119,11 +118,6 @@ class MergeService:
         self._pending_bytes = 0
         self.completed_total = 0
         self.timeouts_total = 0
-
-    @property
-    def server(self) -> ServerApi:
-        """The server this service is attached to (handlers run only after attach)."""
-        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server

@@ -54,7 +54,7 @@ from typing import Any
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.server.api import Request, ServerApi, ServiceStore, attached
+from coordinator.server.api import AttachedService, Request, ServerApi, ServiceStore
 from coordinator.store.state_store import RegionIndexMismatch
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,8 @@ STATUS_MAX_GROUPS = 1000
 STATUS_MAX_MEMBERS = 100
 
 
-class RegistryService:
+class RegistryService(AttachedService):
     def __init__(self) -> None:
-        self._server: ServerApi | None = None
         self._reset_pending: dict[str, bool] = {}
         self._answers: collections.OrderedDict[tuple[str, RequestId], bool] = collections.OrderedDict()
         self._answers_bytes = 0
@@ -95,10 +94,6 @@ class RegistryService:
         server.add_handler(protocol.Unregister.TYPE, protocol.Unregister, self._on_unregister)
         server.add_handler(protocol.Members.TYPE, protocol.Members, self._on_members)
         server.add_handler(protocol.SetResetPending.TYPE, protocol.SetResetPending, self._on_set_reset_pending)
-
-    @property
-    def server(self) -> ServerApi:
-        return attached(self._server, type(self).__name__)
 
     @property
     def store(self) -> ServiceStore:
@@ -272,15 +267,9 @@ def _answer_bytes(key: tuple[str, RequestId]) -> int:
     return len(key[0]) + len(str(key[1])) + 100
 
 
-class ControlVariablesService:
+class ControlVariablesService(AttachedService):
     def __init__(self, registry: RegistryService) -> None:
-        self._server: ServerApi | None = None
         self._registry = registry
-
-    @property
-    def server(self) -> ServerApi:
-        """The server this service is attached to (handlers run only after attach)."""
-        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server
