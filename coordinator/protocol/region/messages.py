@@ -25,6 +25,11 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 MAX_PID = _INT32_MAX
 
 
+def _speaker(body: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Who speaks: the region, the member and its incarnation, every member request's first fields."""
+    return protocol.req_str(body, "region"), protocol.req_str(body, "member"), protocol.req_str(body, "incarnation")
+
+
 def check_region_config(value: Any) -> dict[str, Any]:
     """A join's ``config``: an object of `RegionConfig`'s settings, each optional
     and checked by it (``name`` is accepted and ignored: the region name is the
@@ -57,9 +62,7 @@ class RegionJoin:
     def from_body(cls, body: Mapping[str, Any]) -> RegionJoin:
         config = check_region_config(body.get("config"))
         return cls(
-            protocol.req_str(body, "region"),
-            protocol.req_str(body, "member"),
-            protocol.req_str(body, "incarnation"),
+            *_speaker(body),
             protocol.opt_int(body, "pid", MAX_PID),
             config,
             protocol.opt_text(body, "host"),
@@ -81,9 +84,7 @@ class RegionMemberMessage:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionMemberMessage:
-        return cls(
-            protocol.req_str(body, "region"), protocol.req_str(body, "member"), protocol.req_str(body, "incarnation")
-        )
+        return cls(*_speaker(body))
 
 
 @attrs.frozen
@@ -122,10 +123,7 @@ class RegionHeartbeat:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionHeartbeat:
-        region, member = protocol.req_str(body, "region"), protocol.req_str(body, "member")
-        incarnation = protocol.req_str(body, "incarnation")
-        report, invalid = decode_or_reason(body.get("kafka"))
-        return cls(region, member, incarnation, report, invalid)
+        return cls(*_speaker(body), *decode_or_reason(body.get("kafka")))
 
 
 @attrs.frozen
@@ -156,9 +154,7 @@ class RegionAck:
         if offsets is not None:
             offsets = protocol.decode_offset_claims(offsets)
         return cls(
-            protocol.req_str(body, "region"),
-            protocol.req_str(body, "member"),
-            protocol.req_str(body, "incarnation"),
+            *_speaker(body),
             command,
             protocol.opt_int(body, "seq"),
             protocol.opt_int(body, "attempt"),
@@ -184,9 +180,7 @@ class RegionResetRequest:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionResetRequest:
         return cls(
-            protocol.req_str(body, "region"),
-            protocol.req_str(body, "member"),
-            protocol.req_str(body, "incarnation"),
+            *_speaker(body),
             protocol.req_bool(body, "force"),
             protocol.opt_text(body, "reason") or "",
         )
