@@ -413,8 +413,7 @@ class RegionCore:
         )
         if admission.kind is JoinKind.RETRY:
             return self._join_reply(admission.predecessor)
-        if admission.kind is JoinKind.REFUSED:
-            assert admission.holder is not None  # a refusal always names the holder
+        if admission.kind is JoinKind.REFUSED and admission.holder is not None:  # a refusal names the holder
             return self._join_reply(refused=JoinRefusal(f"member name {name!r} is in use", admission.holder))
         predecessor = admission.predecessor
         restarted = admission.kind is JoinKind.RESTART
