@@ -57,7 +57,7 @@ from coordinator.protocol.region.replies import (
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
 from coordinator.region.machine import RegionCore
-from coordinator.server.api import AttachedService, Request, ServerApi, Timer
+from coordinator.server.api import Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def _wake_only() -> None:
     """A timer's callback that only wakes the loop: its tick hooks run right after."""
 
 
-class RegionControllerService(AttachedService):
+class RegionControllerService(Service):
     """Plugs the region controller into a :class:`ServerApi`."""
 
     def __init__(self) -> None:

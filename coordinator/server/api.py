@@ -283,10 +283,19 @@ class ServerApi(Protocol):
         ...
 
 
-class AttachedService:
-    """The server a service is attached to (``attach`` sets ``_server``). Its
-    handlers and ticks run only after ``attach()``; a call before it is a
-    programming error, raised (not an ``assert``, which ``python -O`` removes)."""
+class Service:
+    """A service plugged into the loop with ``server.add_service(svc)``; a
+    subclass overrides the hooks it needs, the others do nothing.
+
+    1. ``attach(server)`` once, before the loop starts: the service keeps the
+       server (`server`; a call before ``attach`` is a programming error,
+       raised, not an ``assert``, which ``python -O`` removes) and registers
+       its handlers.
+    2. The loop then calls the hooks, each on the loop thread: ``on_loaded()``
+       once the store is loaded; ``on_tick(now)`` every iteration (at least
+       every ``TICK_S``; a hook that raises is logged and backed off);
+       ``status()`` for the ``status`` reply (once loaded), merged into it;
+       ``update_metrics(metrics)`` at every metrics refresh."""
 
     _server: ServerApi | None = None
 
@@ -296,16 +305,14 @@ class AttachedService:
             raise RuntimeError(f"{type(self).__name__}: attach() the service to a server first")
         return self._server
 
+    def attach(self, server: ServerApi) -> None:
+        self._server = server
 
-class Service(Protocol):
-    """A service plugged into the loop with ``server.add_service(svc)``.
+    def on_loaded(self) -> None: ...
 
-    1. ``attach(server)`` once, before the loop starts: register handlers.
-    2. The loop then calls the optional hooks, each on the loop thread:
-       ``on_loaded()`` once the store is loaded; ``on_tick(now)`` every
-       iteration (at least every ``TICK_S``; a hook that raises is logged and
-       backed off); ``status()`` for the ``status`` reply (once loaded);
-       ``update_metrics(metrics)`` at every metrics refresh. The hooks a
-       service does not define are skipped."""
+    def on_tick(self, now: float) -> None: ...
 
-    def attach(self, server: ServerApi) -> None: ...
+    def status(self) -> dict[str, Any]:
+        return {}
+
+    def update_metrics(self, metrics: CoordinatorMetrics) -> None: ...

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 from coordinator.protocol.wire import protocol
-from coordinator.server.api import AttachedService, Request, ServerApi
+from coordinator.server.api import Request, ServerApi, Service
 
 
-class BuiltinService(AttachedService):
+class BuiltinService(Service):
     """``ping`` and ``status`` (the server's `ServerApi.status_snapshot`)."""
 
     def attach(self, server: ServerApi) -> None:

@@ -274,9 +274,7 @@ class CoordinatorServer:
     def _on_loaded(self) -> None:
         self.loaded.set()
         for svc in self._services:
-            hook = getattr(svc, "on_loaded", None)
-            if hook is not None:
-                hook()
+            svc.on_loaded()
 
     def _run(self) -> None:
         sock = self._sock
@@ -345,9 +343,7 @@ class CoordinatorServer:
         if self.metrics is not None:
             self.metrics.update_from_stats(self.store.stats())
             for svc in self._services:
-                update = getattr(svc, "update_metrics", None)
-                if update is not None:
-                    update(self.metrics)
+                svc.update_metrics(self.metrics)
 
     def status_snapshot(self) -> dict[str, Any]:
         """Everything /status and the ``status`` message report (loop thread only):
@@ -363,7 +359,5 @@ class CoordinatorServer:
         }
         if loaded:
             for svc in self._services:
-                status = getattr(svc, "status", None)
-                if status is not None:
-                    out.update(status())
+                out.update(svc.status())
         return out

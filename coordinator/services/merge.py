@@ -63,7 +63,7 @@ import attrs
 
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
-from coordinator.server.api import DEFERRED, AttachedService, Reply, Request, ServerApi, Timer
+from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
 from coordinator.services.registry import RegistryService
@@ -107,7 +107,7 @@ def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.O
     return merged, conflicts
 
 
-class MergeService(AttachedService):
+class MergeService(Service):
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
         self._pending: dict[MergeKey, _Pending] = {}

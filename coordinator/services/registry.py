@@ -54,7 +54,7 @@ from typing import Any
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.server.api import AttachedService, Request, ServerApi, ServiceStore
+from coordinator.server.api import Request, ServerApi, Service, ServiceStore
 from coordinator.store.state_store import RegionIndexMismatch
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ STATUS_MAX_GROUPS = 1000
 STATUS_MAX_MEMBERS = 100
 
 
-class RegistryService(AttachedService):
+class RegistryService(Service):
     def __init__(self) -> None:
         self._reset_pending: dict[str, bool] = {}
         self._answers: collections.OrderedDict[tuple[str, RequestId], bool] = collections.OrderedDict()
@@ -267,7 +267,7 @@ def _answer_bytes(key: tuple[str, RequestId]) -> int:
     return len(key[0]) + len(str(key[1])) + 100
 
 
-class ControlVariablesService(AttachedService):
+class ControlVariablesService(Service):
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
 

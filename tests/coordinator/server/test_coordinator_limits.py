@@ -354,15 +354,13 @@ def test_a_write_refused_part_way_leaves_exact_counts():
 
 
 def test_a_raising_timer_call_or_tick_does_not_stop_the_server(tmp_path):
+    from coordinator.server.api import Service
     from coordinator.server.loop import CoordinatorServer
     from coordinator.store.state_store import StateStore
 
-    class Ticker:
+    class Ticker(Service):
         def __init__(self) -> None:
             self.ticks = 0
-
-        def attach(self, server) -> None:
-            pass
 
         def on_tick(self, now: float) -> None:
             self.ticks += 1
