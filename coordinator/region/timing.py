@@ -62,8 +62,11 @@ reset while other partitions move resets at full speed for ever. So:
    after the failure. A round that answers before then moves the region from
    RESETTING to BACKOFF; the controller's tick sends the RESUME when the hold
    is over. Forced and membership resets are never held by themselves; a
-   forced reset ends the streak and with it the hold. What each input does
-   during a hold, and the worked defaults: docs/region.md, "The reset" step 2.
+   forced reset ends the streak and with it the hold. During a hold a member
+   that leaves or falls silent is dropped (the hold goes on for the others),
+   triggers are answered ``not_now`` and acks of earlier commands are stale;
+   a join, a forced reset and another failure: docs/region.md, "The reset"
+   step 2, with the worked defaults.
 2. Durable: the length of the hold in force is in the region document
    (``backoff_s``, null without one) from the failure until the RESUME, and
    the streak always (``failure_streak``). A coordinator restarted during a
