@@ -3,28 +3,17 @@
 The registry, control-variable, merge and region-controller services see the
 server only through `ServerApi` and the store only through `ServiceStore`
 (both implemented by `coordinator.server.loop` and `coordinator.store`, which
-this module does not import):
+this module does not import); a service is a `Service` (its life cycle is
+there, each `ServerApi` call is documented on it):
 
-* ``server.add_service(svc)`` calls ``svc.attach(server)``; the service then
-  calls ``server.add_handler(msg_type, message_class, handler)``. The message
-  class has ``from_body(body)`` (validating, raising ``Invalid``). The handler
-  ``handler(req: Request, msg)`` runs on the loop thread and returns a reply
-  body (dict) or a typed reply (``to_body``), or :data:`DEFERRED` to answer later with
-  ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
-  :class:`~coordinator.protocol.wire.errors.CoordinatorError` for an error reply.
-* ``server.reply_many(reqs, body)`` answers several requests with one body
-  (encoded once).
-* ``server.push(identity, msg_type, body)`` sends an unsolicited message (id
-  null) to a client identity (``req.identity`` of an earlier request).
-* ``server.schedule(delay_s, callback) -> Timer`` runs ``callback()`` on the
-  loop thread after ``delay_s``; ``timer.cancel()`` cancels it.
-* ``svc.on_tick(now)`` (optional) runs on every loop iteration, at least every
-  ``TICK_S``; ``svc.on_loaded()`` (optional) runs once the store is loaded;
-  ``svc.status()`` (optional) returns a dict merged into the ``status`` reply.
-* ``server.call_soon_threadsafe(fn)`` / ``server.call_in_loop(fn, timeout)``
-  run code on the loop thread from another thread (the HTTP thread uses it).
-* ``server.store`` is the state store; call ``server.mark_dirty()`` after
-  appending so the batch is synced before replies go out.
+1. A handler (``add_handler``) gets the `Request` and the message its
+   `MessageClass` decoded (``from_body`` validates, raising ``Invalid``), and
+   returns a reply body, a typed reply (``to_body``, encoded by `route`) or
+   :data:`DEFERRED` to answer later (``reply``, ``reply_error``); a
+   :class:`~coordinator.protocol.wire.errors.CoordinatorError` it raises is the
+   error reply.
+2. A service that appends to ``server.store`` calls ``mark_dirty()``: the batch
+   is synced before any reply or push goes out.
 
 Everything a service touches runs on the loop thread, so services need no locks.
 """

@@ -1,47 +1,14 @@
-"""Wire protocol of the coordinator: the envelope, the messages, their validation.
+"""Wire protocol of the coordinator: the request messages and reply bodies.
 
-The parts: the envelope (framing, bounds, encode/decode) is
-`coordinator.protocol.wire.envelope`, the field checks `coordinator.protocol.wire.fields`, the
-error codes `coordinator.protocol.wire.errors`; this module holds the request messages
-and reply bodies, and re-exports the other two so that callers use one name,
-``protocol``.
-
-Transport: ZeroMQ. The server has one ROUTER socket; each client thread has a
-DEALER socket. A message is exactly ONE ZeroMQ frame holding one UTF-8 JSON
-object, the *envelope*::
-
-    {"v": 1, "id": "a1b2-17", "type": "register", "body": {...}}
-
-* ``v``    protocol version (int). The server speaks :data:`PROTOCOL_VERSION`;
-  any other value gets an ``UNSUPPORTED_VERSION`` error reply.
-* ``id``   request id chosen by the client (string or int, unique per logical
-  request; a retry of the same request reuses it). Replies echo it; a reply
-  to a request whose id could not be read carries ``"id": null``.
-  Unsolicited pushes from the server also carry ``"id": null``.
-* ``type`` message type. A successful reply's type is the request's type with
-  ``_reply`` appended (``register`` -> ``register_reply``); an error reply's type
-  is ``error`` with body ``{"code": CODE, "message": TEXT}`` (codes in
-  :mod:`coordinator.protocol.wire.errors`).
-* ``body`` a JSON object with the message's fields (below).
-
-Offset maps: JSON objects only have string keys, so a map
-``{(topic, partition): offset}`` travels as a list of triples
-``[[topic, partition, offset], ...]`` (:func:`encode_offsets`,
-:func:`decode_offsets`); a (topic, partition) may appear only once.
-
-Each message is a frozen attrs class with ``TYPE``, ``to_body()`` and
-``from_body(body)``; ``from_body`` validates every field and raises
-:class:`coordinator.protocol.wire.errors.Invalid` naming the field.
-
-Bounds (each constant below says which failure it prevents): a frame must be
-strict UTF-8, nest at most ``MAX_REQUEST_DEPTH`` levels and hold no lone
-UTF-16 surrogate (:func:`decode`, ``MALFORMED``), so no string that reaches a
-handler, a reply or a log record fails to encode; names are at most
-``MAX_NAME_LEN`` characters without control characters (:func:`check_name`);
-integers are bounded (offsets int64, partitions int32, ids int64,
-``timeout_ms`` at most ``MAX_TIMEOUT_MS``); free text is cut and escaped
-(:func:`safe_text`). The full reference of
-every message, reply and failure behaviour is docs/protocol.md.
+The envelope (framing, bounds, encode/decode) is
+`coordinator.protocol.wire.envelope`, the field checks
+`coordinator.protocol.wire.fields`, the error codes
+`coordinator.protocol.wire.errors`; this module re-exports the first two so
+that callers use one name, ``protocol``. Each message is a frozen attrs class
+with ``TYPE``, ``to_body()`` and ``from_body(body)``; ``from_body`` validates
+every field and raises :class:`coordinator.protocol.wire.errors.Invalid` naming
+it. docs/protocol.md is the reference of the envelope, every message, reply,
+bound and failure behaviour.
 """
 
 from __future__ import annotations
