@@ -34,22 +34,14 @@ Protocol (``merge_checkpoint`` / ``retire_checkpoint``; all on the loop thread):
    group that is not registered it does nothing (``dropped`` 0): no merge of
    it can exist, and no watermark is kept for names nobody registered.
 
-Bounds (checked before anything is stored; ``LIMIT_EXCEEDED`` or ``INVALID``,
-nothing changed): ``timeout_ms`` <= ``protocol.MAX_TIMEOUT_MS`` (10 min);
-``n_contributors`` <= ``limits.max_members_per_group``; at most
-``limits.max_pending_merges`` pending merges holding at most
-``limits.max_pending_merge_bytes`` (estimated, ``limits.MERGE_ENTRY_BYTES`` +
-topic length per entry). The retired watermark is kept only for registered
-groups (at most ``limits.max_groups``).
-
-Merging is the union of the maps. In the reference design each partition is
-assigned to exactly one member at checkpoint time, so maps are disjoint; if two
-members do report the same (topic, partition), the MINIMUM offset is kept
-(which can only replay records, never skip them) and a warning is logged.
-
-Merge state is in memory: a coordinator restart loses pending merges; the
-client re-sends its contribution (step 3), so a merge that was in progress
-completes once every member has re-sent.
+Bounds (every one checked before anything is stored: ``LIMIT_EXCEEDED`` or
+``INVALID``, nothing changed; the numbers in docs/protocol.md,
+``merge_checkpoint``): ``timeout_ms``, ``n_contributors``, the pending merges
+and the bytes they hold (``limits``); the retired watermark is kept only for
+registered groups. Merging is the union of the maps; a (topic, partition)
+two members report keeps the MINIMUM offset (it can only replay records,
+never skip them) and logs a warning. Merges are in memory: after a
+coordinator restart the clients' re-sends (step 3) complete them.
 """
 
 from __future__ import annotations
