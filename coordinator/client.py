@@ -108,7 +108,6 @@ class CoordinatorClient:
         curve_keypair: tuple[bytes, bytes] | None = None,
         try_timeout: float = TRY_TIMEOUT_S,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
-        on_push: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         if not endpoint or "://" not in endpoint:
             raise ValueError(f"coordinator endpoint must look like tcp://HOST:PORT, got {endpoint!r}")
@@ -119,7 +118,6 @@ class CoordinatorClient:
         self.endpoint = endpoint
         self.timeout = timeout
         self.try_timeout = try_timeout
-        self.on_push = on_push
         self._curve_server_key = curve_server_key
         self._curve_keypair = curve_keypair
         self._ctx = context or zmq.Context.instance()
@@ -263,12 +261,10 @@ class CoordinatorClient:
                 if env.id not in (rid, None):
                     continue
                 raise error_for_code(str(env.body.get("code")), str(env.body.get("message")))
-            if env.id is None:
-                if self.on_push is not None:
-                    self.on_push(env.type, env.body)
-                continue
             if env.id != rid:
-                log.debug("dropped a stale reply (id %r, waiting for %r)", env.id, rid)
+                # a stale reply, or a push (id null): pushes go to the member's control
+                # channel (cr_consumer/runtime/member/control.py), never to this client
+                log.debug("dropped a stale reply or a push (id %r, waiting for %r)", env.id, rid)
                 continue
             return env.body
 

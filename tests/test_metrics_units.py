@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from coordinator.region.machine import Phase
+from coordinator.protocol.region.replies import RegionPhase
 from coordinator.server.http import CoordinatorMetrics, RegionSample
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.member.process import Member
@@ -20,7 +20,7 @@ from cr_consumer.spark.options import InvalidOptionError, parse_options
 
 from support.metrics import exposed_names, promtool_problems, samples
 
-PHASES = tuple(phase.value for phase in Phase)
+PHASES = tuple(phase.value for phase in RegionPhase)
 
 PIPELINE = """
 from cr_consumer.runtime import KafkaSource, Pipeline

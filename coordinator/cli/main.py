@@ -78,12 +78,6 @@ log = logging.getLogger(__name__)
 DEFAULT_BIND = "tcp://127.0.0.1:5570"
 
 
-def parse_duration(text: str) -> float:
-    """``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or plain seconds -> seconds (the one
-    duration syntax of every command: coordinator.protocol.common.cli_types.duration)."""
-    return duration(text)
-
-
 def is_loopback_endpoint(endpoint: str) -> bool:
     """True for ipc://, inproc:// and tcp:// on a loopback address."""
     scheme, sep, rest = endpoint.partition("://")
@@ -114,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve /metrics and /status here")
     p.add_argument(
         "--retention",
-        type=parse_duration,
+        type=duration,
         default=7 * 86400.0,
         help="tombstone the control variables of a group idle this long (default 7d)",
     )
@@ -131,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--expire-interval",
-        type=parse_duration,
+        type=duration,
         default=EXPIRE_INTERVAL_S,
         help=f"how often retention expiry runs (default {EXPIRE_INTERVAL_S:g}s)",
     )
@@ -178,7 +172,7 @@ def add_connection_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--handshake-timeout",
-        type=parse_duration,
+        type=duration,
         default=DEFAULT_HANDSHAKE_TIMEOUT_S,
         help=f"close a connection that has not completed its handshake after this long "
         f"(default {DEFAULT_HANDSHAKE_TIMEOUT_S:g}s)",
@@ -208,6 +202,8 @@ _LIMIT_HELP = {
     "max_regions": "regions of the region controller",
     "max_pending_merges": "checkpoint merges waiting for contributions",
     "max_pending_merge_bytes": "estimated bytes held by pending merges",
+    "member_lease_s": "unregister an operator name silent this long",
+    "region_expiry_s": "drop a region without members this long",
 }
 #: Duration limits: flag -> Limits field.
 _LIMIT_DURATIONS = {"--member-lease": "member_lease_s", "--region-expiry": "region_expiry_s"}
@@ -225,22 +221,15 @@ def _add_limit_flags(p: argparse.ArgumentParser) -> None:
             metavar="N",
             help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field)})",
         )
-    g.add_argument(
-        "--member-lease",
-        dest="member_lease_s",
-        type=parse_duration,
-        default=defaults.member_lease_s,
-        metavar="DURATION",
-        help=f"unregister an operator name silent this long (default {defaults.member_lease_s:g}s)",
-    )
-    g.add_argument(
-        "--region-expiry",
-        dest="region_expiry_s",
-        type=parse_duration,
-        default=defaults.region_expiry_s,
-        metavar="DURATION",
-        help=f"drop a region without members this long (default {defaults.region_expiry_s:g}s)",
-    )
+    for flag, field in _LIMIT_DURATIONS.items():
+        g.add_argument(
+            flag,
+            dest=field,
+            type=duration,
+            default=getattr(defaults, field),
+            metavar="DURATION",
+            help=f"{_LIMIT_HELP[field]} (default {getattr(defaults, field):g}s)",
+        )
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:

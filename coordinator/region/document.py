@@ -28,7 +28,7 @@ import attrs
 from coordinator.region.model import DOC_VERSION, AbsentCheckpoints
 
 #: Bound on a stored hold: the largest reset_backoff_max_s a member may send
-#: (coordinator/protocol/region/messages.py MAX_CONFIG_SECONDS, one day).
+#: (coordinator/protocol/region/config.py MAX_CONFIG_SECONDS, one day).
 MAX_BACKOFF_S = 86_400.0
 #: Bound on the failure streak (coordinator/region/reset.py, the counting): the count
 #: saturates there, and a stored one past it is refused. At one failure per

@@ -2,15 +2,16 @@
 
 A :class:`RegionCore` holds one consistent region and decides its phase: what
 each input changes, which phase follows, and what is persisted and sent, in
-which order. Inputs are method calls (``join``, ``heartbeat``, ``ack``,
-``request_reset``, ``trigger``, ``leave``, ``tick``); outputs go through three
+which order. Inputs are method calls (``join``, ``ack``, ``request_reset``,
+``trigger``, ``leave``, ``tick``; a heartbeat only updates the member table,
+``members.heartbeat``); outputs go through three
 callbacks: ``send(member, command)`` (a command pushed to a member,
 ``coordinator/protocol/region/commands.py``), ``persist(doc)`` (the durable
 document; the service makes it durable before any command queued after it is
-sent) and ``on_event(event)`` (a typed `RegionEvent` for the status and the
-metrics).
+sent) and ``on_event(event)`` (a typed `RegionEvent`,
+``coordinator/region/events.py``, for the status and the metrics).
 
-The phases (`Phase`) and the only transitions allowed (`TRANSITIONS`, checked
+The phases (`RegionPhase`) and the only transitions allowed (`TRANSITIONS`, checked
 by the project's state-machine helper; anything else raises
 IllegalTransition):
 
@@ -86,20 +87,37 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Collection, Iterable
-from typing import Any, ClassVar
-
-import attrs
+from typing import Any
 
 from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
 from coordinator.protocol.region.commands import CommandKind, Failed, RegionCommand, Resume
 from coordinator.protocol.region.config import RegionConfig
-from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.protocol.region.replies import Predecessor
+from coordinator.protocol.region.replies import (
+    JoinRefusal,
+    Predecessor,
+    RegionJoinReply,
+    RegionPhase,
+    RegionTriggerReply,
+    TriggerAnswer,
+)
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
 from coordinator.region.document import RegionDocument
+from coordinator.region.events import (
+    BackoffHeld,
+    CheckpointCompleted,
+    ContinuityRefused,
+    MemberForgotten,
+    MemberJoined,
+    MemberLeft,
+    PhaseChanged,
+    RegionEvent,
+    RegionFailed,
+    ResetResumed,
+    ResetStarted,
+)
 from coordinator.region.membership import JoinKind, MemberTable
-from coordinator.region.model import ResetKind, TriggerAnswer, TriggerReply
+from coordinator.region.model import ResetKind
 from coordinator.region.reset import ResetDrive, RoundRefused
 from coordinator.region.status import RegionStatus
 from coordinator.region.timing import CheckpointPacing
@@ -107,192 +125,45 @@ from coordinator.region.timing import CheckpointPacing
 log = logging.getLogger(__name__)
 
 
-class Phase(str, enum.Enum):
-    WAITING = "WAITING"  # not enough members yet (start-up, coordinator restart, everyone left)
-    RUNNING = "RUNNING"  # members process tuples
-    DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
-    CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
-    RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
-    BACKOFF = "BACKOFF"  # every member reset after a repeated failure; the RESUME waits (timing.py)
-    FAILED = "FAILED"  # too many consecutive resets; terminal
-
-
 #: The only allowed phase transitions; anything else is a bug and raises
 #: IllegalTransition (coordinator/protocol/common/transitions.py).
-TRANSITIONS: TransitionTable[Phase] = TransitionTable(
-    Phase,
+TRANSITIONS: TransitionTable[RegionPhase] = TransitionTable(
+    RegionPhase,
     {
-        Phase.WAITING: {Phase.RESETTING, Phase.FAILED},
-        Phase.RUNNING: {Phase.DRAINING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-        Phase.DRAINING: {Phase.CHECKPOINTING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-        Phase.CHECKPOINTING: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-        Phase.RESETTING: {Phase.RUNNING, Phase.RESETTING, Phase.BACKOFF, Phase.WAITING, Phase.FAILED},
-        Phase.BACKOFF: {Phase.RUNNING, Phase.RESETTING, Phase.WAITING, Phase.FAILED},
-        Phase.FAILED: set(),
+        RegionPhase.WAITING: {RegionPhase.RESETTING, RegionPhase.FAILED},
+        RegionPhase.RUNNING: {RegionPhase.DRAINING, RegionPhase.RESETTING, RegionPhase.WAITING, RegionPhase.FAILED},
+        RegionPhase.DRAINING: {
+            RegionPhase.CHECKPOINTING,
+            RegionPhase.RESETTING,
+            RegionPhase.WAITING,
+            RegionPhase.FAILED,
+        },
+        RegionPhase.CHECKPOINTING: {
+            RegionPhase.RUNNING,
+            RegionPhase.RESETTING,
+            RegionPhase.WAITING,
+            RegionPhase.FAILED,
+        },
+        RegionPhase.RESETTING: {
+            RegionPhase.RUNNING,
+            RegionPhase.RESETTING,
+            RegionPhase.BACKOFF,
+            RegionPhase.WAITING,
+            RegionPhase.FAILED,
+        },
+        RegionPhase.BACKOFF: {RegionPhase.RUNNING, RegionPhase.RESETTING, RegionPhase.WAITING, RegionPhase.FAILED},
+        RegionPhase.FAILED: set(),
     },
 )
 
 #: The answer each awaiting phase expects: the command it sent (a RESET_TO_INITIAL
 #: is answered as ``reset`` too).
-AWAITED: dict[Phase, CommandKind] = {
-    Phase.DRAINING: CommandKind.DRAIN,
-    Phase.CHECKPOINTING: CommandKind.CHECKPOINT,
-    Phase.RESETTING: CommandKind.RESET,
+AWAITED: dict[RegionPhase, CommandKind] = {
+    RegionPhase.DRAINING: CommandKind.DRAIN,
+    RegionPhase.CHECKPOINTING: CommandKind.CHECKPOINT,
+    RegionPhase.RESETTING: CommandKind.RESET,
 }
 
-
-# ---------------------------------------------------------------------- events
-@attrs.frozen
-class PhaseChanged:
-    """Every transition, with its reason."""
-
-    KIND: ClassVar[str] = "phase"
-    phase: Phase
-    why: str
-
-    def info(self) -> dict[str, Any]:
-        return {"phase": self.phase.value, "why": self.why}
-
-
-@attrs.frozen
-class RegionFailed:
-    """The region went FAILED (step 6)."""
-
-    KIND: ClassVar[str] = "failed"
-    reason: str
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class MemberJoined:
-    """A new or restarted member was admitted."""
-
-    KIND: ClassVar[str] = "join"
-    member: str
-    pid: int | None
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class MemberLeft:
-    """A member was removed (``reason`` "left": gracefully)."""
-
-    KIND: ClassVar[str] = "leave"
-    member: str
-    reason: str
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class CheckpointCompleted:
-    """A checkpoint became consistent and was persisted."""
-
-    KIND: ClassVar[str] = "checkpoint"
-    seq: int
-    #: From the drain's start to the completion, rounded to 0.1 ms.
-    checkpoint_ms: float
-    next_drain_in_s: float
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class ContinuityRefused:
-    """A checkpoint failed the continuity fence (a failure reset follows)."""
-
-    KIND: ClassVar[str] = "continuity"
-    seq: int | None
-    violations: int
-    #: The first violations, as the status shows them.
-    partitions: list[dict[str, Any]]
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self, recurse=False)
-
-
-@attrs.frozen
-class ResetStarted:
-    """A reset round started."""
-
-    KIND: ClassVar[str] = "reset"
-    attempt: int
-    cause: ResetKind
-    why: str
-    #: The checkpoint the round resets to (None: the initial state).
-    seq: int | None
-
-    def info(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "cause": self.cause.value, "why": self.why, "seq": self.seq}
-
-
-@attrs.frozen
-class BackoffHeld:
-    """Every member answered the round; its RESUME waits for the hold."""
-
-    KIND: ClassVar[str] = "backoff"
-    attempt: int | None
-    backoff_s: float | None
-    resume_in_s: float
-    failure_streak: int
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class ResetResumed:
-    """The RESUME after a reset round (and its hold, if any)."""
-
-    KIND: ClassVar[str] = "resume"
-    attempt: int | None
-    #: From the first cause to the last answer, rounded to 0.1 ms.
-    reset_ms: float
-    next_drain_in_s: float
-    #: The hold that ended (None: none).
-    held_s: float | None
-
-    def info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "attempt": self.attempt,
-            "reset_ms": self.reset_ms,
-            "next_drain_in_s": self.next_drain_in_s,
-        }
-        if self.held_s is not None:
-            info["held_s"] = self.held_s
-        return info
-
-
-@attrs.frozen
-class MemberForgotten:
-    """An absent member's own checkpoint was forgotten past the bound."""
-
-    KIND: ClassVar[str] = "forgotten"
-    member: str
-    seq: int
-
-    def info(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-RegionEvent = (
-    PhaseChanged
-    | RegionFailed
-    | MemberJoined
-    | MemberLeft
-    | CheckpointCompleted
-    | ContinuityRefused
-    | ResetStarted
-    | BackoffHeld
-    | ResetResumed
-    | MemberForgotten
-)
 
 Send = Callable[[str, RegionCommand], None]
 Persist = Callable[[dict[str, Any]], None]
@@ -319,20 +190,20 @@ class LeaveStep(enum.Enum):
     RESET = "reset"  # 8f
 
 
-def join_step(phase: Phase, all_cooperative: bool) -> JoinStep:
+def join_step(phase: RegionPhase, all_cooperative: bool) -> JoinStep:
     """Step 7. ``all_cooperative``: every reporting member reports cooperative
     rebalancing (``CheckpointPacing.all_cooperative``)."""
-    if phase is Phase.FAILED:
+    if phase is RegionPhase.FAILED:
         return JoinStep.NOTHING
-    if phase is Phase.WAITING:
+    if phase is RegionPhase.WAITING:
         return JoinStep.START
-    if phase in (Phase.DRAINING, Phase.CHECKPOINTING) and all_cooperative:
+    if phase in (RegionPhase.DRAINING, RegionPhase.CHECKPOINTING) and all_cooperative:
         return JoinStep.AFTER_CYCLE
     return JoinStep.RESET
 
 
 def leave_step(
-    phase: Phase,
+    phase: RegionPhase,
     name: str,
     *,
     graceful: bool,
@@ -343,20 +214,20 @@ def leave_step(
 ) -> LeaveStep:
     """Step 8 for ``name`` (already removed from the table); ``waiting``: the
     members the current phase awaits."""
-    if phase is Phase.FAILED:
+    if phase is RegionPhase.FAILED:
         return LeaveStep.NOTHING
     if not members_left:
         return LeaveStep.WAIT
-    if phase is Phase.RESETTING or phase is Phase.BACKOFF:
+    if phase is RegionPhase.RESETTING or phase is RegionPhase.BACKOFF:
         return LeaveStep.ROUND_GOES_ON
     if graceful and all_cooperative and cooperative_leave_keeps_cycle(phase, name, cycle, waiting):
         return LeaveStep.CYCLE_GOES_ON
-    if phase is Phase.WAITING:
+    if phase is RegionPhase.WAITING:
         return LeaveStep.NOTHING
     return LeaveStep.RESET
 
 
-def cooperative_leave_keeps_cycle(phase: Phase, name: str, cycle: CycleRound, waiting: Collection[str]) -> bool:
+def cooperative_leave_keeps_cycle(phase: RegionPhase, name: str, cycle: CycleRound, waiting: Collection[str]) -> bool:
     """Step 8d, in a cooperative region: the leaver has not answered a checkpoint
     of the cycle in flight (RUNNING; DRAINING, where no offsets are collected
     yet; CHECKPOINTING while it is still awaited). No checkpoint then holds its
@@ -364,12 +235,12 @@ def cooperative_leave_keeps_cycle(phase: Phase, name: str, cycle: CycleRound, wa
     checkpoint's offsets (carried forward) until their next owners, assigned by
     the Kafka rebalance, start there; what it processed since is never published
     (its leave reply names its last completed checkpoint)."""
-    if phase is Phase.RUNNING or phase is Phase.DRAINING:
+    if phase is RegionPhase.RUNNING or phase is RegionPhase.DRAINING:
         return True
-    if phase is Phase.CHECKPOINTING and cycle.is_joiner(name):
+    if phase is RegionPhase.CHECKPOINTING and cycle.is_joiner(name):
         # a joiner whose predecessor did not answer: not in the cycle
         return not cycle.has_checkpointed(name)
-    return phase is Phase.CHECKPOINTING and name in waiting
+    return phase is RegionPhase.CHECKPOINTING and name in waiting
 
 
 def start_due(
@@ -405,7 +276,7 @@ class RegionCore:
         self._on_event: OnEvent = on_event or (lambda event: None)
         # The phase (TRANSITIONS): changed only through _goto, and by _load
         # before any input.
-        self._phase = StateMachine(f"region {config.name}", TRANSITIONS, Phase.WAITING, log)
+        self._phase = StateMachine(f"region {config.name}", TRANSITIONS, RegionPhase.WAITING, log)
         #: The member table: changed only by this core's inputs (join, heartbeat,
         #: ack, leave); its records are read by the pacing.
         self.members = MemberTable(config.name, config.member_timeout_s)
@@ -437,7 +308,7 @@ class RegionCore:
         self.resets.restore(stored)
         self.known_members = stored.members
         if stored.failed:
-            self._phase.to(Phase.FAILED, "the stored document says FAILED")
+            self._phase.to(RegionPhase.FAILED, "the stored document says FAILED")
             self.failed_reason = stored.failed_reason or (
                 "failed before the coordinator restarted (the stored document has no reason)"
             )
@@ -454,7 +325,7 @@ class RegionCore:
             checkpoint_offsets=self.checkpoints.offsets,
             absent_checkpoints=self.checkpoints.absent.seqs,
             members=sorted(self.members) if self.members else self.known_members,
-            failed=self.phase is Phase.FAILED,
+            failed=self.phase is RegionPhase.FAILED,
             failed_reason=self.failed_reason,
             backoff_s=self.resets.hold.length_s,
             failure_streak=self.resets.streak,
@@ -467,13 +338,13 @@ class RegionCore:
 
     # ------------------------------------------------------------------ transitions
     @property
-    def phase(self) -> Phase:
+    def phase(self) -> RegionPhase:
         return self._phase.state
 
-    def _goto(self, phase: Phase, why: str) -> None:
+    def _goto(self, phase: RegionPhase, why: str) -> None:
         """The one way to change the phase once running: checked against the
         table and logged (the machine), then reported as an event."""
-        if phase is Phase.FAILED and not self.failed_reason:
+        if phase is RegionPhase.FAILED and not self.failed_reason:
             # Invariant: a FAILED region always says why (status, members, runner).
             raise IllegalTransition(f"region {self.config.name}: FAILED without a reason ({why})")
         self._phase.to(phase, why)
@@ -491,7 +362,7 @@ class RegionCore:
         consecutive resets and by the service when a tick raised; ``persist``
         False for a region whose stored document is unusable: it is kept as it
         is (never written again by this core), for a coordinator that can read it."""
-        if self.phase is Phase.FAILED:
+        if self.phase is RegionPhase.FAILED:
             log.info(
                 "region %s: already FAILED (%s); ignoring another cause: %s",
                 self.config.name,
@@ -500,7 +371,7 @@ class RegionCore:
             )
             return
         self.failed_reason = reason or "failed (no reason given)"
-        self._goto(Phase.FAILED, self.failed_reason)
+        self._goto(RegionPhase.FAILED, self.failed_reason)
         self.waiting = set()
         self.deadline = None
         self._keep_stored = not persist
@@ -522,7 +393,7 @@ class RegionCore:
         pid: int | None = None,
         host: str | None = None,
         replace: bool = False,
-    ) -> dict[str, Any]:
+    ) -> RegionJoinReply:
         """A member joins. Whether it may, under ``name``, is the member table's
         answer (``coordinator/region/membership.py``): a retry is answered again, a
         refusal (the name's holder is alive) names the holder, a restarted
@@ -537,14 +408,13 @@ class RegionCore:
             pid=pid,
             host=host,
             replace=replace,
-            region_failed=self.phase is Phase.FAILED,
+            region_failed=self.phase is RegionPhase.FAILED,
             eviction_blocked=lambda: self.pacing.eviction_blocked(name, now),
         )
         if admission.kind is JoinKind.RETRY:
-            return self._join_reply(name, admission.predecessor)
-        if admission.kind is JoinKind.REFUSED:
-            holder = admission.holder.to_body() if admission.holder is not None else None
-            return {**self._join_reply(name), "refused": f"member name {name!r} is in use", "holder": holder}
+            return self._join_reply(admission.predecessor)
+        if admission.kind is JoinKind.REFUSED and admission.holder is not None:  # a refusal names the holder
+            return self._join_reply(refused=JoinRefusal(f"member name {name!r} is in use", admission.holder))
         predecessor = admission.predecessor
         restarted = admission.kind is JoinKind.RESTART
         if self.first_join_at is None:
@@ -560,7 +430,7 @@ class RegionCore:
             self._join_after_cycle(name, restarted, now)
         elif step is JoinStep.RESET:
             self._start_reset(why, ResetKind.MEMBERSHIP, now, restart=True, rejoin=True)
-        return self._join_reply(name, predecessor)
+        return self._join_reply(predecessor)
 
     def _join_after_cycle(self, name: str, restarted: bool, now: float) -> None:
         """Step 7c: a cooperative join during a cycle: the cycle completes without
@@ -580,35 +450,18 @@ class RegionCore:
         if not self.waiting:
             self._phase_answered(now)
 
-    def _join_reply(self, name: str, predecessor: Predecessor | None = None) -> dict[str, Any]:
-        reply = {
-            "region": self.config.name,
-            "phase": self.phase.value,
-            "last_consistent": self.checkpoints.last_consistent,
-            "config": self.config.to_dict(),
-            "predecessor": predecessor.to_body() if predecessor is not None else None,
-        }
-        if self.phase is Phase.FAILED:
-            reply["failed_reason"] = self.failed_reason
-        return reply
-
-    def heartbeat(
-        self,
-        name: str,
-        identity: bytes,
-        incarnation: str,
-        now: float,
-        kafka: KafkaReport | None = None,
-        kafka_invalid: str | None = None,
-    ) -> bool:
-        """A member's heartbeat (``MemberTable.heartbeat``). False when the member
-        is unknown (it must join again). ``kafka``: the member's Kafka group
-        report, kept for pacing checkpoints (``coordinator/region/timing.py``) and
-        for its successor's join. ``kafka_invalid``: why the heartbeat's report
-        was ignored: the member then counts as not reporting (its last report is
-        dropped), logged when its reports turn invalid and when they are valid
-        again (``coordinator/protocol/region/kafka_report.py``)."""
-        return self.members.heartbeat(name, identity, incarnation, now, kafka, kafka_invalid)
+    def _join_reply(
+        self, predecessor: Predecessor | None = None, refused: JoinRefusal | None = None
+    ) -> RegionJoinReply:
+        return RegionJoinReply(
+            self.config.name,
+            self.phase,
+            self.checkpoints.last_consistent,
+            self.config,
+            predecessor,
+            self.failed_reason if self.phase is RegionPhase.FAILED else None,
+            refused,
+        )
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
         """Member ``name`` leaves (``reason`` "left": gracefully; else why it was
@@ -634,8 +487,8 @@ class RegionCore:
             self.waiting.clear()
             self.cycles.round.take_joiners()
             self.first_join_at = None
-            if self.phase is not Phase.WAITING:
-                self._goto(Phase.WAITING, "no members left")
+            if self.phase is not RegionPhase.WAITING:
+                self._goto(RegionPhase.WAITING, "no members left")
         elif step is LeaveStep.ROUND_GOES_ON:
             self.waiting.discard(name)
             self._maybe_reset_done(now)
@@ -675,7 +528,7 @@ class RegionCore:
         if not self.members.touch(name, now):
             log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command.value, name)
             return
-        if self.phase is Phase.RESETTING:
+        if self.phase is RegionPhase.RESETTING:
             expected = command is CommandKind.RESET and attempt == self.resets.attempt
         else:
             expected = command is AWAITED.get(self.phase) and seq == self.cycles.seq
@@ -707,9 +560,9 @@ class RegionCore:
 
     def _phase_answered(self, now: float) -> None:
         """Every awaited member answered the current phase (or left): the next step."""
-        if self.phase is Phase.DRAINING:
+        if self.phase is RegionPhase.DRAINING:
             self._start_checkpoint(now)
-        elif self.phase is Phase.CHECKPOINTING:
+        elif self.phase is RegionPhase.CHECKPOINTING:
             self._complete_checkpoint(now)
         else:
             self._maybe_reset_done(now)
@@ -727,51 +580,53 @@ class RegionCore:
             return
         kind = ResetKind.FORCE if force else ResetKind.FAILURE
         why = f"member {name} requested a {'forced ' if force else ''}reset: {reason}"
-        if self.phase is Phase.RESETTING and name not in self.waiting:
+        if self.phase is RegionPhase.RESETTING and name not in self.waiting:
             self._start_reset(f"{why} (after its answer to attempt {self.resets.attempt})", kind, now, restart=True)
             return
-        if force and self.phase is Phase.RESETTING:
+        if force and self.phase is RegionPhase.RESETTING:
             self.resets.forced(now)  # force clears the counter even when it does not stack
         self._start_reset(why, kind, now)
 
-    def trigger(self, name: str, now: float) -> TriggerReply:
+    def trigger(self, name: str, now: float) -> RegionTriggerReply:
         """Operator-driven mode: a member asks for a checkpoint now. The answer says
         at once whether a drain of that member follows (the member's source waits
         for it only then): RUNNING starts a cycle; a cycle that is draining and
         still waits for this member serves it; otherwise not now, with the reason:
         the member drained already in the running cycle, which covers what it
         submitted; or the region is checkpointing, resetting, waiting or FAILED."""
-        if self.phase is Phase.RUNNING:
+        if self.phase is RegionPhase.RUNNING:
             self._start_cycle(now, f"trigger from {name}")
-            return TriggerReply(TriggerAnswer.STARTED, f"checkpoint {self.cycles.seq} started")
-        if self.phase is Phase.DRAINING and name in self.waiting:
-            return TriggerReply(TriggerAnswer.DRAIN_COMING, f"checkpoint {self.cycles.seq} is draining")
-        if self.phase in (Phase.DRAINING, Phase.CHECKPOINTING):
+            return RegionTriggerReply(self.phase, TriggerAnswer.STARTED, f"checkpoint {self.cycles.seq} started")
+        if self.phase is RegionPhase.DRAINING and name in self.waiting:
+            return RegionTriggerReply(
+                self.phase, TriggerAnswer.DRAIN_COMING, f"checkpoint {self.cycles.seq} is draining"
+            )
+        if self.phase in (RegionPhase.DRAINING, RegionPhase.CHECKPOINTING):
             why = f"checkpoint {self.cycles.seq} is running and {name} already drained for it"
         else:
             why = f"the region is {self.phase.value}; trigger again after the next RESUME"
         log.debug("region %s: trigger from %s not served: %s", self.config.name, name, why)
-        return TriggerReply(TriggerAnswer.NOT_NOW, why)
+        return RegionTriggerReply(self.phase, TriggerAnswer.NOT_NOW, why)
 
     def tick(self, now: float) -> None:
-        if self.phase is Phase.FAILED:
+        if self.phase is RegionPhase.FAILED:
             return
         for name, silent_s in self.members.silent(now):
             self.leave(name, now, reason=f"stopped heartbeating ({silent_s:.1f}s)")
-        if self.phase is Phase.WAITING:
+        if self.phase is RegionPhase.WAITING:
             self._maybe_start(now)
         elif self.phase in AWAITED:
             if self.deadline is not None and now > self.deadline:
                 late = sorted(self.waiting)
                 why = f"members {late} did not answer {AWAITED[self.phase].value} in time"
                 log.warning("region %s: %s", self.config.name, why)
-                if self.phase is not Phase.RESETTING:
+                if self.phase is not RegionPhase.RESETTING:
                     self.cycles.failed()
                 self._start_reset(why, ResetKind.FAILURE, now, restart=True)
-        elif self.phase is Phase.BACKOFF:
+        elif self.phase is RegionPhase.BACKOFF:
             if self.resets.hold.left(now) is None:
                 self._resume_after_reset(now, f"backoff over after reset attempt {self.resets.attempt}")
-        elif self.phase is Phase.RUNNING and self.cycles.due(now):
+        elif self.phase is RegionPhase.RUNNING and self.cycles.due(now):
             self._start_cycle(now, "period", due=self.cycles.next_at)
 
     @property
@@ -779,9 +634,9 @@ class RegionCore:
         """The next time `tick` has a timed step to take without any input: the
         periodic drain due (RUNNING) or the end of a backoff hold (BACKOFF); None
         for none (phase deadlines and member silence are checked at every tick)."""
-        if self.phase is Phase.RUNNING:
+        if self.phase is RegionPhase.RUNNING:
             return self.cycles.wake_at
-        if self.phase is Phase.BACKOFF:
+        if self.phase is RegionPhase.BACKOFF:
             return self.resets.hold.until
         return None
 
@@ -790,13 +645,13 @@ class RegionCore:
         """The drive's drain: persist the seq, DRAINING, send."""
         step = self.cycles.start(why, self.members, now, due)
         self._save()  # a seq is never reused, even across a coordinator restart
-        self._enter_step(Phase.DRAINING, step)
+        self._enter_step(RegionPhase.DRAINING, step)
 
     def _start_checkpoint(self, now: float) -> None:
         """Every awaited member drained: CHECKPOINTING, send."""
-        self._enter_step(Phase.CHECKPOINTING, self.cycles.drained(now))
+        self._enter_step(RegionPhase.CHECKPOINTING, self.cycles.drained(now))
 
-    def _enter_step(self, phase: Phase, step: CycleStep) -> None:
+    def _enter_step(self, phase: RegionPhase, step: CycleStep) -> None:
         self._goto(phase, step.why)
         self.waiting = step.members
         self.deadline = step.deadline
@@ -819,7 +674,7 @@ class RegionCore:
                 self.resets.consecutive,
             )
         self._save()  # durable before anyone hears of it
-        self._goto(Phase.RUNNING, done.why)
+        self._goto(RegionPhase.RUNNING, done.why)
         self._on_event(CheckpointCompleted(done.seq, round(done.took_ms, 1), round(done.next_drain_in_s, 3)))
         self._send_all(done.commands)
         self.waiting = set()
@@ -856,9 +711,9 @@ class RegionCore:
         """A cause: dropped while a round runs unless it restarts the round; else
         the drive's round (or its refusal: FAILED), persist the attempt,
         RESETTING, the commands."""
-        if self.phase is Phase.FAILED:
+        if self.phase is RegionPhase.FAILED:
             return
-        if self.phase is Phase.RESETTING and not restart:
+        if self.phase is RegionPhase.RESETTING and not restart:
             log.info(
                 "region %s: reset already running (attempt %s); not stacking: %s",
                 self.config.name,
@@ -873,7 +728,7 @@ class RegionCore:
             self.fail(round_.reason, now)
             return
         self._save()  # the attempt is durable before any member hears of it
-        self._goto(Phase.RESETTING, round_.why)
+        self._goto(RegionPhase.RESETTING, round_.why)
         self._on_event(ResetStarted(round_.attempt, kind, why, self.checkpoints.last_consistent))
         self.waiting = round_.members
         self.deadline = round_.deadline
@@ -882,7 +737,7 @@ class RegionCore:
     def _maybe_reset_done(self, now: float) -> None:
         """Every awaited member answered: RESUME, or BACKOFF while the hold of a
         failure streak lasts."""
-        if self.phase is not Phase.RESETTING or self.waiting:
+        if self.phase is not RegionPhase.RESETTING or self.waiting:
             return
         done = self.resets.answered(now)
         self.deadline = None
@@ -891,7 +746,7 @@ class RegionCore:
             self._resume_after_reset(now, why)
             return
         self._goto(
-            Phase.BACKOFF,
+            RegionPhase.BACKOFF,
             f"{why}; RESUME in {done.hold_left_s:.2f}s: a {done.hold_s:.2f}s backoff after "
             f"failure {self.resets.streak} of a failure streak ({self.resets.consecutive} "
             f"since the last progress, max {self.config.max_consecutive_resets})",
@@ -904,7 +759,7 @@ class RegionCore:
         if end.held_s is not None:
             self._save()  # the hold is over: a restarted coordinator must not hold again
             why = f"{why}; held {end.held_s:.2f}s (backoff)"
-        self._goto(Phase.RUNNING, why)
+        self._goto(RegionPhase.RUNNING, why)
         self._on_event(
             ResetResumed(end.attempt, round(end.took_s * 1000, 1), round(end.next_drain_in_s, 3), end.held_s)
         )
@@ -959,21 +814,9 @@ class RegionCore:
 __all__ = [
     "AWAITED",
     "TRANSITIONS",
-    "BackoffHeld",
-    "CheckpointCompleted",
-    "ContinuityRefused",
     "JoinStep",
     "LeaveStep",
-    "MemberForgotten",
-    "MemberJoined",
-    "MemberLeft",
-    "Phase",
-    "PhaseChanged",
     "RegionCore",
-    "RegionEvent",
-    "RegionFailed",
-    "ResetResumed",
-    "ResetStarted",
     "cooperative_leave_keeps_cycle",
     "join_step",
     "leave_step",

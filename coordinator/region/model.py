@@ -1,7 +1,8 @@
-"""The region's data: reset kinds, trigger answers, member records, the absent
+"""The region's data: reset kinds, member records, the absent
 members' own checkpoints and the offset-list helpers (the region config is
-``coordinator/protocol/region/config.py``; the phases and their transition
-table are the state machine's, ``coordinator/region/machine.py``).
+``coordinator/protocol/region/config.py``, the phases
+``coordinator/protocol/region/replies.py``, their transition table the state
+machine's, ``coordinator/region/machine.py``).
 
 Used by every part of the region controller; no I/O here.
 """
@@ -23,25 +24,6 @@ class ResetKind(str, enum.Enum):
     FAILURE = "failure"  # counts towards max_consecutive_resets and the failure streak
     FORCE = "force"  # a rebalance: resets the consecutive counter and ends the failure streak
     MEMBERSHIP = "membership"  # a member joined/left: counter unchanged
-
-
-class TriggerAnswer(str, enum.Enum):
-    """The controller's answer to an operator-driven trigger: does a drain of the
-    asking member follow? The member's source waits for its drain only when one
-    does (else it would wait its whole drain timeout for nothing)."""
-
-    STARTED = "started"  # a cycle started now: the member's drain follows
-    DRAIN_COMING = "drain_coming"  # a cycle is draining and this member has not drained yet
-    NOT_NOW = "not_now"  # no drain follows for this trigger (resetting, waiting, drained already, failed)
-
-
-@attrs.frozen
-class TriggerReply:
-    kind: TriggerAnswer
-    reason: str = ""
-
-    def to_body(self) -> dict[str, Any]:
-        return {"trigger": self.kind.value, "reason": self.reason}
 
 
 @attrs.define

@@ -4,74 +4,29 @@ It runs on the coordinator's loop thread (``server.add_service(RegionControllerS
 and holds one :class:`~coordinator.region.machine.RegionCore` per region name; the
 phases are numbered in ``coordinator/region/machine.py``, the cycle in
 ``coordinator/region/cycle.py``, the reset round in ``coordinator/region/reset.py``.
-This module is the I/O around it: the message handlers (the messages and their validation are in
-``coordinator/protocol/region/messages.py``), the pushes, durability and metrics.
+This module is the I/O around it: the message handlers (the requests, their
+replies and the pushed commands are in ``coordinator/protocol/region/`` and
+docs/protocol.md, "Region controller messages"), the pushes, durability and
+metrics.
 
-Member -> controller (requests; replies are ``<type>_reply``; errors as in docs/protocol.md):
-
-* ``region_join {region, member, incarnation, pid, host, replace, config}``: the first join of a
-  region creates it with ``config`` (a ``RegionConfig`` dict); a later join with
-  other settings gets ``INVALID`` naming them; another ``index`` gets
-  ``CR_INDEX_MISMATCH``. ``incarnation`` is unique per member process: a new one
-  (a restarted process) makes the region reset. Reply ``{region, phase,
-  last_consistent, config}``. The reply tells the member its socket identity is
-  where commands will be pushed.
-  Names are unique: while another incarnation of ``member`` is alive (heard
-  within ``member_timeout_s``) the reply is ``{refused, holder: {incarnation,
-  pid, host, silent_s}}`` and nothing changes, unless ``replace`` is true (the
-  joiner saw the holder's process is gone); the member retries, then fails.
-  The reply's ``predecessor`` (null, or ``{incarnation, pid, kafka_member_id}``)
-  names the incarnation a restarted member replaces; the member removes that
-  dead consumer from the Kafka group before its own consumer joins.
-* ``region_heartbeat {region, member, incarnation, kafka?}``: every ``HEARTBEAT_S``
-  (member side); ``kafka`` (optional) is the member's Kafka group state
-  ``{member_id, generation, rebalancing}`` (``coordinator/protocol/region/kafka_report.py``):
-  the controller defers periodic drains while the group rebalances; an invalid
-  report is ignored and logged (the heartbeat still counts). ``NOT_REGISTERED`` if the controller does
-  not know this incarnation (after a coordinator restart): the member joins again.
-* ``region_ack {region, member, incarnation, command, seq, attempt, ok, error, offsets, rebalance}``:
-  the outcome of a ``drain`` / ``checkpoint`` / ``reset`` command; ``offsets``
-  (``[[topic, partition, from, to], ...]``, the intervals the source processed) are the
-  source's at a checkpoint, checked by ``continuity.py`` before it completes;
-  ``rebalance`` true marks a failure caused by a group rebalance (the reset is
-  then forced: it does not count towards the consecutive-reset maximum).
-* ``region_reset_request {region, member, incarnation, force, reason}``: a reset
-  (``force`` for a rebalance). Requests during a reset do not stack.
-* ``region_trigger {region, member, incarnation}``: operator-driven mode, start a cycle.
-  Reply ``{phase, trigger, reason}``, ``trigger`` one of ``started``, ``drain_coming``
-  (a drain of this member follows: its source waits for it) or ``not_now`` (none
-  follows: resetting, waiting, already drained in the running cycle; the source
-  goes on at once instead of waiting its drain timeout).
-* ``region_leave {region, member, incarnation}``: graceful leave (the region
-  resets); reply ``{last_consistent, complete}``: the leaver publishes what
-  ``complete`` covers (its own last completed checkpoint, null for a process the
-  region already dropped; it may have missed the RESUME naming it) before it exits.
-* ``region_status {region?}``: one region's status, or all, each with its newest
-  checkpoints and reset rounds (at most ``RECENT_KEPT``; kept in memory only).
-
-Controller -> member (pushed, envelope id null, type ``region_command``), body
-``{v, region, cmd, ...}`` (``coordinator/protocol/region/commands.py``) with ``cmd`` one of ``drain {seq}``, ``checkpoint {seq}``,
-``resume {complete: seq | null}``, ``retire {seq}``, ``reset {seq, attempt,
-members, offsets, own}`` (``own``: the member's own last completed checkpoint,
-see ``ConsistentCheckpoints.own``, ``coordinator/region/checkpoints.py``), ``reset_to_initial {attempt}``, ``failed {reason}``.
-
-Durability: the region document (namespace ``region``) is written with
-``store.put_document`` and the server syncs the store before it sends any reply
-or push queued in the same loop iteration, so "seq is consistent" is on disk
-before a RESUME naming it leaves the process. On start (``on_loaded``) every
-stored region is rebuilt in phase WAITING.
-
-Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a region
-beyond ``limits.max_regions`` or add a member beyond
-``limits.max_members_per_group``. A region without members for
-``limits.region_expiry_s`` is dropped with its document. A region whose tick
-raises goes FAILED with the reason (logged with the traceback); the others and
-the coordinator go on.
-
-Failure behaviour: commands are pushes and may be lost (a member's socket
-reconnecting); the member's silence then fails the phase by its timeout and
-the region resets. A member that misses its heartbeats for ``member_timeout_s``
-is dropped and the region resets without it.
+1. Join: the first join of a region creates it with the joiner's config; a
+   later join with other settings gets ``INVALID`` naming them, another
+   ``index`` ``CR_INDEX_MISMATCH``. Every other request of a member that has
+   not joined (this incarnation) gets ``NOT_REGISTERED``: it joins again.
+2. Durability: the region document (namespace ``region``) is written with
+   ``store.put_document`` and the server syncs the store before it sends any
+   reply or push queued in the same loop iteration, so "seq is consistent" is
+   on disk before a RESUME naming it leaves the process. On start
+   (``on_loaded``) every stored region is rebuilt in phase WAITING.
+3. Limits (``LIMIT_EXCEEDED``, nothing changed): a join that would create a
+   region beyond ``limits.max_regions`` or add a member beyond
+   ``limits.max_members_per_group``. A region without members for
+   ``limits.region_expiry_s`` is dropped with its document. A region whose
+   tick raises goes FAILED with the reason (logged with the traceback); the
+   others and the coordinator go on.
+4. Failure: commands are pushes and may be lost (a member's socket
+   reconnecting); the member's silence then fails the phase by its timeout
+   and the region resets.
 """
 
 from __future__ import annotations
@@ -91,9 +46,18 @@ from coordinator.protocol.region.messages import (
     RegionResetRequest,
     RegionStatusRequest,
 )
+from coordinator.protocol.region.replies import (
+    RegionHeartbeatReply,
+    RegionJoinReply,
+    RegionLeaveReply,
+    RegionPhase,
+    RegionPhaseReply,
+    RegionTriggerReply,
+)
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.region.machine import CheckpointCompleted, Phase, PhaseChanged, RegionCore, RegionEvent, ResetResumed
-from coordinator.server.api import Request, ServerApi, Timer, attached
+from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
+from coordinator.region.machine import RegionCore
+from coordinator.server.api import Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
 log = logging.getLogger(__name__)
@@ -111,11 +75,10 @@ def _wake_only() -> None:
     """A timer's callback that only wakes the loop: its tick hooks run right after."""
 
 
-class RegionControllerService:
+class RegionControllerService(Service):
     """Plugs the region controller into a :class:`ServerApi`."""
 
     def __init__(self) -> None:
-        self._server: ServerApi | None = None
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.recent_checkpoints: dict[str, deque[dict[str, Any]]] = {}
@@ -127,11 +90,6 @@ class RegionControllerService:
         self._wake_at: float | None = None
 
     # ------------------------------------------------------------------ service API
-    @property
-    def server(self) -> ServerApi:
-        """The server this service is attached to (handlers run only after attach)."""
-        return attached(self._server, type(self).__name__)
-
     def attach(self, server: ServerApi) -> None:
         self._server = server
         if isinstance(server.metrics, CoordinatorMetrics):
@@ -255,20 +213,19 @@ class RegionControllerService:
                     checkpoints=core.cycles.completed,
                     resets=core.resets.rounds,
                     consecutive_resets=core.resets.consecutive,
-                    failed=core.phase is Phase.FAILED,
+                    failed=core.phase is RegionPhase.FAILED,
                     members=len(core.members),
                     failure_streak=core.resets.streak,
                 )
                 for name, core in self.regions.items()
             ),
-            (phase.value for phase in Phase),
+            (phase.value for phase in RegionPhase),
         )
 
     # ------------------------------------------------------------------ plumbing
     def _make_core(self, config: RegionConfig, doc: dict[str, Any] | None) -> RegionCore:
         name = config.name
-        server = self._server
-        assert server is not None
+        server = self.server
 
         def send(member: str, command: RegionCommand) -> None:
             region = self.regions.get(name)
@@ -285,12 +242,12 @@ class RegionControllerService:
         def on_event(event: RegionEvent) -> None:
             t = time.time()
             events = self.events.setdefault(name, [])
-            events.append({"t": t, "kind": event.KIND, **event.info()})
+            events.append(event_record(event, t))
             del events[:-EVENTS_KEPT]
             self._observe(name, event)
             if isinstance(event, CheckpointCompleted):
                 self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "seq": event.seq})
-            elif isinstance(event, PhaseChanged) and event.phase is Phase.RESETTING:
+            elif isinstance(event, PhaseChanged) and event.phase is RegionPhase.RESETTING:
                 self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "why": event.why})
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
@@ -319,7 +276,7 @@ class RegionControllerService:
         return core
 
     # ------------------------------------------------------------------ handlers
-    def _on_join(self, req: Request, msg: RegionJoin) -> dict[str, Any]:
+    def _on_join(self, req: Request, msg: RegionJoin) -> RegionJoinReply:
         try:
             config = RegionConfig.from_dict({**msg.config, "name": msg.region})
         except (TypeError, ValueError) as exc:
@@ -335,7 +292,7 @@ class RegionControllerService:
                 )
             core = self.regions[msg.region] = self._make_core(config, None)
             log.info("region %s created by %s: %s", msg.region, msg.member, config)
-        elif core.phase is Phase.FAILED:
+        elif core.phase is RegionPhase.FAILED:
             pass  # whatever its settings, the joiner is told the region FAILED and why
         elif config.index != core.config.index:
             raise CrIndexMismatch(
@@ -358,21 +315,22 @@ class RegionControllerService:
             )
         return core.join(msg.member, req.identity, msg.incarnation, req.received, msg.pid, msg.host, msg.replace)
 
-    def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> dict[str, Any]:
+    def _on_heartbeat(self, req: Request, msg: RegionHeartbeat) -> RegionHeartbeatReply:
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
-        if not core.heartbeat(msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid):
+        if not core.members.heartbeat(
+            msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid
+        ):
             raise NotRegistered(
                 f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region {msg.region!r}: join again"
             )
-        return {"phase": core.phase.value, "last_consistent": core.checkpoints.last_consistent}
+        return RegionHeartbeatReply(core.phase, core.checkpoints.last_consistent)
 
-    def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+    def _on_trigger(self, req: Request, msg: RegionMemberMessage) -> RegionTriggerReply:
         core = self._known(msg.region, msg.member, msg.incarnation)
-        answer = core.trigger(msg.member, req.received)
-        return {"phase": core.phase.value, **answer.to_body()}
+        return core.trigger(msg.member, req.received)
 
-    def _on_leave(self, req: Request, msg: RegionMemberMessage) -> dict[str, Any]:
+    def _on_leave(self, req: Request, msg: RegionMemberMessage) -> RegionLeaveReply:
         core = self.regions.get(msg.region)
         if core is not None:
             # The leaver publishes what its own last completed checkpoint covers (it
@@ -382,10 +340,10 @@ class RegionControllerService:
             m = core.members.get(msg.member)
             if m is not None and m.incarnation == msg.incarnation:
                 core.leave(msg.member, req.received)
-            return {"last_consistent": core.checkpoints.last_consistent, "complete": complete}
-        return {"last_consistent": None, "complete": None}
+            return RegionLeaveReply(core.checkpoints.last_consistent, complete)
+        return RegionLeaveReply(None, None)
 
-    def _on_ack(self, req: Request, msg: RegionAck) -> dict[str, Any]:
+    def _on_ack(self, req: Request, msg: RegionAck) -> RegionPhaseReply:
         core = self._known(msg.region, msg.member, msg.incarnation)
         self.server.store.touch(msg.region)  # retention activity of the region's group
         core.ack(
@@ -399,12 +357,12 @@ class RegionControllerService:
             msg.offsets,
             rebalance=msg.rebalance,
         )
-        return {"phase": core.phase.value}
+        return RegionPhaseReply(core.phase)
 
-    def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> dict[str, Any]:
+    def _on_reset_request(self, req: Request, msg: RegionResetRequest) -> RegionPhaseReply:
         core = self._known(msg.region, msg.member, msg.incarnation)
         core.request_reset(msg.member, msg.force, msg.reason, req.received)
-        return {"phase": core.phase.value}
+        return RegionPhaseReply(core.phase)
 
     def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
         if msg.region is not None:

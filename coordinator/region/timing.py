@@ -51,59 +51,28 @@ from ever finishing. So:
    see ``EVICT_QUIET_S``).
 
 Backoff (`ResetHold`, `failure_backoff_s`). A failure reset completes in
-milliseconds; without a pause, a failure that persists for a second (a sink
-that is down) burns ``max_consecutive_resets`` in ~100 ms and the region goes
-FAILED for good, and a failure that comes back after every reset while the
-region still makes progress elsewhere (a record that fails every time on one
-partition, the others moving) resets at full speed for ever. So, like an
-exponential-delay restart strategy (whose delay goes back to its start only
-after a stable run, whatever progress was made meanwhile), the region waits
-longer after each failure of a streak:
+milliseconds; without a pause a failure that persists for a second burns
+``max_consecutive_resets`` in ~100 ms, and one that comes back after every
+reset while other partitions move resets at full speed for ever. So:
 
-1. The streak (counted by the reset rounds, ``coordinator/region/reset.py``):
-   failure resets in a row, each less than ``failure_memory_s`` after the
-   previous one. Progress (a checkpoint that moved an offset) does not end it;
-   a forced reset does (step 3b), and so does a quiet stretch: a failure
-   ``failure_memory_s`` after the last one starts a new streak at 1, and a
-   checkpoint that late sets it to 0. A membership reset leaves it. The first
-   failure of a streak resets and resumes at once. Forced (rebalance) and
-   membership resets are never delayed by themselves: a kill or a rebalance
-   costs what it cost before.
-2. The k-th failure of the streak (k >= 2) holds the region: its reset round
-   runs at once (members stop and reset, their permits stay blocked, nothing
-   is processed), and the RESUME waits until
-   ``min(reset_backoff_s * 2^(k-2), reset_backoff_max_s)`` after the failure.
-   A round that answers before then moves the region from RESETTING to
-   BACKOFF; the controller's tick sends the RESUME when the hold is over.
-   With the defaults (0.5 s, 30 s, 5 resets):
-   a. a failure that persists (no checkpoint between the failures: the streak
-      is the consecutive count) ends in FAILED after 0 + 0.5 + 1 + 2 + 4 s of
-      holds: a sink down for 5 s survives (the sixth failure in a row, 7.5 s
-      after the first, is the one that fails it);
-   b. a failure that returns after every reset while other partitions move
-      (every checkpoint between two failures is progress: the consecutive
-      count stays at 1, the region never goes FAILED) is held 0.5, 1, 2, ...
-      up to 30 s: one reset per ``reset_backoff_max_s`` instead of a hot loop.
-3. During a hold:
-   a. a membership change (a join, a restarted member; everybody leaving and
-      coming back) restarts the round as it does without a hold; the RESUME
-      still waits for the same due time (a join neither skips nor lengthens it);
-   b. a forced reset (a rebalance) ends the streak and with it the hold: its
-      round resumes at once;
-   c. another failure (a request, a failed or late answer) is the next
-      failure of the streak: a new round and a new, longer hold from that failure;
-   d. a member that leaves or falls silent is dropped; the hold goes on for
-      the others;
-   e. triggers are answered ``not_now``, acks of earlier commands are stale.
-4. Durable: the length of the hold in force is in the region document
+1. The k-th failure (k >= 2) of a failure streak (counted by the reset rounds,
+   ``coordinator/region/reset.py`` step 2) holds the region: its reset round
+   runs at once (members stop and reset, their permits stay blocked), and the
+   RESUME waits until ``min(reset_backoff_s * 2^(k-2), reset_backoff_max_s)``
+   after the failure. A round that answers before then moves the region from
+   RESETTING to BACKOFF; the controller's tick sends the RESUME when the hold
+   is over. Forced and membership resets are never held by themselves; a
+   forced reset ends the streak and with it the hold. During a hold a member
+   that leaves or falls silent is dropped (the hold goes on for the others),
+   triggers are answered ``not_now`` and acks of earlier commands are stale;
+   a join, a forced reset and another failure: docs/region.md, "The reset"
+   step 2, with the worked defaults.
+2. Durable: the length of the hold in force is in the region document
    (``backoff_s``, null without one) from the failure until the RESUME, and
    the streak always (``failure_streak``). A coordinator restarted during a
    hold holds its first round (the membership reset that brings the members
-   back) that long again, from that round's start, and its next failure is the
-   next of the restored streak: a restart never shortens a hold (it may
-   lengthen it by the time already held). The time of the last failure is not
-   durable: after a restart the ``failure_memory_s`` clock starts at the first
-   checkpoint.
+   back) that long again, from that round's start: a restart never shortens a
+   hold (it may lengthen it by the time already held).
 """
 
 from __future__ import annotations
@@ -321,7 +290,7 @@ def failure_backoff_s(streak: int, config: RegionConfig) -> float:
 
 
 class ResetHold:
-    """The hold in force (backoff steps 1-4): when the RESUME may be sent, and how long
+    """The hold in force (backoff steps 1-2): when the RESUME may be sent, and how long
     the hold is. ``ResetDrive`` (``coordinator/region/reset.py``) calls `on_cause` for every counted cause,
     `left` when a round has every answer and on every tick while holding,
     `resumed` at the RESUME, `restore` once after a coordinator restart."""
@@ -337,7 +306,7 @@ class ResetHold:
         if kind is ResetKind.FORCE:
             if self.length_s is not None:
                 log.info(
-                    "region %s: a forced reset clears the backoff hold of %.2fs (step 3b)",
+                    "region %s: a forced reset clears the backoff hold of %.2fs",
                     self._config.name,
                     self.length_s,
                 )
@@ -359,7 +328,7 @@ class ResetHold:
                 )
             else:  # the first failure of a streak: no hold (a restored one is dropped with the old streak)
                 self._clear()
-        elif self._restored_s is not None:  # membership: the first round after a restart (backoff step 4)
+        elif self._restored_s is not None:  # membership: the first round after a restart (backoff step 2)
             self.until, self.length_s = now + self._restored_s, self._restored_s
             self._restored_s = None
             log.info(

@@ -3,28 +3,17 @@
 The registry, control-variable, merge and region-controller services see the
 server only through `ServerApi` and the store only through `ServiceStore`
 (both implemented by `coordinator.server.loop` and `coordinator.store`, which
-this module does not import):
+this module does not import); a service is a `Service` (its life cycle is
+there, each `ServerApi` call is documented on it):
 
-* ``server.add_service(svc)`` calls ``svc.attach(server)``; the service then
-  calls ``server.add_handler(msg_type, message_class, handler)``. The message
-  class has ``from_body(body)`` (validating, raising ``Invalid``). The handler
-  ``handler(req: Request, msg)`` runs on the loop thread and returns a reply
-  body (dict), or :data:`DEFERRED` to answer later with
-  ``server.reply(req, body)`` / ``server.reply_error(req, exc)``; or raises a
-  :class:`~coordinator.protocol.wire.errors.CoordinatorError` for an error reply.
-* ``server.reply_many(reqs, body)`` answers several requests with one body
-  (encoded once).
-* ``server.push(identity, msg_type, body)`` sends an unsolicited message (id
-  null) to a client identity (``req.identity`` of an earlier request).
-* ``server.schedule(delay_s, callback) -> Timer`` runs ``callback()`` on the
-  loop thread after ``delay_s``; ``timer.cancel()`` cancels it.
-* ``svc.on_tick(now)`` (optional) runs on every loop iteration, at least every
-  ``TICK_S``; ``svc.on_loaded()`` (optional) runs once the store is loaded;
-  ``svc.status()`` (optional) returns a dict merged into the ``status`` reply.
-* ``server.call_soon_threadsafe(fn)`` / ``server.call_in_loop(fn, timeout)``
-  run code on the loop thread from another thread (the HTTP thread uses it).
-* ``server.store`` is the state store; call ``server.mark_dirty()`` after
-  appending so the batch is synced before replies go out.
+1. A handler (``add_handler``) gets the `Request` and the message its
+   `MessageClass` decoded (``from_body`` validates, raising ``Invalid``), and
+   returns a reply body, a typed reply (``to_body``, encoded by `route`) or
+   :data:`DEFERRED` to answer later (``reply``, ``reply_error``); a
+   :class:`~coordinator.protocol.wire.errors.CoordinatorError` it raises is the
+   error reply.
+2. A service that appends to ``server.store`` calls ``mark_dirty()``: the batch
+   is synced before any reply or push goes out.
 
 Everything a service touches runs on the loop thread, so services need no locks.
 """
@@ -69,8 +58,18 @@ class Request:
     received: float
 
 
-#: What a handler returns: the reply body (JSON-encodable), or `DEFERRED`.
-Reply = dict[str, Any] | Literal[Deferred.DEFERRED]
+class ReplyMessage(Protocol):
+    """A typed reply (``coordinator/protocol/region/replies.py``): `route`
+    encodes it with ``to_body`` at the wire boundary."""
+
+    def to_body(self) -> dict[str, Any]: ...
+
+
+#: A reply body as it goes on the wire (JSON-encodable), or `DEFERRED`.
+Body = dict[str, Any] | Literal[Deferred.DEFERRED]
+
+#: What a handler returns: a reply body, a typed reply, or `DEFERRED`.
+Reply = Body | ReplyMessage
 
 #: The request message a handler takes.
 M = TypeVar("M")
@@ -92,14 +91,15 @@ Handler = Callable[[Request, M], Reply]
 
 #: A handler bound to its message class: decodes the body, then handles it
 #: (what the server's handler table holds: one type per entry, whatever ``M``).
-Route = Callable[[Request, Mapping[str, Any]], Reply]
+Route = Callable[[Request, Mapping[str, Any]], Body]
 
 
 def route(message_cls: MessageClass[M], handler: Handler[M]) -> Route:
-    """``handler`` behind the decoding of its message class."""
+    """``handler`` behind the decoding of its message class, its typed reply encoded."""
 
-    def handle(req: Request, body: Mapping[str, Any]) -> Reply:
-        return handler(req, message_cls.from_body(body))
+    def handle(req: Request, body: Mapping[str, Any]) -> Body:
+        reply = handler(req, message_cls.from_body(body))
+        return reply if isinstance(reply, dict | Deferred) else reply.to_body()
 
     return handle
 
@@ -272,24 +272,36 @@ class ServerApi(Protocol):
         ...
 
 
-def attached(server: ServerApi | None, service: str) -> ServerApi:
-    """The server ``service`` was attached to. Its handlers and ticks run only
-    after ``attach()``; a call before it is a programming error, raised (not an
-    ``assert``, which ``python -O`` removes)."""
-    if server is None:
-        raise RuntimeError(f"{service}: attach() the service to a server first")
-    return server
+class Service:
+    """A service plugged into the loop with ``server.add_service(svc)``; a
+    subclass overrides the hooks it needs, the others do nothing.
 
+    1. ``attach(server)`` once, before the loop starts: the service keeps the
+       server (`server`; a call before ``attach`` is a programming error,
+       raised, not an ``assert``, which ``python -O`` removes) and registers
+       its handlers.
+    2. The loop then calls the hooks, each on the loop thread: ``on_loaded()``
+       once the store is loaded; ``on_tick(now)`` every iteration (at least
+       every ``TICK_S``; a hook that raises is logged and backed off);
+       ``status()`` for the ``status`` reply (once loaded), merged into it;
+       ``update_metrics(metrics)`` at every metrics refresh."""
 
-class Service(Protocol):
-    """A service plugged into the loop with ``server.add_service(svc)``.
+    _server: ServerApi | None = None
 
-    1. ``attach(server)`` once, before the loop starts: register handlers.
-    2. The loop then calls the optional hooks, each on the loop thread:
-       ``on_loaded()`` once the store is loaded; ``on_tick(now)`` every
-       iteration (at least every ``TICK_S``; a hook that raises is logged and
-       backed off); ``status()`` for the ``status`` reply (once loaded);
-       ``update_metrics(metrics)`` at every metrics refresh. The hooks a
-       service does not define are skipped."""
+    @property
+    def server(self) -> ServerApi:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__}: attach() the service to a server first")
+        return self._server
 
-    def attach(self, server: ServerApi) -> None: ...
+    def attach(self, server: ServerApi) -> None:
+        self._server = server
+
+    def on_loaded(self) -> None: ...
+
+    def on_tick(self, now: float) -> None: ...
+
+    def status(self) -> dict[str, Any]:
+        return {}
+
+    def update_metrics(self, metrics: CoordinatorMetrics) -> None: ...

@@ -11,21 +11,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from coordinator.protocol.wire import protocol
-from coordinator.server.api import Request, ServerApi, attached
-from coordinator.server.limits import Limits
-from coordinator.store.replay import LoadReport
+from coordinator.server.api import Request, ServerApi, Service
 
 
-class BuiltinService:
+class BuiltinService(Service):
     """``ping`` and ``status`` (the server's `ServerApi.status_snapshot`)."""
-
-    _server: ServerApi | None = None  # set by attach
 
     def attach(self, server: ServerApi) -> None:
         self._server = server
@@ -36,29 +29,4 @@ class BuiltinService:
         return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
 
     def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
-        return attached(self._server, type(self).__name__).status_snapshot()
-
-
-def status_snapshot(
-    *,
-    endpoint: str | None,
-    loaded: bool,
-    started_at: float,
-    store_stats: Callable[[], dict[str, Any]],
-    load_report: LoadReport | None,
-    limits: Limits,
-    service_statuses: list[Callable[[], dict[str, Any]]],
-) -> dict[str, Any]:
-    """Everything /status and the ``status`` message report (loop thread only)."""
-    out: dict[str, Any] = {
-        "endpoint": endpoint,
-        "loaded": loaded,
-        "uptime_s": round(time.time() - started_at, 3),
-        "store": store_stats() if loaded else {},
-        "load": None if load_report is None else attrs.asdict(load_report),
-        "limits": attrs.asdict(limits),
-    }
-    if loaded:
-        for status in service_statuses:
-            out.update(status())
-    return out
+        return self.server.status_snapshot()

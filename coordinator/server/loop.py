@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
 import zmq
 
 from coordinator import security
@@ -64,8 +65,8 @@ from coordinator.protocol.common.osutil import WakePipe
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.protocol.wire.errors import CoordinatorError
-from coordinator.server import builtin
 from coordinator.server.api import CurveServerConfig, Handler, M, MessageClass, Request, ServerStore, Service, Timer
+from coordinator.server.builtin import BuiltinService
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
@@ -152,7 +153,7 @@ class CoordinatorServer:
         self._sock: zmq.Socket[bytes] | None = None
         self._thread: threading.Thread | None = None
         self._load_thread: threading.Thread | None = None
-        self.add_service(builtin.BuiltinService())
+        self.add_service(BuiltinService())
 
     # ------------------------------------------------------------------ extension API
 
@@ -273,9 +274,7 @@ class CoordinatorServer:
     def _on_loaded(self) -> None:
         self.loaded.set()
         for svc in self._services:
-            hook = getattr(svc, "on_loaded", None)
-            if hook is not None:
-                hook()
+            svc.on_loaded()
 
     def _run(self) -> None:
         sock = self._sock
@@ -344,19 +343,21 @@ class CoordinatorServer:
         if self.metrics is not None:
             self.metrics.update_from_stats(self.store.stats())
             for svc in self._services:
-                update = getattr(svc, "update_metrics", None)
-                if update is not None:
-                    update(self.metrics)
+                svc.update_metrics(self.metrics)
 
     def status_snapshot(self) -> dict[str, Any]:
-        """Everything /status and the ``status`` message report (loop thread only)."""
-        statuses = [status for svc in self._services if (status := getattr(svc, "status", None)) is not None]
-        return builtin.status_snapshot(
-            endpoint=self.endpoint,
-            loaded=self.loaded.is_set(),
-            started_at=self.started_at,
-            store_stats=self.store.stats,
-            load_report=self.load_report,
-            limits=self.limits,
-            service_statuses=statuses,
-        )
+        """Everything /status and the ``status`` message report (loop thread only):
+        the server's own state, then what each service's ``status()`` adds."""
+        loaded = self.loaded.is_set()
+        out: dict[str, Any] = {
+            "endpoint": self.endpoint,
+            "loaded": loaded,
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "store": self.store.stats() if loaded else {},
+            "load": None if self.load_report is None else attrs.asdict(self.load_report),
+            "limits": attrs.asdict(self.limits),
+        }
+        if loaded:
+            for svc in self._services:
+                out.update(svc.status())
+        return out

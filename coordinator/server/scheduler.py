@@ -126,9 +126,7 @@ class LoopScheduler:
         """Services' tick hooks; one that raises is logged and skipped for a
         backoff (doubling), so a persistent failure does not flood the log."""
         for svc in services:
-            tick = getattr(svc, "on_tick", None)
-            if tick is None:
-                continue
+            tick = svc.on_tick
             entry = self._ticks.get(id(svc))
             if entry is None:  # interval 0: the hook runs every iteration while it succeeds
                 entry = self._ticks[id(svc)] = (Periodic(0.0, now), f"tick of {type(svc).__name__}")

@@ -93,7 +93,7 @@ def _phase(phase: object) -> str:
 
 
 def render_page(snap: dict[str, Any]) -> bytes:
-    """The whole page for one status snapshot (as ``builtin.status_snapshot`` builds it)."""
+    """The whole page for one status snapshot (``CoordinatorServer.status_snapshot``)."""
     regions: dict[str, dict[str, Any]] = snap.get("regions", {})
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',

@@ -34,22 +34,14 @@ Protocol (``merge_checkpoint`` / ``retire_checkpoint``; all on the loop thread):
    group that is not registered it does nothing (``dropped`` 0): no merge of
    it can exist, and no watermark is kept for names nobody registered.
 
-Bounds (checked before anything is stored; ``LIMIT_EXCEEDED`` or ``INVALID``,
-nothing changed): ``timeout_ms`` <= ``protocol.MAX_TIMEOUT_MS`` (10 min);
-``n_contributors`` <= ``limits.max_members_per_group``; at most
-``limits.max_pending_merges`` pending merges holding at most
-``limits.max_pending_merge_bytes`` (estimated, ``limits.MERGE_ENTRY_BYTES`` +
-topic length per entry). The retired watermark is kept only for registered
-groups (at most ``limits.max_groups``).
-
-Merging is the union of the maps. In the reference design each partition is
-assigned to exactly one member at checkpoint time, so maps are disjoint; if two
-members do report the same (topic, partition), the MINIMUM offset is kept
-(which can only replay records, never skip them) and a warning is logged.
-
-Merge state is in memory: a coordinator restart loses pending merges; the
-client re-sends its contribution (step 3), so a merge that was in progress
-completes once every member has re-sent.
+Bounds (every one checked before anything is stored: ``LIMIT_EXCEEDED`` or
+``INVALID``, nothing changed; the numbers in docs/protocol.md,
+``merge_checkpoint``): ``timeout_ms``, ``n_contributors``, the pending merges
+and the bytes they hold (``limits``); the retired watermark is kept only for
+registered groups. Merging is the union of the maps; a (topic, partition)
+two members report keeps the MINIMUM offset (it can only replay records,
+never skip them) and logs a warning. Merges are in memory: after a
+coordinator restart the clients' re-sends (step 3) complete them.
 """
 
 from __future__ import annotations
@@ -63,7 +55,7 @@ import attrs
 
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
-from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Timer, attached
+from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
 from coordinator.services.registry import RegistryService
@@ -107,10 +99,9 @@ def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.O
     return merged, conflicts
 
 
-class MergeService:
+class MergeService(Service):
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
-        self._server: ServerApi | None = None
         self._pending: dict[MergeKey, _Pending] = {}
         self._completed: collections.OrderedDict[MergeKey, tuple[protocol.OffsetMap, list[str]]] = (
             collections.OrderedDict()
@@ -119,11 +110,6 @@ class MergeService:
         self._pending_bytes = 0
         self.completed_total = 0
         self.timeouts_total = 0
-
-    @property
-    def server(self) -> ServerApi:
-        """The server this service is attached to (handlers run only after attach)."""
-        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server

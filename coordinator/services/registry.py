@@ -1,44 +1,23 @@
 """Group registry and control variables: the services that answer from the state store.
 
-Group registry (``RegistryService``), the reference's MXBean made durable:
+docs/protocol.md is the reference of their messages (``register``,
+``unregister``, ``members``, "Registry liveness", ``set_reset_pending``,
+``put_initial_offsets``, ``get_initial_offsets``). What this module keeps to
+give those answers:
 
-* ``register {group, region_index, operator}``: the first member creates the
-  group with its consistent-region index; later members must give the same
-  index or get ``CR_INDEX_MISMATCH``. Registering twice is harmless (a client
-  retry). Durable before the reply. Replies the registered names.
-* ``unregister {group, operator}``, ``members {group, operator?, seq?}``:
-  ``NOT_REGISTERED`` when the group does not exist. ``members`` with ``seq``
-  answers the member list fixed by the first ``members`` call naming that
-  checkpoint (kept for the last ``SEQ_LISTS_KEPT`` checkpoints of a group and
-  dropped by ``retire_checkpoint``), so every member's checkpoint records the
-  same members and the merge the same N.
-* Liveness: every registered name holds a lease, renewed by each request that
-  names it (``register``, ``unregister``, ``merge_checkpoint``, ``members``
-  with ``operator``); a name silent for ``limits.member_lease_s`` is
-  unregistered (durably), so a killed member stops counting in member lists.
-  After a coordinator restart every lease starts afresh.
-* Limits (``LIMIT_EXCEEDED``, nothing changed): a register that would create
-  a group beyond ``limits.max_groups``, or add a name beyond
-  ``limits.max_members_per_group``.
-* ``set_reset_pending {group, value}``: atomic get-and-set of the group-wide
-  "reset pending" flag (so one rebalance causes one region reset, not one per
-  member); replies ``{"previous": bool}``. The flag is held in memory only: a
-  coordinator restart clears it, which at worst lets a second member request
-  one more (harmless) reset. A retry of the same request (same request id)
-  gets the answer of the first attempt, never ``previous = value`` from its
-  own earlier write; answers are remembered for the last ``DEDUP_ENTRIES``
-  requests and at most ``DEDUP_BYTES`` of group names and ids (ids are at most
-  ``protocol.MAX_ID_LEN`` characters).
-
-Control variables (``ControlVariablesService``), (group, topic, partition) ->
-initial offset:
-
-* ``put_initial_offsets {group, offsets}``: put-if-absent per entry (the first
-  writer wins), durable before the reply; replies the effective value of every
-  requested entry. No registration is needed. ``LIMIT_EXCEEDED`` when it would
-  create a group beyond ``limits.max_groups`` or hold more than
-  ``limits.max_control_variables_per_group`` entries in the group.
-* ``get_initial_offsets {group}``: every entry of the group (may be empty).
+1. ``RegistryService``, the reference's MXBean made durable: the group and its
+   names in the store (durable before the reply); a lease per registered
+   name, renewed by each request naming it, a name silent for
+   ``limits.member_lease_s`` unregistered (durably); the member list fixed by
+   the first ``members`` call naming a checkpoint, kept for the last
+   ``SEQ_LISTS_KEPT`` checkpoints of a group and dropped by
+   ``retire_checkpoint``.
+2. The reset-pending flag in memory only (a restart clears it: at worst one
+   more, harmless, reset); the answer of each ``set_reset_pending`` request id
+   remembered for the last ``DEDUP_ENTRIES`` requests and at most
+   ``DEDUP_BYTES`` of group names and ids, so a retry gets the first answer.
+3. ``ControlVariablesService``: (group, topic, partition) -> initial offset,
+   put-if-absent (the first writer wins), durable before the reply.
 
 Both services run on the server's loop thread (see `coordinator.server.loop`), so they use
 the store without locks.
@@ -54,7 +33,7 @@ from typing import Any
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
-from coordinator.server.api import Request, ServerApi, ServiceStore, attached
+from coordinator.server.api import Request, ServerApi, Service, ServiceStore
 from coordinator.store.state_store import RegionIndexMismatch
 
 log = logging.getLogger(__name__)
@@ -77,9 +56,8 @@ STATUS_MAX_GROUPS = 1000
 STATUS_MAX_MEMBERS = 100
 
 
-class RegistryService:
+class RegistryService(Service):
     def __init__(self) -> None:
-        self._server: ServerApi | None = None
         self._reset_pending: dict[str, bool] = {}
         self._answers: collections.OrderedDict[tuple[str, RequestId], bool] = collections.OrderedDict()
         self._answers_bytes = 0
@@ -95,10 +73,6 @@ class RegistryService:
         server.add_handler(protocol.Unregister.TYPE, protocol.Unregister, self._on_unregister)
         server.add_handler(protocol.Members.TYPE, protocol.Members, self._on_members)
         server.add_handler(protocol.SetResetPending.TYPE, protocol.SetResetPending, self._on_set_reset_pending)
-
-    @property
-    def server(self) -> ServerApi:
-        return attached(self._server, type(self).__name__)
 
     @property
     def store(self) -> ServiceStore:
@@ -272,15 +246,9 @@ def _answer_bytes(key: tuple[str, RequestId]) -> int:
     return len(key[0]) + len(str(key[1])) + 100
 
 
-class ControlVariablesService:
+class ControlVariablesService(Service):
     def __init__(self, registry: RegistryService) -> None:
-        self._server: ServerApi | None = None
         self._registry = registry
-
-    @property
-    def server(self) -> ServerApi:
-        """The server this service is attached to (handlers run only after attach)."""
-        return attached(self._server, type(self).__name__)
 
     def attach(self, server: ServerApi) -> None:
         self._server = server

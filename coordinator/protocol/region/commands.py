@@ -63,12 +63,6 @@ def _seq(body: Mapping[str, Any], name: str = "seq") -> int:
     return protocol.req_int(body, name)
 
 
-def _opt_seq(body: Mapping[str, Any], name: str) -> int | None:
-    if body.get(name) is None:
-        return None
-    return protocol.req_int(body, name)
-
-
 def _offsets(body: Mapping[str, Any], name: str = "offsets") -> OffsetList:
     return protocol.encode_offsets(protocol.decode_offsets(body.get(name), name))
 
@@ -81,14 +75,21 @@ def _members(body: Mapping[str, Any]) -> list[str]:
 
 
 @attrs.frozen
-class Drain:
+class _Command(protocol.FieldsBody):
+    """A command's body: ``cmd``, then its fields."""
+
+    KIND: ClassVar[CommandKind]
+
+    def to_body(self) -> dict[str, Any]:
+        return {"cmd": self.KIND.value, **super().to_body()}
+
+
+@attrs.frozen
+class Drain(_Command):
     """Block the permit and drain every operator for checkpoint ``seq``; ack."""
 
     KIND: ClassVar[CommandKind] = CommandKind.DRAIN
     seq: int
-
-    def to_body(self) -> dict[str, Any]:
-        return {"cmd": self.KIND.value, "seq": self.seq}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Drain:
@@ -96,14 +97,11 @@ class Drain:
 
 
 @attrs.frozen
-class Checkpoint:
+class Checkpoint(_Command):
     """Checkpoint and store every operator for ``seq``; ack with the source's offsets."""
 
     KIND: ClassVar[CommandKind] = CommandKind.CHECKPOINT
     seq: int
-
-    def to_body(self) -> dict[str, Any]:
-        return {"cmd": self.KIND.value, "seq": self.seq}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Checkpoint:
@@ -111,7 +109,7 @@ class Checkpoint:
 
 
 @attrs.frozen
-class Resume:
+class Resume(_Command):
     """Release the permit. ``complete``: the checkpoint that completed (None after
     a reset); ``offsets``: its union of every member's source offsets, sent with
     a completed checkpoint only (the source starts a partition assigned to it
@@ -121,26 +119,17 @@ class Resume:
     complete: int | None
     offsets: OffsetList | None = None
 
-    def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"cmd": self.KIND.value, "complete": self.complete}
-        if self.offsets is not None:
-            body["offsets"] = self.offsets
-        return body
-
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Resume:
-        return cls(_opt_seq(body, "complete"), None if body.get("offsets") is None else _offsets(body))
+        return cls(protocol.opt_int(body, "complete"), None if body.get("offsets") is None else _offsets(body))
 
 
 @attrs.frozen
-class Retire:
+class Retire(_Command):
     """Delete checkpoints <= ``seq`` (a newer one completed)."""
 
     KIND: ClassVar[CommandKind] = CommandKind.RETIRE
     seq: int
-
-    def to_body(self) -> dict[str, Any]:
-        return {"cmd": self.KIND.value, "seq": self.seq}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Retire:
@@ -148,7 +137,7 @@ class Retire:
 
 
 @attrs.frozen
-class Reset:
+class Reset(_Command):
     """Reset to the last consistent checkpoint ``seq`` in round ``attempt``: the
     source to ``offsets`` (the union of ``members``' source offsets), the other
     operators to their data of ``own`` (this member's own last completed
@@ -163,32 +152,19 @@ class Reset:
     own: int | None
     rejoin: bool = False
 
-    def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "cmd": self.KIND.value,
-            "seq": self.seq,
-            "attempt": self.attempt,
-            "members": self.members,
-            "offsets": self.offsets,
-            "own": self.own,
-        }
-        if self.rejoin:
-            body["rejoin"] = True
-        return body
-
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Reset:
         seq = _seq(body)
         if "own" not in body:
             raise Invalid("field 'own' is required (a checkpoint id or null)")
-        own = _opt_seq(body, "own")
+        own = protocol.opt_int(body, "own")
         if own is not None and own > seq:
             raise Invalid(f"field 'own' ({own}) must not be after the reset's checkpoint {seq}")
         return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own, protocol.opt_bool(body, "rejoin"))
 
 
 @attrs.frozen
-class ResetToInitial:
+class ResetToInitial(_Command):
     """Reset every operator to its initial state in round ``attempt`` (no
     consistent checkpoint yet); ``rejoin`` as for :class:`Reset`."""
 
@@ -196,26 +172,17 @@ class ResetToInitial:
     attempt: int
     rejoin: bool = False
 
-    def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"cmd": self.KIND.value, "attempt": self.attempt}
-        if self.rejoin:
-            body["rejoin"] = True
-        return body
-
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResetToInitial:
         return cls(_seq(body, "attempt"), protocol.opt_bool(body, "rejoin"))
 
 
 @attrs.frozen
-class Failed:
+class Failed(_Command):
     """The region gave up (terminal): the member exits with ExitCode.REGION_FAILED."""
 
     KIND: ClassVar[CommandKind] = CommandKind.FAILED
     reason: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"cmd": self.KIND.value, "reason": self.reason}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Failed:

@@ -3,18 +3,18 @@ controller pushes back are in ``commands.py``), as frozen attrs
 classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
 naming it. Every field is bounded: names as in :func:`coordinator.protocol.wire.protocol.check_name`,
 integers to their ranges, free text cut and escaped (:func:`coordinator.protocol.wire.protocol.opt_text`),
-and every region config setting to the type and range in :data:`CONFIG_FIELDS`. The protocol itself (who sends what, when) is described in
+and every region config setting to its type and range (`RegionConfig`). The protocol itself (who sends what, when) is described in
 ``coordinator/region/service.py`` and docs/region.md.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, cast
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport, decode_or_reason
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import Invalid
@@ -23,85 +23,25 @@ from coordinator.protocol.wire.errors import Invalid
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 #: Largest process id accepted (Linux pid_max is at most 2^22).
 MAX_PID = _INT32_MAX
-#: Bound of every duration in a region config (seconds): one day. Also keeps a
-#: deadline computed from it finite and a timer from overflowing.
-MAX_CONFIG_SECONDS = 86_400.0
-#: Smallest duration (seconds): below it a region would spin its tick.
-MIN_CONFIG_SECONDS = 0.001
 
 
-def _number(what: str, low: float, high: float) -> Callable[[Any], float]:
-    def check(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Invalid(f"{what} must be a number, got {value!r:.80}")
-        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
-            raise Invalid(f"{what} must be in [{low}, {high}], got an integer of {len(str(value))} digits")
-        if not (math.isfinite(value) and low <= value <= high):
-            raise Invalid(f"{what} must be a finite number in [{low}, {high}], got {value!r:.40}")
-        return float(value)
-
-    return check
-
-
-def _integer(what: str, low: int, high: int) -> Callable[[Any], int]:
-    def check(value: Any) -> int:
-        return protocol.check_int(value, what, low, high)
-
-    return check
-
-
-def _mode(value: Any) -> str:
-    if value not in ("periodic", "operator_driven"):
-        raise Invalid(f"region config: mode must be 'periodic' or 'operator_driven', got {value!r:.80}")
-    return cast(str, value)
-
-
-def _seconds(name: str) -> Callable[[Any], float]:
-    return _number(f"region config: {name}", MIN_CONFIG_SECONDS, MAX_CONFIG_SECONDS)
-
-
-#: Every region config setting a member may send, with its check (type and range).
-CONFIG_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "index": _integer("region config: index", 0, protocol.MAX_INT),
-    "mode": _mode,
-    "period_s": _seconds("period_s"),
-    "drain_timeout_s": _seconds("drain_timeout_s"),
-    "reset_timeout_s": _seconds("reset_timeout_s"),
-    "max_consecutive_resets": _integer("region config: max_consecutive_resets", 1, 1_000_000),
-    "failure_memory_s": _seconds("failure_memory_s"),
-    "reset_backoff_s": _seconds("reset_backoff_s"),
-    "reset_backoff_max_s": _seconds("reset_backoff_max_s"),
-    "member_timeout_s": _seconds("member_timeout_s"),
-    "min_members": _integer("region config: min_members", 1, 100_000),
-    "join_grace_s": _seconds("join_grace_s"),
-    "rebalance_settle_max_s": _seconds("rebalance_settle_max_s"),
-}
+def _speaker(body: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Who speaks: the region, the member and its incarnation, every member request's first fields."""
+    return protocol.req_str(body, "region"), protocol.req_str(body, "member"), protocol.req_str(body, "incarnation")
 
 
 def check_region_config(value: Any) -> dict[str, Any]:
-    """A join's ``config``: an object of the settings in CONFIG_FIELDS (each
-    optional; ``name`` is accepted and ignored: the region name is the join's).
-    Returns a clean dict holding only checked values."""
+    """A join's ``config``: an object of `RegionConfig`'s settings, each optional
+    and checked by it (``name`` is accepted and ignored: the region name is the
+    join's). Returns a clean dict holding only checked values."""
     if not isinstance(value, dict):
         raise Invalid("field 'config' must be an object with the region settings")
-    unknown = set(value) - set(CONFIG_FIELDS) - {"name"}
-    if unknown:
-        raise Invalid(f"region config: unknown settings {sorted(unknown)[:10]!r:.200}")
-    return {key: check(value[key]) for key, check in CONFIG_FIELDS.items() if key in value}
-
-
-def _opt_int(body: Mapping[str, Any], name: str, maximum: int = protocol.MAX_INT) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    return protocol.req_int(body, name, 0, maximum)
-
-
-def _opt_name(body: Mapping[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    return protocol.req_str(body, name)
+    settings = {key: setting for key, setting in value.items() if key != "name"}
+    try:
+        config = RegionConfig.from_dict({**settings, "name": "-"})
+    except (TypeError, ValueError) as exc:
+        raise Invalid(str(exc)) from None
+    return {key: setting for key, setting in config.to_dict().items() if key in settings}
 
 
 @attrs.frozen
@@ -122,10 +62,8 @@ class RegionJoin:
     def from_body(cls, body: Mapping[str, Any]) -> RegionJoin:
         config = check_region_config(body.get("config"))
         return cls(
-            protocol.req_str(body, "region"),
-            protocol.req_str(body, "member"),
-            protocol.req_str(body, "incarnation"),
-            _opt_int(body, "pid", MAX_PID),
+            *_speaker(body),
+            protocol.opt_int(body, "pid", MAX_PID),
             config,
             protocol.opt_text(body, "host"),
             protocol.opt_bool(body, "replace"),
@@ -146,9 +84,7 @@ class RegionMemberMessage:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionMemberMessage:
-        return cls(
-            protocol.req_str(body, "region"), protocol.req_str(body, "member"), protocol.req_str(body, "incarnation")
-        )
+        return cls(*_speaker(body))
 
 
 @attrs.frozen
@@ -187,10 +123,7 @@ class RegionHeartbeat:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionHeartbeat:
-        region, member = protocol.req_str(body, "region"), protocol.req_str(body, "member")
-        incarnation = protocol.req_str(body, "incarnation")
-        report, invalid = decode_or_reason(body.get("kafka"))
-        return cls(region, member, incarnation, report, invalid)
+        return cls(*_speaker(body), *decode_or_reason(body.get("kafka")))
 
 
 @attrs.frozen
@@ -221,12 +154,10 @@ class RegionAck:
         if offsets is not None:
             offsets = protocol.decode_offset_claims(offsets)
         return cls(
-            protocol.req_str(body, "region"),
-            protocol.req_str(body, "member"),
-            protocol.req_str(body, "incarnation"),
+            *_speaker(body),
             command,
-            _opt_int(body, "seq"),
-            _opt_int(body, "attempt"),
+            protocol.opt_int(body, "seq"),
+            protocol.opt_int(body, "attempt"),
             protocol.req_bool(body, "ok"),
             protocol.opt_text(body, "error"),
             offsets,
@@ -249,9 +180,7 @@ class RegionResetRequest:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionResetRequest:
         return cls(
-            protocol.req_str(body, "region"),
-            protocol.req_str(body, "member"),
-            protocol.req_str(body, "incarnation"),
+            *_speaker(body),
             protocol.req_bool(body, "force"),
             protocol.opt_text(body, "reason") or "",
         )
@@ -267,7 +196,7 @@ class RegionStatusRequest:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionStatusRequest:
-        return cls(_opt_name(body, "region"))
+        return cls(protocol.opt_name(body, "region"))
 
 
 #: What a member sends its region controller (over its control channel, ``cr_consumer/runtime/member/control.py``).

@@ -10,8 +10,8 @@ messages"; :data:`REPLY_CLASSES`):
    consistent checkpoint and settings, the ``predecessor`` a restarted process
    replaces, or ``refused`` with the name's live ``holder``.
 2. ``region_heartbeat``, ``region_ack``, ``region_reset_request``:
-   :class:`RegionPhaseReply` (the heartbeat's also names the last consistent
-   checkpoint).
+   :class:`RegionPhaseReply` (the heartbeat's, :class:`RegionHeartbeatReply`,
+   also names the last consistent checkpoint).
 3. ``region_trigger``: :class:`RegionTriggerReply`: whether a drain of the
    asking member follows.
 4. ``region_leave``: :class:`RegionLeaveReply`: the leaver's own last completed
@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -36,21 +36,20 @@ from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import MAX_PID
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.errors import ErrorCode, Invalid
-
-E = TypeVar("E", bound=enum.Enum)
+from coordinator.protocol.wire.fields import opt_int, opt_name, req_enum, req_object
 
 
 class RegionPhase(str, enum.Enum):
-    """The region's phase as a reply names it (the controller's state machine,
-    ``coordinator/region/machine.py``; docs/region.md)."""
+    """The region's phase: the controller's state (its transitions are
+    ``coordinator/region/machine.py``'s) and what the replies name."""
 
-    WAITING = "WAITING"
-    RUNNING = "RUNNING"
-    DRAINING = "DRAINING"
-    CHECKPOINTING = "CHECKPOINTING"
-    RESETTING = "RESETTING"
-    BACKOFF = "BACKOFF"
-    FAILED = "FAILED"
+    WAITING = "WAITING"  # not enough members yet (start-up, coordinator restart, everyone left)
+    RUNNING = "RUNNING"  # members process tuples
+    DRAINING = "DRAINING"  # DRAIN(seq) sent, waiting for every member
+    CHECKPOINTING = "CHECKPOINTING"  # CHECKPOINT(seq) sent, waiting for every member
+    RESETTING = "RESETTING"  # RESET / RESET_TO_INITIAL sent, waiting for every member
+    BACKOFF = "BACKOFF"  # every member reset after a repeated failure; the RESUME waits (timing.py)
+    FAILED = "FAILED"  # too many consecutive resets; terminal
 
 
 class TriggerAnswer(str, enum.Enum):
@@ -63,38 +62,11 @@ class TriggerAnswer(str, enum.Enum):
     NOT_NOW = "not_now"  # no drain follows (resetting, waiting, drained already, failed)
 
 
-def _enum(kind: type[E], body: Mapping[str, Any], name: str) -> E:
-    value = body.get(name)
-    try:
-        return kind(value)
-    except ValueError:
-        raise Invalid(f"field {name!r} must be one of {[k.value for k in kind]}, got {value!r:.40}") from None
-
-
-def _opt_int(body: Mapping[str, Any], name: str, maximum: int = protocol.MAX_INT) -> int | None:
-    if body.get(name) is None:
-        return None
-    return protocol.req_int(body, name, 0, maximum)
-
-
-def _opt_name(body: Mapping[str, Any], name: str) -> str | None:
-    if body.get(name) is None:
-        return None
-    return protocol.req_str(body, name)
-
-
 def _seconds(body: Mapping[str, Any], name: str) -> float:
     value = body.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise Invalid(f"field {name!r} must be a finite number of seconds >= 0, got {value!r:.40}")
     return float(value)
-
-
-def _object(body: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = body.get(name)
-    if not isinstance(value, Mapping):
-        raise Invalid(f"field {name!r} must be an object")
-    return value
 
 
 @attrs.frozen
@@ -113,7 +85,7 @@ class Predecessor:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Predecessor:
         return cls(
-            protocol.req_str(body, "incarnation"), _opt_int(body, "pid", MAX_PID), _opt_name(body, "kafka_member_id")
+            protocol.req_str(body, "incarnation"), opt_int(body, "pid", MAX_PID), opt_name(body, "kafka_member_id")
         )
 
 
@@ -135,7 +107,7 @@ class NameHolder:
     def from_body(cls, body: Mapping[str, Any]) -> NameHolder:
         return cls(
             protocol.req_str(body, "incarnation"),
-            _opt_int(body, "pid", MAX_PID),
+            opt_int(body, "pid", MAX_PID),
             protocol.opt_text(body, "host"),
             _seconds(body, "silent_s"),
         )
@@ -180,16 +152,18 @@ class RegionJoinReply:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionJoinReply:
         try:
-            config = RegionConfig.from_dict(dict(_object(body, "config")))
+            config = RegionConfig.from_dict(dict(req_object(body, "config")))
         except (TypeError, ValueError) as exc:
             raise Invalid(f"field 'config': {exc}") from None
-        predecessor = None if body.get("predecessor") is None else Predecessor.from_body(_object(body, "predecessor"))
+        predecessor = (
+            None if body.get("predecessor") is None else Predecessor.from_body(req_object(body, "predecessor"))
+        )
         reason = protocol.opt_text(body, "refused")
-        refused = None if reason is None else JoinRefusal(reason, NameHolder.from_body(_object(body, "holder")))
+        refused = None if reason is None else JoinRefusal(reason, NameHolder.from_body(req_object(body, "holder")))
         return cls(
             protocol.req_str(body, "region"),
-            _enum(RegionPhase, body, "phase"),
-            _opt_int(body, "last_consistent"),
+            req_enum(RegionPhase, body, "phase"),
+            opt_int(body, "last_consistent"),
             config,
             predecessor,
             protocol.opt_text(body, "failed_reason"),
@@ -199,8 +173,7 @@ class RegionJoinReply:
 
 @attrs.frozen
 class RegionPhaseReply:
-    """The answer to a heartbeat, an ack or a reset request (step 2): the
-    region's phase; a heartbeat's names the last consistent checkpoint too."""
+    """The answer to an ack or a reset request (step 2): the region's phase."""
 
     phase: RegionPhase
     last_consistent: int | None = None
@@ -213,7 +186,16 @@ class RegionPhaseReply:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionPhaseReply:
-        return cls(_enum(RegionPhase, body, "phase"), _opt_int(body, "last_consistent"))
+        return cls(req_enum(RegionPhase, body, "phase"), opt_int(body, "last_consistent"))
+
+
+@attrs.frozen
+class RegionHeartbeatReply(RegionPhaseReply):
+    """The answer to a heartbeat (step 2): it always names the last consistent
+    checkpoint (null before the first)."""
+
+    def to_body(self) -> dict[str, Any]:
+        return {"phase": self.phase.value, "last_consistent": self.last_consistent}
 
 
 @attrs.frozen
@@ -230,8 +212,8 @@ class RegionTriggerReply:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionTriggerReply:
         return cls(
-            _enum(RegionPhase, body, "phase"),
-            _enum(TriggerAnswer, body, "trigger"),
+            req_enum(RegionPhase, body, "phase"),
+            req_enum(TriggerAnswer, body, "trigger"),
             protocol.opt_text(body, "reason") or "",
         )
 
@@ -250,7 +232,7 @@ class RegionLeaveReply:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionLeaveReply:
-        return cls(_opt_int(body, "last_consistent"), _opt_int(body, "complete"))
+        return cls(opt_int(body, "last_consistent"), opt_int(body, "complete"))
 
 
 @attrs.frozen
@@ -265,7 +247,7 @@ class ErrorReply:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ErrorReply:
-        return cls(_enum(ErrorCode, body, "code"), protocol.opt_text(body, "message") or "")
+        return cls(req_enum(ErrorCode, body, "code"), protocol.opt_text(body, "message") or "")
 
 
 RegionReply = RegionJoinReply | RegionPhaseReply | RegionTriggerReply | RegionLeaveReply
@@ -275,7 +257,7 @@ REPLY_CLASSES: dict[str, type[RegionReply]] = {
     protocol.reply_type(request): cls
     for request, cls in (
         ("region_join", RegionJoinReply),
-        ("region_heartbeat", RegionPhaseReply),
+        ("region_heartbeat", RegionHeartbeatReply),
         ("region_ack", RegionPhaseReply),
         ("region_reset_request", RegionPhaseReply),
         ("region_trigger", RegionTriggerReply),
@@ -302,6 +284,7 @@ __all__ = [
     "JoinRefusal",
     "NameHolder",
     "Predecessor",
+    "RegionHeartbeatReply",
     "RegionJoinReply",
     "RegionLeaveReply",
     "RegionPhase",

@@ -9,11 +9,16 @@ says which failure it prevents.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+import attrs
 
 from coordinator.protocol.wire.errors import Invalid
+
+E = TypeVar("E", bound=enum.Enum)
 
 #: Longest group id / operator name / topic accepted (a sanity bound, not Kafka's).
 MAX_NAME_LEN = 1024
@@ -86,6 +91,32 @@ def req_int(body: Mapping[str, Any], name: str, minimum: int = 0, maximum: int =
     if type(value) is int and minimum <= value <= maximum:
         return value  # a good value: the field's label is built only for a bad one
     return check_int(value, f"field '{name}'", minimum, maximum)
+
+
+def opt_name(body: Mapping[str, Any], name: str) -> str | None:
+    """A name field that may be absent or null (None)."""
+    return None if body.get(name) is None else req_str(body, name)
+
+
+def opt_int(body: Mapping[str, Any], name: str, maximum: int = MAX_INT) -> int | None:
+    """An integer field in [0, maximum] that may be absent or null (None)."""
+    return None if body.get(name) is None else req_int(body, name, 0, maximum)
+
+
+def req_enum(kind: type[E], body: Mapping[str, Any], name: str) -> E:
+    """A field holding one of ``kind``'s values."""
+    value = body.get(name)
+    try:
+        return kind(value)
+    except ValueError:
+        raise Invalid(f"field {name!r} must be one of {[k.value for k in kind]}, got {value!r:.40}") from None
+
+
+def req_object(body: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = body.get(name)
+    if not isinstance(value, Mapping):
+        raise Invalid(f"field {name!r} must be an object")
+    return value
 
 
 def req_bool(body: Mapping[str, Any], name: str) -> bool:
@@ -201,3 +232,16 @@ def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]
         seen.add((t, p))
         out.append([t, p, start, end])
     return out
+
+
+def _sent(field: attrs.Attribute[Any], value: Any) -> bool:
+    return field.default is attrs.NOTHING or value != field.default
+
+
+@attrs.frozen
+class FieldsBody:
+    """A message whose wire body is its fields by name; a field left at its
+    default (None, false) is not sent."""
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self, recurse=False, filter=_sent)

@@ -1,47 +1,14 @@
-"""Wire protocol of the coordinator: the envelope, the messages, their validation.
+"""Wire protocol of the coordinator: the request messages and reply bodies.
 
-The parts: the envelope (framing, bounds, encode/decode) is
-`coordinator.protocol.wire.envelope`, the field checks `coordinator.protocol.wire.fields`, the
-error codes `coordinator.protocol.wire.errors`; this module holds the request messages
-and reply bodies, and re-exports the other two so that callers use one name,
-``protocol``.
-
-Transport: ZeroMQ. The server has one ROUTER socket; each client thread has a
-DEALER socket. A message is exactly ONE ZeroMQ frame holding one UTF-8 JSON
-object, the *envelope*::
-
-    {"v": 1, "id": "a1b2-17", "type": "register", "body": {...}}
-
-* ``v``    protocol version (int). The server speaks :data:`PROTOCOL_VERSION`;
-  any other value gets an ``UNSUPPORTED_VERSION`` error reply.
-* ``id``   request id chosen by the client (string or int, unique per logical
-  request; a retry of the same request reuses it). Replies echo it; a reply
-  to a request whose id could not be read carries ``"id": null``.
-  Unsolicited pushes from the server also carry ``"id": null``.
-* ``type`` message type. A successful reply's type is the request's type with
-  ``_reply`` appended (``register`` -> ``register_reply``); an error reply's type
-  is ``error`` with body ``{"code": CODE, "message": TEXT}`` (codes in
-  :mod:`coordinator.protocol.wire.errors`).
-* ``body`` a JSON object with the message's fields (below).
-
-Offset maps: JSON objects only have string keys, so a map
-``{(topic, partition): offset}`` travels as a list of triples
-``[[topic, partition, offset], ...]`` (:func:`encode_offsets`,
-:func:`decode_offsets`); a (topic, partition) may appear only once.
-
-Each message is a frozen attrs class with ``TYPE``, ``to_body()`` and
-``from_body(body)``; ``from_body`` validates every field and raises
-:class:`coordinator.protocol.wire.errors.Invalid` naming the field.
-
-Bounds (each constant below says which failure it prevents): a frame must be
-strict UTF-8, nest at most ``MAX_REQUEST_DEPTH`` levels and hold no lone
-UTF-16 surrogate (:func:`decode`, ``MALFORMED``), so no string that reaches a
-handler, a reply or a log record fails to encode; names are at most
-``MAX_NAME_LEN`` characters without control characters (:func:`check_name`);
-integers are bounded (offsets int64, partitions int32, ids int64,
-``timeout_ms`` at most ``MAX_TIMEOUT_MS``); free text is cut and escaped
-(:func:`safe_text`). The full reference of
-every message, reply and failure behaviour is docs/protocol.md.
+The envelope (framing, bounds, encode/decode) is
+`coordinator.protocol.wire.envelope`, the field checks
+`coordinator.protocol.wire.fields`, the error codes
+`coordinator.protocol.wire.errors`; this module re-exports the first two so
+that callers use one name, ``protocol``. Each message is a frozen attrs class
+with ``TYPE``, ``to_body()`` and ``from_body(body)``; ``from_body`` validates
+every field and raises :class:`coordinator.protocol.wire.errors.Invalid` naming
+it. docs/protocol.md is the reference of the envelope, every message, reply,
+bound and failure behaviour.
 """
 
 from __future__ import annotations
@@ -81,6 +48,7 @@ from coordinator.protocol.wire.fields import (
     MAX_PARTITION,
     MAX_TEXT_LEN,
     MAX_TIMEOUT_MS,
+    FieldsBody,
     OffsetClaim,
     OffsetMap,
     check_int,
@@ -90,6 +58,8 @@ from coordinator.protocol.wire.fields import (
     decode_offsets,
     encode_offsets,
     opt_bool,
+    opt_int,
+    opt_name,
     opt_text,
     req_bool,
     req_int,
@@ -116,6 +86,7 @@ __all__ = [
     "REQUESTS",
     "BadEnvelope",
     "Envelope",
+    "FieldsBody",
     "GetInitialOffsets",
     "Members",
     "MergeCheckpoint",
@@ -145,6 +116,8 @@ __all__ = [
     "merge_reply",
     "offsets_reply",
     "opt_bool",
+    "opt_int",
+    "opt_name",
     "opt_text",
     "reply_type",
     "req_bool",
@@ -160,11 +133,8 @@ __all__ = [
 
 
 @attrs.frozen
-class Ping:
+class Ping(FieldsBody):
     TYPE: ClassVar[str] = "ping"
-
-    def to_body(self) -> dict[str, Any]:
-        return {}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Ping:
@@ -172,11 +142,8 @@ class Ping:
 
 
 @attrs.frozen
-class Status:
+class Status(FieldsBody):
     TYPE: ClassVar[str] = "status"
-
-    def to_body(self) -> dict[str, Any]:
-        return {}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Status:
@@ -184,14 +151,11 @@ class Status:
 
 
 @attrs.frozen
-class Register:
+class Register(FieldsBody):
     TYPE: ClassVar[str] = "register"
     group: str
     region_index: int
     operator: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "region_index": self.region_index, "operator": self.operator}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Register:
@@ -199,13 +163,10 @@ class Register:
 
 
 @attrs.frozen
-class Unregister:
+class Unregister(FieldsBody):
     TYPE: ClassVar[str] = "unregister"
     group: str
     operator: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "operator": self.operator}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Unregister:
@@ -213,7 +174,7 @@ class Unregister:
 
 
 @attrs.frozen
-class Members:
+class Members(FieldsBody):
     """``members {group, operator?, seq?}``: the registered names.
 
     ``operator`` (optional): the caller's own name; renews its registration
@@ -227,29 +188,19 @@ class Members:
     operator: str | None = None
     seq: int | None = None
 
-    def to_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"group": self.group}
-        if self.operator is not None:
-            body["operator"] = self.operator
-        if self.seq is not None:
-            body["seq"] = self.seq
-        return body
-
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Members:
-        operator = None if body.get("operator") is None else req_str(body, "operator")
-        seq = None if body.get("seq") is None else req_int(body, "seq", 0)
-        return cls(req_str(body, "group"), operator, seq)
+        return cls(req_str(body, "group"), opt_name(body, "operator"), opt_int(body, "seq"))
 
 
 @attrs.frozen
-class PutInitialOffsets:
+class PutInitialOffsets(FieldsBody):
     TYPE: ClassVar[str] = "put_initial_offsets"
     group: str
     offsets: OffsetMap
 
     def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "offsets": encode_offsets(self.offsets)}
+        return {**super().to_body(), "offsets": encode_offsets(self.offsets)}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PutInitialOffsets:
@@ -257,12 +208,9 @@ class PutInitialOffsets:
 
 
 @attrs.frozen
-class GetInitialOffsets:
+class GetInitialOffsets(FieldsBody):
     TYPE: ClassVar[str] = "get_initial_offsets"
     group: str
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> GetInitialOffsets:
@@ -270,7 +218,7 @@ class GetInitialOffsets:
 
 
 @attrs.frozen
-class MergeCheckpoint:
+class MergeCheckpoint(FieldsBody):
     TYPE: ClassVar[str] = "merge_checkpoint"
     group: str
     seq: int
@@ -281,15 +229,7 @@ class MergeCheckpoint:
     timeout_ms: int
 
     def to_body(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "seq": self.seq,
-            "attempt": self.attempt,
-            "n_contributors": self.n_contributors,
-            "operator": self.operator,
-            "offsets": encode_offsets(self.offsets),
-            "timeout_ms": self.timeout_ms,
-        }
+        return {**super().to_body(), "offsets": encode_offsets(self.offsets)}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> MergeCheckpoint:
@@ -305,13 +245,10 @@ class MergeCheckpoint:
 
 
 @attrs.frozen
-class RetireCheckpoint:
+class RetireCheckpoint(FieldsBody):
     TYPE: ClassVar[str] = "retire_checkpoint"
     group: str
     seq: int
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "seq": self.seq}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RetireCheckpoint:
@@ -319,13 +256,10 @@ class RetireCheckpoint:
 
 
 @attrs.frozen
-class SetResetPending:
+class SetResetPending(FieldsBody):
     TYPE: ClassVar[str] = "set_reset_pending"
     group: str
     value: bool
-
-    def to_body(self) -> dict[str, Any]:
-        return {"group": self.group, "value": self.value}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> SetResetPending:

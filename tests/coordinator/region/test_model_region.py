@@ -82,16 +82,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from coordinator.protocol.region.commands import CommandKind, RegionCommand
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.machine import (
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.region.events import (
     BackoffHeld,
     CheckpointCompleted,
     ContinuityRefused,
-    Phase,
-    RegionCore,
     RegionEvent,
     ResetResumed,
     ResetStarted,
 )
+from coordinator.region.machine import RegionCore
 from coordinator.region.model import ResetKind
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
@@ -295,12 +295,14 @@ class RegionMachine(RuleBasedStateMachine):
                 if self.cooperative
                 else None
             )
-            if not self.core.heartbeat(name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, report):
+            if not self.core.members.heartbeat(
+                name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, report
+            ):
                 # NOT_REGISTERED (dropped after a silence): the member joins again, same incarnation
                 self.core.join(
                     name, f"{name}/{m.incarnation}".encode(), str(m.incarnation), self.now, pid=m.incarnation, host="h"
                 )
-            elif m.reset_pending and self.core.phase is Phase.RUNNING and self.now - m.asked_at >= RE_REQUEST_S:
+            elif m.reset_pending and self.core.phase is RegionPhase.RUNNING and self.now - m.asked_at >= RE_REQUEST_S:
                 self._watch(name)
 
     def _watch(self, name: str) -> None:
@@ -376,7 +378,7 @@ class RegionMachine(RuleBasedStateMachine):
         if m is not None and m.alive:
             m.reset_pending = True
             m.asked_at = self.now
-            if force and name in self.core.members and self.core.phase is not Phase.FAILED:
+            if force and name in self.core.members and self.core.phase is not RegionPhase.FAILED:
                 self.streak, self.last_failure, self.hold_s = 0, None, None  # stacked or not: ends the streak
             self.core.request_reset(name, force, "revoked" if force else "pipeline error", self.now)
 
@@ -433,10 +435,10 @@ class RegionMachine(RuleBasedStateMachine):
         """kill -9 and restart of the coordinator: the core comes back from its last persisted
         document (WAITING); pushes in flight are lost; members rejoin at their next heartbeat."""
         doc = self.docs[-1] if self.docs else None
-        self.hold_due = None  # the restored hold is announced again (timing.py, backoff step 4)
+        self.hold_due = None  # the restored hold is announced again (timing.py, backoff step 2)
         self.streak = doc["failure_streak"] if doc else 0  # durable; its clock is not
         self.last_failure = None
-        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (timing.py, backoff step 4)
+        self.hold_s = doc["backoff_s"] if doc else None  # the hold in force, applied again (timing.py, backoff step 2)
         self.core = RegionCore(self.core.config, self._send, self._persist, doc, on_event=self._event)
         for m in self.sim.values():
             m.inbox.clear()
@@ -530,7 +532,9 @@ class RegionMachine(RuleBasedStateMachine):
             idle = all(not m.inbox and m.executing is None for m in self.sim.values() if m.alive)
             # in a FAILED region members exit (code 3): a pending reset no longer matters
             pending = [
-                n for n, m in self.sim.items() if m.alive and m.reset_pending and self.core.phase is not Phase.FAILED
+                n
+                for n, m in self.sim.items()
+                if m.alive and m.reset_pending and self.core.phase is not RegionPhase.FAILED
             ]
             cycled = (
                 self.core.config.mode != "periodic" or not self.core.members or self.core.cycles.completed > checkpoints
@@ -540,9 +544,9 @@ class RegionMachine(RuleBasedStateMachine):
                 and not pending
                 and not self.core.waiting
                 and (
-                    self.core.phase is Phase.FAILED
-                    or (self.core.phase is Phase.RUNNING and cycled)
-                    or (self.core.phase is Phase.WAITING and not self.core.members)
+                    self.core.phase is RegionPhase.FAILED
+                    or (self.core.phase is RegionPhase.RUNNING and cycled)
+                    or (self.core.phase is RegionPhase.WAITING and not self.core.members)
                 )
             ):
                 return
@@ -559,14 +563,14 @@ class RegionMachine(RuleBasedStateMachine):
 
     @invariant()
     def backoff_waits_for_nobody(self) -> None:
-        if self.core is not None and self.core.phase is Phase.BACKOFF:
+        if self.core is not None and self.core.phase is RegionPhase.BACKOFF:
             assert not self.core.waiting
             assert self.core.wake_at is not None
             assert self.core.resets.streak >= 2
 
     @invariant()
     def failed_says_why(self) -> None:
-        if self.core is not None and self.core.phase is Phase.FAILED:
+        if self.core is not None and self.core.phase is RegionPhase.FAILED:
             assert self.core.failed_reason
             assert self.docs
             assert self.docs[-1]["failed"] is True
@@ -586,10 +590,10 @@ def test_a_waiting_region_whose_only_member_leaves_or_falls_silent_stays_waiting
     m = _machine(min_members=2)
     m.join("m0")
     m.leave("m0")  # raised WAITING -> WAITING (from the service: an INTERNAL reply)
-    assert m.core.phase is Phase.WAITING
+    assert m.core.phase is RegionPhase.WAITING
     m.join("m1")
     m.time_passes(2.5)  # silent past member_timeout_s: raised from the tick, which stopped the coordinator
-    assert m.core.phase is Phase.WAITING
+    assert m.core.phase is RegionPhase.WAITING
     assert not m.core.members
 
 
@@ -624,7 +628,7 @@ def test_a_reset_request_made_while_the_member_executes_its_reset_is_asked_again
     m.execute("m0")  # reset_to_initial executed, not yet acked
     m.send_reset_request("m0", False)  # a revocation after its reset, sent before the ack
     m.ack("m0", True)
-    assert m.core.phase is Phase.RUNNING
+    assert m.core.phase is RegionPhase.RUNNING
     assert m.sim["m0"].reset_pending  # dropped by the controller
     m.settle()
     assert not m.sim["m0"].reset_pending
@@ -662,12 +666,12 @@ def test_a_member_restarted_after_its_checkpoint_ack_joins_after_the_cycle_and_p
     m.execute("m0")
     m.crash_after_checkpoint_ack("m0")
     m.restart("m0")
-    assert m.core.phase is Phase.CHECKPOINTING
+    assert m.core.phase is RegionPhase.CHECKPOINTING
     assert m.core.waiting == {"m1"}
     m.answer_round()  # m1 acks: the checkpoint completes, then the reset for m0
     assert m.core.checkpoints.last_consistent == seq
     assert m.core.checkpoints.members == ["m0", "m1"]
-    assert m.core.phase is Phase.RESETTING
+    assert m.core.phase is RegionPhase.RESETTING
     m.settle()
     assert seq in m.published["m0"]
     assert m.violations == []
@@ -684,7 +688,7 @@ def test_a_member_restarted_before_its_checkpoint_ack_is_left_out_of_the_cycle()
     m.ack("m1", True)
     m.die("m0")
     m.restart("m0")  # the cycle goes on without the dead m0: m1 is asked to checkpoint
-    assert m.core.phase is Phase.CHECKPOINTING
+    assert m.core.phase is RegionPhase.CHECKPOINTING
     assert m.core.waiting == {"m1"}
     assert not any(b["cmd"] in ("drain", "checkpoint") for b in m.sim["m0"].inbox)
     m.answer_round()
@@ -705,7 +709,7 @@ def test_a_member_added_during_a_cooperative_cycle_waits_for_it():
     seq = m.core.cycles.seq
     m.sim["m2"] = SimMember("m2")
     m._join("m2", replace=False)
-    assert m.core.phase is Phase.DRAINING
+    assert m.core.phase is RegionPhase.DRAINING
     assert m.core.waiting == {"m0", "m1"}
     m.answer_round()  # drains: checkpoint
     for name in ("m0", "m1"):
@@ -713,7 +717,7 @@ def test_a_member_added_during_a_cooperative_cycle_waits_for_it():
         m.ack(name, True)
     assert m.core.checkpoints.last_consistent == seq
     assert m.core.checkpoints.members == ["m0", "m1"]
-    assert m.core.phase is Phase.RESETTING
+    assert m.core.phase is RegionPhase.RESETTING
     assert "m2" in m.core.waiting
     assert [b["cmd"] for b in m.sim["m2"].inbox] == ["reset"]  # nothing of the cycle it was not in
     m.settle()
@@ -726,10 +730,10 @@ def test_a_restart_during_a_cycle_of_a_region_that_is_not_cooperative_resets_at_
     m.join("m1")
     m.settle()
     m.healthy_time_passes(1.0)  # drain
-    assert m.core.phase is Phase.DRAINING
+    assert m.core.phase is RegionPhase.DRAINING
     m.die("m0")
     m.restart("m0")
-    assert m.core.phase is Phase.RESETTING
+    assert m.core.phase is RegionPhase.RESETTING
     assert m.core.waiting == {"m0", "m1"}
 
 
@@ -746,7 +750,7 @@ def test_a_zombie_and_the_new_owner_processing_in_the_same_interval_publish_noth
     assert m.continuity_failures == 1
     assert m.violations == []
     assert 0 not in m.sim["m0"].parts
-    assert m.core.phase is Phase.RUNNING
+    assert m.core.phase is RegionPhase.RUNNING
     assert m.records[0] == set(range(m.core.checkpoints.offsets[0][2]))  # t[0]: every record once, no gap
 
 
@@ -762,10 +766,10 @@ def test_a_zombie_claiming_from_behind_the_new_owners_checkpoint_fails_it():
     for name in ("m0", "m1"):
         m.execute(name)  # each processes its interval and drains
         m.ack(name, True)
-    assert m.core.phase is Phase.CHECKPOINTING
+    assert m.core.phase is RegionPhase.CHECKPOINTING
     m.steal("m1", "m0")  # after m1's drain: nothing of t[0] in m1's first claim
     m.answer_round()  # the checkpoint completes with m0's progress on t[0]
-    assert m.core.phase is Phase.RUNNING
+    assert m.core.phase is RegionPhase.RUNNING
     assert m.continuity_failures == 0
     m.settle()
     assert m.continuity_failures == 1

@@ -24,6 +24,7 @@ from coordinator.protocol.region.replies import (
     REPLY_CLASSES,
     JoinRefusal,
     NameHolder,
+    RegionHeartbeatReply,
     RegionJoinReply,
     RegionLeaveReply,
     RegionPhase,
@@ -50,7 +51,7 @@ SAMPLES = {
 #: heartbeat's names the last consistent checkpoint, an ack's does not).
 REPLY_SAMPLES = {
     "region_join": RegionJoinReply("r", RegionPhase.RUNNING, 1, RegionConfig(name="r")),
-    "region_heartbeat": RegionPhaseReply(RegionPhase.RUNNING, 1),
+    "region_heartbeat": RegionHeartbeatReply(RegionPhase.RUNNING, 1),
     "region_ack": RegionPhaseReply(RegionPhase.RUNNING),
     "region_reset_request": RegionPhaseReply(RegionPhase.RUNNING),
     "region_trigger": RegionTriggerReply(RegionPhase.RUNNING, TriggerAnswer.STARTED),

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.machine import CheckpointCompleted, Phase, RegionCore, RegionEvent, ResetResumed
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.region.events import CheckpointCompleted, RegionEvent, ResetResumed
+from coordinator.region.machine import RegionCore
 from coordinator.region.timing import MIN_RUN_SHARE, POST_RESET_PERIOD_SHARE, next_drain, slot_of
 
 PERIOD = 1.0
@@ -33,7 +35,7 @@ class Region:
         for name in ("m0", "m1"):
             self.core.join(name, name.encode(), "inc1", 0.0)
         self.ack_all(CommandKind.RESET, 0.1, attempt=self.core.resets.attempt)
-        assert self.core.phase is Phase.RUNNING
+        assert self.core.phase is RegionPhase.RUNNING
         self.starts: list[float] = []  # drain starts
         self.resumes: list[float] = []  # RESUMEs of completed checkpoints (the publishes)
 
@@ -43,7 +45,7 @@ class Region:
 
     def report(self, now: float, **flags: bool) -> None:
         for name in sorted(self.core.members):
-            self.core.heartbeat(
+            self.core.members.heartbeat(
                 name,
                 name.encode(),
                 "inc1",
@@ -55,14 +57,14 @@ class Region:
         """One loop tick at ``now``; a drain it starts is answered at once and its
         checkpoint ``checkpoint_s`` later. True when it started a drain."""
         self.core.tick(now)
-        if self.core.phase is not Phase.DRAINING:
+        if self.core.phase is not RegionPhase.DRAINING:
             return False
         seq = self.core.cycles.seq
         self.starts.append(now)
         self.ack_all(CommandKind.DRAIN, now, seq)
-        assert self.core.phase is Phase.CHECKPOINTING
+        assert self.core.phase is RegionPhase.CHECKPOINTING
         self.ack_all(CommandKind.CHECKPOINT, now + checkpoint_s, seq)
-        assert self.core.phase is Phase.RUNNING
+        assert self.core.phase is RegionPhase.RUNNING
         assert self.core.checkpoints.last_consistent == seq
         self.resumes.append(now + checkpoint_s)
         return True

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
-from coordinator.region.machine import ContinuityRefused, Phase, RegionCore, RegionEvent, ResetStarted
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.region.events import ContinuityRefused, RegionEvent, ResetStarted
+from coordinator.region.machine import RegionCore
 from coordinator.region.model import ResetKind
 
 
@@ -34,7 +36,7 @@ class Harness:
         self.answer_reset()
 
     def answer_reset(self) -> None:
-        assert self.core.phase is Phase.RESETTING
+        assert self.core.phase is RegionPhase.RESETTING
         for name in sorted(self.core.waiting):
             self.core.ack(
                 name,
@@ -45,17 +47,17 @@ class Harness:
                 None,
                 self.now,
             )
-        if self.core.phase is Phase.BACKOFF:  # a repeated failure: the RESUME waits (timing.py, the backoff)
+        if self.core.phase is RegionPhase.BACKOFF:  # a repeated failure: the RESUME waits (timing.py, the backoff)
             self.now = self.core.wake_at or self.now
             self.core.tick(self.now)
-        assert self.core.phase is Phase.RUNNING
+        assert self.core.phase is RegionPhase.RUNNING
         self.take()
 
     def cycle(self, **offsets: list[list]) -> int:
         """One periodic cycle: drains, then checkpoint answers with ``offsets`` per member."""
         self.now += 1.5
         self.core.tick(self.now)
-        assert self.core.phase is Phase.DRAINING
+        assert self.core.phase is RegionPhase.DRAINING
         seq = self.core.cycles.seq
         for name in sorted(self.core.waiting):
             self.core.ack(name, CommandKind.DRAIN, seq, None, True, None, self.now)
@@ -72,7 +74,7 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     h.take()
     docs = len(h.docs)
     seq = h.cycle(m0=[["t", 0, 10, 17], ["t", 1, 4, 6]], m1=[["t", 0, 10, 14]])
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert h.core.checkpoints.last_consistent == seq - 1
     assert all(d["last_consistent"] == seq - 1 for d in h.docs[docs:])  # nothing of seq persisted
     sent = h.take()
@@ -102,7 +104,7 @@ def test_a_checkpoint_in_which_two_members_processed_one_partition_fails_and_res
     # after the reset both start at the last consistent offsets again: the next checkpoint passes
     h.answer_reset()
     h.cycle(m0=[["t", 1, 4, 9]], m1=[["t", 0, 10, 12]])
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.offsets == [["t", 0, 12], ["t", 1, 9]]
 
 
@@ -113,11 +115,11 @@ def test_a_stale_start_in_the_checkpoint_after_the_new_owner_completed_one_fails
     h.start()
     h.cycle(m0=[["t", 0, 0, 10]])
     h.cycle(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 14]])  # the zombie's claim is empty: passes
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.offsets == [["t", 0, 14]]
     h.take()
     h.cycle(m0=[["t", 0, 10, 17]], m1=[["t", 0, 14, 20]])
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert h.core.checkpoints.offsets == [["t", 0, 14]]
     [event] = [e for e in h.events if isinstance(e, ContinuityRefused)]
     assert event.partitions[0]["kind"] == "stale_start"
@@ -133,7 +135,7 @@ def test_an_empty_claim_beside_the_progressing_one_keeps_the_progressing_offset(
     h.start()
     h.cycle(m0=[["t", 0, 0, 10]])
     h.cycle(m0=[["t", 0, 10, 10]], m1=[["t", 0, 10, 14]])
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.offsets == [["t", 0, 14]]
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 14]]
     assert {"cmd": "resume", "complete": h.core.checkpoints.last_consistent, "offsets": [["t", 0, 14]]} in h.take()
@@ -147,7 +149,7 @@ def test_a_partition_moving_through_a_carried_forward_gap_passes():
     h.cycle(m1=[["t", 1, 3, 8]])
     assert h.core.checkpoints.offsets == [["t", 0, 5], ["t", 1, 8]]
     h.cycle(m1=[["t", 0, 5, 9], ["t", 1, 8, 8]])
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.offsets == [["t", 0, 9], ["t", 1, 8]]
     assert not [e for e in h.events if isinstance(e, ContinuityRefused)]
 
@@ -157,7 +159,7 @@ def test_fresh_partitions_pass():
     h.start()
     h.cycle(m0=[["t", 0, 3, 5]], m1=[["t", 1, 7, 7]])  # partitions the region has no offset for
     h.cycle(m0=[["t", 0, 5, 6], ["u", 0, 0, 2]], m1=[["t", 1, 7, 9]])
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.offsets == [["t", 0, 6], ["t", 1, 9], ["u", 0, 2]]
 
 
@@ -171,11 +173,11 @@ def test_after_a_coordinator_restart_the_stored_offsets_are_the_reference():
     h2.start()  # the members rejoin; the reset rewinds them to checkpoint 1
     assert h2.core.checkpoints.last_consistent == 1
     h2.cycle(m0=[["t", 0, 0, 12]])  # a member that did not seek to the checkpoint's offset
-    assert h2.core.phase is Phase.RESETTING
+    assert h2.core.phase is RegionPhase.RESETTING
     assert h2.core.checkpoints.last_consistent == 1
     h2.answer_reset()
     h2.cycle(m0=[["t", 0, 10, 12]])
-    assert h2.core.phase is Phase.RUNNING
+    assert h2.core.phase is RegionPhase.RUNNING
     assert h2.core.checkpoints.offsets == [["t", 0, 12]]
 
 
@@ -187,5 +189,5 @@ def test_continuity_failures_count_towards_max_consecutive_resets():
         h.cycle(m0=[["t", 0, 10, 11]], m1=[["t", 0, 10, 12]])
         h.answer_reset()
     h.cycle(m0=[["t", 0, 10, 11]], m1=[["t", 0, 10, 12]])
-    assert h.core.phase is Phase.FAILED
+    assert h.core.phase is RegionPhase.FAILED
     assert "continuity" in (h.core.failed_reason or "")

@@ -9,7 +9,9 @@ from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.region.machine import TRANSITIONS, Phase, RegionCore, RegionEvent
+from coordinator.protocol.region.replies import Predecessor, RegionPhase
+from coordinator.region.events import RegionEvent
+from coordinator.region.machine import TRANSITIONS, RegionCore
 from coordinator.region.timing import HINT_SETTLE_S, POST_RESET_PERIOD_SHARE
 
 
@@ -36,11 +38,11 @@ def started(n=2, **cfg) -> Harness:
     h = Harness(min_members=n, **cfg)
     for i in range(n):
         h.core.join(f"m{i}", b"id%d" % i, "inc1", 0.0)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     sent = h.take()
     assert {b["cmd"] for _, b in sent} == {"reset_to_initial"}
     h.ack_all(CommandKind.RESET, 0.1, attempt=h.core.resets.attempt)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert [b["cmd"] for _, b in h.take()] == ["resume"] * n
     return h
 
@@ -50,14 +52,14 @@ def test_full_cycle_persists_before_resume_and_retires_older():
     h.core.tick(0.5)
     assert h.take() == []
     h.core.tick(1.2)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     assert [b for _, b in h.take()] == [{"cmd": "drain", "seq": 1}] * 2
     h.ack_all(CommandKind.DRAIN, 1.3, seq=1)
-    assert h.core.phase is Phase.CHECKPOINTING
+    assert h.core.phase is RegionPhase.CHECKPOINTING
     assert [b["cmd"] for _, b in h.take()] == ["checkpoint"] * 2
     n_docs = len(h.docs)
     h.ack_all(CommandKind.CHECKPOINT, 1.4, seq=1, offsets={"m0": [["t", 0, 0, 5]], "m1": [["t", 1, 0, 7]]})
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.docs[-1]["last_consistent"] == 1
     assert len(h.docs) == n_docs + 1
     assert h.docs[-1]["checkpoint_offsets"] == [["t", 0, 5], ["t", 1, 7]]
@@ -73,10 +75,10 @@ def test_full_cycle_persists_before_resume_and_retires_older():
 def test_answers_of_another_command_or_seq_are_stale():
     h = started(2, period_s=1.0)
     h.core.ack("m0", CommandKind.DRAIN, 1, None, True, None, 0.5)  # RUNNING: no answer is awaited
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     h.core.tick(1.2)
     h.ack_all(CommandKind.DRAIN, 1.3, seq=1)
-    assert h.core.phase is Phase.CHECKPOINTING
+    assert h.core.phase is RegionPhase.CHECKPOINTING
     h.core.ack("m0", CommandKind.DRAIN, 1, None, True, None, 1.31)  # the drain's answer is stale now
     h.core.ack("m0", CommandKind.CHECKPOINT, 0, None, True, None, 1.32)  # another cycle's
     assert h.core.waiting == {"m0", "m1"}
@@ -92,10 +94,10 @@ def test_drain_timeout_fails_cycle_and_resets_to_last_consistent():
     h.take()
     h.core.tick(2.4)
     h.core.ack("m0", CommandKind.DRAIN, 2, None, True, None, 2.5)
-    h.core.heartbeat("m1", b"id1", "inc1", 3.0)
-    h.core.heartbeat("m0", b"id0", "inc1", 3.0)
+    h.core.members.heartbeat("m1", b"id1", "inc1", 3.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 3.0)
     h.core.tick(4.5)  # m1 never drained
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     resets = [b for _, b in h.take() if b["cmd"] == "reset"]
     assert len(resets) == 2
     assert resets[0]["seq"] == 1
@@ -123,14 +125,14 @@ def test_too_many_consecutive_resets_fail_the_region():
     h = started(1, max_consecutive_resets=3)
     for i in range(3):
         h.core.request_reset("m0", False, "sink raises", 1.0 + i)
-        assert h.core.phase is Phase.RESETTING
+        assert h.core.phase is RegionPhase.RESETTING
         h.ack_all(CommandKind.RESET, 1.1 + i, attempt=h.core.resets.attempt)
     h.core.request_reset("m0", False, "sink raises", 5.0)
-    assert h.core.phase is Phase.FAILED
+    assert h.core.phase is RegionPhase.FAILED
     assert h.docs[-1]["failed"] is True
     assert ("m0", {"cmd": "failed", "reason": h.core.failed_reason}) in h.take()
     h.core.request_reset("m0", True, "rebalance", 6.0)  # FAILED is terminal
-    assert h.core.phase is Phase.FAILED
+    assert h.core.phase is RegionPhase.FAILED
 
 
 #: The counting tests below hold a repeated failure's RESUME only briefly (the
@@ -144,13 +146,13 @@ def fail_then_checkpoint(h: Harness, now: float, offsets: list | None) -> None:
     (m0's claims)."""
     h.core.request_reset("m0", False, "sink raises on record 5", now)
     h.ack_all(CommandKind.RESET, now + 0.01, attempt=h.core.resets.attempt)
-    if h.core.phase is Phase.BACKOFF:
+    if h.core.phase is RegionPhase.BACKOFF:
         h.core.tick(now + 0.02)
     h.core.tick(now + 0.5)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     h.ack_all(CommandKind.DRAIN, now + 0.51, seq=h.core.cycles.seq)
     h.ack_all(CommandKind.CHECKPOINT, now + 0.52, seq=h.core.cycles.seq, offsets={"m0": offsets} if offsets else {})
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
 
 
 def test_checkpoints_between_failures_that_move_no_offset_do_not_clear_the_counter():
@@ -165,7 +167,7 @@ def test_checkpoints_between_failures_that_move_no_offset_do_not_clear_the_count
         fail_then_checkpoint(h, 2.0 + i, [["t", 0, 5, 5]])
         assert h.core.resets.consecutive == i + 1
     h.core.request_reset("m0", False, "sink raises on record 5", 6.0)
-    assert h.core.phase is Phase.FAILED
+    assert h.core.phase is RegionPhase.FAILED
     assert "3 consecutive resets" in h.core.failed_reason
 
 
@@ -193,7 +195,7 @@ def test_a_checkpoint_long_after_the_last_failure_clears_the_counter():
     h.ack_all(CommandKind.CHECKPOINT, 13.52, seq=h.core.cycles.seq)
     assert h.core.resets.consecutive == 0
     fail_then_checkpoint(h, 14.0, None)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.resets.consecutive == 1
 
 
@@ -231,7 +233,7 @@ def test_reset_failure_answer_retries_with_new_attempt():
     h.core.request_reset("m0", True, "rebalance", 1.0)
     a1 = h.core.resets.attempt
     h.core.ack("m0", CommandKind.RESET, None, a1, False, "merge timed out", 1.1)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert h.core.resets.attempt == a1 + 1
     h.core.ack("m1", CommandKind.RESET, None, a1, True, None, 1.2)  # stale attempt: ignored
     assert h.core.waiting == {"m0", "m1"}
@@ -239,16 +241,16 @@ def test_reset_failure_answer_retries_with_new_attempt():
 
 def test_member_silence_and_restart():
     h = started(2, member_timeout_s=2.0)
-    h.core.heartbeat("m0", b"id0", "inc1", 1.9)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 1.9)
     h.core.tick(2.5)  # m1 silent since 0.1
     assert "m1" not in h.core.members
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     h.ack_all(CommandKind.RESET, 2.6, attempt=h.core.resets.attempt)
     h.take()
     # the runner restarts m1: a new incarnation joins -> membership reset, counter unchanged
     before = h.core.resets.consecutive
     h.core.join("m1", b"id1b", "inc2", 3.0)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert h.core.resets.consecutive == before
     assert {m for m, _ in h.take()} == {"m0", "m1"}
 
@@ -270,13 +272,13 @@ def test_restart_from_document_waits_for_known_members_then_resets_to_checkpoint
     h.ack_all(CommandKind.CHECKPOINT, 1.3, seq=1)
     doc = h.docs[-1]
     again = Harness(doc=doc, min_members=1)
-    assert again.core.phase is Phase.WAITING
+    assert again.core.phase is RegionPhase.WAITING
     assert again.core.cycles.next_seq == 2
-    assert again.core.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
+    assert again.core.members.heartbeat("m0", b"id0", "inc1", 5.0) is False  # unknown: must join
     again.core.join("m0", b"id0", "inc1", 5.0)
-    assert again.core.phase is Phase.WAITING  # m1 was a member: wait for it (or the grace)
+    assert again.core.phase is RegionPhase.WAITING  # m1 was a member: wait for it (or the grace)
     again.core.join("m1", b"id1", "inc1", 5.1)
-    assert again.core.phase is Phase.RESETTING
+    assert again.core.phase is RegionPhase.RESETTING
     assert {b["cmd"] for _, b in again.take()} == {"reset"}
     assert again.core.resets.attempt > h.core.resets.attempt - 1
 
@@ -285,18 +287,18 @@ def test_grace_starts_region_without_a_lost_member():
     h = Harness(min_members=3, join_grace_s=1.0)
     h.core.join("m0", b"a", "i", 0.0)
     h.core.tick(0.5)
-    assert h.core.phase is Phase.WAITING
-    h.core.heartbeat("m0", b"a", "i", 1.0)
+    assert h.core.phase is RegionPhase.WAITING
+    h.core.members.heartbeat("m0", b"a", "i", 1.0)
     h.core.tick(1.01)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
 
 
 def test_transition_table_is_enforced():
     h = Harness()
-    assert Phase.RUNNING not in TRANSITIONS[Phase.WAITING]
+    assert RegionPhase.RUNNING not in TRANSITIONS[RegionPhase.WAITING]
     with pytest.raises(IllegalTransition, match="illegal transition WAITING -> RUNNING"):
-        h.core._goto(Phase.RUNNING, "test")
-    assert TRANSITIONS[Phase.FAILED] == frozenset()
+        h.core._goto(RegionPhase.RUNNING, "test")
+    assert TRANSITIONS[RegionPhase.FAILED] == frozenset()
 
 
 def test_config_validation():
@@ -314,7 +316,7 @@ def test_rebalance_caused_failure_forces_the_reset():
     h.ack_all(CommandKind.RESET, 0.6, attempt=h.core.resets.attempt)
     h.core.tick(1.7)
     h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, False, "RebalanceInProgressError", 1.8, rebalance=True)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert h.core.resets.consecutive == 0
 
 
@@ -349,22 +351,22 @@ def test_request_after_own_reset_answer_restarts_the_round():
     assert h.take() == []
     h.core.ack("m0", CommandKind.RESET, None, a1, True, None, 1.1)
     h.core.request_reset("m0", True, "revoked 2 partitions", 1.2)  # after its answer: new round
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert h.core.resets.attempt == a1 + 1
     assert h.core.waiting == {"m0", "m1"}
     assert {m for m, b in h.take() if b["cmd"] == "reset_to_initial" and b["attempt"] == a1 + 1} == {"m0", "m1"}
     h.ack_all(CommandKind.RESET, 1.3, attempt=a1 + 1)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.resets.consecutive == 0
 
 
 def test_restarted_member_learns_its_predecessors_kafka_member_id():
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, KafkaReport("cr-m1-abc", 3, rebalancing=False))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, KafkaReport("cr-m1-abc", 3, rebalancing=False))
     reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)  # its predecessor's pid is gone
-    assert reply["predecessor"] == {"incarnation": "inc1", "pid": None, "kafka_member_id": "cr-m1-abc"}
-    assert h.core.join("m1", b"id1b", "inc2", 1.1)["predecessor"]["kafka_member_id"] == "cr-m1-abc"  # retry
-    assert h.core.join("m2", b"id2", "inc1", 1.2)["predecessor"] is None
+    assert reply.predecessor == Predecessor("inc1", None, "cr-m1-abc")
+    assert h.core.join("m1", b"id1b", "inc2", 1.1).predecessor.kafka_member_id == "cr-m1-abc"  # retry
+    assert h.core.join("m2", b"id2", "inc1", 1.2).predecessor is None
 
 
 def test_no_eviction_while_the_group_may_be_rebalancing():
@@ -374,52 +376,52 @@ def test_no_eviction_while_the_group_may_be_rebalancing():
     while another member reports a rebalance."""
     settled = KafkaReport("cr-m0-x", 3, rebalancing=False)
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     h.core.join("m2", b"id2", "inc1", 1.0)  # a member added: a reset with the rejoin hint
-    assert h.core.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
+    assert h.core.members.heartbeat("m0", b"id0", "inc1", 1.2, settled)  # sent before its consumer acted on the hint
     reply = h.core.join("m1", b"id1b", "inc2", 1.3, pid=42, replace=True)
-    assert reply["predecessor"]["incarnation"] == "inc1"
-    assert reply["predecessor"]["kafka_member_id"] is None
+    assert reply.predecessor.incarnation == "inc1"
+    assert reply.predecessor.kafka_member_id is None
 
     h = started(2)
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     h.core.join("m2", b"id2", "inc1", 1.0)
     for name in ("m0", "m2"):  # both settled well after the hint: the group has formed
-        assert h.core.heartbeat(name, f"id-{name}".encode(), "inc1", 1.0 + HINT_SETTLE_S + 0.5, settled)
+        assert h.core.members.heartbeat(name, f"id-{name}".encode(), "inc1", 1.0 + HINT_SETTLE_S + 0.5, settled)
     reply = h.core.join("m1", b"id1b", "inc2", 2.6, pid=42, replace=True)
-    assert reply["predecessor"]["kafka_member_id"] == "cr-m1-abc"
+    assert reply.predecessor.kafka_member_id == "cr-m1-abc"
 
     h = started(2)
-    assert h.core.heartbeat("m0", b"id0", "inc1", 0.5, attrs.evolve(settled, rebalancing=True))
-    assert h.core.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
+    assert h.core.members.heartbeat("m0", b"id0", "inc1", 0.5, attrs.evolve(settled, rebalancing=True))
+    assert h.core.members.heartbeat("m1", b"id1", "inc1", 0.5, attrs.evolve(settled, member_id="cr-m1-abc"))
     reply = h.core.join("m1", b"id1b", "inc2", 1.0, pid=42, replace=True)
-    assert reply["predecessor"]["kafka_member_id"] is None
+    assert reply.predecessor.kafka_member_id is None
 
 
 def _report(h, now, **rebalancing):
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, rebalancing.get(name, False)))
+        h.core.members.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, rebalancing.get(name, False)))
 
 
 def test_periodic_drain_waits_while_a_member_reports_a_rebalance():
     h = started(2, period_s=1.0, rebalance_settle_max_s=4.0)
     _report(h, 1.0, m1=True)
     h.core.tick(1.2)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.take() == []  # due, but m1's group is rebalancing
     _report(h, 1.5)
     h.core.tick(1.6)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     h.ack_all(CommandKind.DRAIN, 1.7, seq=1)
     h.ack_all(CommandKind.CHECKPOINT, 1.8, seq=1)
     # bounded: a report that never settles delays the drain by rebalance_settle_max_s at most
     _report(h, 2.0, m0=True)
     h.core.tick(2.9)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     h.core.tick(6.8)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     h.core.tick(6.95)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
 
 
 def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does():
@@ -427,7 +429,7 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
 
     def report(now, m1_generation, **flags):
         for name in sorted(h.core.members):
-            h.core.heartbeat(
+            h.core.members.heartbeat(
                 name,
                 b"id",
                 "inc1",
@@ -444,24 +446,24 @@ def test_a_cooperative_rebalance_does_not_defer_checkpoints_a_pending_reset_does
     # m1 rebalances (and is a generation ahead): its partitions keep flowing, so the drain runs when due
     report(1.0, 6, m1_rebalancing=True)
     h.core.tick(1.2)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     h.ack_all(CommandKind.DRAIN, 1.3, seq=1)
     h.ack_all(CommandKind.CHECKPOINT, 1.4, seq=1)
     h.take()
     # m0 was revoked after fetching: its reset is coming and its drain would fail, so the drain waits
     report(1.5, 6, m0_rebalancing=True, m0_reset_pending=True)
     h.core.tick(2.5)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.take() == []
     report(2.6, 6)
     h.core.tick(2.7)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
 
 
 def test_cooperative_members_checkpoint_early_after_a_reset():
     h = started(2, period_s=1.0)
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
+        h.core.members.heartbeat(name, b"id", "inc1", 1.0, KafkaReport(f"k-{name}", 5, cooperative=True))
     h.core.request_reset("m0", True, "rebalance", 1.1)
     h.ack_all(CommandKind.RESET, 1.2, attempt=h.core.resets.attempt)
     assert h.core.cycles.next_at == pytest.approx(1.2 + POST_RESET_PERIOD_SHARE)
@@ -474,17 +476,17 @@ def test_cooperative_members_checkpoint_early_after_a_reset():
 
 def _cooperative_reports(h, now):
     for name in sorted(h.core.members):
-        h.core.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, cooperative=True))
+        h.core.members.heartbeat(name, b"id", "inc1", now, KafkaReport(f"k-{name}", 5, cooperative=True))
 
 
 def test_a_graceful_leave_of_a_cooperative_member_while_running_resets_nobody():
     h = started(3, period_s=1.0)
     _cooperative_reports(h, 0.5)
     h.core.leave("m2", 0.6)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.take() == []
     h.core.tick(1.2)  # the next checkpoint goes on without the leaver
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     assert sorted(m for m, b in h.take() if b["cmd"] == "drain") == ["m0", "m1"]
 
 
@@ -492,15 +494,15 @@ def test_a_cooperative_cycle_goes_on_without_a_leaver_that_has_not_answered_its_
     h = started(3, period_s=1.0)
     _cooperative_reports(h, 0.5)
     h.core.tick(1.2)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     h.take()
     h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.25)
     h.core.ack("m1", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.25)
     h.core.leave("m2", 1.3)  # the last one awaited: the cycle moves on
-    assert h.core.phase is Phase.CHECKPOINTING
+    assert h.core.phase is RegionPhase.CHECKPOINTING
     assert sorted(m for m, b in h.take() if b["cmd"] == "checkpoint") == ["m0", "m1"]
     h.ack_all(CommandKind.CHECKPOINT, 1.4, seq=h.core.cycles.seq)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.members == ["m0", "m1"]
 
 
@@ -511,11 +513,11 @@ def test_a_graceful_leave_after_its_checkpoint_answer_or_of_an_eager_region_stil
     h.ack_all(CommandKind.DRAIN, 1.25, seq=h.core.cycles.seq)
     h.core.ack("m2", CommandKind.CHECKPOINT, h.core.cycles.seq, None, True, None, 1.3, [["t", 2, 0, 40]])
     h.core.leave("m2", 1.35)  # its offsets are in the cycle, its interval is never published
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     h = started(3, period_s=1.0)
     _report(h, 0.5)  # eager reports
     h.core.leave("m2", 0.6)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
 
 
 def test_forced_resets_pace_the_next_checkpoint_by_the_period():
@@ -536,20 +538,20 @@ def test_forced_resets_pace_the_next_checkpoint_by_the_period():
 
 def test_member_name_held_by_a_live_incarnation_is_refused():
     h = started(2, member_timeout_s=2.0)
-    h.core.heartbeat("m1", b"id1", "inc1", 1.0)
+    h.core.members.heartbeat("m1", b"id1", "inc1", 1.0)
     reply = h.core.join("m1", b"dup", "inc9", 1.5, pid=77, host="h2")
-    assert "m1" in reply["refused"]
-    assert reply["holder"]["incarnation"] == "inc1"
+    assert "m1" in reply.refused.reason
+    assert reply.refused.holder.incarnation == "inc1"
     assert h.core.members["m1"].incarnation == "inc1"
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.take() == []
     # the joiner saw the holder's process is gone (same host, no such pid): accepted at once
-    assert "refused" not in h.core.join("m1", b"new", "inc9", 1.6, pid=77, host="h2", replace=True)
+    assert h.core.join("m1", b"new", "inc9", 1.6, pid=77, host="h2", replace=True).refused is None
     assert h.core.members["m1"].incarnation == "inc9"
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     # a holder silent for member_timeout_s no longer counts as alive
-    h.core.heartbeat("m0", b"id0", "inc1", 1.0)
-    assert "refused" not in h.core.join("m0", b"x", "inc2", 3.1, pid=5, host="h3")
+    h.core.members.heartbeat("m0", b"id0", "inc1", 1.0)
+    assert h.core.join("m0", b"x", "inc2", 3.1, pid=5, host="h3").refused is None
 
 
 def test_reset_for_a_joining_or_leaving_member_carries_the_rejoin_hint():

@@ -9,8 +9,9 @@ import pytest
 
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
-from coordinator.region.machine import Phase, RegionCore
-from coordinator.region.model import AbsentCheckpoints, TriggerAnswer
+from coordinator.protocol.region.replies import RegionPhase, TriggerAnswer
+from coordinator.region.machine import RegionCore
+from coordinator.region.model import AbsentCheckpoints
 
 
 class Harness:
@@ -34,18 +35,18 @@ def started(n=2, **cfg) -> Harness:
     for i in range(n):
         h.core.join(f"m{i}", b"id%d" % i, "inc1", 0.0)
     h.ack_all(CommandKind.RESET, 0.1, attempt=h.core.resets.attempt)
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     h.take()
     return h
 
 
 def checkpoint(h: Harness, now: float, offsets=None) -> int:
     h.core.tick(now)
-    assert h.core.phase is Phase.DRAINING
+    assert h.core.phase is RegionPhase.DRAINING
     seq = h.core.cycles.seq
     h.ack_all(CommandKind.DRAIN, now + 0.01, seq=seq)
     h.ack_all(CommandKind.CHECKPOINT, now + 0.02, seq=seq, offsets=offsets or {})
-    assert h.core.phase is Phase.RUNNING
+    assert h.core.phase is RegionPhase.RUNNING
     assert h.core.checkpoints.last_consistent == seq
     return seq
 
@@ -53,13 +54,13 @@ def checkpoint(h: Harness, now: float, offsets=None) -> int:
 def test_only_waiting_member_going_silent_keeps_the_region_waiting():
     h = Harness(min_members=2, member_timeout_s=2.0, join_grace_s=60.0)
     h.core.join("m0", b"a", "i", 0.0)
-    assert h.core.phase is Phase.WAITING
+    assert h.core.phase is RegionPhase.WAITING
     h.core.tick(2.5)  # m0 silent past member_timeout_s: dropped, the region still waits
-    assert h.core.phase is Phase.WAITING
+    assert h.core.phase is RegionPhase.WAITING
     assert h.core.members == {}
     h.core.join("m0", b"a", "i2", 3.0)
     h.core.join("m1", b"b", "i", 3.1)
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     assert {m for m, _ in h.take()} == {"m0", "m1"}
 
 
@@ -69,7 +70,7 @@ def test_restored_region_whose_rejoined_member_goes_silent_keeps_waiting():
     again = Harness(doc=h.docs[-1], min_members=2, member_timeout_s=2.0, join_grace_s=60.0)
     again.core.join("m0", b"a", "inc1", 5.0)
     again.core.tick(7.5)
-    assert again.core.phase is Phase.WAITING
+    assert again.core.phase is RegionPhase.WAITING
     assert again.core.members == {}
 
 
@@ -100,12 +101,12 @@ def test_every_way_to_failed_says_why():
     # restored from a document that lost its reason
     doc = dict(h.docs[-1], failed_reason=None)
     again = Harness(doc=doc)
-    assert again.core.phase is Phase.FAILED
+    assert again.core.phase is RegionPhase.FAILED
     assert again.core.status(4.0)["failed_reason"]
     # a FAILED region tells a joiner why
     reply = again.core.join("m5", b"x", "i", 4.0)
-    assert reply["phase"] == "FAILED"
-    assert reply["failed_reason"]
+    assert reply.phase is RegionPhase.FAILED
+    assert reply.failed_reason
 
 
 def resets(sent) -> dict[str, dict]:
@@ -119,7 +120,7 @@ def test_member_dropped_after_a_checkpoint_is_reset_to_its_own_checkpoint_when_i
     there instead of deleting them, its other operators load their data of 1."""
     h = started(2, member_timeout_s=2.0)
     assert checkpoint(h, 1.1) == 1
-    h.core.heartbeat("m0", b"id0", "inc1", 2.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 2.0)
     h.core.tick(3.5)  # m1 silent since 1.12: dropped
     assert "m1" not in h.core.members
     assert resets(h.take())["m0"]["own"] == 1
@@ -160,7 +161,7 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
     h = started(2, member_timeout_s=2.0)
     checkpoint(h, 1.1)
     assert h.core.leave_reply("m0", "inc1") == 1
-    h.core.heartbeat("m0", b"id0", "inc1", 2.0)
+    h.core.members.heartbeat("m0", b"id0", "inc1", 2.0)
     h.core.tick(3.5)  # m1 dropped while it may still be alive (a network blip)
     h.ack_all(CommandKind.RESET, 3.6, attempt=h.core.resets.attempt)
     checkpoint(h, 4.7)
@@ -175,24 +176,24 @@ def test_leave_reply_names_only_what_the_leaving_incarnation_took_part_in():
 def test_trigger_is_answered_with_whether_a_drain_will_come():
     h = started(2, mode="operator_driven")
     answer = h.core.trigger("m0", 1.0)
-    assert answer.kind is TriggerAnswer.STARTED
-    assert h.core.phase is Phase.DRAINING
-    assert h.core.trigger("m1", 1.01).kind is TriggerAnswer.DRAIN_COMING  # m1 has not drained yet
+    assert answer.trigger is TriggerAnswer.STARTED
+    assert h.core.phase is RegionPhase.DRAINING
+    assert h.core.trigger("m1", 1.01).trigger is TriggerAnswer.DRAIN_COMING  # m1 has not drained yet
     h.core.ack("m0", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.02)
     late = h.core.trigger("m0", 1.03)  # m0 drained already: the running cycle covers what it submitted
-    assert late.kind is TriggerAnswer.NOT_NOW
+    assert late.trigger is TriggerAnswer.NOT_NOW
     assert late.reason == "checkpoint 1 is running and m0 already drained for it"
     h.core.ack("m1", CommandKind.DRAIN, h.core.cycles.seq, None, True, None, 1.04)
-    assert h.core.trigger("m1", 1.05).kind is TriggerAnswer.NOT_NOW  # checkpointing
+    assert h.core.trigger("m1", 1.05).trigger is TriggerAnswer.NOT_NOW  # checkpointing
     h.ack_all(CommandKind.CHECKPOINT, 1.1, seq=h.core.cycles.seq)
     h.core.request_reset("m0", True, "revoked", 2.0)
     resetting = h.core.trigger("m1", 2.1)
-    assert resetting.kind is TriggerAnswer.NOT_NOW
+    assert resetting.trigger is TriggerAnswer.NOT_NOW
     assert resetting.reason == "the region is RESETTING; trigger again after the next RESUME"
-    assert h.core.phase is Phase.RESETTING
+    assert h.core.phase is RegionPhase.RESETTING
     waiting = Harness(min_members=2, mode="operator_driven")
     waiting.core.join("m0", b"a", "i", 0.0)
-    assert waiting.core.trigger("m0", 0.1).kind is TriggerAnswer.NOT_NOW
+    assert waiting.core.trigger("m0", 0.1).trigger is TriggerAnswer.NOT_NOW
 
 
 def test_absent_members_are_bounded_oldest_forgotten():

@@ -14,7 +14,8 @@ import pytest
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.messages import RegionJoin
-from coordinator.region.machine import Phase, RegionCore
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.region.machine import RegionCore
 from coordinator.region.service import RegionControllerService
 from coordinator.server.api import Request, Timer
 from coordinator.server.loop import CoordinatorServer
@@ -52,9 +53,9 @@ def _one_member_region(
 
 def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     store, server, service, core, t0 = _one_member_region(tmp_path, {"period_s": 1.0, "member_timeout_s": 60})
-    assert core.phase is Phase.RESETTING
+    assert core.phase is RegionPhase.RESETTING
     core.ack("m", CommandKind.RESET, None, core.resets.attempt, True, None, t0 + 0.1)
-    assert core.phase is Phase.RUNNING
+    assert core.phase is RegionPhase.RUNNING
     assert core.cycles.next_at is not None
 
     service.on_tick(t0 + 0.2)
@@ -64,7 +65,7 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
 
     due = core.cycles.next_at
     service.on_tick(due)  # the timer's wake-up: the drain starts on its slot
-    assert core.phase is Phase.DRAINING
+    assert core.phase is RegionPhase.DRAINING
     core.ack("m", CommandKind.DRAIN, core.cycles.seq, None, True, None, due + 0.01)
     core.ack("m", CommandKind.CHECKPOINT, core.cycles.seq, None, True, None, due + 0.6)
     service.on_tick(due + 0.61)
@@ -73,12 +74,12 @@ def test_a_timer_wakes_the_loop_when_the_next_drain_is_due(tmp_path):
     assert server.timers[-1][0] == (due + 1.0) - (due + 0.61)
 
     core.tick(due + 1.0)
-    assert core.phase is Phase.DRAINING
-    core.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
+    assert core.phase is RegionPhase.DRAINING
+    core.members.heartbeat("m", b"m", "i", due + 1.05, KafkaReport("k", 1, rebalancing=True))
     core.ack("m", CommandKind.DRAIN, core.cycles.seq, None, True, None, due + 1.1)
     core.ack("m", CommandKind.CHECKPOINT, core.cycles.seq, None, True, None, due + 1.2)
     service.on_tick(due + 2.5)  # due and deferred (the group rebalances): no timer for a drain already due
-    assert core.phase is Phase.RUNNING
+    assert core.phase is RegionPhase.RUNNING
     assert len(server.timers) == 2
     service.on_tick(due + 2.6)
     assert len(server.timers) == 2
@@ -92,11 +93,11 @@ def test_a_timer_wakes_the_loop_when_a_backoff_hold_ends(tmp_path):
         core.request_reset("m", False, "sink down", at)
         core.ack("m", CommandKind.RESET, None, core.resets.attempt, True, None, at + 0.01)
     due = core.wake_at
-    assert core.phase is Phase.BACKOFF
+    assert core.phase is RegionPhase.BACKOFF
     assert due == pytest.approx(t0 + 0.8)
     service.on_tick(t0 + 0.4)
     assert [delay for delay, _ in server.timers] == [pytest.approx(due - (t0 + 0.4))]
     service.on_tick(due)  # the timer's wake-up: the RESUME leaves
-    assert core.phase is Phase.RUNNING
+    assert core.phase is RegionPhase.RUNNING
     assert len(server.timers) == 1
     store.close()

@@ -15,7 +15,8 @@ from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import MAX_MEMBER_ID_LEN, MAX_REASON_LEN, KafkaReport
 from coordinator.protocol.region.messages import RegionHeartbeat
-from coordinator.region.machine import Phase, RegionCore
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.region.machine import RegionCore
 
 BASE = {"region": "r", "member": "m0", "incarnation": "i1"}
 EAGER = {"member_id": "k-m0", "generation": 4, "rebalancing": True}
@@ -97,22 +98,22 @@ def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(capl
         core.join(name, name.encode(), "i1", 0.0)
     for name in ("m0", "m1"):
         core.ack(name, CommandKind.RESET, None, core.resets.attempt, True, None, 0.1)
-    assert core.phase is Phase.RUNNING
+    assert core.phase is RegionPhase.RUNNING
     rebalancing = KafkaReport("k", 4, rebalancing=True)
-    core.heartbeat("m0", b"m0", "i1", 0.5, KafkaReport("k0", 4))
-    core.heartbeat("m1", b"m1", "i1", 0.5, rebalancing)
+    core.members.heartbeat("m0", b"m0", "i1", 0.5, KafkaReport("k0", 4))
+    core.members.heartbeat("m1", b"m1", "i1", 0.5, rebalancing)
     core.tick(1.2)
-    assert core.phase is Phase.RUNNING  # m1's rebalance holds the due drain
+    assert core.phase is RegionPhase.RUNNING  # m1's rebalance holds the due drain
     with caplog.at_level(logging.INFO, logger="coordinator.region.membership"):
         for now in (1.3, 1.4, 1.5):  # m1's reports turn invalid: it counts as not reporting
-            assert core.heartbeat("m1", b"m1", "i1", now, None, "kafka.generation must be an int32 or null")
+            assert core.members.heartbeat("m1", b"m1", "i1", now, None, "kafka.generation must be an int32 or null")
         assert caplog.text.count("invalid Kafka group report") == 1
         assert core.members["m1"].kafka is None
         assert core.members["m1"].last_seen == 1.5
         assert core.status(1.5)["members"]["m1"]["kafka_invalid"].startswith("kafka.generation")
         core.tick(1.6)
-        assert core.phase is Phase.DRAINING  # no stale "rebalancing" holds drains back
-        assert core.heartbeat("m1", b"m1", "i1", 1.7, rebalancing)
+        assert core.phase is RegionPhase.DRAINING  # no stale "rebalancing" holds drains back
+        assert core.members.heartbeat("m1", b"m1", "i1", 1.7, rebalancing)
         assert "reports its Kafka group state again" in caplog.text
     assert core.members["m1"].kafka == rebalancing
     assert core.members["m1"].kafka_invalid is None

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.replies import RegionPhase
 from coordinator.region.cycle import CycleRound
 from coordinator.region.machine import (
     JoinStep,
     LeaveStep,
-    Phase,
     cooperative_leave_keeps_cycle,
     join_step,
     leave_step,
@@ -21,15 +21,15 @@ from coordinator.region.machine import (
 @pytest.mark.parametrize(
     ("phase", "cooperative", "step"),
     [
-        (Phase.FAILED, True, JoinStep.NOTHING),
-        (Phase.WAITING, True, JoinStep.START),
-        (Phase.WAITING, False, JoinStep.START),
-        (Phase.DRAINING, True, JoinStep.AFTER_CYCLE),
-        (Phase.CHECKPOINTING, True, JoinStep.AFTER_CYCLE),
-        (Phase.DRAINING, False, JoinStep.RESET),
-        (Phase.RUNNING, True, JoinStep.RESET),
-        (Phase.RESETTING, True, JoinStep.RESET),
-        (Phase.BACKOFF, True, JoinStep.RESET),
+        (RegionPhase.FAILED, True, JoinStep.NOTHING),
+        (RegionPhase.WAITING, True, JoinStep.START),
+        (RegionPhase.WAITING, False, JoinStep.START),
+        (RegionPhase.DRAINING, True, JoinStep.AFTER_CYCLE),
+        (RegionPhase.CHECKPOINTING, True, JoinStep.AFTER_CYCLE),
+        (RegionPhase.DRAINING, False, JoinStep.RESET),
+        (RegionPhase.RUNNING, True, JoinStep.RESET),
+        (RegionPhase.RESETTING, True, JoinStep.RESET),
+        (RegionPhase.BACKOFF, True, JoinStep.RESET),
     ],
 )
 def test_join_step(phase, cooperative, step):
@@ -37,7 +37,7 @@ def test_join_step(phase, cooperative, step):
 
 
 def leave(
-    phase: Phase,
+    phase: RegionPhase,
     *,
     graceful: bool = True,
     members_left: bool = True,
@@ -57,32 +57,32 @@ def leave(
 
 
 def test_leave_step_by_phase():
-    assert leave(Phase.FAILED) is LeaveStep.NOTHING
-    assert leave(Phase.FAILED, members_left=False) is LeaveStep.NOTHING
-    assert leave(Phase.RUNNING, members_left=False) is LeaveStep.WAIT
-    assert leave(Phase.WAITING, members_left=False) is LeaveStep.WAIT
-    assert leave(Phase.WAITING) is LeaveStep.NOTHING
-    for phase in (Phase.RESETTING, Phase.BACKOFF):
+    assert leave(RegionPhase.FAILED) is LeaveStep.NOTHING
+    assert leave(RegionPhase.FAILED, members_left=False) is LeaveStep.NOTHING
+    assert leave(RegionPhase.RUNNING, members_left=False) is LeaveStep.WAIT
+    assert leave(RegionPhase.WAITING, members_left=False) is LeaveStep.WAIT
+    assert leave(RegionPhase.WAITING) is LeaveStep.NOTHING
+    for phase in (RegionPhase.RESETTING, RegionPhase.BACKOFF):
         assert leave(phase, graceful=False) is LeaveStep.ROUND_GOES_ON
         assert leave(phase) is LeaveStep.ROUND_GOES_ON
-    assert leave(Phase.RUNNING) is LeaveStep.CYCLE_GOES_ON
-    assert leave(Phase.DRAINING) is LeaveStep.CYCLE_GOES_ON
-    assert leave(Phase.RUNNING, cooperative=False) is LeaveStep.RESET
-    assert leave(Phase.RUNNING, graceful=False) is LeaveStep.RESET  # a silent member: a failure reset
+    assert leave(RegionPhase.RUNNING) is LeaveStep.CYCLE_GOES_ON
+    assert leave(RegionPhase.DRAINING) is LeaveStep.CYCLE_GOES_ON
+    assert leave(RegionPhase.RUNNING, cooperative=False) is LeaveStep.RESET
+    assert leave(RegionPhase.RUNNING, graceful=False) is LeaveStep.RESET  # a silent member: a failure reset
 
 
 def test_a_cooperative_leave_keeps_a_checkpointing_cycle_only_before_its_answer():
     cycle = CycleRound()
     cycle.start(["m0", "m1"], 0.0, 0.0)
     cycle.checkpoint_started()
-    assert leave(Phase.CHECKPOINTING, cycle=cycle, waiting=("m0", "m1")) is LeaveStep.CYCLE_GOES_ON
+    assert leave(RegionPhase.CHECKPOINTING, cycle=cycle, waiting=("m0", "m1")) is LeaveStep.CYCLE_GOES_ON
     cycle.checkpoint_answered("m1", [])
-    assert leave(Phase.CHECKPOINTING, cycle=cycle, waiting=("m0",)) is LeaveStep.RESET  # its offsets are in it
+    assert leave(RegionPhase.CHECKPOINTING, cycle=cycle, waiting=("m0",)) is LeaveStep.RESET  # its offsets are in it
     joined = CycleRound()
     joined.start(["m0", "m1"], 0.0, 0.0)
     joined.checkpoint_started()
     assert joined.member_joined("m1", restarted=True)  # its predecessor had not answered: not in the cycle
-    assert cooperative_leave_keeps_cycle(Phase.CHECKPOINTING, "m1", joined, ("m0",))
+    assert cooperative_leave_keeps_cycle(RegionPhase.CHECKPOINTING, "m1", joined, ("m0",))
 
 
 def test_a_waiting_region_starts_when_the_members_are_back_or_the_grace_is_over():
