@@ -36,7 +36,7 @@ import time
 from collections import deque
 from typing import Any
 
-from coordinator.protocol.region.commands import COMMAND_TYPE, CommandKind, RegionCommand, encode_command
+from coordinator.protocol.region.commands import COMMAND_TYPE, RegionCommand, encode_command
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import (
     RegionAck,
@@ -348,7 +348,7 @@ class RegionControllerService(Service):
         self.server.store.touch(msg.region)  # retention activity of the region's group
         core.ack(
             msg.member,
-            CommandKind(msg.command),
+            msg.command,
             msg.seq,
             msg.attempt,
             msg.ok,

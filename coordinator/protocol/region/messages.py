@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport, decode_or_reason
 from coordinator.protocol.wire import protocol
@@ -132,7 +133,7 @@ class RegionAck:
     region: str
     member: str
     incarnation: str
-    command: str
+    command: CommandKind
     seq: int | None
     attempt: int | None
     ok: bool
@@ -142,14 +143,18 @@ class RegionAck:
     offsets: list[protocol.OffsetClaim] | None
     rebalance: bool = False
 
+    #: The commands a member answers.
+    ACKED: ClassVar[frozenset[CommandKind]] = frozenset({CommandKind.DRAIN, CommandKind.CHECKPOINT, CommandKind.RESET})
+
     def to_body(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return {**attrs.asdict(self), "command": self.command.value}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionAck:
-        command = protocol.req_str(body, "command")
-        if command not in ("drain", "checkpoint", "reset"):
-            raise Invalid(f"field 'command' must be drain, checkpoint or reset, got {command!r}")
+        name = protocol.req_str(body, "command")
+        command = next((kind for kind in cls.ACKED if kind.value == name), None)
+        if command is None:
+            raise Invalid(f"field 'command' must be drain, checkpoint or reset, got {name!r}")
         offsets = body.get("offsets")
         if offsets is not None:
             offsets = protocol.decode_offset_claims(offsets)

@@ -349,9 +349,7 @@ class ControlChannel:
         """Answer a drain, checkpoint or reset (``command``) of checkpoint ``seq`` or
         reset round ``attempt``; ``offsets``: a checkpoint's claims."""
         self._send(
-            RegionAck(
-                self.region, self.member, self.incarnation, command.value, seq, attempt, ok, error, offsets, rebalance
-            )
+            RegionAck(self.region, self.member, self.incarnation, command, seq, attempt, ok, error, offsets, rebalance)
         )
 
     def request_reset(self, *, force: bool, reason: str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 
+from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import (
     RegionAck,
@@ -40,7 +41,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 SAMPLES = {
     "region_join": RegionJoin("r", "m", "i", 1, {}, "h", False),
     "region_heartbeat": RegionHeartbeat("r", "m", "i"),
-    "region_ack": RegionAck("r", "m", "i", "drain", 1, 0, True, None, None),
+    "region_ack": RegionAck("r", "m", "i", CommandKind.DRAIN, 1, 0, True, None, None),
     "region_reset_request": RegionResetRequest("r", "m", "i", False, ""),
     "region_trigger": RegionTrigger("r", "m", "i"),
     "region_leave": RegionLeave("r", "m", "i"),

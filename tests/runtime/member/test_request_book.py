@@ -3,6 +3,7 @@ without sockets: ids and answers, waiters, and what is held while not joined."""
 
 from __future__ import annotations
 
+from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.messages import RegionAck, RegionResetRequest, RegionTrigger
 from cr_consumer.runtime.member.control import HELD_KEPT, PENDING_KEPT, WAITERS_KEPT, RequestBook, Waiter
 
@@ -45,7 +46,7 @@ def _reset(force: bool, reason: str) -> RegionResetRequest:
 
 
 def _drained(seq: int) -> RegionAck:
-    return RegionAck("r", "m0", "i", "drain", seq, None, True, None, None)
+    return RegionAck("r", "m0", "i", CommandKind.DRAIN, seq, None, True, None, None)
 
 
 def test_while_not_joined_acks_and_one_reset_request_are_held_the_rest_dropped():
