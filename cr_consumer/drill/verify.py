@@ -100,24 +100,6 @@ class VerifyResult:
             or self.committed_behind
         )
 
-    def summary(self) -> dict[str, object]:
-        return {
-            "ok": self.ok,
-            "produced": self.produced,
-            "poison": self.poison,
-            "expected": self.expected,
-            "delivered": self.delivered,
-            "missing": self.missing,
-            "duplicates": self.duplicates,
-            "wrong_values": self.wrong_values,
-            "unexpected": self.unexpected,
-            "malformed_lines": self.malformed_lines,
-            "committed_behind": self.committed_behind,
-            "committed_basis": self.committed_basis,
-            "files": self.files,
-            "examples": self.examples,
-        }
-
 
 def published_files(output_dir: str | os.PathLike[str]) -> list[Path]:
     """Every published output file under ``output_dir`` (recursively)."""
