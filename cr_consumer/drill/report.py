@@ -4,7 +4,7 @@ From the timeline events (``timeline.py``) and the verifier's result:
 
 * ``resets``: reset rounds, including the region's first reset to the
   initial state at start-up: the controller's RESET events when the drill
-  watched the controller (``controller_watch.py``), else distinct attempt
+  watched the controller (``watch_loop.py``), else distinct attempt
   numbers seen by the members' probes;
 * ``checkpoints``: checkpoints the region declared consistent (same sources);
 * ``time_to_detect_s``: from the (first) fault to the first reset after it
