@@ -6,7 +6,7 @@ topic, partition, offset, timestamp, timestampType, and headers with
 Python data source only when its Arrow schema equals
 ``to_arrow_schema(<source schema>, timezone="UTC")`` exactly (field names,
 types and nullability): :func:`arrow_schema` is that schema and
-:func:`spark_schema` the matching Spark schema (a test checks they agree).
+:func:`spark_schema` the Spark schema read off it (a test checks the round trip).
 
 A range read collects its records by column (:class:`Columns`: librdkafka's
 columns as they come, kafka-python's records transposed once with
@@ -56,31 +56,10 @@ _TIMESTAMP_TYPE_NUMBERS = {
 
 
 def spark_schema(include_headers: bool = True) -> StructType:
-    """The source schema as a pyspark StructType (imports pyspark lazily)."""
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
+    """The source schema as a pyspark StructType, read off :func:`arrow_schema` (imports pyspark lazily)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-        fields.append(StructField("headers", ArrayType(header)))
-    return StructType(fields)
+    return from_arrow_schema(arrow_schema(include_headers))
 
 
 def _headers_column(headers: Sequence[Sequence[Header] | None]) -> pa.Array:

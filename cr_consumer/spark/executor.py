@@ -53,7 +53,7 @@ from coordinator.protocol.common.gc_policy import collector_paused
 from cr_consumer.kafka.client import ClientKind, KafkaClient, OffsetOutOfRange, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.spark.arrow import Columns
-from cr_consumer.spark.groupless import groupless_properties
+from cr_consumer.spark.client_properties import groupless_properties
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 

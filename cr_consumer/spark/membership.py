@@ -41,7 +41,7 @@ Failure: an exception on the thread (a broker error the client does not
 retry) is kept as :attr:`failure`; every later call raises
 :class:`MemberFailed` naming it, which fails the query.
 
-The member's settings are in ``member_config.py``, the queued calls and
+The member's Kafka properties are in ``client_properties.py``, the queued calls and
 commits its thread serves in ``member_requests.py``, the handover (step 4) in
 ``handover.py``.
 """
@@ -57,8 +57,8 @@ from typing import TypeVar, cast
 
 from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S, HandoverHold, HandoverTimedOut, partition_names
-from cr_consumer.spark.member_config import member_name, membership_properties
+from cr_consumer.spark.client_properties import member_name, membership_properties
+from cr_consumer.spark.handover import HandoverHold, partition_names
 from cr_consumer.spark.member_requests import (
     CALL_MARGIN_S,
     COMMIT_TIMEOUT_S,
@@ -285,15 +285,4 @@ class GroupMember:
                 log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
 
 
-__all__ = [
-    "CALL_MARGIN_S",
-    "COMMIT_TIMEOUT_S",
-    "HANDOVER_TIMEOUT_S",
-    "CallTimedOut",
-    "CommitTimedOut",
-    "GroupMember",
-    "HandoverTimedOut",
-    "MemberFailed",
-    "member_name",
-    "membership_properties",
-]
+__all__ = ["GroupMember"]

@@ -172,7 +172,7 @@ def test_invalid_options_fail_at_load(spark):
 
 
 def test_membership_configs():
-    from cr_consumer.spark.member_config import member_name, membership_properties
+    from cr_consumer.spark.client_properties import member_name, membership_properties
 
     options = parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"}))
     configs = [membership_properties(options, "g", i) for i in range(options.members)]

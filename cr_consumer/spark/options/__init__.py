@@ -40,17 +40,15 @@ crkafka's own::
 
 An unknown option fails, naming the closest valid one.
 
-The modules, one concern each: ``values`` (single values, the error),
-``names`` (spellings, refused names), ``kafka_properties``
-(``kafka.*``), ``subscription`` (what is read), ``offset_specs`` (where reads
-start and end), ``source_options`` (:class:`SourceOptions`), ``parse``
-(:func:`parse_options`, the whole map).
+The modules, one concern each: ``values`` (names, spellings, refused names,
+single values, the error), ``kafka_properties`` (``kafka.*``), ``offset_specs``
+(where reads start and end), ``source_options`` (:class:`SourceOptions`),
+``parse`` (:func:`parse_options`: the whole map, and what is read).
 """
 
 from cr_consumer.spark.options.kafka_properties import EXECUTOR_DEFAULT_CLIENT
-from cr_consumer.spark.options.names import SPELLING, UNSUPPORTED
 from cr_consumer.spark.options.parse import parse_options
 from cr_consumer.spark.options.source_options import SourceOptions
-from cr_consumer.spark.options.values import InvalidOptionError
+from cr_consumer.spark.options.values import SPELLING, UNSUPPORTED, InvalidOptionError
 
 __all__ = ["EXECUTOR_DEFAULT_CLIENT", "SPELLING", "UNSUPPORTED", "InvalidOptionError", "SourceOptions", "parse_options"]
