@@ -20,6 +20,7 @@ import os
 import sys
 
 from coordinator.protocol.common.cli_types import duration, positive_int
+from cr_consumer.cli import refuse
 from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
@@ -168,13 +169,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     try:
         cfgs = configs(args)
     except ValueError as exc:
-        print(f"crkafka drill: {exc}", file=sys.stderr)
-        return ExitCode.CONFIG
+        return refuse("drill", str(exc))
     try:
         reports = [run_drill(cfg) for cfg in cfgs]
     except BrokerStartError as exc:  # no broker extra and no --bootstrap: say how to get one
-        print(f"crkafka drill: {exc}", file=sys.stderr)
-        return ExitCode.CONFIG
+        return refuse("drill", str(exc))
     if not args.json:
         for r in reports:
             print(_summary(r))

@@ -85,14 +85,14 @@ from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, read_committed, verify
+from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
 from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.broker import bootstrap_or_embedded
-from cr_consumer.testing.kafka_util import create_topic, unique_name
+from cr_consumer.testing.kafka_util import create_topic, group_offsets, unique_name
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
 
                 def read() -> None:
                     nonlocal committed
-                    committed = read_committed(bootstrap, group)
+                    committed = dict(group_offsets(bootstrap, group))
 
                 cleanup.step("reading committed offsets", read)
             if coordinator is not None:

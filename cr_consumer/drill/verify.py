@@ -45,7 +45,6 @@ from typing import Any
 
 import attrs
 
-from coordinator.protocol.common.group_offsets import group_committed_offsets
 from cr_consumer.drill.manifest import Manifest
 
 PUBLISHED_SUFFIX = ".jsonl"
@@ -371,17 +370,3 @@ def last_checkpoint_offsets(
     if not found:
         raise CheckpointMissing(f"checkpoint {seq} is sealed in no member's store under {root}")
     return out
-
-
-def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], int | None]:
-    """The group's committed offsets, as any Kafka tool sees them
-    (``group_committed_offsets``); a partition without one is left out, which
-    ``verify`` reads as nothing committed."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-drill-verify")
-    try:
-        found = group_committed_offsets(admin, group)
-    finally:
-        admin.close()
-    return {(tp.topic, tp.partition): offset for tp, offset in found.items()}

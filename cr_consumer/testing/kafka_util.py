@@ -88,21 +88,27 @@ def produce(
     return n
 
 
-def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets for ``topic``, as any Kafka tool sees them
+def group_offsets(bootstrap: str, group_id: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets by (topic, partition), as any Kafka tool sees them
     (partitions without a committed offset are left out)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-admin")
     try:
         found = group_committed_offsets(admin, group_id)
     finally:
         admin.close()
-    return {tp.partition: offset for tp, offset in found.items() if tp.topic == topic}
+    return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+
+def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets for ``topic`` (:func:`group_offsets`)."""
+    return {p: offset for (t, p), offset in group_offsets(bootstrap, group_id).items() if t == topic}
 
 
 __all__ = [
     "TopicPartition",
     "committed_offsets",
     "create_topic",
+    "group_offsets",
     "produce",
     "producer",
     "unique_name",
