@@ -41,9 +41,9 @@ Failure: an exception on the thread (a broker error the client does not
 retry) is kept as :attr:`failure`; every later call raises
 :class:`MemberFailed` naming it, which fails the query.
 
-The member's Kafka properties are in ``client_properties.py``, the queued calls and
-commits its thread serves in ``member_requests.py``, the handover (step 4) in
-``handover.py``.
+The member's Kafka properties are in ``client_properties.py``; the queued
+calls and commits its thread serves, and the handover (step 4), in
+``member_requests.py``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ from typing import TypeVar, cast
 from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.spark.client_properties import member_name, membership_properties
-from cr_consumer.spark.handover import HandoverHold, partition_names
 from cr_consumer.spark.member_requests import (
     CALL_MARGIN_S,
     COMMIT_TIMEOUT_S,
@@ -66,8 +65,10 @@ from cr_consumer.spark.member_requests import (
     CallTimedOut,
     CommitRequest,
     CommitTimedOut,
+    HandoverHold,
     MemberFailed,
     fail_all,
+    partition_names,
     serve_calls,
     serve_commits,
 )

@@ -77,7 +77,7 @@ from cr_consumer.spark import ownership
 from cr_consumer.spark.client_properties import session_timeout_ms
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.group_commits import GroupCommits
-from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S
+from cr_consumer.spark.member_requests import HANDOVER_TIMEOUT_S
 from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey, partition_key
