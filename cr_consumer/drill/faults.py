@@ -49,6 +49,7 @@ the drill's error.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -132,12 +133,8 @@ class DrillEnv:
 
 
 def kill_member(env: DrillEnv) -> FaultRecord:
-    members = sorted(env.region.running_members())
-    if not members:
-        raise RuntimeError("kill-member: the region has no live member to kill")
-    victim = env.rng.choice(members)
-    pid = env.region.kill(victim)
-    return {"fault": "kill-member", "member": victim, "pid": pid}
+    victim = _victim(env, "kill-member")
+    return {"fault": "kill-member", "member": victim, "pid": env.region.kill(victim)}
 
 
 def kill_coordinator(env: DrillEnv) -> FaultRecord:
@@ -195,30 +192,33 @@ def _victim(env: DrillEnv, fault: str) -> str:
     return env.rng.choice(members)
 
 
+def _pause(env: DrillEnv, fault: str, pid: int | None, who: str, missing: str) -> FaultRecord:
+    """SIGSTOP process ``pid`` (``who``) now, SIGCONT after ``pause_s`` (a task)."""
+    if pid is None:
+        raise RuntimeError(f"{fault}: {missing}")
+    env.tasks.start(fault, lambda: env.tasks.pause(pid, env.pause_s, who))
+    return {"fault": fault, "pid": pid, "pause_s": env.pause_s}
+
+
 def pause_member(env: DrillEnv) -> FaultRecord:
     victim = _victim(env, "pause-member")
     pid = env.region.pid(victim)
-    env.tasks.start("pause-member", lambda: env.tasks.pause(pid, env.pause_s, victim))
-    return {"fault": "pause-member", "member": victim, "pid": pid, "pause_s": env.pause_s}
+    return {"fault": "pause-member", "member": victim, **_pause(env, "pause-member", pid, victim, "no process")}
 
 
 def pause_coordinator(env: DrillEnv) -> FaultRecord:
-    pid = env.coordinator.pid
-    if pid is None:
-        raise RuntimeError("pause-coordinator: the coordinator is not running")
-    env.tasks.start("pause-coordinator", lambda: env.tasks.pause(pid, env.pause_s, "coordinator"))
-    return {"fault": "pause-coordinator", "pid": pid, "pause_s": env.pause_s}
+    return _pause(env, "pause-coordinator", env.coordinator.pid, "coordinator", "the coordinator is not running")
 
 
 def pause_broker(env: DrillEnv) -> FaultRecord:
-    pid = env.broker_pid
-    if pid is None:
-        raise RuntimeError(
-            "pause-broker: only the embedded broker can be paused (the drill has no broker "
-            "process: it runs against --bootstrap / $KAFKA_BOOTSTRAP_SERVERS)"
-        )
-    env.tasks.start("pause-broker", lambda: env.tasks.pause(pid, env.pause_s, "broker"))
-    return {"fault": "pause-broker", "pid": pid, "pause_s": env.pause_s}
+    return _pause(
+        env,
+        "pause-broker",
+        env.broker_pid,
+        "broker",
+        "only the embedded broker can be paused (the drill has no broker process: it runs against "
+        "--bootstrap / $KAFKA_BOOTSTRAP_SERVERS)",
+    )
 
 
 #: Where kill-member-long kills: the member acked checkpoint N and has not published it.
@@ -300,15 +300,7 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
             return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
 
 
-def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], FaultRecord]:
-    def fault(env: DrillEnv) -> FaultRecord:
-        return _arm_point(env, name, point, action)
-
-    fault.__name__ = name.replace("-", "_")
-    return fault
-
-
-def _arm_point(env: DrillEnv, name: str, point: Point, action: Action) -> FaultRecord:
+def _arm_point(env: DrillEnv, *, name: str, point: Point, action: Action) -> FaultRecord:
     victim = _victim(env, name)
     fault_points.arm(env.fault_dir, point, action, victim)
     desc: FaultRecord = {"fault": name, "member": victim, "point": point.value, "action": action.value}
@@ -353,12 +345,12 @@ DROPPED_COMMANDS = (Point.RECEIVE_DRAIN, Point.RECEIVE_CHECKPOINT, Point.RECEIVE
 
 
 def drop_command(env: DrillEnv) -> FaultRecord:
-    return _arm_point(env, "drop-command", env.rng.choice(DROPPED_COMMANDS), Action.DROP)
+    return _arm_point(env, name="drop-command", point=env.rng.choice(DROPPED_COMMANDS), action=Action.DROP)
 
 
 def fault_point(env: DrillEnv) -> FaultRecord:
     point, action = env.rng.choice(RANDOM_POINTS)
-    return _arm_point(env, "fault-point", point, action)
+    return _arm_point(env, name="fault-point", point=point, action=action)
 
 
 #: Faults a reset storm draws from.
@@ -390,7 +382,10 @@ FAULTS: dict[str, Callable[[DrillEnv], FaultRecord]] = {
     "pause-member": pause_member,
     "pause-coordinator": pause_coordinator,
     "pause-broker": pause_broker,
-    **{name: _point_fault(name, point, action) for name, (point, action) in POINT_SCENARIOS.items()},
+    **{
+        name: functools.partial(_arm_point, name=name, point=point, action=action)
+        for name, (point, action) in POINT_SCENARIOS.items()
+    },
     "drop-command": drop_command,
     "fault-point": fault_point,
 }
