@@ -120,7 +120,7 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
                 f"failOnDataLoss=false to skip it and go on"
             )
         if offset < log_start:
-            resume: int | None = min(log_start, rng.until)
+            resume = min(log_start, rng.until)
             log.warning(
                 "crkafka: %s: offsets [%d, %d) are no longer on the broker; skipped, reading from %d "
                 "(failOnDataLoss=false)",
@@ -129,16 +129,15 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
                 resume,
                 resume,
             )
-        else:
-            resume = None
-            log.warning(
-                "crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
-                "skipped (failOnDataLoss=false)",
-                where,
-                offset,
-                rng.until,
-            )
-        return resume if resume is not None and resume < rng.until else None
+            return resume if resume < rng.until else None
+        log.warning(
+            "crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
+            "skipped (failOnDataLoss=false)",
+            where,
+            offset,
+            rng.until,
+        )
+        return None
 
     return on_data_loss
 
@@ -259,14 +258,18 @@ def worker_reader(options: SourceOptions) -> RangeReader:
         return reader
 
 
+def _close(reader: RangeReader) -> None:
+    try:
+        reader.close()
+    except Exception:  # a failed consumer, or the process exiting: logged, the next task makes a new one
+        log.exception("crkafka: closing an executor consumer failed")
+
+
 def drop_worker_reader(options: SourceOptions) -> None:
     with _cache_lock:
         reader = _readers.pop(_cache_key(options), None)
     if reader is not None:
-        try:
-            reader.close()
-        except Exception:  # the consumer failed already; logged, the next task makes a new one
-            log.exception("crkafka: closing a failed executor consumer failed")
+        _close(reader)
 
 
 def close_worker_readers() -> None:
@@ -276,10 +279,7 @@ def close_worker_readers() -> None:
         _readers.clear()
         atexit.unregister(close_worker_readers)
     for reader in readers:
-        try:
-            reader.close()
-        except Exception:  # closing at exit; logged, the others are closed anyway
-            log.exception("crkafka: closing an executor consumer failed")
+        _close(reader)
 
 
 #: Bound on a batch read's commit of one partition's end (commitOnBatchRead).

@@ -29,7 +29,7 @@ through. :class:`GroupMember` is that member:
    bounded by :data:`HANDOVER_TIMEOUT_S` (past it the member fails with
    :class:`HandoverTimedOut`, which fails the query). The rebalance, and
    so the next owner's assignment, completes only after that commit.
-5. :meth:`commit` runs a synchronous offset commit on the thread (the client
+5. :meth:`submit_commit` queues a synchronous offset commit for the thread (the client
    is not thread-safe), bounded by :data:`COMMIT_TIMEOUT_S`; past it the
    commit fails with :class:`CommitTimedOut` and the caller retries later.
 6. :meth:`close` stops the thread, which closes the client (LeaveGroup).
@@ -242,10 +242,6 @@ class GroupMember:
             fut.cancel()
             raise CallTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
         return result
-
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
-        self.wait_commit(self.submit_commit(offsets))
 
     def submit_commit(self, offsets: Mapping[TopicPartition, int]) -> Future[None] | None:
         """Queue a commit of ``offsets`` for the member's thread (None: nothing to commit);

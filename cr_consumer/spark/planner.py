@@ -380,9 +380,7 @@ class QueryPlanner:
                 end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
                 self.stats["batches"] += 1
                 self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
-            self._last_end = end
-            if not self._handed or self._handed[-1] != end:
-                self._handed.append(end)
+            self._hand(end)
         return end
 
     def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
@@ -400,9 +398,7 @@ class QueryPlanner:
         whole = batch_ranges(start, end, None, skip_backwards=skip)
         kept = ownership.replay_ranges(whole, [partition_key(tp) for tp in owned], self.commits.floors())
         with self._handover_lock:
-            self._last_end = end
-            if not self._handed or self._handed[-1] != end:
-                self._handed.append(end)
+            self._hand(end)
         self._given_up.update(ownership.given_up(whole, [partition_key(tp) for tp in owned]))
         given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
         self.stats["replayed_batches"] += 1
@@ -417,6 +413,12 @@ class QueryPlanner:
         out = split_ranges(kept, self.options.min_partitions)
         self._replayed = (*asked, out)
         return out
+
+    def _hand(self, end: SourceOffset) -> None:
+        """``end`` is handed to Spark (the caller holds ``_handover_lock``)."""
+        self._last_end = end
+        if not self._handed or self._handed[-1] != end:
+            self._handed.append(end)
 
     def _check_data_loss(self, begins: dict[TopicPartitionKey, int], latest: dict[TopicPartitionKey, int]) -> None:
         """Partitions whose end is below their start (step 5 of the module doc): fail,
