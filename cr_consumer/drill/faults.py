@@ -1,45 +1,17 @@
 """The faults a drill injects, and the environment they act on.
 
-Each fault is a function ``fault(env) -> FaultRecord`` that acts at once and returns a
-description (recorded as a ``fault`` event on the drill's timeline):
-
-* ``kill-member``: SIGKILL one member process, chosen by the seeded RNG
-  (the runner restarts it: a rebalance, then a reset);
-* ``kill-coordinator``: SIGKILL the coordinator process and start it again on
-  the same endpoint and state directory (members reconnect and re-join; the
-  region resets to its last consistent checkpoint);
-* ``add-member`` / ``remove-member``: grow or shrink the region by one member
-  process (a clean stop for remove);
-* ``new-topic``: create a topic that matches the subscription pattern and
-  produce records into it (recorded in the manifest);
-* ``sink-failure``: drop the trigger file; one member's sink raises once;
-* ``poison``: nothing at the fault moment: undecodable records are mixed into
-  the input from the start (see ``workload.py``);
-* ``reset-storm``: three faults from the list above, in random order, each
-  0.2-0.8 s after the previous one.
+Each fault is a function ``fault(env) -> FaultRecord`` (:data:`FAULTS`, by
+scenario name) that acts at once and returns a description, recorded as a
+``fault`` event on the drill's timeline (:func:`inject`). What each scenario
+does: the table in ``docs/drills.md``.
 
 Faults that play out over time (a pause, a trigger that fires when the member
 reaches a protocol step) return at once and leave a task to
 :class:`FaultTasks` (a thread each, owned by the drill): the drill does not
 finish before every task is done, and the report says whether the fault fired.
-
-* ``pause-member`` / ``pause-coordinator`` / ``pause-broker``: SIGSTOP that
-  process (a member drawn by the seeded RNG; the broker only when the drill
-  started it), SIGCONT after ``pause_s``;
-* ``kill-member-long``: a member SIGKILLs itself at a step of checkpoint N
-  where it acked N but has not published it (``after-checkpoint-ack`` or
-  ``before-publish``, seeded), and its replacement (the runner restarts it at
-  once) SIGSTOPs itself at start-up (the ``member-start`` point) until the
-  controller has dropped the dead member and completed a checkpoint without
-  it; then it continues and joins;
-* the fault-point scenarios (``POINT_SCENARIOS``): arm one point of the member
-  runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
-  seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
-  points need a reset, so they also drop the sink-failure trigger.
-  ``fault-point`` draws the point and the action from the seed;
-  ``drop-command`` loses a pushed drain, checkpoint or reset (seeded), which
-  the controller notices only by that phase's timeout, so that drill runs the
-  region with short phase timeouts (``config.SHORT_PHASE_TIMEOUT_S``).
+A crash or drop scenario draws its member with the seeded RNG and arms the
+point of the member runtime (``cr_consumer/runtime/fault_points.py``) for it
+only; a reset point needs a reset, so it also drops the sink-failure trigger.
 
 Failure: a fault that cannot act (no member to kill, coordinator does not come
 back within its start timeout) raises; the drill reports it and fails. A task
