@@ -29,7 +29,7 @@ its offset log.
 
 Failure: an offset of the range no longer on the broker (retention deleted
 it, or the topic was deleted and created again) is data loss
-(:func:`data_loss`): with ``failOnDataLoss=true`` the task fails
+(:func:`data_loss_handler`): with ``failOnDataLoss=true`` the task fails
 (:class:`DataLoss`, naming the partition and the option); otherwise a warning
 is logged and the read goes on from the log start, or ends when the range
 lies past the log's end. A range not read within :data:`READ_TIMEOUT_S` fails
@@ -45,7 +45,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -56,9 +56,6 @@ from cr_consumer.spark.arrow import Columns
 from cr_consumer.spark.client_properties import groupless_properties
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
-
-if TYPE_CHECKING:
-    from cr_consumer.kafka.librdkafka.ranges import RangeConsumer
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +193,7 @@ class LibrdkafkaRangeReader:
     def __init__(self, options: SourceOptions) -> None:
         from cr_consumer.kafka.librdkafka.ranges import RangeConsumer  # ClientUnavailable without the extra
 
-        self._consumer: RangeConsumer = RangeConsumer(options.bootstrap_servers, options.consumer_properties)
-        self._include_headers = options.include_headers
+        self._consumer = RangeConsumer(options.bootstrap_servers, options.consumer_properties)
 
     def assign(self, rng: OffsetRange) -> None:
         self._consumer.assign(rng.topic, rng.partition, rng.start)
@@ -207,7 +203,7 @@ class LibrdkafkaRangeReader:
             return on_data_loss(rng, offset, log_start, reason)
 
         next_offset, run = self._consumer.consume(
-            rng.topic, rng.partition, next_offset, rng.until, lost, include_headers=self._include_headers
+            rng.topic, rng.partition, next_offset, rng.until, lost, include_headers=columns.include_headers
         )
         if run is not None:
             columns.extend(*run)
