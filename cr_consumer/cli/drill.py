@@ -30,16 +30,6 @@ from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, BrokerStartError
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def _bootstrap(text: str) -> str:
     for server in text.split(","):
         host, sep, port = server.strip().rpartition(":")
@@ -67,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed in the report)")
     parser.add_argument(
         "--rate",
-        type=_non_negative_float,
+        type=float,  # >= 0: checked with the other settings (DrillConfig)
         default=0.0,
         help="production rate in records/s (default 0: as fast as possible)",
     )
