@@ -34,20 +34,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
             admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
     finally:
         admin.close()
-    wait_for_partitions(bootstrap, name, partitions)
-    return name
-
-
-def wait_for_partitions(bootstrap: str, topic: str, partitions: int) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="cr-meta")
     try:
         wait_until(
-            lambda: len(consumer.partitions_for_topic(topic) or ()) >= partitions,
+            lambda: len(consumer.partitions_for_topic(name) or ()) >= partitions,
             TOPIC_READY_TIMEOUT_S,
-            f"topic {topic!r} to show {partitions} partitions",
+            f"topic {name!r} to show {partitions} partitions",
         )
     finally:
         consumer.close()
+    return name
 
 
 def producer(bootstrap: str, **overrides: object) -> KafkaProducer:
@@ -112,5 +108,4 @@ __all__ = [
     "produce",
     "producer",
     "unique_name",
-    "wait_for_partitions",
 ]
