@@ -97,7 +97,7 @@ def main() -> int:  # pragma: no cover - a demo script
     orders = make_orders(args.orders)
     expected = expected_totals(orders)
     work = Path(tempfile.mkdtemp(prefix="order-totals-"))
-    with bootstrap_or_embedded(args.bootstrap) as bootstrap:
+    with bootstrap_or_embedded(args.bootstrap) as (bootstrap, _):
         topic = create_topic(bootstrap, unique_name("orders"), args.partitions)
         produce(bootstrap, topic, (json.dumps(o).encode() for o in orders))
         region = run_pipeline(

@@ -101,7 +101,7 @@ def main() -> int:  # pragma: no cover - a demo script
     lines = [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 8))) for _ in range(args.lines)]
     expected = Counter(w for line in lines for w in line.split())
     work = Path(tempfile.mkdtemp(prefix="wordcount-"))
-    with bootstrap_or_embedded(args.bootstrap) as bootstrap:
+    with bootstrap_or_embedded(args.bootstrap) as (bootstrap, _):
         topic = create_topic(bootstrap, unique_name("words"), args.partitions)
         produce(bootstrap, topic, (line.encode() for line in lines))
         region = run_pipeline(

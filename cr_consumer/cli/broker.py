@@ -8,6 +8,7 @@ import sys
 import threading
 
 from coordinator.protocol.common.cli_types import port
+from cr_consumer.cli import refuse
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import BrokerStartError, EmbeddedBroker
 
@@ -24,8 +25,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     try:
         broker = EmbeddedBroker(port=args.port, host=args.host).start()
     except BrokerStartError as exc:  # the broker extra missing, or the port taken
-        print(f"crkafka broker: {exc}", file=sys.stderr, flush=True)
-        return ExitCode.CONFIG
+        return refuse("broker", str(exc))
     try:
         print(broker.bootstrap, flush=True)
         while not stop.wait(0.5):

@@ -20,6 +20,7 @@ import os
 import sys
 
 from coordinator.protocol.common.cli_types import duration, positive_int
+from cr_consumer.cli import refuse
 from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
@@ -27,16 +28,6 @@ from cr_consumer.drill.report import DrillReport
 from cr_consumer.drill.scenarios import run_drill
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, BrokerStartError
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _bootstrap(text: str) -> str:
@@ -66,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed in the report)")
     parser.add_argument(
         "--rate",
-        type=_non_negative_float,
+        type=float,  # >= 0: checked with the other settings (DrillConfig)
         default=0.0,
         help="production rate in records/s (default 0: as fast as possible)",
     )
@@ -168,13 +159,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     try:
         cfgs = configs(args)
     except ValueError as exc:
-        print(f"crkafka drill: {exc}", file=sys.stderr)
-        return ExitCode.CONFIG
+        return refuse("drill", str(exc))
     try:
         reports = [run_drill(cfg) for cfg in cfgs]
     except BrokerStartError as exc:  # no broker extra and no --bootstrap: say how to get one
-        print(f"crkafka drill: {exc}", file=sys.stderr)
-        return ExitCode.CONFIG
+        return refuse("drill", str(exc))
     if not args.json:
         for r in reports:
             print(_summary(r))

@@ -1,14 +1,9 @@
 """``crkafka``: the project's command-line tool.
 
-Sub-commands live in the module that owns the concern; this file only wires
-them. Each command module exposes ``add_arguments(parser)`` and
-``run(args) -> int`` (the process exit code).
-
-    crkafka broker  [--port N]                     embedded tansu broker (cr_consumer.cli.broker)
-    crkafka status  --coordinator ENDPOINT         regions, members, lag (coordinator.cli.status)
-    crkafka run     PIPELINE_MODULE --members N    a region of N member processes (cr_consumer.runtime.cli)
-    crkafka member  PIPELINE_MODULE --coordinator  one member process (cr_consumer.runtime.cli)
-    crkafka drill   --scenario NAME ...            fault drills with verification (cr_consumer.cli.drill)
+Sub-commands live in the module that owns the concern (:data:`COMMANDS`
+names each one's module and help); this file only wires them. Each command
+module exposes ``add_arguments(parser)`` and ``run(args) -> int`` (the process
+exit code).
 
 Errors (a bad flag, a bad setting, a missing optional dependency) are one
 line on stderr and exit code 2; logging is set up once here
@@ -23,7 +18,7 @@ import sys
 
 from coordinator.protocol.common.logging_setup import add_logging_arguments, setup_logging
 from cr_consumer import __version__
-from cr_consumer.exit_code import ExitCode
+from cr_consumer.cli import refuse
 
 #: name -> (module, help). The module provides add_arguments(parser) and run(args).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -58,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     if args._module is None:
-        print(f"crkafka {args.command}: not available in this build ({args._missing})", file=sys.stderr)
-        return ExitCode.CONFIG
+        return refuse(args.command, f"not available in this build ({args._missing})")
     return int(args._module.run(args) or 0)
 
 

@@ -36,6 +36,7 @@ import threading
 
 from coordinator.protocol.common.cli_types import duration
 from coordinator.protocol.common.logging_setup import add_logging_arguments, setup_logging
+from cr_consumer.cli import refuse
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka import properties
 from cr_consumer.runtime.member.process import Member
@@ -58,11 +59,6 @@ def parse_pairs(items: list[str] | None, what: str) -> dict[str, object]:
     except properties.KafkaPropertiesError as exc:
         raise SystemExit(str(exc)) from None
     return {k: properties.typed(v) for k, v in raw.items()}
-
-
-def kafka_from_args(args: argparse.Namespace) -> dict[str, object]:
-    """``--kafka-config`` then ``--kafka`` items, ``env:NAME`` resolved (KafkaPropertiesError)."""
-    return properties.from_cli(args.kafka_config, args.kafka)
 
 
 class Interrupted(BaseException):
@@ -188,14 +184,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     if not args.bootstrap:
-        print("crkafka member: give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS", file=sys.stderr, flush=True)
-        return ExitCode.CONFIG
+        return refuse("member", "give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS")
     try:
         kafka = properties.read_stdin(sys.stdin.buffer) if args.kafka_stdin else {}
-        kafka.update(kafka_from_args(args))
+        kafka.update(properties.from_cli(args.kafka_config, args.kafka))
     except properties.KafkaPropertiesError as exc:
-        print(f"crkafka member: {exc}", file=sys.stderr, flush=True)
-        return ExitCode.CONFIG
+        return refuse("member", str(exc))
     settings = MemberSettings(
         pipeline=args.pipeline,
         bootstrap=args.bootstrap,

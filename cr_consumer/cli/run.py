@@ -20,14 +20,10 @@ import time
 from typing import Any
 
 from coordinator.protocol.common.cli_types import duration, port, positive_int
-from cr_consumer.cli.member import (
-    add_region_arguments,
-    default_group,
-    kafka_from_args,
-    parse_pairs,
-)
+from cr_consumer.cli import refuse
+from cr_consumer.cli.member import add_region_arguments, default_group, parse_pairs
 from cr_consumer.exit_code import ExitCode
-from cr_consumer.kafka.properties import KafkaPropertiesError
+from cr_consumer.kafka.properties import KafkaPropertiesError, from_cli
 from cr_consumer.runtime.member.setup import SettingsError
 from cr_consumer.runtime.runner.region_runner import Region
 
@@ -66,20 +62,15 @@ def _line(status: dict[str, Any]) -> str:
     )
 
 
-def _error(message: str) -> ExitCode:
-    print(f"crkafka run: {message}", file=sys.stderr, flush=True)
-    return ExitCode.CONFIG
-
-
 def run(args: argparse.Namespace) -> ExitCode:
     if not args.bootstrap:
-        return _error(
-            "give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS (`crkafka broker` starts an embedded one)"
+        return refuse(
+            "run", "give --bootstrap HOST:PORT or set KAFKA_BOOTSTRAP_SERVERS (`crkafka broker` starts an embedded one)"
         )
     try:
-        kafka = kafka_from_args(args)
+        kafka = from_cli(args.kafka_config, args.kafka)
     except KafkaPropertiesError as exc:
-        return _error(str(exc))
+        return refuse("run", str(exc))
     try:
         region = Region(
             args.pipeline,
@@ -112,7 +103,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             standby=not args.no_standby,
         )
     except ValueError as exc:
-        return _error(str(exc))
+        return refuse("run", str(exc))
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -124,7 +115,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     try:
         region.start()
     except SettingsError as exc:
-        return _error(str(exc))
+        return refuse("run", str(exc))
     print(
         f"region {region.group}: coordinator {region.endpoint} (http {region.http_address or '-'}), "
         f"members {region.live_members()}, "

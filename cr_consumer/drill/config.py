@@ -11,8 +11,18 @@ from pathlib import Path
 import attrs
 
 from cr_consumer.drill import faults as fault_mod
-from cr_consumer.drill.harness import MEMBER_TIMEOUT_S
 from cr_consumer.testing.broker import ENV_BOOTSTRAP
+
+#: A member silent this long is dropped by the controller (heartbeats every 0.5 s):
+#: shorter than the broker's session timeout so that a kill -9 is seen quickly,
+#: long enough that a busy 2-core machine does not cause false alarms.
+MEMBER_TIMEOUT_S = 3.0
+#: The region's drain and reset timeouts (the runner's defaults): how long a
+#: phase waits for a member that stays silent.
+PHASE_TIMEOUT_S = 30.0
+#: Consecutive resets before the region gives up (FAILED): a drill's faults
+#: cause a few in a row, which must not fail the region.
+MAX_RESETS = 10
 
 #: Faults the region was designed for.
 BASIC_SCENARIOS = (

@@ -1,45 +1,17 @@
 """The faults a drill injects, and the environment they act on.
 
-Each fault is a function ``fault(env) -> FaultRecord`` that acts at once and returns a
-description (recorded as a ``fault`` event on the drill's timeline):
-
-* ``kill-member``: SIGKILL one member process, chosen by the seeded RNG
-  (the runner restarts it: a rebalance, then a reset);
-* ``kill-coordinator``: SIGKILL the coordinator process and start it again on
-  the same endpoint and state directory (members reconnect and re-join; the
-  region resets to its last consistent checkpoint);
-* ``add-member`` / ``remove-member``: grow or shrink the region by one member
-  process (a clean stop for remove);
-* ``new-topic``: create a topic that matches the subscription pattern and
-  produce records into it (recorded in the manifest);
-* ``sink-failure``: drop the trigger file; one member's sink raises once;
-* ``poison``: nothing at the fault moment: undecodable records are mixed into
-  the input from the start (see ``workload.py``);
-* ``reset-storm``: three faults from the list above, in random order, each
-  0.2-0.8 s after the previous one.
+Each fault is a function ``fault(env) -> FaultRecord`` (:data:`FAULTS`, by
+scenario name) that acts at once and returns a description, recorded as a
+``fault`` event on the drill's timeline (:func:`inject`). What each scenario
+does: the table in ``docs/drills.md``.
 
 Faults that play out over time (a pause, a trigger that fires when the member
 reaches a protocol step) return at once and leave a task to
 :class:`FaultTasks` (a thread each, owned by the drill): the drill does not
 finish before every task is done, and the report says whether the fault fired.
-
-* ``pause-member`` / ``pause-coordinator`` / ``pause-broker``: SIGSTOP that
-  process (a member drawn by the seeded RNG; the broker only when the drill
-  started it), SIGCONT after ``pause_s``;
-* ``kill-member-long``: a member SIGKILLs itself at a step of checkpoint N
-  where it acked N but has not published it (``after-checkpoint-ack`` or
-  ``before-publish``, seeded), and its replacement (the runner restarts it at
-  once) SIGSTOPs itself at start-up (the ``member-start`` point) until the
-  controller has dropped the dead member and completed a checkpoint without
-  it; then it continues and joins;
-* the fault-point scenarios (``POINT_SCENARIOS``): arm one point of the member
-  runtime (``cr_consumer/runtime/fault_points.py``) for a member drawn by the
-  seeded RNG; ``pause`` actions are continued after ``pause_s``. The reset
-  points need a reset, so they also drop the sink-failure trigger.
-  ``fault-point`` draws the point and the action from the seed;
-  ``drop-command`` loses a pushed drain, checkpoint or reset (seeded), which
-  the controller notices only by that phase's timeout, so that drill runs the
-  region with short phase timeouts (``config.SHORT_PHASE_TIMEOUT_S``).
+A crash or drop scenario draws its member with the seeded RNG and arms the
+point of the member runtime (``cr_consumer/runtime/fault_points.py``) for it
+only; a reset point needs a reset, so it also drops the sink-failure trigger.
 
 Failure: a fault that cannot act (no member to kill, coordinator does not come
 back within its start timeout) raises; the drill reports it and fails. A task
@@ -49,6 +21,7 @@ the drill's error.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -132,12 +105,8 @@ class DrillEnv:
 
 
 def kill_member(env: DrillEnv) -> FaultRecord:
-    members = sorted(env.region.running_members())
-    if not members:
-        raise RuntimeError("kill-member: the region has no live member to kill")
-    victim = env.rng.choice(members)
-    pid = env.region.kill(victim)
-    return {"fault": "kill-member", "member": victim, "pid": pid}
+    victim = _victim(env, "kill-member")
+    return {"fault": "kill-member", "member": victim, "pid": env.region.kill(victim)}
 
 
 def kill_coordinator(env: DrillEnv) -> FaultRecord:
@@ -195,30 +164,33 @@ def _victim(env: DrillEnv, fault: str) -> str:
     return env.rng.choice(members)
 
 
+def _pause(env: DrillEnv, fault: str, pid: int | None, who: str, missing: str) -> FaultRecord:
+    """SIGSTOP process ``pid`` (``who``) now, SIGCONT after ``pause_s`` (a task)."""
+    if pid is None:
+        raise RuntimeError(f"{fault}: {missing}")
+    env.tasks.start(fault, lambda: env.tasks.pause(pid, env.pause_s, who))
+    return {"fault": fault, "pid": pid, "pause_s": env.pause_s}
+
+
 def pause_member(env: DrillEnv) -> FaultRecord:
     victim = _victim(env, "pause-member")
     pid = env.region.pid(victim)
-    env.tasks.start("pause-member", lambda: env.tasks.pause(pid, env.pause_s, victim))
-    return {"fault": "pause-member", "member": victim, "pid": pid, "pause_s": env.pause_s}
+    return {"fault": "pause-member", "member": victim, **_pause(env, "pause-member", pid, victim, "no process")}
 
 
 def pause_coordinator(env: DrillEnv) -> FaultRecord:
-    pid = env.coordinator.pid
-    if pid is None:
-        raise RuntimeError("pause-coordinator: the coordinator is not running")
-    env.tasks.start("pause-coordinator", lambda: env.tasks.pause(pid, env.pause_s, "coordinator"))
-    return {"fault": "pause-coordinator", "pid": pid, "pause_s": env.pause_s}
+    return _pause(env, "pause-coordinator", env.coordinator.pid, "coordinator", "the coordinator is not running")
 
 
 def pause_broker(env: DrillEnv) -> FaultRecord:
-    pid = env.broker_pid
-    if pid is None:
-        raise RuntimeError(
-            "pause-broker: only the embedded broker can be paused (the drill has no broker "
-            "process: it runs against --bootstrap / $KAFKA_BOOTSTRAP_SERVERS)"
-        )
-    env.tasks.start("pause-broker", lambda: env.tasks.pause(pid, env.pause_s, "broker"))
-    return {"fault": "pause-broker", "pid": pid, "pause_s": env.pause_s}
+    return _pause(
+        env,
+        "pause-broker",
+        env.broker_pid,
+        "broker",
+        "only the embedded broker can be paused (the drill has no broker process: it runs against "
+        "--bootstrap / $KAFKA_BOOTSTRAP_SERVERS)",
+    )
 
 
 #: Where kill-member-long kills: the member acked checkpoint N and has not published it.
@@ -300,15 +272,7 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
             return f"not dropped and checkpointed within {HOLD_MAX_S:.0f}s"
 
 
-def _point_fault(name: str, point: Point, action: Action) -> Callable[[DrillEnv], FaultRecord]:
-    def fault(env: DrillEnv) -> FaultRecord:
-        return _arm_point(env, name, point, action)
-
-    fault.__name__ = name.replace("-", "_")
-    return fault
-
-
-def _arm_point(env: DrillEnv, name: str, point: Point, action: Action) -> FaultRecord:
+def _arm_point(env: DrillEnv, *, name: str, point: Point, action: Action) -> FaultRecord:
     victim = _victim(env, name)
     fault_points.arm(env.fault_dir, point, action, victim)
     desc: FaultRecord = {"fault": name, "member": victim, "point": point.value, "action": action.value}
@@ -353,12 +317,12 @@ DROPPED_COMMANDS = (Point.RECEIVE_DRAIN, Point.RECEIVE_CHECKPOINT, Point.RECEIVE
 
 
 def drop_command(env: DrillEnv) -> FaultRecord:
-    return _arm_point(env, "drop-command", env.rng.choice(DROPPED_COMMANDS), Action.DROP)
+    return _arm_point(env, name="drop-command", point=env.rng.choice(DROPPED_COMMANDS), action=Action.DROP)
 
 
 def fault_point(env: DrillEnv) -> FaultRecord:
     point, action = env.rng.choice(RANDOM_POINTS)
-    return _arm_point(env, "fault-point", point, action)
+    return _arm_point(env, name="fault-point", point=point, action=action)
 
 
 #: Faults a reset storm draws from.
@@ -390,7 +354,10 @@ FAULTS: dict[str, Callable[[DrillEnv], FaultRecord]] = {
     "pause-member": pause_member,
     "pause-coordinator": pause_coordinator,
     "pause-broker": pause_broker,
-    **{name: _point_fault(name, point, action) for name, (point, action) in POINT_SCENARIOS.items()},
+    **{
+        name: functools.partial(_arm_point, name=name, point=point, action=action)
+        for name, (point, action) in POINT_SCENARIOS.items()
+    },
     "drop-command": drop_command,
     "fault-point": fault_point,
 }

@@ -4,7 +4,7 @@ From the timeline events (``timeline.py``) and the verifier's result:
 
 * ``resets``: reset rounds, including the region's first reset to the
   initial state at start-up: the controller's RESET events when the drill
-  watched the controller (``controller_watch.py``), else distinct attempt
+  watched the controller (``watch_loop.py``), else distinct attempt
   numbers seen by the members' probes;
 * ``checkpoints``: checkpoints the region declared consistent (same sources);
 * ``time_to_detect_s``: from the (first) fault to the first reset after it
@@ -41,12 +41,9 @@ from cr_consumer.drill.verify import VerifyResult
 REPORT_VERSION = 1
 
 
-class Analysis(TypedDict):
-    """What `analyse` reads from a drill's timeline (times in seconds from the fault)."""
+class Timings(TypedDict):
+    """The times (seconds from the fault) and throughputs of the module doc, and their source."""
 
-    resets: int
-    checkpoints: int
-    processed: int
     time_to_detect_s: float | None
     time_to_first_resume_s: float | None
     time_to_resume_s: float | None
@@ -54,10 +51,18 @@ class Analysis(TypedDict):
     throughput_before: float | None
     throughput_after: float | None
     times_from: str
+
+
+class Analysis(Timings):
+    """What `analyse` reads from a drill's timeline."""
+
+    resets: int
+    checkpoints: int
+    processed: int
     members_seen: list[str]
 
 
-class DrillReport(TypedDict):
+class DrillReport(Timings):
     """A drill's report, as ``report.json`` holds it (`build_report`)."""
 
     version: int
@@ -79,14 +84,7 @@ class DrillReport(TypedDict):
     committed_basis: str | None
     resets: int
     checkpoints: int
-    time_to_detect_s: float | None
-    time_to_first_resume_s: float | None
-    time_to_resume_s: float | None
-    time_to_recover_s: float | None
-    throughput_before: float | None
-    throughput_after: float | None
     processed_including_replays: int
-    times_from: str
     faults: list[FaultRecord]
     fault_fired: bool | None
     elapsed_s: float
@@ -100,33 +98,33 @@ def _first(events: list[Event], pred: Callable[[Event], bool]) -> Event | None:
     return next((e for e in events if pred(e)), None)
 
 
-def reset_events(events: list[Event]) -> list[Event]:
-    """One event per reset round: the controller's (exact) when it was watched,
-    else the first member probe event of each attempt."""
-    ctl = [e for e in events if e["ev"] == "ctl_reset"]
-    if ctl:
-        return ctl
+def _controller_else_probes(events: list[Event], ctl: str, probe: str, key: Callable[[Event], object]) -> list[Event]:
+    """The controller's ``ctl`` events (exact) when it was watched, else the first
+    member probe ``probe`` event of each ``key``."""
+    watched = [e for e in events if e["ev"] == ctl]
+    if watched:
+        return watched
     out, seen = [], set()
     for e in events:
-        if e["ev"] == "reset":
-            key = e.get("attempt") if e.get("attempt") is not None else (e.get("seq"), e["member"])
-            if key not in seen:
-                seen.add(key)
-                out.append(e)
+        if e["ev"] == probe and key(e) not in seen:
+            seen.add(key(e))
+            out.append(e)
     return out
+
+
+def reset_events(events: list[Event]) -> list[Event]:
+    """One event per reset round (probes: per attempt)."""
+    return _controller_else_probes(
+        events,
+        "ctl_reset",
+        "reset",
+        lambda e: e.get("attempt") if e.get("attempt") is not None else (e.get("seq"), e["member"]),
+    )
 
 
 def checkpoint_events(events: list[Event]) -> list[Event]:
-    """One event per completed checkpoint (controller's, else the first probe's)."""
-    ctl = [e for e in events if e["ev"] == "ctl_checkpoint"]
-    if ctl:
-        return ctl
-    out, seen = [], set()
-    for e in events:
-        if e["ev"] == "complete" and e["seq"] not in seen:
-            seen.add(e["seq"])
-            out.append(e)
-    return out
+    """One event per completed checkpoint (probes: per seq)."""
+    return _controller_else_probes(events, "ctl_checkpoint", "complete", lambda e: e["seq"])
 
 
 def last_completed_checkpoint(events: list[Event]) -> int | None:

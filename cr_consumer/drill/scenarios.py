@@ -12,7 +12,13 @@
    new-topic scenario subscribes by pattern, the others by topic name.
 4. Start the coordinator process (``coordinator.launcher``), then the producer
    thread (``workload.py``; with ``rate`` > 0 the input keeps arriving while
-   the fault happens), then the region's member processes (``harness.py``).
+   the fault happens), then the region's member processes: the runner's
+   :class:`~cr_consumer.runtime.runner.region_runner.Region` (the code of
+   ``crkafka run``: a member that dies is restarted under the same name, on
+   the warm standby unless ``standby`` is False; member logs in
+   ``state/logs/``), with ``$CRKAFKA_FAULT_DIR`` set so the drill can arm the
+   runtime's fault points; the faults act on it through
+   :class:`~cr_consumer.runtime.runner.handle.RegionHandle`.
 5. Watch the timeline; when the members have processed a seeded random
    fraction (20-60 %) of the input, inject the fault (``faults.py``).
 6. Wait (bounded by ``timeout_s``) until the published output holds every
@@ -25,11 +31,19 @@
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator and the broker.
    Every process started here is stopped in ``finally``.
-8. Verify the output independently (``verify.py``), analyse the timeline
-   (``report.py``), write ``report.json``, ``manifest.json`` and the PNG.
+8. Once every process started is stopped (:func:`conclude`): save the
+   manifest (``manifest.json``); with the group's committed offsets read,
+   find the last completed checkpoint and its offsets (one that cannot be
+   read fails the drill: the committed-offsets check cannot run); verify the
+   output independently (``verify.py``) and analyse the timeline around the
+   fault (``report.py``); say whether the fault really fired (its tasks, or
+   the sink trigger's timeline event; a fault task's error fails the drill);
+   draw ``timeline.png`` (a plot that fails is reported); write
+   ``report.json``. Without ``keep_output``, a passed drill's output and
+   state directories are removed.
 
 The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
-``watch_loop.py``, step 8 in ``outcome.py``.
+``watch_loop.py``.
 
 A drill that times out still verifies and reports (its records are then
 missing) and fails. The report's ``ok`` is true only if nothing is missing,
@@ -40,41 +54,45 @@ output, and the injected fault really fired.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-import os
 import random
 import re
 import shutil
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import (
     BASIC_SCENARIOS,
     EMBEDDED_BROKER_ONLY,
+    MAX_RESETS,
+    MEMBER_TIMEOUT_S,
+    PHASE_TIMEOUT_S,
     SCENARIOS,
     SHORT_PHASE_SCENARIOS,
     SHORT_PHASE_TIMEOUT_S,
     UNTIMELY_SCENARIOS,
     DrillConfig,
 )
-from cr_consumer.drill.controller_watch import ControllerWatch
 from cr_consumer.drill.fault_tasks import FaultTasks
-from cr_consumer.drill.harness import PHASE_TIMEOUT_S, start_region
+from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
-from cr_consumer.drill.outcome import conclude
-from cr_consumer.drill.report import DrillReport
+from cr_consumer.drill.plot import plot_timeline
+from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import read_committed
-from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, WatchLoop
+from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
+from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
+from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
 from cr_consumer.runtime.runner.handle import RegionHandle
-from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
-from cr_consumer.testing.kafka_util import create_topic, unique_name
+from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.testing.broker import bootstrap_or_embedded
+from cr_consumer.testing.kafka_util import create_topic, group_offsets, unique_name
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +113,6 @@ SETTLE_SESSIONS = 2
 
 def _progress(msg: str) -> None:
     print(f"[drill {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def _broker(bootstrap: str | None, log_path: Path) -> Iterator[tuple[str, int | None]]:
-    """Yield ``(bootstrap, pid)``: an external cluster (pid None), else an embedded
-    broker started here (its log in the drill's logs) and stopped on exit."""
-    address = bootstrap or os.environ.get(ENV_BOOTSTRAP)
-    if address:
-        yield address, None
-        return
-    with EmbeddedBroker(log_path=log_path) as broker:
-        yield broker.bootstrap, broker.pid
 
 
 def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
@@ -198,7 +204,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     )
 
     with contextlib.ExitStack() as stack:
-        bootstrap, broker_pid = stack.enter_context(_broker(cfg.bootstrap, dirs["logs"] / "broker.log"))
+        bootstrap, broker_pid = stack.enter_context(bootstrap_or_embedded(cfg.bootstrap, dirs["logs"] / "broker.log"))
         from coordinator.launcher import CoordinatorProcess
 
         region = coordinator = workload = watch = None
@@ -226,21 +232,25 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 ack_timeout_s=ACK_TIMEOUT_S + cfg.pause_s,
             )
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
-            region = start_region(
-                pipeline="cr_consumer.drill.pipeline",
+            phase_timeout_s = SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S
+            region = Region(
+                "cr_consumer.drill.pipeline",
                 members=cfg.members,
-                coordinator=endpoint,
                 bootstrap=bootstrap,
+                coordinator=endpoint,
                 group=group,
                 output_dir=dirs["output"],
                 state_dir=dirs["state"],
-                params=_pipeline_params(cfg, dirs, prefix, topics[0]),
                 period_s=cfg.period_s,
-                fault_dir=dirs["faults"],
-                phase_timeout_s=SHORT_PHASE_TIMEOUT_S if cfg.scenario in SHORT_PHASE_SCENARIOS else PHASE_TIMEOUT_S,
+                member_timeout_s=MEMBER_TIMEOUT_S,
+                max_consecutive_resets=MAX_RESETS,
+                drain_timeout_s=phase_timeout_s,
+                reset_timeout_s=phase_timeout_s,
+                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0])),
+                env={ENV_FAULT_DIR: str(dirs["faults"])},
                 kafka_client=cfg.kafka_client,
                 standby=cfg.standby,
-            )
+            ).start()
             env = fault_mod.DrillEnv(
                 bootstrap=bootstrap,
                 region=region,
@@ -293,7 +303,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
 
                 def read() -> None:
                     nonlocal committed
-                    committed = read_committed(bootstrap, group)
+                    committed = dict(group_offsets(bootstrap, group))
 
                 cleanup.step("reading committed offsets", read)
             if coordinator is not None:
@@ -316,6 +326,75 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         error=error,
         started=t_start,
     )
+
+
+def conclude(
+    cfg: DrillConfig,
+    drill_dir: Path,
+    dirs: dict[str, Path],
+    *,
+    manifest: Manifest,
+    reader: TimelineReader,
+    tasks: FaultTasks,
+    committed: dict[tuple[str, int], int | None] | None,
+    fault_time: float | None,
+    end_time: float | None,
+    faults: list[FaultRecord],
+    error: str | None,
+    started: float,
+) -> DrillReport:
+    """Step 8; returns the report (its ``ok``: the drill passed); ``started``: the
+    drill's start (epoch seconds), for its elapsed time."""
+    manifest.save(drill_dir / "manifest.json")
+    events = reader.all_events()
+    checkpoint = None
+    last_seq = last_completed_checkpoint(events)
+    if committed is not None and last_seq is not None:
+        try:
+            checkpoint = (last_seq, last_checkpoint_offsets(dirs["state"], last_seq))
+        except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
+            log.error("drill %s: %s", cfg.scenario, exc)
+            error = error or f"committed-offsets check: {exc}"
+    result = verify(manifest, dirs["output"], committed, checkpoint)
+    analysis = analyse(events, fault_time, end_time)
+    fired = tasks.all_fired()
+    if cfg.scenario == "sink-failure":
+        fired = any(e["ev"] == "fault_fired" for e in events)
+    if tasks.errors:
+        error = error or "fault: " + "; ".join(tasks.errors)
+    plot_path = None
+    if events:
+        try:
+            drawn = plot_timeline(
+                events,
+                drill_dir / "timeline.png",
+                title=f"drill {cfg.scenario} (seed {cfg.seed})",
+                produced=result.produced,
+            )
+            plot_path = str(drawn) if drawn is not None else None
+        except Exception as exc:  # the plot is an aid; its failure is reported, not hidden
+            log.exception("timeline plot failed")
+            error = error or f"plot failed: {exc!r}"
+    report = build_report(
+        scenario=cfg.scenario,
+        seed=cfg.seed,
+        members=cfg.members,
+        partitions=cfg.partitions,
+        messages=cfg.messages,
+        verify_result=result,
+        analysis=analysis,
+        faults=faults,
+        elapsed_s=time.time() - started,
+        out_dir=str(drill_dir),
+        plot=plot_path,
+        error=error,
+        fault_fired=fired,
+    )
+    (drill_dir / "report.json").write_text(json.dumps(report, indent=2))
+    if not cfg.keep_output and report["ok"]:
+        shutil.rmtree(dirs["output"], ignore_errors=True)
+        shutil.rmtree(dirs["state"], ignore_errors=True)
+    return report
 
 
 __all__ = ["BASIC_SCENARIOS", "EMBEDDED_BROKER_ONLY", "SCENARIOS", "UNTIMELY_SCENARIOS", "DrillConfig", "run_drill"]

@@ -45,7 +45,6 @@ from typing import Any
 
 import attrs
 
-from coordinator.protocol.common.group_offsets import group_committed_offsets
 from cr_consumer.drill.manifest import Manifest
 
 PUBLISHED_SUFFIX = ".jsonl"
@@ -99,24 +98,6 @@ class VerifyResult:
             or self.malformed_lines
             or self.committed_behind
         )
-
-    def summary(self) -> dict[str, object]:
-        return {
-            "ok": self.ok,
-            "produced": self.produced,
-            "poison": self.poison,
-            "expected": self.expected,
-            "delivered": self.delivered,
-            "missing": self.missing,
-            "duplicates": self.duplicates,
-            "wrong_values": self.wrong_values,
-            "unexpected": self.unexpected,
-            "malformed_lines": self.malformed_lines,
-            "committed_behind": self.committed_behind,
-            "committed_basis": self.committed_basis,
-            "files": self.files,
-            "examples": self.examples,
-        }
 
 
 def published_files(output_dir: str | os.PathLike[str]) -> list[Path]:
@@ -389,17 +370,3 @@ def last_checkpoint_offsets(
     if not found:
         raise CheckpointMissing(f"checkpoint {seq} is sealed in no member's store under {root}")
     return out
-
-
-def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], int | None]:
-    """The group's committed offsets, as any Kafka tool sees them
-    (``group_committed_offsets``); a partition without one is left out, which
-    ``verify`` reads as nothing committed."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-drill-verify")
-    try:
-        found = group_committed_offsets(admin, group)
-    finally:
-        admin.close()
-    return {(tp.topic, tp.partition): offset for tp, offset in found.items()}

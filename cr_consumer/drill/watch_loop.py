@@ -24,19 +24,23 @@ played out.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from coordinator.client import CoordinatorClient
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import DrillConfig
-from cr_consumer.drill.controller_watch import ControllerWatch
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.manifest import Manifest
-from cr_consumer.drill.timeline import TimelineReader
+from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import count_lines, published_files
 from cr_consumer.drill.workload import Workload
 from cr_consumer.runtime.runner.handle import RegionHandle
+
+log = logging.getLogger(__name__)
 
 #: How often the drill looks at the timeline and the output.
 WATCH_PERIOD_S = 0.1
@@ -50,6 +54,43 @@ MAX_NUDGES = 5
 NUDGE_PERIOD_S = 2.0
 #: Bound on the producer thread's end after the drill stops it.
 PRODUCER_JOIN_S = 60.0
+#: Bound on one status request, so a dead coordinator delays the watch loop by
+#: at most this much per poll.
+STATUS_TIMEOUT_S = 0.5
+
+
+class ControllerWatch:
+    """The controller's own view of the drill (step 4): the region controller keeps its
+    recent events (``join``, ``leave``, ``phase``, ``checkpoint``, ``reset``, ``resume``,
+    ``failed``), stamped with the coordinator's wall clock, in its ``region_status``
+    reply; each :meth:`poll` appends the new ones to the drill's timeline as
+    ``ctl_<kind>`` events of member ``controller`` (the report's exact recovery
+    times). While the coordinator is down or has not seen the region again after
+    a restart the request fails and is retried at the next poll; the events a
+    killed coordinator had not handed out are lost with it."""
+
+    def __init__(self, endpoint: str, region: str, timeline: TimelineWriter) -> None:
+        self.region = region
+        self.timeline = timeline
+        self.client = CoordinatorClient(endpoint, timeout=STATUS_TIMEOUT_S, try_timeout=STATUS_TIMEOUT_S)
+        self._seen: set[tuple[object, ...]] = set()
+
+    def poll(self) -> None:
+        try:
+            reply = self.client.request("region_status", {"region": self.region}, timeout=STATUS_TIMEOUT_S)
+        except (CoordinatorUnavailable, CoordinatorError) as exc:
+            log.debug("controller status unavailable (%s): retrying at the next poll", exc)
+            return
+        for e in reply.get("events", []):
+            key = (e.get("t"), e.get("kind"), e.get("attempt"), e.get("seq"), e.get("member"), e.get("phase"))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            fields = {k: v for k, v in e.items() if k not in ("t", "kind")}
+            self.timeline.event(f"ctl_{e.get('kind')}", t=e.get("t"), member="controller", ctl=fields)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 class OutputCounter:

@@ -67,6 +67,11 @@ class _Producer:
         self.sent = 0
         self.poison = 0
 
+    def send(self, topic: str, partitions: list[int], n: int) -> None:
+        """``n`` records, in chunks of at most CHUNK."""
+        for sent in range(0, n, CHUNK):
+            self.send_chunk(topic, partitions, min(CHUNK, n - sent))
+
     def send_chunk(self, topic: str, partitions: list[int], n: int) -> None:
         pending = []
         for _ in range(n):
@@ -92,7 +97,7 @@ class _Producer:
 class Workload:
     """Produces ``total`` records into ``topic`` on its own thread (see the module docstring).
 
-    Shared thread state: ``produced``, ``poison`` and ``finished_at`` are
+    Shared thread state: ``produced`` and ``poison`` are
     written by the producer thread (by the caller's thread in :meth:`warmup`
     and :meth:`produce_more`, before or after that thread runs) and read by the
     drill's thread (progress lines); ``manifest`` is guarded by ``lock``.
@@ -100,7 +105,6 @@ class Workload:
 
     produced: int
     poison: int
-    finished_at: float | None
 
     def __init__(
         self,
@@ -133,19 +137,16 @@ class Workload:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="drill-producer", daemon=True)
         self.started_at: float | None = None
-        self.finished_at: float | None = None
         self._counters: dict[tuple[str, int], int] = {}
 
     def warmup(self, n: int) -> None:
         """Produce ``n`` of the ``total`` records now, on the caller's thread
         (so the region has input as soon as it starts)."""
-        n = min(n, self.total)
+        n = min(n, self.total) - self.produced
         prod = self._producer()
         try:
-            while self.produced < n:
-                k = min(CHUNK, n - self.produced)
-                prod.send_chunk(self.topic, self.partitions, k)
-                self.produced += k
+            prod.send(self.topic, self.partitions, n)
+            self.produced += max(n, 0)
             self.poison = prod.poison
         finally:
             prod.close()
@@ -155,7 +156,7 @@ class Workload:
         e.g. so that a fault that acts on records still sees some."""
         prod = self._producer()
         try:
-            prod.send_chunk(self.topic, self.partitions, n)
+            prod.send(self.topic, self.partitions, n)
             self.produced += n
             self.total += n
         finally:
@@ -203,7 +204,6 @@ class Workload:
             try:
                 prod.close()
             finally:
-                self.finished_at = time.time()
                 self.done.set()
 
     def stop(self) -> None:
@@ -223,10 +223,6 @@ def produce_into(
     """Produce ``n`` records into ``topic`` now, recording them in ``manifest``."""
     prod = _Producer(bootstrap, manifest, lock, seed, 0.0, random.Random(seed))
     try:
-        sent = 0
-        while sent < n:
-            k = min(CHUNK, n - sent)
-            prod.send_chunk(topic, list(range(partitions)), k)
-            sent += k
+        prod.send(topic, list(range(partitions)), n)
     finally:
         prod.close()

@@ -8,21 +8,28 @@ of the reader; a worker process serves many tasks one after the other
    (:func:`worker_reader`: one group-less consumer per thread, client and
    settings, created on the first task and reused by the next ones; no group,
    no commit, no offset reset). ``kafka.client`` picks the library:
-   kafka-python (:class:`KafkaPythonRangeReader`, here: the client seam's
+   kafka-python (:class:`KafkaPythonRangeReader`: the client seam's
    :class:`~cr_consumer.kafka.client.KafkaClient` with ``assign``) or librdkafka
-   (:class:`~cr_consumer.spark.librdkafka_range.LibrdkafkaRangeReader`).
-2. The reader assigns the partition at ``start`` and reads until its next
-   offset reaches ``until``; records at or past ``until`` are dropped, so the
-   task returns exactly ``[start, until)`` (less any offsets the log does not
-   hold: transaction markers, compacted records).
+   (:class:`LibrdkafkaRangeReader`:
+   :class:`~cr_consumer.kafka.librdkafka.ranges.RangeConsumer`, read by column).
+2. The reader assigns the partition at ``start``; each fetch appends the
+   records of ``[next offset, until)`` to the task's
+   :class:`~cr_consumer.spark.arrow.Columns`, with the cyclic garbage
+   collector paused (:func:`~coordinator.protocol.common.gc_policy.collector_paused`),
+   until the next offset reaches ``until``. Records at or past ``until`` are
+   dropped, so the task returns exactly ``[start, until)`` (less any offsets
+   the log does not hold: transaction markers, compacted records).
 3. Yields Arrow record batches of at most ``batch_rows`` rows as they fill.
+   At the end (or failure) of the task the reader releases the partition: a
+   librdkafka consumer fetches an assigned partition in the background, so
+   between tasks it holds none.
 
 The same path replays a batch after a crash: Spark re-plans the ranges from
 its offset log.
 
 Failure: an offset of the range no longer on the broker (retention deleted
 it, or the topic was deleted and created again) is data loss
-(:func:`data_loss`): with ``failOnDataLoss=true`` the task fails
+(:func:`data_loss_handler`): with ``failOnDataLoss=true`` the task fails
 (:class:`DataLoss`, naming the partition and the option); otherwise a warning
 is logged and the read goes on from the log start, or ends when the range
 lies past the log's end. A range not read within :data:`READ_TIMEOUT_S` fails
@@ -43,10 +50,10 @@ from typing import Protocol
 import pyarrow as pa
 
 from coordinator.protocol.common.gc_policy import collector_paused
-from cr_consumer.kafka.client import ClientKind, KafkaClient, KafkaRecord, OffsetOutOfRange, TopicPartition
+from cr_consumer.kafka.client import ClientKind, KafkaClient, OffsetOutOfRange, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.spark.arrow import records_to_batch
-from cr_consumer.spark.groupless import groupless_properties
+from cr_consumer.spark.arrow import Columns
+from cr_consumer.spark.client_properties import groupless_properties
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.ranges import OffsetRange
 
@@ -87,16 +94,13 @@ DataLossHandler = Callable[[OffsetRange, int, int, str], "int | None"]
 class RangeReader(Protocol):
     """A worker's group-less consumer reading one offset range per task (one thread uses it)."""
 
-    def read(
-        self,
-        rng: OffsetRange,
-        *,
-        include_headers: bool,
-        batch_rows: int,
-        deadline: float,
-        on_data_loss: DataLossHandler,
-        on_timeout: Callable[[int], BaseException],
-    ) -> Iterator[pa.RecordBatch]: ...
+    def assign(self, rng: OffsetRange) -> None: ...
+
+    def fetch(self, rng: OffsetRange, next_offset: int, columns: Columns, on_data_loss: DataLossHandler) -> int:
+        """One fetch of ``rng``'s records from ``next_offset`` into ``columns``; the new next offset."""
+        ...
+
+    def release(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -113,7 +117,7 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
                 f"failOnDataLoss=false to skip it and go on"
             )
         if offset < log_start:
-            resume: int | None = min(log_start, rng.until)
+            resume = min(log_start, rng.until)
             log.warning(
                 "crkafka: %s: offsets [%d, %d) are no longer on the broker; skipped, reading from %d "
                 "(failOnDataLoss=false)",
@@ -122,16 +126,15 @@ def data_loss_handler(options: SourceOptions) -> DataLossHandler:
                 resume,
                 resume,
             )
-        else:
-            resume = None
-            log.warning(
-                "crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
-                "skipped (failOnDataLoss=false)",
-                where,
-                offset,
-                rng.until,
-            )
-        return resume if resume is not None and resume < rng.until else None
+            return resume if resume < rng.until else None
+        log.warning(
+            "crkafka: %s: offsets [%d, %d) are past the end of the log (the topic was recreated?); "
+            "skipped (failOnDataLoss=false)",
+            where,
+            offset,
+            rng.until,
+        )
+        return None
 
     return on_data_loss
 
@@ -152,55 +155,70 @@ class KafkaPythonRangeReader:
         self._max_records = max_records if isinstance(max_records, int) else MAX_POLL_RECORDS
         self._consumer: KafkaClient = make_client(ClientKind.KAFKA_PYTHON, props)
 
-    def read(
-        self,
-        rng: OffsetRange,
-        *,
-        include_headers: bool,
-        batch_rows: int,
-        deadline: float,
-        on_data_loss: DataLossHandler,
-        on_timeout: Callable[[int], BaseException],
-    ) -> Iterator[pa.RecordBatch]:
+    def assign(self, rng: OffsetRange) -> None:
+        tp = TopicPartition(rng.topic, rng.partition)
+        self._consumer.assign([tp])
+        self._consumer.seek(tp, rng.start)
+
+    def fetch(self, rng: OffsetRange, next_offset: int, columns: Columns, on_data_loss: DataLossHandler) -> int:
         consumer = self._consumer
         tp = TopicPartition(rng.topic, rng.partition)
-        pending: list[KafkaRecord] = []
-        consumer.assign([tp])
-        consumer.seek(tp, rng.start)
-        while consumer.position(tp, POSITION_TIMEOUT_MS) < rng.until:
-            if time.monotonic() > deadline:
-                raise on_timeout(consumer.position(tp, POSITION_TIMEOUT_MS))
-            try:
-                with collector_paused():
-                    fetched = consumer.poll(POLL_TIMEOUT_MS, self._max_records)
-            except OffsetOutOfRange as exc:
-                offset = consumer.position(tp, POSITION_TIMEOUT_MS)
-                log_start = consumer.beginning_offsets([tp], LOG_START_TIMEOUT_MS)[tp]
-                resume = on_data_loss(rng, offset, log_start, str(exc))
-                if resume is None:
-                    break
-                consumer.seek(tp, resume)
-                continue
-            records = fetched.get(tp, [])
-            if records and records[-1].offset >= rng.until:
-                records = [r for r in records if r.offset < rng.until]
-            if records:
-                pending.extend(records)
-            while len(pending) >= batch_rows:
-                yield records_to_batch(pending[:batch_rows], include_headers)
-                del pending[:batch_rows]
-        if pending:
-            yield records_to_batch(pending, include_headers)
+        try:
+            fetched = consumer.poll(POLL_TIMEOUT_MS, self._max_records)
+        except OffsetOutOfRange as exc:
+            offset = consumer.position(tp, POSITION_TIMEOUT_MS)
+            log_start = consumer.beginning_offsets([tp], LOG_START_TIMEOUT_MS)[tp]
+            resume = on_data_loss(rng, offset, log_start, str(exc))
+            if resume is None:
+                return rng.until
+            consumer.seek(tp, resume)
+            return resume
+        records = fetched.get(tp, [])
+        if records and records[-1].offset >= rng.until:
+            records = [r for r in records if r.offset < rng.until]
+        if records:
+            columns.extend_records(records)
+        return consumer.position(tp, POSITION_TIMEOUT_MS)
+
+    def release(self) -> None:
+        """Nothing to release: kafka-python fetches only inside ``poll``."""
 
     def close(self) -> None:
         self._consumer.close(CLOSE_TIMEOUT_MS)
 
 
+class LibrdkafkaRangeReader:
+    """A group-less librdkafka consumer (``kafka.client=librdkafka``)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        from cr_consumer.kafka.librdkafka.ranges import RangeConsumer  # ClientUnavailable without the extra
+
+        self._consumer = RangeConsumer(options.bootstrap_servers, options.consumer_properties)
+
+    def assign(self, rng: OffsetRange) -> None:
+        self._consumer.assign(rng.topic, rng.partition, rng.start)
+
+    def fetch(self, rng: OffsetRange, next_offset: int, columns: Columns, on_data_loss: DataLossHandler) -> int:
+        def lost(offset: int, log_start: int, reason: str) -> int | None:
+            return on_data_loss(rng, offset, log_start, reason)
+
+        next_offset, run = self._consumer.consume(
+            rng.topic, rng.partition, next_offset, rng.until, lost, include_headers=columns.include_headers
+        )
+        if run is not None:
+            columns.extend(*run)
+        return next_offset
+
+    def release(self) -> None:
+        self._consumer.unassign()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
 def make_reader(options: SourceOptions) -> RangeReader:
     if options.client is ClientKind.LIBRDKAFKA:
-        from cr_consumer.spark.librdkafka_range import LibrdkafkaRangeReader
-
-        return LibrdkafkaRangeReader(options.bootstrap_servers, options.consumer_properties)
+        return LibrdkafkaRangeReader(options)
     return KafkaPythonRangeReader(options)
 
 
@@ -236,14 +254,18 @@ def worker_reader(options: SourceOptions) -> RangeReader:
         return reader
 
 
+def _close(reader: RangeReader) -> None:
+    try:
+        reader.close()
+    except Exception:  # a failed consumer, or the process exiting: logged, the next task makes a new one
+        log.exception("crkafka: closing an executor consumer failed")
+
+
 def drop_worker_reader(options: SourceOptions) -> None:
     with _cache_lock:
         reader = _readers.pop(_cache_key(options), None)
     if reader is not None:
-        try:
-            reader.close()
-        except Exception:  # the consumer failed already; logged, the next task makes a new one
-            log.exception("crkafka: closing a failed executor consumer failed")
+        _close(reader)
 
 
 def close_worker_readers() -> None:
@@ -253,10 +275,7 @@ def close_worker_readers() -> None:
         _readers.clear()
         atexit.unregister(close_worker_readers)
     for reader in readers:
-        try:
-            reader.close()
-        except Exception:  # closing at exit; logged, the others are closed anyway
-            log.exception("crkafka: closing an executor consumer failed")
+        _close(reader)
 
 
 #: Bound on a batch read's commit of one partition's end (commitOnBatchRead).
@@ -305,23 +324,28 @@ def read_range(
     reader = worker_reader(options)
     t0 = time.monotonic()
     rows = 0
-
-    def timed_out(position: int) -> BaseException:
-        return RangeReadTimeout(
-            f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}) not read within {timeout_s}s (position {position})"
-        )
-
+    on_data_loss = data_loss_handler(options)
+    columns = Columns(rng.topic, rng.partition, options.include_headers)
+    next_offset = rng.start
     try:
-        for batch in reader.read(
-            rng,
-            include_headers=options.include_headers,
-            batch_rows=batch_rows,
-            deadline=t0 + timeout_s,
-            on_data_loss=data_loss_handler(options),
-            on_timeout=timed_out,
-        ):
-            rows += batch.num_rows
-            yield batch
+        reader.assign(rng)
+        try:
+            while next_offset < rng.until:
+                if time.monotonic() > t0 + timeout_s:
+                    raise RangeReadTimeout(
+                        f"{rng.topic}:{rng.partition} [{rng.start}, {rng.until}) not read within {timeout_s}s "
+                        f"(position {next_offset})"
+                    )
+                with collector_paused():  # no yield inside: Spark's code runs with the collector on
+                    next_offset = reader.fetch(rng, next_offset, columns, on_data_loss)
+                while len(columns) >= batch_rows:
+                    rows += batch_rows
+                    yield columns.take(batch_rows)
+            if len(columns):
+                rows += len(columns)
+                yield columns.take(len(columns))
+        finally:
+            reader.release()
     except BaseException:
         drop_worker_reader(options)
         raise

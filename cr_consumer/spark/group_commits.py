@@ -33,13 +33,9 @@ from cr_consumer.spark import ownership
 from cr_consumer.spark.control import last_committed_end
 from cr_consumer.spark.member_requests import CALL_MARGIN_S, COMMIT_TIMEOUT_S, MemberFailed
 from cr_consumer.spark.membership import GroupMember
-from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
+from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey, partition_key
 
 log = logging.getLogger(__name__)
-
-
-def _key(tp: TopicPartition) -> TopicPartitionKey:
-    return (tp.topic, tp.partition)
 
 
 class GroupCommits:
@@ -103,7 +99,7 @@ class GroupCommits:
 
     def _commit(self, end: SourceOffset, adopted: frozenset[TopicPartition]) -> None:
         """Step 2 (the caller holds ``_lock``); a failure keeps ``end`` pending."""
-        owners = {_key(tp): member for member in self._members for tp in member.committable() if tp in adopted}
+        owners = {partition_key(tp): member for member in self._members for tp in member.committable() if tp in adopted}
         with self._floors_lock:
             offsets = ownership.commit_positions(end.positions, owners, self._floors)
         parts: dict[str, dict[TopicPartition, int]] = {}
@@ -127,7 +123,7 @@ class GroupCommits:
         self._committed_epoch = max(self._committed_epoch, end.epoch)
         committed_by = {name: dict(sent) for name, sent in self.committed_by.items()}
         for name, sent in parts.items():
-            committed_by.setdefault(name, {}).update({_key(tp): off for tp, off in sent.items()})
+            committed_by.setdefault(name, {}).update({partition_key(tp): off for tp, off in sent.items()})
         self.committed_by = committed_by
         self.raise_floors(offsets)
         if offsets:

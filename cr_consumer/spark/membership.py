@@ -29,7 +29,7 @@ through. :class:`GroupMember` is that member:
    bounded by :data:`HANDOVER_TIMEOUT_S` (past it the member fails with
    :class:`HandoverTimedOut`, which fails the query). The rebalance, and
    so the next owner's assignment, completes only after that commit.
-5. :meth:`commit` runs a synchronous offset commit on the thread (the client
+5. :meth:`submit_commit` queues a synchronous offset commit for the thread (the client
    is not thread-safe), bounded by :data:`COMMIT_TIMEOUT_S`; past it the
    commit fails with :class:`CommitTimedOut` and the caller retries later.
 6. :meth:`close` stops the thread, which closes the client (LeaveGroup).
@@ -41,9 +41,9 @@ Failure: an exception on the thread (a broker error the client does not
 retry) is kept as :attr:`failure`; every later call raises
 :class:`MemberFailed` naming it, which fails the query.
 
-The member's settings are in ``member_config.py``, the queued calls and
-commits its thread serves in ``member_requests.py``, the handover (step 4) in
-``handover.py``.
+The member's Kafka properties are in ``client_properties.py``; the queued
+calls and commits its thread serves, and the handover (step 4), in
+``member_requests.py``.
 """
 
 from __future__ import annotations
@@ -57,8 +57,7 @@ from typing import TypeVar, cast
 
 from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S, HandoverHold, HandoverTimedOut, partition_names
-from cr_consumer.spark.member_config import member_name, membership_properties
+from cr_consumer.spark.client_properties import member_name, membership_properties
 from cr_consumer.spark.member_requests import (
     CALL_MARGIN_S,
     COMMIT_TIMEOUT_S,
@@ -66,8 +65,10 @@ from cr_consumer.spark.member_requests import (
     CallTimedOut,
     CommitRequest,
     CommitTimedOut,
+    HandoverHold,
     MemberFailed,
     fail_all,
+    partition_names,
     serve_calls,
     serve_commits,
 )
@@ -242,10 +243,6 @@ class GroupMember:
             raise CallTimedOut(f"{self.name}: {what} did not complete within {timeout_s}s") from None
         return result
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Synchronously commit ``offsets`` (bounded by COMMIT_TIMEOUT_S)."""
-        self.wait_commit(self.submit_commit(offsets))
-
     def submit_commit(self, offsets: Mapping[TopicPartition, int]) -> Future[None] | None:
         """Queue a commit of ``offsets`` for the member's thread (None: nothing to commit);
         :meth:`wait_commit` waits for it. The planner queues every member's commit before
@@ -285,15 +282,4 @@ class GroupMember:
                 log.warning("crkafka %s: the membership thread did not stop within %ss", self.name, CLOSE_TIMEOUT_S)
 
 
-__all__ = [
-    "CALL_MARGIN_S",
-    "COMMIT_TIMEOUT_S",
-    "HANDOVER_TIMEOUT_S",
-    "CallTimedOut",
-    "CommitTimedOut",
-    "GroupMember",
-    "HandoverTimedOut",
-    "MemberFailed",
-    "member_name",
-    "membership_properties",
-]
+__all__ = ["GroupMember"]

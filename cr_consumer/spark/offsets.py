@@ -35,6 +35,8 @@ from typing import Any
 
 import attrs
 
+from cr_consumer.kafka.client import TopicPartition
+
 OFFSET_VERSION = 1
 
 #: A query id: lower-case hex (see cr_consumer.spark.control.new_query_id);
@@ -48,6 +50,10 @@ OffsetJson = dict[str, object]
 
 class OffsetFormatError(ValueError):
     """A source offset from Spark's offset log is not a version-1 crkafka offset."""
+
+
+def partition_key(tp: TopicPartition) -> TopicPartitionKey:
+    return (tp.topic, tp.partition)
 
 
 def tp_key(topic: str, partition: int) -> str:
@@ -112,9 +118,6 @@ class SourceOffset:
         if positions and not query:
             raise OffsetFormatError("an offset with positions has no query id: not an offset of this source")
         return cls(epoch=epoch, positions=positions, first=_read_map(data.get("from", {}), "from"), query=query)
-
-    def same_positions(self, other: SourceOffset) -> bool:
-        return self.positions == other.positions
 
     def start_of(self, tp: TopicPartitionKey, start: SourceOffset) -> int:
         """Where this end's batch begins for ``tp`` (given the batch's ``start``)."""

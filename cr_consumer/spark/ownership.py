@@ -59,9 +59,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from cr_consumer.spark.offsets import TopicPartitionKey
 from cr_consumer.spark.ranges import OffsetRange
-
-TopicPartitionKey = tuple[str, int]
 
 
 def commit_positions(

@@ -74,13 +74,13 @@ from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership
+from cr_consumer.spark.client_properties import session_timeout_ms
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.group_commits import GroupCommits
-from cr_consumer.spark.handover import HANDOVER_TIMEOUT_S
-from cr_consumer.spark.member_config import session_timeout_ms
+from cr_consumer.spark.member_requests import HANDOVER_TIMEOUT_S
 from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
-from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
+from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey, partition_key
 from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.positions import start_offsets
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
@@ -134,10 +134,6 @@ def batch_ranges(
         if until >= begin or not skip_backwards:
             ranges.append(OffsetRange(topic, partition, begin, until))
     return split_ranges(ranges, min_partitions)
-
-
-def _key(tp: TopicPartition) -> TopicPartitionKey:
-    return (tp.topic, tp.partition)
 
 
 class QueryPlanner:
@@ -244,7 +240,7 @@ class QueryPlanner:
         latest, committed_by = self._latest, self.commits.committed_by
         out = []
         for member in list(self.members):
-            held = frozenset(_key(tp) for tp in member.assignment()[0])
+            held = frozenset(partition_key(tp) for tp in member.assignment()[0])
             out.append(
                 MemberOffsets(
                     name=member.name,
@@ -316,7 +312,7 @@ class QueryPlanner:
         owned = sorted(self.assigned())
         previous = self._held or frozenset()
         new = [tp for tp in owned if self._held is None or tp not in previous]
-        committed = {_key(tp): off for tp, off in self._committed_of(new).items()}
+        committed = {partition_key(tp): off for tp, off in self._committed_of(new).items()}
         self.commits.raise_floors(committed)
         self._adopted.update(committed)
         handing_over = {tp for member in self.members for tp in member.committable()} - set(owned)
@@ -331,15 +327,19 @@ class QueryPlanner:
         """True once every range planned for ``revoked`` is committed (a member's thread asks)."""
         with self._handover_lock:
             planned = self._last_end.positions if self._last_end is not None else {}
-        return self.commits.handed_over([_key(tp) for tp in revoked], planned)
+        return self.commits.handed_over([partition_key(tp) for tp in revoked], planned)
 
     # -- planning ----------------------------------------------------------------------------
     def latest_offset(self, start: SourceOffset, limit: int | None) -> SourceOffset:
         start = self._ensure_started(start)
         owned = self._adopt_new()
         self.commits.sink_committed(start, self._held or frozenset())
-        begins = {_key(tp): start.positions[_key(tp)] for tp in owned if _key(tp) in start.positions}
-        first = self._start_positions(start, [tp for tp in owned if _key(tp) not in start.positions])
+        begins = {
+            partition_key(tp): start.positions[partition_key(tp)]
+            for tp in owned
+            if partition_key(tp) in start.positions
+        }
+        first = self._start_positions(start, [tp for tp in owned if partition_key(tp) not in start.positions])
         begins.update(first)
         resumed = {key: self._given_up.pop(key) for key in sorted(set(begins) & set(self._given_up))}
         for key, resume in resumed.items():  # back after a replay gave it up (ownership step 4)
@@ -357,7 +357,7 @@ class QueryPlanner:
                     )
                     begins[key] = first[key] = committed
         self._adopted.clear()
-        latest = {_key(tp): end for tp, end in self.probe.ends(owned).items()}
+        latest = {partition_key(tp): end for tp, end in self.probe.ends(owned).items()}
         self._latest = latest
         self._check_data_loss(begins, latest)
         ends = capped_ends(begins, latest, limit)
@@ -367,7 +367,7 @@ class QueryPlanner:
             # ``owned`` was read is left out of this batch (its handover saw the previous
             # end, so its next owner starts there); one revoked after this read waits for
             # this batch's commit.
-            held_now = {_key(tp) for tp in self.assigned()}
+            held_now = {partition_key(tp) for tp in self.assigned()}
             for key in sorted(set(ends) - held_now):
                 del ends[key]
                 first.pop(key, None)
@@ -380,9 +380,7 @@ class QueryPlanner:
                 end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
                 self.stats["batches"] += 1
                 self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
-            self._last_end = end
-            if not self._handed or self._handed[-1] != end:
-                self._handed.append(end)
+            self._hand(end)
         return end
 
     def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
@@ -398,12 +396,10 @@ class QueryPlanner:
         end = self._ensure_started(end)
         owned = self._adopt_new()
         whole = batch_ranges(start, end, None, skip_backwards=skip)
-        kept = ownership.replay_ranges(whole, [_key(tp) for tp in owned], self.commits.floors())
+        kept = ownership.replay_ranges(whole, [partition_key(tp) for tp in owned], self.commits.floors())
         with self._handover_lock:
-            self._last_end = end
-            if not self._handed or self._handed[-1] != end:
-                self._handed.append(end)
-        self._given_up.update(ownership.given_up(whole, [_key(tp) for tp in owned]))
+            self._hand(end)
+        self._given_up.update(ownership.given_up(whole, [partition_key(tp) for tp in owned]))
         given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
         self.stats["replayed_batches"] += 1
         self.stats["replay_rows_given_up"] += given_up
@@ -417,6 +413,12 @@ class QueryPlanner:
         out = split_ranges(kept, self.options.min_partitions)
         self._replayed = (*asked, out)
         return out
+
+    def _hand(self, end: SourceOffset) -> None:
+        """``end`` is handed to Spark (the caller holds ``_handover_lock``)."""
+        self._last_end = end
+        if not self._handed or self._handed[-1] != end:
+            self._handed.append(end)
 
     def _check_data_loss(self, begins: dict[TopicPartitionKey, int], latest: dict[TopicPartitionKey, int]) -> None:
         """Partitions whose end is below their start (step 5 of the module doc): fail,
@@ -449,7 +451,7 @@ class QueryPlanner:
         if not tps:
             return {}
         known = self.client.get_initial_offsets(self.coordinator_group)
-        missing = [tp for tp in tps if _key(tp) not in known]
+        missing = [tp for tp in tps if partition_key(tp) not in known]
         if missing:
             first_start = not known and not start.positions
             computed = self._configured(missing) if first_start else self.probe.beginning(missing)
@@ -459,9 +461,11 @@ class QueryPlanner:
                     sorted(map(str, missing)),
                 )
             known.update(
-                self.client.put_initial_offsets(self.coordinator_group, {_key(tp): off for tp, off in computed.items()})
+                self.client.put_initial_offsets(
+                    self.coordinator_group, {partition_key(tp): off for tp, off in computed.items()}
+                )
             )
-        return {_key(tp): known[_key(tp)] for tp in tps}
+        return {partition_key(tp): known[partition_key(tp)] for tp in tps}
 
     def _configured(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The configured start position of ``tps`` at the query's first start (startingOffsets ...)."""

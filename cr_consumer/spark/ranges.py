@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import attrs
 
-TopicPartitionKey = tuple[str, int]
+from cr_consumer.spark.offsets import TopicPartitionKey
 
 
 @attrs.frozen

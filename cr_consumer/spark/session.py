@@ -1,8 +1,7 @@
 """Registering ``crkafka`` with a SparkSession, and the local session the examples use.
 
-Kept out of the package ``__init__`` so that importing ``cr_consumer.spark``
-imports nothing (no pyspark) and no module of the package imports its parent
-back (``source`` -> package -> ``source`` was a cycle).
+Kept out of the package ``__init__``, so that importing ``cr_consumer.spark``
+imports nothing (no pyspark) and no module of the package imports its parent.
 """
 
 from __future__ import annotations

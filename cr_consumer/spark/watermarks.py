@@ -38,7 +38,7 @@ from collections.abc import Collection
 
 from cr_consumer.kafka.client import ClientKind, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.spark.groupless import groupless_properties
+from cr_consumer.spark.client_properties import groupless_properties
 from cr_consumer.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)

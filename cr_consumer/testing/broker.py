@@ -179,12 +179,15 @@ class EmbeddedBroker:
 
 
 @contextlib.contextmanager
-def bootstrap_or_embedded(bootstrap: str | None = None) -> Iterator[str]:
-    """Yield a bootstrap address: ``bootstrap``, else ``$KAFKA_BOOTSTRAP_SERVERS``,
-    else a fresh embedded broker that is stopped on exit."""
+def bootstrap_or_embedded(
+    bootstrap: str | None = None, log_path: Path | None = None
+) -> Iterator[tuple[str, int | None]]:
+    """Yield ``(bootstrap address, broker pid)``: ``bootstrap``, else
+    ``$KAFKA_BOOTSTRAP_SERVERS`` (pid None), else a fresh embedded broker (its log
+    at ``log_path``) that is stopped on exit."""
     address = bootstrap or os.environ.get(ENV_BOOTSTRAP)
     if address:
-        yield address
+        yield address, None
         return
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap
+    with EmbeddedBroker(log_path=log_path) as broker:
+        yield broker.bootstrap, broker.pid

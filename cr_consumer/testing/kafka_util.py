@@ -34,20 +34,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
             admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
     finally:
         admin.close()
-    wait_for_partitions(bootstrap, name, partitions)
-    return name
-
-
-def wait_for_partitions(bootstrap: str, topic: str, partitions: int) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="cr-meta")
     try:
         wait_until(
-            lambda: len(consumer.partitions_for_topic(topic) or ()) >= partitions,
+            lambda: len(consumer.partitions_for_topic(name) or ()) >= partitions,
             TOPIC_READY_TIMEOUT_S,
-            f"topic {topic!r} to show {partitions} partitions",
+            f"topic {name!r} to show {partitions} partitions",
         )
     finally:
         consumer.close()
+    return name
 
 
 def producer(bootstrap: str, **overrides: object) -> KafkaProducer:
@@ -88,23 +84,28 @@ def produce(
     return n
 
 
-def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets for ``topic``, as any Kafka tool sees them
+def group_offsets(bootstrap: str, group_id: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets by (topic, partition), as any Kafka tool sees them
     (partitions without a committed offset are left out)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cr-admin")
     try:
         found = group_committed_offsets(admin, group_id)
     finally:
         admin.close()
-    return {tp.partition: offset for tp, offset in found.items() if tp.topic == topic}
+    return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+
+def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets for ``topic`` (:func:`group_offsets`)."""
+    return {p: offset for (t, p), offset in group_offsets(bootstrap, group_id).items() if t == topic}
 
 
 __all__ = [
     "TopicPartition",
     "committed_offsets",
     "create_topic",
+    "group_offsets",
     "produce",
     "producer",
     "unique_name",
-    "wait_for_partitions",
 ]

@@ -33,7 +33,7 @@ def test_clean_output_passes(tmp_path):
     _write(tmp_path / "m1-0000000001.jsonl", rows[:7])
     _write(tmp_path / "m2-0000000001.jsonl", rows[7:])
     r = verify(_manifest(), tmp_path, committed={("t", 0): 10, ("t", 1): 10})
-    assert r.ok, r.summary()
+    assert r.ok, r
     assert (r.produced, r.expected, r.delivered, r.files) == (20, 20, 20, 2)
 
 
@@ -73,7 +73,7 @@ def test_poison_skipped_is_ok_and_poison_delivered_is_not(tmp_path):
     m = _manifest(poison=poison)
     _write(tmp_path / "a.jsonl", _good_rows(poison=poison))
     r = verify(m, tmp_path)
-    assert r.ok, r.summary()
+    assert r.ok, r
     assert (r.produced, r.poison, r.expected, r.delivered) == (20, 2, 18, 18)
     _write(tmp_path / "b.jsonl", [("t", 0, 2, "poison")])
     r = verify(m, tmp_path)
@@ -178,7 +178,7 @@ def test_records_acknowledged_without_an_offset_are_placed_where_delivered(tmp_p
     m = _manifest_with_unplaced({1: range(4, 8)})
     _write(tmp_path / "a.jsonl", _good_rows())
     r = verify(m, tmp_path)
-    assert r.ok, r.summary()
+    assert r.ok, r
     assert (r.produced, r.delivered) == (20, 20)
     m.save(tmp_path / "manifest.json")
     again = Manifest.load(tmp_path / "manifest.json")
@@ -211,7 +211,7 @@ def test_a_poison_record_acknowledged_without_an_offset_explains_one_hole(tmp_pa
     rows = [row for row in _good_rows() if row[:3] != ("t", 1, 3)]
     _write(tmp_path / "a.jsonl", rows)
     r = verify(m, tmp_path)
-    assert r.ok, r.summary()
+    assert r.ok, r
     _write(tmp_path / "a.jsonl", [row for row in rows if row[:3] != ("t", 1, 5)])
     assert verify(m, tmp_path).missing == 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cr_consumer.kafka.start_position import StartKind
-from cr_consumer.spark.arrow import arrow_schema, records_to_batch, spark_schema
+from cr_consumer.spark.arrow import Columns, arrow_schema, spark_schema
 from cr_consumer.spark.options import InvalidOptionError, parse_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a", "coordinator": "tcp://127.0.0.1:5570"}
@@ -119,7 +119,9 @@ def test_schema_in_spark_order_with_optional_headers():
         "timestampType",
     ]
     assert spark_schema(True).fieldNames()[-1] == "headers"
-    batch = records_to_batch([("t", 1, 5, 1_700_000_000_123, b"k", b"v", [("h", b"x")])], include_headers=False)
+    columns = Columns("t", 1, include_headers=False)
+    columns.extend([5], [1_700_000_000_123], [0], [b"k"], [b"v"], [[("h", b"x")]])
+    batch = columns.take(1)
     assert batch.schema.equals(arrow_schema(False))
     assert batch.to_pylist()[0]["timestampType"] == 0
     assert batch.to_pylist()[0]["topic"] == "t"

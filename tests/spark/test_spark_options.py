@@ -7,8 +7,9 @@ import re
 
 import pytest
 
+from cr_consumer.kafka.client import KafkaRecord, TimestampType
 from cr_consumer.kafka.start_position import StartKind, StartPosition
-from cr_consumer.spark.arrow import ARROW_SCHEMA, records_to_batch, spark_schema
+from cr_consumer.spark.arrow import Columns, arrow_schema, spark_schema
 from cr_consumer.spark.offsets import OffsetFormatError, SourceOffset
 from cr_consumer.spark.options import InvalidOptionError, parse_options
 
@@ -127,14 +128,21 @@ def test_each_query_has_its_own_coordinator_group():
 def test_arrow_batch_matches_spark_schema():
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    assert to_arrow_schema(spark_schema(), timezone="UTC").equals(ARROW_SCHEMA)
-    recs = [("t", 1, 5, 1_700_000_000_123, b"k", b"v", []), ("t", 0, 6, 1_700_000_000_124, None, b"w", [("h", b"x")])]
-    batch = records_to_batch(recs)
-    assert batch.schema.equals(ARROW_SCHEMA)
+    assert to_arrow_schema(spark_schema(), timezone="UTC").equals(arrow_schema())
+    columns = Columns("t", 1, include_headers=True)
+    columns.extend_records(
+        [
+            KafkaRecord("t", 1, 5, 1_700_000_000_123, TimestampType.CREATE_TIME, b"k", b"v"),
+            KafkaRecord("t", 1, 6, 1_700_000_000_124, TimestampType.LOG_APPEND_TIME, None, b"w", (("h", b"x"),)),
+        ]
+    )
+    batch = columns.take(2)
+    assert batch.schema.equals(arrow_schema())
+    assert len(columns) == 0
     rows = batch.to_pylist()
-    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows] == [
-        (1, 5, b"k", b"v"),
-        (0, 6, None, b"w"),
+    assert [(r["partition"], r["offset"], r["key"], r["value"], r["timestampType"]) for r in rows] == [
+        (1, 5, b"k", b"v", 0),
+        (1, 6, None, b"w", 1),
     ]
     assert rows[1]["headers"] == [{"key": "h", "value": b"x"}]
     assert rows[0]["timestamp"].timestamp() == 1_700_000_000.123
@@ -164,7 +172,7 @@ def test_invalid_options_fail_at_load(spark):
 
 
 def test_membership_configs():
-    from cr_consumer.spark.member_config import member_name, membership_properties
+    from cr_consumer.spark.client_properties import member_name, membership_properties
 
     options = parse_options(_opts(members="2", **{"kafka.group.instance.id": "etl", "kafka.max.poll.records": "300"}))
     configs = [membership_properties(options, "g", i) for i in range(options.members)]

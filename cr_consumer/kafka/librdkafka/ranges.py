@@ -5,19 +5,19 @@ handing out one record object each; a Spark executor reading a range of one
 partition at librdkafka's speed needs the opposite: ``assign`` one partition
 at an offset, no group, no commit, and the records' fields by column.
 :class:`RangeConsumer` is that small part of confluent-kafka (the Spark
-source's range reader, ``cr_consumer/spark/librdkafka_range.py``, drives it):
+source's range reader, ``cr_consumer/spark/executor.py``, drives it):
 
 1. :meth:`RangeConsumer.assign` replaces the previous range's assignment
    (librdkafka drops what it had prefetched for it).
-2. :meth:`RangeConsumer.consume_into` takes up to :data:`MAX_CONSUME` fetched
-   messages in offset order, cuts them to ``[next_offset, until)`` and hands
-   their columns to a :class:`ColumnSink` in one pass each (C-level list
-   comprehensions, no per-record Python object of ours); it returns the new
-   next offset: the last record's + 1, ``until`` once a record at or past it
-   was fetched, or librdkafka's position when the log has no record at the
-   tail of the range (transaction markers, compaction).
+2. :meth:`RangeConsumer.consume` takes up to :data:`MAX_CONSUME` fetched
+   messages in offset order, cuts them to ``[next_offset, until)`` and returns
+   their columns (:data:`RecordColumns`), each built in one pass (C-level list
+   comprehensions, no per-record Python object of ours), with the new next
+   offset: the last record's + 1, ``until`` once a record at or past it was
+   fetched, or librdkafka's position when the log has no record at the tail
+   of the range (transaction markers, compaction).
 3. An offset no longer on the broker: ``auto.offset.reset=error`` turns the
-   fetch's OFFSET_OUT_OF_RANGE into an error message; ``consume_into`` hands
+   fetch's OFFSET_OUT_OF_RANGE into an error message; ``consume`` hands
    it with the log start to ``on_data_loss``, which raises or says where to go
    on (the consumer is assigned there), or nowhere (``until`` is returned).
 4. :meth:`RangeConsumer.unassign` after each range: the consumer fetches
@@ -34,7 +34,6 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
 
 from cr_consumer.kafka.client import ClientConfigError, ClientUnavailable
 
@@ -85,22 +84,13 @@ GROUP_ONLY = frozenset(
 DataLossHandler = Callable[[int, int, str], "int | None"]
 
 
-class ColumnSink(Protocol):
-    """Where :meth:`RangeConsumer.consume_into` puts the records it read, by column."""
-
-    def extend(
-        self,
-        offsets: list[int],
-        timestamps: Sequence[int | None],
-        timestamp_types: list[int],
-        keys: list[bytes | None],
-        values: list[bytes | None],
-        headers: list[object] | None,
-    ) -> None:
-        """Append one run of records of the range (``headers`` None when not wanted, else
-        librdkafka's headers of each record: a list of (name, value) pairs or None;
-        timestamp types are Kafka's -1 none, 0 CreateTime, 1 LogAppendTime)."""
-        ...
+#: One run of records of a range, by column: offsets, timestamps (epoch ms, None when the
+#: record has none), timestamp types (Kafka's -1 none, 0 CreateTime, 1 LogAppendTime), keys,
+#: values, and librdkafka's headers of each record (a list of (name, value) pairs or None;
+#: None for the whole column when not wanted).
+RecordColumns = tuple[
+    list[int], Sequence[int | None], list[int], list[bytes | None], list[bytes | None], list[object] | None
+]
 
 
 def range_config(
@@ -147,9 +137,8 @@ class RangeConsumer:
         """Step 4."""
         self._consumer.unassign()
 
-    def consume_into(
+    def consume(
         self,
-        sink: ColumnSink,
         topic: str,
         partition: int,
         next_offset: int,
@@ -157,14 +146,15 @@ class RangeConsumer:
         on_data_loss: DataLossHandler,
         *,
         include_headers: bool,
-    ) -> int:
-        """Steps 2-3: one consume; its records of ``[next_offset, until)`` into ``sink``; the new next offset."""
+    ) -> tuple[int, RecordColumns | None]:
+        """Steps 2-3: one consume; the new next offset and the columns of its records of
+        ``[next_offset, until)`` (None: no record)."""
         consumer = self._consumer
         messages = consumer.consume(MAX_CONSUME, CONSUME_TIMEOUT_S)
         if not messages:
             # no record at the range's tail (transaction markers, compaction): the position passed it
             position = consumer.position([CkTopicPartition(topic, partition)])[0].offset
-            return max(next_offset, position)
+            return max(next_offset, position), None
         good = [m for m in messages if m.error() is None]
         if len(good) != len(messages):
             for m in messages:
@@ -177,14 +167,14 @@ class RangeConsumer:
                     )
                     resume = on_data_loss(next_offset, low, err.str())  # raises with failOnDataLoss=true
                     if resume is None:  # nothing of the range is left
-                        return until
+                        return until, None
                     self.assign(topic, partition, resume)
-                    return resume
+                    return resume, None
                 if err.fatal():
                     raise RuntimeError(f"librdkafka: {topic}:{partition}: {err.name()} ({err.str()})")
                 log.warning("crkafka executor: librdkafka: %s (%s)", err.name(), err.str())
         if not good:
-            return next_offset
+            return next_offset, None
         # a message without an error always has its offset (the library's type says "or None")
         got: list[int] = [m.offset() for m in good]  # type: ignore[misc]
         fetched = len(got)
@@ -192,21 +182,21 @@ class RangeConsumer:
         hi = bisect.bisect_left(got, until)  # at or past the range's end: not this read's
         if lo or hi < fetched:
             good, got = good[lo:hi], got[lo:hi]
-        if got:
-            _extend(sink, good, got, include_headers)
-            next_offset = got[-1] + 1
-        return until if hi < fetched else next_offset  # a record past the range fetched: complete
+        # a record at or past the range's end fetched: the range is complete
+        if not got:
+            return (until if hi < fetched else next_offset), None
+        return (until if hi < fetched else got[-1] + 1), _columns(good, got, include_headers)
 
     def close(self) -> None:
         self._consumer.close()
 
 
-def _extend(sink: ColumnSink, messages: list[Message], offsets: list[int], include_headers: bool) -> None:
-    """``messages`` (of one partition, in offset order) into ``sink``, by column."""
+def _columns(messages: list[Message], offsets: list[int], include_headers: bool) -> RecordColumns:
+    """``messages`` (of one partition, in offset order) by column."""
     stamp_pairs = [m.timestamp() for m in messages]
     ts_type, ts = zip(*stamp_pairs)
     # librdkafka's types: 0 none, 1 CreateTime, 2 LogAppendTime -> Kafka's -1, 0, 1
-    sink.extend(
+    return (
         offsets,
         ts if all(ts_type) else [s if t else None for t, s in stamp_pairs],
         [t - 1 for t in ts_type],
@@ -222,9 +212,9 @@ __all__ = [
     "GROUP_ONLY",
     "MAX_CONSUME",
     "UNUSED_GROUP",
-    "ColumnSink",
     "DataLossHandler",
     "RangeConsumer",
+    "RecordColumns",
     "config_error",
     "range_config",
 ]

@@ -127,7 +127,7 @@ def check_properties(bootstrap: str, client: ClientKind, kafka_props: dict[str, 
     except PropertyError as exc:
         raise InvalidOptionError("kafka.*" if exc.key is None else f"kafka.{exc.key}", str(exc)) from None
     if client is ClientKind.LIBRDKAFKA and kafka_props:
-        from cr_consumer.spark.librdkafka_range import config_error
+        from cr_consumer.kafka.librdkafka.ranges import config_error
 
         problem = config_error(bootstrap, kafka_props)
         if problem is not None:

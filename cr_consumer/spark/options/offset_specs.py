@@ -18,8 +18,7 @@ import json
 from collections.abc import Mapping
 
 from cr_consumer.kafka.start_position import EARLIEST_OFFSET, LATEST_OFFSET, PartitionValues, StartKind, StartPosition
-from cr_consumer.spark.options.names import SPELLING
-from cr_consumer.spark.options.values import TOPIC_RE, InvalidOptionError, parse_time
+from cr_consumer.spark.options.values import SPELLING, TOPIC_RE, InvalidOptionError, parse_time
 
 
 def json_map(option: str, raw: str, *, minimum: int) -> PartitionValues:

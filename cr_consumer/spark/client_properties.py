@@ -1,5 +1,7 @@
-"""Who a query's group members are: their names and the Kafka properties of
-each member's client (:class:`~cr_consumer.spark.membership.GroupMember`)."""
+"""The Kafka properties (dotted names) of the query's clients: each group member's
+(:class:`~cr_consumer.spark.membership.GroupMember`, with its name), and those of
+a client outside the group (the executors' range reads and the planner's
+watermark probe: assign and seek, no group)."""
 
 from __future__ import annotations
 
@@ -38,4 +40,22 @@ def membership_properties(options: SourceOptions, group: str, index: int) -> dic
     return props
 
 
-__all__ = ["member_name", "membership_properties", "session_timeout_ms"]
+def groupless_properties(options: SourceOptions, client_id: str) -> dict[str, object]:
+    """The pass-through properties with no group, no auto commit and no offset reset
+    (dotted names), so that a missing offset is an error the caller handles, never a
+    silent jump."""
+    props = options.consumer_properties
+    props.pop("group.instance.id", None)
+    props.update(
+        {
+            "bootstrap.servers": options.bootstrap_servers.split(","),
+            "group.id": None,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "none",
+            "client.id": client_id,
+        }
+    )
+    return props
+
+
+__all__ = ["groupless_properties", "member_name", "membership_properties", "session_timeout_ms"]
