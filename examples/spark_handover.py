@@ -248,13 +248,13 @@ def wait_for(cond, what: str, *apps: App, timeout_s: float = STEP_TIMEOUT_S, per
     return time.monotonic() - t0
 
 
-def stop_in_flight(app: App, kill: bool) -> bool:
-    """Stop ``app`` for good right after it planned a new batch, long before that batch's
-    sink can commit (its work takes the UDF's time per record); True when the batch's
-    output never became visible (the stop landed in flight, not in the instant between
-    the sink's commit and the group commit: ``cr_consumer/spark/ownership.py``)."""
+def stop_in_flight(app: App, *others: App, kill: bool) -> bool:
+    """Stop ``app`` right after it planned a new batch, long before that batch's sink can
+    commit (its work takes the UDF's time per record), while ``others`` run on; True when
+    the batch's output never became visible (the stop landed in flight, not in the instant
+    between the sink's commit and the group commit: ``cr_consumer/spark/ownership.py``)."""
     seen = max(app.planned(), default=-1)
-    wait_for(lambda: max(app.planned(), default=-1) > seen, f"a new batch of {app.name}", app, period_s=0.02)
+    wait_for(lambda: max(app.planned(), default=-1) > seen, f"a new batch of {app.name}", app, *others, period_s=0.02)
     if kill:
         app.kill()
     else:
@@ -330,7 +330,7 @@ def run_scenario(args, base: Path, *, faults: bool, alone_s: float = 0.0) -> dic
 def _handover(args, base: Path, apps: list[App], figures: dict) -> App:
     """The first, the giver, stopped for good by SIGTERM; the second reads on."""
     first, second = apps
-    figures["giver_in_flight_at_stop"] = stop_in_flight(first, kill=False)
+    figures["giver_in_flight_at_stop"] = stop_in_flight(first, second, kill=False)
     return second
 
 
@@ -338,15 +338,15 @@ def _faults(args, base: Path, apps: list[App], figures: dict) -> App:
     """A taker killed -9 for good; the giver stopped by SIGTERM and restarted; the
     other giver killed -9 for good. The first reads on."""
     first, second = apps
-    figures["taker_in_flight_at_kill"] = stop_in_flight(second, kill=True)  # the first takes its partitions back
+    figures["taker_in_flight_at_kill"] = stop_in_flight(second, first, kill=True)  # the first takes its partitions back
     third = App("third", args, base, "committed")
     apps.append(third)
     wait_for(third.has_rows, "the third application's rows", first, third)
-    figures["giver_in_flight_at_stop"] = stop_in_flight(first, kill=False)  # the third takes everything
+    figures["giver_in_flight_at_stop"] = stop_in_flight(first, third, kill=False)  # the third takes everything
     before = max(first.planned(), default=-1)
     first.start()  # from its checkpoint location: the replay of its batch in flight, then new batches
     wait_for(lambda: first.last_committed() > before, "a new batch of the restarted first application", first, third)
-    figures["giver_in_flight_at_kill"] = stop_in_flight(third, kill=True)  # the first takes everything
+    figures["giver_in_flight_at_kill"] = stop_in_flight(third, first, kill=True)  # the first takes everything
     return first
 
 
