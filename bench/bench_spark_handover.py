@@ -15,7 +15,7 @@ baseline measured in the same try:
    committed batches while alone: the stall the rebalance causes;
 3. the verdict: duplicates, missing records, and whether a batch was in flight.
 
-    .venv/bin/python bench/bench_spark_handover.py --tries 5 [--kill]
+    .venv/bin/python bench/bench_spark_handover.py --tries 5 [--faults]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def load_example():
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tries", type=int, default=5)
-    parser.add_argument("--kill", action="store_true", help="kill -9 a taker, then the giver (else SIGTERM)")
+    parser.add_argument("--faults", action="store_true", help="the example's three applications, three stops")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     from coordinator.launcher import CoordinatorProcess
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 row_delay_ms=2.0,
                 max_offsets_per_trigger=600,
             )
-            figures = example.run_scenario(ns, base / f"try-{i}", kill=args.kill, alone_s=10.0)
+            figures = example.run_scenario(ns, base / f"try-{i}", faults=args.faults, alone_s=10.0)
             figures["load_before"] = round(load, 1)
             results.append(figures)
             print(json.dumps(figures), flush=True)

@@ -1,30 +1,40 @@
-"""Two Spark applications in one consumer group, one of them stopped for good.
+"""Spark applications in one consumer group, stopped in the middle of a batch.
 
 Scale a ``crkafka`` pipeline out and back in: a second application (its own
 checkpoint location and output) joins the group of a running one with the
-default consumer settings, the group moves partitions to it, then the first
-application stops for good in the middle of a batch (a clean ``query.stop()``
-on SIGTERM, or a kill -9), and never comes back. Each application writes
-``(partition, offset, value)`` with Spark's parquet sink; a Python UDF that
-sleeps per row makes every batch slow, so a batch is in flight at the stop.
-The check: across every application's committed output (what the parquet
-sink's ``_spark_metadata`` log lists), each produced record exactly once, and
-the group's committed offsets at the end of every partition.
+default consumer settings, the group moves partitions to it, then an
+application stops in the middle of a batch (a clean ``query.stop()`` on
+SIGTERM, or a kill -9). Each application writes ``(partition, offset,
+value)`` with Spark's parquet sink; a Python UDF that sleeps per row makes
+every batch slow, so a batch is in flight at each stop. The check: across
+every application's committed output (what the parquet sink's
+``_spark_metadata`` log lists), each produced record exactly once, with the
+value produced at its offset, and the group's committed offsets at the end of
+every partition.
 
 Two sub-commands:
 
 ``run``       one application (used by ``scenario``): runs until SIGTERM.
-``scenario``  the whole story on an embedded broker (or ``--bootstrap``) and
+``scenario``  a story on an embedded broker (or ``--bootstrap``) and
               coordinator, with input produced at a steady rate throughout:
 
-    python examples/spark_handover.py scenario                 # SIGTERM of the first application
-    python examples/spark_handover.py scenario --kill          # kill -9 of a taker, then of the giver
+    python examples/spark_handover.py scenario            # the handover: two applications
+    python examples/spark_handover.py scenario --faults   # three applications, three stops
+
+The handover: the first application runs alone, the second joins, and the
+first is stopped for good by SIGTERM. The faults: the first runs alone, the
+second joins and is killed -9 for good (a taker: the first takes its
+partitions back), the third joins, the first is stopped by SIGTERM (the third
+takes everything) and restarted from its checkpoint location (its replay
+leaves the range the third read alone, and the third gives it partitions),
+then the third is killed -9 for good (a giver: the first takes everything).
 
 The figures it prints are the ones ``bench/bench_spark_handover.py`` collects:
 the second application's first rows after its start (baseline: the first
 application's, which joins an empty group), and the first application's
-longest output stall while the group rebalances (baseline: its median time
-between two committed batches while alone).
+longest output stall while the group rebalances, from the second's start to
+the second's first rows (baseline: its median time between two committed
+batches while alone).
 """
 
 from __future__ import annotations
@@ -118,13 +128,19 @@ def committed_files(out: Path) -> list[Path]:
 
 
 def output_records(out: Path) -> collections.Counter:
-    """(partition, offset) -> times in the committed output."""
+    """(partition, offset, value) -> times in the committed output."""
     import pyarrow.parquet as pq
 
     seen: collections.Counter = collections.Counter()
     for path in committed_files(out):
-        table = pq.read_table(path, columns=["partition", "offset"])
-        seen.update(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
+        table = pq.read_table(path, columns=["partition", "offset", "value"])
+        seen.update(
+            zip(
+                table.column("partition").to_pylist(),
+                table.column("offset").to_pylist(),
+                table.column("value").to_pylist(),
+            )
+        )
     return seen
 
 
@@ -144,7 +160,7 @@ class App:
         self.name = name
         self.workdir = base / name
         self.workdir.mkdir(parents=True, exist_ok=True)
-        cmd = [
+        self.cmd = [
             sys.executable,
             __file__,
             "run",
@@ -165,9 +181,14 @@ class App:
             "--max-offsets-per-trigger",
             str(args.max_offsets_per_trigger),
         ]
+        self.start()
+
+    def start(self) -> None:
+        """Start the application's process; after a stop, a restart from its checkpoint
+        location (Spark then ignores ``startingOffsets``), logging to the same file."""
         self.started = time.monotonic()
-        with open(self.workdir / "app.log", "w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.workdir / "app.log", "a") as log:
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     @property
     def out(self) -> Path:
@@ -186,6 +207,10 @@ class App:
     def planned(self) -> set[int]:
         """Batches in Spark's offset log."""
         return self._batches("offsets")
+
+    def last_committed(self) -> int:
+        """The newest batch in the parquet sink's log (-1: none)."""
+        return max(self._batches("_spark_metadata"), default=-1)
 
     def in_flight(self) -> bool:
         """A batch is planned (in Spark's offset log) and its output is not committed
@@ -223,13 +248,13 @@ def wait_for(cond, what: str, *apps: App, timeout_s: float = STEP_TIMEOUT_S, per
     return time.monotonic() - t0
 
 
-def stop_in_flight(app: App, kill: bool) -> bool:
-    """Stop ``app`` for good right after it planned a new batch, long before that batch's
-    sink can commit (its work takes the UDF's time per record); True when the batch's
-    output never became visible (the stop landed in flight, not in the instant between
-    the sink's commit and the group commit: ``cr_consumer/spark/ownership.py``)."""
+def stop_in_flight(app: App, *others: App, kill: bool) -> bool:
+    """Stop ``app`` right after it planned a new batch, long before that batch's sink can
+    commit (its work takes the UDF's time per record), while ``others`` run on; True when
+    the batch's output never became visible (the stop landed in flight, not in the instant
+    between the sink's commit and the group commit: ``cr_consumer/spark/ownership.py``)."""
     seen = max(app.planned(), default=-1)
-    wait_for(lambda: max(app.planned(), default=-1) > seen, f"a new batch of {app.name}", app, period_s=0.02)
+    wait_for(lambda: max(app.planned(), default=-1) > seen, f"a new batch of {app.name}", app, *others, period_s=0.02)
     if kill:
         app.kill()
     else:
@@ -243,16 +268,27 @@ def longest_stall(times: list[float], since: float, until: float) -> float:
     return max(b - a for a, b in itertools.pairwise(points))
 
 
-def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
-    """The scenario of the module docstring; returns its figures and verdict.
+def run_scenario(args, base: Path, *, faults: bool, alone_s: float = 0.0) -> dict:
+    """The handover, or the faults (``faults``), of the module docstring; returns
+    the story's figures and its verdict.
 
     ``args``: bootstrap, coordinator, topic (4 partitions, empty), group, rate,
     row_delay_ms, max_offsets_per_trigger. ``alone_s``: how long the first
     application runs alone before the second starts (its cadence alone, the
-    stall figure's baseline, needs a few batches)."""
+    stall figure's baseline, needs a few batches).
+
+    1. The input starts, at ``rate`` records/s until step 4.
+    2. The first application starts alone; the second joins once the first has
+       rows.
+    3. The stops of the story (``_handover`` or ``_faults``), each right after
+       the stopped application planned a new batch; the story returns the
+       application left reading, the survivor.
+    4. Once two seconds' worth of input more is produced (the survivor has
+       input from after the last stop to read), the input stops; the verdict
+       waits for every produced record in the union of the outputs and for
+       the group's commits at the end of every partition."""
     from cr_consumer.drill.manifest import Manifest
     from cr_consumer.drill.workload import Workload
-    from cr_consumer.testing.kafka_util import committed_offsets
 
     manifest = Manifest(group=args.group)
     workload = Workload(args.bootstrap, args.topic, 4, total=10**9, manifest=manifest, rate=args.rate).start()
@@ -271,48 +307,82 @@ def run_scenario(args, base: Path, *, kill: bool, alone_s: float = 0.0) -> dict:
         second = App("second", args, base, "committed")
         apps.append(second)
         figures["second_first_rows_s"] = wait_for(second.has_rows, "the second application's rows", first, second)
-        if kill:  # the taker is killed for good: the first takes its partitions back, then a third joins
-            figures["taker_in_flight_at_kill"] = stop_in_flight(second, kill=True)
-            third = App("third", args, base, "committed")
-            apps.append(third)
-            wait_for(third.has_rows, "the third application's rows", first, third)
-            taker = third
-        else:
-            taker = second
-        wall_stop = time.time()
-        figures["first_longest_stall_s"] = longest_stall(batch_times(first.out), wall_joined, wall_stop)
-        figures["giver_in_flight_at_stop"] = stop_in_flight(first, kill=kill)  # for good: never restarted
-        time.sleep(2.0)  # input keeps coming after the stop
+        figures["first_longest_stall_s"] = longest_stall(batch_times(first.out), wall_joined, time.time())
+        story = _faults if faults else _handover
+        survivor = story(args, base, apps, figures)
+        produced_at_stop = workload.produced
+        wait_for(
+            lambda: workload.produced >= produced_at_stop + 2 * args.rate,  # about two seconds of input
+            "input produced after the last stop",
+            survivor,
+        )
         workload.stop()
         workload.join(60)
-        expected = {(p, o) for (_t, p), offs in manifest.values.items() for o in offs}
-        ends = {p: o + 1 for (_t, p), o in manifest.last_offsets().items()}
-
-        def union() -> collections.Counter:
-            return sum((app.records() for app in apps), collections.Counter())
-
-        wait_for(lambda: set(union()) >= expected, "every record in the outputs", taker, period_s=2.0)
-        wait_for(
-            lambda: committed_offsets(args.bootstrap, args.group, args.topic) == ends,
-            "the commits",
-            taker,
-            timeout_s=60,
-        )
-        both = union()
-        figures.update(
-            produced=len(expected),
-            duplicates=sum(1 for c in both.values() if c > 1),
-            missing=len(expected - set(both)),
-            unexpected=len(set(both) - expected),
-            per_app={app.name: sum(app.records().values()) for app in apps},
-        )
-        figures["ok"] = figures["duplicates"] == figures["missing"] == figures["unexpected"] == 0
+        figures.update(_verdict(args, manifest, apps, survivor))
         return figures
     finally:
         workload.stop()
         for app in apps:
             if app.proc.poll() is None:
                 app.kill()
+
+
+def _handover(args, base: Path, apps: list[App], figures: dict) -> App:
+    """The first, the giver, stopped for good by SIGTERM; the second reads on."""
+    first, second = apps
+    figures["giver_in_flight_at_stop"] = stop_in_flight(first, second, kill=False)
+    return second
+
+
+def _faults(args, base: Path, apps: list[App], figures: dict) -> App:
+    """A taker killed -9 for good; the giver stopped by SIGTERM and restarted; the
+    other giver killed -9 for good. The first reads on."""
+    first, second = apps
+    figures["taker_in_flight_at_kill"] = stop_in_flight(second, first, kill=True)  # the first takes its partitions back
+    third = App("third", args, base, "committed")
+    apps.append(third)
+    wait_for(third.has_rows, "the third application's rows", first, third)
+    figures["giver_in_flight_at_stop"] = stop_in_flight(first, third, kill=False)  # the third takes everything
+    before = max(first.planned(), default=-1)
+    first.start()  # from its checkpoint location: the replay of its batch in flight, then new batches
+    wait_for(lambda: first.last_committed() > before, "a new batch of the restarted first application", first, third)
+    figures["giver_in_flight_at_kill"] = stop_in_flight(third, first, kill=True)  # the first takes everything
+    return first
+
+
+def _verdict(args, manifest, apps: list[App], survivor: App) -> dict:
+    """Every produced record in the union of the outputs, once and with its value,
+    and the group's commits at the end of every partition (``survivor`` reads on)."""
+    from cr_consumer.testing.kafka_util import committed_offsets
+
+    expected = {(p, o, v) for (_t, p), values in manifest.values.items() for o, v in values.items()}
+    ends = {p: o + 1 for (_t, p), o in manifest.last_offsets().items()}
+
+    def union() -> collections.Counter:
+        return sum((app.records() for app in apps), collections.Counter())
+
+    wait_for(lambda: set(union()) >= expected, "every record in the outputs", survivor, period_s=2.0)
+    committed: dict[int, int] = {}
+
+    def at_end() -> bool:
+        committed.clear()
+        committed.update(committed_offsets(args.bootstrap, args.group, args.topic))
+        return committed == ends
+
+    with contextlib.suppress(TimeoutError):  # the verdict says where the commits stopped
+        wait_for(at_end, "the commits", survivor, timeout_s=60)
+    outputs = union()
+    figures = {
+        "produced": len(expected),
+        "duplicates": sum(1 for c in outputs.values() if c > 1),
+        "missing": len(expected - set(outputs)),
+        "unexpected": len(set(outputs) - expected),
+        "committed": committed,
+        "ends": ends,
+        "per_app": {app.name: sum(app.records().values()) for app in apps},
+    }
+    figures["ok"] = figures["duplicates"] == figures["missing"] == figures["unexpected"] == 0 and committed == ends
+    return figures
 
 
 def cmd_scenario(args) -> int:
@@ -329,7 +399,7 @@ def cmd_scenario(args) -> int:
     ):
         args.bootstrap, args.coordinator = broker.bootstrap, coord.endpoint
         args.topic, args.group = create_topic(args.bootstrap, unique_name("handover"), 4), unique_name("handover")
-        result = run_scenario(args, base, kill=args.kill, alone_s=10.0)
+        result = run_scenario(args, base, faults=args.faults, alone_s=10.0)
     print(json.dumps(result), flush=True)
     print("EXACTLY ONCE: OK" if result["ok"] else f"EXACTLY ONCE: FAILED (logs in {base})")
     return 0 if result["ok"] else 1
@@ -364,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     scenario.add_argument("--bootstrap", default=None, help="a running cluster (default: an embedded broker)")
     scenario.add_argument("--workdir", default=None)
     scenario.add_argument("--rate", type=float, default=150.0, help="records/s produced throughout")
-    scenario.add_argument("--kill", action="store_true", help="kill -9 a taker, then the giver (else SIGTERM)")
+    scenario.add_argument("--faults", action="store_true", help="three applications, three stops (else the handover)")
     for p in (run, scenario):
         add_load_arguments(p)
     args = parser.parse_args(argv)

@@ -1,7 +1,9 @@
-"""Every basic drill scenario end to end: a real coordinator process, real member
-processes (`crkafka member`), the session's broker; the output verified
-independently. Small scale so that all of them together stay within ~3 minutes.
-The untimely-fault scenarios: test_drill_faults.py."""
+"""The basic drill scenarios that change no membership end to end: a real
+coordinator process, real member processes (`crkafka member`), the session's
+broker; the output verified independently. Small scale. The membership and
+coordinator scenarios (kill-member, add-member, remove-member,
+kill-coordinator, reset-storm) run at a steady input in
+test_drill_cooperative.py; the untimely-fault scenarios in test_drill_faults.py."""
 
 from __future__ import annotations
 
@@ -15,24 +17,24 @@ import pytest
 from cr_consumer.drill.config import BASIC_SCENARIOS, DrillConfig
 from cr_consumer.drill.scenarios import run_drill
 
-from support.drill import SMALL, assert_exactly_once
+from support.drill import SMALL, STEADY_INPUT_SCENARIOS, assert_exactly_once
 
 SEEDS = {name: 100 + i for i, name in enumerate(BASIC_SCENARIOS)}
-#: Faults that need no region reset under cooperative rebalancing.
-RESET_FREE = ("remove-member", "new-topic")
+#: The basic scenarios run here; poison runs through the CLI (below).
+SCENARIOS = [s for s in BASIC_SCENARIOS if s != "poison" and s not in STEADY_INPUT_SCENARIOS]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", [s for s in BASIC_SCENARIOS if s != "poison"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_drill_scenario_exactly_once(scenario, bootstrap, tmp_path):
     report = run_drill(DrillConfig(scenario=scenario, bootstrap=bootstrap, out=tmp_path, seed=SEEDS[scenario], **SMALL))
     assert_exactly_once(report)
     assert report["faults"]
     assert report["faults"][0]["fault"] == scenario
-    # the start-up reset and at least one caused by the fault; with cooperative
-    # rebalancing (the default) a graceful leave before its checkpoint answer and
-    # a new topic's partitions reset nobody (docs/region.md)
-    assert report["resets"] >= (1 if scenario in RESET_FREE else 2)
+    # the start-up reset, and one the fault caused unless it needs none: with
+    # cooperative rebalancing (the default) a new topic's partitions reset
+    # nobody (docs/region.md)
+    assert report["resets"] >= (1 if scenario == "new-topic" else 2)
     if scenario == "new-topic":
         assert any("-new" in (f.get("topic") or "") for f in report["faults"])
         assert report["produced"] > SMALL["messages"]

@@ -5,6 +5,10 @@ from __future__ import annotations
 # Small scale: 2 members, 4 partitions, 4,000 records produced at 1,500/s after
 # a 5 % warm-up, so the fault lands while records are flowing.
 SMALL = dict(members=2, partitions=4, messages=4000, rate=1500.0, timeout_s=75.0, session_timeout_ms=6000)
+#: The basic scenarios tests/drill/test_drill_cooperative.py runs, at a steady input
+#: long enough for the rebalances to happen while records flow; the other basic
+#: scenarios run at SMALL scale in tests/drill/test_drill_scenarios.py.
+STEADY_INPUT_SCENARIOS = ("add-member", "kill-coordinator", "kill-member", "remove-member", "reset-storm")
 
 
 def assert_exactly_once(report: dict) -> None:
