@@ -46,7 +46,8 @@ from coordinator.protocol.wire.errors import (
     TooLarge,
     UnknownType,
 )
-from coordinator.server.api import DEFERRED, Handler, M, MessageClass, Request, Route, route
+from coordinator.protocol.wire.protocol import MessageClass
+from coordinator.server.api import DEFERRED, Handler, M, Request, Route, route
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.http import CoordinatorMetrics
 

@@ -14,7 +14,7 @@ bound and failure behaviour.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
@@ -39,6 +39,7 @@ from coordinator.protocol.wire.envelope import (
     request_id,
     valid_id,
 )
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
     MAX_CLAIMS,
     MAX_CONTRIBUTORS,
@@ -89,14 +90,21 @@ __all__ = [
     "FieldsBody",
     "GetInitialOffsets",
     "Members",
+    "MembersReply",
     "MergeCheckpoint",
+    "MergeReply",
+    "MessageClass",
     "OffsetClaim",
     "OffsetMap",
+    "OffsetsReply",
     "Ping",
+    "PingReply",
     "PutInitialOffsets",
     "Register",
     "RequestId",
+    "ResetPendingReply",
     "RetireCheckpoint",
+    "RetireReply",
     "SetResetPending",
     "Status",
     "Unregister",
@@ -112,9 +120,6 @@ __all__ = [
     "encode_offsets",
     "encode_prepared",
     "json_depth_exceeds",
-    "members_reply",
-    "merge_reply",
-    "offsets_reply",
     "opt_bool",
     "opt_int",
     "opt_name",
@@ -130,6 +135,17 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- requests
+
+M_co = TypeVar("M_co", covariant=True)
+
+
+class MessageClass(Protocol[M_co]):
+    """A message class (a request's, decoded by the server; a reply's, decoded
+    by the client): ``from_body`` validates every field of a received body and
+    returns the message, or raises `coordinator.protocol.wire.errors.Invalid`
+    naming the bad field."""
+
+    def from_body(self, body: Mapping[str, Any], /) -> M_co: ...
 
 
 @attrs.frozen
@@ -267,20 +283,109 @@ class SetResetPending(FieldsBody):
 
 
 # --------------------------------------------------------------------------- replies
-# Reply bodies are small; they are built and read with these helpers so both
-# sides agree on the field names.
+# Each reply is built by its service, encoded with ``to_body`` at the wire
+# boundary (`coordinator.server.api.route`) and decoded by the client with
+# ``from_body``, which validates every field like a request's.
 
 
-def members_reply(members: list[str], region_index: int | None) -> dict[str, Any]:
-    return {"members": list(members), "region_index": region_index}
+@attrs.frozen
+class PingReply:
+    """``ping_reply``: the server's wall clock and the protocol version it speaks."""
+
+    time: float
+    version: int
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PingReply:
+        value = body.get("time")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Invalid(f"field 'time' must be a number, got {value!r:.40}")
+        return cls(float(value), req_int(body, "version"))
 
 
-def offsets_reply(offsets: Mapping[tuple[str, int], int]) -> dict[str, Any]:
-    return {"offsets": encode_offsets(offsets)}
+@attrs.frozen
+class MembersReply:
+    """The reply to ``register``, ``unregister`` and ``members``: the group's
+    registered names and its region index."""
+
+    members: list[str]
+    region_index: int | None
+
+    def to_body(self) -> dict[str, Any]:
+        return {"members": list(self.members), "region_index": self.region_index}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> MembersReply:
+        names = body.get("members")
+        if not isinstance(names, list):
+            raise Invalid("field 'members' must be a list of names")
+        return cls([check_name(n, f"members[{i}]") for i, n in enumerate(names)], opt_int(body, "region_index"))
 
 
-def merge_reply(offsets: Mapping[tuple[str, int], int], contributors: list[str]) -> dict[str, Any]:
-    return {"offsets": encode_offsets(offsets), "contributors": sorted(contributors)}
+@attrs.frozen
+class OffsetsReply:
+    """The reply to ``put_initial_offsets`` and ``get_initial_offsets``: the
+    effective control variables."""
+
+    offsets: OffsetMap
+
+    def to_body(self) -> dict[str, Any]:
+        return {"offsets": encode_offsets(self.offsets)}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> OffsetsReply:
+        return cls(decode_offsets(body.get("offsets")))
+
+
+@attrs.frozen
+class MergeReply:
+    """``merge_checkpoint_reply``: the merged map and who contributed (sorted)."""
+
+    offsets: OffsetMap
+    contributors: list[str]
+
+    def to_body(self) -> dict[str, Any]:
+        return {"offsets": encode_offsets(self.offsets), "contributors": sorted(self.contributors)}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> MergeReply:
+        names = body.get("contributors")
+        if not isinstance(names, list):
+            raise Invalid("field 'contributors' must be a list of names")
+        return cls(
+            decode_offsets(body.get("offsets")), [check_name(n, f"contributors[{i}]") for i, n in enumerate(names)]
+        )
+
+
+@attrs.frozen
+class RetireReply:
+    """``retire_checkpoint_reply``: how many merges were dropped."""
+
+    dropped: int
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RetireReply:
+        return cls(req_int(body, "dropped"))
+
+
+@attrs.frozen
+class ResetPendingReply:
+    """``set_reset_pending_reply``: the flag's value before this request set it."""
+
+    previous: bool
+
+    def to_body(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ResetPendingReply:
+        return cls(req_bool(body, "previous"))
 
 
 #: Built-in request types (services register their own handlers for them).

@@ -95,7 +95,7 @@ def test_client_raises_too_large_for_an_oversized_request(coordinator):
         with pytest.raises(UnknownType) as info:
             c.request("frobnicate", {})
         assert info.value.code.value == "UNKNOWN_TYPE"
-        assert c.ping()["version"] == protocol.PROTOCOL_VERSION
+        assert c.ping().version == protocol.PROTOCOL_VERSION
 
 
 def test_garbage_flood_does_not_stall_another_client(coordinator, names):
