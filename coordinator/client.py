@@ -50,7 +50,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import tenacity
 import zmq
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, protocol
 from coordinator.protocol.wire.errors import (
     CoordinatorError,
     CoordinatorUnavailable,
@@ -227,7 +227,7 @@ class CoordinatorClient:
                     if left <= 0:
                         raise _NoReply()
                     payload = body(left) if callable(body) else body
-                    frame = protocol.encode(msg_type, payload, rid)
+                    frame = envelope.encode(msg_type, payload, rid)
                     return self._try(frame, rid, min(self.try_timeout, left))
         except _NoReply:
             raise CoordinatorUnavailable(
@@ -264,11 +264,11 @@ class CoordinatorClient:
                 raise _NoReply()
             raw = sock.recv()
             try:
-                env = protocol.decode(raw, protocol.MAX_REPLY_DEPTH)
-            except protocol.BadEnvelope as bad:
+                env = envelope.decode(raw, envelope.MAX_REPLY_DEPTH)
+            except envelope.BadEnvelope as bad:
                 log.warning("dropped an undecodable frame from the coordinator: %s", bad)
                 continue
-            if env.type == protocol.ERROR_TYPE:
+            if env.type == envelope.ERROR_TYPE:
                 # id null: the server could not read our id (e.g. TOO_LARGE); one
                 # request is outstanding per socket, so it is ours.
                 if env.id not in (rid, None):

@@ -62,8 +62,7 @@ import zmq
 
 from coordinator import security
 from coordinator.protocol.common.osutil import WakePipe
-from coordinator.protocol.wire import protocol
-from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
+from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.protocol.wire.protocol import MessageClass
 from coordinator.server.api import CurveServerConfig, Handler, M, ReplyMessage, Request, ServerStore, Service, Timer
@@ -116,7 +115,7 @@ class CoordinatorServer:
         store: ServerStore,
         bind: str,
         *,
-        max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         curve: CurveServerConfig | None = None,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         metrics: CoordinatorMetrics | None = None,

@@ -53,7 +53,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import fields, protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
 from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics
@@ -73,19 +73,19 @@ class _Pending:
     key: MergeKey
     n: int
     created: float
-    contributions: dict[str, protocol.OffsetMap] = attrs.field(factory=dict)
+    contributions: dict[str, fields.OffsetMap] = attrs.field(factory=dict)
     waiters: dict[str, tuple[Request, Timer]] = attrs.field(factory=dict)
     sizes: dict[str, int] = attrs.field(factory=dict)  # estimated bytes per contribution
 
 
-def contribution_bytes(offsets: protocol.OffsetMap) -> int:
+def contribution_bytes(offsets: fields.OffsetMap) -> int:
     """Estimated memory of one contribution held by a pending merge."""
     return MERGE_ENTRY_BYTES * len(offsets) + sum([len(t) for t, _ in offsets])
 
 
-def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.OffsetMap, int]:
+def merge_maps(contributions: dict[str, fields.OffsetMap]) -> tuple[fields.OffsetMap, int]:
     """Union of the maps; on a conflict the minimum offset. Returns (merged, conflicts)."""
-    merged: protocol.OffsetMap = {}
+    merged: fields.OffsetMap = {}
     conflicts = 0
     for offsets in contributions.values():
         for tp, off in offsets.items():

@@ -1,10 +1,9 @@
-"""Wire protocol of the coordinator: the request messages and reply bodies.
+"""Wire protocol of the coordinator: the request messages and their replies.
 
 The envelope (framing, bounds, encode/decode) is
 `coordinator.protocol.wire.envelope`, the field checks
 `coordinator.protocol.wire.fields`, the error codes
-`coordinator.protocol.wire.errors`; this module re-exports the first two so
-that callers use one name, ``protocol``. Each message is a frozen attrs class
+`coordinator.protocol.wire.errors`. Each message is a frozen attrs class
 with ``TYPE``, ``to_body()`` and ``from_body(body)``; ``from_body`` validates
 every field and raises :class:`coordinator.protocol.wire.errors.Invalid` naming
 it. docs/protocol.md is the reference of the envelope, every message, reply,
@@ -18,119 +17,42 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
-from coordinator.protocol.wire.envelope import (
-    DEFAULT_MAX_FRAME_BYTES,
-    ERROR_TYPE,
-    MAX_ID_LEN,
-    MAX_REPLY_DEPTH,
-    MAX_REQUEST_DEPTH,
-    MAX_TYPE_LEN,
-    PROTOCOL_VERSION,
-    BadEnvelope,
-    Envelope,
-    RequestId,
-    decode,
-    encode,
-    encode_body,
-    encode_error,
-    encode_prepared,
-    json_depth_exceeds,
-    reply_type,
-    request_id,
-    valid_id,
-)
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
-    MAX_CLAIMS,
     MAX_CONTRIBUTORS,
     MAX_INT,
-    MAX_NAME_LEN,
-    MAX_OFFSET,
-    MAX_PARTITION,
-    MAX_TEXT_LEN,
     MAX_TIMEOUT_MS,
     FieldsBody,
-    OffsetClaim,
     OffsetMap,
-    check_int,
     check_name,
-    check_offsets,
-    decode_offset_claims,
     decode_offsets,
     encode_offsets,
-    opt_bool,
     opt_int,
     opt_name,
-    opt_text,
     req_bool,
     req_int,
     req_str,
-    safe_text,
 )
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
-    "ERROR_TYPE",
-    "MAX_CLAIMS",
-    "MAX_CONTRIBUTORS",
-    "MAX_ID_LEN",
-    "MAX_INT",
-    "MAX_NAME_LEN",
-    "MAX_OFFSET",
-    "MAX_PARTITION",
-    "MAX_REPLY_DEPTH",
-    "MAX_REQUEST_DEPTH",
-    "MAX_TEXT_LEN",
-    "MAX_TIMEOUT_MS",
-    "MAX_TYPE_LEN",
-    "PROTOCOL_VERSION",
     "REQUESTS",
-    "BadEnvelope",
-    "Envelope",
-    "FieldsBody",
     "GetInitialOffsets",
     "Members",
     "MembersReply",
     "MergeCheckpoint",
     "MergeReply",
     "MessageClass",
-    "OffsetClaim",
-    "OffsetMap",
     "OffsetsReply",
     "Ping",
     "PingReply",
     "PutInitialOffsets",
     "Register",
-    "RequestId",
     "ResetPendingReply",
     "RetireCheckpoint",
     "RetireReply",
     "SetResetPending",
     "Status",
     "Unregister",
-    "check_int",
-    "check_name",
-    "check_offsets",
-    "decode",
-    "decode_offset_claims",
-    "decode_offsets",
-    "encode",
-    "encode_body",
-    "encode_error",
-    "encode_offsets",
-    "encode_prepared",
-    "json_depth_exceeds",
-    "opt_bool",
-    "opt_int",
-    "opt_name",
-    "opt_text",
-    "reply_type",
-    "req_bool",
-    "req_int",
-    "req_str",
-    "request_id",
-    "safe_text",
-    "valid_id",
 ]
 
 

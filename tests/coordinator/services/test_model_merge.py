@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.server.api import DEFERRED, ReplyMessage, Request, Timer
 from coordinator.server.limits import LimitCounter, Limits
@@ -174,7 +174,7 @@ class MergeMachine(RuleBasedStateMachine):
                 "attempt": attempt,
                 "n_contributors": n,
                 "operator": op,
-                "offsets": protocol.encode_offsets(offsets),
+                "offsets": fields.encode_offsets(offsets),
                 "timeout_ms": timeout_ms,
             },
         )
