@@ -210,15 +210,19 @@ class SetResetPending(FieldsBody):
 # ``from_body``, which validates every field like a request's.
 
 
+def _names(body: Mapping[str, Any], name: str) -> list[str]:
+    value = body.get(name)
+    if not isinstance(value, list):
+        raise Invalid(f"field {name!r} must be a list of names")
+    return [check_name(n, f"{name}[{i}]") for i, n in enumerate(value)]
+
+
 @attrs.frozen
-class PingReply:
+class PingReply(FieldsBody):
     """``ping_reply``: the server's wall clock and the protocol version it speaks."""
 
     time: float
     version: int
-
-    def to_body(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PingReply:
@@ -229,22 +233,16 @@ class PingReply:
 
 
 @attrs.frozen
-class MembersReply:
+class MembersReply(FieldsBody):
     """The reply to ``register``, ``unregister`` and ``members``: the group's
     registered names and its region index."""
 
     members: list[str]
     region_index: int | None
 
-    def to_body(self) -> dict[str, Any]:
-        return {"members": list(self.members), "region_index": self.region_index}
-
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> MembersReply:
-        names = body.get("members")
-        if not isinstance(names, list):
-            raise Invalid("field 'members' must be a list of names")
-        return cls([check_name(n, f"members[{i}]") for i, n in enumerate(names)], opt_int(body, "region_index"))
+        return cls(_names(body, "members"), opt_int(body, "region_index"))
 
 
 @attrs.frozen
@@ -274,22 +272,14 @@ class MergeReply:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> MergeReply:
-        names = body.get("contributors")
-        if not isinstance(names, list):
-            raise Invalid("field 'contributors' must be a list of names")
-        return cls(
-            decode_offsets(body.get("offsets")), [check_name(n, f"contributors[{i}]") for i, n in enumerate(names)]
-        )
+        return cls(decode_offsets(body.get("offsets")), _names(body, "contributors"))
 
 
 @attrs.frozen
-class RetireReply:
+class RetireReply(FieldsBody):
     """``retire_checkpoint_reply``: how many merges were dropped."""
 
     dropped: int
-
-    def to_body(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RetireReply:
@@ -297,13 +287,10 @@ class RetireReply:
 
 
 @attrs.frozen
-class ResetPendingReply:
+class ResetPendingReply(FieldsBody):
     """``set_reset_pending_reply``: the flag's value before this request set it."""
 
     previous: bool
-
-    def to_body(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResetPendingReply:
