@@ -302,7 +302,7 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     jobs = []
 
     def held(self, out):
-        jobs.append(self)
+        jobs.append((self, self.copied_upto))  # the job and where its catch-up starts
         original(self, out)
         snapshot_written.set()
         assert gate.wait(30), "test did not release the compaction"
@@ -336,7 +336,8 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     while not store.maybe_compact():
         assert time.monotonic() < deadline
     assert store.stats()["compactions"] == 1
-    assert jobs[0].copied_upto > jobs[0].start_offset  # the background catch-up copied records
+    job, start = jobs[0]
+    assert job.copied_upto > start  # the background catch-up copied records
     store.put_initial_offsets("after-switch", {("t", 0): 2})
     store.sync()
     store = _reopen(store)
