@@ -9,7 +9,7 @@ there, each `ServerApi` call is documented on it):
 1. A handler (``add_handler``) gets the `Request` and the message its
    `MessageClass` decoded (``from_body`` validates, raising ``Invalid``), and
    returns a reply body, a typed reply (``to_body``, encoded by `route`) or
-   :data:`DEFERRED` to answer later (``reply``, ``reply_error``); a
+   :data:`DEFERRED` to answer later (``reply_many``, ``reply_error``); a
    :class:`~coordinator.protocol.wire.errors.CoordinatorError` it raises is the
    error reply.
 2. A service that appends to ``server.store`` calls ``mark_dirty()``: the batch
@@ -45,7 +45,7 @@ class Deferred(enum.Enum):
     DEFERRED = "deferred"
 
 
-#: What a handler returns when it will answer later (``ServerApi.reply``/``reply_error``).
+#: What a handler returns when it will answer later (``ServerApi.reply_many``/``reply_error``).
 DEFERRED = Deferred.DEFERRED
 
 
@@ -62,7 +62,7 @@ class Request:
 class ReplyMessage(Protocol):
     """A typed reply (``coordinator/protocol/wire/protocol.py``,
     ``coordinator/protocol/region/replies.py``): `route` and the deferred
-    ``reply`` encode it with ``to_body`` at the wire boundary."""
+    ``reply_many`` encode it with ``to_body`` at the wire boundary."""
 
     def to_body(self) -> dict[str, Any]: ...
 
@@ -230,12 +230,8 @@ class ServerApi(Protocol):
         """The caller appended to the store: sync before the next replies go out."""
         ...
 
-    def reply(self, req: Request, reply: ReplyMessage) -> None:
-        """Answer a DEFERRED request once."""
-        ...
-
     def reply_many(self, reqs: list[Request], reply: ReplyMessage) -> None:
-        """The same reply to several requests of one type, encoded once."""
+        """Answer DEFERRED requests of one type once each, the same reply encoded once."""
         ...
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:

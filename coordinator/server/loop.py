@@ -168,9 +168,6 @@ class CoordinatorServer:
         """The store was appended to: sync before the next replies go out."""
         self._commit.mark_dirty()
 
-    def reply(self, req: Request, reply: ReplyMessage) -> None:
-        self._commit.reply(req, reply.to_body())
-
     def reply_many(self, reqs: list[Request], reply: ReplyMessage) -> None:
         """The same reply to several requests (of one type), encoded once (merge completion)."""
         self._commit.reply_many(reqs, reply.to_body())
