@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, protocol
 from coordinator.store.state_store import StateStore
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=7)
     args = parser.parse_args()
     offsets = {(f"topic-{i % 7}", i): i for i in range(args.entries)}
-    frame = protocol.encode(
+    frame = envelope.encode(
         "put_initial_offsets", protocol.PutInitialOffsets(group="g", offsets=offsets).to_body(), "r"
     )
     steps: dict[str, list[float]] = {"baseline json.loads": [], "decode": [], "validate": [], "store+fsync": []}
@@ -41,7 +41,7 @@ def main() -> None:
             t0 = time.perf_counter()
             json.loads(frame)
             t1 = time.perf_counter()
-            env = protocol.decode(frame)
+            env = envelope.decode(frame)
             t2 = time.perf_counter()
             msg = protocol.PutInitialOffsets.from_body(env.body)
             t3 = time.perf_counter()

@@ -45,18 +45,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import tenacity
 import zmq
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, protocol
 from coordinator.protocol.wire.errors import (
     CoordinatorError,
     CoordinatorUnavailable,
     LoadInProgress,
     error_for_code,
 )
+from coordinator.protocol.wire.fields import MAX_TIMEOUT_MS, check_offsets
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,18 @@ MAX_TIMEOUT_S = 86_400.0
 BACKOFF_INITIAL_S = 0.02
 BACKOFF_MAX_S = 1.0
 BACKOFF_JITTER_S = 0.05
+
+
+#: The reply a call decodes.
+R = TypeVar("R")
+
+
+class _Request(Protocol):
+    """A request message (``coordinator/protocol/wire/protocol.py``)."""
+
+    TYPE: ClassVar[str]
+
+    def to_body(self) -> dict[str, Any]: ...
 
 
 class _NoReply(Exception):
@@ -214,7 +227,7 @@ class CoordinatorClient:
                     if left <= 0:
                         raise _NoReply()
                     payload = body(left) if callable(body) else body
-                    frame = protocol.encode(msg_type, payload, rid)
+                    frame = envelope.encode(msg_type, payload, rid)
                     return self._try(frame, rid, min(self.try_timeout, left))
         except _NoReply:
             raise CoordinatorUnavailable(
@@ -251,11 +264,11 @@ class CoordinatorClient:
                 raise _NoReply()
             raw = sock.recv()
             try:
-                env = protocol.decode(raw, protocol.MAX_REPLY_DEPTH)
-            except protocol.BadEnvelope as bad:
+                env = envelope.decode(raw, envelope.MAX_REPLY_DEPTH)
+            except envelope.BadEnvelope as bad:
                 log.warning("dropped an undecodable frame from the coordinator: %s", bad)
                 continue
-            if env.type == protocol.ERROR_TYPE:
+            if env.type == envelope.ERROR_TYPE:
                 # id null: the server could not read our id (e.g. TOO_LARGE); one
                 # request is outstanding per socket, so it is ours.
                 if env.id not in (rid, None):
@@ -270,41 +283,41 @@ class CoordinatorClient:
 
     # ------------------------------------------------------------------ operations
 
-    def ping(self, timeout: float | None = None) -> dict[str, Any]:
-        return self.request(protocol.Ping.TYPE, {}, timeout)
+    def _call(self, msg: _Request, reply_cls: protocol.MessageClass[R], timeout: float | None = None) -> R:
+        """Send ``msg`` and decode its reply with ``reply_cls`` (Invalid naming the
+        field when the reply does not validate)."""
+        return reply_cls.from_body(self.request(msg.TYPE, msg.to_body(), timeout))
+
+    def ping(self, timeout: float | None = None) -> protocol.PingReply:
+        return self._call(protocol.Ping(), protocol.PingReply, timeout)
 
     def status(self, timeout: float | None = None) -> dict[str, Any]:
         return self.request(protocol.Status.TYPE, {}, timeout)
 
     def register(self, group_id: str, region_index: int, operator_name: str) -> list[str]:
-        msg = protocol.Register(group_id, region_index, operator_name)
-        protocol.Register.from_body(msg.to_body())
-        return list(self.request(msg.TYPE, msg.to_body())["members"])
+        return self._call(protocol.Register(group_id, region_index, operator_name), protocol.MembersReply).members
 
     def unregister(self, group_id: str, operator_name: str) -> list[str]:
-        msg = protocol.Unregister(group_id, operator_name)
-        return list(self.request(msg.TYPE, msg.to_body())["members"])
+        return self._call(protocol.Unregister(group_id, operator_name), protocol.MembersReply).members
 
     def members(self, group_id: str, operator: str | None = None, seq: int | None = None) -> list[str]:
         """Registered names. ``operator``: the caller's own name (renews its lease);
         ``seq``: a checkpoint id, answered with the list fixed for it (see registry.py)."""
-        msg = protocol.Members(group_id, operator, seq)
-        protocol.Members.from_body(msg.to_body())
-        return list(self.request(msg.TYPE, msg.to_body())["members"])
+        return self._call(protocol.Members(group_id, operator, seq), protocol.MembersReply).members
 
     def put_initial_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Put-if-absent each entry; returns the effective value of every given entry."""
-        items = list(protocol.check_offsets(offsets).items())
+        # Checked whole before the first chunk goes: a bad entry in a later chunk
+        # must not leave the earlier chunks stored.
+        items = list(check_offsets(offsets).items())
         out: dict[tuple[str, int], int] = {}
         for i in range(0, max(len(items), 1), PUT_CHUNK):
             msg = protocol.PutInitialOffsets(group_id, dict(items[i : i + PUT_CHUNK]))
-            reply = self.request(msg.TYPE, msg.to_body())
-            out.update(protocol.decode_offsets(reply["offsets"]))
+            out.update(self._call(msg, protocol.OffsetsReply).offsets)
         return out
 
     def get_initial_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
-        reply = self.request(protocol.GetInitialOffsets.TYPE, {"group": group_id})
-        return protocol.decode_offsets(reply["offsets"])
+        return self._call(protocol.GetInitialOffsets(group_id), protocol.OffsetsReply).offsets
 
     def merge_checkpoint(
         self,
@@ -321,30 +334,27 @@ class CoordinatorClient:
         Raises MergeTimeout (code TIMEOUT) when the other contributions did not
         arrive within ``timeout`` seconds, MergeRetired when the checkpoint was retired.
         """
-        if not 0 < timeout <= protocol.MAX_TIMEOUT_MS / 1000:
-            raise ValueError(f"merge timeout must be in (0, {protocol.MAX_TIMEOUT_MS / 1000:g}] seconds, got {timeout}")
+        if not 0 < timeout <= MAX_TIMEOUT_MS / 1000:
+            raise ValueError(f"merge timeout must be in (0, {MAX_TIMEOUT_MS / 1000:g}] seconds, got {timeout}")
         base = protocol.MergeCheckpoint(
-            group_id, seq, attempt, n_contributors, operator_name, protocol.check_offsets(offsets), 1
+            group_id, seq, attempt, n_contributors, operator_name, dict(offsets), 1
         ).to_body()
-        protocol.MergeCheckpoint.from_body(base)
         merge_deadline = time.monotonic() + timeout
 
         def body(_left: float) -> dict[str, Any]:
-            ms = min(protocol.MAX_TIMEOUT_MS, max(1, int((merge_deadline - time.monotonic()) * 1000)))
+            ms = min(MAX_TIMEOUT_MS, max(1, int((merge_deadline - time.monotonic()) * 1000)))
             return {**base, "timeout_ms": ms}
 
         reply = self.request(protocol.MergeCheckpoint.TYPE, body, timeout + MERGE_GRACE_S)
-        return protocol.decode_offsets(reply["offsets"])
+        return protocol.MergeReply.from_body(reply).offsets
 
     def retire_checkpoint(self, group_id: str, seq: int) -> int:
         """Drop every merge of the group with sequence id <= seq; returns how many."""
-        msg = protocol.RetireCheckpoint(group_id, seq)
-        protocol.RetireCheckpoint.from_body(msg.to_body())
-        return int(self.request(msg.TYPE, msg.to_body())["dropped"])
+        return self._call(protocol.RetireCheckpoint(group_id, seq), protocol.RetireReply).dropped
 
     def set_reset_pending(self, group_id: str, value: bool) -> bool:
         """Atomically set the group's reset-pending flag; returns the previous value."""
-        return bool(self.request(protocol.SetResetPending.TYPE, {"group": group_id, "value": bool(value)})["previous"])
+        return self._call(protocol.SetResetPending(group_id, value), protocol.ResetPendingReply).previous
 
 
 __all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable"]

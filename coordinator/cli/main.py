@@ -55,8 +55,7 @@ from coordinator.protocol import curve_keys
 from coordinator.protocol.common.cli_types import bounded_int, duration
 from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
-from coordinator.protocol.wire import protocol
-from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
+from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.region.service import RegionControllerService
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.connections import (
@@ -118,10 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-frame-bytes",
         type=bounded_int(MIN_FRAME_LIMIT_BYTES, MAX_FRAME_LIMIT_BYTES),
-        default=protocol.DEFAULT_MAX_FRAME_BYTES,
+        default=DEFAULT_MAX_FRAME_BYTES,
         metavar="N",
         help=f"largest request parsed; larger ones get TOO_LARGE ({MIN_FRAME_LIMIT_BYTES}..{MAX_FRAME_LIMIT_BYTES}, "
-        f"default {protocol.DEFAULT_MAX_FRAME_BYTES})",
+        f"default {DEFAULT_MAX_FRAME_BYTES})",
     )
     p.add_argument(
         "--expire-interval",

@@ -9,7 +9,7 @@ there, each `ServerApi` call is documented on it):
 1. A handler (``add_handler``) gets the `Request` and the message its
    `MessageClass` decoded (``from_body`` validates, raising ``Invalid``), and
    returns a reply body, a typed reply (``to_body``, encoded by `route`) or
-   :data:`DEFERRED` to answer later (``reply``, ``reply_error``); a
+   :data:`DEFERRED` to answer later (``reply_many``, ``reply_error``); a
    :class:`~coordinator.protocol.wire.errors.CoordinatorError` it raises is the
    error reply.
 2. A service that appends to ``server.store`` calls ``mark_dirty()``: the batch
@@ -29,6 +29,7 @@ import attrs
 
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CoordinatorError
+from coordinator.protocol.wire.protocol import MessageClass
 from coordinator.server.limits import LimitCounter, Limits
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class Deferred(enum.Enum):
     DEFERRED = "deferred"
 
 
-#: What a handler returns when it will answer later (``ServerApi.reply``/``reply_error``).
+#: What a handler returns when it will answer later (``ServerApi.reply_many``/``reply_error``).
 DEFERRED = Deferred.DEFERRED
 
 
@@ -59,8 +60,9 @@ class Request:
 
 
 class ReplyMessage(Protocol):
-    """A typed reply (``coordinator/protocol/region/replies.py``): `route`
-    encodes it with ``to_body`` at the wire boundary."""
+    """A typed reply (``coordinator/protocol/wire/protocol.py``,
+    ``coordinator/protocol/region/replies.py``): `route` and the deferred
+    ``reply_many`` encode it with ``to_body`` at the wire boundary."""
 
     def to_body(self) -> dict[str, Any]: ...
 
@@ -73,16 +75,6 @@ Reply = Body | ReplyMessage
 
 #: The request message a handler takes.
 M = TypeVar("M")
-M_co = TypeVar("M_co", covariant=True)
-
-
-class MessageClass(Protocol[M_co]):
-    """A request message class (``protocol.Register``, ``RegionJoin``, ...):
-    ``from_body`` validates every field of a received body and returns the
-    message, or raises `coordinator.protocol.wire.errors.Invalid` naming the bad
-    field."""
-
-    def from_body(self, body: Mapping[str, Any], /) -> M_co: ...
 
 
 #: ``handler(req, msg)``: ``msg`` is the message its class decoded from the
@@ -238,12 +230,8 @@ class ServerApi(Protocol):
         """The caller appended to the store: sync before the next replies go out."""
         ...
 
-    def reply(self, req: Request, body: dict[str, Any]) -> None:
-        """Answer a DEFERRED request once (`body` JSON-encodable)."""
-        ...
-
-    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
-        """The same body to several requests of one type, encoded once."""
+    def reply_many(self, reqs: list[Request], reply: ReplyMessage) -> None:
+        """Answer DEFERRED requests of one type once each, the same reply encoded once."""
         ...
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:

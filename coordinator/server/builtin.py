@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, protocol
 from coordinator.server.api import Request, ServerApi, Service
 
 
@@ -25,8 +25,8 @@ class BuiltinService(Service):
         server.add_handler(protocol.Ping.TYPE, protocol.Ping, self._on_ping)
         server.add_handler(protocol.Status.TYPE, protocol.Status, self._on_status)
 
-    def _on_ping(self, req: Request, msg: protocol.Ping) -> dict[str, Any]:
-        return {"time": time.time(), "version": protocol.PROTOCOL_VERSION}
+    def _on_ping(self, req: Request, msg: protocol.Ping) -> protocol.PingReply:
+        return protocol.PingReply(time.time(), envelope.PROTOCOL_VERSION)
 
     def _on_status(self, req: Request, msg: protocol.Status) -> dict[str, Any]:
         return self.server.status_snapshot()

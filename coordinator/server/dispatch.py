@@ -14,7 +14,7 @@ messages are in `coordinator.protocol.wire.protocol`):
    (ZeroMQ itself drops a connection whose frame exceeds
    ``HARD_FRAME_FACTOR`` times that, see `coordinator.server.loop`.)
 3. A valid envelope (strict UTF-8, nesting at most
-   ``protocol.MAX_REQUEST_DEPTH``, no lone surrogate, a JSON object with
+   ``envelope.MAX_REQUEST_DEPTH``, no lone surrogate, a JSON object with
    protocol version, id, type): else ``MALFORMED`` or ``UNSUPPORTED_VERSION``,
    with the request id if a valid one could be read.
 4. While the store is loading: ``LOAD_IN_PROGRESS`` (clients retry with
@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope
 from coordinator.protocol.wire.errors import (
     CoordinatorError,
     InternalError,
@@ -46,7 +46,8 @@ from coordinator.protocol.wire.errors import (
     TooLarge,
     UnknownType,
 )
-from coordinator.server.api import DEFERRED, Handler, M, MessageClass, Request, Route, route
+from coordinator.protocol.wire.protocol import MessageClass
+from coordinator.server.api import DEFERRED, Handler, M, Request, Route, route
 from coordinator.server.group_commit import GroupCommit
 from coordinator.server.http import CoordinatorMetrics
 
@@ -87,8 +88,8 @@ class Dispatcher:
             )
             return
         try:
-            env = protocol.decode(payload)
-        except protocol.BadEnvelope as bad:
+            env = envelope.decode(payload)
+        except envelope.BadEnvelope as bad:
             self._reject(identity, bad.request_id, bad.error)
             return
         entry = self._handlers.get(env.type)
@@ -112,7 +113,7 @@ class Dispatcher:
         if result is not DEFERRED:
             self._commit.reply(req, result)
 
-    def _reject(self, identity: bytes, request_id: protocol.RequestId, err: CoordinatorError) -> None:
+    def _reject(self, identity: bytes, request_id: envelope.RequestId, err: CoordinatorError) -> None:
         self._count_request("malformed")
         log.warning("rejected a frame from %s: %s", identity.hex(), err)
         self._commit.reject(identity, request_id, err)

@@ -43,7 +43,7 @@ from typing import Any
 
 import zmq
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope
 from coordinator.protocol.wire.errors import CoordinatorError, ErrorCode
 from coordinator.server.api import Request, ServerStore
 from coordinator.server.http import CoordinatorMetrics
@@ -66,7 +66,7 @@ class GroupCommit:
 
     def reply(self, req: Request, body: dict[str, Any]) -> None:
         try:
-            frame = protocol.encode(protocol.reply_type(req.type), body, req.id)
+            frame = envelope.encode(envelope.reply_type(req.type), body, req.id)
         except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
             log.exception("the reply to %s request %r cannot be encoded", req.type, req.id)
             self._unencodable(req.identity, req.id)
@@ -78,8 +78,8 @@ class GroupCommit:
         if not reqs:
             return
         try:
-            body_json = protocol.encode_body(body)
-            frames = [protocol.encode_prepared(protocol.reply_type(req.type), body_json, req.id) for req in reqs]
+            body_json = envelope.encode_body(body)
+            frames = [envelope.encode_prepared(envelope.reply_type(req.type), body_json, req.id) for req in reqs]
         except (ValueError, TypeError, RecursionError):
             log.exception("a reply to %d %s requests cannot be encoded", len(reqs), reqs[0].type)
             for req in reqs:
@@ -90,12 +90,12 @@ class GroupCommit:
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
         self.reject(req.identity, req.id, err)
 
-    def reject(self, identity: bytes, request_id: protocol.RequestId, err: CoordinatorError) -> None:
+    def reject(self, identity: bytes, request_id: envelope.RequestId, err: CoordinatorError) -> None:
         """An error reply to a frame that may not even have a request id (None)."""
         if self.metrics is not None:
             self.metrics.count_error(err.code.value)
         try:
-            frame = protocol.encode_error(err.code, err.message, request_id)
+            frame = envelope.encode_error(err.code, err.message, request_id)
         except (ValueError, TypeError, RecursionError):
             log.exception("the %s error reply to request %r cannot be encoded", err.code.value, request_id)
             self._unencodable(identity, request_id)
@@ -104,19 +104,19 @@ class GroupCommit:
 
     def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
         try:
-            frame = protocol.encode(msg_type, body, None)
+            frame = envelope.encode(msg_type, body, None)
         except (ValueError, TypeError, RecursionError):
             log.exception("a %s push to %s cannot be encoded; dropped", msg_type, identity.hex())
             return
         self._outbox.append((identity, frame))
 
-    def _unencodable(self, identity: bytes, request_id: protocol.RequestId) -> None:
+    def _unencodable(self, identity: bytes, request_id: envelope.RequestId) -> None:
         """INTERNAL for a reply that could not be encoded; the id too if it is the problem."""
         message = "the reply could not be encoded (logged by the coordinator)"
         try:
-            frame = protocol.encode_error(ErrorCode.INTERNAL, message, request_id)
+            frame = envelope.encode_error(ErrorCode.INTERNAL, message, request_id)
         except (ValueError, TypeError, RecursionError):
-            frame = protocol.encode_error(ErrorCode.INTERNAL, message, None)
+            frame = envelope.encode_error(ErrorCode.INTERNAL, message, None)
         self._outbox.append((identity, frame))
 
     # ---- step 3-6: commit, then send ---------------------------------------------------
@@ -142,10 +142,10 @@ class GroupCommit:
         failed = []
         for identity, frame in self._outbox:
             try:
-                rid = protocol.decode(frame, protocol.MAX_REPLY_DEPTH).id
-            except protocol.BadEnvelope:
+                rid = envelope.decode(frame, envelope.MAX_REPLY_DEPTH).id
+            except envelope.BadEnvelope:
                 rid = None
-            failed.append((identity, protocol.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))
+            failed.append((identity, envelope.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))
         self._outbox = failed
 
     def _send(self, sock: zmq.Socket[bytes]) -> None:

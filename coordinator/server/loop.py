@@ -62,10 +62,10 @@ import zmq
 
 from coordinator import security
 from coordinator.protocol.common.osutil import WakePipe
-from coordinator.protocol.wire import protocol
-from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
+from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.protocol.wire.errors import CoordinatorError
-from coordinator.server.api import CurveServerConfig, Handler, M, MessageClass, Request, ServerStore, Service, Timer
+from coordinator.protocol.wire.protocol import MessageClass
+from coordinator.server.api import CurveServerConfig, Handler, M, ReplyMessage, Request, ServerStore, Service, Timer
 from coordinator.server.builtin import BuiltinService
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
@@ -115,7 +115,7 @@ class CoordinatorServer:
         store: ServerStore,
         bind: str,
         *,
-        max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         curve: CurveServerConfig | None = None,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         metrics: CoordinatorMetrics | None = None,
@@ -168,12 +168,9 @@ class CoordinatorServer:
         """The store was appended to: sync before the next replies go out."""
         self._commit.mark_dirty()
 
-    def reply(self, req: Request, body: dict[str, Any]) -> None:
-        self._commit.reply(req, body)
-
-    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
-        """The same body to several requests (of one type), encoded once (merge completion)."""
-        self._commit.reply_many(reqs, body)
+    def reply_many(self, reqs: list[Request], reply: ReplyMessage) -> None:
+        """The same reply to several requests (of one type), encoded once (merge completion)."""
+        self._commit.reply_many(reqs, reply.to_body())
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
         self._commit.reply_error(req, err)

@@ -53,7 +53,7 @@ from typing import Any
 
 import attrs
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import fields, protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
 from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics
@@ -73,19 +73,19 @@ class _Pending:
     key: MergeKey
     n: int
     created: float
-    contributions: dict[str, protocol.OffsetMap] = attrs.field(factory=dict)
+    contributions: dict[str, fields.OffsetMap] = attrs.field(factory=dict)
     waiters: dict[str, tuple[Request, Timer]] = attrs.field(factory=dict)
     sizes: dict[str, int] = attrs.field(factory=dict)  # estimated bytes per contribution
 
 
-def contribution_bytes(offsets: protocol.OffsetMap) -> int:
+def contribution_bytes(offsets: fields.OffsetMap) -> int:
     """Estimated memory of one contribution held by a pending merge."""
     return MERGE_ENTRY_BYTES * len(offsets) + sum([len(t) for t, _ in offsets])
 
 
-def merge_maps(contributions: dict[str, protocol.OffsetMap]) -> tuple[protocol.OffsetMap, int]:
+def merge_maps(contributions: dict[str, fields.OffsetMap]) -> tuple[fields.OffsetMap, int]:
     """Union of the maps; on a conflict the minimum offset. Returns (merged, conflicts)."""
-    merged: protocol.OffsetMap = {}
+    merged: fields.OffsetMap = {}
     conflicts = 0
     for offsets in contributions.values():
         for tp, off in offsets.items():
@@ -103,9 +103,7 @@ class MergeService(Service):
     def __init__(self, registry: RegistryService) -> None:
         self._registry = registry
         self._pending: dict[MergeKey, _Pending] = {}
-        self._completed: collections.OrderedDict[MergeKey, tuple[protocol.OffsetMap, list[str]]] = (
-            collections.OrderedDict()
-        )
+        self._completed: collections.OrderedDict[MergeKey, protocol.MergeReply] = collections.OrderedDict()
         self._retired: dict[str, int] = {}
         self._pending_bytes = 0
         self.completed_total = 0
@@ -128,12 +126,12 @@ class MergeService(Service):
         key: MergeKey = (msg.group, msg.seq, msg.attempt)
         done = self._completed.get(key)
         if done is not None:
-            if msg.operator not in done[1]:
+            if msg.operator not in done.contributors:
                 raise MergeClosed(
-                    f"merge {key} completed with contributors {done[1][:20]} without {msg.operator!r}; "
+                    f"merge {key} completed with contributors {done.contributors[:20]} without {msg.operator!r}; "
                     f"its map does not cover this member's partitions: reset again with a new attempt"
                 )
-            return protocol.merge_reply(done[0], done[1])
+            return done
         self._check_contributors(msg)
         pending = self._pending.get(key)
         size, replaced = self._check_room(key, msg, pending)
@@ -214,12 +212,12 @@ class MergeService(Service):
             log.warning(
                 "merge %s: %d partitions reported by several members; kept the minimum offset", pending.key, conflicts
             )
-        body = protocol.merge_reply(merged, names)
+        reply = protocol.MergeReply(merged, names)
         for _, timer in pending.waiters.values():
             timer.cancel()
-        server.reply_many([req for req, _ in pending.waiters.values()] + [last], body)
+        server.reply_many([req for req, _ in pending.waiters.values()] + [last], reply)
         self._drop_pending(pending.key)
-        self._completed[pending.key] = (merged, names)
+        self._completed[pending.key] = reply
         if len(self._completed) > COMPLETED_KEEP:
             self._completed.popitem(last=False)
         self.completed_total += 1
@@ -247,11 +245,11 @@ class MergeService(Service):
             self._drop_pending(key)
             log.warning("merge %s dropped: every contributor timed out (%d of %d)", key, len(have), pending.n)
 
-    def _on_retire(self, req: Request, msg: protocol.RetireCheckpoint) -> dict[str, Any]:
+    def _on_retire(self, req: Request, msg: protocol.RetireCheckpoint) -> protocol.RetireReply:
         # Only registered groups keep a watermark (a merge needs a registered member
         # anyway), so the map holds at most one entry per group.
         if self._registry.store.region_index(msg.group) is None:
-            return {"dropped": 0}
+            return protocol.RetireReply(0)
         self.server.store.touch(msg.group)  # retention activity
         self._retired[msg.group] = max(msg.seq, self._retired.get(msg.group, -1))
         if len(self._retired) > self.server.limits.max_groups:
@@ -268,7 +266,7 @@ class MergeService(Service):
         for key in [k for k in self._completed if k[0] == msg.group and k[1] <= msg.seq]:
             del self._completed[key]
             dropped += 1
-        return {"dropped": dropped}
+        return protocol.RetireReply(dropped)
 
     # ------------------------------------------------------------------ observability
 

@@ -143,7 +143,7 @@ class RegistryService(Service):
                 "max_groups", f"the coordinator holds {held} groups (limit {limit}); group {group!r} not created"
             )
 
-    def _on_register(self, req: Request, msg: protocol.Register) -> dict[str, Any]:
+    def _on_register(self, req: Request, msg: protocol.Register) -> protocol.MembersReply:
         members = self.store.members(msg.group)
         if msg.operator not in members:
             self.check_new_group(msg.group)
@@ -166,16 +166,16 @@ class RegistryService(Service):
         self.store.touch(msg.group)
         self.renew(msg.group, msg.operator)
         self.server.mark_dirty()
-        return protocol.members_reply(names, msg.region_index)
+        return protocol.MembersReply(names, msg.region_index)
 
-    def _on_unregister(self, req: Request, msg: protocol.Unregister) -> dict[str, Any]:
+    def _on_unregister(self, req: Request, msg: protocol.Unregister) -> protocol.MembersReply:
         index = self.require_group(msg.group)
         names = self.store.unregister_member(msg.group, msg.operator)
         self._leases.pop((msg.group, msg.operator), None)
         self.server.mark_dirty()
-        return protocol.members_reply(names, index)
+        return protocol.MembersReply(names, index)
 
-    def _on_members(self, req: Request, msg: protocol.Members) -> dict[str, Any]:
+    def _on_members(self, req: Request, msg: protocol.Members) -> protocol.MembersReply:
         index = self.require_group(msg.group)
         names = self.store.members(msg.group)
         if msg.operator is not None and msg.operator in names:
@@ -192,7 +192,7 @@ class RegistryService(Service):
                 while len(lists) > SEQ_LISTS_KEPT:
                     lists.popitem(last=False)
             names = fixed
-        return protocol.members_reply(names, index)
+        return protocol.MembersReply(names, index)
 
     def fixed_members(self, group: str, seq: int) -> list[str] | None:
         """The member list fixed for checkpoint ``seq`` (see ``members``), or None."""
@@ -209,10 +209,10 @@ class RegistryService(Service):
         if not lists:
             del self._seq_lists[group]
 
-    def _on_set_reset_pending(self, req: Request, msg: protocol.SetResetPending) -> dict[str, Any]:
+    def _on_set_reset_pending(self, req: Request, msg: protocol.SetResetPending) -> protocol.ResetPendingReply:
         key = (msg.group, req.id)
         if req.id is not None and key in self._answers:
-            return {"previous": self._answers[key]}
+            return protocol.ResetPendingReply(self._answers[key])
         self.require_group(msg.group)
         previous = self._reset_pending.get(msg.group, False)
         self._reset_pending[msg.group] = msg.value
@@ -226,7 +226,7 @@ class RegistryService(Service):
             while len(self._answers) > DEDUP_ENTRIES or self._answers_bytes > DEDUP_BYTES:
                 old, _ = self._answers.popitem(last=False)
                 self._answers_bytes -= _answer_bytes(old)
-        return {"previous": previous}
+        return protocol.ResetPendingReply(previous)
 
     def status(self) -> dict[str, Any]:
         groups = sorted(self.store.groups())
@@ -255,7 +255,7 @@ class ControlVariablesService(Service):
         server.add_handler(protocol.PutInitialOffsets.TYPE, protocol.PutInitialOffsets, self._on_put)
         server.add_handler(protocol.GetInitialOffsets.TYPE, protocol.GetInitialOffsets, self._on_get)
 
-    def _on_put(self, req: Request, msg: protocol.PutInitialOffsets) -> dict[str, Any]:
+    def _on_put(self, req: Request, msg: protocol.PutInitialOffsets) -> protocol.OffsetsReply:
         store = self.server.store
         self._check_limits(msg)
         try:
@@ -264,7 +264,7 @@ class ControlVariablesService(Service):
             raise Invalid(str(exc)) from None
         store.touch(msg.group)
         self.server.mark_dirty()
-        return protocol.offsets_reply(effective)
+        return protocol.OffsetsReply(effective)
 
     def _check_limits(self, msg: protocol.PutInitialOffsets) -> None:
         """LIMIT_EXCEEDED (nothing stored) for a new group beyond max_groups or a
@@ -285,7 +285,7 @@ class ControlVariablesService(Service):
                 f"group {msg.group!r} holds {held} control variables; {new} more would exceed the limit of {limit}",
             )
 
-    def _on_get(self, req: Request, msg: protocol.GetInitialOffsets) -> dict[str, Any]:
+    def _on_get(self, req: Request, msg: protocol.GetInitialOffsets) -> protocol.OffsetsReply:
         store = self.server.store
         store.touch(msg.group)  # a read is activity too (retention counts idleness)
-        return protocol.offsets_reply(store.get_initial_offsets(msg.group))
+        return protocol.OffsetsReply(store.get_initial_offsets(msg.group))

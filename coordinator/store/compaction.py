@@ -88,7 +88,6 @@ class Compaction:
     def __init__(self, seglog: SegmentLog, snap: StoreSnapshot, start: int, batch_entries: int) -> None:
         self._seglog = seglog
         self._snap = snap
-        self.start_offset = start
         self.copied_upto = start
         self.batch_entries = batch_entries
         self.entries_written = 0  # keyed entries in the snapshot part

@@ -60,8 +60,7 @@ from typing import Any
 
 from coordinator.protocol.common.partitions import partition_label
 from coordinator.store import records
-from coordinator.store.compaction import Compaction
-from coordinator.store.control_table import ABSENT, MAX_OFFSET, ControlTable
+from coordinator.store.control_table import ABSENT, MAX_OFFSET
 from coordinator.store.log.segment import SegmentLog
 from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
 from coordinator.store.replay import LoadReport, Replay
@@ -162,18 +161,6 @@ class StateStore:
         self._load_seconds = report.seconds
         self.loaded = True
         return report
-
-    # Views of the tables for tests and tools that check the store's invariants.
-    @property
-    def _control(self) -> ControlTable:
-        return self._tables.control
-
-    @property
-    def _activity(self) -> dict[str, float]:
-        return self._tables.activity
-
-    def _known_groups(self) -> set[str]:
-        return self._tables.known_groups()
 
     # ---- writing -----------------------------------------------------------------
     def _ready(self) -> None:
@@ -352,14 +339,6 @@ class StateStore:
         """Compact now and wait for it (tests, benchmarks, operator tools)."""
         self._ready()
         self._maintenance.compact(timeout)
-
-    @property
-    def _compaction(self) -> Compaction | None:
-        """The running compaction, if any (tests wait for it)."""
-        return self._maintenance.compaction
-
-    def _join_deleter(self) -> None:
-        self._maintenance.join_deleter()
 
     def stats(self) -> dict[str, Any]:
         tables, counters = self._tables, self._counters

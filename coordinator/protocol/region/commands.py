@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 
 #: Envelope type of every pushed command.
@@ -40,7 +40,7 @@ COMMAND_TYPE = "region_command"
 COMMAND_VERSION = 1
 #: Most member names a reset command may carry (the checkpoint's members): the
 #: same bound as the contributors of a merge.
-MAX_COMMAND_MEMBERS = protocol.MAX_CONTRIBUTORS
+MAX_COMMAND_MEMBERS = fields.MAX_CONTRIBUTORS
 
 #: ``[[topic, partition, next offset], ...]``, as everywhere on the wire (a checkpoint
 #: ack's, built from the same type by the member, is ``[[topic, partition, from, to], ...]``).
@@ -60,22 +60,22 @@ class CommandKind(str, enum.Enum):
 
 
 def _seq(body: Mapping[str, Any], name: str = "seq") -> int:
-    return protocol.req_int(body, name)
+    return fields.req_int(body, name)
 
 
 def _offsets(body: Mapping[str, Any], name: str = "offsets") -> OffsetList:
-    return protocol.encode_offsets(protocol.decode_offsets(body.get(name), name))
+    return fields.encode_offsets(fields.decode_offsets(body.get(name), name))
 
 
 def _members(body: Mapping[str, Any]) -> list[str]:
     value = body.get("members")
     if not isinstance(value, list) or len(value) > MAX_COMMAND_MEMBERS:
         raise Invalid(f"field 'members' must be a list of at most {MAX_COMMAND_MEMBERS} member names")
-    return [protocol.check_name(m, f"members[{i}]") for i, m in enumerate(value)]
+    return [fields.check_name(m, f"members[{i}]") for i, m in enumerate(value)]
 
 
 @attrs.frozen
-class _Command(protocol.FieldsBody):
+class _Command(fields.FieldsBody):
     """A command's body: ``cmd``, then its fields."""
 
     KIND: ClassVar[CommandKind]
@@ -121,7 +121,7 @@ class Resume(_Command):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Resume:
-        return cls(protocol.opt_int(body, "complete"), None if body.get("offsets") is None else _offsets(body))
+        return cls(fields.opt_int(body, "complete"), None if body.get("offsets") is None else _offsets(body))
 
 
 @attrs.frozen
@@ -157,10 +157,10 @@ class Reset(_Command):
         seq = _seq(body)
         if "own" not in body:
             raise Invalid("field 'own' is required (a checkpoint id or null)")
-        own = protocol.opt_int(body, "own")
+        own = fields.opt_int(body, "own")
         if own is not None and own > seq:
             raise Invalid(f"field 'own' ({own}) must not be after the reset's checkpoint {seq}")
-        return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own, protocol.opt_bool(body, "rejoin"))
+        return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own, fields.opt_bool(body, "rejoin"))
 
 
 @attrs.frozen
@@ -174,7 +174,7 @@ class ResetToInitial(_Command):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResetToInitial:
-        return cls(_seq(body, "attempt"), protocol.opt_bool(body, "rejoin"))
+        return cls(_seq(body, "attempt"), fields.opt_bool(body, "rejoin"))
 
 
 @attrs.frozen
@@ -186,7 +186,7 @@ class Failed(_Command):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Failed:
-        return cls(protocol.opt_text(body, "reason") or "no reason given")
+        return cls(fields.opt_text(body, "reason") or "no reason given")
 
 
 RegionCommand = Drain | Checkpoint | Resume | Retire | Reset | ResetToInitial | Failed
@@ -226,7 +226,7 @@ def decode_command(body: Any) -> AddressedCommand:
         raise Invalid(
             f"field 'cmd' must be one of {[k.value for k in CommandKind]}, got {body.get('cmd')!r:.40}"
         ) from None
-    return AddressedCommand(protocol.req_str(body, "region"), _CLASSES[kind].from_body(body))
+    return AddressedCommand(fields.req_str(body, "region"), _CLASSES[kind].from_body(body))
 
 
 __all__ = [

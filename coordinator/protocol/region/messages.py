@@ -1,8 +1,8 @@
 """The region controller's wire messages (member -> controller; the commands the
 controller pushes back are in ``commands.py``), as frozen attrs
 classes with ``from_body`` validation: a bad field is an ``INVALID`` error reply
-naming it. Every field is bounded: names as in :func:`coordinator.protocol.wire.protocol.check_name`,
-integers to their ranges, free text cut and escaped (:func:`coordinator.protocol.wire.protocol.opt_text`),
+naming it. Every field is bounded: names as in :func:`coordinator.protocol.wire.fields.check_name`,
+integers to their ranges, free text cut and escaped (:func:`coordinator.protocol.wire.fields.opt_text`),
 and every region config setting to its type and range (`RegionConfig`). The protocol itself (who sends what, when) is described in
 ``coordinator/region/service.py`` and docs/region.md.
 """
@@ -17,7 +17,7 @@ import attrs
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport, decode_or_reason
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 
 #: Kafka's generation id is an int32 (-1 before the first join).
@@ -28,7 +28,7 @@ MAX_PID = _INT32_MAX
 
 def _speaker(body: Mapping[str, Any]) -> tuple[str, str, str]:
     """Who speaks: the region, the member and its incarnation, every member request's first fields."""
-    return protocol.req_str(body, "region"), protocol.req_str(body, "member"), protocol.req_str(body, "incarnation")
+    return fields.req_str(body, "region"), fields.req_str(body, "member"), fields.req_str(body, "incarnation")
 
 
 def check_region_config(value: Any) -> dict[str, Any]:
@@ -64,10 +64,10 @@ class RegionJoin:
         config = check_region_config(body.get("config"))
         return cls(
             *_speaker(body),
-            protocol.opt_int(body, "pid", MAX_PID),
+            fields.opt_int(body, "pid", MAX_PID),
             config,
-            protocol.opt_text(body, "host"),
-            protocol.opt_bool(body, "replace"),
+            fields.opt_text(body, "host"),
+            fields.opt_bool(body, "replace"),
         )
 
 
@@ -139,8 +139,8 @@ class RegionAck:
     ok: bool
     error: str | None
     #: A checkpoint answer's claims: ``[topic, partition, from, to]`` per partition its
-    #: source holds (``protocol.decode_offset_claims``; checked by coordinator/region/continuity.py).
-    offsets: list[protocol.OffsetClaim] | None
+    #: source holds (``fields.decode_offset_claims``; checked by coordinator/region/continuity.py).
+    offsets: list[fields.OffsetClaim] | None
     rebalance: bool = False
 
     #: The commands a member answers.
@@ -151,22 +151,22 @@ class RegionAck:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionAck:
-        name = protocol.req_str(body, "command")
+        name = fields.req_str(body, "command")
         command = next((kind for kind in cls.ACKED if kind.value == name), None)
         if command is None:
             raise Invalid(f"field 'command' must be drain, checkpoint or reset, got {name!r}")
         offsets = body.get("offsets")
         if offsets is not None:
-            offsets = protocol.decode_offset_claims(offsets)
+            offsets = fields.decode_offset_claims(offsets)
         return cls(
             *_speaker(body),
             command,
-            protocol.opt_int(body, "seq"),
-            protocol.opt_int(body, "attempt"),
-            protocol.req_bool(body, "ok"),
-            protocol.opt_text(body, "error"),
+            fields.opt_int(body, "seq"),
+            fields.opt_int(body, "attempt"),
+            fields.req_bool(body, "ok"),
+            fields.opt_text(body, "error"),
             offsets,
-            protocol.opt_bool(body, "rebalance"),
+            fields.opt_bool(body, "rebalance"),
         )
 
 
@@ -186,8 +186,8 @@ class RegionResetRequest:
     def from_body(cls, body: Mapping[str, Any]) -> RegionResetRequest:
         return cls(
             *_speaker(body),
-            protocol.req_bool(body, "force"),
-            protocol.opt_text(body, "reason") or "",
+            fields.req_bool(body, "force"),
+            fields.opt_text(body, "reason") or "",
         )
 
 
@@ -201,7 +201,7 @@ class RegionStatusRequest:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionStatusRequest:
-        return cls(protocol.opt_name(body, "region"))
+        return cls(fields.opt_name(body, "region"))
 
 
 #: What a member sends its region controller (over its control channel, ``cr_consumer/runtime/member/control.py``).

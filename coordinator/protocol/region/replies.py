@@ -34,9 +34,9 @@ import attrs
 
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import MAX_PID
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope
 from coordinator.protocol.wire.errors import ErrorCode, Invalid
-from coordinator.protocol.wire.fields import opt_int, opt_name, req_enum, req_object
+from coordinator.protocol.wire.fields import opt_int, opt_name, opt_text, req_enum, req_object, req_str
 
 
 class RegionPhase(str, enum.Enum):
@@ -84,9 +84,7 @@ class Predecessor:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Predecessor:
-        return cls(
-            protocol.req_str(body, "incarnation"), opt_int(body, "pid", MAX_PID), opt_name(body, "kafka_member_id")
-        )
+        return cls(req_str(body, "incarnation"), opt_int(body, "pid", MAX_PID), opt_name(body, "kafka_member_id"))
 
 
 @attrs.frozen
@@ -106,9 +104,9 @@ class NameHolder:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> NameHolder:
         return cls(
-            protocol.req_str(body, "incarnation"),
+            req_str(body, "incarnation"),
             opt_int(body, "pid", MAX_PID),
-            protocol.opt_text(body, "host"),
+            opt_text(body, "host"),
             _seconds(body, "silent_s"),
         )
 
@@ -158,15 +156,15 @@ class RegionJoinReply:
         predecessor = (
             None if body.get("predecessor") is None else Predecessor.from_body(req_object(body, "predecessor"))
         )
-        reason = protocol.opt_text(body, "refused")
+        reason = opt_text(body, "refused")
         refused = None if reason is None else JoinRefusal(reason, NameHolder.from_body(req_object(body, "holder")))
         return cls(
-            protocol.req_str(body, "region"),
+            req_str(body, "region"),
             req_enum(RegionPhase, body, "phase"),
             opt_int(body, "last_consistent"),
             config,
             predecessor,
-            protocol.opt_text(body, "failed_reason"),
+            opt_text(body, "failed_reason"),
             refused,
         )
 
@@ -214,7 +212,7 @@ class RegionTriggerReply:
         return cls(
             req_enum(RegionPhase, body, "phase"),
             req_enum(TriggerAnswer, body, "trigger"),
-            protocol.opt_text(body, "reason") or "",
+            opt_text(body, "reason") or "",
         )
 
 
@@ -247,14 +245,14 @@ class ErrorReply:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ErrorReply:
-        return cls(req_enum(ErrorCode, body, "code"), protocol.opt_text(body, "message") or "")
+        return cls(req_enum(ErrorCode, body, "code"), opt_text(body, "message") or "")
 
 
 RegionReply = RegionJoinReply | RegionPhaseReply | RegionTriggerReply | RegionLeaveReply
 
 #: The reply class of each member request type, by the reply's envelope type.
 REPLY_CLASSES: dict[str, type[RegionReply]] = {
-    protocol.reply_type(request): cls
+    envelope.reply_type(request): cls
     for request, cls in (
         ("region_join", RegionJoinReply),
         ("region_heartbeat", RegionHeartbeatReply),
@@ -270,7 +268,7 @@ def decode_reply(envelope_type: str, body: Mapping[str, Any]) -> RegionReply | E
     """An answer (envelope ``envelope_type``, ``body``) to a member's request,
     fully validated; raises Invalid naming the field, or for an envelope type
     that is no answer to a member's request."""
-    if envelope_type == protocol.ERROR_TYPE:
+    if envelope_type == envelope.ERROR_TYPE:
         return ErrorReply.from_body(body)
     cls = REPLY_CLASSES.get(envelope_type)
     if cls is None:

@@ -1,4 +1,4 @@
 """The coordinator's wire format: the request/reply envelope (``envelope``), the field
-checks (``fields``), the messages (``protocol``, which re-exports the other two) and the
+checks (``fields``), the messages and their replies (``protocol``) and the
 error codes (``errors``). Shared by the server, its services and the client.
 """

@@ -1,8 +1,7 @@
 """Field checks of the wire protocol: names, integers, free text and offset maps.
 
 Every message's ``from_body`` (`coordinator.protocol.wire.protocol`,
-`coordinator.protocol.region.messages`) validates its body with these, and the client
-checks what it sends with the same rules. Each check raises
+`coordinator.protocol.region.messages`) validates its body with these. Each check raises
 :class:`~coordinator.protocol.wire.errors.Invalid` naming the field. Each bound below
 says which failure it prevents.
 """
@@ -198,7 +197,7 @@ def _explain_entry(name: str, i: int, t: Any, p: Any, o: Any) -> None:
 
 
 def check_offsets(offsets: Mapping[tuple[str, int], int], name: str = "offsets") -> OffsetMap:
-    """Validate a caller's map before it is sent (same rules as decode_offsets)."""
+    """A caller's map validated whole before it is sent in chunks (same rules as decode_offsets)."""
     return decode_offsets([[t, p, o] for (t, p), o in dict(offsets).items()], name)
 
 

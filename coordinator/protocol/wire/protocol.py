@@ -1,10 +1,9 @@
-"""Wire protocol of the coordinator: the request messages and reply bodies.
+"""Wire protocol of the coordinator: the request messages and their replies.
 
 The envelope (framing, bounds, encode/decode) is
 `coordinator.protocol.wire.envelope`, the field checks
 `coordinator.protocol.wire.fields`, the error codes
-`coordinator.protocol.wire.errors`; this module re-exports the first two so
-that callers use one name, ``protocol``. Each message is a frozen attrs class
+`coordinator.protocol.wire.errors`. Each message is a frozen attrs class
 with ``TYPE``, ``to_body()`` and ``from_body(body)``; ``from_body`` validates
 every field and raises :class:`coordinator.protocol.wire.errors.Invalid` naming
 it. docs/protocol.md is the reference of the envelope, every message, reply,
@@ -14,122 +13,61 @@ bound and failure behaviour.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
-from coordinator.protocol.wire.envelope import (
-    DEFAULT_MAX_FRAME_BYTES,
-    ERROR_TYPE,
-    MAX_ID_LEN,
-    MAX_REPLY_DEPTH,
-    MAX_REQUEST_DEPTH,
-    MAX_TYPE_LEN,
-    PROTOCOL_VERSION,
-    BadEnvelope,
-    Envelope,
-    RequestId,
-    decode,
-    encode,
-    encode_body,
-    encode_error,
-    encode_prepared,
-    json_depth_exceeds,
-    reply_type,
-    request_id,
-    valid_id,
-)
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
-    MAX_CLAIMS,
     MAX_CONTRIBUTORS,
     MAX_INT,
-    MAX_NAME_LEN,
-    MAX_OFFSET,
-    MAX_PARTITION,
-    MAX_TEXT_LEN,
     MAX_TIMEOUT_MS,
     FieldsBody,
-    OffsetClaim,
     OffsetMap,
-    check_int,
     check_name,
-    check_offsets,
-    decode_offset_claims,
     decode_offsets,
     encode_offsets,
-    opt_bool,
     opt_int,
     opt_name,
-    opt_text,
     req_bool,
     req_int,
     req_str,
-    safe_text,
 )
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
-    "ERROR_TYPE",
-    "MAX_CLAIMS",
-    "MAX_CONTRIBUTORS",
-    "MAX_ID_LEN",
-    "MAX_INT",
-    "MAX_NAME_LEN",
-    "MAX_OFFSET",
-    "MAX_PARTITION",
-    "MAX_REPLY_DEPTH",
-    "MAX_REQUEST_DEPTH",
-    "MAX_TEXT_LEN",
-    "MAX_TIMEOUT_MS",
-    "MAX_TYPE_LEN",
-    "PROTOCOL_VERSION",
     "REQUESTS",
-    "BadEnvelope",
-    "Envelope",
-    "FieldsBody",
     "GetInitialOffsets",
     "Members",
+    "MembersReply",
     "MergeCheckpoint",
-    "OffsetClaim",
-    "OffsetMap",
+    "MergeReply",
+    "MessageClass",
+    "OffsetsReply",
     "Ping",
+    "PingReply",
     "PutInitialOffsets",
     "Register",
-    "RequestId",
+    "ResetPendingReply",
     "RetireCheckpoint",
+    "RetireReply",
     "SetResetPending",
     "Status",
     "Unregister",
-    "check_int",
-    "check_name",
-    "check_offsets",
-    "decode",
-    "decode_offset_claims",
-    "decode_offsets",
-    "encode",
-    "encode_body",
-    "encode_error",
-    "encode_offsets",
-    "encode_prepared",
-    "json_depth_exceeds",
-    "members_reply",
-    "merge_reply",
-    "offsets_reply",
-    "opt_bool",
-    "opt_int",
-    "opt_name",
-    "opt_text",
-    "reply_type",
-    "req_bool",
-    "req_int",
-    "req_str",
-    "request_id",
-    "safe_text",
-    "valid_id",
 ]
 
 
 # --------------------------------------------------------------------------- requests
+
+M_co = TypeVar("M_co", covariant=True)
+
+
+class MessageClass(Protocol[M_co]):
+    """A message class (a request's, decoded by the server; a reply's, decoded
+    by the client): ``from_body`` validates every field of a received body and
+    returns the message, or raises `coordinator.protocol.wire.errors.Invalid`
+    naming the bad field."""
+
+    def from_body(self, body: Mapping[str, Any], /) -> M_co: ...
 
 
 @attrs.frozen
@@ -267,20 +205,96 @@ class SetResetPending(FieldsBody):
 
 
 # --------------------------------------------------------------------------- replies
-# Reply bodies are small; they are built and read with these helpers so both
-# sides agree on the field names.
+# Each reply is built by its service, encoded with ``to_body`` at the wire
+# boundary (`coordinator.server.api.route`) and decoded by the client with
+# ``from_body``, which validates every field like a request's.
 
 
-def members_reply(members: list[str], region_index: int | None) -> dict[str, Any]:
-    return {"members": list(members), "region_index": region_index}
+def _names(body: Mapping[str, Any], name: str) -> list[str]:
+    value = body.get(name)
+    if not isinstance(value, list):
+        raise Invalid(f"field {name!r} must be a list of names")
+    return [check_name(n, f"{name}[{i}]") for i, n in enumerate(value)]
 
 
-def offsets_reply(offsets: Mapping[tuple[str, int], int]) -> dict[str, Any]:
-    return {"offsets": encode_offsets(offsets)}
+@attrs.frozen
+class PingReply(FieldsBody):
+    """``ping_reply``: the server's wall clock and the protocol version it speaks."""
+
+    time: float
+    version: int
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PingReply:
+        value = body.get("time")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Invalid(f"field 'time' must be a number, got {value!r:.40}")
+        return cls(float(value), req_int(body, "version"))
 
 
-def merge_reply(offsets: Mapping[tuple[str, int], int], contributors: list[str]) -> dict[str, Any]:
-    return {"offsets": encode_offsets(offsets), "contributors": sorted(contributors)}
+@attrs.frozen
+class MembersReply(FieldsBody):
+    """The reply to ``register``, ``unregister`` and ``members``: the group's
+    registered names and its region index."""
+
+    members: list[str]
+    region_index: int | None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> MembersReply:
+        return cls(_names(body, "members"), opt_int(body, "region_index"))
+
+
+@attrs.frozen
+class OffsetsReply:
+    """The reply to ``put_initial_offsets`` and ``get_initial_offsets``: the
+    effective control variables."""
+
+    offsets: OffsetMap
+
+    def to_body(self) -> dict[str, Any]:
+        return {"offsets": encode_offsets(self.offsets)}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> OffsetsReply:
+        return cls(decode_offsets(body.get("offsets")))
+
+
+@attrs.frozen
+class MergeReply:
+    """``merge_checkpoint_reply``: the merged map and who contributed (sorted)."""
+
+    offsets: OffsetMap
+    contributors: list[str]
+
+    def to_body(self) -> dict[str, Any]:
+        return {"offsets": encode_offsets(self.offsets), "contributors": sorted(self.contributors)}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> MergeReply:
+        return cls(decode_offsets(body.get("offsets")), _names(body, "contributors"))
+
+
+@attrs.frozen
+class RetireReply(FieldsBody):
+    """``retire_checkpoint_reply``: how many merges were dropped."""
+
+    dropped: int
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RetireReply:
+        return cls(req_int(body, "dropped"))
+
+
+@attrs.frozen
+class ResetPendingReply(FieldsBody):
+    """``set_reset_pending_reply``: the flag's value before this request set it."""
+
+    previous: bool
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ResetPendingReply:
+        return cls(req_bool(body, "previous"))
 
 
 #: Built-in request types (services register their own handlers for them).

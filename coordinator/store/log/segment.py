@@ -174,10 +174,6 @@ class SegmentLog:
         """Logical size: bytes in the file plus bytes appended but not yet written."""
         return self._file_end + len(self._buf)
 
-    @property
-    def pending(self) -> int:
-        return len(self._buf)
-
     def append(self, payload: bytes) -> int:
         """Frame `payload` into the buffer; returns its offset. Durable after the next sync().
 

@@ -91,7 +91,7 @@ from coordinator.protocol.region.replies import (
     TriggerAnswer,
     decode_reply,
 )
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, fields
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.join_state import JoinState
@@ -128,7 +128,7 @@ WAITERS_KEPT = 64
 #: Bound on the request types remembered for their answers; past it the oldest
 #: half is forgotten (answers lost in a coordinator restart never come).
 PENDING_KEPT = 1000
-#: Longest member-name prefix of a request id (ids are bounded: protocol.MAX_ID_LEN).
+#: Longest member-name prefix of a request id (ids are bounded: envelope.MAX_ID_LEN).
 ID_PREFIX_CHARS = 64
 
 #: An answer as a waiter gets it: the decoded reply, or None (no usable answer).
@@ -153,7 +153,7 @@ class RequestBook:
     only; not thread-safe):
 
     1. Every request gets an id (``<member>-<n>``, bounded by
-       ``protocol.MAX_ID_LEN``) and its type is remembered until its answer
+       ``envelope.MAX_ID_LEN``) and its type is remembered until its answer
        comes (at most ``PENDING_KEPT``; answers lost in a coordinator restart
        are forgotten oldest first).
     2. A request whose answer a thread waits for (the trigger) registers a
@@ -343,7 +343,7 @@ class ControlChannel:
         attempt: int | None = None,
         ok: bool = True,
         error: str | None = None,
-        offsets: list[protocol.OffsetClaim] | None = None,
+        offsets: list[fields.OffsetClaim] | None = None,
         rebalance: bool = False,
     ) -> None:
         """Answer a drain, checkpoint or reset (``command``) of checkpoint ``seq`` or
@@ -353,9 +353,7 @@ class ControlChannel:
         )
 
     def request_reset(self, *, force: bool, reason: str) -> None:
-        self._send(
-            RegionResetRequest(self.region, self.member, self.incarnation, force, reason[: protocol.MAX_TEXT_LEN])
-        )
+        self._send(RegionResetRequest(self.region, self.member, self.incarnation, force, reason[: fields.MAX_TEXT_LEN]))
 
     def trigger_reply(self, timeout: float) -> RegionTriggerReply | ErrorReply | None:
         """Operator-driven mode: ask for a checkpoint and wait for the answer; None
@@ -555,15 +553,15 @@ class ControlChannel:
     def _request(self, sock: zmq.Socket[bytes], message: MemberRequest) -> str:
         rid = self._book.new_id(message.TYPE)
         try:
-            sock.send(protocol.encode(message.TYPE, message.to_body(), rid), zmq.NOBLOCK)
+            sock.send(envelope.encode(message.TYPE, message.to_body(), rid), zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: %s not sent: the coordinator connection is congested", self.member, message.TYPE)
         return rid
 
     def _on_frame(self, raw: bytes) -> None:
         try:
-            env = protocol.decode(raw)
-        except protocol.BadEnvelope as bad:
+            env = envelope.decode(raw)
+        except envelope.BadEnvelope as bad:
             log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
             return
         if env.id is None and env.type == COMMAND_TYPE:

@@ -33,7 +33,7 @@ from coordinator.protocol.region.replies import (
     RegionTriggerReply,
     TriggerAnswer,
 )
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 
@@ -94,7 +94,7 @@ def test_every_region_reply_is_documented_with_its_wire_fields():
     assert set(REPLY_SAMPLES) <= set(documented)
     for msg_type, sample in REPLY_SAMPLES.items():
         assert sorted(documented[msg_type]) == sorted(sample.to_body()), msg_type
-        assert REPLY_CLASSES[protocol.reply_type(msg_type)] is type(sample)
+        assert REPLY_CLASSES[envelope.reply_type(msg_type)] is type(sample)
     refused = RegionJoinReply(
         "r", RegionPhase.RUNNING, 1, RegionConfig(name="r"), refused=JoinRefusal("in use", NameHolder("i", 1, "h", 0.5))
     )

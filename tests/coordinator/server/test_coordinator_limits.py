@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.region.messages import RegionAck, RegionHeartbeat, RegionJoin, check_region_config
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, fields, protocol
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.server.api import Request
 from coordinator.server.group_commit import GroupCommit
@@ -51,30 +51,30 @@ def _env(body: dict, msg_type: str = "ping", rid: object = "r") -> bytes:
     ],
 )
 def test_decode_rejects_hostile_envelopes_as_malformed(frame):
-    with pytest.raises(protocol.BadEnvelope) as info:
-        protocol.decode(frame)
+    with pytest.raises(envelope.BadEnvelope) as info:
+        envelope.decode(frame)
     assert info.value.error.code.value == "MALFORMED"
-    assert info.value.request_id is None or protocol.valid_id(info.value.request_id)
+    assert info.value.request_id is None or envelope.valid_id(info.value.request_id)
 
 
 def test_decode_accepts_nesting_up_to_the_bound_and_valid_surrogate_pairs():
     nested = {"a": [[[[[[]]]]]]}  # envelope(1) body(2) a(3) ... 8 levels
-    env = protocol.decode(_env(nested))
+    env = envelope.decode(_env(nested))
     assert env.body == nested
-    env = protocol.decode(_env({"s": "\U0001f600 [[[[[[[[[[[[ {{{{{{{{{ \\"}, rid="\U0001f600"))
+    env = envelope.decode(_env({"s": "\U0001f600 [[[[[[[[[[[[ {{{{{{{{{ \\"}, rid="\U0001f600"))
     assert env.id == "\U0001f600"
-    assert protocol.decode(_env({"d": [[[[[[[[[[]]]]]]]]]]}), protocol.MAX_REPLY_DEPTH).body
+    assert envelope.decode(_env({"d": [[[[[[[[[[]]]]]]]]]]}), envelope.MAX_REPLY_DEPTH).body
 
 
 def test_depth_measure_ignores_brackets_inside_strings():
-    assert not protocol.json_depth_exceeds(b'{"a":"[[[[[[[[[[[[[[[[[[[[\\"[[[["}', 2)
-    assert protocol.json_depth_exceeds(b'{"a":[[[]]]}', 3)
-    assert not protocol.json_depth_exceeds(b'{"a":[[[]]]}', 4)
+    assert not envelope.json_depth_exceeds(b'{"a":"[[[[[[[[[[[[[[[[[[[[\\"[[[["}', 2)
+    assert envelope.json_depth_exceeds(b'{"a":[[[]]]}', 3)
+    assert not envelope.json_depth_exceeds(b'{"a":[[[]]]}', 4)
     # escaped backslashes before a closing quote, and strings of brackets side by side
-    assert not protocol.json_depth_exceeds(b'{"a":"\\\\","b":"[[[[","c":"]]]]\\\\\\""}', 1)
-    assert protocol.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 4)
-    assert not protocol.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 5)
-    assert protocol.json_depth_exceeds(b'{"a":{"b":[{"c":[]}]}}', 4)  # mixed kinds, one level per pass
+    assert not envelope.json_depth_exceeds(b'{"a":"\\\\","b":"[[[[","c":"]]]]\\\\\\""}', 1)
+    assert envelope.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 4)
+    assert not envelope.json_depth_exceeds(b'["\\\\",["[",["]",[[]]]]]', 5)
+    assert envelope.json_depth_exceeds(b'{"a":{"b":[{"c":[]}]}}', 4)  # mixed kinds, one level per pass
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_depth_measure_agrees_with_the_parsed_depth(value, ascii_only):
     """Strings full of brackets, quotes and backslashes never change the measure."""
     frame = json.dumps(value, ensure_ascii=ascii_only).encode()
     for max_depth in range(8):
-        assert protocol.json_depth_exceeds(frame, max_depth) == (_depth(value) > max_depth)
+        assert envelope.json_depth_exceeds(frame, max_depth) == (_depth(value) > max_depth)
 
 
 def test_replies_are_always_encodable():
@@ -166,7 +166,7 @@ def test_names_with_control_characters_are_invalid(name):
     with pytest.raises(Invalid):
         protocol.Register.from_body({"group": name, "region_index": 0, "operator": "o"})
     with pytest.raises(Invalid):
-        protocol.decode_offsets([[name, 0, 0]])
+        fields.decode_offsets([[name, 0, 0]])
 
 
 @pytest.mark.parametrize(
@@ -183,11 +183,11 @@ def test_names_with_control_characters_are_invalid(name):
 )
 def test_offsets_and_partitions_are_kafka_bounded(entry):
     with pytest.raises(Invalid):
-        protocol.decode_offsets([entry])
+        fields.decode_offsets([entry])
 
 
 def test_kafka_bounds_are_accepted():
-    top = protocol.decode_offsets([["t", (1 << 31) - 1, (1 << 63) - 1]])
+    top = fields.decode_offsets([["t", (1 << 31) - 1, (1 << 63) - 1]])
     assert top == {("t", (1 << 31) - 1): (1 << 63) - 1}
 
 
@@ -220,7 +220,7 @@ def test_free_text_is_cut_and_escaped():
     assert "\n" not in ack.error
     assert "\x1b" not in ack.error
     assert ack.error.startswith("line1\\x0aFORGED\\x1b[2J")
-    assert len(ack.error) <= protocol.MAX_TEXT_LEN + 20
+    assert len(ack.error) <= fields.MAX_TEXT_LEN + 20
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from coordinator.protocol.wire import protocol
-from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES
+from coordinator.protocol.wire import fields, protocol
+from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_ID_LEN, BadEnvelope, request_id
 from coordinator.server.api import Request
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
@@ -38,11 +38,11 @@ def _replies(commit: GroupCommit) -> list[dict]:
     return [json.loads(frame) for _identity, frame in commit._outbox]
 
 
-VALID_IDS = ["r", "x" * protocol.MAX_ID_LEN, "\U0001f600", 0, protocol.MAX_INT, -protocol.MAX_INT - 1, None]
+VALID_IDS = ["r", "x" * MAX_ID_LEN, "\U0001f600", 0, fields.MAX_INT, -fields.MAX_INT - 1, None]
 INVALID_IDS = [
-    "x" * (protocol.MAX_ID_LEN + 1),
-    protocol.MAX_INT + 1,
-    -protocol.MAX_INT - 2,
+    "x" * (MAX_ID_LEN + 1),
+    fields.MAX_INT + 1,
+    -fields.MAX_INT - 2,
     True,
     1.5,
     "a\nb",
@@ -87,12 +87,12 @@ def test_a_valid_id_is_echoed_in_an_error_reply_after_the_envelope_check():
 
 @pytest.mark.parametrize("rid", VALID_IDS)
 def test_request_id_returns_a_valid_id_unchanged(rid):
-    assert protocol.request_id(rid) == rid
+    assert request_id(rid) == rid
 
 
 @pytest.mark.parametrize("rid", INVALID_IDS)
 def test_request_id_refuses_an_invalid_id_without_echoing_it(rid):
-    with pytest.raises(protocol.BadEnvelope) as info:
-        protocol.request_id(rid)
+    with pytest.raises(BadEnvelope) as info:
+        request_id(rid)
     assert info.value.request_id is None
     assert info.value.error.code.value == "MALFORMED"

@@ -37,9 +37,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import CoordinatorError
-from coordinator.server.api import DEFERRED, Request, Timer
+from coordinator.server.api import DEFERRED, ReplyMessage, Request, Timer
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import RegistryService
@@ -75,12 +75,12 @@ class ServiceHarness:
     def mark_dirty(self) -> None:
         """Durability is not under test here (no fsync per request); close() syncs."""
 
-    def reply(self, req: Request, body: dict[str, Any]) -> None:
-        self.replies.append((req, "ok", body))
+    def reply(self, req: Request, reply: ReplyMessage) -> None:
+        self.replies.append((req, "ok", reply.to_body()))
 
-    def reply_many(self, reqs: list[Request], body: dict[str, Any]) -> None:
+    def reply_many(self, reqs: list[Request], reply: ReplyMessage) -> None:
         for req in reqs:
-            self.reply(req, body)
+            self.reply(req, reply)
 
     def reply_error(self, req: Request, err: CoordinatorError) -> None:
         self.replies.append((req, err.code.value, err.message))
@@ -174,7 +174,7 @@ class MergeMachine(RuleBasedStateMachine):
                 "attempt": attempt,
                 "n_contributors": n,
                 "operator": op,
-                "offsets": protocol.encode_offsets(offsets),
+                "offsets": fields.encode_offsets(offsets),
                 "timeout_ms": timeout_ms,
             },
         )

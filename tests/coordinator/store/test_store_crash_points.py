@@ -54,12 +54,11 @@ CHILD = textwrap.dedent(
     segment.set_crash_point(crash)
     assert store.maybe_compact()  # starts the background compaction
     i = %d
-    while store._compaction is not None:  # acknowledged writes while it runs
+    while store.stats()["compaction_running"]:  # acknowledged writes while it runs
         write(i)
         i += 1
         store.maybe_compact()
     write(i)  # and after the switch
-    store._join_deleter()
     store.close()
     """
 ) % (CRASH_EXIT, GROUPS, GROUPS)

@@ -9,6 +9,7 @@ import pytest
 
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import wait_until
 from coordinator.store import compaction
 from coordinator.store.state_store import StateStore
 
@@ -65,12 +66,11 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
     monkeypatch.setattr(compaction.Compaction, "_write_snapshot", broken)
 
     def run_until_idle() -> None:
-        for _ in range(1000):
+        def settled() -> bool:
             store.maybe_compact()
-            if store._compaction is None:
-                return
-            store._compaction.done.wait(5)
-        raise AssertionError("compaction never settled")
+            return not store.stats()["compaction_running"]
+
+        wait_until(settled, 30.0, "the compaction to settle")
 
     with caplog.at_level(logging.ERROR):
         run_until_idle()

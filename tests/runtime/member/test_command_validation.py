@@ -12,17 +12,17 @@ import zmq
 from coordinator.protocol.region.commands import Drain, Failed, Reset, ResetToInitial, encode_command
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import RegionJoinReply, RegionPhase
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope
 from cr_consumer.runtime.member.control import ControlChannel
 
 REGION = RegionConfig(name="r", mode="periodic", period_s=1.0, member_timeout_s=5.0)
 TIMEOUT_MS = 10_000
 
 
-def _recv(router: zmq.Socket) -> tuple[bytes, protocol.Envelope]:
+def _recv(router: zmq.Socket) -> tuple[bytes, envelope.Envelope]:
     assert router.poll(TIMEOUT_MS), "the member sent nothing"
     identity, frame = router.recv_multipart()
-    return identity, protocol.decode(frame)
+    return identity, envelope.decode(frame)
 
 
 def _joined(router: zmq.Socket, channel: ControlChannel) -> bytes:
@@ -32,7 +32,7 @@ def _joined(router: zmq.Socket, channel: ControlChannel) -> bytes:
     while env.type != "region_join":
         identity, env = _recv(router)
     reply = RegionJoinReply("r", RegionPhase.RESETTING, None, REGION)
-    router.send_multipart([identity, protocol.encode("region_join_reply", reply.to_body(), env.id)])
+    router.send_multipart([identity, envelope.encode("region_join_reply", reply.to_body(), env.id)])
     assert channel.wait_joined(10)
     return identity
 
@@ -52,7 +52,7 @@ def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
         identity = _joined(router, channel)
 
         def push(body: dict) -> None:
-            router.send_multipart([identity, protocol.encode("region_command", body, None)])
+            router.send_multipart([identity, envelope.encode("region_command", body, None)])
 
         push({"region": "r", "cmd": "drain", "seq": 1})  # no version
         push({"v": 2, "region": "r", "cmd": "drain", "seq": 1})  # another version
@@ -82,7 +82,7 @@ def test_a_reset_with_the_rejoin_hint_calls_the_hint_first():
             ResetToInitial(2, rejoin=True),
             Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True),
         ):
-            router.send_multipart([identity, protocol.encode("region_command", encode_command("r", command), None)])
+            router.send_multipart([identity, envelope.encode("region_command", encode_command("r", command), None)])
         assert [events.get(timeout=10) for _ in range(5)] == [
             Reset(3, 1, ["m0"], [["t", 0, 5]], 3),
             "hint",

@@ -76,7 +76,7 @@ def raw(coord):
 def assert_alive_and_intact(proc: CoordinatorProcess, *, writes: bool = True) -> None:
     assert proc.running, proc.log_tail()
     with CoordinatorClient(proc.endpoint, timeout=10) as c:
-        assert c.ping()["version"] == 1
+        assert c.ping().version == 1
         assert c.members(GROUP) == ["op-a"]
         offsets = c.get_initial_offsets(GROUP)
         assert {k: offsets.get(k) for k in ACKED} == ACKED

@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from coordinator.client import CoordinatorClient
-from coordinator.protocol.wire import protocol
+from coordinator.protocol.wire import envelope, protocol
 from coordinator.protocol.wire.errors import Invalid, NotRegistered, TooLarge, UnknownType
 
 REPLY_TIMEOUT_MS = 5000
@@ -82,7 +82,7 @@ def test_bad_frames_get_error_replies(coordinator, raw, frames, code, rid):
 
 
 def test_oversized_frame_gets_too_large_unparsed(coordinator, raw):
-    big = b"{" + b" " * (protocol.DEFAULT_MAX_FRAME_BYTES + 10) + b"}"
+    big = b"{" + b" " * (envelope.DEFAULT_MAX_FRAME_BYTES + 10) + b"}"
     reply = raw.send(big)
     assert reply["body"]["code"] == "TOO_LARGE"
     assert raw.send(_env(id="after"))["id"] == "after"
@@ -91,11 +91,11 @@ def test_oversized_frame_gets_too_large_unparsed(coordinator, raw):
 def test_client_raises_too_large_for_an_oversized_request(coordinator):
     with CoordinatorClient(coordinator.endpoint, timeout=5) as c:
         with pytest.raises(TooLarge):
-            c.request("ping", {"pad": "x" * (protocol.DEFAULT_MAX_FRAME_BYTES + 1)})
+            c.request("ping", {"pad": "x" * (envelope.DEFAULT_MAX_FRAME_BYTES + 1)})
         with pytest.raises(UnknownType) as info:
             c.request("frobnicate", {})
         assert info.value.code.value == "UNKNOWN_TYPE"
-        assert c.ping()["version"] == protocol.PROTOCOL_VERSION
+        assert c.ping().version == envelope.PROTOCOL_VERSION
 
 
 def test_garbage_flood_does_not_stall_another_client(coordinator, names):
@@ -145,11 +145,11 @@ def test_store_bounds_become_invalid_not_internal(coordinator, names):
 
 def test_envelope_round_trip_and_offsets_encoding():
     offsets = {("a", 0): 5, ("b", 3): 0}
-    frame = protocol.encode("put_initial_offsets", protocol.PutInitialOffsets("g", offsets).to_body(), 7)
-    env = protocol.decode(frame)
+    frame = envelope.encode("put_initial_offsets", protocol.PutInitialOffsets("g", offsets).to_body(), 7)
+    env = envelope.decode(frame)
     assert (env.v, env.id, env.type) == (1, 7, "put_initial_offsets")
     assert env.body["offsets"] == [["a", 0, 5], ["b", 3, 0]]
     assert protocol.PutInitialOffsets.from_body(env.body).offsets == offsets
-    with pytest.raises(protocol.BadEnvelope) as info:
-        protocol.decode(b'{"v": 1, "id": true, "type": "x"}')
+    with pytest.raises(envelope.BadEnvelope) as info:
+        envelope.decode(b'{"v": 1, "id": true, "type": "x"}')
     assert info.value.error.code.value == "MALFORMED"
