@@ -18,7 +18,12 @@ watermark in a fetch response is right on both. :class:`WatermarkProbe`:
 3. ``poll`` until every partition whose answer was > 0 has returned records
    (a fresh fetch response: its high watermark is current), bounded by
    :data:`PROBE_TIMEOUT_S`; a partition answered 0 is empty on Kafka, or holds
-   one batch at offset 0 on tansu: it gets one fetch round to show it.
+   one batch at offset 0 on tansu: it gets one fetch round to show it. A
+   fetch answers in milliseconds; when some partitions have none after
+   :data:`PROBE_RESTART_S`, the client's fetch state is taken as stuck (seen
+   under load after the query's assignment changed: no response for 30 s
+   while a fresh client answered at once), so the probe closes its client and
+   asks the waiting partitions again with a new one, within the same bound.
 4. The end of each partition is the client's ``highwater`` after that fetch
    (never below the ListOffsets answer). The fetched records are dropped:
    at most one batch per partition per trigger passes through the driver.
@@ -46,6 +51,9 @@ log = logging.getLogger(__name__)
 #: Bound on one probe of all partitions: an unreachable broker fails the
 #: trigger instead of hanging the query's planning.
 PROBE_TIMEOUT_S = 30.0
+#: How long a probe waits for a fetch answer before it starts its client afresh
+#: (step 3): well above a fetch's round trip under load, well below the bound.
+PROBE_RESTART_S = 5.0
 #: One poll's wait inside a probe.
 PROBE_POLL_MS = 50
 #: Bound on each ListOffsets request.
@@ -108,16 +116,25 @@ class WatermarkProbe:
         tps = [tp for tp in tps if tp not in known]
         if not tps:
             return known
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, max(listed[tp] - 1, 0))
         waiting = {tp for tp in tps if listed[tp] > 0}
         fresh: dict[TopicPartition, int | None] = {}
         deadline = time.monotonic() + timeout_s
+        consumer = self._start_fetch(tps, listed)
+        restart_at = time.monotonic() + PROBE_RESTART_S
         rounds = 0
         while waiting or rounds == 0:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise WatermarkTimeout(f"no fetch response within {timeout_s}s for {sorted(map(str, waiting))}")
+            if waiting and now > restart_at:
+                log.warning(
+                    "crkafka: no fetch answer within %.0fs for %s; probing them with a new client",
+                    PROBE_RESTART_S,
+                    sorted(map(str, waiting)),
+                )
+                self.close()
+                consumer = self._start_fetch(sorted(waiting), listed)
+                restart_at = now + PROBE_RESTART_S
             fetched = consumer.poll(PROBE_POLL_MS, PROBE_MAX_RECORDS)
             rounds += 1
             for tp, records in fetched.items():
@@ -127,6 +144,14 @@ class WatermarkProbe:
         ends = {tp: max(listed[tp], fresh.get(tp) or 0) for tp in tps}
         self._known.update({tp: (listed[tp], end) for tp, end in ends.items() if tp in fresh or listed[tp] == 0})
         return {**known, **ends}
+
+    def _start_fetch(self, tps: list[TopicPartition], listed: dict[TopicPartition, int]) -> KafkaClient:
+        """Step 2's positioning: assign ``tps``, each one record before its ListOffsets answer."""
+        consumer = self._client()
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, max(listed[tp] - 1, 0))
+        return consumer
 
     def close(self) -> None:
         if self._consumer is not None:
