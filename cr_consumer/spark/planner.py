@@ -33,7 +33,8 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
    range does not start at ``start``'s position gets a ``from`` entry in the end
    offset, so a replay reads the same range.
 5. End offsets: the high watermark of every planned partition, capped by
-   the read limit (:func:`~cr_consumer.spark.ranges.capped_ends`). A high
+   the AvailableNow target when the run has one (below), then by the read
+   limit (:func:`~cr_consumer.spark.ranges.capped_ends`). A high
    watermark below the partition's start is data loss, as in Spark's Kafka
    source (the topic was deleted and created again, or ``startingOffsets``
    named an offset past the end): with ``failOnDataLoss=true`` the query fails
@@ -41,6 +42,18 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
    warning is logged and the partition goes on from the high watermark (the
    offsets in between are skipped: an empty range ends there).
 6. Nothing new: hand back ``start`` (Spark runs no batch).
+
+``trigger(availableNow=True)``: Spark calls :meth:`QueryPlanner.prepare_available_now`
+once, before the run's first ``latestOffset``; it records the *target*, the high
+watermark of every partition the subscription covers at that moment
+(:func:`~cr_consumer.spark.positions.subscribed_partitions`, read by the
+watermark probe). Every end of the run is capped by it (step 5): a partition
+ends at its target, and one that has none (it appeared after the target was
+taken) gets no records in this run. So the run plans batches under the read
+limit until every held partition is at its target, and then hands back
+``start`` (step 6), which ends the run. The end of the run's last batch is
+committed by that last ``latestOffset`` (step 3), the one that finds nothing
+new. A later run takes a new target and reads what arrived since.
 
 ``partitions(start, end)`` (:meth:`QueryPlanner.ranges`): for a batch this
 runner planned, the ranges ``[start, end)`` split by ``minPartitions``
@@ -82,7 +95,7 @@ from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey, partition_key
 from cr_consumer.spark.options import SourceOptions
-from cr_consumer.spark.positions import start_offsets
+from cr_consumer.spark.positions import start_offsets, subscribed_partitions
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
 from cr_consumer.spark.sink_notices import NoticeReceiver, SinkNotice
 from cr_consumer.spark.watermarks import WatermarkProbe
@@ -162,6 +175,8 @@ class QueryPlanner:
         self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
         self._given_up: dict[TopicPartitionKey, int] = {}  # replayed partitions left to others: where our output ends
         self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
+        #: trigger(availableNow=True): each partition's end for this run (None: no such trigger)
+        self._target: dict[TopicPartitionKey, int] | None = None
         # the last end planned or replayed: shared with the members' threads (handover checks)
         self._handover_lock = threading.Lock()
         self._last_end: SourceOffset | None = None
@@ -360,6 +375,8 @@ class QueryPlanner:
         latest = {partition_key(tp): end for tp, end in self.probe.ends(owned).items()}
         self._latest = latest
         self._check_data_loss(begins, latest)
+        if self._target is not None:  # nothing past the run's target; capped_ends keeps end >= begin
+            latest = {key: min(end, self._target.get(key, begins[key])) for key, end in latest.items()}
         ends = capped_ends(begins, latest, limit)
         with self._handover_lock:
             # Ownership step 5 needs the plan and a revocation ordered: a member records a
@@ -382,6 +399,13 @@ class QueryPlanner:
                 self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
             self._hand(end)
         return end
+
+    def prepare_available_now(self) -> None:
+        """trigger(availableNow=True): take the run's target (module doc). Joins no group:
+        the target covers every partition subscribed now, whichever member gets it."""
+        tps = subscribed_partitions(self.options, self.probe, topics_must_exist=False)
+        self._target = {partition_key(tp): end for tp, end in self.probe.ends(tps).items()}
+        log.info("crkafka: availableNow: the run ends at the high watermarks of %d partitions now", len(self._target))
 
     def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
         """The Spark tasks of the batch ``(start, end]`` (``partitions()``; module doc)."""

@@ -33,9 +33,13 @@ class UnknownTopic(LookupError):
 CommittedLookup = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
 
 
-def subscribed_partitions(options: SourceOptions, probe: WatermarkProbe) -> list[TopicPartition]:
-    """The partitions a batch read covers now: ``assign``'s, or those of the
-    listed topics or of the topics the pattern matches (internal topics aside)."""
+def subscribed_partitions(
+    options: SourceOptions, probe: WatermarkProbe, *, topics_must_exist: bool = True
+) -> list[TopicPartition]:
+    """The partitions the subscription covers now: ``assign``'s, or those of the
+    listed topics or of the topics the pattern matches (internal topics aside).
+    A listed topic that does not exist fails a batch read (:class:`UnknownTopic`);
+    with ``topics_must_exist=False`` it is left out (it has nothing to read yet)."""
     if options.assign:
         return [TopicPartition(t, p) for t, p in options.assign]
     listed = probe.partitions()
@@ -44,9 +48,9 @@ def subscribed_partitions(options: SourceOptions, probe: WatermarkProbe) -> list
         topics = [t for t in listed if pattern.match(t) and not t.startswith("__")]
     else:
         missing = [t for t in options.topics if not listed.get(t)]
-        if missing:
+        if missing and topics_must_exist:
             raise UnknownTopic(f"the topics {missing} do not exist (or have no partitions)")
-        topics = list(options.topics)
+        topics = [t for t in options.topics if t not in missing]
     return sorted(TopicPartition(t, p) for t in topics for p in listed[t])
 
 

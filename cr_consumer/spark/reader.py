@@ -2,12 +2,15 @@
 
 Where each method runs:
 
-* ``initialOffset``, ``latestOffset(start, limit)``, ``partitions(start, end)``,
-  ``commit(end)``, ``stop``: the long-lived source runner process (the driver
-  side), main thread. ``latestOffset`` starts the planner lazily on its first
-  call (never in ``__init__``: the reader is also built and pickled by a
-  short-lived planner process) and returns the end offset of the next batch
-  (:mod:`cr_consumer.spark.planner`). No record passes through this process.
+* ``initialOffset``, ``prepareForTriggerAvailableNow``, ``latestOffset(start, limit)``,
+  ``partitions(start, end)``, ``commit(end)``, ``stop``: the long-lived source
+  runner process (the driver side), main thread. The planner is created at the
+  first call that needs it (never in ``__init__``: the reader is also built and
+  pickled by a short-lived planner process); ``latestOffset`` returns the end
+  offset of the next batch, and ``prepareForTriggerAvailableNow`` (Spark's
+  ``SupportsTriggerAvailableNow``) fixes where a ``trigger(availableNow=True)``
+  run ends (:mod:`cr_consumer.spark.planner`). No record passes through this
+  process.
 * ``read(partition)``: executor Python workers, one task per offset range; it
   reads exactly that range from Kafka (:mod:`cr_consumer.spark.executor`) and
   returns Arrow record batches. A batch replayed after a restart takes the
@@ -25,7 +28,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.spark import runner
@@ -73,7 +76,7 @@ def max_rows(limit: ReadLimit | None) -> int | None:
     raise ValueError(f"crkafka supports the read limits ReadAllAvailable and ReadMaxRows, not {limit!r}")
 
 
-class CrKafkaStreamReader(DataSourceStreamReader):
+class CrKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._planner: QueryPlanner | None = None
@@ -101,6 +104,9 @@ class CrKafkaStreamReader(DataSourceStreamReader):
     def getDefaultReadLimit(self) -> ReadLimit:
         cap = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if cap is None else ReadMaxRows(cap)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.planner().prepare_available_now()
 
     def latestOffset(self, start: SparkOffset, limit: ReadLimit) -> OffsetJson:
         return self.planner().latest_offset(SourceOffset.from_json(start), max_rows(limit)).to_json()
