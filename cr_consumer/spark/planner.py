@@ -221,7 +221,7 @@ class QueryPlanner:
             )
             endpoint.start()
             self.metrics_endpoint = endpoint
-        client = self._client = CoordinatorClient(self.options.coordinator, timeout=COORDINATOR_TIMEOUT_S)
+        client = self._client = CoordinatorClient(self.options.coordinator_endpoint(), timeout=COORDINATOR_TIMEOUT_S)
         self.members.extend(GroupMember(self.options, self.group, i) for i in range(self.options.members))
         for member in self.members:
             client.register(self.coordinator_group, self.options.region_index, member.name)

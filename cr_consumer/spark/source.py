@@ -4,7 +4,11 @@ Spark constructs the DataSource in a planner process and pickles it to the
 source runner; it only holds the raw option map. The options are validated in
 :meth:`CrKafkaDataSource.schema`, which ``readStream...load()`` and
 ``read...load()`` call, so that an invalid option fails ``load()`` with an
-:class:`~cr_consumer.spark.options.InvalidOptionError` naming it.
+:class:`~cr_consumer.spark.options.InvalidOptionError` naming it. ``load()``
+does not tell a batch read from a streaming one, so what only one of them
+refuses (``startingOffsets=latest`` and ``endingOffsets``; a streaming query
+without ``coordinator``) is refused when Spark asks for that reader: the batch
+reader when the read runs, the stream reader when the query starts.
 
 The schema is Spark's Kafka source schema (key, value, topic, partition,
 offset, timestamp, timestampType, and headers with ``includeHeaders=true``).
@@ -57,4 +61,5 @@ class CrKafkaDataSource(DataSource):
         options = self._checked(schema)
         if options.ending:
             raise InvalidOptionError("endingOffsets", "is for batch queries (spark.read) only")
+        options.coordinator_endpoint()  # a streaming query needs the coordinator
         return CrKafkaStreamReader(options)

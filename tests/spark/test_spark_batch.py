@@ -83,3 +83,29 @@ def test_batch_read_commits_each_partitions_end_when_asked(spark, bootstrap, coo
     second = sorted((r["partition"], r["offset"]) for r in read())
     assert second == [(p, o) for p in range(2) for o in range(20, 30)]
     assert committed_offsets(bootstrap, group, topic) == {0: 30, 1: 30}
+
+
+def test_batch_read_needs_no_coordinator(spark, bootstrap, names):
+    """Without the coordinator option a batch read takes what Spark's Kafka batch read takes:
+    the subscription (each of the three kinds) and the offsets, and returns exactly that range."""
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    produce(bootstrap, topic, [b"v%d" % i for i in range(60)])  # 30 per partition
+    starting = json.dumps({topic: {"0": 5, "1": -2}})
+    ending = json.dumps({topic: {"0": 25, "1": 10}})
+    expected = sorted([(0, o) for o in range(5, 25)] + [(1, o) for o in range(10)])
+    for kind, value in [
+        ("subscribe", topic),
+        ("subscribePattern", f"{topic}.*"),
+        ("assign", json.dumps({topic: [0, 1]})),
+    ]:
+        rows = (
+            spark.read.format("crkafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option(kind, value)
+            .option("startingOffsets", starting)
+            .option("endingOffsets", ending)
+            .load()
+            .select("partition", "offset")
+            .collect()
+        )
+        assert sorted((r["partition"], r["offset"]) for r in rows) == expected, kind

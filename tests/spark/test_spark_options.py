@@ -23,7 +23,9 @@ BASE = {
 BAD = [
     ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers"),
     ({"kafka.bootstrap.servers": "nohostport"}, "kafka.bootstrap.servers"),
-    ({"coordinator": None}, "coordinator"),
+    ({"coordinator": ""}, "coordinator"),
+    ({"coordinator": None, "members": "2"}, "members"),
+    ({"coordinator": None, "regionIndex": "1"}, "regionIndex"),
     ({"coordinator": "localhost:5570"}, "coordinator"),
     ({"subscribe": None}, "subscribe"),
     ({"subscribePattern": "a.*"}, "subscribe"),
@@ -236,3 +238,17 @@ def test_librdkafka_without_confluent_kafka_fails_load_naming_the_extra(monkeypa
     assert err.value.option == "kafka.client"
     assert "cr-consumer[librdkafka]" in str(err.value)
     assert parse_options(_opts(**{"kafka.client": "kafka-python"})).client.value == "kafka-python"
+
+
+def test_only_a_streaming_query_needs_the_coordinator():
+    from cr_consumer.spark.arrow import spark_schema
+    from cr_consumer.spark.reader import CrKafkaBatchReader
+    from cr_consumer.spark.source import CrKafkaDataSource
+
+    source = CrKafkaDataSource(_opts(coordinator=None))
+    assert source.source_options().coordinator is None
+    assert isinstance(source.reader(spark_schema(False)), CrKafkaBatchReader)
+    with pytest.raises(InvalidOptionError) as err:
+        source.streamReader(spark_schema(False))
+    assert err.value.option == "coordinator"
+    assert "streaming query" in str(err.value)

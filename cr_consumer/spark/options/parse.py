@@ -4,7 +4,9 @@
 2. Every name is checked: an option of Spark's Kafka source crkafka does not
    offer, or an unknown one, fails (naming the closest valid one); each
    ``kafka.<property>`` is typed (:mod:`.kafka_properties`).
-3. The connection options (bootstrap servers, group, coordinator), the
+3. The connection options (bootstrap servers, group, coordinator: optional,
+   since only a streaming query uses it, and ``members`` and ``regionIndex``,
+   which are registered there, need it), the
    subscription (:func:`subscription`: ``subscribe``, a comma-separated list
    of topic names, none twice; ``subscribePattern``, a regular expression the
    group subscribes to; or ``assign``, JSON ``{"topic":[0,1]}``, fixed
@@ -62,6 +64,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         raise InvalidOptionError(
             "commitOnBatchRead", "needs kafka.group.id: the group the read's end offsets are committed to"
         )
+    for name in ("members", "regionIndex"):
+        if coordinator is None and name.lower() in opts:
+            raise InvalidOptionError(name, "needs coordinator: the query's group members are registered there")
     members = parse_int("members", opts.get("members", "1"), minimum=1)
     if members > 64:
         raise InvalidOptionError("members", f"at most 64 group members per query, got {members}")
@@ -113,8 +118,8 @@ def _kafka_properties(opts: Mapping[str, str]) -> dict[str, object]:
     return kafka_props
 
 
-def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str]:
-    """(bootstrap servers, group id or None, group id prefix, coordinator endpoint)."""
+def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str | None]:
+    """(bootstrap servers, group id or None, group id prefix, coordinator endpoint or None)."""
     bootstrap = required(opts, "kafka.bootstrap.servers")
     for server in bootstrap.split(","):
         if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
@@ -125,6 +130,8 @@ def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str]:
     prefix = opts.get("groupidprefix", "crkafka").strip()
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
         raise InvalidOptionError("groupIdPrefix", f"expected letters, digits, '.', '_' or '-', got {prefix!r}")
+    if "coordinator" not in opts:
+        return bootstrap, group_id, prefix, None
     coordinator = required(opts, "coordinator")
     if not re.fullmatch(r"(tcp|ipc|inproc)://\S+", coordinator):
         raise InvalidOptionError(

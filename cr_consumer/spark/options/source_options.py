@@ -10,6 +10,7 @@ from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.kafka.start_position import PartitionValues, StartKind, StartPosition
 from cr_consumer.spark.options.kafka_properties import EXECUTOR_DEFAULT_CLIENT
+from cr_consumer.spark.options.values import InvalidOptionError
 
 
 @attrs.frozen
@@ -17,7 +18,8 @@ class SourceOptions:
     """The validated options of one ``crkafka`` source (picklable, no live objects)."""
 
     bootstrap_servers: str
-    coordinator: str
+    #: The cr-coordinator endpoint; None: not given (a batch read needs none: :meth:`coordinator_endpoint`).
+    coordinator: str | None = None
     #: The consumer group (kafka.group.id); None: ``<group_id_prefix>-<query id>``, fixed per checkpoint.
     group_id: str | None = None
     group_id_prefix: str = "crkafka"
@@ -50,6 +52,17 @@ class SourceOptions:
     def consumer_properties(self) -> dict[str, object]:
         """The pass-through properties by their dotted Kafka names."""
         return dict(self.kafka_properties)
+
+    def coordinator_endpoint(self) -> str:
+        """The coordinator endpoint of a streaming query, which registers its group members
+        and keeps its control variables there; raises naming the option when not given."""
+        if self.coordinator is None:
+            raise InvalidOptionError(
+                "coordinator",
+                "is required by a streaming query (readStream): its group members register there and "
+                "its start positions are kept there; only a batch read (spark.read) runs without it",
+            )
+        return self.coordinator
 
     def starting_or(self, default: StartKind) -> StartPosition:
         return self.starting if self.starting is not None else StartPosition(default)
