@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import pytest
 
@@ -90,3 +91,27 @@ def test_available_now_reads_the_backlog_in_batches_commits_them_and_stops(
     assert sum(second.rows.values()) == len(second.rows) == 900, "duplicates"
     assert set(second.rows) == offsets_of({p: 1300 for p in range(3)}, since={p: 1000 for p in range(3)})
     assert committed_offsets(bootstrap, group, topic) == {p: 1300 for p in range(3)}
+
+
+def test_trigger_once_reads_the_whole_backlog_in_one_batch_and_commits_it(
+    spark, bootstrap, coordinator, names, tmp_path
+):
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    produce(bootstrap, topic, [b"a%d" % i for i in range(2000)])  # 1000 per partition
+    out = Output()
+    run_until_stopped(spark, bootstrap, coordinator, topic, group, tmp_path / "checkpoint", out, once=True)
+    assert out.batches == [0], "one batch, whatever maxOffsetsPerTrigger says"
+    assert sum(out.rows.values()) == len(out.rows) == 2000
+    assert set(out.rows) == offsets_of({p: 1000 for p in range(2)})
+    # Spark stops the source runner as the query ends: it commits the batch's end on its way out
+    wait_for(
+        lambda: committed_offsets(bootstrap, group, topic) == {p: 1000 for p in range(2)}, 30, "the batch's commit"
+    )
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
+        time.sleep(0.2)
