@@ -25,10 +25,13 @@ driver's session.
    handed to Spark (any local process can reach the socket: a forged end is
    dropped, and so is its checkpoint location). A malformed notice is
    logged and dropped; it never stops the thread.
-4. At close the planner reads Spark's commit log in that checkpoint location
-   (when it is on a local file system) and commits the newest committed
-   batch's end: ``query.stop()`` lets a batch whose sink is committing finish,
-   and its progress event may never be posted.
+4. At close the planner first waits, briefly, for the notice of the last batch
+   Spark ran when that batch is not committed yet (a query that ends by
+   itself, ``trigger(once=True)``, is stopped right after its commit log is
+   written, before the notice comes), then reads Spark's commit log in that
+   checkpoint location (when it is on a local file system) and commits the
+   newest committed batch's end: ``query.stop()`` lets a batch whose sink is
+   committing finish, and its progress event may never be posted.
 """
 
 from __future__ import annotations
