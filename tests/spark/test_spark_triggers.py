@@ -41,8 +41,8 @@ class Output:
             hook()
 
 
-def run_until_stopped(spark, bootstrap, coordinator, topic, group, checkpoint, sink, **trigger):
-    query = (
+def start_query(spark, bootstrap, coordinator, topic, group, checkpoint, sink, **trigger):
+    return (
         spark.readStream.format("crkafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.group.id", group)
@@ -58,6 +58,10 @@ def run_until_stopped(spark, bootstrap, coordinator, topic, group, checkpoint, s
         .trigger(**trigger)
         .start()
     )
+
+
+def run_until_stopped(spark, bootstrap, coordinator, topic, group, checkpoint, sink, **trigger):
+    query = start_query(spark, bootstrap, coordinator, topic, group, checkpoint, sink, **trigger)
     assert query.awaitTermination(RUN_TIMEOUT_S), "the query did not stop by itself"
     assert query.exception() is None, query.exception()
 
@@ -91,6 +95,37 @@ def test_available_now_reads_the_backlog_in_batches_commits_them_and_stops(
     assert sum(second.rows.values()) == len(second.rows) == 900, "duplicates"
     assert set(second.rows) == offsets_of({p: 1300 for p in range(3)}, since={p: 1000 for p in range(3)})
     assert committed_offsets(bootstrap, group, topic) == {p: 1300 for p in range(3)}
+
+
+def test_available_now_run_failed_mid_way_is_finished_by_the_next_run(spark, bootstrap, coordinator, names, tmp_path):
+    """A run that fails in its second batch (offset log one batch ahead of the commit log,
+    as after a driver's kill) is finished by the next run: the batch is replayed, every
+    record is in the output once, and the group's commit is the end."""
+    from pyspark.errors import StreamingQueryException
+
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    checkpoint = tmp_path / "checkpoint"
+    produce(bootstrap, topic, [b"a%d" % i for i in range(2000)])  # 1000 per partition
+    committed: list[tuple[int, int]] = []
+
+    def failing_sink(df, batch_id):
+        if batch_id == 1:
+            raise RuntimeError("the sink fails in the run's second batch")
+        committed.extend((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
+
+    query = start_query(spark, bootstrap, coordinator, topic, group, checkpoint, failing_sink, availableNow=True)
+    with pytest.raises(StreamingQueryException, match="second batch"):
+        query.awaitTermination(RUN_TIMEOUT_S)
+    assert 0 < len(committed) < 2000
+
+    rest = Output()
+    run_until_stopped(spark, bootstrap, coordinator, topic, group, checkpoint, rest, availableNow=True)
+    assert min(rest.batches) == 1, "the failed batch is replayed under its batch id"
+    union = collections.Counter(committed) + rest.rows
+    assert sum(union.values()) == len(union) == 2000, "duplicates"
+    assert set(union) == offsets_of({p: 1000 for p in range(2)}), "gaps"
+    assert committed_offsets(bootstrap, group, topic) == {p: 1000 for p in range(2)}
 
 
 def test_trigger_once_reads_the_whole_backlog_in_one_batch_and_commits_it(
