@@ -23,7 +23,7 @@ RUN_TIMEOUT_S = 240
 
 
 class Output:
-    """The rows a foreachBatch sink saw, by batch id, and a hook run inside the first batch."""
+    """The rows a foreachBatch sink saw, the batch ids it ran, and a hook run inside the first batch."""
 
     def __init__(self, first_batch_hook=None) -> None:
         self.rows: collections.Counter = collections.Counter()
