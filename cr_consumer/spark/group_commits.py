@@ -77,12 +77,6 @@ class GroupCommits:
             if self._pending is not None:
                 self._commit(self._pending, adopted)
 
-    @property
-    def committed_epoch(self) -> int:
-        """The epoch of the newest end committed to the group (-1: none yet)."""
-        with self._lock:
-            return self._committed_epoch
-
     def retry_pending(self, adopted: frozenset[TopicPartition]) -> None:
         """Step 1 at close: a commit that failed earlier, once more."""
         with self._lock:

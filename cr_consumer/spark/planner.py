@@ -117,10 +117,6 @@ JOIN_MARGIN_S = 30.0
 HANDED_KEPT = 8
 #: Timeout of each coordinator request.
 COORDINATOR_TIMEOUT_S = 10.0
-#: Bound on close's wait for the sink-commit notice of the last batch Spark ran: a
-#: run that stops by itself after a batch (trigger(once=True)) tells the source of
-#: that batch's commit only through its notice, ~0.1 s after Spark's commit log.
-NOTICE_GRACE_S = 3.0
 
 
 def join_timeout_s(options: SourceOptions) -> float:
@@ -183,10 +179,6 @@ class QueryPlanner:
         self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
         self._given_up: dict[TopicPartitionKey, int] = {}  # replayed partitions left to others: where our output ends
         self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
-        #: the end of the last batch Spark asked the ranges of (it ran, or runs, that batch)
-        self._ran: SourceOffset | None = None
-        self._noticed = threading.Event()  # set at each sink-commit notice
-        self._noticed_end: SourceOffset | None = None  # the end of the newest valid notice
         #: trigger(availableNow=True): each partition's end for this run (None: no such trigger)
         self._target: dict[TopicPartitionKey, int] | None = None
         # the last end planned or replayed: shared with the members' threads (handover checks)
@@ -302,15 +294,12 @@ class QueryPlanner:
             return
         self._closed = True
         if self._notices is not None:
-            self._await_last_notice()
             self._notices.stop()
         if self._held is not None and self.members:
             try:
                 found = self.commits.newest_in_commit_log(self.query)
                 if found is not None and self._was_handed(found):
                     self.commits.sink_committed(found, self._held)
-                if self._noticed_end is not None:  # one that came while closing
-                    self.commits.sink_committed(self._noticed_end, self._held)
                 self.commits.retry_pending(self._held)
             except Exception:  # closing: logged with its traceback, the members still leave
                 log.exception("crkafka: committing the last completed batch at close failed")
@@ -327,21 +316,6 @@ class QueryPlanner:
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
         log.info("crkafka: planner closed (%s)", self.stats)
-
-    def _await_last_notice(self) -> None:
-        """At close: when the last batch Spark ran is not committed to the group yet, wait
-        (at most NOTICE_GRACE_S) for its sink-commit notice. A batch stopped mid-way gets
-        none and stays uncommitted, as it must."""
-        ran = self._ran
-        deadline = time.monotonic() + NOTICE_GRACE_S
-        while ran is not None and self.commits.committed_epoch < ran.epoch:
-            noticed = self._noticed_end
-            if noticed is not None and noticed.epoch >= ran.epoch:
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._noticed.wait(remaining):
-                return
-            self._noticed.clear()
 
     # -- holding partitions -------------------------------------------------------------------
     def assigned(self) -> dict[TopicPartition, GroupMember]:
@@ -440,7 +414,6 @@ class QueryPlanner:
     def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
         """The Spark tasks of the batch ``(start, end]`` (``partitions()``; module doc)."""
         skip = not self.options.fail_on_data_loss
-        self._ran = end
         if self._replayed is not None and self._replayed[:2] == (start, end):
             return self._replayed[2]
         with self._handover_lock:
@@ -546,9 +519,6 @@ class QueryPlanner:
             return
         if notice.checkpoint is not None:
             self.commits.checkpoint = notice.checkpoint
-        if self._noticed_end is None or notice.end.epoch > self._noticed_end.epoch:
-            self._noticed_end = notice.end
-        self._noticed.set()
         held = self._held
         if held is not None and not self._closed:
             self.commits.sink_committed(notice.end, held)
