@@ -68,11 +68,7 @@ normal case, so usually nothing is left to do (idempotent by epoch). How a
 commit is made, and the floors it never goes below:
 :class:`~cr_consumer.spark.group_commits.GroupCommits`.
 
-``close()`` (query stop, SIGTERM, the JVM gone): when the last batch Spark ran
-is not committed to the group yet, the planner waits (at most
-:data:`NOTICE_GRACE_S`) for its sink-commit notice and commits the end it names
-(``trigger(once=True)`` ends so: Spark stops the runner right after writing the
-batch to its commit log, and calls nothing else); then the newest batch in Spark's
+``close()`` (query stop, SIGTERM, the JVM gone): the newest batch in Spark's
 commit log is committed (a stop may let a batch finish without a progress
 event: ``sink_notices.py`` step 4), a commit still pending is retried, then
 the members leave the group. A batch in flight is *not* committed: whoever
