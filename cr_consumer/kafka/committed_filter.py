@@ -1,9 +1,8 @@
 """What a ``read_committed`` consumer must see, decided from the log itself.
 
 A broker hides aborted records from ``isolation.level=read_committed`` consumers by sending,
-with each fetch, the list of aborted transactions in the range. The test broker sends an empty
-list (``../shared/notes/kafka-transactions.md``), so kafka-python and librdkafka alike return
-aborted records there. Anything that must trust "committed" (a verifier of transactional output,
+with each fetch, the list of aborted transactions in the range. The test broker (tansu) sends an
+empty list, so kafka-python and librdkafka alike return aborted records there. Anything that must trust "committed" (a verifier of transactional output,
 a replay of a log written in transactions) therefore decides from the record batches and the
 control markers in the partition, which every broker writes:
 

@@ -3,8 +3,8 @@ or abort an abandoned interval's, when the member that wrote it never comes back
 
 Kafka's own clients end only their own transaction. The protocol allows more: the transaction
 coordinator accepts ``EndTxn(transactional_id, producer_id, producer_epoch, committed)`` from
-any connection that names the transaction's current producer id and epoch (measured on the test
-broker: ``../shared/notes/kafka-transactions.md``).
+any connection that names the transaction's current producer id and epoch (the test broker
+does too: ``tests/kafka_clients/test_committed_reader.py``).
 
 1. The writer, after flushing its records (every send acknowledged, the transaction still
    open), records :func:`prepared_of` its producer: transactional id, producer id and epoch, as
