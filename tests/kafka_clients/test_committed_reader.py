@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaProducer
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from cr_consumer.kafka.committed_filter import (
     CommittedFilter,
@@ -19,7 +20,7 @@ from cr_consumer.kafka.committed_filter import (
     LogRecord,
 )
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, read_committed
+from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, decode_batches, read_committed
 from cr_consumer.kafka.kafka_python.transactions import (
     PreparedTransaction,
     TransactionEndError,
@@ -209,3 +210,26 @@ def test_a_commit_of_a_fenced_transaction_fails_within_its_bound(bootstrap):
 def test_a_recorded_transaction_is_checked_before_use(doc):
     with pytest.raises(ValueError, match="prepared transaction"):
         PreparedTransaction.from_json(doc)
+
+
+def _raw_batch(values: list[bytes]) -> bytes:
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(timestamp=1000 + i, key=None, value=value)
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def test_the_decoder_refuses_a_batch_whose_bytes_were_altered():
+    raw = bytearray(_raw_batch([b"v0", b"v1"]))
+    assert [r.value for b in decode_batches(bytes(raw)) for r in b.records] == [b"v0", b"v1"]
+    raw[-1] ^= 0xFF  # inside the CRC-covered records
+    with pytest.raises(RawReadError, match="fails its CRC"):
+        decode_batches(bytes(raw))
+
+
+def test_the_decoder_leaves_out_a_torn_last_batch():
+    whole = _raw_batch([b"a"])
+    torn = _raw_batch([b"b", b"c"])
+    batches = decode_batches(whole + torn[: len(torn) // 2])
+    assert [r.value for b in batches for r in b.records] == [b"a"]

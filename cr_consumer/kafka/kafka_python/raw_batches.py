@@ -107,16 +107,19 @@ class _Reader:
             part = self._fetch(leader, offset)
             if stop is None:
                 stop = int(part.high_watermark)
-            got = _batches(part.records)
-            if not got and offset < stop:
-                raise RawReadError(f"{self.topic}:{self.partition}: no batch at {offset} below {stop}")
-            for batch in got:
+            before = offset
+            for batch in decode_batches(part.records):
                 if batch.last_offset < offset:
                     continue  # a batch before start (fetch returns whole batches)
                 if batch.base_offset >= stop:
+                    offset = stop  # nothing is stored between offset and stop
                     break
                 records.extend(r for r in flt.feed(batch) if start <= r.offset < stop)
                 offset = batch.last_offset + 1
+            if offset == before:
+                raise RawReadError(
+                    f"{self.topic}:{self.partition}: the fetch at {offset} returned no batch below {stop}"
+                )
         return CommittedRead(tuple(records), tuple(flt.open_transactions()), flt.aborted_records, stop)
 
     def _fetch(self, leader: int, offset: int) -> Any:
@@ -142,7 +145,7 @@ class _Reader:
         raise RawReadError(f"fetch {self.topic}:{self.partition}: no answer for the partition")
 
 
-def _batches(raw: bytes | None) -> list[LogBatch]:
+def decode_batches(raw: bytes | None) -> list[LogBatch]:
     """Step 2's decoding: every complete batch of one fetch response (a torn tail is left out)."""
     out: list[LogBatch] = []
     records = MemoryRecords(bytes(raw or b""))
@@ -155,10 +158,14 @@ def _batches(raw: bytes | None) -> list[LogBatch]:
         if not batch.validate_crc():
             raise RawReadError(f"the record batch at {batch.base_offset} fails its CRC")
         control = None
+        transactional = batch.is_transactional
         data: tuple[LogRecord, ...] = ()
         if batch.is_control_batch:
             kinds = [ControlKind(int(r.type)) for r in batch]
-            control = kinds[0] if kinds else None
+            if kinds:
+                control = kinds[0]
+            else:
+                transactional = False  # an empty control batch decides nothing: it only takes offsets
         else:
             data = tuple(
                 LogRecord(r.offset, r.key, r.value, tuple((k, v) for k, v in r.headers), r.timestamp) for r in batch
@@ -169,7 +176,7 @@ def _batches(raw: bytes | None) -> list[LogBatch]:
                 batch.last_offset,
                 batch.producer_id,
                 batch.producer_epoch,
-                batch.is_transactional and not (batch.is_control_batch and control is None),
+                transactional,
                 control,
                 data,
             )
@@ -177,4 +184,4 @@ def _batches(raw: bytes | None) -> list[LogBatch]:
     return out
 
 
-__all__ = ["CommittedRead", "RawReadError", "read_committed"]
+__all__ = ["CommittedRead", "RawReadError", "decode_batches", "read_committed"]
