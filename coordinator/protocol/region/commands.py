@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from coordinator.protocol.region.transactions import Resolve, decode_resolve, encode_resolve
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 
@@ -142,7 +143,9 @@ class Reset(_Command):
     source to ``offsets`` (the union of ``members``' source offsets), the other
     operators to their data of ``own`` (this member's own last completed
     checkpoint, <= ``seq``; None: initial state). ``rejoin``: a Kafka consumer
-    joins or left the group, so the member's consumer rejoins at once."""
+    joins or left the group, so the member's consumer rejoins at once.
+    ``resolve``: the Kafka transactions this member resolves before its operators
+    reset (``coordinator/protocol/region/transactions.py``, step 3)."""
 
     KIND: ClassVar[CommandKind] = CommandKind.RESET
     seq: int
@@ -151,6 +154,13 @@ class Reset(_Command):
     offsets: OffsetList
     own: int | None
     rejoin: bool = False
+    resolve: tuple[Resolve, ...] = ()
+
+    def to_body(self) -> dict[str, Any]:
+        body = super().to_body()
+        if self.resolve:
+            body["resolve"] = encode_resolve(self.resolve)
+        return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Reset:
@@ -160,21 +170,37 @@ class Reset(_Command):
         own = fields.opt_int(body, "own")
         if own is not None and own > seq:
             raise Invalid(f"field 'own' ({own}) must not be after the reset's checkpoint {seq}")
-        return cls(seq, _seq(body, "attempt"), _members(body), _offsets(body), own, fields.opt_bool(body, "rejoin"))
+        return cls(
+            seq,
+            _seq(body, "attempt"),
+            _members(body),
+            _offsets(body),
+            own,
+            fields.opt_bool(body, "rejoin"),
+            decode_resolve(body.get("resolve")),
+        )
 
 
 @attrs.frozen
 class ResetToInitial(_Command):
     """Reset every operator to its initial state in round ``attempt`` (no
-    consistent checkpoint yet); ``rejoin`` as for :class:`Reset`."""
+    consistent checkpoint yet); ``rejoin`` and ``resolve`` as for :class:`Reset`
+    (with no consistent checkpoint, ``resolve`` only fences)."""
 
     KIND: ClassVar[CommandKind] = CommandKind.RESET_TO_INITIAL
     attempt: int
     rejoin: bool = False
+    resolve: tuple[Resolve, ...] = ()
+
+    def to_body(self) -> dict[str, Any]:
+        body = super().to_body()
+        if self.resolve:
+            body["resolve"] = encode_resolve(self.resolve)
+        return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResetToInitial:
-        return cls(_seq(body, "attempt"), fields.opt_bool(body, "rejoin"))
+        return cls(_seq(body, "attempt"), fields.opt_bool(body, "rejoin"), decode_resolve(body.get("resolve")))
 
 
 @attrs.frozen

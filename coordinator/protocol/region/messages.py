@@ -17,6 +17,7 @@ import attrs
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport, decode_or_reason
+from coordinator.protocol.region.transactions import Transactions
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 
@@ -142,12 +143,17 @@ class RegionAck:
     #: source holds (``fields.decode_offset_claims``; checked by coordinator/region/continuity.py).
     offsets: list[fields.OffsetClaim] | None
     rebalance: bool = False
+    #: A checkpoint answer's Kafka transactions (``coordinator/protocol/region/transactions.py``,
+    #: step 1); None: the member runs no transactional sink.
+    transactions: Transactions | None = None
 
     #: The commands a member answers.
     ACKED: ClassVar[frozenset[CommandKind]] = frozenset({CommandKind.DRAIN, CommandKind.CHECKPOINT, CommandKind.RESET})
 
     def to_body(self) -> dict[str, Any]:
-        return {**attrs.asdict(self), "command": self.command.value}
+        body = {**attrs.asdict(self, recurse=False), "command": self.command.value}
+        body["transactions"] = None if self.transactions is None else self.transactions.to_wire()
+        return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionAck:
@@ -167,6 +173,7 @@ class RegionAck:
             fields.opt_text(body, "error"),
             offsets,
             fields.opt_bool(body, "rebalance"),
+            None if body.get("transactions") is None else Transactions.from_wire(body["transactions"]),
         )
 
 

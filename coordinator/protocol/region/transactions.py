@@ -1,0 +1,202 @@
+"""Kafka transactions in the region protocol: what a member's transactional sinks prepared at a
+checkpoint, and what the region asks a member to resolve at a reset.
+
+A transactional sink (``cr_consumer/runtime/pipeline/kafka_sink.py``) writes each checkpoint
+interval in one Kafka transaction and leaves it open at the checkpoint. The region decides its
+fate, so that no transaction waits for the member that wrote it:
+
+1. A member's checkpoint ack carries :class:`Transactions`: the transactions its sinks prepared
+   for that checkpoint (flushed, still open: :class:`PreparedTxn`, with the producer id and epoch
+   another process needs to end it, and where its records start in each partition), and
+   ``fence``, every transactional id its sinks write with.
+2. When the checkpoint completes, the controller records each answering member's
+   ``Transactions`` with the checkpoint's seq as that member's :class:`Resolve` entry, in the
+   region's durable document (replacing the member's previous entry). The member commits its own
+   prepared transactions when the RESUME naming that checkpoint reaches it.
+3. Every reset command carries the entries its receiver must resolve (``Reset.resolve``,
+   ``ResetToInitial.resolve``): its own entry, and, for exactly one live member of the reset, the
+   entries of members absent from it (dead, paused past their timeout, removed). The receiver,
+   before it resets its operators, commits every prepared transaction of an entry (EndTxn with
+   the recorded producer id and epoch; a repeated commit is harmless), then fences every
+   transactional id of ``fence`` (``init_transactions``, which aborts whatever interval that
+   member had open after the checkpoint). A commit refused or found aborted fails the reset,
+   naming the transaction, its partitions and offsets: output of a completed checkpoint is never
+   dropped silently.
+4. When every member acknowledged the reset, the controller drops the resolved entries of absent
+   members and the prepared transactions of the live ones (their fence lists stay until their
+   next completed checkpoint replaces them).
+
+Why a commit at step 3 can never commit a newer transaction under the same transactional id: a
+sink alternates two transactional ids, one per interval; the interval after checkpoint ``n``
+writes with the id not prepared at ``n``, and the id prepared at ``n`` is written again only
+after checkpoint ``n + 1`` completed, when ``n + 1``'s entry has replaced ``n``'s in the document.
+After a reset the fenced ids start over at a new producer epoch, so a stale entry's commit is
+refused as fenced; the resolver then reads the partitions' control markers to learn the outcome.
+
+Every field is bounded (:data:`MAX_PREPARED`, :data:`MAX_FENCE`, :data:`MAX_TXN_PARTITIONS`,
+:data:`MAX_RESOLVE`) and decoded with the wire's field checks (an ``Invalid`` names the field).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from coordinator.protocol.wire import fields
+from coordinator.protocol.wire.errors import Invalid
+
+#: Most prepared transactions one member reports per checkpoint (one per transactional sink it
+#: runs, a dead-letter sink included): bounds the document's size per member.
+MAX_PREPARED = 64
+#: Most transactional ids one member reports (two per sink).
+MAX_FENCE = 2 * MAX_PREPARED
+#: Most partitions one prepared transaction names (a sink writing to topics of up to this many
+#: partitions in all).
+MAX_TXN_PARTITIONS = 10_000
+#: Most entries one reset command asks its receiver to resolve (its own and the absent members').
+MAX_RESOLVE = 10_000
+#: Kafka's producer epoch is an int16.
+MAX_EPOCH = (1 << 15) - 1
+
+
+def _check_list(value: Any, what: str, most: int) -> list[Any]:
+    if not isinstance(value, list) or len(value) > most:
+        raise Invalid(f"{what} must be a list of at most {most} entries")
+    return value
+
+
+@attrs.frozen
+class TxnPartition:
+    """A partition a prepared transaction wrote to, and the offset of its first record there."""
+
+    topic: str
+    partition: int
+    first_offset: int
+
+    def to_wire(self) -> list[Any]:
+        return [self.topic, self.partition, self.first_offset]
+
+    @classmethod
+    def from_wire(cls, value: Any, what: str) -> TxnPartition:
+        if not isinstance(value, list) or len(value) != 3:
+            raise Invalid(f"{what} must be [topic, partition, first offset]")
+        topic, partition, first = value
+        return cls(
+            fields.check_name(topic, f"{what}[0]"),
+            fields.check_int(partition, f"{what}[1]", 0, fields.MAX_PARTITION),
+            fields.check_int(first, f"{what}[2]", 0, fields.MAX_OFFSET),
+        )
+
+
+@attrs.frozen
+class PreparedTxn:
+    """Step 1: an open transaction, flushed, that another process can end (EndTxn)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TxnPartition, ...] = ()
+
+    def describe(self) -> str:
+        where = ", ".join(f"{p.topic}[{p.partition}] from {p.first_offset}" for p in self.partitions[:10])
+        more = f" and {len(self.partitions) - 10} more" if len(self.partitions) > 10 else ""
+        return (
+            f"transaction {self.transactional_id!r} (producer {self.producer_id}, epoch {self.producer_epoch};"
+            f" {where or 'no records'}{more})"
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "tid": self.transactional_id,
+            "pid": self.producer_id,
+            "epoch": self.producer_epoch,
+            "partitions": [p.to_wire() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_wire(cls, value: Any, what: str) -> PreparedTxn:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{what} must be an object")
+        partitions = _check_list(value.get("partitions"), f"{what}.partitions", MAX_TXN_PARTITIONS)
+        return cls(
+            fields.check_name(value.get("tid"), f"{what}.tid"),
+            fields.check_int(value.get("pid"), f"{what}.pid", 0, fields.MAX_OFFSET),
+            fields.check_int(value.get("epoch"), f"{what}.epoch", 0, MAX_EPOCH),
+            tuple(TxnPartition.from_wire(p, f"{what}.partitions[{i}]") for i, p in enumerate(partitions)),
+        )
+
+
+@attrs.frozen
+class Transactions:
+    """Step 1: a checkpoint ack's transactions: the prepared ones and every transactional id in use."""
+
+    prepared: tuple[PreparedTxn, ...] = ()
+    fence: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"prepared": [t.to_wire() for t in self.prepared], "fence": list(self.fence)}
+
+    @classmethod
+    def from_wire(cls, value: Any, what: str = "field 'transactions'") -> Transactions:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{what} must be an object with 'prepared' and 'fence'")
+        prepared = _check_list(value.get("prepared"), f"{what}.prepared", MAX_PREPARED)
+        fence = _check_list(value.get("fence"), f"{what}.fence", MAX_FENCE)
+        return cls(
+            tuple(PreparedTxn.from_wire(t, f"{what}.prepared[{i}]") for i, t in enumerate(prepared)),
+            tuple(fields.check_name(tid, f"{what}.fence[{i}]") for i, tid in enumerate(fence)),
+        )
+
+    def __add__(self, other: Transactions) -> Transactions:
+        """Two sinks' transactions as one member's (the fence ids in first-seen order, once each)."""
+        return Transactions(self.prepared + other.prepared, tuple(dict.fromkeys(self.fence + other.fence)))
+
+
+@attrs.frozen
+class Resolve:
+    """Steps 2-3: one member's transactions of its last completed checkpoint ``seq``, to be resolved."""
+
+    member: str
+    seq: int
+    transactions: Transactions
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"member": self.member, "seq": self.seq, **self.transactions.to_wire()}
+
+    @classmethod
+    def from_wire(cls, value: Any, what: str) -> Resolve:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{what} must be an object")
+        return cls(
+            fields.check_name(value.get("member"), f"{what}.member"),
+            fields.check_int(value.get("seq"), f"{what}.seq", 0, fields.MAX_INT),
+            Transactions.from_wire(value, what),
+        )
+
+
+def encode_resolve(entries: tuple[Resolve, ...]) -> list[dict[str, Any]]:
+    return [entry.to_wire() for entry in entries]
+
+
+def decode_resolve(value: Any, name: str = "resolve") -> tuple[Resolve, ...]:
+    """A reset command's ``resolve`` field (absent or null: nothing to resolve)."""
+    if value is None:
+        return ()
+    entries = _check_list(value, f"field '{name}'", MAX_RESOLVE)
+    return tuple(Resolve.from_wire(e, f"field '{name}'[{i}]") for i, e in enumerate(entries))
+
+
+__all__ = [
+    "MAX_FENCE",
+    "MAX_PREPARED",
+    "MAX_RESOLVE",
+    "MAX_TXN_PARTITIONS",
+    "PreparedTxn",
+    "Resolve",
+    "Transactions",
+    "TxnPartition",
+    "decode_resolve",
+    "encode_resolve",
+]
