@@ -2,8 +2,8 @@
 
 1. One ``status`` request to the coordinator (the snapshot HTTP /status serves)
    gives the regions (phase, last consistent checkpoint, resets, why FAILED,
-   recent checkpoints and resets), their members, the registered groups and
-   the pending checkpoint merges.
+   recent checkpoints and resets, the Kafka transactions still to resolve),
+   their members, the registered groups and the pending checkpoint merges.
 2. With a Kafka bootstrap address (``--bootstrap`` or ``KAFKA_BOOTSTRAP_SERVERS``)
    the committed and end offsets of every group the coordinator knows are read
    from the broker (:mod:`coordinator.cli.lag`, bounded by ``--timeout``)
@@ -113,6 +113,8 @@ def build_document(
                 }
                 for m, info in sorted(r.get("members", {}).items())
             ],
+            # member -> {seq, prepared, fence}: Kafka transactions still to resolve (coordinator/region/resolve.py)
+            "transactions": r.get("transactions", {}),
             "recent_checkpoints": r.get("recent_checkpoints", []),
             "recent_resets": r.get("recent_resets", []),
         }
@@ -196,6 +198,14 @@ def format_document(doc: dict[str, Any]) -> str:
     ]
     out += ["", f"members ({len(rows)})"]
     out.append(_table(["region", "member", "pid", "silent_s", "kafka_generation"], rows) if rows else "  (none)")
+    rows = [
+        [name, member, t["seq"], t["prepared"], t["fence"]]
+        for name, r in regions.items()
+        for member, t in sorted(r["transactions"].items())
+    ]
+    if rows:  # only regions whose members run transactional sinks have any
+        out += ["", f"transactions to resolve ({len(rows)} members)"]
+        out.append(_table(["region", "member", "checkpoint", "prepared", "fence_ids"], rows))
     lag = doc["lag"]
     out += [
         "",

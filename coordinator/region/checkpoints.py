@@ -14,14 +14,20 @@ region's durable document (``coordinator/region/document.py``):
    returned to the caller, which logs them).
 3. Every reset names each member's own checkpoint (:meth:`ConsistentCheckpoints.own`),
    the invariant it serves is stated there.
+4. ``transactions``: each member's Kafka transactions of its last completed
+   checkpoint, recorded when a checkpoint completes and resolved by resets
+   (``coordinator/region/resolve.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from coordinator.protocol.region.transactions import Transactions
 from coordinator.region.document import RegionDocument
 from coordinator.region.model import AbsentCheckpoints
+from coordinator.region.resolve import ResolveEntries
 
 
 class ConsistentCheckpoints:
@@ -33,6 +39,8 @@ class ConsistentCheckpoints:
         self.offsets: list[list[Any]] = []  # its source offsets
         # members absent from the last consistent checkpoint: their own one (own)
         self.absent = AbsentCheckpoints()
+        # each member's Kafka transactions to resolve (step 4)
+        self.transactions = ResolveEntries()
 
     def restore(self, stored: RegionDocument) -> None:
         """From the durable document, once, before anything else."""
@@ -40,11 +48,22 @@ class ConsistentCheckpoints:
         self.members = stored.checkpoint_members
         self.offsets = stored.checkpoint_offsets
         self.absent = AbsentCheckpoints(stored.absent_checkpoints)
+        self.transactions = ResolveEntries(stored.transactions)
 
-    def completed(self, seq: int, members: list[str], offsets: list[list[Any]]) -> list[tuple[str, int]]:
-        """Step 2: checkpoint ``seq`` is consistent, answered by ``members`` (sorted),
-        with ``offsets``. Returns the absent (member, own checkpoint) pairs forgotten
-        past the bound, oldest first."""
+    def completed(
+        self,
+        seq: int,
+        members: list[str],
+        offsets: list[list[Any]],
+        transactions: Mapping[str, Transactions | None] | None = None,
+    ) -> list[tuple[str, int]]:
+        """Steps 2 and 4: checkpoint ``seq`` is consistent, answered by ``members``
+        (sorted), with ``offsets``; ``transactions``: each answering member's (None
+        for a member without a transactional sink; a member not named counts as
+        None). Returns the absent (member, own checkpoint) pairs forgotten past the
+        bound, oldest first."""
+        given = transactions or {}
+        self.transactions.checkpoint_completed(seq, {name: given.get(name) for name in members})
         forgotten = self.absent.checkpoint_completed(self.last_consistent, self.members, members)
         self.last_consistent = seq
         self.members = members

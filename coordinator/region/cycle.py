@@ -17,7 +17,8 @@ previous drain's start, at least a tenth of the period after a RESUME,
 2. All drained -> CHECKPOINTING (`CycleDrive.drained`, returns a
    `CycleStep`): CHECKPOINT(seq) to every member still in the cycle;
    each saves its operators' checkpoints and answers with its source offsets
-   (`CycleRound.checkpoint_answered` records them with its claims).
+   (`CycleRound.checkpoint_answered` records them with its claims) and its
+   Kafka transactions (null without a transactional sink).
 3. All checkpointed (`CycleDrive.checkpointed`): the answers' offsets must
    continue the last consistent checkpoint (the continuity fence,
    ``coordinator/region/continuity.py``: per partition, every claim starts at
@@ -26,7 +27,9 @@ previous drain's start, at least a tenth of the period after a RESUME,
    cycle is persisted or announced. Else it returns `CycleComplete`: ``seq``
    is the last consistent checkpoint (with the members that answered and the
    partitions' offsets, plus the previous checkpoint's offsets of partitions
-   nobody reported); the core persists it BEFORE anyone is told.
+   nobody reported), and each answering member's transactions become its
+   entry to resolve (``coordinator/region/resolve.py``, step 1); the core
+   persists it BEFORE anyone is told.
 4. RESUME(complete=seq, offsets) to every member but the joiners (their reset
    follows): sinks publish the interval, sources keep ``offsets`` as the place
    to start a partition assigned to them later, permits are released. Phase
@@ -52,6 +55,7 @@ import attrs
 from coordinator.protocol.common.transitions import IllegalTransition
 from coordinator.protocol.region.commands import Checkpoint, Drain, RegionCommand, Resume, Retire
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.transactions import Transactions
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.continuity import VIOLATIONS_SHOWN, Continuity, CycleClaims, offsets_advanced
 from coordinator.region.timing import CheckpointPacing, next_drain, slot_of
@@ -127,6 +131,8 @@ class CycleRound:
         # checkpoint, and the members that joined while it ran (reset once it completes).
         self._members: set[str] = set()
         self._checkpointed: set[str] = set()
+        # the checkpoint answers' Kafka transactions (None: no transactional sink)
+        self._transactions: dict[str, Transactions | None] = {}
         self._joined: list[str] = []
         self._started_at: float | None = None
         self._slot: float | None = None  # the grid slot of the running cycle's drain (timing.py)
@@ -151,12 +157,21 @@ class CycleRound:
         """Step 2: the members to await (the cycle's members); no claims yet."""
         self._claims.clear()
         self._checkpointed = set()
+        self._transactions = {}
         return set(self._members)
 
-    def checkpoint_answered(self, name: str, offsets: Sequence[Sequence[Any]] | None) -> None:
-        """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated claims)."""
+    def checkpoint_answered(
+        self, name: str, offsets: Sequence[Sequence[Any]] | None, transactions: Transactions | None = None
+    ) -> None:
+        """Step 2: member ``name`` answered the checkpoint with ``offsets`` (validated
+        claims) and ``transactions`` (None: it runs no transactional sink)."""
         self._checkpointed.add(name)
         self._claims.add(name, offsets or [])
+        self._transactions[name] = transactions
+
+    def transactions(self) -> dict[str, Transactions | None]:
+        """Step 3: the checkpoint answers' transactions, by member."""
+        return dict(self._transactions)
 
     def has_checkpointed(self, name: str) -> bool:
         return name in self._checkpointed
@@ -283,7 +298,9 @@ class CycleDrive:
         # Each partition's offset continues the previous checkpoint's (the continuity fence); partitions
         # nobody reported (unassigned while the group rebalances) keep that checkpoint's offset.
         advanced = offsets_advanced(self._checkpoints.offsets, continuity.offsets)
-        forgotten = self._checkpoints.completed(seq, self.round.answered(members), continuity.offsets)
+        forgotten = self._checkpoints.completed(
+            seq, self.round.answered(members), continuity.offsets, self.round.transactions()
+        )
         self.completed += 1
         took_ms = self.round.elapsed_s(now) * 1000
         slot = self.round.slot

@@ -25,7 +25,9 @@ from typing import Any
 
 import attrs
 
+from coordinator.protocol.region.transactions import Resolve, encode_resolve
 from coordinator.region.model import DOC_VERSION, AbsentCheckpoints
+from coordinator.region.resolve import ResolveEntries
 
 #: Bound on a stored hold: the largest reset_backoff_max_s a member may send
 #: (coordinator/protocol/region/config.py MAX_CONFIG_SECONDS, one day).
@@ -53,9 +55,14 @@ class RegionDocument:
     backoff_s: float | None
     #: The failure streak (coordinator/region/reset.py).
     failure_streak: int
+    #: Each member's Kafka transactions to resolve, by member name (coordinator/region/resolve.py);
+    #: stored in the wire form of a reset's ``resolve``.
+    transactions: tuple[Resolve, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": DOC_VERSION, **attrs.asdict(self, recurse=False)}
+        doc = {"version": DOC_VERSION, **attrs.asdict(self, recurse=False)}
+        doc["transactions"] = encode_resolve(self.transactions)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], region: str) -> RegionDocument:
@@ -84,6 +91,7 @@ class RegionDocument:
             failed_reason=doc["failed_reason"],
             backoff_s=_backoff(doc["backoff_s"]),
             failure_streak=_streak(doc["failure_streak"]),
+            transactions=_transactions(doc["transactions"], doc["last_consistent"]),
         )
 
 
@@ -99,3 +107,16 @@ def _streak(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_FAILURE_STREAK:
         raise ValueError(f"stored failure_streak {value!r:.40} is not a count in [0, {MAX_FAILURE_STREAK}]")
     return value
+
+
+def _transactions(value: Any, last_consistent: Any) -> tuple[Resolve, ...]:
+    """Decoded with the protocol's decoder; an entry's checkpoint completed, so it is at most
+    ``last_consistent``."""
+    entries = ResolveEntries.from_doc(value).entries()
+    late = [e for e in entries if not isinstance(last_consistent, int) or e.seq > last_consistent]
+    if late:
+        raise ValueError(
+            f"stored transactions of {late[0].member!r} are of checkpoint {late[0].seq}, after the last "
+            f"consistent checkpoint {last_consistent!r}"
+        )
+    return entries

@@ -100,6 +100,7 @@ from coordinator.protocol.region.replies import (
     RegionTriggerReply,
     TriggerAnswer,
 )
+from coordinator.protocol.region.transactions import Transactions
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
 from coordinator.region.document import RegionDocument
@@ -329,6 +330,7 @@ class RegionCore:
             failed_reason=self.failed_reason,
             backoff_s=self.resets.hold.length_s,
             failure_streak=self.resets.streak,
+            transactions=self.checkpoints.transactions.entries(),
         ).to_dict()
 
     def _save(self) -> None:
@@ -522,9 +524,12 @@ class RegionCore:
         now: float,
         offsets: list[Any] | None = None,
         rebalance: bool = False,
+        transactions: Transactions | None = None,
     ) -> None:
         """A member's answer to ``command`` (``AWAITED``: the phase's own; a reset
-        answer names its attempt, a cycle answer its seq; any other is stale)."""
+        answer names its attempt, a cycle answer its seq; any other is stale). A
+        checkpoint answer carries the member's ``offsets`` (claims) and its Kafka
+        ``transactions`` (None: no transactional sink)."""
         if not self.members.touch(name, now):
             log.info("region %s: ignoring %s answer of unknown member %s", self.config.name, command.value, name)
             return
@@ -553,7 +558,7 @@ class RegionCore:
             return
         self.waiting.discard(name)
         if command is CommandKind.CHECKPOINT:
-            self.cycles.round.checkpoint_answered(name, offsets)
+            self.cycles.round.checkpoint_answered(name, offsets, transactions)
         if self.waiting:
             return
         self._phase_answered(now)
@@ -739,8 +744,10 @@ class RegionCore:
         failure streak lasts."""
         if self.phase is not RegionPhase.RESETTING or self.waiting:
             return
-        done = self.resets.answered(now)
+        done = self.resets.answered(now, self.members)
         self.deadline = None
+        if done.resolved:
+            self._save()  # the resolved transactions are gone before the RESUME
         why = f"reset attempt {done.attempt} complete ({done.took_s * 1000:.0f} ms since the first cause)"
         if done.hold_left_s is None:
             self._resume_after_reset(now, why)
@@ -808,6 +815,7 @@ class RegionCore:
             checkpoints=self.cycles.completed,
             failed_cycles=self.cycles.failures,
             failed_reason=self.failed_reason,
+            transactions=self.checkpoints.transactions.status(),
         ).to_dict()
 
 

@@ -55,15 +55,20 @@ checkpoint after a round is there too.
    its consumer to rejoin the group at once, so it is revoked during this
    reset (nothing fetched: no further forced reset) instead of at its next
    Kafka heartbeat, after the reset, with records fetched (one more forced
-   reset round). The core persists the attempt, then transitions to
-   RESETTING, then sends.
+   reset round). Each command's ``resolve`` names the Kafka transactions its
+   receiver resolves before it resets: its own entry, and for the first
+   member in sorted order also those of members not in the round
+   (``coordinator/region/resolve.py``, step 2). The core persists the
+   attempt, then transitions to RESETTING, then sends.
 4. Each member's answer is the core's (``RegionCore.ack``); an answer of
    another attempt is stale. A failed answer, or none within
    ``reset_timeout_s``, is a new cause (step 1, as a failure, restarting the
    round).
 5. Every awaited member answered (or left): `ResetDrive.answered` returns
-   `RoundAnswered`: how long the rounds took since the first cause, and the
-   hold still to wait after a repeated failure. With a hold the core
+   `RoundAnswered`: how long the rounds took since the first cause, the
+   hold still to wait after a repeated failure, and whether the transactions
+   the answering members resolved changed the entries (resolve.py, step 3:
+   the core persists them before the RESUME). With a hold the core
    transitions to BACKOFF, and its tick asks the hold until it is over.
 6. The RESUME: `ResetDrive.resume` returns `RoundEnd`: when the next drain may
    start (the pacing after a reset, ``CheckpointPacing.settle_delay``) and how
@@ -74,12 +79,13 @@ checkpoint after a round is there too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import attrs
 
 from coordinator.protocol.region.commands import RegionCommand, Reset, ResetToInitial
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.transactions import Resolve
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.document import MAX_FAILURE_STREAK, RegionDocument
 from coordinator.region.model import ResetKind
@@ -123,6 +129,8 @@ class RoundAnswered:
     hold_left_s: float | None
     #: The hold's length, counted from its failure (None: no hold).
     hold_s: float | None
+    #: The entries to resolve changed (resolve.py, step 3): the core persists them.
+    resolved: bool = False
 
 
 @attrs.frozen
@@ -186,11 +194,13 @@ class ResetDrive:
             self._started_at = now
         if rejoin:
             self._pacing.rejoin_hinted(now)
+        names = sorted(members)
+        resolve = self._checkpoints.transactions.hand_out(names)
         return RoundStart(
             attempt,
             kind,
             f"attempt {attempt} ({kind.value}, consecutive {self.consecutive}, streak {self.streak}): {why}",
-            tuple((name, self._command(name, attempt, rejoin)) for name in sorted(members)),
+            tuple((name, self._command(name, attempt, rejoin, resolve.get(name, ()))) for name in names),
             now + self._config.reset_timeout_s,
         )
 
@@ -217,10 +227,10 @@ class ResetDrive:
             )
         return None
 
-    def _command(self, name: str, attempt: int, rejoin: bool) -> RegionCommand:
+    def _command(self, name: str, attempt: int, rejoin: bool, resolve: tuple[Resolve, ...]) -> RegionCommand:
         last = self._checkpoints.last_consistent
         if last is None:
-            return ResetToInitial(attempt, rejoin=rejoin)
+            return ResetToInitial(attempt, rejoin=rejoin, resolve=resolve)
         return Reset(
             last,
             attempt,
@@ -228,6 +238,7 @@ class ResetDrive:
             self._checkpoints.offsets,
             self._checkpoints.own(name),
             rejoin=rejoin,
+            resolve=resolve,
         )
 
     def forced(self, now: float) -> None:
@@ -237,11 +248,13 @@ class ResetDrive:
         self._count(ResetKind.FORCE, now)
         self.hold.on_cause(ResetKind.FORCE, self.streak, self.consecutive, now)
 
-    def answered(self, now: float) -> RoundAnswered:
-        """Step 5."""
+    def answered(self, now: float, present: Collection[str]) -> RoundAnswered:
+        """Step 5; ``present``: the region's members now (those of the round each
+        answered it; the others left during it)."""
         took = self._took_s = now - (self._started_at or now)
         self._started_at = None
-        return RoundAnswered(self.attempt, took, self.hold.left(now), self.hold.length_s)
+        resolved = self._checkpoints.transactions.round_completed(present)
+        return RoundAnswered(self.attempt, took, self.hold.left(now), self.hold.length_s, resolved)
 
     def resume(self) -> RoundEnd:
         """Step 6. Off the cadence grid: the pacing after a reset decides the next drain."""

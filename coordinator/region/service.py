@@ -356,6 +356,7 @@ class RegionControllerService(Service):
             req.received,
             msg.offsets,
             rebalance=msg.rebalance,
+            transactions=msg.transactions,
         )
         return RegionPhaseReply(core.phase)
 

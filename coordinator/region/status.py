@@ -3,8 +3,9 @@
 1. :class:`~coordinator.region.machine.RegionCore` builds a `RegionStatus` from
    its parts on request (``RegionCore.status``): the member table's rows
    (``coordinator/region/membership.py``), the reset drive's `ResetStatus`
-   (``coordinator/region/reset.py``), the cycle drive's counters and its own
-   phase.
+   (``coordinator/region/reset.py``), the cycle drive's counters, the
+   members' transactions to resolve (``coordinator/region/resolve.py``) and its
+   own phase.
 2. The region controller service (``coordinator/region/service.py``) adds the
    recent checkpoints and reset rounds and answers ``region_status`` with
    ``to_dict()``; ``crkafka status`` (``coordinator/cli/status.py``) and the
@@ -68,6 +69,9 @@ class RegionStatus:
     checkpoints: int
     failed_cycles: int
     failed_reason: str | None
+    #: Member name (live or absent) -> its Kafka transactions still to resolve:
+    #: ``{seq, prepared, fence}`` (``coordinator/region/resolve.py``, ``EntryStatus``).
+    transactions: dict[str, dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
         """The reply's flat form (the reset part's keys at the top level)."""

@@ -108,7 +108,7 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
     assert first.commands == ((("m0", ResetToInitial(1, rejoin=True)), ("m1", ResetToInitial(1, rejoin=True))))
     assert first.members == {"m0", "m1"}
     assert first.why == "attempt 1 (membership, consecutive 0, streak 0): boot"
-    done = drive.answered(now=1.5)
+    done = drive.answered(now=1.5, present={"m0", "m1"})
     assert (done.attempt, done.took_s, done.hold_left_s) == (1, 0.5, None)
     end = drive.resume()
     assert (end.attempt, end.took_s, end.held_s) == (1, 0.5, None)
@@ -151,5 +151,6 @@ def test_status_reply_keeps_its_keys():
             "backoff_s",
             "backoff_left_s",
             "failure_streak",
+            "transactions",
         ]
     )

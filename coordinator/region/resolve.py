@@ -1,0 +1,181 @@
+"""The members' Kafka transactions to resolve: the controller's side of
+``coordinator/protocol/region/transactions.py`` (its steps 2 to 4; no I/O, the
+loop thread only).
+
+:class:`ResolveEntries` holds at most one :class:`Resolve` entry per member
+name: the transactions of the last completed checkpoint that member answered
+with transactions. It is owned by
+:class:`~coordinator.region.checkpoints.ConsistentCheckpoints` and durable in
+the region's document (``transactions``, ``coordinator/region/document.py``):
+
+1. A checkpoint completes (:meth:`ResolveEntries.checkpoint_completed`): each
+   answering member that sent ``transactions`` gets the entry
+   ``Resolve(member, seq, transactions)``, replacing its previous one. One that
+   answered null (no transactional sink now) loses its entry only when the
+   entry has no prepared transaction left: a prepared transaction of a
+   completed checkpoint is committed by someone, whatever the member runs now
+   (its fence ids go with the entry: the reset that brought a process without
+   the sink in already fenced them). Members absent from the checkpoint keep
+   their entries.
+2. A reset round starts (:meth:`ResolveEntries.hand_out`, called by
+   ``ResetDrive.start``): each member of the round is handed its own entry,
+   and the first member in sorted order also the entries of every member not
+   in the round (oldest checkpoint first, at most ``MAX_RESOLVE`` in all: the
+   command's bound; the rest waits for the next round). Nobody else gets them.
+   What was handed to whom is kept for step 3 (not durable: a restarted
+   coordinator starts a new round, which hands them out again).
+3. The round completes (:meth:`ResolveEntries.round_completed`, every member
+   answered OK or left): for each member of the round still present (it
+   answered, so it resolved what it was handed), an absent member's entry it
+   resolved is dropped, and its own entry keeps only ``fence`` (``prepared``
+   is empty: committed). An entry replaced since it was handed out is left
+   alone. A member that left during the round resolved nothing: what it was
+   handed stays for the next round. A round that fails or is restarted
+   changes nothing (its successor hands the entries out again). The core
+   persists the change before the RESUME.
+
+Never forgotten by a count (unlike ``AbsentCheckpoints``): a forgotten entry
+would leave its prepared transactions open for ever (the broker never times
+out an abandoned transaction, and every ``read_committed`` reader of its
+partitions stops below it) or leave a dead member's open interval unfenced.
+What bounds them: a live member has one entry; an absent member's entry lives
+until the next completed round whose resolver answered, and every join starts
+a round before any further checkpoint can complete, so the absent entries
+are those of members that left since (at most ``limits.max_members_per_group``
+per round, plus those of a resolver that itself left). The stored document
+refuses more than ``MAX_RESOLVE`` entries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from coordinator.protocol.region.transactions import MAX_RESOLVE, Resolve, Transactions, decode_resolve
+from coordinator.protocol.wire.errors import Invalid
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class EntryStatus:
+    """One entry as ``region_status`` shows it (``coordinator/region/status.py``)."""
+
+    #: The completed checkpoint the transactions were prepared for.
+    seq: int
+    #: Prepared transactions not yet known to be committed.
+    prepared: int
+    #: Transactional ids its sinks write with (fenced at a reset).
+    fence: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+class ResolveEntries:
+    """See the module docstring. Not thread-safe."""
+
+    def __init__(self, entries: Sequence[Resolve] = ()) -> None:
+        self._entries: dict[str, Resolve] = {e.member: e for e in entries}
+        # step 2: member of the running round -> the entries handed to it
+        self._handed: dict[str, tuple[Resolve, ...]] = {}
+
+    @classmethod
+    def from_doc(cls, value: Any) -> ResolveEntries:
+        """The stored ``transactions``, decoded with the protocol's decoder (at most
+        ``MAX_RESOLVE`` entries, each fully checked) and one entry per member;
+        raises ValueError naming what is wrong."""
+        if not isinstance(value, list):
+            raise ValueError(f"stored transactions {value!r:.40} is not a list")
+        try:
+            entries = decode_resolve(value, "transactions")
+        except Invalid as exc:
+            raise ValueError(f"stored {exc}") from exc
+        names = [e.member for e in entries]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"stored transactions name the members {twice[:5]} more than once")
+        return cls(entries)
+
+    def to_doc(self) -> list[dict[str, Any]]:
+        return [self._entries[name].to_wire() for name in sorted(self._entries)]
+
+    def get(self, name: str) -> Resolve | None:
+        return self._entries.get(name)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> tuple[Resolve, ...]:
+        """Every entry, by member name."""
+        return tuple(self._entries[name] for name in sorted(self._entries))
+
+    # ------------------------------------------------------------------ steps
+    def checkpoint_completed(self, seq: int, answers: Mapping[str, Transactions | None]) -> None:
+        """Step 1: checkpoint ``seq`` completed; ``answers``: each answering member's
+        transactions (None: it runs no transactional sink)."""
+        for name, transactions in answers.items():
+            if transactions is not None:
+                self._entries[name] = Resolve(name, seq, transactions)
+                continue
+            entry = self._entries.get(name)
+            if entry is not None and not entry.transactions.prepared:
+                del self._entries[name]
+
+    def hand_out(self, members: Collection[str]) -> dict[str, tuple[Resolve, ...]]:
+        """Step 2: the entries each member of a new round resolves (a member with none
+        is not named)."""
+        names = sorted(members)
+        handed: dict[str, tuple[Resolve, ...]] = {}
+        for name in names:
+            own = self._entries.get(name)
+            if own is not None:
+                handed[name] = (own,)
+        if names:
+            absent = sorted((e for n, e in self._entries.items() if n not in members), key=lambda e: (e.seq, e.member))
+            room = MAX_RESOLVE - len(handed.get(names[0], ()))
+            if len(absent) > room:
+                log.warning(
+                    "%d absent members' transactions to resolve, at most %d in one reset: the %d newest "
+                    "wait for the next reset round",
+                    len(absent),
+                    room,
+                    len(absent) - room,
+                )
+            if absent:
+                handed[names[0]] = handed.get(names[0], ()) + tuple(absent[:room])
+        self._handed = handed
+        return handed
+
+    def round_completed(self, present: Collection[str]) -> bool:
+        """Step 3: the round completed; ``present``: its members still in the region
+        (each answered it). Returns whether an entry changed (the core persists)."""
+        changed = False
+        for receiver, entries in self._handed.items():
+            if receiver not in present:
+                continue
+            for entry in entries:
+                if self._entries.get(entry.member) != entry:
+                    continue  # replaced since it was handed out
+                if entry.member != receiver:
+                    del self._entries[entry.member]
+                    changed = True
+                elif entry.transactions.prepared:
+                    fence_only = Transactions((), entry.transactions.fence)
+                    self._entries[receiver] = Resolve(receiver, entry.seq, fence_only)
+                    changed = True
+        self._handed = {}
+        return changed
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Member name -> its entry's ``EntryStatus`` dict."""
+        return {
+            name: EntryStatus(e.seq, len(e.transactions.prepared), len(e.transactions.fence)).to_dict()
+            for name, e in sorted(self._entries.items())
+        }
+
+
+__all__ = ["EntryStatus", "ResolveEntries"]
