@@ -65,6 +65,21 @@ Invariants, checked after every step:
    waits for nobody, no live member is left reset-pending, and a periodic
    region with members completes a checkpoint.
 
+Kafka transactions (``coordinator/protocol/region/transactions.py``): m0 and m1
+run a transactional sink (their checkpoint answers carry the transaction of
+the interval, under the id of its seq's parity), m2 none (its answers carry
+null). A member commits its own prepared transaction of N at the
+``resume(complete=N)`` of the process that prepared it; a reset's receiver
+commits every prepared transaction its ``resolve`` names. Checked:
+
+6. each reset's ``resolve`` holds the receiver's own entry (if it has one) as
+   the document persisted before it has it, and, for the first member of the
+   round in sorted order only, every entry of a member not in the round;
+   nothing else; every entry is of a consistent checkpoint its member was in;
+7. no prepared transaction of a completed checkpoint is forgotten: an entry
+   leaves the persisted document (dropped, replaced, or its prepared list
+   emptied) only once its prepared transaction was committed.
+
 Faults besides the members' own: a crash right after a checkpoint ack (before
 the RESUME), and a coordinator restart (the core rebuilt from its last
 persisted document, pushes in flight lost).
@@ -83,6 +98,7 @@ from coordinator.protocol.region.commands import CommandKind, RegionCommand
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.transactions import PreparedTxn, Transactions, TxnPartition
 from coordinator.region.events import (
     BackoffHeld,
     CheckpointCompleted,
@@ -96,6 +112,8 @@ from coordinator.region.model import ResetKind
 from cr_consumer.runtime.member.reset_watch import RE_REQUEST_S, RE_REQUESTS_MAX
 
 NAMES = ["m0", "m1", "m2"]
+#: The members that run a transactional sink (invariants 6-7).
+TRANSACTIONAL = {"m0", "m1"}
 
 #: Time steps: below, near and past every timeout of the config below.
 STEPS = [0.05, 0.3, 1.0, 2.5, 6.0]
@@ -119,6 +137,8 @@ class SimMember:
     reset_pending: bool = False
     asked_at: float = 0.0  # last reset request (or completed reset) while reset-pending
     re_requests: int = 0
+    #: checkpoints this process answered with a prepared transaction (it commits them at their RESUME)
+    prepared: set[int] = attrs.field(factory=set)
 
 
 class RegionMachine(RuleBasedStateMachine):
@@ -143,6 +163,7 @@ class RegionMachine(RuleBasedStateMachine):
         self.streak = 0
         self.last_failure: float | None = None
         self.hold_s: float | None = None  # the hold the next RESUME after a reset is held for, by that count
+        self.committed: set[tuple[str, int]] = set()  # (member, checkpoint) transactions committed (invariant 7)
 
     # ------------------------------------------------------------------ core callbacks
     def _send(self, member: str, command: RegionCommand) -> None:
@@ -155,14 +176,41 @@ class RegionMachine(RuleBasedStateMachine):
             last = self.docs[-1]["last_consistent"] if self.docs else None
             if last != body["complete"]:
                 self.violations.append(f"resume({body['complete']}) sent while the persisted checkpoint is {last}")
+        if body["cmd"] in ("reset", "reset_to_initial"):
+            self._check_resolve(member, body.get("resolve", []))
         m = self.sim.get(member)
         if m is not None and m.alive:
             m.inbox.append(dict(body))
 
+    def _check_resolve(self, member: str, resolve: list[dict]) -> None:
+        """Invariant 6, at the send (the round's members are the core's members now)."""
+        stored = {e["member"]: e for e in (self.docs[-1]["transactions"] if self.docs else [])}
+        resolver = min(self.core.members)
+        expected = [stored[member]] if member in stored else []
+        if member == resolver:
+            others = [e for n, e in stored.items() if n not in self.core.members]
+            expected += sorted(others, key=lambda e: (e["seq"], e["member"]))
+        if resolve != expected:
+            self.violations.append(f"reset to {member} resolves {resolve}, expected {expected}")
+
     def _persist(self, doc: dict) -> None:
+        before = self.docs[-1]["transactions"] if self.docs else []
         self.docs.append(doc)
         if doc["last_consistent"] is not None:
             self.consistent.setdefault(doc["last_consistent"], set(doc["checkpoint_members"]))
+        self._check_entries(before, doc["transactions"])
+
+    def _check_entries(self, before: list[dict], after: list[dict]) -> None:
+        """Invariants 6 (every entry of a consistent checkpoint its member was in) and 7."""
+        now = {e["member"]: e for e in after}
+        for e in after:
+            if e["member"] not in self.consistent.get(e["seq"], ()):
+                self.violations.append(f"entry {e} is not of a consistent checkpoint {e['member']} was in")
+        for e in before:
+            kept = now.get(e["member"])
+            gone = kept is None or kept["seq"] != e["seq"] or not kept["prepared"]
+            if e["prepared"] and gone and (e["member"], e["seq"]) not in self.committed:
+                self.violations.append(f"entry {e} left the document uncommitted (now {kept})")
 
     @initialize(
         mode=st.sampled_from(["periodic", "operator_driven"]),
@@ -236,6 +284,7 @@ class RegionMachine(RuleBasedStateMachine):
         m.reset_pending = False  # a new process starts its source afresh
         m.parts = {p: None for p, owner in self.owner.items() if owner == name}
         m.consistent = {}
+        m.prepared = set()  # a new process: what its predecessor prepared is the region's to resolve
         self.core.join(
             name,
             f"{name}/{m.incarnation}".encode(),
@@ -348,8 +397,26 @@ class RegionMachine(RuleBasedStateMachine):
             for iv in m.parts.values():
                 if iv is not None:
                     iv[0] = iv[1]
+        txns = None
+        if body["cmd"] == "checkpoint" and name in TRANSACTIONAL:
+            seq = body["seq"]
+            p = NAMES.index(name)
+            txns = Transactions(
+                (PreparedTxn(f"{name}-{seq % 2}", 100 + p, m.incarnation, (TxnPartition("out", p, seq),)),),
+                (f"{name}-0", f"{name}-1"),
+            )
+            if ok:
+                m.prepared.add(seq)
         self.core.ack(
-            name, command, body.get("seq"), body.get("attempt"), ok, None if ok else "failed", self.now, claims
+            name,
+            command,
+            body.get("seq"),
+            body.get("attempt"),
+            ok,
+            None if ok else "failed",
+            self.now,
+            claims,
+            transactions=txns,
         )
 
     @rule(thief=st.sampled_from(NAMES), victim=st.sampled_from(NAMES))
@@ -456,11 +523,16 @@ class RegionMachine(RuleBasedStateMachine):
         if cmd == "resume" and body.get("complete") is not None:
             m.consistent = {p: o for t, p, o in body["offsets"]}
             self._publish(name, body["complete"])
+            if body["complete"] in m.prepared:  # its sink commits the transaction of that interval
+                self.committed.add((name, body["complete"]))
         elif cmd == "drain":
             for iv in m.parts.values():  # the interval's records, processed before the drain
                 if iv is not None:
                     iv[1] += 1
-        elif cmd == "reset":
+        if cmd in ("reset", "reset_to_initial"):  # before its operators reset: commit what it is handed
+            self.committed.update((e["member"], e["seq"]) for e in body.get("resolve", []) if e["prepared"])
+            m.prepared.clear()
+        if cmd == "reset":
             m.reset_pending = False
             self._seek(m, {p: o for t, p, o in body["offsets"]})
             # its operators go back to their data of its own last completed checkpoint
@@ -632,6 +704,57 @@ def test_a_reset_request_made_while_the_member_executes_its_reset_is_asked_again
     assert m.sim["m0"].reset_pending  # dropped by the controller
     m.settle()
     assert not m.sim["m0"].reset_pending
+
+
+def _dead_after_its_checkpoint_ack() -> tuple[RegionMachine, int]:
+    """m0, m1, m2 run; m0 acks checkpoint N and dies before its RESUME; N completes. Returns N."""
+    m = _machine(min_members=3)
+    for name in NAMES:
+        m.join(name)
+    m.settle()
+    m.healthy_time_passes(1.0)  # drain
+    m.answer_round()  # drains acked: checkpoint
+    seq = m.core.cycles.seq
+    m.execute("m0")
+    m.crash_after_checkpoint_ack("m0")
+    m.answer_round()  # m1, m2 ack: N completes, m0 never commits its transaction of N
+    assert m.core.checkpoints.last_consistent == seq
+    assert ("m0", seq) not in m.committed
+    return m, seq
+
+
+def _drop_the_dead(m: RegionMachine) -> None:
+    """The live members heartbeat while the dead m0 falls silent past member_timeout_s (2 s)."""
+    for dt in (1.0, 1.0, 0.3):
+        m.healthy_time_passes(dt)
+    assert "m0" not in m.core.members
+
+
+def test_a_dead_members_prepared_transaction_is_committed_by_the_first_survivor():
+    m, seq = _dead_after_its_checkpoint_ack()
+    _drop_the_dead(m)  # the reset hands m0's entry to m1
+    assert m.core.phase is RegionPhase.RESETTING
+    assert [e["member"] for e in m.sim["m1"].inbox[-1]["resolve"]] == ["m1", "m0"]
+    assert [e["member"] for e in m.sim["m2"].inbox[-1].get("resolve", [])] == []  # m2 runs no transactional sink
+    m.settle()
+    assert ("m0", seq) in m.committed
+    assert "m0" not in {e["member"] for e in m.docs[-1]["transactions"]}
+    assert m.violations == []
+
+
+def test_a_resolver_leaving_before_it_answers_leaves_the_dead_members_entry_for_the_next_round():
+    m, seq = _dead_after_its_checkpoint_ack()
+    _drop_the_dead(m)  # the reset: m1 resolves m0's entry
+    m.execute("m2")
+    m.ack("m2", True)
+    m.leave("m1")  # gracefully, before it executed its reset: the round completes without it
+    assert m.core.phase is RegionPhase.RUNNING
+    assert ("m0", seq) not in m.committed
+    assert {"m0", "m1"} <= {e["member"] for e in m.docs[-1]["transactions"]}  # kept, not dropped
+    m.request_reset("m2", False)  # the next round: m2 is the first member and resolves both
+    m.settle()
+    assert {("m0", seq), ("m1", seq)} <= m.committed
+    assert m.violations == []
 
 
 # Deterministic in ``make test``; MODEL_EXAMPLES=5000 MODEL_RANDOM=1 for a longer, random search.
