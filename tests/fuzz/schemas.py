@@ -109,6 +109,21 @@ def claims(max_size: int = 6) -> st.SearchStrategy[list[list[Any]]]:
     )
 
 
+def transactions() -> st.SearchStrategy[dict[str, Any]]:
+    """A checkpoint answer's Kafka transactions (coordinator/protocol/region/transactions.py)."""
+    tid = st.sampled_from(["tx-0", "tx-1", "tx-2"])
+    partition = st.tuples(st.sampled_from(TOPICS), st.integers(0, 7), st.integers(0, 10_000)).map(list)
+    prepared = st.fixed_dictionaries(
+        {
+            "tid": tid,
+            "pid": st.integers(0, 1 << 20),
+            "epoch": st.integers(0, (1 << 15) - 1),
+            "partitions": st.lists(partition, max_size=3),
+        }
+    )
+    return st.fixed_dictionaries({"prepared": st.lists(prepared, max_size=2), "fence": st.lists(tid, max_size=3)})
+
+
 def region_config() -> st.SearchStrategy[dict[str, Any]]:
     """A RegionConfig dict (without ``name``): small timeouts so that time-driven paths run within a batch."""
     seconds = st.sampled_from([0.02, 0.05, 0.2, 1.0, 30.0])
@@ -191,7 +206,7 @@ def body_schemas(groups: list[str]) -> dict[str, st.SearchStrategy[dict[str, Any
                 "error": st.none() | st.just("sink failed"),
                 "offsets": st.none() | claims(),
             },
-            optional={"rebalance": st.booleans()},
+            optional={"rebalance": st.booleans(), "transactions": st.none() | transactions()},
         ),
         "region_reset_request": st.fixed_dictionaries(
             {**_who(), "force": st.booleans(), "reason": st.sampled_from(["rebalance", "sink error"])}

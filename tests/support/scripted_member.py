@@ -9,7 +9,12 @@ answers the controller's commands the way a healthy member process does:
    being the partition's offset in the last ``reset`` or ``resume`` (the
    region's last consistent one; ``to`` for a partition the region has none
    for), so that every interval continues the last consistent checkpoint; or
-   with the claims ``checkpoint_claims(seq)`` returns as they are;
+   with the claims ``checkpoint_claims(seq)`` returns as they are; with
+   ``checkpoint_transactions``, the answer also carries the Kafka transactions
+   it returns for ``seq`` and is sent as a plain request (``CoordinatorClient``,
+   which the controller accepts from any socket naming the member and its
+   incarnation, as it does the channel's); an error reply or none within
+   ``ACK_TIMEOUT_S`` is recorded in ``errors``, like a lost answer;
 3. ``reset`` / ``reset_to_initial``: acked, unless ``answer_resets`` is False
    (a member stuck in its reset);
 4. every command is recorded in ``seen``.
@@ -34,6 +39,9 @@ from coordinator.protocol.region.commands import (
     Resume,
 )
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.messages import RegionAck
+from coordinator.protocol.region.transactions import Transactions
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.runtime.member.control import ControlChannel
 
 #: How long stop() waits for the answering thread (it polls its queue every 0.1 s).
@@ -41,6 +49,10 @@ STOP_TIMEOUT_S = 5.0
 #: How long start() waits for the region's answer to the join: a test asking the
 #: coordinator about the region before the join reached it finds no region.
 JOIN_TIMEOUT_S = 15.0
+#: How long a checkpoint answer sent as a request waits for its reply: bounds the
+#: answering thread's stall while the coordinator is down (a killed coordinator);
+#: below STOP_TIMEOUT_S, so stop() closes the client only after the thread ended.
+ACK_TIMEOUT_S = 3.0
 
 
 def no_offsets(seq: int) -> list[list[Any]]:
@@ -60,8 +72,17 @@ class ScriptedMember:
         answer_resets: bool = True,
         checkpoint_offsets: Callable[[int], list[list[Any]]] = no_offsets,
         checkpoint_claims: Callable[[int], list[list[Any]]] | None = None,
+        checkpoint_transactions: Callable[[int], Transactions | None] | None = None,
     ) -> None:
         self.name = name
+        self.region = region
+        self.incarnation = incarnation or f"inc-{name}"
+        self._checkpoint_transactions = checkpoint_transactions
+        self._client = (
+            CoordinatorClient(endpoint, timeout=ACK_TIMEOUT_S) if checkpoint_transactions is not None else None
+        )
+        #: Checkpoint answers sent as requests that got an error or no reply.
+        self.errors: list[CoordinatorError | CoordinatorUnavailable] = []
         self.fail_drain = fail_drain
         self.answer_resets = answer_resets
         self._checkpoint_offsets = checkpoint_offsets
@@ -74,7 +95,7 @@ class ScriptedMember:
             endpoint,
             region,
             name,
-            incarnation or f"inc-{name}",
+            self.incarnation,
             RegionConfig.from_dict({**config, "name": region}),
             self.commands.put,
         )
@@ -107,7 +128,7 @@ class ScriptedMember:
                         error="sink refused the batch" if self.fail_drain else None,
                     )
                 case Checkpoint(seq=seq):
-                    self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=self._claims(seq))
+                    self._checkpoint_ack(seq)
                 case Reset() | ResetToInitial():
                     offsets = command.offsets if isinstance(command, Reset) else []
                     self._consistent = {(t, p): o for t, p, o in offsets}
@@ -120,6 +141,28 @@ class ScriptedMember:
                 case Resume(offsets=offsets) if offsets is not None:
                     self._consistent = {(t, p): o for t, p, o in offsets}
 
+    def _checkpoint_ack(self, seq: int) -> None:
+        """Step 2: the checkpoint answer, with the transactions when there are some."""
+        if self._client is None or self._checkpoint_transactions is None:
+            self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=self._claims(seq))
+            return
+        ack = RegionAck(
+            self.region,
+            self.name,
+            self.incarnation,
+            CommandKind.CHECKPOINT,
+            seq,
+            None,
+            True,
+            None,
+            self._claims(seq),
+            transactions=self._checkpoint_transactions(seq),
+        )
+        try:
+            self._client.request(RegionAck.TYPE, ack.to_body())
+        except (CoordinatorError, CoordinatorUnavailable) as exc:  # a lost answer: the phase times out
+            self.errors.append(exc)
+
     def _claims(self, seq: int) -> list[list[Any]]:
         """Step 2: the checkpoint answer's claims."""
         if self._checkpoint_claims is not None:
@@ -130,6 +173,8 @@ class ScriptedMember:
         self._stop.set()
         self._thread.join(STOP_TIMEOUT_S)
         self.channel.stop(leave=False)
+        if self._client is not None:
+            self._client.close()
 
 
 #: A region that checkpoints every 0.3 s and gives up after two consecutive resets

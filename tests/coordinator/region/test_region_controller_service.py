@@ -8,6 +8,7 @@ import queue
 
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.transactions import PreparedTxn, Transactions, TxnPartition
 from cr_consumer.runtime.member.control import ControlChannel
 
 from support import scripted_member
@@ -187,3 +188,65 @@ def test_curve_member_joins_and_unknown_key_cannot(tmp_path, names):
         good.stop(leave=False)
         bad.stop(leave=False)
         proc.terminate()
+
+
+def test_the_members_transactions_survive_a_coordinator_kill_and_its_first_reset_hands_them_out(coordinator, names):
+    """Each member answers its checkpoints with one prepared transaction; after kill -9 and a
+    restart, the first reset hands each member its own entry of a checkpoint completed before the
+    kill, as it answered it, and the entries are still shown in the status."""
+    region = names.group("region")
+
+    def answers(name: str):
+        def at(seq: int) -> Transactions:
+            p = int(name[-1])
+            return Transactions(
+                (PreparedTxn(f"{name}-{seq % 2}", 100 + p, 0, (TxnPartition("out", p, seq),)),),
+                (f"{name}-0", f"{name}-1"),
+            )
+
+        return at
+
+    members = [
+        ScriptedMember(
+            coordinator.endpoint,
+            region,
+            f"m{i}",
+            REGION,
+            checkpoint_offsets=lambda seq, i=i: [["t", i, seq * 10]],
+            checkpoint_transactions=answers(f"m{i}"),
+        ).start()
+        for i in range(2)
+    ]
+    try:
+        before = wait_until(
+            lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] and s["transactions"] and s,
+            20,
+            "a checkpoint with transactions",
+        )
+        assert set(before["transactions"]) == {"m0", "m1"}
+        assert all(t["prepared"] == 1 and t["fence"] == 2 for t in before["transactions"].values())
+        coordinator.kill()
+        coordinator.restart()
+
+        def reset_after_restart(m: ScriptedMember):
+            def seen():
+                resets = [c for c in m.seen if c["cmd"] == "reset" and c["seq"] >= before["last_consistent"]]
+                return resets[-1] if resets else None
+
+            return seen
+
+        for m in members:
+            reset = wait_until(reset_after_restart(m), 20, f"{m.name}'s reset after the restart")
+            (entry,) = reset["resolve"]  # its own only: nobody is absent
+            assert entry["member"] == m.name
+            assert entry["seq"] >= before["transactions"][m.name]["seq"]
+            assert entry == {"member": m.name, **answers(m.name)(entry["seq"]).to_wire(), "seq": entry["seq"]}
+        after = wait_until(
+            lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "RUNNING" and s,
+            20,
+            "RUNNING after the reset",
+        )
+        assert set(after["transactions"]) == {"m0", "m1"}
+    finally:
+        for m in members:
+            m.stop()

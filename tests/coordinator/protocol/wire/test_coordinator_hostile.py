@@ -336,6 +336,33 @@ def test_retire_of_unknown_groups_keeps_nothing(coord, raw):
                 "offsets": [["t", 0, 1, 2, 3]],
             },
         ),
+        *(
+            (
+                "region_ack",
+                {
+                    "region": "r",
+                    "member": "m",
+                    "incarnation": "i",
+                    "command": "checkpoint",
+                    "seq": 1,
+                    "ok": True,
+                    "offsets": [],
+                    "transactions": transactions,
+                },
+            )
+            for transactions in (
+                "prepared",  # not an object
+                {"prepared": [], "fence": "m-0"},  # a list of ids, not one
+                {"prepared": {}, "fence": []},
+                {"prepared": [], "fence": ["m-0"] * 129},  # past MAX_FENCE
+                {"prepared": [{"tid": "t", "pid": 1, "epoch": 0, "partitions": []}] * 65, "fence": []},  # MAX_PREPARED
+                {"prepared": [{"tid": "t", "pid": 1, "epoch": 1 << 15, "partitions": []}], "fence": []},  # int16
+                {"prepared": [{"tid": "t", "pid": -1, "epoch": 0, "partitions": []}], "fence": []},
+                {"prepared": [{"tid": "t\n", "pid": 1, "epoch": 0, "partitions": []}], "fence": []},
+                {"prepared": [{"tid": "t", "pid": 1, "epoch": 0, "partitions": [["out", 0]]}], "fence": []},
+                {"prepared": [{"tid": "t", "pid": 1, "epoch": 0, "partitions": [["out", 0, 1]] * 10_001}], "fence": []},
+            )
+        ),
     ],
 )
 def test_out_of_range_numbers_and_control_characters_are_invalid(coord, raw, msg_type, body):
