@@ -12,11 +12,11 @@ the region's document (``transactions``, ``coordinator/region/document.py``):
    answering member that sent ``transactions`` gets the entry
    ``Resolve(member, seq, transactions)``, replacing its previous one. One that
    answered null (no transactional sink now) loses its entry only when the
-   entry has no prepared transaction left: a prepared transaction of a
-   completed checkpoint is committed by someone, whatever the member runs now
-   (its fence ids go with the entry: the reset that brought a process without
-   the sink in already fenced them). Members absent from the checkpoint keep
-   their entries.
+   entry lists no prepared transaction: a prepared transaction of a completed
+   checkpoint must be committed by someone, whatever the member runs now. An
+   entry of fence ids only may go: a process runs without the sink only after
+   a restart, and the reset that brought it in fenced them. Members absent
+   from the checkpoint keep their entries.
 2. A reset round starts (:meth:`ResolveEntries.hand_out`, called by
    ``ResetDrive.start``): each member of the round is handed its own entry,
    and the first member in sorted order also the entries of every member not
@@ -38,12 +38,15 @@ Never forgotten by a count (unlike ``AbsentCheckpoints``): a forgotten entry
 would leave its prepared transactions open for ever (the broker never times
 out an abandoned transaction, and every ``read_committed`` reader of its
 partitions stops below it) or leave a dead member's open interval unfenced.
-What bounds them: a live member has one entry; an absent member's entry lives
-until the next completed round whose resolver answered, and every join starts
-a round before any further checkpoint can complete, so the absent entries
-are those of members that left since (at most ``limits.max_members_per_group``
-per round, plus those of a resolver that itself left). The stored document
-refuses more than ``MAX_RESOLVE`` entries.
+What bounds them: one entry per name; a live member's is replaced at each of
+its checkpoints; an absent member's lives until a completed round whose first
+member answered, and every join starts a round that completes before any
+further checkpoint does, so the absent entries are those of members that left
+since the last such round. The stored document refuses more than
+``MAX_RESOLVE`` entries (the bound of a reset's ``resolve``, whose decoder
+reads them): reaching it takes more than 10,000 member names with
+transactions between two such rounds, ten times the default member limit of a
+region (``limits.max_members_per_group``).
 """
 
 from __future__ import annotations

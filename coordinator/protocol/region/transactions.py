@@ -14,8 +14,9 @@ fate, so that no transaction waits for the member that wrote it:
    region's durable document (replacing the member's previous entry). The member commits its own
    prepared transactions when the RESUME naming that checkpoint reaches it.
 3. Every reset command carries the entries its receiver must resolve (``Reset.resolve``,
-   ``ResetToInitial.resolve``): its own entry, and, for exactly one live member of the reset, the
-   entries of members absent from it (dead, paused past their timeout, removed). The receiver,
+   ``ResetToInitial.resolve``): its own entry, and, for exactly one live member of the reset (the
+   first in sorted order), the entries of members absent from it (dead, paused past their
+   timeout, removed). The receiver,
    before it resets its operators, commits every prepared transaction of an entry (EndTxn with
    the recorded producer id and epoch; a repeated commit is harmless), then fences every
    transactional id of ``fence`` (``init_transactions``, which aborts whatever interval that
@@ -24,7 +25,8 @@ fate, so that no transaction waits for the member that wrote it:
    dropped silently.
 4. When every member acknowledged the reset, the controller drops the resolved entries of absent
    members and the prepared transactions of the live ones (their fence lists stay until their
-   next completed checkpoint replaces them).
+   next completed checkpoint replaces them). An entry handed to a member that left during the
+   round is not resolved: the next round hands it out again.
 
 Why a commit at step 3 can never commit a newer transaction under the same transactional id: a
 sink alternates two transactional ids, one per interval; the interval after checkpoint ``n``
