@@ -55,15 +55,13 @@ class ConsistentCheckpoints:
         seq: int,
         members: list[str],
         offsets: list[list[Any]],
-        transactions: Mapping[str, Transactions | None] | None = None,
+        transactions: Mapping[str, Transactions | None],
     ) -> list[tuple[str, int]]:
         """Steps 2 and 4: checkpoint ``seq`` is consistent, answered by ``members``
-        (sorted), with ``offsets``; ``transactions``: each answering member's (None
-        for a member without a transactional sink; a member not named counts as
-        None). Returns the absent (member, own checkpoint) pairs forgotten past the
-        bound, oldest first."""
-        given = transactions or {}
-        self.transactions.checkpoint_completed(seq, {name: given.get(name) for name in members})
+        (sorted), with ``offsets``; ``transactions``: the answers' (None, or a member
+        not named: it runs no transactional sink). Returns the absent (member, own
+        checkpoint) pairs forgotten past the bound, oldest first."""
+        self.transactions.checkpoint_completed(seq, {name: transactions.get(name) for name in members})
         forgotten = self.absent.checkpoint_completed(self.last_consistent, self.members, members)
         self.last_consistent = seq
         self.members = members

@@ -746,7 +746,15 @@ class RegionCore:
             return
         done = self.resets.answered(now, self.members)
         self.deadline = None
-        if done.resolved:
+        if done.resolved.changed:
+            log.info(
+                "region %s: reset attempt %s resolved the Kafka transactions of absent members %s and the "
+                "prepared ones of %s",
+                self.config.name,
+                done.attempt,
+                list(done.resolved.dropped),
+                list(done.resolved.cleared),
+            )
             self._save()  # the resolved transactions are gone before the RESUME
         why = f"reset attempt {done.attempt} complete ({done.took_s * 1000:.0f} ms since the first cause)"
         if done.hold_left_s is None:

@@ -89,6 +89,7 @@ from coordinator.protocol.region.transactions import Resolve
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.document import MAX_FAILURE_STREAK, RegionDocument
 from coordinator.region.model import ResetKind
+from coordinator.region.resolve import Resolved
 from coordinator.region.status import ResetStatus
 from coordinator.region.timing import CheckpointPacing, ResetHold
 
@@ -129,8 +130,8 @@ class RoundAnswered:
     hold_left_s: float | None
     #: The hold's length, counted from its failure (None: no hold).
     hold_s: float | None
-    #: The entries to resolve changed (resolve.py, step 3): the core persists them.
-    resolved: bool = False
+    #: Whose transactions the round resolved (resolve.py, step 3): the core persists them.
+    resolved: Resolved
 
 
 @attrs.frozen

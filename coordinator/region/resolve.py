@@ -64,6 +64,20 @@ log = logging.getLogger(__name__)
 
 
 @attrs.frozen
+class Resolved:
+    """Step 3's outcome: whose entries a completed round resolved."""
+
+    #: Absent members whose entries were dropped.
+    dropped: tuple[str, ...] = ()
+    #: Members of the round whose own prepared transactions were cleared (fence ids kept).
+    cleared: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.dropped or self.cleared)
+
+
+@attrs.frozen
 class EntryStatus:
     """One entry as ``region_status`` shows it (``coordinator/region/status.py``)."""
 
@@ -153,10 +167,11 @@ class ResolveEntries:
         self._handed = handed
         return handed
 
-    def round_completed(self, present: Collection[str]) -> bool:
+    def round_completed(self, present: Collection[str]) -> Resolved:
         """Step 3: the round completed; ``present``: its members still in the region
-        (each answered it). Returns whether an entry changed (the core persists)."""
-        changed = False
+        (each answered it). Returns whose entries changed (the core persists them)."""
+        dropped: list[str] = []
+        cleared: list[str] = []
         for receiver, entries in self._handed.items():
             if receiver not in present:
                 continue
@@ -165,13 +180,13 @@ class ResolveEntries:
                     continue  # replaced since it was handed out
                 if entry.member != receiver:
                     del self._entries[entry.member]
-                    changed = True
+                    dropped.append(entry.member)
                 elif entry.transactions.prepared:
                     fence_only = Transactions((), entry.transactions.fence)
                     self._entries[receiver] = Resolve(receiver, entry.seq, fence_only)
-                    changed = True
+                    cleared.append(receiver)
         self._handed = {}
-        return changed
+        return Resolved(tuple(sorted(dropped)), tuple(sorted(cleared)))
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Member name -> its entry's ``EntryStatus`` dict."""
@@ -181,4 +196,4 @@ class ResolveEntries:
         }
 
 
-__all__ = ["EntryStatus", "ResolveEntries"]
+__all__ = ["EntryStatus", "ResolveEntries", "Resolved"]

@@ -85,14 +85,14 @@ def test_cycle_round_tracks_answers_joiners_and_leavers():
 def test_consistent_checkpoints_remember_the_own_checkpoint_of_absent_members():
     cps = ConsistentCheckpoints()
     assert cps.own("m0") is None
-    assert cps.completed(1, ["m0", "m1"], [["t", 0, 5]]) == []
-    assert cps.completed(2, ["m0"], [["t", 0, 9]]) == []  # m1 is absent from 2: its own stays 1
+    assert cps.completed(1, ["m0", "m1"], [["t", 0, 5]], {}) == []
+    assert cps.completed(2, ["m0"], [["t", 0, 9]], {}) == []  # m1 is absent from 2: its own stays 1
     assert (cps.last_consistent, cps.members, cps.offsets) == (2, ["m0"], [["t", 0, 9]])
     assert cps.own("m0") == 2
     assert cps.own("m1") == 1
     assert cps.own("m9") is None
     cps.absent = AbsentCheckpoints(dict(cps.absent.seqs), kept=0)  # no absent member is kept
-    assert cps.completed(3, ["m2"], []) == [("m1", 1), ("m0", 2)]  # forgotten, oldest first
+    assert cps.completed(3, ["m2"], [], {}) == [("m1", 1), ("m0", 2)]  # forgotten, oldest first
     assert cps.own("m0") is None
     assert cps.own("m2") == 3
 
@@ -112,7 +112,7 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
     assert (done.attempt, done.took_s, done.hold_left_s) == (1, 0.5, None)
     end = drive.resume()
     assert (end.attempt, end.took_s, end.held_s) == (1, 0.5, None)
-    cps.completed(4, ["m0"], [["t", 0, 5]])
+    cps.completed(4, ["m0"], [["t", 0, 5]], {})
     second = drive.start("sink down", ResetKind.FAILURE, ["m0", "m1"], now=2.0, rejoin=False)
     assert isinstance(second, RoundStart)
     assert second.attempt == 2
