@@ -66,9 +66,9 @@ checkpoint after a round is there too.
    round).
 5. Every awaited member answered (or left): `ResetDrive.answered` returns
    `RoundAnswered`: how long the rounds took since the first cause, the
-   hold still to wait after a repeated failure, and whether the transactions
-   the answering members resolved changed the entries (resolve.py, step 3:
-   the core persists them before the RESUME). With a hold the core
+   hold still to wait after a repeated failure, and whose Kafka transactions
+   the answering members resolved (resolve.py, step 3: the core persists the
+   change before the RESUME). With a hold the core
    transitions to BACKOFF, and its tick asks the hold until it is over.
 6. The RESUME: `ResetDrive.resume` returns `RoundEnd`: when the next drain may
    start (the pacing after a reset, ``CheckpointPacing.settle_delay``) and how

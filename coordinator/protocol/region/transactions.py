@@ -14,9 +14,8 @@ fate, so that no transaction waits for the member that wrote it:
    region's durable document (replacing the member's previous entry). The member commits its own
    prepared transactions when the RESUME naming that checkpoint reaches it.
 3. Every reset command carries the entries its receiver must resolve (``Reset.resolve``,
-   ``ResetToInitial.resolve``): its own entry, and, for exactly one live member of the reset (the
-   first in sorted order), the entries of members absent from it (dead, paused past their
-   timeout, removed). The receiver,
+   ``ResetToInitial.resolve``): its own entry, and, for exactly one live member of the reset, the
+   entries of members absent from it (dead, paused past their timeout, removed). The receiver,
    before it resets its operators, commits every prepared transaction of an entry (EndTxn with
    the recorded producer id and epoch; a repeated commit is harmless), then fences every
    transactional id of ``fence`` (``init_transactions``, which aborts whatever interval that
