@@ -110,7 +110,7 @@ class ResolveEntries:
         try:
             entries = decode_resolve(value, "transactions")
         except Invalid as exc:
-            raise ValueError(f"stored {exc}") from exc
+            raise ValueError(f"stored {exc.message}") from exc
         names = [e.member for e in entries]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
