@@ -132,6 +132,13 @@ def test_the_reader_keeps_committed_records_and_drops_aborted_and_fenced_ones(bo
     writer.close(timeout=1)
 
 
+def test_an_empty_partition_reads_as_nothing(bootstrap):
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    read = read_committed(settings_, topic, 0)
+    assert (read.records, read.open_transactions, read.stop) == ((), (), 0)
+
+
 def test_the_reader_names_a_partition_that_does_not_exist(bootstrap):
     topic = create_topic(bootstrap, unique_name("committed"), 1)
     settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")

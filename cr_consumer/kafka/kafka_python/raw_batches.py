@@ -133,6 +133,8 @@ class _Reader:
             if self.stop is None:
                 self.stop = int(part.high_watermark)
             stop = self.stop
+            if offset >= stop:
+                break  # an empty partition, or a read from its high watermark: nothing to read
             before = offset
             for batch in decode_batches(part.records):
                 if batch.last_offset < offset:
