@@ -13,7 +13,8 @@ librdkafka has no public call for them and no way to resume a prepared transacti
 3. :func:`prepared_of`: the producer's id and epoch (kafka-python keeps them in its private
    transaction manager) and where the transaction's records start, as the protocol's
    ``PreparedTxn``.
-4. :func:`commit_open`: commit the open transaction, waiting at most ``timeout_s``.
+4. :func:`commit_open` (:func:`abort_open`): commit (abort) the open transaction, waiting at
+   most ``timeout_s``.
    ``KafkaProducer.commit_transaction()`` waits without a bound, and a fenced producer on the
    test broker has its connection dropped instead of an answer, after which kafka-python
    reconnects for ever: the commit is started on the transaction manager and its result waited
@@ -90,17 +91,27 @@ def prepared_of(producer: KafkaProducer, partitions: tuple[TxnPartition, ...]) -
 
 def commit_open(producer: KafkaProducer, timeout_s: float, what: str) -> None:
     """Step 4."""
+    _end_open(producer, timeout_s, what, commit=True)
+
+
+def abort_open(producer: KafkaProducer, timeout_s: float, what: str) -> None:
+    """Step 4's bound for an abort of the producer's own open transaction."""
+    _end_open(producer, timeout_s, what, commit=False)
+
+
+def _end_open(producer: KafkaProducer, timeout_s: float, what: str, *, commit: bool) -> None:
     manager = producer._transaction_manager
     if manager is None:
         raise ValueError("the producer has no transactional.id")
+    verb = "committing" if commit else "aborting"
     try:
-        result = manager.begin_commit()
+        result = manager.begin_commit() if commit else manager.begin_abort()
         producer._sender.wakeup()
         done = result.wait(timeout_ms=timeout_s * 1000)
     except Exception as exc:  # refused: fenced, or an earlier send failed the transaction
-        raise TransactionEndError(f"committing {what} failed: {type(exc).__name__}: {exc}") from exc
+        raise TransactionEndError(f"{verb} {what} failed: {type(exc).__name__}: {exc}") from exc
     if not done:
-        raise TransactionEndError(f"committing {what}: no answer within {timeout_s:g}s")
+        raise TransactionEndError(f"{verb} {what}: no answer within {timeout_s:g}s")
 
 
 def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
@@ -119,6 +130,7 @@ def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
 __all__ = [
     "PRODUCER_SETTINGS",
     "TransactionEndError",
+    "abort_open",
     "close_producer",
     "commit_open",
     "open_producer",

@@ -45,7 +45,11 @@ checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n
    predecessor's commit without the region's help) and fence both ids (the open interval's
    transaction is aborted; its records are replayed). ``reset_to_initial_state()``: the same
    without a checkpoint: fence both ids. The next interval starts a fresh producer.
-6. ``close()``: close both producers, bounded, nothing committed.
+6. ``close()`` (member shutdown): abort the open interval's transaction (bounded: its records
+   belong to no checkpoint and are read again by whoever continues), then close both producers,
+   bounded. A prepared transaction stays open: its checkpoint may have completed, and a graceful
+   leave commits it first (the member publishes its last completed checkpoint), else the next
+   reset resolves it.
 
 Readers of the output must read committed records only (``isolation.level=read_committed``):
 ``docs/pipelines.md`` says why and which broker settings the sink needs.
@@ -69,6 +73,7 @@ from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import (
     TransactionEndError,
+    abort_open,
     close_producer,
     commit_open,
     open_producer,
@@ -319,7 +324,12 @@ class KafkaSink(Operator):
 
     def close(self) -> None:
         with self._lock:
-            self._close_producers()
+            interval, self._open = self._open, None
+            try:
+                if interval is not None and interval.error is None:
+                    abort_open(interval.producer, COMMIT_TIMEOUT_S, f"the open interval of {self.ids[interval.index]}")
+            finally:
+                self._close_producers()
 
     # -- helpers ----------------------------------------------------------------
     def _check(self) -> None:

@@ -184,3 +184,16 @@ def test_transactional_ids_are_made_of_checked_names():
         transactional_ids("g", "", "sink")
     with pytest.raises(ValueError, match="longer than"):
         transactional_ids("g" * 1020, "m", "sink")
+
+
+def test_close_aborts_the_open_interval_and_leaves_a_prepared_one_to_the_region(bootstrap, sink_factory):
+    topic = create_topic(bootstrap, unique_name("sink"), 1)
+    sink = sink_factory(topic)
+    sink.process_batch(recs(0, 2))
+    sink.checkpoint(1)
+    sink.process_batch(recs(2, 3))
+    sink.drain()
+    sink.close()
+    read = _read(bootstrap, topic)
+    assert read.aborted_records == 3  # the open interval
+    assert [(t.records, t.first_offset) for t in read.open_transactions] == [(2, 0)]  # checkpoint 1's
