@@ -368,12 +368,12 @@ class KafkaSink(Operator):
     def _restart(self, entry: Resolve) -> None:
         """Step 5."""
         with self._lock:
-            self._close_producers()
             self._open = None
             self._prepared = []
             self._next = 0
             self._broken = None
             self._last = Transactions((), self.ids)
+            self._close_producers()  # raises only after trying every producer; a retried reset starts clean
         resolve(self._settings, (entry,))
 
     def _close_producers(self) -> None:
