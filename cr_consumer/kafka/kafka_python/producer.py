@@ -19,8 +19,10 @@ librdkafka has no public call for them and no way to resume a prepared transacti
    test broker has its connection dropped instead of an answer, after which kafka-python
    reconnects for ever: the commit is started on the transaction manager and its result waited
    for with a timeout instead (``TransactionEndError`` on timeout or refusal).
-5. :func:`close_producer`: close without committing, bounded: a flush that cannot finish (a
-   fenced producer's sends retried for ever) is cut short by a forced close of the sender.
+5. :func:`close_producer`: close without committing or waiting for unsent records (a forced
+   close of the sender), bounded: the sink never needs them at a close (an interval not
+   prepared is aborted, by the sink or a fence, and replayed), and a fenced producer's sends
+   would be retried for ever.
 
 The private fields used (``_transaction_manager``, ``_sender``) stay inside this package, like
 ``compat.py``'s.
@@ -28,18 +30,14 @@ The private fields used (``_transaction_manager``, ``_sender``) stay inside this
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from kafka import KafkaProducer
-from kafka.errors import KafkaTimeoutError
 
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
 from cr_consumer.kafka.kafka_python.raw_requests import RawRequestError
-
-log = logging.getLogger(__name__)
 
 #: kafka-python's producer settings (keyword names).
 PRODUCER_SETTINGS: frozenset[str] = frozenset(KafkaProducer.DEFAULT_CONFIG)
@@ -115,16 +113,12 @@ def _end_open(producer: KafkaProducer, timeout_s: float, what: str, *, commit: b
 
 
 def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
-    """Step 5."""
-    try:
-        producer.close(timeout=timeout_s)
-        return
-    except KafkaTimeoutError:
-        log.info("a transactional producer did not flush within %.1fs; closing it by force", timeout_s)
+    """Step 5: the sender is stopped at once (its unsent records failed), then the producer closed."""
     producer._sender.force_close()
     producer._sender.join(timeout_s)
     if producer._sender.is_alive():
         raise TransactionEndError(f"the producer's sender thread did not stop within {timeout_s:g}s of a forced close")
+    producer.close(timeout=0)  # nothing left to flush: the forced close failed every unsent batch
 
 
 __all__ = [
