@@ -124,10 +124,9 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
     settings = admin_settings(bootstrap, {}, request_timeout_ms=30_000, client_id="bench-sink")
     reads = [read_committed(settings, last_topic, p) for p in range(args.partitions)]
     written = sum(len(r.records) for r in reads)
-    assert written == args.messages and not any(r.open_transactions for r in reads), (
-        written,
-        reads[0].open_transactions,
-    )
+    still_open = [t for r in reads for t in r.open_transactions]
+    if written != args.messages or still_open:
+        raise RuntimeError(f"the last sink trial committed {written} of {args.messages} records; open: {still_open}")
     result = {
         "messages": args.messages,
         "trials": args.trials,
