@@ -1,4 +1,5 @@
-"""The one set of rules for Kafka consumer properties (standard dotted names).
+"""The one set of rules for Kafka client properties (standard dotted names): the consumer's and,
+at the end, the transactional producer's.
 
 The operator (``OperatorConfig.consumer_properties``) and the Spark source
 (its ``kafka.*`` options) check their users' properties here, before anything
@@ -35,6 +36,17 @@ it themselves), any other value and the deserialisers are refused.
 
 Every refusal is a :class:`PropertyError` naming the property (``key``; None
 for a rule across properties); the owners turn it into their own error.
+
+:func:`check_producer_properties`, the Kafka sink's check of its producer
+properties (kafka-python's producer: the only client the sink uses), rules 1 and
+4 as above against the producer's settings, then:
+
+8. a name the sink sets itself (:data:`PRODUCER_NEVER_SET`: the transactional
+   id, which the sink derives per interval, and the serialisers, which the sink
+   replaces by its own encoding) is refused at any value;
+9. ``enable.idempotence`` may only be true and ``acks`` only ``all`` (or ``-1``):
+   a transaction needs both (:data:`PRODUCER_GUARANTEES`);
+10. ``transaction.timeout.ms`` is a positive integer.
 """
 
 from __future__ import annotations
@@ -209,15 +221,60 @@ def client_checked(properties: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
+#: Producer properties the Kafka sink sets itself, and why (rule 8).
+PRODUCER_NEVER_SET: Mapping[str, str] = {
+    "transactional.id": "the sink derives two transactional ids from the group, the member and the sink "
+    "name and alternates them per checkpoint interval (cr_consumer/runtime/pipeline/kafka_sink.py)",
+    "key.serializer": "the sink encodes keys itself (str as UTF-8, bytes as they are, other values as JSON)",
+    "value.serializer": "the sink encodes values itself (str as UTF-8, bytes as they are, other values as JSON)",
+}
+#: Producer properties a transaction needs at one value (rule 9): the accepted spellings and why.
+PRODUCER_GUARANTEES: Mapping[str, tuple[tuple[object, ...], str]] = {
+    "enable.idempotence": ((True, "true", 1), "a transactional producer is idempotent"),
+    "acks": (("all", "-1", -1), "a transaction's records must be on every in-sync replica before its commit"),
+}
+
+
+def check_producer_properties(properties: Mapping[str, object]) -> None:
+    """Rules 1, 4 and 8-10 of the module docstring for the Kafka sink's producer properties."""
+    from cr_consumer.kafka.kafka_python.producer import PRODUCER_SETTINGS, producer_name  # lazily: kafka is heavy
+
+    for key, value in properties.items():
+        if not isinstance(key, str) or "_" in key:
+            raise PropertyError(
+                str(key), f"Kafka property {key!r}: use the standard dotted Kafka name (e.g. 'linger.ms')"
+            )
+        if key in PRODUCER_NEVER_SET:
+            raise PropertyError(key, f"Kafka property {key!r} cannot be set on a Kafka sink: {PRODUCER_NEVER_SET[key]}")
+        if key in JVM_ONLY:
+            raise PropertyError(key, f"Kafka property {key!r} is a Java client setting; use {JVM_ONLY[key]}")
+        if producer_name(key) not in PRODUCER_SETTINGS:
+            raise PropertyError(key, f"unknown producer property {key!r} (not a kafka-python producer setting)")
+        if key in PRODUCER_GUARANTEES:
+            accepted, reason = PRODUCER_GUARANTEES[key]
+            if (isinstance(value, bool) and value is not True) or value not in accepted:
+                raise PropertyError(
+                    key,
+                    f"Kafka property {key}={value!r} cannot be used on a Kafka sink: {reason} ({key}={accepted[0]})",
+                )
+    if "transaction.timeout.ms" in properties:
+        timeout = int_property(properties, "transaction.timeout.ms", 0)
+        if timeout <= 0:
+            raise PropertyError("transaction.timeout.ms", f"transaction.timeout.ms must be positive, got {timeout}")
+
+
 __all__ = [
     "AUTO_OFFSET_RESETS",
     "DEFAULT_HEARTBEAT_INTERVAL_MS",
     "GUARANTEE_PROPERTIES",
     "JVM_ONLY",
     "NEVER_SET",
+    "PRODUCER_GUARANTEES",
+    "PRODUCER_NEVER_SET",
     "PropertyError",
     "assignor_names",
     "check_name",
+    "check_producer_properties",
     "check_properties",
     "check_values",
     "client_checked",

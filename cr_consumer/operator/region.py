@@ -17,9 +17,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from coordinator.protocol.region.transactions import Transactions
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class TransactionalOperator(Protocol):
+    """An operator that writes Kafka transactions the region resolves
+    (``coordinator/protocol/region/transactions.py``): the member runtime adds its
+    ``transactions()`` to the checkpoint ack."""
+
+    def transactions(self) -> Transactions:
+        """What the operator's last ``checkpoint`` prepared, and every transactional id it writes with."""
 
 
 @runtime_checkable
@@ -170,4 +183,13 @@ class ContinuityError(RuntimeError):
     start every interval again)."""
 
 
-__all__ = ["ContinuityError", "DrainError", "NoRegion", "RegionPermit", "RegionRequests", "ResetError", "StateHandler"]
+__all__ = [
+    "ContinuityError",
+    "DrainError",
+    "NoRegion",
+    "RegionPermit",
+    "RegionRequests",
+    "ResetError",
+    "StateHandler",
+    "TransactionalOperator",
+]

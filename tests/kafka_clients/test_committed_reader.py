@@ -4,8 +4,6 @@ aborted records (it sends no aborted-transactions list)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,12 +19,6 @@ from cr_consumer.kafka.committed_filter import (
 )
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, decode_batches, read_committed
-from cr_consumer.kafka.kafka_python.transactions import (
-    PreparedTransaction,
-    TransactionEndError,
-    end_prepared,
-    prepared_of,
-)
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
 PRODUCERS = (1, 2, 3)
@@ -140,76 +132,18 @@ def test_the_reader_keeps_committed_records_and_drops_aborted_and_fenced_ones(bo
     writer.close(timeout=1)
 
 
+def test_an_empty_partition_reads_as_nothing(bootstrap):
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    read = read_committed(settings_, topic, 0)
+    assert (read.records, read.open_transactions, read.stop) == ((), (), 0)
+
+
 def test_the_reader_names_a_partition_that_does_not_exist(bootstrap):
     topic = create_topic(bootstrap, unique_name("committed"), 1)
     settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
     with pytest.raises(RawReadError, match=f"{topic}:3 does not exist"):
         read_committed(settings_, topic, 3)
-
-
-def _settings(bootstrap: str) -> dict[str, object]:
-    return admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-prepared")
-
-
-def _prepared(bootstrap: str, topic: str, values: list[bytes]) -> tuple[KafkaProducer, PreparedTransaction]:
-    """A writer that flushed ``values`` in an open transaction and then was never heard of again."""
-    tid = unique_name("tid")
-    writer = _transactional(bootstrap, tid)
-    writer.begin_transaction()
-    for value in values:
-        writer.send(topic, value, partition=0)
-    writer.flush()
-    return writer, PreparedTransaction.from_json(prepared_of(writer, tid).to_json())
-
-
-def test_another_process_commits_a_prepared_transaction_once(bootstrap):
-    topic = create_topic(bootstrap, unique_name("prepared"), 1)
-    _writer, txn = _prepared(bootstrap, topic, [b"p0", b"p1"])
-    assert read_committed(_settings(bootstrap), topic, 0).open_transactions[0].producer_id == txn.producer_id
-    end_prepared(_settings(bootstrap), txn, commit=True)
-    end_prepared(_settings(bootstrap), txn, commit=True)  # a repeated commit changes nothing
-    read = read_committed(_settings(bootstrap), topic, 0)
-    assert [r.value for r in read.records] == [b"p0", b"p1"]
-    assert read.open_transactions == ()
-
-
-def test_another_process_aborts_an_abandoned_transaction(bootstrap):
-    topic = create_topic(bootstrap, unique_name("prepared"), 1)
-    _writer, txn = _prepared(bootstrap, topic, [b"x0", b"x1", b"x2"])
-    end_prepared(_settings(bootstrap), txn, commit=False)
-    read = read_committed(_settings(bootstrap), topic, 0)
-    assert (read.records, read.open_transactions, read.aborted_records) == ((), (), 3)
-
-
-def test_a_commit_of_a_fenced_transaction_fails_within_its_bound(bootstrap):
-    topic = create_topic(bootstrap, unique_name("prepared"), 1)
-    _writer, txn = _prepared(bootstrap, topic, [b"f0"])
-    successor = _transactional(bootstrap, txn.transactional_id)  # fences the epoch, aborts the transaction
-    started = time.monotonic()
-    with pytest.raises(TransactionEndError, match=txn.transactional_id):
-        end_prepared(_settings(bootstrap), txn, commit=True, deadline_s=20)
-    assert time.monotonic() - started < 20
-    read = read_committed(_settings(bootstrap), topic, 0)
-    assert (read.records, read.open_transactions) == ((), ())
-    successor.close(timeout=5)
-
-
-@pytest.mark.parametrize(
-    "doc",
-    [
-        None,
-        {},
-        {"v": 2, "tid": "t", "pid": 1, "epoch": 0},
-        {"v": 1, "tid": "", "pid": 1, "epoch": 0},
-        {"v": 1, "tid": "t", "pid": -1, "epoch": 0},
-        {"v": 1, "tid": "t", "pid": 1, "epoch": 40000},
-        {"v": 1, "tid": "t", "pid": True, "epoch": 0},
-        {"v": 1, "tid": 5, "pid": 1, "epoch": 0},
-    ],
-)
-def test_a_recorded_transaction_is_checked_before_use(doc):
-    with pytest.raises(ValueError, match="prepared transaction"):
-        PreparedTransaction.from_json(doc)
 
 
 def _raw_batch(values: list[bytes]) -> bytes:

@@ -17,13 +17,16 @@ it needs:
 4. The result holds the committed records in offset order, the transactions still open below
    the stop offset, and how many records were aborted.
 
+:func:`transaction_marker` reads the same batches for one producer's marker (the resolver's
+answer to "was this prepared transaction committed?", ``transactions.py``).
+
 Requests go through ``raw_requests.RawClient`` (bounded; kafka-python has no public call for them).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -77,11 +80,32 @@ def read_committed(
         return _Reader(client, topic, partition).read(start, end)
 
 
+def transaction_marker(
+    settings: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    producer_id: int,
+    *,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> ControlKind | None:
+    """The outcome of the transaction of ``producer_id`` whose records start at ``start``: the
+    first control marker of that producer at or after ``start`` (a producer's transactions on a
+    partition follow one another, so that marker ends this one), or None when there is none yet
+    below the high watermark (still open, or its marker not written yet)."""
+    with RawClient(settings, time.monotonic() + deadline_s) as client:
+        for batch in _Reader(client, topic, partition).batches(start, None):
+            if batch.control is not None and batch.producer_id == producer_id and batch.base_offset >= start:
+                return batch.control
+    return None
+
+
 @attrs.define
 class _Reader:
     client: RawClient
     topic: str
     partition: int
+    stop: int | None = None  # where the last ``batches`` ended
 
     def _request(self, request: Any, node_id: int | None = None) -> Any:
         return self.client.request(request, node_id, f"reading {self.topic}:{self.partition}")
@@ -98,15 +122,19 @@ class _Reader:
                     return int(part.leader_id)
         raise RawReadError(f"{self.topic}:{self.partition} does not exist")
 
-    def read(self, start: int, end: int | None) -> CommittedRead:
+    def batches(self, start: int, end: int | None) -> Iterator[LogBatch]:
+        """Steps 2-3's fetch loop: every batch from the one holding ``start`` up to the stop offset
+        (``self.stop``, known from the first response on)."""
         leader = self._leader()
-        flt = CommittedFilter()
-        records: list[LogRecord] = []
-        offset, stop = start, end
-        while stop is None or offset < stop:
+        offset = start
+        self.stop = end
+        while self.stop is None or offset < self.stop:
             part = self._fetch(leader, offset)
-            if stop is None:
-                stop = int(part.high_watermark)
+            if self.stop is None:
+                self.stop = int(part.high_watermark)
+            stop = self.stop
+            if offset >= stop:
+                break  # an empty partition, or a read from its high watermark: nothing to read
             before = offset
             for batch in decode_batches(part.records):
                 if batch.last_offset < offset:
@@ -114,12 +142,20 @@ class _Reader:
                 if batch.base_offset >= stop:
                     offset = stop  # nothing is stored between offset and stop
                     break
-                records.extend(r for r in flt.feed(batch) if start <= r.offset < stop)
+                yield batch
                 offset = batch.last_offset + 1
             if offset == before:
                 raise RawReadError(
                     f"{self.topic}:{self.partition}: the fetch at {offset} returned no batch below {stop}"
                 )
+
+    def read(self, start: int, end: int | None) -> CommittedRead:
+        flt = CommittedFilter()
+        records: list[LogRecord] = []
+        for batch in self.batches(start, end):
+            assert self.stop is not None  # set before the first batch
+            records.extend(r for r in flt.feed(batch) if start <= r.offset < self.stop)
+        stop = start if self.stop is None else self.stop
         return CommittedRead(tuple(records), tuple(flt.open_transactions()), flt.aborted_records, stop)
 
     def _fetch(self, leader: int, offset: int) -> Any:
@@ -184,4 +220,4 @@ def decode_batches(raw: bytes | None) -> list[LogBatch]:
     return out
 
 
-__all__ = ["CommittedRead", "RawReadError", "decode_batches", "read_committed"]
+__all__ = ["CommittedRead", "RawReadError", "decode_batches", "read_committed", "transaction_marker"]

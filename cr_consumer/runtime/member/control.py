@@ -91,6 +91,7 @@ from coordinator.protocol.region.replies import (
     TriggerAnswer,
     decode_reply,
 )
+from coordinator.protocol.region.transactions import Transactions
 from coordinator.protocol.wire import envelope, fields
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.runtime import fault_points
@@ -345,11 +346,25 @@ class ControlChannel:
         error: str | None = None,
         offsets: list[fields.OffsetClaim] | None = None,
         rebalance: bool = False,
+        transactions: Transactions | None = None,
     ) -> None:
         """Answer a drain, checkpoint or reset (``command``) of checkpoint ``seq`` or
-        reset round ``attempt``; ``offsets``: a checkpoint's claims."""
+        reset round ``attempt``; ``offsets``: a checkpoint's claims, ``transactions``: its
+        Kafka transactions (``coordinator/protocol/region/transactions.py``, step 1)."""
         self._send(
-            RegionAck(self.region, self.member, self.incarnation, command, seq, attempt, ok, error, offsets, rebalance)
+            RegionAck(
+                self.region,
+                self.member,
+                self.incarnation,
+                command,
+                seq,
+                attempt,
+                ok,
+                error,
+                offsets,
+                rebalance,
+                transactions,
+            )
         )
 
     def request_reset(self, *, force: bool, reason: str) -> None:

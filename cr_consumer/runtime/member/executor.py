@@ -12,14 +12,19 @@ checkpoint store):
   not become a checkpoint.
 * ``checkpoint {seq}``: ``checkpoint(seq)`` every operator, save each in the
   checkpoint store, seal ``seq``; the ack carries the source's offsets, each
-  as ``[topic, partition, from, to]`` (the interval the source processed).
+  as ``[topic, partition, from, to]`` (the interval the source processed), and
+  the sum of the ``transactions()`` of every operator that writes Kafka
+  transactions (a ``TransactionalOperator``: the Kafka sink), None when none does.
 * ``resume {complete, offsets}``: when a checkpoint completed, the source keeps
   ``offsets`` (the checkpoint's union) for partitions assigned to it later; the
   permit is unblocked; then ``notify_checkpoint_complete(complete)`` on every
   pipeline operator (the file sink publishes).
 * ``retire {seq}``: ``retire_checkpoint(seq)`` on every operator, delete
   checkpoints <= seq from the store.
-* ``reset {seq, attempt, members, offsets, own}``: block the permit; in reverse
+* ``reset {seq, attempt, members, offsets, own, resolve}``: block the permit;
+  resolve the Kafka transactions of ``resolve`` (``resolver``: commit what each
+  entry prepared, fence its ids; ``coordinator/protocol/region/transactions.py``,
+  step 3), a failure failing the reset with its text; then in reverse
   order ``reset(own, data)`` each pipeline operator with its stored data of
   ``own``, this member's own last completed checkpoint (``seq``, or an earlier
   one when it was away while ``seq`` completed: the file sink then publishes
@@ -28,7 +33,7 @@ checkpoint store):
   holding the controller's union of all members' offsets, as the sole
   contributor, so a reset never waits for a member that is dead, removed or
   new. The permit stays blocked until ``resume``.
-* ``reset_to_initial {attempt}``: the same with ``reset_to_initial_state``.
+* ``reset_to_initial {attempt, resolve}``: the same with ``reset_to_initial_state``.
 
 A command that raises is answered ``ok: false`` with the error text (and
 ``rebalance`` when a group rebalance caused it): the controller resets.
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from coordinator.protocol.region.commands import (
@@ -51,7 +57,8 @@ from coordinator.protocol.region.commands import (
     Resume,
     Retire,
 )
-from cr_consumer.operator.region import RegionPermit, StateHandler
+from coordinator.protocol.region.transactions import Resolve, Transactions
+from cr_consumer.operator.region import RegionPermit, StateHandler, TransactionalOperator
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.control import ControlChannel
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch
@@ -65,6 +72,9 @@ log = logging.getLogger(__name__)
 
 #: The source's operator id: first in the store's order, before every pipeline operator's.
 SOURCE_ID = "00-source"
+#: Resolves a reset's Kafka transactions (``kafka_python.transactions.resolve`` with the member's
+#: Kafka settings); raises when one cannot be resolved.
+Resolver = Callable[[tuple[Resolve, ...]], None]
 #: Completed checkpoints remembered (for status and tests): bounded memory.
 COMPLETED_KEPT = 100
 #: The ``command`` of the ack a command gets (the unlisted ones are not answered).
@@ -99,6 +109,7 @@ class CommandExecutor:
         channel: ControlChannel,
         reset_watch: ResetPendingWatch,
         drain_timeout_s: float,
+        resolver: Resolver,
     ) -> None:
         self.member = member
         self.source = source
@@ -108,6 +119,7 @@ class CommandExecutor:
         self.channel = channel
         self.reset_watch = reset_watch
         self.drain_timeout_s = drain_timeout_s
+        self.resolver = resolver
         self.broken = None
         self.completed = []
         self.resets = 0
@@ -127,8 +139,8 @@ class CommandExecutor:
                     self.channel.ack(CommandKind.DRAIN, seq=seq)
                     fault_points.hit(fault_points.Point.AFTER_DRAIN, self.member)
                 case Checkpoint():
-                    offsets = self._checkpoint(cmd.seq)
-                    self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=offsets)
+                    offsets, transactions = self._checkpoint(cmd.seq)
+                    self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=offsets, transactions=transactions)
                     fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.member)
                 case Resume():
                     self._resume(cmd.complete, cmd.offsets)
@@ -138,11 +150,11 @@ class CommandExecutor:
                         op.retire_checkpoint(cmd.seq)
                     self.store.retire(cmd.seq)
                 case Reset():
-                    self._reset(cmd.seq, cmd.attempt, cmd.own, cmd.offsets)
+                    self._reset(cmd.seq, cmd.attempt, cmd.own, cmd.offsets, cmd.resolve)
                     fault_points.hit(fault_points.Point.AFTER_RESET, self.member)
                     self.channel.ack(CommandKind.RESET, seq=seq, attempt=attempt)
                 case ResetToInitial():
-                    self._reset_initial(cmd.attempt)
+                    self._reset_initial(cmd.attempt, cmd.resolve)
                     fault_points.hit(fault_points.Point.AFTER_RESET, self.member)
                     self.channel.ack(CommandKind.RESET, seq=None, attempt=attempt)
         except Exception as exc:  # answered as a failed ack: the controller resets or retries
@@ -199,17 +211,27 @@ class CommandExecutor:
         for _, op in self.operators:
             op.drain()
 
-    def _checkpoint(self, seq: int) -> OffsetList:
+    def _checkpoint(self, seq: int) -> tuple[OffsetList, Transactions | None]:
         from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
         data = self.source.checkpoint(seq)
         self.store.save(seq, SOURCE_ID, data)
         ckpt = OperatorCheckpoint.decode(data)
         offsets: OffsetList = ckpt.claims()  # [topic, partition, from, to]: coordinator/region/continuity.py
+        transactions: Transactions | None = None
         for op_id, op in self.operators:
             self.store.save(seq, op_id, op.checkpoint(seq))
+            if isinstance(op, TransactionalOperator):
+                mine = op.transactions()
+                transactions = mine if transactions is None else transactions + mine
         self.store.seal(seq)
-        return offsets
+        return offsets, transactions
+
+    def _resolve(self, entries: tuple[Resolve, ...]) -> None:
+        """A reset's step before its operators reset: the Kafka transactions it names are
+        committed or fenced (the permit is blocked: no batch writes meanwhile)."""
+        if entries:
+            self.resolver(entries)
 
     def _resume(self, complete: int | None, offsets: OffsetList | None) -> None:
         if complete is not None and offsets is not None:
@@ -232,7 +254,9 @@ class CommandExecutor:
 
         self.source.set_consistent_offsets(seq, {TopicPartition(t, p): int(o) for t, p, o in offsets})
 
-    def _reset(self, seq: int, attempt: int, own: int | None, offsets: OffsetList) -> None:
+    def _reset(
+        self, seq: int, attempt: int, own: int | None, offsets: OffsetList, resolve: tuple[Resolve, ...] = ()
+    ) -> None:
         """Reset to the region's checkpoint ``seq``: every pipeline operator to its
         own data of ``own``, this member's last completed checkpoint (``seq``
         itself, an earlier one when this member was away while ``seq``
@@ -245,6 +269,7 @@ class CommandExecutor:
         from cr_consumer.operator.checkpoint import OperatorCheckpoint
 
         self._block(f"reset to {seq}")
+        self._resolve(resolve)
         if own is not None and own != seq:
             log.info(
                 "%s: reset to checkpoint %s; this member's operators go back to its own checkpoint %s "
@@ -269,8 +294,9 @@ class CommandExecutor:
         self.source.reset(seq, OperatorCheckpoint(self.member, (self.member,), merged).encode(), attempt)
         self._reset_done()
 
-    def _reset_initial(self, attempt: int) -> None:
+    def _reset_initial(self, attempt: int, resolve: tuple[Resolve, ...] = ()) -> None:
         self._block("reset to initial state")
+        self._resolve(resolve)
         for _, op in reversed(self.operators):
             op.reset_to_initial_state(attempt)
         self.source.reset_to_initial_state(attempt)

@@ -48,7 +48,13 @@ from cr_consumer.runtime.member.executor import SOURCE_ID, CommandExecutor
 from cr_consumer.runtime.member.group_state import evict_predecessor, group_report, request_rejoin
 from cr_consumer.runtime.member.join_state import RegionFatal
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch, WatchAction
-from cr_consumer.runtime.member.setup import MemberSettings, SettingsError, load_build, make_source
+from cr_consumer.runtime.member.setup import (
+    MemberSettings,
+    SettingsError,
+    load_build,
+    make_source,
+    transaction_resolver,
+)
 from cr_consumer.runtime.pipeline.checkpoint_store import DirectoryCheckpointStore
 from cr_consumer.runtime.pipeline.wiring import KafkaSource, Pipeline, PipelineContext
 
@@ -225,6 +231,7 @@ class Member:
             channel,
             self.reset_watch,
             region_config.drain_timeout_s,
+            transaction_resolver(source),
         )
         channel.start()
         code = ExitCode.ERROR

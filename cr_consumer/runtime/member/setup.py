@@ -35,6 +35,7 @@ RUNTIME_KAFKA_DEFAULTS = {"partition.assignment.strategy": "cooperative-sticky",
 
 if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
+    from coordinator.protocol.region.transactions import Resolve
     from cr_consumer.operator.consumer import ConsumerOperator
 
 
@@ -216,3 +217,29 @@ def make_source(
         )
     source = ConsumerOperator(config, submit_batch=submit, permit=permit, region=region, control=client)
     return source, client
+
+
+#: The resolver's bound of each Kafka request (a reset's transactions, ``transaction_resolver``):
+#: a broker that stops answering fails the reset instead of holding it until its timeout.
+RESOLVE_REQUEST_TIMEOUT_MS = 10_000
+
+
+def transaction_resolver(source: ConsumerOperator) -> Callable[[tuple[Resolve, ...]], None]:
+    """The executor's resolver of a reset's Kafka transactions: ``kafka_python.transactions.resolve``
+    with the source's cluster and connection settings (a transactional sink writes to the cluster
+    the member reads from)."""
+    from cr_consumer.kafka.kafka_python.admin import admin_settings
+    from cr_consumer.kafka.kafka_python.transactions import resolve
+
+    config = source.config
+    settings = admin_settings(
+        config.bootstrap_servers,
+        dict(config.consumer_properties),
+        request_timeout_ms=RESOLVE_REQUEST_TIMEOUT_MS,
+        client_id=f"{config.operator_name}-resolve",
+    )
+
+    def resolver(entries: tuple[Resolve, ...]) -> None:
+        resolve(settings, entries)
+
+    return resolver

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import attrs
 
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, KeyedAggregate, Map, Operator
 from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
+
+if TYPE_CHECKING:
+    from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
 
 P = ParamSpec("P")
 
@@ -89,6 +92,28 @@ class PipelineContext:
     def file_sink(self, subdir: str | None = None, name: str | None = None) -> FileSink:
         directory = self.output_dir / subdir if subdir else self.output_dir
         return FileSink(directory, self.member, name=name)
+
+    def kafka_sink(
+        self,
+        topic: str,
+        *,
+        name: str | None = None,
+        kafka: Mapping[str, object] | None = None,
+        partition_of: Callable[[Any], int | None] | None = None,
+    ) -> KafkaSink:
+        """An exactly-once sink to ``topic`` on the member's cluster (``kafka``: producer properties
+        by dotted name; ``partition_of(record)``: the output partition, None for the partitioner's)."""
+        from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink  # lazily: kafka is heavy
+
+        return KafkaSink(
+            topic,
+            bootstrap=self.bootstrap,
+            group=self.group,
+            member=self.member,
+            name=name,
+            kafka=kafka,
+            partition_of=partition_of,
+        )
 
 
 def _stage(operator: Callable[P, Operator]) -> Callable[Concatenate[Pipeline, P], Pipeline]:

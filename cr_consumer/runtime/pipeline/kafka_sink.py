@@ -1,0 +1,391 @@
+"""The exactly-once Kafka sink: each checkpoint interval's records in one Kafka transaction,
+committed once the region completed the checkpoint.
+
+The protocol the sink takes part in (what it reports, who ends its transactions, when) is
+``coordinator/protocol/region/transactions.py``; this docstring says what the sink does.
+
+The client is kafka-python's transactional ``KafkaProducer``
+(``cr_consumer/kafka/kafka_python/producer.py``): it is the only Python client that exposes the
+producer id and epoch another process needs to end the sink's transaction when the sink's
+member is gone; librdkafka has no call for them and no way to resume a prepared transaction.
+
+Transactional ids: two per sink, ``crkafka-<group>-<member>-<sink name>-0`` and ``-1``. An
+interval writes with one; after a checkpoint that prepared a transaction the next interval
+writes with the other, so the id prepared at checkpoint ``n`` is written again only after
+checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n``'s).
+
+1. ``process_batch``: encode the whole batch first (key and value: ``str`` as UTF-8, bytes as
+   they are, None as None, any other value as the file sink's JSON text; headers ``(str,
+   bytes | str | None)``, a ``str`` value as UTF-8), then send each record to ``topic``. The
+   partition is the producer's partitioner's (by key), unless ``partition_of(record)`` names
+   one: a record's own ``partition`` field is where it was read, not where it goes. Records
+   carry no input timestamp: the producer stamps them. On the interval's first record the
+   interval's producer is created if it does not exist yet (``init_transactions``: it fences
+   the id's previous epoch, so it is never done at construction or start: a new incarnation
+   must not abort its predecessor's prepared transaction before the region's reset resolved
+   it; the join always brings a reset first) and its transaction begun. Each send's result
+   records the first offset per partition and counts the acknowledgements. ``max.block.ms``
+   bounds a send that waits for buffer space.
+2. ``drain()``: flush, bounded by :data:`FLUSH_TIMEOUT_S`; a failed send or a failed commit
+   (step 4) since the last reset fails it.
+3. ``checkpoint(seq)``: flush (bounded); every send must be acknowledged without error; the
+   transaction stays open. Its ``PreparedTxn`` (id, producer id and epoch, each partition with
+   its first offset) is recorded for ``seq`` and returned by :meth:`KafkaSink.transactions`
+   with both ids as ``fence``; an interval without records prepares nothing. The checkpoint
+   data holds the same ``Transactions``, versioned JSON.
+4. ``notify_checkpoint_complete(seq)`` / ``retire_checkpoint(seq)``: commit every recorded
+   transaction of a checkpoint ``<= seq``, each bounded by :data:`COMMIT_TIMEOUT_S` (kafka-python's
+   ``commit_transaction()`` waits for ever on a fenced producer). A failure is logged, the
+   producer closed, and the sink broken: the next drain fails, the region resets, and the reset
+   commits the transaction (step 5).
+5. ``reset(seq, data)``: close both producers (bounded, nothing committed), forget the open
+   interval and what was recorded, then resolve this sink's entry of ``data`` as the region's
+   resolver does (``kafka_python.transactions.resolve``): commit what checkpoint ``seq``
+   prepared (a completed checkpoint of this member: a restarted member finishes its
+   predecessor's commit without the region's help) and fence both ids (the open interval's
+   transaction is aborted; its records are replayed). ``reset_to_initial_state()``: the same
+   without a checkpoint: fence both ids. The next interval starts a fresh producer.
+6. ``close()`` (member shutdown): abort the open interval's transaction (bounded: its records
+   belong to no checkpoint and are read again by whoever continues), then close both producers,
+   bounded. A prepared transaction stays open: its checkpoint may have completed, and a graceful
+   leave commits it first (the member publishes its last completed checkpoint), else the next
+   reset resolves it.
+
+Readers of the output must read committed records only (``isolation.level=read_committed``):
+``docs/pipelines.md`` says why and which broker settings the sink needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from kafka import KafkaProducer
+from kafka.producer.future import RecordMetadata
+
+from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
+from coordinator.protocol.wire import fields
+from coordinator.protocol.wire.errors import Invalid
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.producer import (
+    TransactionEndError,
+    abort_open,
+    close_producer,
+    commit_open,
+    open_producer,
+    prepared_of,
+    producer_config,
+)
+from cr_consumer.kafka.kafka_python.transactions import resolve
+from cr_consumer.kafka.property_rules import check_producer_properties, int_property
+from cr_consumer.runtime.pipeline.operators import Operator
+from cr_consumer.runtime.pipeline.records import _field_json
+
+log = logging.getLogger(__name__)
+
+KAFKA_SINK_CHECKPOINT_VERSION = 1
+#: Prefix of every transactional id a Kafka sink writes with.
+TRANSACTIONAL_ID_PREFIX = "crkafka"
+#: Longest transactional id: the region protocol's name bound (the ids travel in checkpoint acks).
+MAX_TRANSACTIONAL_ID_LEN = fields.MAX_NAME_LEN
+#: Bound of a flush (drain, checkpoint): a broker that stops acknowledging fails the drain
+#: within this instead of holding the region's stopped flow until its drain timeout.
+FLUSH_TIMEOUT_S = 30.0
+#: Bound of a commit (step 4): a fenced producer on the test broker never gets an answer.
+COMMIT_TIMEOUT_S = 30.0
+#: Bound of closing a producer (reset, a failed commit, close): a fenced producer's sender
+#: retries for ever; it is closed by force after this.
+CLOSE_TIMEOUT_S = 5.0
+#: The resolver's request bound unless ``request.timeout.ms`` is given (kafka-python's default).
+REQUEST_TIMEOUT_MS = 30_000
+#: The sink's producer defaults under the user's properties (dotted names).
+PRODUCER_DEFAULTS: Mapping[str, object] = {
+    # The broker aborts an open transaction after this. A prepared transaction stays open from
+    # its checkpoint until the RESUME (about one checkpoint period: 1 s by default), and, when its
+    # member dies, until the region's reset resolves it: the member timeout (5 s) plus a reset
+    # round (reset timeout 30 s), more with the backoff of repeated failures. An abort before the
+    # resolve loses a completed checkpoint's output, so the default is far above: 15 minutes,
+    # Kafka's default broker maximum (transaction.max.timeout.ms); a broker with a lower maximum
+    # refuses the producer, and the user must lower this explicitly.
+    "transaction.timeout.ms": 900_000,
+    # Bounds init_transactions and a send that waits for buffer space (a broker that is gone).
+    "max.block.ms": 30_000,
+}
+
+
+def transactional_ids(group: str, member: str, name: str) -> tuple[str, str]:
+    """The sink's two transactional ids; ValueError for names they cannot be made of."""
+    for what, value in (("group", group), ("member", member), ("sink name", name)):
+        try:
+            fields.check_name(value, f"Kafka sink: {what}")
+        except Invalid as exc:
+            raise ValueError(str(exc)) from None
+    ids = tuple(f"{TRANSACTIONAL_ID_PREFIX}-{group}-{member}-{name}-{i}" for i in (0, 1))
+    if len(ids[0]) > MAX_TRANSACTIONAL_ID_LEN:
+        raise ValueError(
+            f"Kafka sink: the transactional id {ids[0][:80]!r}... is longer than {MAX_TRANSACTIONAL_ID_LEN} "
+            "characters: shorten the group, member or sink name"
+        )
+    return ids[0], ids[1]
+
+
+def _bytes(value: Any, record: Any, what: str) -> bytes | None:
+    """Step 1's encoding of a key or value."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    try:
+        return _field_json(value).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        where = f"{record.topic}/{record.partition}@{record.offset}"
+        raise TypeError(f"Kafka sink: the {what} of record {where} cannot be written: {exc}") from exc
+
+
+def _headers(headers: Any, record: Any) -> list[tuple[str, bytes | None]]:
+    out: list[tuple[str, bytes | None]] = []
+    for header in headers or ():
+        key, value = header
+        if not isinstance(key, str) or not (value is None or isinstance(value, bytes | str)):
+            raise TypeError(
+                f"Kafka sink: record {record.topic}/{record.partition}@{record.offset} has a header "
+                f"{header!r:.80} that is not (str, bytes | str | None)"
+            )
+        out.append((key, value.encode("utf-8") if isinstance(value, str) else value))
+    return out
+
+
+@attrs.define
+class _Open:
+    """The open interval's transaction (step 1): written by the process thread, its counts and
+    first offsets by the producer's sender thread (one writer each)."""
+
+    index: int
+    producer: KafkaProducer
+    sent: int = 0
+    acked: int = 0
+    first: dict[tuple[str, int], int] = attrs.field(factory=dict)
+    error: BaseException | None = None
+
+    def on_ack(self, meta: RecordMetadata) -> None:
+        key = (meta.topic, meta.partition)
+        if meta.offset < self.first.get(key, meta.offset + 1):
+            self.first[key] = meta.offset
+        self.acked += 1
+
+    def on_error(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+
+    def partitions(self) -> tuple[TxnPartition, ...]:
+        return tuple(TxnPartition(t, p, o) for (t, p), o in sorted(self.first.items()))
+
+
+class KafkaSink(Operator):
+    """Exactly-once output to a Kafka topic (see the module docstring)."""
+
+    kind = "kafka_sink"
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        bootstrap: str,
+        group: str,
+        member: str,
+        name: str | None = None,
+        kafka: Mapping[str, object] | None = None,
+        partition_of: Callable[[Any], int | None] | None = None,
+    ) -> None:
+        super().__init__(name)
+        try:
+            fields.check_name(topic, "Kafka sink: topic")
+        except Invalid as exc:
+            raise ValueError(str(exc)) from None
+        properties = dict(kafka or {})
+        check_producer_properties(properties)
+        self.topic = topic
+        self.member = member
+        self.ids = transactional_ids(group, member, self.name)
+        self.partition_of = partition_of
+        self._bootstrap = bootstrap
+        self._properties = properties
+        self._settings = admin_settings(
+            bootstrap,
+            properties,
+            request_timeout_ms=int_property(properties, "request.timeout.ms", REQUEST_TIMEOUT_MS),
+            client_id=f"{self.ids[0][:-2]}-resolve",
+        )
+        # Shared: the process thread opens and writes the interval, the control thread flushes,
+        # records, commits and resets.
+        self._lock = threading.Lock()
+        self._producers: dict[int, KafkaProducer] = {}
+        self._open: _Open | None = None
+        self._next = 0  # the id index of the next interval
+        self._prepared: list[tuple[int, int, PreparedTxn]] = []  # (seq, id index, txn), not committed yet
+        self._last = Transactions((), self.ids)
+        self._broken: BaseException | None = None
+        self.records_written = 0
+
+    # -- data -----------------------------------------------------------------
+    def process_batch(self, records: list[Any]) -> list[Any]:
+        if not records:
+            return []
+        pick = self.partition_of
+        encoded = [
+            (
+                _bytes(r.key, r, "key"),
+                _bytes(r.value, r, "value"),
+                _headers(r.headers, r),
+                None if pick is None else pick(r),
+            )
+            for r in records
+        ]
+        with self._lock:
+            interval = self._open if self._open is not None else self._begin()
+            send = interval.producer.send
+            for key, value, headers, partition in encoded:
+                future = send(self.topic, value=value, key=key, headers=headers, partition=partition)
+                future.add_callback(interval.on_ack)
+                future.add_errback(interval.on_error)
+                interval.sent += 1
+            self.records_written += len(records)
+        return []
+
+    def _begin(self) -> _Open:
+        """Step 1's lazy producer and the interval's transaction (under the lock)."""
+        index = self._next
+        producer = self._producers.get(index)
+        if producer is None:
+            config = producer_config(self._bootstrap, self._properties, self.ids[index], PRODUCER_DEFAULTS)
+            producer = self._producers[index] = open_producer(config)
+        producer.begin_transaction()
+        self._open = _Open(index, producer)
+        return self._open
+
+    # -- region ---------------------------------------------------------------
+    def transactions(self) -> Transactions:
+        """What the last checkpoint prepared, and both ids (the region protocol's step 1)."""
+        return self._last
+
+    def drain(self) -> None:
+        with self._lock:
+            self._check()
+            if self._open is not None:
+                self._flush(self._open)
+
+    def checkpoint(self, seq: int) -> bytes:
+        with self._lock:
+            self._check()
+            interval, self._open = self._open, None
+            prepared: tuple[PreparedTxn, ...] = ()
+            if interval is not None:
+                self._flush(interval)
+                if interval.acked != interval.sent:
+                    raise RuntimeError(
+                        f"Kafka sink {self.name!r}: {interval.sent - interval.acked} of {interval.sent} "
+                        f"records not acknowledged after the flush; checkpoint {seq} would lose them"
+                    )
+                txn = prepared_of(interval.producer, interval.partitions())
+                self._prepared.append((seq, interval.index, txn))
+                self._next = 1 - interval.index
+                prepared = (txn,)
+            self._last = Transactions(prepared, self.ids)
+            doc = {"version": KAFKA_SINK_CHECKPOINT_VERSION, "kind": self.kind, **self._last.to_wire()}
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def notify_checkpoint_complete(self, seq: int) -> None:
+        self._commit_upto(seq)
+
+    def retire_checkpoint(self, seq: int) -> None:
+        self._commit_upto(seq)
+
+    def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
+        transactions = Transactions((), self.ids)
+        if data:
+            doc = json.loads(data)
+            if doc.get("version") != KAFKA_SINK_CHECKPOINT_VERSION or doc.get("kind") != self.kind:
+                raise ValueError(
+                    f"Kafka sink {self.name!r}: checkpoint {seq} has version {doc.get('version')!r} kind "
+                    f"{doc.get('kind')!r}; expected version {KAFKA_SINK_CHECKPOINT_VERSION} kind {self.kind!r}"
+                )
+            recorded = Transactions.from_wire(doc, f"Kafka sink {self.name!r}'s checkpoint {seq}")
+            transactions = Transactions(recorded.prepared, self.ids)
+        self._restart(Resolve(self.member, seq, transactions))
+
+    def reset_to_initial_state(self, attempt: int = 0) -> None:
+        self._restart(Resolve(self.member, 0, Transactions((), self.ids)))
+
+    def close(self) -> None:
+        with self._lock:
+            interval, self._open = self._open, None
+            try:
+                if interval is not None and interval.error is None:
+                    abort_open(interval.producer, COMMIT_TIMEOUT_S, f"the open interval of {self.ids[interval.index]}")
+            finally:
+                self._close_producers()
+
+    # -- helpers ----------------------------------------------------------------
+    def _check(self) -> None:
+        if self._broken is not None:
+            raise RuntimeError(f"Kafka sink {self.name!r} failed since the last reset: {self._broken!r}")
+        if self._open is not None and self._open.error is not None:
+            raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {self._open.error!r}")
+
+    def _flush(self, interval: _Open) -> None:
+        interval.producer.flush(timeout=FLUSH_TIMEOUT_S)  # KafkaTimeoutError past the bound
+        if interval.error is not None:
+            raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {interval.error!r}")
+
+    def _commit_upto(self, seq: int) -> None:
+        """Step 4 (control thread; the process thread may write the next interval meanwhile,
+        with the other id's producer)."""
+        with self._lock:
+            ready = [entry for entry in self._prepared if entry[0] <= seq]
+            self._prepared = [entry for entry in self._prepared if entry[0] > seq]
+        for prepared_seq, index, txn in ready:
+            producer = self._producers[index]
+            try:
+                commit_open(producer, COMMIT_TIMEOUT_S, txn.describe())
+            except TransactionEndError as exc:
+                log.error(
+                    "Kafka sink %r: checkpoint %s's %s; the next drain fails and the reset commits it",
+                    self.name,
+                    prepared_seq,
+                    exc,
+                )
+                with self._lock:
+                    self._broken = exc
+                    del self._producers[index]
+                close_producer(producer, CLOSE_TIMEOUT_S)
+
+    def _restart(self, entry: Resolve) -> None:
+        """Step 5."""
+        with self._lock:
+            self._open = None
+            self._prepared = []
+            self._next = 0
+            self._broken = None
+            self._last = Transactions((), self.ids)
+            self._close_producers()  # raises only after trying every producer; a retried reset starts clean
+        resolve(self._settings, (entry,))
+
+    def _close_producers(self) -> None:
+        producers, self._producers = self._producers, {}
+        errors = []
+        for producer in producers.values():
+            try:
+                close_producer(producer, CLOSE_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - collected, the first re-raised: every producer gets closed
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+__all__ = ["KafkaSink", "transactional_ids"]

@@ -1,0 +1,117 @@
+"""Kafka -> map -> Kafka sink as a region of member processes on the broker: every input record
+exactly once among the committed output, through a member's kill -9 and restart, and no
+transaction left open.
+
+The committed output is read from the log's own markers (``raw_batches.read_committed``): the
+test broker's consumers, librdkafka's included, return aborted records too (its fetch answers
+carry no aborted-transactions list), so only a run without aborted records can be checked with
+a consumer; the clean run below checks that it has none, then reads the output with librdkafka
+(``isolation.level=read_committed``) as a user would."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coordinator.protocol.common.waiting import wait_until
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.raw_batches import CommittedRead, read_committed
+from cr_consumer.testing.kafka_util import create_topic, produce
+
+from support.region import check_exactly_once, make_region, wait_region, write_module
+
+pytestmark = pytest.mark.slow
+
+TO_KAFKA = """
+import json
+from cr_consumer.runtime import KafkaSource, Pipeline, replace
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
+            .map(lambda r: replace(r, value={"topic": r.topic, "partition": r.partition, "offset": r.offset}))
+            .sink(ctx.kafka_sink(ctx.param("out"))))
+"""
+
+
+def values(n: int, start: int = 0) -> list[bytes]:
+    return [b"value-%d" % i for i in range(start, start + n)]
+
+
+def committed(bootstrap: str, topic: str, partitions: int) -> list[CommittedRead]:
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-region-sink")
+    return [read_committed(settings, topic, p) for p in range(partitions)]
+
+
+def rows(reads: list[CommittedRead]) -> list[dict]:
+    return [json.loads(r.value or b"") for read in reads for r in read.records]
+
+
+def wait_committed(region, bootstrap: str, topic: str, n: int, timeout: float) -> list[CommittedRead]:
+    def enough() -> list[CommittedRead] | None:
+        reads = committed(bootstrap, topic, 4)
+        return reads if sum(len(read.records) for read in reads) >= n else None
+
+    return wait_region(region, enough, timeout, f"{n} committed output records", interval=0.5)
+
+
+def test_exactly_once_to_kafka_with_member_kill_and_restart(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    out = create_topic(bootstrap, names.topic("out"), partitions=4)
+    pipeline = write_module(tmp_path, "to_kafka", TO_KAFKA)
+    produce(bootstrap, topic, values(4000))
+    params = {"topic": topic, "out": out}
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=3, params=params) as region:
+        wait_committed(region, bootstrap, out, 800, 60)
+        victim = region.live_members()[0]
+        region.kill(victim)
+        produce(bootstrap, topic, values(4000, 4000))
+        wait_committed(region, bootstrap, out, 8000, 90)
+        status = region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 3, 30)
+        assert region.restarts()[victim] == 1
+        # two more checkpoints: nothing may be committed twice later
+        done = status["checkpoints"]
+        region.wait_until(lambda s: s["checkpoints"] >= done + 2, 30)
+    reads = committed(bootstrap, out, 4)
+    check_exactly_once(rows(reads), topic, {p: 2000 for p in range(4)})
+    assert [read.open_transactions for read in reads] == [(), (), (), ()]
+
+
+def test_a_clean_run_reads_exactly_the_input_with_librdkafka_read_committed(bootstrap, names, tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    out = create_topic(bootstrap, names.topic("out"), partitions=4)
+    pipeline = write_module(tmp_path, "to_kafka", TO_KAFKA)
+    params = {"topic": topic, "out": out}
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2, params=params) as region:
+        # The input comes once the group is settled: a reset while records flow aborts an interval.
+        region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 2 and s["checkpoints"] >= 2, 60)
+        produce(bootstrap, topic, values(3000))
+        wait_committed(region, bootstrap, out, 3000, 60)
+    reads = committed(bootstrap, out, 4)
+    assert sum(read.aborted_records for read in reads) == 0, "a reset aborted an interval: not a clean run"
+    assert [read.open_transactions for read in reads] == [(), (), (), ()]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": names.group("reader"),
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    seen: list[dict] = []
+    try:
+        consumer.assign([TopicPartition(out, p, 0) for p in range(4)])  # no group: no join to wait for
+
+        def read_all() -> bool:
+            for message in consumer.consume(500, timeout=0.5):
+                if message.error() is None:
+                    seen.append(json.loads(message.value()))
+            return len(seen) >= 3000
+
+        wait_until(read_all, 60, "librdkafka to read 3000 records", interval=0.01)
+    finally:
+        consumer.close()
+    check_exactly_once(seen, topic, {p: 750 for p in range(4)})
