@@ -85,7 +85,7 @@ from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
+from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, read_files, verify
 from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
@@ -355,7 +355,7 @@ def conclude(
         except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
             log.error("drill %s: %s", cfg.scenario, exc)
             error = error or f"committed-offsets check: {exc}"
-    result = verify(manifest, dirs["output"], committed, checkpoint)
+    result = verify(manifest, read_files(dirs["output"]), committed, checkpoint)
     analysis = analyse(events, fault_time, end_time)
     fired = tasks.all_fired()
     if cfg.scenario == "sink-failure":

@@ -20,7 +20,7 @@ from cr_consumer.kafka.committed_filter import (
     LogRecord,
 )
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, decode_batches, read_committed
+from cr_consumer.kafka.kafka_python.raw_batches import CommittedRead, RawReadError, decode_batches, read_committed
 from cr_consumer.kafka.kafka_python.transactions import (
     PreparedTransaction,
     TransactionEndError,
@@ -145,6 +145,17 @@ def test_the_reader_names_a_partition_that_does_not_exist(bootstrap):
     settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
     with pytest.raises(RawReadError, match=f"{topic}:3 does not exist"):
         read_committed(settings_, topic, 3)
+
+
+def test_the_reader_of_an_empty_partition_or_from_its_end_returns_nothing(bootstrap):
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    assert read_committed(settings_, topic, 0) == CommittedRead((), (), 0, 0)
+    plain = KafkaProducer(bootstrap_servers=bootstrap)
+    plain.send(topic, b"x", partition=0)
+    plain.flush()
+    plain.close(timeout=5)
+    assert read_committed(settings_, topic, 0, start=1) == CommittedRead((), (), 0, 1)
 
 
 def _settings(bootstrap: str) -> dict[str, object]:
