@@ -24,12 +24,13 @@
 5. Watch the timeline; when the members have processed a seeded random
    fraction (20-60 %) of the input, inject the fault (``faults.py``).
 6. Wait (bounded by ``timeout_s``) until the published output (the files, or
-   the output topic's committed records) holds every expected record (produced minus poison) and the fault has played out (a
-   pause ended, an armed fault point fired: ``fault_tasks.py``). Progress
-   is printed every second. Then wait (bounded, ``settle.py``) until the
-   group's committed offsets reach the input's end: a partition moving between
-   live members under cooperative rebalancing is committed by its new owner
-   only after the group is stable again.
+   the output topic's committed records) holds every expected record
+   (produced minus poison) and the fault has played out (a pause ended, an
+   armed fault point fired: ``fault_tasks.py``). Progress is printed every
+   second. Then wait (bounded, ``settle.py``) until the group's committed
+   offsets reach the input's end: a partition moving between live members
+   under cooperative rebalancing is committed by its new owner only after the
+   group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator; with the Kafka
    sink, read the output topic (``verify_kafka.read_topic``) while the broker
@@ -40,12 +41,12 @@
    find the last completed checkpoint and its offsets (one that cannot be
    read fails the drill: the committed-offsets check cannot run); verify the
    output independently (``verify.py``: the files read now, or the topic read
-   in step 7) and analyse the timeline around the
-   fault (``report.py``); say whether the fault really fired (its tasks, or
-   the sink trigger's timeline event; a fault task's error fails the drill);
-   draw ``timeline.png`` (a plot that fails is reported); write
-   ``report.json``. Without ``keep_output``, a passed drill's output and
-   state directories are removed.
+   in step 7) and analyse the timeline around the fault (``report.py``); say
+   whether the fault really fired (its tasks, or the sink trigger's timeline
+   event; a fault task's error fails the drill); draw ``timeline.png`` (a
+   plot that fails is reported); write ``report.json``. Without
+   ``keep_output``, a passed drill's output and state directories are
+   removed.
 
 The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
 ``watch_loop.py``.
