@@ -2,14 +2,16 @@
 
     crkafka drill --scenario kill-member [--members 3] [--partitions 8]
                   [--messages 200000] [--bootstrap HOST:PORT] [--out DIR]
-                  [--seed N] [--rate R] [--period S] [--pause S] [--timeout S] [--json]
+                  [--seed N] [--rate R] [--period S] [--pause S] [--timeout S]
+                  [--sink file|kafka] [--json]
 
 ``--scenario all`` runs every scenario in turn (seeds N, N+1, ...), but
 pause-broker against an external cluster (it can only pause the embedded
 broker; asked for alone it is refused, exit code 2). Progress
 goes to stderr; the JSON report (a list for ``all``) goes to stdout, preceded by
 a short summary unless ``--json``. Exit code 0 only if every drill passed:
-nothing missing, duplicated, altered or unexpected, and the fault fired.
+nothing missing, duplicated, altered or unexpected, no transaction left open
+in the output topic (``--sink kafka``), and the fault fired.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from coordinator.protocol.common.cli_types import duration, positive_int
 from cr_consumer.cli import refuse
 from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
 from cr_consumer.drill.faults import PAUSE_S
+from cr_consumer.drill.pipeline import SinkKind
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
 from cr_consumer.drill.report import DrillReport
 from cr_consumer.drill.scenarios import run_drill
@@ -99,6 +102,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the runner keeps no warm standby member process: restarts start cold (crkafka run --no-standby)",
     )
+    parser.add_argument(
+        "--sink",
+        choices=[kind.value for kind in SinkKind],
+        default=SinkKind.FILE.value,
+        help="where the pipeline writes: files (default) or an output topic through the transactional Kafka sink",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -132,6 +141,7 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
             kafka_client=args.kafka_client,
             pause_s=args.pause,
             standby=not args.no_standby,
+            sink=SinkKind(args.sink),
         )
         for i, name in enumerate(scenarios)
     ]
@@ -142,7 +152,13 @@ def _summary(report: DrillReport) -> str:
     return (
         f"{verdict} {report['scenario']} seed={report['seed']}: produced {report['produced']} "
         f"(poison {report['poison']}), delivered {report['delivered']}, missing {report['missing']}, "
-        f"duplicates {report['duplicates']}, resets {report['resets']}, checkpoints {report['checkpoints']}, "
+        f"duplicates {report['duplicates']}, "
+        + (
+            f"aborted {report['aborted']}, open transactions {report['open_transactions']}, "
+            if report["sink"] == SinkKind.KAFKA.value
+            else ""
+        )
+        + f"resets {report['resets']}, checkpoints {report['checkpoints']}, "
         f"detect {report['time_to_detect_s']} s, recover {report['time_to_recover_s']} s"
         + (f", error: {report['error']}" if report["error"] else "")
         + (

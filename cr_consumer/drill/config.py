@@ -11,6 +11,7 @@ from pathlib import Path
 import attrs
 
 from cr_consumer.drill import faults as fault_mod
+from cr_consumer.drill.pipeline import SinkKind
 from cr_consumer.testing.broker import ENV_BOOTSTRAP
 
 #: A member silent this long is dropped by the controller (heartbeats every 0.5 s):
@@ -86,6 +87,8 @@ class DrillConfig:
     fault_at: float | None = None
     #: Length of the pause scenarios' SIGSTOP (and of a pause fault point).
     pause_s: float = fault_mod.PAUSE_S
+    #: Where the pipeline writes its output.
+    sink: SinkKind = attrs.field(default=SinkKind.FILE, converter=SinkKind)
 
     def __attrs_post_init__(self) -> None:
         if self.members < 1:
@@ -127,4 +130,5 @@ __all__ = [
     "SHORT_PHASE_TIMEOUT_S",
     "UNTIMELY_SCENARIOS",
     "DrillConfig",
+    "SinkKind",
 ]

@@ -1,4 +1,4 @@
-"""The drill's own pipeline: Kafka source -> Probe -> exactly-once file sink.
+"""The drill's own pipeline: Kafka source -> Probe -> FailureTrigger -> an exactly-once sink.
 
 ``build(ctx)`` is what ``crkafka member cr_consumer.drill.pipeline`` calls in
 every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
@@ -11,7 +11,11 @@ every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
   (short in tests: a join takes about half the session timeout);
 * ``max_poll_records``;
 * ``assignment_strategy``: the consumers' ``partition.assignment.strategy``
-  (``range,roundrobin``: eager; default: the region runtime's, ``cooperative-sticky``).
+  (``range,roundrobin``: eager; default: the region runtime's, ``cooperative-sticky``);
+* ``sink``: ``file`` (default: the runtime's ``FileSink`` under the member's output directory)
+  or ``kafka`` (the transactional Kafka sink, ``ctx.kafka_sink``, into ``output_topic``; a
+  :func:`with_provenance` map before it puts each record's input topic, partition and offset
+  in its headers, where the verifier reads them: ``provenance.py``).
 
 Records: the drill produces UTF-8 values; a *poison* record has a value that is
 not UTF-8. The source's value deserialiser (:func:`decode_value`) raises on
@@ -22,27 +26,37 @@ Fault hooks, both in this module so the drill needs nothing from the runtime:
 
 * :class:`Probe` writes the timeline (throughput samples, drain, checkpoint,
   complete, reset, resume) used for the report and the plot;
-* :class:`DrillFileSink` is the exactly-once :class:`FileSink` that raises once
-  when the drill drops ``<fault_dir>/sink-failure``: the first member to claim the
-  trigger (an atomic rename, so exactly one member raises) fails its batch.
+* :class:`FailureTrigger`, right before the sink, raises once when the drill drops
+  ``<fault_dir>/sink-failure``: the first member to claim the trigger (an atomic rename, so
+  exactly one member raises) fails its batch before the sink writes it, whichever the sink.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from cr_consumer.drill.provenance import provenance_headers
 from cr_consumer.drill.timeline import SAMPLE_PERIOD_S, TimelineWriter
 from cr_consumer.runtime import KafkaSource, Pipeline, PipelineContext
 from cr_consumer.runtime.pipeline.operators import Operator
-from cr_consumer.runtime.pipeline.sinks import FileSink
+from cr_consumer.runtime.pipeline.records import replace
 
 SINK_FAILURE_TRIGGER = "sink-failure"
 #: The sink looks for a trigger file at most this often (one stat() per period,
 #: not per batch).
 TRIGGER_CHECK_PERIOD_S = 0.05
+
+
+class SinkKind(enum.Enum):
+    """Where the pipeline writes (parameter ``sink``): the exactly-once file sink, or a topic
+    through the transactional Kafka sink; the verifier has a reader for each."""
+
+    FILE = "file"
+    KAFKA = "kafka"
 
 
 class InjectedSinkFailure(RuntimeError):
@@ -119,18 +133,20 @@ class Probe(Operator):
         self.timeline.close()
 
 
-class DrillFileSink(FileSink):
-    """A :class:`FileSink` that raises once per trigger file (see the module docstring)."""
+class FailureTrigger(Operator):
+    """Pass-through that raises once per trigger file (see the module docstring)."""
+
+    kind = "failure-trigger"
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
         member: str,
         fault_dir: str | os.PathLike[str] | None,
         timeline: TimelineWriter | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(directory, member, name=name)
+        super().__init__(name)
+        self.member = member
         self.fault_dir = Path(fault_dir) if fault_dir else None
         self.timeline = timeline
         self._next_check = 0.0
@@ -141,7 +157,7 @@ class DrillFileSink(FileSink):
             if now >= self._next_check:
                 self._next_check = now + TRIGGER_CHECK_PERIOD_S
                 self._maybe_fail(self.fault_dir)
-        return super().process_batch(records)
+        return records
 
     def _maybe_fail(self, fault_dir: Path) -> None:
         trigger = fault_dir / SINK_FAILURE_TRIGGER
@@ -181,5 +197,19 @@ def build(ctx: PipelineContext) -> Pipeline:
     )
     timeline_dir = Path(ctx.param("timeline_dir", str(Path(ctx.output_dir).parent / "timeline")))
     timeline = TimelineWriter(timeline_dir / f"{ctx.member}-{os.getpid()}.jsonl", ctx.member)
-    fault_dir = ctx.params.get("fault_dir")
-    return Pipeline(source).then(Probe(timeline)).sink(DrillFileSink(ctx.output_dir, ctx.member, fault_dir, timeline))
+    pipeline = (
+        Pipeline(source).then(Probe(timeline)).then(FailureTrigger(ctx.member, ctx.params.get("fault_dir"), timeline))
+    )
+    if SinkKind(ctx.param("sink", SinkKind.FILE.value)) is SinkKind.KAFKA:
+        return pipeline.map(with_provenance, name="provenance").sink(
+            ctx.kafka_sink(ctx.param("output_topic"), name="kafka-sink")
+        )
+    return pipeline.sink(ctx.file_sink())
+
+
+def with_provenance(record: Any) -> Any:
+    """``record`` with its input topic, partition and offset as headers (``provenance.py``) and
+    its value as the UTF-8 bytes the producer wrote (the source decoded them to text)."""
+    value = record.value.encode("utf-8") if isinstance(record.value, str) else record.value
+    headers = (*record.headers, *provenance_headers(record.topic, record.partition, record.offset))
+    return replace(record, value=value, headers=headers)

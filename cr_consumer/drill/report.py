@@ -38,7 +38,7 @@ from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.timeline import Event
 from cr_consumer.drill.verify import VerifyResult
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 
 class Timings(TypedDict):
@@ -67,6 +67,7 @@ class DrillReport(Timings):
 
     version: int
     scenario: str
+    sink: str
     seed: int
     members: int
     partitions: int
@@ -82,6 +83,8 @@ class DrillReport(Timings):
     unexpected: int
     committed_behind: int
     committed_basis: str | None
+    aborted: int
+    open_transactions: int
     resets: int
     checkpoints: int
     processed_including_replays: int
@@ -215,6 +218,7 @@ def per_member_series(events: list[Event], bin_s: float = 0.5) -> dict[str, tupl
 def build_report(
     *,
     scenario: str,
+    sink: str,
     seed: int,
     members: int,
     partitions: int,
@@ -232,6 +236,7 @@ def build_report(
     report: DrillReport = {
         "version": REPORT_VERSION,
         "scenario": scenario,
+        "sink": sink,
         "seed": seed,
         "members": members,
         "partitions": partitions,
@@ -247,6 +252,8 @@ def build_report(
         "unexpected": v.unexpected,
         "committed_behind": v.committed_behind,
         "committed_basis": v.committed_basis,
+        "aborted": v.aborted,
+        "open_transactions": v.open_transactions,
         "resets": analysis["resets"],
         "checkpoints": analysis["checkpoints"],
         "time_to_detect_s": analysis["time_to_detect_s"],

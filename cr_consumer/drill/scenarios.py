@@ -3,13 +3,15 @@
 :func:`run_drill` (one scenario) does, in order:
 
 1. Lay out the drill directory ``OUT/<scenario>-s<seed>/``: ``output/`` (the
-   sinks' files), ``timeline/`` (events), ``faults/`` (triggers), ``state/``
+   file sinks' files), ``timeline/`` (events), ``faults/`` (triggers), ``state/``
    (member checkpoints), ``coordinator/`` (its durable state), ``logs/``.
 2. Use ``--bootstrap`` / ``$KAFKA_BOOTSTRAP_SERVERS``, else start an embedded
    broker (stopped at the end; its pid is what pause-broker stops, so that
    scenario is refused with an external cluster).
 3. Create the input topic (``partitions`` partitions) with unique names; the
-   new-topic scenario subscribes by pattern, the others by topic name.
+   new-topic scenario subscribes by pattern, the others by topic name. With
+   the Kafka sink, also create the output topic (``<prefix>.out``, as many
+   partitions as the input; outside the new-topic scenario's pattern).
 4. Start the coordinator process (``coordinator.launcher``), then the producer
    thread (``workload.py``; with ``rate`` > 0 the input keeps arriving while
    the fault happens), then the region's member processes: the runner's
@@ -21,26 +23,30 @@
    :class:`~cr_consumer.runtime.runner.handle.RegionHandle`.
 5. Watch the timeline; when the members have processed a seeded random
    fraction (20-60 %) of the input, inject the fault (``faults.py``).
-6. Wait (bounded by ``timeout_s``) until the published output holds every
-   expected record (produced minus poison) and the fault has played out (a
-   pause ended, an armed fault point fired: ``fault_tasks.py``). Progress
-   is printed every second. Then wait (bounded, ``settle.py``) until the
-   group's committed offsets reach the input's end: a partition moving between
-   live members under cooperative rebalancing is committed by its new owner
-   only after the group is stable again.
+6. Wait (bounded by ``timeout_s``) until the published output (the files, or
+   the output topic's committed records) holds every expected record
+   (produced minus poison) and the fault has played out (a pause ended, an
+   armed fault point fired: ``fault_tasks.py``). Progress is printed every
+   second. Then wait (bounded, ``settle.py``) until the group's committed
+   offsets reach the input's end: a partition moving between live members
+   under cooperative rebalancing is committed by its new owner only after the
+   group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
-   read the group's committed offsets, stop the coordinator and the broker.
-   Every process started here is stopped in ``finally``.
+   read the group's committed offsets, stop the coordinator; with the Kafka
+   sink, read the output topic (``verify_kafka.read_topic``) while the broker
+   still runs; stop the broker. Every process started here is stopped in
+   ``finally``.
 8. Once every process started is stopped (:func:`conclude`): save the
    manifest (``manifest.json``); with the group's committed offsets read,
    find the last completed checkpoint and its offsets (one that cannot be
    read fails the drill: the committed-offsets check cannot run); verify the
-   output independently (``verify.py``) and analyse the timeline around the
-   fault (``report.py``); say whether the fault really fired (its tasks, or
-   the sink trigger's timeline event; a fault task's error fails the drill);
-   draw ``timeline.png`` (a plot that fails is reported); write
-   ``report.json``. Without ``keep_output``, a passed drill's output and
-   state directories are removed.
+   output independently (``verify.py``: the files read now, or the topic read
+   in step 7) and analyse the timeline around the fault (``report.py``); say
+   whether the fault really fired (its tasks, or the sink trigger's timeline
+   event; a fault task's error fails the drill); draw ``timeline.png`` (a
+   plot that fails is reported); write ``report.json``. Without
+   ``keep_output``, a passed drill's output and state directories are
+   removed.
 
 The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
 ``watch_loop.py``.
@@ -48,7 +54,8 @@ The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
 A drill that times out still verifies and reports (its records are then
 missing) and fails. The report's ``ok`` is true only if nothing is missing,
 duplicated, altered or unexpected, committed offsets are not behind the
-output, and the injected fault really fired.
+output, no transaction is left open in the output topic, and the injected
+fault really fired.
 """
 
 from __future__ import annotations
@@ -81,13 +88,16 @@ from cr_consumer.drill.config import (
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
+from cr_consumer.drill.pipeline import SinkKind
 from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
-from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, WatchLoop
+from cr_consumer.drill.verify import CheckpointMissing, Delivered, last_checkpoint_offsets, read_files, verify
+from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic
+from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, OutputCount, OutputCounter, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
+from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import Region
@@ -109,6 +119,9 @@ WARMUP_SHARE = 0.05
 #: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
 SETTLE_BASE_S = 10.0
 SETTLE_SESSIONS = 2
+#: Bound on each request of the drill's reads of the output topic (its metadata, a fetch): a
+#: broker that stops answering fails the read instead of hanging it.
+OUTPUT_REQUEST_TIMEOUT_MS = 10_000
 
 
 def _progress(msg: str) -> None:
@@ -126,13 +139,19 @@ def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
     return drill_dir, dirs
 
 
-def _pipeline_params(cfg: DrillConfig, dirs: dict[str, Path], prefix: str, topic: str) -> dict[str, str]:
-    """The drill pipeline's parameters: where it writes its timeline and finds its faults, what it reads."""
+def _pipeline_params(
+    cfg: DrillConfig, dirs: dict[str, Path], prefix: str, topic: str, output_topic: str | None
+) -> dict[str, str]:
+    """The drill pipeline's parameters: where it writes its timeline and finds its faults, what it
+    reads, where it writes."""
     params = {
         "timeline_dir": str(dirs["timeline"]),
         "fault_dir": str(dirs["faults"]),
         "session_timeout_ms": str(cfg.session_timeout_ms),
+        "sink": cfg.sink.value,
     }
+    if output_topic is not None:
+        params["output_topic"] = output_topic
     if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
         params["assignment_strategy"] = EAGER_ASSIGNORS
     if cfg.scenario == "new-topic":
@@ -184,6 +203,15 @@ def _stop_the_drill(
     return end_time
 
 
+def _output_settings(bootstrap: str) -> dict[str, object]:
+    return admin_settings(bootstrap, {}, request_timeout_ms=OUTPUT_REQUEST_TIMEOUT_MS, client_id="cr-drill-output")
+
+
+def _or_empty(output: Delivered | None) -> Delivered:
+    """The output topic as read, or nothing when the read failed (its error fails the drill)."""
+    return output if output is not None else Delivered()
+
+
 def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> DrillReport:
     rng = random.Random(cfg.seed)
     drill_dir, dirs = _fresh_dirs(cfg)
@@ -195,6 +223,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     error: str | None = None
     loop: WatchLoop | None = None
     topics = [f"{prefix}-in"]
+    # "." after the prefix: outside the new-topic scenario's pattern, which a "-" follows.
+    output_topic = f"{prefix}.out" if cfg.sink is SinkKind.KAFKA else None
+    kafka_output: Delivered | None = None
     t_start = time.time()
     committed: dict[tuple[str, int], int | None] | None = None
     end_time: float | None = None
@@ -211,6 +242,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         tasks = FaultTasks(drill_tl)
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
+            if output_topic is not None:
+                create_topic(bootstrap, output_topic, cfg.partitions)
             coordinator = CoordinatorProcess(
                 dirs["coordinator"] / "state", http="auto", log_path=dirs["logs"] / "coordinator.log"
             )
@@ -246,7 +279,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 max_consecutive_resets=MAX_RESETS,
                 drain_timeout_s=phase_timeout_s,
                 reset_timeout_s=phase_timeout_s,
-                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0])),
+                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0], output_topic)),
                 env={ENV_FAULT_DIR: str(dirs["faults"])},
                 kafka_client=cfg.kafka_client,
                 standby=cfg.standby,
@@ -270,6 +303,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 broker_pid=broker_pid,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
+            output: OutputCount = (
+                OutputCounter(dirs["output"])
+                if output_topic is None
+                else KafkaOutputCounter(_output_settings(bootstrap), output_topic)
+            )
             loop = WatchLoop(
                 cfg,
                 env,
@@ -279,7 +317,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 reader=reader,
                 tasks=tasks,
                 watch=watch,
-                output_dir=dirs["output"],
+                output=output,
                 fraction=fraction,
                 progress=progress,
             )
@@ -308,6 +346,13 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 cleanup.step("reading committed offsets", read)
             if coordinator is not None:
                 cleanup.step("stopping the coordinator", coordinator.terminate)
+            if output_topic is not None:
+
+                def read_output(topic: str = output_topic) -> None:
+                    nonlocal kafka_output
+                    kafka_output = read_topic(_output_settings(bootstrap), topic)
+
+                cleanup.step("reading the output topic", read_output)
             drill_tl.close()
             if cleanup.errors and error is None:
                 error = "; ".join(cleanup.errors)
@@ -316,6 +361,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         cfg,
         drill_dir,
         dirs,
+        output=read_files(dirs["output"]) if output_topic is None else _or_empty(kafka_output),
         manifest=manifest,
         reader=reader,
         tasks=tasks,
@@ -333,6 +379,7 @@ def conclude(
     drill_dir: Path,
     dirs: dict[str, Path],
     *,
+    output: Delivered,
     manifest: Manifest,
     reader: TimelineReader,
     tasks: FaultTasks,
@@ -343,8 +390,9 @@ def conclude(
     error: str | None,
     started: float,
 ) -> DrillReport:
-    """Step 8; returns the report (its ``ok``: the drill passed); ``started``: the
-    drill's start (epoch seconds), for its elapsed time."""
+    """Step 8; returns the report (its ``ok``: the drill passed); ``output``: what the sinks
+    published (an empty one when the output topic could not be read: that error is the
+    drill's); ``started``: the drill's start (epoch seconds), for its elapsed time."""
     manifest.save(drill_dir / "manifest.json")
     events = reader.all_events()
     checkpoint = None
@@ -355,7 +403,7 @@ def conclude(
         except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
             log.error("drill %s: %s", cfg.scenario, exc)
             error = error or f"committed-offsets check: {exc}"
-    result = verify(manifest, dirs["output"], committed, checkpoint)
+    result = verify(manifest, output, committed, checkpoint)
     analysis = analyse(events, fault_time, end_time)
     fired = tasks.all_fired()
     if cfg.scenario == "sink-failure":
@@ -377,6 +425,7 @@ def conclude(
             error = error or f"plot failed: {exc!r}"
     report = build_report(
         scenario=cfg.scenario,
+        sink=cfg.sink.value,
         seed=cfg.seed,
         members=cfg.members,
         partitions=cfg.partitions,

@@ -2,9 +2,17 @@
 
 The verifier knows nothing about the pipeline or the region: it compares what
 the drill *produced* (the manifest, written while producing, from the
-producer's own acknowledgements) with what the sinks *published* (every
-``*.jsonl`` file under the output directory; pending files never end in
-``.jsonl``), and with the group's committed offsets as any Kafka tool sees them.
+producer's own acknowledgements) with what the sinks *published*, and with the
+group's committed offsets as any Kafka tool sees them. What was published is
+read into a :class:`Delivered`, by input (topic, partition) and offset:
+
+* file sink: :func:`read_files`, every ``*.jsonl`` file under the output
+  directory (pending files never end in ``.jsonl``); each line names its input
+  topic, partition and offset;
+* Kafka sink: ``verify_kafka.read_topic``, the committed records of every
+  partition of the output topic, decided from the log's own markers; its
+  module docstring says how, and what it adds (aborted records, open
+  transactions).
 
 The manifest's format, and what records acknowledged without an offset mean:
 :mod:`cr_consumer.drill.manifest`. Before the checks, each value acknowledged
@@ -13,8 +21,8 @@ otherwise that carries it (values are unique per partition); one never
 delivered is *missing*, and each poison record acknowledged without an offset
 explains one hole of the range.
 
-Checks, per (topic, partition), with ``first``/``last`` the lowest/highest
-produced offset:
+Checks (:func:`verify`), per (topic, partition), with ``first``/``last`` the
+lowest/highest produced offset:
 
 1. every offset in ``first..last`` that is not poison is delivered (else *missing*;
    this is the contiguity check: a hole anywhere in the range is missing);
@@ -30,8 +38,11 @@ produced offset:
    caller that has no stores) the check falls back to the output: committed >=
    highest published offset + 1. ``committed_basis`` says which was used.
 
-A line that is not a JSON object with topic, partition and offset is a
-*malformed_lines* failure. The result is OK only when every count is zero.
+A published record that does not name its input (a line that is not a JSON
+object with topic, partition and offset; a Kafka record without valid
+provenance headers) is a *malformed_lines* failure; so is a transaction left
+open in the output topic (*open_transactions*). The result is OK only when every
+count but ``aborted`` is zero.
 """
 
 from __future__ import annotations
@@ -83,10 +94,15 @@ class VerifyResult:
     unexpected: int
     malformed_lines: int
     committed_behind: int
-    files: int
+    #: Files (file sink) or output partitions (Kafka sink) read.
+    sources: int
     partitions: tuple[PartitionResult, ...]
     examples: dict[str, list[object]] = attrs.field(factory=dict)
     committed_basis: str | None = None
+    #: Kafka sink: records of aborted transactions (a reset's replayed interval; not a failure).
+    aborted: int = 0
+    #: Kafka sink: transactions with records and no marker below the high watermark.
+    open_transactions: int = 0
 
     @property
     def ok(self) -> bool:
@@ -97,7 +113,44 @@ class VerifyResult:
             or self.unexpected
             or self.malformed_lines
             or self.committed_behind
+            or self.open_transactions
         )
+
+
+_Key = tuple[str, int]
+
+
+@attrs.define
+class Delivered:
+    """What a sink published, by input (topic, partition), before any check (module docstring)."""
+
+    #: How often each input offset was delivered.
+    seen: defaultdict[_Key, Counter[int]] = attrs.field(factory=lambda: defaultdict(Counter))
+    #: The value delivered at each input offset (a ``_Conflict`` when two copies differ).
+    values: defaultdict[_Key, dict[int, Any]] = attrs.field(factory=lambda: defaultdict(dict))
+    #: Published records that do not name their input.
+    malformed: int = 0
+    #: Files or output partitions read.
+    sources: int = 0
+    aborted: int = 0
+    open_transactions: int = 0
+    #: Examples of the reading's own problems (malformed lines, open transactions).
+    examples: dict[str, list[object]] = attrs.field(factory=dict)
+
+    def add(self, topic: str, partition: int, offset: int, value: Any) -> None:
+        """One delivered copy of input ``topic``/``partition``@``offset``."""
+        key = (topic, partition)
+        self.seen[key][offset] += 1
+        values = self.values[key]
+        if offset not in values:
+            values[offset] = value
+        elif values[offset] != value:
+            values[offset] = _Conflict()
+
+    def example(self, kind: str, item: object) -> None:
+        kept = self.examples.setdefault(kind, [])
+        if len(kept) < MAX_EXAMPLES:
+            kept.append(item)
 
 
 def published_files(output_dir: str | os.PathLike[str]) -> list[Path]:
@@ -136,33 +189,22 @@ def _placed(
 _Example = Callable[[str, object], None]
 
 
-def _read_published(
-    path: Path,
-    seen: dict[tuple[str, int], Counter[int]],
-    got_value: dict[tuple[str, int], dict[int, Any]],
-    example: _Example,
-) -> int:
-    """Count each (partition, offset) of one published file in ``seen`` and keep its
-    value in ``got_value`` (a :class:`_Conflict` when two copies differ); the number
-    of malformed lines."""
-    malformed = 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            try:
-                doc = json.loads(line)
-                key = (doc["topic"], int(doc["partition"]))
-                offset = int(doc["offset"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                malformed += 1
-                example("malformed_lines", f"{path.name}:{lineno}")
-                continue
-            seen[key][offset] += 1
-            values = got_value[key]
-            if offset not in values:
-                values[offset] = doc.get("value")
-            elif values[offset] != doc.get("value"):
-                values[offset] = _Conflict()
-    return malformed
+def read_files(output_dir: str | os.PathLike[str]) -> Delivered:
+    """The file sink's output: every published file under ``output_dir``, line by line."""
+    out = Delivered()
+    for path in published_files(output_dir):
+        out.sources += 1
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                try:
+                    doc = json.loads(line)
+                    topic, partition, offset = doc["topic"], int(doc["partition"]), int(doc["offset"])
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    out.malformed += 1
+                    out.example("malformed_lines", f"{path.name}:{lineno}")
+                    continue
+                out.add(topic, partition, offset, doc.get("value"))
+    return out
 
 
 def _count_missing(
@@ -245,29 +287,25 @@ def _commit_check(
 
 def verify(
     manifest: Manifest,
-    output_dir: str | os.PathLike[str],
+    output: Delivered,
     committed: dict[tuple[str, int], int | None] | None = None,
     checkpoint: tuple[int, dict[tuple[str, int], int]] | None = None,
 ) -> VerifyResult:
-    """Check the published output against the manifest (see the module docstring).
+    """Check the published ``output`` against the manifest (see the module docstring).
 
     ``committed`` maps (topic, partition) to the group's committed offset
     (``None`` when nothing is committed); when it is None the commit check is skipped.
     ``checkpoint`` is ``(seq, {(topic, partition): offset})`` of the last completed
     checkpoint (:func:`last_checkpoint_offsets`); None: compare with the output.
     """
-    seen: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
-    got_value: dict[tuple[str, int], dict[int, Any]] = defaultdict(dict)
+    seen, got_value = output.seen, output.values
     examples: dict[str, list[object]] = defaultdict(list)
-    malformed = 0
-    files = published_files(output_dir)
+    for kind, items in output.examples.items():
+        examples[kind].extend(items)
 
     def example(kind: str, item: object) -> None:
         if len(examples[kind]) < MAX_EXAMPLES:
             examples[kind].append(item)
-
-    for path in files:
-        malformed += _read_published(path, seen, got_value, example)
 
     totals: Counter[str] = Counter()
     results = []
@@ -323,12 +361,14 @@ def verify(
         duplicates=totals["duplicates"],
         wrong_values=totals["wrong"],
         unexpected=totals["unexpected"],
-        malformed_lines=malformed,
+        malformed_lines=output.malformed,
         committed_behind=totals["behind"],
-        files=len(files),
+        sources=output.sources,
         partitions=tuple(results),
         examples=dict(examples),
         committed_basis=basis,
+        aborted=output.aborted,
+        open_transactions=output.open_transactions,
     )
 
 

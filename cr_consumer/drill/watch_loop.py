@@ -14,7 +14,9 @@ played out.
    :attr:`~WatchLoop.faults`) even when the loop then fails.
 4. Every :data:`CONTROLLER_WATCH_PERIOD_S`, fetch the controller's events.
 5. Done when the producer finished, the published output holds every
-   expected record (produced minus poison) and the fault played out (fired,
+   expected record (produced minus poison; counted by the sink's
+   :class:`OutputCount`: published files, or committed records of the
+   output topic) and the fault played out (fired,
    its tasks ended). When the input is consumed first, produce a few more
    records (at most :data:`MAX_NUDGES` times, :data:`NUDGE_PERIOD_S` apart):
    a sink trigger or a fault point needs records to fire.
@@ -28,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from coordinator.client import CoordinatorClient
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
@@ -93,8 +96,15 @@ class ControllerWatch:
         self.client.close()
 
 
+class OutputCount(Protocol):
+    """Records the sink has published so far (replays that were published twice included)."""
+
+    def count(self) -> int: ...
+
+
 class OutputCounter:
-    """Counts published lines incrementally (a published file is never rewritten)."""
+    """The file sink's :class:`OutputCount`: published lines, counted incrementally (a published
+    file is never rewritten). The Kafka sink's: ``verify_kafka.KafkaOutputCounter``."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -121,7 +131,7 @@ class WatchLoop:
         reader: TimelineReader,
         tasks: FaultTasks,
         watch: ControllerWatch,
-        output_dir: Path,
+        output: OutputCount,
         fraction: float,
         progress: Callable[[str], None],
     ) -> None:
@@ -133,7 +143,7 @@ class WatchLoop:
         self._reader = reader
         self._tasks = tasks
         self._watch = watch
-        self._counter = OutputCounter(output_dir)
+        self._counter = output
         self._fraction = fraction
         self._progress = progress
         #: Step 3: when the fault was injected (epoch seconds), and what it did.
@@ -234,4 +244,4 @@ class WatchLoop:
         return False
 
 
-__all__ = ["PRODUCER_JOIN_S", "WATCH_PERIOD_S", "OutputCounter", "WatchLoop"]
+__all__ = ["PRODUCER_JOIN_S", "WATCH_PERIOD_S", "OutputCount", "OutputCounter", "WatchLoop"]

@@ -92,6 +92,7 @@ def test_drill_cli_poison_json_report_and_exit_code(bootstrap, tmp_path):
         (["--scenario", "kill-member", "--rate", "-5"], "must be >= 0"),
         (["--scenario", "remove-member", "--members", "1"], "needs --members >= 2"),
         (["--scenario", "kill-member", "--partitions", "8", "--messages", "3"], "must be >= --partitions"),
+        (["--scenario", "kill-member", "--sink", "s3"], "invalid choice"),
     ],
 )
 def test_drill_cli_rejects_bad_arguments(argv, message):

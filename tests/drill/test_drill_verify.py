@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cr_consumer.drill.manifest import Manifest, ManifestError
-from cr_consumer.drill.verify import verify
+from cr_consumer.drill.verify import read_files, verify
 
 
 def _manifest(n=10, poison=()):
@@ -32,15 +32,15 @@ def test_clean_output_passes(tmp_path):
     rows = _good_rows()
     _write(tmp_path / "m1-0000000001.jsonl", rows[:7])
     _write(tmp_path / "m2-0000000001.jsonl", rows[7:])
-    r = verify(_manifest(), tmp_path, committed={("t", 0): 10, ("t", 1): 10})
+    r = verify(_manifest(), read_files(tmp_path), committed={("t", 0): 10, ("t", 1): 10})
     assert r.ok, r
-    assert (r.produced, r.expected, r.delivered, r.files) == (20, 20, 20, 2)
+    assert (r.produced, r.expected, r.delivered, r.sources) == (20, 20, 20, 2)
 
 
 def test_gap_is_missing(tmp_path):
     rows = [row for row in _good_rows() if row[:3] != ("t", 1, 4)]
     _write(tmp_path / "a.jsonl", rows)
-    r = verify(_manifest(), tmp_path)
+    r = verify(_manifest(), read_files(tmp_path))
     assert not r.ok
     assert r.missing == 1
     assert r.examples["missing"] == [["t", 1, 4]]
@@ -52,7 +52,7 @@ def test_duplicate_across_files_is_detected(tmp_path):
     rows = _good_rows()
     _write(tmp_path / "a.jsonl", rows)
     _write(tmp_path / "b.jsonl", [rows[3]])
-    r = verify(_manifest(), tmp_path)
+    r = verify(_manifest(), read_files(tmp_path))
     assert not r.ok
     assert r.duplicates == 1
     assert r.missing == 0
@@ -63,7 +63,7 @@ def test_wrong_value_is_detected(tmp_path):
     rows = _good_rows()
     rows[5] = ("t", 0, 5, "tampered")
     _write(tmp_path / "a.jsonl", rows)
-    r = verify(_manifest(), tmp_path)
+    r = verify(_manifest(), read_files(tmp_path))
     assert not r.ok
     assert r.wrong_values == 1
 
@@ -72,11 +72,11 @@ def test_poison_skipped_is_ok_and_poison_delivered_is_not(tmp_path):
     poison = {(0, 2), (1, 9)}
     m = _manifest(poison=poison)
     _write(tmp_path / "a.jsonl", _good_rows(poison=poison))
-    r = verify(m, tmp_path)
+    r = verify(m, read_files(tmp_path))
     assert r.ok, r
     assert (r.produced, r.poison, r.expected, r.delivered) == (20, 2, 18, 18)
     _write(tmp_path / "b.jsonl", [("t", 0, 2, "poison")])
-    r = verify(m, tmp_path)
+    r = verify(m, read_files(tmp_path))
     assert not r.ok
     assert r.unexpected == 1
 
@@ -85,15 +85,15 @@ def test_pending_files_are_ignored(tmp_path):
     rows = _good_rows()
     _write(tmp_path / "a.jsonl", rows)
     _write(tmp_path / ".m1-abc.pending", rows[:3])  # not published: must not count
-    assert verify(_manifest(), tmp_path).ok
+    assert verify(_manifest(), read_files(tmp_path)).ok
 
 
 def test_committed_offsets_behind_output(tmp_path):
     _write(tmp_path / "a.jsonl", _good_rows())
-    r = verify(_manifest(), tmp_path, committed={("t", 0): 10, ("t", 1): 7})
+    r = verify(_manifest(), read_files(tmp_path), committed={("t", 0): 10, ("t", 1): 7})
     assert not r.ok
     assert r.committed_behind == 1
-    r = verify(_manifest(), tmp_path, committed={("t", 0): 10})
+    r = verify(_manifest(), read_files(tmp_path), committed={("t", 0): 10})
     assert r.committed_behind == 1  # nothing committed for t/1
 
 
@@ -102,7 +102,7 @@ def test_malformed_line_and_unknown_partition(tmp_path):
     _write(tmp_path / "a.jsonl", rows)
     with open(tmp_path / "a.jsonl", "a") as f:
         f.write("not json\n")
-    r = verify(_manifest(), tmp_path)
+    r = verify(_manifest(), read_files(tmp_path))
     assert r.unexpected == 1
     assert r.malformed_lines == 1
     assert not r.ok
@@ -145,15 +145,18 @@ def test_committed_offsets_compared_with_the_last_checkpoint_per_partition(tmp_p
     (state / "checkpoints" / "m1" / "0000000005").mkdir()  # an unsealed later one: ignored
     ckpt = last_checkpoint_offsets(state, 4)
     assert ckpt == {("t", 0): 10, ("t", 1): 10}
-    r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 10}, checkpoint=(4, ckpt))
+    r = verify(_manifest(), read_files(out), committed={("t", 0): 10, ("t", 1): 10}, checkpoint=(4, ckpt))
     assert r.ok
     assert r.committed_basis == "checkpoint 4"
-    r = verify(_manifest(), out, committed={("t", 0): 10, ("t", 1): 9}, checkpoint=(4, ckpt))
+    r = verify(_manifest(), read_files(out), committed={("t", 0): 10, ("t", 1): 9}, checkpoint=(4, ckpt))
     assert r.committed_behind == 1
     assert r.examples["committed_behind"] == [["t", 1, 9, 10]]
     # committed at the checkpoint although the output goes further (an older checkpoint):
     r = verify(
-        _manifest(), out, committed={("t", 0): 10, ("t", 1): 2}, checkpoint=(3, last_checkpoint_offsets(state, 3))
+        _manifest(),
+        read_files(out),
+        committed={("t", 0): 10, ("t", 1): 2},
+        checkpoint=(3, last_checkpoint_offsets(state, 3)),
     )
     assert r.committed_behind == 0
     assert r.committed_basis == "checkpoint 3"
@@ -177,19 +180,19 @@ def _manifest_with_unplaced(
 def test_records_acknowledged_without_an_offset_are_placed_where_delivered(tmp_path):
     m = _manifest_with_unplaced({1: range(4, 8)})
     _write(tmp_path / "a.jsonl", _good_rows())
-    r = verify(m, tmp_path)
+    r = verify(m, read_files(tmp_path))
     assert r.ok, r
     assert (r.produced, r.delivered) == (20, 20)
     m.save(tmp_path / "manifest.json")
     again = Manifest.load(tmp_path / "manifest.json")
     assert again.unplaced == {("t", 1): [f"v1-{o}" for o in range(4, 8)]}
-    assert verify(again, tmp_path).ok
+    assert verify(again, read_files(tmp_path)).ok
 
 
 def test_a_record_acknowledged_without_an_offset_and_not_delivered_is_missing(tmp_path):
     m = _manifest_with_unplaced({0: range(8, 10)})
     _write(tmp_path / "a.jsonl", [row for row in _good_rows() if row[:3] != ("t", 0, 9)])
-    r = verify(m, tmp_path)
+    r = verify(m, read_files(tmp_path))
     assert not r.ok
     assert r.missing == 1
     assert r.examples["missing"] == [["t", 0, None, repr("v0-9")]]
@@ -200,7 +203,7 @@ def test_a_value_acknowledged_once_and_delivered_twice_at_two_offsets_is_unexpec
     m = _manifest_with_unplaced({0: range(9, 10)})
     rows = [*_good_rows(), ("t", 0, 10, "v0-9")]  # the same value once more, after the range
     _write(tmp_path / "a.jsonl", rows)
-    r = verify(m, tmp_path)
+    r = verify(m, read_files(tmp_path))
     assert not r.ok
     assert r.unexpected == 1
     assert r.missing == 0
@@ -210,10 +213,10 @@ def test_a_poison_record_acknowledged_without_an_offset_explains_one_hole(tmp_pa
     m = _manifest_with_unplaced({}, poison_unplaced={(1, 3)})
     rows = [row for row in _good_rows() if row[:3] != ("t", 1, 3)]
     _write(tmp_path / "a.jsonl", rows)
-    r = verify(m, tmp_path)
+    r = verify(m, read_files(tmp_path))
     assert r.ok, r
     _write(tmp_path / "a.jsonl", [row for row in rows if row[:3] != ("t", 1, 5)])
-    assert verify(m, tmp_path).missing == 1
+    assert verify(m, read_files(tmp_path)).missing == 1
 
 
 @pytest.mark.parametrize(

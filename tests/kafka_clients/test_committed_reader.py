@@ -80,6 +80,19 @@ def test_a_marker_of_a_producer_with_nothing_open_decides_nothing():
     assert [r.value for r in out] == [b"a"]
 
 
+def test_the_reader_of_an_empty_partition_or_from_its_end_returns_nothing(bootstrap):
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    empty = read_committed(settings_, topic, 0)
+    assert (empty.records, empty.open_transactions, empty.aborted_records, empty.stop) == ((), (), 0, 0)
+    plain = KafkaProducer(bootstrap_servers=bootstrap)
+    plain.send(topic, b"x", partition=0)
+    plain.flush()
+    plain.close(timeout=5)
+    at_end = read_committed(settings_, topic, 0, start=1)
+    assert (at_end.records, at_end.open_transactions, at_end.aborted_records, at_end.stop) == ((), (), 0, 1)
+
+
 def _transactional(bootstrap: str, tid: str) -> KafkaProducer:
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, max_block_ms=10_000)
     producer.init_transactions()

@@ -9,17 +9,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka import KafkaProducer
 
 from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.producer import (
-    TransactionEndError,
-    close_producer,
-    open_producer,
-    prepared_of,
-    producer_config,
-)
+from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
 from cr_consumer.kafka.kafka_python.raw_batches import read_committed
 from cr_consumer.kafka.kafka_python.transactions import UnresolvedTransaction, end_prepared, fence, resolve
 from cr_consumer.testing.kafka_util import create_topic, unique_name
@@ -29,24 +22,30 @@ def _settings(bootstrap: str) -> dict[str, object]:
     return admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-resolver")
 
 
-def _open(bootstrap: str, tid: str) -> KafkaProducer:
-    return open_producer(producer_config(bootstrap, {}, tid, {"max.block.ms": 10_000}))
+def _open(bootstrap: str, tid: str) -> TransactionalProducer:
+    return TransactionalProducer(producer_config(bootstrap, {}, tid, {"max.block.ms": 10_000}))
 
 
 def _prepared(
     bootstrap: str, topic: str, values: list[bytes], partitions: int = 1
-) -> tuple[KafkaProducer, PreparedTxn]:
+) -> tuple[TransactionalProducer, PreparedTxn]:
     """A writer that flushed ``values`` (round robin over ``partitions``) in an open transaction
     and then was never heard of again."""
     writer = _open(bootstrap, unique_name("tid"))
-    writer.begin_transaction()
-    futures = [writer.send(topic, value, partition=i % partitions) for i, value in enumerate(values)]
-    writer.flush(timeout=10)
+    writer.begin()
     first: dict[int, int] = {}
-    for future in futures:
-        meta = future.get(timeout=1)
-        first.setdefault(meta.partition, meta.offset)
-    return writer, prepared_of(writer, tuple(TxnPartition(topic, p, o) for p, o in sorted(first.items())))
+
+    def on_ack(_topic: str, partition: int, offset: int) -> None:
+        first[partition] = min(offset, first.get(partition, offset))
+
+    def on_error(exc: BaseException) -> None:
+        raise AssertionError(f"a send failed: {exc!r}")
+
+    for i, value in enumerate(values):
+        writer.send(topic, None, value, [], i % partitions, on_ack, on_error)
+    writer.flush(10)
+    assert sum(1 for _ in first) == min(partitions, len(values))
+    return writer, writer.prepared(tuple(TxnPartition(topic, p, o) for p, o in sorted(first.items())))
 
 
 def _entry(txn: PreparedTxn, fence_ids: tuple[str, ...] = ()) -> Resolve:
@@ -82,7 +81,7 @@ def test_a_commit_of_a_fenced_transaction_fails_within_its_bound(bootstrap):
     assert time.monotonic() - started < 20
     read = read_committed(_settings(bootstrap), topic, 0)
     assert (read.records, read.open_transactions) == ((), ())
-    close_producer(successor, 5)
+    successor.close(5)
 
 
 def test_the_resolver_commits_a_prepared_transaction_on_every_partition_and_again_harmlessly(bootstrap):
@@ -131,4 +130,4 @@ def test_the_resolver_fences_every_id_and_so_aborts_what_was_open(bootstrap):
     assert [r.value for r in read.records] == [b"kept"]
     assert (read.open_transactions, read.aborted_records) == ((), 2)
     for writer in (committed_writer, open_writer):
-        close_producer(writer, 1)
+        writer.close(1)

@@ -24,6 +24,7 @@ def assert_exactly_once(report: dict) -> None:
             "wrong_values",
             "unexpected",
             "committed_behind",
+            "open_transactions",
             "error",
             "examples",
         )
@@ -34,5 +35,6 @@ def assert_exactly_once(report: dict) -> None:
     assert report["wrong_values"] == 0, summary
     assert report["unexpected"] == 0, summary
     assert report["committed_behind"] == 0, summary
+    assert report["open_transactions"] == 0, summary
     assert report["delivered"] == report["produced"] - report["poison"], summary
     assert report["ok"], summary

@@ -7,19 +7,19 @@ librdkafka has no public call for them and no way to resume a prepared transacti
 1. :func:`producer_config`: kafka-python keyword arguments from dotted properties (checked
    before by ``property_rules.check_producer_properties``), with the transactional id, acks all,
    idempotence and the sink's bounds.
-2. :func:`open_producer`: a ``KafkaProducer`` and its ``init_transactions`` (which fences the
+2. :class:`TransactionalProducer`: a ``KafkaProducer`` and its ``init_transactions`` (which fences the
    transactional id's previous epoch and aborts its open transaction), bounded by
    ``max.block.ms``.
-3. :func:`prepared_of`: the producer's id and epoch (kafka-python keeps them in its private
+3. ``prepared``: the producer's id and epoch (kafka-python keeps them in its private
    transaction manager) and where the transaction's records start, as the protocol's
    ``PreparedTxn``.
-4. :func:`commit_open` (:func:`abort_open`): commit (abort) the open transaction, waiting at
+4. ``commit`` (``abort``): commit (abort) the open transaction, waiting at
    most ``timeout_s``.
    ``KafkaProducer.commit_transaction()`` waits without a bound, and a fenced producer on the
    test broker has its connection dropped instead of an answer, after which kafka-python
    reconnects for ever: the commit is started on the transaction manager and its result waited
    for with a timeout instead (``TransactionEndError`` on timeout or refusal).
-5. :func:`close_producer`: close without committing or waiting for unsent records (a forced
+5. ``close``: close without committing or waiting for unsent records (a forced
    close of the sender), bounded: the sink never needs them at a close (an interval not
    prepared is aborted, by the sink or a fence, and replayed), and a fenced producer's sends
    would be retried for ever.
@@ -30,7 +30,7 @@ The private fields used (``_transaction_manager``, ``_sender``) stay inside this
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka import KafkaProducer
@@ -67,68 +67,95 @@ def producer_config(
     return cfg
 
 
-def open_producer(config: Mapping[str, Any]) -> KafkaProducer:
-    """Step 2 (``max_block_ms`` bounds ``init_transactions``; a producer that fails it is closed)."""
-    producer = KafkaProducer(**config)
-    try:
-        producer.init_transactions()
-    except BaseException:
-        close_producer(producer, 0.0)
-        raise
-    return producer
+#: Called with (topic, partition, offset) when a send is acknowledged.
+OnAck = Callable[[str, int, int], None]
+#: Called with the error when a send fails.
+OnError = Callable[[BaseException], None]
 
 
-def prepared_of(producer: KafkaProducer, partitions: tuple[TxnPartition, ...]) -> PreparedTxn:
-    """Step 3."""
-    manager = producer._transaction_manager
-    if manager is None:
-        raise ValueError("the producer has no transactional.id")
-    ids = manager.producer_id_and_epoch
-    return PreparedTxn(str(manager.transactional_id), int(ids.producer_id), int(ids.epoch), partitions)
+class TransactionalProducer:
+    """Steps 2-5 on one kafka-python ``KafkaProducer``: the only object outside this package
+    sees (the Kafka sink)."""
 
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        """Step 2 (``max_block_ms`` bounds ``init_transactions``; a producer that fails it is closed)."""
+        self._producer = KafkaProducer(**config)
+        try:
+            self._producer.init_transactions()
+        except BaseException:
+            self.close(0.0)
+            raise
 
-def commit_open(producer: KafkaProducer, timeout_s: float, what: str) -> None:
-    """Step 4."""
-    _end_open(producer, timeout_s, what, commit=True)
+    def begin(self) -> None:
+        self._producer.begin_transaction()
 
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+        on_ack: OnAck,
+        on_error: OnError,
+    ) -> None:
+        """One record into the open transaction; ``max_block_ms`` bounds a wait for buffer space."""
+        future = self._producer.send(topic, value=value, key=key, headers=headers, partition=partition)
+        future.add_callback(lambda meta: on_ack(meta.topic, meta.partition, meta.offset))
+        future.add_errback(on_error)
 
-def abort_open(producer: KafkaProducer, timeout_s: float, what: str) -> None:
-    """Step 4's bound for an abort of the producer's own open transaction."""
-    _end_open(producer, timeout_s, what, commit=False)
+    def flush(self, timeout_s: float) -> None:
+        """Every send answered, within ``timeout_s`` (``KafkaTimeoutError`` past it)."""
+        self._producer.flush(timeout=timeout_s)
 
+    def prepared(self, partitions: tuple[TxnPartition, ...]) -> PreparedTxn:
+        """Step 3."""
+        manager = self._producer._transaction_manager
+        if manager is None:
+            raise ValueError("the producer has no transactional.id")
+        ids = manager.producer_id_and_epoch
+        return PreparedTxn(str(manager.transactional_id), int(ids.producer_id), int(ids.epoch), partitions)
 
-def _end_open(producer: KafkaProducer, timeout_s: float, what: str, *, commit: bool) -> None:
-    manager = producer._transaction_manager
-    if manager is None:
-        raise ValueError("the producer has no transactional.id")
-    verb = "committing" if commit else "aborting"
-    try:
-        result = manager.begin_commit() if commit else manager.begin_abort()
-        producer._sender.wakeup()
-        done = result.wait(timeout_ms=timeout_s * 1000)
-    except Exception as exc:  # refused: fenced, or an earlier send failed the transaction
-        raise TransactionEndError(f"{verb} {what} failed: {type(exc).__name__}: {exc}") from exc
-    if not done:
-        raise TransactionEndError(f"{verb} {what}: no answer within {timeout_s:g}s")
+    def commit(self, timeout_s: float, what: str) -> None:
+        """Step 4."""
+        self._end(timeout_s, what, commit=True)
 
+    def abort(self, timeout_s: float, what: str) -> None:
+        """Step 4's bound for an abort of the producer's own open transaction."""
+        self._end(timeout_s, what, commit=False)
 
-def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
-    """Step 5: the sender is stopped at once (its unsent records failed), then the producer closed."""
-    producer._sender.force_close()
-    producer._sender.join(timeout_s)
-    if producer._sender.is_alive():
-        raise TransactionEndError(f"the producer's sender thread did not stop within {timeout_s:g}s of a forced close")
-    producer.close(timeout=0)  # nothing left to flush: the forced close failed every unsent batch
+    def _end(self, timeout_s: float, what: str, *, commit: bool) -> None:
+        manager = self._producer._transaction_manager
+        if manager is None:
+            raise ValueError("the producer has no transactional.id")
+        verb = "committing" if commit else "aborting"
+        try:
+            result = manager.begin_commit() if commit else manager.begin_abort()
+            self._producer._sender.wakeup()
+            done = result.wait(timeout_ms=timeout_s * 1000)
+        except Exception as exc:  # refused: fenced, or an earlier send failed the transaction
+            raise TransactionEndError(f"{verb} {what} failed: {type(exc).__name__}: {exc}") from exc
+        if not done:
+            raise TransactionEndError(f"{verb} {what}: no answer within {timeout_s:g}s")
+
+    def close(self, timeout_s: float) -> None:
+        """Step 5: the sender is stopped at once (its unsent records failed), then the producer closed."""
+        sender = self._producer._sender
+        sender.force_close()
+        sender.join(timeout_s)
+        if sender.is_alive():
+            raise TransactionEndError(
+                f"the producer's sender thread did not stop within {timeout_s:g}s of a forced close"
+            )
+        self._producer.close(timeout=0)  # nothing left to flush: the forced close failed every unsent batch
 
 
 __all__ = [
     "PRODUCER_SETTINGS",
+    "OnAck",
+    "OnError",
     "TransactionEndError",
-    "abort_open",
-    "close_producer",
-    "commit_open",
-    "open_producer",
-    "prepared_of",
+    "TransactionalProducer",
     "producer_config",
     "producer_name",
 ]

@@ -6,7 +6,9 @@ it needs:
 
 1. :func:`read_committed` opens a ``RawClient`` (``settings`` from ``admin.admin_settings``:
    bootstrap, security, request timeout) and asks the cluster's metadata for the partition's
-   leader (a missing topic or partition raises ``RawReadError``).
+   leader (a missing topic or partition raises ``RawReadError``). A caller reading several
+   partitions in one budget opens the client itself, lists the topic's partitions with
+   :func:`partition_leaders` and calls :func:`read_committed_with` for each.
 2. It sends ``Fetch`` requests (``read_uncommitted``, so the broker filters nothing) to the
    leader from ``start``, each bounded by the request timeout, and decodes every batch with
    kafka-python's ``MemoryRecords`` (CRC checked): producer id and epoch, the transactional and
@@ -77,7 +79,7 @@ def read_committed(
 ) -> CommittedRead:
     """Steps 1-4 for one partition."""
     with RawClient(settings, time.monotonic() + deadline_s) as client:
-        return _Reader(client, topic, partition).read(start, end)
+        return read_committed_with(client, topic, partition, start, end)
 
 
 def transaction_marker(
@@ -111,16 +113,12 @@ class _Reader:
         return self.client.request(request, node_id, f"reading {self.topic}:{self.partition}")
 
     def _leader(self) -> int:
-        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)])
-        for topic in self._request(request).topics:
-            if topic.error_code:
-                raise RawReadError(f"topic {self.topic}: {error_name(topic.error_code)}")
-            for part in topic.partitions:
-                if part.partition_index == self.partition:
-                    if part.leader_id < 0:
-                        raise RawReadError(f"{self.topic}:{self.partition} has no leader")
-                    return int(part.leader_id)
-        raise RawReadError(f"{self.topic}:{self.partition} does not exist")
+        leader = partition_leaders(self.client, self.topic).get(self.partition)
+        if leader is None:
+            raise RawReadError(f"{self.topic}:{self.partition} does not exist")
+        if leader < 0:
+            raise RawReadError(f"{self.topic}:{self.partition} has no leader")
+        return leader
 
     def batches(self, start: int, end: int | None) -> Iterator[LogBatch]:
         """Steps 2-3's fetch loop: every batch from the one holding ``start`` up to the stop offset
@@ -220,4 +218,31 @@ def decode_batches(raw: bytes | None) -> list[LogBatch]:
     return out
 
 
-__all__ = ["CommittedRead", "RawReadError", "decode_batches", "read_committed", "transaction_marker"]
+def read_committed_with(
+    client: RawClient, topic: str, partition: int, start: int = 0, end: int | None = None
+) -> CommittedRead:
+    """Steps 1-4 for one partition on an open client (its deadline bounds the read)."""
+    return _Reader(client, topic, partition).read(start, end)
+
+
+def partition_leaders(client: RawClient, topic: str) -> dict[int, int]:
+    """Step 1: the topic's partitions and the broker id leading each (-1: none); a topic the
+    cluster does not know raises ``RawReadError``."""
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
+    leaders: dict[int, int] = {}
+    for found in client.request(request, None, f"reading the metadata of {topic}").topics:
+        if found.error_code:
+            raise RawReadError(f"topic {topic}: {error_name(found.error_code)}")
+        leaders.update((int(part.partition_index), int(part.leader_id)) for part in found.partitions)
+    return leaders
+
+
+__all__ = [
+    "CommittedRead",
+    "RawReadError",
+    "decode_batches",
+    "partition_leaders",
+    "read_committed",
+    "read_committed_with",
+    "transaction_marker",
+]

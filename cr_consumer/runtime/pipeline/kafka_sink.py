@@ -64,22 +64,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-from kafka import KafkaProducer
-from kafka.producer.future import RecordMetadata
 
 from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.producer import (
-    TransactionEndError,
-    abort_open,
-    close_producer,
-    commit_open,
-    open_producer,
-    prepared_of,
-    producer_config,
-)
+from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
 from cr_consumer.kafka.kafka_python.transactions import resolve
 from cr_consumer.kafka.property_rules import check_producer_properties, int_property
 from cr_consumer.runtime.pipeline.operators import Operator
@@ -167,16 +157,16 @@ class _Open:
     first offsets by the producer's sender thread (one writer each)."""
 
     index: int
-    producer: KafkaProducer
+    producer: TransactionalProducer
     sent: int = 0
     acked: int = 0
     first: dict[tuple[str, int], int] = attrs.field(factory=dict)
     error: BaseException | None = None
 
-    def on_ack(self, meta: RecordMetadata) -> None:
-        key = (meta.topic, meta.partition)
-        if meta.offset < self.first.get(key, meta.offset + 1):
-            self.first[key] = meta.offset
+    def on_ack(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        if offset < self.first.get(key, offset + 1):
+            self.first[key] = offset
         self.acked += 1
 
     def on_error(self, exc: BaseException) -> None:
@@ -225,7 +215,7 @@ class KafkaSink(Operator):
         # Shared: the process thread opens and writes the interval, the control thread flushes,
         # records, commits and resets.
         self._lock = threading.Lock()
-        self._producers: dict[int, KafkaProducer] = {}
+        self._producers: dict[int, TransactionalProducer] = {}
         self._open: _Open | None = None
         self._next = 0  # the id index of the next interval
         self._prepared: list[tuple[int, int, PreparedTxn]] = []  # (seq, id index, txn), not committed yet
@@ -250,10 +240,9 @@ class KafkaSink(Operator):
         with self._lock:
             interval = self._open if self._open is not None else self._begin()
             send = interval.producer.send
+            on_ack, on_error = interval.on_ack, interval.on_error
             for key, value, headers, partition in encoded:
-                future = send(self.topic, value=value, key=key, headers=headers, partition=partition)
-                future.add_callback(interval.on_ack)
-                future.add_errback(interval.on_error)
+                send(self.topic, key, value, headers, partition, on_ack, on_error)
                 interval.sent += 1
             self.records_written += len(records)
         return []
@@ -264,8 +253,8 @@ class KafkaSink(Operator):
         producer = self._producers.get(index)
         if producer is None:
             config = producer_config(self._bootstrap, self._properties, self.ids[index], PRODUCER_DEFAULTS)
-            producer = self._producers[index] = open_producer(config)
-        producer.begin_transaction()
+            producer = self._producers[index] = TransactionalProducer(config)
+        producer.begin()
         self._open = _Open(index, producer)
         return self._open
 
@@ -292,7 +281,7 @@ class KafkaSink(Operator):
                         f"Kafka sink {self.name!r}: {interval.sent - interval.acked} of {interval.sent} "
                         f"records not acknowledged after the flush; checkpoint {seq} would lose them"
                     )
-                txn = prepared_of(interval.producer, interval.partitions())
+                txn = interval.producer.prepared(interval.partitions())
                 self._prepared.append((seq, interval.index, txn))
                 self._next = 1 - interval.index
                 prepared = (txn,)
@@ -327,7 +316,7 @@ class KafkaSink(Operator):
             interval, self._open = self._open, None
             try:
                 if interval is not None and interval.error is None:
-                    abort_open(interval.producer, COMMIT_TIMEOUT_S, f"the open interval of {self.ids[interval.index]}")
+                    interval.producer.abort(COMMIT_TIMEOUT_S, f"the open interval of {self.ids[interval.index]}")
             finally:
                 self._close_producers()
 
@@ -339,7 +328,7 @@ class KafkaSink(Operator):
             raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {self._open.error!r}")
 
     def _flush(self, interval: _Open) -> None:
-        interval.producer.flush(timeout=FLUSH_TIMEOUT_S)  # KafkaTimeoutError past the bound
+        interval.producer.flush(FLUSH_TIMEOUT_S)  # KafkaTimeoutError past the bound
         if interval.error is not None:
             raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {interval.error!r}")
 
@@ -352,7 +341,7 @@ class KafkaSink(Operator):
         for prepared_seq, index, txn in ready:
             producer = self._producers[index]
             try:
-                commit_open(producer, COMMIT_TIMEOUT_S, txn.describe())
+                producer.commit(COMMIT_TIMEOUT_S, txn.describe())
             except TransactionEndError as exc:
                 log.error(
                     "Kafka sink %r: checkpoint %s's %s; the next drain fails and the reset commits it",
@@ -363,7 +352,7 @@ class KafkaSink(Operator):
                 with self._lock:
                     self._broken = exc
                     del self._producers[index]
-                close_producer(producer, CLOSE_TIMEOUT_S)
+                producer.close(CLOSE_TIMEOUT_S)
 
     def _restart(self, entry: Resolve) -> None:
         """Step 5."""
@@ -381,7 +370,7 @@ class KafkaSink(Operator):
         errors = []
         for producer in producers.values():
             try:
-                close_producer(producer, CLOSE_TIMEOUT_S)
+                producer.close(CLOSE_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - collected, the first re-raised: every producer gets closed
                 errors.append(exc)
         if errors:

@@ -1,0 +1,126 @@
+"""Reading a drill's Kafka output for the verifier, trusting nothing the broker filters.
+
+The Kafka sink writes each member's checkpoint interval in one transaction, committed when the
+checkpoint completes and aborted when the region resets past it (the protocol:
+``coordinator/protocol/region/transactions.py``). A ``read_committed`` consumer cannot check
+that: the test broker sends no aborted-transactions list, so both clients return aborted records
+(``cr_consumer/kafka/committed_filter.py``). :func:`read_topic` therefore decides from the log:
+
+1. It opens one raw client (``settings`` from ``admin.admin_settings``; every request bounded by
+   its request timeout, the whole read by ``deadline_s``) and takes the output topic's partitions
+   from the cluster's metadata: every partition is read, whichever the sink wrote to.
+2. Each partition is read from offset 0 to its high watermark at the read
+   (``raw_batches.read_committed_with``: raw batches and their control markers). Records of
+   committed transactions and non-transactional records are delivered; records of aborted
+   transactions are dropped; records with no marker yet, and every later record of the
+   partition, are held back, as the last stable offset holds a ``read_committed`` consumer.
+3. Each delivered record names its input in its provenance headers
+   (:mod:`cr_consumer.drill.provenance`); its value, decoded as UTF-8 (the drill's values are
+   text; other bytes stay bytes and then differ from the manifest's value), is added to the
+   :class:`~cr_consumer.drill.verify.Delivered` under that input offset. A record without valid
+   provenance is *malformed*.
+4. Aborted records are counted, not failed: a reset aborts the interval it replays. A
+   transaction still open below the high watermark fails the drill (*open_transactions*): at the
+   end every interval must be committed or aborted, and an open one also hides its records and
+   every later record of its partition (they are *missing* too). Each is named in the examples:
+   output topic and partition, producer id and epoch, first offset, records (a malformed
+   record: output topic, partition, offset and what is wrong).
+
+:func:`verify` of ``verify.py`` then runs the same checks as on the file sink's output, so the
+report and the plot do not depend on the sink. :class:`KafkaOutputCounter` gives the drill's
+watch loop the count of delivered records while the region runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cr_consumer.drill.provenance import read_provenance
+from cr_consumer.drill.verify import Delivered
+from cr_consumer.kafka.committed_filter import LogRecord
+from cr_consumer.kafka.kafka_python.raw_batches import partition_leaders, read_committed_with
+from cr_consumer.kafka.kafka_python.raw_requests import RawClient
+
+#: Bound on the whole read of the output topic (step 1): a broker that stops answering fails
+#: the verification instead of hanging the drill.
+READ_DEADLINE_S = 120.0
+#: Bound on one count of the watch loop (:class:`KafkaOutputCounter`).
+COUNT_DEADLINE_S = 30.0
+#: The watch loop counts at most this often: a count opens a client and fetches every partition,
+#: load the busy test machine should not carry ten times a second.
+COUNT_PERIOD_S = 0.5
+
+
+def _value(raw: bytes | None) -> str | bytes | None:
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def _deliver(out: Delivered, where: tuple[str, int], record: LogRecord) -> None:
+    """Step 3 for one record of output partition ``where``."""
+    try:
+        topic, part, offset = read_provenance(record.headers)
+    except ValueError as exc:
+        out.malformed += 1
+        out.example("malformed_lines", [*where, record.offset, str(exc)])
+        return
+    out.add(topic, part, offset, _value(record.value))
+
+
+def read_topic(settings: Mapping[str, Any], topic: str, *, deadline_s: float = READ_DEADLINE_S) -> Delivered:
+    """Steps 1-4: the committed output of every partition of ``topic``."""
+    out = Delivered()
+    with RawClient(settings, time.monotonic() + deadline_s) as client:
+        for partition in sorted(partition_leaders(client, topic)):
+            read = read_committed_with(client, topic, partition)
+            out.sources += 1
+            out.aborted += read.aborted_records
+            for record in read.records:
+                _deliver(out, (topic, partition), record)
+            for txn in read.open_transactions:
+                out.open_transactions += 1
+                out.example(
+                    "open_transactions",
+                    [topic, partition, txn.producer_id, txn.producer_epoch, txn.first_offset, txn.records],
+                )
+    return out
+
+
+class KafkaOutputCounter:
+    """The watch loop's count of delivered output records (the file sink's: ``OutputCounter``).
+
+    Incremental: each partition is read again from its last stable offset of the previous count
+    (the first record of its oldest open transaction, else where the read stopped). Everything
+    before that offset was decided and counted once; nothing at or after it was delivered yet,
+    so a fresh read from there sees every later marker with its records. At most one count per
+    :data:`COUNT_PERIOD_S`; between two, the last count is returned.
+    """
+
+    def __init__(self, settings: Mapping[str, Any], topic: str, *, period_s: float = COUNT_PERIOD_S) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.period_s = period_s
+        self._resume: dict[int, int] = {}
+        self._counted = 0
+        self._next_count = 0.0
+
+    def count(self) -> int:
+        now = time.monotonic()
+        if now < self._next_count:
+            return self._counted
+        self._next_count = now + self.period_s
+        with RawClient(self.settings, now + COUNT_DEADLINE_S) as client:
+            for partition in sorted(partition_leaders(client, self.topic)):
+                read = read_committed_with(client, self.topic, partition, self._resume.get(partition, 0))
+                self._counted += len(read.records)
+                self._resume[partition] = min((t.first_offset for t in read.open_transactions), default=read.stop)
+        return self._counted
+
+
+__all__ = ["COUNT_PERIOD_S", "READ_DEADLINE_S", "KafkaOutputCounter", "read_topic"]
