@@ -26,6 +26,7 @@ from cr_consumer.runtime.pipeline.dead_letter import (
     MAX_MESSAGE_CHARS,
     OTHER_TYPE,
 )
+from cr_consumer.runtime.pipeline.records import to_json_bytes, to_json_line
 
 SOURCE = KafkaSource(topics=["t"])
 
@@ -230,3 +231,16 @@ def test_file_sink_as_dead_letter_sink_publishes_with_the_region(tmp_path):
     assert [r["offset"] for r in rows] == [0, 3]
     good = [json.loads(line) for f in (tmp_path / "out").glob("*.jsonl") for line in f.read_text().splitlines()]
     assert [r["value"] for r in good] == [1, 2, 4, 5]
+
+
+def test_headers_written_by_the_file_sink_only_when_a_record_has_some():
+    plain = [KafkaRecord("t", 0, o, 7, 0, None, b"v%d" % o, ()) for o in range(3)]
+    tagged = KafkaRecord("t", 0, 4, 7, 0, None, b"v4", (("d", b"y"),))
+    mixed = Record("t", 0, 3, 7, None, b"v3", (("a", b"x"), ("b", b"\xff"), ("c", None)))
+    expected = {3: [["a", "x"], ["b", {"base64": "/w=="}], ["c", None]], 4: [["d", "y"]]}
+    batches = (plain, [*plain, tagged], [*plain, mixed, tagged], [replace(r, value={"n": 1}) for r in [*plain, mixed]])
+    for batch in batches:
+        lines = [json.loads(line) for line in to_json_bytes(batch, ',"member":"m"').decode().splitlines()]
+        assert lines == [json.loads(to_json_line(r, ',"member":"m"')) for r in batch]  # the two paths agree
+        assert [line.get("headers") for line in lines] == [expected.get(r.offset) for r in batch]
+        assert all(list(line)[-2:] in (["value", "member"], ["headers", "member"]) for line in lines)

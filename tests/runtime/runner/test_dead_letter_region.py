@@ -70,3 +70,12 @@ def test_poison_records_dead_lettered_exactly_once_across_a_member_kill(bootstra
     texts = sorted(r["value"] for r in letters if isinstance(r["value"], str))
     assert texts == sorted(f"poison-{i}" for i in poison)
     assert sum(isinstance(r["value"], dict) and "base64" in r["value"] for r in letters) == len(undecodable)
+    for r in letters:  # the file sink writes each dead-letter record's headers
+        h = dict(r["headers"])
+        assert h["crkafka.error.stage"] == ("01-map" if isinstance(r["value"], str) else "00-deserialize")
+        assert h["crkafka.error.type"] == ("ValueError" if isinstance(r["value"], str) else "UnicodeDecodeError")
+        assert [h["crkafka.source.topic"], h["crkafka.source.partition"], h["crkafka.source.offset"]] == [
+            topic,
+            str(r["partition"]),
+            str(r["offset"]),
+        ]
