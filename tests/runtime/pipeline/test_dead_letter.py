@@ -28,6 +28,8 @@ from cr_consumer.runtime.pipeline.dead_letter import (
 )
 from cr_consumer.runtime.pipeline.records import to_json_bytes, to_json_line
 
+from support.metrics import promtool_problems
+
 SOURCE = KafkaSource(topics=["t"])
 
 
@@ -215,6 +217,7 @@ def test_error_types_are_bounded_and_exported():
     name = dead_letter.METRIC + "_total"
     assert f'{name}{{error_type="other",stage="01-map"}} 5.0' in text
     assert text.count(name + "{") == MAX_ERROR_TYPES + 1
+    assert promtool_problems(text) == ""
 
 
 def test_file_sink_as_dead_letter_sink_publishes_with_the_region(tmp_path):
