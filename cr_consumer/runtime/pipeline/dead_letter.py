@@ -26,6 +26,8 @@ through :meth:`DeadLetterRouter.process` on the source's process thread:
    is never dropped silently.
 5. The records handed to the sink are counted per stage and error type (:attr:`counts`, exported
    by :meth:`DeadLetterRouter.collector`); the error types are bounded by :data:`MAX_ERROR_TYPES`.
+   The first record of each (stage, error type) is logged as a warning, naming its provenance
+   and the error; later ones only count (a stream of poison records must not flood the log).
 
 Provenance: a stage's record keeps the topic, partition and offset of the source record it came
 from (``records.replace``). An item without them (a user's function returned a bare value) is
@@ -35,7 +37,8 @@ value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -45,6 +48,8 @@ from cr_consumer.operator.metrics import LabelledCounters
 from cr_consumer.operator.process_thread import Undecodable
 from cr_consumer.runtime.pipeline.operators import Operator, Reject
 from cr_consumer.runtime.pipeline.records import Record
+
+log = logging.getLogger(__name__)
 
 #: Header names of a dead-letter record, after the failing record's own headers.
 HEADER_STAGE = "crkafka.error.stage"
@@ -122,7 +127,7 @@ class DeadLetterRouter:
         """Push one batch down ``stages`` (operator id, operator), rejects to the sink (steps 1-5)."""
         if not records:
             return
-        letters: list[tuple[Record, str, str]] = []  # (dead-letter record, stage, error type)
+        letters: list[tuple[Record, str, Exception]] = []  # (dead-letter record, stage, error)
         first = records[0]
         if isinstance(first, Undecodable):
             first = first.record
@@ -130,7 +135,7 @@ class DeadLetterRouter:
 
         def rejecter(stage: str) -> Reject:
             def reject(record: Any, error: Exception) -> None:
-                letters.append((dead_letter_record(record, stage, error, batch_source), stage, error_type(error)))
+                letters.append((dead_letter_record(record, stage, error, batch_source), stage, error))
 
             return reject
 
@@ -149,16 +154,29 @@ class DeadLetterRouter:
             batch = op.process_isolated(batch, rejecter(stage))
         if letters:
             self.sink.process_batch([letter for letter, _, _ in letters])
-            self._count((stage, kind) for _, stage, kind in letters)
+            self._count(letters)
 
-    def _count(self, rejected: Iterable[tuple[str, str]]) -> None:
+    def _count(self, letters: list[tuple[Record, str, Exception]]) -> None:
         counts = dict(self.counts)
         types = {kind for _, kind in counts}
-        for stage, kind in rejected:
+        for letter, stage, error in letters:
+            kind = error_type(error)
             if kind not in types:
                 if len(types) >= MAX_ERROR_TYPES:
                     kind = OTHER_TYPE
                 types.add(kind)
+            if (stage, kind) not in counts:
+                log.warning(
+                    "stage %s: dead-lettering the record at topic %s partition %s offset %s: %s: %s "
+                    "(later ones of this stage and error type are only counted, in %s_total)",
+                    stage,
+                    letter.topic,
+                    letter.partition,
+                    letter.offset,
+                    error_type(error),
+                    _message(error),
+                    METRIC,
+                )
             counts[(stage, kind)] = counts.get((stage, kind), 0) + 1
         self.counts = counts
 

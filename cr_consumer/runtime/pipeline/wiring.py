@@ -138,6 +138,7 @@ class Pipeline:
 
     def __init__(self, source: KafkaSource | None = None, *, dead_letter: Operator | None = None) -> None:
         self._stages: list[Operator] = []
+        self._named: list[tuple[str, Operator]] = []  # the stages with their operator ids
         self.dead_letter = dead_letter
         self._router: DeadLetterRouter | None = None
         if dead_letter is not None:
@@ -164,7 +165,10 @@ class Pipeline:
     def then(self, operator: Operator) -> Pipeline:
         """Append any operator (your own subclass of ``Operator`` included)."""
         _check_operator(operator)
+        if operator is self.dead_letter:
+            raise ValueError(f"{operator!r} is the dead-letter sink: it cannot be a stage of the pipeline too")
         self._stages.append(operator)
+        self._named = list(zip(self.operator_ids(), self._stages, strict=False))
         return self
 
     sink = then
@@ -178,7 +182,7 @@ class Pipeline:
     def process_batch(self, records: list[Any]) -> None:
         """Push one batch down the chain (on the source's process thread)."""
         if self._router is not None:
-            self._router.process(list(zip(self.operator_ids(), self._stages)), records)
+            self._router.process(self._named, records)
             return
         batch = records
         for op in self._stages:

@@ -247,3 +247,21 @@ def test_headers_written_by_the_file_sink_only_when_a_record_has_some():
         assert lines == [json.loads(to_json_line(r, ',"member":"m"')) for r in batch]  # the two paths agree
         assert [line.get("headers") for line in lines] == [expected.get(r.offset) for r in batch]
         assert all(list(line)[-2:] in (["value", "member"], ["headers", "member"]) for line in lines)
+
+
+def test_the_dead_letter_sink_is_not_a_stage_too():
+    dlq = CollectSink("dlq")
+    with pytest.raises(ValueError, match="cannot be a stage"):
+        Pipeline(SOURCE, dead_letter=dlq).map(parse).sink(dlq)
+
+
+def test_the_first_record_of_each_stage_and_error_type_is_logged(caplog):
+    p = Pipeline(SOURCE, dead_letter=CollectSink("dlq")).map(parse)
+    with caplog.at_level("WARNING", logger=dead_letter.__name__):
+        p.process_batch(recs(10))
+        p.process_batch(recs(10, partition=1))
+    assert [r.getMessage().partition(" (")[0] for r in caplog.records] == [
+        "stage 01-map: dead-lettering the record at topic t partition 0 offset 0: ValueError: "
+        "invalid literal for int() with base 10: b'x0'"
+    ]
+    assert p.dead_letter_counts() == {("01-map", "ValueError"): 8}
