@@ -10,8 +10,8 @@ through :meth:`DeadLetterRouter.process` on the source's process thread:
    ``on_malformed`` policy ``dead_letter``, which the pipeline sets by default): they are taken
    out of the batch first, as rejects of the stage :data:`DESERIALIZE_STAGE`.
 2. Each stage gets the batch through ``Operator.process_isolated(records, reject)``: a stage that
-   calls a function per record (map, filter, flat_map, the aggregate's key and update functions,
-   a user's ``RecordOperator``) catches an ``Exception`` per record, leaves that record out of
+   calls a function per record (map, filter, flat_map, the aggregate's key, update and output
+   functions, a user's ``RecordOperator``) catches an ``Exception`` per record, leaves that record out of
    its output and hands it to ``reject(record, error)``; a stage that works on the whole batch
    (a sink, a user's plain ``Operator``) fails the batch as under *fail*.
 3. ``reject`` turns the record into a dead-letter record (:func:`dead_letter_record`): the
@@ -82,8 +82,16 @@ def error_type(error: BaseException) -> str:
 
 
 def _message(error: BaseException) -> str:
-    text = str(error)
+    try:
+        text = str(error)
+    except Exception as exc:  # noqa: BLE001 - said in the message: the record is dead-lettered all the same
+        text = f"(the error's str() raised {error_type(exc)})"
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _utf8(text: str) -> bytes:
+    """A header value; a lone surrogate (a name decoded with surrogateescape) is escaped, not an error."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def dead_letter_record(item: Any, stage: str, error: BaseException, batch_source: tuple[str, int]) -> Record:
@@ -98,12 +106,12 @@ def dead_letter_record(item: Any, stage: str, error: BaseException, batch_source
         (topic, partition), offset = batch_source, -1
         timestamp, key, value, headers = None, None, item, ()
     ours: tuple[Header, ...] = (
-        (HEADER_STAGE, stage.encode()),
-        (HEADER_TYPE, error_type(error).encode()),
-        (HEADER_MESSAGE, _message(error).encode("utf-8", "backslashreplace")),
-        (HEADER_TOPIC, str(topic).encode("utf-8", "backslashreplace")),
-        (HEADER_PARTITION, str(partition).encode()),
-        (HEADER_OFFSET, str(offset).encode()),
+        (HEADER_STAGE, _utf8(stage)),
+        (HEADER_TYPE, _utf8(error_type(error))),
+        (HEADER_MESSAGE, _utf8(_message(error))),
+        (HEADER_TOPIC, _utf8(str(topic))),
+        (HEADER_PARTITION, _utf8(str(partition))),
+        (HEADER_OFFSET, _utf8(str(offset))),
     )
     return Record(topic, partition, offset, timestamp, key, value, headers + ours)
 

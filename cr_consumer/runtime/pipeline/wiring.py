@@ -119,13 +119,11 @@ def _check_operator(operator: Operator) -> None:
             raise TypeError(f"{operator!r} is not a state handler: it has no {method}()")
 
 
-def _with_malformed_default(source: KafkaSource) -> tuple[KafkaSource, bool]:
-    """``source`` with ``on_malformed="dead_letter"`` unless it sets ``on_malformed`` itself, and
-    whether it then hands undecodable records downstream."""
-    options = {"on_malformed": MalformedPolicy.DEAD_LETTER, **source.options}
-    return attrs.evolve(source, options=options), as_malformed_policy(options["on_malformed"]) is (
-        MalformedPolicy.DEAD_LETTER
-    )
+def _malformed_policy(source: KafkaSource | None) -> MalformedPolicy | None:
+    """The source's ``on_malformed`` if it sets one (ConfigError for a value that is none)."""
+    if source is None or "on_malformed" not in source.options:
+        return None
+    return as_malformed_policy(source.options["on_malformed"])
 
 
 class Pipeline:
@@ -141,25 +139,23 @@ class Pipeline:
         self._named: list[tuple[str, Operator]] = []  # the stages with their operator ids
         self.dead_letter = dead_letter
         self._router: DeadLetterRouter | None = None
-        if dead_letter is not None:
+        malformed = _malformed_policy(source)
+        if dead_letter is None:
+            if malformed is MalformedPolicy.DEAD_LETTER:
+                raise ValueError("KafkaSource(on_malformed='dead_letter') needs Pipeline(..., dead_letter=sink)")
+        else:
             _check_operator(dead_letter)
-            split = False
-            if source is not None:
-                source, split = _with_malformed_default(source)
-            self._router = DeadLetterRouter(dead_letter, split_undecodable=split)
-        elif (
-            source is not None
-            and "on_malformed" in source.options
-            and as_malformed_policy(source.options["on_malformed"]) is MalformedPolicy.DEAD_LETTER
-        ):
-            raise ValueError("KafkaSource(on_malformed='dead_letter') needs Pipeline(..., dead_letter=sink)")
+            if source is not None and malformed is None:
+                source = attrs.evolve(source, options={**source.options, "on_malformed": MalformedPolicy.DEAD_LETTER})
+                malformed = MalformedPolicy.DEAD_LETTER
+            self._router = DeadLetterRouter(dead_letter, split_undecodable=malformed is MalformedPolicy.DEAD_LETTER)
         self.source = source
         self.prometheus_registry = self._router.registry() if self._router is not None else CollectorRegistry()
 
     @property
     def operators(self) -> list[Operator]:
         """Every operator, in pipeline order: the stages, then the dead-letter sink."""
-        return self._stages if self.dead_letter is None else [*self._stages, self.dead_letter]
+        return [*self._stages] if self.dead_letter is None else [*self._stages, self.dead_letter]
 
     # -- building -----------------------------------------------------------
     def then(self, operator: Operator) -> Pipeline:

@@ -265,3 +265,17 @@ def test_the_first_record_of_each_stage_and_error_type_is_logged(caplog):
         "invalid literal for int() with base 10: b'x0'"
     ]
     assert p.dead_letter_counts() == {("01-map", "ValueError"): 8}
+
+
+def test_an_error_whose_str_raises_is_dead_lettered_all_the_same():
+    class Odd(Exception):
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    def fail(r):
+        raise Odd
+
+    dlq = CollectSink("dlq")
+    Pipeline(SOURCE, dead_letter=dlq).map(fail).process_batch(recs(1))
+    assert headers(dlq.records[0])[HEADER_MESSAGE] == "(the error's str() raised RuntimeError)"
+    assert headers(dlq.records[0])[HEADER_TYPE].endswith("Odd")
