@@ -28,6 +28,20 @@ def build(ctx):
     return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
             .sink(ctx.file_sink()))
 """
+#: The member region's pipeline: a dead-letter sink, and a map that rejects every value ending in 7.
+DEAD_LETTER = """
+from cr_consumer.runtime import KafkaSource, Pipeline
+
+def check(r):
+    if r.value.endswith(b"7"):
+        raise ValueError("ends in 7")
+    return r
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}),
+                     dead_letter=ctx.file_sink("dlq"))
+            .map(check).sink(ctx.file_sink()))
+"""
 
 
 def free_port_pair() -> int:
@@ -58,8 +72,8 @@ def region_expositions(bootstrap, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("metrics-region")
     topic = create_topic(bootstrap, unique_name("metrics-t"), partitions=PARTITIONS)
     produce(bootstrap, topic, [b"v%d" % i for i in range(RECORDS)])
-    pipeline = tmp / "passthrough.py"
-    pipeline.write_text(PASSTHROUGH)
+    pipeline = tmp / "dead_letter.py"
+    pipeline.write_text(DEAD_LETTER)
     base = free_port_pair()
     region = Region(
         str(pipeline),
@@ -123,6 +137,10 @@ def test_member_endpoint_passes_promtool_and_shows_lag_per_partition(region_expo
     assert samples(text, "crkafka_consumer_drain_duration_seconds_count")[0][1] == drains
     assert samples(text, "crkafka_consumer_resets_total")[0][1] >= 1  # the region's first reset
     assert not any(name.startswith("cr_consumer_") for name in exposed_names(text))
+    rejected = [(labels, v) for labels, v in samples(text, "crkafka_pipeline_dead_letter_records_total")]
+    # each record once at least; a reset before a checkpoint replays and counts again
+    assert [labels for labels, _ in rejected] == [{"stage": "01-map", "error_type": "ValueError"}]
+    assert rejected[0][1] >= RECORDS // 10
 
 
 def test_coordinator_endpoint_passes_promtool_with_region_counters_and_histograms(region_expositions):

@@ -79,6 +79,9 @@ class MalformedPolicy(enum.Enum):
 
     SKIP = "skip"  # count it (nDroppedMalformedMessages) and go on
     FAIL = "fail"  # fail the operator, naming topic/partition/offset
+    #: hand it downstream undecoded, as an ``Undecodable`` item (process_thread.py), for a
+    #: pipeline's dead-letter sink (cr_consumer/runtime/pipeline/dead_letter.py)
+    DEAD_LETTER = "dead_letter"
 
 
 def enum_value(cls: type[E], value: object) -> E:

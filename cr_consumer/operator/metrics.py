@@ -325,6 +325,29 @@ class StatsCollector:
             yield CounterMetricFamily(self._prefix + key, doc, value=stats.get(key, 0))
 
 
+class LabelledCounters:
+    """One counter family read from a map of running totals when scraped: ``name + "_total"``
+    with one sample per key of ``totals()`` (the key's items are the ``labels``' values). The
+    caller bounds the map's keys; the map must be replaced, never mutated, by its writer."""
+
+    def __init__(
+        self, name: str, doc: str, labels: tuple[str, ...], totals: Callable[[], Mapping[tuple[str, ...], int]]
+    ) -> None:
+        self._name = name
+        self._doc = doc
+        self._labels = labels
+        self._totals = totals
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self._name, self._doc, labels=list(self._labels))
+        for values, total in sorted(self._totals().items()):
+            family.add_metric(list(values), total)
+        yield family
+
+
 class MetricsEndpoint:
     """``GET /metrics`` of a member process or the Spark runner, on ``host:port``.
 
@@ -368,6 +391,7 @@ class MetricsEndpoint:
 
 __all__ = [
     "DURATION_BUCKETS",
+    "LabelledCounters",
     "MergedCollector",
     "MetricsEndpoint",
     "MetricsSnapshot",

@@ -14,7 +14,8 @@ For each batch (one partition's records from one poll):
    runtime is waiting for it (fewer thread hand-offs);
 4. in operator-driven mode cut the batch at the trigger-count boundary;
 5. decode keys/values if deserialisers are configured (a malformed record is
-   counted and skipped, or fails the operator naming topic/partition/offset);
+   counted and skipped, fails the operator naming topic/partition/offset, or
+   goes downstream as an :class:`Undecodable` item, by ``on_malformed``);
 6. submit: ``submit_batch(records)`` if given (the fast path), else
    ``submit(record)`` per record;
 7. record last offset + 1 in the offset manager (once per batch);
@@ -37,6 +38,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from cr_consumer.kafka.client import KafkaRecord
 from cr_consumer.operator.config import Deserializer, MalformedPolicy
 from cr_consumer.operator.message_queue import Batch, BatchQueue
@@ -53,6 +56,15 @@ PERMIT_TIMEOUT_S = 0.1
 
 class MalformedRecord(ValueError):
     """A record's key or value could not be deserialised."""
+
+
+@attrs.frozen
+class Undecodable:
+    """A record the deserialisers could not decode, as it was fetched, and the deserialiser's
+    error: what the decoder submits in its place under ``MalformedPolicy.DEAD_LETTER``."""
+
+    record: KafkaRecord
+    error: Exception
 
 
 #: What submits records downstream: Any, the records (KafkaRecord, or decoded
@@ -81,7 +93,10 @@ class Decoder:
                     changes["key"] = key_fn(r.key)
                 if value_fn is not None:
                     changes["value"] = value_fn(r.value)
-            except Exception as exc:  # counted/skipped or re-raised below
+            except Exception as exc:  # handed downstream, counted/skipped or re-raised below
+                if self.policy is MalformedPolicy.DEAD_LETTER:
+                    out.append(Undecodable(r, exc))
+                    continue
                 self.n_dropped += 1
                 where = f"topic {r.topic} partition {r.partition} offset {r.offset}"
                 if self.policy is MalformedPolicy.FAIL:
@@ -236,4 +251,4 @@ class ProcessThread:
         return None, triggered
 
 
-__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord", "per_record"]
+__all__ = ["Decoder", "MalformedRecord", "ProcessThread", "SubmitBatch", "SubmitRecord", "Undecodable", "per_record"]

@@ -40,7 +40,7 @@ from coordinator.protocol.region.commands import RESETS, Failed, RegionCommand
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import Predecessor, RegionPhase
 from cr_consumer.exit_code import ExitCode
-from cr_consumer.operator.metrics import MetricsEndpoint
+from cr_consumer.operator.metrics import MetricsEndpoint, merged_registry
 from cr_consumer.operator.region import RegionPermit, StateHandler
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.control import ControlChannel
@@ -266,11 +266,14 @@ class Member:
             self._shutdown(leave=code == ExitCode.OK)
 
     def _serve_metrics(self, source: ConsumerOperator) -> None:
-        """Serve the source's registry on --metrics-port (a port in use is a bad setting)."""
+        """Serve the source's and the pipeline's registries on --metrics-port (a port in use is a
+        bad setting)."""
         s = self.settings
         if s.metrics_port is None:
             return
-        endpoint = MetricsEndpoint(source.prometheus_registry, s.metrics_port, s.metrics_host)
+        assert self.pipeline is not None  # built with the source
+        registries = (source.prometheus_registry, self.pipeline.prometheus_registry)
+        endpoint = MetricsEndpoint(merged_registry(lambda: registries), s.metrics_port, s.metrics_host)
         try:
             endpoint.start()
         except (OSError, ValueError) as exc:

@@ -9,10 +9,17 @@ runtime calls the state-handler methods in pipeline order (source first) for
 drain and checkpoint, and in reverse order for resets, always while it holds
 the region permit, so no batch is in flight during those calls.
 
+Under a pipeline's dead-letter policy (``dead_letter.py``) the pipeline calls
+``process_isolated(records, reject)`` instead: an operator that calls a function
+per record hands each record whose function raises to ``reject(record, error)``
+and leaves it out of its output; the base class works on the whole batch (it
+calls ``process_batch``, so an exception fails the batch).
+
 Stateless operators (map, filter, flat_map) have nothing to checkpoint: their
 checkpoint is an empty versioned JSON document and their reset does nothing.
-Write your own operator by subclassing :class:`Operator` and overriding
-``process_batch`` and, if it keeps state, the state-handler methods (see
+Write your own operator by subclassing :class:`RecordOperator` (one record in,
+any number out; dead-lettered record by record) or :class:`Operator` (overriding
+``process_batch``), and, if it keeps state, the state-handler methods (see
 :class:`KeyedAggregate` for a stateful example and ``docs/pipelines.md``).
 """
 
@@ -27,6 +34,14 @@ from cr_consumer.runtime.pipeline.records import decode_json_value, json_value, 
 #: Version of the checkpoint document of stateless operators.
 STATELESS_CHECKPOINT_VERSION = 1
 
+#: ``reject(record, error)``: what a stage calls for a record it leaves out because of ``error``.
+Reject = Callable[[Any, Exception], None]
+
+
+def raise_error(record: Any, error: Exception) -> None:
+    """The *fail* policy's reject: the stage's exception fails the batch."""
+    raise error
+
 
 class Operator:
     """Base class: a no-op state handler that passes batches through."""
@@ -40,6 +55,12 @@ class Operator:
     # -- data -----------------------------------------------------------------
     def process_batch(self, records: list[Any]) -> list[Any]:
         return records
+
+    def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
+        """``process_batch`` under the dead-letter policy: a record whose processing raises goes
+        to ``reject`` and not to the output. This base works on the whole batch: an exception
+        fails it."""
+        return self.process_batch(records)
 
     # -- region state handler -------------------------------------------------
     def drain(self) -> None:
@@ -85,6 +106,17 @@ class Map(Operator):
         fn = self.fn
         return [fn(r) for r in records]
 
+    def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
+        fn = self.fn
+        out: list[Any] = []
+        append = out.append
+        for r in records:
+            try:
+                append(fn(r))
+            except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink
+                reject(r, exc)
+        return out
+
 
 class Filter(Operator):
     """Keeps the records for which ``predicate(record)`` is true."""
@@ -99,8 +131,48 @@ class Filter(Operator):
         pred = self.predicate
         return [r for r in records if pred(r)]
 
+    def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
+        pred = self.predicate
+        out: list[Any] = []
+        for r in records:
+            try:
+                keep = pred(r)
+            except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink
+                reject(r, exc)
+                continue
+            if keep:
+                out.append(r)
+        return out
 
-class FlatMap(Operator):
+
+class RecordOperator(Operator):
+    """An operator that works record by record: override :meth:`process_record`. Under the
+    dead-letter policy a record whose ``process_record`` raises is rejected alone, and nothing
+    it would have emitted is output."""
+
+    kind = "record_operator"
+
+    def process_record(self, record: Any) -> Iterable[Any]:
+        """The records one input record becomes (zero, one or many)."""
+        raise NotImplementedError(f"{type(self).__name__} must override process_record(record)")
+
+    def process_batch(self, records: list[Any]) -> list[Any]:
+        return self.process_isolated(records, raise_error)
+
+    def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
+        process = self.process_record
+        out: list[Any] = []
+        extend = out.extend
+        for r in records:
+            try:
+                # a list first: an iterator that raises halfway emits nothing
+                extend(list(process(r)))
+            except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink, or re-raised
+                reject(r, exc)
+        return out
+
+
+class FlatMap(RecordOperator):
     """``fn(record) -> iterable of records`` (zero, one or many per input)."""
 
     kind = "flat_map"
@@ -109,13 +181,8 @@ class FlatMap(Operator):
         super().__init__(name)
         self.fn = fn
 
-    def process_batch(self, records: list[Any]) -> list[Any]:
-        fn = self.fn
-        out: list[Any] = []
-        extend = out.extend
-        for r in records:
-            extend(fn(r))
-        return out
+    def process_record(self, record: Any) -> Iterable[Any]:
+        return self.fn(record)
 
 
 AGGREGATE_CHECKPOINT_VERSION = 1
@@ -149,6 +216,10 @@ class KeyedAggregate(Operator):
     4. ``reset_to_initial_state()``: the table becomes empty.
     5. ``retire_checkpoint(seq)``: nothing to drop (the store holds the data).
 
+    Under the dead-letter policy a record whose ``key_fn``, ``update`` or ``output`` raises is
+    rejected and the table keeps the state it had before that record (``update`` must return
+    the new state, not change the old one in place, for that to hold).
+
     In a region of several members each member aggregates the records of the
     partitions it is assigned, so a member's table holds *partial* states. After a
     rebalance a key's records may go to another member; the region's total for a
@@ -178,15 +249,24 @@ class KeyedAggregate(Operator):
         self.state: dict[Any, Any] = {}
 
     def process_batch(self, records: list[Any]) -> list[Any]:
+        return self.process_isolated(records, raise_error)
+
+    def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
         state, key_fn, update, initial = self.state, self.key_fn, self.update, self._initial
+        emit, output = self.emit, self.output
         out: list[Any] = []
         for r in records:
-            k = key_fn(r)
-            s = state.get(k)
-            s = update(initial() if s is None and k not in state else s, r)
+            try:
+                k = key_fn(r)
+                s = state.get(k)
+                s = update(initial() if s is None and k not in state else s, r)
+                emitted = (output(k, s, r) if output else replace(r, key=k, value=s)) if emit else None
+            except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink, or re-raised
+                reject(r, exc)
+                continue
             state[k] = s
-            if self.emit:
-                out.append(self.output(k, s, r) if self.output else replace(r, key=k, value=s))
+            if emit:
+                out.append(emitted)
         return out
 
     def checkpoint(self, seq: int) -> bytes:

@@ -14,6 +14,11 @@ JSON form of keys and values (used by the file and console sinks):
 * ``None`` becomes ``null``; ``str``, numbers, booleans, lists and dicts are
   written as JSON as they are; anything else raises ``TypeError`` naming the
   record's topic/partition/offset (map it to a JSON type first).
+
+A record with headers gets a ``"headers"`` field after its value: a list of
+``[name, value]`` pairs in record order, each value as a key or value above
+(UTF-8 bytes as a string, other bytes as the marker object, ``None`` as
+``null``); a record without headers has no such field.
 """
 
 from __future__ import annotations
@@ -127,12 +132,26 @@ def to_json_line(record: Any, extra: str = "") -> str:
             + _field_json(record.key)
             + ',"value":'
             + _field_json(record.value)
+            + _headers_json(record)
             + extra
             + "}\n"
         )
     except (TypeError, ValueError) as exc:
         where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
         raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc
+
+
+def _headers_json(record: Any) -> str:
+    """``,"headers":[[name,value],...]`` for a record with headers, else "" (a record type
+    without a ``headers`` field has none)."""
+    headers = getattr(record, "headers", None)
+    if not headers:
+        return ""
+    try:
+        pairs = ",".join("[" + _encode_str(name) + "," + _field_json(value) + "]" for name, value in headers)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"headers must be (str, bytes or None) pairs, got {headers!r:.200}") from exc
+    return ',"headers":[' + pairs + "]"
 
 
 def to_json_bytes(records: list[Any], extra: str = "") -> bytes:
@@ -151,13 +170,18 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
     """:func:`to_json_line` for a whole batch, as one string, record by record:
     the topic/partition prefix is built once per run of equal (topic,
     partition); str/bytes/None keys and values are encoded inline, anything
-    else goes through :func:`_field_json`."""
+    else goes through :func:`_field_json`; headers are looked at per record only
+    in a batch where some record has any (one C pass finds out)."""
     out: list[str] = []
     append = out.append
     enc = _encode_str
     last = None
     prefix = ""
     suffix = extra + "}\n"
+    try:
+        any_headers = any(map(_HEADERS, records))
+    except AttributeError:  # a record type without headers
+        any_headers = any(getattr(r, "headers", None) for r in records)
     for r in records:
         topic, partition = r.topic, r.partition
         if (topic, partition) != last:
@@ -187,19 +211,24 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
         if type(off) is not int or (ts is not None and type(ts) is not int):
             append(to_json_line(r, extra))
             continue
-        append(f'{prefix}{off},"timestamp":{"null" if ts is None else ts},"key":{kj},"value":{vj}{suffix}')
+        hj = _headers_json_checked(r) if any_headers else ""
+        append(f'{prefix}{off},"timestamp":{"null" if ts is None else ts},"key":{kj},"value":{vj}{hj}{suffix}')
     return "".join(out)
 
 
-_COLUMNS = attrgetter("topic", "partition", "offset", "timestamp", "key", "value")
-#: The positions of (topic, partition, offset, timestamp, key, value) in the
+_HEADERS = attrgetter("headers")
+_COLUMNS = attrgetter("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+#: The positions of (topic, partition, offset, timestamp, key, value, headers) in the
 #: source's tuple record types (zip(*batch) is one C pass); kafka-python's
-#: ConsumerRecord is (topic, partition, leader_epoch, offset, timestamp, ..., key, value, ...).
-_TUPLE_COLUMNS: dict[type, tuple[int, ...]] = {KafkaRecord: (0, 1, 2, 3, 5, 6), ConsumerRecord: (0, 1, 3, 4, 6, 7)}
+#: ConsumerRecord is (topic, partition, leader_epoch, offset, timestamp, ..., key, value, headers, ...).
+_TUPLE_COLUMNS: dict[type, tuple[int, ...]] = {
+    KafkaRecord: (0, 1, 2, 3, 5, 6, 7),
+    ConsumerRecord: (0, 1, 3, 4, 6, 7, 8),
+}
 
 
 def _columns(records: list[Any]) -> tuple[Sequence[Any], ...]:
-    """(topics, partitions, offsets, timestamps, keys, values) of a batch, each a
+    """(topics, partitions, offsets, timestamps, keys, values, headers) of a batch, each a
     sequence; AttributeError when a record lacks a field."""
     layout = _TUPLE_COLUMNS.get(type(records[0]))
     if layout is not None and len(set(map(type, records))) == 1:
@@ -221,8 +250,8 @@ def _plain_batch_json(records: list[Any], extra: str) -> bytes | None:
 
     Plain: every record has the fields of :class:`Record` (a kafka-python
     ``ConsumerRecord``, the client seam's ``KafkaRecord``, a ``Record``), one
-    ``str`` topic and one ``int`` partition, integer offsets and timestamps,
-    keys all ``None`` or all plain bytes, values all plain bytes ("plain":
+    ``str`` topic and one ``int`` partition, integer offsets and timestamps, no
+    headers, keys all ``None`` or all plain bytes, values all plain bytes ("plain":
     printable ASCII without '"' and '\\', i.e. their JSON string is the bytes
     themselves in quotes). That is the source's records as fetched.
 
@@ -233,9 +262,9 @@ def _plain_batch_json(records: list[Any], extra: str) -> bytes | None:
     which means "not plain" too. About 0.24 us per 100-byte record against 0.34
     for a list of f-strings, and the text file's encode is gone."""
     try:
-        topics, partitions, offsets, timestamps, keys, values = _columns(records)
+        topics, partitions, offsets, timestamps, keys, values, headers = _columns(records)
         topic, partition = topics[0], partitions[0]
-        if type(topic) is not str or type(partition) is not int:
+        if type(topic) is not str or type(partition) is not int or any(headers):
             return None
         n = len(records)
         if topics.count(topic) != n or partitions.count(partition) != n or not _plain_bytes(values):
@@ -264,6 +293,14 @@ def _interleave(n: int, *columns: Sequence[Any]) -> tuple[Any, ...]:
     for i, column in enumerate(columns):
         out[i::k] = column  # ValueError unless len(column) == n: "not plain"
     return tuple(out)
+
+
+def _headers_json_checked(record: Any) -> str:
+    try:
+        return _headers_json(record)
+    except TypeError as exc:
+        where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
+        raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc
 
 
 def _field_json_checked(record: Any, value: Any) -> str:

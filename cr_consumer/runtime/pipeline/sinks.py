@@ -3,7 +3,7 @@
 Exactly-once file sink
 ======================
 Records are written as JSON lines (``records.to_json_line``: topic, partition,
-offset, timestamp, key, value, plus ``"member"``) to a *pending* file, one per
+offset, timestamp, key, value, headers if any, plus ``"member"``) to a *pending* file, one per
 checkpoint interval. Only published files end in ``.jsonl``; pending files are
 hidden (``.<member>-<token>.pending``, the token 32 hex digits) and invisible
 to readers that glob ``*.jsonl``. A member's files are matched by their whole

@@ -18,9 +18,17 @@ from the :class:`KafkaSource` spec) hands each batch of records to
 chain, each operator returning the batch for the next one. Nothing crosses a
 thread record by record.
 
-Region flow: :meth:`Pipeline.handlers` lists ``(operator_id, handler)`` in
-pipeline order, the source first; the member runtime drains and checkpoints
-in that order and resets in the reverse order (see ``cr_consumer/runtime/member/executor.py``).
+Errors: by default an exception of any stage fails the batch (the member
+resets the region). ``Pipeline(source, dead_letter=sink)`` chooses the
+dead-letter policy instead: a record whose stage raises, or that the source
+cannot deserialise, goes to ``sink`` with the error in its headers
+(``dead_letter.py``).
+
+Region flow: :attr:`Pipeline.operators` lists the pipeline's operators in
+pipeline order, the dead-letter sink last; with :meth:`Pipeline.operator_ids`
+they are the member runtime's state handlers after the source: it drains and
+checkpoints in that order and resets in the reverse order (see
+``cr_consumer/runtime/member/executor.py``).
 """
 
 from __future__ import annotations
@@ -30,8 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import attrs
+from prometheus_client import CollectorRegistry
 
 from cr_consumer.kafka.properties import redacted_repr
+from cr_consumer.operator.config import MalformedPolicy, as_malformed_policy
+from cr_consumer.runtime.pipeline.dead_letter import DeadLetterRouter
 from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, KeyedAggregate, Map, Operator
 from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
 
@@ -125,22 +136,60 @@ def _stage(operator: Callable[P, Operator]) -> Callable[Concatenate[Pipeline, P]
     return append
 
 
-class Pipeline:
-    """A Kafka source followed by a chain of operators (see the module docstring)."""
+def _check_operator(operator: Operator) -> None:
+    if not callable(getattr(operator, "process_batch", None)):
+        raise TypeError(f"{operator!r} has no process_batch(records) method")
+    for method in ("drain", "checkpoint", "reset", "reset_to_initial_state", "retire_checkpoint"):
+        if not callable(getattr(operator, method, None)):
+            raise TypeError(f"{operator!r} is not a state handler: it has no {method}()")
 
-    def __init__(self, source: KafkaSource | None = None) -> None:
+
+def _malformed_policy(source: KafkaSource | None) -> MalformedPolicy | None:
+    """The source's ``on_malformed`` if it sets one (ConfigError for a value that is none)."""
+    if source is None or "on_malformed" not in source.options:
+        return None
+    return as_malformed_policy(source.options["on_malformed"])
+
+
+class Pipeline:
+    """A Kafka source followed by a chain of operators (see the module docstring).
+
+    ``dead_letter``: the dead-letter sink (any operator, e.g. ``ctx.file_sink("dlq")``); without
+    it the error policy is *fail*. With it, the source's ``on_malformed`` defaults to
+    ``dead_letter``. A source set to ``on_malformed="dead_letter"`` needs a dead-letter sink.
+    """
+
+    def __init__(self, source: KafkaSource | None = None, *, dead_letter: Operator | None = None) -> None:
+        self._stages: list[Operator] = []
+        self._named: list[tuple[str, Operator]] = []  # the stages with their operator ids
+        self.dead_letter = dead_letter
+        self._router: DeadLetterRouter | None = None
+        malformed = _malformed_policy(source)
+        if dead_letter is None:
+            if malformed is MalformedPolicy.DEAD_LETTER:
+                raise ValueError("KafkaSource(on_malformed='dead_letter') needs Pipeline(..., dead_letter=sink)")
+        else:
+            _check_operator(dead_letter)
+            if source is not None and malformed is None:
+                source = attrs.evolve(source, options={**source.options, "on_malformed": MalformedPolicy.DEAD_LETTER})
+                malformed = MalformedPolicy.DEAD_LETTER
+            self._router = DeadLetterRouter(dead_letter, split_undecodable=malformed is MalformedPolicy.DEAD_LETTER)
         self.source = source
-        self.operators: list[Operator] = []
+        self.prometheus_registry = self._router.registry() if self._router is not None else CollectorRegistry()
+
+    @property
+    def operators(self) -> list[Operator]:
+        """Every operator, in pipeline order: the stages, then the dead-letter sink."""
+        return [*self._stages] if self.dead_letter is None else [*self._stages, self.dead_letter]
 
     # -- building -----------------------------------------------------------
     def then(self, operator: Operator) -> Pipeline:
         """Append any operator (your own subclass of ``Operator`` included)."""
-        if not callable(getattr(operator, "process_batch", None)):
-            raise TypeError(f"{operator!r} has no process_batch(records) method")
-        for method in ("drain", "checkpoint", "reset", "reset_to_initial_state", "retire_checkpoint"):
-            if not callable(getattr(operator, method, None)):
-                raise TypeError(f"{operator!r} is not a state handler: it has no {method}()")
-        self.operators.append(operator)
+        _check_operator(operator)
+        if operator is self.dead_letter:
+            raise ValueError(f"{operator!r} is the dead-letter sink: it cannot be a stage of the pipeline too")
+        self._stages.append(operator)
+        self._named = list(zip(self.operator_ids(), self._stages, strict=False))
         return self
 
     sink = then
@@ -153,11 +202,18 @@ class Pipeline:
     # -- running ------------------------------------------------------------
     def process_batch(self, records: list[Any]) -> None:
         """Push one batch down the chain (on the source's process thread)."""
+        if self._router is not None:
+            self._router.process(self._named, records)
+            return
         batch = records
-        for op in self.operators:
+        for op in self._stages:
             if not batch:
                 return
             batch = op.process_batch(batch)
+
+    def dead_letter_counts(self) -> Mapping[tuple[str, ...], int]:
+        """Records handed to the dead-letter sink by (stage, error type); empty without one."""
+        return self._router.counts if self._router is not None else {}
 
     def operator_ids(self) -> list[str]:
         return [f"{i + 1:02d}-{op.name}" for i, op in enumerate(self.operators)]
