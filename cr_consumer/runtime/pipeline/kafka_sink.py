@@ -73,7 +73,7 @@ from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, Trans
 from cr_consumer.kafka.kafka_python.transactions import resolve
 from cr_consumer.kafka.property_rules import check_producer_properties, int_property
 from cr_consumer.runtime.pipeline.operators import Operator
-from cr_consumer.runtime.pipeline.records import _field_json
+from cr_consumer.runtime.pipeline.records import field_json
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def _bytes(value: Any, record: Any, what: str) -> bytes | None:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
     try:
-        return _field_json(value).encode("utf-8")
+        return field_json(value).encode("utf-8")
     except (TypeError, ValueError) as exc:
         where = f"{record.topic}/{record.partition}@{record.offset}"
         raise TypeError(f"Kafka sink: the {what} of record {where} cannot be written: {exc}") from exc

@@ -38,7 +38,7 @@ from cr_consumer.kafka.kafka_python.client import ConsumerRecord
 #: The key of the marker object that holds non-UTF-8 bytes as base64.
 BASE64_MARKER = "base64"
 
-_encode_str = json.encoder.encode_basestring_ascii  # C implementation: fast
+encode_str = json.encoder.encode_basestring_ascii  # C implementation: fast
 #: Bytes that stand for themselves inside a JSON string (printable ASCII but '"'
 #: and '\\'): a byte string made of them only is written as '"' + its text + '"'.
 _JSON_SAFE_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C))
@@ -88,17 +88,17 @@ def decode_json_value(value: Any) -> Any:
     return value
 
 
-def _field_json(value: Any) -> str:
+def field_json(value: Any) -> str:
     """JSON text of a key/value: a fast path for the common str/bytes/None/int cases."""
     if value is None:
         return "null"
     if isinstance(value, bytes):
         try:
-            return _encode_str(value.decode("utf-8"))
+            return encode_str(value.decode("utf-8"))
         except UnicodeDecodeError:
             return '{"base64":"' + base64.b64encode(value).decode("ascii") + '"}'
     if isinstance(value, str):
-        return _encode_str(value)
+        return encode_str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -121,7 +121,7 @@ def to_json_line(record: Any, extra: str = "") -> str:
         ts = record.timestamp
         return (
             '{"topic":'
-            + _encode_str(record.topic)
+            + encode_str(record.topic)
             + ',"partition":'
             + str(int(record.partition))
             + ',"offset":'
@@ -129,9 +129,9 @@ def to_json_line(record: Any, extra: str = "") -> str:
             + ',"timestamp":'
             + ("null" if ts is None else str(int(ts)))
             + ',"key":'
-            + _field_json(record.key)
+            + field_json(record.key)
             + ',"value":'
-            + _field_json(record.value)
+            + field_json(record.value)
             + _headers_json(record)
             + extra
             + "}\n"
@@ -148,7 +148,7 @@ def _headers_json(record: Any) -> str:
     if not headers:
         return ""
     try:
-        pairs = ",".join("[" + _encode_str(name) + "," + _field_json(value) + "]" for name, value in headers)
+        pairs = ",".join("[" + encode_str(name) + "," + field_json(value) + "]" for name, value in headers)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"headers must be (str, bytes or None) pairs, got {headers!r:.200}") from exc
     return ',"headers":[' + pairs + "]"
@@ -170,11 +170,11 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
     """:func:`to_json_line` for a whole batch, as one string, record by record:
     the topic/partition prefix is built once per run of equal (topic,
     partition); str/bytes/None keys and values are encoded inline, anything
-    else goes through :func:`_field_json`; headers are looked at per record only
+    else goes through :func:`field_json`; headers are looked at per record only
     in a batch where some record has any (one C pass finds out)."""
     out: list[str] = []
     append = out.append
-    enc = _encode_str
+    enc = encode_str
     last = None
     prefix = ""
     suffix = extra + "}\n"
@@ -194,20 +194,20 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
             try:
                 vj = enc(v.decode("utf-8"))
             except UnicodeDecodeError:
-                vj = _field_json(v)
+                vj = field_json(v)
         elif v is None:
             vj = "null"
         else:
-            vj = _field_json_checked(r, v)
+            vj = __field_json_checked(r, v)
         if k is None:
             kj = "null"
         elif type(k) is bytes:
             try:
                 kj = enc(k.decode("utf-8"))
             except UnicodeDecodeError:
-                kj = _field_json(k)
+                kj = field_json(k)
         else:
-            kj = _field_json_checked(r, k)
+            kj = __field_json_checked(r, k)
         if type(off) is not int or (ts is not None and type(ts) is not int):
             append(to_json_line(r, extra))
             continue
@@ -269,7 +269,7 @@ def _plain_batch_json(records: list[Any], extra: str) -> bytes | None:
         n = len(records)
         if topics.count(topic) != n or partitions.count(partition) != n or not _plain_bytes(values):
             return None
-        head = ('{"topic":' + _encode_str(topic) + ',"partition":' + str(partition)).replace("%", "%%")
+        head = ('{"topic":' + encode_str(topic) + ',"partition":' + str(partition)).replace("%", "%%")
         tail = ('"' + extra + "}\n").replace("%", "%%")
         if keys.count(None) == n:
             line = head + ',"offset":%d,"timestamp":%d,"key":null,"value":"%s' + tail
@@ -303,9 +303,9 @@ def _headers_json_checked(record: Any) -> str:
         raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc
 
 
-def _field_json_checked(record: Any, value: Any) -> str:
+def __field_json_checked(record: Any, value: Any) -> str:
     try:
-        return _field_json(value)
+        return field_json(value)
     except (TypeError, ValueError) as exc:
         where = f"{getattr(record, 'topic', '?')}/{getattr(record, 'partition', '?')}@{getattr(record, 'offset', '?')}"
         raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc

@@ -65,7 +65,7 @@ from typing import Any, BinaryIO, TextIO, TypedDict
 from coordinator.protocol.common.osutil import fsync_dir
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
-from cr_consumer.runtime.pipeline.records import _encode_str, to_json_bytes, to_json_line
+from cr_consumer.runtime.pipeline.records import encode_str, to_json_bytes, to_json_line
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class FileSink(Operator):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.member = member
-        self._extra = ',"member":' + _encode_str(member)
+        self._extra = ',"member":' + encode_str(member)
         self._file: BinaryIO | None = None
         self._pending_name: str | None = None
         # Recorded intervals: the control thread's only.
