@@ -198,7 +198,7 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
         elif v is None:
             vj = "null"
         else:
-            vj = __field_json_checked(r, v)
+            vj = _field_json_checked(r, v)
         if k is None:
             kj = "null"
         elif type(k) is bytes:
@@ -207,7 +207,7 @@ def to_json_lines(records: list[Any], extra: str = "") -> str:
             except UnicodeDecodeError:
                 kj = field_json(k)
         else:
-            kj = __field_json_checked(r, k)
+            kj = _field_json_checked(r, k)
         if type(off) is not int or (ts is not None and type(ts) is not int):
             append(to_json_line(r, extra))
             continue
@@ -303,7 +303,7 @@ def _headers_json_checked(record: Any) -> str:
         raise TypeError(f"record {where} cannot be written as JSON: {exc}") from exc
 
 
-def __field_json_checked(record: Any, value: Any) -> str:
+def _field_json_checked(record: Any, value: Any) -> str:
     try:
         return field_json(value)
     except (TypeError, ValueError) as exc:
