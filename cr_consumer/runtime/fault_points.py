@@ -2,7 +2,8 @@
 
 A *point* is a named step of the region protocol in a member process; the
 runtime calls :func:`hit` there (one line in ``member/process.py``,
-``member/executor.py``, ``member/control.py``, ``pipeline/sinks.py``). Nothing
+``member/executor.py``, ``member/control.py``, ``pipeline/sinks.py``,
+``pipeline/kafka_sink.py``). Nothing
 happens unless a drill armed that point:
 
 1. The drill starts the member processes with ``$CRKAFKA_FAULT_DIR`` set to its
@@ -73,13 +74,16 @@ class Point(enum.Enum):
     AFTER_DRAIN = "after-drain"
     #: The checkpoint ack is sent; the RESUME that publishes it has not run.
     AFTER_CHECKPOINT_ACK = "after-checkpoint-ack"
-    #: A RESUME (or retire) runs and sealed intervals wait: none renamed yet.
+    #: A RESUME (or retire) runs and sealed intervals wait: none renamed yet
+    #: (the Kafka sink: no prepared transaction committed yet).
     BEFORE_PUBLISH = "before-publish"
     #: One interval is linked to its published name, its pending name not yet
-    #: unlinked (both names exist).
+    #: unlinked (both names exist; the Kafka sink: one prepared transaction
+    #: committed, another not yet).
     MID_PUBLISH = "mid-publish"
     #: Every due interval is published (linked and unlinked); the
-    #: directory is not fsynced and the rest of the RESUME has not run.
+    #: directory is not fsynced and the rest of the RESUME has not run (the
+    #: Kafka sink: every due transaction committed).
     AFTER_PUBLISH = "after-publish"
     #: A reset is applied to every operator; its ack is not sent.
     AFTER_RESET = "after-reset"

@@ -72,6 +72,7 @@ from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
 from cr_consumer.kafka.kafka_python.transactions import resolve
 from cr_consumer.kafka.property_rules import check_producer_properties, int_property
+from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import field_json
 
@@ -250,6 +251,14 @@ class KafkaSink(Operator):
     def _begin(self) -> _Open:
         """Step 1's lazy producer and the interval's transaction (under the lock)."""
         index = self._next
+        if any(entry[1] == index for entry in self._prepared):
+            # Never reached while the region's order holds (records flow only after the RESUME
+            # that commits the prepared transaction); writing on would put this interval's
+            # records into a checkpoint's transaction.
+            raise RuntimeError(
+                f"Kafka sink {self.name!r}: {self.ids[index]} still holds a prepared transaction; "
+                "an interval cannot start on it"
+            )
         producer = self._producers.get(index)
         if producer is None:
             config = producer_config(self._bootstrap, self._properties, self.ids[index], PRODUCER_DEFAULTS)
@@ -338,7 +347,12 @@ class KafkaSink(Operator):
         with self._lock:
             ready = [entry for entry in self._prepared if entry[0] <= seq]
             self._prepared = [entry for entry in self._prepared if entry[0] > seq]
-        for prepared_seq, index, txn in ready:
+        if not ready:
+            return
+        fault_points.hit(fault_points.Point.BEFORE_PUBLISH, self.member)
+        for done, (prepared_seq, index, txn) in enumerate(ready):
+            if done:
+                fault_points.hit(fault_points.Point.MID_PUBLISH, self.member)
             producer = self._producers[index]
             try:
                 producer.commit(COMMIT_TIMEOUT_S, txn.describe())
@@ -353,6 +367,8 @@ class KafkaSink(Operator):
                     self._broken = exc
                     del self._producers[index]
                 producer.close(CLOSE_TIMEOUT_S)
+                return
+        fault_points.hit(fault_points.Point.AFTER_PUBLISH, self.member)
 
     def _restart(self, entry: Resolve) -> None:
         """Step 5."""

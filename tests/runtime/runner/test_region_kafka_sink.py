@@ -115,3 +115,79 @@ def test_a_clean_run_reads_exactly_the_input_with_librdkafka_read_committed(boot
     finally:
         consumer.close()
     check_exactly_once(seen, topic, {p: 750 for p in range(4)})
+
+
+#: member-0 dies (kill -9 style) at the RESUME of a checkpoint whose transaction holds records:
+#: it answered the checkpoint (the region holds its prepared transaction), it never committed,
+#: and every later process of that name stays away (held at start, never joining): stopped for
+#: good. The region must commit the prepared transaction and abort whatever else member-0 had
+#: open, through another member, without member-0 ever coming back.
+GONE_FOR_GOOD = """
+import json, os, time
+from pathlib import Path
+from cr_consumer.runtime import KafkaSource, Pipeline, replace
+from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
+
+class DieBeforeCommit(KafkaSink):
+    def __init__(self, marker, **kw):
+        super().__init__(**kw)
+        self.marker = marker
+    def notify_checkpoint_complete(self, seq):
+        if self.member == "member-0" and self.transactions().prepared and not self.marker.exists():
+            self.marker.write_text(json.dumps([seq, [t.to_wire() for t in self.transactions().prepared]]))
+            os._exit(9)
+        super().notify_checkpoint_complete(seq)
+
+def build(ctx):
+    marker = Path(ctx.state_dir) / "died-at"
+    if ctx.member == "member-0" and marker.exists():
+        time.sleep(600)  # every later process of member-0 stays away until the region stops
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
+            .map(lambda r: replace(r, value={"topic": r.topic, "partition": r.partition, "offset": r.offset}))
+            .sink(DieBeforeCommit(marker, topic=ctx.param("out"), bootstrap=ctx.bootstrap, group=ctx.group,
+                                  member=ctx.member, name="kafka-sink")))
+"""
+
+
+def test_a_member_gone_for_good_after_its_checkpoint_answer_has_its_transactions_resolved(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    out = create_topic(bootstrap, names.topic("out"), partitions=4)
+    pipeline = write_module(tmp_path, "gone_for_good", GONE_FOR_GOOD)
+    marker = tmp_path / "state" / "died-at"
+    params = {"topic": topic, "out": out}
+    n = 0
+
+    def more(count: int) -> None:
+        nonlocal n
+        produce(bootstrap, topic, values(count, n))
+        n += count
+
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=3, params=params) as region:
+
+        def died() -> bool:
+            more(100)
+            return marker.exists()
+
+        wait_until(died, 60, "member-0 to die with a prepared transaction", interval=0.3)
+        died_at, prepared = json.loads(marker.read_text())
+        # The prepared transaction stays open until the region resolves it: member-0 never returns.
+        status = region.wait_until(
+            lambda s: (
+                "member-0" not in s["members"]
+                and (s["last_consistent"] or 0) > died_at
+                and "member-0" not in s["transactions"]
+            ),
+            60,
+        )
+        more(2000)
+        wait_committed(region, bootstrap, out, n, 90)
+        done = status["checkpoints"]
+        final = region.wait_until(lambda s: s["checkpoints"] >= done + 2, 30)
+        assert "member-0" not in final["members"]
+    reads = committed(bootstrap, out, 4)
+    check_exactly_once(rows(reads), topic, {p: sum(1 for i in range(n) if i % 4 == p) for p in range(4)})
+    assert [read.open_transactions for read in reads] == [(), (), (), ()]
+    # the transaction member-0 prepared was committed by another member, not lost
+    [txn] = prepared
+    for _topic, partition, first in txn["partitions"]:
+        assert first in {r.offset for r in reads[partition].records}, (txn, partition)
