@@ -38,13 +38,13 @@ checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n
    ``commit_transaction()`` waits for ever on a fenced producer). A failure is logged, the
    producer closed, and the sink broken: the next drain fails, the region resets, and the reset
    commits the transaction (step 5).
-5. ``reset(seq, data)``: close both producers (bounded, nothing committed), forget the open
-   interval and what was recorded, then resolve this sink's entry of ``data`` as the region's
-   resolver does (``kafka_python.transactions.resolve``): commit what checkpoint ``seq``
-   prepared (a completed checkpoint of this member: a restarted member finishes its
-   predecessor's commit without the region's help) and fence both ids (the open interval's
-   transaction is aborted; its records are replayed). ``reset_to_initial_state()``: the same
-   without a checkpoint: fence both ids. The next interval starts a fresh producer.
+5. ``reset(seq, data)`` / ``reset_to_initial_state()``: close both producers (bounded, nothing
+   committed), forget the open interval and what was recorded, and fence both ids (the open
+   interval's transaction is aborted; its records are replayed). What a completed checkpoint
+   prepared is committed before, by the region's resolver: the reset command's ``resolve``
+   names it (kept in the region's document, not on this host's disk), and the member runtime
+   resolves it before any operator resets. The checkpoint data (the same ``Transactions``) is
+   only checked for its version. The next interval starts a fresh producer.
 6. ``close()`` (member shutdown): abort the open interval's transaction (bounded: its records
    belong to no checkpoint and are read again by whoever continues), then close both producers,
    bounded. A prepared transaction stays open: its checkpoint may have completed, and a graceful
@@ -305,7 +305,6 @@ class KafkaSink(Operator):
         self._commit_upto(seq)
 
     def reset(self, seq: int, data: bytes, attempt: int = 0) -> None:
-        transactions = Transactions((), self.ids)
         if data:
             doc = json.loads(data)
             if doc.get("version") != KAFKA_SINK_CHECKPOINT_VERSION or doc.get("kind") != self.kind:
@@ -313,12 +312,10 @@ class KafkaSink(Operator):
                     f"Kafka sink {self.name!r}: checkpoint {seq} has version {doc.get('version')!r} kind "
                     f"{doc.get('kind')!r}; expected version {KAFKA_SINK_CHECKPOINT_VERSION} kind {self.kind!r}"
                 )
-            recorded = Transactions.from_wire(doc, f"Kafka sink {self.name!r}'s checkpoint {seq}")
-            transactions = Transactions(recorded.prepared, self.ids)
-        self._restart(Resolve(self.member, seq, transactions))
+        self._restart(seq)
 
     def reset_to_initial_state(self, attempt: int = 0) -> None:
-        self._restart(Resolve(self.member, 0, Transactions((), self.ids)))
+        self._restart(None)
 
     def close(self) -> None:
         with self._lock:
@@ -370,7 +367,7 @@ class KafkaSink(Operator):
                 return
         fault_points.hit(fault_points.Point.AFTER_PUBLISH, self.member)
 
-    def _restart(self, entry: Resolve) -> None:
+    def _restart(self, seq: int | None) -> None:
         """Step 5."""
         with self._lock:
             self._open = None
@@ -379,7 +376,8 @@ class KafkaSink(Operator):
             self._broken = None
             self._last = Transactions((), self.ids)
             self._close_producers()  # raises only after trying every producer; a retried reset starts clean
-        resolve(self._settings, (entry,))
+        log.info("Kafka sink %r: reset to checkpoint %s; fencing %s", self.name, seq, ", ".join(self.ids))
+        resolve(self._settings, (Resolve(self.member, seq or 0, Transactions((), self.ids)),))
 
     def _close_producers(self) -> None:
         producers, self._producers = self._producers, {}

@@ -100,9 +100,12 @@ def test_a_reset_aborts_the_open_interval_and_keeps_the_completed_checkpoint(boo
     sink.process_batch(recs(0, 2))
     data = sink.checkpoint(1)
     # The member dies before RESUME(1); checkpoint 1 completed in the region meanwhile.
+    entry = Resolve("member-0", 1, sink.transactions())
     sink.process_batch(recs(2, 3))  # the next interval, open, never checkpointed
     sink.drain()
-    sink.reset(1, data)  # commits what checkpoint 1 prepared, fences both ids
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-sink")
+    resolve(settings, (entry,))  # the reset command's entry, resolved by the member runtime first
+    sink.reset(1, data)  # fences both ids: the open interval is aborted
     read = _read(bootstrap, topic)
     assert [r.value for r in read.records] == [b"v0", b"v1"]
     assert (read.open_transactions, read.aborted_records) == ((), 3)
@@ -197,3 +200,16 @@ def test_close_aborts_the_open_interval_and_leaves_a_prepared_one_to_the_region(
     read = _read(bootstrap, topic)
     assert read.aborted_records == 3  # the open interval
     assert [(t.records, t.first_offset) for t in read.open_transactions] == [(2, 0)]  # checkpoint 1's
+
+
+def test_a_reset_aborts_a_prepared_transaction_the_region_did_not_name(bootstrap, sink_factory):
+    """Checkpoint 1 was prepared but never completed: only the region's entry commits, so the
+    sink's own reset aborts it (its records are replayed) whatever its checkpoint data says."""
+    topic = create_topic(bootstrap, unique_name("sink"), 1)
+    sink = sink_factory(topic)
+    sink.process_batch(recs(0, 3))
+    data = sink.checkpoint(1)
+    assert json.loads(data)["prepared"]
+    sink.reset(0, data)
+    read = _read(bootstrap, topic)
+    assert (read.records, read.open_transactions, read.aborted_records) == ((), (), 3)
