@@ -110,6 +110,7 @@ def build_document(
                     "pid": info.get("pid"),
                     "silent_s": info.get("silent_s"),
                     "kafka_generation": (info.get("kafka") or {}).get("generation"),
+                    "dead_letters": info.get("dead_letters"),
                 }
                 for m, info in sorted(r.get("members", {}).items())
             ],
@@ -192,12 +193,13 @@ def format_document(doc: dict[str, Any]) -> str:
         if r["failed_reason"]:
             out.append(f"  {name} FAILED: {r['failed_reason']}")
     rows = [
-        [name, m["name"], m["pid"], m["silent_s"], m["kafka_generation"]]
+        [name, m["name"], m["pid"], m["silent_s"], m["kafka_generation"], m["dead_letters"]]
         for name, r in regions.items()
         for m in r["members"]
     ]
     out += ["", f"members ({len(rows)})"]
-    out.append(_table(["region", "member", "pid", "silent_s", "kafka_generation"], rows) if rows else "  (none)")
+    columns = ["region", "member", "pid", "silent_s", "kafka_generation", "dead_letters"]
+    out.append(_table(columns, rows) if rows else "  (none)")
     rows = [
         [name, member, t["seq"], t["prepared"], t["fence"]]
         for name, r in regions.items()

@@ -189,6 +189,7 @@ class MemberTable(Mapping[str, MemberInfo]):
         now: float,
         kafka: KafkaReport | None = None,
         kafka_invalid: str | None = None,
+        dead_letters: int | None = None,
     ) -> bool:
         """Step 5. False when ``name`` is not a member or another incarnation holds it
         (the sender must join again). ``kafka_invalid``: why the heartbeat's report was
@@ -199,6 +200,7 @@ class MemberTable(Mapping[str, MemberInfo]):
             return False
         m.identity = identity
         m.last_seen = now
+        m.dead_letters = dead_letters
         if kafka_invalid is not None:
             if m.kafka_invalid is None:
                 log.warning(
@@ -244,6 +246,7 @@ class MemberTable(Mapping[str, MemberInfo]):
                 "silent_s": round(now - m.last_seen, 3),
                 "kafka": m.kafka.to_dict() if m.kafka is not None else None,
                 "kafka_invalid": m.kafka_invalid,
+                "dead_letters": m.dead_letters,
             }
             for n, m in sorted(self._records.items())
         }

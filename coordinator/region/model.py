@@ -42,6 +42,8 @@ class MemberInfo:
     #: The incarnation it replaced (a restart).
     predecessor: Predecessor | None = None
     host: str | None = None
+    #: Records its pipeline dead-lettered, as its last heartbeat said (None: no dead-letter sink).
+    dead_letters: int | None = None
 
 
 #: Absent members remembered per region (see ``AbsentCheckpoints``): bounds the

@@ -319,7 +319,7 @@ class RegionControllerService(Service):
         core = self._core(msg.region)
         self.server.store.touch(msg.region)  # retention activity of the region's group
         if not core.members.heartbeat(
-            msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid
+            msg.member, req.identity, msg.incarnation, req.received, msg.kafka, msg.kafka_invalid, msg.dead_letters
         ):
             raise NotRegistered(
                 f"member {msg.member!r} (incarnation {msg.incarnation}) is not in region {msg.region!r}: join again"

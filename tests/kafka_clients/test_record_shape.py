@@ -24,7 +24,7 @@ def test_the_file_sinks_json_of_kafka_records_is_that_of_plain_records():
     ]
     for batch in batches:
         expected = "".join(
-            to_json_line(Record(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)) for r in batch
+            to_json_line(Record(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)) for r in batch
         )
         assert to_json_lines(batch) == expected
         assert to_json_lines(batch, ',"x":1') == "".join(to_json_line(r, ',"x":1') for r in batch)

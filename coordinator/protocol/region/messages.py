@@ -114,6 +114,9 @@ class RegionHeartbeat:
     #: Why the report was ignored (None: valid or absent). An invalid report does
     #: not make the heartbeat invalid (coordinator/protocol/region/kafka_report.py, step 3).
     kafka_invalid: str | None = None
+    #: Records this process's pipeline sent to its dead-letter sink since it started (None:
+    #: the pipeline has none); shown by ``region_status`` and ``crkafka status``.
+    dead_letters: int | None = None
 
     def to_body(self) -> dict[str, Any]:
         return {
@@ -121,11 +124,12 @@ class RegionHeartbeat:
             "member": self.member,
             "incarnation": self.incarnation,
             "kafka": self.kafka.to_dict() if self.kafka is not None else None,
+            "dead_letters": self.dead_letters,
         }
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionHeartbeat:
-        return cls(*_speaker(body), *decode_or_reason(body.get("kafka")))
+        return cls(*_speaker(body), *decode_or_reason(body.get("kafka")), fields.opt_int(body, "dead_letters"))
 
 
 @attrs.frozen

@@ -263,6 +263,7 @@ class ControlChannel:
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         curve: tuple[bytes, bytes, bytes] | None = None,
         report: Callable[[], KafkaReport | None] | None = None,
+        dead_letters: Callable[[], int | None] | None = None,
         on_predecessor: Callable[[Predecessor], None] | None = None,
         on_rejoin_hint: Callable[[], object] | None = None,
     ) -> None:
@@ -275,6 +276,7 @@ class ControlChannel:
         self._ctx = context or zmq.Context.instance()
         self._curve = curve  # (server public, client public, client secret)
         self._report = report
+        self._dead_letters = dead_letters
         self._on_rejoin_hint = on_rejoin_hint
         self._outbox: queue.SimpleQueue[tuple[MemberRequest, Waiter | None]] = queue.SimpleQueue()
         self._book = RequestBook(member)  # ids, waiters, held requests: the I/O thread's only
@@ -529,7 +531,8 @@ class ControlChannel:
                 report = self._report()
             except Exception:  # the report only paces checkpoints; the heartbeat must go out
                 log.warning("%s: Kafka group report failed; heartbeat without it", self.member, exc_info=True)
-        return RegionHeartbeat(self.region, self.member, self.incarnation, report)
+        dead_letters = self._dead_letters() if self._dead_letters is not None else None
+        return RegionHeartbeat(self.region, self.member, self.incarnation, report, dead_letters=dead_letters)
 
     def _queued(self) -> Iterator[tuple[MemberRequest, Waiter | None]]:
         """What other threads queued (``_send``), oldest first, without waiting."""

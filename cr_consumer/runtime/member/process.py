@@ -193,6 +193,10 @@ class Member:
         if member_id and self.source is not None:
             evict_predecessor(self.source.config, member_id)
 
+    def _dead_lettered(self) -> int | None:
+        """The heartbeat's dead-letter count (the pipeline is built before the channel starts)."""
+        return self.pipeline.dead_lettered() if self.pipeline is not None else None
+
     # ------------------------------------------------------------------ life cycle
     def stop(self) -> None:
         self._stop.set()
@@ -219,6 +223,7 @@ class Member:
             self.commands.put,
             curve=self.curve,
             report=lambda: group_report(source),
+            dead_letters=self._dead_lettered,
             on_predecessor=self._on_predecessor,
             on_rejoin_hint=lambda: request_rejoin(source),
         )

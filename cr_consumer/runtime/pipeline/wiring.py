@@ -215,6 +215,10 @@ class Pipeline:
         """Records handed to the dead-letter sink by (stage, error type); empty without one."""
         return self._router.counts if self._router is not None else {}
 
+    def dead_lettered(self) -> int | None:
+        """Records handed to the dead-letter sink in all; None without one (the member's heartbeat)."""
+        return sum(list(self._router.counts.values())) if self._router is not None else None
+
     def operator_ids(self) -> list[str]:
         return [f"{i + 1:02d}-{op.name}" for i, op in enumerate(self.operators)]
 

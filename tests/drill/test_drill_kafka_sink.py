@@ -1,0 +1,77 @@
+"""The drills with the Kafka sink (``--sink kafka``): a crash at each step of the sink's part of
+the region protocol, a member kept down past its timeout, a paused member, the fenced zombie, a
+failing sink, a kill: every input record exactly once among the committed output, read from the
+log's own markers, and no transaction left open at the end. Same small scale as the file sink's
+drills (tests/drill/test_drill_faults.py).
+
+The sink's steps and the fault points that break them: the flush (``crash-after-drain``: before
+the checkpoint's flush; ``crash-after-ack``: after it, the transaction prepared and answered,
+before the region's decision reaches the member), between the completion and the commit
+(``crash-before-publish``), after the commit (``crash-after-publish``), after a reset resolved
+and fenced (``crash-after-reset``), a RESUME lost on the way (``drop-resume``: the commit waits
+for the next completion). ``crash-mid-publish`` is not among them: a sink holds at most one
+prepared transaction at a time, so there is no step between two commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from cr_consumer.drill.config import DrillConfig
+from cr_consumer.drill.pipeline import SinkKind
+from cr_consumer.drill.scenarios import run_drill
+
+from support.drill import SMALL, assert_exactly_once
+
+pytestmark = pytest.mark.slow
+
+PAUSE_S = 5.0
+SCENARIOS = (
+    "kill-member",
+    "sink-failure",
+    "kill-member-long",
+    "pause-member",
+    "crash-after-drain",
+    "crash-after-ack",
+    "crash-before-publish",
+    "crash-after-publish",
+    "crash-after-reset",
+    "drop-resume",
+)
+SEEDS = {name: 700 + i for i, name in enumerate(SCENARIOS)}
+#: tests/drill/test_drill_faults.py's seed whose fault point pauses a member at a checkpoint
+#: past the Kafka session timeout: the zombie comes back holding partitions it lost.
+FENCED_ZOMBIE_SEED = 201688041
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_kafka_sink_drill_exactly_once(scenario, bootstrap, tmp_path):
+    cfg = DrillConfig(
+        scenario=scenario,
+        bootstrap=bootstrap,
+        out=tmp_path,
+        seed=SEEDS[scenario],
+        pause_s=PAUSE_S,
+        sink=SinkKind.KAFKA,
+        **SMALL,
+    )
+    report = run_drill(cfg)
+    assert report["sink"] == "kafka"
+    assert_exactly_once(report)
+    assert report["fault_fired"] is True, report["faults"]
+
+
+def test_kafka_sink_fenced_zombie_exactly_once(bootstrap, tmp_path):
+    cfg = DrillConfig(
+        scenario="fault-point",
+        bootstrap=bootstrap,
+        out=tmp_path,
+        seed=FENCED_ZOMBIE_SEED,
+        pause_s=10.0,
+        sink=SinkKind.KAFKA,
+        **SMALL,
+    )
+    report = run_drill(cfg)
+    [fault] = report["faults"]
+    assert (fault["point"], fault["action"]) == ("receive-checkpoint", "pause"), fault
+    assert report["fault_fired"] is True
+    assert_exactly_once(report)
