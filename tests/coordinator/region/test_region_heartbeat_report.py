@@ -16,6 +16,7 @@ from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import MAX_MEMBER_ID_LEN, MAX_REASON_LEN, KafkaReport
 from coordinator.protocol.region.messages import RegionHeartbeat
 from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.machine import RegionCore
 
 BASE = {"region": "r", "member": "m0", "incarnation": "i1"}
@@ -27,8 +28,17 @@ def test_an_eager_members_report_is_unchanged():
     assert hb.kafka == KafkaReport("k-m0", 4, rebalancing=True)
     assert hb.kafka_invalid is None
     assert hb.kafka.to_dict() == EAGER
-    assert hb.to_body() == {**BASE, "kafka": EAGER}
+    assert hb.to_body() == {**BASE, "kafka": EAGER, "dead_letters": None}
     assert hb.kafka.holds_drains
+
+
+def test_a_heartbeat_carries_its_dead_letter_count_checked():
+    hb = RegionHeartbeat.from_body({**BASE, "kafka": EAGER, "dead_letters": 12})
+    assert hb.dead_letters == 12
+    assert RegionHeartbeat.from_body(hb.to_body()) == hb
+    for bad in (-1, "3", 1.5, True, 1 << 64):
+        with pytest.raises(Invalid, match="dead_letters"):
+            RegionHeartbeat.from_body({**BASE, "dead_letters": bad})
 
 
 def test_a_cooperative_report_carries_its_pending_reset():
