@@ -34,6 +34,25 @@ after checkpoint ``n + 1`` completed, when ``n + 1``'s entry has replaced ``n``'
 After a reset the fenced ids start over at a new producer epoch, so a stale entry's commit is
 refused as fenced; the resolver then reads the partitions' control markers to learn the outcome.
 
+A crash (or a pause past the member timeout) of the writer at each step, and what decides:
+
+* before or during the checkpoint's flush (no answer): the checkpoint fails; the reset's fence
+  aborts the open transaction and the interval is replayed from the last consistent checkpoint;
+* after the answer, before completion: the checkpoint completes without the dead member only if
+  it answered; its entry is recorded at completion, and the next reset commits the prepared
+  transaction through another member (or the writer's own next process, if it returns first);
+* between completion and the writer's own commit (a lost RESUME included): the same, from the
+  entry already in the document;
+* after its commit: the reset's commit is repeated (harmless; the markers confirm it) and the
+  fence aborts the interval it had open since, which is replayed;
+* a paused writer that comes back after the fence: its producer is fenced, every later send or
+  commit fails, its next drain fails, and the region resets it like any other member.
+
+No live member: the entries wait in the document (the coordinator holds no Kafka client) until
+a member joins, whose join brings the reset that resolves them; until then an open transaction
+holds back ``read_committed`` readers of its partitions. The broker must not abort a prepared
+transaction before it is resolved: the sink's ``transaction.timeout.ms`` (docs/pipelines.md).
+
 Every field is bounded (:data:`MAX_PREPARED`, :data:`MAX_FENCE`, :data:`MAX_TXN_PARTITIONS`,
 :data:`MAX_RESOLVE`) and decoded with the wire's field checks (an ``Invalid`` names the field).
 """
