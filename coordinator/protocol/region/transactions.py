@@ -38,9 +38,9 @@ A crash (or a pause past the member timeout) of the writer at each step, and wha
 
 * before or during the checkpoint's flush (no answer): the checkpoint fails; the reset's fence
   aborts the open transaction and the interval is replayed from the last consistent checkpoint;
-* after the answer, before completion: the checkpoint completes without the dead member only if
-  it answered; its entry is recorded at completion, and the next reset commits the prepared
-  transaction through another member (or the writer's own next process, if it returns first);
+* after its answer: the checkpoint still completes (every member answered) and records the
+  writer's entry; the reset that its timeout brings commits the prepared transaction through
+  another member (or through the writer's own next process, if that joins first);
 * between completion and the writer's own commit (a lost RESUME included): the same, from the
   entry already in the document;
 * after its commit: the reset's commit is repeated (harmless; the markers confirm it) and the
