@@ -194,7 +194,7 @@ class KafkaSink(Operator):
         kafka: Mapping[str, object] | None = None,
         partition_of: Callable[[Any], int | None] | None = None,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name or f"{self.kind}-{topic}")
         try:
             fields.check_name(topic, "Kafka sink: topic")
         except Invalid as exc:

@@ -42,6 +42,7 @@ from prometheus_client import CollectorRegistry
 
 from cr_consumer.kafka.properties import redacted_repr
 from cr_consumer.operator.config import MalformedPolicy, as_malformed_policy
+from cr_consumer.operator.region import TransactionalOperator
 from cr_consumer.runtime.pipeline.dead_letter import DeadLetterRouter
 from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, KeyedAggregate, Map, Operator
 from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
@@ -151,6 +152,21 @@ def _malformed_policy(source: KafkaSource | None) -> MalformedPolicy | None:
     return as_malformed_policy(source.options["on_malformed"])
 
 
+def _check_transactional_ids(operators: list[Operator]) -> None:
+    """Two transactional operators (Kafka sinks) writing with one transactional id would fence
+    each other at every interval: refused when the pipeline is built."""
+    seen: dict[str, Operator] = {}
+    for op in operators:
+        if isinstance(op, TransactionalOperator):
+            for tid in op.transactions().fence:
+                if tid in seen:
+                    raise ValueError(
+                        f"{op!r} and {seen[tid]!r} both write with the transactional id {tid!r}: "
+                        "give the Kafka sinks of one pipeline different name=s"
+                    )
+                seen[tid] = op
+
+
 class Pipeline:
     """A Kafka source followed by a chain of operators (see the module docstring).
 
@@ -188,6 +204,7 @@ class Pipeline:
         _check_operator(operator)
         if operator is self.dead_letter:
             raise ValueError(f"{operator!r} is the dead-letter sink: it cannot be a stage of the pipeline too")
+        _check_transactional_ids([*self.operators, operator])
         self._stages.append(operator)
         self._named = list(zip(self.operator_ids(), self._stages, strict=False))
         return self

@@ -213,3 +213,18 @@ def test_a_reset_aborts_a_prepared_transaction_the_region_did_not_name(bootstrap
     sink.reset(0, data)
     read = _read(bootstrap, topic)
     assert (read.records, read.open_transactions, read.aborted_records) == ((), (), 3)
+
+
+def test_two_sinks_of_one_pipeline_never_share_transactional_ids(bootstrap, sink_factory):
+    from cr_consumer.runtime import KafkaSource, Pipeline
+
+    group = unique_name("g")
+    out, dlq = sink_factory("orders-out", group=group), sink_factory("orders-dlq", group=group)
+    assert out.name == "kafka_sink-orders-out"
+    assert set(out.transactions().fence).isdisjoint(dlq.transactions().fence)
+    Pipeline(KafkaSource(topics=["in"]), dead_letter=dlq).sink(out)  # distinct ids: accepted
+    twin = sink_factory("orders-out", group=group)
+    with pytest.raises(ValueError, match="transactional id"):
+        Pipeline(KafkaSource(topics=["in"])).sink(out).sink(twin)
+    with pytest.raises(ValueError, match="transactional id"):
+        Pipeline(KafkaSource(topics=["in"]), dead_letter=twin).sink(out)
