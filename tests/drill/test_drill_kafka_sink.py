@@ -78,3 +78,20 @@ def test_kafka_sink_fenced_zombie_exactly_once(bootstrap, tmp_path):
     assert (fault["point"], fault["action"]) == ("receive-checkpoint", "pause"), fault
     assert report["fault_fired"] is True
     assert_exactly_once(report)
+
+
+def test_kafka_sink_behind_a_librdkafka_source_exactly_once(bootstrap, tmp_path):
+    """The source on librdkafka, the sink on kafka-python (the client that carries the region's
+    transaction protocol): a member killed mid-stream."""
+    cfg = DrillConfig(
+        scenario="kill-member",
+        bootstrap=bootstrap,
+        out=tmp_path,
+        seed=SEEDS["kill-member"],
+        kafka_client="librdkafka",
+        sink=SinkKind.KAFKA,
+        **SMALL,
+    )
+    report = run_drill(cfg)
+    assert report["sink"] == "kafka"
+    assert_exactly_once(report)
