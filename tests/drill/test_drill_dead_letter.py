@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from cr_consumer.drill.config import DrillConfig
+from cr_consumer.drill.config import POISON_RATIO, DrillConfig
 from cr_consumer.drill.pipeline import SinkKind
 from cr_consumer.drill.scenarios import run_drill
 
 from support.drill import SMALL, assert_exactly_once
-
-pytestmark = pytest.mark.slow
 
 
 def _assert_dead_lettered_once(report: dict) -> None:
@@ -27,6 +25,22 @@ def _assert_dead_lettered_once(report: dict) -> None:
     assert report["dead_letter_unexpected"] == 0, report["examples"]
 
 
+def test_the_cli_options_reach_the_drill_config():
+    import argparse
+
+    from cr_consumer.cli.drill import add_arguments, configs
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    [cfg] = configs(parser.parse_args(["--scenario", "kill-member", "--sink", "kafka", "--dead-letter", "--poison"]))
+    assert (cfg.sink, cfg.dead_letter, cfg.poison_ratio) == (SinkKind.KAFKA, True, POISON_RATIO)
+    [plain] = configs(parser.parse_args(["--scenario", "kill-member"]))
+    assert (plain.dead_letter, plain.poison_ratio) == (False, 0.0)
+    [poison] = configs(parser.parse_args(["--scenario", "poison"]))
+    assert poison.poison_ratio == POISON_RATIO
+
+
+@pytest.mark.slow
 def test_poison_dead_lettered_exactly_once_with_the_file_sink(bootstrap, tmp_path):
     report = run_drill(
         DrillConfig(scenario="poison", bootstrap=bootstrap, out=tmp_path, seed=801, dead_letter=True, **SMALL)
@@ -34,6 +48,7 @@ def test_poison_dead_lettered_exactly_once_with_the_file_sink(bootstrap, tmp_pat
     _assert_dead_lettered_once(report)
 
 
+@pytest.mark.slow
 def test_poison_dead_lettered_exactly_once_with_the_kafka_sink_and_a_member_killed(bootstrap, tmp_path):
     report = run_drill(
         DrillConfig(
