@@ -55,7 +55,8 @@ The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
 
 A drill that times out still verifies and reports (its records are then
 missing) and fails. The report's ``ok`` is true only if nothing is missing,
-duplicated, altered or unexpected, committed offsets are not behind the
+duplicated, altered or unexpected (in the output, and in the dead-letter output
+with ``dead_letter``), committed offsets are not behind the
 output, no transaction is left open in the output topic, and the injected
 fault really fired.
 """
