@@ -3,7 +3,7 @@
     crkafka drill --scenario kill-member [--members 3] [--partitions 8]
                   [--messages 200000] [--bootstrap HOST:PORT] [--out DIR]
                   [--seed N] [--rate R] [--period S] [--pause S] [--timeout S]
-                  [--sink file|kafka] [--json]
+                  [--sink file|kafka] [--dead-letter] [--poison] [--json]
 
 ``--scenario all`` runs every scenario in turn (seeds N, N+1, ...), but
 pause-broker against an external cluster (it can only pause the embedded
@@ -108,6 +108,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=SinkKind.FILE.value,
         help="where the pipeline writes: files (default) or an output topic through the transactional Kafka sink",
     )
+    parser.add_argument(
+        "--dead-letter",
+        action="store_true",
+        help="the pipeline dead-letters its poison records into a sink of the --sink kind; "
+        "the drill checks each is there exactly once",
+    )
+    parser.add_argument(
+        "--poison",
+        action="store_true",
+        help="mix poison records into the input whatever the scenario (the poison scenario always does)",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -142,6 +153,8 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
             pause_s=args.pause,
             standby=not args.no_standby,
             sink=SinkKind(args.sink),
+            dead_letter=args.dead_letter,
+            poison=args.poison,
         )
         for i, name in enumerate(scenarios)
     ]
@@ -156,6 +169,12 @@ def _summary(report: DrillReport) -> str:
         + (
             f"aborted {report['aborted']}, open transactions {report['open_transactions']}, "
             if report["sink"] == SinkKind.KAFKA.value
+            else ""
+        )
+        + (
+            f"dead letters {report['dead_letters']} (missing {report['dead_letter_missing']}, "
+            f"duplicates {report['dead_letter_duplicates']}, unexpected {report['dead_letter_unexpected']}), "
+            if report["dead_letters"] is not None
             else ""
         )
         + f"resets {report['resets']}, checkpoints {report['checkpoints']}, "

@@ -25,6 +25,9 @@ PHASE_TIMEOUT_S = 30.0
 #: cause a few in a row, which must not fail the region.
 MAX_RESETS = 10
 
+#: Share of poison records in an input that has them (``DrillConfig.poison_ratio``).
+POISON_RATIO = 0.02
+
 #: Faults the region was designed for.
 BASIC_SCENARIOS = (
     "kill-member",
@@ -89,6 +92,16 @@ class DrillConfig:
     pause_s: float = fault_mod.PAUSE_S
     #: Where the pipeline writes its output.
     sink: SinkKind = attrs.field(default=SinkKind.FILE, converter=SinkKind)
+    #: The pipeline dead-letters its poison records into a sink of the same kind as ``sink``
+    #: (``pipeline.py``), and the verifier checks that output too (``verify.py``).
+    dead_letter: bool = False
+    #: Poison records in the input whatever the scenario (the poison scenario always has them).
+    poison: bool = False
+
+    @property
+    def poison_ratio(self) -> float:
+        """Share of poison records in the input."""
+        return POISON_RATIO if self.poison or self.scenario == "poison" else 0.0
 
     def __attrs_post_init__(self) -> None:
         if self.members < 1:
@@ -125,6 +138,7 @@ __all__ = [
     "BASIC_SCENARIOS",
     "EMBEDDED_BROKER_ONLY",
     "PAST_MEMBER_TIMEOUT",
+    "POISON_RATIO",
     "SCENARIOS",
     "SHORT_PHASE_SCENARIOS",
     "SHORT_PHASE_TIMEOUT_S",

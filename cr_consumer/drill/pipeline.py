@@ -15,12 +15,21 @@ every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
 * ``sink``: ``file`` (default: the runtime's ``FileSink`` under the member's output directory)
   or ``kafka`` (the transactional Kafka sink, ``ctx.kafka_sink``, into ``output_topic``; a
   :func:`with_provenance` map before it puts each record's input topic, partition and offset
-  in its headers, where the verifier reads them: ``provenance.py``).
+  in its headers, where the verifier reads them: ``provenance.py``);
+* ``dead_letter``: ``true`` gives the pipeline a dead-letter sink of the same kind as its sink
+  (``Pipeline(source, dead_letter=...)``, ``runtime/pipeline/dead_letter.py``): the file sink
+  under :data:`DEAD_LETTER_SUBDIR` of the output directory, or the Kafka sink into
+  ``dead_letter_topic``.
 
 Records: the drill produces UTF-8 values; a *poison* record has a value that is
-not UTF-8. The source's value deserialiser (:func:`decode_value`) raises on
-it and the source's ``on_malformed="skip"`` policy counts and skips it, so it
-never reaches the sink; the verifier expects exactly that.
+not UTF-8, or, in dead-letter mode, may be UTF-8 text behind :data:`POISON_MARKER`
+(``workload.py``). Without a dead-letter sink the source's value deserialiser
+(:func:`decode_value`) raises on a poison record and the source's ``on_malformed="skip"``
+policy counts and skips it, so it never reaches the sink; the verifier expects exactly that.
+With one, the source's ``on_malformed`` is the pipeline's default, ``dead_letter``: an
+undecodable record is dead-lettered by the deserialiser's stage, and the map
+:func:`reject_marked` raises on a marked one, which dead-letters it; neither reaches the sink,
+each reaches the dead-letter sink once (the verifier checks both).
 
 Fault hooks, both in this module so the drill needs nothing from the runtime:
 
@@ -46,6 +55,10 @@ from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import replace
 
 SINK_FAILURE_TRIGGER = "sink-failure"
+#: A value that starts with this is poison the drill pipeline's map rejects (dead-letter mode).
+POISON_MARKER = "poison:"
+#: The file dead-letter sink's directory, under the member's output directory.
+DEAD_LETTER_SUBDIR = "dlq"
 #: The sink looks for a trigger file at most this often (one stat() per period,
 #: not per batch).
 TRIGGER_CHECK_PERIOD_S = 0.05
@@ -71,6 +84,17 @@ def decode_value(raw: bytes | None) -> str | None:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"undecodable (poison) value: {raw[:16]!r}") from exc
+
+
+class PoisonRecord(ValueError):
+    """What :func:`reject_marked` raises on a marked poison record."""
+
+
+def reject_marked(record: Any) -> Any:
+    """The drill's map in dead-letter mode: raises on a value behind :data:`POISON_MARKER`."""
+    if isinstance(record.value, str) and record.value.startswith(POISON_MARKER):
+        raise PoisonRecord(f"marked poison value at offset {record.offset}")
+    return record
 
 
 class Probe(Operator):
@@ -179,13 +203,16 @@ def build(ctx: PipelineContext) -> Pipeline:
     session = int(ctx.param("session_timeout_ms", "6000"))
     heartbeat = int(ctx.param("heartbeat_interval_ms", str(max(100, session // 6))))
     strategy = str(ctx.params.get("assignment_strategy") or "")
+    dead_letter = ctx.param("dead_letter", "false") == "true"
+    kind = SinkKind(ctx.param("sink", SinkKind.FILE.value))
     source = KafkaSource(
         topics=tuple(t for t in topics.split(",") if t),
         pattern=pattern or None,
         options={
             "start_position": "earliest",
             "value_deserializer": decode_value,
-            "on_malformed": "skip",
+            # with a dead-letter sink: the pipeline's default, dead_letter
+            **({} if dead_letter else {"on_malformed": "skip"}),
             "max_poll_records": int(ctx.param("max_poll_records", "500")),
         },
         kafka={
@@ -197,10 +224,21 @@ def build(ctx: PipelineContext) -> Pipeline:
     )
     timeline_dir = Path(ctx.param("timeline_dir", str(Path(ctx.output_dir).parent / "timeline")))
     timeline = TimelineWriter(timeline_dir / f"{ctx.member}-{os.getpid()}.jsonl", ctx.member)
+    dead_letter_sink = None
+    if dead_letter:
+        dead_letter_sink = (
+            ctx.kafka_sink(ctx.param("dead_letter_topic"), name="dlq-sink")
+            if kind is SinkKind.KAFKA
+            else ctx.file_sink(DEAD_LETTER_SUBDIR, name="dlq-sink")
+        )
     pipeline = (
-        Pipeline(source).then(Probe(timeline)).then(FailureTrigger(ctx.member, ctx.params.get("fault_dir"), timeline))
+        Pipeline(source, dead_letter=dead_letter_sink)
+        .then(Probe(timeline))
+        .then(FailureTrigger(ctx.member, ctx.params.get("fault_dir"), timeline))
     )
-    if SinkKind(ctx.param("sink", SinkKind.FILE.value)) is SinkKind.KAFKA:
+    if dead_letter:
+        pipeline = pipeline.map(reject_marked, name="reject-marked")
+    if kind is SinkKind.KAFKA:
         return pipeline.map(with_provenance, name="provenance").sink(
             ctx.kafka_sink(ctx.param("output_topic"), name="kafka-sink")
         )

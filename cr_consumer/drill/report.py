@@ -38,7 +38,7 @@ from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.timeline import Event
 from cr_consumer.drill.verify import VerifyResult
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 
 
 class Timings(TypedDict):
@@ -85,6 +85,11 @@ class DrillReport(Timings):
     committed_basis: str | None
     aborted: int
     open_transactions: int
+    #: With a dead-letter sink (else None and zeros): ``verify.py``'s checks 6-7.
+    dead_letters: int | None
+    dead_letter_missing: int
+    dead_letter_duplicates: int
+    dead_letter_unexpected: int
     resets: int
     checkpoints: int
     processed_including_replays: int
@@ -254,6 +259,10 @@ def build_report(
         "committed_basis": v.committed_basis,
         "aborted": v.aborted,
         "open_transactions": v.open_transactions,
+        "dead_letters": v.dead_letters,
+        "dead_letter_missing": v.dead_letter_missing,
+        "dead_letter_duplicates": v.dead_letter_duplicates,
+        "dead_letter_unexpected": v.dead_letter_unexpected,
         "resets": analysis["resets"],
         "checkpoints": analysis["checkpoints"],
         "time_to_detect_s": analysis["time_to_detect_s"],

@@ -11,7 +11,8 @@
 3. Create the input topic (``partitions`` partitions) with unique names; the
    new-topic scenario subscribes by pattern, the others by topic name. With
    the Kafka sink, also create the output topic (``<prefix>.out``, as many
-   partitions as the input; outside the new-topic scenario's pattern).
+   partitions as the input; outside the new-topic scenario's pattern), and with
+   ``dead_letter`` the dead-letter topic (``<prefix>.dlq``, likewise).
 4. Start the coordinator process (``coordinator.launcher``), then the producer
    thread (``workload.py``; with ``rate`` > 0 the input keeps arriving while
    the fault happens), then the region's member processes: the runner's
@@ -25,7 +26,8 @@
    fraction (20-60 %) of the input, inject the fault (``faults.py``).
 6. Wait (bounded by ``timeout_s``) until the published output (the files, or
    the output topic's committed records) holds every expected record
-   (produced minus poison) and the fault has played out (a pause ended, an
+   (produced minus poison; with ``dead_letter``, the dead-letter output counted
+   in, every produced record) and the fault has played out (a pause ended, an
    armed fault point fired: ``fault_tasks.py``). Progress is printed every
    second. Then wait (bounded, ``settle.py``) until the group's committed
    offsets reach the input's end: a partition moving between live members
@@ -33,15 +35,15 @@
    group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator; with the Kafka
-   sink, read the output topic (``verify_kafka.read_topic``) while the broker
-   still runs; stop the broker. Every process started here is stopped in
+   sink, read the output topic and the dead-letter topic (``verify_kafka.read_topic``) while
+   the broker still runs; stop the broker. Every process started here is stopped in
    ``finally``.
 8. Once every process started is stopped (:func:`conclude`): save the
    manifest (``manifest.json``); with the group's committed offsets read,
    find the last completed checkpoint and its offsets (one that cannot be
    read fails the drill: the committed-offsets check cannot run); verify the
-   output independently (``verify.py``: the files read now, or the topic read
-   in step 7) and analyse the timeline around the fault (``report.py``); say
+   output independently (``verify.py``: the files read now, or the topics read
+   in step 7; the dead-letter output too) and analyse the timeline around the fault (``report.py``); say
    whether the fault really fired (its tasks, or the sink trigger's timeline
    event; a fault task's error fails the drill); draw ``timeline.png`` (a
    plot that fails is reported); write ``report.json``. Without
@@ -53,7 +55,8 @@ The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
 
 A drill that times out still verifies and reports (its records are then
 missing) and fails. The report's ``ok`` is true only if nothing is missing,
-duplicated, altered or unexpected, committed offsets are not behind the
+duplicated, altered or unexpected (in the output, and in the dead-letter output
+with ``dead_letter``), committed offsets are not behind the
 output, no transaction is left open in the output topic, and the injected
 fault really fired.
 """
@@ -88,14 +91,29 @@ from cr_consumer.drill.config import (
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
-from cr_consumer.drill.pipeline import SinkKind
+from cr_consumer.drill.pipeline import DEAD_LETTER_SUBDIR, SinkKind
 from cr_consumer.drill.plot import plot_timeline
+from cr_consumer.drill.provenance import read_dead_letter
 from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import CheckpointMissing, Delivered, last_checkpoint_offsets, read_files, verify
+from cr_consumer.drill.verify import (
+    CheckpointMissing,
+    Delivered,
+    last_checkpoint_offsets,
+    read_dead_letter_files,
+    read_files,
+    verify,
+)
 from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic
-from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, OutputCount, OutputCounter, WatchLoop
+from cr_consumer.drill.watch_loop import (
+    PRODUCER_JOIN_S,
+    ControllerWatch,
+    OutputCount,
+    OutputCounter,
+    SummedCount,
+    WatchLoop,
+)
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
@@ -108,8 +126,6 @@ log = logging.getLogger(__name__)
 
 #: The members' partition.assignment.strategy when the drill runs eager.
 EAGER_ASSIGNORS = "range,roundrobin"
-#: Share of poison records in the poison scenario's input.
-POISON_RATIO = 0.02
 #: Share of the input produced before the region starts; the rest is produced
 #: once the members process records, so the fault lands in a live stream.
 WARMUP_SHARE = 0.05
@@ -140,7 +156,12 @@ def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
 
 
 def _pipeline_params(
-    cfg: DrillConfig, dirs: dict[str, Path], prefix: str, topic: str, output_topic: str | None
+    cfg: DrillConfig,
+    dirs: dict[str, Path],
+    prefix: str,
+    topic: str,
+    output_topic: str | None,
+    dead_letter_topic: str | None,
 ) -> dict[str, str]:
     """The drill pipeline's parameters: where it writes its timeline and finds its faults, what it
     reads, where it writes."""
@@ -149,9 +170,12 @@ def _pipeline_params(
         "fault_dir": str(dirs["faults"]),
         "session_timeout_ms": str(cfg.session_timeout_ms),
         "sink": cfg.sink.value,
+        "dead_letter": "true" if cfg.dead_letter else "false",
     }
     if output_topic is not None:
         params["output_topic"] = output_topic
+    if dead_letter_topic is not None:
+        params["dead_letter_topic"] = dead_letter_topic
     if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
         params["assignment_strategy"] = EAGER_ASSIGNORS
     if cfg.scenario == "new-topic":
@@ -212,6 +236,52 @@ def _or_empty(output: Delivered | None) -> Delivered:
     return output if output is not None else Delivered()
 
 
+def _output_count(
+    cfg: DrillConfig, bootstrap: str, dirs: dict[str, Path], output_topic: str | None, dead_letter_topic: str | None
+) -> OutputCount:
+    """What the watch loop counts: the published output, and the dead-letter output with it."""
+    if output_topic is None:
+        counts: list[OutputCount] = [OutputCounter(dirs["output"])]
+        if cfg.dead_letter:
+            counts.append(OutputCounter(dirs["output"] / DEAD_LETTER_SUBDIR))
+    else:
+        counts = [KafkaOutputCounter(_output_settings(bootstrap), output_topic)]
+        if dead_letter_topic is not None:
+            counts.append(KafkaOutputCounter(_output_settings(bootstrap), dead_letter_topic))
+    return counts[0] if len(counts) == 1 else SummedCount(counts)
+
+
+def _read_topics(
+    cleanup: _CleanUp, bootstrap: str, output_topic: str | None, dead_letter_topic: str | None
+) -> tuple[Delivered | None, Delivered | None]:
+    """The output topic and the dead-letter topic as read (each None when there is none or its
+    read failed: that error is the drill's, in ``cleanup``)."""
+    read: dict[str, Delivered] = {}
+    if output_topic is not None:
+
+        def read_output(topic: str = output_topic) -> None:
+            read["output"] = read_topic(_output_settings(bootstrap), topic)
+
+        cleanup.step("reading the output topic", read_output)
+    if dead_letter_topic is not None:
+
+        def read_dead_letters(topic: str = dead_letter_topic) -> None:
+            read["dead_letters"] = read_topic(_output_settings(bootstrap), topic, provenance=read_dead_letter)
+
+        cleanup.step("reading the dead-letter topic", read_dead_letters)
+    return read.get("output"), read.get("dead_letters")
+
+
+def _dead_letters(cfg: DrillConfig, dirs: dict[str, Path], kafka: Delivered | None) -> Delivered | None:
+    """The dead-letter output to verify: None without a dead-letter sink; the files read now, or
+    the topic as read (nothing when the read failed: that error is the drill's)."""
+    if not cfg.dead_letter:
+        return None
+    if cfg.sink is SinkKind.FILE:
+        return read_dead_letter_files(dirs["output"] / DEAD_LETTER_SUBDIR)
+    return _or_empty(kafka)
+
+
 def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> DrillReport:
     rng = random.Random(cfg.seed)
     drill_dir, dirs = _fresh_dirs(cfg)
@@ -225,7 +295,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     topics = [f"{prefix}-in"]
     # "." after the prefix: outside the new-topic scenario's pattern, which a "-" follows.
     output_topic = f"{prefix}.out" if cfg.sink is SinkKind.KAFKA else None
+    dead_letter_topic = f"{prefix}.dlq" if cfg.sink is SinkKind.KAFKA and cfg.dead_letter else None
     kafka_output: Delivered | None = None
+    kafka_dead_letters: Delivered | None = None
     t_start = time.time()
     committed: dict[tuple[str, int], int | None] | None = None
     end_time: float | None = None
@@ -244,6 +316,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             create_topic(bootstrap, topics[0], cfg.partitions)
             if output_topic is not None:
                 create_topic(bootstrap, output_topic, cfg.partitions)
+            if dead_letter_topic is not None:
+                create_topic(bootstrap, dead_letter_topic, cfg.partitions)
             coordinator = CoordinatorProcess(
                 dirs["coordinator"] / "state", http="auto", log_path=dirs["logs"] / "coordinator.log"
             )
@@ -261,7 +335,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 manifest,
                 seed=cfg.seed,
                 rate=cfg.rate,
-                poison_ratio=POISON_RATIO if cfg.scenario == "poison" else 0.0,
+                poison_ratio=cfg.poison_ratio,
+                marked_poison=cfg.dead_letter,
                 ack_timeout_s=ACK_TIMEOUT_S + cfg.pause_s,
             )
             workload.warmup(max(cfg.partitions, int(cfg.messages * WARMUP_SHARE)))
@@ -279,7 +354,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 max_consecutive_resets=MAX_RESETS,
                 drain_timeout_s=phase_timeout_s,
                 reset_timeout_s=phase_timeout_s,
-                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0], output_topic)),
+                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0], output_topic, dead_letter_topic)),
                 env={ENV_FAULT_DIR: str(dirs["faults"])},
                 kafka_client=cfg.kafka_client,
                 standby=cfg.standby,
@@ -303,11 +378,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 broker_pid=broker_pid,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
-            output: OutputCount = (
-                OutputCounter(dirs["output"])
-                if output_topic is None
-                else KafkaOutputCounter(_output_settings(bootstrap), output_topic)
-            )
+            output = _output_count(cfg, bootstrap, dirs, output_topic, dead_letter_topic)
             loop = WatchLoop(
                 cfg,
                 env,
@@ -346,13 +417,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 cleanup.step("reading committed offsets", read)
             if coordinator is not None:
                 cleanup.step("stopping the coordinator", coordinator.terminate)
-            if output_topic is not None:
-
-                def read_output(topic: str = output_topic) -> None:
-                    nonlocal kafka_output
-                    kafka_output = read_topic(_output_settings(bootstrap), topic)
-
-                cleanup.step("reading the output topic", read_output)
+            kafka_output, kafka_dead_letters = _read_topics(cleanup, bootstrap, output_topic, dead_letter_topic)
             drill_tl.close()
             if cleanup.errors and error is None:
                 error = "; ".join(cleanup.errors)
@@ -362,6 +427,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         drill_dir,
         dirs,
         output=read_files(dirs["output"]) if output_topic is None else _or_empty(kafka_output),
+        dead_letters=_dead_letters(cfg, dirs, kafka_dead_letters),
         manifest=manifest,
         reader=reader,
         tasks=tasks,
@@ -380,6 +446,7 @@ def conclude(
     dirs: dict[str, Path],
     *,
     output: Delivered,
+    dead_letters: Delivered | None,
     manifest: Manifest,
     reader: TimelineReader,
     tasks: FaultTasks,
@@ -392,7 +459,8 @@ def conclude(
 ) -> DrillReport:
     """Step 8; returns the report (its ``ok``: the drill passed); ``output``: what the sinks
     published (an empty one when the output topic could not be read: that error is the
-    drill's); ``started``: the drill's start (epoch seconds), for its elapsed time."""
+    drill's); ``dead_letters``: what the dead-letter sinks published (None: no dead-letter
+    sink); ``started``: the drill's start (epoch seconds), for its elapsed time."""
     manifest.save(drill_dir / "manifest.json")
     events = reader.all_events()
     checkpoint = None
@@ -403,7 +471,7 @@ def conclude(
         except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
             log.error("drill %s: %s", cfg.scenario, exc)
             error = error or f"committed-offsets check: {exc}"
-    result = verify(manifest, output, committed, checkpoint)
+    result = verify(manifest, output, committed, checkpoint, dead_letters)
     analysis = analyse(events, fault_time, end_time)
     fired = tasks.all_fired()
     if cfg.scenario == "sink-failure":

@@ -6,9 +6,9 @@ producer's own acknowledgements) with what the sinks *published*, and with the
 group's committed offsets as any Kafka tool sees them. What was published is
 read into a :class:`Delivered`, by input (topic, partition) and offset:
 
-* file sink: :func:`read_files`, every ``*.jsonl`` file under the output
-  directory (pending files never end in ``.jsonl``); each line names its input
-  topic, partition and offset;
+* file sink: :func:`read_files`, every ``*.jsonl`` file in the output
+  directory (pending files never end in ``.jsonl``; subdirectories are other
+  outputs); each line names its input topic, partition and offset;
 * Kafka sink: ``verify_kafka.read_topic``, the committed records of every
   partition of the output topic, decided from the log's own markers; its
   module docstring says how, and what it adds (aborted records, open
@@ -38,15 +38,28 @@ lowest/highest produced offset:
    caller that has no stores) the check falls back to the output: committed >=
    highest published offset + 1. ``committed_basis`` says which was used.
 
+With a dead-letter sink (the drill's ``dead_letter`` mode) its output is read the same way into
+a second :class:`Delivered`, by the input each dead-letter record names in its
+``crkafka.source.*`` headers (:func:`read_dead_letter_files`; Kafka: ``verify_kafka.read_topic``
+with ``provenance.read_dead_letter``), and checked by :func:`_check_dead_letters`:
+
+6. every poison offset is in it exactly once (*dead_letter_missing*, *dead_letter_duplicates*
+   counts the extra copies; a poison record acknowledged without its offset is matched by one
+   dead-letter record at an offset not produced otherwise);
+7. nothing else is in it: no good record, no offset that was not produced
+   (*dead_letter_unexpected*). Checks 1-4 on the output stay as they are: a poison record there
+   is *unexpected*.
+
 A published record that does not name its input (a line that is not a JSON
 object with topic, partition and offset; a Kafka record without valid
 provenance headers) is a *malformed_lines* failure; so is a transaction left
-open in the output topic (*open_transactions*). The result is OK only when every
-count but ``aborted`` is zero.
+open in the output topic (*open_transactions*); both count the dead-letter output's too. The
+result is OK only when every count but ``aborted`` and ``dead_letters`` is zero.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections import Counter, defaultdict
@@ -57,6 +70,9 @@ from typing import Any
 import attrs
 
 from cr_consumer.drill.manifest import Manifest
+from cr_consumer.drill.provenance import read_dead_letter
+from cr_consumer.kafka.client import Header
+from cr_consumer.runtime.pipeline.records import BASE64_MARKER
 
 PUBLISHED_SUFFIX = ".jsonl"
 #: Examples of each problem kept in the result, so a failure names offsets
@@ -103,11 +119,19 @@ class VerifyResult:
     aborted: int = 0
     #: Kafka sink: transactions with records and no marker below the high watermark.
     open_transactions: int = 0
+    #: Records in the dead-letter output (None: no dead-letter sink) and checks 6-7.
+    dead_letters: int | None = None
+    dead_letter_missing: int = 0
+    dead_letter_duplicates: int = 0
+    dead_letter_unexpected: int = 0
 
     @property
     def ok(self) -> bool:
         return not (
-            self.missing
+            self.dead_letter_missing
+            or self.dead_letter_duplicates
+            or self.dead_letter_unexpected
+            or self.missing
             or self.duplicates
             or self.wrong_values
             or self.unexpected
@@ -154,8 +178,9 @@ class Delivered:
 
 
 def published_files(output_dir: str | os.PathLike[str]) -> list[Path]:
-    """Every published output file under ``output_dir`` (recursively)."""
-    return sorted(p for p in Path(output_dir).rglob(f"*{PUBLISHED_SUFFIX}") if not p.name.startswith("."))
+    """Every published output file in ``output_dir`` (the file sink writes them there; a
+    subdirectory is another sink's, e.g. the dead-letter sink's)."""
+    return sorted(p for p in Path(output_dir).glob(f"*{PUBLISHED_SUFFIX}") if not p.name.startswith("."))
 
 
 def count_lines(paths: list[Path]) -> int:
@@ -205,6 +230,68 @@ def read_files(output_dir: str | os.PathLike[str]) -> Delivered:
                     continue
                 out.add(topic, partition, offset, doc.get("value"))
     return out
+
+
+def _header(name: object, value: object) -> Header:
+    """A header of a file sink line (``records.py``: a UTF-8 string, the base64 marker object
+    or null); ValueError for anything else."""
+    if not isinstance(name, str):
+        raise ValueError(f"header name {name!r} is not a string")
+    if value is None:
+        return name, None
+    if isinstance(value, str):
+        return name, value.encode("utf-8")
+    if isinstance(value, dict) and set(value) == {BASE64_MARKER} and isinstance(value[BASE64_MARKER], str):
+        return name, base64.b64decode(value[BASE64_MARKER], validate=True)
+    raise ValueError(f"header {name!r} has a value of no known form: {value!r:.80}")
+
+
+def read_dead_letter_files(directory: str | os.PathLike[str]) -> Delivered:
+    """The file dead-letter sink's output: every published file in ``directory``, each line
+    under the input its ``crkafka.source.*`` headers name (``provenance.read_dead_letter``)."""
+    out = Delivered()
+    for path in published_files(directory):
+        out.sources += 1
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                try:
+                    doc = json.loads(line)
+                    headers = tuple(_header(name, value) for name, value in doc.get("headers") or ())
+                    topic, partition, offset = read_dead_letter(headers)
+                except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
+                    out.malformed += 1
+                    out.example("malformed_lines", f"{path.parent.name}/{path.name}:{lineno}: {exc}")
+                    continue
+                out.add(topic, partition, offset, doc.get("value"))
+    return out
+
+
+def _check_dead_letters(manifest: Manifest, dead_letters: Delivered, example: _Example) -> tuple[int, int, int]:
+    """Checks 6-7 (module docstring): (missing, duplicates, unexpected) of the dead-letter output."""
+    missing = dup = unexpected = 0
+    for key in sorted(set(manifest.partitions()) | set(dead_letters.seen)):
+        topic, part = key
+        poison, vals = manifest.poison.get(key, set()), manifest.values.get(key, {})
+        counts = dead_letters.seen.get(key, Counter())
+        unplaced = manifest.unplaced_poison.get(key, 0)
+        for off in sorted(poison | set(counts)):
+            n = counts.get(off, 0)
+            if off not in poison:
+                if off in vals or not unplaced:
+                    unexpected += 1
+                    example("dead_letter_unexpected", [topic, part, off, "good" if off in vals else "not produced"])
+                    continue
+                unplaced -= 1  # a poison record acknowledged without its offset
+            if n == 0:
+                missing += 1
+                example("dead_letter_missing", [topic, part, off])
+            elif n > 1:
+                dup += n - 1
+                example("dead_letter_duplicates", [topic, part, off, n])
+        for _ in range(unplaced):
+            missing += 1
+            example("dead_letter_missing", [topic, part, None])
+    return missing, dup, unexpected
 
 
 def _count_missing(
@@ -290,6 +377,7 @@ def verify(
     output: Delivered,
     committed: dict[tuple[str, int], int | None] | None = None,
     checkpoint: tuple[int, dict[tuple[str, int], int]] | None = None,
+    dead_letters: Delivered | None = None,
 ) -> VerifyResult:
     """Check the published ``output`` against the manifest (see the module docstring).
 
@@ -297,11 +385,13 @@ def verify(
     (``None`` when nothing is committed); when it is None the commit check is skipped.
     ``checkpoint`` is ``(seq, {(topic, partition): offset})`` of the last completed
     checkpoint (:func:`last_checkpoint_offsets`); None: compare with the output.
+    ``dead_letters``: the dead-letter output (checks 6-7); None: there is no dead-letter sink.
     """
     seen, got_value = output.seen, output.values
     examples: dict[str, list[object]] = defaultdict(list)
-    for kind, items in output.examples.items():
-        examples[kind].extend(items)
+    for read in (output, dead_letters or Delivered()):
+        for kind, items in read.examples.items():
+            examples[kind].extend(items[: MAX_EXAMPLES - len(examples[kind])])
 
     def example(kind: str, item: object) -> None:
         if len(examples[kind]) < MAX_EXAMPLES:
@@ -352,6 +442,10 @@ def verify(
             missing=missing, duplicates=dup, wrong=wrong, unexpected=unexpected, delivered=delivered, behind=int(behind)
         )
 
+    dl_missing = dl_dup = dl_unexpected = 0
+    if dead_letters is not None:
+        dl_missing, dl_dup, dl_unexpected = _check_dead_letters(manifest, dead_letters, example)
+    extra = dead_letters or Delivered()
     return VerifyResult(
         produced=manifest.produced,
         poison=manifest.poison_count,
@@ -361,14 +455,18 @@ def verify(
         duplicates=totals["duplicates"],
         wrong_values=totals["wrong"],
         unexpected=totals["unexpected"],
-        malformed_lines=output.malformed,
+        malformed_lines=output.malformed + extra.malformed,
         committed_behind=totals["behind"],
         sources=output.sources,
         partitions=tuple(results),
         examples=dict(examples),
         committed_basis=basis,
-        aborted=output.aborted,
-        open_transactions=output.open_transactions,
+        aborted=output.aborted + extra.aborted,
+        open_transactions=output.open_transactions + extra.open_transactions,
+        dead_letters=sum(sum(c.values()) for c in dead_letters.seen.values()) if dead_letters is not None else None,
+        dead_letter_missing=dl_missing,
+        dead_letter_duplicates=dl_dup,
+        dead_letter_unexpected=dl_unexpected,
     )
 
 

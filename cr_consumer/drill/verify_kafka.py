@@ -18,7 +18,8 @@ that: the test broker sends no aborted-transactions list, so both clients return
    (:mod:`cr_consumer.drill.provenance`); its value, decoded as UTF-8 (the drill's values are
    text; other bytes stay bytes and then differ from the manifest's value), is added to the
    :class:`~cr_consumer.drill.verify.Delivered` under that input offset. A record without valid
-   provenance is *malformed*.
+   provenance is *malformed*. The dead-letter topic is read the same way, with the dead-letter
+   records' own provenance headers (``provenance=read_dead_letter``).
 4. Aborted records are counted, not failed: a reset aborts the interval it replays. A
    transaction still open below the high watermark fails the drill (*open_transactions*): at the
    end every interval must be committed or aborted, and an open one also hides its records and
@@ -34,11 +35,12 @@ watch loop the count of delivered records while the region runs.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cr_consumer.drill.provenance import read_provenance
 from cr_consumer.drill.verify import Delivered
+from cr_consumer.kafka.client import Header
 from cr_consumer.kafka.committed_filter import LogRecord
 from cr_consumer.kafka.kafka_python.raw_batches import partition_leaders, read_committed_with
 from cr_consumer.kafka.kafka_python.raw_requests import RawClient
@@ -62,10 +64,14 @@ def _value(raw: bytes | None) -> str | bytes | None:
         return raw
 
 
-def _deliver(out: Delivered, where: tuple[str, int], record: LogRecord) -> None:
+#: Reads a record's input (topic, partition, offset) from its headers; ValueError if it cannot.
+Provenance = Callable[[tuple[Header, ...]], tuple[str, int, int]]
+
+
+def _deliver(out: Delivered, where: tuple[str, int], record: LogRecord, provenance: Provenance) -> None:
     """Step 3 for one record of output partition ``where``."""
     try:
-        topic, part, offset = read_provenance(record.headers)
+        topic, part, offset = provenance(record.headers)
     except ValueError as exc:
         out.malformed += 1
         out.example("malformed_lines", [*where, record.offset, str(exc)])
@@ -73,7 +79,13 @@ def _deliver(out: Delivered, where: tuple[str, int], record: LogRecord) -> None:
     out.add(topic, part, offset, _value(record.value))
 
 
-def read_topic(settings: Mapping[str, Any], topic: str, *, deadline_s: float = READ_DEADLINE_S) -> Delivered:
+def read_topic(
+    settings: Mapping[str, Any],
+    topic: str,
+    *,
+    deadline_s: float = READ_DEADLINE_S,
+    provenance: Provenance = read_provenance,
+) -> Delivered:
     """Steps 1-4: the committed output of every partition of ``topic``."""
     out = Delivered()
     with RawClient(settings, time.monotonic() + deadline_s) as client:
@@ -82,7 +94,7 @@ def read_topic(settings: Mapping[str, Any], topic: str, *, deadline_s: float = R
             out.sources += 1
             out.aborted += read.aborted_records
             for record in read.records:
-                _deliver(out, (topic, partition), record)
+                _deliver(out, (topic, partition), record, provenance)
             for txn in read.open_transactions:
                 out.open_transactions += 1
                 out.example(

@@ -16,7 +16,8 @@ played out.
 5. Done when the producer finished, the published output holds every
    expected record (produced minus poison; counted by the sink's
    :class:`OutputCount`: published files, or committed records of the
-   output topic) and the fault played out (fired,
+   output topic; with a dead-letter sink, every produced record among both
+   outputs, :class:`SummedCount`) and the fault played out (fired,
    its tasks ended). When the input is consumed first, produce a few more
    records (at most :data:`MAX_NUDGES` times, :data:`NUDGE_PERIOD_S` apart):
    a sink trigger or a fault point needs records to fire.
@@ -115,6 +116,16 @@ class OutputCounter:
             if p not in self.counted:
                 self.counted[p] = count_lines([p])
         return sum(self.counted.values())
+
+
+class SummedCount:
+    """The :class:`OutputCount` of several outputs together (the output and the dead-letter output)."""
+
+    def __init__(self, counts: list[OutputCount]) -> None:
+        self.counts = counts
+
+    def count(self) -> int:
+        return sum(c.count() for c in self.counts)
 
 
 class WatchLoop:
@@ -221,7 +232,7 @@ class WatchLoop:
         cfg, workload, manifest = self._cfg, self._workload, self._manifest
         workload.join(PRODUCER_JOIN_S)
         with workload.lock:
-            expected = manifest.produced - manifest.poison_count
+            expected = manifest.produced if cfg.dead_letter else manifest.produced - manifest.poison_count
         played_out = fired is not False and self._tasks.done()
         if self.fault_time is not None and delivered >= expected and played_out:
             return True
@@ -244,4 +255,4 @@ class WatchLoop:
         return False
 
 
-__all__ = ["PRODUCER_JOIN_S", "WATCH_PERIOD_S", "OutputCount", "OutputCounter", "WatchLoop"]
+__all__ = ["PRODUCER_JOIN_S", "WATCH_PERIOD_S", "OutputCount", "OutputCounter", "SummedCount", "WatchLoop"]

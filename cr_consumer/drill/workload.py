@@ -2,8 +2,11 @@
 
 Values are UTF-8 text ``drill:<seed>:<topic>:<partition>:<k>`` (k counts per
 partition); a poison record's value is ``b"\\xff\\xfe"`` + text, which is not
-UTF-8. Records go round robin over the topic's partitions with explicit
-partition numbers, in chunks: each chunk is sent, flushed, and every record's
+UTF-8; with ``marked_poison`` (the drill's dead-letter mode) a seeded coin toss
+per poison record chooses between that and the text behind
+:data:`~cr_consumer.drill.pipeline.POISON_MARKER`, which decodes but which the
+drill pipeline's map rejects. Records go round robin over the topic's
+partitions with explicit partition numbers, in chunks: each chunk is sent, flushed, and every record's
 acknowledged offset is written to the manifest (offsets come from the broker's
 acknowledgements, not from assumptions).
 
@@ -25,6 +28,7 @@ import threading
 import time
 
 from cr_consumer.drill.manifest import Manifest
+from cr_consumer.drill.pipeline import POISON_MARKER
 from cr_consumer.testing.kafka_util import producer
 
 log = logging.getLogger(__name__)
@@ -55,8 +59,10 @@ class _Producer:
         rng: random.Random,
         counters: dict[tuple[str, int], int] | None = None,
         ack_timeout_s: float = ACK_TIMEOUT_S,
+        marked_poison: bool = False,
     ) -> None:
         self.p = producer(bootstrap, linger_ms=5)
+        self.marked_poison = marked_poison
         self.ack_timeout_s = ack_timeout_s
         self.manifest = manifest
         self.lock = lock
@@ -80,7 +86,7 @@ class _Producer:
             self.counters[(topic, part)] = k + 1
             text = value_for(self.seed, topic, part, k)
             poison = self.poison_ratio > 0 and self.rng.random() < self.poison_ratio
-            raw = POISON_PREFIX + text.encode() if poison else text.encode()
+            raw = self._poison_value(text) if poison else text.encode()
             pending.append((topic, part, text, poison, self.p.send(topic, value=raw, partition=part)))
             self.sent += 1
             self.poison += poison
@@ -89,6 +95,11 @@ class _Producer:
             for topic, part, text, poison, fut in pending:
                 md = fut.get(timeout=self.ack_timeout_s)
                 self.manifest.add(topic, part, md.offset, None if poison else text, poison=poison)
+
+    def _poison_value(self, text: str) -> bytes:
+        if self.marked_poison and self.rng.random() < 0.5:
+            return (POISON_MARKER + text).encode()
+        return POISON_PREFIX + text.encode()
 
     def close(self) -> None:
         self.p.close(timeout=self.ack_timeout_s)
@@ -117,9 +128,11 @@ class Workload:
         seed: int = 0,
         rate: float = 0.0,
         poison_ratio: float = 0.0,
+        marked_poison: bool = False,
         ack_timeout_s: float = ACK_TIMEOUT_S,
     ) -> None:
         self.bootstrap = bootstrap
+        self.marked_poison = marked_poison
         self.ack_timeout_s = ack_timeout_s
         self.topic = topic
         self.partitions = list(range(partitions))
@@ -172,6 +185,7 @@ class Workload:
             self.rng,
             self._counters,
             self.ack_timeout_s,
+            self.marked_poison,
         )
         prod.sent = self.produced
         prod.poison = self.poison

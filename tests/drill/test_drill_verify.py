@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cr_consumer.drill.manifest import Manifest, ManifestError
-from cr_consumer.drill.verify import read_files, verify
+from cr_consumer.drill.verify import read_dead_letter_files, read_files, verify
 
 
 def _manifest(n=10, poison=()):
@@ -236,3 +236,73 @@ def test_a_manifest_with_malformed_unplaced_records_is_refused(tmp_path, entry):
     (tmp_path / "m.json").write_text(json.dumps(doc))
     with pytest.raises(ManifestError, match="malformed unplaced records"):
         Manifest.load(tmp_path / "m.json")
+
+
+def _write_dead_letters(path, offsets, value=b"\xff\xfe"):
+    """The file dead-letter sink's lines for input records ``offsets`` ((partition, offset)):
+    the runtime's own dead-letter records, in the file sink's JSON form."""
+    from cr_consumer.runtime.pipeline.dead_letter import dead_letter_record
+    from cr_consumer.runtime.pipeline.records import Record, to_json_lines
+
+    records = [
+        dead_letter_record(Record("t", p, o, None, None, value, ()), "03-map", ValueError("poison"), ("t", p))
+        for p, o in offsets
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_json_lines(records, ',"member":"m1"'))
+
+
+POISON = {(0, 2), (1, 9)}
+
+
+def _dead_letter_output(tmp_path, dead_letters):
+    """The output of a drill in dead-letter mode: the good records, and ``dead_letters``
+    (partition, offset) in the ``dlq`` subdirectory; the verdict."""
+    _write(tmp_path / "m1-0000000001.jsonl", _good_rows(poison=POISON))
+    _write_dead_letters(tmp_path / "dlq" / "m1-0000000001.jsonl", dead_letters)
+    return verify(_manifest(poison=POISON), read_files(tmp_path), dead_letters=read_dead_letter_files(tmp_path / "dlq"))
+
+
+def test_every_poison_record_dead_lettered_once_passes(tmp_path):
+    r = _dead_letter_output(tmp_path, sorted(POISON))
+    assert r.ok, r
+    # the dead-letter subdirectory is not the output: the good records only there
+    assert (r.delivered, r.unexpected, r.dead_letters) == (18, 0, 2)
+    assert (r.dead_letter_missing, r.dead_letter_duplicates, r.dead_letter_unexpected) == (0, 0, 0)
+
+
+def test_a_poison_record_not_dead_lettered_is_missing(tmp_path):
+    r = _dead_letter_output(tmp_path, [(0, 2)])
+    assert not r.ok
+    assert (r.dead_letters, r.dead_letter_missing) == (1, 1)
+    assert r.examples["dead_letter_missing"] == [["t", 1, 9]]
+
+
+def test_a_poison_record_dead_lettered_twice_is_a_duplicate(tmp_path):
+    _write_dead_letters(tmp_path / "dlq" / "m2-0000000001.jsonl", [(1, 9)], value=b"text")
+    r = _dead_letter_output(tmp_path, sorted(POISON))
+    assert not r.ok
+    assert (r.dead_letters, r.dead_letter_duplicates, r.dead_letter_missing) == (3, 1, 0)
+    assert r.examples["dead_letter_duplicates"] == [["t", 1, 9, 2]]
+
+
+def test_a_good_record_or_a_malformed_line_in_the_dead_letter_output_fails(tmp_path):
+    r = _dead_letter_output(tmp_path, [*sorted(POISON), (0, 5)])
+    assert not r.ok
+    assert r.dead_letter_unexpected == 1
+    assert r.examples["dead_letter_unexpected"] == [["t", 0, 5, "good"]]
+    _write(tmp_path / "dlq" / "m2-0000000001.jsonl", [("t", 0, 2, "no provenance headers")])
+    r = verify(_manifest(poison=POISON), read_files(tmp_path), dead_letters=read_dead_letter_files(tmp_path / "dlq"))
+    assert r.malformed_lines == 1
+    assert not r.ok
+
+
+def test_a_dead_letter_matches_a_poison_record_acknowledged_without_an_offset(tmp_path):
+    m = _manifest_with_unplaced({}, poison_unplaced={(1, 3)})
+    _write(tmp_path / "a.jsonl", [row for row in _good_rows() if row[:3] != ("t", 1, 3)])
+    _write_dead_letters(tmp_path / "dlq" / "a.jsonl", [(1, 3)])
+    r = verify(m, read_files(tmp_path), dead_letters=read_dead_letter_files(tmp_path / "dlq"))
+    assert r.ok, r
+    assert r.dead_letters == 1
+    r = verify(m, read_files(tmp_path), dead_letters=read_dead_letter_files(tmp_path / "nowhere"))
+    assert r.dead_letter_missing == 1

@@ -12,8 +12,8 @@ from kafka import KafkaProducer
 
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.drill.manifest import Manifest
-from cr_consumer.drill.provenance import OFFSET_HEADER, provenance_headers, read_provenance
-from cr_consumer.drill.verify import verify
+from cr_consumer.drill.provenance import OFFSET_HEADER, provenance_headers, read_dead_letter, read_provenance
+from cr_consumer.drill.verify import Delivered, verify
 from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.testing.kafka_util import create_topic, unique_name
@@ -195,3 +195,40 @@ def test_provenance_headers_are_checked_before_use(headers, error):
     with pytest.raises(ValueError, match=error):
         read_provenance(tuple(headers))
     assert read_provenance((("other", None), *provenance_headers("t", 3, 42))) == ("t", 3, 42)
+
+
+def test_the_dead_letter_topic_is_read_by_the_dead_letter_records_provenance(bootstrap, out, producers):
+    """The runtime's own dead-letter records (poison at t/0@2 and t/1@9) in a committed
+    transaction, and an aborted copy: each is placed by its ``crkafka.source.*`` headers; the
+    drill's own provenance headers do not count there."""
+    from cr_consumer.runtime.pipeline.dead_letter import dead_letter_record
+    from cr_consumer.runtime.pipeline.records import Record
+
+    poison = {("t", 0, 2), ("t", 1, 9)}
+    manifest = Manifest(group="g")
+    for topic, p, o in INPUT:
+        manifest.add(topic, p, o, _value(p, o), poison=(topic, p, o) in poison)
+    writer = _transactional(bootstrap, producers)
+
+    def send(inputs: Iterable[tuple[str, int, int]]) -> None:
+        for topic, p, o in inputs:
+            letter = dead_letter_record(
+                Record(topic, p, o, None, None, b"\xff", ()), "03-map", ValueError(), (topic, p)
+            )
+            writer.send(out, letter.value, partition=p, headers=list(letter.headers))
+        writer.flush()
+
+    writer.begin_transaction()
+    send(sorted(poison))
+    writer.abort_transaction()
+    writer.begin_transaction()
+    send(sorted(poison))
+    writer.commit_transaction()
+    dead_letters = read_topic(_settings(bootstrap), out, provenance=read_dead_letter)
+    r = verify(manifest, Delivered(), dead_letters=dead_letters)
+    assert (r.dead_letters, r.aborted, r.dead_letter_missing, r.dead_letter_duplicates) == (2, 2, 0, 0)
+    assert r.dead_letter_unexpected == 0
+    _committed(writer, out, [("t", 0, 5)])  # the drill's provenance headers only: not a dead letter
+    r = verify(manifest, Delivered(), dead_letters=read_topic(_settings(bootstrap), out, provenance=read_dead_letter))
+    assert r.malformed_lines == 1
+    assert r.dead_letters == 2
