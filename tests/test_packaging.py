@@ -96,7 +96,8 @@ def test_drill_without_matplotlib_skips_the_plot_and_says_so(tmp_path):
         assert plot.plot_timeline(events, sys.argv[1], title="t") is None
         report = {"ok": True, "scenario": "kill-member", "seed": 1, "produced": 3, "poison": 0, "delivered": 3,
                   "missing": 0, "duplicates": 0, "resets": 1, "checkpoints": 2, "time_to_detect_s": 0.1,
-                  "time_to_recover_s": 0.2, "error": None, "plot": None, "sink": "file"}
+                  "time_to_recover_s": 0.2, "error": None, "plot": None, "sink": "file",
+                  "dead_letters": None}
         print(drill._summary(report))
     """)
     out = tmp_path / "timeline.png"
