@@ -319,12 +319,16 @@ class KafkaSink(Operator):
 
     def _flush(self, interval: _Open) -> SendOutcome:
         """Flush (bounded: ``KafkaTimeoutError`` past it); a failed send since the interval
-        began fails it."""
+        began fails it, checked first too: nothing of a failed interval is worth waiting for."""
+        self._check_sends(interval.producer.outcome())
         interval.producer.flush(FLUSH_TIMEOUT_S)
         outcome = interval.producer.outcome()
+        self._check_sends(outcome)
+        return outcome
+
+    def _check_sends(self, outcome: SendOutcome) -> None:
         if outcome.error is not None:
             raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {outcome.error!r}")
-        return outcome
 
     def _commit_upto(self, seq: int) -> None:
         """Step 4 (control thread; the process thread may write the next interval meanwhile,
