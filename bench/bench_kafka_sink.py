@@ -1,23 +1,31 @@
 """The exactly-once Kafka sink against a plain idempotent kafka-python producer loop.
 
-Each trial writes the same ``--messages`` records of 100 bytes (keyed, 4 partitions) twice,
-in an order that alternates from trial to trial:
+Each trial writes the same ``--messages`` input records of 100 bytes (keyed, 4 partitions)
+twice, in an order that alternates from trial to trial, each record first passed through the
+same user function (:func:`work`: the value parsed and a ~100-byte JSON value made of it, what
+a map before a sink does; ``--no-work`` writes the input as it is):
 
-* ``idempotent``: the baseline, a ``KafkaProducer(enable_idempotence=True, acks="all")`` send
-  loop and one flush at the end;
+* ``idempotent``: the baseline, a ``KafkaProducer(enable_idempotence=True, acks="all")`` loop
+  of ``work`` then ``send``, and one flush at the end (its construction not timed);
 * ``sink``: a ``KafkaSink`` fed batches of ``--batch`` records (``process_batch``, as the
   source's process thread does), with a checkpoint every ``--period`` seconds as the member
   runtime runs it: ``drain()`` + ``checkpoint(seq)`` (flush, every send acknowledged, the
   transaction prepared: the region's stopped flow) then ``notify_checkpoint_complete(seq)``
-  (the commit, after the RESUME), and a last checkpoint at the end.
+  (the commit, after the RESUME), and a last checkpoint at the end. Its time includes the
+  lazy start of its two transactional producers (``init_transactions``, about 0.2 s each).
 
-Both use the producer's defaults otherwise. The figures: records/s of each (median of the
-trials), the sink's ratio to the baseline (median of the per-trial ratios), and over every
-checkpoint of every trial the p50/p99 of flush+prepare and of the commit. The committed output
+Both use the producer's defaults otherwise (the sink's own defaults included), and each
+``--property NAME=INT`` on both sides. The figures: records/s of each (median of the
+trials), the sink's ratio to the baseline (median of the per-trial ratios), its CPU ratio
+(the baseline's process CPU time, every thread of this process, over the sink's: steadier than
+wall time on a shared machine), and over every
+checkpoint of every trial the p50/p95/p99 of flush+prepare and of the commit; the defaults
+give over 100 checkpoints at the sink's rate on the test broker, and the result says
+``p99_meaningful: false`` when there were fewer (then read the p95). The committed output
 of the last sink trial is checked with ``raw_batches.read_committed`` (every record, nothing
 open). Starts its own broker unless ``--bootstrap`` is given.
 
-    .venv/bin/python bench/bench_kafka_sink.py --messages 200000 --trials 3
+    .venv/bin/python bench/bench_kafka_sink.py --messages 400000 --trials 3
 """
 
 from __future__ import annotations
@@ -28,32 +36,53 @@ import os
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from kafka import KafkaProducer
 
 from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.producer import producer_name
 from cr_consumer.kafka.kafka_python.raw_batches import read_committed
 from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
 from cr_consumer.runtime.pipeline.records import Record
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic
 
-VALUE = b"x" * 100
+#: Fewest checkpoints for which the p99 is reported as meaningful (one sample in a hundred).
+MIN_CHECKPOINTS_P99 = 100
 
 
 def records(n: int) -> list[Record]:
-    return [Record("in", 0, i, None, b"k%d" % (i % 1000), VALUE) for i in range(n)]
+    return [
+        Record("in", 0, i, None, b"k%d" % (i % 1000), b'{"id":%d,"reading":%d,"pad":"%s"}' % (i, i % 97, b"x" * 60))
+        for i in range(n)
+    ]
 
 
-def idempotent(bootstrap: str, topic: str, batch: list[Record]) -> float:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+def work(r: Record) -> Record:
+    """The user's map: parse the value, derive a field, encode it again (~100 bytes)."""
+    doc = json.loads(r.value)
+    doc["reading"] = doc["reading"] * 1.5
+    return Record(r.topic, r.partition, r.offset, r.timestamp, r.key, json.dumps(doc).encode())
+
+
+def identity(r: Record) -> Record:
+    return r
+
+
+def idempotent(
+    bootstrap: str, topic: str, batch: list[Record], fn: Callable[[Record], Record], props: dict[str, int]
+) -> tuple[float, float]:
+    extra = {producer_name(k): v for k, v in props.items()}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", **extra)
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for r in batch:
-            producer.send(topic, value=r.value, key=r.key)
+            out = fn(r)
+            producer.send(topic, value=out.value, key=out.key)
         producer.flush(timeout=120)
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
     finally:
         producer.close(timeout=10)
 
@@ -62,12 +91,15 @@ def sink(
     bootstrap: str,
     topic: str,
     batch: list[Record],
+    fn: Callable[[Record], Record],
+    props: dict[str, int],
     size: int,
     period_s: float,
     prepare: list[float],
     commit: list[float],
-) -> float:
-    out = KafkaSink(topic, bootstrap=bootstrap, group=f"bench-{uuid.uuid4().hex[:8]}", member="member-0")
+) -> tuple[float, float]:
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    out = KafkaSink(topic, bootstrap=bootstrap, group=group, member="member-0", kafka=props)
     seq = 0
 
     def checkpoint() -> None:
@@ -83,15 +115,15 @@ def sink(
 
     try:
         out.reset_to_initial_state()  # as the join's first reset: fences the ids, creates nothing
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         due = started + period_s
         for i in range(0, len(batch), size):
-            out.process_batch(batch[i : i + size])
+            out.process_batch([fn(r) for r in batch[i : i + size]])
             if time.perf_counter() >= due:
                 checkpoint()
                 due += period_s
         checkpoint()
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
     finally:
         out.close()
 
@@ -102,25 +134,40 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
+    load_before = os.getloadavg()[0]
     batch = records(args.messages)
+    fn = identity if args.no_work else work
+    props = {k: int(v) for k, v in (item.split("=", 1) for item in args.property)}
     rates: dict[str, list[float]] = {"idempotent": [], "sink": []}
     ratios: list[float] = []
+    cpu_ratios: list[float] = []
     prepare: list[float] = []
     commit: list[float] = []
     last_topic = ""
     for trial in range(args.trials):
         order = ["idempotent", "sink"] if trial % 2 == 0 else ["sink", "idempotent"]
         took: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         for system in order:
             topic = create_topic(bootstrap, f"bench-sink-{uuid.uuid4().hex[:8]}", args.partitions)
             if system == "idempotent":
-                took[system] = idempotent(bootstrap, topic, batch)
+                took[system], cpu[system] = idempotent(bootstrap, topic, batch, fn, props)
             else:
-                took[system] = sink(bootstrap, topic, batch, args.batch, args.period, prepare, commit)
+                took[system], cpu[system] = sink(
+                    bootstrap, topic, batch, fn, props, args.batch, args.period, prepare, commit
+                )
                 last_topic = topic
             rates[system].append(args.messages / took[system])
         ratios.append(took["idempotent"] / took["sink"])
-        print(f"trial {trial}: " + ", ".join(f"{s} {args.messages / took[s]:,.0f} records/s" for s in order))
+        cpu_ratios.append(cpu["idempotent"] / cpu["sink"])
+        print(
+            f"trial {trial}: "
+            + ", ".join(
+                f"{s} {args.messages / took[s]:,.0f} records/s {1e6 * cpu[s] / args.messages:.1f} us CPU" for s in order
+            )
+            + f"; ratio {ratios[-1]:.3f}, CPU ratio {cpu_ratios[-1]:.3f}",
+            flush=True,
+        )
     settings = admin_settings(bootstrap, {}, request_timeout_ms=30_000, client_id="bench-sink")
     reads = [read_committed(settings, last_topic, p) for p in range(args.partitions)]
     written = sum(len(r.records) for r in reads)
@@ -132,15 +179,26 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
         "trials": args.trials,
         "period_s": args.period,
         "batch": args.batch,
-        "load_1min": os.getloadavg()[0],
+        "work": not args.no_work,
+        "properties": props,
+        "load_1min_before": load_before,
+        "load_1min_after": os.getloadavg()[0],
         "idempotent_records_per_s": statistics.median(rates["idempotent"]),
         "sink_records_per_s": statistics.median(rates["sink"]),
         "sink_ratio": statistics.median(ratios),
+        "sink_ratios": ratios,
+        "sink_cpu_ratio": statistics.median(cpu_ratios),
+        "sink_cpu_ratios": cpu_ratios,
         "checkpoints": len(prepare),
+        "p99_meaningful": len(prepare) >= MIN_CHECKPOINTS_P99,
         "prepare_ms_p50": 1000 * quantile(prepare, 0.5),
+        "prepare_ms_p95": 1000 * quantile(prepare, 0.95),
         "prepare_ms_p99": 1000 * quantile(prepare, 0.99),
+        "prepare_ms_max": 1000 * max(prepare),
         "commit_ms_p50": 1000 * quantile(commit, 0.5),
+        "commit_ms_p95": 1000 * quantile(commit, 0.95),
         "commit_ms_p99": 1000 * quantile(commit, 0.99),
+        "commit_ms_max": 1000 * max(commit),
     }
     return result
 
@@ -148,11 +206,13 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", default=None)
-    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--messages", type=int, default=400_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--batch", type=int, default=500, help="records per process_batch call")
     ap.add_argument("--period", type=float, default=1.0, help="seconds between checkpoints")
+    ap.add_argument("--property", action="append", default=[], help="NAME=INT, a producer property given to both sides")
+    ap.add_argument("--no-work", action="store_true", help="write the input records without the user's map")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "kafka_sink.json"))
     args = ap.parse_args()
     if args.bootstrap:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
+from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
 from cr_consumer.kafka.kafka_python.raw_batches import read_committed
@@ -33,19 +33,13 @@ def _prepared(
     and then was never heard of again."""
     writer = _open(bootstrap, unique_name("tid"))
     writer.begin()
-    first: dict[int, int] = {}
-
-    def on_ack(_topic: str, partition: int, offset: int) -> None:
-        first[partition] = min(offset, first.get(partition, offset))
-
-    def on_error(exc: BaseException) -> None:
-        raise AssertionError(f"a send failed: {exc!r}")
-
     for i, value in enumerate(values):
-        writer.send(topic, None, value, [], i % partitions, on_ack, on_error)
+        writer.send(topic, None, value, [], i % partitions)
     writer.flush(10)
-    assert sum(1 for _ in first) == min(partitions, len(values))
-    return writer, writer.prepared(tuple(TxnPartition(topic, p, o) for p, o in sorted(first.items())))
+    outcome = writer.outcome()
+    assert (outcome.sent, outcome.unanswered, outcome.error) == (len(values), 0, None)
+    assert [p.partition for p in outcome.partitions] == list(range(min(partitions, len(values))))
+    return writer, writer.prepared(outcome.partitions)
 
 
 def _entry(txn: PreparedTxn, fence_ids: tuple[str, ...] = ()) -> Resolve:

@@ -10,9 +10,13 @@ librdkafka has no public call for them and no way to resume a prepared transacti
 2. :class:`TransactionalProducer`: a ``KafkaProducer`` and its ``init_transactions`` (which fences the
    transactional id's previous epoch and aborts its open transaction), bounded by
    ``max.block.ms``.
-3. ``prepared``: the producer's id and epoch (kafka-python keeps them in its private
-   transaction manager) and where the transaction's records start, as the protocol's
-   ``PreparedTxn``.
+3. ``send`` keeps each record's future and adds no callback: a callback per record costs the
+   sending thread a closure and two registrations, and the producer's sender thread a call per
+   acknowledged record, while the GIL is shared. After ``flush``, ``outcome`` reads the
+   transaction's futures at once (C-level scans): how many are unanswered, the first failure,
+   and each partition's first offset. ``prepared``: the producer's id and epoch (kafka-python
+   keeps them in its private transaction manager) and where the transaction's records start, as
+   the protocol's ``PreparedTxn``.
 4. ``commit`` (``abort``): commit (abort) the open transaction, waiting at
    most ``timeout_s``.
    ``KafkaProducer.commit_transaction()`` waits without a bound, and a fenced producer on the
@@ -30,10 +34,13 @@ The private fields used (``_transaction_manager``, ``_sender``) stay inside this
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
+import attrs
 from kafka import KafkaProducer
+from kafka.producer.future import FutureRecordMetadata
 
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
@@ -67,10 +74,25 @@ def producer_config(
     return cfg
 
 
-#: Called with (topic, partition, offset) when a send is acknowledged.
-OnAck = Callable[[str, int, int], None]
-#: Called with the error when a send fails.
-OnError = Callable[[BaseException], None]
+_IS_DONE = attrgetter("is_done")
+_EXCEPTION = attrgetter("exception")
+_VALUE = attrgetter("value")
+_TOPIC_PARTITION = attrgetter("topic_partition")
+_OFFSET = attrgetter("offset")
+
+
+@attrs.frozen
+class SendOutcome:
+    """The open transaction's sends as step 3 reads them after a flush."""
+
+    #: Records sent into the transaction.
+    sent: int
+    #: Sends with no answer yet (none after a flush that returned).
+    unanswered: int
+    #: The first failed send's error, if any send failed.
+    error: BaseException | None
+    #: Each partition written with its first record's offset, sorted.
+    partitions: tuple[TxnPartition, ...]
 
 
 class TransactionalProducer:
@@ -79,6 +101,9 @@ class TransactionalProducer:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         """Step 2 (``max_block_ms`` bounds ``init_transactions``; a producer that fails it is closed)."""
+        # The open transaction's sends in send order (step 3), one interval's records at most;
+        # written by the sending thread, read by ``outcome`` under the caller's serialisation.
+        self._sent: list[FutureRecordMetadata] = []
         self._producer = KafkaProducer(**config)
         try:
             self._producer.init_transactions()
@@ -88,6 +113,7 @@ class TransactionalProducer:
 
     def begin(self) -> None:
         self._producer.begin_transaction()
+        self._sent = []
 
     def send(
         self,
@@ -96,13 +122,25 @@ class TransactionalProducer:
         value: bytes | None,
         headers: list[tuple[str, bytes | None]],
         partition: int | None,
-        on_ack: OnAck,
-        on_error: OnError,
     ) -> None:
         """One record into the open transaction; ``max_block_ms`` bounds a wait for buffer space."""
-        future = self._producer.send(topic, value=value, key=key, headers=headers, partition=partition)
-        future.add_callback(lambda meta: on_ack(meta.topic, meta.partition, meta.offset))
-        future.add_errback(on_error)
+        self._sent.append(self._producer.send(topic, value=value, key=key, headers=headers, partition=partition))
+
+    def outcome(self) -> SendOutcome:
+        """Step 3's reading of the open transaction's sends (meant after a flush: a send still
+        unanswered counts in ``unanswered`` and not in ``partitions``)."""
+        sent = self._sent
+        answered = sum(map(_IS_DONE, sent))
+        error = next(filter(None, map(_EXCEPTION, sent)), None)
+        if answered != len(sent) or error is not None:
+            return SendOutcome(len(sent), len(sent) - answered, error, ())
+        # Every send succeeded. An idempotent producer writes a partition's records in send
+        # order (its retries keep the order), so the first send to a partition has the
+        # partition's lowest offset: read in reverse, the dict keeps each partition's first.
+        metas = list(map(_VALUE, reversed(sent)))
+        first = dict(zip(map(_TOPIC_PARTITION, metas), map(_OFFSET, metas), strict=True))
+        partitions = tuple(TxnPartition(t, p, o) for (t, p), o in sorted(first.items()))
+        return SendOutcome(len(sent), 0, None, partitions)
 
     def flush(self, timeout_s: float) -> None:
         """Every send answered, within ``timeout_s`` (``KafkaTimeoutError`` past it)."""
@@ -152,8 +190,7 @@ class TransactionalProducer:
 
 __all__ = [
     "PRODUCER_SETTINGS",
-    "OnAck",
-    "OnError",
+    "SendOutcome",
     "TransactionEndError",
     "TransactionalProducer",
     "producer_config",

@@ -23,13 +23,14 @@ checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n
    interval's producer is created if it does not exist yet (``init_transactions``: it fences
    the id's previous epoch, so it is never done at construction or start: a new incarnation
    must not abort its predecessor's prepared transaction before the region's reset resolved
-   it; the join always brings a reset first) and its transaction begun. Each send's result
-   records the first offset per partition and counts the acknowledgements. ``max.block.ms``
-   bounds a send that waits for buffer space.
+   it; the join always brings a reset first) and its transaction begun. The producer keeps
+   each send's result, with no per-record callback (the process thread's per-record cost);
+   ``max.block.ms`` bounds a send that waits for buffer space.
 2. ``drain()``: flush, bounded by :data:`FLUSH_TIMEOUT_S`; a failed send or a failed commit
    (step 4) since the last reset fails it.
-3. ``checkpoint(seq)``: flush (bounded); every send must be acknowledged without error; the
-   transaction stays open. Its ``PreparedTxn`` (id, producer id and epoch, each partition with
+3. ``checkpoint(seq)``: flush (bounded); every send must be acknowledged without error (the
+   producer's ``outcome``: an unanswered or failed send fails the checkpoint); the transaction
+   stays open. Its ``PreparedTxn`` (id, producer id and epoch, each partition with
    its first offset) is recorded for ``seq`` and returned by :meth:`KafkaSink.transactions`
    with both ids as ``fence``; an interval without records prepares nothing. The checkpoint
    data holds the same ``Transactions``, versioned JSON.
@@ -65,11 +66,16 @@ from typing import Any
 
 import attrs
 
-from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
+from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
+from cr_consumer.kafka.kafka_python.producer import (
+    SendOutcome,
+    TransactionalProducer,
+    TransactionEndError,
+    producer_config,
+)
 from cr_consumer.kafka.kafka_python.transactions import resolve
 from cr_consumer.kafka.property_rules import check_producer_properties, int_property
 from cr_consumer.runtime import fault_points
@@ -154,28 +160,10 @@ def _headers(headers: Any, record: Any) -> list[tuple[str, bytes | None]]:
 
 @attrs.define
 class _Open:
-    """The open interval's transaction (step 1): written by the process thread, its counts and
-    first offsets by the producer's sender thread (one writer each)."""
+    """The open interval's transaction (step 1), under the sink's lock."""
 
     index: int
     producer: TransactionalProducer
-    sent: int = 0
-    acked: int = 0
-    first: dict[tuple[str, int], int] = attrs.field(factory=dict)
-    error: BaseException | None = None
-
-    def on_ack(self, topic: str, partition: int, offset: int) -> None:
-        key = (topic, partition)
-        if offset < self.first.get(key, offset + 1):
-            self.first[key] = offset
-        self.acked += 1
-
-    def on_error(self, exc: BaseException) -> None:
-        if self.error is None:
-            self.error = exc
-
-    def partitions(self) -> tuple[TxnPartition, ...]:
-        return tuple(TxnPartition(t, p, o) for (t, p), o in sorted(self.first.items()))
 
 
 class KafkaSink(Operator):
@@ -240,11 +228,9 @@ class KafkaSink(Operator):
         ]
         with self._lock:
             interval = self._open if self._open is not None else self._begin()
-            send = interval.producer.send
-            on_ack, on_error = interval.on_ack, interval.on_error
+            send, topic = interval.producer.send, self.topic
             for key, value, headers, partition in encoded:
-                send(self.topic, key, value, headers, partition, on_ack, on_error)
-                interval.sent += 1
+                send(topic, key, value, headers, partition)
             self.records_written += len(records)
         return []
 
@@ -284,13 +270,13 @@ class KafkaSink(Operator):
             interval, self._open = self._open, None
             prepared: tuple[PreparedTxn, ...] = ()
             if interval is not None:
-                self._flush(interval)
-                if interval.acked != interval.sent:
+                outcome = self._flush(interval)
+                if outcome.unanswered:
                     raise RuntimeError(
-                        f"Kafka sink {self.name!r}: {interval.sent - interval.acked} of {interval.sent} "
+                        f"Kafka sink {self.name!r}: {outcome.unanswered} of {outcome.sent} "
                         f"records not acknowledged after the flush; checkpoint {seq} would lose them"
                     )
-                txn = interval.producer.prepared(interval.partitions())
+                txn = interval.producer.prepared(outcome.partitions)
                 self._prepared.append((seq, interval.index, txn))
                 self._next = 1 - interval.index
                 prepared = (txn,)
@@ -321,7 +307,7 @@ class KafkaSink(Operator):
         with self._lock:
             interval, self._open = self._open, None
             try:
-                if interval is not None and interval.error is None:
+                if interval is not None and interval.producer.outcome().error is None:
                     interval.producer.abort(COMMIT_TIMEOUT_S, f"the open interval of {self.ids[interval.index]}")
             finally:
                 self._close_producers()
@@ -330,13 +316,19 @@ class KafkaSink(Operator):
     def _check(self) -> None:
         if self._broken is not None:
             raise RuntimeError(f"Kafka sink {self.name!r} failed since the last reset: {self._broken!r}")
-        if self._open is not None and self._open.error is not None:
-            raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {self._open.error!r}")
 
-    def _flush(self, interval: _Open) -> None:
-        interval.producer.flush(FLUSH_TIMEOUT_S)  # KafkaTimeoutError past the bound
-        if interval.error is not None:
-            raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {interval.error!r}")
+    def _flush(self, interval: _Open) -> SendOutcome:
+        """Flush (bounded: ``KafkaTimeoutError`` past it); a failed send since the interval
+        began fails it, checked first too: nothing of a failed interval is worth waiting for."""
+        self._check_sends(interval.producer.outcome())
+        interval.producer.flush(FLUSH_TIMEOUT_S)
+        outcome = interval.producer.outcome()
+        self._check_sends(outcome)
+        return outcome
+
+    def _check_sends(self, outcome: SendOutcome) -> None:
+        if outcome.error is not None:
+            raise RuntimeError(f"Kafka sink {self.name!r}: a send failed: {outcome.error!r}")
 
     def _commit_upto(self, seq: int) -> None:
         """Step 4 (control thread; the process thread may write the next interval meanwhile,

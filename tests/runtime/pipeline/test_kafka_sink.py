@@ -228,3 +228,21 @@ def test_two_sinks_of_one_pipeline_never_share_transactional_ids(bootstrap, sink
         Pipeline(KafkaSource(topics=["in"])).sink(out).sink(twin)
     with pytest.raises(ValueError, match="transactional id"):
         Pipeline(KafkaSource(topics=["in"]), dead_letter=twin).sink(out)
+
+
+def test_a_send_that_fails_fails_the_drain_and_the_checkpoint(bootstrap, sink_factory):
+    """The sink adds no callback per send: the failure is read from the sends' results at the
+    flush. A zombie's sends fail: another process fenced its transactional id."""
+    topic = create_topic(bootstrap, unique_name("sink"), 1)
+    sink = sink_factory(topic, kafka={"delivery.timeout.ms": 3_000, "request.timeout.ms": 1_000})
+    sink.process_batch(recs(0, 2))
+    sink.drain()  # the interval's producer exists and its sends succeeded
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-sink")
+    resolve(settings, (Resolve("member-0", 0, Transactions((), sink.ids)),))  # the successor's fence
+    sink.process_batch(recs(2, 2))
+    with pytest.raises(RuntimeError, match="a send failed"):
+        sink.drain()
+    with pytest.raises(RuntimeError, match="a send failed"):
+        sink.checkpoint(1)
+    assert sink.transactions().prepared == ()
+    assert _values(bootstrap, topic) == []
