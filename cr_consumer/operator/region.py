@@ -36,6 +36,15 @@ class TransactionalOperator(Protocol):
 
 
 @runtime_checkable
+class CompletionListener(Protocol):
+    """An operator told when a checkpoint it took part in completed (the region's RESUME): the
+    exactly-once sinks publish or commit there. Optional: other operators are not told."""
+
+    def notify_checkpoint_complete(self, seq: int) -> None:
+        """Checkpoint ``seq`` completed; the permit is released (the next interval may run)."""
+
+
+@runtime_checkable
 class StateHandler(Protocol):
     """What the region runtime calls on every operator of a region.
 

@@ -58,7 +58,7 @@ from coordinator.protocol.region.commands import (
     Retire,
 )
 from coordinator.protocol.region.transactions import Resolve, Transactions
-from cr_consumer.operator.region import RegionPermit, StateHandler, TransactionalOperator
+from cr_consumer.operator.region import CompletionListener, RegionPermit, StateHandler, TransactionalOperator
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.control import ControlChannel
 from cr_consumer.runtime.member.reset_watch import ResetPendingWatch
@@ -185,12 +185,10 @@ class CommandExecutor:
         checkpoint covers): an operator that raises is logged and the others
         still publish."""
         for op_id, op in self.operators:
-            # Optional: Pipeline.then() requires only the StateHandler methods.
-            notify = getattr(op, "notify_checkpoint_complete", None)
-            if notify is None:
+            if not isinstance(op, CompletionListener):  # optional: see CompletionListener
                 continue
             try:
-                notify(complete)
+                op.notify_checkpoint_complete(complete)
             except Exception:
                 if not keep_going:
                     raise
