@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions
+from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
 from cr_consumer.kafka.kafka_python.raw_batches import read_committed
@@ -125,3 +125,25 @@ def test_the_resolver_fences_every_id_and_so_aborts_what_was_open(bootstrap):
     assert (read.open_transactions, read.aborted_records) == ((), 2)
     for writer in (committed_writer, open_writer):
         writer.close(1)
+
+
+def test_the_producer_keeps_few_sends_waiting_and_reads_folded_ones_alike(bootstrap):
+    """``bound`` waits once more than twice the window is sent and folds the answered front:
+    the outcome (count, each partition's first offset) is that of every send."""
+    topic = create_topic(bootstrap, unique_name("bound"), 3)
+    writer = TransactionalProducer(producer_config(bootstrap, {}, unique_name("tid"), {}), max_unanswered=10)
+    try:
+        writer.begin()
+        for i in range(95):
+            writer.send(topic, None, b"r%d" % i, [], i % 3)
+            writer.bound(10)
+            assert writer.kept <= 20  # the kept futures stay bounded
+        writer.flush(10)
+        outcome = writer.outcome()
+        assert (outcome.sent, outcome.unanswered, outcome.error) == (95, 0, None)
+        writer.commit(10, "the bounded transaction")
+    finally:
+        writer.close(5)
+    reads = [read_committed(_settings(bootstrap), topic, p) for p in range(3)]
+    assert [len(r.records) for r in reads] == [32, 32, 31]
+    assert outcome.partitions == tuple(TxnPartition(topic, p, reads[p].records[0].offset) for p in range(3))

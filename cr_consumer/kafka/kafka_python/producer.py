@@ -46,6 +46,12 @@ from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
 from cr_consumer.kafka.kafka_python.raw_requests import RawRequestError
 
+#: Sends of the open transaction that may be unanswered before ``bound`` waits: kafka-python 3
+#: has no ``buffer.memory``, so without it the sink's producer would take records as fast as
+#: the pipeline makes them, its memory unbounded, and the flush inside a checkpoint's stopped
+#: flow would have to send them all. About a second of kafka-python's transactional rate.
+MAX_UNANSWERED = 20_000
+
 #: kafka-python's producer settings (keyword names).
 PRODUCER_SETTINGS: frozenset[str] = frozenset(KafkaProducer.DEFAULT_CONFIG)
 
@@ -95,15 +101,43 @@ class SendOutcome:
     partitions: tuple[TxnPartition, ...]
 
 
+def _read(sent: list[FutureRecordMetadata]) -> SendOutcome:
+    answered = sum(map(_IS_DONE, sent))
+    error = next(filter(None, map(_EXCEPTION, sent)), None)
+    if answered != len(sent) or error is not None:
+        return SendOutcome(len(sent), len(sent) - answered, error, ())
+    # Every send succeeded. An idempotent producer writes a partition's records in send order
+    # (its retries keep the order), so the first send to a partition has the partition's
+    # lowest offset: read in reverse, the dict keeps each partition's first.
+    metas = list(map(_VALUE, reversed(sent)))
+    first = dict(zip(map(_TOPIC_PARTITION, metas), map(_OFFSET, metas), strict=True))
+    return SendOutcome(len(sent), 0, None, tuple(TxnPartition(t, p, o) for (t, p), o in sorted(first.items())))
+
+
+def _combine(earlier: SendOutcome, later: SendOutcome) -> SendOutcome:
+    """Two runs of sends in send order as one: the first error, each partition's first offset."""
+    error = earlier.error or later.error
+    unanswered = earlier.unanswered + later.unanswered
+    partitions: tuple[TxnPartition, ...] = ()
+    if error is None and unanswered == 0:
+        first = {(p.topic, p.partition): p.first_offset for p in later.partitions}
+        first.update({(p.topic, p.partition): p.first_offset for p in earlier.partitions})
+        partitions = tuple(TxnPartition(t, p, o) for (t, p), o in sorted(first.items()))
+    return SendOutcome(earlier.sent + later.sent, unanswered, error, partitions)
+
+
 class TransactionalProducer:
     """Steps 2-5 on one kafka-python ``KafkaProducer``: the only object outside this package
     sees (the Kafka sink)."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], max_unanswered: int = MAX_UNANSWERED) -> None:
         """Step 2 (``max_block_ms`` bounds ``init_transactions``; a producer that fails it is closed)."""
-        # The open transaction's sends in send order (step 3), one interval's records at most;
-        # written by the sending thread, read by ``outcome`` under the caller's serialisation.
+        # The open transaction's sends in send order (step 3), at most 2 * max_unanswered after
+        # ``bound``; written by the sending thread, read by ``outcome`` under the caller's
+        # serialisation. ``_folded``: the answered sends ``bound`` took off its front.
         self._sent: list[FutureRecordMetadata] = []
+        self._folded = SendOutcome(0, 0, None, ())
+        self._max_unanswered = max_unanswered
         self._producer = KafkaProducer(**config)
         try:
             self._producer.init_transactions()
@@ -114,6 +148,7 @@ class TransactionalProducer:
     def begin(self) -> None:
         self._producer.begin_transaction()
         self._sent = []
+        self._folded = SendOutcome(0, 0, None, ())
 
     def send(
         self,
@@ -123,24 +158,35 @@ class TransactionalProducer:
         headers: list[tuple[str, bytes | None]],
         partition: int | None,
     ) -> None:
-        """One record into the open transaction; ``max_block_ms`` bounds a wait for buffer space."""
+        """One record into the open transaction (``max_block_ms`` bounds its wait for the topic's
+        metadata; ``bound`` bounds how many sends wait unanswered)."""
         self._sent.append(self._producer.send(topic, value=value, key=key, headers=headers, partition=partition))
+
+    def bound(self, timeout_s: float) -> None:
+        """Keep at most ``max_unanswered`` sends waiting: past twice that, wait (each wait
+        bounded by ``timeout_s``; a failed send raises) until every send but the last
+        ``max_unanswered`` is answered, and fold those into one summary, so that the kept
+        futures stay bounded too."""
+        sent = self._sent
+        if len(sent) <= 2 * self._max_unanswered:
+            return
+        cut = len(sent) - self._max_unanswered
+        front = sent[:cut]
+        for future in front:
+            if not future.is_done:
+                future.get(timeout=timeout_s)  # KafkaTimeoutError past it; the send's error if it failed
+        self._folded = _combine(self._folded, _read(front))
+        self._sent = sent[cut:]
+
+    @property
+    def kept(self) -> int:
+        """Sends whose futures are kept (not folded yet): at most ``2 * max_unanswered`` after ``bound``."""
+        return len(self._sent)
 
     def outcome(self) -> SendOutcome:
         """Step 3's reading of the open transaction's sends (meant after a flush: a send still
         unanswered counts in ``unanswered`` and not in ``partitions``)."""
-        sent = self._sent
-        answered = sum(map(_IS_DONE, sent))
-        error = next(filter(None, map(_EXCEPTION, sent)), None)
-        if answered != len(sent) or error is not None:
-            return SendOutcome(len(sent), len(sent) - answered, error, ())
-        # Every send succeeded. An idempotent producer writes a partition's records in send
-        # order (its retries keep the order), so the first send to a partition has the
-        # partition's lowest offset: read in reverse, the dict keeps each partition's first.
-        metas = list(map(_VALUE, reversed(sent)))
-        first = dict(zip(map(_TOPIC_PARTITION, metas), map(_OFFSET, metas), strict=True))
-        partitions = tuple(TxnPartition(t, p, o) for (t, p), o in sorted(first.items()))
-        return SendOutcome(len(sent), 0, None, partitions)
+        return _combine(self._folded, _read(self._sent))
 
     def flush(self, timeout_s: float) -> None:
         """Every send answered, within ``timeout_s`` (``KafkaTimeoutError`` past it)."""

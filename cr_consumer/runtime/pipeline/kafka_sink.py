@@ -25,7 +25,9 @@ checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n
    must not abort its predecessor's prepared transaction before the region's reset resolved
    it; the join always brings a reset first) and its transaction begun. The producer keeps
    each send's result, with no per-record callback (the process thread's per-record cost);
-   ``max.block.ms`` bounds a send that waits for buffer space.
+   ``max.block.ms`` bounds a send's wait for the topic's metadata. After each batch the
+   producer's ``bound`` waits while more than ``MAX_UNANSWERED`` sends are unanswered
+   (kafka-python 3 has no ``buffer.memory``): memory, and the flush of step 3, stay bounded.
 2. ``drain()``: flush, bounded by :data:`FLUSH_TIMEOUT_S`; a failed send or a failed commit
    (step 4) since the last reset fails it.
 3. ``checkpoint(seq)``: flush (bounded); every send must be acknowledged without error (the
@@ -109,7 +111,7 @@ PRODUCER_DEFAULTS: Mapping[str, object] = {
     # Kafka's default broker maximum (transaction.max.timeout.ms); a broker with a lower maximum
     # refuses the producer, and the user must lower this explicitly.
     "transaction.timeout.ms": 900_000,
-    # Bounds init_transactions and a send that waits for buffer space (a broker that is gone).
+    # Bounds init_transactions and a send's wait for the topic's metadata (a broker that is gone).
     "max.block.ms": 30_000,
 }
 
@@ -232,6 +234,7 @@ class KafkaSink(Operator):
             for key, value, headers, partition in encoded:
                 send(topic, key, value, headers, partition)
             self.records_written += len(records)
+            interval.producer.bound(FLUSH_TIMEOUT_S)
         return []
 
     def _begin(self) -> _Open:
