@@ -14,7 +14,7 @@ driver's session.
 2. At each progress event, the listener takes every source end offset that is
    a crkafka offset with a query id and pushes, without blocking, a
    :class:`SinkNotice` (the end, and the query's checkpoint location) to that
-   query's notice socket (:func:`notice_endpoint`: an IPC path named after the
+   query's notice socket (:func:`notice_endpoint`: an IPC socket named after the
    query id; the runner is a child process of the driver's JVM on the same
    host). No runner listening: the notice is dropped (the runner's own
    ``latestOffset`` commits the end later).
@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import weakref
@@ -107,8 +108,13 @@ class SinkNotice:
 
 
 def notice_endpoint(query: str) -> str:
-    """The IPC endpoint of query ``query``'s runner (query ids are hex: a safe file name)."""
-    return f"ipc://{os.path.join(tempfile.gettempdir(), f'crkafka-{query}.notices')}"
+    """The IPC endpoint of query ``query``'s runner (query ids are hex: a safe name). On Linux a
+    name in the abstract socket namespace (``@``): it vanishes with the runner, where a socket
+    file in the temporary directory would stay behind after a runner killed -9."""
+    name = f"crkafka-{query}.notices"
+    if sys.platform.startswith("linux"):
+        return f"ipc://@{name}"
+    return f"ipc://{os.path.join(tempfile.gettempdir(), name)}"
 
 
 class NoticeReceiver:
