@@ -15,9 +15,9 @@ Life cycle of :class:`StandaloneCluster`:
    shutdown hook stops its executors), waits ``CLUSTER_STOP_TIMEOUT_S``, then
    SIGKILLs the group, and waits until no process of any group is left.
 
-What an application's executors need is the driver's to give
-(``spark.executorEnv.PYTHONPATH``, see ``docs/spark.md``); the workers get no
-project path of their own, so a test on this cluster shows the setting works.
+The daemons run without the caller's ``PYTHONPATH``: the executors' path to the
+project is the application's to give (``spark.executorEnv.PYTHONPATH``, see
+``docs/spark.md``), as on a real cluster.
 """
 
 from __future__ import annotations
