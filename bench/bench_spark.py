@@ -21,10 +21,15 @@ Figures, all in one run on one freshly produced topic (default 1,000,000 x
    the driver (0: executors read the ranges) and the records the watermark
    probe fetched, and the driver's CPU seconds per 1M planned rows; with the
    members' steady poll as shipped (``membership.POLL_MS``) and at 10 ms (the
-   join's poll, the earlier steady one), alternately.
+   join's poll, the earlier steady one), alternately;
+4. with ``--standalone``: the librdkafka query of (2) with 1 member on
+   ``local[2]``, then the same on a Spark standalone cluster of two workers of
+   one core each (``tests/support/spark_cluster.py``: each executor its own JVM),
+   each with its baselines, in the same run (no commit figures).
 
     .venv/bin/python bench/bench_spark.py [--records 1000000] [--quick]
     .venv/bin/python bench/bench_spark.py --commit-only --commit-runs 3   # (3) alone
+    .venv/bin/python bench/bench_spark.py --standalone                    # (4) alone
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/ for support.spark_cluster
 
 from cr_consumer.testing.kafka_util import create_topic, producer, unique_name
 
@@ -185,6 +190,30 @@ def spark_rate(
     }
 
 
+def cluster_session(master: str):
+    """A session on the standalone cluster at ``master`` with ``crkafka`` registered; its
+    executors (1 core, 1 GiB each) find the project through ``spark.executorEnv.PYTHONPATH``."""
+    from pyspark.sql import SparkSession
+
+    from cr_consumer.spark.session import register
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("bench-spark-standalone")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executor.memory", "1g")
+        .config("spark.executor.cores", "1")
+        .config("spark.executorEnv.PYTHONPATH", str(ROOT))
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
 def commit_latency(
     bootstrap: str, coordinator: str, topic: str, n: int, batches: int, members: int, poll_ms: int | None = None
 ) -> dict:
@@ -273,6 +302,9 @@ def main() -> int:
     parser.add_argument("--commit-only", action="store_true", help="only the driver-side commit figures")
     parser.add_argument("--commit-runs", type=int, default=1, help="runs of the driver-side commit figures")
     parser.add_argument("--quick", action="store_true", help="200k records, fewer variants")
+    parser.add_argument(
+        "--standalone", action="store_true", help="librdkafka, 1 member: local[2], then a two-worker standalone cluster"
+    )
     args = parser.parse_args()
     if args.quick:
         args.records = 200_000
@@ -298,7 +330,32 @@ def main() -> int:
             variants = [("kafka-python", 1), ("librdkafka", 1)]
         if args.commit_only:
             variants = []
+        if args.standalone:
+            variants = [("librdkafka", 1)]
         runs = []
+
+        def measured(spark, client: str, members: int) -> dict:
+            # the baselines run right before and right after the query; their means are the references
+            before = bare_poll_loop(broker.bootstrap, topic, args.records)
+            before_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
+            rate = spark_rate(
+                spark, broker.bootstrap, coord.endpoint, topic, args.records, members, args.max_batch, workdir, client
+            )
+            after = bare_poll_loop(broker.bootstrap, topic, args.records)
+            after_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
+            base = (before + after) / 2
+            base_ck = (before_ck + after_ck) / 2
+            rate["master"] = spark.sparkContext.master
+            rate["baseline_rows_per_s"] = base
+            rate["baseline_before_after"] = [round(before), round(after)]
+            rate["confluent_rows_per_s"] = base_ck
+            rate["confluent_before_after"] = [round(before_ck), round(after_ck)]
+            rate["load_avg_1m"] = os.getloadavg()[0]
+            rate["ratio"] = rate["rows_per_s"] / base
+            rate["ratio_to_confluent"] = rate["rows_per_s"] / base_ck
+            print(json.dumps(rate), flush=True)
+            return rate
+
         spark = None
         if variants:
             from cr_consumer.spark.session import local_session
@@ -306,43 +363,26 @@ def main() -> int:
             spark = local_session("bench-spark")
         try:
             for client, members in variants:
-                # the baselines run right before and right after the query; their means are the references
-                before = bare_poll_loop(broker.bootstrap, topic, args.records)
-                before_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
-                rate = spark_rate(
-                    spark,
-                    broker.bootstrap,
-                    coord.endpoint,
-                    topic,
-                    args.records,
-                    members,
-                    args.max_batch,
-                    workdir,
-                    client,
-                )
-                after = bare_poll_loop(broker.bootstrap, topic, args.records)
-                after_ck = bare_confluent_loop(broker.bootstrap, topic, args.records)
-                base = (before + after) / 2
-                base_ck = (before_ck + after_ck) / 2
-                rate["baseline_rows_per_s"] = base
-                rate["baseline_before_after"] = [round(before), round(after)]
-                rate["confluent_rows_per_s"] = base_ck
-                rate["confluent_before_after"] = [round(before_ck), round(after_ck)]
-                rate["load_avg_1m"] = os.getloadavg()[0]
-                rate["ratio"] = rate["rows_per_s"] / base
-                rate["ratio_to_confluent"] = rate["rows_per_s"] / base_ck
-                runs.append(rate)
-                print(json.dumps(rate), flush=True)
+                runs.append(measured(spark, client, members))
         finally:
             if spark is not None:
                 spark.stop()
+        if args.standalone:
+            from support.spark_cluster import StandaloneCluster
+
+            with StandaloneCluster(workdir / "cluster", workers=2, cores=1, memory="1g") as cluster:
+                spark = cluster_session(cluster.master_url)
+                try:
+                    runs.append(measured(spark, "librdkafka", 1))
+                finally:
+                    spark.stop()
         results["spark"] = runs
         # the members' steady poll as shipped, and the earlier 10 ms (the same poll as the join), alternately
         results["commit"] = [
             commit_latency(
                 broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2, poll_ms
             )
-            for _ in range(args.commit_runs)
+            for _ in range(0 if args.standalone else args.commit_runs)
             for poll_ms in (None, 10)
         ]
         for figures in results["commit"]:

@@ -20,6 +20,16 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and two workers of one core on loopback (``support/spark_cluster.py``),
+    for the tests of one module; every process of it ends with the module, whatever its tests did."""
+    from support.spark_cluster import StandaloneCluster
+
+    with StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1) as cluster:
+        yield cluster
+
+
 @pytest.fixture
 def coordinator(tmp_path):
     """A real coordinator process on a free loopback port."""
