@@ -39,7 +39,8 @@ def _wait(cond, timeout_s, what, *queries):
 
 
 def _stop_in_flight(query: SparkLikeQuery) -> None:
-    assert query.in_flight.wait(60), f"{query.name} planned no batch"
+    query.hold_sink()
+    assert query.held.wait(60), f"{query.name} planned no batch"
     query.close()
     assert query.log[2] is False, f"{query.name}'s last batch was not in flight at its stop"
 

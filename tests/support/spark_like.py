@@ -17,6 +17,8 @@ from cr_consumer.spark.sink_notices import SinkNotice
 
 #: The sink's work per batch: a batch is in flight when a rebalance or a stop comes.
 SINK_S = 0.3
+#: Bound of a held sink (``hold_sink``): it waits for the stop at most this long.
+HELD_SINK_S = 60.0
 
 
 class SparkLikeQuery:
@@ -35,6 +37,8 @@ class SparkLikeQuery:
         self.log = log or (SourceOffset.initial(), SourceOffset.initial(), True)
         self.stop = threading.Event()
         self.in_flight = threading.Event()  # set while a batch is read or sunk
+        self._hold = threading.Event()  # the next sink waits for the stop (``hold_sink``)
+        self.held = threading.Event()  # set once a batch's sink waits for the stop
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name=name)
 
@@ -50,7 +54,9 @@ class SparkLikeQuery:
             for rng in self.planner.ranges(start, end):
                 for batch in read_range(self.options, rng):
                     rows.update(zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist()))
-            if self.stop.wait(SINK_S):
+            if self._hold.is_set():
+                self.held.set()
+            if self.stop.wait(HELD_SINK_S if self._hold.is_set() else SINK_S):
                 return False
             self.output.update(rows)  # the sink's commit
             self.log = (start, end, True)  # Spark's commit log
@@ -78,10 +84,16 @@ class SparkLikeQuery:
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
+    def hold_sink(self) -> None:
+        """From the next batch on, the sink waits for the stop: ``held`` is then set, and a
+        ``close`` stops the query with that batch in flight, however late it comes."""
+        self._hold.set()
+
     def close(self) -> None:
         """Stop (a batch in flight is abandoned, as ``query.stop()`` does) and close the planner."""
         self.stop.set()
-        self.thread.join(60)
+        if self.thread.ident is not None:  # a query never started has nothing to join
+            self.thread.join(60)
         self.planner.close()
 
     def read_count(self) -> int:
