@@ -21,6 +21,16 @@ from coordinator.protocol.region.commands import (
     encode_command,
 )
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.transactions import (
+    MAX_FENCE,
+    MAX_PREPARED,
+    MAX_RESOLVE,
+    MAX_TXN_PARTITIONS,
+    PreparedTxn,
+    Resolve,
+    Transactions,
+    TxnPartition,
+)
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.machine import RegionCore
 
@@ -36,6 +46,12 @@ EVERY_KIND = [
     ResetToInitial(2, rejoin=True),
     Failed("too many resets"),
 ]
+ENTRY = Resolve(
+    "m1",
+    3,
+    Transactions((PreparedTxn("crkafka-g-m1-s-0", 7, 2, (TxnPartition("out", 1, 40),)),), ("crkafka-g-m1-s-0",)),
+)
+EVERY_KIND += [Reset(3, 4, ["m0"], [["t", 0, 5]], 3, resolve=(ENTRY,)), ResetToInitial(2, resolve=(ENTRY,))]
 
 
 def test_every_kind_is_covered():
@@ -115,3 +131,44 @@ def test_the_controller_sends_typed_commands_that_decode_to_themselves():
     assert member == "m0"
     assert command == ResetToInitial(1)
     assert decode_command(encode_command("r", command)).command == command
+
+
+def _with_resolve(resolve: object) -> dict:
+    return {"v": 1, "region": "r", "cmd": "reset_to_initial", "attempt": 1, "resolve": resolve}
+
+
+def _entry(**changes: object) -> dict:
+    return {**ENTRY.to_wire(), **changes}
+
+
+def _txn(**changes: object) -> dict:
+    return {**ENTRY.transactions.prepared[0].to_wire(), **changes}
+
+
+@pytest.mark.parametrize(
+    ("resolve", "names"),
+    [
+        ("all", "'resolve'"),
+        ([ENTRY.to_wire()] * (MAX_RESOLVE + 1), "'resolve'"),
+        (["m1"], "resolve'[0]"),
+        ([_entry(member="")], ".member"),
+        ([_entry(seq=-1)], ".seq"),
+        ([_entry(prepared=None)], ".prepared"),
+        ([_entry(prepared=[_txn()] * (MAX_PREPARED + 1))], ".prepared"),
+        ([_entry(fence=["t"] * (MAX_FENCE + 1))], ".fence"),
+        ([_entry(fence=[7])], ".fence[0]"),
+        ([_entry(prepared=[_txn(pid=-1)])], ".pid"),
+        ([_entry(prepared=[_txn(epoch=1 << 15)])], ".epoch"),
+        ([_entry(prepared=[_txn(epoch=True)])], ".epoch"),
+        ([_entry(prepared=[_txn(tid="a\nb")])], ".tid"),
+        ([_entry(prepared=[_txn(partitions=[["out", 1]])])], "partitions[0]"),
+        ([_entry(prepared=[_txn(partitions=[["out", -1, 0]])])], "partitions[0][1]"),
+        ([_entry(prepared=[_txn(partitions=[["out", 0, 0]] * (MAX_TXN_PARTITIONS + 1))])], ".partitions"),
+    ],
+)
+def test_a_reset_with_a_hostile_resolve_is_refused_whole(resolve, names):
+    """A member acts on no part of a reset whose transactions do not validate (the controller
+    then fails the round by its timeout and resets again)."""
+    with pytest.raises(Invalid) as raised:
+        decode_command(_with_resolve(resolve))
+    assert names in str(raised.value)
