@@ -214,22 +214,36 @@ def _placed(
 _Example = Callable[[str, object], None]
 
 
-def read_files(output_dir: str | os.PathLike[str]) -> Delivered:
-    """The file sink's output: every published file under ``output_dir``, line by line."""
+#: One output line decoded: the input (topic, partition, offset) it stands for; raises
+#: ValueError, KeyError, TypeError or AttributeError for a line it cannot place.
+_Place = Callable[[dict[str, Any]], tuple[str, int, int]]
+
+
+def _read_lines(directory: str | os.PathLike[str], place: _Place) -> Delivered:
+    """Every published file in ``directory``, line by line, each under the input ``place`` names."""
     out = Delivered()
-    for path in published_files(output_dir):
+    for path in published_files(directory):
         out.sources += 1
         with open(path, encoding="utf-8") as f:
             for lineno, line in enumerate(f, 1):
                 try:
                     doc = json.loads(line)
-                    topic, partition, offset = doc["topic"], int(doc["partition"]), int(doc["offset"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    topic, partition, offset = place(doc)
+                except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
                     out.malformed += 1
-                    out.example("malformed_lines", f"{path.name}:{lineno}")
+                    out.example("malformed_lines", f"{path.parent.name}/{path.name}:{lineno}: {exc}")
                     continue
                 out.add(topic, partition, offset, doc.get("value"))
     return out
+
+
+def _provenance(doc: dict[str, Any]) -> tuple[str, int, int]:
+    return doc["topic"], int(doc["partition"]), int(doc["offset"])
+
+
+def read_files(output_dir: str | os.PathLike[str]) -> Delivered:
+    """The file sink's output: every published file under ``output_dir``, line by line."""
+    return _read_lines(output_dir, _provenance)
 
 
 def _header(name: object, value: object) -> Header:
@@ -246,24 +260,14 @@ def _header(name: object, value: object) -> Header:
     raise ValueError(f"header {name!r} has a value of no known form: {value!r:.80}")
 
 
+def _dead_letter_place(doc: dict[str, Any]) -> tuple[str, int, int]:
+    return read_dead_letter(tuple(_header(name, value) for name, value in doc.get("headers") or ()))
+
+
 def read_dead_letter_files(directory: str | os.PathLike[str]) -> Delivered:
     """The file dead-letter sink's output: every published file in ``directory``, each line
     under the input its ``crkafka.source.*`` headers name (``provenance.read_dead_letter``)."""
-    out = Delivered()
-    for path in published_files(directory):
-        out.sources += 1
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                try:
-                    doc = json.loads(line)
-                    headers = tuple(_header(name, value) for name, value in doc.get("headers") or ())
-                    topic, partition, offset = read_dead_letter(headers)
-                except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
-                    out.malformed += 1
-                    out.example("malformed_lines", f"{path.parent.name}/{path.name}:{lineno}: {exc}")
-                    continue
-                out.add(topic, partition, offset, doc.get("value"))
-    return out
+    return _read_lines(directory, _dead_letter_place)
 
 
 def _check_dead_letters(manifest: Manifest, dead_letters: Delivered, example: _Example) -> tuple[int, int, int]:
