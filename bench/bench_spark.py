@@ -191,27 +191,10 @@ def spark_rate(
 
 
 def cluster_session(master: str):
-    """A session on the standalone cluster at ``master`` with ``crkafka`` registered; its
-    executors (1 core, 1 GiB each) find the project through ``spark.executorEnv.PYTHONPATH``."""
-    from pyspark.sql import SparkSession
+    """A session on the standalone cluster at ``master`` (executors of 1 core, 1 GiB)."""
+    from cr_consumer.spark.session import cluster_session as session
 
-    from cr_consumer.spark.session import register
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("bench-spark-standalone")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "1g")
-        .config("spark.executor.cores", "1")
-        .config("spark.executorEnv.PYTHONPATH", str(ROOT))
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+    return session(master, "bench-spark-standalone", str(ROOT), conf={"spark.ui.enabled": "false"})
 
 
 def commit_latency(

@@ -12,7 +12,6 @@ reads the executors' running tasks and the stages' failed tasks from it).
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -29,27 +28,15 @@ def main() -> int:
     parser.add_argument("--trigger-ms", type=int, default=200)
     args = parser.parse_args()
 
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
+    from cr_consumer.spark.session import cluster_session
 
-    from cr_consumer.spark.session import register
-
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName("crkafka-standalone")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.port", args.ui_port)
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executor.memory", "512m")
-        .config("spark.executor.cores", "1")
-        .config("spark.executorEnv.PYTHONPATH", str(ROOT))
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
+    spark = cluster_session(
+        args.master,
+        "crkafka-standalone",
+        str(ROOT),
+        executor_memory="512m",
+        conf={"spark.ui.port": args.ui_port, "spark.ui.showConsoleProgress": "false"},
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     query = (
         spark.readStream.format("crkafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
