@@ -123,12 +123,16 @@ AUTO_OFFSET_RESETS = ("earliest", "latest", "none")
 DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 
 
-def check_name(key: object, *, clients: Collection[ClientKind], reserved: Mapping[str, str]) -> None:
-    """Rules 1-4 of the module docstring for one property name."""
+def _check_dotted(key: object, example: str) -> str:
+    """Rule 1: a property is named by its standard dotted Kafka name (``example`` shows one)."""
     if not isinstance(key, str) or "_" in key:
-        raise PropertyError(
-            str(key), f"Kafka property {key!r}: use the standard dotted Kafka name (e.g. 'fetch.max.bytes')"
-        )
+        raise PropertyError(str(key), f"Kafka property {key!r}: use the standard dotted Kafka name (e.g. {example!r})")
+    return key
+
+
+def check_name(name: object, *, clients: Collection[ClientKind], reserved: Mapping[str, str]) -> None:
+    """Rules 1-4 of the module docstring for one property name."""
+    key = _check_dotted(name, "fetch.max.bytes")
     if key in reserved:
         raise PropertyError(key, f"Kafka property {key!r} cannot be set here: {reserved[key]}")
     if key in NEVER_SET:
@@ -239,11 +243,8 @@ def check_producer_properties(properties: Mapping[str, object]) -> None:
     """Rules 1, 4 and 8-10 of the module docstring for the Kafka sink's producer properties."""
     from cr_consumer.kafka.kafka_python.producer import PRODUCER_SETTINGS, producer_name  # lazily: kafka is heavy
 
-    for key, value in properties.items():
-        if not isinstance(key, str) or "_" in key:
-            raise PropertyError(
-                str(key), f"Kafka property {key!r}: use the standard dotted Kafka name (e.g. 'linger.ms')"
-            )
+    for name, value in properties.items():
+        key = _check_dotted(name, "linger.ms")
         if key in PRODUCER_NEVER_SET:
             raise PropertyError(key, f"Kafka property {key!r} cannot be set on a Kafka sink: {PRODUCER_NEVER_SET[key]}")
         if key in JVM_ONLY:
