@@ -140,7 +140,12 @@ def batch_ranges(
     """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
     A partition whose end is below its start was skipped for data loss when the
     batch was planned with ``failOnDataLoss=false`` (``skip_backwards``): it has no
-    range; otherwise such a pair of offsets is refused (ValueError)."""
+    range; otherwise such a pair of offsets is refused (ValueError). A batch whose
+    end is its start is empty: ``latestOffset`` returns its start unchanged when
+    nothing is new (Spark then runs no batch), and that start's ``from`` entries
+    belong to the batch that ended there, already read."""
+    if end == start:
+        return []
     ranges = []
     for (topic, partition), until in sorted(end.positions.items()):
         begin = end.start_of((topic, partition), start)

@@ -43,6 +43,8 @@ def test_batch_ranges_use_from_for_new_partitions():
     assert batch_ranges(start, end, None) == [OffsetRange("a", 0, 5, 12), OffsetRange("b", 0, 3, 9)]
     with pytest.raises(ValueError, match="backwards"):
         batch_ranges(SourceOffset(epoch=1, positions={("a", 0): 20}), end, None)
+    # nothing new: latestOffset returned its start, whose ``from`` entries were read by the batch ending there
+    assert batch_ranges(end, end, None) == []
     # failOnDataLoss=false: a partition skipped for data loss when planned has no range
     skipped = batch_ranges(SourceOffset(epoch=1, positions={("a", 0): 20}), end, None, skip_backwards=True)
     assert skipped == [OffsetRange("b", 0, 3, 9)]
