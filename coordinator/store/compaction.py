@@ -40,19 +40,15 @@ crashes a process at each of them.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
 from pathlib import Path
 
-import attrs
-
 from coordinator.store import records
-from coordinator.store.control_table import Snapshot, iter_snapshot
 from coordinator.store.log.segment import SegmentLog, SegmentRewrite, crash_point
-from coordinator.store.tables import RegistryEntry
+from coordinator.store.snapshot import StoreSnapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +63,6 @@ YIELD_EVERY_S = 0.001
 # close() waits this long for a cancelled compaction thread; it prevents a
 # shutdown from hanging on a stuck disk (the thread is a daemon).
 JOIN_TIMEOUT_S = 30.0
-
-
-@attrs.frozen
-class StoreSnapshot:
-    control: Snapshot
-    groups: dict[str, RegistryEntry]
-    documents: dict[str, dict[str, str]]  # namespace -> key -> JSON text
-    activity: dict[str, float]  # may name groups without state: filtered when written
-    ts: float
 
 
 class CompactionCancelled(Exception):
@@ -140,8 +127,6 @@ class Compaction:
             self._last_yield = time.perf_counter()
 
     def _write_snapshot(self, out: SegmentRewrite) -> None:
-        snap = self._snap
-
         def emit(payload: bytes, _entries: list[records.Entry], count: int) -> None:
             out.append(payload)
             self.entries_written += count
@@ -149,22 +134,7 @@ class Compaction:
             crash_point("rewrite-record")
             self._check_cancel()
 
-        batcher = records.Batcher(snap.ts, emit, max_entries=self.batch_entries)
-        for group, at in snap.activity.items():
-            if group in snap.groups or group in snap.control:
-                batcher.add_activity(group, at)
-        for group, value in snap.groups.items():
-            batcher.add(records.registry_entry(group, value.region_index))
-            for member in value.members:
-                batcher.add(records.member_entry(group, member, True))
-        for namespace, docs in snap.documents.items():
-            for key, text in docs.items():
-                batcher.add(records.document_entry(namespace, key, json.loads(text)))
-        for group, topic, partitions, offsets in iter_snapshot(snap.control, self.batch_entries):
-            self._yield()
-            batcher.add(records.control_entry(group, topic, partitions, offsets))
-        batcher.flush()
-        self.largest_record = batcher.largest
+        self.largest_record = write_snapshot(self._snap, self.batch_entries, emit, self._yield)
 
     def _catch_up(self, out: SegmentRewrite) -> None:
         for _ in range(CATCH_UP_ROUNDS):
@@ -177,13 +147,13 @@ class Compaction:
             self._check_cancel()
 
     # ---- owner thread ----------------------------------------------------------------
-    def finish(self) -> Path:
-        """Step 5; call only after `done` is set and `error` is None. Returns the old
-        segment's path, to be deleted with `delete_segment` off the owner thread."""
+    def finish(self) -> threading.Thread:
+        """Step 5; call only after `done` is set and `error` is None. Returns the thread
+        that deletes the old segment off the owner thread (`delete_segment`)."""
         assert self.done.is_set()
         assert self.error is None
         assert self._rewrite is not None
-        return self._seglog.switch_to(self._rewrite, self.copied_upto)
+        return delete_segment(self._seglog.switch_to(self._rewrite, self.copied_upto))
 
     def cancel(self) -> None:
         self._cancel.set()

@@ -48,8 +48,10 @@ import attrs
 
 from coordinator.protocol.common.backoff import Backoff
 from coordinator.store import records
-from coordinator.store.compaction import JOIN_TIMEOUT_S, Compaction, StoreSnapshot, delete_segment
-from coordinator.store.log.segment import LogFailed, SegmentLog
+from coordinator.store.compaction import JOIN_TIMEOUT_S
+from coordinator.store.durable_log import CompactionJob, DurableLog
+from coordinator.store.log.segment import LogFailed
+from coordinator.store.snapshot import take_snapshot
 from coordinator.store.tables import LogCounters, StoreTables
 
 log = logging.getLogger(__name__)
@@ -184,11 +186,11 @@ class Maintenance:
 
     #: The running compaction (None: none): written here only; the store reads it
     #: (tests wait for it). Its own thread writes only the job's fields.
-    compaction: Compaction | None
+    compaction: CompactionJob | None
 
     def __init__(
         self,
-        log: SegmentLog,
+        log: DurableLog,
         tables: StoreTables,
         counters: LogCounters,
         policy: MaintenancePolicy,
@@ -203,7 +205,7 @@ class Maintenance:
         self.compaction = None
         self._compaction_base = 0  # counters.appended_entries when the running compaction started
         self._compaction_base_records = 0
-        self._deleter: threading.Thread | None = None  # unlinks the superseded segment
+        self._deleter: threading.Thread | None = None  # a finished job's cleanup (unlinks a superseded segment)
         self._compactions = 0
         self._compaction_failures = 0
         self._expire_failures = 0
@@ -285,19 +287,11 @@ class Maintenance:
     def _start_compaction(self) -> None:
         t0 = time.perf_counter()
         tables = self._tables
-        self._log.flush()
-        snap = StoreSnapshot(  # C-level copies only: O(groups) at memcpy-like speed
-            control=tables.control.snapshot(),
-            groups=dict(tables.groups),  # values are frozen
-            documents={ns: dict(d) for ns, d in tables.docs.items()},
-            activity=dict(tables.activity),
-            ts=self._clock(),
-        )
+        snap = take_snapshot(tables, self._clock())
         try:
-            self.compaction = Compaction(self._log, snap, self._log.size, BATCH_ENTRIES)
             self._compaction_base = self._counters.appended_entries
             self._compaction_base_records = self._counters.appended_records
-            self.compaction.start()
+            self.compaction = self._log.start_compaction(snap, BATCH_ENTRIES)
         except BaseException:
             self.compaction = None
             tables.control.release_snapshot()
@@ -333,14 +327,14 @@ class Maintenance:
         t0 = time.perf_counter()
         before = self._log.size
         try:
-            old_segment = job.finish()
+            cleanup = job.finish()
         except LogFailed:
             raise  # fatal: the log refuses writes from now on
-        except OSError as exc:  # before the rename: the old segment stays in use
-            self._note_compaction_failure(exc, "switching to the compacted segment failed")
+        except OSError as exc:  # nothing switched: the old start of replay stays in use
+            self._note_compaction_failure(exc, "switching to the compacted log failed")
             return False
         self.join_deleter()
-        self._deleter = delete_segment(old_segment)
+        self._deleter = cleanup
         counters = self._counters
         counters.entries = job.entries_written + (counters.appended_entries - self._compaction_base)
         counters.records = job.records_written + (counters.appended_records - self._compaction_base_records)
@@ -363,7 +357,8 @@ class Maintenance:
         return True
 
     def join_deleter(self) -> None:
-        """Wait (bounded by JOIN_TIMEOUT_S) for the deletion of a superseded segment."""
+        """Wait (bounded by JOIN_TIMEOUT_S) for a finished job's cleanup (the deletion of a
+        superseded segment)."""
         if self._deleter is not None:
             self._deleter.join(JOIN_TIMEOUT_S)
             if self._deleter.is_alive():

@@ -41,8 +41,8 @@ from collections.abc import Callable
 import attrs
 
 from coordinator.store import records
+from coordinator.store.durable_log import DurableLog
 from coordinator.store.log.frame import LogError
-from coordinator.store.log.segment import SegmentLog
 from coordinator.store.tables import RegistryEntry, StoreTables
 
 __all__ = ["LoadReport", "RegistryEntry", "Replay"]
@@ -66,7 +66,7 @@ class Replay:
     no one else until `run()` returns, and `run()` is called at most once."""
 
     def __init__(
-        self, log: SegmentLog, tables: StoreTables, *, clock: Callable[[], float], truncate_corrupt: bool
+        self, log: DurableLog, tables: StoreTables, *, clock: Callable[[], float], truncate_corrupt: bool
     ) -> None:
         self._log = log
         self._tables = tables
@@ -91,7 +91,7 @@ class Replay:
         log.info(
             "loaded %s: %d records, %d entries, %d bytes in %.3f s (%d control variables, %d groups, "
             "%d truncated bytes)",
-            recovery.path,
+            self._log.where,
             report.records,
             report.entries,
             report.bytes,
@@ -114,4 +114,4 @@ class Replay:
         except (ValueError, TypeError) as exc:
             # Not a torn write (the CRC matched and the shape is valid): refuse to
             # truncate acknowledged data because of what may be a bug here.
-            raise LogError(f"record at byte {offset} of {self._log.path} cannot be applied: {exc}") from exc
+            raise LogError(f"record at {offset} of {self._log.where} cannot be applied: {exc}") from exc

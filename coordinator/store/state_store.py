@@ -1,7 +1,8 @@
 """The coordinator's durable state: an in-memory table over an append-only log.
 
 This follows Kafka's offsets topic: every write is
-appended to a keyed log (`coordinator.store.log.segment`, payloads in
+appended to a keyed log (`coordinator.store.durable_log.DurableLog`: a segment file,
+`coordinator.store.file_log`, or a Kafka topic, `coordinator.store.kafka`; payloads in
 `coordinator.store.records`), an in-memory table serves every read, the log is
 replayed on start-up, deletes are tombstones, idle groups' control variables
 expire, and the log is compacted when it is mostly dead entries
@@ -61,7 +62,8 @@ from typing import Any
 from coordinator.protocol.common.partitions import partition_label
 from coordinator.store import records
 from coordinator.store.control_table import ABSENT, MAX_OFFSET
-from coordinator.store.log.segment import SegmentLog
+from coordinator.store.durable_log import DurableLog
+from coordinator.store.file_log import FileLog
 from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
 from coordinator.store.replay import LoadReport, Replay
 from coordinator.store.tables import LogCounters, StoreTables
@@ -117,6 +119,7 @@ class StateStore:
         compact_min_bytes: int = 1 << 20,
         clock: Callable[[], float] = time.time,
         truncate_corrupt: bool = False,
+        log: DurableLog | None = None,
     ) -> None:
         if not retention_s > 0:
             raise ValueError(f"retention_s must be > 0 seconds, got {retention_s!r}")
@@ -131,7 +134,9 @@ class StateStore:
         self._clock = clock
         # The operator's explicit choice to cut a corrupt log at load (see log.recovery).
         self.truncate_corrupt = truncate_corrupt
-        self._log = SegmentLog(self.state_dir)
+        # The durable log: the segment file in `state_dir` unless another is given (the
+        # Kafka log, `coordinator.store.kafka`); the store sees only the DurableLog seam.
+        self._log: DurableLog = log if log is not None else FileLog(self.state_dir)
         # Written by replay (load), the writes below and retention; read by compaction.
         self._tables = StoreTables()
         # Written by the writer's appends, set at load, rebased by Maintenance after a compaction.

@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coordinator.store import records
-from coordinator.store.log.frame import MAX_PAYLOAD_BYTES, RecordTooLarge
-from coordinator.store.log.segment import SegmentLog
+from coordinator.store.durable_log import DurableLog
+from coordinator.store.log.frame import RecordTooLarge
 from coordinator.store.tables import LogCounters, StoreTables
 
 
@@ -43,7 +43,7 @@ class RecordWriter:
     """The write path of one store (see the module docstring); one owner thread."""
 
     def __init__(
-        self, log: SegmentLog, tables: StoreTables, counters: LogCounters, *, clock: Callable[[], float]
+        self, log: DurableLog, tables: StoreTables, counters: LogCounters, *, clock: Callable[[], float]
     ) -> None:
         self._log = log
         self._tables = tables
@@ -63,9 +63,9 @@ class RecordWriter:
         separate_activity = len(payload) > records.BATCH_BYTES and bool(act)
         if separate_activity:
             payload = records.assemble(ts, parts)
-        if len(payload) > MAX_PAYLOAD_BYTES:
+        if len(payload) > self._log.max_payload_bytes:
             raise RecordTooLarge(
-                f"request too large for one log record ({len(payload)} bytes > {MAX_PAYLOAD_BYTES}); "
+                f"request too large for one log record ({len(payload)} bytes > {self._log.max_payload_bytes}); "
                 "split it into smaller requests"
             )
         if separate_activity:

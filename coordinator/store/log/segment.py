@@ -169,6 +169,14 @@ class SegmentLog:
             self._lock_fd = None
 
     # ---- writing -----------------------------------------------------------------
+    #: Largest payload `append` accepts (the frame limit).
+    max_payload_bytes = MAX_PAYLOAD_BYTES
+
+    @property
+    def where(self) -> str:
+        """The active segment's path, for messages."""
+        return str(self.path)
+
     @property
     def size(self) -> int:
         """Logical size: bytes in the file plus bytes appended but not yet written."""
