@@ -137,6 +137,28 @@ def _frame_at(view: memoryview, pos: int) -> int | None:
     return length
 
 
+def unframe(buf: bytes | memoryview) -> tuple[int, memoryview]:
+    """(version, payload) of a buffer that holds exactly one record, by rule 1 and the
+    frame limit (a log that stores one record per message, the Kafka log, uses it).
+    Raises ValueError naming the problem: short header, zero length, a length that
+    does not match the buffer, a body over MAX_RECORD_BYTES, a CRC mismatch. The
+    caller decides what a version other than FORMAT_VERSION means."""
+    view = memoryview(buf)
+    if len(view) < HEADER_SIZE + 1:
+        raise ValueError(f"short record ({len(view)} bytes, a record has at least {HEADER_SIZE + 1})")
+    length, want = HEADER.unpack_from(view, 0)
+    if length < 1:
+        raise ValueError("zero length")
+    if length != len(view) - HEADER_SIZE:
+        raise ValueError(f"length field {length} does not match the {len(view) - HEADER_SIZE} bytes after the header")
+    if length > MAX_RECORD_BYTES:
+        raise ValueError(f"a record of {length} bytes, over the {MAX_RECORD_BYTES}-byte frame limit")
+    body = view[HEADER_SIZE:]
+    if crc32c.crc32c(body) != want:
+        raise ValueError("CRC mismatch")
+    return body[0], body[1:]
+
+
 def find_valid_frame(view: memoryview, after: int) -> int | None:
     """Offset of the first good record starting after byte `after` (rule 4), or None."""
     for m in _FRAME_START.finditer(view, after + 1 + HEADER_SIZE):
