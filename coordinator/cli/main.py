@@ -1,6 +1,8 @@
 """``cr-coordinator``: run the coordinator process in the foreground (or make CURVE keys).
 
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
+                   [--state file|kafka --kafka-bootstrap HOST:PORT --log-topic NAME
+                    [--log-replication-factor 3] [--log-min-insync-replicas 2] [--log-write-timeout 10s]]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
                    [--max-connections N] [--handshake-timeout 10s]
@@ -19,7 +21,9 @@ Start-up, in order:
    this user, not writable by others: ``security.prepare_state_dir``), then
    locked (``coordinator.store.log.recovery.hold_state_dir``): a second coordinator on the same
    directory fails here, before it binds or prints ``ready``. The state store
-   is opened on it.
+   is opened on its log: the segment file in the directory (``--state file``,
+   the default), or the Kafka topic ``--log-topic`` (``--state kafka``,
+   ``coordinator.store.kafka``; the directory then holds only the lock).
 3. With CURVE, the ZAP authenticator thread starts before the socket binds.
 4. The soft file descriptor limit is raised to the hard one; the server binds
    with its connection limits (``coordinator.server.connections``) and starts its loop; the store's log is replayed in the
@@ -70,6 +74,12 @@ from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
+from coordinator.store.kafka.settings import (
+    DEFAULT_MIN_INSYNC_REPLICAS,
+    DEFAULT_REPLICATION_FACTOR,
+    DEFAULT_WRITE_TIMEOUT_S,
+    KafkaLogSettings,
+)
 from coordinator.store.log.frame import LogError
 
 log = logging.getLogger(__name__)
@@ -150,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_connection_arguments(p)
     _add_limit_flags(p)
+    _add_state_flags(p)
     p.add_argument(
         "--truncate-corrupt",
         action="store_true",
@@ -158,6 +169,76 @@ def build_parser() -> argparse.ArgumentParser:
         "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
     )
     return p
+
+
+def _add_state_flags(p: argparse.ArgumentParser) -> None:
+    """Where the durable log lives (docs/durable-state.md)."""
+    g = p.add_argument_group("durable state", "where the coordinator's durable log lives (docs/durable-state.md)")
+    g.add_argument(
+        "--state",
+        default="file",
+        choices=("file", "kafka"),
+        help="file (default): a segment file in --state-dir; kafka: a one-partition topic (--kafka-bootstrap, "
+        "--log-topic), so a coordinator started on an empty --state-dir restores the state",
+    )
+    g.add_argument("--kafka-bootstrap", default=None, metavar="HOST:PORT[,...]", help="the cluster of --state kafka")
+    g.add_argument(
+        "--log-topic",
+        default=None,
+        metavar="NAME",
+        help="the log topic of --state kafka (created if missing, with NAME.snapshots for snapshots)",
+    )
+    g.add_argument(
+        "--log-replication-factor",
+        type=bounded_int(1, 32),
+        default=DEFAULT_REPLICATION_FACTOR,
+        metavar="N",
+        help=f"replication factor of the topics the coordinator creates (default {DEFAULT_REPLICATION_FACTOR})",
+    )
+    g.add_argument(
+        "--log-min-insync-replicas",
+        type=bounded_int(1, 32),
+        default=DEFAULT_MIN_INSYNC_REPLICAS,
+        metavar="N",
+        help=f"min.insync.replicas of the topics the coordinator creates (default {DEFAULT_MIN_INSYNC_REPLICAS}): "
+        "an acknowledged write is on at least this many replicas",
+    )
+    g.add_argument(
+        "--log-write-timeout",
+        type=duration,
+        default=DEFAULT_WRITE_TIMEOUT_S,
+        metavar="DURATION",
+        help=f"longest wait for one group commit's acknowledgements; past it the coordinator stops "
+        f"(default {DEFAULT_WRITE_TIMEOUT_S:g}s)",
+    )
+
+
+def _check_state(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``--state kafka`` needs its cluster and topic, and the Kafka flags need it."""
+    args.kafka_settings = None
+    if args.state == "file":
+        given = [
+            flag
+            for flag, value in (("--kafka-bootstrap", args.kafka_bootstrap), ("--log-topic", args.log_topic))
+            if value is not None
+        ]
+        if given:
+            parser.error(f"{' and '.join(given)} need --state kafka")
+        return
+    if args.kafka_bootstrap is None or args.log_topic is None:
+        parser.error("--state kafka needs --kafka-bootstrap and --log-topic")
+    if args.truncate_corrupt:
+        parser.error("--truncate-corrupt cuts a damaged segment file; it does not apply to --state kafka")
+    try:
+        args.kafka_settings = KafkaLogSettings(
+            args.kafka_bootstrap,
+            args.log_topic,
+            replication_factor=args.log_replication_factor,
+            min_insync_replicas=args.log_min_insync_replicas,
+            write_timeout_s=args.log_write_timeout,
+        )
+    except ValueError as exc:
+        parser.error(f"--state kafka: {exc}")
 
 
 def add_connection_arguments(p: argparse.ArgumentParser) -> None:
@@ -265,6 +346,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     state = Path(args.state_dir)
     if state.exists() and not state.is_dir():
         parser.error(f"--state-dir {state} exists and is not a directory")
+    _check_state(args, parser)
 
 
 def _check_http(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -299,6 +381,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _serve_locked(args: argparse.Namespace) -> int:
+    from coordinator.store.kafka.kafka_log import KafkaLog
     from coordinator.store.state_store import StateStore
 
     ctx = zmq.Context()
@@ -310,7 +393,10 @@ def _serve_locked(args: argparse.Namespace) -> int:
         curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
         auth = security.CurveAuthenticator(ctx, allowed)
         auth.start()
-    store = StateStore(Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt)
+    log_backend = KafkaLog(args.kafka_settings) if args.kafka_settings is not None else None
+    store = StateStore(
+        Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt, log=log_backend
+    )
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(
         store,

@@ -27,6 +27,7 @@ def log_producer(settings: KafkaLogSettings, *, timeout_s: float) -> KafkaProduc
         linger_ms=0,
         max_request_size=TOPIC_MAX_MESSAGE_BYTES,
         request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=settings.call_timeout_ms,
         delivery_timeout_ms=timeout_ms,
         max_block_ms=settings.call_timeout_ms,
     )

@@ -55,6 +55,7 @@ def _consumer(settings: KafkaLogSettings, group: str | None) -> KafkaConsumer:
         max_partition_fetch_bytes=FETCH_PARTITION_BYTES,
         fetch_max_bytes=FETCH_PARTITION_BYTES,
         request_timeout_ms=settings.call_timeout_ms,
+        bootstrap_timeout_ms=settings.call_timeout_ms,
         check_crcs=True,
     )
 

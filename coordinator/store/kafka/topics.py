@@ -48,6 +48,7 @@ def ensure_topics(settings: KafkaLogSettings) -> None:
         bootstrap_servers=settings.bootstrap.split(","),
         client_id="cr-coordinator-log",
         request_timeout_ms=settings.call_timeout_ms,
+        bootstrap_timeout_ms=settings.call_timeout_ms,
     )
     try:
         names = (settings.topic, settings.snapshot_topic)

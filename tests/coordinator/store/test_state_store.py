@@ -15,6 +15,8 @@ import pytest
 
 from coordinator.store import compaction, maintenance
 from coordinator.store.control_table import ControlTable, iter_snapshot
+from coordinator.store.kafka.kafka_log import KafkaLog
+from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.state_store import RegionIndexMismatch, StateStore
 
 from support.paths import REPO
@@ -26,6 +28,19 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@pytest.fixture(params=["file", "kafka"])
+def store_log(request):
+    """The durable log of one test's stores: a factory called for every (re)open. The
+    file log in the test's directory (None: the store's default), or the Kafka log on
+    a fresh topic of the test broker with the defaults a user gets; the contract
+    tests below run against both."""
+    if request.param == "file":
+        return lambda: None
+    bootstrap = request.getfixturevalue("bootstrap")
+    settings = KafkaLogSettings(bootstrap, request.getfixturevalue("names").topic("log"))
+    return lambda: KafkaLog(settings)
 
 
 def _open(path, **kw) -> StateStore:
@@ -47,8 +62,8 @@ def _reopen(store: StateStore, **kw) -> StateStore:
     return reopened
 
 
-def test_every_kind_of_state_is_replayed_after_close(tmp_path):
-    store = _open(tmp_path)
+def test_every_kind_of_state_is_replayed_after_close(tmp_path, store_log):
+    store = _open(tmp_path, log=store_log())
     store.put_initial_offsets("g1", {("a", 0): 10, ("a", 2): 12, ("b", 1): 21})
     store.put_initial_offsets("g2", {("a", 0): 5})
     assert store.register_member("g1", 3, "op-b") == ["op-b"]
@@ -57,7 +72,7 @@ def test_every_kind_of_state_is_replayed_after_close(tmp_path):
     store.put_document("region", "gone", {"x": 1})
     store.put_document("region", "gone", None)
     store.sync()
-    store = _reopen(store)
+    store = _reopen(store, log=store_log())
     assert store.get_initial_offsets("g1") == {("a", 0): 10, ("a", 2): 12, ("b", 1): 21}
     assert store.get_initial_offsets("g2") == {("a", 0): 5}
     assert store.group_count("g1") == 3
@@ -77,8 +92,8 @@ def test_every_kind_of_state_is_replayed_after_close(tmp_path):
     store.close()
 
 
-def test_first_writer_wins_and_survives_restart(tmp_path):
-    store = _open(tmp_path)
+def test_first_writer_wins_and_survives_restart(tmp_path, store_log):
+    store = _open(tmp_path, log=store_log())
     assert store.put_initial_offsets("g", {("t", 0): 1, ("t", 1): 2}) == {("t", 0): 1, ("t", 1): 2}
     size = store.stats()["log_bytes"]
     # an existing value wins; nothing new -> no record
@@ -87,20 +102,20 @@ def test_first_writer_wins_and_survives_restart(tmp_path):
     assert store.put_initial_offsets("empty", {}) == {}
     assert store.groups() == ["g"]
     assert store.put_initial_offsets("g", {("t", 0): 99, ("t", 5): 50}) == {("t", 0): 1, ("t", 5): 50}
-    store = _reopen(store)
+    store = _reopen(store, log=store_log())
     assert store.put_initial_offsets("g", {("t", 1): 77}) == {("t", 1): 2}
     assert store.get_initial_offsets("g") == {("t", 0): 1, ("t", 1): 2, ("t", 5): 50}
     store.close()
 
 
-def test_put_if_absent_agrees_with_a_dict_model_across_dense_sparse_and_interleaved_topics(tmp_path):
+def test_put_if_absent_agrees_with_a_dict_model_across_dense_sparse_and_interleaved_topics(tmp_path, store_log):
     """Requests interleave topics, repeat them, and mix stored, new, dense and sparse
     partitions; every reply lists every requested key in request order with the value
     the model holds, and the store ends with the model's entries."""
     import random
 
     rng = random.Random(11)
-    store, model = _open(tmp_path), {}
+    store, model = _open(tmp_path, log=store_log()), {}
     for _ in range(300):
         group = rng.choice(["g", "h"])
         request = {}
@@ -116,13 +131,13 @@ def test_put_if_absent_agrees_with_a_dict_model_across_dense_sparse_and_interlea
         want = {(t, p): o for (g, t, p), o in model.items() if g == group}
         assert store.get_initial_offsets(group) == want
         assert store.group_count(group) == len(want)
-    store = _reopen(store)
+    store = _reopen(store, log=store_log())
     assert store.get_initial_offsets("g") == {(t, p): o for (g, t, p), o in model.items() if g == "g"}
     store.close()
 
 
-def test_bad_input_is_rejected_and_changes_nothing(tmp_path):
-    store = _open(tmp_path)
+def test_bad_input_is_rejected_and_changes_nothing(tmp_path, store_log):
+    store = _open(tmp_path, log=store_log())
     store.put_initial_offsets("g", {("t", 0): 1})
     size = store.stats()["log_bytes"]
     for bad, message in [
@@ -146,8 +161,8 @@ def test_bad_input_is_rejected_and_changes_nothing(tmp_path):
     store.close()
 
 
-def test_region_index_mismatch_idempotent_register_and_unregister(tmp_path):
-    store = _open(tmp_path)
+def test_region_index_mismatch_idempotent_register_and_unregister(tmp_path, store_log):
+    store = _open(tmp_path, log=store_log())
     store.register_member("g", 1, "a")
     size = store.stats()["log_bytes"]
     assert store.register_member("g", 1, "a") == ["a"]  # idempotent, no record
@@ -160,7 +175,7 @@ def test_region_index_mismatch_idempotent_register_and_unregister(tmp_path):
     assert store.unregister_member("g", "a") == ["b"]
     assert store.unregister_member("g", "a") == ["b"]
     assert store.unregister_member("nope", "a") == []
-    store = _reopen(store)
+    store = _reopen(store, log=store_log())
     assert store.members("g") == ["b"]
     assert store.region_index("g") == 1
     with pytest.raises(RegionIndexMismatch):  # the index is durable
@@ -178,10 +193,10 @@ def test_not_loaded_and_bad_config_fail_clearly(tmp_path):
         StateStore(tmp_path, retention_s=0)
 
 
-def test_retention_expires_exactly_the_idle_groups(tmp_path):
+def test_retention_expires_exactly_the_idle_groups(tmp_path, store_log):
     clock = Clock()
     day = 86400.0
-    store = _open(tmp_path, retention_s=7 * day, clock=clock)
+    store = _open(tmp_path, log=store_log(), retention_s=7 * day, clock=clock)
     store.put_initial_offsets("idle", {("t", 0): 1, ("t", 1): 2, ("u", 0): 3})
     store.put_initial_offsets("touched", {("t", 0): 1})
     store.put_initial_offsets("written", {("t", 0): 1})
@@ -195,7 +210,7 @@ def test_retention_expires_exactly_the_idle_groups(tmp_path):
     store.put_initial_offsets("written", {("t", 1): 2})
     store.sync()
     # restart: activity times come back from the log
-    store = _reopen(store, retention_s=7 * day, clock=clock)
+    store = _reopen(store, log=store_log(), retention_s=7 * day, clock=clock)
     clock.now += 3 * day  # idle groups: 8 days; touched/written: 3 days
     assert store.expire() == 3 + 1
     assert store.get_initial_offsets("idle") == {}
@@ -206,7 +221,7 @@ def test_retention_expires_exactly_the_idle_groups(tmp_path):
     assert store.get_initial_offsets("written") == {("t", 0): 1, ("t", 1): 2}
     assert store.expire() == 0
     store.sync()
-    store = _reopen(store, retention_s=7 * day, clock=clock)
+    store = _reopen(store, log=store_log(), retention_s=7 * day, clock=clock)
     assert store.groups() == ["idle-registered", "touched", "written"]
     assert store.stats()["control_variables"] == 3
     assert store.expire() == 0
@@ -233,9 +248,11 @@ def test_a_big_group_expires_across_several_records(tmp_path):
     store.close()
 
 
-def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
+def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path, store_log):
     clock = Clock()
-    store = _open(tmp_path, clock=clock, retention_s=100, compact_min_bytes=1000, compact_dead_ratio=0.5)
+    store = _open(
+        tmp_path, log=store_log(), clock=clock, retention_s=100, compact_min_bytes=1000, compact_dead_ratio=0.5
+    )
     live = {}
     for g in range(20):
         offsets = {("t", p): g * 1000 + p for p in range(50)}
@@ -265,7 +282,7 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
     assert after["dead_entries"] == 0
     assert after["log_bytes"] < before["log_bytes"] / 3
     assert after["compaction_max_pause_ms"] < 1000
-    store = _reopen(store, clock=clock, retention_s=100)
+    store = _reopen(store, log=store_log(), clock=clock, retention_s=100)
     assert store.groups() == sorted(live)
     for g, offsets in live.items():
         assert store.get_initial_offsets(g) == offsets
@@ -275,9 +292,9 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path):
     store.close()
 
 
-def test_many_small_records_are_rebatched_by_compaction(tmp_path, monkeypatch):
+def test_many_small_records_are_rebatched_by_compaction(tmp_path, store_log, monkeypatch):
     monkeypatch.setattr(maintenance, "REBATCH_RECORDS", 200)
-    store = _open(tmp_path, compact_min_bytes=0)
+    store = _open(tmp_path, log=store_log(), compact_min_bytes=0)
     for i in range(200):
         store.put_initial_offsets("g", {("t", i): i})
     assert not store.maybe_compact()  # nothing dead and not yet too many records
@@ -288,7 +305,7 @@ def test_many_small_records_are_rebatched_by_compaction(tmp_path, monkeypatch):
     while not store.maybe_compact():
         assert time.monotonic() < deadline
     assert store.stats()["log_records"] <= 2  # one activity record, one batched record
-    store = _reopen(store)
+    store = _reopen(store, log=store_log())
     assert store.get_initial_offsets("g") == {("t", i): i for i in range(201)}
     assert store.stats()["log_records"] <= 2
     store.close()
