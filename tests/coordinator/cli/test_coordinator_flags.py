@@ -43,3 +43,38 @@ def test_limit_flags_are_bounded(tmp_path, capsys, flag):
 def _limit_values(args) -> list[int]:
     limits = limits_from_args(args)
     return [limits.max_groups, limits.max_pending_merge_bytes, limits.max_members_per_group]
+
+
+_KAFKA = ("--state", "kafka", "--kafka-bootstrap", "127.0.0.1:9092", "--log-topic", "coord-log")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--state", "kafka"), "--state kafka needs --kafka-bootstrap and --log-topic"),
+        (("--log-topic", "coord-log"), "--log-topic need --state kafka"),
+        (("--kafka-bootstrap", "h:1"), "--kafka-bootstrap need --state kafka"),
+        ((*_KAFKA, "--truncate-corrupt"), "does not apply to --state kafka"),
+        (("--state", "kafka", "--kafka-bootstrap", "nohost", "--log-topic", "t"), "HOST:PORT"),
+        (("--state", "kafka", "--kafka-bootstrap", "h:1", "--log-topic", "a/b"), "log topic"),
+        ((*_KAFKA, "--log-replication-factor", "1"), "min_insync_replicas 2 exceeds replication_factor 1"),
+        ((*_KAFKA, "--log-min-insync-replicas", "0"), "--log-min-insync-replicas"),
+    ],
+)
+def test_kafka_state_flags_are_checked_together(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exc:
+        _parse(tmp_path, *flags)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
+
+
+def test_kafka_state_flags_build_the_log_settings_with_production_defaults(tmp_path):
+    settings = _parse(tmp_path, *_KAFKA).kafka_settings
+    assert (settings.bootstrap, settings.topic, settings.replication_factor, settings.min_insync_replicas) == (
+        "127.0.0.1:9092",
+        "coord-log",
+        3,
+        2,
+    )
+    assert _parse(tmp_path).kafka_settings is None
