@@ -41,13 +41,18 @@ coordinator per trial and tree (``--before-tree`` alternated as above):
 client threads (1: sequential), then ``--merges`` (40) merges of 8 contributors
 from 8 client threads (the wall/round figure above) and as many ping rounds
 of the same threads (its baseline). ``--extra-tree LABEL=DIR`` adds a third
-tree to the alternation. Reported per trial: entries/s, the
-coordinator's CPU per 1,000 entries, merge p50/p99 and the ping p99.
+tree to the alternation. ``--kafka-log`` adds this tree with its durable log on
+Kafka (``--state kafka``, a fresh log topic per trial, the default replication
+settings) to the alternation, on ``$KAFKA_BOOTSTRAP_SERVERS`` or an embedded
+broker: the file log and the Kafka log measured in the same run. Reported per
+trial: entries/s, the coordinator's CPU per 1,000 entries, merge p50/p99 and
+the ping p99.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -65,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 from coordinator.client import CoordinatorClient
 from coordinator.launcher import CoordinatorProcess
+from cr_consumer.testing.broker import bootstrap_or_embedded
 
 
 def pct(values: list[float], q: float) -> float:
@@ -397,21 +403,29 @@ def write_path_run(endpoint: str, pid: int | None, entries: int, batch: int, thr
     }
 
 
-def write_path(trees: dict[str, str | None], workdir: Path, args: argparse.Namespace) -> dict:
+#: The label of ``--kafka-log``'s coordinator (this tree, its log on Kafka).
+KAFKA_LABEL = "kafka-log"
+
+
+def write_path(
+    trees: dict[str, str | None], workdir: Path, args: argparse.Namespace, kafka_bootstrap: str | None = None
+) -> dict:
     """``--write-path``: every trial starts a fresh coordinator per tree (label ->
     tree directory, None: this tree), in an order reversed every other trial,
-    runs `write_path_run` against it and stops it."""
+    runs `write_path_run` against it and stops it. The label KAFKA_LABEL runs this
+    tree with its log on a fresh topic of `kafka_bootstrap`."""
     runs: dict[str, list[dict]] = {label: [] for label in trees}
     for trial in range(args.trials):
         order = list(trees.items())
         for label, tree in order if trial % 2 == 0 else reversed(order):
             state = workdir / f"write-{label}-{trial}"
             python = tree_python(Path(tree), workdir) if tree is not None else sys.executable
+            extra = args.coordinator_args.split() if tree is None else []
+            if label == KAFKA_LABEL:
+                topic = f"bench-coordinator-log-{trial}-{time.monotonic_ns()}"
+                extra += ["--state", "kafka", "--kafka-bootstrap", str(kafka_bootstrap), "--log-topic", topic]
             proc = CoordinatorProcess(
-                state / "state",
-                log_path=state / "coordinator.log",
-                python=python,
-                extra_args=args.coordinator_args.split() if tree is None else [],
+                state / "state", log_path=state / "coordinator.log", python=python, extra_args=extra
             )
             proc.start()
             try:
@@ -449,6 +463,21 @@ def write_path(trees: dict[str, str | None], workdir: Path, args: argparse.Names
         }
         out[label]["runs"] = label_runs
     return out
+
+
+def write_path_main(args: argparse.Namespace, workdir: Path) -> dict:
+    """``--write-path`` with its trees: ``--before-tree``, ``--extra-tree``, this tree, ``--kafka-log``."""
+    trees: dict[str, str | None] = {"before": args.before_tree} if args.before_tree else {}
+    for spec in args.extra_tree:
+        label, _, tree = spec.partition("=")
+        trees[label] = tree
+    trees["after" if args.before_tree else "this"] = None
+    with contextlib.ExitStack() as stack:
+        kafka_bootstrap = None
+        if args.kafka_log:
+            kafka_bootstrap, _pid = stack.enter_context(bootstrap_or_embedded(log_path=workdir / "broker.log"))
+            trees[KAFKA_LABEL] = None
+        return write_path(trees, workdir, args, kafka_bootstrap)
 
 
 def tree_python(tree: Path, work: Path) -> str:
@@ -506,6 +535,11 @@ def main() -> int:
     )
     ap.add_argument("--merges", type=int, default=40, help="--write-path: merge rounds (8 contributors)")
     ap.add_argument(
+        "--kafka-log",
+        action="store_true",
+        help="--write-path: also this tree with its log on Kafka ($KAFKA_BOOTSTRAP_SERVERS or an embedded broker)",
+    )
+    ap.add_argument(
         "--coordinator-args",
         default="",
         metavar="ARGS",
@@ -520,12 +554,7 @@ def main() -> int:
     out: dict = {}
     if args.write_path:
         try:
-            trees: dict[str, str | None] = {"before": args.before_tree} if args.before_tree else {}
-            for spec in args.extra_tree:
-                label, _, tree = spec.partition("=")
-                trees[label] = tree
-            trees["after" if args.before_tree else "this"] = None
-            out = write_path(trees, workdir, args)
+            out = write_path_main(args, workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in out.items()}, indent=2))
