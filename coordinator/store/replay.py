@@ -7,17 +7,21 @@ in `coordinator.store.state_store`, the tables in `coordinator.store.tables`.
 Protocol of `Replay.run()` (called once, by the owner thread; the server
 answers LOAD_IN_PROGRESS to every request until `load()` returns):
 
-1. Open the log (`coordinator.store.log.segment.SegmentLog.open`): take the directory lock,
-   delete leftovers of an unfinished compaction, then hand every record of the
-   newest segment, in order, to `on_record` (`coordinator.store.log.recovery`).
+1. Open the log (`coordinator.store.durable_log.DurableLog.open`), which hands
+   every record to `on_record` in order. The file log
+   (`coordinator.store.file_log`) takes the directory lock, deletes leftovers of
+   an unfinished compaction and scans the newest segment
+   (`coordinator.store.log.recovery`); the Kafka log
+   (`coordinator.store.kafka.kafka_log`) replays its newest snapshot and then
+   the log topic to its high watermark.
 2. `on_record` decodes the payload (`coordinator.store.records`) and applies its
    entries in order (`StoreTables.apply`): control variables, registry
    entries, members and documents, a `null` value being a tombstone. One record
    holds all entries of one request, so a request is replayed all or nothing.
    The live writes apply their entries with the same `apply`, so memory after
    a write equals memory after replaying it. A payload that does not decode
-   raises ValueError: recovery refuses to start (a CRC-valid record is never a
-   torn write), unless the operator asked to cut the log
+   raises ValueError: the log refuses to start (a CRC-valid record is never a
+   torn write), unless the operator asked to cut a file log
    (`truncate_corrupt`, see `coordinator.store.log.recovery`).
 3. A record that decodes but cannot be applied (for example a negative
    offset) is not a torn write: `LogError` stops start-up and nothing is
