@@ -22,9 +22,12 @@ memory never gets ahead of the log.
 Compaction (`maybe_compact`, run by the owner periodically): when dead entries
 exceed `compact_dead_ratio` of the entries in the log (and the log is at least
 `compact_min_bytes`), when too many small records accumulated (see
-REBATCH_RECORDS), or when load found records over the frame limit, start a
-background `coordinator.store.compaction.Compaction`; a later call switches to the
-new segment once the background part is done. The owner is paused only for
+REBATCH_RECORDS), or when load found records over the frame limit, start the
+log's background job (`DurableLog.start_compaction`: the file log's segment
+rewrite, `coordinator.store.compaction.Compaction`, or the Kafka log's snapshot,
+`coordinator.store.kafka.snapshots.KafkaSnapshot`); a later call finishes it
+(`CompactionJob.finish`: the switch to the new segment, or the Kafka log's new
+size) once the background part is done. The owner is paused only for
 the snapshot (dict copies) and the switch; both are measured and reported in
 `stats()["compaction_max_pause_ms"]`.
 

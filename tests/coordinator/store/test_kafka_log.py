@@ -49,8 +49,8 @@ def _open(path: Path, settings: KafkaLogSettings, **kw) -> StateStore:
     return store
 
 
-def _log_entries(settings: KafkaLogSettings, tmp_path: Path) -> list[list]:
-    """Every entry of every record on the log topic, in order (snapshots left out)."""
+def _log_entries(settings: KafkaLogSettings) -> list[list]:
+    """Every entry of every record replay reads (the newest snapshot's, then the log topic's), in order."""
     entries: list[list] = []
     log = KafkaLog(KafkaLogSettings(settings.bootstrap, settings.topic))
 
@@ -226,7 +226,7 @@ def test_a_crash_between_the_produce_and_the_answer_gives_the_resent_request_the
         assert client.put_initial_offsets(group, {("t", 0): 5}) == {("t", 0): 1000}
         client.close()
         # Applied once: one control entry of the group in the log, written by the first attempt.
-        control = [e for e in _log_entries(settings, tmp_path) if e[0] == records.CONTROL and e[1] == group]
+        control = [e for e in _log_entries(settings) if e[0] == records.CONTROL and e[1] == group]
         assert len(control) == 1
         assert dict(zip(control[0][3], control[0][4])) == {p: 1000 + p for p in range(50)}
     finally:
