@@ -15,8 +15,6 @@ import pytest
 
 from coordinator.store import compaction, maintenance
 from coordinator.store.control_table import ControlTable, iter_snapshot
-from coordinator.store.kafka.kafka_log import KafkaLog
-from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.state_store import RegionIndexMismatch, StateStore
 
 from support.paths import REPO
@@ -28,19 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture(params=["file", "kafka"])
-def store_log(request):
-    """The durable log of one test's stores: a factory called for every (re)open. The
-    file log in the test's directory (None: the store's default), or the Kafka log on
-    a fresh topic of the test broker with the defaults a user gets; the contract
-    tests below run against both."""
-    if request.param == "file":
-        return lambda: None
-    bootstrap = request.getfixturevalue("bootstrap")
-    settings = KafkaLogSettings(bootstrap, request.getfixturevalue("names").topic("log"))
-    return lambda: KafkaLog(settings)
 
 
 def _open(path, **kw) -> StateStore:

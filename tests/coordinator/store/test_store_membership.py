@@ -15,8 +15,8 @@ def _name(i: int) -> str:
     return f"operator-{i:04d}"
 
 
-def test_a_registration_appends_constant_bytes_whatever_the_group_size(tmp_path):
-    store = StateStore(tmp_path)
+def test_a_registration_appends_constant_bytes_whatever_the_group_size(tmp_path, store_log):
+    store = StateStore(tmp_path, log=store_log())
     store.load()
     per_register = []
     for i in range(MEMBERS):
@@ -32,7 +32,7 @@ def test_a_registration_appends_constant_bytes_whatever_the_group_size(tmp_path)
     store.unregister_member("big", _name(7))
     assert store.stats()["log_bytes"] - before < 150
     store.close()
-    again = StateStore(tmp_path)
+    again = StateStore(tmp_path, log=store_log())
     again.load()
     assert again.members("big") == sorted(_name(i) for i in range(MEMBERS) if i != 7)
     assert again.region_index("big") == 0
@@ -50,7 +50,7 @@ def test_a_whole_group_entry_is_an_unknown_kind(tmp_path):
         StateStore(tmp_path).load()
 
 
-def test_compaction_and_expiry_keep_membership_exact(tmp_path):
+def test_compaction_and_expiry_keep_membership_exact(tmp_path, store_log):
     class Clock:
         now = 1000.0
 
@@ -58,7 +58,7 @@ def test_compaction_and_expiry_keep_membership_exact(tmp_path):
             return self.now
 
     clock = Clock()
-    store = StateStore(tmp_path, clock=clock, retention_s=10, compact_min_bytes=0)
+    store = StateStore(tmp_path, log=store_log(), clock=clock, retention_s=10, compact_min_bytes=0)
     store.load()
     for i in range(50):
         store.register_member("g", 1, _name(i))
@@ -73,7 +73,7 @@ def test_compaction_and_expiry_keep_membership_exact(tmp_path):
     assert store.region_index("empty") is None
     assert store.region_index("g") == 1
     store.close()
-    again = StateStore(tmp_path, clock=clock, retention_s=10)
+    again = StateStore(tmp_path, log=store_log(), clock=clock, retention_s=10)
     again.load()
     assert again.members("g") == [_name(i) for i in range(1, 50, 2)]
     assert again.groups() == ["g"]

@@ -139,11 +139,11 @@ def test_a_failed_log_stays_fatal_for_maintenance(tmp_path):
     store.close()
 
 
-def test_activity_touched_before_an_expiry_survives_a_restart(tmp_path):
+def test_activity_touched_before_an_expiry_survives_a_restart(tmp_path, store_log):
     """Expiry writes records of its own; the activity of groups touched since the
     last write must still reach the log, or a restart would date them back."""
     clock = Clock()
-    store = StateStore(tmp_path, clock=clock, retention_s=100)
+    store = StateStore(tmp_path, log=store_log(), clock=clock, retention_s=100)
     store.load()
     store.put_initial_offsets("busy", {("t", 0): 1})
     store.put_initial_offsets("idle", {("t", 0): 1})
@@ -154,16 +154,16 @@ def test_activity_touched_before_an_expiry_survives_a_restart(tmp_path):
     assert store.expire() == 1  # "idle" (1000) expires, "busy" (1090) stays: cutoff 1010
     store.sync()
     store.close()  # no other write after the expiry
-    again = StateStore(tmp_path, clock=clock, retention_s=100)
+    again = StateStore(tmp_path, log=store_log(), clock=clock, retention_s=100)
     again.load()
     assert again.expire() == 0  # "busy" is dated 1090 from the log, not 1000
     assert again.get_initial_offsets("busy") == {("t", 0): 1}
     again.close()
 
 
-def test_activity_of_a_group_that_is_only_read_reaches_the_log_at_the_next_expiry(tmp_path):
+def test_activity_of_a_group_that_is_only_read_reaches_the_log_at_the_next_expiry(tmp_path, store_log):
     clock = Clock()
-    store = StateStore(tmp_path, clock=clock, retention_s=100)
+    store = StateStore(tmp_path, log=store_log(), clock=clock, retention_s=100)
     store.load()
     store.put_initial_offsets("read-only", {("t", 0): 1})
     store.sync()
@@ -173,7 +173,7 @@ def test_activity_of_a_group_that_is_only_read_reaches_the_log_at_the_next_expir
     store.sync()
     store.close()
     clock.now += 20  # 110 s after the write, 20 s after the read
-    again = StateStore(tmp_path, clock=clock, retention_s=100)
+    again = StateStore(tmp_path, log=store_log(), clock=clock, retention_s=100)
     again.load()
     assert again.expire() == 0
     assert again.get_initial_offsets("read-only") == {("t", 0): 1}
