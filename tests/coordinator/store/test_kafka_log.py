@@ -25,7 +25,9 @@ from coordinator.protocol.common.osutil import free_port
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.store import records
 from coordinator.store.kafka.kafka_log import KafkaLog
+from coordinator.store.kafka.reader import commit_pointer
 from coordinator.store.kafka.settings import MAX_PAYLOAD_BYTES, KafkaLogSettings
+from coordinator.store.kafka.snapshots import BEGIN, END, encode_mark
 from coordinator.store.log.frame import LogError, RecordTooLarge, encode_record
 from coordinator.store.log.segment import LogFailed, set_crash_point
 from coordinator.store.state_store import StateStore
@@ -295,4 +297,32 @@ def test_a_request_over_the_kafka_record_limit_is_refused_and_changes_nothing(se
     store.close()
     store = _open(tmp_path, settings)
     assert store.documents("ns") == {"small": {"v": 1}}
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ([_GOOD], "does not name a snapshot's start"),
+        ([encode_record(encode_mark(BEGIN, 0)), _GOOD], "ends before its END mark"),
+        ([encode_record(encode_mark(BEGIN, 0)), encode_record(encode_mark(END, 0, 5))], "does not close the snapshot"),
+        ([encode_record(encode_mark(BEGIN, 0)), bytes(_CRC)], "CRC mismatch"),
+    ],
+    ids=["not-a-begin", "no-end", "wrong-count", "bad-crc"],
+)
+def test_a_pointer_to_a_damaged_snapshot_is_refused_at_replay(settings, tmp_path, values, message):
+    """The pointer names only snapshots whose END was acknowledged: anything else there is
+    damage, and start-up stops instead of replaying a partial state."""
+    store = _open(tmp_path / "writer", settings)
+    store.register_member("g", 0, "op")
+    store.compact(30)
+    store.close()
+    producer = KafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
+    offsets = [producer.send(settings.snapshot_topic, value=v, partition=0).get(timeout=10).offset for v in values]
+    producer.close(timeout=10)
+    commit_pointer(settings, offsets[0])
+    store = StateStore(tmp_path / "reader", log=KafkaLog(settings))
+    with pytest.raises(LogError, match=message):
+        store.load()
+    assert not store.loaded
     store.close()
