@@ -17,8 +17,18 @@ control markers in the partition, which every broker writes:
    last stable offset (LSO) of a real broker. An open transaction therefore holds back every
    later record of the partition, committed ones of other producers included, exactly as a
    ``read_committed`` consumer of a real cluster is held.
-6. At most ``max_held`` records wait behind an open transaction; one more raises
-   ``HeldTooMany`` naming the producer and offset, rather than growing without bound.
+6. At most ``max_held`` offsets of data batches wait behind an open transaction (the batches'
+   offset ranges are counted, so a caller that feeds batches stripped of their records is
+   bounded too); one more raises ``HeldTooMany`` naming the producer and offset, rather than
+   growing without bound.
+
+The filter works batch by batch (a batch belongs to one producer and at most one transaction,
+so its records share one fate): :meth:`CommittedFilter.feed_batches` releases whole visible
+batches and :attr:`CommittedFilter.decided_to` says how far the log is decided (every offset
+below it that no released batch covers is dropped: an aborted record or a control marker);
+:meth:`CommittedFilter.feed` releases their records. The source's filter of aborted records
+(``kafka_python/aborted_records.py``) feeds batches stripped of their records and keeps only
+offsets; the committed reader (``kafka_python/raw_batches.py``) keeps the records.
 
 Pure: no I/O; ``cr_consumer.kafka.kafka_python.raw_batches`` fetches the batches.
 """
@@ -94,8 +104,13 @@ class _Txn:
 
 @attrs.define
 class _Held:
-    record: LogRecord
+    batch: LogBatch
     txn: _Txn | None
+
+
+def _span(batch: LogBatch) -> int:
+    """Offsets a data batch takes (its records, or what they were before a caller stripped them)."""
+    return batch.last_offset - batch.base_offset + 1
 
 
 @attrs.define
@@ -105,11 +120,16 @@ class CommittedFilter:
     max_held: int = DEFAULT_MAX_HELD
     _open: dict[int, _Txn] = attrs.field(factory=dict, init=False)
     _held: deque[_Held] = attrs.field(factory=deque, init=False)
+    _held_offsets: int = attrs.field(default=0, init=False)
     aborted_records: int = attrs.field(default=0, init=False)
     next_offset: int = attrs.field(default=0, init=False)
 
     def feed(self, batch: LogBatch) -> list[LogRecord]:
         """Steps 2-5 for one batch; returns the records this batch made visible, in order."""
+        return [record for released in self.feed_batches(batch) for record in released.records]
+
+    def feed_batches(self, batch: LogBatch) -> list[LogBatch]:
+        """Steps 2-5 for one batch; returns the data batches this batch made visible, in order."""
         if batch.last_offset < batch.base_offset:
             raise ValueError(f"batch at {batch.base_offset} ends before it starts ({batch.last_offset})")
         if batch.control is not None:
@@ -119,9 +139,9 @@ class CommittedFilter:
             if txn is None:
                 txn = self._open[batch.producer_id] = _Txn(batch.producer_epoch, batch.base_offset)
             txn.records += len(batch.records)
-            self._hold(batch.records, txn)
+            self._hold(batch, txn)
         else:
-            self._hold(batch.records, None)
+            self._hold(batch, None)
         self.next_offset = max(self.next_offset, batch.last_offset + 1)
         return self._release()
 
@@ -134,17 +154,25 @@ class CommittedFilter:
 
     @property
     def held(self) -> int:
-        """Records read but not released (undecided, or behind an undecided one)."""
-        return len(self._held)
+        """Offsets of data batches read but not released (undecided, or behind an undecided one)."""
+        return self._held_offsets
 
-    def _hold(self, records: tuple[LogRecord, ...], txn: _Txn | None) -> None:
-        if len(self._held) + len(records) > self.max_held and self._open:
+    @property
+    def decided_to(self) -> int:
+        """The first offset not decided yet (the last stable offset of what was fed): below it,
+        every offset is in a released batch or dropped."""
+        return self._held[0].batch.base_offset if self._held else self.next_offset
+
+    def _hold(self, batch: LogBatch, txn: _Txn | None) -> None:
+        span = _span(batch)
+        if self._held_offsets + span > self.max_held and self._open:
             first = min(self._open.items(), key=lambda item: item[1].first_offset)
             raise HeldTooMany(
                 f"more than {self.max_held} records wait behind the open transaction of producer"
                 f" {first[0]} (epoch {first[1].epoch}) from offset {first[1].first_offset}"
             )
-        self._held.extend(_Held(record, txn) for record in records)
+        self._held.append(_Held(batch, txn))
+        self._held_offsets += span
 
     def _decide(self, producer_id: int, kind: ControlKind) -> None:
         txn = self._open.pop(producer_id, None)
@@ -154,14 +182,17 @@ class CommittedFilter:
             txn.committed = True
             return
         kept = deque(held for held in self._held if held.txn is not txn)
-        self.aborted_records += len(self._held) - len(kept)
+        self.aborted_records += txn.records
+        self._held_offsets = sum(_span(held.batch) for held in kept)
         self._held = kept
 
-    def _release(self) -> list[LogRecord]:
-        out: list[LogRecord] = []
+    def _release(self) -> list[LogBatch]:
+        out: list[LogBatch] = []
         while self._held:
             txn = self._held[0].txn
             if txn is not None and not txn.committed:
                 break
-            out.append(self._held.popleft().record)
+            batch = self._held.popleft().batch
+            self._held_offsets -= _span(batch)
+            out.append(batch)
         return out

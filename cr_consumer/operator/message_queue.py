@@ -21,17 +21,25 @@ from cr_consumer.kafka.client import KafkaRecord, TopicPartition
 
 
 class Batch:
-    """Records of one partition from one poll (:class:`~cr_consumer.kafka.client.KafkaRecord`)."""
+    """Records of one partition from one poll (:class:`~cr_consumer.kafka.client.KafkaRecord`)
+    and ``end``, the partition's next offset once they are submitted: past the last record, or
+    further when the source dropped what follows it (aborted records and control markers,
+    ``kafka_python/aborted_records.py``), which may leave no record at all."""
 
-    __slots__ = ("epoch", "records", "tp")
+    __slots__ = ("end", "epoch", "records", "tp")
 
-    def __init__(self, epoch: int, tp: TopicPartition, records: list[KafkaRecord]) -> None:
+    def __init__(self, epoch: int, tp: TopicPartition, records: list[KafkaRecord], end: int | None = None) -> None:
         self.epoch = epoch
         self.tp = tp
         self.records = records
+        if end is None:
+            if not records:
+                raise ValueError(f"a batch of {tp} without records needs its end")
+            end = records[-1].offset + 1
+        self.end = end
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"Batch(epoch={self.epoch}, tp={self.tp}, n={len(self.records)})"
+        return f"Batch(epoch={self.epoch}, tp={self.tp}, n={len(self.records)}, end={self.end})"
 
 
 class BatchQueue:
