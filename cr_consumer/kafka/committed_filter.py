@@ -30,13 +30,27 @@ below it that no released batch covers is dropped: an aborted record or a contro
 (``kafka_python/aborted_records.py``) feeds batches stripped of their records and keeps only
 offsets; the committed reader (``kafka_python/raw_batches.py``) keeps the records.
 
+A consumer that gets its records from a client rather than from the batches (the source's filter
+of aborted records, ``kafka_python/aborted_records.py``) asks :class:`VisibleOffsets`, fed with
+the partition's batches stripped of their records (it keeps offsets only):
+
+7. :meth:`VisibleOffsets.select` keeps the records (in offset order, all below ``decided_to``)
+   that a released visible batch covers; every other one is of an aborted transaction.
+8. :meth:`VisibleOffsets.end_after` is where a consumer that has taken every record up to
+   ``last`` goes on from: past ``last``, and on over every offset without a visible record, up
+   to the next visible batch or ``decided_to``. It never goes back (a record at an offset it
+   passed is aborted, and the consumer drops it when the client returns it).
+
 Pure: no I/O; ``cr_consumer.kafka.kafka_python.raw_batches`` fetches the batches.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
 
 import attrs
 
@@ -196,3 +210,72 @@ class CommittedFilter:
             self._held_offsets -= _span(batch)
             out.append(batch)
         return out
+
+
+R = TypeVar("R")
+
+
+@attrs.define
+class VisibleOffsets:
+    """Steps 7-8: one partition's decided offsets, for a consumer whose client delivers the records."""
+
+    max_held: int = DEFAULT_MAX_HELD
+    _filter: CommittedFilter = attrs.field(init=False)
+    #: ``[first, last]`` offsets of released visible batches not passed yet, in order, adjacent merged.
+    _visible: deque[list[int]] = attrs.field(factory=deque, init=False)
+    _end: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._filter = CommittedFilter(self.max_held)
+
+    def feed(self, batch: LogBatch) -> None:
+        """One batch of the partition, in offset order (its records are not kept)."""
+        for visible in self._filter.feed_batches(attrs.evolve(batch, records=())):
+            if self._visible and self._visible[-1][1] + 1 >= visible.base_offset:
+                self._visible[-1][1] = max(self._visible[-1][1], visible.last_offset)
+            else:
+                self._visible.append([visible.base_offset, visible.last_offset])
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last batch fed."""
+        return self._filter.next_offset
+
+    @property
+    def decided_to(self) -> int:
+        """The first offset not decided yet (``CommittedFilter.decided_to``)."""
+        return self._filter.decided_to
+
+    def select(self, records: list[R], offset: Callable[[R], int]) -> list[R]:
+        """Step 7 for ``records`` in offset order, every one below ``decided_to`` (the list itself
+        when a visible batch covers them all)."""
+        if not records:
+            return records
+        first, last = offset(records[0]), offset(records[-1])
+        if last >= self.decided_to:
+            raise ValueError(f"the record at {last} is not decided yet (decided to {self.decided_to})")
+        spans = self._visible
+        while spans and spans[0][1] < first:
+            spans.popleft()
+        if spans and spans[0][0] <= first and last <= spans[0][1]:
+            return records
+        kept: list[R] = []
+        i, n = 0, len(records)
+        for lo, hi in spans:
+            if i == n or lo > last:
+                break
+            i = bisect.bisect_left(records, lo, lo=i, key=offset)
+            j = bisect.bisect_right(records, hi, lo=i, key=offset)
+            kept.extend(records[i:j])
+            i = j
+        return kept
+
+    def end_after(self, last: int) -> int:
+        """Step 8, once every record up to ``last`` (below ``decided_to``) was taken."""
+        spans = self._visible
+        while spans and spans[0][1] <= last:
+            spans.popleft()
+        decided = self.decided_to
+        nxt = min(spans[0][0], decided) if spans else decided
+        self._end = max(self._end, last + 1, nxt)
+        return self._end

@@ -10,8 +10,8 @@ batches and control markers instead, before the records are queued (the operator
 thread, ``cr_consumer/operator/consumer.py``):
 
 1. Per partition, a read starts at the offset of the first record the client returned: a
-   ``CommittedFilter`` (``cr_consumer/kafka/committed_filter.py``) fed with the partition's
-   batches stripped of their records (only offsets are kept: the client delivers the records).
+   ``VisibleOffsets`` (``cr_consumer/kafka/committed_filter.py``, steps 7-8) fed with the
+   partition's batches; it keeps their offsets only (the client delivers the records).
 2. Before a poll's records of the partition are handed on, the log is read on from where the
    read stopped, with raw Fetch requests (``raw_batches.PartitionReader``: ``read_uncommitted``,
    CRC checked, at most :data:`FETCH_MAX_BYTES` a response, every request bounded by the request
@@ -23,16 +23,12 @@ thread, ``cr_consumer/operator/consumer.py``):
    returns records of undecided transactions to ``read_committed`` consumers) raises
    :class:`UndecidedRecords`: this filter cannot help there.
 3. A record is handed on when a visible batch (committed, or not transactional) covers its
-   offset; any other record below ``decided_to`` belongs to an aborted transaction and is
-   dropped (counted in :attr:`AbortedRecordFilter.dropped`). A committed or non-transactional
-   record is never dropped.
-4. The partition's end (:attr:`Filtered.end`, the offset the operator records once the records
-   are submitted, commits at a drain and claims at a checkpoint): past its last record, and on
-   over every offset that holds no visible record, up to the next visible batch or
-   ``decided_to``. So the position moves past dropped aborted records and control markers (to
-   the log's end when they end it), and a reset to a checkpoint never replays them. A record the
-   client returns later below that end is aborted (nothing visible lies there) and is dropped;
-   the end never goes back within a read.
+   offset (``VisibleOffsets.select``); any other is of an aborted transaction and is dropped
+   (counted in :attr:`AbortedRecordFilter.dropped`).
+4. The partition's end (:attr:`Filtered.end`, ``VisibleOffsets.end_after``) is the offset the
+   operator records once the records are submitted, commits at a drain and claims at a
+   checkpoint: it moves past dropped aborted records and control markers (to the log's end when
+   they end it), so a reset to a checkpoint never replays them.
 5. Records going back (the operator seeked: a reset, an assignment) or jumping past where the
    read stopped start a new read there (1), which is always right: a read may start anywhere, a
    transaction whose first records lie before it is decided by its marker all the same.
@@ -50,16 +46,14 @@ the poll's last record, or up to the marker step 2 had to reach).
 
 from __future__ import annotations
 
-import bisect
 import time
-from collections import deque
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import attrs
 
 from cr_consumer.kafka.client import KafkaRecord, TopicPartition
-from cr_consumer.kafka.committed_filter import DEFAULT_MAX_HELD, CommittedFilter, LogBatch
+from cr_consumer.kafka.committed_filter import DEFAULT_MAX_HELD, VisibleOffsets
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.raw_batches import PartitionReader, RawReadError
 from cr_consumer.kafka.kafka_python.raw_requests import RawClient
@@ -101,22 +95,11 @@ class _PartitionLog:
     """Step 1's read of one partition."""
 
     reader: PartitionReader
-    filter: CommittedFilter
+    offsets: VisibleOffsets
     #: The next offset to fetch.
     read_to: int
-    #: ``[first, last]`` offsets of released visible batches the client has not passed, in
-    #: order, adjacent ones merged.
-    visible: deque[list[int]] = attrs.field(factory=deque)
     #: The offset after the last record the client returned.
     client_next: int = 0
-    #: The end handed on last (step 4).
-    end: int = 0
-
-    def add_visible(self, batch: LogBatch) -> None:
-        if self.visible and self.visible[-1][1] + 1 >= batch.base_offset:
-            self.visible[-1][1] = max(self.visible[-1][1], batch.last_offset)
-        else:
-            self.visible.append([batch.base_offset, batch.last_offset])
 
 
 class AbortedRecordFilter:
@@ -158,32 +141,28 @@ class AbortedRecordFilter:
         if log is None or first < log.client_next or first > log.read_to:
             log = self._logs[tp] = self._new_log(tp, first)
         self._decide_past(log, last)
-        kept = self._match(log, recs)
+        kept = log.offsets.select(recs, _offset)
         self.dropped += len(recs) - len(kept)
         log.client_next = last + 1
-        while log.visible and log.visible[0][1] <= last:
-            log.visible.popleft()
-        nxt = log.visible[0][0] if log.visible else log.filter.decided_to
-        log.end = max(log.end, last + 1, min(nxt, log.filter.decided_to))
-        return Filtered(kept, log.end)
+        return Filtered(kept, log.offsets.end_after(last))
 
     def _new_log(self, tp: TopicPartition, start: int) -> _PartitionLog:
         if self._client is None:
             self._client = RawClient(self._settings, time.monotonic() + DECIDE_TIMEOUT_S)
         reader = PartitionReader(self._client, tp.topic, tp.partition, max_bytes=FETCH_MAX_BYTES)
-        return _PartitionLog(reader, CommittedFilter(max_held=self._max_held), start, end=start)
+        return _PartitionLog(reader, VisibleOffsets(self._max_held), start, client_next=start)
 
     def _decide_past(self, log: _PartitionLog, last: int) -> None:
         """Step 2."""
         deadline = time.monotonic() + DECIDE_TIMEOUT_S
-        log.reader.client.deadline = deadline
-        while log.filter.decided_to <= last:
+        # the last fetch may start at the deadline: UndecidedRecords below then names the cause
+        log.reader.client.deadline = deadline + REQUEST_TIMEOUT_MS / 1000
+        while log.offsets.decided_to <= last:
             batches, high_watermark = log.reader.fetch(log.read_to)
             for batch in batches:
-                for visible in log.filter.feed_batches(attrs.evolve(batch, records=())):
-                    log.add_visible(visible)
+                log.offsets.feed(batch)
             if batches:
-                log.read_to = max(log.read_to, log.filter.next_offset)
+                log.read_to = max(log.read_to, log.offsets.next_offset)
             elif log.read_to < high_watermark:
                 raise RawReadError(
                     f"{log.reader.topic}:{log.reader.partition}: the fetch at {log.read_to} returned no batch"
@@ -191,32 +170,12 @@ class AbortedRecordFilter:
                 )
             elif time.monotonic() > deadline:
                 raise UndecidedRecords(
-                    f"{log.reader.topic}:{log.reader.partition}: the record at {log.filter.decided_to} was returned"
-                    f" to a read_committed consumer, but its transaction has no marker in the log up to"
+                    f"{log.reader.topic}:{log.reader.partition}: the record at {log.offsets.decided_to} was"
+                    f" returned to a read_committed consumer, but its transaction has no marker in the log up to"
                     f" {high_watermark} after {DECIDE_TIMEOUT_S:.0f} s; this broker does not keep read_committed"
                     " consumers below the last stable offset, so crkafka.filter.aborted cannot decide its records"
                 )
             # else: at the high watermark, the fetch waited for new data in the broker; read again
-
-    @staticmethod
-    def _match(log: _PartitionLog, recs: list[KafkaRecord]) -> list[KafkaRecord]:
-        """Step 3: the records a visible batch covers (the list itself when all are)."""
-        spans = log.visible
-        first, last = recs[0].offset, recs[-1].offset
-        while spans and spans[0][1] < first:
-            spans.popleft()
-        if spans and spans[0][0] <= first and last <= spans[0][1]:
-            return recs
-        kept: list[KafkaRecord] = []
-        i, n = 0, len(recs)
-        for lo, hi in spans:
-            if i == n or lo > last:
-                break
-            i = bisect.bisect_left(recs, lo, lo=i, key=_offset)
-            j = bisect.bisect_right(recs, hi, lo=i, key=_offset)
-            kept.extend(recs[i:j])
-            i = j
-        return kept
 
 
 def for_consumer(bootstrap_servers: str, properties: Mapping[str, object], client_id: str) -> AbortedRecordFilter:
