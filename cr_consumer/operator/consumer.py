@@ -560,6 +560,7 @@ class ConsumerOperator:
             "nDroppedMalformedMessages": decoder.n_dropped if decoder is not None else 0,
             "nSubmittedMessages": self.process.n_submitted,
             "nDroppedStale": self.process.n_dropped_stale,
+            "nDroppedAborted": self._aborted.dropped if self._aborted is not None else 0,
         }
 
 

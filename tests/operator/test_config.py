@@ -149,11 +149,11 @@ def test_the_filter_of_aborted_records_is_the_source_s_own_property_and_needs_re
     assert kafka_python_config(on.client_properties())["isolation_level"] == "read_committed"
     assert cfg().filter_aborted is False  # off by default
     assert cfg(consumer_properties={"crkafka.filter.aborted": False}).filter_aborted is False
-    with pytest.raises(ConfigError, match="needs isolation.level=read_committed"):
+    with pytest.raises(ConfigError, match=r"needs isolation\.level=read_committed"):
         cfg(consumer_properties={"crkafka.filter.aborted": True})
     with pytest.raises(ConfigError, match="must be true or false"):
         cfg(consumer_properties={"isolation.level": "read_committed", "crkafka.filter.aborted": "yes"})
-    with pytest.raises(ConfigError, match="unknown property 'crkafka.filter.aborts'"):
+    with pytest.raises(ConfigError, match=r"unknown property 'crkafka\.filter\.aborts'"):
         cfg(consumer_properties={"crkafka.filter.aborts": True})
 
 

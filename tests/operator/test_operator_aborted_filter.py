@@ -131,6 +131,7 @@ def test_the_source_delivers_committed_and_plain_records_and_commits_to_the_log_
     try:
         wait_until(lambda: committed(bootstrap, group, topic) == end, 30, f"offsets {end} committed")
         assert delivered(sink) == expected(labels)
+        assert op.metrics()["nDroppedAborted"] == 3 * len(PARTITIONS)  # ax, az, bx
     finally:
         op.close()
 
