@@ -66,8 +66,6 @@ FETCH_MAX_BYTES = 1 << 20
 #: broker that returns records of undecided transactions, or stops answering, would otherwise
 #: hold the event thread, and every drain behind it, for ever.
 DECIDE_TIMEOUT_S = 10.0
-
-
 #: Bound on one raw request of the filter (the admin client's request timeout): a broker that
 #: stops answering fails the poll within DECIDE_TIMEOUT_S, not after a consumer's default 305 s.
 REQUEST_TIMEOUT_MS = 5_000
@@ -130,6 +128,7 @@ class AbortedRecordFilter:
         return out
 
     def close(self) -> None:
+        """Close the raw connection and forget every read (on the polling thread, after the consumer)."""
         client, self._client = self._client, None
         self._logs.clear()
         if client is not None:
