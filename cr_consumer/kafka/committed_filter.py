@@ -2,8 +2,9 @@
 
 A broker hides aborted records from ``isolation.level=read_committed`` consumers by sending,
 with each fetch, the list of aborted transactions in the range. The test broker (tansu) sends an
-empty list, so kafka-python and librdkafka alike return aborted records there. Anything that must trust "committed" (a verifier of transactional output,
-a replay of a log written in transactions) therefore decides from the record batches and the
+empty list, so kafka-python and librdkafka alike return aborted records there. Anything that
+must trust "committed" (a verifier of transactional output, a replay of a log written in
+transactions, a source on that broker) therefore decides from the record batches and the
 control markers in the partition, which every broker writes:
 
 1. Records are fed batch by batch in offset order (``feed``), as a fetch returns them.
@@ -26,13 +27,12 @@ The filter works batch by batch (a batch belongs to one producer and at most one
 so its records share one fate): :meth:`CommittedFilter.feed_batches` releases whole visible
 batches and :attr:`CommittedFilter.decided_to` says how far the log is decided (every offset
 below it that no released batch covers is dropped: an aborted record or a control marker);
-:meth:`CommittedFilter.feed` releases their records. The source's filter of aborted records
-(``kafka_python/aborted_records.py``) feeds batches stripped of their records and keeps only
-offsets; the committed reader (``kafka_python/raw_batches.py``) keeps the records.
+:meth:`CommittedFilter.feed` releases their records (the committed reader,
+``kafka_python/raw_batches.py``).
 
 A consumer that gets its records from a client rather than from the batches (the source's filter
 of aborted records, ``kafka_python/aborted_records.py``) asks :class:`VisibleOffsets`, fed with
-the partition's batches stripped of their records (it keeps offsets only):
+the partition's batches, which it strips of their records (it keeps offsets only):
 
 7. :meth:`VisibleOffsets.select` keeps the records (in offset order, all below ``decided_to``)
    that a released visible batch covers; every other one is of an aborted transaction.
