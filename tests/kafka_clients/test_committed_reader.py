@@ -113,6 +113,15 @@ def test_records_held_behind_an_abandoned_transaction_are_bounded():
         flt.feed(LogBatch(4, 5, 8, 0, False, None, (LogRecord(4, None, b"z"), LogRecord(5, None, b"z"))))
 
 
+def test_offsets_held_for_a_client_are_bounded_though_their_records_are_not_kept():
+    offsets = VisibleOffsets(max_held=5)
+    offsets.feed(LogBatch(0, 0, 7, 3, True, None, (LogRecord(0, None, b"x"),)))
+    offsets.feed(LogBatch(1, 3, 8, 0, False, None, tuple(LogRecord(o, None, b"y") for o in range(1, 4))))
+    assert offsets.decided_to == 0
+    with pytest.raises(HeldTooMany, match="producer 7 \\(epoch 3\\) from offset 0"):
+        offsets.feed(LogBatch(4, 5, 8, 0, False, None, (LogRecord(4, None, b"z"), LogRecord(5, None, b"z"))))
+
+
 def test_a_marker_of_a_producer_with_nothing_open_decides_nothing():
     flt = CommittedFilter()
     assert flt.feed(LogBatch(0, 0, 1, 0, True, ControlKind.COMMIT)) == []
