@@ -14,8 +14,9 @@ thread, ``cr_consumer/operator/consumer.py``):
    partition's batches; it keeps their offsets only (the client delivers the records).
 2. Before a poll's records of the partition are handed on, the log is read on from where the
    read stopped, with raw Fetch requests (``raw_batches.PartitionReader``: ``read_uncommitted``,
-   CRC checked, at most :data:`FETCH_MAX_BYTES` a response, every request bounded by the request
-   timeout), one whole response at a time, until the filter has decided past the last of those
+   CRC checked, batch headers and markers decoded but not the data records, at most
+   :data:`FETCH_MAX_BYTES` a response, every request bounded by the request timeout), one whole
+   response at a time, until the filter has decided past the last of those
    records (``decided_to``). The client returned them below the last stable offset, so each
    one's transaction is decided and its marker is in the log; the read may pass other
    producers' open transactions to reach it (their batches are held, at most ``max_held``
@@ -35,7 +36,8 @@ thread, ``cr_consumer/operator/consumer.py``):
    Partitions no longer assigned are forgotten.
 
 Off by default: a real cluster sends the aborted list, so its consumers drop aborted records
-themselves, and this costs a second read of the log (every byte is fetched and decoded twice).
+themselves, and this costs a second read of the log (every byte fetched twice, every batch's
+header and CRC checked; figures in docs/clients.md).
 The raw reads use a connection of their own (kafka-python's admin client, ``raw_requests``),
 so the filter works whichever client the source polls with: kafka-python or librdkafka.
 
@@ -148,7 +150,7 @@ class AbortedRecordFilter:
     def _new_log(self, tp: TopicPartition, start: int) -> _PartitionLog:
         if self._client is None:
             self._client = RawClient(self._settings, time.monotonic() + DECIDE_TIMEOUT_S)
-        reader = PartitionReader(self._client, tp.topic, tp.partition, max_bytes=FETCH_MAX_BYTES)
+        reader = PartitionReader(self._client, tp.topic, tp.partition, max_bytes=FETCH_MAX_BYTES, with_records=False)
         return _PartitionLog(reader, VisibleOffsets(self._max_held), start, client_next=start)
 
     def _decide_past(self, log: _PartitionLog, last: int) -> None:

@@ -117,6 +117,8 @@ class PartitionReader:
     partition: int
     #: Bytes asked per Fetch (a batch larger than this is still returned whole by the broker).
     max_bytes: int = FETCH_MAX_BYTES
+    #: Decode the data records (``decode_batches``); False: offsets and markers only.
+    with_records: bool = True
     stop: int | None = None  # where the last ``batches`` ended
     _leader_id: int | None = None  # the partition's leader, looked up at the first fetch
 
@@ -142,7 +144,11 @@ class PartitionReader:
         except _FetchRefused:
             self._leader_id = None
             part = self._fetch(self._leader(), offset, retry=False)
-        batches = [batch for batch in decode_batches(part.records) if batch.last_offset >= offset]
+        batches = [
+            batch
+            for batch in decode_batches(part.records, with_records=self.with_records)
+            if batch.last_offset >= offset
+        ]
         return batches, int(part.high_watermark)
 
     def batches(self, start: int, end: int | None) -> Iterator[LogBatch]:
@@ -204,8 +210,10 @@ class _FetchRefused(RawReadError):
     """A fetch answered with an error code (the leader may have moved: asked again once)."""
 
 
-def decode_batches(raw: bytes | None) -> list[LogBatch]:
-    """Step 2's decoding: every complete batch of one fetch response (a torn tail is left out)."""
+def decode_batches(raw: bytes | None, *, with_records: bool = True) -> list[LogBatch]:
+    """Step 2's decoding: every complete batch of one fetch response (a torn tail is left out).
+    ``with_records=False`` leaves the data records undecoded (the batch's header and CRC are still
+    read and checked): for a caller that needs only offsets and markers."""
     out: list[LogBatch] = []
     records = MemoryRecords(bytes(raw or b""))
     while records.has_next():
@@ -225,7 +233,7 @@ def decode_batches(raw: bytes | None) -> list[LogBatch]:
                 control = kinds[0]
             else:
                 transactional = False  # an empty control batch decides nothing: it only takes offsets
-        else:
+        elif with_records:
             data = tuple(
                 LogRecord(r.offset, r.key, r.value, tuple((k, v) for k, v in r.headers), r.timestamp) for r in batch
             )
