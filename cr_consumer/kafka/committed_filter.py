@@ -2,8 +2,9 @@
 
 A broker hides aborted records from ``isolation.level=read_committed`` consumers by sending,
 with each fetch, the list of aborted transactions in the range. The test broker (tansu) sends an
-empty list, so kafka-python and librdkafka alike return aborted records there. Anything that must trust "committed" (a verifier of transactional output,
-a replay of a log written in transactions) therefore decides from the record batches and the
+empty list, so kafka-python and librdkafka alike return aborted records there. Anything that
+must trust "committed" (a verifier of transactional output, a replay of a log written in
+transactions, a source on that broker) therefore decides from the record batches and the
 control markers in the partition, which every broker writes:
 
 1. Records are fed batch by batch in offset order (``feed``), as a fetch returns them.
@@ -17,16 +18,39 @@ control markers in the partition, which every broker writes:
    last stable offset (LSO) of a real broker. An open transaction therefore holds back every
    later record of the partition, committed ones of other producers included, exactly as a
    ``read_committed`` consumer of a real cluster is held.
-6. At most ``max_held`` records wait behind an open transaction; one more raises
-   ``HeldTooMany`` naming the producer and offset, rather than growing without bound.
+6. At most ``max_held`` offsets of data batches wait behind an open transaction (the batches'
+   offset ranges are counted, so a caller that feeds batches stripped of their records is
+   bounded too); one more raises ``HeldTooMany`` naming the producer and offset, rather than
+   growing without bound.
+
+The filter works batch by batch (a batch belongs to one producer and at most one transaction,
+so its records share one fate): :meth:`CommittedFilter.feed_batches` releases whole visible
+batches and :attr:`CommittedFilter.decided_to` says how far the log is decided (every offset
+below it that no released batch covers is dropped: an aborted record or a control marker);
+:meth:`CommittedFilter.feed` releases their records (the committed reader,
+``kafka_python/raw_batches.py``).
+
+A consumer that gets its records from a client rather than from the batches (the source's filter
+of aborted records, ``kafka_python/aborted_records.py``) asks :class:`VisibleOffsets`, fed with
+the partition's batches, which it strips of their records (it keeps offsets only):
+
+7. :meth:`VisibleOffsets.select` keeps the records (in offset order, all below ``decided_to``)
+   that a released visible batch covers; every other one is of an aborted transaction.
+8. :meth:`VisibleOffsets.end_after` is where a consumer that has taken every record up to
+   ``last`` goes on from: past ``last``, and on over every offset without a visible record, up
+   to the next visible batch or ``decided_to``. It never goes back (a record at an offset it
+   passed is aborted, and the consumer drops it when the client returns it).
 
 Pure: no I/O; ``cr_consumer.kafka.kafka_python.raw_batches`` fetches the batches.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
 
 import attrs
 
@@ -94,8 +118,13 @@ class _Txn:
 
 @attrs.define
 class _Held:
-    record: LogRecord
+    batch: LogBatch
     txn: _Txn | None
+
+
+def _span(batch: LogBatch) -> int:
+    """Offsets a data batch takes (its records, or what they were before a caller stripped them)."""
+    return batch.last_offset - batch.base_offset + 1
 
 
 @attrs.define
@@ -105,11 +134,16 @@ class CommittedFilter:
     max_held: int = DEFAULT_MAX_HELD
     _open: dict[int, _Txn] = attrs.field(factory=dict, init=False)
     _held: deque[_Held] = attrs.field(factory=deque, init=False)
+    _held_offsets: int = attrs.field(default=0, init=False)
     aborted_records: int = attrs.field(default=0, init=False)
     next_offset: int = attrs.field(default=0, init=False)
 
     def feed(self, batch: LogBatch) -> list[LogRecord]:
         """Steps 2-5 for one batch; returns the records this batch made visible, in order."""
+        return [record for released in self.feed_batches(batch) for record in released.records]
+
+    def feed_batches(self, batch: LogBatch) -> list[LogBatch]:
+        """Steps 2-5 for one batch; returns the data batches this batch made visible, in order."""
         if batch.last_offset < batch.base_offset:
             raise ValueError(f"batch at {batch.base_offset} ends before it starts ({batch.last_offset})")
         if batch.control is not None:
@@ -119,9 +153,9 @@ class CommittedFilter:
             if txn is None:
                 txn = self._open[batch.producer_id] = _Txn(batch.producer_epoch, batch.base_offset)
             txn.records += len(batch.records)
-            self._hold(batch.records, txn)
+            self._hold(batch, txn)
         else:
-            self._hold(batch.records, None)
+            self._hold(batch, None)
         self.next_offset = max(self.next_offset, batch.last_offset + 1)
         return self._release()
 
@@ -134,17 +168,25 @@ class CommittedFilter:
 
     @property
     def held(self) -> int:
-        """Records read but not released (undecided, or behind an undecided one)."""
-        return len(self._held)
+        """Offsets of data batches read but not released (undecided, or behind an undecided one)."""
+        return self._held_offsets
 
-    def _hold(self, records: tuple[LogRecord, ...], txn: _Txn | None) -> None:
-        if len(self._held) + len(records) > self.max_held and self._open:
+    @property
+    def decided_to(self) -> int:
+        """The first offset not decided yet (the last stable offset of what was fed): below it,
+        every offset is in a released batch or dropped."""
+        return self._held[0].batch.base_offset if self._held else self.next_offset
+
+    def _hold(self, batch: LogBatch, txn: _Txn | None) -> None:
+        span = _span(batch)
+        if self._held_offsets + span > self.max_held and self._open:
             first = min(self._open.items(), key=lambda item: item[1].first_offset)
             raise HeldTooMany(
                 f"more than {self.max_held} records wait behind the open transaction of producer"
                 f" {first[0]} (epoch {first[1].epoch}) from offset {first[1].first_offset}"
             )
-        self._held.extend(_Held(record, txn) for record in records)
+        self._held.append(_Held(batch, txn))
+        self._held_offsets += span
 
     def _decide(self, producer_id: int, kind: ControlKind) -> None:
         txn = self._open.pop(producer_id, None)
@@ -154,14 +196,86 @@ class CommittedFilter:
             txn.committed = True
             return
         kept = deque(held for held in self._held if held.txn is not txn)
-        self.aborted_records += len(self._held) - len(kept)
+        self.aborted_records += txn.records
+        self._held_offsets = sum(_span(held.batch) for held in kept)
         self._held = kept
 
-    def _release(self) -> list[LogRecord]:
-        out: list[LogRecord] = []
+    def _release(self) -> list[LogBatch]:
+        out: list[LogBatch] = []
         while self._held:
             txn = self._held[0].txn
             if txn is not None and not txn.committed:
                 break
-            out.append(self._held.popleft().record)
+            batch = self._held.popleft().batch
+            self._held_offsets -= _span(batch)
+            out.append(batch)
         return out
+
+
+R = TypeVar("R")
+
+
+@attrs.define
+class VisibleOffsets:
+    """Steps 7-8: one partition's decided offsets, for a consumer whose client delivers the records."""
+
+    max_held: int = DEFAULT_MAX_HELD
+    _filter: CommittedFilter = attrs.field(init=False)
+    #: ``[first, last]`` offsets of released visible batches not passed yet, in order, adjacent merged.
+    _visible: deque[list[int]] = attrs.field(factory=deque, init=False)
+    _end: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._filter = CommittedFilter(self.max_held)
+
+    def feed(self, batch: LogBatch) -> None:
+        """One batch of the partition, in offset order (its records are not kept)."""
+        for visible in self._filter.feed_batches(attrs.evolve(batch, records=())):
+            if self._visible and self._visible[-1][1] + 1 >= visible.base_offset:
+                self._visible[-1][1] = max(self._visible[-1][1], visible.last_offset)
+            else:
+                self._visible.append([visible.base_offset, visible.last_offset])
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last batch fed."""
+        return self._filter.next_offset
+
+    @property
+    def decided_to(self) -> int:
+        """The first offset not decided yet (``CommittedFilter.decided_to``)."""
+        return self._filter.decided_to
+
+    def select(self, records: list[R], offset: Callable[[R], int]) -> list[R]:
+        """Step 7 for ``records`` in offset order, every one below ``decided_to`` (the list itself
+        when a visible batch covers them all)."""
+        if not records:
+            return records
+        first, last = offset(records[0]), offset(records[-1])
+        if last >= self.decided_to:
+            raise ValueError(f"the record at {last} is not decided yet (decided to {self.decided_to})")
+        spans = self._visible
+        while spans and spans[0][1] < first:
+            spans.popleft()
+        if spans and spans[0][0] <= first and last <= spans[0][1]:
+            return records
+        kept: list[R] = []
+        i, n = 0, len(records)
+        for lo, hi in spans:
+            if i == n or lo > last:
+                break
+            i = bisect.bisect_left(records, lo, lo=i, key=offset)
+            j = bisect.bisect_right(records, hi, lo=i, key=offset)
+            kept.extend(records[i:j])
+            i = j
+        return kept
+
+    def end_after(self, last: int) -> int:
+        """Step 8, once every record up to ``last`` (below ``decided_to``) was taken."""
+        spans = self._visible
+        while spans and spans[0][1] <= last:
+            spans.popleft()
+        decided = self.decided_to
+        nxt = min(spans[0][0], decided) if spans else decided
+        self._end = max(self._end, last + 1, nxt)
+        return self._end

@@ -14,7 +14,9 @@ source's options, name by name with :func:`check_name`, then together with
 
 1. Every name is dotted (``fetch.max.bytes``, not ``fetch_max_bytes``).
 2. A name the owner sets itself (its ``reserved`` table: a field or option of
-   its own) is refused with the owner's reason.
+   its own) is refused with the owner's reason. A name in the project's own
+   namespace (``crkafka.``, :data:`PROJECT_PROPERTIES`: read by the source, never
+   given to a client) is accepted only from an owner that reads it (``own``).
 3. A name no client may be given (:data:`NEVER_SET`: the guarantee properties,
    whose value the exactly-once contract fixes, and the deserialisers) is
    refused at any value.
@@ -29,10 +31,15 @@ source's options, name by name with :func:`check_name`, then together with
 6. ``auto.offset.reset`` is ``earliest``, ``latest`` or ``none``.
 7. ``heartbeat.interval.ms`` is lower than ``session.timeout.ms`` (the owner's
    default session timeout when none is given).
+8. ``crkafka.filter.aborted`` is true or false, and true only together with
+   ``isolation.level=read_committed`` (the filter decides what such a consumer
+   returns; a ``read_uncommitted`` consumer returns records of open transactions,
+   which no marker decides yet).
 
 :func:`client_checked`, the factory's check of one client's properties: the
 guarantee properties given at their safe value are dropped (the clients set
-it themselves), any other value and the deserialisers are refused.
+it themselves), any other value, the deserialisers and the project's own
+names are refused.
 
 Every refusal is a :class:`PropertyError` naming the property (``key``; None
 for a rule across properties); the owners turn it into their own error.
@@ -41,12 +48,12 @@ for a rule across properties); the owners turn it into their own error.
 properties (kafka-python's producer: the only client the sink uses), rules 1 and
 4 as above against the producer's settings, then:
 
-8. a name the sink sets itself (:data:`PRODUCER_NEVER_SET`: the transactional
+9. a name the sink sets itself (:data:`PRODUCER_NEVER_SET`: the transactional
    id, which the sink derives per interval, and the serialisers, which the sink
    replaces by its own encoding) is refused at any value;
-9. ``enable.idempotence`` may only be true and ``acks`` only ``all`` (or ``-1``):
-   a transaction needs both (:data:`PRODUCER_GUARANTEES`);
-10. ``transaction.timeout.ms`` is a positive integer.
+10. ``enable.idempotence`` may only be true and ``acks`` only ``all`` (or ``-1``):
+    a transaction needs both (:data:`PRODUCER_GUARANTEES`);
+11. ``transaction.timeout.ms`` is a positive integer.
 """
 
 from __future__ import annotations
@@ -117,6 +124,20 @@ JVM_ONLY: Mapping[str, str] = {
     "ssl.cipher.suites": "ssl.ciphers (OpenSSL cipher list syntax)",
 }
 
+#: The project's own namespace of consumer properties (rule 2).
+PROJECT_PREFIX = "crkafka."
+#: The source drops records of aborted transactions itself, from the log's markers (rule 8;
+#: ``cr_consumer/kafka/kafka_python/aborted_records.py``): for brokers that send no
+#: aborted-transactions list with a fetch (the test broker). Off by default: a real cluster
+#: sends it, and the filter reads the log a second time.
+FILTER_ABORTED = "crkafka.filter.aborted"
+#: Every property of the project's namespace, and what it does.
+PROJECT_PROPERTIES: Mapping[str, str] = {
+    FILTER_ABORTED: "the source drops records of aborted transactions itself, from the log's control markers",
+}
+#: The isolation level ``crkafka.filter.aborted`` needs (rule 8).
+READ_COMMITTED = "read_committed"
+
 #: Accepted values of ``auto.offset.reset`` (rule 6).
 AUTO_OFFSET_RESETS = ("earliest", "latest", "none")
 #: Kafka's heartbeat interval (ms) when the session timeout allows it.
@@ -130,11 +151,21 @@ def _check_dotted(key: object, example: str) -> str:
     return key
 
 
-def check_name(name: object, *, clients: Collection[ClientKind], reserved: Mapping[str, str]) -> None:
-    """Rules 1-4 of the module docstring for one property name."""
+def check_name(
+    name: object, *, clients: Collection[ClientKind], reserved: Mapping[str, str], own: Collection[str] = ()
+) -> None:
+    """Rules 1-4 of the module docstring for one property name (``own``: the project's
+    properties the owner reads)."""
     key = _check_dotted(name, "fetch.max.bytes")
     if key in reserved:
         raise PropertyError(key, f"Kafka property {key!r} cannot be set here: {reserved[key]}")
+    if key.startswith(PROJECT_PREFIX):
+        if key not in PROJECT_PROPERTIES:
+            known = ", ".join(sorted(PROJECT_PROPERTIES))
+            raise PropertyError(key, f"unknown property {key!r} (the project's properties: {known})")
+        if key not in own:
+            raise PropertyError(key, f"property {key!r} is read by the consumer operator only, not here")
+        return
     if key in NEVER_SET:
         raise PropertyError(key, f"Kafka property {key!r} cannot be set: {NEVER_SET[key]}")
     if ClientKind.KAFKA_PYTHON in clients:
@@ -151,7 +182,7 @@ def check_name(name: object, *, clients: Collection[ClientKind], reserved: Mappi
 
 
 def check_values(properties: Mapping[str, object], *, session_default_ms: int) -> None:
-    """Rules 5-7 of the module docstring."""
+    """Rules 5-8 of the module docstring."""
     if STRATEGY_KEY in properties:
         assignor_names(properties[STRATEGY_KEY])
     reset = properties.get("auto.offset.reset")
@@ -163,6 +194,13 @@ def check_values(properties: Mapping[str, object], *, session_default_ms: int) -
         raise PropertyError(
             None, f"heartbeat.interval.ms ({heartbeat}) must be lower than session.timeout.ms ({session})"
         )
+    if filter_aborted(properties) and properties.get("isolation.level") != READ_COMMITTED:
+        raise PropertyError(
+            FILTER_ABORTED,
+            f"{FILTER_ABORTED}=true needs isolation.level={READ_COMMITTED} (got"
+            f" {properties.get('isolation.level', 'read_uncommitted')!r}): the filter decides the records such a"
+            " consumer returns, all below the last stable offset",
+        )
 
 
 def check_properties(
@@ -171,11 +209,13 @@ def check_properties(
     clients: Collection[ClientKind],
     reserved: Mapping[str, str],
     session_default_ms: int,
+    own: Collection[str] = (),
 ) -> None:
-    """Rules 1-7 of the module docstring: ``clients`` are the libraries that will be
-    given the properties, ``reserved`` the owner's own names and why."""
+    """Rules 1-8 of the module docstring: ``clients`` are the libraries that will be
+    given the properties, ``reserved`` the owner's own names and why, ``own`` the
+    project's properties the owner reads."""
     for key in properties:
-        check_name(key, clients=clients, reserved=reserved)
+        check_name(key, clients=clients, reserved=reserved, own=own)
     check_values(properties, session_default_ms=session_default_ms)
 
 
@@ -200,6 +240,22 @@ def int_property(properties: Mapping[str, object], key: str, default: int) -> in
         raise PropertyError(key, f"Kafka property {key!r} must be an integer, got {value!r}") from None
 
 
+def bool_property(properties: Mapping[str, object], key: str, default: bool) -> bool:
+    """The boolean value of ``key`` (``default`` when not given): a bool, or ``true`` /
+    ``false`` in any case (a properties file's spelling); PropertyError for anything else."""
+    value = properties.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise PropertyError(key, f"property {key!r} must be true or false, got {value!r}")
+
+
+def filter_aborted(properties: Mapping[str, object]) -> bool:
+    """Whether ``crkafka.filter.aborted`` is on (rule 8 checks its value)."""
+    return bool_property(properties, FILTER_ABORTED, False)
+
+
 def default_heartbeat_ms(session_ms: int) -> int:
     """heartbeat.interval.ms unless set: Kafka's 3 s, or a third of a shorter session timeout."""
     return min(DEFAULT_HEARTBEAT_INTERVAL_MS, session_ms // 3)
@@ -221,18 +277,20 @@ def client_checked(properties: Mapping[str, object]) -> dict[str, object]:
             raise PropertyError(key, f"Kafka property {key}={value!r} cannot be used: {reason}")
         if key in NEVER_SET:
             raise PropertyError(key, f"Kafka property {key!r} cannot be used: {NEVER_SET[key]}")
+        if key.startswith(PROJECT_PREFIX):
+            raise PropertyError(key, f"property {key!r} is read by the source, never given to a Kafka client")
         out[key] = value
     return out
 
 
-#: Producer properties the Kafka sink sets itself, and why (rule 8).
+#: Producer properties the Kafka sink sets itself, and why (rule 9).
 PRODUCER_NEVER_SET: Mapping[str, str] = {
     "transactional.id": "the sink derives two transactional ids from the group, the member and the sink "
     "name and alternates them per checkpoint interval (cr_consumer/runtime/pipeline/kafka_sink.py)",
     "key.serializer": "the sink encodes keys itself (str as UTF-8, bytes as they are, other values as JSON)",
     "value.serializer": "the sink encodes values itself (str as UTF-8, bytes as they are, other values as JSON)",
 }
-#: Producer properties a transaction needs at one value (rule 9): the accepted spellings and why.
+#: Producer properties a transaction needs at one value (rule 10): the accepted spellings and why.
 PRODUCER_GUARANTEES: Mapping[str, tuple[tuple[object, ...], str]] = {
     "enable.idempotence": ((True, "true", 1), "a transactional producer is idempotent"),
     "acks": (("all", "-1", -1), "a transaction's records must be on every in-sync replica before its commit"),
@@ -240,7 +298,7 @@ PRODUCER_GUARANTEES: Mapping[str, tuple[tuple[object, ...], str]] = {
 
 
 def check_producer_properties(properties: Mapping[str, object]) -> None:
-    """Rules 1, 4 and 8-10 of the module docstring for the Kafka sink's producer properties."""
+    """Rules 1, 4 and 9-11 of the module docstring for the Kafka sink's producer properties."""
     from cr_consumer.kafka.kafka_python.producer import PRODUCER_SETTINGS, producer_name  # lazily: kafka is heavy
 
     for name, value in properties.items():
@@ -267,18 +325,24 @@ def check_producer_properties(properties: Mapping[str, object]) -> None:
 __all__ = [
     "AUTO_OFFSET_RESETS",
     "DEFAULT_HEARTBEAT_INTERVAL_MS",
+    "FILTER_ABORTED",
     "GUARANTEE_PROPERTIES",
     "JVM_ONLY",
     "NEVER_SET",
     "PRODUCER_GUARANTEES",
     "PRODUCER_NEVER_SET",
+    "PROJECT_PREFIX",
+    "PROJECT_PROPERTIES",
+    "READ_COMMITTED",
     "PropertyError",
     "assignor_names",
+    "bool_property",
     "check_name",
     "check_producer_properties",
     "check_properties",
     "check_values",
     "client_checked",
     "default_heartbeat_ms",
+    "filter_aborted",
     "int_property",
 ]

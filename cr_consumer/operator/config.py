@@ -25,6 +25,10 @@ reference design does:
   DEFAULT_FETCH_MAX_BYTES; librdkafka decodes outside the GIL and keeps its own
   default);
 * ``enable.auto.commit`` is always false (the drain commits);
+* ``crkafka.filter.aborted`` (the project's own property, with
+  ``isolation.level=read_committed``) makes the source drop records of aborted
+  transactions itself, for brokers that send no aborted-transactions list
+  (:attr:`OperatorConfig.filter_aborted`); it is never given to the client;
 * eager assignors (range, round robin), or the cooperative sticky assignor
   alone (``partition.assignment.strategy=cooperative-sticky``, the switch for
   incremental rebalancing: see :attr:`OperatorConfig.cooperative` and
@@ -55,7 +59,14 @@ import attrs
 from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
-from cr_consumer.kafka.property_rules import PropertyError, assignor_names, check_properties, default_heartbeat_ms
+from cr_consumer.kafka.property_rules import (
+    FILTER_ABORTED,
+    PropertyError,
+    assignor_names,
+    check_properties,
+    default_heartbeat_ms,
+    filter_aborted,
+)
 from cr_consumer.kafka.start_position import StartKind, StartPosition
 
 E = TypeVar("E", bound=enum.Enum)
@@ -305,6 +316,7 @@ class OperatorConfig:
                 clients={self.client},
                 reserved=RESERVED,
                 session_default_ms=DEFAULT_SESSION_TIMEOUT_MS,
+                own=(FILTER_ABORTED,),
             )
         except PropertyError as exc:
             raise ConfigError(str(exc)) from None
@@ -315,6 +327,12 @@ class OperatorConfig:
         through a rebalance; only the partitions that move are revoked (and a
         revocation after records were fetched still resets the region)."""
         return "cooperative-sticky" in self.assignor_names
+
+    @property
+    def filter_aborted(self) -> bool:
+        """The source drops records of aborted transactions itself (``crkafka.filter.aborted``,
+        for brokers that send no aborted-transactions list: ``kafka_python/aborted_records.py``)."""
+        return filter_aborted(self.consumer_properties)
 
     # -- derived values ---------------------------------------------------
     @property
@@ -370,6 +388,7 @@ class OperatorConfig:
             }
         )
         props.pop("fetch.wait.max.ms", None)
+        props.pop(FILTER_ABORTED, None)  # read by the source (filter_aborted), not by the client
         if self.client is ClientKind.KAFKA_PYTHON:
             props["fetch.max.bytes"] = int(props.get("fetch.max.bytes", DEFAULT_FETCH_MAX_BYTES))
         return props

@@ -7,6 +7,9 @@ Parts, each owned by the operator and given what it needs at construction:
   ``OperatorConfig.client``), polls and serves events; the rebalancer
   (rebalance.py) is its rebalance listener and seeks, to the seek targets
   (merged checkpoint offsets, control variables: rebalance.py, control_plane.py);
+* with ``crkafka.filter.aborted``, the filter of aborted records
+  (``cr_consumer/kafka/kafka_python/aborted_records.py``) decides every polled
+  record on the event thread before it is queued, and gives each batch its end;
 * the process thread (process_thread.py) submits batches under the region
   permit; a bounded queue (message_queue.py) joins the two threads;
 * the region handlers (handlers.py): drain, checkpoint, reset, called by the
@@ -23,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -41,6 +44,9 @@ from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBa
 from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
 from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.states import ClientState, ClientStateMachine
+
+if TYPE_CHECKING:
+    from cr_consumer.kafka.kafka_python.aborted_records import AbortedRecordFilter
 
 log = logging.getLogger(__name__)
 S = ClientState
@@ -244,6 +250,14 @@ class ConsumerOperator:
         if config.key_deserializer is not None or config.value_deserializer is not None:
             decoder = Decoder(config.key_deserializer, config.value_deserializer, config.on_malformed)
         self.decoder = decoder
+        #: The source's own filter of aborted records (``crkafka.filter.aborted``): event thread only.
+        self._aborted: AbortedRecordFilter | None = None
+        if config.filter_aborted:
+            from cr_consumer.kafka.kafka_python.aborted_records import for_consumer  # lazily: kafka is heavy
+
+            self._aborted = for_consumer(
+                config.bootstrap_servers, config.client_properties(), f"cr-{self.name}-markers"
+            )
         self.events = EventThread(
             self.name,
             self._make_consumer,
@@ -256,6 +270,7 @@ class ConsumerOperator:
             joining=lambda: self.rebalancer.joining,
             on_failure=self._on_failure,
             max_poll_records=config.max_poll_records,
+            on_close=self._aborted.close if self._aborted is not None else None,
         )
         self.rebalancer = Rebalancer(
             self.name,
@@ -452,7 +467,11 @@ class ConsumerOperator:
             return
         if state is not S.RECORDS_FETCHED:
             self.sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED, "first records fetched")
-        self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
+        if self._aborted is None:
+            self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
+            return
+        filtered = self._aborted.filter(records, consumer.assignment())
+        self.queue.put_many([Batch(epoch, tp, f.records, f.end) for tp, f in filtered.items()])
 
     def _after_poll(self, consumer: KafkaClient) -> None:
         self.rebalancer.after_poll(consumer)
@@ -541,6 +560,7 @@ class ConsumerOperator:
             "nDroppedMalformedMessages": decoder.n_dropped if decoder is not None else 0,
             "nSubmittedMessages": self.process.n_submitted,
             "nDroppedStale": self.process.n_dropped_stale,
+            "nDroppedAborted": self._aborted.dropped if self._aborted is not None else 0,
         }
 
 

@@ -149,7 +149,8 @@ class EventThread:
     thread; ``on_records(consumer, records)`` and ``after_poll(consumer)`` run
     here after each poll; ``should_pause()``, ``blocked()``, ``held()`` and
     ``joining()`` are read before each poll; ``on_failure(exc)`` is called
-    once if the loop dies.
+    once if the loop dies; ``on_close()`` runs here once the client is closed
+    (what ``on_records`` used alongside it: the filter of aborted records).
     """
 
     #: Polling on/off: written by this thread (set_polling's event) and by any
@@ -188,6 +189,7 @@ class EventThread:
         on_failure: Callable[[BaseException], None],
         max_poll_records: int,
         may_resume: Callable[[], bool] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
         self._factory = consumer_factory
@@ -199,6 +201,7 @@ class EventThread:
         self._held = held
         self._joining = joining
         self._on_failure = on_failure
+        self._on_close = on_close
         self._max_poll_records = max_poll_records
         self._events: queue.SimpleQueue[_Event | _Stop] = queue.SimpleQueue()
         self._polling = False
@@ -433,6 +436,11 @@ class EventThread:
         except Exception:  # closing is best effort; the error is logged, not hidden
             log.exception("%s: error while closing the Kafka consumer", self.name)
         log.info("%s: consumer closed in %.0f ms", self.name, (time.monotonic() - started) * 1000)
+        if self._on_close is not None:
+            try:
+                self._on_close()
+            except Exception:  # closing is best effort; the error is logged, not hidden
+                log.exception("%s: error while closing what the records went through", self.name)
 
 
 __all__ = ["POLL_TIMEOUT_MS", "EventThread", "OperatorFailed"]

@@ -21,17 +21,28 @@ from cr_consumer.kafka.client import KafkaRecord, TopicPartition
 
 
 class Batch:
-    """Records of one partition from one poll (:class:`~cr_consumer.kafka.client.KafkaRecord`)."""
+    """Records of one partition from one poll (:class:`~cr_consumer.kafka.client.KafkaRecord`)
+    and ``end``, the partition's next offset once they are submitted: past the last record, or
+    further when the source dropped what follows it (aborted records and control markers,
+    ``kafka_python/aborted_records.py``), which may leave no record at all."""
 
-    __slots__ = ("epoch", "records", "tp")
+    __slots__ = ("_end", "epoch", "records", "tp")
 
-    def __init__(self, epoch: int, tp: TopicPartition, records: list[KafkaRecord]) -> None:
+    def __init__(self, epoch: int, tp: TopicPartition, records: list[KafkaRecord], end: int | None = None) -> None:
+        if end is None and not records:
+            raise ValueError(f"a batch of {tp} without records needs its end")
         self.epoch = epoch
         self.tp = tp
         self.records = records
+        self._end = end
+
+    @property
+    def end(self) -> int:
+        """The given end, else the last record's offset + 1 (read by the process thread only)."""
+        return self._end if self._end is not None else self.records[-1].offset + 1
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"Batch(epoch={self.epoch}, tp={self.tp}, n={len(self.records)})"
+        return f"Batch(epoch={self.epoch}, tp={self.tp}, n={len(self.records)}, end={self.end})"
 
 
 class BatchQueue:

@@ -62,6 +62,7 @@ NumberKey = Literal[
     "nSubmittedMessages",
     "nDroppedResetPending",
     "nDroppedStale",
+    "nDroppedAborted",
     "nResetRequests",
     "nDrains",
     "nResets",
@@ -79,6 +80,11 @@ COUNTERS: tuple[tuple[str, NumberKey, str], ...] = (
     ("records_submitted", "nSubmittedMessages", "Records submitted downstream"),
     ("reset_pending_records_dropped", "nDroppedResetPending", "Records polled while a reset was pending, dropped"),
     ("stale_records_dropped", "nDroppedStale", "Queued records dropped because a reset or rebalance came first"),
+    (
+        "aborted_records_dropped",
+        "nDroppedAborted",
+        "Polled records of aborted transactions dropped by the source (crkafka.filter.aborted)",
+    ),
     ("reset_requests", "nResetRequests", "Region resets requested after a rebalance"),
     ("drains", "nDrains", "Completed drains (each commits the processed offsets)"),
     ("resets", "nResets", "Completed resets"),
@@ -112,6 +118,7 @@ class Readings(TypedDict):
     nDroppedMalformedMessages: int
     nSubmittedMessages: int
     nDroppedStale: int
+    nDroppedAborted: int
 
 
 class MetricsSnapshot(Readings):

@@ -18,7 +18,8 @@ For each batch (one partition's records from one poll):
    goes downstream as an :class:`Undecodable` item, by ``on_malformed``);
 6. submit: ``submit_batch(records)`` if given (the fast path), else
    ``submit(record)`` per record;
-7. record last offset + 1 in the offset manager (once per batch);
+7. record the batch's end in the offset manager (once per batch): last offset + 1, or past
+   the aborted records and markers the source dropped after it (``Batch.end``);
 8. release the permit; in operator-driven mode, when trigger-count tuples were
    submitted since the last drain, ask the region for a drain and wait for it.
 
@@ -234,20 +235,20 @@ class ProcessThread:
         triggered = False
         if self._trigger is not None:
             room = self._trigger - self._since_drain
-            if len(records) >= room:
+            if records and len(records) >= room:
                 records, rest = records[:room], records[room:]
                 triggered = True
                 self._since_drain = 0
             else:
                 self._since_drain += len(records)
-        end = records[-1].offset + 1
+        end = records[-1].offset + 1 if rest else batch.end
         out = self._decoder(records) if self._decoder is not None else records
         if out:
             self._submit_batch(out)
             self.n_submitted += len(out)
         self._offsets.update(batch.tp, end)
         if rest:
-            return Batch(batch.epoch, batch.tp, rest), triggered
+            return Batch(batch.epoch, batch.tp, rest, batch.end), triggered
         return None, triggered
 
 

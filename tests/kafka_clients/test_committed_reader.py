@@ -16,6 +16,7 @@ from cr_consumer.kafka.committed_filter import (
     HeldTooMany,
     LogBatch,
     LogRecord,
+    VisibleOffsets,
 )
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, decode_batches, read_committed
@@ -65,12 +66,60 @@ def test_the_filter_releases_exactly_the_committed_records_below_the_first_open_
     assert {t.producer_id for t in flt.open_transactions()} == still_open
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step, max_size=40), st.lists(st.integers(1, 4), min_size=1, max_size=10))
+def test_a_client_s_records_are_selected_by_the_markers_and_its_end_passes_only_what_is_dropped(steps, polls):
+    """The source's use (aborted_records.py): a client returns every data record below the last
+    stable offset, aborted ones included, in polls of a few records; the batches are fed only
+    as far as each poll needs."""
+    batches, visible, _still_open = _log(steps)
+    open_from: dict[int, int] = {}
+    for b in batches:
+        if b.control is not None:
+            open_from.pop(b.producer_id, None)
+        elif b.transactional:
+            open_from.setdefault(b.producer_id, b.base_offset)
+    stable = min(open_from.values(), default=batches[-1].last_offset + 1 if batches else 0)
+    returned = [r for b in batches for r in b.records if r.offset < stable]
+    offsets = VisibleOffsets()
+    fed = iter(batches)
+    kept: list[int] = []
+    end = 0
+    i = 0
+    while i < len(returned):
+        poll = returned[i : i + polls[i % len(polls)]]
+        i += len(poll)
+        last = poll[-1].offset
+        while offsets.decided_to <= last:
+            offsets.feed(next(fed))
+        got = offsets.select(poll, lambda r: r.offset)
+        kept.extend(r.offset for r in got)
+        new_end = offsets.end_after(last)
+        assert new_end >= max(end, last + 1)
+        assert not [o for o in visible if last < o < new_end], "a visible record was passed"
+        end = new_end
+    assert kept == visible
+    for batch in fed:
+        offsets.feed(batch)
+    after = [o for o in visible if o >= end]
+    assert offsets.end_after(end - 1) == max(end, min(after[0] if after else stable, stable))
+
+
 def test_records_held_behind_an_abandoned_transaction_are_bounded():
     flt = CommittedFilter(max_held=5)
     flt.feed(LogBatch(0, 0, 7, 3, True, None, (LogRecord(0, None, b"x"),)))
     flt.feed(LogBatch(1, 3, 8, 0, False, None, tuple(LogRecord(o, None, b"y") for o in range(1, 4))))
     with pytest.raises(HeldTooMany, match="producer 7 \\(epoch 3\\) from offset 0"):
         flt.feed(LogBatch(4, 5, 8, 0, False, None, (LogRecord(4, None, b"z"), LogRecord(5, None, b"z"))))
+
+
+def test_offsets_held_for_a_client_are_bounded_though_their_records_are_not_kept():
+    offsets = VisibleOffsets(max_held=5)
+    offsets.feed(LogBatch(0, 0, 7, 3, True, None, (LogRecord(0, None, b"x"),)))
+    offsets.feed(LogBatch(1, 3, 8, 0, False, None, tuple(LogRecord(o, None, b"y") for o in range(1, 4))))
+    assert offsets.decided_to == 0
+    with pytest.raises(HeldTooMany, match="producer 7 \\(epoch 3\\) from offset 0"):
+        offsets.feed(LogBatch(4, 5, 8, 0, False, None, (LogRecord(4, None, b"z"), LogRecord(5, None, b"z"))))
 
 
 def test_a_marker_of_a_producer_with_nothing_open_decides_nothing():

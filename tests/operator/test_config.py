@@ -140,3 +140,31 @@ def test_durations_are_bounded(name, value):
     """An infinite, NaN, boolean or over-a-day duration would make a wait that must end unbounded."""
     with pytest.raises(ConfigError, match=name):
         cfg(**{name: value})
+
+
+def test_the_filter_of_aborted_records_is_the_source_s_own_property_and_needs_read_committed():
+    on = cfg(consumer_properties={"isolation.level": "read_committed", "crkafka.filter.aborted": "true"})
+    assert on.filter_aborted is True
+    assert "crkafka.filter.aborted" not in on.client_properties()  # read by the source, never by the client
+    assert kafka_python_config(on.client_properties())["isolation_level"] == "read_committed"
+    assert cfg().filter_aborted is False  # off by default
+    assert cfg(consumer_properties={"crkafka.filter.aborted": False}).filter_aborted is False
+    with pytest.raises(ConfigError, match=r"needs isolation\.level=read_committed"):
+        cfg(consumer_properties={"crkafka.filter.aborted": True})
+    with pytest.raises(ConfigError, match="must be true or false"):
+        cfg(consumer_properties={"isolation.level": "read_committed", "crkafka.filter.aborted": "yes"})
+    with pytest.raises(ConfigError, match=r"unknown property 'crkafka\.filter\.aborts'"):
+        cfg(consumer_properties={"crkafka.filter.aborts": True})
+
+
+def test_the_project_s_properties_reach_neither_a_client_nor_the_spark_source():
+    from cr_consumer.kafka.property_rules import PropertyError, check_name, client_checked
+    from cr_consumer.spark.options.kafka_properties import kafka_defaults, parse_kafka_property
+    from cr_consumer.spark.options.values import InvalidOptionError
+
+    with pytest.raises(PropertyError, match="never given to a Kafka client"):
+        client_checked({"crkafka.filter.aborted": True})
+    with pytest.raises(PropertyError, match="read by the consumer operator only"):
+        check_name("crkafka.filter.aborted", clients=(), reserved={})
+    with pytest.raises(InvalidOptionError, match="read by the consumer operator only"):
+        parse_kafka_property("kafka.crkafka.filter.aborted", "true", kafka_defaults())

@@ -93,6 +93,20 @@ def test_batches_are_submitted_in_queue_order_and_offsets_recorded_once_per_batc
         assert h.offsets.snapshot() == {T0: 5, T1: 12}
 
 
+def test_a_batch_s_end_past_its_records_is_recorded_and_a_batch_of_none_moves_the_offset_only():
+    """The source's filter of aborted records gives each batch its end: past the aborted records
+    and markers it dropped after the last record, or with no record left at all."""
+    with Harness(trigger_count=2) as h:
+        h.queue.put_many([Batch(0, T0, recs(T0, 0, 3), end=9)])
+        wait_until(lambda: h.offsets.get(T0) == 9, WAIT_S, "the batch's end recorded", interval=POLL_S)
+        assert h.flat() == [(0, 0), (0, 1), (0, 2)]  # cut at the trigger count, the end on the rest
+        h.queue.put_many([Batch(0, T0, [], end=12), Batch(0, T1, recs(T1, 4, 1), end=6)])
+        wait_until(lambda: h.offsets.snapshot() == {T0: 12, T1: 6}, WAIT_S, "both ends", interval=POLL_S)
+        assert h.flat() == [(0, 0), (0, 1), (0, 2), (1, 4)]
+    with pytest.raises(ValueError, match="needs its end"):
+        Batch(0, T0, [])
+
+
 def test_submit_per_record_when_no_batch_callable_is_given():
     with Harness(per_record=True) as h:
         h.queue.put_many([Batch(0, T0, recs(T0, 7, 3))])

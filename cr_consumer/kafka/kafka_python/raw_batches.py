@@ -19,6 +19,10 @@ it needs:
 4. The result holds the committed records in offset order, the transactions still open below
    the stop offset, and how many records were aborted.
 
+:class:`PartitionReader` is the reader itself: :meth:`PartitionReader.fetch` gives one response's
+batches at a time, for the source's filter of aborted records (``aborted_records.py``), which
+feeds its own ``CommittedFilter`` as the consumer moves on.
+
 :func:`transaction_marker` reads the same batches for one producer's marker (the resolver's
 answer to "was this prepared transaction committed?", ``transactions.py``).
 
@@ -96,47 +100,71 @@ def transaction_marker(
     partition follow one another, so that marker ends this one), or None when there is none yet
     below the high watermark (still open, or its marker not written yet)."""
     with RawClient(settings, time.monotonic() + deadline_s) as client:
-        for batch in _Reader(client, topic, partition).batches(start, None):
+        for batch in PartitionReader(client, topic, partition).batches(start, None):
             if batch.control is not None and batch.producer_id == producer_id and batch.base_offset >= start:
                 return batch.control
     return None
 
 
 @attrs.define
-class _Reader:
+class PartitionReader:
+    """One partition's batches through raw Fetch requests on an open client: :meth:`fetch` gives
+    one response's batches (a caller that feeds a filter as it goes, ``aborted_records.py``),
+    :meth:`batches` every batch up to a stop offset (steps 2-3)."""
+
     client: RawClient
     topic: str
     partition: int
+    #: Bytes asked per Fetch (a batch larger than this is still returned whole by the broker).
+    max_bytes: int = FETCH_MAX_BYTES
+    #: Decode the data records (``decode_batches``); False: offsets and markers only.
+    with_records: bool = True
     stop: int | None = None  # where the last ``batches`` ended
+    _leader_id: int | None = None  # the partition's leader, looked up at the first fetch
 
     def _request(self, request: Any, node_id: int | None = None) -> Any:
         return self.client.request(request, node_id, f"reading {self.topic}:{self.partition}")
 
     def _leader(self) -> int:
-        leader = partition_leaders(self.client, self.topic).get(self.partition)
-        if leader is None:
-            raise RawReadError(f"{self.topic}:{self.partition} does not exist")
-        if leader < 0:
-            raise RawReadError(f"{self.topic}:{self.partition} has no leader")
-        return leader
+        if self._leader_id is None:
+            leader = partition_leaders(self.client, self.topic).get(self.partition)
+            if leader is None:
+                raise RawReadError(f"{self.topic}:{self.partition} does not exist")
+            if leader < 0:
+                raise RawReadError(f"{self.topic}:{self.partition} has no leader")
+            self._leader_id = leader
+        return self._leader_id
+
+    def fetch(self, offset: int) -> tuple[list[LogBatch], int]:
+        """One Fetch at ``offset``: the response's complete batches that end at or after
+        ``offset``, and the partition's high watermark. A refused fetch (the leader moved) asks
+        the metadata for the leader again, once."""
+        try:
+            part = self._fetch(self._leader(), offset)
+        except _FetchRefused:
+            self._leader_id = None
+            part = self._fetch(self._leader(), offset, retry=False)
+        batches = [
+            batch
+            for batch in decode_batches(part.records, with_records=self.with_records)
+            if batch.last_offset >= offset
+        ]
+        return batches, int(part.high_watermark)
 
     def batches(self, start: int, end: int | None) -> Iterator[LogBatch]:
         """Steps 2-3's fetch loop: every batch from the one holding ``start`` up to the stop offset
         (``self.stop``, known from the first response on)."""
-        leader = self._leader()
         offset = start
         self.stop = end
         while self.stop is None or offset < self.stop:
-            part = self._fetch(leader, offset)
+            found, high_watermark = self.fetch(offset)
             if self.stop is None:
-                self.stop = int(part.high_watermark)
+                self.stop = high_watermark
             stop = self.stop
             if offset >= stop:
                 break  # an empty partition, or a read from its high watermark: nothing to read
             before = offset
-            for batch in decode_batches(part.records):
-                if batch.last_offset < offset:
-                    continue  # a batch before start (fetch returns whole batches)
+            for batch in found:
                 if batch.base_offset >= stop:
                     offset = stop  # nothing is stored between offset and stop
                     break
@@ -156,14 +184,14 @@ class _Reader:
         stop = start if self.stop is None else self.stop
         return CommittedRead(tuple(records), tuple(flt.open_transactions()), flt.aborted_records, stop)
 
-    def _fetch(self, leader: int, offset: int) -> Any:
+    def _fetch(self, leader: int, offset: int, *, retry: bool = True) -> Any:
         partition = FetchRequest.FetchTopic.FetchPartition(
-            partition=self.partition, fetch_offset=offset, partition_max_bytes=FETCH_MAX_BYTES
+            partition=self.partition, fetch_offset=offset, partition_max_bytes=self.max_bytes
         )
         request = FetchRequest(
             max_wait_ms=FETCH_MAX_WAIT_MS,
             min_bytes=1,
-            max_bytes=FETCH_MAX_BYTES,
+            max_bytes=self.max_bytes,
             isolation_level=0,
             topics=[FetchRequest.FetchTopic(topic=self.topic, partitions=[partition])],
             max_version=4,
@@ -172,15 +200,20 @@ class _Reader:
             for part in topic.partitions:
                 if part.partition_index == self.partition:
                     if part.error_code:
-                        raise RawReadError(
-                            f"fetch {self.topic}:{self.partition} at {offset}: {error_name(part.error_code)}"
-                        )
+                        message = f"fetch {self.topic}:{self.partition} at {offset}: {error_name(part.error_code)}"
+                        raise _FetchRefused(message) if retry else RawReadError(message)
                     return part
         raise RawReadError(f"fetch {self.topic}:{self.partition}: no answer for the partition")
 
 
-def decode_batches(raw: bytes | None) -> list[LogBatch]:
-    """Step 2's decoding: every complete batch of one fetch response (a torn tail is left out)."""
+class _FetchRefused(RawReadError):
+    """A fetch answered with an error code (the leader may have moved: asked again once)."""
+
+
+def decode_batches(raw: bytes | None, *, with_records: bool = True) -> list[LogBatch]:
+    """Step 2's decoding: every complete batch of one fetch response (a torn tail is left out).
+    ``with_records=False`` leaves the data records undecoded (the batch's header and CRC are still
+    read and checked): for a caller that needs only offsets and markers."""
     out: list[LogBatch] = []
     records = MemoryRecords(bytes(raw or b""))
     while records.has_next():
@@ -200,7 +233,7 @@ def decode_batches(raw: bytes | None) -> list[LogBatch]:
                 control = kinds[0]
             else:
                 transactional = False  # an empty control batch decides nothing: it only takes offsets
-        else:
+        elif with_records:
             data = tuple(
                 LogRecord(r.offset, r.key, r.value, tuple((k, v) for k, v in r.headers), r.timestamp) for r in batch
             )
@@ -222,7 +255,7 @@ def read_committed_with(
     client: RawClient, topic: str, partition: int, start: int = 0, end: int | None = None
 ) -> CommittedRead:
     """Steps 1-4 for one partition on an open client (its deadline bounds the read)."""
-    return _Reader(client, topic, partition).read(start, end)
+    return PartitionReader(client, topic, partition).read(start, end)
 
 
 def partition_leaders(client: RawClient, topic: str) -> dict[int, int]:
@@ -239,6 +272,7 @@ def partition_leaders(client: RawClient, topic: str) -> dict[int, int]:
 
 __all__ = [
     "CommittedRead",
+    "PartitionReader",
     "RawReadError",
     "decode_batches",
     "partition_leaders",

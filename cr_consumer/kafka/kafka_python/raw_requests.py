@@ -7,6 +7,8 @@ batches, an EndTxn for a transaction another process prepared), each bounded.
 2. :meth:`RawClient.request` sends one request (to ``node_id``, else the least loaded broker)
    and returns the decoded response; past the caller's ``deadline`` (monotonic seconds) it
    raises ``RawRequestError`` before sending, so a loop of requests never outlives its budget.
+   A long-lived client (the source's filter of aborted records) gives each of its reads a
+   budget of its own by setting ``deadline`` before it.
 3. An error code in a response is named by :func:`error_name` for the caller's message.
 
 The admin client's connection manager is kafka-python's private ``_manager`` (it has no public
@@ -44,6 +46,10 @@ class RawClient:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the admin client (its connections)."""
         self._admin.close()
 
     def request(self, request: Any, node_id: int | None = None, what: str = "request") -> Any:

@@ -1,0 +1,197 @@
+"""The source's own filter of aborted records, for brokers that send no aborted-transactions list.
+
+A ``read_committed`` consumer is told by the broker, with each fetch, which transactions in the
+range were aborted, and kafka-python and librdkafka drop their records. The test broker (tansu)
+sends that list empty, so both clients return aborted records there; it does keep them below the
+last stable offset (nothing past an open transaction is returned). A source with the consumer
+property ``crkafka.filter.aborted=true`` (only together with ``isolation.level=read_committed``:
+``cr_consumer/kafka/property_rules.py``) decides each polled record from the partition's own
+batches and control markers instead, before the records are queued (the operator's event
+thread, ``cr_consumer/operator/consumer.py``):
+
+1. Per partition, a read starts at the offset of the first record the client returned: a
+   ``VisibleOffsets`` (``cr_consumer/kafka/committed_filter.py``, steps 7-8) fed with the
+   partition's batches; it keeps their offsets only (the client delivers the records).
+2. Before a poll's records of the partition are handed on, the log is read on from where the
+   read stopped, with raw Fetch requests (``raw_batches.PartitionReader``: ``read_uncommitted``,
+   CRC checked, batch headers and markers decoded but not the data records, at most
+   :data:`FETCH_MAX_BYTES` a response, every request bounded by the request timeout), one whole
+   response at a time, until the filter has decided past the last of those
+   records (``decided_to``). The client returned them below the last stable offset, so each
+   one's transaction is decided and its marker is in the log; the read may pass other
+   producers' open transactions to reach it (their batches are held, at most ``max_held``
+   offsets: ``HeldTooMany``). A marker not found within :data:`DECIDE_TIMEOUT_S` (a broker that
+   returns records of undecided transactions to ``read_committed`` consumers) raises
+   :class:`UndecidedRecords`: this filter cannot help there.
+3. A record is handed on when a visible batch (committed, or not transactional) covers its
+   offset (``VisibleOffsets.select``); any other is of an aborted transaction and is dropped
+   (counted in :attr:`AbortedRecordFilter.dropped`).
+4. The partition's end (:attr:`Filtered.end`, ``VisibleOffsets.end_after``) is the offset the
+   operator records once the records are submitted, commits at a drain and claims at a
+   checkpoint: it moves past dropped aborted records and control markers (to the log's end when
+   they end it), so a reset to a checkpoint never replays them.
+5. Records going back (the operator seeked: a reset, an assignment) or jumping past where the
+   read stopped start a new read there (1), which is always right: a read may start anywhere, a
+   transaction whose first records lie before it is decided by its marker all the same.
+   Partitions no longer assigned are forgotten.
+
+Off by default: a real cluster sends the aborted list, so its consumers drop aborted records
+themselves, and this costs a second read of the log (every byte fetched twice, every batch's
+header and CRC checked; figures in docs/clients.md).
+The raw reads use a connection of their own (kafka-python's admin client, ``raw_requests``),
+so the filter works whichever client the source polls with: kafka-python or librdkafka.
+
+Memory: per partition, the offsets of the batches held behind an open transaction (bounded, 2)
+and the ranges of visible batches read ahead of the consumer (at most one fetch response past
+the poll's last record, or up to the marker step 2 had to reach).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import attrs
+
+from cr_consumer.kafka.client import KafkaRecord, TopicPartition
+from cr_consumer.kafka.committed_filter import DEFAULT_MAX_HELD, VisibleOffsets
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.raw_batches import PartitionReader, RawReadError
+from cr_consumer.kafka.kafka_python.raw_requests import RawClient
+
+#: Bytes asked per raw Fetch: decoding a response holds the event thread (pure Python, about
+#: 1-2 us a record), so a 1 MB response keeps that stall as short as the consumer's own
+#: (``DEFAULT_FETCH_MAX_BYTES`` of the operator's config) while a drain waits.
+FETCH_MAX_BYTES = 1 << 20
+#: Bound on deciding one poll's records of a partition (step 2, every raw request included): a
+#: broker that returns records of undecided transactions, or stops answering, would otherwise
+#: hold the event thread, and every drain behind it, for ever.
+DECIDE_TIMEOUT_S = 10.0
+#: Bound on one raw request of the filter (the admin client's request timeout): a broker that
+#: stops answering fails the poll within DECIDE_TIMEOUT_S, not after a consumer's default 305 s.
+REQUEST_TIMEOUT_MS = 5_000
+
+
+class UndecidedRecords(RuntimeError):
+    """Records the client returned under ``read_committed`` whose transaction has no marker in
+    the log: the broker does not keep such consumers below the last stable offset."""
+
+
+@attrs.frozen
+class Filtered:
+    """One partition's records of a poll that are visible, and the end past them (step 4)."""
+
+    records: list[KafkaRecord]
+    end: int
+
+
+def _offset(record: KafkaRecord) -> int:
+    return record.offset
+
+
+@attrs.define
+class _PartitionLog:
+    """Step 1's read of one partition."""
+
+    reader: PartitionReader
+    offsets: VisibleOffsets
+    #: The next offset to fetch.
+    read_to: int
+    #: The offset after the last record the client returned.
+    client_next: int = 0
+
+
+class AbortedRecordFilter:
+    """Steps 1-5 of the module docstring for every partition one consumer polls. Used by one
+    thread (the operator's event thread, which polls); :meth:`close` on that thread too."""
+
+    def __init__(self, settings: Mapping[str, Any], *, max_held: int = DEFAULT_MAX_HELD) -> None:
+        """``settings`` from ``admin.admin_settings`` (bootstrap, security, request timeout):
+        :func:`for_consumer` makes them from a consumer's properties."""
+        self._settings = dict(settings)
+        self._max_held = max_held
+        self._client: RawClient | None = None
+        self._logs: dict[TopicPartition, _PartitionLog] = {}
+        #: Records dropped as aborted (step 3), since the filter was made.
+        self.dropped = 0
+
+    def filter(
+        self, records: Mapping[TopicPartition, list[KafkaRecord]], assigned: Collection[TopicPartition]
+    ) -> dict[TopicPartition, Filtered]:
+        """Steps 2-5 for one poll's records (each partition's in offset order, as ``poll`` returns
+        them); ``assigned``: the consumer's partitions now (step 5 forgets the others)."""
+        for gone in [tp for tp in self._logs if tp not in assigned]:
+            del self._logs[gone]
+        out: dict[TopicPartition, Filtered] = {}
+        for tp, recs in records.items():
+            if recs:
+                out[tp] = self._partition(tp, recs)
+        return out
+
+    def close(self) -> None:
+        """Close the raw connection and forget every read (on the polling thread, after the consumer)."""
+        client, self._client = self._client, None
+        self._logs.clear()
+        if client is not None:
+            client.close()
+
+    def _partition(self, tp: TopicPartition, recs: list[KafkaRecord]) -> Filtered:
+        first, last = recs[0].offset, recs[-1].offset
+        log = self._logs.get(tp)
+        if log is None or first < log.client_next or first > log.read_to:
+            log = self._logs[tp] = self._new_log(tp, first)
+        self._decide_past(log, last)
+        kept = log.offsets.select(recs, _offset)
+        self.dropped += len(recs) - len(kept)
+        log.client_next = last + 1
+        return Filtered(kept, log.offsets.end_after(last))
+
+    def _new_log(self, tp: TopicPartition, start: int) -> _PartitionLog:
+        if self._client is None:
+            self._client = RawClient(self._settings, time.monotonic() + DECIDE_TIMEOUT_S)
+        reader = PartitionReader(self._client, tp.topic, tp.partition, max_bytes=FETCH_MAX_BYTES, with_records=False)
+        return _PartitionLog(reader, VisibleOffsets(self._max_held), start, client_next=start)
+
+    def _decide_past(self, log: _PartitionLog, last: int) -> None:
+        """Step 2."""
+        deadline = time.monotonic() + DECIDE_TIMEOUT_S
+        # the last fetch may start at the deadline: UndecidedRecords below then names the cause
+        log.reader.client.deadline = deadline + REQUEST_TIMEOUT_MS / 1000
+        while log.offsets.decided_to <= last:
+            batches, high_watermark = log.reader.fetch(log.read_to)
+            for batch in batches:
+                log.offsets.feed(batch)
+            if batches:
+                log.read_to = max(log.read_to, log.offsets.next_offset)
+            elif log.read_to < high_watermark:
+                raise RawReadError(
+                    f"{log.reader.topic}:{log.reader.partition}: the fetch at {log.read_to} returned no batch"
+                    f" below the high watermark {high_watermark}"
+                )
+            elif time.monotonic() > deadline:
+                raise UndecidedRecords(
+                    f"{log.reader.topic}:{log.reader.partition}: the record at {log.offsets.decided_to} was"
+                    f" returned to a read_committed consumer, but its transaction has no marker in the log up to"
+                    f" {high_watermark} after {DECIDE_TIMEOUT_S:.0f} s; this broker does not keep read_committed"
+                    " consumers below the last stable offset, so crkafka.filter.aborted cannot decide its records"
+                )
+            # else: at the high watermark, the fetch waited for new data in the broker; read again
+
+
+def for_consumer(bootstrap_servers: str, properties: Mapping[str, object], client_id: str) -> AbortedRecordFilter:
+    """A filter reading the cluster of a consumer with ``properties`` (its connection and
+    security settings), each raw request bounded by :data:`REQUEST_TIMEOUT_MS`."""
+    settings = admin_settings(bootstrap_servers, properties, request_timeout_ms=REQUEST_TIMEOUT_MS, client_id=client_id)
+    return AbortedRecordFilter(settings)
+
+
+__all__ = [
+    "DECIDE_TIMEOUT_S",
+    "FETCH_MAX_BYTES",
+    "REQUEST_TIMEOUT_MS",
+    "AbortedRecordFilter",
+    "Filtered",
+    "UndecidedRecords",
+    "for_consumer",
+]

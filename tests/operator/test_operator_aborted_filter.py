@@ -1,0 +1,177 @@
+"""The source's own filter of aborted records (``crkafka.filter.aborted``) on the test broker,
+whose fetch answers carry no aborted-transactions list (its consumers return aborted records):
+with both clients, the operator delivers exactly the committed and non-transactional records, in
+offset order, and the offsets it commits and checkpoints move past the aborted records and the
+control markers, so a reset replays none of them."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaProducer
+
+from coordinator.protocol.common.waiting import wait_until
+from cr_consumer import StartKind
+from cr_consumer.kafka.client import TopicPartition
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.raw_batches import read_committed
+from cr_consumer.operator.checkpoint import OperatorCheckpoint
+from cr_consumer.operator.region import RegionPermit
+from cr_consumer.testing.kafka_util import create_topic
+
+from support.operator import Members, Region, Sink, committed, make
+
+pytestmark = pytest.mark.usefixtures("kafka_client")
+
+PARTITIONS = (0, 1)
+FILTERED = {"isolation.level": "read_committed", "crkafka.filter.aborted": True}
+
+
+class Writers:
+    """Two transactional producers (``a``, ``b``) and a plain one, each record written to both
+    partitions as ``<label>-p<partition>``."""
+
+    def __init__(self, bootstrap: str, topic: str, names) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.tid_a = names.group("tid-a")
+        self.a = self.transactional(self.tid_a)
+        self.b = self.transactional(names.group("tid-b"))
+        self.plain = KafkaProducer(bootstrap_servers=bootstrap)
+        self.fenced: list[KafkaProducer] = []
+
+    def transactional(self, tid: str) -> KafkaProducer:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=tid, max_block_ms=10_000)
+        producer.init_transactions()
+        return producer
+
+    def send(self, producer: KafkaProducer, *labels: str) -> None:
+        for label in labels:
+            for p in PARTITIONS:
+                producer.send(self.topic, f"{label}-p{p}".encode(), partition=p)
+        producer.flush()  # in the log now, before whatever the test writes next
+
+    def txn(self, producer: KafkaProducer, *labels: str) -> None:
+        producer.begin_transaction()
+        self.send(producer, *labels)
+
+    def fence_a(self) -> None:
+        """A successor of ``a`` (same transactional id) fences it: its open transaction is aborted."""
+        self.fenced.append(self.a)
+        self.a = self.transactional(self.tid_a)
+
+    def close(self) -> None:
+        for producer in (self.a, self.b, self.plain):
+            producer.close(timeout=5)
+        for producer in self.fenced:
+            producer.close(timeout=1)  # its calls are refused by a dropped connection: bounded
+
+
+def interleaved_log(w: Writers) -> list[str]:
+    """Committed, aborted (explicitly and by fencing) and plain records of two producers,
+    interleaved, ending with an aborted transaction; the labels a read_committed consumer must
+    see, in offset order."""
+    w.txn(w.a, "a0", "a1")
+    w.a.commit_transaction()
+    w.txn(w.b, "b0")  # open while the next records are written: they wait behind it
+    w.send(w.plain, "plain1")
+    w.txn(w.a, "ax")
+    w.a.abort_transaction()
+    w.b.commit_transaction()  # its marker comes after a's aborted records
+    w.txn(w.a, "az")
+    w.fence_a()  # az is aborted by the fencing
+    w.txn(w.a, "c")
+    w.a.commit_transaction()
+    w.send(w.plain, "plain2")
+    w.txn(w.b, "bx")
+    w.b.abort_transaction()  # the log ends with aborted records and their marker
+    return ["a0", "a1", "b0", "plain1", "c", "plain2"]
+
+
+def log_end(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's high watermark, and a check that the raw reader agrees with the source."""
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-aborted-filter")
+    return {p: read_committed(settings, topic, p).stop for p in PARTITIONS}
+
+
+def delivered(sink: Sink) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {p: [] for p in PARTITIONS}
+    offsets: dict[int, list[int]] = {p: [] for p in PARTITIONS}
+    for r in sink.records:
+        out[r.partition].append(r.value.decode())
+        offsets[r.partition].append(r.offset)
+    assert all(o == sorted(set(o)) for o in offsets.values()), offsets
+    return out
+
+
+def expected(labels: list[str]) -> dict[int, list[str]]:
+    return {p: [f"{label}-p{p}" for label in labels] for p in PARTITIONS}
+
+
+def test_the_source_delivers_committed_and_plain_records_and_commits_to_the_log_end(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=len(PARTITIONS))
+    group = names.group()
+    w = Writers(bootstrap, topic, names)
+    try:
+        labels = interleaved_log(w)
+    finally:
+        w.close()
+    end = log_end(bootstrap, topic)
+    sink = Sink()
+    op = make(
+        bootstrap,
+        group,
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        commit_period_s=0.3,
+        max_poll_records=3,  # several polls, some of aborted records only
+        consumer_properties=FILTERED,
+    ).start()
+    try:
+        wait_until(lambda: committed(bootstrap, group, topic) == end, 30, f"offsets {end} committed")
+        assert delivered(sink) == expected(labels)
+        assert op.metrics()["nDroppedAborted"] == 3 * len(PARTITIONS)  # ax, az, bx
+    finally:
+        op.close()
+
+
+def test_a_reset_replays_the_committed_records_only_and_checkpoints_past_the_aborted_ones(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=len(PARTITIONS))
+    w = Writers(bootstrap, topic, names)
+    sink = Sink()
+    members = Members()
+    try:
+        labels = interleaved_log(w)
+        op = make(
+            bootstrap,
+            names.group(),
+            "m0",
+            sink,
+            topics=[topic],
+            start_position=StartKind.EARLIEST,
+            permit=RegionPermit(),
+            region=Region(),
+            consumer_properties=FILTERED,
+        )
+        members.add(op.start())
+        sink.wait_count(len(labels) * len(PARTITIONS), 30)
+        end = log_end(bootstrap, topic)
+        first = members.drain_checkpoint(1)
+        assert OperatorCheckpoint.decode(first["m0"]).offsets == {TopicPartition(topic, p): end[p] for p in PARTITIONS}
+        assert delivered(sink) == expected(labels)
+
+        w.txn(w.b, "by")
+        w.b.abort_transaction()
+        w.send(w.plain, "plain3")
+        sink.wait_count((len(labels) + 1) * len(PARTITIONS), 30)
+        sink.clear()
+        members.reset(1, first)  # back to the end of the first log: plain3 again, never by
+        sink.wait_count(len(PARTITIONS), 30)
+        end = log_end(bootstrap, topic)
+        second = members.drain_checkpoint(2)
+        assert OperatorCheckpoint.decode(second["m0"]).offsets == {TopicPartition(topic, p): end[p] for p in PARTITIONS}
+        assert delivered(sink) == expected(["plain3"])
+    finally:
+        members.close()
+        w.close()

@@ -1,0 +1,109 @@
+"""A region reads another region's exactly-once Kafka output on the test broker, whose consumers
+return aborted records (its fetch answers carry no aborted-transactions list): with
+``crkafka.filter.aborted`` the reading source drops the aborted intervals of the first region
+itself, and the second region's output holds every input record exactly once.
+
+The first region's member-0 is killed (SIGKILL, the drills' fault point ``after-drain``) once its
+interval's records are flushed into the log and before its checkpoint: that interval's
+transaction is aborted by the reset that follows, so the first output holds aborted records
+(checked: else the run proves nothing)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.raw_batches import CommittedRead, read_committed
+from cr_consumer.runtime.fault_points import ENV_FAULT_DIR, Action, Point, arm, fired
+from cr_consumer.testing.kafka_util import create_topic, produce
+
+from support.region import check_exactly_once, make_region, wait_region, write_module
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 4
+
+TO_KAFKA = """
+from cr_consumer.runtime import KafkaSource, Pipeline, replace
+
+def build(ctx):
+    return (Pipeline(KafkaSource(topics=[ctx.param("topic")], options={"start_position": "earliest"}))
+            .map(lambda r: replace(r, value={"topic": r.topic, "partition": r.partition, "offset": r.offset}))
+            .sink(ctx.kafka_sink(ctx.param("out"))))
+"""
+
+#: Reads the first region's output as a user would on this broker, and writes it on unchanged.
+RELAY = """
+import json
+from cr_consumer.runtime import KafkaSource, Pipeline, replace
+
+def build(ctx):
+    source = KafkaSource(
+        topics=[ctx.param("topic")],
+        options={"start_position": "earliest"},
+        kafka={"isolation.level": "read_committed", "crkafka.filter.aborted": "true"},
+    )
+    return (Pipeline(source)
+            .map(lambda r: replace(r, value=json.loads(r.value)))
+            .sink(ctx.kafka_sink(ctx.param("out"))))
+"""
+
+
+def committed(bootstrap: str, topic: str) -> list[CommittedRead]:
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-region-reads-sink")
+    return [read_committed(settings, topic, p) for p in range(PARTITIONS)]
+
+
+def rows(reads: list[CommittedRead]) -> list[dict]:
+    return [json.loads(r.value or b"") for read in reads for r in read.records]
+
+
+def wait_committed(region, bootstrap: str, topic: str, n: int, timeout: float) -> list[CommittedRead]:
+    def enough() -> list[CommittedRead] | None:
+        reads = committed(bootstrap, topic)
+        return reads if sum(len(read.records) for read in reads) >= n else None
+
+    return wait_region(region, enough, timeout, f"{n} committed records in {topic}", interval=0.5)
+
+
+def test_a_region_reads_another_regions_kafka_output_with_its_aborted_intervals_dropped(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
+    mid = create_topic(bootstrap, names.topic("mid"), partitions=PARTITIONS)
+    out = create_topic(bootstrap, names.topic("out"), partitions=PARTITIONS)
+    faults = tmp_path / "faults"
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    produce(bootstrap, topic, (b"v%d" % i for i in range(1000)))
+    first = make_region(
+        first_dir,
+        bootstrap,
+        write_module(first_dir, "to_kafka", TO_KAFKA),
+        topic,
+        members=2,
+        params={"topic": topic, "out": mid},
+        env={ENV_FAULT_DIR: str(faults)},
+    )
+    second = make_region(
+        second_dir,
+        bootstrap,
+        write_module(second_dir, "relay", RELAY),
+        mid,
+        members=2,
+        params={"topic": mid, "out": out},
+    )
+    with first, second:
+        wait_committed(first, bootstrap, mid, 200, 40)
+        arm(faults, Point.AFTER_DRAIN, Action.CRASH, "member-0")
+        produce(bootstrap, topic, (b"v%d" % i for i in range(1000, 2000)))
+        wait_region(first, lambda: fired(faults), 30, "member-0 killed after a drain")
+        wait_committed(first, bootstrap, mid, 2000, 40)
+        wait_committed(second, bootstrap, out, 2000, 40)
+    reads = committed(bootstrap, mid)
+    assert sum(read.aborted_records for read in reads) > 0, "no aborted interval in the first output"
+    check_exactly_once(rows(reads), topic, {p: 500 for p in range(PARTITIONS)})
+    relayed = committed(bootstrap, out)
+    check_exactly_once(rows(relayed), topic, {p: 500 for p in range(PARTITIONS)})
+    assert [read.open_transactions for read in relayed] == [()] * PARTITIONS
