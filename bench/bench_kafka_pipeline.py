@@ -37,9 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coordinator.kafka.raw_batches import read_committed
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import read_committed
 from cr_consumer.runtime.runner.region_runner import Region
 from cr_consumer.testing.broker import bootstrap_or_embedded
 from cr_consumer.testing.kafka_util import committed_offsets, create_topic, producer, unique_name

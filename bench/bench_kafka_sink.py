@@ -41,9 +41,9 @@ from pathlib import Path
 
 from kafka import KafkaProducer
 
+from coordinator.kafka.raw_batches import read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import producer_name
-from cr_consumer.kafka.kafka_python.raw_batches import read_committed
 from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
 from cr_consumer.runtime.pipeline.records import Record
 from cr_consumer.testing.broker import EmbeddedBroker

@@ -10,8 +10,9 @@ left out.
 
 The seam between the two packages is one-way and narrow: ``cr_consumer`` imports
 from ``coordinator`` only what both processes speak and share
-(``coordinator.protocol``), the client (``coordinator.client``) and the process
-launcher (``coordinator.launcher``); those import nothing else of ``coordinator``,
+(``coordinator.protocol``; ``coordinator.kafka``, the raw Kafka requests both sides
+send to end transactions and read markers), the client (``coordinator.client``) and
+the process launcher (``coordinator.launcher``); those import nothing else of ``coordinator``,
 and ``coordinator.protocol`` imports only itself. A module named in a string and
 imported by name (``importlib``) counts as an import for this rule.
 """
@@ -189,7 +190,7 @@ def test_no_import_cycle():
 
 
 #: What ``cr_consumer`` may import from ``coordinator`` (a package and its submodules).
-MEMBER_SIDE = ("coordinator.protocol", "coordinator.client", "coordinator.launcher")
+MEMBER_SIDE = ("coordinator.protocol", "coordinator.client", "coordinator.launcher", "coordinator.kafka")
 #: Modules ``cr_consumer`` names in a string and imports by name, with the reason.
 #: ``crkafka status`` is the coordinator's own command line, reached through
 #: ``crkafka``'s table of sub-commands (cr_consumer/cli/main.py); it runs in its own

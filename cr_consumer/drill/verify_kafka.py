@@ -4,7 +4,7 @@ The Kafka sink writes each member's checkpoint interval in one transaction, comm
 checkpoint completes and aborted when the region resets past it (the protocol:
 ``coordinator/protocol/region/transactions.py``). A ``read_committed`` consumer cannot check
 that: the test broker sends no aborted-transactions list, so both clients return aborted records
-(``cr_consumer/kafka/committed_filter.py``). :func:`read_topic` therefore decides from the log:
+(``coordinator/kafka/committed_filter.py``). :func:`read_topic` therefore decides from the log:
 
 1. It opens one raw client (``settings`` from ``admin.admin_settings``; every request bounded by
    its request timeout, the whole read by ``deadline_s``) and takes the output topic's partitions
@@ -38,12 +38,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from coordinator.kafka.committed_filter import LogRecord
+from coordinator.kafka.raw_batches import partition_leaders, read_committed_with
+from coordinator.kafka.raw_requests import RawClient
 from cr_consumer.drill.provenance import read_provenance
 from cr_consumer.drill.verify import Delivered
 from cr_consumer.kafka.client import Header
-from cr_consumer.kafka.committed_filter import LogRecord
-from cr_consumer.kafka.kafka_python.raw_batches import partition_leaders, read_committed_with
-from cr_consumer.kafka.kafka_python.raw_requests import RawClient
 
 #: Bound on the whole read of the output topic (step 1): a broker that stops answering fails
 #: the verification instead of hanging the drill.

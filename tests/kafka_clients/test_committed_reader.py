@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from cr_consumer.kafka.committed_filter import (
+from coordinator.kafka.committed_filter import (
     CommittedFilter,
     ControlKind,
     HeldTooMany,
@@ -18,8 +18,8 @@ from cr_consumer.kafka.committed_filter import (
     LogRecord,
     VisibleOffsets,
 )
+from coordinator.kafka.raw_batches import RawReadError, decode_batches, read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import RawReadError, decode_batches, read_committed
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
 PRODUCERS = (1, 2, 3)

@@ -1,5 +1,5 @@
 """Ending another process's transactions on the broker, and the resolver of a reset's entries
-(``cr_consumer/kafka/kafka_python/transactions.py``): commit, repeated commit, commit after a
+(``coordinator/kafka/transactions.py``): commit, repeated commit, commit after a
 fence (the markers decide), an aborted transaction (a loud error), a fence (aborts the open one).
 Outcomes are read from the log's markers (``raw_batches.read_committed``): the test broker's
 consumers cannot hide aborted records."""
@@ -10,11 +10,12 @@ import time
 
 import pytest
 
+from coordinator.kafka.raw_batches import read_committed
+from coordinator.kafka.raw_requests import TransactionEndError
+from coordinator.kafka.transactions import UnresolvedTransaction, end_prepared, fence, resolve
 from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, TxnPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, TransactionEndError, producer_config
-from cr_consumer.kafka.kafka_python.raw_batches import read_committed
-from cr_consumer.kafka.kafka_python.transactions import UnresolvedTransaction, end_prepared, fence, resolve
+from cr_consumer.kafka.kafka_python.producer import TransactionalProducer, producer_config
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
 

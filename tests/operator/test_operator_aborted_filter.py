@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaProducer
 
+from coordinator.kafka.raw_batches import read_committed
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartKind
 from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import read_committed
 from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic

@@ -10,7 +10,7 @@ batches and control markers instead, before the records are queued (the operator
 thread, ``cr_consumer/operator/consumer.py``):
 
 1. Per partition, a read starts at the offset of the first record the client returned: a
-   ``VisibleOffsets`` (``cr_consumer/kafka/committed_filter.py``, steps 7-8) fed with the
+   ``VisibleOffsets`` (``coordinator/kafka/committed_filter.py``, steps 7-8) fed with the
    partition's batches; it keeps their offsets only (the client delivers the records).
 2. Before a poll's records of the partition are handed on, the log is read on from where the
    read stopped, with raw Fetch requests (``raw_batches.PartitionReader``: ``read_uncommitted``,
@@ -54,11 +54,11 @@ from typing import Any
 
 import attrs
 
+from coordinator.kafka.committed_filter import DEFAULT_MAX_HELD, VisibleOffsets
+from coordinator.kafka.raw_batches import PartitionReader, RawReadError
+from coordinator.kafka.raw_requests import RawClient
 from cr_consumer.kafka.client import KafkaRecord, TopicPartition
-from cr_consumer.kafka.committed_filter import DEFAULT_MAX_HELD, VisibleOffsets
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import PartitionReader, RawReadError
-from cr_consumer.kafka.kafka_python.raw_requests import RawClient
 
 #: Bytes asked per raw Fetch: decoding a response holds the event thread (pure Python, about
 #: 1-2 us a record), so a 1 MB response keeps that stall as short as the consumer's own

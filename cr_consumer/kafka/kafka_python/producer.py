@@ -42,9 +42,9 @@ import attrs
 from kafka import KafkaProducer
 from kafka.producer.future import FutureRecordMetadata
 
+from coordinator.kafka.raw_requests import TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
-from cr_consumer.kafka.kafka_python.raw_requests import RawRequestError
 
 #: Sends of the open transaction that may be unanswered before ``bound`` waits: kafka-python 3
 #: has no ``buffer.memory``, so without it the sink's producer would take records as fast as
@@ -54,10 +54,6 @@ MAX_UNANSWERED = 20_000
 
 #: kafka-python's producer settings (keyword names).
 PRODUCER_SETTINGS: frozenset[str] = frozenset(KafkaProducer.DEFAULT_CONFIG)
-
-
-class TransactionEndError(RawRequestError):
-    """A transaction could not be ended as asked (refused, fenced, timed out)."""
 
 
 def producer_name(key: str) -> str:
@@ -237,7 +233,6 @@ class TransactionalProducer:
 __all__ = [
     "PRODUCER_SETTINGS",
     "SendOutcome",
-    "TransactionEndError",
     "TransactionalProducer",
     "producer_config",
     "producer_name",

@@ -228,8 +228,8 @@ def transaction_resolver(source: ConsumerOperator) -> Callable[[tuple[Resolve, .
     """The executor's resolver of a reset's Kafka transactions: ``kafka_python.transactions.resolve``
     with the source's cluster and connection settings (a transactional sink writes to the cluster
     the member reads from)."""
+    from coordinator.kafka.transactions import resolve
     from cr_consumer.kafka.kafka_python.admin import admin_settings
-    from cr_consumer.kafka.kafka_python.transactions import resolve
 
     config = source.config
     settings = admin_settings(

@@ -68,6 +68,8 @@ from typing import Any
 
 import attrs
 
+from coordinator.kafka.raw_requests import TransactionEndError
+from coordinator.kafka.transactions import resolve
 from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
@@ -75,10 +77,8 @@ from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import (
     SendOutcome,
     TransactionalProducer,
-    TransactionEndError,
     producer_config,
 )
-from cr_consumer.kafka.kafka_python.transactions import resolve
 from cr_consumer.kafka.property_rules import check_producer_properties, int_property
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
+from coordinator.kafka.raw_batches import CommittedRead, read_committed
+from coordinator.kafka.transactions import resolve
 from coordinator.protocol.region.transactions import Resolve, Transactions
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import CommittedRead, read_committed
-from cr_consumer.kafka.kafka_python.transactions import resolve
 from cr_consumer.kafka.property_rules import PropertyError
 from cr_consumer.operator.region import TransactionalOperator
 from cr_consumer.runtime import Record

@@ -14,9 +14,9 @@ import json
 
 import pytest
 
+from coordinator.kafka.raw_batches import CommittedRead, read_committed
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import CommittedRead, read_committed
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.region import check_exactly_once, make_region, wait_region, write_module

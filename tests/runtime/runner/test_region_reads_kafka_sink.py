@@ -14,8 +14,8 @@ import json
 
 import pytest
 
+from coordinator.kafka.raw_batches import CommittedRead, read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.raw_batches import CommittedRead, read_committed
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR, Action, Point, arm, fired
 from cr_consumer.testing.kafka_util import create_topic, produce
 

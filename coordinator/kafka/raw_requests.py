@@ -30,6 +30,10 @@ class RawRequestError(RuntimeError):
     """A raw request was refused, failed or would pass its deadline."""
 
 
+class TransactionEndError(RawRequestError):
+    """A transaction could not be ended as asked (refused, fenced, timed out)."""
+
+
 def error_name(code: int) -> str:
     """Step 3: the Kafka error class name of ``code``."""
     return str(for_code(code).__name__)

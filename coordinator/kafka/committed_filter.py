@@ -28,7 +28,7 @@ so its records share one fate): :meth:`CommittedFilter.feed_batches` releases wh
 batches and :attr:`CommittedFilter.decided_to` says how far the log is decided (every offset
 below it that no released batch covers is dropped: an aborted record or a control marker);
 :meth:`CommittedFilter.feed` releases their records (the committed reader,
-``kafka_python/raw_batches.py``).
+``raw_batches.py``).
 
 A consumer that gets its records from a client rather than from the batches (the source's filter
 of aborted records, ``kafka_python/aborted_records.py``) asks :class:`VisibleOffsets`, fed with
@@ -41,7 +41,7 @@ the partition's batches, which it strips of their records (it keeps offsets only
    to the next visible batch or ``decided_to``. It never goes back (a record at an offset it
    passed is aborted, and the consumer drops it when the client returns it).
 
-Pure: no I/O; ``cr_consumer.kafka.kafka_python.raw_batches`` fetches the batches.
+Pure: no I/O; ``coordinator.kafka.raw_batches`` fetches the batches.
 """
 
 from __future__ import annotations

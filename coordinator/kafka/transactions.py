@@ -52,12 +52,11 @@ from kafka.errors import for_code
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import EndTxnRequest, InitProducerIdRequest
 
+from coordinator.kafka.committed_filter import ControlKind
+from coordinator.kafka.raw_batches import transaction_marker
+from coordinator.kafka.raw_requests import RawClient, TransactionEndError, error_name
 from coordinator.protocol.common.waiting import WaitTimeout, wait_until
 from coordinator.protocol.region.transactions import PreparedTxn, Resolve
-from cr_consumer.kafka.committed_filter import ControlKind
-from cr_consumer.kafka.kafka_python.producer import TransactionEndError
-from cr_consumer.kafka.kafka_python.raw_batches import transaction_marker
-from cr_consumer.kafka.kafka_python.raw_requests import RawClient, error_name
 
 log = logging.getLogger(__name__)
 

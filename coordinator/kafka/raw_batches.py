@@ -1,7 +1,7 @@
 """A partition's record batches as stored, control markers included, through raw Fetch requests.
 
 Consumers (both clients) skip control batches and, on the test broker, cannot hide aborted
-records (``cr_consumer/kafka/committed_filter.py`` says why). This reader gives the filter what
+records (``coordinator/kafka/committed_filter.py`` says why). This reader gives the filter what
 it needs:
 
 1. :func:`read_committed` opens a ``RawClient`` (``settings`` from ``admin.admin_settings``:
@@ -41,14 +41,14 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 
-from cr_consumer.kafka.committed_filter import (
+from coordinator.kafka.committed_filter import (
     CommittedFilter,
     ControlKind,
     LogBatch,
     LogRecord,
     OpenTransaction,
 )
-from cr_consumer.kafka.kafka_python.raw_requests import RawClient, RawRequestError, error_name
+from coordinator.kafka.raw_requests import RawClient, RawRequestError, error_name
 
 #: Bytes asked per Fetch; a batch larger than this is still returned whole by the broker.
 FETCH_MAX_BYTES = 8 << 20
