@@ -4,10 +4,7 @@ runs a streaming query into Spark's parquet sink and a batch read, and
 ``spark-pipelines`` runs the declarative pipeline of ``examples/spark_pipeline``
 against the same server.
 
-What runs where: the client (this process) only builds plans and receives the
-query listener's events; the data source's planner, its source runner (the
-group members, the commits) and the range reads run in the server's Python
-processes.
+What runs where: docs/spark.md, "Spark Connect".
 """
 
 from __future__ import annotations
@@ -36,6 +33,8 @@ PIPELINE_RUN_TIMEOUT_S = 180.0
 #: Pause between two looks at the query and the group's commit (each look is an RPC to the
 #: server and a new admin client to the broker).
 POLL_S = 0.25
+#: PySpark's process-wide switch to Spark Connect (``pyspark.sql.utils.is_remote``).
+CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"
 #: The example pipeline, run by the test from a copy.
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline"
 
@@ -52,16 +51,30 @@ def connect_server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def remote_spark(connect_server):
     """A Spark Connect client session with ``crkafka`` registered (the data source class
-    travels to the server pickled by reference: the server's Python imports it)."""
+    travels to the server pickled by reference: the server's Python imports it).
+
+    Creating it sets ``SPARK_CONNECT_MODE_ENABLED`` in this process's environment, which
+    turns every later ``SparkSession.builder`` of the process, and of the processes it
+    starts, into a Connect client (PySpark's ``SparkSession.Builder.create``): the other
+    Spark tests of this worker build classic sessions, so the variable is restored here."""
     from pyspark.sql import SparkSession
 
     from cr_consumer.spark.session import register
 
-    spark = SparkSession.builder.remote(connect_server.url).create()
-    assert type(spark).__module__ == "pyspark.sql.connect.session"
-    register(spark)
-    yield spark
-    spark.stop()
+    mode = os.environ.get(CONNECT_MODE_VARIABLE)
+    try:
+        spark = SparkSession.builder.remote(connect_server.url).create()
+        try:
+            assert type(spark).__module__ == "pyspark.sql.connect.session"
+            register(spark)
+            yield spark
+        finally:
+            spark.stop()
+    finally:
+        if mode is None:
+            os.environ.pop(CONNECT_MODE_VARIABLE, None)
+        else:
+            os.environ[CONNECT_MODE_VARIABLE] = mode
 
 
 def _offsets_seen(rows) -> list[tuple[int, int]]:
