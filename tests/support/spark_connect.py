@@ -43,6 +43,8 @@ from support.spark_cluster import SparkDaemon, spark_home, spawn_daemon, stop_da
 CONNECT_READY_TIMEOUT_S = 120.0
 #: Bound on one connection attempt to the gRPC port during the readiness poll.
 CONNECT_PROBE_TIMEOUT_S = 1.0
+#: Error lines of the server's log quoted by a failed start.
+MAX_ERROR_LINES = 5
 #: The server driver's heap (Spark's default is 1 GiB; a test's records are few).
 DRIVER_MEMORY = "768m"
 
@@ -87,11 +89,24 @@ class ConnectServer:
     def log_tail(self, n: int = 3000) -> str:
         return self._daemon.log_tail(n) if self._daemon is not None else ""
 
+    def failure(self) -> str:
+        """What a failed start says: the log's first error lines (a JVM's tail is mostly the
+        stack of its last exception, the cause is above it), then its tail."""
+        daemon = self._daemon
+        if daemon is None:
+            return ""
+        try:
+            lines = daemon.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        errors = [line for line in lines if " ERROR " in line or "Exception" in line][:MAX_ERROR_LINES]
+        return "first errors:\n" + "\n".join(errors) + "\nlog tail:\n" + self.log_tail()
+
     def _ready(self) -> bool:
         daemon = self._daemon
         if daemon is None or daemon.proc.poll() is not None:
             code = daemon.proc.returncode if daemon is not None else None
-            raise ConnectStartError(f"the Spark Connect server exited with {code} during start-up:\n{self.log_tail()}")
+            raise ConnectStartError(f"the Spark Connect server exited with {code} during start-up; {self.failure()}")
         return _port_open(self.port)
 
     def start(self) -> ConnectServer:
@@ -128,9 +143,9 @@ class ConnectServer:
         try:
             wait_until(self._ready, CONNECT_READY_TIMEOUT_S, f"the Spark Connect server on {self.url}", interval=0.2)
         except TimeoutError as exc:
-            tail = self.log_tail()
+            failure = self.failure()
             self.stop()
-            raise ConnectStartError(f"{exc}; its log ends with:\n{tail}") from exc
+            raise ConnectStartError(f"{exc}; {failure}") from exc
         except BaseException:
             self.stop()
             raise
