@@ -128,7 +128,7 @@ class GroupCommit:
             else:
                 self.store.keepalive()
         except BaseException:
-            log.exception("store sync failed: no write of this batch is acknowledged; stopping")
+            log.exception("writing the store's log failed: no write of this batch is acknowledged; stopping")
             self._fail_outbox()
             raise
         self._dirty = False
