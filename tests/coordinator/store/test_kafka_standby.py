@@ -3,12 +3,13 @@ real processes, real ZeroMQ, the test broker.
 
 - kill -9 of the leader: the standby, started on an empty state directory, answers
   LOAD_IN_PROGRESS while it follows the log, then serves within the lease and a few
-  seconds, with the same control variables, registry and region checkpoints;
+  seconds, with the same control variables, registry and region checkpoints; stopped
+  before that (SIGTERM), it exits 0 and has written nothing;
 - SIGSTOP of the leader past the lease: the standby takes over; after SIGCONT the old
   leader's next write fails, it exits non-zero without acknowledging it, and nothing
   it wrote after the fence is in the new leader's state.
 
-Both use the defaults a user gets except a short lease (and write bound), which keeps
+All use the defaults a user gets except a short lease (and write bound), which keeps
 the tests short.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from coordinator.client import CoordinatorClient
+from coordinator.kafka.raw_batches import read_committed
 from coordinator.launcher import CoordinatorProcess
 from coordinator.protocol.common.osutil import free_port
 from coordinator.protocol.common.waiting import wait_until
@@ -199,3 +201,14 @@ def test_a_leader_paused_past_the_lease_is_fenced_and_exits_on_its_next_write(bo
     replayed.load()
     assert replayed.get_initial_offsets(group) == {("t", 0): 10, ("t", 1): 11}
     replayed.close()
+
+
+def test_a_standby_stopped_before_it_takes_over_exits_0_and_writes_nothing(bootstrap, names, tmp_path):
+    topic = names.topic("log")
+    args = [*_kafka_args(bootstrap, topic), "--log-lease", "60s"]  # no leader, and none taken over
+    standby = Standby(tmp_path, args)
+    try:
+        assert not standby.serves()
+    finally:
+        assert standby.stop() == 0
+    assert read_committed({"bootstrap_servers": [bootstrap]}, topic, 0, deadline_s=30).stop == 0
