@@ -197,6 +197,10 @@ class ServerStore(ServiceStore, Protocol):
         """One fsync for everything appended since the last one; raises LogFailed (fatal)."""
         ...
 
+    def keepalive(self) -> None:
+        """The log's sign of life when nothing was written (no-op before load); raises LogFailed (fatal)."""
+        ...
+
     def expire(self, now: float | None = None) -> int:
         """One retention pass; raises only LogFailed."""
         ...

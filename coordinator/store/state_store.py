@@ -323,6 +323,11 @@ class StateStore:
         self._ready()
         self._log.sync()
 
+    def keepalive(self) -> None:
+        """The log's sign of life when idle (`DurableLog.keepalive`); nothing before load."""
+        if self.loaded and not self._closed:
+            self._log.keepalive()
+
     # ---- maintenance (coordinator.store.maintenance) ----------------------------------
     def expire(self, now: float | None = None) -> int:
         """Retention pass (`Maintenance.expire`): tombstone the state of idle groups."""

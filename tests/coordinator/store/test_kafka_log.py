@@ -1,6 +1,7 @@
 """The Kafka log (`coordinator.store.kafka`) on the test broker: a coordinator killed
 with -9 and restarted on an empty state directory, snapshots, a crash between the
-produce and the answer, hostile records on the log topic, a second writer, bounds.
+produce and the answer, hostile records on the log topic, a writer outside the log's
+transactional id, bounds (fencing and standbys: test_kafka_log_fencing.py).
 
 Every test uses the defaults a user gets (replication factor 3, min.insync.replicas
 2: the test broker accepts them) on topics of its own.
@@ -270,16 +271,19 @@ def test_a_hostile_record_on_the_log_topic_is_refused_at_replay(settings, tmp_pa
     store = StateStore(tmp_path / "reader", log=KafkaLog(settings))
     with pytest.raises(LogError, match=message) as info:
         store.load()
-    assert re.search(r"(offset|record at) 1\b", str(info.value))  # the hostile record, after the good one
+    # the hostile record, after the good one and its transaction's COMMIT marker
+    assert re.search(r"(offset|record at) 2\b", str(info.value))
     assert not store.loaded
     store.close()
 
 
-def test_a_second_writer_on_the_topic_makes_the_log_fail_stop(settings, tmp_path):
+def test_a_writer_outside_the_transactional_id_makes_the_log_fail_stop(settings, tmp_path):
     store = _open(tmp_path, settings)
     store.register_member("g", 0, "op")
     store.sync()
-    _good_then(settings, tmp_path, _GOOD)  # another writer appends behind the store's back
+    producer = KafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
+    producer.send(settings.topic, value=_GOOD, partition=0).get(timeout=10)  # behind the store's back
+    producer.close(timeout=10)
     store.register_member("g", 0, "op-2")
     with pytest.raises(LogFailed, match="another writer"):
         store.sync()
