@@ -126,7 +126,7 @@ def _named(where: str, item: Callable[[Mapping[str, Any]], T], value: Mapping[st
     try:
         return item(value)
     except Invalid as exc:
-        raise Invalid(f"{where}: {exc}") from None
+        raise Invalid(f"{where}: {exc.message}") from None
 
 
 def _json_value(value: Any, where: str, depth: int) -> JsonValue:

@@ -325,7 +325,7 @@ def _part(name: str, decode: Callable[[Mapping[str, Any]], T], value: Mapping[st
     try:
         return decode(value)
     except Invalid as exc:
-        raise Invalid(f"{name}: {exc}") from None
+        raise Invalid(f"{name}: {exc.message}") from None
 
 
 def _registry(body: Mapping[str, Any]) -> RegistryStatus:
@@ -336,7 +336,7 @@ def _registry(body: Mapping[str, Any]) -> RegistryStatus:
             _count_table(body, "limit_rejections"),
         )
     except Invalid as exc:
-        raise Invalid(f"registry: {exc}") from None
+        raise Invalid(f"registry: {exc.message}") from None
 
 
 def _merge(body: Mapping[str, Any]) -> MergeStatus:
@@ -348,7 +348,7 @@ def _merge(body: Mapping[str, Any]) -> MergeStatus:
             req_int(body, "timeouts"),
         )
     except Invalid as exc:
-        raise Invalid(f"merge: {exc}") from None
+        raise Invalid(f"merge: {exc.message}") from None
 
 
 __all__ = [
