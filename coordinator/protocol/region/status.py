@@ -46,6 +46,7 @@ from coordinator.protocol.wire.fields import (
     req_int,
     req_object,
     req_str,
+    safe_text,
 )
 
 T = TypeVar("T")
@@ -130,7 +131,11 @@ def _named(where: str, item: Callable[[Mapping[str, Any]], T], value: Mapping[st
 
 
 def _json_value(value: Any, where: str, depth: int) -> JsonValue:
-    if value is None or isinstance(value, bool | int | str):
+    """An event's field value: JSON scalars (text cut and escaped like any free
+    text), lists and objects at most MAX_EVENT_DEPTH deep."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -30,6 +30,7 @@ from coordinator.protocol.region.status import (
 )
 from coordinator.protocol.region.transactions import MAX_PREPARED
 from coordinator.protocol.wire.errors import Invalid
+from coordinator.protocol.wire.fields import MAX_TEXT_LEN
 from coordinator.protocol.wire.status import (
     MAX_STATUS_LIMITS,
     STATUS_VERSION,
@@ -261,6 +262,12 @@ def test_counts_over_their_bound_are_refused_before_the_entries_are_read():
 def test_a_bad_event_is_invalid_naming_what_is_wrong(event, named):
     with pytest.raises(Invalid, match=named):
         RegionReport.from_body({"region": REGION.to_body(), "events": [event]})
+
+
+def test_an_events_text_is_cut_and_escaped_like_any_free_text():
+    event = {"t": 1.0, "kind": "reset", "why": "x" * (MAX_TEXT_LEN + 10), "member": "m\n0"}
+    (decoded,) = RegionReport.from_body({"region": REGION.to_body(), "events": [event]}).events
+    assert decoded.fields == {"why": "x" * MAX_TEXT_LEN, "member": "m\\x0a0"}
 
 
 @pytest.mark.parametrize(
