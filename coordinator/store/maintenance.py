@@ -29,7 +29,7 @@ rewrite, `coordinator.store.compaction.Compaction`, or the Kafka log's snapshot,
 (`CompactionJob.finish`: the switch to the new segment, or the Kafka log's new
 size) once the background part is done. The owner is paused only for
 the snapshot (dict copies) and the switch; both are measured and reported in
-`stats()["compaction_max_pause_ms"]`.
+`stats().compaction_max_pause_ms`.
 
 Failures: a failed compaction or expiry is logged with its traceback, counted
 (`compaction_failures`, `expire_failures`) and retried after a backoff
