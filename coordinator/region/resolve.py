@@ -57,6 +57,7 @@ from typing import Any
 
 import attrs
 
+from coordinator.protocol.region.status import ResolveStatus
 from coordinator.protocol.region.transactions import MAX_RESOLVE, Resolve, Transactions, decode_resolve
 from coordinator.protocol.wire.errors import Invalid
 
@@ -75,21 +76,6 @@ class Resolved:
     @property
     def changed(self) -> bool:
         return bool(self.dropped or self.cleared)
-
-
-@attrs.frozen
-class EntryStatus:
-    """One entry as ``region_status`` shows it (``coordinator/region/status.py``)."""
-
-    #: The completed checkpoint the transactions were prepared for.
-    seq: int
-    #: Prepared transactions not yet known to be committed.
-    prepared: int
-    #: Transactional ids its sinks write with (fenced at a reset).
-    fence: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
 
 class ResolveEntries:
@@ -188,12 +174,12 @@ class ResolveEntries:
         self._handed = {}
         return Resolved(tuple(sorted(dropped)), tuple(sorted(cleared)))
 
-    def status(self) -> dict[str, dict[str, Any]]:
-        """Member name -> its entry's ``EntryStatus`` dict."""
+    def status(self) -> dict[str, ResolveStatus]:
+        """Member name -> its entry as the region's status shows it."""
         return {
-            name: EntryStatus(e.seq, len(e.transactions.prepared), len(e.transactions.fence)).to_dict()
+            name: ResolveStatus(e.seq, len(e.transactions.prepared), len(e.transactions.fence))
             for name, e in sorted(self._entries.items())
         }
 
 
-__all__ = ["EntryStatus", "ResolveEntries", "Resolved"]
+__all__ = ["ResolveEntries", "Resolved"]
