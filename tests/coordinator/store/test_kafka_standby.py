@@ -108,12 +108,14 @@ class Standby:
 
 def _view(endpoint: str, groups: list[str], region: str) -> dict[str, Any]:
     with CoordinatorClient(endpoint, timeout=10) as client:
-        store = client.status()["store"]
+        store_stats = client.status().store
+        assert store_stats is not None
+        store = store_stats.to_body()
         view: dict[str, Any] = {
             "store": {k: store[k] for k in ("control_variables", "groups", "documents", "live_entries")},
             "groups": {g: (client.get_initial_offsets(g), client.members(g)) for g in groups},
         }
-    status = region_status(endpoint, region)["region"]
+    status = region_status(endpoint, region).region.to_body()
     view["region"] = {k: status[k] for k in ("name", "index", "last_consistent", "transactions")}
     return view
 
@@ -138,7 +140,7 @@ def test_kill_9_of_the_leader_the_standby_on_an_empty_dir_serves_the_same_state(
         members = [member(leader.endpoint, region, f"m{i}", partition=i).start() for i in range(2)]
         try:
             wait_until(
-                lambda: (region_status(leader.endpoint, region)["region"]["last_consistent"] or 0) >= 2,
+                lambda: (region_status(leader.endpoint, region).region.last_consistent or 0) >= 2,
                 30,
                 "2 checkpoints",
             )
