@@ -49,7 +49,7 @@ def test_crkafka_in_transform_crkafka_out_is_exactly_once(spark, bootstrap, coor
         create_topic(bootstrap, names.topic("in"), partitions=2),
         create_topic(bootstrap, names.topic("out"), partitions=3),
     )
-    n = 3000
+    n = 2000
     produce(bootstrap, source, [f"r{i}".encode() for i in range(n)])
     query = (
         spark.readStream.format("crkafka")
@@ -126,7 +126,7 @@ def _query_id(checkpoint: Path) -> str:
 @pytest.mark.slow
 def test_task_crash_and_driver_kill_mid_commit_are_exactly_once(bootstrap, names, tmp_path):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
-    expected = _write_input(tmp_path / "input", files=3, rows=400)
+    expected = _write_input(tmp_path / "input", files=2, rows=400)
     checkpoint, fault_dir, log = tmp_path / "checkpoint", tmp_path / "faults", tmp_path / "driver.log"
     args = [
         "--bootstrap",

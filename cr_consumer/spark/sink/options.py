@@ -35,7 +35,8 @@ from pyspark.sql.types import (
 )
 
 from cr_consumer.kafka.property_rules import PropertyError, check_producer_properties
-from cr_consumer.spark.options.values import TOPIC_RE, InvalidOptionError, parse_bool, parse_int, required
+from cr_consumer.spark.options.parse import bootstrap_servers
+from cr_consumer.spark.options.values import TOPIC_RE, InvalidOptionError, parse_bool, parse_int
 
 #: The decision log's topic prefix when ``decisionTopicPrefix`` is not given.
 DEFAULT_DECISION_PREFIX = "crkafka-sink-decisions"
@@ -94,7 +95,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         check_producer_properties(props)
     except PropertyError as exc:
         raise InvalidOptionError("kafka.*" if exc.key is None else f"kafka.{exc.key}", str(exc)) from None
-    bootstrap = required(opts, "kafka.bootstrap.servers")
+    bootstrap = bootstrap_servers(opts)
     topic = opts.get("topic")
     if topic is not None:
         topic = topic.strip()
