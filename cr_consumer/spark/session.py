@@ -33,7 +33,7 @@ def local_session(app_name: str, *, cores: int = 2, max_failures: int = 1) -> Sp
     ``max_failures``: attempts of a task before its job fails (local mode retries no task by
     default)."""
     return _session(
-        f"local[{cores},{max_failures}]",
+        f"local[{cores}]" if max_failures == 1 else f"local[{cores},{max_failures}]",
         app_name,
         {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(cores)},
     )
