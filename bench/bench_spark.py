@@ -25,11 +25,17 @@ Figures, all in one run on one freshly produced topic (default 1,000,000 x
 4. with ``--standalone``: the librdkafka query of (2) with 1 member on
    ``local[2]``, then the same on a Spark standalone cluster of two workers of
    one core each (``tests/support/spark_cluster.py``: each executor its own JVM),
-   each with its baselines, in the same run (no commit figures).
+   each with its baselines, in the same run (no commit figures);
+5. with ``--sink``: the ``crkafka`` sink (``writeStream.format("crkafka")``, key and value of
+   the topic's records to a fresh 4-partition topic) against the noop sink, both reading with
+   the librdkafka query of (2) with 1 member, and a plain confluent-kafka producer loop of the
+   same rows (default settings, flush at the end) right before and after each query: rows/s
+   (no commit figures).
 
     .venv/bin/python bench/bench_spark.py [--records 1000000] [--quick]
     .venv/bin/python bench/bench_spark.py --commit-only --commit-runs 3   # (3) alone
     .venv/bin/python bench/bench_spark.py --standalone                    # (4) alone
+    .venv/bin/python bench/bench_spark.py --sink --records 200000         # (5) alone
 """
 
 from __future__ import annotations
@@ -135,9 +141,12 @@ def spark_rate(
     max_batch: int,
     workdir: Path,
     client: str,
+    out_topic: str | None = None,
 ) -> dict:
+    """Rows/s of ``format("crkafka")`` -> the noop sink, or -> the crkafka sink writing key and
+    value to ``out_topic``."""
     group = unique_name("bench-spark")
-    query = (
+    df = (
         spark.readStream.format("crkafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.group.id", group)
@@ -150,10 +159,18 @@ def spark_rate(
         .option("kafka.session.timeout.ms", 6000)
         .option("kafka.heartbeat.interval.ms", 1000)
         .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(workdir / f"ckpt-{group}"))
-        .trigger(processingTime="0 seconds")
-        .start()
+    )
+    if out_topic is None:
+        writer = df.writeStream.format("noop")
+    else:
+        writer = (
+            df.select("key", "value")
+            .writeStream.format("crkafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", out_topic)
+        )
+    query = (
+        writer.option("checkpointLocation", str(workdir / f"ckpt-{group}")).trigger(processingTime="0 seconds").start()
     )
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -180,6 +197,7 @@ def spark_rate(
     rows = sum(p["numInputRows"] for p in progress[1:])
     read_ms = [p["durationMs"].get("latestOffset", 0) for p in progress[1:]]
     return {
+        "sink": "noop" if out_topic is None else "crkafka",
         "client": client,
         "members": members,
         "max_offsets_per_trigger": max_batch,
@@ -188,6 +206,42 @@ def spark_rate(
         "mean_batch_rows": rows / max(1, len(progress) - 1),
         "read_ms_p50": statistics.median(read_ms) if read_ms else None,
     }
+
+
+def confluent_produce_loop(bootstrap: str, source: str, n: int) -> float:
+    """rows/s of a plain confluent-kafka producer (default settings) sending the ``n`` records of
+    ``source`` (key and value, read first, not timed) to a fresh topic, flushed at the end."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique_name("bench-src"), "enable.auto.commit": False}
+    )
+    rows: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        parts = consumer.list_topics(source, timeout=10).topics[source].partitions
+        consumer.assign([CkTopicPartition(source, p, OFFSET_BEGINNING) for p in sorted(parts)])
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while len(rows) < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {len(rows)}/{n} records of {source}")
+            rows.extend((m.key(), m.value()) for m in consumer.consume(10_000, 0.5) if m.error() is None)
+    finally:
+        consumer.close()
+    out = create_topic(bootstrap, unique_name("bench-produce"), partitions=4)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    t0 = time.perf_counter()
+    for key, value in rows[:n]:
+        while True:
+            try:
+                producer.produce(out, value, key)
+                break
+            except BufferError:
+                producer.poll(0.01)  # the local queue is full: let deliveries drain it
+        producer.poll(0)
+    if producer.flush(RUN_TIMEOUT_S):
+        raise TimeoutError("the producer loop's records were not all delivered")
+    return n / (time.perf_counter() - t0)
 
 
 def cluster_session(master: str):
@@ -276,6 +330,42 @@ def commit_latency(
     }
 
 
+def source_variants(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The (executors' client, members) of the source queries of (2) and (4)."""
+    if args.commit_only or args.sink:
+        return []
+    if args.standalone:
+        return [("librdkafka", 1)]
+    if args.quick:
+        return [("kafka-python", 1), ("librdkafka", 1)]
+    return [("kafka-python", 1), ("librdkafka", 1), ("librdkafka", 2)]
+
+
+def sink_rates(bootstrap: str, coordinator: str, topic: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
+    """(5): the noop sink, then the crkafka sink, each with the producer loop before and after."""
+    from cr_consumer.spark.session import local_session
+
+    runs = []
+    spark = local_session("bench-spark-sink")
+    try:
+        for out in (None, "crkafka"):
+            before = confluent_produce_loop(bootstrap, topic, args.records)
+            out_topic = None if out is None else create_topic(bootstrap, unique_name("bench-sink"), 4)
+            rate = spark_rate(
+                spark, bootstrap, coordinator, topic, args.records, 1, args.max_batch, workdir, "librdkafka", out_topic
+            )
+            after = confluent_produce_loop(bootstrap, topic, args.records)
+            rate["producer_loop_rows_per_s"] = (before + after) / 2
+            rate["producer_loop_before_after"] = [round(before), round(after)]
+            rate["ratio_to_producer_loop"] = rate["rows_per_s"] / rate["producer_loop_rows_per_s"]
+            rate["load_avg_1m"] = os.getloadavg()[0]
+            print(json.dumps(rate), flush=True)
+            runs.append(rate)
+    finally:
+        spark.stop()
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -285,6 +375,7 @@ def main() -> int:
     parser.add_argument("--commit-only", action="store_true", help="only the driver-side commit figures")
     parser.add_argument("--commit-runs", type=int, default=1, help="runs of the driver-side commit figures")
     parser.add_argument("--quick", action="store_true", help="200k records, fewer variants")
+    parser.add_argument("--sink", action="store_true", help="(5): the crkafka sink against noop and a producer loop")
     parser.add_argument(
         "--standalone", action="store_true", help="librdkafka, 1 member: local[2], then a two-worker standalone cluster"
     )
@@ -308,13 +399,7 @@ def main() -> int:
         results["produce_s"] = produce_fixed(broker.bootstrap, topic, args.records, args.size)
         print(f"produced {args.records} x {args.size} B in {results['produce_s']:.1f}s", flush=True)
 
-        variants = [("kafka-python", 1), ("librdkafka", 1), ("librdkafka", 2)]
-        if args.quick:
-            variants = [("kafka-python", 1), ("librdkafka", 1)]
-        if args.commit_only:
-            variants = []
-        if args.standalone:
-            variants = [("librdkafka", 1)]
+        variants = source_variants(args)
         runs = []
 
         def measured(spark, client: str, members: int) -> dict:
@@ -359,13 +444,15 @@ def main() -> int:
                     runs.append(measured(spark, "librdkafka", 1))
                 finally:
                     spark.stop()
+        if args.sink:
+            runs.extend(sink_rates(broker.bootstrap, coord.endpoint, topic, args, workdir))
         results["spark"] = runs
         # the members' steady poll as shipped, and the earlier 10 ms (the same poll as the join), alternately
         results["commit"] = [
             commit_latency(
                 broker.bootstrap, coord.endpoint, topic, args.records, 200 if not args.quick else 50, 2, poll_ms
             )
-            for _ in range(0 if args.standalone else args.commit_runs)
+            for _ in range(0 if args.standalone or args.sink else args.commit_runs)
             for poll_ms in (None, 10)
         ]
         for figures in results["commit"]:

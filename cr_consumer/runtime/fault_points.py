@@ -3,7 +3,8 @@
 A *point* is a named step of the region protocol in a member process; the
 runtime calls :func:`hit` there (one line in ``member/process.py``,
 ``member/executor.py``, ``member/control.py``, ``pipeline/sinks.py``,
-``pipeline/kafka_sink.py``). Nothing
+``pipeline/kafka_sink.py``; the Spark sink's ``spark/sink/writer.py``, as member
+``spark-sink``). Nothing
 happens unless a drill armed that point:
 
 1. The drill starts the member processes with ``$CRKAFKA_FAULT_DIR`` set to its
@@ -87,6 +88,9 @@ class Point(enum.Enum):
     AFTER_PUBLISH = "after-publish"
     #: A reset is applied to every operator; its ack is not sent.
     AFTER_RESET = "after-reset"
+    #: A task of the Spark sink prepared its transaction (flushed, open); its report is not
+    #: returned to Spark yet.
+    SPARK_TASK_PREPARED = "spark-task-prepared"
     #: A pushed command arrived on the control channel, before the member's
     #: control thread queue: ``drop`` loses it.
     RECEIVE_DRAIN = "receive-drain"

@@ -26,12 +26,14 @@ def register(spark: SparkSession) -> None:
     install_listener(spark)
 
 
-def local_session(app_name: str, *, cores: int = 2) -> SparkSession:
+def local_session(app_name: str, *, cores: int = 2, max_failures: int = 1) -> SparkSession:
     """A local SparkSession with ``crkafka`` registered, set up as this machine needs:
     workers run this interpreter (PYSPARK_PYTHON), Spark binds to loopback, no UI,
-    few shuffle partitions, logs at ERROR. Used by the examples, tests and benches."""
+    few shuffle partitions, logs at ERROR. Used by the examples, tests and benches.
+    ``max_failures``: attempts of a task before its job fails (local mode retries no task by
+    default)."""
     return _session(
-        f"local[{cores}]",
+        f"local[{cores}]" if max_failures == 1 else f"local[{cores},{max_failures}]",
         app_name,
         {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(cores)},
     )

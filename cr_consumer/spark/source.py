@@ -1,4 +1,5 @@
-"""The ``crkafka`` DataSource: options, schema, and the stream and batch reader factories.
+"""The ``crkafka`` DataSource: options, schema, the stream and batch reader factories, and the
+stream writer factory (the sink: ``cr_consumer/spark/sink/``).
 
 Spark constructs the DataSource in a planner process and pickles it to the
 source runner; it only holds the raw option map. The options are validated in
@@ -16,7 +17,7 @@ offset, timestamp, timestampType, and headers with ``includeHeaders=true``).
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
 from cr_consumer.kafka.start_position import StartKind
@@ -63,3 +64,9 @@ class CrKafkaDataSource(DataSource):
             raise InvalidOptionError("endingOffsets", "is for batch queries (spark.read) only")
         options.coordinator_endpoint()  # a streaming query needs the coordinator
         return CrKafkaStreamReader(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from cr_consumer.spark.sink.options import parse_sink_options
+        from cr_consumer.spark.sink.writer import CrKafkaStreamWriter
+
+        return CrKafkaStreamWriter(parse_sink_options(self.options), schema)

@@ -118,12 +118,18 @@ def _kafka_properties(opts: Mapping[str, str]) -> dict[str, object]:
     return kafka_props
 
 
-def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str | None]:
-    """(bootstrap servers, group id or None, group id prefix, coordinator endpoint or None)."""
+def bootstrap_servers(opts: Mapping[str, str]) -> str:
+    """``kafka.bootstrap.servers`` of the lower-cased option map (the source's and the sink's)."""
     bootstrap = required(opts, "kafka.bootstrap.servers")
     for server in bootstrap.split(","):
         if not re.fullmatch(r"\s*[^\s:,]+:\d{1,5}\s*", server):
             raise InvalidOptionError("kafka.bootstrap.servers", f"expected host:port[,host:port...], got {bootstrap!r}")
+    return bootstrap
+
+
+def _connection(opts: Mapping[str, str]) -> tuple[str, str | None, str, str | None]:
+    """(bootstrap servers, group id or None, group id prefix, coordinator endpoint or None)."""
+    bootstrap = bootstrap_servers(opts)
     group_id = None
     if "kafka.group.id" in opts:
         group_id = required(opts, "kafka.group.id")
