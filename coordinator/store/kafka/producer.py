@@ -25,9 +25,8 @@ record's delivery; the callers bound their ``flush`` as well.
 3. `close(timeout_s)`: after a failure the sender is stopped at once (a fenced
    producer's requests would be retried for ever), else a bounded graceful close.
 
-kafka-python keeps the transaction manager and the sender in private fields
-(``_transaction_manager``, ``_sender``); they are used here only, for the bounds of
-step 2 and 3 (the member side's sink producer needs the same, in its own package).
+The bounded commit of step 2 and the forced close of step 3 are
+`coordinator.kafka.bounded_producer`'s, which the member side's sink producer uses too.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from collections.abc import Callable
 
 from kafka import KafkaProducer
 
+from coordinator.kafka.bounded_producer import end_transaction, force_close
 from coordinator.store.kafka.settings import TOPIC_MAX_MESSAGE_BYTES, KafkaLogSettings
 
 
@@ -100,25 +100,17 @@ class LogWriter:
             producer.flush(timeout=max(0.0, deadline - time.monotonic()))
             offsets = [int(future.get(timeout=0).offset) for future in futures]
             on_sent()
-            manager = producer._transaction_manager  # no bounded commit in kafka-python (module docstring)
-            assert manager is not None  # a transactional id is set
-            result = manager.begin_commit()
-            producer._sender.wakeup()
-            done = result.wait(timeout_ms=max(0.0, deadline - time.monotonic()) * 1000)
-        except Exception as exc:  # fenced, refused, a failed send, a flush past the deadline
+            end_transaction(
+                producer, deadline - time.monotonic(), f"the log's transaction of {len(records)} records", commit=True
+            )
+        except Exception as exc:  # fenced, refused, a failed send, a flush or commit past the deadline
             self._failed = True
             raise LogWriteError(f"transaction of {len(records)} records: {type(exc).__name__}: {exc}") from exc
-        if not done:
-            self._failed = True
-            raise LogWriteError(f"the commit of {len(records)} records got no answer within {timeout_s:g}s")
         return offsets
 
     def close(self, timeout_s: float) -> None:
         """Step 3."""
         if self._failed:
-            sender = self._producer._sender
-            sender.force_close()
-            sender.join(timeout_s)
-            self._producer.close(timeout=0)
+            force_close(self._producer, timeout_s)
         else:
             self._producer.close(timeout=timeout_s)

@@ -28,7 +28,9 @@ librdkafka has no public call for them and no way to resume a prepared transacti
    prepared is aborted, by the sink or a fence, and replayed), and a fenced producer's sends
    would be retried for ever.
 
-The private fields used (``_transaction_manager``, ``_sender``) stay inside this package, like
+The bounded commit, abort and forced close are `coordinator.kafka.bounded_producer`'s (the
+coordinator's log writer needs them too); the one private field read here
+(``_transaction_manager``, for the producer id and epoch) stays inside this package, like
 ``compat.py``'s.
 """
 
@@ -42,6 +44,7 @@ import attrs
 from kafka import KafkaProducer
 from kafka.producer.future import FutureRecordMetadata
 
+from coordinator.kafka.bounded_producer import end_transaction, force_close
 from coordinator.kafka.raw_requests import TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
@@ -205,29 +208,14 @@ class TransactionalProducer:
         self._end(timeout_s, what, commit=False)
 
     def _end(self, timeout_s: float, what: str, *, commit: bool) -> None:
-        manager = self._producer._transaction_manager
-        if manager is None:
-            raise ValueError("the producer has no transactional.id")
-        verb = "committing" if commit else "aborting"
-        try:
-            result = manager.begin_commit() if commit else manager.begin_abort()
-            self._producer._sender.wakeup()
-            done = result.wait(timeout_ms=timeout_s * 1000)
-        except Exception as exc:  # refused: fenced, or an earlier send failed the transaction
-            raise TransactionEndError(f"{verb} {what} failed: {type(exc).__name__}: {exc}") from exc
-        if not done:
-            raise TransactionEndError(f"{verb} {what}: no answer within {timeout_s:g}s")
+        end_transaction(self._producer, timeout_s, what, commit=commit)
 
     def close(self, timeout_s: float) -> None:
         """Step 5: the sender is stopped at once (its unsent records failed), then the producer closed."""
-        sender = self._producer._sender
-        sender.force_close()
-        sender.join(timeout_s)
-        if sender.is_alive():
+        if not force_close(self._producer, timeout_s):
             raise TransactionEndError(
                 f"the producer's sender thread did not stop within {timeout_s:g}s of a forced close"
             )
-        self._producer.close(timeout=0)  # nothing left to flush: the forced close failed every unsent batch
 
 
 __all__ = [

@@ -102,5 +102,5 @@ def test_an_idle_leader_writes_lease_records_that_replay_skips(bootstrap, names,
     assert [r.key for r in raw.records] == [None, b"cr.lease", b"cr.lease", b"cr.lease"]
     replayed = _open(tmp_path / "replay", settings)
     assert replayed.members("g") == ["op"]
-    assert replayed.stats()["log_records"] == 1
+    assert replayed.stats().log_records == 1
     replayed.close()
