@@ -59,6 +59,7 @@ Every field is bounded (:data:`MAX_PREPARED`, :data:`MAX_FENCE`, :data:`MAX_TXN_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,6 +80,13 @@ MAX_TXN_PARTITIONS = 10_000
 MAX_RESOLVE = 10_000
 #: Kafka's producer epoch is an int16.
 MAX_EPOCH = (1 << 15) - 1
+#: Most hosts, and characters, of a reported cluster's bootstrap list: a bootstrap list names a
+#: few brokers, and the coordinator tries them in turn (a long list is a slow failure).
+MAX_BOOTSTRAP_HOSTS = 16
+MAX_BOOTSTRAP_LEN = 1024
+_HOST_PORT = re.compile(
+    r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]{2,45}\]):(?P<port>[0-9]{1,5})"
+)
 
 
 def _check_list(value: Any, what: str, most: int) -> list[Any]:
@@ -148,30 +156,59 @@ class PreparedTxn:
         )
 
 
+def check_bootstrap(value: Any, what: str) -> str:
+    """A cluster's bootstrap list as the coordinator connects to it: ``HOST:PORT[,HOST:PORT...]``,
+    at most :data:`MAX_BOOTSTRAP_HOSTS` hosts and :data:`MAX_BOOTSTRAP_LEN` characters; a host is a
+    DNS name or IPv4 address (letters, digits, ``.``, ``-``, ``_``) or a bracketed IPv6 address,
+    a port 1-65535. Anything else (a scheme, spaces, control characters, an empty host) is
+    refused: the coordinator opens connections to what it is given."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_BOOTSTRAP_LEN:
+        raise Invalid(f"{what} must be a string of 1 to {MAX_BOOTSTRAP_LEN} characters")
+    hosts = value.split(",")
+    if len(hosts) > MAX_BOOTSTRAP_HOSTS:
+        raise Invalid(f"{what} names more than {MAX_BOOTSTRAP_HOSTS} hosts")
+    for i, host in enumerate(hosts):
+        match = _HOST_PORT.fullmatch(host)
+        if match is None or not 0 < int(match.group("port")) < 65536:
+            raise Invalid(f"{what}: host {i} {host[:80]!r} is not HOST:PORT (port 1-65535)")
+    return value
+
+
 @attrs.frozen
 class Transactions:
-    """Step 1: a checkpoint ack's transactions: the prepared ones and every transactional id in use."""
+    """Step 1: a checkpoint ack's transactions: the prepared ones, every transactional id in use,
+    and ``bootstrap``, the cluster they are on (None: not known as one cluster; then only a
+    member resolves them, with its own cluster settings)."""
 
     prepared: tuple[PreparedTxn, ...] = ()
     fence: tuple[str, ...] = ()
+    bootstrap: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {"prepared": [t.to_wire() for t in self.prepared], "fence": list(self.fence)}
+        return {
+            "prepared": [t.to_wire() for t in self.prepared],
+            "fence": list(self.fence),
+            "bootstrap": self.bootstrap,
+        }
 
     @classmethod
     def from_wire(cls, value: Any, what: str = "field 'transactions'") -> Transactions:
         if not isinstance(value, Mapping):
-            raise Invalid(f"{what} must be an object with 'prepared' and 'fence'")
+            raise Invalid(f"{what} must be an object with 'prepared', 'fence' and 'bootstrap'")
         prepared = _check_list(value.get("prepared"), f"{what}.prepared", MAX_PREPARED)
         fence = _check_list(value.get("fence"), f"{what}.fence", MAX_FENCE)
-        return cls(
-            tuple(PreparedTxn.from_wire(t, f"{what}.prepared[{i}]") for i, t in enumerate(prepared)),
-            tuple(fields.check_name(tid, f"{what}.fence[{i}]") for i, tid in enumerate(fence)),
-        )
+        txns = tuple(PreparedTxn.from_wire(t, f"{what}.prepared[{i}]") for i, t in enumerate(prepared))
+        ids = tuple(fields.check_name(tid, f"{what}.fence[{i}]") for i, tid in enumerate(fence))
+        if "bootstrap" not in value:
+            raise Invalid(f"{what} lacks 'bootstrap' (null: not one known cluster)")
+        bootstrap = value["bootstrap"]
+        return cls(txns, ids, None if bootstrap is None else check_bootstrap(bootstrap, f"{what}.bootstrap"))
 
     def __add__(self, other: Transactions) -> Transactions:
-        """Two sinks' transactions as one member's (the fence ids in first-seen order, once each)."""
-        return Transactions(self.prepared + other.prepared, tuple(dict.fromkeys(self.fence + other.fence)))
+        """Two sinks' transactions as one member's (the fence ids in first-seen order, once each;
+        the cluster only when both name the same one)."""
+        bootstrap = self.bootstrap if self.bootstrap == other.bootstrap else None
+        return Transactions(self.prepared + other.prepared, tuple(dict.fromkeys(self.fence + other.fence)), bootstrap)
 
 
 @attrs.frozen
@@ -209,6 +246,8 @@ def decode_resolve(value: Any, name: str = "resolve") -> tuple[Resolve, ...]:
 
 
 __all__ = [
+    "MAX_BOOTSTRAP_HOSTS",
+    "MAX_BOOTSTRAP_LEN",
     "MAX_FENCE",
     "MAX_PREPARED",
     "MAX_RESOLVE",
@@ -217,6 +256,7 @@ __all__ = [
     "Resolve",
     "Transactions",
     "TxnPartition",
+    "check_bootstrap",
     "decode_resolve",
     "encode_resolve",
 ]

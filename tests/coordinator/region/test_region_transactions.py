@@ -21,6 +21,7 @@ from coordinator.protocol.region.transactions import (
 )
 from coordinator.region.document import RegionDocument
 from coordinator.region.machine import RegionCore
+from coordinator.region.model import DOC_VERSION
 from coordinator.region.resolve import ResolveEntries
 
 
@@ -114,7 +115,8 @@ def test_a_completed_checkpoint_records_each_answering_members_transactions_befo
     seq2 = h.checkpoint({"m0": txns("m0", 2), "m1": txns("m1", 2), "m2": None})
     assert h.entries()["m0"] == Resolve("m0", seq2, txns("m0", 2))
     status = h.core.status(h.now)["transactions"]
-    assert status == {"m0": {"seq": seq2, "prepared": 1, "fence": 2}, "m1": {"seq": seq2, "prepared": 1, "fence": 2}}
+    row = {"seq": seq2, "prepared": 1, "fence": 2, "bootstrap": None, "error": None}
+    assert status == {"m0": row, "m1": row}
 
 
 def test_a_failed_checkpoint_records_nothing():
@@ -188,7 +190,7 @@ def test_a_completed_round_drops_the_absent_entries_and_keeps_only_the_live_memb
     # persisted before the RESUME
     resume = next(i for i, (kind, c) in enumerate(h.log[mark:]) if kind == "send" and c[1].KIND is CommandKind.RESUME)
     assert any(kind == "doc" for kind, _ in h.log[mark : mark + resume])
-    assert h.core.status(h.now)["transactions"]["m1"] == {"seq": seq, "prepared": 0, "fence": 2}
+    assert h.core.status(h.now)["transactions"]["m1"] == {"seq": seq, "prepared": 0, "fence": 2, "bootstrap": None, "error": None}
     # the next reset still fences the live members' ids, and hands out nothing else
     h.core.request_reset("m2", False, "sink error", h.now)
     assert resolve_of(h.sent(mark)) == {n: (fence_only[n],) for n in ("m1", "m2")}
@@ -261,7 +263,7 @@ def test_a_coordinator_restart_keeps_the_entries_and_its_first_reset_hands_them_
 def test_status_shows_the_entries_per_member_and_crkafka_status_renders_them():
     h, seq, _mark = dead_member_reset()
     snap = {"regions": {"r": h.core.status(h.now)}}
-    assert snap["regions"]["r"]["transactions"]["m0"] == {"seq": seq, "prepared": 1, "fence": 2}
+    assert snap["regions"]["r"]["transactions"]["m0"] == {"seq": seq, "prepared": 1, "fence": 2, "bootstrap": None, "error": None}
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
     assert doc["regions"]["r"]["transactions"]["m0"]["prepared"] == 1
     text = format_document(doc)
@@ -280,7 +282,7 @@ def test_the_document_round_trips_the_entries():
     h = running(["m0", "m1"])
     h.checkpoint({"m0": txns("m0", 1), "m1": None})
     doc = stored(h)
-    assert doc["version"] == 2
+    assert doc["version"] == DOC_VERSION == 3
     parsed = RegionDocument.from_dict(doc, "r")
     assert parsed.to_dict() == doc
     assert RegionCore(h.core.config, lambda m, c: None, lambda d: None, doc).document() == doc
@@ -316,8 +318,8 @@ def test_the_document_round_trips_the_entries():
         ),
         ([{"member": "m0", "seq": "1", "prepared": [], "fence": []}], "seq"),
         ([{"member": "m0\n", "seq": 1, "prepared": [], "fence": []}], "member"),
-        ([{"member": "m0", "seq": 1, "prepared": [], "fence": []}] * 2, "more than once"),
-        ([{"member": "m0", "seq": 9, "prepared": [], "fence": []}], "after the last consistent checkpoint"),
+        ([{"member": "m0", "seq": 1, "prepared": [], "fence": [], "bootstrap": None}] * 2, "more than once"),
+        ([{"member": "m0", "seq": 9, "prepared": [], "fence": [], "bootstrap": None}], "after the last consistent checkpoint"),
         ([{"member": "m0", "seq": 1, "prepared": [{}] * 65, "fence": []}], "at most 64"),
     ],
 )
@@ -336,15 +338,15 @@ def test_a_document_without_entries_or_of_the_previous_version_is_refused():
     del doc["transactions"]
     with pytest.raises(ValueError, match=r"lacks the fields \['transactions'\]"):
         RegionDocument.from_dict(doc, "r")
-    doc = {**stored(h), "version": 1}
-    with pytest.raises(ValueError, match="version 1 is not 2"):
+    doc = {**stored(h), "version": 2}  # entries without their cluster
+    with pytest.raises(ValueError, match="version 2 is not 3"):
         RegionDocument.from_dict(doc, "r")
 
 
 def test_entries_without_a_consistent_checkpoint_are_refused():
     h = Harness(["m0"])  # no checkpoint yet
     doc = stored(h)
-    doc["transactions"] = [{"member": "m0", "seq": 0, "prepared": [], "fence": ["m0-0"]}]
+    doc["transactions"] = [{"member": "m0", "seq": 0, "prepared": [], "fence": ["m0-0"], "bootstrap": None}]
     with pytest.raises(ValueError, match="after the last consistent checkpoint None"):
         RegionDocument.from_dict(doc, "r")
 
