@@ -272,7 +272,9 @@ class Service:
        once the store is loaded; ``on_tick(now)`` every iteration (at least
        every ``TICK_S``; a hook that raises is logged and backed off);
        ``status()`` for the ``status`` reply (once loaded), merged into it;
-       ``update_metrics(metrics)`` at every metrics refresh."""
+       ``update_metrics(metrics)`` at every metrics refresh.
+    3. ``on_stop()`` once, by ``stop()`` after the loop has ended: the service
+       ends the threads it owns (bounded)."""
 
     _server: ServerApi | None = None
 
@@ -293,3 +295,6 @@ class Service:
         return {}
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None: ...
+
+    def on_stop(self) -> None:
+        """The server stopped (its loop has ended): end the threads the service owns, bounded."""
