@@ -190,7 +190,13 @@ def test_a_completed_round_drops_the_absent_entries_and_keeps_only_the_live_memb
     # persisted before the RESUME
     resume = next(i for i, (kind, c) in enumerate(h.log[mark:]) if kind == "send" and c[1].KIND is CommandKind.RESUME)
     assert any(kind == "doc" for kind, _ in h.log[mark : mark + resume])
-    assert h.core.status(h.now)["transactions"]["m1"] == {"seq": seq, "prepared": 0, "fence": 2, "bootstrap": None, "error": None}
+    assert h.core.status(h.now)["transactions"]["m1"] == {
+        "seq": seq,
+        "prepared": 0,
+        "fence": 2,
+        "bootstrap": None,
+        "error": None,
+    }
     # the next reset still fences the live members' ids, and hands out nothing else
     h.core.request_reset("m2", False, "sink error", h.now)
     assert resolve_of(h.sent(mark)) == {n: (fence_only[n],) for n in ("m1", "m2")}
@@ -263,7 +269,13 @@ def test_a_coordinator_restart_keeps_the_entries_and_its_first_reset_hands_them_
 def test_status_shows_the_entries_per_member_and_crkafka_status_renders_them():
     h, seq, _mark = dead_member_reset()
     snap = {"regions": {"r": h.core.status(h.now)}}
-    assert snap["regions"]["r"]["transactions"]["m0"] == {"seq": seq, "prepared": 1, "fence": 2, "bootstrap": None, "error": None}
+    assert snap["regions"]["r"]["transactions"]["m0"] == {
+        "seq": seq,
+        "prepared": 1,
+        "fence": 2,
+        "bootstrap": None,
+        "error": None,
+    }
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
     assert doc["regions"]["r"]["transactions"]["m0"]["prepared"] == 1
     text = format_document(doc)
@@ -319,7 +331,10 @@ def test_the_document_round_trips_the_entries():
         ([{"member": "m0", "seq": "1", "prepared": [], "fence": []}], "seq"),
         ([{"member": "m0\n", "seq": 1, "prepared": [], "fence": []}], "member"),
         ([{"member": "m0", "seq": 1, "prepared": [], "fence": [], "bootstrap": None}] * 2, "more than once"),
-        ([{"member": "m0", "seq": 9, "prepared": [], "fence": [], "bootstrap": None}], "after the last consistent checkpoint"),
+        (
+            [{"member": "m0", "seq": 9, "prepared": [], "fence": [], "bootstrap": None}],
+            "after the last consistent checkpoint",
+        ),
         ([{"member": "m0", "seq": 1, "prepared": [{}] * 65, "fence": []}], "at most 64"),
     ],
 )
