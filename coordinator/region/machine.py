@@ -45,7 +45,8 @@ cycle and starts a reset. What a membership change costs (`join_step`,
       (``min_members``, or the members known before a coordinator restart) or
       every member known before the restart are back, or ``join_grace_s``
       after the first join (one member that never comes back cannot stall
-      the region);
+      the region); held while the coordinator resolves the region's Kafka
+      transactions itself (`hold_start`);
    c. DRAINING or CHECKPOINTING and every reporting member is cooperative: the
       cycle goes on and completes without the joiner, then the region resets
       for it (docs/region.md, cooperative step 10; `CycleRound.member_joined`);

@@ -7,8 +7,8 @@ fate, so that no transaction waits for the member that wrote it:
 
 1. A member's checkpoint ack carries :class:`Transactions`: the transactions its sinks prepared
    for that checkpoint (flushed, still open: :class:`PreparedTxn`, with the producer id and epoch
-   another process needs to end it, and where its records start in each partition), and
-   ``fence``, every transactional id its sinks write with.
+   another process needs to end it, and where its records start in each partition),
+   ``fence``, every transactional id its sinks write with, and ``bootstrap``, their cluster.
 2. When the checkpoint completes, the controller records each answering member's
    ``Transactions`` with the checkpoint's seq as that member's :class:`Resolve` entry, in the
    region's durable document (replacing the member's previous entry). The member commits its own
@@ -40,7 +40,8 @@ A crash (or a pause past the member timeout) of the writer at each step, and wha
   aborts the open transaction and the interval is replayed from the last consistent checkpoint;
 * after its answer: the checkpoint still completes (every member answered) and records the
   writer's entry; the reset that its timeout brings commits the prepared transaction through
-  another member (or through the writer's own next process, if that joins first);
+  another member (or through the writer's own next process, if that joins first; with no
+  member left, the coordinator does it, steps 5-7);
 * between completion and the writer's own commit (a lost RESUME included): the same, from the
   entry already in the document;
 * after its commit: the reset's commit is repeated (harmless; the markers confirm it) and the
@@ -48,10 +49,43 @@ A crash (or a pause past the member timeout) of the writer at each step, and wha
 * a paused writer that comes back after the fence: its producer is fenced, every later send or
   commit fails, its next drain fails, and the region resets it like any other member.
 
-No live member: the entries wait in the document (the coordinator holds no Kafka client) until
-a member joins, whose join brings the reset that resolves them; until then an open transaction
-holds back ``read_committed`` readers of its partitions. The broker must not abort a prepared
-transaction before it is resolved: the sink's ``transaction.timeout.ms`` (docs/pipelines.md).
+No live member. An open transaction holds back every ``read_committed`` reader of its
+partitions, and the broker never aborts an abandoned one before ``transaction.timeout.ms`` (the
+test broker never does), so nothing waits for a member to return. Each ``Transactions`` names the
+cluster it is on (``bootstrap``, the sink's; null when a member's sinks write to different
+clusters: then only a member resolves them), and the coordinator resolves the entries itself
+(``coordinator/region/abandoned.py`` decides, ``coordinator/region/txn_worker.py`` does the
+Kafka work off the loop thread):
+
+5. The region has had no member for ``RESOLVE_AFTER_S`` (10 s): the coordinator takes its entries
+   that name a cluster as one job and holds the region's start: no reset round begins, so no
+   RESUME is sent, while the job runs.
+6. The worker, per entry: commits each prepared transaction (EndTxn with the recorded producer
+   id and epoch) and reads its markers back (only a COMMIT marker in every partition counts: the
+   test broker answers NoError to a commit of an aborted transaction); then fences each id of
+   ``fence`` (the member's open interval is aborted). Every Kafka call is bounded. A failure is
+   logged naming the member, checkpoint and transactions, shown in ``region_status``
+   (``transactions``, ``error``), and the next job waits the backoff's delay.
+7. On the loop thread: each entry the job resolved whole, and still recorded as it was handed to
+   the job, is dropped and the document persisted; the hold ends. A member that joined meanwhile
+   cancelled the job at its next step; the region then starts, and the reset hands out what is
+   still recorded (step 3).
+
+A crash of the coordinator at each step: before the commit, the entries are still in the
+document: the next coordinator (or a member's reset) does it all; after the commit, the commit
+is repeated (NoError, no second marker) or refused as fenced, and the markers confirm it; after
+the fence, a second fence only moves the id to another epoch; before the drop is durable, the
+same as after the fence.
+
+Why the coordinator and a member never resolve one entry against each other: a commit is
+idempotent (a repeated EndTxn writes no second marker; one refused as fenced is decided by the
+markers), a fence is idempotent on an id nobody writes with, and the drop happens once, on the
+loop thread, only for an entry still recorded as the job took it (a member's round that dropped
+or replaced it first is left alone, and a round's drop skips an entry the job dropped). What a
+late fence could hurt is a new interval on the same id: a returning member's sink writes only
+after the RESUME of the reset its join brings, and that round does not start while the job runs
+(step 5's hold; the job ends within its step bounds once cancelled). A paused writer that comes
+back after the fence is fenced like after a member's fence (above).
 
 Every field is bounded (:data:`MAX_PREPARED`, :data:`MAX_FENCE`, :data:`MAX_TXN_PARTITIONS`,
 :data:`MAX_RESOLVE`) and decoded with the wire's field checks (an ``Invalid`` names the field).
