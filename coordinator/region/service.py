@@ -65,7 +65,8 @@ from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegist
 from coordinator.region.abandoned import AbandonedResolve, JobOutcome
 from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
 from coordinator.region.machine import RegionCore
-from coordinator.region.txn_worker import TxnWorker
+from coordinator.region.txn_client import TxnClientConfig
+from coordinator.region.txn_worker import TxnWorker, entry_resolver
 from coordinator.server.api import Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
@@ -87,7 +88,10 @@ def _wake_only() -> None:
 class RegionControllerService(Service):
     """Plugs the region controller into a :class:`ServerApi`."""
 
-    def __init__(self) -> None:
+    def __init__(self, txn_client: TxnClientConfig | None = None) -> None:
+        """``txn_client``: how the coordinator connects to the sinks' clusters (step 5;
+        None: plaintext)."""
+        self._txn_client = txn_client or TxnClientConfig()
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.recent_checkpoints: dict[str, deque[dict[str, Any]]] = {}
@@ -177,7 +181,7 @@ class RegionControllerService(Service):
             )
             core.hold_start(True)
             if self._worker is None:
-                self._worker = TxnWorker(self._report_resolved)
+                self._worker = TxnWorker(self._report_resolved, entry_resolver(self._txn_client))
             self._worker.submit(job)
 
     def _report_resolved(self, outcome: JobOutcome) -> None:

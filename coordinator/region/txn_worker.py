@@ -10,7 +10,7 @@ thread (a request never waits for a broker).
    (``coordinator.kafka.transactions.commit_or_raise``: the test broker answers NoError to a
    commit of an aborted transaction, so only a COMMIT marker in every partition counts), then
    fences every transactional id (``fence``: the member's open interval is aborted). Each step
-   is bounded (``RESOLVE_DEADLINE_S``, the request timeout :data:`REQUEST_TIMEOUT_MS`). An entry
+   is bounded (``RESOLVE_DEADLINE_S``, the request timeout of ``txn_client.py``). An entry
    that fails is logged at ERROR naming its member, checkpoint, transactions and the reason, and
    the next entry is tried: the entries are independent.
 3. The :class:`~coordinator.region.abandoned.JobOutcome` goes back through ``report``
@@ -19,9 +19,8 @@ thread (a request never waits for a broker).
    its Kafka step in flight, waiting at most :data:`STOP_TIMEOUT_S`. Nothing is lost by a stop:
    the entries stay in the region's document until an outcome drops them.
 
-The clients are plaintext connections to the bootstrap the entry names (``Transactions.bootstrap``,
-the sink's cluster); a cluster that needs authentication is resolved by members only (the job
-fails, loudly, and is retried).
+The clients connect to the bootstrap the entry names (``Transactions.bootstrap``, the sink's
+cluster) with the coordinator's own client settings (``coordinator/region/txn_client.py``).
 """
 
 from __future__ import annotations
@@ -30,16 +29,14 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from coordinator.kafka.transactions import RESOLVE_DEADLINE_S, commit_or_raise, fence
 from coordinator.protocol.region.transactions import Resolve
 from coordinator.region.abandoned import JobOutcome, ResolveJob
+from coordinator.region.txn_client import TxnClientConfig
 
 log = logging.getLogger(__name__)
 
-#: Each Kafka request's bound (a broker that stops answering fails the step, not the thread).
-REQUEST_TIMEOUT_MS = 10_000
 #: How long the idle thread waits for a job before it checks for a stop: bounds :meth:`TxnWorker.stop`
 #: when no job runs.
 IDLE_POLL_S = 0.5
@@ -47,25 +44,31 @@ IDLE_POLL_S = 0.5
 #: reads is bounded by about twice ``RESOLVE_DEADLINE_S``; past it the (daemon) thread is left
 #: and the stop goes on, logged.
 STOP_TIMEOUT_S = 2 * RESOLVE_DEADLINE_S + 5.0
-#: The client id the coordinator's Kafka requests carry (the broker's logs name it).
-CLIENT_ID = "cr-coordinator-resolve"
 
 
 class JobCancelled(Exception):
     """The job's ``cancel`` was set (a member joined, or the server stops)."""
 
 
-def kafka_settings(bootstrap: str) -> dict[str, Any]:
-    """The raw client's settings for one cluster (kafka-python admin client names)."""
-    return {"bootstrap_servers": bootstrap, "request_timeout_ms": REQUEST_TIMEOUT_MS, "client_id": CLIENT_ID}
+#: Resolves one entry whole, or raises (``JobCancelled`` when ``cancel`` is set before a step).
+EntryResolver = Callable[[Resolve, threading.Event], None]
 
 
-def resolve_entry(entry: Resolve, cancel: threading.Event) -> None:
+def entry_resolver(client: TxnClientConfig) -> EntryResolver:
+    """Step 2 for one entry, with ``client``'s connection settings."""
+
+    def resolve(entry: Resolve, cancel: threading.Event) -> None:
+        resolve_entry(entry, cancel, client)
+
+    return resolve
+
+
+def resolve_entry(entry: Resolve, cancel: threading.Event, client: TxnClientConfig) -> None:
     """Step 2 for one entry; raises JobCancelled, or what failed."""
     bootstrap = entry.transactions.bootstrap
     if bootstrap is None:
         raise ValueError("the entry names no cluster")
-    settings = kafka_settings(bootstrap)
+    settings = client.settings(bootstrap)
     for txn in entry.transactions.prepared:
         if cancel.is_set():
             raise JobCancelled()
@@ -76,7 +79,7 @@ def resolve_entry(entry: Resolve, cancel: threading.Event) -> None:
         fence(settings, transactional_id, deadline_s=RESOLVE_DEADLINE_S)
 
 
-def run_job(job: ResolveJob, resolve: Callable[[Resolve, threading.Event], None] = resolve_entry) -> JobOutcome:
+def run_job(job: ResolveJob, resolve: EntryResolver) -> JobOutcome:
     """Step 2 for one job (on the worker thread)."""
     resolved: list[Resolve] = []
     failed: dict[str, tuple[Resolve, str]] = {}
@@ -105,11 +108,7 @@ def run_job(job: ResolveJob, resolve: Callable[[Resolve, threading.Event], None]
 class TxnWorker:
     """Steps 1-4 (see the module docstring)."""
 
-    def __init__(
-        self,
-        report: Callable[[JobOutcome], None],
-        resolve: Callable[[Resolve, threading.Event], None] = resolve_entry,
-    ) -> None:
+    def __init__(self, report: Callable[[JobOutcome], None], resolve: EntryResolver) -> None:
         self._report = report
         self._resolve = resolve
         self._jobs: queue.SimpleQueue[ResolveJob] = queue.SimpleQueue()
@@ -158,4 +157,4 @@ class TxnWorker:
             log.error("the transaction worker did not end within %.0fs (a Kafka step in flight)", timeout)
 
 
-__all__ = ["CLIENT_ID", "JobCancelled", "TxnWorker", "kafka_settings", "resolve_entry", "run_job"]
+__all__ = ["EntryResolver", "JobCancelled", "TxnWorker", "entry_resolver", "resolve_entry", "run_job"]

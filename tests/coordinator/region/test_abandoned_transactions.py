@@ -8,6 +8,7 @@ decoding of the cluster a member reports. The Kafka side is tested against the b
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -25,6 +26,7 @@ from coordinator.protocol.region.transactions import (
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.region.abandoned import RESOLVE_AFTER_S, RETRY_FIRST_S, AbandonedResolve, JobOutcome, ResolveJob
 from coordinator.region.machine import RegionCore
+from coordinator.region.txn_client import load_client_config
 from coordinator.region.txn_worker import JobCancelled, TxnWorker, run_job
 
 CLUSTER = "127.0.0.1:9092"
@@ -286,3 +288,27 @@ def test_a_cluster_must_be_named_or_null_and_two_sinks_on_two_clusters_name_none
     a = Transactions((), ("a-0",), "a:1")
     assert (a + Transactions((), ("b-0",), "a:1")).bootstrap == "a:1"
     assert (a + Transactions((), ("b-0",), "b:1")).bootstrap is None
+
+
+# ---------------------------------------------------------------------- the coordinator's client settings
+def test_the_client_config_file_gives_security_settings_and_refuses_anything_else(tmp_path):
+    path = tmp_path / "resolve-kafka.json"
+    path.write_text(json.dumps({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}))
+    path.chmod(0o600)
+    settings = load_client_config(path).settings("kafka:9093")
+    assert settings["security_protocol"] == "SASL_SSL"
+    assert settings["bootstrap_servers"] == "kafka:9093"
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="chmod 600"):
+        load_client_config(path)
+    path.chmod(0o600)
+    for bad, why in (
+        ({"bootstrap_servers": "elsewhere:1"}, "not a security_"),
+        ({"security_protocl": "SSL"}, "not a security_"),
+        ({"ssl_cafile": ["a"]}, "a string, number"),
+        ({"sasl_plain_password": "x" * 5000}, "longer than"),
+        (["security_protocol"], "not a JSON object"),
+    ):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=why):
+            load_client_config(path)
