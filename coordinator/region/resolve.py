@@ -215,6 +215,8 @@ class ResolveEntries:
         for name, (entry, why) in failed.items():
             if self._entries.get(name) == entry:
                 self._errors[name] = (entry, why)
+        # failures of entries dropped or replaced since: at most one kept per entry
+        self._errors = {n: f for n, f in self._errors.items() if self._entries.get(n) == f[0]}
         return sorted(dropped)
 
     def status(self) -> dict[str, dict[str, Any]]:

@@ -84,8 +84,12 @@ loop thread, only for an entry still recorded as the job took it (a member's rou
 or replaced it first is left alone, and a round's drop skips an entry the job dropped). What a
 late fence could hurt is a new interval on the same id: a returning member's sink writes only
 after the RESUME of the reset its join brings, and that round does not start while the job runs
-(step 5's hold; the job ends within its step bounds once cancelled). A paused writer that comes
-back after the fence is fenced like after a member's fence (above).
+(step 5's hold; the job ends within its step bounds once cancelled). A process the table does
+not hold but that still runs (paused past its timeout, or not yet joined again after a
+coordinator restart) is a writer like the paused one of the list above: its open interval is
+aborted, its next commit fails, and the region resets it once it joins; no checkpoint completes
+while the job runs (no round starts), and the entry it takes holds the only prepared
+transactions of a completed checkpoint, which the job commits before it fences.
 
 Every field is bounded (:data:`MAX_PREPARED`, :data:`MAX_FENCE`, :data:`MAX_TXN_PARTITIONS`,
 :data:`MAX_RESOLVE`) and decoded with the wire's field checks (an ``Invalid`` names the field).
