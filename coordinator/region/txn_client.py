@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from kafka.admin import KafkaAdminClient
 
 #: Each Kafka request's bound (a broker that stops answering fails the step, not the worker).
 REQUEST_TIMEOUT_MS = 10_000
@@ -40,6 +39,8 @@ _PREFIXES = ("security_", "ssl_", "sasl_")
 
 
 def _check_settings(_inst: object, _attr: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, Any]) -> None:
+    from kafka.admin import KafkaAdminClient  # only when a configuration is given: start-up stays light
+
     if not isinstance(value, Mapping) or len(value) > MAX_SETTINGS:
         raise ValueError(f"the resolver's Kafka settings must be an object of at most {MAX_SETTINGS} settings")
     for key, item in value.items():

@@ -30,7 +30,6 @@ import queue
 import threading
 from collections.abc import Callable
 
-from coordinator.kafka.transactions import RESOLVE_DEADLINE_S, commit_or_raise, fence
 from coordinator.protocol.region.transactions import Resolve
 from coordinator.region.abandoned import JobOutcome, ResolveJob
 from coordinator.region.txn_client import TxnClientConfig
@@ -41,9 +40,9 @@ log = logging.getLogger(__name__)
 #: when no job runs.
 IDLE_POLL_S = 0.5
 #: :meth:`TxnWorker.stop` waits this long for the step in flight: one commit with its marker
-#: reads is bounded by about twice ``RESOLVE_DEADLINE_S``; past it the (daemon) thread is left
-#: and the stop goes on, logged.
-STOP_TIMEOUT_S = 2 * RESOLVE_DEADLINE_S + 5.0
+#: reads is bounded by about twice ``RESOLVE_DEADLINE_S`` (30 s, ``coordinator/kafka/transactions.py``);
+#: past it the (daemon) thread is left and the stop goes on, logged.
+STOP_TIMEOUT_S = 65.0
 
 
 class JobCancelled(Exception):
@@ -65,6 +64,9 @@ def entry_resolver(client: TxnClientConfig) -> EntryResolver:
 
 def resolve_entry(entry: Resolve, cancel: threading.Event, client: TxnClientConfig) -> None:
     """Step 2 for one entry; raises JobCancelled, or what failed."""
+    # kafka-python is imported with the first job: a coordinator without Kafka sinks never loads it
+    from coordinator.kafka.transactions import RESOLVE_DEADLINE_S, commit_or_raise, fence
+
     bootstrap = entry.transactions.bootstrap
     if bootstrap is None:
         raise ValueError("the entry names no cluster")
