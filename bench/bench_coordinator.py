@@ -129,7 +129,7 @@ def write_rate(endpoint: str, procs: int, threads: int, batch: int, seconds: flo
     q = ctx.Queue()
     group = f"bench-{procs}x{threads}x{batch}-{time.monotonic_ns()}"
     with CoordinatorClient(endpoint, timeout=30) as c:
-        fs0 = c.status()["store"]["fsyncs"]
+        fs0 = c.status().store.fsyncs
     ps = [ctx.Process(target=_writer_proc, args=(endpoint, group, w, threads, batch, seconds, q)) for w in range(procs)]
     for p in ps:
         p.start()
@@ -139,7 +139,7 @@ def write_rate(endpoint: str, procs: int, threads: int, batch: int, seconds: flo
     total = sum(r[0] for r in results)
     window = max(r[1] for r in results)  # the writers' own window (process start-up excluded)
     with CoordinatorClient(endpoint, timeout=30) as c:
-        fsyncs = c.status()["store"]["fsyncs"] - fs0
+        fsyncs = c.status().store.fsyncs - fs0
     return total / window, total / max(fsyncs, 1)
 
 

@@ -52,23 +52,23 @@ def run(label: str, state: Path, make_log: Callable[[], DurableLog | None], entr
     write_s = time.perf_counter() - t0
     store.close()
     store, replay_log_s = _load(state, make_log)
-    assert store.stats()["control_variables"] == GROUPS * TOPICS * per_topic
+    assert store.stats().control_variables == GROUPS * TOPICS * per_topic
     t0 = time.perf_counter()
     store.compact(600)
     compact_s = time.perf_counter() - t0
     store.close()
     store, replay_snapshot_s = _load(state, make_log)
     stats = store.stats()
-    assert stats["control_variables"] == GROUPS * TOPICS * per_topic
+    assert stats.control_variables == GROUPS * TOPICS * per_topic
     store.close()
     out = {
-        "entries": stats["control_variables"],
+        "entries": stats.control_variables,
         "write_s": round(write_s, 2),
         "replay_log_s": round(replay_log_s, 3),
         "snapshot_s": round(compact_s, 3),
         "replay_from_snapshot_s": round(replay_snapshot_s, 3),
-        "snapshot_records": stats["log_records"],
-        "snapshot_bytes": stats["log_bytes"],
+        "snapshot_records": stats.log_records,
+        "snapshot_bytes": stats.log_bytes,
     }
     print(label, out, flush=True)
     return out

@@ -156,19 +156,24 @@ def one(bootstrap: str, topic: str, sink: str, args: argparse.Namespace, work: P
             f"{sink} pipeline: the input's end committed",
             interval=0.2,
         )
-        seq = int(region.status()["seq"])
-        status = region.wait_until(lambda s: (s.get("last_consistent") or 0) >= seq, RUN_TIMEOUT_S, interval=0.05)
+        seq = region.status().seq or 0
+        region.wait_until(lambda s: (s.last_consistent or 0) >= seq, RUN_TIMEOUT_S, interval=0.05)
+        report = region.report()
         took = time.monotonic() - started
     finally:
         region.stop()
-    stops = [float(e["checkpoint_ms"]) for e in status.get("events", []) if e.get("kind") == "checkpoint"]
+    stops = [
+        float(ms)
+        for e in report.events
+        if e.kind == "checkpoint" and isinstance(ms := e.fields.get("checkpoint_ms"), int | float)
+    ]
     row: dict[str, Any] = {
         "sink": sink,
         "load_1min_before": load,
         "seconds": took,
         "records_per_s": args.messages / took,
-        "checkpoints": status.get("checkpoints"),
-        "resets": status.get("resets"),
+        "checkpoints": report.region.checkpoints,
+        "resets": report.region.reset.resets,
         "flow_stop_ms_p50": quantile(stops, 0.5),
         "flow_stop_ms_p99": quantile(stops, 0.99),
         "flow_stops_counted": len(stops),

@@ -414,8 +414,8 @@ def pipeline(
             time.sleep(0.5)
         if profiler is not None:
             profiler.join(profile_s + 30)
-        status = region.status()
-        (work / "status.json").write_text(json.dumps(status, default=str))
+        report = region.report()
+        (work / "status.json").write_text(json.dumps(report.to_body()))
         cpu = sum(_cpu_seconds(pid) for pid in region.pids().values() if pid)
     finally:
         sampler.stop()
@@ -450,10 +450,10 @@ def pipeline(
         "per_member": per_member,
         "total": sum(per_member),
         "coordinator_cpu_us_per_record": coordinator_cpu,
-        "checkpoints": status.get("checkpoints"),
-        "resets": status.get("resets"),
+        "checkpoints": report.region.checkpoints,
+        "resets": report.region.reset.resets,
         # DRAINING -> RUNNING of each checkpoint cycle (the controller's events): the flow's stops
-        "checkpoint_ms": [e["checkpoint_ms"] for e in status.get("events", []) if e.get("kind") == "checkpoint"],
+        "checkpoint_ms": [e.fields["checkpoint_ms"] for e in report.events if e.kind == "checkpoint"],
         "cpu_us_per_record": 1e6 * window_cpu / window_records if window_records else float("nan"),
         "cpu_us_per_record_with_startup": 1e6 * cpu / n,
         "threads_us_per_record": {

@@ -181,7 +181,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
         gc.collect()
         store = StateStore(path)
         report = store.load()
-        assert store.stats()["control_variables"] == groups * 1000, store.stats()
+        assert store.stats().control_variables == groups * 1000, store.stats()
         out[label] = {
             "entries": report.entries,
             "records": report.records,
@@ -204,7 +204,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
             store.sync()
             store.maybe_compact()
     write_s = time.perf_counter() - t0
-    compactions = store.stats()["compactions"]
+    compactions = store.stats().compactions
     store.close()
     seg = next(path.glob("segment-*.log"))
     size = seg.stat().st_size
@@ -213,7 +213,7 @@ def bench_replay(base: Path, entries: int, batch: int) -> dict:
     raw = time.perf_counter() - t0
     store = StateStore(path)
     report = store.load()
-    assert store.stats()["control_variables"] == entries
+    assert store.stats().control_variables == entries
     store.close()
     out["1-entry requests"] = {
         "entries": report.entries,
@@ -273,14 +273,14 @@ def bench_compaction(base: Path, entries: int) -> dict:
     store.close()
     store = StateStore(path)
     store.load()
-    assert store.stats()["control_variables"] == groups * 1000 + writes * 100
+    assert store.stats().control_variables == groups * 1000 + writes * 100
     store.close()
     ms = 1e3
     return {
-        "log_bytes_before": before["log_bytes"],
-        "log_bytes_after": after["log_bytes"],
-        "entries_before": before["live_entries"] + before["dead_entries"],
-        "live_entries": after["live_entries"],
+        "log_bytes_before": before.log_bytes,
+        "log_bytes_after": after.log_bytes,
+        "entries_before": before.live_entries + before.dead_entries,
+        "live_entries": after.live_entries,
         "background_s": total,
         "writes_during": writes - n0,
         "start_pause_ms": start_pause * ms,
@@ -291,7 +291,7 @@ def bench_compaction(base: Path, entries: int) -> dict:
             "max": max(baseline) * ms,
         },
         "sync_ms_during": {"p50": _pct(during, 0.5) * ms, "p99": _pct(during, 0.99) * ms, "max": max(during) * ms},
-        "store_reported_max_pause_ms": after["compaction_max_pause_ms"],
+        "store_reported_max_pause_ms": after.compaction_max_pause_ms,
     }
 
 
@@ -313,7 +313,7 @@ def bench_snapshot_many_groups(base: Path, groups: int) -> dict:
         store.put_initial_offsets(f"late-{time.perf_counter_ns()}", {("t", 0): 1})
         store.sync()
     total = time.perf_counter() - t0
-    switch = store.stats()["compaction_max_pause_ms"]
+    switch = store.stats().compaction_max_pause_ms
     t0 = time.perf_counter()
     store.expire()
     expire_s = time.perf_counter() - t0

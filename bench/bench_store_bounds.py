@@ -47,12 +47,12 @@ def bench_registrations(store_cls, base: Path, members: int) -> dict:
     per = []
     t0 = time.perf_counter()
     for i in range(members):
-        before = store.stats()["log_bytes"]
+        before = store.stats().log_bytes
         store.register_member("group", 0, f"{i:05d}-" + "m" * (NAME_BYTES - 6))
-        per.append(store.stats()["log_bytes"] - before)
+        per.append(store.stats().log_bytes - before)
         store.sync()
     seconds = time.perf_counter() - t0
-    total = store.stats()["log_bytes"]
+    total = store.stats().log_bytes
     store.close()
     request_bytes = members * (NAME_BYTES + 60)  # name + group + JSON envelope, roughly
     return {

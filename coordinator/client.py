@@ -50,6 +50,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import tenacity
 import zmq
 
+from coordinator.protocol.region.messages import RegionStatusRequest
+from coordinator.protocol.region.status import RegionReport, RegionsReport, RegionStatus
 from coordinator.protocol.wire import envelope, protocol
 from coordinator.protocol.wire.errors import (
     CoordinatorError,
@@ -58,6 +60,7 @@ from coordinator.protocol.wire.errors import (
     error_for_code,
 )
 from coordinator.protocol.wire.fields import MAX_TIMEOUT_MS, check_offsets
+from coordinator.protocol.wire.status import CoordinatorStatus
 
 log = logging.getLogger(__name__)
 
@@ -291,8 +294,18 @@ class CoordinatorClient:
     def ping(self, timeout: float | None = None) -> protocol.PingReply:
         return self._call(protocol.Ping(), protocol.PingReply, timeout)
 
-    def status(self, timeout: float | None = None) -> dict[str, Any]:
-        return self.request(protocol.Status.TYPE, {}, timeout)
+    def status(self, timeout: float | None = None) -> CoordinatorStatus:
+        """The coordinator's status (``coordinator/protocol/wire/status.py``), validated."""
+        return self._call(protocol.Status(), CoordinatorStatus, timeout)
+
+    def region_status(self, region: str, timeout: float | None = None) -> RegionReport:
+        """One region's status and the controller's recent events about it
+        (NOT_REGISTERED for a region the controller does not know), validated."""
+        return self._call(RegionStatusRequest(region), RegionReport, timeout)
+
+    def regions_status(self, timeout: float | None = None) -> dict[str, RegionStatus]:
+        """Every region's status, by name, validated."""
+        return self._call(RegionStatusRequest(None), RegionsReport, timeout).regions
 
     def register(self, group_id: str, region_index: int, operator_name: str) -> list[str]:
         return self._call(protocol.Register(group_id, region_index, operator_name), protocol.MembersReply).members

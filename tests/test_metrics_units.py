@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.wire.status import StoreStats
 from coordinator.server.http import CoordinatorMetrics, RegionSample
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.member.process import Member
@@ -36,7 +37,26 @@ def test_coordinator_registry_passes_promtool_and_drops_a_dropped_region():
     m.errors.labels("TIMEOUT").inc()
     m.limit_rejections.labels("max_groups").inc(2)
     m.set_connections(3, 100)
-    m.update_from_stats({"control_variables": 5, "groups": 1, "log_bytes": 4096, "compactions": 2})
+    m.update_from_stats(
+        StoreStats(
+            control_variables=5,
+            groups=1,
+            documents=0,
+            log_bytes=4096,
+            log_records=3,
+            live_entries=6,
+            dead_entries=0,
+            compactions=2,
+            compaction_running=False,
+            compaction_failures=0,
+            expire_failures=0,
+            largest_compaction_record_bytes=0,
+            compaction_max_pause_ms=0.0,
+            fsyncs=3,
+            load_seconds=0.0,
+            truncated_bytes=0,
+        )
+    )
     m.regions.update([RegionSample("orders", "RUNNING", 7, 7, 2, 0, False, 3, failure_streak=4)], PHASES)
     m.regions.checkpoint_done("orders", 0.04)
     m.regions.reset_done("orders", 1.2)

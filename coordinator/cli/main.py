@@ -2,7 +2,8 @@
 
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
                    [--state file|kafka --kafka-bootstrap HOST:PORT --log-topic NAME
-                    [--log-replication-factor 3] [--log-min-insync-replicas 2] [--log-write-timeout 10s]]
+                    [--log-replication-factor 3] [--log-min-insync-replicas 2] [--log-write-timeout 10s]
+                    [--log-lease 5s] [--standby]]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
                    [--resolve-kafka-config FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
@@ -24,7 +25,10 @@ Start-up, in order:
    directory fails here, before it binds or prints ``ready``. The state store
    is opened on its log: the segment file in the directory (``--state file``,
    the default), or the Kafka topic ``--log-topic`` (``--state kafka``,
-   ``coordinator.store.kafka``; the directory then holds only the lock).
+   ``coordinator.store.kafka``; the directory then holds only the lock). With
+   ``--standby`` the load follows the topic until the leader stops writing for
+   ``--log-lease``, then takes over (docs/durable-state.md); until then every
+   request gets LOAD_IN_PROGRESS.
 3. With CURVE, the ZAP authenticator thread starts before the socket binds.
 4. The soft file descriptor limit is raised to the hard one; the server binds
    with its connection limits (``coordinator.server.connections``) and starts its loop; the store's log is replayed in the
@@ -77,6 +81,7 @@ from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
 from coordinator.store.kafka.settings import (
+    DEFAULT_LEASE_S,
     DEFAULT_MIN_INSYNC_REPLICAS,
     DEFAULT_REPLICATION_FACTOR,
     DEFAULT_WRITE_TIMEOUT_S,
@@ -229,6 +234,20 @@ def _add_state_flags(p: argparse.ArgumentParser) -> None:
         help=f"longest wait for one group commit's acknowledgements; past it the coordinator stops "
         f"(default {DEFAULT_WRITE_TIMEOUT_S:g}s)",
     )
+    g.add_argument(
+        "--log-lease",
+        type=duration,
+        default=DEFAULT_LEASE_S,
+        metavar="DURATION",
+        help=f"a standby takes over after the log topic went this long without a write; the leader writes a "
+        f"lease record after a third of it without one (default {DEFAULT_LEASE_S:g}s)",
+    )
+    g.add_argument(
+        "--standby",
+        action="store_true",
+        help="follow the --state kafka log without serving (requests get LOAD_IN_PROGRESS) and take over, "
+        "fencing the leader, when the log goes --log-lease without a write",
+    )
 
 
 def _check_state(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -237,7 +256,11 @@ def _check_state(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
     if args.state == "file":
         given = [
             flag
-            for flag, value in (("--kafka-bootstrap", args.kafka_bootstrap), ("--log-topic", args.log_topic))
+            for flag, value in (
+                ("--kafka-bootstrap", args.kafka_bootstrap),
+                ("--log-topic", args.log_topic),
+                ("--standby", args.standby or None),
+            )
             if value is not None
         ]
         if given:
@@ -254,6 +277,7 @@ def _check_state(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
             replication_factor=args.log_replication_factor,
             min_insync_replicas=args.log_min_insync_replicas,
             write_timeout_s=args.log_write_timeout,
+            lease_s=args.log_lease,
         )
     except ValueError as exc:
         parser.error(f"--state kafka: {exc}")
@@ -411,7 +435,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
         curve_cfg = CurveServerConfig(public_key=public, secret_key=secret)
         auth = security.CurveAuthenticator(ctx, allowed)
         auth.start()
-    log_backend = KafkaLog(args.kafka_settings) if args.kafka_settings is not None else None
+    log_backend = KafkaLog(args.kafka_settings, standby=args.standby) if args.kafka_settings is not None else None
     store = StateStore(
         Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt, log=log_backend
     )
@@ -461,6 +485,8 @@ def _serve_locked(args: argparse.Namespace) -> int:
                 gc_pending = False
                 freeze_after_start(gc_policy, "coordinator", level=logging.INFO)
     finally:
+        if log_backend is not None:
+            log_backend.stop_standby.set()  # a standby still following the log stops (StandbyStopped)
         server.stop()
         try:
             store.close()
@@ -471,8 +497,18 @@ def _serve_locked(args: argparse.Namespace) -> int:
                 auth.stop()
             if not server.running:  # a wedged loop still holds its socket: do not hang in term()
                 ctx.term()
-    if server.failure is not None:
-        log.error("coordinator stopped after a failure: %s", server.failure)
+    return _exit_code(server.failure, stopped=stop.is_set())
+
+
+def _exit_code(failure: BaseException | None, *, stopped: bool) -> int:
+    """0 after a clean stop (a signal, also to a standby that had not taken over), 1 after a failure."""
+    from coordinator.store.kafka.tail import StandbyStopped
+
+    if isinstance(failure, StandbyStopped) and stopped:
+        log.info("standby stopped before it took over")
+        return 0
+    if failure is not None:
+        log.error("coordinator stopped after a failure: %s", failure)
         return 1
     log.info("coordinator stopped cleanly")
     return 0

@@ -31,6 +31,7 @@ from coordinator.client import CoordinatorClient
 from coordinator.protocol import curve_keys
 from coordinator.protocol.common.cli_types import bounded_duration, bounded_int
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.protocol.wire.status import CoordinatorStatus
 
 #: Version of the ``--json`` document; a field is renamed or removed only with a new version.
 JSON_VERSION = 1
@@ -85,71 +86,78 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_document(
-    snap: dict[str, Any] | None, lag: list[PartitionLag], *, coordinator: str, bootstrap: str | None, errors: list[str]
+    snap: CoordinatorStatus | None,
+    lag: list[PartitionLag],
+    *,
+    coordinator: str,
+    bootstrap: str | None,
+    errors: list[str],
 ) -> dict[str, Any]:
-    """The versioned ``--json`` document from a coordinator snapshot and the lag rows."""
-    snap = snap or {}
+    """The versioned ``--json`` document from a coordinator snapshot (None: the
+    coordinator did not answer) and the lag rows."""
     regions = {}
-    for name, r in sorted(snap.get("regions", {}).items()):
+    for name, r in sorted(((snap and snap.regions) or {}).items()):
         regions[name] = {
-            "phase": r.get("phase"),
-            "mode": r.get("mode"),
-            "last_consistent": r.get("last_consistent"),
-            "seq": r.get("seq"),
-            "checkpoints": r.get("checkpoints"),
-            "resets": r.get("resets"),
-            "consecutive_resets": r.get("consecutive_resets"),
-            "max_consecutive_resets": r.get("max_consecutive_resets"),
-            "backoff_left_s": r.get("backoff_left_s"),  # a held RESUME after repeated failures
-            "failure_streak": r.get("failure_streak"),  # the backoff's count (coordinator/region/timing.py)
-            "failed_reason": r.get("failed_reason"),
-            "waiting_for": r.get("waiting_for", []),
+            "phase": r.phase.value,
+            "mode": r.mode,
+            "last_consistent": r.last_consistent,
+            "seq": r.seq,
+            "checkpoints": r.checkpoints,
+            "resets": r.reset.resets,
+            "consecutive_resets": r.reset.consecutive_resets,
+            "max_consecutive_resets": r.reset.max_consecutive_resets,
+            "backoff_left_s": r.reset.backoff_left_s,  # a held RESUME after repeated failures
+            "failure_streak": r.reset.failure_streak,  # the backoff's count (coordinator/region/timing.py)
+            "failed_reason": r.failed_reason,
+            "waiting_for": list(r.waiting_for),
             "members": [
                 {
                     "name": m,
-                    "pid": info.get("pid"),
-                    "silent_s": info.get("silent_s"),
-                    "kafka_generation": (info.get("kafka") or {}).get("generation"),
-                    "dead_letters": info.get("dead_letters"),
+                    "pid": info.pid,
+                    "silent_s": info.silent_s,
+                    "kafka_generation": None if info.kafka is None else info.kafka.generation,
+                    "dead_letters": info.dead_letters,
                 }
-                for m, info in sorted(r.get("members", {}).items())
+                for m, info in sorted(r.members.items())
             ],
             # member -> {seq, prepared, fence}: Kafka transactions still to resolve (coordinator/region/resolve.py)
-            "transactions": r.get("transactions", {}),
-            "recent_checkpoints": r.get("recent_checkpoints", []),
-            "recent_resets": r.get("recent_resets", []),
+            "transactions": {m: t.to_body() for m, t in r.transactions.items()},
+            "recent_checkpoints": [c.to_body() for c in r.recent_checkpoints],
+            "recent_resets": [x.to_body() for x in r.recent_resets],
         }
+    registry = None if snap is None else snap.registry
     groups = {
         g: {
-            "region_index": v.get("region_index"),
-            "members": v.get("members", []),
-            "reset_pending": bool(v.get("reset_pending")),
-            "control_variables": v.get("control_variables"),
+            "region_index": v.region_index,
+            "members": list(v.members),
+            "reset_pending": v.reset_pending,
+            "control_variables": v.control_variables,
         }
-        for g, v in sorted(snap.get("groups", {}).items())
+        for g, v in sorted(({} if registry is None else registry.groups).items())
     }
+    merges = () if snap is None or snap.merge is None else snap.merge.pending
     return {
         "version": JSON_VERSION,
         "time": round(time.time(), 3),
         "coordinator": {
-            "endpoint": snap.get("endpoint", coordinator),
-            "reachable": bool(snap),
-            "loaded": snap.get("loaded"),
-            "uptime_s": snap.get("uptime_s"),
+            "endpoint": coordinator if snap is None or snap.endpoint is None else snap.endpoint,
+            "reachable": snap is not None,
+            "loaded": None if snap is None else snap.loaded,
+            "uptime_s": None if snap is None else snap.uptime_s,
         },
         "regions": regions,
         "groups": groups,
-        "merges": snap.get("merges", []),
-        "limits": snap.get("limits", {}),
-        "limit_rejections": snap.get("limit_rejections", {}),
+        "merges": [m.to_body() for m in merges],
+        "limits": {} if snap is None else dict(snap.limits),
+        "limit_rejections": {} if registry is None else dict(registry.limit_rejections),
         "lag": {"bootstrap": bootstrap, "partitions": [p.to_dict() for p in lag]},
         "errors": errors,
     }
 
 
-def known_groups(snap: dict[str, Any]) -> list[str]:
+def known_groups(snap: CoordinatorStatus) -> list[str]:
     """Kafka groups the coordinator knows: its regions (a region's name is its group) and registered groups."""
-    return sorted(set(snap.get("regions", {})) | set(snap.get("groups", {})))
+    return sorted(set(snap.regions or {}) | set({} if snap.registry is None else snap.registry.groups))
 
 
 # ---------------------------------------------------------------------------- tables
@@ -275,7 +283,7 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str, Any]:
     """One round: the coordinator's snapshot, then the lag; failures become ``errors``."""
     errors: list[str] = []
-    snap: dict[str, Any] | None = None
+    snap: CoordinatorStatus | None = None
     lag: list[PartitionLag] = []
     try:
         with CoordinatorClient(args.coordinator, **client_kwargs) as client:

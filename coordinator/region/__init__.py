@@ -4,7 +4,7 @@ input does), the checkpoint cycle (``cycle``), the reset round (``reset``), who 
 the region (``membership``), the consistent checkpoints (``checkpoints``) and the
 fence they pass (``continuity``), when the region may act (``timing``: the drain grid,
 the pacing around rebalances, the backoff), its data (``model``), events (``events``), durable
-document (``document``) and status reply (``status``), and the service that drives it from the
+document (``document``), and the service that drives it from the
 server loop (``service``). Its wire messages, commands and config are in
 :mod:`coordinator.protocol.region`.
 """

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import attrs
 
 from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import EventRecord
 from coordinator.region.model import ResetKind
 
 
@@ -135,12 +136,12 @@ def _plain(_instance: object, _field: object, value: Any) -> Any:
     return value.value if isinstance(value, enum.Enum) else value
 
 
-def event_record(event: RegionEvent, t: float) -> dict[str, Any]:
+def event_record(event: RegionEvent, t: float) -> EventRecord:
     """``event`` as the status reply's ``events`` list shows it: ``t`` (wall
     clock), ``kind`` and its fields, enums by value; a resume without a hold
     has no ``held_s``."""
     fields = attrs.asdict(event, value_serializer=_plain, filter=lambda a, v: not (a.name == "held_s" and v is None))
-    return {"t": t, "kind": event.KIND, **fields}
+    return EventRecord(t, event.KIND, fields)
 
 
 __all__ = [

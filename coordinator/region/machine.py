@@ -74,7 +74,7 @@ the checkpoint cycles (`cycles`, ``coordinator/region/cycle.py``), the reset
 rounds with their hold (`resets`, ``coordinator/region/reset.py``) and the
 pacing after rebalances (`pacing`, ``coordinator/region/timing.py``). The
 durable document is ``coordinator/region/document.py``, the status reply
-``coordinator/region/status.py``.
+``coordinator/protocol/region/status.py``.
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
@@ -101,6 +101,7 @@ from coordinator.protocol.region.replies import (
     RegionTriggerReply,
     TriggerAnswer,
 )
+from coordinator.protocol.region.status import RegionStatus
 from coordinator.protocol.region.transactions import Resolve, Transactions
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
@@ -121,7 +122,6 @@ from coordinator.region.events import (
 from coordinator.region.membership import JoinKind, MemberTable
 from coordinator.region.model import ResetKind
 from coordinator.region.reset import ResetDrive, RoundRefused
-from coordinator.region.status import RegionStatus
 from coordinator.region.timing import CheckpointPacing
 
 log = logging.getLogger(__name__)
@@ -832,25 +832,26 @@ class RegionCore:
             )
             self._on_event(MemberForgotten(name, seq))
 
-    # ------------------------------------------------------------------ status (status.py)
-    def status(self, now: float) -> dict[str, Any]:
-        """The ``region_status`` reply of this region (``RegionStatus``, status.py)."""
+    # ------------------------------------------------------------------ status
+    def status(self, now: float) -> RegionStatus:
+        """This region's status (``coordinator/protocol/region/status.py``); the
+        service adds the recent checkpoints and resets."""
         return RegionStatus(
             name=self.config.name,
             index=self.config.index,
-            phase=self.phase.value,
+            phase=self.phase,
             mode=self.config.mode,
             period_s=self.config.period_s,
             members=self.members.status(now),
             last_consistent=self.checkpoints.last_consistent,
             seq=self.cycles.seq,
-            waiting_for=sorted(self.waiting),
+            waiting_for=tuple(sorted(self.waiting)),
             reset=self.resets.status(now),
             checkpoints=self.cycles.completed,
             failed_cycles=self.cycles.failures,
             failed_reason=self.failed_reason,
             transactions=self.checkpoints.transactions.status(),
-        ).to_dict()
+        )
 
 
 __all__ = [

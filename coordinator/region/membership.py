@@ -42,12 +42,12 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 import attrs
 
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import NameHolder, Predecessor
+from coordinator.protocol.region.status import MemberStatus
 from coordinator.region.model import MemberInfo
 
 log = logging.getLogger(__name__)
@@ -237,17 +237,17 @@ class MemberTable(Mapping[str, MemberInfo]):
         """Step 6; False when ``name`` was not a member."""
         return self._records.pop(name, None) is not None
 
-    def status(self, now: float) -> dict[str, dict[str, Any]]:
-        """The members as the region's status shows them."""
+    def status(self, now: float) -> dict[str, MemberStatus]:
+        """The members as the region's status shows them, by name."""
         return {
-            n: {
-                "pid": m.pid,
-                "incarnation": m.incarnation,
-                "silent_s": round(now - m.last_seen, 3),
-                "kafka": m.kafka.to_dict() if m.kafka is not None else None,
-                "kafka_invalid": m.kafka_invalid,
-                "dead_letters": m.dead_letters,
-            }
+            n: MemberStatus(
+                pid=m.pid,
+                incarnation=m.incarnation,
+                silent_s=round(max(0.0, now - m.last_seen), 3),
+                kafka=m.kafka,
+                kafka_invalid=m.kafka_invalid,
+                dead_letters=m.dead_letters,
+            )
             for n, m in sorted(self._records.items())
         }
 

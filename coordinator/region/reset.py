@@ -85,12 +85,12 @@ import attrs
 
 from coordinator.protocol.region.commands import RegionCommand, Reset, ResetToInitial
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.status import ResetStatus
 from coordinator.protocol.region.transactions import Resolve
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.document import MAX_FAILURE_STREAK, RegionDocument
 from coordinator.region.model import ResetKind
 from coordinator.region.resolve import Resolved
-from coordinator.region.status import ResetStatus
 from coordinator.region.timing import CheckpointPacing, ResetHold
 
 
@@ -293,7 +293,7 @@ class ResetDrive:
         self.hold.restore(stored.backoff_s)
 
     def status(self, now: float) -> ResetStatus:
-        """The reset part of the region's status (status.py)."""
+        """The reset part of the region's status."""
         left = self.hold.left(now)
         return ResetStatus(
             attempt=self.attempt,

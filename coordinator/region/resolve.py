@@ -63,6 +63,7 @@ from typing import Any
 
 import attrs
 
+from coordinator.protocol.region.status import ResolveStatus
 from coordinator.protocol.region.transactions import MAX_RESOLVE, Resolve, Transactions, decode_resolve
 from coordinator.protocol.wire.errors import Invalid
 
@@ -81,26 +82,6 @@ class Resolved:
     @property
     def changed(self) -> bool:
         return bool(self.dropped or self.cleared)
-
-
-@attrs.frozen
-class EntryStatus:
-    """One entry as ``region_status`` shows it (``coordinator/region/status.py``)."""
-
-    #: The completed checkpoint the transactions were prepared for.
-    seq: int
-    #: Prepared transactions not yet known to be committed.
-    prepared: int
-    #: Transactional ids its sinks write with (fenced at a reset).
-    fence: int
-    #: The cluster they are on (None: only a member can resolve them).
-    bootstrap: str | None = None
-    #: Why the coordinator's last attempt to resolve them itself failed (None: none failed since
-    #: the entry was recorded; ``coordinator/region/abandoned.py``).
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
 
 class ResolveEntries:
@@ -219,15 +200,15 @@ class ResolveEntries:
         self._errors = {n: f for n, f in self._errors.items() if self._entries.get(n) == f[0]}
         return sorted(dropped)
 
-    def status(self) -> dict[str, dict[str, Any]]:
-        """Member name -> its entry's ``EntryStatus`` dict."""
-        out: dict[str, dict[str, Any]] = {}
+    def status(self) -> dict[str, ResolveStatus]:
+        """Member name -> its entry as the region's status shows it."""
+        out: dict[str, ResolveStatus] = {}
         for name, e in sorted(self._entries.items()):
             failed = self._errors.get(name)
             error = failed[1] if failed is not None and failed[0] == e else None
             t = e.transactions
-            out[name] = EntryStatus(e.seq, len(t.prepared), len(t.fence), t.bootstrap, error).to_dict()
+            out[name] = ResolveStatus(e.seq, len(t.prepared), len(t.fence), t.bootstrap, error)
         return out
 
 
-__all__ = ["EntryStatus", "ResolveEntries", "Resolved"]
+__all__ = ["ResolveEntries", "Resolved"]

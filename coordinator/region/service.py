@@ -43,6 +43,8 @@ import time
 from collections import deque
 from typing import Any
 
+import attrs
+
 from coordinator.protocol.region.commands import COMMAND_TYPE, RegionCommand, encode_command
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import (
@@ -61,7 +63,16 @@ from coordinator.protocol.region.replies import (
     RegionPhaseReply,
     RegionTriggerReply,
 )
+from coordinator.protocol.region.status import (
+    CheckpointMark,
+    EventRecord,
+    RegionReport,
+    RegionsReport,
+    RegionStatus,
+    ResetMark,
+)
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
+from coordinator.protocol.wire.status import CoordinatorStatus
 from coordinator.region.abandoned import AbandonedResolve, JobOutcome
 from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
 from coordinator.region.machine import RegionCore
@@ -79,6 +90,9 @@ EVENTS_KEPT = 200
 #: page and ``crkafka status`` (kept apart from the events: the phase changes of
 #: a busy region would push them out of EVENTS_KEPT within minutes).
 RECENT_KEPT = 10
+#: The newest events a ``region_status`` reply naming the region carries (its
+#: size stays small whatever EVENTS_KEPT is).
+EVENTS_SHOWN = 50
 
 
 def _wake_only() -> None:
@@ -93,9 +107,9 @@ class RegionControllerService(Service):
         None: plaintext)."""
         self._txn_client = txn_client or TxnClientConfig()
         self.regions: dict[str, RegionCore] = {}
-        self.events: dict[str, list[dict[str, Any]]] = {}
-        self.recent_checkpoints: dict[str, deque[dict[str, Any]]] = {}
-        self.recent_resets: dict[str, deque[dict[str, Any]]] = {}
+        self.events: dict[str, deque[EventRecord]] = {}
+        self.recent_checkpoints: dict[str, deque[CheckpointMark]] = {}
+        self.recent_resets: dict[str, deque[ResetMark]] = {}
         self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
         # One timer at the earliest periodic drain due (see _wake_for_drains), and its deadline.
@@ -256,18 +270,21 @@ class RegionControllerService(Service):
             self.recent_resets.pop(name, None)
             del self._empty_since[name]
 
-    def status(self) -> dict[str, Any]:
+    def add_status(self, status: CoordinatorStatus) -> CoordinatorStatus:
+        return attrs.evolve(status, regions=self._regions_status())
+
+    def _regions_status(self) -> dict[str, RegionStatus]:
         """Every region's ``RegionCore.status`` plus its recent checkpoints and
         resets (newest first, at most RECENT_KEPT each, wall-clock ``t``)."""
         now = time.monotonic()
-        return {"regions": {name: self._region_status(name, now) for name in self.regions}}
+        return {name: self._region_status(name, now) for name in self.regions}
 
-    def _region_status(self, name: str, now: float) -> dict[str, Any]:
-        return {
-            **self.regions[name].status(now),
-            "recent_checkpoints": list(reversed(self.recent_checkpoints.get(name, ()))),
-            "recent_resets": list(reversed(self.recent_resets.get(name, ()))),
-        }
+    def _region_status(self, name: str, now: float) -> RegionStatus:
+        return attrs.evolve(
+            self.regions[name].status(now),
+            recent_checkpoints=tuple(reversed(self.recent_checkpoints.get(name, ()))),
+            recent_resets=tuple(reversed(self.recent_resets.get(name, ()))),
+        )
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         """Loop thread, every metrics refresh: the regions' counters and gauges."""
@@ -308,14 +325,12 @@ class RegionControllerService(Service):
 
         def on_event(event: RegionEvent) -> None:
             t = time.time()
-            events = self.events.setdefault(name, [])
-            events.append(event_record(event, t))
-            del events[:-EVENTS_KEPT]
+            self.events.setdefault(name, deque(maxlen=EVENTS_KEPT)).append(event_record(event, t))
             self._observe(name, event)
             if isinstance(event, CheckpointCompleted):
-                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "seq": event.seq})
+                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(CheckpointMark(t, event.seq))
             elif isinstance(event, PhaseChanged) and event.phase is RegionPhase.RESETTING:
-                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append({"t": t, "why": event.why})
+                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(ResetMark(t, event.why))
 
         return RegionCore(config, send, persist, doc, on_event=on_event)
 
@@ -432,11 +447,9 @@ class RegionControllerService(Service):
         core.request_reset(msg.member, msg.force, msg.reason, req.received)
         return RegionPhaseReply(core.phase)
 
-    def _on_status(self, req: Request, msg: RegionStatusRequest) -> dict[str, Any]:
+    def _on_status(self, req: Request, msg: RegionStatusRequest) -> RegionReport | RegionsReport:
         if msg.region is not None:
             self._core(msg.region)  # NOT_REGISTERED for an unknown region
-            return {
-                "region": self._region_status(msg.region, time.monotonic()),
-                "events": self.events.get(msg.region, [])[-50:],
-            }
-        return self.status()
+            events = tuple(self.events.get(msg.region, ()))[-EVENTS_SHOWN:]
+            return RegionReport(self._region_status(msg.region, time.monotonic()), events)
+        return RegionsReport(self._regions_status())

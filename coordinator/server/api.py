@@ -30,11 +30,11 @@ import attrs
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.protocol.wire.protocol import MessageClass
+from coordinator.protocol.wire.status import CoordinatorStatus, LoadReport, StoreStats
 from coordinator.server.limits import LimitCounter, Limits
 
 if TYPE_CHECKING:
     from coordinator.server.http import CoordinatorMetrics
-    from coordinator.store.replay import LoadReport
 
 _T = TypeVar("_T")  # the result of a call run on the loop thread
 
@@ -178,8 +178,8 @@ class ServiceStore(Protocol):
         """Fresh copies of every document of `namespace`, by key."""
         ...
 
-    def stats(self) -> dict[str, Any]:
-        """Counters for status and metrics (JSON-encodable)."""
+    def stats(self) -> StoreStats:
+        """Counters for status and metrics."""
         ...
 
 
@@ -195,6 +195,10 @@ class ServerStore(ServiceStore, Protocol):
 
     def sync(self) -> None:
         """One fsync for everything appended since the last one; raises LogFailed (fatal)."""
+        ...
+
+    def keepalive(self) -> None:
+        """The log's sign of life when nothing was written (no-op before load); raises LogFailed (fatal)."""
         ...
 
     def expire(self, now: float | None = None) -> int:
@@ -255,7 +259,7 @@ class ServerApi(Protocol):
         Never called from the loop thread itself (it would wait for itself)."""
         ...
 
-    def status_snapshot(self) -> dict[str, Any]:
+    def status_snapshot(self) -> CoordinatorStatus:
         """What the ``status`` reply and HTTP ``/status`` report (loop thread only)."""
         ...
 
@@ -271,7 +275,8 @@ class Service:
     2. The loop then calls the hooks, each on the loop thread: ``on_loaded()``
        once the store is loaded; ``on_tick(now)`` every iteration (at least
        every ``TICK_S``; a hook that raises is logged and backed off);
-       ``status()`` for the ``status`` reply (once loaded), merged into it;
+       ``add_status(status)`` for the ``status`` reply (once loaded): returns
+       the snapshot with the service's part filled in (``attrs.evolve``);
        ``update_metrics(metrics)`` at every metrics refresh.
     3. ``on_stop()`` once, by ``stop()`` after the loop has ended: the service
        ends the threads it owns (bounded)."""
@@ -291,8 +296,8 @@ class Service:
 
     def on_tick(self, now: float) -> None: ...
 
-    def status(self) -> dict[str, Any]:
-        return {}
+    def add_status(self, status: CoordinatorStatus) -> CoordinatorStatus:
+        return status
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None: ...
 

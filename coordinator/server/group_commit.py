@@ -15,10 +15,11 @@ Protocol, once per loop iteration:
    append itself does no I/O.
 3. `commit_and_send(sock)`: if dirty, ``store.sync()`` runs ONCE for the whole
    batch, one write and one fsync however many requests wrote (the group
-   commit).
+   commit); else ``store.keepalive()`` (the Kafka log's lease record when due, so
+   a deposed leader learns it is fenced before it sends anything more).
 4. Only then is every queued frame sent, so a client never sees an
    acknowledgement for a write that a crash could still lose.
-5. If the sync fails (`coordinator.store.log.segment.LogFailed`: disk full, I/O error), every
+5. If the sync (or keepalive) fails (`coordinator.store.log.segment.LogFailed`: disk full, I/O error), every
    queued frame is replaced by an ``INTERNAL`` error ("the write could not be
    synced") with the same request id, and the exception is re-raised: the
    server stops (fail-stop). A restart replays the log, which holds exactly
@@ -121,14 +122,16 @@ class GroupCommit:
 
     # ---- step 3-6: commit, then send ---------------------------------------------------
     def commit_and_send(self, sock: zmq.Socket[bytes]) -> None:
-        if self._dirty:
-            try:
+        try:
+            if self._dirty:
                 self.store.sync()
-            except BaseException:
-                log.exception("store sync failed: no write of this batch is acknowledged; stopping")
-                self._fail_outbox()
-                raise
-            self._dirty = False
+            else:
+                self.store.keepalive()
+        except BaseException:
+            log.exception("writing the store's log failed: no write of this batch is acknowledged; stopping")
+            self._fail_outbox()
+            raise
+        self._dirty = False
         self._send(sock)
 
     def final_flush(self, sock: zmq.Socket[bytes], *, sync: bool) -> None:

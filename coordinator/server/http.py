@@ -12,8 +12,8 @@
   every name is listed in docs/operations.md, "Metrics").
   Counters and the load time are updated by the loop as things happen; the
   gauges from the store's stats are refreshed by the loop every second.
-* ``GET /status``: JSON snapshot (groups, members, region index, reset-pending
-  flags, pending merges, store stats). It is computed ON the loop thread via
+* ``GET /status``: the ``status`` reply's body as JSON (``CoordinatorStatus.to_body``,
+  ``coordinator/protocol/wire/status.py``). It is computed ON the loop thread via
   ``server.call_in_loop`` so it never reads the store while the loop writes;
   if the loop does not answer within ``STATUS_TIMEOUT_S`` the reply is 503.
 * Anything else: 404.
@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from coordinator.protocol.wire.status import CoordinatorStatus, StoreStats
 from coordinator.server.status_page import render_page
 
 log = logging.getLogger(__name__)
@@ -285,18 +286,13 @@ class CoordinatorMetrics:
     def connection_refused(self) -> None:
         self.connections_refused.inc()
 
-    def update_from_stats(self, stats: dict[str, Any]) -> None:
-        """Refresh gauges from ``store.stats()`` (keys that are absent are skipped)."""
-        for key, gauge in (
-            ("control_variables", self.control_variables),
-            ("groups", self.groups),
-            ("log_bytes", self.log_bytes),
-        ):
-            value = stats.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                gauge.set(value)
-        done = stats.get("compactions")
-        if isinstance(done, int) and done > self._compactions_seen:
+    def update_from_stats(self, stats: StoreStats) -> None:
+        """Refresh gauges from ``store.stats()``."""
+        self.control_variables.set(stats.control_variables)
+        self.groups.set(stats.groups)
+        self.log_bytes.set(stats.log_bytes)
+        done = stats.compactions
+        if done > self._compactions_seen:
             self.compactions.inc(done - self._compactions_seen)
             self._compactions_seen = done
 
@@ -315,7 +311,7 @@ class ServedLoop(Protocol):
     @property
     def running(self) -> bool: ...
     def call_in_loop(self, fn: Callable[[], _T], timeout: float) -> _T: ...
-    def status_snapshot(self) -> dict[str, Any]: ...
+    def status_snapshot(self) -> CoordinatorStatus: ...
 
 
 class HttpEndpoint:
@@ -353,7 +349,7 @@ class HttpEndpoint:
 
     def status_json(self) -> bytes:
         snap = self.server.call_in_loop(self.server.status_snapshot, STATUS_TIMEOUT_S)
-        return json.dumps(snap, indent=2, sort_keys=True, default=str).encode()
+        return json.dumps(snap.to_body(), indent=2, sort_keys=True).encode()
 
     def status_html(self) -> bytes:
         return render_page(self.server.call_in_loop(self.server.status_snapshot, STATUS_TIMEOUT_S))

@@ -65,6 +65,7 @@ from coordinator.protocol.common.osutil import WakePipe
 from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.protocol.wire.protocol import MessageClass
+from coordinator.protocol.wire.status import CoordinatorStatus, LoadReport
 from coordinator.server.api import CurveServerConfig, Handler, M, ReplyMessage, Request, ServerStore, Service, Timer
 from coordinator.server.builtin import BuiltinService
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
@@ -73,7 +74,6 @@ from coordinator.server.group_commit import GroupCommit
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
 from coordinator.server.scheduler import LoopScheduler, Periodic, guarded
-from coordinator.store.replay import LoadReport
 
 log = logging.getLogger(__name__)
 
@@ -344,19 +344,19 @@ class CoordinatorServer:
             for svc in self._services:
                 svc.update_metrics(self.metrics)
 
-    def status_snapshot(self) -> dict[str, Any]:
+    def status_snapshot(self) -> CoordinatorStatus:
         """Everything /status and the ``status`` message report (loop thread only):
-        the server's own state, then what each service's ``status()`` adds."""
+        the server's own state, then each service's part (``Service.add_status``)."""
         loaded = self.loaded.is_set()
-        out: dict[str, Any] = {
-            "endpoint": self.endpoint,
-            "loaded": loaded,
-            "uptime_s": round(time.time() - self.started_at, 3),
-            "store": self.store.stats() if loaded else {},
-            "load": None if self.load_report is None else attrs.asdict(self.load_report),
-            "limits": attrs.asdict(self.limits),
-        }
+        out = CoordinatorStatus(
+            endpoint=self.endpoint,
+            loaded=loaded,
+            uptime_s=round(max(0.0, time.time() - self.started_at), 3),
+            store=self.store.stats() if loaded else None,
+            load=self.load_report,
+            limits=attrs.asdict(self.limits),
+        )
         if loaded:
             for svc in self._services:
-                out.update(svc.status())
+                out = svc.add_status(out)
         return out

@@ -14,7 +14,8 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Iterable
-from typing import Any
+
+from coordinator.protocol.wire.status import CoordinatorStatus
 
 #: Seconds between the page's automatic reloads.
 REFRESH_S = 5
@@ -55,9 +56,7 @@ def _e(value: object) -> str:
     return "&ndash;" if value is None else html.escape(str(value), quote=True)
 
 
-def _when(t: object) -> str:
-    if not isinstance(t, int | float):
-        return "&ndash;"
+def _when(t: float) -> str:
     return html.escape(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)))
 
 
@@ -87,23 +86,23 @@ def _name(value: object) -> str:
     return f'<td class="name">{_e(value)}</td>'
 
 
-def _phase(phase: object) -> str:
-    cls = _PHASE_CLASSES.get(str(phase), "")
+def _phase(phase: str) -> str:
+    cls = _PHASE_CLASSES.get(phase, "")
     return f'<td><span class="phase {cls}">{_e(phase)}</span></td>'
 
 
-def render_page(snap: dict[str, Any]) -> bytes:
+def render_page(snap: CoordinatorStatus) -> bytes:
     """The whole page for one status snapshot (``CoordinatorServer.status_snapshot``)."""
-    regions: dict[str, dict[str, Any]] = snap.get("regions", {})
+    regions = snap.regions or {}
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{REFRESH_S}">',
         "<title>crkafka coordinator status</title>",
         f"<style>{_STYLE}</style></head><body>",
         "<h1>crkafka coordinator</h1>",
-        f'<p class="meta">{_e(snap.get("endpoint"))} &middot; '
-        f"{'log replayed, serving' if snap.get('loaded') else 'replaying the log (not ready)'} &middot; "
-        f"up {_e(snap.get('uptime_s'))} s &middot; page generated {_when(time.time())}, "
+        f'<p class="meta">{_e(snap.endpoint)} &middot; '
+        f"{'log replayed, serving' if snap.loaded else 'replaying the log (not ready)'} &middot; "
+        f"up {_e(snap.uptime_s)} s &middot; page generated {_when(time.time())}, "
         f"reloads every {REFRESH_S} s</p>",
     ]
 
@@ -115,19 +114,19 @@ def render_page(snap: dict[str, Any]) -> bytes:
             + "".join(
                 [
                     _name(name),
-                    _phase(r.get("phase")),
-                    _td(r.get("last_consistent"), True),
-                    _td(r.get("checkpoints"), True),
-                    _td(r.get("resets"), True),
-                    _td(f"{r.get('consecutive_resets')}/{r.get('max_consecutive_resets')}", True),
-                    _td(r.get("failure_streak"), True),
-                    _td(len(r.get("members", {})), True),
+                    _phase(r.phase.value),
+                    _td(r.last_consistent, True),
+                    _td(r.checkpoints, True),
+                    _td(r.reset.resets, True),
+                    _td(f"{r.reset.consecutive_resets}/{r.reset.max_consecutive_resets}", True),
+                    _td(r.reset.failure_streak, True),
+                    _td(len(r.members), True),
                 ]
             )
             + "</tr>"
         )
-        if r.get("failed_reason"):
-            body.append(f'<tr class="why"><td colspan="8">why FAILED: {_e(r.get("failed_reason"))}</td></tr>')
+        if r.failed_reason:
+            body.append(f'<tr class="why"><td colspan="8">why FAILED: {_e(r.failed_reason)}</td></tr>')
     headers = [
         "region",
         "phase",
@@ -147,33 +146,33 @@ def render_page(snap: dict[str, Any]) -> bytes:
         [
             _name(name),
             _name(member),
-            _td(info.get("pid"), True),
-            _td(info.get("silent_s"), True),
-            _td((info.get("kafka") or {}).get("generation"), True),
+            _td(info.pid, True),
+            _td(info.silent_s, True),
+            _td(None if info.kafka is None else info.kafka.generation, True),
         ]
         for name, r in sorted(regions.items())
-        for member, info in sorted(r.get("members", {}).items())
+        for member, info in sorted(r.members.items())
     ]
     parts.append(f"<h2>Members ({len(rows)})</h2>")
     parts.append(_table(["region", "member", "pid", "silent (s)", "Kafka generation"], rows, "No members."))
 
     parts.append("<h2>Recent checkpoints</h2>")
     rows = [
-        [_name(name), _td(c.get("seq"), True), f'<td class="t">{_when(c.get("t"))}</td>']
+        [_name(name), _td(c.seq, True), f'<td class="t">{_when(c.t)}</td>']
         for name, r in sorted(regions.items())
-        for c in r.get("recent_checkpoints", [])[:CHECKPOINTS_SHOWN]
+        for c in r.recent_checkpoints[:CHECKPOINTS_SHOWN]
     ]
     parts.append(_table(["region", "checkpoint", "consistent at"], rows, "No checkpoint completed yet."))
-    if any(len(r.get("recent_checkpoints", [])) > CHECKPOINTS_SHOWN for r in regions.values()):
+    if any(len(r.recent_checkpoints) > CHECKPOINTS_SHOWN for r in regions.values()):
         parts.append(
             f'<p class="meta">The newest {CHECKPOINTS_SHOWN} per region; <a href="/status">/status</a> has more.</p>'
         )
 
     parts.append("<h2>Recent resets</h2>")
     rows = [
-        [_name(name), f'<td class="t">{_when(x.get("t"))}</td>', _td(x.get("why"))]
+        [_name(name), f'<td class="t">{_when(x.t)}</td>', _td(x.why)]
         for name, r in sorted(regions.items())
-        for x in r.get("recent_resets", [])
+        for x in r.recent_resets
     ]
     parts.append(_table(["region", "started at", "why"], rows, "No reset since the coordinator started."))
 
@@ -185,41 +184,39 @@ def render_page(snap: dict[str, Any]) -> bytes:
         "broker.</p>"
     )
 
-    groups: dict[str, dict[str, Any]] = snap.get("groups", {})
+    groups = {} if snap.registry is None else snap.registry.groups
     parts.append(f"<h2>Registered groups ({len(groups)})</h2>")
     rows = [
         [
             _name(g),
-            _td(v.get("region_index"), True),
-            _td(", ".join(map(str, v.get("members", [])))),
-            _td("yes" if v.get("reset_pending") else "no"),
-            _td(v.get("control_variables"), True),
+            _td(v.region_index, True),
+            _td(", ".join(v.members)),
+            _td("yes" if v.reset_pending else "no"),
+            _td(v.control_variables, True),
         ]
         for g, v in sorted(groups.items())
     ]
     parts.append(
         _table(["group", "region index", "members", "reset pending", "control variables"], rows, "No registered group.")
     )
-    merges = snap.get("merges", [])
+    merges = () if snap.merge is None else snap.merge.pending
     parts.append(f"<h2>Pending checkpoint merges ({len(merges)})</h2>")
     rows = [
         [
-            _name(m.get("group")),
-            _td(m.get("seq"), True),
-            _td(m.get("attempt"), True),
-            _td(f"{len(m.get('contributors', []))}/{m.get('n_contributors')}"),
-            _td(m.get("age_s"), True),
+            _name(m.group),
+            _td(m.seq, True),
+            _td(m.attempt, True),
+            _td(f"{len(m.contributors)}/{m.n_contributors}"),
+            _td(m.age_s, True),
         ]
         for m in merges
     ]
     parts.append(_table(["group", "checkpoint", "attempt", "contributions", "age (s)"], rows, "None."))
 
     parts.append("<h2>Limits and rejections</h2>")
-    rejections: dict[str, Any] = snap.get("limit_rejections", {})
-    rows = [[_td(k), _td(v, True), _td(rejections.get(k, 0), True)] for k, v in sorted(snap.get("limits", {}).items())]
-    rows += [
-        [_td(k), _td(None), _td(v, True)] for k, v in sorted(rejections.items()) if k not in snap.get("limits", {})
-    ]
+    rejections = {} if snap.registry is None else snap.registry.limit_rejections
+    rows = [[_td(k), _td(v, True), _td(rejections.get(k, 0), True)] for k, v in sorted(snap.limits.items())]
+    rows += [[_td(k), _td(None), _td(v, True)] for k, v in sorted(rejections.items()) if k not in snap.limits]
     parts.append(_table(["limit", "value", "requests refused"], rows, "No limits reported."))
 
     parts.append(

@@ -49,12 +49,12 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import Any
 
 import attrs
 
 from coordinator.protocol.wire import fields, protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
+from coordinator.protocol.wire.status import CoordinatorStatus, MergeStatus, PendingMerge
 from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
@@ -270,25 +270,22 @@ class MergeService(Service):
 
     # ------------------------------------------------------------------ observability
 
-    def status(self) -> dict[str, Any]:
+    def add_status(self, status: CoordinatorStatus) -> CoordinatorStatus:
         now = time.monotonic()
-        return {
-            "merges": [
-                {
-                    "group": p.key[0],
-                    "seq": p.key[1],
-                    "attempt": p.key[2],
-                    "n_contributors": p.n,
-                    "contributors": sorted(p.contributions),
-                    "waiting": sorted(p.waiters),
-                    "age_s": round(now - p.created, 3),
-                }
-                for p in self._pending.values()
-            ],
-            "merges_pending_bytes": self._pending_bytes,
-            "merges_completed": self.completed_total,
-            "merge_timeouts": self.timeouts_total,
-        }
+        pending = tuple(
+            PendingMerge(
+                group=p.key[0],
+                seq=p.key[1],
+                attempt=p.key[2],
+                n_contributors=p.n,
+                contributors=tuple(sorted(p.contributions)),
+                waiting=tuple(sorted(p.waiters)),
+                age_s=round(max(0.0, now - p.created), 3),
+            )
+            for p in self._pending.values()
+        )
+        part = MergeStatus(pending, self._pending_bytes, self.completed_total, self.timeouts_total)
+        return attrs.evolve(status, merge=part)
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         metrics.merges_pending.set(len(self._pending))

@@ -28,11 +28,13 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import Any
+
+import attrs
 
 from coordinator.protocol.wire import protocol
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
+from coordinator.protocol.wire.status import CoordinatorStatus, GroupStatus, RegistryStatus
 from coordinator.server.api import Request, ServerApi, Service, ServiceStore
 from coordinator.store.state_store import RegionIndexMismatch
 
@@ -137,7 +139,7 @@ class RegistryService(Service):
         if self._group_exists(group):
             return
         limit = self.server.limits.max_groups
-        held = self.store.stats()["groups"]
+        held = self.store.stats().groups
         if held >= limit:
             raise self.server.limit_counter.exceeded(
                 "max_groups", f"the coordinator holds {held} groups (limit {limit}); group {group!r} not created"
@@ -228,18 +230,20 @@ class RegistryService(Service):
                 self._answers_bytes -= _answer_bytes(old)
         return protocol.ResetPendingReply(previous)
 
-    def status(self) -> dict[str, Any]:
+    def add_status(self, status: CoordinatorStatus) -> CoordinatorStatus:
         groups = sorted(self.store.groups())
         out = {}
         for g in groups[:STATUS_MAX_GROUPS]:
-            out[g] = {
-                "region_index": self.store.region_index(g),
-                "members": sorted(self.store.members(g))[:STATUS_MAX_MEMBERS],
-                "n_members": len(self.store.members(g)),
-                "reset_pending": self._reset_pending.get(g, False),
-                "control_variables": self.store.group_count(g),
-            }
-        return {"groups": out, "n_groups": len(groups), "limit_rejections": dict(self.server.limit_counter.totals)}
+            members = sorted(self.store.members(g))
+            out[g] = GroupStatus(
+                region_index=self.store.region_index(g),
+                members=tuple(members[:STATUS_MAX_MEMBERS]),
+                n_members=len(members),
+                reset_pending=self._reset_pending.get(g, False),
+                control_variables=self.store.group_count(g),
+            )
+        part = RegistryStatus(out, len(groups), dict(self.server.limit_counter.totals))
+        return attrs.evolve(status, registry=part)
 
 
 def _answer_bytes(key: tuple[str, RequestId]) -> int:

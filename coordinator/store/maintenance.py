@@ -29,7 +29,7 @@ rewrite, `coordinator.store.compaction.Compaction`, or the Kafka log's snapshot,
 (`CompactionJob.finish`: the switch to the new segment, or the Kafka log's new
 size) once the background part is done. The owner is paused only for
 the snapshot (dict copies) and the switch; both are measured and reported in
-`stats()["compaction_max_pause_ms"]`.
+`stats().compaction_max_pause_ms`.
 
 Failures: a failed compaction or expiry is logged with its traceback, counted
 (`compaction_failures`, `expire_failures`) and retried after a backoff
@@ -45,7 +45,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
@@ -179,6 +178,18 @@ class Expiry:
                 batcher.records,
             )
         return expired
+
+
+@attrs.frozen
+class MaintenanceStats:
+    """Maintenance's counters, part of ``StateStore.stats`` (``StoreStats``)."""
+
+    compactions: int
+    compaction_running: bool
+    compaction_failures: int
+    expire_failures: int
+    largest_compaction_record_bytes: int
+    compaction_max_pause_ms: float
 
 
 class Maintenance:
@@ -379,12 +390,12 @@ class Maintenance:
             self._tables.control.release_snapshot()
         self.join_deleter()
 
-    def stats(self) -> dict[str, Any]:
-        return {
-            "compactions": self._compactions,
-            "compaction_running": self.compaction is not None,
-            "compaction_failures": self._compaction_failures,
-            "expire_failures": self._expire_failures,
-            "largest_compaction_record_bytes": self._largest_compaction_record,
-            "compaction_max_pause_ms": self._max_pause_s * 1e3,
-        }
+    def stats(self) -> MaintenanceStats:
+        return MaintenanceStats(
+            compactions=self._compactions,
+            compaction_running=self.compaction is not None,
+            compaction_failures=self._compaction_failures,
+            expire_failures=self._expire_failures,
+            largest_compaction_record_bytes=self._largest_compaction_record,
+            compaction_max_pause_ms=self._max_pause_s * 1e3,
+        )

@@ -42,8 +42,7 @@ import logging
 import time
 from collections.abc import Callable
 
-import attrs
-
+from coordinator.protocol.wire.status import LoadReport
 from coordinator.store import records
 from coordinator.store.durable_log import DurableLog
 from coordinator.store.log.frame import LogError
@@ -52,15 +51,6 @@ from coordinator.store.tables import RegistryEntry, StoreTables
 __all__ = ["LoadReport", "RegistryEntry", "Replay"]
 
 log = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class LoadReport:
-    records: int
-    entries: int
-    bytes: int
-    seconds: float
-    truncated_bytes: int
 
 
 class Replay:

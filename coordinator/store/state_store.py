@@ -60,12 +60,13 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.protocol.common.partitions import partition_label
+from coordinator.protocol.wire.status import LoadReport, StoreStats
 from coordinator.store import records
 from coordinator.store.control_table import ABSENT, MAX_OFFSET
 from coordinator.store.durable_log import DurableLog
 from coordinator.store.file_log import FileLog
 from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
-from coordinator.store.replay import LoadReport, Replay
+from coordinator.store.replay import Replay
 from coordinator.store.tables import LogCounters, StoreTables
 from coordinator.store.writer import RecordWriter
 
@@ -323,6 +324,11 @@ class StateStore:
         self._ready()
         self._log.sync()
 
+    def keepalive(self) -> None:
+        """The log's sign of life when idle (`DurableLog.keepalive`); nothing before load."""
+        if self.loaded and not self._closed:
+            self._log.keepalive()
+
     # ---- maintenance (coordinator.store.maintenance) ----------------------------------
     def expire(self, now: float | None = None) -> int:
         """Retention pass (`Maintenance.expire`): tombstone the state of idle groups."""
@@ -345,22 +351,28 @@ class StateStore:
         self._ready()
         self._maintenance.compact(timeout)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> StoreStats:
         tables, counters = self._tables, self._counters
         live = tables.live_entries()
-        return {
-            "control_variables": len(tables.control),
-            "groups": len(tables.activity),
-            "documents": sum(len(d) for d in tables.docs.values()),
-            "log_bytes": self._log.size,
-            "log_records": counters.records,
-            "live_entries": live,
-            "dead_entries": max(counters.entries - live, 0),
-            **self._maintenance.stats(),
-            "fsyncs": self._log.fsyncs,
-            "load_seconds": self._load_seconds,
-            "truncated_bytes": self._truncated,
-        }
+        m = self._maintenance.stats()
+        return StoreStats(
+            control_variables=len(tables.control),
+            groups=len(tables.activity),
+            documents=sum(len(d) for d in tables.docs.values()),
+            log_bytes=self._log.size,
+            log_records=counters.records,
+            live_entries=live,
+            dead_entries=max(counters.entries - live, 0),
+            compactions=m.compactions,
+            compaction_running=m.compaction_running,
+            compaction_failures=m.compaction_failures,
+            expire_failures=m.expire_failures,
+            largest_compaction_record_bytes=m.largest_compaction_record_bytes,
+            compaction_max_pause_ms=m.compaction_max_pause_ms,
+            fsyncs=self._log.fsyncs,
+            load_seconds=self._load_seconds,
+            truncated_bytes=self._truncated,
+        )
 
     def close(self) -> None:
         """Stop a running compaction, sync and close the log, release the directory."""

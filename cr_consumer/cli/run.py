@@ -17,9 +17,10 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
 
 from coordinator.protocol.common.cli_types import duration, port, positive_int
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import RegionStatus
 from cr_consumer.cli import refuse
 from cr_consumer.cli.member import add_region_arguments, default_group, parse_pairs
 from cr_consumer.exit_code import ExitCode
@@ -53,12 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _line(status: dict[str, Any]) -> str:
+def _line(status: RegionStatus) -> str:
     return (
-        f"region {status.get('name')}: {status.get('phase')} members={sorted(status.get('members', {}))} "
-        f"last_consistent={status.get('last_consistent')} checkpoints={status.get('checkpoints')} "
-        f"resets={status.get('resets')} consecutive={status.get('consecutive_resets')}"
-        + (f" failed: {status.get('failed_reason')}" if status.get("failed_reason") else "")
+        f"region {status.name}: {status.phase.value} members={sorted(status.members)} "
+        f"last_consistent={status.last_consistent} checkpoints={status.checkpoints} "
+        f"resets={status.reset.resets} consecutive={status.reset.consecutive_resets}"
+        + (f" failed: {status.failed_reason}" if status.failed_reason else "")
     )
 
 
@@ -149,6 +150,6 @@ def _watch(region: Region, args: argparse.Namespace, stop: threading.Event) -> E
                 print(f"region {region.group}: status unavailable ({exc})", flush=True)
                 continue
             print(_line(status), flush=True)
-            if status.get("phase") == "FAILED":
+            if status.phase is RegionPhase.FAILED:
                 return ExitCode.REGION_FAILED
     return ExitCode.OK

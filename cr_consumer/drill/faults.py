@@ -249,11 +249,11 @@ def _wait_dropped_and_checkpointed(env: DrillEnv, victim: str, deadline: float) 
             if env.tasks.stopping():
                 return "drill stopping"
             try:
-                st = client.request("region_status", {"region": env.group}, timeout=STATUS_TIMEOUT_S)["region"]
-            except (CoordinatorUnavailable, CoordinatorError, KeyError):
+                st = client.region_status(env.group, timeout=STATUS_TIMEOUT_S).region
+            except (CoordinatorUnavailable, CoordinatorError):
                 return None
-            last = st.get("last_consistent")
-            if victim not in (st.get("members") or {}):
+            last = st.last_consistent
+            if victim not in st.members:
                 if not gone:
                     gone, last_when_gone = True, last
                 elif last is not None and (last_when_gone is None or last > last_when_gone):

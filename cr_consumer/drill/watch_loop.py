@@ -81,17 +81,17 @@ class ControllerWatch:
 
     def poll(self) -> None:
         try:
-            reply = self.client.request("region_status", {"region": self.region}, timeout=STATUS_TIMEOUT_S)
+            reply = self.client.region_status(self.region, timeout=STATUS_TIMEOUT_S)
         except (CoordinatorUnavailable, CoordinatorError) as exc:
             log.debug("controller status unavailable (%s): retrying at the next poll", exc)
             return
-        for e in reply.get("events", []):
-            key = (e.get("t"), e.get("kind"), e.get("attempt"), e.get("seq"), e.get("member"), e.get("phase"))
+        for e in reply.events:
+            f = e.fields
+            key = (e.t, e.kind, str(f.get("attempt")), str(f.get("seq")), str(f.get("member")), str(f.get("phase")))
             if key in self._seen:
                 continue
             self._seen.add(key)
-            fields = {k: v for k, v in e.items() if k not in ("t", "kind")}
-            self.timeline.event(f"ctl_{e.get('kind')}", t=e.get("t"), member="controller", ctl=fields)
+            self.timeline.event(f"ctl_{e.kind}", t=e.t, member="controller", ctl=dict(f))
 
     def close(self) -> None:
         self.client.close()

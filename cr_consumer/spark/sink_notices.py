@@ -219,6 +219,18 @@ class NoticeSender:
 _listening: weakref.WeakSet[SparkSession] = weakref.WeakSet()  # sessions with the listener
 
 
+def _checkpoint_root(spark: SparkSession, query_id: str) -> str | None:
+    """The query's resolved checkpoint location, through PySpark's JVM handle of the query
+    (the private ``_jsq``: no public API gives it); None if not found, and on a Spark
+    Connect session, whose queries have no JVM handle in the client."""
+    from pyspark.sql.streaming.query import StreamingQuery as ClassicStreamingQuery
+
+    query = spark.streams.get(query_id)
+    if not isinstance(query, ClassicStreamingQuery):
+        return None
+    return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
+
+
 def install_listener(spark: SparkSession) -> None:
     """Step 1: add the notices' listener to ``spark`` (once per session)."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -229,12 +241,9 @@ def install_listener(spark: SparkSession) -> None:
     roots: dict[str, str | None] = {}  # Spark's query id -> its checkpoint location
 
     def checkpoint_of(query_id: str) -> str | None:
-        """The query's resolved checkpoint location, through PySpark's JVM handle of the query
-        (the private ``_jsq``: no public API gives it); None if not found."""
         if query_id not in roots:
             try:
-                query = spark.streams.get(query_id)
-                roots[query_id] = str(query._jsq.streamingQuery().resolvedCheckpointRoot()) if query else None
+                roots[query_id] = _checkpoint_root(spark, query_id)
             except Exception:  # the notices still carry the end; only the close-time read is lost
                 log.exception("crkafka: the checkpoint location of query %s could not be read", query_id)
                 roots[query_id] = None

@@ -40,6 +40,7 @@ from coordinator.protocol.region.commands import (
 )
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import RegionAck
+from coordinator.protocol.region.status import RegionReport, RegionStatus
 from coordinator.protocol.region.transactions import Transactions
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.runtime.member.control import ControlChannel
@@ -209,12 +210,13 @@ def member(endpoint: str, region: str, name: str, *, partition: int = 0, fail_dr
     )
 
 
-def all_regions(endpoint: str) -> dict:
+def all_regions(endpoint: str) -> dict[str, RegionStatus]:
     """Every region's status, by name."""
-    return region_status(endpoint)["regions"]
-
-
-def region_status(endpoint: str, region: str | None = None) -> dict:
-    """The controller's ``region_status`` reply: one region's, or every region's (``region`` None)."""
     with CoordinatorClient(endpoint, timeout=5.0) as client:
-        return client.request("region_status", {} if region is None else {"region": region}, 5.0)
+        return client.regions_status(5.0)
+
+
+def region_status(endpoint: str, region: str) -> RegionReport:
+    """The controller's ``region_status`` reply about ``region``: its status and recent events."""
+    with CoordinatorClient(endpoint, timeout=5.0) as client:
+        return client.region_status(region, 5.0)

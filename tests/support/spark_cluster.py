@@ -13,7 +13,9 @@ Life cycle of :class:`StandaloneCluster`:
    :meth:`executor_pid` finds one by application and executor id.
 3. ``stop()`` sends SIGTERM to each daemon's process group (the worker's
    shutdown hook stops its executors), waits ``CLUSTER_STOP_TIMEOUT_S``, then
-   SIGKILLs the group, and waits until no process of any group is left.
+   SIGKILLs the group, and waits until no process of any group is left
+   (:func:`stop_daemons`; :func:`spawn_daemon` and it also serve
+   ``support/spark_connect.py``).
 
 The daemons run without the caller's ``PYTHONPATH``: the executors' path to the
 project is the application's to give (``spark.executorEnv.PYTHONPATH``, see
@@ -29,6 +31,7 @@ import os
 import signal
 import subprocess
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,7 +44,7 @@ from coordinator.protocol.common.waiting import wait_until
 #: three JVMs start at once on 2 shared cores (~10 s alone); past it the start fails
 #: instead of hanging the test session.
 CLUSTER_READY_TIMEOUT_S = 90.0
-#: How long stop() waits for a daemon's process group after SIGTERM before SIGKILL,
+#: How long stop_daemons() waits for a daemon's process group after SIGTERM before SIGKILL,
 #: so a wedged JVM cannot hold the end of a test module.
 CLUSTER_STOP_TIMEOUT_S = 15.0
 #: Bound on one HTTP request to the master's JSON UI, so a JVM that accepts but does
@@ -108,7 +111,10 @@ def _wait_group_gone(pgid: int, what: str) -> None:
 
 
 @attrs.define
-class _Daemon:
+class SparkDaemon:
+    """One JVM started from the PySpark install, the leader of its own process group, its
+    output in ``log_path``."""
+
     name: str
     proc: subprocess.Popen[bytes]
     log_path: Path
@@ -119,6 +125,65 @@ class _Daemon:
             return self.log_path.read_bytes()[-n:].decode(errors="replace")
         except OSError:
             return ""
+
+
+def spawn_daemon(workdir: Path, name: str, argv: list[str], env: Mapping[str, str]) -> SparkDaemon:
+    """Start ``argv`` (a script of the PySpark install) in ``workdir``, in a session of its own
+    with ``PR_SET_PDEATHSIG``, stdout and stderr to ``workdir/<name>.log``. Its environment is
+    the caller's without ``PYTHONPATH`` and ``SPARK_HOME``, then ``SPARK_HOME`` of the PySpark
+    install, then ``env``."""
+    log_path = workdir / f"{name}.log"
+    log_file = open(log_path, "ab")  # noqa: SIM115 (closed by stop_daemons())
+    full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    full_env.update(SPARK_HOME=str(spark_home()), **env)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=workdir,
+            env=full_env,
+            start_new_session=True,  # its children share its group: stop_daemons() ends them with it
+            preexec_fn=die_with_parent_preexec(),
+        )
+    except BaseException:
+        log_file.close()
+        raise
+    return SparkDaemon(name, proc, log_path, log_file)
+
+
+def stop_daemons(daemons: list[SparkDaemon]) -> None:
+    """Stop ``daemons`` in reverse order and every process below them:
+
+    1. the descendants are listed first (pyspark's Python daemons under a JVM make
+       process groups of their own);
+    2. each daemon's process group gets SIGTERM (a JVM's shutdown hook stops what it
+       started), is waited for ``CLUSTER_STOP_TIMEOUT_S``, then SIGKILLed;
+    3. the descendants still running after ``CLUSTER_STOP_TIMEOUT_S`` are SIGKILLed.
+    """
+    below = [pid for daemon in daemons for pid in _descendants(daemon.proc.pid)]
+    for daemon in reversed(daemons):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.proc.pid, signal.SIGTERM)
+    for daemon in daemons:
+        pgid = daemon.proc.pid
+        try:
+            daemon.proc.wait(CLUSTER_STOP_TIMEOUT_S)
+            _wait_group_gone(pgid, daemon.name)
+        except (subprocess.TimeoutExpired, TimeoutError):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            daemon.proc.wait(CLUSTER_STOP_TIMEOUT_S)
+            _wait_group_gone(pgid, daemon.name)
+        finally:
+            daemon.log_file.close()
+    left = lambda: [pid for pid in below if not _gone(pid)]  # noqa: E731
+    with contextlib.suppress(TimeoutError):
+        wait_until(lambda: not left(), CLUSTER_STOP_TIMEOUT_S, "the daemons' processes gone")
+    for pid in left():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @attrs.define
@@ -132,28 +197,19 @@ class StandaloneCluster:
     memory: str = "1g"
     master_port: int = attrs.field(init=False, default=0)
     ui_port: int = attrs.field(init=False, default=0)
-    _daemons: list[_Daemon] = attrs.field(init=False, factory=list)
+    _daemons: list[SparkDaemon] = attrs.field(init=False, factory=list)
 
     @property
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
 
-    def _spawn(self, name: str, args: list[str]) -> _Daemon:
-        log_path = self.workdir / f"{name}.log"
-        log_file = open(log_path, "ab")  # noqa: SIM115 (closed by stop())
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
-        env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=DAEMON_MEMORY)
-        proc = subprocess.Popen(
+    def _spawn(self, name: str, args: list[str]) -> SparkDaemon:
+        daemon = spawn_daemon(
+            self.workdir,
+            name,
             [str(spark_home() / "bin" / "spark-class"), *args],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.workdir,
-            env=env,
-            start_new_session=True,  # the worker's executors share its group: stop() ends them with it
-            preexec_fn=die_with_parent_preexec(),
+            {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": DAEMON_MEMORY},
         )
-        daemon = _Daemon(name, proc, log_path, log_file)
         self._daemons.append(daemon)
         return daemon
 
@@ -233,29 +289,7 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         daemons, self._daemons = self._daemons, []
-        # pyspark's daemons under the executors make process groups of their own
-        below = [pid for daemon in daemons for pid in _descendants(daemon.proc.pid)]
-        for daemon in reversed(daemons):  # the workers before the master
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(daemon.proc.pid, signal.SIGTERM)
-        for daemon in daemons:
-            pgid = daemon.proc.pid
-            try:
-                daemon.proc.wait(CLUSTER_STOP_TIMEOUT_S)
-                _wait_group_gone(pgid, daemon.name)
-            except (subprocess.TimeoutExpired, TimeoutError):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pgid, signal.SIGKILL)
-                daemon.proc.wait(CLUSTER_STOP_TIMEOUT_S)
-                _wait_group_gone(pgid, daemon.name)
-            finally:
-                daemon.log_file.close()
-        left = lambda: [pid for pid in below if not _gone(pid)]  # noqa: E731
-        with contextlib.suppress(TimeoutError):
-            wait_until(lambda: not left(), CLUSTER_STOP_TIMEOUT_S, "the executors' processes gone")
-        for pid in left():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        stop_daemons(daemons)  # the workers (and their executors) before the master
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
@@ -264,4 +298,4 @@ class StandaloneCluster:
         self.stop()
 
 
-__all__ = ["ClusterStartError", "StandaloneCluster", "spark_home"]
+__all__ = ["ClusterStartError", "SparkDaemon", "StandaloneCluster", "spark_home", "spawn_daemon", "stop_daemons"]

@@ -8,34 +8,44 @@ a record is checked end to end by our CRC as well as by Kafka's batch CRC, and a
 foreign or damaged record is recognised.
 
 Protocol (one owner thread, the server loop; docs/durable-state.md has the crash
-analysis):
+analysis and the takeover):
 
 1. `open(on_record)`: create or check the topics (`topics.ensure_topics`); read the
    snapshot pointer (`reader.read_pointer`); if there is one, replay that snapshot
-   (`snapshots.replay_snapshot`) and commit the pointer again (a real cluster
-   expires the committed offsets of an idle group); then replay the log topic from
-   the snapshot's offset X (or from 0) to the high watermark of a fetch response
-   (`reader.read_partition`). Every record must be one framed record of this
-   format version; anything else raises `LogError` naming the topic and offset,
-   and the coordinator does not start (there is no torn tail on Kafka: a record
-   is there whole or not at all, so any bad record is damage or a foreign
-   writer). The producer is created last.
+   (`snapshots.replay_snapshot`) and, unless a standby, commit the pointer again (a
+   real cluster expires the committed offsets of an idle group). A standby
+   (``standby=True``) then follows the log topic from the snapshot's offset X (or
+   0), applying each committed record as it comes, until the leader has not written
+   for the lease (`tail.LogTail.follow`). Then the writer fences the log's
+   transactional id (`producer.LogWriter.fence`: a deposed leader can commit nothing
+   more, its open transaction is aborted), and only then is the log topic read to
+   its end (`tail.LogTail.read_to_end`): committed transactions only, so the records
+   of a fenced leader's aborted or open transaction are never applied. Every record
+   must be one framed record of this format version; anything else raises
+   `LogError` naming the topic and offset, and the coordinator does not start (a
+   record is in Kafka whole or not at all, so a bad one is damage or a foreign
+   writer).
 2. `append(payload)`: frame it into the buffer (no I/O); over `max_payload_bytes`
    it raises `RecordTooLarge` with nothing buffered.
-3. `sync()` (the group commit): send every buffered record, flush within
-   ``write_timeout_s``, and check each acknowledgement: acks=all, and the offsets
-   must follow the last one this log wrote or read (a gap means another writer
-   on the topic). Only after it returns does the server answer the requests
-   behind those records. Any failure (timeout, error, gap) makes the log
-   fail-stop (`LogFailed` now and for every later call): a record whose
-   outcome is unknown may or may not be in the log, so the process exits and a
-   restart replays what the topic holds. A record that was acknowledged but not
-   answered is replayed like any other: every request is idempotent under the
-   client's re-send with the same request id (put-if-absent, idempotent
-   registration, whole documents).
-4. `start_compaction`: sync, then one `snapshots.KafkaSnapshot` from the tables
+3. `sync()` (the group commit): one transaction holds every buffered record
+   (`producer.LogWriter.write`: begin, send, flush, commit, within
+   ``write_timeout_s``), and the offsets must follow the log's end as this log knows
+   it (a gap means a writer outside the transactional id). Only after it returns
+   does the server answer the requests behind those records. Any failure (fenced by
+   a newer leader, timeout, error, gap) makes the log fail-stop (`LogFailed` now and
+   for every later call): the server answers no more requests and the process exits.
+   A record whose outcome is unknown may or may not be committed; a restart or a
+   standby replays what the topic committed. A record committed but not answered is
+   replayed like any other: every request is idempotent under the client's re-send
+   with the same request id (put-if-absent, idempotent registration, whole
+   documents).
+4. `keepalive()` (every loop iteration): after ``lease_s / 3`` without a write, one
+   transaction with a lease record (`tail.LEASE_KEY`, the process's pid and host),
+   so standbys see the leader alive, and a deposed leader learns within that time
+   that it is fenced (the write fails: fail-stop as in step 3).
+5. `start_compaction`: sync, then one `snapshots.KafkaSnapshot` from the tables
    as of the log's end.
-5. `close()`: sync (unless failed) and close the producer (bounded).
+6. `close()`: sync (unless failed) and close the writer (bounded).
 
 The state directory still holds the coordinator's lock; the log itself lives
 only in Kafka (a coordinator on an empty directory restores everything).
@@ -43,17 +53,21 @@ only in Kafka (a coordinator on an empty directory restores everything).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
+import threading
+import time
 
 import attrs
-from kafka import KafkaProducer
-from kafka.producer.future import FutureRecordMetadata
 
 from coordinator.store.durable_log import OnRecord
-from coordinator.store.kafka.producer import log_producer
-from coordinator.store.kafka.reader import commit_pointer, read_partition, read_pointer
+from coordinator.store.kafka.producer import LogWriter, Record
+from coordinator.store.kafka.reader import commit_pointer, read_pointer
 from coordinator.store.kafka.settings import MAX_PAYLOAD_BYTES, KafkaLogSettings
 from coordinator.store.kafka.snapshots import KafkaSnapshot, check_value, replay_snapshot
+from coordinator.store.kafka.tail import LEASE_KEY, LogTail
 from coordinator.store.kafka.topics import ensure_topics
 from coordinator.store.log.frame import LogError, RecordTooLarge, encode_record
 from coordinator.store.log.segment import LogFailed, crash_point
@@ -63,7 +77,8 @@ log = logging.getLogger(__name__)
 
 #: Test hooks of the write path (`crash_point`), in order.
 KAFKA_CRASH_STEPS = (
-    "kafka-acked",  # a group commit's records are acknowledged; no reply sent yet
+    "kafka-sent",  # a group commit's records are acknowledged; its transaction not committed yet
+    "kafka-acked",  # a group commit's transaction is committed; no reply sent yet
     "snapshot-written",  # a snapshot's records are acknowledged; the pointer not yet committed
     "snapshot-committed",  # the pointer names the new snapshot
 )
@@ -86,9 +101,13 @@ class KafkaLog:
 
     max_payload_bytes = MAX_PAYLOAD_BYTES
 
-    def __init__(self, settings: KafkaLogSettings) -> None:
+    def __init__(self, settings: KafkaLogSettings, *, standby: bool = False) -> None:
         self.settings = settings
-        self._producer: KafkaProducer | None = None
+        self.standby = standby
+        #: Set (any thread) to stop a standby that has not taken over (`tail.StandbyStopped`).
+        self.stop_standby = threading.Event()
+        self._producer: LogWriter | None = None
+        self._last_write = 0.0  # monotonic time of the last committed write (step 4)
         self._buf: list[bytes] = []
         self._buf_bytes = 0
         self._next_offset = 0  # the offset the next record of this log gets
@@ -123,12 +142,13 @@ class KafkaLog:
         as_of = records = base = 0
         if pointer is not None:
             snapshot = replay_snapshot(settings, pointer, on_record)
-            commit_pointer(settings, pointer)
+            if not self.standby:
+                commit_pointer(settings, pointer)
             as_of, records, base = snapshot.as_of, snapshot.records, snapshot.bytes
         where = self.where
         written = 0
 
-        def on_value(offset: int, value: bytes) -> bool:
+        def on_value(offset: int, value: bytes) -> None:
             nonlocal records, written
             payload = check_value(where, offset, value)
             try:
@@ -139,11 +159,22 @@ class KafkaLog:
                 ) from exc
             records += 1
             written += len(value)
-            return False
 
-        end = read_partition(settings, settings.topic, as_of, on_value)
+        tail = LogTail(settings, as_of, on_value)
+        if self.standby:
+            log.info("standby: following %s from offset %d", where, as_of)
+            tail.follow(settings.lease_s, self.stop_standby)
+        writer = LogWriter(settings)
+        try:
+            writer.fence()
+            end = tail.read_to_end()
+        except BaseException:
+            writer.close(settings.call_timeout_s)
+            raise
+        log.info("%s: fenced earlier writers; replayed to offset %d", where, end)
         self._next_offset, self._base_bytes, self._written_bytes = end, base, written
-        self._producer = log_producer(settings, timeout_s=settings.write_timeout_s)
+        self._producer = writer
+        self._last_write = time.monotonic()
         return KafkaOpened(records, base + written, 0, pointer, as_of, end)
 
     # ---- writing -------------------------------------------------------------------
@@ -167,23 +198,37 @@ class KafkaLog:
             return
         values, self._buf = self._buf, []
         size, self._buf_bytes = self._buf_bytes, 0
-        topic = self.settings.topic
-        try:
-            futures: list[FutureRecordMetadata] = [producer.send(topic, value=v, partition=0) for v in values]
-            producer.flush(timeout=self.settings.write_timeout_s)
-            for i, future in enumerate(futures):
-                offset = future.get(timeout=0).offset
-                if offset != self._next_offset + i:
-                    raise LogError(
-                        f"record acknowledged at offset {offset}, expected {self._next_offset + i}: another "
-                        f"writer appends to {self.where}"
-                    )
-        except Exception as exc:  # noqa: BLE001 - every failure of a group commit is fatal (fail-stop)
-            self._fail(exc)
-        self._next_offset += len(values)
+        self._write(producer, [(None, v) for v in values])
         self._written_bytes += size
         self._syncs += 1
         crash_point("kafka-acked")
+
+    def keepalive(self) -> None:
+        """Step 4."""
+        producer = self._check_open()
+        if time.monotonic() - self._last_write < self.settings.lease_interval_s:
+            return
+        lease = {"pid": os.getpid(), "host": socket.gethostname(), "topic": self.settings.topic}
+        self._write(producer, [(LEASE_KEY, json.dumps(lease, separators=(",", ":")).encode())])
+
+    def _write(self, producer: LogWriter, records: list[Record]) -> None:
+        """One transaction (step 3's write and check); fail-stop on any failure."""
+        try:
+            offsets = producer.write(records, self.settings.write_timeout_s, on_sent=self._sent)
+            expected = list(range(self._next_offset, self._next_offset + len(records)))
+            if offsets != expected:
+                raise LogError(
+                    f"records committed at offsets {offsets[0]}..{offsets[-1]}, expected {expected[0]}..: "
+                    f"another writer appends to {self.where}"
+                )
+        except Exception as exc:  # noqa: BLE001 - every failure of a group commit is fatal (fail-stop)
+            self._fail(exc)
+        self._next_offset = offsets[-1] + 2  # the transaction's COMMIT marker takes the next offset
+        self._last_write = time.monotonic()
+
+    @staticmethod
+    def _sent() -> None:
+        crash_point("kafka-sent")
 
     def _fail(self, exc: BaseException) -> None:
         self.failed = exc
@@ -195,7 +240,7 @@ class KafkaLog:
         )
         raise LogFailed(f"writing to {self.where} failed: {exc}; restart the coordinator") from exc
 
-    def _check_open(self) -> KafkaProducer:
+    def _check_open(self) -> LogWriter:
         if self._producer is None:
             raise RuntimeError(f"{self.where} is not open")
         if self.failed is not None:
@@ -204,7 +249,7 @@ class KafkaLog:
 
     # ---- snapshots -----------------------------------------------------------------
     def start_compaction(self, snapshot: StoreSnapshot, batch_entries: int) -> KafkaSnapshot:
-        """Step 4."""
+        """Step 5."""
         self.sync()
         self._snapshot_base = self._written_bytes
         job = KafkaSnapshot(self.settings, snapshot, self._next_offset, batch_entries, self._snapshot_done)
@@ -218,7 +263,7 @@ class KafkaLog:
 
     # ---- close ---------------------------------------------------------------------
     def close(self) -> None:
-        """Step 5."""
+        """Step 6."""
         producer, self._producer = self._producer, None
         if producer is None:
             return
@@ -230,4 +275,4 @@ class KafkaLog:
                 finally:
                     self._producer = None
         finally:
-            producer.close(timeout=self.settings.write_timeout_s)
+            producer.close(self.settings.write_timeout_s)

@@ -1,4 +1,5 @@
-"""Reading the Kafka log's partitions, and the snapshot pointer.
+"""Reading the snapshot topic's partition, and the snapshot pointer (the log topic is
+read by ``tail``, which honours its transactions).
 
 `read_partition(settings, topic, start, on_value)`:
 
@@ -12,8 +13,8 @@
 3. It stops when its position reaches the high watermark of the latest fetch
    response (``consumer.highwater``), not the answer of ListOffsets: a broker may
    answer ListOffsets with the base offset of the last batch (see
-   docs/durable-state.md). The coordinator is the only writer, so the watermark
-   it reads to is the log's end.
+   docs/durable-state.md). A snapshot's records are all written before its
+   pointer is committed, so the watermark is past its END.
 4. A poll loop that neither gets a record nor reaches the watermark for
    ``call_timeout_s`` raises `LogError` (an unreachable broker fails start-up).
 

@@ -5,7 +5,9 @@ Names derived from the log topic ``T``:
 - ``T``: the log, one record per request (one partition);
 - ``T.snapshots``: the snapshots of the tables (one partition);
 - consumer group ``T.snapshot``: its committed offset on ``T.snapshots`` is the
-  snapshot pointer (where the newest complete snapshot begins).
+  snapshot pointer (where the newest complete snapshot begins);
+- transactional id ``cr-coordinator.T``: the one id every coordinator writing ``T``
+  uses, so the newest writer's ``init_transactions`` fences the others.
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ MAX_RECORD_VALUE_BYTES = 8 << 20
 MAX_PAYLOAD_BYTES = MAX_RECORD_VALUE_BYTES - HEADER_SIZE - 1
 #: Topic max.message.bytes: the value plus a record batch's own overhead.
 TOPIC_MAX_MESSAGE_BYTES = MAX_RECORD_VALUE_BYTES + (64 << 10)
+#: How long the log may go without a write before a standby takes over. The leader
+#: writes a lease record after ``lease_s / 3`` without a write, so two lost or late
+#: lease records do not depose a live leader; a shorter lease fails over sooner and
+#: deposes a leader that a starved machine pauses for longer than it.
+DEFAULT_LEASE_S = 5.0
 SNAPSHOT_TOPIC_SUFFIX = ".snapshots"
+TRANSACTIONAL_ID_PREFIX = "cr-coordinator."
 POINTER_GROUP_SUFFIX = ".snapshot"
 # Kafka's topic name rule; the snapshot topic's name must fit the 249-character limit too.
 _TOPIC_RE = re.compile(rf"^[A-Za-z0-9._-]{{1,{249 - len(SNAPSHOT_TOPIC_SUFFIX)}}}$")
@@ -79,6 +87,7 @@ class KafkaLogSettings:
     min_insync_replicas: int = attrs.field(default=DEFAULT_MIN_INSYNC_REPLICAS, validator=_check_count)
     write_timeout_s: float = attrs.field(default=DEFAULT_WRITE_TIMEOUT_S, validator=_check_seconds)
     call_timeout_s: float = attrs.field(default=DEFAULT_CALL_TIMEOUT_S, validator=_check_seconds)
+    lease_s: float = attrs.field(default=DEFAULT_LEASE_S, validator=_check_seconds)
 
     def __attrs_post_init__(self) -> None:
         if self.min_insync_replicas > self.replication_factor:
@@ -94,6 +103,15 @@ class KafkaLogSettings:
     @property
     def pointer_group(self) -> str:
         return self.topic + POINTER_GROUP_SUFFIX
+
+    @property
+    def transactional_id(self) -> str:
+        return TRANSACTIONAL_ID_PREFIX + self.topic
+
+    @property
+    def lease_interval_s(self) -> float:
+        """The longest the leader goes without a write (`DEFAULT_LEASE_S` says why a third)."""
+        return self.lease_s / 3
 
     @property
     def where(self) -> str:

@@ -22,7 +22,9 @@ returns a :class:`Region` handle (a :class:`~cr_consumer.runtime.runner.handle.R
    ``supervisor.STOP_TIMEOUT_S``), then the coordinator.
 
 The fault handles for drills and tests are :class:`~cr_consumer.runtime.runner.handle.RegionHandle`'s,
-plus ``kill_coordinator()``, ``status()`` and ``wait_until(predicate, timeout)``.
+plus ``kill_coordinator()``, ``status()`` (the controller's typed ``RegionStatus``,
+``coordinator/protocol/region/status.py``), ``report()`` (it and the controller's
+recent events) and ``wait_until(predicate, timeout)``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from typing import Any
 
 from coordinator.launcher import CoordinatorProcess
 from coordinator.protocol.common.waiting import WaitTimeout, wait_until
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import RegionReport, RegionStatus
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
@@ -348,8 +352,12 @@ class Region:
         return self.supervisor.restarts()
 
     # ------------------------------------------------------------------ observation
-    def status(self, timeout: float = STATUS_TIMEOUT_S) -> dict[str, Any]:
-        """The controller's view: phase, members, last consistent checkpoint, counters, events."""
+    def status(self, timeout: float = STATUS_TIMEOUT_S) -> RegionStatus:
+        """The controller's view: phase, members, last consistent checkpoint, counters."""
+        return self.report(timeout).region
+
+    def report(self, timeout: float = STATUS_TIMEOUT_S) -> RegionReport:
+        """The controller's view and its recent events about the region."""
         from coordinator.client import CoordinatorClient
 
         if self.endpoint is None:
@@ -360,21 +368,18 @@ class Region:
 
             kwargs = {"curve_server_key": load_public_key(self.curve[0]), "curve_keypair": load_keypair(self.curve[1])}
         with CoordinatorClient(self.endpoint, timeout=timeout, **kwargs) as client:
-            reply = client.request("region_status", {"region": self.group}, timeout)
-        out = dict(reply["region"])
-        out["events"] = reply.get("events", [])
-        return out
+            return client.region_status(self.group, timeout)
 
     def wait_until(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float, interval: float = 0.1
-    ) -> dict[str, Any]:
+        self, predicate: Callable[[RegionStatus], bool], timeout: float, interval: float = 0.1
+    ) -> RegionStatus:
         """Poll ``status()`` until ``predicate(status)``; raises TimeoutError with the last
         status, or RegionFailed when the region failed meanwhile."""
         deadline = time.monotonic() + timeout
-        last: dict[str, Any] | None = None
+        last: RegionStatus | None = None
         last_error: Exception | None = None
 
-        def met() -> dict[str, Any] | None:
+        def met() -> RegionStatus | None:
             nonlocal last, last_error
             try:
                 last = self.status(timeout=min(STATUS_TIMEOUT_S, max(0.2, deadline - time.monotonic())))
@@ -384,8 +389,8 @@ class Region:
             if last is not None:
                 if predicate(last):
                     return last
-                if last.get("phase") == "FAILED":
-                    raise RegionFailed(f"region {self.group} FAILED: {last.get('failed_reason')}")
+                if last.phase is RegionPhase.FAILED:
+                    raise RegionFailed(f"region {self.group} FAILED: {last.failed_reason}")
             if self.failed:
                 raise RegionFailed(self.failed)
             return None

@@ -59,6 +59,8 @@ _KAFKA = ("--state", "kafka", "--kafka-bootstrap", "127.0.0.1:9092", "--log-topi
         (("--state", "kafka", "--kafka-bootstrap", "h:1", "--log-topic", "a/b"), "log topic"),
         ((*_KAFKA, "--log-replication-factor", "1"), "min_insync_replicas 2 exceeds replication_factor 1"),
         ((*_KAFKA, "--log-min-insync-replicas", "0"), "--log-min-insync-replicas"),
+        (("--standby",), "--standby need --state kafka"),
+        ((*_KAFKA, "--log-lease", "2h"), "lease_s must be a number of seconds"),
     ],
 )
 def test_kafka_state_flags_are_checked_together(tmp_path, capsys, flags, message):
@@ -77,6 +79,9 @@ def test_kafka_state_flags_build_the_log_settings_with_production_defaults(tmp_p
         3,
         2,
     )
+    assert settings.lease_s == 5.0
+    assert not _parse(tmp_path, *_KAFKA).standby
+    assert _parse(tmp_path, *_KAFKA, "--standby", "--log-lease", "2s").kafka_settings.lease_s == 2.0
     assert _parse(tmp_path).kafka_settings is None
 
 

@@ -17,19 +17,19 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.cli.status import COUNT_MAX, JSON_VERSION
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import RegionStatus
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.scripted_member import all_regions, member
 
 
-def _steady(region: dict, members: int) -> bool:
+def _steady(region: RegionStatus | None, members: int) -> bool:
     """All ``members`` joined and a checkpoint completed since the last of them did."""
-    resets, checkpoints = region.get("recent_resets", []), region.get("recent_checkpoints", [])
-    return (
-        len(region.get("members", {})) == members
-        and bool(checkpoints)
-        and (not resets or checkpoints[0]["t"] > resets[0]["t"])
-    )
+    if region is None:
+        return False
+    resets, checkpoints = region.recent_resets, region.recent_checkpoints
+    return len(region.members) == members and bool(checkpoints) and (not resets or checkpoints[0].t > resets[0].t)
 
 
 def _status(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -60,8 +60,12 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         member(endpoint, failing, "p-1", fail_drain=True).start(),
     ]
     try:
-        wait_until(lambda: _steady(all_regions(endpoint).get(region, {}), 2), 30, "two members and a checkpoint")
-        wait_until(lambda: all_regions(endpoint).get(failing, {}).get("phase") == "FAILED", 30, "FAILED")
+        wait_until(lambda: _steady(all_regions(endpoint).get(region), 2), 30, "two members and a checkpoint")
+        wait_until(
+            lambda: (r := all_regions(endpoint).get(failing)) is not None and r.phase is RegionPhase.FAILED,
+            30,
+            "FAILED",
+        )
 
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json")
         assert r.returncode == 0, r.stderr

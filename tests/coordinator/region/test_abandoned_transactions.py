@@ -16,6 +16,7 @@ import pytest
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import ResolveStatus
 from coordinator.protocol.region.transactions import (
     MAX_BOOTSTRAP_HOSTS,
     PreparedTxn,
@@ -138,14 +139,9 @@ def test_an_outcome_drops_the_resolved_entries_once_and_durably_and_keeps_the_fa
     h.core.resolved_elsewhere((e0,), {"m1": (e1, "TransactionEndError: no broker")})
     assert len(h.docs) == docs + 1
     assert [e["member"] for e in h.docs[-1]["transactions"]] == ["m1"]
-    row = h.core.status(h.now)["transactions"]["m1"]
-    assert row == {
-        "seq": seq,
-        "prepared": 1,
-        "fence": 2,
-        "bootstrap": CLUSTER,
-        "error": "TransactionEndError: no broker",
-    }
+    row = h.core.status(h.now).transactions["m1"]
+    assert row == ResolveStatus(seq, 1, 2, CLUSTER, "TransactionEndError: no broker")
+    assert ResolveStatus.from_body(row.to_body()) == row  # what crkafka status reads back
     # the same outcome again (or a member's round after it) drops nothing more and writes nothing
     h.core.resolved_elsewhere((e0,), {})
     assert len(h.docs) == docs + 1
@@ -163,7 +159,7 @@ def test_an_entry_replaced_since_the_job_took_it_is_left_alone():
     assert h.core.checkpoints.transactions.get("m0") == entry("m0", seq2)
     assert seq2 > seq
     assert len(h.docs) == docs
-    assert h.core.status(h.now)["transactions"]["m0"]["error"] is None
+    assert h.core.status(h.now).transactions["m0"].error is None
 
 
 def test_a_held_region_does_not_start_until_the_job_ends():

@@ -13,6 +13,7 @@ from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.messages import check_region_config
 from coordinator.protocol.region.replies import RegionPhase, TriggerAnswer
 from coordinator.protocol.wire.errors import Invalid
+from coordinator.protocol.wire.status import CoordinatorStatus
 from coordinator.region.events import BackoffHeld, RegionEvent, ResetResumed
 from coordinator.region.machine import RegionCore
 from coordinator.region.timing import failure_backoff_s
@@ -123,9 +124,9 @@ def test_second_failure_holds_the_resume_until_its_due_time():
     assert h.core.wake_at == 2.5
     assert h.docs[-1]["backoff_s"] == 0.5
     status = h.core.status(2.2)
-    assert status["phase"] == "BACKOFF"
-    assert status["backoff_s"] == 0.5
-    assert status["backoff_left_s"] == 0.3
+    assert status.phase == "BACKOFF"
+    assert status.reset.backoff_s == 0.5
+    assert status.reset.backoff_left_s == 0.3
     assert h.core.trigger("m0", 2.2).trigger is TriggerAnswer.NOT_NOW
     h.core.tick(2.49)
     assert h.core.phase is RegionPhase.BACKOFF
@@ -134,7 +135,7 @@ def test_second_failure_holds_the_resume_until_its_due_time():
     assert h.core.phase is RegionPhase.RUNNING
     assert resumes(h.take()) == ["m0", "m1"]
     assert h.docs[-1]["backoff_s"] is None  # the end of the hold is durable
-    assert h.core.status(2.6)["backoff_left_s"] is None
+    assert h.core.status(2.6).reset.backoff_left_s is None
     resume = [e for e in h.events if isinstance(e, ResetResumed)][-1]
     assert resume.held_s == 0.5
     assert [e.backoff_s for e in h.events if isinstance(e, BackoffHeld)] == [0.5]
@@ -196,7 +197,7 @@ def test_a_forced_reset_during_the_hold_clears_the_count_and_ends_the_hold():
     h.answer_reset(2.2)
     assert h.core.phase is RegionPhase.RUNNING
     assert resumes(h.take()) == ["m0", "m1"]
-    assert h.core.status(2.2)["backoff_s"] is None
+    assert h.core.status(2.2).reset.backoff_s is None
 
 
 def test_a_failure_during_the_hold_is_the_next_one_with_a_longer_hold():
@@ -249,7 +250,7 @@ def test_a_coordinator_restarted_during_the_hold_holds_the_first_round_again():
     assert doc["consecutive_resets"] == 2
     h2 = Harness(doc, min_members=2)
     assert h2.core.phase is RegionPhase.WAITING
-    assert h2.core.status(50.0)["backoff_s"] == 0.5
+    assert h2.core.status(50.0).reset.backoff_s == 0.5
     h2.join("m0", 50.0, "inc2")
     h2.join("m1", 50.1, "inc2")
     h2.answer_reset(50.2)
@@ -273,7 +274,7 @@ def test_a_document_without_the_backoff_field_or_with_a_bad_one_is_refused():
     h = started(1)
     doc = h.docs[-1]
     assert doc["backoff_s"] is None
-    assert Harness(doc).core.status(0.0)["backoff_s"] is None
+    assert Harness(doc).core.status(0.0).reset.backoff_s is None
     with pytest.raises(ValueError, match=r"lacks the fields \['backoff_s'\]"):
         Harness({k: v for k, v in doc.items() if k != "backoff_s"})
     with pytest.raises(ValueError, match=r"stored backoff_s -1 is not a number of seconds in \(0, "):
@@ -284,7 +285,15 @@ def test_crkafka_status_shows_the_hold():
     h = started(1)
     h.fail(1.0)
     h.fail(2.0)
-    snap = {"regions": {"r": {**h.core.status(2.2), "recent_checkpoints": [], "recent_resets": []}}}
+    snap = CoordinatorStatus(
+        endpoint="tcp://x",
+        loaded=True,
+        uptime_s=0.0,
+        store=None,
+        load=None,
+        limits={},
+        regions={"r": h.core.status(2.2)},
+    )
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
     assert doc["regions"]["r"]["backoff_left_s"] == 0.3
     assert doc["regions"]["r"]["failure_streak"] == 2
@@ -308,7 +317,7 @@ def poison_round(h: Harness, now: float, moved_to: int) -> tuple[float, float | 
     h.answer_reset(now + 0.01)
     hold = None
     if h.core.phase is RegionPhase.BACKOFF:
-        hold = h.core.status(now + 0.01)["backoff_s"]
+        hold = h.core.status(now + 0.01).reset.backoff_s
         assert h.core.wake_at == pytest.approx(now + hold)
         now = h.core.wake_at or now
         h.core.tick(now)
@@ -357,8 +366,8 @@ def test_a_poison_record_on_one_partition_backs_off_up_to_the_max_and_never_fail
         assert h.core.resets.streak == i + 1
     assert holds == [None, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
     status = h.core.status(now)
-    assert status["failure_streak"] == 10
-    assert status["consecutive_resets"] == 0
+    assert status.reset.failure_streak == 10
+    assert status.reset.consecutive_resets == 0
     assert h.docs[-1]["failure_streak"] == 10
     assert [e.backoff_s for e in h.events if isinstance(e, BackoffHeld)] == holds[1:]
 
@@ -461,7 +470,7 @@ def test_a_membership_reset_keeps_the_streak():
     h.fail(now + 1.0)
     assert h.core.phase is RegionPhase.BACKOFF
     assert h.core.resets.streak == 4
-    assert h.core.status(now + 1.0)["backoff_s"] == 2.0
+    assert h.core.status(now + 1.0).reset.backoff_s == 2.0
 
 
 def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
@@ -474,7 +483,7 @@ def test_a_coordinator_restart_keeps_the_streak_and_never_shortens_the_hold():
     assert doc["backoff_s"] is None
     h2 = Harness(doc, min_members=2)
     assert h2.core.resets.streak == 4
-    assert h2.core.status(100.0)["failure_streak"] == 4
+    assert h2.core.status(100.0).reset.failure_streak == 4
     h2.join("m0", 100.0, "inc2")
     h2.join("m1", 100.0, "inc2")
     h2.answer_reset(100.1)  # the membership reset: no hold
@@ -492,7 +501,7 @@ def test_a_document_without_the_streak_or_with_a_bad_one_is_refused():
     doc = h.docs[-1]
     h2 = Harness(doc)
     assert h2.core.resets.streak == 2
-    assert h2.core.status(3.0)["failure_streak"] == 2
+    assert h2.core.status(3.0).reset.failure_streak == 2
     with pytest.raises(ValueError, match=r"lacks the fields \['failure_streak'\]"):
         Harness({k: v for k, v in doc.items() if k != "failure_streak"})
     for bad in (-1, True, "3", 1.5, 10**12):

@@ -5,6 +5,7 @@ second failure in a row leaves at least ``reset_backoff_s`` after that failure."
 from __future__ import annotations
 
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.status import RegionReport
 
 from support import scripted_member
 from support.scripted_member import ScriptedMember
@@ -26,7 +27,7 @@ REGION = {
 }
 
 
-def region_reply(endpoint: str, region: str) -> dict:
+def region_reply(endpoint: str, region: str) -> RegionReport:
     return scripted_member.region_status(endpoint, region)
 
 
@@ -35,18 +36,18 @@ def test_resume_after_the_second_failure_waits_for_the_backoff(coordinator, name
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", REGION, fail_drain=True).start()
     try:
         held = wait_until(
-            lambda: (s := region_reply(coordinator.endpoint, region)["region"])["phase"] == "BACKOFF" and s,
+            lambda: (s := region_reply(coordinator.endpoint, region).region).phase == "BACKOFF" and s,
             20,
             "a backoff hold",
         )
-        assert held["backoff_s"] in (BACKOFF_S, 2 * BACKOFF_S)
-        assert 0 < held["backoff_left_s"] <= held["backoff_s"]
+        assert held.reset.backoff_s in (BACKOFF_S, 2 * BACKOFF_S)
+        assert 0 < held.reset.backoff_left_s <= held.reset.backoff_s
         reply = wait_until(
-            lambda: (r := region_reply(coordinator.endpoint, region))["region"]["phase"] == "FAILED" and r,
+            lambda: (r := region_reply(coordinator.endpoint, region)).region.phase == "FAILED" and r,
             30,
             "the region to fail",
         )
-        events = reply["events"]
+        events = [e.to_body() for e in reply.events]
         failures = [e for e in events if e["kind"] == "reset" and e["cause"] == "failure"]
         resumes = {e["attempt"]: e for e in events if e["kind"] == "resume"}
         assert len(failures) == REGION["max_consecutive_resets"]
@@ -58,6 +59,6 @@ def test_resume_after_the_second_failure_waits_for_the_backoff(coordinator, name
         assert resumes[third["attempt"]]["t"] - third["t"] >= 2 * BACKOFF_S - STAMP_SLACK_S
         # the member heard no RESUME while held: after each reset of a held round the next command is the RESUME
         assert [c["cmd"] for c in m0.seen].count("resume") == 1 + len(failures)  # the start + each round
-        assert "sink refused the batch" in (reply["region"]["failed_reason"] or "")
+        assert "sink refused the batch" in (reply.region.failed_reason or "")
     finally:
         m0.stop()

@@ -130,8 +130,8 @@ def test_a_zombie_and_the_new_owner_of_its_partition_fail_the_checkpoint(coordin
 
     def progressed() -> bool:
         reply = scripted_member.region_status(coordinator.endpoint, region)
-        events.extend(e for e in reply["events"] if e not in events)
-        return "seq" in stolen and (reply["region"]["last_consistent"] or 0) >= stolen["seq"] + 3
+        events.extend(b for b in (e.to_body() for e in reply.events) if b not in events)
+        return "seq" in stolen and (reply.region.last_consistent or 0) >= stolen["seq"] + 3
 
     try:
         for m in members:

@@ -8,6 +8,7 @@ import queue
 
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.region.config import RegionConfig
+from coordinator.protocol.region.status import RegionStatus
 from coordinator.protocol.region.transactions import PreparedTxn, Transactions, TxnPartition
 from cr_consumer.runtime.member.control import ControlChannel
 
@@ -37,19 +38,17 @@ def member(endpoint: str, region: str, name: str, fail_drain: bool = False) -> S
     )
 
 
-def region_status(endpoint: str, region: str) -> dict:
-    return scripted_member.region_status(endpoint, region)["region"]
+def region_status(endpoint: str, region: str) -> RegionStatus:
+    return scripted_member.region_status(endpoint, region).region
 
 
 def test_cycles_and_coordinator_kill_restart(coordinator, names):
     region = names.group("region")
     members = [member(coordinator.endpoint, region, f"m{i}").start() for i in range(2)]
     try:
-        wait_until(
-            lambda: (region_status(coordinator.endpoint, region)["last_consistent"] or 0) >= 3, 20, "3 checkpoints"
-        )
+        wait_until(lambda: (region_status(coordinator.endpoint, region).last_consistent or 0) >= 3, 20, "3 checkpoints")
         before = region_status(coordinator.endpoint, region)
-        assert before["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
+        assert before.phase in ("RUNNING", "DRAINING", "CHECKPOINTING")
         # members saw: reset_to_initial first, then drain/checkpoint/resume(complete)
         assert members[0].seen[0]["cmd"] == "reset_to_initial"
         completes = [c["complete"] for c in members[0].seen if c["cmd"] == "resume" and c["complete"]]
@@ -66,14 +65,14 @@ def test_cycles_and_coordinator_kill_restart(coordinator, names):
             return resets[-1] if resets else None
 
         reset = wait_until(reset_seen, 20, "a reset after the restart")
-        assert reset["seq"] >= before["last_consistent"]
+        assert reset["seq"] >= before.last_consistent
         assert sorted(map(tuple, reset["offsets"]))[0][0] == "t"
         after = wait_until(
-            lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] > reset["seq"] and s,
+            lambda: (s := region_status(coordinator.endpoint, region)).last_consistent > reset["seq"] and s,
             20,
             "a checkpoint after the restart",
         )
-        assert after["phase"] != "FAILED"
+        assert after.phase != "FAILED"
     finally:
         for m in members:
             m.stop()
@@ -87,13 +86,13 @@ def test_failing_member_fails_region_after_max_resets(coordinator, names):
     ]
     try:
         status = wait_until(
-            lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "FAILED" and s,
+            lambda: (s := region_status(coordinator.endpoint, region)).phase == "FAILED" and s,
             30,
             "the region to fail",
         )
-        assert status["failed_reason"]
-        assert "sink refused the batch" in status["failed_reason"]
-        assert status["resets"] == 1 + REGION["max_consecutive_resets"]  # the first start + the retries
+        assert status.failed_reason
+        assert "sink refused the batch" in status.failed_reason
+        assert status.reset.resets == 1 + REGION["max_consecutive_resets"]  # the first start + the retries
         # the status says FAILED once the document is written; the push reaches the member after
         wait_until(lambda: any(c["cmd"] == "failed" for c in members[0].seen), 10, "the failed command at m0")
     finally:
@@ -129,7 +128,7 @@ def test_member_joining_a_failed_region_is_told_so(coordinator, names):
         member(coordinator.endpoint, region, "m1", fail_drain=True).start(),
     ]
     try:
-        wait_until(lambda: region_status(coordinator.endpoint, region)["phase"] == "FAILED", 30, "the region to fail")
+        wait_until(lambda: region_status(coordinator.endpoint, region).phase == "FAILED", 30, "the region to fail")
     finally:
         for m in members:
             m.stop()
@@ -219,18 +218,18 @@ def test_the_members_transactions_survive_a_coordinator_kill_and_its_first_reset
     ]
     try:
         before = wait_until(
-            lambda: (s := region_status(coordinator.endpoint, region))["last_consistent"] and s["transactions"] and s,
+            lambda: (s := region_status(coordinator.endpoint, region)).last_consistent and s.transactions and s,
             20,
             "a checkpoint with transactions",
         )
-        assert set(before["transactions"]) == {"m0", "m1"}
-        assert all(t["prepared"] == 1 and t["fence"] == 2 for t in before["transactions"].values())
+        assert set(before.transactions) == {"m0", "m1"}
+        assert all(t.prepared == 1 and t.fence == 2 for t in before.transactions.values())
         coordinator.kill()
         coordinator.restart()
 
         def reset_after_restart(m: ScriptedMember):
             def seen():
-                resets = [c for c in m.seen if c["cmd"] == "reset" and c["seq"] >= before["last_consistent"]]
+                resets = [c for c in m.seen if c["cmd"] == "reset" and c["seq"] >= before.last_consistent]
                 return resets[-1] if resets else None
 
             return seen
@@ -239,14 +238,14 @@ def test_the_members_transactions_survive_a_coordinator_kill_and_its_first_reset
             reset = wait_until(reset_after_restart(m), 20, f"{m.name}'s reset after the restart")
             (entry,) = reset["resolve"]  # its own only: nobody is absent
             assert entry["member"] == m.name
-            assert entry["seq"] >= before["transactions"][m.name]["seq"]
+            assert entry["seq"] >= before.transactions[m.name].seq
             assert entry == {"member": m.name, **answers(m.name)(entry["seq"]).to_wire(), "seq": entry["seq"]}
         after = wait_until(
-            lambda: (s := region_status(coordinator.endpoint, region))["phase"] == "RUNNING" and s,
+            lambda: (s := region_status(coordinator.endpoint, region)).phase == "RUNNING" and s,
             20,
             "RUNNING after the reset",
         )
-        assert set(after["transactions"]) == {"m0", "m1"}
+        assert set(after.transactions) == {"m0", "m1"}
     finally:
         for m in members:
             m.stop()

@@ -81,15 +81,15 @@ def test_every_way_to_failed_says_why():
     h.ack_all(CommandKind.RESET, 1.1, attempt=h.core.resets.attempt)
     h.core.request_reset("m0", False, "sink raises again", 2.0)
     status = h.core.status(2.0)
-    assert status["phase"] == "FAILED"
-    assert "sink raises again" in status["failed_reason"]
+    assert status.phase == "FAILED"
+    assert "sink raises again" in status.failed_reason
     # an internal error the service turns into FAILED (a tick that raised)
     h = started(2)
     h.take()
     h.core.fail("tick raised ValueError: boom", 3.0)
     status = h.core.status(3.0)
-    assert status["phase"] == "FAILED"
-    assert status["failed_reason"] == "tick raised ValueError: boom"
+    assert status.phase == "FAILED"
+    assert status.failed_reason == "tick raised ValueError: boom"
     assert h.docs[-1]["failed"] is True
     assert h.docs[-1]["failed_reason"] == "tick raised ValueError: boom"
     assert sorted(m for m, b in h.take() if b == {"cmd": "failed", "reason": "tick raised ValueError: boom"}) == [
@@ -97,12 +97,12 @@ def test_every_way_to_failed_says_why():
         "m1",
     ]
     h.core.fail("a second cause", 3.1)  # terminal: the first reason stays
-    assert h.core.status(3.1)["failed_reason"] == "tick raised ValueError: boom"
+    assert h.core.status(3.1).failed_reason == "tick raised ValueError: boom"
     # restored from a document that lost its reason
     doc = dict(h.docs[-1], failed_reason=None)
     again = Harness(doc=doc)
     assert again.core.phase is RegionPhase.FAILED
-    assert again.core.status(4.0)["failed_reason"]
+    assert again.core.status(4.0).failed_reason
     # a FAILED region tells a joiner why
     reply = again.core.join("m5", b"x", "i", 4.0)
     assert reply.phase is RegionPhase.FAILED

@@ -8,6 +8,7 @@ from coordinator.protocol.region.commands import Reset, ResetToInitial
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import Predecessor
+from coordinator.protocol.region.status import RegionStatus
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import CycleRound
 from coordinator.region.machine import RegionCore
@@ -59,7 +60,7 @@ def test_member_table_heartbeats_silence_and_removal():
     assert table.remove("m1")
     assert not table.remove("m1")
     assert list(table.status(6.0)) == ["m0"]
-    assert table.status(6.0)["m0"]["silent_s"] == 2.0
+    assert table.status(6.0)["m0"].silent_s == 2.0
 
 
 def test_cycle_round_tracks_answers_joiners_and_leavers():
@@ -130,7 +131,8 @@ def test_reset_drive_decides_each_rounds_commands_and_its_end():
 
 def test_status_reply_keeps_its_keys():
     core = RegionCore(RegionConfig(name="r"), lambda m, c: None, lambda d: None)
-    assert sorted(core.status(0.0)) == sorted(
+    body = core.status(0.0).to_body()
+    assert sorted(body) == sorted(
         [
             "name",
             "index",
@@ -140,17 +142,25 @@ def test_status_reply_keeps_its_keys():
             "members",
             "last_consistent",
             "seq",
-            "attempt",
             "waiting_for",
-            "consecutive_resets",
-            "max_consecutive_resets",
+            "reset",
             "checkpoints",
-            "resets",
             "failed_cycles",
             "failed_reason",
+            "transactions",
+            "recent_checkpoints",
+            "recent_resets",
+        ]
+    )
+    assert sorted(body["reset"]) == sorted(
+        [
+            "attempt",
+            "consecutive_resets",
+            "max_consecutive_resets",
+            "resets",
             "backoff_s",
             "backoff_left_s",
             "failure_streak",
-            "transactions",
         ]
     )
+    assert RegionStatus.from_body(body) == core.status(0.0)

@@ -120,11 +120,11 @@ def test_the_core_drops_a_member_report_that_turns_invalid_and_logs_it_once(capl
         assert caplog.text.count("invalid Kafka group report") == 1
         assert core.members["m1"].kafka is None
         assert core.members["m1"].last_seen == 1.5
-        assert core.status(1.5)["members"]["m1"]["kafka_invalid"].startswith("kafka.generation")
+        assert core.status(1.5).members["m1"].kafka_invalid.startswith("kafka.generation")
         core.tick(1.6)
         assert core.phase is RegionPhase.DRAINING  # no stale "rebalancing" holds drains back
         assert core.members.heartbeat("m1", b"m1", "i1", 1.7, rebalancing)
         assert "reports its Kafka group state again" in caplog.text
     assert core.members["m1"].kafka == rebalancing
     assert core.members["m1"].kafka_invalid is None
-    assert core.status(1.7)["members"]["m1"]["kafka"] == rebalancing.to_dict()
+    assert core.status(1.7).members["m1"].kafka == rebalancing

@@ -12,6 +12,7 @@ from coordinator.cli.status import build_document, format_document
 from coordinator.protocol.region.commands import CommandKind, RegionCommand, decode_command, encode_command
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import ResolveStatus
 from coordinator.protocol.region.transactions import (
     MAX_RESOLVE,
     PreparedTxn,
@@ -19,6 +20,7 @@ from coordinator.protocol.region.transactions import (
     Transactions,
     TxnPartition,
 )
+from coordinator.protocol.wire.status import CoordinatorStatus
 from coordinator.region.document import RegionDocument
 from coordinator.region.machine import RegionCore
 from coordinator.region.model import DOC_VERSION
@@ -114,9 +116,8 @@ def test_a_completed_checkpoint_records_each_answering_members_transactions_befo
     # the next checkpoint replaces each entry
     seq2 = h.checkpoint({"m0": txns("m0", 2), "m1": txns("m1", 2), "m2": None})
     assert h.entries()["m0"] == Resolve("m0", seq2, txns("m0", 2))
-    status = h.core.status(h.now)["transactions"]
-    row = {"seq": seq2, "prepared": 1, "fence": 2, "bootstrap": None, "error": None}
-    assert status == {"m0": row, "m1": row}
+    status = h.core.status(h.now).transactions
+    assert status == {"m0": ResolveStatus(seq2, 1, 2), "m1": ResolveStatus(seq2, 1, 2)}
 
 
 def test_a_failed_checkpoint_records_nothing():
@@ -190,13 +191,7 @@ def test_a_completed_round_drops_the_absent_entries_and_keeps_only_the_live_memb
     # persisted before the RESUME
     resume = next(i for i, (kind, c) in enumerate(h.log[mark:]) if kind == "send" and c[1].KIND is CommandKind.RESUME)
     assert any(kind == "doc" for kind, _ in h.log[mark : mark + resume])
-    assert h.core.status(h.now)["transactions"]["m1"] == {
-        "seq": seq,
-        "prepared": 0,
-        "fence": 2,
-        "bootstrap": None,
-        "error": None,
-    }
+    assert h.core.status(h.now).transactions["m1"] == ResolveStatus(seq, 0, 2)
     # the next reset still fences the live members' ids, and hands out nothing else
     h.core.request_reset("m2", False, "sink error", h.now)
     assert resolve_of(h.sent(mark)) == {n: (fence_only[n],) for n in ("m1", "m2")}
@@ -268,14 +263,11 @@ def test_a_coordinator_restart_keeps_the_entries_and_its_first_reset_hands_them_
 
 def test_status_shows_the_entries_per_member_and_crkafka_status_renders_them():
     h, seq, _mark = dead_member_reset()
-    snap = {"regions": {"r": h.core.status(h.now)}}
-    assert snap["regions"]["r"]["transactions"]["m0"] == {
-        "seq": seq,
-        "prepared": 1,
-        "fence": 2,
-        "bootstrap": None,
-        "error": None,
-    }
+    region = h.core.status(h.now)
+    assert region.transactions["m0"] == ResolveStatus(seq, 1, 2)
+    snap = CoordinatorStatus(
+        endpoint="tcp://x", loaded=True, uptime_s=0.0, store=None, load=None, limits={}, regions={"r": region}
+    )
     doc = build_document(snap, [], coordinator="tcp://x", bootstrap=None, errors=[])
     assert doc["regions"]["r"]["transactions"]["m0"]["prepared"] == 1
     text = format_document(doc)

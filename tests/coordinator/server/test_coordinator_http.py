@@ -13,6 +13,7 @@ import pytest
 
 from coordinator.client import CoordinatorClient
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.wire.status import CoordinatorStatus
 
 
 def _get(address, path):
@@ -40,18 +41,21 @@ def test_metrics_and_status(coordinator_http, names):
 
         def with_pending_merge() -> dict | None:  # the page that showed it: a second fetch may come after its timeout
             status = json.loads(_get(addr, "/status"))
-            return status if status["merges"] else None
+            return status if status["merge"]["pending"] else None
 
         status = wait_until(with_pending_merge, 5, "a pending merge in /status", interval=0.02)
         waiter.join(10)
         assert not waiter.is_alive()
-    g = status["groups"][group]
-    assert g["region_index"] == 4
-    assert g["members"] == ["op-a", "op-b"]
-    assert g["control_variables"] == 5
-    assert status["merges"][0]["group"] == group
-    assert status["merges"][0]["contributors"] == ["op-b"]
-    assert status["loaded"] is True
+    # /status is the status reply's encoded form: the client's decoder reads it
+    typed = CoordinatorStatus.from_body(status)
+    assert typed.loaded is True
+    assert typed.registry is not None
+    assert typed.merge is not None
+    g = typed.registry.groups[group]
+    assert (g.region_index, g.members, g.n_members, g.control_variables) == (4, ("op-a", "op-b"), 2, 5)
+    assert typed.merge.pending[0].group == group
+    assert typed.merge.pending[0].contributors == ("op-b",)
+    assert typed.to_body() == status
 
     # gauges refresh every second
     def refreshed() -> str | None:

@@ -146,6 +146,9 @@ def test_replies_are_always_encodable():
         def sync(self) -> None:
             pass
 
+        def keepalive(self) -> None:
+            pass
+
     commit = GroupCommit(Store(), None)
     req = Request(identity=b"id", id="r1", type="ping", received=0.0)
     commit.reply(req, {"bad": "\ud800"})

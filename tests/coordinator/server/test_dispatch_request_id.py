@@ -20,6 +20,9 @@ class _Store:
     def sync(self) -> None:
         pass
 
+    def keepalive(self) -> None:
+        pass
+
 
 def _dispatcher() -> tuple[Dispatcher, GroupCommit]:
     commit = GroupCommit(_Store(), None)

@@ -74,7 +74,7 @@ def test_idle_connection_flood_is_capped_and_the_coordinator_keeps_answering(lim
             assert early.members(group) == ["op"]
             # /status and a new client answer (the idle connections are closed by the handshake timeout).
             status = json.loads(_get(limited.http_address, "/status"))
-            assert status["groups"][group]["members"] == ["op"]
+            assert status["registry"]["groups"][group]["members"] == ["op"]
             with CoordinatorClient(limited.endpoint, timeout=15) as late:
                 assert late.members(group) == ["op"]
             metrics = _get(limited.http_address, "/metrics")

@@ -24,6 +24,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.region.kafka_report import KafkaReport
+from coordinator.protocol.region.replies import RegionPhase
+from coordinator.protocol.region.status import CheckpointMark, MemberStatus, RegionStatus, ResetMark, ResetStatus
+from coordinator.protocol.wire.status import (
+    CoordinatorStatus,
+    GroupStatus,
+    MergeStatus,
+    PendingMerge,
+    RegistryStatus,
+)
 from coordinator.server.http import HttpEndpoint
 from coordinator.server.loop import CoordinatorServer
 from coordinator.server.status_page import render_page
@@ -86,16 +96,21 @@ def regions(coordinator_http, names):
     try:
         wait_until(
             lambda: (
-                len(all_regions(endpoint).get(good, {}).get("members", {})) == 2
-                and (all_regions(endpoint)[good].get("last_consistent") or 0) >= 2
-                and all_regions(endpoint)[good]["phase"] != "RESETTING"
+                (r := all_regions(endpoint).get(good)) is not None
+                and len(r.members) == 2
+                and (r.last_consistent or 0) >= 2
+                and r.phase is not RegionPhase.RESETTING
             ),
             30,
             "two members, two checkpoints",
         )
-        wait_until(lambda: all_regions(endpoint).get(bad, {}).get("phase") == "FAILED", 30, "the failing region FAILED")
         wait_until(
-            lambda: HOSTILE_MEMBER in all_regions(endpoint).get(HOSTILE_REGION, {}).get("members", {}),
+            lambda: (r := all_regions(endpoint).get(bad)) is not None and r.phase is RegionPhase.FAILED,
+            30,
+            "the failing region FAILED",
+        )
+        wait_until(
+            lambda: (r := all_regions(endpoint).get(HOSTILE_REGION)) is not None and HOSTILE_MEMBER in r.members,
             30,
             "the hostile member joined",
         )
@@ -109,7 +124,7 @@ def test_page_shows_regions_members_and_failure_in_chromium(coordinator_http, re
     good, bad = regions
     addr = coordinator_http.http_address
     status = all_regions(coordinator_http.endpoint)
-    reason = status[bad]["failed_reason"]
+    reason = status[bad].failed_reason
     assert reason
 
     code, ctype, page = _get(addr, "/")
@@ -154,7 +169,7 @@ def test_page_shows_regions_members_and_failure_in_chromium(coordinator_http, re
     bad_row = re.search(re.escape(bad) + r" FAILED .*? (\d+)/(\d+) (\d+) \d+", text)
     assert bad_row, f"no row for {bad} in {text[:2000]!r}"
     assert int(bad_row.group(3)) >= 2
-    assert int(bad_row.group(3)) == status[bad]["failure_streak"]
+    assert int(bad_row.group(3)) == status[bad].reset.failure_streak
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "status-page.png"
@@ -240,31 +255,44 @@ class _Tags(HTMLParser):
         self.text.append(data)
 
 
-def _snapshot(name: str) -> dict:
+def _region(name: str) -> RegionStatus:
+    return RegionStatus(
+        name=name,
+        index=0,
+        phase=RegionPhase.FAILED,
+        mode="periodic",
+        period_s=1.0,
+        members={name: MemberStatus(1, "inc", 0.1, KafkaReport("m", 2), None, None)},
+        last_consistent=3,
+        seq=3,
+        waiting_for=(),
+        reset=ResetStatus(attempt=1, consecutive_resets=1, max_consecutive_resets=5, resets=1),
+        checkpoints=3,
+        failed_cycles=1,
+        failed_reason=name,
+        transactions={},
+        recent_checkpoints=(CheckpointMark(1.0, 3),),
+        recent_resets=(ResetMark(2.0, name),),
+    )
+
+
+def _group(name: str) -> GroupStatus:
+    return GroupStatus(0, (name,), 1, False, 1)
+
+
+def _snapshot(name: str, groups: dict[str, GroupStatus] | None = None) -> CoordinatorStatus:
     """A snapshot where every client-given string is ``name``."""
-    return {
-        "endpoint": "tcp://127.0.0.1:5570",
-        "loaded": True,
-        "uptime_s": 1.5,
-        "regions": {
-            name: {
-                "phase": "FAILED",
-                "last_consistent": 3,
-                "checkpoints": 3,
-                "resets": 1,
-                "consecutive_resets": 1,
-                "max_consecutive_resets": 5,
-                "failed_reason": name,
-                "members": {name: {"pid": 1, "silent_s": 0.1, "kafka": {"generation": 2}}},
-                "recent_checkpoints": [{"seq": 3, "t": 1.0}],
-                "recent_resets": [{"why": name, "t": 2.0}],
-            }
-        },
-        "groups": {name: {"region_index": 0, "members": [name], "reset_pending": False, "control_variables": 1}},
-        "merges": [{"group": name, "seq": 1, "attempt": 0, "n_contributors": 2, "contributors": [name], "age_s": 0.2}],
-        "limits": {"max_regions": 1000},
-        "limit_rejections": {name: 2},
-    }
+    return CoordinatorStatus(
+        endpoint="tcp://127.0.0.1:5570",
+        loaded=True,
+        uptime_s=1.5,
+        store=None,
+        load=None,
+        limits={"max_regions": 1000},
+        registry=RegistryStatus({name: _group(name)} if groups is None else groups, 1, {name: 2}),
+        merge=MergeStatus((PendingMerge(name, 1, 0, 2, (name,), (), 0.2),), 0, 0, 0),
+        regions={name: _region(name)},
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -296,8 +324,7 @@ def test_every_name_is_escaped(name):
 
 
 def test_tables_are_bounded():
-    snap = _snapshot("r")
-    snap["groups"] = {f"g{i:05d}": {"region_index": 0, "members": [], "control_variables": 0} for i in range(1200)}
+    snap = _snapshot("r", groups={f"g{i:05d}": GroupStatus(0, (), 0, False, 0) for i in range(1200)})
     page = render_page(snap).decode()
     assert "g00499" in page
     assert "g00500" not in page

@@ -31,7 +31,9 @@ def _start(fn):
 
 def _wait_pending(client, n, timeout=5.0):
     """Poll the coordinator's status until n merges are pending (its own view, not a guess)."""
-    wait_until(lambda: len(client.status()["merges"]) >= n, timeout, f"{n} pending merge contributions", interval=0.01)
+    wait_until(
+        lambda: len(client.status().merge.pending) >= n, timeout, f"{n} pending merge contributions", interval=0.01
+    )
 
 
 def _register(endpoint, group, names_):
@@ -83,7 +85,7 @@ def test_merge_timeout(coordinator, names):
         assert info.value.code.value == "TIMEOUT"
         assert "1 of 2" in info.value.message
         assert 0.45 <= elapsed < 1.6
-        assert c.status()["merges"] == []  # every contributor timed out: dropped
+        assert c.status().merge.pending == ()  # every contributor timed out: dropped
 
 
 def test_retire_drops_merges_and_refuses_late_contributions(coordinator, names):

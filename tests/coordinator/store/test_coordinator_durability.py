@@ -82,7 +82,8 @@ def test_torn_tail_is_repaired_and_nothing_acknowledged_is_lost(coordinator, nam
         # writes after the repair land after the last good record and survive another crash
         c.put_initial_offsets(group, {("t", 99): 1})
         status = c.status()
-    assert status["load"]["truncated_bytes"] == 7
+    assert status.load is not None
+    assert status.load.truncated_bytes == 7
     assert segments[0].stat().st_size > good_size
     coordinator.kill()
     coordinator.start()
@@ -182,7 +183,7 @@ def test_retention_expires_idle_groups_and_keeps_active_ones(tmp_path, names):
             c.put_initial_offsets(idle, {("t", 0): 1, ("t", 1): 2})
             c.put_initial_offsets(active, {("t", 0): 3})
             deadline = time.monotonic() + 15
-            while idle in c.status()["groups"]:  # (status does not count as the group's activity)
+            while idle in c.status().registry.groups:  # (status does not count as the group's activity)
                 assert time.monotonic() < deadline, "idle group never expired"
                 assert c.get_initial_offsets(active) == {("t", 0): 3}  # a read keeps it active
                 time.sleep(0.1)

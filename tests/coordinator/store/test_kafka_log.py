@@ -1,6 +1,7 @@
 """The Kafka log (`coordinator.store.kafka`) on the test broker: a coordinator killed
 with -9 and restarted on an empty state directory, snapshots, a crash between the
-produce and the answer, hostile records on the log topic, a second writer, bounds.
+produce and the answer, hostile records on the log topic, a writer outside the log's
+transactional id, bounds (fencing and standbys: test_kafka_log_fencing.py).
 
 Every test uses the defaults a user gets (replication factor 3, min.insync.replicas
 2: the test broker accepts them) on topics of its own.
@@ -67,13 +68,16 @@ def _log_entries(settings: KafkaLogSettings) -> list[list]:
 def _durable_view(endpoint: str, groups: list[str], region: str, settings: KafkaLogSettings, tmp_path: Path) -> dict:
     """What the coordinator keeps durably, as its clients and a replay of the topic see it."""
     with CoordinatorClient(endpoint, timeout=10) as client:
-        store_stats = client.status()["store"]
+        store_stats = client.status().store
+        assert store_stats is not None
         view: dict = {
-            "store": {k: store_stats[k] for k in ("control_variables", "groups", "documents", "live_entries")},
+            "store": {
+                k: store_stats.to_body()[k] for k in ("control_variables", "groups", "documents", "live_entries")
+            },
             "groups": {g: (client.get_initial_offsets(g), client.members(g)) for g in groups},
         }
-    status = region_status(endpoint, region)["region"]
-    view["region"] = {k: status[k] for k in ("name", "index", "last_consistent", "transactions")}
+    status = region_status(endpoint, region).region
+    view["region"] = {k: status.to_body()[k] for k in ("name", "index", "last_consistent", "transactions")}
     replayed = _open(tmp_path / f"replay-{os.urandom(4).hex()}", settings)
     view["documents"] = replayed.documents("region")
     replayed.close()
@@ -98,7 +102,7 @@ def test_kill_9_and_a_restart_on_an_empty_state_dir_restore_the_state_exactly(se
         members = [member(first.endpoint, region, f"m{i}", partition=i).start() for i in range(2)]
         try:
             wait_until(
-                lambda: (region_status(first.endpoint, region)["region"]["last_consistent"] or 0) >= 3,
+                lambda: (region_status(first.endpoint, region).region.last_consistent or 0) >= 3,
                 30,
                 "3 checkpoints",
             )
@@ -144,7 +148,7 @@ def test_a_snapshot_then_more_writes_then_a_restart_restores_everything(settings
     assert store.region_index("g") == 4
     assert store.get_document("region", "g") == {"seq": 2}
     # Replay read the snapshot (a record or two) and the 4 records after it, not the 202 before.
-    assert store.stats()["log_records"] <= 7
+    assert store.stats().log_records <= 7
     store.close()
 
 
@@ -166,7 +170,7 @@ def test_a_snapshot_whose_pointer_was_not_committed_is_ignored(settings, tmp_pat
             store.compact(30)
     finally:
         set_crash_point(None)
-    assert store.stats()["compaction_failures"] == 1
+    assert store.stats().compaction_failures == 1
     store.put_initial_offsets("g", {("t", 2): 2})
     store.close()
     store = _open(tmp_path, settings)
@@ -270,16 +274,19 @@ def test_a_hostile_record_on_the_log_topic_is_refused_at_replay(settings, tmp_pa
     store = StateStore(tmp_path / "reader", log=KafkaLog(settings))
     with pytest.raises(LogError, match=message) as info:
         store.load()
-    assert re.search(r"(offset|record at) 1\b", str(info.value))  # the hostile record, after the good one
+    # the hostile record, after the good one and its transaction's COMMIT marker
+    assert re.search(r"(offset|record at) 2\b", str(info.value))
     assert not store.loaded
     store.close()
 
 
-def test_a_second_writer_on_the_topic_makes_the_log_fail_stop(settings, tmp_path):
+def test_a_writer_outside_the_transactional_id_makes_the_log_fail_stop(settings, tmp_path):
     store = _open(tmp_path, settings)
     store.register_member("g", 0, "op")
     store.sync()
-    _good_then(settings, tmp_path, _GOOD)  # another writer appends behind the store's back
+    producer = KafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
+    producer.send(settings.topic, value=_GOOD, partition=0).get(timeout=10)  # behind the store's back
+    producer.close(timeout=10)
     store.register_member("g", 0, "op-2")
     with pytest.raises(LogFailed, match="another writer"):
         store.sync()

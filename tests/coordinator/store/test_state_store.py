@@ -40,7 +40,7 @@ def _reopen(store: StateStore, **kw) -> StateStore:
     replay, which rebuilds activity from the state alone, lists the same groups."""
     groups = store.groups()
     assert all(store.region_index(g) is not None or store.group_count(g) for g in groups)
-    assert store.stats()["groups"] == len(groups)
+    assert store.stats().groups == len(groups)
     store.close()
     reopened = _open(store.state_dir, **kw)
     assert reopened.groups() == groups
@@ -71,19 +71,19 @@ def test_every_kind_of_state_is_replayed_after_close(tmp_path, store_log):
     assert store.get_document("region", "gone") is None
     assert store.documents("region") == {"g1": {"seq": 7, "offsets": {"a": [1, 2]}}}
     stats = store.stats()
-    assert stats["control_variables"] == 4
-    assert stats["groups"] == 2
-    assert stats["documents"] == 1
+    assert stats.control_variables == 4
+    assert stats.groups == 2
+    assert stats.documents == 1
     store.close()
 
 
 def test_first_writer_wins_and_survives_restart(tmp_path, store_log):
     store = _open(tmp_path, log=store_log())
     assert store.put_initial_offsets("g", {("t", 0): 1, ("t", 1): 2}) == {("t", 0): 1, ("t", 1): 2}
-    size = store.stats()["log_bytes"]
+    size = store.stats().log_bytes
     # an existing value wins; nothing new -> no record
     assert store.put_initial_offsets("g", {("t", 0): 99}) == {("t", 0): 1}
-    assert store.stats()["log_bytes"] == size
+    assert store.stats().log_bytes == size
     assert store.put_initial_offsets("empty", {}) == {}
     assert store.groups() == ["g"]
     assert store.put_initial_offsets("g", {("t", 0): 99, ("t", 5): 50}) == {("t", 0): 1, ("t", 5): 50}
@@ -124,7 +124,7 @@ def test_put_if_absent_agrees_with_a_dict_model_across_dense_sparse_and_interlea
 def test_bad_input_is_rejected_and_changes_nothing(tmp_path, store_log):
     store = _open(tmp_path, log=store_log())
     store.put_initial_offsets("g", {("t", 0): 1})
-    size = store.stats()["log_bytes"]
+    size = store.stats().log_bytes
     for bad, message in [
         ({("t", 1): -1}, r"offset of t\[1\] must be an int in \[0, \d+\], got -1"),
         ({("t", -1): 1}, r"partition of 't' must be an int in \[0, \d+\], got -1"),
@@ -142,16 +142,16 @@ def test_bad_input_is_rejected_and_changes_nothing(tmp_path, store_log):
     with pytest.raises(ValueError, match="dict or None"):
         store.put_document("ns", "k", [1, 2])
     assert store.get_initial_offsets("g") == {("t", 0): 1}
-    assert store.stats()["log_bytes"] == size
+    assert store.stats().log_bytes == size
     store.close()
 
 
 def test_region_index_mismatch_idempotent_register_and_unregister(tmp_path, store_log):
     store = _open(tmp_path, log=store_log())
     store.register_member("g", 1, "a")
-    size = store.stats()["log_bytes"]
+    size = store.stats().log_bytes
     assert store.register_member("g", 1, "a") == ["a"]  # idempotent, no record
-    assert store.stats()["log_bytes"] == size
+    assert store.stats().log_bytes == size
     with pytest.raises(RegionIndexMismatch) as info:
         store.register_member("g", 2, "b")
     assert (info.value.group, info.value.expected, info.value.got) == ("g", 1, 2)
@@ -208,7 +208,7 @@ def test_retention_expires_exactly_the_idle_groups(tmp_path, store_log):
     store.sync()
     store = _reopen(store, log=store_log(), retention_s=7 * day, clock=clock)
     assert store.groups() == ["idle-registered", "touched", "written"]
-    assert store.stats()["control_variables"] == 3
+    assert store.stats().control_variables == 3
     assert store.expire() == 0
     clock.now += 8 * day
     assert store.expire() == 3
@@ -221,15 +221,15 @@ def test_a_big_group_expires_across_several_records(tmp_path):
     store.put_initial_offsets("big", {(f"t{t}", p): p for t in range(5) for p in range(5000)})
     store.put_initial_offsets("small", {("t", 0): 1})
     clock.now += 20
-    records_before = store.stats()["log_records"]
+    records_before = store.stats().log_records
     assert store.expire() == 25_001
-    assert store.stats()["log_records"] - records_before >= 3  # batched by ~10,000 entries
+    assert store.stats().log_records - records_before >= 3  # batched by ~10,000 entries
     assert store.groups() == []
-    assert store.stats()["control_variables"] == 0
+    assert store.stats().control_variables == 0
     store.sync()
     store = _reopen(store, retention_s=10, clock=clock)
     assert store.groups() == []
-    assert store.stats()["control_variables"] == 0
+    assert store.stats().control_variables == 0
     store.close()
 
 
@@ -257,23 +257,23 @@ def test_compaction_keeps_exactly_the_live_keys_and_shrinks_the_log(tmp_path, st
     clock.now += 60
     assert store.expire() == 15 * 50
     before = store.stats()
-    assert before["dead_entries"] > before["live_entries"]
+    assert before.dead_entries > before.live_entries
     assert store.maybe_compact()  # starts
     deadline = time.monotonic() + 30
     while not store.maybe_compact():  # finishes
         assert time.monotonic() < deadline
     after = store.stats()
-    assert after["compactions"] == 1
-    assert after["dead_entries"] == 0
-    assert after["log_bytes"] < before["log_bytes"] / 3
-    assert after["compaction_max_pause_ms"] < 1000
+    assert after.compactions == 1
+    assert after.dead_entries == 0
+    assert after.log_bytes < before.log_bytes / 3
+    assert after.compaction_max_pause_ms < 1000
     store = _reopen(store, log=store_log(), clock=clock, retention_s=100)
     assert store.groups() == sorted(live)
     for g, offsets in live.items():
         assert store.get_initial_offsets(g) == offsets
     assert store.documents("ns") == {f"k{g}": {"v": g + 1} for g in range(20)}
     assert store.members("g0") == ["op"]
-    assert store.stats()["dead_entries"] == 0
+    assert store.stats().dead_entries == 0
     store.close()
 
 
@@ -289,10 +289,10 @@ def test_many_small_records_are_rebatched_by_compaction(tmp_path, store_log, mon
     deadline = time.monotonic() + 30
     while not store.maybe_compact():
         assert time.monotonic() < deadline
-    assert store.stats()["log_records"] <= 2  # one activity record, one batched record
+    assert store.stats().log_records <= 2  # one activity record, one batched record
     store = _reopen(store, log=store_log())
     assert store.get_initial_offsets("g") == {("t", i): i for i in range(201)}
-    assert store.stats()["log_records"] <= 2
+    assert store.stats().log_records <= 2
     store.close()
 
 
@@ -319,7 +319,7 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     store.sync()
     for g in range(10):
         store.put_document("ns", f"g{g}", {"v": 2})  # 30 dead of ~10,000
-    start_bytes = store.stats()["log_bytes"]
+    start_bytes = store.stats().log_bytes
     assert store.maybe_compact()
     assert snapshot_written.wait(30)
     # during the compaction: new keys, overwrites, tombstones, registry changes
@@ -330,14 +330,14 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     store.put_document("ns", "late", {"v": 9})
     store.register_member("g0", 0, "op2")
     store.sync()
-    assert store.stats()["log_bytes"] - start_bytes > compaction.CATCH_UP_SLACK
+    assert store.stats().log_bytes - start_bytes > compaction.CATCH_UP_SLACK
     gate.set()
     store.put_initial_offsets("after-gate", {("t", 0): 1})  # possibly during catch-up
     store.sync()
     deadline = time.monotonic() + 30
     while not store.maybe_compact():
         assert time.monotonic() < deadline
-    assert store.stats()["compactions"] == 1
+    assert store.stats().compactions == 1
     job, start = jobs[0]
     assert job.copied_upto > start  # the background catch-up copied records
     store.put_initial_offsets("after-switch", {("t", 0): 2})
@@ -354,7 +354,7 @@ def test_writes_during_a_background_compaction_are_not_lost(tmp_path, monkeypatc
     assert docs["late"] == {"v": 9}
     assert docs["g2"] == {"v": 2}
     assert store.members("g0") == ["op", "op2"]
-    assert store.stats()["control_variables"] == 10 * 1000 + 150 * 500 + 2
+    assert store.stats().control_variables == 10 * 1000 + 150 * 500 + 2
     store.close()
 
 
@@ -412,7 +412,7 @@ def test_structural_changes_while_the_snapshot_is_being_written(tmp_path, monkey
     deadline = time.monotonic() + 30
     while not store.maybe_compact():
         assert time.monotonic() < deadline
-    assert store.stats()["compactions"] == 1
+    assert store.stats().compactions == 1
     expected = {f"g{g}": {**{("a", p): p for p in range(10)}, ("b", 0): 100 + g} for g in range(10)}
     for g, items in expected.items():
         assert store.get_initial_offsets(g) == items
@@ -457,7 +457,7 @@ CHILD = textwrap.dedent(
         store.put_document("ns", "last", {"i": i})
         store.register_member("reg", 0, "op%d" % i)
         store.sync()
-        print("synced", i, store.stats()["compactions"], flush=True)
+        print("synced", i, store.stats().compactions, flush=True)
         # unacknowledged appends that the kill may catch half-written
         store.put_initial_offsets("unsynced%d" % i, {("t", p): p for p in range(200)})
         for k in range(300):  # dead entries, so that compactions run (and get killed)
@@ -492,7 +492,7 @@ def test_kill_9_right_after_sync_keeps_every_synced_value(tmp_path):
         assert store.get_initial_offsets(f"g{i}") == {("t", p): i * 100 + p for p in range(50)}
     assert store.get_document("ns", "last")["i"] >= last
     assert {f"op{i}" for i in range(last + 1)} <= set(store.members("reg"))
-    assert store.stats()["log_bytes"] > 0
+    assert store.stats().log_bytes > 0
     store.close()
 
 

@@ -40,7 +40,7 @@ def _many_long_groups(path, **kw) -> StateStore:
 def test_compaction_of_many_long_named_groups_writes_bounded_records(tmp_path):
     store = _many_long_groups(tmp_path)
     store.compact()
-    assert 0 < store.stats()["largest_compaction_record_bytes"] <= records.BATCH_BYTES
+    assert 0 < store.stats().largest_compaction_record_bytes <= records.BATCH_BYTES
     store.close()
     assert max(_record_sizes(tmp_path)) <= records.BATCH_BYTES
     again = StateStore(tmp_path)
@@ -57,7 +57,7 @@ def test_expiry_of_many_long_named_groups_writes_bounded_records_and_succeeds(tm
     before = len(_record_sizes(tmp_path))
     clock.now += 20
     assert store.expire() == GROUPS
-    assert store.stats()["expire_failures"] == 0
+    assert store.stats().expire_failures == 0
     assert store.groups() == []
     store.close()
     sizes = _record_sizes(tmp_path)
@@ -94,14 +94,14 @@ def test_writers_refuse_a_record_over_the_frame_limit_and_write_nothing(tmp_path
     store.load()
     store.put_initial_offsets("g", {("t", 0): 1})
     store.sync()
-    size = store.stats()["log_bytes"]
+    size = store.stats().log_bytes
     with pytest.raises(segment.RecordTooLarge):
         store._log.append(b"x" * (segment.MAX_PAYLOAD_BYTES + 1))
     with pytest.raises(ValueError, match="too large for one log record"):
         store.put_document("ns", "big", {"blob": "x" * segment.MAX_RECORD_BYTES})
     with pytest.raises(ValueError, match="too large for one log record"):
         store.register_member("g" * segment.MAX_RECORD_BYTES, 0, "op")
-    assert store.stats()["log_bytes"] == size
+    assert store.stats().log_bytes == size
     assert store.get_document("ns", "big") is None
     assert store.groups() == ["g"]
     store.put_initial_offsets("g", {("t", 1): 2})  # later writes are unaffected

@@ -54,7 +54,7 @@ CHILD = textwrap.dedent(
     segment.set_crash_point(crash)
     assert store.maybe_compact()  # starts the background compaction
     i = %d
-    while store.stats()["compaction_running"]:  # acknowledged writes while it runs
+    while store.stats().compaction_running:  # acknowledged writes while it runs
         write(i)
         i += 1
         store.maybe_compact()
@@ -128,7 +128,7 @@ def test_a_failure_before_the_rename_keeps_the_old_segment(tmp_path, step):
         segment.set_crash_point(None)
     assert store._log.path == old_path
     assert not list(tmp_path.glob("*.tmp"))
-    assert store.stats()["compaction_failures"] == 1
+    assert store.stats().compaction_failures == 1
     store.put_document("ns", "after", {"ok": True})  # the old segment still takes writes
     store.compact()  # and a later compaction succeeds
     assert store._log.path != old_path

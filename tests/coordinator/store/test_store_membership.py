@@ -20,17 +20,17 @@ def test_a_registration_appends_constant_bytes_whatever_the_group_size(tmp_path,
     store.load()
     per_register = []
     for i in range(MEMBERS):
-        before = store.stats()["log_bytes"]
+        before = store.stats().log_bytes
         store.register_member("big", 0, _name(i))
-        per_register.append(store.stats()["log_bytes"] - before)
+        per_register.append(store.stats().log_bytes - before)
     store.sync()
     assert len(store.members("big")) == MEMBERS
     # the record carries the member's key and the group's activity, not the member list
     assert max(per_register[1:]) < 150, max(per_register[1:])
-    assert store.stats()["log_bytes"] < 200 * MEMBERS
-    before = store.stats()["log_bytes"]
+    assert store.stats().log_bytes < 200 * MEMBERS
+    before = store.stats().log_bytes
     store.unregister_member("big", _name(7))
-    assert store.stats()["log_bytes"] - before < 150
+    assert store.stats().log_bytes - before < 150
     store.close()
     again = StateStore(tmp_path, log=store_log())
     again.load()
@@ -67,7 +67,7 @@ def test_compaction_and_expiry_keep_membership_exact(tmp_path, store_log):
     store.register_member("empty", 0, "x")
     store.unregister_member("empty", "x")
     store.compact()
-    assert store.stats()["dead_entries"] == 0
+    assert store.stats().dead_entries == 0
     clock.now += 20
     store.expire()
     assert store.region_index("empty") is None

@@ -161,7 +161,7 @@ def test_the_coordinator_refuses_a_corrupt_log_until_told_to_truncate(tmp_path):
     proc.start()
     try:
         with CoordinatorClient(proc.endpoint, timeout=10) as c:
-            assert sorted(c.status()["groups"]) == [f"group-{g}" for g in range(3)]
+            assert sorted(c.status().registry.groups) == [f"group-{g}" for g in range(3)]
     finally:
         proc.terminate()
     assert (state / f"{seg.name}.corrupt-{offsets[3]}").exists()

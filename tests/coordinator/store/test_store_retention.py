@@ -35,7 +35,7 @@ def test_region_traffic_and_merges_keep_a_group_from_expiring(tmp_path, names):
                 seq += 1
                 assert c.merge_checkpoint(merging, seq, 0, 1, "op", {("t", 0): seq}, 5) == {("t", 0): seq}
                 time.sleep(0.2)
-            groups = c.status()["groups"]
+            groups = c.status().registry.groups
             assert idle not in groups, "the idle group should have expired (expiry runs)"
             assert c.get_initial_offsets(region) == {("t", 0): 5}
             assert c.get_initial_offsets(merging) == {("t", 0): 5}
@@ -68,7 +68,7 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
     def run_until_idle() -> None:
         def settled() -> bool:
             store.maybe_compact()
-            return not store.stats()["compaction_running"]
+            return not store.stats().compaction_running
 
         wait_until(settled, 30.0, "the compaction to settle")
 
@@ -77,7 +77,7 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
         assert store.maybe_compact() is False  # backing off: no new attempt at once
         run_until_idle()
         assert len(attempts) == 1
-        assert store.stats()["compaction_failures"] == 1
+        assert store.stats().compaction_failures == 1
         clock.now += 1.0
         run_until_idle()
         clock.now += 1.0  # the second retry waits 2 s
@@ -86,12 +86,12 @@ def test_a_failing_compaction_is_logged_and_retried_with_backoff(tmp_path, monke
         clock.now += 1.0
         run_until_idle()
     assert len(attempts) == 3
-    assert store.stats()["compaction_failures"] == 3
+    assert store.stats().compaction_failures == 3
     assert any("No space left" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     clock.now += 10.0
     run_until_idle()
-    assert store.stats()["compactions"] == 1
+    assert store.stats().compactions == 1
     assert store.get_document("ns", "k") == {"i": 19}
     store.close()
 
@@ -113,7 +113,7 @@ def test_a_failing_expiry_is_logged_and_retried_with_backoff(tmp_path, monkeypat
         assert store.expire() == 0
         assert store.expire() == 0
     assert len(calls) == 1
-    assert store.stats()["expire_failures"] == 1
+    assert store.stats().expire_failures == 1
     assert any("retention expiry failed" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     assert store.expire() == 0  # still backing off

@@ -34,9 +34,7 @@ def test_trigger_while_resetting_is_answered_not_now_at_once(coordinator, names)
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", config).start()
     m1 = ScriptedMember(coordinator.endpoint, region, "m1", config, answer_resets=False).start()  # stuck in its reset
     try:
-        wait_until(
-            lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RESETTING", 10, "RESETTING"
-        )
+        wait_until(lambda: region_status(coordinator.endpoint, region).region.phase == "RESETTING", 10, "RESETTING")
         # the answer itself, not_now (trigger() also says False for no answer within
         # its 2 s), long before the drain timeout (a fixed second bounded the scheduling
         # of two processes on a loaded machine more than the controller's answer)
@@ -55,10 +53,10 @@ def test_trigger_while_running_starts_a_cycle(coordinator, names):
     region = names.group("region")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
     try:
-        wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
+        wait_until(lambda: region_status(coordinator.endpoint, region).region.phase == "RUNNING", 10, "RUNNING")
         assert m0.channel.trigger() is True
         wait_until(
-            lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 1,
+            lambda: (region_status(coordinator.endpoint, region).region.last_consistent or 0) >= 1,
             10,
             "a checkpoint",
         )
@@ -74,8 +72,8 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
     region = names.group("region")
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", {**REGION, "mode": "operator_driven"}).start()
     try:
-        wait_until(lambda: region_status(coordinator.endpoint, region)["region"]["phase"] == "RUNNING", 10, "RUNNING")
-        resets_before = region_status(coordinator.endpoint, region)["region"]["resets"]
+        wait_until(lambda: region_status(coordinator.endpoint, region).region.phase == "RUNNING", 10, "RUNNING")
+        resets_before = region_status(coordinator.endpoint, region).region.reset.resets
         os.kill(coordinator.pid, signal.SIGSTOP)
         try:
             wait_until(lambda: not m0.channel.joined.is_set(), LOST_AFTER_S + 5, "the channel to count itself lost")
@@ -87,14 +85,14 @@ def test_reset_request_made_while_not_joined_is_sent_once_joined_again(coordinat
         reply = wait_until(
             lambda: [
                 e
-                for e in region_status(coordinator.endpoint, region)["events"]
-                if e["kind"] == "reset" and "revoked 2 partitions (test)" in e["why"]
+                for e in region_status(coordinator.endpoint, region).events
+                if e.kind == "reset" and "revoked 2 partitions (test)" in str(e.fields["why"])
             ],
             10,
             "the held reset request to reach the controller",
         )
         assert reply
-        assert region_status(coordinator.endpoint, region)["region"]["resets"] == resets_before + 1
+        assert region_status(coordinator.endpoint, region).region.reset.resets == resets_before + 1
     finally:
         m0.stop()
 
@@ -116,9 +114,9 @@ def test_unusable_stored_region_document_fails_the_region_with_its_reason(tmp_pa
     coordinator = CoordinatorProcess(state)
     coordinator.start()
     try:
-        region = region_status(coordinator.endpoint, "r1")["region"]
-        assert region["phase"] == "FAILED"
-        assert "unusable" in region["failed_reason"]
+        region = region_status(coordinator.endpoint, "r1").region
+        assert region.phase == "FAILED"
+        assert "unusable" in (region.failed_reason or "")
         seen: queue.SimpleQueue = queue.SimpleQueue()
         channel = ControlChannel(
             coordinator.endpoint,
@@ -148,7 +146,7 @@ def test_leave_reply_names_the_leavers_own_checkpoint(coordinator, names):
     m0 = ScriptedMember(coordinator.endpoint, region, "m0", REGION).start()
     try:
         wait_until(
-            lambda: (region_status(coordinator.endpoint, region)["region"]["last_consistent"] or 0) >= 2,
+            lambda: (region_status(coordinator.endpoint, region).region.last_consistent or 0) >= 2,
             15,
             "two checkpoints",
         )

@@ -43,7 +43,7 @@ def test_duplicate_member_name_refused_at_start_up(bootstrap, names, tmp_path):
         params={"topic": topic},
         kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
     ) as region:
-        region.wait_until(lambda s: s["phase"] == "RUNNING" and "member-0" in s["members"], timeout=60)
+        region.wait_until(lambda s: s.phase == "RUNNING" and "member-0" in s.members, timeout=60)
         holder_pid = region.pids()["member-0"]
         cmd = region._command("member-0", 1)  # the same name, group and settings as the running member
         env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -65,11 +65,15 @@ def test_duplicate_member_name_refused_at_start_up(bootstrap, names, tmp_path):
         assert "names must be unique" in log
         assert took < 2.0 + 1.0 + 15.0  # member_timeout_s + DUPLICATE_GRACE_S + process start
         status = region.status()
-        assert status["members"]["member-0"]["pid"] == holder_pid  # the holder kept its place
+        assert status.members["member-0"].pid == holder_pid  # the holder kept its place
         # a restart after kill -9 takes the name over without waiting for the timeout
         region.kill("member-0")
         region.wait_until(
-            lambda s: s["members"].get("member-0", {}).get("pid") not in (None, holder_pid) and s["phase"] == "RUNNING",
+            lambda s: (
+                (m := s.members.get("member-0")) is not None
+                and m.pid not in (None, holder_pid)
+                and s.phase == "RUNNING"
+            ),
             timeout=30,
         )
         assert region.restarts()["member-0"] == 1

@@ -55,16 +55,16 @@ def test_poison_records_dead_lettered_exactly_once_across_a_member_kill(bootstra
         region.kill(victim)
         produce(bootstrap, topic, [value(i) for i in range(total // 2, total)])
         wait_region(region, lambda: len(published(out)) + len(published(dlq)) >= total, 60, f"{total} records")
-        status = region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 3, 30)
+        status = region.wait_until(lambda s: s.phase == "RUNNING" and len(s.members) == 3, 30)
         assert region.restarts()[victim] == 1
-        assert status["resets"] >= 2  # the start and the victim's restart
+        assert status.reset.resets >= 2  # the start and the victim's restart
         # two more checkpoints: nothing may be published twice later
-        done = status["last_consistent"] or 0
-        final = region.wait_until(lambda s: (s["last_consistent"] or 0) >= done + 2, 30)
+        done = status.last_consistent or 0
+        final = region.wait_until(lambda s: (s.last_consistent or 0) >= done + 2, 30)
         rows, letters = published(out), published(dlq)
     # crkafka status's dead_letters: each process's count since it started (a replayed record
     # counts again, and the victim's first process is gone): every member reports one
-    counts = {name: m["dead_letters"] for name, m in final["members"].items()}
+    counts = {name: m.dead_letters for name, m in final.members.items()}
     assert all(isinstance(c, int) for c in counts.values()), counts
     assert sum(counts.values()) > 0, counts
     check_exactly_once(rows + letters, topic, {p: total // PARTITIONS for p in range(PARTITIONS)})

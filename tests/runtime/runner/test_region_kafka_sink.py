@@ -67,11 +67,11 @@ def test_exactly_once_to_kafka_with_member_kill_and_restart(bootstrap, names, tm
         region.kill(victim)
         produce(bootstrap, topic, values(4000, 4000))
         wait_committed(region, bootstrap, out, 8000, 90)
-        status = region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 3, 30)
+        status = region.wait_until(lambda s: s.phase == "RUNNING" and len(s.members) == 3, 30)
         assert region.restarts()[victim] == 1
         # two more checkpoints: nothing may be committed twice later
-        done = status["checkpoints"]
-        region.wait_until(lambda s: s["checkpoints"] >= done + 2, 30)
+        done = status.checkpoints
+        region.wait_until(lambda s: s.checkpoints >= done + 2, 30)
     reads = committed(bootstrap, out, 4)
     check_exactly_once(rows(reads), topic, {p: 2000 for p in range(4)})
     assert [read.open_transactions for read in reads] == [(), (), (), ()]
@@ -86,7 +86,7 @@ def test_a_clean_run_reads_exactly_the_input_with_librdkafka_read_committed(boot
     params = {"topic": topic, "out": out}
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2, params=params) as region:
         # The input comes once the group is settled: a reset while records flow aborts an interval.
-        region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 2 and s["checkpoints"] >= 2, 60)
+        region.wait_until(lambda s: s.phase == "RUNNING" and len(s.members) == 2 and s.checkpoints >= 2, 60)
         produce(bootstrap, topic, values(3000))
         wait_committed(region, bootstrap, out, 3000, 60)
     reads = committed(bootstrap, out, 4)
@@ -173,17 +173,15 @@ def test_a_member_gone_for_good_after_its_checkpoint_answer_has_its_transactions
         # The prepared transaction stays open until the region resolves it: member-0 never returns.
         status = region.wait_until(
             lambda s: (
-                "member-0" not in s["members"]
-                and (s["last_consistent"] or 0) > died_at
-                and "member-0" not in s["transactions"]
+                "member-0" not in s.members and (s.last_consistent or 0) > died_at and "member-0" not in s.transactions
             ),
             60,
         )
         more(2000)
         wait_committed(region, bootstrap, out, n, 90)
-        done = status["checkpoints"]
-        final = region.wait_until(lambda s: s["checkpoints"] >= done + 2, 30)
-        assert "member-0" not in final["members"]
+        done = status.checkpoints
+        final = region.wait_until(lambda s: s.checkpoints >= done + 2, 30)
+        assert "member-0" not in final.members
     reads = committed(bootstrap, out, 4)
     check_exactly_once(rows(reads), topic, {p: sum(1 for i in range(n) if i % 4 == p) for p in range(4)})
     assert [read.open_transactions for read in reads] == [(), (), (), ()]
@@ -216,8 +214,8 @@ def test_a_lone_member_gone_for_good_has_its_transactions_resolved_by_the_coordi
 
         wait_until(died, 60, "member-0 to die with a prepared transaction", interval=0.3)
         died_at, prepared = json.loads(marker.read_text())
-        status = region.wait_until(lambda s: not s["members"] and not s["transactions"], 40)
-        assert status["last_consistent"] == died_at
+        status = region.wait_until(lambda s: not s.members and not s.transactions, 40)
+        assert status.last_consistent == died_at
         assert region.running_members() == ["member-0"]  # its successor is held at start: it never joined
         reads = committed(bootstrap, out, 4)
         group = region.group

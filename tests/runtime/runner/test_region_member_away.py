@@ -83,9 +83,9 @@ def test_member_away_past_timeout_after_its_checkpoint_answer_loses_nothing(boot
             time.sleep(0.3)
         crashed_at = int((state / "crashed-at").read_text())
         # the region completes a checkpoint without member-0, then member-0 returns
-        region.wait_until(lambda s: "member-0" not in s["members"] and (s["last_consistent"] or 0) > crashed_at, 30)
+        region.wait_until(lambda s: "member-0" not in s.members and (s.last_consistent or 0) > crashed_at, 30)
         more(2000)
-        region.wait_until(lambda s: "member-0" in s["members"] and s["phase"] == "RUNNING", 40)
+        region.wait_until(lambda s: "member-0" in s.members and s.phase == "RUNNING", 40)
         wait_rows(tmp_path / "out", n, 60, region)
         time.sleep(1.0)  # a few more checkpoints: nothing may be published twice later
         rows = published(tmp_path / "out")

@@ -82,11 +82,11 @@ def test_member_revoked_while_the_coordinator_is_paused_is_reset(bootstrap, name
         )
         status = region.wait_until(
             lambda s: (
-                s["phase"] == "RUNNING"
-                and all(not (m["kafka"] or {}).get("rebalancing") for m in s["members"].values())
+                s.phase == "RUNNING"
+                and all(not (m.kafka is not None and m.kafka.rebalancing) for m in s.members.values())
             ),
             30,
         )
-        assert status["resets"] >= 2
+        assert status.reset.resets >= 2
     offsets = sorted(of_first())
     assert len(offsets) == len(set(offsets))

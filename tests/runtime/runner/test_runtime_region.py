@@ -67,9 +67,9 @@ def test_exactly_once_with_member_kill_and_restart(bootstrap, names, tmp_path, s
         region.kill(victim)
         produce(bootstrap, topic, half_values(6000, 6000))
         rows = wait_rows(tmp_path / "out", 12000, 60, region)
-        status = region.wait_until(lambda s: s["phase"] == "RUNNING" and len(s["members"]) == 3, 30)
+        status = region.wait_until(lambda s: s.phase == "RUNNING" and len(s.members) == 3, 30)
         assert region.restarts()[victim] == 1
-        assert status["resets"] >= 2  # the start, and at least the restart of the victim
+        assert status.reset.resets >= 2  # the start, and at least the restart of the victim
         # the restarted process removed its killed predecessor's consumer from the group
         # (one rebalance, no wait for the session timeout), unless the coordinator
         # withheld the eviction because another member reported a rebalance in
@@ -105,13 +105,13 @@ def test_exactly_once_with_coordinator_kill_and_restart(bootstrap, names, tmp_pa
     produce(bootstrap, topic, half_values(3000))
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2) as region:
         wait_rows(tmp_path / "out", 500, 40, region)
-        before = region.status()["last_consistent"]
+        before = region.status().last_consistent
         region.kill_coordinator()  # the runner restarts it on the same endpoint and state dir
         produce(bootstrap, topic, half_values(3000, 3000))
         status = region.wait_until(
-            lambda s: s["phase"] == "RUNNING" and (s["last_consistent"] or 0) > before and s["checkpoints"] >= 1, 40
+            lambda s: s.phase == "RUNNING" and (s.last_consistent or 0) > before and s.checkpoints >= 1, 40
         )
-        assert status["resets"] >= 1  # the restarted controller reset the region to its durable checkpoint
+        assert status.reset.resets >= 1  # the restarted controller reset the region to its durable checkpoint
         rows = wait_rows(tmp_path / "out", 6000, 60, region)
         time.sleep(1.0)
         rows = published(tmp_path / "out")
@@ -128,8 +128,8 @@ def test_region_fails_after_too_many_consecutive_resets(bootstrap, names, tmp_pa
         wait_until(lambda: region.failed, 20, "the region to fail", interval=0.1)
         assert "code 3" in region.failed  # the members exit with 3: not restarted
         status = region.status()
-        assert status["phase"] == "FAILED"
-        assert "disk full" in status["failed_reason"]
+        assert status.phase == "FAILED"
+        assert "disk full" in status.failed_reason
         assert region.exit_code() == 3
     assert not list((tmp_path / "out").glob("*.jsonl"))
 
@@ -164,7 +164,7 @@ def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
             )
         except AssertionError as exc:
             raise AssertionError(f"{exc}; totals {ot.customer_totals(tmp_path / 'out')}") from exc
-        assert region.status()["resets"] >= 2
+        assert region.status().reset.resets >= 2
 
 
 def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
@@ -174,7 +174,7 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2) as region:
         wait_rows(tmp_path / "out", 500, 40, region)
         added = region.add_member()
-        region.wait_until(lambda s: added in s["members"] and s["phase"] == "RUNNING", 30)
+        region.wait_until(lambda s: added in s.members and s.phase == "RUNNING", 30)
         produce(bootstrap, topic, half_values(4000, 4000))
         # Remove only once the group is stable (the new member publishes): tansu can
         # livelock a group whose leader leaves while a rebalance is in flight (see the report).
@@ -196,8 +196,8 @@ def test_exactly_once_with_member_added_and_removed(bootstrap, names, tmp_path):
         assert "member-0" not in region.pids()
         produce(bootstrap, topic, half_values(4000, 8000))
         rows = wait_rows(tmp_path / "out", 12000 + trickled, 60, region)
-        status = region.wait_until(lambda s: "member-0" not in s["members"] and s["phase"] == "RUNNING", 30)
-        assert sorted(status["members"]) == ["member-1", added]
+        status = region.wait_until(lambda s: "member-0" not in s.members and s.phase == "RUNNING", 30)
+        assert sorted(status.members) == ["member-1", added]
         import urllib.request
 
         metrics = urllib.request.urlopen(f"http://{region.http_address}/metrics", timeout=5).read().decode()
@@ -226,8 +226,8 @@ def test_operator_driven_region_checkpoints_on_trigger(bootstrap, names, tmp_pat
     with make_region(tmp_path, bootstrap, pipeline, topic, members=2, operator_driven=True, period_s=60.0) as region:
         rows = wait_rows(tmp_path / "out", 4000 - 2 * 700, 40, region)  # the tail waits for a trigger
         status = region.status()
-        assert status["mode"] == "operator_driven"
-        assert status["checkpoints"] >= 2
+        assert status.mode == "operator_driven"
+        assert status.checkpoints >= 2
         rows = published(tmp_path / "out")
     offsets: dict[int, list[int]] = {}
     for r in rows:
@@ -347,7 +347,7 @@ def test_region_over_a_curve_coordinator(bootstrap, names, tmp_path):
             curve_keypair=str(keys["member"][1]),
         ) as region:
             rows = wait_rows(tmp_path / "out", 2000, 60, region)
-            assert region.status()["phase"] in ("RUNNING", "DRAINING", "CHECKPOINTING")
+            assert region.status().phase in ("RUNNING", "DRAINING", "CHECKPOINTING")
     finally:
         coordinator.terminate()
     check_exactly_once(rows, topic, {0: 1000, 1: 1000})

@@ -219,8 +219,8 @@ def test_merge_timeouts_are_bounded_and_leave_no_orphan(coord, raw):
         )
         assert reply["body"]["code"] == "INVALID", timeout
     status = raw.request("status", {})["body"]
-    assert status["merges"] == []
-    assert status["merges_pending_bytes"] == 0
+    assert status["merge"]["pending"] == []
+    assert status["merge"]["pending_bytes"] == 0
     assert_alive_and_intact(coord)
 
 

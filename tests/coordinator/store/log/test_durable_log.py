@@ -202,11 +202,11 @@ def test_leftovers_of_an_interrupted_compaction_are_removed(tmp_path):
 def test_sync_is_one_fsync_for_many_appends(tmp_path):
     store = StateStore(tmp_path)
     store.load()
-    base = store.stats()["fsyncs"]
+    base = store.stats().fsyncs
     for i in range(50):
         store.put_initial_offsets(f"g{i}", {("t", 0): i})
     store.sync()
-    assert store.stats()["fsyncs"] == base + 1
+    assert store.stats().fsyncs == base + 1
     store.close()
 
 

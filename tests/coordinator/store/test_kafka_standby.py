@@ -1,0 +1,216 @@
+"""A standby coordinator on the Kafka log (``cr-coordinator --state kafka --standby``):
+real processes, real ZeroMQ, the test broker.
+
+- kill -9 of the leader: the standby, started on an empty state directory, answers
+  LOAD_IN_PROGRESS while it follows the log, then serves within the lease and a few
+  seconds, with the same control variables, registry and region checkpoints; stopped
+  before that (SIGTERM), it exits 0 and has written nothing;
+- SIGSTOP of the leader past the lease: the standby takes over; after SIGCONT the old
+  leader's next write fails, it exits non-zero without acknowledging it, and nothing
+  it wrote after the fence is in the new leader's state.
+
+All use the defaults a user gets except a short lease (and write bound), which keeps
+the tests short.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.client import CoordinatorClient
+from coordinator.kafka.raw_batches import read_committed
+from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.osutil import free_port
+from coordinator.protocol.common.waiting import wait_until
+from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.store.kafka.kafka_log import KafkaLog
+from coordinator.store.kafka.settings import KafkaLogSettings
+from coordinator.store.state_store import StateStore
+
+from support.paths import REPO
+from support.scripted_member import member, region_status
+
+LEASE_S = 2.0
+#: The standby serves within the lease, its fence and replay, and one ping's retry.
+FAILOVER_BOUND_S = LEASE_S + 4.0
+
+
+def _kafka_args(bootstrap: str, topic: str) -> list[str]:
+    return [
+        "--state",
+        "kafka",
+        "--kafka-bootstrap",
+        bootstrap,
+        "--log-topic",
+        topic,
+        "--log-lease",
+        f"{LEASE_S:g}s",
+        "--log-write-timeout",
+        "3s",
+    ]
+
+
+class Standby:
+    """A ``--standby`` process: started, its ready line read; not pinged (it answers
+    LOAD_IN_PROGRESS until it takes over)."""
+
+    def __init__(self, tmp_path: Path, args: list[str]) -> None:
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.state_dir = tmp_path / "standby"
+        self._log = open(tmp_path / "standby.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "--bind",
+                self.endpoint,
+                "--state-dir",
+                str(self.state_dir),
+                *args,
+                "--standby",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().startswith(b"ready")
+
+    def serves(self) -> bool:
+        assert self.proc.poll() is None, f"standby exited with {self.proc.returncode}"
+        try:
+            with CoordinatorClient(self.endpoint, timeout=0.3, try_timeout=0.3) as client:
+                client.ping()
+        except CoordinatorUnavailable:
+            return False
+        return True
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(15)
+        finally:
+            self.proc.kill()
+            self._log.close()
+
+
+def _view(endpoint: str, groups: list[str], region: str) -> dict[str, Any]:
+    with CoordinatorClient(endpoint, timeout=10) as client:
+        store_stats = client.status().store
+        assert store_stats is not None
+        store = store_stats.to_body()
+        view: dict[str, Any] = {
+            "store": {k: store[k] for k in ("control_variables", "groups", "documents", "live_entries")},
+            "groups": {g: (client.get_initial_offsets(g), client.members(g)) for g in groups},
+        }
+    status = region_status(endpoint, region).region.to_body()
+    view["region"] = {k: status[k] for k in ("name", "index", "last_consistent", "transactions")}
+    return view
+
+
+def test_kill_9_of_the_leader_the_standby_on_an_empty_dir_serves_the_same_state(bootstrap, names, tmp_path):
+    args = _kafka_args(bootstrap, names.topic("log"))
+    groups = [names.group("a"), names.group("b")]
+    region = names.group("region")
+    leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
+    standby = Standby(tmp_path, args)
+    try:
+        with (
+            CoordinatorClient(standby.endpoint, timeout=1, try_timeout=0.3) as client,
+            pytest.raises(CoordinatorUnavailable, match="still loading its state"),
+        ):
+            client.ping()
+        assert leader.endpoint is not None
+        with CoordinatorClient(leader.endpoint, timeout=10) as client:
+            for i, group in enumerate(groups):
+                client.register(group, i, "op-a")
+                client.put_initial_offsets(group, {("t", p): p * 7 + i for p in range(300)})
+        members = [member(leader.endpoint, region, f"m{i}", partition=i).start() for i in range(2)]
+        try:
+            wait_until(
+                lambda: (region_status(leader.endpoint, region).region.last_consistent or 0) >= 2,
+                30,
+                "2 checkpoints",
+            )
+        finally:
+            for m in members:
+                m.stop()
+        before = _view(leader.endpoint, groups, region)
+        assert before["store"]["control_variables"] == 600
+        assert before["region"]["last_consistent"] >= 2
+        leader.kill()
+        killed = time.monotonic()
+        wait_until(standby.serves, FAILOVER_BOUND_S, "the standby to serve", interval=0.05)
+        print(f"failover kill -9 -> serving: {time.monotonic() - killed:.2f}s")
+        assert _view(standby.endpoint, groups, region) == before
+        assert not list(standby.state_dir.glob("segment-*"))  # its state came from the log topic
+    finally:
+        leader.kill()
+        assert standby.stop() == 0
+
+
+def test_a_leader_paused_past_the_lease_is_fenced_and_exits_on_its_next_write(bootstrap, names, tmp_path):
+    topic = names.topic("log")
+    args = _kafka_args(bootstrap, topic)
+    group = names.group()
+    leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
+    standby = Standby(tmp_path, args)
+    late: list[object] = []
+    try:
+        assert leader.endpoint is not None
+        assert leader.pid is not None
+        with CoordinatorClient(leader.endpoint, timeout=10) as client:
+            client.put_initial_offsets(group, {("t", 0): 10})
+        os.kill(leader.pid, signal.SIGSTOP)
+        wait_until(standby.serves, FAILOVER_BOUND_S + 2, "the standby to take over", interval=0.05)
+        with CoordinatorClient(standby.endpoint, timeout=10) as client:
+            assert client.get_initial_offsets(group) == {("t", 0): 10}
+            client.put_initial_offsets(group, {("t", 1): 11})
+
+        def write_to_the_old_leader() -> None:
+            try:
+                with CoordinatorClient(leader.endpoint or "", timeout=15, try_timeout=15) as client:
+                    late.append(client.put_initial_offsets(group, {("t", 2): 12}))
+            except (CoordinatorError, CoordinatorUnavailable) as exc:
+                late.append(exc)
+
+        writer = threading.Thread(target=write_to_the_old_leader)
+        writer.start()  # queued in the paused leader's socket
+        os.kill(leader.pid, signal.SIGCONT)
+        wait_until(lambda: not leader.running, 15, "the fenced leader to exit")
+        assert leader.returncode == 1  # fail-stop
+        writer.join(20)
+        assert len(late) == 1
+        assert isinstance(late[0], Exception), late  # never acknowledged
+        with CoordinatorClient(standby.endpoint, timeout=10) as client:
+            assert client.get_initial_offsets(group) == {("t", 0): 10, ("t", 1): 11}
+    finally:
+        leader.kill()
+        assert standby.stop() == 0
+    replayed = StateStore(tmp_path / "replay", log=KafkaLog(KafkaLogSettings(bootstrap, topic)))
+    replayed.load()
+    assert replayed.get_initial_offsets(group) == {("t", 0): 10, ("t", 1): 11}
+    replayed.close()
+
+
+def test_a_standby_stopped_before_it_takes_over_exits_0_and_writes_nothing(bootstrap, names, tmp_path):
+    topic = names.topic("log")
+    args = [*_kafka_args(bootstrap, topic), "--log-lease", "60s"]  # no leader, and none taken over
+    standby = Standby(tmp_path, args)
+    try:
+        assert not standby.serves()
+    finally:
+        assert standby.stop() == 0
+    assert read_committed({"bootstrap_servers": [bootstrap]}, topic, 0, deadline_s=30).stop == 0
