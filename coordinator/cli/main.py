@@ -5,6 +5,7 @@
                     [--log-replication-factor 3] [--log-min-insync-replicas 2] [--log-write-timeout 10s]
                     [--log-lease 5s] [--standby]]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
+                   [--resolve-kafka-config FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
                    [--max-connections N] [--handshake-timeout 10s]
                    [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
@@ -65,6 +66,7 @@ from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.region.service import RegionControllerService
+from coordinator.region.txn_client import TxnClientConfig, load_client_config
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.connections import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -167,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_limit_flags(p)
     _add_state_flags(p)
     p.add_argument(
+        "--resolve-kafka-config",
+        type=_txn_client,
+        default=None,
+        metavar="FILE",
+        help="kafka-python security settings (JSON object, mode 600) for the clusters the regions' Kafka sinks "
+        "write to, used when the coordinator ends a region's transactions itself (docs/region.md); "
+        "default: plaintext",
+    )
+    p.add_argument(
         "--truncate-corrupt",
         action="store_true",
         help="if the state log is damaged where acknowledged records may lie (a bad record followed by "
@@ -174,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
         "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
     )
     return p
+
+
+def _txn_client(value: str) -> TxnClientConfig:
+    try:
+        return load_client_config(Path(value))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_state_flags(p: argparse.ArgumentParser) -> None:
@@ -437,7 +455,7 @@ def _serve_locked(args: argparse.Namespace) -> int:
     server.add_service(registry)
     server.add_service(ControlVariablesService(registry))
     server.add_service(MergeService(registry))
-    server.add_service(RegionControllerService())
+    server.add_service(RegionControllerService(args.resolve_kafka_config))
 
     stop = threading.Event()
 

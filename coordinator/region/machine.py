@@ -45,7 +45,8 @@ cycle and starts a reset. What a membership change costs (`join_step`,
       (``min_members``, or the members known before a coordinator restart) or
       every member known before the restart are back, or ``join_grace_s``
       after the first join (one member that never comes back cannot stall
-      the region);
+      the region); held while the coordinator resolves the region's Kafka
+      transactions itself (`hold_start`);
    c. DRAINING or CHECKPOINTING and every reporting member is cooperative: the
       cycle goes on and completes without the joiner, then the region resets
       for it (docs/region.md, cooperative step 10; `CycleRound.member_joined`);
@@ -86,7 +87,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
@@ -101,7 +102,7 @@ from coordinator.protocol.region.replies import (
     TriggerAnswer,
 )
 from coordinator.protocol.region.status import RegionStatus
-from coordinator.protocol.region.transactions import Transactions
+from coordinator.protocol.region.transactions import Resolve, Transactions
 from coordinator.region.checkpoints import ConsistentCheckpoints
 from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
 from coordinator.region.document import RegionDocument
@@ -292,6 +293,8 @@ class RegionCore:
         self.waiting: set[str] = set()
         self.deadline: float | None = None
         self.first_join_at: float | None = None
+        # the coordinator resolves the transactions itself: no round starts (hold_start)
+        self._start_held = False
         #: Pacing reads the member table (written here only); the cycle drive holds the
         #: seqs and the running cycle, the reset drive the attempt counters and the
         #: hold; each decides its round's commands.
@@ -708,7 +711,10 @@ class RegionCore:
 
     # ------------------------------------------------------------------ the reset round (reset.py's steps applied)
     def _maybe_start(self, now: float) -> None:
-        """WAITING: the first reset once the members are back (step 7b)."""
+        """WAITING: the first reset once the members are back (step 7b), unless the
+        coordinator is resolving the region's transactions itself (`hold_start`)."""
+        if self._start_held:
+            return
         if start_due(self.members, self.known_members, self.config, self.first_join_at, now):
             self._start_reset(f"{len(self.members)} member(s) present", ResetKind.MEMBERSHIP, now)
 
@@ -781,6 +787,26 @@ class RegionCore:
         self._broadcast(self.members, Resume(None))
         self.cycles.schedule(now + end.next_drain_in_s)
         log.info("region %s: next drain in %.2fs (after a reset)", self.config.name, end.next_drain_in_s)
+
+    # ------------------------------------------------------------------ transactions resolved by the coordinator
+    def hold_start(self, held: bool) -> None:
+        """While the coordinator resolves the region's transactions itself (the protocol's
+        "no live member" steps, ``coordinator/protocol/region/transactions.py``), a WAITING
+        region does not start: no reset round, so no RESUME, so no member's sink opens an
+        interval on an id the coordinator is fencing."""
+        self._start_held = held
+
+    def resolved_elsewhere(self, resolved: tuple[Resolve, ...], failed: Mapping[str, tuple[Resolve, str]]) -> None:
+        """The coordinator resolved ``resolved`` itself (``failed``: member -> (entry, why)):
+        each entry still recorded as it was is dropped once, durably (``ResolveEntries.resolved_elsewhere``)."""
+        dropped = self.checkpoints.transactions.resolved_elsewhere(resolved, failed)
+        if dropped:
+            log.info(
+                "region %s: the coordinator resolved the Kafka transactions of %s (no member was live)",
+                self.config.name,
+                dropped,
+            )
+            self._save()
 
     # ------------------------------------------------------------------ own checkpoints
     def leave_reply(self, name: str, incarnation: str) -> int | None:

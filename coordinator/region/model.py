@@ -17,7 +17,7 @@ import attrs
 from coordinator.protocol.region.kafka_report import KafkaReport
 from coordinator.protocol.region.replies import Predecessor
 
-DOC_VERSION = 2
+DOC_VERSION = 3
 
 
 class ResetKind(str, enum.Enum):

@@ -33,6 +33,12 @@ the region's document (``transactions``, ``coordinator/region/document.py``):
    handed stays for the next round. A round that fails or is restarted
    changes nothing (its successor hands the entries out again). The core
    persists the change before the RESUME.
+4. No member is live: the coordinator resolves the entries itself
+   (``coordinator/region/abandoned.py``) and reports what it resolved
+   (:meth:`ResolveEntries.resolved_elsewhere`): an entry still recorded as it
+   was handed to the coordinator is dropped (the core persists it); one
+   replaced or dropped since is left alone. A failure is kept with the entry
+   for the status until the entry changes.
 
 Never forgotten by a count (unlike ``AbsentCheckpoints``): a forgotten entry
 would leave its prepared transactions open for ever (the broker never times
@@ -85,6 +91,8 @@ class ResolveEntries:
         self._entries: dict[str, Resolve] = {e.member: e for e in entries}
         # step 2: member of the running round -> the entries handed to it
         self._handed: dict[str, tuple[Resolve, ...]] = {}
+        # step 4: member -> (its entry, why the coordinator failed to resolve it); not durable
+        self._errors: dict[str, tuple[Resolve, str]] = {}
 
     @classmethod
     def from_doc(cls, value: Any) -> ResolveEntries:
@@ -174,12 +182,33 @@ class ResolveEntries:
         self._handed = {}
         return Resolved(tuple(sorted(dropped)), tuple(sorted(cleared)))
 
+    def resolved_elsewhere(self, resolved: Sequence[Resolve], failed: Mapping[str, tuple[Resolve, str]]) -> list[str]:
+        """Step 4: the coordinator resolved the entries ``resolved`` itself (each committed and
+        fenced whole); ``failed``: member -> (its entry, why) for those it could not. An entry
+        still recorded as it was handed out is dropped, once; one replaced or dropped since is
+        left alone. Returns the members whose entries were dropped (the core persists them)."""
+        dropped: list[str] = []
+        for entry in resolved:
+            if self._entries.get(entry.member) == entry:
+                del self._entries[entry.member]
+                self._errors.pop(entry.member, None)
+                dropped.append(entry.member)
+        for name, (entry, why) in failed.items():
+            if self._entries.get(name) == entry:
+                self._errors[name] = (entry, why)
+        # failures of entries dropped or replaced since: at most one kept per entry
+        self._errors = {n: f for n, f in self._errors.items() if self._entries.get(n) == f[0]}
+        return sorted(dropped)
+
     def status(self) -> dict[str, ResolveStatus]:
         """Member name -> its entry as the region's status shows it."""
-        return {
-            name: ResolveStatus(e.seq, len(e.transactions.prepared), len(e.transactions.fence))
-            for name, e in sorted(self._entries.items())
-        }
+        out: dict[str, ResolveStatus] = {}
+        for name, e in sorted(self._entries.items()):
+            failed = self._errors.get(name)
+            error = failed[1] if failed is not None and failed[0] == e else None
+            t = e.transactions
+            out[name] = ResolveStatus(e.seq, len(t.prepared), len(t.fence), t.bootstrap, error)
+        return out
 
 
 __all__ = ["ResolveEntries", "Resolved"]

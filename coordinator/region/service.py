@@ -27,6 +27,13 @@ metrics.
 4. Failure: commands are pushes and may be lost (a member's socket
    reconnecting); the member's silence then fails the phase by its timeout
    and the region resets.
+5. Abandoned transactions: at each tick a region without members is asked
+   whether the coordinator resolves its Kafka transactions itself
+   (``coordinator/region/abandoned.py``); a job holds the region's start and
+   runs on the service's worker thread (``coordinator/region/txn_worker.py``,
+   started with the first job, stopped by ``on_stop``); a member that joins
+   cancels it; its outcome is applied on the loop thread (the entries it
+   resolved are dropped and persisted) and releases the hold.
 """
 
 from __future__ import annotations
@@ -66,8 +73,11 @@ from coordinator.protocol.region.status import (
 )
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.protocol.wire.status import CoordinatorStatus
+from coordinator.region.abandoned import AbandonedResolve, JobOutcome
 from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
 from coordinator.region.machine import RegionCore
+from coordinator.region.txn_client import TxnClientConfig
+from coordinator.region.txn_worker import TxnWorker, entry_resolver
 from coordinator.server.api import Request, ServerApi, Service, Timer
 from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
 
@@ -92,7 +102,10 @@ def _wake_only() -> None:
 class RegionControllerService(Service):
     """Plugs the region controller into a :class:`ServerApi`."""
 
-    def __init__(self) -> None:
+    def __init__(self, txn_client: TxnClientConfig | None = None) -> None:
+        """``txn_client``: how the coordinator connects to the sinks' clusters (step 5;
+        None: plaintext)."""
+        self._txn_client = txn_client or TxnClientConfig()
         self.regions: dict[str, RegionCore] = {}
         self.events: dict[str, deque[EventRecord]] = {}
         self.recent_checkpoints: dict[str, deque[CheckpointMark]] = {}
@@ -102,6 +115,10 @@ class RegionControllerService(Service):
         # One timer at the earliest periodic drain due (see _wake_for_drains), and its deadline.
         self._wake: Timer | None = None
         self._wake_at: float | None = None
+        # region -> when the coordinator resolves its transactions itself (step 5), and the
+        # worker thread that does it (started with the first job)
+        self._abandoned: dict[str, AbandonedResolve] = {}
+        self._worker: TxnWorker | None = None
 
     # ------------------------------------------------------------------ service API
     def attach(self, server: ServerApi) -> None:
@@ -153,7 +170,56 @@ class RegionControllerService(Service):
                 log.exception("region %s: tick failed; the region goes to FAILED", name)
                 self._fail(name, core, f"internal error in the region's tick: {type(exc).__name__}: {exc}", now)
         self._expire_regions(now)
+        self._resolve_abandoned(now)
         self._wake_for_drains(now)
+
+    def on_stop(self) -> None:
+        """The worker's job in flight is cancelled and its thread ended (bounded)."""
+        if self._worker is not None:
+            self._worker.stop()
+
+    def _resolve_abandoned(self, now: float) -> None:
+        """Step 5: start the jobs due, cancel those of regions a member joined."""
+        for name, core in self.regions.items():
+            plan = self._abandoned.setdefault(name, AbandonedResolve())
+            if core.members:
+                plan.cancel()
+            job = plan.due(name, now, members=len(core.members), entries=core.checkpoints.transactions.entries())
+            if job is None:
+                continue
+            log.info(
+                "region %s: no member for %.0fs; the coordinator resolves the Kafka transactions of %s itself",
+                name,
+                plan.after_s,
+                [e.member for e in job.entries],
+            )
+            core.hold_start(True)
+            if self._worker is None:
+                self._worker = TxnWorker(self._report_resolved, entry_resolver(self._txn_client))
+            self._worker.submit(job)
+
+    def _report_resolved(self, outcome: JobOutcome) -> None:
+        """The worker thread's report: the outcome is applied on the loop thread."""
+        self.server.call_soon_threadsafe(lambda: self._on_resolved(outcome))
+
+    def _on_resolved(self, outcome: JobOutcome) -> None:
+        """Step 5's outcome, on the loop thread."""
+        name = outcome.job.region
+        plan = self._abandoned.get(name)
+        retry = plan.finished(outcome, time.monotonic()) if plan is not None else None
+        core = self.regions.get(name)
+        if core is None:
+            return  # expired meanwhile: its document is gone
+        core.hold_start(False)
+        core.resolved_elsewhere(outcome.resolved, outcome.failed)
+        if retry is not None:
+            log.warning(
+                "region %s: the coordinator could not resolve the Kafka transactions of %s; next try in %.0fs "
+                "(or by the first member that joins)",
+                name,
+                sorted(outcome.failed),
+                retry,
+            )
 
     def _wake_for_drains(self, now: float) -> None:
         """Keep one timer at the earliest ``RegionCore.wake_at`` later than ``now``
@@ -198,6 +264,7 @@ class RegionControllerService(Service):
             self.server.store.put_document(NAMESPACE, name, None)
             self.server.mark_dirty()
             del self.regions[name]
+            self._abandoned.pop(name, None)
             self.events.pop(name, None)
             self.recent_checkpoints.pop(name, None)
             self.recent_resets.pop(name, None)

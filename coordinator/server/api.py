@@ -277,7 +277,9 @@ class Service:
        every ``TICK_S``; a hook that raises is logged and backed off);
        ``add_status(status)`` for the ``status`` reply (once loaded): returns
        the snapshot with the service's part filled in (``attrs.evolve``);
-       ``update_metrics(metrics)`` at every metrics refresh."""
+       ``update_metrics(metrics)`` at every metrics refresh.
+    3. ``on_stop()`` once, by ``stop()`` after the loop has ended: the service
+       ends the threads it owns (bounded)."""
 
     _server: ServerApi | None = None
 
@@ -298,3 +300,6 @@ class Service:
         return status
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None: ...
+
+    def on_stop(self) -> None:
+        """The server stopped (its loop has ended): end the threads the service owns, bounded."""

@@ -236,6 +236,8 @@ class CoordinatorServer:
             self._load_thread.join(timeout)
             if self._load_thread.is_alive():
                 log.error("the log replay did not end within %.1fs; stopping without it", timeout)
+        for svc in self._services:
+            svc.on_stop()
         self._wake_pipe.close()
 
     def wait(self, timeout: float) -> bool:

@@ -121,7 +121,10 @@ def transactions() -> st.SearchStrategy[dict[str, Any]]:
             "partitions": st.lists(partition, max_size=3),
         }
     )
-    return st.fixed_dictionaries({"prepared": st.lists(prepared, max_size=2), "fence": st.lists(tid, max_size=3)})
+    bootstrap = st.one_of(st.none(), st.sampled_from(["127.0.0.1:9092", "kafka-0.example:9093,[::1]:9092"]))
+    return st.fixed_dictionaries(
+        {"prepared": st.lists(prepared, max_size=2), "fence": st.lists(tid, max_size=3), "bootstrap": bootstrap}
+    )
 
 
 def region_config() -> st.SearchStrategy[dict[str, Any]]:

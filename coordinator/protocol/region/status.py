@@ -34,7 +34,7 @@ from coordinator.protocol.region.config import MAX_INDEX, MODES
 from coordinator.protocol.region.kafka_report import InvalidReport, KafkaReport
 from coordinator.protocol.region.messages import MAX_PID
 from coordinator.protocol.region.replies import RegionPhase
-from coordinator.protocol.region.transactions import MAX_FENCE, MAX_PREPARED, MAX_RESOLVE
+from coordinator.protocol.region.transactions import MAX_FENCE, MAX_PREPARED, MAX_RESOLVE, check_bootstrap
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
     MAX_CONTRIBUTORS,
@@ -208,14 +208,24 @@ class ResolveStatus:
     prepared: int
     #: Transactional ids its sinks write with (fenced at a reset).
     fence: int
+    #: The cluster they are on (None: only a member can resolve them).
+    bootstrap: str | None = None
+    #: Why the coordinator's last attempt to resolve them itself failed (None: none failed
+    #: since the entry was recorded; ``coordinator/region/abandoned.py``).
+    error: str | None = None
 
     def to_body(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResolveStatus:
+        bootstrap = body.get("bootstrap")
         return cls(
-            req_int(body, "seq"), req_int(body, "prepared", 0, MAX_PREPARED), req_int(body, "fence", 0, MAX_FENCE)
+            req_int(body, "seq"),
+            req_int(body, "prepared", 0, MAX_PREPARED),
+            req_int(body, "fence", 0, MAX_FENCE),
+            None if bootstrap is None else check_bootstrap(bootstrap, "field 'bootstrap'"),
+            opt_text(body, "error"),
         )
 
 

@@ -34,7 +34,8 @@ checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n
    producer's ``outcome``: an unanswered or failed send fails the checkpoint); the transaction
    stays open. Its ``PreparedTxn`` (id, producer id and epoch, each partition with
    its first offset) is recorded for ``seq`` and returned by :meth:`KafkaSink.transactions`
-   with both ids as ``fence``; an interval without records prepares nothing. The checkpoint
+   with both ids as ``fence`` and the sink's bootstrap as the cluster (so the coordinator can
+   end them when no member is live); an interval without records prepares nothing. The checkpoint
    data holds the same ``Transactions``, versioned JSON.
 4. ``notify_checkpoint_complete(seq)`` / ``retire_checkpoint(seq)``: commit every recorded
    transaction of a checkpoint ``<= seq``, each bounded by :data:`COMMIT_TIMEOUT_S` (kafka-python's
@@ -70,7 +71,7 @@ import attrs
 
 from coordinator.kafka.raw_requests import TransactionEndError
 from coordinator.kafka.transactions import resolve
-from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions
+from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, check_bootstrap
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 from cr_consumer.kafka.kafka_python.admin import admin_settings
@@ -114,6 +115,14 @@ PRODUCER_DEFAULTS: Mapping[str, object] = {
     # Bounds init_transactions and a send's wait for the topic's metadata (a broker that is gone).
     "max.block.ms": 30_000,
 }
+
+
+def _reported_cluster(bootstrap: str) -> str | None:
+    try:
+        return check_bootstrap(bootstrap, "Kafka sink: bootstrap")
+    except Invalid as exc:
+        log.warning("%s: the coordinator cannot resolve this sink's transactions itself; members will", exc)
+        return None
 
 
 def transactional_ids(group: str, member: str, name: str) -> tuple[str, str]:
@@ -196,6 +205,10 @@ class KafkaSink(Operator):
         self.ids = transactional_ids(group, member, self.name)
         self.partition_of = partition_of
         self._bootstrap = bootstrap
+        # The cluster the region's coordinator may end this sink's transactions on when no member
+        # is live (None: a bootstrap the protocol does not carry, a scheme prefix for one: then
+        # only a member resolves them).
+        self._cluster = _reported_cluster(bootstrap)
         self._properties = properties
         self._settings = admin_settings(
             bootstrap,
@@ -210,7 +223,7 @@ class KafkaSink(Operator):
         self._open: _Open | None = None
         self._next = 0  # the id index of the next interval
         self._prepared: list[tuple[int, int, PreparedTxn]] = []  # (seq, id index, txn), not committed yet
-        self._last = Transactions((), self.ids)
+        self._last = Transactions((), self.ids, self._cluster)
         self._broken: BaseException | None = None
         self.records_written = 0
 
@@ -283,7 +296,7 @@ class KafkaSink(Operator):
                 self._prepared.append((seq, interval.index, txn))
                 self._next = 1 - interval.index
                 prepared = (txn,)
-            self._last = Transactions(prepared, self.ids)
+            self._last = Transactions(prepared, self.ids, self._cluster)
             doc = {"version": KAFKA_SINK_CHECKPOINT_VERSION, "kind": self.kind, **self._last.to_wire()}
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -369,7 +382,7 @@ class KafkaSink(Operator):
             self._prepared = []
             self._next = 0
             self._broken = None
-            self._last = Transactions((), self.ids)
+            self._last = Transactions((), self.ids, self._cluster)
             self._close_producers()  # raises only after trying every producer; a retried reset starts clean
         log.info("Kafka sink %r: reset to checkpoint %s; fencing %s", self.name, seq, ", ".join(self.ids))
         resolve(self._settings, (Resolve(self.member, seq or 0, Transactions((), self.ids)),))

@@ -83,3 +83,16 @@ def test_kafka_state_flags_build_the_log_settings_with_production_defaults(tmp_p
     assert not _parse(tmp_path, *_KAFKA).standby
     assert _parse(tmp_path, *_KAFKA, "--standby", "--log-lease", "2s").kafka_settings.lease_s == 2.0
     assert _parse(tmp_path).kafka_settings is None
+
+
+def test_resolve_kafka_config_is_loaded_and_checked_at_parse(tmp_path, capsys):
+    config = tmp_path / "resolve-kafka.json"
+    config.write_text('{"security_protocol": "SSL", "ssl_cafile": "/etc/ca.pem"}')
+    config.chmod(0o600)
+    args = _parse(tmp_path, "--resolve-kafka-config", str(config))
+    assert args.resolve_kafka_config.settings("kafka:9093")["ssl_cafile"] == "/etc/ca.pem"
+    assert _parse(tmp_path).resolve_kafka_config is None
+    config.chmod(0o640)
+    with pytest.raises(SystemExit):
+        _parse(tmp_path, "--resolve-kafka-config", str(config))
+    assert "chmod 600" in capsys.readouterr().err

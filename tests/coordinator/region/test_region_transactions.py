@@ -23,6 +23,7 @@ from coordinator.protocol.region.transactions import (
 from coordinator.protocol.wire.status import CoordinatorStatus
 from coordinator.region.document import RegionDocument
 from coordinator.region.machine import RegionCore
+from coordinator.region.model import DOC_VERSION
 from coordinator.region.resolve import ResolveEntries
 
 
@@ -285,7 +286,7 @@ def test_the_document_round_trips_the_entries():
     h = running(["m0", "m1"])
     h.checkpoint({"m0": txns("m0", 1), "m1": None})
     doc = stored(h)
-    assert doc["version"] == 2
+    assert doc["version"] == DOC_VERSION == 3
     parsed = RegionDocument.from_dict(doc, "r")
     assert parsed.to_dict() == doc
     assert RegionCore(h.core.config, lambda m, c: None, lambda d: None, doc).document() == doc
@@ -321,8 +322,11 @@ def test_the_document_round_trips_the_entries():
         ),
         ([{"member": "m0", "seq": "1", "prepared": [], "fence": []}], "seq"),
         ([{"member": "m0\n", "seq": 1, "prepared": [], "fence": []}], "member"),
-        ([{"member": "m0", "seq": 1, "prepared": [], "fence": []}] * 2, "more than once"),
-        ([{"member": "m0", "seq": 9, "prepared": [], "fence": []}], "after the last consistent checkpoint"),
+        ([{"member": "m0", "seq": 1, "prepared": [], "fence": [], "bootstrap": None}] * 2, "more than once"),
+        (
+            [{"member": "m0", "seq": 9, "prepared": [], "fence": [], "bootstrap": None}],
+            "after the last consistent checkpoint",
+        ),
         ([{"member": "m0", "seq": 1, "prepared": [{}] * 65, "fence": []}], "at most 64"),
     ],
 )
@@ -341,15 +345,15 @@ def test_a_document_without_entries_or_of_the_previous_version_is_refused():
     del doc["transactions"]
     with pytest.raises(ValueError, match=r"lacks the fields \['transactions'\]"):
         RegionDocument.from_dict(doc, "r")
-    doc = {**stored(h), "version": 1}
-    with pytest.raises(ValueError, match="version 1 is not 2"):
+    doc = {**stored(h), "version": 2}  # entries without their cluster
+    with pytest.raises(ValueError, match="version 2 is not 3"):
         RegionDocument.from_dict(doc, "r")
 
 
 def test_entries_without_a_consistent_checkpoint_are_refused():
     h = Harness(["m0"])  # no checkpoint yet
     doc = stored(h)
-    doc["transactions"] = [{"member": "m0", "seq": 0, "prepared": [], "fence": ["m0-0"]}]
+    doc["transactions"] = [{"member": "m0", "seq": 0, "prepared": [], "fence": ["m0-0"], "bootstrap": None}]
     with pytest.raises(ValueError, match="after the last consistent checkpoint None"):
         RegionDocument.from_dict(doc, "r")
 

@@ -86,7 +86,7 @@ def test_the_two_ids_alternate_per_prepared_interval(bootstrap, sink_factory):
         sink.notify_checkpoint_complete(seq)
     assert used == [sink.ids[0], sink.ids[1], sink.ids[0], sink.ids[1]]
     sink.checkpoint(5)  # an interval without records prepares nothing and keeps its id
-    assert sink.transactions() == Transactions((), sink.ids)
+    assert sink.transactions() == Transactions((), sink.ids, bootstrap)
     sink.process_batch(recs(60, 1))
     sink.checkpoint(6)
     assert sink.transactions().prepared[0].transactional_id == sink.ids[0]

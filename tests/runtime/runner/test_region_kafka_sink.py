@@ -17,7 +17,7 @@ import pytest
 from coordinator.kafka.raw_batches import CommittedRead, read_committed
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.testing.kafka_util import create_topic, produce
+from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce
 
 from support.region import check_exactly_once, make_region, wait_region, write_module
 
@@ -186,6 +186,44 @@ def test_a_member_gone_for_good_after_its_checkpoint_answer_has_its_transactions
     check_exactly_once(rows(reads), topic, {p: sum(1 for i in range(n) if i % 4 == p) for p in range(4)})
     assert [read.open_transactions for read in reads] == [(), (), (), ()]
     # the transaction member-0 prepared was committed by another member, not lost
+    [txn] = prepared
+    for _topic, partition, first in txn["partitions"]:
+        assert first in {r.offset for r in reads[partition].records}, (txn, partition)
+
+
+def test_a_lone_member_gone_for_good_has_its_transactions_resolved_by_the_coordinator(bootstrap, names, tmp_path):
+    """The region's only member dies after its checkpoint answer and never returns: with no
+    member to hand them to, the coordinator commits the checkpoint's prepared transaction and
+    fences the member's ids (aborting the interval it had open) itself."""
+    topic = create_topic(bootstrap, names.topic(), partitions=4)
+    out = create_topic(bootstrap, names.topic("out"), partitions=4)
+    pipeline = write_module(tmp_path, "gone_for_good", GONE_FOR_GOOD)
+    marker = tmp_path / "state" / "died-at"
+    n = 0
+
+    def more(count: int) -> None:
+        nonlocal n
+        produce(bootstrap, topic, values(count, n))
+        n += count
+
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=1, params={"topic": topic, "out": out}) as region:
+
+        def died() -> bool:
+            more(100)
+            return marker.exists()
+
+        wait_until(died, 60, "member-0 to die with a prepared transaction", interval=0.3)
+        died_at, prepared = json.loads(marker.read_text())
+        status = region.wait_until(lambda s: not s.members and not s.transactions, 40)
+        assert status.last_consistent == died_at
+        assert region.running_members() == ["member-0"]  # its successor is held at start: it never joined
+        reads = committed(bootstrap, out, 4)
+        group = region.group
+    assert [read.open_transactions for read in reads] == [(), (), (), ()]
+    # the committed output is exactly checkpoint died_at's input: the group's offsets are that
+    # checkpoint's (its drain committed them; nothing drained since)
+    ends = committed_offsets(bootstrap, group, topic)
+    check_exactly_once(rows(reads), topic, {p: ends.get(p, 0) for p in range(4)})
     [txn] = prepared
     for _topic, partition, first in txn["partitions"]:
         assert first in {r.offset for r in reads[partition].records}, (txn, partition)
