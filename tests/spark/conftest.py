@@ -1,11 +1,10 @@
 """One SparkSession for all Spark tests (a Spark start costs ~8 s).
 
-The Spark tests that use this session carry ``xdist_group("spark")`` so that,
-under ``pytest -n N --dist loadgroup``, they run on one worker and share it. The
-tests whose Spark runs in processes of their own (a driver killed, a standalone
-cluster, a Connect server, applications of an example) carry
-``xdist_group("spark-processes")``: one other worker runs them one at a time, so
-at most two Spark JVMs share the machine's cores.
+All Spark tests carry ``xdist_group("spark")`` so that, under
+``pytest -n 2 --dist loadgroup``, they run on one worker and share this session;
+those whose Spark runs in processes of their own (a driver killed, a standalone
+cluster, a Connect server) run there too, so that one Spark JVM at a time shares
+the machine's 2 cores with the other worker's tests.
 """
 
 from __future__ import annotations

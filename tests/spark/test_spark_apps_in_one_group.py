@@ -20,7 +20,7 @@ from cr_consumer.testing.kafka_util import create_topic
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_handover.py"
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-processes"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 
 def load_example():

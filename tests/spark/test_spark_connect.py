@@ -22,7 +22,7 @@ import yaml
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-processes"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(300)]
 
 #: Bound on a query's reading of every record and committing its end: a few micro-batches
 #: on a server that shares 2 cores with the rest of the suite.

@@ -12,7 +12,7 @@ import pytest
 
 from cr_consumer.testing.kafka_util import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-processes"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_wordcount.py"
 

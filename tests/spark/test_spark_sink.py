@@ -27,7 +27,7 @@ from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.paths import REPO
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 
 DRIVER = Path(__file__).with_name("sink_query.py")
 #: Bound on each step of a story (a driver's start and first batch, the rest of the input); a
@@ -44,7 +44,6 @@ def committed_values(reads: list[CommittedRead]) -> collections.Counter[bytes]:
     return collections.Counter(r.value for read in reads for r in read.records)
 
 
-@pytest.mark.xdist_group("spark")  # the shared session
 def test_crkafka_in_transform_crkafka_out_is_exactly_once(spark, bootstrap, coordinator, names, tmp_path):
     source, sink = (
         create_topic(bootstrap, names.topic("in"), partitions=2),
@@ -125,7 +124,6 @@ def _query_id(checkpoint: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("spark-processes")  # its driver is a process of its own
 def test_task_crash_and_driver_kill_mid_commit_are_exactly_once(bootstrap, names, tmp_path):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     expected = _write_input(tmp_path / "input", files=2, rows=400)

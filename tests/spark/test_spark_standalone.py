@@ -27,7 +27,7 @@ from cr_consumer.testing.kafka_util import committed_offsets, create_topic, prod
 
 from support.paths import REPO
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-processes"), pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(400)]
 
 DRIVER = Path(__file__).with_name("cluster_query.py")
 #: Bound on each step of the story (a driver's start and first batch on the cluster, a

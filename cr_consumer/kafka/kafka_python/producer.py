@@ -65,6 +65,12 @@ def producer_name(key: str) -> str:
     return RENAMED.get(key, key).replace(".", "_")
 
 
+def producer_default(key: str) -> object | None:
+    """kafka-python's default of the dotted producer property ``key`` (None: no such setting)."""
+    default: object | None = KafkaProducer.DEFAULT_CONFIG.get(producer_name(key))
+    return default
+
+
 def producer_config(
     bootstrap: str, properties: Mapping[str, object], transactional_id: str, defaults: Mapping[str, object]
 ) -> dict[str, Any]:
@@ -223,5 +229,6 @@ __all__ = [
     "SendOutcome",
     "TransactionalProducer",
     "producer_config",
+    "producer_default",
     "producer_name",
 ]

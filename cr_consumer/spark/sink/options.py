@@ -66,11 +66,9 @@ class SinkOptions:
 def _typed(option: str, raw: str) -> object:
     """Step 3's typing: like kafka-python's default of the setting (an unknown name stays a
     string and is refused by the producer rules)."""
-    from kafka import KafkaProducer  # local: importing the options must stay cheap
+    from cr_consumer.kafka.kafka_python.producer import producer_default  # local: the options import cheaply
 
-    from cr_consumer.kafka.kafka_python.producer import producer_name
-
-    default = KafkaProducer.DEFAULT_CONFIG.get(producer_name(option[len("kafka.") :]))
+    default = producer_default(option[len("kafka.") :])
     if isinstance(default, bool):
         return parse_bool(option, raw)
     if isinstance(default, int):
