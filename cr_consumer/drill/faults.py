@@ -302,12 +302,14 @@ POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
     "crash-after-reset": (Point.AFTER_RESET, Action.CRASH),
     "drop-resume": (Point.RECEIVE_RESUME, Action.DROP),
 }
-#: What ``fault-point`` draws from: every point but start-up, crashed or paused,
-#: and a dropped RESUME. A dropped drain, checkpoint or reset is drop-command's:
+#: Points a region member never passes: start-up (its own drill) and the Spark sink's task.
+NOT_DRAWN = (Point.MEMBER_START, Point.SPARK_TASK_PREPARED)
+#: What ``fault-point`` draws from: every point a running member passes, crashed or
+#: paused, and a dropped RESUME. A dropped drain, checkpoint or reset is drop-command's:
 #: the controller notices it only by that phase's timeout, which only that
 #: drill shortens.
 RANDOM_POINTS = (
-    *((p, a) for p in Point if p is not Point.MEMBER_START for a in (Action.CRASH, Action.PAUSE)),
+    *((p, a) for p in Point if p not in NOT_DRAWN for a in (Action.CRASH, Action.PAUSE)),
     (Point.RECEIVE_RESUME, Action.DROP),
 )
 
