@@ -32,9 +32,9 @@ source's options, name by name with :func:`check_name`, then together with
 7. ``heartbeat.interval.ms`` is lower than ``session.timeout.ms`` (the owner's
    default session timeout when none is given).
 8. ``crkafka.filter.aborted`` is true or false, and true only together with
-   ``isolation.level=read_committed`` (the filter decides what such a consumer
-   returns; a ``read_uncommitted`` consumer returns records of open transactions,
-   which no marker decides yet).
+   ``isolation.level=read_committed``: the source then gives that guarantee
+   itself, from the log's markers (a ``read_uncommitted`` source wants records of
+   open and aborted transactions, which the filter would withhold).
 
 :func:`client_checked`, the factory's check of one client's properties: the
 guarantee properties given at their safe value are dropped (the clients set
@@ -126,14 +126,14 @@ JVM_ONLY: Mapping[str, str] = {
 
 #: The project's own namespace of consumer properties (rule 2).
 PROJECT_PREFIX = "crkafka."
-#: The source drops records of aborted transactions itself, from the log's markers (rule 8;
-#: ``cr_consumer/kafka/kafka_python/aborted_records.py``): for brokers that send no
-#: aborted-transactions list with a fetch (the test broker). Off by default: a real cluster
-#: sends it, and the filter reads the log a second time.
+#: The source reads committed records itself, from the log's markers (rule 8;
+#: ``cr_consumer/kafka/kafka_python/aborted_records.py``): for brokers whose ``read_committed``
+#: cannot be trusted (the test broker). Off by default: a real cluster's is right, and the
+#: filter reads the log a second time.
 FILTER_ABORTED = "crkafka.filter.aborted"
 #: Every property of the project's namespace, and what it does.
 PROJECT_PROPERTIES: Mapping[str, str] = {
-    FILTER_ABORTED: "the source drops records of aborted transactions itself, from the log's control markers",
+    FILTER_ABORTED: "the source reads committed records itself, from the log's control markers",
 }
 #: The isolation level ``crkafka.filter.aborted`` needs (rule 8).
 READ_COMMITTED = "read_committed"
@@ -199,7 +199,7 @@ def check_values(properties: Mapping[str, object], *, session_default_ms: int) -
             FILTER_ABORTED,
             f"{FILTER_ABORTED}=true needs isolation.level={READ_COMMITTED} (got"
             f" {properties.get('isolation.level', 'read_uncommitted')!r}): the filter decides the records such a"
-            " consumer returns, all below the last stable offset",
+            " consumer must return itself, from the log's markers",
         )
 
 

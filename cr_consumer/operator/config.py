@@ -26,9 +26,10 @@ reference design does:
   default);
 * ``enable.auto.commit`` is always false (the drain commits);
 * ``crkafka.filter.aborted`` (the project's own property, with
-  ``isolation.level=read_committed``) makes the source drop records of aborted
-  transactions itself, for brokers that send no aborted-transactions list
-  (:attr:`OperatorConfig.filter_aborted`); it is never given to the client;
+  ``isolation.level=read_committed``) makes the source read committed records
+  itself, for brokers whose ``read_committed`` cannot be trusted
+  (:attr:`OperatorConfig.filter_aborted`); it is never given to the client,
+  which then reads ``read_uncommitted``;
 * eager assignors (range, round robin), or the cooperative sticky assignor
   alone (``partition.assignment.strategy=cooperative-sticky``, the switch for
   incremental rebalancing: see :attr:`OperatorConfig.cooperative` and
@@ -330,8 +331,8 @@ class OperatorConfig:
 
     @property
     def filter_aborted(self) -> bool:
-        """The source drops records of aborted transactions itself (``crkafka.filter.aborted``,
-        for brokers that send no aborted-transactions list: ``kafka_python/aborted_records.py``)."""
+        """The source reads committed records itself (``crkafka.filter.aborted``, for brokers
+        whose ``read_committed`` cannot be trusted: ``kafka_python/aborted_records.py``)."""
         return filter_aborted(self.consumer_properties)
 
     # -- derived values ---------------------------------------------------
@@ -388,6 +389,10 @@ class OperatorConfig:
             }
         )
         props.pop("fetch.wait.max.ms", None)
+        if filter_aborted(props):
+            # the source is read_committed itself (kafka_python/aborted_records.py): the client
+            # must return records of open transactions, which the source holds back
+            props["isolation.level"] = "read_uncommitted"
         props.pop(FILTER_ABORTED, None)  # read by the source (filter_aborted), not by the client
         if self.client is ClientKind.KAFKA_PYTHON:
             props["fetch.max.bytes"] = int(props.get("fetch.max.bytes", DEFAULT_FETCH_MAX_BYTES))

@@ -7,9 +7,10 @@ Parts, each owned by the operator and given what it needs at construction:
   ``OperatorConfig.client``), polls and serves events; the rebalancer
   (rebalance.py) is its rebalance listener and seeks, to the seek targets
   (merged checkpoint offsets, control variables: rebalance.py, control_plane.py);
-* with ``crkafka.filter.aborted``, the filter of aborted records
+* with ``crkafka.filter.aborted``, the source's own ``read_committed``
   (``cr_consumer/kafka/kafka_python/aborted_records.py``) decides every polled
-  record on the event thread before it is queued, and gives each batch its end;
+  record on the event thread before it is queued, gives each batch its end, and
+  seeks a partition back to its first record of a transaction still open;
 * the process thread (process_thread.py) submits batches under the region
   permit; a bounded queue (message_queue.py) joins the two threads;
 * the region handlers (handlers.py): drain, checkpoint, reset, called by the
@@ -471,7 +472,10 @@ class ConsumerOperator:
             self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
             return
         filtered = self._aborted.filter(records, consumer.assignment())
-        self.queue.put_many([Batch(epoch, tp, f.records, f.end) for tp, f in filtered.items()])
+        for tp, f in filtered.items():
+            if f.rewind is not None:  # records of a transaction still open: read again later
+                consumer.seek(tp, f.rewind)
+        self.queue.put_many([Batch(epoch, tp, f.records, f.end) for tp, f in filtered.items() if f.end is not None])
 
     def _after_poll(self, consumer: KafkaClient) -> None:
         self.rebalancer.after_poll(consumer)
@@ -561,6 +565,7 @@ class ConsumerOperator:
             "nSubmittedMessages": self.process.n_submitted,
             "nDroppedStale": self.process.n_dropped_stale,
             "nDroppedAborted": self._aborted.dropped if self._aborted is not None else 0,
+            "nHeldOpen": self._aborted.holds if self._aborted is not None else 0,
         }
 
 

@@ -63,6 +63,7 @@ NumberKey = Literal[
     "nDroppedResetPending",
     "nDroppedStale",
     "nDroppedAborted",
+    "nHeldOpen",
     "nResetRequests",
     "nDrains",
     "nResets",
@@ -84,6 +85,11 @@ COUNTERS: tuple[tuple[str, NumberKey, str], ...] = (
         "aborted_records_dropped",
         "nDroppedAborted",
         "Polled records of aborted transactions dropped by the source (crkafka.filter.aborted)",
+    ),
+    (
+        "open_transaction_holds",
+        "nHeldOpen",
+        "Times a partition was read again from a transaction still open (crkafka.filter.aborted)",
     ),
     ("reset_requests", "nResetRequests", "Region resets requested after a rebalance"),
     ("drains", "nDrains", "Completed drains (each commits the processed offsets)"),
@@ -119,6 +125,7 @@ class Readings(TypedDict):
     nSubmittedMessages: int
     nDroppedStale: int
     nDroppedAborted: int
+    nHeldOpen: int
 
 
 class MetricsSnapshot(Readings):

@@ -146,7 +146,11 @@ def test_the_filter_of_aborted_records_is_the_source_s_own_property_and_needs_re
     on = cfg(consumer_properties={"isolation.level": "read_committed", "crkafka.filter.aborted": "true"})
     assert on.filter_aborted is True
     assert "crkafka.filter.aborted" not in on.client_properties()  # read by the source, never by the client
-    assert kafka_python_config(on.client_properties())["isolation_level"] == "read_committed"
+    # the source keeps read_committed itself: its client must return open transactions' records
+    assert kafka_python_config(on.client_properties())["isolation_level"] == "read_uncommitted"
+    assert cfg(consumer_properties={"isolation.level": "read_committed"}).client_properties()["isolation.level"] == (
+        "read_committed"
+    )
     assert cfg().filter_aborted is False  # off by default
     assert cfg(consumer_properties={"crkafka.filter.aborted": False}).filter_aborted is False
     with pytest.raises(ConfigError, match=r"needs isolation\.level=read_committed"):

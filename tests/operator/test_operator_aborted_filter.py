@@ -175,3 +175,52 @@ def test_a_reset_replays_the_committed_records_only_and_checkpoints_past_the_abo
     finally:
         members.close()
         w.close()
+
+
+def test_records_behind_an_open_transaction_wait_for_its_marker(bootstrap, names):
+    """The source keeps the last stable offset itself: a transaction open while it polls holds
+    back its records and every later one (a plain record included) until its marker is in the
+    log; then the committed ones are delivered, the aborted ones never, and the committed
+    offsets reach the log's end."""
+    topic = create_topic(bootstrap, names.topic(), partitions=len(PARTITIONS))
+    group = names.group()
+    w = Writers(bootstrap, topic, names)
+    sink = Sink()
+    op = make(
+        bootstrap,
+        group,
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        commit_period_s=0.3,
+        consumer_properties=FILTERED,
+    ).start()
+    try:
+        w.send(w.plain, "p0")
+        sink.wait_count(len(PARTITIONS), 30)
+
+        def held_back(label: str, holds: int) -> None:
+            w.send(w.plain, label)
+            wait_until(lambda: op.metrics()["nHeldOpen"] >= holds, 30, f"{label} held back behind an open transaction")
+
+        w.txn(w.a, "a0")
+        held_back("p1", 2 * len(PARTITIONS))  # polled at least twice per partition, delivered never
+        assert delivered(sink) == expected(["p0"])
+        w.a.commit_transaction()
+        sink.wait_count(3 * len(PARTITIONS), 30)
+        assert delivered(sink) == expected(["p0", "a0", "p1"])
+
+        holds = op.metrics()["nHeldOpen"]
+        w.txn(w.b, "bx")
+        held_back("p2", holds + 2 * len(PARTITIONS))
+        assert delivered(sink) == expected(["p0", "a0", "p1"])
+        w.b.abort_transaction()
+        sink.wait_count(4 * len(PARTITIONS), 30)
+        end = log_end(bootstrap, topic)
+        wait_until(lambda: committed(bootstrap, group, topic) == end, 30, f"offsets {end} committed")
+        assert delivered(sink) == expected(["p0", "a0", "p1", "p2"])
+        assert op.metrics()["nDroppedAborted"] == len(PARTITIONS)  # bx
+    finally:
+        op.close()
+        w.close()

@@ -1,13 +1,17 @@
-"""The source's own filter of aborted records, for brokers that send no aborted-transactions list.
+"""The source's own ``read_committed``, for brokers whose own cannot be trusted.
 
-A ``read_committed`` consumer is told by the broker, with each fetch, which transactions in the
-range were aborted, and kafka-python and librdkafka drop their records. The test broker (tansu)
-sends that list empty, so both clients return aborted records there; it does keep them below the
-last stable offset (nothing past an open transaction is returned). A source with the consumer
-property ``crkafka.filter.aborted=true`` (only together with ``isolation.level=read_committed``:
-``cr_consumer/kafka/property_rules.py``) decides each polled record from the partition's own
-batches and control markers instead, before the records are queued (the operator's event
-thread, ``cr_consumer/operator/consumer.py``):
+A ``read_committed`` consumer relies on the broker twice: each fetch lists the aborted
+transactions in its range (the client drops their records), and nothing at or past the last
+stable offset (LSO, the first offset of a transaction still open) is returned. The test broker
+(tansu) fails both: its fetch answers list no aborted transaction, so both clients return aborted
+records, and its LSO can stay below transactions that were ended long ago (measured: a region's
+output whose every transaction had its marker, LSO 0 on every partition), so a
+``read_committed`` consumer waits for ever. A source with the consumer property
+``crkafka.filter.aborted=true`` (only together with ``isolation.level=read_committed``:
+``cr_consumer/kafka/property_rules.py``) therefore polls with ``read_uncommitted`` (the
+operator's config sets it for the client) and decides each polled record from the partition's
+own batches and control markers, before the records are queued (the operator's event thread,
+``cr_consumer/operator/consumer.py``):
 
 1. Per partition, a read starts at the offset of the first record the client returned: a
    ``VisibleOffsets`` (``coordinator/kafka/committed_filter.py``, steps 7-8) fed with the
@@ -15,39 +19,43 @@ thread, ``cr_consumer/operator/consumer.py``):
 2. Before a poll's records of the partition are handed on, the log is read on from where the
    read stopped, with raw Fetch requests (``raw_batches.PartitionReader``: ``read_uncommitted``,
    CRC checked, batch headers and markers decoded but not the data records, at most
-   :data:`FETCH_MAX_BYTES` a response, every request bounded by the request timeout), one whole
-   response at a time, until the filter has decided past the last of those
-   records (``decided_to``). The client returned them below the last stable offset, so each
-   one's transaction is decided and its marker is in the log; the read may pass other
-   producers' open transactions to reach it (their batches are held, at most ``max_held``
-   offsets: ``HeldTooMany``). A marker not found within :data:`DECIDE_TIMEOUT_S` (a broker that
-   returns records of undecided transactions to ``read_committed`` consumers) raises
-   :class:`UndecidedRecords`: this filter cannot help there.
-3. A record is handed on when a visible batch (committed, or not transactional) covers its
-   offset (``VisibleOffsets.select``); any other is of an aborted transaction and is dropped
+   :data:`FETCH_MAX_BYTES` a response, the whole step bounded by :data:`DECIDE_TIMEOUT_S`),
+   one whole response at a time, until the filter has decided past the last of those records
+   (``decided_to``), or one response past them decided nothing more (a transaction still open:
+   its marker is not written yet). At the log's end a fetch waits in the broker up to
+   ``raw_batches.FETCH_MAX_WAIT_MS`` for new data, which paces the polls while a transaction
+   stays open. Batches behind open transactions are held, at most ``max_held`` offsets
+   (``HeldTooMany``).
+3. A decided record is handed on when a visible batch (committed, or not transactional) covers
+   its offset (``VisibleOffsets.select``); any other is of an aborted transaction and is dropped
    (counted in :attr:`AbortedRecordFilter.dropped`).
-4. The partition's end (:attr:`Filtered.end`, ``VisibleOffsets.end_after``) is the offset the
+4. Records at or past ``decided_to`` (the LSO of what was read) are not handed on: the partition
+   is seeked back to ``decided_to`` (:attr:`Filtered.rewind`, done by the operator), and the
+   client returns them again at a later poll, when their marker may be read.
+5. The partition's end (:attr:`Filtered.end`, ``VisibleOffsets.end_after``) is the offset the
    operator records once the records are submitted, commits at a drain and claims at a
-   checkpoint: it moves past dropped aborted records and control markers (to the log's end when
-   they end it), so a reset to a checkpoint never replays them.
-5. Records going back (the operator seeked: a reset, an assignment) or jumping past where the
-   read stopped start a new read there (1), which is always right: a read may start anywhere, a
-   transaction whose first records lie before it is decided by its marker all the same.
-   Partitions no longer assigned are forgotten.
+   checkpoint: it moves past dropped aborted records and control markers (never past
+   ``decided_to``), so a reset to a checkpoint never replays them. None when the poll decided
+   nothing new.
+6. Records going back past what was handed on (the operator seeked: a reset, an assignment) or
+   jumping past where the read stopped start a new read there (1), which is always right: a read
+   may start anywhere, a transaction whose first records lie before it is decided by its marker
+   all the same. Partitions no longer assigned are forgotten.
 
-Off by default: a real cluster sends the aborted list, so its consumers drop aborted records
-themselves, and this costs a second read of the log (every byte fetched twice, every batch's
-header and CRC checked; figures in docs/clients.md).
+Off by default: a real cluster lists aborted transactions and keeps its LSO, so its consumers
+need none of this, and this costs a second read of the log (every byte fetched twice, every
+batch's header and CRC checked; figures in docs/clients.md).
 The raw reads use a connection of their own (kafka-python's admin client, ``raw_requests``),
 so the filter works whichever client the source polls with: kafka-python or librdkafka.
 
 Memory: per partition, the offsets of the batches held behind an open transaction (bounded, 2)
 and the ranges of visible batches read ahead of the consumer (at most one fetch response past
-the poll's last record, or up to the marker step 2 had to reach).
+the poll's last record).
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -64,26 +72,24 @@ from cr_consumer.kafka.kafka_python.admin import admin_settings
 #: 1-2 us a record), so a 1 MB response keeps that stall as short as the consumer's own
 #: (``DEFAULT_FETCH_MAX_BYTES`` of the operator's config) while a drain waits.
 FETCH_MAX_BYTES = 1 << 20
-#: Bound on deciding one poll's records of a partition (step 2, every raw request included): a
-#: broker that returns records of undecided transactions, or stops answering, would otherwise
-#: hold the event thread, and every drain behind it, for ever.
+#: Bound on step 2 for one poll's records of a partition (every raw request included): a broker
+#: that stops answering would otherwise hold the event thread, and every drain behind it.
 DECIDE_TIMEOUT_S = 10.0
 #: Bound on one raw request of the filter (the admin client's request timeout): a broker that
 #: stops answering fails the poll within DECIDE_TIMEOUT_S, not after a consumer's default 305 s.
 REQUEST_TIMEOUT_MS = 5_000
 
 
-class UndecidedRecords(RuntimeError):
-    """Records the client returned under ``read_committed`` whose transaction has no marker in
-    the log: the broker does not keep such consumers below the last stable offset."""
-
-
 @attrs.frozen
 class Filtered:
-    """One partition's records of a poll that are visible, and the end past them (step 4)."""
+    """One partition's records of a poll that are visible (step 3), the end past them (step 5)
+    and where the client must read again (step 4)."""
 
     records: list[KafkaRecord]
-    end: int
+    #: None: nothing newly decided (no batch to queue).
+    end: int | None
+    #: The offset to seek the partition to (its first undecided record), or None.
+    rewind: int | None = None
 
 
 def _offset(record: KafkaRecord) -> int:
@@ -98,7 +104,8 @@ class _PartitionLog:
     offsets: VisibleOffsets
     #: The next offset to fetch.
     read_to: int
-    #: The offset after the last record the client returned.
+    #: The offset the client returns next: past the last record handed on or dropped, or the
+    #: offset it was seeked back to (step 4).
     client_next: int = 0
 
 
@@ -115,6 +122,8 @@ class AbortedRecordFilter:
         self._logs: dict[TopicPartition, _PartitionLog] = {}
         #: Records dropped as aborted (step 3), since the filter was made.
         self.dropped = 0
+        #: Polls whose records of a partition were held back behind an open transaction (step 4).
+        self.holds = 0
 
     def filter(
         self, records: Mapping[TopicPartition, list[KafkaRecord]], assigned: Collection[TopicPartition]
@@ -142,10 +151,22 @@ class AbortedRecordFilter:
         if log is None or first < log.client_next or first > log.read_to:
             log = self._logs[tp] = self._new_log(tp, first)
         self._decide_past(log, last)
+        # a batch that began before the read's first record may hold it: never seek back past it
+        decided = max(log.offsets.decided_to, first)
+        rewind = None
+        if last >= decided:  # step 4
+            recs = recs[: bisect.bisect_left(recs, decided, key=_offset)]
+            rewind = decided
+            self.holds += 1
+        if not recs:
+            log.client_next = decided
+            return Filtered([], None, rewind)
+        taken = recs[-1].offset
         kept = log.offsets.select(recs, _offset)
         self.dropped += len(recs) - len(kept)
-        log.client_next = last + 1
-        return Filtered(kept, log.offsets.end_after(last))
+        end = log.offsets.end_after(taken)
+        log.client_next = decided if rewind is not None else taken + 1
+        return Filtered(kept, end, rewind)
 
     def _new_log(self, tp: TopicPartition, start: int) -> _PartitionLog:
         if self._client is None:
@@ -155,10 +176,9 @@ class AbortedRecordFilter:
 
     def _decide_past(self, log: _PartitionLog, last: int) -> None:
         """Step 2."""
-        deadline = time.monotonic() + DECIDE_TIMEOUT_S
-        # the last fetch may start at the deadline: UndecidedRecords below then names the cause
-        log.reader.client.deadline = deadline + REQUEST_TIMEOUT_MS / 1000
+        log.reader.client.deadline = time.monotonic() + DECIDE_TIMEOUT_S
         while log.offsets.decided_to <= last:
+            past = log.read_to > last
             batches, high_watermark = log.reader.fetch(log.read_to)
             for batch in batches:
                 log.offsets.feed(batch)
@@ -169,14 +189,8 @@ class AbortedRecordFilter:
                     f"{log.reader.topic}:{log.reader.partition}: the fetch at {log.read_to} returned no batch"
                     f" below the high watermark {high_watermark}"
                 )
-            elif time.monotonic() > deadline:
-                raise UndecidedRecords(
-                    f"{log.reader.topic}:{log.reader.partition}: the record at {log.offsets.decided_to} was"
-                    f" returned to a read_committed consumer, but its transaction has no marker in the log up to"
-                    f" {high_watermark} after {DECIDE_TIMEOUT_S:.0f} s; this broker does not keep read_committed"
-                    " consumers below the last stable offset, so crkafka.filter.aborted cannot decide its records"
-                )
-            # else: at the high watermark, the fetch waited for new data in the broker; read again
+            if past or not batches:
+                return  # an open transaction: its marker is not in the log yet (step 4)
 
 
 def for_consumer(bootstrap_servers: str, properties: Mapping[str, object], client_id: str) -> AbortedRecordFilter:
@@ -192,6 +206,5 @@ __all__ = [
     "REQUEST_TIMEOUT_MS",
     "AbortedRecordFilter",
     "Filtered",
-    "UndecidedRecords",
     "for_consumer",
 ]
