@@ -107,6 +107,21 @@ def expected(labels: list[str]) -> dict[int, list[str]]:
     return {p: [f"{label}-p{p}" for label in labels] for p in PARTITIONS}
 
 
+def start_committing(bootstrap: str, group: str, topic: str, sink: Sink, **options):
+    """A standalone filtering source from the earliest offsets that commits every 0.3 s."""
+    return make(
+        bootstrap,
+        group,
+        "m0",
+        sink,
+        topics=[topic],
+        start_position=StartKind.EARLIEST,
+        commit_period_s=0.3,
+        consumer_properties=FILTERED,
+        **options,
+    ).start()
+
+
 def test_the_source_delivers_committed_and_plain_records_and_commits_to_the_log_end(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=len(PARTITIONS))
     group = names.group()
@@ -117,17 +132,7 @@ def test_the_source_delivers_committed_and_plain_records_and_commits_to_the_log_
         w.close()
     end = log_end(bootstrap, topic)
     sink = Sink()
-    op = make(
-        bootstrap,
-        group,
-        "m0",
-        sink,
-        topics=[topic],
-        start_position=StartKind.EARLIEST,
-        commit_period_s=0.3,
-        max_poll_records=3,  # several polls, some of aborted records only
-        consumer_properties=FILTERED,
-    ).start()
+    op = start_committing(bootstrap, group, topic, sink, max_poll_records=3)  # some polls of aborted records only
     try:
         wait_until(lambda: committed(bootstrap, group, topic) == end, 30, f"offsets {end} committed")
         assert delivered(sink) == expected(labels)
@@ -186,16 +191,7 @@ def test_records_behind_an_open_transaction_wait_for_its_marker(bootstrap, names
     group = names.group()
     w = Writers(bootstrap, topic, names)
     sink = Sink()
-    op = make(
-        bootstrap,
-        group,
-        "m0",
-        sink,
-        topics=[topic],
-        start_position=StartKind.EARLIEST,
-        commit_period_s=0.3,
-        consumer_properties=FILTERED,
-    ).start()
+    op = start_committing(bootstrap, group, topic, sink)
     try:
         w.send(w.plain, "p0")
         sink.wait_count(len(PARTITIONS), 30)
