@@ -120,7 +120,8 @@ def build_document(
                 }
                 for m, info in sorted(r.members.items())
             ],
-            # member -> {seq, prepared, fence}: Kafka transactions still to resolve (coordinator/region/resolve.py)
+            # member -> {seq, prepared, fence, bootstrap, error}: Kafka transactions still to resolve
+            # (coordinator/region/resolve.py)
             "transactions": {m: t.to_body() for m, t in r.transactions.items()},
             "recent_checkpoints": [c.to_body() for c in r.recent_checkpoints],
             "recent_resets": [x.to_body() for x in r.recent_resets],
@@ -209,13 +210,14 @@ def format_document(doc: dict[str, Any]) -> str:
     columns = ["region", "member", "pid", "silent_s", "kafka_generation", "dead_letters"]
     out.append(_table(columns, rows) if rows else "  (none)")
     rows = [
-        [name, member, t["seq"], t["prepared"], t["fence"]]
+        [name, member, t["seq"], t["prepared"], t["fence"], t["bootstrap"] or "(members only)", t["error"] or ""]
         for name, r in regions.items()
         for member, t in sorted(r["transactions"].items())
     ]
     if rows:  # only regions whose members run transactional sinks have any
         out += ["", f"transactions to resolve ({len(rows)} members)"]
-        out.append(_table(["region", "member", "checkpoint", "prepared", "fence_ids"], rows))
+        columns = ["region", "member", "checkpoint", "prepared", "fence_ids", "cluster", "last_error"]
+        out.append(_table(columns, rows))
     lag = doc["lag"]
     out += [
         "",

@@ -6,6 +6,7 @@ drops, and what the durable document keeps and refuses."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from coordinator.cli.status import build_document, format_document
@@ -265,6 +266,9 @@ def test_status_shows_the_entries_per_member_and_crkafka_status_renders_them():
     h, seq, _mark = dead_member_reset()
     region = h.core.status(h.now)
     assert region.transactions["m0"] == ResolveStatus(seq, 1, 2)
+    # an entry whose cluster the coordinator tried itself and failed on
+    failed = ResolveStatus(seq, 1, 2, "127.0.0.1:9092", "EndTxn timed out")
+    region = attrs.evolve(region, transactions={**region.transactions, "m1": failed})
     snap = CoordinatorStatus(
         endpoint="tcp://x", loaded=True, uptime_s=0.0, store=None, load=None, limits={}, regions={"r": region}
     )
@@ -272,7 +276,9 @@ def test_status_shows_the_entries_per_member_and_crkafka_status_renders_them():
     assert doc["regions"]["r"]["transactions"]["m0"]["prepared"] == 1
     text = format_document(doc)
     assert "transactions to resolve (3 members)" in text
-    assert any(line.split() == ["r", "m0", str(seq), "1", "2"] for line in text.splitlines())
+    lines = [line.split() for line in text.splitlines()]
+    assert ["r", "m0", str(seq), "1", "2", "(members", "only)"] in lines  # no cluster: only a member resolves it
+    assert ["r", "m1", str(seq), "1", "2", "127.0.0.1:9092", "EndTxn", "timed", "out"] in lines
 
 
 # --------------------------------------------------------------------------- the durable document
