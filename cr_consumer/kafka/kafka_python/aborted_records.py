@@ -3,10 +3,8 @@
 A ``read_committed`` consumer relies on the broker twice: each fetch lists the aborted
 transactions in its range (the client drops their records), and nothing at or past the last
 stable offset (LSO, the first offset of a transaction still open) is returned. The test broker
-(tansu) fails both: its fetch answers list no aborted transaction, so both clients return aborted
-records, and its LSO can stay below transactions that were ended long ago (measured: a region's
-output whose every transaction had its marker, LSO 0 on every partition), so a
-``read_committed`` consumer waits for ever. A source with the consumer property
+(tansu) fails both: both clients return aborted records there, and its LSO can stall for good
+(``docs/clients.md`` says when). A source with the consumer property
 ``crkafka.filter.aborted=true`` (only together with ``isolation.level=read_committed``:
 ``cr_consumer/kafka/property_rules.py``) therefore polls with ``read_uncommitted`` (the
 operator's config sets it for the client) and decides each polled record from the partition's
