@@ -7,7 +7,9 @@ the loop thread only (the protocol's "no live member" steps,
 (``coordinator/region/service.py``), which calls it at every tick:
 
 1. :meth:`AbandonedResolve.due`: the region has had no member for
-   :data:`RESOLVE_AFTER_S`, no job of it runs, the retry delay of its last
+   :data:`RESOLVE_AFTER_S` (a FAILED region counts as having none: its
+   members were told to exit and none resumes, though a FAILED region keeps
+   listing them), no job of it runs, the retry delay of its last
    failure (the project's ``Backoff``) is over, and some entry names its
    cluster (``Transactions.bootstrap``): those entries (at most
    :data:`MAX_JOB_ENTRIES`, oldest checkpoint first) become the region's one
@@ -77,9 +79,11 @@ class AbandonedResolve:
         self.running: ResolveJob | None = None
         self._alone_since: float | None = None
 
-    def due(self, region: str, now: float, *, members: int, entries: tuple[Resolve, ...]) -> ResolveJob | None:
-        """Step 1: the job to start now, or None."""
-        if members:
+    def due(
+        self, region: str, now: float, *, members: int, entries: tuple[Resolve, ...], failed: bool = False
+    ) -> ResolveJob | None:
+        """Step 1: the job to start now, or None (``failed``: the region is FAILED)."""
+        if members and not failed:
             self._alone_since = None
             return None
         if self._alone_since is None:

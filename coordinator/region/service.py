@@ -182,14 +182,17 @@ class RegionControllerService(Service):
         """Step 5: start the jobs due, cancel those of regions a member joined."""
         for name, core in self.regions.items():
             plan = self._abandoned.setdefault(name, AbandonedResolve())
-            if core.members:
+            failed = core.phase is RegionPhase.FAILED
+            if core.members and not failed:
                 plan.cancel()
-            job = plan.due(name, now, members=len(core.members), entries=core.checkpoints.transactions.entries())
+            members, entries = len(core.members), core.checkpoints.transactions.entries()
+            job = plan.due(name, now, members=members, entries=entries, failed=failed)
             if job is None:
                 continue
             log.info(
-                "region %s: no member for %.0fs; the coordinator resolves the Kafka transactions of %s itself",
+                "region %s: %s for %.0fs; the coordinator resolves the Kafka transactions of %s itself",
                 name,
+                "FAILED" if failed else "no member",
                 plan.after_s,
                 [e.member for e in job.entries],
             )

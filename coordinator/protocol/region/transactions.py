@@ -57,7 +57,8 @@ clusters: then only a member resolves them), and the coordinator resolves the en
 (``coordinator/region/abandoned.py`` decides, ``coordinator/region/txn_worker.py`` does the
 Kafka work off the loop thread):
 
-5. The region has had no member for ``RESOLVE_AFTER_S`` (10 s): the coordinator takes its entries
+5. The region has had no member for ``RESOLVE_AFTER_S`` (10 s), or has been FAILED that long (its
+   members were told to exit; none resumes): the coordinator takes its entries
    that name a cluster as one job and holds the region's start: no reset round begins, so no
    RESUME is sent, while the job runs.
 6. The worker, per entry: commits each prepared transaction (EndTxn with the recorded producer

@@ -119,6 +119,32 @@ def test_a_failed_job_is_retried_after_the_backoff_and_a_joiner_cancels_the_runn
     assert plan.due("r", 20.0 + second, members=0, entries=entries) is not None
 
 
+def test_a_failed_region_is_resolved_although_it_still_lists_its_members():
+    """A FAILED region keeps its members listed (its tick does nothing more), but they were told to
+    exit and none resumes: after the bound its entries are the coordinator's, and a member still
+    listed neither delays nor cancels the job."""
+    h = running(["m0", "m1"])
+    seq = h.checkpoint({"m0": entry("m0", 1).transactions, "m1": entry("m1", 1).transactions})
+    h.core.fail("too many consecutive resets", h.now)
+    assert h.core.phase is RegionPhase.FAILED
+    assert set(h.core.members) == {"m0", "m1"}
+    entries = h.core.checkpoints.transactions.entries()
+    plan = AbandonedResolve()
+    members = len(h.core.members)
+    assert plan.due("r", h.now, members=members, entries=entries) is None  # not FAILED: live members hold it
+    assert plan.due("r", h.now, members=members, entries=entries, failed=True) is None  # FAILED since now
+    assert plan.due("r", h.now + RESOLVE_AFTER_S - 0.1, members=members, entries=entries, failed=True) is None
+    job = plan.due("r", h.now + RESOLVE_AFTER_S, members=members, entries=entries, failed=True)
+    assert job is not None
+    assert [(e.member, e.seq) for e in job.entries] == [("m0", seq), ("m1", seq)]
+    docs = len(h.docs)
+    h.core.resolved_elsewhere(job.entries, {})
+    assert len(h.docs) == docs + 1
+    assert stored(h)["transactions"] == []
+    assert stored(h)["failed"] is True  # resolving changes nothing else, durably too
+    assert h.core.phase is RegionPhase.FAILED
+
+
 # ---------------------------------------------------------------------- what an outcome drops
 def left_alone() -> tuple:
     """m0 and m1 checkpointed with transactions on the cluster, then both left."""
