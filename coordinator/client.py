@@ -13,7 +13,11 @@ Protocol (docs/protocol.md has every message):
    id) is re-sent, with exponential backoff and jitter (tenacity).
 3. A ``LOAD_IN_PROGRESS`` reply is retried the same way (the coordinator is
    replaying its log after a restart).
-4. When the caller's deadline (``timeout``) passes without a usable reply,
+4. Given several endpoints (a leader on Kafka and its standbys,
+   ``coordinator/protocol/common/endpoints.py``), a try without a reply or
+   answered ``LOAD_IN_PROGRESS`` moves the calling thread to the next endpoint
+   (a fresh socket) before the request is re-sent.
+5. When the caller's deadline (``timeout``) passes without a usable reply,
    :class:`~coordinator.protocol.wire.errors.CoordinatorUnavailable` is raised, naming the
    endpoint and what was tried. Any other error reply raises the
    :class:`~coordinator.protocol.wire.errors.CoordinatorError` subclass of its code (``.code``).
@@ -25,6 +29,8 @@ name; a retry after completion gets the same merged map), retire_checkpoint
 (a watermark). set_reset_pending is a get-and-set; the server remembers the
 answer per request id, so a re-send of the same call returns the ORIGINAL
 answer (a retry never makes the first setter believe someone else set it).
+That memory is the server's own: a re-send to another coordinator after a
+failover (step 4) is answered as a new call.
 
 ``merge_checkpoint`` waits up to its own ``timeout`` (the server answers
 ``TIMEOUT`` then); while it waits, the contribution is re-sent every
@@ -50,6 +56,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import tenacity
 import zmq
 
+from coordinator.protocol.common.endpoints import EndpointRing
 from coordinator.protocol.region.messages import RegionStatusRequest
 from coordinator.protocol.region.status import RegionReport, RegionsReport, RegionStatus
 from coordinator.protocol.wire import envelope, protocol
@@ -105,6 +112,8 @@ class _ThreadSocket(threading.local):
     """The calling thread's socket (None until its first request, or after a lost connection)."""
 
     sock: zmq.Socket[bytes] | None = None
+    #: The endpoint ``sock`` is connected to.
+    endpoint: str = ""
 
 
 def _check_timeout(name: str, value: float) -> float:
@@ -125,8 +134,7 @@ class CoordinatorClient:
         try_timeout: float = TRY_TIMEOUT_S,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
     ) -> None:
-        if not endpoint or "://" not in endpoint:
-            raise ValueError(f"coordinator endpoint must look like tcp://HOST:PORT, got {endpoint!r}")
+        self._ring = EndpointRing(endpoint)  # ValueError for a malformed list
         _check_timeout("timeout", timeout)
         _check_timeout("try_timeout", try_timeout)
         if (curve_server_key is None) != (curve_keypair is None):
@@ -158,7 +166,8 @@ class CoordinatorClient:
         if self._curve_keypair is not None:
             sock.curve_publickey, sock.curve_secretkey = self._curve_keypair
             sock.curve_serverkey = self._curve_server_key
-        sock.connect(self.endpoint)
+        endpoint = self._ring.current
+        sock.connect(endpoint)
         with self._lock:
             # Sockets of threads that have ended are closed here, so a client used
             # from many short-lived threads does not accumulate file descriptors.
@@ -169,6 +178,7 @@ class CoordinatorClient:
         for s in dead:
             s.close(0)
         self._local.sock = sock
+        self._local.endpoint = endpoint
         return sock
 
     def _drop_socket(self) -> None:
@@ -231,7 +241,11 @@ class CoordinatorClient:
                         raise _NoReply()
                     payload = body(left) if callable(body) else body
                     frame = envelope.encode(msg_type, payload, rid)
-                    return self._try(frame, rid, min(self.try_timeout, left))
+                    try:
+                        return self._try(frame, rid, min(self.try_timeout, left))
+                    except (_NoReply, LoadInProgress):
+                        self._move_on()
+                        raise
         except _NoReply:
             raise CoordinatorUnavailable(
                 f"no reply from the coordinator at {self.endpoint} to {msg_type!r} within {total:.1f}s "
@@ -246,6 +260,12 @@ class CoordinatorClient:
                 endpoint=self.endpoint,
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _move_on(self) -> None:
+        """Step 4: the calling thread's endpoint did not serve; with several, the next one."""
+        if self._ring.several:
+            self._ring.move_from(self._local.endpoint)
+            self._drop_socket()
 
     def _try(self, frame: bytes, rid: str, wait_s: float) -> dict[str, Any]:
         sock = self._socket()

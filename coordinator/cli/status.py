@@ -46,7 +46,12 @@ EXIT_OK, EXIT_UNREACHABLE = 0, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--coordinator", required=True, metavar="ENDPOINT", help="e.g. tcp://127.0.0.1:5570")
+    parser.add_argument(
+        "--coordinator",
+        required=True,
+        metavar="ENDPOINT",
+        help="e.g. tcp://127.0.0.1:5570; a leader on Kafka and its standbys comma-separated",
+    )
     parser.add_argument(
         "--bootstrap",
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),

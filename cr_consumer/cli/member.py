@@ -166,7 +166,11 @@ def default_group(pipeline: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_region_arguments(parser)
-    parser.add_argument("--coordinator", required=True, help="coordinator endpoint, e.g. tcp://127.0.0.1:5570")
+    parser.add_argument(
+        "--coordinator",
+        required=True,
+        help="coordinator endpoint, e.g. tcp://127.0.0.1:5570; a leader on Kafka and its standbys comma-separated",
+    )
     parser.add_argument("--name", default=f"member-{os.getpid()}", help="member name, unique in the region")
     parser.add_argument("--min-members", type=int, default=1, help="members the first reset waits for")
     parser.add_argument(

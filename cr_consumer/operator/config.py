@@ -57,6 +57,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from coordinator.protocol.common.endpoints import parse_endpoints
 from coordinator.protocol.common.gc_policy import GcPolicy
 from cr_consumer.kafka.client import ClientKind
 from cr_consumer.kafka.properties import redacted_repr
@@ -237,10 +238,11 @@ class OperatorConfig:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
-        if self.coordinator is not None and not re.match(r"^(tcp|ipc|inproc)://.+", self.coordinator):
-            raise ConfigError(
-                f"coordinator must be a ZeroMQ endpoint like tcp://127.0.0.1:5570, got {self.coordinator!r}"
-            )
+        if self.coordinator is not None:
+            try:
+                parse_endpoints(self.coordinator)
+            except ValueError as exc:
+                raise ConfigError(f"coordinator: {exc}") from None
         if not isinstance(self.region_index, int) or self.region_index < 0:
             raise ConfigError(f"region_index must be an integer >= 0, got {self.region_index!r}")
 

@@ -71,7 +71,7 @@ def test_pass_through_properties_by_dotted_name():
         (dict(max_poll_records=0), "max_poll_records"),
         (dict(queue_capacity=10), "queue_capacity must be an integer >= max_poll_records"),
         (dict(drain_timeout_s=0), "drain_timeout_s"),
-        (dict(coordinator="localhost:5570"), "ZeroMQ endpoint"),
+        (dict(coordinator="localhost:5570"), "coordinator endpoint must look like tcp://HOST:PORT"),
         (dict(operator_name=""), "operator_name"),
         (dict(value_deserializer="json"), "value_deserializer must be callable"),
         (dict(on_malformed="ignore"), "MalformedPolicy"),

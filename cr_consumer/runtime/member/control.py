@@ -39,6 +39,12 @@ The I/O thread loop:
    ``on_rejoin_hint`` (the source's consumer rejoins its group).
 5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
    answer to anything for ``LOST_AFTER_S``: back to step 1.
+6. Given several endpoints (a coordinator on Kafka with standbys,
+   ``coordinator/protocol/common/endpoints.py``): an endpoint that has not
+   served for ``LOST_AFTER_S`` (no answer, or only ``LOAD_IN_PROGRESS``) is left
+   for the next one: a fresh socket (same routing id) and back to step 1 there.
+   What was in flight on the old socket is lost, as at a coordinator restart
+   (held requests are kept, step 3).
 Other error answers are logged (an INVALID join is fatal: ``failure`` is set;
 ``join_state.py``, step 3).
 """
@@ -59,6 +65,7 @@ from typing import Any
 
 import zmq
 
+from coordinator.protocol.common.endpoints import EndpointRing
 from coordinator.protocol.common.osutil import WakePipe
 from coordinator.protocol.region.commands import (
     COMMAND_TYPE,
@@ -93,7 +100,7 @@ from coordinator.protocol.region.replies import (
 )
 from coordinator.protocol.region.transactions import Transactions
 from coordinator.protocol.wire import envelope, fields
-from coordinator.protocol.wire.errors import Invalid
+from coordinator.protocol.wire.errors import ErrorCode, Invalid
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.join_state import JoinState
 
@@ -236,6 +243,8 @@ class _IoClock:
     """The I/O thread's timestamps (monotonic) and its count of connections."""
 
     last_heard: float
+    #: The last answer or push that was not ``LOAD_IN_PROGRESS`` (step 6).
+    last_served: float = 0.0
     join_sent: float = 0.0
     last_hb: float = 0.0
     connects: int = 0
@@ -268,6 +277,8 @@ class ControlChannel:
         on_rejoin_hint: Callable[[], object] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._ring = EndpointRing(endpoint)  # ValueError for a malformed list
+        self._connected_to = self._ring.current  # the I/O thread's socket's endpoint
         self.region = region
         self.member = member
         self.incarnation = incarnation
@@ -413,24 +424,57 @@ class ControlChannel:
             sock.curve_serverkey = server_public
             sock.curve_publickey = public
             sock.curve_secretkey = secret
-        sock.connect(self.endpoint)
+        self._connected_to = self._ring.current
+        sock.connect(self._connected_to)
         return sock
 
-    def _run(self) -> None:
+    def _connect(self, poller: zmq.Poller) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+        """A socket to the ring's endpoint and its monitor, both polled. Connection events: a
+        reconnect (the coordinator restarted) sends a heartbeat at once, whose NOT_REGISTERED
+        answer makes us join again, instead of waiting for the next heartbeat."""
         sock = self._socket()
-        poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        wake_fd = self._wake_pipe.fileno
-        poller.register(wake_fd, zmq.POLLIN)
-        # Connection events: a reconnect (the coordinator restarted) sends a
-        # heartbeat at once, whose NOT_REGISTERED answer makes us join again,
-        # instead of waiting for the next heartbeat.
         monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
         poller.register(monitor, zmq.POLLIN)
-        clock = _IoClock(last_heard=time.monotonic())
+        return sock, monitor
+
+    def _move_on(
+        self, poller: zmq.Poller, sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes], clock: _IoClock, now: float
+    ) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+        """Step 6: leave the endpoint that has not served for the next one."""
+        silent = self._connected_to
+        self._ring.move_from(silent)
+        log.warning(
+            "%s: the coordinator at %s has not served for %.1fs; trying %s",
+            self.member,
+            silent,
+            now - clock.last_served,
+            self._ring.current,
+        )
+        for polled in (sock, monitor):
+            poller.unregister(polled)
+        sock.disable_monitor()
+        monitor.close(linger=0)
+        sock.close(linger=0)
+        self._state.lost()
+        clock.last_served = clock.last_heard = now
+        clock.join_sent = clock.last_hb = 0.0
+        clock.connects = 0
+        return self._connect(poller)
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        wake_fd = self._wake_pipe.fileno
+        poller.register(wake_fd, zmq.POLLIN)
+        sock, monitor = self._connect(poller)
+        started = time.monotonic()
+        clock = _IoClock(last_heard=started, last_served=started)
         try:
             while not self._stop.is_set():
-                self._keep_membership(sock, clock, time.monotonic())
+                now = time.monotonic()
+                if self._ring.several and now - clock.last_served > LOST_AFTER_S and not self._state.leaving:
+                    sock, monitor = self._move_on(poller, sock, monitor, clock, now)
+                self._keep_membership(sock, clock, now)
                 self._send_outgoing(sock)
                 events = dict(poller.poll(int(min(HEARTBEAT_S, JOIN_RETRY_S) * 1000 / 2)))
                 if wake_fd in events:
@@ -514,7 +558,8 @@ class ControlChannel:
             except zmq.Again:
                 break
             clock.last_heard = time.monotonic()
-            self._on_frame(raw)
+            if self._on_frame(raw):
+                clock.last_served = clock.last_heard
 
     def _flush_leave(self, sock: zmq.Socket[bytes]) -> None:
         """Flush a final leave; nobody waits for other answers any more."""
@@ -576,15 +621,17 @@ class ControlChannel:
             log.warning("%s: %s not sent: the coordinator connection is congested", self.member, message.TYPE)
         return rid
 
-    def _on_frame(self, raw: bytes) -> None:
+    def _on_frame(self, raw: bytes) -> bool:
+        """One frame from the coordinator; False when it did not serve (step 6): undecodable, or
+        ``LOAD_IN_PROGRESS``."""
         try:
             env = envelope.decode(raw)
         except envelope.BadEnvelope as bad:
             log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
-            return
+            return False
         if env.id is None and env.type == COMMAND_TYPE:
             self._on_push(env.body)
-            return
+            return True
         msg_type, waiter = self._book.answered(env.id)
         try:
             reply = decode_reply(env.type, env.body)
@@ -596,9 +643,11 @@ class ControlChannel:
         match reply:
             case ErrorReply():
                 self._state.on_error(msg_type, reply)
+                return reply.code is not ErrorCode.LOAD_IN_PROGRESS
             case RegionJoinReply():
                 self._state.on_join_reply(reply)
             case RegionLeaveReply():
                 self._state.on_leave_reply(reply)
             case RegionPhaseReply() | RegionTriggerReply():
                 self._state.on_reply(reply)
+        return True

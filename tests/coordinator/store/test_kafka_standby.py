@@ -161,6 +161,41 @@ def test_kill_9_of_the_leader_the_standby_on_an_empty_dir_serves_the_same_state(
         assert standby.stop() == 0
 
 
+def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(bootstrap, names, tmp_path):
+    """A client and two members' control channels are given the standby's endpoint first and the
+    leader's second: they find the leader (the standby answers LOAD_IN_PROGRESS). After a kill -9
+    of the leader they move to the standby once it serves, and the region checkpoints on with the
+    same member processes, none restarted or pointed anywhere by hand."""
+    args = _kafka_args(bootstrap, names.topic("log"))
+    region = names.group("region")
+    leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
+    standby = Standby(tmp_path, args)
+    assert leader.endpoint is not None
+    every = f"{standby.endpoint},{leader.endpoint}"
+
+    def checkpoints(endpoint: str) -> int:
+        return region_status(endpoint, region).region.last_consistent or 0
+
+    members = [member(every, region, f"m{i}", partition=i).start() for i in range(2)]
+    try:
+        with CoordinatorClient(every, timeout=10) as client:
+            assert client.ping() is not None
+            wait_until(lambda: checkpoints(leader.endpoint or "") >= 2, 30, "2 checkpoints through the leader")
+            leader.kill()
+            wait_until(standby.serves, FAILOVER_BOUND_S, "the standby to serve", interval=0.05)
+            taken_over = checkpoints(standby.endpoint)
+            wait_until(lambda: checkpoints(standby.endpoint) >= taken_over + 2, 60, "2 checkpoints on the new leader")
+            assert client.ping() is not None  # the same client, moved on by itself
+        status = region_status(standby.endpoint, region).region
+        assert sorted(status.members) == ["m0", "m1"]
+        assert all(m.incarnation == f"inc-{os.getpid()}-{name}" for name, m in status.members.items())
+    finally:
+        for m in members:
+            m.stop()
+        leader.kill()
+        assert standby.stop() == 0
+
+
 def test_a_leader_paused_past_the_lease_is_fenced_and_exits_on_its_next_write(bootstrap, names, tmp_path):
     topic = names.topic("log")
     args = _kafka_args(bootstrap, topic)
