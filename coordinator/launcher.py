@@ -118,7 +118,9 @@ class CoordinatorProcess:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> CoordinatorProcess:
+    def start(self, *, serve: bool = True) -> CoordinatorProcess:
+        """Start the process and wait for its ready line, then (``serve``) until it answers a
+        ping; a standby (``--standby``) answers none before it takes over: ``serve=False``."""
         if self.running:
             raise RuntimeError(f"coordinator already running (pid {self.pid})")
         bind = self.endpoint or self._bind
@@ -152,7 +154,8 @@ class CoordinatorProcess:
             ready = self._wait_ready(lines, deadline)
             self.endpoint = ready["endpoint"]
             self.http_address = None if ready.get("http", "-") == "-" else ready["http"]
-            self._wait_ping(deadline)
+            if serve:
+                self._wait_ping(deadline)
         except BaseException:  # re-raised: a process that did not become ready is not left behind
             self.kill()
             raise

@@ -7,7 +7,7 @@ answers ``LOAD_IN_PROGRESS`` until it takes over. A client is given them all, co
 
 1. It talks to one endpoint at a time, the first at start.
 2. It moves to the next (cyclically) when the one it talks to has not served it for a client's
-   own bound: no reply (a dead or paused leader), or only ``LOAD_IN_PROGRESS`` (a standby, or a
+   own bounds: no reply (a dead or paused leader), or only ``LOAD_IN_PROGRESS`` (a standby, or a
    leader still replaying its log). Moving drops the connection and whatever it had in flight,
    as a coordinator restart does; each client says what it re-sends
    (``coordinator/client.py``, ``cr_consumer/runtime/member/control.py``).

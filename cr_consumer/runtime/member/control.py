@@ -40,8 +40,8 @@ The I/O thread loop:
 5. A ``NOT_REGISTERED`` answer (the coordinator restarted and forgot us) or no
    answer to anything for ``LOST_AFTER_S``: back to step 1.
 6. Given several endpoints (a coordinator on Kafka with standbys,
-   ``coordinator/protocol/common/endpoints.py``): an endpoint that has not
-   served for ``LOST_AFTER_S`` (no answer, or only ``LOAD_IN_PROGRESS``) is left
+   ``coordinator/protocol/common/endpoints.py``): an endpoint silent for
+   ``MOVE_ON_S``, or answering only ``LOAD_IN_PROGRESS`` for ``LOST_AFTER_S``, is left
    for the next one: a fresh socket (same routing id) and back to step 1 there.
    What was in flight on the old socket is lost, as at a coordinator restart
    (held requests are kept, step 3).
@@ -117,6 +117,13 @@ JOIN_RETRY_S = 0.5
 #: No answer at all for this long: presume the coordinator lost us and join again
 #: (its restart may have dropped our queued messages).
 LOST_AFTER_S = 3.0
+#: Given several endpoints, one silent for this long is left for the next (step 6): three
+#: heartbeats without any answer. Bounds how long after a leader's death a member waits before
+#: it tries the standby; a leader paused for longer costs the member a rejoin. One that answers
+#: only LOAD_IN_PROGRESS (a standby taking over, or one that is not the leader) is left after
+#: LOST_AFTER_S: longer, so that a member that reached a standby during its takeover does not
+#: go back to the dead leader first.
+MOVE_ON_S = 1.5
 #: Bound on the I/O thread's exit at stop(), so a wedged socket cannot hang the
 #: member's shutdown.
 STOP_JOIN_S = 5.0
@@ -438,6 +445,11 @@ class ControlChannel:
         poller.register(monitor, zmq.POLLIN)
         return sock, monitor
 
+    @staticmethod
+    def _unserved(clock: _IoClock, now: float) -> bool:
+        """Step 6: the endpoint is to be left."""
+        return now - clock.last_heard > MOVE_ON_S or now - clock.last_served > LOST_AFTER_S
+
     def _move_on(
         self, poller: zmq.Poller, sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes], clock: _IoClock, now: float
     ) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
@@ -472,7 +484,7 @@ class ControlChannel:
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
-                if self._ring.several and now - clock.last_served > LOST_AFTER_S and not self._state.leaving:
+                if self._ring.several and not self._state.leaving and self._unserved(clock, now):
                     sock, monitor = self._move_on(poller, sock, monitor, clock, now)
                 self._keep_membership(sock, clock, now)
                 self._send_outgoing(sock)
