@@ -258,6 +258,7 @@ class CoordinatorClient:
                 f"the coordinator at {self.endpoint} was still loading its state after {total:.1f}s "
                 f"({tries} tries); retry later or raise the client timeout",
                 endpoint=self.endpoint,
+                loading=True,
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -30,6 +30,7 @@ from coordinator.cli.lag import BrokerUnavailable, PartitionLag, read_lag
 from coordinator.client import CoordinatorClient
 from coordinator.protocol import curve_keys
 from coordinator.protocol.common.cli_types import bounded_duration, bounded_int
+from coordinator.protocol.common.endpoints import parse_endpoints
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from coordinator.protocol.wire.status import CoordinatorStatus
 
@@ -181,6 +182,8 @@ def format_document(doc: dict[str, Any]) -> str:
     c = doc["coordinator"]
     state = "unreachable" if not c["reachable"] else ("loaded" if c["loaded"] else "loading the log")
     out = [f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s"]
+    for e in c.get("endpoints", ()):  # given several: the leader and its standbys
+        out.append(f"  {e['endpoint']}  {e['role']}")
     regions = doc["regions"]
     out += ["", f"regions ({len(regions)})"]
     rows = [
@@ -287,8 +290,32 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
+#: Bound of the ping that tells what each of several endpoints is (``roles``).
+ROLE_PING_S = 0.5
+
+
+def roles(endpoints: tuple[str, ...], client_kwargs: dict[str, Any]) -> list[dict[str, str]]:
+    """What each endpoint of a leader-and-standbys list is: ``serving`` (the leader),
+    ``loading`` (a standby, or a coordinator replaying its log) or ``unreachable``; one ping each,
+    bounded by :data:`ROLE_PING_S`."""
+    out = []
+    kwargs = {**client_kwargs, "timeout": ROLE_PING_S, "try_timeout": ROLE_PING_S}
+    for endpoint in endpoints:
+        role = "serving"
+        try:
+            with CoordinatorClient(endpoint, **kwargs) as client:
+                client.ping()
+        except CoordinatorUnavailable as exc:
+            role = "loading" if exc.loading else "unreachable"
+        except CoordinatorError as exc:
+            role = f"error {exc}"
+        out.append({"endpoint": endpoint, "role": role})
+    return out
+
+
 def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One round: the coordinator's snapshot, then the lag; failures become ``errors``."""
+    """One round: the coordinator's snapshot, then the lag; failures become ``errors``. Given
+    several endpoints, what each one is (``roles``)."""
     errors: list[str] = []
     snap: CoordinatorStatus | None = None
     lag: list[PartitionLag] = []
@@ -304,7 +331,11 @@ def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str
                 lag = read_lag(args.bootstrap, groups, args.timeout)
             except BrokerUnavailable as exc:
                 errors.append(str(exc))
-    return build_document(snap, lag, coordinator=args.coordinator, bootstrap=args.bootstrap, errors=errors)
+    doc = build_document(snap, lag, coordinator=args.coordinator, bootstrap=args.bootstrap, errors=errors)
+    endpoints = parse_endpoints(args.coordinator)
+    if len(endpoints) > 1:
+        doc["coordinator"]["endpoints"] = roles(endpoints, client_kwargs)
+    return doc
 
 
 def run(args: argparse.Namespace) -> int:

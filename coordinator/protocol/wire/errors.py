@@ -151,8 +151,10 @@ def error_for_code(code: str, message: str) -> CoordinatorError:
 
 
 class CoordinatorUnavailable(Exception):
-    """No usable reply from the coordinator before the caller's deadline."""
+    """No usable reply from the coordinator before the caller's deadline; ``loading``: the last
+    answer was LOAD_IN_PROGRESS (a coordinator replaying its log, or a standby)."""
 
-    def __init__(self, message: str, *, endpoint: str | None = None) -> None:
+    def __init__(self, message: str, *, endpoint: str | None = None, loading: bool = False) -> None:
         super().__init__(message)
         self.endpoint = endpoint
+        self.loading = loading

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.cli.status import roles
 from coordinator.client import CoordinatorClient
 from coordinator.kafka.raw_batches import read_committed
 from coordinator.launcher import CoordinatorProcess
@@ -181,11 +182,16 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
         with CoordinatorClient(every, timeout=10) as client:
             assert client.ping() is not None
             wait_until(lambda: checkpoints(leader.endpoint or "") >= 2, 30, "2 checkpoints through the leader")
+            assert roles((standby.endpoint, leader.endpoint), {}) == [
+                {"endpoint": standby.endpoint, "role": "loading"},
+                {"endpoint": leader.endpoint, "role": "serving"},
+            ]
             leader.kill()
             wait_until(standby.serves, FAILOVER_BOUND_S, "the standby to serve", interval=0.05)
             taken_over = checkpoints(standby.endpoint)
             wait_until(lambda: checkpoints(standby.endpoint) >= taken_over + 2, 60, "2 checkpoints on the new leader")
             assert client.ping() is not None  # the same client, moved on by itself
+            assert [r["role"] for r in roles((standby.endpoint, leader.endpoint), {})] == ["serving", "unreachable"]
         status = region_status(standby.endpoint, region).region
         assert sorted(status.members) == ["m0", "m1"]
         assert all(m.incarnation == f"inc-{os.getpid()}-{name}" for name, m in status.members.items())
