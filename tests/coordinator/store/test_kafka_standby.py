@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -30,14 +28,12 @@ from coordinator.cli.status import roles
 from coordinator.client import CoordinatorClient
 from coordinator.kafka.raw_batches import read_committed
 from coordinator.launcher import CoordinatorProcess
-from coordinator.protocol.common.osutil import free_port
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from coordinator.store.kafka.kafka_log import KafkaLog
 from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.state_store import StateStore
 
-from support.paths import REPO
 from support.scripted_member import member, region_status
 
 LEASE_S = 2.0
@@ -61,35 +57,17 @@ def _kafka_args(bootstrap: str, topic: str) -> list[str]:
 
 
 class Standby:
-    """A ``--standby`` process: started, its ready line read; not pinged (it answers
-    LOAD_IN_PROGRESS until it takes over)."""
+    """A ``--standby`` coordinator (``CoordinatorProcess.start(serve=False)``: it answers
+    LOAD_IN_PROGRESS until it takes over, so it is not pinged)."""
 
     def __init__(self, tmp_path: Path, args: list[str]) -> None:
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.state_dir = tmp_path / "standby"
-        self._log = open(tmp_path / "standby.log", "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "coordinator",
-                "--bind",
-                self.endpoint,
-                "--state-dir",
-                str(self.state_dir),
-                *args,
-                "--standby",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().startswith(b"ready")
+        self.process = CoordinatorProcess(self.state_dir, extra_args=[*args, "--standby"]).start(serve=False)
+        assert self.process.endpoint is not None
+        self.endpoint: str = self.process.endpoint
 
     def serves(self) -> bool:
-        assert self.proc.poll() is None, f"standby exited with {self.proc.returncode}"
+        assert self.process.running, f"standby exited with {self.process.returncode}"
         try:
             with CoordinatorClient(self.endpoint, timeout=0.3, try_timeout=0.3) as client:
                 client.ping()
@@ -97,14 +75,9 @@ class Standby:
             return False
         return True
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(15)
-        finally:
-            self.proc.kill()
-            self._log.close()
+    def stop(self) -> int | None:
+        """SIGTERM; its exit code."""
+        return self.process.terminate(15)
 
 
 def _view(endpoint: str, groups: list[str], region: str) -> dict[str, Any]:
