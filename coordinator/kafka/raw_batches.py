@@ -12,7 +12,10 @@ it needs:
 2. It sends ``Fetch`` requests (``read_uncommitted``, so the broker filters nothing) to the
    leader from ``start``, each bounded by the request timeout, and decodes every batch with
    kafka-python's ``MemoryRecords`` (CRC checked): producer id and epoch, the transactional and
-   control flags, the records.
+   control flags, the records. A response with no batch at or after the fetch offset although
+   that offset is below the high watermark is asked again after :data:`EMPTY_FETCH_RETRY_S`,
+   until the deadline: the test broker moves its high watermark before it stores the batch of a
+   produce in flight (seen: a fetch at 1017 with nothing stored yet below 1086).
 3. Each batch goes through a ``CommittedFilter``; reading stops at the high watermark of the
    first response (or ``end`` if given), so a producer still writing cannot keep it going, or
    when ``deadline_s`` passes (``RawRequestError``: a read never hangs).
@@ -56,6 +59,9 @@ FETCH_MAX_BYTES = 8 << 20
 FETCH_MAX_WAIT_MS = 100
 #: The read's whole budget by default: bounds a read of a broker that stops answering.
 DEFAULT_DEADLINE_S = 60.0
+#: Pause before asking again for batches the high watermark already counts (step 2): a produce
+#: in flight on the test broker stores its batch milliseconds after it moved the watermark.
+EMPTY_FETCH_RETRY_S = 0.02
 
 
 class RawReadError(RawRequestError):
@@ -137,19 +143,29 @@ class PartitionReader:
 
     def fetch(self, offset: int) -> tuple[list[LogBatch], int]:
         """One Fetch at ``offset``: the response's complete batches that end at or after
-        ``offset``, and the partition's high watermark. A refused fetch (the leader moved) asks
-        the metadata for the leader again, once."""
-        try:
-            part = self._fetch(self._leader(), offset)
-        except _FetchRefused:
-            self._leader_id = None
-            part = self._fetch(self._leader(), offset, retry=False)
-        batches = [
-            batch
-            for batch in decode_batches(part.records, with_records=self.with_records)
-            if batch.last_offset >= offset
-        ]
-        return batches, int(part.high_watermark)
+        ``offset``, and the partition's high watermark; never empty below the high watermark
+        (step 2: asked again until the client's deadline, then ``RawReadError``). A refused fetch
+        (the leader moved) asks the metadata for the leader again, once."""
+        while True:
+            try:
+                part = self._fetch(self._leader(), offset)
+            except _FetchRefused:
+                self._leader_id = None
+                part = self._fetch(self._leader(), offset, retry=False)
+            batches = [
+                batch
+                for batch in decode_batches(part.records, with_records=self.with_records)
+                if batch.last_offset >= offset
+            ]
+            high_watermark = int(part.high_watermark)
+            if batches or offset >= high_watermark:
+                return batches, high_watermark
+            if time.monotonic() + EMPTY_FETCH_RETRY_S > self.client.deadline:
+                raise RawReadError(
+                    f"{self.topic}:{self.partition}: the fetch at {offset} returned no batch below the high"
+                    f" watermark {high_watermark} until the read's deadline"
+                )
+            time.sleep(EMPTY_FETCH_RETRY_S)
 
     def batches(self, start: int, end: int | None) -> Iterator[LogBatch]:
         """Steps 2-3's fetch loop: every batch from the one holding ``start`` up to the stop offset

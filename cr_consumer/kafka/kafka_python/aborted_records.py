@@ -61,7 +61,7 @@ from typing import Any
 import attrs
 
 from coordinator.kafka.committed_filter import DEFAULT_MAX_HELD, VisibleOffsets
-from coordinator.kafka.raw_batches import PartitionReader, RawReadError
+from coordinator.kafka.raw_batches import PartitionReader
 from coordinator.kafka.raw_requests import RawClient
 from cr_consumer.kafka.client import KafkaRecord, TopicPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
@@ -177,16 +177,11 @@ class AbortedRecordFilter:
         log.reader.client.deadline = time.monotonic() + DECIDE_TIMEOUT_S
         while log.offsets.decided_to <= last:
             past = log.read_to > last
-            batches, high_watermark = log.reader.fetch(log.read_to)
+            batches, _high_watermark = log.reader.fetch(log.read_to)  # none only at the high watermark
             for batch in batches:
                 log.offsets.feed(batch)
             if batches:
                 log.read_to = max(log.read_to, log.offsets.next_offset)
-            elif log.read_to < high_watermark:
-                raise RawReadError(
-                    f"{log.reader.topic}:{log.reader.partition}: the fetch at {log.read_to} returned no batch"
-                    f" below the high watermark {high_watermark}"
-                )
             if past or not batches:
                 return  # an open transaction: its marker is not in the log yet (step 4)
 
