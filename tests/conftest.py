@@ -18,6 +18,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The Spark Connect tests load gRPC into the worker, with its threads; the worker also starts
+# processes through fork + exec with a pre-exec function (a coordinator dies with its parent).
+# gRPC's fork handlers then ran in such a child and aborted it (SIGABRT, "epoll_wait error: Bad
+# file descriptor") before the exec. The children exec at once and need no gRPC: no handlers.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from cr_consumer.testing.broker import ENV_BOOTSTRAP, EmbeddedBroker
 from cr_consumer.testing.kafka_util import unique_name
 
