@@ -14,6 +14,16 @@ control markers in the partition, which every broker writes:
 4. A control batch (COMMIT or ABORT) of that producer decides the held records: COMMIT makes
    them visible, ABORT drops them. A marker of a producer with nothing open (a repeated marker,
    or a transaction that wrote nothing here) decides nothing.
+4a. Producer epochs: a transaction is committed only by a COMMIT of its own epoch ``e`` or of
+   ``e + 1`` (Kafka 4's transactions bump the epoch at the marker, KIP-890). The broker fences an
+   epoch when it hands out a newer one and aborts the fenced epoch's open transaction, so:
+   a COMMIT of a later epoch, or a data batch of a later epoch, ends the open transaction as
+   aborted (its own marker is missing); a data batch of an earlier epoch than the open
+   transaction's is a fenced producer's write, dropped at once; a marker of an earlier epoch
+   decides nothing. A real broker never writes such a log (the fence writes the ABORT first and
+   refuses the fenced epoch's writes); the filter does not rely on that, so a broker that loses a
+   marker, or stores a write that raced the fence, cannot make a fenced interval's records look
+   committed by the producer's next transaction.
 5. Visible records are released in offset order up to the first record still undecided: the
    last stable offset (LSO) of a real broker. An open transaction therefore holds back every
    later record of the partition, committed ones of other producers included, exactly as a
@@ -147,13 +157,19 @@ class CommittedFilter:
         if batch.last_offset < batch.base_offset:
             raise ValueError(f"batch at {batch.base_offset} ends before it starts ({batch.last_offset})")
         if batch.control is not None:
-            self._decide(batch.producer_id, batch.control)
+            self._decide(batch.producer_id, batch.control, batch.producer_epoch)
         elif batch.transactional:
             txn = self._open.get(batch.producer_id)
-            if txn is None:
-                txn = self._open[batch.producer_id] = _Txn(batch.producer_epoch, batch.base_offset)
-            txn.records += len(batch.records)
-            self._hold(batch, txn)
+            if txn is not None and batch.producer_epoch > txn.epoch:  # step 4a: txn was fenced
+                self._decide(batch.producer_id, ControlKind.ABORT, batch.producer_epoch)
+                txn = None
+            if txn is not None and batch.producer_epoch < txn.epoch:  # step 4a: a fenced producer's write
+                self.aborted_records += len(batch.records)
+            else:
+                if txn is None:
+                    txn = self._open[batch.producer_id] = _Txn(batch.producer_epoch, batch.base_offset)
+                txn.records += len(batch.records)
+                self._hold(batch, txn)
         else:
             self._hold(batch, None)
         self.next_offset = max(self.next_offset, batch.last_offset + 1)
@@ -188,11 +204,12 @@ class CommittedFilter:
         self._held.append(_Held(batch, txn))
         self._held_offsets += span
 
-    def _decide(self, producer_id: int, kind: ControlKind) -> None:
-        txn = self._open.pop(producer_id, None)
-        if txn is None:
+    def _decide(self, producer_id: int, kind: ControlKind, epoch: int) -> None:
+        txn = self._open.get(producer_id)
+        if txn is None or epoch < txn.epoch:  # step 4a: an earlier epoch's marker is not this one's
             return
-        if kind is ControlKind.COMMIT:
+        del self._open[producer_id]
+        if kind is ControlKind.COMMIT and epoch <= txn.epoch + 1:
             txn.committed = True
             return
         kept = deque(held for held in self._held if held.txn is not txn)

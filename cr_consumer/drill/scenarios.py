@@ -35,7 +35,8 @@
    group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator; with the Kafka
-   sink, read the output topic and the dead-letter topic (``verify_kafka.read_topic``) while
+   sink, read the output topic and the dead-letter topic (``verify_kafka.read_topic``) and write
+   the output's batches as stored to ``logs/output-log.txt`` (``write_log_layout``) while
    the broker still runs; stop the broker. Every process started here is stopped in
    ``finally``.
 8. Once every process started is stopped (:func:`conclude`): save the
@@ -64,6 +65,7 @@ fault really fired.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -105,7 +107,7 @@ from cr_consumer.drill.verify import (
     read_files,
     verify,
 )
-from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic
+from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic, write_log_layout
 from cr_consumer.drill.watch_loop import (
     PRODUCER_JOIN_S,
     ControllerWatch,
@@ -418,6 +420,11 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             if coordinator is not None:
                 cleanup.step("stopping the coordinator", coordinator.terminate)
             kafka_output, kafka_dead_letters = _read_topics(cleanup, bootstrap, output_topic, dead_letter_topic)
+            if output_topic is not None:  # the post-mortem of a failed verdict needs the log as stored
+                layout = functools.partial(
+                    write_log_layout, _output_settings(bootstrap), output_topic, dirs["logs"] / "output-log.txt"
+                )
+                cleanup.step("writing the output topic's layout", layout)
             drill_tl.close()
             if cleanup.errors and error is None:
                 error = "; ".join(cleanup.errors)

@@ -29,17 +29,21 @@ that: the test broker sends no aborted-transactions list, so both clients return
 
 :func:`verify` of ``verify.py`` then runs the same checks as on the file sink's output, so the
 report and the plot do not depend on the sink. :class:`KafkaOutputCounter` gives the drill's
-watch loop the count of delivered records while the region runs.
+watch loop the count of delivered records while the region runs, and :func:`write_log_layout`
+the output's batches as stored, for the post-mortem of a drill that failed (one line per batch:
+partition, offsets, producer id and epoch, marker, the input offsets its first and last record
+name).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from coordinator.kafka.committed_filter import LogRecord
-from coordinator.kafka.raw_batches import partition_leaders, read_committed_with
+from coordinator.kafka.raw_batches import PartitionReader, partition_leaders, read_committed_with
 from coordinator.kafka.raw_requests import RawClient
 from cr_consumer.drill.provenance import read_provenance
 from cr_consumer.drill.verify import Delivered
@@ -104,6 +108,29 @@ def read_topic(
     return out
 
 
+def write_log_layout(
+    settings: Mapping[str, Any], topic: str, path: Path, *, deadline_s: float = READ_DEADLINE_S
+) -> None:
+    """Every batch of ``topic`` as stored, one line each, into ``path`` (see the module docstring)."""
+
+    def named(record: LogRecord) -> str:
+        try:
+            _, part, offset = read_provenance(record.headers)
+        except ValueError:
+            return "?"
+        return f"{part}@{offset}"
+
+    with RawClient(settings, time.monotonic() + deadline_s) as client, path.open("w") as out:
+        for partition in sorted(partition_leaders(client, topic)):
+            for b in PartitionReader(client, topic, partition).batches(0, None):
+                what = b.control.name if b.control is not None else ("txn" if b.transactional else "plain")
+                inputs = f" in {named(b.records[0])}..{named(b.records[-1])}" if b.records else ""
+                out.write(
+                    f"{topic}[{partition}] {b.base_offset}-{b.last_offset} pid {b.producer_id} "
+                    f"epoch {b.producer_epoch} {what}{inputs}\n"
+                )
+
+
 class KafkaOutputCounter:
     """The watch loop's count of delivered output records (the file sink's: ``OutputCounter``).
 
@@ -135,4 +162,4 @@ class KafkaOutputCounter:
         return self._counted
 
 
-__all__ = ["COUNT_PERIOD_S", "READ_DEADLINE_S", "KafkaOutputCounter", "read_topic"]
+__all__ = ["COUNT_PERIOD_S", "READ_DEADLINE_S", "KafkaOutputCounter", "read_topic", "write_log_layout"]

@@ -26,6 +26,14 @@ PRODUCERS = (1, 2, 3)
 #: One step of a partition's log: (producer, action, records) with action "txn" (a
 #: transactional data batch), "plain" (an idempotent, non-transactional batch), "commit", "abort".
 step = st.tuples(st.sampled_from(PRODUCERS), st.sampled_from(["txn", "plain", "commit", "abort"]), st.integers(1, 3))
+#: The same with producer epochs: "fence" (a new epoch is handed out; the open transaction's
+#: ABORT is never written), "zombie" (a data batch of an epoch fenced twice over), "commit2" (a
+#: Kafka 4 commit: its marker carries the next epoch).
+epoch_step = st.tuples(
+    st.sampled_from(PRODUCERS),
+    st.sampled_from(["txn", "plain", "commit", "abort", "fence", "zombie", "commit2"]),
+    st.integers(1, 3),
+)
 
 
 def _log(steps: list[tuple[int, str, int]]) -> tuple[list[LogBatch], list[int], set[int]]:
@@ -33,31 +41,50 @@ def _log(steps: list[tuple[int, str, int]]) -> tuple[list[LogBatch], list[int], 
     returns and the producers left with an open transaction."""
     batches: list[LogBatch] = []
     offset = 0
-    open_txn: dict[int, list[int]] = {}
+    epoch: dict[int, int] = {}
+    open_txn: dict[int, tuple[int, list[int]]] = {}  # producer -> (epoch, offsets)
     decided: dict[int, bool] = {}  # offset -> visible
+
+    def end(pid: int, visible: bool) -> None:
+        for o in open_txn.pop(pid, (0, []))[1]:
+            decided[o] = visible
+
     for pid, action, n in steps:
-        if action in ("commit", "abort"):
-            kind = ControlKind.COMMIT if action == "commit" else ControlKind.ABORT
-            batches.append(LogBatch(offset, offset, pid, 0, True, kind))
-            for o in open_txn.pop(pid, []):
-                decided[o] = action == "commit"
+        cur = epoch.get(pid, 0)
+        if action == "fence":
+            epoch[pid] = cur + 1
+            continue
+        if action in ("commit", "abort", "commit2"):
+            kind = ControlKind.ABORT if action == "abort" else ControlKind.COMMIT
+            marker = cur + 1 if action == "commit2" else cur
+            epoch[pid] = marker
+            batches.append(LogBatch(offset, offset, pid, marker, True, kind))
+            if pid in open_txn:
+                end(pid, kind is ControlKind.COMMIT and open_txn[pid][0] >= marker - 1)
             offset += 1
             continue
+        at = cur - 2 if action == "zombie" else cur
+        if at < 0:
+            continue
         records = tuple(LogRecord(offset + i, None, f"{pid}-{offset + i}".encode()) for i in range(n))
-        batches.append(LogBatch(offset, offset + n - 1, pid, 0, action == "txn", None, records))
-        for r in records:
-            if action == "txn":
-                open_txn.setdefault(pid, []).append(r.offset)
-            else:
-                decided[r.offset] = True
+        batches.append(LogBatch(offset, offset + n - 1, pid, at, action != "plain", None, records))
         offset += n
-    lso = min((offs[0] for offs in open_txn.values()), default=offset)
+        if action == "plain":
+            decided.update((r.offset, True) for r in records)
+            continue
+        if pid in open_txn and open_txn[pid][0] < at:
+            end(pid, False)
+        if pid in open_txn and open_txn[pid][0] > at:
+            decided.update((r.offset, False) for r in records)
+            continue
+        open_txn.setdefault(pid, (at, []))[1].extend(r.offset for r in records)
+    lso = min((offs[0] for _, offs in open_txn.values()), default=offset)
     visible = [o for o in sorted(decided) if decided[o] and o < lso]
     return batches, visible, set(open_txn)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(step, max_size=40))
+@settings(max_examples=500, deadline=None)
+@given(st.lists(epoch_step, max_size=40))
 def test_the_filter_releases_exactly_the_committed_records_below_the_first_open_transaction(steps):
     batches, visible, still_open = _log(steps)
     flt = CommittedFilter()
@@ -120,6 +147,24 @@ def test_offsets_held_for_a_client_are_bounded_though_their_records_are_not_kept
     assert offsets.decided_to == 0
     with pytest.raises(HeldTooMany, match="producer 7 \\(epoch 3\\) from offset 0"):
         offsets.feed(LogBatch(4, 5, 8, 0, False, None, (LogRecord(4, None, b"z"), LogRecord(5, None, b"z"))))
+
+
+def test_a_fenced_interval_without_its_abort_is_not_taken_into_the_next_commit():
+    """The drill's case: a producer's transaction at epoch 1 is fenced twice (its ABORT missing)
+    and a new incarnation at epoch 3 writes and commits; a write of epoch 1 after that is a
+    zombie's; an ABORT of an older epoch does not end the newer transaction."""
+    flt = CommittedFilter()
+    rec = lambda o: (LogRecord(o, None, b"%d" % o),)  # noqa: E731
+    assert flt.feed(LogBatch(0, 0, 5, 1, True, None, rec(0))) == []
+    assert flt.feed(LogBatch(1, 1, 5, 3, True, None, rec(1))) == []  # ends epoch 1's as aborted
+    assert flt.feed(LogBatch(2, 2, 5, 1, True, None, rec(2))) == []  # a zombie's: dropped
+    assert flt.feed(LogBatch(3, 3, 5, 1, True, ControlKind.ABORT)) == []  # not epoch 3's marker
+    assert [r.offset for r in flt.feed(LogBatch(4, 4, 5, 3, True, ControlKind.COMMIT))] == [1]
+    assert flt.aborted_records == 2
+    assert flt.feed(LogBatch(5, 5, 6, 0, True, None, rec(5))) == []
+    assert flt.feed(LogBatch(6, 6, 6, 2, True, ControlKind.COMMIT)) == []  # a later epoch's commit
+    assert flt.aborted_records == 3
+    assert flt.decided_to == 7
 
 
 def test_a_marker_of_a_producer_with_nothing_open_decides_nothing():
