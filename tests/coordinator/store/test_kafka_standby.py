@@ -7,7 +7,9 @@ real processes, real ZeroMQ, the test broker.
   before that (SIGTERM), it exits 0 and has written nothing;
 - SIGSTOP of the leader past the lease: the standby takes over; after SIGCONT the old
   leader's next write fails, it exits non-zero without acknowledging it, and nothing
-  it wrote after the fence is in the new leader's state.
+  it wrote after the fence is in the new leader's state;
+- clients and members given every endpoint find the leader, and follow a takeover after
+  a kill -9 or a SIGSTOP of the leader by themselves.
 
 All use the defaults a user gets except a short lease (and write bound), which keeps
 the tests short.
@@ -135,11 +137,14 @@ def test_kill_9_of_the_leader_the_standby_on_an_empty_dir_serves_the_same_state(
         assert standby.stop() == 0
 
 
-def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(bootstrap, names, tmp_path):
+@pytest.mark.parametrize("stop", ["kill", "pause"])
+def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(bootstrap, names, tmp_path, stop):
     """A client and two members' control channels are given the standby's endpoint first and the
     leader's second: they find the leader (the standby answers LOAD_IN_PROGRESS). After a kill -9
-    of the leader they move to the standby once it serves, and the region checkpoints on with the
-    same member processes, none restarted or pointed anywhere by hand."""
+    of the leader, or a SIGSTOP (its sockets stay open and silent), they move to the standby once
+    it serves, and the region checkpoints on with the same member processes, none restarted or
+    pointed anywhere by hand. The paused leader, continued, is fenced at its first write and
+    exits; the region stays on the new leader."""
     args = _kafka_args(bootstrap, names.topic("log"))
     region = names.group("region")
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
@@ -159,11 +164,22 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
                 {"endpoint": standby.endpoint, "role": "loading"},
                 {"endpoint": leader.endpoint, "role": "serving"},
             ]
-            leader.kill()
+            if stop == "kill":
+                leader.kill()
+            else:
+                assert leader.pid is not None
+                os.kill(leader.pid, signal.SIGSTOP)
             wait_until(standby.serves, FAILOVER_BOUND_S, "the standby to serve", interval=0.05)
             taken_over = checkpoints(standby.endpoint)
             wait_until(lambda: checkpoints(standby.endpoint) >= taken_over + 2, 60, "2 checkpoints on the new leader")
             assert client.ping() is not None  # the same client, moved on by itself
+            if stop == "pause":
+                assert leader.pid is not None
+                os.kill(leader.pid, signal.SIGCONT)
+                wait_until(lambda: not leader.running, 15, "the fenced leader to exit")
+                assert leader.returncode == 1  # fail-stop at its first write
+                resumed = checkpoints(standby.endpoint)
+                wait_until(lambda: checkpoints(standby.endpoint) >= resumed + 1, 60, "a checkpoint after the SIGCONT")
             assert [r["role"] for r in roles((standby.endpoint, leader.endpoint), {})] == ["serving", "unreachable"]
         status = region_status(standby.endpoint, region).region
         assert sorted(status.members) == ["m0", "m1"]
