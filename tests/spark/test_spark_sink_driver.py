@@ -40,10 +40,10 @@ def _writer(bootstrap: str, topic: str) -> CrKafkaStreamWriter:
     return CrKafkaStreamWriter(options, StructType().add("value", StringType()))
 
 
-def _committed(bootstrap: str, topic: str) -> tuple[list[bytes], int, int]:
-    """(committed values, open transactions, aborted records) over the topic's two partitions."""
+def _committed(bootstrap: str, topic: str, partitions: int = 2) -> tuple[list[bytes], int, int]:
+    """(committed values, open transactions, aborted records) over the topic's partitions."""
     settings = {"bootstrap_servers": bootstrap, "request_timeout_ms": 10_000, "client_id": "sink-test"}
-    reads = [read_committed(settings, topic, p) for p in range(2)]
+    reads = [read_committed(settings, topic, p) for p in range(partitions)]
     values = [r.value for read in reads for r in read.records]
     return values, sum(len(read.open_transactions) for read in reads), sum(read.aborted_records for read in reads)
 
@@ -75,6 +75,25 @@ def test_a_replayed_decided_batch_commits_the_recorded_transactions_once(bootstr
     assert (still_open, aborted) == (0, 0)
 
 
+def test_a_narrower_replay_fences_the_task_indexes_a_wider_attempt_left_open(bootstrap, names):
+    """Batch 0 ran with three tasks (the query's width); batch 1's first attempt with three
+    tasks prepared and its driver died before its decision; the replay has two tasks: its commit
+    fences the third index, whose transaction is aborted instead of staying open for good."""
+    topic = create_topic(bootstrap, names.topic(), partitions=3)
+    query = str(uuid.uuid4())
+    writer = _writer(bootstrap, topic)
+    writer.commit([_prepare(bootstrap, topic, query, 0, t, [f"0-{t}".encode()]) for t in range(3)], 0)
+    for t in range(3):
+        _prepare(bootstrap, topic, query, 1, t, [f"1-{t}-first".encode()])
+    writer.commit([_prepare(bootstrap, topic, query, 1, t, [f"1-{t}".encode()]) for t in range(2)], 1)
+    values, still_open, aborted = _committed(bootstrap, topic, partitions=3)
+    assert sorted(values) == [b"0-0", b"0-1", b"0-2", b"1-0", b"1-1"]
+    assert (still_open, aborted) == (0, 3)
+    last = DecisionLog(writer.settings, DEFAULT_DECISION_PREFIX, query).last(30.0)
+    assert last is not None
+    assert (last.batch, last.width) == (1, 3)
+
+
 def test_a_report_of_another_batch_fails_the_commit_before_anything_changes(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=2)
     query = str(uuid.uuid4())
@@ -88,4 +107,4 @@ def test_a_report_of_another_batch_fails_the_commit_before_anything_changes(boot
 
 def _decision(query: str, batch: int, messages: list[SinkCommitMessage]) -> Decision:
     txns = tuple(txn for m in messages if (txn := TaskReport.decode(m.report).txn) is not None)
-    return Decision(query, batch, txns)
+    return Decision(query, batch, txns, len(messages))

@@ -77,7 +77,7 @@ TXN = PreparedTxn("crkafka-sink-q-0", 7, 1, (TxnPartition("out", 0, 12),))
 def test_reports_and_decisions_round_trip():
     report = TaskReport("q", 3, 0, 1, TaskOutcome.PREPARED, TXN)
     assert TaskReport.decode(report.encode()) == report
-    decision = Decision("q", 3, (TXN,))
+    decision = Decision("q", 3, (TXN,), 4)
     assert Decision.decode(decision.encode(), "d") == decision
 
 
@@ -102,4 +102,9 @@ def test_a_bad_decision_is_refused():
     with pytest.raises(Invalid):
         Decision.decode(b"not json", "d")
     with pytest.raises(Invalid):
-        Decision.decode(json.dumps({"v": 1, "query": "q", "batch": 0, "txns": [{"tid": "t"}]}), "d")
+        Decision.decode(json.dumps({"v": 2, "query": "q", "batch": 0, "txns": [{"tid": "t"}], "width": 1}), "d")
+    good = {"v": 2, "query": "q", "batch": 0, "txns": [], "width": 1}
+    assert Decision.decode(json.dumps(good), "d") == Decision("q", 0, (), 1)
+    for bad in ({"width": MAX_TASKS + 1}, {"width": -1}, {"width": None}, {"v": 1}):
+        with pytest.raises(Invalid):
+            Decision.decode(json.dumps({**good, **bad}), "d")

@@ -10,7 +10,9 @@ decodes it with the same checks as any wire field (``coordinator/protocol/wire/f
   rows: no transaction), or ``decided`` (the batch was decided by an earlier attempt: the task
   wrote nothing).
 * :class:`Decision`: the query, the batch and every prepared transaction the driver decided to
-  commit, at most :data:`MAX_TASKS` of them; the decision log's record (``decisions.py``).
+  commit, at most :data:`MAX_TASKS` of them, and the query's width (the most task indexes any
+  decided batch of the query had, this one included: the ids a later, narrower batch fences);
+  the decision log's record (``decisions.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
 
 REPORT_VERSION = 1
-DECISION_VERSION = 1
+DECISION_VERSION = 2
 #: Most tasks (so prepared transactions) one batch may have: bounds a decision record (a few
 #: hundred bytes per transaction) well below the decision producer's request size.
 MAX_TASKS = 4096
@@ -113,6 +115,7 @@ class Decision:
     query: str
     batch: int
     txns: tuple[PreparedTxn, ...]
+    width: int
 
     def encode(self) -> bytes:
         doc = {
@@ -120,6 +123,7 @@ class Decision:
             "query": self.query,
             "batch": self.batch,
             "txns": [t.to_wire() for t in self.txns],
+            "width": self.width,
         }
         data = json.dumps(doc, separators=(",", ":")).encode()
         if len(data) > MAX_TEXT_BYTES:
@@ -136,6 +140,7 @@ class Decision:
             fields.check_name(doc.get("query"), f"{what}: query"),
             fields.check_int(doc.get("batch"), f"{what}: batch", 0, fields.MAX_INT),
             tuple(PreparedTxn.from_wire(t, f"{what}: txns[{i}]") for i, t in enumerate(txns)),
+            fields.check_int(doc.get("width"), f"{what}: width", 0, MAX_TASKS),
         )
 
 

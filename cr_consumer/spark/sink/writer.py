@@ -36,14 +36,18 @@ The driver (``commit``):
    all must name this query and batch, each task index once.
 2. Reads the decision log's last decision.
 3. If it is this batch (a replay of a decided batch): the recorded transactions are the
-   batch's; any this attempt prepared is aborted (EndTxn). Else it records the decision (the
-   prepared transactions; a batch without any records nothing) and waits until it is durable.
+   batch's; any this attempt prepared is aborted (EndTxn). Else it fences the ids of the task
+   indexes the query used before (the last decision's width) that this batch has not: an
+   earlier, wider attempt of the batch may have left transactions open there, which would hold
+   every ``read_committed`` reader of their partitions. Then it records the decision (the
+   prepared transactions and the width; a batch without any records nothing) and waits until
+   it is durable.
 4. Commits each decided transaction (``transactions.commit_or_raise``: EndTxn with the recorded
    producer id and epoch, then the partitions' markers read back: COMMIT everywhere, else
    ``UnresolvedTransaction``, the commit and so the query fails naming the transaction).
 
-``abort`` (a task failed): unless the batch is decided, every task index of the batch has its
-id fenced (``transactions.fence``: whatever a task left open, prepared or not, is aborted); the
+``abort`` (a task failed): unless the batch is decided, every task index of the batch, and of
+the last decision's width, has its id fenced (``transactions.fence``: whatever a task left open, prepared or not, is aborted); the
 query id comes from a surviving task's report; with none, the ids wait for the next attempt's
 tasks to fence them (step 3).
 
@@ -61,10 +65,11 @@ A crash, at each step, and what follows (Spark replays a batch missing from its 
 * a decided transaction the broker aborted meanwhile (``transaction.timeout.ms`` passed before
   the driver came back): step 4 reads its ABORT marker and fails the query loudly, naming it.
 
-Not covered: a replay whose batch has fewer tasks than the attempt it replaces leaves the extra
-indexes' transactions open until a later batch has that many tasks (the crkafka source, and
-Spark's file and rate sources, plan a replayed batch as before); speculative task attempts
-(``spark.speculation``) fence each other and fail the batch.
+Not covered: a replay narrower than an undecided attempt that was wider than every decided
+batch of the query (a query's first batches, or a repartitioning wider than ever before, cut
+short by a crash) leaves the extra indexes' transactions open until a later batch has that many
+tasks (the crkafka source, and Spark's file and rate sources, plan a replayed batch as before);
+speculative task attempts (``spark.speculation``) fence each other and fail the batch.
 """
 
 from __future__ import annotations
@@ -242,9 +247,11 @@ class CrKafkaStreamWriter(DataSourceStreamArrowWriter):
                 len(decided),
             )
         else:
+            width = last.width if last is not None else 0
+            self._fence(query, range(len(messages), width))
             decided = prepared
             if decided:
-                decisions.record(Decision(query, batchId, decided), DECISION_DEADLINE_S)
+                decisions.record(Decision(query, batchId, decided, max(width, len(messages))), DECISION_DEADLINE_S)
         fault_points.hit(fault_points.Point.BEFORE_PUBLISH, FAULT_MEMBER)
         entry = Resolve(f"spark query {query}", batchId, Transactions(decided, ()))
         for done, txn in enumerate(decided):
@@ -271,11 +278,15 @@ class CrKafkaStreamWriter(DataSourceStreamArrowWriter):
                 "crkafka sink: batch %s failed after it was decided: its transactions wait for the replay", batchId
             )
             return
+        self._fence(query, range(max(len(messages), last.width if last is not None else 0)))
+
+    def _fence(self, query: str, tasks: range) -> None:
+        """Fence the ids of ``tasks`` (each tried; the first failure raised after)."""
         errors: list[TransactionEndError] = []
-        for task in range(len(messages)):
+        for task in tasks:
             try:
                 fence(self.settings, transactional_id(query, task), deadline_s=RESOLVE_DEADLINE_S)
-            except TransactionEndError as exc:  # every id is tried; the first failure is raised after
+            except TransactionEndError as exc:
                 errors.append(exc)
         if errors:
             raise errors[0]
