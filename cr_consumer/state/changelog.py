@@ -35,12 +35,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import attrs
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import TopicAlreadyExistsError
 
 from coordinator.kafka.bounded_producer import force_close
 from coordinator.protocol.common.waiting import wait_until
@@ -70,6 +72,9 @@ DEFAULT_MIN_INSYNC_REPLICAS = 2
 #: Bounds a send's wait for the changelog topic's metadata (topic missing, cluster unreachable):
 #: a write fails instead of hanging the checkpoint.
 SEND_MAX_BLOCK_MS = 10_000
+#: Bounds the writer's construction (and the admin client's) when no broker of the bootstrap list
+#: answers: a member fails at once instead of waiting kafka-python's 30 s.
+BOOTSTRAP_TIMEOUT_MS = 10_000
 #: Bounds each admin request of :func:`ensure_changelog` (a broker that does not answer).
 ADMIN_REQUEST_TIMEOUT_MS = 10_000
 #: Bounds :func:`ensure_changelog` as a whole, including the wait for a created topic to show
@@ -154,7 +159,7 @@ def ensure_changelog(
     settings = admin_settings(
         bootstrap, properties or {}, request_timeout_ms=ADMIN_REQUEST_TIMEOUT_MS, client_id="cr-changelog-admin"
     )
-    settings["bootstrap_timeout_ms"] = ADMIN_REQUEST_TIMEOUT_MS
+    settings["bootstrap_timeout_ms"] = BOOTSTRAP_TIMEOUT_MS
     admin = KafkaAdminClient(**settings)
     try:
         found = _partition_count(admin, topic)
@@ -278,7 +283,7 @@ def encode_record(record: ChangelogRecord) -> KafkaRecord:
         else:
             _check_object_keys(record.value)
             value = _dumps(record.value)
-    except (TypeError, RecursionError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"the change of key {record.key!r} is not JSON: {exc}") from exc
     headers = (
         (VERSION_HEADER, FORMAT_VERSION),
@@ -360,13 +365,33 @@ def _decimal(where: str, name: str, found: Mapping[str, bytes | None]) -> int:
 # -- writer -----------------------------------------------------------------------------------
 
 
+def _answered(future: Any, timeout_s: float) -> bool:
+    """Whether the send ``future`` (a kafka-python ``FutureRecordMetadata``) is answered, success
+    or failure, within ``timeout_s`` (its outcome stays on the future)."""
+    if future.is_done:
+        return True
+    if timeout_s <= 0:
+        return False
+    answered = threading.Event()
+    future.add_both(lambda _: answered.set())  # called at once when answered meanwhile
+    return answered.wait(timeout_s)
+
+
 class ChangelogWriter:
     """Steps 3-4 on one idempotent kafka-python producer. ``write`` and ``flush`` are called
     from one thread (the member's checkpoint)."""
 
-    def __init__(self, bootstrap: str, topic: str, overrides: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        overrides: Mapping[str, object] | None = None,
+        *,
+        producer_factory: Callable[..., Any] = KafkaProducer,
+    ) -> None:
         """``overrides``: kafka-python producer keywords (``linger_ms``, security, ...); those of
-        :data:`FIXED_PRODUCER_SETTINGS` and unknown names raise ``ValueError``."""
+        :data:`FIXED_PRODUCER_SETTINGS` and unknown names raise ``ValueError``.
+        ``producer_factory``: makes the producer from the keywords (a test's fake)."""
         self.topic = validate_topic_name(topic)
         overrides = dict(overrides or {})
         unknown = sorted(set(overrides) - PRODUCER_SETTINGS)
@@ -375,11 +400,15 @@ class ChangelogWriter:
             raise ValueError(
                 f"changelog writer for {topic}: unknown producer settings {unknown}, fixed settings {fixed}"
             )
-        config: dict[str, Any] = {"max_block_ms": SEND_MAX_BLOCK_MS, **overrides}
+        config: dict[str, Any] = {
+            "max_block_ms": SEND_MAX_BLOCK_MS,
+            "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
+            **overrides,
+        }
         config.update(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
         # Sends since the last flush, in send order; their partitions are the flush's answer.
         self._pending: list[Any] = []
-        self._producer = KafkaProducer(**config)
+        self._producer = producer_factory(**config)
 
     @property
     def pending(self) -> int:
@@ -411,20 +440,20 @@ class ChangelogWriter:
         pending, self._pending = self._pending, []
         if not pending:
             return {}
-        try:
-            self._producer.flush(timeout=timeout_s)
-        except KafkaTimeoutError as exc:
-            unanswered = sum(1 for f in pending if not f.is_done)
-            raise ChangelogWriteError(
-                f"changelog {self.topic}: {unanswered} of {len(pending)} sends unanswered after {timeout_s:g}s"
-            ) from exc
+        # ``KafkaProducer.flush(timeout)`` bounds its wait per record batch, not in total: wait
+        # for the sends themselves against one deadline instead (linger_ms is 0 unless
+        # overridden, so no record waits for a flush to be sent).
+        deadline = time.monotonic() + timeout_s
+        for future in pending:
+            if not _answered(future, deadline - time.monotonic()):
+                break
         unanswered = sum(1 for f in pending if not f.is_done)
         failed = [f.exception for f in pending if f.is_done and f.exception is not None]
         if unanswered or failed:
             first = f"; first failure: {type(failed[0]).__name__}: {failed[0]}" if failed else ""
             raise ChangelogWriteError(
                 f"changelog {self.topic}: {len(failed)} of {len(pending)} sends failed and {unanswered} unanswered"
-                f"{first}"
+                f" within {timeout_s:g}s{first}"
             )
         ends: dict[int, int] = {}
         for future in pending:
