@@ -73,12 +73,13 @@ DEFAULT_MIN_INSYNC_REPLICAS = 2
 #: a write fails instead of hanging the checkpoint.
 SEND_MAX_BLOCK_MS = 10_000
 #: Bounds the writer's construction (and the admin client's) when no broker of the bootstrap list
-#: answers: a member fails at once instead of waiting kafka-python's 30 s.
+#: answers: it fails within 10 s instead of kafka-python's 30 s.
 BOOTSTRAP_TIMEOUT_MS = 10_000
 #: Bounds each admin request of :func:`ensure_changelog` (a broker that does not answer).
 ADMIN_REQUEST_TIMEOUT_MS = 10_000
-#: Bounds :func:`ensure_changelog` as a whole, including the wait for a created topic to show
-#: its partitions in the metadata (a broker that accepts the creation but never creates it).
+#: Bounds :func:`ensure_changelog`'s wait for a created topic to show its partitions in the
+#: metadata (a broker that accepts the creation but never creates it); each request has its own
+#: bound above.
 ENSURE_TIMEOUT_S = 30.0
 
 #: Producer settings the writer fixes: the record format (serializers), durability and order
