@@ -15,14 +15,13 @@ import pytest
 from coordinator.kafka.raw_batches import PartitionReader
 from coordinator.kafka.raw_requests import RawClient
 from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.kafka.kafka_python.changelog import ChangelogWriter, ensure_changelog
 from cr_consumer.state.changelog import (
     ChangelogFormatError,
     ChangelogRecord,
-    ChangelogWriter,
     JsonKey,
     JsonValue,
     changelog_topic,
-    ensure_changelog,
 )
 from cr_consumer.state.restore import RestoreError, read_changelog, restore_partition
 from cr_consumer.testing.kafka_util import create_topic, producer, unique_name

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cr_consumer.kafka.kafka_python.changelog import ChangelogWriter
 from cr_consumer.state.changelog import (
     ChangelogFormatError,
     ChangelogRecord,
-    ChangelogWriter,
     changelog_topic,
     decode_record,
     encode_record,

@@ -12,7 +12,8 @@ from kafka.future import Future
 from kafka.producer.future import RecordMetadata
 from kafka.structs import TopicPartition
 
-from cr_consumer.state.changelog import ChangelogWriteError, ChangelogWriter, decode_record
+from cr_consumer.kafka.kafka_python.changelog import ChangelogWriteError, ChangelogWriter
+from cr_consumer.state.changelog import decode_record
 
 
 class FakeProducer:
