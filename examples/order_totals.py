@@ -1,15 +1,17 @@
-"""Order totals: a keyed stateful aggregate checkpointed with the region.
+"""Order totals: a keyed stateful aggregate whose state follows its input partition.
 
-Input records are JSON orders ``{"customer": "c17", "amount": 12.5}`` (the key
-is ignored). Pipeline: Kafka source (``--param topic=orders``, from the
-beginning) -> map (parse JSON; undecodable records become ``None``) -> filter
-(drop them) -> keyed aggregate (per customer: order count and total amount in
-cents, an integer, so sums are exact) -> exactly-once file sink.
+Input records are JSON orders ``{"customer": "c17", "amount": 12.5}`` keyed by customer (the
+producer's default partitioner on the key, :func:`produce_orders`): all of a customer's orders
+are in one partition. Pipeline: Kafka source (``--param topic=orders``, from the beginning) ->
+map (parse JSON; undecodable records become ``None``) -> filter (drop them) -> partitioned
+aggregate (per customer: order count and total amount in cents, an integer, so sums are exact)
+-> exactly-once file sink.
 
-The aggregate's table is part of every checkpoint (versioned JSON) and is
-restored on reset, so after any fault a customer's total is the sum over
-members of their last published partial totals (:func:`customer_totals`), and
-equals the totals computed directly from the input.
+The aggregate keeps one table per input partition in a changelog topic on Kafka, restored by
+whichever member owns the partition after a kill, a rebalance or a member gone for good. So
+every emitted total is the customer's complete total so far, and a customer's last emitted total
+(:func:`customer_totals`: the output row of its highest input offset) equals the total computed
+directly from the input.
 
 Run it::
 
@@ -43,28 +45,42 @@ def add(state, record):
 
 def build(ctx) -> Pipeline:
     topic = ctx.param("topic", "orders")
+    totals = ctx.partitioned_aggregate(
+        lambda r: r.key, add, lambda: {"orders": 0, "cents": 0}, topic=topic, name="totals"
+    )
     return (
         Pipeline(KafkaSource(topics=[topic], options={"start_position": "earliest"}))
         .map(parse, name="parse")
         .filter(lambda r: r.key is not None, name="valid")
-        .aggregate(lambda r: r.key, add, lambda: {"orders": 0, "cents": 0}, name="totals")
+        .then(totals)
         .sink(ctx.file_sink())
     )
 
 
 def customer_totals(out_dir: str | Path) -> dict[str, dict]:
-    """Customer -> {"orders", "cents"} from the published output."""
-    last: dict[tuple[str, str], dict] = {}
+    """Customer -> {"orders", "cents"}: its last emitted total, the published row of its highest
+    input offset (a customer's orders are all in one partition)."""
+    last: dict[str, tuple[int, dict]] = {}
     for path in sorted(Path(out_dir).glob("*.jsonl")):
         for line in path.read_text().splitlines():
             doc = json.loads(line)
-            last[(doc["member"], doc["key"])] = doc["value"]
-    out: dict[str, dict] = {}
-    for (_, customer), v in last.items():
-        t = out.setdefault(customer, {"orders": 0, "cents": 0})
-        t["orders"] += v["orders"]
-        t["cents"] += v["cents"]
-    return out
+            seen = last.get(doc["key"])
+            if seen is None or doc["offset"] > seen[0]:
+                last[doc["key"]] = (doc["offset"], doc["value"])
+    return {customer: total for customer, (_, total) in last.items()}
+
+
+def produce_orders(bootstrap: str, topic: str, orders: list[dict]) -> None:
+    """Each order as JSON, keyed by its customer (the default partitioner places it)."""
+    from cr_consumer.testing.kafka_util import producer
+
+    p = producer(bootstrap)
+    try:
+        for o in orders:
+            p.send(topic, key=o["customer"].encode(), value=json.dumps(o).encode())
+        p.flush(60)
+    finally:
+        p.close(10)
 
 
 def make_orders(n: int, customers: int = 50, seed: int = 11) -> list[dict]:
@@ -92,14 +108,14 @@ def main() -> int:  # pragma: no cover - a demo script
 
     from cr_consumer.runtime.runner.region_runner import RegionFailed, run_pipeline, run_until_done
     from cr_consumer.testing.broker import bootstrap_or_embedded
-    from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
+    from cr_consumer.testing.kafka_util import create_topic, unique_name
 
     orders = make_orders(args.orders)
     expected = expected_totals(orders)
     work = Path(tempfile.mkdtemp(prefix="order-totals-"))
     with bootstrap_or_embedded(args.bootstrap) as (bootstrap, _):
         topic = create_topic(bootstrap, unique_name("orders"), args.partitions)
-        produce(bootstrap, topic, (json.dumps(o).encode() for o in orders))
+        produce_orders(bootstrap, topic, orders)
         region = run_pipeline(
             __file__,
             members=args.members,

@@ -49,6 +49,7 @@ from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
 
 if TYPE_CHECKING:
     from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
+    from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
 
 P = ParamSpec("P")
 
@@ -125,6 +126,37 @@ class PipelineContext:
             name=name,
             kafka=kafka,
             partition_of=partition_of,
+        )
+
+    def partitioned_aggregate(
+        self,
+        key_fn: Callable[[Any], Any],
+        update: Callable[[Any, Any], Any],
+        initial: Callable[[], Any] | Any = None,
+        *,
+        topic: str,
+        name: str | None = None,
+        emit: bool = True,
+        output: Callable[[Any, Any, Any], Any] | None = None,
+        kafka: Mapping[str, object] | None = None,
+    ) -> PartitionedAggregate:
+        """A keyed aggregate with one table per partition of the input ``topic``, kept in a
+        changelog topic on the member's cluster and restored by whichever member owns the
+        partition (``partitioned_aggregate.py``); add it with ``Pipeline.then``."""
+        from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate  # lazily: kafka
+
+        return PartitionedAggregate(
+            key_fn,
+            update,
+            initial,
+            topic=topic,
+            bootstrap=self.bootstrap,
+            group=self.group,
+            member=self.member,
+            emit=emit,
+            output=output,
+            name=name,
+            kafka=kafka,
         )
 
 

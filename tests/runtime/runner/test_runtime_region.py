@@ -6,7 +6,6 @@ aggregate's totals after a reset."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 
@@ -142,7 +141,7 @@ def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
     spec.loader.exec_module(ot)
     orders = ot.make_orders(8000, customers=20, seed=5)
     topic = create_topic(bootstrap, names.topic(), partitions=4)
-    produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[:4000]))
+    ot.produce_orders(bootstrap, topic, orders[:4000])
     produce(bootstrap, topic, [b"not json", b"\xff\xfe"])  # dropped by the pipeline's filter
     with make_region(tmp_path, bootstrap, str(EXAMPLES / "order_totals.py"), topic, members=2) as region:
         wait_region(
@@ -152,7 +151,7 @@ def test_aggregate_totals_exact_after_a_reset(bootstrap, names, tmp_path):
             "1000 orders totalled",
         )
         region.kill(region.live_members()[1])
-        produce(bootstrap, topic, (json.dumps(o).encode() for o in orders[4000:]))
+        ot.produce_orders(bootstrap, topic, orders[4000:])
         expected = ot.expected_totals(orders)
         try:
             wait_region(

@@ -1,0 +1,79 @@
+"""The partitioned aggregate on the real broker, driven as the member runtime drives it: tables
+per input partition, the changed keys written to the changelog at the checkpoint and committed
+at its completion, a prepared checkpoint that never completed aborted by the reset, and the
+tables restored by another member from the changelog alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.kafka.raw_batches import read_committed
+from cr_consumer.kafka.kafka_python.admin import admin_settings
+from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
+from cr_consumer.runtime.pipeline.records import Record
+from cr_consumer.testing.kafka_util import create_topic
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _aggregate(bootstrap: str, topic: str, group: str, member: str) -> PartitionedAggregate:
+    return PartitionedAggregate(
+        lambda r: r.key, lambda s, r: s + r.value, 0, topic=topic, bootstrap=bootstrap, group=group, member=member
+    )
+
+
+def _orders(topic: str, partition: int, first: int, keys: list[str]) -> list[Record]:
+    return [Record(topic, partition, first + i, key=k, value=1) for i, k in enumerate(keys)]
+
+
+def _committed(bootstrap: str, topic: str, partition: int) -> int:
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-partitioned")
+    return len(read_committed(settings, topic, partition).records)
+
+
+def test_tables_follow_their_partition_through_the_changelog(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    first = _aggregate(bootstrap, topic, group, "m0")
+    first.reset_to_initial_state()
+    out = first.process_batch(_orders(topic, 0, 0, ["a", "b", "a"]) + _orders(topic, 1, 0, ["c"]))
+    assert [(r.key, r.value) for r in out] == [("a", 1), ("b", 1), ("a", 2), ("c", 1)]
+    first.drain()
+    first.checkpoint(1)
+    assert len(first.transactions().prepared) == 1
+    first.notify_checkpoint_complete(1)
+    assert (_committed(bootstrap, first.changelog, 0), _committed(bootstrap, first.changelog, 1)) == (2, 1)
+
+    # Only the keys changed since the last checkpoint are written.
+    first.process_batch(_orders(topic, 0, 3, ["b"]))
+    first.checkpoint(2)
+    first.notify_checkpoint_complete(2)
+    assert _committed(bootstrap, first.changelog, 0) == 3
+
+    # Checkpoint 3 is prepared but never completes: the reset to 2 aborts it.
+    first.process_batch(_orders(topic, 0, 4, ["a", "a"]))
+    first.checkpoint(3)
+    first.reset(2, b"")
+    assert _committed(bootstrap, first.changelog, 0) == 3
+
+    # Another member (another host, no local state) restores partition 0 at its first record.
+    second = _aggregate(bootstrap, topic, group, "m1")
+    second.reset(2, b"")
+    out = second.process_batch(_orders(topic, 0, 4, ["a"]))
+    assert [(r.key, r.value) for r in out] == [("a", 3)]
+    assert second.tables == {0: {"a": 3, "b": 2}}
+    assert second.restored_records == 3
+    first.close()
+    second.close()
+
+
+def test_a_record_without_the_input_s_provenance_fails_naming_the_operator(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    op = _aggregate(bootstrap, topic, names.group(), "m0")
+    try:
+        with pytest.raises(ValueError, match=r"aggregate 'partitioned_aggregate'.*provenance"):
+            op.process_batch([Record("another-topic", 0, 0, key="a", value=1)])
+        with pytest.raises(ValueError, match="provenance"):
+            op.process_batch([{"key": "a", "value": 1}])
+    finally:
+        op.close()

@@ -1,0 +1,103 @@
+"""A partitioned aggregate's tables follow their input partitions across members: orders keyed
+by customer (the producer's default partitioner), a region of two members; one is killed -9
+(the runner restarts it: a reset, every table restored from the changelog), later the other
+leaves for good (its partitions move to the survivor without a reset: their tables restored
+there). Every customer's last emitted total, read from the output alone, equals the total
+computed from the input: no partial states to add up. With the member-local aggregate
+(``KeyedAggregate``) the survivor would emit partial totals for the departed member's
+customers."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from cr_consumer.testing.kafka_util import create_topic, producer
+
+from support.region import make_region, published, wait_region, write_module
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 4
+CUSTOMERS = 30
+WAIT_S = 90.0
+
+PIPELINE = """
+import json
+from cr_consumer.runtime import KafkaSource, Pipeline, replace
+
+def add(state, record):
+    return {"orders": state["orders"] + 1, "cents": state["cents"] + record.value}
+
+def build(ctx):
+    topic = ctx.param("topic")
+    return (Pipeline(KafkaSource(topics=[topic], options={"start_position": "earliest"}))
+            .map(lambda r: replace(r, value=json.loads(r.value)["cents"]))
+            .then(ctx.partitioned_aggregate(lambda r: r.key.decode(), add, lambda: {"orders": 0, "cents": 0},
+                                            topic=topic, name="totals"))
+            .sink(ctx.file_sink()))
+"""
+
+
+def _orders(n: int, seed: int) -> list[tuple[str, int]]:
+    rng = random.Random(seed)
+    return [(f"c{rng.randrange(CUSTOMERS)}", rng.randrange(1, 100_000)) for _ in range(n)]
+
+
+def _produce(bootstrap: str, topic: str, orders: list[tuple[str, int]]) -> None:
+    p = producer(bootstrap)
+    try:
+        for customer, cents in orders:
+            p.send(topic, key=customer.encode(), value=json.dumps({"cents": cents}).encode())
+        p.flush(30)
+    finally:
+        p.close(10)
+
+
+def _last_totals(rows: list[dict]) -> dict[str, dict]:
+    """Each customer's last emitted total: the row of the highest input offset of its partition
+    (all of a customer's orders are in one partition)."""
+    last: dict[str, tuple[int, dict]] = {}
+    for row in rows:
+        seen = last.get(row["key"])
+        if seen is None or row["offset"] > seen[0]:
+            last[row["key"]] = (row["offset"], row["value"])
+    return {customer: value for customer, (_, value) in last.items()}
+
+
+def _expected(orders: list[tuple[str, int]]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for customer, cents in orders:
+        t = out.setdefault(customer, {"orders": 0, "cents": 0})
+        t["orders"] += 1
+        t["cents"] += cents
+    return out
+
+
+def test_each_customer_s_last_total_is_exact_after_a_kill_and_a_member_gone_for_good(bootstrap, names, tmp_path):
+    topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
+    orders = _orders(6000, seed=3)
+    out = tmp_path / "out"
+    _produce(bootstrap, topic, orders[:2000])
+    pipeline = write_module(tmp_path, "partitioned_totals", PIPELINE)
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2) as region:
+
+        def emitted(n: int) -> bool:
+            return len(published(out)) >= n
+
+        wait_region(region, lambda: emitted(1000), WAIT_S, "1000 totals emitted")
+        region.kill("member-1")  # restarted by the runner: a reset, every table restored
+        _produce(bootstrap, topic, orders[2000:4000])
+        wait_region(region, lambda: _last_totals(published(out)) == _expected(orders[:4000]), WAIT_S, "4000 orders")
+        assert region.remove_member("member-0") == "member-0"  # for good: member-1 takes its partitions
+        _produce(bootstrap, topic, orders[4000:])
+        expected = _expected(orders)
+        try:
+            wait_region(region, lambda: _last_totals(published(out)) == expected, WAIT_S, "every customer's total")
+        except AssertionError as exc:
+            got = _last_totals(published(out))
+            wrong = {c: (got.get(c), t) for c, t in expected.items() if got.get(c) != t}
+            raise AssertionError(f"{exc}; wrong (got, expected): {wrong}") from exc
+        assert sorted(region.status().members) == ["member-1"]
