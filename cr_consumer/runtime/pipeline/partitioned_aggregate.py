@@ -143,6 +143,10 @@ class PartitionedAggregate(Operator):
                 f"aggregate {self.name!r}: a record without the provenance of {self.topic!r} "
                 f"(topic {getattr(record, 'topic', None)!r}, partition {partition!r}): its state's partition is unknown"
             )
+        return self.table(partition)
+
+    def table(self, partition: int) -> dict[Any, Any]:
+        """Input partition ``partition``'s table, restored first (step 5) when it is not in memory."""
         table = self.tables.get(partition)
         if table is None:
             table = self.tables[partition] = self._restore(partition)
