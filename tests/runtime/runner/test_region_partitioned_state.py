@@ -1,8 +1,9 @@
 """A partitioned aggregate's tables follow their input partitions across members: orders keyed
 by customer (the producer's default partitioner), a region of two members; one is killed -9
-(the runner restarts it: a reset, every table restored from the changelog), later the other
-leaves for good (its partitions move to the survivor without a reset: their tables restored
-there). Every customer's last emitted total, read from the output alone, equals the total
+(the runner restarts it: a reset, every table restored from the changelog); the other is paused
+(SIGSTOP) until the region and the group dropped it and its partitions moved, then continued (a
+zombie that rejoins); later it leaves for good (its partitions move to the survivor without a
+reset: their tables restored there). Every customer's last emitted total, read from the output alone, equals the total
 computed from the input: no partial states to add up. With the member-local aggregate
 (``KeyedAggregate``) the survivor would emit partial totals for the departed member's
 customers."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 
 import pytest
 
@@ -76,9 +78,11 @@ def _expected(orders: list[tuple[str, int]]) -> dict[str, dict]:
     return out
 
 
-def test_each_customer_s_last_total_is_exact_after_a_kill_and_a_member_gone_for_good(bootstrap, names, tmp_path):
+def test_each_customer_s_last_total_is_exact_after_a_kill_a_zombie_and_a_member_gone_for_good(
+    bootstrap, names, tmp_path
+):
     topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
-    orders = _orders(6000, seed=3)
+    orders = _orders(7000, seed=3)
     out = tmp_path / "out"
     _produce(bootstrap, topic, orders[:2000])
     pipeline = write_module(tmp_path, "partitioned_totals", PIPELINE)
@@ -91,8 +95,16 @@ def test_each_customer_s_last_total_is_exact_after_a_kill_and_a_member_gone_for_
         region.kill("member-1")  # restarted by the runner: a reset, every table restored
         _produce(bootstrap, topic, orders[2000:4000])
         wait_region(region, lambda: _last_totals(published(out)) == _expected(orders[:4000]), WAIT_S, "4000 orders")
+        region.kill("member-0", signal.SIGSTOP)
+        try:
+            region.wait_until(lambda s: list(s.members) == ["member-1"] and s.phase == "RUNNING", WAIT_S)
+            _produce(bootstrap, topic, orders[4000:5000])
+            wait_region(region, lambda: _last_totals(published(out)) == _expected(orders[:5000]), WAIT_S, "5000 orders")
+        finally:
+            region.kill("member-0", signal.SIGCONT)
+        region.wait_until(lambda s: sorted(s.members) == ["member-0", "member-1"] and s.phase == "RUNNING", WAIT_S)
         assert region.remove_member("member-0") == "member-0"  # for good: member-1 takes its partitions
-        _produce(bootstrap, topic, orders[4000:])
+        _produce(bootstrap, topic, orders[5000:])
         expected = _expected(orders)
         try:
             wait_region(region, lambda: _last_totals(published(out)) == expected, WAIT_S, "every customer's total")
