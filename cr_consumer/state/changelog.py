@@ -182,8 +182,12 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+#: One decoder for every record (``json.loads`` with hooks builds one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_object)
+
+
 def _loads(raw: bytes) -> Any:
-    return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_object)
+    return _DECODER.decode(raw.decode("utf-8"))
 
 
 def decode_record(
