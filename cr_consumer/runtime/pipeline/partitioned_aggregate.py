@@ -31,6 +31,12 @@ exactly the completed checkpoints' changes, and a restore needs no other bookkee
    partition (one being resolved) holds the restore until it is decided, at most
    :data:`RESTORE_TIMEOUT_S`; past that the batch fails and the region resets.
 
+Invariant: a table in memory was restored after the member's last reset and holds every record
+of its partition the member processed since. A partition revoked from a member that fetched
+records since its last reset resets the region (``cr_consumer/operator/rebalance.py``), which
+drops every table; one revoked before any record was fetched has no table to keep. So a
+partition that comes back to a member, after another owner or not, is restored again.
+
 The input must be partitioned by the aggregate's key (the producer's default partitioner on the
 key) for each table to hold a key's complete state; otherwise each input partition's table is a
 partial state of the keys it saw (``docs/pipelines.md``).
