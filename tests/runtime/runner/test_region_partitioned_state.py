@@ -113,3 +113,55 @@ def test_each_customer_s_last_total_is_exact_after_a_kill_a_zombie_and_a_member_
             wrong = {c: (got.get(c), t) for c, t in expected.items() if got.get(c) != t}
             raise AssertionError(f"{exc}; wrong (got, expected): {wrong}") from exc
         assert sorted(region.status().members) == ["member-1"]
+
+
+def _stable(status) -> bool:
+    return status.phase.value == "RUNNING" and all(
+        m.kafka is not None and not m.kafka.rebalancing for m in status.members.values()
+    )
+
+
+def test_each_customer_s_last_total_is_exact_when_the_region_grows_to_four_and_shrinks_to_two(
+    bootstrap, names, tmp_path
+):
+    """2 -> 4 -> 2 members: partitions move to the new members (their tables restored there) and
+    back when the first two leave for good; orders trickle in meanwhile, so every member has
+    records to aggregate."""
+    topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
+    orders = _orders(8000, seed=4)
+    out = tmp_path / "out"
+    sent = 2000
+    _produce(bootstrap, topic, orders[:sent])
+    pipeline = write_module(tmp_path, "partitioned_totals", PIPELINE)
+    with make_region(tmp_path, bootstrap, pipeline, topic, members=2) as region:
+        wait_region(
+            region, lambda: _last_totals(published(out)) == _expected(orders[:sent]), WAIT_S, "the first orders"
+        )
+        added = [region.add_member(), region.add_member()]
+
+        def every_new_member_published() -> bool:
+            nonlocal sent
+            members = {row["member"] for row in published(out)}
+            if set(added) <= members:
+                return True
+            _produce(
+                bootstrap, topic, orders[sent : sent + 40]
+            )  # a trickle: the new members get partitions one join later
+            sent += 40
+            return False
+
+        wait_region(region, every_new_member_published, WAIT_S, f"records totalled by {added}", interval=1.0)
+        for leaving in ("member-0", "member-1"):
+            # One at a time, each once the group is stable: tansu can livelock a group whose
+            # member leaves while a rebalance is in flight (tests/runtime/runner/test_runtime_region.py).
+            region.wait_until(_stable, WAIT_S)
+            assert region.remove_member(leaving) == leaving
+        _produce(bootstrap, topic, orders[sent:])
+        expected = _expected(orders)
+        try:
+            wait_region(region, lambda: _last_totals(published(out)) == expected, WAIT_S, "every customer's total")
+        except AssertionError as exc:
+            got = _last_totals(published(out))
+            wrong = {c: (got.get(c), t) for c, t in expected.items() if got.get(c) != t}
+            raise AssertionError(f"{exc}; wrong (got, expected): {wrong}") from exc
+        assert sorted(region.status().members) == sorted(added)
