@@ -1,35 +1,18 @@
-"""The changelog of a partition-scoped keyed table: its topic, record format and writer
-(the topic's creation and the writer, which need a Kafka client, are
-``cr_consumer/kafka/kafka_python/changelog.py``'s: :func:`ensure_changelog`, :class:`ChangelogWriter`).
+"""The changelog of a partition-scoped keyed table: its topic's name and its record format.
 
-One changelog topic per (group, operator id, input topic), named by :func:`changelog_topic`,
-with the input's partition count: changelog partition p holds the table of input partition p.
+One changelog topic per (group, operator, input topic), named by :func:`changelog_topic`, with
+the input's partition count: changelog partition p holds the table of input partition p. The
+partitioned aggregate (``cr_consumer/runtime/pipeline/partitioned_aggregate.py``) writes it, in
+the region's transactions, and restores tables from its committed records;
+``cr_consumer/kafka/kafka_python/changelog.py`` creates the topic.
 
-1. **Topic.** :func:`ensure_changelog` creates the topic when it is missing, with
-   ``cleanup.policy=delete`` and ``retention.ms=-1`` (never compacted: the log cleaner cannot see
-   a checkpoint's logical abort, so an aborted newer value would survive and the committed older
-   one be lost), replication factor 3 clamped to the cluster's broker count and
-   ``min.insync.replicas`` min(2, replication). A topic that exists keeps its settings, but a
-   partition count other than the input's raises ``ValueError``: nothing is written.
-2. **Record.** Kafka key = compact JSON of the table key, Kafka value = compact JSON of the key's
-   state, or no value for a delete (a tombstone). Headers: ``cr.v`` (format version ``1``),
-   ``cr.seq`` (the checkpoint the write belongs to) and ``cr.src`` (the source offset of the last
-   input record that changed the key), both ASCII decimal in 0..2**63-1.
-3. **Writing.** At ``checkpoint(seq)`` the owner of input partition p calls
-   :meth:`ChangelogWriter.write` with the keys dirty since its last checkpoint: one record per
-   key, to changelog partition p, through one idempotent producer (``acks=all``). Then
-   :meth:`ChangelogWriter.flush` waits until every send is acknowledged and returns each written
-   partition's end offset (last acknowledged offset + 1, from the sends' own metadata: a
-   ``ListOffsets(latest)`` answer is wrong on the test broker). Only then may the member ack the
-   checkpoint, with those end offsets.
-4. **Failure.** A send that fails or is unanswered within the flush's timeout raises
-   :class:`ChangelogWriteError` naming how many: the member must not ack, the seq is never
-   completed, and the records already written carry that seq, which restore skips (the region
-   records it as aborted). A writer closed before its flush drops its unsent records for the
-   same reason. Records of a zombie (an owner that lost its partition) carry its own seqs, never
-   completed, or lie after the checkpoint's end offset: restore skips them as well.
-5. **Reading** (``restore.py``): :func:`decode_record` checks a stored record completely and
-   raises :class:`ChangelogFormatError` (a ``ValueError``) naming its partition and offset.
+1. **Record.** Kafka key = compact JSON of the table key, Kafka value = compact JSON of the key's
+   whole state, or no value for a delete (a tombstone). Headers: ``cr.v`` (format version
+   ``1``), ``cr.seq`` (the checkpoint the write belongs to) and ``cr.src`` (the source offset of
+   the last input record that changed the key), both ASCII decimal in 0..2**63-1: what a reader
+   of the topic needs to tell where a state came from.
+2. **Reading.** :func:`decode_record` checks a stored record completely and raises
+   :class:`ChangelogFormatError` (a ``ValueError``) naming its topic, partition and offset.
 """
 
 from __future__ import annotations

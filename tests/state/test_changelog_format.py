@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cr_consumer.kafka.kafka_python.changelog import ChangelogWriter
 from cr_consumer.state.changelog import (
     ChangelogFormatError,
     ChangelogRecord,
@@ -117,8 +116,3 @@ def test_changelog_topic_names() -> None:
         changelog_topic("g" * 231, "op", "t" * 5)
     with pytest.raises(ValueError, match="the operator id is empty"):
         changelog_topic("g", "", "t")
-
-
-def test_the_writer_refuses_settings_it_fixes_or_does_not_know() -> None:
-    with pytest.raises(ValueError, match=r"unknown producer settings \['lingerms'\], fixed settings \['acks'\]"):
-        ChangelogWriter("127.0.0.1:1", "t", {"acks": 1, "lingerms": 5})

@@ -11,7 +11,8 @@ from coordinator.kafka.raw_batches import read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
 from cr_consumer.runtime.pipeline.records import Record
-from cr_consumer.testing.kafka_util import create_topic
+from cr_consumer.state.changelog import ChangelogFormatError
+from cr_consumer.testing.kafka_util import create_topic, producer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,6 +66,31 @@ def test_tables_follow_their_partition_through_the_changelog(bootstrap, names):
     assert second.restored_records == 3
     first.close()
     second.close()
+
+
+def test_a_malformed_changelog_record_fails_the_restore_naming_it(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    op = _aggregate(bootstrap, topic, names.group(), "m0")
+    try:
+        op.reset_to_initial_state()
+        op.process_batch(_orders(topic, 0, 0, ["a"]))
+        op.checkpoint(1)
+        op.notify_checkpoint_complete(1)
+        p = producer(bootstrap)
+        p.send(
+            op.changelog,
+            key=b'"b"',
+            value=b"1",
+            headers=[("cr.v", b"1"), ("cr.seq", b"x"), ("cr.src", b"1")],
+            partition=0,
+        )
+        p.flush(10)
+        p.close(10)
+        op.reset(1, b"")
+        with pytest.raises(ChangelogFormatError, match=rf"{op.changelog} partition 0 offset 2: header cr.seq"):
+            op.process_batch(_orders(topic, 0, 1, ["a"]))
+    finally:
+        op.close()
 
 
 def test_a_record_without_the_input_s_provenance_fails_naming_the_operator(bootstrap, names):
