@@ -29,6 +29,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import attrs
+
 from cr_consumer.runtime.pipeline.records import decode_json_value, json_value, replace
 
 #: Version of the checkpoint document of stateless operators.
@@ -188,12 +190,40 @@ class FlatMap(RecordOperator):
 AGGREGATE_CHECKPOINT_VERSION = 1
 
 
+def _identity(key: Any) -> Any:
+    return key
+
+
 def _hashable(key: Any) -> Any:
     if isinstance(key, list):
         return tuple(_hashable(k) for k in key)
     if isinstance(key, dict):
         raise TypeError("aggregate keys must be hashable JSON values (not objects)")
     return key
+
+
+@attrs.frozen
+class Fold:
+    """A keyed aggregate's user functions: ``state = update(state_or_initial, record)`` per key
+    (``key(key_fn(record))``), and the record it emits (``output(key, state, record)``, or the
+    record with the key and the new state; nothing when ``emit`` is off)."""
+
+    key_fn: Callable[[Any], Any]
+    update: Callable[[Any, Any], Any]
+    initial: Callable[[], Any]
+    emit: bool
+    output: Callable[[Any, Any, Any], Any] | None
+    key: Callable[[Any], Any] = _identity
+
+    def apply(self, table: dict[Any, Any], record: Any) -> tuple[Any, Any]:
+        """Fold ``record`` into ``table``: its key and the record it emits (None when ``emit`` is
+        off). What the user's functions raise is raised with ``table`` unchanged."""
+        k = self.key(self.key_fn(record))
+        s = table.get(k)
+        s = self.update(self.initial() if s is None and k not in table else s, record)
+        emitted = (self.output(k, s, record) if self.output else replace(record, key=k, value=s)) if self.emit else None
+        table[k] = s
+        return k, emitted
 
 
 class KeyedAggregate(Operator):
@@ -241,30 +271,21 @@ class KeyedAggregate(Operator):
         name: str | None = None,
     ) -> None:
         super().__init__(name)
-        self.key_fn = key_fn
-        self.update = update
-        self._initial = initial if callable(initial) else (lambda: initial)
-        self.emit = emit
-        self.output = output
+        self.fold = Fold(key_fn, update, initial if callable(initial) else (lambda: initial), emit, output)
         self.state: dict[Any, Any] = {}
 
     def process_batch(self, records: list[Any]) -> list[Any]:
         return self.process_isolated(records, raise_error)
 
     def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
-        state, key_fn, update, initial = self.state, self.key_fn, self.update, self._initial
-        emit, output = self.emit, self.output
+        state, apply, emit = self.state, self.fold.apply, self.fold.emit
         out: list[Any] = []
         for r in records:
             try:
-                k = key_fn(r)
-                s = state.get(k)
-                s = update(initial() if s is None and k not in state else s, r)
-                emitted = (output(k, s, r) if output else replace(r, key=k, value=s)) if emit else None
+                _, emitted = apply(state, r)
             except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink, or re-raised
                 reject(r, exc)
                 continue
-            state[k] = s
             if emit:
                 out.append(emitted)
         return out

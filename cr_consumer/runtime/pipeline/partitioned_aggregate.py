@@ -55,8 +55,8 @@ from coordinator.protocol.region.transactions import Transactions
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.changelog import ensure_changelog
 from cr_consumer.runtime.pipeline.kafka_sink import REQUEST_TIMEOUT_MS, KafkaSink
-from cr_consumer.runtime.pipeline.operators import Operator, Reject, raise_error
-from cr_consumer.runtime.pipeline.records import Record, replace
+from cr_consumer.runtime.pipeline.operators import Fold, Operator, Reject, raise_error
+from cr_consumer.runtime.pipeline.records import Record
 from cr_consumer.state.changelog import ChangelogRecord, changelog_topic, decode_record, encode_record, key_of
 
 log = logging.getLogger(__name__)
@@ -91,11 +91,7 @@ class PartitionedAggregate(Operator):
         kafka: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(name)
-        self.key_fn = key_fn
-        self.update = update
-        self._initial = initial if callable(initial) else (lambda: initial)
-        self.emit = emit
-        self.output = output
+        self.fold = Fold(key_fn, update, initial if callable(initial) else (lambda: initial), emit, output, key_of)
         self.topic = topic
         self.changelog = changelog_topic(group, self.name, topic)
         self._bootstrap = bootstrap
@@ -124,19 +120,15 @@ class PartitionedAggregate(Operator):
         return self.process_isolated(records, raise_error)
 
     def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
-        key_fn, update, initial, emit, output = self.key_fn, self.update, self._initial, self.emit, self.output
+        apply, emit = self.fold.apply, self.fold.emit
         out: list[Any] = []
         for r in records:
-            table = self._table(r)
+            table = self._table(r)  # outside the try: a record without provenance fails the batch
             try:
-                k = key_of(key_fn(r))
-                s = table.get(k)
-                s = update(initial() if s is None and k not in table else s, r)
-                emitted = (output(k, s, r) if output else replace(r, key=k, value=s)) if emit else None
+                k, emitted = apply(table, r)
             except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink, or re-raised
                 reject(r, exc)
                 continue
-            table[k] = s
             self._changed.setdefault(r.partition, {})[k] = r.offset
             if emit:
                 out.append(emitted)
