@@ -13,7 +13,9 @@ exactly the completed checkpoints' changes, and a restore needs no other bookkee
    provenance: ``record.topic`` must be the declared input topic, ``record.partition`` an int;
    anything else fails the batch naming the operator). A partition's table that is not in
    memory is restored first (step 5), so a record is never aggregated on a partial state. The
-   key is remembered as changed since the last checkpoint, with the record's offset.
+   key is remembered as changed since the last checkpoint, with the record's offset. An
+   ``update`` that returns None deletes the key (its next record starts from ``initial``), in
+   memory as in the changelog (a tombstone).
 2. ``drain()``: nothing is in flight (batches are processed synchronously).
 3. ``checkpoint(seq)``: one changelog record per changed key (its whole new state: writes
    coalesce per checkpoint) into the interval's transaction, partition ``p`` for input partition
@@ -49,8 +51,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coordinator.kafka.raw_batches import partition_leaders, read_committed_with
+from coordinator.kafka.raw_batches import CommittedRead, partition_leaders, read_committed_with
 from coordinator.kafka.raw_requests import RawClient
+from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.region.transactions import Transactions
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.changelog import ensure_changelog
@@ -129,6 +132,8 @@ class PartitionedAggregate(Operator):
             except Exception as exc:  # noqa: BLE001 - to reject: the dead-letter sink, or re-raised
                 reject(r, exc)
                 continue
+            if table[k] is None:  # a state of None is a delete, as the changelog stores it
+                del table[k]
             self._changed.setdefault(r.partition, {})[k] = r.offset
             if emit:
                 out.append(emitted)
@@ -210,17 +215,18 @@ class PartitionedAggregate(Operator):
         self._ensure()
         t0 = time.monotonic()
         deadline = t0 + RESTORE_TIMEOUT_S
-        while True:
+
+        def decided() -> CommittedRead | None:
             with RawClient(self._settings, deadline) as client:
                 read = read_committed_with(client, self.changelog, partition)
-            if not read.open_transactions:
-                break
-            if time.monotonic() + RESTORE_RETRY_S > deadline:
-                raise TimeoutError(
-                    f"aggregate {self.name!r}: {self.changelog}[{partition}] still holds open transactions "
-                    f"{read.open_transactions} after {RESTORE_TIMEOUT_S:g}s: its table cannot be restored"
-                )
-            time.sleep(RESTORE_RETRY_S)
+            return None if read.open_transactions else read
+
+        read = wait_until(
+            decided,
+            RESTORE_TIMEOUT_S,
+            f"{self.changelog}[{partition}] without open transactions (aggregate {self.name!r}'s restore)",
+            interval=RESTORE_RETRY_S,
+        )
         table: dict[Any, Any] = {}
         for stored in read.records:
             change = decode_record(

@@ -103,3 +103,29 @@ def test_a_record_without_the_input_s_provenance_fails_naming_the_operator(boots
             op.process_batch([{"key": "a", "value": 1}])
     finally:
         op.close()
+
+
+def test_a_state_of_none_deletes_the_key_in_memory_as_after_a_restore(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    group = names.group()
+
+    def capped(state, record):  # the count starts again after 2
+        return None if state + record.value > 2 else state + record.value
+
+    first = PartitionedAggregate(lambda r: r.key, capped, 0, topic=topic, bootstrap=bootstrap, group=group, member="m0")
+    first.reset_to_initial_state()
+    out = first.process_batch(_orders(topic, 0, 0, ["a", "a", "a", "a"]))
+    assert [r.value for r in out] == [1, 2, None, 1]
+    first.checkpoint(1)
+    first.notify_checkpoint_complete(1)
+    first.process_batch(_orders(topic, 0, 4, ["a", "a"]))
+    first.checkpoint(2)
+    first.notify_checkpoint_complete(2)
+    assert first.tables == {0: {}}
+    second = PartitionedAggregate(
+        lambda r: r.key, capped, 0, topic=topic, bootstrap=bootstrap, group=group, member="m1"
+    )
+    second.reset(2, b"")
+    assert second.table(0) == first.tables[0]
+    first.close()
+    second.close()
