@@ -6,13 +6,22 @@ partitioned aggregate (``cr_consumer/runtime/pipeline/partitioned_aggregate.py``
 the region's transactions, and restores tables from its committed records;
 ``cr_consumer/kafka/kafka_python/changelog.py`` creates the topic.
 
-1. **Record.** Kafka key = compact JSON of the table key, Kafka value = compact JSON of the key's
-   whole state, or no value for a delete (a tombstone). Headers: ``cr.v`` (format version
-   ``1``), ``cr.seq`` (the checkpoint the write belongs to) and ``cr.src`` (the source offset of
-   the last input record that changed the key), both ASCII decimal in 0..2**63-1: what a reader
-   of the topic needs to tell where a state came from.
-2. **Reading.** :func:`decode_record` checks a stored record completely and raises
-   :class:`ChangelogFormatError` (a ``ValueError``) naming its topic, partition and offset.
+1. **Record: a change set.** One Kafka record holds changes of one checkpoint to one partition's
+   table: no Kafka key; value = compact JSON array of entries ``[key, src, state]``: ``key`` the
+   JSON of the table key, ``src`` the source offset of the last input record that changed it,
+   ``state`` the key's whole state after the change, or ``null`` when the key was deleted.
+   Headers: ``cr.v`` (format version ``2``), ``cr.seq`` (the checkpoint the changes belong to)
+   and ``cr.n`` (the entry count), ASCII decimals. A checkpoint's changes to a partition are as
+   many records as :data:`CHUNK_BYTES` needs (at least one entry each). One record per change set
+   rather than per key: the checkpoint pays one JSON encoding and a handful of sends instead of
+   a send per key (BENCHMARKS.md, "Keyed state on Kafka"); the topic is never compacted
+   (``cr_consumer/kafka/kafka_python/changelog.py``), so nothing needs a key per record.
+2. **Writing.** :func:`encode_changes` checks every state (JSON, object keys strings: ``json``
+   would turn ``1`` into ``"1"`` and the restored state would differ) and refuses what is not
+   JSON with ``ValueError`` naming the key, before anything is sent.
+3. **Reading.** :func:`decode_changes` checks a stored record completely and raises
+   :class:`ChangelogFormatError` (a ``ValueError``) naming its topic, partition and offset;
+   applying a partition's change sets in log order gives its table.
 """
 
 from __future__ import annotations
@@ -32,12 +41,18 @@ JsonKey: TypeAlias = str | int | float | bool | tuple["JsonKey", ...] | None
 JsonValue: TypeAlias = str | int | float | bool | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
 
 #: The record format's version (header ``cr.v``).
-FORMAT_VERSION = b"1"
+FORMAT_VERSION = b"2"
 VERSION_HEADER = "cr.v"
 SEQ_HEADER = "cr.seq"
-SRC_HEADER = "cr.src"
+COUNT_HEADER = "cr.n"
 #: Largest seq and source offset (Kafka offsets are signed 64-bit).
 MAX_INT = 2**63 - 1
+#: Bound on one change set's value (step 1): half of the default ``max.message.bytes`` and of
+#: kafka-python's ``max_request_size``, so a change set is never refused for its size by a
+#: broker or producer with the defaults. A single entry larger than this is a record alone.
+CHUNK_BYTES = 512 * 1024
+#: Entries encoded together before the size is checked (a larger encoding is halved).
+CHUNK_ENTRIES = 4096
 #: Kafka's limit on a topic name's length.
 MAX_TOPIC_NAME = 249
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
@@ -95,30 +110,28 @@ def _seq_like(_: object, attribute: attrs.Attribute[int], value: int) -> None:
         raise ValueError(f"{attribute.name} must be an int in 0..2**63-1, not {value!r}")
 
 
-@attrs.frozen
-class ChangelogRecord:
-    """One change of a key's state (step 2)."""
+#: One change as :func:`encode_changes` takes it and :func:`decode_changes` gives it back:
+#: (key, src, state), the state None for a delete.
+Change: TypeAlias = tuple[JsonKey, int, Any]
 
-    key: JsonKey = attrs.field(converter=key_of)
-    #: The key's state after the change; None: the key was deleted.
-    value: JsonValue
-    #: The checkpoint this write belongs to.
+
+@attrs.frozen
+class ChangeSet:
+    """One stored change set (step 3): its checkpoint and its changes in write order."""
+
     seq: int = attrs.field(validator=_seq_like)
-    #: The source offset of the last input record that changed the key.
-    src: int = attrs.field(validator=_seq_like)
+    changes: tuple[Change, ...]
 
 
 @attrs.frozen
 class KafkaRecord:
-    """A changelog record as Kafka stores it (step 2)."""
+    """A change set as Kafka stores it (step 1)."""
 
-    key: bytes
-    value: bytes | None
+    value: bytes
     headers: tuple[tuple[str, bytes], ...]
 
 
-def _dumps(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def _check_object_keys(value: object) -> None:
@@ -135,23 +148,53 @@ def _check_object_keys(value: object) -> None:
             stack.extend(item)
 
 
-def encode_record(record: ChangelogRecord) -> KafkaRecord:
-    """Step 2; a state that is not JSON raises ``ValueError``."""
+def _entry_error(change: Change) -> str | None:
+    """Why ``change`` cannot be written (its key named), or None."""
+    key, src, state = change
+    if type(src) is not int or not 0 <= src <= MAX_INT:
+        return f"the change of key {key!r}: src {src!r} is not an offset"
     try:
-        key = _dumps(record.key)
-        if record.value is None:
-            value = None
-        else:
-            _check_object_keys(record.value)
-            value = _dumps(record.value)
+        key_of(key)
+        _check_object_keys(state)
+        _ENCODE(change)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"the change of key {record.key!r} is not JSON: {exc}") from exc
-    headers = (
-        (VERSION_HEADER, FORMAT_VERSION),
-        (SEQ_HEADER, str(record.seq).encode("ascii")),
-        (SRC_HEADER, str(record.src).encode("ascii")),
-    )
-    return KafkaRecord(key, value, headers)
+        return f"the change of key {key!r} is not JSON: {exc}"
+    return None
+
+
+def _encoded(changes: Sequence[Change]) -> bytes:
+    """The JSON array of ``changes``' entries; ``ValueError`` naming the first bad change."""
+    try:
+        _check_object_keys(changes)
+        if not all(type(c[1]) is int and 0 <= c[1] <= MAX_INT for c in changes):
+            raise ValueError("a src is not an offset")
+        return _ENCODE(changes).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        for change in changes:
+            error = _entry_error(change)
+            if error is not None:
+                raise ValueError(error) from exc
+        raise
+
+
+def encode_changes(seq: int, changes: Sequence[Change], chunk_bytes: int = CHUNK_BYTES) -> list[KafkaRecord]:
+    """Step 2: ``changes`` (keys already :func:`key_of` keys) as change-set records of at most
+    ``chunk_bytes`` each (a larger single entry alone); ``ValueError`` for a state that is not JSON."""
+    if type(seq) is not int or not 0 <= seq <= MAX_INT:
+        raise ValueError(f"seq must be an int in 0..2**63-1, not {seq!r}")
+    seq_header = (SEQ_HEADER, str(seq).encode("ascii"))
+    out: list[KafkaRecord] = []
+    pending = [changes[i : i + CHUNK_ENTRIES] for i in range(0, len(changes), CHUNK_ENTRIES)][::-1]
+    while pending:  # a stack, first chunk on top: records in the order of ``changes``
+        chunk = pending.pop()
+        value = _encoded(chunk)
+        if len(value) > chunk_bytes and len(chunk) > 1:
+            half = len(chunk) // 2
+            pending += [chunk[half:], chunk[:half]]
+            continue
+        headers = ((VERSION_HEADER, FORMAT_VERSION), seq_header, (COUNT_HEADER, str(len(chunk)).encode("ascii")))
+        out.append(KafkaRecord(value, headers))
+    return out
 
 
 def _reject_constant(name: str) -> None:
@@ -169,11 +212,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_object)
 
 
-def _loads(raw: bytes) -> Any:
-    return _DECODER.decode(raw.decode("utf-8"))
-
-
-def decode_record(
+def decode_changes(
     partition: int,
     offset: int,
     key: bytes | None,
@@ -181,41 +220,55 @@ def decode_record(
     headers: Iterable[tuple[str, bytes | None]],
     *,
     topic: str = "changelog",
-) -> ChangelogRecord:
-    """Step 5: the record stored at ``partition``/``offset``, checked completely (other headers
-    than ``cr.*`` ones are left alone)."""
+) -> ChangeSet:
+    """Step 3: the change set stored at ``partition``/``offset``, checked completely (other
+    headers than ``cr.*`` ones are left alone)."""
     where = f"{topic} partition {partition} offset {offset}"
+    seq, count = _read_headers(where, headers)
+    if key is not None:
+        raise ChangelogFormatError(f"{where}: a change set has no key")
+    if value is None:
+        raise ChangelogFormatError(f"{where}: no value")
+    try:
+        entries = _DECODER.decode(value.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ChangelogFormatError(f"{where}: not the JSON of a change set: {exc}") from exc
+    if type(entries) is not list or len(entries) != count or not count:
+        raise ChangelogFormatError(f"{where}: not an array of {count} entries (header cr.n), at least one")
+    return ChangeSet(seq, tuple(_change(where, n, entry) for n, entry in enumerate(entries)))
+
+
+def _read_headers(where: str, headers: Iterable[tuple[str, bytes | None]]) -> tuple[int, int]:
+    """A change set's seq and entry count from its ``cr.*`` headers (others are left alone)."""
     found: dict[str, bytes | None] = {}
     for name, raw in headers:
         if name.startswith("cr."):
             if name in found:
                 raise ChangelogFormatError(f"{where}: header {name} appears twice")
             found[name] = raw
-    unknown = sorted(set(found) - {VERSION_HEADER, SEQ_HEADER, SRC_HEADER})
+    unknown = sorted(set(found) - {VERSION_HEADER, SEQ_HEADER, COUNT_HEADER})
     if unknown:
         raise ChangelogFormatError(f"{where}: unknown headers {unknown}")
     if found.get(VERSION_HEADER) != FORMAT_VERSION:
         raise ChangelogFormatError(
             f"{where}: format version {found.get(VERSION_HEADER)!r}, expected {FORMAT_VERSION!r}"
         )
-    seq = _decimal(where, SEQ_HEADER, found)
-    src = _decimal(where, SRC_HEADER, found)
-    if key is None:
-        raise ChangelogFormatError(f"{where}: no key")
+    return _decimal(where, SEQ_HEADER, found), _decimal(where, COUNT_HEADER, found)
+
+
+def _change(where: str, n: int, entry: object) -> Change:
+    """Entry ``n`` of a change set, checked."""
+    if type(entry) is not list or len(entry) != 3:
+        raise ChangelogFormatError(f"{where}: entry {n} is not [key, src, state]")
+    raw_key, src, state = entry
+    if type(src) is not int or not 0 <= src <= MAX_INT:
+        raise ChangelogFormatError(f"{where}: entry {n}: src {src!r} is not an offset")
+    if type(raw_key) is dict:
+        raise ChangelogFormatError(f"{where}: entry {n}: a key may not be a JSON object")
     try:
-        table_key = _loads(key)
-        if isinstance(table_key, dict) or (isinstance(table_key, list) and _has_object(table_key)):
-            raise ValueError("a key may not be or hold a JSON object")
-        state = None if value is None else _loads(value)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ChangelogFormatError(f"{where}: not the JSON of a key and a state: {exc}") from exc
-    if value is not None and state is None:
-        raise ChangelogFormatError(f"{where}: a state of JSON null (a delete is a record without a value)")
-    return ChangelogRecord(table_key, state, seq, src)
-
-
-def _has_object(items: list[Any]) -> bool:
-    return any(isinstance(i, dict) or (isinstance(i, list) and _has_object(i)) for i in items)
+        return (key_of(raw_key) if type(raw_key) is list else raw_key, src, state)
+    except ValueError as exc:
+        raise ChangelogFormatError(f"{where}: entry {n}: {exc}") from exc
 
 
 def _decimal(where: str, name: str, found: Mapping[str, bytes | None]) -> int:
@@ -228,15 +281,14 @@ def _decimal(where: str, name: str, found: Mapping[str, bytes | None]) -> int:
 
 
 __all__ = [
+    "CHUNK_BYTES",
     "FORMAT_VERSION",
+    "ChangeSet",
     "ChangelogFormatError",
-    "ChangelogRecord",
-    "JsonKey",
-    "JsonValue",
     "KafkaRecord",
     "changelog_topic",
-    "decode_record",
-    "encode_record",
+    "decode_changes",
+    "encode_changes",
     "key_of",
     "validate_topic_name",
 ]

@@ -1,4 +1,5 @@
-"""The changelog's record format and topic name (``cr_consumer/state/changelog.py``, steps 1-2, 5), no broker."""
+"""The changelog's change-set format and topic name (``cr_consumer/state/changelog.py``, steps
+1-3), no broker."""
 
 from __future__ import annotations
 
@@ -10,101 +11,121 @@ from hypothesis import strategies as st
 
 from cr_consumer.state.changelog import (
     ChangelogFormatError,
-    ChangelogRecord,
+    ChangeSet,
     changelog_topic,
-    decode_record,
-    encode_record,
+    decode_changes,
+    encode_changes,
+    key_of,
 )
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False), st.text()
 )
-KEYS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3), max_leaves=8)
+KEYS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3), max_leaves=8).map(key_of)
 STATES = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
     max_leaves=10,
 ).filter(lambda v: v is not None)
-HEADERS = [("cr.v", b"1"), ("cr.seq", b"3"), ("cr.src", b"41")]
+OFFSETS = st.integers(0, 2**63 - 1)
+CHANGES = st.lists(st.tuples(KEYS, OFFSETS, st.none() | STATES), max_size=30)
+HEADERS = [("cr.v", b"2"), ("cr.seq", b"3"), ("cr.n", b"1")]
 
 
-def as_key(value: object) -> object:
-    return tuple(as_key(v) for v in value) if isinstance(value, list) else value
+def _decode_all(records: list[Any]) -> list[ChangeSet]:
+    return [decode_changes(0, n, None, r.value, r.headers) for n, r in enumerate(records)]
 
 
-@given(key=KEYS, value=st.none() | STATES, seq=st.integers(0, 2**63 - 1), src=st.integers(0, 2**63 - 1))
-def test_a_record_decodes_to_itself(key: Any, value: Any, seq: int, src: int) -> None:
-    record = ChangelogRecord(key, value, seq, src)
-    stored = encode_record(record)
-    assert decode_record(0, 0, stored.key, stored.value, stored.headers) == record
-    assert record.key == as_key(key)
+@given(changes=CHANGES, seq=OFFSETS, chunk=st.integers(1, 400))
+def test_change_sets_decode_to_their_changes_in_order(changes: list[Any], seq: int, chunk: int) -> None:
+    records = encode_changes(seq, changes, chunk_bytes=chunk)
+    decoded = _decode_all(records)
+    assert all(d.seq == seq for d in decoded)
+    assert [c for d in decoded for c in d.changes] == changes
+    # each record within the bound, unless it is a single entry
+    assert all(len(r.value) <= chunk or len(d.changes) == 1 for r, d in zip(records, decoded, strict=True))
 
 
 def test_the_encoding_is_compact_json_and_ascii_headers() -> None:
-    stored = encode_record(ChangelogRecord(["é", 1], {"n": [1, 2.5]}, 12, 3400))
-    assert stored.key == '["é",1]'.encode()
-    assert stored.value == b'{"n":[1,2.5]}'
-    assert stored.headers == (("cr.v", b"1"), ("cr.seq", b"12"), ("cr.src", b"3400"))
-    assert encode_record(ChangelogRecord("k", None, 0, 0)).value is None  # a delete: a tombstone
+    (stored,) = encode_changes(12, [(("é", 1), 3400, {"n": [1, 2.5]}), ("k", 3401, None)])
+    assert stored.value == '[[["é",1],3400,{"n":[1,2.5]}],["k",3401,null]]'.encode()  # a delete: a null state
+    assert stored.headers == (("cr.v", b"2"), ("cr.seq", b"12"), ("cr.n", b"2"))
+    assert encode_changes(1, []) == []
+
+
+def test_a_large_checkpoint_is_split_into_bounded_records() -> None:
+    changes = [(f"customer-{i}", i, {"orders": i, "cents": 7 * i}) for i in range(20_000)]
+    records = encode_changes(5, changes, chunk_bytes=64 * 1024)
+    assert len(records) > 10
+    assert all(len(r.value) <= 64 * 1024 for r in records)
+    assert [c for d in _decode_all(records) for c in d.changes] == changes
 
 
 @pytest.mark.parametrize(
     ("key", "value", "headers", "problem"),
     [
-        (b'"k"', b"1", HEADERS[1:], "format version None"),
-        (b'"k"', b"1", [("cr.v", b"2"), *HEADERS[1:]], "format version b'2'"),
-        (b'"k"', b"1", [*HEADERS, ("cr.seq", b"3")], "header cr.seq appears twice"),
-        (b'"k"', b"1", [*HEADERS, ("cr.other", b"3")], r"unknown headers \['cr.other'\]"),
-        (b'"k"', b"1", HEADERS[:2], "no header cr.src"),
-        (b'"k"', b"1", [*HEADERS[:2], ("cr.src", None)], "no header cr.src"),
-        (b'"k"', b"1", [HEADERS[0], ("cr.seq", b"-1"), HEADERS[2]], "header cr.seq is b'-1'"),
-        (b'"k"', b"1", [HEADERS[0], ("cr.seq", b"03"), HEADERS[2]], "header cr.seq is b'03'"),
-        (b'"k"', b"1", [HEADERS[0], ("cr.seq", b" 3"), HEADERS[2]], "header cr.seq is b' 3'"),
-        (b'"k"', b"1", [*HEADERS[:2], ("cr.src", str(2**63).encode())], "header cr.src is"),
-        (None, b"1", HEADERS, "no key"),
-        (b"k", b"1", HEADERS, "not the JSON"),
-        (b'{"a":1}', b"1", HEADERS, "may not be or hold a JSON object"),
-        (b'["a",{"b":1}]', b"1", HEADERS, "may not be or hold a JSON object"),
-        (b'"k"', b"NaN", HEADERS, "NaN is not JSON"),
-        (b'"k"', b'{"a":1,"a":2}', HEADERS, "repeats a key"),
-        (b'"k"', b"\xff", HEADERS, "not the JSON"),
-        (b'"k"', b"null", HEADERS, "a state of JSON null"),
-        (b'"k"', b"[1", HEADERS, "not the JSON"),
+        (None, b'[["k",1,1]]', HEADERS[1:], "format version None"),
+        (None, b'[["k",1,1]]', [("cr.v", b"1"), *HEADERS[1:]], "format version b'1'"),
+        (None, b'[["k",1,1]]', [*HEADERS, ("cr.seq", b"3")], "header cr.seq appears twice"),
+        (None, b'[["k",1,1]]', [*HEADERS, ("cr.other", b"3")], r"unknown headers \['cr.other'\]"),
+        (None, b'[["k",1,1]]', HEADERS[:2], "no header cr.n"),
+        (None, b'[["k",1,1]]', [*HEADERS[:2], ("cr.n", None)], "no header cr.n"),
+        (None, b'[["k",1,1]]', [HEADERS[0], ("cr.seq", b"-1"), HEADERS[2]], "header cr.seq is b'-1'"),
+        (None, b'[["k",1,1]]', [HEADERS[0], ("cr.seq", b"03"), HEADERS[2]], "header cr.seq is b'03'"),
+        (None, b'[["k",1,1]]', [HEADERS[0], ("cr.seq", b" 3"), HEADERS[2]], "header cr.seq is b' 3'"),
+        (None, b'[["k",1,1]]', [*HEADERS[:2], ("cr.n", str(2**63).encode())], "header cr.n is"),
+        (b'"k"', b'[["k",1,1]]', HEADERS, "a change set has no key"),
+        (None, None, HEADERS, "no value"),
+        (None, b"k", HEADERS, "not the JSON"),
+        (None, b'{"k":1}', HEADERS, "not an array of 1 entries"),
+        (None, b'[["k",1,1],["j",1,1]]', HEADERS, "not an array of 1 entries"),
+        (None, b"[]", [*HEADERS[:2], ("cr.n", b"0")], "at least one"),
+        (None, b'["k"]', HEADERS, r"entry 0 is not \[key, src, state\]"),
+        (None, b'[["k",1]]', HEADERS, r"entry 0 is not \[key, src, state\]"),
+        (None, b'[["k",1,1,1]]', HEADERS, r"entry 0 is not \[key, src, state\]"),
+        (None, b'[["k",-1,1]]', HEADERS, "entry 0: src -1 is not an offset"),
+        (None, b'[["k",true,1]]', HEADERS, "entry 0: src True is not an offset"),
+        (None, b'[["k",1.5,1]]', HEADERS, "entry 0: src 1.5 is not an offset"),
+        (None, b'[[{"a":1},1,1]]', HEADERS, "may not be a JSON object"),
+        (None, b'[[["a",{"b":1}],1,1]]', HEADERS, "a key must be a JSON scalar or array"),
+        (None, b'[["k",1,NaN]]', HEADERS, "NaN is not JSON"),
+        (None, b'[["k",1,{"a":1,"a":2}]]', HEADERS, "repeats a key"),
+        (None, b"\xff", HEADERS, "not the JSON"),
+        (None, b'[["k",1,1]', HEADERS, "not the JSON"),
     ],
 )
 def test_a_malformed_record_is_named_by_partition_and_offset(
-    key: bytes | None, value: bytes, headers: list[tuple[str, bytes | None]], problem: str
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]], problem: str
 ) -> None:
     with pytest.raises(ChangelogFormatError, match=rf"^t partition 3 offset 17: .*{problem}"):
-        decode_record(3, 17, key, value, headers, topic="t")
+        decode_changes(3, 17, key, value, headers, topic="t")
 
 
 def test_other_headers_are_left_alone() -> None:
-    record = decode_record(0, 0, b'"k"', b"1", [("trace", b"x"), *HEADERS])
-    assert record == ChangelogRecord("k", 1, 3, 41)
+    change_set = decode_changes(0, 0, None, b'[["k",41,1]]', [("trace", b"x"), *HEADERS])
+    assert change_set == ChangeSet(3, (("k", 41, 1),))
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "problem"),
+    ("change", "problem"),
     [
-        ("k", {1: "a"}, "JSON object keys must be strings"),
-        ("k", [b"x"], "not JSON"),
-        ("k", float("nan"), "not JSON"),
-        ({"a": 1}, 1, "a key must be a JSON scalar or array"),
-        (float("inf"), 1, "a key may not be inf"),
+        (("k", 1, {1: "a"}), "key 'k'.*JSON object keys must be strings"),
+        (("k", 1, [b"x"]), "key 'k' is not JSON"),
+        (("k", 1, float("nan")), "key 'k' is not JSON"),
+        (("k", -1, 1), "key 'k': src -1 is not an offset"),
+        (("k", True, 1), "key 'k': src True is not an offset"),
+        ((float("inf"), 1, 1), "key inf is not JSON"),
     ],
 )
-def test_what_is_not_json_is_refused_before_it_is_written(key: Any, value: Any, problem: str) -> None:
+def test_what_is_not_json_is_refused_before_it_is_written(change: Any, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
-        encode_record(ChangelogRecord(key, value, 1, 1))
+        encode_changes(1, [("fine", 0, 1), change])
 
 
 @pytest.mark.parametrize("bad", [-1, 2**63, True])
-def test_seq_and_src_are_kafka_offsets(bad: int) -> None:
+def test_seq_is_a_kafka_offset(bad: int) -> None:
     with pytest.raises(ValueError, match=r"seq must be an int in 0\.\.2"):
-        ChangelogRecord("k", 1, bad, 0)
-    with pytest.raises(ValueError, match=r"src must be an int in 0\.\.2"):
-        ChangelogRecord("k", 1, 0, bad)
+        encode_changes(bad, [("k", 0, 1)])
 
 
 def test_changelog_topic_names() -> None:

@@ -49,6 +49,7 @@ from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
 
 if TYPE_CHECKING:
     from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
+    from cr_consumer.runtime.pipeline.keyed_state import KeyedState, PartitionState
     from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
 
 P = ParamSpec("P")
@@ -157,6 +158,23 @@ class PipelineContext:
             output=output,
             name=name,
             kafka=kafka,
+        )
+
+    def keyed_state(
+        self,
+        fn: Callable[[Any, PartitionState], Iterable[Any]],
+        *,
+        topic: str,
+        name: str | None = None,
+        kafka: Mapping[str, object] | None = None,
+    ) -> KeyedState:
+        """``fn(record, state) -> records`` with a get/set/delete state per key, scoped to the
+        record's partition of the input ``topic``, kept and restored as the partitioned
+        aggregate's (``keyed_state.py``); add it with ``Pipeline.then``."""
+        from cr_consumer.runtime.pipeline.keyed_state import KeyedState  # lazily: kafka
+
+        return KeyedState(
+            fn, topic=topic, bootstrap=self.bootstrap, group=self.group, member=self.member, name=name, kafka=kafka
         )
 
 

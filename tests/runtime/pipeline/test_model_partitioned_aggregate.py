@@ -143,7 +143,7 @@ class PartitionedAggregateMachine(RuleBasedStateMachine):
     def every_table_equals_the_model(self) -> None:
         """After every step, every partition's table (restored from the changelog after a reset)."""
         for partition in range(PARTITIONS):
-            assert self.op.table(partition) == self.live[partition], partition
+            assert self.op.store.table(partition) == self.live[partition], partition
 
     def teardown(self) -> None:
         self.op.close()

@@ -43,27 +43,27 @@ def test_tables_follow_their_partition_through_the_changelog(bootstrap, names):
     first.checkpoint(1)
     assert len(first.transactions().prepared) == 1
     first.notify_checkpoint_complete(1)
-    assert (_committed(bootstrap, first.changelog, 0), _committed(bootstrap, first.changelog, 1)) == (2, 1)
+    assert (_committed(bootstrap, first.store.changelog, 0), _committed(bootstrap, first.store.changelog, 1)) == (1, 1)
 
-    # Only the keys changed since the last checkpoint are written.
+    # Only the keys changed since the last checkpoint are written (one change set).
     first.process_batch(_orders(topic, 0, 3, ["b"]))
     first.checkpoint(2)
     first.notify_checkpoint_complete(2)
-    assert _committed(bootstrap, first.changelog, 0) == 3
+    assert _committed(bootstrap, first.store.changelog, 0) == 2
 
     # Checkpoint 3 is prepared but never completes: the reset to 2 aborts it.
     first.process_batch(_orders(topic, 0, 4, ["a", "a"]))
     first.checkpoint(3)
     first.reset(2, b"")
-    assert _committed(bootstrap, first.changelog, 0) == 3
+    assert _committed(bootstrap, first.store.changelog, 0) == 2
 
     # Another member (another host, no local state) restores partition 0 at its first record.
     second = _aggregate(bootstrap, topic, group, "m1")
     second.reset(2, b"")
     out = second.process_batch(_orders(topic, 0, 4, ["a"]))
     assert [(r.key, r.value) for r in out] == [("a", 3)]
-    assert second.tables == {0: {"a": 3, "b": 2}}
-    assert second.restored_records == 3
+    assert second.store.tables == {0: {"a": 3, "b": 2}}
+    assert (second.store.restored_records, second.store.restored_changes) == (2, 3)
     first.close()
     second.close()
 
@@ -78,16 +78,15 @@ def test_a_malformed_changelog_record_fails_the_restore_naming_it(bootstrap, nam
         op.notify_checkpoint_complete(1)
         p = producer(bootstrap)
         p.send(
-            op.changelog,
-            key=b'"b"',
-            value=b"1",
-            headers=[("cr.v", b"1"), ("cr.seq", b"x"), ("cr.src", b"1")],
+            op.store.changelog,
+            value=b'[["b",1,1]]',
+            headers=[("cr.v", b"2"), ("cr.seq", b"x"), ("cr.n", b"1")],
             partition=0,
         )
         p.flush(10)
         p.close(10)
         op.reset(1, b"")
-        with pytest.raises(ChangelogFormatError, match=rf"{op.changelog} partition 0 offset 2: header cr.seq"):
+        with pytest.raises(ChangelogFormatError, match=rf"{op.store.changelog} partition 0 offset 2: header cr.seq"):
             op.process_batch(_orders(topic, 0, 1, ["a"]))
     finally:
         op.close()
@@ -97,7 +96,7 @@ def test_a_record_without_the_input_s_provenance_fails_naming_the_operator(boots
     topic = create_topic(bootstrap, names.topic(), partitions=1)
     op = _aggregate(bootstrap, topic, names.group(), "m0")
     try:
-        with pytest.raises(ValueError, match=r"aggregate 'partitioned_aggregate'.*provenance"):
+        with pytest.raises(ValueError, match=r"operator 'partitioned_aggregate'.*provenance"):
             op.process_batch([Record("another-topic", 0, 0, key="a", value=1)])
         with pytest.raises(ValueError, match="provenance"):
             op.process_batch([{"key": "a", "value": 1}])
@@ -121,11 +120,11 @@ def test_a_state_of_none_deletes_the_key_in_memory_as_after_a_restore(bootstrap,
     first.process_batch(_orders(topic, 0, 4, ["a", "a"]))
     first.checkpoint(2)
     first.notify_checkpoint_complete(2)
-    assert first.tables == {0: {}}
+    assert first.store.tables == {0: {}}
     second = PartitionedAggregate(
         lambda r: r.key, capped, 0, topic=topic, bootstrap=bootstrap, group=group, member="m1"
     )
     second.reset(2, b"")
-    assert second.table(0) == first.tables[0]
+    assert second.store.table(0) == first.store.tables[0]
     first.close()
     second.close()
