@@ -11,7 +11,10 @@ the region's transactions, and restores tables from its committed records;
    JSON of the table key, ``src`` the source offset of the last input record that changed it,
    ``state`` the key's whole state after the change, or ``null`` when the key was deleted.
    Headers: ``cr.v`` (format version ``2``), ``cr.seq`` (the checkpoint the changes belong to)
-   and ``cr.n`` (the entry count), ASCII decimals. A checkpoint's changes to a partition are as
+   and ``cr.n`` (the entry count), ASCII decimals; ``cr.base`` = ``1`` on the change sets of a
+   *base*: the whole table at checkpoint ``cr.seq`` (its entries' ``src`` the partition's last
+   source offset then), consecutive records of one transaction, which replaces every change
+   before it (a reader that meets a base starts the table again from it). A checkpoint's changes to a partition are as
    many records as :data:`CHUNK_BYTES` needs (at least one entry each). One record per change set
    rather than per key: the checkpoint pays one JSON encoding and a handful of sends instead of
    a send per key (BENCHMARKS.md, "Keyed state on Kafka"); the topic is never compacted
@@ -45,6 +48,7 @@ FORMAT_VERSION = b"2"
 VERSION_HEADER = "cr.v"
 SEQ_HEADER = "cr.seq"
 COUNT_HEADER = "cr.n"
+BASE_HEADER = "cr.base"
 #: Largest seq and source offset (Kafka offsets are signed 64-bit).
 MAX_INT = 2**63 - 1
 #: Bound on one change set's value (step 1): half of the default ``max.message.bytes`` and of
@@ -121,6 +125,8 @@ class ChangeSet:
 
     seq: int = attrs.field(validator=_seq_like)
     changes: tuple[Change, ...]
+    #: A base's change set: the table is the base's entries, nothing before them (step 1).
+    base: bool = False
 
 
 @attrs.frozen
@@ -177,9 +183,12 @@ def _encoded(changes: Sequence[Change]) -> bytes:
         raise
 
 
-def encode_changes(seq: int, changes: Sequence[Change], chunk_bytes: int = CHUNK_BYTES) -> list[KafkaRecord]:
+def encode_changes(
+    seq: int, changes: Sequence[Change], chunk_bytes: int = CHUNK_BYTES, *, base: bool = False
+) -> list[KafkaRecord]:
     """Step 2: ``changes`` (keys already :func:`key_of` keys) as change-set records of at most
-    ``chunk_bytes`` each (a larger single entry alone); ``ValueError`` for a state that is not JSON."""
+    ``chunk_bytes`` each (a larger single entry alone), a base's when ``base``; ``ValueError`` for
+    a state that is not JSON."""
     if type(seq) is not int or not 0 <= seq <= MAX_INT:
         raise ValueError(f"seq must be an int in 0..2**63-1, not {seq!r}")
     seq_header = (SEQ_HEADER, str(seq).encode("ascii"))
@@ -193,7 +202,7 @@ def encode_changes(seq: int, changes: Sequence[Change], chunk_bytes: int = CHUNK
             pending += [chunk[half:], chunk[:half]]
             continue
         headers = ((VERSION_HEADER, FORMAT_VERSION), seq_header, (COUNT_HEADER, str(len(chunk)).encode("ascii")))
-        out.append(KafkaRecord(value, headers))
+        out.append(KafkaRecord(value, (*headers, (BASE_HEADER, b"1")) if base else headers))
     return out
 
 
@@ -224,7 +233,7 @@ def decode_changes(
     """Step 3: the change set stored at ``partition``/``offset``, checked completely (other
     headers than ``cr.*`` ones are left alone)."""
     where = f"{topic} partition {partition} offset {offset}"
-    seq, count = _read_headers(where, headers)
+    seq, count, base = _read_headers(where, headers)
     if key is not None:
         raise ChangelogFormatError(f"{where}: a change set has no key")
     if value is None:
@@ -235,25 +244,27 @@ def decode_changes(
         raise ChangelogFormatError(f"{where}: not the JSON of a change set: {exc}") from exc
     if type(entries) is not list or len(entries) != count or not count:
         raise ChangelogFormatError(f"{where}: not an array of {count} entries (header cr.n), at least one")
-    return ChangeSet(seq, tuple(_change(where, n, entry) for n, entry in enumerate(entries)))
+    return ChangeSet(seq, tuple(_change(where, n, entry) for n, entry in enumerate(entries)), base)
 
 
-def _read_headers(where: str, headers: Iterable[tuple[str, bytes | None]]) -> tuple[int, int]:
-    """A change set's seq and entry count from its ``cr.*`` headers (others are left alone)."""
+def _read_headers(where: str, headers: Iterable[tuple[str, bytes | None]]) -> tuple[int, int, bool]:
+    """A change set's seq, entry count and base mark from its ``cr.*`` headers (others are left alone)."""
     found: dict[str, bytes | None] = {}
     for name, raw in headers:
         if name.startswith("cr."):
             if name in found:
                 raise ChangelogFormatError(f"{where}: header {name} appears twice")
             found[name] = raw
-    unknown = sorted(set(found) - {VERSION_HEADER, SEQ_HEADER, COUNT_HEADER})
+    unknown = sorted(set(found) - {VERSION_HEADER, SEQ_HEADER, COUNT_HEADER, BASE_HEADER})
     if unknown:
         raise ChangelogFormatError(f"{where}: unknown headers {unknown}")
     if found.get(VERSION_HEADER) != FORMAT_VERSION:
         raise ChangelogFormatError(
             f"{where}: format version {found.get(VERSION_HEADER)!r}, expected {FORMAT_VERSION!r}"
         )
-    return _decimal(where, SEQ_HEADER, found), _decimal(where, COUNT_HEADER, found)
+    if BASE_HEADER in found and found[BASE_HEADER] != b"1":
+        raise ChangelogFormatError(f"{where}: header {BASE_HEADER} is {found[BASE_HEADER]!r}, not b'1'")
+    return _decimal(where, SEQ_HEADER, found), _decimal(where, COUNT_HEADER, found), BASE_HEADER in found
 
 
 def _change(where: str, n: int, entry: object) -> Change:
@@ -281,6 +292,7 @@ def _decimal(where: str, name: str, found: Mapping[str, bytes | None]) -> int:
 
 
 __all__ = [
+    "BASE_HEADER",
     "CHUNK_BYTES",
     "FORMAT_VERSION",
     "ChangeSet",

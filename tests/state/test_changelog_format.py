@@ -36,11 +36,11 @@ def _decode_all(records: list[Any]) -> list[ChangeSet]:
     return [decode_changes(0, n, None, r.value, r.headers) for n, r in enumerate(records)]
 
 
-@given(changes=CHANGES, seq=OFFSETS, chunk=st.integers(1, 400))
-def test_change_sets_decode_to_their_changes_in_order(changes: list[Any], seq: int, chunk: int) -> None:
-    records = encode_changes(seq, changes, chunk_bytes=chunk)
+@given(changes=CHANGES, seq=OFFSETS, chunk=st.integers(1, 400), base=st.booleans())
+def test_change_sets_decode_to_their_changes_in_order(changes: list[Any], seq: int, chunk: int, base: bool) -> None:
+    records = encode_changes(seq, changes, chunk_bytes=chunk, base=base)
     decoded = _decode_all(records)
-    assert all(d.seq == seq for d in decoded)
+    assert all(d.seq == seq and d.base == base for d in decoded)
     assert [c for d in decoded for c in d.changes] == changes
     # each record within the bound, unless it is a single entry
     assert all(len(r.value) <= chunk or len(d.changes) == 1 for r, d in zip(records, decoded, strict=True))
@@ -50,6 +50,8 @@ def test_the_encoding_is_compact_json_and_ascii_headers() -> None:
     (stored,) = encode_changes(12, [(("é", 1), 3400, {"n": [1, 2.5]}), ("k", 3401, None)])
     assert stored.value == '[[["é",1],3400,{"n":[1,2.5]}],["k",3401,null]]'.encode()  # a delete: a null state
     assert stored.headers == (("cr.v", b"2"), ("cr.seq", b"12"), ("cr.n", b"2"))
+    (base,) = encode_changes(12, [("k", 3401, 1)], base=True)
+    assert base.headers[-1] == ("cr.base", b"1")
     assert encode_changes(1, []) == []
 
 
@@ -69,6 +71,7 @@ def test_a_large_checkpoint_is_split_into_bounded_records() -> None:
         (None, b'[["k",1,1]]', [*HEADERS, ("cr.seq", b"3")], "header cr.seq appears twice"),
         (None, b'[["k",1,1]]', [*HEADERS, ("cr.other", b"3")], r"unknown headers \['cr.other'\]"),
         (None, b'[["k",1,1]]', HEADERS[:2], "no header cr.n"),
+        (None, b'[["k",1,1]]', [*HEADERS, ("cr.base", b"0")], "header cr.base is b'0'"),
         (None, b'[["k",1,1]]', [*HEADERS[:2], ("cr.n", None)], "no header cr.n"),
         (None, b'[["k",1,1]]', [HEADERS[0], ("cr.seq", b"-1"), HEADERS[2]], "header cr.seq is b'-1'"),
         (None, b'[["k",1,1]]', [HEADERS[0], ("cr.seq", b"03"), HEADERS[2]], "header cr.seq is b'03'"),

@@ -300,6 +300,11 @@ class KafkaSink(Operator):
             doc = {"version": KAFKA_SINK_CHECKPOINT_VERSION, "kind": self.kind, **self._last.to_wire()}
         return json.dumps(doc, separators=(",", ":")).encode()
 
+    @property
+    def failed(self) -> bool:
+        """A send or a commit failed since the last reset (the next drain fails)."""
+        return self._broken is not None
+
     def notify_checkpoint_complete(self, seq: int) -> None:
         self._commit_upto(seq)
 

@@ -13,25 +13,41 @@ exactly the completed checkpoints' changes, and a restore needs no other bookkee
 1. Data (the operator, on the process thread): :meth:`PartitionedTables.table_of` checks the
    record's provenance (``record.topic`` must be the declared input topic, ``record.partition``
    an int; anything else fails the batch naming the operator) and returns its partition's table,
-   restored first (step 5) when it is not in memory, so a record is never processed on a
+   restored first (step 6) when it is not in memory, so a record is never processed on a
    partial state. The operator changes the table and calls :meth:`PartitionedTables.changed`
    with the key and the record's offset. A state of None is a delete (the key is removed from
-   the table).
+   the table). A partition due for a base (step 3) gets it written first: the whole table as
+   it stood at the last checkpoint, as base change sets, into the interval's transaction.
 2. ``drain()``: the sink's (nothing of this store is in flight: batches are synchronous).
 3. ``checkpoint(seq)``: each partition's changed keys, with their state now (writes coalesce per
    checkpoint), as change sets into the interval's transaction, partition ``p`` for input
    partition ``p``; then the sink's checkpoint: flushed, every record acknowledged, the
-   transaction left open and reported (``transactions()``) for the region to commit.
+   transaction left open and reported (``transactions()``) for the region to commit. A base
+   written in the interval is now acknowledged: its first offset (the transaction's first in
+   that partition, since the base precedes the partition's changes) is kept for step 4. A
+   partition whose changelog grew by more than ``max(materialize_min_changes, live keys)``
+   changes since its last base is due for a base at its next record (step 1): a restore then
+   reads at most about twice the live keys plus that minimum, and writing bases at most doubles
+   what the changelog receives. The base is written in the interval, not in the checkpoint, so
+   it does not stop the region's flow.
 4. ``notify_checkpoint_complete`` / ``retire_checkpoint``: the sink commits the prepared
-   transaction.
+   transaction; if it did, a base it held becomes the partition's *pointer*: the offset is
+   committed for the consumer group named like the changelog, which nobody joins
+   (``coordinator/kafka/group_offsets.py``). A pointer names only a committed base; one not
+   committed (the commit failed, the member died and the region committed for it, the pointer
+   write failed) leaves the previous pointer, which is still correct, only further back.
 5. ``reset`` / ``reset_to_initial_state``: every table is dropped and the sink's ids fenced (an
-   interval not checkpointed is aborted). A partition's table is restored when its first record
-   arrives: the committed change sets of its changelog partition, from the start to the high
-   watermark, applied in log order. The region resolves every completed checkpoint's
-   transaction in the reset, before any member resumes, so the committed log holds the state at
-   the checkpoint the source replays from. A transaction still open on the partition (one being
-   resolved) holds the restore until it is decided, at most :data:`RESTORE_TIMEOUT_S`; past
-   that the batch fails and the region resets.
+   interval not checkpointed is aborted, a base written in it too).
+6. Restore, when a partition's first record arrives: the partition's pointer (read once per
+   reset for every partition), then the committed change sets of its changelog partition from
+   the pointer (from the start without one) to the high watermark, applied in log order; a base
+   starts the table again. The first record read must be a base at the pointer; otherwise (a
+   changelog deleted and made again under a group's old pointers) the partition is read from
+   its start, with a warning. The region resolves every completed checkpoint's transaction in
+   the reset, before any member resumes, so the committed log holds the state at the checkpoint
+   the source replays from. A transaction still open on the partition (one being resolved)
+   holds the restore until it is decided, at most :data:`RESTORE_TIMEOUT_S`; past that the
+   batch fails and the region resets.
 
 Invariant: a table in memory was restored after the member's last reset and holds every record
 of its partition the member processed since. A partition revoked from a member that fetched
@@ -43,10 +59,13 @@ partition that comes back to a member, after another owner or not, is restored a
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from coordinator.kafka.committed_filter import LogRecord
+from coordinator.kafka.group_offsets import commit_offsets, read_offsets
 from coordinator.kafka.raw_batches import CommittedRead, partition_leaders, read_committed_with
 from coordinator.kafka.raw_requests import RawClient
 from coordinator.protocol.common.waiting import wait_until
@@ -56,7 +75,14 @@ from cr_consumer.kafka.kafka_python.changelog import ensure_changelog
 from cr_consumer.runtime.pipeline.kafka_sink import REQUEST_TIMEOUT_MS, KafkaSink
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import Record
-from cr_consumer.state.changelog import Change, JsonKey, changelog_topic, decode_changes, encode_changes
+from cr_consumer.state.changelog import (
+    BASE_HEADER,
+    Change,
+    JsonKey,
+    changelog_topic,
+    decode_changes,
+    encode_changes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +92,9 @@ log = logging.getLogger(__name__)
 RESTORE_TIMEOUT_S = 60.0
 #: Pause between two reads of a partition whose changelog holds a transaction still open.
 RESTORE_RETRY_S = 0.1
+#: Step 3's floor: a partition with few live keys gets a base only after this many changes, so
+#: small tables are not rewritten at every checkpoint.
+MATERIALIZE_MIN_CHANGES = 10_000
 
 
 class PartitionedTables:
@@ -99,13 +128,28 @@ class PartitionedTables:
         self._settings = admin_settings(
             bootstrap, self._properties, request_timeout_ms=REQUEST_TIMEOUT_MS, client_id=f"{member}-restore"
         )
-        self._ensured = False
+        self._partitions = 0  # the input's (and the changelog's) partition count, once ensured
+        #: Step 3's bound: changes since a partition's last base before it is due for a new one.
+        self.materialize_min_changes = MATERIALIZE_MIN_CHANGES
         #: input partition -> {key: state}; a partition absent here is restored before use.
         self.tables: dict[int, dict[Any, Any]] = {}
         #: input partition -> {key: offset of the last record that changed it} since the checkpoint.
         self._changed: dict[int, dict[Any, int]] = {}
+        #: input partition -> changes on its changelog since its last base (restored, then written).
+        self._since_base: dict[int, int] = {}
+        #: input partition -> its last source offset at the last checkpoint (a base's entries' src).
+        self._position: dict[int, int] = {}
+        #: tables due for a base (step 3), out of ``tables`` until their next record writes it.
+        self._due: dict[int, dict[Any, Any]] = {}
+        self._bases_written: set[int] = set()  # bases in the open interval
+        self._seq = 0  # the last checkpoint
+        #: (checkpoint, {partition: base's first offset}) to become pointers once committed (step 4).
+        self._pointers: list[tuple[int, dict[int, int]]] = []
+        self._pointers_lock = threading.Lock()  # step 4 runs on the control thread
+        self._read_pointers: dict[int, int | None] | None = None  # step 6's, once per reset
         self.restored_records = 0
         self.restored_changes = 0
+        self.bases_written = 0
 
     # -- data (step 1) ----------------------------------------------------------------------
     def table_of(self, record: Any) -> dict[Any, Any]:
@@ -119,10 +163,17 @@ class PartitionedTables:
         return self.table(partition)
 
     def table(self, partition: int) -> dict[Any, Any]:
-        """Input partition ``partition``'s table, restored first (step 5) when it is not in memory."""
+        """Input partition ``partition``'s table, restored first (step 6) when it is not in
+        memory, its base written first when it is due (step 3)."""
         table = self.tables.get(partition)
         if table is None:
-            table = self.tables[partition] = self._restore(partition)
+            due = self._due.pop(partition, None)
+            if due is not None:
+                self._write_base(partition, due)
+                table = due
+            else:
+                table = self._restore(partition)
+            self.tables[partition] = table
         return table
 
     def changed(self, partition: int, key: JsonKey, offset: int) -> None:
@@ -141,10 +192,12 @@ class PartitionedTables:
 
     def checkpoint(self, seq: int) -> None:
         records: list[Record] = []
+        written: dict[int, int] = {}
         for partition, changed in self._changed.items():
             get = self.tables[partition].get
             changes: list[Change] = [(key, offset, get(key)) for key, offset in changed.items()]
-            offset = max(changed.values())
+            offset = self._position[partition] = max(changed.values())
+            written[partition] = len(changes)
             for stored in encode_changes(seq, changes):
                 records.append(Record(self.topic, partition, offset, value=stored.value, headers=stored.headers))
         if records:
@@ -152,12 +205,22 @@ class PartitionedTables:
             self._sink.process_batch(records)
         self._sink.checkpoint(seq)
         self._changed = {}
+        self._seq = seq
+        if self._bases_written:
+            self._keep_pointers(seq)
+        for partition, count in written.items():
+            since = self._since_base[partition] = self._since_base.get(partition, 0) + count
+            table = self.tables[partition]
+            if since > max(self.materialize_min_changes, len(table)):
+                self._due[partition] = self.tables.pop(partition)
 
     def notify_checkpoint_complete(self, seq: int) -> None:
         self._sink.notify_checkpoint_complete(seq)
+        self._commit_pointers(seq)
 
     def retire_checkpoint(self, seq: int) -> None:
         self._sink.retire_checkpoint(seq)
+        self._commit_pointers(seq)
 
     def reset(self, seq: int, attempt: int = 0) -> None:
         self._drop()
@@ -174,55 +237,140 @@ class PartitionedTables:
     def _drop(self) -> None:
         self.tables = {}
         self._changed = {}
+        self._since_base = {}
+        self._position = {}
+        self._due = {}
+        self._bases_written = set()
+        self._read_pointers = None
+        with self._pointers_lock:
+            self._pointers = []
 
-    def _ensure(self) -> None:
-        if not self._ensured:
+    def _ensure(self) -> int:
+        if not self._partitions:
             partitions = _partition_count(self._settings, self.topic)
             ensure_changelog(self._bootstrap, self.changelog, partitions, properties=self._properties)
-            self._ensured = True
+            self._partitions = partitions
+        return self._partitions
+
+    def _write_base(self, partition: int, table: dict[Any, Any]) -> None:
+        """Step 1's base: ``table`` as it stood at the last checkpoint."""
+        src = self._position.get(partition, 0)
+        records = [
+            Record(self.topic, partition, src, value=stored.value, headers=stored.headers)
+            for stored in encode_changes(self._seq, [(k, src, v) for k, v in table.items()], base=True)
+        ]
+        if records:  # an emptied table needs no base: its deletes are on the changelog
+            self._sink.process_batch(records)
+            self._bases_written.add(partition)
+            self.bases_written += 1
+        self._since_base[partition] = 0
+        log.info("operator %r: %s[%d]: base of %d keys written", self.owner, self.changelog, partition, len(table))
+
+    def _keep_pointers(self, seq: int) -> None:
+        """Step 3: the first offsets of the bases the checkpoint's transaction holds."""
+        first = {
+            p.partition: p.first_offset
+            for txn in self._sink.transactions().prepared
+            for p in txn.partitions
+            if p.topic == self.changelog
+        }
+        pointers = {partition: first[partition] for partition in self._bases_written if partition in first}
+        self._bases_written = set()
+        with self._pointers_lock:
+            self._pointers.append((seq, pointers))
+
+    def _commit_pointers(self, seq: int) -> None:
+        """Step 4 (control thread)."""
+        with self._pointers_lock:
+            ready = [pointers for done, pointers in self._pointers if done <= seq]
+            self._pointers = [entry for entry in self._pointers if entry[0] > seq]
+        offsets = {p: o for pointers in ready for p, o in pointers.items()}
+        if not offsets or self._sink.failed:
+            return
+        try:
+            commit_offsets(self._settings, self.changelog, self.changelog, offsets, timeout_ms=REQUEST_TIMEOUT_MS)
+        except Exception as exc:  # noqa: BLE001 - logged: the previous pointers stay, which is correct
+            log.warning(
+                "operator %r: the bases %s of %s were not made pointers: %r", self.owner, offsets, self.changelog, exc
+            )
+        else:
+            log.info("operator %r: %s: pointers %s", self.owner, self.changelog, offsets)
+
+    def _pointer(self, partition: int) -> int | None:
+        if self._read_pointers is None:
+            self._read_pointers = read_offsets(
+                self._settings, self.changelog, self.changelog, range(self._ensure()), timeout_ms=REQUEST_TIMEOUT_MS
+            )
+        return self._read_pointers.get(partition)
 
     def _restore(self, partition: int) -> dict[Any, Any]:
-        """Step 5 for one input partition."""
+        """Step 6 for one input partition."""
         self._ensure()
         t0 = time.monotonic()
-        deadline = t0 + RESTORE_TIMEOUT_S
-
-        def decided() -> CommittedRead | None:
-            with RawClient(self._settings, deadline) as client:
-                read = read_committed_with(client, self.changelog, partition)
-            return None if read.open_transactions else read
-
-        read = wait_until(
-            decided,
-            RESTORE_TIMEOUT_S,
-            f"{self.changelog}[{partition}] without open transactions (operator {self.owner!r}'s restore)",
-            interval=RESTORE_RETRY_S,
-        )
+        pointer = self._pointer(partition)
+        read = self._read(partition, pointer or 0)
+        if pointer and not (read.records and read.records[0].offset == pointer and _is_base(read.records[0])):
+            log.warning(
+                "operator %r: %s[%d]: the pointer %d names no base; reading the partition from its start",
+                self.owner,
+                self.changelog,
+                partition,
+                pointer,
+            )
+            read = self._read(partition, 0)
         table: dict[Any, Any] = {}
-        changes = 0
+        changes = since_base = 0
+        base_seq: int | None = None  # the base being read, None after any other change set
         for stored in read.records:
             change_set = decode_changes(
                 partition, stored.offset, stored.key, stored.value, stored.headers, topic=self.changelog
             )
+            if change_set.base and change_set.seq != base_seq:
+                table.clear()
+                since_base = 0
+            base_seq = change_set.seq if change_set.base else None
             for key, _, state in change_set.changes:
                 if state is None:
                     table.pop(key, None)
                 else:
                     table[key] = state
             changes += len(change_set.changes)
+            if not change_set.base:
+                since_base += len(change_set.changes)
+        self._since_base[partition] = since_base
         self.restored_records += len(read.records)
         self.restored_changes += changes
         log.info(
-            "operator %r: restored %s[%d]: %d keys from %d changes in %d records in %.3f s",
+            "operator %r: restored %s[%d] from %d: %d keys from %d changes in %d records in %.3f s",
             self.owner,
             self.changelog,
             partition,
+            pointer or 0,
             len(table),
             changes,
             len(read.records),
             time.monotonic() - t0,
         )
         return table
+
+    def _read(self, partition: int, start: int) -> CommittedRead:
+        deadline = time.monotonic() + RESTORE_TIMEOUT_S
+
+        def decided() -> CommittedRead | None:
+            with RawClient(self._settings, deadline) as client:
+                read = read_committed_with(client, self.changelog, partition, start)
+            return None if read.open_transactions else read
+
+        return wait_until(
+            decided,
+            RESTORE_TIMEOUT_S,
+            f"{self.changelog}[{partition}] without open transactions (operator {self.owner!r}'s restore)",
+            interval=RESTORE_RETRY_S,
+        )
+
+
+def _is_base(record: LogRecord) -> bool:
+    return any(name == BASE_HEADER for name, _ in record.headers)
 
 
 class PartitionedOperator(Operator):

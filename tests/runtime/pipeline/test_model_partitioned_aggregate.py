@@ -2,8 +2,9 @@
 random interleavings of batches, completed checkpoints, checkpoints prepared and never completed,
 resets, a member killed between its checkpoint answer and the commit (the region commits for
 it), the partitions moving to another member while the old owner holds a prepared checkpoint
-that never completes (a zombie, its ids fenced by the region). Every emitted state equals a sequential run over the
-records the region kept: those up to the last completed checkpoint, then the ones since.
+that never completes (a zombie, its ids fenced by the region), with bases written as often as
+possible. Every emitted state equals a sequential run over the records the region kept: those up
+to the last completed checkpoint, then the ones since.
 
 Driven as the member runtime drives an operator (``runtime/member/executor.py``): the region's
 resolver (``coordinator/kafka/transactions.resolve``) commits a completed checkpoint's prepared
@@ -54,7 +55,7 @@ class PartitionedAggregateMachine(RuleBasedStateMachine):
     def _member(self, name: str | None = None) -> PartitionedAggregate:
         """A member process with no local state: ``name`` (a restart), else a new member."""
         self.name = name or f"m{next(self.members)}"
-        return PartitionedAggregate(
+        op = PartitionedAggregate(
             lambda r: r.key,
             lambda s, r: s + r.value,
             0,
@@ -63,6 +64,10 @@ class PartitionedAggregateMachine(RuleBasedStateMachine):
             group=self.group,
             member=self.name,
         )
+        # a base (and its pointer) as soon as a partition's changes outnumber its keys: the
+        # restores below read from bases of every kind (committed or not, pointed to or not)
+        op.store.materialize_min_changes = 1
+        return op
 
     def _resolver(self) -> dict:
         return admin_settings(self.bootstrap, {}, request_timeout_ms=10_000, client_id="test-model-resolve")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.kafka.group_offsets import commit_offsets
 from coordinator.kafka.raw_batches import read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
@@ -126,5 +127,65 @@ def test_a_state_of_none_deletes_the_key_in_memory_as_after_a_restore(bootstrap,
     )
     second.reset(2, b"")
     assert second.store.table(0) == first.store.tables[0]
+    first.close()
+    second.close()
+
+
+def test_a_base_bounds_the_restore_and_its_pointer_is_where_the_next_restore_starts(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    group = names.group()
+    first = _aggregate(bootstrap, topic, group, "m0")
+    first.store.materialize_min_changes = 3
+    first.reset_to_initial_state()
+    for seq, keys in enumerate([["a", "b"], ["a", "b"]], start=1):  # 4 changes > 3 > 2 keys: due
+        first.process_batch(_orders(topic, 0, 2 * seq - 2, keys))
+        first.checkpoint(seq)
+        first.notify_checkpoint_complete(seq)
+    assert first.store.bases_written == 0  # written at the partition's next record, not in the stop
+    first.process_batch(_orders(topic, 0, 4, ["c"]))
+    assert first.store.bases_written == 1
+    first.checkpoint(3)
+    first.notify_checkpoint_complete(3)
+
+    second = _aggregate(bootstrap, topic, group, "m1")
+    second.store.materialize_min_changes = 3
+    second.reset(3, b"")
+    assert second.store.table(0) == {"a": 2, "b": 2, "c": 1}
+    # from the pointer: the base (2 keys) and checkpoint 3's change, not the 4 changes before
+    assert (second.store.restored_records, second.store.restored_changes) == (2, 3)
+
+    # A base whose interval is never checkpointed is aborted and leaves the pointer alone.
+    second.process_batch(_orders(topic, 0, 5, ["a", "b", "c", "d"]))  # 5 changes since the base > 4 keys
+    second.checkpoint(4)
+    second.notify_checkpoint_complete(4)
+    second.process_batch(_orders(topic, 0, 9, ["a"]))
+    assert second.store.bases_written == 1
+    second.reset(4, b"")  # interval 5, its base with it, aborted
+    third = _aggregate(bootstrap, topic, group, "m2")
+    third.reset(4, b"")
+    assert third.store.table(0) == {"a": 3, "b": 3, "c": 2, "d": 1}
+    assert third.store.restored_changes == 2 + 1 + 4
+    first.close()
+    second.close()
+    third.close()
+
+
+def test_a_pointer_that_names_no_base_makes_the_restore_read_from_the_start(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    group = names.group()
+    first = _aggregate(bootstrap, topic, group, "m0")
+    first.reset_to_initial_state()
+    first.process_batch(_orders(topic, 0, 0, ["a", "b"]))
+    first.checkpoint(1)
+    first.notify_checkpoint_complete(1)
+    first.process_batch(_orders(topic, 0, 2, ["a"]))
+    first.checkpoint(2)
+    first.notify_checkpoint_complete(2)
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-partitioned")
+    commit_offsets(settings, first.store.changelog, first.store.changelog, {0: 2}, timeout_ms=10_000)  # checkpoint 2's
+    second = _aggregate(bootstrap, topic, group, "m1")
+    second.reset(2, b"")
+    assert second.store.table(0) == {"a": 2, "b": 1}
+    assert second.store.restored_changes == 3
     first.close()
     second.close()
