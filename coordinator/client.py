@@ -17,7 +17,16 @@ Protocol (docs/protocol.md has every message):
    ``coordinator/protocol/common/endpoints.py``), a try without a reply or
    answered ``LOAD_IN_PROGRESS`` moves the calling thread to the next endpoint
    (a fresh socket) before the request is re-sent.
-5. When the caller's deadline (``timeout``) passes without a usable reply,
+5. A ``NOT_LEADER`` reply (a standby) names the leader's endpoint: checked like a
+   configured one, it becomes the calling thread's endpoint at once (added to the
+   list when it is not there, bounded: ``EndpointRing.redirect``) and the same
+   request (same id) is re-sent there after ``BACKOFF_INITIAL_S``. A reply naming
+   no usable endpoint counts as ``LOAD_IN_PROGRESS``.
+6. Every frame carries its leader's epoch; one with a lower epoch than the highest
+   this client has seen (a deposed leader's, a lagging standby's redirect) is
+   dropped, logged and counted (``EndpointRing.fence``, ``dropped_frames``), as if
+   it had not arrived.
+7. When the caller's deadline (``timeout``) passes without a usable reply,
    :class:`~coordinator.protocol.wire.errors.CoordinatorUnavailable` is raised, naming the
    endpoint and what was tried. Any other error reply raises the
    :class:`~coordinator.protocol.wire.errors.CoordinatorError` subclass of its code (``.code``).
@@ -44,6 +53,7 @@ client (ZeroMQ sockets may not be closed while another thread polls them).
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import os
@@ -53,6 +63,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar
 
+import attrs
 import tenacity
 import zmq
 
@@ -64,6 +75,7 @@ from coordinator.protocol.wire.errors import (
     CoordinatorError,
     CoordinatorUnavailable,
     LoadInProgress,
+    NotLeader,
     error_for_code,
 )
 from coordinator.protocol.wire.fields import MAX_TIMEOUT_MS, check_offsets
@@ -106,6 +118,30 @@ class _Request(Protocol):
 
 class _NoReply(Exception):
     pass
+
+
+class EndpointRole(str, enum.Enum):
+    """What one endpoint answered a `CoordinatorClient.probe` with."""
+
+    #: It served the ping: the leader.
+    LEADER = "leader"
+    #: NOT_LEADER: a standby that knows the leader.
+    STANDBY = "standby"
+    #: LOAD_IN_PROGRESS: replaying its log, or a standby that knows no leader yet.
+    LOADING = "loading"
+    #: No reply within the probe's bound.
+    UNREACHABLE = "unreachable"
+
+
+@attrs.frozen
+class Probe:
+    """One endpoint's answer to a probe: its role, the leader it named (a standby's redirect,
+    or the endpoint itself when it leads) and the epoch its reply carried (None: no reply)."""
+
+    endpoint: str
+    role: EndpointRole
+    leader: str | None
+    epoch: int | None
 
 
 class _ThreadSocket(threading.local):
@@ -224,11 +260,17 @@ class CoordinatorClient:
         def remaining() -> float:
             return deadline - time.monotonic()
 
+        backoff = tenacity.wait_exponential_jitter(
+            multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_JITTER_S
+        )
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            failed = state.outcome.exception() if state.outcome is not None else None
+            return BACKOFF_INITIAL_S if isinstance(failed, NotLeader) else float(backoff(state))
+
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type((_NoReply, LoadInProgress)),
-            wait=tenacity.wait_exponential_jitter(
-                multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_JITTER_S
-            ),
+            retry=tenacity.retry_if_exception_type((_NoReply, LoadInProgress, NotLeader)),
+            wait=wait,
             stop=tenacity.stop_before_delay(total),
             reraise=True,
         )
@@ -243,6 +285,10 @@ class CoordinatorClient:
                     frame = envelope.encode(msg_type, payload, rid)
                     try:
                         return self._try(frame, rid, min(self.try_timeout, left))
+                    except NotLeader as redirect:
+                        if redirect.leader is not None:  # always (error_for_code), but typed optional
+                            self._redirect(redirect.leader)
+                        raise
                     except (_NoReply, LoadInProgress):
                         self._move_on()
                         raise
@@ -253,7 +299,7 @@ class CoordinatorClient:
                 f"client's public key in its allow-list?",
                 endpoint=self.endpoint,
             ) from None
-        except LoadInProgress:
+        except (LoadInProgress, NotLeader):
             raise CoordinatorUnavailable(
                 f"the coordinator at {self.endpoint} was still loading its state after {total:.1f}s "
                 f"({tries} tries); retry later or raise the client timeout",
@@ -267,6 +313,24 @@ class CoordinatorClient:
         if self._ring.several:
             self._ring.move_from(self._local.endpoint)
             self._drop_socket()
+
+    def _redirect(self, leader: str) -> None:
+        """Step 5: talk to ``leader`` from now on (a fresh socket unless connected to it)."""
+        if self._local.endpoint != leader or self._local.sock is None:
+            log.info("the coordinator at %s is a standby; the leader is %s", self._local.endpoint, leader)
+        self._ring.redirect(leader)
+        if self._local.endpoint != leader:
+            self._drop_socket()
+
+    @property
+    def highest_epoch(self) -> int:
+        """The highest leader epoch this client has seen (step 6)."""
+        return self._ring.fence.highest
+
+    @property
+    def dropped_frames(self) -> int:
+        """Frames dropped for an epoch lower than one seen before (step 6)."""
+        return self._ring.fence.dropped
 
     def _try(self, frame: bytes, rid: str, wait_s: float) -> dict[str, Any]:
         sock = self._socket()
@@ -288,22 +352,42 @@ class CoordinatorClient:
                 raise _NoReply()
             raw = sock.recv()
             try:
-                env = envelope.decode(raw, envelope.MAX_REPLY_DEPTH)
+                env = envelope.decode(raw, envelope.MAX_REPLY_DEPTH, from_server=True)
             except envelope.BadEnvelope as bad:
                 log.warning("dropped an undecodable frame from the coordinator: %s", bad)
                 continue
+            if not self._ring.fence.admit(env.epoch or 0, f"a {env.type!r} from {self._local.endpoint}"):
+                continue  # step 6
             if env.type == envelope.ERROR_TYPE:
                 # id null: the server could not read our id (e.g. TOO_LARGE); one
                 # request is outstanding per socket, so it is ours.
                 if env.id not in (rid, None):
                     continue
-                raise error_for_code(str(env.body.get("code")), str(env.body.get("message")))
+                raise error_for_code(str(env.body.get("code")), str(env.body.get("message")), env.body)
             if env.id != rid:
                 # a stale reply, or a push (id null): pushes go to the member's control
                 # channel (cr_consumer/runtime/member/control.py), never to this client
                 log.debug("dropped a stale reply or a push (id %r, waiting for %r)", env.id, rid)
                 continue
             return env.body
+
+    def probe(self, timeout: float) -> Probe:
+        """One ping to the first endpoint, one try of at most ``timeout`` seconds, no retry and
+        no redirect followed: what that endpoint is (``crkafka status``). Other error replies
+        raise their CoordinatorError."""
+        wait_s = _check_timeout("timeout", timeout)
+        endpoint = self._ring.configured[0]
+        rid = f"{self._prefix}-{next(self._ids)}"
+        frame = envelope.encode(protocol.Ping.TYPE, protocol.Ping().to_body(), rid)
+        try:
+            self._try(frame, rid, wait_s)
+        except _NoReply:
+            return Probe(endpoint, EndpointRole.UNREACHABLE, None, None)
+        except NotLeader as redirect:
+            return Probe(endpoint, EndpointRole.STANDBY, redirect.leader, self.highest_epoch)
+        except LoadInProgress:
+            return Probe(endpoint, EndpointRole.LOADING, None, self.highest_epoch)
+        return Probe(endpoint, EndpointRole.LEADER, endpoint, self.highest_epoch)
 
     # ------------------------------------------------------------------ operations
 
@@ -391,4 +475,4 @@ class CoordinatorClient:
         return self._call(protocol.SetResetPending(group_id, value), protocol.ResetPendingReply).previous
 
 
-__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable"]
+__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable", "EndpointRole", "Probe"]

@@ -3,7 +3,7 @@
     cr-coordinator --bind tcp://127.0.0.1:5570 --state-dir DIR [--http 127.0.0.1:9570]
                    [--state file|kafka --kafka-bootstrap HOST:PORT --log-topic NAME
                     [--log-replication-factor 3] [--log-min-insync-replicas 2] [--log-write-timeout 10s]
-                    [--log-lease 5s] [--standby]]
+                    [--log-lease 5s] [--standby] [--advertise tcp://HOST:PORT]]
                    [--retention 7d] [--curve-secret-key FILE --curve-allow DIR_OR_FILE]
                    [--resolve-kafka-config FILE]
                    [--allow-remote] [--max-frame-bytes N] [--log-level INFO] [--truncate-corrupt]
@@ -28,7 +28,9 @@ Start-up, in order:
    ``coordinator.store.kafka``; the directory then holds only the lock). With
    ``--standby`` the load follows the topic until the leader stops writing for
    ``--log-lease``, then takes over (docs/durable-state.md); until then every
-   request gets LOAD_IN_PROGRESS.
+   request gets NOT_LEADER naming the leader's endpoint (LOAD_IN_PROGRESS while it
+   knows none). The endpoint a leader names in its lease records is the bound one,
+   or ``--advertise`` (required when ``--bind`` is a wildcard address).
 3. With CURVE, the ZAP authenticator thread starts before the socket binds.
 4. The soft file descriptor limit is raised to the hard one; the server binds
    with its connection limits (``coordinator.server.connections``) and starts its loop; the store's log is replayed in the
@@ -62,6 +64,7 @@ import zmq
 from coordinator import __version__, security
 from coordinator.protocol import curve_keys
 from coordinator.protocol.common.cli_types import bounded_int, duration
+from coordinator.protocol.common.endpoints import check_endpoint
 from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.protocol.common.logging_setup import parse_log_levels, setup_logging
 from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
@@ -110,6 +113,13 @@ def is_loopback_endpoint(endpoint: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # '*', an interface name or a host name
+
+
+def is_wildcard_endpoint(endpoint: str) -> bool:
+    """True for a tcp:// bind on every interface (``*``, ``0.0.0.0``, ``::``)."""
+    scheme, _sep, rest = endpoint.partition("://")
+    host = rest.rpartition(":")[0].strip("[]")
+    return scheme == "tcp" and host in ("*", "0.0.0.0", "::")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,6 +253,13 @@ def _add_state_flags(p: argparse.ArgumentParser) -> None:
         f"lease record after a third of it without one (default {DEFAULT_LEASE_S:g}s)",
     )
     g.add_argument(
+        "--advertise",
+        default=None,
+        metavar="ENDPOINT",
+        help="the endpoint clients reach this coordinator at, named to them by standbys while it leads "
+        "(default: the bound endpoint; required with --state kafka when --bind is a wildcard address)",
+    )
+    g.add_argument(
         "--standby",
         action="store_true",
         help="follow the --state kafka log without serving (requests get LOAD_IN_PROGRESS) and take over, "
@@ -260,6 +277,7 @@ def _check_state(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
                 ("--kafka-bootstrap", args.kafka_bootstrap),
                 ("--log-topic", args.log_topic),
                 ("--standby", args.standby or None),
+                ("--advertise", args.advertise),
             )
             if value is not None
         ]
@@ -270,6 +288,16 @@ def _check_state(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
         parser.error("--state kafka needs --kafka-bootstrap and --log-topic")
     if args.truncate_corrupt:
         parser.error("--truncate-corrupt cuts a damaged segment file; it does not apply to --state kafka")
+    if args.advertise is not None:
+        try:
+            check_endpoint(args.advertise)
+        except ValueError as exc:
+            parser.error(f"--advertise: {exc}")
+    elif is_wildcard_endpoint(args.bind):
+        parser.error(
+            f"--bind {args.bind} is a wildcard address, which clients cannot reach: give --advertise "
+            "tcp://HOST:PORT, the endpoint standbys name to clients while this coordinator leads"
+        )
     try:
         args.kafka_settings = KafkaLogSettings(
             args.kafka_bootstrap,
@@ -450,6 +478,8 @@ def _serve_locked(args: argparse.Namespace) -> int:
         expire_interval_s=args.expire_interval,
         connection_limits=args.connection_limits,
         limits=limits_from_args(args),
+        leadership=log_backend,
+        advertise=args.advertise,
     )
     registry = RegistryService()
     server.add_service(registry)
@@ -470,7 +500,11 @@ def _serve_locked(args: argparse.Namespace) -> int:
     try:
         endpoint = server.start()
         log.info(
-            "coordinator bound to %s (state dir %s, CURVE %s)", endpoint, args.state_dir, "on" if curve_cfg else "off"
+            "coordinator bound to %s, advertised as %s (state dir %s, CURVE %s)",
+            endpoint,
+            server.advertised,
+            args.state_dir,
+            "on" if curve_cfg else "off",
         )
         if args.http:
             http = HttpEndpoint(args.http, server, metrics)

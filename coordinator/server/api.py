@@ -30,7 +30,7 @@ import attrs
 from coordinator.protocol.wire.envelope import RequestId
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.protocol.wire.protocol import MessageClass
-from coordinator.protocol.wire.status import CoordinatorStatus, LoadReport, StoreStats
+from coordinator.protocol.wire.status import CoordinatorStatus, LeaderInfo, LoadReport, StoreStats
 from coordinator.server.limits import LimitCounter, Limits
 
 if TYPE_CHECKING:
@@ -208,6 +208,42 @@ class ServerStore(ServiceStore, Protocol):
     def maybe_compact(self) -> bool:
         """Start a due compaction or switch to a finished one; raises only LogFailed."""
         ...
+
+
+class Leadership(Protocol):
+    """Who leads, as the server's log knows it (the Kafka log, ``KafkaLog``; `SoleLeader`
+    for a log without standbys). Read by the loop and HTTP threads while the load thread
+    writes it: each method returns one value read atomically.
+
+    1. `advertise(endpoint)` once, by the server after its bind and before the load starts:
+       the endpoint clients reach this process at (the bound one, or ``--advertise``).
+    2. While the load follows a leader's log (a standby), `leader()` is that leader as its
+       lease records name it (None until one named it) and `following()` is True.
+    3. Once this process leads (the Kafka log: fenced), `leader()` is itself: its advertised
+       endpoint and its epoch; `following()` is False.
+    """
+
+    def advertise(self, endpoint: str) -> None: ...
+
+    def leader(self) -> LeaderInfo | None: ...
+
+    def following(self) -> bool: ...
+
+
+class SoleLeader:
+    """`Leadership` of a log without standbys (the file log): this process leads, epoch 0."""
+
+    def __init__(self) -> None:
+        self._endpoint: str | None = None
+
+    def advertise(self, endpoint: str) -> None:
+        self._endpoint = endpoint
+
+    def leader(self) -> LeaderInfo | None:
+        return LeaderInfo(self._endpoint, 0)
+
+    def following(self) -> bool:
+        return False
 
 
 class ServerApi(Protocol):

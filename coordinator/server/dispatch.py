@@ -17,8 +17,10 @@ messages are in `coordinator.protocol.wire.protocol`):
    ``envelope.MAX_REQUEST_DEPTH``, no lone surrogate, a JSON object with
    protocol version, id, type): else ``MALFORMED`` or ``UNSUPPORTED_VERSION``,
    with the request id if a valid one could be read.
-4. While the store is loading: ``LOAD_IN_PROGRESS`` (clients retry with
-   backoff).
+4. While the store is loading: ``NOT_LEADER`` naming the leader's endpoint when
+   this process is a standby that knows the leader (``leader()``; the client
+   re-sends there at once), else ``LOAD_IN_PROGRESS`` (clients retry with
+   backoff, or move to their next endpoint).
 5. A registered type: else ``UNKNOWN_TYPE``.
 6. ``message_class.from_body(body)`` validates the fields (``INVALID`` on bad
    input), then ``handler(req, msg)`` runs. It returns a reply body, or
@@ -36,6 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from coordinator.protocol.wire import envelope
 from coordinator.protocol.wire.errors import (
@@ -43,6 +46,7 @@ from coordinator.protocol.wire.errors import (
     InternalError,
     LoadInProgress,
     Malformed,
+    NotLeader,
     TooLarge,
     UnknownType,
 )
@@ -58,10 +62,17 @@ class Dispatcher:
     """Handler table and per-frame checks (loop thread only, except `add` before start)."""
 
     def __init__(
-        self, commit: GroupCommit, loaded: threading.Event, max_frame_bytes: int, metrics: CoordinatorMetrics | None
+        self,
+        commit: GroupCommit,
+        loaded: threading.Event,
+        max_frame_bytes: int,
+        metrics: CoordinatorMetrics | None,
+        redirect: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._commit = commit
         self._loaded = loaded
+        #: Step 4: the endpoint of the leader this process follows (None: it knows none).
+        self._redirect = redirect
         self.max_frame_bytes = max_frame_bytes
         self.metrics = metrics
         self._handlers: dict[str, Route] = {}
@@ -96,7 +107,13 @@ class Dispatcher:
         self._count_request(env.type if entry is not None else "unknown")
         req = Request(identity=identity, id=env.id, type=env.type, received=now)
         if not self._loaded.is_set():
-            self._commit.reply_error(req, LoadInProgress("the coordinator is loading its state; retry shortly"))
+            leader = self._redirect()
+            if leader is not None:
+                self._commit.reply_error(
+                    req, NotLeader(f"this coordinator is a standby; the leader is {leader}", leader=leader)
+                )
+            else:
+                self._commit.reply_error(req, LoadInProgress("the coordinator is loading its state; retry shortly"))
             return
         if entry is None:
             self._commit.reply_error(req, UnknownType(f"unknown message type {env.type!r}"))

@@ -27,6 +27,9 @@ Protocol, once per loop iteration:
 6. At shutdown `final_flush(sock, sync=...)` syncs what is left (unless the
    server is stopping because of a failure) and sends the rest.
 
+Every frame carries ``epoch`` (the envelope's): the loop sets it from the leader its
+log knows before each batch (``CoordinatorServer``), so it never changes inside one.
+
 Sending never blocks: a frame for a client whose queue is full is dropped and
 logged; the client's request times out and it retries.
 
@@ -45,7 +48,7 @@ from typing import Any
 import zmq
 
 from coordinator.protocol.wire import envelope
-from coordinator.protocol.wire.errors import CoordinatorError, ErrorCode
+from coordinator.protocol.wire.errors import CoordinatorError, ErrorCode, NotLeader
 from coordinator.server.api import Request, ServerStore
 from coordinator.server.http import CoordinatorMetrics
 
@@ -60,6 +63,8 @@ class GroupCommit:
         self.metrics = metrics
         self._outbox: list[tuple[bytes, bytes]] = []
         self._dirty = False
+        #: The envelope ``epoch`` of every frame queued from now on (loop thread).
+        self.epoch = 0
 
     # ---- step 1-2: queue -------------------------------------------------------------
     def mark_dirty(self) -> None:
@@ -67,7 +72,7 @@ class GroupCommit:
 
     def reply(self, req: Request, body: dict[str, Any]) -> None:
         try:
-            frame = envelope.encode(envelope.reply_type(req.type), body, req.id)
+            frame = envelope.encode(envelope.reply_type(req.type), body, req.id, self.epoch)
         except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
             log.exception("the reply to %s request %r cannot be encoded", req.type, req.id)
             self._unencodable(req.identity, req.id)
@@ -80,7 +85,9 @@ class GroupCommit:
             return
         try:
             body_json = envelope.encode_body(body)
-            frames = [envelope.encode_prepared(envelope.reply_type(req.type), body_json, req.id) for req in reqs]
+            frames = [
+                envelope.encode_prepared(envelope.reply_type(req.type), body_json, req.id, self.epoch) for req in reqs
+            ]
         except (ValueError, TypeError, RecursionError):
             log.exception("a reply to %d %s requests cannot be encoded", len(reqs), reqs[0].type)
             for req in reqs:
@@ -96,7 +103,8 @@ class GroupCommit:
         if self.metrics is not None:
             self.metrics.count_error(err.code.value)
         try:
-            frame = envelope.encode_error(err.code, err.message, request_id)
+            leader = err.leader if isinstance(err, NotLeader) else None
+            frame = envelope.encode_error(err.code, err.message, request_id, self.epoch, leader)
         except (ValueError, TypeError, RecursionError):
             log.exception("the %s error reply to request %r cannot be encoded", err.code.value, request_id)
             self._unencodable(identity, request_id)
@@ -105,7 +113,7 @@ class GroupCommit:
 
     def push(self, identity: bytes, msg_type: str, body: dict[str, Any]) -> None:
         try:
-            frame = envelope.encode(msg_type, body, None)
+            frame = envelope.encode(msg_type, body, None, self.epoch)
         except (ValueError, TypeError, RecursionError):
             log.exception("a %s push to %s cannot be encoded; dropped", msg_type, identity.hex())
             return
@@ -115,9 +123,9 @@ class GroupCommit:
         """INTERNAL for a reply that could not be encoded; the id too if it is the problem."""
         message = "the reply could not be encoded (logged by the coordinator)"
         try:
-            frame = envelope.encode_error(ErrorCode.INTERNAL, message, request_id)
+            frame = envelope.encode_error(ErrorCode.INTERNAL, message, request_id, self.epoch)
         except (ValueError, TypeError, RecursionError):
-            frame = envelope.encode_error(ErrorCode.INTERNAL, message, None)
+            frame = envelope.encode_error(ErrorCode.INTERNAL, message, None, self.epoch)
         self._outbox.append((identity, frame))
 
     # ---- step 3-6: commit, then send ---------------------------------------------------
@@ -145,10 +153,11 @@ class GroupCommit:
         failed = []
         for identity, frame in self._outbox:
             try:
-                rid = envelope.decode(frame, envelope.MAX_REPLY_DEPTH).id
+                rid = envelope.decode(frame, envelope.MAX_REPLY_DEPTH, from_server=True).id
             except envelope.BadEnvelope:
                 rid = None
-            failed.append((identity, envelope.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid)))
+            error = envelope.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid, self.epoch)
+            failed.append((identity, error))
         self._outbox = failed
 
     def _send(self, sock: zmq.Socket[bytes]) -> None:

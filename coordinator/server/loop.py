@@ -15,11 +15,15 @@ The parts (the envelope and messages are in :mod:`coordinator.protocol.wire.prot
 Protocol loop:
 
 1. Start: the ROUTER socket is bound in :meth:`CoordinatorServer.start` (so a
-   bad endpoint fails the caller), the loop thread starts, and a load thread
-   runs ``store.load()``. Until the load completes, every request gets a
-   ``LOAD_IN_PROGRESS`` error reply (clients retry with backoff). A failed load
-   stops the server (``server.failure`` holds the exception).
-2. Each iteration polls the socket (and a wake-up pipe) with a timeout bounded
+   bad endpoint fails the caller), the advertised endpoint (``advertise``, else
+   the bound one) is handed to the log's `Leadership` before the load starts,
+   the loop thread starts, and a load thread runs ``store.load()``. Until the
+   load completes, every request gets a ``LOAD_IN_PROGRESS`` error reply (clients
+   retry with backoff), or ``NOT_LEADER`` naming the leader from a standby that
+   knows it. A failed load stops the server (``server.failure`` holds the exception).
+2. Each iteration first takes the epoch every frame of the iteration carries: the
+   highest of the leader's epochs this process has known (``Leadership.leader()``),
+   so it never goes down within one process. It polls the socket (and a wake-up pipe) with a timeout bounded
    by the next timer, so timers run on time even when no request arrives. It
    also polls the socket's connection monitor: connections over the limit are
    closed there (:mod:`coordinator.server.connections`).
@@ -61,12 +65,24 @@ import attrs
 import zmq
 
 from coordinator import security
+from coordinator.protocol.common.endpoints import check_endpoint
 from coordinator.protocol.common.osutil import WakePipe
 from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.protocol.wire.errors import CoordinatorError
 from coordinator.protocol.wire.protocol import MessageClass
-from coordinator.protocol.wire.status import CoordinatorStatus, LoadReport
-from coordinator.server.api import CurveServerConfig, Handler, M, ReplyMessage, Request, ServerStore, Service, Timer
+from coordinator.protocol.wire.status import CoordinatorStatus, LoadReport, Role
+from coordinator.server.api import (
+    CurveServerConfig,
+    Handler,
+    Leadership,
+    M,
+    ReplyMessage,
+    Request,
+    ServerStore,
+    Service,
+    SoleLeader,
+    Timer,
+)
 from coordinator.server.builtin import BuiltinService
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
@@ -122,6 +138,8 @@ class CoordinatorServer:
         expire_interval_s: float = EXPIRE_INTERVAL_S,
         connection_limits: ConnectionLimits | None = None,
         limits: Limits | None = None,
+        leadership: Leadership | None = None,
+        advertise: str | None = None,
     ) -> None:
         if not MIN_FRAME_LIMIT_BYTES <= max_frame_bytes <= MAX_FRAME_LIMIT_BYTES:
             raise ValueError(
@@ -129,6 +147,10 @@ class CoordinatorServer:
             )
         self.store = store
         self.bind_address = bind
+        self.leadership: Leadership = leadership if leadership is not None else SoleLeader()
+        self._advertise = None if advertise is None else check_endpoint(advertise)
+        #: The endpoint clients reach this process at (set by `start`).
+        self.advertised: str | None = None
         self.max_frame_bytes = max_frame_bytes
         self.metrics = metrics
         self.limits = limits or Limits()
@@ -145,7 +167,7 @@ class CoordinatorServer:
         self._stopped = threading.Event()
         self.loaded = threading.Event()
         self._commit = GroupCommit(store, metrics)
-        self._dispatch = Dispatcher(self._commit, self.loaded, max_frame_bytes, metrics)
+        self._dispatch = Dispatcher(self._commit, self.loaded, max_frame_bytes, metrics, self._followed_leader)
         self.load_report: LoadReport | None = None
         self.failure: BaseException | None = None
         self.endpoint: str | None = None
@@ -217,6 +239,8 @@ class CoordinatorServer:
             raise OSError(f"cannot bind the coordinator to {self.bind_address}: {exc}") from exc
         self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.connections.bound(self.endpoint)
+        self.advertised = self._advertise or self.endpoint
+        self.leadership.advertise(self.advertised)
         self._sock = sock
         self._thread = threading.Thread(target=self._run, name="coordinator-loop", daemon=True)
         self._thread.start()
@@ -289,6 +313,7 @@ class CoordinatorServer:
         expiry = Periodic(self._expire_interval_s, time.monotonic() + self._expire_interval_s)
         try:
             while not self._stopping.is_set():
+                self._take_epoch()
                 wait = self._scheduler.wait(TICK_S, time.monotonic())
                 events = dict(poller.poll(int(wait * 1000)))
                 if wake_fd in events:
@@ -321,6 +346,20 @@ class CoordinatorServer:
             self._stopped.set()
             log.info("coordinator loop stopped")
 
+    def _take_epoch(self) -> None:
+        """Step 2: the epoch of this iteration's frames."""
+        info = self.leadership.leader()
+        if info is not None and info.epoch > self._commit.epoch:
+            self._commit.epoch = info.epoch
+
+    def _followed_leader(self) -> str | None:
+        """The endpoint of the leader this process follows as a standby (None: it leads, loads,
+        or knows no leader yet)."""
+        info = self.leadership.leader()
+        if not self.leadership.following() or info is None or info.endpoint == self.advertised:
+            return None
+        return info.endpoint
+
     def _read_batch(self, sock: zmq.Socket[bytes]) -> None:
         for _ in range(MAX_BATCH):
             try:
@@ -348,8 +387,13 @@ class CoordinatorServer:
         """Everything /status and the ``status`` message report (loop thread only):
         the server's own state, then each service's part (``Service.add_status``)."""
         loaded = self.loaded.is_set()
+        info = self.leadership.leader()
+        following = self.leadership.following()
         out = CoordinatorStatus(
-            endpoint=self.endpoint,
+            endpoint=self.advertised or self.endpoint,
+            role=Role.LEADER if loaded else (Role.STANDBY if following else Role.LOADING),
+            leader=None if info is None else info.endpoint,
+            epoch=self._commit.epoch,
             loaded=loaded,
             uptime_s=round(max(0.0, time.time() - self.started_at), 3),
             store=self.store.stats() if loaded else None,

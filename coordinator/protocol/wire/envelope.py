@@ -1,9 +1,20 @@
-"""The envelope of the wire protocol: one frame <-> (version, id, type, body).
+"""The envelope of the wire protocol: one frame <-> (version, id, type, body, epoch).
 
 The frame format, its bounds and the error replies are described in
 `coordinator.protocol.wire.protocol` (and docs/protocol.md); this module encodes frames
 and checks a received one before any handler sees it (`decode`). Each bound
 below says which failure it prevents.
+
+Frames in the two directions differ in one field:
+
+1. A request (client -> server) is ``{v, id, type, body}``; an ``epoch`` in it is
+   ``MALFORMED``.
+2. Every frame the server sends (a reply, an error reply, a push) also carries
+   ``epoch``: the epoch of the leader that sent it (the Kafka log's producer epoch
+   after its fence; 0 with the file log), or, from a process that does not lead,
+   the epoch of the leader it knows (0 when it knows none). A receiver decodes it
+   with ``decode(..., from_server=True)``, which requires it, and applies the drop
+   rule (``coordinator.protocol.common.endpoints.EpochFence``).
 """
 
 from __future__ import annotations
@@ -39,8 +50,12 @@ MAX_TYPE_LEN = 64
 MAX_REQUEST_DEPTH = 8
 #: Deepest nesting of a reply or push the client accepts (status replies nest more).
 MAX_REPLY_DEPTH = 64
-#: Type of an error reply; its body is ``{"code": CODE, "message": TEXT}``.
+#: Type of an error reply; its body is ``{"code": CODE, "message": TEXT}`` (and
+#: ``"leader": ENDPOINT`` with code NOT_LEADER).
 ERROR_TYPE = "error"
+#: Largest epoch a frame may carry (int32: Kafka's producer epoch is an int16, so
+#: any real epoch fits; a larger one is a hostile or broken sender's).
+MAX_EPOCH = (1 << 31) - 1
 
 #: Every byte but brackets and quotes (deleted when measuring depth).
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
@@ -62,6 +77,9 @@ class Envelope:
     id: RequestId
     type: str
     body: dict[str, Any]
+    #: The sender's leader epoch: None on a request, an int in [0, MAX_EPOCH] on a
+    #: frame from the server.
+    epoch: int | None = None
 
 
 class BadEnvelope(Exception):
@@ -100,9 +118,11 @@ def _parse(text: str) -> Any:
     return json.loads(text)
 
 
-def encode(msg_type: str, body: Mapping[str, Any], request_id: RequestId) -> bytes:
-    """One envelope as a frame."""
-    return _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": body})
+def encode(msg_type: str, body: Mapping[str, Any], request_id: RequestId, epoch: int | None = None) -> bytes:
+    """One envelope as a frame: a request without ``epoch``, a server's frame with it."""
+    if epoch is None:
+        return _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": body})
+    return _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "epoch": epoch, "body": body})
 
 
 def encode_body(body: Mapping[str, Any]) -> bytes:
@@ -110,14 +130,18 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
     return _dumps(body)
 
 
-def encode_prepared(msg_type: str, body_json: bytes, request_id: RequestId) -> bytes:
-    """Same bytes as ``encode`` would give, from an already encoded body."""
-    head = _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "body": None})
+def encode_prepared(msg_type: str, body_json: bytes, request_id: RequestId, epoch: int) -> bytes:
+    """Same bytes as ``encode`` would give (a server's frame), from an already encoded body."""
+    head = _dumps({"v": PROTOCOL_VERSION, "id": request_id, "type": msg_type, "epoch": epoch, "body": None})
     return head[: -len(b"null}")] + body_json + b"}"
 
 
-def encode_error(code: ErrorCode, message: str, request_id: RequestId) -> bytes:
-    return encode(ERROR_TYPE, {"code": code.value, "message": message}, request_id)
+def encode_error(code: ErrorCode, message: str, request_id: RequestId, epoch: int, leader: str | None = None) -> bytes:
+    """An error reply; ``leader``: the endpoint a NOT_LEADER reply names."""
+    body: dict[str, Any] = {"code": code.value, "message": message}
+    if leader is not None:
+        body["leader"] = leader
+    return encode(ERROR_TYPE, body, request_id, epoch)
 
 
 def reply_type(request_type: str) -> str:
@@ -202,15 +226,17 @@ def request_id(raw: object) -> RequestId:
     )
 
 
-def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
-    """Parse and check an envelope (requests and replies alike).
+def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH, *, from_server: bool = False) -> Envelope:
+    """Parse and check an envelope: a request, or (``from_server``) a frame from the server.
 
     1. The frame must be strict UTF-8 (no encoded surrogates such as ED A0 80).
     2. Its nesting must not exceed ``max_depth`` (measured before parsing).
     3. It must parse as JSON; no string in it may hold a lone surrogate
        (a ``\\ud800`` escape), so nothing downstream meets a string that
        cannot be encoded again.
-    4. The envelope fields are checked; ``id`` is echoed only if it is valid.
+    4. The envelope fields are checked; ``id`` is echoed only if it is valid;
+       ``epoch`` is required from the server (an int in [0, MAX_EPOCH]) and
+       refused in a request.
 
     Raises :class:`BadEnvelope` carrying the error to reply with, and the
     request id when it could be read.
@@ -258,7 +284,20 @@ def decode(frame: bytes, max_depth: int = MAX_REQUEST_DEPTH) -> Envelope:
     body = obj.get("body", {})
     if not isinstance(body, dict):
         raise BadEnvelope(Malformed("envelope field 'body' must be a JSON object"), rid)
-    extra = set(obj) - {"v", "id", "type", "body"}
+    extra = set(obj) - (_SERVER_FIELDS if from_server else _REQUEST_FIELDS)
     if extra:
         raise BadEnvelope(Malformed(f"unknown envelope fields {sorted(extra)[:10]!r:.200}"), rid)
-    return Envelope(v=v, id=rid, type=msg_type, body=body)
+    return Envelope(v=v, id=rid, type=msg_type, body=body, epoch=_epoch(obj, rid) if from_server else None)
+
+
+def _epoch(obj: Mapping[str, Any], rid: RequestId) -> int:
+    """The envelope field ``epoch`` of a frame from the server, checked (step 4)."""
+    epoch = obj.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
+        raise BadEnvelope(Malformed(f"envelope field 'epoch' must be an int in [0, {MAX_EPOCH}]"), rid)
+    return epoch
+
+
+#: The envelope fields of a request, and of a frame from the server.
+_REQUEST_FIELDS = frozenset({"v", "id", "type", "body"})
+_SERVER_FIELDS = _REQUEST_FIELDS | {"epoch"}

@@ -17,6 +17,13 @@ unreachable, refuses our CURVE key, or is still loading its state).
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from coordinator.protocol.common.endpoints import check_endpoint
+
+log = logging.getLogger(__name__)
 
 
 class ErrorCode(str, enum.Enum):
@@ -34,8 +41,11 @@ class ErrorCode(str, enum.Enum):
     CR_INDEX_MISMATCH = "CR_INDEX_MISMATCH"
     #: The group, or the operator name within it, is not registered.
     NOT_REGISTERED = "NOT_REGISTERED"
-    #: The server is still replaying its log; retry with backoff.
+    #: The server is still replaying its log (or a standby that knows no leader); retry with backoff.
     LOAD_IN_PROGRESS = "LOAD_IN_PROGRESS"
+    #: A standby that knows the leader: the body's ``leader`` names its endpoint; the
+    #: client re-sends the same request there.
+    NOT_LEADER = "NOT_LEADER"
     #: The frame is larger than the server's maximum; it was not parsed.
     TOO_LARGE = "TOO_LARGE"
     #: A wait inside the server (a checkpoint merge) ran past its timeout.
@@ -96,6 +106,16 @@ class LoadInProgress(CoordinatorError):
     code = ErrorCode.LOAD_IN_PROGRESS
 
 
+class NotLeader(CoordinatorError):
+    """``leader``: the endpoint the reply named, checked (None: absent or unusable)."""
+
+    code = ErrorCode.NOT_LEADER
+
+    def __init__(self, message: str, *, leader: str | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+
+
 class TooLarge(CoordinatorError):
     code = ErrorCode.TOO_LARGE
 
@@ -130,6 +150,7 @@ _BY_CODE: dict[ErrorCode, type[CoordinatorError]] = {
         CrIndexMismatch,
         NotRegistered,
         LoadInProgress,
+        NotLeader,
         TooLarge,
         MergeTimeout,
         MergeRetired,
@@ -140,13 +161,29 @@ _BY_CODE: dict[ErrorCode, type[CoordinatorError]] = {
 }
 
 
-def error_for_code(code: str, message: str) -> CoordinatorError:
-    """The exception for an error reply; an unknown code gives a plain CoordinatorError."""
+def leader_of(body: Mapping[str, Any]) -> str | None:
+    """The endpoint a NOT_LEADER reply's body names, checked like a configured endpoint
+    (``coordinator.protocol.common.endpoints.check_endpoint``); None when it is absent or
+    unusable (logged): the reply then counts as LOAD_IN_PROGRESS."""
+    raw = body.get("leader")
+    try:
+        return check_endpoint(raw)
+    except ValueError as exc:
+        log.warning("a NOT_LEADER reply named no usable leader: %s", exc)
+        return None
+
+
+def error_for_code(code: str, message: str, body: Mapping[str, Any] | None = None) -> CoordinatorError:
+    """The exception for an error reply (``body``: the whole reply body, for NOT_LEADER's
+    ``leader``); an unknown code gives a plain CoordinatorError."""
     try:
         ec = ErrorCode(code)
     except ValueError:
         err = CoordinatorError(f"(unknown code {code!r}) {message}")
         return err
+    if ec is ErrorCode.NOT_LEADER:
+        leader = leader_of(body or {})
+        return NotLeader(message, leader=leader) if leader is not None else LoadInProgress(message)
     return _BY_CODE[ec](message)
 
 

@@ -3,7 +3,8 @@
 ``from_body``.
 
 1. The server loop (``CoordinatorServer.status_snapshot``) builds a
-   `CoordinatorStatus` with its own part: endpoint, load state, uptime, the
+   `CoordinatorStatus` with its own part: endpoint, its `Role`, the leader it
+   knows (`LeaderInfo`: itself when it leads), load state, uptime, the
    store's `StoreStats`, the replay's `LoadReport`, the resource limits.
 2. Each service fills its part (``Service.add_status``): the registry its
    `RegistryStatus` (groups, limit rejections), the merge service its
@@ -23,12 +24,14 @@ docs/protocol.md has the reply's JSON keys.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
+from coordinator.protocol.common.endpoints import check_endpoint
 from coordinator.protocol.region.status import (
     MAX_STATUS_REGIONS,
     RegionStatus,
@@ -38,6 +41,7 @@ from coordinator.protocol.region.status import (
     decode_regions,
     encode_regions,
 )
+from coordinator.protocol.wire.envelope import MAX_EPOCH
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
     MAX_CONTRIBUTORS,
@@ -47,6 +51,7 @@ from coordinator.protocol.wire.fields import (
     opt_int,
     opt_name,
     req_bool,
+    req_enum,
     req_int,
     req_object,
     req_str,
@@ -56,7 +61,7 @@ T = TypeVar("T")
 
 #: Version of the status body; a client refuses any other (0.x: a change of the
 #: body's keys is a new version, no compatibility shims).
-STATUS_VERSION = 1
+STATUS_VERSION = 2
 #: Most groups a status lists (the registry lists at most STATUS_MAX_GROUPS).
 MAX_STATUS_GROUPS = 100_000
 #: Most member names listed per group (the registry lists at most STATUS_MAX_MEMBERS).
@@ -95,6 +100,32 @@ def _count_table(body: Mapping[str, Any], name: str) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- the server's part
+
+
+class Role(str, enum.Enum):
+    """What a coordinator process is now (the string is what travels)."""
+
+    #: Loaded and serving: every request is answered here.
+    LEADER = "leader"
+    #: A standby following the leader's log (``--standby``): requests get NOT_LEADER naming
+    #: the leader once it knows one, LOAD_IN_PROGRESS before.
+    STANDBY = "standby"
+    #: Replaying its log (a start, or a standby taking over): requests get LOAD_IN_PROGRESS.
+    LOADING = "loading"
+
+
+def _endpoint_or_none(_instance: object, _attribute: object, value: str | None) -> None:
+    if value is not None:
+        check_endpoint(value)
+
+
+@attrs.frozen
+class LeaderInfo:
+    """The leader a coordinator knows: its advertised endpoint (None: a leader that advertises
+    none, e.g. a store opened without a server) and its epoch (envelope ``epoch``)."""
+
+    endpoint: str | None = attrs.field(validator=_endpoint_or_none)
+    epoch: int = attrs.field(validator=[attrs.validators.ge(0), attrs.validators.le(MAX_EPOCH)])
 
 
 @attrs.frozen
@@ -271,6 +302,13 @@ class CoordinatorStatus:
     merge: MergeStatus | None = None
     #: Region name -> its status (None: no region controller, or not loaded yet).
     regions: dict[str, RegionStatus] | None = None
+    #: What this process is now (`Role`).
+    role: Role = Role.LEADER
+    #: The leader's advertised endpoint as this process knows it (its own when it leads;
+    #: None: it knows none).
+    leader: str | None = None
+    #: The leader's epoch (0 when it knows none; 0 always with the file log).
+    epoch: int = 0
 
     def to_body(self) -> dict[str, Any]:
         """The wire form: the server's part, then each service's part under its key."""
@@ -278,6 +316,9 @@ class CoordinatorStatus:
         return {
             "version": STATUS_VERSION,
             "endpoint": self.endpoint,
+            "role": self.role.value,
+            "leader": self.leader,
+            "epoch": self.epoch,
             "loaded": self.loaded,
             "uptime_s": self.uptime_s,
             "store": None if self.store is None else self.store.to_body(),
@@ -310,6 +351,9 @@ class CoordinatorStatus:
         load = body.get("load")
         return cls(
             endpoint=opt_name(body, "endpoint"),
+            role=req_enum(Role, body, "role"),
+            leader=_opt_endpoint(body, "leader"),
+            epoch=req_int(body, "epoch", 0, MAX_EPOCH),
             loaded=req_bool(body, "loaded"),
             uptime_s=_number(body, "uptime_s"),
             store=None if store is None else _part("store", StoreStats.from_body, req_object(body, "store")),
@@ -319,6 +363,16 @@ class CoordinatorStatus:
             merge=None if body.get("merge") is None else _merge(req_object(body, "merge")),
             regions=None if body.get("regions") is None else decode_regions(body),
         )
+
+
+def _opt_endpoint(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    try:
+        return check_endpoint(value)
+    except ValueError as exc:
+        raise Invalid(f"field {name!r}: {exc}") from None
 
 
 def _part(name: str, decode: Callable[[Mapping[str, Any]], T], value: Mapping[str, Any]) -> T:
@@ -360,9 +414,11 @@ __all__ = [
     "STATUS_VERSION",
     "CoordinatorStatus",
     "GroupStatus",
+    "LeaderInfo",
     "LoadReport",
     "MergeStatus",
     "PendingMerge",
     "RegistryStatus",
+    "Role",
     "StoreStats",
 ]

@@ -16,11 +16,15 @@ analysis and the takeover):
    real cluster expires the committed offsets of an idle group). A standby
    (``standby=True``) then follows the log topic from the snapshot's offset X (or
    0), applying each committed record as it comes, until the leader has not written
-   for the lease (`tail.LogTail.follow`). Then the writer fences the log's
+   for the lease (`tail.LogTail.follow`); meanwhile `leader()` is the leader its
+   lease records name (`lease.decode_lease`). Then the writer fences the log's
    transactional id (`producer.LogWriter.fence`: a deposed leader can commit nothing
-   more, its open transaction is aborted), and only then is the log topic read to
+   more, its open transaction is aborted; the new producer epoch is this process's
+   leader epoch, and `leader()` this process), and only then is the log topic read to
    its end (`tail.LogTail.read_to_end`): committed transactions only, so the records
-   of a fenced leader's aborted or open transaction are never applied. Every record
+   of a fenced leader's aborted or open transaction are never applied. Last, one
+   transaction with a lease record naming this process's advertised endpoint and
+   epoch (`lease`, step 1), before anything is served. Every record
    must be one framed record of this format version; anything else raises
    `LogError` naming the topic and offset, and the coordinator does not start (a
    record is in Kafka whole or not at all, so a bad one is damage or a foreign
@@ -40,9 +44,11 @@ analysis and the takeover):
    with the same request id (put-if-absent, idempotent registration, whole
    documents).
 4. `keepalive()` (every loop iteration): after ``lease_s / 3`` without a write, one
-   transaction with a lease record (`tail.LEASE_KEY`, the process's pid and host),
-   so standbys see the leader alive, and a deposed leader learns within that time
-   that it is fenced (the write fails: fail-stop as in step 3).
+   transaction with a lease record (`tail.LEASE_KEY`: the process's pid, host,
+   advertised endpoint and epoch), so standbys see the leader alive, and a deposed
+   leader learns within that time that it is fenced (the write fails: fail-stop as
+   in step 3). A group commit adds a lease record to its transaction when none was
+   written for ``lease_s / 3``, so a busy leader names itself as often.
 5. `start_compaction`: sync, then one `snapshots.KafkaSnapshot` from the tables
    as of the log's end.
 6. `close()`: sync (unless failed) and close the writer (bounded).
@@ -53,16 +59,15 @@ only in Kafka (a coordinator on an empty directory restores everything).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import socket
 import threading
 import time
 
 import attrs
 
+from coordinator.protocol.wire.status import LeaderInfo
 from coordinator.store.durable_log import OnRecord
+from coordinator.store.kafka.lease import decode_lease, encode_lease
 from coordinator.store.kafka.producer import LogWriter, Record
 from coordinator.store.kafka.reader import commit_pointer, read_pointer
 from coordinator.store.kafka.settings import MAX_PAYLOAD_BYTES, KafkaLogSettings
@@ -108,6 +113,13 @@ class KafkaLog:
         self.stop_standby = threading.Event()
         self._producer: LogWriter | None = None
         self._last_write = 0.0  # monotonic time of the last committed write (step 4)
+        self._last_lease = 0.0  # monotonic time of the last committed lease record (step 4)
+        # Leadership (`coordinator.server.api.Leadership`): written by the owner (load) thread,
+        # read by any; each a single reference, replaced whole.
+        self._advertised: str | None = None
+        self._epoch: int | None = None  # this process's epoch once fenced
+        self._following = False
+        self._followed: LeaderInfo | None = None  # the leader the standby's lease records name
         self._buf: list[bytes] = []
         self._buf_bytes = 0
         self._next_offset = 0  # the offset the next record of this log gets
@@ -128,6 +140,36 @@ class KafkaLog:
     @property
     def fsyncs(self) -> int:
         return self._syncs
+
+    # ---- leadership ----------------------------------------------------------------
+    def advertise(self, endpoint: str) -> None:
+        """The endpoint this process's lease records name (the server's, before `open`)."""
+        self._advertised = endpoint
+
+    def leader(self) -> LeaderInfo | None:
+        """This process once fenced; while a standby follows, the leader its lease records
+        name (None before the first)."""
+        epoch = self._epoch
+        if epoch is not None:
+            return LeaderInfo(self._advertised, epoch)
+        return self._followed if self._following else None
+
+    def following(self) -> bool:
+        return self._following
+
+    def _on_lease(self, value: bytes) -> None:
+        if not self._following:
+            return
+        info = decode_lease(value)
+        if info is None:
+            log.warning("%s: a lease record names no usable leader: %r", self.where, value[:200])
+        elif info != self._followed:
+            log.info("%s: the leader is %s (epoch %d)", self.where, info.endpoint, info.epoch)
+            self._followed = info
+
+    def _lease_record(self) -> Record:
+        epoch = self._epoch if self._epoch is not None else 0
+        return (LEASE_KEY, encode_lease(self._advertised, epoch, self.settings.topic))
 
     # ---- open ----------------------------------------------------------------------
     def open(self, on_record: OnRecord, *, truncate_corrupt: bool = False) -> KafkaOpened:
@@ -160,21 +202,27 @@ class KafkaLog:
             records += 1
             written += len(value)
 
-        tail = LogTail(settings, as_of, on_value)
+        tail = LogTail(settings, as_of, on_value, self._on_lease)
         if self.standby:
             log.info("standby: following %s from offset %d", where, as_of)
-            tail.follow(settings.lease_s, self.stop_standby)
+            self._following = True
+            try:
+                tail.follow(settings.lease_s, self.stop_standby)
+            finally:
+                self._following = False
+                self._followed = None
         writer = LogWriter(settings)
         try:
             writer.fence()
+            self._epoch = writer.epoch
             end = tail.read_to_end()
         except BaseException:
             writer.close(settings.call_timeout_s)
             raise
-        log.info("%s: fenced earlier writers; replayed to offset %d", where, end)
+        log.info("%s: fenced earlier writers (epoch %d); replayed to offset %d", where, self._epoch, end)
         self._next_offset, self._base_bytes, self._written_bytes = end, base, written
         self._producer = writer
-        self._last_write = time.monotonic()
+        self._write(writer, [self._lease_record()])  # step 1: the first write names the new leader
         return KafkaOpened(records, base + written, 0, pointer, as_of, end)
 
     # ---- writing -------------------------------------------------------------------
@@ -198,7 +246,10 @@ class KafkaLog:
             return
         values, self._buf = self._buf, []
         size, self._buf_bytes = self._buf_bytes, 0
-        self._write(producer, [(None, v) for v in values])
+        records: list[Record] = [(None, v) for v in values]
+        if time.monotonic() - self._last_lease >= self.settings.lease_interval_s:
+            records.append(self._lease_record())  # step 4: a busy leader names itself too
+        self._write(producer, records)
         self._written_bytes += size
         self._syncs += 1
         crash_point("kafka-acked")
@@ -208,8 +259,7 @@ class KafkaLog:
         producer = self._check_open()
         if time.monotonic() - self._last_write < self.settings.lease_interval_s:
             return
-        lease = {"pid": os.getpid(), "host": socket.gethostname(), "topic": self.settings.topic}
-        self._write(producer, [(LEASE_KEY, json.dumps(lease, separators=(",", ":")).encode())])
+        self._write(producer, [self._lease_record()])
 
     def _write(self, producer: LogWriter, records: list[Record]) -> None:
         """One transaction (step 3's write and check); fail-stop on any failure."""
@@ -225,6 +275,8 @@ class KafkaLog:
             self._fail(exc)
         self._next_offset = offsets[-1] + 2  # the transaction's COMMIT marker takes the next offset
         self._last_write = time.monotonic()
+        if records[-1][0] == LEASE_KEY:
+            self._last_lease = self._last_write
 
     @staticmethod
     def _sent() -> None:

@@ -13,7 +13,8 @@ record's delivery; the callers bound their ``flush`` as well.
 1. `fence()`: ``init_transactions`` with the log's one transactional id
    (``KafkaLogSettings.transactional_id``). The broker bumps the id's epoch: every
    other producer of the id (a deposed leader) is fenced, and its open transaction
-   is aborted (an ABORT marker) before this call returns.
+   is aborted (an ABORT marker) before this call returns. The new epoch (`epoch`) is
+   the coordinator's leader epoch (``coordinator/protocol/wire/envelope.py``).
 2. `write(records, timeout_s)`: one transaction: begin, send every record, flush,
    commit; returns the records' offsets only after the commit is acknowledged.
    Everything is bounded by ``timeout_s``: a fenced producer gets no answer on the
@@ -88,6 +89,12 @@ class LogWriter:
         except Exception as exc:
             self._failed = True
             raise LogWriteError(f"init_transactions of {self._settings.transactional_id!r}: {exc}") from exc
+
+    @property
+    def epoch(self) -> int:
+        """The producer epoch the broker gave this writer at `fence` (step 1): the log's leader
+        epoch, higher than every earlier writer's of the transactional id."""
+        return int(self._producer._transaction_manager.producer_id_and_epoch.epoch)
 
     def write(self, records: list[Record], timeout_s: float, on_sent: Callable[[], None] = _nothing) -> list[int]:
         """Step 2; the offsets of `records`, in order. ``on_sent`` runs between the flush

@@ -12,7 +12,8 @@ committed transactions reach the store:
    batch must start at `position` (a gap means records were deleted under the log:
    `LogError`). Its records go through the filter; every record the filter releases
    (its transaction's COMMIT marker read) is handed on in offset order: a lease
-   record (key `LEASE_KEY`, the leader's sign of life) is counted, any other to
+   record (key `LEASE_KEY`, the leader's sign of life, naming its endpoint and
+   epoch) is counted and handed to ``on_lease(value)``, any other to
    ``on_value(offset, value)``. An aborted transaction's records are dropped; an
    open one's are held.
 2. `read_to_end()` fetches until `position` reaches the high watermark of its first
@@ -52,6 +53,12 @@ TAIL_POLL_S = 0.05
 
 #: ``on_value(offset, value)``: apply one committed record of the log.
 OnLogValue = Callable[[int, bytes], None]
+#: ``on_lease(value)``: a committed lease record's value.
+OnLease = Callable[[bytes], None]
+
+
+def _ignore_lease(_value: bytes) -> None:
+    pass
 
 
 class StandbyStopped(LogError):
@@ -61,10 +68,13 @@ class StandbyStopped(LogError):
 class LogTail:
     """Steps 1-3 of the module docstring, from `position` on."""
 
-    def __init__(self, settings: KafkaLogSettings, position: int, on_value: OnLogValue) -> None:
+    def __init__(
+        self, settings: KafkaLogSettings, position: int, on_value: OnLogValue, on_lease: OnLease = _ignore_lease
+    ) -> None:
         self.settings = settings
         self.position = position
         self._on_value = on_value
+        self._on_lease = on_lease
         self._filter = CommittedFilter()
         self.leases = 0
         self.last_lease: bytes | None = None
@@ -102,6 +112,7 @@ class LogTail:
             if record.value != self.last_lease:
                 log.info("%s: the leader is %s", self.settings.where, (record.value or b"").decode(errors="replace"))
             self.last_lease = record.value
+            self._on_lease(record.value or b"")
             return
         self._on_value(record.offset, record.value or b"")
 

@@ -45,6 +45,16 @@ The I/O thread loop:
    for the next one: a fresh socket (same routing id) and back to step 1 there.
    What was in flight on the old socket is lost, as at a coordinator restart
    (held requests are kept, step 3).
+7. A ``NOT_LEADER`` answer (a standby) names the leader's endpoint: checked like a
+   configured endpoint (``errors.leader_of``; a bad one counts as ``LOAD_IN_PROGRESS``),
+   it is added to the list when it is not there (bounded, ``EndpointRing.redirect``) and
+   the channel moves there at once, as in step 6 (back to step 1 there: the join is
+   re-sent with a new request id, the requests held meanwhile after it).
+8. Every frame carries its leader's epoch. One with an epoch lower than the highest the
+   channel has seen (``EndpointRing.fence``) is dropped before it is read further, logged
+   and counted (``dropped_frames``): a command a deposed leader pushed before it was
+   fenced, or its late answer, never reaches the member; a dropped frame does not count
+   as served (step 6).
 Other error answers are logged (an INVALID join is fatal: ``failure`` is set;
 ``join_state.py``, step 3).
 """
@@ -100,7 +110,7 @@ from coordinator.protocol.region.replies import (
 )
 from coordinator.protocol.region.transactions import Transactions
 from coordinator.protocol.wire import envelope, fields
-from coordinator.protocol.wire.errors import ErrorCode, Invalid
+from coordinator.protocol.wire.errors import ErrorCode, Invalid, leader_of
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.member.join_state import JoinState
 
@@ -302,6 +312,7 @@ class ControlChannel:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._state = JoinState(region, member, region_config.member_timeout_s, self.on_command, on_predecessor)
+        self._redirect_to: str | None = None  # step 7: the leader a NOT_LEADER answer named (I/O thread)
 
     # ------------------------------------------------------------------ standing (any thread)
     @property
@@ -350,6 +361,21 @@ class ControlChannel:
     def region_phase(self) -> RegionPhase | None:
         """The region's phase as the last answer said (None while not joined)."""
         return self._state.region_phase()
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """The endpoints the channel may talk to: those given, then those redirects added (step 7)."""
+        return self._ring.endpoints
+
+    @property
+    def highest_epoch(self) -> int:
+        """The highest leader epoch the channel has seen (step 8)."""
+        return self._ring.fence.highest
+
+    @property
+    def dropped_frames(self) -> int:
+        """Frames dropped for an epoch lower than one seen before (step 8)."""
+        return self._ring.fence.dropped
 
     def _send(self, message: MemberRequest, waiter: Waiter | None = None) -> None:
         """Queue a request (ack, reset request, trigger, leave) for the I/O thread."""
@@ -463,6 +489,25 @@ class ControlChannel:
             now - clock.last_served,
             self._ring.current,
         )
+        return self._reconnect(poller, sock, monitor, clock, now)
+
+    def _follow_redirect(
+        self, poller: zmq.Poller, sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes], clock: _IoClock
+    ) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+        """Step 7: move to the leader a NOT_LEADER answer named."""
+        leader, self._redirect_to = self._redirect_to, None
+        if leader is None or leader == self._connected_to:
+            return sock, monitor
+        log.warning(
+            "%s: the coordinator at %s is a standby; moving to the leader %s", self.member, self._connected_to, leader
+        )
+        self._ring.redirect(leader)
+        return self._reconnect(poller, sock, monitor, clock, time.monotonic())
+
+    def _reconnect(
+        self, poller: zmq.Poller, sock: zmq.Socket[bytes], monitor: zmq.Socket[bytes], clock: _IoClock, now: float
+    ) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+        """Steps 6-7: drop the socket, connect to the ring's endpoint, and join there."""
         for polled in (sock, monitor):
             poller.unregister(polled)
         sock.disable_monitor()
@@ -495,6 +540,8 @@ class ControlChannel:
                     self._on_connected(sock, monitor, clock)
                 if sock in events:
                     self._receive(sock, clock)
+                if self._redirect_to is not None and not self._state.leaving:
+                    sock, monitor = self._follow_redirect(poller, sock, monitor, clock)
                 if self.failure is not None:
                     return
             self._flush_leave(sock)
@@ -637,10 +684,12 @@ class ControlChannel:
         """One frame from the coordinator; False when it did not serve (step 6): undecodable, or
         ``LOAD_IN_PROGRESS``."""
         try:
-            env = envelope.decode(raw)
+            env = envelope.decode(raw, from_server=True)
         except envelope.BadEnvelope as bad:
             log.warning("%s: undecodable frame from the coordinator: %s", self.member, bad)
             return False
+        if not self._ring.fence.admit(env.epoch or 0, f"{self.member}: a {env.type!r} from {self._connected_to}"):
+            return False  # step 8
         if env.id is None and env.type == COMMAND_TYPE:
             self._on_push(env.body)
             return True
@@ -653,6 +702,10 @@ class ControlChannel:
         if waiter is not None:
             waiter.answer(reply)
         match reply:
+            case ErrorReply(code=ErrorCode.NOT_LEADER):
+                self._redirect_to = leader_of(env.body)  # step 7 (None: as LOAD_IN_PROGRESS)
+                self._state.on_error(msg_type, reply)
+                return False
             case ErrorReply():
                 self._state.on_error(msg_type, reply)
                 return reply.code is not ErrorCode.LOAD_IN_PROGRESS

@@ -19,7 +19,8 @@ and feeds every answer here, decoded into the protocol's reply classes
    (``failure``: a :class:`RegionFatal` naming the duplicate).
 3. An error answer: ``NOT_REGISTERED`` (the coordinator restarted and forgot
    us): not joined, join again; ``LOAD_IN_PROGRESS``: the join is re-sent by
-   the channel's retry; ``INVALID`` or ``CR_INDEX_MISMATCH`` to a join: fatal
+   the channel's retry; ``NOT_LEADER`` (a standby): not joined, the channel
+   moves to the leader it names and joins there; ``INVALID`` or ``CR_INDEX_MISMATCH`` to a join: fatal
    (``failure``, the member exits with ExitCode.CONFIG); any other is logged.
 4. No answer at all for the channel's ``LOST_AFTER_S`` (``lost()``): not
    joined, join again.
@@ -142,6 +143,8 @@ class JoinState:
             self.joined.clear()
         elif code is ErrorCode.LOAD_IN_PROGRESS:
             pass  # the join is re-sent after the channel's JOIN_RETRY_S
+        elif code is ErrorCode.NOT_LEADER:
+            self.joined.clear()  # the channel moves to the leader and joins there
         elif msg_type == "region_join" and code in (ErrorCode.INVALID, ErrorCode.CR_INDEX_MISMATCH):
             self._fail(RegionFatal(f"region {self.region!r} refused member {self.member!r}: {code.value}: {message}"))
         else:

@@ -274,8 +274,9 @@ def test_a_hostile_record_on_the_log_topic_is_refused_at_replay(settings, tmp_pa
     store = StateStore(tmp_path / "reader", log=KafkaLog(settings))
     with pytest.raises(LogError, match=message) as info:
         store.load()
-    # the hostile record, after the good one and its transaction's COMMIT marker
-    assert re.search(r"(offset|record at) 2\b", str(info.value))
+    # the hostile record, after the writer's first lease record, the good one, and their
+    # transactions' COMMIT markers
+    assert re.search(r"(offset|record at) 4\b", str(info.value))
     assert not store.loaded
     store.close()
 

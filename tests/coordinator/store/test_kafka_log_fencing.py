@@ -13,6 +13,7 @@ import pytest
 
 from coordinator.kafka.raw_batches import read_committed
 from coordinator.store.kafka.kafka_log import KafkaLog
+from coordinator.store.kafka.lease import decode_lease
 from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.log.segment import LogFailed, set_crash_point
 from coordinator.store.state_store import StateStore
@@ -74,7 +75,8 @@ def test_a_transaction_left_open_by_a_leader_is_aborted_by_the_next_and_never_ap
     leader.close()  # a forced close: no EndTxn, the transaction stays open on the broker
     before = _raw(settings)
     assert [t.records for t in before.open_transactions] == [1]
-    assert len(before.records) == 1  # only the committed write is visible
+    # only the committed writes are visible: the first lease record and the first write
+    assert [r.key for r in before.records] == [b"cr.lease", None]
 
     successor = _open(tmp_path / "successor", settings)
     assert successor.get_initial_offsets("g") == {("t", 0): 10}
@@ -99,8 +101,41 @@ def test_an_idle_leader_writes_lease_records_that_replay_skips(bootstrap, names,
         store.keepalive()
     store.close()
     raw = _raw(settings)
-    assert [r.key for r in raw.records] == [None, b"cr.lease", b"cr.lease", b"cr.lease"]
+    # the first write after the fence names the leader; then the group commit; then one per idle interval
+    assert [r.key for r in raw.records] == [b"cr.lease", None, b"cr.lease", b"cr.lease", b"cr.lease"]
     replayed = _open(tmp_path / "replay", settings)
     assert replayed.members("g") == ["op"]
     assert replayed.stats().log_records == 1
     replayed.close()
+
+
+def test_each_fence_raises_the_leader_epoch_which_the_lease_records_name(bootstrap, names, tmp_path):
+    """The first write after a fence is a lease record naming the advertised endpoint and the
+    new producer epoch; a busy leader's group commit carries one again after the lease
+    interval; a standby reading them learns that leader."""
+    settings = KafkaLogSettings(bootstrap, names.topic("log"), lease_s=0.3)
+    first_log = KafkaLog(settings)
+    first_log.advertise("tcp://first:1")
+    first = StateStore(tmp_path / "first", log=first_log)
+    first.load()
+    first_epoch = first_log.leader()
+    assert first_epoch is not None
+    assert first_epoch.endpoint == "tcp://first:1"
+    first.close()
+    second_log = KafkaLog(settings)
+    second_log.advertise("tcp://second:2")
+    second = StateStore(tmp_path / "second", log=second_log)
+    second.load()
+    second_leader = second_log.leader()
+    assert second_leader is not None
+    assert second_leader.epoch > first_epoch.epoch
+    second.register_member("g", 0, "op")
+    second.sync()  # within the lease interval of the first lease record: no lease in it
+    time.sleep(settings.lease_interval_s)
+    second.register_member("g", 0, "op-2")
+    second.sync()  # a busy leader: the lease rides in the group commit's transaction
+    second.close()
+    raw = _raw(settings)
+    assert [r.key for r in raw.records] == [b"cr.lease", b"cr.lease", None, None, b"cr.lease"]
+    leases = [decode_lease(r.value or b"") for r in raw.records if r.key == b"cr.lease"]
+    assert leases == [first_epoch, second_leader, second_leader]

@@ -32,7 +32,7 @@ def _joined(router: zmq.Socket, channel: ControlChannel) -> bytes:
     while env.type != "region_join":
         identity, env = _recv(router)
     reply = RegionJoinReply("r", RegionPhase.RESETTING, None, REGION)
-    router.send_multipart([identity, envelope.encode("region_join_reply", reply.to_body(), env.id)])
+    router.send_multipart([identity, envelope.encode("region_join_reply", reply.to_body(), env.id, 0)])
     assert channel.wait_joined(10)
     return identity
 
@@ -52,7 +52,7 @@ def test_invalid_pushes_are_dropped_and_a_valid_one_arrives_typed():
         identity = _joined(router, channel)
 
         def push(body: dict) -> None:
-            router.send_multipart([identity, envelope.encode("region_command", body, None)])
+            router.send_multipart([identity, envelope.encode("region_command", body, None, 0)])
 
         push({"region": "r", "cmd": "drain", "seq": 1})  # no version
         push({"v": 2, "region": "r", "cmd": "drain", "seq": 1})  # another version
@@ -82,7 +82,7 @@ def test_a_reset_with_the_rejoin_hint_calls_the_hint_first():
             ResetToInitial(2, rejoin=True),
             Reset(3, 3, ["m0"], [["t", 0, 5]], 3, rejoin=True),
         ):
-            router.send_multipart([identity, envelope.encode("region_command", encode_command("r", command), None)])
+            router.send_multipart([identity, envelope.encode("region_command", encode_command("r", command), None, 0)])
         assert [events.get(timeout=10) for _ in range(5)] == [
             Reset(3, 1, ["m0"], [["t", 0, 5]], 3),
             "hint",

@@ -40,6 +40,7 @@ from coordinator.protocol.wire.status import (
     MergeStatus,
     PendingMerge,
     RegistryStatus,
+    Role,
     StoreStats,
 )
 
@@ -112,6 +113,9 @@ SNAPSHOT = CoordinatorStatus(
     ),
     merge=MergeStatus((PendingMerge("orders", 7, 0, 2, ("op-a",), ("op-a",), 0.5),), 800, 4, 1),
     regions={"orders": REGION},
+    role=Role.LEADER,
+    leader="tcp://127.0.0.1:5570",
+    epoch=7,
 )
 
 
@@ -145,7 +149,7 @@ def _minimal_region(name: str) -> dict[str, Any]:
     return body
 
 
-@pytest.mark.parametrize("version", [None, 0, 2, "1", True, 1.0001])
+@pytest.mark.parametrize("version", [None, 0, 1, 3, "2", True, 2.0001])
 def test_another_status_version_is_refused(version):
     body = SNAPSHOT.to_body()
     if version is None:
@@ -153,6 +157,26 @@ def test_another_status_version_is_refused(version):
     else:
         body["version"] = version
     with pytest.raises(Invalid, match="version"):
+        CoordinatorStatus.from_body(body)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("role", "boss"),
+        ("leader", "http://evil.example/"),
+        ("leader", "tcp://a:1,tcp://b:2"),
+        ("leader", "tcp://" + "h" * 400 + ":1"),
+        ("leader", 5),
+        ("epoch", -1),
+        ("epoch", 1 << 31),
+        ("epoch", True),
+    ],
+)
+def test_a_bad_role_leader_or_epoch_is_invalid_naming_it(field, value):
+    body = SNAPSHOT.to_body()
+    body[field] = value
+    with pytest.raises(Invalid, match=field):
         CoordinatorStatus.from_body(body)
 
 
