@@ -8,7 +8,12 @@
    the committed and end offsets of every group the coordinator knows are read
    from the broker (:mod:`coordinator.cli.lag`, bounded by ``--timeout``)
    and shown per partition with the lag.
-3. The result is printed as tables, or with ``--json`` as one versioned JSON
+3. Each endpoint given (a leader on Kafka and its standbys, comma-separated) is
+   probed with one ping (``CoordinatorClient.probe``, bounded by
+   :data:`ROLE_PING_S`): its role (leader, standby, loading, unreachable), the
+   leader a standby names and the epoch its reply carried. The document shows the
+   leader's endpoint and epoch as the status reply says them.
+4. The result is printed as tables, or with ``--json`` as one versioned JSON
    document (:data:`JSON_VERSION`; fields are only added within a version).
    ``--watch [SECONDS]`` repeats this until Ctrl-C (or ``--count`` rounds).
 
@@ -35,7 +40,7 @@ from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavai
 from coordinator.protocol.wire.status import CoordinatorStatus
 
 #: Version of the ``--json`` document; a field is renamed or removed only with a new version.
-JSON_VERSION = 1
+JSON_VERSION = 2
 #: Bounds of ``--watch`` (a faster refresh loads the coordinator loop for nothing).
 WATCH_MIN_S, WATCH_MAX_S = 0.2, 3600.0
 #: Bound of ``--timeout``: each request waits at most this long.
@@ -151,6 +156,8 @@ def build_document(
             "reachable": snap is not None,
             "loaded": None if snap is None else snap.loaded,
             "uptime_s": None if snap is None else snap.uptime_s,
+            "leader": None if snap is None else snap.leader,
+            "epoch": None if snap is None else snap.epoch,
         },
         "regions": regions,
         "groups": groups,
@@ -181,9 +188,14 @@ def _table(headers: list[str], rows: list[list[object]]) -> str:
 def format_document(doc: dict[str, Any]) -> str:
     c = doc["coordinator"]
     state = "unreachable" if not c["reachable"] else ("loaded" if c["loaded"] else "loading the log")
-    out = [f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s"]
-    for e in c.get("endpoints", ()):  # given several: the leader and its standbys
-        out.append(f"  {e['endpoint']}  {e['role']}")
+    out = [
+        f"coordinator {c['endpoint']}  {state}  uptime={c['uptime_s']}s  leader={c['leader'] or '-'}  "
+        f"epoch={'-' if c['epoch'] is None else c['epoch']}"
+    ]
+    for e in c.get("endpoints", ()):  # each endpoint given: the leader and its standbys
+        named = f"  (names the leader {e['leader']})" if e["role"] == "standby" and e["leader"] else ""
+        epoch = "" if e["epoch"] is None else f"  epoch={e['epoch']}"
+        out.append(f"  {e['endpoint']}  {e['role']}{epoch}{named}")
     regions = doc["regions"]
     out += ["", f"regions ({len(regions)})"]
     rows = [
@@ -290,32 +302,33 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
-#: Bound of the ping that tells what each of several endpoints is (``roles``).
+#: Bound of the ping that tells what each endpoint is (``roles``): a reachable coordinator
+#: answers within milliseconds; an unreachable one must not stall the status for long.
 ROLE_PING_S = 0.5
 
 
-def roles(endpoints: tuple[str, ...], client_kwargs: dict[str, Any]) -> list[dict[str, str]]:
-    """What each endpoint of a leader-and-standbys list is: ``serving`` (the leader),
-    ``loading`` (a standby, or a coordinator replaying its log) or ``unreachable``; one ping each,
-    bounded by :data:`ROLE_PING_S`."""
+def roles(endpoints: tuple[str, ...], client_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each endpoint given is (step 3): ``role`` ``leader`` (it serves), ``standby`` (it
+    answers NOT_LEADER, ``leader`` the endpoint it names), ``loading`` (LOAD_IN_PROGRESS: a
+    coordinator replaying its log, or a standby that knows no leader) or ``unreachable``;
+    ``epoch`` the one its reply carried. One ping each, bounded by :data:`ROLE_PING_S`."""
     out = []
     kwargs = {**client_kwargs, "timeout": ROLE_PING_S, "try_timeout": ROLE_PING_S}
     for endpoint in endpoints:
-        role = "serving"
+        entry: dict[str, Any]
         try:
             with CoordinatorClient(endpoint, **kwargs) as client:
-                client.ping()
-        except CoordinatorUnavailable as exc:
-            role = "loading" if exc.loading else "unreachable"
+                probe = client.probe(ROLE_PING_S)
+            entry = {"role": probe.role.value, "leader": probe.leader, "epoch": probe.epoch}
         except CoordinatorError as exc:
-            role = f"error {exc}"
-        out.append({"endpoint": endpoint, "role": role})
+            entry = {"role": f"error {exc}", "leader": None, "epoch": None}
+        out.append({"endpoint": endpoint, **entry})
     return out
 
 
 def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One round: the coordinator's snapshot, then the lag; failures become ``errors``. Given
-    several endpoints, what each one is (``roles``)."""
+    """One round: the coordinator's snapshot, then the lag; failures become ``errors``; what
+    each endpoint given is (``roles``)."""
     errors: list[str] = []
     snap: CoordinatorStatus | None = None
     lag: list[PartitionLag] = []
@@ -332,9 +345,7 @@ def collect(args: argparse.Namespace, client_kwargs: dict[str, Any]) -> dict[str
             except BrokerUnavailable as exc:
                 errors.append(str(exc))
     doc = build_document(snap, lag, coordinator=args.coordinator, bootstrap=args.bootstrap, errors=errors)
-    endpoints = parse_endpoints(args.coordinator)
-    if len(endpoints) > 1:
-        doc["coordinator"]["endpoints"] = roles(endpoints, client_kwargs)
+    doc["coordinator"]["endpoints"] = roles(parse_endpoints(args.coordinator), client_kwargs)
     return doc
 
 

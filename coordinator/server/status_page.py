@@ -4,7 +4,8 @@ A static HTML document (no script; a meta refresh reloads it every
 ``REFRESH_S``). Every value taken from the snapshot is escaped: region,
 member and group names come from clients and may hold markup.
 
-Sections: regions (phase, last consistent checkpoint, resets, why FAILED),
+The header names this coordinator's endpoint and role (leader, standby, loading),
+the leader it knows and the leader's epoch. Sections: regions (phase, last consistent checkpoint, resets, why FAILED),
 members, recent checkpoints and resets, where lag is (the coordinator does
 not read Kafka), registered groups and pending merges, limits and rejections.
 """
@@ -34,6 +35,9 @@ _PHASE_CLASSES = {
     "WAITING": "warn",
     "FAILED": "bad",
 }
+
+#: This coordinator's role, coloured like the phases.
+_ROLE_CLASSES = {"leader": "ok", "standby": "busy", "loading": "warn"}
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1d2330;background:#f6f7f9}
@@ -104,6 +108,8 @@ def render_page(snap: CoordinatorStatus) -> bytes:
         f"{'log replayed, serving' if snap.loaded else 'replaying the log (not ready)'} &middot; "
         f"up {_e(snap.uptime_s)} s &middot; page generated {_when(time.time())}, "
         f"reloads every {REFRESH_S} s</p>",
+        f'<p class="meta">role <span class="phase {_ROLE_CLASSES.get(snap.role.value, "")}">{_e(snap.role.value)}'
+        f"</span> &middot; leader {_e(snap.leader)} &middot; epoch {_e(snap.epoch)}</p>",
     ]
 
     parts.append(f"<h2>Regions ({len(regions)})</h2>")

@@ -70,7 +70,7 @@ def test_regions_members_and_lag(coordinator, bootstrap, names):
         r = _status("--coordinator", endpoint, "--bootstrap", bootstrap, "--json")
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
-        assert doc["version"] == JSON_VERSION == 1
+        assert doc["version"] == JSON_VERSION == 2
         assert doc["errors"] == []
         assert doc["coordinator"]["reachable"]
         assert doc["coordinator"]["loaded"]

@@ -19,6 +19,7 @@ import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ from coordinator.protocol.wire.status import (
     MergeStatus,
     PendingMerge,
     RegistryStatus,
+    Role,
 )
 from coordinator.server.http import HttpEndpoint
 from coordinator.server.loop import CoordinatorServer
@@ -329,3 +331,11 @@ def test_tables_are_bounded():
     assert "g00499" in page
     assert "g00500" not in page
     assert "700 more rows" in page
+
+
+def test_the_header_shows_the_role_the_leader_and_its_epoch():
+    standby = attrs.evolve(_snapshot("g"), loaded=False, role=Role.STANDBY, leader="tcp://10.0.0.7:5570", epoch=12)
+    page = render_page(standby).decode()
+    assert '<span class="phase busy">standby</span> &middot; leader tcp://10.0.0.7:5570 &middot; epoch 12' in page
+    leader = render_page(_snapshot("g")).decode()  # the defaults: a sole leader of epoch 0, no endpoint known
+    assert '<span class="phase ok">leader</span> &middot; leader &ndash; &middot; epoch 0' in leader

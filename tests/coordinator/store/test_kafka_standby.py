@@ -9,7 +9,11 @@ real processes, real ZeroMQ, the test broker.
   leader's next write fails, it exits non-zero without acknowledging it, and nothing
   it wrote after the fence is in the new leader's state;
 - clients and members given every endpoint find the leader, and follow a takeover after
-  a kill -9 or a SIGSTOP of the leader by themselves.
+  a kill -9 or a SIGSTOP of the leader by themselves; the takeover raises the epoch
+  every reply carries;
+- a client and a member given only the standby's endpoint are redirected (NOT_LEADER
+  naming the leader) and served there; ``crkafka status`` shows each endpoint's role,
+  the leader and its epoch.
 
 All use the defaults a user gets except a short lease (and write bound), which keeps
 the tests short.
@@ -17,8 +21,11 @@ the tests short.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,7 +34,7 @@ from typing import Any
 import pytest
 
 from coordinator.cli.status import roles
-from coordinator.client import CoordinatorClient
+from coordinator.client import CoordinatorClient, EndpointRole
 from coordinator.kafka.raw_batches import read_committed
 from coordinator.launcher import CoordinatorProcess
 from coordinator.protocol.common.waiting import wait_until
@@ -70,12 +77,8 @@ class Standby:
 
     def serves(self) -> bool:
         assert self.process.running, f"standby exited with {self.process.returncode}"
-        try:
-            with CoordinatorClient(self.endpoint, timeout=0.3, try_timeout=0.3) as client:
-                client.ping()
-        except CoordinatorUnavailable:
-            return False
-        return True
+        with CoordinatorClient(self.endpoint, timeout=0.3, try_timeout=0.3) as client:
+            return client.probe(0.3).role is EndpointRole.LEADER  # no redirect followed
 
     def stop(self) -> int | None:
         """SIGTERM; its exit code."""
@@ -103,12 +106,9 @@ def test_kill_9_of_the_leader_the_standby_on_an_empty_dir_serves_the_same_state(
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
     standby = Standby(tmp_path, args)
     try:
-        with (
-            CoordinatorClient(standby.endpoint, timeout=1, try_timeout=0.3) as client,
-            pytest.raises(CoordinatorUnavailable, match="still loading its state"),
-        ):
-            client.ping()
         assert leader.endpoint is not None
+        with CoordinatorClient(standby.endpoint, timeout=1, try_timeout=0.3) as client:
+            wait_until(lambda: client.probe(0.3).leader == leader.endpoint, 10, "the standby to name the leader")
         with CoordinatorClient(leader.endpoint, timeout=10) as client:
             for i, group in enumerate(groups):
                 client.register(group, i, "op-a")
@@ -160,9 +160,10 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
         with CoordinatorClient(every, timeout=10) as client:
             assert client.ping() is not None
             wait_until(lambda: checkpoints(leader.endpoint or "") >= 2, 30, "2 checkpoints through the leader")
+            epoch = client.highest_epoch
             assert roles((standby.endpoint, leader.endpoint), {}) == [
-                {"endpoint": standby.endpoint, "role": "loading"},
-                {"endpoint": leader.endpoint, "role": "serving"},
+                {"endpoint": standby.endpoint, "role": "standby", "leader": leader.endpoint, "epoch": epoch},
+                {"endpoint": leader.endpoint, "role": "leader", "leader": leader.endpoint, "epoch": epoch},
             ]
             if stop == "kill":
                 leader.kill()
@@ -173,6 +174,8 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
             taken_over = checkpoints(standby.endpoint)
             wait_until(lambda: checkpoints(standby.endpoint) >= taken_over + 2, 60, "2 checkpoints on the new leader")
             assert client.ping() is not None  # the same client, moved on by itself
+            assert client.highest_epoch > epoch  # the new leader's fence raised the epoch
+            assert all(m.channel.highest_epoch == client.highest_epoch for m in members)
             if stop == "pause":
                 assert leader.pid is not None
                 os.kill(leader.pid, signal.SIGCONT)
@@ -180,13 +183,66 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
                 assert leader.returncode == 1  # fail-stop at its first write
                 resumed = checkpoints(standby.endpoint)
                 wait_until(lambda: checkpoints(standby.endpoint) >= resumed + 1, 60, "a checkpoint after the SIGCONT")
-            assert [r["role"] for r in roles((standby.endpoint, leader.endpoint), {})] == ["serving", "unreachable"]
+            assert [r["role"] for r in roles((standby.endpoint, leader.endpoint), {})] == ["leader", "unreachable"]
         status = region_status(standby.endpoint, region).region
         assert sorted(status.members) == ["m0", "m1"]
         assert all(m.incarnation == f"inc-{os.getpid()}-{name}" for name, m in status.members.items())
     finally:
         for m in members:
             m.stop()
+        leader.kill()
+        assert standby.stop() == 0
+
+
+def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_leader(bootstrap, names, tmp_path):
+    """The standby answers NOT_LEADER naming the leader's endpoint (from the leader's lease
+    records); a client and a member's control channel given only the standby's endpoint add
+    the leader's to their list and are served there; crkafka status shows both roles, the
+    leader and its epoch."""
+    args = _kafka_args(bootstrap, names.topic("log"))
+    region = names.group("region")
+    group = names.group()
+    leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
+    standby = Standby(tmp_path, args)
+    assert leader.endpoint is not None
+    try:
+        with CoordinatorClient(standby.endpoint, timeout=10) as client:
+            client.put_initial_offsets(group, {("t", 0): 5})  # re-sent to the leader, same id
+            assert client.get_initial_offsets(group) == {("t", 0): 5}
+            epoch = client.highest_epoch
+        alone = member(standby.endpoint, region, "m0").start()  # start() waits for the join
+        try:
+            wait_until(
+                lambda: (region_status(leader.endpoint or "", region).region.last_consistent or 0) >= 1,
+                30,
+                "a checkpoint",
+            )
+            assert alone.channel.highest_epoch == epoch
+        finally:
+            alone.stop()
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cr_consumer.cli.main",
+                "status",
+                "--coordinator",
+                f"{standby.endpoint},{leader.endpoint}",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"},
+        )
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)["coordinator"]
+        assert (doc["endpoint"], doc["leader"], doc["epoch"]) == (leader.endpoint, leader.endpoint, epoch)
+        assert [(e["endpoint"], e["role"], e["leader"]) for e in doc["endpoints"]] == [
+            (standby.endpoint, "standby", leader.endpoint),
+            (leader.endpoint, "leader", leader.endpoint),
+        ]
+    finally:
         leader.kill()
         assert standby.stop() == 0
 
