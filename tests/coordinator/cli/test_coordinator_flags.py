@@ -61,6 +61,11 @@ _KAFKA = ("--state", "kafka", "--kafka-bootstrap", "127.0.0.1:9092", "--log-topi
         ((*_KAFKA, "--log-min-insync-replicas", "0"), "--log-min-insync-replicas"),
         (("--standby",), "--standby need --state kafka"),
         ((*_KAFKA, "--log-lease", "2h"), "lease_s must be a number of seconds"),
+        (("--advertise", "tcp://h:1"), "--advertise need --state kafka"),
+        ((*_KAFKA, "--bind", "tcp://*:5570", "--allow-remote"), "give --advertise"),
+        ((*_KAFKA, "--bind", "tcp://0.0.0.0:5570", "--allow-remote"), "give --advertise"),
+        ((*_KAFKA, "--advertise", "http://h:1"), "--advertise: coordinator endpoint"),
+        ((*_KAFKA, "--advertise", "tcp://a:1,tcp://b:2"), "--advertise: coordinator endpoint"),
     ],
 )
 def test_kafka_state_flags_are_checked_together(tmp_path, capsys, flags, message):
@@ -83,6 +88,8 @@ def test_kafka_state_flags_build_the_log_settings_with_production_defaults(tmp_p
     assert not _parse(tmp_path, *_KAFKA).standby
     assert _parse(tmp_path, *_KAFKA, "--standby", "--log-lease", "2s").kafka_settings.lease_s == 2.0
     assert _parse(tmp_path).kafka_settings is None
+    wildcard = _parse(tmp_path, *_KAFKA, "--bind", "tcp://*:5570", "--allow-remote", "--advertise", "tcp://h:5570")
+    assert wildcard.advertise == "tcp://h:5570"
 
 
 def test_resolve_kafka_config_is_loaded_and_checked_at_parse(tmp_path, capsys):
