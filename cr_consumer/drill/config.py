@@ -97,6 +97,8 @@ class DrillConfig:
     dead_letter: bool = False
     #: Poison records in the input whatever the scenario (the poison scenario always has them).
     poison: bool = False
+    #: The pipeline keeps the drill's keyed state (``state.py``) and the verifier checks it.
+    state: bool = False
 
     @property
     def poison_ratio(self) -> float:
@@ -124,6 +126,10 @@ class DrillConfig:
             raise ValueError(
                 f"the {self.scenario} scenario pauses past the member timeout ({MEMBER_TIMEOUT_S:g} s): "
                 f"--pause must be longer, got {self.pause_s:g}"
+            )
+        if self.state and self.scenario == "new-topic":
+            raise ValueError(
+                "--state keeps its state per partition of one input topic; the new-topic scenario reads two"
             )
         external = self.bootstrap or os.environ.get(ENV_BOOTSTRAP)
         if self.scenario in EMBEDDED_BROKER_ONLY and external:

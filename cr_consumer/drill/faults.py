@@ -295,6 +295,7 @@ def _await_point(env: DrillEnv, name: str, point: Point, action: Action, victim:
 #: One scenario per fault point of the member runtime (docs/drills.md).
 POINT_SCENARIOS: dict[str, tuple[Point, Action]] = {
     "crash-after-drain": (Point.AFTER_DRAIN, Action.CRASH),
+    "crash-before-ack": (Point.BEFORE_CHECKPOINT_ACK, Action.CRASH),
     "crash-after-ack": (Point.AFTER_CHECKPOINT_ACK, Action.CRASH),
     "crash-before-publish": (Point.BEFORE_PUBLISH, Action.CRASH),
     "crash-mid-publish": (Point.MID_PUBLISH, Action.CRASH),

@@ -16,6 +16,8 @@ every member process. Parameters (``--param NAME=VALUE``, all set by the drill):
   or ``kafka`` (the transactional Kafka sink, ``ctx.kafka_sink``, into ``output_topic``; a
   :func:`with_provenance` map before it puts each record's input topic, partition and offset
   in its headers, where the verifier reads them: ``provenance.py``);
+* ``state``: ``true`` puts the drill's keyed state before the sink (``state.py``: a count per
+  key on a Kafka changelog, which the verifier checks); needs ``topics`` to name one topic;
 * ``dead_letter``: ``true`` gives the pipeline a dead-letter sink of the same kind as its sink
   (``Pipeline(source, dead_letter=...)``, ``runtime/pipeline/dead_letter.py``): the file sink
   under :data:`DEAD_LETTER_SUBDIR` of the output directory, or the Kafka sink into
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from cr_consumer.drill.provenance import provenance_headers
+from cr_consumer.drill.state import count_by_key
 from cr_consumer.drill.timeline import SAMPLE_PERIOD_S, TimelineWriter
 from cr_consumer.runtime import KafkaSource, Pipeline, PipelineContext
 from cr_consumer.runtime.pipeline.operators import Operator
@@ -238,6 +241,10 @@ def build(ctx: PipelineContext) -> Pipeline:
     )
     if dead_letter:
         pipeline = pipeline.map(reject_marked, name="reject-marked")
+    if ctx.param("state", "false") == "true":
+        if pattern or "," in topics:
+            raise ValueError("drill pipeline: state=true needs topics= to name exactly one topic")
+        pipeline = pipeline.then(ctx.keyed_state(count_by_key, topic=topics, name="drill-state"))
     if kind is SinkKind.KAFKA:
         return pipeline.map(with_provenance, name="provenance").sink(
             ctx.kafka_sink(ctx.param("output_topic"), name="kafka-sink")

@@ -90,6 +90,8 @@ class DrillReport(Timings):
     dead_letter_missing: int
     dead_letter_duplicates: int
     dead_letter_unexpected: int
+    #: With the drill's keyed state (else None): ``verify.py``'s check 8.
+    wrong_states: int | None
     resets: int
     checkpoints: int
     processed_including_replays: int
@@ -263,6 +265,7 @@ def build_report(
         "dead_letter_missing": v.dead_letter_missing,
         "dead_letter_duplicates": v.dead_letter_duplicates,
         "dead_letter_unexpected": v.dead_letter_unexpected,
+        "wrong_states": v.wrong_states,
         "resets": analysis["resets"],
         "checkpoints": analysis["checkpoints"],
         "time_to_detect_s": analysis["time_to_detect_s"],

@@ -173,6 +173,7 @@ def _pipeline_params(
         "session_timeout_ms": str(cfg.session_timeout_ms),
         "sink": cfg.sink.value,
         "dead_letter": "true" if cfg.dead_letter else "false",
+        "state": "true" if cfg.state else "false",
     }
     if output_topic is not None:
         params["output_topic"] = output_topic
@@ -478,7 +479,7 @@ def conclude(
         except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
             log.error("drill %s: %s", cfg.scenario, exc)
             error = error or f"committed-offsets check: {exc}"
-    result = verify(manifest, output, committed, checkpoint, dead_letters)
+    result = verify(manifest, output, committed, checkpoint, dead_letters, state=cfg.state)
     analysis = analyse(events, fault_time, end_time)
     fired = tasks.all_fired()
     if cfg.scenario == "sink-failure":

@@ -53,8 +53,14 @@ with ``provenance.read_dead_letter``), and checked by :func:`_check_dead_letters
 A published record that does not name its input (a line that is not a JSON
 object with topic, partition and offset; a Kafka record without valid
 provenance headers) is a *malformed_lines* failure; so is a transaction left
-open in the output topic (*open_transactions*); both count the dead-letter output's too. The
-result is OK only when every count but ``aborted`` and ``dead_letters`` is zero.
+open in the output topic (*open_transactions*); both count the dead-letter output's too.
+
+With the drill's keyed state (``--state``, ``state.py``):
+
+8. every delivered record that passes checks 2-3 carries the key its partition's state gives
+   it: its state key and that key's count up to its offset (*wrong_states*).
+
+The result is OK only when every count but ``aborted`` and ``dead_letters`` is zero.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ import attrs
 
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.provenance import read_dead_letter
+from cr_consumer.drill.state import expected_keys
 from cr_consumer.kafka.client import Header
 from cr_consumer.runtime.pipeline.records import BASE64_MARKER
 
@@ -124,6 +131,8 @@ class VerifyResult:
     dead_letter_missing: int = 0
     dead_letter_duplicates: int = 0
     dead_letter_unexpected: int = 0
+    #: Check 8 (None: the drill kept no keyed state).
+    wrong_states: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -138,6 +147,7 @@ class VerifyResult:
             or self.malformed_lines
             or self.committed_behind
             or self.open_transactions
+            or self.wrong_states
         )
 
 
@@ -152,6 +162,8 @@ class Delivered:
     seen: defaultdict[_Key, Counter[int]] = attrs.field(factory=lambda: defaultdict(Counter))
     #: The value delivered at each input offset (a ``_Conflict`` when two copies differ).
     values: defaultdict[_Key, dict[int, Any]] = attrs.field(factory=lambda: defaultdict(dict))
+    #: The key delivered at each input offset, likewise (check 8).
+    keys: defaultdict[_Key, dict[int, Any]] = attrs.field(factory=lambda: defaultdict(dict))
     #: Published records that do not name their input.
     malformed: int = 0
     #: Files or output partitions read.
@@ -161,15 +173,15 @@ class Delivered:
     #: Examples of the reading's own problems (malformed lines, open transactions).
     examples: dict[str, list[object]] = attrs.field(factory=dict)
 
-    def add(self, topic: str, partition: int, offset: int, value: Any) -> None:
-        """One delivered copy of input ``topic``/``partition``@``offset``."""
-        key = (topic, partition)
-        self.seen[key][offset] += 1
-        values = self.values[key]
-        if offset not in values:
-            values[offset] = value
-        elif values[offset] != value:
-            values[offset] = _Conflict()
+    def add(self, topic: str, partition: int, offset: int, value: Any, key: Any = None) -> None:
+        """One delivered copy of input ``topic``/``partition``@``offset`` (its value and key)."""
+        where = (topic, partition)
+        self.seen[where][offset] += 1
+        for delivered, got in ((self.values[where], value), (self.keys[where], key)):
+            if offset not in delivered:
+                delivered[offset] = got
+            elif delivered[offset] != got:
+                delivered[offset] = _Conflict()
 
     def example(self, kind: str, item: object) -> None:
         kept = self.examples.setdefault(kind, [])
@@ -233,7 +245,7 @@ def _read_lines(directory: str | os.PathLike[str], place: _Place) -> Delivered:
                     out.malformed += 1
                     out.example("malformed_lines", f"{path.parent.name}/{path.name}:{lineno}: {exc}")
                     continue
-                out.add(topic, partition, offset, doc.get("value"))
+                out.add(topic, partition, offset, doc.get("value"), doc.get("key"))
     return out
 
 
@@ -352,6 +364,21 @@ def _count_bad_deliveries(
     return dup, wrong, unexpected
 
 
+def _count_wrong_states(
+    key: _Key, vals: dict[int, Any], got: dict[int, Any], got_keys: dict[int, Any], example: _Example
+) -> int:
+    """Check 8 for one partition: delivered records with the right value and the wrong key."""
+    topic, part = key
+    wrong = 0
+    for offset, expected in expected_keys(vals).items():
+        if got.get(offset) != vals[offset]:
+            continue  # missing, duplicated with another value, or wrong: checks 1-3 count it
+        if got_keys.get(offset) != expected:
+            wrong += 1
+            example("wrong_states", [topic, part, offset, repr(got_keys.get(offset))[:40], expected])
+    return wrong
+
+
 def _commit_check(
     key: tuple[str, int],
     counts: Counter[int],
@@ -382,6 +409,8 @@ def verify(
     committed: dict[tuple[str, int], int | None] | None = None,
     checkpoint: tuple[int, dict[tuple[str, int], int]] | None = None,
     dead_letters: Delivered | None = None,
+    *,
+    state: bool = False,
 ) -> VerifyResult:
     """Check the published ``output`` against the manifest (see the module docstring).
 
@@ -390,6 +419,7 @@ def verify(
     ``checkpoint`` is ``(seq, {(topic, partition): offset})`` of the last completed
     checkpoint (:func:`last_checkpoint_offsets`); None: compare with the output.
     ``dead_letters``: the dead-letter output (checks 6-7); None: there is no dead-letter sink.
+    ``state``: the drill kept its keyed state (check 8).
     """
     seen, got_value = output.seen, output.values
     examples: dict[str, list[object]] = defaultdict(list)
@@ -422,6 +452,10 @@ def verify(
             key, never_delivered, first, last, counts, poison, manifest.unplaced_poison.get(key, 0), example
         )
         dup, wrong, unexpected = _count_bad_deliveries(key, counts, vals, got_value.get(key, {}), poison, example)
+        if state:
+            totals["wrong_states"] += _count_wrong_states(
+                key, vals, got_value.get(key, {}), output.keys.get(key, {}), example
+            )
         delivered = sum(counts.values())
         comm, behind = _commit_check(key, counts, committed, ckpt_offsets, example)
         results.append(
@@ -468,6 +502,7 @@ def verify(
         aborted=output.aborted + extra.aborted,
         open_transactions=output.open_transactions + extra.open_transactions,
         dead_letters=sum(sum(c.values()) for c in dead_letters.seen.values()) if dead_letters is not None else None,
+        wrong_states=totals["wrong_states"] if state else None,
         dead_letter_missing=dl_missing,
         dead_letter_duplicates=dl_dup,
         dead_letter_unexpected=dl_unexpected,

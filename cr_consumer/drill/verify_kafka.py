@@ -80,7 +80,7 @@ def _deliver(out: Delivered, where: tuple[str, int], record: LogRecord, provenan
         out.malformed += 1
         out.example("malformed_lines", [*where, record.offset, str(exc)])
         return
-    out.add(topic, part, offset, _value(record.value))
+    out.add(topic, part, offset, _value(record.value), _value(record.key))
 
 
 def read_topic(

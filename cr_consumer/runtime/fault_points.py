@@ -73,6 +73,9 @@ class Point(enum.Enum):
     MEMBER_START = "member-start"
     #: The drain ack is sent; the checkpoint command has not run.
     AFTER_DRAIN = "after-drain"
+    #: Every operator checkpointed (sinks flushed, transactions prepared, changelogs written);
+    #: the checkpoint ack is not sent.
+    BEFORE_CHECKPOINT_ACK = "before-checkpoint-ack"
     #: The checkpoint ack is sent; the RESUME that publishes it has not run.
     AFTER_CHECKPOINT_ACK = "after-checkpoint-ack"
     #: A RESUME (or retire) runs and sealed intervals wait: none renamed yet

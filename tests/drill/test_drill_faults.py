@@ -16,7 +16,7 @@ from cr_consumer.drill.config import SCENARIOS, UNTIMELY_SCENARIOS, DrillConfig
 from cr_consumer.drill.scenarios import run_drill
 from cr_consumer.testing.broker import ENV_BOOTSTRAP
 
-from support.drill import SMALL, assert_exactly_once
+from support.drill import FENCED_ZOMBIE_SEED, SMALL, assert_exactly_once
 
 PAUSE_S = 5.0
 SEEDS = {name: 300 + i for i, name in enumerate(UNTIMELY_SCENARIOS)}
@@ -114,15 +114,6 @@ def test_all_scenarios_leave_pause_broker_out_against_an_external_cluster(capsys
     embedded = configs(parser.parse_args(["--scenario", "all", "--seed", "1", "--pause", "4"]))
     assert [c.scenario for c in embedded] == list(SCENARIOS)
     assert {c.pause_s for c in embedded} == {4.0}
-
-
-#: A seed whose fault point pauses a member when it receives a checkpoint, for
-#: longer than the Kafka session timeout (10 s > 6 s): the broker gives its
-#: partitions to the other member, which processes them from the checkpoint;
-#: the paused process comes back still holding them. Before the drain failed
-#: on a fenced consumer, its checkpoint answer published 1,188-2,000 records a
-#: second time (found by the soak; this seed reproduced it twice out of two).
-FENCED_ZOMBIE_SEED = 201688041
 
 
 @pytest.mark.slow

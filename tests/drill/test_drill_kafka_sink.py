@@ -1,12 +1,14 @@
-"""The drills with the Kafka sink (``--sink kafka``): a crash at each step of the sink's part of
-the region protocol, a member kept down past its timeout, a paused member, the fenced zombie, a
-failing sink, a kill: every input record exactly once among the committed output, read from the
-log's own markers, and no transaction left open at the end. Same small scale as the file sink's
-drills (tests/drill/test_drill_faults.py).
+"""The drills with the Kafka sink (``--sink kafka``) and the drill's keyed state (``--state``: a
+count per key on a Kafka changelog, before the sink): a crash at each step of the sink's and the
+changelog's part of the region protocol, a member kept down past its timeout, a paused member,
+the fenced zombie, a failing sink, a kill: every input record exactly once among the committed
+output, read from the log's own markers, every record's count right, and no transaction left
+open at the end. Same small scale as the file sink's drills (tests/drill/test_drill_faults.py).
 
-The sink's steps and the fault points that break them: the flush (``crash-after-drain``: before
-the checkpoint's flush; ``crash-after-ack``: after it, the transaction prepared and answered,
-before the region's decision reaches the member), between the completion and the commit
+The steps and the fault points that break them: the flush (``crash-after-drain``: before the
+checkpoint's flush and changelog write; ``crash-before-ack``: after them, the transactions
+prepared, before the answer; ``crash-after-ack``: answered, before the region's decision
+reaches the member), between the completion and the commit
 (``crash-before-publish``), after the commit (``crash-after-publish``), after a reset resolved
 and fenced (``crash-after-reset``), a RESUME lost on the way (``drop-resume``: the commit waits
 for the next completion). ``crash-mid-publish`` is not among them: a sink holds at most one
@@ -20,7 +22,7 @@ from cr_consumer.drill.config import UNTIMELY_SCENARIOS, DrillConfig
 from cr_consumer.drill.pipeline import SinkKind
 from cr_consumer.drill.scenarios import run_drill
 
-from support.drill import SMALL, assert_exactly_once
+from support.drill import FENCED_ZOMBIE_SEED, SMALL, assert_exactly_once
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +33,7 @@ SCENARIOS = (
     "kill-member-long",
     "pause-member",
     "crash-after-drain",
+    "crash-before-ack",
     "crash-after-ack",
     "crash-before-publish",
     "crash-after-publish",
@@ -38,9 +41,6 @@ SCENARIOS = (
     "drop-resume",
 )
 SEEDS = {name: 700 + i for i, name in enumerate(SCENARIOS)}
-#: tests/drill/test_drill_faults.py's seed whose fault point pauses a member at a checkpoint
-#: past the Kafka session timeout: the zombie comes back holding partitions it lost.
-FENCED_ZOMBIE_SEED = 201688041
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -52,10 +52,12 @@ def test_kafka_sink_drill_exactly_once(scenario, bootstrap, tmp_path):
         seed=SEEDS[scenario],
         pause_s=PAUSE_S,
         sink=SinkKind.KAFKA,
+        state=True,
         **SMALL,
     )
     report = run_drill(cfg)
     assert report["sink"] == "kafka"
+    assert report["wrong_states"] == 0
     assert_exactly_once(report)
     if scenario in UNTIMELY_SCENARIOS:  # a fault point or a timed fault: it must have happened
         assert report["fault_fired"] is True, report["faults"]
@@ -71,9 +73,11 @@ def test_kafka_sink_fenced_zombie_exactly_once(bootstrap, tmp_path):
         seed=FENCED_ZOMBIE_SEED,
         pause_s=10.0,
         sink=SinkKind.KAFKA,
+        state=True,
         **SMALL,
     )
     report = run_drill(cfg)
+    assert report["wrong_states"] == 0
     [fault] = report["faults"]
     assert (fault["point"], fault["action"]) == ("receive-checkpoint", "pause"), fault
     assert report["fault_fired"] is True
@@ -90,8 +94,10 @@ def test_kafka_sink_behind_a_librdkafka_source_exactly_once(bootstrap, tmp_path)
         seed=SEEDS["kill-member"],
         kafka_client="librdkafka",
         sink=SinkKind.KAFKA,
+        state=True,
         **SMALL,
     )
     report = run_drill(cfg)
     assert report["sink"] == "kafka"
+    assert report["wrong_states"] == 0
     assert_exactly_once(report)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cr_consumer.drill.manifest import Manifest, ManifestError
+from cr_consumer.drill.state import state_key
 from cr_consumer.drill.verify import read_dead_letter_files, read_files, verify
 
 
@@ -306,3 +307,32 @@ def test_a_dead_letter_matches_a_poison_record_acknowledged_without_an_offset(tm
     assert r.dead_letters == 1
     r = verify(m, read_files(tmp_path), dead_letters=read_dead_letter_files(tmp_path / "nowhere"))
     assert r.dead_letter_missing == 1
+
+
+def _state_rows(n=10):
+    """The keyed state's output: each record keyed by its state key and that key's count so far."""
+    rows = []
+    for p in (0, 1):
+        counts: dict[int, int] = {}
+        for o in range(n):
+            k = state_key(f"v{p}-{o}")
+            counts[k] = counts.get(k, 0) + 1
+            rows.append({"topic": "t", "partition": p, "offset": o, "value": f"v{p}-{o}", "key": f"{k}:{counts[k]}"})
+    return rows
+
+
+def test_keyed_state_counts_are_checked_record_by_record(tmp_path):
+    rows = _state_rows()
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert verify(_manifest(), read_files(tmp_path), state=True).wrong_states == 0
+    assert verify(_manifest(), read_files(tmp_path)).wrong_states is None  # not a state drill
+
+    # a count restored from a state that lost a change: one record's count is one short
+    k, n = rows[13]["key"].split(":")
+    rows[13]["key"] = f"{k}:{int(n) - 1}"
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = verify(_manifest(), read_files(tmp_path), state=True)
+    assert not r.ok
+    assert r.wrong_states == 1
+    assert r.examples["wrong_states"] == [["t", 1, 3, repr(f"{k}:{int(n) - 1}"), f"{k}:{n}"]]
+    assert (r.missing, r.duplicates, r.wrong_values) == (0, 0, 0)

@@ -140,6 +140,7 @@ class CommandExecutor:
                     fault_points.hit(fault_points.Point.AFTER_DRAIN, self.member)
                 case Checkpoint():
                     offsets, transactions = self._checkpoint(cmd.seq)
+                    fault_points.hit(fault_points.Point.BEFORE_CHECKPOINT_ACK, self.member)
                     self.channel.ack(CommandKind.CHECKPOINT, seq=seq, offsets=offsets, transactions=transactions)
                     fault_points.hit(fault_points.Point.AFTER_CHECKPOINT_ACK, self.member)
                 case Resume():
