@@ -23,10 +23,10 @@ Protocol loop:
    knows it. A failed load stops the server (``server.failure`` holds the exception).
 2. Each iteration first takes the epoch every frame of the iteration carries: the
    highest of the leader's epochs this process has known (``Leadership.leader()``),
-   so it never goes down within one process. It polls the socket (and a wake-up pipe) with a timeout bounded
-   by the next timer, so timers run on time even when no request arrives. It
-   also polls the socket's connection monitor: connections over the limit are
-   closed there (:mod:`coordinator.server.connections`).
+   so it never goes down within one process. It polls the socket (and a wake-up
+   pipe) with a timeout bounded by the next timer, so timers run on time even
+   when no request arrives. It also polls the socket's connection monitor:
+   connections over the limit are closed there (:mod:`coordinator.server.connections`).
 3. It reads ALL ready frames without blocking (up to ``MAX_BATCH``) and hands
    each to the dispatcher, which checks it and calls its handler. Handlers
    append to the store and queue their replies.

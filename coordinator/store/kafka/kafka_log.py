@@ -118,8 +118,10 @@ class KafkaLog:
         # read by any; each a single reference, replaced whole.
         self._advertised: str | None = None
         self._epoch: int | None = None  # this process's epoch once fenced
+        self._own: LeaderInfo | None = None  # this process as the leader, once fenced
         self._following = False
         self._followed: LeaderInfo | None = None  # the leader the standby's lease records name
+        self._unusable_lease: bytes | None = None  # the last lease record that named no leader (logged once)
         self._buf: list[bytes] = []
         self._buf_bytes = 0
         self._next_offset = 0  # the offset the next record of this log gets
@@ -149,9 +151,9 @@ class KafkaLog:
     def leader(self) -> LeaderInfo | None:
         """This process once fenced; while a standby follows, the leader its lease records
         name (None before the first)."""
-        epoch = self._epoch
-        if epoch is not None:
-            return LeaderInfo(self._advertised, epoch)
+        own = self._own
+        if own is not None:
+            return own
         return self._followed if self._following else None
 
     def following(self) -> bool:
@@ -162,7 +164,9 @@ class KafkaLog:
             return
         info = decode_lease(value)
         if info is None:
-            log.warning("%s: a lease record names no usable leader: %r", self.where, value[:200])
+            if value != self._unusable_lease:  # once per leader: its records repeat every lease/3
+                log.warning("%s: a lease record names no usable leader: %r", self.where, value[:200])
+            self._unusable_lease = value
         elif info != self._followed:
             log.info("%s: the leader is %s (epoch %d)", self.where, info.endpoint, info.epoch)
             self._followed = info
@@ -215,6 +219,7 @@ class KafkaLog:
         try:
             writer.fence()
             self._epoch = writer.epoch
+            self._own = LeaderInfo(self._advertised, self._epoch)
             end = tail.read_to_end()
         except BaseException:
             writer.close(settings.call_timeout_s)
