@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from coordinator.kafka.raw_batches import read_committed
 from coordinator.launcher import CoordinatorProcess
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
+from coordinator.protocol.wire.status import CoordinatorStatus, Role
 from coordinator.store.kafka.kafka_log import KafkaLog
 from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.state_store import StateStore
@@ -69,9 +71,9 @@ class Standby:
     """A ``--standby`` coordinator (``CoordinatorProcess.start(serve=False)``: it answers
     LOAD_IN_PROGRESS until it takes over, so it is not pinged)."""
 
-    def __init__(self, tmp_path: Path, args: list[str]) -> None:
+    def __init__(self, tmp_path: Path, args: list[str], http: str | None = None) -> None:
         self.state_dir = tmp_path / "standby"
-        self.process = CoordinatorProcess(self.state_dir, extra_args=[*args, "--standby"]).start(serve=False)
+        self.process = CoordinatorProcess(self.state_dir, http=http, extra_args=[*args, "--standby"]).start(serve=False)
         assert self.process.endpoint is not None
         self.endpoint: str = self.process.endpoint
 
@@ -203,7 +205,7 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
     region = names.group("region")
     group = names.group()
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
-    standby = Standby(tmp_path, args)
+    standby = Standby(tmp_path, args, http="auto")
     assert leader.endpoint is not None
     try:
         with CoordinatorClient(standby.endpoint, timeout=10) as client:
@@ -242,6 +244,14 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
             (standby.endpoint, "standby", leader.endpoint),
             (leader.endpoint, "leader", leader.endpoint),
         ]
+        with urllib.request.urlopen(f"http://{standby.process.http_address}/status", timeout=10) as page:
+            status = CoordinatorStatus.from_body(json.loads(page.read()))
+        assert (status.role, status.leader, status.epoch, status.loaded) == (
+            Role.STANDBY,
+            leader.endpoint,
+            epoch,
+            False,
+        )
     finally:
         leader.kill()
         assert standby.stop() == 0
