@@ -7,7 +7,8 @@ Life cycle of :class:`CoordinatorProcess`:
    ``bind=None`` the coordinator binds a free loopback port (``tcp://127.0.0.1:*``);
    ``http="auto"`` picks a free HTTP port the same way.
 2. It waits for the process's ``ready endpoint=... http=...`` line (bounded
-   by ``start_timeout``), then pings it with a client until the ping succeeds,
+   by ``start_timeout``), then probes it with a client until it answers a ping
+   itself (``CoordinatorClient.probe``: a standby's redirect is not followed),
    i.e. the log replay is done (same bound). A process that exits or never
    gets ready raises :class:`CoordinatorStartError` with the tail of its log.
 3. The resolved endpoint and HTTP address are kept: ``restart()`` binds the
@@ -36,7 +37,6 @@ from typing import IO, Any, BinaryIO
 
 from coordinator.protocol.common.osutil import die_with_parent_preexec
 from coordinator.protocol.common.waiting import WaitTimeout, wait_until
-from coordinator.protocol.wire.errors import CoordinatorUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ START_TIMEOUT_S = 30.0
 #: How long terminate() waits after SIGTERM before SIGKILL, and any wait for
 #: the process to end: a coordinator wedged in shutdown cannot hang the caller.
 STOP_TIMEOUT_S = 10.0
+#: Bound of one probe while waiting for the coordinator to answer: a loading one answers
+#: LOAD_IN_PROGRESS at once, so this only bounds a ping lost on a fresh connection.
+PROBE_S = 0.5
 #: Bound on joining the stdout reader once the process ended (it sees EOF at
 #: once), so a descendant still holding the pipe cannot hang stop.
 PUMP_JOIN_S = 2.0
@@ -182,13 +185,14 @@ class CoordinatorProcess:
                 return fields
 
     def _wait_ping(self, deadline: float) -> None:
-        """Ping until it succeeds (the replay is done), the process exits, or the deadline."""
-        from coordinator.client import CoordinatorClient
+        """Probe until the process answers a ping itself (the replay is done), the process exits,
+        or the deadline."""
+        from coordinator.client import CoordinatorClient, EndpointRole
 
-        kwargs = {"timeout": 0.5, "try_timeout": 0.5, **self.client_kwargs}
+        kwargs = {"timeout": PROBE_S, "try_timeout": PROBE_S, **self.client_kwargs}
         assert self.endpoint is not None  # set from the ready line before the first ping
         client = CoordinatorClient(self.endpoint, **kwargs)
-        unanswered: CoordinatorUnavailable | None = None
+        unanswered = "no answer yet"
 
         def answered() -> bool:
             nonlocal unanswered
@@ -196,20 +200,17 @@ class CoordinatorProcess:
                 code = self._proc.wait(STOP_TIMEOUT_S) if self._proc else None
                 self._reap()
                 raise CoordinatorStartError(f"coordinator exited with {code} while loading\n{self.log_tail()}")
-            try:
-                client.ping()
-            except CoordinatorUnavailable as exc:
-                unanswered = exc
-                return False
-            return True
+            role = client.probe(PROBE_S).role
+            unanswered = f"its last answer: {role.value}"
+            return role is EndpointRole.LEADER
 
         try:
             wait_until(answered, max(0.0, deadline - time.monotonic()), "the coordinator to answer a ping")
         except WaitTimeout:
             self.kill()
             raise CoordinatorStartError(
-                f"coordinator bound but not answering: {unanswered}\n{self.log_tail()}"
-            ) from unanswered
+                f"coordinator bound but not answering ({unanswered})\n{self.log_tail()}"
+            ) from None
         finally:
             client.close()
 

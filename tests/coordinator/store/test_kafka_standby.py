@@ -37,7 +37,7 @@ import pytest
 from coordinator.cli.status import roles
 from coordinator.client import CoordinatorClient, EndpointRole
 from coordinator.kafka.raw_batches import read_committed
-from coordinator.launcher import CoordinatorProcess
+from coordinator.launcher import CoordinatorProcess, CoordinatorStartError
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from coordinator.protocol.wire.status import CoordinatorStatus, Role
@@ -244,6 +244,10 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
             (standby.endpoint, "standby", leader.endpoint),
             (leader.endpoint, "leader", leader.endpoint),
         ]
+        # a launcher waiting for a standby to serve is not fooled by its redirect
+        waited = CoordinatorProcess(tmp_path / "other", extra_args=[*args, "--standby"], start_timeout=6)
+        with pytest.raises(CoordinatorStartError, match="its last answer: standby"):
+            waited.start()
         with urllib.request.urlopen(f"http://{standby.process.http_address}/status", timeout=10) as page:
             status = CoordinatorStatus.from_body(json.loads(page.read()))
         assert (status.role, status.leader, status.epoch, status.loaded) == (
