@@ -73,7 +73,7 @@ def main() -> int:
     unknown = set(chosen) - set(rows)
     if unknown:
         ap.error(f"--scenarios: unknown {sorted(unknown)}; choose from {sorted(rows)}")
-    with bootstrap_or_embedded() as bootstrap:
+    with bootstrap_or_embedded() as (bootstrap, _pid):
         for i in range(args.trials):
             for scenario in chosen:
                 cfg = DrillConfig(
