@@ -89,7 +89,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     per = defaultdict(lambda: defaultdict(int))
     t0 = time.time()
-    with bootstrap_or_embedded() as bootstrap, open(out / "soak.jsonl", "a") as log_file:
+    with bootstrap_or_embedded() as (bootstrap, _pid), open(out / "soak.jsonl", "a") as log_file:
         for i in range(args.count):
             scenario = rng.choice(names)
             seed = rng.randrange(1, 2**31)
