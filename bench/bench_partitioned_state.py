@@ -8,15 +8,18 @@ keys of a pool of ``--keys`` (each record adds its amount to an order count and 
 user's update function does work), then a checkpoint as the member runtime runs it:
 
 * ``memory``: ``checkpoint(seq)`` (the whole table as JSON, what the member writes to its disk);
-* ``changelog``: ``drain()`` + ``checkpoint(seq)`` (the changed keys written to the changelog in
-  the interval's transaction, flushed, prepared: the region's stopped flow), then
-  ``notify_checkpoint_complete(seq)`` (the commit, after the RESUME).
+* ``changelog``: ``drain()`` + ``checkpoint(seq)`` (the changed keys written to the changelog as
+  change sets in the interval's transaction, flushed, prepared: the region's stopped flow), then
+  ``notify_checkpoint_complete(seq)`` (the commit, after the RESUME). A partition due for a base
+  (its changes since the last one outnumber its keys) writes it at its next record, inside the
+  timed processing.
 
 Figures: records/s of each over the whole run (processing, checkpoints and commits), the
 changelog's ratio to memory (median of the per-trial ratios), the stop of the flow per
 checkpoint (p50, p99 over every checkpoint of every trial), the restore rate (a member with no
-state restores every partition's table from the changelog: changes (a key's state or delete) per second), and the changelog's
-bytes per changed key against the key's and state's own JSON bytes. Starts its own broker
+state restores every partition's table from the changelog, from its pointer: changes, a key's
+state or delete, per second), and the changelog's bytes per changed key against the key's and
+state's own JSON bytes. Starts its own broker
 unless ``--bootstrap`` is given.
 
     .venv/bin/python bench/bench_partitioned_state.py --trials 3

@@ -35,7 +35,9 @@ checkpoint ``n + 1`` completed (the region then holds ``n + 1``'s entry, not ``n
    stays open. Its ``PreparedTxn`` (id, producer id and epoch, each partition with
    its first offset) is recorded for ``seq`` and returned by :meth:`KafkaSink.transactions`
    with both ids as ``fence`` and the sink's bootstrap as the cluster (so the coordinator can
-   end them when no member is live); an interval without records prepares nothing. The checkpoint
+   end them when no member is live); an interval without records prepares nothing (one begun
+   early by :meth:`KafkaSink.begin` stays open into the next interval: the broker has no
+   transaction for it until its first record). The checkpoint
    data holds the same ``Transactions``, versioned JSON.
 4. ``notify_checkpoint_complete(seq)`` / ``retire_checkpoint(seq)``: commit every recorded
    transaction of a checkpoint ``<= seq``, each bounded by :data:`COMMIT_TIMEOUT_S` (kafka-python's
@@ -250,6 +252,16 @@ class KafkaSink(Operator):
             interval.producer.bound(FLUSH_TIMEOUT_S)
         return []
 
+    def begin(self) -> None:
+        """Start the interval's transaction now if it is not started (step 1's producer, with
+        its ``init_transactions``, included): a writer that sends only at the checkpoint (a
+        changelog) calls it before its interval's records, so the region's stopped flow does not
+        pay for it. An interval that then sends nothing is not prepared (step 3)."""
+        with self._lock:
+            self._check()
+            if self._open is None:
+                self._begin()
+
     def _begin(self) -> _Open:
         """Step 1's lazy producer and the interval's transaction (under the lock)."""
         index = self._next
@@ -285,7 +297,9 @@ class KafkaSink(Operator):
             self._check()
             interval, self._open = self._open, None
             prepared: tuple[PreparedTxn, ...] = ()
-            if interval is not None:
+            if interval is not None and not interval.producer.outcome().sent:
+                self._open = interval  # begun, nothing sent: no transaction to prepare; it goes on
+            elif interval is not None:
                 outcome = self._flush(interval)
                 if outcome.unanswered:
                     raise RuntimeError(

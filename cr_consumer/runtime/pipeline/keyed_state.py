@@ -120,6 +120,7 @@ class KeyedState(PartitionedOperator):
 
     def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
         fn, state, table_of = self.fn, self._state, self.store.table_of
+        self.store.begin()
         out: list[Any] = []
         for r in records:
             table = table_of(r)  # outside the try: a record without provenance fails the batch

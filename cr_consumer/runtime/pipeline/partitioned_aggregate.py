@@ -53,6 +53,7 @@ class PartitionedAggregate(PartitionedOperator):
 
     def process_isolated(self, records: list[Any], reject: Reject) -> list[Any]:
         apply, emit, table_of, changed = self.fold.apply, self.fold.emit, self.store.table_of, self.store.changed
+        self.store.begin()
         out: list[Any] = []
         for r in records:
             table = table_of(r)  # outside the try: a record without provenance fails the batch

@@ -10,7 +10,9 @@ member and checkpoint interval, prepared at the checkpoint and committed once th
 it, resolved by the region when its member is gone. So the changelog's committed records are
 exactly the completed checkpoints' changes, and a restore needs no other bookkeeping.
 
-1. Data (the operator, on the process thread): :meth:`PartitionedTables.table_of` checks the
+1. Data (the operator, on the process thread): :meth:`PartitionedTables.begin` before each
+   batch starts the interval's transaction once per interval (so the checkpoint does not pay
+   for a producer's ``init_transactions``); :meth:`PartitionedTables.table_of` checks the
    record's provenance (``record.topic`` must be the declared input topic, ``record.partition``
    an int; anything else fails the batch naming the operator) and returns its partition's table,
    restored first (step 6) when it is not in memory, so a record is never processed on a
@@ -129,6 +131,7 @@ class PartitionedTables:
             bootstrap, self._properties, request_timeout_ms=REQUEST_TIMEOUT_MS, client_id=f"{member}-restore"
         )
         self._partitions = 0  # the input's (and the changelog's) partition count, once ensured
+        self._begun = False  # the interval's transaction is started (step 1)
         #: Step 3's bound: changes since a partition's last base before it is due for a new one.
         self.materialize_min_changes = MATERIALIZE_MIN_CHANGES
         #: input partition -> {key: state}; a partition absent here is restored before use.
@@ -152,6 +155,13 @@ class PartitionedTables:
         self.bases_written = 0
 
     # -- data (step 1) ----------------------------------------------------------------------
+    def begin(self) -> None:
+        """Before a batch: the changelog exists and the interval's transaction is started."""
+        if not self._begun:
+            self._ensure()
+            self._sink.begin()
+            self._begun = True
+
     def table_of(self, record: Any) -> dict[Any, Any]:
         """``record``'s partition's table; a record without this input's provenance raises."""
         partition = getattr(record, "partition", None)
@@ -205,6 +215,7 @@ class PartitionedTables:
             self._sink.process_batch(records)
         self._sink.checkpoint(seq)
         self._changed = {}
+        self._begun = False
         self._seq = seq
         if self._bases_written:
             self._keep_pointers(seq)
@@ -235,6 +246,7 @@ class PartitionedTables:
 
     # -- helpers ----------------------------------------------------------------------------
     def _drop(self) -> None:
+        self._begun = False
         self.tables = {}
         self._changed = {}
         self._since_base = {}
