@@ -13,6 +13,11 @@ and the output is verified independently: every produced record exactly once.
 It prints the drill report and where the timeline plot is. Every process it
 starts (broker, coordinator, members) is stopped before it returns.
 
+state_part: keyed state that follows its partition (``examples/order_totals.py``): orders
+keyed by customer, a region of three members whose partitioned aggregate keeps each input
+partition's table on a Kafka changelog; one member is killed -9 half way; every customer's last
+emitted total must equal the total computed from the orders (no partial states to add up).
+
 spark_part: the Spark pipeline (``examples/spark_wordcount.py``): the
 ``crkafka`` Structured Streaming source over consumer operators, the
 coordinator as its own process, a word count written exactly once per batch
@@ -104,6 +109,14 @@ def region_part() -> bool:
     return bool(report["ok"])
 
 
+def state_part() -> bool:
+    sys.path.insert(0, str(ROOT / "examples"))
+    import order_totals
+
+    print("\n== keyed state on Kafka: order totals per customer, kill -9 of one member half way ==", flush=True)
+    return bool(order_totals.run(20_000, 3, 6, None, True))
+
+
 def spark_part() -> bool:
     sys.path.insert(0, str(ROOT / "examples"))
     import spark_wordcount
@@ -111,7 +124,7 @@ def spark_part() -> bool:
     return spark_wordcount.demo_part(workdir=out_dir() / "spark", records=20_000)
 
 
-PARTS = [region_part, spark_part]
+PARTS = [region_part, state_part, spark_part]
 
 
 def main() -> int:
