@@ -3,11 +3,13 @@
     crkafka drill --scenario kill-member [--members 3] [--partitions 8]
                   [--messages 200000] [--bootstrap HOST:PORT] [--out DIR]
                   [--seed N] [--rate R] [--period S] [--pause S] [--timeout S]
-                  [--sink file|kafka] [--dead-letter] [--poison] [--state] [--json]
+                  [--sink file|kafka] [--dead-letter] [--poison] [--state]
+                  [--coordinator-standby] [--json]
 
 ``--scenario all`` runs every scenario in turn (seeds N, N+1, ...), but
 pause-broker against an external cluster (it can only pause the embedded
-broker; asked for alone it is refused, exit code 2). Progress
+broker; asked for alone it is refused, exit code 2) and, with
+``--coordinator-standby``, but pause-broker (it would stop the coordinators' log). Progress
 goes to stderr; the JSON report (a list for ``all``) goes to stdout, preceded by
 a short summary unless ``--json``. Exit code 0 only if every drill passed:
 nothing missing, duplicated, altered or unexpected, no transaction left open
@@ -24,7 +26,13 @@ import sys
 
 from coordinator.protocol.common.cli_types import duration, positive_int
 from cr_consumer.cli import refuse
-from cr_consumer.drill.config import EMBEDDED_BROKER_ONLY, SCENARIOS, DrillConfig
+from cr_consumer.drill.config import (
+    EMBEDDED_BROKER_ONLY,
+    NOT_WITH_COORDINATOR_STANDBY,
+    SCENARIOS,
+    STANDBY_LEASE_S,
+    DrillConfig,
+)
 from cr_consumer.drill.faults import PAUSE_S
 from cr_consumer.drill.pipeline import SinkKind
 from cr_consumer.drill.plot import SKIPPED_MESSAGE, matplotlib_available
@@ -126,6 +134,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the pipeline keeps a count per key on a Kafka changelog (ctx.keyed_state); "
         "the drill checks every record's count against the input (not with new-topic)",
     )
+    parser.add_argument(
+        "--coordinator-standby",
+        action="store_true",
+        help="the coordinator keeps its log on the drill's broker (--state kafka, lease "
+        f"{STANDBY_LEASE_S:g}s) with one standby; members get both endpoints; kill-coordinator "
+        "kills the leader (not restarted), pause-coordinator pauses it past the lease; the standby "
+        "takes over (not with pause-broker)",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
 
 
@@ -139,6 +155,13 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
             print(
                 f"crkafka drill: skipping {', '.join(EMBEDDED_BROKER_ONLY)} (needs the embedded broker; "
                 f"the drills run against {external})",
+                file=sys.stderr,
+            )
+        if args.coordinator_standby:
+            scenarios = tuple(s for s in scenarios if s not in NOT_WITH_COORDINATOR_STANDBY)
+            print(
+                f"crkafka drill: skipping {', '.join(NOT_WITH_COORDINATOR_STANDBY)} (it would stop the "
+                "coordinators' log on the broker)",
                 file=sys.stderr,
             )
         if args.state:
@@ -166,6 +189,7 @@ def configs(args: argparse.Namespace) -> list[DrillConfig]:
             dead_letter=args.dead_letter,
             poison=args.poison,
             state=args.state,
+            coordinator_standby=args.coordinator_standby,
         )
         for i, name in enumerate(scenarios)
     ]
@@ -191,6 +215,7 @@ def _summary(report: DrillReport) -> str:
         )
         + f"resets {report['resets']}, checkpoints {report['checkpoints']}, "
         f"detect {report['time_to_detect_s']} s, recover {report['time_to_recover_s']} s"
+        + (_takeover_summary(report) if report["takeover"] is not None else "")
         + (f", error: {report['error']}" if report["error"] else "")
         + (
             f"\n  plot: {report['plot']}"
@@ -199,6 +224,16 @@ def _summary(report: DrillReport) -> str:
             if not matplotlib_available()
             else ""
         )
+    )
+
+
+def _takeover_summary(report: DrillReport) -> str:
+    t = report["takeover"]
+    assert t is not None
+    exited = f", old leader exited {t['old_leader_exit']}" if t["old_leader_exit"] is not None else ""
+    return (
+        f", takeover {t['takeover_s']} s (epoch {t['epoch_before']} -> {t['epoch_after']}{exited}), "
+        f"resume after it {t['resume_after_takeover_s']} s"
     )
 
 

@@ -59,6 +59,13 @@ SHORT_PHASE_TIMEOUT_S = 5.0
 SHORT_PHASE_SCENARIOS = ("drop-command",)
 #: Scenarios that need the broker process the drill starts itself.
 EMBEDDED_BROKER_ONLY = ("pause-broker",)
+#: ``coordinator_standby``: the coordinators' lease (``--log-lease``): a standby takes over
+#: after this long without a write of the leader. Short, so a takeover fits a small drill;
+#: a busy 2-core machine still writes well within it (the leader writes every third of it).
+STANDBY_LEASE_S = 2.0
+#: Scenarios refused with ``coordinator_standby``: a paused broker stops the coordinators'
+#: log, so the leader fail-stops and no standby can take over (nothing the region can ride out).
+NOT_WITH_COORDINATOR_STANDBY = ("pause-broker",)
 
 
 @attrs.frozen(kw_only=True)
@@ -99,6 +106,11 @@ class DrillConfig:
     poison: bool = False
     #: The pipeline keeps the drill's keyed state (``state.py``) and the verifier checks it.
     state: bool = False
+    #: The coordinator keeps its log on the drill's broker (``--state kafka``, lease
+    #: STANDBY_LEASE_S) with one standby; the members and the drill's clients get both
+    #: endpoints; kill-coordinator and pause-coordinator act on the leader and the standby
+    #: takes over (``faults.py``, docs/drills.md).
+    coordinator_standby: bool = False
 
     @property
     def poison_ratio(self) -> float:
@@ -131,6 +143,11 @@ class DrillConfig:
             raise ValueError(
                 "--state keeps its state per partition of one input topic; the new-topic scenario reads two"
             )
+        if self.coordinator_standby:
+            self._check_coordinator_standby()
+        self._check_broker()
+
+    def _check_broker(self) -> None:
         external = self.bootstrap or os.environ.get(ENV_BOOTSTRAP)
         if self.scenario in EMBEDDED_BROKER_ONLY and external:
             raise ValueError(
@@ -139,15 +156,29 @@ class DrillConfig:
                 f"run it without --bootstrap and without ${ENV_BOOTSTRAP}"
             )
 
+    def _check_coordinator_standby(self) -> None:
+        if self.scenario in NOT_WITH_COORDINATOR_STANDBY:
+            raise ValueError(
+                f"--coordinator-standby keeps the coordinator's log on the broker, which the {self.scenario} "
+                "scenario pauses: the leader would fail-stop and no standby could take over"
+            )
+        if self.scenario == "pause-coordinator" and self.pause_s <= STANDBY_LEASE_S:
+            raise ValueError(
+                f"with --coordinator-standby, pause-coordinator pauses the leader past the lease "
+                f"({STANDBY_LEASE_S:g} s): --pause must be longer, got {self.pause_s:g}"
+            )
+
 
 __all__ = [
     "BASIC_SCENARIOS",
     "EMBEDDED_BROKER_ONLY",
+    "NOT_WITH_COORDINATOR_STANDBY",
     "PAST_MEMBER_TIMEOUT",
     "POISON_RATIO",
     "SCENARIOS",
     "SHORT_PHASE_SCENARIOS",
     "SHORT_PHASE_TIMEOUT_S",
+    "STANDBY_LEASE_S",
     "UNTIMELY_SCENARIOS",
     "DrillConfig",
     "SinkKind",

@@ -23,6 +23,12 @@ From the timeline events (``timeline.py``) and the verifier's result:
   records processed from the first batch to the fault, divided by that time;
   and from the resume to the last batch.
 
+With a standby coordinator (``DrillConfig.coordinator_standby``), ``takeover``: what a
+coordinator fault's takeover showed (``faults.TakeoverRecord``: the old and new leader, the
+epochs before and after, the time to the standby serving, the paused leader's exit code,
+the checkpoints on the new leader), with ``resume_after_takeover_s`` (:func:`resume_after`):
+from the fault to the controller's first RESUME once the new leader served. Else null.
+
 Only events up to the moment the drill starts stopping the region count.
 Times are wall-clock seconds (``time.time()``) of the events; all processes
 run on the same host.
@@ -34,11 +40,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TypedDict
 
-from cr_consumer.drill.faults import FaultRecord
+from cr_consumer.drill.faults import FaultRecord, TakeoverRecord
 from cr_consumer.drill.timeline import Event
 from cr_consumer.drill.verify import VerifyResult
 
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 
 
 class Timings(TypedDict):
@@ -97,6 +103,8 @@ class DrillReport(Timings):
     processed_including_replays: int
     faults: list[FaultRecord]
     fault_fired: bool | None
+    #: A standby coordinator's takeover (``coordinator_standby``), else None.
+    takeover: TakeoverRecord | None
     elapsed_s: float
     out_dir: str
     plot: str | None
@@ -145,6 +153,23 @@ def last_completed_checkpoint(events: list[Event]) -> int | None:
     seqs += [e.get("seq") for e in events if e["ev"] == "complete"]
     seqs = [s for s in seqs if isinstance(s, int)]
     return max(seqs) if seqs else None
+
+
+def resume_after(
+    events: list[Event], served_at: float | None, fault_time: float, end_time: float | None = None
+) -> float | None:
+    """Seconds from ``fault_time`` to the first RESUME (the controller's, else a member's probe)
+    at or after ``served_at`` (the new leader first seen serving); None when there is none
+    before ``end_time``."""
+    if served_at is None:
+        return None
+    later = sorted(
+        (e for e in events if e["t"] >= served_at and (end_time is None or e["t"] <= end_time)), key=lambda e: e["t"]
+    )
+    watched = any(e["ev"].startswith("ctl_") for e in events)
+    kinds = ("ctl_resume",) if watched else ("resume",)
+    resume = _first(later, lambda e: e["ev"] in kinds)
+    return round(resume["t"] - fault_time, 3) if resume else None
 
 
 def analyse(events: list[Event], fault_time: float | None, end_time: float | None = None) -> Analysis:
@@ -238,6 +263,7 @@ def build_report(
     plot: str | None,
     error: str | None = None,
     fault_fired: bool | None = None,
+    takeover: TakeoverRecord | None = None,
 ) -> DrillReport:
     v = verify_result
     report: DrillReport = {
@@ -278,6 +304,7 @@ def build_report(
         "times_from": analysis["times_from"],
         "faults": faults,
         "fault_fired": fault_fired,
+        "takeover": takeover,
         "elapsed_s": round(elapsed_s, 2),
         "out_dir": out_dir,
         "plot": plot,

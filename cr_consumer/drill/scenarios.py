@@ -13,7 +13,11 @@
    the Kafka sink, also create the output topic (``<prefix>.out``, as many
    partitions as the input; outside the new-topic scenario's pattern), and with
    ``dead_letter`` the dead-letter topic (``<prefix>.dlq``, likewise).
-4. Start the coordinator process (``coordinator.launcher``), then the producer
+4. Start the coordinator process (``coordinator.launcher``); with
+   ``coordinator_standby``, a leader with its log on the drill's broker (topic
+   ``<prefix>.coordinator-log``, lease ``STANDBY_LEASE_S``) and a standby, and wait
+   until the standby names the leader (:func:`_start_leader_and_standby`); the
+   members and the drill's clients get both endpoints. Then the producer
    thread (``workload.py``; with ``rate`` > 0 the input keeps arriving while
    the fault happens), then the region's member processes: the runner's
    :class:`~cr_consumer.runtime.runner.region_runner.Region` (the code of
@@ -34,7 +38,7 @@
    under cooperative rebalancing is committed by its new owner only after the
    group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
-   read the group's committed offsets, stop the coordinator; with the Kafka
+   read the group's committed offsets, stop the coordinator (and the standby); with the Kafka
    sink, read the output topic and the dead-letter topic (``verify_kafka.read_topic``) and write
    the output's batches as stored to ``logs/output-log.txt`` (``write_log_layout``) while
    the broker still runs; stop the broker. Every process started here is stopped in
@@ -77,6 +81,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from coordinator.client import CoordinatorClient, EndpointRole
+from coordinator.launcher import CoordinatorProcess
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import (
     BASIC_SCENARIOS,
@@ -87,6 +94,7 @@ from cr_consumer.drill.config import (
     SCENARIOS,
     SHORT_PHASE_SCENARIOS,
     SHORT_PHASE_TIMEOUT_S,
+    STANDBY_LEASE_S,
     UNTIMELY_SCENARIOS,
     DrillConfig,
 )
@@ -96,7 +104,7 @@ from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.pipeline import DEAD_LETTER_SUBDIR, SinkKind
 from cr_consumer.drill.plot import plot_timeline
 from cr_consumer.drill.provenance import read_dead_letter
-from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint
+from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint, resume_after
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import (
@@ -137,6 +145,8 @@ WARMUP_SHARE = 0.05
 #: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
 SETTLE_BASE_S = 10.0
 SETTLE_SESSIONS = 2
+#: ``coordinator_standby``: bound on the standby naming the leader after both started.
+STANDBY_READY_S = 30.0
 #: Bound on each request of the drill's reads of the output topic (its metadata, a fetch): a
 #: broker that stops answering fails the read instead of hanging it.
 OUTPUT_REQUEST_TIMEOUT_MS = 10_000
@@ -155,6 +165,52 @@ def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
     for d in dirs.values():
         d.mkdir(parents=True)
     return drill_dir, dirs
+
+
+def _start_leader_and_standby(
+    bootstrap: str, dirs: dict[str, Path], log_topic: str
+) -> tuple[CoordinatorProcess, CoordinatorProcess]:
+    """``coordinator_standby``: 1. start the leader with its log on topic ``log_topic`` of the
+    drill's broker (``--state kafka``, lease STANDBY_LEASE_S) and wait until it serves; 2. start
+    the standby (same log, ``--standby``); 3. wait until the standby names the leader (it read
+    the leader's lease record), so a takeover is possible from the first fault on. A standby
+    that fails to start stops the leader."""
+    args = [
+        "--state",
+        "kafka",
+        "--kafka-bootstrap",
+        bootstrap,
+        "--log-topic",
+        log_topic,
+        "--log-lease",
+        f"{STANDBY_LEASE_S:g}s",
+    ]
+    leader = CoordinatorProcess(
+        dirs["coordinator"] / "leader", http="auto", extra_args=args, log_path=dirs["logs"] / "coordinator.log"
+    ).start()
+    try:
+        standby = CoordinatorProcess(
+            dirs["coordinator"] / "standby",
+            http="auto",
+            extra_args=[*args, "--standby"],
+            log_path=dirs["logs"] / "coordinator-standby.log",
+        ).start(serve=False)
+        assert standby.endpoint is not None  # set from its ready line
+        with CoordinatorClient(standby.endpoint, timeout=fault_mod.PROBE_S, try_timeout=fault_mod.PROBE_S) as client:
+
+            def names_the_leader() -> bool:
+                probe = client.probe(fault_mod.PROBE_S)
+                return probe.role is EndpointRole.STANDBY and probe.leader == leader.endpoint
+
+            try:
+                wait_until(names_the_leader, STANDBY_READY_S, "the standby coordinator to name the leader")
+            except BaseException:
+                standby.terminate()
+                raise
+    except BaseException:
+        leader.terminate()
+        raise
+    return leader, standby
 
 
 def _pipeline_params(
@@ -295,6 +351,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     reader = TimelineReader(dirs["timeline"])
     error: str | None = None
     loop: WatchLoop | None = None
+    env: fault_mod.DrillEnv | None = None
     topics = [f"{prefix}-in"]
     # "." after the prefix: outside the new-topic scenario's pattern, which a "-" follows.
     output_topic = f"{prefix}.out" if cfg.sink is SinkKind.KAFKA else None
@@ -311,9 +368,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
 
     with contextlib.ExitStack() as stack:
         bootstrap, broker_pid = stack.enter_context(bootstrap_or_embedded(cfg.bootstrap, dirs["logs"] / "broker.log"))
-        from coordinator.launcher import CoordinatorProcess
-
-        region = coordinator = workload = watch = None
+        region = coordinator = standby = workload = watch = None
         tasks = FaultTasks(drill_tl)
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
@@ -321,14 +376,21 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 create_topic(bootstrap, output_topic, cfg.partitions)
             if dead_letter_topic is not None:
                 create_topic(bootstrap, dead_letter_topic, cfg.partitions)
-            coordinator = CoordinatorProcess(
-                dirs["coordinator"] / "state", http="auto", log_path=dirs["logs"] / "coordinator.log"
-            )
-            coordinator.start()
-            endpoint = coordinator.endpoint
-            if endpoint is None:
+            if cfg.coordinator_standby:
+                coordinator, standby = _start_leader_and_standby(bootstrap, dirs, f"{prefix}.coordinator-log")
+                progress(
+                    f"broker {bootstrap}, coordinator leader {coordinator.endpoint} (pid {coordinator.pid}), "
+                    f"standby {standby.endpoint} (pid {standby.pid})"
+                )
+            else:
+                coordinator = CoordinatorProcess(
+                    dirs["coordinator"] / "state", http="auto", log_path=dirs["logs"] / "coordinator.log"
+                )
+                coordinator.start()
+                progress(f"broker {bootstrap}, coordinator {coordinator.endpoint} (pid {coordinator.pid})")
+            endpoint = ",".join(p.endpoint for p in (coordinator, standby) if p is not None and p.endpoint)
+            if not endpoint:
                 raise RuntimeError("the coordinator started without an endpoint")
-            progress(f"broker {bootstrap}, coordinator {endpoint} (pid {coordinator.pid})")
             watch = ControllerWatch(endpoint, group, drill_tl)
             workload = Workload(
                 bootstrap,
@@ -379,6 +441,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 tasks=tasks,
                 pause_s=cfg.pause_s,
                 broker_pid=broker_pid,
+                standby=standby,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
             output = _output_count(cfg, bootstrap, dirs, output_topic, dead_letter_topic)
@@ -420,6 +483,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 cleanup.step("reading committed offsets", read)
             if coordinator is not None:
                 cleanup.step("stopping the coordinator", coordinator.terminate)
+            if standby is not None:
+                cleanup.step("stopping the standby coordinator", standby.terminate)
             kafka_output, kafka_dead_letters = _read_topics(cleanup, bootstrap, output_topic, dead_letter_topic)
             if output_topic is not None:  # the post-mortem of a failed verdict needs the log as stored
                 layout = functools.partial(
@@ -445,6 +510,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         faults=loop.faults if loop is not None else [],
         error=error,
         started=t_start,
+        takeover=env.takeover if env is not None else None,
     )
 
 
@@ -464,11 +530,13 @@ def conclude(
     faults: list[FaultRecord],
     error: str | None,
     started: float,
+    takeover: fault_mod.Takeover | None = None,
 ) -> DrillReport:
     """Step 8; returns the report (its ``ok``: the drill passed); ``output``: what the sinks
     published (an empty one when the output topic could not be read: that error is the
     drill's); ``dead_letters``: what the dead-letter sinks published (None: no dead-letter
-    sink); ``started``: the drill's start (epoch seconds), for its elapsed time."""
+    sink); ``started``: the drill's start (epoch seconds), for its elapsed time; ``takeover``:
+    what a standby coordinator's takeover showed (``faults._follow_takeover``), else None."""
     manifest.save(drill_dir / "manifest.json")
     events = reader.all_events()
     checkpoint = None
@@ -481,6 +549,9 @@ def conclude(
             error = error or f"committed-offsets check: {exc}"
     result = verify(manifest, output, committed, checkpoint, dead_letters, state=cfg.state)
     analysis = analyse(events, fault_time, end_time)
+    takeover_record = None
+    if takeover is not None:
+        takeover_record = takeover.record(resume_after(events, takeover.served_at, takeover.fault_at, end_time))
     fired = tasks.all_fired()
     if cfg.scenario == "sink-failure":
         fired = any(e["ev"] == "fault_fired" for e in events)
@@ -514,6 +585,7 @@ def conclude(
         plot=plot_path,
         error=error,
         fault_fired=fired,
+        takeover=takeover_record,
     )
     (drill_dir / "report.json").write_text(json.dumps(report, indent=2))
     if not cfg.keep_output and report["ok"]:
