@@ -313,8 +313,8 @@ def _kill_leader(env: DrillEnv, standby: CoordinatorProcess) -> FaultRecord:
     not restarted); 3. a task follows the takeover (:func:`_follow_takeover`)."""
     old, epoch = _leader_epoch(env, "kill-coordinator")
     pid = env.coordinator.pid
-    env.coordinator.kill()
     env.takeover = _takeover(env, "kill-coordinator", old, pid, standby, epoch)
+    env.coordinator.kill()
     env.tasks.start("kill-coordinator", lambda: _follow_takeover(env, standby, paused=None))
     return {"fault": "kill-coordinator", "pid": pid, "note": "the leader, not restarted; the standby takes over"}
 
