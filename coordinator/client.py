@@ -12,10 +12,11 @@ Protocol (docs/protocol.md has every message):
    and recreated (a fresh connection and identity) and the SAME request (same
    id) is re-sent, with exponential backoff and jitter (tenacity).
 3. A ``LOAD_IN_PROGRESS`` reply is retried the same way (the coordinator is
-   replaying its log after a restart).
+   replaying its log after a restart), and so is ``UNAVAILABLE`` (the coordinator
+   stops: its log refused the write, e.g. a deposed leader fenced by the new one).
 4. Given several endpoints (a leader on Kafka and its standbys,
    ``coordinator/protocol/common/endpoints.py``), a try without a reply or
-   answered ``LOAD_IN_PROGRESS`` moves the calling thread to the next endpoint
+   answered ``LOAD_IN_PROGRESS`` or ``UNAVAILABLE`` moves the calling thread to the next endpoint
    (a fresh socket) before the request is re-sent.
 5. A ``NOT_LEADER`` reply (a standby) names the leader's endpoint: checked like a
    configured one, it becomes the calling thread's endpoint at once (added to the

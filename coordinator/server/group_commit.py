@@ -19,11 +19,12 @@ Protocol, once per loop iteration:
    a deposed leader learns it is fenced before it sends anything more).
 4. Only then is every queued frame sent, so a client never sees an
    acknowledgement for a write that a crash could still lose.
-5. If the sync (or keepalive) fails (`coordinator.store.log.segment.LogFailed`: disk full, I/O error), every
-   queued frame is replaced by an ``INTERNAL`` error ("the write could not be
-   synced") with the same request id, and the exception is re-raised: the
-   server stops (fail-stop). A restart replays the log, which holds exactly
-   what reached the disk, so a client that got the error may retry.
+5. If the sync (or keepalive) fails (`coordinator.store.log.segment.LogFailed`: disk full, I/O
+   error; the Kafka log: fenced by a newer leader, or the cluster did not answer), every queued
+   frame is replaced by an ``UNAVAILABLE`` error with the same request id, and the exception is
+   re-raised: the server stops (fail-stop). A client re-sends the request as after
+   ``LOAD_IN_PROGRESS``, to its next endpoint first: the new leader, or this coordinator
+   restarted, which replays exactly what reached the log.
 6. At shutdown `final_flush(sock, sync=...)` syncs what is left (unless the
    server is stopping because of a failure) and sends the rest.
 
@@ -156,7 +157,9 @@ class GroupCommit:
                 rid = envelope.decode(frame, envelope.MAX_REPLY_DEPTH, from_server=True).id
             except envelope.BadEnvelope:
                 rid = None
-            error = envelope.encode_error(ErrorCode.INTERNAL, "the write could not be synced", rid, self.epoch)
+            error = envelope.encode_error(
+                ErrorCode.UNAVAILABLE, "this coordinator stops: its log refused the write; re-send", rid, self.epoch
+            )
             failed.append((identity, error))
         self._outbox = failed
 

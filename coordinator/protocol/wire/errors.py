@@ -46,6 +46,10 @@ class ErrorCode(str, enum.Enum):
     #: A standby that knows the leader: the body's ``leader`` names its endpoint; the
     #: client re-sends the same request there.
     NOT_LEADER = "NOT_LEADER"
+    #: This server stops: its log refused the write (fenced by a newer leader, or failed), so
+    #: nothing of the request was acknowledged; re-send it (the same request id), to the next
+    #: endpoint when there are several.
+    UNAVAILABLE = "UNAVAILABLE"
     #: The frame is larger than the server's maximum; it was not parsed.
     TOO_LARGE = "TOO_LARGE"
     #: A wait inside the server (a checkpoint merge) ran past its timeout.
@@ -116,6 +120,12 @@ class NotLeader(CoordinatorError):
         self.leader = leader
 
 
+class Unavailable(LoadInProgress):
+    """Handled as LOAD_IN_PROGRESS (retried with backoff, the next endpoint first)."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
 class TooLarge(CoordinatorError):
     code = ErrorCode.TOO_LARGE
 
@@ -151,6 +161,7 @@ _BY_CODE: dict[ErrorCode, type[CoordinatorError]] = {
         NotRegistered,
         LoadInProgress,
         NotLeader,
+        Unavailable,
         TooLarge,
         MergeTimeout,
         MergeRetired,

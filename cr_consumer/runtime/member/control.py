@@ -708,7 +708,7 @@ class ControlChannel:
                 return False
             case ErrorReply():
                 self._state.on_error(msg_type, reply)
-                return reply.code is not ErrorCode.LOAD_IN_PROGRESS
+                return reply.code not in (ErrorCode.LOAD_IN_PROGRESS, ErrorCode.UNAVAILABLE)
             case RegionJoinReply():
                 self._state.on_join_reply(reply)
             case RegionLeaveReply():

@@ -141,7 +141,7 @@ class JoinState:
             if self.joined.is_set():
                 log.warning("%s: the coordinator does not know us (%s); joining again", self.member, message)
             self.joined.clear()
-        elif code is ErrorCode.LOAD_IN_PROGRESS:
+        elif code in (ErrorCode.LOAD_IN_PROGRESS, ErrorCode.UNAVAILABLE):
             pass  # the join is re-sent after the channel's JOIN_RETRY_S
         elif code is ErrorCode.NOT_LEADER:
             self.joined.clear()  # the channel moves to the leader and joins there

@@ -140,3 +140,28 @@ def test_the_client_drops_a_reply_of_a_lower_epoch_and_follows_a_redirect_with_t
         client.close()
         standby.close(0)
         leader.close(0)
+
+
+def test_an_unavailable_answer_moves_the_client_to_its_next_endpoint_with_the_same_request_id():
+    """A deposed leader's last answers (its log fenced) are UNAVAILABLE: nothing was
+    acknowledged; the client re-sends the same request to the next endpoint it was given."""
+    deposed, deposed_endpoint = _router()
+    leader, leader_endpoint = _router()
+    answers: list[float] = []
+    client = CoordinatorClient(f"{deposed_endpoint},{leader_endpoint}", timeout=10, try_timeout=5)
+    try:
+        caller = threading.Thread(target=lambda: answers.append(client.ping().time))
+        caller.start()
+        identity, env = _recv(deposed, "ping")
+        body = {"code": ErrorCode.UNAVAILABLE.value, "message": "this coordinator stops: its log refused the write"}
+        _send(deposed, identity, envelope.ERROR_TYPE, body, env.id, 0)
+        identity, resent = _recv(leader, "ping")
+        assert resent.id == env.id
+        _send(leader, identity, "ping_reply", {"time": 1.0, "version": 1}, resent.id, 1)
+        caller.join(10)
+        assert answers == [1.0]
+        assert client.highest_epoch == 1
+    finally:
+        client.close()
+        deposed.close(0)
+        leader.close(0)
