@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from cr_consumer.drill.provenance import provenance_headers
-from cr_consumer.drill.state import count_by_key
+from cr_consumer.drill.state import MATERIALIZE_AFTER, count_by_key
 from cr_consumer.drill.timeline import SAMPLE_PERIOD_S, TimelineWriter
 from cr_consumer.runtime import KafkaSource, Pipeline, PipelineContext
 from cr_consumer.runtime.pipeline.operators import Operator
@@ -244,7 +244,8 @@ def build(ctx: PipelineContext) -> Pipeline:
     if ctx.param("state", "false") == "true":
         if pattern or "," in topics:
             raise ValueError("drill pipeline: state=true needs topics= to name exactly one topic")
-        pipeline = pipeline.then(ctx.keyed_state(count_by_key, topic=topics, name="drill-state"))
+        stage = ctx.keyed_state(count_by_key, topic=topics, name="drill-state", materialize_after=MATERIALIZE_AFTER)
+        pipeline = pipeline.then(stage)
     if kind is SinkKind.KAFKA:
         return pipeline.map(with_provenance, name="provenance").sink(
             ctx.kafka_sink(ctx.param("output_topic"), name="kafka-sink")

@@ -6,7 +6,8 @@ its independent check.
    changelog, restored by whichever member owns the partition) counts each record under its
    state key, :func:`state_key` of its value (one of :data:`STATE_KEYS` per partition), and emits
    the record with its key set to ``"<state key>:<count>"``: the count of that state key in the
-   record's partition up to and including the record.
+   record's partition up to and including the record. Bases every :data:`MATERIALIZE_AFTER`
+   changes.
 2. **Check** (``verify.py``, check 8): the manifest says which value was produced at which
    offset, so the expected key of every delivered record is the rank of its offset among the
    partition's good offsets of the same state key (:func:`expected_keys`). A delivered record
@@ -31,6 +32,11 @@ if TYPE_CHECKING:  # the verifier imports this module without the Kafka runtime
 #: State keys per partition: few enough that every key's count changes at every checkpoint, so
 #: every checkpoint writes changes, and a wrong restore shows in the next record of each key.
 STATE_KEYS = 16
+#: The stage's ``materialize_after``: a checkpoint writes at most one change per state key (the
+#: changes coalesce), so a partition writes a base (its whole table) every other checkpoint or
+#: so; the faults also land on intervals that write one, and restores read from bases and
+#: pointers (the default, 10,000, would give a drill none).
+MATERIALIZE_AFTER = STATE_KEYS
 
 
 def state_key(value: str) -> int:
@@ -60,4 +66,4 @@ def expected_keys(values: Mapping[int, Any]) -> dict[int, str]:
     return out
 
 
-__all__ = ["STATE_KEYS", "count_by_key", "expected_keys", "state_key"]
+__all__ = ["MATERIALIZE_AFTER", "STATE_KEYS", "count_by_key", "expected_keys", "state_key"]

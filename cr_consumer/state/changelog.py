@@ -57,6 +57,10 @@ MAX_INT = 2**63 - 1
 CHUNK_BYTES = 512 * 1024
 #: Entries encoded together before the size is checked (a larger encoding is halved).
 CHUNK_ENTRIES = 4096
+#: A writer's floor for bases by default (its ``materialize_after``): a partition with few live
+#: keys gets a base only after this many changes since its last one, so small tables are not
+#: rewritten at every checkpoint (``runtime/pipeline/partitioned_tables.py``, step 3).
+MATERIALIZE_MIN_CHANGES = 10_000
 #: Kafka's limit on a topic name's length.
 MAX_TOPIC_NAME = 249
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
@@ -295,6 +299,7 @@ __all__ = [
     "BASE_HEADER",
     "CHUNK_BYTES",
     "FORMAT_VERSION",
+    "MATERIALIZE_MIN_CHANGES",
     "ChangeSet",
     "ChangelogFormatError",
     "KafkaRecord",

@@ -29,7 +29,7 @@ from typing import Any
 
 from cr_consumer.runtime.pipeline.operators import Reject, raise_error
 from cr_consumer.runtime.pipeline.partitioned_tables import PartitionedOperator
-from cr_consumer.state.changelog import JsonKey, key_of
+from cr_consumer.state.changelog import MATERIALIZE_MIN_CHANGES, JsonKey, key_of
 
 _MISSING = object()
 
@@ -109,8 +109,17 @@ class KeyedState(PartitionedOperator):
         member: str,
         name: str | None = None,
         kafka: Mapping[str, object] | None = None,
+        materialize_after: int = MATERIALIZE_MIN_CHANGES,
     ) -> None:
-        super().__init__(name, topic=topic, bootstrap=bootstrap, group=group, member=member, kafka=kafka)
+        super().__init__(
+            name,
+            topic=topic,
+            bootstrap=bootstrap,
+            group=group,
+            member=member,
+            kafka=kafka,
+            materialize_after=materialize_after,
+        )
         self.fn = fn
         self._state = PartitionState(self.store.changed)
 

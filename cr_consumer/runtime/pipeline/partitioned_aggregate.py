@@ -21,7 +21,7 @@ from typing import Any
 
 from cr_consumer.runtime.pipeline.operators import Fold, Reject, raise_error
 from cr_consumer.runtime.pipeline.partitioned_tables import PartitionedOperator
-from cr_consumer.state.changelog import key_of
+from cr_consumer.state.changelog import MATERIALIZE_MIN_CHANGES, key_of
 
 
 class PartitionedAggregate(PartitionedOperator):
@@ -43,8 +43,17 @@ class PartitionedAggregate(PartitionedOperator):
         output: Callable[[Any, Any, Any], Any] | None = None,
         name: str | None = None,
         kafka: Mapping[str, object] | None = None,
+        materialize_after: int = MATERIALIZE_MIN_CHANGES,
     ) -> None:
-        super().__init__(name, topic=topic, bootstrap=bootstrap, group=group, member=member, kafka=kafka)
+        super().__init__(
+            name,
+            topic=topic,
+            bootstrap=bootstrap,
+            group=group,
+            member=member,
+            kafka=kafka,
+            materialize_after=materialize_after,
+        )
         self.fold = Fold(key_fn, update, initial if callable(initial) else (lambda: initial), emit, output, key_of)
 
     # -- data -------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ exactly the completed checkpoints' changes, and a restore needs no other bookkee
    transaction left open and reported (``transactions()``) for the region to commit. A base
    written in the interval is now acknowledged: its first offset (the transaction's first in
    that partition, since the base precedes the partition's changes) is kept for step 4. A
-   partition whose changelog grew by more than ``max(materialize_min_changes, live keys)``
+   partition whose changelog grew by more than ``max(materialize_after, live keys)``
    changes since its last base is due for a base at its next record (step 1): a restore then
    reads at most about twice the live keys plus that minimum, and writing bases at most doubles
    what the changelog receives. The base is written in the interval, not in the checkpoint, so
@@ -79,6 +79,7 @@ from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import Record
 from cr_consumer.state.changelog import (
     BASE_HEADER,
+    MATERIALIZE_MIN_CHANGES,
     Change,
     JsonKey,
     changelog_topic,
@@ -94,9 +95,6 @@ log = logging.getLogger(__name__)
 RESTORE_TIMEOUT_S = 60.0
 #: Pause between two reads of a partition whose changelog holds a transaction still open.
 RESTORE_RETRY_S = 0.1
-#: Step 3's floor: a partition with few live keys gets a base only after this many changes, so
-#: small tables are not rewritten at every checkpoint.
-MATERIALIZE_MIN_CHANGES = 10_000
 
 
 class PartitionedTables:
@@ -111,7 +109,10 @@ class PartitionedTables:
         group: str,
         member: str,
         kafka: Mapping[str, object] | None = None,
+        materialize_after: int = MATERIALIZE_MIN_CHANGES,
     ) -> None:
+        if type(materialize_after) is not int or materialize_after < 1:
+            raise ValueError(f"operator {owner!r}: materialize_after must be an int >= 1, not {materialize_after!r}")
         #: The operator's name: in the changelog's name, its transactional ids and errors.
         self.owner = owner
         self.topic = topic
@@ -132,8 +133,8 @@ class PartitionedTables:
         )
         self._partitions = 0  # the input's (and the changelog's) partition count, once ensured
         self._begun = False  # the interval's transaction is started (step 1)
-        #: Step 3's bound: changes since a partition's last base before it is due for a new one.
-        self.materialize_min_changes = MATERIALIZE_MIN_CHANGES
+        #: Step 3's floor: changes since a partition's last base before it may be due for a new one.
+        self.materialize_after = materialize_after
         #: input partition -> {key: state}; a partition absent here is restored before use.
         self.tables: dict[int, dict[Any, Any]] = {}
         #: input partition -> {key: offset of the last record that changed it} since the checkpoint.
@@ -222,7 +223,7 @@ class PartitionedTables:
         for partition, count in written.items():
             since = self._since_base[partition] = self._since_base.get(partition, 0) + count
             table = self.tables[partition]
-            if since > max(self.materialize_min_changes, len(table)):
+            if since > max(self.materialize_after, len(table)):
                 self._due[partition] = self.tables.pop(partition)
 
     def notify_checkpoint_complete(self, seq: int) -> None:
@@ -402,10 +403,17 @@ class PartitionedOperator(Operator):
         group: str,
         member: str,
         kafka: Mapping[str, object] | None = None,
+        materialize_after: int = MATERIALIZE_MIN_CHANGES,
     ) -> None:
         super().__init__(name)
         self.store = PartitionedTables(
-            self.name, topic=topic, bootstrap=bootstrap, group=group, member=member, kafka=kafka
+            self.name,
+            topic=topic,
+            bootstrap=bootstrap,
+            group=group,
+            member=member,
+            kafka=kafka,
+            materialize_after=materialize_after,
         )
 
     def transactions(self) -> Transactions:

@@ -46,6 +46,7 @@ from cr_consumer.operator.region import TransactionalOperator
 from cr_consumer.runtime.pipeline.dead_letter import DeadLetterRouter
 from cr_consumer.runtime.pipeline.operators import Filter, FlatMap, KeyedAggregate, Map, Operator
 from cr_consumer.runtime.pipeline.sinks import ConsoleSink, FileSink
+from cr_consumer.state.changelog import MATERIALIZE_MIN_CHANGES
 
 if TYPE_CHECKING:
     from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
@@ -140,10 +141,12 @@ class PipelineContext:
         emit: bool = True,
         output: Callable[[Any, Any, Any], Any] | None = None,
         kafka: Mapping[str, object] | None = None,
+        materialize_after: int = MATERIALIZE_MIN_CHANGES,
     ) -> PartitionedAggregate:
         """A keyed aggregate with one table per partition of the input ``topic``, kept in a
         changelog topic on the member's cluster and restored by whichever member owns the
-        partition (``partitioned_aggregate.py``); add it with ``Pipeline.then``."""
+        partition (``partitioned_aggregate.py``; ``materialize_after``: the floor of changes
+        before a partition's next base, ``partitioned_tables.py``); add it with ``Pipeline.then``."""
         from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate  # lazily: kafka
 
         return PartitionedAggregate(
@@ -158,6 +161,7 @@ class PipelineContext:
             output=output,
             name=name,
             kafka=kafka,
+            materialize_after=materialize_after,
         )
 
     def keyed_state(
@@ -167,6 +171,7 @@ class PipelineContext:
         topic: str,
         name: str | None = None,
         kafka: Mapping[str, object] | None = None,
+        materialize_after: int = MATERIALIZE_MIN_CHANGES,
     ) -> KeyedState:
         """``fn(record, state) -> records`` with a get/set/delete state per key, scoped to the
         record's partition of the input ``topic``, kept and restored as the partitioned
@@ -174,7 +179,14 @@ class PipelineContext:
         from cr_consumer.runtime.pipeline.keyed_state import KeyedState  # lazily: kafka
 
         return KeyedState(
-            fn, topic=topic, bootstrap=self.bootstrap, group=self.group, member=self.member, name=name, kafka=kafka
+            fn,
+            topic=topic,
+            bootstrap=self.bootstrap,
+            group=self.group,
+            member=self.member,
+            name=name,
+            kafka=kafka,
+            materialize_after=materialize_after,
         )
 
 

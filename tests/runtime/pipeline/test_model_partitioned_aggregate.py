@@ -63,10 +63,10 @@ class PartitionedAggregateMachine(RuleBasedStateMachine):
             bootstrap=self.bootstrap,
             group=self.group,
             member=self.name,
+            # a base (and its pointer) as soon as a partition's changes outnumber its keys: the
+            # restores below read from bases of every kind (committed or not, pointed to or not)
+            materialize_after=1,
         )
-        # a base (and its pointer) as soon as a partition's changes outnumber its keys: the
-        # restores below read from bases of every kind (committed or not, pointed to or not)
-        op.store.materialize_min_changes = 1
         return op
 
     def _resolver(self) -> dict:

@@ -18,9 +18,16 @@ from cr_consumer.testing.kafka_util import create_topic, producer
 pytestmark = pytest.mark.timeout(120)
 
 
-def _aggregate(bootstrap: str, topic: str, group: str, member: str) -> PartitionedAggregate:
+def _aggregate(bootstrap: str, topic: str, group: str, member: str, **options: int) -> PartitionedAggregate:
     return PartitionedAggregate(
-        lambda r: r.key, lambda s, r: s + r.value, 0, topic=topic, bootstrap=bootstrap, group=group, member=member
+        lambda r: r.key,
+        lambda s, r: s + r.value,
+        0,
+        topic=topic,
+        bootstrap=bootstrap,
+        group=group,
+        member=member,
+        **options,
     )
 
 
@@ -134,8 +141,7 @@ def test_a_state_of_none_deletes_the_key_in_memory_as_after_a_restore(bootstrap,
 def test_a_base_bounds_the_restore_and_its_pointer_is_where_the_next_restore_starts(bootstrap, names):
     topic = create_topic(bootstrap, names.topic(), partitions=1)
     group = names.group()
-    first = _aggregate(bootstrap, topic, group, "m0")
-    first.store.materialize_min_changes = 3
+    first = _aggregate(bootstrap, topic, group, "m0", materialize_after=3)
     first.reset_to_initial_state()
     for seq, keys in enumerate([["a", "b"], ["a", "b"]], start=1):  # 4 changes > 3 > 2 keys: due
         first.process_batch(_orders(topic, 0, 2 * seq - 2, keys))
@@ -147,8 +153,7 @@ def test_a_base_bounds_the_restore_and_its_pointer_is_where_the_next_restore_sta
     first.checkpoint(3)
     first.notify_checkpoint_complete(3)
 
-    second = _aggregate(bootstrap, topic, group, "m1")
-    second.store.materialize_min_changes = 3
+    second = _aggregate(bootstrap, topic, group, "m1", materialize_after=3)
     second.reset(3, b"")
     assert second.store.table(0) == {"a": 2, "b": 2, "c": 1}
     # from the pointer: the base (2 keys) and checkpoint 3's change, not the 4 changes before
@@ -168,6 +173,11 @@ def test_a_base_bounds_the_restore_and_its_pointer_is_where_the_next_restore_sta
     first.close()
     second.close()
     third.close()
+
+
+def test_materialize_after_is_checked():
+    with pytest.raises(ValueError, match="materialize_after must be an int >= 1, not 0"):
+        _aggregate("127.0.0.1:9", "t", "g", "m0", materialize_after=0)
 
 
 def test_a_pointer_that_names_no_base_makes_the_restore_read_from_the_start(bootstrap, names):
