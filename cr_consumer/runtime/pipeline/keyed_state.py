@@ -24,12 +24,12 @@ immutable: change a copy and ``set`` it, or the undo of step 3 cannot restore th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Unpack
 
 from cr_consumer.runtime.pipeline.operators import Reject, raise_error
-from cr_consumer.runtime.pipeline.partitioned_tables import PartitionedOperator
-from cr_consumer.state.changelog import MATERIALIZE_MIN_CHANGES, JsonKey, key_of
+from cr_consumer.runtime.pipeline.partitioned_tables import PartitionedOperator, TablesArgs
+from cr_consumer.state.changelog import JsonKey, key_of
 
 _MISSING = object()
 
@@ -103,23 +103,10 @@ class KeyedState(PartitionedOperator):
         self,
         fn: Callable[[Any, PartitionState], Iterable[Any]],
         *,
-        topic: str,
-        bootstrap: str,
-        group: str,
-        member: str,
         name: str | None = None,
-        kafka: Mapping[str, object] | None = None,
-        materialize_after: int = MATERIALIZE_MIN_CHANGES,
+        **tables: Unpack[TablesArgs],
     ) -> None:
-        super().__init__(
-            name,
-            topic=topic,
-            bootstrap=bootstrap,
-            group=group,
-            member=member,
-            kafka=kafka,
-            materialize_after=materialize_after,
-        )
+        super().__init__(name, **tables)
         self.fn = fn
         self._state = PartitionState(self.store.changed)
 

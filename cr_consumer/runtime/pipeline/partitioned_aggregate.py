@@ -16,12 +16,12 @@ partial state of the keys it saw (``docs/pipelines.md``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
 from cr_consumer.runtime.pipeline.operators import Fold, Reject, raise_error
-from cr_consumer.runtime.pipeline.partitioned_tables import PartitionedOperator
-from cr_consumer.state.changelog import MATERIALIZE_MIN_CHANGES, key_of
+from cr_consumer.runtime.pipeline.partitioned_tables import PartitionedOperator, TablesArgs
+from cr_consumer.state.changelog import key_of
 
 
 class PartitionedAggregate(PartitionedOperator):
@@ -35,25 +35,12 @@ class PartitionedAggregate(PartitionedOperator):
         update: Callable[[Any, Any], Any],
         initial: Callable[[], Any] | Any = None,
         *,
-        topic: str,
-        bootstrap: str,
-        group: str,
-        member: str,
         emit: bool = True,
         output: Callable[[Any, Any, Any], Any] | None = None,
         name: str | None = None,
-        kafka: Mapping[str, object] | None = None,
-        materialize_after: int = MATERIALIZE_MIN_CHANGES,
+        **tables: Unpack[TablesArgs],
     ) -> None:
-        super().__init__(
-            name,
-            topic=topic,
-            bootstrap=bootstrap,
-            group=group,
-            member=member,
-            kafka=kafka,
-            materialize_after=materialize_after,
-        )
+        super().__init__(name, **tables)
         self.fold = Fold(key_fn, update, initial if callable(initial) else (lambda: initial), emit, output, key_of)
 
     # -- data -------------------------------------------------------------------------------

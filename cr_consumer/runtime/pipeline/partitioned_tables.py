@@ -64,7 +64,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from coordinator.kafka.committed_filter import LogRecord
 from coordinator.kafka.group_offsets import commit_offsets, read_offsets
@@ -97,20 +97,28 @@ RESTORE_TIMEOUT_S = 60.0
 RESTORE_RETRY_S = 0.1
 
 
+class TablesArgs(TypedDict):
+    """Where an operator's tables live, passed through its constructor to :class:`PartitionedTables`."""
+
+    #: The input topic whose partitions scope the tables.
+    topic: str
+    #: The member's cluster, group and name (the changelog's name and transactional ids).
+    bootstrap: str
+    group: str
+    member: str
+    #: Client properties by dotted name (security) for the changelog's clients.
+    kafka: NotRequired[Mapping[str, object] | None]
+    #: Step 3's floor (default :data:`MATERIALIZE_MIN_CHANGES`).
+    materialize_after: NotRequired[int]
+
+
 class PartitionedTables:
     """The tables of one operator, one per partition of its input topic (module docstring)."""
 
-    def __init__(
-        self,
-        owner: str,
-        *,
-        topic: str,
-        bootstrap: str,
-        group: str,
-        member: str,
-        kafka: Mapping[str, object] | None = None,
-        materialize_after: int = MATERIALIZE_MIN_CHANGES,
-    ) -> None:
+    def __init__(self, owner: str, **args: Unpack[TablesArgs]) -> None:
+        topic, bootstrap, group, member = args["topic"], args["bootstrap"], args["group"], args["member"]
+        kafka = args.get("kafka")
+        materialize_after = args.get("materialize_after", MATERIALIZE_MIN_CHANGES)
         if type(materialize_after) is not int or materialize_after < 1:
             raise ValueError(f"operator {owner!r}: materialize_after must be an int >= 1, not {materialize_after!r}")
         #: The operator's name: in the changelog's name, its transactional ids and errors.
@@ -394,27 +402,9 @@ class PartitionedOperator(Operator):
     #: Version of the checkpoint marker.
     CHECKPOINT_VERSION = 1
 
-    def __init__(
-        self,
-        name: str | None,
-        *,
-        topic: str,
-        bootstrap: str,
-        group: str,
-        member: str,
-        kafka: Mapping[str, object] | None = None,
-        materialize_after: int = MATERIALIZE_MIN_CHANGES,
-    ) -> None:
+    def __init__(self, name: str | None, **tables: Unpack[TablesArgs]) -> None:
         super().__init__(name)
-        self.store = PartitionedTables(
-            self.name,
-            topic=topic,
-            bootstrap=bootstrap,
-            group=group,
-            member=member,
-            kafka=kafka,
-            materialize_after=materialize_after,
-        )
+        self.store = PartitionedTables(self.name, **tables)
 
     def transactions(self) -> Transactions:
         return self.store.transactions()
@@ -450,4 +440,4 @@ def _partition_count(settings: Mapping[str, Any], topic: str) -> int:
     return count
 
 
-__all__ = ["RESTORE_TIMEOUT_S", "PartitionedOperator", "PartitionedTables"]
+__all__ = ["RESTORE_TIMEOUT_S", "PartitionedOperator", "PartitionedTables", "TablesArgs"]

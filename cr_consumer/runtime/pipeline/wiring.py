@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
     from cr_consumer.runtime.pipeline.keyed_state import KeyedState, PartitionState
     from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
+    from cr_consumer.runtime.pipeline.partitioned_tables import TablesArgs
 
 P = ParamSpec("P")
 
@@ -149,20 +150,8 @@ class PipelineContext:
         before a partition's next base, ``partitioned_tables.py``); add it with ``Pipeline.then``."""
         from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate  # lazily: kafka
 
-        return PartitionedAggregate(
-            key_fn,
-            update,
-            initial,
-            topic=topic,
-            bootstrap=self.bootstrap,
-            group=self.group,
-            member=self.member,
-            emit=emit,
-            output=output,
-            name=name,
-            kafka=kafka,
-            materialize_after=materialize_after,
-        )
+        tables = self._tables(topic, kafka, materialize_after)
+        return PartitionedAggregate(key_fn, update, initial, emit=emit, output=output, name=name, **tables)
 
     def keyed_state(
         self,
@@ -178,16 +167,18 @@ class PipelineContext:
         aggregate's (``keyed_state.py``); add it with ``Pipeline.then``."""
         from cr_consumer.runtime.pipeline.keyed_state import KeyedState  # lazily: kafka
 
-        return KeyedState(
-            fn,
-            topic=topic,
-            bootstrap=self.bootstrap,
-            group=self.group,
-            member=self.member,
-            name=name,
-            kafka=kafka,
-            materialize_after=materialize_after,
-        )
+        return KeyedState(fn, name=name, **self._tables(topic, kafka, materialize_after))
+
+    def _tables(self, topic: str, kafka: Mapping[str, object] | None, materialize_after: int) -> TablesArgs:
+        """Where a partition-scoped operator's tables live: this member's cluster and names."""
+        return {
+            "topic": topic,
+            "bootstrap": self.bootstrap,
+            "group": self.group,
+            "member": self.member,
+            "kafka": kafka,
+            "materialize_after": materialize_after,
+        }
 
 
 def _stage(operator: Callable[P, Operator]) -> Callable[Concatenate[Pipeline, P], Pipeline]:
