@@ -11,6 +11,7 @@
                    [--max-groups N] [--max-members-per-group N] [--max-control-variables-per-group N]
                    [--max-regions N] [--max-pending-merges N] [--max-pending-merge-bytes N]
                    [--member-lease 1h] [--region-expiry 7d] [--gc-policy freeze|none]
+                   [--compact-min-bytes N] [--compact-dead-ratio R] [--fault-point STEP:pause|crash]
     cr-coordinator keygen --out DIR [--name NAME]
 
 Start-up, in order:
@@ -19,6 +20,8 @@ Start-up, in order:
    non-loopback address is refused unless CURVE is on or ``--allow-remote``;
    ``--http`` on a non-loopback address is refused unless ``--allow-remote``
    (CURVE does not cover HTTP: /status would be open to the network).
+   ``--fault-point STEP:ACTION`` (a test and drill aid,
+   ``coordinator.store.fault_point``) installs its hook here, before the store exists.
 2. The state dir is created 0700 if missing and checked (no symlink, owned by
    this user, not writable by others: ``security.prepare_state_dir``), then
    locked (``coordinator.store.log.recovery.hold_state_dir``): a second coordinator on the same
@@ -83,6 +86,7 @@ from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.server.loop import EXPIRE_INTERVAL_S, CoordinatorServer
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
+from coordinator.store import fault_point
 from coordinator.store.kafka.settings import (
     DEFAULT_LEASE_S,
     DEFAULT_MIN_INSYNC_REPLICAS,
@@ -187,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "write to, used when the coordinator ends a region's transactions itself (docs/region.md); "
         "default: plaintext",
     )
+    _add_maintenance_flags(p)
     p.add_argument(
         "--truncate-corrupt",
         action="store_true",
@@ -195,6 +200,57 @@ def build_parser() -> argparse.ArgumentParser:
         "to start; the cut bytes are kept in <segment>.corrupt-<offset> (see docs/durable-state.md)",
     )
     return p
+
+
+#: StateStore's defaults (docs/durable-state.md, "Compaction" and "Snapshots").
+DEFAULT_COMPACT_MIN_BYTES = 1 << 20
+DEFAULT_COMPACT_DEAD_RATIO = 0.5
+
+
+def _ratio(text: str) -> float:
+    """A number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is outside (0, 1)")
+    return value
+
+
+def _fault_point(text: str) -> fault_point.FaultPoint:
+    try:
+        return fault_point.parse_fault_point(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_maintenance_flags(p: argparse.ArgumentParser) -> None:
+    """When the log is compacted (or snapshotted), and the fault point (tests and drills)."""
+    g = p.add_argument_group("maintenance", "compaction of the file log, snapshots of the Kafka log")
+    g.add_argument(
+        "--compact-min-bytes",
+        type=bounded_int(0, 1 << 50),
+        default=DEFAULT_COMPACT_MIN_BYTES,
+        metavar="N",
+        help=f"compact (--state kafka: snapshot) only a log of at least N bytes (default {DEFAULT_COMPACT_MIN_BYTES})",
+    )
+    g.add_argument(
+        "--compact-dead-ratio",
+        type=_ratio,
+        default=DEFAULT_COMPACT_DEAD_RATIO,
+        metavar="R",
+        help=f"compact (--state kafka: snapshot) when more than R of the log's entries are dead, 0 < R < 1 "
+        f"(default {DEFAULT_COMPACT_DEAD_RATIO:g})",
+    )
+    g.add_argument(
+        "--fault-point",
+        type=_fault_point,
+        default=None,
+        metavar="STEP:ACTION",
+        help="a test and drill aid: the first time the write path reaches STEP (one of "
+        f"{', '.join(fault_point.FAULT_STEPS)}), SIGSTOP (ACTION pause) or SIGKILL (ACTION crash) this process",
+    )
 
 
 def _txn_client(value: str) -> TxnClientConfig:
@@ -442,6 +498,9 @@ def _hold_state_dir(path: Path) -> Callable[[], None]:
 
 
 def serve(args: argparse.Namespace) -> int:
+    if args.fault_point is not None:
+        log.warning("fault point %s installed (a test and drill aid)", args.fault_point)
+        fault_point.install(args.fault_point)
     raise_nofile_limit()
     release_state_dir = _hold_state_dir(Path(args.state_dir))
     try:
@@ -465,7 +524,12 @@ def _serve_locked(args: argparse.Namespace) -> int:
         auth.start()
     log_backend = KafkaLog(args.kafka_settings, standby=args.standby) if args.kafka_settings is not None else None
     store = StateStore(
-        Path(args.state_dir), retention_s=args.retention, truncate_corrupt=args.truncate_corrupt, log=log_backend
+        Path(args.state_dir),
+        retention_s=args.retention,
+        truncate_corrupt=args.truncate_corrupt,
+        log=log_backend,
+        compact_dead_ratio=args.compact_dead_ratio,
+        compact_min_bytes=args.compact_min_bytes,
     )
     metrics = CoordinatorMetrics()
     server = CoordinatorServer(

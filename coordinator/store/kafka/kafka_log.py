@@ -254,7 +254,7 @@ class KafkaLog:
         records: list[Record] = [(None, v) for v in values]
         if time.monotonic() - self._last_lease >= self.settings.lease_interval_s:
             records.append(self._lease_record())  # step 4: a busy leader names itself too
-        self._write(producer, records)
+        self._write(producer, records, group_commit=True)
         self._written_bytes += size
         self._syncs += 1
         crash_point("kafka-acked")
@@ -266,10 +266,15 @@ class KafkaLog:
             return
         self._write(producer, [self._lease_record()])
 
-    def _write(self, producer: LogWriter, records: list[Record]) -> None:
-        """One transaction (step 3's write and check); fail-stop on any failure."""
+    def _write(self, producer: LogWriter, records: list[Record], *, group_commit: bool = False) -> None:
+        """One transaction (step 3's write and check); fail-stop on any failure. Only a
+        group commit's transaction passes the ``kafka-sent`` crash point, not a lone lease
+        record's (step 4, and the first write of step 1)."""
         try:
-            offsets = producer.write(records, self.settings.write_timeout_s, on_sent=self._sent)
+            if group_commit:
+                offsets = producer.write(records, self.settings.write_timeout_s, on_sent=self._sent)
+            else:
+                offsets = producer.write(records, self.settings.write_timeout_s)
             expected = list(range(self._next_offset, self._next_offset + len(records)))
             if offsets != expected:
                 raise LogError(

@@ -103,3 +103,58 @@ def test_resolve_kafka_config_is_loaded_and_checked_at_parse(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _parse(tmp_path, "--resolve-kafka-config", str(config))
     assert "chmod 600" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("kafka-sent", "is not STEP:ACTION"),
+        ("", "is not STEP:ACTION"),
+        ("kafka-snet:pause", "unknown step 'kafka-snet'"),
+        (":pause", "unknown step ''"),
+        ("KAFKA-SENT:pause", "unknown step 'KAFKA-SENT'"),
+        ("kafka-sent:stop", "unknown action 'stop' (one of pause, crash)"),
+        ("kafka-sent:", "unknown action ''"),
+        ("kafka-sent:pause:1", "unknown action 'pause:1'"),
+        ("kafka-sent: pause", "unknown action ' pause'"),
+    ],
+)
+def test_fault_point_is_checked_whole(tmp_path, capsys, value, message):
+    with pytest.raises(SystemExit) as exc:
+        _parse(tmp_path, *_KAFKA, "--fault-point", value)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--fault-point" in err
+    assert message in err
+    assert not (tmp_path / "state").exists()
+
+
+def test_fault_point_names_every_crash_point_and_is_off_by_default(tmp_path):
+    from coordinator.store.fault_point import FaultAction, FaultPoint
+    from coordinator.store.kafka.kafka_log import KAFKA_CRASH_STEPS
+    from coordinator.store.log.segment import CRASH_STEPS
+
+    assert _parse(tmp_path, *_KAFKA).fault_point is None
+    for step in (*KAFKA_CRASH_STEPS, *CRASH_STEPS):
+        assert _parse(tmp_path, "--fault-point", f"{step}:crash").fault_point == FaultPoint(step, FaultAction.CRASH)
+    assert str(_parse(tmp_path, "--fault-point", "kafka-sent:pause").fault_point) == "kafka-sent:pause"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--compact-dead-ratio", "0"), "outside (0, 1)"),
+        (("--compact-dead-ratio", "1"), "outside (0, 1)"),
+        (("--compact-dead-ratio", "nan"), "outside (0, 1)"),
+        (("--compact-dead-ratio", "half"), "is not a number"),
+        (("--compact-min-bytes", "-1"), "outside 0.."),
+    ],
+)
+def test_compaction_thresholds_are_bounded(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exc:
+        _parse(tmp_path, *flags)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    args = _parse(tmp_path, "--compact-min-bytes", "0", "--compact-dead-ratio", "0.001")
+    assert (args.compact_min_bytes, args.compact_dead_ratio) == (0, 0.001)
+    assert (_parse(tmp_path).compact_min_bytes, _parse(tmp_path).compact_dead_ratio) == (1 << 20, 0.5)
