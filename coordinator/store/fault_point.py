@@ -13,11 +13,12 @@ compaction steps (`CRASH_STEPS`). A fault point installs the hook
 2. `install` sets the hook before the store is opened.
 3. The first time any thread reaches STEP, the hook disarms itself (under a lock,
    so only one thread acts) and then:
-   - ``pause``: sends SIGSTOP to this process. Every thread stops where it is (the
-     caller between the two halves of its step); a SIGCONT resumes them all, and
+   - ``pause``: sends SIGSTOP to the calling thread (``pthread_kill``), which stops
+     the whole process; the caller stops before it runs another line, the other
+     threads where they are; a SIGCONT resumes them all, and
      the caller goes on as if nothing happened: a deposed leader then learns at
      its next log write that it is fenced.
-   - ``crash``: sends SIGKILL to this process (no clean-up, as a power cut of the
+   - ``crash``: sends SIGKILL the same way (no clean-up, as a power cut of the
      process; the state dir's lock is released by the kernel).
 4. Later arrivals at STEP, and every other step, pass through.
 """
@@ -86,6 +87,10 @@ def install(fault: FaultPoint) -> None:
         log.warning("fault point %s: sending %s to this process (pid %d)", fault, signum.name, os.getpid())
         for handler in logging.getLogger().handlers:
             handler.flush()
-        os.kill(os.getpid(), signum)
+        # To this thread, not the process: a process-directed signal is taken by whichever
+        # thread the kernel picks, and until that thread has stopped the others this one runs
+        # on (a pause at kafka-sent was seen to let the commit and the reply out). A stop or a
+        # kill taken by this thread acts before it returns to Python.
+        signal.pthread_kill(threading.get_ident(), signum)
 
     set_crash_point(hook)
