@@ -97,7 +97,7 @@ def test_drill_without_matplotlib_skips_the_plot_and_says_so(tmp_path):
         report = {"ok": True, "scenario": "kill-member", "seed": 1, "produced": 3, "poison": 0, "delivered": 3,
                   "missing": 0, "duplicates": 0, "resets": 1, "checkpoints": 2, "time_to_detect_s": 0.1,
                   "time_to_recover_s": 0.2, "error": None, "plot": None, "sink": "file",
-                  "dead_letters": None}
+                  "dead_letters": None, "wrong_states": None, "takeover": None}
         print(drill._summary(report))
     """)
     out = tmp_path / "timeline.png"
