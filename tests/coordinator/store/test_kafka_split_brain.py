@@ -38,7 +38,8 @@ from coordinator.store.kafka.reader import read_pointer
 from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.state_store import StateStore
 
-LEASE_S = 2.0
+from support.kafka_coordinator import LEASE_S, kafka_log_args
+
 #: The standby serves within the lease, its fence and replay, and a ping's retry; past it
 #: a paused leader that was not deposed would fail the test instead of hanging it.
 TAKEOVER_BOUND_S = LEASE_S + 6.0
@@ -55,21 +56,6 @@ REQUEST_S = 15.0
 #: What a request queued at the paused leader gets back arrives before the leader exits;
 #: this much more, after it exited, catches a frame still in flight on the socket.
 LATE_DRAIN_S = 0.5
-
-
-def _kafka_args(bootstrap: str, topic: str) -> list[str]:
-    return [
-        "--state",
-        "kafka",
-        "--kafka-bootstrap",
-        bootstrap,
-        "--log-topic",
-        topic,
-        "--log-lease",
-        f"{LEASE_S:g}s",
-        "--log-write-timeout",
-        "3s",
-    ]
 
 
 def _stopped(pid: int) -> bool:
@@ -168,7 +154,7 @@ class LateRequest:
 def test_a_leader_paused_mid_transaction_is_fenced_and_its_transaction_never_applied(bootstrap, names, tmp_path):
     topic = names.topic("log")
     settings = KafkaLogSettings(bootstrap, topic)
-    args = _kafka_args(bootstrap, topic)
+    args = kafka_log_args(bootstrap, topic)
     group = names.group()
     # 1. acknowledged before the leader starts: one write by a first writer (epoch e0)
     seed_log = KafkaLog(settings)
@@ -247,7 +233,7 @@ def test_a_leader_paused_during_a_snapshot_is_fenced_and_the_replayed_state_is_t
 ):
     topic = names.topic("log")
     settings = KafkaLogSettings(bootstrap, topic)
-    args = _kafka_args(bootstrap, topic)
+    args = kafka_log_args(bootstrap, topic)
     group, other = names.group("a"), names.group("b")
     # any dead entry makes a snapshot due at the next housekeeping pass (1 s)
     snapshot_soon = ["--compact-min-bytes", "0", "--compact-dead-ratio", "0.001"]

@@ -45,26 +45,11 @@ from coordinator.store.kafka.kafka_log import KafkaLog
 from coordinator.store.kafka.settings import KafkaLogSettings
 from coordinator.store.state_store import StateStore
 
+from support.kafka_coordinator import LEASE_S, kafka_log_args
 from support.scripted_member import member, region_status
 
-LEASE_S = 2.0
 #: The standby serves within the lease, its fence and replay, and one ping's retry.
 FAILOVER_BOUND_S = LEASE_S + 4.0
-
-
-def _kafka_args(bootstrap: str, topic: str) -> list[str]:
-    return [
-        "--state",
-        "kafka",
-        "--kafka-bootstrap",
-        bootstrap,
-        "--log-topic",
-        topic,
-        "--log-lease",
-        f"{LEASE_S:g}s",
-        "--log-write-timeout",
-        "3s",
-    ]
 
 
 class Standby:
@@ -102,7 +87,7 @@ def _view(endpoint: str, groups: list[str], region: str) -> dict[str, Any]:
 
 
 def test_kill_9_of_the_leader_the_standby_on_an_empty_dir_serves_the_same_state(bootstrap, names, tmp_path):
-    args = _kafka_args(bootstrap, names.topic("log"))
+    args = kafka_log_args(bootstrap, names.topic("log"))
     groups = [names.group("a"), names.group("b")]
     region = names.group("region")
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
@@ -147,7 +132,7 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
     it serves, and the region checkpoints on with the same member processes, none restarted or
     pointed anywhere by hand. The paused leader, continued, is fenced at its first write and
     exits; the region stays on the new leader."""
-    args = _kafka_args(bootstrap, names.topic("log"))
+    args = kafka_log_args(bootstrap, names.topic("log"))
     region = names.group("region")
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
     standby = Standby(tmp_path, args)
@@ -201,7 +186,7 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
     records); a client and a member's control channel given only the standby's endpoint add
     the leader's to their list and are served there; crkafka status shows both roles, the
     leader and its epoch."""
-    args = _kafka_args(bootstrap, names.topic("log"))
+    args = kafka_log_args(bootstrap, names.topic("log"))
     region = names.group("region")
     group = names.group()
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
@@ -263,7 +248,7 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
 
 def test_a_leader_paused_past_the_lease_is_fenced_and_exits_on_its_next_write(bootstrap, names, tmp_path):
     topic = names.topic("log")
-    args = _kafka_args(bootstrap, topic)
+    args = kafka_log_args(bootstrap, topic)
     group = names.group()
     leader = CoordinatorProcess(tmp_path / "leader", extra_args=args).start()
     standby = Standby(tmp_path, args)
@@ -307,7 +292,7 @@ def test_a_leader_paused_past_the_lease_is_fenced_and_exits_on_its_next_write(bo
 
 def test_a_standby_stopped_before_it_takes_over_exits_0_and_writes_nothing(bootstrap, names, tmp_path):
     topic = names.topic("log")
-    args = [*_kafka_args(bootstrap, topic), "--log-lease", "60s"]  # no leader, and none taken over
+    args = [*kafka_log_args(bootstrap, topic), "--log-lease", "60s"]  # no leader, and none taken over
     standby = Standby(tmp_path, args)
     try:
         assert not standby.serves()
