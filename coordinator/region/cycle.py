@@ -38,8 +38,8 @@ previous drain's start, at least a tenth of the period after a RESUME,
 5. RETIRE(previous consistent seq) to the same members: they delete older
    checkpoints. With joiners the core then starts their reset at once.
 
-A cooperative join or leave while the cycle runs (the core decides when it
-keeps the cycle): `CycleRound.member_joined`, `CycleRound.member_left`; the
+A cooperative join or leave while the cycle runs (when it keeps the cycle:
+``coordinator/region/membership.py``): `CycleRound.member_joined`, `CycleRound.member_left`; the
 joiners are remembered for the reset that follows the cycle
 (`CycleRound.take_joiners`).
 """

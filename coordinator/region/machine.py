@@ -35,37 +35,10 @@ IllegalTransition):
 A member that does not answer within the phase's timeout, an error answer
 (one caused by a group rebalance forces the reset instead), a member that
 stops heartbeating (``member_timeout_s``) or leaves, or a new member fails the
-cycle and starts a reset. What a membership change costs (`join_step`,
-`leave_step`) is decided here from the phase:
-
-7. A member admitted as new or restarted (``coordinator/region/membership.py``
-   admits it):
-   a. the region is FAILED: nothing follows (the join reply says FAILED);
-   b. WAITING: the start (`start_due`), once as many members as expected
-      (``min_members``, or the members known before a coordinator restart) or
-      every member known before the restart are back, or ``join_grace_s``
-      after the first join (one member that never comes back cannot stall
-      the region); held while the coordinator resolves the region's Kafka
-      transactions itself (`hold_start`);
-   c. DRAINING or CHECKPOINTING and every reporting member is cooperative: the
-      cycle goes on and completes without the joiner, then the region resets
-      for it (docs/region.md, cooperative step 10; `CycleRound.member_joined`);
-   d. otherwise a membership reset at once (``rejoin``: the others' consumers
-      rejoin the Kafka group now, not at their next Kafka heartbeat).
-8. A member removed from the table (graceful: it said so, else it fell silent
-   or was dropped):
-   a. the region is FAILED: nothing follows;
-   b. nobody is left: WAITING for joins;
-   c. RESETTING or BACKOFF: the round (or the hold) goes on without it; its
-      partitions move to the others by a Kafka rebalance, which asks for its
-      own (forced) reset;
-   d. a graceful leave, every reporting member cooperative, and the leaver has
-      not answered a checkpoint of the cycle in flight
-      (`cooperative_leave_keeps_cycle`): no reset, a cycle in flight goes on
-      without it (docs/region.md, cooperative step 9);
-   e. WAITING: nothing (the region waits for joins);
-   f. otherwise a reset: a membership one (``rejoin``) for a graceful leave, a
-      failure for a silent member.
+cycle and starts a reset. What a membership change costs (a reset, the start,
+a cycle going on without the member) is decided from the phase by
+``coordinator/region/membership.py`` (`join_step`, `leave_step`) and applied
+here.
 
 The parts the core owns, each read by callers and changed only by the core's
 inputs: the member table (`members`, ``coordinator/region/membership.py``), the
@@ -78,16 +51,14 @@ durable document is ``coordinator/region/document.py``, the status reply
 
 Coordinator restart: the durable document brings back the config, the last
 consistent checkpoint, the counters and the member names; the phase starts in
-WAITING. Members notice (their heartbeats get NOT_REGISTERED), join again, and
-once the expected members are back (or ``join_grace_s`` after the first
-join) the region resets to its last consistent checkpoint.
+WAITING. Members notice (their heartbeats get NOT_REGISTERED) and join again;
+the region then starts as in step 1.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from coordinator.protocol.common.transitions import IllegalTransition, StateMachine, TransitionTable
@@ -104,7 +75,7 @@ from coordinator.protocol.region.replies import (
 from coordinator.protocol.region.status import RegionStatus
 from coordinator.protocol.region.transactions import Resolve, Transactions
 from coordinator.region.checkpoints import ConsistentCheckpoints
-from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleRound, CycleStep
+from coordinator.region.cycle import ContinuityFailed, CycleDrive, CycleStep
 from coordinator.region.document import RegionDocument
 from coordinator.region.events import (
     BackoffHeld,
@@ -119,7 +90,7 @@ from coordinator.region.events import (
     ResetResumed,
     ResetStarted,
 )
-from coordinator.region.membership import JoinKind, MemberTable
+from coordinator.region.membership import JoinKind, JoinStep, LeaveStep, MemberTable, join_step, leave_step, start_due
 from coordinator.region.model import ResetKind
 from coordinator.region.reset import ResetDrive, RoundRefused
 from coordinator.region.timing import CheckpointPacing
@@ -170,93 +141,6 @@ AWAITED: dict[RegionPhase, CommandKind] = {
 Send = Callable[[str, RegionCommand], None]
 Persist = Callable[[dict[str, Any]], None]
 OnEvent = Callable[[RegionEvent], None]
-
-
-# ---------------------------------------------------------------------- membership decisions
-class JoinStep(enum.Enum):
-    """Step 7: what follows a new or restarted member's join."""
-
-    NOTHING = "nothing"  # 7a: FAILED
-    START = "start"  # 7b: WAITING: start once the expected members are back
-    AFTER_CYCLE = "after_cycle"  # 7c: the cycle goes on without it; its reset follows
-    RESET = "reset"  # 7d: a membership reset now
-
-
-class LeaveStep(enum.Enum):
-    """Step 8: what follows a member's removal."""
-
-    NOTHING = "nothing"  # 8a, 8e: FAILED, or WAITING with members left
-    WAIT = "wait"  # 8b: nobody left
-    ROUND_GOES_ON = "round_goes_on"  # 8c: the reset round (or hold) goes on without it
-    CYCLE_GOES_ON = "cycle_goes_on"  # 8d: a cooperative graceful leave: no reset
-    RESET = "reset"  # 8f
-
-
-def join_step(phase: RegionPhase, all_cooperative: bool) -> JoinStep:
-    """Step 7. ``all_cooperative``: every reporting member reports cooperative
-    rebalancing (``CheckpointPacing.all_cooperative``)."""
-    if phase is RegionPhase.FAILED:
-        return JoinStep.NOTHING
-    if phase is RegionPhase.WAITING:
-        return JoinStep.START
-    if phase in (RegionPhase.DRAINING, RegionPhase.CHECKPOINTING) and all_cooperative:
-        return JoinStep.AFTER_CYCLE
-    return JoinStep.RESET
-
-
-def leave_step(
-    phase: RegionPhase,
-    name: str,
-    *,
-    graceful: bool,
-    members_left: bool,
-    all_cooperative: bool,
-    cycle: CycleRound,
-    waiting: Collection[str],
-) -> LeaveStep:
-    """Step 8 for ``name`` (already removed from the table); ``waiting``: the
-    members the current phase awaits."""
-    if phase is RegionPhase.FAILED:
-        return LeaveStep.NOTHING
-    if not members_left:
-        return LeaveStep.WAIT
-    if phase is RegionPhase.RESETTING or phase is RegionPhase.BACKOFF:
-        return LeaveStep.ROUND_GOES_ON
-    if graceful and all_cooperative and cooperative_leave_keeps_cycle(phase, name, cycle, waiting):
-        return LeaveStep.CYCLE_GOES_ON
-    if phase is RegionPhase.WAITING:
-        return LeaveStep.NOTHING
-    return LeaveStep.RESET
-
-
-def cooperative_leave_keeps_cycle(phase: RegionPhase, name: str, cycle: CycleRound, waiting: Collection[str]) -> bool:
-    """Step 8d, in a cooperative region: the leaver has not answered a checkpoint
-    of the cycle in flight (RUNNING; DRAINING, where no offsets are collected
-    yet; CHECKPOINTING while it is still awaited). No checkpoint then holds its
-    offsets beyond the last consistent one: its partitions keep that
-    checkpoint's offsets (carried forward) until their next owners, assigned by
-    the Kafka rebalance, start there; what it processed since is never published
-    (its leave reply names its last completed checkpoint)."""
-    if phase is RegionPhase.RUNNING or phase is RegionPhase.DRAINING:
-        return True
-    if phase is RegionPhase.CHECKPOINTING and cycle.is_joiner(name):
-        # a joiner whose predecessor did not answer: not in the cycle
-        return not cycle.has_checkpointed(name)
-    return phase is RegionPhase.CHECKPOINTING and name in waiting
-
-
-def start_due(
-    members: Collection[str], known: Collection[str], config: RegionConfig, first_join_at: float | None, now: float
-) -> bool:
-    """Step 7b: whether the WAITING region starts now, with ``members`` joined;
-    ``known``: the members of the durable document (before a coordinator
-    restart); ``first_join_at``: the first join since the region waits."""
-    if not members:
-        return False
-    expected = max(config.min_members, len(known))
-    all_known_back = bool(known) and set(known) <= set(members)
-    grace_over = first_join_at is not None and now - first_join_at >= config.join_grace_s
-    return len(members) >= expected or all_known_back or grace_over
 
 
 # ---------------------------------------------------------------------- the core
@@ -403,8 +287,8 @@ class RegionCore:
         answer (``coordinator/region/membership.py``): a retry is answered again, a
         refusal (the name's holder is alive) names the holder, a restarted
         process (new incarnation) is told its predecessor. A new or restarted
-        member then changes the membership (step 7): a reset (or, WAITING, the
-        start once the expected members are back)."""
+        member then changes the membership (`join_step`): a reset (or, WAITING,
+        the start once the expected members are back)."""
         admission = self.members.admit(
             name,
             identity,
@@ -438,7 +322,7 @@ class RegionCore:
         return self._join_reply(predecessor)
 
     def _join_after_cycle(self, name: str, restarted: bool, now: float) -> None:
-        """Step 7c: a cooperative join during a cycle: the cycle completes without
+        """`JoinStep.AFTER_CYCLE`: a cooperative join during a cycle: the cycle completes without
         it, then the region resets for it (``CycleRound.member_joined``)."""
         without_predecessor = self.cycles.round.member_joined(name, restarted)
         if without_predecessor:
@@ -470,7 +354,7 @@ class RegionCore:
 
     def leave(self, name: str, now: float, reason: str = "left") -> None:
         """Member ``name`` leaves (``reason`` "left": gracefully; else why it was
-        dropped): removed from the table, then step 8."""
+        dropped): removed from the table, then `leave_step`."""
         if not self.members.remove(name):
             return
         log.info("region %s: member %s %s; members %s", self.config.name, name, reason, sorted(self.members))
@@ -711,7 +595,7 @@ class RegionCore:
 
     # ------------------------------------------------------------------ the reset round (reset.py's steps applied)
     def _maybe_start(self, now: float) -> None:
-        """WAITING: the first reset once the members are back (step 7b), unless the
+        """WAITING: the first reset once the members are back (`start_due`), unless the
         coordinator is resolving the region's transactions itself (`hold_start`)."""
         if self._start_held:
             return
@@ -854,14 +738,4 @@ class RegionCore:
         )
 
 
-__all__ = [
-    "AWAITED",
-    "TRANSITIONS",
-    "JoinStep",
-    "LeaveStep",
-    "RegionCore",
-    "cooperative_leave_keeps_cycle",
-    "join_step",
-    "leave_step",
-    "start_due",
-]
+__all__ = ["AWAITED", "TRANSITIONS", "RegionCore"]

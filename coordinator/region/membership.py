@@ -1,10 +1,10 @@
 """Who is in the region: who may join under a member name, and what each member
 last said (no I/O, the loop thread only). The controller's side of name claims
 (the member's side is ``cr_consumer/runtime/member/name_claim.py``; docs/region.md,
-"Member names"). :class:`MemberTable` is owned by
-:class:`~coordinator.region.machine.RegionCore`, which decides what a change of
-the membership means for the region (a reset, the start, a cycle going on
-without a leaver); the table keeps the records (``MemberInfo``).
+"Member names"), and what a change of the membership costs the region.
+:class:`MemberTable` is owned by :class:`~coordinator.region.machine.RegionCore`,
+which applies the decisions below (`join_step`, `leave_step`); the table keeps
+the records (``MemberInfo``).
 
 A join names (member, incarnation); the table's entry of that name, if any, is
 its holder. :func:`admit` answers every ``region_join`` against it, and
@@ -35,19 +35,51 @@ its holder. :func:`admit` answers every ``region_join`` against it, and
    member counts as not reporting until a valid one arrives.
 6. A member silent for ``member_timeout_s`` (:meth:`MemberTable.silent`) or
    leaving is removed (:meth:`MemberTable.remove`) by the core.
+
+What a membership change costs is decided from the region's phase:
+
+7. A member admitted as new or restarted (`join_step`):
+   a. the region is FAILED: nothing follows (the join reply says FAILED);
+   b. WAITING: the start (`start_due`), once as many members as expected
+      (``min_members``, or the members known before a coordinator restart) or
+      every member known before the restart are back, or ``join_grace_s``
+      after the first join (one member that never comes back cannot stall
+      the region); held while the coordinator resolves the region's Kafka
+      transactions itself (``RegionCore.hold_start``);
+   c. DRAINING or CHECKPOINTING and every reporting member is cooperative: the
+      cycle goes on and completes without the joiner, then the region resets
+      for it (docs/region.md, cooperative step 10; `CycleRound.member_joined`);
+   d. otherwise a membership reset at once (``rejoin``: the others' consumers
+      rejoin the Kafka group now, not at their next Kafka heartbeat).
+8. A member removed from the table (`leave_step`; graceful: it said so, else
+   it fell silent or was dropped):
+   a. the region is FAILED: nothing follows;
+   b. nobody is left: WAITING for joins;
+   c. RESETTING or BACKOFF: the round (or the hold) goes on without it; its
+      partitions move to the others by a Kafka rebalance, which asks for its
+      own (forced) reset;
+   d. a graceful leave, every reporting member cooperative, and the leaver has
+      not answered a checkpoint of the cycle in flight
+      (`cooperative_leave_keeps_cycle`): no reset, a cycle in flight goes on
+      without it (docs/region.md, cooperative step 9);
+   e. WAITING: nothing (the region waits for joins);
+   f. otherwise a reset: a membership one (``rejoin``) for a graceful leave, a
+      failure for a silent member.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 import attrs
 
+from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
-from coordinator.protocol.region.replies import NameHolder, Predecessor
+from coordinator.protocol.region.replies import NameHolder, Predecessor, RegionPhase
 from coordinator.protocol.region.status import MemberStatus
+from coordinator.region.cycle import CycleRound
 from coordinator.region.model import MemberInfo
 
 log = logging.getLogger(__name__)
@@ -252,4 +284,101 @@ class MemberTable(Mapping[str, MemberInfo]):
         }
 
 
-__all__ = ["Admission", "JoinKind", "MemberTable", "admit"]
+class JoinStep(enum.Enum):
+    """Step 7: what follows a new or restarted member's join."""
+
+    NOTHING = "nothing"  # 7a: FAILED
+    START = "start"  # 7b: WAITING: start once the expected members are back
+    AFTER_CYCLE = "after_cycle"  # 7c: the cycle goes on without it; its reset follows
+    RESET = "reset"  # 7d: a membership reset now
+
+
+class LeaveStep(enum.Enum):
+    """Step 8: what follows a member's removal."""
+
+    NOTHING = "nothing"  # 8a, 8e: FAILED, or WAITING with members left
+    WAIT = "wait"  # 8b: nobody left
+    ROUND_GOES_ON = "round_goes_on"  # 8c: the reset round (or hold) goes on without it
+    CYCLE_GOES_ON = "cycle_goes_on"  # 8d: a cooperative graceful leave: no reset
+    RESET = "reset"  # 8f
+
+
+def join_step(phase: RegionPhase, all_cooperative: bool) -> JoinStep:
+    """Step 7. ``all_cooperative``: every reporting member reports cooperative
+    rebalancing (``CheckpointPacing.all_cooperative``)."""
+    if phase is RegionPhase.FAILED:
+        return JoinStep.NOTHING
+    if phase is RegionPhase.WAITING:
+        return JoinStep.START
+    if phase in (RegionPhase.DRAINING, RegionPhase.CHECKPOINTING) and all_cooperative:
+        return JoinStep.AFTER_CYCLE
+    return JoinStep.RESET
+
+
+def leave_step(
+    phase: RegionPhase,
+    name: str,
+    *,
+    graceful: bool,
+    members_left: bool,
+    all_cooperative: bool,
+    cycle: CycleRound,
+    waiting: Collection[str],
+) -> LeaveStep:
+    """Step 8 for ``name`` (already removed from the table); ``waiting``: the
+    members the current phase awaits."""
+    if phase is RegionPhase.FAILED:
+        return LeaveStep.NOTHING
+    if not members_left:
+        return LeaveStep.WAIT
+    if phase is RegionPhase.RESETTING or phase is RegionPhase.BACKOFF:
+        return LeaveStep.ROUND_GOES_ON
+    if graceful and all_cooperative and cooperative_leave_keeps_cycle(phase, name, cycle, waiting):
+        return LeaveStep.CYCLE_GOES_ON
+    if phase is RegionPhase.WAITING:
+        return LeaveStep.NOTHING
+    return LeaveStep.RESET
+
+
+def cooperative_leave_keeps_cycle(phase: RegionPhase, name: str, cycle: CycleRound, waiting: Collection[str]) -> bool:
+    """Step 8d, in a cooperative region: the leaver has not answered a checkpoint
+    of the cycle in flight (RUNNING; DRAINING, where no offsets are collected
+    yet; CHECKPOINTING while it is still awaited). No checkpoint then holds its
+    offsets beyond the last consistent one: its partitions keep that
+    checkpoint's offsets (carried forward) until their next owners, assigned by
+    the Kafka rebalance, start there; what it processed since is never published
+    (its leave reply names its last completed checkpoint)."""
+    if phase is RegionPhase.RUNNING or phase is RegionPhase.DRAINING:
+        return True
+    if phase is RegionPhase.CHECKPOINTING and cycle.is_joiner(name):
+        # a joiner whose predecessor did not answer: not in the cycle
+        return not cycle.has_checkpointed(name)
+    return phase is RegionPhase.CHECKPOINTING and name in waiting
+
+
+def start_due(
+    members: Collection[str], known: Collection[str], config: RegionConfig, first_join_at: float | None, now: float
+) -> bool:
+    """Step 7b: whether the WAITING region starts now, with ``members`` joined;
+    ``known``: the members of the durable document (before a coordinator
+    restart); ``first_join_at``: the first join since the region waits."""
+    if not members:
+        return False
+    expected = max(config.min_members, len(known))
+    all_known_back = bool(known) and set(known) <= set(members)
+    grace_over = first_join_at is not None and now - first_join_at >= config.join_grace_s
+    return len(members) >= expected or all_known_back or grace_over
+
+
+__all__ = [
+    "Admission",
+    "JoinKind",
+    "JoinStep",
+    "LeaveStep",
+    "MemberTable",
+    "admit",
+    "cooperative_leave_keeps_cycle",
+    "join_step",
+    "leave_step",
+    "start_due",
+]

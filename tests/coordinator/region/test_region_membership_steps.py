@@ -1,5 +1,5 @@
 """What a membership change costs the region (the membership steps of
-coordinator/region/machine.py): the decisions alone, without a core."""
+coordinator/region/membership.py): the decisions alone, without a core."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import RegionPhase
 from coordinator.region.cycle import CycleRound
-from coordinator.region.machine import (
+from coordinator.region.membership import (
     JoinStep,
     LeaveStep,
     cooperative_leave_keeps_cycle,
