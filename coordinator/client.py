@@ -160,7 +160,25 @@ def _check_timeout(name: str, value: float) -> float:
     return float(value)
 
 
-class CoordinatorClient:
+class EpochFenced:
+    """The epochs a client of the coordinator has seen through its ring's :class:`EpochFence`
+    (``coordinator/protocol/common/endpoints.py``, step 5): this client's (step 6) and the
+    member's control channel's (``cr_consumer/runtime/member/coordinator_link.py``, step 8)."""
+
+    _ring: EndpointRing
+
+    @property
+    def highest_epoch(self) -> int:
+        """The highest leader epoch this client has seen."""
+        return self._ring.fence.highest
+
+    @property
+    def dropped_frames(self) -> int:
+        """Frames dropped for an epoch lower than one seen before."""
+        return self._ring.fence.dropped
+
+
+class CoordinatorClient(EpochFenced):
     def __init__(
         self,
         endpoint: str,
@@ -323,16 +341,6 @@ class CoordinatorClient:
         if self._local.endpoint != leader:
             self._drop_socket()
 
-    @property
-    def highest_epoch(self) -> int:
-        """The highest leader epoch this client has seen (step 6)."""
-        return self._ring.fence.highest
-
-    @property
-    def dropped_frames(self) -> int:
-        """Frames dropped for an epoch lower than one seen before (step 6)."""
-        return self._ring.fence.dropped
-
     def _try(self, frame: bytes, rid: str, wait_s: float) -> dict[str, Any]:
         sock = self._socket()
         # IMMEDIATE: send blocks (up to the try's wait) until a connection is up,
@@ -476,4 +484,4 @@ class CoordinatorClient:
         return self._call(protocol.SetResetPending(group_id, value), protocol.ResetPendingReply).previous
 
 
-__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable", "EndpointRole", "Probe"]
+__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable", "EndpointRole", "EpochFenced", "Probe"]

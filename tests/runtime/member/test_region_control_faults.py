@@ -13,7 +13,8 @@ import time
 from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.replies import RegionTriggerReply, TriggerAnswer
-from cr_consumer.runtime.member.control import LOST_AFTER_S, ControlChannel
+from cr_consumer.runtime.member.control import ControlChannel
+from cr_consumer.runtime.member.coordinator_link import LOST_AFTER_S
 
 from support.scripted_member import ScriptedMember, region_status
 

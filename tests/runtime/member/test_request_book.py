@@ -1,11 +1,11 @@
-"""The control channel's request bookkeeping (RequestBook in cr_consumer/runtime/member/control.py),
+"""The control channel's request bookkeeping (RequestBook in cr_consumer/runtime/member/request_book.py),
 without sockets: ids and answers, waiters, and what is held while not joined."""
 
 from __future__ import annotations
 
 from coordinator.protocol.region.commands import CommandKind
 from coordinator.protocol.region.messages import RegionAck, RegionResetRequest, RegionTrigger
-from cr_consumer.runtime.member.control import HELD_KEPT, PENDING_KEPT, WAITERS_KEPT, RequestBook, Waiter
+from cr_consumer.runtime.member.request_book import HELD_KEPT, PENDING_KEPT, WAITERS_KEPT, RequestBook, Waiter
 
 
 def test_an_answer_finds_its_request_type_and_waiter_once():

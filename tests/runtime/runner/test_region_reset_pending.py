@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cr_consumer.runtime.member.control import LOST_AFTER_S
+from cr_consumer.runtime.member.coordinator_link import LOST_AFTER_S
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.region import make_region, published, wait_region, write_module
