@@ -35,7 +35,7 @@ Requests go through ``raw_requests.RawClient`` (bounded; kafka-python has no pub
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -191,12 +191,16 @@ class PartitionReader:
                     f"{self.topic}:{self.partition}: the fetch at {offset} returned no batch below {stop}"
                 )
 
-    def read(self, start: int, end: int | None) -> CommittedRead:
+    def read(
+        self, start: int, end: int | None, *, on_batch: Callable[[RawClient], None] | None = None
+    ) -> CommittedRead:
         flt = CommittedFilter()
         records: list[LogRecord] = []
         for batch in self.batches(start, end):
             assert self.stop is not None  # set before the first batch
             records.extend(r for r in flt.feed(batch) if start <= r.offset < self.stop)
+            if on_batch is not None:
+                on_batch(self.client)
         stop = start if self.stop is None else self.stop
         return CommittedRead(tuple(records), tuple(flt.open_transactions()), flt.aborted_records, stop)
 
@@ -268,10 +272,17 @@ def decode_batches(raw: bytes | None, *, with_records: bool = True) -> list[LogB
 
 
 def read_committed_with(
-    client: RawClient, topic: str, partition: int, start: int = 0, end: int | None = None
+    client: RawClient,
+    topic: str,
+    partition: int,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    on_batch: Callable[[RawClient], None] | None = None,
 ) -> CommittedRead:
-    """Steps 1-4 for one partition on an open client (its deadline bounds the read)."""
-    return PartitionReader(client, topic, partition).read(start, end)
+    """Steps 1-4 for one partition on an open client (its deadline bounds the read; ``on_batch``,
+    called with the client after each batch read, may move that deadline on or raise to stop)."""
+    return PartitionReader(client, topic, partition).read(start, end, on_batch=on_batch)
 
 
 def partition_leaders(client: RawClient, topic: str) -> dict[int, int]:

@@ -42,7 +42,7 @@ from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBatch, per_record
-from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer, SeekTargets, StateRestorer
 from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
@@ -209,6 +209,7 @@ class ConsumerOperator:
         permit: RegionPermit | None = None,
         region: RegionRequests | None = None,
         control: ControlPlane | None = None,
+        restorer: StateRestorer | None = None,
     ) -> None:
         if not isinstance(config, OperatorConfig):
             raise TypeError(f"config must be an OperatorConfig, got {type(config).__name__}")
@@ -267,7 +268,7 @@ class ConsumerOperator:
             should_pause=lambda: self.queue.free() < config.max_poll_records,
             may_resume=lambda: self.queue.free() >= max(config.max_poll_records, config.effective_queue_capacity // 2),
             blocked=lambda: self.permit.blocked,
-            held=lambda: self.rebalancer.held,
+            held=lambda: self.rebalancer.held | self.rebalancer.restoring,
             joining=lambda: self.rebalancer.joining,
             on_failure=self._on_failure,
             max_poll_records=config.max_poll_records,
@@ -283,6 +284,7 @@ class ConsumerOperator:
             new_epoch=self._new_epoch,
             request_reset=self._request_region_reset,
             standalone=self.standalone,
+            restorer=restorer,
         )
         self.process = ProcessThread(
             self.name,
@@ -566,6 +568,7 @@ class ConsumerOperator:
             "nDroppedStale": self.process.n_dropped_stale,
             "nDroppedAborted": self._aborted.dropped if self._aborted is not None else 0,
             "nHeldOpen": self._aborted.holds if self._aborted is not None else 0,
+            "nRestoringPartitions": len(self.rebalancer.restoring),
         }
 
 

@@ -283,7 +283,7 @@ class RegionHandlers:
         """3. stop polling; 4. block the permit (the in-flight batch finishes)
         and clear the queue (new epoch); 5. on the event
         thread seek every assigned partition, read positions back, resume held
-        partitions, RESET_COMPLETE; 6. clear the group's reset-pending flag;
+        partitions (but those whose state is being restored, ``rebalance.py``), RESET_COMPLETE; 6. clear the group's reset-pending flag;
         7. resume polling throttled."""
         cfg = self.config
         self._events.set_polling(False, EVENT_TIMEOUT_S)
@@ -297,7 +297,8 @@ class RegionHandlers:
             self._offsets.set_assignment(tps)
             self._rebalancer.clear_held()
             positions = self._rebalancer.seek(consumer, tps, merged=merged, initial_only=initial)
-            paused = consumer.paused()
+            restoring = self._rebalancer.hold_for_restore(consumer, tps)
+            paused = consumer.paused() - restoring
             if paused:
                 consumer.resume(paused)
             self._sm.to(S.RESET_COMPLETE, f"reset to {what}")

@@ -71,6 +71,7 @@ NumberKey = Literal[
     "nConsumedTopics",
     "nPendingMessages",
     "isPaused",
+    "nRestoringPartitions",
 ]
 
 #: (Prometheus name without prefix and ``_total``, snapshot key, help).
@@ -101,6 +102,7 @@ GAUGES: tuple[tuple[str, NumberKey, str], ...] = (
     ("consumed_topics", "nConsumedTopics", "Topics of the assigned partitions"),
     ("pending_records", "nPendingMessages", "Records in the record queue and drain buffer"),
     ("paused", "isPaused", "1 while partitions are paused because the record queue is full"),
+    ("restoring_partitions", "nRestoringPartitions", "Partitions held while the pipeline restores their state"),
 )
 #: Per-partition gauges (name without prefix, help).
 PARTITION_GAUGES = (
@@ -126,6 +128,7 @@ class Readings(TypedDict):
     nDroppedStale: int
     nDroppedAborted: int
     nHeldOpen: int
+    nRestoringPartitions: int
 
 
 class MetricsSnapshot(Readings):

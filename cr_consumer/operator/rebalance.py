@@ -62,6 +62,13 @@ through the whole rebalance. So:
    as in the eager steps 1-3, to the last consistent checkpoint's offsets the
    runtime announced (``set_consistent_offsets``): nobody processed them
    since, or a reset follows that rewinds them (step 1).
+
+State restore (a pipeline with partition-scoped state, ``StateRestorer``): a partition seeked
+after an assignment (in the listener or in step 2) or by a reset stays paused while the pipeline restores its state
+(``hold_for_restore``: the restores run on the pipeline's threads); the member's other
+partitions flow meanwhile. After each poll the partitions whose restore finished, done or
+failed, are resumed (a failed one fails its first batch, and the region resets). A revoked
+partition's restore is forgotten: its next owner writes its state from then on.
 """
 
 from __future__ import annotations
@@ -105,6 +112,23 @@ class PartitionGate(Protocol):
         ...
 
 
+class StateRestorer(Protocol):
+    """The pipeline's partition-scoped state as the source sees it
+    (``cr_consumer/runtime/pipeline/partitioned_tables.py``: ``TableRestorer``)."""
+
+    def restore(self, partitions: Collection[TopicPartition]) -> None:
+        """Start restoring the state of ``partitions`` in the background; returns at once."""
+        ...
+
+    def restoring(self) -> set[TopicPartition]:
+        """The partitions whose restore is started and not finished."""
+        ...
+
+    def forget(self, partitions: Collection[TopicPartition]) -> None:
+        """``partitions`` were revoked: drop their restores."""
+        ...
+
+
 class Rebalancer:
     """The client's :class:`~cr_consumer.kafka.client.RebalanceListener`, its state
     and the deferred seeks of one operator.
@@ -128,6 +152,10 @@ class Rebalancer:
     joining: bool
     #: Assignments received; written on Kafka's IO thread under ``_lock``.
     n_partition_rebalances: int
+    #: Seeked partitions kept paused until their state is restored (module docstring). Written
+    #: under ``_lock`` on the event thread and on Kafka's IO thread (a revocation), replaced as a
+    #: whole; read without the lock by the event thread's backpressure, like ``held``.
+    restoring: frozenset[TopicPartition]
 
     def __init__(
         self,
@@ -141,6 +169,7 @@ class Rebalancer:
         new_epoch: Callable[[str], None],
         request_reset: Callable[[str], None],
         standalone: bool,
+        restorer: StateRestorer | None = None,
     ) -> None:
         self.name = name
         self._config = config
@@ -151,9 +180,11 @@ class Rebalancer:
         self._new_epoch = new_epoch
         self._request_reset = request_reset
         self._standalone = standalone
+        self._restorer = restorer
         self._cooperative = config.cooperative
         self._lock = threading.Lock()
         self.held = set()
+        self.restoring = frozenset()
         self._assign_pending = False
         self._reset_reason: str | None = None
         self.n_partition_rebalances = 0
@@ -173,10 +204,17 @@ class Rebalancer:
             self._offsets.set_assignment(tp for tp in self._offsets.assigned() if tp not in gone)
             with self._lock:
                 self.held = self.held - gone
+                self.restoring = self.restoring - gone
+            if self._restorer is not None:
+                self._restorer.forget(gone)
             if need:
                 self._new_epoch("partitions lost" if lost else "partitions revoked")
         else:
             self.joining = True
+            with self._lock:
+                self.restoring = frozenset()
+            if self._restorer is not None:
+                self._restorer.forget(tps)
             self._new_epoch("partitions lost" if lost else "partitions revoked")
         if not need:
             log.info(
@@ -207,6 +245,7 @@ class Rebalancer:
         if consumer is not None:  # the listener runs inside the client's poll: it exists
             for tp, off in fast.items():
                 consumer.seek(tp, off)
+            self.hold_for_restore(consumer, fast.keys())  # starting a restore is pure memory too
         self._offsets.set_many(fast)
         held = tps - fast.keys()
         self._events.pause_partitions(held)
@@ -237,6 +276,8 @@ class Rebalancer:
             assign = self._assign_pending
         if reason is not None:
             self._request_reset(reason)
+        if self.restoring:
+            self._resume_restored(consumer)
         if assign:
             state = self._sm.state
             if state is S.CR_RESET_PENDING and not self._standalone:
@@ -251,9 +292,35 @@ class Rebalancer:
             self.seek(consumer, held & consumer.assignment(), merged=self._targets.merged())
             if state is S.CR_RESET_PENDING:  # standalone: the seek (committed offsets first) is the reset
                 self._sm.to_if({S.CR_RESET_PENDING}, S.RESET_COMPLETE, "standalone: seeked after the rebalance")
+            restoring = self.hold_for_restore(consumer, held & consumer.assignment())
             with self._lock:
                 self.held -= held
-            self._events.resume_partitions(consumer, held)
+            self._events.resume_partitions(consumer, held - restoring)
+
+    def hold_for_restore(self, consumer: KafkaClient, tps: Collection[TopicPartition]) -> set[TopicPartition]:
+        """Start restoring the state of the seeked ``tps`` and keep paused those whose restore is
+        not finished; returns them (the caller resumes the others)."""
+        if self._restorer is None or not tps:
+            return set()
+        self._restorer.restore(tps)
+        pending = self._restorer.restoring() & set(tps)
+        if pending:
+            consumer.pause(pending)
+            with self._lock:
+                self.restoring = self.restoring | pending
+            log.info("%s: restoring the state of %s (paused meanwhile)", self.name, _labels(pending))
+        return pending
+
+    def _resume_restored(self, consumer: KafkaClient) -> None:
+        assert self._restorer is not None  # only a restorer's partitions are ever restoring
+        done = self.restoring - self._restorer.restoring()
+        if not done:
+            return
+        with self._lock:
+            self.restoring = self.restoring - done
+        resume = done & consumer.assignment()
+        self._events.resume_partitions(consumer, resume)
+        log.info("%s: state of %s restored: resumed", self.name, _labels(done))
 
     def seek(
         self,
@@ -294,13 +361,20 @@ class Rebalancer:
         return positions
 
     def clear_held(self) -> set[TopicPartition]:
+        """A reset seeks every partition: nothing stays held, for a seek or a restore (the
+        reset drops the restores; ``hold_for_restore`` after its seeks holds them again)."""
         with self._lock:
             held, self.held = self.held, set()
+            self.restoring = frozenset()
             self._assign_pending = False
         return held
 
 
 Offsets = dict[TopicPartition, int]
+
+
+def _labels(tps: Collection[TopicPartition]) -> list[str]:
+    return sorted(partition_label(tp.topic, tp.partition) for tp in tps)
 
 
 class SeekTargets:

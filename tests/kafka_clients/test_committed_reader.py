@@ -4,6 +4,8 @@ aborted records (it sends no aborted-transactions list)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,9 +20,10 @@ from coordinator.kafka.committed_filter import (
     LogRecord,
     VisibleOffsets,
 )
-from coordinator.kafka.raw_batches import RawReadError, decode_batches, read_committed
+from coordinator.kafka.raw_batches import PartitionReader, RawReadError, decode_batches, read_committed
+from coordinator.kafka.raw_requests import RawClient, RawRequestError
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.testing.kafka_util import create_topic, unique_name
+from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
 
 PRODUCERS = (1, 2, 3)
 #: One step of a partition's log: (producer, action, records) with action "txn" (a
@@ -251,6 +254,37 @@ def test_the_reader_names_a_partition_that_does_not_exist(bootstrap):
     settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
     with pytest.raises(RawReadError, match=f"{topic}:3 does not exist"):
         read_committed(settings_, topic, 3)
+
+
+def test_a_read_s_deadline_is_moved_on_by_each_batch_read_and_a_raise_stops_it(bootstrap):
+    """What a restore builds on (``partitioned_tables.py``): the deadline bounds progress, not length."""
+    topic = create_topic(bootstrap, unique_name("committed"), 1)
+    produce(bootstrap, topic, (b"v%d" % i for i in range(5)), partition=0, single_record_batches=True)
+    settings_ = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-committed")
+    seen: list[int] = []
+
+    def moved_on(client: RawClient) -> None:
+        seen.append(len(seen))
+        client.deadline = time.monotonic() + 30
+
+    def expired(client: RawClient) -> None:
+        seen.append(len(seen))
+        client.deadline = time.monotonic() - 1  # as if this batch had taken the whole budget
+
+    with RawClient(settings_, time.monotonic() + 30) as client:
+        read = PartitionReader(client, topic, 0, max_bytes=1).read(0, None, on_batch=moved_on)
+    assert [r.value for r in read.records] == [b"v%d" % i for i in range(5)]
+    assert seen == list(range(5))  # once per batch (one record each, one batch per fetch)
+    seen.clear()
+    with RawClient(settings_, time.monotonic() + 30) as client, pytest.raises(RawRequestError, match="deadline"):
+        PartitionReader(client, topic, 0, max_bytes=1).read(0, None, on_batch=expired)
+    assert seen == [0]
+
+    def cancel(client: RawClient) -> None:
+        raise LookupError("cancelled")
+
+    with RawClient(settings_, time.monotonic() + 30) as client, pytest.raises(LookupError):
+        PartitionReader(client, topic, 0).read(0, None, on_batch=cancel)
 
 
 def _raw_batch(values: list[bytes]) -> bytes:

@@ -313,3 +313,99 @@ def test_cooperative_assignment_adds_to_the_kept_partitions_at_the_consistent_of
     assert h.consumer.paused_set == set()
     assert h.sm.state is S.RECORDS_FETCHED
     assert h.resets == []
+
+
+# -- state restore (a pipeline with partition-scoped state) ---------------------------------
+
+
+class Restorer:
+    """The pipeline's side (StateRestorer): restores finish when the test says so."""
+
+    def __init__(self) -> None:
+        self.started: list[set[TopicPartition]] = []
+        self.pending: set[TopicPartition] = set()
+        self.forgotten: set[TopicPartition] = set()
+
+    def restore(self, partitions) -> None:
+        self.started.append(set(partitions))
+        self.pending |= set(partitions)
+
+    def restoring(self) -> set[TopicPartition]:
+        return set(self.pending)
+
+    def forget(self, partitions) -> None:
+        self.forgotten |= set(partitions)
+        self.pending -= set(partitions)
+
+
+def restoring_harness(*, cooperative: bool = False) -> tuple[Harness, Restorer]:
+    h = Harness(consumer(), cooperative=cooperative)
+    restorer = Restorer()
+    h.r = Rebalancer(
+        "m0",
+        h.config,
+        sm=h.sm,
+        offsets=h.offsets,
+        targets=h.targets,
+        events=h.gate,
+        new_epoch=h.epochs.append,
+        request_reset=h.resets.append,
+        standalone=False,
+        restorer=restorer,
+    )
+    return h, restorer
+
+
+def test_a_seeked_partition_stays_paused_until_its_state_is_restored_while_the_others_flow():
+    h, restorer = restoring_harness()
+    h.assign(T0, T1)
+    h.after_poll()
+    assert restorer.started == [{T0, T1}]
+    assert h.consumer.seeks == {T0: 3, T1: 4}
+    assert h.consumer.paused_set == {T0, T1}  # seeked, both restoring
+    assert h.r.held == set()
+    assert h.r.restoring == {T0, T1}
+    restorer.pending = {T0}  # T1's restore finished
+    h.after_poll()
+    assert h.consumer.paused_set == {T0}
+    assert h.r.restoring == {T0}
+    restorer.pending = set()
+    h.after_poll()
+    assert h.consumer.paused_set == set()
+    assert h.r.restoring == set()
+
+
+def test_a_partition_seeked_in_the_listener_is_held_for_its_restore_too():
+    h, restorer = restoring_harness()
+    h.targets.set_merged(3, {T0: 10, T1: 20})
+    h.assign(T0, T1)
+    assert h.consumer.seeks == {T0: 10, T1: 20}
+    assert restorer.started == [{T0, T1}]
+    assert h.consumer.paused_set == {T0, T1}
+    restorer.pending = set()
+    h.after_poll()
+    assert h.consumer.paused_set == set()
+
+
+def test_a_revoked_partition_is_no_longer_held_and_its_restore_forgotten():
+    h, restorer = restoring_harness(cooperative=True)
+    h.assign(T0, T1)
+    h.after_poll()
+    h.cooperative_revoke(T1)
+    assert restorer.forgotten == {T1}
+    assert h.r.restoring == {T0}
+    restorer.pending = set()
+    h.after_poll()
+    assert h.gate.resumed[-1] == {T0}  # never a resume of a partition no longer assigned
+
+
+def test_a_reset_drops_the_holds_its_seeks_establish_again():
+    h, restorer = restoring_harness()
+    h.assign(T0, T1)
+    h.after_poll()
+    assert h.r.restoring == {T0, T1}
+    h.r.clear_held()
+    assert h.r.restoring == set()
+    assert h.r.hold_for_restore(h.consumer, {T0, T1}) == {T0, T1}
+    assert restorer.started[-1] == {T0, T1}
+    assert h.r.restoring == {T0, T1}

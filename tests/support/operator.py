@@ -73,7 +73,7 @@ def config(bootstrap: str, group: str, name: str, **kw) -> OperatorConfig:
 
 
 def make(bootstrap, group, name, sink=None, **kw) -> ConsumerOperator:
-    op_kw = {k: kw.pop(k) for k in ("permit", "region", "control", "submit_batch") if k in kw}
+    op_kw = {k: kw.pop(k) for k in ("permit", "region", "control", "submit_batch", "restorer") if k in kw}
     return ConsumerOperator(config(bootstrap, group, name, **kw), sink, **op_kw)
 
 

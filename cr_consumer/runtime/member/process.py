@@ -141,6 +141,8 @@ class Member:
         if not isinstance(pipeline.source, KafkaSource):
             raise SettingsError(f"{s.pipeline}: the pipeline needs a KafkaSource (Pipeline(KafkaSource(topics=[...])))")
         self.pipeline = pipeline
+        from cr_consumer.runtime.pipeline.partitioned_tables import table_restorer  # lazily: kafka is heavy
+
         self.source, self._client = make_source(
             s,
             pipeline.source,
@@ -149,6 +151,7 @@ class Member:
             region=self,
             submit=self._submit,
             curve=self.curve,
+            restorer=table_restorer(pipeline.operators),
         )
         self.operators = list(zip(pipeline.operator_ids(), pipeline.operators))
         return self.source

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
     from coordinator.protocol.region.transactions import Resolve
     from cr_consumer.operator.consumer import ConsumerOperator
+    from cr_consumer.operator.rebalance import StateRestorer
 
 
 class SettingsError(ValueError):
@@ -176,11 +177,13 @@ def make_source(
     region: RegionRequests,
     submit: Callable[[list[Any]], None],
     curve: tuple[bytes, bytes, bytes] | None,
+    restorer: StateRestorer | None = None,
 ) -> tuple[ConsumerOperator, CoordinatorClient | None]:
     """The member's Kafka source for the pipeline's ``spec``: its own options, the
     region's drain/reset timeouts and mode, the member's Kafka properties over the
     pipeline's, over RUNTIME_KAFKA_DEFAULTS. ``region`` is the member (reset requests, operator-driven
-    triggers). With CURVE the source gets its own CURVE client, returned for the
+    triggers); ``restorer`` the pipeline's partition-scoped state, restored while its partitions
+    are held. With CURVE the source gets its own CURVE client, returned for the
     caller to close. Raises SettingsError for settings the source refuses."""
     from cr_consumer.operator.config import ConfigError, OperatorConfig
     from cr_consumer.operator.consumer import ConsumerOperator
@@ -215,7 +218,9 @@ def make_source(
         client = CoordinatorClient(
             s.coordinator, timeout=config.coordinator_timeout_s, curve_server_key=server, curve_keypair=(public, secret)
         )
-    source = ConsumerOperator(config, submit_batch=submit, permit=permit, region=region, control=client)
+    source = ConsumerOperator(
+        config, submit_batch=submit, permit=permit, region=region, control=client, restorer=restorer
+    )
     return source, client
 
 

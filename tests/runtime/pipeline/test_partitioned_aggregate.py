@@ -9,6 +9,7 @@ import pytest
 
 from coordinator.kafka.group_offsets import commit_offsets
 from coordinator.kafka.raw_batches import read_committed
+from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.pipeline.partitioned_aggregate import PartitionedAggregate
 from cr_consumer.runtime.pipeline.records import Record
@@ -199,3 +200,63 @@ def test_a_pointer_that_names_no_base_makes_the_restore_read_from_the_start(boot
     assert second.store.restored_changes == 3
     first.close()
     second.close()
+
+
+def _restored(op: PartitionedAggregate) -> None:
+    wait_until(lambda: not op.store.restoring(), 30, "the restores to finish")
+
+
+def test_a_partition_handed_over_is_restored_in_the_background_before_its_first_record(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=2)
+    group = names.group()
+    first = _aggregate(bootstrap, topic, group, "m0")
+    first.reset_to_initial_state()
+    first.process_batch(_orders(topic, 0, 0, ["a", "b", "a"]) + _orders(topic, 1, 0, ["c"]))
+    first.checkpoint(1)
+    first.notify_checkpoint_complete(1)
+
+    second = _aggregate(bootstrap, topic, group, "m1")
+    second.reset(1, b"")
+    second.store.restore_async([0, 1])
+    _restored(second)
+    assert second.store.tables == {}  # taken by each partition's first record, on the process thread
+    assert (second.store.restored_records, second.store.restored_changes) == (0, 0)
+    out = second.process_batch(_orders(topic, 0, 3, ["a"]) + _orders(topic, 1, 1, ["c"]))
+    assert [(r.key, r.value) for r in out] == [("a", 3), ("c", 2)]
+    assert (second.store.restored_records, second.store.restored_changes) == (2, 3)  # each read once
+    second.store.restore_async([0])  # a partition in memory is not restored again
+    assert not second.store.restoring()
+    first.close()
+    second.close()
+
+
+def test_a_reset_and_a_revocation_drop_the_restores_started_before_them(bootstrap, names):
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    group = names.group()
+    first = _aggregate(bootstrap, topic, group, "m0")
+    first.reset_to_initial_state()
+    first.process_batch(_orders(topic, 0, 0, ["a"]))
+    first.checkpoint(1)
+    first.notify_checkpoint_complete(1)
+
+    second = _aggregate(bootstrap, topic, group, "m1")
+    second.reset(1, b"")
+    second.store.restore_async([0])
+    _restored(second)  # restored {"a": 1}, not taken yet
+    second.reset(1, b"")  # drops it
+    first.process_batch(_orders(topic, 0, 1, ["a"]))  # the partition's owner moves on meanwhile
+    first.checkpoint(2)
+    first.notify_checkpoint_complete(2)
+    assert second.process_batch(_orders(topic, 0, 2, ["a"]))[0].value == 3  # read again: {"a": 2}
+
+    third = _aggregate(bootstrap, topic, group, "m2")
+    third.reset(2, b"")
+    third.store.restore_async([0])
+    _restored(third)
+    third.store.forget([0])  # revoked before its first record
+    first.process_batch(_orders(topic, 0, 2, ["a"]))
+    first.checkpoint(3)
+    first.notify_checkpoint_complete(3)
+    assert third.process_batch(_orders(topic, 0, 3, ["a"]))[0].value == 4  # read again: {"a": 3}
+    for op in (first, second, third):
+        op.close()
