@@ -1,3 +1,4 @@
-"""Command-line tools of the control plane: ``cr-coordinator`` (``main``) and
-``crkafka status`` (``status``, with per-partition lag from the broker in ``lag``).
+"""Command-line tools of the control plane: ``cr-coordinator`` (``main``; its flags in
+``flags`` and ``checks``, the process it runs in ``serve``) and ``crkafka status``
+(``status``, with per-partition lag from the broker in ``lag``).
 """

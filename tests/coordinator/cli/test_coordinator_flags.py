@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.cli.main import _check, build_parser, limits_from_args
+from coordinator.cli.checks import _check
+from coordinator.cli.flags import build_parser, limits_from_args
 from coordinator.protocol.wire.envelope import MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.server.limits import MAX_LIMIT
 
