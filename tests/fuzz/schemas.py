@@ -74,7 +74,7 @@ def discover_handlers() -> dict[str, type]:
 
     Each service is attached to a recorder of ``add_handler`` calls; a
     constructor parameter named ``registry`` gets the shared RegistryService
-    (as coordinator/cli/main.py wires them), other parameters are not supported.
+    (as coordinator/cli/serve.py wires them), other parameters are not supported.
     """
     recorder = _HandlerRecorder()
     registry = RegistryService()

@@ -40,31 +40,16 @@ exactly the completed checkpoints' changes, and a restore needs no other bookkee
    write failed) leaves the previous pointer, which is still correct, only further back.
 5. ``reset`` / ``reset_to_initial_state``: every table is dropped and the sink's ids fenced (an
    interval not checkpointed is aborted, a base written in it too).
-6. Restore, started when the source is given the partition (after a reset's seeks, or an
-   assignment's): :meth:`PartitionedTables.restore_async` reads each partition on a restore
-   thread (:data:`RESTORE_THREADS`) while the source keeps the partition paused
-   (``cr_consumer/operator/rebalance.py``) and the member's other partitions flow; the source
-   resumes it once :meth:`PartitionedTables.restoring` no longer names it, and its first
-   record takes the restored table (:meth:`PartitionedTables.table`; a record of a partition
-   never handed over restores it there, on the process thread). The read: the partition's
-   pointer (read once per reset for every partition), then the committed change sets of its
-   changelog partition from the pointer (from the start without one) to the high watermark,
-   applied in log order; a base starts the table again. The first record read must be a base
-   at the pointer; otherwise (a changelog deleted and made again under a group's old pointers)
-   the partition is read from its start, with a warning. The region resolves every completed
-   checkpoint's transaction in the reset, before any member resumes, so the committed log
-   holds the state at the checkpoint the source replays from. A transaction still open on the
-   partition (one being resolved) holds the restore until it is decided, at most
-   :data:`OPEN_TRANSACTION_WAIT_S`. A restore has no bound on its length, only on its
-   progress: each batch read moves its deadline :data:`RESTORE_STALL_S` on, so a large
-   partition is restored however long it takes, and a changelog that stops answering fails the
-   restore; a failed restore fails the partition's first batch, and the region resets. A reset
-   abandons the restores in flight (their results are dropped; the reset's seeks start new
-   ones); a revoked partition's restore is dropped too (:meth:`PartitionedTables.forget`).
+6. Restore (``table_restore.py``): the source hands each partition it seeked to
+   :meth:`PartitionedTables.restore_async` and keeps it paused until
+   :meth:`PartitionedTables.restoring` no longer names it; the partition's first record takes the
+   restored table (:meth:`PartitionedTables.table`; a record of a partition never handed over
+   restores it there, on the process thread). A reset drops the restores in flight (step 5);
+   a revoked partition's restore is dropped (:meth:`PartitionedTables.forget`).
 
-Invariant: a table in memory (or a restore's result) was restored after the member's last reset
-and holds every record of its partition the member processed since. A partition revoked from a member that fetched
-records since its last reset resets the region (``cr_consumer/operator/rebalance.py``), which
+Invariant: a table in memory (or a restore's result) was restored after the member's last
+reset and holds every record of its partition the member processed since. A partition revoked
+from a member that fetched records since its last reset resets the region (``cr_consumer/operator/rebalance.py``), which
 drops every table; one revoked before any record was fetched has no table to keep, and its
 restore's result is forgotten. So a partition that comes back to a member, after another owner
 or not, is restored again.
@@ -76,17 +61,11 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NotRequired, TypedDict, Unpack
 
-import attrs
-
-from coordinator.kafka.committed_filter import LogRecord
-from coordinator.kafka.group_offsets import commit_offsets, read_offsets
-from coordinator.kafka.raw_batches import CommittedRead, partition_leaders, read_committed_with
+from coordinator.kafka.group_offsets import commit_offsets
+from coordinator.kafka.raw_batches import partition_leaders
 from coordinator.kafka.raw_requests import RawClient
-from coordinator.protocol.common.waiting import wait_until
 from coordinator.protocol.region.transactions import Transactions
 from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
@@ -94,61 +73,21 @@ from cr_consumer.kafka.kafka_python.changelog import ensure_changelog
 from cr_consumer.runtime.pipeline.kafka_sink import REQUEST_TIMEOUT_MS, KafkaSink
 from cr_consumer.runtime.pipeline.operators import Operator
 from cr_consumer.runtime.pipeline.records import Record
+from cr_consumer.runtime.pipeline.table_restore import RESTORE_STALL_S, Restored, TableRestores
 from cr_consumer.state.changelog import (
-    BASE_HEADER,
     MATERIALIZE_MIN_CHANGES,
     Change,
     JsonKey,
     changelog_topic,
-    decode_changes,
     encode_changes,
 )
 
 log = logging.getLogger(__name__)
 
-#: Bound on a restore's progress (step 6): each batch read moves the read's deadline this far on,
-#: so a changelog that stops answering (broker gone, partition leaderless) fails the restore, and
-#: the region resets, instead of keeping its partition paused for good; a long restore that
-#: progresses is never cut.
-RESTORE_STALL_S = 30.0
-#: Bound on waiting for a transaction still open on a partition being restored (step 6: one the
-#: region is resolving) to be decided; past it the restore fails.
-OPEN_TRANSACTION_WAIT_S = 60.0
-#: Pause between two reads of a partition whose changelog holds a transaction still open.
-RESTORE_RETRY_S = 0.1
-#: Partitions restored at once per operator (step 6): reads overlap their round trips while
-#: decoding, which holds the GIL, stays at most this many threads wide beside the process thread.
+#: Partitions restored at once per operator (``table_restore.py``): reads overlap their round
+#: trips, while decoding, which holds the GIL, stays this many threads wide beside the process
+#: thread.
 RESTORE_THREADS = 2
-#: How often a record waiting for its partition's restore (a partition never handed over to
-#: :meth:`PartitionedTables.restore_async` before its record came) checks the restore's progress.
-RESTORE_WAIT_SLICE_S = 1.0
-
-
-@attrs.frozen
-class Restored:
-    """One partition's table as read from its changelog (step 6)."""
-
-    table: dict[Any, Any]
-    #: changes on the changelog since the table's last base (step 3's count).
-    since_base: int
-    records: int
-    changes: int
-
-
-class _Generation:
-    """What the restores started since one reset share; a reset starts a new one."""
-
-    def __init__(self) -> None:
-        #: Set by the reset (or close) that ends this generation: its restores stop at their next batch.
-        self.cancelled = threading.Event()
-        self.pointers: dict[int, int | None] | None = None  # step 6's, read once
-        self.pointers_lock = threading.Lock()
-        #: monotonic time of the last batch any of this generation's restores read.
-        self.progress_at = time.monotonic()
-
-
-class RestoreCancelled(Exception):
-    """A restore of a generation a reset has ended (its result would be dropped)."""
 
 
 class TablesArgs(TypedDict):
@@ -213,14 +152,15 @@ class PartitionedTables:
         #: (checkpoint, {partition: base's first offset}) to become pointers once committed (step 4).
         self._pointers: list[tuple[int, dict[int, int]]] = []
         self._pointers_lock = threading.Lock()  # step 4 runs on the control thread
-        #: Step 6's restores: the current generation and, per partition, its restore in flight or
-        #: done and not yet taken by the partition's first record. Guarded by ``_restores_lock``:
-        #: the source's threads start and forget restores, the process thread takes them, a reset
-        #: (the control thread) drops them.
-        self._generation = _Generation()
-        self._restores: dict[int, Future[Restored]] = {}
-        self._restores_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(RESTORE_THREADS, thread_name_prefix=f"{owner}-restore")
+        #: Step 6's restores in flight or done and not yet taken (``table_restore.py``).
+        self._restores = TableRestores(
+            owner,
+            self.changelog,
+            self._settings,
+            partitions=self._ensure,
+            threads=RESTORE_THREADS,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+        )
         self.restored_records = 0
         self.restored_changes = 0
         self.bases_written = 0
@@ -253,7 +193,7 @@ class PartitionedTables:
                 self._write_base(partition, due)
                 table = due
             else:
-                table = self._install(partition, self._take_restore(partition))
+                table = self._install(partition, self._restores.take(partition))
             self.tables[partition] = table
         return table
 
@@ -261,45 +201,15 @@ class PartitionedTables:
     def restore_async(self, partitions: Collection[int]) -> None:
         """Start restoring ``partitions`` on the restore threads; returns at once. A partition in
         memory, or with a restore started since the last reset, is left as it is."""
-        with self._restores_lock:
-            generation = self._generation
-            for partition in partitions:
-                if partition in self._restores or partition in self.tables or partition in self._due:
-                    continue
-                self._restores[partition] = self._pool.submit(self._restore, partition, generation)
+        self._restores.start(p for p in partitions if p not in self.tables and p not in self._due)
 
     def restoring(self) -> set[int]:
         """The partitions whose restore is started and not finished (done or failed)."""
-        with self._restores_lock:
-            return {partition for partition, restore in self._restores.items() if not restore.done()}
+        return self._restores.restoring()
 
     def forget(self, partitions: Collection[int]) -> None:
         """Drop the restores of ``partitions`` (revoked: the next owner writes their changelog)."""
-        with self._restores_lock:
-            for partition in partitions:
-                restore = self._restores.pop(partition, None)
-                if restore is not None:
-                    restore.cancel()
-
-    def _take_restore(self, partition: int) -> Restored:
-        """The partition's restore's result, waited for while it progresses; started here
-        (on the calling thread's behalf) if the source never handed the partition over."""
-        with self._restores_lock:
-            generation = self._generation
-            restore = self._restores.pop(partition, None)
-        if restore is None:
-            return self._restore(partition, generation)
-        while True:
-            try:
-                return restore.result(timeout=RESTORE_WAIT_SLICE_S)
-            except FutureTimeout:
-                stalled = time.monotonic() - generation.progress_at
-                if stalled > RESTORE_STALL_S + OPEN_TRANSACTION_WAIT_S:
-                    restore.cancel()
-                    raise TimeoutError(
-                        f"operator {self.owner!r}: the restore of {self.changelog}[{partition}] made no"
-                        f" progress for {stalled:.0f} s"
-                    ) from None
+        self._restores.forget(partitions)
 
     def _install(self, partition: int, restored: Restored) -> dict[Any, Any]:
         self._since_base[partition] = restored.since_base
@@ -363,11 +273,7 @@ class PartitionedTables:
         self._sink.reset_to_initial_state(attempt)
 
     def close(self) -> None:
-        """Stop the restores (each at its next batch, so the wait is one request's bound at most),
-        then close the sink."""
-        with self._restores_lock:
-            self._generation.cancelled.set()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._restores.close()
         self._sink.close()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -379,12 +285,7 @@ class PartitionedTables:
         self._position = {}
         self._due = {}
         self._bases_written = set()
-        with self._restores_lock:
-            self._generation.cancelled.set()
-            self._generation = _Generation()
-            for restore in self._restores.values():
-                restore.cancel()
-            self._restores = {}
+        self._restores.drop()
         with self._pointers_lock:
             self._pointers = []
 
@@ -439,84 +340,6 @@ class PartitionedTables:
             )
         else:
             log.info("operator %r: %s: pointers %s", self.owner, self.changelog, offsets)
-
-    def _pointer(self, partition: int, generation: _Generation) -> int | None:
-        with generation.pointers_lock:
-            if generation.pointers is None:
-                generation.pointers = read_offsets(
-                    self._settings, self.changelog, self.changelog, range(self._ensure()), timeout_ms=REQUEST_TIMEOUT_MS
-                )
-            return generation.pointers.get(partition)
-
-    def _restore(self, partition: int, generation: _Generation) -> Restored:
-        """Step 6's read of one input partition (a restore thread, or the process thread)."""
-        self._ensure()
-        t0 = time.monotonic()
-        pointer = self._pointer(partition, generation)
-        read = self._read(partition, pointer or 0, generation)
-        if pointer and not (read.records and read.records[0].offset == pointer and _is_base(read.records[0])):
-            log.warning(
-                "operator %r: %s[%d]: the pointer %d names no base; reading the partition from its start",
-                self.owner,
-                self.changelog,
-                partition,
-                pointer,
-            )
-            read = self._read(partition, 0, generation)
-        table: dict[Any, Any] = {}
-        changes = since_base = 0
-        base_seq: int | None = None  # the base being read, None after any other change set
-        for stored in read.records:
-            change_set = decode_changes(
-                partition, stored.offset, stored.key, stored.value, stored.headers, topic=self.changelog
-            )
-            if change_set.base and change_set.seq != base_seq:
-                table.clear()
-                since_base = 0
-            base_seq = change_set.seq if change_set.base else None
-            for key, _, state in change_set.changes:
-                if state is None:
-                    table.pop(key, None)
-                else:
-                    table[key] = state
-            changes += len(change_set.changes)
-            if not change_set.base:
-                since_base += len(change_set.changes)
-        log.info(
-            "operator %r: restored %s[%d] from %d: %d keys from %d changes in %d records in %.3f s",
-            self.owner,
-            self.changelog,
-            partition,
-            pointer or 0,
-            len(table),
-            changes,
-            len(read.records),
-            time.monotonic() - t0,
-        )
-        return Restored(table, since_base, len(read.records), changes)
-
-    def _read(self, partition: int, start: int, generation: _Generation) -> CommittedRead:
-        def progressed(client: RawClient) -> None:
-            if generation.cancelled.is_set():
-                raise RestoreCancelled(f"{self.changelog}[{partition}]: the restore's reset generation ended")
-            generation.progress_at = time.monotonic()
-            client.deadline = generation.progress_at + RESTORE_STALL_S
-
-        def decided() -> CommittedRead | None:
-            with RawClient(self._settings, time.monotonic() + RESTORE_STALL_S) as client:
-                read = read_committed_with(client, self.changelog, partition, start, on_batch=progressed)
-            return None if read.open_transactions else read
-
-        return wait_until(
-            decided,
-            OPEN_TRANSACTION_WAIT_S,
-            f"{self.changelog}[{partition}] without open transactions (operator {self.owner!r}'s restore)",
-            interval=RESTORE_RETRY_S,
-        )
-
-
-def _is_base(record: LogRecord) -> bool:
-    return any(name == BASE_HEADER for name, _ in record.headers)
 
 
 class PartitionedOperator(Operator):
@@ -591,10 +414,9 @@ def _partition_count(settings: Mapping[str, Any], topic: str) -> int:
 
 
 __all__ = [
-    "RESTORE_STALL_S",
+    "RESTORE_THREADS",
     "PartitionedOperator",
     "PartitionedTables",
-    "Restored",
     "TableRestorer",
     "TablesArgs",
     "table_restorer",
