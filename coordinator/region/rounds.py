@@ -1,7 +1,6 @@
-"""Running a region's rounds: the steps the checkpoint cycle
-(``coordinator/region/cycle.py``) and the reset round
-(``coordinator/region/reset.py``) return, applied to the region in the order
-each step states (no I/O but the core's callbacks; the loop thread only).
+"""A region's rounds, run: the steps the checkpoint cycle and the reset round
+return, applied to the region in the order each step states (no I/O but the
+core's callbacks; the loop thread only).
 
 :class:`RegionRounds` is the base of :class:`~coordinator.region.machine.RegionCore`,
 which decides what each input does; this class holds what every round step
