@@ -1,6 +1,6 @@
 """The region controller: the consistent region's drain / checkpoint / reset cycle as
 one state machine without I/O (``machine``: the phases, their transitions, what each
-input does; ``rounds``: the region's parts and how a round's steps reach them), the checkpoint cycle (``cycle``), the reset round (``reset``), who is in
+input does), the checkpoint cycle (``cycle``), the reset round (``reset``), who is in
 the region (``membership``), the consistent checkpoints (``checkpoints``) and the
 fence they pass (``continuity``), when the region may act (``timing``: the drain grid,
 the pacing around rebalances, the backoff), its data (``model``), events (``events``), durable

@@ -2,8 +2,7 @@
 completes (no I/O, the loop thread only). :class:`CycleDrive` is owned by
 :class:`~coordinator.region.machine.RegionCore`, which owns the phase, the
 awaited members and the deadline, and does the I/O: it applies the steps this
-module returns (``coordinator/region/rounds.py``: persist, transition, send, in
-that order where a step says so).
+module returns (persist, transition, send, in that order where a step says so).
 
 The cycle (periodic: at a fixed rate, a drain every ``period_s`` after the
 previous drain's start, at least a tenth of the period after a RESUME,

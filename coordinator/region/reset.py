@@ -2,7 +2,7 @@
 ends (no I/O, the loop thread only). :class:`ResetDrive` is owned by
 :class:`~coordinator.region.machine.RegionCore`, which owns the phase, the
 awaited members and the deadline, and does the I/O: it applies the steps this
-module returns (``coordinator/region/rounds.py``). The hold after a repeated failure is
+module returns. The hold after a repeated failure is
 ``coordinator/region/timing.py`` (`ResetHold`, owned here); the pacing of the
 checkpoint after a round is there too.
 
