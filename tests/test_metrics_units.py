@@ -11,7 +11,7 @@ import pytest
 
 from coordinator.protocol.region.replies import RegionPhase
 from coordinator.protocol.wire.status import StoreStats
-from coordinator.server.http import CoordinatorMetrics, RegionSample
+from coordinator.server.metrics import CoordinatorMetrics, RegionSample
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.runtime.member.process import Member
 from cr_consumer.runtime.member.setup import MemberSettings

@@ -79,7 +79,7 @@ from coordinator.region.machine import RegionCore
 from coordinator.region.txn_client import TxnClientConfig
 from coordinator.region.txn_worker import TxnWorker, entry_resolver
 from coordinator.server.api import Request, ServerApi, Service, Timer
-from coordinator.server.http import CoordinatorMetrics, RegionMetrics, RegionSample
+from coordinator.server.metrics import CoordinatorMetrics, RegionMetrics, RegionSample
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from coordinator.protocol.wire.status import CoordinatorStatus, LeaderInfo, Load
 from coordinator.server.limits import LimitCounter, Limits
 
 if TYPE_CHECKING:
-    from coordinator.server.http import CoordinatorMetrics
+    from coordinator.server.metrics import CoordinatorMetrics
 
 _T = TypeVar("_T")  # the result of a call run on the loop thread
 

@@ -81,7 +81,7 @@ _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPT_FAILED
 
 
 class ConnectionMetrics(Protocol):
-    """What the limiter updates (coordinator.server.http.CoordinatorMetrics)."""
+    """What the limiter updates (coordinator.server.metrics.CoordinatorMetrics)."""
 
     def set_connections(self, open_now: int, limit: int) -> None: ...
 

@@ -53,7 +53,7 @@ from coordinator.protocol.wire.errors import (
 from coordinator.protocol.wire.protocol import MessageClass
 from coordinator.server.api import DEFERRED, Handler, M, Request, Route, route
 from coordinator.server.group_commit import GroupCommit
-from coordinator.server.http import CoordinatorMetrics
+from coordinator.server.metrics import CoordinatorMetrics
 
 log = logging.getLogger(__name__)
 

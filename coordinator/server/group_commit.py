@@ -51,7 +51,7 @@ import zmq
 from coordinator.protocol.wire import envelope
 from coordinator.protocol.wire.errors import CoordinatorError, ErrorCode, NotLeader
 from coordinator.server.api import Request, ServerStore
-from coordinator.server.http import CoordinatorMetrics
+from coordinator.server.metrics import CoordinatorMetrics
 
 log = logging.getLogger(__name__)
 

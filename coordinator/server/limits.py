@@ -25,7 +25,7 @@ import attrs
 from coordinator.protocol.wire.errors import LimitExceeded
 
 if TYPE_CHECKING:
-    from coordinator.server.http import CoordinatorMetrics
+    from coordinator.server.metrics import CoordinatorMetrics
 
 
 #: Largest value of any limit. Nothing a coordinator holds comes near it (2**40

@@ -87,8 +87,8 @@ from coordinator.server.builtin import BuiltinService
 from coordinator.server.connections import ConnectionLimiter, ConnectionLimits, configure_socket
 from coordinator.server.dispatch import Dispatcher
 from coordinator.server.group_commit import GroupCommit
-from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import LimitCounter, Limits
+from coordinator.server.metrics import CoordinatorMetrics
 from coordinator.server.scheduler import LoopScheduler, Periodic, guarded
 
 log = logging.getLogger(__name__)

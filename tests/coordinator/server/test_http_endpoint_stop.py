@@ -8,8 +8,9 @@ from __future__ import annotations
 import socket
 import threading
 
-from coordinator.server.http import CoordinatorMetrics, HttpEndpoint, parse_host_port
+from coordinator.server.http import HttpEndpoint, parse_host_port
 from coordinator.server.loop import CoordinatorServer
+from coordinator.server.metrics import CoordinatorMetrics
 from coordinator.store.state_store import StateStore
 
 

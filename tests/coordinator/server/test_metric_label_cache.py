@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
-from coordinator.server.http import MAX_CACHED_LABELS, CoordinatorMetrics, LabelCache
+from coordinator.server.metrics import MAX_CACHED_LABELS, CoordinatorMetrics, LabelCache
 
 from support.metrics import samples
 

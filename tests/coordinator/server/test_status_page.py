@@ -211,7 +211,7 @@ def test_not_ready_and_unhealthy_before_the_loop_runs(tmp_path):
 
 
 def _metrics():
-    from coordinator.server.http import CoordinatorMetrics
+    from coordinator.server.metrics import CoordinatorMetrics
 
     return CoordinatorMetrics()
 
