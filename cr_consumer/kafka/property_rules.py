@@ -45,8 +45,8 @@ Every refusal is a :class:`PropertyError` naming the property (``key``; None
 for a rule across properties); the owners turn it into their own error.
 
 :func:`check_producer_properties`, the Kafka sink's check of its producer
-properties (kafka-python's producer: the only client the sink uses), rules 1 and
-4 as above against the producer's settings, then:
+properties, rules 1 and 4 as above (4 against kafka-python's producer settings,
+for a kafka-python producer), then:
 
 9. a name the sink sets itself (:data:`PRODUCER_NEVER_SET`: the transactional
    id, which the sink derives per interval, and the serialisers, which the sink
@@ -62,7 +62,7 @@ from collections.abc import Collection, Mapping
 
 from cr_consumer.kafka.assignors import KEY as STRATEGY_KEY
 from cr_consumer.kafka.assignors import parse_strategy
-from cr_consumer.kafka.client import ClientConfigError, ClientKind
+from cr_consumer.kafka.client import DEFAULT_CLIENT, ClientConfigError, ClientKind
 
 
 class PropertyError(ClientConfigError):
@@ -297,18 +297,20 @@ PRODUCER_GUARANTEES: Mapping[str, tuple[tuple[object, ...], str]] = {
 }
 
 
-def check_producer_properties(properties: Mapping[str, object]) -> None:
-    """Rules 1, 4 and 9-11 of the module docstring for the Kafka sink's producer properties."""
-    from cr_consumer.kafka.kafka_python.producer import PRODUCER_SETTINGS, producer_name  # lazily: kafka is heavy
-
+def check_producer_properties(properties: Mapping[str, object], client: ClientKind = DEFAULT_CLIENT) -> None:
+    """Rules 1, 4 and 9-11 of the module docstring for the Kafka sink's producer properties
+    (rule 4 only for a kafka-python producer: librdkafka checks its names when it is built)."""
     for name, value in properties.items():
         key = _check_dotted(name, "linger.ms")
         if key in PRODUCER_NEVER_SET:
             raise PropertyError(key, f"Kafka property {key!r} cannot be set on a Kafka sink: {PRODUCER_NEVER_SET[key]}")
         if key in JVM_ONLY:
             raise PropertyError(key, f"Kafka property {key!r} is a Java client setting; use {JVM_ONLY[key]}")
-        if producer_name(key) not in PRODUCER_SETTINGS:
-            raise PropertyError(key, f"unknown producer property {key!r} (not a kafka-python producer setting)")
+        if client is ClientKind.KAFKA_PYTHON:
+            from cr_consumer.kafka.kafka_python.producer import PRODUCER_SETTINGS, producer_name  # lazily: heavy
+
+            if producer_name(key) not in PRODUCER_SETTINGS:
+                raise PropertyError(key, f"unknown producer property {key!r} (not a kafka-python producer setting)")
         if key in PRODUCER_GUARANTEES:
             accepted, reason = PRODUCER_GUARANTEES[key]
             if (isinstance(value, bool) and value is not True) or value not in accepted:

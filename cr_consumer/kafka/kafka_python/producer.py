@@ -1,8 +1,9 @@
-"""kafka-python's transactional producer as the Kafka sink uses it, every call bounded.
+"""kafka-python's transactional producer as the Kafka sink uses it, every call bounded
+(``cr_consumer/kafka/producer.py``: the seam; ``TransactionalWriter``).
 
-kafka-python is the sink's client because it is the only one that exposes the producer id and
-epoch another process needs to end the sink's transaction (``transactions.end_prepared``);
-librdkafka has no public call for them and no way to resume a prepared transaction.
+kafka-python keeps the producer id and epoch another process needs to end the sink's
+transaction (``transactions.end_prepared``) in its transaction manager, where ``prepared``
+reads them.
 
 1. :func:`producer_config`: kafka-python keyword arguments from dotted properties (checked
    before by ``property_rules.check_producer_properties``), with the transactional id, acks all,
@@ -40,7 +41,6 @@ from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
-import attrs
 from kafka import KafkaProducer
 from kafka.producer.future import FutureRecordMetadata
 
@@ -48,6 +48,7 @@ from coordinator.kafka.bounded_producer import end_transaction, force_close
 from coordinator.kafka.raw_requests import TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
+from cr_consumer.kafka.producer import SendOutcome
 
 #: Sends of the open transaction that may be unanswered before ``bound`` waits: kafka-python 3
 #: has no ``buffer.memory``, so without it the sink's producer would take records as fast as
@@ -90,20 +91,6 @@ _EXCEPTION = attrgetter("exception")
 _VALUE = attrgetter("value")
 _TOPIC_PARTITION = attrgetter("topic_partition")
 _OFFSET = attrgetter("offset")
-
-
-@attrs.frozen
-class SendOutcome:
-    """The open transaction's sends as step 3 reads them after a flush."""
-
-    #: Records sent into the transaction.
-    sent: int
-    #: Sends with no answer yet (none after a flush that returned).
-    unanswered: int
-    #: The first failed send's error, if any send failed.
-    error: BaseException | None
-    #: Each partition written with its first record's offset, sorted.
-    partitions: tuple[TxnPartition, ...]
 
 
 def _read(sent: list[FutureRecordMetadata]) -> SendOutcome:
@@ -226,7 +213,6 @@ class TransactionalProducer:
 
 __all__ = [
     "PRODUCER_SETTINGS",
-    "SendOutcome",
     "TransactionalProducer",
     "producer_config",
     "producer_default",

@@ -60,12 +60,8 @@ def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     """librdkafka settings for ``properties`` (see the module docstring)."""
     cfg: dict[str, object] = {}
     for key, value in properties.items():
-        if key in CONSUMED:
-            continue
-        if key == "ssl.check.hostname":
-            cfg["ssl.endpoint.identification.algorithm"] = "https" if value in (True, "true", "True", 1) else "none"
-            continue
-        cfg[RENAMED.get(key, key)] = value
+        if key not in CONSUMED:
+            cfg.update(_mapped(key, value, RENAMED))
     if "partition.assignment.strategy" in cfg:
         cfg["partition.assignment.strategy"] = str(parse_strategy(cfg["partition.assignment.strategy"]))
     if "metadata.max.age.ms" in cfg:
@@ -76,4 +72,43 @@ def librdkafka_config(properties: Mapping[str, object]) -> dict[str, object]:
     return cfg
 
 
-__all__ = ["CONSUMED", "DEFAULTS", "RENAMED", "librdkafka_config"]
+#: The producer's renames: the consumer's but ``request.timeout.ms``, a librdkafka producer setting
+#: of that name (a produce request's bound).
+PRODUCER_RENAMED: Mapping[str, str] = {k: v for k, v in RENAMED.items() if k != "request.timeout.ms"}
+#: Settings the producer adapter uses itself (``librdkafka/producer.py``): ``max.block.ms`` bounds
+#: ``init_transactions`` and a send's wait for room in a full queue, as it does kafka-python's.
+PRODUCER_CONSUMED = frozenset({"max.block.ms"})
+#: The producer's settings unless given: the partitioner is the Java client's and kafka-python's
+#: (murmur2 of the key; librdkafka's own default hashes with CRC32), so a keyed record goes to
+#: the same partition whichever client writes it (partition-scoped state needs its input
+#: partitioned by its key).
+PRODUCER_DEFAULTS: Mapping[str, object] = {"partitioner": "murmur2_random"}
+
+
+def librdkafka_producer_config(properties: Mapping[str, object]) -> dict[str, object]:
+    """librdkafka producer settings for ``properties`` (checked before:
+    ``property_rules.check_producer_properties``)."""
+    cfg: dict[str, object] = {}
+    for key, value in properties.items():
+        if key not in PRODUCER_CONSUMED:
+            cfg.update(_mapped(key, value, PRODUCER_RENAMED))
+    for key, value in PRODUCER_DEFAULTS.items():
+        cfg.setdefault(key, value)
+    return cfg
+
+
+def _mapped(key: str, value: object, renamed: Mapping[str, str]) -> dict[str, object]:
+    if key == "ssl.check.hostname":
+        return {"ssl.endpoint.identification.algorithm": "https" if value in (True, "true", "True", 1) else "none"}
+    return {renamed.get(key, key): value}
+
+
+__all__ = [
+    "CONSUMED",
+    "DEFAULTS",
+    "PRODUCER_CONSUMED",
+    "PRODUCER_DEFAULTS",
+    "RENAMED",
+    "librdkafka_config",
+    "librdkafka_producer_config",
+]

@@ -131,6 +131,7 @@ class Member:
             output_dir=s.output_dir,
             state_dir=s.state_dir,
             region_index=s.region_index,
+            kafka_client=s.kafka_client,
             # arg-type: PipelineContext.params promises str values, but
             # --param gives an int for an integer string (parse_pairs)
             params=dict(s.params),  # type: ignore[arg-type]

@@ -4,10 +4,11 @@ committed once the region completed the checkpoint.
 The protocol the sink takes part in (what it reports, who ends its transactions, when) is
 ``coordinator/protocol/region/transactions.py``; this docstring says what the sink does.
 
-The client is kafka-python's transactional ``KafkaProducer``
-(``cr_consumer/kafka/kafka_python/producer.py``): it is the only Python client that exposes the
-producer id and epoch another process needs to end the sink's transaction when the sink's
-member is gone; librdkafka has no call for them and no way to resume a prepared transaction.
+The producer is either client's transactional producer (``cr_consumer/kafka/producer.py``, the
+seam; ``client``: kafka-python by default, librdkafka about ten times faster, BENCHMARKS.md):
+each gives the producer id and epoch another process needs to end the sink's transaction when
+the sink's member is gone (kafka-python from its transaction manager, librdkafka read back from
+the transaction's first batch).
 
 Transactional ids: two per sink, ``crkafka-<group>-<member>-<sink name>-0`` and ``-1``. An
 interval writes with one; after a checkpoint that prepared a transaction the next interval
@@ -76,12 +77,10 @@ from coordinator.kafka.transactions import resolve
 from coordinator.protocol.region.transactions import PreparedTxn, Resolve, Transactions, check_bootstrap
 from coordinator.protocol.wire import fields
 from coordinator.protocol.wire.errors import Invalid
+from cr_consumer.kafka.client import DEFAULT_CLIENT, ClientKind
+from cr_consumer.kafka.factory import make_transactional_producer
 from cr_consumer.kafka.kafka_python.admin import admin_settings
-from cr_consumer.kafka.kafka_python.producer import (
-    SendOutcome,
-    TransactionalProducer,
-    producer_config,
-)
+from cr_consumer.kafka.producer import SendOutcome, TransactionalWriter
 from cr_consumer.kafka.property_rules import check_producer_properties, int_property
 from cr_consumer.runtime import fault_points
 from cr_consumer.runtime.pipeline.operators import Operator
@@ -176,7 +175,7 @@ class _Open:
     """The open interval's transaction (step 1), under the sink's lock."""
 
     index: int
-    producer: TransactionalProducer
+    producer: TransactionalWriter
 
 
 class KafkaSink(Operator):
@@ -194,14 +193,20 @@ class KafkaSink(Operator):
         name: str | None = None,
         kafka: Mapping[str, object] | None = None,
         partition_of: Callable[[Any], int | None] | None = None,
+        client: ClientKind | str = DEFAULT_CLIENT,
     ) -> None:
         super().__init__(name or f"{self.kind}-{topic}")
         try:
             fields.check_name(topic, "Kafka sink: topic")
+            self.client = ClientKind(client)
         except Invalid as exc:
             raise ValueError(str(exc)) from None
+        except ValueError:
+            raise ValueError(
+                f"Kafka sink: unknown client {client!r} (one of {', '.join(k.value for k in ClientKind)})"
+            ) from None
         properties = dict(kafka or {})
-        check_producer_properties(properties)
+        check_producer_properties(properties, self.client)
         self.topic = topic
         self.member = member
         self.ids = transactional_ids(group, member, self.name)
@@ -221,7 +226,7 @@ class KafkaSink(Operator):
         # Shared: the process thread opens and writes the interval, the control thread flushes,
         # records, commits and resets.
         self._lock = threading.Lock()
-        self._producers: dict[int, TransactionalProducer] = {}
+        self._producers: dict[int, TransactionalWriter] = {}
         self._open: _Open | None = None
         self._next = 0  # the id index of the next interval
         self._prepared: list[tuple[int, int, PreparedTxn]] = []  # (seq, id index, txn), not committed yet
@@ -275,8 +280,12 @@ class KafkaSink(Operator):
             )
         producer = self._producers.get(index)
         if producer is None:
-            config = producer_config(self._bootstrap, self._properties, self.ids[index], PRODUCER_DEFAULTS)
-            producer = self._producers[index] = TransactionalProducer(config)
+            properties = {**PRODUCER_DEFAULTS, **self._properties}
+            producer = make_transactional_producer(
+                self.client, self._bootstrap, properties, self.ids[index], self._settings
+            )
+            self._producers[index] = producer
+            log.info("Kafka sink %r: %s producer for %s started", self.name, self.client.value, self.ids[index])
         producer.begin()
         self._open = _Open(index, producer)
         return self._open

@@ -96,6 +96,9 @@ class PipelineContext:
     state_dir: Path = attrs.field(converter=Path)
     region_index: int = 0
     params: Mapping[str, str] = attrs.field(factory=dict)
+    #: The member's Kafka client (``--kafka-client``), the Kafka sinks' unless they name one; None:
+    #: the project's default.
+    kafka_client: str | None = None
 
     def param(self, name: str, default: str | None = None) -> str:
         """A ``--param NAME=VALUE`` of the run; a missing required one is a clear error."""
@@ -116,9 +119,12 @@ class PipelineContext:
         name: str | None = None,
         kafka: Mapping[str, object] | None = None,
         partition_of: Callable[[Any], int | None] | None = None,
+        client: str | None = None,
     ) -> KafkaSink:
         """An exactly-once sink to ``topic`` on the member's cluster (``kafka``: producer properties
-        by dotted name; ``partition_of(record)``: the output partition, None for the partitioner's)."""
+        by dotted name; ``partition_of(record)``: the output partition, None for the partitioner's;
+        ``client``: ``kafka-python`` or ``librdkafka``, else the member's client)."""
+        from cr_consumer.kafka.client import DEFAULT_CLIENT
         from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink  # lazily: kafka is heavy
 
         return KafkaSink(
@@ -129,6 +135,7 @@ class PipelineContext:
             name=name,
             kafka=kafka,
             partition_of=partition_of,
+            client=client or self.kafka_client or DEFAULT_CLIENT,
         )
 
     def partitioned_aggregate(

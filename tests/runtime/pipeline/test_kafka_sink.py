@@ -35,12 +35,18 @@ def _values(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes | Non
     return [r.value for p in range(partitions) for r in _read(bootstrap, topic, p).records]
 
 
-@pytest.fixture
-def sink_factory(bootstrap):
+@pytest.fixture(params=["kafka-python", "librdkafka"])
+def sink_factory(bootstrap, request):
+    """Sinks on either client's producer: every test of the protocol runs with both."""
     made: list[KafkaSink] = []
 
     def make(topic: str, **kwargs: object) -> KafkaSink:
-        options: dict[str, object] = {"bootstrap": bootstrap, "group": unique_name("g"), "member": "member-0"}
+        options: dict[str, object] = {
+            "bootstrap": bootstrap,
+            "group": unique_name("g"),
+            "member": "member-0",
+            "client": request.param,
+        }
         options.update(kwargs)
         sink = KafkaSink(topic, **options)  # type: ignore[arg-type]
         made.append(sink)

@@ -1,0 +1,197 @@
+"""librdkafka's transactional producer (confluent-kafka) as the Kafka sink uses it, every call
+bounded (``cr_consumer/kafka/producer.py``: the seam, ``TransactionalWriter``).
+
+librdkafka writes a transaction's records about ten times faster than kafka-python here
+(BENCHMARKS.md), but has no call for the producer id and epoch another process needs to end
+the transaction when this one is gone. They are in every record batch the producer writes, so
+``prepared`` reads them back from the log: one Fetch of the batch at the transaction's first
+offset in one of its partitions (``coordinator/kafka/raw_batches.py``), once per producer.
+Invariant that makes once enough: a producer's id and epoch change only at its
+``init_transactions`` (at its construction) or when librdkafka bumps the epoch after an abortable
+error, and any error fails the sink's interval, after which the reset closes the producer.
+
+1. Construction: ``Producer`` with the checked properties mapped to librdkafka's names
+   (``properties.librdkafka_producer_config``; librdkafka refuses a name it does not know
+   here), the transactional id, idempotence and ``acks=all``; then ``init_transactions``
+   bounded by ``max.block.ms``; a producer that fails it is closed.
+2. ``send``: ``produce`` with a delivery callback (served by ``poll`` and ``flush`` on the
+   calling thread): it keeps the first failure and each partition's first offset (an idempotent
+   producer delivers a partition's records in order). A full local queue (``BufferError``) is
+   polled for room, at most ``max.block.ms``; ``bound`` serves the callbacks waiting.
+3. ``flush`` (bounded; ``TimeoutError`` naming the records left); ``outcome``; ``prepared``.
+4. ``commit`` / ``abort``: librdkafka's own, bounded; a refusal or a timeout is
+   ``TransactionEndError``.
+5. ``close``: the queued and in-flight records purged, then a flush bounded by the timeout (it
+   returns at once after the purge) before the producer is dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from coordinator.kafka.raw_batches import PartitionReader, RawReadError
+from coordinator.kafka.raw_requests import RawClient, TransactionEndError
+from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
+from cr_consumer.kafka.librdkafka.properties import librdkafka_producer_config
+from cr_consumer.kafka.producer import SendOutcome
+
+#: ``max.block.ms`` unless given (kafka-python's default): step 1's and step 2's bound.
+DEFAULT_MAX_BLOCK_MS = 60_000
+#: Pause between two polls for room in a full local queue (step 2).
+ROOM_POLL_S = 0.005
+#: Bound of reading the producer id and epoch back (step 3): one Fetch and its metadata.
+IDS_READ_TIMEOUT_S = 30.0
+
+
+class LibrdkafkaTransactionalProducer:
+    """Steps 1-5 of the module docstring; ``settings`` are the raw client's (bootstrap,
+    security), for reading the producer id and epoch back."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        properties: Mapping[str, object],
+        transactional_id: str,
+        settings: Mapping[str, Any],
+    ) -> None:
+        cfg = librdkafka_producer_config(properties)
+        cfg.update(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+            }
+        )
+        self.transactional_id = transactional_id
+        self._block_s = int(str(properties.get("max.block.ms", DEFAULT_MAX_BLOCK_MS))) / 1000
+        self._settings = settings
+        self._ids: tuple[int, int] | None = None  # (producer id, epoch), read once (step 3)
+        self._sent = 0
+        self._delivered = 0
+        self._failed = 0
+        self._error: BaseException | None = None
+        self._first: dict[tuple[str, int], int] = {}
+        try:
+            self._producer = Producer(cfg)
+        except KafkaException as exc:
+            raise ValueError(f"Kafka sink: librdkafka refuses the producer settings: {exc}") from None
+        try:
+            self._producer.init_transactions(self._block_s)
+        except BaseException:
+            self.close(0.0)
+            raise
+
+    def begin(self) -> None:
+        self._producer.begin_transaction()
+        self._sent = self._delivered = self._failed = 0
+        self._error = None
+        self._first = {}
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+    ) -> None:
+        """Step 2."""
+        produce = self._producer.produce
+        # confluent-kafka's parameter is a list of (str, str | bytes | None): the same pairs
+        sent_headers = cast("list[tuple[str, str | bytes | None]]", headers)
+        deadline = 0.0
+        while True:
+            try:
+                if partition is None:
+                    produce(topic, value, key, headers=sent_headers, on_delivery=self._on_delivery)
+                else:
+                    produce(topic, value, key, partition, headers=sent_headers, on_delivery=self._on_delivery)
+                break
+            except BufferError:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self._block_s
+                elif now > deadline:
+                    raise TimeoutError(
+                        f"{self.transactional_id}: the producer's queue stayed full for {self._block_s:g}s"
+                    ) from None
+                self._producer.poll(ROOM_POLL_S)
+        self._sent += 1
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._failed += 1
+            if self._error is None:
+                self._error = KafkaException(error)
+            return
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if topic is None or partition is None or offset is None:
+            self._failed += 1
+            if self._error is None:
+                self._error = RuntimeError(f"{self.transactional_id}: a delivery report without its position")
+            return
+        self._delivered += 1
+        self._first.setdefault((topic, partition), offset)
+
+    def bound(self, timeout_s: float) -> None:
+        """Step 2: serve the delivery callbacks waiting (the queue's bound is librdkafka's own)."""
+        self._producer.poll(0)
+
+    def outcome(self) -> SendOutcome:
+        unanswered = self._sent - self._delivered - self._failed
+        partitions: tuple[TxnPartition, ...] = ()
+        if self._error is None and unanswered == 0:
+            partitions = tuple(TxnPartition(t, p, o) for (t, p), o in sorted(self._first.items()))
+        return SendOutcome(self._sent, unanswered, self._error, partitions)
+
+    def flush(self, timeout_s: float) -> None:
+        left = self._producer.flush(timeout_s)
+        if left:
+            raise TimeoutError(f"{self.transactional_id}: {left} records unacknowledged after {timeout_s:g}s")
+
+    def prepared(self, partitions: tuple[TxnPartition, ...]) -> PreparedTxn:
+        """Step 3 (``partitions``: the outcome's, at least one: a transaction with records)."""
+        if self._ids is None:
+            self._ids = self._read_ids(partitions[0])
+        producer_id, epoch = self._ids
+        return PreparedTxn(self.transactional_id, producer_id, epoch, partitions)
+
+    def _read_ids(self, where: TxnPartition) -> tuple[int, int]:
+        with RawClient(self._settings, time.monotonic() + IDS_READ_TIMEOUT_S) as client:
+            batches, _ = PartitionReader(client, where.topic, where.partition, with_records=False).fetch(
+                where.first_offset
+            )
+        batch = next((b for b in batches if b.base_offset <= where.first_offset <= b.last_offset), None)
+        if batch is None or not batch.transactional:
+            raise RawReadError(
+                f"{self.transactional_id}: no transactional batch at {where.topic}[{where.partition}]@"
+                f"{where.first_offset} to read the producer id and epoch from"
+            )
+        return batch.producer_id, batch.producer_epoch
+
+    def commit(self, timeout_s: float, what: str) -> None:
+        """Step 4."""
+        try:
+            self._producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise TransactionEndError(f"{what}: the commit failed: {exc}") from None
+
+    def abort(self, timeout_s: float, what: str) -> None:
+        """Step 4's abort of the producer's own open transaction."""
+        try:
+            self._producer.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            raise TransactionEndError(f"{what}: the abort failed: {exc}") from None
+
+    def close(self, timeout_s: float) -> None:
+        """Step 5."""
+        self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+        self._producer.flush(max(timeout_s, 0.0))
+
+
+__all__ = ["LibrdkafkaTransactionalProducer"]
