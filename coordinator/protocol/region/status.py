@@ -24,9 +24,8 @@ docs/protocol.md has the reply's JSON keys.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -39,17 +38,22 @@ from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
     MAX_CONTRIBUTORS,
     MAX_INT,
+    JsonValue,
+    check_json,
     check_name,
+    decode_list,
+    decode_map,
+    decode_names,
+    decode_part,
     opt_int,
+    opt_number,
     opt_text,
     req_enum,
     req_int,
+    req_number,
     req_object,
     req_str,
-    safe_text,
 )
-
-T = TypeVar("T")
 
 #: Most regions one reply lists: bounds a client's work on a hostile reply (the
 #: server holds at most ``Limits.max_regions``, 1,000 by default).
@@ -67,91 +71,10 @@ MAX_EVENT_FIELDS = 32
 MAX_EVENT_DEPTH = 6
 MAX_EVENT_ITEMS = 1_000
 
-#: A JSON value as an event's field holds it.
-JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
-
-# --------------------------------------------------------------------------- field checks
-
-
-def _seconds(body: Mapping[str, Any], name: str) -> float:
-    value = body.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise Invalid(f"field {name!r} must be a finite number >= 0, got {value!r:.40}")
-    return float(value)
-
-
-def _opt_seconds(body: Mapping[str, Any], name: str) -> float | None:
-    return None if body.get(name) is None else _seconds(body, name)
-
-
-def _items(body: Mapping[str, Any], name: str, limit: int) -> list[Any]:
-    value = body.get(name)
-    if not isinstance(value, list):
-        raise Invalid(f"field {name!r} must be a list")
-    if len(value) > limit:
-        raise Invalid(f"field {name!r} has {len(value)} entries, more than {limit}")
-    return value
-
-
-def decode_list(body: Mapping[str, Any], name: str, limit: int, item: Callable[[Mapping[str, Any]], T]) -> list[T]:
-    """A list of at most ``limit`` objects, each decoded by ``item``."""
-    out = []
-    for i, v in enumerate(_items(body, name, limit)):
-        if not isinstance(v, Mapping):
-            raise Invalid(f"{name}[{i}] must be an object")
-        out.append(_named(f"{name}[{i}]", item, v))
-    return out
-
-
-def decode_names(body: Mapping[str, Any], name: str, limit: int) -> tuple[str, ...]:
-    """A list of at most ``limit`` names."""
-    return tuple(check_name(v, f"{name}[{i}]") for i, v in enumerate(_items(body, name, limit)))
-
-
-def decode_map(body: Mapping[str, Any], name: str, limit: int, item: Callable[[Mapping[str, Any]], T]) -> dict[str, T]:
-    """An object of at most ``limit`` entries keyed by names, each value an object decoded by ``item``."""
-    value = req_object(body, name)
-    if len(value) > limit:
-        raise Invalid(f"field {name!r} has {len(value)} entries, more than {limit}")
-    out = {}
-    for key, v in value.items():
-        check_name(key, f"a key of {name!r}")
-        if not isinstance(v, Mapping):
-            raise Invalid(f"{name}[{key!r:.80}] must be an object")
-        out[key] = _named(f"{name}[{key!r:.80}]", item, v)
-    return out
-
-
-def _named(where: str, item: Callable[[Mapping[str, Any]], T], value: Mapping[str, Any]) -> T:
-    try:
-        return item(value)
-    except Invalid as exc:
-        raise Invalid(f"{where}: {exc.message}") from None
-
-
-def _json_value(value: Any, where: str, depth: int) -> JsonValue:
-    """An event's field value: JSON scalars (text cut and escaped like any free
-    text), lists and objects at most MAX_EVENT_DEPTH deep."""
-    if isinstance(value, str):
-        return safe_text(value)
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise Invalid(f"{where} must be finite")
-        return value
-    if depth >= MAX_EVENT_DEPTH:
-        raise Invalid(f"{where} is nested more than {MAX_EVENT_DEPTH} deep")
-    if isinstance(value, list):
-        if len(value) > MAX_EVENT_ITEMS:
-            raise Invalid(f"{where} has more than {MAX_EVENT_ITEMS} entries")
-        return [_json_value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if isinstance(value, Mapping):
-        if len(value) > MAX_EVENT_FIELDS:
-            raise Invalid(f"{where} has more than {MAX_EVENT_FIELDS} fields")
-        return {check_name(k, f"a key of {where}"): _json_value(v, f"{where}.{k}", depth + 1) for k, v in value.items()}
-    raise Invalid(f"{where} is not a JSON value")
+def _event_field(value: Any, where: str) -> JsonValue:
+    """An event's field value, at most MAX_EVENT_DEPTH deep."""
+    return check_json(value, where, max_depth=MAX_EVENT_DEPTH, max_items=MAX_EVENT_ITEMS, max_fields=MAX_EVENT_FIELDS)
 
 
 # --------------------------------------------------------------------------- parts
@@ -191,7 +114,7 @@ class MemberStatus:
         return cls(
             opt_int(body, "pid", MAX_PID),
             req_str(body, "incarnation"),
-            _seconds(body, "silent_s"),
+            req_number(body, "silent_s"),
             kafka,
             opt_text(body, "kafka_invalid"),
             opt_int(body, "dead_letters"),
@@ -261,8 +184,8 @@ class ResetStatus:
             req_int(body, "consecutive_resets"),
             req_int(body, "max_consecutive_resets"),
             req_int(body, "resets"),
-            _opt_seconds(body, "backoff_s"),
-            _opt_seconds(body, "backoff_left_s"),
+            opt_number(body, "backoff_s"),
+            opt_number(body, "backoff_left_s"),
             req_int(body, "failure_streak"),
         )
 
@@ -279,7 +202,7 @@ class CheckpointMark:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> CheckpointMark:
-        return cls(_seconds(body, "t"), req_int(body, "seq"))
+        return cls(req_number(body, "t"), req_int(body, "seq"))
 
 
 @attrs.frozen
@@ -294,7 +217,7 @@ class ResetMark:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResetMark:
-        return cls(_seconds(body, "t"), opt_text(body, "why") or "")
+        return cls(req_number(body, "t"), opt_text(body, "why") or "")
 
 
 @attrs.frozen
@@ -315,11 +238,11 @@ class EventRecord:
         if len(body) > MAX_EVENT_FIELDS + 2:
             raise Invalid(f"an event has more than {MAX_EVENT_FIELDS} fields")
         rest = {
-            check_name(k, "an event's field name"): _json_value(v, f"field {k!r:.80}", 0)
+            check_name(k, "an event's field name"): _event_field(v, f"field {k!r:.80}")
             for k, v in body.items()
             if k not in ("t", "kind")
         }
-        return cls(_seconds(body, "t"), req_str(body, "kind"), rest)
+        return cls(req_number(body, "t"), req_str(body, "kind"), rest)
 
 
 @attrs.frozen
@@ -381,12 +304,12 @@ class RegionStatus:
             index=req_int(body, "index", 0, MAX_INDEX),
             phase=req_enum(RegionPhase, body, "phase"),
             mode=mode,
-            period_s=_seconds(body, "period_s"),
+            period_s=req_number(body, "period_s"),
             members=decode_map(body, "members", MAX_STATUS_MEMBERS, MemberStatus.from_body),
             last_consistent=opt_int(body, "last_consistent"),
             seq=opt_int(body, "seq"),
             waiting_for=decode_names(body, "waiting_for", MAX_STATUS_MEMBERS),
-            reset=_named("reset", ResetStatus.from_body, req_object(body, "reset")),
+            reset=decode_part("reset", ResetStatus.from_body, req_object(body, "reset")),
             checkpoints=req_int(body, "checkpoints", 0, MAX_INT),
             failed_cycles=req_int(body, "failed_cycles", 0, MAX_INT),
             failed_reason=opt_text(body, "failed_reason"),
@@ -414,7 +337,7 @@ class RegionReport:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RegionReport:
-        region = _named("region", RegionStatus.from_body, req_object(body, "region"))
+        region = decode_part("region", RegionStatus.from_body, req_object(body, "region"))
         return cls(region, tuple(decode_list(body, "events", MAX_STATUS_EVENTS, EventRecord.from_body)))
 
 
@@ -460,9 +383,6 @@ __all__ = [
     "ResetMark",
     "ResetStatus",
     "ResolveStatus",
-    "decode_list",
-    "decode_map",
-    "decode_names",
     "decode_regions",
     "encode_regions",
 ]

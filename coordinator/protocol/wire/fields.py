@@ -1,16 +1,19 @@
-"""Field checks of the wire protocol: names, integers, free text and offset maps.
+"""Field checks of the wire protocol: names, integers, numbers, free text, offset maps,
+and bounded lists, maps and tables of them.
 
 Every message's ``from_body`` (`coordinator.protocol.wire.protocol`,
-`coordinator.protocol.region.messages`) validates its body with these. Each check raises
-:class:`~coordinator.protocol.wire.errors.Invalid` naming the field. Each bound below
-says which failure it prevents.
+`coordinator.protocol.region.messages`) and every status reply's
+(`coordinator.protocol.wire.status`, `coordinator.protocol.region.status`) validates its
+body with these. Each check raises :class:`~coordinator.protocol.wire.errors.Invalid`
+naming the field. Each bound below says which failure it prevents.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -18,6 +21,7 @@ import attrs
 from coordinator.protocol.wire.errors import Invalid
 
 E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
 
 #: Longest group id / operator name / topic accepted (a sanity bound, not Kafka's).
 MAX_NAME_LEN = 1024
@@ -49,6 +53,8 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _BAD_NAME_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 OffsetMap = dict[tuple[str, int], int]
+#: A JSON value as :func:`check_json` returns it.
+JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 #: A checkpoint answer's entry: ``[topic, partition, from, to]``.
 OffsetClaim = list[Any]
 
@@ -146,6 +152,118 @@ def opt_text(body: Mapping[str, Any], name: str) -> str | None:
     if not isinstance(value, str):
         raise Invalid(f"field '{name}' must be a string or null, got {type(value).__name__}")
     return safe_text(value)
+
+
+def check_json(value: Any, where: str, *, max_depth: int, max_items: int, max_fields: int, depth: int = 0) -> JsonValue:
+    """An untrusted JSON value: scalars (text cut and escaped like any free text,
+    numbers finite), lists of at most ``max_items`` and objects of at most
+    ``max_fields`` keyed by names, nested at most ``max_depth`` deep."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise Invalid(f"{where} must be finite")
+        return value
+    if depth >= max_depth:
+        raise Invalid(f"{where} is nested more than {max_depth} deep")
+
+    def inner(v: Any, at: str) -> JsonValue:
+        return check_json(v, at, max_depth=max_depth, max_items=max_items, max_fields=max_fields, depth=depth + 1)
+
+    if isinstance(value, list):
+        if len(value) > max_items:
+            raise Invalid(f"{where} has more than {max_items} entries")
+        return [inner(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        if len(value) > max_fields:
+            raise Invalid(f"{where} has more than {max_fields} fields")
+        return {check_name(k, f"a key of {where}"): inner(v, f"{where}.{k}") for k, v in value.items()}
+    raise Invalid(f"{where} is not a JSON value")
+
+
+def req_number(body: Mapping[str, Any], name: str) -> float:
+    """A finite number >= 0 (seconds, milliseconds), int or float on the wire."""
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise Invalid(f"field {name!r} must be a finite number >= 0, got {value!r:.40}")
+    return float(value)
+
+
+def opt_number(body: Mapping[str, Any], name: str) -> float | None:
+    """A number as :func:`req_number` that may be absent or null (None)."""
+    return None if body.get(name) is None else req_number(body, name)
+
+
+def decode_part(where: str, decode: Callable[[Mapping[str, Any]], T], value: Mapping[str, Any]) -> T:
+    """``decode(value)``, its failure prefixed with ``where`` (a nested object's place)."""
+    try:
+        return decode(value)
+    except Invalid as exc:
+        raise Invalid(f"{where}: {exc.message}") from None
+
+
+def _items(body: Mapping[str, Any], name: str, limit: int) -> list[Any]:
+    value = body.get(name)
+    if not isinstance(value, list):
+        raise Invalid(f"field {name!r} must be a list")
+    if len(value) > limit:
+        raise Invalid(f"field {name!r} has {len(value)} entries, more than {limit}")
+    return value
+
+
+def decode_list(body: Mapping[str, Any], name: str, limit: int, item: Callable[[Mapping[str, Any]], T]) -> list[T]:
+    """A list of at most ``limit`` objects, each decoded by ``item``."""
+    out = []
+    for i, v in enumerate(_items(body, name, limit)):
+        if not isinstance(v, Mapping):
+            raise Invalid(f"{name}[{i}] must be an object")
+        out.append(decode_part(f"{name}[{i}]", item, v))
+    return out
+
+
+def decode_names(body: Mapping[str, Any], name: str, limit: int) -> tuple[str, ...]:
+    """A list of at most ``limit`` names."""
+    return tuple(check_name(v, f"{name}[{i}]") for i, v in enumerate(_items(body, name, limit)))
+
+
+def decode_map(body: Mapping[str, Any], name: str, limit: int, item: Callable[[Mapping[str, Any]], T]) -> dict[str, T]:
+    """An object of at most ``limit`` entries keyed by names, each value an object decoded by ``item``."""
+    value = _entries(body, name, limit)
+    out = {}
+    for key, v in value.items():
+        check_name(key, f"a key of {name!r}")
+        if not isinstance(v, Mapping):
+            raise Invalid(f"{name}[{key!r:.80}] must be an object")
+        out[key] = decode_part(f"{name}[{key!r:.80}]", item, v)
+    return out
+
+
+def decode_number_table(body: Mapping[str, Any], name: str, limit: int) -> dict[str, float]:
+    """An object of at most ``limit`` entries keyed by names, each a number as
+    :func:`req_number` (an int stays an int: a count limit)."""
+    value = _entries(body, name, limit)
+    out: dict[str, float] = {}
+    for k in value:
+        req_number(value, k)
+        out[check_name(k, f"a key of {name!r}")] = value[k]
+    return out
+
+
+def decode_count_table(body: Mapping[str, Any], name: str, limit: int) -> dict[str, int]:
+    """An object of at most ``limit`` entries keyed by names, each an integer >= 0."""
+    value = _entries(body, name, limit)
+    return {
+        check_name(k, f"a key of {name!r}"): check_int(v, f"{name}[{k!r:.80}]", 0, MAX_INT) for k, v in value.items()
+    }
+
+
+def _entries(body: Mapping[str, Any], name: str, limit: int) -> Mapping[str, Any]:
+    value = req_object(body, name)
+    if len(value) > limit:
+        raise Invalid(f"field {name!r} has {len(value)} entries, more than {limit}")
+    return value
 
 
 def encode_offsets(offsets: Mapping[tuple[str, int], int]) -> list[list[Any]]:

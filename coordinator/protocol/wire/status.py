@@ -25,39 +25,32 @@ docs/protocol.md has the reply's JSON keys.
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from coordinator.protocol.common.endpoints import check_endpoint
-from coordinator.protocol.region.status import (
-    MAX_STATUS_REGIONS,
-    RegionStatus,
-    decode_list,
-    decode_map,
-    decode_names,
-    decode_regions,
-    encode_regions,
-)
+from coordinator.protocol.region.status import MAX_STATUS_REGIONS, RegionStatus, decode_regions, encode_regions
 from coordinator.protocol.wire.envelope import MAX_EPOCH
 from coordinator.protocol.wire.errors import Invalid
 from coordinator.protocol.wire.fields import (
     MAX_CONTRIBUTORS,
-    MAX_INT,
-    check_int,
-    check_name,
+    decode_count_table,
+    decode_list,
+    decode_map,
+    decode_names,
+    decode_number_table,
+    decode_part,
     opt_int,
     opt_name,
     req_bool,
     req_enum,
     req_int,
+    req_number,
     req_object,
     req_str,
 )
-
-T = TypeVar("T")
 
 #: Version of the status body; a client refuses any other (0.x: a change of the
 #: body's keys is a new version, no compatibility shims).
@@ -70,33 +63,6 @@ MAX_STATUS_GROUP_MEMBERS = 100_000
 MAX_STATUS_MERGES = 1_000_000
 #: Most entries of the limits and limit-rejection tables (one per limit: a handful).
 MAX_STATUS_LIMITS = 64
-
-
-def _number(body: Mapping[str, Any], name: str) -> float:
-    value = body.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise Invalid(f"field {name!r} must be a finite number >= 0, got {value!r:.40}")
-    return float(value)
-
-
-def _number_table(body: Mapping[str, Any], name: str) -> dict[str, float]:
-    value = req_object(body, name)
-    if len(value) > MAX_STATUS_LIMITS:
-        raise Invalid(f"field {name!r} has {len(value)} entries, more than {MAX_STATUS_LIMITS}")
-    out: dict[str, float] = {}
-    for k in value:
-        _number(value, k)
-        out[check_name(k, f"a key of {name!r}")] = value[k]  # an int stays an int (a count limit)
-    return out
-
-
-def _count_table(body: Mapping[str, Any], name: str) -> dict[str, int]:
-    value = req_object(body, name)
-    if len(value) > MAX_STATUS_LIMITS:
-        raise Invalid(f"field {name!r} has {len(value)} entries, more than {MAX_STATUS_LIMITS}")
-    return {
-        check_name(k, f"a key of {name!r}"): check_int(v, f"{name}[{k!r:.80}]", 0, MAX_INT) for k, v in value.items()
-    }
 
 
 # --------------------------------------------------------------------------- the server's part
@@ -148,7 +114,7 @@ class LoadReport:
             req_int(body, "records"),
             req_int(body, "entries"),
             req_int(body, "bytes"),
-            _number(body, "seconds"),
+            req_number(body, "seconds"),
             req_int(body, "truncated_bytes"),
         )
 
@@ -193,9 +159,9 @@ class StoreStats:
             compaction_failures=req_int(body, "compaction_failures"),
             expire_failures=req_int(body, "expire_failures"),
             largest_compaction_record_bytes=req_int(body, "largest_compaction_record_bytes"),
-            compaction_max_pause_ms=_number(body, "compaction_max_pause_ms"),
+            compaction_max_pause_ms=req_number(body, "compaction_max_pause_ms"),
             fsyncs=req_int(body, "fsyncs"),
-            load_seconds=_number(body, "load_seconds"),
+            load_seconds=req_number(body, "load_seconds"),
             truncated_bytes=req_int(body, "truncated_bytes"),
         )
 
@@ -265,7 +231,7 @@ class PendingMerge:
             req_int(body, "n_contributors", 1, MAX_CONTRIBUTORS),
             decode_names(body, "contributors", MAX_CONTRIBUTORS),
             decode_names(body, "waiting", MAX_CONTRIBUTORS),
-            _number(body, "age_s"),
+            req_number(body, "age_s"),
         )
 
 
@@ -355,10 +321,10 @@ class CoordinatorStatus:
             leader=_opt_endpoint(body, "leader"),
             epoch=req_int(body, "epoch", 0, MAX_EPOCH),
             loaded=req_bool(body, "loaded"),
-            uptime_s=_number(body, "uptime_s"),
-            store=None if store is None else _part("store", StoreStats.from_body, req_object(body, "store")),
-            load=None if load is None else _part("load", LoadReport.from_body, req_object(body, "load")),
-            limits=_number_table(body, "limits"),
+            uptime_s=req_number(body, "uptime_s"),
+            store=None if store is None else decode_part("store", StoreStats.from_body, req_object(body, "store")),
+            load=None if load is None else decode_part("load", LoadReport.from_body, req_object(body, "load")),
+            limits=decode_number_table(body, "limits", MAX_STATUS_LIMITS),
             registry=None if body.get("registry") is None else _registry(req_object(body, "registry")),
             merge=None if body.get("merge") is None else _merge(req_object(body, "merge")),
             regions=None if body.get("regions") is None else decode_regions(body),
@@ -375,19 +341,12 @@ def _opt_endpoint(body: Mapping[str, Any], name: str) -> str | None:
         raise Invalid(f"field {name!r}: {exc}") from None
 
 
-def _part(name: str, decode: Callable[[Mapping[str, Any]], T], value: Mapping[str, Any]) -> T:
-    try:
-        return decode(value)
-    except Invalid as exc:
-        raise Invalid(f"{name}: {exc.message}") from None
-
-
 def _registry(body: Mapping[str, Any]) -> RegistryStatus:
     try:
         return RegistryStatus(
             decode_map(body, "groups", MAX_STATUS_GROUPS, GroupStatus.from_body),
             req_int(body, "n_groups"),
-            _count_table(body, "limit_rejections"),
+            decode_count_table(body, "limit_rejections", MAX_STATUS_LIMITS),
         )
     except Invalid as exc:
         raise Invalid(f"registry: {exc.message}") from None
