@@ -45,8 +45,9 @@ Every refusal is a :class:`PropertyError` naming the property (``key``; None
 for a rule across properties); the owners turn it into their own error.
 
 :func:`check_producer_properties`, the Kafka sink's check of its producer
-properties, rules 1 and 4 as above (4 against kafka-python's producer settings,
-for a kafka-python producer), then:
+properties, rules 1 and 4 as above (4 against kafka-python's producer settings
+for a kafka-python producer; librdkafka checks names and values itself, on a
+producer built and dropped at once), then:
 
 9. a name the sink sets itself (:data:`PRODUCER_NEVER_SET`: the transactional
    id, which the sink derives per interval, and the serialisers, which the sink
@@ -299,7 +300,8 @@ PRODUCER_GUARANTEES: Mapping[str, tuple[tuple[object, ...], str]] = {
 
 def check_producer_properties(properties: Mapping[str, object], client: ClientKind = DEFAULT_CLIENT) -> None:
     """Rules 1, 4 and 9-11 of the module docstring for the Kafka sink's producer properties
-    (rule 4 only for a kafka-python producer: librdkafka checks its names when it is built)."""
+    (rule 4 against kafka-python's settings for a kafka-python producer; librdkafka checks its
+    own names and values, ``librdkafka.producer.check_settings``)."""
     for name, value in properties.items():
         key = _check_dotted(name, "linger.ms")
         if key in PRODUCER_NEVER_SET:
@@ -322,6 +324,12 @@ def check_producer_properties(properties: Mapping[str, object], client: ClientKi
         timeout = int_property(properties, "transaction.timeout.ms", 0)
         if timeout <= 0:
             raise PropertyError("transaction.timeout.ms", f"transaction.timeout.ms must be positive, got {timeout}")
+    if client is ClientKind.LIBRDKAFKA:
+        from cr_consumer.kafka.librdkafka.producer import check_settings  # lazily: confluent-kafka is optional
+
+        refused = check_settings(properties)
+        if refused is not None:
+            raise PropertyError(None, f"librdkafka refuses the Kafka sink's producer properties: {refused}")
 
 
 __all__ = [

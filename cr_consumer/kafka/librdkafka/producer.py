@@ -47,6 +47,17 @@ ROOM_POLL_S = 0.005
 IDS_READ_TIMEOUT_S = 30.0
 
 
+def check_settings(properties: Mapping[str, object]) -> str | None:
+    """librdkafka's refusal of ``properties`` as producer settings, or None: a producer with
+    them and no cluster is built and dropped at once (a few ms, no connection), so a name or a
+    value librdkafka does not take fails the sink's construction, not its first interval."""
+    try:
+        Producer({**librdkafka_producer_config(properties), "log_level": 3})
+    except KafkaException as exc:
+        return str(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc)
+    return None
+
+
 class LibrdkafkaTransactionalProducer:
     """Steps 1-5 of the module docstring; ``settings`` are the raw client's (bootstrap,
     security), for reading the producer id and epoch back."""
@@ -194,4 +205,4 @@ class LibrdkafkaTransactionalProducer:
         self._producer.flush(max(timeout_s, 0.0))
 
 
-__all__ = ["LibrdkafkaTransactionalProducer"]
+__all__ = ["LibrdkafkaTransactionalProducer", "check_settings"]

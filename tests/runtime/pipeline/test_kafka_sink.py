@@ -187,6 +187,30 @@ def test_producer_properties_are_checked_before_anything_is_built(properties, ma
         KafkaSink("out", bootstrap="127.0.0.1:1", group="g", member="m", kafka=properties)
 
 
+@pytest.mark.parametrize(
+    ("properties", "match"),
+    [
+        ({"transactional.id": "x"}, "derives two transactional ids"),
+        ({"acks": 1}, "in-sync replica"),
+        ({"no.such.setting": 1}, "No such configuration property"),
+        ({"linger.ms": "soon"}, "Invalid value"),
+    ],
+)
+def test_a_librdkafka_sink_s_properties_are_checked_by_librdkafka_before_anything_is_built(properties, match):
+    with pytest.raises(PropertyError, match=match):
+        KafkaSink("out", bootstrap="127.0.0.1:1", group="g", member="m", kafka=properties, client="librdkafka")
+
+
+def test_a_librdkafka_setting_is_taken_by_a_librdkafka_sink_only_and_the_client_is_checked():
+    own = {"queue.buffering.max.messages": 10}
+    sink = KafkaSink("out", bootstrap="127.0.0.1:1", group="g", member="m", kafka=own, client="librdkafka")
+    sink.close()  # builds no producer before its first interval
+    with pytest.raises(PropertyError, match="unknown producer property"):
+        KafkaSink("out", bootstrap="127.0.0.1:1", group="g", member="m", kafka=own)
+    with pytest.raises(ValueError, match="unknown client 'java'"):
+        KafkaSink("out", bootstrap="127.0.0.1:1", group="g", member="m", client="java")
+
+
 def test_transactional_ids_are_made_of_checked_names():
     assert transactional_ids("g", "member-0", "sink") == ("crkafka-g-member-0-sink-0", "crkafka-g-member-0-sink-1")
     with pytest.raises(ValueError, match="member"):
