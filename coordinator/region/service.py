@@ -6,8 +6,9 @@ phases are numbered in ``coordinator/region/machine.py``, the cycle in
 ``coordinator/region/cycle.py``, the reset round in ``coordinator/region/reset.py``.
 This module is the I/O around it: the message handlers (the requests, their
 replies and the pushed commands are in ``coordinator/protocol/region/`` and
-docs/protocol.md, "Region controller messages"), the pushes, durability and
-metrics.
+docs/protocol.md, "Region controller messages"), the pushes and durability; what
+the status replies and the metrics show of the regions is
+``coordinator/region/reporting.py``'s.
 
 1. Join: the first join of a region creates it with the joiner's config; a
    later join with other settings gets ``INVALID`` naming them, another
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import attrs
@@ -63,36 +63,20 @@ from coordinator.protocol.region.replies import (
     RegionPhaseReply,
     RegionTriggerReply,
 )
-from coordinator.protocol.region.status import (
-    CheckpointMark,
-    EventRecord,
-    RegionReport,
-    RegionsReport,
-    RegionStatus,
-    ResetMark,
-)
+from coordinator.protocol.region.status import RegionReport, RegionsReport
 from coordinator.protocol.wire.errors import CrIndexMismatch, Invalid, NotRegistered
 from coordinator.protocol.wire.status import CoordinatorStatus
 from coordinator.region.abandoned import AbandonedResolve, JobOutcome
-from coordinator.region.events import CheckpointCompleted, PhaseChanged, RegionEvent, ResetResumed, event_record
 from coordinator.region.machine import RegionCore
+from coordinator.region.reporting import RegionReporter, update_region_metrics
 from coordinator.region.txn_client import TxnClientConfig
 from coordinator.region.txn_worker import TxnWorker, entry_resolver
 from coordinator.server.api import Request, ServerApi, Service, Timer
-from coordinator.server.metrics import CoordinatorMetrics, RegionMetrics, RegionSample
+from coordinator.server.metrics import CoordinatorMetrics
 
 log = logging.getLogger(__name__)
 
 NAMESPACE = "region"
-#: Recent events kept per region for the status reply (bounded memory).
-EVENTS_KEPT = 200
-#: Recent completed checkpoints and reset rounds kept per region for the status
-#: page and ``crkafka status`` (kept apart from the events: the phase changes of
-#: a busy region would push them out of EVENTS_KEPT within minutes).
-RECENT_KEPT = 10
-#: The newest events a ``region_status`` reply naming the region carries (its
-#: size stays small whatever EVENTS_KEPT is).
-EVENTS_SHOWN = 50
 
 
 def _wake_only() -> None:
@@ -107,10 +91,7 @@ class RegionControllerService(Service):
         None: plaintext)."""
         self._txn_client = txn_client or TxnClientConfig()
         self.regions: dict[str, RegionCore] = {}
-        self.events: dict[str, deque[EventRecord]] = {}
-        self.recent_checkpoints: dict[str, deque[CheckpointMark]] = {}
-        self.recent_resets: dict[str, deque[ResetMark]] = {}
-        self._metrics: RegionMetrics | None = None  # the duration histograms (set at attach when metrics are on)
+        self.reporter = RegionReporter()  # the regions' events, status and metrics
         self._empty_since: dict[str, float] = {}  # region -> when it was last seen without members
         # One timer at the earliest periodic drain due (see _wake_for_drains), and its deadline.
         self._wake: Timer | None = None
@@ -124,7 +105,7 @@ class RegionControllerService(Service):
     def attach(self, server: ServerApi) -> None:
         self._server = server
         if isinstance(server.metrics, CoordinatorMetrics):
-            self._metrics = server.metrics.regions
+            self.reporter.metrics = server.metrics.regions
         server.add_handler(RegionJoin.TYPE, RegionJoin, self._on_join)
         server.add_handler(RegionHeartbeat.TYPE, RegionHeartbeat, self._on_heartbeat)
         server.add_handler("region_trigger", RegionMemberMessage, self._on_trigger)
@@ -268,46 +249,15 @@ class RegionControllerService(Service):
             self.server.mark_dirty()
             del self.regions[name]
             self._abandoned.pop(name, None)
-            self.events.pop(name, None)
-            self.recent_checkpoints.pop(name, None)
-            self.recent_resets.pop(name, None)
+            self.reporter.forget(name)
             del self._empty_since[name]
 
     def add_status(self, status: CoordinatorStatus) -> CoordinatorStatus:
-        return attrs.evolve(status, regions=self._regions_status())
-
-    def _regions_status(self) -> dict[str, RegionStatus]:
-        """Every region's ``RegionCore.status`` plus its recent checkpoints and
-        resets (newest first, at most RECENT_KEPT each, wall-clock ``t``)."""
-        now = time.monotonic()
-        return {name: self._region_status(name, now) for name in self.regions}
-
-    def _region_status(self, name: str, now: float) -> RegionStatus:
-        return attrs.evolve(
-            self.regions[name].status(now),
-            recent_checkpoints=tuple(reversed(self.recent_checkpoints.get(name, ()))),
-            recent_resets=tuple(reversed(self.recent_resets.get(name, ()))),
-        )
+        return attrs.evolve(status, regions=self.reporter.statuses(self.regions))
 
     def update_metrics(self, metrics: CoordinatorMetrics) -> None:
         """Loop thread, every metrics refresh: the regions' counters and gauges."""
-        metrics.regions.update(
-            (
-                RegionSample(
-                    name=name,
-                    phase=core.phase.value,
-                    last_consistent=core.checkpoints.last_consistent,
-                    checkpoints=core.cycles.completed,
-                    resets=core.resets.rounds,
-                    consecutive_resets=core.resets.consecutive,
-                    failed=core.phase is RegionPhase.FAILED,
-                    members=len(core.members),
-                    failure_streak=core.resets.streak,
-                )
-                for name, core in self.regions.items()
-            ),
-            (phase.value for phase in RegionPhase),
-        )
+        update_region_metrics(metrics.regions, self.regions)
 
     # ------------------------------------------------------------------ plumbing
     def _make_core(self, config: RegionConfig, doc: dict[str, Any] | None) -> RegionCore:
@@ -326,26 +276,7 @@ class RegionControllerService(Service):
             server.store.put_document(NAMESPACE, name, document)
             server.mark_dirty()
 
-        def on_event(event: RegionEvent) -> None:
-            t = time.time()
-            self.events.setdefault(name, deque(maxlen=EVENTS_KEPT)).append(event_record(event, t))
-            self._observe(name, event)
-            if isinstance(event, CheckpointCompleted):
-                self.recent_checkpoints.setdefault(name, deque(maxlen=RECENT_KEPT)).append(CheckpointMark(t, event.seq))
-            elif isinstance(event, PhaseChanged) and event.phase is RegionPhase.RESETTING:
-                self.recent_resets.setdefault(name, deque(maxlen=RECENT_KEPT)).append(ResetMark(t, event.why))
-
-        return RegionCore(config, send, persist, doc, on_event=on_event)
-
-    def _observe(self, region: str, event: RegionEvent) -> None:
-        """Feeds the duration histograms from the region's events (loop thread)."""
-        metrics = self._metrics
-        if metrics is None:
-            return
-        if isinstance(event, CheckpointCompleted):
-            metrics.checkpoint_done(region, event.checkpoint_ms / 1000)
-        elif isinstance(event, ResetResumed):
-            metrics.reset_done(region, event.reset_ms / 1000)
+        return RegionCore(config, send, persist, doc, on_event=lambda event: self.reporter.record(name, event))
 
     def _core(self, region: str) -> RegionCore:
         core = self.regions.get(region)
@@ -452,7 +383,5 @@ class RegionControllerService(Service):
 
     def _on_status(self, req: Request, msg: RegionStatusRequest) -> RegionReport | RegionsReport:
         if msg.region is not None:
-            self._core(msg.region)  # NOT_REGISTERED for an unknown region
-            events = tuple(self.events.get(msg.region, ()))[-EVENTS_SHOWN:]
-            return RegionReport(self._region_status(msg.region, time.monotonic()), events)
-        return RegionsReport(self._regions_status())
+            return self.reporter.report(msg.region, self._core(msg.region))  # NOT_REGISTERED for an unknown region
+        return self.reporter.reports(self.regions)
