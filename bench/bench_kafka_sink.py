@@ -5,9 +5,11 @@ twice, in an order that alternates from trial to trial, each record first passed
 same user function (:func:`work`: the value parsed and a ~100-byte JSON value made of it, what
 a map before a sink does; ``--no-work`` writes the input as it is):
 
-* ``idempotent``: the baseline, a ``KafkaProducer(enable_idempotence=True, acks="all")`` loop
-  of ``work`` then ``send``, and one flush at the end (its construction not timed);
-* ``sink``: a ``KafkaSink`` fed batches of ``--batch`` records (``process_batch``, as the
+* ``idempotent``: the baseline, a producer loop of the same client (``--client``: kafka-python's
+  ``KafkaProducer(enable_idempotence=True, acks="all")``, or confluent-kafka's ``Producer`` with
+  ``enable.idempotence`` and ``acks=all``, polled for room when its queue is full) of ``work``
+  then send, and one flush at the end (its construction not timed);
+* ``sink``: a ``KafkaSink`` on that client fed batches of ``--batch`` records (``process_batch``, as the
   source's process thread does), with a checkpoint every ``--period`` seconds as the member
   runtime runs it: ``drain()`` + ``checkpoint(seq)`` (flush, every send acknowledged, the
   transaction prepared: the region's stopped flow) then ``notify_checkpoint_complete(seq)``
@@ -26,6 +28,7 @@ of the last sink trial is checked with ``raw_batches.read_committed`` (every rec
 open). Starts its own broker unless ``--bootstrap`` is given.
 
     .venv/bin/python bench/bench_kafka_sink.py --messages 400000 --trials 3
+    .venv/bin/python bench/bench_kafka_sink.py --client librdkafka --messages 2000000 --trials 3
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from kafka import KafkaProducer
 from coordinator.kafka.raw_batches import read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.kafka.kafka_python.producer import producer_name
+from cr_consumer.kafka.librdkafka.properties import librdkafka_producer_config
 from cr_consumer.runtime.pipeline.kafka_sink import KafkaSink
 from cr_consumer.runtime.pipeline.records import Record
 from cr_consumer.testing.broker import EmbeddedBroker
@@ -72,8 +76,10 @@ def identity(r: Record) -> Record:
 
 
 def idempotent(
-    bootstrap: str, topic: str, batch: list[Record], fn: Callable[[Record], Record], props: dict[str, int]
+    bootstrap: str, topic: str, batch: list[Record], fn: Callable[[Record], Record], props: dict[str, int], client: str
 ) -> tuple[float, float]:
+    if client == "librdkafka":
+        return idempotent_librdkafka(bootstrap, topic, batch, fn, props)
     extra = {producer_name(k): v for k, v in props.items()}
     producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", **extra)
     try:
@@ -87,6 +93,28 @@ def idempotent(
         producer.close(timeout=10)
 
 
+def idempotent_librdkafka(
+    bootstrap: str, topic: str, batch: list[Record], fn: Callable[[Record], Record], props: dict[str, int]
+) -> tuple[float, float]:
+    from confluent_kafka import Producer
+
+    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", **props}
+    producer = Producer({**librdkafka_producer_config(config), "bootstrap.servers": bootstrap})
+    started, cpu = time.perf_counter(), time.process_time()
+    for r in batch:
+        out = fn(r)
+        while True:
+            try:
+                producer.produce(topic, out.value, out.key)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records unacknowledged")
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
 def sink(
     bootstrap: str,
     topic: str,
@@ -97,9 +125,10 @@ def sink(
     period_s: float,
     prepare: list[float],
     commit: list[float],
+    client: str,
 ) -> tuple[float, float]:
     group = f"bench-{uuid.uuid4().hex[:8]}"
-    out = KafkaSink(topic, bootstrap=bootstrap, group=group, member="member-0", kafka=props)
+    out = KafkaSink(topic, bootstrap=bootstrap, group=group, member="member-0", kafka=props, client=client)
     seq = 0
 
     def checkpoint() -> None:
@@ -151,10 +180,10 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
         for system in order:
             topic = create_topic(bootstrap, f"bench-sink-{uuid.uuid4().hex[:8]}", args.partitions)
             if system == "idempotent":
-                took[system], cpu[system] = idempotent(bootstrap, topic, batch, fn, props)
+                took[system], cpu[system] = idempotent(bootstrap, topic, batch, fn, props, args.client)
             else:
                 took[system], cpu[system] = sink(
-                    bootstrap, topic, batch, fn, props, args.batch, args.period, prepare, commit
+                    bootstrap, topic, batch, fn, props, args.batch, args.period, prepare, commit, args.client
                 )
                 last_topic = topic
             rates[system].append(args.messages / took[system])
@@ -175,6 +204,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
     if written != args.messages or still_open:
         raise RuntimeError(f"the last sink trial committed {written} of {args.messages} records; open: {still_open}")
     result = {
+        "client": args.client,
         "messages": args.messages,
         "trials": args.trials,
         "period_s": args.period,
@@ -213,8 +243,12 @@ def main() -> None:
     ap.add_argument("--period", type=float, default=1.0, help="seconds between checkpoints")
     ap.add_argument("--property", action="append", default=[], help="NAME=INT, a producer property given to both sides")
     ap.add_argument("--no-work", action="store_true", help="write the input records without the user's map")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "kafka_sink.json"))
+    ap.add_argument("--client", choices=["kafka-python", "librdkafka"], default="kafka-python")
+    ap.add_argument("--out", default=None, help="default: results/kafka_sink.json (kafka_sink_librdkafka.json)")
     args = ap.parse_args()
+    if args.out is None:
+        name = "kafka_sink.json" if args.client == "kafka-python" else "kafka_sink_librdkafka.json"
+        args.out = str(Path(__file__).resolve().parent / "results" / name)
     if args.bootstrap:
         result = run(args.bootstrap, args)
     else:

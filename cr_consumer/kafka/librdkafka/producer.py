@@ -14,9 +14,9 @@ error, and any error fails the sink's interval, after which the reset closes the
    (``properties.librdkafka_producer_config``; librdkafka refuses a name it does not know
    here), the transactional id, idempotence and ``acks=all``; then ``init_transactions``
    bounded by ``max.block.ms``; a producer that fails it is closed.
-2. ``send``: ``produce`` with a delivery callback (served by ``poll`` and ``flush`` on the
-   calling thread): it keeps the first failure and each partition's first offset (an idempotent
-   producer delivers a partition's records in order). A full local queue (``BufferError``) is
+2. ``send`` (one topic per transaction): ``produce`` with a delivery callback (served by
+   ``poll`` and ``flush`` on the calling thread): it keeps the first failure and each
+   partition's first offset (an idempotent producer delivers a partition's records in order). A full local queue (``BufferError``) is
    polled for room, at most ``max.block.ms``; ``bound`` serves the callbacks waiting.
 3. ``flush`` (bounded; ``TimeoutError`` naming the records left); ``outcome``; ``prepared``.
 4. ``commit`` / ``abort``: librdkafka's own, bounded; a refusal or a timeout is
@@ -86,11 +86,13 @@ class LibrdkafkaTransactionalProducer:
         self._delivered = 0
         self._failed = 0
         self._error: BaseException | None = None
-        self._first: dict[tuple[str, int], int] = {}
+        self._topic: str | None = None  # the open transaction's
+        self._first: dict[int, int] = {}  # the open transaction's first offset per partition
         try:
             self._producer = Producer(cfg)
         except KafkaException as exc:
             raise ValueError(f"Kafka sink: librdkafka refuses the producer settings: {exc}") from None
+        self._produce = self._producer.produce
         try:
             self._producer.init_transactions(self._block_s)
         except BaseException:
@@ -101,6 +103,7 @@ class LibrdkafkaTransactionalProducer:
         self._producer.begin_transaction()
         self._sent = self._delivered = self._failed = 0
         self._error = None
+        self._topic = None
         self._first = {}
 
     def send(
@@ -111,43 +114,74 @@ class LibrdkafkaTransactionalProducer:
         headers: list[tuple[str, bytes | None]],
         partition: int | None,
     ) -> None:
-        """Step 2."""
-        produce = self._producer.produce
-        # confluent-kafka's parameter is a list of (str, str | bytes | None): the same pairs
-        sent_headers = cast("list[tuple[str, str | bytes | None]]", headers)
-        deadline = 0.0
+        """Step 2 (one topic per transaction: the sink's)."""
+        if topic != self._topic:
+            self._one_topic(topic)
+        try:
+            self._produce(
+                topic,
+                value,
+                key,
+                -1 if partition is None else partition,  # -1: librdkafka's partitioner picks
+                on_delivery=self._on_delivery,
+                # confluent-kafka's parameter is a list of (str, str | bytes | None): the same pairs
+                headers=cast("list[tuple[str, str | bytes | None]]", headers),
+            )
+        except BufferError:
+            self._send_when_room(topic, key, value, headers, partition)
+        self._sent += 1
+
+    def _one_topic(self, topic: str) -> None:
+        if self._topic is not None:
+            raise ValueError(f"{self.transactional_id}: one topic per transaction ({self._topic}), not {topic}")
+        self._topic = topic
+
+    def _send_when_room(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+    ) -> None:
+        """Step 2's wait for room in a full queue, at most ``max.block.ms``."""
+        deadline = time.monotonic() + self._block_s
         while True:
+            self._producer.poll(ROOM_POLL_S)
             try:
-                if partition is None:
-                    produce(topic, value, key, headers=sent_headers, on_delivery=self._on_delivery)
-                else:
-                    produce(topic, value, key, partition, headers=sent_headers, on_delivery=self._on_delivery)
-                break
+                self._produce(
+                    topic,
+                    value,
+                    key,
+                    -1 if partition is None else partition,
+                    on_delivery=self._on_delivery,
+                    headers=cast("list[tuple[str, str | bytes | None]]", headers),
+                )
+                return
             except BufferError:
-                now = time.monotonic()
-                if not deadline:
-                    deadline = now + self._block_s
-                elif now > deadline:
+                if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"{self.transactional_id}: the producer's queue stayed full for {self._block_s:g}s"
                     ) from None
-                self._producer.poll(ROOM_POLL_S)
-        self._sent += 1
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            self._failed += 1
-            if self._error is None:
-                self._error = KafkaException(error)
+        if error is None:
+            self._delivered += 1
+            partition = message.partition()
+            if partition not in self._first:
+                offset = message.offset()
+                if partition is None or offset is None:
+                    self._delivered -= 1
+                    self._fail(RuntimeError(f"{self.transactional_id}: a delivery report without its position"))
+                else:
+                    self._first[partition] = offset
             return
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        if topic is None or partition is None or offset is None:
-            self._failed += 1
-            if self._error is None:
-                self._error = RuntimeError(f"{self.transactional_id}: a delivery report without its position")
-            return
-        self._delivered += 1
-        self._first.setdefault((topic, partition), offset)
+        self._fail(KafkaException(error))
+
+    def _fail(self, error: BaseException) -> None:
+        self._failed += 1
+        if self._error is None:
+            self._error = error
 
     def bound(self, timeout_s: float) -> None:
         """Step 2: serve the delivery callbacks waiting (the queue's bound is librdkafka's own)."""
@@ -157,7 +191,8 @@ class LibrdkafkaTransactionalProducer:
         unanswered = self._sent - self._delivered - self._failed
         partitions: tuple[TxnPartition, ...] = ()
         if self._error is None and unanswered == 0:
-            partitions = tuple(TxnPartition(t, p, o) for (t, p), o in sorted(self._first.items()))
+            topic = self._topic or ""
+            partitions = tuple(TxnPartition(topic, p, o) for p, o in sorted(self._first.items()))
         return SendOutcome(self._sent, unanswered, self._error, partitions)
 
     def flush(self, timeout_s: float) -> None:

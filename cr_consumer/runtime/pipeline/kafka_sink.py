@@ -159,7 +159,9 @@ def _bytes(value: Any, record: Any, what: str) -> bytes | None:
 
 def _headers(headers: Any, record: Any) -> list[tuple[str, bytes | None]]:
     out: list[tuple[str, bytes | None]] = []
-    for header in headers or ():
+    if not headers:  # most records: no loop to set up
+        return out
+    for header in headers:
         key, value = header
         if not isinstance(key, str) or not (value is None or isinstance(value, bytes | str)):
             raise TypeError(
