@@ -98,6 +98,7 @@ from cr_consumer.drill.config import (
     UNTIMELY_SCENARIOS,
     DrillConfig,
 )
+from cr_consumer.drill.delivered import Delivered, read_dead_letter_files, read_files
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
@@ -107,14 +108,7 @@ from cr_consumer.drill.provenance import read_dead_letter
 from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint, resume_after
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import (
-    CheckpointMissing,
-    Delivered,
-    last_checkpoint_offsets,
-    read_dead_letter_files,
-    read_files,
-    verify,
-)
+from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
 from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic, write_log_layout
 from cr_consumer.drill.watch_loop import (
     PRODUCER_JOIN_S,

@@ -4,15 +4,9 @@ The verifier knows nothing about the pipeline or the region: it compares what
 the drill *produced* (the manifest, written while producing, from the
 producer's own acknowledgements) with what the sinks *published*, and with the
 group's committed offsets as any Kafka tool sees them. What was published is
-read into a :class:`Delivered`, by input (topic, partition) and offset:
-
-* file sink: :func:`read_files`, every ``*.jsonl`` file in the output
-  directory (pending files never end in ``.jsonl``; subdirectories are other
-  outputs); each line names its input topic, partition and offset;
-* Kafka sink: ``verify_kafka.read_topic``, the committed records of every
-  partition of the output topic, decided from the log's own markers; its
-  module docstring says how, and what it adds (aborted records, open
-  transactions).
+read into a :class:`~cr_consumer.drill.delivered.Delivered`, by input (topic, partition) and
+offset: the file sinks' output by ``delivered.py``, the Kafka sinks' by ``verify_kafka.py``
+(each module says how).
 
 The manifest's format, and what records acknowledged without an offset mean:
 :mod:`cr_consumer.drill.manifest`. Before the checks, each value acknowledged
@@ -39,9 +33,8 @@ lowest/highest produced offset:
    highest published offset + 1. ``committed_basis`` says which was used.
 
 With a dead-letter sink (the drill's ``dead_letter`` mode) its output is read the same way into
-a second :class:`Delivered`, by the input each dead-letter record names in its
-``crkafka.source.*`` headers (:func:`read_dead_letter_files`; Kafka: ``verify_kafka.read_topic``
-with ``provenance.read_dead_letter``), and checked by :func:`_check_dead_letters`:
+a second :class:`~cr_consumer.drill.delivered.Delivered`, by the input each dead-letter record
+names in its ``crkafka.source.*`` headers, and checked by :func:`_check_dead_letters`:
 
 6. every poison offset is in it exactly once (*dead_letter_missing*, *dead_letter_duplicates*
    counts the extra copies; a poison record acknowledged without its offset is matched by one
@@ -65,8 +58,6 @@ The result is OK only when every count but ``aborted`` and ``dead_letters`` is z
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -75,16 +66,9 @@ from typing import Any
 
 import attrs
 
+from cr_consumer.drill.delivered import MAX_EXAMPLES, Conflict, Delivered, published_files
 from cr_consumer.drill.manifest import Manifest
-from cr_consumer.drill.provenance import read_dead_letter
 from cr_consumer.drill.state import expected_keys
-from cr_consumer.kafka.client import Header
-from cr_consumer.runtime.pipeline.records import BASE64_MARKER
-
-PUBLISHED_SUFFIX = ".jsonl"
-#: Examples of each problem kept in the result, so a failure names offsets
-#: without a report of megabytes.
-MAX_EXAMPLES = 10
 
 
 @attrs.frozen
@@ -151,58 +135,6 @@ class VerifyResult:
         )
 
 
-_Key = tuple[str, int]
-
-
-@attrs.define
-class Delivered:
-    """What a sink published, by input (topic, partition), before any check (module docstring)."""
-
-    #: How often each input offset was delivered.
-    seen: defaultdict[_Key, Counter[int]] = attrs.field(factory=lambda: defaultdict(Counter))
-    #: The value delivered at each input offset (a ``_Conflict`` when two copies differ).
-    values: defaultdict[_Key, dict[int, Any]] = attrs.field(factory=lambda: defaultdict(dict))
-    #: The key delivered at each input offset, likewise (check 8).
-    keys: defaultdict[_Key, dict[int, Any]] = attrs.field(factory=lambda: defaultdict(dict))
-    #: Published records that do not name their input.
-    malformed: int = 0
-    #: Files or output partitions read.
-    sources: int = 0
-    aborted: int = 0
-    open_transactions: int = 0
-    #: Examples of the reading's own problems (malformed lines, open transactions).
-    examples: dict[str, list[object]] = attrs.field(factory=dict)
-
-    def add(self, topic: str, partition: int, offset: int, value: Any, key: Any = None) -> None:
-        """One delivered copy of input ``topic``/``partition``@``offset`` (its value and key)."""
-        where = (topic, partition)
-        self.seen[where][offset] += 1
-        for delivered, got in ((self.values[where], value), (self.keys[where], key)):
-            if offset not in delivered:
-                delivered[offset] = got
-            elif delivered[offset] != got:
-                delivered[offset] = _Conflict()
-
-    def example(self, kind: str, item: object) -> None:
-        kept = self.examples.setdefault(kind, [])
-        if len(kept) < MAX_EXAMPLES:
-            kept.append(item)
-
-
-def published_files(output_dir: str | os.PathLike[str]) -> list[Path]:
-    """Every published output file in ``output_dir`` (the file sink writes them there; a
-    subdirectory is another sink's, e.g. the dead-letter sink's)."""
-    return sorted(p for p in Path(output_dir).glob(f"*{PUBLISHED_SUFFIX}") if not p.name.startswith("."))
-
-
-def count_lines(paths: list[Path]) -> int:
-    n = 0
-    for p in paths:
-        with open(p, "rb") as f:
-            n += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-    return n
-
-
 def _placed(
     vals: dict[int, Any], poison: set[int], unplaced: list[Any], delivered: dict[int, Any]
 ) -> tuple[dict[int, Any], list[Any]]:
@@ -224,62 +156,6 @@ def _placed(
 
 
 _Example = Callable[[str, object], None]
-
-
-#: One output line decoded: the input (topic, partition, offset) it stands for; raises
-#: ValueError, KeyError, TypeError or AttributeError for a line it cannot place.
-_Place = Callable[[dict[str, Any]], tuple[str, int, int]]
-
-
-def _read_lines(directory: str | os.PathLike[str], place: _Place) -> Delivered:
-    """Every published file in ``directory``, line by line, each under the input ``place`` names."""
-    out = Delivered()
-    for path in published_files(directory):
-        out.sources += 1
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                try:
-                    doc = json.loads(line)
-                    topic, partition, offset = place(doc)
-                except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
-                    out.malformed += 1
-                    out.example("malformed_lines", f"{path.parent.name}/{path.name}:{lineno}: {exc}")
-                    continue
-                out.add(topic, partition, offset, doc.get("value"), doc.get("key"))
-    return out
-
-
-def _provenance(doc: dict[str, Any]) -> tuple[str, int, int]:
-    return doc["topic"], int(doc["partition"]), int(doc["offset"])
-
-
-def read_files(output_dir: str | os.PathLike[str]) -> Delivered:
-    """The file sink's output: every published file under ``output_dir``, line by line."""
-    return _read_lines(output_dir, _provenance)
-
-
-def _header(name: object, value: object) -> Header:
-    """A header of a file sink line (``records.py``: a UTF-8 string, the base64 marker object
-    or null); ValueError for anything else."""
-    if not isinstance(name, str):
-        raise ValueError(f"header name {name!r} is not a string")
-    if value is None:
-        return name, None
-    if isinstance(value, str):
-        return name, value.encode("utf-8")
-    if isinstance(value, dict) and set(value) == {BASE64_MARKER} and isinstance(value[BASE64_MARKER], str):
-        return name, base64.b64decode(value[BASE64_MARKER], validate=True)
-    raise ValueError(f"header {name!r} has a value of no known form: {value!r:.80}")
-
-
-def _dead_letter_place(doc: dict[str, Any]) -> tuple[str, int, int]:
-    return read_dead_letter(tuple(_header(name, value) for name, value in doc.get("headers") or ()))
-
-
-def read_dead_letter_files(directory: str | os.PathLike[str]) -> Delivered:
-    """The file dead-letter sink's output: every published file in ``directory``, each line
-    under the input its ``crkafka.source.*`` headers name (``provenance.read_dead_letter``)."""
-    return _read_lines(directory, _dead_letter_place)
 
 
 def _check_dead_letters(manifest: Manifest, dead_letters: Delivered, example: _Example) -> tuple[int, int, int]:
@@ -355,7 +231,7 @@ def _count_bad_deliveries(
             example("duplicates", [topic, part, off, n])
         if off in vals:
             value = got[off]
-            if isinstance(value, _Conflict) or value != vals[off]:
+            if isinstance(value, Conflict) or value != vals[off]:
                 wrong += 1
                 example("wrong_values", [topic, part, off, repr(value)[:80], repr(vals[off])[:80]])
         else:
@@ -365,7 +241,7 @@ def _count_bad_deliveries(
 
 
 def _count_wrong_states(
-    key: _Key, vals: dict[int, Any], got: dict[int, Any], got_keys: dict[int, Any], example: _Example
+    key: tuple[str, int], vals: dict[int, Any], got: dict[int, Any], got_keys: dict[int, Any], example: _Example
 ) -> int:
     """Check 8 for one partition: delivered records with the right value and the wrong key."""
     topic, part = key
@@ -509,13 +385,6 @@ def verify(
     )
 
 
-class _Conflict:
-    """Marker: the same offset was delivered with two different values."""
-
-    def __repr__(self) -> str:
-        return "<conflicting values>"
-
-
 class CheckpointMissing(RuntimeError):
     """The last completed checkpoint is in no member's checkpoint store."""
 
@@ -547,3 +416,14 @@ def last_checkpoint_offsets(
     if not found:
         raise CheckpointMissing(f"checkpoint {seq} is sealed in no member's store under {root}")
     return out
+
+
+# ``published_files``: the bench tools find the drill's published files through this module.
+__all__ = [
+    "CheckpointMissing",
+    "PartitionResult",
+    "VerifyResult",
+    "last_checkpoint_offsets",
+    "published_files",
+    "verify",
+]

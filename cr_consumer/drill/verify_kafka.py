@@ -17,7 +17,7 @@ that: the test broker sends no aborted-transactions list, so both clients return
 3. Each delivered record names its input in its provenance headers
    (:mod:`cr_consumer.drill.provenance`); its value, decoded as UTF-8 (the drill's values are
    text; other bytes stay bytes and then differ from the manifest's value), is added to the
-   :class:`~cr_consumer.drill.verify.Delivered` under that input offset. A record without valid
+   :class:`~cr_consumer.drill.delivered.Delivered` under that input offset. A record without valid
    provenance is *malformed*. The dead-letter topic is read the same way, with the dead-letter
    records' own provenance headers (``provenance=read_dead_letter``).
 4. Aborted records are counted, not failed: a reset aborts the interval it replays. A
@@ -45,8 +45,8 @@ from typing import Any
 from coordinator.kafka.committed_filter import LogRecord
 from coordinator.kafka.raw_batches import PartitionReader, partition_leaders, read_committed_with
 from coordinator.kafka.raw_requests import RawClient
+from cr_consumer.drill.delivered import Delivered
 from cr_consumer.drill.provenance import read_provenance
-from cr_consumer.drill.verify import Delivered
 from cr_consumer.kafka.client import Header
 
 #: Bound on the whole read of the output topic (step 1): a broker that stops answering fails

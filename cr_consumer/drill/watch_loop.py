@@ -37,10 +37,10 @@ from coordinator.client import CoordinatorClient
 from coordinator.protocol.wire.errors import CoordinatorError, CoordinatorUnavailable
 from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import DrillConfig
+from cr_consumer.drill.delivered import count_lines, published_files
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import count_lines, published_files
 from cr_consumer.drill.workload import Workload
 from cr_consumer.runtime.runner.handle import RegionHandle
 

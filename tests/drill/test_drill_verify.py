@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from cr_consumer.drill.delivered import read_dead_letter_files, read_files
 from cr_consumer.drill.manifest import Manifest, ManifestError
 from cr_consumer.drill.state import state_key
-from cr_consumer.drill.verify import read_dead_letter_files, read_files, verify
+from cr_consumer.drill.verify import verify
 
 
 def _manifest(n=10, poison=()):

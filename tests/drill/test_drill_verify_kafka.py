@@ -11,9 +11,10 @@ import pytest
 from kafka import KafkaProducer
 
 from coordinator.protocol.common.waiting import wait_until
+from cr_consumer.drill.delivered import Delivered
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.provenance import OFFSET_HEADER, provenance_headers, read_dead_letter, read_provenance
-from cr_consumer.drill.verify import Delivered, verify
+from cr_consumer.drill.verify import verify
 from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.testing.kafka_util import create_topic, unique_name
