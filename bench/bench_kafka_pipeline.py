@@ -22,7 +22,11 @@ system: Quix Streams' exactly-once Kafka -> Kafka with the same map and a 1 s co
 (bench/quix_flow.py, one process), timed from its process's start until its group's committed
 offsets (committed inside its transactions) reach the input's end.
 
+``--kafka-client`` runs the ``crkafka`` members, their source and their Kafka sink, on that client.
+
     .venv/bin/python bench/bench_kafka_pipeline.py --messages 1000000 --rounds 1
+    .venv/bin/python bench/bench_kafka_pipeline.py --messages 1000000 --kafka-client librdkafka \
+        --out bench/results/kafka_pipeline_librdkafka.json
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ def one(bootstrap: str, topic: str, sink: str, args: argparse.Namespace, work: P
         period_s=args.period,
         params=params,
         kafka={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+        kafka_client=args.kafka_client,
         log_level="WARNING",
     )
     load = os.getloadavg()[0]
@@ -169,6 +174,7 @@ def one(bootstrap: str, topic: str, sink: str, args: argparse.Namespace, work: P
     ]
     row: dict[str, Any] = {
         "sink": sink,
+        "kafka_client": args.kafka_client or "kafka-python",
         "load_1min_before": load,
         "seconds": took,
         "records_per_s": args.messages / took,
@@ -192,6 +198,12 @@ def main() -> None:
     ap.add_argument("--period", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--quix-python", default=None, help="interpreter of an environment holding quixstreams")
+    ap.add_argument(
+        "--kafka-client",
+        choices=["kafka-python", "librdkafka"],
+        default=None,
+        help="the crkafka members' client (source and Kafka sink); default: the project's",
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "kafka_pipeline.json"))
     args = ap.parse_args()
     rows: list[dict[str, Any]] = []
@@ -212,6 +224,7 @@ def main() -> None:
     systems = ("kafka", "file", "quix") if args.quix_python else ("kafka", "file")
     rate = {s: statistics.median(r["records_per_s"] for r in rows if r["sink"] == s) for s in systems}
     result = {
+        "kafka_client": args.kafka_client or "kafka-python",
         "messages": args.messages,
         "partitions": args.partitions,
         "members": args.members,
