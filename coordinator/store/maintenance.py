@@ -4,20 +4,12 @@
 with the store's log, tables (`coordinator.store.tables`) and segment counters;
 it runs on the store's owner thread and keeps what spans episodes (the backoffs,
 the running compaction, the counters in `stats()`). Its episodes of work are
-objects of their own: one `Expiry` per retention pass (built by the store with
-its append function), one `coordinator.store.compaction.Compaction` per
-compaction.
+objects of their own: one `coordinator.store.retention.Expiry` per retention
+pass (built by the store with its append function), one
+`coordinator.store.compaction.Compaction` per compaction.
 
-Retention (`expire`): a group whose last activity is older than `retention_s`
-gets every control variable tombstoned, and its registry entry too if no
-member is registered. Activity is every write to the group and every
-`touch(group)`: the services touch a group for each request that names it
-(registry, control variables, merges) and the region controller for each
-message of the region of that name (joins, heartbeats, acks, triggers), so a
-region that runs for weeks without a restart keeps its control variables.
-Tombstones are packed by `records.Batcher` into records bounded by bytes and
-entries; each record is appended first and then applied to the tables, so
-memory never gets ahead of the log.
+Retention (`expire`): one pass when the owner asks, unless a failed one is
+backing off; what a pass tombstones is `coordinator.store.retention`'s.
 
 Compaction (`maybe_compact`, run by the owner periodically): when dead entries
 exceed `compact_dead_ratio` of the entries in the log (and the log is at least
@@ -58,8 +50,8 @@ from coordinator.store.tables import LogCounters, StoreTables
 
 log = logging.getLogger(__name__)
 
-# Keyed entries per record written by compaction and expiry (records.Batcher
-# also bounds each record by bytes).
+# Keyed entries per record written by compaction (records.Batcher also bounds
+# each record by bytes).
 BATCH_ENTRIES = records.BATCH_ENTRIES
 # Compact also when more than max(REBATCH_RECORDS, live entries / 10) records
 # were appended since the last compaction, even if few are dead: replay costs
@@ -77,11 +69,6 @@ MAINTENANCE_BACKOFF_FIRST_S = 1.0
 MAINTENANCE_BACKOFF_MAX_S = 300.0
 
 
-#: ``append(payload, entries)``: append one encoded record of `entries` keyed
-#: entries to the log and count it (`StateStore`'s append; raises LogFailed).
-Append = Callable[[bytes, int], None]
-
-
 @attrs.frozen
 class MaintenancePolicy:
     """When to expire and when to compact (validated by `StateStore`)."""
@@ -89,95 +76,6 @@ class MaintenancePolicy:
     retention_s: float
     compact_dead_ratio: float
     compact_min_bytes: int
-
-
-class Expiry:
-    """One retention pass: tombstone the state of groups idle since before `now - retention_s`.
-
-    Each record is appended first (`append`) and then applied to `tables`, so
-    memory never gets ahead of the log. The caller guarantees that the store
-    is loaded and that nothing else uses `tables` during `run()`."""
-
-    def __init__(self, tables: StoreTables, append: Append, *, clock: Callable[[], float], retention_s: float) -> None:
-        self._tables = tables
-        self._append = append
-        self._clock = clock
-        self._retention_s = retention_s
-
-    def _tombstone(self, batcher: records.Batcher, group: str) -> tuple[int, bool] | None:
-        """Add the tombstones of an idle group's control variables, and of its registry
-        entry when no member is left; (control variables tombstoned, registry dropped),
-        or None when the group holds nothing to drop."""
-        tables = self._tables
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in tables.control.group_items(group):
-            by_topic.setdefault(topic, []).append(partition)
-        registry = tables.groups.get(group)
-        drop_registry = registry is not None and not registry.members
-        if not by_topic and not drop_registry:
-            return None
-        n = 0
-        for topic, partitions in by_topic.items():
-            partitions.sort()
-            for i in range(0, len(partitions), BATCH_ENTRIES):
-                chunk = partitions[i : i + BATCH_ENTRIES]
-                batcher.add(records.control_entry(group, topic, chunk, [None] * len(chunk)))
-            n += len(partitions)
-        if drop_registry:
-            batcher.add(records.registry_entry(group, None))
-        return n, drop_registry
-
-    def run(self, now: float) -> int:
-        """Returns the number of control variables tombstoned; raises what an append raises."""
-        tables = self._tables
-        cutoff = now - self._retention_s
-        expired = groups = 0
-
-        def emit(payload: bytes, entries: list[records.Entry], count: int) -> None:
-            self._append(payload, count)  # first: memory never gets ahead of the log
-            for entry in entries:
-                tables.apply(entry)
-
-        batcher = records.Batcher(self._clock(), emit)
-        idle = [(g, t) for g, t in tables.activity.items() if t < cutoff]
-        # `activity` has exactly the groups that hold state (StoreTables invariant).
-        for group, last in idle:
-            tombstoned = self._tombstone(batcher, group)
-            if tombstoned is None:
-                continue  # a registered group whose control variables are gone already
-            n, drop_registry = tombstoned
-            groups += 1
-            expired += n
-            log.debug(
-                "retention: group %r idle since %.0f: tombstoning %d control variables%s",
-                group,
-                last,
-                n,
-                " and its registry entry" if drop_registry else "",
-            )
-        # The activity of groups touched since the last record (reads, heartbeats) rides
-        # on the next request's record; written here too, so that even a group that is
-        # only read has its activity on disk within one expiry interval.
-        carried = [(g, tables.activity[g]) for g in tables.dirty_activity if g in tables.activity]
-        for group, at in carried:
-            batcher.add_activity(group, at)
-        # A group may span records: a crash between them leaves it idle, and the
-        # next expire finishes it.
-        batcher.flush()
-        tables.dirty_activity.difference_update(g for g, _ in carried)
-        for group, _ in idle:
-            if not tables.holds_state(group):
-                tables.activity.pop(group, None)
-                tables.dirty_activity.discard(group)
-        if groups:
-            log.info(
-                "retention: %d groups idle for more than %.0f s: tombstoned %d control variables in %d records",
-                groups,
-                self._retention_s,
-                expired,
-                batcher.records,
-            )
-        return expired
 
 
 @attrs.frozen

@@ -20,7 +20,8 @@ What it holds:
 Where each part lives: the tables are `coordinator.store.tables.StoreTables`;
 replay of the log at start-up is one `coordinator.store.replay.Replay`; the
 write path (a request's entries -> one record -> the tables) is the store's
-`coordinator.store.writer.RecordWriter`; retention and compaction scheduling the
+`coordinator.store.writer.RecordWriter`; a retention pass is one
+`coordinator.store.retention.Expiry`; retention and compaction scheduling the
 store's `coordinator.store.maintenance.Maintenance`; this module is the live
 table API the server calls (`coordinator.server.api.ServerStore`): it validates
 each request fully and decides its entries before the writer changes anything.
@@ -65,8 +66,9 @@ from coordinator.store import records
 from coordinator.store.control_table import ABSENT, MAX_OFFSET
 from coordinator.store.durable_log import DurableLog
 from coordinator.store.file_log import FileLog
-from coordinator.store.maintenance import Expiry, Maintenance, MaintenancePolicy
+from coordinator.store.maintenance import Maintenance, MaintenancePolicy
 from coordinator.store.replay import Replay
+from coordinator.store.retention import Expiry
 from coordinator.store.tables import LogCounters, StoreTables
 from coordinator.store.writer import RecordWriter
 

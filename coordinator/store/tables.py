@@ -3,7 +3,7 @@
 `StoreTables` is what the log decides: replay (`coordinator.store.replay`)
 fills it from the log at start-up, the live writes of
 `coordinator.store.state_store.StateStore` and retention
-(`coordinator.store.maintenance`) apply their entries to it after appending
+(`coordinator.store.retention`) apply their entries to it after appending
 them, and compaction snapshots it. Every entry goes through the one
 `StoreTables.apply`, so memory after a write equals memory after replaying it.
 
