@@ -7,7 +7,7 @@ the regions' cores.
 1. Events: every event a region's core reports (``on_event``) is recorded with
    its wall-clock time, the newest EVENTS_KEPT per region. A completed
    checkpoint and a reset round started are also kept apart, the newest
-   RECENT_KEPT of each, so a busy region's phase changes cannot push them out.
+   RECENT_KEPT of each.
 2. Durations: a checkpoint that became consistent and a reset round that
    resumed are observed by the region duration histograms (when the server
    has metrics).
