@@ -97,6 +97,14 @@ def test_a_malformed_changelog_record_fails_the_restore_naming_it(bootstrap, nam
         op.reset(1, b"")
         with pytest.raises(ChangelogFormatError, match=rf"{op.store.changelog} partition 0 offset 2: header cr.seq"):
             op.process_batch(_orders(topic, 0, 1, ["a"]))
+        # The same read in the background: the restore ends (the source resumes the partition)
+        # and its first batch fails, so the region resets; a reset reads it again.
+        op.reset(1, b"")
+        op.store.restore_async([0])
+        _restored(op)
+        with pytest.raises(ChangelogFormatError, match=rf"{op.store.changelog} partition 0 offset 2: header cr.seq"):
+            op.process_batch(_orders(topic, 0, 1, ["a"]))
+        assert op.store.tables == {}
     finally:
         op.close()
 
