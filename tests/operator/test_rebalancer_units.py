@@ -9,7 +9,7 @@ from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.config import OperatorConfig, StartKind
 from cr_consumer.operator.control_plane import LocalControl
 from cr_consumer.operator.offset_manager import OffsetManager
-from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer, SeekTargets, StateRestorer
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 S = ClientState
@@ -86,6 +86,7 @@ class Harness:
         start=StartKind.EARLIEST,
         control: LocalControl | None = None,
         cooperative: bool = False,
+        restorer: StateRestorer | None = None,
     ) -> None:
         props = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
         self.config = OperatorConfig(
@@ -117,6 +118,7 @@ class Harness:
             new_epoch=self.epochs.append,
             request_reset=self.resets.append,
             standalone=standalone,
+            restorer=restorer,
         )
 
     def assign(self, *tps) -> None:
@@ -339,21 +341,8 @@ class Restorer:
 
 
 def restoring_harness(*, cooperative: bool = False) -> tuple[Harness, Restorer]:
-    h = Harness(consumer(), cooperative=cooperative)
     restorer = Restorer()
-    h.r = Rebalancer(
-        "m0",
-        h.config,
-        sm=h.sm,
-        offsets=h.offsets,
-        targets=h.targets,
-        events=h.gate,
-        new_epoch=h.epochs.append,
-        request_reset=h.resets.append,
-        standalone=False,
-        restorer=restorer,
-    )
-    return h, restorer
+    return Harness(consumer(), cooperative=cooperative, restorer=restorer), restorer
 
 
 def test_a_seeked_partition_stays_paused_until_its_state_is_restored_while_the_others_flow():

@@ -117,18 +117,14 @@ class LibrdkafkaTransactionalProducer:
         """Step 2 (one topic per transaction: the sink's)."""
         if topic != self._topic:
             self._one_topic(topic)
+        # -1: librdkafka's partitioner picks; confluent-kafka's headers are a list of
+        # (str, str | bytes | None): the same pairs
+        args = (topic, value, key, -1 if partition is None else partition)
+        sent_headers = cast("list[tuple[str, str | bytes | None]]", headers)
         try:
-            self._produce(
-                topic,
-                value,
-                key,
-                -1 if partition is None else partition,  # -1: librdkafka's partitioner picks
-                on_delivery=self._on_delivery,
-                # confluent-kafka's parameter is a list of (str, str | bytes | None): the same pairs
-                headers=cast("list[tuple[str, str | bytes | None]]", headers),
-            )
+            self._produce(*args, on_delivery=self._on_delivery, headers=sent_headers)
         except BufferError:
-            self._send_when_room(topic, key, value, headers, partition)
+            self._send_when_room(args, sent_headers)
         self._sent += 1
 
     def _one_topic(self, topic: str) -> None:
@@ -138,25 +134,15 @@ class LibrdkafkaTransactionalProducer:
 
     def _send_when_room(
         self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: list[tuple[str, bytes | None]],
-        partition: int | None,
+        args: tuple[str, bytes | None, bytes | None, int],
+        headers: list[tuple[str, str | bytes | None]],
     ) -> None:
         """Step 2's wait for room in a full queue, at most ``max.block.ms``."""
         deadline = time.monotonic() + self._block_s
         while True:
             self._producer.poll(ROOM_POLL_S)
             try:
-                self._produce(
-                    topic,
-                    value,
-                    key,
-                    -1 if partition is None else partition,
-                    on_delivery=self._on_delivery,
-                    headers=cast("list[tuple[str, str | bytes | None]]", headers),
-                )
+                self._produce(*args, on_delivery=self._on_delivery, headers=headers)
                 return
             except BufferError:
                 if time.monotonic() > deadline:
