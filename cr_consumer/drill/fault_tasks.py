@@ -40,6 +40,8 @@ FIRE_TIMEOUT_S = 60.0
 TASK_JOIN_S = 10.0
 #: How often a task looks for a claimed trigger or at the controller's status.
 TASK_POLL_S = 0.1
+#: Bound on one request of a task for the controller's status.
+STATUS_TIMEOUT_S = 1.0
 
 
 class FaultTasks:

@@ -24,7 +24,7 @@ From the timeline events (``timeline.py``) and the verifier's result:
   and from the resume to the last batch.
 
 With a standby coordinator (``DrillConfig.coordinator_standby``), ``takeover``: what a
-coordinator fault's takeover showed (``faults.TakeoverRecord``: the old and new leader, the
+coordinator fault's takeover showed (``coordinator_standby.TakeoverRecord``: the old and new leader, the
 epochs before and after, the time to the standby serving, the paused leader's exit code,
 the checkpoints on the new leader), with ``resume_after_takeover_s`` (:func:`resume_after`):
 from the fault to the controller's first RESUME once the new leader served. Else null.
@@ -40,7 +40,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TypedDict
 
-from cr_consumer.drill.faults import FaultRecord, TakeoverRecord
+from cr_consumer.drill.coordinator_standby import TakeoverRecord
+from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.timeline import Event
 from cr_consumer.drill.verify import VerifyResult
 

@@ -14,9 +14,8 @@
    partitions as the input; outside the new-topic scenario's pattern), and with
    ``dead_letter`` the dead-letter topic (``<prefix>.dlq``, likewise).
 4. Start the coordinator process (``coordinator.launcher``); with
-   ``coordinator_standby``, a leader with its log on the drill's broker (topic
-   ``<prefix>.coordinator-log``, lease ``STANDBY_LEASE_S``) and a standby, and wait
-   until the standby names the leader (:func:`_start_leader_and_standby`); the
+   ``coordinator_standby``, a leader and a standby with their log on the drill's
+   broker (topic ``<prefix>.coordinator-log``, ``coordinator_standby.py``); the
    members and the drill's clients get both endpoints. Then the producer
    thread (``workload.py``; with ``rate`` > 0 the input keeps arriving while
    the fault happens), then the region's member processes: the runner's
@@ -81,9 +80,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from coordinator.client import CoordinatorClient, EndpointRole
 from coordinator.launcher import CoordinatorProcess
-from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.drill import faults as fault_mod
 from cr_consumer.drill.config import (
     BASIC_SCENARIOS,
@@ -98,6 +95,7 @@ from cr_consumer.drill.config import (
     UNTIMELY_SCENARIOS,
     DrillConfig,
 )
+from cr_consumer.drill.coordinator_standby import Takeover, start_leader_and_standby
 from cr_consumer.drill.delivered import Delivered, read_dead_letter_files, read_files
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.faults import FaultRecord
@@ -139,8 +137,6 @@ WARMUP_SHARE = 0.05
 #: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
 SETTLE_BASE_S = 10.0
 SETTLE_SESSIONS = 2
-#: ``coordinator_standby``: bound on the standby naming the leader after both started.
-STANDBY_READY_S = 30.0
 #: Bound on each request of the drill's reads of the output topic (its metadata, a fetch): a
 #: broker that stops answering fails the read instead of hanging it.
 OUTPUT_REQUEST_TIMEOUT_MS = 10_000
@@ -159,52 +155,6 @@ def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
     for d in dirs.values():
         d.mkdir(parents=True)
     return drill_dir, dirs
-
-
-def _start_leader_and_standby(
-    bootstrap: str, dirs: dict[str, Path], log_topic: str
-) -> tuple[CoordinatorProcess, CoordinatorProcess]:
-    """``coordinator_standby``: 1. start the leader with its log on topic ``log_topic`` of the
-    drill's broker (``--state kafka``, lease STANDBY_LEASE_S) and wait until it serves; 2. start
-    the standby (same log, ``--standby``); 3. wait until the standby names the leader (it read
-    the leader's lease record), so a takeover is possible from the first fault on. A standby
-    that fails to start stops the leader."""
-    args = [
-        "--state",
-        "kafka",
-        "--kafka-bootstrap",
-        bootstrap,
-        "--log-topic",
-        log_topic,
-        "--log-lease",
-        f"{STANDBY_LEASE_S:g}s",
-    ]
-    leader = CoordinatorProcess(
-        dirs["coordinator"] / "leader", http="auto", extra_args=args, log_path=dirs["logs"] / "coordinator.log"
-    ).start()
-    try:
-        standby = CoordinatorProcess(
-            dirs["coordinator"] / "standby",
-            http="auto",
-            extra_args=[*args, "--standby"],
-            log_path=dirs["logs"] / "coordinator-standby.log",
-        ).start(serve=False)
-        assert standby.endpoint is not None  # set from its ready line
-        with CoordinatorClient(standby.endpoint, timeout=fault_mod.PROBE_S, try_timeout=fault_mod.PROBE_S) as client:
-
-            def names_the_leader() -> bool:
-                probe = client.probe(fault_mod.PROBE_S)
-                return probe.role is EndpointRole.STANDBY and probe.leader == leader.endpoint
-
-            try:
-                wait_until(names_the_leader, STANDBY_READY_S, "the standby coordinator to name the leader")
-            except BaseException:
-                standby.terminate()
-                raise
-    except BaseException:
-        leader.terminate()
-        raise
-    return leader, standby
 
 
 def _pipeline_params(
@@ -371,7 +321,9 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
             if dead_letter_topic is not None:
                 create_topic(bootstrap, dead_letter_topic, cfg.partitions)
             if cfg.coordinator_standby:
-                coordinator, standby = _start_leader_and_standby(bootstrap, dirs, f"{prefix}.coordinator-log")
+                coordinator, standby = start_leader_and_standby(
+                    bootstrap, dirs["coordinator"], dirs["logs"], f"{prefix}.coordinator-log", STANDBY_LEASE_S
+                )
                 progress(
                     f"broker {bootstrap}, coordinator leader {coordinator.endpoint} (pid {coordinator.pid}), "
                     f"standby {standby.endpoint} (pid {standby.pid})"
@@ -524,13 +476,13 @@ def conclude(
     faults: list[FaultRecord],
     error: str | None,
     started: float,
-    takeover: fault_mod.Takeover | None = None,
+    takeover: Takeover | None = None,
 ) -> DrillReport:
     """Step 8; returns the report (its ``ok``: the drill passed); ``output``: what the sinks
     published (an empty one when the output topic could not be read: that error is the
     drill's); ``dead_letters``: what the dead-letter sinks published (None: no dead-letter
     sink); ``started``: the drill's start (epoch seconds), for its elapsed time; ``takeover``:
-    what a standby coordinator's takeover showed (``faults._follow_takeover``), else None."""
+    what a standby coordinator's takeover showed (``coordinator_standby.Takeover``), else None."""
     manifest.save(drill_dir / "manifest.json")
     events = reader.all_events()
     checkpoint = None
