@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 HEAP = r"""
 import gc, json, sys, time
 import coordinator.cli.main  # everything the coordinator process imports
-from coordinator.server.http import CoordinatorMetrics
+from coordinator.server.metrics import CoordinatorMetrics
 metrics = CoordinatorMetrics()
 state = [{"group": f"g{i}", "offsets": {f"t-{j}": j for j in range(10)}} for i in range(int(sys.argv[1]))]
 
@@ -50,7 +50,7 @@ print(json.dumps({"tracked": tracked, "not_frozen": before, "frozen": after}))
 
 
 def label_costs(trials: int) -> dict:
-    from coordinator.server.http import CoordinatorMetrics
+    from coordinator.server.metrics import CoordinatorMetrics
 
     metrics = CoordinatorMetrics()
     types = ["merge_checkpoint", "ping", "heartbeat", "register"] * 250

@@ -55,8 +55,9 @@ from coordinator.protocol.common.gc_policy import GcPolicy, freeze_after_start
 from coordinator.region.service import RegionControllerService
 from coordinator.server.api import CurveServerConfig
 from coordinator.server.connections import raise_nofile_limit
-from coordinator.server.http import CoordinatorMetrics, HttpEndpoint
+from coordinator.server.http import HttpEndpoint
 from coordinator.server.loop import CoordinatorServer
+from coordinator.server.metrics import CoordinatorMetrics
 from coordinator.services.merge import MergeService
 from coordinator.services.registry import ControlVariablesService, RegistryService
 from coordinator.store import fault_point

@@ -216,7 +216,6 @@ __all__ = [
     "MAX_HTTP_CONNECTIONS",
     "STATUS_TIMEOUT_S",
     "STOP_TIMEOUT_S",
-    "CoordinatorMetrics",  # the registry an HttpEndpoint serves
     "HttpEndpoint",
     "ServedLoop",
     "parse_host_port",

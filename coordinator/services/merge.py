@@ -56,8 +56,8 @@ from coordinator.protocol.wire import fields, protocol
 from coordinator.protocol.wire.errors import Invalid, MergeClosed, MergeRetired, MergeTimeout
 from coordinator.protocol.wire.status import CoordinatorStatus, MergeStatus, PendingMerge
 from coordinator.server.api import DEFERRED, Reply, Request, ServerApi, Service, Timer
-from coordinator.server.http import CoordinatorMetrics
 from coordinator.server.limits import MERGE_ENTRY_BYTES
+from coordinator.server.metrics import CoordinatorMetrics
 from coordinator.services.registry import RegistryService
 
 log = logging.getLogger(__name__)
