@@ -6,9 +6,9 @@ One producer writes one transactional id's transactions, one at a time:
 
 1. built: the client's ``init_transactions`` (it fences the id's previous epoch and aborts its
    open transaction), bounded; a producer that fails it is closed;
-2. ``begin`` a transaction, ``send`` records into it (each ``send`` bounded: a client whose queue
-   is full waits for room at most its block bound), ``bound`` now and then (the client's own
-   bound on records waiting for an answer);
+2. ``begin`` a transaction, ``send_many`` records to one topic into it (bounded: a client whose
+   queue is full waits for room at most its block bound), ``bound`` now and then (the client's
+   own bound on records waiting for an answer);
 3. ``flush`` (bounded), then ``outcome``: how many records were sent, how many have no answer
    yet, the first failure, and each partition's first offset; ``prepared``: the transaction as
    the region protocol records it (``PreparedTxn``: transactional id, producer id and epoch,
@@ -19,11 +19,15 @@ One producer writes one transactional id's transactions, one at a time:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
 
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
+
+#: One record to send: key, value, headers, partition (None: the producer's partitioner).
+OutRecord = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int | None]
 
 
 @attrs.frozen
@@ -45,14 +49,7 @@ class TransactionalWriter(Protocol):
 
     def begin(self) -> None: ...
 
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: list[tuple[str, bytes | None]],
-        partition: int | None,
-    ) -> None: ...
+    def send_many(self, topic: str, records: Sequence[OutRecord]) -> None: ...
 
     def bound(self, timeout_s: float) -> None: ...
 
@@ -69,4 +66,4 @@ class TransactionalWriter(Protocol):
     def close(self, timeout_s: float) -> None: ...
 
 
-__all__ = ["SendOutcome", "TransactionalWriter"]
+__all__ = ["OutRecord", "SendOutcome", "TransactionalWriter"]

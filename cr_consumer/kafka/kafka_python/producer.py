@@ -37,7 +37,7 @@ coordinator's log writer needs them too); the one private field read here
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -48,7 +48,7 @@ from coordinator.kafka.bounded_producer import end_transaction, force_close
 from coordinator.kafka.raw_requests import TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.kafka_python.client import RENAMED
-from cr_consumer.kafka.producer import SendOutcome
+from cr_consumer.kafka.producer import OutRecord, SendOutcome
 
 #: Sends of the open transaction that may be unanswered before ``bound`` waits: kafka-python 3
 #: has no ``buffer.memory``, so without it the sink's producer would take records as fast as
@@ -153,6 +153,12 @@ class TransactionalProducer:
         """One record into the open transaction (``max_block_ms`` bounds its wait for the topic's
         metadata; ``bound`` bounds how many sends wait unanswered)."""
         self._sent.append(self._producer.send(topic, value=value, key=key, headers=headers, partition=partition))
+
+    def send_many(self, topic: str, records: Sequence[OutRecord]) -> None:
+        """``send`` of each record to ``topic``, in order."""
+        send, sent = self._producer.send, self._sent.append
+        for key, value, headers, partition in records:
+            sent(send(topic, value=value, key=key, headers=headers, partition=partition))
 
     def bound(self, timeout_s: float) -> None:
         """Keep at most ``max_unanswered`` sends waiting: past twice that, wait (each wait

@@ -14,7 +14,7 @@ error, and any error fails the sink's interval, after which the reset closes the
    (``properties.librdkafka_producer_config``; librdkafka refuses a name it does not know
    here), the transactional id, idempotence and ``acks=all``; then ``init_transactions``
    bounded by ``max.block.ms``; a producer that fails it is closed.
-2. ``send`` (one topic per transaction): ``produce`` with a delivery callback (served by
+2. ``send_many`` (one topic per transaction): ``produce`` with a delivery callback (served by
    ``poll`` and ``flush`` on the calling thread): it keeps the first failure and each
    partition's first offset (an idempotent producer delivers a partition's records in order). A full local queue (``BufferError``) is
    polled for room, at most ``max.block.ms``; ``bound`` serves the callbacks waiting.
@@ -28,7 +28,7 @@ error, and any error fails the sink's interval, after which the reset closes the
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -37,7 +37,7 @@ from coordinator.kafka.raw_batches import PartitionReader, RawReadError
 from coordinator.kafka.raw_requests import RawClient, TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.librdkafka.properties import librdkafka_producer_config
-from cr_consumer.kafka.producer import SendOutcome
+from cr_consumer.kafka.producer import OutRecord, SendOutcome
 
 #: ``max.block.ms`` unless given (kafka-python's default): step 1's and step 2's bound.
 DEFAULT_MAX_BLOCK_MS = 60_000
@@ -106,26 +106,21 @@ class LibrdkafkaTransactionalProducer:
         self._topic = None
         self._first = {}
 
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: list[tuple[str, bytes | None]],
-        partition: int | None,
-    ) -> None:
+    def send_many(self, topic: str, records: Sequence[OutRecord]) -> None:
         """Step 2 (one topic per transaction: the sink's)."""
         if topic != self._topic:
             self._one_topic(topic)
-        # -1: librdkafka's partitioner picks; confluent-kafka's headers are a list of
-        # (str, str | bytes | None): the same pairs
-        args = (topic, value, key, -1 if partition is None else partition)
-        sent_headers = cast("list[tuple[str, str | bytes | None]]", headers)
-        try:
-            self._produce(*args, on_delivery=self._on_delivery, headers=sent_headers)
-        except BufferError:
-            self._send_when_room(args, sent_headers)
-        self._sent += 1
+        produce, delivered = self._produce, self._on_delivery
+        for key, value, headers, partition in records:
+            # -1: librdkafka's partitioner picks; confluent-kafka's headers are a list of
+            # (str, str | bytes | None): the same pairs
+            args = (topic, value, key, -1 if partition is None else partition)
+            sent_headers = cast("list[tuple[str, str | bytes | None]]", headers)
+            try:
+                produce(*args, on_delivery=delivered, headers=sent_headers)
+            except BufferError:
+                self._send_when_room(args, sent_headers)
+            self._sent += 1
 
     def _one_topic(self, topic: str) -> None:
         if self._topic is not None:
