@@ -10,9 +10,7 @@
    scenario is refused with an external cluster).
 3. Create the input topic (``partitions`` partitions) with unique names; the
    new-topic scenario subscribes by pattern, the others by topic name. With
-   the Kafka sink, also create the output topic (``<prefix>.out``, as many
-   partitions as the input; outside the new-topic scenario's pattern), and with
-   ``dead_letter`` the dead-letter topic (``<prefix>.dlq``, likewise).
+   the Kafka sink, also create its topics (the drill's outputs: ``outputs.py``).
 4. Start the coordinator process (``coordinator.launcher``); with
    ``coordinator_standby``, a leader and a standby with their log on the drill's
    broker (topic ``<prefix>.coordinator-log``, ``coordinator_standby.py``); the
@@ -38,9 +36,8 @@
    group is stable again.
 7. End the fault tasks (every paused process is continued), stop the region,
    read the group's committed offsets, stop the coordinator (and the standby); with the Kafka
-   sink, read the output topic and the dead-letter topic (``verify_kafka.read_topic``) and write
-   the output's batches as stored to ``logs/output-log.txt`` (``write_log_layout``) while
-   the broker still runs; stop the broker. Every process started here is stopped in
+   sink, read its topics and write the output's batches as stored to ``logs/output-log.txt``
+   while the broker still runs; stop the broker. Every process started here is stopped in
    ``finally``.
 8. Once every process started is stopped (:func:`conclude`): save the
    manifest (``manifest.json``); with the group's committed offsets read,
@@ -68,7 +65,6 @@ fault really fired.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import random
@@ -96,28 +92,18 @@ from cr_consumer.drill.config import (
     DrillConfig,
 )
 from cr_consumer.drill.coordinator_standby import Takeover, start_leader_and_standby
-from cr_consumer.drill.delivered import Delivered, read_dead_letter_files, read_files
+from cr_consumer.drill.delivered import Delivered
 from cr_consumer.drill.fault_tasks import FaultTasks
 from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
-from cr_consumer.drill.pipeline import DEAD_LETTER_SUBDIR, SinkKind
+from cr_consumer.drill.outputs import DrillOutputs
 from cr_consumer.drill.plot import plot_timeline
-from cr_consumer.drill.provenance import read_dead_letter
 from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint, resume_after
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
 from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
-from cr_consumer.drill.verify_kafka import KafkaOutputCounter, read_topic, write_log_layout
-from cr_consumer.drill.watch_loop import (
-    PRODUCER_JOIN_S,
-    ControllerWatch,
-    OutputCount,
-    OutputCounter,
-    SummedCount,
-    WatchLoop,
-)
+from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
-from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
 from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.region_runner import Region
@@ -137,9 +123,6 @@ WARMUP_SHARE = 0.05
 #: timeout each; the bound is SETTLE_BASE_S + SETTLE_SESSIONS session timeouts.
 SETTLE_BASE_S = 10.0
 SETTLE_SESSIONS = 2
-#: Bound on each request of the drill's reads of the output topic (its metadata, a fetch): a
-#: broker that stops answering fails the read instead of hanging it.
-OUTPUT_REQUEST_TIMEOUT_MS = 10_000
 
 
 def _progress(msg: str) -> None:
@@ -158,12 +141,7 @@ def _fresh_dirs(cfg: DrillConfig) -> tuple[Path, dict[str, Path]]:
 
 
 def _pipeline_params(
-    cfg: DrillConfig,
-    dirs: dict[str, Path],
-    prefix: str,
-    topic: str,
-    output_topic: str | None,
-    dead_letter_topic: str | None,
+    cfg: DrillConfig, dirs: dict[str, Path], prefix: str, topic: str, outputs: DrillOutputs
 ) -> dict[str, str]:
     """The drill pipeline's parameters: where it writes its timeline and finds its faults, what it
     reads, where it writes."""
@@ -175,10 +153,7 @@ def _pipeline_params(
         "dead_letter": "true" if cfg.dead_letter else "false",
         "state": "true" if cfg.state else "false",
     }
-    if output_topic is not None:
-        params["output_topic"] = output_topic
-    if dead_letter_topic is not None:
-        params["dead_letter_topic"] = dead_letter_topic
+    params.update(outputs.params())
     if not cfg.cooperative:  # else the runtime's default (cooperative-sticky)
         params["assignment_strategy"] = EAGER_ASSIGNORS
     if cfg.scenario == "new-topic":
@@ -230,61 +205,6 @@ def _stop_the_drill(
     return end_time
 
 
-def _output_settings(bootstrap: str) -> dict[str, object]:
-    return admin_settings(bootstrap, {}, request_timeout_ms=OUTPUT_REQUEST_TIMEOUT_MS, client_id="cr-drill-output")
-
-
-def _or_empty(output: Delivered | None) -> Delivered:
-    """The output topic as read, or nothing when the read failed (its error fails the drill)."""
-    return output if output is not None else Delivered()
-
-
-def _output_count(
-    cfg: DrillConfig, bootstrap: str, dirs: dict[str, Path], output_topic: str | None, dead_letter_topic: str | None
-) -> OutputCount:
-    """What the watch loop counts: the published output, and the dead-letter output with it."""
-    if output_topic is None:
-        counts: list[OutputCount] = [OutputCounter(dirs["output"])]
-        if cfg.dead_letter:
-            counts.append(OutputCounter(dirs["output"] / DEAD_LETTER_SUBDIR))
-    else:
-        counts = [KafkaOutputCounter(_output_settings(bootstrap), output_topic)]
-        if dead_letter_topic is not None:
-            counts.append(KafkaOutputCounter(_output_settings(bootstrap), dead_letter_topic))
-    return counts[0] if len(counts) == 1 else SummedCount(counts)
-
-
-def _read_topics(
-    cleanup: _CleanUp, bootstrap: str, output_topic: str | None, dead_letter_topic: str | None
-) -> tuple[Delivered | None, Delivered | None]:
-    """The output topic and the dead-letter topic as read (each None when there is none or its
-    read failed: that error is the drill's, in ``cleanup``)."""
-    read: dict[str, Delivered] = {}
-    if output_topic is not None:
-
-        def read_output(topic: str = output_topic) -> None:
-            read["output"] = read_topic(_output_settings(bootstrap), topic)
-
-        cleanup.step("reading the output topic", read_output)
-    if dead_letter_topic is not None:
-
-        def read_dead_letters(topic: str = dead_letter_topic) -> None:
-            read["dead_letters"] = read_topic(_output_settings(bootstrap), topic, provenance=read_dead_letter)
-
-        cleanup.step("reading the dead-letter topic", read_dead_letters)
-    return read.get("output"), read.get("dead_letters")
-
-
-def _dead_letters(cfg: DrillConfig, dirs: dict[str, Path], kafka: Delivered | None) -> Delivered | None:
-    """The dead-letter output to verify: None without a dead-letter sink; the files read now, or
-    the topic as read (nothing when the read failed: that error is the drill's)."""
-    if not cfg.dead_letter:
-        return None
-    if cfg.sink is SinkKind.FILE:
-        return read_dead_letter_files(dirs["output"] / DEAD_LETTER_SUBDIR)
-    return _or_empty(kafka)
-
-
 def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> DrillReport:
     rng = random.Random(cfg.seed)
     drill_dir, dirs = _fresh_dirs(cfg)
@@ -297,11 +217,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
     loop: WatchLoop | None = None
     env: fault_mod.DrillEnv | None = None
     topics = [f"{prefix}-in"]
-    # "." after the prefix: outside the new-topic scenario's pattern, which a "-" follows.
-    output_topic = f"{prefix}.out" if cfg.sink is SinkKind.KAFKA else None
-    dead_letter_topic = f"{prefix}.dlq" if cfg.sink is SinkKind.KAFKA and cfg.dead_letter else None
-    kafka_output: Delivered | None = None
-    kafka_dead_letters: Delivered | None = None
+    outputs = DrillOutputs.of(cfg, prefix, dirs["output"])
     t_start = time.time()
     committed: dict[tuple[str, int], int | None] | None = None
     end_time: float | None = None
@@ -316,10 +232,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         tasks = FaultTasks(drill_tl)
         try:
             create_topic(bootstrap, topics[0], cfg.partitions)
-            if output_topic is not None:
-                create_topic(bootstrap, output_topic, cfg.partitions)
-            if dead_letter_topic is not None:
-                create_topic(bootstrap, dead_letter_topic, cfg.partitions)
+            outputs.create(bootstrap)
             if cfg.coordinator_standby:
                 coordinator, standby = start_leader_and_standby(
                     bootstrap, dirs["coordinator"], dirs["logs"], f"{prefix}.coordinator-log", STANDBY_LEASE_S
@@ -365,7 +278,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 max_consecutive_resets=MAX_RESETS,
                 drain_timeout_s=phase_timeout_s,
                 reset_timeout_s=phase_timeout_s,
-                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0], output_topic, dead_letter_topic)),
+                params=dict(_pipeline_params(cfg, dirs, prefix, topics[0], outputs)),
                 env={ENV_FAULT_DIR: str(dirs["faults"])},
                 kafka_client=cfg.kafka_client,
                 standby=cfg.standby,
@@ -390,7 +303,6 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 standby=standby,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
-            output = _output_count(cfg, bootstrap, dirs, output_topic, dead_letter_topic)
             loop = WatchLoop(
                 cfg,
                 env,
@@ -400,7 +312,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 reader=reader,
                 tasks=tasks,
                 watch=watch,
-                output=output,
+                output=outputs.counter(bootstrap),
                 fraction=fraction,
                 progress=progress,
             )
@@ -431,12 +343,7 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 cleanup.step("stopping the coordinator", coordinator.terminate)
             if standby is not None:
                 cleanup.step("stopping the standby coordinator", standby.terminate)
-            kafka_output, kafka_dead_letters = _read_topics(cleanup, bootstrap, output_topic, dead_letter_topic)
-            if output_topic is not None:  # the post-mortem of a failed verdict needs the log as stored
-                layout = functools.partial(
-                    write_log_layout, _output_settings(bootstrap), output_topic, dirs["logs"] / "output-log.txt"
-                )
-                cleanup.step("writing the output topic's layout", layout)
+            outputs.read_topics(bootstrap, cleanup.step, dirs["logs"] / "output-log.txt")
             drill_tl.close()
             if cleanup.errors and error is None:
                 error = "; ".join(cleanup.errors)
@@ -445,8 +352,8 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         cfg,
         drill_dir,
         dirs,
-        output=read_files(dirs["output"]) if output_topic is None else _or_empty(kafka_output),
-        dead_letters=_dead_letters(cfg, dirs, kafka_dead_letters),
+        output=outputs.published(),
+        dead_letters=outputs.dead_letters(),
         manifest=manifest,
         reader=reader,
         tasks=tasks,
