@@ -1,9 +1,9 @@
 """librdkafka's transactional producer (confluent-kafka) as the Kafka sink uses it, every call
 bounded (``cr_consumer/kafka/producer.py``: the seam, ``TransactionalWriter``).
 
-librdkafka writes a transaction's records about ten times faster than kafka-python here
-(BENCHMARKS.md), but has no call for the producer id and epoch another process needs to end
-the transaction when this one is gone. They are in every record batch the producer writes, so
+librdkafka writes a transaction's records faster than kafka-python (BENCHMARKS.md), but has no
+call for the producer id and epoch another process needs to end the transaction when this one
+is gone. They are in every record batch the producer writes, so
 ``prepared`` reads them back from the log: one Fetch of the batch at the transaction's first
 offset in one of its partitions (``coordinator/kafka/raw_batches.py``), once per producer.
 Invariant that makes once enough: a producer's id and epoch change only at its

@@ -5,7 +5,7 @@ The protocol the sink takes part in (what it reports, who ends its transactions,
 ``coordinator/protocol/region/transactions.py``; this docstring says what the sink does.
 
 The producer is either client's transactional producer (``cr_consumer/kafka/producer.py``, the
-seam; ``client``: kafka-python by default, librdkafka about ten times faster, BENCHMARKS.md):
+seam; ``client``: kafka-python by default, or librdkafka, the faster: BENCHMARKS.md):
 each gives the producer id and epoch another process needs to end the sink's transaction when
 the sink's member is gone (kafka-python from its transaction manager, librdkafka read back from
 the transaction's first batch).
