@@ -109,7 +109,7 @@ class TakeoverRecord(TypedDict):
     #: and the first one completed after that (after the old leader's exit when paused).
     checkpoint_at_takeover: int | None
     checkpoint_after: int | None
-    #: Seconds from the fault to the controller's first RESUME after ``served_at`` (``scenarios.conclude``).
+    #: Seconds from the fault to the controller's first RESUME after ``served_at`` (``verdict.conclude``).
     resume_after_takeover_s: float | None
 
 

@@ -39,33 +39,20 @@
    sink, read its topics and write the output's batches as stored to ``logs/output-log.txt``
    while the broker still runs; stop the broker. Every process started here is stopped in
    ``finally``.
-8. Once every process started is stopped (:func:`conclude`): save the
-   manifest (``manifest.json``); with the group's committed offsets read,
-   find the last completed checkpoint and its offsets (one that cannot be
-   read fails the drill: the committed-offsets check cannot run); verify the
-   output independently (``verify.py``: the files read now, or the topics read
-   in step 7; the dead-letter output too) and analyse the timeline around the fault (``report.py``); say
-   whether the fault really fired (its tasks, or the sink trigger's timeline
-   event; a fault task's error fails the drill); draw ``timeline.png`` (a
-   plot that fails is reported); write ``report.json``. Without
-   ``keep_output``, a passed drill's output and state directories are
-   removed.
+8. Once every process started is stopped, conclude on what the drill recorded
+   (``verdict.py``: verify, analyse, report), with the output the drill's outputs
+   hand the verifier (the files read then, or the topics read in step 7).
 
 The scenarios and a drill's settings are in ``config.py``, steps 5-6 in
 ``watch_loop.py``.
 
 A drill that times out still verifies and reports (its records are then
-missing) and fails. The report's ``ok`` is true only if nothing is missing,
-duplicated, altered or unexpected (in the output, and in the dead-letter output
-with ``dead_letter``), committed offsets are not behind the
-output, no transaction is left open in the output topic, and the injected
-fault really fired.
+missing) and fails.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import re
@@ -91,17 +78,14 @@ from cr_consumer.drill.config import (
     UNTIMELY_SCENARIOS,
     DrillConfig,
 )
-from cr_consumer.drill.coordinator_standby import Takeover, start_leader_and_standby
-from cr_consumer.drill.delivered import Delivered
+from cr_consumer.drill.coordinator_standby import start_leader_and_standby
 from cr_consumer.drill.fault_tasks import FaultTasks
-from cr_consumer.drill.faults import FaultRecord
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.outputs import DrillOutputs
-from cr_consumer.drill.plot import plot_timeline
-from cr_consumer.drill.report import DrillReport, analyse, build_report, last_completed_checkpoint, resume_after
+from cr_consumer.drill.report import DrillReport
 from cr_consumer.drill.settle import wait_for_commits
 from cr_consumer.drill.timeline import TimelineReader, TimelineWriter
-from cr_consumer.drill.verify import CheckpointMissing, last_checkpoint_offsets, verify
+from cr_consumer.drill.verdict import conclude
 from cr_consumer.drill.watch_loop import PRODUCER_JOIN_S, ControllerWatch, WatchLoop
 from cr_consumer.drill.workload import ACK_TIMEOUT_S, Workload
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR
@@ -365,86 +349,6 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
         started=t_start,
         takeover=env.takeover if env is not None else None,
     )
-
-
-def conclude(
-    cfg: DrillConfig,
-    drill_dir: Path,
-    dirs: dict[str, Path],
-    *,
-    output: Delivered,
-    dead_letters: Delivered | None,
-    manifest: Manifest,
-    reader: TimelineReader,
-    tasks: FaultTasks,
-    committed: dict[tuple[str, int], int | None] | None,
-    fault_time: float | None,
-    end_time: float | None,
-    faults: list[FaultRecord],
-    error: str | None,
-    started: float,
-    takeover: Takeover | None = None,
-) -> DrillReport:
-    """Step 8; returns the report (its ``ok``: the drill passed); ``output``: what the sinks
-    published (an empty one when the output topic could not be read: that error is the
-    drill's); ``dead_letters``: what the dead-letter sinks published (None: no dead-letter
-    sink); ``started``: the drill's start (epoch seconds), for its elapsed time; ``takeover``:
-    what a standby coordinator's takeover showed (``coordinator_standby.Takeover``), else None."""
-    manifest.save(drill_dir / "manifest.json")
-    events = reader.all_events()
-    checkpoint = None
-    last_seq = last_completed_checkpoint(events)
-    if committed is not None and last_seq is not None:
-        try:
-            checkpoint = (last_seq, last_checkpoint_offsets(dirs["state"], last_seq))
-        except (CheckpointMissing, OSError, ValueError) as exc:  # the check cannot run: the drill fails
-            log.error("drill %s: %s", cfg.scenario, exc)
-            error = error or f"committed-offsets check: {exc}"
-    result = verify(manifest, output, committed, checkpoint, dead_letters, state=cfg.state)
-    analysis = analyse(events, fault_time, end_time)
-    takeover_record = None
-    if takeover is not None:
-        takeover_record = takeover.record(resume_after(events, takeover.served_at, takeover.fault_at, end_time))
-    fired = tasks.all_fired()
-    if cfg.scenario == "sink-failure":
-        fired = any(e["ev"] == "fault_fired" for e in events)
-    if tasks.errors:
-        error = error or "fault: " + "; ".join(tasks.errors)
-    plot_path = None
-    if events:
-        try:
-            drawn = plot_timeline(
-                events,
-                drill_dir / "timeline.png",
-                title=f"drill {cfg.scenario} (seed {cfg.seed})",
-                produced=result.produced,
-            )
-            plot_path = str(drawn) if drawn is not None else None
-        except Exception as exc:  # the plot is an aid; its failure is reported, not hidden
-            log.exception("timeline plot failed")
-            error = error or f"plot failed: {exc!r}"
-    report = build_report(
-        scenario=cfg.scenario,
-        sink=cfg.sink.value,
-        seed=cfg.seed,
-        members=cfg.members,
-        partitions=cfg.partitions,
-        messages=cfg.messages,
-        verify_result=result,
-        analysis=analysis,
-        faults=faults,
-        elapsed_s=time.time() - started,
-        out_dir=str(drill_dir),
-        plot=plot_path,
-        error=error,
-        fault_fired=fired,
-        takeover=takeover_record,
-    )
-    (drill_dir / "report.json").write_text(json.dumps(report, indent=2))
-    if not cfg.keep_output and report["ok"]:
-        shutil.rmtree(dirs["output"], ignore_errors=True)
-        shutil.rmtree(dirs["state"], ignore_errors=True)
-    return report
 
 
 __all__ = ["BASIC_SCENARIOS", "EMBEDDED_BROKER_ONLY", "SCENARIOS", "UNTIMELY_SCENARIOS", "DrillConfig", "run_drill"]
