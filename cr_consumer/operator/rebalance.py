@@ -63,12 +63,9 @@ through the whole rebalance. So:
    runtime announced (``set_consistent_offsets``): nobody processed them
    since, or a reset follows that rewinds them (step 1).
 
-State restore (a pipeline with partition-scoped state, ``StateRestorer``): a partition seeked
-after an assignment (in the listener or in step 2) or by a reset stays paused while the pipeline restores its state
-(``hold_for_restore``: the restores run on the pipeline's threads); the member's other
-partitions flow meanwhile. After each poll the partitions whose restore finished, done or
-failed, are resumed (a failed one fails its first batch, and the region resets). A revoked
-partition's restore is forgotten: its next owner writes its state from then on.
+State restore (``restore_hold.py``): a partition seeked after an assignment (in the listener or
+in step 2) or by a reset is held while the pipeline restores its state; the member's other
+partitions flow meanwhile. A revoked partition leaves the hold.
 """
 
 from __future__ import annotations
@@ -86,6 +83,7 @@ from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.offset_manager import OffsetManager
+from cr_consumer.operator.restore_hold import RestoreHold, StateRestorer
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
@@ -112,23 +110,6 @@ class PartitionGate(Protocol):
         ...
 
 
-class StateRestorer(Protocol):
-    """The pipeline's partition-scoped state as the source sees it
-    (``cr_consumer/runtime/pipeline/partitioned_tables.py``: ``TableRestorer``)."""
-
-    def restore(self, partitions: Collection[TopicPartition]) -> None:
-        """Start restoring the state of ``partitions`` in the background; returns at once."""
-        ...
-
-    def restoring(self) -> set[TopicPartition]:
-        """The partitions whose restore is started and not finished."""
-        ...
-
-    def forget(self, partitions: Collection[TopicPartition]) -> None:
-        """``partitions`` were revoked: drop their restores."""
-        ...
-
-
 class Rebalancer:
     """The client's :class:`~cr_consumer.kafka.client.RebalanceListener`, its state
     and the deferred seeks of one operator.
@@ -152,10 +133,6 @@ class Rebalancer:
     joining: bool
     #: Assignments received; written on Kafka's IO thread under ``_lock``.
     n_partition_rebalances: int
-    #: Seeked partitions kept paused until their state is restored (module docstring). Written
-    #: under ``_lock`` on the event thread and on Kafka's IO thread (a revocation), replaced as a
-    #: whole; read without the lock by the event thread's backpressure, like ``held``.
-    restoring: frozenset[TopicPartition]
 
     def __init__(
         self,
@@ -180,11 +157,10 @@ class Rebalancer:
         self._new_epoch = new_epoch
         self._request_reset = request_reset
         self._standalone = standalone
-        self._restorer = restorer
+        self._restore = RestoreHold(name, restorer)
         self._cooperative = config.cooperative
         self._lock = threading.Lock()
         self.held = set()
-        self.restoring = frozenset()
         self._assign_pending = False
         self._reset_reason: str | None = None
         self.n_partition_rebalances = 0
@@ -204,17 +180,12 @@ class Rebalancer:
             self._offsets.set_assignment(tp for tp in self._offsets.assigned() if tp not in gone)
             with self._lock:
                 self.held = self.held - gone
-                self.restoring = self.restoring - gone
-            if self._restorer is not None:
-                self._restorer.forget(gone)
+            self._restore.revoked(gone)
             if need:
                 self._new_epoch("partitions lost" if lost else "partitions revoked")
         else:
             self.joining = True
-            with self._lock:
-                self.restoring = frozenset()
-            if self._restorer is not None:
-                self._restorer.forget(tps)
+            self._restore.revoked(tps)
             self._new_epoch("partitions lost" if lost else "partitions revoked")
         if not need:
             log.info(
@@ -276,8 +247,9 @@ class Rebalancer:
             assign = self._assign_pending
         if reason is not None:
             self._request_reset(reason)
-        if self.restoring:
-            self._resume_restored(consumer)
+        restored = self._restore.finished()
+        if restored:
+            self._events.resume_partitions(consumer, restored & consumer.assignment())
         if assign:
             state = self._sm.state
             if state is S.CR_RESET_PENDING and not self._standalone:
@@ -297,30 +269,15 @@ class Rebalancer:
                 self.held -= held
             self._events.resume_partitions(consumer, held - restoring)
 
+    @property
+    def restoring(self) -> frozenset[TopicPartition]:
+        """The partitions held for their state's restore (``restore_hold.py``)."""
+        return self._restore.held
+
     def hold_for_restore(self, consumer: KafkaClient, tps: Collection[TopicPartition]) -> set[TopicPartition]:
         """Start restoring the state of the seeked ``tps`` and keep paused those whose restore is
         not finished; returns them (the caller resumes the others)."""
-        if self._restorer is None or not tps:
-            return set()
-        self._restorer.restore(tps)
-        pending = self._restorer.restoring() & set(tps)
-        if pending:
-            consumer.pause(pending)
-            with self._lock:
-                self.restoring = self.restoring | pending
-            log.info("%s: restoring the state of %s (paused meanwhile)", self.name, _labels(pending))
-        return pending
-
-    def _resume_restored(self, consumer: KafkaClient) -> None:
-        assert self._restorer is not None  # only a restorer's partitions are ever restoring
-        done = self.restoring - self._restorer.restoring()
-        if not done:
-            return
-        with self._lock:
-            self.restoring = self.restoring - done
-        resume = done & consumer.assignment()
-        self._events.resume_partitions(consumer, resume)
-        log.info("%s: state of %s restored: resumed", self.name, _labels(done))
+        return self._restore.hold(consumer, tps)
 
     def seek(
         self,
@@ -365,16 +322,12 @@ class Rebalancer:
         reset drops the restores; ``hold_for_restore`` after its seeks holds them again)."""
         with self._lock:
             held, self.held = self.held, set()
-            self.restoring = frozenset()
             self._assign_pending = False
+        self._restore.clear()
         return held
 
 
 Offsets = dict[TopicPartition, int]
-
-
-def _labels(tps: Collection[TopicPartition]) -> list[str]:
-    return sorted(partition_label(tp.topic, tp.partition) for tp in tps)
 
 
 class SeekTargets:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
     from coordinator.protocol.region.transactions import Resolve
     from cr_consumer.operator.consumer import ConsumerOperator
-    from cr_consumer.operator.rebalance import StateRestorer
+    from cr_consumer.operator.restore_hold import StateRestorer
 
 
 class SettingsError(ValueError):

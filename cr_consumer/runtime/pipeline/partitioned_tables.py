@@ -381,7 +381,7 @@ class PartitionedOperator(Operator):
 
 
 class TableRestorer:
-    """The source's view of a pipeline's partitioned tables (``rebalance.StateRestorer``): each
+    """The source's view of a pipeline's partitioned tables (``restore_hold.StateRestorer``): each
     store restores the partitions of its own input topic."""
 
     def __init__(self, stores: Collection[PartitionedTables]) -> None:
