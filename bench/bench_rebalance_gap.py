@@ -58,8 +58,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cr_consumer.drill.delivered import published_files
 from cr_consumer.drill.scenarios import DrillConfig, run_drill
-from cr_consumer.drill.verify import published_files
 from cr_consumer.operator.config import DEFAULT_SESSION_TIMEOUT_MS
 
 SCENARIOS = ("kill-member", "add-member", "remove-member")

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cr_consumer.drill.verify import published_files
+from cr_consumer.drill.delivered import published_files
 
 
 def _events(drill_dir: Path) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ from typing import Any
 
 import attrs
 
-from cr_consumer.drill.delivered import MAX_EXAMPLES, Conflict, Delivered, published_files
+from cr_consumer.drill.delivered import MAX_EXAMPLES, Conflict, Delivered
 from cr_consumer.drill.manifest import Manifest
 from cr_consumer.drill.state import expected_keys
 
@@ -418,12 +418,10 @@ def last_checkpoint_offsets(
     return out
 
 
-# ``published_files``: the bench tools find the drill's published files through this module.
 __all__ = [
     "CheckpointMissing",
     "PartitionResult",
     "VerifyResult",
     "last_checkpoint_offsets",
-    "published_files",
     "verify",
 ]
