@@ -281,10 +281,11 @@ class RegionHandlers:
 
     def _reset_to(self, merged: dict[TopicPartition, int] | None, *, initial: bool, what: str) -> None:
         """3. stop polling; 4. block the permit (the in-flight batch finishes)
-        and clear the queue (new epoch); 5. on the event
-        thread seek every assigned partition, read positions back, resume held
-        partitions (but those whose state is being restored, ``rebalance.py``), RESET_COMPLETE; 6. clear the group's reset-pending flag;
-        7. resume polling throttled."""
+        and clear the queue (new epoch); 5. on the event thread seek every
+        assigned partition, read positions back, resume the held partitions but
+        those held for their state's restore (``restore_hold.py``),
+        RESET_COMPLETE; 6. clear the group's reset-pending flag; 7. resume
+        polling throttled."""
         cfg = self.config
         self._events.set_polling(False, EVENT_TIMEOUT_S)
         if not self._permit.block(cfg.reset_timeout_s):

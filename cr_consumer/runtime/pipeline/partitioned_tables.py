@@ -49,10 +49,10 @@ exactly the completed checkpoints' changes, and a restore needs no other bookkee
 
 Invariant: a table in memory (or a restore's result) was restored after the member's last
 reset and holds every record of its partition the member processed since. A partition revoked
-from a member that fetched records since its last reset resets the region (``cr_consumer/operator/rebalance.py``), which
-drops every table; one revoked before any record was fetched has no table to keep, and its
-restore's result is forgotten. So a partition that comes back to a member, after another owner
-or not, is restored again.
+from a member that fetched records since its last reset resets the region
+(``cr_consumer/operator/rebalance.py``), which drops every table; one revoked before any record
+was fetched has no table to keep, and its restore's result is forgotten. So a partition that
+comes back to a member, after another owner or not, is restored again.
 """
 
 from __future__ import annotations
@@ -84,9 +84,8 @@ from cr_consumer.state.changelog import (
 
 log = logging.getLogger(__name__)
 
-#: Partitions restored at once per operator (``table_restore.py``): reads overlap their round
-#: trips, while decoding, which holds the GIL, stays this many threads wide beside the process
-#: thread.
+#: Partitions restored at once per operator (``table_restore.py``): their fetches overlap; their
+#: decoding holds the GIL, which more threads would only share with the process thread.
 RESTORE_THREADS = 2
 
 
