@@ -276,3 +276,24 @@ def test_a_send_that_fails_fails_the_drain_and_the_checkpoint(bootstrap, sink_fa
         sink.checkpoint(1)
     assert sink.transactions().prepared == ()
     assert _values(bootstrap, topic) == []
+
+
+def test_a_librdkafka_producer_refuses_to_prepare_from_a_batch_that_is_not_its_transaction_s(bootstrap):
+    """The producer id and epoch are read back from the transaction's first batch: a position
+    holding no transactional batch (a wrong offset, a plain producer's record) fails the prepare,
+    and with it the checkpoint, instead of recording ids the region could not end the
+    transaction with."""
+    from coordinator.kafka.raw_batches import RawReadError
+    from coordinator.protocol.region.transactions import TxnPartition
+    from cr_consumer.kafka.librdkafka.producer import LibrdkafkaTransactionalProducer
+    from cr_consumer.testing.kafka_util import produce
+
+    topic = create_topic(bootstrap, unique_name("sink"), 1)
+    produce(bootstrap, topic, [b"plain"], partition=0)
+    settings = admin_settings(bootstrap, {}, request_timeout_ms=5_000, client_id="test-sink")
+    writer = LibrdkafkaTransactionalProducer(bootstrap, {"max.block.ms": 10_000}, unique_name("tid"), settings)
+    try:
+        with pytest.raises(RawReadError, match="no transactional batch"):
+            writer.prepared((TxnPartition(topic, 0, 0),))
+    finally:
+        writer.close(5.0)
