@@ -234,13 +234,17 @@ class TableRestores:
     def _read(self, partition: int, start: int, generation: _Generation) -> CommittedRead:
         """Steps 3 and 4 around one read of the committed records from ``start``."""
 
-        def progressed(client: RawClient) -> None:
+        def check_cancelled() -> None:
             if generation.cancelled.is_set():
                 raise RestoreCancelled(f"{self._changelog}[{partition}]: the restore's reset generation ended")
+
+        def progressed(client: RawClient) -> None:
+            check_cancelled()
             generation.progress_at = time.monotonic()
             client.deadline = generation.progress_at + RESTORE_STALL_S
 
         def decided() -> CommittedRead | None:
+            check_cancelled()  # also while waiting for an open transaction: a close never waits it out
             with RawClient(self._settings, time.monotonic() + RESTORE_STALL_S) as client:
                 read = read_committed_with(client, self._changelog, partition, start, on_batch=progressed)
             return None if read.open_transactions else read

@@ -5,6 +5,8 @@ tables restored by another member from the changelog alone."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from coordinator.kafka.group_offsets import commit_offsets
@@ -268,3 +270,24 @@ def test_a_reset_and_a_revocation_drop_the_restores_started_before_them(bootstra
     assert third.process_batch(_orders(topic, 0, 3, ["a"]))[0].value == 4  # read again: {"a": 3}
     for op in (first, second, third):
         op.close()
+
+
+def test_a_restore_held_by_an_open_transaction_ends_at_once_when_the_operator_closes(bootstrap, names):
+    """A member stopped for good while one of its restores waits for a transaction to be decided
+    (step 3 of table_restore.py, up to a minute): the close does not wait it out."""
+    topic = create_topic(bootstrap, names.topic(), partitions=1)
+    group = names.group()
+    op = _aggregate(bootstrap, topic, group, "m0")
+    op.reset_to_initial_state()
+    op.process_batch(_orders(topic, 0, 0, ["a"]))
+    op.checkpoint(1)  # prepared, never committed: the changelog's transaction stays open
+    reader = _aggregate(bootstrap, topic, group, "m1")
+    reader.store.restore_async([0])
+    # A sleep, not a poll: nothing outside shows the restore's step. Its first read takes a few
+    # milliseconds; after it the restore waits for the open transaction (up to a minute).
+    time.sleep(0.5)
+    assert reader.store.restoring() == {0}
+    started = time.monotonic()
+    reader.close()
+    assert time.monotonic() - started < 5
+    op.close()
