@@ -25,7 +25,7 @@ Protocol (docs/protocol.md has every message):
    no usable endpoint counts as ``LOAD_IN_PROGRESS``.
 6. Every frame carries its leader's epoch; one with a lower epoch than the highest
    this client has seen (a deposed leader's, a lagging standby's redirect) is
-   dropped, logged and counted (``EndpointRing.fence``, ``dropped_frames``), as if
+   dropped, logged and counted (``EndpointRing.fence``: ``client.fence.dropped``), as if
    it had not arrived.
 7. When the caller's deadline (``timeout``) passes without a usable reply,
    :class:`~coordinator.protocol.wire.errors.CoordinatorUnavailable` is raised, naming the
@@ -68,7 +68,7 @@ import attrs
 import tenacity
 import zmq
 
-from coordinator.protocol.common.endpoints import EndpointRing
+from coordinator.protocol.common.endpoints import EndpointRing, EpochFence
 from coordinator.protocol.region.messages import RegionStatusRequest
 from coordinator.protocol.region.status import RegionReport, RegionsReport, RegionStatus
 from coordinator.protocol.wire import envelope, protocol
@@ -160,25 +160,7 @@ def _check_timeout(name: str, value: float) -> float:
     return float(value)
 
 
-class EpochFenced:
-    """The epochs a client of the coordinator has seen through its ring's :class:`EpochFence`
-    (``coordinator/protocol/common/endpoints.py``, step 5): this client's (step 6) and the
-    member's control channel's (``cr_consumer/runtime/member/coordinator_link.py``, step 8)."""
-
-    _ring: EndpointRing
-
-    @property
-    def highest_epoch(self) -> int:
-        """The highest leader epoch this client has seen."""
-        return self._ring.fence.highest
-
-    @property
-    def dropped_frames(self) -> int:
-        """Frames dropped for an epoch lower than one seen before."""
-        return self._ring.fence.dropped
-
-
-class CoordinatorClient(EpochFenced):
+class CoordinatorClient:
     def __init__(
         self,
         endpoint: str,
@@ -207,8 +189,13 @@ class CoordinatorClient(EpochFenced):
         self._prefix = f"{os.getpid():x}-{uuid.uuid4().hex[:8]}"
         self._ids = itertools.count(1)
 
-    # ------------------------------------------------------------------ sockets
+    @property
+    def fence(self) -> EpochFence:
+        """The leader epochs this client has seen: ``highest``, and ``dropped``, the frames it
+        dropped for an epoch lower than one seen before (step 6)."""
+        return self._ring.fence
 
+    # ------------------------------------------------------------------ sockets
     def _socket(self) -> zmq.Socket[bytes]:
         sock = self._local.sock
         if sock is not None:
@@ -393,10 +380,10 @@ class CoordinatorClient(EpochFenced):
         except _NoReply:
             return Probe(endpoint, EndpointRole.UNREACHABLE, None, None)
         except NotLeader as redirect:
-            return Probe(endpoint, EndpointRole.STANDBY, redirect.leader, self.highest_epoch)
+            return Probe(endpoint, EndpointRole.STANDBY, redirect.leader, self._ring.fence.highest)
         except LoadInProgress:
-            return Probe(endpoint, EndpointRole.LOADING, None, self.highest_epoch)
-        return Probe(endpoint, EndpointRole.LEADER, endpoint, self.highest_epoch)
+            return Probe(endpoint, EndpointRole.LOADING, None, self._ring.fence.highest)
+        return Probe(endpoint, EndpointRole.LEADER, endpoint, self._ring.fence.highest)
 
     # ------------------------------------------------------------------ operations
 
@@ -484,4 +471,4 @@ class CoordinatorClient(EpochFenced):
         return self._call(protocol.SetResetPending(group_id, value), protocol.ResetPendingReply).previous
 
 
-__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable", "EndpointRole", "EpochFenced", "Probe"]
+__all__ = ["CoordinatorClient", "CoordinatorError", "CoordinatorUnavailable", "EndpointRole", "Probe"]

@@ -56,8 +56,7 @@ from collections.abc import Callable
 
 import zmq
 
-from coordinator.client import EpochFenced
-from coordinator.protocol.common.endpoints import EndpointRing
+from coordinator.protocol.common.endpoints import EndpointRing, EpochFence
 from coordinator.protocol.region.commands import COMMAND_TYPE, CommandKind, RegionCommand
 from coordinator.protocol.region.config import RegionConfig
 from coordinator.protocol.region.kafka_report import KafkaReport
@@ -108,7 +107,7 @@ LEAVE_TIMEOUT_S = 3.0
 TRIGGER_ANSWER_S = 2.0
 
 
-class ControlChannel(EpochFenced):
+class ControlChannel:
     """The member's end of the control channel (see the module docstring).
 
     The member's standing (``joined``, ``failure``, ``region_phase()``, the
@@ -204,6 +203,12 @@ class ControlChannel(EpochFenced):
     def endpoints(self) -> tuple[str, ...]:
         """The endpoints the channel may talk to: those given, then those redirects added (step 7)."""
         return self._ring.endpoints
+
+    @property
+    def fence(self) -> EpochFence:
+        """The leader epochs the channel has seen: ``highest``, and ``dropped``, the frames it
+        dropped for an epoch lower than one seen before (``coordinator_link.py``)."""
+        return self._ring.fence
 
     def ack(
         self,

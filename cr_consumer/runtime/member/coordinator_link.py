@@ -19,7 +19,7 @@ I/O thread's poller. What the link decides (the steps continue ``control.py``'s)
    meanwhile after it).
 8. Every frame carries its leader's epoch. One with an epoch lower than the highest the
    channel has seen (``EndpointRing.fence``) is dropped before it is read further, logged
-   and counted (:meth:`CoordinatorLink.admit`, the channel's ``dropped_frames``): a command
+   and counted (:meth:`CoordinatorLink.admit`, the channel's ``fence.dropped``): a command
    a deposed leader pushed before it was fenced, or its late answer, never reaches the
    member; a dropped frame does not count as served (step 6).
 

@@ -197,12 +197,12 @@ def test_a_leader_paused_mid_transaction_is_fenced_and_its_transaction_never_app
         print(f"paused write answered by the new leader after {time.monotonic() - started:.2f}s")
         new_epoch = _epoch(standby.endpoint)
         raw = read_committed({"bootstrap_servers": [bootstrap]}, topic, 0, deadline_s=30)
-        seen = (seed_leader.epoch, leader_epoch, new_epoch, client.highest_epoch, raw)
+        seen = (seed_leader.epoch, leader_epoch, new_epoch, client.fence.highest, raw)
         # kept for a failure's diagnosis: the epochs, the topic as read raw, the paused leader's log
         (tmp_path / "takeover.txt").write_text(f"{seen}\n\nthe paused leader:\n{leader.log_tail(200)}\n")
         assert answered == [{("t", 1): 11}], answered  # the effective values of the keys put
         assert new_epoch > leader_epoch, seen
-        assert client.highest_epoch == new_epoch, seen  # answered by the new leader
+        assert client.fence.highest == new_epoch, seen  # answered by the new leader
         # the fence aborted the paused transaction: its record is in the topic, never committed
         assert raw.aborted_records >= 1, seen
         assert raw.open_transactions == ()

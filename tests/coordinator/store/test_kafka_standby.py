@@ -147,7 +147,7 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
         with CoordinatorClient(every, timeout=10) as client:
             assert client.ping() is not None
             wait_until(lambda: checkpoints(leader.endpoint or "") >= 2, 30, "2 checkpoints through the leader")
-            epoch = client.highest_epoch
+            epoch = client.fence.highest
             assert roles((standby.endpoint, leader.endpoint), {}) == [
                 {"endpoint": standby.endpoint, "role": "standby", "leader": leader.endpoint, "epoch": epoch},
                 {"endpoint": leader.endpoint, "role": "leader", "leader": leader.endpoint, "epoch": epoch},
@@ -161,8 +161,8 @@ def test_clients_given_every_endpoint_find_the_leader_and_follow_a_takeover(boot
             taken_over = checkpoints(standby.endpoint)
             wait_until(lambda: checkpoints(standby.endpoint) >= taken_over + 2, 60, "2 checkpoints on the new leader")
             assert client.ping() is not None  # the same client, moved on by itself
-            assert client.highest_epoch > epoch  # the new leader's fence raised the epoch
-            assert all(m.channel.highest_epoch == client.highest_epoch for m in members)
+            assert client.fence.highest > epoch  # the new leader's fence raised the epoch
+            assert all(m.channel.fence.highest == client.fence.highest for m in members)
             if stop == "pause":
                 assert leader.pid is not None
                 os.kill(leader.pid, signal.SIGCONT)
@@ -196,7 +196,7 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
         with CoordinatorClient(standby.endpoint, timeout=10) as client:
             client.put_initial_offsets(group, {("t", 0): 5})  # re-sent to the leader, same id
             assert client.get_initial_offsets(group) == {("t", 0): 5}
-            epoch = client.highest_epoch
+            epoch = client.fence.highest
         alone = member(standby.endpoint, region, "m0").start()  # start() waits for the join
         try:
             wait_until(
@@ -204,7 +204,7 @@ def test_a_client_and_a_member_given_only_the_standby_are_redirected_to_the_lead
                 30,
                 "a checkpoint",
             )
-            assert alone.channel.highest_epoch == epoch
+            assert alone.channel.fence.highest == epoch
         finally:
             alone.stop()
         out = subprocess.run(

@@ -76,7 +76,7 @@ def test_a_pushed_command_of_a_lower_epoch_is_dropped_and_counted():
         push(5, 7)
         assert [got.get(timeout=10) for _ in range(3)] == [Drain(2), Drain(3), Drain(5)]
         assert got.empty()
-        assert (channel.highest_epoch, channel.dropped_frames) == (7, 2)
+        assert (channel.fence.highest, channel.fence.dropped) == (7, 2)
     finally:
         channel.stop()
         router.close(0)
@@ -126,7 +126,7 @@ def test_the_client_drops_a_reply_of_a_lower_epoch_and_follows_a_redirect_with_t
         _send(leader, identity, "ping_reply", {"time": 1.0, "version": 1}, resent.id, 4)
         caller.join(10)
         assert answers == [1.0]
-        assert client.highest_epoch == 4
+        assert client.fence.highest == 4
 
         caller = threading.Thread(target=ping)
         caller.start()
@@ -135,7 +135,7 @@ def test_the_client_drops_a_reply_of_a_lower_epoch_and_follows_a_redirect_with_t
         _send(leader, identity, "ping_reply", {"time": 3.0, "version": 1}, env.id, 4)
         caller.join(10)
         assert answers == [1.0, 3.0]
-        wait_until(lambda: client.dropped_frames == 1, 5, "the drop to be counted")
+        wait_until(lambda: client.fence.dropped == 1, 5, "the drop to be counted")
     finally:
         client.close()
         standby.close(0)
@@ -160,7 +160,7 @@ def test_an_unavailable_answer_moves_the_client_to_its_next_endpoint_with_the_sa
         _send(leader, identity, "ping_reply", {"time": 1.0, "version": 1}, resent.id, 1)
         caller.join(10)
         assert answers == [1.0]
-        assert client.highest_epoch == 1
+        assert client.fence.highest == 1
     finally:
         client.close()
         deposed.close(0)
