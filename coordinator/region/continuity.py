@@ -22,7 +22,7 @@ from an offset the region did not continue from (a zombie: a consumer away
 longer than its Kafka session timeout, whose partitions the broker gave to
 another member). The checkpoint then fails (the caller resets the region to
 ``last``: every member's interval since is discarded, nothing of it is
-published). docs/region.md ("Why the region stays exactly once", steps 11-14)
+published). docs/region.md ("Why the region stays exactly once", steps 11-13)
 says why this holds in every order and which legitimate cases pass.
 
 Partitions nobody claims keep their offset of ``last`` (as
