@@ -23,8 +23,8 @@ started by :meth:`~MemberSupervisor.start`, stopped by
    own round replaces a standby that died unused.
 
 Between rounds the thread waits on the processes themselves
-(:class:`ExitWatch`): a member's death wakes it at once, not at the next
-``SUPERVISE_S`` tick.
+(:class:`~cr_consumer.runtime.runner.exit_watch.ExitWatch`): a member's death
+wakes it at once, not at the next ``SUPERVISE_S`` tick.
 
 A check that raises is logged and the next round retries. The fault handles
 (``kill``, ``add``, ``remove``, ``kill_coordinator``) run on the callers'
@@ -34,18 +34,15 @@ threads, under the same lock as the checks.
 from __future__ import annotations
 
 import logging
-import os
-import select
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from coordinator.launcher import CoordinatorProcess
-from coordinator.protocol.common.osutil import WakePipe
 from cr_consumer.exit_code import FINAL, ExitCode
+from cr_consumer.runtime.runner.exit_watch import ExitWatch
 from cr_consumer.runtime.runner.launch import MemberLauncher
 from cr_consumer.runtime.runner.member_proc import RESTART_MAX_S, MemberProc, last_error
 from cr_consumer.runtime.runner.standby import StandbyPool
@@ -54,7 +51,7 @@ from cr_consumer.runtime.runner.standby_proc import HandoffFailed
 log = logging.getLogger(__name__)
 
 #: Supervisor round interval: bounds how long a dead member stays dead where
-#: process exits cannot be waited on (:class:`ExitWatch`), and how late a backoff
+#: process exits cannot be waited on (``exit_watch.py``), and how late a backoff
 #: restart or a standby's start happens.
 SUPERVISE_S = 0.1
 #: SIGTERM -> SIGKILL grace for a member at stop()/remove(), so a wedged
@@ -69,62 +66,6 @@ MAX_EVENTS = 10_000
 #: Bound on reaping a member after its SIGKILL, so one stuck in the kernel (an
 #: uninterruptible wait) cannot hang stop(); it is logged and left.
 KILL_WAIT_S = 5.0
-
-
-class ExitWatch:
-    """Wakes the supervisor thread as soon as a process it supervises ends:
-    :meth:`wait` blocks in ``poll()`` on one Linux pidfd per process (readable
-    once the process has ended) and on a wake pipe.
-
-    1. The supervisor thread collects the pids of its running processes under
-       its lock and calls ``wait(pids, timeout)`` outside it: it returns as soon
-       as one of them ends, ``wake()`` is called (stop), or after ``timeout``.
-    2. A pidfd is opened once per pid and closed when the pid is no longer
-       passed (the process was reaped). A pid that cannot be opened (it ended
-       and was reaped meanwhile) ends the wait at once: the caller's next check
-       sees why.
-    3. Without pidfds (not Linux, or a kernel before 5.3) the wait is a sleep
-       of ``timeout``.
-
-    ``wait`` runs on the supervisor thread only, ``wake`` on any thread,
-    ``close`` once the thread has stopped.
-    """
-
-    def __init__(self) -> None:
-        self._fds: dict[int, int] = {}  # pid -> its pidfd
-        self._wake = WakePipe()
-        self._pidfds = hasattr(os, "pidfd_open")
-
-    def wake(self) -> None:
-        self._wake.wake()
-
-    def wait(self, pids: Iterable[int], timeout: float) -> None:
-        wanted = set(pids)
-        for pid in set(self._fds) - wanted:
-            os.close(self._fds.pop(pid))
-        poller = select.poll()
-        poller.register(self._wake.fileno, select.POLLIN)
-        if self._pidfds:
-            for pid in wanted:
-                fd = self._fds.get(pid)
-                if fd is None:
-                    try:
-                        fd = self._fds[pid] = os.pidfd_open(pid)
-                    except ProcessLookupError:
-                        return  # step 2: gone already
-                    except OSError as exc:  # ENOSYS: an old kernel; poll on the wake pipe only from now on
-                        log.info("no pidfds (%s): member exits are seen at the supervisor's next round", exc)
-                        self._pidfds = False
-                        break
-                poller.register(fd, select.POLLIN)
-        poller.poll(max(0, int(timeout * 1000)))
-        self._wake.drain()
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-        self._wake.close()
 
 
 class NotRunning(ValueError):
