@@ -154,13 +154,7 @@ class Reset(_Command):
     offsets: OffsetList
     own: int | None
     rejoin: bool = False
-    resolve: tuple[Resolve, ...] = ()
-
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        if self.resolve:
-            body["resolve"] = encode_resolve(self.resolve)
-        return body
+    resolve: tuple[Resolve, ...] = attrs.field(default=(), metadata=fields.encoded(encode_resolve))
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Reset:
@@ -190,13 +184,7 @@ class ResetToInitial(_Command):
     KIND: ClassVar[CommandKind] = CommandKind.RESET_TO_INITIAL
     attempt: int
     rejoin: bool = False
-    resolve: tuple[Resolve, ...] = ()
-
-    def to_body(self) -> dict[str, Any]:
-        body = super().to_body()
-        if self.resolve:
-            body["resolve"] = encode_resolve(self.resolve)
-        return body
+    resolve: tuple[Resolve, ...] = attrs.field(default=(), metadata=fields.encoded(encode_resolve))
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResetToInitial:

@@ -351,14 +351,30 @@ def decode_offset_claims(value: Any, name: str = "offsets") -> list[OffsetClaim]
     return out
 
 
+#: The metadata key under which `encoded` keeps a field's wire encoder.
+_ENCODE = "wire_encode"
+
+
+def encoded(encode: Callable[[Any], Any]) -> dict[str, Callable[[Any], Any]]:
+    """The ``metadata`` of an attrs field that `FieldsBody` sends as ``encode(value)``
+    (an offset map as its list of entries, a list sorted) instead of the value itself."""
+    return {_ENCODE: encode}
+
+
 def _sent(field: attrs.Attribute[Any], value: Any) -> bool:
     return field.default is attrs.NOTHING or value != field.default
 
 
+def _wire_value(_instance: Any, field: attrs.Attribute[Any], value: Any) -> Any:
+    encode = field.metadata.get(_ENCODE)
+    return value if encode is None else encode(value)
+
+
 @attrs.frozen
 class FieldsBody:
-    """A message whose wire body is its fields by name; a field left at its
-    default (None, false) is not sent."""
+    """A message whose wire body is its fields by name, in field order; a field left
+    at its default (None, false, empty) is not sent, a field declared with
+    ``metadata=encoded(fn)`` is sent as ``fn(value)``."""
 
     def to_body(self) -> dict[str, Any]:
-        return attrs.asdict(self, recurse=False, filter=_sent)
+        return attrs.asdict(self, recurse=False, filter=_sent, value_serializer=_wire_value)

@@ -27,6 +27,7 @@ from coordinator.protocol.wire.fields import (
     check_name,
     decode_offsets,
     encode_offsets,
+    encoded,
     opt_int,
     opt_name,
     req_bool,
@@ -135,10 +136,7 @@ class Members(FieldsBody):
 class PutInitialOffsets(FieldsBody):
     TYPE: ClassVar[str] = "put_initial_offsets"
     group: str
-    offsets: OffsetMap
-
-    def to_body(self) -> dict[str, Any]:
-        return {**super().to_body(), "offsets": encode_offsets(self.offsets)}
+    offsets: OffsetMap = attrs.field(metadata=encoded(encode_offsets))
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PutInitialOffsets:
@@ -163,11 +161,8 @@ class MergeCheckpoint(FieldsBody):
     attempt: int
     n_contributors: int
     operator: str
-    offsets: OffsetMap
+    offsets: OffsetMap = attrs.field(metadata=encoded(encode_offsets))
     timeout_ms: int
-
-    def to_body(self) -> dict[str, Any]:
-        return {**super().to_body(), "offsets": encode_offsets(self.offsets)}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> MergeCheckpoint:
@@ -246,14 +241,11 @@ class MembersReply(FieldsBody):
 
 
 @attrs.frozen
-class OffsetsReply:
+class OffsetsReply(FieldsBody):
     """The reply to ``put_initial_offsets`` and ``get_initial_offsets``: the
     effective control variables."""
 
-    offsets: OffsetMap
-
-    def to_body(self) -> dict[str, Any]:
-        return {"offsets": encode_offsets(self.offsets)}
+    offsets: OffsetMap = attrs.field(metadata=encoded(encode_offsets))
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> OffsetsReply:
@@ -261,14 +253,11 @@ class OffsetsReply:
 
 
 @attrs.frozen
-class MergeReply:
+class MergeReply(FieldsBody):
     """``merge_checkpoint_reply``: the merged map and who contributed (sorted)."""
 
-    offsets: OffsetMap
-    contributors: list[str]
-
-    def to_body(self) -> dict[str, Any]:
-        return {"offsets": encode_offsets(self.offsets), "contributors": sorted(self.contributors)}
+    offsets: OffsetMap = attrs.field(metadata=encoded(encode_offsets))
+    contributors: list[str] = attrs.field(metadata=encoded(sorted))
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> MergeReply:
