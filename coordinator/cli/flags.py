@@ -9,13 +9,15 @@ flag. What the flags mean together is checked after parsing (``checks.py``).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from coordinator import __version__
 from coordinator.protocol.common.cli_types import bounded_int, duration
 from coordinator.protocol.common.gc_policy import GcPolicy
 from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
-from coordinator.region.txn_client import TxnClientConfig, load_client_config
+from coordinator.region.txn_client import load_client_config
 from coordinator.server.connections import DEFAULT_HANDSHAKE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, FD_RESERVE
 from coordinator.server.limits import MAX_LIMIT, Limits
 from coordinator.server.loop import EXPIRE_INTERVAL_S
@@ -28,6 +30,8 @@ from coordinator.store.kafka.settings import (
 )
 
 DEFAULT_BIND = "tcp://127.0.0.1:5570"
+
+T = TypeVar("T")  # what a flag's type parses its text into
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,11 +126,23 @@ def _ratio(text: str) -> float:
     return value
 
 
-def _fault_point(text: str) -> fault_point.FaultPoint:
-    try:
-        return fault_point.parse_fault_point(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _usage_error_of(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """A flag type from a parser that raises ValueError: its message becomes the usage
+    error (argparse would otherwise print only "invalid value")."""
+
+    def flag_type(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return flag_type
+
+
+#: ``STEP:ACTION`` of ``--fault-point``.
+_fault_point = _usage_error_of(fault_point.parse_fault_point)
+#: A Kafka client settings file (``--resolve-kafka-config``).
+_txn_client = _usage_error_of(lambda value: load_client_config(Path(value)))
 
 
 def _add_maintenance_flags(p: argparse.ArgumentParser) -> None:
@@ -155,13 +171,6 @@ def _add_maintenance_flags(p: argparse.ArgumentParser) -> None:
         help="a test and drill aid: the first time the write path reaches STEP (one of "
         f"{', '.join(fault_point.FAULT_STEPS)}), SIGSTOP (ACTION pause) or SIGKILL (ACTION crash) this process",
     )
-
-
-def _txn_client(value: str) -> TxnClientConfig:
-    try:
-        return load_client_config(Path(value))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_state_flags(p: argparse.ArgumentParser) -> None:
