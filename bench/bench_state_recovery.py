@@ -95,7 +95,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cr_consumer.runtime.pipeline.sinks import PUBLISHED_SUFFIX
-from cr_consumer.runtime.runner.region_runner import Region, RegionFailed
+from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.runtime.runner.region_status import RegionFailed
 from cr_consumer.state.changelog import MATERIALIZE_MIN_CHANGES
 from cr_consumer.testing.broker import bootstrap_or_embedded
 from cr_consumer.testing.kafka_util import create_topic, producer

@@ -101,7 +101,9 @@ def run(orders_n: int, members: int, partitions: int, bootstrap: str | None, kil
     """Produce ``orders_n`` orders keyed by customer, run the region until every customer's last
     emitted total equals the total computed from the orders (killing one member -9 half way if
     ``kill``); True when they are equal."""
-    from cr_consumer.runtime.runner.region_runner import RegionFailed, run_pipeline, run_until_done
+    from cr_consumer.runtime.runner.drive import run_until_done
+    from cr_consumer.runtime.runner.region_runner import run_pipeline
+    from cr_consumer.runtime.runner.region_status import RegionFailed
     from cr_consumer.testing.broker import bootstrap_or_embedded
     from cr_consumer.testing.kafka_util import create_topic, unique_name
 

@@ -93,7 +93,9 @@ def main() -> int:  # pragma: no cover - a demo script
     parser.add_argument("--kill", action="store_true", help="kill -9 one member half way")
     args = parser.parse_args()
 
-    from cr_consumer.runtime.runner.region_runner import RegionFailed, run_pipeline, run_until_done
+    from cr_consumer.runtime.runner.drive import run_until_done
+    from cr_consumer.runtime.runner.region_runner import run_pipeline
+    from cr_consumer.runtime.runner.region_status import RegionFailed
     from cr_consumer.testing.broker import bootstrap_or_embedded
     from cr_consumer.testing.kafka_util import create_topic, produce, unique_name
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from coordinator.protocol.common.waiting import WaitTimeout, wait_until
-from cr_consumer.runtime.runner.region_runner import Region, RegionFailed
+from cr_consumer.runtime.runner.region_runner import Region
+from cr_consumer.runtime.runner.region_status import RegionFailed
 
 T = TypeVar("T")
 

@@ -30,26 +30,22 @@ recent events) and ``wait_until(predicate, timeout)``.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from coordinator.launcher import CoordinatorProcess
-from coordinator.protocol.common.waiting import WaitTimeout, wait_until
-from coordinator.protocol.region.replies import RegionPhase
 from coordinator.protocol.region.status import RegionReport, RegionStatus
 from cr_consumer.exit_code import ExitCode
 from cr_consumer.kafka.properties import encode_for_stdin
 from cr_consumer.runtime.member.setup import SettingsError, default_stem
-from cr_consumer.runtime.runner.handle import RegionHandle
 from cr_consumer.runtime.runner.launch import STANDBY_MODULE, MemberLauncher, member_argv
 from cr_consumer.runtime.runner.member_proc import last_error
+from cr_consumer.runtime.runner.region_status import STATUS_TIMEOUT_S, region_report, wait_for_status
 from cr_consumer.runtime.runner.supervisor import MemberSupervisor, NotRunning
 
 log = logging.getLogger(__name__)
@@ -60,13 +56,6 @@ MAX_MEMBERS = 1000
 #: Members with a metrics port (metrics_port + N for member-N): bounds the
 #: port range a region takes so a base port is checked once, up front.
 MAX_METRICS_PORTS = 1000
-#: Bound on one status request, so a dead or restarting coordinator makes
-#: status() fail (and wait_until() retry) instead of blocking the caller.
-STATUS_TIMEOUT_S = 3.0
-
-
-class RegionFailed(RuntimeError):
-    """The region failed while a caller waited on it (``wait_until``, ``run_until_done``)."""
 
 
 class Region:
@@ -358,50 +347,16 @@ class Region:
 
     def report(self, timeout: float = STATUS_TIMEOUT_S) -> RegionReport:
         """The controller's view and its recent events about the region."""
-        from coordinator.client import CoordinatorClient
-
         if self.endpoint is None:
             raise NotRunning("the region is not started (Region.start())")
-        kwargs: dict[str, Any] = {}
-        if self.curve is not None:
-            from coordinator.protocol.curve_keys import load_keypair, load_public_key
-
-            kwargs = {"curve_server_key": load_public_key(self.curve[0]), "curve_keypair": load_keypair(self.curve[1])}
-        with CoordinatorClient(self.endpoint, timeout=timeout, **kwargs) as client:
-            return client.region_status(self.group, timeout)
+        return region_report(self.endpoint, self.group, self.curve, timeout)
 
     def wait_until(
         self, predicate: Callable[[RegionStatus], bool], timeout: float, interval: float = 0.1
     ) -> RegionStatus:
         """Poll ``status()`` until ``predicate(status)``; raises TimeoutError with the last
-        status, or RegionFailed when the region failed meanwhile."""
-        deadline = time.monotonic() + timeout
-        last: RegionStatus | None = None
-        last_error: Exception | None = None
-
-        def met() -> RegionStatus | None:
-            nonlocal last, last_error
-            try:
-                last = self.status(timeout=min(STATUS_TIMEOUT_S, max(0.2, deadline - time.monotonic())))
-            except Exception as exc:  # noqa: BLE001 - coordinator restarting or region not created yet: retried
-                last_error = exc
-                last = None
-            if last is not None:
-                if predicate(last):
-                    return last
-                if last.phase is RegionPhase.FAILED:
-                    raise RegionFailed(f"region {self.group} FAILED: {last.failed_reason}")
-            if self.failed:
-                raise RegionFailed(self.failed)
-            return None
-
-        try:
-            return wait_until(met, timeout, f"region {self.group}'s condition", interval=interval)
-        except WaitTimeout:
-            raise TimeoutError(
-                f"region {self.group}: condition not met within {timeout}s; last status {last!r}"
-                + (f"; last error {last_error!r}" if last is None and last_error else "")
-            ) from None
+        status, or RegionFailed when the region failed meanwhile (``region_status.py`` step 2)."""
+        return wait_for_status(self, predicate, timeout, interval)
 
     def last_error(self, name: str) -> str | None:
         """The last ERROR line of a member's log (``member_proc.last_error``)."""
@@ -413,55 +368,6 @@ class Region:
         if self.failed:
             return self.failed_code or ExitCode.REGION_FAILED
         return ExitCode.OK
-
-
-#: Bound on an example run, so a stuck region fails instead of hanging.
-DEFAULT_TIMEOUT_S = 300.0
-
-
-def run_until_done(
-    region: RegionHandle,
-    *,
-    done: Callable[[], bool],
-    progress: Callable[[], float],
-    kill_half_way: bool = False,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    poll_s: float = 0.5,
-) -> float:
-    """Drive a running region until its output is complete (the examples); returns
-    the seconds it took:
-
-    1. Poll ``done()`` every ``poll_s``.
-    2. With ``kill_half_way``, once ``progress()`` (0..1) passes 0.5, SIGKILL one
-       live member (the runner restarts it and the region resets).
-    3. Raise :class:`RegionFailed` as soon as the region failed, and
-       ``TimeoutError`` after ``timeout_s`` (a stuck region fails the example
-       instead of hanging it).
-    """
-    if not (math.isfinite(timeout_s) and timeout_s > 0 and math.isfinite(poll_s) and 0 < poll_s <= timeout_s):
-        raise ValueError(
-            f"timeout_s ({timeout_s!r}) and poll_s ({poll_s!r}) must be finite, with 0 < poll_s <= timeout_s"
-        )
-    t0 = time.monotonic()
-    killed = False
-
-    def finished() -> bool:
-        nonlocal killed
-        if done():
-            return True
-        if kill_half_way and not killed and progress() > 0.5:
-            region.kill(region.live_members()[0])
-            killed = True
-            print("killed a member (kill -9); the runner restarts it", flush=True)
-        if region.failed:
-            raise RegionFailed(f"region failed: {region.failed}")
-        return False
-
-    try:
-        wait_until(finished, timeout_s, "the region's output to be complete", interval=poll_s)
-    except WaitTimeout:
-        raise TimeoutError(f"not finished within {timeout_s:.0f} s") from None
-    return time.monotonic() - t0
 
 
 def run_pipeline(pipeline: str, **kwargs: Any) -> Region:

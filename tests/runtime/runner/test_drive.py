@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from cr_consumer.runtime.runner.region_runner import RegionFailed, run_until_done
+from cr_consumer.runtime.runner.drive import run_until_done
+from cr_consumer.runtime.runner.region_status import RegionFailed
 
 
 @pytest.mark.parametrize(

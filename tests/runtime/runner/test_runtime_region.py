@@ -12,7 +12,7 @@ import time
 import pytest
 
 from coordinator.protocol.common.waiting import WaitTimeout, wait_until
-from cr_consumer.runtime.runner.region_runner import RegionFailed
+from cr_consumer.runtime.runner.region_status import RegionFailed
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.paths import EXAMPLES, REPO
