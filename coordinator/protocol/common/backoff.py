@@ -1,7 +1,7 @@
 """The project's one retry-delay formula, and the doubling backoff built on it.
 
 Where a retry sleeps in the calling thread (a request re-sent, a client call
-retried), tenacity runs the loop (``coordinator/client.py``,
+retried), tenacity runs the loop (``coordinator/protocol/wire/request_transport.py``,
 ``cr_consumer/kafka/librdkafka/client.py``, ``coordinator/protocol/common/waiting.py``).
 Where a loop or a state machine only needs to know *when* the next attempt
 may run (it never sleeps: its caller's timer or tick decides), it uses this
