@@ -9,12 +9,10 @@ flag. What the flags mean together is checked after parsing (``checks.py``).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from coordinator import __version__
-from coordinator.protocol.common.cli_types import bounded_int, duration
+from coordinator.protocol.common.cli_types import bounded_int, duration, usage_error_of
 from coordinator.protocol.common.gc_policy import GcPolicy
 from coordinator.protocol.wire.envelope import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES
 from coordinator.region.txn_client import load_client_config
@@ -30,8 +28,6 @@ from coordinator.store.kafka.settings import (
 )
 
 DEFAULT_BIND = "tcp://127.0.0.1:5570"
-
-T = TypeVar("T")  # what a flag's type parses its text into
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_state_flags(p)
     p.add_argument(
         "--resolve-kafka-config",
-        type=_txn_client,
+        type=usage_error_of(lambda value: load_client_config(Path(value))),
         default=None,
         metavar="FILE",
         help="kafka-python security settings (JSON object, mode 600) for the clusters the regions' Kafka sinks "
@@ -126,25 +122,6 @@ def _ratio(text: str) -> float:
     return value
 
 
-def _usage_error_of(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """A flag type from a parser that raises ValueError: its message becomes the usage
-    error (argparse would otherwise print only "invalid value")."""
-
-    def flag_type(text: str) -> T:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return flag_type
-
-
-#: ``STEP:ACTION`` of ``--fault-point``.
-_fault_point = _usage_error_of(fault_point.parse_fault_point)
-#: A Kafka client settings file (``--resolve-kafka-config``).
-_txn_client = _usage_error_of(lambda value: load_client_config(Path(value)))
-
-
 def _add_maintenance_flags(p: argparse.ArgumentParser) -> None:
     """When the log is compacted (or snapshotted), and the fault point (tests and drills)."""
     g = p.add_argument_group("maintenance", "compaction of the file log, snapshots of the Kafka log")
@@ -165,7 +142,7 @@ def _add_maintenance_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--fault-point",
-        type=_fault_point,
+        type=usage_error_of(fault_point.parse_fault_point),
         default=None,
         metavar="STEP:ACTION",
         help="a test and drill aid: the first time the write path reaches STEP (one of "

@@ -4,7 +4,8 @@ error (a message on stderr, exit 2), never a traceback.
 * :func:`duration`: every time flag takes ``500ms``, ``10s``, ``1m``, ``2h`` or
   plain seconds (``1.5``);
 * :func:`port`: a TCP port, 1-65535;
-* :func:`positive_int`: a count >= 1; :func:`bounded_int`: an integer in a range.
+* :func:`positive_int`: a count >= 1; :func:`bounded_int`: an integer in a range;
+* :func:`usage_error_of`: the type of a flag parsed by a function that raises ValueError.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")  # what a flag's type parses its text into
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*")
@@ -81,4 +85,17 @@ def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
-__all__ = ["MAX_DURATION_S", "bounded_duration", "bounded_int", "duration", "port", "positive_int"]
+def usage_error_of(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """A flag type from a parser that raises ValueError: its message becomes the usage
+    error (argparse would otherwise print only "invalid value")."""
+
+    def flag_type(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return flag_type
+
+
+__all__ = ["MAX_DURATION_S", "bounded_duration", "bounded_int", "duration", "port", "positive_int", "usage_error_of"]
