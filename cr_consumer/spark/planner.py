@@ -14,8 +14,8 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
 1. First call of this runner: draw or reuse the query id (``start``'s, or a
    new one from an empty checkpoint location: :mod:`cr_consumer.spark.control`),
    register the members in the query's coordinator group, start them and
-   wait (bounded by :func:`join_timeout_s`) until each has its first
-   assignment.
+   wait (bounded by :func:`~cr_consumer.spark.query_members.join_timeout_s`)
+   until each has its first assignment.
 2. Partitions held now that were not held at the last trigger (all of them
    after a restart) are *adopted*: the group's committed offset of each is
    read, and becomes its floor (ownership step 3).
@@ -38,9 +38,10 @@ Planning batch N+1 from ``start`` (= end[N]), :meth:`QueryPlanner.latest_offset`
    watermark below the partition's start is data loss, as in Spark's Kafka
    source (the topic was deleted and created again, or ``startingOffsets``
    named an offset past the end): with ``failOnDataLoss=true`` the query fails
-   (:class:`DataLossInPlan`, naming the partition and the option); otherwise a
-   warning is logged and the partition goes on from the high watermark (the
-   offsets in between are skipped: an empty range ends there).
+   (:class:`~cr_consumer.spark.data_loss.DataLossInPlan`, naming the partition
+   and the option); otherwise a warning is logged and the partition goes on
+   from the high watermark (the offsets in between are skipped: an empty range
+   ends there).
 6. Nothing new: hand back ``start`` (Spark runs no batch).
 
 ``trigger(availableNow=True)``: Spark calls :meth:`QueryPlanner.prepare_available_now`
@@ -57,10 +58,11 @@ new. A later run takes a new target and reads what arrived since.
 
 ``partitions(start, end)`` (:meth:`QueryPlanner.ranges`): for a batch this
 runner planned, the ranges ``[start, end)`` split by ``minPartitions``
-(:func:`batch_ranges`). For a batch replayed from Spark's offset log (planned
-by an earlier run of the query), the members join first and only the part
-still the query's own is read (ownership step 4); asked again for the same
-batch, the same ranges are handed back.
+(:func:`~cr_consumer.spark.batch_ranges.batch_ranges`). For a batch replayed
+from Spark's offset log (planned by an earlier run of the query), the members
+join first and only the part still the query's own is read (ownership step 4,
+:class:`~cr_consumer.spark.replays.Replays`); asked again for the same batch,
+the same ranges are handed back.
 
 ``commit(end)`` (:meth:`QueryPlanner.commit`): Spark's late word that ``end``
 is in its commit log; already committed at the next ``latestOffset`` in the
@@ -77,26 +79,27 @@ holds its partitions next reads it (ownership step 1).
 
 from __future__ import annotations
 
-import collections
 import logging
-import threading
-import time
 from typing import TYPE_CHECKING
 
 from cr_consumer.kafka.client import TopicPartition
-from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership
-from cr_consumer.spark.client_properties import session_timeout_ms
+from cr_consumer.spark.batch_ranges import batch_ranges
 from cr_consumer.spark.control import coordinator_group, new_query_id
+from cr_consumer.spark.data_loss import skip_lost
 from cr_consumer.spark.group_commits import GroupCommits
-from cr_consumer.spark.member_requests import HANDOVER_TIMEOUT_S
+from cr_consumer.spark.handed_ends import HandedEnds
+from cr_consumer.spark.initial_positions import initial_positions
 from cr_consumer.spark.membership import GroupMember
 from cr_consumer.spark.metrics import MemberOffsets, runner_registry
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey, partition_key
 from cr_consumer.spark.options import SourceOptions
-from cr_consumer.spark.positions import start_offsets, subscribed_partitions
-from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
+from cr_consumer.spark.planning_failed import PlanningFailed
+from cr_consumer.spark.positions import subscribed_partitions
+from cr_consumer.spark.query_members import leave, start_members, wait_joined
+from cr_consumer.spark.ranges import OffsetRange, capped_ends
+from cr_consumer.spark.replays import Replays
 from cr_consumer.spark.sink_notices import NoticeReceiver, SinkNotice
 from cr_consumer.spark.watermarks import WatermarkProbe
 
@@ -105,53 +108,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Margin of the first-assignment wait beyond the group's own bounds (the
-#: members' start, the broker's JoinGroup/SyncGroup round trips, a loaded machine).
-JOIN_MARGIN_S = 30.0
-#: Ends handed to Spark that a sink-commit notice (or Spark's commit log at close) may
-#: name: a notice comes ~0.1 s after its batch, when at most a batch or two more are planned.
-HANDED_KEPT = 8
 #: Timeout of each coordinator request.
 COORDINATOR_TIMEOUT_S = 10.0
-
-
-def join_timeout_s(options: SourceOptions) -> float:
-    """Bound on the members' first assignment. A join into a group with other
-    members completes only when each of them has rejoined: one learns of the
-    rebalance at its next heartbeat, then may hold it for up to
-    HANDOVER_TIMEOUT_S (a query handing over its batch in flight), and a broker
-    may wait up to a session timeout for a member that does not rejoin (tansu
-    completes every join that late). So: a session timeout, the handover and a
-    margin."""
-    return session_timeout_ms(options) / 1000 + HANDOVER_TIMEOUT_S + JOIN_MARGIN_S
-
-
-class PlanningFailed(RuntimeError):
-    """A member failed or the planner could not complete a step; the query must fail."""
-
-
-class DataLossInPlan(PlanningFailed):
-    """A partition's end went below its start and failOnDataLoss is true."""
-
-
-def batch_ranges(
-    start: SourceOffset, end: SourceOffset, min_partitions: int | None, *, skip_backwards: bool = False
-) -> list[OffsetRange]:
-    """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
-    A partition whose end is below its start was skipped for data loss when the
-    batch was planned with ``failOnDataLoss=false`` (``skip_backwards``): it has no
-    range; otherwise such a pair of offsets is refused (ValueError). A batch whose
-    end is its start is empty: ``latestOffset`` returns its start unchanged when
-    nothing is new (Spark then runs no batch), and that start's ``from`` entries
-    belong to the batch that ended there, already read."""
-    if end == start:
-        return []
-    ranges = []
-    for (topic, partition), until in sorted(end.positions.items()):
-        begin = end.start_of((topic, partition), start)
-        if until >= begin or not skip_backwards:
-            ranges.append(OffsetRange(topic, partition, begin, until))
-    return split_ranges(ranges, min_partitions)
 
 
 class QueryPlanner:
@@ -178,15 +136,12 @@ class QueryPlanner:
         self._notices: NoticeReceiver | None = None
         self.commits = GroupCommits(self.members, self.stats)
         self._adopted: dict[TopicPartitionKey, int] = {}  # group commits of newly held partitions, for the next plan
-        self._given_up: dict[TopicPartitionKey, int] = {}  # replayed partitions left to others: where our output ends
-        self._replayed: tuple[SourceOffset, SourceOffset, list[OffsetRange]] | None = None
+        self._replays = Replays(self.stats)  # batches replayed from Spark's offset log (ownership step 4)
         #: trigger(availableNow=True): each partition's end for this run (None: no such trigger)
         self._target: dict[TopicPartitionKey, int] | None = None
-        # the last end planned or replayed: shared with the members' threads (handover checks)
-        self._handover_lock = threading.Lock()
-        self._last_end: SourceOffset | None = None
-        #: the ends handed to Spark lately: the only ones a notice or the commit log may commit
-        self._handed: collections.deque[SourceOffset] = collections.deque(maxlen=HANDED_KEPT)
+        #: the ends handed to Spark (planned or replayed): shared with the members' threads (handover
+        #: checks), the notice thread and the metrics endpoint's
+        self._handed = HandedEnds()
         # read by the metrics endpoint's thread: replaced as a whole, never mutated
         self._latest: dict[TopicPartitionKey, int] = {}  # high watermarks probed at the last trigger
 
@@ -228,23 +183,10 @@ class QueryPlanner:
             self.metrics_endpoint = endpoint
         client = self._client = CoordinatorClient(self.options.coordinator_endpoint(), timeout=COORDINATOR_TIMEOUT_S)
         self.members.extend(GroupMember(self.options, self.group, i) for i in range(self.options.members))
-        for member in self.members:
-            client.register(self.coordinator_group, self.options.region_index, member.name)
-            member.handover = self._handed_over
-            member.start()
+        start_members(self.members, client, self.coordinator_group, self.options.region_index, self._handed_over)
         self._notices = NoticeReceiver(self._query, self.sink_notice)
         self._notices.start()
-        bound = join_timeout_s(self.options)
-        deadline = time.monotonic() + bound
-        for member in self.members:
-            if not member.wait_joined(max(0.0, deadline - time.monotonic())):
-                member.check()
-                raise PlanningFailed(
-                    f"{member.name} got no assignment from group {self.group!r} within {bound:.0f}s: the group's "
-                    f"other members did not rejoin (each may hold a rebalance for {HANDOVER_TIMEOUT_S:.0f}s to hand "
-                    f"over its batch in flight); a broker that completes joins only after a session timeout "
-                    f"needs a shorter kafka.session.timeout.ms (now {session_timeout_ms(self.options)} ms)"
-                )
+        wait_joined(self.members, self.options, self.group)
         log.info(
             "crkafka: %d members joined group %s, coordinator group %s (%s)",
             len(self.members),
@@ -255,8 +197,7 @@ class QueryPlanner:
 
     def member_offsets(self) -> list[MemberOffsets]:
         """Each member's assignment and offsets (the endpoint's thread asks at every scrape)."""
-        with self._handover_lock:
-            planned = self._last_end.positions if self._last_end is not None else {}
+        planned = self._handed.planned()
         latest, committed_by = self._latest, self.commits.committed_by
         out = []
         for member in list(self.members):
@@ -299,20 +240,13 @@ class QueryPlanner:
         if self._held is not None and self.members:
             try:
                 found = self.commits.newest_in_commit_log(self.query)
-                if found is not None and self._was_handed(found):
+                if found is not None and self._handed.was_handed(found):
                     self.commits.sink_committed(found, self._held)
                 self.commits.retry_pending(self._held)
             except Exception:  # closing: logged with its traceback, the members still leave
                 log.exception("crkafka: committing the last completed batch at close failed")
-        for member in self.members:
-            member.close()
-        if self._client is not None:
-            for member in self.members:
-                try:
-                    self._client.unregister(self.coordinator_group, member.name)
-                except Exception:  # closing: logged with its traceback, the rest goes on
-                    log.exception("crkafka: unregistering %s failed", member.name)
-            self._client.close()
+        if self._client is not None:  # none: no member was created either
+            leave(self.members, self._client, self.coordinator_group)
         self.probe.close()
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
@@ -345,9 +279,7 @@ class QueryPlanner:
 
     def _handed_over(self, revoked: set[TopicPartition]) -> bool:
         """True once every range planned for ``revoked`` is committed (a member's thread asks)."""
-        with self._handover_lock:
-            planned = self._last_end.positions if self._last_end is not None else {}
-        return self.commits.handed_over([partition_key(tp) for tp in revoked], planned)
+        return self.commits.handed_over([partition_key(tp) for tp in revoked], self._handed.planned())
 
     # -- planning ----------------------------------------------------------------------------
     def latest_offset(self, start: SourceOffset, limit: int | None) -> SourceOffset:
@@ -359,9 +291,17 @@ class QueryPlanner:
             for tp in owned
             if partition_key(tp) in start.positions
         }
-        first = self._start_positions(start, [tp for tp in owned if partition_key(tp) not in start.positions])
+        first = initial_positions(
+            self.client,
+            self.coordinator_group,
+            self.options,
+            self.probe,
+            self.members[0].committed,
+            start,
+            [tp for tp in owned if partition_key(tp) not in start.positions],
+        )
         begins.update(first)
-        resumed = {key: self._given_up.pop(key) for key in sorted(set(begins) & set(self._given_up))}
+        resumed = self._replays.resume(begins)
         for key, resume in resumed.items():  # back after a replay gave it up (ownership step 4)
             if resume != begins[key]:
                 begins[key] = first[key] = resume
@@ -379,22 +319,22 @@ class QueryPlanner:
         self._adopted.clear()
         latest = {partition_key(tp): end for tp, end in self.probe.ends(owned).items()}
         self._latest = latest
-        self._check_data_loss(begins, latest)
+        self.stats["data_loss_skips"] += skip_lost(begins, latest, self.options.fail_on_data_loss)
         if self._target is not None:  # nothing past the run's target; capped_ends keeps end >= begin
             latest = {key: min(end, self._target.get(key, begins[key])) for key, end in latest.items()}
         ends = capped_ends(begins, latest, limit)
-        with self._handover_lock:
+        with self._handed.handing() as hand:
             # Ownership step 5 needs the plan and a revocation ordered: a member records a
-            # revocation, then asks _handed_over under this lock. A partition revoked since
-            # ``owned`` was read is left out of this batch (its handover saw the previous
-            # end, so its next owner starts there); one revoked after this read waits for
-            # this batch's commit.
+            # revocation, then asks _handed_over, which reads the plan under this lock. A
+            # partition revoked since ``owned`` was read is left out of this batch (its
+            # handover saw the previous end, so its next owner starts there); one revoked
+            # after this read waits for this batch's commit.
             held_now = {partition_key(tp) for tp in self.assigned()}
             for key in sorted(set(ends) - held_now):
                 del ends[key]
                 first.pop(key, None)
                 if key in resumed:
-                    self._given_up[key] = resumed[key]
+                    self._replays.give_back(key, resumed[key])
             positions = {**start.positions, **ends}
             if positions == start.positions and not first:
                 end = start
@@ -402,7 +342,7 @@ class QueryPlanner:
                 end = SourceOffset(epoch=start.epoch + 1, positions=positions, first=first, query=start.query)
                 self.stats["batches"] += 1
                 self.stats["planned_rows"] += sum(ends[tp] - begins[tp] for tp in ends)
-            self._hand(end)
+            hand(end)
         return end
 
     def prepare_available_now(self) -> None:
@@ -415,90 +355,19 @@ class QueryPlanner:
     def ranges(self, start: SourceOffset, end: SourceOffset) -> list[OffsetRange]:
         """The Spark tasks of the batch ``(start, end]`` (``partitions()``; module doc)."""
         skip = not self.options.fail_on_data_loss
-        if self._replayed is not None and self._replayed[:2] == (start, end):
-            return self._replayed[2]
-        with self._handover_lock:
-            planned_here = self._last_end is not None and self._last_end == end
-        if planned_here:
+        replayed = self._replays.cached(start, end)
+        if replayed is not None:
+            return replayed
+        if self._handed.is_last(end):
             return batch_ranges(start, end, self.options.min_partitions, skip_backwards=skip)
         asked = (start, end)
         end = self._ensure_started(end)
         owned = self._adopt_new()
-        whole = batch_ranges(start, end, None, skip_backwards=skip)
-        kept = ownership.replay_ranges(whole, [partition_key(tp) for tp in owned], self.commits.floors())
-        with self._handover_lock:
-            self._hand(end)
-        self._given_up.update(ownership.given_up(whole, [partition_key(tp) for tp in owned]))
-        given_up = sum(r.size for r in whole) - sum(r.size for r in kept)
-        self.stats["replayed_batches"] += 1
-        self.stats["replay_rows_given_up"] += given_up
-        log.info(
-            "crkafka: replaying epoch %d from Spark's offset log: %d of %d records are still this query's "
-            "(the rest is read by the partitions' current owners)",
-            end.epoch,
-            sum(r.size for r in kept),
-            sum(r.size for r in whole),
-        )
-        out = split_ranges(kept, self.options.min_partitions)
-        self._replayed = (*asked, out)
+        holding = [partition_key(tp) for tp in owned]
+        out = self._replays.replay(asked, end, holding, self.commits.floors(), self.options.min_partitions, skip)
+        with self._handed.handing() as hand:
+            hand(end)
         return out
-
-    def _hand(self, end: SourceOffset) -> None:
-        """``end`` is handed to Spark (the caller holds ``_handover_lock``)."""
-        self._last_end = end
-        if not self._handed or self._handed[-1] != end:
-            self._handed.append(end)
-
-    def _check_data_loss(self, begins: dict[TopicPartitionKey, int], latest: dict[TopicPartitionKey, int]) -> None:
-        """Partitions whose end is below their start (step 5 of the module doc): fail,
-        or move their start to the end (``begins`` is changed in place)."""
-        for key, begin in sorted(begins.items()):
-            end = latest.get(key)
-            if end is None or end >= begin:
-                continue
-            topic, partition = key
-            if self.options.fail_on_data_loss:
-                raise DataLossInPlan(
-                    f"crkafka: {topic}:{partition}'s offset went from {begin} back to {end} (the end of its log): "
-                    f"some data may have been lost (the topic was deleted and created again, or startingOffsets "
-                    f"names an offset past the end). Set the source option failOnDataLoss=false to go on from {end}"
-                )
-            self.stats["data_loss_skips"] += 1
-            log.warning(
-                "crkafka: %s:%d's offset went from %d back to %d (the end of its log): some data may have "
-                "been lost; going on from %d (failOnDataLoss=false)",
-                topic,
-                partition,
-                begin,
-                end,
-                end,
-            )
-            begins[key] = end
-
-    def _start_positions(self, start: SourceOffset, tps: list[TopicPartition]) -> dict[TopicPartitionKey, int]:
-        """Control variables of partitions absent from ``start`` (put once, first writer wins)."""
-        if not tps:
-            return {}
-        known = self.client.get_initial_offsets(self.coordinator_group)
-        missing = [tp for tp in tps if partition_key(tp) not in known]
-        if missing:
-            first_start = not known and not start.positions
-            computed = self._configured(missing) if first_start else self.probe.beginning(missing)
-            if not first_start:
-                log.info(
-                    "crkafka: partitions first seen after the query's first start begin at earliest: %s",
-                    sorted(map(str, missing)),
-                )
-            known.update(
-                self.client.put_initial_offsets(
-                    self.coordinator_group, {partition_key(tp): off for tp, off in computed.items()}
-                )
-            )
-        return {partition_key(tp): known[partition_key(tp)] for tp in tps}
-
-    def _configured(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The configured start position of ``tps`` at the query's first start (startingOffsets ...)."""
-        return start_offsets(self.options.starting_or(StartKind.LATEST), tps, self.probe, self.members[0].committed)
 
     # -- commit ------------------------------------------------------------------------------
     def commit(self, end: SourceOffset) -> None:
@@ -512,7 +381,7 @@ class QueryPlanner:
         """A sink-commit notice (``sink_notices.py``, on the receiver's thread): commit its end
         now rather than at the next trigger. Nothing before the first adoption, and nothing
         but an end this runner handed to Spark (any local process can reach the socket)."""
-        if not self._was_handed(notice.end):
+        if not self._handed.was_handed(notice.end):
             log.warning(
                 "crkafka: dropped a sink-commit notice of epoch %d: not an end this query handed to Spark",
                 notice.end.epoch,
@@ -524,9 +393,5 @@ class QueryPlanner:
         if held is not None and not self._closed:
             self.commits.sink_committed(notice.end, held)
 
-    def _was_handed(self, end: SourceOffset) -> bool:
-        with self._handover_lock:
-            return end in self._handed
 
-
-__all__ = ["JOIN_MARGIN_S", "PlanningFailed", "QueryPlanner", "batch_ranges", "join_timeout_s"]
+__all__ = ["QueryPlanner"]

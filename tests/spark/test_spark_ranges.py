@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from cr_consumer.spark.batch_ranges import batch_ranges
 from cr_consumer.spark.offsets import SourceOffset
-from cr_consumer.spark.planner import batch_ranges
 from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
 
 
