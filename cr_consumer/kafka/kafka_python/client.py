@@ -78,10 +78,11 @@ from cr_consumer.kafka.client import (
     OffsetOutOfRange,
     RebalanceHold,
     RebalanceListener,
+    Subscriber,
+    Subscription,
     TimestampType,
     TopicPartition,
     UnknownTopicOrPartition,
-    check_subscription,
 )
 from cr_consumer.kafka.kafka_python.compat import (
     fetch_during_cooperative_joins,
@@ -313,18 +314,14 @@ class KafkaPythonClient:
         keep_completed_joins(self._consumer)
         fetch_during_cooperative_joins(self._consumer)
         skip_known_coordinator_hop(self._consumer)
+        self.subscribe = Subscriber(self._subscribe)
 
-    def subscribe(
-        self,
-        topics: Sequence[str] = (),
-        *,
-        pattern: str | None = None,
-        listener: RebalanceListener,
-        hold: RebalanceHold | None = None,
-    ) -> None:
-        check_subscription(topics, pattern)
+    def _subscribe(self, subscription: Subscription) -> None:
+        """kafka-python's subscribe, with the listener wrapped for its IO thread
+        (holding each rebalance when the subscription has a hold)."""
+        listener, hold = subscription.listener, subscription.hold
         wrapped = _Listener(listener) if hold is None else HoldingListener(self._consumer, listener, hold)
-        self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=wrapped)
+        self._consumer.subscribe(topics=list(subscription.topics), pattern=subscription.pattern, listener=wrapped)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._consumer.assign([_ktp(tp) for tp in partitions])

@@ -67,12 +67,12 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaClientError,
     KafkaRecord,
-    RebalanceHold,
     RebalanceListener,
     RebalanceProtocol,
+    Subscriber,
+    Subscription,
     TimestampType,
     TopicPartition,
-    check_subscription,
 )
 
 try:
@@ -239,33 +239,27 @@ class LibrdkafkaClient:
         # shut down by close().
         self._caller = BoundedCaller("cr-librdkafka-calls")
         self._gate = CallGate(self._caller)
+        self.subscribe = Subscriber(self._subscribe)
 
     # -- subscription and rebalance callbacks ---------------------------------
-    def subscribe(
-        self,
-        topics: Sequence[str] = (),
-        *,
-        pattern: str | None = None,
-        listener: RebalanceListener,
-        hold: RebalanceHold | None = None,
-    ) -> None:
-        if hold is not None:
+    def _subscribe(self, subscription: Subscription) -> None:
+        """librdkafka's subscribe, with this client's rebalance callbacks; a hold is
+        refused (:class:`ClientUnavailable`)."""
+        if subscription.hold is not None:
             raise ClientUnavailable(
                 "holding a rebalance (the Spark source's group members) needs the kafka-python "
                 "client: the librdkafka client does not offer it"
             )
-        check_subscription(topics, pattern)
-        self._listener = listener
+        self._listener = subscription.listener
+        pattern = subscription.pattern
         if pattern:
             self._pattern = re.compile(pattern)
-            subscription = [pattern if pattern.startswith("^") else "^" + pattern]
+            names = [pattern if pattern.startswith("^") else "^" + pattern]
         else:
-            self._topics = tuple(topics)
-            subscription = list(topics)
+            self._topics = subscription.topics
+            names = list(subscription.topics)
         self._rebalancing = True
-        self._consumer.subscribe(
-            subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
+        self._consumer.subscribe(names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
 
     def _on_assign(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
         """librdkafka's assignment callback (inside poll, the polling thread).
