@@ -325,7 +325,7 @@ def check_producer_properties(properties: Mapping[str, object], client: ClientKi
         if timeout <= 0:
             raise PropertyError("transaction.timeout.ms", f"transaction.timeout.ms must be positive, got {timeout}")
     if client is ClientKind.LIBRDKAFKA:
-        from cr_consumer.kafka.librdkafka.producer import check_settings  # lazily: confluent-kafka is optional
+        from cr_consumer.kafka.librdkafka.producer_settings import check_settings  # lazily: confluent-kafka is optional
 
         refused = check_settings(properties)
         if refused is not None:

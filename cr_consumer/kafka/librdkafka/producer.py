@@ -38,6 +38,7 @@ from coordinator.kafka.raw_requests import RawClient, TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
 from cr_consumer.kafka.librdkafka.properties import librdkafka_producer_config
 from cr_consumer.kafka.producer import OutRecord, SendOutcome
+from cr_consumer.kafka.property_rules import int_property
 
 #: ``max.block.ms`` unless given (kafka-python's default): step 1's and step 2's bound.
 DEFAULT_MAX_BLOCK_MS = 60_000
@@ -45,17 +46,6 @@ DEFAULT_MAX_BLOCK_MS = 60_000
 ROOM_POLL_S = 0.005
 #: Bound of reading the producer id and epoch back (step 3): one Fetch and its metadata.
 IDS_READ_TIMEOUT_S = 30.0
-
-
-def check_settings(properties: Mapping[str, object]) -> str | None:
-    """librdkafka's refusal of ``properties`` as producer settings, or None: a producer with
-    them and no cluster is built and dropped at once (a few ms, no connection), so a name or a
-    value librdkafka does not take fails the sink's construction, not its first interval."""
-    try:
-        Producer({**librdkafka_producer_config(properties), "log_level": 3})
-    except KafkaException as exc:
-        return str(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc)
-    return None
 
 
 class LibrdkafkaTransactionalProducer:
@@ -79,7 +69,7 @@ class LibrdkafkaTransactionalProducer:
             }
         )
         self.transactional_id = transactional_id
-        self._block_s = int(str(properties.get("max.block.ms", DEFAULT_MAX_BLOCK_MS))) / 1000
+        self._block_s = int_property(properties, "max.block.ms", DEFAULT_MAX_BLOCK_MS) / 1000
         self._settings = settings
         self._ids: tuple[int, int] | None = None  # (producer id, epoch), read once (step 3)
         self._sent = 0
@@ -221,4 +211,4 @@ class LibrdkafkaTransactionalProducer:
         self._producer.flush(max(timeout_s, 0.0))
 
 
-__all__ = ["LibrdkafkaTransactionalProducer", "check_settings"]
+__all__ = ["LibrdkafkaTransactionalProducer"]
