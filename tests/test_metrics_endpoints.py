@@ -195,11 +195,11 @@ def test_spark_runner_endpoint_passes_promtool(bootstrap, names, tmp_path):
     drives (latestOffset and commit as Spark calls them, the ranges read as the
     executors read them, without a JVM)."""
     from coordinator.launcher import CoordinatorProcess
-    from cr_consumer.spark.batch_ranges import batch_ranges
     from cr_consumer.spark.executor import read_range
     from cr_consumer.spark.offsets import SourceOffset
     from cr_consumer.spark.options import parse_options
     from cr_consumer.spark.planner import QueryPlanner
+    from cr_consumer.spark.ranges import batch_ranges
 
     topic = create_topic(bootstrap, names.topic(), partitions=PARTITIONS)
     produce(bootstrap, topic, [b"s%d" % i for i in range(RECORDS)])

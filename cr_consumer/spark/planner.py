@@ -58,7 +58,7 @@ new. A later run takes a new target and reads what arrived since.
 
 ``partitions(start, end)`` (:meth:`QueryPlanner.ranges`): for a batch this
 runner planned, the ranges ``[start, end)`` split by ``minPartitions``
-(:func:`~cr_consumer.spark.batch_ranges.batch_ranges`). For a batch replayed
+(:func:`~cr_consumer.spark.ranges.batch_ranges`). For a batch replayed
 from Spark's offset log (planned by an earlier run of the query), the members
 join first and only the part still the query's own is read (ownership step 4,
 :class:`~cr_consumer.spark.replays.Replays`); asked again for the same batch,
@@ -85,7 +85,6 @@ from typing import TYPE_CHECKING
 from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.metrics import MetricsEndpoint
 from cr_consumer.spark import ownership
-from cr_consumer.spark.batch_ranges import batch_ranges
 from cr_consumer.spark.control import coordinator_group, new_query_id
 from cr_consumer.spark.data_loss import skip_lost
 from cr_consumer.spark.group_commits import GroupCommits
@@ -98,7 +97,7 @@ from cr_consumer.spark.options import SourceOptions
 from cr_consumer.spark.planning_failed import PlanningFailed
 from cr_consumer.spark.positions import subscribed_partitions
 from cr_consumer.spark.query_members import leave, start_members, wait_joined
-from cr_consumer.spark.ranges import OffsetRange, capped_ends
+from cr_consumer.spark.ranges import OffsetRange, batch_ranges, capped_ends
 from cr_consumer.spark.replays import Replays
 from cr_consumer.spark.sink_notices import NoticeReceiver, SinkNotice
 from cr_consumer.spark.watermarks import WatermarkProbe

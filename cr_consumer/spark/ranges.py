@@ -12,6 +12,9 @@ Pure functions (no Kafka, no Spark), run in the driver-side source runner:
   more, each range cut into pieces in proportion to its size (Spark's
   ``KafkaOffsetRangeCalculator``). Deterministic in its inputs, so a batch
   replayed from the offset log is cut the same way.
+* :func:`batch_ranges`: the Spark input partitions of a batch ``(start, end]``
+  (each partition from where the batch starts it to its end, split as above),
+  so a batch planned by one run and replayed by the next reads the same ranges.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from cr_consumer.spark.offsets import TopicPartitionKey
+from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
 
 
 @attrs.frozen
@@ -80,4 +83,24 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
     return out
 
 
-__all__ = ["OffsetRange", "capped_ends", "split_ranges"]
+def batch_ranges(
+    start: SourceOffset, end: SourceOffset, min_partitions: int | None, *, skip_backwards: bool = False
+) -> list[OffsetRange]:
+    """The Spark input partitions of the batch ``(start, end]`` (pure, deterministic).
+    A partition whose end is below its start was skipped for data loss when the
+    batch was planned with ``failOnDataLoss=false`` (``skip_backwards``): it has no
+    range; otherwise such a pair of offsets is refused (ValueError). A batch whose
+    end is its start is empty: ``latestOffset`` returns its start unchanged when
+    nothing is new (Spark then runs no batch), and that start's ``from`` entries
+    belong to the batch that ended there, already read."""
+    if end == start:
+        return []
+    ranges = []
+    for (topic, partition), until in sorted(end.positions.items()):
+        begin = end.start_of((topic, partition), start)
+        if until >= begin or not skip_backwards:
+            ranges.append(OffsetRange(topic, partition, begin, until))
+    return split_ranges(ranges, min_partitions)
+
+
+__all__ = ["OffsetRange", "batch_ranges", "capped_ends", "split_ranges"]

@@ -22,9 +22,8 @@ import logging
 from collections.abc import Mapping
 
 from cr_consumer.spark import ownership
-from cr_consumer.spark.batch_ranges import batch_ranges
 from cr_consumer.spark.offsets import SourceOffset, TopicPartitionKey
-from cr_consumer.spark.ranges import OffsetRange, split_ranges
+from cr_consumer.spark.ranges import OffsetRange, batch_ranges, split_ranges
 
 log = logging.getLogger(__name__)
 

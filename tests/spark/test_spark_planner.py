@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from cr_consumer.spark.batch_ranges import batch_ranges
 from cr_consumer.spark.executor import read_range
 from cr_consumer.spark.offsets import SourceOffset
 from cr_consumer.spark.options import parse_options
 from cr_consumer.spark.planner import QueryPlanner
+from cr_consumer.spark.ranges import batch_ranges
 from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce
 
 

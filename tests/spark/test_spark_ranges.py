@@ -6,9 +6,8 @@ import itertools
 
 import pytest
 
-from cr_consumer.spark.batch_ranges import batch_ranges
 from cr_consumer.spark.offsets import SourceOffset
-from cr_consumer.spark.ranges import OffsetRange, capped_ends, split_ranges
+from cr_consumer.spark.ranges import OffsetRange, batch_ranges, capped_ends, split_ranges
 
 
 def test_no_limit_reads_everything_and_never_goes_back():
