@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cr_consumer.kafka import properties
-from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.kafka_python.properties import kafka_python_config
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.runtime.member.setup import MemberSettings
 from cr_consumer.spark.options import parse_options

@@ -84,6 +84,26 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class LibraryPartition(Protocol):
+    """A client library's partition (kafka-python's and confluent-kafka's ``TopicPartition``)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+def topic_partition(partition: LibraryPartition) -> TopicPartition:
+    """A library's partition as the seam's."""
+    return TopicPartition(partition.topic, partition.partition)
+
+
+def topic_partitions(partitions: Iterable[LibraryPartition]) -> frozenset[TopicPartition]:
+    """A library's partitions (a rebalance callback's, an assignment) as the seam's."""
+    return frozenset(map(topic_partition, partitions))
+
+
 class TimestampType(enum.Enum):
     """What a record's timestamp means (Kafka's record attribute)."""
 
@@ -384,6 +404,7 @@ __all__ = [
     "KafkaClient",
     "KafkaClientError",
     "KafkaRecord",
+    "LibraryPartition",
     "MemberFenced",
     "OffsetOutOfRange",
     "RebalanceHold",
@@ -395,4 +416,6 @@ __all__ = [
     "TopicPartition",
     "UnknownTopicOrPartition",
     "check_subscription",
+    "topic_partition",
+    "topic_partitions",
 ]

@@ -176,7 +176,7 @@ def check_name(
                 f"Kafka property {key!r} is a Java client setting that kafka-python does not "
                 f"read; use {JVM_ONLY[key]} (docs/operations.md, Connecting to a real cluster)",
             )
-        from cr_consumer.kafka.kafka_python.client import SETTINGS, kafka_python_name  # lazily: kafka is heavy
+        from cr_consumer.kafka.kafka_python.properties import SETTINGS, kafka_python_name  # lazily: kafka is heavy
 
         if kafka_python_name(key) not in SETTINGS:
             raise PropertyError(key, f"unknown consumer property {key!r} (not a kafka-python consumer setting)")

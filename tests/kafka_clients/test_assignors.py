@@ -18,7 +18,7 @@ from cr_consumer.kafka.client import (
     check_subscription,
 )
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.kafka_python.properties import kafka_python_config
 from cr_consumer.kafka.librdkafka.properties import librdkafka_config
 from cr_consumer.operator.config import ConfigError, OperatorConfig
 

@@ -11,7 +11,7 @@ import pytest
 
 from cr_consumer.kafka.client import ClientConfigError, ClientKind, ClientUnavailable
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.kafka_python.properties import kafka_python_config
 from cr_consumer.kafka.librdkafka.properties import DEFAULTS, librdkafka_config
 from cr_consumer.kafka.property_rules import client_checked
 

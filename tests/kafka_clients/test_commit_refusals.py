@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError
 from kafka import errors as kafka_errors
 
 from cr_consumer.kafka.client import CommitRefused, MemberFenced
-from cr_consumer.kafka.kafka_python.client import commit_refusal
+from cr_consumer.kafka.kafka_python.errors import commit_refusal
 from cr_consumer.kafka.librdkafka.errors import refusal
 
 

@@ -11,7 +11,8 @@ import time
 from kafka.consumer.fetcher import ConsumerRecord
 
 from cr_consumer.kafka.client import KafkaRecord, TimestampType
-from cr_consumer.kafka.kafka_python.client import KafkaPythonClient, to_kafka_records
+from cr_consumer.kafka.kafka_python.client import KafkaPythonClient
+from cr_consumer.kafka.kafka_python.records import to_kafka_records
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.group_timeouts import TEST_HEARTBEAT_INTERVAL_MS, TEST_SESSION_TIMEOUT_MS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cr_consumer import OperatorConfig, StartKind, StartPosition
-from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.kafka_python.properties import kafka_python_config
 from cr_consumer.operator.config import ConfigError, MalformedPolicy, RegionMode
 
 BASE = dict(bootstrap_servers="127.0.0.1:9092", group_id="g", operator_name="m0", topics=["t"])

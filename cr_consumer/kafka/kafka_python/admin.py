@@ -18,7 +18,7 @@ from typing import Any
 from kafka.admin import KafkaAdminClient, MemberToRemove
 from kafka.errors import NoError
 
-from cr_consumer.kafka.kafka_python.client import kafka_python_name
+from cr_consumer.kafka.kafka_python.properties import kafka_python_name
 
 
 def admin_settings(

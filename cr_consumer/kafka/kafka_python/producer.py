@@ -47,7 +47,7 @@ from kafka.producer.future import FutureRecordMetadata
 from coordinator.kafka.bounded_producer import end_transaction, force_close
 from coordinator.kafka.raw_requests import TransactionEndError
 from coordinator.protocol.region.transactions import PreparedTxn, TxnPartition
-from cr_consumer.kafka.kafka_python.client import RENAMED
+from cr_consumer.kafka.kafka_python.properties import RENAMED
 from cr_consumer.kafka.producer import OutRecord, SendOutcome
 
 #: Sends of the open transaction that may be unanswered before ``bound`` waits: kafka-python 3

@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 
 from cr_consumer.kafka.client import Header, KafkaRecord
-from cr_consumer.kafka.kafka_python.client import ConsumerRecord
+from cr_consumer.kafka.kafka_python.records import ConsumerRecord
 
 #: The key of the marker object that holds non-UTF-8 bytes as base64.
 BASE64_MARKER = "base64"

@@ -67,7 +67,7 @@ MEMBER_SESSION_TIMEOUT_MS = 10_000
 
 def kafka_defaults() -> dict[str, object]:
     """kafka-python's consumer settings and their defaults (keyword names)."""
-    from cr_consumer.kafka.kafka_python.client import DEFAULTS  # local: importing options must stay cheap
+    from cr_consumer.kafka.kafka_python.properties import DEFAULTS  # local: importing options must stay cheap
 
     return dict(DEFAULTS)
 
@@ -81,7 +81,7 @@ def parse_kafka_property(option: str, raw: str, defaults: Mapping[str, object]) 
         check_name(dotted, clients={ClientKind.KAFKA_PYTHON}, reserved=RESERVED_KAFKA)
     except PropertyError as exc:
         raise InvalidOptionError(option, str(exc)) from None
-    from cr_consumer.kafka.kafka_python.client import kafka_python_name  # local: importing options must stay cheap
+    from cr_consumer.kafka.kafka_python.properties import kafka_python_name  # local: importing options must stay cheap
 
     if dotted == "api.version":
         try:

@@ -4,7 +4,7 @@ the member's own properties."""
 
 from __future__ import annotations
 
-from cr_consumer.kafka.kafka_python.client import kafka_python_config
+from cr_consumer.kafka.kafka_python.properties import kafka_python_config
 from cr_consumer.operator.config import OperatorConfig
 from cr_consumer.runtime.member.setup import RUNTIME_KAFKA_DEFAULTS
 
