@@ -42,9 +42,10 @@ from cr_consumer.operator.message_queue import Batch, BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBatch, per_record
-from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
 from cr_consumer.operator.restore_hold import StateRestorer
+from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 if TYPE_CHECKING:

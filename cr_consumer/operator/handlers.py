@@ -33,8 +33,9 @@ from cr_consumer.operator.event_thread import EventThread
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import Interval, OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
-from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.region import ContinuityError, DrainError, RegionPermit, ResetError
+from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)

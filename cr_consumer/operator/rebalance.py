@@ -1,5 +1,6 @@
-"""Rebalance handling: the listener, the seeks it defers to the event thread,
-and where each partition is seeked.
+"""Rebalance handling: the listener and the seeks it defers to the event thread.
+Where each partition is seeked (merged checkpoint offsets, control variables,
+start positions): ``seek_targets.py``.
 
 The Kafka client calls the listener during its poll, possibly on the
 library's own thread (kafka-python's IO thread), where blocking client calls
@@ -32,7 +33,7 @@ Assignment:
    variable, first writer wins, using the effective value): the configured
    one at the job's first start (then saved for every subscribed partition),
    its earliest offset for a partition that appeared later
-   (:func:`plan_start`); read positions
+   (``seek_targets.plan_start``); read positions
    back into the offset manager; resume the partitions;
 3. in CR_RESET_PENDING: no seek: the reset will seek and resume them.
    Standalone (no region): the seek above is done anyway, committed offsets
@@ -75,15 +76,12 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
-import attrs
-
-from coordinator.protocol.common.partitions import by_label, partition_label
+from coordinator.protocol.common.partitions import by_label
 from cr_consumer.kafka.client import KafkaClient, TopicPartition
-from cr_consumer.kafka.start_position import StartKind
 from cr_consumer.operator.config import OperatorConfig
-from cr_consumer.operator.control_plane import ControlPlane
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.restore_hold import RestoreHold, StateRestorer
+from cr_consumer.operator.seek_targets import LOOKUP_TIMEOUT_MS, SeekTargets, plan_start, start_offsets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 log = logging.getLogger(__name__)
@@ -211,7 +209,9 @@ class Rebalancer:
         # control variable) is seeked right here (seek is pure client state),
         # so fetching starts in this very poll; the rest is held (paused) and
         # seeked on the event thread after the poll.
-        fast = self._known_targets(tps) if self._sm.state in (S.SUBSCRIBED, S.RESET_COMPLETE) else {}
+        # Standalone: committed offsets come first, and they need the broker.
+        seek_now = not self._standalone and self._sm.state in (S.SUBSCRIBED, S.RESET_COMPLETE)
+        fast = self._targets.known(tps) if seek_now else {}
         consumer = self._events.consumer
         if consumer is not None:  # the listener runs inside the client's poll: it exists
             for tp, off in fast.items():
@@ -226,19 +226,6 @@ class Rebalancer:
             self._assign_pending = bool(self.held)
         self.joining = False
         log.info("%s: assigned %s (seeked at once: %s)", self.name, sorted(tps), by_label(fast))
-
-    def _known_targets(self, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
-        if self._standalone:  # committed offsets come first, and they need the broker
-            return {}
-        merged = self._targets.merged() or {}
-        cached = self._targets.cached_control_variables()
-        out = {}
-        for tp in tps:
-            if tp in merged:
-                out[tp] = merged[tp]
-            elif tp in cached:
-                out[tp] = cached[tp]
-        return out
 
     # -- event thread ---------------------------------------------------------
     def after_poll(self, consumer: KafkaClient) -> None:
@@ -327,174 +314,4 @@ class Rebalancer:
         return held
 
 
-Offsets = dict[TopicPartition, int]
-
-
-class SeekTargets:
-    """Where an assigned partition is seeked, as known in memory and in the
-    control plane, in order of preference:
-
-    1. the merged checkpoint offset: the map of the last reset, or of the last
-       consistent checkpoint the runtime announced (:meth:`set_merged`), kept
-       until a later checkpoint retires it;
-    2. the partition's control variable: its offset at the job's first start
-       (first writer wins in the control plane), cached here once read or written;
-    3. its start position (:func:`plan_start`), then saved as its control variable.
-
-    Both maps are replaced, never mutated, so a reader on another thread
-    (Kafka's IO thread in the rebalance listener) sees one whole map.
-    """
-
-    #: (checkpoint id, merged offsets) or None. Written by the handler caller's
-    #: thread (reset, retire) and the runtime's thread (set_merged); read by the
-    #: event thread and Kafka's IO thread. No lock: replaced as a whole.
-    _merged: tuple[int, Offsets] | None
-    #: Control variables read or written so far. Written on the event thread;
-    #: read on Kafka's IO thread. No lock: replaced as a whole.
-    _cached: Offsets
-
-    def __init__(self, control: ControlPlane, group_id: str) -> None:
-        self._control = control
-        self._group_id = group_id
-        self._merged = None
-        self._cached = {}
-
-    # -- merged checkpoint offsets ----------------------------------------------
-    def merged(self) -> Offsets | None:
-        return self._merged[1] if self._merged is not None else None
-
-    def set_merged(self, seq: int, offsets: Offsets) -> None:
-        """The offsets of checkpoint ``seq`` (from a reset's merge, or the last
-        consistent checkpoint): partitions assigned later start there."""
-        self._merged = (seq, offsets)
-
-    def clear_merged(self) -> None:
-        self._merged = None
-
-    def retire(self, seq: int) -> None:
-        """Drop the merged map if it belongs to a checkpoint <= ``seq``."""
-        merged = self._merged
-        if merged is not None and merged[0] <= seq:
-            self._merged = None
-
-    # -- control variables ----------------------------------------------------
-    def control_variables(self) -> Offsets:
-        """Every control variable of the group (a control-plane round trip)."""
-        cv = self._control.get_initial_offsets(self._group_id)
-        out = {TopicPartition(t, p): int(o) for (t, p), o in cv.items()}
-        self._cached = {**self._cached, **out}
-        return out
-
-    def save_control_variables(self, offsets: Offsets) -> Offsets:
-        """Save first-writer-wins; return the effective values (another member's may win)."""
-        eff = self._control.put_initial_offsets(
-            self._group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()}
-        )
-        out = {TopicPartition(t, p): int(o) for (t, p), o in eff.items()}
-        self._cached = {**self._cached, **out}
-        return out
-
-    def cached_control_variables(self) -> Offsets:
-        """Control variables read or written before (they never change: first writer wins)."""
-        return self._cached
-
-
-#: Bound on each offset lookup so a lost broker fails the assignment handling
-#: (and thus the operator) instead of hanging the event thread.
-LOOKUP_TIMEOUT_MS = 15000
-
-
-class NoStartOffset(RuntimeError):
-    """auto.offset.reset=none and a partition has no committed offset."""
-
-
-def _fallback(consumer: KafkaClient, config: OperatorConfig, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-    if not tps:
-        return {}
-    policy = config.auto_offset_reset
-    if policy == "earliest":
-        return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
-    if policy == "latest":
-        return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
-    raise NoStartOffset(
-        f"no committed offset for {sorted(tps)} and auto.offset.reset is 'none': "
-        "set auto.offset.reset to earliest/latest or choose another start position"
-    )
-
-
-def initial_offsets(
-    consumer: KafkaClient, config: OperatorConfig, partitions: Collection[TopicPartition]
-) -> dict[TopicPartition, int]:
-    """{TopicPartition: offset} for every partition in ``partitions``."""
-    tps = sorted(partitions)
-    if not tps:
-        return {}
-    pos = config.start_position
-    if pos.kind is StartKind.EARLIEST:
-        return consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_MS)
-    if pos.kind is StartKind.LATEST:
-        return consumer.end_offsets(tps, LOOKUP_TIMEOUT_MS)
-    out: dict[TopicPartition, int] = {}
-    if pos.kind is StartKind.TIMESTAMP:
-        stamp = pos.timestamp_ms
-        assert stamp is not None  # OperatorConfig._check_start
-        found = consumer.offsets_for_times({tp: stamp for tp in tps}, LOOKUP_TIMEOUT_MS)
-        out.update({tp: off for tp, off in found.items() if off is not None})
-        out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
-        return out
-    for tp, committed in consumer.committed(tps, LOOKUP_TIMEOUT_MS).items():
-        if committed is not None:
-            out[tp] = committed
-    out.update(_fallback(consumer, config, [tp for tp in tps if tp not in out]))
-    return out
-
-
-@attrs.frozen
-class StartPlan:
-    """Which partitions start at the configured position, which at earliest."""
-
-    configured: frozenset[TopicPartition]
-    earliest: frozenset[TopicPartition]
-
-
-def plan_start(
-    missing: Collection[TopicPartition], *, group_started: bool, subscribed: Collection[TopicPartition]
-) -> StartPlan:
-    """Plan the start of ``missing`` (partitions without a control variable).
-
-    ``group_started``: the group has control variables (its first start is
-    over); ``subscribed``: every partition of the subscription now. At the
-    job's first start every subscribed partition gets the configured position;
-    later, a partition without a control variable appeared since and starts at
-    earliest (docs/operator.md, "Start positions", has the reasons). The
-    offsets (:func:`start_offsets`) become the control variables.
-    """
-    if group_started:
-        return StartPlan(configured=frozenset(), earliest=frozenset(missing))
-    return StartPlan(configured=frozenset(missing) | frozenset(subscribed), earliest=frozenset())
-
-
-def start_offsets(consumer: KafkaClient, config: OperatorConfig, plan: StartPlan) -> dict[TopicPartition, int]:
-    """{TopicPartition: offset} for every partition of ``plan``."""
-    out = initial_offsets(consumer, config, plan.configured)
-    if plan.earliest:
-        earliest = sorted(plan.earliest)
-        log.info(
-            "%s: partitions first seen after the job's first start begin at their earliest offset: %s",
-            config.operator_name,
-            [partition_label(tp.topic, tp.partition) for tp in earliest],
-        )
-        out.update(consumer.beginning_offsets(earliest, LOOKUP_TIMEOUT_MS))
-    return out
-
-
-__all__ = [
-    "NoStartOffset",
-    "PartitionGate",
-    "Rebalancer",
-    "SeekTargets",
-    "StartPlan",
-    "initial_offsets",
-    "plan_start",
-    "start_offsets",
-]
+__all__ = ["PartitionGate", "Rebalancer"]

@@ -14,8 +14,8 @@ from kafka import TopicPartition
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer import StartKind
 from cr_consumer.operator.control_plane import LocalControl
-from cr_consumer.operator.rebalance import plan_start
 from cr_consumer.operator.region import RegionPermit
+from cr_consumer.operator.seek_targets import plan_start
 from cr_consumer.testing.kafka_util import create_topic, produce
 
 from support.operator import Sink, make

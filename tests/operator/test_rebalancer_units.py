@@ -9,8 +9,9 @@ from cr_consumer.kafka.client import TopicPartition
 from cr_consumer.operator.config import OperatorConfig, StartKind
 from cr_consumer.operator.control_plane import LocalControl
 from cr_consumer.operator.offset_manager import OffsetManager
-from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.restore_hold import StateRestorer
+from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 S = ClientState

@@ -20,8 +20,9 @@ from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import OperatorMetrics
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import ProcessThread
-from cr_consumer.operator.rebalance import Rebalancer, SeekTargets
+from cr_consumer.operator.rebalance import Rebalancer
 from cr_consumer.operator.region import ContinuityError, DrainError, RegionPermit
+from cr_consumer.operator.seek_targets import SeekTargets
 from cr_consumer.operator.states import ClientState, ClientStateMachine
 
 S = ClientState
