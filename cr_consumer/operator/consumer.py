@@ -6,50 +6,53 @@ Parts, each owned by the operator and given what it needs at construction:
   :class:`~cr_consumer.kafka.client.KafkaClient`: kafka-python or librdkafka,
   ``OperatorConfig.client``), polls and serves events; the rebalancer
   (rebalance.py) is its rebalance listener and seeks, to the seek targets
-  (merged checkpoint offsets, control variables: rebalance.py, control_plane.py);
-* with ``crkafka.filter.aborted``, the source's own ``read_committed``
-  (``cr_consumer/kafka/kafka_python/aborted_records.py``) decides every polled
-  record on the event thread before it is queued, gives each batch its end, and
-  seeks a partition back to its first record of a transaction still open;
+  (merged checkpoint offsets, control variables, start positions:
+  seek_targets.py, control_plane.py);
+* the record intake (record_intake.py) queues the polled records, stamped with
+  the reset epoch; with ``crkafka.filter.aborted``, the source's own
+  ``read_committed`` (``cr_consumer/kafka/kafka_python/aborted_records.py``)
+  decides every polled record before it is queued, gives each batch its end,
+  and seeks a partition back to its first record of a transaction still open;
 * the process thread (process_thread.py) submits batches under the region
   permit; a bounded queue (message_queue.py) joins the two threads;
 * the region handlers (handlers.py): drain, checkpoint, reset, called by the
   region runtime (or a test, or the standalone driver) through this class;
+* the region requester (region_requester.py): a reset after a revocation, a
+  drain at the trigger count, asked of the region;
 * the metrics (metrics.py).
 
 Standalone (no ``permit`` given): the operator makes its own permit and a
-:class:`StandaloneDriver`.
+standalone driver (standalone_driver.py).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from coordinator.protocol.common.gc_policy import freeze_after_start, thaw_at_close
-from cr_consumer.kafka.client import GroupMembership, KafkaClient, KafkaRecord, TopicPartition
+from cr_consumer.kafka.client import GroupMembership, KafkaClient, TopicPartition
 from cr_consumer.kafka.factory import make_client
 from cr_consumer.operator.config import OperatorConfig, RegionMode
-from cr_consumer.operator.control_plane import ControlPlane, LocalControl
+from cr_consumer.operator.control_plane import ControlPlane, control_plane_for
 from cr_consumer.operator.event_thread import EventThread, OperatorFailed
 from cr_consumer.operator.handlers import EVENT_TIMEOUT_S, DrainSignal, RegionHandlers
-from cr_consumer.operator.message_queue import Batch, BatchQueue
+from cr_consumer.operator.message_queue import BatchQueue
 from cr_consumer.operator.metrics import MetricsSnapshot, OperatorMetrics, Readings
 from cr_consumer.operator.offset_manager import OffsetManager
 from cr_consumer.operator.process_thread import Decoder, ProcessThread, SubmitBatch, per_record
 from cr_consumer.operator.rebalance import Rebalancer
-from cr_consumer.operator.region import DrainError, NoRegion, RegionPermit, RegionRequests
+from cr_consumer.operator.record_intake import RecordIntake, aborted_filter
+from cr_consumer.operator.region import NoRegion, RegionPermit, RegionRequests
+from cr_consumer.operator.region_requester import RegionRequester
 from cr_consumer.operator.restore_hold import StateRestorer
 from cr_consumer.operator.seek_targets import SeekTargets
+from cr_consumer.operator.standalone_driver import StandaloneDriver
 from cr_consumer.operator.states import ClientState, ClientStateMachine
-
-if TYPE_CHECKING:
-    from cr_consumer.kafka.kafka_python.aborted_records import AbortedRecordFilter
 
 log = logging.getLogger(__name__)
 S = ClientState
@@ -68,134 +71,9 @@ CLOSE_COMMIT_WAIT_S = 2.0
 HIGHWATER_REFRESH_S = 0.5
 
 
-#: Bound on blocking the permit before a standalone drain, so a stuck submit
-#: shows as an error in the log instead of a silent hang.
-PERMIT_BLOCK_S = 60.0
-#: Wait between checks in operator-driven mode (no period): bounds how late the
-#: thread notices that the operator failed (a failure does not notify it).
-IDLE_WAIT_S = 1.0
-
-
-class StandaloneDriver:
-    """The operator without a region runtime. A plain group consumer commits what
-    it processed now and then; this thread does that with the operator's own
-    handlers:
-
-    1. every ``commit_period_s`` (periodic mode), or when the process thread
-       reached the trigger count (operator-driven mode, :meth:`StandaloneDriver.request_drain`):
-       a. block the permit (the in-flight batch finishes);
-       b. ``drain()``: stop polling, one synchronous commit of the submitted offsets;
-       c. resume polling (throttled) and unblock the permit.
-       A failed drain is logged and retried at the next period (a rebalance makes
-       the commit fail).
-    2. A periodic commit is skipped while the group join is in progress (nothing
-       is assigned, and the drain would interrupt the join's polls).
-
-    Rebalances need no cycle here: the revocation clears the queue and the next
-    assignment seeks every partition to its committed offset (else control
-    variable, else start position), see rebalance.py. Records submitted after the
-    last commit are submitted again: at-least-once, as with any group consumer.
-
-    The thread ends on :meth:`StandaloneDriver.stop` (joined with a timeout); an
-    exception in a cycle other than a failed drain is handed to ``on_failure``
-    (fatal for the operator).
-    """
-
-    #: The reason of a drain asked for by the process thread, or None. Written
-    #: by the process thread and this thread, under ``_cond``.
-    _drain_reason: str | None
-    #: Set by stop() (the closing thread), under ``_cond``.
-    _stop: bool
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        mode: RegionMode,
-        commit_period_s: float,
-        permit: RegionPermit,
-        drain: Callable[[], None],
-        resume_polling: Callable[[], None],
-        state: Callable[[], ClientState],
-        failed: Callable[[], bool],
-        joining: Callable[[], bool],
-        on_failure: Callable[[BaseException], None],
-    ) -> None:
-        self.name = name
-        self._periodic = mode is RegionMode.PERIODIC
-        self._period = commit_period_s
-        self._permit = permit
-        self._drain = drain
-        self._resume_polling = resume_polling
-        self._state = state
-        self._failed = failed
-        self._joining = joining
-        self._on_failure = on_failure
-        self._cond = threading.Condition()
-        self._stop = False
-        self._drain_reason = None
-        self._thread = threading.Thread(target=self._run, name=f"cr-standalone-{name}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-
-    def request_drain(self, reason: str) -> None:
-        with self._cond:
-            self._drain_reason = reason
-            self._cond.notify_all()
-
-    def _run(self) -> None:
-        next_commit = time.monotonic() + self._period
-        try:
-            while True:
-                with self._cond:
-                    wait = max(0.0, next_commit - time.monotonic()) if self._periodic else IDLE_WAIT_S
-                    self._cond.wait_for(lambda: self._stop or self._drain_reason is not None, wait)
-                    if self._stop:
-                        return
-                    drain, self._drain_reason = self._drain_reason, None
-                if self._failed():
-                    return
-                if drain is not None or (self._periodic and time.monotonic() >= next_commit):
-                    next_commit = time.monotonic() + self._period
-                    if self._joining() and drain is None:
-                        continue  # nothing assigned, nothing to commit; do not interrupt the join's polls
-                    self._cycle()
-        except Exception as exc:  # fatal for the operator, reported there
-            log.exception("%s: standalone driver failed", self.name)
-            self._on_failure(exc)
-
-    def _cycle(self) -> None:
-        if not self._permit.block(PERMIT_BLOCK_S):
-            self._permit.unblock()
-            raise TimeoutError(f"{self.name}: the process thread kept the permit for {PERMIT_BLOCK_S}s")
-        try:
-            if self._state() not in (ClientState.CLOSED, ClientState.FAILED):
-                try:
-                    self._drain()
-                except DrainError as exc:
-                    log.warning("%s: standalone drain failed (will retry): %s", self.name, exc)
-                self._resume_polling()
-        finally:
-            self._permit.unblock()
-
-
 class ConsumerOperator:
     """One source operator; see the module docstring for its threads and parts."""
 
-    #: Reset epoch of the batches queued now: bumped (never lowered) by a
-    #: revocation (Kafka's IO thread) and a reset (the handler caller), read by
-    #: the event thread (stamping batches) and the process thread (dropping
-    #: older ones). No lock: any bump makes older batches stale, and two racing
-    #: bumps still leave a value above every stamped batch.
-    _epoch: int
     #: The first fatal error; written once by whichever thread fails first
     #: (event, process, standalone driver), read by every caller.
     _failure: BaseException | None
@@ -231,41 +109,50 @@ class ConsumerOperator:
             and not hasattr(region, "request_drain")
         ):
             raise TypeError("region_mode operator_driven needs a region object with request_drain(reason=...)")
-        self._region: RegionRequests = region if region is not None else NoRegion()
         self._own_control = control is None
-        if control is None:
-            if config.coordinator:
-                from coordinator.client import CoordinatorClient
-
-                control = CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
-            else:
-                control = LocalControl()
-        self.control: ControlPlane = control
+        self.control = control if control is not None else control_plane_for(config)
         self.sm = ClientStateMachine(self.name)
         self.offsets = OffsetManager()
         self.queue = BatchQueue(config.effective_queue_capacity)
-        self.targets = SeekTargets(control, config.group_id)
-        self._epoch = 0
+        self.targets = SeekTargets(self.control, config.group_id)
         self._failure = None
         self._highwater_at = 0.0
         self._drains = DrainSignal()
         self.stats = OperatorMetrics(self.name, self.offsets, self._readings)
+        self._driver: StandaloneDriver | None = None
+        if self.standalone:
+            self._driver = StandaloneDriver(
+                self.name,
+                mode=config.region_mode,
+                commit_period_s=config.commit_period_s,
+                permit=self.permit,
+                drain=self.drain,
+                resume_polling=self.resume_polling,
+                state=lambda: self.sm.state,
+                failed=lambda: self._failure is not None,
+                joining=lambda: self.rebalancer.joining,
+                on_failure=self._on_failure,
+            )
+        self.requester = RegionRequester(
+            config,
+            region=region if region is not None else NoRegion(),
+            driver=self._driver,
+            control=self.control,
+            sm=self.sm,
+            stats=self.stats,
+            drains=self._drains,
+        )
         decoder = None
         if config.key_deserializer is not None or config.value_deserializer is not None:
             decoder = Decoder(config.key_deserializer, config.value_deserializer, config.on_malformed)
         self.decoder = decoder
         #: The source's own filter of aborted records (``crkafka.filter.aborted``): event thread only.
-        self._aborted: AbortedRecordFilter | None = None
-        if config.filter_aborted:
-            from cr_consumer.kafka.kafka_python.aborted_records import for_consumer  # lazily: kafka is heavy
-
-            self._aborted = for_consumer(
-                config.bootstrap_servers, config.client_properties(), f"cr-{self.name}-markers"
-            )
+        self._aborted = aborted_filter(config)
+        self.intake = RecordIntake(self.name, queue=self.queue, sm=self.sm, stats=self.stats, aborted=self._aborted)
         self.events = EventThread(
             self.name,
             self._make_consumer,
-            on_records=self._on_records,
+            on_records=self.intake.on_records,
             after_poll=self._after_poll,
             should_pause=lambda: self.queue.free() < config.max_poll_records,
             may_resume=lambda: self.queue.free() >= max(config.max_poll_records, config.effective_queue_capacity // 2),
@@ -283,8 +170,8 @@ class ConsumerOperator:
             offsets=self.offsets,
             targets=self.targets,
             events=self.events,
-            new_epoch=self._new_epoch,
-            request_reset=self._request_region_reset,
+            new_epoch=self.intake.new_epoch,
+            request_reset=self.requester.reset,
             standalone=self.standalone,
             restorer=restorer,
         )
@@ -293,11 +180,11 @@ class ConsumerOperator:
             queue=self.queue,
             permit=self.permit,
             offsets=self.offsets,
-            epoch=lambda: self._epoch,
+            epoch=lambda: self.intake.epoch,
             submit_batch=submit_batch,
             decoder=decoder,
             trigger_count=config.trigger_count,
-            on_trigger=self._on_trigger,
+            on_trigger=self.requester.drain_at_trigger,
             on_failure=self._on_failure,
         )
         self.handlers = RegionHandlers(
@@ -309,27 +196,13 @@ class ConsumerOperator:
             offsets=self.offsets,
             rebalancer=self.rebalancer,
             targets=self.targets,
-            control=control,
+            control=self.control,
             stats=self.stats,
             drains=self._drains,
-            new_epoch=self._new_epoch,
+            new_epoch=self.intake.new_epoch,
             check_alive=self._check_alive,
             standalone=self.standalone,
         )
-        self._driver: StandaloneDriver | None = None
-        if self.standalone:
-            self._driver = StandaloneDriver(
-                self.name,
-                mode=config.region_mode,
-                commit_period_s=config.commit_period_s,
-                permit=self.permit,
-                drain=self.handlers.drain,
-                resume_polling=self.handlers.resume_polling,
-                state=lambda: self.sm.state,
-                failed=lambda: self._failure is not None,
-                joining=lambda: self.rebalancer.joining,
-                on_failure=self._on_failure,
-            )
         #: Set once register() answered: close() unregisters only then, so closing an
         #: operator that never started does not wait on an unreachable coordinator.
         self._registered = False
@@ -464,23 +337,6 @@ class ConsumerOperator:
     def _make_consumer(self) -> KafkaClient:
         return make_client(self.config.client, self.config.client_properties())
 
-    def _on_records(self, consumer: KafkaClient, records: dict[TopicPartition, list[KafkaRecord]]) -> None:
-        epoch = self._epoch  # read before the state: a revocation in between bumps it
-        state = self.sm.state
-        if state is S.CR_RESET_PENDING or state is S.CLOSED or state is S.FAILED:
-            self.stats.dropped_reset_pending(sum(len(r) for r in records.values()))
-            return
-        if state is not S.RECORDS_FETCHED:
-            self.sm.to_if({S.SUBSCRIBED, S.RESET_COMPLETE}, S.RECORDS_FETCHED, "first records fetched")
-        if self._aborted is None:
-            self.queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
-            return
-        filtered = self._aborted.filter(records, consumer.assignment())
-        for tp, f in filtered.items():
-            if f.rewind is not None:  # records of a transaction still open: read again later
-                consumer.seek(tp, f.rewind)
-        self.queue.put_many([Batch(epoch, tp, f.records, f.end) for tp, f in filtered.items() if f.end is not None])
-
     def _after_poll(self, consumer: KafkaClient) -> None:
         self.rebalancer.after_poll(consumer)
         if self._cooperative:
@@ -490,19 +346,6 @@ class ConsumerOperator:
             self._highwater_at = now
             # highwater() reads the last fetch response: no request to the broker
             self.stats.set_end_offsets({tp: consumer.highwater(tp) for tp in consumer.assignment()})
-
-    def _on_trigger(self) -> None:
-        """Operator-driven: trigger-count tuples submitted; ask for a drain and wait for it."""
-        before = self._drains.count()
-        reason = f"{self.name}: {self.config.trigger_count} tuples since the last drain"
-        if self._driver is not None:
-            self._driver.request_drain(reason)
-        elif self._region.request_drain(reason=reason) is False:
-            return  # no drain follows (the region resets or waits): do not wait the drain timeout for it
-        if not self._drains.wait_after(
-            before, self.config.drain_timeout_s, lambda: self.sm.state in (S.CLOSED, S.FAILED)
-        ):
-            log.warning("%s: requested drain did not happen within %.0fs", self.name, self.config.drain_timeout_s)
 
     def _on_failure(self, exc: BaseException) -> None:
         if self._failure is None:
@@ -520,32 +363,6 @@ class ConsumerOperator:
             raise OperatorFailed(f"{self.name} failed: {self._failure!r}") from self._failure
         if self.sm.state is S.CLOSED:
             raise OperatorFailed(f"{self.name} is closed")
-
-    def _new_epoch(self, reason: str) -> None:
-        """New reset epoch: drop the queued batches (and, in the process thread,
-        any older batch it still holds)."""
-        self._epoch += 1
-        n = self.queue.clear()
-        if n:
-            log.info("%s: dropped %d queued records (%s)", self.name, n, reason)
-
-    def _request_region_reset(self, reason: str) -> None:
-        """Event thread, after a revocation with fetched records: one reset per
-        rebalance group-wide (the first member to set reset-pending asks)."""
-        self.stats.reset_requested()
-        if self.standalone:
-            log.info("%s: standalone: the next assignment seeks to the committed offsets (%s)", self.name, reason)
-            return
-        try:
-            first = not self.control.set_reset_pending(self.config.group_id, True)
-        except Exception:  # a duplicate reset is harmless, a missing one is not
-            log.exception("%s: cannot set reset-pending in the coordinator; requesting a reset anyway", self.name)
-            first = True
-        if first:
-            log.info("%s: requesting a region reset (force): %s", self.name, reason)
-            self._region.request_reset(force=True, reason=f"{self.name}: {reason}")
-        else:
-            log.info("%s: a reset is already pending in group %s (%s)", self.name, self.config.group_id, reason)
 
     # -- metrics ----------------------------------------------------------------
     def metrics(self) -> MetricsSnapshot:
@@ -574,4 +391,4 @@ class ConsumerOperator:
         }
 
 
-__all__ = ["ConsumerOperator", "OperatorFailed", "StandaloneDriver"]
+__all__ = ["ConsumerOperator", "OperatorFailed"]

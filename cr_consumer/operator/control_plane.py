@@ -24,6 +24,8 @@ import threading
 from collections.abc import Mapping
 from typing import Protocol
 
+from cr_consumer.operator.config import OperatorConfig
+
 #: Offsets keyed by (topic, partition), as they cross the wire.
 WireOffsets = Mapping[tuple[str, int], int]
 
@@ -147,4 +149,14 @@ class LocalControl(ControlPlane):
         pass
 
 
-__all__ = ["ControlPlane", "LocalControl", "WireOffsets"]
+def control_plane_for(config: OperatorConfig) -> ControlPlane:
+    """The control plane an operator given none makes (and closes at its close):
+    a coordinator client when ``config.coordinator`` names one, else a :class:`LocalControl`."""
+    if config.coordinator:
+        from coordinator.client import CoordinatorClient  # lazily: only an operator with a coordinator needs it
+
+        return CoordinatorClient(config.coordinator, timeout=config.coordinator_timeout_s)
+    return LocalControl()
+
+
+__all__ = ["ControlPlane", "LocalControl", "WireOffsets", "control_plane_for"]

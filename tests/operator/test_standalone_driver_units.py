@@ -10,8 +10,8 @@ import pytest
 
 from coordinator.protocol.common.waiting import wait_until
 from cr_consumer.operator.config import RegionMode
-from cr_consumer.operator.consumer import StandaloneDriver
 from cr_consumer.operator.region import DrainError, RegionPermit
+from cr_consumer.operator.standalone_driver import StandaloneDriver
 from cr_consumer.operator.states import ClientState
 
 WAIT_S = 5.0
