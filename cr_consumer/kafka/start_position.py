@@ -16,7 +16,7 @@ A :class:`StartPosition` is a :class:`StartKind` and, for two kinds, values:
   assignment changes, so an offset of one partition means nothing to it.
 
 The operator turns a position into offsets in
-:mod:`cr_consumer.operator.rebalance`, the Spark source in
+:mod:`cr_consumer.operator.seek_targets`, the Spark source in
 :mod:`cr_consumer.spark.positions`; the Spark source's option strings
 (``startingOffsets`` ...) are read in :mod:`cr_consumer.spark.options.offset_specs`.
 """

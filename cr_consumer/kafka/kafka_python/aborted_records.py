@@ -9,7 +9,7 @@ stable offset (LSO, the first offset of a transaction still open) is returned. T
 ``cr_consumer/kafka/property_rules.py``) therefore polls with ``read_uncommitted`` (the
 operator's config sets it for the client) and decides each polled record from the partition's
 own batches and control markers, before the records are queued (the operator's event thread,
-``cr_consumer/operator/consumer.py``):
+``cr_consumer/operator/record_intake.py``):
 
 1. Per partition, a read starts at the offset of the first record the client returned: a
    ``VisibleOffsets`` (``coordinator/kafka/committed_filter.py``, steps 7-8) fed with the
