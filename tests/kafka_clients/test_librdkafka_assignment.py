@@ -21,7 +21,7 @@ from kafka_clients.test_client_contract import CLOSE_MS, JOIN_S, Recorder, props
 
 from cr_consumer.kafka.client import ClientKind, ClientTimeout, KafkaClient, KafkaClientError, TopicPartition
 from cr_consumer.kafka.factory import make_client
-from cr_consumer.kafka.librdkafka import client as librdkafka_client
+from cr_consumer.kafka.librdkafka import rebalance as librdkafka_rebalance
 from cr_consumer.testing.broker import EmbeddedBroker
 from cr_consumer.testing.kafka_util import create_topic, produce
 
@@ -91,7 +91,7 @@ def _listener_fails() -> None:
     ids=["lookup-without-an-answer", "failing-listener-no-lookup"],
 )
 def test_a_failed_assignment_fails_the_poll_with_its_cause(broker, names, monkeypatch, then, error, match):
-    monkeypatch.setattr(librdkafka_client, "ASSIGN_LOOKUP_TIMEOUT_MS", LOOKUP_BOUND_MS)
+    monkeypatch.setattr(librdkafka_rebalance, "ASSIGN_LOOKUP_TIMEOUT_MS", LOOKUP_BOUND_MS)
     topic = _topic_with_records(broker.bootstrap, names.topic())
     client = make_client(ClientKind.LIBRDKAFKA, props(broker.bootstrap, names.group()))
     try:

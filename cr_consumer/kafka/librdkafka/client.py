@@ -26,7 +26,7 @@ How the seam's protocol maps onto librdkafka:
    returned offset + 1 (kept here: librdkafka reports no position before it has
    returned a record); otherwise the committed offset, else ``auto.offset.reset``.
 3. ``commit`` is librdkafka's synchronous commit, bounded by ``timeout_ms`` on
-   a thread of this client's own (:meth:`LibrdkafkaClient.commit`,
+   a thread of this client's own (:mod:`cr_consumer.kafka.librdkafka.commit`,
    :mod:`cr_consumer.kafka.librdkafka.bounded_call`); ``close`` is bounded the same way
    and does not call the listener (the operator is closing).
 4. ``highwater`` is librdkafka's cached high watermark of the last fetch
@@ -40,7 +40,8 @@ How the seam's protocol maps onto librdkafka:
    are logged (librdkafka retries them itself); errors map onto the seam's
    exceptions in :mod:`cr_consumer.kafka.librdkafka.errors`.
 
-The records of a poll are built by :func:`records_by_partition`.
+The records of a poll are built by :func:`~cr_consumer.kafka.librdkafka.records.records_by_partition`;
+the rebalance callbacks of step 1 are :class:`~cr_consumer.kafka.librdkafka.rebalance.RebalanceCallbacks`.
 The partition bookkeeping of steps 1 and 2 (assignment, positions, pauses,
 deferred seeks) is :class:`~cr_consumer.kafka.librdkafka.partitions.PartitionStates`.
 
@@ -54,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
@@ -67,17 +68,13 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaClientError,
     KafkaRecord,
-    RebalanceListener,
-    RebalanceProtocol,
     Subscriber,
     Subscription,
-    TimestampType,
     TopicPartition,
 )
 
 try:
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Message
-    from confluent_kafka import TopicPartition as CkTopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException
     from confluent_kafka.admin import ClusterMetadata
 except ImportError as exc:  # the optional extra
     raise ClientUnavailable(
@@ -86,17 +83,13 @@ except ImportError as exc:  # the optional extra
     ) from exc
 
 from cr_consumer.kafka.librdkafka.bounded_call import BoundedCaller, CallGate
-from cr_consumer.kafka.librdkafka.errors import (
-    REFUSED_CODES,
-    call_mapped,
-    error_of,
-    fetcher_not_started,
-    raise_for,
-    refusal,
-)
+from cr_consumer.kafka.librdkafka.commit import commit_offsets
+from cr_consumer.kafka.librdkafka.errors import call_mapped, error_of, fetcher_not_started, raise_for
 from cr_consumer.kafka.librdkafka.offsets import NO_OFFSET, OffsetLookups, ck
 from cr_consumer.kafka.librdkafka.partitions import PartitionStates
 from cr_consumer.kafka.librdkafka.properties import librdkafka_config
+from cr_consumer.kafka.librdkafka.rebalance import RebalanceCallbacks
+from cr_consumer.kafka.librdkafka.records import records_by_partition
 
 log = logging.getLogger(__name__)
 
@@ -108,92 +101,6 @@ log = logging.getLogger(__name__)
 SEEK_STATE_WAIT_S = 5.0
 #: Pause between two seek attempts while the fetcher starts.
 SEEK_STATE_RETRY_S = 0.005
-#: Bound on resolving the absolute start offsets of an assignment
-#: (OffsetLookups.start_offsets: OffsetFetch, then ListOffsets): a broker
-#: that does not answer fails the poll instead of stalling the group join
-#: (whose rebalance timeout is max.poll.interval.ms, minutes).
-ASSIGN_LOOKUP_TIMEOUT_MS = 10_000
-
-
-#: librdkafka's timestamp type (0 none, 1 create, 2 log append) -> TimestampType.
-_TIMESTAMP_TYPES = (TimestampType.NOT_AVAILABLE, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
-
-
-def records_by_partition(
-    messages: Sequence[Message], parts: PartitionStates, on_error: Callable[[KafkaError], None]
-) -> dict[TopicPartition, list[KafkaRecord]]:
-    """The records of one poll by partition (polling thread only); partitions
-    without a record are left out.
-
-    1. Each message becomes a :class:`~cr_consumer.kafka.client.KafkaRecord` with
-       the same fields kafka-python gives (timestamp None when librdkafka has none,
-       headers as a tuple of pairs, empty when there are none).
-    2. A message that is an error event goes to ``on_error`` (which raises a fatal
-       one) and is skipped.
-    3. A partition the operator paused yields nothing, as with kafka-python:
-       librdkafka may still return records of it fetched before the pause; they are
-       dropped and the partition's position goes back to the first of them
-       (``PartitionStates.withheld_from``), so they are fetched again after the
-       resume.
-    4. The positions of the partitions handed out move past their last record
-       (``PartitionStates.handed_out``).
-
-    The loop runs once per record at full speed: it builds each record with
-    ``tuple.__new__`` (no Python-level ``__new__``) and looks a partition's list up
-    only when the partition changes between two messages.
-    """
-    out: dict[TopicPartition, list[KafkaRecord]] = {}
-    types = _TIMESTAMP_TYPES
-    new, record = tuple.__new__, KafkaRecord  # the NamedTuple without its Python-level __new__
-    last_topic: str | None = None
-    last_partition = -1
-    bucket: list[KafkaRecord] | None = None
-    refetch: dict[TopicPartition, int] = {}
-    # A message without an error always has its topic, partition and offset (the
-    # library's types say "or None" for error events): hence the ignores below.
-    for m in messages:
-        err = m.error()
-        if err is not None:
-            on_error(err)
-            continue
-        topic: str = m.topic()  # type: ignore[assignment]
-        partition: int = m.partition()  # type: ignore[assignment]
-        if partition != last_partition or topic != last_topic:
-            last_topic, last_partition = topic, partition
-            tp = TopicPartition(topic, partition)
-            # a paused partition yields nothing (what kafka-python does); its
-            # records are fetched again after resume (the seek back below)
-            bucket = None if parts.withheld(tp) else out.setdefault(tp, [])
-        if bucket is None:
-            refetch.setdefault(TopicPartition(topic, partition), m.offset())  # type: ignore[arg-type]
-            continue
-        ts_type, ts = m.timestamp()
-        headers = m.headers()
-        bucket.append(
-            new(
-                record,
-                (
-                    topic,
-                    partition,
-                    m.offset(),
-                    ts if ts_type else None,
-                    types[ts_type],
-                    m.key(),
-                    m.value(),
-                    tuple(headers) if headers else (),
-                ),
-            )
-        )
-    for tp, records in out.items():
-        parts.handed_out(tp, records[-1].offset + 1)
-    for tp, offset in refetch.items():
-        log.debug("records of paused %s from offset %d are fetched again after resume", tp, offset)
-        parts.withheld_from(tp, offset)
-    return {tp: records for tp, records in out.items() if records}
-
-
-def _tps(partitions: Iterable[CkTopicPartition]) -> frozenset[TopicPartition]:
-    return frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
 
 
 class LibrdkafkaClient:
@@ -202,11 +109,11 @@ class LibrdkafkaClient:
     #: Assignment, positions, pauses and deferred seeks (polling thread; the
     #: assignment is read on any thread): :mod:`cr_consumer.kafka.librdkafka.partitions`.
     _parts: PartitionStates
+    #: The rebalance callbacks given to librdkafka's subscribe, and the group state
+    #: they keep (polling thread): :mod:`cr_consumer.kafka.librdkafka.rebalance`.
+    _rebalance: RebalanceCallbacks
     #: The first fatal error reported by librdkafka (its thread); raised by poll.
     _fatal: KafkaError | None
-    #: The first failure of an assignment callback (polling thread); every later
-    #: poll raises (see _on_assign).
-    _assign_failure: BaseException | None
 
     kind = ClientKind.LIBRDKAFKA
     #: librdkafka purges a paused partition's prefetched records.
@@ -218,30 +125,26 @@ class LibrdkafkaClient:
         cfg["error_cb"] = self._on_error
         cfg["logger"] = logging.getLogger("cr_consumer.kafka.librdkafka")
         self._fatal = None
-        self._assign_failure = None
         try:
             self._consumer = Consumer(cfg)
         except KafkaException as exc:
             err = error_of(exc)
             raise ClientConfigError(f"librdkafka refused the properties: {err.str() if err else exc}") from exc
         self._lookups = OffsetLookups(self._consumer, str(cfg.get("auto.offset.reset", "latest")))
-        self._listener: RebalanceListener | None = None
         self._closing = False
         self._parts = PartitionStates()
+        self._rebalance = RebalanceCallbacks(self._parts, self._lookups, self.rebalance_protocol)
         self._topics: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
-        self._rebalancing = True
-        #: The group member id as last asked (group()); _member_changed: a rebalance
-        #: callback ran since (polling thread only).
+        #: The group member id as last asked (group(); polling thread only).
         self._member_id: str | None = None
-        self._member_changed = True
         # The thread for the calls librdkafka cannot bound (commit, close); owned here,
         # shut down by close().
         self._caller = BoundedCaller("cr-librdkafka-calls")
         self._gate = CallGate(self._caller)
         self.subscribe = Subscriber(self._subscribe)
 
-    # -- subscription and rebalance callbacks ---------------------------------
+    # -- subscription -------------------------------------------------------------
     def _subscribe(self, subscription: Subscription) -> None:
         """librdkafka's subscribe, with this client's rebalance callbacks; a hold is
         refused (:class:`ClientUnavailable`)."""
@@ -250,7 +153,6 @@ class LibrdkafkaClient:
                 "holding a rebalance (the Spark source's group members) needs the kafka-python "
                 "client: the librdkafka client does not offer it"
             )
-        self._listener = subscription.listener
         pattern = subscription.pattern
         if pattern:
             self._pattern = re.compile(pattern)
@@ -258,82 +160,11 @@ class LibrdkafkaClient:
         else:
             self._topics = subscription.topics
             names = list(subscription.topics)
-        self._rebalancing = True
-        self._consumer.subscribe(names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-
-    def _on_assign(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
-        """librdkafka's assignment callback (inside poll, the polling thread).
-
-        1. The listener's ``on_assigned`` runs with seeks and pauses of the new
-           partitions collected (module docstring, step 1).
-        2. Partitions it did not seek start at their absolute start offset
-           (OffsetLookups.start_offsets), bounded by :data:`ASSIGN_LOOKUP_TIMEOUT_MS`.
-        3. Assign at those offsets, then pause what the listener paused.
-
-        An exception in step 1 or 2 propagates out of the poll and nothing
-        after it runs: no lookup after a failed listener, no assignment from
-        this callback. confluent-kafka then assigns the partitions at their
-        logical offsets itself, so the failure is kept (:attr:`_assign_failure`)
-        and every later poll fails too: none of their records is ever handed
-        out (the operator fails and is restarted: never a silent skip).
-        """
-        self._member_changed = True
-        try:
-            self._assign(consumer, _tps(partitions))
-        except BaseException as exc:
-            if self._assign_failure is None:
-                self._assign_failure = exc
-            raise
-
-    def _assign(self, consumer: Consumer, tps: frozenset[TopicPartition]) -> None:
-        """Steps 1-3 of :meth:`_on_assign`."""
-        self._parts.begin_assign(tps)
-        try:
-            if self._listener is not None and not self._closing:
-                self._listener.on_assigned(tps)
-        finally:
-            seeks, pauses = self._parts.end_assign()
-        try:
-            starts = {**self._lookups.start_offsets(tps - seeks.keys(), ASSIGN_LOOKUP_TIMEOUT_MS), **seeks}
-        except KafkaClientError as exc:
-            raise type(exc)(
-                f"assignment of {sorted(tps)}: cannot look up where the partitions start "
-                f"within {ASSIGN_LOOKUP_TIMEOUT_MS} ms: {exc}"
-            ) from exc
-        start = [ck(tp, starts[tp]) if tp in starts else ck(tp) for tp in sorted(tps)]
-        incremental = self.rebalance_protocol is RebalanceProtocol.COOPERATIVE
-        if incremental:
-            consumer.incremental_assign(start)
-        else:
-            consumer.assign(start)
-        if pauses:
-            consumer.pause([ck(tp) for tp in sorted(pauses)])
-        self._parts.assigned_at(tps, starts, pauses, incremental=incremental)
-        self._rebalancing = False
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
-        self._give_up(consumer, partitions, lost=False)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
-        self._give_up(consumer, partitions, lost=True)
-
-    def _give_up(self, consumer: Consumer, partitions: list[CkTopicPartition], *, lost: bool) -> None:
-        tps = _tps(partitions)
-        self._rebalancing = True
-        self._member_changed = True
-        try:
-            if self._listener is not None and not self._closing:
-                if lost:
-                    self._listener.on_lost(tps)
-                else:
-                    self._listener.on_revoked(tps)
-        finally:
-            incremental = self.rebalance_protocol is RebalanceProtocol.COOPERATIVE
-            if incremental:
-                consumer.incremental_unassign(partitions)
-            else:
-                consumer.unassign()
-            self._parts.gave_up(tps, incremental=incremental)
+        callbacks = self._rebalance
+        callbacks.listen(subscription.listener)
+        self._consumer.subscribe(
+            names, on_assign=callbacks.on_assign, on_revoke=callbacks.on_revoke, on_lost=callbacks.on_lost
+        )
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         raise ClientUnavailable(
@@ -373,8 +204,7 @@ class LibrdkafkaClient:
     def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[KafkaRecord]]:
         if self._fatal is not None:
             raise KafkaClientError(f"librdkafka fatal error: {self._fatal.name()} ({self._fatal.str()})")
-        if self._assign_failure is not None:
-            raise KafkaClientError(f"an assignment failed earlier: {self._assign_failure!r}") from self._assign_failure
+        self._rebalance.check()
         if not self._gate.wait("poll", timeout_ms / 1000):
             return {}
         messages = self._consumer.consume(max_records, timeout_ms / 1000)
@@ -447,41 +277,9 @@ class LibrdkafkaClient:
 
     # -- offsets ----------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_ms: int) -> None:
-        """librdkafka's synchronous commit takes no timeout (it waits for the group
-        coordinator as long as that takes), so:
-
-        1. the commit runs on this client's :class:`~cr_consumer.kafka.librdkafka.bounded_call.BoundedCaller`
-           thread, and the polling thread waits for it at most ``timeout_ms``;
-        2. no answer within ``timeout_ms``: :class:`~cr_consumer.kafka.client.ClientTimeout`
-           (the outcome is unknown: the drain fails, the commit finishes on the
-           caller's thread); a commit that could not start in time (an earlier one
-           still running) never runs;
-        3. the group refused the commit: CommitRefused / MemberFenced
-           (:func:`~cr_consumer.kafka.librdkafka.errors.refusal`), for the request as a
-           whole or for any partition of it;
-        4. any other error of the request or of a partition raises
-           (:func:`~cr_consumer.kafka.librdkafka.errors.raise_for`): a commit returns
-           only when the broker accepted every offset.
-        """
-        request = [ck(tp, int(off)) for tp, off in sorted(offsets.items())]
-        if not request:
-            return
-        try:
-            result = self._caller.run(
-                lambda: self._consumer.commit(offsets=request, asynchronous=False), timeout_ms / 1000, "commit"
-            )
-        except KafkaException as exc:
-            err = error_of(exc)
-            if err is not None and err.code() in REFUSED_CODES:
-                raise refusal(err, "commit") from exc
-            if err is None:
-                raise KafkaClientError(f"commit failed: {exc!r}") from exc
-            raise_for("commit", err, exc)
-        for p in result or ():
-            if p.error is not None:
-                if p.error.code() in REFUSED_CODES:
-                    raise refusal(p.error, f"commit of {p.topic}[{p.partition}]")
-                raise_for(f"commit of {p.topic}[{p.partition}]", p.error)
+        """Synchronous, on this client's caller thread, bounded by ``timeout_ms``
+        (:func:`~cr_consumer.kafka.librdkafka.commit.commit_offsets`)."""
+        commit_offsets(self._consumer, self._caller, offsets, timeout_ms)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int | None]:
         self._gate.require("committed", timeout_ms / 1000)
@@ -521,13 +319,13 @@ class LibrdkafkaClient:
         rebalance callback (when it may have changed): each ask is a round trip
         through librdkafka's main thread, and the event thread calls this after
         every poll (thousands of times a second at full speed)."""
-        if (self._member_id is None or self._member_changed) and self._gate.wait("member id", 0.0):
-            self._member_changed = False
+        if (self._member_id is None or self._rebalance.member_changed) and self._gate.wait("member id", 0.0):
+            self._rebalance.member_id_read()
             try:
                 self._member_id = self._consumer.memberid() or None
             except (KafkaException, RuntimeError):
                 self._member_id = None
-        return GroupMembership(member_id=self._member_id, generation=None, rebalancing=self._rebalancing)
+        return GroupMembership(member_id=self._member_id, generation=None, rebalancing=self._rebalance.rebalancing)
 
     def request_rejoin(self) -> bool:
         """librdkafka has no call for it: False (the broker starts the rebalance)."""
@@ -538,6 +336,7 @@ class LibrdkafkaClient:
         if self._closing:
             return
         self._closing = True
+        self._rebalance.mute()
         try:
             self._caller.run(self._consumer.close, timeout_ms / 1000, "close")
         except ClientTimeout:
@@ -549,4 +348,4 @@ class LibrdkafkaClient:
             self._caller.shutdown()
 
 
-__all__ = ["LibrdkafkaClient", "records_by_partition"]
+__all__ = ["LibrdkafkaClient"]
