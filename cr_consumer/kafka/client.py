@@ -265,45 +265,6 @@ def check_subscription(topics: Sequence[str], pattern: str | None) -> None:
             raise ValueError(f"subscribe: a topic name must be a non-empty string, got {topic!r}")
 
 
-@attrs.frozen
-class Subscription:
-    """What ``subscribe`` was given, checked by :func:`check_subscription`: ``topics``
-    (empty when a ``pattern`` is given) or ``pattern``, the listener of the
-    rebalances, and ``hold`` (None: rebalances are not held)."""
-
-    topics: tuple[str, ...]
-    pattern: str | None
-    listener: RebalanceListener
-    hold: RebalanceHold | None
-
-
-@attrs.frozen
-class Subscriber:
-    """The ``subscribe`` call of every client (:attr:`KafkaClient.subscribe`).
-
-    1. :func:`check_subscription` checks the arguments, the same way for both
-       clients, before either library sees them (a ValueError leaves the client as
-       it was);
-    2. ``to``, the client's own subscribe, gets them as one :class:`Subscription`
-       and hands them to its library (nothing happens there until ``poll``)."""
-
-    _to: Callable[[Subscription], None]
-
-    def __call__(
-        self,
-        topics: Sequence[str] = (),
-        *,
-        pattern: str | None = None,
-        listener: RebalanceListener,
-        hold: RebalanceHold | None = None,
-    ) -> None:
-        """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python
-        regular expression matched at the start of the name, as ``re.match``);
-        ``hold`` holds each rebalance after a revocation (see the module docstring)."""
-        check_subscription(topics, pattern)
-        self._to(Subscription(topics=tuple(topics), pattern=pattern, listener=listener, hold=hold))
-
-
 class KafkaClient(Protocol):
     """A consumer as the operator's event thread and the Spark source use it (see the module docstring)."""
 
@@ -323,10 +284,19 @@ class KafkaClient(Protocol):
         the event thread then stops polling for a while instead of pausing."""
         ...
 
-    @property
-    def subscribe(self) -> Subscriber:
-        """The subscribe call (step 1 of the module docstring): one :class:`Subscriber`
-        serves both clients, each giving it its library's subscribe."""
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener,
+        hold: RebalanceHold | None = None,
+    ) -> None:
+        """Subscribe to ``topics`` or to every topic ``pattern`` matches (a Python
+        regular expression matched at the start of the name, as ``re.match``);
+        ``hold`` holds each rebalance after a revocation (see the module docstring).
+        Both clients check the arguments with :func:`check_subscription` first (a
+        ValueError leaves the client as it was)."""
         ...
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -410,8 +380,6 @@ __all__ = [
     "RebalanceHold",
     "RebalanceListener",
     "RebalanceProtocol",
-    "Subscriber",
-    "Subscription",
     "TimestampType",
     "TopicPartition",
     "UnknownTopicOrPartition",

@@ -25,7 +25,7 @@ its records in :mod:`cr_consumer.kafka.kafka_python.records`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from kafka import KafkaConsumer
 from kafka import errors as kafka_errors
@@ -38,9 +38,10 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaRecord,
     OffsetOutOfRange,
-    Subscriber,
-    Subscription,
+    RebalanceHold,
+    RebalanceListener,
     TopicPartition,
+    check_subscription,
     topic_partition,
 )
 from cr_consumer.kafka.kafka_python.compat import (
@@ -71,14 +72,20 @@ class KafkaPythonClient:
         keep_completed_joins(self._consumer)
         fetch_during_cooperative_joins(self._consumer)
         skip_known_coordinator_hop(self._consumer)
-        self.subscribe = Subscriber(self._subscribe)
 
-    def _subscribe(self, subscription: Subscription) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener,
+        hold: RebalanceHold | None = None,
+    ) -> None:
         """kafka-python's subscribe, with the listener wrapped for its IO thread
-        (holding each rebalance when the subscription has a hold)."""
-        listener, hold = subscription.listener, subscription.hold
+        (holding each rebalance when ``hold`` is given)."""
+        check_subscription(topics, pattern)
         wrapped = SeamListener(listener) if hold is None else HoldingListener(self._consumer, listener, hold)
-        self._consumer.subscribe(topics=list(subscription.topics), pattern=subscription.pattern, listener=wrapped)
+        self._consumer.subscribe(topics=list(topics), pattern=pattern, listener=wrapped)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._consumer.assign([library_partition(tp) for tp in partitions])

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
@@ -68,9 +68,10 @@ from cr_consumer.kafka.client import (
     GroupMembership,
     KafkaClientError,
     KafkaRecord,
-    Subscriber,
-    Subscription,
+    RebalanceHold,
+    RebalanceListener,
     TopicPartition,
+    check_subscription,
 )
 
 try:
@@ -142,26 +143,32 @@ class LibrdkafkaClient:
         # shut down by close().
         self._caller = BoundedCaller("cr-librdkafka-calls")
         self._gate = CallGate(self._caller)
-        self.subscribe = Subscriber(self._subscribe)
 
     # -- subscription -------------------------------------------------------------
-    def _subscribe(self, subscription: Subscription) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: RebalanceListener,
+        hold: RebalanceHold | None = None,
+    ) -> None:
         """librdkafka's subscribe, with this client's rebalance callbacks; a hold is
         refused (:class:`ClientUnavailable`)."""
-        if subscription.hold is not None:
+        check_subscription(topics, pattern)
+        if hold is not None:
             raise ClientUnavailable(
                 "holding a rebalance (the Spark source's group members) needs the kafka-python "
                 "client: the librdkafka client does not offer it"
             )
-        pattern = subscription.pattern
         if pattern:
             self._pattern = re.compile(pattern)
             names = [pattern if pattern.startswith("^") else "^" + pattern]
         else:
-            self._topics = subscription.topics
-            names = list(subscription.topics)
+            self._topics = tuple(topics)
+            names = list(topics)
         callbacks = self._rebalance
-        callbacks.listen(subscription.listener)
+        callbacks.listen(listener)
         self._consumer.subscribe(
             names, on_assign=callbacks.on_assign, on_revoke=callbacks.on_revoke, on_lost=callbacks.on_lost
         )
