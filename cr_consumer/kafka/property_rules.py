@@ -5,7 +5,7 @@ The operator (``OperatorConfig.consumer_properties``) and the Spark source
 (its ``kafka.*`` options) check their users' properties here, before anything
 is built; the client factory checks what it hands a client here too. Each
 client then maps the checked properties to its library's names in its own
-package (``kafka_python.client.kafka_python_config``,
+package (``kafka_python.properties.kafka_python_config``,
 ``librdkafka.properties.librdkafka_config``).
 
 :func:`check_properties`, the owner's check (``OperatorConfig``; the Spark
@@ -301,7 +301,7 @@ PRODUCER_GUARANTEES: Mapping[str, tuple[tuple[object, ...], str]] = {
 def check_producer_properties(properties: Mapping[str, object], client: ClientKind = DEFAULT_CLIENT) -> None:
     """Rules 1, 4 and 9-11 of the module docstring for the Kafka sink's producer properties
     (rule 4 against kafka-python's settings for a kafka-python producer; librdkafka checks its
-    own names and values, ``librdkafka.producer.check_settings``)."""
+    own names and values, ``librdkafka.producer_settings.check_settings``)."""
     for name, value in properties.items():
         key = _check_dotted(name, "linger.ms")
         if key in PRODUCER_NEVER_SET:

@@ -18,7 +18,7 @@ rebalance is held until the query has committed every range it planned for
 them, so their next owner starts where this query ends.
 :class:`HandoverHold` is the member's :class:`~cr_consumer.kafka.client.RebalanceHold`
 (the client seam holds the rebalance and keeps the group's heartbeats going;
-kafka-python does it on its IO loop, ``HoldingListener`` in ``cr_consumer/kafka/kafka_python/client.py``):
+kafka-python does it on its IO loop, ``HoldingListener`` in ``cr_consumer/kafka/kafka_python/listeners.py``):
 
 4. The member's revocation callback records the revocation and calls
    :meth:`HandoverHold.begin`.

@@ -1,5 +1,5 @@
 """The kafka-python client's hot path: ConsumerRecords -> the seam's KafkaRecords
-(column-wise conversion in kafka_python.client.to_kafka_records) against a
+(column-wise conversion in kafka_python.records.to_kafka_records) against a
 per-record reference, for every column's fast path and its fallback (no broker);
 and polls of a joined member without a coordinator hand-off to the IO thread
 (compat.skip_known_coordinator_hop; embedded broker)."""
