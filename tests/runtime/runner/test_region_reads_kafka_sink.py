@@ -72,11 +72,19 @@ def rows(reads: list[CommittedRead]) -> list[dict]:
 
 
 def wait_committed(region, bootstrap: str, topic: str, n: int, timeout: float) -> list[CommittedRead]:
-    def enough() -> list[CommittedRead] | None:
-        reads = committed(bootstrap, topic)
-        return reads if sum(len(read.records) for read in reads) >= n else None
+    """The committed reads of ``topic`` once they hold ``n`` records; on a timeout the message
+    says, per partition, what was committed, aborted and still open at the last look."""
+    last: list[CommittedRead] = []
 
-    return wait_region(region, enough, timeout, f"{n} committed records in {topic}", interval=0.5)
+    def enough() -> list[CommittedRead] | None:
+        last[:] = committed(bootstrap, topic)
+        return last if sum(len(read.records) for read in last) >= n else None
+
+    try:
+        return wait_region(region, enough, timeout, f"{n} committed records in {topic}", interval=0.5)
+    except AssertionError as exc:
+        seen = [(len(r.records), r.aborted_records, len(r.open_transactions), r.stop) for r in last]
+        raise AssertionError(f"(committed, aborted, open, stop) per partition {seen}; {exc}") from exc
 
 
 def trickle(first: int, last: int) -> Iterator[bytes]:
