@@ -22,7 +22,7 @@ import pytest
 from coordinator.kafka.raw_batches import CommittedRead, read_committed
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.runtime.fault_points import ENV_FAULT_DIR, Action, Point, arm, fired
-from cr_consumer.testing.kafka_util import create_topic, produce
+from cr_consumer.testing.kafka_util import committed_offsets, create_topic, produce
 
 from support.region import check_exactly_once, make_region, wait_region, write_module
 
@@ -87,6 +87,26 @@ def wait_committed(region, bootstrap: str, topic: str, n: int, timeout: float) -
         raise AssertionError(f"(committed, aborted, open, stop) per partition {seen}; {exc}") from exc
 
 
+def relay_diagnosis(bootstrap: str, mid: str, out: str, relay_group: str) -> str:
+    """Where the relay stands when its output falls short: what its group committed on ``mid``
+    against ``mid``'s end, and, per partition of ``mid``, the offsets of the committed records
+    the relay has not written (held back behind an open transaction, or dropped as aborted)."""
+    mid_reads = committed(bootstrap, mid)
+    written = {(r["partition"], r["offset"]) for r in rows(committed(bootstrap, out))}
+    missing: dict[int, list[int]] = {}
+    for p, read in enumerate(mid_reads):
+        for record in read.records:
+            row = json.loads(record.value or b"")
+            if (row["partition"], row["offset"]) not in written:
+                missing.setdefault(p, []).append(record.offset)
+    lacking = {p: (len(offsets), offsets[:5]) for p, offsets in missing.items()}
+    ends = [read.stop for read in mid_reads]
+    return (
+        f"relay committed {committed_offsets(bootstrap, relay_group, mid)} of {mid} ends {ends};"
+        f" {mid} offsets not relayed per partition (count, first) {lacking}"
+    )
+
+
 def trickle(first: int, last: int) -> Iterator[bytes]:
     for i in range(first, last):
         time.sleep(TRICKLE_PAUSE_S)
@@ -129,7 +149,10 @@ def test_a_region_reads_another_regions_kafka_output_with_its_aborted_intervals_
         feeder.join(WAIT_S)
         assert not feeder.is_alive(), "the second half of the input was not produced"
         wait_committed(first, bootstrap, mid, 2000, WAIT_S)
-        wait_committed(second, bootstrap, out, 2000, WAIT_S)
+        try:
+            wait_committed(second, bootstrap, out, 2000, WAIT_S)
+        except AssertionError as exc:
+            raise AssertionError(f"{relay_diagnosis(bootstrap, mid, out, second.group)}; {exc}") from exc
     reads = committed(bootstrap, mid)
     assert sum(read.aborted_records for read in reads) > 0, "no aborted interval in the first output"
     check_exactly_once(rows(reads), topic, {p: 500 for p in range(PARTITIONS)})
