@@ -114,7 +114,7 @@ def test_a_failure_before_the_rename_keeps_the_old_segment(tmp_path, step):
             store.put_document("junk", "k", {"k": k})
     store.unregister_member("reg", "op0")
     store.sync()
-    old_path = store._log.path
+    old_where = store._log.where
 
     def fail(name: str) -> None:
         if name == step:
@@ -126,11 +126,11 @@ def test_a_failure_before_the_rename_keeps_the_old_segment(tmp_path, step):
             store.compact()
     finally:
         segment.set_crash_point(None)
-    assert store._log.path == old_path
+    assert store._log.where == old_where
     assert not list(tmp_path.glob("*.tmp"))
     assert store.stats().compaction_failures == 1
     store.put_document("ns", "after", {"ok": True})  # the old segment still takes writes
     store.compact()  # and a later compaction succeeds
-    assert store._log.path != old_path
+    assert store._log.where != old_where
     store.close()
     _check_acknowledged(tmp_path, GROUPS - 1)

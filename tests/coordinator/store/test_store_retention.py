@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import pytest
@@ -123,7 +124,7 @@ def test_a_failing_expiry_is_logged_and_retried_with_backoff(tmp_path, monkeypat
     store.close()
 
 
-def test_a_failed_log_stays_fatal_for_maintenance(tmp_path):
+def test_a_failed_log_stays_fatal_for_maintenance(tmp_path, monkeypatch):
     from coordinator.store.log.segment import LogFailed
 
     clock = Clock()
@@ -131,7 +132,14 @@ def test_a_failed_log_stays_fatal_for_maintenance(tmp_path):
     store.load()
     store.put_initial_offsets("g", {("t", 0): 1})
     store.sync()
-    store._log.failed = OSError(5, "I/O error")  # as after a failed fsync
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "I/O error")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(LogFailed):  # a failed fsync: the log is fail-stop from here on
+            store.sync()
     clock.now += 20
     with pytest.raises(LogFailed):  # fail-stop: the server must stop and restart
         store.expire()
