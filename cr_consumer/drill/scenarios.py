@@ -287,20 +287,24 @@ def run_drill(cfg: DrillConfig, progress: Callable[[str], None] = _progress) -> 
                 standby=standby,
             )
             fraction = rng.uniform(0.2, 0.6) if cfg.fault_at is None else cfg.fault_at
-            loop = WatchLoop(
-                cfg,
-                env,
-                region=region,
-                workload=workload,
-                manifest=manifest,
-                reader=reader,
-                tasks=tasks,
-                watch=watch,
-                output=outputs.counter(bootstrap),
-                fraction=fraction,
-                progress=progress,
-            )
-            delivered = loop.run()
+            output = outputs.counter(bootstrap)
+            try:
+                loop = WatchLoop(
+                    cfg,
+                    env,
+                    region=region,
+                    workload=workload,
+                    manifest=manifest,
+                    reader=reader,
+                    tasks=tasks,
+                    watch=watch,
+                    output=output,
+                    fraction=fraction,
+                    progress=progress,
+                )
+                delivered = loop.run()
+            finally:
+                output.close()
             settle_s = SETTLE_BASE_S + SETTLE_SESSIONS * cfg.session_timeout_ms / 1000
             progress(
                 f"all {delivered} expected records published; waiting at most {settle_s:.0f} s for the "

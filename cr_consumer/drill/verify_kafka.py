@@ -139,6 +139,10 @@ class KafkaOutputCounter:
     before that offset was decided and counted once; nothing at or after it was delivered yet,
     so a fresh read from there sees every later marker with its records. At most one count per
     :data:`COUNT_PERIOD_S`; between two, the last count is returned.
+
+    One raw client and one reader per partition (its leader looked up once) serve every count,
+    each count bounded by :data:`COUNT_DEADLINE_S`; a count that fails closes them, and the next
+    opens new ones. :meth:`close` when the watch ends.
     """
 
     def __init__(self, settings: Mapping[str, Any], topic: str, *, period_s: float = COUNT_PERIOD_S) -> None:
@@ -148,18 +152,40 @@ class KafkaOutputCounter:
         self._resume: dict[int, int] = {}
         self._counted = 0
         self._next_count = 0.0
+        self._client: RawClient | None = None
+        self._readers: dict[int, PartitionReader] = {}
 
     def count(self) -> int:
         now = time.monotonic()
         if now < self._next_count:
             return self._counted
         self._next_count = now + self.period_s
-        with RawClient(self.settings, now + COUNT_DEADLINE_S) as client:
-            for partition in sorted(partition_leaders(client, self.topic)):
-                read = read_committed_with(client, self.topic, partition, self._resume.get(partition, 0))
+        try:
+            readers = self._open(now + COUNT_DEADLINE_S)
+            for partition, reader in readers.items():
+                read = reader.read(self._resume.get(partition, 0), None)
                 self._counted += len(read.records)
                 self._resume[partition] = min((t.first_offset for t in read.open_transactions), default=read.stop)
+        except BaseException:
+            self.close()
+            raise
         return self._counted
+
+    def _open(self, deadline: float) -> dict[int, PartitionReader]:
+        if self._client is None:
+            client = self._client = RawClient(self.settings, deadline)
+            self._readers = {
+                p: PartitionReader(client, self.topic, p) for p in sorted(partition_leaders(client, self.topic))
+            }
+        self._client.deadline = deadline
+        return self._readers
+
+    def close(self) -> None:
+        """Close the raw client (the next count opens another)."""
+        client, self._client = self._client, None
+        self._readers = {}
+        if client is not None:
+            client.close()
 
 
 __all__ = ["COUNT_PERIOD_S", "READ_DEADLINE_S", "KafkaOutputCounter", "read_topic", "write_log_layout"]

@@ -102,6 +102,9 @@ class OutputCount(Protocol):
 
     def count(self) -> int: ...
 
+    def close(self) -> None:
+        """Release what the counts hold open (the drill, when its watch ends)."""
+
 
 class OutputCounter:
     """The file sink's :class:`OutputCount`: published lines, counted incrementally (a published
@@ -117,6 +120,9 @@ class OutputCounter:
                 self.counted[p] = count_lines([p])
         return sum(self.counted.values())
 
+    def close(self) -> None:
+        """Nothing held open."""
+
 
 class SummedCount:
     """The :class:`OutputCount` of several outputs together (the output and the dead-letter output)."""
@@ -126,6 +132,10 @@ class SummedCount:
 
     def count(self) -> int:
         return sum(c.count() for c in self.counts)
+
+    def close(self) -> None:
+        for c in self.counts:
+            c.close()
 
 
 class WatchLoop:
