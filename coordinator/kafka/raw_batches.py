@@ -12,10 +12,17 @@ it needs:
 2. It sends ``Fetch`` requests (``read_uncommitted``, so the broker filters nothing) to the
    leader from ``start``, each bounded by the request timeout, and decodes every batch with
    kafka-python's ``MemoryRecords`` (CRC checked): producer id and epoch, the transactional and
-   control flags, the records. A response with no batch at or after the fetch offset although
-   that offset is below the high watermark is asked again after :data:`EMPTY_FETCH_RETRY_S`,
-   until the deadline: the test broker moves its high watermark before it stores the batch of a
-   produce in flight (seen: a fetch at 1017 with nothing stored yet below 1086).
+   control flags, the records. Offsets below the high watermark are dense (every one is in a
+   data or control batch: none of the topics read here is compacted), but the test broker moves
+   its high watermark before it stores the batch of a produce in flight, and stores concurrent
+   produces and markers in any order: a response can lack the batch at the fetch offset (seen:
+   a fetch at 1017 with nothing stored yet below 1086) or one between two it holds (seen: 6605
+   then 6608, with six transactional producers on the partition; 6606-6607 stored a moment
+   later). So a response is used only up to its first hole (:func:`stored_run`): a reader that
+   went on past it would never see that batch, and a marker or data batch missed there leaves
+   a transaction open for ever or drops committed records as aborted. A response with nothing
+   before its first hole, at an offset below the high watermark, is asked again after
+   :data:`EMPTY_FETCH_RETRY_S`, until the deadline (a hole that never fills: ``RawReadError``).
 3. Each batch goes through a ``CommittedFilter``; reading stops at the high watermark of the
    first response (or ``end`` if given), so a producer still writing cannot keep it going, or
    when ``deadline_s`` passes (``RawRequestError``: a read never hangs).
@@ -142,21 +149,18 @@ class PartitionReader:
         return self._leader_id
 
     def fetch(self, offset: int) -> tuple[list[LogBatch], int]:
-        """One Fetch at ``offset``: the response's complete batches that end at or after
-        ``offset``, and the partition's high watermark; never empty below the high watermark
-        (step 2: asked again until the client's deadline, then ``RawReadError``). A refused fetch
-        (the leader moved) asks the metadata for the leader again, once."""
+        """One Fetch at ``offset``: the response's complete batches from the one holding
+        ``offset`` up to the first hole (:func:`stored_run`), and the partition's high watermark;
+        never empty below the high watermark (step 2: asked again until the client's deadline,
+        then ``RawReadError``). A refused fetch (the leader moved) asks the metadata for the
+        leader again, once."""
         while True:
             try:
                 part = self._fetch(self._leader(), offset)
             except _FetchRefused:
                 self._leader_id = None
                 part = self._fetch(self._leader(), offset, retry=False)
-            batches = [
-                batch
-                for batch in decode_batches(part.records, with_records=self.with_records)
-                if batch.last_offset >= offset
-            ]
+            batches = stored_run(decode_batches(part.records, with_records=self.with_records), offset)
             high_watermark = int(part.high_watermark)
             if batches or offset >= high_watermark:
                 return batches, high_watermark
@@ -228,6 +232,23 @@ class PartitionReader:
 
 class _FetchRefused(RawReadError):
     """A fetch answered with an error code (the leader may have moved: asked again once)."""
+
+
+def stored_run(batches: list[LogBatch], offset: int) -> list[LogBatch]:
+    """Step 2's rule for one response (its batches in offset order): the batches that cover
+    every offset from ``offset`` on without a hole, starting with the one holding ``offset``;
+    batches wholly before ``offset`` are left out, and so is everything from the first offset
+    no batch covers (empty when the response lacks the batch at ``offset`` itself)."""
+    run: list[LogBatch] = []
+    expected = offset
+    for batch in batches:
+        if batch.last_offset < expected:
+            continue
+        if batch.base_offset > expected:
+            break  # a hole: a batch the broker has not stored yet
+        run.append(batch)
+        expected = batch.last_offset + 1
+    return run
 
 
 def decode_batches(raw: bytes | None, *, with_records: bool = True) -> list[LogBatch]:
@@ -305,5 +326,6 @@ __all__ = [
     "partition_leaders",
     "read_committed",
     "read_committed_with",
+    "stored_run",
     "transaction_marker",
 ]

@@ -8,9 +8,10 @@ batches, control markers included (``coordinator.kafka.raw_batches.PartitionRead
 through a ``coordinator.kafka.committed_filter.CommittedFilter``, so only records of
 committed transactions reach the store:
 
-1. Each fetch from `position` gives the batches there and the high watermark. Each
-   batch must start at `position` (a gap means records were deleted under the log:
-   `LogError`). Its records go through the filter; every record the filter releases
+1. Each fetch from `position` gives the batches there, without a hole
+   (``raw_batches.stored_run``: a batch the broker has not stored yet is waited for;
+   records deleted under the log fail the fetch), and the high watermark. Each batch's
+   records go through the filter; every record the filter releases
    (its transaction's COMMIT marker read) is handed on in offset order: a lease
    record (key `LEASE_KEY`, the leader's sign of life, naming its endpoint and
    epoch) is counted and handed to ``on_lease(value)``, any other to
@@ -96,11 +97,6 @@ class LogTail:
         client.deadline = time.monotonic() + self.settings.call_timeout_s
         batches, high_watermark = reader.fetch(self.position)
         for batch in batches:
-            if batch.base_offset > self.position:
-                raise LogError(
-                    f"{self.settings.where}: records {self.position}..{batch.base_offset - 1} are missing "
-                    "(deleted under the log?); the state cannot be replayed exactly, nothing was applied past them"
-                )
             for record in self._filter.feed(batch):
                 self._apply(record)
             self.position = batch.last_offset + 1
