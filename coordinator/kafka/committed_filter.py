@@ -46,6 +46,9 @@ the partition's batches, which it strips of their records (it keeps offsets only
 
 7. :meth:`VisibleOffsets.select` keeps the records (in offset order, all below ``decided_to``)
    that a released visible batch covers; every other one is of an aborted transaction.
+7a. :meth:`VisibleOffsets.first_unreturned` finds an offset a visible batch covers that the
+   client returned no record for: a client reading a partition being written can skip a batch
+   the broker had not stored yet when it answered (the test broker, ``raw_batches.py`` step 2).
 8. :meth:`VisibleOffsets.end_after` is where a consumer that has taken every record up to
    ``last`` goes on from: past ``last``, and on over every offset without a visible record, up
    to the next visible batch or ``decided_to``. It never goes back (a record at an offset it
@@ -286,6 +289,31 @@ class VisibleOffsets:
             kept.extend(records[i:j])
             i = j
         return kept
+
+    def first_unreturned(self, records: list[R], offset: Callable[[R], int], start: int) -> int | None:
+        """Step 7a: the first offset from ``start`` up to the last of ``records`` (in offset order,
+        every one below ``decided_to``) that a released visible batch covers and no record has, or
+        None. Offsets of a visible data batch are dense, so such an offset is a committed record
+        the client skipped (a fetch answer that lacked its batch)."""
+        if not records:
+            return None
+        last = offset(records[-1])
+        i = 0
+        for lo, hi in self._visible:
+            if lo > last:
+                break
+            a, b = max(lo, start), min(hi, last)
+            if a > b:
+                continue
+            i = bisect.bisect_left(records, a, lo=i, key=offset)
+            j = bisect.bisect_right(records, b, lo=i, key=offset)
+            if j - i == b - a + 1:
+                continue  # distinct offsets in order: every one of [a, b] is there
+            for expected, record in zip(range(a, b + 1), records[i:j], strict=False):
+                if offset(record) != expected:
+                    return expected
+            return a + (j - i)
+        return None
 
     def end_after(self, last: int) -> int:
         """Step 8, once every record up to ``last`` (below ``decided_to``) was taken."""

@@ -387,6 +387,7 @@ class ConsumerOperator:
             "nDroppedStale": self.process.n_dropped_stale,
             "nDroppedAborted": self._aborted.dropped if self._aborted is not None else 0,
             "nHeldOpen": self._aborted.holds if self._aborted is not None else 0,
+            "nClientSkips": self._aborted.skips if self._aborted is not None else 0,
             "nRestoringPartitions": len(self.rebalancer.restoring),
         }
 

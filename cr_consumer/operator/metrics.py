@@ -64,6 +64,7 @@ NumberKey = Literal[
     "nDroppedStale",
     "nDroppedAborted",
     "nHeldOpen",
+    "nClientSkips",
     "nResetRequests",
     "nDrains",
     "nResets",
@@ -91,6 +92,11 @@ COUNTERS: tuple[tuple[str, NumberKey, str], ...] = (
         "open_transaction_holds",
         "nHeldOpen",
         "Times a partition was read again from a transaction still open (crkafka.filter.aborted)",
+    ),
+    (
+        "client_skips",
+        "nClientSkips",
+        "Times a partition was read again from a committed record its client skipped (crkafka.filter.aborted)",
     ),
     ("reset_requests", "nResetRequests", "Region resets requested after a rebalance"),
     ("drains", "nDrains", "Completed drains (each commits the processed offsets)"),
@@ -128,6 +134,7 @@ class Readings(TypedDict):
     nDroppedStale: int
     nDroppedAborted: int
     nHeldOpen: int
+    nClientSkips: int
     nRestoringPartitions: int
 
 

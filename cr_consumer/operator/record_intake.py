@@ -79,7 +79,7 @@ class RecordIntake:
         if self._aborted is None:
             self._queue.put_many([Batch(epoch, tp, recs) for tp, recs in records.items()])
             return
-        filtered = self._aborted.filter(records, consumer.assignment())
+        filtered = self._aborted.filter(records, consumer.assignment(), epoch)
         for tp, f in filtered.items():
             if f.rewind is not None:  # records of a transaction still open: read again later
                 consumer.seek(tp, f.rewind)

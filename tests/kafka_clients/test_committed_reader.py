@@ -135,6 +135,26 @@ def test_a_client_s_records_are_selected_by_the_markers_and_its_end_passes_only_
     assert offsets.end_after(end - 1) == max(end, min(after[0] if after else stable, stable))
 
 
+@given(st.lists(step, max_size=40), st.data())
+def test_a_visible_record_the_client_skipped_is_found(steps, data):
+    """Step 7a: of every record below the decided offset, the client returns some (it skipped
+    the others); the first skipped visible one at or after ``start`` is found, and nothing when
+    only aborted records or markers were skipped."""
+    batches, visible, _still_open = _log(steps)
+    offsets = VisibleOffsets()
+    for b in batches:
+        offsets.feed(b)
+    below = [r for b in batches for r in b.records if r.offset < offsets.decided_to]
+    if not below:
+        return
+    returned = data.draw(st.lists(st.sampled_from(below), min_size=1, unique=True)) if len(below) > 1 else below
+    returned.sort(key=lambda r: r.offset)
+    start = data.draw(st.integers(0, returned[0].offset))
+    got = {r.offset for r in returned}
+    skipped = [o for o in visible if start <= o <= returned[-1].offset and o not in got]
+    assert offsets.first_unreturned(returned, lambda r: r.offset, start) == (skipped[0] if skipped else None)
+
+
 def test_records_held_behind_an_abandoned_transaction_are_bounded():
     flt = CommittedFilter(max_held=5)
     flt.feed(LogBatch(0, 0, 7, 3, True, None, (LogRecord(0, None, b"x"),)))

@@ -20,6 +20,10 @@ from kafka import KafkaProducer
 from coordinator.kafka.committed_filter import CommittedFilter, LogBatch, LogRecord
 from coordinator.kafka.raw_batches import PartitionReader, read_committed, stored_run
 from coordinator.kafka.raw_requests import RawClient
+from coordinator.protocol.common.waiting import wait_until
+from cr_consumer.kafka.client import ClientKind, KafkaRecord, TopicPartition
+from cr_consumer.kafka.factory import make_client
+from cr_consumer.kafka.kafka_python.aborted_records import AbortedRecordFilter, for_consumer
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
@@ -133,3 +137,53 @@ def test_a_tail_of_partitions_written_by_concurrent_transactions_releases_exactl
     assert [filters[p].open_transactions() for p in range(PARTITIONS)] == [[]] * PARTITIONS
     whole = sorted(r.value or b"" for p in range(PARTITIONS) for r in read_committed(settings, topic, p).records)
     assert whole == expected
+
+
+def test_the_source_s_filter_sends_a_client_back_to_a_committed_record_it_skipped(bootstrap):
+    """The client itself can skip a record whose batch a fetch answer lacked (seen: 4 of 6,276
+    records in 20 s, a kafka-python consumer at the head of a partition six transactional
+    producers wrote). The source's filter of aborted records (``aborted_records.py`` step 6)
+    hands on only the records before the first committed one the client did not return, and
+    has the partition read again from it: within a poll, and across polls (a client that
+    jumped)."""
+    topic = create_topic(bootstrap, unique_name("holes-client"), 1)
+    tp = TopicPartition(topic, 0)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-w", max_block_ms=10_000)
+    producer.init_transactions()
+    for txn in range(2):  # offsets 0-2 and 4-6, their COMMIT markers at 3 and 7
+        producer.begin_transaction()
+        for k in range(3):
+            producer.send(topic, b"%d-%d" % (txn, k), partition=0)
+        producer.commit_transaction()
+    producer.close(timeout=10)
+    client = make_client(ClientKind.KAFKA_PYTHON, {"bootstrap.servers": bootstrap, "group.id": None})
+    try:
+        client.assign([tp])
+        client.seek(tp, 0)
+        records: list[KafkaRecord] = []
+        wait_until(lambda: records.extend(client.poll(500, 100).get(tp, [])) or len(records) == 6, 30, "6 records")
+    finally:
+        client.close(5_000)
+    by_offset = {r.offset: r for r in records}
+    assert sorted(by_offset) == [0, 1, 2, 4, 5, 6]
+
+    def poll(flt: AbortedRecordFilter, *offsets: int) -> tuple[list[int], int | None, int | None]:
+        f = flt.filter({tp: [by_offset[o] for o in offsets]}, {tp}, 0)[tp]
+        return [r.offset for r in f.records], f.end, f.rewind
+
+    within = for_consumer(bootstrap, {}, "test-holes-filter")
+    try:
+        assert poll(within, 0, 1, 2, 4, 6) == ([0, 1, 2, 4], 5, 5)  # 5 skipped: read again from it
+        assert poll(within, 5, 6) == ([5, 6], 8, None)
+        assert within.skips == 1
+    finally:
+        within.close()
+    across = for_consumer(bootstrap, {}, "test-holes-filter")
+    try:
+        assert poll(across, 0, 1) == ([0, 1], 2, None)
+        assert poll(across, 2) == ([2], 4, None)  # the client passes the marker at 3: not a skip
+        assert poll(across, 6) == ([], None, 4)  # it jumped over 4 and 5
+        assert poll(across, 4, 5, 6) == ([4, 5, 6], 8, None)
+        assert across.skips == 1
+    finally:
+        across.close()

@@ -35,10 +35,20 @@ own batches and control markers, before the records are queued (the operator's e
    checkpoint: it moves past dropped aborted records and control markers (never past
    ``decided_to``), so a reset to a checkpoint never replays them. None when the poll decided
    nothing new.
-6. Records going back past what was handed on (the operator seeked: a reset, an assignment) or
-   jumping past where the read stopped start a new read there (1), which is always right: a read
-   may start anywhere, a transaction whose first records lie before it is decided by its marker
-   all the same. Partitions no longer assigned are forgotten.
+6. The client can skip records: a fetch answer of a partition being written can lack a batch
+   the broker has not stored yet (the test broker, ``raw_batches.py`` step 2), and the client
+   goes on past it. So every offset from where the client was to the last record handed on
+   that a visible batch covers must have come with a record (``VisibleOffsets.first_unreturned``);
+   the first that did not is where the partition is seeked back to, and only the records before
+   it are handed on (counted in :attr:`AbortedRecordFilter.skips`). Offsets the client jumps over
+   with no visible record there (control markers, aborted records) are passed as before.
+7. Every seek the operator makes (a reset, an assignment) comes with a new reset epoch
+   (``record_intake.py``): a poll of a new epoch forgets every read, and each partition's next
+   records start a new one (1), which is always right: a read may start anywhere, a transaction
+   whose first records lie before it is decided by its marker all the same. Within an epoch a
+   partition's read goes on from where it stopped, however far the client moved on (records
+   going back past what was handed on start a new read all the same). Partitions no longer
+   assigned are forgotten.
 
 Off by default: a real cluster lists aborted transactions and keeps its LSO, so its consumers
 need none of this, and this costs a second read of the log (every byte fetched twice, every
@@ -54,6 +64,7 @@ the poll's last record).
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -65,6 +76,8 @@ from coordinator.kafka.raw_batches import PartitionReader
 from coordinator.kafka.raw_requests import RawClient
 from cr_consumer.kafka.client import KafkaRecord, TopicPartition
 from cr_consumer.kafka.kafka_python.admin import admin_settings
+
+log = logging.getLogger(__name__)
 
 #: Bytes asked per raw Fetch: decoding a response holds the event thread (pure Python, about
 #: 1-2 us a record), so a 1 MB response keeps that stall as short as the consumer's own
@@ -122,12 +135,20 @@ class AbortedRecordFilter:
         self.dropped = 0
         #: Polls whose records of a partition were held back behind an open transaction (step 4).
         self.holds = 0
+        #: Polls after which a partition was seeked back to a record the client skipped (step 6).
+        self.skips = 0
+        #: The reset epoch of the last poll (step 7).
+        self._epoch: int | None = None
 
     def filter(
-        self, records: Mapping[TopicPartition, list[KafkaRecord]], assigned: Collection[TopicPartition]
+        self, records: Mapping[TopicPartition, list[KafkaRecord]], assigned: Collection[TopicPartition], epoch: int
     ) -> dict[TopicPartition, Filtered]:
-        """Steps 2-5 for one poll's records (each partition's in offset order, as ``poll`` returns
-        them); ``assigned``: the consumer's partitions now (step 5 forgets the others)."""
+        """Steps 2-7 for one poll's records (each partition's in offset order, as ``poll`` returns
+        them); ``assigned``: the consumer's partitions now, ``epoch``: the operator's reset epoch
+        the records were polled in (step 7 forgets the reads of other partitions and epochs)."""
+        if epoch != self._epoch:
+            self._logs.clear()
+            self._epoch = epoch
         for gone in [tp for tp in self._logs if tp not in assigned]:
             del self._logs[gone]
         out: dict[TopicPartition, Filtered] = {}
@@ -145,25 +166,31 @@ class AbortedRecordFilter:
 
     def _partition(self, tp: TopicPartition, recs: list[KafkaRecord]) -> Filtered:
         first, last = recs[0].offset, recs[-1].offset
-        log = self._logs.get(tp)
-        if log is None or first < log.client_next or first > log.read_to:
-            log = self._logs[tp] = self._new_log(tp, first)
-        self._decide_past(log, last)
+        part = self._logs.get(tp)
+        if part is None or first < part.client_next:
+            part = self._logs[tp] = self._new_log(tp, first)
+        self._decide_past(part, last)
         # a batch that began before the read's first record may hold it: never seek back past it
-        decided = max(log.offsets.decided_to, first)
+        decided = max(part.offsets.decided_to, first)
         rewind = None
         if last >= decided:  # step 4
             recs = recs[: bisect.bisect_left(recs, decided, key=_offset)]
             rewind = decided
             self.holds += 1
-        if not recs:
-            log.client_next = decided
+        skipped = part.offsets.first_unreturned(recs, _offset, part.client_next)
+        if skipped is not None:  # step 6
+            log.warning("%s: the client skipped the record at %d: read again from there", tp, skipped)
+            recs = recs[: bisect.bisect_left(recs, skipped, key=_offset)]
+            rewind = skipped
+            self.skips += 1
+        if not recs:  # each was cut off above, with its rewind
+            part.client_next = decided if rewind is None else rewind
             return Filtered([], None, rewind)
         taken = recs[-1].offset
-        kept = log.offsets.select(recs, _offset)
+        kept = part.offsets.select(recs, _offset)
         self.dropped += len(recs) - len(kept)
-        end = log.offsets.end_after(taken)
-        log.client_next = decided if rewind is not None else taken + 1
+        end = part.offsets.end_after(taken)
+        part.client_next = rewind if rewind is not None else taken + 1
         return Filtered(kept, end, rewind)
 
     def _new_log(self, tp: TopicPartition, start: int) -> _PartitionLog:
