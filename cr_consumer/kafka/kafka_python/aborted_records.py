@@ -121,7 +121,7 @@ class _PartitionLog:
 
 
 class AbortedRecordFilter:
-    """Steps 1-5 of the module docstring for every partition one consumer polls. Used by one
+    """Steps 1-7 of the module docstring for every partition one consumer polls. Used by one
     thread (the operator's event thread, which polls); :meth:`close` on that thread too."""
 
     def __init__(self, settings: Mapping[str, Any], *, max_held: int = DEFAULT_MAX_HELD) -> None:
