@@ -183,8 +183,9 @@ class AbortedRecordFilter:
             recs = recs[: bisect.bisect_left(recs, skipped, key=_offset)]
             rewind = skipped
             self.skips += 1
-        if not recs:  # each was cut off above, with its rewind
-            part.client_next = decided if rewind is None else rewind
+        if not recs:  # each was cut off above (step 4 or 6), which set the rewind
+            assert rewind is not None
+            part.client_next = rewind
             return Filtered([], None, rewind)
         taken = recs[-1].offset
         kept = part.offsets.select(recs, _offset)
