@@ -10,7 +10,6 @@ committed."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from hypothesis import given
@@ -27,12 +26,12 @@ from cr_consumer.kafka.kafka_python.aborted_records import AbortedRecordFilter, 
 from cr_consumer.kafka.kafka_python.admin import admin_settings
 from cr_consumer.testing.kafka_util import create_topic, unique_name
 
+from support.concurrent_transactions import ConcurrentTransactions
+
 PRODUCERS = 6
 PARTITIONS = 2
 #: How long the producers write while the partitions are tailed.
 WRITE_S = 6.0
-#: Every third transaction of a producer is aborted.
-ABORT_EVERY = 3
 
 
 def _dense(sizes: list[int]) -> list[LogBatch]:
@@ -72,65 +71,43 @@ def test_batches_wholly_before_the_offset_are_left_out_and_the_one_holding_it_ke
     assert stored_run(log[2:], 3) == []  # the batch at 3 is not stored yet
 
 
-def _write(bootstrap: str, topic: str, index: int, stop: threading.Event, committed: list[bytes]) -> None:
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap, transactional_id=f"{topic}-{index}", linger_ms=0, max_block_ms=10_000
-    )
-    producer.init_transactions()
-    txn = 0
-    while not stop.is_set():
-        producer.begin_transaction()
-        values = [b"%d-%d-%d" % (index, txn, k) for k in range(2 * PARTITIONS)]
-        for k, value in enumerate(values):
-            producer.send(topic, value, partition=k % PARTITIONS)
-        producer.flush()
-        if txn % ABORT_EVERY == ABORT_EVERY - 1:
-            producer.abort_transaction()
-        else:
-            producer.commit_transaction()
-            committed.extend(values)
-        txn += 1
-    producer.close(timeout=10)
-
-
 def test_a_tail_of_partitions_written_by_concurrent_transactions_releases_exactly_the_committed_records(bootstrap):
     topic = create_topic(bootstrap, unique_name("holes"), PARTITIONS)
     settings = admin_settings(bootstrap, {}, request_timeout_ms=10_000, client_id="test-holes")
-    stop = threading.Event()
-    committed: list[list[bytes]] = [[] for _ in range(PRODUCERS)]
-    writers = [
-        threading.Thread(target=_write, args=(bootstrap, topic, i, stop, committed[i]), daemon=True)
-        for i in range(PRODUCERS)
-    ]
-    for w in writers:
-        w.start()
+
+    def send(producer: KafkaProducer, label: str) -> None:
+        for k in range(2 * PARTITIONS):
+            producer.send(topic, f"{label}-{k}".encode(), partition=k % PARTITIONS)
+        producer.flush()
+
+    writers = ConcurrentTransactions(bootstrap, [f"{topic}-{i}" for i in range(PRODUCERS)], send).start()
     released: dict[int, list[LogRecord]] = {p: [] for p in range(PARTITIONS)}
     filters = {p: CommittedFilter() for p in range(PARTITIONS)}
     position = dict.fromkeys(range(PARTITIONS), 0)
-    with RawClient(settings, time.monotonic() + 120) as client:
-        readers = {p: PartitionReader(client, topic, p, with_records=True) for p in range(PARTITIONS)}
+    try:
+        with RawClient(settings, time.monotonic() + 120) as client:
+            readers = {p: PartitionReader(client, topic, p, with_records=True) for p in range(PARTITIONS)}
 
-        def tail_step(p: int) -> int:
-            batches, high_watermark = readers[p].fetch(position[p])
-            for batch in batches:
-                assert batch.base_offset <= position[p] <= batch.last_offset, (p, position[p], batch)
-                released[p].extend(filters[p].feed(batch))
-                position[p] = batch.last_offset + 1
-            return high_watermark
+            def tail_step(p: int) -> int:
+                batches, high_watermark = readers[p].fetch(position[p])
+                for batch in batches:
+                    assert batch.base_offset <= position[p] <= batch.last_offset, (p, position[p], batch)
+                    released[p].extend(filters[p].feed(batch))
+                    position[p] = batch.last_offset + 1
+                return high_watermark
 
-        end = time.monotonic() + WRITE_S
-        while time.monotonic() < end:
+            end = time.monotonic() + WRITE_S
+            while time.monotonic() < end:
+                for p in range(PARTITIONS):
+                    tail_step(p)
+            labels = writers.stop()
             for p in range(PARTITIONS):
-                tail_step(p)
-        stop.set()
-        for w in writers:
-            w.join(30)
-            assert not w.is_alive(), "a producer did not end"
-        for p in range(PARTITIONS):
-            high_watermark = tail_step(p)
-            while position[p] < high_watermark:
-                tail_step(p)
-    expected = sorted(v for values in committed for v in values)
+                high_watermark = tail_step(p)
+                while position[p] < high_watermark:
+                    tail_step(p)
+    finally:
+        writers.stop()  # again after a failure: no writer outlives the test
+    expected = sorted(f"{label}-{k}".encode() for label in labels for k in range(2 * PARTITIONS))
     assert len(expected) > 100, "too few transactions to tell anything"
     tailed = sorted(r.value or b"" for p in range(PARTITIONS) for r in released[p])
     assert tailed == expected

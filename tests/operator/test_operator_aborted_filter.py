@@ -6,7 +6,7 @@ control markers, so a reset replays none of them."""
 
 from __future__ import annotations
 
-import threading
+import time
 
 import pytest
 from kafka import KafkaProducer
@@ -20,6 +20,7 @@ from cr_consumer.operator.checkpoint import OperatorCheckpoint
 from cr_consumer.operator.region import RegionPermit
 from cr_consumer.testing.kafka_util import create_topic
 
+from support.concurrent_transactions import ConcurrentTransactions
 from support.operator import Members, Region, Sink, committed, make
 
 pytestmark = pytest.mark.usefixtures("kafka_client")
@@ -224,32 +225,12 @@ def test_records_behind_an_open_transaction_wait_for_its_marker(bootstrap, names
         w.close()
 
 
-#: Concurrent transactional writers of the test below, how long they write, and which of each
-#: writer's transactions are aborted (every third).
+#: Concurrent transactional writers of the test below, how long they write, and each one's
+#: pause between transactions: the source keeps up with the writers, so it polls at the log's
+#: head, where batches not stored yet are.
 CONCURRENT_WRITERS = 6
 CONCURRENT_WRITE_S = 6.0
-ABORT_EVERY = 3
-#: A writer's pause between transactions: the source keeps up with the writers, so it polls at
-#: the log's head, where batches not stored yet are.
 WRITE_PAUSE_S = 0.02
-
-
-def _write_concurrently(w: Writers, tid: str, stop: threading.Event, committed_labels: list[str]) -> None:
-    producer = w.transactional(tid)
-    n = 0
-    try:
-        while not stop.is_set():
-            label = f"{tid}-{n}"
-            w.txn(producer, label)
-            if n % ABORT_EVERY == ABORT_EVERY - 1:
-                producer.abort_transaction()
-            else:
-                producer.commit_transaction()
-                committed_labels.append(label)
-            n += 1
-            stop.wait(WRITE_PAUSE_S)
-    finally:
-        producer.close(timeout=10)
 
 
 def test_partitions_written_by_concurrent_transactions_are_read_exactly_once(bootstrap, names):
@@ -262,28 +243,20 @@ def test_partitions_written_by_concurrent_transactions_are_read_exactly_once(boo
     topic = create_topic(bootstrap, names.topic(), partitions=len(PARTITIONS))
     group = names.group()
     w = Writers(bootstrap, topic, names)
-    stop = threading.Event()
-    labels: list[list[str]] = [[] for _ in range(CONCURRENT_WRITERS)]
-    writers = [
-        threading.Thread(target=_write_concurrently, args=(w, names.group(f"tid-c{i}"), stop, labels[i]), daemon=True)
-        for i in range(CONCURRENT_WRITERS)
-    ]
+    tids = [names.group(f"tid-c{i}") for i in range(CONCURRENT_WRITERS)]
+    writers = ConcurrentTransactions(bootstrap, tids, w.send, pause_s=WRITE_PAUSE_S)
     sink = Sink()
     op = start_committing(bootstrap, group, topic, sink)
     try:
-        for t in writers:
-            t.start()
-        stop.wait(CONCURRENT_WRITE_S)
-        stop.set()
-        for t in writers:
-            t.join(30)
-            assert not t.is_alive(), "a writer did not end"
+        writers.start()
+        time.sleep(CONCURRENT_WRITE_S)  # the writers' time: the load itself, not a synchronisation
+        want = writers.stop()
         end = log_end(bootstrap, topic)
         wait_until(lambda: committed(bootstrap, group, topic) == end, 60, f"offsets {end} committed")
         got = delivered(sink)
-        want = sorted(label for each in labels for label in each)
         assert len(want) > 50, "too few transactions to tell anything"
         assert {p: sorted(v) for p, v in got.items()} == {p: [f"{label}-p{p}" for label in want] for p in PARTITIONS}
     finally:
+        writers.stop()
         op.close()
         w.close()
