@@ -6,7 +6,7 @@
    ``crkafka.filter.aborted`` the source's own ``read_committed``
    (``cr_consumer/kafka/kafka_python/aborted_records.py``) decides every record,
    gives each batch its end and seeks a partition back to its first record of a
-   transaction still open. One batch per partition is queued, stamped with the
+   transaction still open, or to a committed record its client skipped. One batch per partition is queued, stamped with the
    epoch read before the state.
 2. :meth:`RecordIntake.new_epoch` (Kafka's IO thread at a revocation, the
    handler caller at a reset): the epoch goes up and the queue is cleared; the
