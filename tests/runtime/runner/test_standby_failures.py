@@ -191,8 +191,11 @@ def test_4_a_standby_that_does_not_read_its_stdin_fails_the_write(tmp_path):
 
 
 def _stopped(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        stat = f.read()
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:  # reaped since the caller's gone() looked: the next look sees it gone
+        return False
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"T"
 
 
